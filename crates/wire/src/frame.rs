@@ -1,0 +1,321 @@
+//! Frame headers: the unit every transport carries.
+//!
+//! Layout (little-endian, 40 bytes, append-only: new kinds get new op codes, retired ones stay
+//! reserved):
+//!
+//! | offset | size | field |
+//! |---|---|---|
+//! | 0 | 1 | version ([`PROTOCOL_VERSION`]) |
+//! | 1 | 1 | kind (op code, see [`kind`]) |
+//! | 2 | 2 | flags (0) |
+//! | 4 | 4 | context id |
+//! | 8 | 4 | tag (i32) |
+//! | 12 | 4 | reserved (0) |
+//! | 16 | 8 | field a |
+//! | 24 | 8 | field b |
+//! | 32 | 8 | field c |
+//!
+//! What a, b and c mean depends on the kind; [`Frame`] names them. Only `Eager` and `Data` are
+//! followed by a payload, of the length the header gives.
+
+use thiserror::Error;
+
+/// Version byte written into every header.
+pub const PROTOCOL_VERSION: u8 = 1;
+/// Size of an encoded header in bytes.
+pub const HEADER_LEN: usize = 40;
+
+/// Op codes of the `kind` byte.
+pub mod kind {
+    /// Small message: envelope and payload in one frame.
+    pub const EAGER: u8 = 0x01;
+    /// Request to send a large message.
+    pub const RTS: u8 = 0x02;
+    /// Receiver matched an RTS and wants the data pushed.
+    pub const CTS: u8 = 0x03;
+    /// A chunk of a rendezvous payload.
+    pub const DATA: u8 = 0x04;
+    /// Receiver pulled the payload itself; the sender's buffer is free.
+    pub const FIN: u8 = 0x05;
+    /// Orderly goodbye: the peer finalized and closes the channel.
+    pub const BYE: u8 = 0x06;
+}
+
+/// A decoded frame header.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Frame {
+    /// A whole small message; `len` payload bytes follow.
+    Eager {
+        /// Communicator context id.
+        context: u32,
+        /// Message tag.
+        tag: i32,
+        /// Payload length in bytes.
+        len: u64,
+    },
+    /// Announces a large message of `len` bytes.
+    Rts {
+        /// Communicator context id.
+        context: u32,
+        /// Message tag.
+        tag: i32,
+        /// Total message length.
+        len: u64,
+        /// The sender's request id, echoed in CTS and FIN.
+        send_id: u64,
+        /// Address of the payload in the sender's memory, for single-copy pulls on one host
+        /// (0 when the receiver cannot or must not pull).
+        source_addr: u64,
+    },
+    /// The receiver is ready: push at most `accept_len` bytes tagged with `recv_id`.
+    Cts {
+        /// Sender's request id from the RTS.
+        send_id: u64,
+        /// Receiver's request id, carried by every DATA frame.
+        recv_id: u64,
+        /// Bytes the receiver will take (its buffer may be shorter than the message).
+        accept_len: u64,
+    },
+    /// `len` payload bytes at `offset` of the receive identified by `recv_id` follow.
+    Data {
+        /// Receiver's request id.
+        recv_id: u64,
+        /// Offset of this chunk in the message.
+        offset: u64,
+        /// Payload length in bytes.
+        len: u64,
+    },
+    /// The receiver pulled the payload; the send with `send_id` is complete.
+    Fin {
+        /// Sender's request id from the RTS.
+        send_id: u64,
+    },
+    /// The peer finalized; an end of stream after this is orderly.
+    Bye,
+}
+
+/// Why bytes did not decode as a frame header.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Error)]
+pub enum FrameError {
+    /// Fewer than [`HEADER_LEN`] bytes were given.
+    #[error("need {needed} more bytes for a frame header")]
+    Incomplete {
+        /// Bytes still missing.
+        needed: usize,
+    },
+    /// The version byte is not ours.
+    #[error("frame has protocol version {0}, expected {PROTOCOL_VERSION}")]
+    Version(u8),
+    /// The kind byte is unknown.
+    #[error("unknown frame kind 0x{0:02x}")]
+    Kind(u8),
+    /// A payload length beyond what the receiver accepts.
+    #[error("frame payload of {len} bytes exceeds the limit of {limit}")]
+    TooLong {
+        /// Announced length.
+        len: u64,
+        /// Largest acceptable length.
+        limit: u64,
+    },
+}
+
+impl Frame {
+    /// Number of payload bytes that follow this header on the wire.
+    pub fn payload_len(&self) -> u64 {
+        match *self {
+            Frame::Eager { len, .. } | Frame::Data { len, .. } => len,
+            _ => 0,
+        }
+    }
+
+    /// Encodes the header into `out`.
+    pub fn encode(&self, out: &mut [u8; HEADER_LEN]) {
+        let (kind, context, tag, a, b, c) = match *self {
+            Frame::Eager { context, tag, len } => (kind::EAGER, context, tag, len, 0, 0),
+            Frame::Rts {
+                context,
+                tag,
+                len,
+                send_id,
+                source_addr,
+            } => (kind::RTS, context, tag, len, send_id, source_addr),
+            Frame::Cts {
+                send_id,
+                recv_id,
+                accept_len,
+            } => (kind::CTS, 0, 0, send_id, recv_id, accept_len),
+            Frame::Data {
+                recv_id,
+                offset,
+                len,
+            } => (kind::DATA, 0, 0, recv_id, offset, len),
+            Frame::Fin { send_id } => (kind::FIN, 0, 0, send_id, 0, 0),
+            Frame::Bye => (kind::BYE, 0, 0, 0, 0, 0),
+        };
+        out[0] = PROTOCOL_VERSION;
+        out[1] = kind;
+        out[2..4].copy_from_slice(&0u16.to_le_bytes());
+        out[4..8].copy_from_slice(&context.to_le_bytes());
+        out[8..12].copy_from_slice(&tag.to_le_bytes());
+        out[12..16].copy_from_slice(&0u32.to_le_bytes());
+        out[16..24].copy_from_slice(&a.to_le_bytes());
+        out[24..32].copy_from_slice(&b.to_le_bytes());
+        out[32..40].copy_from_slice(&c.to_le_bytes());
+    }
+
+    /// Encodes the header into a new array.
+    pub fn to_bytes(&self) -> [u8; HEADER_LEN] {
+        let mut out = [0u8; HEADER_LEN];
+        self.encode(&mut out);
+        out
+    }
+
+    /// Decodes a header from the start of `bytes`, refusing payloads longer than `max_payload`
+    /// before anything is allocated for them.
+    pub fn decode(bytes: &[u8], max_payload: u64) -> Result<Frame, FrameError> {
+        let Some(h) = bytes.get(..HEADER_LEN) else {
+            return Err(FrameError::Incomplete {
+                needed: HEADER_LEN - bytes.len(),
+            });
+        };
+        if h[0] != PROTOCOL_VERSION {
+            return Err(FrameError::Version(h[0]));
+        }
+        let u32_at = |i: usize| u32::from_le_bytes([h[i], h[i + 1], h[i + 2], h[i + 3]]);
+        let u64_at = |i: usize| {
+            let mut b = [0u8; 8];
+            b.copy_from_slice(&h[i..i + 8]);
+            u64::from_le_bytes(b)
+        };
+        let context = u32_at(4);
+        let tag = u32_at(8) as i32;
+        let (a, b, c) = (u64_at(16), u64_at(24), u64_at(32));
+        let frame = match h[1] {
+            kind::EAGER => Frame::Eager {
+                context,
+                tag,
+                len: a,
+            },
+            kind::RTS => Frame::Rts {
+                context,
+                tag,
+                len: a,
+                send_id: b,
+                source_addr: c,
+            },
+            kind::CTS => Frame::Cts {
+                send_id: a,
+                recv_id: b,
+                accept_len: c,
+            },
+            kind::DATA => Frame::Data {
+                recv_id: a,
+                offset: b,
+                len: c,
+            },
+            kind::FIN => Frame::Fin { send_id: a },
+            kind::BYE => Frame::Bye,
+            other => return Err(FrameError::Kind(other)),
+        };
+        let len = frame.payload_len();
+        if len > max_payload {
+            return Err(FrameError::TooLong {
+                len,
+                limit: max_payload,
+            });
+        }
+        Ok(frame)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    fn any_frame() -> impl Strategy<Value = Frame> {
+        prop_oneof![
+            (any::<u32>(), any::<i32>(), 0..1u64 << 20)
+                .prop_map(|(context, tag, len)| Frame::Eager { context, tag, len }),
+            (
+                any::<u32>(),
+                any::<i32>(),
+                any::<u64>(),
+                any::<u64>(),
+                any::<u64>()
+            )
+                .prop_map(|(context, tag, len, send_id, source_addr)| Frame::Rts {
+                    context,
+                    tag,
+                    len,
+                    send_id,
+                    source_addr
+                }),
+            (any::<u64>(), any::<u64>(), any::<u64>()).prop_map(
+                |(send_id, recv_id, accept_len)| Frame::Cts {
+                    send_id,
+                    recv_id,
+                    accept_len
+                }
+            ),
+            (any::<u64>(), any::<u64>(), 0..1u64 << 20).prop_map(|(recv_id, offset, len)| {
+                Frame::Data {
+                    recv_id,
+                    offset,
+                    len,
+                }
+            }),
+            any::<u64>().prop_map(|send_id| Frame::Fin { send_id }),
+            Just(Frame::Bye),
+        ]
+    }
+
+    proptest! {
+        #[test]
+        fn encode_then_decode_is_identity(frame in any_frame()) {
+            let bytes = frame.to_bytes();
+            prop_assert_eq!(Frame::decode(&bytes, 1 << 20), Ok(frame));
+        }
+
+        #[test]
+        fn arbitrary_bytes_never_panic(bytes in proptest::collection::vec(any::<u8>(), 0..64)) {
+            let _ = Frame::decode(&bytes, 1 << 20);
+        }
+    }
+
+    #[test]
+    fn short_input_says_how_much_is_missing() {
+        let bytes = Frame::Bye.to_bytes();
+        assert_eq!(
+            Frame::decode(&bytes[..10], 0),
+            Err(FrameError::Incomplete { needed: 30 })
+        );
+    }
+
+    #[test]
+    fn wrong_version_and_kind_are_refused() {
+        let mut bytes = Frame::Bye.to_bytes();
+        bytes[0] = 9;
+        assert_eq!(Frame::decode(&bytes, 0), Err(FrameError::Version(9)));
+        bytes[0] = PROTOCOL_VERSION;
+        bytes[1] = 0x7f;
+        assert_eq!(Frame::decode(&bytes, 0), Err(FrameError::Kind(0x7f)));
+    }
+
+    #[test]
+    fn oversized_payload_is_refused_before_allocation() {
+        let bytes = Frame::Eager {
+            context: 0,
+            tag: 0,
+            len: 1 << 40,
+        }
+        .to_bytes();
+        assert_eq!(
+            Frame::decode(&bytes, 1 << 20),
+            Err(FrameError::TooLong {
+                len: 1 << 40,
+                limit: 1 << 20
+            })
+        );
+    }
+}

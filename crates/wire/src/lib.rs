@@ -1,0 +1,26 @@
+//! The wire protocol of ferry, without any I/O.
+//!
+//! This crate owns the byte layouts that cross a process boundary and the state machines that
+//! decide what to send next:
+//!
+//! - [`frame`]: the fixed 40-byte frame header shared by every transport (shared-memory rings and
+//!   TCP carry the same frames), with encode/decode that never allocate and report short input.
+//! - [`handshake`]: mutual HMAC-SHA256 challenge-response over the job key that opens every
+//!   connection between two ranks.
+//! - [`rendezvous`]: the sender and receiver halves of the large-message protocol
+//!   (RTS → CTS → DATA, or RTS → receiver pulls → FIN).
+//! - [`pmi`]: the line protocol between a rank and its launcher (put / fence / get).
+//!
+//! It must not depend on sockets, threads, clocks or any other ferry crate: everything here is
+//! driven by the caller handing bytes in and taking bytes out, so it is tested in memory.
+#![deny(missing_docs)]
+#![forbid(unsafe_code)]
+
+pub mod frame;
+pub mod handshake;
+pub mod pmi;
+pub mod rendezvous;
+
+pub use frame::{Frame, FrameError, HEADER_LEN, PROTOCOL_VERSION};
+pub use handshake::{Handshake, HandshakeError, JobKey};
+pub use rendezvous::{DataChunk, RendezvousRecv, RendezvousSend};

@@ -1,0 +1,308 @@
+//! The large-message protocol, one state machine per side.
+//!
+//! ```text
+//! push (any transport):   sender RTS →   ← CTS receiver   sender DATA, DATA, … →
+//! pull (one host, CMA):   sender RTS →   receiver copies from source_addr itself   ← FIN
+//! ```
+//!
+//! The receiver chooses: it pulls when the RTS carries a source address and it may read the
+//! sender's memory, and answers CTS otherwise (also after a refused pull), so a sender always
+//! accepts either reply. A receive buffer shorter than the message asks for fewer bytes
+//! (`accept_len`), and the sender pushes only those: truncation costs no bandwidth.
+
+use crate::frame::Frame;
+use thiserror::Error;
+
+/// A protocol violation by the peer: the connection cannot be trusted any more.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Error)]
+pub enum ProtocolError {
+    /// A CTS or FIN arrived for a send that was not waiting for one.
+    #[error("unexpected {0} for send request {1}")]
+    UnexpectedReply(&'static str, u64),
+    /// A DATA chunk lies outside what the receiver accepted.
+    #[error("data chunk [{offset}, {offset}+{len}) outside the accepted {accepted} bytes")]
+    ChunkOutOfRange {
+        /// Chunk offset.
+        offset: u64,
+        /// Chunk length.
+        len: u64,
+        /// Bytes the receiver accepted.
+        accepted: u64,
+    },
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum SendState {
+    AwaitReply,
+    Pushing { recv_id: u64, next: u64, end: u64 },
+    Done,
+}
+
+/// A piece of payload to push: write `frame`, then message bytes `offset .. offset + len`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct DataChunk {
+    /// The DATA header to write first.
+    pub frame: Frame,
+    /// Offset of the chunk in the message.
+    pub offset: u64,
+    /// Length of the chunk.
+    pub len: u64,
+}
+
+/// Sender side of one rendezvous.
+#[derive(Debug, Clone)]
+pub struct RendezvousSend {
+    send_id: u64,
+    len: u64,
+    state: SendState,
+}
+
+impl RendezvousSend {
+    /// A send of `len` bytes, known to the peer as `send_id`.
+    pub fn new(send_id: u64, len: u64) -> Self {
+        RendezvousSend {
+            send_id,
+            len,
+            state: SendState::AwaitReply,
+        }
+    }
+
+    /// The RTS that opens the exchange.
+    pub fn rts(&self, context: u32, tag: i32, source_addr: u64) -> Frame {
+        Frame::Rts {
+            context,
+            tag,
+            len: self.len,
+            send_id: self.send_id,
+            source_addr,
+        }
+    }
+
+    /// The receiver wants `accept_len` bytes pushed under `recv_id`.
+    pub fn on_cts(&mut self, recv_id: u64, accept_len: u64) -> Result<(), ProtocolError> {
+        if self.state != SendState::AwaitReply {
+            return Err(ProtocolError::UnexpectedReply("CTS", self.send_id));
+        }
+        let end = accept_len.min(self.len);
+        self.state = if end == 0 {
+            SendState::Done
+        } else {
+            SendState::Pushing {
+                recv_id,
+                next: 0,
+                end,
+            }
+        };
+        Ok(())
+    }
+
+    /// The receiver pulled the data itself.
+    pub fn on_fin(&mut self) -> Result<(), ProtocolError> {
+        if self.state != SendState::AwaitReply {
+            return Err(ProtocolError::UnexpectedReply("FIN", self.send_id));
+        }
+        self.state = SendState::Done;
+        Ok(())
+    }
+
+    /// The next chunk of at most `max_chunk` bytes to push, if any is left. Once the last chunk
+    /// is handed out the send counts as done: the caller finishes writing it.
+    pub fn next_chunk(&mut self, max_chunk: u64) -> Option<DataChunk> {
+        let SendState::Pushing { recv_id, next, end } = self.state else {
+            return None;
+        };
+        let len = (end - next).min(max_chunk.max(1));
+        self.state = if next + len == end {
+            SendState::Done
+        } else {
+            SendState::Pushing {
+                recv_id,
+                next: next + len,
+                end,
+            }
+        };
+        Some(DataChunk {
+            frame: Frame::Data {
+                recv_id,
+                offset: next,
+                len,
+            },
+            offset: next,
+            len,
+        })
+    }
+
+    /// Waiting for CTS or FIN.
+    pub fn awaiting_reply(&self) -> bool {
+        self.state == SendState::AwaitReply
+    }
+
+    /// Every byte has been handed out (or pulled).
+    pub fn is_done(&self) -> bool {
+        self.state == SendState::Done
+    }
+}
+
+/// Receiver side of one rendezvous.
+#[derive(Debug, Clone)]
+pub struct RendezvousRecv {
+    send_id: u64,
+    recv_id: u64,
+    message_len: u64,
+    accepted: u64,
+    received: u64,
+}
+
+impl RendezvousRecv {
+    /// Matched an RTS for `message_len` bytes into a buffer of `buffer_len` bytes.
+    pub fn new(send_id: u64, recv_id: u64, message_len: u64, buffer_len: u64) -> Self {
+        RendezvousRecv {
+            send_id,
+            recv_id,
+            message_len,
+            accepted: message_len.min(buffer_len),
+            received: 0,
+        }
+    }
+
+    /// Bytes that will land in the buffer.
+    pub fn accepted(&self) -> u64 {
+        self.accepted
+    }
+
+    /// The message is longer than the buffer (MPI_ERR_TRUNCATE).
+    pub fn truncated(&self) -> bool {
+        self.message_len > self.accepted
+    }
+
+    /// The CTS asking the sender to push.
+    pub fn cts(&self) -> Frame {
+        Frame::Cts {
+            send_id: self.send_id,
+            recv_id: self.recv_id,
+            accept_len: self.accepted,
+        }
+    }
+
+    /// The FIN telling the sender that the pull is done.
+    pub fn fin(&mut self) -> Frame {
+        self.received = self.accepted;
+        Frame::Fin {
+            send_id: self.send_id,
+        }
+    }
+
+    /// A DATA chunk `[offset, offset + len)` is about to be stored; checks it lies within the
+    /// accepted range. Chunks may come in any order but must not overlap.
+    pub fn on_data(&mut self, offset: u64, len: u64) -> Result<(), ProtocolError> {
+        let fits = offset
+            .checked_add(len)
+            .is_some_and(|end| end <= self.accepted)
+            && self.received + len <= self.accepted;
+        if !fits {
+            return Err(ProtocolError::ChunkOutOfRange {
+                offset,
+                len,
+                accepted: self.accepted,
+            });
+        }
+        self.received += len;
+        Ok(())
+    }
+
+    /// All accepted bytes are in.
+    pub fn is_complete(&self) -> bool {
+        self.received == self.accepted
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn push_delivers_every_byte_once_in_chunks() {
+        let mut send = RendezvousSend::new(5, 10);
+        let Frame::Rts {
+            len: 10,
+            send_id: 5,
+            ..
+        } = send.rts(1, 2, 0)
+        else {
+            panic!("wrong RTS")
+        };
+        let mut recv = RendezvousRecv::new(5, 9, 10, 100);
+        let Frame::Cts {
+            send_id,
+            recv_id,
+            accept_len,
+        } = recv.cts()
+        else {
+            panic!("wrong CTS")
+        };
+        assert_eq!((send_id, recv_id, accept_len), (5, 9, 10));
+        send.on_cts(recv_id, accept_len).unwrap();
+        let mut offsets = vec![];
+        while let Some(chunk) = send.next_chunk(4) {
+            recv.on_data(chunk.offset, chunk.len).unwrap();
+            offsets.push((chunk.offset, chunk.len));
+        }
+        assert_eq!(offsets, [(0, 4), (4, 4), (8, 2)]);
+        assert!(send.is_done() && recv.is_complete() && !recv.truncated());
+    }
+
+    #[test]
+    fn short_buffer_asks_for_fewer_bytes() {
+        let mut send = RendezvousSend::new(1, 1000);
+        let recv = RendezvousRecv::new(1, 2, 1000, 300);
+        assert!(recv.truncated());
+        let Frame::Cts { accept_len, .. } = recv.cts() else {
+            panic!()
+        };
+        send.on_cts(2, accept_len).unwrap();
+        let total: u64 = std::iter::from_fn(|| send.next_chunk(128))
+            .map(|c| c.len)
+            .sum();
+        assert_eq!(total, 300);
+    }
+
+    #[test]
+    fn zero_byte_buffer_completes_without_data() {
+        let mut send = RendezvousSend::new(1, 1000);
+        let recv = RendezvousRecv::new(1, 2, 1000, 0);
+        assert!(recv.is_complete());
+        send.on_cts(2, 0).unwrap();
+        assert!(send.is_done());
+        assert_eq!(send.next_chunk(64), None);
+    }
+
+    #[test]
+    fn pull_ends_with_fin() {
+        let mut send = RendezvousSend::new(1, 1000);
+        let mut recv = RendezvousRecv::new(1, 2, 1000, 1000);
+        assert_eq!(recv.fin(), Frame::Fin { send_id: 1 });
+        assert!(recv.is_complete());
+        send.on_fin().unwrap();
+        assert!(send.is_done());
+    }
+
+    #[test]
+    fn replies_out_of_turn_are_protocol_errors() {
+        let mut send = RendezvousSend::new(3, 10);
+        send.on_fin().unwrap();
+        assert_eq!(
+            send.on_cts(1, 10),
+            Err(ProtocolError::UnexpectedReply("CTS", 3))
+        );
+        assert_eq!(send.on_fin(), Err(ProtocolError::UnexpectedReply("FIN", 3)));
+    }
+
+    #[test]
+    fn chunks_outside_the_accepted_range_are_refused() {
+        let mut recv = RendezvousRecv::new(1, 2, 100, 50);
+        assert!(recv.on_data(40, 20).is_err());
+        assert!(recv.on_data(u64::MAX, 2).is_err());
+        recv.on_data(0, 50).unwrap();
+        assert!(recv.on_data(0, 1).is_err(), "more bytes than accepted");
+    }
+}
