@@ -1,1 +1,226 @@
-fn main() {}
+//! `ferry`: the command-line front end of ferry.
+//!
+//! Each subcommand is a variant of [`Command`] with its own argument struct and a small function
+//! that runs it and returns the process exit status. Today there is `run` (launch a job on this
+//! host); `bench`, `info`, `relay` and the `mpiexec` alias are to be added next to it.
+
+use clap::{Args, Parser, Subcommand, ValueEnum};
+use ferry_launch::{LaunchOptions, TIMEOUT_EXIT_CODE};
+use std::ffi::OsString;
+use std::time::Duration;
+
+/// ferry: a message-passing runtime.
+#[derive(Debug, Parser)]
+#[command(name = "ferry", version, about)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+/// The subcommands.
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Run N copies of a program as one job on this host.
+    #[command(
+        after_help = format!(
+            "Exit status: the first non-zero rank status (128+S for a rank killed by signal S), \
+             0 when every rank succeeds; {TIMEOUT_EXIT_CODE} when the job times out; 128+S when \
+             ferry itself gets signal S; 127 when PROG is not found.\n\
+             MPIEXEC_TIMEOUT (whole seconds) sets a timeout when --timeout is not given."
+        )
+    )]
+    Run(RunArgs),
+}
+
+/// Transports a job can be told to use.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+enum Transport {
+    /// Shared memory between the ranks of one host.
+    Shm,
+    /// TCP sockets.
+    Tcp,
+}
+
+impl Transport {
+    fn as_str(self) -> &'static str {
+        match self {
+            Transport::Shm => "shm",
+            Transport::Tcp => "tcp",
+        }
+    }
+}
+
+/// Arguments of `ferry run` (and, later, of `mpiexec`).
+#[derive(Debug, Args)]
+struct RunArgs {
+    /// Number of ranks (`-np N` is accepted too, as mpiexec does).
+    #[arg(short = 'n', long = "np", value_name = "N", default_value_t = 1,
+          value_parser = clap::value_parser!(u32).range(1..))]
+    np: u32,
+
+    /// Prefix each line of output with `[rank] `.
+    #[arg(long)]
+    tag_output: bool,
+
+    /// End the job after SECS seconds (fractions allowed; 0 means no limit).
+    #[arg(long, value_name = "SECS", value_parser = parse_timeout)]
+    timeout: Option<Duration>,
+
+    /// Transport between the ranks (sets FERRY_TRANSPORT for them).
+    #[arg(long, value_enum)]
+    transport: Option<Transport>,
+
+    /// The program every rank runs.
+    #[arg(value_name = "PROG", required = true)]
+    program: OsString,
+
+    /// Arguments for PROG, passed verbatim (including ones that start with `-`).
+    #[arg(
+        value_name = "ARGS",
+        trailing_var_arg = true,
+        allow_hyphen_values = true
+    )]
+    args: Vec<OsString>,
+}
+
+fn parse_timeout(text: &str) -> Result<Duration, String> {
+    let secs: f64 = text
+        .parse()
+        .map_err(|_| format!("{text:?} is not a number of seconds"))?;
+    Duration::try_from_secs_f64(secs).map_err(|_| format!("{text:?} is not a usable timeout"))
+}
+
+/// Runs a job as `ferry run` does and returns its exit status. Messages go to stderr.
+fn run_command(args: RunArgs) -> i32 {
+    let mut options = LaunchOptions::new(args.np, args.program);
+    options.args = args.args;
+    options.tag_output = args.tag_output;
+    options.timeout = args.timeout;
+    if let Some(transport) = args.transport {
+        options
+            .extra_env
+            .push(("FERRY_TRANSPORT".into(), transport.as_str().into()));
+    }
+    match ferry_launch::run(&options) {
+        Ok(outcome) => outcome.exit_code(),
+        Err(error) => {
+            eprintln!("ferry run: {error}");
+            error.exit_code()
+        }
+    }
+}
+
+/// mpiexec spells the rank count `-np N`; clap has no multi-letter short options, so `-np` (and
+/// `-np=N`) before the program become `--np`. Arguments from the program on are left alone.
+fn normalize_run_args(argv: Vec<OsString>) -> Vec<OsString> {
+    let mut out = Vec::with_capacity(argv.len());
+    let mut iter = argv.into_iter();
+    // The binary name, then options up to the subcommand.
+    for arg in iter.by_ref() {
+        let is_run = arg == "run";
+        out.push(arg);
+        if is_run {
+            break;
+        }
+    }
+    let mut expect_value = false;
+    for arg in iter.by_ref() {
+        if expect_value {
+            expect_value = false;
+            out.push(arg);
+            continue;
+        }
+        let text = arg.to_str().unwrap_or("");
+        if text == "--" || !text.starts_with('-') {
+            // The program (or the separator before it): everything after is its own.
+            out.push(arg);
+            break;
+        }
+        if text == "-np" {
+            out.push("--np".into());
+            expect_value = true;
+            continue;
+        }
+        if let Some(value) = text.strip_prefix("-np=") {
+            out.push(format!("--np={value}").into());
+            continue;
+        }
+        expect_value = matches!(text, "-n" | "--np" | "--timeout" | "--transport");
+        out.push(arg);
+    }
+    out.extend(iter);
+    out
+}
+
+fn main() {
+    let cli = Cli::parse_from(normalize_run_args(std::env::args_os().collect()));
+    let code = match cli.command {
+        Command::Run(args) => run_command(args),
+    };
+    std::process::exit(code);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse(args: &[&str]) -> RunArgs {
+        let argv = args.iter().map(OsString::from).collect();
+        match Cli::try_parse_from(normalize_run_args(argv)) {
+            Ok(Cli {
+                command: Command::Run(args),
+            }) => args,
+            Err(e) => panic!("{e}"),
+        }
+    }
+
+    #[test]
+    fn np_spellings() {
+        assert_eq!(parse(&["ferry", "run", "-n", "4", "true"]).np, 4);
+        assert_eq!(parse(&["ferry", "run", "--np", "5", "true"]).np, 5);
+        assert_eq!(parse(&["ferry", "run", "-np", "6", "true"]).np, 6);
+        assert_eq!(parse(&["ferry", "run", "-np=7", "true"]).np, 7);
+        assert_eq!(parse(&["ferry", "run", "true"]).np, 1);
+    }
+
+    #[test]
+    fn program_arguments_are_verbatim() {
+        let args = parse(&[
+            "ferry",
+            "run",
+            "--tag-output",
+            "-n",
+            "2",
+            "prog",
+            "-np",
+            "3",
+            "--tag-output",
+            "-x",
+        ]);
+        assert_eq!(args.program, "prog");
+        assert_eq!(args.args, ["-np", "3", "--tag-output", "-x"]);
+        assert!(args.tag_output);
+        let args = parse(&["ferry", "run", "--", "-prog", "-n"]);
+        assert_eq!(args.program, "-prog");
+        assert_eq!(args.args, ["-n"]);
+    }
+
+    #[test]
+    fn timeout_and_transport() {
+        let args = parse(&[
+            "ferry",
+            "run",
+            "--timeout",
+            "1.5",
+            "--transport",
+            "tcp",
+            "true",
+        ]);
+        assert_eq!(args.timeout, Some(Duration::from_millis(1500)));
+        assert_eq!(args.transport, Some(Transport::Tcp));
+        let argv = ["ferry", "run", "--timeout", "-1", "true"].map(OsString::from);
+        assert!(Cli::try_parse_from(argv).is_err());
+        let argv = ["ferry", "run", "-n", "0", "true"].map(OsString::from);
+        assert!(Cli::try_parse_from(argv).is_err());
+    }
+}

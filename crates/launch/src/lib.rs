@@ -1,1 +1,296 @@
-//! placeholder
+//! Launching a ferry job on this host: `ferry run -n N prog args…`.
+//!
+//! This crate owns everything between "the user asked for N ranks of a program" and "the job's
+//! exit status":
+//!
+//! - the **bootstrap server** ([`BootstrapServer`]): the launcher's side of the key-value
+//!   exchange in [`ferry_wire::pmi`] (challenge–`hello` with the job key, `put` / `get` /
+//!   `fence`, `abort`, `finalize`) on an ephemeral port of 127.0.0.1;
+//! - **spawning** the ranks with `FERRY_PMI_ADDR`, `FERRY_RANK`, `FERRY_SIZE`, `FERRY_JOB_ID` and
+//!   `FERRY_JOB_KEY` in their environment (a fresh 256-bit key per job; never on a command line),
+//!   each rank in a process group of its own so that whatever it starts is stopped with it;
+//! - **output forwarding**: each rank's stdout and stderr to ours, whole lines, optionally
+//!   prefixed `[rank] `;
+//! - **failure handling**: the first rank that fails (non-zero exit, a signal, an exit or a lost
+//!   bootstrap connection without `finalize`, or `abort`) is named on stderr, the others get
+//!   SIGTERM and after a grace SIGKILL; SIGINT / SIGTERM / SIGHUP to the launcher and the job
+//!   timeout end the job the same way;
+//! - **cleanup** of the job's shared-memory files (`/dev/shm/ferry-<job id>-*`) however it ends.
+//!
+//! On success it prints nothing of its own: tests that compare output exactly see only the
+//! ranks' output. It does not run ranks on other hosts (ssh and Slurm back ends come later), does
+//! not forward standard input beyond rank 0 and does not depend on the runtime (`ferry-core`):
+//! only on the wire protocol.
+//!
+//! # Exit status
+//!
+//! [`Outcome::exit_code`] is the status `ferry run` exits with:
+//!
+//! | how the job ended | status |
+//! |---|---|
+//! | every rank exited 0 (and finalized, if it connected) | 0 |
+//! | a rank exited with code C ≠ 0 first | C |
+//! | a rank was killed by signal S first | 128 + S |
+//! | a rank exited 0 or lost its connection without `finalize` | 1 |
+//! | a rank called `abort` with code C | C & 0xff, or 1 if that is 0 |
+//! | the timeout expired | [`TIMEOUT_EXIT_CODE`] (124, as coreutils `timeout`) |
+//! | the launcher got signal S | 128 + S |
+//!
+//! Errors before the job runs are [`LaunchError`]s; [`LaunchError::exit_code`] maps them
+//! (127 program not found, 126 not executable, 1 otherwise).
+//!
+//! # Example
+//!
+//! ```no_run
+//! use ferry_launch::{run, LaunchOptions};
+//!
+//! let mut options = LaunchOptions::new(4, "./ring");
+//! options.tag_output = true;
+//! options.extra_env.push(("FERRY_TRANSPORT".into(), "tcp".into()));
+//! let outcome = run(&options)?;
+//! std::process::exit(outcome.exit_code());
+//! # Ok::<(), ferry_launch::LaunchError>(())
+//! ```
+#![deny(missing_docs)]
+
+use std::ffi::OsString;
+use std::fmt;
+use std::time::Duration;
+use thiserror::Error;
+
+mod job;
+mod output;
+mod server;
+mod sys;
+
+pub use job::run;
+pub use server::{BootstrapEvent, BootstrapServer, RankSession, HANDSHAKE_TIMEOUT};
+
+/// The environment variable that limits a job's run time, in whole seconds (as in MPICH).
+pub const TIMEOUT_ENV: &str = "MPIEXEC_TIMEOUT";
+
+/// Exit status of a job that ran out of time.
+pub const TIMEOUT_EXIT_CODE: i32 = 124;
+
+/// What to launch and how.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LaunchOptions {
+    /// Number of ranks (at least 1).
+    pub np: u32,
+    /// The program every rank runs (looked up in `PATH` if it has no `/`).
+    pub program: OsString,
+    /// Its arguments, passed verbatim.
+    pub args: Vec<OsString>,
+    /// Prefix every forwarded line with `[rank] `.
+    pub tag_output: bool,
+    /// Ends the job after this long. `None` falls back to [`TIMEOUT_ENV`]; a zero duration (here
+    /// or there) means no limit.
+    pub timeout: Option<Duration>,
+    /// More environment variables for every rank (e.g. `FERRY_TRANSPORT=tcp`), set after the
+    /// launcher's own environment and before the `FERRY_` bootstrap variables.
+    pub extra_env: Vec<(String, String)>,
+}
+
+impl LaunchOptions {
+    /// `np` ranks of `program` without arguments, untagged, no timeout, no extra environment.
+    pub fn new(np: u32, program: impl Into<OsString>) -> LaunchOptions {
+        LaunchOptions {
+            np,
+            program: program.into(),
+            args: Vec::new(),
+            tag_output: false,
+            timeout: None,
+            extra_env: Vec::new(),
+        }
+    }
+}
+
+/// Why a job could not be run at all.
+#[derive(Debug, Error)]
+pub enum LaunchError {
+    /// `np` was 0.
+    #[error("the job needs at least one rank")]
+    NoRanks,
+    /// The program name is empty.
+    #[error("no program to run")]
+    NoProgram,
+    /// The program does not exist (or is not in `PATH`).
+    #[error("{}: program not found", .0.to_string_lossy())]
+    ProgramNotFound(OsString),
+    /// The program exists but may not be executed.
+    #[error("{}: permission denied", .0.to_string_lossy())]
+    NotExecutable(OsString),
+    /// Starting a rank failed for another reason (e.g. too many processes).
+    #[error("cannot start rank {rank} ({}): {source}", .program.to_string_lossy())]
+    Spawn {
+        /// The rank that could not start.
+        rank: u32,
+        /// The program.
+        program: OsString,
+        /// The operating system's error.
+        source: std::io::Error,
+    },
+    /// [`TIMEOUT_ENV`] is set but not a whole number of seconds.
+    #[error("{TIMEOUT_ENV}={0:?} is not a whole number of seconds")]
+    BadTimeoutEnv(String),
+    /// The bootstrap server could not start.
+    #[error("cannot start the bootstrap server: {0}")]
+    Bootstrap(#[source] std::io::Error),
+    /// No randomness for the job key.
+    #[error("cannot draw a job key: {0}")]
+    Random(#[source] std::io::Error),
+    /// Signal handlers could not be installed.
+    #[error("cannot install signal handlers: {0}")]
+    Signals(#[source] std::io::Error),
+}
+
+impl LaunchError {
+    /// The exit status for a launcher that failed this way: 127 when the program is not found,
+    /// 126 when it is not executable (as shells do), 1 otherwise.
+    pub fn exit_code(&self) -> i32 {
+        match self {
+            LaunchError::ProgramNotFound(_) => 127,
+            LaunchError::NotExecutable(_) => 126,
+            _ => 1,
+        }
+    }
+}
+
+/// How a job ended; [`Outcome::exit_code`] is the status `ferry run` exits with.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Outcome {
+    /// Every rank exited 0 (and finalized if it had connected to the bootstrap server).
+    Success,
+    /// This rank was the first to fail.
+    RankFailed {
+        /// The rank.
+        rank: u32,
+        /// Its host.
+        host: String,
+        /// Its process id.
+        pid: u32,
+        /// How it failed.
+        failure: RankFailure,
+    },
+    /// A rank called `abort`.
+    Aborted {
+        /// The rank.
+        rank: u32,
+        /// The code it passed.
+        code: i32,
+        /// Its message.
+        message: String,
+    },
+    /// The job ran longer than its timeout.
+    TimedOut {
+        /// The timeout.
+        after: Duration,
+    },
+    /// The launcher received this signal and passed it on.
+    Interrupted {
+        /// The signal number.
+        signal: i32,
+    },
+}
+
+/// How one rank failed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RankFailure {
+    /// It exited with this non-zero code.
+    Exited(i32),
+    /// It was killed by this signal.
+    Signaled(i32),
+    /// It exited with code 0 after connecting to the bootstrap server but without `finalize`.
+    NoFinalize,
+    /// Its bootstrap connection closed without `finalize` and it had not exited shortly after.
+    ConnectionLost,
+}
+
+impl Outcome {
+    /// The job's exit status (see the table in the crate documentation).
+    pub fn exit_code(&self) -> i32 {
+        match self {
+            Outcome::Success => 0,
+            Outcome::RankFailed { failure, .. } => match *failure {
+                RankFailure::Exited(code) => code,
+                RankFailure::Signaled(signal) => 128 + signal,
+                RankFailure::NoFinalize | RankFailure::ConnectionLost => 1,
+            },
+            Outcome::Aborted { code, .. } => match code & 0xff {
+                0 => 1,
+                code => code,
+            },
+            Outcome::TimedOut { .. } => TIMEOUT_EXIT_CODE,
+            Outcome::Interrupted { signal } => 128 + signal,
+        }
+    }
+}
+
+/// Formats a signal as `9 (SIGKILL)`, or just the number when it has no known name.
+pub(crate) struct SignalDisplay(pub(crate) i32);
+
+impl fmt::Display for SignalDisplay {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match sys::signal_name(self.0) {
+            Some(name) => write!(f, "{} ({name})", self.0),
+            None => write!(f, "{}", self.0),
+        }
+    }
+}
+
+/// The line the launcher prints (after `ferry run: `) when a job does not succeed.
+impl fmt::Display for Outcome {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Outcome::Success => write!(f, "all ranks succeeded"),
+            Outcome::RankFailed {
+                rank,
+                host,
+                pid,
+                failure,
+            } => {
+                write!(f, "rank {rank} (host {host}, pid {pid}) ")?;
+                match *failure {
+                    RankFailure::Exited(code) => write!(f, "exited with code {code}"),
+                    RankFailure::Signaled(signal) => {
+                        write!(f, "was killed by signal {}", SignalDisplay(signal))
+                    }
+                    RankFailure::NoFinalize => write!(f, "exited without calling finalize"),
+                    RankFailure::ConnectionLost => write!(
+                        f,
+                        "closed its bootstrap connection without calling finalize"
+                    ),
+                }
+            }
+            Outcome::Aborted {
+                rank,
+                code,
+                message,
+            } => write!(f, "rank {rank} called abort (code {code}): {message}"),
+            Outcome::TimedOut { after } => {
+                write!(f, "job timed out after {} s", after.as_secs_f64())
+            }
+            Outcome::Interrupted { signal } => write!(
+                f,
+                "received signal {}; stopping the job",
+                SignalDisplay(*signal)
+            ),
+        }
+    }
+}
+
+/// The job timeout from [`TIMEOUT_ENV`]: `None` when unset, empty or 0.
+pub fn timeout_from_env() -> Result<Option<Duration>, LaunchError> {
+    let Some(value) = std::env::var_os(TIMEOUT_ENV) else {
+        return Ok(None);
+    };
+    let text = value.to_string_lossy();
+    let trimmed = text.trim();
+    if trimmed.is_empty() {
+        return Ok(None);
+    }
+    let secs: u64 = trimmed
+        .parse()
+        .map_err(|_| LaunchError::BadTimeoutEnv(text.to_string()))?;
+    Ok((secs > 0).then(|| Duration::from_secs(secs)))
+}

@@ -1,0 +1,296 @@
+//! `ferry run` end to end: the built binary, `sh -c` scripts as ranks.
+
+use std::io::{BufRead, BufReader};
+use std::process::{Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+fn ferry() -> Command {
+    let mut command = Command::new(env!("CARGO_BIN_EXE_ferry"));
+    command.env_remove("MPIEXEC_TIMEOUT").stdin(Stdio::null());
+    command
+}
+
+/// `ferry run ARGS…`, which must end within `limit`.
+fn run(args: &[&str], limit: Duration) -> Output {
+    let start = Instant::now();
+    let output = ferry().arg("run").args(args).output().expect("ferry runs");
+    let took = start.elapsed();
+    assert!(took < limit, "ferry run {args:?} took {took:?}");
+    output
+}
+
+fn text(bytes: &[u8]) -> String {
+    String::from_utf8_lossy(bytes).into_owned()
+}
+
+fn sorted_lines(bytes: &[u8]) -> Vec<String> {
+    let mut lines: Vec<String> = text(bytes).lines().map(str::to_owned).collect();
+    lines.sort();
+    lines
+}
+
+#[test]
+fn success_prints_only_the_ranks_output() {
+    let out = run(
+        &["-n", "3", "sh", "-c", "echo hello"],
+        Duration::from_secs(5),
+    );
+    assert_eq!(out.status.code(), Some(0));
+    assert_eq!(text(&out.stdout), "hello\nhello\nhello\n");
+    assert_eq!(text(&out.stderr), "");
+}
+
+#[test]
+fn exit_status_of_the_failing_rank() {
+    let out = run(
+        &[
+            "-n",
+            "3",
+            "sh",
+            "-c",
+            r#"[ "$FERRY_RANK" = 2 ] && exit 3; exit 0"#,
+        ],
+        Duration::from_secs(5),
+    );
+    assert_eq!(out.status.code(), Some(3));
+    let stderr = text(&out.stderr);
+    assert!(stderr.contains("ferry run: rank 2 (host "), "{stderr}");
+    assert!(stderr.contains("exited with code 3"), "{stderr}");
+}
+
+#[test]
+fn killed_rank_is_named_and_the_job_ends() {
+    let out = run(
+        &[
+            "-n",
+            "4",
+            "sh",
+            "-c",
+            r#"if [ "$FERRY_RANK" = 1 ]; then kill -9 $$; else sleep 30; fi"#,
+        ],
+        Duration::from_secs(5),
+    );
+    assert_eq!(out.status.code(), Some(137));
+    let stderr = text(&out.stderr);
+    assert!(stderr.contains("rank 1 "), "{stderr}");
+    assert!(stderr.contains("killed by signal 9 (SIGKILL)"), "{stderr}");
+}
+
+#[test]
+fn tagged_output() {
+    let out = run(
+        &[
+            "--tag-output",
+            "-n",
+            "3",
+            "sh",
+            "-c",
+            "echo out $FERRY_RANK; echo err >&2; printf partial",
+        ],
+        Duration::from_secs(5),
+    );
+    assert_eq!(out.status.code(), Some(0));
+    let mut expected = Vec::new();
+    for rank in 0..3 {
+        expected.push(format!("[{rank}] out {rank}"));
+        expected.push(format!("[{rank}] partial"));
+    }
+    expected.sort();
+    assert_eq!(sorted_lines(&out.stdout), expected);
+    assert_eq!(sorted_lines(&out.stderr), ["[0] err", "[1] err", "[2] err"]);
+}
+
+#[test]
+fn untagged_partial_lines_stay_byte_exact() {
+    let out = run(&["sh", "-c", "printf 'a\\nb'"], Duration::from_secs(5));
+    assert_eq!(text(&out.stdout), "a\nb");
+}
+
+#[test]
+fn lines_never_interleave() {
+    // Each rank prints 300 lines of 1000 copies of its rank digit, in several writes per line.
+    let script = r#"i=0; while [ $i -lt 300 ]; do
+        printf '%0500d' 0 | tr 0 "$FERRY_RANK"; printf '%0500d\n' 0 | tr 0 "$FERRY_RANK"
+        i=$((i+1)); done"#;
+    let out = run(&["-n", "4", "sh", "-c", script], Duration::from_secs(20));
+    assert_eq!(out.status.code(), Some(0));
+    let stdout = text(&out.stdout);
+    let lines: Vec<&str> = stdout.lines().collect();
+    assert_eq!(lines.len(), 1200);
+    for line in lines {
+        assert_eq!(line.len(), 1000);
+        let first = line.as_bytes()[0];
+        assert!(line.bytes().all(|b| b == first), "mixed line: {line}");
+    }
+}
+
+#[test]
+fn a_line_is_visible_while_its_rank_still_runs() {
+    let mut child = ferry()
+        .args(["run", "-n", "2", "sh", "-c", "echo ready; exec sleep 30"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stdout = BufReader::new(child.stdout.take().unwrap());
+    let mut line = String::new();
+    stdout.read_line(&mut line).unwrap();
+    assert_eq!(line, "ready\n");
+    let start = Instant::now();
+    Command::new("kill")
+        .args(["-TERM", &child.id().to_string()])
+        .status()
+        .unwrap();
+    let status = child.wait().unwrap();
+    assert_eq!(status.code(), Some(128 + 15));
+    assert!(start.elapsed() < Duration::from_secs(4));
+}
+
+#[test]
+fn sigint_is_passed_on_and_stubborn_ranks_are_killed() {
+    let mut child = ferry()
+        .args([
+            "run",
+            "-n",
+            "2",
+            "sh",
+            "-c",
+            r#"trap '' INT TERM; echo up; exec sleep 30"#,
+        ])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stdout = BufReader::new(child.stdout.take().unwrap());
+    let mut line = String::new();
+    stdout.read_line(&mut line).unwrap();
+    let start = Instant::now();
+    Command::new("kill")
+        .args(["-INT", &child.id().to_string()])
+        .status()
+        .unwrap();
+    let status = child.wait().unwrap();
+    let took = start.elapsed();
+    assert_eq!(status.code(), Some(128 + 2));
+    // The ranks ignore SIGINT: they are killed after the 2 s grace.
+    assert!(
+        took >= Duration::from_millis(1500) && took < Duration::from_secs(5),
+        "{took:?}"
+    );
+}
+
+#[test]
+fn timeout_option_and_environment() {
+    let out = run(
+        &["--timeout", "0.5", "-n", "2", "sleep", "30"],
+        Duration::from_secs(4),
+    );
+    assert_eq!(out.status.code(), Some(124));
+    assert!(text(&out.stderr).contains("ferry run: job timed out after 0.5 s"));
+
+    let start = Instant::now();
+    let out = ferry()
+        .env("MPIEXEC_TIMEOUT", "1")
+        .args(["run", "-n", "2", "sleep", "30"])
+        .output()
+        .unwrap();
+    assert!(start.elapsed() < Duration::from_secs(4));
+    assert_eq!(out.status.code(), Some(124));
+    assert!(text(&out.stderr).contains("job timed out after 1 s"));
+
+    // The option wins over the environment.
+    let start = Instant::now();
+    let out = ferry()
+        .env("MPIEXEC_TIMEOUT", "100")
+        .args(["run", "--timeout", "0.3", "sleep", "30"])
+        .output()
+        .unwrap();
+    assert!(start.elapsed() < Duration::from_secs(3));
+    assert_eq!(out.status.code(), Some(124));
+
+    let out = ferry()
+        .env("MPIEXEC_TIMEOUT", "soon")
+        .args(["run", "true"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    assert!(text(&out.stderr).contains("MPIEXEC_TIMEOUT"));
+}
+
+#[test]
+fn shared_memory_is_cleaned_up() {
+    let out = run(
+        &[
+            "-n",
+            "2",
+            "sh",
+            "-c",
+            r#"touch /dev/shm/ferry-$FERRY_JOB_ID-x$FERRY_RANK; [ $FERRY_RANK = 0 ] && echo $FERRY_JOB_ID; true"#,
+        ],
+        Duration::from_secs(5),
+    );
+    assert_eq!(out.status.code(), Some(0));
+    let job = text(&out.stdout);
+    let job = job.trim();
+    assert!(job.parse::<u64>().is_ok(), "{job:?}");
+    for rank in 0..2 {
+        assert!(!std::path::Path::new(&format!("/dev/shm/ferry-{job}-x{rank}")).exists());
+    }
+}
+
+#[test]
+fn sixty_four_ranks() {
+    let out = run(&["-n", "64", "true"], Duration::from_secs(15));
+    assert_eq!(out.status.code(), Some(0));
+    assert_eq!(text(&out.stderr), "");
+}
+
+#[test]
+fn mpiexec_spelling_and_verbatim_arguments() {
+    let out = run(
+        &[
+            "-np",
+            "2",
+            "sh",
+            "-c",
+            r#"printf '%s|' "$@"; echo"#,
+            "x",
+            "-n",
+            "--tag-output",
+            "-np",
+        ],
+        Duration::from_secs(5),
+    );
+    assert_eq!(out.status.code(), Some(0));
+    assert_eq!(
+        text(&out.stdout),
+        "-n|--tag-output|-np|\n-n|--tag-output|-np|\n"
+    );
+}
+
+#[test]
+fn transport_is_passed_to_the_ranks() {
+    let out = run(
+        &["--transport", "tcp", "sh", "-c", "echo $FERRY_TRANSPORT"],
+        Duration::from_secs(5),
+    );
+    assert_eq!(text(&out.stdout), "tcp\n");
+    let out = ferry()
+        .args(["run", "--transport", "carrier-pigeon", "true"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+}
+
+#[test]
+fn missing_program() {
+    let out = run(
+        &["-n", "2", "ferry-no-such-program"],
+        Duration::from_secs(5),
+    );
+    assert_eq!(out.status.code(), Some(127));
+    assert_eq!(
+        text(&out.stderr),
+        "ferry run: ferry-no-such-program: program not found\n"
+    );
+}

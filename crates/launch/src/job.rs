@@ -1,0 +1,491 @@
+//! One job on this host: spawn the ranks, watch them and the bootstrap server, end the job.
+//!
+//! The monitor is a single loop that wakes on every bootstrap event and at least every
+//! [`TICK`]: it reaps ranks with `try_wait` (it is the only one that reaps them, so a pid it
+//! signals is never a reused one), decides whether the first rank to end failed, watches the
+//! launcher's signals and the timeout, and tears the job down.
+
+use crate::output::{self, Sink};
+use crate::server::{BootstrapEvent, BootstrapServer};
+use crate::sys;
+use crate::{timeout_from_env, LaunchError, LaunchOptions, Outcome, RankFailure};
+use ferry_wire::pmi::env;
+use ferry_wire::JobKey;
+use std::io;
+use std::net::SocketAddr;
+use std::os::unix::process::{CommandExt, ExitStatusExt};
+use std::process::{Child, Command, ExitStatus, Stdio};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::thread::{self, JoinHandle};
+use std::time::{Duration, Instant};
+
+/// The monitor's polling period for rank exits.
+const TICK: Duration = Duration::from_millis(20);
+/// How long after a connected rank exits we wait for its connection to close, so that an
+/// `abort` or `finalize` it sent just before exiting is seen before its exit is judged; and how
+/// long after a connection closes without `finalize` we wait for the rank's exit status.
+const CLOSE_GRACE: Duration = Duration::from_millis(500);
+/// Between SIGTERM and SIGKILL when the job fails or times out.
+const TERM_GRACE: Duration = Duration::from_secs(1);
+/// Between passing on the launcher's signal and SIGKILL.
+const SIGNAL_GRACE: Duration = Duration::from_secs(2);
+/// How long we wait for SIGKILLed ranks to be reaped before giving up on them.
+const REAP_LIMIT: Duration = Duration::from_secs(2);
+/// How long we wait for the ranks' output to drain once they have all exited.
+const OUTPUT_GRACE: Duration = Duration::from_secs(2);
+/// The same when the job was torn down (everything it started has been killed).
+const OUTPUT_GRACE_TORN_DOWN: Duration = Duration::from_millis(500);
+/// Signals that the launcher passes on to the job.
+const FORWARDED_SIGNALS: [libc::c_int; 3] = [libc::SIGINT, libc::SIGTERM, libc::SIGHUP];
+
+/// Runs `opts.np` ranks of `opts.program` on this host and waits until the job ends.
+///
+/// Blocks until every rank has exited (or has been killed). Prints nothing of its own when the job
+/// succeeds; otherwise one line on stderr that names what ended it. For the duration of the call,
+/// SIGINT, SIGTERM and SIGHUP sent to this process are passed on to the ranks instead of ending
+/// it (the handlers stay installed, inert, afterwards). The job's shared-memory files
+/// (`/dev/shm/ferry-<job id>-*`) are removed however the job ends.
+///
+/// Returns `Err` only when the job could not be started; a job that ran and failed is an
+/// `Ok` outcome with a non-zero [`Outcome::exit_code`].
+pub fn run(opts: &LaunchOptions) -> Result<Outcome, LaunchError> {
+    if opts.np == 0 {
+        return Err(LaunchError::NoRanks);
+    }
+    if opts.program.is_empty() {
+        return Err(LaunchError::NoProgram);
+    }
+    let timeout = match opts.timeout {
+        Some(timeout) => Some(timeout),
+        None => timeout_from_env()?,
+    }
+    .filter(|t| !t.is_zero());
+    let mut key = [0u8; 32];
+    sys::random(&mut key).map_err(LaunchError::Random)?;
+    let key = JobKey(key);
+    let job_id = loop {
+        let mut bytes = [0u8; 8];
+        sys::random(&mut bytes).map_err(LaunchError::Random)?;
+        let id = u64::from_le_bytes(bytes);
+        if id != 0 {
+            break id;
+        }
+    };
+    let signals = Signals::install().map_err(LaunchError::Signals)?;
+    let mut server =
+        BootstrapServer::start(opts.np, key.clone()).map_err(LaunchError::Bootstrap)?;
+    let start = Instant::now();
+    // From here on, dropping `job` kills whatever was started and removes its shared memory.
+    let mut job = Job::new(job_id);
+    for rank in 0..opts.np {
+        job.spawn(opts, rank, server.addr(), &key)?;
+    }
+    let outcome = job.monitor(
+        &server,
+        &signals,
+        timeout.map(|after| (start + after, after)),
+    );
+    server.shutdown();
+    job.finish(matches!(outcome, Outcome::Success));
+    Ok(outcome)
+}
+
+/// The launcher's SIGINT / SIGTERM / SIGHUP, caught for the duration of a job.
+struct Signals {
+    caught: Arc<AtomicUsize>,
+    ids: Vec<signal_hook::SigId>,
+}
+
+impl Signals {
+    fn install() -> io::Result<Signals> {
+        let caught = Arc::new(AtomicUsize::new(0));
+        let mut signals = Signals {
+            caught,
+            ids: Vec::new(),
+        };
+        for signal in FORWARDED_SIGNALS {
+            let id = signal_hook::flag::register_usize(
+                signal,
+                Arc::clone(&signals.caught),
+                signal as usize,
+            )?;
+            signals.ids.push(id);
+        }
+        Ok(signals)
+    }
+
+    /// The last signal caught since the previous call, if any.
+    fn take(&self) -> Option<libc::c_int> {
+        match self.caught.swap(0, Ordering::SeqCst) {
+            0 => None,
+            signal => libc::c_int::try_from(signal).ok(),
+        }
+    }
+}
+
+impl Drop for Signals {
+    fn drop(&mut self) {
+        for id in self.ids.drain(..) {
+            signal_hook::low_level::unregister(id);
+        }
+    }
+}
+
+/// One rank's process and what the monitor knows about it.
+struct Rank {
+    child: Child,
+    pid: u32,
+    status: Option<ExitStatus>,
+    exited_at: Option<Instant>,
+    /// From the bootstrap events (in the order its connection thread sent them).
+    connected: bool,
+    finalized: bool,
+    closed_at: Option<Instant>,
+    judged: bool,
+}
+
+/// What the monitor decided about one rank.
+enum Verdict {
+    Fine,
+    Failed(RankFailure),
+    /// Not yet decidable (waiting for its connection to close or for its exit status).
+    Pending,
+}
+
+struct Job {
+    id: u64,
+    host: String,
+    ranks: Vec<Rank>,
+    /// Ranks in the order their exits were seen.
+    exit_order: Vec<u32>,
+    outputs: Vec<JoinHandle<()>>,
+    cleaned: bool,
+}
+
+impl Job {
+    fn new(id: u64) -> Job {
+        Job {
+            id,
+            host: sys::hostname(),
+            ranks: Vec::new(),
+            exit_order: Vec::new(),
+            outputs: Vec::new(),
+            cleaned: false,
+        }
+    }
+
+    fn spawn(
+        &mut self,
+        opts: &LaunchOptions,
+        rank: u32,
+        addr: SocketAddr,
+        key: &JobKey,
+    ) -> Result<(), LaunchError> {
+        // Rank 0 reads our standard input, unless that is a terminal: the ranks run in process
+        // groups of their own, and reading the terminal from a background group stops the reader.
+        let stdin = if rank == 0 && !sys::stdin_is_terminal() {
+            Stdio::inherit()
+        } else {
+            Stdio::null()
+        };
+        let mut command = Command::new(&opts.program);
+        command
+            .args(&opts.args)
+            .envs(opts.extra_env.iter().map(|(k, v)| (k, v)))
+            .env(env::ADDR, addr.to_string())
+            .env(env::RANK, rank.to_string())
+            .env(env::SIZE, opts.np.to_string())
+            .env(env::JOB_ID, self.id.to_string())
+            .env(env::JOB_KEY, key.to_hex())
+            .stdin(stdin)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            // Its own process group, so that signals reach whatever the rank starts.
+            .process_group(0);
+        let mut child = command.spawn().map_err(|source| match source.kind() {
+            io::ErrorKind::NotFound => LaunchError::ProgramNotFound(opts.program.clone()),
+            io::ErrorKind::PermissionDenied => LaunchError::NotExecutable(opts.program.clone()),
+            _ => LaunchError::Spawn {
+                rank,
+                program: opts.program.clone(),
+                source,
+            },
+        })?;
+        let pid = child.id();
+        let prefix = opts.tag_output.then(|| format!("[{rank}] "));
+        let stdout = child.stdout.take();
+        let stderr = child.stderr.take();
+        self.ranks.push(Rank {
+            child,
+            pid,
+            status: None,
+            exited_at: None,
+            connected: false,
+            finalized: false,
+            closed_at: None,
+            judged: false,
+        });
+        let spawn_error = |source| LaunchError::Spawn {
+            rank,
+            program: opts.program.clone(),
+            source,
+        };
+        if let Some(pipe) = stdout {
+            let handle =
+                output::forward(pipe, Sink::Stdout, prefix.clone()).map_err(spawn_error)?;
+            self.outputs.push(handle);
+        }
+        if let Some(pipe) = stderr {
+            let handle = output::forward(pipe, Sink::Stderr, prefix).map_err(spawn_error)?;
+            self.outputs.push(handle);
+        }
+        Ok(())
+    }
+
+    /// Watches the job until it ends; afterwards every rank has been reaped or given up on.
+    fn monitor(
+        &mut self,
+        server: &BootstrapServer,
+        signals: &Signals,
+        deadline: Option<(Instant, Duration)>,
+    ) -> Outcome {
+        loop {
+            let now = Instant::now();
+            let wait = match deadline {
+                Some((at, _)) => TICK.min(at.saturating_duration_since(now)),
+                None => TICK,
+            };
+            let mut next = server.next_event(wait);
+            while let Some(event) = next {
+                if let Some(outcome) = self.handle_event(event) {
+                    return self.end(outcome);
+                }
+                next = server.next_event(Duration::ZERO);
+            }
+            self.reap();
+            if let Some(outcome) = self.judge() {
+                return self.end(outcome);
+            }
+            if let Some(signal) = signals.take() {
+                return self.end(Outcome::Interrupted { signal });
+            }
+            if let Some((at, after)) = deadline {
+                if Instant::now() >= at {
+                    return self.end(Outcome::TimedOut { after });
+                }
+            }
+            if self.ranks.iter().all(|r| r.judged) {
+                return Outcome::Success;
+            }
+        }
+    }
+
+    fn handle_event(&mut self, event: BootstrapEvent) -> Option<Outcome> {
+        match event {
+            BootstrapEvent::Connected { rank } => {
+                if let Some(r) = self.ranks.get_mut(rank as usize) {
+                    r.connected = true;
+                }
+            }
+            BootstrapEvent::Finalized { rank } => {
+                if let Some(r) = self.ranks.get_mut(rank as usize) {
+                    r.finalized = true;
+                }
+            }
+            BootstrapEvent::Closed { rank, .. } => {
+                if let Some(r) = self.ranks.get_mut(rank as usize) {
+                    r.closed_at.get_or_insert_with(Instant::now);
+                }
+            }
+            BootstrapEvent::Abort {
+                rank,
+                code,
+                message,
+            } => {
+                return Some(Outcome::Aborted {
+                    rank,
+                    code,
+                    message,
+                })
+            }
+        }
+        None
+    }
+
+    /// Collects the exit status of every rank that has ended.
+    fn reap(&mut self) {
+        for (index, rank) in self.ranks.iter_mut().enumerate() {
+            if rank.status.is_some() {
+                continue;
+            }
+            if let Ok(Some(status)) = rank.child.try_wait() {
+                rank.status = Some(status);
+                rank.exited_at = Some(Instant::now());
+                self.exit_order.push(index as u32);
+            }
+        }
+    }
+
+    /// The first failure among the ranks, in the order they ended.
+    fn judge(&mut self) -> Option<Outcome> {
+        let now = Instant::now();
+        let mut exited = self.exit_order.clone();
+        let running =
+            (0..self.ranks.len() as u32).filter(|&r| self.ranks[r as usize].status.is_none());
+        exited.extend(running);
+        for index in exited {
+            let rank = &mut self.ranks[index as usize];
+            if rank.judged {
+                continue;
+            }
+            match verdict(rank, now) {
+                Verdict::Fine => rank.judged = true,
+                Verdict::Failed(failure) => {
+                    rank.judged = true;
+                    return Some(Outcome::RankFailed {
+                        rank: index,
+                        host: self.host.clone(),
+                        pid: rank.pid,
+                        failure,
+                    });
+                }
+                // A rank that ended earlier must be decided before a later one can be blamed.
+                Verdict::Pending if rank.status.is_some() => return None,
+                Verdict::Pending => {}
+            }
+        }
+        None
+    }
+
+    /// Reports `outcome`, stops every rank and returns `outcome`.
+    fn end(&mut self, outcome: Outcome) -> Outcome {
+        eprintln!("ferry run: {outcome}");
+        match outcome {
+            Outcome::Interrupted { signal } => self.teardown(signal, SIGNAL_GRACE),
+            _ => self.teardown(libc::SIGTERM, TERM_GRACE),
+        }
+        outcome
+    }
+
+    fn any_running(&self) -> bool {
+        self.ranks.iter().any(|r| r.status.is_none())
+    }
+
+    /// Sends `signal` to every rank and what it started.
+    fn signal_all(&self, signal: libc::c_int) {
+        for rank in &self.ranks {
+            if rank.status.is_none() {
+                // Not reaped yet, so the pid is still this rank's.
+                sys::kill_process(rank.pid, signal);
+            }
+            // The group outlives its leader while anything the rank started is still there.
+            sys::kill_group(rank.pid, signal);
+        }
+    }
+
+    /// `signal` to everything, SIGKILL after `grace`, then reap.
+    fn teardown(&mut self, signal: libc::c_int, grace: Duration) {
+        self.signal_all(signal);
+        let until = Instant::now() + grace;
+        while self.any_running() && Instant::now() < until {
+            thread::sleep(TICK);
+            self.reap();
+        }
+        self.kill_and_reap();
+    }
+
+    /// SIGKILL to every rank's process group, then waits (boundedly) until all are reaped.
+    fn kill_and_reap(&mut self) {
+        self.signal_all(libc::SIGKILL);
+        let until = Instant::now() + REAP_LIMIT;
+        self.reap();
+        while self.any_running() && Instant::now() < until {
+            thread::sleep(Duration::from_millis(5));
+            self.reap();
+        }
+    }
+
+    /// Lets the output drain, then removes the job's shared memory.
+    fn finish(&mut self, success: bool) {
+        let grace = if success {
+            OUTPUT_GRACE
+        } else {
+            OUTPUT_GRACE_TORN_DOWN
+        };
+        let until = Instant::now() + grace;
+        while self.outputs.iter().any(|h| !h.is_finished()) && Instant::now() < until {
+            thread::sleep(Duration::from_millis(2));
+        }
+        for handle in self.outputs.drain(..) {
+            if handle.is_finished() {
+                let _ = handle.join();
+            }
+            // Otherwise something the rank started still holds its pipe: leave that thread be.
+        }
+        self.remove_shared_memory();
+    }
+
+    fn remove_shared_memory(&mut self) {
+        if self.cleaned {
+            return;
+        }
+        self.cleaned = true;
+        remove_shared_memory(self.id);
+    }
+}
+
+impl Drop for Job {
+    fn drop(&mut self) {
+        // Reached without `finish` only when starting the job failed part way.
+        if self.any_running() {
+            self.kill_and_reap();
+        }
+        self.remove_shared_memory();
+    }
+}
+
+fn verdict(rank: &Rank, now: Instant) -> Verdict {
+    let Some(status) = rank.status else {
+        return match rank.closed_at {
+            Some(at) if !rank.finalized && now.duration_since(at) >= CLOSE_GRACE => {
+                Verdict::Failed(RankFailure::ConnectionLost)
+            }
+            _ => Verdict::Pending,
+        };
+    };
+    let exited_at = rank.exited_at.unwrap_or(now);
+    if rank.connected && rank.closed_at.is_none() && now.duration_since(exited_at) < CLOSE_GRACE {
+        return Verdict::Pending;
+    }
+    if let Some(signal) = status.signal() {
+        return Verdict::Failed(RankFailure::Signaled(signal));
+    }
+    match status.code() {
+        Some(0) if rank.connected && !rank.finalized => Verdict::Failed(RankFailure::NoFinalize),
+        Some(0) => Verdict::Fine,
+        Some(code) => Verdict::Failed(RankFailure::Exited(code)),
+        // Neither a code nor a signal: cannot happen for a process that ended.
+        None => Verdict::Failed(RankFailure::Exited(1)),
+    }
+}
+
+/// Removes `/dev/shm/ferry-<job>-*`: the ranks create their segments there, the launcher removes
+/// them.
+fn remove_shared_memory(job: u64) {
+    let prefix = format!("ferry-{job}-");
+    let Ok(dir) = std::fs::read_dir("/dev/shm") else {
+        return;
+    };
+    for entry in dir.flatten() {
+        let name = entry.file_name();
+        if !name.to_str().is_some_and(|n| n.starts_with(&prefix)) {
+            continue;
+        }
+        if let Err(e) = std::fs::remove_file(entry.path()) {
+            if e.kind() != io::ErrorKind::NotFound {
+                eprintln!("ferry run: cannot remove {}: {e}", entry.path().display());
+            }
+        }
+    }
+}

@@ -1,0 +1,74 @@
+//! The few operating-system calls that std does not wrap: signals to process groups, the host
+//! name, signal names, and randomness.
+
+use std::io;
+
+/// Sends `signal` to the process group `pgid` (a rank and everything it started).
+///
+/// A group that no longer exists (`ESRCH`) is not an error: the rank already ended.
+pub(crate) fn kill_group(pgid: u32, signal: libc::c_int) {
+    let Ok(pgid) = libc::pid_t::try_from(pgid) else {
+        return;
+    };
+    if pgid <= 1 {
+        // -0 and -1 would mean "our own group" and "every process we may signal".
+        return;
+    }
+    // SAFETY: kill(2) has no memory-safety preconditions; a negative pid addresses one process
+    // group, and we checked above that it is neither 0 nor -1.
+    unsafe {
+        libc::kill(-pgid, signal);
+    }
+}
+
+/// Sends `signal` to the single process `pid`. The caller guarantees that `pid` is a child it has
+/// not reaped yet, so the pid cannot have been reused by another process.
+pub(crate) fn kill_process(pid: u32, signal: libc::c_int) {
+    let Ok(pid) = libc::pid_t::try_from(pid) else {
+        return;
+    };
+    if pid <= 1 {
+        return;
+    }
+    // SAFETY: kill(2) has no memory-safety preconditions; pid > 1 addresses one process.
+    unsafe {
+        libc::kill(pid, signal);
+    }
+}
+
+/// This machine's host name, or `"localhost"` if it cannot be read.
+pub(crate) fn hostname() -> String {
+    let mut buf = [0u8; 256];
+    // SAFETY: the pointer and length describe `buf`, which outlives the call; gethostname writes
+    // at most `len` bytes into it.
+    let rc = unsafe { libc::gethostname(buf.as_mut_ptr().cast(), buf.len()) };
+    if rc != 0 {
+        return "localhost".into();
+    }
+    let end = buf.iter().position(|&b| b == 0).unwrap_or(buf.len());
+    let name = String::from_utf8_lossy(&buf[..end]).into_owned();
+    if name.is_empty() {
+        "localhost".into()
+    } else {
+        name
+    }
+}
+
+/// Whether file descriptor 0 is a terminal.
+pub(crate) fn stdin_is_terminal() -> bool {
+    use std::io::IsTerminal;
+    io::stdin().is_terminal()
+}
+
+/// The conventional name of `signal` (`"SIGKILL"`), if it has one.
+pub(crate) fn signal_name(signal: i32) -> Option<&'static str> {
+    signal_hook::low_level::signal_name(signal)
+}
+
+/// Fills `bytes` from the operating system's random source.
+pub(crate) fn random(bytes: &mut [u8]) -> io::Result<()> {
+    getrandom::getrandom(bytes).map_err(|e| match e.raw_os_error() {
+        Some(code) => io::Error::from_raw_os_error(code),
+        None => io::Error::other(e.to_string()),
+    })
+}
