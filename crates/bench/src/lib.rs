@@ -1,1 +1,283 @@
-//! placeholder
+//! Benchmarks that run inside a ferry job, and their result files.
+//!
+//! - [`pingpong`]: NetPIPE-like sweep — message sizes at powers of two and a few bytes either
+//!   side, half round-trip time and the bandwidth it implies.
+//! - [`stream`]: windowed streaming bandwidth like `osu_bw` — a window of nonblocking sends,
+//!   then one acknowledgement.
+//! - [`write_csv`] / [`plot`]: results as CSV and as a log-log PNG.
+//!
+//! Rank 0 measures and reports; rank 1 answers; other ranks wait at the closing barrier.
+//! This crate does no launching: the `ferry bench` command starts the job.
+#![deny(missing_docs)]
+#![forbid(unsafe_code)]
+
+mod plot;
+pub use plot::{plot, Series};
+
+use ferry_core::{scope, wait_all, Error, World};
+use serde::Serialize;
+use std::io::Write;
+use std::path::Path;
+use std::time::Instant;
+
+/// One measured message size.
+#[derive(Debug, Clone, Serialize)]
+pub struct Sample {
+    /// Message size in bytes.
+    pub bytes: usize,
+    /// Repetitions per trial.
+    pub reps: u32,
+    /// Trials measured.
+    pub trials: u32,
+    /// Median over trials of the time per operation, in microseconds (half round trip for
+    /// ping-pong, one message for streaming).
+    pub usec: f64,
+    /// Fastest trial, same unit.
+    pub usec_min: f64,
+    /// Bandwidth from the median, in MB/s (10^6 bytes per second).
+    pub mbps: f64,
+}
+
+/// Message sizes from `min` to `max`: every power of two, and `perturbation` bytes either side
+/// of it (NetPIPE's default perturbation is 3).
+pub fn sizes(min: usize, max: usize, perturbation: usize) -> Vec<usize> {
+    let mut out = vec![];
+    let mut p = 1usize;
+    while p <= max {
+        for s in [p.saturating_sub(perturbation), p, p + perturbation] {
+            if s >= min && s <= max && s > 0 {
+                out.push(s);
+            }
+        }
+        p *= 2;
+    }
+    if min == 0 {
+        out.push(0);
+    }
+    out.sort_unstable();
+    out.dedup();
+    out
+}
+
+/// How long one trial should take, so that timer resolution and noise stay small.
+const TRIAL_SECONDS: f64 = 0.02;
+const TRIALS: u32 = 5;
+
+/// Repetitions so that a trial lasts about [`TRIAL_SECONDS`], from the last estimate.
+fn reps_for(estimate_usec: f64) -> u32 {
+    ((TRIAL_SECONDS * 1e6 / estimate_usec.max(0.05)) as u32).clamp(3, 200_000)
+}
+
+fn median(values: &mut [f64]) -> f64 {
+    values.sort_by(f64::total_cmp);
+    values[values.len() / 2]
+}
+
+fn summarize(bytes: usize, reps: u32, per_op: &mut [f64]) -> Sample {
+    let usec = median(per_op);
+    Sample {
+        bytes,
+        reps,
+        trials: per_op.len() as u32,
+        usec,
+        usec_min: per_op[0],
+        mbps: if usec > 0.0 { bytes as f64 / usec } else { 0.0 },
+    }
+}
+
+/// Ping-pong between ranks 0 and 1 for every size; `report` sees each sample on rank 0 as it
+/// is measured. Returns the samples on rank 0, nothing elsewhere.
+pub fn pingpong(
+    world: &World,
+    sizes: &[usize],
+    mut report: impl FnMut(&Sample),
+) -> Result<Vec<Sample>, Error> {
+    let me = world.rank();
+    if world.size() < 2 {
+        return Err(Error::Config("ping-pong needs at least 2 ranks".into()));
+    }
+    let max = sizes.iter().copied().max().unwrap_or(0);
+    let mut buf = vec![0u8; max];
+    let mut samples = vec![];
+    let mut estimate = 1.0f64;
+    for &bytes in sizes {
+        if me > 1 {
+            break;
+        }
+        // Rank 0 chooses the repetitions and tells rank 1, so both run the same loop.
+        let mut reps = [reps_for(estimate)];
+        if me == 0 {
+            world.send(&reps, 1, 1)?;
+        } else {
+            world.recv(&mut reps, 0, 1)?;
+        }
+        let reps = reps[0];
+        let msg = &mut buf[..bytes];
+        // One warm-up round trip: page faults and first-touch costs stay out of the timing.
+        let mut per_op = Vec::with_capacity(TRIALS as usize);
+        for trial in 0..=TRIALS {
+            let start = Instant::now();
+            for _ in 0..reps {
+                if me == 0 {
+                    world.send(msg, 1, 0)?;
+                    world.recv(msg, 1, 0)?;
+                } else {
+                    world.recv(msg, 0, 0)?;
+                    world.send(msg, 0, 0)?;
+                }
+            }
+            if trial > 0 {
+                per_op.push(start.elapsed().as_secs_f64() * 1e6 / (2.0 * reps as f64));
+            }
+        }
+        let sample = summarize(bytes, reps, &mut per_op);
+        estimate = sample.usec * 2.0;
+        if me == 0 {
+            report(&sample);
+            samples.push(sample);
+        }
+    }
+    world.barrier()?;
+    Ok(samples)
+}
+
+/// Streaming bandwidth from rank 0 to rank 1: `window` messages in flight, then an
+/// acknowledgement, repeated. Returns the samples on rank 0.
+pub fn stream(
+    world: &World,
+    sizes: &[usize],
+    window: usize,
+    mut report: impl FnMut(&Sample),
+) -> Result<Vec<Sample>, Error> {
+    let me = world.rank();
+    if world.size() < 2 {
+        return Err(Error::Config(
+            "streaming bandwidth needs at least 2 ranks".into(),
+        ));
+    }
+    let window = window.max(1);
+    let max = sizes.iter().copied().max().unwrap_or(0);
+    let mut bufs: Vec<Vec<u8>> = (0..window).map(|_| vec![0u8; max]).collect();
+    let mut samples = vec![];
+    let mut estimate = 1.0f64;
+    for &bytes in sizes {
+        if me > 1 {
+            break;
+        }
+        let mut reps = [(reps_for(estimate * window as f64) / 2).max(2)];
+        if me == 0 {
+            world.send(&reps, 1, 1)?;
+        } else {
+            world.recv(&mut reps, 0, 1)?;
+        }
+        let reps = reps[0];
+        let mut per_op = Vec::with_capacity(TRIALS as usize);
+        for trial in 0..=TRIALS {
+            let start = Instant::now();
+            for _ in 0..reps {
+                scope(|s| -> Result<(), Error> {
+                    let mut requests = Vec::with_capacity(window);
+                    for b in bufs.iter_mut() {
+                        requests.push(if me == 0 {
+                            world.isend(s, &b[..bytes], 1, 0)?
+                        } else {
+                            world.irecv(s, &mut b[..bytes], 0, 0)?
+                        });
+                    }
+                    wait_all(&mut requests).map(drop)
+                })?;
+                let mut ack = [0u8; 4];
+                if me == 0 {
+                    world.recv(&mut ack, 1, 2)?;
+                } else {
+                    world.send(&ack, 0, 2)?;
+                }
+            }
+            if trial > 0 {
+                per_op.push(start.elapsed().as_secs_f64() * 1e6 / (reps as f64 * window as f64));
+            }
+        }
+        let sample = summarize(bytes, reps, &mut per_op);
+        estimate = sample.usec;
+        if me == 0 {
+            report(&sample);
+            samples.push(sample);
+        }
+    }
+    world.barrier()?;
+    Ok(samples)
+}
+
+/// Writes samples as CSV with a header line, preceded by `#` comment lines (command, date…).
+pub fn write_csv(path: &Path, comments: &[String], samples: &[Sample]) -> std::io::Result<()> {
+    let mut f = std::io::BufWriter::new(std::fs::File::create(path)?);
+    for c in comments {
+        writeln!(f, "# {c}")?;
+    }
+    writeln!(f, "bytes,reps,trials,usec,usec_min,mbps")?;
+    for s in samples {
+        writeln!(
+            f,
+            "{},{},{},{:.3},{:.3},{:.3}",
+            s.bytes, s.reps, s.trials, s.usec, s.usec_min, s.mbps
+        )?;
+    }
+    f.flush()
+}
+
+/// Reads a CSV written by [`write_csv`] (comment lines skipped).
+pub fn read_csv(path: &Path) -> std::io::Result<Vec<Sample>> {
+    let text = std::fs::read_to_string(path)?;
+    let bad = |line: &str| {
+        std::io::Error::new(
+            std::io::ErrorKind::InvalidData,
+            format!("{}: bad line {line:?}", path.display()),
+        )
+    };
+    let mut out = vec![];
+    for line in text
+        .lines()
+        .filter(|l| !l.starts_with('#') && !l.starts_with("bytes"))
+    {
+        let f: Vec<&str> = line.split(',').collect();
+        if f.len() != 6 {
+            return Err(bad(line));
+        }
+        let num = |i: usize| f[i].parse::<f64>().map_err(|_| bad(line));
+        out.push(Sample {
+            bytes: num(0)? as usize,
+            reps: num(1)? as u32,
+            trials: num(2)? as u32,
+            usec: num(3)?,
+            usec_min: num(4)?,
+            mbps: num(5)?,
+        });
+    }
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sizes_are_powers_of_two_with_perturbations() {
+        assert_eq!(sizes(1, 16, 3), vec![1, 2, 4, 5, 7, 8, 11, 13, 16]);
+        assert_eq!(sizes(0, 2, 0), vec![0, 1, 2]);
+    }
+
+    #[test]
+    fn csv_round_trip() {
+        let dir = std::env::temp_dir().join(format!("ferry-bench-test-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("x.csv");
+        let s = vec![summarize(8, 10, &mut [3.0, 1.0, 2.0])];
+        write_csv(&path, &["cmd".into()], &s).unwrap();
+        let back = read_csv(&path).unwrap();
+        assert_eq!(
+            (back[0].bytes, back[0].usec, back[0].usec_min),
+            (8, 2.0, 1.0)
+        );
+        std::fs::remove_dir_all(dir).unwrap();
+    }
+}

@@ -1,1 +1,41 @@
-//! placeholder
+//! ferry's runtime: the processes of a job sending each other messages.
+//!
+//! It owns the world and its communicators, requests, matching, the progress engine, and the
+//! transports (`shm` between ranks of one host, `tcp` otherwise). It must not depend on the
+//! launcher, the C ABI or the command line; the wire formats come from `ferry-wire`.
+//!
+//! ```no_run
+//! let world = ferry_core::init()?;
+//! let (rank, size) = (world.rank(), world.size());
+//! let mut token = [0u64; 1];
+//! if rank == 0 {
+//!     world.send(&[42u64], 1 % size, 0)?;
+//!     world.recv(&mut token, size - 1, 0)?;
+//! } else {
+//!     world.recv(&mut token, rank - 1, 0)?;
+//!     world.send(&token, (rank + 1) % size, 0)?;
+//! }
+//! # Ok::<(), ferry_core::Error>(())
+//! ```
+//!
+//! Everything runs on the calling thread (MPI_THREAD_FUNNELED): calls into a `Comm` drive
+//! progress; nothing runs in the background. Nonblocking operations live in a [`scope`].
+#![deny(missing_docs)]
+
+mod bootstrap;
+mod comm;
+pub mod config;
+mod engine;
+mod error;
+mod matching;
+mod shm;
+mod tcp;
+mod world;
+
+pub use comm::{
+    scope, test_all, wait_all, wait_any, Comm, Request, Scope, Source, Status, ANY_SOURCE, ANY_TAG,
+    TAG_UB,
+};
+pub use config::Config;
+pub use error::Error;
+pub use world::{init, World};

@@ -1,0 +1,394 @@
+//! Self-checking multi-rank scenarios, run by the integration tests through `ferry run`:
+//! `check <case> [args]`. Every case verifies what it receives and exits non-zero on a mismatch.
+
+use ferry_core::{scope, wait_all, Comm, Error, World, ANY_SOURCE, ANY_TAG};
+use std::io::Write;
+use std::net::TcpStream;
+use std::time::Duration;
+
+fn splitmix(mut x: u64) -> u64 {
+    x = x.wrapping_add(0x9e37_79b9_7f4a_7c15);
+    x = (x ^ (x >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    x = (x ^ (x >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+    x ^ (x >> 31)
+}
+
+/// Deterministic contents of message `seed`, `len` bytes.
+fn pattern(seed: u64, len: usize) -> Vec<u8> {
+    let mut words: Vec<u64> = (0..len.div_ceil(8) as u64)
+        .map(|i| splitmix(seed ^ i.wrapping_mul(0x1000_0001)))
+        .collect();
+    let mut bytes: Vec<u8> = bytemuck::cast_slice_mut::<u64, u8>(&mut words).to_vec();
+    bytes.truncate(len);
+    bytes
+}
+
+fn fail(world: &World, what: String) -> ! {
+    eprintln!("check: rank {}: {what}", world.rank());
+    world.abort(3, &what)
+}
+
+/// Every ordered pair exchanges messages of many sizes at once, checked byte for byte.
+fn allpairs(world: &World, max: usize, seed: u64) -> Result<(), Error> {
+    let (me, n) = (world.rank(), world.size());
+    let fixed = [
+        0usize,
+        1,
+        7,
+        8,
+        4095,
+        16 << 10,
+        (16 << 10) + 1,
+        64 << 10,
+        (64 << 10) + 1,
+        1 << 20,
+        (1 << 20) + 3,
+    ];
+    let rounds = fixed.len() + 4;
+    let size_of = |src: usize, dst: usize, round: usize| -> usize {
+        if round < fixed.len() {
+            fixed[round].min(max)
+        } else {
+            (splitmix(seed ^ (src * 1_000_003 + dst * 7919 + round) as u64) % (max as u64 + 1))
+                as usize
+        }
+    };
+    for round in 0..rounds {
+        let outgoing: Vec<Vec<u8>> = (0..n)
+            .map(|dst| {
+                pattern(
+                    seed ^ (me * n + dst) as u64 ^ (round as u64) << 40,
+                    size_of(me, dst, round),
+                )
+            })
+            .collect();
+        let mut incoming: Vec<Vec<u8>> = (0..n)
+            .map(|src| vec![0u8; size_of(src, me, round)])
+            .collect();
+        scope(|s| -> Result<(), Error> {
+            let mut requests = Vec::new();
+            for (src, buf) in incoming.iter_mut().enumerate() {
+                requests.push(world.irecv(s, buf, src, round as i32)?);
+            }
+            for (dst, buf) in outgoing.iter().enumerate() {
+                requests.push(world.isend(s, buf, dst, round as i32)?);
+            }
+            let statuses = wait_all(&mut requests)?;
+            for (src, st) in statuses.iter().take(n).enumerate() {
+                if st.source != src || st.tag != round as i32 || st.len != size_of(src, me, round) {
+                    fail(
+                        world,
+                        format!("round {round}: status {st:?} for a message from {src}"),
+                    );
+                }
+            }
+            Ok(())
+        })?;
+        for (src, buf) in incoming.iter().enumerate() {
+            let expected = pattern(
+                seed ^ (src * n + me) as u64 ^ (round as u64) << 40,
+                buf.len(),
+            );
+            if *buf != expected {
+                let at = buf
+                    .iter()
+                    .zip(&expected)
+                    .position(|(a, b)| a != b)
+                    .unwrap_or(0);
+                fail(
+                    world,
+                    format!(
+                        "round {round}: {} bytes from rank {src} differ at byte {at}",
+                        buf.len()
+                    ),
+                );
+            }
+        }
+    }
+    world.barrier()?;
+    if me == 0 {
+        println!("allpairs ok: {n} ranks, {rounds} rounds, sizes up to {max}");
+    }
+    Ok(())
+}
+
+/// Wildcard receives see every message once, and one sender's messages in send order.
+fn wildcard(world: &World) -> Result<(), Error> {
+    let (me, n) = (world.rank(), world.size());
+    let per_sender = 50;
+    if me == 0 {
+        let mut next = vec![0u32; n];
+        for _ in 0..per_sender * (n - 1) {
+            let mut msg = [0u32; 2];
+            let st = world.recv(&mut msg, ANY_SOURCE, ANY_TAG)?;
+            let (src, seq) = (msg[0] as usize, msg[1]);
+            if st.source != src || st.tag != (seq % 3) as i32 || st.len != 8 {
+                fail(
+                    world,
+                    format!("status {st:?} does not match message from {src} #{seq}"),
+                );
+            }
+            if seq != next[src] {
+                fail(
+                    world,
+                    format!(
+                        "from rank {src}: got #{seq}, expected #{} (overtaken)",
+                        next[src]
+                    ),
+                );
+            }
+            next[src] += 1;
+        }
+        // A specific tag skips earlier messages with other tags, which stay for later receives.
+        world.send(&[0u8], 1, 5)?;
+        let mut a = [0u32; 1];
+        world.recv(&mut a, 1, 7)?;
+        let mut b = [0u32; 1];
+        world.recv(&mut b, 1, ANY_TAG)?;
+        if (a[0], b[0]) != (2, 1) {
+            fail(
+                world,
+                format!("tag selection got {a:?} then {b:?}, expected [2] then [1]"),
+            );
+        }
+        println!("wildcard ok");
+    } else {
+        for seq in 0..per_sender as u32 {
+            world.send(&[me as u32, seq], 0, (seq % 3) as i32)?;
+        }
+        if me == 1 {
+            world.recv(&mut [0u8], 0, 5)?;
+            world.send(&[1u32], 0, 6)?;
+            world.send(&[2u32], 0, 7)?;
+        }
+    }
+    Ok(())
+}
+
+/// Short receive buffers give a truncation error, keep the prefix, and the job goes on.
+fn truncate(world: &World) -> Result<(), Error> {
+    let me = world.rank();
+    for (tag, len) in [(1, 100usize), (2, 1 << 20)] {
+        if me == 1 {
+            world.send(&pattern(tag as u64, len), 0, tag)?;
+        } else if me == 0 {
+            let mut small = [0u8; 10];
+            match world.recv(&mut small, 1, tag) {
+                Err(Error::Truncated {
+                    sender: 1,
+                    message_len,
+                    buffer_len: 10,
+                    ..
+                }) if message_len == len => {}
+                other => fail(
+                    world,
+                    format!("{len}-byte message into 10 bytes gave {other:?}"),
+                ),
+            }
+            if small[..] != pattern(tag as u64, len)[..10] {
+                fail(
+                    world,
+                    "truncated buffer does not hold the message's first bytes".into(),
+                );
+            }
+        }
+    }
+    // The job goes on.
+    let mut after = [0u8; 4];
+    if me == 1 {
+        world.send(b"next", 0, 3)?;
+    } else if me == 0 {
+        world.recv(&mut after, 1, 3)?;
+        if &after != b"next" {
+            fail(world, "message after truncation is wrong".into());
+        }
+        println!("truncate ok");
+    }
+    Ok(())
+}
+
+/// probe and iprobe report the envelope without consuming the message.
+fn probe(world: &World) -> Result<(), Error> {
+    let me = world.rank();
+    if me == 1 {
+        world.send(&pattern(9, 3000), 0, 4)?;
+        world.send(&pattern(10, 200_000), 0, 5)?;
+    } else if me == 0 {
+        for (seed, tag, len) in [(9u64, 4, 3000usize), (10, 5, 200_000)] {
+            let st = world.probe(ANY_SOURCE, tag)?;
+            if (st.source, st.tag, st.len) != (1, tag, len) {
+                fail(world, format!("probe gave {st:?}"));
+            }
+            let mut buf = vec![0u8; st.len];
+            world.recv(&mut buf, st.source, st.tag)?;
+            if buf != pattern(seed, len) {
+                fail(world, "probed message differs".into());
+            }
+        }
+        if world.iprobe(ANY_SOURCE, ANY_TAG)?.is_some() {
+            fail(
+                world,
+                "iprobe found a message that was already received".into(),
+            );
+        }
+        println!("probe ok");
+    }
+    Ok(())
+}
+
+/// dup and split give separate message spaces and the right ranks.
+fn comms(world: &World) -> Result<(), Error> {
+    let (me, n) = (world.rank(), world.size());
+    let dup = world.dup()?;
+    // The same tag on two communicators: each receive gets its own communicator's message.
+    let (right, left) = ((me + 1) % n, (me + n - 1) % n);
+    let mut on_world = [0u32; 1];
+    let mut on_dup = [0u32; 1];
+    scope(|s| -> Result<(), Error> {
+        let mut requests = vec![
+            dup.irecv(s, &mut on_dup, left, 0)?,
+            world.irecv(s, &mut on_world, left, 0)?,
+            world.isend(s, &[1u32], right, 0)?,
+            dup.isend(s, &[2u32], right, 0)?,
+        ];
+        wait_all(&mut requests).map(drop)
+    })?;
+    if (on_world[0], on_dup[0]) != (1, 2) {
+        fail(world, format!("world got {on_world:?}, dup got {on_dup:?}"));
+    }
+    // Split into evens and odds, ordered by descending world rank.
+    let half = world
+        .split(Some((me % 2) as u32), -(me as i32))?
+        .expect("has a color");
+    let members: Vec<usize> = (0..n).filter(|r| r % 2 == me % 2).rev().collect();
+    if half.size() != members.len() || members[half.rank()] != me {
+        fail(
+            world,
+            format!("split gave rank {} of {}", half.rank(), half.size()),
+        );
+    }
+    ring_on(&half, world)?;
+    let none = world.split(if me == 0 { None } else { Some(1) }, 0)?;
+    if (me == 0) != none.is_none() {
+        fail(world, "split with no color".into());
+    }
+    if let Some(rest) = none {
+        ring_on(&rest, world)?;
+        rest.barrier()?;
+    }
+    world.barrier()?;
+    if me == 0 {
+        println!("comms ok");
+    }
+    Ok(())
+}
+
+fn ring_on(comm: &Comm, world: &World) -> Result<(), Error> {
+    let (me, n) = (comm.rank(), comm.size());
+    let mut got = [0u64; 1];
+    comm.sendrecv(&[me as u64], (me + 1) % n, 9, &mut got, (me + n - 1) % n, 9)?;
+    if got[0] as usize != (me + n - 1) % n {
+        fail(world, format!("ring on sub-communicator got {got:?}"));
+    }
+    Ok(())
+}
+
+/// One message of `len` bytes (default just over 2 GiB) from rank 0 to rank 1.
+fn big(world: &World, len: usize) -> Result<(), Error> {
+    let me = world.rank();
+    if me == 0 {
+        world.send(&pattern(77, len), 1, 1)?;
+    } else if me == 1 {
+        let mut buf = vec![0u8; len];
+        let st = world.recv(&mut buf, 0, 1)?;
+        if st.len != len || buf != pattern(77, len) {
+            fail(
+                world,
+                format!("{len}-byte message arrived damaged ({} bytes)", st.len),
+            );
+        }
+        println!("big ok: {len} bytes");
+    }
+    Ok(())
+}
+
+/// Rank 1 kills itself while the others wait for it.
+fn die(world: &World) -> Result<(), Error> {
+    if world.rank() == 1 {
+        std::thread::sleep(Duration::from_millis(200));
+        // SAFETY: sending SIGKILL to ourselves; nothing runs after it.
+        unsafe { libc::kill(libc::getpid(), libc::SIGKILL) };
+    }
+    let mut buf = [0u8; 1];
+    world.recv(&mut buf, 1, 0)?;
+    fail(world, "received from a dead rank".into())
+}
+
+/// Rank 0 connects to rank 1's port as a stranger in several ways; the job then completes.
+fn stranger(world: &World) -> Result<(), Error> {
+    let me = world.rank();
+    if me == 1 {
+        let addr = world
+            .tcp_listen_addr()
+            .map(|a| a.to_string())
+            .unwrap_or_default();
+        world.send(addr.as_bytes(), 0, 1)?;
+    } else if me == 0 {
+        let mut addr = vec![0u8; 64];
+        let st = world.recv(&mut addr, 1, 1)?;
+        let addr = String::from_utf8_lossy(&addr[..st.len]).to_string();
+        if addr.is_empty() {
+            fail(world, "stranger needs the tcp transport".into());
+        }
+        // Garbage.
+        let mut s = TcpStream::connect(&addr).expect("connect");
+        let _ = s.write_all(b"GET / HTTP/1.1\r\nHost: x\r\n\r\n");
+        // A well-formed handshake with the wrong key.
+        let wrong =
+            ferry_wire::Handshake::connect(ferry_wire::JobKey([0x55; 32]), 0, 2, 0, 1, [1; 32]);
+        let mut t = TcpStream::connect(&addr).expect("connect");
+        let _ = t.write_all(wrong.pending_output());
+        // Silence, then a close.
+        let u = TcpStream::connect(&addr).expect("connect");
+        std::thread::sleep(Duration::from_millis(300));
+        drop((s, t, u));
+    }
+    // The job goes on: a round of all-pairs traffic.
+    world.barrier()?;
+    allpairs(world, 100_000, 5)
+}
+
+fn main() {
+    let world = match ferry_core::init() {
+        Ok(w) => w,
+        Err(e) => {
+            eprintln!("check: init failed: {e}");
+            std::process::exit(2);
+        }
+    };
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let arg =
+        |i: usize, default: usize| args.get(i).and_then(|a| a.parse().ok()).unwrap_or(default);
+    let result = match args.first().map(String::as_str) {
+        Some("allpairs") => allpairs(&world, arg(1, 8 << 20), arg(2, 1) as u64),
+        Some("wildcard") => wildcard(&world),
+        Some("truncate") => truncate(&world),
+        Some("probe") => probe(&world),
+        Some("comms") => comms(&world),
+        Some("big") => big(&world, arg(1, (2usize << 30) + (1 << 20) + 5)),
+        Some("die") => die(&world),
+        Some("stranger") => stranger(&world),
+        Some("barrier") => (0..arg(1, 100)).try_for_each(|_| world.barrier()),
+        other => {
+            eprintln!("check: unknown case {other:?}");
+            std::process::exit(2);
+        }
+    };
+    if let Err(e) = result {
+        fail(&world, format!("{e}"));
+    }
+    if let Err(e) = world.finalize() {
+        eprintln!("check: finalize: {e}");
+        std::process::exit(4);
+    }
+}

@@ -1,0 +1,613 @@
+//! Communicators, requests and statuses: the safe Rust API over the engine.
+
+use crate::bootstrap::Bootstrap;
+use crate::engine::{Completion, Engine, ReqId};
+use crate::error::Error;
+use bytemuck::Pod;
+use std::cell::{Cell, RefCell};
+use std::marker::PhantomData;
+use std::rc::Rc;
+
+/// Receives with this tag accept any tag.
+pub const ANY_TAG: i32 = -1;
+/// Receives from this source accept any sender.
+pub const ANY_SOURCE: Source = Source::Any;
+/// Largest tag a send may use.
+pub const TAG_UB: i32 = i32::MAX;
+
+/// Which sender a receive or probe accepts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Source {
+    /// Any rank of the communicator.
+    Any,
+    /// This rank of the communicator.
+    Rank(usize),
+}
+
+impl From<usize> for Source {
+    fn from(rank: usize) -> Source {
+        Source::Rank(rank)
+    }
+}
+
+/// What a completed receive (or a probe) found.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Status {
+    /// Sender's rank in the communicator.
+    pub source: usize,
+    /// Message tag.
+    pub tag: i32,
+    /// Bytes received (for a probe: bytes in the message).
+    pub len: usize,
+}
+
+impl Status {
+    /// Number of whole `T` elements received.
+    pub fn count<T>(&self) -> usize {
+        self.len / std::mem::size_of::<T>().max(1)
+    }
+}
+
+/// State shared by every communicator of one rank.
+pub(crate) struct Shared {
+    pub engine: RefCell<Engine>,
+    pub bootstrap: RefCell<Option<Bootstrap>>,
+    /// Next free context pair index (context ids 2k and 2k+1).
+    pub next_context: Cell<u32>,
+    pub size: usize,
+    pub finalized: Cell<bool>,
+}
+
+/// Which world ranks belong to a communicator, both ways.
+pub(crate) struct Group {
+    world_of: Vec<u32>,
+    local_of: Vec<u32>,
+}
+
+impl Group {
+    fn new(world_of: Vec<u32>, world_size: usize) -> Group {
+        let mut local_of = vec![u32::MAX; world_size];
+        for (local, &world) in world_of.iter().enumerate() {
+            local_of[world as usize] = local as u32;
+        }
+        Group { world_of, local_of }
+    }
+}
+
+const TAG_BARRIER: i32 = 1;
+const TAG_ALLGATHER: i32 = 2;
+
+/// A communicator: a group of ranks with its own message space (context id). Cheap to clone.
+///
+/// Messages on one communicator never match receives on another, and between two ranks they
+/// match in the order they were sent (for receives that could take either).
+#[derive(Clone)]
+pub struct Comm {
+    shared: Rc<Shared>,
+    group: Rc<Group>,
+    context: u32,
+    rank: usize,
+}
+
+impl Comm {
+    pub(crate) fn world(shared: Rc<Shared>) -> Comm {
+        let me = shared.engine.borrow().proto.me as usize;
+        let group = Rc::new(Group::new((0..shared.size as u32).collect(), shared.size));
+        Comm {
+            shared,
+            group,
+            context: 0,
+            rank: me,
+        }
+    }
+
+    pub(crate) fn shared(&self) -> &Shared {
+        &self.shared
+    }
+
+    /// This process's rank in the communicator.
+    pub fn rank(&self) -> usize {
+        self.rank
+    }
+
+    /// Number of ranks in the communicator.
+    pub fn size(&self) -> usize {
+        self.group.world_of.len()
+    }
+
+    /// World rank of communicator rank `rank`.
+    pub fn world_rank_of(&self, rank: usize) -> Result<usize, Error> {
+        self.world_rank(rank).map(|w| w as usize)
+    }
+
+    fn world_rank(&self, rank: usize) -> Result<u32, Error> {
+        self.group
+            .world_of
+            .get(rank)
+            .copied()
+            .ok_or(Error::RankOutOfRange {
+                rank,
+                size: self.size(),
+            })
+    }
+
+    fn source_pattern(&self, source: Source) -> Result<Option<u32>, Error> {
+        match source {
+            Source::Any => Ok(None),
+            Source::Rank(r) => self.world_rank(r).map(Some),
+        }
+    }
+
+    fn tag_pattern(tag: i32) -> Result<Option<i32>, Error> {
+        match tag {
+            ANY_TAG => Ok(None),
+            t if t < 0 => Err(Error::InvalidTag(t)),
+            t => Ok(Some(t)),
+        }
+    }
+
+    fn status(&self, c: &Completion) -> Result<Status, Error> {
+        if c.cancelled {
+            return Err(Error::Cancelled);
+        }
+        let source = self
+            .group
+            .local_of
+            .get(c.source as usize)
+            .copied()
+            .unwrap_or(u32::MAX) as usize;
+        if c.message_len > c.len {
+            return Err(Error::Truncated {
+                sender: source,
+                tag: c.tag,
+                message_len: c.message_len,
+                buffer_len: c.len,
+            });
+        }
+        Ok(Status {
+            source,
+            tag: c.tag,
+            len: c.len,
+        })
+    }
+
+    fn start_send(&self, context: u32, buf: &[u8], dest: usize, tag: i32) -> Result<ReqId, Error> {
+        if tag < 0 {
+            return Err(Error::InvalidTag(tag));
+        }
+        let dest = self.world_rank(dest)?;
+        self.shared
+            .engine
+            .borrow_mut()
+            .isend(context, dest, tag, buf.as_ptr(), buf.len())
+    }
+
+    fn start_recv(
+        &self,
+        context: u32,
+        buf: &mut [u8],
+        source: Source,
+        tag: i32,
+    ) -> Result<ReqId, Error> {
+        let source = self.source_pattern(source)?;
+        let tag = Comm::tag_pattern(tag)?;
+        self.shared
+            .engine
+            .borrow_mut()
+            .irecv(context, source, tag, buf.as_mut_ptr(), buf.len())
+    }
+
+    fn finish(&self, id: ReqId) -> Result<Status, Error> {
+        let c = self.shared.engine.borrow_mut().wait(id)?;
+        self.status(&c)
+    }
+
+    /// Sends `buf` to `dest` with `tag`; returns when `buf` may be reused.
+    pub fn send<T: Pod>(&self, buf: &[T], dest: usize, tag: i32) -> Result<(), Error> {
+        let id = self.start_send(self.context, bytemuck::cast_slice(buf), dest, tag)?;
+        self.shared.engine.borrow_mut().wait(id).map(drop)
+    }
+
+    /// Receives into `buf` a message from `source` with `tag` (wildcards allowed).
+    /// A longer message fills `buf` and returns [`Error::Truncated`].
+    pub fn recv<T: Pod>(
+        &self,
+        buf: &mut [T],
+        source: impl Into<Source>,
+        tag: i32,
+    ) -> Result<Status, Error> {
+        let id = self.start_recv(
+            self.context,
+            bytemuck::cast_slice_mut(buf),
+            source.into(),
+            tag,
+        )?;
+        self.finish(id)
+    }
+
+    /// Sends and receives at once, without deadlock between two ranks that both call it.
+    #[allow(clippy::too_many_arguments)]
+    pub fn sendrecv<S: Pod, R: Pod>(
+        &self,
+        send: &[S],
+        dest: usize,
+        send_tag: i32,
+        recv: &mut [R],
+        source: impl Into<Source>,
+        recv_tag: i32,
+    ) -> Result<Status, Error> {
+        let r = self.start_recv(
+            self.context,
+            bytemuck::cast_slice_mut(recv),
+            source.into(),
+            recv_tag,
+        )?;
+        let s = self.start_send(self.context, bytemuck::cast_slice(send), dest, send_tag);
+        let s = match s {
+            Ok(s) => s,
+            Err(e) => {
+                self.shared.engine.borrow_mut().cancel(r);
+                let _ = self.shared.engine.borrow_mut().wait(r);
+                return Err(e);
+            }
+        };
+        let sent = self.shared.engine.borrow_mut().wait(s);
+        let status = self.finish(r);
+        sent?;
+        status
+    }
+
+    /// Starts a send; the request must complete before the scope ends.
+    pub fn isend<'s, T: Pod>(
+        &self,
+        scope: &'s Scope<'s, '_>,
+        buf: &'s [T],
+        dest: usize,
+        tag: i32,
+    ) -> Result<Request<'s>, Error> {
+        let id = self.start_send(self.context, bytemuck::cast_slice(buf), dest, tag)?;
+        Ok(scope.track(self, id))
+    }
+
+    /// Starts a receive; the request must complete before the scope ends.
+    pub fn irecv<'s, T: Pod>(
+        &self,
+        scope: &'s Scope<'s, '_>,
+        buf: &'s mut [T],
+        source: impl Into<Source>,
+        tag: i32,
+    ) -> Result<Request<'s>, Error> {
+        let id = self.start_recv(
+            self.context,
+            bytemuck::cast_slice_mut(buf),
+            source.into(),
+            tag,
+        )?;
+        Ok(scope.track(self, id))
+    }
+
+    /// Returns the envelope of a matching message without receiving it, if one has arrived.
+    pub fn iprobe(&self, source: impl Into<Source>, tag: i32) -> Result<Option<Status>, Error> {
+        let source = self.source_pattern(source.into())?;
+        let tag = Comm::tag_pattern(tag)?;
+        let found = self
+            .shared
+            .engine
+            .borrow_mut()
+            .iprobe(self.context, source, tag)?;
+        Ok(found.map(|(env, len)| Status {
+            source: self.group.local_of[env.source as usize] as usize,
+            tag: env.tag,
+            len,
+        }))
+    }
+
+    /// Waits for a matching message and returns its envelope without receiving it.
+    pub fn probe(&self, source: impl Into<Source>, tag: i32) -> Result<Status, Error> {
+        let source = source.into();
+        loop {
+            if let Some(status) = self.iprobe(source, tag)? {
+                return Ok(status);
+            }
+            // Block until something arrives rather than spinning on iprobe.
+            let mut engine = self.shared.engine.borrow_mut();
+            let mut rounds = 0;
+            engine.wait_until(|_| {
+                rounds += 1;
+                rounds > 2
+            })?;
+        }
+    }
+
+    /// Returns once every rank of the communicator has called it (dissemination algorithm).
+    pub fn barrier(&self) -> Result<(), Error> {
+        let n = self.size();
+        let mut round = 0;
+        let mut distance = 1;
+        while distance < n {
+            let to = (self.rank + distance) % n;
+            let from = (self.rank + n - distance) % n;
+            let tag = TAG_BARRIER + 16 * round;
+            let r = self.start_recv(self.context + 1, &mut [], Source::Rank(from), tag)?;
+            let s = self.start_send(self.context + 1, &[], to, tag)?;
+            let mut engine = self.shared.engine.borrow_mut();
+            engine.wait(s)?;
+            engine.wait(r)?;
+            distance *= 2;
+            round += 1;
+        }
+        Ok(())
+    }
+
+    /// Every rank contributes `mine` (same length everywhere); returns all contributions in
+    /// rank order (ring algorithm, on the communicator's internal context).
+    pub(crate) fn allgather_bytes(&self, mine: &[u8]) -> Result<Vec<u8>, Error> {
+        let (n, m) = (self.size(), mine.len());
+        let mut all = vec![0u8; n * m];
+        all[self.rank * m..(self.rank + 1) * m].copy_from_slice(mine);
+        let right = (self.rank + 1) % n;
+        let left = (self.rank + n - 1) % n;
+        for step in 0..n.saturating_sub(1) {
+            let send_block = (self.rank + n - step) % n;
+            let recv_block = (self.rank + n - step - 1) % n;
+            let outgoing = all[send_block * m..(send_block + 1) * m].to_vec();
+            let r = self.start_recv(
+                self.context + 1,
+                &mut all[recv_block * m..(recv_block + 1) * m],
+                Source::Rank(left),
+                TAG_ALLGATHER,
+            )?;
+            let s = self.start_send(self.context + 1, &outgoing, right, TAG_ALLGATHER)?;
+            let mut engine = self.shared.engine.borrow_mut();
+            engine.wait(s)?;
+            engine.wait(r)?;
+        }
+        Ok(all)
+    }
+
+    /// A new communicator with the same ranks and a separate message space. Collective.
+    pub fn dup(&self) -> Result<Comm, Error> {
+        let all = self.allgather_bytes(&self.shared.next_context.get().to_le_bytes())?;
+        let k = self.agree_context(&all, 4, 0);
+        Ok(Comm {
+            shared: self.shared.clone(),
+            group: self.group.clone(),
+            context: 2 * k,
+            rank: self.rank,
+        })
+    }
+
+    /// Splits into one communicator per `color`, ranked by `key` then by rank here; ranks
+    /// passing `None` get `None`. Collective.
+    pub fn split(&self, color: Option<u32>, key: i32) -> Result<Option<Comm>, Error> {
+        let color_word = color.unwrap_or(u32::MAX);
+        if color == Some(u32::MAX) {
+            return Err(Error::Config(
+                "split color u32::MAX is reserved for \"no color\"".into(),
+            ));
+        }
+        let mut mine = [0u8; 12];
+        mine[..4].copy_from_slice(&color_word.to_le_bytes());
+        mine[4..8].copy_from_slice(&key.to_le_bytes());
+        mine[8..].copy_from_slice(&self.shared.next_context.get().to_le_bytes());
+        let all = self.allgather_bytes(&mine)?;
+        let k = self.agree_context(&all, 12, 8);
+        let Some(color) = color else { return Ok(None) };
+        let field = |r: usize, at: usize| {
+            let b = &all[r * 12 + at..r * 12 + at + 4];
+            [b[0], b[1], b[2], b[3]]
+        };
+        let mut members: Vec<(i32, usize)> = (0..self.size())
+            .filter(|&r| u32::from_le_bytes(field(r, 0)) == color)
+            .map(|r| (i32::from_le_bytes(field(r, 4)), r))
+            .collect();
+        members.sort();
+        let rank = members
+            .iter()
+            .position(|&(_, r)| r == self.rank)
+            .unwrap_or(0);
+        let world_of = members
+            .iter()
+            .map(|&(_, r)| self.group.world_of[r])
+            .collect();
+        Ok(Some(Comm {
+            shared: self.shared.clone(),
+            group: Rc::new(Group::new(world_of, self.shared.size)),
+            context: 2 * k,
+            rank,
+        }))
+    }
+
+    /// Takes the largest proposed context index (a u32 at `at` in each `stride`-byte record)
+    /// and reserves it here.
+    fn agree_context(&self, all: &[u8], stride: usize, at: usize) -> u32 {
+        let k = all
+            .chunks(stride)
+            .map(|rec| u32::from_le_bytes([rec[at], rec[at + 1], rec[at + 2], rec[at + 3]]))
+            .max()
+            .unwrap_or(1);
+        self.shared.next_context.set(k + 1);
+        k
+    }
+}
+
+/// Nonblocking requests live inside a scope, which waits for all of them before it returns,
+/// so no buffer can be freed while ferry still writes or reads it (as `std::thread::scope`).
+pub struct Scope<'scope, 'env: 'scope> {
+    started: RefCell<Vec<(Rc<Shared>, ReqId)>>,
+    _scope: PhantomData<&'scope mut &'scope ()>,
+    _env: PhantomData<&'env mut &'env ()>,
+}
+
+impl<'scope> Scope<'scope, '_> {
+    fn track(&'scope self, comm: &Comm, id: ReqId) -> Request<'scope> {
+        self.started.borrow_mut().push((comm.shared.clone(), id));
+        Request {
+            comm: comm.clone(),
+            state: Handle::Pending(id),
+            _scope: PhantomData,
+        }
+    }
+}
+
+impl Scope<'_, '_> {
+    /// Waits for every request started in the scope; completions nobody took are dropped.
+    fn wait_for_all(&self) {
+        for (shared, id) in self.started.borrow_mut().drain(..) {
+            if let Ok(mut engine) = shared.engine.try_borrow_mut() {
+                if engine.wait_until(|p| p.is_done(id)).is_ok() {
+                    engine.take(id);
+                }
+            }
+        }
+    }
+}
+
+/// Runs `f` with a scope for nonblocking requests; returns after every request started in it
+/// has completed, even if `f` panics.
+pub fn scope<'env, R>(f: impl for<'scope> FnOnce(&'scope Scope<'scope, 'env>) -> R) -> R {
+    let scope = Scope {
+        started: RefCell::new(Vec::new()),
+        _scope: PhantomData,
+        _env: PhantomData,
+    };
+    let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| f(&scope)));
+    scope.wait_for_all();
+    match result {
+        Ok(r) => r,
+        Err(panic) => std::panic::resume_unwind(panic),
+    }
+}
+
+enum Handle {
+    Pending(ReqId),
+    Finished(Result<Status, Error>),
+}
+
+/// A nonblocking send or receive in progress.
+pub struct Request<'scope> {
+    comm: Comm,
+    state: Handle,
+    _scope: PhantomData<&'scope ()>,
+}
+
+impl Request<'_> {
+    fn pending(&self) -> Option<ReqId> {
+        match self.state {
+            Handle::Pending(id) => Some(id),
+            Handle::Finished(_) => None,
+        }
+    }
+
+    fn settle(&mut self) -> Result<Status, Error> {
+        if let Handle::Pending(id) = self.state {
+            let result = match self.comm.shared.engine.borrow_mut().take(id) {
+                Some(c) => self.comm.status(&c),
+                None => Err(Error::Protocol {
+                    rank: self.comm.rank,
+                    detail: "request completed twice".into(),
+                }),
+            };
+            self.state = Handle::Finished(result);
+        }
+        match &self.state {
+            Handle::Finished(r) => r.clone(),
+            Handle::Pending(_) => unreachable!(),
+        }
+    }
+
+    /// Waits for completion.
+    pub fn wait(mut self) -> Result<Status, Error> {
+        if let Some(id) = self.pending() {
+            self.comm
+                .shared
+                .engine
+                .borrow_mut()
+                .wait_until(|p| p.is_done(id))?;
+        }
+        self.settle()
+    }
+
+    /// Makes progress once; returns the status if the request has completed.
+    pub fn test(&mut self) -> Result<Option<Status>, Error> {
+        if let Some(id) = self.pending() {
+            let mut engine = self.comm.shared.engine.borrow_mut();
+            if !engine.proto.is_done(id) {
+                engine.progress()?;
+                if !engine.proto.is_done(id) {
+                    return Ok(None);
+                }
+            }
+        }
+        self.settle().map(Some)
+    }
+
+    /// Withdraws a receive that has not matched yet (it then completes as cancelled); has no
+    /// effect on sends or matched receives.
+    pub fn cancel(&mut self) {
+        if let Some(id) = self.pending() {
+            self.comm.shared.engine.borrow_mut().cancel(id);
+        }
+    }
+}
+
+fn engine_of<'a>(requests: &'a [Request<'_>]) -> Option<&'a Comm> {
+    requests.first().map(|r| &r.comm)
+}
+
+/// Waits for every request; returns their statuses in order, or the first error.
+pub fn wait_all(requests: &mut [Request<'_>]) -> Result<Vec<Status>, Error> {
+    if let Some(comm) = engine_of(requests) {
+        let ids: Vec<ReqId> = requests.iter().filter_map(Request::pending).collect();
+        comm.shared
+            .engine
+            .borrow_mut()
+            .wait_until(|p| ids.iter().all(|&id| p.is_done(id)))?;
+    }
+    requests.iter_mut().map(Request::settle).collect()
+}
+
+/// Waits until one of the pending requests completes; returns its index and status, or `None`
+/// when no request is pending.
+pub fn wait_any(requests: &mut [Request<'_>]) -> Result<Option<(usize, Status)>, Error> {
+    let pending: Vec<(usize, ReqId)> = requests
+        .iter()
+        .enumerate()
+        .filter_map(|(i, r)| r.pending().map(|id| (i, id)))
+        .collect();
+    let Some(comm) = engine_of(requests) else {
+        return Ok(None);
+    };
+    if pending.is_empty() {
+        return Ok(None);
+    }
+    let mut hit = 0;
+    comm.shared.engine.borrow_mut().wait_until(|p| {
+        pending
+            .iter()
+            .find(|(_, id)| p.is_done(*id))
+            .map(|&(i, _)| hit = i)
+            .is_some()
+    })?;
+    requests[hit].settle().map(|s| Some((hit, s)))
+}
+
+/// Makes progress once; returns all statuses if every request has completed.
+pub fn test_all(requests: &mut [Request<'_>]) -> Result<Option<Vec<Status>>, Error> {
+    if let Some(comm) = engine_of(requests) {
+        let mut engine = comm.shared.engine.borrow_mut();
+        engine.progress()?;
+        if !requests
+            .iter()
+            .filter_map(Request::pending)
+            .all(|id| engine.proto.is_done(id))
+        {
+            return Ok(None);
+        }
+    }
+    requests
+        .iter_mut()
+        .map(Request::settle)
+        .collect::<Result<_, _>>()
+        .map(Some)
+}

@@ -1,0 +1,157 @@
+//! Runtime settings: one typed struct, each field read from a `FERRY_…` environment variable.
+
+use crate::error::Error;
+
+/// Which transport carries messages between ranks of one host.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TransportKind {
+    /// Shared-memory rings, CMA for large messages.
+    Shm,
+    /// TCP sockets over loopback (or the host's interfaces).
+    Tcp,
+}
+
+/// Settings of the runtime.
+#[derive(Debug, Clone)]
+pub struct Config {
+    /// `FERRY_TRANSPORT` (`shm` | `tcp`, default `shm`): transport between ranks.
+    pub transport: TransportKind,
+    /// `FERRY_SHM_EAGER` (bytes, default 16384): largest message sent eagerly through a ring.
+    pub shm_eager_limit: usize,
+    /// `FERRY_SHM_RING` (bytes, default: 16 MiB / ranks, clamped to 64 KiB … 1 MiB): size of one
+    /// ring; rounded down to a power of two.
+    pub shm_ring_bytes: Option<usize>,
+    /// `FERRY_CMA` (`1` | `0`, default 1): single-copy `process_vm_readv` for large shm messages;
+    /// off, or refused by the kernel, falls back to a pipelined copy through the ring.
+    pub cma: bool,
+    /// `FERRY_TCP_EAGER` (bytes, default 65536): largest message sent eagerly over TCP.
+    pub tcp_eager_limit: usize,
+    /// `FERRY_TCP_CHUNK` (bytes, default 4 MiB): largest DATA frame of a rendezvous over TCP.
+    pub tcp_chunk: usize,
+    /// `FERRY_SPIN` (polls, default: 4000, or 100 when ranks outnumber cores): polls without
+    /// progress before a waiting rank yields and then sleeps.
+    pub spin: Option<u32>,
+    /// `FERRY_CONNECT_TIMEOUT` (seconds, default 30): how long setup waits for all peers.
+    pub connect_timeout_secs: u64,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Config {
+            transport: TransportKind::Shm,
+            shm_eager_limit: 16 << 10,
+            shm_ring_bytes: None,
+            cma: true,
+            tcp_eager_limit: 64 << 10,
+            tcp_chunk: 4 << 20,
+            spin: None,
+            connect_timeout_secs: 30,
+        }
+    }
+}
+
+fn parse<T: std::str::FromStr>(name: &str, default: T) -> Result<T, Error> {
+    match std::env::var(name) {
+        Ok(text) => text
+            .trim()
+            .parse()
+            .map_err(|_| Error::Config(format!("{name}={text:?} is not a valid value"))),
+        Err(_) => Ok(default),
+    }
+}
+
+impl Config {
+    /// Reads every setting from the environment, defaults for those unset.
+    pub fn from_env() -> Result<Config, Error> {
+        let d = Config::default();
+        let transport = match std::env::var("FERRY_TRANSPORT").as_deref() {
+            Err(_) | Ok("shm") | Ok("") => TransportKind::Shm,
+            Ok("tcp") => TransportKind::Tcp,
+            Ok(other) => {
+                return Err(Error::Config(format!(
+                    "FERRY_TRANSPORT={other:?}: expected shm or tcp"
+                )))
+            }
+        };
+        let ring = match std::env::var("FERRY_SHM_RING") {
+            Ok(_) => Some(parse("FERRY_SHM_RING", 0usize)?),
+            Err(_) => None,
+        };
+        if ring.is_some_and(|r| r < 4096) {
+            return Err(Error::Config("FERRY_SHM_RING must be at least 4096".into()));
+        }
+        let spin = match std::env::var("FERRY_SPIN") {
+            Ok(_) => Some(parse("FERRY_SPIN", 0u32)?),
+            Err(_) => None,
+        };
+        Ok(Config {
+            transport,
+            shm_eager_limit: parse("FERRY_SHM_EAGER", d.shm_eager_limit)?,
+            shm_ring_bytes: ring,
+            cma: parse::<u8>("FERRY_CMA", 1)? != 0,
+            tcp_eager_limit: parse("FERRY_TCP_EAGER", d.tcp_eager_limit)?,
+            tcp_chunk: parse("FERRY_TCP_CHUNK", d.tcp_chunk)?.max(4096),
+            spin,
+            connect_timeout_secs: parse("FERRY_CONNECT_TIMEOUT", d.connect_timeout_secs)?,
+        })
+    }
+
+    /// Ring size for a job of `ranks` ranks on one host.
+    pub fn ring_bytes(&self, ranks: usize) -> usize {
+        let wanted = self
+            .shm_ring_bytes
+            .unwrap_or_else(|| ((16usize << 20) / ranks.max(1)).clamp(64 << 10, 1 << 20));
+        // Power of two, so positions wrap with a mask.
+        1usize << (usize::BITS - 1 - wanted.leading_zeros())
+    }
+
+    /// Each field with its environment name and current value, for `ferry info --params`.
+    pub fn describe(&self) -> Vec<(&'static str, String)> {
+        vec![
+            (
+                "FERRY_TRANSPORT",
+                format!("{:?}", self.transport).to_lowercase(),
+            ),
+            ("FERRY_SHM_EAGER", self.shm_eager_limit.to_string()),
+            (
+                "FERRY_SHM_RING",
+                self.shm_ring_bytes
+                    .map_or("auto (16 MiB / ranks, 64 KiB..1 MiB)".into(), |r| {
+                        r.to_string()
+                    }),
+            ),
+            ("FERRY_CMA", u8::from(self.cma).to_string()),
+            ("FERRY_TCP_EAGER", self.tcp_eager_limit.to_string()),
+            ("FERRY_TCP_CHUNK", self.tcp_chunk.to_string()),
+            (
+                "FERRY_SPIN",
+                self.spin
+                    .map_or("auto (4000, 100 when oversubscribed)".into(), |s| {
+                        s.to_string()
+                    }),
+            ),
+            (
+                "FERRY_CONNECT_TIMEOUT",
+                self.connect_timeout_secs.to_string(),
+            ),
+        ]
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ring_size_is_a_clamped_power_of_two() {
+        let c = Config::default();
+        assert_eq!(c.ring_bytes(2), 1 << 20);
+        assert_eq!(c.ring_bytes(64), 256 << 10);
+        assert_eq!(c.ring_bytes(1000), 64 << 10);
+        let c = Config {
+            shm_ring_bytes: Some(100_000),
+            ..Config::default()
+        };
+        assert_eq!(c.ring_bytes(2), 65536);
+    }
+}

@@ -1,0 +1,921 @@
+//! The progress engine: requests, matching and the eager/rendezvous protocols over the
+//! transports.
+//!
+//! [`Proto`] is the protocol half. It never touches a socket or a ring: transports hand it
+//! frames through [`FrameSink`] and take the frames it queues per peer. [`Engine`] owns both
+//! halves and runs them: `progress` drains inbound frames and flushes outbound queues, and
+//! `wait_until` repeats that with back-off (spin, then yield, then sleep on a futex or in
+//! epoll) so that ranks outnumbering cores still make progress.
+//!
+//! Buffers are raw pointers: a request borrows its buffer until it completes. The safe API in
+//! `comm.rs` ties that to Rust lifetimes; the C ABI passes the contract on to the caller.
+
+use crate::error::Error;
+use crate::matching::{Envelope, Matcher, Pattern};
+use crate::shm::{cma_read, ShmTransport};
+use crate::tcp::TcpTransport;
+use ferry_wire::rendezvous::{RendezvousRecv, RendezvousSend};
+use ferry_wire::{Frame, HEADER_LEN};
+use std::collections::VecDeque;
+use std::time::Duration;
+
+/// Identifies a request: slot index in the low 32 bits, slot generation in the high 32.
+pub(crate) type ReqId = u64;
+
+/// How frames reach a peer, chosen once when the job starts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Route {
+    /// Ourselves: frames go through an in-memory queue.
+    Loopback,
+    /// A shared-memory ring.
+    Shm,
+    /// A TCP connection.
+    Tcp,
+}
+
+/// How a finished request ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Completion {
+    /// World rank of the sender (receives only).
+    pub source: u32,
+    pub tag: i32,
+    /// Bytes delivered into the buffer.
+    pub len: usize,
+    /// Bytes the sender sent; larger than `len` means truncation.
+    pub message_len: usize,
+    pub cancelled: bool,
+}
+
+enum ReqState {
+    Free,
+    SendEager,
+    SendRendezvous {
+        machine: RendezvousSend,
+        buf: *const u8,
+    },
+    RecvPosted {
+        buf: *mut u8,
+        cap: usize,
+    },
+    RecvRendezvous {
+        machine: RendezvousRecv,
+        buf: *mut u8,
+        env: Envelope,
+        message_len: usize,
+    },
+    Done(Completion),
+}
+
+struct Slot {
+    generation: u32,
+    state: ReqState,
+}
+
+/// Request slots, reused without allocation once warm.
+struct Requests {
+    slots: Vec<Slot>,
+    free: Vec<u32>,
+}
+
+impl Requests {
+    fn insert(&mut self, state: ReqState) -> ReqId {
+        let index = self.free.pop().unwrap_or_else(|| {
+            self.slots.push(Slot {
+                generation: 0,
+                state: ReqState::Free,
+            });
+            self.slots.len() as u32 - 1
+        });
+        let slot = &mut self.slots[index as usize];
+        slot.state = state;
+        (u64::from(slot.generation) << 32) | u64::from(index)
+    }
+
+    fn get_mut(&mut self, id: ReqId) -> Option<&mut ReqState> {
+        let slot = self.slots.get_mut((id & 0xffff_ffff) as usize)?;
+        (u64::from(slot.generation) == id >> 32 && !matches!(slot.state, ReqState::Free))
+            .then_some(&mut slot.state)
+    }
+
+    fn get(&self, id: ReqId) -> Option<&ReqState> {
+        let slot = self.slots.get((id & 0xffff_ffff) as usize)?;
+        (u64::from(slot.generation) == id >> 32 && !matches!(slot.state, ReqState::Free))
+            .then_some(&slot.state)
+    }
+
+    fn remove(&mut self, id: ReqId) {
+        let index = (id & 0xffff_ffff) as u32;
+        if let Some(slot) = self.slots.get_mut(index as usize) {
+            if u64::from(slot.generation) == id >> 32 {
+                slot.state = ReqState::Free;
+                slot.generation = slot.generation.wrapping_add(1);
+                self.free.push(index);
+            }
+        }
+    }
+}
+
+/// A frame waiting for its turn on a peer's channel.
+pub(crate) struct OutFrame {
+    pub header: [u8; HEADER_LEN],
+    pub payload: *const u8,
+    pub len: usize,
+    /// Bytes of header + payload written so far (TCP writes may be partial).
+    pub sent: usize,
+    /// Send request that completes when this frame is fully written.
+    pub complete: Option<ReqId>,
+}
+
+impl OutFrame {
+    fn control(frame: Frame) -> OutFrame {
+        OutFrame {
+            header: frame.to_bytes(),
+            payload: std::ptr::null(),
+            len: 0,
+            sent: 0,
+            complete: None,
+        }
+    }
+}
+
+enum Out {
+    Frame(OutFrame),
+    /// A rendezvous whose DATA chunks are cut when they reach the head of the queue.
+    Stream(ReqId),
+}
+
+/// Unmatched message kept until a receive asks for it.
+pub(crate) enum Unexpected {
+    Eager(Vec<u8>),
+    Rts {
+        len: u64,
+        send_id: u64,
+        source_addr: u64,
+    },
+}
+
+enum Arrival {
+    Control,
+    EagerMatched(ReqId, Envelope),
+    EagerKept(Envelope, Vec<u8>),
+    Data(ReqId),
+}
+
+/// Where the payload of an arriving frame goes. Bytes past `cap` are dropped (truncation).
+pub(crate) struct Incoming {
+    ptr: *mut u8,
+    cap: usize,
+    arrival: Arrival,
+}
+
+impl Incoming {
+    fn control() -> Incoming {
+        Incoming {
+            ptr: std::ptr::null_mut(),
+            cap: 0,
+            arrival: Arrival::Control,
+        }
+    }
+
+    /// Stores payload bytes that start at `offset` of the frame's payload.
+    pub(crate) fn store(&mut self, offset: usize, bytes: &[u8]) {
+        let room = self.direct_room(offset);
+        let n = room.min(bytes.len());
+        if n > 0 {
+            // SAFETY: `ptr` is valid for `cap` bytes (a receive buffer lent until completion,
+            // or the Vec held in `arrival`), and offset + n ≤ cap.
+            unsafe { std::ptr::copy_nonoverlapping(bytes.as_ptr(), self.ptr.add(offset), n) };
+        }
+    }
+
+    /// Bytes of the destination left from `offset` on.
+    pub(crate) fn direct_room(&self, offset: usize) -> usize {
+        self.cap.saturating_sub(offset)
+    }
+
+    pub(crate) fn ptr(&self) -> *mut u8 {
+        self.ptr
+    }
+}
+
+/// What transports call for every frame that arrives.
+pub(crate) trait FrameSink {
+    /// A header arrived; returns where its payload goes.
+    fn begin_frame(&mut self, peer: u32, frame: &Frame) -> Result<Incoming, Error>;
+    /// All payload bytes of `frame` are stored.
+    fn end_frame(&mut self, peer: u32, frame: &Frame, incoming: Incoming) -> Result<(), Error>;
+}
+
+/// The protocol half of the engine.
+pub(crate) struct Proto {
+    pub me: u32,
+    pub routes: Vec<Route>,
+    pub pids: Vec<u32>,
+    cma: bool,
+    requests: Requests,
+    matcher: Matcher<ReqId, Unexpected>,
+    outq: Vec<VecDeque<Out>>,
+    queued: Vec<bool>,
+    busy: Vec<u32>,
+    loopback: VecDeque<(Frame, Vec<u8>)>,
+}
+
+fn protocol_error(peer: u32, detail: impl std::fmt::Display) -> Error {
+    Error::Protocol {
+        rank: peer as usize,
+        detail: detail.to_string(),
+    }
+}
+
+impl Proto {
+    fn push_out(&mut self, peer: u32, out: Out) {
+        if self.routes[peer as usize] == Route::Loopback {
+            // Control frames to ourselves (FIN, CTS) take the loopback queue.
+            if let Out::Frame(f) = out {
+                if let Ok(frame) = Frame::decode(&f.header, u64::MAX) {
+                    self.loopback.push_back((frame, Vec::new()));
+                }
+            }
+            return;
+        }
+        self.outq[peer as usize].push_back(out);
+        if !self.queued[peer as usize] {
+            self.queued[peer as usize] = true;
+            self.busy.push(peer);
+        }
+    }
+
+    fn complete(&mut self, id: ReqId, completion: Completion) {
+        if let Some(state) = self.requests.get_mut(id) {
+            *state = ReqState::Done(completion);
+        }
+    }
+
+    fn sent(len: usize) -> Completion {
+        Completion {
+            source: 0,
+            tag: 0,
+            len,
+            message_len: len,
+            cancelled: false,
+        }
+    }
+
+    /// Every queued frame is written.
+    pub(crate) fn output_drained(&self) -> bool {
+        self.busy.is_empty() && self.loopback.is_empty()
+    }
+
+    pub(crate) fn is_done(&self, id: ReqId) -> bool {
+        matches!(self.requests.get(id), Some(ReqState::Done(_)) | None)
+    }
+
+    /// Starts the receive side of a rendezvous: pull when allowed, else ask for a push.
+    fn start_rendezvous_recv(
+        &mut self,
+        id: ReqId,
+        env: Envelope,
+        len: u64,
+        send_id: u64,
+        source_addr: u64,
+        buf: *mut u8,
+        cap: usize,
+    ) {
+        let peer = env.source;
+        let mut machine = RendezvousRecv::new(send_id, id, len, cap as u64);
+        let accepted = machine.accepted() as usize;
+        let done = Completion {
+            source: env.source,
+            tag: env.tag,
+            len: accepted,
+            message_len: len as usize,
+            cancelled: false,
+        };
+        let route = self.routes[peer as usize];
+        if source_addr != 0 && accepted > 0 {
+            let pulled = match route {
+                Route::Loopback => {
+                    // SAFETY: the sender's buffer lives in this process and stays lent until the
+                    // FIN we send next; MPI forbids overlapping send and receive buffers.
+                    unsafe {
+                        std::ptr::copy_nonoverlapping(source_addr as *const u8, buf, accepted)
+                    };
+                    true
+                }
+                Route::Shm if self.cma => {
+                    match cma_read(self.pids[peer as usize], source_addr, buf, accepted) {
+                        Ok(()) => true,
+                        Err(e) => {
+                            eprintln!("ferry: rank {}: single-copy read from rank {peer} refused ({e}); copying through shared memory instead", self.me);
+                            self.cma = false;
+                            false
+                        }
+                    }
+                }
+                _ => false,
+            };
+            if pulled {
+                let fin = machine.fin();
+                self.push_out(peer, Out::Frame(OutFrame::control(fin)));
+                self.complete(id, done);
+                return;
+            }
+        }
+        let cts = machine.cts();
+        self.push_out(peer, Out::Frame(OutFrame::control(cts)));
+        if machine.is_complete() {
+            self.complete(id, done);
+        } else if let Some(state) = self.requests.get_mut(id) {
+            *state = ReqState::RecvRendezvous {
+                machine,
+                buf,
+                env,
+                message_len: len as usize,
+            };
+        }
+    }
+
+    /// Cuts the next DATA chunk of a pushed rendezvous.
+    fn next_chunk(&mut self, id: ReqId, max: usize) -> Option<OutFrame> {
+        let Some(ReqState::SendRendezvous { machine, buf }) = self.requests.get_mut(id) else {
+            return None;
+        };
+        let chunk = machine.next_chunk(max as u64)?;
+        let done = machine.is_done();
+        // SAFETY: offset < message length; `buf` is lent until the request completes.
+        let payload = unsafe { buf.add(chunk.offset as usize) };
+        Some(OutFrame {
+            header: chunk.frame.to_bytes(),
+            payload,
+            len: chunk.len as usize,
+            sent: 0,
+            complete: done.then_some(id),
+        })
+    }
+}
+
+impl FrameSink for Proto {
+    fn begin_frame(&mut self, peer: u32, frame: &Frame) -> Result<Incoming, Error> {
+        match *frame {
+            Frame::Eager { context, tag, len } => {
+                let env = Envelope {
+                    context,
+                    source: peer,
+                    tag,
+                };
+                if let Some(id) = self.matcher.take_posted(&env) {
+                    if let Some(ReqState::RecvPosted { buf, cap }) = self.requests.get(id) {
+                        return Ok(Incoming {
+                            ptr: *buf,
+                            cap: *cap,
+                            arrival: Arrival::EagerMatched(id, env),
+                        });
+                    }
+                }
+                let mut data = vec![0u8; len as usize];
+                Ok(Incoming {
+                    ptr: data.as_mut_ptr(),
+                    cap: len as usize,
+                    arrival: Arrival::EagerKept(env, data),
+                })
+            }
+            Frame::Data {
+                recv_id,
+                offset,
+                len,
+            } => match self.requests.get_mut(recv_id) {
+                Some(ReqState::RecvRendezvous { machine, buf, .. }) => {
+                    machine
+                        .on_data(offset, len)
+                        .map_err(|e| protocol_error(peer, e))?;
+                    Ok(Incoming {
+                        // SAFETY: on_data checked offset + len ≤ accepted ≤ buffer length.
+                        ptr: unsafe { buf.add(offset as usize) },
+                        cap: len as usize,
+                        arrival: Arrival::Data(recv_id),
+                    })
+                }
+                _ => Err(protocol_error(
+                    peer,
+                    format!("DATA for unknown receive {recv_id:#x}"),
+                )),
+            },
+            _ => Ok(Incoming::control()),
+        }
+    }
+
+    fn end_frame(&mut self, peer: u32, frame: &Frame, incoming: Incoming) -> Result<(), Error> {
+        match (incoming.arrival, *frame) {
+            (Arrival::EagerMatched(id, env), Frame::Eager { len, .. }) => {
+                let len = len as usize;
+                self.complete(
+                    id,
+                    Completion {
+                        source: env.source,
+                        tag: env.tag,
+                        len: len.min(incoming.cap),
+                        message_len: len,
+                        cancelled: false,
+                    },
+                );
+            }
+            (Arrival::EagerKept(env, data), _) => {
+                self.matcher.push_unexpected(env, Unexpected::Eager(data))
+            }
+            (Arrival::Data(id), _) => {
+                if let Some(ReqState::RecvRendezvous {
+                    machine,
+                    env,
+                    message_len,
+                    ..
+                }) = self.requests.get(id)
+                {
+                    if machine.is_complete() {
+                        let done = Completion {
+                            source: env.source,
+                            tag: env.tag,
+                            len: machine.accepted() as usize,
+                            message_len: *message_len,
+                            cancelled: false,
+                        };
+                        self.complete(id, done);
+                    }
+                }
+            }
+            (
+                Arrival::Control,
+                Frame::Rts {
+                    context,
+                    tag,
+                    len,
+                    send_id,
+                    source_addr,
+                },
+            ) => {
+                let env = Envelope {
+                    context,
+                    source: peer,
+                    tag,
+                };
+                match self.matcher.take_posted(&env) {
+                    Some(id) => {
+                        if let Some(&ReqState::RecvPosted { buf, cap }) = self.requests.get(id) {
+                            self.start_rendezvous_recv(
+                                id,
+                                env,
+                                len,
+                                send_id,
+                                source_addr,
+                                buf,
+                                cap,
+                            );
+                        }
+                    }
+                    None => self.matcher.push_unexpected(
+                        env,
+                        Unexpected::Rts {
+                            len,
+                            send_id,
+                            source_addr,
+                        },
+                    ),
+                }
+            }
+            (
+                Arrival::Control,
+                Frame::Cts {
+                    send_id,
+                    recv_id,
+                    accept_len,
+                },
+            ) => match self.requests.get_mut(send_id) {
+                Some(ReqState::SendRendezvous { machine, .. }) => {
+                    machine
+                        .on_cts(recv_id, accept_len)
+                        .map_err(|e| protocol_error(peer, e))?;
+                    if machine.is_done() {
+                        self.complete(send_id, Proto::sent(0));
+                    } else {
+                        self.push_out(peer, Out::Stream(send_id));
+                    }
+                }
+                _ => {
+                    return Err(protocol_error(
+                        peer,
+                        format!("CTS for unknown send {send_id:#x}"),
+                    ))
+                }
+            },
+            (Arrival::Control, Frame::Fin { send_id }) => match self.requests.get_mut(send_id) {
+                Some(ReqState::SendRendezvous { machine, .. }) => {
+                    machine.on_fin().map_err(|e| protocol_error(peer, e))?;
+                    self.complete(send_id, Proto::sent(0));
+                }
+                _ => {
+                    return Err(protocol_error(
+                        peer,
+                        format!("FIN for unknown send {send_id:#x}"),
+                    ))
+                }
+            },
+            (Arrival::Control, Frame::Bye) => {}
+            (_, frame) => return Err(protocol_error(peer, format!("unexpected frame {frame:?}"))),
+        }
+        Ok(())
+    }
+}
+
+/// The runtime of one rank: protocol state plus the transports that carry it.
+pub(crate) struct Engine {
+    pub proto: Proto,
+    shm: Option<ShmTransport>,
+    pub(crate) tcp: Option<TcpTransport>,
+    shm_eager_limit: usize,
+    tcp_eager_limit: usize,
+    shm_chunk: usize,
+    tcp_chunk: usize,
+    spin: u32,
+}
+
+/// Settings the engine needs from `Config` and setup.
+pub(crate) struct EngineSetup {
+    pub me: u32,
+    pub routes: Vec<Route>,
+    pub pids: Vec<u32>,
+    pub shm: Option<ShmTransport>,
+    pub tcp: Option<TcpTransport>,
+    pub cma: bool,
+    pub shm_eager_limit: usize,
+    pub tcp_eager_limit: usize,
+    pub tcp_chunk: usize,
+    pub spin: u32,
+}
+
+impl Engine {
+    pub(crate) fn new(setup: EngineSetup) -> Engine {
+        let size = setup.routes.len();
+        let shm_max = setup.shm.as_ref().map_or(usize::MAX, |s| s.max_payload());
+        Engine {
+            proto: Proto {
+                me: setup.me,
+                routes: setup.routes,
+                pids: setup.pids,
+                cma: setup.cma,
+                requests: Requests {
+                    slots: Vec::new(),
+                    free: Vec::new(),
+                },
+                matcher: Matcher::new(),
+                outq: (0..size).map(|_| VecDeque::new()).collect(),
+                queued: vec![false; size],
+                busy: Vec::new(),
+                loopback: VecDeque::new(),
+            },
+            shm_eager_limit: setup.shm_eager_limit.min(shm_max),
+            shm_chunk: shm_max / 2,
+            shm: setup.shm,
+            tcp: setup.tcp,
+            tcp_eager_limit: setup.tcp_eager_limit,
+            tcp_chunk: setup.tcp_chunk,
+            spin: setup.spin,
+        }
+    }
+
+    fn eager_limit(&self, route: Route) -> usize {
+        match route {
+            Route::Loopback => 64 << 10,
+            Route::Shm => self.shm_eager_limit,
+            Route::Tcp => self.tcp_eager_limit,
+        }
+    }
+
+    /// Starts a send of `len` bytes at `buf` to world rank `dest`.
+    pub(crate) fn isend(
+        &mut self,
+        context: u32,
+        dest: u32,
+        tag: i32,
+        buf: *const u8,
+        len: usize,
+    ) -> Result<ReqId, Error> {
+        let route = self.proto.routes[dest as usize];
+        if len <= self.eager_limit(route) {
+            let frame = Frame::Eager {
+                context,
+                tag,
+                len: len as u64,
+            };
+            if route == Route::Loopback {
+                // SAFETY: the caller lends `buf` for `len` bytes for the duration of the call.
+                let data = unsafe { std::slice::from_raw_parts(buf, len) }.to_vec();
+                self.proto.loopback.push_back((frame, data));
+                return Ok(self.proto.requests.insert(ReqState::Done(Proto::sent(len))));
+            }
+            let id = self.proto.requests.insert(ReqState::SendEager);
+            self.proto.push_out(
+                dest,
+                Out::Frame(OutFrame {
+                    header: frame.to_bytes(),
+                    payload: buf,
+                    len,
+                    sent: 0,
+                    complete: Some(id),
+                }),
+            );
+            self.flush_peer(dest)?;
+            return Ok(id);
+        }
+        let id = self.proto.requests.insert(ReqState::SendEager);
+        let machine = RendezvousSend::new(id, len as u64);
+        let pull_ok = route == Route::Loopback || (route == Route::Shm && self.proto.cma);
+        let rts = machine.rts(context, tag, if pull_ok { buf as u64 } else { 0 });
+        if let Some(state) = self.proto.requests.get_mut(id) {
+            *state = ReqState::SendRendezvous { machine, buf };
+        }
+        if route == Route::Loopback {
+            self.proto.loopback.push_back((rts, Vec::new()));
+        } else {
+            self.proto
+                .push_out(dest, Out::Frame(OutFrame::control(rts)));
+            self.flush_peer(dest)?;
+        }
+        Ok(id)
+    }
+
+    /// Posts a receive into `cap` bytes at `buf`; `None` source or tag are wildcards.
+    pub(crate) fn irecv(
+        &mut self,
+        context: u32,
+        source: Option<u32>,
+        tag: Option<i32>,
+        buf: *mut u8,
+        cap: usize,
+    ) -> Result<ReqId, Error> {
+        let id = self
+            .proto
+            .requests
+            .insert(ReqState::RecvPosted { buf, cap });
+        let pattern = Pattern {
+            context,
+            source,
+            tag,
+        };
+        match self.proto.matcher.take_unexpected(&pattern) {
+            Some((env, Unexpected::Eager(data))) => {
+                let n = data.len().min(cap);
+                // SAFETY: `buf` is valid for `cap` bytes while the request lives.
+                unsafe { std::ptr::copy_nonoverlapping(data.as_ptr(), buf, n) };
+                self.proto.complete(
+                    id,
+                    Completion {
+                        source: env.source,
+                        tag: env.tag,
+                        len: n,
+                        message_len: data.len(),
+                        cancelled: false,
+                    },
+                );
+            }
+            Some((
+                env,
+                Unexpected::Rts {
+                    len,
+                    send_id,
+                    source_addr,
+                },
+            )) => {
+                self.proto
+                    .start_rendezvous_recv(id, env, len, send_id, source_addr, buf, cap);
+                self.flush_peer(env.source)?;
+            }
+            None => self.proto.matcher.push_posted(pattern, id),
+        }
+        Ok(id)
+    }
+
+    /// The earliest unmatched message a receive with this pattern would get: (envelope, length).
+    pub(crate) fn iprobe(
+        &mut self,
+        context: u32,
+        source: Option<u32>,
+        tag: Option<i32>,
+    ) -> Result<Option<(Envelope, usize)>, Error> {
+        let pattern = Pattern {
+            context,
+            source,
+            tag,
+        };
+        let found = |p: &Proto| {
+            p.matcher.peek_unexpected(&pattern).map(|(env, m)| {
+                let len = match m {
+                    Unexpected::Eager(d) => d.len(),
+                    Unexpected::Rts { len, .. } => *len as usize,
+                };
+                (*env, len)
+            })
+        };
+        if let Some(hit) = found(&self.proto) {
+            return Ok(Some(hit));
+        }
+        self.progress()?;
+        Ok(found(&self.proto))
+    }
+
+    /// Withdraws a receive that has not matched yet; a matched one completes normally.
+    pub(crate) fn cancel(&mut self, id: ReqId) {
+        if self.proto.matcher.cancel_posted(id) {
+            self.proto.complete(
+                id,
+                Completion {
+                    source: 0,
+                    tag: 0,
+                    len: 0,
+                    message_len: 0,
+                    cancelled: true,
+                },
+            );
+        }
+    }
+
+    /// Takes the completion of a finished request and frees its slot.
+    pub(crate) fn take(&mut self, id: ReqId) -> Option<Completion> {
+        match self.proto.requests.get(id) {
+            Some(&ReqState::Done(c)) => {
+                self.proto.requests.remove(id);
+                Some(c)
+            }
+            _ => None,
+        }
+    }
+
+    /// One pass over every transport. Returns whether anything moved.
+    pub(crate) fn progress(&mut self) -> Result<bool, Error> {
+        let mut progressed = false;
+        while let Some((frame, data)) = self.proto.loopback.pop_front() {
+            progressed = true;
+            let me = self.proto.me;
+            let mut incoming = self.proto.begin_frame(me, &frame)?;
+            incoming.store(0, &data);
+            self.proto.end_frame(me, &frame, incoming)?;
+        }
+        if let Some(shm) = self.shm.as_mut() {
+            for peer in 0..shm.ranks() {
+                // Bounded per peer so one busy sender cannot starve the others.
+                for _ in 0..64 {
+                    let Some(record) = shm.peek(peer) else { break };
+                    let frame = Frame::decode(&record.header, u64::MAX)
+                        .map_err(|e| protocol_error(peer as u32, e))?;
+                    let len = frame.payload_len() as usize;
+                    let mut incoming = self.proto.begin_frame(peer as u32, &frame)?;
+                    let n = incoming.direct_room(0).min(len);
+                    if n > 0 {
+                        record.copy_payload(0, incoming.ptr(), n);
+                    }
+                    incoming.cap = n;
+                    shm.pop(peer, len);
+                    self.proto.end_frame(peer as u32, &frame, incoming)?;
+                    progressed = true;
+                }
+            }
+        }
+        if let Some(tcp) = self.tcp.as_mut() {
+            progressed |= tcp.poll_input(&mut self.proto, Some(Duration::ZERO))?;
+        }
+        progressed |= self.flush()?;
+        Ok(progressed)
+    }
+
+    fn flush(&mut self) -> Result<bool, Error> {
+        let mut progressed = false;
+        let mut i = 0;
+        while i < self.proto.busy.len() {
+            let peer = self.proto.busy[i];
+            progressed |= self.flush_peer(peer)?;
+            if self.proto.outq[peer as usize].is_empty() {
+                self.proto.queued[peer as usize] = false;
+                self.proto.busy.swap_remove(i);
+            } else {
+                i += 1;
+            }
+        }
+        Ok(progressed)
+    }
+
+    /// Writes queued frames to `peer` in order until its channel is full.
+    fn flush_peer(&mut self, peer: u32) -> Result<bool, Error> {
+        let p = peer as usize;
+        let route = self.proto.routes[p];
+        let chunk = if route == Route::Shm {
+            self.shm_chunk
+        } else {
+            self.tcp_chunk
+        };
+        let mut progressed = false;
+        loop {
+            let frame = match self.proto.outq[p].front_mut() {
+                None => break,
+                Some(Out::Stream(id)) => {
+                    let id = *id;
+                    match self.proto.next_chunk(id, chunk) {
+                        Some(f) => self.proto.outq[p].push_front(Out::Frame(f)),
+                        None => {
+                            self.proto.outq[p].pop_front();
+                        }
+                    }
+                    continue;
+                }
+                Some(Out::Frame(f)) => f,
+            };
+            let written = match route {
+                Route::Shm => match self.shm.as_mut() {
+                    Some(shm) => shm.try_push(p, &frame.header, frame.payload, frame.len),
+                    None => false,
+                },
+                Route::Tcp => match self.tcp.as_mut() {
+                    Some(tcp) => tcp.try_write(p, frame)?,
+                    None => false,
+                },
+                Route::Loopback => true,
+            };
+            if !written {
+                break;
+            }
+            progressed = true;
+            if let Some(Out::Frame(OutFrame {
+                complete: Some(id),
+                len,
+                ..
+            })) = self.proto.outq[p].pop_front()
+            {
+                if matches!(self.proto.requests.get(id), Some(ReqState::SendEager)) {
+                    self.proto.complete(id, Proto::sent(len));
+                } else {
+                    self.proto.complete(id, Proto::sent(0));
+                }
+            }
+        }
+        Ok(progressed)
+    }
+
+    /// Drives progress until `done` holds, backing off from spinning to sleeping.
+    pub(crate) fn wait_until(&mut self, mut done: impl FnMut(&Proto) -> bool) -> Result<(), Error> {
+        let mut idle = 0u32;
+        loop {
+            if done(&self.proto) {
+                return Ok(());
+            }
+            if self.progress()? {
+                idle = 0;
+                continue;
+            }
+            idle += 1;
+            if idle < self.spin {
+                std::hint::spin_loop();
+            } else if idle < self.spin + 20 {
+                std::thread::yield_now();
+            } else {
+                self.block()?;
+            }
+        }
+    }
+
+    /// Sleeps until a transport has something for us (or a short timeout).
+    fn block(&mut self) -> Result<(), Error> {
+        const NAP: Duration = Duration::from_millis(20);
+        if let Some(tcp) = self.tcp.as_mut() {
+            let timeout = if self.shm.is_some() {
+                Duration::from_millis(1)
+            } else {
+                NAP
+            };
+            tcp.poll_input(&mut self.proto, Some(timeout))?;
+            self.flush()?;
+            return Ok(());
+        }
+        if self.shm.is_some() {
+            if let Some(shm) = self.shm.as_ref() {
+                shm.prepare_sleep();
+            }
+            let progressed = self.progress()?;
+            if let Some(shm) = self.shm.as_ref() {
+                if progressed {
+                    shm.cancel_sleep();
+                } else {
+                    shm.sleep(NAP);
+                }
+            }
+            return Ok(());
+        }
+        std::thread::yield_now();
+        Ok(())
+    }
+
+    /// Waits for one request and returns its completion.
+    pub(crate) fn wait(&mut self, id: ReqId) -> Result<Completion, Error> {
+        self.wait_until(|p| p.is_done(id))?;
+        self.take(id).ok_or_else(|| Error::Protocol {
+            rank: self.proto.me as usize,
+            detail: format!("request {id:#x} vanished"),
+        })
+    }
+}

@@ -1,0 +1,64 @@
+//! Errors of the runtime. Classified once, where they arise; mapped to MPI error classes only
+//! at the C boundary.
+
+use thiserror::Error;
+
+/// Everything a ferry call can fail with.
+#[derive(Debug, Clone, PartialEq, Eq, Error)]
+#[non_exhaustive]
+pub enum Error {
+    /// The message was longer than the receive buffer (MPI_ERR_TRUNCATE); the buffer holds its
+    /// first `buffer_len` bytes and the job goes on.
+    #[error("message of {message_len} bytes from rank {sender} (tag {tag}) truncated to the {buffer_len}-byte receive buffer")]
+    Truncated {
+        /// Sender's rank in the communicator.
+        sender: usize,
+        /// Message tag.
+        tag: i32,
+        /// Length of the message as sent.
+        message_len: usize,
+        /// Length of the receive buffer.
+        buffer_len: usize,
+    },
+    /// A rank outside the communicator.
+    #[error("rank {rank} is out of range for a communicator of {size} ranks")]
+    RankOutOfRange {
+        /// The rank given.
+        rank: usize,
+        /// Communicator size.
+        size: usize,
+    },
+    /// A negative tag on a send (only receives may use `ANY_TAG`).
+    #[error("tag {0} is invalid: tags are 0..=i32::MAX (ANY_TAG only on receives)")]
+    InvalidTag(i32),
+    /// A peer's connection broke before it finalized.
+    #[error("lost rank {rank} (pid {pid}): {detail}")]
+    PeerLost {
+        /// World rank of the peer.
+        rank: usize,
+        /// Its process id.
+        pid: u32,
+        /// What was seen.
+        detail: String,
+    },
+    /// A peer sent bytes that break the protocol.
+    #[error("protocol violation by rank {rank}: {detail}")]
+    Protocol {
+        /// World rank of the peer.
+        rank: usize,
+        /// What was wrong.
+        detail: String,
+    },
+    /// Talking to the launcher failed.
+    #[error("bootstrap: {0}")]
+    Bootstrap(String),
+    /// A `FERRY_…` setting has a value that cannot be used.
+    #[error("configuration: {0}")]
+    Config(String),
+    /// Setting up a transport failed.
+    #[error("transport setup: {0}")]
+    Transport(String),
+    /// The request was cancelled before it matched.
+    #[error("request was cancelled")]
+    Cancelled,
+}

@@ -1,0 +1,564 @@
+//! TCP transport: one connection per pair of ranks, nonblocking, progressed by epoll (mio).
+//!
+//! Every connection opens with the mutual HMAC handshake of `ferry_wire::handshake`; the lower
+//! rank dials. Anything else that connects to a rank's port is a stranger: it is given
+//! [`HANDSHAKE_TIMEOUT`] to authenticate, and any wrong byte closes it with one log line while
+//! the job carries on. After the handshake both directions carry ferry frames: headers and
+//! payloads leave in one vectored write, and large payloads are read straight into the
+//! receive buffer.
+
+use crate::engine::{FrameSink, OutFrame};
+use crate::error::Error;
+use ferry_wire::{Frame, FrameError, Handshake, JobKey, HEADER_LEN};
+use mio::net::{TcpListener, TcpStream};
+use mio::{Events, Interest, Poll, Token};
+use std::io::{ErrorKind, IoSlice, Read, Write};
+use std::net::SocketAddr;
+use std::time::{Duration, Instant};
+
+/// How long a connection may take to authenticate.
+pub(crate) const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
+/// Bytes buffered per connection for headers and small payloads.
+const STAGING: usize = 256 << 10;
+/// Payload remainders at least this large are read directly into the destination.
+const DIRECT_READ: usize = 32 << 10;
+const LISTENER: Token = Token(usize::MAX);
+const STRANGER_BASE: usize = 1 << 40;
+
+enum Input {
+    Header,
+    Payload {
+        frame: Frame,
+        incoming: crate::engine::Incoming,
+        done: usize,
+        total: usize,
+    },
+}
+
+struct Conn {
+    stream: TcpStream,
+    addr: SocketAddr,
+    handshake: Option<Handshake>,
+    /// Dialled connections are writable only once connected.
+    connected: bool,
+    readable: bool,
+    writable: bool,
+    buf: Box<[u8]>,
+    start: usize,
+    end: usize,
+    input: Input,
+    opened: Instant,
+}
+
+impl Conn {
+    fn new(stream: TcpStream, addr: SocketAddr, handshake: Handshake, connected: bool) -> Conn {
+        Conn {
+            stream,
+            addr,
+            handshake: Some(handshake),
+            connected,
+            readable: true,
+            writable: true,
+            buf: vec![0u8; STAGING].into_boxed_slice(),
+            start: 0,
+            end: 0,
+            input: Input::Header,
+            opened: Instant::now(),
+        }
+    }
+
+    /// Reads what the socket has into the staging buffer. Ok(false): nothing now.
+    fn fill(&mut self) -> std::io::Result<bool> {
+        if self.start == self.end {
+            self.start = 0;
+            self.end = 0;
+        } else if self.end == self.buf.len() {
+            self.buf.copy_within(self.start..self.end, 0);
+            self.end -= self.start;
+            self.start = 0;
+        }
+        loop {
+            match self.stream.read(&mut self.buf[self.end..]) {
+                Ok(0) => return Err(ErrorKind::UnexpectedEof.into()),
+                Ok(n) => {
+                    self.end += n;
+                    return Ok(true);
+                }
+                Err(e) if e.kind() == ErrorKind::WouldBlock => {
+                    self.readable = false;
+                    return Ok(false);
+                }
+                Err(e) if e.kind() == ErrorKind::Interrupted => continue,
+                Err(e) => return Err(e),
+            }
+        }
+    }
+
+    /// Moves the handshake forward. Ok(Some(rank)) once it is complete.
+    fn drive_handshake(&mut self) -> Result<Option<u32>, String> {
+        let Some(mut hs) = self.handshake.take() else {
+            return Ok(None);
+        };
+        let outcome = self.step_handshake(&mut hs);
+        if !matches!(outcome, Ok(Some(_))) {
+            self.handshake = Some(hs);
+        }
+        outcome
+    }
+
+    fn step_handshake(&mut self, hs: &mut Handshake) -> Result<Option<u32>, String> {
+        loop {
+            if self.connected && self.writable && !hs.pending_output().is_empty() {
+                match self.stream.write(hs.pending_output()) {
+                    Ok(n) => hs.consume_output(n),
+                    Err(e) if e.kind() == ErrorKind::WouldBlock => self.writable = false,
+                    Err(e) if e.kind() == ErrorKind::Interrupted => {}
+                    Err(e) => return Err(format!("write failed: {e}")),
+                }
+            }
+            if let Some(rank) = hs.peer_rank() {
+                return Ok(Some(rank));
+            }
+            if self.start < self.end && hs.wanted() > 0 {
+                let used = hs
+                    .handle_input(&self.buf[self.start..self.end])
+                    .map_err(|e| e.to_string())?;
+                self.start += used;
+                continue;
+            }
+            if !self.readable {
+                return Ok(None);
+            }
+            match self.fill() {
+                Ok(true) => {}
+                Ok(false)
+                    if hs.pending_output().is_empty() || !self.writable || !self.connected =>
+                {
+                    return Ok(None)
+                }
+                Ok(false) => {}
+                Err(e) if e.kind() == ErrorKind::UnexpectedEof => {
+                    return Err("closed during the handshake".into())
+                }
+                Err(e) => return Err(format!("read failed: {e}")),
+            }
+        }
+    }
+}
+
+/// This rank's sockets.
+pub(crate) struct TcpTransport {
+    poll: Poll,
+    events: Events,
+    listener: TcpListener,
+    listen_addr: SocketAddr,
+    conns: Vec<Option<Conn>>,
+    strangers: Vec<Option<Conn>>,
+    key: JobKey,
+    job: u64,
+    me: u32,
+    size: u32,
+    max_payload: u64,
+}
+
+fn io_error(what: &str, e: std::io::Error) -> Error {
+    Error::Transport(format!("{what}: {e}"))
+}
+
+fn nonce() -> [u8; 32] {
+    let mut n = [0u8; 32];
+    // getrandom only fails when the OS has no entropy source at all.
+    if getrandom::getrandom(&mut n).is_err() {
+        n[..16].copy_from_slice(&(Instant::now().elapsed().as_nanos()).to_le_bytes());
+    }
+    n
+}
+
+impl TcpTransport {
+    /// Listens on `bind` (port 0 picks one).
+    pub(crate) fn bind(
+        bind: SocketAddr,
+        key: JobKey,
+        job: u64,
+        me: u32,
+        size: u32,
+        max_payload: u64,
+    ) -> Result<TcpTransport, Error> {
+        let poll = Poll::new().map_err(|e| io_error("epoll_create", e))?;
+        let mut listener = TcpListener::bind(bind)
+            .map_err(|e| io_error(&format!("cannot listen on {bind}"), e))?;
+        let listen_addr = listener
+            .local_addr()
+            .map_err(|e| io_error("getsockname", e))?;
+        poll.registry()
+            .register(&mut listener, LISTENER, Interest::READABLE)
+            .map_err(|e| io_error("epoll_ctl", e))?;
+        Ok(TcpTransport {
+            poll,
+            events: Events::with_capacity(256),
+            listener,
+            listen_addr,
+            conns: (0..size).map(|_| None).collect(),
+            strangers: Vec::new(),
+            key,
+            job,
+            me,
+            size,
+            max_payload,
+        })
+    }
+
+    pub(crate) fn listen_addr(&self) -> SocketAddr {
+        self.listen_addr
+    }
+
+    /// Starts connecting to `peer` at `addr`.
+    pub(crate) fn dial(&mut self, peer: u32, addr: SocketAddr) -> Result<(), Error> {
+        let mut stream = TcpStream::connect(addr)
+            .map_err(|e| io_error(&format!("cannot connect to rank {peer} at {addr}"), e))?;
+        stream
+            .set_nodelay(true)
+            .map_err(|e| io_error("TCP_NODELAY", e))?;
+        self.poll
+            .registry()
+            .register(
+                &mut stream,
+                Token(peer as usize),
+                Interest::READABLE | Interest::WRITABLE,
+            )
+            .map_err(|e| io_error("epoll_ctl", e))?;
+        let hs = Handshake::connect(
+            self.key.clone(),
+            self.job,
+            self.size,
+            self.me,
+            peer,
+            nonce(),
+        );
+        self.conns[peer as usize] = Some(Conn::new(stream, addr, hs, false));
+        Ok(())
+    }
+
+    /// True once every peer but us has an authenticated connection.
+    pub(crate) fn all_established(&self) -> bool {
+        self.conns.iter().enumerate().all(|(r, c)| {
+            r == self.me as usize || c.as_ref().is_some_and(|c| c.handshake.is_none())
+        })
+    }
+
+    /// Ranks without an authenticated connection yet.
+    pub(crate) fn missing(&self) -> Vec<usize> {
+        (0..self.size as usize)
+            .filter(|&r| {
+                r != self.me as usize
+                    && !self.conns[r]
+                        .as_ref()
+                        .is_some_and(|c| c.handshake.is_none())
+            })
+            .collect()
+    }
+
+    /// Waits up to `timeout` for socket events, then reads everything readable.
+    /// Returns whether anything happened.
+    pub(crate) fn poll_input(
+        &mut self,
+        sink: &mut dyn FrameSink,
+        timeout: Option<Duration>,
+    ) -> Result<bool, Error> {
+        let mut progressed = false;
+        match self.poll.poll(&mut self.events, timeout) {
+            Ok(()) => {}
+            Err(e) if e.kind() == ErrorKind::Interrupted => {}
+            Err(e) => return Err(io_error("epoll_wait", e)),
+        }
+        let mut accept = false;
+        for event in self.events.iter() {
+            let token = event.token();
+            if token == LISTENER {
+                accept = true;
+                continue;
+            }
+            let conn = if token.0 >= STRANGER_BASE {
+                self.strangers
+                    .get_mut(token.0 - STRANGER_BASE)
+                    .and_then(Option::as_mut)
+            } else {
+                self.conns.get_mut(token.0).and_then(Option::as_mut)
+            };
+            if let Some(conn) = conn {
+                if event.is_readable() || event.is_read_closed() || event.is_error() {
+                    conn.readable = true;
+                }
+                if event.is_writable() {
+                    conn.writable = true;
+                    conn.connected = true;
+                }
+            }
+        }
+        if accept {
+            progressed |= self.accept_all();
+        }
+        progressed |= self.drive_strangers();
+        for peer in 0..self.conns.len() {
+            let Some(conn) = self.conns[peer].as_mut() else {
+                continue;
+            };
+            if conn.handshake.is_some() {
+                match conn.drive_handshake() {
+                    Ok(Some(_)) => progressed = true,
+                    Ok(None) => continue,
+                    Err(why) => {
+                        return Err(Error::Transport(format!(
+                            "handshake with rank {peer} at {} failed: {why}",
+                            conn.addr
+                        )))
+                    }
+                }
+            }
+            if conn.readable || conn.start < conn.end {
+                progressed |= read_frames(conn, peer as u32, sink, self.max_payload)?;
+            }
+        }
+        Ok(progressed)
+    }
+
+    fn accept_all(&mut self) -> bool {
+        let mut progressed = false;
+        loop {
+            match self.listener.accept() {
+                Ok((mut stream, addr)) => {
+                    progressed = true;
+                    let _ = stream.set_nodelay(true);
+                    let index = self
+                        .strangers
+                        .iter()
+                        .position(Option::is_none)
+                        .unwrap_or_else(|| {
+                            self.strangers.push(None);
+                            self.strangers.len() - 1
+                        });
+                    if let Err(e) = self.poll.registry().register(
+                        &mut stream,
+                        Token(STRANGER_BASE + index),
+                        Interest::READABLE | Interest::WRITABLE,
+                    ) {
+                        eprintln!(
+                            "ferry: rank {}: cannot watch connection from {addr}: {e}",
+                            self.me
+                        );
+                        continue;
+                    }
+                    let hs =
+                        Handshake::accept(self.key.clone(), self.job, self.size, self.me, nonce());
+                    self.strangers[index] = Some(Conn::new(stream, addr, hs, true));
+                }
+                Err(e) if e.kind() == ErrorKind::WouldBlock => return progressed,
+                Err(e) if e.kind() == ErrorKind::Interrupted => continue,
+                Err(e) => {
+                    // EMFILE and friends: log and keep the job going; the listener stays armed.
+                    eprintln!("ferry: rank {}: accept failed: {e}", self.me);
+                    return progressed;
+                }
+            }
+        }
+    }
+
+    /// Advances handshakes of accepted connections; authenticated ones become peers.
+    fn drive_strangers(&mut self) -> bool {
+        let mut progressed = false;
+        for index in 0..self.strangers.len() {
+            let Some(conn) = self.strangers[index].as_mut() else {
+                continue;
+            };
+            let outcome = if conn.opened.elapsed() > HANDSHAKE_TIMEOUT {
+                Err(format!(
+                    "no handshake within {} s",
+                    HANDSHAKE_TIMEOUT.as_secs()
+                ))
+            } else {
+                conn.drive_handshake()
+            };
+            match outcome {
+                Ok(None) => {}
+                Ok(Some(rank)) => {
+                    progressed = true;
+                    let Some(mut conn) = self.strangers[index].take() else {
+                        continue;
+                    };
+                    if self.conns[rank as usize].is_some() {
+                        eprintln!(
+                            "ferry: rank {}: refused connection from {}: rank {rank} is already connected",
+                            self.me, conn.addr
+                        );
+                        let _ = self.poll.registry().deregister(&mut conn.stream);
+                        continue;
+                    }
+                    if let Err(e) = self.poll.registry().reregister(
+                        &mut conn.stream,
+                        Token(rank as usize),
+                        Interest::READABLE | Interest::WRITABLE,
+                    ) {
+                        eprintln!("ferry: rank {}: cannot watch rank {rank}: {e}", self.me);
+                        continue;
+                    }
+                    // Bytes may already wait in the kernel; edge-triggered epoll will not repeat.
+                    conn.readable = true;
+                    self.conns[rank as usize] = Some(conn);
+                }
+                Err(why) => {
+                    progressed = true;
+                    if let Some(mut conn) = self.strangers[index].take() {
+                        eprintln!(
+                            "ferry: rank {}: refused connection from {}: {why}",
+                            self.me, conn.addr
+                        );
+                        let _ = self.poll.registry().deregister(&mut conn.stream);
+                    }
+                }
+            }
+        }
+        progressed
+    }
+
+    /// Writes as much of `frame` as the socket takes. Ok(true) once all of it is written.
+    pub(crate) fn try_write(&mut self, peer: usize, frame: &mut OutFrame) -> Result<bool, Error> {
+        let Some(conn) = self.conns[peer].as_mut() else {
+            return Ok(false);
+        };
+        if conn.handshake.is_some() {
+            return Ok(false);
+        }
+        let total = HEADER_LEN + frame.len;
+        while frame.sent < total && conn.writable {
+            let header = &frame.header[frame.sent.min(HEADER_LEN)..];
+            let skip = frame.sent.saturating_sub(HEADER_LEN);
+            // SAFETY: `payload` is valid for `len` bytes until the frame's request completes,
+            // which happens only after this write finished.
+            let payload =
+                unsafe { std::slice::from_raw_parts(frame.payload.add(skip), frame.len - skip) };
+            let written = if header.is_empty() {
+                conn.stream.write(payload)
+            } else {
+                conn.stream
+                    .write_vectored(&[IoSlice::new(header), IoSlice::new(payload)])
+            };
+            match written {
+                Ok(n) => frame.sent += n,
+                Err(e) if e.kind() == ErrorKind::WouldBlock => conn.writable = false,
+                Err(e) if e.kind() == ErrorKind::Interrupted => {}
+                Err(e) => {
+                    return Err(Error::Transport(format!(
+                        "write to rank {peer} at {} failed: {e}",
+                        conn.addr
+                    )))
+                }
+            }
+        }
+        Ok(frame.sent == total)
+    }
+}
+
+/// Parses frames from a peer's connection until it has no more bytes now.
+fn read_frames(
+    conn: &mut Conn,
+    peer: u32,
+    sink: &mut dyn FrameSink,
+    max_payload: u64,
+) -> Result<bool, Error> {
+    let lost = |e: std::io::Error| {
+        if e.kind() == ErrorKind::UnexpectedEof {
+            sink_lost(peer, "connection closed by the peer".into())
+        } else {
+            sink_lost(peer, format!("read failed: {e}"))
+        }
+    };
+    let mut progressed = false;
+    loop {
+        match &mut conn.input {
+            Input::Header => {
+                if conn.end - conn.start < HEADER_LEN {
+                    if !conn.readable || !conn.fill().map_err(lost)? {
+                        return Ok(progressed);
+                    }
+                    continue;
+                }
+                let frame = match Frame::decode(&conn.buf[conn.start..conn.end], max_payload) {
+                    Ok(frame) => frame,
+                    Err(FrameError::Incomplete { .. }) => continue,
+                    Err(e) => {
+                        return Err(Error::Protocol {
+                            rank: peer as usize,
+                            detail: e.to_string(),
+                        })
+                    }
+                };
+                conn.start += HEADER_LEN;
+                progressed = true;
+                let incoming = sink.begin_frame(peer, &frame)?;
+                let total = frame.payload_len() as usize;
+                conn.input = Input::Payload {
+                    frame,
+                    incoming,
+                    done: 0,
+                    total,
+                };
+            }
+            Input::Payload {
+                incoming,
+                done,
+                total,
+                ..
+            } => {
+                let buffered = (conn.end - conn.start).min(*total - *done);
+                if buffered > 0 {
+                    incoming.store(*done, &conn.buf[conn.start..conn.start + buffered]);
+                    conn.start += buffered;
+                    *done += buffered;
+                }
+                let direct = incoming.direct_room(*done).min(*total - *done);
+                // Past the buffer's end (truncation) `direct` is 0 and `target` is never used.
+                let target = incoming.ptr().wrapping_add(*done);
+                if *done == *total {
+                    let Input::Payload {
+                        frame, incoming, ..
+                    } = std::mem::replace(&mut conn.input, Input::Header)
+                    else {
+                        unreachable!("matched Payload above")
+                    };
+                    sink.end_frame(peer, &frame, incoming)?;
+                    continue;
+                }
+                if !conn.readable {
+                    return Ok(progressed);
+                }
+                if direct >= DIRECT_READ {
+                    // SAFETY: `direct_room` bounds `direct` to the part of the receive buffer that
+                    // this frame owns, which stays valid until the frame ends.
+                    let dst = unsafe { std::slice::from_raw_parts_mut(target, direct) };
+                    match conn.stream.read(dst) {
+                        Ok(0) => return Err(lost(ErrorKind::UnexpectedEof.into())),
+                        Ok(n) => {
+                            if let Input::Payload { done, .. } = &mut conn.input {
+                                *done += n;
+                            }
+                            progressed = true;
+                        }
+                        Err(e) if e.kind() == ErrorKind::WouldBlock => conn.readable = false,
+                        Err(e) if e.kind() == ErrorKind::Interrupted => {}
+                        Err(e) => return Err(lost(e)),
+                    }
+                } else if !conn.fill().map_err(lost)? {
+                    return Ok(progressed);
+                }
+            }
+        }
+    }
+}
+
+fn sink_lost(peer: u32, detail: String) -> Error {
+    Error::PeerLost {
+        rank: peer as usize,
+        pid: 0,
+        detail,
+    }
+}

@@ -1,0 +1,285 @@
+//! Job setup and teardown: reads what the launcher handed over, exchanges business cards,
+//! builds the transports, and finalizes.
+
+use crate::bootstrap::Bootstrap;
+use crate::comm::{Comm, Shared};
+use crate::config::{Config, TransportKind};
+use crate::engine::{Engine, EngineSetup, Route};
+use crate::error::Error;
+use crate::shm::ShmTransport;
+use crate::tcp::TcpTransport;
+use ferry_wire::pmi::env;
+use ferry_wire::JobKey;
+use std::cell::{Cell, RefCell};
+use std::net::SocketAddr;
+use std::rc::Rc;
+use std::time::{Duration, Instant};
+
+/// The job as seen from this rank; derefs to the world communicator. Dropping it finalizes.
+pub struct World {
+    comm: Comm,
+}
+
+impl std::ops::Deref for World {
+    type Target = Comm;
+    fn deref(&self) -> &Comm {
+        &self.comm
+    }
+}
+
+/// What one rank publishes about itself at bootstrap.
+struct Card {
+    pid: u32,
+    host: String,
+    tcp: Option<SocketAddr>,
+}
+
+impl Card {
+    fn encode(&self) -> String {
+        let mut s = format!("pid={};host={}", self.pid, self.host);
+        if let Some(addr) = self.tcp {
+            s += &format!(";tcp={addr}");
+        }
+        s
+    }
+
+    fn decode(rank: u32, text: &str) -> Result<Card, Error> {
+        let bad = || Error::Bootstrap(format!("rank {rank} published a malformed card {text:?}"));
+        let mut card = Card {
+            pid: 0,
+            host: String::new(),
+            tcp: None,
+        };
+        for field in text.split(';') {
+            let (k, v) = field.split_once('=').ok_or_else(bad)?;
+            match k {
+                "pid" => card.pid = v.parse().map_err(|_| bad())?,
+                "host" => card.host = v.to_string(),
+                "tcp" => card.tcp = Some(v.parse().map_err(|_| bad())?),
+                _ => {}
+            }
+        }
+        Ok(card)
+    }
+}
+
+fn env_var(name: &str) -> Result<String, Error> {
+    std::env::var(name)
+        .map_err(|_| Error::Bootstrap(format!("{name} is not set; start ranks with `ferry run`")))
+}
+
+fn env_number<T: std::str::FromStr>(name: &str) -> Result<T, Error> {
+    let text = env_var(name)?;
+    text.parse()
+        .map_err(|_| Error::Bootstrap(format!("{name}={text:?} is not a number")))
+}
+
+fn hostname() -> String {
+    std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .map(|h| h.trim().to_string())
+        .ok()
+        .filter(|h| !h.is_empty() && h.bytes().all(|b| b.is_ascii_graphic() && b != b';'))
+        .unwrap_or_else(|| "localhost".into())
+}
+
+/// Joins the job this process was started in by `ferry run`; a process started any other way
+/// is a job of one rank (like an MPI singleton).
+pub fn init() -> Result<World, Error> {
+    let config = Config::from_env()?;
+    if std::env::var_os(env::RANK).is_none() {
+        return Ok(singleton(&config));
+    }
+    let rank: u32 = env_number(env::RANK)?;
+    let size: u32 = env_number(env::SIZE)?;
+    let job: u64 = env_number(env::JOB_ID)?;
+    let key = JobKey::from_hex(&env_var(env::JOB_KEY)?)
+        .ok_or_else(|| Error::Bootstrap(format!("{} is not 64 hex digits", env::JOB_KEY)))?;
+    if rank >= size {
+        return Err(Error::Bootstrap(format!(
+            "rank {rank} is not below the job size {size}"
+        )));
+    }
+    let mut boot = Bootstrap::connect(&env_var(env::ADDR)?, &key, rank)?;
+    let n = size as usize;
+    let spin = config.spin.unwrap_or_else(|| {
+        let cores = std::thread::available_parallelism().map_or(1, |c| c.get());
+        if n > cores {
+            100
+        } else {
+            4000
+        }
+    });
+
+    let mut card = Card {
+        pid: std::process::id(),
+        host: hostname(),
+        tcp: None,
+    };
+    let ring_bytes = config.ring_bytes(n);
+    let mut created = None;
+    let mut tcp = None;
+    match config.transport {
+        TransportKind::Shm => created = Some(ShmTransport::create(job, rank, n, ring_bytes)?),
+        TransportKind::Tcp => {
+            let max = config.tcp_eager_limit.max(config.tcp_chunk) as u64;
+            let bind: SocketAddr = ([127, 0, 0, 1], 0).into();
+            let t = TcpTransport::bind(bind, key.clone(), job, rank, size, max)?;
+            card.tcp = Some(t.listen_addr());
+            tcp = Some(t);
+        }
+    }
+    boot.put(&format!("card-{rank}"), &card.encode())?;
+    boot.fence()?;
+    let mut cards = Vec::with_capacity(n);
+    for r in 0..size {
+        cards.push(Card::decode(r, &boot.get(&format!("card-{r}"))?)?);
+    }
+
+    let mut shm = None;
+    if let Some(created) = created {
+        if let Some((r, c)) = cards.iter().enumerate().find(|(_, c)| c.host != card.host) {
+            return Err(Error::Config(format!(
+                "the shm transport needs every rank on one host: rank {rank} is on {}, rank {r} on {} (use --transport tcp)",
+                card.host, c.host
+            )));
+        }
+        let t = ShmTransport::attach(created, job, rank, n, ring_bytes)?;
+        // Everyone has mapped every segment once this fence passes: the files can go.
+        boot.fence()?;
+        t.unlink_own();
+        shm = Some(t);
+    }
+    if let Some(t) = tcp.as_mut() {
+        for peer in rank + 1..size {
+            let addr = cards[peer as usize]
+                .tcp
+                .ok_or_else(|| Error::Bootstrap(format!("rank {peer} published no TCP address")))?;
+            t.dial(peer, addr)?;
+        }
+    }
+    let routes = (0..size)
+        .map(|r| match (r == rank, config.transport) {
+            (true, _) => Route::Loopback,
+            (false, TransportKind::Shm) => Route::Shm,
+            (false, TransportKind::Tcp) => Route::Tcp,
+        })
+        .collect();
+    let mut engine = Engine::new(EngineSetup {
+        me: rank,
+        routes,
+        pids: cards.iter().map(|c| c.pid).collect(),
+        shm,
+        tcp,
+        cma: config.cma,
+        shm_eager_limit: config.shm_eager_limit,
+        tcp_eager_limit: config.tcp_eager_limit,
+        tcp_chunk: config.tcp_chunk,
+        spin,
+    });
+    if engine.tcp.is_some() {
+        let deadline = Instant::now() + Duration::from_secs(config.connect_timeout_secs);
+        while !engine.tcp.as_ref().is_some_and(|t| t.all_established()) {
+            if Instant::now() > deadline {
+                let missing = engine.tcp.as_ref().map(|t| t.missing()).unwrap_or_default();
+                return Err(Error::Transport(format!(
+                    "rank {rank}: no authenticated connection to ranks {missing:?} after {} s",
+                    config.connect_timeout_secs
+                )));
+            }
+            if !engine.progress()? {
+                if let Some(t) = engine.tcp.as_mut() {
+                    t.poll_input(&mut engine.proto, Some(Duration::from_millis(10)))?;
+                }
+            }
+        }
+    }
+    Ok(World {
+        comm: Comm::world(Rc::new(Shared {
+            engine: RefCell::new(engine),
+            bootstrap: RefCell::new(Some(boot)),
+            next_context: Cell::new(1),
+            size: n,
+            finalized: Cell::new(false),
+        })),
+    })
+}
+
+fn singleton(config: &Config) -> World {
+    let engine = Engine::new(EngineSetup {
+        me: 0,
+        routes: vec![Route::Loopback],
+        pids: vec![std::process::id()],
+        shm: None,
+        tcp: None,
+        cma: false,
+        shm_eager_limit: config.shm_eager_limit,
+        tcp_eager_limit: config.tcp_eager_limit,
+        tcp_chunk: config.tcp_chunk,
+        spin: 1,
+    });
+    World {
+        comm: Comm::world(Rc::new(Shared {
+            engine: RefCell::new(engine),
+            bootstrap: RefCell::new(None),
+            next_context: Cell::new(1),
+            size: 1,
+            finalized: Cell::new(false),
+        })),
+    }
+}
+
+impl World {
+    /// Completes outstanding sends, waits for every rank, and tells the launcher this rank
+    /// exits normally. Called by `Drop` if not called explicitly.
+    pub fn finalize(self) -> Result<(), Error> {
+        self.finalize_inner()
+    }
+
+    fn finalize_inner(&self) -> Result<(), Error> {
+        let shared = self.comm.shared();
+        if shared.finalized.replace(true) {
+            return Ok(());
+        }
+        // Flush queued frames; peers keep their rings and sockets open until the fence below.
+        shared
+            .engine
+            .borrow_mut()
+            .wait_until(|p| p.output_drained())?;
+        if let Some(boot) = shared.bootstrap.borrow_mut().as_mut() {
+            boot.fence()?;
+            boot.finalize()?;
+        }
+        Ok(())
+    }
+
+    /// Ends the whole job with `code`, printing `message` through the launcher.
+    pub fn abort(&self, code: i32, message: &str) -> ! {
+        if let Some(boot) = self.comm.shared().bootstrap.borrow_mut().as_mut() {
+            boot.abort(code, message);
+            // The launcher kills every rank; give it a moment before exiting on our own.
+            std::thread::sleep(Duration::from_secs(2));
+        } else {
+            eprintln!("ferry: abort (code {code}): {message}");
+        }
+        std::process::exit(code)
+    }
+
+    /// The address this rank accepts TCP connections on, when it uses the tcp transport.
+    pub fn tcp_listen_addr(&self) -> Option<SocketAddr> {
+        self.comm
+            .shared()
+            .engine
+            .borrow()
+            .tcp
+            .as_ref()
+            .map(|t| t.listen_addr())
+    }
+}
+
+impl Drop for World {
+    fn drop(&mut self) {
+        if let Err(e) = self.finalize_inner() {
+            eprintln!("ferry: rank {}: finalize failed: {e}", self.comm.rank());
+        }
+    }
+}
