@@ -99,21 +99,28 @@ pub fn pingpong(
     let max = sizes.iter().copied().max().unwrap_or(0);
     let mut buf = vec![0u8; max];
     let mut samples = vec![];
-    let mut estimate = 1.0f64;
     for &bytes in sizes {
         if me > 1 {
             break;
         }
-        // Rank 0 chooses the repetitions and tells rank 1, so both run the same loop.
-        let mut reps = [reps_for(estimate)];
+        let msg = &mut buf[..bytes];
+        // A timed warm-up round trip keeps first-touch costs out of the trials and tells rank 0
+        // how many repetitions fill one trial; rank 1 learns the count from it.
+        let start = Instant::now();
+        if me == 0 {
+            world.send(msg, 1, 0)?;
+            world.recv(msg, 1, 0)?;
+        } else {
+            world.recv(msg, 0, 0)?;
+            world.send(msg, 0, 0)?;
+        }
+        let mut reps = [reps_for(start.elapsed().as_secs_f64() * 1e6)];
         if me == 0 {
             world.send(&reps, 1, 1)?;
         } else {
             world.recv(&mut reps, 0, 1)?;
         }
         let reps = reps[0];
-        let msg = &mut buf[..bytes];
-        // One warm-up round trip: page faults and first-touch costs stay out of the timing.
         let mut per_op = Vec::with_capacity(TRIALS as usize);
         for trial in 0..=TRIALS {
             let start = Instant::now();
@@ -131,7 +138,6 @@ pub fn pingpong(
             }
         }
         let sample = summarize(bytes, reps, &mut per_op);
-        estimate = sample.usec * 2.0;
         if me == 0 {
             report(&sample);
             samples.push(sample);
@@ -141,8 +147,12 @@ pub fn pingpong(
     Ok(samples)
 }
 
-/// Streaming bandwidth from rank 0 to rank 1: `window` messages in flight, then an
-/// acknowledgement, repeated. Returns the samples on rank 0.
+/// Receive buffers in flight at most, in bytes: larger messages get a smaller window.
+const WINDOW_BYTES: usize = 256 << 20;
+
+/// Streaming bandwidth from rank 0 to rank 1: `window` messages in flight (fewer for messages
+/// so large that the window would pass 256 MiB), then an acknowledgement, repeated. Returns the
+/// samples on rank 0.
 pub fn stream(
     world: &World,
     sizes: &[usize],
@@ -155,16 +165,43 @@ pub fn stream(
             "streaming bandwidth needs at least 2 ranks".into(),
         ));
     }
-    let window = window.max(1);
-    let max = sizes.iter().copied().max().unwrap_or(0);
-    let mut bufs: Vec<Vec<u8>> = (0..window).map(|_| vec![0u8; max]).collect();
+    // Buffers grow on demand; those outside the current window are freed.
+    let mut bufs: Vec<Vec<u8>> = vec![Vec::new(); window.max(1)];
     let mut samples = vec![];
-    let mut estimate = 1.0f64;
     for &bytes in sizes {
         if me > 1 {
             break;
         }
-        let mut reps = [(reps_for(estimate * window as f64) / 2).max(2)];
+        let in_flight = window
+            .clamp(1, (WINDOW_BYTES / bytes.max(1)).max(1))
+            .min(bufs.len());
+        bufs[in_flight..].iter_mut().for_each(|b| *b = Vec::new());
+        let mut one_window = || -> Result<(), Error> {
+            scope(|s| -> Result<(), Error> {
+                let mut requests = Vec::with_capacity(in_flight);
+                for b in bufs.iter_mut().take(in_flight) {
+                    if b.len() < bytes {
+                        b.resize(bytes, 0);
+                    }
+                    requests.push(if me == 0 {
+                        world.isend(s, &b[..bytes], 1, 0)?
+                    } else {
+                        world.irecv(s, &mut b[..bytes], 0, 0)?
+                    });
+                }
+                wait_all(&mut requests).map(drop)
+            })?;
+            let mut ack = [0u8; 4];
+            if me == 0 {
+                world.recv(&mut ack, 1, 2).map(drop)
+            } else {
+                world.send(&ack, 0, 2)
+            }
+        };
+        // A timed warm-up window keeps first-touch costs out and sizes the trials.
+        let start = Instant::now();
+        one_window()?;
+        let mut reps = [reps_for(start.elapsed().as_secs_f64() * 1e6)];
         if me == 0 {
             world.send(&reps, 1, 1)?;
         } else {
@@ -175,30 +212,13 @@ pub fn stream(
         for trial in 0..=TRIALS {
             let start = Instant::now();
             for _ in 0..reps {
-                scope(|s| -> Result<(), Error> {
-                    let mut requests = Vec::with_capacity(window);
-                    for b in bufs.iter_mut() {
-                        requests.push(if me == 0 {
-                            world.isend(s, &b[..bytes], 1, 0)?
-                        } else {
-                            world.irecv(s, &mut b[..bytes], 0, 0)?
-                        });
-                    }
-                    wait_all(&mut requests).map(drop)
-                })?;
-                let mut ack = [0u8; 4];
-                if me == 0 {
-                    world.recv(&mut ack, 1, 2)?;
-                } else {
-                    world.send(&ack, 0, 2)?;
-                }
+                one_window()?;
             }
             if trial > 0 {
-                per_op.push(start.elapsed().as_secs_f64() * 1e6 / (reps as f64 * window as f64));
+                per_op.push(start.elapsed().as_secs_f64() * 1e6 / (reps as f64 * in_flight as f64));
             }
         }
         let sample = summarize(bytes, reps, &mut per_op);
-        estimate = sample.usec;
         if me == 0 {
             report(&sample);
             samples.push(sample);

@@ -4,6 +4,8 @@
 //! that runs it and returns the process exit status. Today there is `run` (launch a job on this
 //! host); `bench`, `info`, `relay` and the `mpiexec` alias are to be added next to it.
 
+mod bench;
+
 use clap::{Args, Parser, Subcommand, ValueEnum};
 use ferry_launch::{LaunchOptions, TIMEOUT_EXIT_CODE};
 use std::ffi::OsString;
@@ -30,11 +32,44 @@ enum Command {
         )
     )]
     Run(RunArgs),
+    /// Measure point-to-point latency and bandwidth between two ranks on this host.
+    Bench(bench::BenchArgs),
+    /// One rank of `ferry bench` (started by it).
+    #[command(hide = true)]
+    BenchRank(bench::BenchRankArgs),
+    /// Show ferry's settings.
+    Info(InfoArgs),
+}
+
+/// Arguments of `ferry info`.
+#[derive(Debug, Args)]
+struct InfoArgs {
+    /// List every runtime parameter with its environment variable and current value.
+    #[arg(long)]
+    params: bool,
+}
+
+fn info_command(args: InfoArgs) -> i32 {
+    println!("ferry {}", env!("CARGO_PKG_VERSION"));
+    if args.params {
+        match ferry_core::Config::from_env() {
+            Ok(config) => {
+                for (name, value) in config.describe() {
+                    println!("{name:<24} {value}");
+                }
+            }
+            Err(e) => {
+                eprintln!("ferry info: {e}");
+                return 1;
+            }
+        }
+    }
+    0
 }
 
 /// Transports a job can be told to use.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
-enum Transport {
+pub(crate) enum Transport {
     /// Shared memory between the ranks of one host.
     Shm,
     /// TCP sockets.
@@ -42,7 +77,7 @@ enum Transport {
 }
 
 impl Transport {
-    fn as_str(self) -> &'static str {
+    pub(crate) fn as_str(self) -> &'static str {
         match self {
             Transport::Shm => "shm",
             Transport::Tcp => "tcp",
@@ -156,6 +191,9 @@ fn main() {
     let cli = Cli::parse_from(normalize_run_args(std::env::args_os().collect()));
     let code = match cli.command {
         Command::Run(args) => run_command(args),
+        Command::Bench(args) => bench::bench_command(args),
+        Command::BenchRank(args) => bench::bench_rank(args),
+        Command::Info(args) => info_command(args),
     };
     std::process::exit(code);
 }
@@ -170,6 +208,7 @@ mod tests {
             Ok(Cli {
                 command: Command::Run(args),
             }) => args,
+            Ok(other) => panic!("not a run command: {other:?}"),
             Err(e) => panic!("{e}"),
         }
     }

@@ -343,11 +343,19 @@ fn stranger(world: &World) -> Result<(), Error> {
         // Garbage.
         let mut s = TcpStream::connect(&addr).expect("connect");
         let _ = s.write_all(b"GET / HTTP/1.1\r\nHost: x\r\n\r\n");
-        // A well-formed handshake with the wrong key.
+        // A well-formed handshake for this job with the wrong key: the challenge is answered
+        // with a forged proof.
+        let job: u64 = std::env::var("FERRY_JOB_ID")
+            .ok()
+            .and_then(|j| j.parse().ok())
+            .unwrap_or(0);
         let wrong =
-            ferry_wire::Handshake::connect(ferry_wire::JobKey([0x55; 32]), 0, 2, 0, 1, [1; 32]);
+            ferry_wire::Handshake::connect(ferry_wire::JobKey([0x55; 32]), job, 2, 0, 1, [1; 32]);
         let mut t = TcpStream::connect(&addr).expect("connect");
         let _ = t.write_all(wrong.pending_output());
+        let mut challenge = [0u8; ferry_wire::handshake::CHALLENGE_LEN];
+        let _ = std::io::Read::read_exact(&mut t, &mut challenge);
+        let _ = t.write_all(&[0u8; ferry_wire::handshake::PROOF_LEN]);
         // Silence, then a close.
         let u = TcpStream::connect(&addr).expect("connect");
         std::thread::sleep(Duration::from_millis(300));

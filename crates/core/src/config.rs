@@ -11,6 +11,28 @@ pub enum TransportKind {
     Tcp,
 }
 
+/// When large shared-memory messages are copied with CMA.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CmaMode {
+    /// Only when the host's ranks outnumber its cores.
+    Auto,
+    /// Always (where the kernel allows it).
+    Always,
+    /// Never: always the pipelined copy through the ring.
+    Never,
+}
+
+impl CmaMode {
+    /// Whether CMA is used with `local_ranks` ranks on a host of `cores` cores.
+    pub fn enabled(self, local_ranks: usize, cores: usize) -> bool {
+        match self {
+            CmaMode::Auto => local_ranks > cores,
+            CmaMode::Always => true,
+            CmaMode::Never => false,
+        }
+    }
+}
+
 /// Settings of the runtime.
 #[derive(Debug, Clone)]
 pub struct Config {
@@ -21,13 +43,19 @@ pub struct Config {
     /// `FERRY_SHM_RING` (bytes, default: 16 MiB / ranks, clamped to 64 KiB … 1 MiB): size of one
     /// ring; rounded down to a power of two.
     pub shm_ring_bytes: Option<usize>,
-    /// `FERRY_CMA` (`1` | `0`, default 1): single-copy `process_vm_readv` for large shm messages;
-    /// off, or refused by the kernel, falls back to a pipelined copy through the ring.
-    pub cma: bool,
+    /// `FERRY_CMA` (`auto` | `1` | `0`, default `auto`): single-copy `process_vm_readv` for large
+    /// shm messages instead of the pipelined copy through the ring. `auto` uses it only when the
+    /// host's ranks outnumber its cores: two copies running on two cores at once beat one copy
+    /// when both ranks have a core (measured in the README), and lose when they must take turns.
+    /// A kernel that refuses CMA falls back to the ring either way.
+    pub cma: CmaMode,
     /// `FERRY_TCP_EAGER` (bytes, default 65536): largest message sent eagerly over TCP.
     pub tcp_eager_limit: usize,
-    /// `FERRY_TCP_CHUNK` (bytes, default 4 MiB): largest DATA frame of a rendezvous over TCP.
+    /// `FERRY_TCP_CHUNK` (bytes, default 256 KiB): largest DATA frame of a rendezvous over TCP.
     pub tcp_chunk: usize,
+    /// `FERRY_TCP_BUF` (bytes, default 0 = kernel autotuning): SO_SNDBUF and SO_RCVBUF of every
+    /// rank-to-rank socket.
+    pub tcp_buffer: usize,
     /// `FERRY_SPIN` (polls, default: 4000, or 100 when ranks outnumber cores): polls without
     /// progress before a waiting rank yields and then sleeps.
     pub spin: Option<u32>,
@@ -41,9 +69,10 @@ impl Default for Config {
             transport: TransportKind::Shm,
             shm_eager_limit: 16 << 10,
             shm_ring_bytes: None,
-            cma: true,
+            cma: CmaMode::Auto,
             tcp_eager_limit: 64 << 10,
-            tcp_chunk: 4 << 20,
+            tcp_chunk: 256 << 10,
+            tcp_buffer: 0,
             spin: None,
             connect_timeout_secs: 30,
         }
@@ -88,9 +117,19 @@ impl Config {
             transport,
             shm_eager_limit: parse("FERRY_SHM_EAGER", d.shm_eager_limit)?,
             shm_ring_bytes: ring,
-            cma: parse::<u8>("FERRY_CMA", 1)? != 0,
+            cma: match std::env::var("FERRY_CMA").as_deref() {
+                Err(_) | Ok("auto") | Ok("") => CmaMode::Auto,
+                Ok("1") | Ok("on") => CmaMode::Always,
+                Ok("0") | Ok("off") => CmaMode::Never,
+                Ok(other) => {
+                    return Err(Error::Config(format!(
+                        "FERRY_CMA={other:?}: expected auto, 1 or 0"
+                    )))
+                }
+            },
             tcp_eager_limit: parse("FERRY_TCP_EAGER", d.tcp_eager_limit)?,
             tcp_chunk: parse("FERRY_TCP_CHUNK", d.tcp_chunk)?.max(4096),
+            tcp_buffer: parse("FERRY_TCP_BUF", d.tcp_buffer)?,
             spin,
             connect_timeout_secs: parse("FERRY_CONNECT_TIMEOUT", d.connect_timeout_secs)?,
         })
@@ -120,9 +159,17 @@ impl Config {
                         r.to_string()
                     }),
             ),
-            ("FERRY_CMA", u8::from(self.cma).to_string()),
+            ("FERRY_CMA", format!("{:?}", self.cma).to_lowercase()),
             ("FERRY_TCP_EAGER", self.tcp_eager_limit.to_string()),
             ("FERRY_TCP_CHUNK", self.tcp_chunk.to_string()),
+            (
+                "FERRY_TCP_BUF",
+                if self.tcp_buffer == 0 {
+                    "0 (kernel autotuning)".into()
+                } else {
+                    self.tcp_buffer.to_string()
+                },
+            ),
             (
                 "FERRY_SPIN",
                 self.spin

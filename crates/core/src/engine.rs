@@ -220,6 +220,22 @@ pub(crate) struct Proto {
     loopback: VecDeque<(Frame, Vec<u8>)>,
 }
 
+/// Fills in the process id of a lost peer, which only the engine knows.
+fn with_pid(pids: &[u32], error: Error) -> Error {
+    match error {
+        Error::PeerLost {
+            rank,
+            pid: 0,
+            detail,
+        } => Error::PeerLost {
+            rank,
+            pid: pids.get(rank).copied().unwrap_or(0),
+            detail,
+        },
+        other => other,
+    }
+}
+
 fn protocol_error(peer: u32, detail: impl std::fmt::Display) -> Error {
     Error::Protocol {
         rank: peer as usize,
@@ -779,7 +795,9 @@ impl Engine {
             }
         }
         if let Some(tcp) = self.tcp.as_mut() {
-            progressed |= tcp.poll_input(&mut self.proto, Some(Duration::ZERO))?;
+            progressed |= tcp
+                .poll_input(&mut self.proto, Some(Duration::ZERO))
+                .map_err(|e| with_pid(&self.proto.pids, e))?;
         }
         progressed |= self.flush()?;
         Ok(progressed)
@@ -888,7 +906,8 @@ impl Engine {
             } else {
                 NAP
             };
-            tcp.poll_input(&mut self.proto, Some(timeout))?;
+            tcp.poll_input(&mut self.proto, Some(timeout))
+                .map_err(|e| with_pid(&self.proto.pids, e))?;
             self.flush()?;
             return Ok(());
         }

@@ -36,6 +36,6 @@ pub use comm::{
     scope, test_all, wait_all, wait_any, Comm, Request, Scope, Source, Status, ANY_SOURCE, ANY_TAG,
     TAG_UB,
 };
-pub use config::Config;
+pub use config::{CmaMode, Config};
 pub use error::Error;
 pub use world::{init, World};

@@ -19,7 +19,11 @@ use std::time::{Duration, Instant};
 /// How long a connection may take to authenticate.
 pub(crate) const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
 /// Bytes buffered per connection for headers and small payloads.
-const STAGING: usize = 256 << 10;
+const STAGING: usize = 64 << 10;
+/// Most bytes one read into the staging buffer takes: enough for many small frames, small
+/// enough that a large payload behind a header is mostly read straight into its destination
+/// instead of being copied twice.
+const FILL: usize = 16 << 10;
 /// Payload remainders at least this large are read directly into the destination.
 const DIRECT_READ: usize = 32 << 10;
 const LISTENER: Token = Token(usize::MAX);
@@ -77,8 +81,9 @@ impl Conn {
             self.end -= self.start;
             self.start = 0;
         }
+        let limit = (self.end + FILL).min(self.buf.len());
         loop {
-            match self.stream.read(&mut self.buf[self.end..]) {
+            match self.stream.read(&mut self.buf[self.end..limit]) {
                 Ok(0) => return Err(ErrorKind::UnexpectedEof.into()),
                 Ok(n) => {
                     self.end += n;
@@ -159,6 +164,7 @@ pub(crate) struct TcpTransport {
     me: u32,
     size: u32,
     max_payload: u64,
+    socket_buffer: usize,
 }
 
 fn io_error(what: &str, e: std::io::Error) -> Error {
@@ -180,9 +186,9 @@ impl TcpTransport {
         bind: SocketAddr,
         key: JobKey,
         job: u64,
-        me: u32,
-        size: u32,
+        (me, size): (u32, u32),
         max_payload: u64,
+        socket_buffer: usize,
     ) -> Result<TcpTransport, Error> {
         let poll = Poll::new().map_err(|e| io_error("epoll_create", e))?;
         let mut listener = TcpListener::bind(bind)
@@ -205,11 +211,27 @@ impl TcpTransport {
             me,
             size,
             max_payload,
+            socket_buffer,
         })
     }
 
     pub(crate) fn listen_addr(&self) -> SocketAddr {
         self.listen_addr
+    }
+
+    /// Applies per-socket options to a new rank-to-rank connection.
+    fn tune(&self, stream: &TcpStream) -> Result<(), Error> {
+        stream
+            .set_nodelay(true)
+            .map_err(|e| io_error("TCP_NODELAY", e))?;
+        if self.socket_buffer > 0 {
+            let socket = socket2::SockRef::from(stream);
+            socket
+                .set_send_buffer_size(self.socket_buffer)
+                .and_then(|()| socket.set_recv_buffer_size(self.socket_buffer))
+                .map_err(|e| io_error("SO_SNDBUF/SO_RCVBUF", e))?;
+        }
+        Ok(())
     }
 
     /// Starts connecting to `peer` at `addr`.
@@ -328,7 +350,9 @@ impl TcpTransport {
             match self.listener.accept() {
                 Ok((mut stream, addr)) => {
                     progressed = true;
-                    let _ = stream.set_nodelay(true);
+                    if let Err(e) = self.tune(&stream) {
+                        eprintln!("ferry: rank {}: connection from {addr}: {e}", self.me);
+                    }
                     let index = self
                         .strangers
                         .iter()

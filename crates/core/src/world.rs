@@ -101,14 +101,10 @@ pub fn init() -> Result<World, Error> {
     }
     let mut boot = Bootstrap::connect(&env_var(env::ADDR)?, &key, rank)?;
     let n = size as usize;
-    let spin = config.spin.unwrap_or_else(|| {
-        let cores = std::thread::available_parallelism().map_or(1, |c| c.get());
-        if n > cores {
-            100
-        } else {
-            4000
-        }
-    });
+    let cores = std::thread::available_parallelism().map_or(1, |c| c.get());
+    let spin = config
+        .spin
+        .unwrap_or_else(|| if n > cores { 100 } else { 4000 });
 
     let mut card = Card {
         pid: std::process::id(),
@@ -123,7 +119,8 @@ pub fn init() -> Result<World, Error> {
         TransportKind::Tcp => {
             let max = config.tcp_eager_limit.max(config.tcp_chunk) as u64;
             let bind: SocketAddr = ([127, 0, 0, 1], 0).into();
-            let t = TcpTransport::bind(bind, key.clone(), job, rank, size, max)?;
+            let t =
+                TcpTransport::bind(bind, key.clone(), job, (rank, size), max, config.tcp_buffer)?;
             card.tcp = Some(t.listen_addr());
             tcp = Some(t);
         }
@@ -170,7 +167,7 @@ pub fn init() -> Result<World, Error> {
         pids: cards.iter().map(|c| c.pid).collect(),
         shm,
         tcp,
-        cma: config.cma,
+        cma: config.cma.enabled(n, cores),
         shm_eager_limit: config.shm_eager_limit,
         tcp_eager_limit: config.tcp_eager_limit,
         tcp_chunk: config.tcp_chunk,

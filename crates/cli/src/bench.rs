@@ -1,0 +1,279 @@
+//! `ferry bench`: starts a job of `ferry bench-rank …` ranks, then turns rank 0's samples into a
+//! table, CSV, JSON and PNG plots.
+
+use clap::{Args, ValueEnum};
+use ferry_bench::{plot, read_csv, Sample, Series};
+use ferry_launch::LaunchOptions;
+use std::io::IsTerminal;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+/// Which benchmark.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub(crate) enum BenchKind {
+    /// NetPIPE-like ping-pong sweep: half round-trip latency and bandwidth.
+    Pingpong,
+    /// Windowed streaming bandwidth (like osu_bw).
+    Bw,
+}
+
+impl BenchKind {
+    fn name(self) -> &'static str {
+        match self {
+            BenchKind::Pingpong => "pingpong",
+            BenchKind::Bw => "bw",
+        }
+    }
+}
+
+/// Arguments of `ferry bench`.
+#[derive(Debug, Args)]
+pub(crate) struct BenchArgs {
+    /// The benchmark to run.
+    #[arg(value_enum)]
+    kind: BenchKind,
+    /// Transport between the two ranks.
+    #[arg(long, value_enum, default_value_t = crate::Transport::Shm)]
+    transport: crate::Transport,
+    /// Smallest message (bytes; K, M, G suffixes are powers of 1024).
+    #[arg(long, default_value = "1", value_parser = parse_size)]
+    min: usize,
+    /// Largest message.
+    #[arg(long, default_value = "64M", value_parser = parse_size)]
+    max: usize,
+    /// Bytes added and subtracted around each power of two (NetPIPE's perturbation).
+    #[arg(long, default_value_t = 3)]
+    perturbation: usize,
+    /// Messages in flight per window (bw only).
+    #[arg(long, default_value_t = 64)]
+    window: usize,
+    /// Directory for the CSV, JSON and PNG files.
+    #[arg(long, default_value = "bench-results")]
+    out: PathBuf,
+}
+
+/// Arguments of the hidden `ferry bench-rank` that each rank runs.
+#[derive(Debug, Args)]
+pub(crate) struct BenchRankArgs {
+    #[arg(value_enum)]
+    kind: BenchKind,
+    min: usize,
+    max: usize,
+    perturbation: usize,
+    window: usize,
+    csv: PathBuf,
+}
+
+fn parse_size(text: &str) -> Result<usize, String> {
+    let t = text.trim();
+    let (digits, shift) = match t.chars().last() {
+        Some('K' | 'k') => (&t[..t.len() - 1], 10),
+        Some('M' | 'm') => (&t[..t.len() - 1], 20),
+        Some('G' | 'g') => (&t[..t.len() - 1], 30),
+        _ => (t, 0),
+    };
+    digits
+        .parse::<usize>()
+        .ok()
+        .and_then(|n| n.checked_mul(1usize << shift))
+        .ok_or_else(|| format!("{text:?} is not a size (e.g. 4096, 64K, 16M)"))
+}
+
+fn progress_path(csv: &Path) -> PathBuf {
+    csv.with_extension("progress")
+}
+
+/// Body of each rank.
+pub(crate) fn bench_rank(args: BenchRankArgs) -> i32 {
+    let world = match ferry_core::init() {
+        Ok(w) => w,
+        Err(e) => {
+            eprintln!("ferry bench: {e}");
+            return 1;
+        }
+    };
+    let sizes = ferry_bench::sizes(args.min, args.max, args.perturbation);
+    let progress = progress_path(&args.csv);
+    let mut log = (world.rank() == 0)
+        .then(|| std::fs::File::create(&progress).ok())
+        .flatten();
+    let report = |s: &Sample| {
+        if let Some(f) = log.as_mut() {
+            use std::io::Write;
+            let _ = writeln!(f, "{}", s.bytes);
+        }
+    };
+    let result = match args.kind {
+        BenchKind::Pingpong => ferry_bench::pingpong(&world, &sizes, report),
+        BenchKind::Bw => ferry_bench::stream(&world, &sizes, args.window, report),
+    };
+    let samples = match result {
+        Ok(s) => s,
+        Err(e) => {
+            eprintln!("ferry bench: rank {}: {e}", world.rank());
+            return 1;
+        }
+    };
+    if world.rank() == 0 {
+        let comments = [
+            format!("ferry bench {} ({} ranks)", args.kind.name(), world.size()),
+            format!(
+                "transport={}",
+                std::env::var("FERRY_TRANSPORT").unwrap_or_else(|_| "shm".into())
+            ),
+        ];
+        if let Err(e) = ferry_bench::write_csv(&args.csv, &comments, &samples) {
+            eprintln!("ferry bench: cannot write {}: {e}", args.csv.display());
+            return 1;
+        }
+        let _ = std::fs::remove_file(progress);
+    }
+    match world.finalize() {
+        Ok(()) => 0,
+        Err(e) => {
+            eprintln!("ferry bench: {e}");
+            1
+        }
+    }
+}
+
+/// `ferry bench …`: runs the job, then writes and prints the results.
+pub(crate) fn bench_command(args: BenchArgs) -> i32 {
+    if let Err(e) = std::fs::create_dir_all(&args.out) {
+        eprintln!("ferry bench: cannot create {}: {e}", args.out.display());
+        return 1;
+    }
+    let stem = format!("{}-{}", args.kind.name(), args.transport.as_str());
+    let csv = args.out.join(format!("{stem}.csv"));
+    let exe = match std::env::current_exe() {
+        Ok(e) => e,
+        Err(e) => {
+            eprintln!("ferry bench: cannot find the ferry binary: {e}");
+            return 1;
+        }
+    };
+    let mut options = LaunchOptions::new(2, exe);
+    options.args = [
+        "bench-rank".to_string(),
+        args.kind.name().into(),
+        args.min.to_string(),
+        args.max.to_string(),
+        args.perturbation.to_string(),
+        args.window.to_string(),
+        csv.display().to_string(),
+    ]
+    .into_iter()
+    .map(Into::into)
+    .collect();
+    options
+        .extra_env
+        .push(("FERRY_TRANSPORT".into(), args.transport.as_str().into()));
+    let total = ferry_bench::sizes(args.min, args.max, args.perturbation).len() as u64;
+    let bar = std::io::stderr().is_terminal().then(|| {
+        let bar = indicatif::ProgressBar::new(total);
+        bar.set_message(stem.clone());
+        bar
+    });
+    let watcher = bar.clone().map(|bar| {
+        let progress = progress_path(&csv);
+        std::thread::spawn(move || loop {
+            let done = std::fs::read_to_string(&progress)
+                .map(|t| t.lines().count() as u64)
+                .unwrap_or(0);
+            bar.set_position(done);
+            if bar.is_finished() {
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(200));
+        })
+    });
+    let outcome = ferry_launch::run(&options);
+    if let Some(bar) = &bar {
+        bar.finish_and_clear();
+    }
+    if let Some(w) = watcher {
+        let _ = w.join();
+    }
+    match outcome {
+        Ok(o) if o.exit_code() == 0 => {}
+        Ok(o) => return o.exit_code(),
+        Err(e) => {
+            eprintln!("ferry bench: {e}");
+            return e.exit_code();
+        }
+    }
+    let samples = match read_csv(&csv) {
+        Ok(s) => s,
+        Err(e) => {
+            eprintln!("ferry bench: {e}");
+            return 1;
+        }
+    };
+    let json = args.out.join(format!("{stem}.json"));
+    if let Err(e) = serde_json::to_string_pretty(&samples)
+        .map_err(|e| e.to_string())
+        .and_then(|text| std::fs::write(&json, text).map_err(|e| e.to_string()))
+    {
+        eprintln!("ferry bench: cannot write {}: {e}", json.display());
+    }
+    let title = format!(
+        "ferry {} over {}",
+        args.kind.name(),
+        args.transport.as_str()
+    );
+    let lat = args.out.join(format!("{stem}-latency.png"));
+    let bw = args.out.join(format!("{stem}-bandwidth.png"));
+    let series = |f: fn(&Sample) -> f64| {
+        vec![Series {
+            label: "ferry",
+            points: samples
+                .iter()
+                .map(|s| (s.bytes.max(1) as f64, f(s)))
+                .collect(),
+        }]
+    };
+    for (path, y, f) in [
+        (
+            &lat,
+            "time per message (µs)",
+            (|s: &Sample| s.usec) as fn(&Sample) -> f64,
+        ),
+        (&bw, "bandwidth (MB/s)", |s: &Sample| s.mbps),
+    ] {
+        if let Err(e) = plot(path, &title, "message size (bytes)", y, &series(f)) {
+            eprintln!("ferry bench: cannot draw {}: {e}", path.display());
+        }
+    }
+    println!(
+        "{:>12} {:>12} {:>12} {:>12}",
+        "bytes", "usec", "usec_min", "MB/s"
+    );
+    for s in &samples {
+        if s.bytes.is_power_of_two() || s.bytes == 0 {
+            println!(
+                "{:>12} {:>12.3} {:>12.3} {:>12.1}",
+                s.bytes, s.usec, s.usec_min, s.mbps
+            );
+        }
+    }
+    println!(
+        "wrote {}, {}, {}, {}",
+        csv.display(),
+        json.display(),
+        lat.display(),
+        bw.display()
+    );
+    0
+}
+
+#[cfg(test)]
+mod tests {
+    use super::parse_size;
+
+    #[test]
+    fn sizes_with_suffixes() {
+        assert_eq!(parse_size("64M"), Ok(64 << 20));
+        assert_eq!(parse_size("4096"), Ok(4096));
+        assert!(parse_size("lots").is_err());
+    }
+}

@@ -1,0 +1,228 @@
+//! Multi-process point-to-point tests: real jobs through `ferry run`, on both transports,
+//! running the self-checking `check` and `ring` examples of ferry-core.
+//!
+//! `cargo test --workspace` builds those examples next to the `ferry` binary. Jobs run one at a
+//! time: they measure how fast a failing job ends, which parallel jobs on two cores would blur.
+
+use std::path::PathBuf;
+use std::process::{Command, Output, Stdio};
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+static ONE_JOB_AT_A_TIME: Mutex<()> = Mutex::new(());
+
+fn example(name: &str) -> PathBuf {
+    let ferry = PathBuf::from(env!("CARGO_BIN_EXE_ferry"));
+    let path = ferry
+        .parent()
+        .expect("target dir")
+        .join("examples")
+        .join(name);
+    assert!(
+        path.exists(),
+        "{} is missing: build the examples with `cargo test --workspace` (or `cargo build --examples -p ferry-core`)",
+        path.display()
+    );
+    path
+}
+
+struct Job {
+    output: Output,
+    elapsed: Duration,
+}
+
+impl Job {
+    fn stdout(&self) -> String {
+        String::from_utf8_lossy(&self.output.stdout).into_owned()
+    }
+    fn stderr(&self) -> String {
+        String::from_utf8_lossy(&self.output.stderr).into_owned()
+    }
+    fn code(&self) -> Option<i32> {
+        self.output.status.code()
+    }
+    #[track_caller]
+    fn assert_ok(&self) {
+        assert_eq!(
+            self.code(),
+            Some(0),
+            "job failed\nstdout:\n{}\nstderr:\n{}",
+            self.stdout(),
+            self.stderr()
+        );
+    }
+}
+
+/// Runs `ferry run -n N --transport T --timeout LIMIT program args…` with extra environment.
+fn job(
+    n: u32,
+    transport: &str,
+    program: &str,
+    args: &[&str],
+    env: &[(&str, &str)],
+    limit_secs: u32,
+) -> Job {
+    let _serial = ONE_JOB_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let mut command = Command::new(env!("CARGO_BIN_EXE_ferry"));
+    command
+        .args([
+            "run",
+            "-n",
+            &n.to_string(),
+            "--transport",
+            transport,
+            "--timeout",
+            &limit_secs.to_string(),
+        ])
+        .arg(example(program))
+        .args(args)
+        .stdin(Stdio::null());
+    for (k, v) in env {
+        command.env(k, v);
+    }
+    let start = Instant::now();
+    let output = command.output().expect("ferry runs");
+    Job {
+        output,
+        elapsed: start.elapsed(),
+    }
+}
+
+const TRANSPORTS: [&str; 2] = ["shm", "tcp"];
+
+#[test]
+fn ring_on_one_two_and_four_ranks() {
+    for t in TRANSPORTS {
+        for n in [1, 2, 4] {
+            let j = job(n, t, "ring", &[], &[], 60);
+            j.assert_ok();
+            assert!(
+                j.stdout().contains(&format!("ring of {n} ranks")),
+                "{t} n={n}: {}",
+                j.stdout()
+            );
+        }
+    }
+}
+
+#[test]
+fn all_pairs_exchange_random_sizes_checked_byte_for_byte() {
+    for t in TRANSPORTS {
+        for n in [2, 4] {
+            let j = job(
+                n,
+                t,
+                "check",
+                &["allpairs", "8388608", &n.to_string()],
+                &[],
+                120,
+            );
+            j.assert_ok();
+            assert!(j.stdout().contains("allpairs ok"), "{}", j.stdout());
+        }
+    }
+    // Both large-message paths of shared memory: pipelined through the ring, and CMA.
+    for cma in ["0", "1"] {
+        job(
+            3,
+            "shm",
+            "check",
+            &["allpairs", "8388608", "9"],
+            &[("FERRY_CMA", cma)],
+            120,
+        )
+        .assert_ok();
+    }
+    // Small rings force every large message through many wrap-arounds.
+    job(
+        3,
+        "shm",
+        "check",
+        &["allpairs", "1000000", "3"],
+        &[("FERRY_SHM_RING", "4096"), ("FERRY_CMA", "0")],
+        120,
+    )
+    .assert_ok();
+}
+
+#[test]
+fn wildcards_keep_per_sender_order() {
+    for t in TRANSPORTS {
+        for n in [2, 5] {
+            job(n, t, "check", &["wildcard"], &[], 60).assert_ok();
+        }
+    }
+}
+
+#[test]
+fn truncation_is_an_error_and_the_job_goes_on() {
+    for t in TRANSPORTS {
+        let j = job(2, t, "check", &["truncate"], &[], 60);
+        j.assert_ok();
+        assert!(j.stdout().contains("truncate ok"));
+    }
+}
+
+#[test]
+fn probe_sees_envelopes_without_receiving() {
+    for t in TRANSPORTS {
+        job(2, t, "check", &["probe"], &[], 60).assert_ok();
+    }
+}
+
+#[test]
+fn dup_and_split_communicators() {
+    for t in TRANSPORTS {
+        for n in [2, 5] {
+            job(n, t, "check", &["comms"], &[], 60).assert_ok();
+        }
+    }
+}
+
+#[test]
+fn killed_rank_ends_the_job_within_five_seconds_naming_it() {
+    for t in TRANSPORTS {
+        let j = job(4, t, "check", &["die"], &[], 60);
+        assert_ne!(j.code(), Some(0), "{t}: job must fail");
+        assert!(
+            j.elapsed < Duration::from_secs(5),
+            "{t}: took {:?}",
+            j.elapsed
+        );
+        assert!(
+            j.stderr().contains("rank 1"),
+            "{t}: stderr does not name rank 1:\n{}",
+            j.stderr()
+        );
+    }
+}
+
+#[test]
+fn strangers_on_a_rank_port_are_refused_and_the_job_completes() {
+    let j = job(2, "tcp", "check", &["stranger"], &[], 60);
+    j.assert_ok();
+    let err = j.stderr();
+    assert!(err.contains("bad magic"), "garbage not refused:\n{err}");
+    assert!(err.contains("wrong MAC"), "wrong key not refused:\n{err}");
+    assert!(err.contains("allpairs ok") || j.stdout().contains("allpairs ok"));
+}
+
+#[test]
+fn sixty_four_ranks_on_two_cores_finish() {
+    for t in TRANSPORTS {
+        let j = job(64, t, "ring", &[], &[], 120);
+        j.assert_ok();
+        assert!(j.stdout().contains("ring of 64 ranks"));
+        job(64, t, "check", &["barrier", "20"], &[], 120).assert_ok();
+    }
+}
+
+#[test]
+fn single_messages_over_two_gib() {
+    let len = ((2usize << 30) + (1 << 20) + 5).to_string();
+    for t in TRANSPORTS {
+        let j = job(2, t, "check", &["big", &len], &[], 300);
+        j.assert_ok();
+        assert!(j.stdout().contains(&format!("big ok: {len} bytes")));
+    }
+}
