@@ -144,14 +144,18 @@ enum Out {
     Stream(ReqId),
 }
 
+/// What an RTS announced.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Announced {
+    len: u64,
+    send_id: u64,
+    source_addr: u64,
+}
+
 /// Unmatched message kept until a receive asks for it.
 pub(crate) enum Unexpected {
     Eager(Vec<u8>),
-    Rts {
-        len: u64,
-        send_id: u64,
-        source_addr: u64,
-    },
+    Rts(Announced),
 }
 
 enum Arrival {
@@ -291,12 +295,15 @@ impl Proto {
         &mut self,
         id: ReqId,
         env: Envelope,
-        len: u64,
-        send_id: u64,
-        source_addr: u64,
+        rts: Announced,
         buf: *mut u8,
         cap: usize,
     ) {
+        let Announced {
+            len,
+            send_id,
+            source_addr,
+        } = rts;
         let peer = env.source;
         let mut machine = RendezvousRecv::new(send_id, id, len, cap as u64);
         let accepted = machine.accepted() as usize;
@@ -473,28 +480,18 @@ impl FrameSink for Proto {
                     source: peer,
                     tag,
                 };
+                let rts = Announced {
+                    len,
+                    send_id,
+                    source_addr,
+                };
                 match self.matcher.take_posted(&env) {
                     Some(id) => {
                         if let Some(&ReqState::RecvPosted { buf, cap }) = self.requests.get(id) {
-                            self.start_rendezvous_recv(
-                                id,
-                                env,
-                                len,
-                                send_id,
-                                source_addr,
-                                buf,
-                                cap,
-                            );
+                            self.start_rendezvous_recv(id, env, rts, buf, cap);
                         }
                     }
-                    None => self.matcher.push_unexpected(
-                        env,
-                        Unexpected::Rts {
-                            len,
-                            send_id,
-                            source_addr,
-                        },
-                    ),
+                    None => self.matcher.push_unexpected(env, Unexpected::Rts(rts)),
                 }
             }
             (
@@ -692,16 +689,8 @@ impl Engine {
                     },
                 );
             }
-            Some((
-                env,
-                Unexpected::Rts {
-                    len,
-                    send_id,
-                    source_addr,
-                },
-            )) => {
-                self.proto
-                    .start_rendezvous_recv(id, env, len, send_id, source_addr, buf, cap);
+            Some((env, Unexpected::Rts(rts))) => {
+                self.proto.start_rendezvous_recv(id, env, rts, buf, cap);
                 self.flush_peer(env.source)?;
             }
             None => self.proto.matcher.push_posted(pattern, id),
@@ -725,7 +714,7 @@ impl Engine {
             p.matcher.peek_unexpected(&pattern).map(|(env, m)| {
                 let len = match m {
                     Unexpected::Eager(d) => d.len(),
-                    Unexpected::Rts { len, .. } => *len as usize,
+                    Unexpected::Rts(rts) => rts.len as usize,
                 };
                 (*env, len)
             })

@@ -261,22 +261,21 @@ impl TcpTransport {
         Ok(())
     }
 
+    fn established(&self, rank: usize) -> bool {
+        self.conns[rank]
+            .as_ref()
+            .is_some_and(|c| c.handshake.is_none())
+    }
+
     /// True once every peer but us has an authenticated connection.
     pub(crate) fn all_established(&self) -> bool {
-        self.conns.iter().enumerate().all(|(r, c)| {
-            r == self.me as usize || c.as_ref().is_some_and(|c| c.handshake.is_none())
-        })
+        (0..self.size as usize).all(|r| r == self.me as usize || self.established(r))
     }
 
     /// Ranks without an authenticated connection yet.
     pub(crate) fn missing(&self) -> Vec<usize> {
         (0..self.size as usize)
-            .filter(|&r| {
-                r != self.me as usize
-                    && !self.conns[r]
-                        .as_ref()
-                        .is_some_and(|c| c.handshake.is_none())
-            })
+            .filter(|&r| r != self.me as usize && !self.established(r))
             .collect()
     }
 

@@ -102,9 +102,7 @@ pub fn init() -> Result<World, Error> {
     let mut boot = Bootstrap::connect(&env_var(env::ADDR)?, &key, rank)?;
     let n = size as usize;
     let cores = std::thread::available_parallelism().map_or(1, |c| c.get());
-    let spin = config
-        .spin
-        .unwrap_or_else(|| if n > cores { 100 } else { 4000 });
+    let spin = config.spin.unwrap_or(if n > cores { 100 } else { 4000 });
 
     let mut card = Card {
         pid: std::process::id(),

@@ -1,0 +1,24 @@
+#!/usr/bin/env bash
+# Installs what ferry needs on a Debian machine and builds it (release): the `ferry` binary and
+# the examples land in target/release/.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+as_root() { if [ "$(id -u)" = 0 ]; then "$@"; elif command -v sudo >/dev/null; then sudo "$@"; else "$@"; fi; }
+
+# System packages: a C toolchain for crates with build scripts, the DejaVu font for plot text,
+# iproute2 for the network-namespace testbed.
+need=()
+command -v cc >/dev/null || need+=(build-essential)
+[ -e /usr/share/fonts/truetype/dejavu/DejaVuSans.ttf ] || need+=(fonts-dejavu-core)
+command -v ip >/dev/null || need+=(iproute2)
+if [ ${#need[@]} -gt 0 ]; then
+  as_root apt-get update -qq
+  as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${need[@]}"
+fi
+
+if ! command -v cargo >/dev/null; then
+  echo "setup: cargo not found; ferry needs Rust 1.82 or newer (https://rustup.rs)" >&2
+  exit 1
+fi
+cargo build --release --workspace --bins --examples
