@@ -180,6 +180,15 @@ fn dup_and_split_communicators() {
 }
 
 #[test]
+fn waiting_ranks_sleep_instead_of_spinning() {
+    for t in TRANSPORTS {
+        let j = job(2, t, "check", &["idle"], &[], 60);
+        j.assert_ok();
+        assert!(j.stdout().contains("idle ok"));
+    }
+}
+
+#[test]
 fn killed_rank_ends_the_job_within_five_seconds_naming_it() {
     for t in TRANSPORTS {
         let j = job(4, t, "check", &["die"], &[], 60);

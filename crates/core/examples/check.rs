@@ -312,6 +312,46 @@ fn big(world: &World, len: usize) -> Result<(), Error> {
     Ok(())
 }
 
+/// CPU time this process has used, user plus system.
+fn cpu_time() -> Duration {
+    // SAFETY: getrusage fills the zeroed struct we pass; no other memory is touched.
+    let usage = unsafe {
+        let mut u: libc::rusage = std::mem::zeroed();
+        libc::getrusage(libc::RUSAGE_SELF, &mut u);
+        u
+    };
+    let tv = |t: libc::timeval| {
+        Duration::from_secs(t.tv_sec as u64) + Duration::from_micros(t.tv_usec as u64)
+    };
+    tv(usage.ru_utime) + tv(usage.ru_stime)
+}
+
+/// A rank blocked in recv or probe while its peer is busy must sleep, not spin.
+fn idle(world: &World) -> Result<(), Error> {
+    let me = world.rank();
+    if me == 1 {
+        for tag in [1, 2] {
+            std::thread::sleep(Duration::from_secs(1));
+            world.send(&[tag as u8], 0, tag)?;
+        }
+    } else if me == 0 {
+        let (wall, cpu) = (std::time::Instant::now(), cpu_time());
+        world.recv(&mut [0u8], 1, 1)?;
+        let st = world.probe(1, 2)?;
+        world.recv(&mut [0u8], st.source, st.tag)?;
+        let (wall, cpu) = (wall.elapsed(), cpu_time() - cpu);
+        // A spinning probe alone would use about half the wall time.
+        if cpu.as_secs_f64() > 0.25 * wall.as_secs_f64() {
+            fail(
+                world,
+                format!("waiting {wall:?} in recv and probe used {cpu:?} of CPU"),
+            );
+        }
+        println!("idle ok: {cpu:?} CPU in {wall:?}");
+    }
+    Ok(())
+}
+
 /// Rank 1 kills itself while the others wait for it.
 fn die(world: &World) -> Result<(), Error> {
     if world.rank() == 1 {
@@ -385,6 +425,7 @@ fn main() {
         Some("comms") => comms(&world),
         Some("big") => big(&world, arg(1, (2usize << 30) + (1 << 20) + 5)),
         Some("die") => die(&world),
+        Some("idle") => idle(&world),
         Some("stranger") => stranger(&world),
         Some("barrier") => (0..arg(1, 100)).try_for_each(|_| world.barrier()),
         other => {

@@ -3,6 +3,7 @@
 use crate::bootstrap::Bootstrap;
 use crate::engine::{Completion, Engine, ReqId};
 use crate::error::Error;
+use crate::matching::Envelope;
 use bytemuck::Pod;
 use std::cell::{Cell, RefCell};
 use std::marker::PhantomData;
@@ -295,27 +296,26 @@ impl Comm {
             .engine
             .borrow_mut()
             .iprobe(self.context, source, tag)?;
-        Ok(found.map(|(env, len)| Status {
-            source: self.group.local_of[env.source as usize] as usize,
-            tag: env.tag,
-            len,
-        }))
+        Ok(found.map(|(env, len)| self.probe_status(env, len)))
     }
 
     /// Waits for a matching message and returns its envelope without receiving it.
     pub fn probe(&self, source: impl Into<Source>, tag: i32) -> Result<Status, Error> {
-        let source = source.into();
-        loop {
-            if let Some(status) = self.iprobe(source, tag)? {
-                return Ok(status);
-            }
-            // Block until something arrives rather than spinning on iprobe.
-            let mut engine = self.shared.engine.borrow_mut();
-            let mut rounds = 0;
-            engine.wait_until(|_| {
-                rounds += 1;
-                rounds > 2
-            })?;
+        let source = self.source_pattern(source.into())?;
+        let tag = Comm::tag_pattern(tag)?;
+        let (env, len) = self
+            .shared
+            .engine
+            .borrow_mut()
+            .probe(self.context, source, tag)?;
+        Ok(self.probe_status(env, len))
+    }
+
+    fn probe_status(&self, env: Envelope, len: usize) -> Status {
+        Status {
+            source: self.group.local_of[env.source as usize] as usize,
+            tag: env.tag,
+            len,
         }
     }
 

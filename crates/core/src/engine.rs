@@ -281,6 +281,17 @@ impl Proto {
         }
     }
 
+    /// Envelope and length of the earliest unexpected message matching `pattern`.
+    fn peek(&self, pattern: &Pattern) -> Option<(Envelope, usize)> {
+        self.matcher.peek_unexpected(pattern).map(|(env, m)| {
+            let len = match m {
+                Unexpected::Eager(d) => d.len(),
+                Unexpected::Rts(rts) => rts.len as usize,
+            };
+            (*env, len)
+        })
+    }
+
     /// Every queued frame is written.
     pub(crate) fn output_drained(&self) -> bool {
         self.busy.is_empty() && self.loopback.is_empty()
@@ -710,20 +721,29 @@ impl Engine {
             source,
             tag,
         };
-        let found = |p: &Proto| {
-            p.matcher.peek_unexpected(&pattern).map(|(env, m)| {
-                let len = match m {
-                    Unexpected::Eager(d) => d.len(),
-                    Unexpected::Rts(rts) => rts.len as usize,
-                };
-                (*env, len)
-            })
-        };
-        if let Some(hit) = found(&self.proto) {
-            return Ok(Some(hit));
+        if self.proto.peek(&pattern).is_none() {
+            self.progress()?;
         }
-        self.progress()?;
-        Ok(found(&self.proto))
+        Ok(self.proto.peek(&pattern))
+    }
+
+    /// Waits (with the usual back-off) until a message matching the pattern has arrived.
+    pub(crate) fn probe(
+        &mut self,
+        context: u32,
+        source: Option<u32>,
+        tag: Option<i32>,
+    ) -> Result<(Envelope, usize), Error> {
+        let pattern = Pattern {
+            context,
+            source,
+            tag,
+        };
+        self.wait_until(|p| p.peek(&pattern).is_some())?;
+        self.proto.peek(&pattern).ok_or_else(|| Error::Protocol {
+            rank: self.proto.me as usize,
+            detail: "probed message vanished".into(),
+        })
     }
 
     /// Withdraws a receive that has not matched yet; a matched one completes normally.
