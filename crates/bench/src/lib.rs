@@ -85,6 +85,35 @@ fn summarize(bytes: usize, reps: u32, per_op: &mut [f64]) -> Sample {
     }
 }
 
+/// Times `op` on ranks 0 and 1 for one message size: a timed warm-up run keeps first-touch costs
+/// out of the trials and tells rank 0 how many repetitions fill one trial (rank 1 learns the
+/// count from it); `per_rep` operations happen in each run of `op`.
+fn measure(
+    world: &World,
+    bytes: usize,
+    per_rep: f64,
+    mut op: impl FnMut() -> Result<(), Error>,
+) -> Result<Sample, Error> {
+    let start = Instant::now();
+    op()?;
+    let mut reps = [reps_for(start.elapsed().as_secs_f64() * 1e6)];
+    if world.rank() == 0 {
+        world.send(&reps, 1, 1)?;
+    } else {
+        world.recv(&mut reps, 0, 1)?;
+    }
+    let reps = reps[0];
+    let mut per_op = Vec::with_capacity(TRIALS as usize);
+    for _ in 0..TRIALS {
+        let start = Instant::now();
+        for _ in 0..reps {
+            op()?;
+        }
+        per_op.push(start.elapsed().as_secs_f64() * 1e6 / (reps as f64 * per_rep));
+    }
+    Ok(summarize(bytes, reps, &mut per_op))
+}
+
 /// Ping-pong between ranks 0 and 1 for every size; `report` sees each sample on rank 0 as it
 /// is measured. Returns the samples on rank 0, nothing elsewhere.
 pub fn pingpong(
@@ -99,45 +128,18 @@ pub fn pingpong(
     let max = sizes.iter().copied().max().unwrap_or(0);
     let mut buf = vec![0u8; max];
     let mut samples = vec![];
-    for &bytes in sizes {
-        if me > 1 {
-            break;
-        }
+    for &bytes in sizes.iter().filter(|_| me < 2) {
         let msg = &mut buf[..bytes];
-        // A timed warm-up round trip keeps first-touch costs out of the trials and tells rank 0
-        // how many repetitions fill one trial; rank 1 learns the count from it.
-        let start = Instant::now();
-        if me == 0 {
-            world.send(msg, 1, 0)?;
-            world.recv(msg, 1, 0)?;
-        } else {
-            world.recv(msg, 0, 0)?;
-            world.send(msg, 0, 0)?;
-        }
-        let mut reps = [reps_for(start.elapsed().as_secs_f64() * 1e6)];
-        if me == 0 {
-            world.send(&reps, 1, 1)?;
-        } else {
-            world.recv(&mut reps, 0, 1)?;
-        }
-        let reps = reps[0];
-        let mut per_op = Vec::with_capacity(TRIALS as usize);
-        for trial in 0..=TRIALS {
-            let start = Instant::now();
-            for _ in 0..reps {
-                if me == 0 {
-                    world.send(msg, 1, 0)?;
-                    world.recv(msg, 1, 0)?;
-                } else {
-                    world.recv(msg, 0, 0)?;
-                    world.send(msg, 0, 0)?;
-                }
+        // Two messages per round trip: the time per operation is half a round trip.
+        let sample = measure(world, bytes, 2.0, || {
+            if me == 0 {
+                world.send(msg, 1, 0)?;
+                world.recv(msg, 1, 0).map(drop)
+            } else {
+                world.recv(msg, 0, 0)?;
+                world.send(msg, 0, 0)
             }
-            if trial > 0 {
-                per_op.push(start.elapsed().as_secs_f64() * 1e6 / (2.0 * reps as f64));
-            }
-        }
-        let sample = summarize(bytes, reps, &mut per_op);
+        })?;
         if me == 0 {
             report(&sample);
             samples.push(sample);
@@ -168,15 +170,12 @@ pub fn stream(
     // Buffers grow on demand; those outside the current window are freed.
     let mut bufs: Vec<Vec<u8>> = vec![Vec::new(); window.max(1)];
     let mut samples = vec![];
-    for &bytes in sizes {
-        if me > 1 {
-            break;
-        }
+    for &bytes in sizes.iter().filter(|_| me < 2) {
         let in_flight = window
             .clamp(1, (WINDOW_BYTES / bytes.max(1)).max(1))
             .min(bufs.len());
         bufs[in_flight..].iter_mut().for_each(|b| *b = Vec::new());
-        let mut one_window = || -> Result<(), Error> {
+        let one_window = || -> Result<(), Error> {
             scope(|s| -> Result<(), Error> {
                 let mut requests = Vec::with_capacity(in_flight);
                 for b in bufs.iter_mut().take(in_flight) {
@@ -198,27 +197,7 @@ pub fn stream(
                 world.send(&ack, 0, 2)
             }
         };
-        // A timed warm-up window keeps first-touch costs out and sizes the trials.
-        let start = Instant::now();
-        one_window()?;
-        let mut reps = [reps_for(start.elapsed().as_secs_f64() * 1e6)];
-        if me == 0 {
-            world.send(&reps, 1, 1)?;
-        } else {
-            world.recv(&mut reps, 0, 1)?;
-        }
-        let reps = reps[0];
-        let mut per_op = Vec::with_capacity(TRIALS as usize);
-        for trial in 0..=TRIALS {
-            let start = Instant::now();
-            for _ in 0..reps {
-                one_window()?;
-            }
-            if trial > 0 {
-                per_op.push(start.elapsed().as_secs_f64() * 1e6 / (reps as f64 * in_flight as f64));
-            }
-        }
-        let sample = summarize(bytes, reps, &mut per_op);
+        let sample = measure(world, bytes, in_flight as f64, one_window)?;
         if me == 0 {
             report(&sample);
             samples.push(sample);

@@ -235,3 +235,47 @@ fn single_messages_over_two_gib() {
         assert!(j.stdout().contains(&format!("big ok: {len} bytes")));
     }
 }
+
+#[test]
+fn bench_writes_csv_json_and_plots() {
+    let _serial = ONE_JOB_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let out = std::env::temp_dir().join(format!("ferry-bench-test-{}", std::process::id()));
+    for (kind, transport) in [("pingpong", "shm"), ("bw", "tcp")] {
+        let status = Command::new(env!("CARGO_BIN_EXE_ferry"))
+            .args([
+                "bench",
+                kind,
+                "--transport",
+                transport,
+                "--max",
+                "64K",
+                "--out",
+            ])
+            .arg(&out)
+            .stdin(Stdio::null())
+            .output()
+            .expect("ferry bench runs");
+        assert!(
+            status.status.success(),
+            "{}",
+            String::from_utf8_lossy(&status.stderr)
+        );
+        let stem = format!("{kind}-{transport}");
+        let csv = std::fs::read_to_string(out.join(format!("{stem}.csv"))).expect("csv");
+        // 1 B … 64 KiB with ±3 perturbations: powers of two and their neighbours.
+        let rows = csv
+            .lines()
+            .filter(|l| !l.starts_with('#') && !l.starts_with("bytes"))
+            .count();
+        assert!(rows >= 17, "{csv}");
+        for file in [
+            format!("{stem}.json"),
+            format!("{stem}-latency.png"),
+            format!("{stem}-bandwidth.png"),
+        ] {
+            let meta = std::fs::metadata(out.join(&file)).unwrap_or_else(|e| panic!("{file}: {e}"));
+            assert!(meta.len() > 1000, "{file} is nearly empty");
+        }
+    }
+    std::fs::remove_dir_all(&out).ok();
+}

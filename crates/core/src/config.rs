@@ -38,7 +38,8 @@ impl CmaMode {
 pub struct Config {
     /// `FERRY_TRANSPORT` (`shm` | `tcp`, default `shm`): transport between ranks.
     pub transport: TransportKind,
-    /// `FERRY_SHM_EAGER` (bytes, default 16384): largest message sent eagerly through a ring.
+    /// `FERRY_SHM_EAGER` (bytes, default 65536, at most half a ring): largest message sent
+    /// eagerly through a ring.
     pub shm_eager_limit: usize,
     /// `FERRY_SHM_RING` (bytes, default: 16 MiB / ranks, clamped to 64 KiB … 1 MiB): size of one
     /// ring; rounded down to a power of two.
@@ -67,7 +68,7 @@ impl Default for Config {
     fn default() -> Self {
         Config {
             transport: TransportKind::Shm,
-            shm_eager_limit: 16 << 10,
+            shm_eager_limit: 64 << 10,
             shm_ring_bytes: None,
             cma: CmaMode::Auto,
             tcp_eager_limit: 64 << 10,

@@ -27,7 +27,7 @@ use ferry_wire::HEADER_LEN;
 use memmap2::MmapRaw;
 use std::fs::OpenOptions;
 use std::os::unix::fs::OpenOptionsExt;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::atomic::{fence, AtomicU32, AtomicU64, Ordering};
 use std::time::Duration;
 
@@ -48,6 +48,34 @@ fn segment_len(ranks: usize, ring_bytes: usize) -> usize {
 /// Bytes a record with `payload` bytes occupies in a ring.
 pub(crate) fn record_len(payload: usize) -> usize {
     HEADER_LEN + payload.next_multiple_of(8)
+}
+
+/// Opens (or creates, owner-only) and maps the segment file at `path`.
+fn map_segment(path: &Path, create_len: Option<usize>) -> Result<Segment, Error> {
+    let fail = |what: &str, e: std::io::Error| {
+        Error::Transport(format!("cannot {what} {}: {e}", path.display()))
+    };
+    let file = OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create_new(create_len.is_some())
+        .mode(0o600)
+        .open(path)
+        .map_err(|e| {
+            fail(
+                if create_len.is_some() {
+                    "create"
+                } else {
+                    "open"
+                },
+                e,
+            )
+        })?;
+    if let Some(len) = create_len {
+        file.set_len(len as u64).map_err(|e| fail("size", e))?;
+    }
+    let map = MmapRaw::map_raw(&file).map_err(|e| fail("map", e))?;
+    Ok(Segment { map })
 }
 
 /// One mapped segment.
@@ -195,23 +223,7 @@ impl ShmTransport {
         ring_bytes: usize,
     ) -> Result<CreatedSegment, Error> {
         let path = segment_path(job, me);
-        let len = segment_len(ranks, ring_bytes);
-        let file = OpenOptions::new()
-            .read(true)
-            .write(true)
-            .create_new(true)
-            .mode(0o600)
-            .open(&path)
-            .map_err(|e| Error::Transport(format!("cannot create {}: {e}", path.display())))?;
-        file.set_len(len as u64).map_err(|e| {
-            Error::Transport(format!(
-                "cannot size {} to {len} bytes: {e}",
-                path.display()
-            ))
-        })?;
-        let map = MmapRaw::map_raw(&file)
-            .map_err(|e| Error::Transport(format!("cannot map {}: {e}", path.display())))?;
-        let segment = Segment { map };
+        let segment = map_segment(&path, Some(segment_len(ranks, ring_bytes)))?;
         // SAFETY: the fresh mapping is at least SEGMENT_HEADER bytes and nobody else has
         // mapped it yet (peers attach only after the bootstrap fence).
         unsafe {
@@ -239,26 +251,14 @@ impl ShmTransport {
                 continue;
             }
             let path = segment_path(job, rank);
-            let file = OpenOptions::new()
-                .read(true)
-                .write(true)
-                .open(&path)
-                .map_err(|e| {
-                    Error::Transport(format!(
-                        "cannot open rank {rank}'s segment {}: {e}",
-                        path.display()
-                    ))
-                })?;
-            let map = MmapRaw::map_raw(&file)
-                .map_err(|e| Error::Transport(format!("cannot map {}: {e}", path.display())))?;
-            if map.len() != len {
+            let segment = map_segment(&path, None)?;
+            if segment.map.len() != len {
                 return Err(Error::Transport(format!(
-                    "{} has {} bytes, expected {len}: ranks disagree on the ring size",
+                    "rank {rank}'s segment {} has {} bytes, expected {len}: ranks disagree on the ring size",
                     path.display(),
-                    map.len()
+                    segment.map.len()
                 )));
             }
-            let segment = Segment { map };
             // SAFETY: length checked above; the magic word is written before the fence.
             let magic = unsafe { (segment.base() as *const u64).read() };
             if magic != MAGIC {
