@@ -1,0 +1,729 @@
+//! The standard collective algorithms, each a function from (rank, size, sizes…) to the
+//! [`Schedule`] of that rank. Buffer conventions follow MPI:
+//!
+//! - barrier: no buffers.
+//! - bcast: the data lives in [`Buffer::Recv`] on every rank (MPI's single in/out buffer).
+//! - reduce / allreduce: input in [`Buffer::Send`] (or, `in_place`, already in `Recv`), result in
+//!   `Recv` (reduce: at the root only).
+//! - allgather / gather: each rank's block in `Send`, all blocks in rank order in `Recv`.
+//! - scatter: all blocks in the root's `Send`, each rank's block in its `Recv`.
+//! - alltoall: block j of `Send` goes to rank j; block i of `Recv` comes from rank i.
+//!
+//! Sizes are in bytes; `elem` is the element size of a reduction, so blocks never split one.
+
+use crate::{Buffer, Order, Rank, Region, Schedule, ScheduleBuilder, StepId};
+
+fn recv_region(offset: usize, len: usize) -> Region {
+    Region::new(Buffer::Recv, offset, len)
+}
+
+/// Dissemination barrier: ⌈log2 n⌉ rounds of empty messages to rank + 2^k.
+pub fn barrier_dissemination(rank: Rank, size: usize) -> Schedule {
+    let mut b = ScheduleBuilder::new(rank, size, 0, 0);
+    let empty = recv_region(0, 0);
+    let mut last: Vec<StepId> = vec![];
+    let mut distance = 1;
+    while distance < size {
+        let send = b.send((rank + distance) % size, empty, &last);
+        let recv = b.recv((rank + size - distance) % size, empty, &last);
+        last = vec![send, recv];
+        distance *= 2;
+    }
+    b.finish()
+}
+
+/// Binomial-tree broadcast of `bytes` from `root`: ⌈log2 n⌉ rounds, good for small messages.
+pub fn bcast_binomial(rank: Rank, size: usize, root: Rank, bytes: usize) -> Schedule {
+    let mut b = ScheduleBuilder::new(rank, size, 0, bytes);
+    let rel = (rank + size - root) % size;
+    let abs = |r: usize| (r + root) % size;
+    let data = recv_region(0, bytes);
+    let mut mask = 1;
+    let mut got: Vec<StepId> = vec![];
+    while mask < size {
+        if rel & mask != 0 {
+            got = vec![b.recv(abs(rel - mask), data, &[])];
+            break;
+        }
+        mask <<= 1;
+    }
+    mask >>= 1;
+    while mask > 0 {
+        if rel + mask < size {
+            b.send(abs(rel + mask), data, &got);
+        }
+        mask >>= 1;
+    }
+    b.finish()
+}
+
+/// Bytes of block `i` of `n` equal blocks covering `bytes`, whole `elem`s each: (offset, len).
+fn block(i: usize, n: usize, bytes: usize, elem: usize) -> (usize, usize) {
+    let elems = bytes / elem;
+    let per = elems.div_ceil(n).max(1) * elem;
+    let start = (i * per).min(bytes);
+    (start, ((i + 1) * per).min(bytes) - start)
+}
+
+/// Byte range of blocks `[first, last)`.
+fn blocks(first: usize, last: usize, n: usize, bytes: usize, elem: usize) -> (usize, usize) {
+    let (start, _) = block(first, n, bytes, elem);
+    let (end_start, end_len) = block(last - 1, n, bytes, elem);
+    (start, end_start + end_len - start)
+}
+
+/// Broadcast for large messages: binomial scatter of n blocks, then a ring allgather
+/// (van de Geijn): about 2× the data volume of one copy per rank instead of log n copies.
+pub fn bcast_scatter_allgather(rank: Rank, size: usize, root: Rank, bytes: usize) -> Schedule {
+    let mut b = ScheduleBuilder::new(rank, size, 0, bytes);
+    let rel = (rank + size - root) % size;
+    let abs = |r: usize| (r + root) % size;
+    let range = |first: usize, last: usize| {
+        let (o, l) = blocks(first, last.min(size), size, bytes, 1);
+        recv_region(o, l)
+    };
+    // Scatter: rank rel receives the blocks of its subtree [rel, rel + mask).
+    let mut mask = 1;
+    let mut have: Vec<StepId> = vec![];
+    while mask < size {
+        if rel & mask != 0 {
+            let r = range(rel, rel + mask);
+            if r.len > 0 {
+                have = vec![b.recv(abs(rel - mask), r, &[])];
+            }
+            break;
+        }
+        mask <<= 1;
+    }
+    mask >>= 1;
+    while mask > 0 {
+        if rel + mask < size {
+            let r = range(rel + mask, rel + 2 * mask);
+            if r.len > 0 {
+                b.send(abs(rel + mask), r, &have);
+            }
+        }
+        mask >>= 1;
+    }
+    // Ring allgather over relative ranks: at step s, pass on the block received at step s-1.
+    let scattered = b.all();
+    let (left, right) = (abs((rel + size - 1) % size), abs((rel + 1) % size));
+    let mut prev: Vec<StepId> = scattered.clone();
+    for s in 0..size.saturating_sub(1) {
+        let out = range((rel + size - s) % size, (rel + size - s) % size + 1);
+        let inc = range(
+            (rel + 2 * size - s - 1) % size,
+            (rel + 2 * size - s - 1) % size + 1,
+        );
+        let mut deps = scattered.clone();
+        deps.extend(&prev);
+        if out.len > 0 {
+            b.send(right, out, &deps);
+        }
+        prev = if inc.len > 0 {
+            vec![b.recv(left, inc, &scattered)]
+        } else {
+            vec![]
+        };
+    }
+    b.finish()
+}
+
+/// Copies the input into the result buffer unless the call is in place.
+fn load_input(b: &mut ScheduleBuilder, bytes: usize, in_place: bool) -> Vec<StepId> {
+    if in_place {
+        vec![]
+    } else {
+        vec![b.copy(
+            Region::new(Buffer::Send, 0, bytes),
+            recv_region(0, bytes),
+            &[],
+        )]
+    }
+}
+
+/// Binomial-tree reduce to `root`. Non-commutative operations are combined in rank order; for
+/// them a root other than 0 gets the result from rank 0 (as MPICH does).
+pub fn reduce_binomial(
+    rank: Rank,
+    size: usize,
+    root: Rank,
+    bytes: usize,
+    commutative: bool,
+    in_place: bool,
+) -> Schedule {
+    let tree_root = if commutative { root } else { 0 };
+    let is_root = rank == root;
+    let mut b = ScheduleBuilder::new(
+        rank,
+        size,
+        if in_place && is_root { 0 } else { bytes },
+        if is_root { bytes } else { 0 },
+    );
+    let rel = (rank + size - tree_root) % size;
+    let abs = |r: usize| (r + tree_root) % size;
+    // The accumulator: the root's result buffer, a scratch buffer elsewhere.
+    let acc = if is_root {
+        Buffer::Recv
+    } else {
+        b.scratch(bytes)
+    };
+    let acc = Region::new(acc, 0, bytes);
+    let mut last = if is_root && in_place {
+        vec![]
+    } else {
+        vec![b.copy(Region::new(Buffer::Send, 0, bytes), acc, &[])]
+    };
+    let tmp = Region::new(b.scratch(bytes), 0, bytes);
+    let mut mask = 1;
+    while mask < size {
+        if rel & mask == 0 {
+            let child = rel | mask;
+            if child < size {
+                // The child's data covers higher ranks than ours: acc = acc ⊕ child.
+                let r = b.recv(abs(child), tmp, &last);
+                last = vec![b.reduce(tmp, acc, Order::DstFirst, &[last.as_slice(), &[r]].concat())];
+            }
+        } else {
+            last = vec![b.send(abs(rel & !mask), acc, &last)];
+            break;
+        }
+        mask <<= 1;
+    }
+    if tree_root != root {
+        if rank == tree_root {
+            b.send(root, acc, &last);
+        } else if is_root {
+            b.recv(tree_root, acc, &last);
+        }
+    }
+    b.finish()
+}
+
+/// Recursive-doubling allreduce (MPICH's, with its fold of the ranks beyond the largest power
+/// of two): log2 n exchanges of the whole vector, good for short vectors; correct for
+/// non-commutative operations.
+pub fn allreduce_recursive_doubling(
+    rank: Rank,
+    size: usize,
+    bytes: usize,
+    in_place: bool,
+) -> Schedule {
+    let mut b = ScheduleBuilder::new(rank, size, if in_place { 0 } else { bytes }, bytes);
+    let acc = recv_region(0, bytes);
+    let mut last = load_input(&mut b, bytes, in_place);
+    let tmp = Region::new(b.scratch(bytes), 0, bytes);
+    let pof2 = if size == 0 {
+        0
+    } else {
+        1 << (usize::BITS - 1 - size.leading_zeros())
+    };
+    let rem = size - pof2;
+    // Fold: among the first 2·rem ranks, even ones hand their data to the next odd one.
+    let newrank = if rank < 2 * rem {
+        if rank.is_multiple_of(2) {
+            last = vec![b.send(rank + 1, acc, &last)];
+            None
+        } else {
+            let r = b.recv(rank - 1, tmp, &last);
+            last = vec![b.reduce(tmp, acc, Order::SrcFirst, &[last.as_slice(), &[r]].concat())];
+            Some(rank / 2)
+        }
+    } else {
+        Some(rank - rem)
+    };
+    if let Some(newrank) = newrank {
+        let mut mask = 1;
+        while mask < pof2 {
+            let newdst = newrank ^ mask;
+            let dst = if newdst < rem {
+                newdst * 2 + 1
+            } else {
+                newdst + rem
+            };
+            let s = b.send(dst, acc, &last);
+            let r = b.recv(dst, tmp, &last);
+            let order = if dst < rank {
+                Order::SrcFirst
+            } else {
+                Order::DstFirst
+            };
+            last = vec![b.reduce(tmp, acc, order, &[s, r])];
+            mask <<= 1;
+        }
+    }
+    // Unfold: the odd ranks return the result to the even ones that sat out.
+    if rank < 2 * rem {
+        if rank % 2 == 1 {
+            b.send(rank - 1, acc, &last);
+        } else {
+            b.recv(rank + 1, acc, &last);
+        }
+    }
+    b.finish()
+}
+
+/// Ring allreduce (reduce-scatter then allgather, each n-1 steps of 1/n of the vector): about
+/// 2× the vector per rank whatever n, the choice for long vectors. Commutative operations only.
+pub fn allreduce_ring(
+    rank: Rank,
+    size: usize,
+    bytes: usize,
+    elem: usize,
+    in_place: bool,
+) -> Schedule {
+    let mut b = ScheduleBuilder::new(rank, size, if in_place { 0 } else { bytes }, bytes);
+    let mut last = load_input(&mut b, bytes, in_place);
+    let blk = |i: usize| {
+        let (o, l) = block(i % size, size, bytes, elem.max(1));
+        recv_region(o, l)
+    };
+    let tmp_buf = b.scratch(bytes.div_ceil(size.max(1)) + elem.max(1));
+    let (left, right) = ((rank + size - 1) % size, (rank + 1) % size);
+    for s in 0..size.saturating_sub(1) {
+        let (out, inc) = (blk(rank + size - s), blk(rank + 2 * size - s - 1));
+        let tmp = Region::new(tmp_buf, 0, inc.len);
+        let mut step = vec![];
+        if out.len > 0 {
+            step.push(b.send(right, out, &last));
+        }
+        if inc.len > 0 {
+            let r = b.recv(left, tmp, &last);
+            step.push(b.reduce(tmp, inc, Order::SrcFirst, &[last.as_slice(), &[r]].concat()));
+        }
+        last = if step.is_empty() { last } else { step };
+    }
+    for s in 0..size.saturating_sub(1) {
+        let (out, inc) = (blk(rank + 1 + size - s), blk(rank + size - s));
+        let mut step = vec![];
+        if out.len > 0 {
+            step.push(b.send(right, out, &last));
+        }
+        if inc.len > 0 {
+            step.push(b.recv(left, inc, &last));
+        }
+        last = if step.is_empty() { last } else { step };
+    }
+    b.finish()
+}
+
+/// Ring allgather of `block` bytes per rank: n-1 steps, each passing on the block received last.
+pub fn allgather_ring(rank: Rank, size: usize, block: usize, in_place: bool) -> Schedule {
+    let mut b = ScheduleBuilder::new(rank, size, if in_place { 0 } else { block }, size * block);
+    let at = |i: usize| recv_region((i % size) * block, block);
+    let mut last = if in_place {
+        vec![]
+    } else {
+        vec![b.copy(Region::new(Buffer::Send, 0, block), at(rank), &[])]
+    };
+    let (left, right) = ((rank + size - 1) % size, (rank + 1) % size);
+    for s in 0..size.saturating_sub(1) {
+        let send = b.send(right, at(rank + size - s), &last);
+        let recv = b.recv(left, at(rank + 2 * size - s - 1), &[]);
+        last = vec![send, recv];
+    }
+    b.finish()
+}
+
+/// Linear gather of `block` bytes per rank to `root`.
+pub fn gather_linear(
+    rank: Rank,
+    size: usize,
+    root: Rank,
+    block: usize,
+    in_place: bool,
+) -> Schedule {
+    let is_root = rank == root;
+    let mut b = ScheduleBuilder::new(
+        rank,
+        size,
+        if in_place && is_root { 0 } else { block },
+        if is_root { size * block } else { 0 },
+    );
+    let mine = Region::new(Buffer::Send, 0, block);
+    if is_root {
+        for src in (0..size).filter(|&s| s != root) {
+            b.recv(src, recv_region(src * block, block), &[]);
+        }
+        if !in_place {
+            b.copy(mine, recv_region(root * block, block), &[]);
+        }
+    } else {
+        b.send(root, mine, &[]);
+    }
+    b.finish()
+}
+
+/// Linear scatter of `block` bytes per rank from `root`.
+pub fn scatter_linear(
+    rank: Rank,
+    size: usize,
+    root: Rank,
+    block: usize,
+    in_place: bool,
+) -> Schedule {
+    let is_root = rank == root;
+    let mut b = ScheduleBuilder::new(
+        rank,
+        size,
+        if is_root { size * block } else { 0 },
+        if in_place && is_root { 0 } else { block },
+    );
+    if is_root {
+        for dst in (0..size).filter(|&d| d != root) {
+            b.send(dst, Region::new(Buffer::Send, dst * block, block), &[]);
+        }
+        if !in_place {
+            b.copy(
+                Region::new(Buffer::Send, root * block, block),
+                recv_region(0, block),
+                &[],
+            );
+        }
+    } else {
+        b.recv(root, recv_region(0, block), &[]);
+    }
+    b.finish()
+}
+
+/// Pairwise alltoall: in step s, send to rank + s and receive from rank − s, all steps at once.
+pub fn alltoall_pairwise(rank: Rank, size: usize, block: usize) -> Schedule {
+    let mut b = ScheduleBuilder::new(rank, size, size * block, size * block);
+    b.copy(
+        Region::new(Buffer::Send, rank * block, block),
+        recv_region(rank * block, block),
+        &[],
+    );
+    for s in 1..size {
+        let (to, from) = ((rank + s) % size, (rank + size - s) % size);
+        b.send(to, Region::new(Buffer::Send, to * block, block), &[]);
+        b.recv(from, recv_region(from * block, block), &[]);
+    }
+    b.finish()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::interpret;
+
+    /// Sum of little-endian u64s: commutative.
+    fn sum(src: &[u8], dst: &mut [u8], _: Order) {
+        for (d, s) in dst.chunks_mut(8).zip(src.chunks(8)) {
+            let v = u64::from_le_bytes(d.try_into().unwrap())
+                .wrapping_add(u64::from_le_bytes(s.try_into().unwrap()));
+            d.copy_from_slice(&v.to_le_bytes());
+        }
+    }
+
+    /// Composition of affine maps x ↦ a·x + b mod 2^32, each element 8 bytes (a, b): associative
+    /// and not commutative, so operand order shows in the result.
+    fn affine(src: &[u8], dst: &mut [u8], order: Order) {
+        let split = |x: &[u8]| {
+            (
+                u32::from_le_bytes(x[..4].try_into().unwrap()),
+                u32::from_le_bytes(x[4..].try_into().unwrap()),
+            )
+        };
+        // (f ∘ g) applied as "first f then g": (a1,b1) then (a2,b2) = (a2·a1, a2·b1 + b2).
+        let then = |(a1, b1): (u32, u32), (a2, b2): (u32, u32)| {
+            (a2.wrapping_mul(a1), a2.wrapping_mul(b1).wrapping_add(b2))
+        };
+        for (d, s) in dst.chunks_mut(8).zip(src.chunks(8)) {
+            let (x, y) = (split(s), split(d));
+            let (a, b) = match order {
+                Order::SrcFirst => then(x, y),
+                Order::DstFirst => then(y, x),
+            };
+            d[..4].copy_from_slice(&a.to_le_bytes());
+            d[4..].copy_from_slice(&b.to_le_bytes());
+        }
+    }
+
+    fn data(rank: usize, len: usize, salt: u64) -> Vec<u8> {
+        (0..len)
+            .map(|i| ((rank as u64 * 131 + i as u64 * 7 + salt) % 251) as u8 | 1)
+            .collect()
+    }
+
+    fn run(
+        schedules: Vec<Schedule>,
+        sends: Vec<Vec<u8>>,
+        recv_len: &dyn Fn(usize) -> usize,
+        init: &dyn Fn(usize) -> Vec<u8>,
+        reduce: crate::ReduceFn,
+    ) -> Vec<Vec<u8>> {
+        let mut recvs: Vec<Vec<u8>> = (0..schedules.len())
+            .map(|r| {
+                let mut v = init(r);
+                v.resize(recv_len(r), 0);
+                v
+            })
+            .collect();
+        interpret(&schedules, &sends, &mut recvs, reduce).unwrap_or_else(|e| panic!("{e}"));
+        recvs
+    }
+
+    fn fold(inputs: &[Vec<u8>], op: fn(&[u8], &mut [u8], Order)) -> Vec<u8> {
+        let mut acc = inputs[0].clone();
+        for x in &inputs[1..] {
+            op(x, &mut acc, Order::DstFirst);
+        }
+        acc
+    }
+
+    const SIZES: std::ops::RangeInclusive<usize> = 1..=17;
+
+    #[test]
+    fn barrier_completes_for_every_size() {
+        for n in SIZES {
+            run(
+                (0..n).map(|r| barrier_dissemination(r, n)).collect(),
+                vec![vec![]; n],
+                &|_| 0,
+                &|_| vec![],
+                &sum,
+            );
+        }
+    }
+
+    #[test]
+    fn bcasts_deliver_the_root_buffer() {
+        for n in SIZES {
+            for root in [0, n / 2, n - 1] {
+                for bytes in [0, 1, 5, 64, 1000] {
+                    let expected = data(root, bytes, 3);
+                    for algo in [
+                        bcast_binomial as fn(_, _, _, _) -> _,
+                        bcast_scatter_allgather,
+                    ] {
+                        let out = run(
+                            (0..n).map(|r| algo(r, n, root, bytes)).collect(),
+                            vec![vec![]; n],
+                            &|_| bytes,
+                            &|r| if r == root { expected.clone() } else { vec![] },
+                            &sum,
+                        );
+                        assert!(
+                            out.iter().all(|o| *o == expected),
+                            "n={n} root={root} bytes={bytes}"
+                        );
+                    }
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn reduces_match_the_sequential_fold_commutative_or_not() {
+        for n in SIZES {
+            for root in [0, n / 2, n - 1] {
+                for elems in [0, 1, 3, 20] {
+                    let inputs: Vec<Vec<u8>> = (0..n).map(|r| data(r, elems * 8, 11)).collect();
+                    for (op, commutative) in
+                        [(sum as fn(&[u8], &mut [u8], Order), true), (affine, false)]
+                    {
+                        let expected = fold(&inputs, op);
+                        for in_place in [false, true] {
+                            let out = run(
+                                (0..n)
+                                    .map(|r| {
+                                        reduce_binomial(
+                                            r,
+                                            n,
+                                            root,
+                                            elems * 8,
+                                            commutative,
+                                            in_place,
+                                        )
+                                    })
+                                    .collect(),
+                                inputs.clone(),
+                                &|r| if r == root { elems * 8 } else { 0 },
+                                &|r| {
+                                    if in_place && r == root {
+                                        inputs[r].clone()
+                                    } else {
+                                        vec![]
+                                    }
+                                },
+                                &op,
+                            );
+                            assert_eq!(
+                                out[root], expected,
+                                "n={n} root={root} commutative={commutative} in_place={in_place}"
+                            );
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn allreduces_match_the_sequential_fold() {
+        for n in SIZES {
+            for elems in [0, 1, 3, 20, 33] {
+                let bytes = elems * 8;
+                let inputs: Vec<Vec<u8>> = (0..n).map(|r| data(r, bytes, 5)).collect();
+                for in_place in [false, true] {
+                    let init = |r: usize| if in_place { inputs[r].clone() } else { vec![] };
+                    let expected = fold(&inputs, affine);
+                    let out = run(
+                        (0..n)
+                            .map(|r| allreduce_recursive_doubling(r, n, bytes, in_place))
+                            .collect(),
+                        inputs.clone(),
+                        &|_| bytes,
+                        &init,
+                        &affine,
+                    );
+                    assert!(
+                        out.iter().all(|o| *o == expected),
+                        "recursive doubling n={n} elems={elems}"
+                    );
+                    let expected = fold(&inputs, sum);
+                    let out = run(
+                        (0..n)
+                            .map(|r| allreduce_ring(r, n, bytes, 8, in_place))
+                            .collect(),
+                        inputs.clone(),
+                        &|_| bytes,
+                        &init,
+                        &sum,
+                    );
+                    assert!(
+                        out.iter().all(|o| *o == expected),
+                        "ring n={n} elems={elems}"
+                    );
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn gathers_scatters_and_alltoall_place_blocks_by_rank() {
+        for n in SIZES {
+            for block in [0, 1, 8, 13] {
+                let blocks: Vec<Vec<u8>> = (0..n).map(|r| data(r, block, 1)).collect();
+                let all: Vec<u8> = blocks.concat();
+                let out = run(
+                    (0..n).map(|r| allgather_ring(r, n, block, false)).collect(),
+                    blocks.clone(),
+                    &|_| n * block,
+                    &|_| vec![],
+                    &sum,
+                );
+                assert!(out.iter().all(|o| *o == all), "allgather n={n}");
+                let out = run(
+                    (0..n).map(|r| allgather_ring(r, n, block, true)).collect(),
+                    vec![vec![]; n],
+                    &|_| n * block,
+                    &|r| {
+                        let mut v = vec![0u8; n * block];
+                        v[r * block..(r + 1) * block].copy_from_slice(&blocks[r]);
+                        v
+                    },
+                    &sum,
+                );
+                assert!(out.iter().all(|o| *o == all), "allgather in place n={n}");
+                for root in [0, n - 1] {
+                    let out = run(
+                        (0..n)
+                            .map(|r| gather_linear(r, n, root, block, false))
+                            .collect(),
+                        blocks.clone(),
+                        &|r| if r == root { n * block } else { 0 },
+                        &|_| vec![],
+                        &sum,
+                    );
+                    assert_eq!(out[root], all, "gather n={n} root={root}");
+                    let sends: Vec<Vec<u8>> = (0..n)
+                        .map(|r| if r == root { all.clone() } else { vec![] })
+                        .collect();
+                    let out = run(
+                        (0..n)
+                            .map(|r| scatter_linear(r, n, root, block, false))
+                            .collect(),
+                        sends,
+                        &|_| block,
+                        &|_| vec![],
+                        &sum,
+                    );
+                    assert!(
+                        (0..n).all(|r| out[r] == blocks[r]),
+                        "scatter n={n} root={root}"
+                    );
+                }
+                // alltoall: rank r's block j is data(r*n + j).
+                let sends: Vec<Vec<u8>> = (0..n)
+                    .map(|r| (0..n).flat_map(|j| data(r * n + j, block, 2)).collect())
+                    .collect();
+                let out = run(
+                    (0..n).map(|r| alltoall_pairwise(r, n, block)).collect(),
+                    sends,
+                    &|_| n * block,
+                    &|_| vec![],
+                    &sum,
+                );
+                for (r, o) in out.iter().enumerate() {
+                    let expected: Vec<u8> =
+                        (0..n).flat_map(|i| data(i * n + r, block, 2)).collect();
+                    assert_eq!(*o, expected, "alltoall n={n} rank {r}");
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn validate_refuses_bad_schedules() {
+        let mut b = ScheduleBuilder::new(0, 2, 4, 4);
+        b.copy(recv_region(0, 4), Region::new(Buffer::Send, 0, 4), &[]);
+        assert!(b
+            .finish()
+            .validate()
+            .unwrap_err()
+            .why
+            .contains("writes the send buffer"));
+        let mut b = ScheduleBuilder::new(0, 2, 4, 4);
+        b.send(0, recv_region(0, 4), &[]);
+        assert!(b.finish().validate().is_err(), "send to self");
+        let mut b = ScheduleBuilder::new(0, 2, 4, 4);
+        b.send(1, recv_region(2, 4), &[]);
+        assert!(b.finish().validate().unwrap_err().why.contains("outside"));
+    }
+
+    #[test]
+    fn interpreter_reports_deadlock_and_lost_messages() {
+        let one_way = |r: usize| {
+            let mut b = ScheduleBuilder::new(r, 2, 0, 1);
+            if r == 0 {
+                b.recv(1, recv_region(0, 1), &[]);
+            }
+            b.finish()
+        };
+        let err = interpret(
+            &[one_way(0), one_way(1)],
+            &[vec![], vec![]],
+            &mut [vec![0], vec![0]],
+            &sum,
+        )
+        .unwrap_err();
+        assert!(err.contains("deadlock"), "{err}");
+        let lost = |r: usize| {
+            let mut b = ScheduleBuilder::new(r, 2, 0, 1);
+            if r == 0 {
+                b.send(1, recv_region(0, 1), &[]);
+            }
+            b.finish()
+        };
+        let err = interpret(
+            &[lost(0), lost(1)],
+            &[vec![], vec![]],
+            &mut [vec![0], vec![0]],
+            &sum,
+        )
+        .unwrap_err();
+        assert!(err.contains("never received"), "{err}");
+    }
+}
