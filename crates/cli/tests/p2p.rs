@@ -279,3 +279,18 @@ fn bench_writes_csv_json_and_plots() {
     }
     std::fs::remove_dir_all(&out).ok();
 }
+
+#[test]
+fn every_collective_matches_a_sequential_reference_on_1_to_17_ranks() {
+    for t in TRANSPORTS {
+        for n in 1..=17 {
+            let j = job(n, t, "check", &["coll"], &[], 120);
+            j.assert_ok();
+            assert!(
+                j.stdout().contains(&format!("coll ok: {n} ranks")),
+                "{t} n={n}: {}",
+                j.stdout()
+            );
+        }
+    }
+}

@@ -312,6 +312,165 @@ fn big(world: &World, len: usize) -> Result<(), Error> {
     Ok(())
 }
 
+fn val(rank: usize, i: usize, salt: u64) -> u64 {
+    splitmix((rank as u64) << 32 ^ i as u64 ^ salt << 48) % 1000
+}
+
+/// Affine maps x ↦ a·x + b composed "first left, then right": associative, not commutative.
+fn then(x: [u32; 2], y: [u32; 2]) -> [u32; 2] {
+    [
+        y[0].wrapping_mul(x[0]),
+        y[0].wrapping_mul(x[1]).wrapping_add(y[1]),
+    ]
+}
+
+/// Every collective against a sequential reference computed locally.
+fn coll(world: &World, comm: &Comm) -> Result<(), Error> {
+    let (me, n) = (comm.rank(), comm.size());
+    let check = |ok: bool, what: String| {
+        if !ok {
+            fail(world, format!("on a communicator of {n}: {what}"));
+        }
+    };
+    comm.barrier()?;
+    for bytes in [0usize, 1, 100, 20_000, 300_001] {
+        for root in [0, n / 2, n - 1] {
+            let expected = pattern(bytes as u64 ^ root as u64, bytes);
+            let mut buf = if me == root {
+                expected.clone()
+            } else {
+                vec![0u8; bytes]
+            };
+            comm.bcast(&mut buf, root)?;
+            check(
+                buf == expected,
+                format!("bcast of {bytes} bytes from {root}"),
+            );
+        }
+    }
+    for len in [0usize, 1, 3, 100, 5000] {
+        let mine: Vec<u64> = (0..len).map(|i| val(me, i, 1)).collect();
+        let sum: Vec<u64> = (0..len)
+            .map(|i| (0..n).map(|r| val(r, i, 1)).sum())
+            .collect();
+        let max: Vec<u64> = (0..len)
+            .map(|i| (0..n).map(|r| val(r, i, 1)).max().unwrap_or(0))
+            .collect();
+        let mut out = vec![0u64; len];
+        comm.allreduce(&mine, &mut out, ferry_core::ReduceOp::Sum)?;
+        check(out == sum, format!("allreduce sum of {len}"));
+        let mut buf = mine.clone();
+        comm.allreduce_in_place(&mut buf, ferry_core::ReduceOp::Max)?;
+        check(buf == max, format!("allreduce max in place of {len}"));
+        for root in [0, n - 1] {
+            let mut out = vec![0u64; if me == root { len } else { 0 }];
+            comm.reduce(&mine, &mut out, ferry_core::ReduceOp::Sum, root)?;
+            check(
+                me != root || out == sum,
+                format!("reduce sum of {len} to {root}"),
+            );
+        }
+        // Non-commutative: rank order must be kept.
+        let maps: Vec<[u32; 2]> = (0..len)
+            .map(|i| [val(me, i, 2) as u32 | 1, val(me, i, 3) as u32])
+            .collect();
+        let ordered: Vec<[u32; 2]> = (0..len)
+            .map(|i| {
+                (1..n).fold([val(0, i, 2) as u32 | 1, val(0, i, 3) as u32], |acc, r| {
+                    then(acc, [val(r, i, 2) as u32 | 1, val(r, i, 3) as u32])
+                })
+            })
+            .collect();
+        let mut out = vec![[0u32; 2]; len];
+        comm.allreduce_with(&maps, &mut out, then, false)?;
+        check(
+            out == ordered,
+            format!("non-commutative allreduce of {len}"),
+        );
+        for root in [0, n / 2] {
+            let mut out = vec![[0u32; 2]; if me == root { len } else { 0 }];
+            comm.reduce_with(&maps, &mut out, then, false, root)?;
+            check(
+                me != root || out == ordered,
+                format!("non-commutative reduce of {len} to {root}"),
+            );
+        }
+        let floats: Vec<f64> = mine.iter().map(|&v| v as f64 * 0.5).collect();
+        let mut fout = vec![0f64; len];
+        comm.allreduce(&floats, &mut fout, ferry_core::ReduceOp::Min)?;
+        let fmin: Vec<f64> = (0..len)
+            .map(|i| {
+                (0..n)
+                    .map(|r| val(r, i, 1) as f64 * 0.5)
+                    .fold(f64::MAX, f64::min)
+            })
+            .collect();
+        check(fout == fmin, format!("allreduce f64 min of {len}"));
+    }
+    for block in [0usize, 1, 17, 1000] {
+        let mine: Vec<u32> = (0..block).map(|i| val(me, i, 4) as u32).collect();
+        let all: Vec<u32> = (0..n)
+            .flat_map(|r| (0..block).map(move |i| val(r, i, 4) as u32))
+            .collect();
+        let mut out = vec![0u32; n * block];
+        comm.allgather(&mine, &mut out)?;
+        check(out == all, format!("allgather of {block}"));
+        for root in [0, n - 1] {
+            let mut out = vec![0u32; if me == root { n * block } else { 0 }];
+            comm.gather(&mine, &mut out, root)?;
+            check(
+                me != root || out == all,
+                format!("gather of {block} to {root}"),
+            );
+            let mut got = vec![0u32; block];
+            comm.scatter(if me == root { &all[..] } else { &[] }, &mut got, root)?;
+            check(got == mine, format!("scatter of {block} from {root}"));
+        }
+        let send: Vec<u32> = (0..n)
+            .flat_map(|j| (0..block).map(move |i| val(me * n + j, i, 5) as u32))
+            .collect();
+        let expected: Vec<u32> = (0..n)
+            .flat_map(|src| (0..block).map(move |i| val(src * n + me, i, 5) as u32))
+            .collect();
+        let mut out = vec![0u32; n * block];
+        comm.alltoall(&send, &mut out)?;
+        check(out == expected, format!("alltoall of {block}"));
+    }
+    // Nonblocking collectives in flight together, completed in reverse order.
+    let mut bbuf = if me == 0 {
+        pattern(42, 50_000)
+    } else {
+        vec![0u8; 50_000]
+    };
+    let input = [me as u64 + 1; 64];
+    let mut total = [0u64; 64];
+    scope(|s| -> Result<(), Error> {
+        let a = comm.ibarrier(s)?;
+        let b = comm.ibcast(s, &mut bbuf, 0)?;
+        let c = comm.iallreduce(s, &input, &mut total, ferry_core::ReduceOp::Sum)?;
+        c.wait()?;
+        b.wait()?;
+        a.wait().map(drop)
+    })?;
+    check(bbuf == pattern(42, 50_000), "ibcast".into());
+    check(total == [(n * (n + 1) / 2) as u64; 64], "iallreduce".into());
+    Ok(())
+}
+
+/// Collectives on the world and on a split communicator.
+fn collectives(world: &World) -> Result<(), Error> {
+    coll(world, world)?;
+    let half = world
+        .split(Some((world.rank() % 2) as u32), 0)?
+        .expect("has a color");
+    coll(world, &half)?;
+    world.barrier()?;
+    if world.rank() == 0 {
+        println!("coll ok: {} ranks", world.size());
+    }
+    Ok(())
+}
+
 /// CPU time this process has used, user plus system.
 fn cpu_time() -> Duration {
     // SAFETY: getrusage fills the zeroed struct we pass; no other memory is touched.
@@ -426,6 +585,7 @@ fn main() {
         Some("big") => big(&world, arg(1, (2usize << 30) + (1 << 20) + 5)),
         Some("die") => die(&world),
         Some("idle") => idle(&world),
+        Some("coll") => collectives(&world),
         Some("stranger") => stranger(&world),
         Some("barrier") => (0..arg(1, 100)).try_for_each(|_| world.barrier()),
         other => {

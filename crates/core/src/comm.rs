@@ -61,7 +61,7 @@ pub(crate) struct Shared {
 
 /// Which world ranks belong to a communicator, both ways.
 pub(crate) struct Group {
-    world_of: Vec<u32>,
+    pub(crate) world_of: Rc<[u32]>,
     local_of: Vec<u32>,
 }
 
@@ -71,12 +71,12 @@ impl Group {
         for (local, &world) in world_of.iter().enumerate() {
             local_of[world as usize] = local as u32;
         }
-        Group { world_of, local_of }
+        Group {
+            world_of: world_of.into(),
+            local_of,
+        }
     }
 }
-
-const TAG_BARRIER: i32 = 1;
-const TAG_ALLGATHER: i32 = 2;
 
 /// A communicator: a group of ranks with its own message space (context id). Cheap to clone.
 ///
@@ -84,10 +84,12 @@ const TAG_ALLGATHER: i32 = 2;
 /// match in the order they were sent (for receives that could take either).
 #[derive(Clone)]
 pub struct Comm {
-    shared: Rc<Shared>,
-    group: Rc<Group>,
-    context: u32,
+    pub(crate) shared: Rc<Shared>,
+    pub(crate) group: Rc<Group>,
+    pub(crate) context: u32,
     rank: usize,
+    /// Collective calls made on this communicator (the same count on every member).
+    pub(crate) calls: Rc<Cell<u32>>,
 }
 
 impl Comm {
@@ -99,6 +101,7 @@ impl Comm {
             group,
             context: 0,
             rank: me,
+            calls: Rc::new(Cell::new(0)),
         }
     }
 
@@ -147,7 +150,7 @@ impl Comm {
         }
     }
 
-    fn status(&self, c: &Completion) -> Result<Status, Error> {
+    pub(crate) fn status(&self, c: &Completion) -> Result<Status, Error> {
         if c.cancelled {
             return Err(Error::Cancelled);
         }
@@ -319,52 +322,6 @@ impl Comm {
         }
     }
 
-    /// Returns once every rank of the communicator has called it (dissemination algorithm).
-    pub fn barrier(&self) -> Result<(), Error> {
-        let n = self.size();
-        let mut round = 0;
-        let mut distance = 1;
-        while distance < n {
-            let to = (self.rank + distance) % n;
-            let from = (self.rank + n - distance) % n;
-            let tag = TAG_BARRIER + 16 * round;
-            let r = self.start_recv(self.context + 1, &mut [], Source::Rank(from), tag)?;
-            let s = self.start_send(self.context + 1, &[], to, tag)?;
-            let mut engine = self.shared.engine.borrow_mut();
-            engine.wait(s)?;
-            engine.wait(r)?;
-            distance *= 2;
-            round += 1;
-        }
-        Ok(())
-    }
-
-    /// Every rank contributes `mine` (same length everywhere); returns all contributions in
-    /// rank order (ring algorithm, on the communicator's internal context).
-    pub(crate) fn allgather_bytes(&self, mine: &[u8]) -> Result<Vec<u8>, Error> {
-        let (n, m) = (self.size(), mine.len());
-        let mut all = vec![0u8; n * m];
-        all[self.rank * m..(self.rank + 1) * m].copy_from_slice(mine);
-        let right = (self.rank + 1) % n;
-        let left = (self.rank + n - 1) % n;
-        for step in 0..n.saturating_sub(1) {
-            let send_block = (self.rank + n - step) % n;
-            let recv_block = (self.rank + n - step - 1) % n;
-            let outgoing = all[send_block * m..(send_block + 1) * m].to_vec();
-            let r = self.start_recv(
-                self.context + 1,
-                &mut all[recv_block * m..(recv_block + 1) * m],
-                Source::Rank(left),
-                TAG_ALLGATHER,
-            )?;
-            let s = self.start_send(self.context + 1, &outgoing, right, TAG_ALLGATHER)?;
-            let mut engine = self.shared.engine.borrow_mut();
-            engine.wait(s)?;
-            engine.wait(r)?;
-        }
-        Ok(all)
-    }
-
     /// A new communicator with the same ranks and a separate message space. Collective.
     pub fn dup(&self) -> Result<Comm, Error> {
         let all = self.allgather_bytes(&self.shared.next_context.get().to_le_bytes())?;
@@ -374,6 +331,7 @@ impl Comm {
             group: self.group.clone(),
             context: 2 * k,
             rank: self.rank,
+            calls: Rc::new(Cell::new(0)),
         })
     }
 
@@ -415,6 +373,7 @@ impl Comm {
             group: Rc::new(Group::new(world_of, self.shared.size)),
             context: 2 * k,
             rank,
+            calls: Rc::new(Cell::new(0)),
         }))
     }
 
@@ -440,7 +399,7 @@ pub struct Scope<'scope, 'env: 'scope> {
 }
 
 impl<'scope> Scope<'scope, '_> {
-    fn track(&'scope self, comm: &Comm, id: ReqId) -> Request<'scope> {
+    pub(crate) fn track(&'scope self, comm: &Comm, id: ReqId) -> Request<'scope> {
         self.started.borrow_mut().push((comm.shared.clone(), id));
         Request {
             comm: comm.clone(),

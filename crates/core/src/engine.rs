@@ -63,6 +63,8 @@ enum ReqState {
         env: Envelope,
         message_len: usize,
     },
+    /// A collective schedule running in `Engine::collectives`.
+    Collective,
     Done(Completion),
 }
 
@@ -265,7 +267,7 @@ impl Proto {
         }
     }
 
-    fn complete(&mut self, id: ReqId, completion: Completion) {
+    pub(crate) fn complete(&mut self, id: ReqId, completion: Completion) {
         if let Some(state) = self.requests.get_mut(id) {
             *state = ReqState::Done(completion);
         }
@@ -552,6 +554,10 @@ impl FrameSink for Proto {
 /// The runtime of one rank: protocol state plus the transports that carry it.
 pub(crate) struct Engine {
     pub proto: Proto,
+    /// Collectives in progress, advanced by every `progress` call.
+    pub(crate) collectives: Vec<crate::coll::Collective>,
+    /// Receives of redundant copies (two-tree broadcasts) with the buffers they land in.
+    pub(crate) drains: Vec<(ReqId, Vec<u8>)>,
     shm: Option<ShmTransport>,
     pub(crate) tcp: Option<TcpTransport>,
     shm_eager_limit: usize,
@@ -580,6 +586,8 @@ impl Engine {
         let size = setup.routes.len();
         let shm_max = setup.shm.as_ref().map_or(usize::MAX, |s| s.max_payload());
         Engine {
+            collectives: Vec::new(),
+            drains: Vec::new(),
             proto: Proto {
                 me: setup.me,
                 routes: setup.routes,
@@ -809,7 +817,15 @@ impl Engine {
                 .map_err(|e| with_pid(&self.proto.pids, e))?;
         }
         progressed |= self.flush()?;
+        if !self.collectives.is_empty() || !self.drains.is_empty() {
+            progressed |= self.advance_collectives()?;
+        }
         Ok(progressed)
+    }
+
+    /// Inserts a request in the running-collective state.
+    pub(crate) fn new_collective_request(&mut self) -> ReqId {
+        self.proto.requests.insert(ReqState::Collective)
     }
 
     fn flush(&mut self) -> Result<bool, Error> {

@@ -58,6 +58,16 @@ pub enum Error {
     /// Setting up a transport failed.
     #[error("transport setup: {0}")]
     Transport(String),
+    /// A buffer is shorter than the operation needs.
+    #[error("{what} holds {got} bytes, the operation needs {needed}")]
+    BufferTooSmall {
+        /// Which buffer.
+        what: String,
+        /// Bytes needed.
+        needed: usize,
+        /// Bytes given.
+        got: usize,
+    },
     /// The request was cancelled before it matched.
     #[error("request was cancelled")]
     Cancelled,

@@ -23,6 +23,8 @@
 #![deny(missing_docs)]
 
 mod bootstrap;
+mod coll;
+mod collectives;
 mod comm;
 pub mod config;
 mod engine;
@@ -32,6 +34,7 @@ mod shm;
 mod tcp;
 mod world;
 
+pub use collectives::{ReduceOp, Reducible, Tuning};
 pub use comm::{
     scope, test_all, wait_all, wait_any, Comm, Request, Scope, Source, Status, ANY_SOURCE, ANY_TAG,
     TAG_UB,

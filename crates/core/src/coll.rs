@@ -1,0 +1,296 @@
+//! Executes collective schedules (`ferry-sched`) on the engine.
+//!
+//! A running collective is a request like any other: it completes when the last step of its
+//! schedule has. Every `progress` call advances every running collective — starting the steps
+//! whose dependencies are done, in schedule order — so a rank blocked in any wait keeps its
+//! collectives moving (which is what makes nonblocking collectives safe to mix with anything).
+//! Messages go on the communicator's collective context with tag `call << 16 | seq`, where
+//! `call` numbers the collective calls of the communicator and `seq` the messages of a pair.
+
+use crate::engine::{Completion, Engine, ReqId};
+use crate::error::Error;
+use ferry_sched::{Buffer, Op, Order, Region, Schedule};
+
+/// The call's reduction on raw bytes (whole elements, `dst = src ⊕ dst` or `dst ⊕ src`).
+pub(crate) type Reducer = Box<dyn Fn(&[u8], &mut [u8], Order)>;
+
+enum StepState {
+    Waiting,
+    /// Requests in flight; for RecvFirst, copies after the first land in their own buffer.
+    Running(Vec<(ReqId, Option<Vec<u8>>)>),
+    Done,
+}
+
+/// One collective call in progress.
+pub(crate) struct Collective {
+    id: ReqId,
+    schedule: Schedule,
+    context: u32,
+    call: u32,
+    world_of: std::rc::Rc<[u32]>,
+    send: *const u8,
+    recv: *mut u8,
+    /// Scratch buffers as u128s: 16-byte aligned, so typed reductions can view them in place.
+    scratch: Vec<Vec<u128>>,
+    reduce: Option<Reducer>,
+    steps: Vec<StepState>,
+    left: usize,
+}
+
+/// What a collective call hands to the executor.
+pub(crate) struct CollectiveCall {
+    pub schedule: Schedule,
+    pub context: u32,
+    pub call: u32,
+    pub world_of: std::rc::Rc<[u32]>,
+    pub send: *const u8,
+    pub recv: *mut u8,
+    pub reduce: Option<Reducer>,
+}
+
+fn internal(detail: impl std::fmt::Display) -> Error {
+    Error::Protocol {
+        rank: usize::MAX,
+        detail: format!("collective: {detail}"),
+    }
+}
+
+impl Collective {
+    fn ptr(&mut self, region: &Region) -> *mut u8 {
+        let base = match region.buffer {
+            Buffer::Send => self.send as *mut u8,
+            Buffer::Recv => self.recv,
+            Buffer::Scratch(i) => self.scratch[i as usize].as_mut_ptr() as *mut u8,
+        };
+        base.wrapping_add(region.offset)
+    }
+
+    fn tag(&self, seq: u32) -> i32 {
+        (((self.call & 0x7fff) << 16) | seq) as i32
+    }
+
+    /// Starts step `i`, whose dependencies are done. Returns its new state.
+    fn start(&mut self, i: usize, eng: &mut Engine) -> Result<StepState, Error> {
+        let op = self.schedule.steps[i].op.clone();
+        Ok(match op {
+            Op::Send { peer, seq, region } => {
+                let id = eng.isend(
+                    self.context + 1,
+                    self.world_of[peer],
+                    self.tag(seq),
+                    self.ptr(&region),
+                    region.len,
+                )?;
+                StepState::Running(vec![(id, None)])
+            }
+            Op::Recv { peer, seq, region } => {
+                let world = self.world_of[peer];
+                let id = eng.irecv(
+                    self.context + 1,
+                    Some(world),
+                    Some(self.tag(seq)),
+                    self.ptr(&region),
+                    region.len,
+                )?;
+                StepState::Running(vec![(id, None)])
+            }
+            Op::RecvFirst { from, region } => {
+                let mut reqs = Vec::with_capacity(from.len());
+                for (k, &(peer, seq)) in from.iter().enumerate() {
+                    let world = self.world_of[peer];
+                    let tag = Some(self.tag(seq));
+                    if k == 0 {
+                        let id = eng.irecv(
+                            self.context + 1,
+                            Some(world),
+                            tag,
+                            self.ptr(&region),
+                            region.len,
+                        )?;
+                        reqs.push((id, None));
+                    } else {
+                        let mut spare = vec![0u8; region.len];
+                        let id = eng.irecv(
+                            self.context + 1,
+                            Some(world),
+                            tag,
+                            spare.as_mut_ptr(),
+                            region.len,
+                        )?;
+                        reqs.push((id, Some(spare)));
+                    }
+                }
+                StepState::Running(reqs)
+            }
+            Op::Reduce { src, dst, order } => {
+                let (s, d) = (self.ptr(&src) as *const u8, self.ptr(&dst));
+                let reduce = self
+                    .reduce
+                    .as_ref()
+                    .ok_or_else(|| internal("reduce step without an operation"))?;
+                // SAFETY: validate() put both regions inside their buffers (user buffers lent for
+                // the call, scratch owned here); a schedule never reduces a region into itself.
+                let (s, d) = unsafe {
+                    (
+                        std::slice::from_raw_parts(s, src.len),
+                        std::slice::from_raw_parts_mut(d, dst.len),
+                    )
+                };
+                reduce(s, d, order);
+                StepState::Done
+            }
+            Op::Copy { src, dst } => {
+                let (s, d) = (self.ptr(&src) as *const u8, self.ptr(&dst));
+                // SAFETY: both regions lie inside their buffers (validated); `copy` allows overlap.
+                unsafe { std::ptr::copy(s, d, src.len) };
+                StepState::Done
+            }
+        })
+    }
+
+    /// Moves every step as far as it goes. Returns whether anything changed.
+    fn advance(&mut self, eng: &mut Engine) -> Result<bool, Error> {
+        let mut progressed = false;
+        loop {
+            let mut changed = false;
+            for i in 0..self.steps.len() {
+                let next = match &mut self.steps[i] {
+                    StepState::Done => continue,
+                    StepState::Waiting => {
+                        let deps = &self.schedule.steps[i].deps;
+                        if !deps
+                            .iter()
+                            .all(|&d| matches!(self.steps[d as usize], StepState::Done))
+                        {
+                            continue;
+                        }
+                        self.start(i, eng)?
+                    }
+                    StepState::Running(reqs) => {
+                        let Some(k) = reqs.iter().position(|(id, _)| eng.proto.is_done(*id)) else {
+                            continue;
+                        };
+                        let StepState::Running(mut reqs) =
+                            std::mem::replace(&mut self.steps[i], StepState::Waiting)
+                        else {
+                            unreachable!("matched Running above")
+                        };
+                        let (id, spare) = reqs.swap_remove(k);
+                        let done = eng.take(id).ok_or_else(|| internal("request vanished"))?;
+                        if done.message_len != done.len {
+                            return Err(internal(format!(
+                                "message of {} bytes for a {}-byte step",
+                                done.message_len, done.len
+                            )));
+                        }
+                        if let (Some(spare), Op::RecvFirst { region, .. }) =
+                            (spare, &self.schedule.steps[i].op)
+                        {
+                            // A later copy won: put it where the step's region is.
+                            let region = *region;
+                            let d = self.ptr(&region);
+                            // SAFETY: region validated; spare has region.len bytes.
+                            unsafe {
+                                std::ptr::copy_nonoverlapping(spare.as_ptr(), d, spare.len())
+                            };
+                        }
+                        // Slower copies of a RecvFirst are drained by the engine.
+                        for (id, spare) in reqs {
+                            eng.drains.push((id, spare.unwrap_or_default()));
+                        }
+                        StepState::Done
+                    }
+                };
+                if matches!(next, StepState::Done) {
+                    self.left -= 1;
+                }
+                self.steps[i] = next;
+                changed = true;
+            }
+            progressed |= changed;
+            if !changed {
+                return Ok(progressed);
+            }
+        }
+    }
+}
+
+impl Engine {
+    /// Starts a collective call; the returned request completes with the schedule.
+    pub(crate) fn start_collective(&mut self, call: CollectiveCall) -> Result<ReqId, Error> {
+        call.schedule.validate().map_err(internal)?;
+        let too_many = call.schedule.steps.iter().any(|s| match &s.op {
+            Op::Send { seq, .. } | Op::Recv { seq, .. } => *seq > 0xffff,
+            Op::RecvFirst { from, .. } => from.iter().any(|f| f.1 > 0xffff),
+            _ => false,
+        });
+        if too_many {
+            return Err(internal(
+                "more than 65536 messages between one pair in one call",
+            ));
+        }
+        let id = self.new_collective_request();
+        let n = call.schedule.steps.len();
+        let mut c = Collective {
+            id,
+            scratch: call
+                .schedule
+                .scratch
+                .iter()
+                .map(|&len| vec![0u128; len.div_ceil(16)])
+                .collect(),
+            schedule: call.schedule,
+            context: call.context,
+            call: call.call,
+            world_of: call.world_of,
+            send: call.send,
+            recv: call.recv,
+            reduce: call.reduce,
+            steps: (0..n).map(|_| StepState::Waiting).collect(),
+            left: n,
+        };
+        c.advance(self)?;
+        self.finish_or_keep(c);
+        Ok(id)
+    }
+
+    fn finish_or_keep(&mut self, c: Collective) {
+        if c.left == 0 {
+            let len = c.schedule.recv_bytes;
+            self.proto.complete(
+                c.id,
+                Completion {
+                    source: self.proto.me,
+                    tag: 0,
+                    len,
+                    message_len: len,
+                    cancelled: false,
+                },
+            );
+        } else {
+            self.collectives.push(c);
+        }
+    }
+
+    /// Advances every running collective and frees drained copies. Part of `progress`.
+    pub(crate) fn advance_collectives(&mut self) -> Result<bool, Error> {
+        let mut progressed = false;
+        let running = std::mem::take(&mut self.collectives);
+        for mut c in running {
+            progressed |= c.advance(self)?;
+            self.finish_or_keep(c);
+        }
+        let before = self.drains.len();
+        let mut drains = std::mem::take(&mut self.drains);
+        drains.retain(|(id, _)| match self.proto.is_done(*id) {
+            true => {
+                self.take(*id);
+                false
+            }
+            false => true,
+        });
+        progressed |= drains.len() != before;
+        self.drains.append(&mut drains);
+        Ok(progressed)
+    }
+}

@@ -1,0 +1,455 @@
+//! Collective operations on a communicator: each builds a schedule (`ferry-sched`), hands it to
+//! the executor (`coll.rs`) and, for the blocking forms, waits for it.
+//!
+//! Algorithms are chosen per call from the message size and the communicator size with the
+//! thresholds of [`Tuning`] (MPICH's defaults; overridable by `FERRY_COLL_*` variables).
+
+use crate::coll::{CollectiveCall, Reducer};
+use crate::comm::{Comm, Request, Scope};
+use crate::engine::ReqId;
+use crate::error::Error;
+use bytemuck::Pod;
+use ferry_sched::{algorithms as alg, Order, Schedule};
+
+/// Predefined reduction operations (MPI_SUM, MPI_PROD, …).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ReduceOp {
+    /// a + b (wrapping for integers).
+    Sum,
+    /// a · b (wrapping for integers).
+    Prod,
+    /// The smaller.
+    Min,
+    /// The larger.
+    Max,
+    /// Both non-zero (result 1 or 0).
+    LogicalAnd,
+    /// Either non-zero.
+    LogicalOr,
+    /// Exactly one non-zero.
+    LogicalXor,
+    /// Bitwise and (integers only).
+    BitAnd,
+    /// Bitwise or (integers only).
+    BitOr,
+    /// Bitwise exclusive or (integers only).
+    BitXor,
+}
+
+/// Element types the predefined operations apply to.
+pub trait Reducible: Pod {
+    /// `a op b`, or `None` when `op` is not defined for this type.
+    fn combine(op: ReduceOp, a: Self, b: Self) -> Option<Self>;
+}
+
+macro_rules! reducible_int {
+    ($($t:ty),*) => {$(
+        impl Reducible for $t {
+            fn combine(op: ReduceOp, a: Self, b: Self) -> Option<Self> {
+                let truth = |x: bool| x as $t;
+                Some(match op {
+                    ReduceOp::Sum => a.wrapping_add(b),
+                    ReduceOp::Prod => a.wrapping_mul(b),
+                    ReduceOp::Min => a.min(b),
+                    ReduceOp::Max => a.max(b),
+                    ReduceOp::LogicalAnd => truth(a != 0 && b != 0),
+                    ReduceOp::LogicalOr => truth(a != 0 || b != 0),
+                    ReduceOp::LogicalXor => truth((a != 0) != (b != 0)),
+                    ReduceOp::BitAnd => a & b,
+                    ReduceOp::BitOr => a | b,
+                    ReduceOp::BitXor => a ^ b,
+                })
+            }
+        }
+    )*};
+}
+reducible_int!(i8, i16, i32, i64, isize, u8, u16, u32, u64, usize);
+
+macro_rules! reducible_float {
+    ($($t:ty),*) => {$(
+        impl Reducible for $t {
+            fn combine(op: ReduceOp, a: Self, b: Self) -> Option<Self> {
+                let truth = |x: bool| if x { 1.0 } else { 0.0 };
+                Some(match op {
+                    ReduceOp::Sum => a + b,
+                    ReduceOp::Prod => a * b,
+                    ReduceOp::Min => a.min(b),
+                    ReduceOp::Max => a.max(b),
+                    ReduceOp::LogicalAnd => truth(a != 0.0 && b != 0.0),
+                    ReduceOp::LogicalOr => truth(a != 0.0 || b != 0.0),
+                    ReduceOp::LogicalXor => truth((a != 0.0) != (b != 0.0)),
+                    ReduceOp::BitAnd | ReduceOp::BitOr | ReduceOp::BitXor => return None,
+                })
+            }
+        }
+    )*};
+}
+reducible_float!(f32, f64);
+
+/// Size thresholds that choose between algorithms.
+#[derive(Debug, Clone, Copy)]
+pub struct Tuning {
+    /// `FERRY_COLL_BCAST_LONG` (bytes, default 12288, MPICH's BCAST_SHORT_MSG_SIZE): broadcasts
+    /// at least this long on at least `bcast_min_ranks` ranks use scatter + allgather.
+    pub bcast_long: usize,
+    /// `FERRY_COLL_BCAST_MIN_RANKS` (default 8, MPICH's BCAST_MIN_PROCS).
+    pub bcast_min_ranks: usize,
+    /// `FERRY_COLL_ALLREDUCE_LONG` (bytes, default 2048, MPICH's ALLREDUCE_SHORT_MSG_SIZE):
+    /// commutative allreduces at least this long use the ring.
+    pub allreduce_long: usize,
+}
+
+impl Tuning {
+    /// Defaults, overridden by the environment where set.
+    pub fn from_env() -> Tuning {
+        let get = |name: &str, default: usize| {
+            std::env::var(name)
+                .ok()
+                .and_then(|v| v.parse().ok())
+                .unwrap_or(default)
+        };
+        Tuning {
+            bcast_long: get("FERRY_COLL_BCAST_LONG", 12288),
+            bcast_min_ranks: get("FERRY_COLL_BCAST_MIN_RANKS", 8),
+            allreduce_long: get("FERRY_COLL_ALLREDUCE_LONG", 2048),
+        }
+    }
+}
+
+fn reducer<T: Pod>(f: impl Fn(T, T) -> T + 'static) -> Reducer {
+    Box::new(move |src: &[u8], dst: &mut [u8], order: Order| {
+        let n = std::mem::size_of::<T>();
+        for (d, s) in dst.chunks_exact_mut(n).zip(src.chunks_exact(n)) {
+            let (s_val, d_val) = (
+                bytemuck::pod_read_unaligned::<T>(s),
+                bytemuck::pod_read_unaligned::<T>(d),
+            );
+            let r = match order {
+                Order::SrcFirst => f(s_val, d_val),
+                Order::DstFirst => f(d_val, s_val),
+            };
+            d.copy_from_slice(bytemuck::bytes_of(&r));
+        }
+    })
+}
+
+fn typed_reducer<T: Reducible>(op: ReduceOp) -> Result<Reducer, Error> {
+    T::combine(op, T::zeroed(), T::zeroed()).ok_or_else(|| {
+        Error::Config(format!(
+            "{op:?} is not defined for {}",
+            std::any::type_name::<T>()
+        ))
+    })?;
+    Ok(reducer(move |a: T, b: T| T::combine(op, a, b).unwrap_or(a)))
+}
+
+fn too_small(what: &str, needed: usize, got: usize) -> Error {
+    Error::BufferTooSmall {
+        what: what.to_string(),
+        needed,
+        got,
+    }
+}
+
+impl Comm {
+    fn check_root(&self, root: usize) -> Result<(), Error> {
+        if root >= self.size() {
+            return Err(Error::RankOutOfRange {
+                rank: root,
+                size: self.size(),
+            });
+        }
+        Ok(())
+    }
+
+    /// Hands `schedule` to the executor with the caller's buffers.
+    fn start_schedule(
+        &self,
+        schedule: Schedule,
+        send: &[u8],
+        recv: &mut [u8],
+        reduce: Option<Reducer>,
+    ) -> Result<ReqId, Error> {
+        if send.len() < schedule.send_bytes {
+            return Err(too_small("send buffer", schedule.send_bytes, send.len()));
+        }
+        if recv.len() < schedule.recv_bytes {
+            return Err(too_small("receive buffer", schedule.recv_bytes, recv.len()));
+        }
+        let call = self.calls.get().wrapping_add(1);
+        self.calls.set(call);
+        self.shared
+            .engine
+            .borrow_mut()
+            .start_collective(CollectiveCall {
+                schedule,
+                context: self.context,
+                call,
+                world_of: self.group.world_of.clone(),
+                send: send.as_ptr(),
+                recv: recv.as_mut_ptr(),
+                reduce,
+            })
+    }
+
+    fn run_schedule(
+        &self,
+        schedule: Schedule,
+        send: &[u8],
+        recv: &mut [u8],
+        reduce: Option<Reducer>,
+    ) -> Result<(), Error> {
+        let id = self.start_schedule(schedule, send, recv, reduce)?;
+        self.shared.engine.borrow_mut().wait(id).map(drop)
+    }
+
+    fn bcast_schedule(&self, bytes: usize, root: usize) -> Schedule {
+        let t = Tuning::from_env();
+        if bytes >= t.bcast_long && self.size() >= t.bcast_min_ranks {
+            alg::bcast_scatter_allgather(self.rank(), self.size(), root, bytes)
+        } else {
+            alg::bcast_binomial(self.rank(), self.size(), root, bytes)
+        }
+    }
+
+    fn allreduce_schedule(
+        &self,
+        bytes: usize,
+        elem: usize,
+        commutative: bool,
+        in_place: bool,
+    ) -> Schedule {
+        let t = Tuning::from_env();
+        if commutative && bytes >= t.allreduce_long && bytes / elem.max(1) >= self.size() {
+            alg::allreduce_ring(self.rank(), self.size(), bytes, elem, in_place)
+        } else {
+            alg::allreduce_recursive_doubling(self.rank(), self.size(), bytes, in_place)
+        }
+    }
+
+    /// Returns once every rank of the communicator has called it.
+    pub fn barrier(&self) -> Result<(), Error> {
+        self.run_schedule(
+            alg::barrier_dissemination(self.rank(), self.size()),
+            &[],
+            &mut [],
+            None,
+        )
+    }
+
+    /// Copies `buf` of rank `root` into `buf` of every rank.
+    pub fn bcast<T: Pod>(&self, buf: &mut [T], root: usize) -> Result<(), Error> {
+        self.check_root(root)?;
+        let buf: &mut [u8] = bytemuck::cast_slice_mut(buf);
+        self.run_schedule(self.bcast_schedule(buf.len(), root), &[], buf, None)
+    }
+
+    /// Combines `send` of every rank element-wise with `op` into `recv` of `root` (other ranks'
+    /// `recv` is not used and may be empty).
+    pub fn reduce<T: Reducible>(
+        &self,
+        send: &[T],
+        recv: &mut [T],
+        op: ReduceOp,
+        root: usize,
+    ) -> Result<(), Error> {
+        self.check_root(root)?;
+        let schedule = alg::reduce_binomial(
+            self.rank(),
+            self.size(),
+            root,
+            std::mem::size_of_val(send),
+            true,
+            false,
+        );
+        self.run_schedule(
+            schedule,
+            bytemuck::cast_slice(send),
+            bytemuck::cast_slice_mut(recv),
+            Some(typed_reducer::<T>(op)?),
+        )
+    }
+
+    /// Like [`Comm::reduce`] with a user operation, which must be associative; a
+    /// non-commutative one is applied in rank order.
+    pub fn reduce_with<T: Pod>(
+        &self,
+        send: &[T],
+        recv: &mut [T],
+        op: impl Fn(T, T) -> T + 'static,
+        commutative: bool,
+        root: usize,
+    ) -> Result<(), Error> {
+        self.check_root(root)?;
+        let schedule = alg::reduce_binomial(
+            self.rank(),
+            self.size(),
+            root,
+            std::mem::size_of_val(send),
+            commutative,
+            false,
+        );
+        self.run_schedule(
+            schedule,
+            bytemuck::cast_slice(send),
+            bytemuck::cast_slice_mut(recv),
+            Some(reducer(op)),
+        )
+    }
+
+    /// Combines `send` of every rank element-wise with `op` into `recv` of every rank.
+    pub fn allreduce<T: Reducible>(
+        &self,
+        send: &[T],
+        recv: &mut [T],
+        op: ReduceOp,
+    ) -> Result<(), Error> {
+        let bytes = std::mem::size_of_val(send);
+        let schedule = self.allreduce_schedule(bytes, std::mem::size_of::<T>(), true, false);
+        self.run_schedule(
+            schedule,
+            bytemuck::cast_slice(send),
+            bytemuck::cast_slice_mut(recv),
+            Some(typed_reducer::<T>(op)?),
+        )
+    }
+
+    /// [`Comm::allreduce`] with the input taken from, and the result left in, `buf`.
+    pub fn allreduce_in_place<T: Reducible>(
+        &self,
+        buf: &mut [T],
+        op: ReduceOp,
+    ) -> Result<(), Error> {
+        let bytes = std::mem::size_of_val(buf);
+        let schedule = self.allreduce_schedule(bytes, std::mem::size_of::<T>(), true, true);
+        self.run_schedule(
+            schedule,
+            &[],
+            bytemuck::cast_slice_mut(buf),
+            Some(typed_reducer::<T>(op)?),
+        )
+    }
+
+    /// [`Comm::allreduce`] with a user operation (associative; applied in rank order unless
+    /// `commutative`).
+    pub fn allreduce_with<T: Pod>(
+        &self,
+        send: &[T],
+        recv: &mut [T],
+        op: impl Fn(T, T) -> T + 'static,
+        commutative: bool,
+    ) -> Result<(), Error> {
+        let bytes = std::mem::size_of_val(send);
+        let schedule = self.allreduce_schedule(bytes, std::mem::size_of::<T>(), commutative, false);
+        self.run_schedule(
+            schedule,
+            bytemuck::cast_slice(send),
+            bytemuck::cast_slice_mut(recv),
+            Some(reducer(op)),
+        )
+    }
+
+    /// Every rank's `send` lands, in rank order, in `recv` of every rank (`size × send.len()`).
+    pub fn allgather<T: Pod>(&self, send: &[T], recv: &mut [T]) -> Result<(), Error> {
+        let block = std::mem::size_of_val(send);
+        self.run_schedule(
+            alg::allgather_ring(self.rank(), self.size(), block, false),
+            bytemuck::cast_slice(send),
+            bytemuck::cast_slice_mut(recv),
+            None,
+        )
+    }
+
+    /// Every rank's `send` lands, in rank order, in `recv` of `root` (others' `recv` may be empty).
+    pub fn gather<T: Pod>(&self, send: &[T], recv: &mut [T], root: usize) -> Result<(), Error> {
+        self.check_root(root)?;
+        let block = std::mem::size_of_val(send);
+        self.run_schedule(
+            alg::gather_linear(self.rank(), self.size(), root, block, false),
+            bytemuck::cast_slice(send),
+            bytemuck::cast_slice_mut(recv),
+            None,
+        )
+    }
+
+    /// Block r of `root`'s `send` (`size` equal blocks) lands in `recv` of rank r.
+    pub fn scatter<T: Pod>(&self, send: &[T], recv: &mut [T], root: usize) -> Result<(), Error> {
+        self.check_root(root)?;
+        let block = std::mem::size_of_val(recv);
+        self.run_schedule(
+            alg::scatter_linear(self.rank(), self.size(), root, block, false),
+            bytemuck::cast_slice(send),
+            bytemuck::cast_slice_mut(recv),
+            None,
+        )
+    }
+
+    /// Block j of `send` goes to rank j; block i of `recv` comes from rank i.
+    pub fn alltoall<T: Pod>(&self, send: &[T], recv: &mut [T]) -> Result<(), Error> {
+        let block = std::mem::size_of_val(send) / self.size().max(1);
+        if block * self.size() != std::mem::size_of_val(send) {
+            return Err(Error::Config(format!(
+                "alltoall send buffer of {} bytes does not split into {} blocks",
+                std::mem::size_of_val(send),
+                self.size()
+            )));
+        }
+        self.run_schedule(
+            alg::alltoall_pairwise(self.rank(), self.size(), block),
+            bytemuck::cast_slice(send),
+            bytemuck::cast_slice_mut(recv),
+            None,
+        )
+    }
+
+    /// Starts a barrier; the request completes once every rank has started it.
+    pub fn ibarrier<'s>(&self, scope: &'s Scope<'s, '_>) -> Result<Request<'s>, Error> {
+        let id = self.start_schedule(
+            alg::barrier_dissemination(self.rank(), self.size()),
+            &[],
+            &mut [],
+            None,
+        )?;
+        Ok(scope.track(self, id))
+    }
+
+    /// Starts a broadcast (see [`Comm::bcast`]).
+    pub fn ibcast<'s, T: Pod>(
+        &self,
+        scope: &'s Scope<'s, '_>,
+        buf: &'s mut [T],
+        root: usize,
+    ) -> Result<Request<'s>, Error> {
+        self.check_root(root)?;
+        let buf: &mut [u8] = bytemuck::cast_slice_mut(buf);
+        let id = self.start_schedule(self.bcast_schedule(buf.len(), root), &[], buf, None)?;
+        Ok(scope.track(self, id))
+    }
+
+    /// Starts an allreduce (see [`Comm::allreduce`]).
+    pub fn iallreduce<'s, T: Reducible>(
+        &self,
+        scope: &'s Scope<'s, '_>,
+        send: &'s [T],
+        recv: &'s mut [T],
+        op: ReduceOp,
+    ) -> Result<Request<'s>, Error> {
+        let bytes = std::mem::size_of_val(send);
+        let schedule = self.allreduce_schedule(bytes, std::mem::size_of::<T>(), true, false);
+        let id = self.start_schedule(
+            schedule,
+            bytemuck::cast_slice(send),
+            bytemuck::cast_slice_mut(recv),
+            Some(typed_reducer::<T>(op)?),
+        )?;
+        Ok(scope.track(self, id))
+    }
+
+    /// Every rank contributes `mine` (the same length everywhere); all contributions in rank
+    /// order. Used by communicator construction.
+    pub(crate) fn allgather_bytes(&self, mine: &[u8]) -> Result<Vec<u8>, Error> {
+        let mut all = vec![0u8; mine.len() * self.size()];
+        self.allgather(mine, &mut all)?;
+        Ok(all)
+    }
+}
