@@ -5,6 +5,7 @@
 //! host); `bench`, `info`, `relay` and the `mpiexec` alias are to be added next to it.
 
 mod bench;
+mod sim;
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
 use ferry_launch::{LaunchOptions, TIMEOUT_EXIT_CODE};
@@ -39,6 +40,8 @@ enum Command {
     BenchRank(bench::BenchRankArgs),
     /// Show ferry's settings.
     Info(InfoArgs),
+    /// Simulate broadcast schedules on a cost model (the TTCC paper's experiments).
+    Sim(sim::SimArgs),
 }
 
 /// Arguments of `ferry info`.
@@ -194,6 +197,7 @@ fn main() {
         Command::Bench(args) => bench::bench_command(args),
         Command::BenchRank(args) => bench::bench_rank(args),
         Command::Info(args) => info_command(args),
+        Command::Sim(args) => sim::sim_command(args),
     };
     std::process::exit(code);
 }

@@ -18,6 +18,7 @@
 #![forbid(unsafe_code)]
 
 pub mod algorithms;
+pub mod hetero;
 mod interpret;
 pub use interpret::{interpret, ReduceFn};
 
