@@ -3,14 +3,25 @@
 //! - `ferry sim paper` reproduces the TTCC paper's experiment (schedules built from a perturbed
 //!   matrix, evaluated on the true one) and writes CSV and PNG files.
 //! - `ferry sim run` simulates one broadcast on one random grid (any size: the grid is computed
-//!   on demand), prints how long building and simulating took, and can write the event trace.
+//!   on demand) or on a matrix read from CSV (`--matrix`), prints how long building and
+//!   simulating took, and can write the event trace (`--trace`).
+//!
+//! ```text
+//! ferry sim paper --out sim-results                  # the paper's setup, 1000 trials, ~20 s
+//! ferry sim paper --clusters 1 --intra-bandwidth 10e3,200e6 --node-counts 10
+//! ferry sim run --nodes 10000 --algorithm ecef       # timing at scale
+//! ferry sim run --matrix m.csv --algorithm ttcc --trace trace.csv
+//! ```
+//!
+//! The modelling choices (grid, error model, α, ports) are documented in `ferry_sim` and
+//! `ferry_sim::experiment`; `crates/sim/results/README.md` has a run and its reading.
 
 use clap::{Args, Subcommand, ValueEnum};
-use ferry_sched::hetero::{scheduler, BcastScheduler, SCHEDULERS};
+use ferry_sched::hetero::{scheduler, BcastScheduler, CostModel, SCHEDULERS};
 use ferry_sim::experiment::{
     delay_ratio, ErrorModel, ErrorTarget, Experiment, GridSetup, HashedGrid, Negative, Point,
 };
-use ferry_sim::{simulate, EventKind, SimConfig};
+use ferry_sim::{matrix, simulate, EventKind, SimConfig};
 use plotters::prelude::*;
 use plotters::style::{register_font, FontStyle};
 use std::fmt::Write as _;
@@ -59,6 +70,18 @@ struct GridArgs {
     /// Clusters the ranks are split into (blocks of consecutive ranks).
     #[arg(long, default_value_t = 4)]
     clusters: usize,
+    /// Latency range inside a cluster, seconds (lo,hi).
+    #[arg(long, value_parser = parse_range, default_value = "10e-6,1e-3")]
+    intra_latency: (f64, f64),
+    /// Bandwidth range inside a cluster, bytes/s (lo,hi).
+    #[arg(long, value_parser = parse_range, default_value = "10e6,200e6")]
+    intra_bandwidth: (f64, f64),
+    /// Latency range between clusters, seconds (lo,hi).
+    #[arg(long, value_parser = parse_range, default_value = "1e-3,20e-3")]
+    inter_latency: (f64, f64),
+    /// Bandwidth range between clusters, bytes/s (lo,hi).
+    #[arg(long, value_parser = parse_range, default_value = "10e3,50e3")]
+    inter_bandwidth: (f64, f64),
     /// Message size in bytes.
     #[arg(long, default_value_t = 1_000_000)]
     bytes: usize,
@@ -142,6 +165,10 @@ struct RunArgs {
     /// Write the event trace (completion order) to this CSV file.
     #[arg(long)]
     trace: Option<PathBuf>,
+    /// Use this cost matrix (CSV: from,to,latency_s,bandwidth_bytes_per_s) instead of a random
+    /// grid; --nodes and --clusters are then ignored.
+    #[arg(long)]
+    matrix: Option<PathBuf>,
 }
 
 pub(crate) fn sim_command(args: SimArgs) -> i32 {
@@ -167,41 +194,66 @@ fn schedulers(names: &[String]) -> Result<Vec<Box<dyn BcastScheduler + Send + Sy
         .collect()
 }
 
+fn parse_range(text: &str) -> Result<(f64, f64), String> {
+    let bad = || format!("{text:?} is not LO,HI (two numbers, LO ≤ HI)");
+    let (lo, hi) = text.split_once(',').ok_or_else(bad)?;
+    let (lo, hi): (f64, f64) = (
+        lo.trim().parse().map_err(|_| bad())?,
+        hi.trim().parse().map_err(|_| bad())?,
+    );
+    if lo.is_finite() && hi.is_finite() && 0.0 <= lo && lo <= hi {
+        Ok((lo, hi))
+    } else {
+        Err(bad())
+    }
+}
+
 fn grid(args: &GridArgs) -> GridSetup {
     GridSetup {
         clusters: args.clusters.max(1),
-        ..GridSetup::default()
+        intra_latency: args.intra_latency,
+        intra_bandwidth: args.intra_bandwidth,
+        inter_latency: args.inter_latency,
+        inter_bandwidth: args.inter_bandwidth,
     }
 }
 
 fn run(args: RunArgs) -> Result<(), String> {
     let alg = schedulers(std::slice::from_ref(&args.algorithm))?.remove(0);
-    if args.root >= args.nodes {
-        return Err(format!(
-            "root {} is not one of {} ranks",
-            args.root, args.nodes
-        ));
-    }
-    let cost = HashedGrid {
-        n: args.nodes,
-        setup: grid(&args.grid),
-        seed: args.grid.seed,
+    let cost: Box<dyn CostModel> = match &args.matrix {
+        Some(path) => {
+            let text =
+                std::fs::read_to_string(path).map_err(|e| format!("{}: {e}", path.display()))?;
+            Box::new(matrix::parse(&text).map_err(|e| format!("{}: {e}", path.display()))?)
+        }
+        None => Box::new(HashedGrid {
+            n: args.nodes,
+            setup: grid(&args.grid),
+            seed: args.grid.seed,
+        }),
     };
+    let cost = cost.as_ref();
+    let nodes = cost.size();
+    if args.root >= nodes {
+        return Err(format!("root {} is not one of {nodes} ranks", args.root));
+    }
     let t = Instant::now();
-    let schedules = alg.schedules(&cost, args.root, args.grid.bytes);
+    let schedules = alg.schedules(cost, args.root, args.grid.bytes);
     let build = t.elapsed();
     let t = Instant::now();
     let config = SimConfig {
         alpha: args.grid.alpha,
     };
-    let res = simulate(&schedules, &cost, &config).map_err(|e| e.to_string())?;
+    let res = simulate(&schedules, cost, &config).map_err(|e| e.to_string())?;
     let sim = t.elapsed();
+    let source = match &args.matrix {
+        Some(path) => format!("matrix {}", path.display()),
+        None => format!("a random grid of {} clusters", args.grid.clusters),
+    };
     println!(
-        "{} broadcast of {} bytes to {} ranks in {} clusters",
+        "{} broadcast of {} bytes to {nodes} ranks on {source}",
         alg.name(),
         args.grid.bytes,
-        args.nodes,
-        args.grid.clusters
     );
     println!("  schedules built in  {:.3} s", build.as_secs_f64());
     println!(

@@ -409,8 +409,11 @@ mod tests {
 
     #[test]
     fn exact_measurements_ttcc_within_alpha_depth_of_ecef() {
-        let e = small();
-        for trial in 0..20 {
+        for (nodes, trial) in [2, 3, 5, 9, 17, 24, 40, 64]
+            .into_iter()
+            .flat_map(|n| (0..8).map(move |t| (n, t)))
+        {
+            let e = Experiment { nodes, ..small() };
             let mut rng = trial_rng(e.seed, e.nodes, trial);
             let m0 = e.grid.random_matrix(e.nodes, &mut rng);
             let ecef = Ecef.plan(&m0, 0, e.bytes);

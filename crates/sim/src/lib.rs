@@ -1,6 +1,6 @@
 //! `ferry-sim`: a discrete-event simulator that executes the **same** [`Schedule`]s as the
 //! runtime, on a cost model instead of transports, plus the experiments of the TTCC paper
-//! ([`experiment`]).
+//! ([`experiment`]) and cost matrices as CSV ([`matrix`]).
 //!
 //! This crate depends on `ferry-sched` only: it must never link `ferry-core` or a transport.
 //! It does no I/O and reads no clock; time is simulated seconds (`f64`).
@@ -46,6 +46,7 @@
 #![forbid(unsafe_code)]
 
 pub mod experiment;
+pub mod matrix;
 
 use ferry_sched::hetero::CostModel;
 use ferry_sched::{Op, Rank, Schedule, ScheduleError, StepId};
@@ -629,6 +630,54 @@ mod tests {
             let res = simulate(&plan.schedules(1 << 16), &m, &SimConfig::default()).unwrap();
             for r in 0..20 {
                 assert!((res.received[r] - plan.predicted[r]).abs() < 1e-12, "{r}");
+            }
+        }
+    }
+
+    /// Every standard algorithm of ferry-sched runs to the end on the simulator (the runtime
+    /// executes the same schedules, so the simulator must accept all of them).
+    #[test]
+    fn standard_algorithms_complete() {
+        type Build = fn(Rank, usize) -> Schedule;
+        let builds: [(&str, Build); 11] = [
+            ("barrier", |r, n| algorithms::barrier_dissemination(r, n)),
+            ("bcast", |r, n| algorithms::bcast_binomial(r, n, n / 2, 96)),
+            ("bcast_sa", |r, n| {
+                algorithms::bcast_scatter_allgather(r, n, n - 1, 96)
+            }),
+            ("reduce", |r, n| {
+                algorithms::reduce_binomial(r, n, n / 3, 96, false, false)
+            }),
+            ("allreduce_rd", |r, n| {
+                algorithms::allreduce_recursive_doubling(r, n, 96, false)
+            }),
+            ("allreduce_ring", |r, n| {
+                algorithms::allreduce_ring(r, n, 96, 8, true)
+            }),
+            ("allgather", |r, n| {
+                algorithms::allgather_ring(r, n, 16, false)
+            }),
+            ("gather", |r, n| {
+                algorithms::gather_linear(r, n, 0, 16, false)
+            }),
+            ("scatter", |r, n| {
+                algorithms::scatter_linear(r, n, n / 2, 16, false)
+            }),
+            ("alltoall", |r, n| algorithms::alltoall_pairwise(r, n, 16)),
+            ("bcast_ttcc", |r, n| {
+                Ttcc.plan(&CostMatrix::uniform(n, 1e-5, 1e7), 0, 96)
+                    .schedule(r, 96)
+            }),
+        ];
+        for n in 1..=9 {
+            let cost = CostMatrix::from_fn(n, |i, j| (1e-5 * (1 + (i + j) % 3) as f64, 1e7));
+            for (name, build) in builds {
+                let schedules: Vec<Schedule> = (0..n).map(|r| build(r, n)).collect();
+                let res = simulate(&schedules, &cost, &SimConfig { alpha: 1e-6 })
+                    .unwrap_or_else(|e| panic!("{name} on {n}: {e}"));
+                let steps: usize = schedules.iter().map(|s| s.steps.len()).sum();
+                assert_eq!(res.trace.len(), steps, "{name} on {n}");
+                assert!(res.trace.windows(2).all(|w| w[0].time <= w[1].time));
             }
         }
     }
