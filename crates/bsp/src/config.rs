@@ -1,0 +1,85 @@
+//! Settings of the BSP layer: the three optimisations of the seed paper, each switchable so it
+//! can be measured. Every field has a `FERRY_BSP_…` environment name.
+
+/// How supersteps move their data.
+#[derive(Debug, Clone)]
+pub struct Config {
+    /// `FERRY_BSP_COMBINE` (`1` | `0`, default `1`): combine the puts, get requests and sends
+    /// of a superstep to one destination into one message. Off: one message per operation.
+    pub combine: bool,
+    /// `FERRY_BSP_EARLY` (bytes, default 16384, `0` = off): with combining, a destination's
+    /// buffer that would pass this size is sent at once, during the superstep (overlap), instead
+    /// of at the sync. Clamped to ferry-core's smallest eager limit, so an early send never waits
+    /// for a handshake with a receiver that is still computing.
+    pub early_bytes: usize,
+    /// `FERRY_BSP_REORDER` (`1` | `0`, default `1`): at a sync process p sends to and receives
+    /// from (p + k) mod P in step k (a Latin square), instead of every process going 0, 1, 2…
+    pub reorder: bool,
+    /// `FERRY_BSP_PREPOST` (`1` | `0`, default `1`): post the receives of a sync's closing
+    /// messages (into buffers of `prepost_bytes`) before sending, so they land in place instead
+    /// of going through the unexpected queue and a probe.
+    pub prepost: bool,
+    /// `FERRY_BSP_PREPOST_BYTES` (bytes, default 16384): size of each pre-posted buffer; a
+    /// longer closing message is sent ahead as a separate (probed) message.
+    pub prepost_bytes: usize,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Config {
+            combine: true,
+            early_bytes: 16384,
+            reorder: true,
+            prepost: true,
+            prepost_bytes: 16384,
+        }
+    }
+}
+
+impl Config {
+    /// Defaults overridden by the `FERRY_BSP_…` environment variables; an unreadable value is
+    /// reported by its name.
+    pub fn from_env() -> Result<Config, String> {
+        let mut c = Config::default();
+        let flag = |name: &str, default: bool| -> Result<bool, String> {
+            match std::env::var(name) {
+                Err(_) => Ok(default),
+                Ok(v) => match v.as_str() {
+                    "1" | "on" | "yes" | "true" => Ok(true),
+                    "0" | "off" | "no" | "false" => Ok(false),
+                    _ => Err(format!("{name}={v}: expected 1 or 0")),
+                },
+            }
+        };
+        let bytes = |name: &str, default: usize| -> Result<usize, String> {
+            match std::env::var(name) {
+                Err(_) => Ok(default),
+                Ok(v) => v
+                    .parse()
+                    .map_err(|_| format!("{name}={v}: expected a byte count")),
+            }
+        };
+        c.combine = flag("FERRY_BSP_COMBINE", c.combine)?;
+        c.early_bytes = bytes("FERRY_BSP_EARLY", c.early_bytes)?;
+        c.reorder = flag("FERRY_BSP_REORDER", c.reorder)?;
+        c.prepost = flag("FERRY_BSP_PREPOST", c.prepost)?;
+        c.prepost_bytes = bytes("FERRY_BSP_PREPOST_BYTES", c.prepost_bytes)?.max(64);
+        if let Ok(core) = ferry_core::Config::from_env() {
+            c.early_bytes = c
+                .early_bytes
+                .min(core.shm_eager_limit.min(core.tcp_eager_limit));
+        }
+        Ok(c)
+    }
+
+    /// Every setting with its environment name and current value.
+    pub fn describe(&self) -> Vec<(&'static str, String)> {
+        vec![
+            ("FERRY_BSP_COMBINE", (self.combine as u8).to_string()),
+            ("FERRY_BSP_EARLY", self.early_bytes.to_string()),
+            ("FERRY_BSP_REORDER", (self.reorder as u8).to_string()),
+            ("FERRY_BSP_PREPOST", (self.prepost as u8).to_string()),
+            ("FERRY_BSP_PREPOST_BYTES", self.prepost_bytes.to_string()),
+        ]
+    }
+}

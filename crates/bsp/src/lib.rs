@@ -1,0 +1,1174 @@
+//! BSP on ferry: the BSPlib model (Hill et al., "BSPlib: The BSP programming library", 1998).
+//!
+//! A job runs in **supersteps** separated by [`Bsp::sync`]. Within a superstep a process
+//! computes and asks for communication; the sync completes it all:
+//!
+//! - **Registration** ([`Bsp::push_reg`], [`Bsp::pop_reg`]): areas are matched across processes
+//!   by the order of the calls (the k-th push on every process names one area), and a push or
+//!   pop takes effect at the next sync. Mismatched registrations stop the job.
+//! - **DRMA** ([`Bsp::put`], [`Bsp::get`], [`Bsp::hpput`], [`Bsp::hpget`]): `put` copies its
+//!   source when called; at the sync every process first serves the gets aimed at it (so gets
+//!   see the values from before the superstep's puts), then applies the puts. The hp variants
+//!   do not buffer: `hpput` reads its source at the sync.
+//! - **BSMP** ([`Bsp::send`], [`Bsp::qsize`], [`Bsp::get_tag`], [`Bsp::move_into`],
+//!   [`Bsp::hpmove`]): messages sent in superstep i are readable in superstep i+1 only; the tag
+//!   size set by [`Bsp::set_tagsize`] takes effect at the next sync.
+//!
+//! Usage errors (unregistered area, out-of-bounds put or get, mismatched registrations) end
+//! the whole job through the launcher with a message naming the process and the call, as
+//! BSPlib prescribes; so do transport failures inside a sync. The methods therefore return
+//! plain values.
+//!
+//! Safe Rust code uses [`Area`]s: typed memory owned by the [`Bsp`] context, read and written
+//! through [`Bsp::area`] / [`Bsp::area_mut`], so nothing can hold a reference to it while a
+//! sync writes into it. The C ABI (`ferry-bsplib`) uses the `unsafe` `*_raw` methods on
+//! caller-owned memory.
+//!
+//! ```no_run
+//! use ferry_bsp::Bsp;
+//! let mut bsp = Bsp::init().expect("ferry");
+//! let (p, n) = (bsp.pid(), bsp.nprocs());
+//! let x = bsp.alloc::<u64>(n);
+//! bsp.push_reg(&x);
+//! bsp.sync();
+//! for q in 0..n {
+//!     bsp.put(q, &[p as u64], &x, p); // everyone writes its pid into slot p of everyone
+//! }
+//! bsp.sync();
+//! assert!(bsp.area(&x).iter().enumerate().all(|(i, &v)| v == i as u64));
+//! bsp.end();
+//! ```
+//!
+//! How a sync moves data (see `DESIGN.md` of the repository for the map): every process sends
+//! every other one message closing the superstep (puts, get requests, sends and the
+//! superstep's registrations, combined per destination), receives theirs, serves the gets,
+//! applies the puts, and collects the replies to its own gets. The optimisations of the seed
+//! paper (combining with early sends, Latin-square ordering, pre-posted receives) are switched
+//! by [`Config`]. This crate depends on `ferry-core` only.
+#![deny(missing_docs)]
+
+mod config;
+
+pub use config::Config;
+
+use ferry_core::{scope, Comm, Request, World, ANY_TAG};
+use std::alloc::Layout;
+use std::collections::HashMap;
+use std::marker::PhantomData;
+use std::time::Instant;
+
+// Record kinds in the byte stream one process sends another in a superstep (little-endian).
+const REC_PUT: u8 = 0x01; // slot u32, offset u64, len u64, bytes
+const REC_GET: u8 = 0x02; // slot u32, offset u64, len u64
+const REC_SEND: u8 = 0x03; // tag len u32, payload len u64, tag, payload
+const REC_REG: u8 = 0x04; // pushes u32, sizes u64 each, pops u32, slots u32 each
+
+// Message kinds; the tag also carries the superstep's parity, because a peer can be at most
+// one superstep ahead and its next superstep's early messages must not be taken for this one's.
+const KIND_EARLY: i32 = 0;
+const KIND_FINAL: i32 = 1;
+const KIND_REPLY: i32 = 2;
+
+/// Rounds of polling without progress before a sync blocks in `probe` (non-pre-posted path).
+const IDLE_POLLS: u32 = 2000;
+
+fn tag(kind: i32, step: u64) -> i32 {
+    kind * 2 + (step & 1) as i32
+}
+
+/// Typed memory owned by a [`Bsp`] context, which remote processes may reach once it is
+/// registered. A handle: copying it does not copy the memory.
+#[derive(Debug)]
+pub struct Area<T> {
+    addr: usize,
+    len: usize,
+    _t: PhantomData<T>,
+}
+
+impl<T> Clone for Area<T> {
+    fn clone(&self) -> Self {
+        *self
+    }
+}
+impl<T> Copy for Area<T> {}
+
+impl<T> Area<T> {
+    /// Number of elements.
+    pub fn len(&self) -> usize {
+        self.len
+    }
+    /// Whether it has no elements.
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+}
+
+/// One registration slot: matched across processes by its index.
+struct Slot {
+    /// Local address and size, while registered.
+    local: Option<(usize, usize)>,
+    /// Size registered by each process (from the sync where it took effect).
+    sizes: Vec<usize>,
+}
+
+/// A pending hpput: its source is read at the sync.
+struct HpPut {
+    src: usize,
+    slot: u32,
+    offset: usize,
+    len: usize,
+}
+
+/// A BSMP message received at the last sync: ranges into `Bsp::inbox`.
+#[derive(Clone, Copy)]
+struct Msg {
+    tag: (usize, usize),
+    payload: (usize, usize),
+}
+
+/// A BSP computation: this process's view of the job. Not `Send`: one per process.
+pub struct Bsp {
+    world: World,
+    comm: Comm,
+    pid: usize,
+    nprocs: usize,
+    config: Config,
+    start: Instant,
+    step: u64,
+    // Registration.
+    slots: Vec<Slot>,
+    by_addr: HashMap<usize, Vec<u32>>,
+    pushes: Vec<(usize, usize)>,
+    pops: Vec<u32>,
+    // Outgoing, per destination: combined record stream (or one record per entry without
+    // combining), hpputs, and the local destinations of gets in the order they were asked.
+    out: Vec<Vec<u8>>,
+    out_single: Vec<Vec<Vec<u8>>>,
+    hpputs: Vec<Vec<HpPut>>,
+    gets: Vec<Vec<(usize, usize)>>,
+    // BSMP.
+    tagsize: usize,
+    next_tagsize: usize,
+    inbox: Vec<u8>,
+    msgs: Vec<Msg>,
+    next_msg: usize,
+    // Buffers for the pre-posted receives of closing messages, one per peer.
+    pre_bufs: Vec<Vec<u8>>,
+    // Memory of Areas.
+    allocs: Allocs,
+}
+
+/// The memory of a context's areas: address → layout, freed on drop.
+struct Allocs(HashMap<usize, Layout>);
+
+/// Reads little-endian fields from a record stream.
+struct Reader<'a> {
+    buf: &'a [u8],
+    at: usize,
+}
+
+impl<'a> Reader<'a> {
+    fn take(&mut self, n: usize) -> Option<&'a [u8]> {
+        let end = self.at.checked_add(n)?;
+        let s = self.buf.get(self.at..end)?;
+        self.at = end;
+        Some(s)
+    }
+    fn u8(&mut self) -> Option<u8> {
+        self.take(1).map(|b| b[0])
+    }
+    fn u32(&mut self) -> Option<u32> {
+        self.take(4)
+            .map(|b| u32::from_le_bytes(b.try_into().unwrap()))
+    }
+    fn u64(&mut self) -> Option<usize> {
+        self.take(8)
+            .map(|b| u64::from_le_bytes(b.try_into().unwrap()) as usize)
+    }
+    fn done(&self) -> bool {
+        self.at == self.buf.len()
+    }
+}
+
+/// The registrations of one process in one superstep, from its REC_REG record.
+struct RegShape {
+    pushes: Vec<usize>,
+    pops: Vec<u32>,
+}
+
+impl RegShape {
+    fn of(record: &[u8]) -> RegShape {
+        let mut r = Reader { buf: record, at: 1 };
+        let np = r.u32().unwrap_or(0);
+        let pushes = (0..np).map(|_| r.u64().unwrap_or(0)).collect();
+        let npop = r.u32().unwrap_or(0);
+        let pops = (0..npop).map(|_| r.u32().unwrap_or(0)).collect();
+        RegShape { pushes, pops }
+    }
+}
+
+impl std::fmt::Display for RegShape {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "{} bsp_push_reg (sizes {:?}) and bsp_pop_reg of registrations {:?}",
+            self.pushes.len(),
+            self.pushes,
+            self.pops
+        )
+    }
+}
+
+fn put_u32(v: &mut Vec<u8>, x: u32) {
+    v.extend_from_slice(&x.to_le_bytes());
+}
+fn put_u64(v: &mut Vec<u8>, x: usize) {
+    v.extend_from_slice(&(x as u64).to_le_bytes());
+}
+
+impl Bsp {
+    /// Starts ferry (`ferry_core::init`) and a BSP computation on all its processes, with
+    /// settings from the environment.
+    pub fn init() -> Result<Bsp, ferry_core::Error> {
+        let world = ferry_core::init()?;
+        Ok(Bsp::begin(world, None))
+    }
+
+    /// Starts a BSP computation on the first `nprocs` processes of `world` (all when `None`
+    /// or larger than the job). Collective over the whole world. On the processes beyond
+    /// `nprocs` it finalizes the world and exits with status 0.
+    pub fn begin(world: World, nprocs: Option<usize>) -> Bsp {
+        let config = match Config::from_env() {
+            Ok(c) => c,
+            Err(e) => world.abort(1, &format!("ferry-bsp: process {}: {e}", world.rank())),
+        };
+        Bsp::with_config(world, nprocs, config)
+    }
+
+    /// As [`Bsp::begin`], with explicit settings.
+    pub fn with_config(world: World, nprocs: Option<usize>, config: Config) -> Bsp {
+        let size = world.size();
+        let p = nprocs.unwrap_or(size).clamp(1, size);
+        let rank = world.rank();
+        let comm = if p == size {
+            world.dup()
+        } else {
+            match world.split((rank < p).then_some(0), 0) {
+                Ok(Some(c)) => Ok(c),
+                Ok(None) => {
+                    // Not part of the computation: end cleanly once the others do.
+                    drop(world.finalize());
+                    std::process::exit(0)
+                }
+                Err(e) => Err(e),
+            }
+        };
+        let comm = match comm {
+            Ok(c) => c,
+            Err(e) => world.abort(1, &format!("ferry-bsp: process {rank}: bsp_begin: {e}")),
+        };
+        Bsp {
+            pid: comm.rank(),
+            nprocs: p,
+            comm,
+            world,
+            config,
+            start: Instant::now(),
+            step: 0,
+            slots: Vec::new(),
+            by_addr: HashMap::new(),
+            pushes: Vec::new(),
+            pops: Vec::new(),
+            out: vec![Vec::new(); p],
+            out_single: vec![Vec::new(); p],
+            hpputs: (0..p).map(|_| Vec::new()).collect(),
+            gets: vec![Vec::new(); p],
+            tagsize: 0,
+            next_tagsize: 0,
+            inbox: Vec::new(),
+            msgs: Vec::new(),
+            next_msg: 0,
+            pre_bufs: Vec::new(),
+            allocs: Allocs(HashMap::new()),
+        }
+    }
+
+    /// Ends the computation: waits for the other processes and finalizes ferry.
+    pub fn end(self) {
+        let pid = self.pid;
+        let Bsp { world, comm, .. } = self;
+        if let Err(e) = comm.barrier() {
+            world.abort(1, &format!("ferry-bsp: process {pid}: bsp_end: {e}"));
+        }
+        drop(comm);
+        if let Err(e) = world.finalize() {
+            eprintln!("ferry-bsp: process {pid}: bsp_end: {e}");
+        }
+    }
+
+    /// This process's id, 0 ≤ pid < nprocs.
+    pub fn pid(&self) -> usize {
+        self.pid
+    }
+
+    /// Number of processes in the computation.
+    pub fn nprocs(&self) -> usize {
+        self.nprocs
+    }
+
+    /// Seconds since the computation began.
+    pub fn time(&self) -> f64 {
+        self.start.elapsed().as_secs_f64()
+    }
+
+    /// The settings in use.
+    pub fn config(&self) -> &Config {
+        &self.config
+    }
+
+    /// Number of supersteps completed (syncs done).
+    pub fn superstep(&self) -> u64 {
+        self.step
+    }
+
+    /// Stops the whole job with `message`, naming this process.
+    pub fn abort(&self, message: &str) -> ! {
+        self.world.abort(
+            1,
+            &format!("ferry-bsp: process {}: bsp_abort: {message}", self.pid),
+        )
+    }
+
+    /// Stops the job: `call` went wrong as `detail` says. The message names this process and
+    /// the call (for layers on top, such as the C ABI checking its arguments).
+    #[cold]
+    pub fn fail(&self, call: &str, detail: String) -> ! {
+        let msg = format!("ferry-bsp: process {}: {call}: {detail}", self.pid);
+        self.world.abort(1, &msg)
+    }
+
+    fn check_pid(&self, call: &str, pid: usize) {
+        if pid >= self.nprocs {
+            self.fail(
+                call,
+                format!("process id {pid} is out of range 0..{}", self.nprocs),
+            );
+        }
+    }
+
+    // ---- Areas (safe memory) ----
+
+    /// Allocates a zeroed area of `len` elements, owned by this context until [`Bsp::free`]
+    /// or the end.
+    pub fn alloc<T: bytemuck::Pod>(&mut self, len: usize) -> Area<T> {
+        let layout = Layout::array::<T>(len.max(1)).expect("area too large");
+        // SAFETY: the layout has a non-zero size.
+        let ptr = unsafe { std::alloc::alloc_zeroed(layout) };
+        if ptr.is_null() {
+            std::alloc::handle_alloc_error(layout);
+        }
+        self.allocs.0.insert(ptr as usize, layout);
+        Area {
+            addr: ptr as usize,
+            len,
+            _t: PhantomData,
+        }
+    }
+
+    /// Frees an area. It must not be registered.
+    pub fn free<T>(&mut self, area: Area<T>) {
+        self.check_area("free", &area);
+        if self.by_addr.get(&area.addr).is_some_and(|s| !s.is_empty())
+            || self.pushes.iter().any(|&(a, _)| a == area.addr)
+        {
+            self.fail("free", "the area is still registered".into());
+        }
+        let layout = self.allocs.0.remove(&area.addr).expect("checked");
+        // SAFETY: allocated by `alloc` with this layout, and removed from the table.
+        unsafe { std::alloc::dealloc(area.addr as *mut u8, layout) };
+    }
+
+    fn check_area<T>(&self, call: &str, area: &Area<T>) {
+        if !self.allocs.0.contains_key(&area.addr) {
+            self.fail(call, "the area does not belong to this computation".into());
+        }
+    }
+
+    /// The contents of an area.
+    pub fn area<T: bytemuck::Pod>(&self, area: &Area<T>) -> &[T] {
+        self.check_area("area", area);
+        // SAFETY: the memory is owned by `self`, initialised (zeroed Pod) and only written by
+        // methods taking `&mut self`.
+        unsafe { std::slice::from_raw_parts(area.addr as *const T, area.len) }
+    }
+
+    /// The contents of an area, to change.
+    pub fn area_mut<T: bytemuck::Pod>(&mut self, area: &Area<T>) -> &mut [T] {
+        self.check_area("area_mut", area);
+        // SAFETY: as in `area`, and `&mut self` excludes every other access.
+        unsafe { std::slice::from_raw_parts_mut(area.addr as *mut T, area.len) }
+    }
+
+    fn check_range<T>(&self, call: &str, area: &Area<T>, offset: usize, len: usize) {
+        self.check_area(call, area);
+        if offset.checked_add(len).is_none_or(|e| e > area.len) {
+            self.fail(
+                call,
+                format!(
+                    "elements {offset}..{} are outside the local area of {} elements",
+                    offset.saturating_add(len),
+                    area.len
+                ),
+            );
+        }
+    }
+
+    /// Registers `area` (collective by order; effective at the next sync).
+    pub fn push_reg<T>(&mut self, area: &Area<T>) {
+        self.check_area("bsp_push_reg", area);
+        // SAFETY: the area is owned by self and lives until `free`, which refuses registered
+        // areas.
+        unsafe { self.push_reg_raw(area.addr as *const u8, area.len * size_of::<T>()) }
+    }
+
+    /// Unregisters `area` (collective by order; effective at the next sync).
+    pub fn pop_reg<T>(&mut self, area: &Area<T>) {
+        self.pop_reg_raw(area.addr as *const u8)
+    }
+
+    /// Writes `src` into `dst` at element `offset` on process `pid` at the next sync. `src` is
+    /// copied now.
+    pub fn put<T: bytemuck::Pod>(&mut self, pid: usize, src: &[T], dst: &Area<T>, offset: usize) {
+        let sz = size_of::<T>();
+        // SAFETY: `src` is a live slice; `dst` is only used as a registration key.
+        unsafe {
+            self.put_raw(
+                pid,
+                src.as_ptr() as *const u8,
+                dst.addr as *const u8,
+                offset * sz,
+                std::mem::size_of_val(src),
+            )
+        }
+    }
+
+    /// As [`Bsp::put`] without buffering: `len` elements of the local area `src` from
+    /// `src_offset` are read at the sync.
+    pub fn hpput<T: bytemuck::Pod>(
+        &mut self,
+        pid: usize,
+        src: &Area<T>,
+        src_offset: usize,
+        dst: &Area<T>,
+        dst_offset: usize,
+        len: usize,
+    ) {
+        self.check_range("bsp_hpput", src, src_offset, len);
+        let sz = size_of::<T>();
+        // SAFETY: the source lies inside an area owned by self, which outlives the sync.
+        unsafe {
+            self.hpput_raw(
+                pid,
+                (src.addr + src_offset * sz) as *const u8,
+                dst.addr as *const u8,
+                dst_offset * sz,
+                len * sz,
+            )
+        }
+    }
+
+    /// Reads `len` elements of `src` at `src_offset` on process `pid` into the local area `dst`
+    /// at `dst_offset`, at the next sync (before that sync's puts are applied).
+    pub fn get<T: bytemuck::Pod>(
+        &mut self,
+        pid: usize,
+        src: &Area<T>,
+        src_offset: usize,
+        dst: &Area<T>,
+        dst_offset: usize,
+        len: usize,
+    ) {
+        self.check_range("bsp_get", dst, dst_offset, len);
+        let sz = size_of::<T>();
+        // SAFETY: the destination lies inside an area owned by self, written only in `sync`.
+        unsafe {
+            self.get_raw(
+                pid,
+                src.addr as *const u8,
+                src_offset * sz,
+                (dst.addr + dst_offset * sz) as *mut u8,
+                len * sz,
+            )
+        }
+    }
+
+    /// As [`Bsp::get`]; may transfer any time in the superstep (here: at the sync).
+    pub fn hpget<T: bytemuck::Pod>(
+        &mut self,
+        pid: usize,
+        src: &Area<T>,
+        src_offset: usize,
+        dst: &Area<T>,
+        dst_offset: usize,
+        len: usize,
+    ) {
+        self.get(pid, src, src_offset, dst, dst_offset, len)
+    }
+
+    // ---- Registration and DRMA on raw memory ----
+
+    /// Registers `size` bytes at `ident`; effective at the next sync.
+    ///
+    /// # Safety
+    /// `ident..ident+size` must stay valid for reads and writes while registered, and may be
+    /// written by syncs.
+    pub unsafe fn push_reg_raw(&mut self, ident: *const u8, size: usize) {
+        self.pushes.push((ident as usize, size));
+    }
+
+    /// Unregisters the most recent registration of `ident`; effective at the next sync.
+    pub fn pop_reg_raw(&mut self, ident: *const u8) {
+        let addr = ident as usize;
+        let already = self
+            .pops
+            .iter()
+            .filter(|&&s| self.slots[s as usize].local.map(|l| l.0) == Some(addr))
+            .count();
+        let stack = self.by_addr.get(&addr).map(Vec::as_slice).unwrap_or(&[]);
+        if already >= stack.len() {
+            self.fail(
+                "bsp_pop_reg",
+                format!("address {addr:#x} is not registered (or its registration has not taken effect: that needs a sync)"),
+            );
+        }
+        let slot = stack[stack.len() - 1 - already];
+        self.pops.push(slot);
+    }
+
+    /// The slot in effect for `ident`.
+    fn slot_of(&self, call: &str, ident: usize) -> u32 {
+        match self.by_addr.get(&ident).and_then(|s| s.last()) {
+            Some(&s) => s,
+            None => self.fail(
+                call,
+                format!("address {ident:#x} is not registered (a registration takes effect at the next sync)"),
+            ),
+        }
+    }
+
+    fn check_remote(&self, call: &str, pid: usize, slot: u32, offset: usize, len: usize) {
+        let size = self.slots[slot as usize].sizes[pid];
+        if offset.checked_add(len).is_none_or(|e| e > size) {
+            self.fail(
+                call,
+                format!(
+                    "bytes {offset}..{} are outside the {size}-byte area (registration #{slot}) of process {pid}",
+                    offset.saturating_add(len)
+                ),
+            );
+        }
+    }
+
+    /// Appends a record for `pid`; with combining, sends the buffer early once it would pass
+    /// the threshold.
+    fn emit(&mut self, pid: usize, record: &[u8]) {
+        if !self.config.combine {
+            self.out_single[pid].push(record.to_vec());
+            return;
+        }
+        let early = self.config.early_bytes;
+        let buf = &mut self.out[pid];
+        if early > 0 && pid != self.pid && !buf.is_empty() && buf.len() + record.len() > early {
+            let chunk = std::mem::take(buf);
+            if let Err(e) = self.comm.send(&chunk, pid, tag(KIND_EARLY, self.step)) {
+                self.fail("bsp_sync (early send)", e.to_string());
+            }
+        }
+        self.out[pid].extend_from_slice(record);
+    }
+
+    /// Copies `nbytes` at `src` now, to be written at byte `offset` of the area registered as
+    /// `dst` on `pid` at the next sync.
+    ///
+    /// # Safety
+    /// `src..src+nbytes` must be readable.
+    pub unsafe fn put_raw(
+        &mut self,
+        pid: usize,
+        src: *const u8,
+        dst: *const u8,
+        offset: usize,
+        nbytes: usize,
+    ) {
+        self.check_pid("bsp_put", pid);
+        let slot = self.slot_of("bsp_put", dst as usize);
+        self.check_remote("bsp_put", pid, slot, offset, nbytes);
+        if nbytes == 0 {
+            return;
+        }
+        let data = std::slice::from_raw_parts(src, nbytes);
+        let mut rec = Vec::with_capacity(21 + nbytes);
+        rec.push(REC_PUT);
+        put_u32(&mut rec, slot);
+        put_u64(&mut rec, offset);
+        put_u64(&mut rec, nbytes);
+        rec.extend_from_slice(data);
+        self.emit(pid, &rec);
+    }
+
+    /// As [`Bsp::put_raw`], but `src` is read at the sync, not now.
+    ///
+    /// # Safety
+    /// `src..src+nbytes` must be readable at the next sync.
+    pub unsafe fn hpput_raw(
+        &mut self,
+        pid: usize,
+        src: *const u8,
+        dst: *const u8,
+        offset: usize,
+        nbytes: usize,
+    ) {
+        self.check_pid("bsp_hpput", pid);
+        let slot = self.slot_of("bsp_hpput", dst as usize);
+        self.check_remote("bsp_hpput", pid, slot, offset, nbytes);
+        if nbytes > 0 {
+            self.hpputs[pid].push(HpPut {
+                src: src as usize,
+                slot,
+                offset,
+                len: nbytes,
+            });
+        }
+    }
+
+    /// Reads `nbytes` at byte `offset` of the area registered as `src` on `pid` into `dst` at
+    /// the next sync, before that sync's puts are applied.
+    ///
+    /// # Safety
+    /// `dst..dst+nbytes` must be writable at the next sync.
+    pub unsafe fn get_raw(
+        &mut self,
+        pid: usize,
+        src: *const u8,
+        offset: usize,
+        dst: *mut u8,
+        nbytes: usize,
+    ) {
+        self.check_pid("bsp_get", pid);
+        let slot = self.slot_of("bsp_get", src as usize);
+        self.check_remote("bsp_get", pid, slot, offset, nbytes);
+        if nbytes == 0 {
+            return;
+        }
+        let mut rec = Vec::with_capacity(21);
+        rec.push(REC_GET);
+        put_u32(&mut rec, slot);
+        put_u64(&mut rec, offset);
+        put_u64(&mut rec, nbytes);
+        self.gets[pid].push((dst as usize, nbytes));
+        self.emit(pid, &rec);
+    }
+
+    /// As [`Bsp::get_raw`] (the hp variant may transfer any time; here at the sync).
+    ///
+    /// # Safety
+    /// As [`Bsp::get_raw`].
+    pub unsafe fn hpget_raw(
+        &mut self,
+        pid: usize,
+        src: *const u8,
+        offset: usize,
+        dst: *mut u8,
+        nbytes: usize,
+    ) {
+        self.check_pid("bsp_hpget", pid);
+        let slot = self.slot_of("bsp_hpget", src as usize);
+        self.check_remote("bsp_hpget", pid, slot, offset, nbytes);
+        self.get_raw(pid, src, offset, dst, nbytes)
+    }
+
+    // ---- BSMP ----
+
+    /// Sends `payload` with `tag` (exactly the current tag size) to `pid`'s queue of the next
+    /// superstep.
+    pub fn send(&mut self, pid: usize, tag: &[u8], payload: &[u8]) {
+        self.check_pid("bsp_send", pid);
+        if tag.len() != self.tagsize {
+            self.fail(
+                "bsp_send",
+                format!(
+                    "tag of {} bytes, but the tag size is {}",
+                    tag.len(),
+                    self.tagsize
+                ),
+            );
+        }
+        let mut rec = Vec::with_capacity(13 + tag.len() + payload.len());
+        rec.push(REC_SEND);
+        put_u32(&mut rec, tag.len() as u32);
+        put_u64(&mut rec, payload.len());
+        rec.extend_from_slice(tag);
+        rec.extend_from_slice(payload);
+        self.emit(pid, &rec);
+    }
+
+    /// Sets the tag size (bytes) from the next sync on; returns the size in effect now.
+    pub fn set_tagsize(&mut self, size: usize) -> usize {
+        self.next_tagsize = size;
+        self.tagsize
+    }
+
+    /// The tag size in effect in this superstep.
+    pub fn tagsize(&self) -> usize {
+        self.tagsize
+    }
+
+    /// Messages not yet moved, and the sum of their payload sizes.
+    pub fn qsize(&self) -> (usize, usize) {
+        let rest = &self.msgs[self.next_msg..];
+        (
+            rest.len(),
+            rest.iter().map(|m| m.payload.1 - m.payload.0).sum(),
+        )
+    }
+
+    /// The payload size and tag of the first message in the queue, if any.
+    pub fn get_tag(&self) -> Option<(usize, &[u8])> {
+        self.msgs
+            .get(self.next_msg)
+            .map(|m| (m.payload.1 - m.payload.0, &self.inbox[m.tag.0..m.tag.1]))
+    }
+
+    /// Moves the first message's payload into `buf` (at most `buf.len()` bytes) and removes it;
+    /// returns its full payload size, or `None` when the queue is empty.
+    pub fn move_into(&mut self, buf: &mut [u8]) -> Option<usize> {
+        let m = *self.msgs.get(self.next_msg)?;
+        self.next_msg += 1;
+        let payload = &self.inbox[m.payload.0..m.payload.1];
+        let n = payload.len().min(buf.len());
+        buf[..n].copy_from_slice(&payload[..n]);
+        Some(payload.len())
+    }
+
+    /// Removes the first message and returns its tag and payload in place, without copying.
+    pub fn hpmove(&mut self) -> Option<(&[u8], &[u8])> {
+        let m = *self.msgs.get(self.next_msg)?;
+        self.next_msg += 1;
+        Some((
+            &self.inbox[m.tag.0..m.tag.1],
+            &self.inbox[m.payload.0..m.payload.1],
+        ))
+    }
+
+    // ---- sync ----
+
+    /// Ends the superstep: completes all puts, gets and sends, and makes registrations and the
+    /// tag size take effect. Collective.
+    pub fn sync(&mut self) {
+        let p = self.nprocs;
+        let me = self.pid;
+        let parity = self.step;
+
+        // The superstep's registrations, sent to every process to be matched.
+        let mut reg = vec![REC_REG];
+        put_u32(&mut reg, self.pushes.len() as u32);
+        for &(_, size) in &self.pushes {
+            put_u64(&mut reg, size);
+        }
+        put_u32(&mut reg, self.pops.len() as u32);
+        for &s in &self.pops {
+            put_u32(&mut reg, s);
+        }
+
+        // Closing content per destination: registrations, remaining records, hpputs (read now).
+        let mut finals: Vec<Vec<u8>> = Vec::with_capacity(p);
+        let mut singles: Vec<Vec<Vec<u8>>> = Vec::with_capacity(p);
+        for q in 0..p {
+            let mut body = std::mem::take(&mut self.out[q]);
+            let mut single = std::mem::take(&mut self.out_single[q]);
+            for h in std::mem::take(&mut self.hpputs[q]) {
+                let mut rec = Vec::with_capacity(21 + h.len);
+                rec.push(REC_PUT);
+                put_u32(&mut rec, h.slot);
+                put_u64(&mut rec, h.offset);
+                put_u64(&mut rec, h.len);
+                // SAFETY: the caller of hpput promised the source is readable at the sync.
+                rec.extend_from_slice(unsafe {
+                    std::slice::from_raw_parts(h.src as *const u8, h.len)
+                });
+                if self.config.combine {
+                    body.extend_from_slice(&rec);
+                } else {
+                    single.push(rec);
+                }
+            }
+            let mut fin = reg.clone();
+            if q == me {
+                for s in single.drain(..) {
+                    fin.extend_from_slice(&s);
+                }
+            }
+            fin.extend_from_slice(&body);
+            finals.push(fin);
+            singles.push(single);
+        }
+
+        let order: Vec<usize> = if self.config.reorder {
+            (1..p).map(|k| (me + k) % p).collect()
+        } else {
+            (0..p).filter(|&q| q != me).collect()
+        };
+        let from_order: Vec<usize> = if self.config.reorder {
+            (1..p).map(|k| (me + p - k) % p).collect()
+        } else {
+            order.clone()
+        };
+
+        let cap = self.config.prepost_bytes;
+        let prepost = self.config.prepost;
+        // The pre-posted buffers live from sync to sync, so posting costs no allocation.
+        let mut pre_bufs = std::mem::take(&mut self.pre_bufs);
+        if prepost && pre_bufs.len() != p {
+            pre_bufs = (0..p)
+                .map(|q| if q != me { vec![0u8; cap] } else { Vec::new() })
+                .collect();
+        }
+        // Streams received, per source, in arrival order; the closing message's length when it
+        // landed in a pre-posted buffer.
+        let mut chunks: Vec<Vec<Vec<u8>>> = vec![Vec::new(); p];
+        let mut pre_len: Vec<Option<usize>> = vec![None; p];
+        let comm = self.comm.clone();
+
+        // Phase 1: every process sends every other one its stream and receives theirs.
+        let phase1: Result<(), ferry_core::Error> = scope(|s| {
+            let mut pre_reqs: Vec<Option<Request<'_>>> = Vec::with_capacity(p);
+            for (q, buf) in pre_bufs.iter_mut().enumerate() {
+                pre_reqs.push(if prepost && q != me {
+                    Some(comm.irecv(s, buf, q, tag(KIND_FINAL, parity))?)
+                } else {
+                    None
+                });
+            }
+            let mut sends = Vec::new();
+            let empty: &[u8] = &[];
+            for &q in &order {
+                for m in &singles[q] {
+                    sends.push(comm.isend(s, m, q, tag(KIND_EARLY, parity))?);
+                }
+                let fin = &finals[q];
+                if prepost && fin.len() > cap {
+                    sends.push(comm.isend(s, fin, q, tag(KIND_EARLY, parity))?);
+                    sends.push(comm.isend(s, empty, q, tag(KIND_FINAL, parity))?);
+                } else {
+                    sends.push(comm.isend(s, fin, q, tag(KIND_FINAL, parity))?);
+                }
+            }
+            if prepost {
+                let mut left = p - 1;
+                while left > 0 {
+                    let mut progressed = false;
+                    for &q in &from_order {
+                        let Some(req) = pre_reqs[q].as_mut() else {
+                            continue;
+                        };
+                        let fin = req.test()?;
+                        // Early messages precede the closing one from the same process.
+                        while let Some(st) = comm.iprobe(q, tag(KIND_EARLY, parity))? {
+                            let mut b = vec![0u8; st.len];
+                            comm.recv(&mut b, q, st.tag)?;
+                            chunks[q].push(b);
+                            progressed = true;
+                        }
+                        if let Some(st) = fin {
+                            pre_reqs[q] = None;
+                            pre_len[q] = Some(st.len);
+                            left -= 1;
+                            progressed = true;
+                        }
+                    }
+                    if !progressed {
+                        // Let a process that shares our core reach its sync.
+                        std::thread::yield_now();
+                    }
+                }
+            } else {
+                // Poll every source (whoever is ready first is served first); after a while
+                // without progress, block in `probe` on one of them, which backs off instead of
+                // spinning (kinder when processes outnumber cores, slower when they do not).
+                let mut done = vec![false; p];
+                done[me] = true;
+                let mut left = p - 1;
+                let mut idle = 0u32;
+                while left > 0 {
+                    let mut progressed = false;
+                    for &q in &from_order {
+                        if done[q] {
+                            continue;
+                        }
+                        let st = if idle >= IDLE_POLLS {
+                            idle = 0;
+                            Some(comm.probe(q, ANY_TAG)?)
+                        } else {
+                            comm.iprobe(q, ANY_TAG)?
+                        };
+                        let Some(st) = st else { continue };
+                        let mut b = vec![0u8; st.len];
+                        comm.recv(&mut b, q, st.tag)?;
+                        chunks[q].push(b);
+                        progressed = true;
+                        if st.tag == tag(KIND_FINAL, parity) {
+                            done[q] = true;
+                            left -= 1;
+                        }
+                    }
+                    if progressed {
+                        idle = 0;
+                    } else {
+                        idle += 1;
+                        std::thread::yield_now();
+                    }
+                }
+            }
+            ferry_core::wait_all(&mut sends)?;
+            Ok(())
+        });
+        if let Err(e) = phase1 {
+            self.fail("bsp_sync", e.to_string());
+        }
+        for q in 0..p {
+            if let Some(n) = pre_len[q] {
+                chunks[q].push(pre_bufs[q][..n].to_vec());
+            }
+        }
+        self.pre_bufs = pre_bufs;
+        chunks[me] = vec![std::mem::take(&mut finals[me])];
+
+        // Check registrations, then serve gets (before any put is applied).
+        let mut reg_seen: Vec<Option<Vec<u8>>> = vec![None; p];
+        let mut reply_out: Vec<Vec<u8>> = vec![Vec::new(); p];
+        for q in 0..p {
+            for c in &chunks[q] {
+                let mut r = Reader { buf: c, at: 0 };
+                while !r.done() {
+                    let Some(kind) = r.u8() else { break };
+                    match kind {
+                        REC_REG => {
+                            let start = r.at - 1;
+                            let np = r.u32().unwrap_or(0) as usize;
+                            r.take(np * 8);
+                            let npop = r.u32().unwrap_or(0) as usize;
+                            r.take(npop * 4);
+                            reg_seen[q] = Some(c[start..r.at].to_vec());
+                        }
+                        REC_PUT => {
+                            let (_, _, len) = (r.u32(), r.u64(), r.u64().unwrap_or(0));
+                            r.take(len);
+                        }
+                        REC_GET => {
+                            let slot = r.u32().unwrap_or(u32::MAX);
+                            let off = r.u64().unwrap_or(0);
+                            let len = r.u64().unwrap_or(0);
+                            let (addr, size) = self.local_slot(slot, "bsp_get", q);
+                            if off.checked_add(len).is_none_or(|e| e > size) {
+                                self.fail(
+                                    "bsp_get",
+                                    format!(
+                                        "process {q} reads bytes {off}..{} of a {size}-byte area",
+                                        off + len
+                                    ),
+                                );
+                            }
+                            // SAFETY: inside a registered area, which its owner keeps valid.
+                            let data = unsafe {
+                                std::slice::from_raw_parts((addr + off) as *const u8, len)
+                            };
+                            reply_out[q].extend_from_slice(data);
+                        }
+                        REC_SEND => {
+                            let tl = r.u32().unwrap_or(0) as usize;
+                            let pl = r.u64().unwrap_or(0);
+                            r.take(tl);
+                            r.take(pl);
+                        }
+                        _ => self.fail("bsp_sync", format!("corrupt stream from process {q}")),
+                    }
+                }
+            }
+        }
+        // Sizes may differ between processes; the number of pushes and the pops may not.
+        let mine = RegShape::of(&reg);
+        for (q, theirs) in reg_seen.iter().enumerate() {
+            let theirs = theirs.as_deref().map(RegShape::of);
+            if theirs.as_ref().map(|t| (t.pushes.len(), &t.pops))
+                != Some((mine.pushes.len(), &mine.pops))
+            {
+                let theirs = theirs.map_or("nothing".into(), |t| t.to_string());
+                self.fail(
+                    "bsp_sync",
+                    format!(
+                        "registrations do not match in superstep {}: this process did {mine}, process {q} did {theirs}",
+                        self.step
+                    ),
+                );
+            }
+        }
+
+        // Phase 2: replies to gets travel while puts are applied.
+        let mut replies: Vec<Vec<u8>> = self
+            .gets
+            .iter()
+            .map(|g| vec![0u8; g.iter().map(|&(_, n)| n).sum()])
+            .collect();
+        let rtag = tag(KIND_REPLY, parity);
+        let phase2: Result<(), ferry_core::Error> = scope(|s| {
+            let mut reqs = Vec::new();
+            for (q, buf) in replies.iter_mut().enumerate() {
+                if q != me && !buf.is_empty() {
+                    reqs.push(comm.irecv(s, buf, q, rtag)?);
+                }
+            }
+            for &q in &order {
+                if !reply_out[q].is_empty() {
+                    reqs.push(comm.isend(s, &reply_out[q], q, rtag)?);
+                }
+            }
+            self.apply(&chunks, &reg_seen);
+            ferry_core::wait_all(&mut reqs)?;
+            Ok(())
+        });
+        if let Err(e) = phase2 {
+            self.fail("bsp_sync", e.to_string());
+        }
+        replies[me] = std::mem::take(&mut reply_out[me]);
+        let gets = std::mem::take(&mut self.gets);
+        for (q, list) in gets.iter().enumerate() {
+            let mut at = 0;
+            for &(dst, n) in list {
+                // SAFETY: the caller of get promised `dst` is writable at this sync.
+                unsafe {
+                    std::ptr::copy(replies[q][at..].as_ptr(), dst as *mut u8, n);
+                }
+                at += n;
+            }
+        }
+        self.gets = (0..p).map(|_| Vec::new()).collect();
+        self.tagsize = self.next_tagsize;
+        self.step += 1;
+    }
+
+    /// The local address and size of registration `slot`.
+    fn local_slot(&self, slot: u32, call: &str, from: usize) -> (usize, usize) {
+        match self.slots.get(slot as usize).and_then(|s| s.local) {
+            Some(l) => l,
+            None => self.fail(
+                call,
+                format!("process {from} names registration #{slot}, which is not registered here"),
+            ),
+        }
+    }
+
+    /// Applies the puts, collects the BSMP messages, and makes the superstep's registrations
+    /// take effect (after the puts: a registration is usable from the next superstep on).
+    fn apply(&mut self, chunks: &[Vec<Vec<u8>>], regs: &[Option<Vec<u8>>]) {
+        let p = self.nprocs;
+        self.inbox.clear();
+        self.msgs.clear();
+        self.next_msg = 0;
+        for (q, list) in chunks.iter().enumerate() {
+            for c in list {
+                let mut r = Reader { buf: c, at: 0 };
+                while !r.done() {
+                    let Some(kind) = r.u8() else { break };
+                    match kind {
+                        REC_REG => {
+                            let np = r.u32().unwrap_or(0) as usize;
+                            r.take(np * 8);
+                            let npop = r.u32().unwrap_or(0) as usize;
+                            r.take(npop * 4);
+                        }
+                        REC_PUT => {
+                            let slot = r.u32().unwrap_or(u32::MAX);
+                            let off = r.u64().unwrap_or(0);
+                            let len = r.u64().unwrap_or(0);
+                            let Some(data) = r.take(len) else {
+                                self.fail("bsp_sync", format!("corrupt stream from process {q}"))
+                            };
+                            let (addr, size) = self.local_slot(slot, "bsp_put", q);
+                            if off.checked_add(len).is_none_or(|e| e > size) {
+                                self.fail(
+                                    "bsp_put",
+                                    format!(
+                                        "process {q} writes bytes {off}..{} of a {size}-byte area",
+                                        off + len
+                                    ),
+                                );
+                            }
+                            // SAFETY: inside a registered area, which its owner keeps valid.
+                            unsafe {
+                                std::ptr::copy(data.as_ptr(), (addr + off) as *mut u8, len);
+                            }
+                        }
+                        REC_GET => {
+                            r.u32();
+                            r.u64();
+                            r.u64();
+                        }
+                        REC_SEND => {
+                            let tl = r.u32().unwrap_or(0) as usize;
+                            let pl = r.u64().unwrap_or(0);
+                            let (Some(t), Some(pay)) = (r.take(tl), r.take(pl)) else {
+                                self.fail("bsp_sync", format!("corrupt stream from process {q}"))
+                            };
+                            let t0 = self.inbox.len();
+                            self.inbox.extend_from_slice(t);
+                            let p0 = self.inbox.len();
+                            self.inbox.extend_from_slice(pay);
+                            self.msgs.push(Msg {
+                                tag: (t0, p0),
+                                payload: (p0, self.inbox.len()),
+                            });
+                        }
+                        _ => self.fail("bsp_sync", format!("corrupt stream from process {q}")),
+                    }
+                }
+            }
+        }
+        // Registrations: pops first (they name older slots), then pushes get new slots.
+        for &s in &std::mem::take(&mut self.pops) {
+            if let Some((addr, _)) = self.slots[s as usize].local.take() {
+                if let Some(stack) = self.by_addr.get_mut(&addr) {
+                    stack.retain(|&x| x != s);
+                }
+            }
+        }
+        let pushes = std::mem::take(&mut self.pushes);
+        let base = self.slots.len();
+        for (i, &(addr, size)) in pushes.iter().enumerate() {
+            let mut sizes = vec![0usize; p];
+            for (q, reg) in regs.iter().enumerate() {
+                if let Some(b) = reg {
+                    let at = 5 + i * 8;
+                    sizes[q] =
+                        u64::from_le_bytes(b[at..at + 8].try_into().expect("8 bytes")) as usize;
+                }
+            }
+            self.slots.push(Slot {
+                local: Some((addr, size)),
+                sizes,
+            });
+            self.by_addr
+                .entry(addr)
+                .or_default()
+                .push((base + i) as u32);
+        }
+    }
+}
+
+impl Drop for Allocs {
+    fn drop(&mut self) {
+        for (&addr, &layout) in &self.0 {
+            // SAFETY: allocated by `alloc` with this layout; nothing refers to it any more.
+            unsafe { std::alloc::dealloc(addr as *mut u8, layout) };
+        }
+    }
+}

@@ -1,0 +1,154 @@
+//! The BSPlib rules through the Rust API: real jobs of the `bsp_rules` example through
+//! `ferry run`, one test per rule, plus the error cases and the optimisation switches.
+//!
+//! Needs `ferry` and the example next to this test's target directory: `cargo test --release
+//! --workspace` builds both (or `cargo build --release -p ferry-cli && cargo build --release
+//! -p ferry-bsp --examples`). Jobs run one at a time (two cores).
+
+use std::path::PathBuf;
+use std::process::{Command, Output};
+use std::sync::Mutex;
+
+static ONE_JOB_AT_A_TIME: Mutex<()> = Mutex::new(());
+
+/// `target/<profile>`, from this test executable (`target/<profile>/deps/rules-…`).
+fn profile_dir() -> PathBuf {
+    let exe = std::env::current_exe().expect("test executable");
+    exe.parent()
+        .and_then(|d| d.parent())
+        .expect("target/<profile>")
+        .to_path_buf()
+}
+
+fn need(path: PathBuf, build: &str) -> PathBuf {
+    assert!(
+        path.exists(),
+        "{} is missing: run `cargo test --release --workspace` or `{build}`",
+        path.display()
+    );
+    path
+}
+
+fn run(n: u32, case: &str, env: &[(&str, &str)]) -> Output {
+    let dir = profile_dir();
+    let ferry = need(dir.join("ferry"), "cargo build --release -p ferry-cli");
+    let prog = need(
+        dir.join("examples").join("bsp_rules"),
+        "cargo build --release -p ferry-bsp --examples",
+    );
+    let _one = ONE_JOB_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let mut cmd = Command::new(ferry);
+    cmd.args(["run", "-n", &n.to_string(), "--timeout", "30"])
+        .arg(prog)
+        .arg(case);
+    for (k, v) in env {
+        cmd.env(k, v);
+    }
+    cmd.output().expect("ferry run")
+}
+
+#[track_caller]
+fn ok(n: u32, case: &str, env: &[(&str, &str)]) {
+    let out = run(n, case, env);
+    assert!(
+        out.status.success(),
+        "{case} on {n} processes {env:?} failed\nstdout:\n{}\nstderr:\n{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+/// The job must fail, and the message must name a process and the call.
+#[track_caller]
+fn stops(case: &str, names: &str) {
+    let out = run(3, case, &[]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "{case} was not stopped\n{err}");
+    assert!(
+        !err.contains("RULE BROKEN"),
+        "{case}: a rule broke first\n{err}"
+    );
+    assert!(
+        err.contains(names),
+        "{case}: message does not name `{names}`\n{err}"
+    );
+}
+
+#[test]
+fn registrations_match_by_order_and_pop_takes_effect_at_sync() {
+    ok(3, "reg_order", &[]);
+}
+
+#[test]
+fn registration_takes_effect_at_next_sync() {
+    stops("err_reg_not_yet", ": bsp_put: address");
+    stops("err_popped", ": bsp_put: address");
+}
+
+#[test]
+fn put_copies_source_at_call_time() {
+    ok(3, "put_copies", &[]);
+}
+
+#[test]
+fn gets_are_served_before_puts() {
+    ok(3, "gets_before_puts", &[]);
+}
+
+#[test]
+fn hp_variants() {
+    ok(3, "hp", &[]);
+}
+
+#[test]
+fn bsmp_messages_readable_in_next_superstep_only() {
+    ok(3, "bsmp", &[]);
+}
+
+#[test]
+fn tag_size_changes_at_next_sync() {
+    ok(3, "tagsize", &[]);
+}
+
+#[test]
+fn errors_stop_the_job_naming_process_and_call() {
+    stops(
+        "err_put_bounds",
+        "process 1: bsp_put: bytes 12..20 are outside",
+    );
+    stops(
+        "err_get_bounds",
+        "process 1: bsp_get: bytes 12..20 are outside",
+    );
+    stops("err_mismatch", ": bsp_sync: registrations do not match");
+    stops("err_pop_unregistered", ": bsp_pop_reg: address");
+}
+
+/// Every switch of the seed's optimisations, alone and all off, on 1, 2 and 4 processes.
+#[test]
+fn stress_under_every_optimisation_switch() {
+    let configs: &[&[(&str, &str)]] = &[
+        &[],
+        &[("FERRY_BSP_COMBINE", "0")],
+        &[("FERRY_BSP_EARLY", "0")],
+        &[("FERRY_BSP_EARLY", "256")],
+        &[("FERRY_BSP_REORDER", "0")],
+        &[("FERRY_BSP_PREPOST", "0")],
+        &[("FERRY_BSP_PREPOST_BYTES", "64")],
+        &[
+            ("FERRY_BSP_COMBINE", "0"),
+            ("FERRY_BSP_REORDER", "0"),
+            ("FERRY_BSP_PREPOST", "0"),
+        ],
+    ];
+    for env in configs {
+        ok(4, "stress", env);
+    }
+    ok(1, "stress", &[]);
+    ok(2, "stress", &[("FERRY_TRANSPORT", "tcp")]);
+    ok(
+        3,
+        "bsmp",
+        &[("FERRY_BSP_COMBINE", "0"), ("FERRY_BSP_PREPOST", "0")],
+    );
+}

@@ -1,0 +1,130 @@
+/* One BSPlib rule per case, through the C API: `rules <case>`. A broken rule ends the job
+ * with "RULE BROKEN"; the err_* cases must be stopped by the library, naming process and call. */
+#include <bsp.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define CHECK(c, what) do { if (!(c)) bsp_abort("RULE BROKEN: %s (process %d)\n", what, bsp_pid()); } while (0)
+
+int main(int argc, char **argv) {
+    const char *c = argc > 1 ? argv[1] : "";
+    bsp_begin(bsp_nprocs());
+    int p = bsp_pid(), n = bsp_nprocs(), right = (p + 1) % n, left = (p + n - 1) % n;
+    if (!strcmp(c, "reg_order")) {
+        /* Matched by order: a and b swap places in memory on process 0, not in call order. */
+        static int m1[4], m2[4];
+        int *a = p == 0 ? m2 : m1, *b = p == 0 ? m1 : m2;
+        bsp_push_reg(a, sizeof m1);
+        bsp_push_reg(b, sizeof m2);
+        bsp_sync();
+        int v = 10 + p, w = 20 + p, z = 30;
+        bsp_put(right, &v, a, 0, sizeof v);
+        bsp_put(right, &w, b, sizeof(int), sizeof w);
+        bsp_sync();
+        CHECK(a[0] == 10 + left && b[1] == 20 + left, "registrations matched by order");
+        bsp_pop_reg(b);
+        bsp_put(right, &z, b, 2 * sizeof(int), sizeof z); /* pop effective at next sync */
+        bsp_sync();
+        CHECK(b[2] == 30, "put after pop_reg in the same superstep");
+    } else if (!strcmp(c, "err_reg_not_yet")) {
+        static int a[2];
+        bsp_push_reg(a, sizeof a);
+        bsp_put(right, &p, a, 0, sizeof p);
+        bsp_sync();
+    } else if (!strcmp(c, "err_put_bounds")) {
+        static int a[4];
+        bsp_push_reg(a, sizeof a);
+        bsp_sync();
+        if (p == 1) bsp_put(0, a, a, 3 * sizeof(int), 2 * sizeof(int));
+        bsp_sync();
+    } else if (!strcmp(c, "err_negative")) {
+        static int a[4];
+        bsp_push_reg(a, sizeof a);
+        bsp_sync();
+        bsp_put(right, a, a, 0, -4);
+    } else if (!strcmp(c, "err_mismatch")) {
+        static int a[4], b[4];
+        bsp_push_reg(a, sizeof a);
+        if (p == 1) bsp_push_reg(b, sizeof b);
+        bsp_sync();
+    } else if (!strcmp(c, "put_copies")) {
+        long x = 0, src = 100 + p;
+        bsp_push_reg(&x, sizeof x);
+        bsp_sync();
+        bsp_put(right, &src, &x, 0, sizeof src);
+        src = 999;
+        bsp_sync();
+        CHECK(x == 100 + left, "put copies its source at call time");
+    } else if (!strcmp(c, "gets_before_puts")) {
+        long x = 1000 + p, got = -1, v = 2000 + p;
+        bsp_push_reg(&x, sizeof x);
+        bsp_sync();
+        bsp_put(right, &v, &x, 0, sizeof v);
+        bsp_get(right, &x, 0, &got, sizeof got);
+        bsp_sync();
+        CHECK(got == 1000 + right, "get served before puts");
+        CHECK(x == 2000 + left, "put applied");
+    } else if (!strcmp(c, "hp")) {
+        int x[8], got[4], src[3] = {7, 8, p};
+        for (int i = 0; i < 8; i++) x[i] = p * 100 + i;
+        bsp_push_reg(x, sizeof x);
+        bsp_sync();
+        bsp_hpget(right, x, 2 * sizeof(int), got, 4 * sizeof(int));
+        bsp_hpput(right, src, x, 5 * sizeof(int), 3 * sizeof(int));
+        bsp_sync();
+        for (int i = 0; i < 4; i++) CHECK(got[i] == right * 100 + 2 + i, "hpget");
+        CHECK(x[5] == 7 && x[6] == 8 && x[7] == left, "hpput");
+    } else if (!strcmp(c, "bsmp")) {
+        int nm, nb, seen = 0, v;
+        for (int q = 0; q < n; q++) bsp_send(q, NULL, &p, sizeof p);
+        bsp_qsize(&nm, &nb);
+        CHECK(nm == 0 && nb == 0, "no message before the sync");
+        bsp_sync();
+        bsp_qsize(&nm, &nb);
+        CHECK(nm == n && nb == n * (int)sizeof(int), "messages after the sync");
+        for (int i = 0; i < n; i++) {
+            int st;
+            bsp_get_tag(&st, NULL);
+            CHECK(st == sizeof(int), "get_tag status");
+            bsp_move(&v, sizeof v);
+            seen |= 1 << v;
+        }
+        CHECK(seen == (1 << n) - 1, "one message from each process");
+        int st;
+        bsp_get_tag(&st, NULL);
+        CHECK(st == -1, "empty queue");
+        bsp_send(right, NULL, "hello", 5);
+        bsp_sync();
+        bsp_sync();
+        bsp_qsize(&nm, &nb);
+        CHECK(nm == 0, "messages gone two supersteps later");
+    } else if (!strcmp(c, "tagsize")) {
+        int ts = 4, st, tag = 0;
+        bsp_set_tagsize(&ts);
+        CHECK(ts == 0, "set_tagsize returns the old size");
+        bsp_send(right, NULL, "a", 1); /* tag size still 0 */
+        bsp_sync();
+        bsp_get_tag(&st, &tag);
+        CHECK(st == 1 && tag == 0, "old superstep's message has no tag");
+        int t = 7 + p;
+        bsp_send(right, &t, "bc", 2);
+        bsp_sync();
+        bsp_get_tag(&st, &tag);
+        CHECK(st == 2 && tag == 7 + left, "4-byte tag");
+        void *tp, *pp;
+        int len = bsp_hpmove(&tp, &pp);
+        CHECK(len == 2 && *(int *)tp == 7 + left && !memcmp(pp, "bc", 2), "hpmove");
+        CHECK(bsp_hpmove(&tp, &pp) == -1, "hpmove on an empty queue");
+    } else if (!strcmp(c, "begin_fewer")) {
+        /* bsp_begin(2) in a job of more: extra processes end cleanly inside bsp_begin. */
+    } else {
+        bsp_abort("unknown case %s\n", c);
+    }
+    double t = bsp_time();
+    CHECK(t >= 0, "bsp_time");
+    bsp_sync();
+    bsp_end();
+    if (p == 0) printf("rules %s ok\n", c);
+    return 0;
+}

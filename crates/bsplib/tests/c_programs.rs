@@ -1,0 +1,209 @@
+//! BSPlib C programs written to the 1998 standard (`tests/c/*.c`), compiled with `bspcc`
+//! against the `libbsp.so` of this build and run through `ferry run`: the rules one by one,
+//! the error cases, inner product, reverse, prefix sum, a put/get stress test checked by
+//! checksum, and `bsp_begin` with fewer processes than the job.
+//!
+//! Needs a C compiler (`cc`, or `$CC`), and `ferry` and `libbsp.so` in this test's target
+//! directory: `cargo test --release --workspace` builds both (or `cargo build --release -p
+//! ferry-cli -p ferry-bsplib`). Jobs run one at a time (two cores).
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+use std::sync::{Mutex, OnceLock};
+
+static ONE_JOB_AT_A_TIME: Mutex<()> = Mutex::new(());
+
+/// `target/<profile>`, from this test executable (`target/<profile>/deps/c_programs-…`).
+fn profile_dir() -> PathBuf {
+    let exe = std::env::current_exe().expect("test executable");
+    exe.parent()
+        .and_then(|d| d.parent())
+        .expect("target/<profile>")
+        .to_path_buf()
+}
+
+/// Where the freshest `libbsp.so` is: `cargo test` builds the cdylib into `deps/` without
+/// copying it up to `target/<profile>/` (as `cargo build` does), so take the newer of the two.
+fn libdir() -> PathBuf {
+    let top = profile_dir();
+    let deps = top.join("deps");
+    let age = |d: &Path| {
+        std::fs::metadata(d.join("libbsp.so"))
+            .and_then(|m| m.modified())
+            .ok()
+    };
+    match (age(&top), age(&deps)) {
+        (Some(a), Some(b)) if a >= b => top,
+        (_, Some(_)) => deps,
+        (Some(_), None) => top,
+        (None, None) => panic!(
+            "libbsp.so is missing in {}: run `cargo test --release --workspace` or `cargo build --release -p ferry-bsplib`",
+            top.display()
+        ),
+    }
+}
+
+/// Compiles every program once with `bspcc` into a fresh directory.
+fn programs() -> &'static Path {
+    static DIR: OnceLock<PathBuf> = OnceLock::new();
+    DIR.get_or_init(|| {
+        let lib = libdir();
+        let here = Path::new(env!("CARGO_MANIFEST_DIR"));
+        let out = profile_dir().join("bsplib-tests");
+        std::fs::create_dir_all(&out).expect("temp dir");
+        for name in [
+            "rules", "inner", "reverse", "sum", "stress", "fewer", "heavy",
+        ] {
+            let status = Command::new(here.join("bspcc"))
+                .env("BSP_LIBDIR", &lib)
+                .args(["-std=c99", "-O2", "-Wall", "-Werror"])
+                .arg(here.join("tests/c").join(format!("{name}.c")))
+                .arg("-o")
+                .arg(out.join(name))
+                .status()
+                .expect("run bspcc");
+            assert!(status.success(), "bspcc failed on {name}.c");
+        }
+        out
+    })
+}
+
+fn run(n: u32, prog: &str, args: &[&str], env: &[(&str, &str)]) -> Output {
+    let dir = programs();
+    let ferry = profile_dir().join("ferry");
+    assert!(
+        ferry.exists(),
+        "{} is missing: run `cargo build --release -p ferry-cli`",
+        ferry.display()
+    );
+    let _one = ONE_JOB_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let mut cmd = Command::new(ferry);
+    // `cargo test` puts target/<profile> on LD_LIBRARY_PATH, which beats the programs' runpath
+    // and would load a stale libbsp.so from there.
+    cmd.env_remove("LD_LIBRARY_PATH");
+    cmd.args(["run", "-n", &n.to_string(), "--timeout", "30"])
+        .arg(dir.join(prog))
+        .args(args);
+    for (k, v) in env {
+        cmd.env(k, v);
+    }
+    cmd.output().expect("ferry run")
+}
+
+#[track_caller]
+fn ok(n: u32, prog: &str, args: &[&str], env: &[(&str, &str)]) -> String {
+    let out = run(n, prog, args, env);
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(
+        out.status.success(),
+        "{prog} {args:?} on {n} processes {env:?} failed\nstdout:\n{stdout}\nstderr:\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    stdout
+}
+
+#[track_caller]
+fn rule(case: &str) {
+    let out = ok(3, "rules", &[case], &[]);
+    assert!(out.contains(&format!("rules {case} ok")), "{out}");
+}
+
+#[track_caller]
+fn stops(case: &str, names: &str) {
+    let out = run(3, "rules", &[case], &[]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "{case} was not stopped\n{err}");
+    assert!(
+        !err.contains("RULE BROKEN"),
+        "{case}: a rule broke first\n{err}"
+    );
+    assert!(
+        err.contains(names),
+        "{case}: message does not name `{names}`\n{err}"
+    );
+}
+
+#[test]
+fn registrations_match_by_order_and_pop_takes_effect_at_sync() {
+    rule("reg_order");
+}
+
+#[test]
+fn registration_takes_effect_at_next_sync() {
+    stops("err_reg_not_yet", ": bsp_put: address");
+}
+
+#[test]
+fn put_copies_source_at_call_time() {
+    rule("put_copies");
+}
+
+#[test]
+fn gets_are_served_before_puts() {
+    rule("gets_before_puts");
+}
+
+#[test]
+fn hp_variants() {
+    rule("hp");
+}
+
+#[test]
+fn bsmp_messages_readable_in_next_superstep_only() {
+    rule("bsmp");
+}
+
+#[test]
+fn tag_size_changes_at_next_sync() {
+    rule("tagsize");
+}
+
+#[test]
+fn errors_stop_the_job_naming_process_and_call() {
+    stops(
+        "err_put_bounds",
+        "process 1: bsp_put: bytes 12..20 are outside",
+    );
+    stops("err_mismatch", ": bsp_sync: registrations do not match");
+    stops("err_negative", "bsp_put: negative argument -4");
+    let out = run(2, "rules", &["no_such_case"], &[]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        !out.status.success() && err.contains("bsp_abort: unknown case no_such_case"),
+        "{err}"
+    );
+}
+
+#[test]
+fn standard_programs() {
+    for n in [1, 2, 4] {
+        assert!(ok(n, "inner", &[], &[]).contains("inner product 9999900000 ok"));
+        assert!(ok(n, "reverse", &[], &[]).contains("reverse ok"));
+        assert!(ok(n, "sum", &[], &[]).contains("sum ok"));
+    }
+}
+
+#[test]
+fn stress_puts_and_gets_by_checksum() {
+    assert!(ok(4, "stress", &["6"], &[]).contains("stress ok"));
+    let off = [
+        ("FERRY_BSP_COMBINE", "0"),
+        ("FERRY_BSP_REORDER", "0"),
+        ("FERRY_BSP_PREPOST", "0"),
+    ];
+    assert!(ok(3, "stress", &["3"], &off).contains("stress ok"));
+    assert!(ok(2, "stress", &["3"], &[("FERRY_TRANSPORT", "tcp")]).contains("stress ok"));
+    assert!(ok(4, "heavy", &[], &[]).contains("heavy ok"));
+    assert!(ok(3, "heavy", &[], &[("FERRY_TRANSPORT", "tcp")]).contains("heavy ok"));
+    assert!(ok(3, "heavy", &[], &[("FERRY_BSP_COMBINE", "0")]).contains("heavy ok"));
+}
+
+#[test]
+fn begin_with_fewer_processes_than_the_job() {
+    let out = ok(4, "fewer", &[], &[]);
+    assert_eq!(
+        out.matches("fewer ok").count(),
+        1,
+        "only process 0 continues: {out}"
+    );
+}
