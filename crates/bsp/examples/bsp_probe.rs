@@ -1,7 +1,7 @@
 //! A small BSP probe: L (cost of an empty sync) and g (cost per 8-byte word of an all-to-all
 //! h-relation, least-squares fit of T(h) = g·h + L), for the optimisation switches in the
-//! environment. `ferry run -n P bsp_probe [reps]` prints one CSV line from process 0:
-//! `p,combine,early,reorder,prepost,L_us,g_us_per_word,fit_L_us`.
+//! environment. `ferry run -n P bsp_probe [reps] [words per put, 0 = one put per destination]`
+//! prints one CSV line from process 0: `p,combine,early,reorder,prepost,L_us,g_us_per_word,fit_L_us`.
 
 use ferry_bsp::Bsp;
 
@@ -10,6 +10,10 @@ fn main() {
         .nth(1)
         .and_then(|a| a.parse().ok())
         .unwrap_or(200);
+    let words: usize = std::env::args()
+        .nth(2)
+        .and_then(|a| a.parse().ok())
+        .unwrap_or(16);
     let mut bsp = Bsp::init().expect("ferry init");
     let (me, p) = (bsp.pid(), bsp.nprocs());
     let hs = [0usize, 64, 256, 1024, 4096];
@@ -20,8 +24,8 @@ fn main() {
     bsp.sync();
     let mut points = Vec::new();
     for &h in &hs {
-        // h words leave and arrive at every process, spread over the others in small puts of
-        // 16 words (so combining has something to combine).
+        // h words leave and arrive at every process, spread over the others in puts of
+        // `words` words (small by default, so combining has something to combine).
         let per = if p > 1 { h / (p - 1) } else { 0 };
         for _ in 0..reps / 10 {
             bsp.sync();
@@ -32,7 +36,11 @@ fn main() {
                 let q = (me + k) % p;
                 let mut off = 0;
                 while off < per {
-                    let n = 16.min(per - off);
+                    let n = if words == 0 {
+                        per
+                    } else {
+                        words.min(per - off)
+                    };
                     bsp.put(q, &src[off..off + n], &x, off);
                     off += n;
                 }

@@ -152,6 +152,9 @@ pub struct Bsp {
     inbox: Vec<u8>,
     msgs: Vec<Msg>,
     next_msg: usize,
+    // Whom to send to and receive from at a sync, in order (Latin square or 0, 1, 2, ...).
+    order: Vec<usize>,
+    from_order: Vec<usize>,
     // Buffers for the pre-posted receives of closing messages, one per peer.
     pre_bufs: Vec<Vec<u8>>,
     // Memory of Areas.
@@ -267,8 +270,18 @@ impl Bsp {
             Ok(c) => c,
             Err(e) => world.abort(1, &format!("ferry-bsp: process {rank}: bsp_begin: {e}")),
         };
+        let me = comm.rank();
+        let (order, from_order) = if config.reorder {
+            (
+                (1..p).map(|k| (me + k) % p).collect(),
+                (1..p).map(|k| (me + p - k) % p).collect(),
+            )
+        } else {
+            let all: Vec<usize> = (0..p).filter(|&q| q != me).collect();
+            (all.clone(), all)
+        };
         Bsp {
-            pid: comm.rank(),
+            pid: me,
             nprocs: p,
             comm,
             world,
@@ -289,6 +302,8 @@ impl Bsp {
             msgs: Vec::new(),
             next_msg: 0,
             pre_bufs: Vec::new(),
+            order,
+            from_order,
             allocs: Allocs(HashMap::new()),
         }
     }
@@ -770,14 +785,18 @@ impl Bsp {
         let parity = self.step;
 
         // The superstep's registrations, sent to every process to be matched.
-        let mut reg = vec![REC_REG];
-        put_u32(&mut reg, self.pushes.len() as u32);
-        for &(_, size) in &self.pushes {
-            put_u64(&mut reg, size);
-        }
-        put_u32(&mut reg, self.pops.len() as u32);
-        for &s in &self.pops {
-            put_u32(&mut reg, s);
+        // No record stands for "no push, no pop" (the usual superstep: nothing to allocate).
+        let mut reg = Vec::new();
+        if !self.pushes.is_empty() || !self.pops.is_empty() {
+            reg.push(REC_REG);
+            put_u32(&mut reg, self.pushes.len() as u32);
+            for &(_, size) in &self.pushes {
+                put_u64(&mut reg, size);
+            }
+            put_u32(&mut reg, self.pops.len() as u32);
+            for &s in &self.pops {
+                put_u32(&mut reg, s);
+            }
         }
 
         // Closing content per destination: registrations, remaining records, hpputs (read now).
@@ -802,27 +821,25 @@ impl Bsp {
                     single.push(rec);
                 }
             }
-            let mut fin = reg.clone();
+            let mut fin = if reg.is_empty() {
+                body
+            } else {
+                let mut f = Vec::with_capacity(reg.len() + body.len());
+                f.extend_from_slice(&reg);
+                f.extend_from_slice(&body);
+                f
+            };
             if q == me {
                 for s in single.drain(..) {
                     fin.extend_from_slice(&s);
                 }
             }
-            fin.extend_from_slice(&body);
             finals.push(fin);
             singles.push(single);
         }
 
-        let order: Vec<usize> = if self.config.reorder {
-            (1..p).map(|k| (me + k) % p).collect()
-        } else {
-            (0..p).filter(|&q| q != me).collect()
-        };
-        let from_order: Vec<usize> = if self.config.reorder {
-            (1..p).map(|k| (me + p - k) % p).collect()
-        } else {
-            order.clone()
-        };
+        let order = std::mem::take(&mut self.order);
+        let from_order = std::mem::take(&mut self.from_order);
 
         let cap = self.config.prepost_bytes;
         let prepost = self.config.prepost;
@@ -865,6 +882,7 @@ impl Bsp {
             }
             if prepost {
                 let mut left = p - 1;
+                let mut idle = 0u32;
                 while left > 0 {
                     let mut progressed = false;
                     for &q in &from_order {
@@ -872,7 +890,12 @@ impl Bsp {
                             continue;
                         };
                         let fin = req.test()?;
-                        // Early messages precede the closing one from the same process.
+                        // Early messages precede the closing one from the same process: drain
+                        // them once it is in (and now and then before, so that a long one,
+                        // which waits for its receive, gets going).
+                        if fin.is_none() && idle % 16 != 15 {
+                            continue;
+                        }
                         while let Some(st) = comm.iprobe(q, tag(KIND_EARLY, parity))? {
                             let mut b = vec![0u8; st.len];
                             comm.recv(&mut b, q, st.tag)?;
@@ -886,8 +909,11 @@ impl Bsp {
                             progressed = true;
                         }
                     }
-                    if !progressed {
+                    if progressed {
+                        idle = 0;
+                    } else {
                         // Let a process that shares our core reach its sync.
+                        idle += 1;
                         std::thread::yield_now();
                     }
                 }
@@ -998,7 +1024,11 @@ impl Bsp {
         // Sizes may differ between processes; the number of pushes and the pops may not.
         let mine = RegShape::of(&reg);
         for (q, theirs) in reg_seen.iter().enumerate() {
-            let theirs = theirs.as_deref().map(RegShape::of);
+            let theirs = theirs.as_deref().unwrap_or(&[]);
+            if theirs == &reg[..] {
+                continue; // the usual case: the very same record
+            }
+            let theirs = Some(RegShape::of(theirs));
             if theirs.as_ref().map(|t| (t.pushes.len(), &t.pops))
                 != Some((mine.pushes.len(), &mine.pops))
             {
@@ -1020,22 +1050,35 @@ impl Bsp {
             .map(|g| vec![0u8; g.iter().map(|&(_, n)| n).sum()])
             .collect();
         let rtag = tag(KIND_REPLY, parity);
-        let phase2: Result<(), ferry_core::Error> = scope(|s| {
-            let mut reqs = Vec::new();
-            for (q, buf) in replies.iter_mut().enumerate() {
-                if q != me && !buf.is_empty() {
-                    reqs.push(comm.irecv(s, buf, q, rtag)?);
-                }
-            }
-            for &q in &order {
-                if !reply_out[q].is_empty() {
-                    reqs.push(comm.isend(s, &reply_out[q], q, rtag)?);
-                }
-            }
+        let no_replies = replies
+            .iter()
+            .enumerate()
+            .all(|(q, r)| q == me || r.is_empty())
+            && reply_out
+                .iter()
+                .enumerate()
+                .all(|(q, r)| q == me || r.is_empty());
+        let phase2: Result<(), ferry_core::Error> = if no_replies {
             self.apply(&chunks, &reg_seen);
-            ferry_core::wait_all(&mut reqs)?;
             Ok(())
-        });
+        } else {
+            scope(|s| {
+                let mut reqs = Vec::new();
+                for (q, buf) in replies.iter_mut().enumerate() {
+                    if q != me && !buf.is_empty() {
+                        reqs.push(comm.irecv(s, buf, q, rtag)?);
+                    }
+                }
+                for &q in &order {
+                    if !reply_out[q].is_empty() {
+                        reqs.push(comm.isend(s, &reply_out[q], q, rtag)?);
+                    }
+                }
+                self.apply(&chunks, &reg_seen);
+                ferry_core::wait_all(&mut reqs)?;
+                Ok(())
+            })
+        };
         if let Err(e) = phase2 {
             self.fail("bsp_sync", e.to_string());
         }
@@ -1052,6 +1095,8 @@ impl Bsp {
             }
         }
         self.gets = (0..p).map(|_| Vec::new()).collect();
+        self.order = order;
+        self.from_order = from_order;
         self.tagsize = self.next_tagsize;
         self.step += 1;
     }

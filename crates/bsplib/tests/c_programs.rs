@@ -196,6 +196,9 @@ fn stress_puts_and_gets_by_checksum() {
     assert!(ok(4, "heavy", &[], &[]).contains("heavy ok"));
     assert!(ok(3, "heavy", &[], &[("FERRY_TRANSPORT", "tcp")]).contains("heavy ok"));
     assert!(ok(3, "heavy", &[], &[("FERRY_BSP_COMBINE", "0")]).contains("heavy ok"));
+    assert!(ok(3, "heavy", &[], &[("FERRY_BSP_EARLY", "0")]).contains("heavy ok"));
+    let no_prepost = [("FERRY_BSP_EARLY", "0"), ("FERRY_BSP_PREPOST", "0")];
+    assert!(ok(2, "heavy", &[], &no_prepost).contains("heavy ok"));
 }
 
 #[test]
