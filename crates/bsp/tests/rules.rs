@@ -30,17 +30,21 @@ fn need(path: PathBuf, build: &str) -> PathBuf {
 }
 
 fn run(n: u32, case: &str, env: &[(&str, &str)]) -> Output {
+    run_example(n, "bsp_rules", &[case], env)
+}
+
+fn run_example(n: u32, example: &str, args: &[&str], env: &[(&str, &str)]) -> Output {
     let dir = profile_dir();
     let ferry = need(dir.join("ferry"), "cargo build --release -p ferry-cli");
     let prog = need(
-        dir.join("examples").join("bsp_rules"),
+        dir.join("examples").join(example),
         "cargo build --release -p ferry-bsp --examples",
     );
     let _one = ONE_JOB_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
     let mut cmd = Command::new(ferry);
     cmd.args(["run", "-n", &n.to_string(), "--timeout", "30"])
         .arg(prog)
-        .arg(case);
+        .args(args);
     for (k, v) in env {
         cmd.env(k, v);
     }
@@ -151,4 +155,28 @@ fn stress_under_every_optimisation_switch() {
         "bsmp",
         &[("FERRY_BSP_COMBINE", "0"), ("FERRY_BSP_PREPOST", "0")],
     );
+}
+
+/// The applications check their own results (sorted and complete; equal to the sequential
+/// Jacobi iterations), with the optimisations on and all off.
+#[test]
+fn applications() {
+    let off = [
+        ("FERRY_BSP_COMBINE", "0"),
+        ("FERRY_BSP_REORDER", "0"),
+        ("FERRY_BSP_PREPOST", "0"),
+    ];
+    for n in [2, 4] {
+        for env in [&[][..], &off[..]] {
+            for (example, args) in [("sample_sort", &["200000"][..]), ("jacobi", &["200"][..])] {
+                let out = run_example(n, example, args, env);
+                let stdout = String::from_utf8_lossy(&out.stdout);
+                assert!(
+                    out.status.success() && stdout.contains(" ok"),
+                    "{example} on {n} {env:?}\nstdout:\n{stdout}\nstderr:\n{}",
+                    String::from_utf8_lossy(&out.stderr)
+                );
+            }
+        }
+    }
 }
