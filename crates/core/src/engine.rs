@@ -283,6 +283,26 @@ impl Proto {
         }
     }
 
+    /// Completes the posted receive `id` with a message that was kept in memory.
+    fn deliver_kept(&mut self, id: ReqId, env: Envelope, data: &[u8]) {
+        let Some(&ReqState::RecvPosted { buf, cap }) = self.requests.get(id) else {
+            return;
+        };
+        let n = data.len().min(cap);
+        // SAFETY: `buf` is valid for `cap` bytes while the request lives.
+        unsafe { std::ptr::copy_nonoverlapping(data.as_ptr(), buf, n) };
+        self.complete(
+            id,
+            Completion {
+                source: env.source,
+                tag: env.tag,
+                len: n,
+                message_len: data.len(),
+                cancelled: false,
+            },
+        );
+    }
+
     /// Envelope and length of the earliest unexpected message matching `pattern`.
     fn peek(&self, pattern: &Pattern) -> Option<(Envelope, usize)> {
         self.matcher.peek_unexpected(pattern).map(|(env, m)| {
@@ -456,7 +476,12 @@ impl FrameSink for Proto {
                 );
             }
             (Arrival::EagerKept(env, data), _) => {
-                self.matcher.push_unexpected(env, Unexpected::Eager(data))
+                // Over TCP a payload can take several reads, and a matching receive may have
+                // been posted meanwhile: it gets the message, or it would wait forever.
+                match self.matcher.take_posted(&env) {
+                    Some(id) => self.deliver_kept(id, env, &data),
+                    None => self.matcher.push_unexpected(env, Unexpected::Eager(data)),
+                }
             }
             (Arrival::Data(id), _) => {
                 if let Some(ReqState::RecvRendezvous {
@@ -693,21 +718,7 @@ impl Engine {
             tag,
         };
         match self.proto.matcher.take_unexpected(&pattern) {
-            Some((env, Unexpected::Eager(data))) => {
-                let n = data.len().min(cap);
-                // SAFETY: `buf` is valid for `cap` bytes while the request lives.
-                unsafe { std::ptr::copy_nonoverlapping(data.as_ptr(), buf, n) };
-                self.proto.complete(
-                    id,
-                    Completion {
-                        source: env.source,
-                        tag: env.tag,
-                        len: n,
-                        message_len: data.len(),
-                        cancelled: false,
-                    },
-                );
-            }
+            Some((env, Unexpected::Eager(data))) => self.proto.deliver_kept(id, env, &data),
             Some((env, Unexpected::Rts(rts))) => {
                 self.proto.start_rendezvous_recv(id, env, rts, buf, cap);
                 self.flush_peer(env.source)?;
@@ -961,5 +972,82 @@ impl Engine {
             rank: self.proto.me as usize,
             detail: format!("request {id:#x} vanished"),
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// An engine for rank 0 of `n` whose peers are reached over TCP but have no sockets: enough
+    /// to drive the protocol half by hand.
+    fn engine(n: usize) -> Engine {
+        let mut routes = vec![Route::Tcp; n];
+        routes[0] = Route::Loopback;
+        Engine::new(EngineSetup {
+            me: 0,
+            routes,
+            pids: vec![1; n],
+            shm: None,
+            tcp: None,
+            cma: false,
+            shm_eager_limit: 1 << 16,
+            tcp_eager_limit: 1 << 16,
+            tcp_chunk: 1 << 18,
+            spin: 1,
+        })
+    }
+
+    #[test]
+    fn receive_posted_while_an_eager_payload_arrives_gets_the_message() {
+        let mut e = engine(2);
+        let frame = Frame::Eager {
+            context: 0,
+            tag: 5,
+            len: 4,
+        };
+        // The header arrives before any receive is posted: the message will be kept.
+        let mut incoming = e.proto.begin_frame(1, &frame).unwrap();
+        incoming.store(0, b"ab");
+        // The receive is posted while the payload is still arriving.
+        let mut buf = [0u8; 4];
+        let id = e
+            .irecv(0, Some(1), Some(5), buf.as_mut_ptr(), buf.len())
+            .unwrap();
+        assert!(!e.proto.is_done(id));
+        incoming.store(2, b"cd");
+        e.proto.end_frame(1, &frame, incoming).unwrap();
+        assert!(
+            e.proto.is_done(id),
+            "the posted receive must get the message"
+        );
+        assert_eq!(&buf, b"abcd");
+        assert_eq!(e.iprobe(0, None, None).unwrap(), None, "nothing left over");
+    }
+
+    #[test]
+    fn unexpected_eager_waits_for_its_receive_in_order() {
+        let mut e = engine(2);
+        for (i, data) in [b"one!", b"two!"].iter().enumerate() {
+            let frame = Frame::Eager {
+                context: 0,
+                tag: 1,
+                len: 4,
+            };
+            let mut incoming = e.proto.begin_frame(1, &frame).unwrap();
+            incoming.store(0, &data[..]);
+            e.proto.end_frame(1, &frame, incoming).unwrap();
+            assert_eq!(
+                e.iprobe(0, Some(1), None).unwrap().map(|(_, len)| len),
+                Some(4),
+                "message {i}"
+            );
+        }
+        for expected in [b"one!", b"two!"] {
+            let mut buf = [0u8; 4];
+            let id = e.irecv(0, None, Some(1), buf.as_mut_ptr(), 4).unwrap();
+            assert!(e.proto.is_done(id));
+            assert_eq!(&buf, expected);
+        }
     }
 }
