@@ -14,7 +14,7 @@
 mod plot;
 pub use plot::{plot, Series};
 
-use ferry_core::{scope, wait_all, Error, World};
+use ferry_core::{scope, wait_all, Error, ReduceOp, World};
 use serde::Serialize;
 use std::io::Write;
 use std::path::Path;
@@ -204,6 +204,95 @@ pub fn stream(
         }
     }
     world.barrier()?;
+    Ok(samples)
+}
+
+/// Latency of one collective operation at one size.
+#[derive(Debug, Clone, Serialize)]
+pub struct CollSample {
+    /// barrier, bcast, allreduce or alltoall.
+    pub op: &'static str,
+    /// Bytes per rank (alltoall: per destination; barrier: 0).
+    pub bytes: usize,
+    /// Ranks in the job.
+    pub ranks: usize,
+    /// Median over trials of the slowest rank's time per operation, µs.
+    pub usec: f64,
+    /// Fastest trial, same unit.
+    pub usec_min: f64,
+}
+
+/// Times `op` on every rank: rank 0 sizes the trials from a warm-up run and broadcasts the
+/// repetitions; each trial starts after a barrier and counts the slowest rank's time.
+fn measure_all(
+    world: &World,
+    mut op: impl FnMut() -> Result<(), Error>,
+) -> Result<(f64, f64), Error> {
+    world.barrier()?;
+    let start = Instant::now();
+    op()?;
+    let mut reps = [reps_for(start.elapsed().as_secs_f64() * 1e6)];
+    world.bcast(&mut reps, 0)?;
+    let mut per_op = Vec::with_capacity(TRIALS as usize);
+    for _ in 0..TRIALS {
+        world.barrier()?;
+        let start = Instant::now();
+        for _ in 0..reps[0] {
+            op()?;
+        }
+        let mine = [start.elapsed().as_secs_f64() * 1e6 / reps[0] as f64];
+        let mut slowest = [0f64];
+        world.allreduce(&mine, &mut slowest, ReduceOp::Max)?;
+        per_op.push(slowest[0]);
+    }
+    let usec = median(&mut per_op);
+    Ok((usec, per_op[0]))
+}
+
+/// Barrier, bcast, allreduce and alltoall latency for each size on all ranks of `world`.
+/// Returns the samples on rank 0.
+pub fn collectives(
+    world: &World,
+    sizes: &[usize],
+    mut report: impl FnMut(&CollSample),
+) -> Result<Vec<CollSample>, Error> {
+    let n = world.size();
+    let mut samples = vec![];
+    let mut record = |op: &'static str, bytes: usize, (usec, usec_min): (f64, f64)| {
+        let s = CollSample {
+            op,
+            bytes,
+            ranks: n,
+            usec,
+            usec_min,
+        };
+        if world.rank() == 0 {
+            report(&s);
+            samples.push(s);
+        }
+    };
+    record("barrier", 0, measure_all(world, || world.barrier())?);
+    for &bytes in sizes {
+        let mut buf = vec![0u8; bytes];
+        record(
+            "bcast",
+            bytes,
+            measure_all(world, || world.bcast(&mut buf, 0))?,
+        );
+        let words = (bytes / 8).max(1);
+        let (input, mut out) = (vec![1u64; words], vec![0u64; words]);
+        record(
+            "allreduce",
+            bytes,
+            measure_all(world, || world.allreduce(&input, &mut out, ReduceOp::Sum))?,
+        );
+        let (send, mut recv) = (vec![0u8; bytes * n], vec![0u8; bytes * n]);
+        record(
+            "alltoall",
+            bytes,
+            measure_all(world, || world.alltoall(&send, &mut recv))?,
+        );
+    }
     Ok(samples)
 }
 

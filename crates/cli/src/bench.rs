@@ -15,6 +15,8 @@ pub(crate) enum BenchKind {
     Pingpong,
     /// Windowed streaming bandwidth (like osu_bw).
     Bw,
+    /// Barrier, bcast, allreduce and alltoall latency on 2, 4 and 8 ranks (see --ranks).
+    Coll,
 }
 
 impl BenchKind {
@@ -22,6 +24,7 @@ impl BenchKind {
         match self {
             BenchKind::Pingpong => "pingpong",
             BenchKind::Bw => "bw",
+            BenchKind::Coll => "coll",
         }
     }
 }
@@ -47,6 +50,12 @@ pub(crate) struct BenchArgs {
     /// Messages in flight per window (bw only).
     #[arg(long, default_value_t = 64)]
     window: usize,
+    /// Job sizes for `coll`, comma-separated.
+    #[arg(long, value_delimiter = ',', default_value = "2,4,8")]
+    ranks: Vec<u32>,
+    /// Message sizes for `coll`, comma-separated (bytes; K, M suffixes).
+    #[arg(long, value_delimiter = ',', default_value = "8,64K,1M", value_parser = parse_size)]
+    sizes: Vec<usize>,
     /// Directory for the CSV, JSON and PNG files.
     #[arg(long, default_value = "bench-results")]
     out: PathBuf,
@@ -62,6 +71,9 @@ pub(crate) struct BenchRankArgs {
     perturbation: usize,
     window: usize,
     csv: PathBuf,
+    /// Sizes for `coll`.
+    #[arg(long, value_delimiter = ',')]
+    sizes: Vec<usize>,
 }
 
 fn parse_size(text: &str) -> Result<usize, String> {
@@ -106,6 +118,7 @@ pub(crate) fn bench_rank(args: BenchRankArgs) -> i32 {
     let result = match args.kind {
         BenchKind::Pingpong => ferry_bench::pingpong(&world, &sizes, report),
         BenchKind::Bw => ferry_bench::stream(&world, &sizes, args.window, report),
+        BenchKind::Coll => return coll_rank(world, &args),
     };
     let samples = match result {
         Ok(s) => s,
@@ -137,6 +150,95 @@ pub(crate) fn bench_rank(args: BenchRankArgs) -> i32 {
     }
 }
 
+/// Body of each rank of `ferry bench coll`: rank 0 appends CSV rows.
+fn coll_rank(world: ferry_core::World, args: &BenchRankArgs) -> i32 {
+    let mut rows = vec![];
+    let result = ferry_bench::collectives(&world, &args.sizes, |s| {
+        rows.push(format!(
+            "{},{},{},{:.3},{:.3}",
+            s.op, s.bytes, s.ranks, s.usec, s.usec_min
+        ));
+    });
+    if let Err(e) = result {
+        eprintln!("ferry bench coll: rank {}: {e}", world.rank());
+        return 1;
+    }
+    if world.rank() == 0 {
+        let text = rows.join("\n") + "\n";
+        if let Err(e) = std::fs::write(&args.csv, text) {
+            eprintln!("ferry bench coll: cannot write {}: {e}", args.csv.display());
+            return 1;
+        }
+    }
+    match world.finalize() {
+        Ok(()) => 0,
+        Err(e) => {
+            eprintln!("ferry bench coll: {e}");
+            1
+        }
+    }
+}
+
+/// `ferry bench coll`: one job per rank count, then one table and CSV.
+fn coll_command(args: &BenchArgs, exe: &Path) -> i32 {
+    let mut table = vec!["op,bytes,ranks,usec,usec_min".to_string()];
+    for &np in &args.ranks {
+        let part = args
+            .out
+            .join(format!("coll-{}-{np}.part", args.transport.as_str()));
+        let mut options = LaunchOptions::new(np, exe);
+        let sizes: Vec<String> = args.sizes.iter().map(|s| s.to_string()).collect();
+        options.args = ["bench-rank", "coll", "0", "0", "0", "0"]
+            .iter()
+            .map(|s| s.to_string())
+            .chain([
+                part.display().to_string(),
+                "--sizes".into(),
+                sizes.join(","),
+            ])
+            .map(Into::into)
+            .collect();
+        options
+            .extra_env
+            .push(("FERRY_TRANSPORT".into(), args.transport.as_str().into()));
+        match ferry_launch::run(&options) {
+            Ok(o) if o.exit_code() == 0 => {}
+            Ok(o) => return o.exit_code(),
+            Err(e) => {
+                eprintln!("ferry bench: {e}");
+                return e.exit_code();
+            }
+        }
+        match std::fs::read_to_string(&part) {
+            Ok(text) => table.extend(text.lines().map(str::to_string)),
+            Err(e) => {
+                eprintln!("ferry bench: {}: {e}", part.display());
+                return 1;
+            }
+        }
+        let _ = std::fs::remove_file(&part);
+    }
+    let csv = args
+        .out
+        .join(format!("coll-{}.csv", args.transport.as_str()));
+    if let Err(e) = std::fs::write(&csv, table.join("\n") + "\n") {
+        eprintln!("ferry bench: cannot write {}: {e}", csv.display());
+        return 1;
+    }
+    println!(
+        "{:>10} {:>10} {:>6} {:>12} {:>12}",
+        "op", "bytes", "ranks", "usec", "usec_min"
+    );
+    for row in &table[1..] {
+        let f: Vec<&str> = row.split(',').collect();
+        if let [op, bytes, ranks, usec, min] = f.as_slice() {
+            println!("{op:>10} {bytes:>10} {ranks:>6} {usec:>12} {min:>12}");
+        }
+    }
+    println!("wrote {}", csv.display());
+    0
+}
+
 /// `ferry bench …`: runs the job, then writes and prints the results.
 pub(crate) fn bench_command(args: BenchArgs) -> i32 {
     if let Err(e) = std::fs::create_dir_all(&args.out) {
@@ -152,6 +254,9 @@ pub(crate) fn bench_command(args: BenchArgs) -> i32 {
             return 1;
         }
     };
+    if args.kind == BenchKind::Coll {
+        return coll_command(&args, &exe);
+    }
     let mut options = LaunchOptions::new(2, exe);
     options.args = [
         "bench-rank".to_string(),
