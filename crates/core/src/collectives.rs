@@ -118,6 +118,18 @@ impl Tuning {
 
 fn reducer<T: Pod>(f: impl Fn(T, T) -> T + 'static) -> Reducer {
     Box::new(move |src: &[u8], dst: &mut [u8], order: Order| {
+        // Aligned buffers (the usual case: user slices of T, 16-byte aligned scratch) are
+        // combined as typed slices, which the compiler can vectorize.
+        if let (Ok(s), Ok(d)) = (
+            bytemuck::try_cast_slice::<u8, T>(src),
+            bytemuck::try_cast_slice_mut::<u8, T>(dst),
+        ) {
+            match order {
+                Order::SrcFirst => d.iter_mut().zip(s).for_each(|(d, &s)| *d = f(s, *d)),
+                Order::DstFirst => d.iter_mut().zip(s).for_each(|(d, &s)| *d = f(*d, s)),
+            }
+            return;
+        }
         let n = std::mem::size_of::<T>();
         for (d, s) in dst.chunks_exact_mut(n).zip(src.chunks_exact(n)) {
             let (s_val, d_val) = (
@@ -140,7 +152,13 @@ fn typed_reducer<T: Reducible>(op: ReduceOp) -> Result<Reducer, Error> {
             std::any::type_name::<T>()
         ))
     })?;
-    Ok(reducer(move |a: T, b: T| T::combine(op, a, b).unwrap_or(a)))
+    Ok(match op {
+        ReduceOp::Sum => reducer(|a: T, b: T| T::combine(ReduceOp::Sum, a, b).unwrap_or(a)),
+        ReduceOp::Max => reducer(|a: T, b: T| T::combine(ReduceOp::Max, a, b).unwrap_or(a)),
+        ReduceOp::Min => reducer(|a: T, b: T| T::combine(ReduceOp::Min, a, b).unwrap_or(a)),
+        ReduceOp::Prod => reducer(|a: T, b: T| T::combine(ReduceOp::Prod, a, b).unwrap_or(a)),
+        op => reducer(move |a: T, b: T| T::combine(op, a, b).unwrap_or(a)),
+    })
 }
 
 fn too_small(what: &str, needed: usize, got: usize) -> Error {
