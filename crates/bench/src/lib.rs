@@ -12,7 +12,7 @@
 #![forbid(unsafe_code)]
 
 mod plot;
-pub use plot::{plot, Series};
+pub use plot::{load_font, plot, Series};
 
 use ferry_core::{scope, wait_all, Error, ReduceOp, World};
 use serde::Serialize;

@@ -18,8 +18,9 @@ const FONTS: [&str; 2] = [
     "/usr/share/fonts/TTF/DejaVuSans.ttf",
 ];
 
-/// Registers a system font for text in charts, once; without one, charts have no text.
-fn load_font() -> bool {
+/// Registers a system font for text in charts, once per process; without one, charts have no
+/// text. Every chart of ferry goes through this.
+pub fn load_font() -> bool {
     static LOADED: OnceLock<bool> = OnceLock::new();
     *LOADED.get_or_init(|| {
         FONTS

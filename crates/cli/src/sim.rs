@@ -23,10 +23,8 @@ use ferry_sim::experiment::{
 };
 use ferry_sim::{matrix, simulate, EventKind, SimConfig};
 use plotters::prelude::*;
-use plotters::style::{register_font, FontStyle};
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
-use std::sync::OnceLock;
 use std::time::Instant;
 
 /// Arguments of `ferry sim`.
@@ -509,25 +507,6 @@ fn write_csv(path: &Path, points: &[Point], ratio: impl Fn(&Point) -> f64) -> Re
     std::fs::write(path, csv).map_err(|e| format!("{}: {e}", path.display()))
 }
 
-const FONTS: [&str; 2] = [
-    "/usr/share/fonts/truetype/dejavu/DejaVuSans.ttf",
-    "/usr/share/fonts/TTF/DejaVuSans.ttf",
-];
-
-/// Registers a system font once (as ferry-bench's plot does); without one, charts have no text.
-fn load_font() -> bool {
-    static LOADED: OnceLock<bool> = OnceLock::new();
-    *LOADED.get_or_init(|| {
-        FONTS
-            .iter()
-            .find_map(|path| std::fs::read(path).ok())
-            .is_some_and(|bytes| {
-                let bytes: &'static [u8] = Box::leak(bytes.into_boxed_slice());
-                register_font("sans-serif", FontStyle::Normal, bytes).is_ok()
-            })
-    })
-}
-
 /// A line chart on linear axes (ferry-bench's `plot` is log-log only).
 fn line_chart(
     path: &Path,
@@ -536,7 +515,7 @@ fn line_chart(
     y_label: &str,
     series: &[(String, Vec<(f64, f64)>)],
 ) -> Result<(), String> {
-    let has_text = load_font();
+    let has_text = ferry_bench::load_font();
     let all = || {
         series
             .iter()

@@ -262,6 +262,26 @@ impl Comm {
         self.run_schedule(self.bcast_schedule(buf.len(), root), &[], buf, None)
     }
 
+    fn reduce_by<T: Pod>(
+        &self,
+        send: &[T],
+        recv: &mut [T],
+        reduce: Reducer,
+        commutative: bool,
+        root: usize,
+    ) -> Result<(), Error> {
+        self.check_root(root)?;
+        let bytes = std::mem::size_of_val(send);
+        let schedule =
+            alg::reduce_binomial(self.rank(), self.size(), root, bytes, commutative, false);
+        self.run_schedule(
+            schedule,
+            bytemuck::cast_slice(send),
+            bytemuck::cast_slice_mut(recv),
+            Some(reduce),
+        )
+    }
+
     /// Combines `send` of every rank element-wise with `op` into `recv` of `root` (other ranks'
     /// `recv` is not used and may be empty).
     pub fn reduce<T: Reducible>(
@@ -271,21 +291,7 @@ impl Comm {
         op: ReduceOp,
         root: usize,
     ) -> Result<(), Error> {
-        self.check_root(root)?;
-        let schedule = alg::reduce_binomial(
-            self.rank(),
-            self.size(),
-            root,
-            std::mem::size_of_val(send),
-            true,
-            false,
-        );
-        self.run_schedule(
-            schedule,
-            bytemuck::cast_slice(send),
-            bytemuck::cast_slice_mut(recv),
-            Some(typed_reducer::<T>(op)?),
-        )
+        self.reduce_by(send, recv, typed_reducer::<T>(op)?, true, root)
     }
 
     /// Like [`Comm::reduce`] with a user operation, which must be associative; a
@@ -298,20 +304,23 @@ impl Comm {
         commutative: bool,
         root: usize,
     ) -> Result<(), Error> {
-        self.check_root(root)?;
-        let schedule = alg::reduce_binomial(
-            self.rank(),
-            self.size(),
-            root,
-            std::mem::size_of_val(send),
-            commutative,
-            false,
-        );
+        self.reduce_by(send, recv, reducer(op), commutative, root)
+    }
+
+    fn allreduce_by<T: Pod>(
+        &self,
+        send: &[T],
+        recv: &mut [T],
+        reduce: Reducer,
+        commutative: bool,
+    ) -> Result<(), Error> {
+        let bytes = std::mem::size_of_val(send);
+        let schedule = self.allreduce_schedule(bytes, std::mem::size_of::<T>(), commutative, false);
         self.run_schedule(
             schedule,
             bytemuck::cast_slice(send),
             bytemuck::cast_slice_mut(recv),
-            Some(reducer(op)),
+            Some(reduce),
         )
     }
 
@@ -322,14 +331,7 @@ impl Comm {
         recv: &mut [T],
         op: ReduceOp,
     ) -> Result<(), Error> {
-        let bytes = std::mem::size_of_val(send);
-        let schedule = self.allreduce_schedule(bytes, std::mem::size_of::<T>(), true, false);
-        self.run_schedule(
-            schedule,
-            bytemuck::cast_slice(send),
-            bytemuck::cast_slice_mut(recv),
-            Some(typed_reducer::<T>(op)?),
-        )
+        self.allreduce_by(send, recv, typed_reducer::<T>(op)?, true)
     }
 
     /// [`Comm::allreduce`] with the input taken from, and the result left in, `buf`.
@@ -357,14 +359,7 @@ impl Comm {
         op: impl Fn(T, T) -> T + 'static,
         commutative: bool,
     ) -> Result<(), Error> {
-        let bytes = std::mem::size_of_val(send);
-        let schedule = self.allreduce_schedule(bytes, std::mem::size_of::<T>(), commutative, false);
-        self.run_schedule(
-            schedule,
-            bytemuck::cast_slice(send),
-            bytemuck::cast_slice_mut(recv),
-            Some(reducer(op)),
-        )
+        self.allreduce_by(send, recv, reducer(op), commutative)
     }
 
     /// Every rank's `send` lands, in rank order, in `recv` of every rank (`size × send.len()`).
