@@ -436,6 +436,97 @@ fn coll(world: &World, comm: &Comm) -> Result<(), Error> {
         comm.alltoall(&send, &mut out)?;
         check(out == expected, format!("alltoall of {block}"));
     }
+    // Variable blocks: rank r contributes r % 3 + (block / 2) elements.
+    for block in [0usize, 5] {
+        let count = |r: usize| r % 3 + block / 2;
+        let counts: Vec<usize> = (0..n).map(count).collect();
+        let displs: Vec<usize> = (0..n)
+            .map(|r| counts[..r].iter().sum::<usize>() + r)
+            .collect();
+        let total = displs[n - 1] + counts[n - 1];
+        let mine: Vec<u32> = (0..count(me)).map(|i| val(me, i, 6) as u32).collect();
+        let mut expected = vec![0u32; total];
+        for r in 0..n {
+            for i in 0..counts[r] {
+                expected[displs[r] + i] = val(r, i, 6) as u32;
+            }
+        }
+        let mut out = vec![0u32; total];
+        comm.allgatherv(&mine, &mut out, &counts, &displs)?;
+        check(out == expected, format!("allgatherv {block}"));
+        let mut out = vec![0u32; if me == n - 1 { total } else { 0 }];
+        comm.gatherv(&mine, &mut out, &counts, &displs, n - 1)?;
+        check(me != n - 1 || out == expected, format!("gatherv {block}"));
+        let mut got = vec![0u32; count(me)];
+        comm.scatterv(
+            if me == 0 { &expected[..] } else { &[] },
+            &counts,
+            &displs,
+            &mut got,
+            0,
+        )?;
+        check(got == mine, format!("scatterv {block}"));
+        // alltoallv: rank i sends (i + j) % 3 elements to rank j.
+        let c = |i: usize, j: usize| (i + j) % 3;
+        let sc: Vec<usize> = (0..n).map(|j| c(me, j)).collect();
+        let sd: Vec<usize> = (0..n).map(|j| sc[..j].iter().sum()).collect();
+        let rc: Vec<usize> = (0..n).map(|i| c(i, me)).collect();
+        let rd: Vec<usize> = (0..n).map(|i| rc[..i].iter().sum()).collect();
+        let send: Vec<u32> = (0..n)
+            .flat_map(|j| (0..c(me, j)).map(move |k| val(me * n + j, k, 7) as u32))
+            .collect();
+        let want: Vec<u32> = (0..n)
+            .flat_map(|i| (0..c(i, me)).map(move |k| val(i * n + me, k, 7) as u32))
+            .collect();
+        let mut out = vec![0u32; want.len()];
+        comm.alltoallv(&send, &sc, &sd, &mut out, &rc, &rd)?;
+        check(out == want, format!("alltoallv {block}"));
+    }
+    // reduce_scatter and scans.
+    let counts: Vec<usize> = (0..n).map(|r| r % 2 + 1).collect();
+    let total: usize = counts.iter().sum();
+    let mine: Vec<u64> = (0..total).map(|i| val(me, i, 8)).collect();
+    let sums: Vec<u64> = (0..total)
+        .map(|i| (0..n).map(|r| val(r, i, 8)).sum())
+        .collect();
+    let mut part = vec![0u64; counts[me]];
+    comm.reduce_scatter(&mine, &mut part, &counts, ferry_core::ReduceOp::Sum)?;
+    let off: usize = counts[..me].iter().sum();
+    check(
+        part[..] == sums[off..off + counts[me]],
+        "reduce_scatter".into(),
+    );
+    let prefix = |upto: usize| -> Vec<u64> {
+        (0..total)
+            .map(|i| (0..upto).map(|r| val(r, i, 8)).sum())
+            .collect()
+    };
+    let mut out = vec![0u64; total];
+    comm.scan(&mine, &mut out, ferry_core::ReduceOp::Sum)?;
+    check(out == prefix(me + 1), "scan".into());
+    let mut out = vec![7u64; total];
+    comm.exscan(&mine, &mut out, ferry_core::ReduceOp::Sum)?;
+    check(
+        if me == 0 {
+            out == vec![7u64; total]
+        } else {
+            out == prefix(me)
+        },
+        "exscan".into(),
+    );
+    let maps: Vec<[u32; 2]> = (0..3)
+        .map(|i| [val(me, i, 2) as u32 | 1, val(me, i, 3) as u32])
+        .collect();
+    let ordered: Vec<[u32; 2]> = (0..3)
+        .map(|i| {
+            (1..=me).fold([val(0, i, 2) as u32 | 1, val(0, i, 3) as u32], |acc, r| {
+                then(acc, [val(r, i, 2) as u32 | 1, val(r, i, 3) as u32])
+            })
+        })
+        .collect();
+    let mut out = vec![[0u32; 2]; 3];
+    comm.scan_with(&maps, &mut out, then)?;
+    check(out == ordered, "non-commutative scan".into());
     // Nonblocking collectives in flight together, completed in reverse order.
     let mut bbuf = if me == 0 {
         pattern(42, 50_000)

@@ -415,6 +415,178 @@ impl Comm {
         )
     }
 
+    /// Element counts and displacements in bytes, after checking there is one per rank.
+    fn per_rank_bytes<T>(&self, what: &str, elems: &[usize]) -> Result<Vec<usize>, Error> {
+        if elems.len() != self.size() {
+            return Err(Error::Config(format!(
+                "{what} has {} entries for a communicator of {}",
+                elems.len(),
+                self.size()
+            )));
+        }
+        Ok(elems.iter().map(|e| e * std::mem::size_of::<T>()).collect())
+    }
+
+    /// Rank r's `send` lands at element `displs[r]` of `root`'s `recv` (`counts[r]` elements).
+    pub fn gatherv<T: Pod>(
+        &self,
+        send: &[T],
+        recv: &mut [T],
+        counts: &[usize],
+        displs: &[usize],
+        root: usize,
+    ) -> Result<(), Error> {
+        self.check_root(root)?;
+        let (c, d) = (
+            self.per_rank_bytes::<T>("counts", counts)?,
+            self.per_rank_bytes::<T>("displs", displs)?,
+        );
+        self.run_schedule(
+            alg::gatherv_linear(self.rank(), self.size(), root, &c, &d, false),
+            bytemuck::cast_slice(send),
+            bytemuck::cast_slice_mut(recv),
+            None,
+        )
+    }
+
+    /// `counts[r]` elements at `displs[r]` of `root`'s `send` land in `recv` of rank r.
+    pub fn scatterv<T: Pod>(
+        &self,
+        send: &[T],
+        counts: &[usize],
+        displs: &[usize],
+        recv: &mut [T],
+        root: usize,
+    ) -> Result<(), Error> {
+        self.check_root(root)?;
+        let (c, d) = (
+            self.per_rank_bytes::<T>("counts", counts)?,
+            self.per_rank_bytes::<T>("displs", displs)?,
+        );
+        self.run_schedule(
+            alg::scatterv_linear(self.rank(), self.size(), root, &c, &d, false),
+            bytemuck::cast_slice(send),
+            bytemuck::cast_slice_mut(recv),
+            None,
+        )
+    }
+
+    /// Rank r's `send` (`counts[r]` elements) lands at `displs[r]` of `recv` on every rank.
+    pub fn allgatherv<T: Pod>(
+        &self,
+        send: &[T],
+        recv: &mut [T],
+        counts: &[usize],
+        displs: &[usize],
+    ) -> Result<(), Error> {
+        let (c, d) = (
+            self.per_rank_bytes::<T>("counts", counts)?,
+            self.per_rank_bytes::<T>("displs", displs)?,
+        );
+        self.run_schedule(
+            alg::allgatherv_ring(self.rank(), self.size(), &c, &d, false),
+            bytemuck::cast_slice(send),
+            bytemuck::cast_slice_mut(recv),
+            None,
+        )
+    }
+
+    /// `send_counts[j]` elements at `send_displs[j]` go to rank j; `recv_counts[i]` elements
+    /// from rank i land at `recv_displs[i]`.
+    pub fn alltoallv<T: Pod>(
+        &self,
+        send: &[T],
+        send_counts: &[usize],
+        send_displs: &[usize],
+        recv: &mut [T],
+        recv_counts: &[usize],
+        recv_displs: &[usize],
+    ) -> Result<(), Error> {
+        let sc = self.per_rank_bytes::<T>("send counts", send_counts)?;
+        let sd = self.per_rank_bytes::<T>("send displs", send_displs)?;
+        let rc = self.per_rank_bytes::<T>("receive counts", recv_counts)?;
+        let rd = self.per_rank_bytes::<T>("receive displs", recv_displs)?;
+        let schedule = alg::alltoallv_pairwise(self.rank(), self.size(), &sc, &sd, &rc, &rd);
+        self.run_schedule(
+            schedule,
+            bytemuck::cast_slice(send),
+            bytemuck::cast_slice_mut(recv),
+            None,
+        )
+    }
+
+    /// Reduces every rank's `send` (sum of `counts` elements) with `op`; rank r receives the
+    /// `counts[r]` elements of the result that follow those of lower ranks.
+    pub fn reduce_scatter<T: Reducible>(
+        &self,
+        send: &[T],
+        recv: &mut [T],
+        counts: &[usize],
+        op: ReduceOp,
+    ) -> Result<(), Error> {
+        let c = self.per_rank_bytes::<T>("counts", counts)?;
+        let schedule = alg::reduce_scatter(self.rank(), self.size(), &c, false);
+        self.run_schedule(
+            schedule,
+            bytemuck::cast_slice(send),
+            bytemuck::cast_slice_mut(recv),
+            Some(typed_reducer::<T>(op)?),
+        )
+    }
+
+    fn scan_by<T: Pod>(
+        &self,
+        send: &[T],
+        recv: &mut [T],
+        reduce: Reducer,
+        exclusive: bool,
+    ) -> Result<(), Error> {
+        let schedule = alg::scan_recursive_doubling(
+            self.rank(),
+            self.size(),
+            std::mem::size_of_val(send),
+            exclusive,
+            false,
+        );
+        self.run_schedule(
+            schedule,
+            bytemuck::cast_slice(send),
+            bytemuck::cast_slice_mut(recv),
+            Some(reduce),
+        )
+    }
+
+    /// Inclusive prefix reduction: rank r receives x0 op … op xr.
+    pub fn scan<T: Reducible>(
+        &self,
+        send: &[T],
+        recv: &mut [T],
+        op: ReduceOp,
+    ) -> Result<(), Error> {
+        self.scan_by(send, recv, typed_reducer::<T>(op)?, false)
+    }
+
+    /// Exclusive prefix reduction: rank r > 0 receives x0 op … op x(r-1); rank 0's `recv` is
+    /// left as it was.
+    pub fn exscan<T: Reducible>(
+        &self,
+        send: &[T],
+        recv: &mut [T],
+        op: ReduceOp,
+    ) -> Result<(), Error> {
+        self.scan_by(send, recv, typed_reducer::<T>(op)?, true)
+    }
+
+    /// [`Comm::scan`] with a user operation (associative; applied in rank order).
+    pub fn scan_with<T: Pod>(
+        &self,
+        send: &[T],
+        recv: &mut [T],
+        op: impl Fn(T, T) -> T + 'static,
+    ) -> Result<(), Error> {
+        self.scan_by(send, recv, reducer(op), false)
+    }
+
     /// Starts a barrier; the request completes once every rank has started it.
     pub fn ibarrier<'s>(&self, scope: &'s Scope<'s, '_>) -> Result<Request<'s>, Error> {
         let id = self.start_schedule(

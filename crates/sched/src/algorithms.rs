@@ -210,56 +210,8 @@ pub fn allreduce_recursive_doubling(
     in_place: bool,
 ) -> Schedule {
     let mut b = ScheduleBuilder::new(rank, size, if in_place { 0 } else { bytes }, bytes);
-    let acc = recv_region(0, bytes);
-    let mut last = load_input(&mut b, bytes, in_place);
-    let tmp = Region::new(b.scratch(bytes), 0, bytes);
-    let pof2 = if size == 0 {
-        0
-    } else {
-        1 << (usize::BITS - 1 - size.leading_zeros())
-    };
-    let rem = size - pof2;
-    // Fold: among the first 2·rem ranks, even ones hand their data to the next odd one.
-    let newrank = if rank < 2 * rem {
-        if rank.is_multiple_of(2) {
-            last = vec![b.send(rank + 1, acc, &last)];
-            None
-        } else {
-            let r = b.recv(rank - 1, tmp, &last);
-            last = vec![b.reduce(tmp, acc, Order::SrcFirst, &[last.as_slice(), &[r]].concat())];
-            Some(rank / 2)
-        }
-    } else {
-        Some(rank - rem)
-    };
-    if let Some(newrank) = newrank {
-        let mut mask = 1;
-        while mask < pof2 {
-            let newdst = newrank ^ mask;
-            let dst = if newdst < rem {
-                newdst * 2 + 1
-            } else {
-                newdst + rem
-            };
-            let s = b.send(dst, acc, &last);
-            let r = b.recv(dst, tmp, &last);
-            let order = if dst < rank {
-                Order::SrcFirst
-            } else {
-                Order::DstFirst
-            };
-            last = vec![b.reduce(tmp, acc, order, &[s, r])];
-            mask <<= 1;
-        }
-    }
-    // Unfold: the odd ranks return the result to the even ones that sat out.
-    if rank < 2 * rem {
-        if rank % 2 == 1 {
-            b.send(rank - 1, acc, &last);
-        } else {
-            b.recv(rank + 1, acc, &last);
-        }
-    }
+    let last = load_input(&mut b, bytes, in_place);
+    recursive_doubling(&mut b, recv_region(0, bytes), last);
     b.finish()
 }
 
@@ -399,6 +351,284 @@ pub fn alltoall_pairwise(rank: Rank, size: usize, block: usize) -> Schedule {
         b.send(to, Region::new(Buffer::Send, to * block, block), &[]);
         b.recv(from, recv_region(from * block, block), &[]);
     }
+    b.finish()
+}
+
+/// Linear gather of variable blocks: rank r's `counts[r]` bytes land at `displs[r]` of `root`'s
+/// receive buffer.
+pub fn gatherv_linear(
+    rank: Rank,
+    size: usize,
+    root: Rank,
+    counts: &[usize],
+    displs: &[usize],
+    in_place: bool,
+) -> Schedule {
+    let is_root = rank == root;
+    let recv_bytes = if is_root {
+        (0..size).map(|r| displs[r] + counts[r]).max().unwrap_or(0)
+    } else {
+        0
+    };
+    let mut b = ScheduleBuilder::new(
+        rank,
+        size,
+        if in_place && is_root { 0 } else { counts[rank] },
+        recv_bytes,
+    );
+    if is_root {
+        for src in (0..size).filter(|&s| s != root) {
+            b.recv(src, recv_region(displs[src], counts[src]), &[]);
+        }
+        if !in_place {
+            b.copy(
+                Region::new(Buffer::Send, 0, counts[root]),
+                recv_region(displs[root], counts[root]),
+                &[],
+            );
+        }
+    } else {
+        b.send(root, Region::new(Buffer::Send, 0, counts[rank]), &[]);
+    }
+    b.finish()
+}
+
+/// Linear scatter of variable blocks: `counts[r]` bytes at `displs[r]` of `root`'s send buffer go
+/// to rank r.
+pub fn scatterv_linear(
+    rank: Rank,
+    size: usize,
+    root: Rank,
+    counts: &[usize],
+    displs: &[usize],
+    in_place: bool,
+) -> Schedule {
+    let is_root = rank == root;
+    let send_bytes = if is_root {
+        (0..size).map(|r| displs[r] + counts[r]).max().unwrap_or(0)
+    } else {
+        0
+    };
+    let mut b = ScheduleBuilder::new(
+        rank,
+        size,
+        send_bytes,
+        if in_place && is_root { 0 } else { counts[rank] },
+    );
+    if is_root {
+        for dst in (0..size).filter(|&d| d != root) {
+            b.send(
+                dst,
+                Region::new(Buffer::Send, displs[dst], counts[dst]),
+                &[],
+            );
+        }
+        if !in_place {
+            b.copy(
+                Region::new(Buffer::Send, displs[root], counts[root]),
+                recv_region(0, counts[root]),
+                &[],
+            );
+        }
+    } else {
+        b.recv(root, recv_region(0, counts[rank]), &[]);
+    }
+    b.finish()
+}
+
+/// Ring allgather of variable blocks: rank r's `counts[r]` bytes land at `displs[r]` everywhere.
+/// Empty blocks still travel, so every rank takes the same n-1 steps.
+pub fn allgatherv_ring(
+    rank: Rank,
+    size: usize,
+    counts: &[usize],
+    displs: &[usize],
+    in_place: bool,
+) -> Schedule {
+    let recv_bytes = (0..size).map(|r| displs[r] + counts[r]).max().unwrap_or(0);
+    let mut b = ScheduleBuilder::new(
+        rank,
+        size,
+        if in_place { 0 } else { counts[rank] },
+        recv_bytes,
+    );
+    let at = |i: usize| recv_region(displs[i % size], counts[i % size]);
+    let mut last = if in_place {
+        vec![]
+    } else {
+        vec![b.copy(Region::new(Buffer::Send, 0, counts[rank]), at(rank), &[])]
+    };
+    let (left, right) = ((rank + size - 1) % size, (rank + 1) % size);
+    for s in 0..size.saturating_sub(1) {
+        let send = b.send(right, at(rank + size - s), &last);
+        let recv = b.recv(left, at(rank + 2 * size - s - 1), &[]);
+        last = vec![send, recv];
+    }
+    b.finish()
+}
+
+/// Pairwise alltoall of variable blocks, this rank's view: `send_counts[j]` bytes at
+/// `send_displs[j]` go to rank j, `recv_counts[i]` bytes from rank i land at `recv_displs[i]`.
+/// Every pair exchanges a message, even an empty one, so counts that disagree between sender and
+/// receiver show up as a size mismatch instead of a hang.
+pub fn alltoallv_pairwise(
+    rank: Rank,
+    size: usize,
+    send_counts: &[usize],
+    send_displs: &[usize],
+    recv_counts: &[usize],
+    recv_displs: &[usize],
+) -> Schedule {
+    let end = |c: &[usize], d: &[usize]| (0..size).map(|r| d[r] + c[r]).max().unwrap_or(0);
+    let mut b = ScheduleBuilder::new(
+        rank,
+        size,
+        end(send_counts, send_displs),
+        end(recv_counts, recv_displs),
+    );
+    let mine = Region::new(Buffer::Send, send_displs[rank], send_counts[rank]);
+    b.copy(
+        mine,
+        recv_region(recv_displs[rank], recv_counts[rank].min(send_counts[rank])),
+        &[],
+    );
+    for s in 1..size {
+        let (to, from) = ((rank + s) % size, (rank + size - s) % size);
+        b.send(
+            to,
+            Region::new(Buffer::Send, send_displs[to], send_counts[to]),
+            &[],
+        );
+        b.recv(from, recv_region(recv_displs[from], recv_counts[from]), &[]);
+    }
+    b.finish()
+}
+
+/// Reduce-scatter: the element-wise reduction of every rank's `sum(counts)`-byte input, of which
+/// rank r keeps the `counts[r]` bytes at offset `sum(counts[..r])`. Built as a recursive-doubling
+/// allreduce into scratch, so non-commutative operations keep rank order.
+pub fn reduce_scatter(rank: Rank, size: usize, counts: &[usize], in_place: bool) -> Schedule {
+    let total: usize = counts.iter().sum();
+    let offset: usize = counts[..rank].iter().sum();
+    // In place, the input is the whole receive buffer and the result its first counts[rank] bytes.
+    let mut b = ScheduleBuilder::new(
+        rank,
+        size,
+        if in_place { 0 } else { total },
+        if in_place { total } else { counts[rank] },
+    );
+    let acc = Region::new(b.scratch(total), 0, total);
+    let input = Region::new(if in_place { Buffer::Recv } else { Buffer::Send }, 0, total);
+    let last = vec![b.copy(input, acc, &[])];
+    let last = recursive_doubling(&mut b, acc, last);
+    b.copy(
+        acc.sub(offset, counts[rank]),
+        recv_region(0, counts[rank]),
+        &last,
+    );
+    b.finish()
+}
+
+/// The exchange part of [`allreduce_recursive_doubling`] on `acc`, after `last`.
+fn recursive_doubling(b: &mut ScheduleBuilder, acc: Region, mut last: Vec<StepId>) -> Vec<StepId> {
+    let (rank, size) = (b.rank(), b.size());
+    let tmp = Region::new(b.scratch(acc.len), 0, acc.len);
+    let pof2 = if size == 0 {
+        0
+    } else {
+        1 << (usize::BITS - 1 - size.leading_zeros())
+    };
+    let rem = size - pof2;
+    // Fold: among the first 2·rem ranks, even ones hand their data to the next odd one.
+    let newrank = if rank < 2 * rem {
+        if rank.is_multiple_of(2) {
+            last = vec![b.send(rank + 1, acc, &last)];
+            None
+        } else {
+            let r = b.recv(rank - 1, tmp, &last);
+            last = vec![b.reduce(tmp, acc, Order::SrcFirst, &[last.as_slice(), &[r]].concat())];
+            Some(rank / 2)
+        }
+    } else {
+        Some(rank - rem)
+    };
+    if let Some(newrank) = newrank {
+        let mut mask = 1;
+        while mask < pof2 {
+            let newdst = newrank ^ mask;
+            let dst = if newdst < rem {
+                newdst * 2 + 1
+            } else {
+                newdst + rem
+            };
+            let s = b.send(dst, acc, &last);
+            let r = b.recv(dst, tmp, &last);
+            let order = if dst < rank {
+                Order::SrcFirst
+            } else {
+                Order::DstFirst
+            };
+            last = vec![b.reduce(tmp, acc, order, &[s, r])];
+            mask <<= 1;
+        }
+    }
+    // Unfold: the odd ranks return the result to the even ones that sat out.
+    if rank < 2 * rem {
+        last = if rank % 2 == 1 {
+            vec![b.send(rank - 1, acc, &last)]
+        } else {
+            vec![b.recv(rank + 1, acc, &last)]
+        };
+    }
+    last
+}
+
+/// Inclusive (`exclusive = false`, MPI_Scan) or exclusive (MPI_Exscan) prefix reduction by
+/// recursive doubling (MPICH's): rank r ends with x0 ⊕ … ⊕ xr, or x0 ⊕ … ⊕ x(r-1) (rank 0's
+/// exclusive result is left untouched). Rank order is kept, so any associative operation works.
+pub fn scan_recursive_doubling(
+    rank: Rank,
+    size: usize,
+    bytes: usize,
+    exclusive: bool,
+    in_place: bool,
+) -> Schedule {
+    let mut b = ScheduleBuilder::new(rank, size, if in_place { 0 } else { bytes }, bytes);
+    let result = recv_region(0, bytes);
+    let input = Region::new(if in_place { Buffer::Recv } else { Buffer::Send }, 0, bytes);
+    // partial: the reduction of the block of ranks this rank has heard of, including itself.
+    let partial = Region::new(b.scratch(bytes), 0, bytes);
+    let tmp = Region::new(b.scratch(bytes), 0, bytes);
+    let mut last = vec![b.copy(input, partial, &[])];
+    let mut have_result = !exclusive;
+    if !exclusive && !in_place {
+        last.push(b.copy(input, result, &[]));
+    }
+    let mut mask = 1;
+    while mask < size {
+        let dst = rank ^ mask;
+        if dst < size {
+            let s = b.send(dst, partial, &last);
+            let r = b.recv(dst, tmp, &last);
+            let deps = [s, r];
+            if rank > dst {
+                // tmp holds lower ranks: it goes first.
+                let p = b.reduce(tmp, partial, Order::SrcFirst, &deps);
+                let q = if have_result {
+                    b.reduce(tmp, result, Order::SrcFirst, &deps)
+                } else {
+                    have_result = true;
+                    b.copy(tmp, result, &deps)
+                };
+                last = vec![p, q];
+            } else {
+                last = vec![b.reduce(tmp, partial, Order::DstFirst, &deps)];
+                // The result may have been written by an earlier step: keep it in the chain.
+            }
+        }
+        mask <<= 1;
+    }
+    let _ = last;
     b.finish()
 }
 
@@ -670,6 +900,146 @@ mod tests {
                     let expected: Vec<u8> =
                         (0..n).flat_map(|i| data(i * n + r, block, 2)).collect();
                     assert_eq!(*o, expected, "alltoall n={n} rank {r}");
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn v_variants_place_variable_blocks() {
+        for n in SIZES {
+            // Rank r contributes (r * 5) % 7 bytes; blocks packed with a gap of 3 bytes.
+            let counts: Vec<usize> = (0..n).map(|r| (r * 5) % 7).collect();
+            let displs: Vec<usize> = (0..n)
+                .scan(0, |at, r| {
+                    let d = *at;
+                    *at += counts[r] + 3;
+                    Some(d)
+                })
+                .collect();
+            let total = displs[n - 1] + counts[n - 1];
+            let blocks: Vec<Vec<u8>> = (0..n).map(|r| data(r, counts[r], 9)).collect();
+            let mut expected = vec![0u8; total];
+            for r in 0..n {
+                expected[displs[r]..displs[r] + counts[r]].copy_from_slice(&blocks[r]);
+            }
+            let out = run(
+                (0..n)
+                    .map(|r| allgatherv_ring(r, n, &counts, &displs, false))
+                    .collect(),
+                blocks.clone(),
+                &|_| total,
+                &|_| vec![],
+                &sum,
+            );
+            assert!(out.iter().all(|o| *o == expected), "allgatherv n={n}");
+            for root in [0, n - 1] {
+                let out = run(
+                    (0..n)
+                        .map(|r| gatherv_linear(r, n, root, &counts, &displs, false))
+                        .collect(),
+                    blocks.clone(),
+                    &|r| if r == root { total } else { 0 },
+                    &|_| vec![],
+                    &sum,
+                );
+                assert_eq!(out[root], expected, "gatherv n={n}");
+                let sends: Vec<Vec<u8>> = (0..n)
+                    .map(|r| if r == root { expected.clone() } else { vec![] })
+                    .collect();
+                let out = run(
+                    (0..n)
+                        .map(|r| scatterv_linear(r, n, root, &counts, &displs, false))
+                        .collect(),
+                    sends,
+                    &|r| counts[r],
+                    &|_| vec![],
+                    &sum,
+                );
+                assert!((0..n).all(|r| out[r] == blocks[r]), "scatterv n={n}");
+            }
+            // alltoallv: rank i sends (i + j) % 4 bytes to rank j.
+            let c = |i: usize, j: usize| (i + j) % 4;
+            let sends: Vec<Vec<u8>> = (0..n)
+                .map(|i| (0..n).flat_map(|j| data(i * n + j, c(i, j), 3)).collect())
+                .collect();
+            let schedules = (0..n)
+                .map(|r| {
+                    let sc: Vec<usize> = (0..n).map(|j| c(r, j)).collect();
+                    let sd: Vec<usize> = (0..n).map(|j| sc[..j].iter().sum()).collect();
+                    let rc: Vec<usize> = (0..n).map(|i| c(i, r)).collect();
+                    let rd: Vec<usize> = (0..n).map(|i| rc[..i].iter().sum()).collect();
+                    alltoallv_pairwise(r, n, &sc, &sd, &rc, &rd)
+                })
+                .collect();
+            let out = run(
+                schedules,
+                sends,
+                &|r| (0..n).map(|i| c(i, r)).sum(),
+                &|_| vec![],
+                &sum,
+            );
+            for (r, o) in out.iter().enumerate() {
+                let expected: Vec<u8> = (0..n).flat_map(|i| data(i * n + r, c(i, r), 3)).collect();
+                assert_eq!(*o, expected, "alltoallv n={n} rank {r}");
+            }
+        }
+    }
+
+    #[test]
+    fn reduce_scatter_and_scans_keep_rank_order() {
+        for n in SIZES {
+            let counts: Vec<usize> = (0..n).map(|r| 8 * ((r % 3) + 1)).collect();
+            let total: usize = counts.iter().sum();
+            let inputs: Vec<Vec<u8>> = (0..n).map(|r| data(r, total, 17)).collect();
+            let full = fold(&inputs, affine);
+            for in_place in [false, true] {
+                let out = run(
+                    (0..n)
+                        .map(|r| reduce_scatter(r, n, &counts, in_place))
+                        .collect(),
+                    if in_place {
+                        vec![vec![]; n]
+                    } else {
+                        inputs.clone()
+                    },
+                    &|r| if in_place { total } else { counts[r] },
+                    &|r| if in_place { inputs[r].clone() } else { vec![] },
+                    &affine,
+                );
+                for r in 0..n {
+                    let off: usize = counts[..r].iter().sum();
+                    assert_eq!(
+                        out[r][..counts[r]],
+                        full[off..off + counts[r]],
+                        "reduce_scatter n={n} rank {r} in_place={in_place}"
+                    );
+                }
+            }
+            let bytes = 24;
+            let inputs: Vec<Vec<u8>> = (0..n).map(|r| data(r, bytes, 23)).collect();
+            for exclusive in [false, true] {
+                for in_place in [false, true] {
+                    let out = run(
+                        (0..n)
+                            .map(|r| scan_recursive_doubling(r, n, bytes, exclusive, in_place))
+                            .collect(),
+                        if in_place {
+                            vec![vec![]; n]
+                        } else {
+                            inputs.clone()
+                        },
+                        &|_| bytes,
+                        &|r| if in_place { inputs[r].clone() } else { vec![] },
+                        &affine,
+                    );
+                    for (r, o) in out.iter().enumerate() {
+                        let upto = if exclusive { r } else { r + 1 };
+                        if upto > 0 {
+                            let expected = fold(&inputs[..upto], affine);
+                            assert_eq!(*o, expected, "scan exclusive={exclusive} n={n} rank {r}");
+                        }
+                    }
                 }
             }
         }
