@@ -221,6 +221,17 @@ impl Comm {
         self.shared.engine.borrow_mut().wait(id).map(drop)
     }
 
+    fn run_typed<T: Pod>(
+        &self,
+        schedule: Schedule,
+        send: &[T],
+        recv: &mut [T],
+        reduce: Option<Reducer>,
+    ) -> Result<(), Error> {
+        let (send, recv) = (bytemuck::cast_slice(send), bytemuck::cast_slice_mut(recv));
+        self.run_schedule(schedule, send, recv, reduce)
+    }
+
     fn bcast_schedule(&self, bytes: usize, root: usize) -> Schedule {
         let t = Tuning::from_env();
         if bytes >= t.bcast_long && self.size() >= t.bcast_min_ranks {
@@ -274,12 +285,7 @@ impl Comm {
         let bytes = std::mem::size_of_val(send);
         let schedule =
             alg::reduce_binomial(self.rank(), self.size(), root, bytes, commutative, false);
-        self.run_schedule(
-            schedule,
-            bytemuck::cast_slice(send),
-            bytemuck::cast_slice_mut(recv),
-            Some(reduce),
-        )
+        self.run_typed(schedule, send, recv, Some(reduce))
     }
 
     /// Combines `send` of every rank element-wise with `op` into `recv` of `root` (other ranks'
@@ -316,12 +322,7 @@ impl Comm {
     ) -> Result<(), Error> {
         let bytes = std::mem::size_of_val(send);
         let schedule = self.allreduce_schedule(bytes, std::mem::size_of::<T>(), commutative, false);
-        self.run_schedule(
-            schedule,
-            bytemuck::cast_slice(send),
-            bytemuck::cast_slice_mut(recv),
-            Some(reduce),
-        )
+        self.run_typed(schedule, send, recv, Some(reduce))
     }
 
     /// Combines `send` of every rank element-wise with `op` into `recv` of every rank.
@@ -365,10 +366,10 @@ impl Comm {
     /// Every rank's `send` lands, in rank order, in `recv` of every rank (`size × send.len()`).
     pub fn allgather<T: Pod>(&self, send: &[T], recv: &mut [T]) -> Result<(), Error> {
         let block = std::mem::size_of_val(send);
-        self.run_schedule(
+        self.run_typed(
             alg::allgather_ring(self.rank(), self.size(), block, false),
-            bytemuck::cast_slice(send),
-            bytemuck::cast_slice_mut(recv),
+            send,
+            recv,
             None,
         )
     }
@@ -377,10 +378,10 @@ impl Comm {
     pub fn gather<T: Pod>(&self, send: &[T], recv: &mut [T], root: usize) -> Result<(), Error> {
         self.check_root(root)?;
         let block = std::mem::size_of_val(send);
-        self.run_schedule(
+        self.run_typed(
             alg::gather_linear(self.rank(), self.size(), root, block, false),
-            bytemuck::cast_slice(send),
-            bytemuck::cast_slice_mut(recv),
+            send,
+            recv,
             None,
         )
     }
@@ -389,10 +390,10 @@ impl Comm {
     pub fn scatter<T: Pod>(&self, send: &[T], recv: &mut [T], root: usize) -> Result<(), Error> {
         self.check_root(root)?;
         let block = std::mem::size_of_val(recv);
-        self.run_schedule(
+        self.run_typed(
             alg::scatter_linear(self.rank(), self.size(), root, block, false),
-            bytemuck::cast_slice(send),
-            bytemuck::cast_slice_mut(recv),
+            send,
+            recv,
             None,
         )
     }
@@ -407,10 +408,10 @@ impl Comm {
                 self.size()
             )));
         }
-        self.run_schedule(
+        self.run_typed(
             alg::alltoall_pairwise(self.rank(), self.size(), block),
-            bytemuck::cast_slice(send),
-            bytemuck::cast_slice_mut(recv),
+            send,
+            recv,
             None,
         )
     }
@@ -441,10 +442,10 @@ impl Comm {
             self.per_rank_bytes::<T>("counts", counts)?,
             self.per_rank_bytes::<T>("displs", displs)?,
         );
-        self.run_schedule(
+        self.run_typed(
             alg::gatherv_linear(self.rank(), self.size(), root, &c, &d, false),
-            bytemuck::cast_slice(send),
-            bytemuck::cast_slice_mut(recv),
+            send,
+            recv,
             None,
         )
     }
@@ -463,10 +464,10 @@ impl Comm {
             self.per_rank_bytes::<T>("counts", counts)?,
             self.per_rank_bytes::<T>("displs", displs)?,
         );
-        self.run_schedule(
+        self.run_typed(
             alg::scatterv_linear(self.rank(), self.size(), root, &c, &d, false),
-            bytemuck::cast_slice(send),
-            bytemuck::cast_slice_mut(recv),
+            send,
+            recv,
             None,
         )
     }
@@ -483,10 +484,10 @@ impl Comm {
             self.per_rank_bytes::<T>("counts", counts)?,
             self.per_rank_bytes::<T>("displs", displs)?,
         );
-        self.run_schedule(
+        self.run_typed(
             alg::allgatherv_ring(self.rank(), self.size(), &c, &d, false),
-            bytemuck::cast_slice(send),
-            bytemuck::cast_slice_mut(recv),
+            send,
+            recv,
             None,
         )
     }
@@ -507,12 +508,7 @@ impl Comm {
         let rc = self.per_rank_bytes::<T>("receive counts", recv_counts)?;
         let rd = self.per_rank_bytes::<T>("receive displs", recv_displs)?;
         let schedule = alg::alltoallv_pairwise(self.rank(), self.size(), &sc, &sd, &rc, &rd);
-        self.run_schedule(
-            schedule,
-            bytemuck::cast_slice(send),
-            bytemuck::cast_slice_mut(recv),
-            None,
-        )
+        self.run_typed(schedule, send, recv, None)
     }
 
     /// Reduces every rank's `send` (sum of `counts` elements) with `op`; rank r receives the
@@ -526,12 +522,7 @@ impl Comm {
     ) -> Result<(), Error> {
         let c = self.per_rank_bytes::<T>("counts", counts)?;
         let schedule = alg::reduce_scatter(self.rank(), self.size(), &c, false);
-        self.run_schedule(
-            schedule,
-            bytemuck::cast_slice(send),
-            bytemuck::cast_slice_mut(recv),
-            Some(typed_reducer::<T>(op)?),
-        )
+        self.run_typed(schedule, send, recv, Some(typed_reducer::<T>(op)?))
     }
 
     fn scan_by<T: Pod>(
@@ -548,12 +539,7 @@ impl Comm {
             exclusive,
             false,
         );
-        self.run_schedule(
-            schedule,
-            bytemuck::cast_slice(send),
-            bytemuck::cast_slice_mut(recv),
-            Some(reduce),
-        )
+        self.run_typed(schedule, send, recv, Some(reduce))
     }
 
     /// Inclusive prefix reduction: rank r receives x0 op … op xr.

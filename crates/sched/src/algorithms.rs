@@ -261,20 +261,8 @@ pub fn allreduce_ring(
 
 /// Ring allgather of `block` bytes per rank: n-1 steps, each passing on the block received last.
 pub fn allgather_ring(rank: Rank, size: usize, block: usize, in_place: bool) -> Schedule {
-    let mut b = ScheduleBuilder::new(rank, size, if in_place { 0 } else { block }, size * block);
-    let at = |i: usize| recv_region((i % size) * block, block);
-    let mut last = if in_place {
-        vec![]
-    } else {
-        vec![b.copy(Region::new(Buffer::Send, 0, block), at(rank), &[])]
-    };
-    let (left, right) = ((rank + size - 1) % size, (rank + 1) % size);
-    for s in 0..size.saturating_sub(1) {
-        let send = b.send(right, at(rank + size - s), &last);
-        let recv = b.recv(left, at(rank + 2 * size - s - 1), &[]);
-        last = vec![send, recv];
-    }
-    b.finish()
+    let (counts, displs) = uniform(size, block);
+    allgatherv_ring(rank, size, &counts, &displs, in_place)
 }
 
 /// Linear gather of `block` bytes per rank to `root`.
@@ -285,25 +273,8 @@ pub fn gather_linear(
     block: usize,
     in_place: bool,
 ) -> Schedule {
-    let is_root = rank == root;
-    let mut b = ScheduleBuilder::new(
-        rank,
-        size,
-        if in_place && is_root { 0 } else { block },
-        if is_root { size * block } else { 0 },
-    );
-    let mine = Region::new(Buffer::Send, 0, block);
-    if is_root {
-        for src in (0..size).filter(|&s| s != root) {
-            b.recv(src, recv_region(src * block, block), &[]);
-        }
-        if !in_place {
-            b.copy(mine, recv_region(root * block, block), &[]);
-        }
-    } else {
-        b.send(root, mine, &[]);
-    }
-    b.finish()
+    let (counts, displs) = uniform(size, block);
+    gatherv_linear(rank, size, root, &counts, &displs, in_place)
 }
 
 /// Linear scatter of `block` bytes per rank from `root`.
@@ -314,44 +285,19 @@ pub fn scatter_linear(
     block: usize,
     in_place: bool,
 ) -> Schedule {
-    let is_root = rank == root;
-    let mut b = ScheduleBuilder::new(
-        rank,
-        size,
-        if is_root { size * block } else { 0 },
-        if in_place && is_root { 0 } else { block },
-    );
-    if is_root {
-        for dst in (0..size).filter(|&d| d != root) {
-            b.send(dst, Region::new(Buffer::Send, dst * block, block), &[]);
-        }
-        if !in_place {
-            b.copy(
-                Region::new(Buffer::Send, root * block, block),
-                recv_region(0, block),
-                &[],
-            );
-        }
-    } else {
-        b.recv(root, recv_region(0, block), &[]);
-    }
-    b.finish()
+    let (counts, displs) = uniform(size, block);
+    scatterv_linear(rank, size, root, &counts, &displs, in_place)
 }
 
 /// Pairwise alltoall: in step s, send to rank + s and receive from rank − s, all steps at once.
 pub fn alltoall_pairwise(rank: Rank, size: usize, block: usize) -> Schedule {
-    let mut b = ScheduleBuilder::new(rank, size, size * block, size * block);
-    b.copy(
-        Region::new(Buffer::Send, rank * block, block),
-        recv_region(rank * block, block),
-        &[],
-    );
-    for s in 1..size {
-        let (to, from) = ((rank + s) % size, (rank + size - s) % size);
-        b.send(to, Region::new(Buffer::Send, to * block, block), &[]);
-        b.recv(from, recv_region(from * block, block), &[]);
-    }
-    b.finish()
+    let (counts, displs) = uniform(size, block);
+    alltoallv_pairwise(rank, size, &counts, &displs, &counts, &displs)
+}
+
+/// Counts and displacements of `size` consecutive blocks of `block` bytes.
+fn uniform(size: usize, block: usize) -> (Vec<usize>, Vec<usize>) {
+    (vec![block; size], (0..size).map(|r| r * block).collect())
 }
 
 /// Linear gather of variable blocks: rank r's `counts[r]` bytes land at `displs[r]` of `root`'s
