@@ -295,6 +295,16 @@ pub fn alltoall_pairwise(rank: Rank, size: usize, block: usize) -> Schedule {
     alltoallv_pairwise(rank, size, &counts, &displs, &counts, &displs)
 }
 
+/// Bytes a buffer needs to hold blocks of `counts[r]` bytes at `displs[r]`.
+fn extent(counts: &[usize], displs: &[usize]) -> usize {
+    counts
+        .iter()
+        .zip(displs)
+        .map(|(c, d)| c + d)
+        .max()
+        .unwrap_or(0)
+}
+
 /// Counts and displacements of `size` consecutive blocks of `block` bytes.
 fn uniform(size: usize, block: usize) -> (Vec<usize>, Vec<usize>) {
     (vec![block; size], (0..size).map(|r| r * block).collect())
@@ -311,11 +321,7 @@ pub fn gatherv_linear(
     in_place: bool,
 ) -> Schedule {
     let is_root = rank == root;
-    let recv_bytes = if is_root {
-        (0..size).map(|r| displs[r] + counts[r]).max().unwrap_or(0)
-    } else {
-        0
-    };
+    let recv_bytes = if is_root { extent(counts, displs) } else { 0 };
     let mut b = ScheduleBuilder::new(
         rank,
         size,
@@ -350,11 +356,7 @@ pub fn scatterv_linear(
     in_place: bool,
 ) -> Schedule {
     let is_root = rank == root;
-    let send_bytes = if is_root {
-        (0..size).map(|r| displs[r] + counts[r]).max().unwrap_or(0)
-    } else {
-        0
-    };
+    let send_bytes = if is_root { extent(counts, displs) } else { 0 };
     let mut b = ScheduleBuilder::new(
         rank,
         size,
@@ -391,7 +393,7 @@ pub fn allgatherv_ring(
     displs: &[usize],
     in_place: bool,
 ) -> Schedule {
-    let recv_bytes = (0..size).map(|r| displs[r] + counts[r]).max().unwrap_or(0);
+    let recv_bytes = extent(counts, displs);
     let mut b = ScheduleBuilder::new(
         rank,
         size,
@@ -425,12 +427,11 @@ pub fn alltoallv_pairwise(
     recv_counts: &[usize],
     recv_displs: &[usize],
 ) -> Schedule {
-    let end = |c: &[usize], d: &[usize]| (0..size).map(|r| d[r] + c[r]).max().unwrap_or(0);
     let mut b = ScheduleBuilder::new(
         rank,
         size,
-        end(send_counts, send_displs),
-        end(recv_counts, recv_displs),
+        extent(send_counts, send_displs),
+        extent(recv_counts, recv_displs),
     );
     let mine = Region::new(Buffer::Send, send_displs[rank], send_counts[rank]);
     b.copy(
