@@ -1,0 +1,1 @@
+//! Reduction operations (placeholder).
