@@ -12,7 +12,7 @@ use crate::error::Error;
 use ferry_sched::{Buffer, Op, Order, Region, Schedule};
 
 /// The call's reduction on raw bytes (whole elements, `dst = src ⊕ dst` or `dst ⊕ src`).
-pub(crate) type Reducer = Box<dyn Fn(&[u8], &mut [u8], Order)>;
+pub type Reducer = Box<dyn Fn(&[u8], &mut [u8], Order)>;
 
 enum StepState {
     Waiting,
@@ -80,6 +80,7 @@ impl Collective {
                     self.tag(seq),
                     self.ptr(&region),
                     region.len,
+                    false,
                 )?;
                 StepState::Running(vec![(id, None)])
             }

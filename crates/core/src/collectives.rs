@@ -116,6 +116,113 @@ impl Tuning {
     }
 }
 
+/// One collective call described in bytes: what [`Comm::plan`] turns into a schedule. Block
+/// sizes, counts and displacements are in bytes; `elem` is the size of one reduction element.
+#[derive(Debug, Clone, Copy)]
+pub enum Collective<'a> {
+    /// Every rank waits for all.
+    Barrier,
+    /// `bytes` from `root` to everyone.
+    Bcast {
+        /// Message length.
+        bytes: usize,
+        /// Sending rank.
+        root: usize,
+    },
+    /// Element-wise reduction of `bytes` to `root`.
+    Reduce {
+        /// Vector length.
+        bytes: usize,
+        /// Root rank.
+        root: usize,
+        /// Whether operands may be combined in any order.
+        commutative: bool,
+    },
+    /// Element-wise reduction of `bytes` to everyone.
+    Allreduce {
+        /// Vector length.
+        bytes: usize,
+        /// Reduction element size (the ring splits only at element boundaries).
+        elem: usize,
+        /// Whether operands may be combined in any order.
+        commutative: bool,
+        /// Input taken from the receive buffer.
+        in_place: bool,
+    },
+    /// Fixed blocks to `root`, in rank order.
+    Gather {
+        /// Bytes per rank.
+        block: usize,
+        /// Root rank.
+        root: usize,
+    },
+    /// Fixed blocks from `root`.
+    Scatter {
+        /// Bytes per rank.
+        block: usize,
+        /// Root rank.
+        root: usize,
+    },
+    /// Fixed blocks to everyone.
+    Allgather {
+        /// Bytes per rank.
+        block: usize,
+    },
+    /// Block j to rank j.
+    Alltoall {
+        /// Bytes per pair.
+        block: usize,
+    },
+    /// Variable blocks to `root`.
+    Gatherv {
+        /// Bytes from each rank.
+        counts: &'a [usize],
+        /// Where each rank's bytes land at the root.
+        displs: &'a [usize],
+        /// Root rank.
+        root: usize,
+    },
+    /// Variable blocks from `root`.
+    Scatterv {
+        /// Bytes for each rank.
+        counts: &'a [usize],
+        /// Where each rank's bytes start at the root.
+        displs: &'a [usize],
+        /// Root rank.
+        root: usize,
+    },
+    /// Variable blocks to everyone.
+    Allgatherv {
+        /// Bytes from each rank.
+        counts: &'a [usize],
+        /// Where each rank's bytes land.
+        displs: &'a [usize],
+    },
+    /// Variable blocks between every pair.
+    Alltoallv {
+        /// Bytes to each rank.
+        send_counts: &'a [usize],
+        /// Where they start in the send buffer.
+        send_displs: &'a [usize],
+        /// Bytes from each rank.
+        recv_counts: &'a [usize],
+        /// Where they land in the receive buffer.
+        recv_displs: &'a [usize],
+    },
+    /// Reduction whose result is split over the ranks.
+    ReduceScatter {
+        /// Result bytes for each rank.
+        counts: &'a [usize],
+    },
+    /// Prefix reduction.
+    Scan {
+        /// Vector length.
+        bytes: usize,
+        /// Exclusive (rank r gets x0 … x(r-1)).
+        exclusive: bool,
+    },
+}
+
 fn reducer<T: Pod>(f: impl Fn(T, T) -> T + 'static) -> Reducer {
     Box::new(move |src: &[u8], dst: &mut [u8], order: Order| {
         // Aligned buffers (the usual case: user slices of T, 16-byte aligned scratch) are
@@ -256,21 +363,111 @@ impl Comm {
         }
     }
 
+    /// Chooses the algorithm for `call` on this communicator (the one place selection happens).
+    pub fn plan(&self, call: &Collective<'_>) -> Result<Schedule, Error> {
+        let (me, n) = (self.rank(), self.size());
+        let per_rank = |what: &str, v: &[usize]| {
+            if v.len() == n {
+                Ok(())
+            } else {
+                Err(Error::Config(format!(
+                    "{what} has {} entries for a communicator of {n}",
+                    v.len()
+                )))
+            }
+        };
+        Ok(match *call {
+            Collective::Barrier => alg::barrier_dissemination(me, n),
+            Collective::Bcast { bytes, root } => {
+                self.check_root(root)?;
+                self.bcast_schedule(bytes, root)
+            }
+            Collective::Reduce {
+                bytes,
+                root,
+                commutative,
+            } => {
+                self.check_root(root)?;
+                alg::reduce_binomial(me, n, root, bytes, commutative, false)
+            }
+            Collective::Allreduce {
+                bytes,
+                elem,
+                commutative,
+                in_place,
+            } => self.allreduce_schedule(bytes, elem, commutative, in_place),
+            Collective::Gather { block, root } => {
+                self.check_root(root)?;
+                alg::gather_linear(me, n, root, block, false)
+            }
+            Collective::Scatter { block, root } => {
+                self.check_root(root)?;
+                alg::scatter_linear(me, n, root, block, false)
+            }
+            Collective::Allgather { block } => alg::allgather_ring(me, n, block, false),
+            Collective::Alltoall { block } => alg::alltoall_pairwise(me, n, block),
+            Collective::Gatherv {
+                counts,
+                displs,
+                root,
+            } => {
+                self.check_root(root)?;
+                per_rank("counts", counts)?;
+                per_rank("displs", displs)?;
+                alg::gatherv_linear(me, n, root, counts, displs, false)
+            }
+            Collective::Scatterv {
+                counts,
+                displs,
+                root,
+            } => {
+                self.check_root(root)?;
+                per_rank("counts", counts)?;
+                per_rank("displs", displs)?;
+                alg::scatterv_linear(me, n, root, counts, displs, false)
+            }
+            Collective::Allgatherv { counts, displs } => {
+                per_rank("counts", counts)?;
+                per_rank("displs", displs)?;
+                alg::allgatherv_ring(me, n, counts, displs, false)
+            }
+            Collective::Alltoallv {
+                send_counts,
+                send_displs,
+                recv_counts,
+                recv_displs,
+            } => {
+                per_rank("send counts", send_counts)?;
+                per_rank("send displs", send_displs)?;
+                per_rank("receive counts", recv_counts)?;
+                per_rank("receive displs", recv_displs)?;
+                alg::alltoallv_pairwise(me, n, send_counts, send_displs, recv_counts, recv_displs)
+            }
+            Collective::ReduceScatter { counts } => {
+                per_rank("counts", counts)?;
+                alg::reduce_scatter(me, n, counts, false)
+            }
+            Collective::Scan { bytes, exclusive } => {
+                alg::scan_recursive_doubling(me, n, bytes, exclusive, false)
+            }
+        })
+    }
+
     /// Returns once every rank of the communicator has called it.
     pub fn barrier(&self) -> Result<(), Error> {
-        self.run_schedule(
-            alg::barrier_dissemination(self.rank(), self.size()),
-            &[],
-            &mut [],
-            None,
-        )
+        self.run_schedule(self.plan(&Collective::Barrier)?, &[], &mut [], None)
     }
 
     /// Copies `buf` of rank `root` into `buf` of every rank.
     pub fn bcast<T: Pod>(&self, buf: &mut [T], root: usize) -> Result<(), Error> {
-        self.check_root(root)?;
         let buf: &mut [u8] = bytemuck::cast_slice_mut(buf);
-        self.run_schedule(self.bcast_schedule(buf.len(), root), &[], buf, None)
+        let bytes = buf.len();
+        self.run_schedule(
+            self.plan(&Collective::Bcast { bytes, root })?,
+            &[],
+            buf,
+            None,
+        )
     }
 
     fn reduce_by<T: Pod>(
@@ -281,10 +478,12 @@ impl Comm {
         commutative: bool,
         root: usize,
     ) -> Result<(), Error> {
-        self.check_root(root)?;
         let bytes = std::mem::size_of_val(send);
-        let schedule =
-            alg::reduce_binomial(self.rank(), self.size(), root, bytes, commutative, false);
+        let schedule = self.plan(&Collective::Reduce {
+            bytes,
+            root,
+            commutative,
+        })?;
         self.run_typed(schedule, send, recv, Some(reduce))
     }
 
@@ -313,6 +512,20 @@ impl Comm {
         self.reduce_by(send, recv, reducer(op), commutative, root)
     }
 
+    fn allreduce_plan<T>(
+        &self,
+        bytes: usize,
+        commutative: bool,
+        in_place: bool,
+    ) -> Result<Schedule, Error> {
+        self.plan(&Collective::Allreduce {
+            bytes,
+            elem: std::mem::size_of::<T>(),
+            commutative,
+            in_place,
+        })
+    }
+
     fn allreduce_by<T: Pod>(
         &self,
         send: &[T],
@@ -320,8 +533,7 @@ impl Comm {
         reduce: Reducer,
         commutative: bool,
     ) -> Result<(), Error> {
-        let bytes = std::mem::size_of_val(send);
-        let schedule = self.allreduce_schedule(bytes, std::mem::size_of::<T>(), commutative, false);
+        let schedule = self.allreduce_plan::<T>(std::mem::size_of_val(send), commutative, false)?;
         self.run_typed(schedule, send, recv, Some(reduce))
     }
 
@@ -341,14 +553,9 @@ impl Comm {
         buf: &mut [T],
         op: ReduceOp,
     ) -> Result<(), Error> {
-        let bytes = std::mem::size_of_val(buf);
-        let schedule = self.allreduce_schedule(bytes, std::mem::size_of::<T>(), true, true);
-        self.run_schedule(
-            schedule,
-            &[],
-            bytemuck::cast_slice_mut(buf),
-            Some(typed_reducer::<T>(op)?),
-        )
+        let schedule = self.allreduce_plan::<T>(std::mem::size_of_val(buf), true, true)?;
+        let reduce = typed_reducer::<T>(op)?;
+        self.run_schedule(schedule, &[], bytemuck::cast_slice_mut(buf), Some(reduce))
     }
 
     /// [`Comm::allreduce`] with a user operation (associative; applied in rank order unless
@@ -367,7 +574,7 @@ impl Comm {
     pub fn allgather<T: Pod>(&self, send: &[T], recv: &mut [T]) -> Result<(), Error> {
         let block = std::mem::size_of_val(send);
         self.run_typed(
-            alg::allgather_ring(self.rank(), self.size(), block, false),
+            self.plan(&Collective::Allgather { block })?,
             send,
             recv,
             None,
@@ -376,26 +583,16 @@ impl Comm {
 
     /// Every rank's `send` lands, in rank order, in `recv` of `root` (others' `recv` may be empty).
     pub fn gather<T: Pod>(&self, send: &[T], recv: &mut [T], root: usize) -> Result<(), Error> {
-        self.check_root(root)?;
         let block = std::mem::size_of_val(send);
-        self.run_typed(
-            alg::gather_linear(self.rank(), self.size(), root, block, false),
-            send,
-            recv,
-            None,
-        )
+        let schedule = self.plan(&Collective::Gather { block, root })?;
+        self.run_typed(schedule, send, recv, None)
     }
 
     /// Block r of `root`'s `send` (`size` equal blocks) lands in `recv` of rank r.
     pub fn scatter<T: Pod>(&self, send: &[T], recv: &mut [T], root: usize) -> Result<(), Error> {
-        self.check_root(root)?;
         let block = std::mem::size_of_val(recv);
-        self.run_typed(
-            alg::scatter_linear(self.rank(), self.size(), root, block, false),
-            send,
-            recv,
-            None,
-        )
+        let schedule = self.plan(&Collective::Scatter { block, root })?;
+        self.run_typed(schedule, send, recv, None)
     }
 
     /// Block j of `send` goes to rank j; block i of `recv` comes from rank i.
@@ -409,23 +606,16 @@ impl Comm {
             )));
         }
         self.run_typed(
-            alg::alltoall_pairwise(self.rank(), self.size(), block),
+            self.plan(&Collective::Alltoall { block })?,
             send,
             recv,
             None,
         )
     }
 
-    /// Element counts and displacements in bytes, after checking there is one per rank.
-    fn per_rank_bytes<T>(&self, what: &str, elems: &[usize]) -> Result<Vec<usize>, Error> {
-        if elems.len() != self.size() {
-            return Err(Error::Config(format!(
-                "{what} has {} entries for a communicator of {}",
-                elems.len(),
-                self.size()
-            )));
-        }
-        Ok(elems.iter().map(|e| e * std::mem::size_of::<T>()).collect())
+    /// Element counts or displacements in bytes.
+    fn bytes_of<T>(elems: &[usize]) -> Vec<usize> {
+        elems.iter().map(|e| e * std::mem::size_of::<T>()).collect()
     }
 
     /// Rank r's `send` lands at element `displs[r]` of `root`'s `recv` (`counts[r]` elements).
@@ -437,17 +627,13 @@ impl Comm {
         displs: &[usize],
         root: usize,
     ) -> Result<(), Error> {
-        self.check_root(root)?;
-        let (c, d) = (
-            self.per_rank_bytes::<T>("counts", counts)?,
-            self.per_rank_bytes::<T>("displs", displs)?,
-        );
-        self.run_typed(
-            alg::gatherv_linear(self.rank(), self.size(), root, &c, &d, false),
-            send,
-            recv,
-            None,
-        )
+        let (counts, displs) = (&Self::bytes_of::<T>(counts), &Self::bytes_of::<T>(displs));
+        let schedule = self.plan(&Collective::Gatherv {
+            counts,
+            displs,
+            root,
+        })?;
+        self.run_typed(schedule, send, recv, None)
     }
 
     /// `counts[r]` elements at `displs[r]` of `root`'s `send` land in `recv` of rank r.
@@ -459,17 +645,13 @@ impl Comm {
         recv: &mut [T],
         root: usize,
     ) -> Result<(), Error> {
-        self.check_root(root)?;
-        let (c, d) = (
-            self.per_rank_bytes::<T>("counts", counts)?,
-            self.per_rank_bytes::<T>("displs", displs)?,
-        );
-        self.run_typed(
-            alg::scatterv_linear(self.rank(), self.size(), root, &c, &d, false),
-            send,
-            recv,
-            None,
-        )
+        let (counts, displs) = (&Self::bytes_of::<T>(counts), &Self::bytes_of::<T>(displs));
+        let schedule = self.plan(&Collective::Scatterv {
+            counts,
+            displs,
+            root,
+        })?;
+        self.run_typed(schedule, send, recv, None)
     }
 
     /// Rank r's `send` (`counts[r]` elements) lands at `displs[r]` of `recv` on every rank.
@@ -480,16 +662,9 @@ impl Comm {
         counts: &[usize],
         displs: &[usize],
     ) -> Result<(), Error> {
-        let (c, d) = (
-            self.per_rank_bytes::<T>("counts", counts)?,
-            self.per_rank_bytes::<T>("displs", displs)?,
-        );
-        self.run_typed(
-            alg::allgatherv_ring(self.rank(), self.size(), &c, &d, false),
-            send,
-            recv,
-            None,
-        )
+        let (counts, displs) = (&Self::bytes_of::<T>(counts), &Self::bytes_of::<T>(displs));
+        let schedule = self.plan(&Collective::Allgatherv { counts, displs })?;
+        self.run_typed(schedule, send, recv, None)
     }
 
     /// `send_counts[j]` elements at `send_displs[j]` go to rank j; `recv_counts[i]` elements
@@ -503,11 +678,12 @@ impl Comm {
         recv_counts: &[usize],
         recv_displs: &[usize],
     ) -> Result<(), Error> {
-        let sc = self.per_rank_bytes::<T>("send counts", send_counts)?;
-        let sd = self.per_rank_bytes::<T>("send displs", send_displs)?;
-        let rc = self.per_rank_bytes::<T>("receive counts", recv_counts)?;
-        let rd = self.per_rank_bytes::<T>("receive displs", recv_displs)?;
-        let schedule = alg::alltoallv_pairwise(self.rank(), self.size(), &sc, &sd, &rc, &rd);
+        let schedule = self.plan(&Collective::Alltoallv {
+            send_counts: &Self::bytes_of::<T>(send_counts),
+            send_displs: &Self::bytes_of::<T>(send_displs),
+            recv_counts: &Self::bytes_of::<T>(recv_counts),
+            recv_displs: &Self::bytes_of::<T>(recv_displs),
+        })?;
         self.run_typed(schedule, send, recv, None)
     }
 
@@ -520,8 +696,8 @@ impl Comm {
         counts: &[usize],
         op: ReduceOp,
     ) -> Result<(), Error> {
-        let c = self.per_rank_bytes::<T>("counts", counts)?;
-        let schedule = alg::reduce_scatter(self.rank(), self.size(), &c, false);
+        let counts = &Self::bytes_of::<T>(counts);
+        let schedule = self.plan(&Collective::ReduceScatter { counts })?;
         self.run_typed(schedule, send, recv, Some(typed_reducer::<T>(op)?))
     }
 
@@ -532,13 +708,8 @@ impl Comm {
         reduce: Reducer,
         exclusive: bool,
     ) -> Result<(), Error> {
-        let schedule = alg::scan_recursive_doubling(
-            self.rank(),
-            self.size(),
-            std::mem::size_of_val(send),
-            exclusive,
-            false,
-        );
+        let bytes = std::mem::size_of_val(send);
+        let schedule = self.plan(&Collective::Scan { bytes, exclusive })?;
         self.run_typed(schedule, send, recv, Some(reduce))
     }
 
@@ -575,12 +746,7 @@ impl Comm {
 
     /// Starts a barrier; the request completes once every rank has started it.
     pub fn ibarrier<'s>(&self, scope: &'s Scope<'s, '_>) -> Result<Request<'s>, Error> {
-        let id = self.start_schedule(
-            alg::barrier_dissemination(self.rank(), self.size()),
-            &[],
-            &mut [],
-            None,
-        )?;
+        let id = self.start_schedule(self.plan(&Collective::Barrier)?, &[], &mut [], None)?;
         Ok(scope.track(self, id))
     }
 
@@ -591,9 +757,14 @@ impl Comm {
         buf: &'s mut [T],
         root: usize,
     ) -> Result<Request<'s>, Error> {
-        self.check_root(root)?;
         let buf: &mut [u8] = bytemuck::cast_slice_mut(buf);
-        let id = self.start_schedule(self.bcast_schedule(buf.len(), root), &[], buf, None)?;
+        let bytes = buf.len();
+        let id = self.start_schedule(
+            self.plan(&Collective::Bcast { bytes, root })?,
+            &[],
+            buf,
+            None,
+        )?;
         Ok(scope.track(self, id))
     }
 
@@ -605,8 +776,7 @@ impl Comm {
         recv: &'s mut [T],
         op: ReduceOp,
     ) -> Result<Request<'s>, Error> {
-        let bytes = std::mem::size_of_val(send);
-        let schedule = self.allreduce_schedule(bytes, std::mem::size_of::<T>(), true, false);
+        let schedule = self.allreduce_plan::<T>(std::mem::size_of_val(send), true, false)?;
         let id = self.start_schedule(
             schedule,
             bytemuck::cast_slice(send),

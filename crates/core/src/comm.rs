@@ -62,7 +62,7 @@ pub(crate) struct Shared {
 /// Which world ranks belong to a communicator, both ways.
 pub(crate) struct Group {
     pub(crate) world_of: Rc<[u32]>,
-    local_of: Vec<u32>,
+    pub(crate) local_of: Vec<u32>,
 }
 
 impl Group {
@@ -135,14 +135,14 @@ impl Comm {
             })
     }
 
-    fn source_pattern(&self, source: Source) -> Result<Option<u32>, Error> {
+    pub(crate) fn source_pattern(&self, source: Source) -> Result<Option<u32>, Error> {
         match source {
             Source::Any => Ok(None),
             Source::Rank(r) => self.world_rank(r).map(Some),
         }
     }
 
-    fn tag_pattern(tag: i32) -> Result<Option<i32>, Error> {
+    pub(crate) fn tag_pattern(tag: i32) -> Result<Option<i32>, Error> {
         match tag {
             ANY_TAG => Ok(None),
             t if t < 0 => Err(Error::InvalidTag(t)),
@@ -183,7 +183,7 @@ impl Comm {
         self.shared
             .engine
             .borrow_mut()
-            .isend(context, dest, tag, buf.as_ptr(), buf.len())
+            .isend(context, dest, tag, buf.as_ptr(), buf.len(), false)
     }
 
     fn start_recv(

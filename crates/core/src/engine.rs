@@ -646,7 +646,8 @@ impl Engine {
         }
     }
 
-    /// Starts a send of `len` bytes at `buf` to world rank `dest`.
+    /// Starts a send of `len` bytes at `buf` to world rank `dest`. A `synchronous` send always
+    /// takes the rendezvous path, so it completes only once the receiver has matched it.
     pub(crate) fn isend(
         &mut self,
         context: u32,
@@ -654,9 +655,10 @@ impl Engine {
         tag: i32,
         buf: *const u8,
         len: usize,
+        synchronous: bool,
     ) -> Result<ReqId, Error> {
         let route = self.proto.routes[dest as usize];
-        if len <= self.eager_limit(route) {
+        if !synchronous && len <= self.eager_limit(route) {
             let frame = Frame::Eager {
                 context,
                 tag,

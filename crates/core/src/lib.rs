@@ -30,11 +30,13 @@ pub mod config;
 mod engine;
 mod error;
 mod matching;
+pub mod raw;
 mod shm;
 mod tcp;
 mod world;
 
-pub use collectives::{ReduceOp, Reducible, Tuning};
+pub use coll::Reducer;
+pub use collectives::{Collective, ReduceOp, Reducible, Tuning};
 pub use comm::{
     scope, test_all, wait_all, wait_any, Comm, Request, Scope, Source, Status, ANY_SOURCE, ANY_TAG,
     TAG_UB,

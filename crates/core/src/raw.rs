@@ -1,0 +1,179 @@
+//! The unchecked, scope-less interface for foreign-language bindings (the MPI C ABI).
+//!
+//! The safe API ties every nonblocking request to a [`crate::scope`], which is what keeps
+//! buffers alive. A C program gives no such guarantee in the type system, only in its contract
+//! ("do not touch the buffer until the request completes"), so this module hands out plain
+//! request ids and takes raw pointers; the caller upholds MPI's buffer rules. Everything here
+//! still runs on the calling thread and drives the same engine.
+
+use crate::coll::{CollectiveCall, Reducer};
+use crate::collectives::Collective;
+use crate::comm::{Comm, Source};
+use crate::engine::ReqId;
+use crate::error::Error;
+
+/// A send, receive or collective started through this module; complete it with
+/// [`Comm::raw_take`] once [`Comm::raw_done`] says so.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct RawRequest(ReqId);
+
+/// How a raw send completes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SendMode {
+    /// As soon as the buffer may be reused (eager for small messages).
+    Standard,
+    /// Only once the receiver has matched it (always rendezvous).
+    Synchronous,
+}
+
+/// What a finished raw request reports.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RawStatus {
+    /// Sender's rank in the communicator (receives only).
+    pub source: usize,
+    /// Message tag (receives only).
+    pub tag: i32,
+    /// Bytes received or sent.
+    pub len: usize,
+    /// Length of the message as sent (larger than `len` when truncated).
+    pub message_len: usize,
+    /// The request was cancelled before it matched.
+    pub cancelled: bool,
+}
+
+impl Comm {
+    /// Starts a send of `len` bytes at `buf` to `dest`.
+    ///
+    /// # Safety
+    /// `buf` must stay valid and unchanged for `len` bytes until the request is done.
+    pub unsafe fn raw_send(
+        &self,
+        buf: *const u8,
+        len: usize,
+        dest: usize,
+        tag: i32,
+        mode: SendMode,
+    ) -> Result<RawRequest, Error> {
+        if tag < 0 {
+            return Err(Error::InvalidTag(tag));
+        }
+        let dest = self.world_rank_of(dest)? as u32;
+        let synchronous = mode == SendMode::Synchronous;
+        self.shared
+            .engine
+            .borrow_mut()
+            .isend(self.context, dest, tag, buf, len, synchronous)
+            .map(RawRequest)
+    }
+
+    /// Posts a receive into `len` bytes at `buf`.
+    ///
+    /// # Safety
+    /// `buf` must stay valid for writes of `len` bytes until the request is done.
+    pub unsafe fn raw_recv(
+        &self,
+        buf: *mut u8,
+        len: usize,
+        source: Source,
+        tag: i32,
+    ) -> Result<RawRequest, Error> {
+        let source = self.source_pattern(source)?;
+        let tag = Comm::tag_pattern(tag)?;
+        self.shared
+            .engine
+            .borrow_mut()
+            .irecv(self.context, source, tag, buf, len)
+            .map(RawRequest)
+    }
+
+    /// Starts a collective planned by [`Comm::plan`] on `send_len` bytes at `send` and
+    /// `recv_len` bytes at `recv`; `reduce` combines whole elements for the reductions.
+    ///
+    /// # Safety
+    /// The buffers must stay valid (and `send` unchanged) until the request is done.
+    pub unsafe fn raw_collective(
+        &self,
+        call: &Collective<'_>,
+        send: (*const u8, usize),
+        recv: (*mut u8, usize),
+        reduce: Option<Reducer>,
+    ) -> Result<RawRequest, Error> {
+        let schedule = self.plan(call)?;
+        if send.1 < schedule.send_bytes || recv.1 < schedule.recv_bytes {
+            return Err(Error::BufferTooSmall {
+                what: "collective buffer".into(),
+                needed: schedule.send_bytes.max(schedule.recv_bytes),
+                got: send.1.min(recv.1),
+            });
+        }
+        let call_no = self.calls.get().wrapping_add(1);
+        self.calls.set(call_no);
+        self.shared
+            .engine
+            .borrow_mut()
+            .start_collective(CollectiveCall {
+                schedule,
+                context: self.context,
+                call: call_no,
+                world_of: self.group.world_of.clone(),
+                send: send.0,
+                recv: recv.0,
+                reduce,
+            })
+            .map(RawRequest)
+    }
+
+    /// Whether `request` has finished (no progress is made).
+    pub fn raw_done(&self, request: RawRequest) -> bool {
+        self.shared.engine.borrow().proto.is_done(request.0)
+    }
+
+    /// Takes the outcome of a finished request and forgets it; `None` if it is still running.
+    pub fn raw_take(&self, request: RawRequest) -> Option<RawStatus> {
+        let c = self.shared.engine.borrow_mut().take(request.0)?;
+        let source = self
+            .group
+            .local_of
+            .get(c.source as usize)
+            .map_or(usize::MAX, |&r| r as usize);
+        Some(RawStatus {
+            source,
+            tag: c.tag,
+            len: c.len,
+            message_len: c.message_len,
+            cancelled: c.cancelled,
+        })
+    }
+
+    /// Withdraws a receive that has not matched yet (it then finishes as cancelled).
+    pub fn raw_cancel(&self, request: RawRequest) {
+        self.shared.engine.borrow_mut().cancel(request.0);
+    }
+
+    /// One pass of the progress engine; whether anything moved.
+    pub fn progress(&self) -> Result<bool, Error> {
+        self.shared.engine.borrow_mut().progress()
+    }
+
+    /// Drives progress, backing off from spinning to sleeping, until `done` holds; `done` is
+    /// asked with a predicate that says whether a request has finished.
+    pub fn wait_until(
+        &self,
+        mut done: impl FnMut(&dyn Fn(RawRequest) -> bool) -> bool,
+    ) -> Result<(), Error> {
+        self.shared
+            .engine
+            .borrow_mut()
+            .wait_until(|p| done(&|r: RawRequest| p.is_done(r.0)))
+    }
+
+    /// World ranks of the members, in communicator rank order.
+    pub fn world_ranks(&self) -> &[u32] {
+        &self.group.world_of
+    }
+
+    /// The communicator's message-space id (equal ids mean the same communicator).
+    pub fn context_id(&self) -> u32 {
+        self.context
+    }
+}
