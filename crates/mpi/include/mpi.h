@@ -1,0 +1,731 @@
+/*
+ * mpi.h — the C interface of ferry's libmpi.
+ *
+ * Semantics: MPI 4.1 (MPI_VERSION 4, MPI_SUBVERSION 1), for the subset of functions declared
+ * below. Values: the MPI-5 standard ABI. Handles are pointers to incomplete structs; the
+ * predefined handles, the error classes and every other constant take the numbers the standard
+ * ABI fixes, so a program built against this header agrees with any ABI-compliant library on
+ * them. crates/mpi/tests/abi_constants.rs checks every value here against the Rust side.
+ *
+ * Every MPI_X is also declared as PMPI_X (the profiling interface); libmpi.so exports both.
+ */
+#ifndef FERRY_MPI_H
+#define FERRY_MPI_H
+
+#include <stdint.h>
+
+#define MPI_VERSION    4
+#define MPI_SUBVERSION 1
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* ---- Integer types ---------------------------------------------------------------------- */
+typedef intptr_t MPI_Aint;
+typedef int64_t  MPI_Offset;
+typedef int64_t  MPI_Count;
+typedef int      MPI_Fint;
+
+/* ---- Status: three public fields, then five ints the library owns ----------------------- */
+typedef struct {
+    int MPI_SOURCE;
+    int MPI_TAG;
+    int MPI_ERROR;
+    int internal[5];
+} MPI_Status;
+
+/* ---- Handles: opaque pointers; predefined ones are small integers ----------------------- */
+typedef struct MPI_ABI_Op         *MPI_Op;
+typedef struct MPI_ABI_Comm       *MPI_Comm;
+typedef struct MPI_ABI_Group      *MPI_Group;
+typedef struct MPI_ABI_Win        *MPI_Win;
+typedef struct MPI_ABI_File       *MPI_File;
+typedef struct MPI_ABI_Session    *MPI_Session;
+typedef struct MPI_ABI_Message    *MPI_Message;
+typedef struct MPI_ABI_Info       *MPI_Info;
+typedef struct MPI_ABI_Errhandler *MPI_Errhandler;
+typedef struct MPI_ABI_Request    *MPI_Request;
+typedef struct MPI_ABI_Datatype   *MPI_Datatype;
+
+/* Reduction operations */
+#define MPI_OP_NULL     ((MPI_Op)0x020)
+#define MPI_SUM         ((MPI_Op)0x021)
+#define MPI_MIN         ((MPI_Op)0x022)
+#define MPI_MAX         ((MPI_Op)0x023)
+#define MPI_PROD        ((MPI_Op)0x024)
+#define MPI_BAND        ((MPI_Op)0x028)
+#define MPI_BOR         ((MPI_Op)0x029)
+#define MPI_BXOR        ((MPI_Op)0x02a)
+#define MPI_LAND        ((MPI_Op)0x030)
+#define MPI_LOR         ((MPI_Op)0x031)
+#define MPI_LXOR        ((MPI_Op)0x032)
+#define MPI_MINLOC      ((MPI_Op)0x038)
+#define MPI_MAXLOC      ((MPI_Op)0x039)
+#define MPI_REPLACE     ((MPI_Op)0x03c)
+#define MPI_NO_OP       ((MPI_Op)0x03d)
+
+/* Communicators, groups and the other object kinds */
+#define MPI_COMM_NULL        ((MPI_Comm)0x100)
+#define MPI_COMM_WORLD       ((MPI_Comm)0x101)
+#define MPI_COMM_SELF        ((MPI_Comm)0x102)
+#define MPI_GROUP_NULL       ((MPI_Group)0x108)
+#define MPI_GROUP_EMPTY      ((MPI_Group)0x109)
+#define MPI_WIN_NULL         ((MPI_Win)0x110)
+#define MPI_FILE_NULL        ((MPI_File)0x118)
+#define MPI_SESSION_NULL     ((MPI_Session)0x120)
+#define MPI_MESSAGE_NULL     ((MPI_Message)0x128)
+#define MPI_MESSAGE_NO_PROC  ((MPI_Message)0x129)
+#define MPI_INFO_NULL        ((MPI_Info)0x130)
+#define MPI_INFO_ENV         ((MPI_Info)0x131)
+#define MPI_ERRHANDLER_NULL  ((MPI_Errhandler)0x140)
+#define MPI_ERRORS_ARE_FATAL ((MPI_Errhandler)0x141)
+#define MPI_ERRORS_RETURN    ((MPI_Errhandler)0x142)
+#define MPI_ERRORS_ABORT     ((MPI_Errhandler)0x143)
+#define MPI_REQUEST_NULL     ((MPI_Request)0x180)
+
+/* Datatypes */
+#define MPI_DATATYPE_NULL           ((MPI_Datatype)0x200)
+#define MPI_AINT                    ((MPI_Datatype)0x201)
+#define MPI_COUNT                   ((MPI_Datatype)0x202)
+#define MPI_OFFSET                  ((MPI_Datatype)0x203)
+#define MPI_PACKED                  ((MPI_Datatype)0x207)
+#define MPI_SHORT                   ((MPI_Datatype)0x208)
+#define MPI_INT                     ((MPI_Datatype)0x209)
+#define MPI_LONG                    ((MPI_Datatype)0x20a)
+#define MPI_LONG_LONG               ((MPI_Datatype)0x20b)
+#define MPI_UNSIGNED_SHORT          ((MPI_Datatype)0x20c)
+#define MPI_UNSIGNED                ((MPI_Datatype)0x20d)
+#define MPI_UNSIGNED_LONG           ((MPI_Datatype)0x20e)
+#define MPI_UNSIGNED_LONG_LONG      ((MPI_Datatype)0x20f)
+#define MPI_FLOAT                   ((MPI_Datatype)0x210)
+#define MPI_C_FLOAT_COMPLEX         ((MPI_Datatype)0x212)
+#define MPI_CXX_FLOAT_COMPLEX       ((MPI_Datatype)0x213)
+#define MPI_DOUBLE                  ((MPI_Datatype)0x214)
+#define MPI_C_DOUBLE_COMPLEX        ((MPI_Datatype)0x216)
+#define MPI_CXX_DOUBLE_COMPLEX      ((MPI_Datatype)0x217)
+#define MPI_INTEGER                 ((MPI_Datatype)0x218)
+#define MPI_LOGICAL                 ((MPI_Datatype)0x219)
+#define MPI_REAL                    ((MPI_Datatype)0x21a)
+#define MPI_COMPLEX                 ((MPI_Datatype)0x21b)
+#define MPI_DOUBLE_PRECISION        ((MPI_Datatype)0x21c)
+#define MPI_DOUBLE_COMPLEX          ((MPI_Datatype)0x21d)
+#define MPI_LONG_DOUBLE             ((MPI_Datatype)0x220)
+#define MPI_C_LONG_DOUBLE_COMPLEX   ((MPI_Datatype)0x224)
+#define MPI_CXX_LONG_DOUBLE_COMPLEX ((MPI_Datatype)0x225)
+#define MPI_FLOAT_INT               ((MPI_Datatype)0x228)
+#define MPI_DOUBLE_INT              ((MPI_Datatype)0x229)
+#define MPI_LONG_INT                ((MPI_Datatype)0x22a)
+#define MPI_2INT                    ((MPI_Datatype)0x22b)
+#define MPI_SHORT_INT               ((MPI_Datatype)0x22c)
+#define MPI_LONG_DOUBLE_INT         ((MPI_Datatype)0x22d)
+#define MPI_2REAL                   ((MPI_Datatype)0x230)
+#define MPI_2DOUBLE_PRECISION       ((MPI_Datatype)0x231)
+#define MPI_2INTEGER                ((MPI_Datatype)0x232)
+#define MPI_C_BOOL                  ((MPI_Datatype)0x238)
+#define MPI_CXX_BOOL                ((MPI_Datatype)0x239)
+#define MPI_WCHAR                   ((MPI_Datatype)0x23c)
+#define MPI_INT8_T                  ((MPI_Datatype)0x240)
+#define MPI_UINT8_T                 ((MPI_Datatype)0x241)
+#define MPI_CHAR                    ((MPI_Datatype)0x243)
+#define MPI_SIGNED_CHAR             ((MPI_Datatype)0x244)
+#define MPI_UNSIGNED_CHAR           ((MPI_Datatype)0x245)
+#define MPI_BYTE                    ((MPI_Datatype)0x247)
+#define MPI_INT16_T                 ((MPI_Datatype)0x248)
+#define MPI_UINT16_T                ((MPI_Datatype)0x249)
+#define MPI_INT32_T                 ((MPI_Datatype)0x250)
+#define MPI_UINT32_T                ((MPI_Datatype)0x251)
+#define MPI_INT64_T                 ((MPI_Datatype)0x258)
+#define MPI_UINT64_T                ((MPI_Datatype)0x259)
+#define MPI_INTEGER1                ((MPI_Datatype)0x2c0)
+#define MPI_CHARACTER               ((MPI_Datatype)0x2c3)
+#define MPI_INTEGER2                ((MPI_Datatype)0x2c8)
+#define MPI_INTEGER4                ((MPI_Datatype)0x2d0)
+#define MPI_REAL4                   ((MPI_Datatype)0x2d2)
+#define MPI_INTEGER8                ((MPI_Datatype)0x2d8)
+#define MPI_REAL8                   ((MPI_Datatype)0x2da)
+#define MPI_COMPLEX8                ((MPI_Datatype)0x2db)
+#define MPI_INTEGER16               ((MPI_Datatype)0x2e0)
+#define MPI_REAL16                  ((MPI_Datatype)0x2e2)
+#define MPI_COMPLEX16               ((MPI_Datatype)0x2e3)
+#define MPI_COMPLEX32               ((MPI_Datatype)0x2eb)
+/* Other names for the same types */
+#define MPI_LONG_LONG_INT           MPI_LONG_LONG
+#define MPI_C_COMPLEX               MPI_C_FLOAT_COMPLEX
+
+/* ---- Error classes (MPI_SUCCESS and 1..61) ---------------------------------------------- */
+enum {
+    MPI_SUCCESS                   = 0,
+    MPI_ERR_BUFFER                = 1,
+    MPI_ERR_COUNT                 = 2,
+    MPI_ERR_TYPE                  = 3,
+    MPI_ERR_TAG                   = 4,
+    MPI_ERR_COMM                  = 5,
+    MPI_ERR_RANK                  = 6,
+    MPI_ERR_REQUEST               = 7,
+    MPI_ERR_ROOT                  = 8,
+    MPI_ERR_GROUP                 = 9,
+    MPI_ERR_OP                    = 10,
+    MPI_ERR_TOPOLOGY              = 11,
+    MPI_ERR_DIMS                  = 12,
+    MPI_ERR_ARG                   = 13,
+    MPI_ERR_UNKNOWN               = 14,
+    MPI_ERR_TRUNCATE              = 15,
+    MPI_ERR_OTHER                 = 16,
+    MPI_ERR_INTERN                = 17,
+    MPI_ERR_PENDING               = 18,
+    MPI_ERR_IN_STATUS             = 19,
+    MPI_ERR_ACCESS                = 20,
+    MPI_ERR_AMODE                 = 21,
+    MPI_ERR_ASSERT                = 22,
+    MPI_ERR_BAD_FILE              = 23,
+    MPI_ERR_BASE                  = 24,
+    MPI_ERR_CONVERSION            = 25,
+    MPI_ERR_DISP                  = 26,
+    MPI_ERR_DUP_DATAREP           = 27,
+    MPI_ERR_FILE_EXISTS           = 28,
+    MPI_ERR_FILE_IN_USE           = 29,
+    MPI_ERR_FILE                  = 30,
+    MPI_ERR_INFO_KEY              = 31,
+    MPI_ERR_INFO_NOKEY            = 32,
+    MPI_ERR_INFO_VALUE            = 33,
+    MPI_ERR_INFO                  = 34,
+    MPI_ERR_IO                    = 35,
+    MPI_ERR_KEYVAL                = 36,
+    MPI_ERR_LOCKTYPE              = 37,
+    MPI_ERR_NAME                  = 38,
+    MPI_ERR_NO_MEM                = 39,
+    MPI_ERR_NOT_SAME              = 40,
+    MPI_ERR_NO_SPACE              = 41,
+    MPI_ERR_NO_SUCH_FILE          = 42,
+    MPI_ERR_PORT                  = 43,
+    MPI_ERR_PROC_ABORTED          = 44,
+    MPI_ERR_QUOTA                 = 45,
+    MPI_ERR_READ_ONLY             = 46,
+    MPI_ERR_RMA_ATTACH            = 47,
+    MPI_ERR_RMA_CONFLICT          = 48,
+    MPI_ERR_RMA_RANGE             = 49,
+    MPI_ERR_RMA_SHARED            = 50,
+    MPI_ERR_RMA_SYNC              = 51,
+    MPI_ERR_RMA_FLAVOR            = 52,
+    MPI_ERR_SERVICE               = 53,
+    MPI_ERR_SESSION               = 54,
+    MPI_ERR_SIZE                  = 55,
+    MPI_ERR_SPAWN                 = 56,
+    MPI_ERR_UNSUPPORTED_DATAREP   = 57,
+    MPI_ERR_UNSUPPORTED_OPERATION = 58,
+    MPI_ERR_VALUE_TOO_LARGE       = 59,
+    MPI_ERR_WIN                   = 60,
+    MPI_ERR_ERRHANDLER            = 61,
+    MPI_ERR_LASTCODE              = 0x3fff
+};
+
+/* ---- Buffer addresses and ignored arguments --------------------------------------------- */
+#define MPI_BOTTOM          ((void *)0)
+#define MPI_IN_PLACE        ((void *)1)
+#define MPI_STATUS_IGNORE   ((MPI_Status *)0)
+#define MPI_STATUSES_IGNORE ((MPI_Status *)0)
+#define MPI_ERRCODES_IGNORE ((int *)0)
+#define MPI_ARGV_NULL       ((char **)0)
+#define MPI_ARGVS_NULL      ((char ***)0)
+#define MPI_UNWEIGHTED      ((int *)4)
+#define MPI_WEIGHTS_EMPTY   ((int *)5)
+
+#define MPI_BSEND_OVERHEAD 512
+
+/* ---- String sizes (including the terminating NUL) --------------------------------------- */
+#define MPI_MAX_DATAREP_STRING          128
+#define MPI_MAX_ERROR_STRING            512
+#define MPI_MAX_INFO_KEY                256
+#define MPI_MAX_INFO_VAL                1024
+#define MPI_MAX_LIBRARY_VERSION_STRING  8192
+#define MPI_MAX_OBJECT_NAME             128
+#define MPI_MAX_PORT_NAME               1024
+#define MPI_MAX_PROCESSOR_NAME          256
+#define MPI_MAX_STRINGTAG_LEN           1024
+#define MPI_MAX_PSET_NAME_LEN           512
+
+/* ---- Sentinels, thread levels, comparison results, keys, combiners ---------------------- */
+enum {
+    MPI_ANY_SOURCE           = -1,
+    MPI_PROC_NULL            = -2,
+    MPI_ROOT                 = -3,
+    MPI_ANY_TAG              = -31,
+    MPI_KEYVAL_INVALID       = -127,
+    MPI_DISPLACEMENT_CURRENT = -255,
+    MPI_UNDEFINED            = -32766
+};
+
+enum {
+    MPI_THREAD_SINGLE     = 0,
+    MPI_THREAD_FUNNELED   = 1,
+    MPI_THREAD_SERIALIZED = 2,
+    MPI_THREAD_MULTIPLE   = 7
+};
+
+enum {
+    MPI_ORDER_C              = 12,
+    MPI_ORDER_FORTRAN        = 15,
+    MPI_DISTRIBUTE_NONE      = 16,
+    MPI_DISTRIBUTE_BLOCK     = 17,
+    MPI_DISTRIBUTE_CYCLIC    = 18,
+    MPI_DISTRIBUTE_DFLT_DARG = 19
+};
+
+enum {
+    MPI_IDENT     = 101,
+    MPI_CONGRUENT = 102,
+    MPI_SIMILAR   = 103,
+    MPI_UNEQUAL   = 104
+};
+
+enum {
+    MPI_GRAPH      = 201,
+    MPI_DIST_GRAPH = 202,
+    MPI_CART       = 203
+};
+
+enum {
+    MPI_COMBINER_NAMED          = 301,
+    MPI_COMBINER_DUP            = 302,
+    MPI_COMBINER_CONTIGUOUS     = 303,
+    MPI_COMBINER_VECTOR         = 304,
+    MPI_COMBINER_HVECTOR        = 305,
+    MPI_COMBINER_INDEXED        = 306,
+    MPI_COMBINER_HINDEXED       = 307,
+    MPI_COMBINER_INDEXED_BLOCK  = 308,
+    MPI_COMBINER_HINDEXED_BLOCK = 309,
+    MPI_COMBINER_STRUCT         = 310,
+    MPI_COMBINER_SUBARRAY       = 311,
+    MPI_COMBINER_DARRAY         = 312,
+    MPI_COMBINER_F90_REAL       = 313,
+    MPI_COMBINER_F90_COMPLEX    = 314,
+    MPI_COMBINER_F90_INTEGER    = 315,
+    MPI_COMBINER_RESIZED        = 316,
+    MPI_COMBINER_VALUE_INDEX    = 317
+};
+
+enum {
+    MPI_COMM_TYPE_SHARED          = 1001,
+    MPI_COMM_TYPE_HW_UNGUIDED     = 1002,
+    MPI_COMM_TYPE_HW_GUIDED       = 1003,
+    MPI_COMM_TYPE_RESOURCE_GUIDED = 1004
+};
+
+/* Predefined attribute keys of MPI_COMM_WORLD */
+enum {
+    MPI_TAG_UB          = 10001,
+    MPI_IO              = 10002,
+    MPI_HOST            = 10003,
+    MPI_WTIME_IS_GLOBAL = 10004,
+    MPI_APPNUM          = 10005,
+    MPI_LASTUSEDCODE    = 10006,
+    MPI_UNIVERSE_SIZE   = 10007
+};
+
+/* ---- Callback types --------------------------------------------------------------------- */
+typedef void (MPI_User_function)(void *invec, void *inoutvec, int *len, MPI_Datatype *datatype);
+typedef void (MPI_User_function_c)(void *invec, void *inoutvec, MPI_Count *len, MPI_Datatype *datatype);
+typedef int (MPI_Comm_copy_attr_function)(MPI_Comm oldcomm, int comm_keyval, void *extra_state,
+                                          void *attribute_val_in, void *attribute_val_out, int *flag);
+typedef int (MPI_Comm_delete_attr_function)(MPI_Comm comm, int comm_keyval, void *attribute_val,
+                                            void *extra_state);
+typedef int (MPI_Type_copy_attr_function)(MPI_Datatype oldtype, int type_keyval, void *extra_state,
+                                          void *attribute_val_in, void *attribute_val_out, int *flag);
+typedef int (MPI_Type_delete_attr_function)(MPI_Datatype datatype, int type_keyval,
+                                            void *attribute_val, void *extra_state);
+typedef void (MPI_Comm_errhandler_function)(MPI_Comm *comm, int *errorcode, ...);
+typedef MPI_Comm_errhandler_function MPI_Comm_errhandler_fn;
+/* Deprecated (MPI-1) attribute callbacks, still used by Keyval_create */
+typedef int (MPI_Copy_function)(MPI_Comm oldcomm, int keyval, void *extra_state,
+                                void *attribute_val_in, void *attribute_val_out, int *flag);
+typedef int (MPI_Delete_function)(MPI_Comm comm, int keyval, void *attribute_val, void *extra_state);
+
+/* Predefined callbacks: 0 = do nothing / do not copy, 1 = copy the attribute value */
+#define MPI_NULL_COPY_FN        ((MPI_Copy_function *)0x0)
+#define MPI_DUP_FN              ((MPI_Copy_function *)0x1)
+#define MPI_NULL_DELETE_FN      ((MPI_Delete_function *)0x0)
+#define MPI_COMM_NULL_COPY_FN   ((MPI_Comm_copy_attr_function *)0x0)
+#define MPI_COMM_DUP_FN         ((MPI_Comm_copy_attr_function *)0x1)
+#define MPI_COMM_NULL_DELETE_FN ((MPI_Comm_delete_attr_function *)0x0)
+#define MPI_TYPE_NULL_COPY_FN   ((MPI_Type_copy_attr_function *)0x0)
+#define MPI_TYPE_DUP_FN         ((MPI_Type_copy_attr_function *)0x1)
+#define MPI_TYPE_NULL_DELETE_FN ((MPI_Type_delete_attr_function *)0x0)
+
+/* ==== Functions ========================================================================== */
+
+/* Environment */
+int MPI_Init(int *argc, char ***argv);
+int MPI_Init_thread(int *argc, char ***argv, int required, int *provided);
+int MPI_Initialized(int *flag);
+int MPI_Finalize(void);
+int MPI_Finalized(int *flag);
+int MPI_Abort(MPI_Comm comm, int errorcode);
+double MPI_Wtime(void);
+double MPI_Wtick(void);
+int MPI_Get_processor_name(char *name, int *resultlen);
+int MPI_Get_version(int *version, int *subversion);
+int MPI_Get_library_version(char *version, int *resultlen);
+int MPI_Query_thread(int *provided);
+int MPI_Is_thread_main(int *flag);
+int MPI_Pcontrol(const int level, ...);
+
+/* Point-to-point */
+int MPI_Send(const void *buf, int count, MPI_Datatype datatype, int dest, int tag, MPI_Comm comm);
+int MPI_Recv(void *buf, int count, MPI_Datatype datatype, int source, int tag, MPI_Comm comm, MPI_Status *status);
+int MPI_Isend(const void *buf, int count, MPI_Datatype datatype, int dest, int tag, MPI_Comm comm, MPI_Request *request);
+int MPI_Irecv(void *buf, int count, MPI_Datatype datatype, int source, int tag, MPI_Comm comm, MPI_Request *request);
+int MPI_Ssend(const void *buf, int count, MPI_Datatype datatype, int dest, int tag, MPI_Comm comm);
+int MPI_Issend(const void *buf, int count, MPI_Datatype datatype, int dest, int tag, MPI_Comm comm, MPI_Request *request);
+int MPI_Bsend(const void *buf, int count, MPI_Datatype datatype, int dest, int tag, MPI_Comm comm);
+int MPI_Ibsend(const void *buf, int count, MPI_Datatype datatype, int dest, int tag, MPI_Comm comm, MPI_Request *request);
+int MPI_Rsend(const void *buf, int count, MPI_Datatype datatype, int dest, int tag, MPI_Comm comm);
+int MPI_Irsend(const void *buf, int count, MPI_Datatype datatype, int dest, int tag, MPI_Comm comm, MPI_Request *request);
+int MPI_Buffer_attach(void *buffer, int size);
+int MPI_Buffer_detach(void *buffer_addr, int *size);
+int MPI_Send_init(const void *buf, int count, MPI_Datatype datatype, int dest, int tag, MPI_Comm comm, MPI_Request *request);
+int MPI_Ssend_init(const void *buf, int count, MPI_Datatype datatype, int dest, int tag, MPI_Comm comm, MPI_Request *request);
+int MPI_Bsend_init(const void *buf, int count, MPI_Datatype datatype, int dest, int tag, MPI_Comm comm, MPI_Request *request);
+int MPI_Rsend_init(const void *buf, int count, MPI_Datatype datatype, int dest, int tag, MPI_Comm comm, MPI_Request *request);
+int MPI_Recv_init(void *buf, int count, MPI_Datatype datatype, int source, int tag, MPI_Comm comm, MPI_Request *request);
+int MPI_Start(MPI_Request *request);
+int MPI_Startall(int count, MPI_Request array_of_requests[]);
+int MPI_Request_free(MPI_Request *request);
+int MPI_Sendrecv(const void *sendbuf, int sendcount, MPI_Datatype sendtype, int dest, int sendtag, void *recvbuf, int recvcount, MPI_Datatype recvtype, int source, int recvtag, MPI_Comm comm, MPI_Status *status);
+int MPI_Sendrecv_replace(void *buf, int count, MPI_Datatype datatype, int dest, int sendtag, int source, int recvtag, MPI_Comm comm, MPI_Status *status);
+int MPI_Probe(int source, int tag, MPI_Comm comm, MPI_Status *status);
+int MPI_Iprobe(int source, int tag, MPI_Comm comm, int *flag, MPI_Status *status);
+int MPI_Mprobe(int source, int tag, MPI_Comm comm, MPI_Message *message, MPI_Status *status);
+int MPI_Improbe(int source, int tag, MPI_Comm comm, int *flag, MPI_Message *message, MPI_Status *status);
+int MPI_Mrecv(void *buf, int count, MPI_Datatype datatype, MPI_Message *message, MPI_Status *status);
+int MPI_Imrecv(void *buf, int count, MPI_Datatype datatype, MPI_Message *message, MPI_Request *request);
+int MPI_Cancel(MPI_Request *request);
+int MPI_Test_cancelled(const MPI_Status *status, int *flag);
+int MPI_Wait(MPI_Request *request, MPI_Status *status);
+int MPI_Waitall(int count, MPI_Request array_of_requests[], MPI_Status array_of_statuses[]);
+int MPI_Waitany(int count, MPI_Request array_of_requests[], int *index, MPI_Status *status);
+int MPI_Waitsome(int incount, MPI_Request array_of_requests[], int *outcount, int array_of_indices[], MPI_Status array_of_statuses[]);
+int MPI_Test(MPI_Request *request, int *flag, MPI_Status *status);
+int MPI_Testall(int count, MPI_Request array_of_requests[], int *flag, MPI_Status array_of_statuses[]);
+int MPI_Testany(int count, MPI_Request array_of_requests[], int *index, int *flag, MPI_Status *status);
+int MPI_Testsome(int incount, MPI_Request array_of_requests[], int *outcount, int array_of_indices[], MPI_Status array_of_statuses[]);
+int MPI_Request_get_status(MPI_Request request, int *flag, MPI_Status *status);
+int MPI_Get_count(const MPI_Status *status, MPI_Datatype datatype, int *count);
+int MPI_Get_elements(const MPI_Status *status, MPI_Datatype datatype, int *count);
+int MPI_Get_elements_x(const MPI_Status *status, MPI_Datatype datatype, MPI_Count *count);
+int MPI_Status_set_elements(MPI_Status *status, MPI_Datatype datatype, int count);
+int MPI_Status_set_elements_x(MPI_Status *status, MPI_Datatype datatype, MPI_Count count);
+int MPI_Status_set_cancelled(MPI_Status *status, int flag);
+
+/* Communicators, error handlers, attributes, info */
+int MPI_Comm_size(MPI_Comm comm, int *size);
+int MPI_Comm_rank(MPI_Comm comm, int *rank);
+int MPI_Comm_dup(MPI_Comm comm, MPI_Comm *newcomm);
+int MPI_Comm_dup_with_info(MPI_Comm comm, MPI_Info info, MPI_Comm *newcomm);
+int MPI_Comm_split(MPI_Comm comm, int color, int key, MPI_Comm *newcomm);
+int MPI_Comm_split_type(MPI_Comm comm, int split_type, int key, MPI_Info info, MPI_Comm *newcomm);
+int MPI_Comm_create(MPI_Comm comm, MPI_Group group, MPI_Comm *newcomm);
+int MPI_Comm_create_group(MPI_Comm comm, MPI_Group group, int tag, MPI_Comm *newcomm);
+int MPI_Comm_free(MPI_Comm *comm);
+int MPI_Comm_compare(MPI_Comm comm1, MPI_Comm comm2, int *result);
+int MPI_Comm_group(MPI_Comm comm, MPI_Group *group);
+int MPI_Comm_test_inter(MPI_Comm comm, int *flag);
+int MPI_Comm_remote_size(MPI_Comm comm, int *size);
+int MPI_Comm_set_name(MPI_Comm comm, const char *comm_name);
+int MPI_Comm_get_name(MPI_Comm comm, char *comm_name, int *resultlen);
+int MPI_Comm_get_info(MPI_Comm comm, MPI_Info *info_used);
+int MPI_Comm_set_errhandler(MPI_Comm comm, MPI_Errhandler errhandler);
+int MPI_Comm_get_errhandler(MPI_Comm comm, MPI_Errhandler *errhandler);
+int MPI_Comm_call_errhandler(MPI_Comm comm, int errorcode);
+int MPI_Comm_create_errhandler(MPI_Comm_errhandler_function *comm_errhandler_fn, MPI_Errhandler *errhandler);
+int MPI_Errhandler_free(MPI_Errhandler *errhandler);
+int MPI_Comm_create_keyval(MPI_Comm_copy_attr_function *comm_copy_attr_fn, MPI_Comm_delete_attr_function *comm_delete_attr_fn, int *comm_keyval, void *extra_state);
+int MPI_Comm_free_keyval(int *comm_keyval);
+int MPI_Comm_set_attr(MPI_Comm comm, int comm_keyval, void *attribute_val);
+int MPI_Comm_get_attr(MPI_Comm comm, int comm_keyval, void *attribute_val, int *flag);
+int MPI_Comm_delete_attr(MPI_Comm comm, int comm_keyval);
+int MPI_Attr_get(MPI_Comm comm, int keyval, void *attribute_val, int *flag);
+int MPI_Attr_put(MPI_Comm comm, int keyval, void *attribute_val);
+int MPI_Attr_delete(MPI_Comm comm, int keyval);
+int MPI_Keyval_create(MPI_Copy_function *copy_fn, MPI_Delete_function *delete_fn, int *keyval, void *extra_state);
+int MPI_Keyval_free(int *keyval);
+int MPI_Info_create(MPI_Info *info);
+int MPI_Info_set(MPI_Info info, const char *key, const char *value);
+int MPI_Info_get(MPI_Info info, const char *key, int valuelen, char *value, int *flag);
+int MPI_Info_get_nkeys(MPI_Info info, int *nkeys);
+int MPI_Info_get_nthkey(MPI_Info info, int n, char *key);
+int MPI_Info_delete(MPI_Info info, const char *key);
+int MPI_Info_dup(MPI_Info info, MPI_Info *newinfo);
+int MPI_Info_free(MPI_Info *info);
+
+/* Groups */
+int MPI_Group_size(MPI_Group group, int *size);
+int MPI_Group_rank(MPI_Group group, int *rank);
+int MPI_Group_translate_ranks(MPI_Group group1, int n, const int ranks1[], MPI_Group group2, int ranks2[]);
+int MPI_Group_compare(MPI_Group group1, MPI_Group group2, int *result);
+int MPI_Group_union(MPI_Group group1, MPI_Group group2, MPI_Group *newgroup);
+int MPI_Group_intersection(MPI_Group group1, MPI_Group group2, MPI_Group *newgroup);
+int MPI_Group_difference(MPI_Group group1, MPI_Group group2, MPI_Group *newgroup);
+int MPI_Group_incl(MPI_Group group, int n, const int ranks[], MPI_Group *newgroup);
+int MPI_Group_excl(MPI_Group group, int n, const int ranks[], MPI_Group *newgroup);
+int MPI_Group_range_incl(MPI_Group group, int n, int ranges[][3], MPI_Group *newgroup);
+int MPI_Group_range_excl(MPI_Group group, int n, int ranges[][3], MPI_Group *newgroup);
+int MPI_Group_free(MPI_Group *group);
+
+/* Datatypes */
+int MPI_Type_contiguous(int count, MPI_Datatype oldtype, MPI_Datatype *newtype);
+int MPI_Type_vector(int count, int blocklength, int stride, MPI_Datatype oldtype, MPI_Datatype *newtype);
+int MPI_Type_create_hvector(int count, int blocklength, MPI_Aint stride, MPI_Datatype oldtype, MPI_Datatype *newtype);
+int MPI_Type_indexed(int count, const int array_of_blocklengths[], const int array_of_displacements[], MPI_Datatype oldtype, MPI_Datatype *newtype);
+int MPI_Type_create_hindexed(int count, const int array_of_blocklengths[], const MPI_Aint array_of_displacements[], MPI_Datatype oldtype, MPI_Datatype *newtype);
+int MPI_Type_create_indexed_block(int count, int blocklength, const int array_of_displacements[], MPI_Datatype oldtype, MPI_Datatype *newtype);
+int MPI_Type_create_hindexed_block(int count, int blocklength, const MPI_Aint array_of_displacements[], MPI_Datatype oldtype, MPI_Datatype *newtype);
+int MPI_Type_create_struct(int count, const int array_of_blocklengths[], const MPI_Aint array_of_displacements[], const MPI_Datatype array_of_types[], MPI_Datatype *newtype);
+int MPI_Type_create_resized(MPI_Datatype oldtype, MPI_Aint lb, MPI_Aint extent, MPI_Datatype *newtype);
+int MPI_Type_create_subarray(int ndims, const int array_of_sizes[], const int array_of_subsizes[], const int array_of_starts[], int order, MPI_Datatype oldtype, MPI_Datatype *newtype);
+int MPI_Type_dup(MPI_Datatype oldtype, MPI_Datatype *newtype);
+int MPI_Type_commit(MPI_Datatype *datatype);
+int MPI_Type_free(MPI_Datatype *datatype);
+int MPI_Type_get_extent(MPI_Datatype datatype, MPI_Aint *lb, MPI_Aint *extent);
+int MPI_Type_get_extent_x(MPI_Datatype datatype, MPI_Count *lb, MPI_Count *extent);
+int MPI_Type_get_true_extent(MPI_Datatype datatype, MPI_Aint *true_lb, MPI_Aint *true_extent);
+int MPI_Type_get_true_extent_x(MPI_Datatype datatype, MPI_Count *true_lb, MPI_Count *true_extent);
+int MPI_Type_size(MPI_Datatype datatype, int *size);
+int MPI_Type_size_x(MPI_Datatype datatype, MPI_Count *size);
+int MPI_Type_get_envelope(MPI_Datatype datatype, int *num_integers, int *num_addresses, int *num_datatypes, int *combiner);
+int MPI_Type_get_contents(MPI_Datatype datatype, int max_integers, int max_addresses, int max_datatypes, int array_of_integers[], MPI_Aint array_of_addresses[], MPI_Datatype array_of_datatypes[]);
+int MPI_Type_set_name(MPI_Datatype datatype, const char *type_name);
+int MPI_Type_get_name(MPI_Datatype datatype, char *type_name, int *resultlen);
+int MPI_Get_address(const void *location, MPI_Aint *address);
+MPI_Aint MPI_Aint_add(MPI_Aint base, MPI_Aint disp);
+MPI_Aint MPI_Aint_diff(MPI_Aint addr1, MPI_Aint addr2);
+int MPI_Pack(const void *inbuf, int incount, MPI_Datatype datatype, void *outbuf, int outsize, int *position, MPI_Comm comm);
+int MPI_Unpack(const void *inbuf, int insize, int *position, void *outbuf, int outcount, MPI_Datatype datatype, MPI_Comm comm);
+int MPI_Pack_size(int incount, MPI_Datatype datatype, MPI_Comm comm, int *size);
+
+/* Collectives */
+int MPI_Barrier(MPI_Comm comm);
+int MPI_Bcast(void *buffer, int count, MPI_Datatype datatype, int root, MPI_Comm comm);
+int MPI_Reduce(const void *sendbuf, void *recvbuf, int count, MPI_Datatype datatype, MPI_Op op, int root, MPI_Comm comm);
+int MPI_Allreduce(const void *sendbuf, void *recvbuf, int count, MPI_Datatype datatype, MPI_Op op, MPI_Comm comm);
+int MPI_Gather(const void *sendbuf, int sendcount, MPI_Datatype sendtype, void *recvbuf, int recvcount, MPI_Datatype recvtype, int root, MPI_Comm comm);
+int MPI_Gatherv(const void *sendbuf, int sendcount, MPI_Datatype sendtype, void *recvbuf, const int recvcounts[], const int displs[], MPI_Datatype recvtype, int root, MPI_Comm comm);
+int MPI_Scatter(const void *sendbuf, int sendcount, MPI_Datatype sendtype, void *recvbuf, int recvcount, MPI_Datatype recvtype, int root, MPI_Comm comm);
+int MPI_Scatterv(const void *sendbuf, const int sendcounts[], const int displs[], MPI_Datatype sendtype, void *recvbuf, int recvcount, MPI_Datatype recvtype, int root, MPI_Comm comm);
+int MPI_Allgather(const void *sendbuf, int sendcount, MPI_Datatype sendtype, void *recvbuf, int recvcount, MPI_Datatype recvtype, MPI_Comm comm);
+int MPI_Allgatherv(const void *sendbuf, int sendcount, MPI_Datatype sendtype, void *recvbuf, const int recvcounts[], const int displs[], MPI_Datatype recvtype, MPI_Comm comm);
+int MPI_Alltoall(const void *sendbuf, int sendcount, MPI_Datatype sendtype, void *recvbuf, int recvcount, MPI_Datatype recvtype, MPI_Comm comm);
+int MPI_Alltoallv(const void *sendbuf, const int sendcounts[], const int sdispls[], MPI_Datatype sendtype, void *recvbuf, const int recvcounts[], const int rdispls[], MPI_Datatype recvtype, MPI_Comm comm);
+int MPI_Alltoallw(const void *sendbuf, const int sendcounts[], const int sdispls[], const MPI_Datatype sendtypes[], void *recvbuf, const int recvcounts[], const int rdispls[], const MPI_Datatype recvtypes[], MPI_Comm comm);
+int MPI_Reduce_scatter(const void *sendbuf, void *recvbuf, const int recvcounts[], MPI_Datatype datatype, MPI_Op op, MPI_Comm comm);
+int MPI_Reduce_scatter_block(const void *sendbuf, void *recvbuf, int recvcount, MPI_Datatype datatype, MPI_Op op, MPI_Comm comm);
+int MPI_Scan(const void *sendbuf, void *recvbuf, int count, MPI_Datatype datatype, MPI_Op op, MPI_Comm comm);
+int MPI_Exscan(const void *sendbuf, void *recvbuf, int count, MPI_Datatype datatype, MPI_Op op, MPI_Comm comm);
+int MPI_Reduce_local(const void *inbuf, void *inoutbuf, int count, MPI_Datatype datatype, MPI_Op op);
+int MPI_Ibarrier(MPI_Comm comm, MPI_Request *request);
+int MPI_Ibcast(void *buffer, int count, MPI_Datatype datatype, int root, MPI_Comm comm, MPI_Request *request);
+int MPI_Ireduce(const void *sendbuf, void *recvbuf, int count, MPI_Datatype datatype, MPI_Op op, int root, MPI_Comm comm, MPI_Request *request);
+int MPI_Iallreduce(const void *sendbuf, void *recvbuf, int count, MPI_Datatype datatype, MPI_Op op, MPI_Comm comm, MPI_Request *request);
+int MPI_Igather(const void *sendbuf, int sendcount, MPI_Datatype sendtype, void *recvbuf, int recvcount, MPI_Datatype recvtype, int root, MPI_Comm comm, MPI_Request *request);
+int MPI_Iscatter(const void *sendbuf, int sendcount, MPI_Datatype sendtype, void *recvbuf, int recvcount, MPI_Datatype recvtype, int root, MPI_Comm comm, MPI_Request *request);
+int MPI_Iallgather(const void *sendbuf, int sendcount, MPI_Datatype sendtype, void *recvbuf, int recvcount, MPI_Datatype recvtype, MPI_Comm comm, MPI_Request *request);
+int MPI_Ialltoall(const void *sendbuf, int sendcount, MPI_Datatype sendtype, void *recvbuf, int recvcount, MPI_Datatype recvtype, MPI_Comm comm, MPI_Request *request);
+
+/* Reduction operations and errors */
+int MPI_Op_create(MPI_User_function *user_fn, int commute, MPI_Op *op);
+int MPI_Op_free(MPI_Op *op);
+int MPI_Op_commutative(MPI_Op op, int *commute);
+int MPI_Error_string(int errorcode, char *string, int *resultlen);
+int MPI_Error_class(int errorcode, int *errorclass);
+
+/* ==== Profiling interface: the same functions as PMPI_ ==================================== */
+
+/* PMPI: Environment */
+int PMPI_Init(int *argc, char ***argv);
+int PMPI_Init_thread(int *argc, char ***argv, int required, int *provided);
+int PMPI_Initialized(int *flag);
+int PMPI_Finalize(void);
+int PMPI_Finalized(int *flag);
+int PMPI_Abort(MPI_Comm comm, int errorcode);
+double PMPI_Wtime(void);
+double PMPI_Wtick(void);
+int PMPI_Get_processor_name(char *name, int *resultlen);
+int PMPI_Get_version(int *version, int *subversion);
+int PMPI_Get_library_version(char *version, int *resultlen);
+int PMPI_Query_thread(int *provided);
+int PMPI_Is_thread_main(int *flag);
+int PMPI_Pcontrol(const int level, ...);
+
+/* PMPI: Point-to-point */
+int PMPI_Send(const void *buf, int count, MPI_Datatype datatype, int dest, int tag, MPI_Comm comm);
+int PMPI_Recv(void *buf, int count, MPI_Datatype datatype, int source, int tag, MPI_Comm comm, MPI_Status *status);
+int PMPI_Isend(const void *buf, int count, MPI_Datatype datatype, int dest, int tag, MPI_Comm comm, MPI_Request *request);
+int PMPI_Irecv(void *buf, int count, MPI_Datatype datatype, int source, int tag, MPI_Comm comm, MPI_Request *request);
+int PMPI_Ssend(const void *buf, int count, MPI_Datatype datatype, int dest, int tag, MPI_Comm comm);
+int PMPI_Issend(const void *buf, int count, MPI_Datatype datatype, int dest, int tag, MPI_Comm comm, MPI_Request *request);
+int PMPI_Bsend(const void *buf, int count, MPI_Datatype datatype, int dest, int tag, MPI_Comm comm);
+int PMPI_Ibsend(const void *buf, int count, MPI_Datatype datatype, int dest, int tag, MPI_Comm comm, MPI_Request *request);
+int PMPI_Rsend(const void *buf, int count, MPI_Datatype datatype, int dest, int tag, MPI_Comm comm);
+int PMPI_Irsend(const void *buf, int count, MPI_Datatype datatype, int dest, int tag, MPI_Comm comm, MPI_Request *request);
+int PMPI_Buffer_attach(void *buffer, int size);
+int PMPI_Buffer_detach(void *buffer_addr, int *size);
+int PMPI_Send_init(const void *buf, int count, MPI_Datatype datatype, int dest, int tag, MPI_Comm comm, MPI_Request *request);
+int PMPI_Ssend_init(const void *buf, int count, MPI_Datatype datatype, int dest, int tag, MPI_Comm comm, MPI_Request *request);
+int PMPI_Bsend_init(const void *buf, int count, MPI_Datatype datatype, int dest, int tag, MPI_Comm comm, MPI_Request *request);
+int PMPI_Rsend_init(const void *buf, int count, MPI_Datatype datatype, int dest, int tag, MPI_Comm comm, MPI_Request *request);
+int PMPI_Recv_init(void *buf, int count, MPI_Datatype datatype, int source, int tag, MPI_Comm comm, MPI_Request *request);
+int PMPI_Start(MPI_Request *request);
+int PMPI_Startall(int count, MPI_Request array_of_requests[]);
+int PMPI_Request_free(MPI_Request *request);
+int PMPI_Sendrecv(const void *sendbuf, int sendcount, MPI_Datatype sendtype, int dest, int sendtag, void *recvbuf, int recvcount, MPI_Datatype recvtype, int source, int recvtag, MPI_Comm comm, MPI_Status *status);
+int PMPI_Sendrecv_replace(void *buf, int count, MPI_Datatype datatype, int dest, int sendtag, int source, int recvtag, MPI_Comm comm, MPI_Status *status);
+int PMPI_Probe(int source, int tag, MPI_Comm comm, MPI_Status *status);
+int PMPI_Iprobe(int source, int tag, MPI_Comm comm, int *flag, MPI_Status *status);
+int PMPI_Mprobe(int source, int tag, MPI_Comm comm, MPI_Message *message, MPI_Status *status);
+int PMPI_Improbe(int source, int tag, MPI_Comm comm, int *flag, MPI_Message *message, MPI_Status *status);
+int PMPI_Mrecv(void *buf, int count, MPI_Datatype datatype, MPI_Message *message, MPI_Status *status);
+int PMPI_Imrecv(void *buf, int count, MPI_Datatype datatype, MPI_Message *message, MPI_Request *request);
+int PMPI_Cancel(MPI_Request *request);
+int PMPI_Test_cancelled(const MPI_Status *status, int *flag);
+int PMPI_Wait(MPI_Request *request, MPI_Status *status);
+int PMPI_Waitall(int count, MPI_Request array_of_requests[], MPI_Status array_of_statuses[]);
+int PMPI_Waitany(int count, MPI_Request array_of_requests[], int *index, MPI_Status *status);
+int PMPI_Waitsome(int incount, MPI_Request array_of_requests[], int *outcount, int array_of_indices[], MPI_Status array_of_statuses[]);
+int PMPI_Test(MPI_Request *request, int *flag, MPI_Status *status);
+int PMPI_Testall(int count, MPI_Request array_of_requests[], int *flag, MPI_Status array_of_statuses[]);
+int PMPI_Testany(int count, MPI_Request array_of_requests[], int *index, int *flag, MPI_Status *status);
+int PMPI_Testsome(int incount, MPI_Request array_of_requests[], int *outcount, int array_of_indices[], MPI_Status array_of_statuses[]);
+int PMPI_Request_get_status(MPI_Request request, int *flag, MPI_Status *status);
+int PMPI_Get_count(const MPI_Status *status, MPI_Datatype datatype, int *count);
+int PMPI_Get_elements(const MPI_Status *status, MPI_Datatype datatype, int *count);
+int PMPI_Get_elements_x(const MPI_Status *status, MPI_Datatype datatype, MPI_Count *count);
+int PMPI_Status_set_elements(MPI_Status *status, MPI_Datatype datatype, int count);
+int PMPI_Status_set_elements_x(MPI_Status *status, MPI_Datatype datatype, MPI_Count count);
+int PMPI_Status_set_cancelled(MPI_Status *status, int flag);
+
+/* PMPI: Communicators, error handlers, attributes, info */
+int PMPI_Comm_size(MPI_Comm comm, int *size);
+int PMPI_Comm_rank(MPI_Comm comm, int *rank);
+int PMPI_Comm_dup(MPI_Comm comm, MPI_Comm *newcomm);
+int PMPI_Comm_dup_with_info(MPI_Comm comm, MPI_Info info, MPI_Comm *newcomm);
+int PMPI_Comm_split(MPI_Comm comm, int color, int key, MPI_Comm *newcomm);
+int PMPI_Comm_split_type(MPI_Comm comm, int split_type, int key, MPI_Info info, MPI_Comm *newcomm);
+int PMPI_Comm_create(MPI_Comm comm, MPI_Group group, MPI_Comm *newcomm);
+int PMPI_Comm_create_group(MPI_Comm comm, MPI_Group group, int tag, MPI_Comm *newcomm);
+int PMPI_Comm_free(MPI_Comm *comm);
+int PMPI_Comm_compare(MPI_Comm comm1, MPI_Comm comm2, int *result);
+int PMPI_Comm_group(MPI_Comm comm, MPI_Group *group);
+int PMPI_Comm_test_inter(MPI_Comm comm, int *flag);
+int PMPI_Comm_remote_size(MPI_Comm comm, int *size);
+int PMPI_Comm_set_name(MPI_Comm comm, const char *comm_name);
+int PMPI_Comm_get_name(MPI_Comm comm, char *comm_name, int *resultlen);
+int PMPI_Comm_get_info(MPI_Comm comm, MPI_Info *info_used);
+int PMPI_Comm_set_errhandler(MPI_Comm comm, MPI_Errhandler errhandler);
+int PMPI_Comm_get_errhandler(MPI_Comm comm, MPI_Errhandler *errhandler);
+int PMPI_Comm_call_errhandler(MPI_Comm comm, int errorcode);
+int PMPI_Comm_create_errhandler(MPI_Comm_errhandler_function *comm_errhandler_fn, MPI_Errhandler *errhandler);
+int PMPI_Errhandler_free(MPI_Errhandler *errhandler);
+int PMPI_Comm_create_keyval(MPI_Comm_copy_attr_function *comm_copy_attr_fn, MPI_Comm_delete_attr_function *comm_delete_attr_fn, int *comm_keyval, void *extra_state);
+int PMPI_Comm_free_keyval(int *comm_keyval);
+int PMPI_Comm_set_attr(MPI_Comm comm, int comm_keyval, void *attribute_val);
+int PMPI_Comm_get_attr(MPI_Comm comm, int comm_keyval, void *attribute_val, int *flag);
+int PMPI_Comm_delete_attr(MPI_Comm comm, int comm_keyval);
+int PMPI_Attr_get(MPI_Comm comm, int keyval, void *attribute_val, int *flag);
+int PMPI_Attr_put(MPI_Comm comm, int keyval, void *attribute_val);
+int PMPI_Attr_delete(MPI_Comm comm, int keyval);
+int PMPI_Keyval_create(MPI_Copy_function *copy_fn, MPI_Delete_function *delete_fn, int *keyval, void *extra_state);
+int PMPI_Keyval_free(int *keyval);
+int PMPI_Info_create(MPI_Info *info);
+int PMPI_Info_set(MPI_Info info, const char *key, const char *value);
+int PMPI_Info_get(MPI_Info info, const char *key, int valuelen, char *value, int *flag);
+int PMPI_Info_get_nkeys(MPI_Info info, int *nkeys);
+int PMPI_Info_get_nthkey(MPI_Info info, int n, char *key);
+int PMPI_Info_delete(MPI_Info info, const char *key);
+int PMPI_Info_dup(MPI_Info info, MPI_Info *newinfo);
+int PMPI_Info_free(MPI_Info *info);
+
+/* PMPI: Groups */
+int PMPI_Group_size(MPI_Group group, int *size);
+int PMPI_Group_rank(MPI_Group group, int *rank);
+int PMPI_Group_translate_ranks(MPI_Group group1, int n, const int ranks1[], MPI_Group group2, int ranks2[]);
+int PMPI_Group_compare(MPI_Group group1, MPI_Group group2, int *result);
+int PMPI_Group_union(MPI_Group group1, MPI_Group group2, MPI_Group *newgroup);
+int PMPI_Group_intersection(MPI_Group group1, MPI_Group group2, MPI_Group *newgroup);
+int PMPI_Group_difference(MPI_Group group1, MPI_Group group2, MPI_Group *newgroup);
+int PMPI_Group_incl(MPI_Group group, int n, const int ranks[], MPI_Group *newgroup);
+int PMPI_Group_excl(MPI_Group group, int n, const int ranks[], MPI_Group *newgroup);
+int PMPI_Group_range_incl(MPI_Group group, int n, int ranges[][3], MPI_Group *newgroup);
+int PMPI_Group_range_excl(MPI_Group group, int n, int ranges[][3], MPI_Group *newgroup);
+int PMPI_Group_free(MPI_Group *group);
+
+/* PMPI: Datatypes */
+int PMPI_Type_contiguous(int count, MPI_Datatype oldtype, MPI_Datatype *newtype);
+int PMPI_Type_vector(int count, int blocklength, int stride, MPI_Datatype oldtype, MPI_Datatype *newtype);
+int PMPI_Type_create_hvector(int count, int blocklength, MPI_Aint stride, MPI_Datatype oldtype, MPI_Datatype *newtype);
+int PMPI_Type_indexed(int count, const int array_of_blocklengths[], const int array_of_displacements[], MPI_Datatype oldtype, MPI_Datatype *newtype);
+int PMPI_Type_create_hindexed(int count, const int array_of_blocklengths[], const MPI_Aint array_of_displacements[], MPI_Datatype oldtype, MPI_Datatype *newtype);
+int PMPI_Type_create_indexed_block(int count, int blocklength, const int array_of_displacements[], MPI_Datatype oldtype, MPI_Datatype *newtype);
+int PMPI_Type_create_hindexed_block(int count, int blocklength, const MPI_Aint array_of_displacements[], MPI_Datatype oldtype, MPI_Datatype *newtype);
+int PMPI_Type_create_struct(int count, const int array_of_blocklengths[], const MPI_Aint array_of_displacements[], const MPI_Datatype array_of_types[], MPI_Datatype *newtype);
+int PMPI_Type_create_resized(MPI_Datatype oldtype, MPI_Aint lb, MPI_Aint extent, MPI_Datatype *newtype);
+int PMPI_Type_create_subarray(int ndims, const int array_of_sizes[], const int array_of_subsizes[], const int array_of_starts[], int order, MPI_Datatype oldtype, MPI_Datatype *newtype);
+int PMPI_Type_dup(MPI_Datatype oldtype, MPI_Datatype *newtype);
+int PMPI_Type_commit(MPI_Datatype *datatype);
+int PMPI_Type_free(MPI_Datatype *datatype);
+int PMPI_Type_get_extent(MPI_Datatype datatype, MPI_Aint *lb, MPI_Aint *extent);
+int PMPI_Type_get_extent_x(MPI_Datatype datatype, MPI_Count *lb, MPI_Count *extent);
+int PMPI_Type_get_true_extent(MPI_Datatype datatype, MPI_Aint *true_lb, MPI_Aint *true_extent);
+int PMPI_Type_get_true_extent_x(MPI_Datatype datatype, MPI_Count *true_lb, MPI_Count *true_extent);
+int PMPI_Type_size(MPI_Datatype datatype, int *size);
+int PMPI_Type_size_x(MPI_Datatype datatype, MPI_Count *size);
+int PMPI_Type_get_envelope(MPI_Datatype datatype, int *num_integers, int *num_addresses, int *num_datatypes, int *combiner);
+int PMPI_Type_get_contents(MPI_Datatype datatype, int max_integers, int max_addresses, int max_datatypes, int array_of_integers[], MPI_Aint array_of_addresses[], MPI_Datatype array_of_datatypes[]);
+int PMPI_Type_set_name(MPI_Datatype datatype, const char *type_name);
+int PMPI_Type_get_name(MPI_Datatype datatype, char *type_name, int *resultlen);
+int PMPI_Get_address(const void *location, MPI_Aint *address);
+MPI_Aint PMPI_Aint_add(MPI_Aint base, MPI_Aint disp);
+MPI_Aint PMPI_Aint_diff(MPI_Aint addr1, MPI_Aint addr2);
+int PMPI_Pack(const void *inbuf, int incount, MPI_Datatype datatype, void *outbuf, int outsize, int *position, MPI_Comm comm);
+int PMPI_Unpack(const void *inbuf, int insize, int *position, void *outbuf, int outcount, MPI_Datatype datatype, MPI_Comm comm);
+int PMPI_Pack_size(int incount, MPI_Datatype datatype, MPI_Comm comm, int *size);
+
+/* PMPI: Collectives */
+int PMPI_Barrier(MPI_Comm comm);
+int PMPI_Bcast(void *buffer, int count, MPI_Datatype datatype, int root, MPI_Comm comm);
+int PMPI_Reduce(const void *sendbuf, void *recvbuf, int count, MPI_Datatype datatype, MPI_Op op, int root, MPI_Comm comm);
+int PMPI_Allreduce(const void *sendbuf, void *recvbuf, int count, MPI_Datatype datatype, MPI_Op op, MPI_Comm comm);
+int PMPI_Gather(const void *sendbuf, int sendcount, MPI_Datatype sendtype, void *recvbuf, int recvcount, MPI_Datatype recvtype, int root, MPI_Comm comm);
+int PMPI_Gatherv(const void *sendbuf, int sendcount, MPI_Datatype sendtype, void *recvbuf, const int recvcounts[], const int displs[], MPI_Datatype recvtype, int root, MPI_Comm comm);
+int PMPI_Scatter(const void *sendbuf, int sendcount, MPI_Datatype sendtype, void *recvbuf, int recvcount, MPI_Datatype recvtype, int root, MPI_Comm comm);
+int PMPI_Scatterv(const void *sendbuf, const int sendcounts[], const int displs[], MPI_Datatype sendtype, void *recvbuf, int recvcount, MPI_Datatype recvtype, int root, MPI_Comm comm);
+int PMPI_Allgather(const void *sendbuf, int sendcount, MPI_Datatype sendtype, void *recvbuf, int recvcount, MPI_Datatype recvtype, MPI_Comm comm);
+int PMPI_Allgatherv(const void *sendbuf, int sendcount, MPI_Datatype sendtype, void *recvbuf, const int recvcounts[], const int displs[], MPI_Datatype recvtype, MPI_Comm comm);
+int PMPI_Alltoall(const void *sendbuf, int sendcount, MPI_Datatype sendtype, void *recvbuf, int recvcount, MPI_Datatype recvtype, MPI_Comm comm);
+int PMPI_Alltoallv(const void *sendbuf, const int sendcounts[], const int sdispls[], MPI_Datatype sendtype, void *recvbuf, const int recvcounts[], const int rdispls[], MPI_Datatype recvtype, MPI_Comm comm);
+int PMPI_Alltoallw(const void *sendbuf, const int sendcounts[], const int sdispls[], const MPI_Datatype sendtypes[], void *recvbuf, const int recvcounts[], const int rdispls[], const MPI_Datatype recvtypes[], MPI_Comm comm);
+int PMPI_Reduce_scatter(const void *sendbuf, void *recvbuf, const int recvcounts[], MPI_Datatype datatype, MPI_Op op, MPI_Comm comm);
+int PMPI_Reduce_scatter_block(const void *sendbuf, void *recvbuf, int recvcount, MPI_Datatype datatype, MPI_Op op, MPI_Comm comm);
+int PMPI_Scan(const void *sendbuf, void *recvbuf, int count, MPI_Datatype datatype, MPI_Op op, MPI_Comm comm);
+int PMPI_Exscan(const void *sendbuf, void *recvbuf, int count, MPI_Datatype datatype, MPI_Op op, MPI_Comm comm);
+int PMPI_Reduce_local(const void *inbuf, void *inoutbuf, int count, MPI_Datatype datatype, MPI_Op op);
+int PMPI_Ibarrier(MPI_Comm comm, MPI_Request *request);
+int PMPI_Ibcast(void *buffer, int count, MPI_Datatype datatype, int root, MPI_Comm comm, MPI_Request *request);
+int PMPI_Ireduce(const void *sendbuf, void *recvbuf, int count, MPI_Datatype datatype, MPI_Op op, int root, MPI_Comm comm, MPI_Request *request);
+int PMPI_Iallreduce(const void *sendbuf, void *recvbuf, int count, MPI_Datatype datatype, MPI_Op op, MPI_Comm comm, MPI_Request *request);
+int PMPI_Igather(const void *sendbuf, int sendcount, MPI_Datatype sendtype, void *recvbuf, int recvcount, MPI_Datatype recvtype, int root, MPI_Comm comm, MPI_Request *request);
+int PMPI_Iscatter(const void *sendbuf, int sendcount, MPI_Datatype sendtype, void *recvbuf, int recvcount, MPI_Datatype recvtype, int root, MPI_Comm comm, MPI_Request *request);
+int PMPI_Iallgather(const void *sendbuf, int sendcount, MPI_Datatype sendtype, void *recvbuf, int recvcount, MPI_Datatype recvtype, MPI_Comm comm, MPI_Request *request);
+int PMPI_Ialltoall(const void *sendbuf, int sendcount, MPI_Datatype sendtype, void *recvbuf, int recvcount, MPI_Datatype recvtype, MPI_Comm comm, MPI_Request *request);
+
+/* PMPI: Reduction operations and errors */
+int PMPI_Op_create(MPI_User_function *user_fn, int commute, MPI_Op *op);
+int PMPI_Op_free(MPI_Op *op);
+int PMPI_Op_commutative(MPI_Op op, int *commute);
+int PMPI_Error_string(int errorcode, char *string, int *resultlen);
+int PMPI_Error_class(int errorcode, int *errorclass);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* FERRY_MPI_H */
