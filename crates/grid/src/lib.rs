@@ -1,0 +1,45 @@
+//! Grid topology of ferry: which cluster each rank is in, which clusters are private, where
+//! their relays listen, and — from two process ids — which path a connection takes and which
+//! side opens it.
+//!
+//! - [`topology`]: the TOML grid file ([`Topology::load`]) and the import of the seed's
+//!   per-process "process info files" ([`topology::import_process_info`]). Errors name the
+//!   file, the line and the field.
+//! - [`path`]: the process id [`Guid`], the path choice [`path::choose`] (the DESIGN §4 table),
+//!   the dialing side [`path::dialer`] and the `FERRY_SHOW_PATHS=1` matrix
+//!   [`path::render_matrix`].
+//!
+//! Everything here is pure: no sockets, no clock, no environment except the one
+//! `FERRY_SHOW_PATHS` helper. The relay protocol lives in `ferry-wire::relay`, the daemon in
+//! `ferry-relay`, the network-namespace testbed in `ferry-testbed`; this crate must not depend
+//! on any of them (they depend on it).
+//!
+//! ```
+//! use ferry_grid::{path, Topology};
+//! let grid = Topology::parse("grid.toml", r#"
+//!     [[cluster]]
+//!     name = "a"
+//!     kind = "private"
+//!     front = "a-front"
+//!     public_addr = "198.18.0.10"
+//!     [[cluster.host]]
+//!     name = "a1"
+//!     addr = "10.1.0.11"
+//!     [[cluster]]
+//!     name = "p"
+//!     kind = "public"
+//!     [[cluster.host]]
+//!     name = "p1"
+//!     addr = "198.18.0.21"
+//! "#).unwrap();
+//! let ids = grid.rank_guids();
+//! assert_eq!(path::choose(&ids[0], &ids[1]), path::Path::ViaMyNat);
+//! ```
+#![deny(missing_docs)]
+#![forbid(unsafe_code)]
+
+pub mod path;
+pub mod topology;
+
+pub use path::{Guid, Path, Side};
+pub use topology::{Cluster, Host, Topology, TopologyError};

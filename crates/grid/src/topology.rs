@@ -1,0 +1,935 @@
+//! The grid file and the seed's process info files.
+//!
+//! A grid file is TOML: one `[[cluster]]` table per cluster, each with its `[[cluster.host]]`
+//! tables, in rank order (ranks are numbered cluster by cluster, host by host):
+//!
+//! ```toml
+//! [[cluster]]
+//! name = "a"
+//! kind = "private"            # or "public"
+//! front = "a-front"           # private only: the front node's name ...
+//! public_addr = "198.18.0.10" # ... its public (WAN) address ...
+//! front_addr = "10.1.0.1"     # ... and its address inside (default: .1 of the first host's /24)
+//! relay_port = 7390           # where `ferry relay` listens on the front node (default 7390)
+//! rate = "1gbit"              # optional: `tc` rate of each host's link (testbed)
+//! [[cluster.host]]
+//! name = "a1"
+//! addr = "10.1.0.11"          # private clusters: a private address; public: a public one
+//! ranks = 2                   # default 1
+//! ```
+//!
+//! A top-level `wan_rate = "…"` limits each link to the WAN bridge in the testbed. Unknown keys
+//! are errors. Every error names the file, the line and the field.
+
+use crate::path::Guid;
+use serde::Deserialize;
+use std::collections::HashSet;
+use std::fmt;
+use std::net::Ipv4Addr;
+use std::ops::Range;
+use thiserror::Error;
+use toml::Spanned;
+
+/// Port `ferry relay` listens on when the grid file does not say.
+pub const DEFAULT_RELAY_PORT: u16 = 7390;
+
+/// Why a grid or process info file was refused.
+#[derive(Debug, Clone, PartialEq, Eq, Error)]
+pub enum TopologyError {
+    /// The file could not be read.
+    #[error("{file}: {message}")]
+    Read {
+        /// File name.
+        file: String,
+        /// What the operating system said.
+        message: String,
+    },
+    /// The file is not valid, or a field holds a value that cannot be used.
+    #[error("{file}:{line}: {field}: {message}")]
+    Invalid {
+        /// File name.
+        file: String,
+        /// Line number (1-based).
+        line: usize,
+        /// The field, as a dotted path where known (`cluster[1].host[0].addr`).
+        field: String,
+        /// What is wrong.
+        message: String,
+    },
+}
+
+/// Whether a cluster's hosts can be reached from outside.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Kind {
+    /// Hosts have private addresses behind a front node with NAT and a relay.
+    Private,
+    /// Hosts have public addresses.
+    Public,
+}
+
+/// One host of a cluster.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Host {
+    /// Host name (unique in the grid).
+    pub name: String,
+    /// Address (private inside a private cluster).
+    pub addr: Ipv4Addr,
+    /// Ranks started on this host.
+    pub ranks: u32,
+}
+
+/// One cluster of the grid.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Cluster {
+    /// Cluster name (unique in the grid).
+    pub name: String,
+    /// Private or public.
+    pub kind: Kind,
+    /// Private clusters: the front node's name, public (WAN) address and address inside.
+    pub front: Option<Front>,
+    /// Port of `ferry relay` on the front node.
+    pub relay_port: u16,
+    /// Optional `tc` rate of each host link, as `tc` spells it (`1gbit`).
+    pub rate: Option<String>,
+    /// Hosts, in rank order.
+    pub hosts: Vec<Host>,
+}
+
+/// The front node of a private cluster.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Front {
+    /// Front node name.
+    pub name: String,
+    /// Its public (WAN) address: where the relay is reached and where NAT leaves from.
+    pub public_addr: Ipv4Addr,
+    /// Its address on the cluster's private network.
+    pub inside_addr: Ipv4Addr,
+}
+
+/// A whole grid: clusters in rank order.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Topology {
+    /// Clusters, in rank order.
+    pub clusters: Vec<Cluster>,
+    /// Optional `tc` rate of every link to the WAN bridge.
+    pub wan_rate: Option<String>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawGrid {
+    #[serde(default)]
+    cluster: Vec<RawCluster>,
+    wan_rate: Option<Spanned<String>>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawCluster {
+    name: Spanned<String>,
+    kind: Spanned<Kind>,
+    front: Option<Spanned<String>>,
+    public_addr: Option<Spanned<String>>,
+    front_addr: Option<Spanned<String>>,
+    relay_port: Option<Spanned<u16>>,
+    rate: Option<Spanned<String>>,
+    #[serde(default)]
+    host: Vec<RawHost>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawHost {
+    name: Spanned<String>,
+    addr: Spanned<String>,
+    ranks: Option<Spanned<u32>>,
+}
+
+/// Whether `addr` is in 10/8, 172.16/12 or 192.168/16.
+pub fn is_private(addr: Ipv4Addr) -> bool {
+    addr.is_private()
+}
+
+/// Builds errors that point into one file.
+struct Locator<'a> {
+    file: &'a str,
+    text: &'a str,
+}
+
+impl Locator<'_> {
+    fn line_of(&self, offset: usize) -> usize {
+        let end = offset.min(self.text.len());
+        self.text.as_bytes()[..end]
+            .iter()
+            .filter(|&&b| b == b'\n')
+            .count()
+            + 1
+    }
+
+    fn at(
+        &self,
+        span: Range<usize>,
+        field: impl fmt::Display,
+        message: impl fmt::Display,
+    ) -> TopologyError {
+        TopologyError::Invalid {
+            file: self.file.to_string(),
+            line: self.line_of(span.start),
+            field: field.to_string(),
+            message: message.to_string(),
+        }
+    }
+
+    /// Turns a toml error into one that names the line and, where the line is `key = …`, the key.
+    fn toml(&self, error: &toml::de::Error) -> TopologyError {
+        let start = error.span().map_or(0, |s| s.start);
+        let line = self.line_of(start);
+        let line_text = self.text.lines().nth(line - 1).unwrap_or("");
+        let field = line_text
+            .split_once('=')
+            .map(|(k, _)| k.trim())
+            .filter(|k| {
+                !k.is_empty()
+                    && k.chars()
+                        .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-')
+            })
+            .or_else(|| {
+                let t = line_text.trim();
+                t.starts_with('[').then_some(t)
+            })
+            .unwrap_or("(document)");
+        TopologyError::Invalid {
+            file: self.file.to_string(),
+            line,
+            field: field.to_string(),
+            message: error.message().trim().to_string(),
+        }
+    }
+}
+
+fn parse_addr(
+    loc: &Locator<'_>,
+    field: &str,
+    value: &Spanned<String>,
+) -> Result<Ipv4Addr, TopologyError> {
+    value.get_ref().parse().map_err(|_| {
+        loc.at(
+            value.span(),
+            field,
+            format!("{:?} is not an IPv4 address", value.get_ref()),
+        )
+    })
+}
+
+fn check_name(
+    loc: &Locator<'_>,
+    field: &str,
+    value: &Spanned<String>,
+    seen: &mut HashSet<String>,
+) -> Result<String, TopologyError> {
+    let name = value.get_ref();
+    let ok = !name.is_empty()
+        && name.len() <= 32
+        && name
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_');
+    if !ok {
+        return Err(loc.at(
+            value.span(),
+            field,
+            format!("{name:?} is not a name (1-32 of A-Z a-z 0-9 - _)"),
+        ));
+    }
+    if !seen.insert(name.clone()) {
+        return Err(loc.at(value.span(), field, format!("{name:?} is used twice")));
+    }
+    Ok(name.clone())
+}
+
+fn check_rate(
+    loc: &Locator<'_>,
+    field: &str,
+    value: &Option<Spanned<String>>,
+) -> Result<Option<String>, TopologyError> {
+    let Some(value) = value else { return Ok(None) };
+    let text = value.get_ref();
+    let digits = text.trim_end_matches(|c: char| c.is_ascii_alphabetic());
+    let unit = &text[digits.len()..];
+    let units = ["bit", "kbit", "mbit", "gbit", "bps", "kbps", "mbps", "gbps"];
+    if digits.parse::<u64>().map_or(true, |n| n == 0) || !units.contains(&unit) {
+        return Err(loc.at(
+            value.span(),
+            field,
+            format!("{text:?} is not a rate like \"100mbit\" or \"1gbit\""),
+        ));
+    }
+    Ok(Some(text.clone()))
+}
+
+impl Topology {
+    /// Reads and checks a grid file.
+    pub fn load(path: &std::path::Path) -> Result<Topology, TopologyError> {
+        let file = path.display().to_string();
+        let text = std::fs::read_to_string(path).map_err(|e| TopologyError::Read {
+            file: file.clone(),
+            message: e.to_string(),
+        })?;
+        Topology::parse(&file, &text)
+    }
+
+    /// Parses and checks grid file text; `file` names it in errors.
+    pub fn parse(file: &str, text: &str) -> Result<Topology, TopologyError> {
+        let loc = Locator { file, text };
+        let raw: RawGrid = toml::from_str(text).map_err(|e| loc.toml(&e))?;
+        if raw.cluster.is_empty() {
+            return Err(loc.at(0..0, "cluster", "the grid has no [[cluster]]"));
+        }
+        let mut names = HashSet::new();
+        let mut addrs = HashSet::new();
+        let mut clusters = Vec::with_capacity(raw.cluster.len());
+        for (ci, rc) in raw.cluster.iter().enumerate() {
+            let f = |name: &str| format!("cluster[{ci}].{name}");
+            let name = check_name(&loc, &f("name"), &rc.name, &mut names)?;
+            let kind = *rc.kind.get_ref();
+            if rc.host.is_empty() {
+                return Err(loc.at(
+                    rc.name.span(),
+                    f("host"),
+                    format!("cluster {name:?} has no [[cluster.host]]"),
+                ));
+            }
+            let mut hosts = Vec::with_capacity(rc.host.len());
+            for (hi, rh) in rc.host.iter().enumerate() {
+                let hf = |n: &str| format!("cluster[{ci}].host[{hi}].{n}");
+                let host_name = check_name(&loc, &hf("name"), &rh.name, &mut names)?;
+                let addr = parse_addr(&loc, &hf("addr"), &rh.addr)?;
+                if is_private(addr) != (kind == Kind::Private) {
+                    let want = if kind == Kind::Private {
+                        "a private"
+                    } else {
+                        "a public"
+                    };
+                    return Err(loc.at(
+                        rh.addr.span(),
+                        hf("addr"),
+                        format!("{addr} is not {want} address (cluster {name:?} is {kind:?})"),
+                    ));
+                }
+                if !addrs.insert(addr) {
+                    return Err(loc.at(
+                        rh.addr.span(),
+                        hf("addr"),
+                        format!("{addr} is used twice"),
+                    ));
+                }
+                let ranks = rh.ranks.as_ref().map_or(1, |r| *r.get_ref());
+                if ranks == 0 {
+                    let span = rh.ranks.as_ref().map_or(rh.name.span(), |r| r.span());
+                    return Err(loc.at(span, hf("ranks"), "a host needs at least one rank"));
+                }
+                hosts.push(Host {
+                    name: host_name,
+                    addr,
+                    ranks,
+                });
+            }
+            let front = match kind {
+                Kind::Public => {
+                    for (field, value) in [
+                        ("front", &rc.front),
+                        ("public_addr", &rc.public_addr),
+                        ("front_addr", &rc.front_addr),
+                    ] {
+                        if let Some(v) = value {
+                            return Err(loc.at(v.span(), f(field), "a public cluster has no front node (its hosts are their own fronts)"));
+                        }
+                    }
+                    None
+                }
+                Kind::Private => {
+                    let missing = |field: &str| {
+                        loc.at(
+                            rc.name.span(),
+                            f(field),
+                            format!("private cluster {name:?} needs `{field}`"),
+                        )
+                    };
+                    let front_name = rc.front.as_ref().ok_or_else(|| missing("front"))?;
+                    let front_name = check_name(&loc, &f("front"), front_name, &mut names)?;
+                    let public = rc
+                        .public_addr
+                        .as_ref()
+                        .ok_or_else(|| missing("public_addr"))?;
+                    let public_addr = parse_addr(&loc, &f("public_addr"), public)?;
+                    if is_private(public_addr) {
+                        return Err(loc.at(
+                            public.span(),
+                            f("public_addr"),
+                            format!("{public_addr} is a private address"),
+                        ));
+                    }
+                    if !addrs.insert(public_addr) {
+                        return Err(loc.at(
+                            public.span(),
+                            f("public_addr"),
+                            format!("{public_addr} is used twice"),
+                        ));
+                    }
+                    let inside_addr = match &rc.front_addr {
+                        Some(v) => {
+                            let a = parse_addr(&loc, &f("front_addr"), v)?;
+                            if !is_private(a) || !addrs.insert(a) {
+                                return Err(loc.at(
+                                    v.span(),
+                                    f("front_addr"),
+                                    format!("{a} is not a private address of its own"),
+                                ));
+                            }
+                            a
+                        }
+                        None => {
+                            let o = hosts[0].addr.octets();
+                            let a = Ipv4Addr::new(o[0], o[1], o[2], 1);
+                            if !addrs.insert(a) {
+                                return Err(loc.at(rc.name.span(), f("front_addr"), format!("default front address {a} is taken by a host; set front_addr")));
+                            }
+                            a
+                        }
+                    };
+                    Some(Front {
+                        name: front_name,
+                        public_addr,
+                        inside_addr,
+                    })
+                }
+            };
+            let relay_port = match &rc.relay_port {
+                Some(p) if *p.get_ref() == 0 => {
+                    return Err(loc.at(
+                        p.span(),
+                        f("relay_port"),
+                        "port 0 cannot be listened on by a fixed relay",
+                    ))
+                }
+                Some(p) => *p.get_ref(),
+                None => DEFAULT_RELAY_PORT,
+            };
+            let rate = check_rate(&loc, &f("rate"), &rc.rate)?;
+            clusters.push(Cluster {
+                name,
+                kind,
+                front,
+                relay_port,
+                rate,
+                hosts,
+            });
+        }
+        let wan_rate = check_rate(&loc, "wan_rate", &raw.wan_rate)?;
+        Ok(Topology { clusters, wan_rate })
+    }
+
+    /// Number of ranks in the grid.
+    pub fn world_size(&self) -> u32 {
+        self.clusters
+            .iter()
+            .flat_map(|c| &c.hosts)
+            .map(|h| h.ranks)
+            .sum()
+    }
+
+    /// For every rank (in order): its cluster index and host.
+    pub fn rank_hosts(&self) -> Vec<(usize, &Host)> {
+        let mut out = Vec::new();
+        for (ci, c) in self.clusters.iter().enumerate() {
+            for h in &c.hosts {
+                for _ in 0..h.ranks {
+                    out.push((ci, h));
+                }
+            }
+        }
+        out
+    }
+
+    /// The process id of every rank, with pid 0 (pids are known after launch).
+    pub fn rank_guids(&self) -> Vec<Guid> {
+        self.rank_hosts()
+            .into_iter()
+            .map(|(ci, h)| {
+                let c = &self.clusters[ci];
+                Guid {
+                    cluster: c.name.clone(),
+                    front: c
+                        .front
+                        .as_ref()
+                        .map_or_else(|| h.name.clone(), |f| f.name.clone()),
+                    host: h.name.clone(),
+                    pid: 0,
+                }
+            })
+            .collect()
+    }
+
+    /// The cluster a host (or front node) belongs to.
+    pub fn cluster_of(&self, host: &str) -> Option<&Cluster> {
+        self.clusters.iter().find(|c| {
+            c.hosts.iter().any(|h| h.name == host)
+                || c.front.as_ref().is_some_and(|f| f.name == host)
+        })
+    }
+}
+
+/// One process's entry of the seed's process info file.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ProcessInfo {
+    /// Rank within its subjob (cluster).
+    pub rank_in_subjob: u32,
+    /// Ranks in its subjob.
+    pub subjob_size: u32,
+    /// Ranks in the whole job.
+    pub world_size: u32,
+    /// Number of subjobs.
+    pub subjob_count: u32,
+    /// Port the process listens on.
+    pub listen_port: u16,
+    /// Host the process runs on.
+    pub host: String,
+    /// Front node of its cluster (equal to `host` in a public cluster).
+    pub front_host: String,
+    /// Index of its subjob when the file says; otherwise subjobs are numbered by first
+    /// appearance of their front host.
+    pub subjob: Option<u32>,
+    /// Process id when the file says.
+    pub pid: Option<u32>,
+}
+
+const INFO_FIELDS: [&str; 7] = [
+    "rank_in_subjob",
+    "subjob_size",
+    "world_size",
+    "subjob_count",
+    "listen_port",
+    "host",
+    "front_host",
+];
+
+impl ProcessInfo {
+    /// Parses one process info file. Two spellings are accepted: the seed's one line of seven
+    /// words in the order of [`ProcessInfo`]'s fields (`rank_in_subjob subjob_size world_size
+    /// subjob_count listen_port host front_host`), or one `key = value` (or `key value`) per
+    /// line with those keys and optional `subjob` and `pid`. `#` starts a comment.
+    pub fn parse(file: &str, text: &str) -> Result<ProcessInfo, TopologyError> {
+        let err = |line: usize, field: &str, message: String| TopologyError::Invalid {
+            file: file.to_string(),
+            line,
+            field: field.to_string(),
+            message,
+        };
+        let lines: Vec<(usize, &str)> = text
+            .lines()
+            .enumerate()
+            .map(|(i, l)| (i + 1, l.split('#').next().unwrap_or("").trim()))
+            .filter(|(_, l)| !l.is_empty())
+            .collect();
+        let mut values: Vec<(usize, String, String)> = Vec::new();
+        if let [(line, only)] = lines.as_slice() {
+            let words: Vec<&str> = only.split_whitespace().collect();
+            if words.len() == INFO_FIELDS.len() && !only.contains('=') {
+                for (k, v) in INFO_FIELDS.iter().zip(words) {
+                    values.push((*line, k.to_string(), v.to_string()));
+                }
+            }
+        }
+        if values.is_empty() {
+            for (line, l) in &lines {
+                let (k, v) = l
+                    .split_once('=')
+                    .or_else(|| l.split_once(char::is_whitespace))
+                    .ok_or_else(|| err(*line, "(line)", format!("{l:?} is not `key = value`")))?;
+                let (k, v) = (k.trim(), v.trim());
+                if !INFO_FIELDS.contains(&k) && k != "subjob" && k != "pid" {
+                    return Err(err(*line, k, "unknown field".into()));
+                }
+                if values.iter().any(|(_, seen, _)| seen == k) {
+                    return Err(err(*line, k, "given twice".into()));
+                }
+                values.push((*line, k.to_string(), v.to_string()));
+            }
+        }
+        let last_line = lines.last().map_or(1, |(l, _)| *l);
+        let find = |k: &str| values.iter().find(|(_, key, _)| key == k);
+        let text_of = |k: &str| {
+            find(k)
+                .map(|(l, _, v)| (*l, v.clone()))
+                .ok_or_else(|| err(last_line, k, "missing".into()))
+        };
+        fn number<T: std::str::FromStr>(
+            (line, v): (usize, String),
+            k: &str,
+            err: &dyn Fn(usize, &str, String) -> TopologyError,
+        ) -> Result<T, TopologyError> {
+            v.parse()
+                .map_err(|_| err(line, k, format!("{v:?} is not a number in range")))
+        }
+        let info = ProcessInfo {
+            rank_in_subjob: number(text_of("rank_in_subjob")?, "rank_in_subjob", &err)?,
+            subjob_size: number(text_of("subjob_size")?, "subjob_size", &err)?,
+            world_size: number(text_of("world_size")?, "world_size", &err)?,
+            subjob_count: number(text_of("subjob_count")?, "subjob_count", &err)?,
+            listen_port: number(text_of("listen_port")?, "listen_port", &err)?,
+            host: text_of("host")?.1,
+            front_host: text_of("front_host")?.1,
+            subjob: match find("subjob") {
+                Some((l, _, v)) => Some(number((*l, v.clone()), "subjob", &err)?),
+                None => None,
+            },
+            pid: match find("pid") {
+                Some((l, _, v)) => Some(number((*l, v.clone()), "pid", &err)?),
+                None => None,
+            },
+        };
+        let line_of = |k: &str| find(k).map_or(last_line, |(l, _, _)| *l);
+        if info.subjob_size == 0 || info.rank_in_subjob >= info.subjob_size {
+            return Err(err(
+                line_of("rank_in_subjob"),
+                "rank_in_subjob",
+                format!(
+                    "{} is not below subjob_size {}",
+                    info.rank_in_subjob, info.subjob_size
+                ),
+            ));
+        }
+        if info.subjob_size > info.world_size {
+            return Err(err(
+                line_of("subjob_size"),
+                "subjob_size",
+                format!(
+                    "{} exceeds world_size {}",
+                    info.subjob_size, info.world_size
+                ),
+            ));
+        }
+        if info.subjob_count == 0 || info.subjob_count > info.world_size {
+            return Err(err(
+                line_of("subjob_count"),
+                "subjob_count",
+                format!(
+                    "{} subjobs cannot hold {} ranks",
+                    info.subjob_count, info.world_size
+                ),
+            ));
+        }
+        Ok(info)
+    }
+}
+
+/// One rank of an imported job.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ImportedRank {
+    /// Rank in the whole job: subjobs in order, then rank in subjob.
+    pub world_rank: u32,
+    /// Its process id (cluster named `subjob<i>`).
+    pub guid: Guid,
+    /// Port it listens on.
+    pub listen_port: u16,
+}
+
+/// Imports a job from the process info files of all its processes (`(file name, text)`), checks
+/// that they agree, and returns its ranks in world-rank order.
+pub fn import_process_info(files: &[(String, String)]) -> Result<Vec<ImportedRank>, TopologyError> {
+    let mut infos = Vec::with_capacity(files.len());
+    for (name, text) in files {
+        infos.push((name.as_str(), ProcessInfo::parse(name, text)?));
+    }
+    let Some((first_file, first)) = infos.first() else {
+        return Err(TopologyError::Read {
+            file: "(process info)".into(),
+            message: "no process info files given".into(),
+        });
+    };
+    let whole = |file: &str, field: &str, message: String| TopologyError::Invalid {
+        file: file.to_string(),
+        line: 1,
+        field: field.to_string(),
+        message,
+    };
+    // Subjob index of every process: as written, or by first appearance of its front host.
+    let mut fronts: Vec<String> = Vec::new();
+    let mut subjob_of = Vec::with_capacity(infos.len());
+    for (file, info) in &infos {
+        if info.world_size != first.world_size || info.subjob_count != first.subjob_count {
+            return Err(whole(
+                file,
+                "world_size",
+                format!("disagrees with {first_file} on world_size/subjob_count"),
+            ));
+        }
+        let s = match info.subjob {
+            Some(s) => s,
+            None => match fronts.iter().position(|f| *f == info.front_host) {
+                Some(i) => i as u32,
+                None => {
+                    fronts.push(info.front_host.clone());
+                    (fronts.len() - 1) as u32
+                }
+            },
+        };
+        if s >= first.subjob_count {
+            return Err(whole(
+                file,
+                "subjob",
+                format!("subjob {s} but only {} subjobs", first.subjob_count),
+            ));
+        }
+        subjob_of.push(s);
+    }
+    let count = first.subjob_count as usize;
+    let mut sizes = vec![None::<u32>; count];
+    let mut fronts_by_subjob = vec![None::<&str>; count];
+    for ((file, info), &s) in infos.iter().zip(&subjob_of) {
+        let s = s as usize;
+        if *sizes[s].get_or_insert(info.subjob_size) != info.subjob_size {
+            return Err(whole(
+                file,
+                "subjob_size",
+                format!("subjob {s} has two sizes"),
+            ));
+        }
+        if *fronts_by_subjob[s].get_or_insert(&info.front_host) != info.front_host {
+            return Err(whole(
+                file,
+                "front_host",
+                format!("subjob {s} has two front hosts"),
+            ));
+        }
+    }
+    let mut base = vec![0u32; count];
+    let mut total = 0u32;
+    for (s, size) in sizes.iter().enumerate() {
+        let size = size.ok_or_else(|| {
+            whole(
+                first_file,
+                "subjob_count",
+                format!("no process of subjob {s}"),
+            )
+        })?;
+        base[s] = total;
+        total = total.saturating_add(size);
+    }
+    if total != first.world_size || infos.len() != total as usize {
+        return Err(whole(
+            first_file,
+            "world_size",
+            format!(
+                "world_size {} but subjobs hold {total} ranks and {} files were given",
+                first.world_size,
+                infos.len()
+            ),
+        ));
+    }
+    let mut ranks: Vec<Option<ImportedRank>> = vec![None; total as usize];
+    for ((file, info), &s) in infos.iter().zip(&subjob_of) {
+        let world_rank = base[s as usize] + info.rank_in_subjob;
+        let slot = &mut ranks[world_rank as usize];
+        if slot.is_some() {
+            return Err(whole(
+                file,
+                "rank_in_subjob",
+                format!("rank {} of subjob {s} appears twice", info.rank_in_subjob),
+            ));
+        }
+        *slot = Some(ImportedRank {
+            world_rank,
+            guid: Guid {
+                cluster: format!("subjob{s}"),
+                front: info.front_host.clone(),
+                host: info.host.clone(),
+                pid: info.pid.unwrap_or(0),
+            },
+            listen_port: info.listen_port,
+        });
+    }
+    // Every slot is filled: `total` distinct ranks from `total` files.
+    Ok(ranks.into_iter().flatten().collect())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const GRID: &str = r#"
+wan_rate = "1gbit"
+
+[[cluster]]
+name = "a"
+kind = "private"
+front = "a-front"
+public_addr = "198.18.0.10"
+relay_port = 7400
+[[cluster.host]]
+name = "a1"
+addr = "10.1.0.11"
+ranks = 2
+[[cluster.host]]
+name = "a2"
+addr = "10.1.0.12"
+
+[[cluster]]
+name = "p"
+kind = "public"
+rate = "100mbit"
+[[cluster.host]]
+name = "p1"
+addr = "198.18.1.1"
+"#;
+
+    #[test]
+    fn parses_a_grid() {
+        let g = Topology::parse("grid.toml", GRID).unwrap();
+        assert_eq!(g.world_size(), 4);
+        assert_eq!(g.wan_rate.as_deref(), Some("1gbit"));
+        let a = &g.clusters[0];
+        assert_eq!(a.relay_port, 7400);
+        let front = a.front.as_ref().unwrap();
+        assert_eq!(front.inside_addr, Ipv4Addr::new(10, 1, 0, 1));
+        assert_eq!(front.public_addr, Ipv4Addr::new(198, 18, 0, 10));
+        assert_eq!(g.clusters[1].relay_port, DEFAULT_RELAY_PORT);
+        assert_eq!(g.clusters[1].rate.as_deref(), Some("100mbit"));
+        let ids = g.rank_guids();
+        assert_eq!(ids.len(), 4);
+        assert_eq!(ids[1].host, "a1");
+        assert_eq!(ids[2].host, "a2");
+        assert_eq!(ids[2].front, "a-front");
+        assert!(ids[3].is_public());
+        assert_eq!(g.cluster_of("a-front").unwrap().name, "a");
+    }
+
+    fn error(text: &str) -> (usize, String, String) {
+        match Topology::parse("g.toml", text) {
+            Err(TopologyError::Invalid {
+                line,
+                field,
+                message,
+                file,
+            }) => {
+                assert_eq!(file, "g.toml");
+                (line, field, message)
+            }
+            other => panic!("expected an error, got {other:?}"),
+        }
+    }
+
+    #[test]
+    fn errors_name_line_and_field() {
+        let bad_addr = GRID.replace("\"10.1.0.12\"", "\"10.1.0.999\"");
+        let (line, field, msg) = error(&bad_addr);
+        assert_eq!((line, field.as_str()), (16, "cluster[0].host[1].addr"));
+        assert!(msg.contains("10.1.0.999"), "{msg}");
+
+        let public_in_private = GRID.replace("\"10.1.0.12\"", "\"198.18.5.5\"");
+        assert_eq!(error(&public_in_private).1, "cluster[0].host[1].addr");
+
+        let typo = GRID.replace("relay_port = 7400", "relay_prot = 7400");
+        let (line, field, msg) = error(&typo);
+        assert_eq!((line, field.as_str()), (9, "relay_prot"), "{msg}");
+
+        let wrong_type = GRID.replace("ranks = 2", "ranks = \"two\"");
+        let (line, field, _) = error(&wrong_type);
+        assert_eq!((line, field.as_str()), (13, "ranks"));
+
+        let no_front = GRID.replace("front = \"a-front\"\n", "");
+        let (line, field, _) = error(&no_front);
+        assert_eq!((line, field.as_str()), (5, "cluster[0].front"));
+
+        let dup = GRID.replace("name = \"p1\"", "name = \"a1\"");
+        let (line, field, msg) = error(&dup);
+        assert_eq!((line, field.as_str()), (23, "cluster[1].host[0].name"));
+        assert!(msg.contains("twice"));
+
+        let bad_rate = GRID.replace("100mbit", "fast");
+        assert_eq!(error(&bad_rate).1, "cluster[1].rate");
+
+        let zero_ranks = GRID.replace("ranks = 2", "ranks = 0");
+        assert_eq!(error(&zero_ranks).0, 13);
+
+        let kind = GRID.replace("kind = \"public\"", "kind = \"open\"");
+        assert_eq!(error(&kind).1, "kind");
+
+        let front_on_public = GRID.replace("rate = \"100mbit\"", "front = \"x\"");
+        assert_eq!(error(&front_on_public).1, "cluster[1].front");
+
+        let syntax = "[[cluster]\nname = 1";
+        assert_eq!(error(syntax).0, 1);
+        assert_eq!(error("").1, "cluster");
+    }
+
+    #[test]
+    fn error_display_names_file_line_field() {
+        let bad = GRID.replace("\"10.1.0.12\"", "\"nope\"");
+        let text = Topology::parse("grids/x.toml", &bad)
+            .unwrap_err()
+            .to_string();
+        assert!(
+            text.starts_with("grids/x.toml:16: cluster[0].host[1].addr: "),
+            "{text}"
+        );
+    }
+
+    #[test]
+    fn process_info_both_spellings() {
+        let a = ProcessInfo::parse("p0", "1 2 3 2 5000 a2 a-front\n").unwrap();
+        assert_eq!(a.rank_in_subjob, 1);
+        assert_eq!(a.listen_port, 5000);
+        assert_eq!(a.front_host, "a-front");
+        let b = ProcessInfo::parse(
+            "p1",
+            "# seed info\nrank_in_subjob = 0\nsubjob_size 1\nworld_size=3\nsubjob_count = 2\nlisten_port = 6000\nhost = p1\nfront_host = p1\npid = 77\n",
+        )
+        .unwrap();
+        assert_eq!(b.pid, Some(77));
+        assert_eq!(b.host, "p1");
+    }
+
+    #[test]
+    fn process_info_errors_name_line_and_field() {
+        let e = ProcessInfo::parse("f", "rank_in_subjob = 0\nsubjob_size = x\n").unwrap_err();
+        assert!(
+            matches!(e, TopologyError::Invalid { line: 2, ref field, .. } if field == "subjob_size"),
+            "{e}"
+        );
+        let e = ProcessInfo::parse("f", "rank_in_subjob = 0\ncolour = red\n").unwrap_err();
+        assert!(
+            matches!(e, TopologyError::Invalid { line: 2, ref field, .. } if field == "colour")
+        );
+        let e = ProcessInfo::parse("f", "2 2 3 2 5000 a2 a-front").unwrap_err();
+        assert!(matches!(e, TopologyError::Invalid { ref field, .. } if field == "rank_in_subjob"));
+        let e = ProcessInfo::parse("f", "0 1 3 2 70000 a2 a-front").unwrap_err();
+        assert!(matches!(e, TopologyError::Invalid { ref field, .. } if field == "listen_port"));
+    }
+
+    #[test]
+    fn import_orders_ranks_by_subjob() {
+        let files: Vec<(String, String)> = [
+            ("p", "0 1 3 2 6000 p1 p1"),
+            ("a1", "1 2 3 2 5001 a2 a-front"),
+            ("a0", "0 2 3 2 5000 a1 a-front"),
+        ]
+        .iter()
+        .map(|(n, t)| (n.to_string(), t.to_string()))
+        .collect();
+        let ranks = import_process_info(&files).unwrap();
+        let hosts: Vec<&str> = ranks.iter().map(|r| r.guid.host.as_str()).collect();
+        assert_eq!(hosts, ["p1", "a1", "a2"]);
+        assert_eq!(ranks[2].listen_port, 5001);
+        assert!(ranks[0].guid.is_public());
+        assert!(!ranks[1].guid.is_public());
+        assert_eq!(ranks[1].guid.cluster, "subjob1");
+
+        let mut dup = files.clone();
+        dup[2].1 = "1 2 3 2 5000 a1 a-front".into();
+        assert!(import_process_info(&dup).is_err());
+        let short = files[..2].to_vec();
+        assert!(import_process_info(&short).is_err());
+        assert!(import_process_info(&[]).is_err());
+    }
+}
