@@ -10,6 +10,8 @@
 //! - [`rendezvous`]: the sender and receiver halves of the large-message protocol
 //!   (RTS → CTS → DATA, or RTS → receiver pulls → FIN).
 //! - [`pmi`]: the line protocol between a rank and its launcher (put / fence / get).
+//! - [`relay`]: the frames and MACs by which a client outside a private cluster reaches a rank
+//!   inside through `ferry relay` on the front node.
 //!
 //! It must not depend on sockets, threads, clocks or any other ferry crate: everything here is
 //! driven by the caller handing bytes in and taking bytes out, so it is tested in memory.
@@ -19,6 +21,7 @@
 pub mod frame;
 pub mod handshake;
 pub mod pmi;
+pub mod relay;
 pub mod rendezvous;
 
 pub use frame::{Frame, FrameError, HEADER_LEN, PROTOCOL_VERSION};

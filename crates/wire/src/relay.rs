@@ -1,0 +1,706 @@
+//! The relay protocol: how a process outside a private cluster reaches a rank inside it through
+//! `ferry relay` on the cluster's front node, without I/O.
+//!
+//! ```text
+//! registrant (rank inside)        relay (front node)               client (outside)
+//!   ── TCP from inside ──→
+//!                          ←  GREETING {relay_nonce}
+//!   REGISTER {job, rank, port,
+//!     HMAC(relay_key, "ferry-relay-register" | relay_nonce | job | rank | port)}  →
+//!                          ←  REGISTERED {job, rank}          (kept while this TCP stays open)
+//!                                                  ←── TCP to the public port ──
+//!                                 GREETING {relay_nonce'}  →
+//!                                 ←  CONNECT {job, src, target, nonce_c,
+//!                                      gate = HMAC(relay_key, "ferry-relay-gate" | relay_nonce' | job | src | target | nonce_c),
+//!                                      e2e  = HMAC(job_key,   "ferry-relay-e2e"  | job | src | target | nonce_c)}
+//!   ←── relay dials the registered target (registrant's address, its port) ──
+//!   ← INCOMING {job, src, target, nonce_c, e2e}     (target checks e2e and that nonce_c is new)
+//!   ACCEPTED  →
+//!                                 ESTABLISHED {target}  →
+//!   ←══════════ bytes both ways (splice); the ferry handshake runs end to end first ══════════→
+//! ```
+//!
+//! - `relay_key` = HMAC(job key, "ferry-relay-key-v1"). The launcher hands it to the relay; the
+//!   relay never holds the job key, so it can gate connections but cannot forge `e2e`, and the
+//!   end-to-end ferry handshake (fresh nonces on both ends) that follows cannot be faked by it.
+//! - A recorded CONNECT is useless: `gate` covers the relay's fresh nonce of that connection.
+//!   A recorded INCOMING replayed to a target is refused by its [`ReplayGuard`] and, failing that,
+//!   by the handshake that follows.
+//! - Refusals carry a [`RefuseCode`] and the connection is closed.
+//!
+//! Every frame: an 8-byte header `{magic "FRLY", version u8 = 1, op u8, body length u16 LE}`
+//! followed by the body; every body has a fixed length per op, checked before anything is read.
+//! Integers are little-endian. Op codes are the `OP_*` constants; retired values stay reserved.
+
+use crate::handshake::JobKey;
+use thiserror::Error;
+
+/// First bytes of every relay frame.
+pub const MAGIC: [u8; 4] = *b"FRLY";
+/// Relay protocol version.
+pub const VERSION: u8 = 1;
+/// Length of the frame header.
+pub const HEADER_LEN: usize = 8;
+
+/// Relay → peer on every new connection: `{relay_nonce [32]}`.
+pub const OP_GREETING: u8 = 0x01;
+/// Registrant → relay: `{job u64, rank u32, port u16, reserved u16, mac [32]}`.
+pub const OP_REGISTER: u8 = 0x10;
+/// Relay → registrant: `{job u64, rank u32}`.
+pub const OP_REGISTERED: u8 = 0x11;
+/// Client → relay: `{job u64, src u32, target u32, nonce [32], gate [32], e2e [32]}`.
+pub const OP_CONNECT: u8 = 0x20;
+/// Relay → client: `{target u32}`; raw bytes follow both ways.
+pub const OP_ESTABLISHED: u8 = 0x21;
+/// Relay → target: `{job u64, src u32, target u32, nonce [32], e2e [32]}`.
+pub const OP_INCOMING: u8 = 0x30;
+/// Target → relay: `{}`; raw bytes follow both ways.
+pub const OP_ACCEPTED: u8 = 0x31;
+/// Either way: `{code u8, reserved [3]}`, then the connection is closed.
+pub const OP_REFUSED: u8 = 0x7f;
+
+/// Why a relay or a target turned a connection down (carried in REFUSED).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[repr(u8)]
+pub enum RefuseCode {
+    /// A MAC did not verify.
+    BadMac = 0x01,
+    /// The relay has no key for the job.
+    UnknownJob = 0x02,
+    /// No registration for this (job, rank).
+    UnknownTarget = 0x03,
+    /// The job has as many relayed connections as it may.
+    Limit = 0x04,
+    /// The handshake took too long.
+    Timeout = 0x05,
+    /// The registered target did not answer.
+    Unreachable = 0x06,
+    /// The bytes were not a relay frame, or not the one expected now.
+    Malformed = 0x07,
+    /// A nonce seen before.
+    Replay = 0x08,
+    /// REGISTER from outside the cluster.
+    NotInside = 0x09,
+    /// The relay is shutting down.
+    ShuttingDown = 0x0a,
+    /// A code this version does not know.
+    Other = 0xff,
+}
+
+impl RefuseCode {
+    fn from_u8(v: u8) -> RefuseCode {
+        use RefuseCode::*;
+        match v {
+            0x01 => BadMac,
+            0x02 => UnknownJob,
+            0x03 => UnknownTarget,
+            0x04 => Limit,
+            0x05 => Timeout,
+            0x06 => Unreachable,
+            0x07 => Malformed,
+            0x08 => Replay,
+            0x09 => NotInside,
+            0x0a => ShuttingDown,
+            _ => Other,
+        }
+    }
+}
+
+/// One relay frame.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum RelayFrame {
+    /// See [`OP_GREETING`].
+    Greeting {
+        /// Fresh random bytes of the relay for this connection.
+        relay_nonce: [u8; 32],
+    },
+    /// See [`OP_REGISTER`].
+    Register {
+        /// Job id.
+        job: u64,
+        /// Rank to be reached.
+        rank: u32,
+        /// Port it accepts relayed connections on (at the registrant's address).
+        port: u16,
+        /// HMAC under the relay key, see the module doc.
+        mac: [u8; 32],
+    },
+    /// See [`OP_REGISTERED`].
+    Registered {
+        /// Job id.
+        job: u64,
+        /// Rank registered.
+        rank: u32,
+    },
+    /// See [`OP_CONNECT`].
+    Connect(Connect),
+    /// See [`OP_ESTABLISHED`].
+    Established {
+        /// Rank reached.
+        target: u32,
+    },
+    /// See [`OP_INCOMING`].
+    Incoming(Incoming),
+    /// See [`OP_ACCEPTED`].
+    Accepted,
+    /// See [`OP_REFUSED`].
+    Refused(RefuseCode),
+}
+
+/// The body of CONNECT.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Connect {
+    /// Job id.
+    pub job: u64,
+    /// Rank of the client.
+    pub src: u32,
+    /// Rank to reach.
+    pub target: u32,
+    /// Fresh random bytes of the client.
+    pub nonce: [u8; 32],
+    /// HMAC under the relay key over the relay's nonce and the fields.
+    pub gate: [u8; 32],
+    /// HMAC under the job key over the fields, checked by the target.
+    pub e2e: [u8; 32],
+}
+
+/// The body of INCOMING: what the relay passes on of a CONNECT.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Incoming {
+    /// Job id.
+    pub job: u64,
+    /// Rank of the client.
+    pub src: u32,
+    /// Rank to reach.
+    pub target: u32,
+    /// The client's nonce.
+    pub nonce: [u8; 32],
+    /// The client's end-to-end MAC.
+    pub e2e: [u8; 32],
+}
+
+/// Why bytes could not be taken as a relay frame, or a frame was not acceptable.
+#[derive(Debug, Clone, PartialEq, Eq, Error)]
+pub enum RelayError {
+    /// Not a relay frame (wrong magic).
+    #[error("not a ferry relay frame (bad magic)")]
+    BadMagic,
+    /// A version this side does not speak.
+    #[error("relay protocol version {0}, expected {VERSION}")]
+    Version(u8),
+    /// An op code this version does not know.
+    #[error("unknown relay op {0:#04x}")]
+    UnknownOp(u8),
+    /// The length field does not match the op.
+    #[error("relay op {op:#04x} with a {len}-byte body, expected {expected}")]
+    Length {
+        /// Op code.
+        op: u8,
+        /// Length given.
+        len: usize,
+        /// Length of that op's body.
+        expected: usize,
+    },
+    /// A MAC did not verify.
+    #[error("relay frame failed authentication (wrong MAC)")]
+    BadMac,
+    /// A nonce that was seen before.
+    #[error("replayed relay connect (nonce seen before)")]
+    Replay,
+    /// The INCOMING names another job or rank than this target's.
+    #[error("relayed connection for job {job:#x} rank {rank}, not ours")]
+    NotOurs {
+        /// Job named.
+        job: u64,
+        /// Rank named.
+        rank: u32,
+    },
+}
+
+fn body_len(op: u8) -> Option<usize> {
+    Some(match op {
+        OP_GREETING => 32,
+        OP_REGISTER => 48,
+        OP_REGISTERED => 12,
+        OP_CONNECT => 112,
+        OP_ESTABLISHED => 4,
+        OP_INCOMING => 80,
+        OP_ACCEPTED => 0,
+        OP_REFUSED => 4,
+        _ => return None,
+    })
+}
+
+/// The longest frame, header included.
+pub const MAX_FRAME: usize = HEADER_LEN + 112;
+
+fn arr32(b: &[u8]) -> [u8; 32] {
+    let mut a = [0u8; 32];
+    a.copy_from_slice(&b[..32]);
+    a
+}
+
+fn u32_at(b: &[u8], i: usize) -> u32 {
+    u32::from_le_bytes([b[i], b[i + 1], b[i + 2], b[i + 3]])
+}
+
+fn u64_at(b: &[u8], i: usize) -> u64 {
+    let mut a = [0u8; 8];
+    a.copy_from_slice(&b[i..i + 8]);
+    u64::from_le_bytes(a)
+}
+
+impl RelayFrame {
+    /// The op code of this frame.
+    pub fn op(&self) -> u8 {
+        match self {
+            RelayFrame::Greeting { .. } => OP_GREETING,
+            RelayFrame::Register { .. } => OP_REGISTER,
+            RelayFrame::Registered { .. } => OP_REGISTERED,
+            RelayFrame::Connect(_) => OP_CONNECT,
+            RelayFrame::Established { .. } => OP_ESTABLISHED,
+            RelayFrame::Incoming(_) => OP_INCOMING,
+            RelayFrame::Accepted => OP_ACCEPTED,
+            RelayFrame::Refused(_) => OP_REFUSED,
+        }
+    }
+
+    /// Appends the encoded frame to `out`.
+    pub fn encode(&self, out: &mut Vec<u8>) {
+        let op = self.op();
+        let len = body_len(op).unwrap_or(0);
+        out.extend_from_slice(&MAGIC);
+        out.push(VERSION);
+        out.push(op);
+        out.extend_from_slice(&(len as u16).to_le_bytes());
+        let start = out.len();
+        match self {
+            RelayFrame::Greeting { relay_nonce } => out.extend_from_slice(relay_nonce),
+            RelayFrame::Register {
+                job,
+                rank,
+                port,
+                mac,
+            } => {
+                out.extend_from_slice(&job.to_le_bytes());
+                out.extend_from_slice(&rank.to_le_bytes());
+                out.extend_from_slice(&port.to_le_bytes());
+                out.extend_from_slice(&[0, 0]);
+                out.extend_from_slice(mac);
+            }
+            RelayFrame::Registered { job, rank } => {
+                out.extend_from_slice(&job.to_le_bytes());
+                out.extend_from_slice(&rank.to_le_bytes());
+            }
+            RelayFrame::Connect(c) => {
+                out.extend_from_slice(&c.job.to_le_bytes());
+                out.extend_from_slice(&c.src.to_le_bytes());
+                out.extend_from_slice(&c.target.to_le_bytes());
+                out.extend_from_slice(&c.nonce);
+                out.extend_from_slice(&c.gate);
+                out.extend_from_slice(&c.e2e);
+            }
+            RelayFrame::Established { target } => out.extend_from_slice(&target.to_le_bytes()),
+            RelayFrame::Incoming(i) => {
+                out.extend_from_slice(&i.job.to_le_bytes());
+                out.extend_from_slice(&i.src.to_le_bytes());
+                out.extend_from_slice(&i.target.to_le_bytes());
+                out.extend_from_slice(&i.nonce);
+                out.extend_from_slice(&i.e2e);
+            }
+            RelayFrame::Accepted => {}
+            RelayFrame::Refused(code) => out.extend_from_slice(&[*code as u8, 0, 0, 0]),
+        }
+        debug_assert_eq!(out.len() - start, len);
+    }
+
+    /// The encoded frame.
+    pub fn to_bytes(&self) -> Vec<u8> {
+        let mut out = Vec::with_capacity(MAX_FRAME);
+        self.encode(&mut out);
+        out
+    }
+
+    /// Decodes one frame from the start of `bytes`: `Ok(None)` when more bytes are needed,
+    /// `Ok(Some((frame, used)))` when one is complete. Garbage is refused as soon as the first
+    /// wrong header byte is visible; nothing is allocated.
+    pub fn decode(bytes: &[u8]) -> Result<Option<(RelayFrame, usize)>, RelayError> {
+        let seen = bytes.len().min(MAGIC.len());
+        if bytes[..seen] != MAGIC[..seen] {
+            return Err(RelayError::BadMagic);
+        }
+        if bytes.len() > 4 && bytes[4] != VERSION {
+            return Err(RelayError::Version(bytes[4]));
+        }
+        if bytes.len() > 5 && body_len(bytes[5]).is_none() {
+            return Err(RelayError::UnknownOp(bytes[5]));
+        }
+        if bytes.len() < HEADER_LEN {
+            return Ok(None);
+        }
+        let op = bytes[5];
+        let len = u16::from_le_bytes([bytes[6], bytes[7]]) as usize;
+        let expected = body_len(op).unwrap_or(0);
+        if len != expected {
+            return Err(RelayError::Length { op, len, expected });
+        }
+        if bytes.len() < HEADER_LEN + len {
+            return Ok(None);
+        }
+        let b = &bytes[HEADER_LEN..HEADER_LEN + len];
+        let frame = match op {
+            OP_GREETING => RelayFrame::Greeting {
+                relay_nonce: arr32(b),
+            },
+            OP_REGISTER => RelayFrame::Register {
+                job: u64_at(b, 0),
+                rank: u32_at(b, 8),
+                port: u16::from_le_bytes([b[12], b[13]]),
+                mac: arr32(&b[16..]),
+            },
+            OP_REGISTERED => RelayFrame::Registered {
+                job: u64_at(b, 0),
+                rank: u32_at(b, 8),
+            },
+            OP_CONNECT => RelayFrame::Connect(Connect {
+                job: u64_at(b, 0),
+                src: u32_at(b, 8),
+                target: u32_at(b, 12),
+                nonce: arr32(&b[16..]),
+                gate: arr32(&b[48..]),
+                e2e: arr32(&b[80..]),
+            }),
+            OP_ESTABLISHED => RelayFrame::Established {
+                target: u32_at(b, 0),
+            },
+            OP_INCOMING => RelayFrame::Incoming(Incoming {
+                job: u64_at(b, 0),
+                src: u32_at(b, 8),
+                target: u32_at(b, 12),
+                nonce: arr32(&b[16..]),
+                e2e: arr32(&b[48..]),
+            }),
+            OP_ACCEPTED => RelayFrame::Accepted,
+            _ => RelayFrame::Refused(RefuseCode::from_u8(b[0])),
+        };
+        Ok(Some((frame, HEADER_LEN + len)))
+    }
+}
+
+/// The key a relay holds for a job: derived from the job key, so it opens the gate but cannot
+/// produce the end-to-end MAC.
+pub fn relay_key(job_key: &JobKey) -> JobKey {
+    JobKey(job_key.mac(&[b"ferry-relay-key-v1"]))
+}
+
+fn register_parts_mac(
+    relay_key: &JobKey,
+    relay_nonce: &[u8; 32],
+    job: u64,
+    rank: u32,
+    port: u16,
+) -> [u8; 32] {
+    relay_key.mac(&[
+        b"ferry-relay-register",
+        relay_nonce,
+        &job.to_le_bytes(),
+        &rank.to_le_bytes(),
+        &port.to_le_bytes(),
+    ])
+}
+
+fn gate_mac(
+    relay_key: &JobKey,
+    relay_nonce: &[u8; 32],
+    job: u64,
+    src: u32,
+    target: u32,
+    nonce: &[u8; 32],
+) -> [u8; 32] {
+    relay_key.mac(&[
+        b"ferry-relay-gate",
+        relay_nonce,
+        &job.to_le_bytes(),
+        &src.to_le_bytes(),
+        &target.to_le_bytes(),
+        nonce,
+    ])
+}
+
+fn e2e_mac(job_key: &JobKey, job: u64, src: u32, target: u32, nonce: &[u8; 32]) -> [u8; 32] {
+    job_key.mac(&[
+        b"ferry-relay-e2e",
+        &job.to_le_bytes(),
+        &src.to_le_bytes(),
+        &target.to_le_bytes(),
+        nonce,
+    ])
+}
+
+/// REGISTER for `rank` of `job`, accepting relayed connections on `port`, answering the
+/// relay's GREETING nonce.
+pub fn register(
+    job_key: &JobKey,
+    relay_nonce: &[u8; 32],
+    job: u64,
+    rank: u32,
+    port: u16,
+) -> RelayFrame {
+    let mac = register_parts_mac(&relay_key(job_key), relay_nonce, job, rank, port);
+    RelayFrame::Register {
+        job,
+        rank,
+        port,
+        mac,
+    }
+}
+
+/// CONNECT from rank `src` to rank `target` of `job`, answering the relay's GREETING nonce.
+/// `nonce` must be fresh random bytes.
+pub fn connect(
+    job_key: &JobKey,
+    relay_nonce: &[u8; 32],
+    job: u64,
+    src: u32,
+    target: u32,
+    nonce: [u8; 32],
+) -> RelayFrame {
+    RelayFrame::Connect(Connect {
+        job,
+        src,
+        target,
+        nonce,
+        gate: gate_mac(&relay_key(job_key), relay_nonce, job, src, target, &nonce),
+        e2e: e2e_mac(job_key, job, src, target, &nonce),
+    })
+}
+
+/// Relay side: whether a REGISTER answers this connection's nonce under the job's relay key.
+pub fn verify_register(
+    relay_key: &JobKey,
+    relay_nonce: &[u8; 32],
+    job: u64,
+    rank: u32,
+    port: u16,
+    mac: &[u8; 32],
+) -> bool {
+    let parts_mac = register_parts_mac(relay_key, relay_nonce, job, rank, port);
+    constant_time_eq(&parts_mac, mac)
+}
+
+/// Relay side: whether a CONNECT's gate MAC answers this connection's nonce.
+pub fn verify_gate(relay_key: &JobKey, relay_nonce: &[u8; 32], c: &Connect) -> bool {
+    let expected = gate_mac(relay_key, relay_nonce, c.job, c.src, c.target, &c.nonce);
+    constant_time_eq(&expected, &c.gate)
+}
+
+/// Target side: checks an INCOMING end to end (job key, our job and rank, nonce not seen
+/// before). On success the caller answers ACCEPTED and then runs the ferry handshake as the
+/// accepting side, which proves the client's freshness once more.
+pub fn verify_incoming(
+    job_key: &JobKey,
+    job: u64,
+    my_rank: u32,
+    incoming: &Incoming,
+    seen: &mut ReplayGuard,
+) -> Result<(), RelayError> {
+    if incoming.job != job || incoming.target != my_rank {
+        return Err(RelayError::NotOurs {
+            job: incoming.job,
+            rank: incoming.target,
+        });
+    }
+    let expected = e2e_mac(
+        job_key,
+        incoming.job,
+        incoming.src,
+        incoming.target,
+        &incoming.nonce,
+    );
+    if !constant_time_eq(&expected, &incoming.e2e) {
+        return Err(RelayError::BadMac);
+    }
+    if !seen.insert(incoming.nonce) {
+        return Err(RelayError::Replay);
+    }
+    Ok(())
+}
+
+/// The nonces a target has accepted, most recent [`ReplayGuard::CAPACITY`] of them.
+#[derive(Debug, Default)]
+pub struct ReplayGuard {
+    order: std::collections::VecDeque<[u8; 32]>,
+    set: std::collections::HashSet<[u8; 32]>,
+}
+
+impl ReplayGuard {
+    /// How many nonces are remembered; older ones are still stopped by the handshake's nonces.
+    pub const CAPACITY: usize = 4096;
+
+    /// Records `nonce`; false when it was seen before.
+    pub fn insert(&mut self, nonce: [u8; 32]) -> bool {
+        if !self.set.insert(nonce) {
+            return false;
+        }
+        self.order.push_back(nonce);
+        if self.order.len() > Self::CAPACITY {
+            if let Some(old) = self.order.pop_front() {
+                self.set.remove(&old);
+            }
+        }
+        true
+    }
+}
+
+fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
+    a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn all_frames() -> Vec<RelayFrame> {
+        let key = JobKey([3; 32]);
+        let RelayFrame::Connect(c) = connect(&key, &[1; 32], 9, 1, 2, [4; 32]) else {
+            unreachable!()
+        };
+        vec![
+            RelayFrame::Greeting {
+                relay_nonce: [7; 32],
+            },
+            register(&key, &[1; 32], 9, 2, 5000),
+            RelayFrame::Registered { job: 9, rank: 2 },
+            RelayFrame::Connect(c.clone()),
+            RelayFrame::Established { target: 2 },
+            RelayFrame::Incoming(Incoming {
+                job: c.job,
+                src: c.src,
+                target: c.target,
+                nonce: c.nonce,
+                e2e: c.e2e,
+            }),
+            RelayFrame::Accepted,
+            RelayFrame::Refused(RefuseCode::Limit),
+        ]
+    }
+
+    #[test]
+    fn every_frame_round_trips_whole_and_byte_by_byte() {
+        for frame in all_frames() {
+            let bytes = frame.to_bytes();
+            assert_eq!(bytes.len(), HEADER_LEN + body_len(frame.op()).unwrap());
+            for cut in 0..bytes.len() {
+                assert_eq!(
+                    RelayFrame::decode(&bytes[..cut]),
+                    Ok(None),
+                    "{frame:?} cut {cut}"
+                );
+            }
+            let mut more = bytes.clone();
+            more.extend_from_slice(b"tail");
+            assert_eq!(RelayFrame::decode(&more), Ok(Some((frame, bytes.len()))));
+        }
+    }
+
+    #[test]
+    fn garbage_version_op_and_length_are_refused() {
+        assert_eq!(RelayFrame::decode(b"GET /"), Err(RelayError::BadMagic));
+        assert_eq!(RelayFrame::decode(b"FERRYHS1"), Err(RelayError::BadMagic));
+        assert_eq!(RelayFrame::decode(b"FRLY\x02"), Err(RelayError::Version(2)));
+        assert_eq!(
+            RelayFrame::decode(b"FRLY\x01\x55"),
+            Err(RelayError::UnknownOp(0x55))
+        );
+        assert!(matches!(
+            RelayFrame::decode(b"FRLY\x01\x20\xff\xff"),
+            Err(RelayError::Length {
+                op: 0x20,
+                len: 0xffff,
+                expected: 112
+            })
+        ));
+    }
+
+    #[test]
+    fn gate_and_register_bind_the_relay_nonce() {
+        let job_key = JobKey([3; 32]);
+        let rk = relay_key(&job_key);
+        let RelayFrame::Connect(c) = connect(&job_key, &[1; 32], 9, 1, 2, [4; 32]) else {
+            unreachable!()
+        };
+        assert!(verify_gate(&rk, &[1; 32], &c));
+        assert!(
+            !verify_gate(&rk, &[2; 32], &c),
+            "replayed on another connection"
+        );
+        assert!(
+            !verify_gate(&job_key, &[1; 32], &c),
+            "the job key is not the relay key"
+        );
+        let RelayFrame::Register { mac, .. } = register(&job_key, &[1; 32], 9, 2, 5000) else {
+            unreachable!()
+        };
+        assert!(verify_register(&rk, &[1; 32], 9, 2, 5000, &mac));
+        assert!(!verify_register(&rk, &[1; 32], 9, 2, 5001, &mac));
+        assert!(!verify_register(&rk, &[9; 32], 9, 2, 5000, &mac));
+    }
+
+    #[test]
+    fn target_checks_end_to_end_and_replay() {
+        let job_key = JobKey([3; 32]);
+        let RelayFrame::Connect(c) = connect(&job_key, &[1; 32], 9, 1, 2, [4; 32]) else {
+            unreachable!()
+        };
+        let inc = Incoming {
+            job: 9,
+            src: 1,
+            target: 2,
+            nonce: c.nonce,
+            e2e: c.e2e,
+        };
+        let mut seen = ReplayGuard::default();
+        assert_eq!(verify_incoming(&job_key, 9, 2, &inc, &mut seen), Ok(()));
+        assert_eq!(
+            verify_incoming(&job_key, 9, 2, &inc, &mut seen),
+            Err(RelayError::Replay)
+        );
+        // The relay holds only the relay key: what it could forge fails at the target.
+        let forged = Incoming {
+            e2e: relay_key(&job_key).mac(&[b"anything"]),
+            nonce: [5; 32],
+            ..inc.clone()
+        };
+        assert_eq!(
+            verify_incoming(&job_key, 9, 2, &forged, &mut seen),
+            Err(RelayError::BadMac)
+        );
+        let changed_src = Incoming {
+            src: 0,
+            nonce: [6; 32],
+            ..inc.clone()
+        };
+        assert_eq!(
+            verify_incoming(&job_key, 9, 2, &changed_src, &mut seen),
+            Err(RelayError::BadMac)
+        );
+        assert!(matches!(
+            verify_incoming(&job_key, 9, 3, &inc, &mut seen),
+            Err(RelayError::NotOurs { .. })
+        ));
+    }
+
+    #[test]
+    fn replay_guard_forgets_only_beyond_capacity() {
+        let mut g = ReplayGuard::default();
+        for i in 0..(ReplayGuard::CAPACITY as u32 + 1) {
+            let mut n = [0u8; 32];
+            n[..4].copy_from_slice(&i.to_le_bytes());
+            assert!(g.insert(n));
+        }
+        assert!(g.insert([0; 32]), "the oldest was forgotten");
+        let mut last = [0u8; 32];
+        last[..4].copy_from_slice(&(ReplayGuard::CAPACITY as u32).to_le_bytes());
+        assert!(!g.insert(last));
+    }
+}
