@@ -1,0 +1,50 @@
+#!/usr/bin/env bash
+# Builds ferry (release) and installs it like an MPI installation:
+#   PREFIX/bin/{ferry,mpicc,mpicxx,mpic++,mpiexec,mpirun,bspcc}
+#   PREFIX/include/{mpi.h,bsp.h}   PREFIX/lib/{libmpi.so,libbsp.so}
+# Usage: scripts/install.sh PREFIX   (or: make install PREFIX=...)
+# The wrappers find the headers, libraries and `ferry` relative to PREFIX/bin, so the tree can be
+# moved as a whole. Set FERRY_NO_BUILD=1 to install what target/release already holds.
+set -euo pipefail
+if [ $# -ne 1 ]; then
+    echo "usage: scripts/install.sh PREFIX" >&2
+    exit 2
+fi
+root=$(cd "$(dirname "$0")/.." && pwd)
+mkdir -p "$1"
+prefix=$(cd "$1" && pwd)
+target=${CARGO_TARGET_DIR:-$root/target}/release
+
+if [ "${FERRY_NO_BUILD:-0}" != 1 ]; then
+    (cd "$root" && cargo build --release -p ferry-cli -p ferry-mpi -p ferry-bsplib)
+fi
+for f in "$target/ferry" "$target/libmpi.so" "$target/libbsp.so"; do
+    if [ ! -f "$f" ]; then
+        echo "install: $f is missing (cargo build --release -p ferry-cli -p ferry-mpi -p ferry-bsplib)" >&2
+        exit 1
+    fi
+done
+
+mkdir -p "$prefix/bin" "$prefix/include" "$prefix/lib"
+install -m 755 "$target/ferry" "$prefix/bin/ferry"
+install -m 755 "$root/crates/mpi/bin/mpicc" "$prefix/bin/mpicc"
+install -m 755 "$root/crates/mpi/bin/mpiexec" "$prefix/bin/mpiexec"
+ln -sf mpicc "$prefix/bin/mpicxx"
+ln -sf mpicc "$prefix/bin/mpic++"
+ln -sf mpiexec "$prefix/bin/mpirun"
+install -m 644 "$root/crates/mpi/include/mpi.h" "$prefix/include/mpi.h"
+install -m 644 "$root/crates/bsplib/include/bsp.h" "$prefix/include/bsp.h"
+install -m 755 "$target/libmpi.so" "$prefix/lib/libmpi.so"
+install -m 755 "$target/libbsp.so" "$prefix/lib/libbsp.so"
+
+# bspcc of the source tree looks for the library in target/; this one looks next to itself.
+cat >"$prefix/bin/bspcc" <<'BSPCC'
+#!/usr/bin/env bash
+# bspcc: compile and link a BSPlib C program against ferry's libbsp.so (installed layout).
+#   bspcc prog.c -o prog && mpiexec -n 4 ./prog
+set -euo pipefail
+prefix=$(cd "$(dirname "$(readlink -f "$0")")/.." && pwd)
+exec ${CC:-cc} -I"$prefix/include" "$@" -L"$prefix/lib" -lbsp -Wl,-rpath,"$prefix/lib"
+BSPCC
+chmod 755 "$prefix/bin/bspcc"
+echo "installed ferry into $prefix (add $prefix/bin to PATH)"

@@ -1,0 +1,45 @@
+#!/usr/bin/env bash
+# Installs ferry into a temporary prefix and builds and runs C (and C++) MPI programs with the
+# installed mpicc/mpicxx and mpiexec, as a user would. Also checks the wrappers' -show.
+set -euo pipefail
+root=$(cd "$(dirname "$0")/.." && pwd)
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+bash "$root/scripts/install.sh" "$tmp/prefix" >/dev/null
+export PATH="$tmp/prefix/bin:$PATH"
+cd "$tmp"
+
+fail() { echo "test-install: $*" >&2; exit 1; }
+
+# -show prints the command and runs nothing; compiling only adds no link flags.
+show=$(mpicc -show hello.c -o hello)
+case "$show" in *"-I$tmp/prefix/include"*"-lmpi"*"-Wl,-rpath,$tmp/prefix/lib"*) ;; *) fail "mpicc -show: $show" ;; esac
+case "$(mpicc -show -c hello.c)" in *-lmpi*) fail "mpicc -c adds link flags" ;; esac
+
+cat >hello.c <<'C'
+#include <mpi.h>
+#include <stdio.h>
+int main(int argc, char **argv) {
+    int rank, size, sum = 0;
+    MPI_Init(&argc, &argv);
+    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    MPI_Comm_size(MPI_COMM_WORLD, &size);
+    MPI_Allreduce(&rank, &sum, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
+    if (sum != size * (size - 1) / 2) {
+        printf("rank %d: sum %d\n", rank, sum);
+        MPI_Abort(MPI_COMM_WORLD, 1);
+    }
+    printf("hello from %d of %d\n", rank, size);
+    MPI_Finalize();
+    return 0;
+}
+C
+mpicc hello.c -o hello
+out=$(mpiexec -n 2 ./hello | sort)
+[ "$out" = "$(printf 'hello from 0 of 2\nhello from 1 of 2')" ] || fail "mpiexec -n 2 ./hello printed: $out"
+
+cp hello.c hello.cpp
+mpicxx hello.cpp -o hellocxx
+out=$(mpirun -np 2 ./hellocxx | sort)
+[ "$out" = "$(printf 'hello from 0 of 2\nhello from 1 of 2')" ] || fail "mpirun -np 2 ./hellocxx printed: $out"
+echo "test-install: ok (mpicc, mpicxx, mpiexec, mpirun from an installed prefix)"
