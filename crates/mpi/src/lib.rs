@@ -1,6 +1,49 @@
 //! The MPI C ABI on `ferry-core`: `include/mpi.h`, `libmpi.so`, `mpicc`/`mpicxx`, `mpiexec`.
+//!
+//! Every `MPI_X` calls `PMPI_X` (the profiling interface: a tool may define `MPI_X` itself and
+//! call `PMPI_X`). Every body runs inside [`error::guard`]: check arguments, convert handles,
+//! call the runtime, map the error to its MPI class, run the communicator's error handler. A
+//! panic becomes MPI_ERR_INTERN; no unwind crosses `extern "C"`.
+//!
+//! Handles are the MPI-5 ABI's (see `abi.rs`); created objects live in the tables of
+//! [`state::State`]. Thread level: MPI_THREAD_FUNNELED (all calls from the thread that called
+//! MPI_Init). Not provided: intercommunicators, one-sided communication, I/O, dynamic
+//! processes, topologies.
+//!
+//! This crate depends on `ferry-core` only (plus `libc`); the launcher is reached through
+//! `ferry run`, which `mpiexec` calls.
 #![deny(missing_docs)]
 #![allow(clippy::missing_safety_doc)] // the contracts are MPI's, documented in mpi.h
+#![allow(clippy::too_many_arguments)] // MPI's signatures
 
+/// Defines `PMPI_X` with the body run by the guard, and `MPI_X` calling it.
+macro_rules! mpi {
+    ($(#[$doc:meta])* fn $name:ident / $pname:ident ($($arg:ident: $ty:ty),* $(,)?) on $comm:expr => $body:block) => {
+        $(#[$doc])*
+        #[no_mangle]
+        pub unsafe extern "C" fn $pname($($arg: $ty),*) -> std::ffi::c_int {
+            $crate::error::guard(stringify!($name), $comm, || $body)
+        }
+        $(#[$doc])*
+        #[no_mangle]
+        pub unsafe extern "C" fn $name($($arg: $ty),*) -> std::ffi::c_int {
+            $pname($($arg),*)
+        }
+    };
+}
+
+pub mod abi;
+pub mod coll;
+pub mod comm;
 pub mod datatype;
+pub mod env;
+pub mod error;
+pub mod handles;
 pub mod ops;
+pub mod p2p;
+pub mod request;
+pub mod state;
+pub mod types;
+
+/// The "no communicator" target for errors: MPI_COMM_WORLD's handler applies.
+pub(crate) const NONE: abi::Handle = 0;

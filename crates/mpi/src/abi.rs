@@ -1,0 +1,124 @@
+//! Constant values of the MPI-5 standard ABI that the Rust side needs (handles, sentinels,
+//! error classes). `include/mpi.h` carries the same values; a test compares the two.
+#![allow(missing_docs)]
+
+use std::ffi::c_int;
+
+/// Every MPI handle is pointer-sized: a small constant for predefined objects, a table
+/// reference (see `handles.rs`) for created ones.
+pub type Handle = usize;
+
+pub const MPI_SUCCESS: c_int = 0;
+pub const MPI_ERR_BUFFER: c_int = 1;
+pub const MPI_ERR_COUNT: c_int = 2;
+pub const MPI_ERR_TYPE: c_int = 3;
+pub const MPI_ERR_TAG: c_int = 4;
+pub const MPI_ERR_COMM: c_int = 5;
+pub const MPI_ERR_RANK: c_int = 6;
+pub const MPI_ERR_REQUEST: c_int = 7;
+pub const MPI_ERR_ROOT: c_int = 8;
+pub const MPI_ERR_GROUP: c_int = 9;
+pub const MPI_ERR_OP: c_int = 10;
+pub const MPI_ERR_TOPOLOGY: c_int = 11;
+pub const MPI_ERR_DIMS: c_int = 12;
+pub const MPI_ERR_ARG: c_int = 13;
+pub const MPI_ERR_UNKNOWN: c_int = 14;
+pub const MPI_ERR_TRUNCATE: c_int = 15;
+pub const MPI_ERR_OTHER: c_int = 16;
+pub const MPI_ERR_INTERN: c_int = 17;
+pub const MPI_ERR_PENDING: c_int = 18;
+pub const MPI_ERR_IN_STATUS: c_int = 19;
+pub const MPI_ERR_INFO_KEY: c_int = 31;
+pub const MPI_ERR_INFO_NOKEY: c_int = 32;
+pub const MPI_ERR_INFO_VALUE: c_int = 33;
+pub const MPI_ERR_INFO: c_int = 34;
+pub const MPI_ERR_KEYVAL: c_int = 36;
+pub const MPI_ERR_NO_MEM: c_int = 39;
+pub const MPI_ERR_PROC_ABORTED: c_int = 44;
+pub const MPI_ERR_UNSUPPORTED_OPERATION: c_int = 58;
+pub const MPI_ERR_ERRHANDLER: c_int = 61;
+pub const MPI_ERR_LASTCODE: c_int = 0x3fff;
+
+pub const MPI_ANY_SOURCE: c_int = -1;
+pub const MPI_PROC_NULL: c_int = -2;
+pub const MPI_ROOT: c_int = -3;
+pub const MPI_ANY_TAG: c_int = -31;
+pub const MPI_KEYVAL_INVALID: c_int = -127;
+pub const MPI_UNDEFINED: c_int = -32766;
+
+pub const MPI_THREAD_SINGLE: c_int = 0;
+pub const MPI_THREAD_FUNNELED: c_int = 1;
+pub const MPI_THREAD_SERIALIZED: c_int = 2;
+pub const MPI_THREAD_MULTIPLE: c_int = 7;
+
+pub const MPI_IDENT: c_int = 101;
+pub const MPI_CONGRUENT: c_int = 102;
+pub const MPI_SIMILAR: c_int = 103;
+pub const MPI_UNEQUAL: c_int = 104;
+
+pub const MPI_COMM_TYPE_SHARED: c_int = 1001;
+
+pub const MPI_TAG_UB: c_int = 10001;
+pub const MPI_IO: c_int = 10002;
+pub const MPI_HOST: c_int = 10003;
+pub const MPI_WTIME_IS_GLOBAL: c_int = 10004;
+pub const MPI_APPNUM: c_int = 10005;
+pub const MPI_LASTUSEDCODE: c_int = 10006;
+pub const MPI_UNIVERSE_SIZE: c_int = 10007;
+
+pub const MPI_OP_NULL: Handle = 0x20;
+pub const MPI_COMM_NULL: Handle = 0x100;
+pub const MPI_COMM_WORLD: Handle = 0x101;
+pub const MPI_COMM_SELF: Handle = 0x102;
+pub const MPI_GROUP_NULL: Handle = 0x108;
+pub const MPI_GROUP_EMPTY: Handle = 0x109;
+pub const MPI_MESSAGE_NULL: Handle = 0x128;
+pub const MPI_MESSAGE_NO_PROC: Handle = 0x129;
+pub const MPI_INFO_NULL: Handle = 0x130;
+pub const MPI_INFO_ENV: Handle = 0x131;
+pub const MPI_ERRHANDLER_NULL: Handle = 0x140;
+pub const MPI_ERRORS_ARE_FATAL: Handle = 0x141;
+pub const MPI_ERRORS_RETURN: Handle = 0x142;
+pub const MPI_ERRORS_ABORT: Handle = 0x143;
+pub const MPI_REQUEST_NULL: Handle = 0x180;
+pub const MPI_DATATYPE_NULL: Handle = 0x200;
+
+/// `MPI_BOTTOM` and `MPI_IN_PLACE` as addresses.
+pub const MPI_IN_PLACE: usize = 1;
+
+/// Bytes `MPI_Bsend` needs beyond the message in the attached buffer (`MPI_BSEND_OVERHEAD`).
+pub const MPI_BSEND_OVERHEAD: usize = 512;
+pub const MPI_MAX_PROCESSOR_NAME: usize = 256;
+pub const MPI_MAX_ERROR_STRING: usize = 512;
+pub const MPI_MAX_OBJECT_NAME: usize = 128;
+pub const MPI_MAX_LIBRARY_VERSION_STRING: usize = 8192;
+pub const MPI_MAX_INFO_KEY: usize = 256;
+pub const MPI_MAX_INFO_VAL: usize = 1024;
+
+/// `MPI_Status` as laid out by the ABI: three public fields and five reserved ints, which
+/// ferry uses for the byte count (two ints) and the cancelled flag.
+#[repr(C)]
+#[derive(Debug, Clone, Copy, Default)]
+pub struct MpiStatus {
+    pub source: c_int,
+    pub tag: c_int,
+    pub error: c_int,
+    pub count_lo: c_int,
+    pub count_hi: c_int,
+    pub cancelled: c_int,
+    pub reserved: [c_int; 2],
+}
+const _: () = assert!(std::mem::size_of::<MpiStatus>() == 32);
+
+impl MpiStatus {
+    /// Bytes the status reports.
+    pub fn count(&self) -> i64 {
+        (self.count_lo as u32 as i64) | ((self.count_hi as i64) << 32)
+    }
+
+    /// Sets the byte count.
+    pub fn set_count(&mut self, bytes: i64) {
+        self.count_lo = bytes as u32 as c_int;
+        self.count_hi = (bytes >> 32) as c_int;
+    }
+}

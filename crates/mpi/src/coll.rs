@@ -1,0 +1,1237 @@
+//! Collectives: each call is planned by the runtime (`Comm::plan`) on packed bytes. Buffers of
+//! contiguous datatypes are used in place; others are packed into, or unpacked from, a staging
+//! buffer that the request owns until it finishes. MPI_IN_PLACE is resolved here, by handing the
+//! runtime the caller's data as the input.
+
+use crate::abi::*;
+use crate::datatype::Datatype;
+use crate::error::{fail, MpiError, Res};
+use crate::ops;
+use crate::p2p::{count_arg, wait_request};
+use crate::request::{Request, Typed};
+use crate::state::{running, OpObj, State};
+use ferry_core::{Collective, Reducer};
+use ferry_sched::Order;
+use std::ffi::{c_int, c_void};
+
+fn in_place(p: *const c_void) -> bool {
+    p as usize == MPI_IN_PLACE
+}
+
+/// A packed input: the user's bytes when contiguous, else a staged copy.
+struct Input {
+    ptr: *const u8,
+    len: usize,
+    staged: Option<Vec<u8>>,
+}
+
+impl Input {
+    fn none() -> Input {
+        Input {
+            ptr: std::ptr::null(),
+            len: 0,
+            staged: None,
+        }
+    }
+
+    fn of(t: &Typed) -> Input {
+        match t.direct() {
+            Some(ptr) => Input {
+                ptr,
+                len: t.bytes(),
+                staged: None,
+            },
+            None => Input::owned(t.pack()),
+        }
+    }
+
+    fn owned(v: Vec<u8>) -> Input {
+        Input {
+            ptr: v.as_ptr(),
+            len: v.len(),
+            staged: Some(v),
+        }
+    }
+
+    /// The blocks `(typed, packed offset)` one after the other.
+    fn gather(blocks: &[Typed]) -> Input {
+        let total = blocks.iter().map(Typed::bytes).sum();
+        let mut v = Vec::with_capacity(total);
+        for b in blocks {
+            v.extend_from_slice(&b.pack());
+        }
+        Input::owned(v)
+    }
+}
+
+/// A packed output: the user's buffer when contiguous, else staging unpacked at the end.
+struct Output {
+    ptr: *mut u8,
+    len: usize,
+    staged: Option<(Vec<u8>, Vec<(Typed, usize)>)>,
+}
+
+impl Output {
+    fn none() -> Output {
+        Output {
+            ptr: std::ptr::null_mut(),
+            len: 0,
+            staged: None,
+        }
+    }
+
+    fn scratch(len: usize) -> Output {
+        let mut v = vec![0u8; len];
+        Output {
+            ptr: v.as_mut_ptr(),
+            len,
+            staged: Some((v, Vec::new())),
+        }
+    }
+
+    /// `t` as one output; `prefill` packs its current contents first (in-place inputs).
+    fn of(t: &Typed, prefill: bool) -> Output {
+        match t.direct() {
+            Some(ptr) => Output {
+                ptr,
+                len: t.bytes(),
+                staged: None,
+            },
+            None => {
+                let mut v = if prefill {
+                    t.pack()
+                } else {
+                    vec![0u8; t.bytes()]
+                };
+                Output {
+                    ptr: v.as_mut_ptr(),
+                    len: v.len(),
+                    staged: Some((v, vec![(t.clone(), 0)])),
+                }
+            }
+        }
+    }
+
+    /// Unpacks staged blocks into the user's buffers.
+    fn finish(self) {
+        if let Some((v, blocks)) = self.staged {
+            for (t, at) in blocks {
+                t.unpack(&v[at..(at + t.bytes()).min(v.len())]);
+            }
+        }
+    }
+}
+
+/// Per-rank blocks of a v-collective side: byte counts and displacements to plan with, and
+/// where the data is.
+struct Blocks {
+    counts: Vec<usize>,
+    displs: Vec<usize>,
+    /// Contiguous type: the user buffer's data base. Otherwise staging is used.
+    direct: Option<*mut u8>,
+    typed: Vec<Typed>,
+}
+
+/// The blocks `counts[i]` elements of `dt` at element displacement `displs[i]` (or byte
+/// displacement, for `byte_displs`) of `buf`.
+fn blocks(
+    dt: &Datatype,
+    buf: *mut u8,
+    counts: &[usize],
+    displs: &[isize],
+    byte_displs: bool,
+) -> Blocks {
+    let size = dt.size();
+    let step = if byte_displs { 1 } else { dt.extent() };
+    let typed: Vec<Typed> = counts
+        .iter()
+        .zip(displs)
+        .map(|(&count, &d)| Typed {
+            dt: dt.clone(),
+            count,
+            base: buf.wrapping_offset(d * step),
+        })
+        .collect();
+    let byte_counts: Vec<usize> = counts.iter().map(|c| c * size).collect();
+    if dt.is_contiguous() && displs.iter().all(|&d| d >= 0) && !byte_displs {
+        let base = buf.wrapping_offset(dt.contiguous_span(1).unwrap_or(0));
+        let byte_displs = displs.iter().map(|&d| d as usize * size).collect();
+        return Blocks {
+            counts: byte_counts,
+            displs: byte_displs,
+            direct: Some(base),
+            typed,
+        };
+    }
+    let mut at = 0;
+    let packed_displs = byte_counts
+        .iter()
+        .map(|c| {
+            let d = at;
+            at += c;
+            d
+        })
+        .collect();
+    Blocks {
+        counts: byte_counts,
+        displs: packed_displs,
+        direct: None,
+        typed,
+    }
+}
+
+impl Blocks {
+    fn input(&self) -> Input {
+        match self.direct {
+            Some(ptr) => Input {
+                ptr,
+                len: extent_of(&self.counts, &self.displs),
+                staged: None,
+            },
+            None => Input::gather(&self.typed),
+        }
+    }
+
+    fn output(&self) -> Output {
+        match self.direct {
+            Some(ptr) => Output {
+                ptr,
+                len: extent_of(&self.counts, &self.displs),
+                staged: None,
+            },
+            None => {
+                let mut v = vec![0u8; self.counts.iter().sum()];
+                let at = self
+                    .typed
+                    .iter()
+                    .cloned()
+                    .zip(self.displs.iter().copied())
+                    .collect();
+                Output {
+                    ptr: v.as_mut_ptr(),
+                    len: v.len(),
+                    staged: Some((v, at)),
+                }
+            }
+        }
+    }
+}
+
+fn extent_of(counts: &[usize], displs: &[usize]) -> usize {
+    counts
+        .iter()
+        .zip(displs)
+        .map(|(c, d)| c + d)
+        .max()
+        .unwrap_or(0)
+}
+
+/// A reduction on packed bytes of `dt` with `op`, and whether it commutes.
+fn reducer(dt: &Datatype, handle: Handle, op: OpObj) -> Res<(Reducer, bool)> {
+    match op {
+        OpObj::Builtin(op) => {
+            let Some((b, _)) = dt.uniform_builtin() else {
+                return fail(
+                    MPI_ERR_OP,
+                    format!("{op:?} needs a datatype made of one predefined type"),
+                );
+            };
+            ops::check(op, b).map_err(|e| MpiError::new(MPI_ERR_OP, e.to_string()))?;
+            let f = move |src: &[u8], dst: &mut [u8], _: Order| {
+                let _ = ops::apply_packed(op, b, src, dst);
+            };
+            Ok((Box::new(f), true))
+        }
+        OpObj::User { f, commute } => {
+            let dt = dt.clone();
+            let apply = move |src: &[u8], dst: &mut [u8], order: Order| {
+                let n = if dt.size() == 0 {
+                    0
+                } else {
+                    dst.len() / dt.size()
+                };
+                match order {
+                    Order::SrcFirst => user_apply(f, &dt, handle, n, src, dst),
+                    Order::DstFirst => {
+                        let earlier = dst.to_vec();
+                        dst.copy_from_slice(&src[..dst.len()]);
+                        user_apply(f, &dt, handle, n, &earlier, dst);
+                    }
+                }
+            };
+            Ok((Box::new(apply), commute))
+        }
+    }
+}
+
+/// Calls a user function on `n` packed elements: `inout = in op inout`.
+fn user_apply(
+    f: crate::state::UserOpFn,
+    dt: &Datatype,
+    handle: Handle,
+    n: usize,
+    input: &[u8],
+    inout: &mut [u8],
+) {
+    let mut len = n as c_int;
+    let mut h = handle;
+    if dt.contiguous_span(n).is_some() {
+        // Packed and layout agree (up to the span offset, which is 0 for the data itself).
+        let off = dt.contiguous_span(n).unwrap_or(0);
+        // SAFETY: both buffers hold n elements; the function reads `in`, updates `inout`.
+        unsafe {
+            f(
+                input.as_ptr().wrapping_offset(-off) as *mut c_void,
+                inout.as_mut_ptr().wrapping_offset(-off) as *mut c_void,
+                &mut len,
+                &mut h,
+            )
+        };
+        return;
+    }
+    // Lay both out as the type says, call, and pack the result back.
+    let span =
+        (dt.true_extent().max(0) as usize) + (n.saturating_sub(1)) * dt.extent().unsigned_abs();
+    let mut a = vec![0u8; span.max(1)];
+    let mut b = vec![0u8; span.max(1)];
+    let shift = -dt.true_lb();
+    let (pa, pb) = (
+        a.as_mut_ptr().wrapping_offset(shift),
+        b.as_mut_ptr().wrapping_offset(shift),
+    );
+    // SAFETY: the temporaries cover the type map of n elements from base `pa`/`pb`.
+    unsafe {
+        dt.unpack(input, n, pa);
+        dt.unpack(inout, n, pb);
+        f(pa as *mut c_void, pb as *mut c_void, &mut len, &mut h);
+        dt.pack(pb, n, inout);
+    }
+}
+
+/// `inout = in op inout` on user buffers (MPI_Reduce_local).
+pub fn reduce_local(
+    dt: &Datatype,
+    handle: Handle,
+    op: OpObj,
+    n: usize,
+    input: *const u8,
+    inout: *mut u8,
+) -> Res {
+    let (reduce, _) = reducer(dt, handle, op)?;
+    let src = Input::of(&Typed {
+        dt: dt.clone(),
+        count: n,
+        base: input as *mut u8,
+    });
+    let dst = Output::of(
+        &Typed {
+            dt: dt.clone(),
+            count: n,
+            base: inout,
+        },
+        true,
+    );
+    // SAFETY: both sides cover n packed elements (staged or the user's contiguous data).
+    let (s, d) = unsafe {
+        (
+            std::slice::from_raw_parts(src.ptr, src.len),
+            std::slice::from_raw_parts_mut(dst.ptr, dst.len),
+        )
+    };
+    reduce(s, d, Order::SrcFirst);
+    dst.finish();
+    Ok(())
+}
+
+/// Starts a planned collective; the staging buffers live in the request until it finishes.
+fn start(
+    s: &mut State,
+    comm: Handle,
+    call: Collective<'_>,
+    input: Input,
+    output: Output,
+    reduce: Option<Reducer>,
+) -> Res<Request> {
+    let core = s.core_comm(comm)?;
+    // SAFETY: the buffers are the caller's (valid by MPI's contract until completion) or the
+    // staging vectors, which move into the finish closure below and so outlive the request.
+    let raw = unsafe {
+        core.raw_collective(
+            &call,
+            (input.ptr, input.len),
+            (output.ptr, output.len),
+            reduce,
+        )?
+    };
+    let finish = move |_: &ferry_core::raw::RawStatus| {
+        drop(input.staged);
+        output.finish();
+    };
+    Ok(Request::running(comm, core, raw, Some(Box::new(finish))))
+}
+
+/// Runs a collective started by `f` to completion (blocking form) or publishes its request.
+unsafe fn run(request: *mut Handle, f: impl FnOnce(&mut State) -> Res<Request>) -> Res {
+    if request.is_null() {
+        let mut req = running(f)?;
+        return wait_request(&mut req)?.check();
+    }
+    running(|s| {
+        let req = f(s)?;
+        *request = s.requests.insert(req);
+        Ok(())
+    })
+}
+
+fn root_arg(core: &ferry_core::Comm, root: c_int) -> Res<usize> {
+    usize::try_from(root)
+        .ok()
+        .filter(|&r| r < core.size())
+        .ok_or_else(|| {
+            MpiError::new(
+                MPI_ERR_ROOT,
+                format!(
+                    "root {root} is not in a communicator of {} ranks",
+                    core.size()
+                ),
+            )
+        })
+}
+
+fn typed(s: &mut State, buf: *const c_void, count: c_int, datatype: Handle) -> Res<Typed> {
+    Ok(Typed {
+        dt: s.committed_type(datatype)?,
+        count: count_arg(count)?,
+        base: buf as *mut u8,
+    })
+}
+
+// ---- the collectives ----
+
+unsafe fn barrier(comm: Handle, request: *mut Handle) -> Res {
+    run(request, |s| {
+        start(
+            s,
+            comm,
+            Collective::Barrier,
+            Input::none(),
+            Output::none(),
+            None,
+        )
+    })
+}
+
+unsafe fn bcast(
+    buf: *mut c_void,
+    count: c_int,
+    datatype: Handle,
+    root: c_int,
+    comm: Handle,
+    request: *mut Handle,
+) -> Res {
+    run(request, |s| {
+        let core = s.core_comm(comm)?;
+        let root = root_arg(&core, root)?;
+        let t = typed(s, buf, count, datatype)?;
+        let out = Output::of(&t, core.rank() == root);
+        start(
+            s,
+            comm,
+            Collective::Bcast {
+                bytes: t.bytes(),
+                root,
+            },
+            Input::none(),
+            out,
+            None,
+        )
+    })
+}
+
+unsafe fn reduce(
+    sendbuf: *const c_void,
+    recvbuf: *mut c_void,
+    count: c_int,
+    datatype: Handle,
+    op: Handle,
+    root: c_int,
+    comm: Handle,
+    request: *mut Handle,
+) -> Res {
+    run(request, |s| {
+        let core = s.core_comm(comm)?;
+        let root = root_arg(&core, root)?;
+        let o = s.op(op)?;
+        let is_root = core.rank() == root;
+        let recv = typed(s, recvbuf, count, datatype)?;
+        let send = if in_place(sendbuf) && is_root {
+            Input::owned(recv.pack())
+        } else {
+            Input::of(&typed(s, sendbuf, count, datatype)?)
+        };
+        let (r, commutative) = reducer(&recv.dt, datatype, o)?;
+        let out = if is_root {
+            Output::of(&recv, false)
+        } else {
+            Output::scratch(recv.bytes())
+        };
+        start(
+            s,
+            comm,
+            Collective::Reduce {
+                bytes: recv.bytes(),
+                root,
+                commutative,
+            },
+            send,
+            out,
+            Some(r),
+        )
+    })
+}
+
+unsafe fn allreduce(
+    sendbuf: *const c_void,
+    recvbuf: *mut c_void,
+    count: c_int,
+    datatype: Handle,
+    op: Handle,
+    comm: Handle,
+    request: *mut Handle,
+) -> Res {
+    run(request, |s| {
+        let o = s.op(op)?;
+        let recv = typed(s, recvbuf, count, datatype)?;
+        let (r, commutative) = reducer(&recv.dt, datatype, o)?;
+        let elem = recv.dt.size().max(1);
+        let bytes = recv.bytes();
+        if in_place(sendbuf) {
+            let call = Collective::Allreduce {
+                bytes,
+                elem,
+                commutative,
+                in_place: true,
+            };
+            return start(
+                s,
+                comm,
+                call,
+                Input::none(),
+                Output::of(&recv, true),
+                Some(r),
+            );
+        }
+        let send = Input::of(&typed(s, sendbuf, count, datatype)?);
+        let call = Collective::Allreduce {
+            bytes,
+            elem,
+            commutative,
+            in_place: false,
+        };
+        start(s, comm, call, send, Output::of(&recv, false), Some(r))
+    })
+}
+
+/// The `i`-th block of `count` elements of a buffer.
+fn block_of(t: &Typed, i: usize) -> Typed {
+    Typed {
+        dt: t.dt.clone(),
+        count: t.count,
+        base: t
+            .base
+            .wrapping_offset(i as isize * t.count as isize * t.dt.extent()),
+    }
+}
+
+unsafe fn gather(
+    sendbuf: *const c_void,
+    sendcount: c_int,
+    sendtype: Handle,
+    recvbuf: *mut c_void,
+    recvcount: c_int,
+    recvtype: Handle,
+    root: c_int,
+    comm: Handle,
+    request: *mut Handle,
+) -> Res {
+    run(request, |s| {
+        let core = s.core_comm(comm)?;
+        let (n, me) = (core.size(), core.rank());
+        let root = root_arg(&core, root)?;
+        if me == root {
+            let r = typed(s, recvbuf, recvcount, recvtype)?;
+            let send = if in_place(sendbuf) {
+                Input::owned(block_of(&r, me).pack())
+            } else {
+                Input::of(&typed(s, sendbuf, sendcount, sendtype)?)
+            };
+            let all = blocks(
+                &r.dt,
+                r.base,
+                &vec![r.count; n],
+                &(0..n).map(|i| (i * r.count) as isize).collect::<Vec<_>>(),
+                false,
+            );
+            let out = all.output();
+            start(
+                s,
+                comm,
+                Collective::Gather {
+                    block: r.bytes(),
+                    root,
+                },
+                send,
+                out,
+                None,
+            )
+        } else {
+            let t = typed(s, sendbuf, sendcount, sendtype)?;
+            start(
+                s,
+                comm,
+                Collective::Gather {
+                    block: t.bytes(),
+                    root,
+                },
+                Input::of(&t),
+                Output::none(),
+                None,
+            )
+        }
+    })
+}
+
+unsafe fn scatter(
+    sendbuf: *const c_void,
+    sendcount: c_int,
+    sendtype: Handle,
+    recvbuf: *mut c_void,
+    recvcount: c_int,
+    recvtype: Handle,
+    root: c_int,
+    comm: Handle,
+    request: *mut Handle,
+) -> Res {
+    run(request, |s| {
+        let core = s.core_comm(comm)?;
+        let (n, me) = (core.size(), core.rank());
+        let root = root_arg(&core, root)?;
+        if me == root {
+            let t = typed(s, sendbuf, sendcount, sendtype)?;
+            let all = blocks(
+                &t.dt,
+                t.base,
+                &vec![t.count; n],
+                &(0..n).map(|i| (i * t.count) as isize).collect::<Vec<_>>(),
+                false,
+            );
+            let out = if in_place(recvbuf) {
+                Output::scratch(t.bytes())
+            } else {
+                Output::of(&typed(s, recvbuf, recvcount, recvtype)?, false)
+            };
+            start(
+                s,
+                comm,
+                Collective::Scatter {
+                    block: t.bytes(),
+                    root,
+                },
+                all.input(),
+                out,
+                None,
+            )
+        } else {
+            let r = typed(s, recvbuf, recvcount, recvtype)?;
+            start(
+                s,
+                comm,
+                Collective::Scatter {
+                    block: r.bytes(),
+                    root,
+                },
+                Input::none(),
+                Output::of(&r, false),
+                None,
+            )
+        }
+    })
+}
+
+unsafe fn allgather(
+    sendbuf: *const c_void,
+    sendcount: c_int,
+    sendtype: Handle,
+    recvbuf: *mut c_void,
+    recvcount: c_int,
+    recvtype: Handle,
+    comm: Handle,
+    request: *mut Handle,
+) -> Res {
+    run(request, |s| {
+        let core = s.core_comm(comm)?;
+        let (n, me) = (core.size(), core.rank());
+        let r = typed(s, recvbuf, recvcount, recvtype)?;
+        let send = if in_place(sendbuf) {
+            Input::owned(block_of(&r, me).pack())
+        } else {
+            Input::of(&typed(s, sendbuf, sendcount, sendtype)?)
+        };
+        let all = blocks(
+            &r.dt,
+            r.base,
+            &vec![r.count; n],
+            &(0..n).map(|i| (i * r.count) as isize).collect::<Vec<_>>(),
+            false,
+        );
+        start(
+            s,
+            comm,
+            Collective::Allgather { block: r.bytes() },
+            send,
+            all.output(),
+            None,
+        )
+    })
+}
+
+unsafe fn alltoall(
+    sendbuf: *const c_void,
+    sendcount: c_int,
+    sendtype: Handle,
+    recvbuf: *mut c_void,
+    recvcount: c_int,
+    recvtype: Handle,
+    comm: Handle,
+    request: *mut Handle,
+) -> Res {
+    run(request, |s| {
+        let n = s.core_comm(comm)?.size();
+        let r = typed(s, recvbuf, recvcount, recvtype)?;
+        let displs: Vec<isize> = (0..n).map(|i| (i * r.count) as isize).collect();
+        let out = blocks(&r.dt, r.base, &vec![r.count; n], &displs, false);
+        let send = if in_place(sendbuf) {
+            Input::gather(&out.typed)
+        } else {
+            let t = typed(s, sendbuf, sendcount, sendtype)?;
+            let sd: Vec<isize> = (0..n).map(|i| (i * t.count) as isize).collect();
+            blocks(&t.dt, t.base, &vec![t.count; n], &sd, false).input()
+        };
+        start(
+            s,
+            comm,
+            Collective::Alltoall { block: r.bytes() },
+            send,
+            out.output(),
+            None,
+        )
+    })
+}
+
+/// `n` counts and displacements from C arrays.
+unsafe fn per_rank(
+    n: usize,
+    counts: *const c_int,
+    displs: *const c_int,
+) -> Res<(Vec<usize>, Vec<isize>)> {
+    if n > 0 && (counts.is_null() || displs.is_null()) {
+        return fail(MPI_ERR_ARG, "counts or displacements array is NULL");
+    }
+    let c = (0..n)
+        .map(|i| count_arg(*counts.add(i)))
+        .collect::<Res<Vec<_>>>()?;
+    let d = (0..n).map(|i| *displs.add(i) as isize).collect();
+    Ok((c, d))
+}
+
+unsafe fn gatherv(
+    sendbuf: *const c_void,
+    sendcount: c_int,
+    sendtype: Handle,
+    recvbuf: *mut c_void,
+    recvcounts: *const c_int,
+    displs: *const c_int,
+    recvtype: Handle,
+    root: c_int,
+    comm: Handle,
+    request: *mut Handle,
+) -> Res {
+    run(request, |s| {
+        let core = s.core_comm(comm)?;
+        let (n, me) = (core.size(), core.rank());
+        let root = root_arg(&core, root)?;
+        if me == root {
+            let (c, d) = per_rank(n, recvcounts, displs)?;
+            let dt = s.committed_type(recvtype)?;
+            let all = blocks(&dt, recvbuf as *mut u8, &c, &d, false);
+            let send = if in_place(sendbuf) {
+                Input::owned(all.typed[me].pack())
+            } else {
+                Input::of(&typed(s, sendbuf, sendcount, sendtype)?)
+            };
+            let call = Collective::Gatherv {
+                counts: &all.counts,
+                displs: &all.displs,
+                root,
+            };
+            start(s, comm, call, send, all.output(), None)
+        } else {
+            let t = typed(s, sendbuf, sendcount, sendtype)?;
+            let mut counts = vec![0; n];
+            counts[me] = t.bytes();
+            let call = Collective::Gatherv {
+                counts: &counts,
+                displs: &vec![0; n],
+                root,
+            };
+            start(s, comm, call, Input::of(&t), Output::none(), None)
+        }
+    })
+}
+
+unsafe fn scatterv(
+    sendbuf: *const c_void,
+    sendcounts: *const c_int,
+    displs: *const c_int,
+    sendtype: Handle,
+    recvbuf: *mut c_void,
+    recvcount: c_int,
+    recvtype: Handle,
+    root: c_int,
+    comm: Handle,
+    request: *mut Handle,
+) -> Res {
+    run(request, |s| {
+        let core = s.core_comm(comm)?;
+        let (n, me) = (core.size(), core.rank());
+        let root = root_arg(&core, root)?;
+        if me == root {
+            let (c, d) = per_rank(n, sendcounts, displs)?;
+            let dt = s.committed_type(sendtype)?;
+            let all = blocks(&dt, sendbuf as *mut u8, &c, &d, false);
+            let out = if in_place(recvbuf) {
+                Output::scratch(all.counts[me])
+            } else {
+                Output::of(&typed(s, recvbuf, recvcount, recvtype)?, false)
+            };
+            let call = Collective::Scatterv {
+                counts: &all.counts,
+                displs: &all.displs,
+                root,
+            };
+            start(s, comm, call, all.input(), out, None)
+        } else {
+            let r = typed(s, recvbuf, recvcount, recvtype)?;
+            let mut counts = vec![0; n];
+            counts[me] = r.bytes();
+            let call = Collective::Scatterv {
+                counts: &counts,
+                displs: &vec![0; n],
+                root,
+            };
+            start(s, comm, call, Input::none(), Output::of(&r, false), None)
+        }
+    })
+}
+
+unsafe fn allgatherv(
+    sendbuf: *const c_void,
+    sendcount: c_int,
+    sendtype: Handle,
+    recvbuf: *mut c_void,
+    recvcounts: *const c_int,
+    displs: *const c_int,
+    recvtype: Handle,
+    comm: Handle,
+    request: *mut Handle,
+) -> Res {
+    run(request, |s| {
+        let core = s.core_comm(comm)?;
+        let (n, me) = (core.size(), core.rank());
+        let (c, d) = per_rank(n, recvcounts, displs)?;
+        let dt = s.committed_type(recvtype)?;
+        let all = blocks(&dt, recvbuf as *mut u8, &c, &d, false);
+        let send = if in_place(sendbuf) {
+            Input::owned(all.typed[me].pack())
+        } else {
+            Input::of(&typed(s, sendbuf, sendcount, sendtype)?)
+        };
+        let call = Collective::Allgatherv {
+            counts: &all.counts,
+            displs: &all.displs,
+        };
+        start(s, comm, call, send, all.output(), None)
+    })
+}
+
+unsafe fn alltoallv(
+    sendbuf: *const c_void,
+    sendcounts: *const c_int,
+    sdispls: *const c_int,
+    sendtype: Handle,
+    recvbuf: *mut c_void,
+    recvcounts: *const c_int,
+    rdispls: *const c_int,
+    recvtype: Handle,
+    comm: Handle,
+    request: *mut Handle,
+) -> Res {
+    run(request, |s| {
+        let n = s.core_comm(comm)?.size();
+        let (rc, rd) = per_rank(n, recvcounts, rdispls)?;
+        let rt = s.committed_type(recvtype)?;
+        let out = blocks(&rt, recvbuf as *mut u8, &rc, &rd, false);
+        let (send, sc, sd) = if in_place(sendbuf) {
+            let input = Input::gather(&out.typed);
+            let mut at = 0;
+            let sd = out
+                .counts
+                .iter()
+                .map(|c| {
+                    let d = at;
+                    at += c;
+                    d
+                })
+                .collect();
+            (input, out.counts.clone(), sd)
+        } else {
+            let (c, d) = per_rank(n, sendcounts, sdispls)?;
+            let st = s.committed_type(sendtype)?;
+            let b = blocks(&st, sendbuf as *mut u8, &c, &d, false);
+            (b.input(), b.counts, b.displs)
+        };
+        let call = Collective::Alltoallv {
+            send_counts: &sc,
+            send_displs: &sd,
+            recv_counts: &out.counts,
+            recv_displs: &out.displs,
+        };
+        start(s, comm, call, send, out.output(), None)
+    })
+}
+
+unsafe fn alltoallw(
+    sendbuf: *const c_void,
+    sendcounts: *const c_int,
+    sdispls: *const c_int,
+    sendtypes: *const Handle,
+    recvbuf: *mut c_void,
+    recvcounts: *const c_int,
+    rdispls: *const c_int,
+    recvtypes: *const Handle,
+    comm: Handle,
+) -> Res {
+    run(std::ptr::null_mut(), |s| {
+        let n = s.core_comm(comm)?.size();
+        if n > 0 && recvtypes.is_null() {
+            return fail(MPI_ERR_ARG, "recvtypes is NULL");
+        }
+        let (rc, rd) = per_rank(n, recvcounts, rdispls)?;
+        let rblocks: Vec<Typed> = (0..n)
+            .map(|i| {
+                Ok(Typed {
+                    dt: s.committed_type(*recvtypes.add(i))?,
+                    count: rc[i],
+                    base: (recvbuf as *mut u8).wrapping_offset(rd[i]),
+                })
+            })
+            .collect::<Res<_>>()?;
+        let sblocks: Vec<Typed> = if in_place(sendbuf) {
+            rblocks.clone()
+        } else {
+            if n > 0 && sendtypes.is_null() {
+                return fail(MPI_ERR_ARG, "sendtypes is NULL");
+            }
+            let (sc, sd) = per_rank(n, sendcounts, sdispls)?;
+            (0..n)
+                .map(|i| {
+                    Ok(Typed {
+                        dt: s.committed_type(*sendtypes.add(i))?,
+                        count: sc[i],
+                        base: (sendbuf as *mut u8).wrapping_offset(sd[i]),
+                    })
+                })
+                .collect::<Res<_>>()?
+        };
+        let packed = |b: &[Typed]| {
+            let counts: Vec<usize> = b.iter().map(Typed::bytes).collect();
+            let mut at = 0;
+            let displs: Vec<usize> = counts
+                .iter()
+                .map(|c| {
+                    let d = at;
+                    at += c;
+                    d
+                })
+                .collect();
+            (counts, displs)
+        };
+        let (sc, sd) = packed(&sblocks);
+        let (rcb, rdb) = packed(&rblocks);
+        let mut v = vec![0u8; rcb.iter().sum()];
+        let out = Output {
+            ptr: v.as_mut_ptr(),
+            len: v.len(),
+            staged: None,
+        };
+        let at = rblocks.into_iter().zip(rdb.iter().copied()).collect();
+        let out = Output {
+            staged: Some((v, at)),
+            ..out
+        };
+        let call = Collective::Alltoallv {
+            send_counts: &sc,
+            send_displs: &sd,
+            recv_counts: &rcb,
+            recv_displs: &rdb,
+        };
+        start(s, comm, call, Input::gather(&sblocks), out, None)
+    })
+}
+
+unsafe fn reduce_scatter(
+    sendbuf: *const c_void,
+    recvbuf: *mut c_void,
+    counts: &[usize],
+    datatype: Handle,
+    op: Handle,
+    comm: Handle,
+    request: *mut Handle,
+) -> Res {
+    run(request, |s| {
+        let core = s.core_comm(comm)?;
+        let me = core.rank();
+        if counts.len() != core.size() {
+            return fail(MPI_ERR_ARG, "one count per rank is needed");
+        }
+        let dt = s.committed_type(datatype)?;
+        let o = s.op(op)?;
+        let (r, _) = reducer(&dt, datatype, o)?;
+        let total: usize = counts.iter().sum();
+        let send = if in_place(sendbuf) {
+            Input::of(&Typed {
+                dt: dt.clone(),
+                count: total,
+                base: recvbuf as *mut u8,
+            })
+        } else {
+            Input::of(&Typed {
+                dt: dt.clone(),
+                count: total,
+                base: sendbuf as *mut u8,
+            })
+        };
+        let send = Input::owned(std::slice::from_raw_parts(send.ptr, send.len).to_vec());
+        let mine = Typed {
+            dt: dt.clone(),
+            count: counts[me],
+            base: recvbuf as *mut u8,
+        };
+        let byte_counts: Vec<usize> = counts.iter().map(|c| c * dt.size()).collect();
+        start(
+            s,
+            comm,
+            Collective::ReduceScatter {
+                counts: &byte_counts,
+            },
+            send,
+            Output::of(&mine, false),
+            Some(r),
+        )
+    })
+}
+
+unsafe fn scan(
+    sendbuf: *const c_void,
+    recvbuf: *mut c_void,
+    count: c_int,
+    datatype: Handle,
+    op: Handle,
+    comm: Handle,
+    exclusive: bool,
+    request: *mut Handle,
+) -> Res {
+    run(request, |s| {
+        let o = s.op(op)?;
+        let recv = typed(s, recvbuf, count, datatype)?;
+        let (r, _) = reducer(&recv.dt, datatype, o)?;
+        let send = if in_place(sendbuf) {
+            Input::owned(recv.pack())
+        } else {
+            Input::of(&typed(s, sendbuf, count, datatype)?)
+        };
+        start(
+            s,
+            comm,
+            Collective::Scan {
+                bytes: recv.bytes(),
+                exclusive,
+            },
+            send,
+            Output::of(&recv, exclusive),
+            Some(r),
+        )
+    })
+}
+
+const BLOCKING: *mut Handle = std::ptr::null_mut();
+
+fn nonnull(request: *mut Handle) -> Res<*mut Handle> {
+    if request.is_null() {
+        return fail(MPI_ERR_ARG, "request argument is NULL");
+    }
+    Ok(request)
+}
+
+mpi! {
+    /// Waits until every rank has called it.
+    fn MPI_Barrier / PMPI_Barrier(comm: Handle) on comm => { barrier(comm, BLOCKING) }
+}
+mpi! {
+    /// Nonblocking barrier.
+    fn MPI_Ibarrier / PMPI_Ibarrier(comm: Handle, request: *mut Handle) on comm => { barrier(comm, nonnull(request)?) }
+}
+mpi! {
+    /// Broadcast from root.
+    fn MPI_Bcast / PMPI_Bcast(buffer: *mut c_void, count: c_int, datatype: Handle, root: c_int, comm: Handle) on comm => {
+        bcast(buffer, count, datatype, root, comm, BLOCKING)
+    }
+}
+mpi! {
+    /// Nonblocking broadcast.
+    fn MPI_Ibcast / PMPI_Ibcast(buffer: *mut c_void, count: c_int, datatype: Handle, root: c_int, comm: Handle, request: *mut Handle) on comm => {
+        bcast(buffer, count, datatype, root, comm, nonnull(request)?)
+    }
+}
+mpi! {
+    /// Reduction to root.
+    fn MPI_Reduce / PMPI_Reduce(sendbuf: *const c_void, recvbuf: *mut c_void, count: c_int, datatype: Handle, op: Handle, root: c_int, comm: Handle) on comm => {
+        reduce(sendbuf, recvbuf, count, datatype, op, root, comm, BLOCKING)
+    }
+}
+mpi! {
+    /// Nonblocking reduction to root.
+    fn MPI_Ireduce / PMPI_Ireduce(sendbuf: *const c_void, recvbuf: *mut c_void, count: c_int, datatype: Handle, op: Handle, root: c_int, comm: Handle, request: *mut Handle) on comm => {
+        reduce(sendbuf, recvbuf, count, datatype, op, root, comm, nonnull(request)?)
+    }
+}
+mpi! {
+    /// Reduction to all.
+    fn MPI_Allreduce / PMPI_Allreduce(sendbuf: *const c_void, recvbuf: *mut c_void, count: c_int, datatype: Handle, op: Handle, comm: Handle) on comm => {
+        allreduce(sendbuf, recvbuf, count, datatype, op, comm, BLOCKING)
+    }
+}
+mpi! {
+    /// Nonblocking reduction to all.
+    fn MPI_Iallreduce / PMPI_Iallreduce(sendbuf: *const c_void, recvbuf: *mut c_void, count: c_int, datatype: Handle, op: Handle, comm: Handle, request: *mut Handle) on comm => {
+        allreduce(sendbuf, recvbuf, count, datatype, op, comm, nonnull(request)?)
+    }
+}
+mpi! {
+    /// Gather to root.
+    fn MPI_Gather / PMPI_Gather(sendbuf: *const c_void, sendcount: c_int, sendtype: Handle, recvbuf: *mut c_void, recvcount: c_int, recvtype: Handle, root: c_int, comm: Handle) on comm => {
+        gather(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm, BLOCKING)
+    }
+}
+mpi! {
+    /// Nonblocking gather.
+    fn MPI_Igather / PMPI_Igather(sendbuf: *const c_void, sendcount: c_int, sendtype: Handle, recvbuf: *mut c_void, recvcount: c_int, recvtype: Handle, root: c_int, comm: Handle, request: *mut Handle) on comm => {
+        gather(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm, nonnull(request)?)
+    }
+}
+mpi! {
+    /// Scatter from root.
+    fn MPI_Scatter / PMPI_Scatter(sendbuf: *const c_void, sendcount: c_int, sendtype: Handle, recvbuf: *mut c_void, recvcount: c_int, recvtype: Handle, root: c_int, comm: Handle) on comm => {
+        scatter(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm, BLOCKING)
+    }
+}
+mpi! {
+    /// Nonblocking scatter.
+    fn MPI_Iscatter / PMPI_Iscatter(sendbuf: *const c_void, sendcount: c_int, sendtype: Handle, recvbuf: *mut c_void, recvcount: c_int, recvtype: Handle, root: c_int, comm: Handle, request: *mut Handle) on comm => {
+        scatter(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm, nonnull(request)?)
+    }
+}
+mpi! {
+    /// Gather to all.
+    fn MPI_Allgather / PMPI_Allgather(sendbuf: *const c_void, sendcount: c_int, sendtype: Handle, recvbuf: *mut c_void, recvcount: c_int, recvtype: Handle, comm: Handle) on comm => {
+        allgather(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, BLOCKING)
+    }
+}
+mpi! {
+    /// Nonblocking gather to all.
+    fn MPI_Iallgather / PMPI_Iallgather(sendbuf: *const c_void, sendcount: c_int, sendtype: Handle, recvbuf: *mut c_void, recvcount: c_int, recvtype: Handle, comm: Handle, request: *mut Handle) on comm => {
+        allgather(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, nonnull(request)?)
+    }
+}
+mpi! {
+    /// Personalized exchange.
+    fn MPI_Alltoall / PMPI_Alltoall(sendbuf: *const c_void, sendcount: c_int, sendtype: Handle, recvbuf: *mut c_void, recvcount: c_int, recvtype: Handle, comm: Handle) on comm => {
+        alltoall(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, BLOCKING)
+    }
+}
+mpi! {
+    /// Nonblocking personalized exchange.
+    fn MPI_Ialltoall / PMPI_Ialltoall(sendbuf: *const c_void, sendcount: c_int, sendtype: Handle, recvbuf: *mut c_void, recvcount: c_int, recvtype: Handle, comm: Handle, request: *mut Handle) on comm => {
+        alltoall(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, nonnull(request)?)
+    }
+}
+mpi! {
+    /// Gather of variable blocks.
+    fn MPI_Gatherv / PMPI_Gatherv(sendbuf: *const c_void, sendcount: c_int, sendtype: Handle, recvbuf: *mut c_void, recvcounts: *const c_int, displs: *const c_int, recvtype: Handle, root: c_int, comm: Handle) on comm => {
+        gatherv(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, root, comm, BLOCKING)
+    }
+}
+mpi! {
+    /// Scatter of variable blocks.
+    fn MPI_Scatterv / PMPI_Scatterv(sendbuf: *const c_void, sendcounts: *const c_int, displs: *const c_int, sendtype: Handle, recvbuf: *mut c_void, recvcount: c_int, recvtype: Handle, root: c_int, comm: Handle) on comm => {
+        scatterv(sendbuf, sendcounts, displs, sendtype, recvbuf, recvcount, recvtype, root, comm, BLOCKING)
+    }
+}
+mpi! {
+    /// Gather of variable blocks to all.
+    fn MPI_Allgatherv / PMPI_Allgatherv(sendbuf: *const c_void, sendcount: c_int, sendtype: Handle, recvbuf: *mut c_void, recvcounts: *const c_int, displs: *const c_int, recvtype: Handle, comm: Handle) on comm => {
+        allgatherv(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, comm, BLOCKING)
+    }
+}
+mpi! {
+    /// Personalized exchange of variable blocks.
+    fn MPI_Alltoallv / PMPI_Alltoallv(sendbuf: *const c_void, sendcounts: *const c_int, sdispls: *const c_int, sendtype: Handle, recvbuf: *mut c_void, recvcounts: *const c_int, rdispls: *const c_int, recvtype: Handle, comm: Handle) on comm => {
+        alltoallv(sendbuf, sendcounts, sdispls, sendtype, recvbuf, recvcounts, rdispls, recvtype, comm, BLOCKING)
+    }
+}
+mpi! {
+    /// Personalized exchange with a datatype per block.
+    fn MPI_Alltoallw / PMPI_Alltoallw(sendbuf: *const c_void, sendcounts: *const c_int, sdispls: *const c_int, sendtypes: *const Handle, recvbuf: *mut c_void, recvcounts: *const c_int, rdispls: *const c_int, recvtypes: *const Handle, comm: Handle) on comm => {
+        alltoallw(sendbuf, sendcounts, sdispls, sendtypes, recvbuf, recvcounts, rdispls, recvtypes, comm)
+    }
+}
+mpi! {
+    /// Reduction whose result is scattered in variable blocks.
+    fn MPI_Reduce_scatter / PMPI_Reduce_scatter(sendbuf: *const c_void, recvbuf: *mut c_void, recvcounts: *const c_int, datatype: Handle, op: Handle, comm: Handle) on comm => {
+        let n = running(|s| Ok(s.core_comm(comm)?.size()))?;
+        if n > 0 && recvcounts.is_null() {
+            return fail(MPI_ERR_ARG, "recvcounts is NULL");
+        }
+        let counts = (0..n).map(|i| count_arg(*recvcounts.add(i))).collect::<Res<Vec<_>>>()?;
+        reduce_scatter(sendbuf, recvbuf, &counts, datatype, op, comm, BLOCKING)
+    }
+}
+mpi! {
+    /// Reduction whose result is scattered in equal blocks.
+    fn MPI_Reduce_scatter_block / PMPI_Reduce_scatter_block(sendbuf: *const c_void, recvbuf: *mut c_void, recvcount: c_int, datatype: Handle, op: Handle, comm: Handle) on comm => {
+        let n = running(|s| Ok(s.core_comm(comm)?.size()))?;
+        reduce_scatter(sendbuf, recvbuf, &vec![count_arg(recvcount)?; n], datatype, op, comm, BLOCKING)
+    }
+}
+mpi! {
+    /// Inclusive prefix reduction.
+    fn MPI_Scan / PMPI_Scan(sendbuf: *const c_void, recvbuf: *mut c_void, count: c_int, datatype: Handle, op: Handle, comm: Handle) on comm => {
+        scan(sendbuf, recvbuf, count, datatype, op, comm, false, BLOCKING)
+    }
+}
+mpi! {
+    /// Exclusive prefix reduction.
+    fn MPI_Exscan / PMPI_Exscan(sendbuf: *const c_void, recvbuf: *mut c_void, count: c_int, datatype: Handle, op: Handle, comm: Handle) on comm => {
+        scan(sendbuf, recvbuf, count, datatype, op, comm, true, BLOCKING)
+    }
+}

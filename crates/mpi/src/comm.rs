@@ -1,0 +1,864 @@
+//! Communicators, groups, attributes, error handlers and info objects.
+
+use crate::abi::*;
+use crate::env::write_string;
+use crate::error::{fail, handle_error, CommErrhandlerFn, MpiError, Res};
+use crate::p2p::count_arg;
+use crate::state::{running, with, CommObj, GroupObj, Keyval, State, KEYVAL_BASE};
+use crate::NONE;
+use std::collections::BTreeMap;
+use std::ffi::{c_char, c_int, c_void, CStr};
+use std::rc::Rc;
+use std::sync::atomic::{AtomicI32, Ordering};
+
+unsafe fn out<'a, T>(p: *mut T, what: &str) -> Res<&'a mut T> {
+    p.as_mut()
+        .ok_or_else(|| MpiError::new(MPI_ERR_ARG, format!("{what} is NULL")))
+}
+
+mpi! {
+    /// Number of ranks.
+    fn MPI_Comm_size / PMPI_Comm_size(comm: Handle, size: *mut c_int) on comm => {
+        let n = running(|s| Ok(s.comm(comm)?.comm.size()))?;
+        *out(size, "size")? = n as c_int;
+        Ok(())
+    }
+}
+mpi! {
+    /// This process's rank.
+    fn MPI_Comm_rank / PMPI_Comm_rank(comm: Handle, rank: *mut c_int) on comm => {
+        let r = running(|s| Ok(s.comm(comm)?.comm.rank()))?;
+        *out(rank, "rank")? = r as c_int;
+        Ok(())
+    }
+}
+
+/// Attribute copies for a duplicate: (keyval, callback, extra, value) of every attribute.
+type AttrCopy = (c_int, usize, *mut c_void, *mut c_void);
+
+/// `int copy(MPI_Comm, int keyval, void *extra, void *in, void *out, int *flag)`.
+type CopyFn =
+    unsafe extern "C" fn(Handle, c_int, *mut c_void, *mut c_void, *mut c_void, *mut c_int) -> c_int;
+/// `int delete(MPI_Comm, int keyval, void *value, void *extra)`.
+type DeleteFn = unsafe extern "C" fn(Handle, c_int, *mut c_void, *mut c_void) -> c_int;
+
+/// Registers a new communicator made from `old` (whose attributes are copied) and returns its
+/// handle. Attribute callbacks run here, outside any state borrow.
+fn register(old: Handle, comm: Option<ferry_core::Comm>, copy_attrs: bool) -> Res<Handle> {
+    let Some(comm) = comm else {
+        return Ok(MPI_COMM_NULL);
+    };
+    let (errhandler, copies) = with(|s| {
+        let o = s.comm(old)?;
+        let copies: Vec<AttrCopy> = if copy_attrs {
+            o.attrs
+                .iter()
+                .filter_map(|(&k, &v)| {
+                    let kv = s
+                        .keyvals
+                        .get((k - KEYVAL_BASE) as usize)
+                        .copied()
+                        .flatten()?;
+                    Some((k, kv.copy, kv.extra, v))
+                })
+                .collect()
+        } else {
+            Vec::new()
+        };
+        Ok((o.errhandler, copies))
+    })?;
+    let mut attrs = BTreeMap::new();
+    for (keyval, copy, extra, value) in copies {
+        match copy {
+            0 => {}
+            1 => {
+                attrs.insert(keyval, value);
+            }
+            f => {
+                // SAFETY: registered by MPI_Comm_create_keyval with this signature.
+                let f: CopyFn = unsafe { std::mem::transmute::<usize, CopyFn>(f) };
+                let mut new_value: *mut c_void = std::ptr::null_mut();
+                let mut flag: c_int = 0;
+                let rc = unsafe {
+                    f(
+                        old,
+                        keyval,
+                        extra,
+                        value,
+                        &mut new_value as *mut _ as *mut c_void,
+                        &mut flag,
+                    )
+                };
+                if rc != MPI_SUCCESS {
+                    return fail(
+                        rc,
+                        format!("attribute copy callback of keyval {keyval} failed"),
+                    );
+                }
+                if flag != 0 {
+                    attrs.insert(keyval, new_value);
+                }
+            }
+        }
+    }
+    with(|s| {
+        Ok(s.comms.insert(CommObj {
+            comm,
+            errhandler,
+            name: String::new(),
+            attrs,
+        }))
+    })
+}
+
+mpi! {
+    /// Duplicates a communicator (new context, copied attributes).
+    fn MPI_Comm_dup / PMPI_Comm_dup(comm: Handle, newcomm: *mut Handle) on comm => {
+        let out = out(newcomm, "newcomm")?;
+        let core = running(|s| s.core_comm(comm))?;
+        *out = register(comm, Some(core.dup()?), true)?;
+        Ok(())
+    }
+}
+mpi! {
+    /// Duplicates a communicator; the info is ignored.
+    fn MPI_Comm_dup_with_info / PMPI_Comm_dup_with_info(comm: Handle, _info: Handle, newcomm: *mut Handle) on comm => {
+        let out = out(newcomm, "newcomm")?;
+        let core = running(|s| s.core_comm(comm))?;
+        *out = register(comm, Some(core.dup()?), true)?;
+        Ok(())
+    }
+}
+mpi! {
+    /// Splits by color, ordered by key.
+    fn MPI_Comm_split / PMPI_Comm_split(comm: Handle, color: c_int, key: c_int, newcomm: *mut Handle) on comm => {
+        let out = out(newcomm, "newcomm")?;
+        let core = running(|s| s.core_comm(comm))?;
+        let color = match color {
+            MPI_UNDEFINED => None,
+            c if c >= 0 => Some(c as u32),
+            c => return fail(MPI_ERR_ARG, format!("split color {c} is negative (only MPI_UNDEFINED may be)")),
+        };
+        *out = register(comm, core.split(color, key)?, false)?;
+        Ok(())
+    }
+}
+
+/// This host's name, as the runtime sees it.
+fn host_name() -> [u8; 64] {
+    let mut buf = [0u8; 64];
+    // SAFETY: writes at most 63 bytes into `buf`, leaving a NUL.
+    unsafe { libc::gethostname(buf.as_mut_ptr() as *mut c_char, buf.len() - 1) };
+    buf
+}
+
+mpi! {
+    /// Splits by shared-memory domain (one communicator per host).
+    fn MPI_Comm_split_type / PMPI_Comm_split_type(comm: Handle, split_type: c_int, key: c_int, _info: Handle, newcomm: *mut Handle) on comm => {
+        let out = out(newcomm, "newcomm")?;
+        let core = running(|s| s.core_comm(comm))?;
+        let color = match split_type {
+            MPI_UNDEFINED => None,
+            MPI_COMM_TYPE_SHARED => {
+                let mine = host_name();
+                let mut all = vec![0u8; 64 * core.size()];
+                core.allgather(&mine, &mut all)?;
+                all.chunks(64).position(|h| h == mine).map(|i| i as u32)
+            }
+            t => return fail(MPI_ERR_ARG, format!("split type {t} is not supported (MPI_COMM_TYPE_SHARED is)")),
+        };
+        *out = register(comm, core.split(color, key)?, false)?;
+        Ok(())
+    }
+}
+mpi! {
+    /// A communicator of the members of `group` (collective over `comm`).
+    fn MPI_Comm_create / PMPI_Comm_create(comm: Handle, group: Handle, newcomm: *mut Handle) on comm => {
+        let out = out(newcomm, "newcomm")?;
+        let (core, members) = running(|s| Ok((s.core_comm(comm)?, s.group(group)?)))?;
+        let parent: Vec<u32> = core.world_ranks().to_vec();
+        if let Some(w) = members.iter().find(|w| !parent.contains(w)) {
+            return fail(MPI_ERR_GROUP, format!("group member (world rank {w}) is not in the communicator"));
+        }
+        let me = parent[core.rank()];
+        let position = members.iter().position(|&w| w == me);
+        let color = position.map(|_| 0u32);
+        let key = position.unwrap_or(0) as c_int;
+        *out = register(comm, core.split(color, key)?, false)?;
+        Ok(())
+    }
+}
+
+fn compare_members(a: &[u32], b: &[u32]) -> c_int {
+    if a == b {
+        return MPI_IDENT;
+    }
+    let (mut x, mut y) = (a.to_vec(), b.to_vec());
+    x.sort_unstable();
+    y.sort_unstable();
+    if x == y {
+        MPI_SIMILAR
+    } else {
+        MPI_UNEQUAL
+    }
+}
+
+mpi! {
+    /// Compares two communicators.
+    fn MPI_Comm_compare / PMPI_Comm_compare(comm1: Handle, comm2: Handle, result: *mut c_int) on comm1 => {
+        let out = out(result, "result")?;
+        let (a, b) = running(|s| Ok((s.core_comm(comm1)?, s.core_comm(comm2)?)))?;
+        *out = if comm1 == comm2 || a.context_id() == b.context_id() {
+            MPI_IDENT
+        } else {
+            match compare_members(a.world_ranks(), b.world_ranks()) {
+                MPI_IDENT => MPI_CONGRUENT,
+                r => r,
+            }
+        };
+        Ok(())
+    }
+}
+
+unsafe fn delete_attrs(comm: Handle, attrs: BTreeMap<c_int, *mut c_void>) -> Res {
+    for (keyval, value) in attrs {
+        call_delete(comm, keyval, value)?;
+    }
+    Ok(())
+}
+
+unsafe fn call_delete(comm: Handle, keyval: c_int, value: *mut c_void) -> Res {
+    let kv = with(|s| {
+        Ok(s.keyvals
+            .get((keyval - KEYVAL_BASE) as usize)
+            .copied()
+            .flatten())
+    })?;
+    if let Some(Keyval { delete, extra, .. }) = kv {
+        if delete > 1 {
+            // SAFETY: registered by MPI_Comm_create_keyval with this signature.
+            let f: DeleteFn = std::mem::transmute::<usize, DeleteFn>(delete);
+            let rc = f(comm, keyval, value, extra);
+            if rc != MPI_SUCCESS {
+                return fail(
+                    rc,
+                    format!("attribute delete callback of keyval {keyval} failed"),
+                );
+            }
+        }
+    }
+    Ok(())
+}
+
+mpi! {
+    /// Frees a communicator (deleting its attributes first).
+    fn MPI_Comm_free / PMPI_Comm_free(comm: *mut Handle) on NONE => {
+        let h = out(comm, "comm")?;
+        if matches!(*h, MPI_COMM_WORLD | MPI_COMM_SELF | MPI_COMM_NULL) {
+            return fail(MPI_ERR_COMM, "predefined communicators and MPI_COMM_NULL cannot be freed");
+        }
+        let attrs = running(|s| Ok(std::mem::take(&mut s.comm_mut(*h)?.attrs)))?;
+        delete_attrs(*h, attrs)?;
+        with(|s| Ok(s.comms.remove(*h)))?;
+        *h = MPI_COMM_NULL;
+        Ok(())
+    }
+}
+mpi! {
+    /// The group of a communicator.
+    fn MPI_Comm_group / PMPI_Comm_group(comm: Handle, group: *mut Handle) on comm => {
+        let out = out(group, "group")?;
+        *out = running(|s| {
+            let members: GroupObj = s.comm(comm)?.comm.world_ranks().into();
+            Ok(new_group(s, members))
+        })?;
+        Ok(())
+    }
+}
+mpi! {
+    /// Whether a communicator is an intercommunicator (ferry has none).
+    fn MPI_Comm_test_inter / PMPI_Comm_test_inter(comm: Handle, flag: *mut c_int) on comm => {
+        running(|s| s.comm(comm).map(drop))?;
+        *out(flag, "flag")? = 0;
+        Ok(())
+    }
+}
+mpi! {
+    /// Remote group size: only intercommunicators have one.
+    fn MPI_Comm_remote_size / PMPI_Comm_remote_size(comm: Handle, _size: *mut c_int) on comm => {
+        running(|s| s.comm(comm).map(drop))?;
+        fail(MPI_ERR_COMM, "not an intercommunicator (ferry has none)")
+    }
+}
+mpi! {
+    /// Names a communicator.
+    fn MPI_Comm_set_name / PMPI_Comm_set_name(comm: Handle, name: *const c_char) on comm => {
+        if name.is_null() {
+            return fail(MPI_ERR_ARG, "name is NULL");
+        }
+        let text = CStr::from_ptr(name).to_string_lossy().chars().take(MPI_MAX_OBJECT_NAME - 1).collect();
+        running(|s| { s.comm_mut(comm)?.name = text; Ok(()) })
+    }
+}
+mpi! {
+    /// A communicator's name.
+    fn MPI_Comm_get_name / PMPI_Comm_get_name(comm: Handle, name: *mut c_char, resultlen: *mut c_int) on comm => {
+        let text = running(|s| Ok(s.comm(comm)?.name.clone()))?;
+        write_string(&text, name, MPI_MAX_OBJECT_NAME, resultlen)
+    }
+}
+mpi! {
+    /// The hints in use (none).
+    fn MPI_Comm_get_info / PMPI_Comm_get_info(comm: Handle, info: *mut Handle) on comm => {
+        let out = out(info, "info")?;
+        *out = running(|s| { s.comm(comm)?; Ok(s.infos.insert(Vec::new())) })?;
+        Ok(())
+    }
+}
+
+// ---- error handlers ----
+
+fn valid_errhandler(s: &State, h: Handle) -> Res {
+    match h {
+        MPI_ERRORS_ARE_FATAL | MPI_ERRORS_RETURN | MPI_ERRORS_ABORT => Ok(()),
+        h if s.errhandlers.get(h).is_some() => Ok(()),
+        h => fail(MPI_ERR_ARG, format!("invalid error handler {h:#x}")),
+    }
+}
+
+mpi! {
+    /// Creates an error handler from a function.
+    fn MPI_Comm_create_errhandler / PMPI_Comm_create_errhandler(function: Option<CommErrhandlerFn>, errhandler: *mut Handle) on NONE => {
+        let out = out(errhandler, "errhandler")?;
+        let Some(f) = function else { return fail(MPI_ERR_ARG, "error handler function is NULL") };
+        *out = running(|s| Ok(s.errhandlers.insert(f)))?;
+        Ok(())
+    }
+}
+mpi! {
+    /// Frees an error handler.
+    fn MPI_Errhandler_free / PMPI_Errhandler_free(errhandler: *mut Handle) on NONE => {
+        let h = out(errhandler, "errhandler")?;
+        running(|s| {
+            valid_errhandler(s, *h)?;
+            // Communicators using it keep working: ferry keeps created handlers alive.
+            Ok(())
+        })?;
+        *h = MPI_ERRHANDLER_NULL;
+        Ok(())
+    }
+}
+mpi! {
+    /// Sets a communicator's error handler.
+    fn MPI_Comm_set_errhandler / PMPI_Comm_set_errhandler(comm: Handle, errhandler: Handle) on comm => {
+        running(|s| {
+            valid_errhandler(s, errhandler)?;
+            s.comm_mut(comm)?.errhandler = errhandler;
+            Ok(())
+        })
+    }
+}
+mpi! {
+    /// A communicator's error handler.
+    fn MPI_Comm_get_errhandler / PMPI_Comm_get_errhandler(comm: Handle, errhandler: *mut Handle) on comm => {
+        let out = out(errhandler, "errhandler")?;
+        *out = running(|s| Ok(s.comm(comm)?.errhandler))?;
+        Ok(())
+    }
+}
+
+/// MPI_Comm_call_errhandler: invokes the handler as if a call on `comm` had failed.
+#[no_mangle]
+pub unsafe extern "C" fn PMPI_Comm_call_errhandler(comm: Handle, errorcode: c_int) -> c_int {
+    let rc = handle_error(
+        "MPI_Comm_call_errhandler",
+        comm,
+        MpiError::new(errorcode, "raised by the program"),
+    );
+    if rc == errorcode {
+        MPI_SUCCESS
+    } else {
+        rc
+    }
+}
+/// MPI_Comm_call_errhandler.
+#[no_mangle]
+pub unsafe extern "C" fn MPI_Comm_call_errhandler(comm: Handle, errorcode: c_int) -> c_int {
+    PMPI_Comm_call_errhandler(comm, errorcode)
+}
+
+// ---- attributes ----
+
+/// Values of the predefined attributes (their addresses are handed out).
+static PREDEFINED: [AtomicI32; 7] = [
+    AtomicI32::new(i32::MAX),         // MPI_TAG_UB
+    AtomicI32::new(MPI_ANY_SOURCE),   // MPI_IO: every rank can do I/O
+    AtomicI32::new(MPI_PROC_NULL),    // MPI_HOST: no host rank
+    AtomicI32::new(0),                // MPI_WTIME_IS_GLOBAL
+    AtomicI32::new(0),                // MPI_APPNUM
+    AtomicI32::new(MPI_ERR_LASTCODE), // MPI_LASTUSEDCODE
+    AtomicI32::new(1),                // MPI_UNIVERSE_SIZE (set at first query)
+];
+
+unsafe fn create_keyval(copy: usize, delete: usize, keyval: *mut c_int, extra: *mut c_void) -> Res {
+    let out = out(keyval, "keyval")?;
+    *out = running(|s| {
+        s.keyvals.push(Some(Keyval {
+            copy,
+            delete,
+            extra,
+        }));
+        Ok(KEYVAL_BASE + s.keyvals.len() as c_int - 1)
+    })?;
+    Ok(())
+}
+
+unsafe fn free_keyval(keyval: *mut c_int) -> Res {
+    let k = out(keyval, "keyval")?;
+    running(|s| match s.keyvals.get_mut((*k - KEYVAL_BASE) as usize) {
+        Some(slot @ Some(_)) => {
+            // Attributes already set keep their callbacks: only new uses are refused.
+            let _ = slot;
+            Ok(())
+        }
+        _ => fail(MPI_ERR_KEYVAL, format!("invalid keyval {}", *k)),
+    })?;
+    *k = MPI_KEYVAL_INVALID;
+    Ok(())
+}
+
+fn check_keyval(s: &State, keyval: c_int) -> Res {
+    if (MPI_TAG_UB..=MPI_UNIVERSE_SIZE).contains(&keyval) {
+        return fail(
+            MPI_ERR_KEYVAL,
+            format!("predefined attribute {keyval} cannot be changed"),
+        );
+    }
+    match s.keyvals.get((keyval - KEYVAL_BASE) as usize) {
+        Some(Some(_)) => Ok(()),
+        _ => fail(MPI_ERR_KEYVAL, format!("invalid keyval {keyval}")),
+    }
+}
+
+unsafe fn set_attr(comm: Handle, keyval: c_int, value: *mut c_void) -> Res {
+    let old = running(|s| {
+        check_keyval(s, keyval)?;
+        Ok(s.comm_mut(comm)?.attrs.insert(keyval, value))
+    })?;
+    if let Some(old) = old {
+        call_delete(comm, keyval, old)?;
+    }
+    Ok(())
+}
+
+unsafe fn get_attr(comm: Handle, keyval: c_int, value: *mut c_void, flag: *mut c_int) -> Res {
+    let flag = out(flag, "flag")?;
+    let value = out(value as *mut *mut c_void, "attribute_val")?;
+    let found = running(|s| {
+        let c = s.comm(comm)?;
+        if (MPI_TAG_UB..=MPI_UNIVERSE_SIZE).contains(&keyval) {
+            let i = (keyval - MPI_TAG_UB) as usize;
+            if keyval == MPI_UNIVERSE_SIZE {
+                let n = s.world.as_ref().map_or(1, |w| w.size());
+                PREDEFINED[i].store(n as i32, Ordering::Relaxed);
+            }
+            return Ok(Some(PREDEFINED[i].as_ptr() as *mut c_void));
+        }
+        if !matches!(
+            s.keyvals.get((keyval - KEYVAL_BASE) as usize),
+            Some(Some(_))
+        ) {
+            return fail(MPI_ERR_KEYVAL, format!("invalid keyval {keyval}"));
+        }
+        Ok(c.attrs.get(&keyval).copied())
+    })?;
+    match found {
+        Some(v) => {
+            *value = v;
+            *flag = 1;
+        }
+        None => *flag = 0,
+    }
+    Ok(())
+}
+
+unsafe fn delete_attr(comm: Handle, keyval: c_int) -> Res {
+    let old = running(|s| {
+        check_keyval(s, keyval)?;
+        Ok(s.comm_mut(comm)?.attrs.remove(&keyval))
+    })?;
+    match old {
+        Some(v) => call_delete(comm, keyval, v),
+        None => fail(MPI_ERR_KEYVAL, format!("no attribute for keyval {keyval}")),
+    }
+}
+
+mpi! {
+    /// Creates an attribute key.
+    fn MPI_Comm_create_keyval / PMPI_Comm_create_keyval(copy: usize, delete: usize, keyval: *mut c_int, extra: *mut c_void) on NONE => {
+        create_keyval(copy, delete, keyval, extra)
+    }
+}
+mpi! {
+    /// Creates an attribute key (MPI-1 name).
+    fn MPI_Keyval_create / PMPI_Keyval_create(copy: usize, delete: usize, keyval: *mut c_int, extra: *mut c_void) on NONE => {
+        create_keyval(copy, delete, keyval, extra)
+    }
+}
+mpi! {
+    /// Frees an attribute key.
+    fn MPI_Comm_free_keyval / PMPI_Comm_free_keyval(keyval: *mut c_int) on NONE => { free_keyval(keyval) }
+}
+mpi! {
+    /// Frees an attribute key (MPI-1 name).
+    fn MPI_Keyval_free / PMPI_Keyval_free(keyval: *mut c_int) on NONE => { free_keyval(keyval) }
+}
+mpi! {
+    /// Sets an attribute.
+    fn MPI_Comm_set_attr / PMPI_Comm_set_attr(comm: Handle, keyval: c_int, value: *mut c_void) on comm => { set_attr(comm, keyval, value) }
+}
+mpi! {
+    /// Sets an attribute (MPI-1 name).
+    fn MPI_Attr_put / PMPI_Attr_put(comm: Handle, keyval: c_int, value: *mut c_void) on comm => { set_attr(comm, keyval, value) }
+}
+mpi! {
+    /// Reads an attribute.
+    fn MPI_Comm_get_attr / PMPI_Comm_get_attr(comm: Handle, keyval: c_int, value: *mut c_void, flag: *mut c_int) on comm => { get_attr(comm, keyval, value, flag) }
+}
+mpi! {
+    /// Reads an attribute (MPI-1 name).
+    fn MPI_Attr_get / PMPI_Attr_get(comm: Handle, keyval: c_int, value: *mut c_void, flag: *mut c_int) on comm => { get_attr(comm, keyval, value, flag) }
+}
+mpi! {
+    /// Deletes an attribute.
+    fn MPI_Comm_delete_attr / PMPI_Comm_delete_attr(comm: Handle, keyval: c_int) on comm => { delete_attr(comm, keyval) }
+}
+mpi! {
+    /// Deletes an attribute (MPI-1 name).
+    fn MPI_Attr_delete / PMPI_Attr_delete(comm: Handle, keyval: c_int) on comm => { delete_attr(comm, keyval) }
+}
+
+// ---- groups ----
+
+fn new_group(s: &mut State, members: GroupObj) -> Handle {
+    if members.is_empty() {
+        MPI_GROUP_EMPTY
+    } else {
+        s.groups.insert(members)
+    }
+}
+
+fn group_rank_arg(g: &[u32], rank: c_int) -> Res<usize> {
+    usize::try_from(rank)
+        .ok()
+        .filter(|&r| r < g.len())
+        .ok_or_else(|| {
+            MpiError::new(
+                MPI_ERR_RANK,
+                format!("rank {rank} is not in a group of {}", g.len()),
+            )
+        })
+}
+
+mpi! {
+    /// Number of members.
+    fn MPI_Group_size / PMPI_Group_size(group: Handle, size: *mut c_int) on NONE => {
+        *out(size, "size")? = running(|s| s.group(group))?.len() as c_int;
+        Ok(())
+    }
+}
+mpi! {
+    /// This process's rank in the group, or MPI_UNDEFINED.
+    fn MPI_Group_rank / PMPI_Group_rank(group: Handle, rank: *mut c_int) on NONE => {
+        let (g, me) = running(|s| Ok((s.group(group)?, s.world_rank().unwrap_or(0) as u32)))?;
+        *out(rank, "rank")? = g.iter().position(|&w| w == me).map_or(MPI_UNDEFINED, |r| r as c_int);
+        Ok(())
+    }
+}
+mpi! {
+    /// Ranks of one group's members in another.
+    fn MPI_Group_translate_ranks / PMPI_Group_translate_ranks(group1: Handle, n: c_int, ranks1: *const c_int, group2: Handle, ranks2: *mut c_int) on NONE => {
+        let n = count_arg(n)?;
+        let (a, b) = running(|s| Ok((s.group(group1)?, s.group(group2)?)))?;
+        if n == 0 {
+            return Ok(());
+        }
+        if ranks1.is_null() || ranks2.is_null() {
+            return fail(MPI_ERR_ARG, "rank array is NULL");
+        }
+        let (input, output) = (std::slice::from_raw_parts(ranks1, n), std::slice::from_raw_parts_mut(ranks2, n));
+        for (i, &r) in input.iter().enumerate() {
+            output[i] = if r == MPI_PROC_NULL {
+                MPI_PROC_NULL
+            } else {
+                let w = a[group_rank_arg(&a, r)?];
+                b.iter().position(|&x| x == w).map_or(MPI_UNDEFINED, |p| p as c_int)
+            };
+        }
+        Ok(())
+    }
+}
+mpi! {
+    /// Compares two groups.
+    fn MPI_Group_compare / PMPI_Group_compare(group1: Handle, group2: Handle, result: *mut c_int) on NONE => {
+        let (a, b) = running(|s| Ok((s.group(group1)?, s.group(group2)?)))?;
+        *out(result, "result")? = compare_members(&a, &b);
+        Ok(())
+    }
+}
+
+unsafe fn group_op(
+    g1: Handle,
+    g2: Handle,
+    newgroup: *mut Handle,
+    f: impl Fn(&[u32], &[u32]) -> Vec<u32>,
+) -> Res {
+    let out = out(newgroup, "newgroup")?;
+    *out = running(|s| {
+        let (a, b) = (s.group(g1)?, s.group(g2)?);
+        let members: GroupObj = f(&a, &b).into();
+        Ok(new_group(s, members))
+    })?;
+    Ok(())
+}
+
+mpi! {
+    /// Members of either group (first's order, then the second's new ones).
+    fn MPI_Group_union / PMPI_Group_union(group1: Handle, group2: Handle, newgroup: *mut Handle) on NONE => {
+        group_op(group1, group2, newgroup, |a, b| {
+            let mut v = a.to_vec();
+            v.extend(b.iter().filter(|w| !a.contains(w)));
+            v
+        })
+    }
+}
+mpi! {
+    /// Members of both groups (first's order).
+    fn MPI_Group_intersection / PMPI_Group_intersection(group1: Handle, group2: Handle, newgroup: *mut Handle) on NONE => {
+        group_op(group1, group2, newgroup, |a, b| a.iter().copied().filter(|w| b.contains(w)).collect())
+    }
+}
+mpi! {
+    /// Members of the first group not in the second.
+    fn MPI_Group_difference / PMPI_Group_difference(group1: Handle, group2: Handle, newgroup: *mut Handle) on NONE => {
+        group_op(group1, group2, newgroup, |a, b| a.iter().copied().filter(|w| !b.contains(w)).collect())
+    }
+}
+
+/// Group ranks listed in `ranks`, checked for range and repeats.
+unsafe fn rank_list(g: &[u32], n: c_int, ranks: *const c_int) -> Res<Vec<usize>> {
+    let n = count_arg(n)?;
+    if n == 0 {
+        return Ok(Vec::new());
+    }
+    if ranks.is_null() {
+        return fail(MPI_ERR_ARG, "rank array is NULL");
+    }
+    let mut seen = vec![false; g.len()];
+    std::slice::from_raw_parts(ranks, n)
+        .iter()
+        .map(|&r| {
+            let r = group_rank_arg(g, r)?;
+            if std::mem::replace(&mut seen[r], true) {
+                return fail(MPI_ERR_RANK, format!("rank {r} is listed twice"));
+            }
+            Ok(r)
+        })
+        .collect()
+}
+
+/// Group ranks of `n` (first, last, stride) triplets.
+unsafe fn range_list(g: &[u32], n: c_int, ranges: *const [c_int; 3]) -> Res<Vec<usize>> {
+    let n = count_arg(n)?;
+    if n == 0 {
+        return Ok(Vec::new());
+    }
+    if ranges.is_null() {
+        return fail(MPI_ERR_ARG, "range array is NULL");
+    }
+    let mut list = Vec::new();
+    for &[first, last, stride] in std::slice::from_raw_parts(ranges, n) {
+        if stride == 0 {
+            return fail(MPI_ERR_ARG, "range stride 0");
+        }
+        group_rank_arg(g, first)?;
+        group_rank_arg(g, last)?;
+        let mut r = first as i64;
+        while (stride > 0 && r <= last as i64) || (stride < 0 && r >= last as i64) {
+            list.push(r as c_int);
+            r += stride as i64;
+        }
+    }
+    rank_list(g, list.len() as c_int, list.as_ptr())
+}
+
+unsafe fn subgroup(
+    group: Handle,
+    newgroup: *mut Handle,
+    pick: impl FnOnce(&[u32]) -> Res<Vec<usize>>,
+    include: bool,
+) -> Res {
+    let out = out(newgroup, "newgroup")?;
+    *out = running(|s| {
+        let g = s.group(group)?;
+        let listed = pick(&g)?;
+        let members: Vec<u32> = if include {
+            listed.iter().map(|&r| g[r]).collect()
+        } else {
+            (0..g.len())
+                .filter(|r| !listed.contains(r))
+                .map(|r| g[r])
+                .collect()
+        };
+        Ok(new_group(s, Rc::from(members)))
+    })?;
+    Ok(())
+}
+
+mpi! {
+    /// The listed members, in the listed order.
+    fn MPI_Group_incl / PMPI_Group_incl(group: Handle, n: c_int, ranks: *const c_int, newgroup: *mut Handle) on NONE => {
+        subgroup(group, newgroup, |g| rank_list(g, n, ranks), true)
+    }
+}
+mpi! {
+    /// The members not listed.
+    fn MPI_Group_excl / PMPI_Group_excl(group: Handle, n: c_int, ranks: *const c_int, newgroup: *mut Handle) on NONE => {
+        subgroup(group, newgroup, |g| rank_list(g, n, ranks), false)
+    }
+}
+mpi! {
+    /// The members in the ranges.
+    fn MPI_Group_range_incl / PMPI_Group_range_incl(group: Handle, n: c_int, ranges: *const [c_int; 3], newgroup: *mut Handle) on NONE => {
+        subgroup(group, newgroup, |g| range_list(g, n, ranges), true)
+    }
+}
+mpi! {
+    /// The members outside the ranges.
+    fn MPI_Group_range_excl / PMPI_Group_range_excl(group: Handle, n: c_int, ranges: *const [c_int; 3], newgroup: *mut Handle) on NONE => {
+        subgroup(group, newgroup, |g| range_list(g, n, ranges), false)
+    }
+}
+mpi! {
+    /// Frees a group.
+    fn MPI_Group_free / PMPI_Group_free(group: *mut Handle) on NONE => {
+        let h = out(group, "group")?;
+        running(|s| match *h {
+            MPI_GROUP_EMPTY => Ok(()),
+            g => s.groups.remove(g).map(drop).ok_or_else(|| MpiError::new(MPI_ERR_GROUP, format!("invalid group {g:#x}"))),
+        })?;
+        *h = MPI_GROUP_NULL;
+        Ok(())
+    }
+}
+
+// ---- info ----
+
+unsafe fn c_str(p: *const c_char, what: &str) -> Res<String> {
+    if p.is_null() {
+        return fail(MPI_ERR_ARG, format!("{what} is NULL"));
+    }
+    Ok(CStr::from_ptr(p).to_string_lossy().into_owned())
+}
+
+fn info_mut(s: &mut State, h: Handle) -> Res<&mut Vec<(String, String)>> {
+    s.infos
+        .get_mut(h)
+        .ok_or_else(|| MpiError::new(MPI_ERR_INFO, format!("invalid info {h:#x}")))
+}
+
+mpi! {
+    /// A new, empty info.
+    fn MPI_Info_create / PMPI_Info_create(info: *mut Handle) on NONE => {
+        *out(info, "info")? = running(|s| Ok(s.infos.insert(Vec::new())))?;
+        Ok(())
+    }
+}
+mpi! {
+    /// Sets a key.
+    fn MPI_Info_set / PMPI_Info_set(info: Handle, key: *const c_char, value: *const c_char) on NONE => {
+        let (k, v) = (c_str(key, "key")?, c_str(value, "value")?);
+        if k.len() >= MPI_MAX_INFO_KEY || k.is_empty() {
+            return fail(MPI_ERR_INFO_KEY, format!("info key {k:?} is empty or too long"));
+        }
+        if v.len() >= MPI_MAX_INFO_VAL {
+            return fail(MPI_ERR_INFO_VALUE, "info value too long");
+        }
+        running(|s| {
+            let i = info_mut(s, info)?;
+            match i.iter_mut().find(|(key, _)| *key == k) {
+                Some(e) => e.1 = v,
+                None => i.push((k, v)),
+            }
+            Ok(())
+        })
+    }
+}
+mpi! {
+    /// Reads a key.
+    fn MPI_Info_get / PMPI_Info_get(info: Handle, key: *const c_char, valuelen: c_int, value: *mut c_char, flag: *mut c_int) on NONE => {
+        let k = c_str(key, "key")?;
+        let flag = out(flag, "flag")?;
+        let found = running(|s| Ok(info_mut(s, info)?.iter().find(|(key, _)| *key == k).map(|e| e.1.clone())))?;
+        match found {
+            Some(v) => {
+                *flag = 1;
+                write_string(&v, value, count_arg(valuelen)? + 1, std::ptr::null_mut())
+            }
+            None => { *flag = 0; Ok(()) }
+        }
+    }
+}
+mpi! {
+    /// Number of keys.
+    fn MPI_Info_get_nkeys / PMPI_Info_get_nkeys(info: Handle, nkeys: *mut c_int) on NONE => {
+        *out(nkeys, "nkeys")? = running(|s| Ok(info_mut(s, info)?.len() as c_int))?;
+        Ok(())
+    }
+}
+mpi! {
+    /// The n-th key.
+    fn MPI_Info_get_nthkey / PMPI_Info_get_nthkey(info: Handle, n: c_int, key: *mut c_char) on NONE => {
+        let k = running(|s| {
+            let i = info_mut(s, info)?;
+            usize::try_from(n).ok().and_then(|n| i.get(n)).map(|e| e.0.clone())
+                .ok_or_else(|| MpiError::new(MPI_ERR_ARG, format!("info has no key number {n}")))
+        })?;
+        write_string(&k, key, MPI_MAX_INFO_KEY, std::ptr::null_mut())
+    }
+}
+mpi! {
+    /// Deletes a key.
+    fn MPI_Info_delete / PMPI_Info_delete(info: Handle, key: *const c_char) on NONE => {
+        let k = c_str(key, "key")?;
+        running(|s| {
+            let i = info_mut(s, info)?;
+            let before = i.len();
+            i.retain(|(key, _)| *key != k);
+            if i.len() == before {
+                return fail(MPI_ERR_INFO_NOKEY, format!("info has no key {k:?}"));
+            }
+            Ok(())
+        })
+    }
+}
+mpi! {
+    /// Copies an info.
+    fn MPI_Info_dup / PMPI_Info_dup(info: Handle, newinfo: *mut Handle) on NONE => {
+        let out = out(newinfo, "newinfo")?;
+        *out = running(|s| {
+            let copy = info_mut(s, info)?.clone();
+            Ok(s.infos.insert(copy))
+        })?;
+        Ok(())
+    }
+}
+mpi! {
+    /// Frees an info.
+    fn MPI_Info_free / PMPI_Info_free(info: *mut Handle) on NONE => {
+        let h = out(info, "info")?;
+        running(|s| s.infos.remove(*h).map(drop).ok_or_else(|| MpiError::new(MPI_ERR_INFO, format!("invalid info {:#x}", *h))))?;
+        *h = MPI_INFO_NULL;
+        Ok(())
+    }
+}

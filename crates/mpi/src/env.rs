@@ -1,0 +1,231 @@
+//! Start-up, shut-down and the environment: init/finalize, abort, clocks, versions, error text.
+
+use crate::abi::*;
+use crate::error::{class_text, fail, Res};
+use crate::state::{running, with, CommObj, Phase, STATE};
+use crate::NONE;
+use std::collections::BTreeMap;
+use std::ffi::{c_char, c_int};
+
+/// The library version string (`MPI_Get_library_version`).
+const LIBRARY_VERSION: &str = concat!(
+    "ferry ",
+    env!("CARGO_PKG_VERSION"),
+    " (MPI 4.1 semantics on the MPI-5 standard ABI)"
+);
+
+fn init(required: c_int) -> Res<c_int> {
+    let phase = with(|s| Ok(s.phase))?;
+    match phase {
+        Phase::Running => return fail(MPI_ERR_OTHER, "MPI_Init called twice"),
+        Phase::Finalized => return fail(MPI_ERR_OTHER, "MPI_Init called after MPI_Finalize"),
+        Phase::Idle => {}
+    }
+    let world = ferry_core::init()?;
+    let world_comm: ferry_core::Comm = (*world).clone();
+    // MPI_COMM_SELF: a communicator of one with its own context, made while every rank is
+    // here anyway (the split is collective over the world).
+    let self_comm = world_comm
+        .split(Some(world_comm.rank() as u32), 0)?
+        .ok_or_else(|| crate::error::MpiError::new(MPI_ERR_INTERN, "MPI_COMM_SELF split"))?;
+    let obj = |comm, name: &str| CommObj {
+        comm,
+        errhandler: MPI_ERRORS_ARE_FATAL,
+        name: name.to_string(),
+        attrs: BTreeMap::new(),
+    };
+    // FUNNELED is what ferry provides: all calls from the thread that initialized.
+    let provided = required.clamp(MPI_THREAD_SINGLE, MPI_THREAD_FUNNELED);
+    with(|s| {
+        s.predefined_comms = vec![
+            obj(world_comm, "MPI_COMM_WORLD"),
+            obj(self_comm, "MPI_COMM_SELF"),
+        ];
+        s.world = Some(world);
+        s.phase = Phase::Running;
+        s.thread_level = provided;
+        Ok(provided)
+    })
+}
+
+mpi! {
+    /// Initializes MPI.
+    fn MPI_Init / PMPI_Init(_argc: *mut c_int, _argv: *mut *mut *mut c_char) on NONE => {
+        init(MPI_THREAD_SINGLE).map(drop)
+    }
+}
+mpi! {
+    /// Initializes MPI with a thread level (ferry provides up to MPI_THREAD_FUNNELED).
+    fn MPI_Init_thread / PMPI_Init_thread(_argc: *mut c_int, _argv: *mut *mut *mut c_char, required: c_int, provided: *mut c_int) on NONE => {
+        let level = init(required)?;
+        if let Some(p) = provided.as_mut() {
+            *p = level;
+        }
+        Ok(())
+    }
+}
+mpi! {
+    /// Whether MPI_Init has been called.
+    fn MPI_Initialized / PMPI_Initialized(flag: *mut c_int) on NONE => {
+        let Some(flag) = flag.as_mut() else { return fail(MPI_ERR_ARG, "flag is NULL") };
+        *flag = with(|s| Ok(s.phase != Phase::Idle))? as c_int;
+        Ok(())
+    }
+}
+mpi! {
+    /// Whether MPI_Finalize has been called.
+    fn MPI_Finalized / PMPI_Finalized(flag: *mut c_int) on NONE => {
+        let Some(flag) = flag.as_mut() else { return fail(MPI_ERR_ARG, "flag is NULL") };
+        *flag = with(|s| Ok(s.phase == Phase::Finalized))? as c_int;
+        Ok(())
+    }
+}
+mpi! {
+    /// The thread level granted.
+    fn MPI_Query_thread / PMPI_Query_thread(provided: *mut c_int) on NONE => {
+        let Some(p) = provided.as_mut() else { return fail(MPI_ERR_ARG, "provided is NULL") };
+        *p = running(|s| Ok(s.thread_level))?;
+        Ok(())
+    }
+}
+mpi! {
+    /// Whether this is the thread that initialized MPI (the state is per thread).
+    fn MPI_Is_thread_main / PMPI_Is_thread_main(flag: *mut c_int) on NONE => {
+        let Some(flag) = flag.as_mut() else { return fail(MPI_ERR_ARG, "flag is NULL") };
+        *flag = with(|s| Ok(s.phase == Phase::Running))? as c_int;
+        Ok(())
+    }
+}
+mpi! {
+    /// Completes outstanding communication, waits for every rank, and shuts MPI down.
+    fn MPI_Finalize / PMPI_Finalize() on NONE => {
+        let pending = running(|s| Ok(std::mem::take(&mut s.bsends)))?;
+        for (mut r, _) in pending {
+            crate::p2p::wait_request(&mut r)?;
+        }
+        let world = with(|s| {
+            s.phase = Phase::Finalized;
+            s.predefined_comms.clear();
+            Ok(s.world.take())
+        })?;
+        if let Some(w) = world {
+            w.finalize()?;
+        }
+        Ok(())
+    }
+}
+mpi! {
+    /// Ends every rank of the job with `errorcode`.
+    fn MPI_Abort / PMPI_Abort(comm: Handle, errorcode: c_int) on NONE => {
+        let rank = with(|s| Ok(s.world_rank()))?.map_or(String::new(), |r| format!(" by rank {r}"));
+        let message = format!("MPI_Abort(comm {comm:#x}, {errorcode}) called{rank}");
+        eprintln!("ferry: {message}");
+        let _ = STATE.try_with(|s| {
+            if let Ok(s) = s.try_borrow() {
+                if let Some(w) = &s.world {
+                    w.abort(errorcode, &message);
+                }
+            }
+        });
+        std::process::exit(errorcode)
+    }
+}
+
+/// Seconds on the monotonic clock.
+#[no_mangle]
+pub extern "C" fn PMPI_Wtime() -> f64 {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: `ts` is a valid timespec to write.
+    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
+    ts.tv_sec as f64 + ts.tv_nsec as f64 * 1e-9
+}
+/// Seconds on the monotonic clock.
+#[no_mangle]
+pub extern "C" fn MPI_Wtime() -> f64 {
+    PMPI_Wtime()
+}
+/// Resolution of MPI_Wtime.
+#[no_mangle]
+pub extern "C" fn PMPI_Wtick() -> f64 {
+    1e-9
+}
+/// Resolution of MPI_Wtime.
+#[no_mangle]
+pub extern "C" fn MPI_Wtick() -> f64 {
+    PMPI_Wtick()
+}
+
+/// Copies `text` into a C buffer of `cap` bytes (NUL-terminated) and sets `len`.
+pub unsafe fn write_string(text: &str, out: *mut c_char, cap: usize, len: *mut c_int) -> Res {
+    if out.is_null() {
+        return fail(MPI_ERR_ARG, "string buffer is NULL");
+    }
+    let n = text.len().min(cap.saturating_sub(1));
+    std::ptr::copy_nonoverlapping(text.as_ptr(), out as *mut u8, n);
+    *out.add(n) = 0;
+    if let Some(len) = len.as_mut() {
+        *len = n as c_int;
+    }
+    Ok(())
+}
+
+mpi! {
+    /// The host name.
+    fn MPI_Get_processor_name / PMPI_Get_processor_name(name: *mut c_char, resultlen: *mut c_int) on NONE => {
+        let mut buf = [0u8; 256];
+        // SAFETY: `buf` is writable for its length.
+        let host = if libc::gethostname(buf.as_mut_ptr() as *mut c_char, buf.len()) == 0 {
+            let end = buf.iter().position(|&b| b == 0).unwrap_or(buf.len());
+            String::from_utf8_lossy(&buf[..end]).into_owned()
+        } else {
+            "localhost".into()
+        };
+        write_string(&host, name, MPI_MAX_PROCESSOR_NAME, resultlen)
+    }
+}
+mpi! {
+    /// The MPI version ferry implements.
+    fn MPI_Get_version / PMPI_Get_version(version: *mut c_int, subversion: *mut c_int) on NONE => {
+        let (Some(v), Some(sv)) = (version.as_mut(), subversion.as_mut()) else { return fail(MPI_ERR_ARG, "NULL argument") };
+        (*v, *sv) = (4, 1);
+        Ok(())
+    }
+}
+mpi! {
+    /// The library's name and version.
+    fn MPI_Get_library_version / PMPI_Get_library_version(version: *mut c_char, resultlen: *mut c_int) on NONE => {
+        write_string(LIBRARY_VERSION, version, MPI_MAX_LIBRARY_VERSION_STRING, resultlen)
+    }
+}
+mpi! {
+    /// Profiling control: accepted and ignored.
+    fn MPI_Pcontrol / PMPI_Pcontrol(_level: c_int) on NONE => { Ok(()) }
+}
+
+fn valid_class(code: c_int) -> bool {
+    (MPI_SUCCESS..=MPI_ERR_ERRHANDLER).contains(&code) || (1000..=1017).contains(&code)
+}
+
+mpi! {
+    /// The text of an error code.
+    fn MPI_Error_string / PMPI_Error_string(errorcode: c_int, string: *mut c_char, resultlen: *mut c_int) on NONE => {
+        if !valid_class(errorcode) {
+            return fail(MPI_ERR_ARG, format!("{errorcode} is not an MPI error code"));
+        }
+        write_string(class_text(errorcode), string, MPI_MAX_ERROR_STRING, resultlen)
+    }
+}
+mpi! {
+    /// The class of an error code (ferry's codes are their classes).
+    fn MPI_Error_class / PMPI_Error_class(errorcode: c_int, errorclass: *mut c_int) on NONE => {
+        let Some(out) = errorclass.as_mut() else { return fail(MPI_ERR_ARG, "errorclass is NULL") };
+        if !valid_class(errorcode) {
+            return fail(MPI_ERR_ARG, format!("{errorcode} is not an MPI error code"));
+        }
+        *out = errorcode;
+        Ok(())
+    }
+}

@@ -1,0 +1,155 @@
+//! MPI error classes, the error handlers, and the guard every entry point runs in.
+
+use crate::abi::*;
+use crate::state::{with, STATE};
+use std::ffi::c_int;
+use std::panic::{catch_unwind, AssertUnwindSafe};
+
+/// An error on its way to the C caller: its MPI class and what went wrong.
+#[derive(Debug, Clone)]
+pub struct MpiError {
+    /// The MPI error class returned to the caller.
+    pub class: c_int,
+    /// A sentence naming the problem.
+    pub message: String,
+}
+
+/// Result of the Rust side of an entry point.
+pub type Res<T = ()> = Result<T, MpiError>;
+
+impl MpiError {
+    /// An error of `class` saying `message`.
+    pub fn new(class: c_int, message: impl Into<String>) -> MpiError {
+        MpiError {
+            class,
+            message: message.into(),
+        }
+    }
+}
+
+/// Shorthand: `Err(MpiError::new(class, message))`.
+pub fn fail<T>(class: c_int, message: impl Into<String>) -> Res<T> {
+    Err(MpiError::new(class, message))
+}
+
+impl From<ferry_core::Error> for MpiError {
+    fn from(e: ferry_core::Error) -> MpiError {
+        use ferry_core::Error as E;
+        let class = match &e {
+            E::Truncated { .. } => MPI_ERR_TRUNCATE,
+            E::RankOutOfRange { .. } => MPI_ERR_RANK,
+            E::InvalidTag(_) => MPI_ERR_TAG,
+            E::PeerLost { .. } => MPI_ERR_PROC_ABORTED,
+            E::BufferTooSmall { .. } => MPI_ERR_BUFFER,
+            E::Config(_) => MPI_ERR_ARG,
+            E::Cancelled => MPI_SUCCESS,
+            _ => MPI_ERR_OTHER,
+        };
+        MpiError::new(class, e.to_string())
+    }
+}
+
+/// The standard's text for each error class (`MPI_Error_string` of a class).
+pub fn class_text(class: c_int) -> &'static str {
+    match class {
+        MPI_SUCCESS => "no error",
+        MPI_ERR_BUFFER => "invalid buffer pointer",
+        MPI_ERR_COUNT => "invalid count argument",
+        MPI_ERR_TYPE => "invalid datatype",
+        MPI_ERR_TAG => "invalid tag",
+        MPI_ERR_COMM => "invalid communicator",
+        MPI_ERR_RANK => "invalid rank",
+        MPI_ERR_REQUEST => "invalid request",
+        MPI_ERR_ROOT => "invalid root",
+        MPI_ERR_GROUP => "invalid group",
+        MPI_ERR_OP => "invalid operation",
+        MPI_ERR_TOPOLOGY => "invalid topology",
+        MPI_ERR_DIMS => "invalid dimension argument",
+        MPI_ERR_ARG => "invalid argument of some other kind",
+        MPI_ERR_UNKNOWN => "unknown error",
+        MPI_ERR_TRUNCATE => "message truncated",
+        MPI_ERR_OTHER => "known error not in this list",
+        MPI_ERR_INTERN => "internal error",
+        MPI_ERR_PENDING => "pending request",
+        MPI_ERR_IN_STATUS => "error code is in status",
+        MPI_ERR_INFO_KEY => "invalid info key",
+        MPI_ERR_INFO_NOKEY => "info key not defined",
+        MPI_ERR_INFO_VALUE => "invalid info value",
+        MPI_ERR_INFO => "invalid info object",
+        MPI_ERR_KEYVAL => "invalid keyval",
+        MPI_ERR_NO_MEM => "out of memory",
+        MPI_ERR_PROC_ABORTED => "a process of the job has ended",
+        MPI_ERR_UNSUPPORTED_OPERATION => "operation not supported by ferry",
+        MPI_ERR_ERRHANDLER => "invalid error handler",
+        _ => "unknown error class",
+    }
+}
+
+/// A user error handler, `void fn(MPI_Comm *, int *, ...)` (called with two arguments).
+pub type CommErrhandlerFn = unsafe extern "C" fn(*mut Handle, *mut c_int);
+
+/// Runs the body of entry point `name`; on error, invokes the error handler of `comm` (or of
+/// MPI_COMM_WORLD for calls tied to no communicator). A panic becomes MPI_ERR_INTERN; an unwind
+/// never crosses `extern "C"`.
+pub fn guard(name: &'static str, comm: Handle, body: impl FnOnce() -> Res) -> c_int {
+    let error = match catch_unwind(AssertUnwindSafe(body)) {
+        Ok(Ok(())) => return MPI_SUCCESS,
+        Ok(Err(e)) => e,
+        Err(panic) => {
+            let what = panic
+                .downcast_ref::<String>()
+                .cloned()
+                .or_else(|| panic.downcast_ref::<&str>().map(|s| s.to_string()))
+                .unwrap_or_else(|| "panic".into());
+            MpiError::new(MPI_ERR_INTERN, format!("internal error: {what}"))
+        }
+    };
+    handle_error(name, comm, error)
+}
+
+/// Invokes the error handler that applies to `comm` for `error` raised in `name`.
+pub fn handle_error(name: &str, comm: Handle, error: MpiError) -> c_int {
+    let (handler, rank) = STATE
+        .try_with(|s| {
+            s.try_borrow()
+                .map(|s| (s.errhandler_of(comm), s.world_rank()))
+                .unwrap_or((MPI_ERRORS_ARE_FATAL, None))
+        })
+        .unwrap_or((MPI_ERRORS_ARE_FATAL, None));
+    match handler {
+        MPI_ERRORS_RETURN => error.class,
+        MPI_ERRORS_ARE_FATAL | MPI_ERRORS_ABORT => {
+            let who = rank.map_or(String::new(), |r| format!("rank {r}: "));
+            let message = format!(
+                "{who}{name}: {} ({})",
+                error.message,
+                class_text(error.class)
+            );
+            fatal(&message)
+        }
+        user => {
+            let f = with(|s| Ok(s.user_errhandler(user))).ok().flatten();
+            let mut code = error.class;
+            let mut c = comm;
+            if let Some(f) = f {
+                // SAFETY: the program registered `f` with MPI_Comm_create_errhandler, whose
+                // contract is this signature; extra variadic arguments are optional.
+                unsafe { f(&mut c, &mut code) };
+            }
+            error.class
+        }
+    }
+}
+
+/// Ends the job: prints `message` and stops every rank through the launcher.
+pub fn fatal(message: &str) -> ! {
+    eprintln!("ferry: {message}");
+    let _ = STATE.try_with(|s| {
+        if let Ok(s) = s.try_borrow() {
+            if let Some(world) = &s.world {
+                world.abort(1, message);
+            }
+        }
+    });
+    std::process::exit(1)
+}

@@ -1,0 +1,957 @@
+//! Point-to-point: sends in four modes, receives, probes, persistent requests, and the
+//! wait/test family.
+
+use crate::abi::*;
+use crate::error::{fail, MpiError, Res};
+use crate::request::{Outcome, Persistent, Progress, Request, SendKind, Typed};
+use crate::state::{running, with, State};
+use crate::NONE;
+use ferry_core::raw::SendMode;
+use ferry_core::Source;
+use std::ffi::{c_int, c_void};
+
+/// Checks a count argument.
+pub fn count_arg(count: c_int) -> Res<usize> {
+    usize::try_from(count)
+        .map_err(|_| MpiError::new(MPI_ERR_COUNT, format!("negative count {count}")))
+}
+
+fn dest_arg(core: &ferry_core::Comm, rank: c_int) -> Res<Option<usize>> {
+    if rank == MPI_PROC_NULL {
+        return Ok(None);
+    }
+    match usize::try_from(rank) {
+        Ok(r) if r < core.size() => Ok(Some(r)),
+        _ => fail(
+            MPI_ERR_RANK,
+            format!(
+                "rank {rank} is not in a communicator of {} ranks",
+                core.size()
+            ),
+        ),
+    }
+}
+
+fn source_arg(core: &ferry_core::Comm, rank: c_int) -> Res<Option<Source>> {
+    if rank == MPI_ANY_SOURCE {
+        return Ok(Some(Source::Any));
+    }
+    Ok(dest_arg(core, rank)?.map(Source::Rank))
+}
+
+fn send_tag(tag: c_int) -> Res<i32> {
+    if tag < 0 {
+        return fail(
+            MPI_ERR_TAG,
+            format!("invalid send tag {tag} (tags are 0..=MPI_TAG_UB)"),
+        );
+    }
+    Ok(tag)
+}
+
+fn recv_tag(tag: c_int) -> Res<i32> {
+    match tag {
+        MPI_ANY_TAG => Ok(ferry_core::ANY_TAG),
+        t if t >= 0 => Ok(t),
+        t => fail(MPI_ERR_TAG, format!("invalid receive tag {t}")),
+    }
+}
+
+/// Completes the buffered sends that have finished.
+fn reap_bsends(s: &mut State) {
+    let mut i = 0;
+    while i < s.bsends.len() {
+        if s.bsends[i].0.is_complete() {
+            let (mut r, _) = s.bsends.swap_remove(i);
+            let _ = r.complete();
+        } else {
+            i += 1;
+        }
+    }
+}
+
+/// Starts a send; the returned request is not yet in the table.
+pub fn start_send(
+    s: &mut State,
+    buf: *const c_void,
+    count: c_int,
+    datatype: Handle,
+    dest: c_int,
+    tag: c_int,
+    comm: Handle,
+    kind: SendKind,
+) -> Res<Request> {
+    let core = s.core_comm(comm)?;
+    let count = count_arg(count)?;
+    let dt = s.committed_type(datatype)?;
+    let tag = send_tag(tag)?;
+    let Some(dest) = dest_arg(&core, dest)? else {
+        return Ok(Request::done(comm, core, Outcome::PROC_NULL));
+    };
+    let typed = Typed {
+        dt,
+        count,
+        base: buf as *mut u8,
+    };
+    let mode = if kind == SendKind::Synchronous {
+        SendMode::Synchronous
+    } else {
+        SendMode::Standard
+    };
+    if kind == SendKind::Buffered {
+        reap_bsends(s);
+        let bytes = typed.bytes();
+        let Some((_, size)) = s.bsend_buffer else {
+            return fail(
+                MPI_ERR_BUFFER,
+                "MPI_Bsend without an attached buffer (MPI_Buffer_attach)",
+            );
+        };
+        let used: usize = s.bsends.iter().map(|(_, b)| b).sum();
+        let need = bytes + MPI_BSEND_OVERHEAD;
+        if used + need > size {
+            return fail(
+                MPI_ERR_BUFFER,
+                format!(
+                    "buffered send of {bytes} bytes (+{MPI_BSEND_OVERHEAD} overhead) does not fit: \
+                     {} of the {size} attached bytes are free",
+                    size.saturating_sub(used)
+                ),
+            );
+        }
+        let staged = typed.pack();
+        // SAFETY: `staged` moves into the finish closure, which runs after the send is done.
+        let raw = unsafe { core.raw_send(staged.as_ptr(), staged.len(), dest, tag, mode)? };
+        let pending = Request::running(
+            comm,
+            core.clone(),
+            raw,
+            Some(Box::new(move |_| drop(staged))),
+        );
+        s.bsends.push((pending, need));
+        return Ok(Request::done(comm, core, Outcome::EMPTY));
+    }
+    match typed.direct() {
+        Some(ptr) => {
+            // SAFETY: MPI's contract keeps the buffer valid until the request completes.
+            let raw = unsafe { core.raw_send(ptr, typed.bytes(), dest, tag, mode)? };
+            Ok(Request::running(comm, core, raw, None))
+        }
+        None => {
+            let staged = typed.pack();
+            // SAFETY: `staged` lives in the finish closure until the send is done.
+            let raw = unsafe { core.raw_send(staged.as_ptr(), staged.len(), dest, tag, mode)? };
+            Ok(Request::running(
+                comm,
+                core,
+                raw,
+                Some(Box::new(move |_| drop(staged))),
+            ))
+        }
+    }
+}
+
+/// Posts a receive; the returned request is not yet in the table.
+pub fn start_recv(
+    s: &mut State,
+    buf: *mut c_void,
+    count: c_int,
+    datatype: Handle,
+    source: c_int,
+    tag: c_int,
+    comm: Handle,
+) -> Res<Request> {
+    let core = s.core_comm(comm)?;
+    let count = count_arg(count)?;
+    let dt = s.committed_type(datatype)?;
+    let tag = recv_tag(tag)?;
+    let Some(source) = source_arg(&core, source)? else {
+        return Ok(Request::done(comm, core, Outcome::PROC_NULL));
+    };
+    let typed = Typed {
+        dt,
+        count,
+        base: buf as *mut u8,
+    };
+    match typed.direct() {
+        Some(ptr) => {
+            // SAFETY: MPI's contract keeps the buffer valid until the request completes.
+            let raw = unsafe { core.raw_recv(ptr, typed.bytes(), source, tag)? };
+            Ok(Request::running(comm, core, raw, None))
+        }
+        None => {
+            let mut staged = vec![0u8; typed.bytes()];
+            // SAFETY: `staged` lives in the finish closure until the receive is done.
+            let raw = unsafe { core.raw_recv(staged.as_mut_ptr(), staged.len(), source, tag)? };
+            let finish = move |st: &ferry_core::raw::RawStatus| typed.unpack(&staged[..st.len]);
+            Ok(Request::running(comm, core, raw, Some(Box::new(finish))))
+        }
+    }
+}
+
+/// Waits (outside any state borrow) for `req` and collects its outcome.
+pub fn wait_request(req: &mut Request) -> Res<Outcome> {
+    if let Some(raw) = req.raw() {
+        req.core.wait_until(|done| done(raw))?;
+    }
+    req.complete()
+}
+
+/// Stores `req` in the table and writes its handle.
+unsafe fn publish(s: &mut State, req: Request, out: *mut Handle) -> Res {
+    let Some(out) = out.as_mut() else {
+        return fail(MPI_ERR_ARG, "request argument is NULL");
+    };
+    *out = s.requests.insert(req);
+    Ok(())
+}
+
+unsafe fn blocking_send(
+    buf: *const c_void,
+    count: c_int,
+    datatype: Handle,
+    dest: c_int,
+    tag: c_int,
+    comm: Handle,
+    kind: SendKind,
+) -> Res {
+    let mut req = running(|s| start_send(s, buf, count, datatype, dest, tag, comm, kind))?;
+    wait_request(&mut req).map(drop)
+}
+
+unsafe fn nonblocking_send(
+    buf: *const c_void,
+    count: c_int,
+    datatype: Handle,
+    dest: c_int,
+    tag: c_int,
+    comm: Handle,
+    request: *mut Handle,
+    kind: SendKind,
+) -> Res {
+    running(|s| {
+        let req = start_send(s, buf, count, datatype, dest, tag, comm, kind)?;
+        publish(s, req, request)
+    })
+}
+
+mpi! {
+    /// Blocking standard send.
+    fn MPI_Send / PMPI_Send(buf: *const c_void, count: c_int, datatype: Handle, dest: c_int, tag: c_int, comm: Handle) on comm => {
+        blocking_send(buf, count, datatype, dest, tag, comm, SendKind::Standard)
+    }
+}
+mpi! {
+    /// Blocking synchronous send.
+    fn MPI_Ssend / PMPI_Ssend(buf: *const c_void, count: c_int, datatype: Handle, dest: c_int, tag: c_int, comm: Handle) on comm => {
+        blocking_send(buf, count, datatype, dest, tag, comm, SendKind::Synchronous)
+    }
+}
+mpi! {
+    /// Blocking buffered send.
+    fn MPI_Bsend / PMPI_Bsend(buf: *const c_void, count: c_int, datatype: Handle, dest: c_int, tag: c_int, comm: Handle) on comm => {
+        blocking_send(buf, count, datatype, dest, tag, comm, SendKind::Buffered)
+    }
+}
+mpi! {
+    /// Blocking ready send.
+    fn MPI_Rsend / PMPI_Rsend(buf: *const c_void, count: c_int, datatype: Handle, dest: c_int, tag: c_int, comm: Handle) on comm => {
+        blocking_send(buf, count, datatype, dest, tag, comm, SendKind::Ready)
+    }
+}
+mpi! {
+    /// Nonblocking standard send.
+    fn MPI_Isend / PMPI_Isend(buf: *const c_void, count: c_int, datatype: Handle, dest: c_int, tag: c_int, comm: Handle, request: *mut Handle) on comm => {
+        nonblocking_send(buf, count, datatype, dest, tag, comm, request, SendKind::Standard)
+    }
+}
+mpi! {
+    /// Nonblocking synchronous send.
+    fn MPI_Issend / PMPI_Issend(buf: *const c_void, count: c_int, datatype: Handle, dest: c_int, tag: c_int, comm: Handle, request: *mut Handle) on comm => {
+        nonblocking_send(buf, count, datatype, dest, tag, comm, request, SendKind::Synchronous)
+    }
+}
+mpi! {
+    /// Nonblocking buffered send.
+    fn MPI_Ibsend / PMPI_Ibsend(buf: *const c_void, count: c_int, datatype: Handle, dest: c_int, tag: c_int, comm: Handle, request: *mut Handle) on comm => {
+        nonblocking_send(buf, count, datatype, dest, tag, comm, request, SendKind::Buffered)
+    }
+}
+mpi! {
+    /// Nonblocking ready send.
+    fn MPI_Irsend / PMPI_Irsend(buf: *const c_void, count: c_int, datatype: Handle, dest: c_int, tag: c_int, comm: Handle, request: *mut Handle) on comm => {
+        nonblocking_send(buf, count, datatype, dest, tag, comm, request, SendKind::Ready)
+    }
+}
+mpi! {
+    /// Blocking receive.
+    fn MPI_Recv / PMPI_Recv(buf: *mut c_void, count: c_int, datatype: Handle, source: c_int, tag: c_int, comm: Handle, status: *mut MpiStatus) on comm => {
+        let mut req = running(|s| start_recv(s, buf, count, datatype, source, tag, comm))?;
+        let outcome = wait_request(&mut req)?;
+        outcome.write(status, false);
+        outcome.check()
+    }
+}
+mpi! {
+    /// Nonblocking receive.
+    fn MPI_Irecv / PMPI_Irecv(buf: *mut c_void, count: c_int, datatype: Handle, source: c_int, tag: c_int, comm: Handle, request: *mut Handle) on comm => {
+        running(|s| {
+            let req = start_recv(s, buf, count, datatype, source, tag, comm)?;
+            publish(s, req, request)
+        })
+    }
+}
+mpi! {
+    /// Send and receive without deadlock.
+    fn MPI_Sendrecv / PMPI_Sendrecv(sendbuf: *const c_void, sendcount: c_int, sendtype: Handle, dest: c_int, sendtag: c_int,
+        recvbuf: *mut c_void, recvcount: c_int, recvtype: Handle, source: c_int, recvtag: c_int, comm: Handle, status: *mut MpiStatus) on comm => {
+        let (mut recv, mut send) = running(|s| {
+            let recv = start_recv(s, recvbuf, recvcount, recvtype, source, recvtag, comm)?;
+            let send = start_send(s, sendbuf, sendcount, sendtype, dest, sendtag, comm, SendKind::Standard)?;
+            Ok((recv, send))
+        })?;
+        wait_request(&mut send)?;
+        let outcome = wait_request(&mut recv)?;
+        outcome.write(status, false);
+        outcome.check()
+    }
+}
+mpi! {
+    /// Send and receive in one buffer.
+    fn MPI_Sendrecv_replace / PMPI_Sendrecv_replace(buf: *mut c_void, count: c_int, datatype: Handle, dest: c_int, sendtag: c_int,
+        source: c_int, recvtag: c_int, comm: Handle, status: *mut MpiStatus) on comm => {
+        // The outgoing data is packed first, so the receive may land in `buf` at once.
+        let (mut recv, mut send) = running(|s| {
+            let dt = s.committed_type(datatype)?;
+            let typed = Typed { dt, count: count_arg(count)?, base: buf as *mut u8 };
+            let staged = typed.pack();
+            let send = start_send(s, staged.as_ptr() as *const c_void, staged.len() as c_int, crate::datatype::Builtin::Byte.handle(), dest, sendtag, comm, SendKind::Standard);
+            let recv = start_recv(s, buf, count, datatype, source, recvtag, comm)?;
+            let mut send = send?;
+            if let Progress::Running { finish, .. } = &mut send.progress {
+                *finish = Some(Box::new(move |_| drop(staged)));
+            }
+            Ok((recv, send))
+        })?;
+        wait_request(&mut send)?;
+        let outcome = wait_request(&mut recv)?;
+        outcome.write(status, false);
+        outcome.check()
+    }
+}
+mpi! {
+    /// Attaches the buffer buffered sends copy into.
+    fn MPI_Buffer_attach / PMPI_Buffer_attach(buffer: *mut c_void, size: c_int) on NONE => {
+        running(|s| {
+            if s.bsend_buffer.is_some() {
+                return fail(MPI_ERR_BUFFER, "a buffer is already attached");
+            }
+            s.bsend_buffer = Some((buffer, count_arg(size)?));
+            Ok(())
+        })
+    }
+}
+mpi! {
+    /// Detaches the buffered-send buffer once every buffered send has gone out.
+    fn MPI_Buffer_detach / PMPI_Buffer_detach(buffer_addr: *mut c_void, size: *mut c_int) on NONE => {
+        let pending = running(|s| Ok(std::mem::take(&mut s.bsends)))?;
+        for (mut r, _) in pending {
+            wait_request(&mut r)?;
+        }
+        running(|s| {
+            let (addr, len) = s.bsend_buffer.take().unwrap_or((std::ptr::null_mut(), 0));
+            if let Some(out) = (buffer_addr as *mut *mut c_void).as_mut() {
+                *out = addr;
+            }
+            if let Some(out) = size.as_mut() {
+                *out = len as c_int;
+            }
+            Ok(())
+        })
+    }
+}
+
+unsafe fn persistent(comm: Handle, request: *mut Handle, p: Persistent) -> Res {
+    running(|s| {
+        let core = s.core_comm(comm)?;
+        let req = Request {
+            comm,
+            core,
+            progress: Progress::Inactive,
+            persistent: Some(p),
+            cancel_requested: false,
+        };
+        publish(s, req, request)
+    })
+}
+
+macro_rules! send_init {
+    ($name:ident, $pname:ident, $kind:expr, $doc:literal) => {
+        mpi! {
+            #[doc = $doc]
+            fn $name / $pname(buf: *const c_void, count: c_int, datatype: Handle, dest: c_int, tag: c_int, comm: Handle, request: *mut Handle) on comm => {
+                count_arg(count)?;
+                send_tag(tag)?;
+                persistent(comm, request, Persistent::Send { kind: $kind, buf: buf as *const u8, count, datatype, dest, tag })
+            }
+        }
+    };
+}
+send_init!(
+    MPI_Send_init,
+    PMPI_Send_init,
+    SendKind::Standard,
+    "Persistent standard send."
+);
+send_init!(
+    MPI_Ssend_init,
+    PMPI_Ssend_init,
+    SendKind::Synchronous,
+    "Persistent synchronous send."
+);
+send_init!(
+    MPI_Bsend_init,
+    PMPI_Bsend_init,
+    SendKind::Buffered,
+    "Persistent buffered send."
+);
+send_init!(
+    MPI_Rsend_init,
+    PMPI_Rsend_init,
+    SendKind::Ready,
+    "Persistent ready send."
+);
+
+mpi! {
+    /// Persistent receive.
+    fn MPI_Recv_init / PMPI_Recv_init(buf: *mut c_void, count: c_int, datatype: Handle, source: c_int, tag: c_int, comm: Handle, request: *mut Handle) on comm => {
+        count_arg(count)?;
+        recv_tag(tag)?;
+        persistent(comm, request, Persistent::Recv { buf: buf as *mut u8, count, datatype, source, tag })
+    }
+}
+
+fn start_one(s: &mut State, handle: Handle) -> Res {
+    let req = s
+        .requests
+        .get(handle)
+        .ok_or_else(|| MpiError::new(MPI_ERR_REQUEST, format!("invalid request {handle:#x}")))?;
+    let Some(p) = req.persistent.clone() else {
+        return fail(
+            MPI_ERR_REQUEST,
+            "MPI_Start of a request that is not persistent",
+        );
+    };
+    if !req.is_inactive() {
+        return fail(
+            MPI_ERR_REQUEST,
+            "MPI_Start of a persistent request that is still active",
+        );
+    }
+    let comm = req.comm;
+    let started = match p {
+        Persistent::Send {
+            kind,
+            buf,
+            count,
+            datatype,
+            dest,
+            tag,
+        } => start_send(
+            s,
+            buf as *const c_void,
+            count,
+            datatype,
+            dest,
+            tag,
+            comm,
+            kind,
+        )?,
+        Persistent::Recv {
+            buf,
+            count,
+            datatype,
+            source,
+            tag,
+        } => start_recv(s, buf as *mut c_void, count, datatype, source, tag, comm)?,
+    };
+    if let Some(req) = s.requests.get_mut(handle) {
+        req.progress = started.progress;
+        req.cancel_requested = false;
+    }
+    Ok(())
+}
+
+mpi! {
+    /// Starts a persistent request.
+    fn MPI_Start / PMPI_Start(request: *mut Handle) on NONE => {
+        let Some(&h) = request.as_ref() else { return fail(MPI_ERR_REQUEST, "request argument is NULL") };
+        running(|s| start_one(s, h))
+    }
+}
+mpi! {
+    /// Starts several persistent requests.
+    fn MPI_Startall / PMPI_Startall(count: c_int, requests: *mut Handle) on NONE => {
+        let handles = handles_arg(count, requests)?;
+        running(|s| handles.iter().try_for_each(|&h| start_one(s, h)))
+    }
+}
+
+/// The request handles of an array argument.
+unsafe fn handles_arg<'a>(count: c_int, requests: *mut Handle) -> Res<&'a mut [Handle]> {
+    let n = count_arg(count)?;
+    if n == 0 {
+        return Ok(&mut []);
+    }
+    if requests.is_null() {
+        return fail(MPI_ERR_REQUEST, "array of requests is NULL");
+    }
+    Ok(std::slice::from_raw_parts_mut(requests, n))
+}
+
+mpi! {
+    /// Frees a request (an active one completes in the background).
+    fn MPI_Request_free / PMPI_Request_free(request: *mut Handle) on NONE => {
+        let Some(h) = request.as_mut() else { return fail(MPI_ERR_REQUEST, "request argument is NULL") };
+        running(|s| {
+            let Some(req) = s.requests.remove(*h) else {
+                return fail(MPI_ERR_REQUEST, format!("invalid request {:#x}", *h));
+            };
+            if !req.is_complete() {
+                // Still in flight: keep it alive with the buffered sends, reaped as they finish.
+                s.bsends.push((req, 0));
+            }
+            *h = MPI_REQUEST_NULL;
+            Ok(())
+        })
+    }
+}
+mpi! {
+    /// Cancels a pending receive (sends already on their way are not cancelled).
+    fn MPI_Cancel / PMPI_Cancel(request: *mut Handle) on NONE => {
+        let Some(&h) = request.as_ref() else { return fail(MPI_ERR_REQUEST, "request argument is NULL") };
+        running(|s| {
+            let req = s.requests.get_mut(h).ok_or_else(|| MpiError::new(MPI_ERR_REQUEST, format!("invalid request {h:#x}")))?;
+            if let Some(raw) = req.raw() {
+                req.cancel_requested = true;
+                req.core.raw_cancel(raw);
+            }
+            Ok(())
+        })
+    }
+}
+mpi! {
+    /// Whether a completed request was cancelled.
+    fn MPI_Test_cancelled / PMPI_Test_cancelled(status: *const MpiStatus, flag: *mut c_int) on NONE => {
+        let (Some(st), Some(flag)) = (status.as_ref(), flag.as_mut()) else { return fail(MPI_ERR_ARG, "NULL argument") };
+        *flag = (st.cancelled != 0) as c_int;
+        Ok(())
+    }
+}
+
+/// Completes the request behind `*handle` if it is done: writes the status, resets the
+/// handle (unless persistent) and returns the outcome.
+unsafe fn finish_handle(
+    handle: &mut Handle,
+    status: *mut MpiStatus,
+    with_error: bool,
+) -> Res<Outcome> {
+    let (outcome, comm) = with(|s| {
+        let req = s.requests.get_mut(*handle).ok_or_else(|| {
+            MpiError::new(MPI_ERR_REQUEST, format!("invalid request {:#x}", *handle))
+        })?;
+        let outcome = req.complete()?;
+        let comm = req.comm;
+        if req.persistent.is_none() {
+            s.requests.remove(*handle);
+            *handle = MPI_REQUEST_NULL;
+        }
+        Ok((outcome, comm))
+    })?;
+    let _ = comm;
+    outcome.write(status, with_error);
+    Ok(outcome)
+}
+
+/// What waiting needs to know about one entry of a request array.
+#[derive(Clone, Copy)]
+enum Entry {
+    /// MPI_REQUEST_NULL or an inactive persistent request.
+    Null,
+    /// Done or in flight.
+    Active(Option<ferry_core::raw::RawRequest>),
+}
+
+fn entries(handles: &[Handle]) -> Res<(Vec<Entry>, Option<ferry_core::Comm>)> {
+    with(|s| {
+        let mut engine = None;
+        let list = handles
+            .iter()
+            .map(|&h| {
+                if h == MPI_REQUEST_NULL {
+                    return Ok(Entry::Null);
+                }
+                let req = s.requests.get(h).ok_or_else(|| {
+                    MpiError::new(MPI_ERR_REQUEST, format!("invalid request {h:#x}"))
+                })?;
+                if req.is_inactive() {
+                    return Ok(Entry::Null);
+                }
+                engine.get_or_insert_with(|| req.core.clone());
+                Ok(Entry::Active(req.raw()))
+            })
+            .collect::<Res<Vec<_>>>()?;
+        Ok((list, engine))
+    })
+}
+
+fn done_in(entry: Entry, done: &dyn Fn(ferry_core::raw::RawRequest) -> bool) -> bool {
+    match entry {
+        Entry::Null => false,
+        Entry::Active(None) => true,
+        Entry::Active(Some(raw)) => done(raw),
+    }
+}
+
+fn status_at(statuses: *mut MpiStatus, i: usize) -> *mut MpiStatus {
+    if statuses.is_null() {
+        statuses
+    } else {
+        statuses.wrapping_add(i)
+    }
+}
+
+mpi! {
+    /// Waits for one request.
+    fn MPI_Wait / PMPI_Wait(request: *mut Handle, status: *mut MpiStatus) on NONE => {
+        let Some(h) = request.as_mut() else { return fail(MPI_ERR_REQUEST, "request argument is NULL") };
+        let (list, engine) = entries(std::slice::from_ref(h))?;
+        let Entry::Active(raw) = list[0] else {
+            Outcome::EMPTY.write(status, false);
+            return Ok(());
+        };
+        if let (Some(raw), Some(engine)) = (raw, engine) {
+            engine.wait_until(|done| done(raw))?;
+        }
+        finish_handle(h, status, false)?.check()
+    }
+}
+mpi! {
+    /// Tests one request.
+    fn MPI_Test / PMPI_Test(request: *mut Handle, flag: *mut c_int, status: *mut MpiStatus) on NONE => {
+        let (Some(h), Some(flag)) = (request.as_mut(), flag.as_mut()) else { return fail(MPI_ERR_ARG, "NULL argument") };
+        let (list, engine) = entries(std::slice::from_ref(h))?;
+        let Entry::Active(raw) = list[0] else {
+            *flag = 1;
+            Outcome::EMPTY.write(status, false);
+            return Ok(());
+        };
+        if let (Some(raw), Some(engine)) = (raw, engine) {
+            if !engine.raw_done(raw) {
+                engine.progress()?;
+                if !engine.raw_done(raw) {
+                    *flag = 0;
+                    return Ok(());
+                }
+            }
+        }
+        *flag = 1;
+        finish_handle(h, status, false)?.check()
+    }
+}
+
+/// Completes every finished entry among `handles` with statuses; returns how many errors.
+unsafe fn finish_all(
+    handles: &mut [Handle],
+    list: &[Entry],
+    statuses: *mut MpiStatus,
+) -> Res<usize> {
+    let mut errors = 0;
+    for (i, h) in handles.iter_mut().enumerate() {
+        match list[i] {
+            Entry::Null => Outcome::EMPTY.write(status_at(statuses, i), true),
+            Entry::Active(_) => {
+                let o = finish_handle(h, status_at(statuses, i), true)?;
+                errors += (o.error != MPI_SUCCESS) as usize;
+            }
+        }
+    }
+    Ok(errors)
+}
+
+mpi! {
+    /// Waits for all requests.
+    fn MPI_Waitall / PMPI_Waitall(count: c_int, requests: *mut Handle, statuses: *mut MpiStatus) on NONE => {
+        let handles = handles_arg(count, requests)?;
+        let (list, engine) = entries(handles)?;
+        if let Some(engine) = engine {
+            engine.wait_until(|done| list.iter().all(|&e| !matches!(e, Entry::Active(Some(_))) || done_in(e, done)))?;
+        }
+        match finish_all(handles, &list, statuses)? {
+            0 => Ok(()),
+            _ => fail(MPI_ERR_IN_STATUS, "a request failed; see the statuses"),
+        }
+    }
+}
+mpi! {
+    /// Tests all requests: completes them only if all are done.
+    fn MPI_Testall / PMPI_Testall(count: c_int, requests: *mut Handle, flag: *mut c_int, statuses: *mut MpiStatus) on NONE => {
+        let Some(flag) = flag.as_mut() else { return fail(MPI_ERR_ARG, "flag is NULL") };
+        let handles = handles_arg(count, requests)?;
+        let (list, engine) = entries(handles)?;
+        if let Some(engine) = engine {
+            let all = |e: &Entry| match *e { Entry::Active(Some(raw)) => engine.raw_done(raw), _ => true };
+            if !list.iter().all(all) {
+                engine.progress()?;
+                if !list.iter().all(all) {
+                    *flag = 0;
+                    return Ok(());
+                }
+            }
+        }
+        *flag = 1;
+        match finish_all(handles, &list, statuses)? {
+            0 => Ok(()),
+            _ => fail(MPI_ERR_IN_STATUS, "a request failed; see the statuses"),
+        }
+    }
+}
+
+/// Index of the first finished active entry, if any.
+fn first_done(list: &[Entry], engine: &ferry_core::Comm) -> Option<usize> {
+    list.iter()
+        .position(|&e| done_in(e, &|r| engine.raw_done(r)))
+}
+
+mpi! {
+    /// Waits for any one request.
+    fn MPI_Waitany / PMPI_Waitany(count: c_int, requests: *mut Handle, index: *mut c_int, status: *mut MpiStatus) on NONE => {
+        let Some(index) = index.as_mut() else { return fail(MPI_ERR_ARG, "index is NULL") };
+        let handles = handles_arg(count, requests)?;
+        let (list, engine) = entries(handles)?;
+        let Some(engine) = engine else {
+            *index = MPI_UNDEFINED;
+            Outcome::EMPTY.write(status, false);
+            return Ok(());
+        };
+        let mut hit = 0;
+        engine.wait_until(|done| match list.iter().position(|&e| done_in(e, done)) {
+            Some(i) => { hit = i; true }
+            None => false,
+        })?;
+        *index = hit as c_int;
+        finish_handle(&mut handles[hit], status, false)?.check()
+    }
+}
+mpi! {
+    /// Tests whether any one request is done.
+    fn MPI_Testany / PMPI_Testany(count: c_int, requests: *mut Handle, index: *mut c_int, flag: *mut c_int, status: *mut MpiStatus) on NONE => {
+        let (Some(index), Some(flag)) = (index.as_mut(), flag.as_mut()) else { return fail(MPI_ERR_ARG, "NULL argument") };
+        let handles = handles_arg(count, requests)?;
+        let (list, engine) = entries(handles)?;
+        let Some(engine) = engine else {
+            *flag = 1;
+            *index = MPI_UNDEFINED;
+            Outcome::EMPTY.write(status, false);
+            return Ok(());
+        };
+        let mut hit = first_done(&list, &engine);
+        if hit.is_none() {
+            engine.progress()?;
+            hit = first_done(&list, &engine);
+        }
+        match hit {
+            None => { *flag = 0; *index = MPI_UNDEFINED; Ok(()) }
+            Some(i) => {
+                *flag = 1;
+                *index = i as c_int;
+                finish_handle(&mut handles[i], status, false)?.check()
+            }
+        }
+    }
+}
+
+unsafe fn some(
+    handles: &mut [Handle],
+    list: &[Entry],
+    engine: &ferry_core::Comm,
+    outcount: &mut c_int,
+    indices: *mut c_int,
+    statuses: *mut MpiStatus,
+) -> Res {
+    let mut n = 0usize;
+    let mut errors = 0;
+    for (i, h) in handles.iter_mut().enumerate() {
+        if done_in(list[i], &|r| engine.raw_done(r)) {
+            let o = finish_handle(h, status_at(statuses, n), true)?;
+            errors += (o.error != MPI_SUCCESS) as usize;
+            if !indices.is_null() {
+                *indices.add(n) = i as c_int;
+            }
+            n += 1;
+        }
+    }
+    *outcount = n as c_int;
+    if errors > 0 {
+        return fail(MPI_ERR_IN_STATUS, "a request failed; see the statuses");
+    }
+    Ok(())
+}
+
+mpi! {
+    /// Waits until at least one request is done; completes all that are.
+    fn MPI_Waitsome / PMPI_Waitsome(incount: c_int, requests: *mut Handle, outcount: *mut c_int, indices: *mut c_int, statuses: *mut MpiStatus) on NONE => {
+        let Some(outcount) = outcount.as_mut() else { return fail(MPI_ERR_ARG, "outcount is NULL") };
+        let handles = handles_arg(incount, requests)?;
+        let (list, engine) = entries(handles)?;
+        let Some(engine) = engine else { *outcount = MPI_UNDEFINED; return Ok(()) };
+        engine.wait_until(|done| list.iter().any(|&e| done_in(e, done)))?;
+        some(handles, &list, &engine, outcount, indices, statuses)
+    }
+}
+mpi! {
+    /// Completes the requests that are done, if any.
+    fn MPI_Testsome / PMPI_Testsome(incount: c_int, requests: *mut Handle, outcount: *mut c_int, indices: *mut c_int, statuses: *mut MpiStatus) on NONE => {
+        let Some(outcount) = outcount.as_mut() else { return fail(MPI_ERR_ARG, "outcount is NULL") };
+        let handles = handles_arg(incount, requests)?;
+        let (list, engine) = entries(handles)?;
+        let Some(engine) = engine else { *outcount = MPI_UNDEFINED; return Ok(()) };
+        engine.progress()?;
+        some(handles, &list, &engine, outcount, indices, statuses)
+    }
+}
+mpi! {
+    /// Whether a request is done, without completing it.
+    fn MPI_Request_get_status / PMPI_Request_get_status(request: Handle, flag: *mut c_int, status: *mut MpiStatus) on NONE => {
+        let Some(flag) = flag.as_mut() else { return fail(MPI_ERR_ARG, "flag is NULL") };
+        if request == MPI_REQUEST_NULL {
+            *flag = 1;
+            Outcome::EMPTY.write(status, false);
+            return Ok(());
+        }
+        let (list, engine) = entries(&[request])?;
+        let done = match (list[0], engine) {
+            (Entry::Active(Some(raw)), Some(engine)) => {
+                engine.progress()?;
+                engine.raw_done(raw)
+            }
+            _ => true,
+        };
+        *flag = done as c_int;
+        if done {
+            // The status of a finished request is only known by completing it, which this
+            // call must not do; report the envelope-free empty status.
+            Outcome::EMPTY.write(status, false);
+        }
+        Ok(())
+    }
+}
+
+fn probe_outcome(st: ferry_core::Status) -> Outcome {
+    Outcome {
+        source: st.source as c_int,
+        tag: st.tag,
+        bytes: st.len as i64,
+        cancelled: false,
+        error: MPI_SUCCESS,
+    }
+}
+
+mpi! {
+    /// Waits for a matching message and reports its envelope.
+    fn MPI_Probe / PMPI_Probe(source: c_int, tag: c_int, comm: Handle, status: *mut MpiStatus) on comm => {
+        let core = running(|s| s.core_comm(comm))?;
+        let tag = recv_tag(tag)?;
+        let Some(source) = source_arg(&core, source)? else {
+            Outcome::PROC_NULL.write(status, false);
+            return Ok(());
+        };
+        probe_outcome(core.probe(source, tag)?).write(status, false);
+        Ok(())
+    }
+}
+mpi! {
+    /// Reports the envelope of a matching message if one has arrived.
+    fn MPI_Iprobe / PMPI_Iprobe(source: c_int, tag: c_int, comm: Handle, flag: *mut c_int, status: *mut MpiStatus) on comm => {
+        let Some(flag) = flag.as_mut() else { return fail(MPI_ERR_ARG, "flag is NULL") };
+        let core = running(|s| s.core_comm(comm))?;
+        let tag = recv_tag(tag)?;
+        let Some(source) = source_arg(&core, source)? else {
+            *flag = 1;
+            Outcome::PROC_NULL.write(status, false);
+            return Ok(());
+        };
+        match core.iprobe(source, tag)? {
+            Some(st) => { *flag = 1; probe_outcome(st).write(status, false) }
+            None => *flag = 0,
+        }
+        Ok(())
+    }
+}
+mpi! {
+    /// Number of whole elements a status reports.
+    fn MPI_Get_count / PMPI_Get_count(status: *const MpiStatus, datatype: Handle, count: *mut c_int) on NONE => {
+        let (Some(st), Some(count)) = (status.as_ref(), count.as_mut()) else { return fail(MPI_ERR_ARG, "NULL argument") };
+        let dt = with(|s| s.datatype(datatype))?;
+        *count = match dt.count_of(st.count() as usize) {
+            Some(n) => c_int::try_from(n).unwrap_or(MPI_UNDEFINED),
+            None => MPI_UNDEFINED,
+        };
+        Ok(())
+    }
+}
+
+unsafe fn elements(status: *const MpiStatus, datatype: Handle) -> Res<i64> {
+    let Some(st) = status.as_ref() else {
+        return fail(MPI_ERR_ARG, "status is NULL");
+    };
+    let dt = with(|s| s.datatype(datatype))?;
+    Ok(dt.elements_of(st.count() as usize) as i64)
+}
+
+mpi! {
+    /// Number of basic elements a status reports.
+    fn MPI_Get_elements / PMPI_Get_elements(status: *const MpiStatus, datatype: Handle, count: *mut c_int) on NONE => {
+        let Some(count) = count.as_mut() else { return fail(MPI_ERR_ARG, "count is NULL") };
+        *count = c_int::try_from(elements(status, datatype)?).unwrap_or(MPI_UNDEFINED);
+        Ok(())
+    }
+}
+mpi! {
+    /// Number of basic elements a status reports (MPI_Count).
+    fn MPI_Get_elements_x / PMPI_Get_elements_x(status: *const MpiStatus, datatype: Handle, count: *mut i64) on NONE => {
+        let Some(count) = count.as_mut() else { return fail(MPI_ERR_ARG, "count is NULL") };
+        *count = elements(status, datatype)?;
+        Ok(())
+    }
+}
+
+unsafe fn set_elements(status: *mut MpiStatus, datatype: Handle, count: i64) -> Res {
+    let Some(st) = status.as_mut() else {
+        return fail(MPI_ERR_ARG, "status is NULL");
+    };
+    let dt = with(|s| s.datatype(datatype))?;
+    st.set_count(count * dt.size() as i64);
+    Ok(())
+}
+
+mpi! {
+    /// Sets the element count of a status.
+    fn MPI_Status_set_elements / PMPI_Status_set_elements(status: *mut MpiStatus, datatype: Handle, count: c_int) on NONE => {
+        set_elements(status, datatype, count as i64)
+    }
+}
+mpi! {
+    /// Sets the element count of a status (MPI_Count).
+    fn MPI_Status_set_elements_x / PMPI_Status_set_elements_x(status: *mut MpiStatus, datatype: Handle, count: i64) on NONE => {
+        set_elements(status, datatype, count)
+    }
+}
+mpi! {
+    /// Sets the cancelled flag of a status.
+    fn MPI_Status_set_cancelled / PMPI_Status_set_cancelled(status: *mut MpiStatus, flag: c_int) on NONE => {
+        let Some(st) = status.as_mut() else { return fail(MPI_ERR_ARG, "status is NULL") };
+        st.cancelled = (flag != 0) as c_int;
+        Ok(())
+    }
+}

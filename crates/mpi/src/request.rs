@@ -1,0 +1,280 @@
+//! Requests as the C side sees them, and completing them into `MPI_Status`.
+
+use crate::abi::*;
+use crate::datatype::Datatype;
+use crate::error::{fail, MpiError, Res};
+use ferry_core::raw::{RawRequest, RawStatus};
+use std::ffi::c_int;
+
+/// `count` elements of a datatype at a user address.
+#[derive(Clone)]
+pub struct Typed {
+    /// The element type.
+    pub dt: Datatype,
+    /// Number of elements.
+    pub count: usize,
+    /// The user's buffer address (may be MPI_BOTTOM with absolute displacements).
+    pub base: *mut u8,
+}
+
+impl Typed {
+    /// Data bytes (packed size).
+    pub fn bytes(&self) -> usize {
+        self.dt.size() * self.count
+    }
+
+    /// The address of the data when it lies contiguously in the user buffer.
+    pub fn direct(&self) -> Option<*mut u8> {
+        self.dt
+            .contiguous_span(self.count)
+            .map(|offset| self.base.wrapping_offset(offset))
+    }
+
+    /// A packed copy of the data.
+    pub fn pack(&self) -> Vec<u8> {
+        let mut out = vec![0u8; self.bytes()];
+        // SAFETY: MPI's contract: `base` holds `count` elements of `dt`.
+        unsafe { self.dt.pack(self.base, self.count, &mut out) };
+        out
+    }
+
+    /// Scatters packed `bytes` (possibly fewer than `bytes()`) into the user buffer.
+    pub fn unpack(&self, bytes: &[u8]) {
+        // SAFETY: MPI's contract: `base` has room for `count` elements of `dt`.
+        unsafe { self.dt.unpack(bytes, self.count, self.base) };
+    }
+}
+
+/// Runs when a request finishes (unpacking a staged receive, dropping a staged send).
+pub type Finish = Box<dyn FnOnce(&RawStatus)>;
+
+/// What a finished request reports.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Outcome {
+    /// Sender's rank (MPI_PROC_NULL for a receive from it).
+    pub source: c_int,
+    /// Message tag.
+    pub tag: c_int,
+    /// Bytes received.
+    pub bytes: i64,
+    /// Cancelled before it matched.
+    pub cancelled: bool,
+    /// The error class (MPI_SUCCESS or MPI_ERR_TRUNCATE).
+    pub error: c_int,
+}
+
+impl Outcome {
+    /// The status of a request that did nothing (MPI's "empty status").
+    pub const EMPTY: Outcome = Outcome {
+        source: MPI_ANY_SOURCE,
+        tag: MPI_ANY_TAG,
+        bytes: 0,
+        cancelled: false,
+        error: MPI_SUCCESS,
+    };
+
+    /// The status of a receive from MPI_PROC_NULL.
+    pub const PROC_NULL: Outcome = Outcome {
+        source: MPI_PROC_NULL,
+        tag: MPI_ANY_TAG,
+        bytes: 0,
+        cancelled: false,
+        error: MPI_SUCCESS,
+    };
+
+    fn of(raw: &RawStatus) -> Outcome {
+        Outcome {
+            source: if raw.source == usize::MAX {
+                MPI_ANY_SOURCE
+            } else {
+                raw.source as c_int
+            },
+            tag: raw.tag,
+            bytes: raw.len as i64,
+            cancelled: raw.cancelled,
+            error: if raw.message_len > raw.len && !raw.cancelled {
+                MPI_ERR_TRUNCATE
+            } else {
+                MPI_SUCCESS
+            },
+        }
+    }
+
+    /// Writes the outcome into a user status (ignored when `status` is MPI_STATUS_IGNORE).
+    ///
+    /// # Safety
+    /// `status` is null or points to a writable `MPI_Status`.
+    pub unsafe fn write(&self, status: *mut MpiStatus, with_error: bool) {
+        if let Some(st) = status.as_mut() {
+            st.source = self.source;
+            st.tag = self.tag;
+            st.set_count(self.bytes);
+            st.cancelled = self.cancelled as c_int;
+            if with_error {
+                st.error = self.error;
+            }
+        }
+    }
+
+    /// The outcome as a result for the caller.
+    pub fn check(&self) -> Res {
+        if self.error == MPI_SUCCESS {
+            Ok(())
+        } else {
+            fail(
+                self.error,
+                format!(
+                    "message from rank {} (tag {}) is longer than the receive buffer of {} bytes",
+                    self.source, self.tag, self.bytes
+                ),
+            )
+        }
+    }
+}
+
+/// How a send completes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SendKind {
+    /// MPI_Send.
+    Standard,
+    /// MPI_Ssend.
+    Synchronous,
+    /// MPI_Bsend.
+    Buffered,
+    /// MPI_Rsend (a standard send: the receive is already posted).
+    Ready,
+}
+
+/// The arguments a persistent request starts with each MPI_Start.
+#[derive(Clone)]
+pub enum Persistent {
+    /// MPI_Send_init and friends.
+    Send {
+        /// Mode.
+        kind: SendKind,
+        /// Buffer, count, type handle.
+        buf: *const u8,
+        /// Element count.
+        count: c_int,
+        /// Datatype handle.
+        datatype: Handle,
+        /// Destination rank.
+        dest: c_int,
+        /// Tag.
+        tag: c_int,
+    },
+    /// MPI_Recv_init.
+    Recv {
+        /// Buffer.
+        buf: *mut u8,
+        /// Element count.
+        count: c_int,
+        /// Datatype handle.
+        datatype: Handle,
+        /// Source rank or wildcard.
+        source: c_int,
+        /// Tag or wildcard.
+        tag: c_int,
+    },
+}
+
+/// Where a request is.
+pub enum Progress {
+    /// A persistent request between completions.
+    Inactive,
+    /// In flight in the runtime.
+    Running {
+        /// The runtime's request.
+        raw: RawRequest,
+        /// What to do once it has finished.
+        finish: Option<Finish>,
+    },
+    /// Finished when it was started (MPI_PROC_NULL, a buffered send).
+    Done(Outcome),
+}
+
+/// An MPI request.
+pub struct Request {
+    /// The communicator handle (for the error handler).
+    pub comm: Handle,
+    /// The runtime communicator (status ranks are relative to it).
+    pub core: ferry_core::Comm,
+    /// Where it is.
+    pub progress: Progress,
+    /// Set for persistent requests.
+    pub persistent: Option<Persistent>,
+    /// MPI_Cancel was called.
+    pub cancel_requested: bool,
+}
+
+impl Request {
+    /// A request in flight.
+    pub fn running(
+        comm: Handle,
+        core: ferry_core::Comm,
+        raw: RawRequest,
+        finish: Option<Finish>,
+    ) -> Request {
+        Request {
+            comm,
+            core,
+            progress: Progress::Running { raw, finish },
+            persistent: None,
+            cancel_requested: false,
+        }
+    }
+
+    /// A request that finished as it started.
+    pub fn done(comm: Handle, core: ferry_core::Comm, outcome: Outcome) -> Request {
+        Request {
+            comm,
+            core,
+            progress: Progress::Done(outcome),
+            persistent: None,
+            cancel_requested: false,
+        }
+    }
+
+    /// The runtime request still in flight, if any.
+    pub fn raw(&self) -> Option<RawRequest> {
+        match self.progress {
+            Progress::Running { raw, .. } => Some(raw),
+            _ => None,
+        }
+    }
+
+    /// Whether the request is finished (or inactive, or done at start).
+    pub fn is_complete(&self) -> bool {
+        match self.progress {
+            Progress::Running { raw, .. } => self.core.raw_done(raw),
+            _ => true,
+        }
+    }
+
+    /// Whether it is an inactive persistent request (completes with an empty status).
+    pub fn is_inactive(&self) -> bool {
+        matches!(self.progress, Progress::Inactive)
+    }
+
+    /// Collects the outcome of a finished request; it becomes inactive (persistent) or spent.
+    pub fn complete(&mut self) -> Res<Outcome> {
+        let progress = std::mem::replace(&mut self.progress, Progress::Inactive);
+        match progress {
+            Progress::Inactive => Ok(Outcome::EMPTY),
+            Progress::Done(o) => Ok(o),
+            Progress::Running { raw, finish } => {
+                let Some(st) = self.core.raw_take(raw) else {
+                    self.progress = Progress::Running { raw, finish };
+                    return Err(MpiError::new(
+                        MPI_ERR_INTERN,
+                        "request completed while running",
+                    ));
+                };
+                if let Some(f) = finish {
+                    f(&st);
+                }
+                Ok(Outcome::of(&st))
+            }
+        }
+    }
+}

@@ -1,0 +1,279 @@
+//! The process's MPI state: the world, and the tables of every created object.
+//!
+//! MPI has one library state per process; ferry runs at MPI_THREAD_FUNNELED, so the state is a
+//! thread-local of the thread that called MPI_Init. Borrows of it are short: nothing blocks or
+//! calls back into user code while it is borrowed (user operations and error handlers may
+//! themselves call MPI).
+
+use crate::abi::*;
+use crate::datatype::Datatype;
+use crate::error::{fail, CommErrhandlerFn, MpiError, Res};
+use crate::handles::{Kind, Table};
+use crate::ops::BuiltinOp;
+use crate::request::Request;
+use std::cell::RefCell;
+use std::collections::{BTreeMap, HashMap};
+use std::ffi::{c_int, c_void};
+use std::rc::Rc;
+
+/// Where the library is in its life.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Phase {
+    /// Before MPI_Init.
+    Idle,
+    /// Between MPI_Init and MPI_Finalize.
+    Running,
+    /// After MPI_Finalize.
+    Finalized,
+}
+
+/// A communicator as the C side sees it.
+pub struct CommObj {
+    /// The runtime's communicator.
+    pub comm: ferry_core::Comm,
+    /// Its error handler (a predefined or created handle).
+    pub errhandler: Handle,
+    /// Its name (`MPI_Comm_set_name`).
+    pub name: String,
+    /// Cached attributes by keyval.
+    pub attrs: BTreeMap<c_int, *mut c_void>,
+}
+
+/// A group: world ranks in group rank order.
+pub type GroupObj = Rc<[u32]>;
+
+/// A created datatype.
+pub struct TypeObj {
+    /// Its type map.
+    pub dt: Datatype,
+    /// Whether MPI_Type_commit has been called.
+    pub committed: bool,
+    /// `MPI_Type_set_name`.
+    pub name: String,
+}
+
+/// `void fn(void *in, void *inout, int *len, MPI_Datatype *type)`.
+pub type UserOpFn = unsafe extern "C" fn(*mut c_void, *mut c_void, *mut c_int, *mut Handle);
+
+/// A reduction operation.
+#[derive(Clone, Copy)]
+pub enum OpObj {
+    /// MPI_SUM, MPI_MAX, …
+    Builtin(BuiltinOp),
+    /// From MPI_Op_create.
+    User {
+        /// The function.
+        f: UserOpFn,
+        /// Whether it may be applied in any order.
+        commute: bool,
+    },
+}
+
+/// An attribute key (`MPI_Comm_create_keyval`): copy and delete callbacks as addresses (0 and
+/// 1 are the predefined NULL_COPY/DUP and NULL_DELETE functions).
+#[derive(Clone, Copy)]
+pub struct Keyval {
+    /// Copy callback.
+    pub copy: usize,
+    /// Delete callback.
+    pub delete: usize,
+    /// Passed to both.
+    pub extra: *mut c_void,
+}
+
+/// `MPI_Info`: ordered key/value strings.
+pub type InfoObj = Vec<(String, String)>;
+
+/// The whole library state.
+pub struct State {
+    /// Where we are in the life cycle.
+    pub phase: Phase,
+    /// Thread level granted at init.
+    pub thread_level: c_int,
+    /// The job (set between init and finalize).
+    pub world: Option<ferry_core::World>,
+    /// MPI_COMM_WORLD and MPI_COMM_SELF.
+    pub predefined_comms: Vec<CommObj>,
+    /// Created communicators.
+    pub comms: Table<CommObj>,
+    /// Created groups.
+    pub groups: Table<GroupObj>,
+    /// Created datatypes.
+    pub types: Table<TypeObj>,
+    /// The predefined datatypes, built on first use.
+    pub builtin_types: HashMap<Handle, Datatype>,
+    /// Created operations.
+    pub ops: Table<OpObj>,
+    /// Pending and persistent requests.
+    pub requests: Table<Request>,
+    /// Created error handlers.
+    pub errhandlers: Table<CommErrhandlerFn>,
+    /// Info objects.
+    pub infos: Table<InfoObj>,
+    /// Attribute keys by keyval (index + KEYVAL_BASE).
+    pub keyvals: Vec<Option<Keyval>>,
+    /// MPI_Buffer_attach: (address, size).
+    pub bsend_buffer: Option<(*mut c_void, usize)>,
+    /// Buffered sends not yet complete: (request, bytes reserved).
+    pub bsends: Vec<(Request, usize)>,
+}
+
+/// Created keyvals are numbered from here (predefined ones are 10001…).
+pub const KEYVAL_BASE: c_int = 100;
+
+thread_local! {
+    /// The process's MPI state (see the module doc).
+    pub static STATE: RefCell<State> = RefCell::new(State::new());
+}
+
+/// Runs `f` on the state. Not reentrant: `f` must not call back into MPI or user code.
+pub fn with<T>(f: impl FnOnce(&mut State) -> Res<T>) -> Res<T> {
+    STATE.with(|s| match s.try_borrow_mut() {
+        Ok(mut s) => f(&mut s),
+        Err(_) => fail(
+            MPI_ERR_OTHER,
+            "MPI called from inside an MPI callback in a way ferry does not support",
+        ),
+    })
+}
+
+/// Runs `f` on the state after checking MPI is initialized and not finalized.
+pub fn running<T>(f: impl FnOnce(&mut State) -> Res<T>) -> Res<T> {
+    with(|s| {
+        match s.phase {
+            Phase::Running => {}
+            Phase::Idle => return fail(MPI_ERR_OTHER, "called before MPI_Init"),
+            Phase::Finalized => return fail(MPI_ERR_OTHER, "called after MPI_Finalize"),
+        }
+        f(s)
+    })
+}
+
+impl State {
+    fn new() -> State {
+        State {
+            phase: Phase::Idle,
+            thread_level: MPI_THREAD_FUNNELED,
+            world: None,
+            predefined_comms: Vec::new(),
+            comms: Table::new(Kind::Comm),
+            groups: Table::new(Kind::Group),
+            types: Table::new(Kind::Datatype),
+            builtin_types: HashMap::new(),
+            ops: Table::new(Kind::Op),
+            requests: Table::new(Kind::Request),
+            errhandlers: Table::new(Kind::Errhandler),
+            infos: Table::new(Kind::Info),
+            keyvals: Vec::new(),
+            bsend_buffer: None,
+            bsends: Vec::new(),
+        }
+    }
+
+    /// This process's world rank, once initialized.
+    pub fn world_rank(&self) -> Option<usize> {
+        self.world.as_ref().map(|w| w.rank())
+    }
+
+    /// The communicator behind `handle`.
+    pub fn comm(&self, handle: Handle) -> Res<&CommObj> {
+        let obj = match handle {
+            MPI_COMM_WORLD => self.predefined_comms.first(),
+            MPI_COMM_SELF => self.predefined_comms.get(1),
+            MPI_COMM_NULL => return fail(MPI_ERR_COMM, "MPI_COMM_NULL is not a communicator"),
+            h => self.comms.get(h),
+        };
+        obj.ok_or_else(|| MpiError::new(MPI_ERR_COMM, format!("invalid communicator {handle:#x}")))
+    }
+
+    /// The communicator behind `handle`, mutably.
+    pub fn comm_mut(&mut self, handle: Handle) -> Res<&mut CommObj> {
+        let obj = match handle {
+            MPI_COMM_WORLD => self.predefined_comms.first_mut(),
+            MPI_COMM_SELF => self.predefined_comms.get_mut(1),
+            MPI_COMM_NULL => return fail(MPI_ERR_COMM, "MPI_COMM_NULL is not a communicator"),
+            h => self.comms.get_mut(h),
+        };
+        obj.ok_or_else(|| MpiError::new(MPI_ERR_COMM, format!("invalid communicator {handle:#x}")))
+    }
+
+    /// A clone of the runtime communicator behind `handle` (cheap: reference counted).
+    pub fn core_comm(&self, handle: Handle) -> Res<ferry_core::Comm> {
+        self.comm(handle).map(|c| c.comm.clone())
+    }
+
+    /// The error handler that applies to `comm` (MPI_COMM_WORLD's when `comm` is not one).
+    pub fn errhandler_of(&self, comm: Handle) -> Handle {
+        self.comm(comm)
+            .or_else(|_| self.comm(MPI_COMM_WORLD))
+            .map_or(MPI_ERRORS_ARE_FATAL, |c| c.errhandler)
+    }
+
+    /// The function of a created error handler.
+    pub fn user_errhandler(&self, handle: Handle) -> Option<CommErrhandlerFn> {
+        self.errhandlers.get(handle).copied()
+    }
+
+    /// The group behind `handle`.
+    pub fn group(&self, handle: Handle) -> Res<GroupObj> {
+        match handle {
+            MPI_GROUP_EMPTY => Ok(Rc::from(Vec::new())),
+            MPI_GROUP_NULL => fail(MPI_ERR_GROUP, "MPI_GROUP_NULL is not a group"),
+            h => self
+                .groups
+                .get(h)
+                .cloned()
+                .ok_or_else(|| MpiError::new(MPI_ERR_GROUP, format!("invalid group {h:#x}"))),
+        }
+    }
+
+    /// The datatype behind `handle`, committed or not (for constructors and queries).
+    pub fn datatype(&mut self, handle: Handle) -> Res<Datatype> {
+        if handle == MPI_DATATYPE_NULL {
+            return fail(MPI_ERR_TYPE, "MPI_DATATYPE_NULL is not a datatype");
+        }
+        if let Some(obj) = self.types.get(handle) {
+            return Ok(obj.dt.clone());
+        }
+        if let Some(dt) = self.builtin_types.get(&handle) {
+            return Ok(dt.clone());
+        }
+        match crate::datatype::builtin_from_handle(handle) {
+            Some(b) => {
+                let dt = Datatype::builtin(b);
+                self.builtin_types.insert(handle, dt.clone());
+                Ok(dt)
+            }
+            None => fail(MPI_ERR_TYPE, format!("invalid datatype {handle:#x}")),
+        }
+    }
+
+    /// The datatype behind `handle`, which must be committed (for communication).
+    pub fn committed_type(&mut self, handle: Handle) -> Res<Datatype> {
+        if let Some(obj) = self.types.get(handle) {
+            if !obj.committed {
+                return fail(
+                    MPI_ERR_TYPE,
+                    format!("datatype {handle:#x} is used before MPI_Type_commit"),
+                );
+            }
+        }
+        self.datatype(handle)
+    }
+
+    /// The operation behind `handle`.
+    pub fn op(&self, handle: Handle) -> Res<OpObj> {
+        if let Some(op) = BuiltinOp::from_handle(handle) {
+            return Ok(OpObj::Builtin(op));
+        }
+        self.ops
+            .get(handle)
+            .copied()
+            .ok_or_else(|| MpiError::new(MPI_ERR_OP, format!("invalid operation {handle:#x}")))
+    }
+
+    /// The runtime communicator used to drive progress (the world's).
+    pub fn engine(&self) -> Res<ferry_core::Comm> {
+        self.core_comm(MPI_COMM_WORLD)
+    }
+}

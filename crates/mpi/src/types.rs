@@ -1,0 +1,404 @@
+//! Derived datatypes and user operations: the C functions over `datatype.rs` and `ops.rs`.
+
+use crate::abi::*;
+use crate::datatype::{Builtin, Datatype, Order, TypeError};
+use crate::env::write_string;
+use crate::error::{fail, MpiError, Res};
+use crate::p2p::count_arg;
+use crate::state::{running, with, OpObj, State, TypeObj, UserOpFn};
+use crate::NONE;
+use std::ffi::{c_char, c_int, c_void, CStr};
+
+impl From<TypeError> for MpiError {
+    fn from(e: TypeError) -> MpiError {
+        let class = match e {
+            TypeError::NegativeCount(_) => MPI_ERR_COUNT,
+            _ => MPI_ERR_ARG,
+        };
+        MpiError::new(class, e.to_string())
+    }
+}
+
+unsafe fn out<'a, T>(p: *mut T, what: &str) -> Res<&'a mut T> {
+    p.as_mut()
+        .ok_or_else(|| MpiError::new(MPI_ERR_ARG, format!("{what} is NULL")))
+}
+
+unsafe fn array<'a, T>(p: *const T, n: usize, what: &str) -> Res<&'a [T]> {
+    if n == 0 {
+        return Ok(&[]);
+    }
+    if p.is_null() {
+        return fail(MPI_ERR_ARG, format!("{what} is NULL"));
+    }
+    Ok(std::slice::from_raw_parts(p, n))
+}
+
+fn ints(v: &[c_int]) -> Vec<i64> {
+    v.iter().map(|&x| x as i64).collect()
+}
+
+/// Builds a new (uncommitted) type from `old` and writes its handle.
+unsafe fn derive(
+    old: Handle,
+    newtype: *mut Handle,
+    build: impl FnOnce(&Datatype) -> Result<Datatype, TypeError>,
+) -> Res {
+    let out = out(newtype, "newtype")?;
+    *out = running(|s| {
+        let old = s.datatype(old)?;
+        let dt = build(&old)?;
+        Ok(s.types.insert(TypeObj {
+            dt,
+            committed: false,
+            name: String::new(),
+        }))
+    })?;
+    Ok(())
+}
+
+mpi! {
+    /// `count` copies of a type.
+    fn MPI_Type_contiguous / PMPI_Type_contiguous(count: c_int, oldtype: Handle, newtype: *mut Handle) on NONE => {
+        derive(oldtype, newtype, |old| Datatype::contiguous(count as i64, old))
+    }
+}
+mpi! {
+    /// Strided blocks, stride in elements.
+    fn MPI_Type_vector / PMPI_Type_vector(count: c_int, blocklength: c_int, stride: c_int, oldtype: Handle, newtype: *mut Handle) on NONE => {
+        derive(oldtype, newtype, |old| Datatype::vector(count as i64, blocklength as i64, stride as i64, old))
+    }
+}
+mpi! {
+    /// Strided blocks, stride in bytes.
+    fn MPI_Type_create_hvector / PMPI_Type_create_hvector(count: c_int, blocklength: c_int, stride: isize, oldtype: Handle, newtype: *mut Handle) on NONE => {
+        derive(oldtype, newtype, |old| Datatype::hvector(count as i64, blocklength as i64, stride, old))
+    }
+}
+mpi! {
+    /// Blocks at element displacements.
+    fn MPI_Type_indexed / PMPI_Type_indexed(count: c_int, blocklengths: *const c_int, displacements: *const c_int, oldtype: Handle, newtype: *mut Handle) on NONE => {
+        let n = count_arg(count)?;
+        let (b, d) = (array(blocklengths, n, "blocklengths")?, array(displacements, n, "displacements")?);
+        derive(oldtype, newtype, |old| Datatype::indexed(&ints(b), &ints(d), old))
+    }
+}
+mpi! {
+    /// Blocks at byte displacements.
+    fn MPI_Type_create_hindexed / PMPI_Type_create_hindexed(count: c_int, blocklengths: *const c_int, displacements: *const isize, oldtype: Handle, newtype: *mut Handle) on NONE => {
+        let n = count_arg(count)?;
+        let (b, d) = (array(blocklengths, n, "blocklengths")?, array(displacements, n, "displacements")?);
+        derive(oldtype, newtype, |old| Datatype::hindexed(&ints(b), d, old))
+    }
+}
+mpi! {
+    /// Equal blocks at element displacements.
+    fn MPI_Type_create_indexed_block / PMPI_Type_create_indexed_block(count: c_int, blocklength: c_int, displacements: *const c_int, oldtype: Handle, newtype: *mut Handle) on NONE => {
+        let d = array(displacements, count_arg(count)?, "displacements")?;
+        derive(oldtype, newtype, |old| Datatype::indexed_block(blocklength as i64, &ints(d), old))
+    }
+}
+mpi! {
+    /// Equal blocks at byte displacements.
+    fn MPI_Type_create_hindexed_block / PMPI_Type_create_hindexed_block(count: c_int, blocklength: c_int, displacements: *const isize, oldtype: Handle, newtype: *mut Handle) on NONE => {
+        let d = array(displacements, count_arg(count)?, "displacements")?;
+        derive(oldtype, newtype, |old| Datatype::hindexed_block(blocklength as i64, d, old))
+    }
+}
+mpi! {
+    /// Blocks of different types at byte displacements.
+    fn MPI_Type_create_struct / PMPI_Type_create_struct(count: c_int, blocklengths: *const c_int, displacements: *const isize, types: *const Handle, newtype: *mut Handle) on NONE => {
+        let n = count_arg(count)?;
+        let (b, d, t) = (array(blocklengths, n, "blocklengths")?, array(displacements, n, "displacements")?, array(types, n, "types")?);
+        let out = out(newtype, "newtype")?;
+        *out = running(|s| {
+            let members = t.iter().map(|&h| s.datatype(h)).collect::<Res<Vec<_>>>()?;
+            let dt = Datatype::create_struct(&ints(b), d, &members)?;
+            Ok(s.types.insert(TypeObj { dt, committed: false, name: String::new() }))
+        })?;
+        Ok(())
+    }
+}
+mpi! {
+    /// A type with new bounds.
+    fn MPI_Type_create_resized / PMPI_Type_create_resized(oldtype: Handle, lb: isize, extent: isize, newtype: *mut Handle) on NONE => {
+        derive(oldtype, newtype, |old| Datatype::resized(old, lb, extent))
+    }
+}
+mpi! {
+    /// A block of a multidimensional array.
+    fn MPI_Type_create_subarray / PMPI_Type_create_subarray(ndims: c_int, sizes: *const c_int, subsizes: *const c_int, starts: *const c_int, order: c_int, oldtype: Handle, newtype: *mut Handle) on NONE => {
+        let n = count_arg(ndims)?;
+        let (a, b, c) = (array(sizes, n, "sizes")?, array(subsizes, n, "subsizes")?, array(starts, n, "starts")?);
+        let Some(order) = Order::from_abi(order) else { return fail(MPI_ERR_ARG, format!("invalid array order {order}")) };
+        derive(oldtype, newtype, |old| Datatype::subarray(&ints(a), &ints(b), &ints(c), order, old))
+    }
+}
+mpi! {
+    /// A copy of a type.
+    fn MPI_Type_dup / PMPI_Type_dup(oldtype: Handle, newtype: *mut Handle) on NONE => {
+        let out = out(newtype, "newtype")?;
+        *out = running(|s| {
+            let committed = s.types.get(oldtype).is_none_or(|o| o.committed);
+            let dt = Datatype::dup(&s.datatype(oldtype)?);
+            Ok(s.types.insert(TypeObj { dt, committed, name: String::new() }))
+        })?;
+        Ok(())
+    }
+}
+mpi! {
+    /// Makes a type usable for communication.
+    fn MPI_Type_commit / PMPI_Type_commit(datatype: *mut Handle) on NONE => {
+        let h = *out(datatype, "datatype")?;
+        running(|s| {
+            s.datatype(h)?;
+            if let Some(obj) = s.types.get_mut(h) {
+                obj.dt.commit();
+                obj.committed = true;
+            }
+            Ok(())
+        })
+    }
+}
+mpi! {
+    /// Frees a type (communication already started with it goes on).
+    fn MPI_Type_free / PMPI_Type_free(datatype: *mut Handle) on NONE => {
+        let h = out(datatype, "datatype")?;
+        running(|s| {
+            if s.types.remove(*h).is_none() {
+                s.datatype(*h)?;
+                return fail(MPI_ERR_TYPE, "predefined datatypes cannot be freed");
+            }
+            Ok(())
+        })?;
+        *h = MPI_DATATYPE_NULL;
+        Ok(())
+    }
+}
+
+fn dt(s: &mut State, h: Handle) -> Res<Datatype> {
+    s.datatype(h)
+}
+
+mpi! {
+    /// Lower bound and extent.
+    fn MPI_Type_get_extent / PMPI_Type_get_extent(datatype: Handle, lb: *mut isize, extent: *mut isize) on NONE => {
+        let t = running(|s| dt(s, datatype))?;
+        (*out(lb, "lb")?, *out(extent, "extent")?) = (t.lb(), t.extent());
+        Ok(())
+    }
+}
+mpi! {
+    /// Lower bound and extent (MPI_Count).
+    fn MPI_Type_get_extent_x / PMPI_Type_get_extent_x(datatype: Handle, lb: *mut i64, extent: *mut i64) on NONE => {
+        let t = running(|s| dt(s, datatype))?;
+        (*out(lb, "lb")?, *out(extent, "extent")?) = (t.lb() as i64, t.extent() as i64);
+        Ok(())
+    }
+}
+mpi! {
+    /// Bounds of the data itself.
+    fn MPI_Type_get_true_extent / PMPI_Type_get_true_extent(datatype: Handle, lb: *mut isize, extent: *mut isize) on NONE => {
+        let t = running(|s| dt(s, datatype))?;
+        (*out(lb, "lb")?, *out(extent, "extent")?) = (t.true_lb(), t.true_extent());
+        Ok(())
+    }
+}
+mpi! {
+    /// Bounds of the data itself (MPI_Count).
+    fn MPI_Type_get_true_extent_x / PMPI_Type_get_true_extent_x(datatype: Handle, lb: *mut i64, extent: *mut i64) on NONE => {
+        let t = running(|s| dt(s, datatype))?;
+        (*out(lb, "lb")?, *out(extent, "extent")?) = (t.true_lb() as i64, t.true_extent() as i64);
+        Ok(())
+    }
+}
+mpi! {
+    /// Data bytes of one element.
+    fn MPI_Type_size / PMPI_Type_size(datatype: Handle, size: *mut c_int) on NONE => {
+        let t = running(|s| dt(s, datatype))?;
+        *out(size, "size")? = c_int::try_from(t.size()).unwrap_or(MPI_UNDEFINED);
+        Ok(())
+    }
+}
+mpi! {
+    /// Data bytes of one element (MPI_Count).
+    fn MPI_Type_size_x / PMPI_Type_size_x(datatype: Handle, size: *mut i64) on NONE => {
+        let t = running(|s| dt(s, datatype))?;
+        *out(size, "size")? = t.size() as i64;
+        Ok(())
+    }
+}
+mpi! {
+    /// How a type was built: argument counts and combiner.
+    fn MPI_Type_get_envelope / PMPI_Type_get_envelope(datatype: Handle, num_integers: *mut c_int, num_addresses: *mut c_int, num_datatypes: *mut c_int, combiner: *mut c_int) on NONE => {
+        let e = running(|s| dt(s, datatype))?.envelope();
+        *out(num_integers, "num_integers")? = e.num_integers as c_int;
+        *out(num_addresses, "num_addresses")? = e.num_addresses as c_int;
+        *out(num_datatypes, "num_datatypes")? = e.num_datatypes as c_int;
+        *out(combiner, "combiner")? = e.combiner;
+        Ok(())
+    }
+}
+mpi! {
+    /// The arguments a type was built with.
+    fn MPI_Type_get_contents / PMPI_Type_get_contents(datatype: Handle, max_integers: c_int, max_addresses: c_int, max_datatypes: c_int,
+        integers: *mut c_int, addresses: *mut isize, datatypes: *mut Handle) on NONE => {
+        running(|s| {
+            let t = dt(s, datatype)?;
+            if t.as_builtin().is_some() && s.types.get(datatype).is_none() {
+                return fail(MPI_ERR_TYPE, "MPI_Type_get_contents of a predefined datatype");
+            }
+            let c = t.contents();
+            if c.integers.len() > count_arg(max_integers)? || c.addresses.len() > count_arg(max_addresses)? || c.datatypes.len() > count_arg(max_datatypes)? {
+                return fail(MPI_ERR_ARG, "the output arrays are shorter than MPI_Type_get_envelope says");
+            }
+            for (i, &v) in c.integers.iter().enumerate() {
+                *integers.add(i) = v as c_int;
+            }
+            for (i, &v) in c.addresses.iter().enumerate() {
+                *addresses.add(i) = v;
+            }
+            for (i, d) in c.datatypes.iter().enumerate() {
+                *datatypes.add(i) = match d.as_builtin() {
+                    Some(b) => b.handle(),
+                    None => s.types.insert(TypeObj { dt: d.clone(), committed: true, name: String::new() }),
+                };
+            }
+            Ok(())
+        })
+    }
+}
+mpi! {
+    /// Names a type.
+    fn MPI_Type_set_name / PMPI_Type_set_name(datatype: Handle, name: *const c_char) on NONE => {
+        if name.is_null() {
+            return fail(MPI_ERR_ARG, "name is NULL");
+        }
+        let text: String = CStr::from_ptr(name).to_string_lossy().chars().take(MPI_MAX_OBJECT_NAME - 1).collect();
+        running(|s| match s.types.get_mut(datatype) {
+            Some(obj) => { obj.name = text; Ok(()) }
+            None => dt(s, datatype).and_then(|_| fail(MPI_ERR_TYPE, "predefined datatypes keep their names")),
+        })
+    }
+}
+mpi! {
+    /// A type's name.
+    fn MPI_Type_get_name / PMPI_Type_get_name(datatype: Handle, name: *mut c_char, resultlen: *mut c_int) on NONE => {
+        let text = running(|s| match s.types.get(datatype) {
+            Some(obj) => Ok(obj.name.clone()),
+            None => Ok(dt(s, datatype)?.as_builtin().map_or("", Builtin::name).to_string()),
+        })?;
+        write_string(&text, name, MPI_MAX_OBJECT_NAME, resultlen)
+    }
+}
+mpi! {
+    /// The address of a location (for MPI_BOTTOM-relative types).
+    fn MPI_Get_address / PMPI_Get_address(location: *const c_void, address: *mut isize) on NONE => {
+        *out(address, "address")? = location as isize;
+        Ok(())
+    }
+}
+
+/// MPI_Aint_add: `base + disp` as addresses.
+#[no_mangle]
+pub extern "C" fn PMPI_Aint_add(base: isize, disp: isize) -> isize {
+    base.wrapping_add(disp)
+}
+/// MPI_Aint_add.
+#[no_mangle]
+pub extern "C" fn MPI_Aint_add(base: isize, disp: isize) -> isize {
+    PMPI_Aint_add(base, disp)
+}
+/// MPI_Aint_diff: `addr1 - addr2` as addresses.
+#[no_mangle]
+pub extern "C" fn PMPI_Aint_diff(addr1: isize, addr2: isize) -> isize {
+    addr1.wrapping_sub(addr2)
+}
+/// MPI_Aint_diff.
+#[no_mangle]
+pub extern "C" fn MPI_Aint_diff(addr1: isize, addr2: isize) -> isize {
+    PMPI_Aint_diff(addr1, addr2)
+}
+
+mpi! {
+    /// Packs elements into a byte buffer at `*position`.
+    fn MPI_Pack / PMPI_Pack(inbuf: *const c_void, incount: c_int, datatype: Handle, outbuf: *mut c_void, outsize: c_int, position: *mut c_int, comm: Handle) on comm => {
+        let t = running(|s| { s.comm(comm)?; s.committed_type(datatype) })?;
+        let pos = out(position, "position")?;
+        let (count, size) = (count_arg(incount)?, count_arg(outsize)?);
+        let start = count_arg(*pos)?;
+        let need = t.size() * count;
+        if start + need > size {
+            return fail(MPI_ERR_TRUNCATE, format!("MPI_Pack needs {need} bytes at position {start} of a {size}-byte buffer"));
+        }
+        let dst = std::slice::from_raw_parts_mut((outbuf as *mut u8).add(start), need);
+        t.pack(inbuf as *const u8, count, dst);
+        *pos = (start + need) as c_int;
+        Ok(())
+    }
+}
+mpi! {
+    /// Unpacks elements from a byte buffer at `*position`.
+    fn MPI_Unpack / PMPI_Unpack(inbuf: *const c_void, insize: c_int, position: *mut c_int, outbuf: *mut c_void, outcount: c_int, datatype: Handle, comm: Handle) on comm => {
+        let t = running(|s| { s.comm(comm)?; s.committed_type(datatype) })?;
+        let pos = out(position, "position")?;
+        let (count, size) = (count_arg(outcount)?, count_arg(insize)?);
+        let start = count_arg(*pos)?;
+        let need = t.size() * count;
+        if start + need > size {
+            return fail(MPI_ERR_TRUNCATE, format!("MPI_Unpack wants {need} bytes at position {start} of a {size}-byte buffer"));
+        }
+        let src = std::slice::from_raw_parts((inbuf as *const u8).add(start), need);
+        t.unpack(src, count, outbuf as *mut u8);
+        *pos = (start + need) as c_int;
+        Ok(())
+    }
+}
+mpi! {
+    /// Upper bound of the bytes MPI_Pack needs.
+    fn MPI_Pack_size / PMPI_Pack_size(incount: c_int, datatype: Handle, comm: Handle, size: *mut c_int) on comm => {
+        let t = running(|s| { s.comm(comm)?; s.datatype(datatype) })?;
+        *out(size, "size")? = c_int::try_from(t.size() * count_arg(incount)?).unwrap_or(MPI_UNDEFINED);
+        Ok(())
+    }
+}
+
+// ---- operations ----
+
+mpi! {
+    /// A user reduction operation.
+    fn MPI_Op_create / PMPI_Op_create(function: Option<UserOpFn>, commute: c_int, op: *mut Handle) on NONE => {
+        let Some(f) = function else { return fail(MPI_ERR_ARG, "operation function is NULL") };
+        let out = out(op, "op")?;
+        *out = running(|s| Ok(s.ops.insert(OpObj::User { f, commute: commute != 0 })))?;
+        Ok(())
+    }
+}
+mpi! {
+    /// Frees a user operation.
+    fn MPI_Op_free / PMPI_Op_free(op: *mut Handle) on NONE => {
+        let h = out(op, "op")?;
+        running(|s| match s.ops.remove(*h) {
+            Some(_) => Ok(()),
+            None => { s.op(*h)?; fail(MPI_ERR_OP, "predefined operations cannot be freed") }
+        })?;
+        *h = MPI_OP_NULL;
+        Ok(())
+    }
+}
+mpi! {
+    /// Whether an operation is commutative.
+    fn MPI_Op_commutative / PMPI_Op_commutative(op: Handle, commute: *mut c_int) on NONE => {
+        let o = with(|s| s.op(op))?;
+        *out(commute, "commute")? = match o { OpObj::Builtin(_) => 1, OpObj::User { commute, .. } => commute as c_int };
+        Ok(())
+    }
+}
+mpi! {
+    /// `inout = in op inout`, locally.
+    fn MPI_Reduce_local / PMPI_Reduce_local(inbuf: *const c_void, inoutbuf: *mut c_void, count: c_int, datatype: Handle, op: Handle) on NONE => {
+        let (t, o) = running(|s| Ok((s.committed_type(datatype)?, s.op(op)?)))?;
+        let n = count_arg(count)?;
+        crate::coll::reduce_local(&t, datatype, o, n, inbuf as *const u8, inoutbuf as *mut u8)
+    }
+}
