@@ -139,7 +139,7 @@ macro_rules! builtins {
                 }
             }
 
-            /// The MPI name, as `MPI_Type_get_name` reports it.
+            /// The name in the standard ABI header (see also [`Builtin::type_name`]).
             pub const fn name(self) -> &'static str {
                 match self { $( Builtin::$name => $mpi, )* }
             }
@@ -253,6 +253,17 @@ impl Builtin {
     /// The ABI handle value (cast it to `MPI_Datatype`).
     pub const fn handle(self) -> usize {
         self as usize
+    }
+
+    /// The name `MPI_Type_get_name` reports: [`Builtin::name`] except that two types answer with the
+    /// older of their two standard names (`MPI_LONG_LONG_INT`, `MPI_C_COMPLEX`), which MPICH's
+    /// `datatype/typename` test accepts for both spellings.
+    pub const fn type_name(self) -> &'static str {
+        match self {
+            Builtin::LongLong => "MPI_LONG_LONG_INT",
+            Builtin::CFloatComplex => "MPI_C_COMPLEX",
+            b => b.name(),
+        }
     }
 
     /// Extent: size rounded up to the alignment (differs from the size only for pair types with
@@ -1190,6 +1201,15 @@ impl<F: FnMut(isize, usize, usize)> Walk<'_, F> {
                 continue;
             }
             match s {
+                Seg::Run(r) if self.skip == 0 && bytes <= self.limit => {
+                    // Whole run: the common case, without the divisions of a partial start.
+                    let start = base + r.off;
+                    for k in 0..r.reps {
+                        (self.f)(start + k as isize * r.stride, self.pos + k * r.len, r.len);
+                    }
+                    self.pos += bytes;
+                    self.limit -= bytes;
+                }
                 Seg::Run(r) => {
                     let mut k = self.skip / r.len;
                     let mut within = self.skip % r.len;
@@ -1214,8 +1234,34 @@ impl<F: FnMut(isize, usize, usize)> Walk<'_, F> {
                     body,
                     body_bytes,
                 } => {
-                    let mut k = self.skip / body_bytes;
-                    self.skip %= body_bytes;
+                    if self.skip == 0
+                        && bytes <= self.limit
+                        && body.iter().all(|b| matches!(b, Seg::Run(_)))
+                    {
+                        // Whole repetition of plain runs: two tight loops, no recursion.
+                        for k in 0..*count {
+                            let at = base + off + k as isize * stride;
+                            for b in body.iter() {
+                                if let Seg::Run(r) = b {
+                                    for j in 0..r.reps {
+                                        (self.f)(
+                                            at + r.off + j as isize * r.stride,
+                                            self.pos,
+                                            r.len,
+                                        );
+                                        self.pos += r.len;
+                                    }
+                                }
+                            }
+                        }
+                        self.limit -= bytes;
+                        continue;
+                    }
+                    let mut k = 0;
+                    if self.skip > 0 {
+                        k = self.skip / body_bytes;
+                        self.skip %= body_bytes;
+                    }
                     while k < *count && self.limit > 0 {
                         self.segs(body, base + off + k as isize * stride);
                         k += 1;
@@ -1912,6 +1958,49 @@ mod tests {
         assert_eq!(f.blocks(), vec![(36, 8), (52, 8), (68, 8)]);
         assert_eq!(f.envelope().num_integers, 3 * 2 + 2);
         assert!(Datatype::subarray(&[4], &[5], &[0], Order::C, &int).is_err());
+    }
+
+    /// MPICH datatype/lbub: resized types with negative lower bounds and extents.
+    #[test]
+    fn lbub_cases() {
+        let four = Datatype::contiguous(4, &b(Builtin::Byte)).unwrap();
+        let pos = Datatype::resized(&four, -3, 9).unwrap();
+        let neg = Datatype::resized(&four, 6, -9).unwrap();
+        let ext = |t: &Datatype| (t.size(), t.lb(), t.extent(), t.true_lb(), t.true_extent());
+        assert_eq!(ext(&pos), (4, -3, 9, 0, 4));
+        assert_eq!(ext(&neg), (4, 6, -9, 0, 4));
+        assert_eq!(
+            ext(&Datatype::contiguous(3, &pos).unwrap()),
+            (12, -3, 27, 0, 22)
+        );
+        assert_eq!(
+            ext(&Datatype::contiguous(3, &neg).unwrap()),
+            (12, -12, 9, -18, 22)
+        );
+        assert_eq!(
+            ext(&Datatype::vector(3, 1, 1, &pos).unwrap()),
+            (12, -3, 27, 0, 22)
+        );
+        assert_eq!(
+            ext(&Datatype::vector(3, 4, 1, &pos).unwrap()),
+            (48, -3, 54, 0, 49)
+        );
+        assert_eq!(
+            ext(&Datatype::vector(3, 4, 5, &pos).unwrap()),
+            (48, -3, 126, 0, 121)
+        );
+        assert_eq!(
+            ext(&Datatype::vector(3, 4, -5, &pos).unwrap()),
+            (48, -93, 126, -90, 121)
+        );
+        assert_eq!(
+            ext(&Datatype::vector(3, 4, 5, &neg).unwrap()),
+            (48, -111, 108, -117, 121)
+        );
+        assert_eq!(
+            ext(&Datatype::vector(3, 4, -5, &neg).unwrap()),
+            (48, -21, 108, -27, 121)
+        );
     }
 
     #[test]
