@@ -5,12 +5,16 @@
 //! - [`stream`]: windowed streaming bandwidth like `osu_bw` — a window of nonblocking sends,
 //!   then one acknowledgement.
 //! - [`write_csv`] / [`plot`]: results as CSV and as a log-log PNG.
+//! - [`compare`]: one C benchmark source built against ferry's libmpi, MPICH and Open MPI and
+//!   run side by side (`ferry bench compare`).
 //!
 //! Rank 0 measures and reports; rank 1 answers; other ranks wait at the closing barrier.
-//! This crate does no launching: the `ferry bench` command starts the job.
+//! The in-job benchmarks do no launching: the `ferry bench` command starts the job. [`compare`]
+//! is the exception: it builds and launches other MPI implementations' jobs itself.
 #![deny(missing_docs)]
 #![forbid(unsafe_code)]
 
+pub mod compare;
 mod plot;
 pub use plot::{load_font, plot, Series};
 
