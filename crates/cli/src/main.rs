@@ -42,6 +42,8 @@ enum Command {
     Info(InfoArgs),
     /// Simulate broadcast schedules on a cost model (the TTCC paper's experiments).
     Sim(sim::SimArgs),
+    /// Run the relay daemon of a private cluster's front node (grids, DESIGN section 4).
+    Relay(ferry_relay::daemon::RelayArgs),
 }
 
 /// Arguments of `ferry info`.
@@ -198,6 +200,7 @@ fn main() {
         Command::BenchRank(args) => bench::bench_rank(args),
         Command::Info(args) => info_command(args),
         Command::Sim(args) => sim::sim_command(args),
+        Command::Relay(args) => ferry_relay::daemon::main_with(&args),
     };
     std::process::exit(code);
 }

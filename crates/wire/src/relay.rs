@@ -60,7 +60,7 @@ pub const OP_ACCEPTED: u8 = 0x31;
 pub const OP_REFUSED: u8 = 0x7f;
 
 /// Why a relay or a target turned a connection down (carried in REFUSED).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 #[repr(u8)]
 pub enum RefuseCode {
     /// A MAC did not verify.

@@ -1,0 +1,855 @@
+//! The I/O of `ferry relay`: a mio (epoll) loop around [`crate::engine::Relay`].
+//!
+//! One listening socket; every accepted or dialled connection is a mio source whose token is
+//! its [`ConnId`]. Until a connection is paired its bytes go to the engine; once paired, bytes
+//! flow both ways with `splice(2)` through one pipe per direction (socket → pipe → socket, no
+//! copy to user space), or through a user-space buffer with `--copy buffered`. Each wake-up
+//! moves at most [`BUDGET`] bytes per pair and direction before others get a turn.
+//!
+//! Signals: SIGTERM or SIGINT shut down cleanly (connections being set up are refused, pairs
+//! closed, a last status line printed, exit status 0); SIGUSR1 prints a status line to stderr.
+
+use crate::engine::{Action, Config, ConnId, Relay};
+use ferry_wire::JobKey;
+use mio::net::{TcpListener, TcpStream};
+use mio::{Events, Interest, Poll, Token};
+use rustix::pipe::{splice, SpliceFlags};
+use std::collections::{HashMap, HashSet};
+use std::io::{ErrorKind, Read, Write};
+use std::net::{IpAddr, Shutdown, SocketAddr};
+use std::os::fd::OwnedFd;
+use std::os::unix::fs::PermissionsExt;
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+use thiserror::Error;
+
+const LISTENER: Token = Token(0);
+const STOP: Token = Token(1);
+const STATUS: Token = Token(2);
+/// Tokens of connections are their ids shifted past the fixed tokens.
+const FIRST_CONN_TOKEN: usize = 3;
+
+fn token(id: ConnId) -> Token {
+    Token(id.0 as usize + FIRST_CONN_TOKEN)
+}
+/// Bytes one pair direction may move per wake-up before other connections get a turn.
+pub const BUDGET: usize = 4 << 20;
+/// Size of each forwarding pipe (and of the buffer in buffered mode).
+pub const PIPE_SIZE: usize = 1 << 20;
+
+/// How paired connections are forwarded.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum CopyMode {
+    /// `splice(2)` through a pipe per direction; buffered copy if pipes cannot be made.
+    Splice,
+    /// `read`/`write` through a user-space buffer.
+    Buffered,
+}
+
+/// An IPv4 or IPv6 network, `ADDR/BITS`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Cidr {
+    addr: IpAddr,
+    bits: u8,
+}
+
+impl std::str::FromStr for Cidr {
+    type Err = String;
+    fn from_str(text: &str) -> Result<Cidr, String> {
+        let (a, b) = text.split_once('/').unwrap_or((text, ""));
+        let addr: IpAddr = a
+            .parse()
+            .map_err(|_| format!("{a:?} is not an IP address"))?;
+        let max = if addr.is_ipv4() { 32 } else { 128 };
+        let bits = if b.is_empty() {
+            max
+        } else {
+            b.parse::<u8>()
+                .ok()
+                .filter(|&n| n <= max)
+                .ok_or_else(|| format!("{b:?} is not a prefix length up to {max}"))?
+        };
+        Ok(Cidr { addr, bits })
+    }
+}
+
+impl Cidr {
+    /// Whether `ip` is in this network.
+    pub fn contains(&self, ip: IpAddr) -> bool {
+        let ip = match ip {
+            IpAddr::V6(v6) => v6.to_ipv4_mapped().map_or(IpAddr::V6(v6), IpAddr::V4),
+            v4 => v4,
+        };
+        match (self.addr, ip) {
+            (IpAddr::V4(n), IpAddr::V4(a)) => {
+                let mask = u32::MAX.checked_shl(32 - u32::from(self.bits)).unwrap_or(0);
+                u32::from(n) & mask == u32::from(a) & mask
+            }
+            (IpAddr::V6(n), IpAddr::V6(a)) => {
+                let mask = u128::MAX
+                    .checked_shl(128 - u32::from(self.bits))
+                    .unwrap_or(0);
+                u128::from(n) & mask == u128::from(a) & mask
+            }
+            _ => false,
+        }
+    }
+}
+
+/// Arguments of `ferry relay`.
+#[derive(Debug, Clone, clap::Args)]
+pub struct RelayArgs {
+    /// Address and port to listen on: the front node's fixed relay port.
+    #[arg(long, value_name = "ADDR:PORT", default_value = "0.0.0.0:7390")]
+    pub listen: SocketAddr,
+    /// Network whose hosts may register targets (repeatable; default 10/8, 172.16/12,
+    /// 192.168/16 and 127/8).
+    #[arg(long = "inside", value_name = "CIDR")]
+    pub inside: Vec<Cidr>,
+    /// Directory of job keys: `<job id, 16 hex digits>.key` holding the job's relay key as 64
+    /// hex digits, readable by its owner only. Read at each registration and CONNECT.
+    #[arg(long, value_name = "DIR")]
+    pub jobs_dir: Option<PathBuf>,
+    /// A job's relay key file, `JOBID=FILE` with JOBID in hex (repeatable).
+    #[arg(long = "job", value_name = "JOBID=FILE")]
+    pub jobs: Vec<String>,
+    /// Relayed connections one job may have at a time.
+    #[arg(long, default_value_t = 256)]
+    pub max_per_job: usize,
+    /// Seconds a connection has to register or be paired.
+    #[arg(long, value_name = "SECS", default_value_t = 10.0)]
+    pub handshake_timeout: f64,
+    /// Seconds without traffic after which a forwarded pair is closed.
+    #[arg(long, value_name = "SECS", default_value_t = 600.0)]
+    pub idle_timeout: f64,
+    /// How forwarded bytes are moved.
+    #[arg(long, value_enum, default_value_t = CopyMode::Splice)]
+    pub copy: CopyMode,
+    /// Print a status line every SECS seconds (also on SIGUSR1).
+    #[arg(long, value_name = "SECS")]
+    pub stats: Option<f64>,
+}
+
+/// Why the relay could not start or run.
+#[derive(Debug, Error)]
+pub enum DaemonError {
+    /// A flag's value cannot be used.
+    #[error("{0}")]
+    Usage(String),
+    /// The listening socket could not be opened.
+    #[error("cannot listen on {addr}: {source}")]
+    Listen {
+        /// Address.
+        addr: SocketAddr,
+        /// Cause.
+        source: std::io::Error,
+    },
+    /// The event loop failed.
+    #[error("event loop: {0}")]
+    Poll(std::io::Error),
+}
+
+/// Counters of the I/O side.
+#[derive(Debug, Default, Clone)]
+pub struct IoCounters {
+    /// Bytes forwarded client → target.
+    pub bytes_in: u64,
+    /// Bytes forwarded target → client.
+    pub bytes_out: u64,
+    /// Socket or pipe errors on forwarded connections, failed dials.
+    pub errors: u64,
+    /// Pairs forwarded with splice.
+    pub spliced_pairs: u64,
+    /// Pairs forwarded with the buffer.
+    pub buffered_pairs: u64,
+}
+
+struct Sock {
+    stream: TcpStream,
+    /// Bytes to write before anything forwarded (relay frames, early data).
+    out: Vec<u8>,
+    connecting: bool,
+    close_when_flushed: bool,
+    pair: Option<u64>,
+}
+
+enum Mover {
+    Pipe {
+        r: OwnedFd,
+        w: OwnedFd,
+        held: usize,
+    },
+    Buffer {
+        buf: Vec<u8>,
+        start: usize,
+        end: usize,
+    },
+}
+
+struct Direction {
+    from: ConnId,
+    to: ConnId,
+    mover: Mover,
+    eof: bool,
+    shut: bool,
+}
+
+struct Pair {
+    dirs: [Direction; 2],
+}
+
+fn make_mover(mode: CopyMode) -> Mover {
+    if mode == CopyMode::Splice {
+        if let Ok((r, w)) = rustix::pipe::pipe_with(
+            rustix::pipe::PipeFlags::NONBLOCK | rustix::pipe::PipeFlags::CLOEXEC,
+        ) {
+            // A larger pipe moves more per system call; the default (64 KiB) still works.
+            let _ = rustix::pipe::fcntl_setpipe_size(&w, PIPE_SIZE);
+            return Mover::Pipe { r, w, held: 0 };
+        }
+    }
+    Mover::Buffer {
+        buf: vec![0; PIPE_SIZE],
+        start: 0,
+        end: 0,
+    }
+}
+
+enum Pumped {
+    /// Waiting for readiness; `moved` bytes went through.
+    Idle { moved: usize },
+    /// The budget ran out with more to move.
+    More { moved: usize },
+    /// The direction failed.
+    Failed,
+}
+
+/// The daemon: listener, engine, sockets and pairs.
+pub struct Daemon {
+    poll: Poll,
+    listener: TcpListener,
+    stop_signals: mio::net::UnixStream,
+    status_signals: mio::net::UnixStream,
+    engine: Relay,
+    socks: HashMap<ConnId, Sock>,
+    pairs: HashMap<u64, Pair>,
+    again: HashSet<u64>,
+    inside: Vec<Cidr>,
+    jobs_dir: Option<PathBuf>,
+    jobs: HashMap<u64, PathBuf>,
+    copy: CopyMode,
+    stats_every: Option<Duration>,
+    io: IoCounters,
+    started: Instant,
+}
+
+fn secs(name: &str, v: f64) -> Result<Duration, DaemonError> {
+    Duration::try_from_secs_f64(v)
+        .map_err(|_| DaemonError::Usage(format!("--{name} {v} is not a number of seconds")))
+}
+
+/// Reads a relay key file: 64 hex digits, not readable by group or others.
+pub fn read_key_file(path: &std::path::Path) -> Option<JobKey> {
+    let meta = std::fs::metadata(path).ok()?;
+    if meta.permissions().mode() & 0o077 != 0 {
+        eprintln!(
+            "ferry relay: ignoring {}: readable by others (chmod 600)",
+            path.display()
+        );
+        return None;
+    }
+    JobKey::from_hex(&std::fs::read_to_string(path).ok()?)
+}
+
+impl Daemon {
+    /// Opens the listening socket and the signal handlers.
+    pub fn new(args: &RelayArgs) -> Result<Daemon, DaemonError> {
+        let config = Config {
+            max_per_job: args.max_per_job,
+            handshake_timeout: secs("handshake-timeout", args.handshake_timeout)?,
+            idle_timeout: secs("idle-timeout", args.idle_timeout)?,
+        };
+        let mut jobs = HashMap::new();
+        for spec in &args.jobs {
+            let (id, file) = spec
+                .split_once('=')
+                .ok_or_else(|| DaemonError::Usage(format!("--job {spec:?} is not JOBID=FILE")))?;
+            let id = u64::from_str_radix(id.trim_start_matches("0x"), 16).map_err(|_| {
+                DaemonError::Usage(format!("--job {spec:?}: {id:?} is not a hex job id"))
+            })?;
+            let path = PathBuf::from(file);
+            if read_key_file(&path).is_none() {
+                return Err(DaemonError::Usage(format!(
+                    "--job {spec:?}: {file} does not hold a relay key (64 hex digits, mode 600)"
+                )));
+            }
+            jobs.insert(id, path);
+        }
+        let inside = if args.inside.is_empty() {
+            [
+                "10.0.0.0/8",
+                "172.16.0.0/12",
+                "192.168.0.0/16",
+                "127.0.0.0/8",
+            ]
+            .iter()
+            .filter_map(|c| c.parse().ok())
+            .collect()
+        } else {
+            args.inside.clone()
+        };
+        let stats_every = args.stats.map(|s| secs("stats", s)).transpose()?;
+        let poll = Poll::new().map_err(DaemonError::Poll)?;
+        let mut listener =
+            TcpListener::bind(args.listen).map_err(|source| DaemonError::Listen {
+                addr: args.listen,
+                source,
+            })?;
+        poll.registry()
+            .register(&mut listener, LISTENER, Interest::READABLE)
+            .map_err(DaemonError::Poll)?;
+        // One wake-up pipe per meaning: signal-hook writes a byte, not the signal number.
+        let signal_pipe = |signals: &[i32], token| -> Result<mio::net::UnixStream, DaemonError> {
+            let (read_end, write_end) =
+                std::os::unix::net::UnixStream::pair().map_err(DaemonError::Poll)?;
+            read_end.set_nonblocking(true).map_err(DaemonError::Poll)?;
+            write_end.set_nonblocking(true).map_err(DaemonError::Poll)?;
+            for &sig in signals {
+                let w = write_end.try_clone().map_err(DaemonError::Poll)?;
+                signal_hook::low_level::pipe::register(sig, w).map_err(DaemonError::Poll)?;
+            }
+            let mut stream = mio::net::UnixStream::from_std(read_end);
+            poll.registry()
+                .register(&mut stream, token, Interest::READABLE)
+                .map_err(DaemonError::Poll)?;
+            Ok(stream)
+        };
+        let stop_signals = signal_pipe(
+            &[signal_hook::consts::SIGTERM, signal_hook::consts::SIGINT],
+            STOP,
+        )?;
+        let status_signals = signal_pipe(&[signal_hook::consts::SIGUSR1], STATUS)?;
+        Ok(Daemon {
+            poll,
+            listener,
+            stop_signals,
+            status_signals,
+            engine: Relay::new(config),
+            socks: HashMap::new(),
+            pairs: HashMap::new(),
+            again: HashSet::new(),
+            inside,
+            jobs_dir: args.jobs_dir.clone(),
+            jobs,
+            copy: args.copy,
+            stats_every,
+            io: IoCounters::default(),
+            started: Instant::now(),
+        })
+    }
+
+    /// The address actually listened on.
+    pub fn local_addr(&self) -> std::io::Result<SocketAddr> {
+        self.listener.local_addr()
+    }
+
+    /// One status line: connections, pairs, registrations, bytes, refusals, errors.
+    pub fn status_line(&self) -> String {
+        let c = self.engine.counters();
+        let mut refused: Vec<String> = c
+            .refused
+            .iter()
+            .map(|(code, n)| format!("{code:?}={n}"))
+            .collect();
+        refused.sort();
+        format!(
+            "ferry relay: up {:.0}s conns={} relayed={} registered={} accepted={} paired={} bytes_in={} bytes_out={} refused=[{}] idle_closed={} errors={} splice_pairs={} buffered_pairs={}",
+            self.started.elapsed().as_secs_f64(),
+            self.engine.connections(),
+            self.engine.relayed(),
+            self.engine.registrations(),
+            c.accepted,
+            c.paired,
+            self.io.bytes_in,
+            self.io.bytes_out,
+            refused.join(" "),
+            c.idle_closed,
+            self.io.errors,
+            self.io.spliced_pairs,
+            self.io.buffered_pairs,
+        )
+    }
+
+    fn keys(jobs: &HashMap<u64, PathBuf>, dir: &Option<PathBuf>, job: u64) -> Option<JobKey> {
+        if let Some(path) = jobs.get(&job) {
+            return read_key_file(path);
+        }
+        let path = dir.as_ref()?.join(format!("{job:016x}.key"));
+        read_key_file(&path)
+    }
+
+    /// Runs until SIGTERM or SIGINT.
+    pub fn run(&mut self) -> Result<(), DaemonError> {
+        let mut events = Events::with_capacity(1024);
+        let mut next_stats = self.stats_every.map(|d| Instant::now() + d);
+        eprintln!(
+            "ferry relay: listening on {} ({:?} forwarding)",
+            self.local_addr()
+                .map_or_else(|_| "?".into(), |a| a.to_string()),
+            self.copy
+        );
+        loop {
+            let now = Instant::now();
+            let mut timeout = self
+                .engine
+                .next_timeout()
+                .map(|t| t.saturating_duration_since(now));
+            if let Some(t) = next_stats {
+                let d = t.saturating_duration_since(now);
+                timeout = Some(timeout.map_or(d, |x| x.min(d)));
+            }
+            if !self.again.is_empty() {
+                timeout = Some(Duration::ZERO);
+            }
+            match self.poll.poll(&mut events, timeout) {
+                Ok(()) => {}
+                Err(e) if e.kind() == ErrorKind::Interrupted => continue,
+                Err(e) => return Err(DaemonError::Poll(e)),
+            }
+            let now = Instant::now();
+            let mut stop = false;
+            for event in events.iter() {
+                match event.token() {
+                    LISTENER => self.accept_all(now),
+                    STOP => {
+                        drain(&mut self.stop_signals);
+                        stop = true;
+                    }
+                    STATUS => {
+                        drain(&mut self.status_signals);
+                        eprintln!("{}", self.status_line());
+                    }
+                    Token(t) => self.on_socket(
+                        ConnId((t - FIRST_CONN_TOKEN) as u64),
+                        event.is_writable(),
+                        now,
+                    ),
+                }
+            }
+            for pair in std::mem::take(&mut self.again) {
+                self.pump_pair(pair, now);
+            }
+            self.engine.handle_timeout(now);
+            self.do_actions(now);
+            if let Some(t) = next_stats {
+                if now >= t {
+                    eprintln!("{}", self.status_line());
+                    next_stats = self.stats_every.map(|d| now + d);
+                }
+            }
+            if stop {
+                self.engine.shutdown();
+                self.do_actions(now);
+                // Give refusals a moment to leave, then drop everything.
+                for sock in self.socks.values_mut() {
+                    let _ = sock.stream.write(&sock.out);
+                }
+                self.socks.clear();
+                self.pairs.clear();
+                eprintln!("{}", self.status_line());
+                eprintln!("ferry relay: shut down");
+                return Ok(());
+            }
+        }
+    }
+
+    fn accept_all(&mut self, now: Instant) {
+        loop {
+            match self.listener.accept() {
+                Ok((mut stream, peer)) => {
+                    let _ = stream.set_nodelay(true);
+                    let inside = self.inside.iter().any(|c| c.contains(peer.ip()));
+                    let mut nonce = [0u8; 32];
+                    if getrandom::getrandom(&mut nonce).is_err() {
+                        self.io.errors += 1;
+                        continue;
+                    }
+                    let id = self.engine.handle_accept(peer, inside, nonce, now);
+                    if self
+                        .poll
+                        .registry()
+                        .register(
+                            &mut stream,
+                            token(id),
+                            Interest::READABLE | Interest::WRITABLE,
+                        )
+                        .is_err()
+                    {
+                        self.engine.handle_closed(id, now);
+                        continue;
+                    }
+                    self.socks.insert(
+                        id,
+                        Sock {
+                            stream,
+                            out: Vec::new(),
+                            connecting: false,
+                            close_when_flushed: false,
+                            pair: None,
+                        },
+                    );
+                    self.do_actions(now);
+                }
+                Err(e) if e.kind() == ErrorKind::WouldBlock => return,
+                Err(e) if e.kind() == ErrorKind::Interrupted => continue,
+                Err(_) => {
+                    // Out of descriptors or a connection reset before accept: count, go on.
+                    self.io.errors += 1;
+                    return;
+                }
+            }
+        }
+    }
+
+    fn on_socket(&mut self, id: ConnId, writable: bool, now: Instant) {
+        let Some(sock) = self.socks.get_mut(&id) else {
+            return;
+        };
+        if let Some(pair) = sock.pair {
+            return self.pump_pair(pair, now);
+        }
+        if sock.connecting {
+            if !writable {
+                return;
+            }
+            match sock.stream.take_error() {
+                Ok(None) if sock.stream.peer_addr().is_ok() => {
+                    sock.connecting = false;
+                    let _ = sock.stream.set_nodelay(true);
+                    let (jobs, dir) = (&self.jobs, &self.jobs_dir);
+                    self.engine
+                        .handle_dialed(id, &mut |j| Self::keys(jobs, dir, j), now);
+                    self.do_actions(now);
+                }
+                Ok(None) => {}
+                _ => {
+                    self.io.errors += 1;
+                    self.drop_sock(id, now);
+                }
+            }
+            return;
+        }
+        if !self.flush(id) {
+            return self.drop_sock(id, now);
+        }
+        let mut buf = [0u8; 4096];
+        loop {
+            let Some(sock) = self.socks.get_mut(&id) else {
+                return;
+            };
+            if sock.pair.is_some() {
+                // Paired while reading: the rest is forwarded.
+                return self.on_socket(id, writable, now);
+            }
+            match sock.stream.read(&mut buf) {
+                Ok(0) => return self.drop_sock(id, now),
+                Ok(n) => {
+                    let (jobs, dir) = (&self.jobs, &self.jobs_dir);
+                    self.engine
+                        .handle_input(id, &buf[..n], &mut |j| Self::keys(jobs, dir, j), now);
+                    self.do_actions(now);
+                }
+                Err(e) if e.kind() == ErrorKind::WouldBlock => return,
+                Err(e) if e.kind() == ErrorKind::Interrupted => {}
+                Err(_) => return self.drop_sock(id, now),
+            }
+        }
+    }
+
+    /// Writes what is queued for `id`; false when the socket failed.
+    fn flush(&mut self, id: ConnId) -> bool {
+        let Some(sock) = self.socks.get_mut(&id) else {
+            return false;
+        };
+        while !sock.out.is_empty() {
+            match sock.stream.write(&sock.out) {
+                Ok(0) => return false,
+                Ok(n) => {
+                    sock.out.drain(..n);
+                }
+                Err(e) if e.kind() == ErrorKind::WouldBlock => return true,
+                Err(e) if e.kind() == ErrorKind::Interrupted => {}
+                Err(_) => return false,
+            }
+        }
+        if sock.close_when_flushed {
+            let _ = sock.stream.shutdown(Shutdown::Both);
+            self.socks.remove(&id);
+        }
+        true
+    }
+
+    /// The peer closed or failed: tell the engine, which closes what depends on it.
+    fn drop_sock(&mut self, id: ConnId, now: Instant) {
+        if let Some(sock) = self.socks.remove(&id) {
+            if let Some(pair) = sock.pair {
+                self.pairs.remove(&pair);
+            }
+        }
+        self.engine.handle_closed(id, now);
+        self.do_actions(now);
+    }
+
+    fn do_actions(&mut self, now: Instant) {
+        while let Some(action) = self.engine.poll_action() {
+            match action {
+                Action::Send { conn, bytes } => {
+                    if let Some(sock) = self.socks.get_mut(&conn) {
+                        sock.out.extend_from_slice(&bytes);
+                        if !sock.connecting && !self.flush(conn) {
+                            self.socks.remove(&conn);
+                            self.engine.handle_closed(conn, now);
+                        }
+                    }
+                }
+                Action::Dial { conn, addr } => match TcpStream::connect(addr) {
+                    Ok(mut stream) => {
+                        if self
+                            .poll
+                            .registry()
+                            .register(
+                                &mut stream,
+                                token(conn),
+                                Interest::READABLE | Interest::WRITABLE,
+                            )
+                            .is_ok()
+                        {
+                            self.socks.insert(
+                                conn,
+                                Sock {
+                                    stream,
+                                    out: Vec::new(),
+                                    connecting: true,
+                                    close_when_flushed: false,
+                                    pair: None,
+                                },
+                            );
+                        } else {
+                            self.engine.handle_closed(conn, now);
+                        }
+                    }
+                    Err(_) => {
+                        self.io.errors += 1;
+                        self.engine.handle_closed(conn, now);
+                    }
+                },
+                Action::Forward {
+                    client,
+                    target,
+                    to_target,
+                    to_client,
+                } => {
+                    let pair_id = client.0;
+                    let mk = |from, to| Direction {
+                        from,
+                        to,
+                        mover: make_mover(self.copy),
+                        eof: false,
+                        shut: false,
+                    };
+                    let pair = Pair {
+                        dirs: [mk(client, target), mk(target, client)],
+                    };
+                    if matches!(pair.dirs[0].mover, Mover::Pipe { .. }) {
+                        self.io.spliced_pairs += 1;
+                    } else {
+                        self.io.buffered_pairs += 1;
+                    }
+                    for (id, early) in [(target, to_target), (client, to_client)] {
+                        if let Some(sock) = self.socks.get_mut(&id) {
+                            sock.out.extend_from_slice(&early);
+                            sock.pair = Some(pair_id);
+                        }
+                    }
+                    self.pairs.insert(pair_id, pair);
+                    self.again.insert(pair_id);
+                }
+                Action::Close { conn, .. } => {
+                    if let Some(mut sock) = self.socks.remove(&conn) {
+                        if let Some(pair) = sock.pair.take() {
+                            self.pairs.remove(&pair);
+                            self.again.remove(&pair);
+                        }
+                        if !sock.out.is_empty() {
+                            // A refusal: one try to deliver it, then close.
+                            let _ = sock.stream.write(&sock.out);
+                        }
+                        let _ = sock.stream.shutdown(Shutdown::Both);
+                    }
+                }
+            }
+        }
+    }
+
+    fn pump_pair(&mut self, pair_id: u64, now: Instant) {
+        let Some(mut pair) = self.pairs.remove(&pair_id) else {
+            return;
+        };
+        let mut failed = false;
+        let mut moved_any = false;
+        for d in 0..2 {
+            let moved = match pump(&mut pair.dirs[d], &mut self.socks) {
+                Pumped::Idle { moved } => moved,
+                Pumped::More { moved } => {
+                    self.again.insert(pair_id);
+                    moved
+                }
+                Pumped::Failed => {
+                    failed = true;
+                    0
+                }
+            };
+            moved_any |= moved > 0;
+            if d == 0 {
+                self.io.bytes_in += moved as u64;
+            } else {
+                self.io.bytes_out += moved as u64;
+            }
+        }
+        let (client, target) = (pair.dirs[0].from, pair.dirs[0].to);
+        let done = pair.dirs.iter().all(|d| d.shut && held(&d.mover) == 0);
+        if failed || done {
+            if failed {
+                self.io.errors += 1;
+            }
+            self.again.remove(&pair_id);
+            for id in [client, target] {
+                if let Some(sock) = self.socks.remove(&id) {
+                    let _ = sock.stream.shutdown(Shutdown::Both);
+                }
+                self.engine.handle_closed(id, now);
+            }
+            self.do_actions(now);
+            return;
+        }
+        if moved_any {
+            self.engine.handle_traffic(client, now);
+        }
+        self.pairs.insert(pair_id, pair);
+    }
+
+    /// Counters of forwarded bytes and errors.
+    pub fn io_counters(&self) -> &IoCounters {
+        &self.io
+    }
+}
+
+fn drain(stream: &mut mio::net::UnixStream) {
+    let mut buf = [0u8; 64];
+    while matches!(stream.read(&mut buf), Ok(n) if n > 0) {}
+}
+
+fn held(m: &Mover) -> usize {
+    match m {
+        Mover::Pipe { held, .. } => *held,
+        Mover::Buffer { start, end, .. } => end - start,
+    }
+}
+
+/// Moves bytes `d.from` → `d.to` until one side would block or the budget is spent.
+fn pump(d: &mut Direction, socks: &mut HashMap<ConnId, Sock>) -> Pumped {
+    let mut moved = 0usize;
+    // Queued relay frames and early bytes go first.
+    {
+        let Some(to) = socks.get_mut(&d.to) else {
+            return Pumped::Failed;
+        };
+        while !to.out.is_empty() {
+            match to.stream.write(&to.out) {
+                Ok(n) => {
+                    to.out.drain(..n);
+                }
+                Err(e) if e.kind() == ErrorKind::WouldBlock => return Pumped::Idle { moved },
+                Err(e) if e.kind() == ErrorKind::Interrupted => {}
+                Err(_) => return Pumped::Failed,
+            }
+        }
+    }
+    let (Some(from), Some(to)) = (socks.get(&d.from), socks.get(&d.to)) else {
+        return Pumped::Failed;
+    };
+    let flags = SpliceFlags::NONBLOCK | SpliceFlags::MOVE;
+    loop {
+        // Drain what is held towards the destination.
+        while held(&d.mover) > 0 {
+            let r = match &mut d.mover {
+                Mover::Pipe { r, held, .. } => {
+                    splice(&*r, None, &to.stream, None, *held, flags).map_err(std::io::Error::from)
+                }
+                Mover::Buffer { buf, start, end } => (&to.stream).write(&buf[*start..*end]),
+            };
+            match r {
+                Ok(0) => return Pumped::Failed,
+                Ok(n) => {
+                    moved += n;
+                    match &mut d.mover {
+                        Mover::Pipe { held, .. } => *held -= n,
+                        Mover::Buffer { start, end, .. } => {
+                            *start += n;
+                            if start == end {
+                                (*start, *end) = (0, 0);
+                            }
+                        }
+                    }
+                }
+                Err(e) if e.kind() == ErrorKind::WouldBlock => return Pumped::Idle { moved },
+                Err(e) if e.kind() == ErrorKind::Interrupted => {}
+                Err(_) => return Pumped::Failed,
+            }
+        }
+        if d.eof {
+            if !d.shut {
+                let _ = to.stream.shutdown(Shutdown::Write);
+                d.shut = true;
+            }
+            return Pumped::Idle { moved };
+        }
+        if moved >= BUDGET {
+            return Pumped::More { moved };
+        }
+        let r = match &mut d.mover {
+            Mover::Pipe { w, .. } => splice(&from.stream, None, &*w, None, PIPE_SIZE, flags)
+                .map_err(std::io::Error::from),
+            Mover::Buffer { buf, end, .. } => (&from.stream).read(&mut buf[*end..]),
+        };
+        match r {
+            Ok(0) => d.eof = true,
+            Ok(n) => match &mut d.mover {
+                Mover::Pipe { held, .. } => *held += n,
+                Mover::Buffer { end, .. } => *end += n,
+            },
+            Err(e) if e.kind() == ErrorKind::WouldBlock => return Pumped::Idle { moved },
+            Err(e) if e.kind() == ErrorKind::Interrupted => {}
+            Err(e) if e.kind() == ErrorKind::ConnectionReset => d.eof = true,
+            Err(_) => return Pumped::Failed,
+        }
+    }
+}
+
+/// Runs `ferry relay` with `args`; returns the process exit status.
+pub fn main_with(args: &RelayArgs) -> i32 {
+    let mut daemon = match Daemon::new(args) {
+        Ok(d) => d,
+        Err(e) => {
+            eprintln!("ferry relay: {e}");
+            return 2;
+        }
+    };
+    match daemon.run() {
+        Ok(()) => 0,
+        Err(e) => {
+            eprintln!("ferry relay: {e}");
+            1
+        }
+    }
+}

@@ -1,0 +1,23 @@
+//! `ferry relay`: the daemon on a private cluster's front node that lets processes outside the
+//! cluster reach registered ranks inside it (DESIGN §4, protocol in `ferry_wire::relay`).
+//!
+//! - [`engine`]: every decision (registration, gating CONNECT, limits, timeouts, pairing) as a
+//!   sans-IO state machine driven with explicit time; tested in memory.
+//! - [`daemon`]: the I/O around it: one listening port, a mio (epoll) loop, dialing targets,
+//!   forwarding paired connections with `splice(2)` through a pipe per direction (buffered
+//!   copy as fallback), signals (SIGTERM: clean shutdown; SIGUSR1: status line) and counters.
+//! - [`client`]: blocking helpers for the two other roles — a rank registering itself, a client
+//!   connecting through the relay, and a target accepting a relayed connection — used by the
+//!   tests and benchmarks, and a model for the runtime's nonblocking use.
+//!
+//! The relay is not an open proxy: it forwards only to (job, rank) pairs registered from inside
+//! the cluster by a holder of the job's relay key, dials only the registrant's own address, and
+//! only for a CONNECT gated with that key over the relay's fresh nonce. It never holds the job
+//! key, so it cannot produce the end-to-end MAC the target checks.
+//!
+//! It depends on `ferry-wire` only (no runtime, no launcher).
+#![deny(missing_docs)]
+
+pub mod client;
+pub mod daemon;
+pub mod engine;

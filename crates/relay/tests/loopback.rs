@@ -1,0 +1,128 @@
+//! `ferry-relay` on loopback: forwards an authenticated CONNECT end to end, refuses strangers,
+//! and its death closes forwarded connections at once. No root needed.
+
+mod common;
+
+use common::*;
+use ferry_relay::client::{self, ClientError};
+use ferry_wire::relay::{self, RefuseCode, RelayFrame, ReplayGuard};
+use ferry_wire::JobKey;
+use std::io::{Read, Write};
+use std::net::{TcpListener, TcpStream};
+use std::time::{Duration, Instant};
+
+fn refused(result: Result<TcpStream, ClientError>) -> RefuseCode {
+    match result {
+        Err(ClientError::Refused(code)) => code,
+        other => panic!("expected a refusal, got {other:?}"),
+    }
+}
+
+#[test]
+fn relay_on_loopback() {
+    let tmp = TempDir::new("loop");
+    let jobs = jobs_dir(&tmp);
+    for copy in ["splice", "buffered"] {
+        let relay = RelayProcess::start(&[], "127.0.0.1:0", &jobs, &["--copy", copy]);
+        let target = TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = target.local_addr().unwrap().port();
+        let _registration = client::register(relay.addr, &job_key(), JOB, 2, port).unwrap();
+        let server = std::thread::spawn(move || {
+            let mut seen = ReplayGuard::default();
+            serve_one(&target, 2, &mut seen).map_err(|e| e.to_string())
+        });
+        let s = exchange(relay.addr, 1, 2).unwrap();
+        drop(s);
+        assert_eq!(server.join().unwrap(), Ok(1), "{copy}");
+
+        // Strangers.
+        let wrong = JobKey([1; 32]);
+        assert_eq!(
+            refused(client::connect(relay.addr, &wrong, JOB, 1, 2)),
+            RefuseCode::BadMac
+        );
+        assert_eq!(
+            refused(client::connect(relay.addr, &job_key(), JOB, 1, 3)),
+            RefuseCode::UnknownTarget
+        );
+        assert_eq!(
+            refused(client::connect(relay.addr, &job_key(), JOB + 1, 1, 2)),
+            RefuseCode::UnknownJob
+        );
+        // Garbage gets REFUSED and the connection closed.
+        let mut g = TcpStream::connect(relay.addr).unwrap();
+        g.write_all(b"GET / HTTP/1.1\r\nHost: x\r\n\r\n").unwrap();
+        let mut got = Vec::new();
+        g.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+        g.read_to_end(&mut got).unwrap();
+        let tail = &got[got.len() - 12..];
+        assert_eq!(
+            RelayFrame::decode(tail).unwrap().unwrap().0,
+            RelayFrame::Refused(RefuseCode::Malformed)
+        );
+        // A recorded CONNECT replayed on a new connection.
+        let mut first = TcpStream::connect(relay.addr).unwrap();
+        let RelayFrame::Greeting { relay_nonce } = client::read_frame(&mut first).unwrap() else {
+            panic!()
+        };
+        let recorded = relay::connect(&job_key(), &relay_nonce, JOB, 1, 2, [7; 32]).to_bytes();
+        drop(first);
+        let mut replay = TcpStream::connect(relay.addr).unwrap();
+        client::read_frame(&mut replay).unwrap();
+        replay.write_all(&recorded).unwrap();
+        assert_eq!(
+            client::read_frame(&mut replay).unwrap(),
+            RelayFrame::Refused(RefuseCode::BadMac)
+        );
+        // Registering from outside the inside networks is refused.
+        let relay2 = RelayProcess::start(&[], "127.0.0.1:0", &jobs, &["--inside", "10.0.0.0/8"]);
+        assert!(matches!(
+            client::register(relay2.addr, &job_key(), JOB, 2, port),
+            Err(ClientError::Refused(RefuseCode::NotInside))
+        ));
+        drop(relay2);
+
+        // Killing the relay closes a forwarded connection at once.
+        let target = TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = target.local_addr().unwrap().port();
+        let _registration2 = client::register(relay.addr, &job_key(), JOB, 0, port).unwrap();
+        let server = std::thread::spawn(move || {
+            let mut seen = ReplayGuard::default();
+            serve_one(&target, 0, &mut seen).map_err(|e| e.to_string())
+        });
+        let mut s = exchange(relay.addr, 3, 0).unwrap();
+        relay.signal("KILL");
+        let t0 = Instant::now();
+        s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+        let mut byte = [0u8; 1];
+        let r = s.read(&mut byte);
+        assert!(matches!(r, Ok(0) | Err(_)), "{r:?}");
+        assert!(
+            t0.elapsed() < Duration::from_secs(1),
+            "took {:?}",
+            t0.elapsed()
+        );
+        let _ = server.join().unwrap();
+    }
+}
+
+#[test]
+fn sigterm_shuts_down_cleanly_and_sigusr1_prints_status() {
+    let tmp = TempDir::new("term");
+    let jobs = jobs_dir(&tmp);
+    let mut relay = RelayProcess::start(&[], "127.0.0.1:0", &jobs, &[]);
+    let _reg = client::register(relay.addr, &job_key(), JOB, 1, 1).unwrap();
+    relay.signal("USR1");
+    let lines = relay.lines(Duration::from_millis(500));
+    assert!(
+        lines.iter().any(|l| l.contains("registered=1")),
+        "{lines:?}"
+    );
+    relay.signal("TERM");
+    let t0 = Instant::now();
+    let status = relay.child.wait().unwrap();
+    assert!(status.success(), "{status:?}");
+    assert!(t0.elapsed() < Duration::from_secs(2));
+    let lines = relay.lines(Duration::from_millis(200));
+    assert!(lines.iter().any(|l| l.contains("shut down")), "{lines:?}");
+}
