@@ -64,11 +64,14 @@ impl Input {
     }
 }
 
+/// Staging bytes and the user blocks they unpack into, each at a packed offset.
+type Staged = (Vec<u8>, Vec<(Typed, usize)>);
+
 /// A packed output: the user's buffer when contiguous, else staging unpacked at the end.
 struct Output {
     ptr: *mut u8,
     len: usize,
-    staged: Option<(Vec<u8>, Vec<(Typed, usize)>)>,
+    staged: Option<Staged>,
 }
 
 impl Output {
