@@ -44,6 +44,10 @@ pub enum TypeError {
     /// A subarray's sizes, subsizes or starts are inconsistent (`MPI_ERR_ARG`).
     #[error("invalid subarray: {0}")]
     InvalidSubarray(&'static str),
+    /// A darray's sizes, process grid, rank or distribution arguments are inconsistent
+    /// (`MPI_ERR_ARG`).
+    #[error("invalid darray: {0}")]
+    InvalidDarray(&'static str),
     /// The size or a bound of the new type does not fit in an address (`MPI_ERR_ARG`).
     #[error("datatype size or bounds overflow the address space")]
     Overflow,
@@ -447,6 +451,23 @@ pub enum Contents {
         subsizes: Vec<usize>,
         /// Subarray starts.
         starts: Vec<usize>,
+        /// Storage order.
+        order: Order,
+        /// Old type.
+        old: Datatype,
+    },
+    /// `MPI_Type_create_darray`.
+    Darray {
+        /// Number of processes.
+        size: usize,
+        /// This process.
+        rank: usize,
+        /// Global array sizes.
+        gsizes: Vec<usize>,
+        /// Distribution of each dimension.
+        distribs: Vec<Distrib>,
+        /// Process grid sizes.
+        psizes: Vec<usize>,
         /// Storage order.
         order: Order,
         /// Old type.
@@ -1039,27 +1060,186 @@ impl Datatype {
             .ok_or(TypeError::Overflow)?;
         let t = Datatype::hindexed(&[1], &[to_isize(disp)?], &t)?;
         let t = Datatype::resized(&t, 0, to_isize(full)?)?;
-        let o = &t.0;
-        Ok(Datatype(Arc::new(Inner {
-            contents: Contents::Subarray {
-                sizes: sz,
-                subsizes: sub,
-                starts: st,
-                order,
-                old: old.clone(),
-            },
-            layout: Layout::Alias(t.clone()),
+        let contents = Contents::Subarray {
+            sizes: sz,
+            subsizes: sub,
+            starts: st,
+            order,
+            old: old.clone(),
+        };
+        Ok(t.renamed(contents))
+    }
+
+    /// The same type map as `self`, recorded as made by `contents` (for constructors the standard
+    /// defines through other constructors).
+    fn renamed(self, contents: Contents) -> Datatype {
+        let o = &self.0;
+        Datatype(Arc::new(Inner {
+            contents,
             size: o.size,
             lb: o.lb,
             ub: o.ub,
             true_lb: o.true_lb,
             true_ub: o.true_ub,
             align: o.align,
-            marked: true,
+            marked: o.marked,
             n_basic: o.n_basic,
             uniform: o.uniform,
             flat: OnceLock::new(),
-        })))
+            layout: Layout::Alias(self.clone()),
+        }))
+    }
+
+    /// `MPI_Type_create_darray`: the part of a `gsizes` array of `old`, stored in `order`, that
+    /// process `rank` of a `psizes` process grid (row-major ranks, `size` processes) owns under
+    /// the distributions `distribs`. Lower bound 0, extent of the full array.
+    pub fn darray(
+        size: i64,
+        rank: i64,
+        gsizes: &[i64],
+        distribs: &[Distrib],
+        psizes: &[i64],
+        order: Order,
+        old: &Datatype,
+    ) -> Result<Datatype, TypeError> {
+        let nd = gsizes.len();
+        same_len(nd, distribs.len())?;
+        same_len(nd, psizes.len())?;
+        if nd == 0 {
+            return Err(TypeError::InvalidDarray("ndims must be positive"));
+        }
+        if gsizes.iter().chain(psizes).any(|&g| g < 1) {
+            return Err(TypeError::InvalidDarray(
+                "gsizes and psizes must be positive",
+            ));
+        }
+        let grid = psizes.iter().try_fold(1i64, |a, &p| a.checked_mul(p));
+        if grid != Some(size) {
+            return Err(TypeError::InvalidDarray(
+                "the product of psizes must equal size",
+            ));
+        }
+        if rank < 0 || rank >= size {
+            return Err(TypeError::InvalidDarray("rank out of range"));
+        }
+        // Process coordinates: ranks are row-major in the grid whatever the array order.
+        let mut coords = vec![0i64; nd];
+        let mut r = rank;
+        for i in (0..nd).rev() {
+            coords[i] = r % psizes[i];
+            r /= psizes[i];
+        }
+        let dims: Vec<usize> = match order {
+            Order::C => (0..nd).rev().collect(),
+            Order::Fortran => (0..nd).collect(),
+        };
+        let mut t = old.clone();
+        for &d in &dims {
+            let (g, p, c) = (gsizes[d], psizes[d], coords[d]);
+            // Owned index ranges of this dimension as (start, len).
+            let mut blocks: Vec<(i64, i64)> = Vec::new();
+            match distribs[d] {
+                Distrib::None => {
+                    if p != 1 {
+                        return Err(TypeError::InvalidDarray(
+                            "MPI_DISTRIBUTE_NONE needs psizes 1",
+                        ));
+                    }
+                    blocks.push((0, g));
+                }
+                Distrib::Block(darg) => {
+                    let b = match darg {
+                        Some(b) if b < 1 || b.checked_mul(p).is_none_or(|n| n < g) => {
+                            return Err(TypeError::InvalidDarray(
+                                "block distribution argument too small",
+                            ))
+                        }
+                        Some(b) => b,
+                        None => (g + p - 1) / p,
+                    };
+                    let start = (c * b).min(g);
+                    blocks.push((start, (g - start).min(b)));
+                }
+                Distrib::Cyclic(darg) => {
+                    let b = darg.unwrap_or(1);
+                    if b < 1 {
+                        return Err(TypeError::InvalidDarray(
+                            "cyclic distribution argument must be positive",
+                        ));
+                    }
+                    let mut start = c * b;
+                    while start < g {
+                        blocks.push((start, (g - start).min(b)));
+                        start = match start.checked_add(p * b) {
+                            Some(s) => s,
+                            None => break,
+                        };
+                    }
+                }
+            }
+            let ext = t.extent() as i128;
+            let lens: Vec<i64> = blocks.iter().map(|b| b.1).collect();
+            let displs = blocks
+                .iter()
+                .map(|b| to_isize(b.0 as i128 * ext))
+                .collect::<Result<Vec<_>, _>>()?;
+            let full = to_isize(g as i128 * ext)?;
+            t = Datatype::resized(&Datatype::hindexed(&lens, &displs, &t)?, 0, full)?;
+        }
+        let contents = Contents::Darray {
+            size: size as usize,
+            rank: rank as usize,
+            gsizes: gsizes.iter().map(|&g| g as usize).collect(),
+            distribs: distribs.to_vec(),
+            psizes: psizes.iter().map(|&p| p as usize).collect(),
+            order,
+            old: old.clone(),
+        };
+        Ok(t.renamed(contents))
+    }
+}
+
+/// One dimension's distribution for [`Datatype::darray`]; `None` arguments mean
+/// `MPI_DISTRIBUTE_DFLT_DARG`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Distrib {
+    /// `MPI_DISTRIBUTE_NONE`: the whole dimension.
+    None,
+    /// `MPI_DISTRIBUTE_BLOCK` with the block size (default: `ceil(gsize / psize)`).
+    Block(Option<i64>),
+    /// `MPI_DISTRIBUTE_CYCLIC` with the block size (default 1).
+    Cyclic(Option<i64>),
+}
+
+impl Distrib {
+    /// `MPI_DISTRIBUTE_NONE` in the standard ABI.
+    pub const MPI_DISTRIBUTE_NONE: i32 = 16;
+    /// `MPI_DISTRIBUTE_BLOCK` in the standard ABI.
+    pub const MPI_DISTRIBUTE_BLOCK: i32 = 17;
+    /// `MPI_DISTRIBUTE_CYCLIC` in the standard ABI.
+    pub const MPI_DISTRIBUTE_CYCLIC: i32 = 18;
+    /// `MPI_DISTRIBUTE_DFLT_DARG` in the standard ABI.
+    pub const MPI_DISTRIBUTE_DFLT_DARG: i32 = 19;
+
+    /// The distribution named by ABI constants (`distrib`, `darg`).
+    pub fn from_abi(distrib: i32, darg: i32) -> Option<Distrib> {
+        let arg = (darg != Self::MPI_DISTRIBUTE_DFLT_DARG).then_some(darg as i64);
+        match distrib {
+            Self::MPI_DISTRIBUTE_NONE => Some(Distrib::None),
+            Self::MPI_DISTRIBUTE_BLOCK => Some(Distrib::Block(arg)),
+            Self::MPI_DISTRIBUTE_CYCLIC => Some(Distrib::Cyclic(arg)),
+            _ => None,
+        }
+    }
+
+    /// The ABI constants (`distrib`, `darg`).
+    pub fn to_abi(self) -> (i32, i32) {
+        let arg = |a: Option<i64>| a.map_or(Self::MPI_DISTRIBUTE_DFLT_DARG, |v| v as i32);
+        match self {
+            Distrib::None => (Self::MPI_DISTRIBUTE_NONE, Self::MPI_DISTRIBUTE_DFLT_DARG),
+            Distrib::Block(a) => (Self::MPI_DISTRIBUTE_BLOCK, arg(a)),
+            Distrib::Cyclic(a) => (Self::MPI_DISTRIBUTE_CYCLIC, arg(a)),
+        }
     }
 }
 
@@ -1658,6 +1838,7 @@ impl Datatype {
                 (types.len() + 1, types.len(), types.len(), combiner::STRUCT)
             }
             Contents::Subarray { sizes, .. } => (3 * sizes.len() + 2, 0, 1, combiner::SUBARRAY),
+            Contents::Darray { gsizes, .. } => (4 * gsizes.len() + 4, 0, 1, combiner::DARRAY),
             Contents::Resized { .. } => (0, 2, 1, combiner::RESIZED),
         };
         Envelope {
@@ -1758,6 +1939,25 @@ impl Datatype {
                 c.integers.extend(ints(sizes));
                 c.integers.extend(ints(subsizes));
                 c.integers.extend(ints(starts));
+                c.integers.push(order.to_abi() as i64);
+                c.datatypes.push(old.clone());
+            }
+            Contents::Darray {
+                size,
+                rank,
+                gsizes,
+                distribs,
+                psizes,
+                order,
+                old,
+            } => {
+                c.integers = vec![*size as i64, *rank as i64, gsizes.len() as i64];
+                c.integers.extend(ints(gsizes));
+                c.integers
+                    .extend(distribs.iter().map(|d| d.to_abi().0 as i64));
+                c.integers
+                    .extend(distribs.iter().map(|d| d.to_abi().1 as i64));
+                c.integers.extend(ints(psizes));
                 c.integers.push(order.to_abi() as i64);
                 c.datatypes.push(old.clone());
             }
@@ -2001,6 +2201,51 @@ mod tests {
             ext(&Datatype::vector(3, 4, -5, &neg).unwrap()),
             (48, -21, 108, -27, 121)
         );
+    }
+
+    #[test]
+    fn darray_block_and_cyclic() {
+        let int = b(Builtin::Int);
+        let blk = [Distrib::Block(None), Distrib::Block(None)];
+        // 4x6 ints on a 2x2 grid; rank 1 is grid (0, 1): rows 0..2, columns 3..6.
+        let c = Datatype::darray(4, 1, &[4, 6], &blk, &[2, 2], Order::C, &int).unwrap();
+        assert_eq!((c.size(), c.lb(), c.extent()), (24, 0, 96));
+        assert_eq!(c.blocks(), vec![(12, 12), (36, 12)]);
+        let f = Datatype::darray(4, 1, &[4, 6], &blk, &[2, 2], Order::Fortran, &int).unwrap();
+        assert_eq!(f.blocks(), vec![(48, 8), (64, 8), (80, 8)]);
+        // Cyclic(2) of 10 over 3 processes: rank 1 owns 2, 3, 8, 9.
+        let y = Datatype::darray(
+            3,
+            1,
+            &[10],
+            &[Distrib::Cyclic(Some(2))],
+            &[3],
+            Order::C,
+            &int,
+        )
+        .unwrap();
+        assert_eq!((y.blocks(), y.extent()), (vec![(8, 8), (32, 8)], 40));
+        // Default block of 10 over 3 is 4: rank 2 owns 8, 9.
+        let z =
+            Datatype::darray(3, 2, &[10], &[Distrib::Block(None)], &[3], Order::C, &int).unwrap();
+        assert_eq!(z.blocks(), vec![(32, 8)]);
+        let e = z.envelope();
+        assert_eq!((e.combiner, e.num_integers), (combiner::DARRAY, 8));
+        assert_eq!(z.contents().integers, vec![3, 2, 1, 10, 17, 19, 3, 12]);
+        assert!(
+            Datatype::darray(4, 0, &[10], &[Distrib::Block(None)], &[3], Order::C, &int).is_err()
+        );
+        assert!(Datatype::darray(
+            3,
+            0,
+            &[10],
+            &[Distrib::Block(Some(3))],
+            &[3],
+            Order::C,
+            &int
+        )
+        .is_err());
+        assert!(Datatype::darray(3, 0, &[10], &[Distrib::None], &[3], Order::C, &int).is_err());
     }
 
     #[test]
