@@ -2361,6 +2361,44 @@ mod tests {
         use super::*;
         use proptest::prelude::*;
 
+        /// Sizes of the basic elements of one element, in type-map order, from the constructors.
+        fn signature(t: &Datatype, out: &mut Vec<usize>) {
+            let rep = |old: &Datatype, n: usize, out: &mut Vec<usize>| {
+                for _ in 0..n {
+                    signature(old, out);
+                }
+            };
+            match t.contents_ref() {
+                Contents::Named(b) => {
+                    let (m, n) = b.members();
+                    out.extend(m[..n].iter().map(|x| x.1));
+                }
+                Contents::Dup(old) | Contents::Resized { old, .. } => signature(old, out),
+                Contents::Contiguous { count, old } => rep(old, *count, out),
+                Contents::Vector {
+                    count,
+                    blocklen,
+                    old,
+                    ..
+                }
+                | Contents::Hvector {
+                    count,
+                    blocklen,
+                    old,
+                    ..
+                } => rep(old, count * blocklen, out),
+                Contents::Indexed { blocklens, old, .. } => rep(old, blocklens.iter().sum(), out),
+                Contents::Struct {
+                    blocklens, types, ..
+                } => {
+                    for (n, ty) in blocklens.iter().zip(types) {
+                        rep(ty, *n, out);
+                    }
+                }
+                other => panic!("not generated: {other:?}"),
+            }
+        }
+
         fn base() -> impl Strategy<Value = Datatype> {
             prop::sample::select(vec![
                 Builtin::Char,
@@ -2453,6 +2491,18 @@ mod tests {
                 }
                 prop_assert_eq!(&two, &packed);
                 prop_assert_eq!(t.elements_of(t.size() * count), count * t.0.n_basic);
+                // MPI_Get_elements against the type signature written out: basic elements whose
+                // packed end lies within the first `k` bytes.
+                let mut sig = Vec::new();
+                signature(&t, &mut sig);
+                prop_assert_eq!(sig.iter().sum::<usize>(), t.size());
+                let ends: Vec<usize> = sig.iter().scan(0, |a, &l| { *a += l; Some(*a) }).collect();
+                for k in [cut, cut / 2, t.size().saturating_sub(1), t.size() + cut] {
+                    let whole = if t.size() == 0 { 0 } else { k / t.size() };
+                    let rem = if t.size() == 0 { 0 } else { k % t.size() };
+                    let want = whole * sig.len() + ends.iter().filter(|&&e| e <= rem).count();
+                    prop_assert_eq!(t.elements_of(k), want, "k = {}", k);
+                }
             }
         }
     }
