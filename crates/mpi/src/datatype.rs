@@ -8,6 +8,9 @@
 //! Platform facts (x86_64 Linux, LP64): `long` is 8 bytes, `long double` is 16 bytes of storage holding
 //! an x87 80-bit value, `wchar_t` is 4 bytes, `bool` is 1 byte; pair types have C struct layout.
 //!
+//! Not here: `external32` packing (`MPI_Pack_external`), `MPI_Type_match_size` and the Fortran 90
+//! parameterized types, and large-count contents (`num_large_counts` is always 0).
+//!
 //! A [`Datatype`] is an `Arc`, cheap to clone and shareable across threads. Its flattened form (the list
 //! of contiguous byte runs of one element, in type-map order) is built on [`Datatype::commit`] or on first
 //! use, once.
@@ -1638,7 +1641,7 @@ impl Datatype {
         };
         let mut i = skip / size;
         while w.limit > 0 && i < count {
-            w.segs(&flat, i as isize * ext);
+            w.segs(&flat, (i as isize).wrapping_mul(ext));
             i += 1;
         }
     }
