@@ -377,6 +377,60 @@ impl Comm {
         }))
     }
 
+    /// A communicator of the ranks `members` (in that order), made by the members alone (MPI's
+    /// `Comm_create_group`): non-members get `None` and need not call. `tag` tells concurrent
+    /// creations on this communicator apart.
+    pub fn create_subset(&self, members: &[usize], tag: i32) -> Result<Option<Comm>, Error> {
+        for &r in members {
+            self.world_rank(r)?;
+        }
+        let Some(me) = members.iter().position(|&r| r == self.rank) else {
+            return Ok(None);
+        };
+        // Negative tags on the collective context never meet a collective's own messages.
+        let wire_tag = tag | i32::MIN;
+        let context = self.context + 1;
+        let world = |r: usize| self.group.world_of[r];
+        let mut engine = self.shared.engine.borrow_mut();
+        let mut word = self.shared.next_context.get().to_le_bytes();
+        if me == 0 {
+            let mut k = self.shared.next_context.get();
+            for &r in &members[1..] {
+                let id = engine.irecv(
+                    context,
+                    Some(world(r)),
+                    Some(wire_tag),
+                    word.as_mut_ptr(),
+                    4,
+                )?;
+                engine.wait(id)?;
+                k = k.max(u32::from_le_bytes(word));
+            }
+            word = k.to_le_bytes();
+            for &r in &members[1..] {
+                let id = engine.isend(context, world(r), wire_tag, word.as_ptr(), 4, false)?;
+                engine.wait(id)?;
+            }
+        } else {
+            let leader = world(members[0]);
+            let id = engine.isend(context, leader, wire_tag, word.as_ptr(), 4, false)?;
+            engine.wait(id)?;
+            let id = engine.irecv(context, Some(leader), Some(wire_tag), word.as_mut_ptr(), 4)?;
+            engine.wait(id)?;
+        }
+        drop(engine);
+        let k = u32::from_le_bytes(word);
+        self.shared.next_context.set(k + 1);
+        let world_of = members.iter().map(|&r| world(r)).collect();
+        Ok(Some(Comm {
+            shared: self.shared.clone(),
+            group: Rc::new(Group::new(world_of, self.shared.size)),
+            context: 2 * k,
+            rank: me,
+            calls: Rc::new(Cell::new(0)),
+        }))
+    }
+
     /// Takes the largest proposed context index (a u32 at `at` in each `stride`-byte record)
     /// and reserves it here.
     fn agree_context(&self, all: &[u8], stride: usize, at: usize) -> u32 {

@@ -149,7 +149,7 @@ enum Out {
 /// What an RTS announced.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct Announced {
-    len: u64,
+    pub(crate) len: u64,
     send_id: u64,
     source_addr: u64,
 }
@@ -710,24 +710,65 @@ impl Engine {
         buf: *mut u8,
         cap: usize,
     ) -> Result<ReqId, Error> {
-        let id = self
-            .proto
-            .requests
-            .insert(ReqState::RecvPosted { buf, cap });
         let pattern = Pattern {
             context,
             source,
             tag,
         };
         match self.proto.matcher.take_unexpected(&pattern) {
-            Some((env, Unexpected::Eager(data))) => self.proto.deliver_kept(id, env, &data),
-            Some((env, Unexpected::Rts(rts))) => {
+            Some(message) => self.recv_message(message, buf, cap),
+            None => {
+                let id = self
+                    .proto
+                    .requests
+                    .insert(ReqState::RecvPosted { buf, cap });
+                self.proto.matcher.push_posted(pattern, id);
+                Ok(id)
+            }
+        }
+    }
+
+    /// Receives a message already taken off the unexpected queue into `cap` bytes at `buf`.
+    pub(crate) fn recv_message(
+        &mut self,
+        (env, body): (Envelope, Unexpected),
+        buf: *mut u8,
+        cap: usize,
+    ) -> Result<ReqId, Error> {
+        let id = self
+            .proto
+            .requests
+            .insert(ReqState::RecvPosted { buf, cap });
+        match body {
+            Unexpected::Eager(data) => self.proto.deliver_kept(id, env, &data),
+            Unexpected::Rts(rts) => {
                 self.proto.start_rendezvous_recv(id, env, rts, buf, cap);
                 self.flush_peer(env.source)?;
             }
-            None => self.proto.matcher.push_posted(pattern, id),
         }
         Ok(id)
+    }
+
+    /// Takes the earliest unexpected message matching the pattern off the queue, so that no
+    /// other receive can match it (MPI's matched probe); progress is made once if none is there.
+    pub(crate) fn take_message(
+        &mut self,
+        context: u32,
+        source: Option<u32>,
+        tag: Option<i32>,
+        block: bool,
+    ) -> Result<Option<(Envelope, Unexpected)>, Error> {
+        let pattern = Pattern {
+            context,
+            source,
+            tag,
+        };
+        if block {
+            self.wait_until(|p| p.peek(&pattern).is_some())?;
+        } else if self.proto.peek(&pattern).is_none() {
+            self.progress()?;
+        }
+        Ok(self.proto.matcher.take_unexpected(&pattern))
     }
 
     /// The earliest unmatched message a receive with this pattern would get: (envelope, length).

@@ -9,8 +9,9 @@
 use crate::coll::{CollectiveCall, Reducer};
 use crate::collectives::Collective;
 use crate::comm::{Comm, Source};
-use crate::engine::ReqId;
+use crate::engine::{ReqId, Unexpected};
 use crate::error::Error;
+use crate::matching::Envelope;
 
 /// A send, receive or collective started through this module; complete it with
 /// [`Comm::raw_take`] once [`Comm::raw_done`] says so.
@@ -41,7 +42,75 @@ pub struct RawStatus {
     pub cancelled: bool,
 }
 
+/// A message taken off the queue by a matched probe; only [`Comm::raw_mrecv`] can receive it.
+pub struct RawMessage {
+    message: (Envelope, Unexpected),
+    status: RawStatus,
+}
+
+impl RawMessage {
+    /// The message's envelope as a probe reports it.
+    pub fn status(&self) -> RawStatus {
+        self.status
+    }
+}
+
 impl Comm {
+    /// Matched probe: takes the earliest message matching `source` and `tag` out of reach of
+    /// every other receive; `block` waits for one, else `None` when none has arrived.
+    pub fn raw_mprobe(
+        &self,
+        source: Source,
+        tag: i32,
+        block: bool,
+    ) -> Result<Option<RawMessage>, Error> {
+        let source = self.source_pattern(source)?;
+        let tag = Comm::tag_pattern(tag)?;
+        let taken =
+            self.shared
+                .engine
+                .borrow_mut()
+                .take_message(self.context, source, tag, block)?;
+        Ok(taken.map(|(env, body)| {
+            let len = match &body {
+                Unexpected::Eager(d) => d.len(),
+                Unexpected::Rts(rts) => rts.len as usize,
+            };
+            let status = RawStatus {
+                source: self
+                    .group
+                    .local_of
+                    .get(env.source as usize)
+                    .map_or(usize::MAX, |&r| r as usize),
+                tag: env.tag,
+                len,
+                message_len: len,
+                cancelled: false,
+            };
+            RawMessage {
+                message: (env, body),
+                status,
+            }
+        }))
+    }
+
+    /// Receives a message taken by [`Comm::raw_mprobe`] into `len` bytes at `buf`.
+    ///
+    /// # Safety
+    /// `buf` must stay valid for writes of `len` bytes until the request is done.
+    pub unsafe fn raw_mrecv(
+        &self,
+        message: RawMessage,
+        buf: *mut u8,
+        len: usize,
+    ) -> Result<RawRequest, Error> {
+        self.shared
+            .engine
+            .borrow_mut()
+            .recv_message(message.message, buf, len)
+            .map(RawRequest)
+    }
+
     /// Starts a send of `len` bytes at `buf` to `dest`.
     ///
     /// # Safety

@@ -189,6 +189,26 @@ mpi! {
     }
 }
 
+mpi! {
+    /// A communicator of the members of `group`, collective over those members only.
+    fn MPI_Comm_create_group / PMPI_Comm_create_group(comm: Handle, group: Handle, tag: c_int, newcomm: *mut Handle) on comm => {
+        let out = out(newcomm, "newcomm")?;
+        if tag < 0 {
+            return fail(MPI_ERR_TAG, format!("invalid tag {tag}"));
+        }
+        let (core, members) = running(|s| Ok((s.core_comm(comm)?, s.group(group)?)))?;
+        let parent = core.world_ranks();
+        let ranks = members
+            .iter()
+            .map(|w| parent.iter().position(|p| p == w).ok_or_else(|| {
+                MpiError::new(MPI_ERR_GROUP, format!("group member (world rank {w}) is not in the communicator"))
+            }))
+            .collect::<Res<Vec<usize>>>()?;
+        *out = register(comm, core.create_subset(&ranks, tag)?, false)?;
+        Ok(())
+    }
+}
+
 fn compare_members(a: &[u32], b: &[u32]) -> c_int {
     if a == b {
         return MPI_IDENT;

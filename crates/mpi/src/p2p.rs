@@ -955,3 +955,116 @@ mpi! {
         Ok(())
     }
 }
+
+// ---- matched probe ----
+
+unsafe fn mprobe(
+    source: c_int,
+    tag: c_int,
+    comm: Handle,
+    block: bool,
+    message: *mut Handle,
+    status: *mut MpiStatus,
+) -> Res<bool> {
+    let Some(out) = message.as_mut() else {
+        return fail(MPI_ERR_ARG, "message is NULL");
+    };
+    let core = running(|s| s.core_comm(comm))?;
+    let tag = recv_tag(tag)?;
+    let Some(source) = source_arg(&core, source)? else {
+        *out = MPI_MESSAGE_NO_PROC;
+        Outcome::PROC_NULL.write(status, false);
+        return Ok(true);
+    };
+    let Some(msg) = core.raw_mprobe(source, tag, block)? else {
+        return Ok(false);
+    };
+    let st = msg.status();
+    Outcome {
+        source: st.source as c_int,
+        tag: st.tag,
+        bytes: st.len as i64,
+        cancelled: false,
+        error: MPI_SUCCESS,
+    }
+    .write(status, false);
+    *out = running(|s| Ok(s.messages.insert((comm, core, msg))))?;
+    Ok(true)
+}
+
+mpi! {
+    /// Waits for a matching message and takes it out of reach of other receives.
+    fn MPI_Mprobe / PMPI_Mprobe(source: c_int, tag: c_int, comm: Handle, message: *mut Handle, status: *mut MpiStatus) on comm => {
+        mprobe(source, tag, comm, true, message, status).map(drop)
+    }
+}
+mpi! {
+    /// Takes a matching message out of reach of other receives, if one has arrived.
+    fn MPI_Improbe / PMPI_Improbe(source: c_int, tag: c_int, comm: Handle, flag: *mut c_int, message: *mut Handle, status: *mut MpiStatus) on comm => {
+        let Some(flag) = flag.as_mut() else { return fail(MPI_ERR_ARG, "flag is NULL") };
+        *flag = mprobe(source, tag, comm, false, message, status)? as c_int;
+        Ok(())
+    }
+}
+
+/// Starts receiving a message taken by a matched probe; resets the message handle.
+unsafe fn start_mrecv(
+    buf: *mut c_void,
+    count: c_int,
+    datatype: Handle,
+    message: *mut Handle,
+) -> Res<Request> {
+    let Some(h) = message.as_mut() else {
+        return fail(MPI_ERR_ARG, "message is NULL");
+    };
+    running(|s| {
+        let dt = s.committed_type(datatype)?;
+        let count = count_arg(count)?;
+        if *h == MPI_MESSAGE_NO_PROC {
+            *h = MPI_MESSAGE_NULL;
+            let core = s.engine()?;
+            return Ok(Request::done(MPI_COMM_WORLD, core, Outcome::PROC_NULL));
+        }
+        let (comm, core, msg) = s
+            .messages
+            .remove(*h)
+            .ok_or_else(|| MpiError::new(MPI_ERR_REQUEST, format!("invalid message {:#x}", *h)))?;
+        *h = MPI_MESSAGE_NULL;
+        let typed = Typed {
+            dt,
+            count,
+            base: buf as *mut u8,
+        };
+        match typed.direct() {
+            Some(ptr) => {
+                // SAFETY: MPI's contract keeps the buffer valid until the request completes.
+                let raw = core.raw_mrecv(msg, ptr, typed.bytes())?;
+                Ok(Request::running(comm, core, raw, None))
+            }
+            None => {
+                let mut staged = vec![0u8; typed.bytes()];
+                // SAFETY: `staged` lives in the finish closure until the receive is done.
+                let raw = core.raw_mrecv(msg, staged.as_mut_ptr(), staged.len())?;
+                let finish = move |st: &ferry_core::raw::RawStatus| typed.unpack(&staged[..st.len]);
+                Ok(Request::running(comm, core, raw, Some(Box::new(finish))))
+            }
+        }
+    })
+}
+
+mpi! {
+    /// Receives a message taken by MPI_Mprobe/MPI_Improbe.
+    fn MPI_Mrecv / PMPI_Mrecv(buf: *mut c_void, count: c_int, datatype: Handle, message: *mut Handle, status: *mut MpiStatus) on NONE => {
+        let mut req = start_mrecv(buf, count, datatype, message)?;
+        let outcome = wait_request(&mut req)?;
+        outcome.write(status, false);
+        outcome.check()
+    }
+}
+mpi! {
+    /// Starts receiving a message taken by MPI_Mprobe/MPI_Improbe.
+    fn MPI_Imrecv / PMPI_Imrecv(buf: *mut c_void, count: c_int, datatype: Handle, message: *mut Handle, request: *mut Handle) on NONE => {
+        let req = start_mrecv(buf, count, datatype, message)?;
+        running(|s| publish(s, req, request))
+    }
+}

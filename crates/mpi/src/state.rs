@@ -110,6 +110,8 @@ pub struct State {
     pub errhandlers: Table<CommErrhandlerFn>,
     /// Info objects.
     pub infos: Table<InfoObj>,
+    /// Messages taken by a matched probe: (communicator, its runtime side, the message).
+    pub messages: Table<(Handle, ferry_core::Comm, ferry_core::raw::RawMessage)>,
     /// Attribute keys by keyval (index + KEYVAL_BASE).
     pub keyvals: Vec<Option<Keyval>>,
     /// MPI_Buffer_attach: (address, size).
@@ -164,6 +166,7 @@ impl State {
             requests: Table::new(Kind::Request),
             errhandlers: Table::new(Kind::Errhandler),
             infos: Table::new(Kind::Info),
+            messages: Table::new(Kind::Message),
             keyvals: Vec::new(),
             bsend_buffer: None,
             bsends: Vec::new(),

@@ -286,7 +286,7 @@ mpi! {
     fn MPI_Type_get_name / PMPI_Type_get_name(datatype: Handle, name: *mut c_char, resultlen: *mut c_int) on NONE => {
         let text = running(|s| match s.types.get(datatype) {
             Some(obj) => Ok(obj.name.clone()),
-            None => Ok(dt(s, datatype)?.as_builtin().map_or("", Builtin::name).to_string()),
+            None => Ok(dt(s, datatype)?.as_builtin().map_or("", Builtin::type_name).to_string()),
         })?;
         write_string(&text, name, MPI_MAX_OBJECT_NAME, resultlen)
     }
