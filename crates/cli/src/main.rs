@@ -44,6 +44,8 @@ enum Command {
     Sim(sim::SimArgs),
     /// Run the relay daemon of a private cluster's front node (grids, DESIGN section 4).
     Relay(ferry_relay::daemon::RelayArgs),
+    /// Build, use and remove a grid of network namespaces on this machine (needs root).
+    Testbed(ferry_testbed::cli::TestbedArgs),
 }
 
 /// Arguments of `ferry info`.
@@ -201,6 +203,7 @@ fn main() {
         Command::Info(args) => info_command(args),
         Command::Sim(args) => sim::sim_command(args),
         Command::Relay(args) => ferry_relay::daemon::main_with(&args),
+        Command::Testbed(args) => ferry_testbed::cli::testbed_command(args),
     };
     std::process::exit(code);
 }

@@ -1,0 +1,583 @@
+//! The one-machine grid testbed (DESIGN §6): a grid file becomes network namespaces.
+//!
+//! For a testbed with prefix `P` (per run, e.g. `fy1234-`):
+//!
+//! - namespace `Psw` holds the switches: bridge `wan` (the "WAN", 198.18.0.0/15) and one bridge
+//!   `cN` per private cluster. Nothing is created in the caller's own namespace, so removing the
+//!   testbed's namespaces removes everything, also after a crash.
+//! - every host is a namespace `P<host>` with `eth0` on its cluster's bridge (public hosts: on
+//!   `wan` with their 198.18/15 address; private hosts: on `cN` with their 10.x address and a
+//!   default route through their front node).
+//! - every private cluster's front node is a namespace `P<front>` with `eth0` on `wan` (its
+//!   public address) and `eth1` on `cN`; it forwards and MASQUERADEs the cluster's traffic out
+//!   of `eth0`, and its FORWARD chain drops new connections from the WAN into the cluster, so
+//!   private hosts really cannot be reached from outside (only through `ferry relay`).
+//! - optional `tc tbf` rate limits: a cluster's `rate` on each of its host links (both ways),
+//!   the grid's `wan_rate` on each link to `wan` (both ways).
+//!
+//! `ip`, `iptables`, `tc` and `sysctl` run as commands; a failure names the command. Needs
+//! root. Only the testbed's own namespaces are touched; nothing is contacted.
+//!
+//! The plan ([`Plan::new`], [`Plan::commands`]) is pure and tested without root; [`Testbed`]
+//! carries it out and removes it on drop.
+#![deny(missing_docs)]
+#![forbid(unsafe_code)]
+
+pub mod cli;
+
+use ferry_grid::topology::{Kind, Topology};
+use std::net::Ipv4Addr;
+use std::process::Command;
+use thiserror::Error;
+
+/// Name of the switch namespace, after the prefix.
+pub const SWITCH: &str = "sw";
+
+/// Why the testbed could not be built or removed.
+#[derive(Debug, Error)]
+pub enum TestbedError {
+    /// Not running as root.
+    #[error("ferry testbed needs root (it creates network namespaces, bridges and iptables rules): run it as root, e.g. with sudo")]
+    NotRoot,
+    /// A tool is missing.
+    #[error("`{tool}` is not installed (apt-get install -y {package})")]
+    Missing {
+        /// Command.
+        tool: &'static str,
+        /// Debian package.
+        package: &'static str,
+    },
+    /// The grid cannot be built as a testbed.
+    #[error("grid cannot be a testbed: {0}")]
+    Grid(String),
+    /// A prefix that is not a safe name.
+    #[error("prefix {0:?} must be 2-12 of a-z 0-9 ending with '-'")]
+    Prefix(String),
+    /// A command failed.
+    #[error("`{command}` failed ({status}): {stderr}")]
+    Command {
+        /// The command line.
+        command: String,
+        /// Exit status.
+        status: String,
+        /// What it printed on stderr.
+        stderr: String,
+    },
+}
+
+/// One link of the plan: a veth from the switch namespace to a host or front namespace.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Link {
+    ns: String,
+    dev: &'static str,
+    switch_dev: String,
+    bridge: String,
+    addr: Ipv4Addr,
+    prefix_len: u8,
+    rate: Option<String>,
+}
+
+/// What a grid becomes: namespaces, links, routes and NAT.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Plan {
+    prefix: String,
+    /// Host (and front node) name → namespace name, in creation order.
+    namespaces: Vec<(String, String)>,
+    bridges: Vec<String>,
+    links: Vec<Link>,
+    /// (namespace, gateway) default routes of private hosts.
+    routes: Vec<(String, Ipv4Addr)>,
+    /// (front namespace, private subnet) NAT.
+    nats: Vec<(String, Ipv4Addr)>,
+}
+
+fn wan_net() -> (Ipv4Addr, u8) {
+    (Ipv4Addr::new(198, 18, 0, 0), 15)
+}
+
+fn in_net(addr: Ipv4Addr, (net, len): (Ipv4Addr, u8)) -> bool {
+    let mask = u32::MAX << (32 - len);
+    u32::from(addr) & mask == u32::from(net) & mask
+}
+
+fn subnet24(addr: Ipv4Addr) -> Ipv4Addr {
+    let o = addr.octets();
+    Ipv4Addr::new(o[0], o[1], o[2], 0)
+}
+
+/// Checks a prefix: 2-12 of `a-z0-9`, ending with `-`.
+pub fn check_prefix(prefix: &str) -> Result<(), TestbedError> {
+    let body = prefix.strip_suffix('-').unwrap_or("");
+    let ok = (1..=11).contains(&body.len())
+        && body
+            .chars()
+            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit());
+    if ok {
+        Ok(())
+    } else {
+        Err(TestbedError::Prefix(prefix.to_string()))
+    }
+}
+
+/// The prefix of this process's testbed: `fy<pid>-`.
+pub fn run_prefix() -> String {
+    format!("fy{}-", std::process::id())
+}
+
+impl Plan {
+    /// Lays out `grid` under `prefix`. Public addresses must be in 198.18.0.0/15 and each
+    /// private cluster's hosts in one /24.
+    pub fn new(grid: &Topology, prefix: &str) -> Result<Plan, TestbedError> {
+        check_prefix(prefix)?;
+        let bad = |m: String| Err(TestbedError::Grid(m));
+        let mut plan = Plan {
+            prefix: prefix.to_string(),
+            namespaces: Vec::new(),
+            bridges: vec!["wan".into()],
+            links: Vec::new(),
+            routes: Vec::new(),
+            nats: Vec::new(),
+        };
+        let ns = |name: &str| format!("{prefix}{name}");
+        let (wan, wan_len) = wan_net();
+        let mut index = 0usize;
+        let mut next_dev = || {
+            index += 1;
+            format!("v{index}")
+        };
+        for (ci, cluster) in grid.clusters.iter().enumerate() {
+            match (&cluster.kind, &cluster.front) {
+                (Kind::Public, _) => {
+                    for h in &cluster.hosts {
+                        if !in_net(h.addr, (wan, wan_len)) {
+                            return bad(format!(
+                                "public host {} has {}, outside the testbed WAN 198.18.0.0/15",
+                                h.name, h.addr
+                            ));
+                        }
+                        plan.namespaces.push((h.name.clone(), ns(&h.name)));
+                        let rate = grid.wan_rate.clone().or_else(|| cluster.rate.clone());
+                        plan.links.push(Link {
+                            ns: ns(&h.name),
+                            dev: "eth0",
+                            switch_dev: next_dev(),
+                            bridge: "wan".into(),
+                            addr: h.addr,
+                            prefix_len: wan_len,
+                            rate,
+                        });
+                    }
+                }
+                (Kind::Private, Some(front)) => {
+                    if !in_net(front.public_addr, (wan, wan_len)) {
+                        return bad(format!(
+                            "front {} has public address {}, outside the testbed WAN 198.18.0.0/15",
+                            front.name, front.public_addr
+                        ));
+                    }
+                    let subnet = subnet24(front.inside_addr);
+                    for h in &cluster.hosts {
+                        if subnet24(h.addr) != subnet {
+                            return bad(format!(
+                                "host {} ({}) is not in its front's /24 {subnet}/24",
+                                h.name, h.addr
+                            ));
+                        }
+                    }
+                    let bridge = format!("c{ci}");
+                    plan.bridges.push(bridge.clone());
+                    plan.namespaces.push((front.name.clone(), ns(&front.name)));
+                    plan.links.push(Link {
+                        ns: ns(&front.name),
+                        dev: "eth0",
+                        switch_dev: next_dev(),
+                        bridge: "wan".into(),
+                        addr: front.public_addr,
+                        prefix_len: wan_len,
+                        rate: grid.wan_rate.clone(),
+                    });
+                    plan.links.push(Link {
+                        ns: ns(&front.name),
+                        dev: "eth1",
+                        switch_dev: next_dev(),
+                        bridge: bridge.clone(),
+                        addr: front.inside_addr,
+                        prefix_len: 24,
+                        rate: None,
+                    });
+                    plan.nats.push((ns(&front.name), subnet));
+                    for h in &cluster.hosts {
+                        plan.namespaces.push((h.name.clone(), ns(&h.name)));
+                        plan.links.push(Link {
+                            ns: ns(&h.name),
+                            dev: "eth0",
+                            switch_dev: next_dev(),
+                            bridge: bridge.clone(),
+                            addr: h.addr,
+                            prefix_len: 24,
+                            rate: cluster.rate.clone(),
+                        });
+                        plan.routes.push((ns(&h.name), front.inside_addr));
+                    }
+                }
+                (Kind::Private, None) => {
+                    return bad(format!("private cluster {} has no front", cluster.name))
+                }
+            }
+        }
+        Ok(plan)
+    }
+
+    /// The prefix.
+    pub fn prefix(&self) -> &str {
+        &self.prefix
+    }
+
+    /// The namespace of a host or front node.
+    pub fn namespace(&self, host: &str) -> Option<&str> {
+        self.namespaces
+            .iter()
+            .find(|(h, _)| h == host)
+            .map(|(_, n)| n.as_str())
+    }
+
+    /// Every namespace of the testbed, the switch namespace first.
+    pub fn all_namespaces(&self) -> Vec<String> {
+        let mut v = vec![format!("{}{SWITCH}", self.prefix)];
+        v.extend(self.namespaces.iter().map(|(_, n)| n.clone()));
+        v
+    }
+
+    /// The commands that build the testbed, in order.
+    pub fn commands(&self) -> Vec<Vec<String>> {
+        let sw = format!("{}{SWITCH}", self.prefix);
+        let mut out: Vec<Vec<String>> = Vec::new();
+        let mut cmd = |parts: &[&str]| out.push(parts.iter().map(|s| s.to_string()).collect());
+        for ns in self.all_namespaces() {
+            cmd(&["ip", "netns", "add", &ns]);
+            cmd(&["ip", "-n", &ns, "link", "set", "lo", "up"]);
+        }
+        for b in &self.bridges {
+            cmd(&["ip", "-n", &sw, "link", "add", b, "type", "bridge"]);
+            cmd(&["ip", "-n", &sw, "link", "set", b, "up"]);
+        }
+        for l in &self.links {
+            cmd(&[
+                "ip",
+                "-n",
+                &sw,
+                "link",
+                "add",
+                &l.switch_dev,
+                "type",
+                "veth",
+                "peer",
+                "name",
+                l.dev,
+                "netns",
+                &l.ns,
+            ]);
+            cmd(&[
+                "ip",
+                "-n",
+                &sw,
+                "link",
+                "set",
+                &l.switch_dev,
+                "master",
+                &l.bridge,
+            ]);
+            cmd(&["ip", "-n", &sw, "link", "set", &l.switch_dev, "up"]);
+            let cidr = format!("{}/{}", l.addr, l.prefix_len);
+            cmd(&["ip", "-n", &l.ns, "addr", "add", &cidr, "dev", l.dev]);
+            cmd(&["ip", "-n", &l.ns, "link", "set", l.dev, "up"]);
+            if let Some(rate) = &l.rate {
+                // Both directions: into the host on the switch side, out of it on its side.
+                for (ns, dev) in [(&sw, l.switch_dev.as_str()), (&l.ns, l.dev)] {
+                    cmd(&[
+                        "ip", "netns", "exec", ns, "tc", "qdisc", "add", "dev", dev, "root", "tbf",
+                        "rate", rate, "burst", "256kb", "latency", "50ms",
+                    ]);
+                }
+            }
+        }
+        for (ns, gw) in &self.routes {
+            cmd(&[
+                "ip",
+                "-n",
+                ns,
+                "route",
+                "add",
+                "default",
+                "via",
+                &gw.to_string(),
+            ]);
+        }
+        for (ns, subnet) in &self.nats {
+            let src = format!("{subnet}/24");
+            cmd(&[
+                "ip",
+                "netns",
+                "exec",
+                ns,
+                "sysctl",
+                "-q",
+                "-w",
+                "net.ipv4.ip_forward=1",
+            ]);
+            cmd(&[
+                "ip",
+                "netns",
+                "exec",
+                ns,
+                "iptables",
+                "-t",
+                "nat",
+                "-A",
+                "POSTROUTING",
+                "-s",
+                &src,
+                "-o",
+                "eth0",
+                "-j",
+                "MASQUERADE",
+            ]);
+            cmd(&[
+                "ip",
+                "netns",
+                "exec",
+                ns,
+                "iptables",
+                "-A",
+                "FORWARD",
+                "-i",
+                "eth0",
+                "-o",
+                "eth1",
+                "-m",
+                "conntrack",
+                "--ctstate",
+                "ESTABLISHED,RELATED",
+                "-j",
+                "ACCEPT",
+            ]);
+            cmd(&[
+                "ip", "netns", "exec", ns, "iptables", "-A", "FORWARD", "-i", "eth0", "-o", "eth1",
+                "-j", "DROP",
+            ]);
+        }
+        out
+    }
+}
+
+/// Runs one command; an error names it.
+pub fn run(argv: &[String]) -> Result<String, TestbedError> {
+    let line = argv.join(" ");
+    let output = Command::new(&argv[0])
+        .args(&argv[1..])
+        .output()
+        .map_err(|e| TestbedError::Command {
+            command: line.clone(),
+            status: "not started".into(),
+            stderr: e.to_string(),
+        })?;
+    if !output.status.success() {
+        return Err(TestbedError::Command {
+            command: line,
+            status: output.status.to_string(),
+            stderr: String::from_utf8_lossy(&output.stderr).trim().to_string(),
+        });
+    }
+    Ok(String::from_utf8_lossy(&output.stdout).into_owned())
+}
+
+/// Checks for root and the tools the testbed runs.
+pub fn preflight() -> Result<(), TestbedError> {
+    if !rustix::process::geteuid().is_root() {
+        return Err(TestbedError::NotRoot);
+    }
+    for (tool, package) in [
+        ("ip", "iproute2"),
+        ("tc", "iproute2"),
+        ("iptables", "iptables"),
+        ("sysctl", "procps"),
+    ] {
+        let found = std::env::var_os("PATH")
+            .is_some_and(|path| std::env::split_paths(&path).any(|d| d.join(tool).is_file()));
+        if !found {
+            return Err(TestbedError::Missing { tool, package });
+        }
+    }
+    Ok(())
+}
+
+/// Namespaces whose names start with `prefix`; with `None`, every testbed's (`fy…-`).
+pub fn leftovers(prefix: Option<&str>) -> Result<Vec<String>, TestbedError> {
+    let listing = run(&["ip".into(), "netns".into(), "list".into()])?;
+    Ok(listing
+        .lines()
+        .filter_map(|l| l.split_whitespace().next())
+        .filter(|name| match prefix {
+            Some(p) => name.starts_with(p),
+            None => name.starts_with("fy") && name.contains('-'),
+        })
+        .map(str::to_string)
+        .collect())
+}
+
+/// Removes the namespaces of a testbed (and with them its links, bridges and rules). Returns
+/// what was removed; goes on past failures and reports the first.
+pub fn remove(prefix: Option<&str>) -> Result<Vec<String>, TestbedError> {
+    if let Some(p) = prefix {
+        check_prefix(p)?;
+    }
+    let names = leftovers(prefix)?;
+    let mut first_error = None;
+    for name in &names {
+        // Processes started in it would keep it alive: end them first (only inside it).
+        if let Ok(pids) = run(&["ip".into(), "netns".into(), "pids".into(), name.clone()]) {
+            for pid in pids.split_whitespace() {
+                let _ = Command::new("kill").args(["-KILL", pid]).status();
+            }
+        }
+        if let Err(e) = run(&["ip".into(), "netns".into(), "delete".into(), name.clone()]) {
+            first_error.get_or_insert(e);
+        }
+    }
+    match first_error {
+        Some(e) => Err(e),
+        None => Ok(names),
+    }
+}
+
+/// A built testbed; removed on drop (also when a test panics).
+#[derive(Debug)]
+pub struct Testbed {
+    plan: Plan,
+    keep: bool,
+}
+
+impl Testbed {
+    /// Builds the testbed for `grid` with `prefix`; on failure removes what was built.
+    pub fn up(grid: &Topology, prefix: &str) -> Result<Testbed, TestbedError> {
+        preflight()?;
+        let plan = Plan::new(grid, prefix)?;
+        // Leftovers of a crashed run with the same prefix would make `netns add` fail.
+        remove(Some(prefix))?;
+        let testbed = Testbed { plan, keep: false };
+        for argv in testbed.plan.commands() {
+            run(&argv)?;
+        }
+        Ok(testbed)
+    }
+
+    /// The plan carried out.
+    pub fn plan(&self) -> &Plan {
+        &self.plan
+    }
+
+    /// The namespace of a host or front node.
+    pub fn namespace(&self, host: &str) -> Option<&str> {
+        self.plan.namespace(host)
+    }
+
+    /// Leaves the testbed standing after drop (for `ferry testbed up`).
+    pub fn keep(mut self) -> Plan {
+        self.keep = true;
+        self.plan.clone()
+    }
+
+    /// Removes the testbed now.
+    pub fn down(mut self) -> Result<Vec<String>, TestbedError> {
+        self.keep = true;
+        remove(Some(&self.plan.prefix))
+    }
+}
+
+impl Drop for Testbed {
+    fn drop(&mut self) {
+        if !self.keep {
+            if let Err(e) = remove(Some(&self.plan.prefix)) {
+                eprintln!("ferry testbed: removing {}*: {e}", self.plan.prefix);
+            }
+        }
+    }
+}
+
+/// Moves the calling thread into network namespace `name` (from `ip netns add`): sockets it
+/// opens afterwards live there. For tests and benchmarks that play several hosts in one
+/// process, one thread per host.
+pub fn enter(name: &str) -> std::io::Result<()> {
+    let file = std::fs::File::open(format!("/run/netns/{name}"))?;
+    rustix::thread::move_into_link_name_space(
+        std::os::fd::AsFd::as_fd(&file),
+        Some(rustix::thread::LinkNameSpaceType::Network),
+    )?;
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const GRID: &str = r#"
+wan_rate = "1gbit"
+[[cluster]]
+name = "a"
+kind = "private"
+front = "fa"
+public_addr = "198.18.0.10"
+[[cluster.host]]
+name = "a1"
+addr = "10.1.0.11"
+[[cluster]]
+name = "p"
+kind = "public"
+[[cluster.host]]
+name = "p1"
+addr = "198.18.1.1"
+"#;
+
+    fn plan() -> Plan {
+        Plan::new(&Topology::parse("g", GRID).unwrap(), "fy7-").unwrap()
+    }
+
+    #[test]
+    fn plan_names_and_commands() {
+        let p = plan();
+        assert_eq!(p.all_namespaces(), ["fy7-sw", "fy7-fa", "fy7-a1", "fy7-p1"]);
+        assert_eq!(p.namespace("a1"), Some("fy7-a1"));
+        let lines: Vec<String> = p.commands().iter().map(|c| c.join(" ")).collect();
+        let has = |s: &str| lines.iter().any(|l| l == s);
+        assert!(has("ip -n fy7-sw link add c0 type bridge"));
+        assert!(has("ip -n fy7-a1 addr add 10.1.0.11/24 dev eth0"));
+        assert!(has("ip -n fy7-a1 route add default via 10.1.0.1"));
+        assert!(has("ip -n fy7-fa addr add 198.18.0.10/15 dev eth0"));
+        assert!(has("ip netns exec fy7-fa iptables -t nat -A POSTROUTING -s 10.1.0.0/24 -o eth0 -j MASQUERADE"));
+        assert!(has(
+            "ip netns exec fy7-fa iptables -A FORWARD -i eth0 -o eth1 -j DROP"
+        ));
+        assert!(has("ip netns exec fy7-p1 tc qdisc add dev eth0 root tbf rate 1gbit burst 256kb latency 50ms"));
+        // Nothing is done outside the testbed's namespaces.
+        for l in &lines {
+            assert!(l.contains("fy7-"), "{l}");
+        }
+        // Private hosts get no WAN address and no link to the WAN bridge.
+        assert!(!lines
+            .iter()
+            .any(|l| l.contains("fy7-a1") && l.contains("198.18")));
+    }
+
+    #[test]
+    fn refuses_what_the_testbed_cannot_build() {
+        let g = Topology::parse("g", &GRID.replace("198.18.1.1", "203.0.113.5")).unwrap();
+        assert!(matches!(Plan::new(&g, "fy7-"), Err(TestbedError::Grid(_))));
+        let g = Topology::parse("g", GRID).unwrap();
+        for bad in ["", "fy7", "FY-", "fy/-", "averyveryverylong-"] {
+            assert!(
+                matches!(Plan::new(&g, bad), Err(TestbedError::Prefix(_))),
+                "{bad}"
+            );
+        }
+    }
+}
