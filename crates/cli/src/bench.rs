@@ -17,6 +17,9 @@ pub(crate) enum BenchKind {
     Bw,
     /// Barrier, bcast, allreduce and alltoall latency on 2, 4 and 8 ranks (see --ranks).
     Coll,
+    /// One C benchmark built against ferry's libmpi, MPICH and Open MPI, run side by side
+    /// (see --impls, --rounds, --quick); ratio table, CSV, raw outputs and PNG plots in --out.
+    Compare,
 }
 
 impl BenchKind {
@@ -25,6 +28,7 @@ impl BenchKind {
             BenchKind::Pingpong => "pingpong",
             BenchKind::Bw => "bw",
             BenchKind::Coll => "coll",
+            BenchKind::Compare => "compare",
         }
     }
 }
@@ -41,9 +45,9 @@ pub(crate) struct BenchArgs {
     /// Smallest message (bytes; K, M, G suffixes are powers of 1024).
     #[arg(long, default_value = "1", value_parser = parse_size)]
     min: usize,
-    /// Largest message.
-    #[arg(long, default_value = "64M", value_parser = parse_size)]
-    max: usize,
+    /// Largest message [default: 64M; compare: 16M].
+    #[arg(long, value_parser = parse_size)]
+    max: Option<usize>,
     /// Bytes added and subtracted around each power of two (NetPIPE's perturbation).
     #[arg(long, default_value_t = 3)]
     perturbation: usize,
@@ -56,9 +60,30 @@ pub(crate) struct BenchArgs {
     /// Message sizes for `coll`, comma-separated (bytes; K, M suffixes).
     #[arg(long, value_delimiter = ',', default_value = "8,64K,1M", value_parser = parse_size)]
     sizes: Vec<usize>,
-    /// Directory for the CSV, JSON and PNG files.
-    #[arg(long, default_value = "bench-results")]
-    out: PathBuf,
+    /// Directory for the CSV, JSON and PNG files [default: bench-results; compare:
+    /// bench/results/<date>-compare].
+    #[arg(long)]
+    out: Option<PathBuf>,
+    /// compare: implementations, comma-separated, in run order within a round.
+    #[arg(long, value_delimiter = ',', default_value = "ferry,mpich,openmpi")]
+    impls: Vec<String>,
+    /// compare: rounds; each runs every implementation once, interleaved; tables show medians.
+    #[arg(long, default_value_t = 3)]
+    rounds: u32,
+    /// compare: tiny sweep (8 B and 64 KiB, a few milliseconds per point) for smoke tests.
+    #[arg(long)]
+    quick: bool,
+    /// compare: leave out implementations that are missing or do not build (with a message)
+    /// instead of failing.
+    #[arg(long)]
+    skip_missing: bool,
+    /// compare: seconds one job may take before its processes are killed.
+    #[arg(long, default_value_t = 600)]
+    timeout: u64,
+    /// compare: time budget per measured point in seconds (caps repetitions of implementations
+    /// that take milliseconds per operation) [default: 1.0; --quick: 0.02].
+    #[arg(long)]
+    budget: Option<f64>,
 }
 
 /// Arguments of the hidden `ferry bench-rank` that each rank runs.
@@ -119,6 +144,10 @@ pub(crate) fn bench_rank(args: BenchRankArgs) -> i32 {
         BenchKind::Pingpong => ferry_bench::pingpong(&world, &sizes, report),
         BenchKind::Bw => ferry_bench::stream(&world, &sizes, args.window, report),
         BenchKind::Coll => return coll_rank(world, &args),
+        BenchKind::Compare => {
+            eprintln!("ferry bench compare runs MPI jobs itself, not inside a ferry job");
+            return 2;
+        }
     };
     let samples = match result {
         Ok(s) => s,
@@ -180,12 +209,10 @@ fn coll_rank(world: ferry_core::World, args: &BenchRankArgs) -> i32 {
 }
 
 /// `ferry bench coll`: one job per rank count, then one table and CSV.
-fn coll_command(args: &BenchArgs, exe: &Path) -> i32 {
+fn coll_command(args: &BenchArgs, out: &Path, exe: &Path) -> i32 {
     let mut table = vec!["op,bytes,ranks,usec,usec_min".to_string()];
     for &np in &args.ranks {
-        let part = args
-            .out
-            .join(format!("coll-{}-{np}.part", args.transport.as_str()));
+        let part = out.join(format!("coll-{}-{np}.part", args.transport.as_str()));
         let mut options = LaunchOptions::new(np, exe);
         let sizes: Vec<String> = args.sizes.iter().map(|s| s.to_string()).collect();
         options.args = ["bench-rank", "coll", "0", "0", "0", "0"]
@@ -218,9 +245,7 @@ fn coll_command(args: &BenchArgs, exe: &Path) -> i32 {
         }
         let _ = std::fs::remove_file(&part);
     }
-    let csv = args
-        .out
-        .join(format!("coll-{}.csv", args.transport.as_str()));
+    let csv = out.join(format!("coll-{}.csv", args.transport.as_str()));
     if let Err(e) = std::fs::write(&csv, table.join("\n") + "\n") {
         eprintln!("ferry bench: cannot write {}: {e}", csv.display());
         return 1;
@@ -239,14 +264,91 @@ fn coll_command(args: &BenchArgs, exe: &Path) -> i32 {
     0
 }
 
+/// `ferry bench compare`: builds mpibench against every implementation, runs them interleaved.
+fn compare_command(args: &BenchArgs) -> i32 {
+    use ferry_bench::compare::{self, CompareConfig, Impl};
+    let mut impls = vec![];
+    for name in &args.impls {
+        match Impl::parse(name) {
+            Some(i) if !impls.contains(&i) => impls.push(i),
+            Some(_) => {}
+            None => {
+                eprintln!(
+                    "ferry bench compare: unknown implementation {name:?} (ferry, mpich, openmpi)"
+                );
+                return 2;
+            }
+        }
+    }
+    if args.ranks.iter().any(|&r| r < 2) || args.rounds == 0 {
+        eprintln!("ferry bench compare: --ranks must be at least 2 and --rounds at least 1");
+        return 2;
+    }
+    let config = CompareConfig {
+        impls,
+        skip_missing: args.skip_missing,
+        ranks: args.ranks.clone(),
+        rounds: args.rounds,
+        quick: args.quick,
+        out: args.out.clone().unwrap_or_else(|| {
+            PathBuf::from("bench/results").join(format!("{}-compare", compare::today()))
+        }),
+        timeout: Duration::from_secs(args.timeout),
+        budget: args.budget,
+        p2p_max: args.max.unwrap_or(16 << 20),
+        coll_sizes: args.sizes.clone(),
+        ferry_mpicc: None,
+        command: std::env::args().collect::<Vec<_>>().join(" "),
+    };
+    let outcome = match compare::run(&config) {
+        Ok(o) => o,
+        Err(e) => {
+            eprintln!("ferry bench compare: {e}");
+            if matches!(
+                e,
+                compare::CompareError::Missing { .. } | compare::CompareError::Build { .. }
+            ) {
+                eprintln!("(--skip-missing leaves it out; --impls chooses the implementations)");
+            }
+            return 1;
+        }
+    };
+    println!("{}", outcome.table);
+    for (imp, why) in &outcome.skipped {
+        println!("skipped {}: {why}", imp.label());
+    }
+    println!("wrote {}", config.out.display());
+    if outcome.ran.is_empty() {
+        eprintln!("ferry bench compare: no implementation could run");
+        return 1;
+    }
+    if !outcome.failures.is_empty() {
+        eprintln!(
+            "ferry bench compare: {} job(s) failed, see {}",
+            outcome.failures.len(),
+            config.out.join("failures.txt").display()
+        );
+        return 1;
+    }
+    0
+}
+
 /// `ferry bench …`: runs the job, then writes and prints the results.
-pub(crate) fn bench_command(args: BenchArgs) -> i32 {
-    if let Err(e) = std::fs::create_dir_all(&args.out) {
-        eprintln!("ferry bench: cannot create {}: {e}", args.out.display());
+pub(crate) fn bench_command(mut args: BenchArgs) -> i32 {
+    if args.kind == BenchKind::Compare {
+        return compare_command(&args);
+    }
+    let out = args
+        .out
+        .get_or_insert_with(|| PathBuf::from("bench-results"))
+        .clone();
+    let max = args.max.unwrap_or(64 << 20);
+    if let Err(e) = std::fs::create_dir_all(&out) {
+        eprintln!("ferry bench: cannot create {}: {e}", out.display());
         return 1;
     }
     let stem = format!("{}-{}", args.kind.name(), args.transport.as_str());
-    let csv = args.out.join(format!("{stem}.csv"));
+    let csv = out.join(format!("{stem}.csv"));
     let exe = match std::env::current_exe() {
         Ok(e) => e,
         Err(e) => {
@@ -255,14 +357,14 @@ pub(crate) fn bench_command(args: BenchArgs) -> i32 {
         }
     };
     if args.kind == BenchKind::Coll {
-        return coll_command(&args, &exe);
+        return coll_command(&args, &out, &exe);
     }
     let mut options = LaunchOptions::new(2, exe);
     options.args = [
         "bench-rank".to_string(),
         args.kind.name().into(),
         args.min.to_string(),
-        args.max.to_string(),
+        max.to_string(),
         args.perturbation.to_string(),
         args.window.to_string(),
         csv.display().to_string(),
@@ -273,7 +375,7 @@ pub(crate) fn bench_command(args: BenchArgs) -> i32 {
     options
         .extra_env
         .push(("FERRY_TRANSPORT".into(), args.transport.as_str().into()));
-    let total = ferry_bench::sizes(args.min, args.max, args.perturbation).len() as u64;
+    let total = ferry_bench::sizes(args.min, max, args.perturbation).len() as u64;
     let bar = std::io::stderr().is_terminal().then(|| {
         let bar = indicatif::ProgressBar::new(total);
         bar.set_message(stem.clone());
@@ -314,7 +416,7 @@ pub(crate) fn bench_command(args: BenchArgs) -> i32 {
             return 1;
         }
     };
-    let json = args.out.join(format!("{stem}.json"));
+    let json = out.join(format!("{stem}.json"));
     if let Err(e) = serde_json::to_string_pretty(&samples)
         .map_err(|e| e.to_string())
         .and_then(|text| std::fs::write(&json, text).map_err(|e| e.to_string()))
@@ -326,8 +428,8 @@ pub(crate) fn bench_command(args: BenchArgs) -> i32 {
         args.kind.name(),
         args.transport.as_str()
     );
-    let lat = args.out.join(format!("{stem}-latency.png"));
-    let bw = args.out.join(format!("{stem}-bandwidth.png"));
+    let lat = out.join(format!("{stem}-latency.png"));
+    let bw = out.join(format!("{stem}-bandwidth.png"));
     let series = |f: fn(&Sample) -> f64| {
         vec![Series {
             label: "ferry",

@@ -1,0 +1,80 @@
+//! CI smoke test of `ferry bench compare`: the mpibench source builds with MPICH's `mpicc`, runs
+//! in `--quick` mode (well under two seconds of benchmark time) and its output parses into every
+//! result file. Skipped, with a message, where MPICH is not installed.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+fn on_path(name: &str) -> bool {
+    std::env::var_os("PATH")
+        .map(|p| std::env::split_paths(&p).any(|d| d.join(name).is_file()))
+        .unwrap_or(false)
+}
+
+fn scratch(name: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("ferry-{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    dir
+}
+
+fn read(dir: &Path, file: &str) -> String {
+    std::fs::read_to_string(dir.join(file)).unwrap_or_else(|e| panic!("{file}: {e}"))
+}
+
+#[test]
+fn quick_compare_against_mpich() {
+    if !on_path("mpicc.mpich") || !on_path("mpiexec.mpich") {
+        eprintln!("skipped: mpicc.mpich / mpiexec.mpich not installed (apt-get install -y mpich)");
+        return;
+    }
+    let out = scratch("compare");
+    let run = Command::new(env!("CARGO_BIN_EXE_ferry"))
+        .args(["bench", "compare", "--quick", "--impls", "mpich"])
+        .args(["--ranks", "2", "--rounds", "1", "--timeout", "60", "--out"])
+        .arg(&out)
+        .output()
+        .expect("run ferry");
+    let stdout = String::from_utf8_lossy(&run.stdout);
+    let stderr = String::from_utf8_lossy(&run.stderr);
+    assert!(run.status.success(), "stdout:\n{stdout}\nstderr:\n{stderr}");
+    assert!(stdout.contains("| pingpong | 2 | 8 | µs |"), "{stdout}");
+
+    let summary = read(&out, "summary.csv");
+    for op in [
+        "pingpong",
+        "bw",
+        "barrier",
+        "bcast",
+        "allreduce",
+        "alltoall",
+    ] {
+        assert!(
+            summary
+                .lines()
+                .any(|l| l.starts_with(&format!("{op},2,")) && l.contains(",mpich,")),
+            "no {op} row in summary.csv:\n{summary}"
+        );
+    }
+    let machine = read(&out, "machine.txt");
+    for field in ["command:", "nproc:", "kernel:", "cpu:", "commit:", "MPICH"] {
+        assert!(
+            machine.contains(field),
+            "machine.txt lacks {field}:\n{machine}"
+        );
+    }
+    assert!(read(&out, "results.csv").lines().count() > 10);
+    assert!(out.join("raw/mpich-n2-r0.csv").is_file());
+    assert!(out.join("pingpong-latency.png").is_file());
+    std::fs::remove_dir_all(&out).unwrap();
+}
+
+#[test]
+fn unknown_implementation_is_refused() {
+    let run = Command::new(env!("CARGO_BIN_EXE_ferry"))
+        .args(["bench", "compare", "--impls", "lam", "--out"])
+        .arg(scratch("compare-bad"))
+        .output()
+        .expect("run ferry");
+    assert_eq!(run.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&run.stderr).contains("unknown implementation"));
+}
