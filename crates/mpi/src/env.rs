@@ -99,8 +99,13 @@ mpi! {
 mpi! {
     /// Completes outstanding communication, waits for every rank, and shuts MPI down.
     fn MPI_Finalize / PMPI_Finalize() on NONE => {
+        // Buffered sends and freed requests still in flight: sends finish; a freed receive
+        // that never matched is withdrawn rather than waited for.
         let pending = running(|s| Ok(std::mem::take(&mut s.bsends)))?;
         for (mut r, _) in pending {
+            if let Some(raw) = r.raw() {
+                r.core.raw_cancel(raw);
+            }
             crate::p2p::wait_request(&mut r)?;
         }
         let world = with(|s| {
