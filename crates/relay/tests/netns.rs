@@ -1,0 +1,192 @@
+//! `ferry-relay` in the testbed, as root: a relay on private cluster a's front node forwards an
+//! authenticated CONNECT from private cluster b (through b's NAT) and from the public cluster to
+//! a rank on a private host of a; it refuses garbage, a wrong MAC, a replayed CONNECT and an
+//! unregistered target; killing it closes forwarded connections at once. Torn down on panic.
+
+mod common;
+
+use common::*;
+use ferry_grid::Topology;
+use ferry_relay::client::{self, ClientError};
+use ferry_testbed::{enter, Testbed};
+use ferry_wire::relay::{self, RefuseCode, RelayFrame, ReplayGuard};
+use ferry_wire::JobKey;
+use std::io::{Read, Write};
+use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::time::{Duration, Instant};
+
+fn is_root() -> bool {
+    std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find(|l| l.starts_with("Uid:"))
+                .map(|l| l.split_whitespace().nth(1) == Some("0"))
+        })
+        .unwrap_or(false)
+}
+
+/// Runs `f` on a new thread inside namespace `ns`.
+fn in_ns<T: Send + 'static>(
+    ns: &str,
+    f: impl FnOnce() -> T + Send + 'static,
+) -> std::thread::JoinHandle<T> {
+    let ns = ns.to_string();
+    std::thread::spawn(move || {
+        enter(&ns).unwrap();
+        f()
+    })
+}
+
+fn refused(result: Result<TcpStream, ClientError>) -> RefuseCode {
+    match result {
+        Err(ClientError::Refused(code)) => code,
+        other => panic!("expected a refusal, got {other:?}"),
+    }
+}
+
+#[test]
+fn relay_between_private_clusters() {
+    if !is_root() {
+        eprintln!("skipped: the testbed needs root");
+        return;
+    }
+    let grid = Topology::load(std::path::Path::new(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../testbed/grids/three.toml"
+    )))
+    .unwrap();
+    let tb = Testbed::up(&grid, &format!("fy{}n-", std::process::id())).unwrap();
+    let ns = |h: &str| tb.namespace(h).unwrap().to_string();
+    let tmp = TempDir::new("netns");
+    let jobs = jobs_dir(&tmp);
+    let relay = RelayProcess::start(
+        &["ip", "netns", "exec", &ns("fa")],
+        "0.0.0.0:7390",
+        &jobs,
+        &[],
+    );
+    let inside: SocketAddr = "10.1.0.1:7390".parse().unwrap();
+    let public: SocketAddr = "198.18.0.10:7390".parse().unwrap();
+
+    // Rank 2 on a1 registers (from inside) and serves relayed connections one after another.
+    let (reg_tx, reg_rx) = std::sync::mpsc::channel();
+    let server = in_ns(&ns("a1"), move || {
+        let listener = TcpListener::bind("0.0.0.0:9200").unwrap();
+        let registration = client::register(inside, &job_key(), JOB, 2, 9200).unwrap();
+        reg_tx.send(()).unwrap();
+        let mut seen = ReplayGuard::default();
+        let mut results = Vec::new();
+        for _ in 0..2 {
+            results.push(serve_one(&listener, 2, &mut seen).map_err(|e| e.to_string()));
+        }
+        drop(registration);
+        results
+    });
+    reg_rx.recv_timeout(Duration::from_secs(10)).unwrap();
+
+    // b1 (private, cluster b) → relay of a (through b's NAT) → a1; p1 (public) likewise.
+    let from_b = in_ns(&ns("b1"), move || {
+        exchange(public, 1, 2).map(drop).map_err(|e| e.to_string())
+    });
+    let result = from_b.join().unwrap();
+    if result.is_err() {
+        relay.signal("USR1");
+        eprintln!("relay said: {:?}", relay.lines(Duration::from_millis(300)));
+    }
+    assert_eq!(result, Ok(()));
+    let from_p = in_ns(&ns("p1"), move || {
+        exchange(public, 0, 2).map(drop).map_err(|e| e.to_string())
+    });
+    let result = from_p.join().unwrap();
+    if result.is_err() {
+        relay.signal("USR1");
+        eprintln!("relay said: {:?}", relay.lines(Duration::from_millis(300)));
+    }
+    assert_eq!(server.join().unwrap(), vec![Ok(1), Ok(0)]);
+    assert_eq!(result, Ok(()));
+
+    // Strangers, from cluster b.
+    let strangers = in_ns(&ns("b1"), move || {
+        let mut codes = Vec::new();
+        codes.push(refused(client::connect(
+            public,
+            &JobKey([1; 32]),
+            JOB,
+            1,
+            2,
+        )));
+        codes.push(refused(client::connect(public, &job_key(), JOB, 1, 3)));
+        // A recorded CONNECT, replayed on a new connection.
+        let mut first = TcpStream::connect(public).unwrap();
+        let RelayFrame::Greeting { relay_nonce } = client::read_frame(&mut first).unwrap() else {
+            panic!()
+        };
+        let recorded = relay::connect(&job_key(), &relay_nonce, JOB, 1, 2, [9; 32]).to_bytes();
+        drop(first);
+        let mut again = TcpStream::connect(public).unwrap();
+        client::read_frame(&mut again).unwrap();
+        again.write_all(&recorded).unwrap();
+        match client::read_frame(&mut again).unwrap() {
+            RelayFrame::Refused(code) => codes.push(code),
+            other => panic!("{other:?}"),
+        }
+        // Garbage.
+        let mut g = TcpStream::connect(public).unwrap();
+        client::read_frame(&mut g).unwrap();
+        g.write_all(b"\x16\x03\x01\x02\x00\x01\x00\x01\xfc\x03\x03")
+            .unwrap();
+        match client::read_frame(&mut g).unwrap() {
+            RelayFrame::Refused(code) => codes.push(code),
+            other => panic!("{other:?}"),
+        }
+        // Registering from outside the cluster.
+        if let Err(ClientError::Refused(code)) = client::register(public, &job_key(), JOB, 1, 9300)
+        {
+            codes.push(code);
+        }
+        codes
+    });
+    assert_eq!(
+        strangers.join().unwrap(),
+        [
+            RefuseCode::BadMac,
+            RefuseCode::UnknownTarget,
+            RefuseCode::BadMac,
+            RefuseCode::Malformed,
+            RefuseCode::NotInside
+        ]
+    );
+    // The registration ended with its connection: rank 2 is no longer reachable.
+    let gone = in_ns(&ns("p1"), move || {
+        refused(client::connect(public, &job_key(), JOB, 0, 2))
+    });
+    assert_eq!(gone.join().unwrap(), RefuseCode::UnknownTarget);
+
+    // Killing the relay closes a forwarded connection within a second.
+    let (reg_tx, reg_rx) = std::sync::mpsc::channel();
+    let server = in_ns(&ns("a2"), move || {
+        let listener = TcpListener::bind("0.0.0.0:9200").unwrap();
+        let _registration = client::register(inside, &job_key(), JOB, 3, 9200).unwrap();
+        reg_tx.send(()).unwrap();
+        let mut seen = ReplayGuard::default();
+        let _ = serve_one(&listener, 3, &mut seen);
+    });
+    reg_rx.recv_timeout(Duration::from_secs(10)).unwrap();
+    let mut s = in_ns(&ns("b2"), move || exchange(public, 1, 3).unwrap())
+        .join()
+        .unwrap();
+    relay.signal("KILL");
+    let t0 = Instant::now();
+    s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+    let r = s.read(&mut [0u8; 1]);
+    assert!(matches!(r, Ok(0) | Err(_)), "{r:?}");
+    assert!(
+        t0.elapsed() < Duration::from_secs(1),
+        "took {:?}",
+        t0.elapsed()
+    );
+    server.join().unwrap();
+    drop(relay);
+    tb.down().unwrap();
+}
