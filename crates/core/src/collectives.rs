@@ -1,13 +1,15 @@
 //! Collective operations on a communicator: each builds a schedule (`ferry-sched`), hands it to
 //! the executor (`coll.rs`) and, for the blocking forms, waits for it.
 //!
-//! Algorithms are chosen per call from the message size and the communicator size with the
-//! thresholds of [`Tuning`] (MPICH's defaults; overridable by `FERRY_COLL_*` variables).
+//! Algorithms are chosen per call from the message size and the communicator size by the rules
+//! of the selection table (`selection.rs`: MPICH's thresholds built in, a JSON file named by
+//! `FERRY_COLL_SELECTION` to replace them).
 
 use crate::coll::{CollectiveCall, Reducer};
 use crate::comm::{Comm, Request, Scope};
 use crate::engine::ReqId;
 use crate::error::Error;
+use crate::selection::{self, AllreduceAlgorithm, BcastAlgorithm, Table};
 use bytemuck::Pod;
 use ferry_sched::{algorithms as alg, Order, Schedule};
 
@@ -85,36 +87,6 @@ macro_rules! reducible_float {
     )*};
 }
 reducible_float!(f32, f64);
-
-/// Size thresholds that choose between algorithms.
-#[derive(Debug, Clone, Copy)]
-pub struct Tuning {
-    /// `FERRY_COLL_BCAST_LONG` (bytes, default 12288, MPICH's BCAST_SHORT_MSG_SIZE): broadcasts
-    /// at least this long on at least `bcast_min_ranks` ranks use scatter + allgather.
-    pub bcast_long: usize,
-    /// `FERRY_COLL_BCAST_MIN_RANKS` (default 8, MPICH's BCAST_MIN_PROCS).
-    pub bcast_min_ranks: usize,
-    /// `FERRY_COLL_ALLREDUCE_LONG` (bytes, default 2048, MPICH's ALLREDUCE_SHORT_MSG_SIZE):
-    /// commutative allreduces at least this long use the ring.
-    pub allreduce_long: usize,
-}
-
-impl Tuning {
-    /// Defaults, overridden by the environment where set.
-    pub fn from_env() -> Tuning {
-        let get = |name: &str, default: usize| {
-            std::env::var(name)
-                .ok()
-                .and_then(|v| v.parse().ok())
-                .unwrap_or(default)
-        };
-        Tuning {
-            bcast_long: get("FERRY_COLL_BCAST_LONG", 12288),
-            bcast_min_ranks: get("FERRY_COLL_BCAST_MIN_RANKS", 8),
-            allreduce_long: get("FERRY_COLL_ALLREDUCE_LONG", 2048),
-        }
-    }
-}
 
 /// One collective call described in bytes: what [`Comm::plan`] turns into a schedule. Block
 /// sizes, counts and displacements are in bytes; `elem` is the size of one reduction element.
@@ -339,32 +311,36 @@ impl Comm {
         self.run_schedule(schedule, send, recv, reduce)
     }
 
-    fn bcast_schedule(&self, bytes: usize, root: usize) -> Schedule {
-        let t = Tuning::from_env();
-        if bytes >= t.bcast_long && self.size() >= t.bcast_min_ranks {
-            alg::bcast_scatter_allgather(self.rank(), self.size(), root, bytes)
-        } else {
-            alg::bcast_binomial(self.rank(), self.size(), root, bytes)
+    fn bcast_schedule(&self, table: &Table, bytes: usize, root: usize) -> Schedule {
+        let (me, n) = (self.rank(), self.size());
+        match table.bcast(bytes, n) {
+            BcastAlgorithm::Binomial => alg::bcast_binomial(me, n, root, bytes),
+            BcastAlgorithm::ScatterAllgather => alg::bcast_scatter_allgather(me, n, root, bytes),
         }
     }
 
     fn allreduce_schedule(
         &self,
+        table: &Table,
         bytes: usize,
         elem: usize,
         commutative: bool,
         in_place: bool,
     ) -> Schedule {
-        let t = Tuning::from_env();
-        if commutative && bytes >= t.allreduce_long && bytes / elem.max(1) >= self.size() {
-            alg::allreduce_ring(self.rank(), self.size(), bytes, elem, in_place)
-        } else {
-            alg::allreduce_recursive_doubling(self.rank(), self.size(), bytes, in_place)
+        let (me, n) = (self.rank(), self.size());
+        match table.allreduce(bytes, elem, n, commutative) {
+            AllreduceAlgorithm::Ring => alg::allreduce_ring(me, n, bytes, elem, in_place),
+            AllreduceAlgorithm::RecursiveDoubling => {
+                alg::allreduce_recursive_doubling(me, n, bytes, in_place)
+            }
         }
     }
 
     /// Chooses the algorithm for `call` on this communicator (the one place selection happens).
     pub fn plan(&self, call: &Collective<'_>) -> Result<Schedule, Error> {
+        // Every collective, not only those with a choice, reports a bad selection file, so
+        // the error surfaces at the first collective call of the process.
+        let table = selection::table()?;
         let (me, n) = (self.rank(), self.size());
         let per_rank = |what: &str, v: &[usize]| {
             if v.len() == n {
@@ -380,7 +356,7 @@ impl Comm {
             Collective::Barrier => alg::barrier_dissemination(me, n),
             Collective::Bcast { bytes, root } => {
                 self.check_root(root)?;
-                self.bcast_schedule(bytes, root)
+                self.bcast_schedule(table, bytes, root)
             }
             Collective::Reduce {
                 bytes,
@@ -395,7 +371,7 @@ impl Comm {
                 elem,
                 commutative,
                 in_place,
-            } => self.allreduce_schedule(bytes, elem, commutative, in_place),
+            } => self.allreduce_schedule(table, bytes, elem, commutative, in_place),
             Collective::Gather { block, root } => {
                 self.check_root(root)?;
                 alg::gather_linear(me, n, root, block, false)

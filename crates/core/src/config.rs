@@ -145,9 +145,11 @@ impl Config {
         1usize << (usize::BITS - 1 - wanted.leading_zeros())
     }
 
-    /// Each field with its environment name and current value, for `ferry info --params`.
+    /// Each field with its environment name and current value, for `ferry info --params`;
+    /// then the collective selection (`FERRY_COLL_SELECTION` and the thresholds of the built-in
+    /// table), which is read once per process rather than kept here.
     pub fn describe(&self) -> Vec<(&'static str, String)> {
-        vec![
+        let mut params = vec![
             (
                 "FERRY_TRANSPORT",
                 format!("{:?}", self.transport).to_lowercase(),
@@ -182,7 +184,9 @@ impl Config {
                 "FERRY_CONNECT_TIMEOUT",
                 self.connect_timeout_secs.to_string(),
             ),
-        ]
+        ];
+        params.extend(crate::selection::describe());
+        params
     }
 }
 

@@ -31,12 +31,13 @@ mod engine;
 mod error;
 mod matching;
 pub mod raw;
+mod selection;
 mod shm;
 mod tcp;
 mod world;
 
 pub use coll::Reducer;
-pub use collectives::{Collective, ReduceOp, Reducible, Tuning};
+pub use collectives::{Collective, ReduceOp, Reducible};
 pub use comm::{
     scope, test_all, wait_all, wait_any, Comm, Request, Scope, Source, Status, ANY_SOURCE, ANY_TAG,
     TAG_UB,
