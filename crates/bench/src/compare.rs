@@ -7,8 +7,9 @@
 //! larger ones the collectives only: point-to-point between two of eight oversubscribed ranks
 //! would measure the scheduler), keeps every raw output, takes the median over rounds, and
 //! writes `results.csv` (every row of every run), `summary.csv` (medians), `table.md` (ratios
-//! against MPICH and Open MPI), PNG plots and `machine.txt` (command, machine, commit, versions)
-//! into the results directory.
+//! against MPICH and Open MPI), PNG plots, `runs.csv` (each job's time, outcome and the load
+//! average before it) and `machine.txt` (command, machine, commit, versions, load) into the
+//! results directory, with the benchmark's stdout and stderr of every job under `raw/`.
 //!
 //! Ratios are ferry's figure over the peer's: for latencies (µs) ≤ 1.0 means ferry is as fast
 //! or faster, for the bandwidth of `bw` (MB/s) ≥ 1.0 does.
@@ -692,6 +693,8 @@ pub fn run(config: &CompareConfig) -> Result<Outcome, CompareError> {
 
     let mut rows: Vec<(Impl, u32, Row)> = vec![];
     let mut failures = vec![];
+    // One line per job: how long it took, how it ended and how busy the machine was.
+    let mut runs = String::from("impl,ranks,round,seconds,status,load_before\n");
     for round in 0..config.rounds {
         for &np in &config.ranks {
             for (tool, exe) in &tools {
@@ -719,6 +722,7 @@ pub fn run(config: &CompareConfig) -> Result<Outcome, CompareError> {
                     out.join("raw").join(format!("{stem}.csv")),
                     out.join("raw").join(format!("{stem}.err")),
                 );
+                let load_before = loadavg();
                 let start = Instant::now();
                 eprint!(
                     "round {}/{}: {} on {np} ranks ... ",
@@ -737,6 +741,16 @@ pub fn run(config: &CompareConfig) -> Result<Outcome, CompareError> {
                     (_, Err(e)) => Some(e.clone()),
                     _ => None,
                 };
+                let _ = writeln!(
+                    runs,
+                    "{},{np},{round},{secs:.2},{},{}",
+                    tool.imp.name(),
+                    match &problem {
+                        None => "ok".to_string(),
+                        Some(p) => p.replace(',', ";"),
+                    },
+                    load_before.split_whitespace().next().unwrap_or("?"),
+                );
                 if let Ok(rs) = parsed {
                     rows.extend(rs.into_iter().map(|r| (tool.imp, round, r)));
                 }
@@ -763,6 +777,7 @@ pub fn run(config: &CompareConfig) -> Result<Outcome, CompareError> {
     let mut record = machine;
     let _ = writeln!(record, "load average at end: {}", loadavg());
     std::fs::write(out.join("machine.txt"), record)?;
+    std::fs::write(out.join("runs.csv"), runs)?;
     write_results(out, &rows)?;
     let summary = summarize(&rows);
     write_summary(out, &summary)?;
