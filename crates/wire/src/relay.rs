@@ -703,4 +703,28 @@ mod tests {
         last[..4].copy_from_slice(&(ReplayGuard::CAPACITY as u32).to_le_bytes());
         assert!(!g.insert(last));
     }
+
+    proptest::proptest! {
+        /// Any bytes: no panic, never more than the input is used, and what decodes re-encodes
+        /// to a frame that decodes the same.
+        #[test]
+        fn decode_any_bytes(bytes in proptest::collection::vec(proptest::prelude::any::<u8>(), 0..200)) {
+            if let Ok(Some((frame, used))) = RelayFrame::decode(&bytes) {
+                proptest::prop_assert!(used <= bytes.len());
+                let again = frame.to_bytes();
+                proptest::prop_assert_eq!(RelayFrame::decode(&again), Ok(Some((frame, used))));
+            }
+        }
+
+        /// Valid headers with any body: decodes without panic.
+        #[test]
+        fn decode_valid_headers(op in proptest::prelude::any::<u8>(), body in proptest::collection::vec(proptest::prelude::any::<u8>(), 0..130)) {
+            let mut bytes = MAGIC.to_vec();
+            bytes.push(VERSION);
+            bytes.push(op);
+            bytes.extend_from_slice(&(body.len() as u16).to_le_bytes());
+            bytes.extend_from_slice(&body);
+            let _ = RelayFrame::decode(&bytes);
+        }
+    }
 }
