@@ -6,6 +6,8 @@
 //! * `header_layout`: sizes of the integer types and the layout of `MPI_Status`.
 //! * `datatype_handles_match_the_rust_side`: every predefined datatype of mpi.h is the
 //!   `datatype::Builtin` of that handle and name, and the other way round.
+//! * `rust_constants_match_the_header`: every constant of `abi.rs` and every predefined
+//!   operation of `ops::BuiltinOp` has the value mpi.h gives it.
 //! * `every_prototype_is_exported` (ignored until the C ABI is complete): every `MPI_X`/`PMPI_X`
 //!   declared in mpi.h is a defined dynamic symbol of libmpi.so (`nm -D`).
 
@@ -411,15 +413,26 @@ int main(void) {
     );
 }
 
+/// Names mpi.h defines as predefined handles of one type: `#define NAME ((TYPE)0x…)`.
+fn handles_of(ty: &str) -> BTreeSet<String> {
+    let cast = format!("(({ty})");
+    header()
+        .lines()
+        .filter_map(|l| l.strip_prefix("#define "))
+        .filter(|l| l.contains(&cast))
+        .filter_map(|l| l.split_whitespace().next().map(str::to_string))
+        .collect()
+}
+
 #[test]
 fn datatype_handles_match_the_rust_side() {
     use mpi::datatype::Builtin;
     let mut wrong = Vec::new();
     let mut header_types = BTreeSet::new();
+    let types = handles_of("MPI_Datatype");
     for (name, value) in TABLE {
         let Value::Int(h) = value else { continue };
-        // Predefined datatypes are the handles 0x201..0x2ff (0x200 is MPI_DATATYPE_NULL).
-        if !(0x201..0x300).contains(h) {
+        if !types.contains(*name) || *name == "MPI_DATATYPE_NULL" {
             continue;
         }
         header_types.insert(*h as usize);
@@ -438,6 +451,126 @@ fn datatype_handles_match_the_rust_side() {
     assert!(
         wrong.is_empty(),
         "datatypes of mpi.h and datatype::Builtin differ:\n{}",
+        wrong.join("\n")
+    );
+}
+
+#[test]
+fn rust_constants_match_the_header() {
+    use mpi::abi;
+    use mpi::ops::{BuiltinOp, OP_NULL};
+    // Every constant of `abi.rs`, as the Rust side uses it.
+    let rust: &[(&str, i64)] = &[
+        ("MPI_SUCCESS", abi::MPI_SUCCESS as i64),
+        ("MPI_ERR_BUFFER", abi::MPI_ERR_BUFFER as i64),
+        ("MPI_ERR_COUNT", abi::MPI_ERR_COUNT as i64),
+        ("MPI_ERR_TYPE", abi::MPI_ERR_TYPE as i64),
+        ("MPI_ERR_TAG", abi::MPI_ERR_TAG as i64),
+        ("MPI_ERR_COMM", abi::MPI_ERR_COMM as i64),
+        ("MPI_ERR_RANK", abi::MPI_ERR_RANK as i64),
+        ("MPI_ERR_REQUEST", abi::MPI_ERR_REQUEST as i64),
+        ("MPI_ERR_ROOT", abi::MPI_ERR_ROOT as i64),
+        ("MPI_ERR_GROUP", abi::MPI_ERR_GROUP as i64),
+        ("MPI_ERR_OP", abi::MPI_ERR_OP as i64),
+        ("MPI_ERR_TOPOLOGY", abi::MPI_ERR_TOPOLOGY as i64),
+        ("MPI_ERR_DIMS", abi::MPI_ERR_DIMS as i64),
+        ("MPI_ERR_ARG", abi::MPI_ERR_ARG as i64),
+        ("MPI_ERR_UNKNOWN", abi::MPI_ERR_UNKNOWN as i64),
+        ("MPI_ERR_TRUNCATE", abi::MPI_ERR_TRUNCATE as i64),
+        ("MPI_ERR_OTHER", abi::MPI_ERR_OTHER as i64),
+        ("MPI_ERR_INTERN", abi::MPI_ERR_INTERN as i64),
+        ("MPI_ERR_PENDING", abi::MPI_ERR_PENDING as i64),
+        ("MPI_ERR_IN_STATUS", abi::MPI_ERR_IN_STATUS as i64),
+        ("MPI_ERR_INFO_KEY", abi::MPI_ERR_INFO_KEY as i64),
+        ("MPI_ERR_INFO_NOKEY", abi::MPI_ERR_INFO_NOKEY as i64),
+        ("MPI_ERR_INFO_VALUE", abi::MPI_ERR_INFO_VALUE as i64),
+        ("MPI_ERR_INFO", abi::MPI_ERR_INFO as i64),
+        ("MPI_ERR_KEYVAL", abi::MPI_ERR_KEYVAL as i64),
+        ("MPI_ERR_NO_MEM", abi::MPI_ERR_NO_MEM as i64),
+        ("MPI_ERR_PROC_ABORTED", abi::MPI_ERR_PROC_ABORTED as i64),
+        (
+            "MPI_ERR_UNSUPPORTED_OPERATION",
+            abi::MPI_ERR_UNSUPPORTED_OPERATION as i64,
+        ),
+        ("MPI_ERR_ERRHANDLER", abi::MPI_ERR_ERRHANDLER as i64),
+        ("MPI_ERR_LASTCODE", abi::MPI_ERR_LASTCODE as i64),
+        ("MPI_ANY_SOURCE", abi::MPI_ANY_SOURCE as i64),
+        ("MPI_PROC_NULL", abi::MPI_PROC_NULL as i64),
+        ("MPI_ROOT", abi::MPI_ROOT as i64),
+        ("MPI_ANY_TAG", abi::MPI_ANY_TAG as i64),
+        ("MPI_KEYVAL_INVALID", abi::MPI_KEYVAL_INVALID as i64),
+        ("MPI_UNDEFINED", abi::MPI_UNDEFINED as i64),
+        ("MPI_THREAD_SINGLE", abi::MPI_THREAD_SINGLE as i64),
+        ("MPI_THREAD_FUNNELED", abi::MPI_THREAD_FUNNELED as i64),
+        ("MPI_THREAD_SERIALIZED", abi::MPI_THREAD_SERIALIZED as i64),
+        ("MPI_THREAD_MULTIPLE", abi::MPI_THREAD_MULTIPLE as i64),
+        ("MPI_IDENT", abi::MPI_IDENT as i64),
+        ("MPI_CONGRUENT", abi::MPI_CONGRUENT as i64),
+        ("MPI_SIMILAR", abi::MPI_SIMILAR as i64),
+        ("MPI_UNEQUAL", abi::MPI_UNEQUAL as i64),
+        ("MPI_COMM_TYPE_SHARED", abi::MPI_COMM_TYPE_SHARED as i64),
+        ("MPI_TAG_UB", abi::MPI_TAG_UB as i64),
+        ("MPI_IO", abi::MPI_IO as i64),
+        ("MPI_HOST", abi::MPI_HOST as i64),
+        ("MPI_WTIME_IS_GLOBAL", abi::MPI_WTIME_IS_GLOBAL as i64),
+        ("MPI_APPNUM", abi::MPI_APPNUM as i64),
+        ("MPI_LASTUSEDCODE", abi::MPI_LASTUSEDCODE as i64),
+        ("MPI_UNIVERSE_SIZE", abi::MPI_UNIVERSE_SIZE as i64),
+        ("MPI_OP_NULL", abi::MPI_OP_NULL as i64),
+        ("MPI_COMM_NULL", abi::MPI_COMM_NULL as i64),
+        ("MPI_COMM_WORLD", abi::MPI_COMM_WORLD as i64),
+        ("MPI_COMM_SELF", abi::MPI_COMM_SELF as i64),
+        ("MPI_GROUP_NULL", abi::MPI_GROUP_NULL as i64),
+        ("MPI_GROUP_EMPTY", abi::MPI_GROUP_EMPTY as i64),
+        ("MPI_MESSAGE_NULL", abi::MPI_MESSAGE_NULL as i64),
+        ("MPI_MESSAGE_NO_PROC", abi::MPI_MESSAGE_NO_PROC as i64),
+        ("MPI_INFO_NULL", abi::MPI_INFO_NULL as i64),
+        ("MPI_INFO_ENV", abi::MPI_INFO_ENV as i64),
+        ("MPI_ERRHANDLER_NULL", abi::MPI_ERRHANDLER_NULL as i64),
+        ("MPI_ERRORS_ARE_FATAL", abi::MPI_ERRORS_ARE_FATAL as i64),
+        ("MPI_ERRORS_RETURN", abi::MPI_ERRORS_RETURN as i64),
+        ("MPI_ERRORS_ABORT", abi::MPI_ERRORS_ABORT as i64),
+        ("MPI_REQUEST_NULL", abi::MPI_REQUEST_NULL as i64),
+        ("MPI_DATATYPE_NULL", abi::MPI_DATATYPE_NULL as i64),
+        ("MPI_IN_PLACE", abi::MPI_IN_PLACE as i64),
+        ("MPI_BSEND_OVERHEAD", abi::MPI_BSEND_OVERHEAD as i64),
+        ("MPI_MAX_PROCESSOR_NAME", abi::MPI_MAX_PROCESSOR_NAME as i64),
+        ("MPI_MAX_ERROR_STRING", abi::MPI_MAX_ERROR_STRING as i64),
+        ("MPI_MAX_OBJECT_NAME", abi::MPI_MAX_OBJECT_NAME as i64),
+        (
+            "MPI_MAX_LIBRARY_VERSION_STRING",
+            abi::MPI_MAX_LIBRARY_VERSION_STRING as i64,
+        ),
+        ("MPI_MAX_INFO_KEY", abi::MPI_MAX_INFO_KEY as i64),
+        ("MPI_MAX_INFO_VAL", abi::MPI_MAX_INFO_VAL as i64),
+        ("MPI_OP_NULL", OP_NULL as i64),
+    ];
+    let table: BTreeMap<&str, Value> = TABLE.iter().copied().collect();
+    let mut wrong = Vec::new();
+    for (name, got) in rust {
+        match table.get(name) {
+            Some(Value::Int(want)) if want == got => {}
+            Some(Value::Int(want)) => wrong.push(format!("{name}: Rust {got:#x}, mpi.h {want:#x}")),
+            _ => wrong.push(format!("{name}: Rust has it, mpi.h does not")),
+        }
+    }
+    // Predefined reduction operations.
+    let ops = handles_of("MPI_Op");
+    for (name, value) in TABLE {
+        let Value::Int(h) = value else { continue };
+        if ops.contains(*name) && *name != "MPI_OP_NULL" {
+            match BuiltinOp::from_handle(*h as usize) {
+                Some(op) if op.name() == *name => {}
+                Some(op) => {
+                    wrong.push(format!("{name} ({h:#x}) is {} on the Rust side", op.name()))
+                }
+                None => wrong.push(format!("{name} ({h:#x}) is no BuiltinOp on the Rust side")),
+            }
+        }
+    }
+    assert!(
+        wrong.is_empty(),
+        "constants of abi.rs/ops.rs and mpi.h differ:\n{}",
         wrong.join("\n")
     );
 }
