@@ -116,6 +116,10 @@ pub struct RelayArgs {
     /// Relayed connections one job may have at a time.
     #[arg(long, default_value_t = 256)]
     pub max_per_job: usize,
+    /// Connections of all kinds the relay keeps at a time; more are closed at once (a flood of
+    /// strangers cannot exhaust descriptors).
+    #[arg(long, default_value_t = 4096)]
+    pub max_connections: usize,
     /// Seconds a connection has to register or be paired.
     #[arg(long, value_name = "SECS", default_value_t = 10.0)]
     pub handshake_timeout: f64,
@@ -158,6 +162,8 @@ pub struct IoCounters {
     pub bytes_out: u64,
     /// Socket or pipe errors on forwarded connections, failed dials.
     pub errors: u64,
+    /// Connections closed at accept because `--max-connections` were open.
+    pub turned_away: u64,
     /// Pairs forwarded with splice.
     pub spliced_pairs: u64,
     /// Pairs forwarded with the buffer.
@@ -238,6 +244,7 @@ pub struct Daemon {
     jobs_dir: Option<PathBuf>,
     jobs: HashMap<u64, PathBuf>,
     copy: CopyMode,
+    max_connections: usize,
     stats_every: Option<Duration>,
     io: IoCounters,
     started: Instant,
@@ -342,6 +349,7 @@ impl Daemon {
             jobs_dir: args.jobs_dir.clone(),
             jobs,
             copy: args.copy,
+            max_connections: args.max_connections,
             stats_every,
             io: IoCounters::default(),
             started: Instant::now(),
@@ -363,7 +371,7 @@ impl Daemon {
             .collect();
         refused.sort();
         format!(
-            "ferry relay: up {:.0}s conns={} relayed={} registered={} accepted={} paired={} bytes_in={} bytes_out={} refused=[{}] idle_closed={} errors={} splice_pairs={} buffered_pairs={}",
+            "ferry relay: up {:.0}s conns={} relayed={} registered={} accepted={} paired={} bytes_in={} bytes_out={} refused=[{}] idle_closed={} turned_away={} errors={} splice_pairs={} buffered_pairs={}",
             self.started.elapsed().as_secs_f64(),
             self.engine.connections(),
             self.engine.relayed(),
@@ -374,6 +382,7 @@ impl Daemon {
             self.io.bytes_out,
             refused.join(" "),
             c.idle_closed,
+            self.io.turned_away,
             self.io.errors,
             self.io.spliced_pairs,
             self.io.buffered_pairs,
@@ -467,6 +476,11 @@ impl Daemon {
         loop {
             match self.listener.accept() {
                 Ok((mut stream, peer)) => {
+                    if self.socks.len() >= self.max_connections {
+                        self.io.turned_away += 1;
+                        drop(stream);
+                        continue;
+                    }
                     let _ = stream.set_nodelay(true);
                     let inside = self.inside.iter().any(|c| c.contains(peer.ip()));
                     let mut nonce = [0u8; 32];

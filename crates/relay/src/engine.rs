@@ -646,7 +646,7 @@ impl Relay {
         &self.counters
     }
 
-    /// Whether `conn` comes from an address inside (for the log).
+    /// The peer address of `conn` (for the log).
     pub fn peer_of(&self, conn: ConnId) -> Option<IpAddr> {
         self.conns.get(&conn).and_then(|c| c.peer).map(|p| p.ip())
     }

@@ -126,3 +126,37 @@ fn sigterm_shuts_down_cleanly_and_sigusr1_prints_status() {
     let lines = relay.lines(Duration::from_millis(200));
     assert!(lines.iter().any(|l| l.contains("shut down")), "{lines:?}");
 }
+
+#[test]
+fn connection_cap_and_handshake_timeout() {
+    let tmp = TempDir::new("cap");
+    let jobs = jobs_dir(&tmp);
+    let relay = RelayProcess::start(
+        &[],
+        "127.0.0.1:0",
+        &jobs,
+        &["--max-connections", "1", "--handshake-timeout", "0.5"],
+    );
+    let mut first = TcpStream::connect(relay.addr).unwrap();
+    assert!(matches!(
+        client::read_frame(&mut first).unwrap(),
+        RelayFrame::Greeting { .. }
+    ));
+    // Over the cap: closed without a word.
+    let mut second = TcpStream::connect(relay.addr).unwrap();
+    second
+        .set_read_timeout(Some(Duration::from_secs(5)))
+        .unwrap();
+    let mut buf = [0u8; 16];
+    assert!(matches!(second.read(&mut buf), Ok(0) | Err(_)));
+    // The silent first connection is refused when its handshake time is up.
+    first
+        .set_read_timeout(Some(Duration::from_secs(5)))
+        .unwrap();
+    let t0 = Instant::now();
+    assert_eq!(
+        client::read_frame(&mut first).unwrap(),
+        RelayFrame::Refused(RefuseCode::Timeout)
+    );
+    assert!(t0.elapsed() < Duration::from_secs(2));
+}
