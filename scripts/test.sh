@@ -12,6 +12,7 @@ cargo test --release --workspace
 # (conformance/run: tier1, tier2, tierlite) and NetPIPE's integrity sweep. FERRY_CONFORMANCE=0
 # skips them (for a quick local run).
 if [ "${FERRY_CONFORMANCE:-1}" = 1 ]; then
+  cargo build --release -p ferry-mpi -p ferry-cli # the wrappers use target/release
   bash scripts/test-install.sh
   python3 conformance/run
   bash conformance/netpipe
