@@ -37,7 +37,7 @@ pub const SWITCH: &str = "sw";
 #[derive(Debug, Error)]
 pub enum TestbedError {
     /// Not running as root.
-    #[error("ferry testbed needs root (it creates network namespaces, bridges and iptables rules): run it as root, e.g. with sudo")]
+    #[error("needs root: it creates network namespaces, bridges and iptables rules; run it as root, e.g. with sudo")]
     NotRoot,
     /// A tool is missing.
     #[error("`{tool}` is not installed (apt-get install -y {package})")]
