@@ -157,15 +157,16 @@ mpi! {
     fn MPI_Comm_split_type / PMPI_Comm_split_type(comm: Handle, split_type: c_int, key: c_int, _info: Handle, newcomm: *mut Handle) on comm => {
         let out = out(newcomm, "newcomm")?;
         let core = running(|s| s.core_comm(comm))?;
+        if split_type != MPI_UNDEFINED && split_type != MPI_COMM_TYPE_SHARED {
+            return fail(MPI_ERR_ARG, format!("split type {split_type} is not supported (MPI_COMM_TYPE_SHARED is)"));
+        }
+        // Processes passing MPI_UNDEFINED take part in the host exchange too: it is collective.
+        let mine = host_name();
+        let mut all = vec![0u8; 64 * core.size()];
+        core.allgather(&mine, &mut all)?;
         let color = match split_type {
             MPI_UNDEFINED => None,
-            MPI_COMM_TYPE_SHARED => {
-                let mine = host_name();
-                let mut all = vec![0u8; 64 * core.size()];
-                core.allgather(&mine, &mut all)?;
-                all.chunks(64).position(|h| h == mine).map(|i| i as u32)
-            }
-            t => return fail(MPI_ERR_ARG, format!("split type {t} is not supported (MPI_COMM_TYPE_SHARED is)")),
+            _ => all.chunks(64).position(|h| h == mine).map(|i| i as u32),
         };
         *out = register(comm, core.split(color, key)?, false)?;
         Ok(())
