@@ -1,0 +1,27 @@
+/* MPI_ERRORS_ARE_FATAL (the default) ends the job: `fatal send` sends to an invalid rank from
+ * process 0, `fatal bcast` calls MPI_Bcast with an invalid root everywhere, `fatal errhandler`
+ * sets MPI_ERRORS_RETURN and then MPI_ERRORS_ARE_FATAL back before the bad call. */
+#include "mtest.h"
+
+int main(int argc, char **argv)
+{
+    int rank, size, buf = 0, out = 0;
+    MPI_Init(&argc, &argv);
+    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    MPI_Comm_size(MPI_COMM_WORLD, &size);
+    const char *c = argc > 1 ? argv[1] : "send";
+    if (!strcmp(c, "send")) {
+        if (rank == 0)
+            MPI_Send(&buf, 1, MPI_INT, size + 3, 0, MPI_COMM_WORLD);
+        MPI_Barrier(MPI_COMM_WORLD);
+    } else if (!strcmp(c, "bcast")) {
+        MPI_Bcast(&buf, 1, MPI_INT, size, MPI_COMM_WORLD);
+    } else if (!strcmp(c, "errhandler")) {
+        MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
+        MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_ARE_FATAL);
+        MPI_Allreduce(&buf, &out, 1, MPI_INT, MPI_OP_NULL, MPI_COMM_WORLD);
+    }
+    printf("survived %s\n", c);
+    MPI_Finalize();
+    return 0;
+}

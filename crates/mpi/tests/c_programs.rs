@@ -1,0 +1,226 @@
+//! MPI C programs (`tests/c/*.c`) that check what the MPI 4.1 standard says, beyond MPICH's
+//! conformance tiers: error classes under `MPI_ERRORS_RETURN` and `MPI_ERRORS_ARE_FATAL`, the
+//! send modes, persistent requests, cancel, the wait/test family with null requests,
+//! `MPI_PROC_NULL`, message order and probes, non-contiguous messages, communicator
+//! construction and comparison, attribute callbacks, `MPI_IN_PLACE`, collectives with derived
+//! types, non-commutative reductions, nonblocking collectives, and derived-datatype queries.
+//!
+//! Each program was checked against MPICH first (`mpicc.mpich`, `mpiexec.mpich`); it prints
+//! ` No Errors` from rank 0 and exits non-zero on failure, as MPICH's own tests. They are
+//! compiled with `bin/mpicc` against the `libmpi.so` of this build and run with `ferry run`.
+//!
+//! Needs a C compiler (`cc`, or `$FERRY_CC`), and `ferry` and `libmpi.so` in this test's target
+//! directory: `cargo test --release --workspace` builds both (or `cargo build --release -p
+//! ferry-cli -p ferry-mpi`). Jobs run one at a time (two cores).
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+use std::sync::{Mutex, OnceLock};
+
+static ONE_JOB_AT_A_TIME: Mutex<()> = Mutex::new(());
+
+/// Every program of `tests/c`.
+const PROGRAMS: &[&str] = &[
+    "errors",
+    "fatal",
+    "ssend",
+    "bsend",
+    "persistent",
+    "waitsome",
+    "procnull",
+    "probe",
+    "p2ptypes",
+    "comm",
+    "attrs",
+    "inplace",
+    "colltypes",
+    "reduce",
+    "nbc",
+    "types",
+];
+
+/// `target/<profile>`, from this test executable (`target/<profile>/deps/c_programs-…`).
+fn profile_dir() -> PathBuf {
+    let exe = std::env::current_exe().expect("test executable");
+    exe.parent()
+        .and_then(|d| d.parent())
+        .expect("target/<profile>")
+        .to_path_buf()
+}
+
+/// Where the freshest `libmpi.so` is: `cargo test` builds the cdylib into `deps/` without
+/// copying it up to `target/<profile>/` (as `cargo build` does), so take the newer of the two.
+fn libdir() -> PathBuf {
+    let top = profile_dir();
+    let deps = top.join("deps");
+    let age = |d: &Path| {
+        std::fs::metadata(d.join("libmpi.so"))
+            .and_then(|m| m.modified())
+            .ok()
+    };
+    match (age(&top), age(&deps)) {
+        (Some(a), Some(b)) if a >= b => top,
+        (_, Some(_)) => deps,
+        (Some(_), None) => top,
+        (None, None) => panic!(
+            "libmpi.so is missing in {}: run `cargo test --release --workspace` or `cargo build --release -p ferry-mpi`",
+            top.display()
+        ),
+    }
+}
+
+/// Compiles every program once with `mpicc` into a fresh directory.
+fn programs() -> &'static Path {
+    static DIR: OnceLock<PathBuf> = OnceLock::new();
+    DIR.get_or_init(|| {
+        let lib = libdir();
+        let here = Path::new(env!("CARGO_MANIFEST_DIR"));
+        let out = profile_dir().join("mpi-c-tests");
+        std::fs::create_dir_all(&out).expect("temp dir");
+        for name in PROGRAMS {
+            let status = Command::new(here.join("bin/mpicc"))
+                .env("FERRY_LIBDIR", &lib)
+                .args(["-std=c99", "-D_DEFAULT_SOURCE", "-O2", "-Wall", "-Werror"])
+                .arg(here.join("tests/c").join(format!("{name}.c")))
+                .arg("-o")
+                .arg(out.join(name))
+                .status()
+                .expect("run mpicc");
+            assert!(status.success(), "mpicc failed on {name}.c");
+        }
+        out
+    })
+}
+
+fn run(n: u32, prog: &str, args: &[&str]) -> Output {
+    let dir = programs();
+    let ferry = profile_dir().join("ferry");
+    assert!(
+        ferry.exists(),
+        "{} is missing: run `cargo build --release -p ferry-cli`",
+        ferry.display()
+    );
+    let _one = ONE_JOB_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let mut cmd = Command::new(ferry);
+    // `cargo test` puts target/<profile> on LD_LIBRARY_PATH, which beats the programs' runpath
+    // and would load a stale libmpi.so from there.
+    cmd.env_remove("LD_LIBRARY_PATH");
+    cmd.args(["run", "-n", &n.to_string(), "--timeout", "30"])
+        .arg(dir.join(prog))
+        .args(args);
+    cmd.output().expect("ferry run")
+}
+
+/// Runs `prog` on `n` processes: it must exit 0 and print ` No Errors`.
+#[track_caller]
+fn no_errors(n: u32, prog: &str) {
+    let out = run(n, prog, &[]);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success() && stdout.contains(" No Errors"),
+        "{prog} on {n} processes failed\nstdout:\n{stdout}\nstderr:\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+/// Runs `fatal <case>`: the job must fail and the message must name `call`.
+#[track_caller]
+fn fatal(case: &str, call: &str) {
+    let out = run(2, "fatal", &[case]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        !out.status.success(),
+        "fatal {case}: the job succeeded\n{stdout}\n{err}"
+    );
+    assert!(
+        !stdout.contains("survived"),
+        "fatal {case}: the program went on after the error\n{stdout}"
+    );
+    assert!(
+        err.contains(call),
+        "fatal {case}: the message does not name {call}\n{err}"
+    );
+}
+
+#[test]
+fn error_classes_with_errors_return() {
+    no_errors(2, "errors");
+}
+
+#[test]
+fn errors_are_fatal_by_default_and_name_the_call() {
+    fatal("send", "MPI_Send");
+    fatal("bcast", "MPI_Bcast");
+    fatal("errhandler", "MPI_Allreduce");
+}
+
+#[test]
+fn synchronous_send_waits_for_the_receive() {
+    no_errors(2, "ssend");
+}
+
+#[test]
+fn buffered_and_ready_sends() {
+    no_errors(2, "bsend");
+}
+
+#[test]
+fn persistent_requests() {
+    no_errors(2, "persistent");
+}
+
+#[test]
+fn cancel_and_wait_test_family_with_null_requests() {
+    no_errors(2, "waitsome");
+}
+
+#[test]
+fn proc_null_and_zero_length_messages() {
+    no_errors(2, "procnull");
+}
+
+#[test]
+fn message_order_probe_and_partial_elements() {
+    no_errors(3, "probe");
+}
+
+#[test]
+fn non_contiguous_point_to_point() {
+    no_errors(2, "p2ptypes");
+}
+
+#[test]
+fn communicator_construction_and_comparison() {
+    no_errors(4, "comm");
+}
+
+#[test]
+fn attribute_callbacks() {
+    no_errors(2, "attrs");
+}
+
+#[test]
+fn in_place_collectives() {
+    no_errors(4, "inplace");
+}
+
+#[test]
+fn collectives_with_derived_types() {
+    no_errors(4, "colltypes");
+}
+
+#[test]
+fn non_commutative_and_loc_reductions() {
+    no_errors(4, "reduce");
+}
+
+#[test]
+fn nonblocking_collectives_overlapped() {
+    no_errors(4, "nbc");
+}
+
+#[test]
+fn derived_datatypes() {
+    no_errors(2, "types");
+}
