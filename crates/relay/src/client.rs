@@ -3,7 +3,9 @@
 //! ferry handshake that follows. Used by the tests, the benchmark and `ferry relay` probes; the
 //! runtime drives the same frames from its own nonblocking loop.
 
-use ferry_wire::relay::{self, RefuseCode, RelayError, RelayFrame, ReplayGuard};
+use ferry_wire::relay::{
+    self, RefuseCode, Registrar, RelayAcceptor, RelayConnector, RelayError, RelayFrame, ReplayGuard,
+};
 use ferry_wire::{Handshake, HandshakeError, JobKey};
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream};
@@ -56,11 +58,41 @@ fn fill(stream: &mut TcpStream, buf: &mut [u8]) -> Result<(), ClientError> {
     })
 }
 
-fn expect_greeting(stream: &mut TcpStream) -> Result<[u8; 32], ClientError> {
-    match read_frame(stream)? {
-        RelayFrame::Greeting { relay_nonce } => Ok(relay_nonce),
-        RelayFrame::Refused(code) => Err(ClientError::Refused(code)),
-        other => Err(ClientError::Unexpected(other.op())),
+/// Drives a sans-IO relay machine over a blocking stream: sends its output, feeds it input one
+/// read at a time (never reading past what it wants), until `done`.
+fn drive<M>(
+    stream: &mut TcpStream,
+    machine: &mut M,
+    output: impl Fn(&M) -> Vec<u8>,
+    consume: impl Fn(&mut M, usize),
+    mut input: impl FnMut(&mut M, &[u8]) -> Result<usize, RelayError>,
+    done: impl Fn(&M) -> bool,
+) -> Result<(), ClientError> {
+    let mut byte = [0u8; 1];
+    loop {
+        let out = output(machine);
+        if !out.is_empty() {
+            stream.write_all(&out)?;
+            consume(machine, out.len());
+        }
+        if done(machine) {
+            return Ok(());
+        }
+        // One byte at a time: whatever follows the last relay frame belongs to the caller.
+        let n = stream.read(&mut byte)?;
+        if n == 0 {
+            return Err(ClientError::Closed);
+        }
+        if let Err(e) = input(machine, &byte) {
+            // A queued REFUSED goes out before the error is reported.
+            let out = output(machine);
+            let _ = stream.write_all(&out);
+            return Err(match e {
+                RelayError::Refused(code) => ClientError::Refused(code),
+                RelayError::Unexpected(op) => ClientError::Unexpected(op),
+                other => ClientError::Protocol(other),
+            });
+        }
     }
 }
 
@@ -84,16 +116,17 @@ pub fn register(
 ) -> Result<TcpStream, ClientError> {
     let mut stream = TcpStream::connect_timeout(&relay_addr, Duration::from_secs(5))?;
     stream.set_read_timeout(Some(Duration::from_secs(10)))?;
-    let nonce = expect_greeting(&mut stream)?;
-    stream.write_all(&relay::register(job_key, &nonce, job, rank, port).to_bytes())?;
-    match read_frame(&mut stream)? {
-        RelayFrame::Registered { job: j, rank: r } if j == job && r == rank => {
-            stream.set_read_timeout(None)?;
-            Ok(stream)
-        }
-        RelayFrame::Refused(code) => Err(ClientError::Refused(code)),
-        other => Err(ClientError::Unexpected(other.op())),
-    }
+    let mut m = Registrar::new(job_key.clone(), job, rank, port);
+    drive(
+        &mut stream,
+        &mut m,
+        |m| m.pending_output().to_vec(),
+        Registrar::consume_output,
+        |m, b| m.handle_input(b),
+        Registrar::is_registered,
+    )?;
+    stream.set_read_timeout(None)?;
+    Ok(stream)
 }
 
 /// Connects from rank `src` to rank `target` of `job` through the relay at `relay_addr`;
@@ -107,17 +140,17 @@ pub fn connect(
 ) -> Result<TcpStream, ClientError> {
     let mut stream = TcpStream::connect_timeout(&relay_addr, Duration::from_secs(5))?;
     stream.set_read_timeout(Some(Duration::from_secs(15)))?;
-    let relay_nonce = expect_greeting(&mut stream)?;
-    let frame = relay::connect(job_key, &relay_nonce, job, src, target, fresh_nonce()?);
-    stream.write_all(&frame.to_bytes())?;
-    match read_frame(&mut stream)? {
-        RelayFrame::Established { target: t } if t == target => {
-            stream.set_read_timeout(None)?;
-            Ok(stream)
-        }
-        RelayFrame::Refused(code) => Err(ClientError::Refused(code)),
-        other => Err(ClientError::Unexpected(other.op())),
-    }
+    let mut m = RelayConnector::new(job_key.clone(), job, src, target, fresh_nonce()?);
+    drive(
+        &mut stream,
+        &mut m,
+        |m| m.pending_output().to_vec(),
+        RelayConnector::consume_output,
+        |m, b| m.handle_input(b),
+        RelayConnector::is_established,
+    )?;
+    stream.set_read_timeout(None)?;
+    Ok(stream)
 }
 
 /// Target side of a connection the relay opened: checks INCOMING end to end, answers
@@ -129,20 +162,16 @@ pub fn accept(
     my_rank: u32,
     seen: &mut ReplayGuard,
 ) -> Result<u32, ClientError> {
-    let incoming = match read_frame(stream)? {
-        RelayFrame::Incoming(incoming) => incoming,
-        other => {
-            let _ = stream.write_all(&RelayFrame::Refused(RefuseCode::Malformed).to_bytes());
-            return Err(ClientError::Unexpected(other.op()));
-        }
-    };
-    if let Err(e) = relay::verify_incoming(job_key, job, my_rank, &incoming, seen) {
-        let code = crate::engine::refuse_code_for(&e);
-        let _ = stream.write_all(&RelayFrame::Refused(code).to_bytes());
-        return Err(e.into());
-    }
-    stream.write_all(&RelayFrame::Accepted.to_bytes())?;
-    Ok(incoming.src)
+    let mut m = RelayAcceptor::new(job_key.clone(), job, my_rank);
+    drive(
+        stream,
+        &mut m,
+        |m| m.pending_output().to_vec(),
+        RelayAcceptor::consume_output,
+        |m, b| m.handle_input(b, seen),
+        |m| m.peer_rank().is_some(),
+    )?;
+    m.peer_rank().ok_or(ClientError::Closed)
 }
 
 /// Runs the ferry handshake to completion over a blocking stream; returns the peer's rank.

@@ -24,7 +24,7 @@
 //! assert_eq!(r.registrations(), 1);
 //! ```
 
-use ferry_wire::relay::{self, Connect, Incoming, RefuseCode, RelayError, RelayFrame};
+use ferry_wire::relay::{self, Connect, Incoming, RefuseCode, RelayFrame};
 use ferry_wire::JobKey;
 use std::collections::{HashMap, VecDeque};
 use std::net::{IpAddr, SocketAddr};
@@ -652,15 +652,6 @@ impl Relay {
     }
 }
 
-/// Why a target turned a relayed connection down, as its driver logs it.
-pub fn refuse_code_for(error: &RelayError) -> RefuseCode {
-    match error {
-        RelayError::BadMac | RelayError::NotOurs { .. } => RefuseCode::BadMac,
-        RelayError::Replay => RefuseCode::Replay,
-        _ => RefuseCode::Malformed,
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -1002,5 +993,95 @@ mod tests {
             .handle_accept("198.18.0.5:1".parse().unwrap(), false, [0; 32], h.now);
         let want = h.refused(late, RefuseCode::ShuttingDown);
         assert_eq!(h.actions(), want);
+    }
+
+    /// The three sans-IO machines of `ferry_wire::relay` and the engine, wired in memory: a rank
+    /// registers, a client connects, the target accepts, and the ferry handshake runs end to
+    /// end through the pair.
+    #[test]
+    fn machines_and_engine_in_memory() {
+        use ferry_wire::relay::{Registrar, RelayAcceptor, RelayConnector, ReplayGuard};
+        use ferry_wire::Handshake;
+        let mut h = Harness::new(Config::default());
+        let key = h.job_key.clone();
+        let deliver = |h: &mut Harness| -> Vec<(ConnId, Vec<u8>)> {
+            h.actions()
+                .into_iter()
+                .filter_map(|a| match a {
+                    Action::Send { conn, bytes } => Some((conn, bytes)),
+                    _ => None,
+                })
+                .collect()
+        };
+        // Registration.
+        let r = h
+            .relay
+            .handle_accept("10.1.0.12:40001".parse().unwrap(), true, [5; 32], h.now);
+        let mut reg = Registrar::new(key.clone(), JOB, 1, 6000);
+        for _ in 0..3 {
+            for (_, bytes) in deliver(&mut h) {
+                reg.handle_input(&bytes).unwrap();
+            }
+            let out = reg.pending_output().to_vec();
+            reg.consume_output(out.len());
+            if !out.is_empty() {
+                h.input(r, &out);
+            }
+        }
+        assert!(reg.is_registered());
+        // Connection.
+        let c = h
+            .relay
+            .handle_accept("198.18.0.20:40002".parse().unwrap(), false, [6; 32], h.now);
+        let mut connector = RelayConnector::new(key.clone(), JOB, 0, 1, [7; 32]);
+        let mut acceptor = RelayAcceptor::new(key.clone(), JOB, 1);
+        let mut seen = ReplayGuard::default();
+        let mut target = None;
+        let mut forwarding = false;
+        for _ in 0..6 {
+            for action in h.actions() {
+                match action {
+                    Action::Send { conn, bytes } if conn == c => {
+                        connector.handle_input(&bytes).unwrap();
+                    }
+                    Action::Send { bytes, .. } => {
+                        acceptor.handle_input(&bytes, &mut seen).unwrap();
+                    }
+                    Action::Dial { conn, addr } => {
+                        assert_eq!(addr, "10.1.0.12:6000".parse().unwrap());
+                        target = Some(conn);
+                        let rk = relay::relay_key(&key);
+                        h.relay
+                            .handle_dialed(conn, &mut |_| Some(rk.clone()), h.now);
+                    }
+                    Action::Forward { .. } => forwarding = true,
+                    Action::Close { conn, reason } => panic!("closed {conn:?}: {reason:?}"),
+                }
+            }
+            let out = connector.pending_output().to_vec();
+            connector.consume_output(out.len());
+            if !out.is_empty() {
+                h.input(c, &out);
+            }
+            let out = acceptor.pending_output().to_vec();
+            acceptor.consume_output(out.len());
+            if let (false, Some(t)) = (out.is_empty(), target) {
+                h.input(t, &out);
+            }
+        }
+        assert!(forwarding && connector.is_established());
+        assert_eq!(acceptor.peer_rank(), Some(0));
+        // The forwarded bytes carry the end-to-end handshake.
+        let mut hc = Handshake::connect(key.clone(), JOB, 2, 0, 1, [8; 32]);
+        let mut ha = Handshake::accept(key, JOB, 2, 1, [9; 32]);
+        for _ in 0..3 {
+            let out = hc.pending_output().to_vec();
+            hc.consume_output(out.len());
+            ha.handle_input(&out).unwrap();
+            let out = ha.pending_output().to_vec();
+            ha.consume_output(out.len());
+            hc.handle_input(&out).unwrap();
+        }
+        assert_eq!((hc.peer_rank(), ha.peer_rank()), (Some(1), Some(0)));
     }
 }

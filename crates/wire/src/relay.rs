@@ -207,6 +207,12 @@ pub enum RelayError {
     /// A nonce that was seen before.
     #[error("replayed relay connect (nonce seen before)")]
     Replay,
+    /// The relay or the target refused.
+    #[error("refused by the relay or target: {0:?}")]
+    Refused(RefuseCode),
+    /// A valid frame that does not fit the exchange at this point.
+    #[error("unexpected relay frame {0:#04x}")]
+    Unexpected(u8),
     /// The INCOMING names another job or rank than this target's.
     #[error("relayed connection for job {job:#x} rank {rank}, not ours")]
     NotOurs {
@@ -552,6 +558,253 @@ impl ReplayGuard {
     }
 }
 
+/// Takes bytes of one frame at a time into `input` (never more than the frame); returns how
+/// many were used and the frame once complete.
+fn take_frame(
+    input: &mut Vec<u8>,
+    bytes: &[u8],
+) -> Result<(usize, Option<RelayFrame>), RelayError> {
+    let mut used = 0;
+    while used < bytes.len() {
+        // Want the header first, then exactly the body it announces.
+        let want = if input.len() < HEADER_LEN {
+            HEADER_LEN - input.len()
+        } else {
+            let len = u16::from_le_bytes([input[6], input[7]]) as usize;
+            HEADER_LEN + len - input.len()
+        };
+        let take = want.min(bytes.len() - used);
+        input.extend_from_slice(&bytes[used..used + take]);
+        used += take;
+        if let Some((frame, _)) = RelayFrame::decode(input)? {
+            input.clear();
+            return Ok((used, Some(frame)));
+        }
+    }
+    Ok((used, None))
+}
+
+/// The client's side of a relayed connection, for nonblocking drivers: feed it what the relay
+/// sends with [`RelayConnector::handle_input`], send [`RelayConnector::pending_output`], until
+/// [`RelayConnector::is_established`]; then run the ferry [`crate::Handshake`] as the connecting
+/// side on the same stream. Bytes after ESTABLISHED are not consumed.
+#[derive(Debug)]
+pub struct RelayConnector {
+    key: JobKey,
+    job: u64,
+    src: u32,
+    target: u32,
+    nonce: [u8; 32],
+    established: bool,
+    input: Vec<u8>,
+    output: Vec<u8>,
+}
+
+impl RelayConnector {
+    /// Starts a CONNECT from rank `src` to rank `target`; `nonce` must be fresh random bytes.
+    pub fn new(key: JobKey, job: u64, src: u32, target: u32, nonce: [u8; 32]) -> RelayConnector {
+        RelayConnector {
+            key,
+            job,
+            src,
+            target,
+            nonce,
+            established: false,
+            input: Vec::new(),
+            output: Vec::new(),
+        }
+    }
+
+    /// Bytes to send now.
+    pub fn pending_output(&self) -> &[u8] {
+        &self.output
+    }
+
+    /// Marks the first `n` bytes of the pending output as sent.
+    pub fn consume_output(&mut self, n: usize) {
+        self.output.drain(..n.min(self.output.len()));
+    }
+
+    /// Whether the relay answered ESTABLISHED and CONNECT has been sent.
+    pub fn is_established(&self) -> bool {
+        self.established && self.output.is_empty()
+    }
+
+    /// Takes bytes from the relay; returns how many were used.
+    pub fn handle_input(&mut self, bytes: &[u8]) -> Result<usize, RelayError> {
+        let mut used = 0;
+        while !self.established && used < bytes.len() {
+            let (n, frame) = take_frame(&mut self.input, &bytes[used..])?;
+            used += n;
+            match frame {
+                None => {}
+                Some(RelayFrame::Greeting { relay_nonce }) if self.output.is_empty() => {
+                    connect(
+                        &self.key,
+                        &relay_nonce,
+                        self.job,
+                        self.src,
+                        self.target,
+                        self.nonce,
+                    )
+                    .encode(&mut self.output);
+                }
+                Some(RelayFrame::Established { target }) if target == self.target => {
+                    self.established = true
+                }
+                Some(RelayFrame::Refused(code)) => return Err(RelayError::Refused(code)),
+                Some(other) => return Err(RelayError::Unexpected(other.op())),
+            }
+        }
+        Ok(used)
+    }
+}
+
+/// The target's side of a connection the relay opened, for nonblocking drivers: feed it the
+/// relay's bytes until [`RelayAcceptor::peer_rank`] is `Some`, sending
+/// [`RelayAcceptor::pending_output`] (ACCEPTED, or REFUSED before an error is returned); then
+/// run the ferry [`crate::Handshake`] as the accepting side. A driver that accepts both direct
+/// and relayed connections on one port tells them apart by the first four bytes: [`MAGIC`]
+/// (`FRLY`) here, `FERR` for the handshake.
+#[derive(Debug)]
+pub struct RelayAcceptor {
+    key: JobKey,
+    job: u64,
+    my_rank: u32,
+    src: Option<u32>,
+    input: Vec<u8>,
+    output: Vec<u8>,
+}
+
+impl RelayAcceptor {
+    /// Waits for INCOMING for rank `my_rank` of `job`.
+    pub fn new(key: JobKey, job: u64, my_rank: u32) -> RelayAcceptor {
+        RelayAcceptor {
+            key,
+            job,
+            my_rank,
+            src: None,
+            input: Vec::new(),
+            output: Vec::new(),
+        }
+    }
+
+    /// Bytes to send now.
+    pub fn pending_output(&self) -> &[u8] {
+        &self.output
+    }
+
+    /// Marks the first `n` bytes of the pending output as sent.
+    pub fn consume_output(&mut self, n: usize) {
+        self.output.drain(..n.min(self.output.len()));
+    }
+
+    /// The client's rank once INCOMING verified and ACCEPTED has been sent.
+    pub fn peer_rank(&self) -> Option<u32> {
+        self.src.filter(|_| self.output.is_empty())
+    }
+
+    /// Takes bytes from the relay; returns how many were used. On an error, REFUSED is queued:
+    /// send it, then close.
+    pub fn handle_input(
+        &mut self,
+        bytes: &[u8],
+        seen: &mut ReplayGuard,
+    ) -> Result<usize, RelayError> {
+        if self.src.is_some() {
+            return Ok(0);
+        }
+        let result = take_frame(&mut self.input, bytes).and_then(|(used, frame)| match frame {
+            None => Ok(used),
+            Some(RelayFrame::Incoming(incoming)) => {
+                verify_incoming(&self.key, self.job, self.my_rank, &incoming, seen)?;
+                self.src = Some(incoming.src);
+                RelayFrame::Accepted.encode(&mut self.output);
+                Ok(used)
+            }
+            Some(other) => Err(RelayError::Unexpected(other.op())),
+        });
+        if let Err(e) = &result {
+            let code = match e {
+                RelayError::BadMac | RelayError::NotOurs { .. } => RefuseCode::BadMac,
+                RelayError::Replay => RefuseCode::Replay,
+                _ => RefuseCode::Malformed,
+            };
+            RelayFrame::Refused(code).encode(&mut self.output);
+        }
+        result
+    }
+}
+
+/// A rank's registration with the relay of its cluster, for nonblocking drivers: send
+/// [`Registrar::pending_output`] and feed the relay's bytes until
+/// [`Registrar::is_registered`]. Keep the connection open for the job's life: the relay forgets
+/// the registration when it closes, and its EOF tells the rank that the relay is gone.
+#[derive(Debug)]
+pub struct Registrar {
+    key: JobKey,
+    job: u64,
+    rank: u32,
+    port: u16,
+    registered: bool,
+    input: Vec<u8>,
+    output: Vec<u8>,
+}
+
+impl Registrar {
+    /// Registers `rank` of `job`, reachable on `port` at the address it connects from.
+    pub fn new(key: JobKey, job: u64, rank: u32, port: u16) -> Registrar {
+        Registrar {
+            key,
+            job,
+            rank,
+            port,
+            registered: false,
+            input: Vec::new(),
+            output: Vec::new(),
+        }
+    }
+
+    /// Bytes to send now.
+    pub fn pending_output(&self) -> &[u8] {
+        &self.output
+    }
+
+    /// Marks the first `n` bytes of the pending output as sent.
+    pub fn consume_output(&mut self, n: usize) {
+        self.output.drain(..n.min(self.output.len()));
+    }
+
+    /// Whether the relay confirmed the registration.
+    pub fn is_registered(&self) -> bool {
+        self.registered
+    }
+
+    /// Takes bytes from the relay; returns how many were used.
+    pub fn handle_input(&mut self, bytes: &[u8]) -> Result<usize, RelayError> {
+        let mut used = 0;
+        while !self.registered && used < bytes.len() {
+            let (n, frame) = take_frame(&mut self.input, &bytes[used..])?;
+            used += n;
+            match frame {
+                None => {}
+                Some(RelayFrame::Greeting { relay_nonce }) if self.output.is_empty() => {
+                    register(&self.key, &relay_nonce, self.job, self.rank, self.port)
+                        .encode(&mut self.output);
+                }
+                Some(RelayFrame::Registered { job, rank })
+                    if job == self.job && rank == self.rank =>
+                {
+                    self.registered = true
+                }
+                Some(RelayFrame::Refused(code)) => return Err(RelayError::Refused(code)),
+                Some(other) => return Err(RelayError::Unexpected(other.op())),
+            }
+        }
+        Ok(used)
+    }
+}
+
 fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
     a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
 }
@@ -702,6 +955,95 @@ mod tests {
         let mut last = [0u8; 32];
         last[..4].copy_from_slice(&(ReplayGuard::CAPACITY as u32).to_le_bytes());
         assert!(!g.insert(last));
+    }
+
+    #[test]
+    fn machines_through_a_fake_relay_byte_by_byte() {
+        let key = JobKey([3; 32]);
+        let rk = relay_key(&key);
+        // Registration.
+        let mut reg = Registrar::new(key.clone(), 9, 2, 5000);
+        let greeting = RelayFrame::Greeting {
+            relay_nonce: [1; 32],
+        }
+        .to_bytes();
+        for b in &greeting {
+            assert_eq!(reg.handle_input(std::slice::from_ref(b)), Ok(1));
+        }
+        let Ok(Some((
+            RelayFrame::Register {
+                job,
+                rank,
+                port,
+                mac,
+            },
+            _,
+        ))) = RelayFrame::decode(reg.pending_output())
+        else {
+            panic!()
+        };
+        assert!(verify_register(&rk, &[1; 32], job, rank, port, &mac));
+        reg.consume_output(usize::MAX);
+        let mut answer = RelayFrame::Registered { job: 9, rank: 2 }.to_bytes();
+        answer.extend_from_slice(b"more");
+        assert_eq!(reg.handle_input(&answer), Ok(answer.len() - 4));
+        assert!(reg.is_registered());
+
+        // Connect: the relay checks the gate, passes INCOMING on, the target accepts.
+        let mut c = RelayConnector::new(key.clone(), 9, 1, 2, [4; 32]);
+        c.handle_input(
+            &RelayFrame::Greeting {
+                relay_nonce: [6; 32],
+            }
+            .to_bytes(),
+        )
+        .unwrap();
+        let Ok(Some((RelayFrame::Connect(connect), _))) = RelayFrame::decode(c.pending_output())
+        else {
+            panic!()
+        };
+        c.consume_output(usize::MAX);
+        assert!(verify_gate(&rk, &[6; 32], &connect));
+        let incoming = RelayFrame::Incoming(Incoming {
+            job: connect.job,
+            src: connect.src,
+            target: connect.target,
+            nonce: connect.nonce,
+            e2e: connect.e2e,
+        })
+        .to_bytes();
+        let mut seen = ReplayGuard::default();
+        let mut a = RelayAcceptor::new(key.clone(), 9, 2);
+        for b in &incoming {
+            assert_eq!(a.handle_input(std::slice::from_ref(b), &mut seen), Ok(1));
+        }
+        assert_eq!(a.pending_output(), RelayFrame::Accepted.to_bytes());
+        assert_eq!(a.peer_rank(), None, "ACCEPTED not yet sent");
+        a.consume_output(usize::MAX);
+        assert_eq!(a.peer_rank(), Some(1));
+        let mut est = RelayFrame::Established { target: 2 }.to_bytes();
+        est.extend_from_slice(b"FERRYHS1");
+        assert_eq!(c.handle_input(&est), Ok(est.len() - 8));
+        assert!(c.is_established());
+
+        // The same INCOMING again: refused as a replay, REFUSED queued.
+        let mut again = RelayAcceptor::new(key.clone(), 9, 2);
+        assert_eq!(
+            again.handle_input(&incoming, &mut seen),
+            Err(RelayError::Replay)
+        );
+        assert_eq!(
+            again.pending_output(),
+            RelayFrame::Refused(RefuseCode::Replay).to_bytes()
+        );
+        // Refusals reach the connector and the registrar as errors.
+        let mut c = RelayConnector::new(key.clone(), 9, 1, 2, [4; 32]);
+        assert_eq!(
+            c.handle_input(&RelayFrame::Refused(RefuseCode::UnknownTarget).to_bytes()),
+            Err(RelayError::Refused(RefuseCode::UnknownTarget))
+        );
+        let mut reg = Registrar::new(key, 9, 2, 5000);
+        assert_eq!(reg.handle_input(b"HTTP/1.1"), Err(RelayError::BadMagic));
     }
 
     proptest::proptest! {
