@@ -16,6 +16,19 @@ pub fn count_arg(count: c_int) -> Res<usize> {
         .map_err(|_| MpiError::new(MPI_ERR_COUNT, format!("negative count {count}")))
 }
 
+/// A NULL buffer for elements of a predefined type is a mistake, reported rather than
+/// dereferenced. (MPI_BOTTOM is NULL too, but only a derived type's absolute addresses make
+/// it usable; MPICH draws the same line.)
+fn buffer_arg(buf: *const c_void, count: usize, datatype: Handle) -> Res {
+    if buf.is_null() && count > 0 && crate::datatype::builtin_from_handle(datatype).is_some() {
+        return fail(
+            MPI_ERR_BUFFER,
+            format!("buffer is NULL for {count} elements of a predefined type"),
+        );
+    }
+    Ok(())
+}
+
 fn dest_arg(core: &ferry_core::Comm, rank: c_int) -> Res<Option<usize>> {
     if rank == MPI_PROC_NULL {
         return Ok(None);
@@ -84,6 +97,7 @@ pub fn start_send(
     let core = s.core_comm(comm)?;
     let count = count_arg(count)?;
     let dt = s.committed_type(datatype)?;
+    buffer_arg(buf, count, datatype)?;
     let tag = send_tag(tag)?;
     let Some(dest) = dest_arg(&core, dest)? else {
         return Ok(Request::done(comm, core, Outcome::PROC_NULL));
@@ -164,6 +178,7 @@ pub fn start_recv(
     let core = s.core_comm(comm)?;
     let count = count_arg(count)?;
     let dt = s.committed_type(datatype)?;
+    buffer_arg(buf, count, datatype)?;
     let tag = recv_tag(tag)?;
     let Some(source) = source_arg(&core, source)? else {
         return Ok(Request::done(comm, core, Outcome::PROC_NULL));
