@@ -19,26 +19,6 @@ use std::sync::{Mutex, OnceLock};
 
 static ONE_JOB_AT_A_TIME: Mutex<()> = Mutex::new(());
 
-/// Every program of `tests/c`.
-const PROGRAMS: &[&str] = &[
-    "errors",
-    "fatal",
-    "ssend",
-    "bsend",
-    "persistent",
-    "waitsome",
-    "procnull",
-    "probe",
-    "p2ptypes",
-    "comm",
-    "attrs",
-    "inplace",
-    "colltypes",
-    "reduce",
-    "nbc",
-    "types",
-];
-
 /// `target/<profile>`, from this test executable (`target/<profile>/deps/c_programs-…`).
 fn profile_dir() -> PathBuf {
     let exe = std::env::current_exe().expect("test executable");
@@ -69,31 +49,37 @@ fn libdir() -> PathBuf {
     }
 }
 
-/// Compiles every program once with `mpicc` into a fresh directory.
-fn programs() -> &'static Path {
-    static DIR: OnceLock<PathBuf> = OnceLock::new();
-    DIR.get_or_init(|| {
-        let lib = libdir();
-        let here = Path::new(env!("CARGO_MANIFEST_DIR"));
+/// Compiles `name.c` with `mpicc` (once per test run) and gives the executable's path. Each
+/// program is compiled on first use, so one that needs a missing function only fails its own
+/// (ignored) test.
+fn program(name: &str) -> PathBuf {
+    static BUILT: Mutex<Vec<String>> = Mutex::new(Vec::new());
+    static DIR: OnceLock<(PathBuf, PathBuf)> = OnceLock::new();
+    let (lib, out) = DIR.get_or_init(|| {
         let out = profile_dir().join("mpi-c-tests");
         std::fs::create_dir_all(&out).expect("temp dir");
-        for name in PROGRAMS {
-            let status = Command::new(here.join("bin/mpicc"))
-                .env("FERRY_LIBDIR", &lib)
-                .args(["-std=c99", "-D_DEFAULT_SOURCE", "-O2", "-Wall", "-Werror"])
-                .arg(here.join("tests/c").join(format!("{name}.c")))
-                .arg("-o")
-                .arg(out.join(name))
-                .status()
-                .expect("run mpicc");
-            assert!(status.success(), "mpicc failed on {name}.c");
-        }
-        out
-    })
+        (libdir(), out)
+    });
+    let exe = out.join(name);
+    let mut built = BUILT.lock().unwrap_or_else(|e| e.into_inner());
+    if !built.iter().any(|b| b == name) {
+        let here = Path::new(env!("CARGO_MANIFEST_DIR"));
+        let status = Command::new(here.join("bin/mpicc"))
+            .env("FERRY_LIBDIR", lib)
+            .args(["-std=c99", "-D_DEFAULT_SOURCE", "-O2", "-Wall", "-Werror"])
+            .arg(here.join("tests/c").join(format!("{name}.c")))
+            .arg("-o")
+            .arg(&exe)
+            .status()
+            .expect("run mpicc");
+        assert!(status.success(), "mpicc failed on {name}.c");
+        built.push(name.to_string());
+    }
+    exe
 }
 
 fn run(n: u32, prog: &str, args: &[&str]) -> Output {
-    let dir = programs();
+    let exe = program(prog);
     let ferry = profile_dir().join("ferry");
     assert!(
         ferry.exists(),
@@ -106,7 +92,7 @@ fn run(n: u32, prog: &str, args: &[&str]) -> Output {
     // and would load a stale libmpi.so from there.
     cmd.env_remove("LD_LIBRARY_PATH");
     cmd.args(["run", "-n", &n.to_string(), "--timeout", "30"])
-        .arg(dir.join(prog))
+        .arg(exe)
         .args(args);
     cmd.output().expect("ferry run")
 }
@@ -218,6 +204,39 @@ fn non_commutative_and_loc_reductions() {
 #[test]
 fn nonblocking_collectives_overlapped() {
     no_errors(4, "nbc");
+}
+
+#[test]
+fn user_error_handlers_and_more_error_classes() {
+    no_errors(2, "errhandler");
+}
+
+#[test]
+fn predefined_ops_on_pair_complex_bool_and_fixed_width_types() {
+    no_errors(4, "loctypes");
+}
+
+#[test]
+#[ignore = "ferry bug: a user reduction function cannot query its datatype (MPI_Type_size \
+            inside the op fails 'MPI called from inside an MPI callback', then the fatal \
+            handler panics 'RefCell already borrowed' in ferry-core world.rs)"]
+fn user_op_may_query_its_datatype() {
+    no_errors(2, "opcallback");
+}
+
+#[test]
+fn user_op_may_call_mpi_abort() {
+    let out = run(2, "opcallback", &["abort"]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        !out.status.success() && !stdout.contains("survived"),
+        "MPI_Abort in a user op did not end the job\n{stdout}\n{err}"
+    );
+    assert!(
+        err.contains("MPI_Abort") && !err.contains("panicked"),
+        "MPI_Abort in a user op: {err}"
+    );
 }
 
 #[test]
