@@ -854,9 +854,23 @@ mpi! {
         };
         *flag = done as c_int;
         if done {
-            // The status of a finished request is only known by completing it, which this
-            // call must not do; report the envelope-free empty status.
-            Outcome::EMPTY.write(status, false);
+            // Complete it inside but keep the handle: the later wait or test that frees it
+            // reports the same outcome (a `Done` request completes to its outcome).
+            let outcome = with(|s| {
+                let req = s.requests.get_mut(request).ok_or_else(|| {
+                    MpiError::new(MPI_ERR_REQUEST, format!("invalid request {request:#x}"))
+                })?;
+                Ok(match req.progress {
+                    Progress::Running { .. } => {
+                        let o = req.complete()?;
+                        req.progress = Progress::Done(o);
+                        o
+                    }
+                    Progress::Done(o) => o,
+                    Progress::Inactive => Outcome::EMPTY,
+                })
+            })?;
+            outcome.write(status, false);
         }
         Ok(())
     }
