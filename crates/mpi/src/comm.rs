@@ -241,7 +241,8 @@ mpi! {
     }
 }
 
-unsafe fn delete_attrs(comm: Handle, attrs: BTreeMap<c_int, *mut c_void>) -> Res {
+/// Runs the delete callbacks of `attrs`, which were taken off `comm`.
+pub(crate) unsafe fn delete_attrs(comm: Handle, attrs: BTreeMap<c_int, *mut c_void>) -> Res {
     for (keyval, value) in attrs {
         call_delete(comm, keyval, value)?;
     }

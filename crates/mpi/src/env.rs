@@ -99,6 +99,10 @@ mpi! {
 mpi! {
     /// Completes outstanding communication, waits for every rank, and shuts MPI down.
     fn MPI_Finalize / PMPI_Finalize() on NONE => {
+        // First, as if MPI_COMM_SELF were freed: its attributes' delete callbacks run while MPI
+        // is still fully usable (MPI 4.1 §11.2.2), so libraries can clean up there.
+        let self_attrs = running(|s| Ok(std::mem::take(&mut s.comm_mut(MPI_COMM_SELF)?.attrs)))?;
+        crate::comm::delete_attrs(MPI_COMM_SELF, self_attrs)?;
         // Buffered sends and freed requests still in flight: sends finish; a freed receive
         // that never matched is withdrawn rather than waited for.
         let pending = running(|s| Ok(std::mem::take(&mut s.bsends)))?;

@@ -248,6 +248,11 @@ fn large_messages_status_helpers_and_send_cancel() {
 }
 
 #[test]
+fn environment_info_groups_zero_counts_and_finalize_of_self_attributes() {
+    no_errors(3, "misc");
+}
+
+#[test]
 fn derived_datatypes() {
     no_errors(2, "types");
 }
