@@ -253,6 +253,21 @@ fn environment_info_groups_zero_counts_and_finalize_of_self_attributes() {
 }
 
 #[test]
+fn mpi_bottom_freed_types_partial_structs_and_contents() {
+    no_errors(2, "types2");
+}
+
+#[test]
+fn mpi_calls_inside_error_handlers_and_attribute_callbacks() {
+    no_errors(2, "callbacks");
+}
+
+#[test]
+fn non_overtaking_across_eager_and_rendezvous() {
+    no_errors(2, "order2");
+}
+
+#[test]
 fn derived_datatypes() {
     no_errors(2, "types");
 }
