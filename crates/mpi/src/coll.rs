@@ -18,6 +18,18 @@ fn in_place(p: *const c_void) -> bool {
     p as usize == MPI_IN_PLACE
 }
 
+/// A reduction's send and receive buffers may only be the same memory through MPI_IN_PLACE
+/// (MPI 4.1 §6.9.1); as MPICH, report it rather than reduce into the input.
+fn not_aliased(sendbuf: *const c_void, recvbuf: *const c_void, count: c_int) -> Res {
+    if count > 0 && !sendbuf.is_null() && sendbuf == recvbuf {
+        return fail(
+            MPI_ERR_BUFFER,
+            "send and receive buffers are the same memory (use MPI_IN_PLACE)",
+        );
+    }
+    Ok(())
+}
+
 /// A packed input: the user's bytes when contiguous, else a staged copy.
 struct Input {
     ptr: *const u8,
@@ -467,6 +479,9 @@ unsafe fn reduce(
         let o = s.op(op)?;
         let is_root = core.rank() == root;
         let recv = typed(s, recvbuf, count, datatype)?;
+        if is_root {
+            not_aliased(sendbuf, recvbuf, count)?;
+        }
         let send = if in_place(sendbuf) && is_root {
             Input::owned(recv.pack())
         } else {
@@ -505,6 +520,7 @@ unsafe fn allreduce(
     run(request, |s| {
         let o = s.op(op)?;
         let recv = typed(s, recvbuf, count, datatype)?;
+        not_aliased(sendbuf, recvbuf, count)?;
         let (r, commutative) = reducer(&recv.dt, datatype, o)?;
         let elem = recv.dt.size().max(1);
         let bytes = recv.bytes();
@@ -1057,6 +1073,7 @@ unsafe fn scan(
     run(request, |s| {
         let o = s.op(op)?;
         let recv = typed(s, recvbuf, count, datatype)?;
+        not_aliased(sendbuf, recvbuf, count)?;
         let (r, _) = reducer(&recv.dt, datatype, o)?;
         let send = if in_place(sendbuf) {
             Input::owned(recv.pack())

@@ -135,6 +135,11 @@ fn error_classes_with_errors_return() {
 }
 
 #[test]
+fn more_argument_errors_in_collectives() {
+    no_errors(2, "errors2");
+}
+
+#[test]
 fn errors_are_fatal_by_default_and_name_the_call() {
     fatal("send", "MPI_Send");
     fatal("bcast", "MPI_Bcast");
