@@ -273,6 +273,16 @@ fn non_overtaking_across_eager_and_rendezvous() {
 }
 
 #[test]
+fn thousands_of_communicators_requests_and_objects() {
+    no_errors(2, "resources");
+}
+
+#[test]
+fn errors_reported_by_the_completion_calls() {
+    no_errors(2, "reqerrors");
+}
+
+#[test]
 fn derived_datatypes() {
     no_errors(2, "types");
 }
