@@ -57,6 +57,9 @@ pub const MPI_SIMILAR: c_int = 103;
 pub const MPI_UNEQUAL: c_int = 104;
 
 pub const MPI_COMM_TYPE_SHARED: c_int = 1001;
+pub const MPI_COMM_TYPE_HW_UNGUIDED: c_int = 1002;
+pub const MPI_COMM_TYPE_HW_GUIDED: c_int = 1003;
+pub const MPI_COMM_TYPE_RESOURCE_GUIDED: c_int = 1004;
 
 pub const MPI_TAG_UB: c_int = 10001;
 pub const MPI_IO: c_int = 10002;

@@ -153,20 +153,37 @@ fn host_name() -> [u8; 64] {
 }
 
 mpi! {
-    /// Splits by shared-memory domain (one communicator per host).
-    fn MPI_Comm_split_type / PMPI_Comm_split_type(comm: Handle, split_type: c_int, key: c_int, _info: Handle, newcomm: *mut Handle) on comm => {
+    /// Splits by shared-memory domain (one communicator per host). The host is the only
+    /// hardware level ferry knows: MPI_COMM_TYPE_HW_GUIDED and _RESOURCE_GUIDED accept
+    /// `mpi_hw_resource_type` = "mpi_shared_memory" (which every implementation must) and give
+    /// MPI_COMM_NULL for other resources; MPI_COMM_TYPE_HW_UNGUIDED gives the host when it is
+    /// a strict subset of `comm`, else MPI_COMM_NULL (MPI 4.1 §7.4.2).
+    fn MPI_Comm_split_type / PMPI_Comm_split_type(comm: Handle, split_type: c_int, key: c_int, info: Handle, newcomm: *mut Handle) on comm => {
         let out = out(newcomm, "newcomm")?;
         let core = running(|s| s.core_comm(comm))?;
-        if split_type != MPI_UNDEFINED && split_type != MPI_COMM_TYPE_SHARED {
-            return fail(MPI_ERR_ARG, format!("split type {split_type} is not supported (MPI_COMM_TYPE_SHARED is)"));
-        }
+        let by_host = match split_type {
+            MPI_UNDEFINED => false,
+            MPI_COMM_TYPE_SHARED | MPI_COMM_TYPE_HW_UNGUIDED => true,
+            MPI_COMM_TYPE_HW_GUIDED | MPI_COMM_TYPE_RESOURCE_GUIDED => running(|s| {
+                if info == MPI_INFO_NULL {
+                    return Ok(false);
+                }
+                Ok(info_mut(s, info)?
+                    .iter()
+                    .any(|(k, v)| k == "mpi_hw_resource_type" && v == "mpi_shared_memory"))
+            })?,
+            t => return fail(MPI_ERR_ARG, format!("split type {t} is not a communicator split type")),
+        };
         // Processes passing MPI_UNDEFINED take part in the host exchange too: it is collective.
         let mine = host_name();
         let mut all = vec![0u8; 64 * core.size()];
         core.allgather(&mine, &mut all)?;
+        let hosts: Vec<&[u8]> = all.chunks(64).collect();
+        let whole = hosts.iter().all(|h| *h == &mine[..]);
         let color = match split_type {
-            MPI_UNDEFINED => None,
-            _ => all.chunks(64).position(|h| h == mine).map(|i| i as u32),
+            _ if !by_host => None,
+            MPI_COMM_TYPE_HW_UNGUIDED if whole => None,
+            _ => hosts.iter().position(|h| *h == &mine[..]).map(|i| i as u32),
         };
         *out = register(comm, core.split(color, key)?, false)?;
         Ok(())

@@ -187,6 +187,11 @@ fn communicator_construction_and_comparison() {
 }
 
 #[test]
+fn split_type_hardware_guided_and_unguided() {
+    no_errors(4, "splittype");
+}
+
+#[test]
 fn attribute_callbacks() {
     no_errors(2, "attrs");
 }
@@ -280,6 +285,11 @@ fn thousands_of_communicators_requests_and_objects() {
 #[test]
 fn errors_reported_by_the_completion_calls() {
     no_errors(2, "reqerrors");
+}
+
+#[test]
+fn collectives_on_large_buffers() {
+    no_errors(4, "bigcoll");
 }
 
 #[test]
