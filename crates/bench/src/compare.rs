@@ -777,7 +777,7 @@ pub fn run(config: &CompareConfig) -> Result<Outcome, CompareError> {
     let mut record = machine;
     let _ = writeln!(record, "load average at end: {}", loadavg());
     std::fs::write(out.join("machine.txt"), record)?;
-    std::fs::write(out.join("runs.csv"), runs)?;
+    std::fs::write(out.join("runs.csv"), &runs)?;
     write_results(out, &rows)?;
     let summary = summarize(&rows);
     write_summary(out, &summary)?;
@@ -790,6 +790,21 @@ pub fn run(config: &CompareConfig) -> Result<Outcome, CompareError> {
         command_text("nproc", &[]),
     );
     table.push_str(&ratio_table(&summary));
+    let loads: Vec<f64> = runs
+        .lines()
+        .skip(1)
+        .filter_map(|l| l.rsplit(',').next()?.parse().ok())
+        .collect();
+    if let (Some(lo), Some(hi)) = (
+        loads.iter().copied().reduce(f64::min),
+        loads.iter().copied().reduce(f64::max),
+    ) {
+        let _ = writeln!(
+            table,
+            "\nLoad average before the jobs: {lo:.2} to {hi:.2} (runs.csv has each job's); \
+             rounds: results.csv."
+        );
+    }
     std::fs::write(out.join("table.md"), &table)?;
     if !failures.is_empty() {
         std::fs::write(out.join("failures.txt"), failures.join("\n\n") + "\n")?;
