@@ -192,6 +192,11 @@ fn split_type_hardware_guided_and_unguided() {
 }
 
 #[test]
+fn overlapping_create_group_and_opposite_order_nonblocking_collectives() {
+    no_errors(4, "comm2");
+}
+
+#[test]
 fn attribute_callbacks() {
     no_errors(2, "attrs");
 }
@@ -290,6 +295,11 @@ fn errors_reported_by_the_completion_calls() {
 #[test]
 fn collectives_on_large_buffers() {
     no_errors(4, "bigcoll");
+}
+
+#[test]
+fn empty_resized_and_duplicated_datatypes() {
+    no_errors(2, "types3");
 }
 
 #[test]
