@@ -147,6 +147,14 @@ fn errors_are_fatal_by_default_and_name_the_call() {
 }
 
 #[test]
+fn mpi_abort_ends_the_job_with_its_code() {
+    let out = run(2, "fatal", &["abort"]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(7), "MPI_Abort(…, 7): {err}");
+    assert!(err.contains("MPI_Abort"), "{err}");
+}
+
+#[test]
 fn synchronous_send_waits_for_the_receive() {
     no_errors(2, "ssend");
 }
@@ -159,6 +167,11 @@ fn buffered_and_ready_sends() {
 #[test]
 fn persistent_requests() {
     no_errors(2, "persistent");
+}
+
+#[test]
+fn persistent_buffered_ready_and_any_source_requests() {
+    no_errors(3, "persistent2");
 }
 
 #[test]

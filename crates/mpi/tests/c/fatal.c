@@ -1,6 +1,8 @@
 /* MPI_ERRORS_ARE_FATAL (the default) ends the job: `fatal send` sends to an invalid rank from
  * process 0, `fatal bcast` calls MPI_Bcast with an invalid root everywhere, `fatal errhandler`
- * sets MPI_ERRORS_RETURN and then MPI_ERRORS_ARE_FATAL back before the bad call. */
+ * sets MPI_ERRORS_RETURN and then MPI_ERRORS_ARE_FATAL back before the bad call, and
+ * `fatal abort` has process 1 call MPI_Abort(MPI_COMM_WORLD, 7) while process 0 waits in a
+ * barrier. */
 #include "mtest.h"
 
 int main(int argc, char **argv)
@@ -16,6 +18,10 @@ int main(int argc, char **argv)
         MPI_Barrier(MPI_COMM_WORLD);
     } else if (!strcmp(c, "bcast")) {
         MPI_Bcast(&buf, 1, MPI_INT, size, MPI_COMM_WORLD);
+    } else if (!strcmp(c, "abort")) {
+        if (rank == 1)
+            MPI_Abort(MPI_COMM_WORLD, 7);
+        MPI_Barrier(MPI_COMM_WORLD);
     } else if (!strcmp(c, "errhandler")) {
         MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
         MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_ARE_FATAL);
