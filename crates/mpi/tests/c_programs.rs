@@ -316,6 +316,11 @@ fn empty_resized_and_duplicated_datatypes() {
 }
 
 #[test]
+fn random_nested_datatypes_pack_as_in_mpich() {
+    no_errors(1, "typefuzz");
+}
+
+#[test]
 fn derived_datatypes() {
     no_errors(2, "types");
 }
