@@ -190,6 +190,11 @@ fn message_order_probe_and_partial_elements() {
 }
 
 #[test]
+fn messages_to_oneself_and_progress_by_polling() {
+    no_errors(2, "selfmsg");
+}
+
+#[test]
 fn non_contiguous_point_to_point() {
     no_errors(2, "p2ptypes");
 }
