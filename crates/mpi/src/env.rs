@@ -126,7 +126,8 @@ mpi! {
 mpi! {
     /// Ends every rank of the job with `errorcode`.
     fn MPI_Abort / PMPI_Abort(comm: Handle, errorcode: c_int) on NONE => {
-        let rank = with(|s| Ok(s.world_rank()))?.map_or(String::new(), |r| format!(" by rank {r}"));
+        // Also from inside a callback, where the state is busy: then without the rank.
+        let rank = with(|s| Ok(s.world_rank())).ok().flatten().map_or(String::new(), |r| format!(" by rank {r}"));
         let message = format!("MPI_Abort(comm {comm:#x}, {errorcode}) called{rank}");
         eprintln!("ferry: {message}");
         let _ = STATE.try_with(|s| {
@@ -136,7 +137,7 @@ mpi! {
                 }
             }
         });
-        std::process::exit(errorcode)
+        crate::error::exit_now(errorcode)
     }
 }
 

@@ -151,5 +151,17 @@ pub fn fatal(message: &str) -> ! {
             }
         }
     });
-    std::process::exit(1)
+    exit_now(1)
+}
+
+/// Leaves the process with `code` without exit-time destructors. An abort can come from inside
+/// a callback (a reduction function, an error handler) while the runtime is mid-call; finalizing
+/// the world from the state's thread-local destructor then fails on the busy engine (a panic in
+/// a destructor, SIGABRT). C output streams are flushed first.
+pub fn exit_now(code: c_int) -> ! {
+    // SAFETY: fflush(NULL) flushes every C output stream; _exit only ends the process.
+    unsafe {
+        libc::fflush(std::ptr::null_mut());
+        libc::_exit(code)
+    }
 }

@@ -142,7 +142,7 @@ int main(int argc, char **argv)
     /* A user op on the MPI_SHORT_INT pair type. */
     MPI_Op op;
     MPI_Op_create(user_max, 1, &op);
-    si_t in = {(short)(rank * 3 % size), rank}, out;
+    si_t in = {(short)((rank * 5 + 1) % size), rank}, out;
     MPI_Allreduce(&in, &out, 1, MPI_SHORT_INT, op, MPI_COMM_WORLD);
     CHECK(out.v == size - 1, "user op on SHORT_INT: %d", out.v);
     MPI_Op_free(&op);
