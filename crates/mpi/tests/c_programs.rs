@@ -323,6 +323,16 @@ fn random_nested_datatypes_pack_as_in_mpich() {
 }
 
 #[test]
+fn send_side_overlap_and_reordered_displacements() {
+    no_errors(3, "overlap");
+}
+
+#[test]
+fn info_limits_order_and_errors() {
+    no_errors(1, "info");
+}
+
+#[test]
 fn derived_datatypes() {
     no_errors(2, "types");
 }
