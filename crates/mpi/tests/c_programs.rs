@@ -215,6 +215,11 @@ fn overlapping_create_group_and_opposite_order_nonblocking_collectives() {
 }
 
 #[test]
+fn rank_order_in_split_create_and_dup() {
+    no_errors(4, "ranks");
+}
+
+#[test]
 fn attribute_callbacks() {
     no_errors(2, "attrs");
 }
