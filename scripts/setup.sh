@@ -22,4 +22,4 @@ if ! command -v cargo >/dev/null; then
   echo "setup: cargo not found; ferry needs Rust 1.82 or newer (https://rustup.rs)" >&2
   exit 1
 fi
-cargo build --release --workspace --bins --examples
+cargo build --release --workspace --lib --bins --examples
