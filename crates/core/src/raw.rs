@@ -7,7 +7,6 @@
 //! still runs on the calling thread and drives the same engine.
 
 use crate::coll::{CollectiveCall, Reducer};
-use crate::collectives::Collective;
 use crate::comm::{Comm, Source};
 use crate::engine::{ReqId, Unexpected};
 use crate::error::Error;
@@ -155,19 +154,20 @@ impl Comm {
             .map(RawRequest)
     }
 
-    /// Starts a collective planned by [`Comm::plan`] on `send_len` bytes at `send` and
-    /// `recv_len` bytes at `recv`; `reduce` combines whole elements for the reductions.
+    /// Starts `schedule` (from [`Comm::plan`] on this communicator) on `send_len` bytes at
+    /// `send` and `recv_len` bytes at `recv`; `reduce` combines whole elements for the
+    /// reductions. Planning and starting are apart so a binding can plan while it holds its own
+    /// state and start after releasing it: a reduction may call back into the binding.
     ///
     /// # Safety
     /// The buffers must stay valid (and `send` unchanged) until the request is done.
     pub unsafe fn raw_collective(
         &self,
-        call: &Collective<'_>,
+        schedule: ferry_sched::Schedule,
         send: (*const u8, usize),
         recv: (*mut u8, usize),
         reduce: Option<Reducer>,
     ) -> Result<RawRequest, Error> {
-        let schedule = self.plan(call)?;
         if send.1 < schedule.send_bytes || recv.1 < schedule.recv_bytes {
             return Err(Error::BufferTooSmall {
                 what: "collective buffer".into(),

@@ -358,7 +358,18 @@ pub fn reduce_local(
     Ok(())
 }
 
-/// Starts a planned collective; the staging buffers live in the request until it finishes.
+/// A collective planned while the state is borrowed, started once it is released (a user
+/// reduction may call MPI).
+struct Prepared {
+    comm: Handle,
+    core: ferry_core::Comm,
+    schedule: ferry_sched::Schedule,
+    input: Input,
+    output: Output,
+    reduce: Option<Reducer>,
+}
+
+/// Plans `call` on `comm` with its buffers.
 fn start(
     s: &mut State,
     comm: Handle,
@@ -366,33 +377,56 @@ fn start(
     input: Input,
     output: Output,
     reduce: Option<Reducer>,
-) -> Res<Request> {
+) -> Res<Prepared> {
     let core = s.core_comm(comm)?;
-    // SAFETY: the buffers are the caller's (valid by MPI's contract until completion) or the
-    // staging vectors, which move into the finish closure below and so outlive the request.
-    let raw = unsafe {
-        core.raw_collective(
-            &call,
-            (input.ptr, input.len),
-            (output.ptr, output.len),
-            reduce,
-        )?
-    };
-    let finish = move |_: &ferry_core::raw::RawStatus| {
-        drop(input.staged);
-        output.finish();
-    };
-    Ok(Request::running(comm, core, raw, Some(Box::new(finish))))
+    let schedule = core.plan(&call)?;
+    Ok(Prepared {
+        comm,
+        core,
+        schedule,
+        input,
+        output,
+        reduce,
+    })
 }
 
-/// Runs a collective started by `f` to completion (blocking form) or publishes its request.
-unsafe fn run(request: *mut Handle, f: impl FnOnce(&mut State) -> Res<Request>) -> Res {
+impl Prepared {
+    /// Starts the collective; the staging buffers live in the request until it finishes.
+    fn launch(self) -> Res<Request> {
+        let Prepared {
+            comm,
+            core,
+            schedule,
+            input,
+            output,
+            reduce,
+        } = self;
+        // SAFETY: the buffers are the caller's (valid by MPI's contract until completion) or
+        // the staging vectors, which move into the finish closure below and so outlive the
+        // request.
+        let raw = unsafe {
+            core.raw_collective(
+                schedule,
+                (input.ptr, input.len),
+                (output.ptr, output.len),
+                reduce,
+            )?
+        };
+        let finish = move |_: &ferry_core::raw::RawStatus| {
+            drop(input.staged);
+            output.finish();
+        };
+        Ok(Request::running(comm, core, raw, Some(Box::new(finish))))
+    }
+}
+
+/// Runs a collective planned by `f` to completion (blocking form) or publishes its request.
+unsafe fn run(request: *mut Handle, f: impl FnOnce(&mut State) -> Res<Prepared>) -> Res {
+    let mut req = running(f)?.launch()?;
     if request.is_null() {
-        let mut req = running(f)?;
         return wait_request(&mut req)?.check();
     }
     running(|s| {
-        let req = f(s)?;
         *request = s.requests.insert(req);
         Ok(())
     })

@@ -255,9 +255,6 @@ fn predefined_ops_on_pair_complex_bool_and_fixed_width_types() {
 }
 
 #[test]
-#[ignore = "ferry bug: a user reduction function cannot query its datatype: MPI_Type_size \
-            inside the op fails 'MPI called from inside an MPI callback' when the op runs while \
-            the collective starts (coll.rs run -> running(f) -> start -> raw_collective)"]
 fn user_op_may_query_its_datatype() {
     no_errors(2, "opcallback");
 }
