@@ -13,6 +13,46 @@ use crate::selection::{self, AllreduceAlgorithm, BcastAlgorithm, Table};
 use bytemuck::Pod;
 use ferry_sched::{algorithms as alg, Order, Schedule};
 
+/// This rank's cluster id, set per rank by a launcher that knows the topology.
+pub(crate) const CLUSTER_VAR: &str = "FERRY_CLUSTER";
+/// Cluster ids of all ranks, comma-separated in rank order (`0,0,1,1`): one value for the whole
+/// job, so a test on one host can fake clusters. `FERRY_CLUSTER` wins where both are set.
+pub(crate) const CLUSTERS_VAR: &str = "FERRY_CLUSTERS";
+
+/// This rank's cluster id from `FERRY_CLUSTER` or `FERRY_CLUSTERS`; 0 when neither is set.
+pub(crate) fn own_cluster(rank: u32) -> Result<u32, Error> {
+    let bad = |var: &str, v: &str| Error::Config(format!("{var}={v:?} is not a cluster id list"));
+    if let Ok(v) = std::env::var(CLUSTER_VAR) {
+        return v.trim().parse().map_err(|_| bad(CLUSTER_VAR, &v));
+    }
+    let Ok(list) = std::env::var(CLUSTERS_VAR) else {
+        return Ok(0);
+    };
+    let ids: Vec<u32> = list
+        .split(',')
+        .map(|c| c.trim().parse())
+        .collect::<Result<_, _>>()
+        .map_err(|_| bad(CLUSTERS_VAR, &list))?;
+    ids.get(rank as usize).copied().ok_or_else(|| {
+        Error::Config(format!(
+            "{CLUSTERS_VAR}={list:?} names {} clusters, none for rank {rank}",
+            ids.len()
+        ))
+    })
+}
+
+thread_local! {
+    /// Cluster id of each world rank, from the bootstrap cards. A `World` lives on the thread
+    /// that created it (communicators are not `Send`), so per thread is per world.
+    static WORLD_CLUSTERS: std::cell::RefCell<std::rc::Rc<[u32]>> =
+        std::cell::RefCell::new(std::rc::Rc::from(Vec::new()));
+}
+
+/// Records the cluster of every world rank (called once by `init`).
+pub(crate) fn set_world_clusters(clusters: Vec<u32>) {
+    WORLD_CLUSTERS.with(|c| *c.borrow_mut() = clusters.into());
+}
+
 /// Predefined reduction operations (MPI_SUM, MPI_PROD, …).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ReduceOp {
@@ -249,6 +289,18 @@ fn too_small(what: &str, needed: usize, got: usize) -> Error {
 }
 
 impl Comm {
+    /// The cluster of each rank of this communicator (all 0 when no cluster was set).
+    pub fn clusters(&self) -> Vec<u32> {
+        WORLD_CLUSTERS.with(|c| {
+            let world = c.borrow();
+            self.group
+                .world_of
+                .iter()
+                .map(|&w| world.get(w as usize).copied().unwrap_or(0))
+                .collect()
+        })
+    }
+
     fn check_root(&self, root: usize) -> Result<(), Error> {
         if root >= self.size() {
             return Err(Error::RankOutOfRange {

@@ -32,6 +32,8 @@ struct Card {
     pid: u32,
     host: String,
     tcp: Option<SocketAddr>,
+    /// Cluster id (`FERRY_CLUSTER`), for hierarchical collectives.
+    cluster: u32,
 }
 
 impl Card {
@@ -40,7 +42,7 @@ impl Card {
         if let Some(addr) = self.tcp {
             s += &format!(";tcp={addr}");
         }
-        s
+        s + &format!(";cluster={}", self.cluster)
     }
 
     fn decode(rank: u32, text: &str) -> Result<Card, Error> {
@@ -49,6 +51,7 @@ impl Card {
             pid: 0,
             host: String::new(),
             tcp: None,
+            cluster: 0,
         };
         for field in text.split(';') {
             let (k, v) = field.split_once('=').ok_or_else(bad)?;
@@ -56,6 +59,7 @@ impl Card {
                 "pid" => card.pid = v.parse().map_err(|_| bad())?,
                 "host" => card.host = v.to_string(),
                 "tcp" => card.tcp = Some(v.parse().map_err(|_| bad())?),
+                "cluster" => card.cluster = v.parse().map_err(|_| bad())?,
                 _ => {}
             }
         }
@@ -108,6 +112,7 @@ pub fn init() -> Result<World, Error> {
         pid: std::process::id(),
         host: hostname(),
         tcp: None,
+        cluster: crate::collectives::own_cluster(rank)?,
     };
     let ring_bytes = config.ring_bytes(n);
     let mut created = None;
@@ -129,6 +134,7 @@ pub fn init() -> Result<World, Error> {
     for r in 0..size {
         cards.push(Card::decode(r, &boot.get(&format!("card-{r}"))?)?);
     }
+    crate::collectives::set_world_clusters(cards.iter().map(|c| c.cluster).collect());
 
     let mut shm = None;
     if let Some(created) = created {
