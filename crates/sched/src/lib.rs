@@ -19,6 +19,7 @@
 
 pub mod algorithms;
 pub mod hetero;
+pub mod hierarchical;
 mod interpret;
 pub use interpret::{interpret, ReduceFn};
 
