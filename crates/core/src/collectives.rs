@@ -1,17 +1,22 @@
 //! Collective operations on a communicator: each builds a schedule (`ferry-sched`), hands it to
 //! the executor (`coll.rs`) and, for the blocking forms, waits for it.
 //!
-//! Algorithms are chosen per call from the message size and the communicator size by the rules
-//! of the selection table (`selection.rs`: MPICH's thresholds built in, a JSON file named by
-//! `FERRY_COLL_SELECTION` to replace them).
+//! Algorithms are chosen per call from the message size, the communicator size and the number of
+//! clusters it spans by the rules of the selection table (`selection.rs`: MPICH's thresholds and
+//! MagPIe's hierarchical collectives from two clusters on built in, a JSON file named by
+//! `FERRY_COLL_SELECTION` to replace them). Each rank's cluster comes from the bootstrap cards
+//! (`FERRY_CLUSTER` or `FERRY_CLUSTERS`, see [`Comm::clusters`]).
 
 use crate::coll::{CollectiveCall, Reducer};
 use crate::comm::{Comm, Request, Scope};
 use crate::engine::ReqId;
 use crate::error::Error;
-use crate::selection::{self, AllreduceAlgorithm, BcastAlgorithm, Table};
+use crate::selection::{
+    self, AllgatherAlgorithm, AllreduceAlgorithm, AlltoallAlgorithm, BarrierAlgorithm,
+    BcastAlgorithm, Call, GatherAlgorithm, ReduceAlgorithm, Table,
+};
 use bytemuck::Pod;
-use ferry_sched::{algorithms as alg, Order, Schedule};
+use ferry_sched::{algorithms as alg, hierarchical as hier, Order, Schedule};
 
 /// This rank's cluster id, set per rank by a launcher that knows the topology.
 pub(crate) const CLUSTER_VAR: &str = "FERRY_CLUSTER";
@@ -363,27 +368,38 @@ impl Comm {
         self.run_schedule(schedule, send, recv, reduce)
     }
 
-    fn bcast_schedule(&self, table: &Table, bytes: usize, root: usize) -> Schedule {
+    fn bcast_schedule(
+        &self,
+        table: &Table,
+        clusters: &[u32],
+        bytes: usize,
+        root: usize,
+    ) -> Schedule {
         let (me, n) = (self.rank(), self.size());
-        match table.bcast(bytes, n) {
+        match table.bcast(bytes, n, hier::count_clusters(clusters)) {
             BcastAlgorithm::Binomial => alg::bcast_binomial(me, n, root, bytes),
             BcastAlgorithm::ScatterAllgather => alg::bcast_scatter_allgather(me, n, root, bytes),
+            BcastAlgorithm::Hierarchical => hier::bcast(me, clusters, root, bytes),
         }
     }
 
     fn allreduce_schedule(
         &self,
         table: &Table,
+        clusters: &[u32],
         bytes: usize,
         elem: usize,
         commutative: bool,
         in_place: bool,
     ) -> Schedule {
         let (me, n) = (self.rank(), self.size());
-        match table.allreduce(bytes, elem, n, commutative) {
+        let flat = || alg::allreduce_recursive_doubling(me, n, bytes, in_place);
+        match table.allreduce(bytes, elem, n, hier::count_clusters(clusters), commutative) {
             AllreduceAlgorithm::Ring => alg::allreduce_ring(me, n, bytes, elem, in_place),
-            AllreduceAlgorithm::RecursiveDoubling => {
-                alg::allreduce_recursive_doubling(me, n, bytes, in_place)
+            AllreduceAlgorithm::RecursiveDoubling => flat(),
+            // None: a non-commutative operation on clusters that are not rank ranges.
+            AllreduceAlgorithm::Hierarchical => {
+                hier::allreduce(me, clusters, bytes, commutative, in_place).unwrap_or_else(flat)
             }
         }
     }
@@ -394,6 +410,14 @@ impl Comm {
         // the error surfaces at the first collective call of the process.
         let table = selection::table()?;
         let (me, n) = (self.rank(), self.size());
+        let clusters = self.clusters();
+        let spans = hier::count_clusters(&clusters);
+        let call_of = |bytes: usize, commutative: bool| Call {
+            bytes,
+            ranks: n,
+            clusters: spans,
+            commutative,
+        };
         let per_rank = |what: &str, v: &[usize]| {
             if v.len() == n {
                 Ok(())
@@ -405,10 +429,13 @@ impl Comm {
             }
         };
         Ok(match *call {
-            Collective::Barrier => alg::barrier_dissemination(me, n),
+            Collective::Barrier => match table.barrier(call_of(0, true)) {
+                BarrierAlgorithm::Dissemination => alg::barrier_dissemination(me, n),
+                BarrierAlgorithm::Hierarchical => hier::barrier(me, &clusters),
+            },
             Collective::Bcast { bytes, root } => {
                 self.check_root(root)?;
-                self.bcast_schedule(table, bytes, root)
+                self.bcast_schedule(table, &clusters, bytes, root)
             }
             Collective::Reduce {
                 bytes,
@@ -416,24 +443,40 @@ impl Comm {
                 commutative,
             } => {
                 self.check_root(root)?;
-                alg::reduce_binomial(me, n, root, bytes, commutative, false)
+                let flat = || alg::reduce_binomial(me, n, root, bytes, commutative, false);
+                match table.reduce(call_of(bytes, commutative)) {
+                    ReduceAlgorithm::Binomial => flat(),
+                    ReduceAlgorithm::Hierarchical => {
+                        hier::reduce(me, &clusters, root, bytes, commutative, false)
+                            .unwrap_or_else(flat)
+                    }
+                }
             }
             Collective::Allreduce {
                 bytes,
                 elem,
                 commutative,
                 in_place,
-            } => self.allreduce_schedule(table, bytes, elem, commutative, in_place),
+            } => self.allreduce_schedule(table, &clusters, bytes, elem, commutative, in_place),
             Collective::Gather { block, root } => {
                 self.check_root(root)?;
-                alg::gather_linear(me, n, root, block, false)
+                match table.gather(call_of(block, true)) {
+                    GatherAlgorithm::Linear => alg::gather_linear(me, n, root, block, false),
+                    GatherAlgorithm::Hierarchical => hier::gather(me, &clusters, root, block),
+                }
             }
             Collective::Scatter { block, root } => {
                 self.check_root(root)?;
                 alg::scatter_linear(me, n, root, block, false)
             }
-            Collective::Allgather { block } => alg::allgather_ring(me, n, block, false),
-            Collective::Alltoall { block } => alg::alltoall_pairwise(me, n, block),
+            Collective::Allgather { block } => match table.allgather(call_of(block, true)) {
+                AllgatherAlgorithm::Ring => alg::allgather_ring(me, n, block, false),
+                AllgatherAlgorithm::Hierarchical => hier::allgather(me, &clusters, block),
+            },
+            Collective::Alltoall { block } => match table.alltoall(call_of(block, true)) {
+                AlltoallAlgorithm::Pairwise => alg::alltoall_pairwise(me, n, block),
+                AlltoallAlgorithm::Hierarchical => hier::alltoall(me, &clusters, block),
+            },
             Collective::Gatherv {
                 counts,
                 displs,

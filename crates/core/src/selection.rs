@@ -9,6 +9,7 @@
 //! ```json
 //! {
 //!   "bcast": [
+//!     { "min_clusters": 2, "algorithm": "hierarchical" },
 //!     { "min_bytes": 12288, "min_ranks": 8, "algorithm": "scatter_allgather" },
 //!     { "algorithm": "binomial" }
 //!   ],
@@ -19,15 +20,26 @@
 //! }
 //! ```
 //!
+//! Collectives and their algorithms: `bcast` (binomial, scatter_allgather, hierarchical),
+//! `allreduce` (recursive_doubling, ring, hierarchical), `reduce` (binomial, hierarchical),
+//! `barrier` (dissemination, hierarchical), `gather` (linear, hierarchical), `allgather` (ring,
+//! hierarchical), `alltoall` (pairwise, hierarchical). "hierarchical" is MagPIe's scheme for
+//! communicators that span clusters (`ferry_sched::hierarchical`; cluster ids from
+//! `FERRY_CLUSTER`/`FERRY_CLUSTERS`); the built-in table picks it from 2 clusters on.
+//!
 //! Conditions (all optional, bounds inclusive): `min_bytes`, `max_bytes` (message or vector
-//! length), `min_ranks`, `max_ranks` (communicator size), `commutative` (allreduce only: whether
-//! the operation is). A rule may carry a `comment`. The last rule of each list must have no
-//! conditions, so every call finds one. Anything else — an unknown collective, algorithm or field
-//! — is an error naming the file and the field, returned as [`Error::Config`] by the first
-//! collective call: the file is read once per process.
+//! length; per-rank block for gathers and alltoall), `min_ranks`, `max_ranks` (communicator
+//! size), `min_clusters`, `max_clusters` (distinct clusters the communicator spans),
+//! `commutative` (allreduce and reduce only: whether the operation is). A rule may carry a
+//! `comment`. The last rule of each list must have no conditions, so every call finds one.
+//! Anything else — an unknown collective, algorithm or field — is an error naming the file and
+//! the field, returned as [`Error::Config`] by the first collective call: the file is read once
+//! per process.
 //!
 //! The table is tuning only. What correctness needs stays in code: the ring allreduce runs only
-//! for commutative operations with at least one element per rank, whatever a file says.
+//! for commutative operations with at least one element per rank, and a hierarchical reduction
+//! of a non-commutative operation only on clusters that are contiguous rank ranges (else the
+//! flat default runs), whatever a file says.
 //!
 //! Without a file, the older `FERRY_COLL_BCAST_LONG`, `FERRY_COLL_BCAST_MIN_RANKS` and
 //! `FERRY_COLL_ALLREDUCE_LONG` still move the thresholds of the built-in rules; set together
@@ -48,42 +60,111 @@ const BCAST_LONG_VAR: &str = "FERRY_COLL_BCAST_LONG";
 const BCAST_MIN_RANKS_VAR: &str = "FERRY_COLL_BCAST_MIN_RANKS";
 const ALLREDUCE_LONG_VAR: &str = "FERRY_COLL_ALLREDUCE_LONG";
 
-/// Broadcast algorithms.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub(crate) enum BcastAlgorithm {
-    /// Binomial tree.
-    Binomial,
-    /// Binomial scatter, then ring allgather (van de Geijn).
-    ScatterAllgather,
+/// A closed set of algorithms for one collective, as spelt in a file.
+macro_rules! algorithms {
+    ($(#[$doc:meta])* $name:ident { $($(#[$vdoc:meta])* $variant:ident = $text:literal,)* }) => {
+        $(#[$doc])*
+        #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+        #[serde(rename_all = "snake_case")]
+        pub(crate) enum $name {
+            $($(#[$vdoc])* $variant,)*
+        }
+
+        impl fmt::Display for $name {
+            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str(match self {
+                    $($name::$variant => $text,)*
+                })
+            }
+        }
+    };
 }
 
-/// Allreduce algorithms.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub(crate) enum AllreduceAlgorithm {
-    /// Recursive doubling; correct for every operation.
-    RecursiveDoubling,
-    /// Reduce-scatter then allgather around a ring; commutative operations only.
-    Ring,
-}
-
-impl fmt::Display for BcastAlgorithm {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(match self {
-            BcastAlgorithm::Binomial => "binomial",
-            BcastAlgorithm::ScatterAllgather => "scatter_allgather",
-        })
+algorithms! {
+    /// Broadcast algorithms.
+    BcastAlgorithm {
+        /// Binomial tree.
+        Binomial = "binomial",
+        /// Binomial scatter, then ring allgather (van de Geijn).
+        ScatterAllgather = "scatter_allgather",
+        /// Across cluster leaders, then inside each cluster (`ferry_sched::hierarchical`).
+        Hierarchical = "hierarchical",
     }
 }
 
-impl fmt::Display for AllreduceAlgorithm {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(match self {
-            AllreduceAlgorithm::RecursiveDoubling => "recursive_doubling",
-            AllreduceAlgorithm::Ring => "ring",
-        })
+algorithms! {
+    /// Allreduce algorithms.
+    AllreduceAlgorithm {
+        /// Recursive doubling; correct for every operation.
+        RecursiveDoubling = "recursive_doubling",
+        /// Reduce-scatter then allgather around a ring; commutative operations only.
+        Ring = "ring",
+        /// Reduce inside clusters, recursive doubling among leaders, broadcast inside clusters.
+        Hierarchical = "hierarchical",
     }
+}
+
+algorithms! {
+    /// Reduce algorithms.
+    ReduceAlgorithm {
+        /// Binomial tree.
+        Binomial = "binomial",
+        /// Inside clusters, then across cluster leaders.
+        Hierarchical = "hierarchical",
+    }
+}
+
+algorithms! {
+    /// Barrier algorithms.
+    BarrierAlgorithm {
+        /// Dissemination over all ranks.
+        Dissemination = "dissemination",
+        /// Fan-in inside clusters, dissemination among leaders, fan-out.
+        Hierarchical = "hierarchical",
+    }
+}
+
+algorithms! {
+    /// Gather algorithms.
+    GatherAlgorithm {
+        /// Every rank sends to the root.
+        Linear = "linear",
+        /// To each cluster's leader, then one message per cluster to the root.
+        Hierarchical = "hierarchical",
+    }
+}
+
+algorithms! {
+    /// Allgather algorithms.
+    AllgatherAlgorithm {
+        /// Ring over all ranks.
+        Ring = "ring",
+        /// Gather to leaders, ring of whole clusters among them, broadcast inside clusters.
+        Hierarchical = "hierarchical",
+    }
+}
+
+algorithms! {
+    /// Alltoall algorithms.
+    AlltoallAlgorithm {
+        /// Every pair exchanges directly.
+        Pairwise = "pairwise",
+        /// Aggregated through cluster leaders: one message per ordered pair of clusters.
+        Hierarchical = "hierarchical",
+    }
+}
+
+/// What the conditions of a rule look at.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Call {
+    /// Message or vector length (per-rank block for gathers and alltoall).
+    pub(crate) bytes: usize,
+    /// Communicator size.
+    pub(crate) ranks: usize,
+    /// Distinct clusters the communicator spans.
+    pub(crate) clusters: usize,
+    /// Whether the reduction is commutative (true where there is none).
+    pub(crate) commutative: bool,
 }
 
 /// One line of a collective's list: conditions, all of which must hold, and the algorithm.
@@ -99,6 +180,10 @@ struct Rule<A> {
     #[serde(default)]
     max_ranks: Option<usize>,
     #[serde(default)]
+    min_clusters: Option<usize>,
+    #[serde(default)]
+    max_clusters: Option<usize>,
+    #[serde(default)]
     commutative: Option<bool>,
     algorithm: A,
     /// Free text for the reader; ignored.
@@ -113,15 +198,19 @@ impl<A> Rule<A> {
             && self.max_bytes.is_none()
             && self.min_ranks.is_none()
             && self.max_ranks.is_none()
+            && self.min_clusters.is_none()
+            && self.max_clusters.is_none()
             && self.commutative.is_none()
     }
 
-    fn matches(&self, bytes: usize, ranks: usize, commutative: bool) -> bool {
-        self.min_bytes.is_none_or(|m| bytes >= m)
-            && self.max_bytes.is_none_or(|m| bytes <= m)
-            && self.min_ranks.is_none_or(|m| ranks >= m)
-            && self.max_ranks.is_none_or(|m| ranks <= m)
-            && self.commutative.is_none_or(|c| c == commutative)
+    fn matches(&self, call: Call) -> bool {
+        self.min_bytes.is_none_or(|m| call.bytes >= m)
+            && self.max_bytes.is_none_or(|m| call.bytes <= m)
+            && self.min_ranks.is_none_or(|m| call.ranks >= m)
+            && self.max_ranks.is_none_or(|m| call.ranks <= m)
+            && self.min_clusters.is_none_or(|m| call.clusters >= m)
+            && self.max_clusters.is_none_or(|m| call.clusters <= m)
+            && self.commutative.is_none_or(|c| c == call.commutative)
     }
 }
 
@@ -137,6 +226,8 @@ impl<A: fmt::Display> fmt::Display for Rule<A> {
             ("bytes", "<=", self.max_bytes),
             ("ranks", ">=", self.min_ranks),
             ("ranks", "<=", self.max_ranks),
+            ("clusters", ">=", self.min_clusters),
+            ("clusters", "<=", self.max_clusters),
         ] {
             if let Some(v) = value {
                 conditions.push(format!("{name} {op} {v}"));
@@ -150,7 +241,17 @@ impl<A: fmt::Display> fmt::Display for Rule<A> {
 }
 
 /// The collectives that have more than one algorithm, as spelt in a file.
-const COLLECTIVES: [&str; 2] = ["bcast", "allreduce"];
+const COLLECTIVES: [&str; 7] = [
+    "bcast",
+    "allreduce",
+    "reduce",
+    "barrier",
+    "gather",
+    "allgather",
+    "alltoall",
+];
+/// The collectives a rule's `commutative` condition applies to.
+const REDUCTIONS: [&str; 2] = ["allreduce", "reduce"];
 
 /// A selection file as written: every collective optional.
 #[derive(Debug, Deserialize)]
@@ -160,6 +261,16 @@ struct File {
     bcast: Option<Vec<Rule<BcastAlgorithm>>>,
     #[serde(default)]
     allreduce: Option<Vec<Rule<AllreduceAlgorithm>>>,
+    #[serde(default)]
+    reduce: Option<Vec<Rule<ReduceAlgorithm>>>,
+    #[serde(default)]
+    barrier: Option<Vec<Rule<BarrierAlgorithm>>>,
+    #[serde(default)]
+    gather: Option<Vec<Rule<GatherAlgorithm>>>,
+    #[serde(default)]
+    allgather: Option<Vec<Rule<AllgatherAlgorithm>>>,
+    #[serde(default)]
+    alltoall: Option<Vec<Rule<AlltoallAlgorithm>>>,
 }
 
 /// Checks one collective's list; `source` names the file in messages.
@@ -178,9 +289,9 @@ fn validate<A>(source: &str, collective: &str, rules: &[Rule<A>]) -> Result<(), 
                 at(i)
             ));
         }
-        if collective == "bcast" && rule.commutative.is_some() {
+        if !REDUCTIONS.contains(&collective) && rule.commutative.is_some() {
             return Err(format!(
-                "{}: field `commutative` does not apply to bcast",
+                "{}: field `commutative` does not apply to {collective}",
                 at(i)
             ));
         }
@@ -192,6 +303,11 @@ fn validate<A>(source: &str, collective: &str, rules: &[Rule<A>]) -> Result<(), 
         if let (Some(lo), Some(hi)) = (rule.min_ranks, rule.max_ranks) {
             if lo > hi {
                 return Err(format!("{}: min_ranks {lo} > max_ranks {hi}", at(i)));
+            }
+        }
+        if let (Some(lo), Some(hi)) = (rule.min_clusters, rule.max_clusters) {
+            if lo > hi {
+                return Err(format!("{}: min_clusters {lo} > max_clusters {hi}", at(i)));
             }
         }
     }
@@ -212,14 +328,31 @@ enum Source {
 pub(crate) struct Table {
     bcast: Vec<Rule<BcastAlgorithm>>,
     allreduce: Vec<Rule<AllreduceAlgorithm>>,
+    reduce: Vec<Rule<ReduceAlgorithm>>,
+    barrier: Vec<Rule<BarrierAlgorithm>>,
+    gather: Vec<Rule<GatherAlgorithm>>,
+    allgather: Vec<Rule<AllgatherAlgorithm>>,
+    alltoall: Vec<Rule<AlltoallAlgorithm>>,
     source: Source,
 }
 
-fn first<A: Copy>(rules: &[Rule<A>], bytes: usize, ranks: usize, commutative: bool) -> Option<A> {
-    rules
-        .iter()
-        .find(|r| r.matches(bytes, ranks, commutative))
-        .map(|r| r.algorithm)
+fn first<A: Copy>(rules: &[Rule<A>], call: Call) -> Option<A> {
+    rules.iter().find(|r| r.matches(call)).map(|r| r.algorithm)
+}
+
+/// A collective's rules: the file's, else the built-in ones (`base`, absent when parsing the
+/// built-in table itself), validated.
+fn rules_of<A>(
+    name: &str,
+    collective: &str,
+    from_file: Option<Vec<Rule<A>>>,
+    base: Option<Vec<Rule<A>>>,
+) -> Result<Vec<Rule<A>>, String> {
+    let rules = from_file
+        .or(base)
+        .ok_or_else(|| format!("{name}: no rules for {collective}"))?;
+    validate(name, collective, &rules)?;
+    Ok(rules)
 }
 
 impl Table {
@@ -245,24 +378,53 @@ impl Table {
             ));
         }
         let file: File = serde_json::from_str(text).map_err(|e| format!("{name}: {e}"))?;
-        let (bcast, allreduce) = match source {
-            Source::BuiltIn => (file.bcast, file.allreduce),
-            Source::File(_) => {
-                let built_in = Table::built_in()?;
-                (
-                    Some(file.bcast.unwrap_or(built_in.bcast)),
-                    Some(file.allreduce.unwrap_or(built_in.allreduce)),
-                )
-            }
+        let base = match source {
+            Source::BuiltIn => None,
+            Source::File(_) => Some(Table::built_in()?),
         };
-        let missing = |c: &str| format!("{name}: no rules for {c}");
-        let bcast = bcast.ok_or_else(|| missing("bcast"))?;
-        let allreduce = allreduce.ok_or_else(|| missing("allreduce"))?;
-        validate(name, "bcast", &bcast)?;
-        validate(name, "allreduce", &allreduce)?;
         Ok(Table {
-            bcast,
-            allreduce,
+            bcast: rules_of(
+                name,
+                "bcast",
+                file.bcast,
+                base.as_ref().map(|b| b.bcast.clone()),
+            )?,
+            allreduce: rules_of(
+                name,
+                "allreduce",
+                file.allreduce,
+                base.as_ref().map(|b| b.allreduce.clone()),
+            )?,
+            reduce: rules_of(
+                name,
+                "reduce",
+                file.reduce,
+                base.as_ref().map(|b| b.reduce.clone()),
+            )?,
+            barrier: rules_of(
+                name,
+                "barrier",
+                file.barrier,
+                base.as_ref().map(|b| b.barrier.clone()),
+            )?,
+            gather: rules_of(
+                name,
+                "gather",
+                file.gather,
+                base.as_ref().map(|b| b.gather.clone()),
+            )?,
+            allgather: rules_of(
+                name,
+                "allgather",
+                file.allgather,
+                base.as_ref().map(|b| b.allgather.clone()),
+            )?,
+            alltoall: rules_of(
+                name,
+                "alltoall",
+                file.alltoall,
+                base.as_ref().map(|b| b.alltoall.clone()),
+            )?,
             source,
         })
     }
@@ -318,27 +480,67 @@ impl Table {
         Ok(table)
     }
 
-    /// Broadcast of `bytes` over `ranks` ranks.
-    pub(crate) fn bcast(&self, bytes: usize, ranks: usize) -> BcastAlgorithm {
-        first(&self.bcast, bytes, ranks, true).unwrap_or(BcastAlgorithm::Binomial)
+    /// Broadcast of `bytes` over `ranks` ranks in `clusters` clusters.
+    pub(crate) fn bcast(&self, bytes: usize, ranks: usize, clusters: usize) -> BcastAlgorithm {
+        let call = Call {
+            bytes,
+            ranks,
+            clusters,
+            commutative: true,
+        };
+        first(&self.bcast, call).unwrap_or(BcastAlgorithm::Binomial)
     }
 
-    /// Allreduce of `bytes` in elements of `elem` bytes over `ranks` ranks.
+    /// Allreduce of `bytes` in elements of `elem` bytes over `ranks` ranks in `clusters`
+    /// clusters.
     pub(crate) fn allreduce(
         &self,
         bytes: usize,
         elem: usize,
         ranks: usize,
+        clusters: usize,
         commutative: bool,
     ) -> AllreduceAlgorithm {
-        match first(&self.allreduce, bytes, ranks, commutative) {
+        let call = Call {
+            bytes,
+            ranks,
+            clusters,
+            commutative,
+        };
+        match first(&self.allreduce, call) {
             // Correctness, not tuning: the ring reorders operands and splits the vector into
             // one block of whole elements per rank.
             Some(AllreduceAlgorithm::Ring) if commutative && bytes / elem.max(1) >= ranks => {
                 AllreduceAlgorithm::Ring
             }
+            Some(AllreduceAlgorithm::Hierarchical) => AllreduceAlgorithm::Hierarchical,
             _ => AllreduceAlgorithm::RecursiveDoubling,
         }
+    }
+
+    /// Reduce (`call.commutative` applies).
+    pub(crate) fn reduce(&self, call: Call) -> ReduceAlgorithm {
+        first(&self.reduce, call).unwrap_or(ReduceAlgorithm::Binomial)
+    }
+
+    /// Barrier (`call.bytes` is 0).
+    pub(crate) fn barrier(&self, call: Call) -> BarrierAlgorithm {
+        first(&self.barrier, call).unwrap_or(BarrierAlgorithm::Dissemination)
+    }
+
+    /// Gather of `call.bytes` per rank.
+    pub(crate) fn gather(&self, call: Call) -> GatherAlgorithm {
+        first(&self.gather, call).unwrap_or(GatherAlgorithm::Linear)
+    }
+
+    /// Allgather of `call.bytes` per rank.
+    pub(crate) fn allgather(&self, call: Call) -> AllgatherAlgorithm {
+        first(&self.allgather, call).unwrap_or(AllgatherAlgorithm::Ring)
+    }
+
+    /// Alltoall of `call.bytes` per pair.
+    pub(crate) fn alltoall(&self, call: Call) -> AlltoallAlgorithm {
+        first(&self.alltoall, call).unwrap_or(AlltoallAlgorithm::Pairwise)
     }
 
     /// One line per collective: its rules, first match wins.
@@ -348,9 +550,15 @@ impl Table {
             rules.join("; else ")
         }
         format!(
-            "bcast: {} | allreduce: {}",
+            "bcast: {} | allreduce: {} | reduce: {} | barrier: {} | gather: {} | allgather: {} \
+             | alltoall: {}",
             list(&self.bcast),
-            list(&self.allreduce)
+            list(&self.allreduce),
+            list(&self.reduce),
+            list(&self.barrier),
+            list(&self.gather),
+            list(&self.allgather),
+            list(&self.alltoall)
         )
     }
 }
@@ -450,21 +658,21 @@ mod tests {
         for bytes in [0, 1, 12287, 12288, 12289, 1 << 20] {
             for ranks in [1, 2, 7, 8, 9, 17] {
                 assert_eq!(
-                    t.bcast(bytes, ranks),
+                    t.bcast(bytes, ranks, 1),
                     old_bcast(bytes, ranks),
                     "{bytes} B, {ranks} ranks"
                 );
             }
         }
-        assert_eq!(t.bcast(12288, 8), ScatterAllgather);
-        assert_eq!(t.bcast(12287, 8), Binomial);
-        assert_eq!(t.bcast(12288, 7), Binomial);
+        assert_eq!(t.bcast(12288, 8, 1), ScatterAllgather);
+        assert_eq!(t.bcast(12287, 8, 1), Binomial);
+        assert_eq!(t.bcast(12288, 7, 1), Binomial);
         for bytes in [0, 8, 2047, 2048, 2049, 1 << 20] {
             for ranks in [1, 2, 7, 8, 9, 255, 256, 257, 2047, 2048, 2049] {
                 for elem in [1, 8] {
                     for commutative in [false, true] {
                         assert_eq!(
-                            t.allreduce(bytes, elem, ranks, commutative),
+                            t.allreduce(bytes, elem, ranks, 1, commutative),
                             old_allreduce(bytes, elem, ranks, commutative),
                             "{bytes} B of {elem}-byte elements, {ranks} ranks, commutative {commutative}"
                         );
@@ -472,10 +680,10 @@ mod tests {
                 }
             }
         }
-        assert_eq!(t.allreduce(2048, 8, 256, true), Ring);
-        assert_eq!(t.allreduce(2048, 8, 257, true), RecursiveDoubling);
-        assert_eq!(t.allreduce(2047, 1, 2, true), RecursiveDoubling);
-        assert_eq!(t.allreduce(2048, 1, 2, false), RecursiveDoubling);
+        assert_eq!(t.allreduce(2048, 8, 256, 1, true), Ring);
+        assert_eq!(t.allreduce(2048, 8, 257, 1, true), RecursiveDoubling);
+        assert_eq!(t.allreduce(2047, 1, 2, 1, true), RecursiveDoubling);
+        assert_eq!(t.allreduce(2048, 1, 2, 1, false), RecursiveDoubling);
     }
 
     #[test]
@@ -486,10 +694,10 @@ mod tests {
             (ALLREDUCE_LONG_VAR, "64"),
         ]))
         .unwrap();
-        assert_eq!(t.bcast(100, 2), ScatterAllgather);
-        assert_eq!(t.bcast(99, 2), Binomial);
-        assert_eq!(t.allreduce(64, 4, 4, true), Ring);
-        assert_eq!(t.allreduce(63, 1, 4, true), RecursiveDoubling);
+        assert_eq!(t.bcast(100, 2, 1), ScatterAllgather);
+        assert_eq!(t.bcast(99, 2, 1), Binomial);
+        assert_eq!(t.allreduce(64, 4, 4, 1, true), Ring);
+        assert_eq!(t.allreduce(63, 1, 4, 1, true), RecursiveDoubling);
         let e = Table::from_lookup(env(&[(BCAST_LONG_VAR, "big")])).unwrap_err();
         assert!(e.contains(BCAST_LONG_VAR), "{e}");
         let e = Table::from_lookup(env(&[
@@ -514,12 +722,12 @@ mod tests {
         )
         .unwrap();
         assert!(matches!(t.source, Source::File(_)));
-        assert_eq!(t.bcast(1, 2), ScatterAllgather);
-        assert_eq!(t.bcast(0, 1), ScatterAllgather);
-        assert_eq!(t.allreduce(8, 4, 2, true), Ring);
+        assert_eq!(t.bcast(1, 2, 1), ScatterAllgather);
+        assert_eq!(t.bcast(0, 1, 1), ScatterAllgather);
+        assert_eq!(t.allreduce(8, 4, 2, 1, true), Ring);
         // Correctness guards hold whatever the file says.
-        assert_eq!(t.allreduce(8, 4, 3, true), RecursiveDoubling);
-        assert_eq!(t.allreduce(1 << 20, 4, 2, false), RecursiveDoubling);
+        assert_eq!(t.allreduce(8, 4, 3, 1, true), RecursiveDoubling);
+        assert_eq!(t.allreduce(1 << 20, 4, 2, 1, false), RecursiveDoubling);
     }
 
     #[test]
@@ -535,14 +743,14 @@ mod tests {
             }"#,
         )
         .unwrap();
-        assert_eq!(t.bcast(9, 4), Binomial);
-        assert_eq!(t.bcast(10, 4), ScatterAllgather);
-        assert_eq!(t.bcast(20, 4), ScatterAllgather);
-        assert_eq!(t.bcast(21, 4), Binomial);
-        assert_eq!(t.bcast(15, 5), Binomial);
+        assert_eq!(t.bcast(9, 4, 1), Binomial);
+        assert_eq!(t.bcast(10, 4, 1), ScatterAllgather);
+        assert_eq!(t.bcast(20, 4, 1), ScatterAllgather);
+        assert_eq!(t.bcast(21, 4, 1), Binomial);
+        assert_eq!(t.bcast(15, 5, 1), Binomial);
         // allreduce was left out: the built-in rules.
-        assert_eq!(t.allreduce(2048, 8, 8, true), Ring);
-        assert_eq!(t.allreduce(2047, 8, 8, true), RecursiveDoubling);
+        assert_eq!(t.allreduce(2048, 8, 8, 1, true), Ring);
+        assert_eq!(t.allreduce(2047, 8, 8, 1, true), RecursiveDoubling);
     }
 
     #[test]
@@ -550,8 +758,8 @@ mod tests {
         for (name, text, expect) in [
             (
                 "collective",
-                r#"{ "reduce": [{ "algorithm": "binomial" }] }"#,
-                "reduce",
+                r#"{ "scan": [{ "algorithm": "binomial" }] }"#,
+                "unknown collective `scan`",
             ),
             (
                 "algorithm",
@@ -614,8 +822,110 @@ mod tests {
         let t = Table::built_in().unwrap();
         assert_eq!(
             t.summary(),
-            "bcast: scatter_allgather if bytes >= 12288, ranks >= 8; else binomial | \
-             allreduce: ring if commutative, bytes >= 2048; else recursive_doubling"
+            "bcast: hierarchical if clusters >= 2; else scatter_allgather if bytes >= 12288, \
+             ranks >= 8; else binomial | allreduce: hierarchical if clusters >= 2; else ring if \
+             commutative, bytes >= 2048; else recursive_doubling | reduce: hierarchical if \
+             clusters >= 2; else binomial | barrier: hierarchical if clusters >= 2; else \
+             dissemination | gather: hierarchical if clusters >= 2; else linear | allgather: \
+             hierarchical if clusters >= 2; else ring | alltoall: hierarchical if clusters >= 2; \
+             else pairwise"
         );
+    }
+
+    fn call(bytes: usize, ranks: usize, clusters: usize, commutative: bool) -> Call {
+        Call {
+            bytes,
+            ranks,
+            clusters,
+            commutative,
+        }
+    }
+
+    #[test]
+    fn hierarchical_from_two_clusters_on_and_overridable() {
+        let t = Table::built_in().unwrap();
+        for bytes in [0, 8, 1 << 20] {
+            for ranks in [2, 6, 17] {
+                assert_eq!(t.bcast(bytes, ranks, 2), BcastAlgorithm::Hierarchical);
+                assert_eq!(t.bcast(bytes, ranks, 1), old_bcast(bytes, ranks));
+                for commutative in [false, true] {
+                    assert_eq!(
+                        t.allreduce(bytes, 8, ranks, 3, commutative),
+                        AllreduceAlgorithm::Hierarchical
+                    );
+                    let c = call(bytes, ranks, 2, commutative);
+                    assert_eq!(t.reduce(c), ReduceAlgorithm::Hierarchical);
+                    let c = call(bytes, ranks, 1, commutative);
+                    assert_eq!(t.reduce(c), ReduceAlgorithm::Binomial);
+                }
+                let (one, two) = (call(bytes, ranks, 1, true), call(bytes, ranks, 2, true));
+                assert_eq!(t.barrier(two), BarrierAlgorithm::Hierarchical);
+                assert_eq!(t.barrier(one), BarrierAlgorithm::Dissemination);
+                assert_eq!(t.gather(two), GatherAlgorithm::Hierarchical);
+                assert_eq!(t.gather(one), GatherAlgorithm::Linear);
+                assert_eq!(t.allgather(two), AllgatherAlgorithm::Hierarchical);
+                assert_eq!(t.allgather(one), AllgatherAlgorithm::Ring);
+                assert_eq!(t.alltoall(two), AlltoallAlgorithm::Hierarchical);
+                assert_eq!(t.alltoall(one), AlltoallAlgorithm::Pairwise);
+            }
+        }
+        // A file may turn it off above a size, or force it on one cluster.
+        let t = load(
+            "hierarchical",
+            r#"{
+                "bcast": [
+                    { "min_clusters": 2, "max_bytes": 1024, "algorithm": "hierarchical" },
+                    { "algorithm": "binomial" }
+                ],
+                "barrier": [{ "algorithm": "hierarchical" }],
+                "allreduce": [
+                    { "commutative": false, "algorithm": "recursive_doubling" },
+                    { "max_clusters": 4, "algorithm": "hierarchical" },
+                    { "algorithm": "ring" }
+                ]
+            }"#,
+        )
+        .unwrap();
+        assert_eq!(t.bcast(1024, 8, 2), BcastAlgorithm::Hierarchical);
+        assert_eq!(t.bcast(1025, 8, 2), BcastAlgorithm::Binomial);
+        assert_eq!(t.bcast(8, 8, 1), BcastAlgorithm::Binomial);
+        assert_eq!(
+            t.barrier(call(0, 8, 1, true)),
+            BarrierAlgorithm::Hierarchical
+        );
+        assert_eq!(
+            t.allreduce(64, 8, 4, 2, false),
+            AllreduceAlgorithm::RecursiveDoubling
+        );
+        assert_eq!(
+            t.allreduce(64, 8, 4, 4, true),
+            AllreduceAlgorithm::Hierarchical
+        );
+        assert_eq!(t.allreduce(64, 8, 4, 5, true), AllreduceAlgorithm::Ring);
+        // Left out: built in.
+        assert_eq!(
+            t.alltoall(call(8, 4, 2, true)),
+            AlltoallAlgorithm::Hierarchical
+        );
+        for (name, text, expect) in [
+            (
+                "commutative-barrier",
+                r#"{ "barrier": [{ "commutative": true, "algorithm": "hierarchical" }, { "algorithm": "dissemination" }] }"#,
+                "barrier[0]: field `commutative` does not apply to barrier",
+            ),
+            (
+                "cluster-bounds",
+                r#"{ "gather": [{ "min_clusters": 3, "max_clusters": 2, "algorithm": "linear" }, { "algorithm": "linear" }] }"#,
+                "gather[0]: min_clusters 3 > max_clusters 2",
+            ),
+            (
+                "alltoall-algorithm",
+                r#"{ "alltoall": [{ "algorithm": "bruck" }] }"#,
+                "bruck",
+            ),
+        ] {
+            let e = load(name, text).unwrap_err();
+            assert!(e.contains(expect), "{name}: {e}");
+        }
     }
 }
