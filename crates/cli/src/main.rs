@@ -6,6 +6,7 @@
 
 mod bench;
 mod sim;
+mod weather;
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
 use ferry_launch::{LaunchOptions, TIMEOUT_EXIT_CODE};
@@ -46,6 +47,11 @@ enum Command {
     Relay(ferry_relay::daemon::RelayArgs),
     /// Build, use and remove a grid of network namespaces on this machine (needs root).
     Testbed(ferry_testbed::cli::TestbedArgs),
+    /// Measure and forecast the latency and bandwidth between the ranks (network weather).
+    Weather(weather::WeatherArgs),
+    /// One rank of `ferry weather` (started by it).
+    #[command(hide = true)]
+    WeatherRank(weather::WeatherArgs),
 }
 
 /// Arguments of `ferry info`.
@@ -204,6 +210,8 @@ fn main() {
         Command::Sim(args) => sim::sim_command(args),
         Command::Relay(args) => ferry_relay::daemon::main_with(&args),
         Command::Testbed(args) => ferry_testbed::cli::testbed_command(args),
+        Command::Weather(args) => weather::weather_command(args),
+        Command::WeatherRank(args) => weather::weather_rank(args),
     };
     std::process::exit(code);
 }
