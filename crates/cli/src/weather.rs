@@ -32,8 +32,8 @@ pub(crate) struct WeatherArgs {
     /// History file (JSON lines, appended) [default: ~/.cache/ferry/weather/history.jsonl].
     #[arg(long)]
     history: Option<PathBuf>,
-    /// Start from an empty history instead of replaying the file's matching records (same host,
-    /// transport and rank count) into the forecasters.
+    /// Start from an empty history instead of replaying the file's last 500 matching records
+    /// (same host, transport and rank count) into the forecasters.
     #[arg(long)]
     fresh: bool,
     /// Bytes of each bandwidth transfer (K, M suffixes).
@@ -100,6 +100,9 @@ pub(crate) fn weather_command(args: WeatherArgs) -> i32 {
     }
 }
 
+/// At most this many matching records of the history are replayed into the forecasters.
+const REPLAY: usize = 500;
+
 fn default_history() -> PathBuf {
     let cache = std::env::var_os("XDG_CACHE_HOME")
         .map(PathBuf::from)
@@ -147,11 +150,18 @@ pub(crate) fn weather_rank(args: WeatherArgs) -> i32 {
             0
         } else {
             match history::read(&path) {
-                Ok(records) => records
-                    .iter()
-                    .filter(|r| r.host == host && r.transport == transport && r.sample.n == n)
-                    .filter(|r| weather.update(&r.sample))
-                    .count(),
+                Ok(records) => {
+                    let matching: Vec<&Record> = records
+                        .iter()
+                        .filter(|r| r.host == host && r.transport == transport && r.sample.n == n)
+                        .collect();
+                    // The windows are short; the last REPLAY records are plenty of past.
+                    let skip = matching.len().saturating_sub(REPLAY);
+                    matching[skip..]
+                        .iter()
+                        .filter(|r| weather.update(&r.sample))
+                        .count()
+                }
                 Err(e) => {
                     eprintln!("ferry weather: cannot read {}: {e}", path.display());
                     0

@@ -22,9 +22,11 @@ pub struct Forecast {
     /// The predicted next value.
     pub value: f64,
     /// Mean absolute error of this forecaster over the error window (∞ before any error was
-    /// measured: an unmeasured series is unpredictable).
+    /// measured: an unmeasured series is unpredictable; `null` in JSON).
+    #[serde(with = "infinite_as_null")]
     pub mae: f64,
     /// Mean squared error over the same window (∞ likewise).
+    #[serde(with = "infinite_as_null")]
     pub mse: f64,
     /// How many errors the window holds (0 right after the first measurement).
     pub samples: usize,
@@ -40,6 +42,18 @@ impl Forecast {
             return f64::INFINITY;
         }
         self.mae / self.value.abs()
+    }
+}
+
+/// JSON has no ∞: an unknown error is written as `null` and read back as ∞.
+mod infinite_as_null {
+    use serde::{Deserialize, Deserializer, Serialize, Serializer};
+
+    pub fn serialize<S: Serializer>(v: &f64, s: S) -> Result<S::Ok, S::Error> {
+        v.is_finite().then_some(*v).serialize(s)
+    }
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<f64, D::Error> {
+        Ok(Option::<f64>::deserialize(d)?.unwrap_or(f64::INFINITY))
     }
 }
 

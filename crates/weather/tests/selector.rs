@@ -187,3 +187,15 @@ proptest! {
         prop_assert_eq!(f.mae, 0.0);
     }
 }
+
+#[test]
+fn unknown_errors_survive_json() {
+    let mut s = Series::new(10);
+    s.update(3.0);
+    let f = s.forecast().unwrap();
+    let text = serde_json::to_string(&f).unwrap();
+    assert!(text.contains("\"mae\":null"), "{text}");
+    let back: ferry_weather::Forecast = serde_json::from_str(&text).unwrap();
+    assert!(back.mae.is_infinite() && back.mse.is_infinite());
+    assert_eq!(back.value, 3.0);
+}
