@@ -294,3 +294,26 @@ fn every_collective_matches_a_sequential_reference_on_1_to_17_ranks() {
         }
     }
 }
+
+#[test]
+fn hierarchical_collectives_on_fake_clusters_match_the_sequential_reference() {
+    for (n, clusters, count) in [(6, "0,0,0,1,1,2", 3), (7, "5,1,5,1,9,9,1", 3)] {
+        for t in TRANSPORTS {
+            let j = job(
+                n,
+                t,
+                "check",
+                &["hier"],
+                &[("FERRY_CLUSTERS", clusters)],
+                120,
+            );
+            j.assert_ok();
+            assert!(
+                j.stdout()
+                    .contains(&format!("hier ok: {n} ranks, {count} clusters")),
+                "{t} {clusters}: {}",
+                j.stdout()
+            );
+        }
+    }
+}

@@ -562,6 +562,80 @@ fn collectives(world: &World) -> Result<(), Error> {
     Ok(())
 }
 
+/// `coll` on a job spread over clusters by `FERRY_CLUSTERS` (fake ones on one host): the
+/// hierarchical schedules `plan` now picks must give the sequential reference results, on the
+/// world, on halves, and on a communicator whose clusters are not rank ranges (where
+/// non-commutative reductions fall back to flat algorithms).
+fn hier(world: &World) -> Result<(), Error> {
+    use ferry_core::Collective;
+    use ferry_sched::hierarchical as h;
+    let (me, n) = (world.rank(), world.size());
+    let clusters = world.clusters();
+    let listed: Vec<u32> = std::env::var("FERRY_CLUSTERS")
+        .unwrap_or_default()
+        .split(',')
+        .filter_map(|c| c.trim().parse().ok())
+        .collect();
+    if clusters != listed {
+        fail(
+            world,
+            format!("clusters {clusters:?}, FERRY_CLUSTERS {listed:?}"),
+        );
+    }
+    let count = h::count_clusters(&clusters);
+    // What plan picks is the hierarchical schedule.
+    let planned = [
+        (
+            world.plan(&Collective::Bcast {
+                bytes: 100,
+                root: n - 1,
+            })?,
+            h::bcast(me, &clusters, n - 1, 100),
+        ),
+        (
+            world.plan(&Collective::Allreduce {
+                bytes: 64,
+                elem: 8,
+                commutative: true,
+                in_place: false,
+            })?,
+            h::allreduce(me, &clusters, 64, true, false).expect("commutative"),
+        ),
+        (world.plan(&Collective::Barrier)?, h::barrier(me, &clusters)),
+    ];
+    if count > 1 && planned.iter().any(|(a, b)| a != b) {
+        fail(world, "plan did not pick the hierarchical schedules".into());
+    }
+    // Nobody leaves the barrier before the last rank enters it.
+    let start = std::time::Instant::now();
+    if me == n - 1 {
+        std::thread::sleep(Duration::from_millis(300));
+    }
+    world.barrier()?;
+    if start.elapsed() < Duration::from_millis(250) {
+        fail(
+            world,
+            format!("left the barrier after {:?}", start.elapsed()),
+        );
+    }
+    coll(world, world)?;
+    let half = world.split(Some((me % 2) as u32), 0)?.expect("has a color");
+    coll(world, &half)?;
+    // Ranks interleaved from both ends: 0, n-1, 1, n-2, …, so clusters are not rank ranges.
+    let key = if me < n.div_ceil(2) {
+        2 * me
+    } else {
+        2 * (n - 1 - me) + 1
+    };
+    let mixed = world.split(Some(0), key as i32)?.expect("has a color");
+    coll(world, &mixed)?;
+    world.barrier()?;
+    if me == 0 {
+        println!("hier ok: {n} ranks, {count} clusters");
+    }
+    Ok(())
+}
+
 /// CPU time this process has used, user plus system.
 fn cpu_time() -> Duration {
     // SAFETY: getrusage fills the zeroed struct we pass; no other memory is touched.
@@ -677,6 +751,7 @@ fn main() {
         Some("die") => die(&world),
         Some("idle") => idle(&world),
         Some("coll") => collectives(&world),
+        Some("hier") => hier(&world),
         Some("stranger") => stranger(&world),
         Some("barrier") => (0..arg(1, 100)).try_for_each(|_| world.barrier()),
         other => {
