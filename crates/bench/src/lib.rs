@@ -5,6 +5,7 @@
 //! - [`stream`]: windowed streaming bandwidth like `osu_bw` — a window of nonblocking sends,
 //!   then one acknowledgement.
 //! - [`write_csv`] / [`plot`]: results as CSV and as a log-log PNG.
+//! - [`bsp`]: the BSP cost-model probe (s, L, g) and its MPICH reference (`ferry bench bsp`).
 //! - [`compare`]: one C benchmark source built against ferry's libmpi, MPICH and Open MPI and
 //!   run side by side (`ferry bench compare`).
 //!
@@ -14,6 +15,7 @@
 #![deny(missing_docs)]
 #![forbid(unsafe_code)]
 
+pub mod bsp;
 pub mod compare;
 mod plot;
 pub use plot::{load_font, plot, Series};

@@ -20,6 +20,12 @@ pub(crate) enum BenchKind {
     /// One C benchmark built against ferry's libmpi, MPICH and Open MPI, run side by side
     /// (see --impls, --rounds, --quick); ratio table, CSV, raw outputs and PNG plots in --out.
     Compare,
+    /// BSP cost-model probe: s, L and g for each of --procs, optimisations on and off (the
+    /// seed's tables 1–2); with --compare-mpich, MPICH's barrier and all-to-all beside them.
+    Bsp,
+    /// The BSP applications (LU, sample sort, Jacobi; ferry-bsp's examples) timed for each of
+    /// --procs, optimisations on and off (the seed's table 3).
+    BspApps,
 }
 
 impl BenchKind {
@@ -29,6 +35,8 @@ impl BenchKind {
             BenchKind::Bw => "bw",
             BenchKind::Coll => "coll",
             BenchKind::Compare => "compare",
+            BenchKind::Bsp => "bsp",
+            BenchKind::BspApps => "bsp-apps",
         }
     }
 }
@@ -84,6 +92,19 @@ pub(crate) struct BenchArgs {
     /// that take milliseconds per operation) [default: 1.0; --quick: 0.02].
     #[arg(long)]
     budget: Option<f64>,
+    /// bsp, bsp-apps: process counts, comma-separated.
+    #[arg(long, value_delimiter = ',', default_value = "2,3,4,5,6,7,8")]
+    procs: Vec<u32>,
+    /// bsp: supersteps per trial (5 trials per point, median).
+    #[arg(long, default_value_t = 100)]
+    reps: usize,
+    /// bsp: words per put in the h-relations (0 = one put per destination).
+    #[arg(long, default_value_t = 16)]
+    put_words: usize,
+    /// bsp: also run MPICH's barrier and all-to-all (mpicc.mpich, mpiexec.mpich) on the same
+    /// process counts, each job capped at 60 s, and print the ratios.
+    #[arg(long)]
+    compare_mpich: bool,
 }
 
 /// Arguments of the hidden `ferry bench-rank` that each rank runs.
@@ -99,6 +120,12 @@ pub(crate) struct BenchRankArgs {
     /// Sizes for `coll`.
     #[arg(long, value_delimiter = ',')]
     sizes: Vec<usize>,
+    /// Supersteps per trial for `bsp`.
+    #[arg(long, default_value_t = 100)]
+    reps: usize,
+    /// Words per put for `bsp`.
+    #[arg(long, default_value_t = 16)]
+    put_words: usize,
 }
 
 fn parse_size(text: &str) -> Result<usize, String> {
@@ -144,7 +171,8 @@ pub(crate) fn bench_rank(args: BenchRankArgs) -> i32 {
         BenchKind::Pingpong => ferry_bench::pingpong(&world, &sizes, report),
         BenchKind::Bw => ferry_bench::stream(&world, &sizes, args.window, report),
         BenchKind::Coll => return coll_rank(world, &args),
-        BenchKind::Compare => {
+        BenchKind::Bsp => return bsp_rank(world, &args.csv, args.reps, args.put_words),
+        BenchKind::Compare | BenchKind::BspApps => {
             eprintln!("ferry bench compare runs MPI jobs itself, not inside a ferry job");
             return 2;
         }
@@ -359,6 +387,21 @@ pub(crate) fn bench_command(mut args: BenchArgs) -> i32 {
     if args.kind == BenchKind::Coll {
         return coll_command(&args, &out, &exe);
     }
+    if matches!(args.kind, BenchKind::Bsp | BenchKind::BspApps) {
+        let b = BspBench {
+            procs: args.procs.clone(),
+            reps: args.reps,
+            put_words: args.put_words,
+            compare_mpich: args.compare_mpich,
+            rounds: args.rounds,
+            timeout: Duration::from_secs(args.timeout),
+            transport: args.transport.as_str(),
+        };
+        return match args.kind {
+            BenchKind::Bsp => bsp_command(&b, &out, &exe),
+            _ => apps_command(&b, &out, &exe),
+        };
+    }
     let mut options = LaunchOptions::new(2, exe);
     options.args = [
         "bench-rank".to_string(),
@@ -470,6 +513,234 @@ pub(crate) fn bench_command(mut args: BenchArgs) -> i32 {
         lat.display(),
         bw.display()
     );
+    0
+}
+
+// ---- ferry bench bsp, bsp-apps ----
+
+/// Settings of `ferry bench bsp` and `bsp-apps`.
+struct BspBench {
+    procs: Vec<u32>,
+    reps: usize,
+    put_words: usize,
+    compare_mpich: bool,
+    rounds: u32,
+    timeout: Duration,
+    transport: &'static str,
+}
+
+/// The environment of each measured setting: the seed's optimisations all on, or all off.
+const BSP_SETTINGS: [(&str, &[(&str, &str)]); 2] = [
+    ("on", &[]),
+    (
+        "off",
+        &[
+            ("FERRY_BSP_COMBINE", "0"),
+            ("FERRY_BSP_EARLY", "0"),
+            ("FERRY_BSP_REORDER", "0"),
+            ("FERRY_BSP_PREPOST", "0"),
+        ],
+    ),
+];
+
+/// Body of each rank of `ferry bench bsp`: process 0 leaves the parameters in `part`.
+fn bsp_rank(world: ferry_core::World, part: &Path, reps: usize, put_words: usize) -> i32 {
+    ferry_bench::bsp::rank_main(world, part, reps, put_words);
+    0
+}
+
+/// `ferry bench bsp`: one job per process count and setting (and MPICH's, interleaved).
+fn bsp_command(b: &BspBench, out: &Path, exe: &Path) -> i32 {
+    use ferry_bench::bsp;
+    let mut runs = vec![];
+    let mut mpich = vec![];
+    let mpich_exe = if b.compare_mpich {
+        match bsp::build_mpich_probe(out) {
+            Ok(e) => Some(e),
+            Err(e) => {
+                eprintln!("ferry bench bsp: {e}");
+                return 1;
+            }
+        }
+    } else {
+        None
+    };
+    for &np in &b.procs {
+        for (name, env) in BSP_SETTINGS {
+            let part = out.join(format!("bsp-{np}-{name}.part"));
+            let mut options = LaunchOptions::new(np, exe);
+            options.args = ["bench-rank", "bsp", "0", "0", "0", "0"]
+                .iter()
+                .map(|s| s.to_string())
+                .chain([
+                    part.display().to_string(),
+                    format!("--reps={}", b.reps),
+                    format!("--put-words={}", b.put_words),
+                ])
+                .map(Into::into)
+                .collect();
+            options.timeout = Some(b.timeout);
+            options
+                .extra_env
+                .push(("FERRY_TRANSPORT".into(), b.transport.into()));
+            options
+                .extra_env
+                .extend(env.iter().map(|(k, v)| (k.to_string(), v.to_string())));
+            match ferry_launch::run(&options) {
+                Ok(o) if o.exit_code() == 0 => {}
+                Ok(o) => return o.exit_code(),
+                Err(e) => {
+                    eprintln!("ferry bench bsp: {e}");
+                    return e.exit_code();
+                }
+            }
+            let text = std::fs::read_to_string(&part).unwrap_or_default();
+            let _ = std::fs::remove_file(&part);
+            match bsp::from_part(&text) {
+                Some(r) => runs.push((name.to_string(), r)),
+                None => {
+                    eprintln!("ferry bench bsp: no result from the {np}-process job ({name})");
+                    return 1;
+                }
+            }
+        }
+        if let Some(m) = &mpich_exe {
+            // MPICH busy-polls: with more processes than cores, fewer repetitions.
+            let reps = if np <= 2 {
+                b.reps
+            } else {
+                (b.reps / 5).max(10)
+            };
+            let r = bsp::mpich_probe(m, np as usize, reps, Duration::from_secs(60));
+            if let Err(e) = &r {
+                eprintln!("ferry bench bsp: MPICH on {np} processes: {e}");
+            }
+            mpich.push((np as usize, r));
+        }
+    }
+    let header = [
+        format!(
+            "command: {}",
+            std::env::args().collect::<Vec<_>>().join(" ")
+        ),
+        format!(
+            "reps={} put_words={} transport={} cores={}",
+            b.reps,
+            b.put_words,
+            b.transport,
+            std::thread::available_parallelism().map_or(0, |n| n.get())
+        ),
+        format!(
+            "load: {}",
+            std::fs::read_to_string("/proc/loadavg")
+                .unwrap_or_default()
+                .trim()
+        ),
+    ];
+    match bsp::report(&runs, &mpich, out, &header) {
+        Ok(table) => {
+            print!("{table}");
+            println!(
+                "wrote {}/bsp-{{params,points{}}}.csv, bsp-h-relations.png, bsp-L-g.png",
+                out.display(),
+                if mpich.is_empty() { "" } else { ",mpich" }
+            );
+            0
+        }
+        Err(e) => {
+            eprintln!("ferry bench bsp: {e}");
+            1
+        }
+    }
+}
+
+/// The applications of `ferry bench bsp-apps`: example name and arguments.
+const BSP_APPS: [(&str, &[&str]); 3] = [
+    ("lu", &["256"]),
+    ("sample_sort", &["700000"]),
+    ("jacobi", &["500"]),
+];
+
+/// `ferry bench bsp-apps`: runs ferry-bsp's examples (`target/<profile>/examples`, next to
+/// this binary) with `ferry run`; each checks its result and prints `time=…s … ok`. The
+/// median over --rounds, optimisations on and off.
+fn apps_command(b: &BspBench, out: &Path, exe: &Path) -> i32 {
+    let dir = exe.parent().map(|d| d.join("examples")).unwrap_or_default();
+    let mut csv = String::from("app,p,setting,round,seconds\n");
+    let mut table = format!(
+        "Table 3: BSP applications, seconds (median of {} runs)\n{:>12} {:>3} {:>9} {:>9} {:>8}\n",
+        b.rounds, "app", "p", "on", "off", "off/on"
+    );
+    for (app, app_args) in BSP_APPS {
+        let prog = dir.join(app);
+        if !prog.exists() {
+            eprintln!(
+                "ferry bench bsp-apps: {} is missing: cargo build --release -p ferry-bsp --examples",
+                prog.display()
+            );
+            return 1;
+        }
+        for &np in &b.procs {
+            let mut medians = vec![];
+            for (name, env) in BSP_SETTINGS {
+                let mut times = vec![];
+                for round in 0..b.rounds.max(1) {
+                    let run = std::process::Command::new(exe)
+                        .args(["run", "-n", &np.to_string(), "--timeout"])
+                        .arg(b.timeout.as_secs().to_string())
+                        .arg("--transport")
+                        .arg(b.transport)
+                        .arg(&prog)
+                        .args(app_args)
+                        .envs(env.iter().copied())
+                        .output();
+                    let text = match &run {
+                        Ok(o) if o.status.success() => String::from_utf8_lossy(&o.stdout),
+                        Ok(o) => {
+                            eprintln!(
+                                "ferry bench bsp-apps: {app} on {np} ({name}) failed:\n{}{}",
+                                String::from_utf8_lossy(&o.stdout),
+                                String::from_utf8_lossy(&o.stderr)
+                            );
+                            return 1;
+                        }
+                        Err(e) => {
+                            eprintln!("ferry bench bsp-apps: {e}");
+                            return 1;
+                        }
+                    };
+                    let t = text
+                        .split_whitespace()
+                        .find_map(|w| w.strip_prefix("time=")?.strip_suffix('s')?.parse().ok());
+                    match t {
+                        Some(t) if text.contains(" ok") => {
+                            csv += &format!("{app},{np},{name},{round},{t}\n");
+                            times.push(t);
+                        }
+                        _ => {
+                            eprintln!("ferry bench bsp-apps: {app}: unexpected output {text:?}");
+                            return 1;
+                        }
+                    }
+                }
+                times.sort_by(f64::total_cmp);
+                medians.push(times[times.len() / 2]);
+            }
+            table += &format!(
+                "{app:>12} {np:>3} {:>9.4} {:>9.4} {:>8.2}\n",
+                medians[0],
+                medians[1],
+                medians[1] / medians[0]
+            );
+        }
+    }
+    let path = out.join("bsp-apps.csv");
+    if let Err(e) = std::fs::write(&path, csv) {
+        eprintln!("ferry bench bsp-apps: {}: {e}", path.display());
+        return 1;
+    }
+    print!("{table}");
+    println!("wrote {}", path.display());
     0
 }
 
