@@ -157,8 +157,8 @@ fn stress_under_every_optimisation_switch() {
     );
 }
 
-/// The applications check their own results (sorted and complete; equal to the sequential
-/// Jacobi iterations), with the optimisations on and all off.
+/// The applications check their own results (LU and Jacobi equal to the sequential
+/// computation; sorted and complete), with the optimisations on and all off.
 #[test]
 fn applications() {
     let off = [
@@ -168,7 +168,11 @@ fn applications() {
     ];
     for n in [2, 4] {
         for env in [&[][..], &off[..]] {
-            for (example, args) in [("sample_sort", &["200000"][..]), ("jacobi", &["200"][..])] {
+            for (example, args) in [
+                ("lu", &["48"][..]),
+                ("sample_sort", &["200000"][..]),
+                ("jacobi", &["200"][..]),
+            ] {
                 let out = run_example(n, example, args, env);
                 let stdout = String::from_utf8_lossy(&out.stdout);
                 assert!(
