@@ -56,6 +56,8 @@ pub const MPI_CONGRUENT: c_int = 102;
 pub const MPI_SIMILAR: c_int = 103;
 pub const MPI_UNEQUAL: c_int = 104;
 
+pub const MPI_CART: c_int = 203;
+
 pub const MPI_COMM_TYPE_SHARED: c_int = 1001;
 pub const MPI_COMM_TYPE_HW_UNGUIDED: c_int = 1002;
 pub const MPI_COMM_TYPE_HW_GUIDED: c_int = 1003;

@@ -973,8 +973,9 @@ unsafe fn alltoallw(
     rdispls: *const c_int,
     recvtypes: *const Handle,
     comm: Handle,
+    request: *mut Handle,
 ) -> Res {
-    run(std::ptr::null_mut(), |s| {
+    run(request, |s| {
         let n = s.core_comm(comm)?.size();
         if n > 0 && recvtypes.is_null() {
             return fail(MPI_ERR_ARG, "recvtypes is NULL");
@@ -1256,7 +1257,7 @@ mpi! {
 mpi! {
     /// Personalized exchange with a datatype per block.
     fn MPI_Alltoallw / PMPI_Alltoallw(sendbuf: *const c_void, sendcounts: *const c_int, sdispls: *const c_int, sendtypes: *const Handle, recvbuf: *mut c_void, recvcounts: *const c_int, rdispls: *const c_int, recvtypes: *const Handle, comm: Handle) on comm => {
-        alltoallw(sendbuf, sendcounts, sdispls, sendtypes, recvbuf, recvcounts, rdispls, recvtypes, comm)
+        alltoallw(sendbuf, sendcounts, sdispls, sendtypes, recvbuf, recvcounts, rdispls, recvtypes, comm, BLOCKING)
     }
 }
 mpi! {
@@ -1287,5 +1288,66 @@ mpi! {
     /// Exclusive prefix reduction.
     fn MPI_Exscan / PMPI_Exscan(sendbuf: *const c_void, recvbuf: *mut c_void, count: c_int, datatype: Handle, op: Handle, comm: Handle) on comm => {
         scan(sendbuf, recvbuf, count, datatype, op, comm, true, BLOCKING)
+    }
+}
+
+mpi! {
+    /// Nonblocking gather of variable blocks.
+    fn MPI_Igatherv / PMPI_Igatherv(sendbuf: *const c_void, sendcount: c_int, sendtype: Handle, recvbuf: *mut c_void, recvcounts: *const c_int, displs: *const c_int, recvtype: Handle, root: c_int, comm: Handle, request: *mut Handle) on comm => {
+        gatherv(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, root, comm, nonnull(request)?)
+    }
+}
+mpi! {
+    /// Nonblocking scatter of variable blocks.
+    fn MPI_Iscatterv / PMPI_Iscatterv(sendbuf: *const c_void, sendcounts: *const c_int, displs: *const c_int, sendtype: Handle, recvbuf: *mut c_void, recvcount: c_int, recvtype: Handle, root: c_int, comm: Handle, request: *mut Handle) on comm => {
+        scatterv(sendbuf, sendcounts, displs, sendtype, recvbuf, recvcount, recvtype, root, comm, nonnull(request)?)
+    }
+}
+mpi! {
+    /// Nonblocking gather of variable blocks to all.
+    fn MPI_Iallgatherv / PMPI_Iallgatherv(sendbuf: *const c_void, sendcount: c_int, sendtype: Handle, recvbuf: *mut c_void, recvcounts: *const c_int, displs: *const c_int, recvtype: Handle, comm: Handle, request: *mut Handle) on comm => {
+        allgatherv(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, comm, nonnull(request)?)
+    }
+}
+mpi! {
+    /// Nonblocking personalized exchange of variable blocks.
+    fn MPI_Ialltoallv / PMPI_Ialltoallv(sendbuf: *const c_void, sendcounts: *const c_int, sdispls: *const c_int, sendtype: Handle, recvbuf: *mut c_void, recvcounts: *const c_int, rdispls: *const c_int, recvtype: Handle, comm: Handle, request: *mut Handle) on comm => {
+        alltoallv(sendbuf, sendcounts, sdispls, sendtype, recvbuf, recvcounts, rdispls, recvtype, comm, nonnull(request)?)
+    }
+}
+mpi! {
+    /// Nonblocking personalized exchange with a datatype per block.
+    fn MPI_Ialltoallw / PMPI_Ialltoallw(sendbuf: *const c_void, sendcounts: *const c_int, sdispls: *const c_int, sendtypes: *const Handle, recvbuf: *mut c_void, recvcounts: *const c_int, rdispls: *const c_int, recvtypes: *const Handle, comm: Handle, request: *mut Handle) on comm => {
+        alltoallw(sendbuf, sendcounts, sdispls, sendtypes, recvbuf, recvcounts, rdispls, recvtypes, comm, nonnull(request)?)
+    }
+}
+mpi! {
+    /// Nonblocking reduction scattered in variable blocks.
+    fn MPI_Ireduce_scatter / PMPI_Ireduce_scatter(sendbuf: *const c_void, recvbuf: *mut c_void, recvcounts: *const c_int, datatype: Handle, op: Handle, comm: Handle, request: *mut Handle) on comm => {
+        let n = running(|s| Ok(s.core_comm(comm)?.size()))?;
+        if n > 0 && recvcounts.is_null() {
+            return fail(MPI_ERR_ARG, "recvcounts is NULL");
+        }
+        let counts = (0..n).map(|i| count_arg(*recvcounts.add(i))).collect::<Res<Vec<_>>>()?;
+        reduce_scatter(sendbuf, recvbuf, &counts, datatype, op, comm, nonnull(request)?)
+    }
+}
+mpi! {
+    /// Nonblocking reduction scattered in equal blocks.
+    fn MPI_Ireduce_scatter_block / PMPI_Ireduce_scatter_block(sendbuf: *const c_void, recvbuf: *mut c_void, recvcount: c_int, datatype: Handle, op: Handle, comm: Handle, request: *mut Handle) on comm => {
+        let n = running(|s| Ok(s.core_comm(comm)?.size()))?;
+        reduce_scatter(sendbuf, recvbuf, &vec![count_arg(recvcount)?; n], datatype, op, comm, nonnull(request)?)
+    }
+}
+mpi! {
+    /// Nonblocking inclusive prefix reduction.
+    fn MPI_Iscan / PMPI_Iscan(sendbuf: *const c_void, recvbuf: *mut c_void, count: c_int, datatype: Handle, op: Handle, comm: Handle, request: *mut Handle) on comm => {
+        scan(sendbuf, recvbuf, count, datatype, op, comm, false, nonnull(request)?)
+    }
+}
+mpi! {
+    /// Nonblocking exclusive prefix reduction.
+    fn MPI_Iexscan / PMPI_Iexscan(sendbuf: *const c_void, recvbuf: *mut c_void, count: c_int, datatype: Handle, op: Handle, comm: Handle, request: *mut Handle) on comm => {
+        scan(sendbuf, recvbuf, count, datatype, op, comm, true, nonnull(request)?)
     }
 }

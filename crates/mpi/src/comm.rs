@@ -44,12 +44,13 @@ type DeleteFn = unsafe extern "C" fn(Handle, c_int, *mut c_void, *mut c_void) ->
 
 /// Registers a new communicator made from `old` (whose attributes are copied) and returns its
 /// handle. Attribute callbacks run here, outside any state borrow.
-fn register(old: Handle, comm: Option<ferry_core::Comm>, copy_attrs: bool) -> Res<Handle> {
+pub fn register(old: Handle, comm: Option<ferry_core::Comm>, copy_attrs: bool) -> Res<Handle> {
     let Some(comm) = comm else {
         return Ok(MPI_COMM_NULL);
     };
-    let (errhandler, copies) = with(|s| {
+    let (errhandler, cart, copies) = with(|s| {
         let o = s.comm(old)?;
+        let cart = if copy_attrs { o.cart.clone() } else { None };
         let copies: Vec<AttrCopy> = if copy_attrs {
             o.attrs
                 .iter()
@@ -65,7 +66,7 @@ fn register(old: Handle, comm: Option<ferry_core::Comm>, copy_attrs: bool) -> Re
         } else {
             Vec::new()
         };
-        Ok((o.errhandler, copies))
+        Ok((o.errhandler, cart, copies))
     })?;
     let mut attrs = BTreeMap::new();
     for (keyval, copy, extra, value) in copies {
@@ -107,6 +108,7 @@ fn register(old: Handle, comm: Option<ferry_core::Comm>, copy_attrs: bool) -> Re
             errhandler,
             name: String::new(),
             attrs,
+            cart,
         }))
     })
 }
@@ -439,7 +441,18 @@ static PREDEFINED: [AtomicI32; 7] = [
     AtomicI32::new(1),                // MPI_UNIVERSE_SIZE (set at first query)
 ];
 
-unsafe fn create_keyval(copy: usize, delete: usize, keyval: *mut c_int, extra: *mut c_void) -> Res {
+/// Updates the MPI_LASTUSEDCODE attribute.
+pub fn set_last_used_code(code: c_int) {
+    PREDEFINED[(MPI_LASTUSEDCODE - MPI_TAG_UB) as usize].store(code, Ordering::Relaxed);
+}
+
+/// Registers an attribute key (for communicators and datatypes alike).
+pub unsafe fn create_keyval(
+    copy: usize,
+    delete: usize,
+    keyval: *mut c_int,
+    extra: *mut c_void,
+) -> Res {
     let out = out(keyval, "keyval")?;
     *out = running(|s| {
         s.keyvals.push(Some(Keyval {
@@ -452,7 +465,8 @@ unsafe fn create_keyval(copy: usize, delete: usize, keyval: *mut c_int, extra: *
     Ok(())
 }
 
-unsafe fn free_keyval(keyval: *mut c_int) -> Res {
+/// Frees an attribute key.
+pub unsafe fn free_keyval(keyval: *mut c_int) -> Res {
     let k = out(keyval, "keyval")?;
     running(|s| match s.keyvals.get_mut((*k - KEYVAL_BASE) as usize) {
         Some(slot @ Some(_)) => {
@@ -898,6 +912,23 @@ mpi! {
         let h = out(info, "info")?;
         running(|s| s.infos.remove(*h).map(drop).ok_or_else(|| MpiError::new(MPI_ERR_INFO, format!("invalid info {:#x}", *h))))?;
         *h = MPI_INFO_NULL;
+        Ok(())
+    }
+}
+mpi! {
+    /// Reads a key; `*buflen` is the buffer size in, the value's size (with NUL) out.
+    fn MPI_Info_get_string / PMPI_Info_get_string(info: Handle, key: *const c_char, buflen: *mut c_int, value: *mut c_char, flag: *mut c_int) on NONE => {
+        let k = c_str(key, "key")?;
+        let flag = out(flag, "flag")?;
+        let buflen = out(buflen, "buflen")?;
+        let found = running(|s| Ok(info_mut(s, info)?.iter().find(|(key, _)| *key == k).map(|e| e.1.clone())))?;
+        let Some(v) = found else { *flag = 0; return Ok(()) };
+        *flag = 1;
+        let cap = count_arg(*buflen)?;
+        if cap > 0 {
+            write_string(&v, value, cap, std::ptr::null_mut())?;
+        }
+        *buflen = v.len() as c_int + 1;
         Ok(())
     }
 }

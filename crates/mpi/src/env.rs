@@ -5,7 +5,7 @@ use crate::error::{class_text, fail, Res};
 use crate::state::{running, with, CommObj, Phase, STATE};
 use crate::NONE;
 use std::collections::BTreeMap;
-use std::ffi::{c_char, c_int};
+use std::ffi::{c_char, c_int, c_void};
 
 /// The library version string (`MPI_Get_library_version`).
 const LIBRARY_VERSION: &str = concat!(
@@ -33,6 +33,7 @@ fn init(required: c_int) -> Res<c_int> {
         errhandler: MPI_ERRORS_ARE_FATAL,
         name: name.to_string(),
         attrs: BTreeMap::new(),
+        cart: None,
     };
     // FUNNELED is what ferry provides: all calls from the thread that initialized.
     let provided = required.clamp(MPI_THREAD_SINGLE, MPI_THREAD_FUNNELED);
@@ -219,23 +220,106 @@ fn valid_class(code: c_int) -> bool {
     (MPI_SUCCESS..=MPI_ERR_ERRHANDLER).contains(&code) || (1000..=1017).contains(&code)
 }
 
+/// Class and text of an error code: predefined, or added by MPI_Add_error_class/_code.
+fn lookup_code(code: c_int) -> Res<(c_int, String)> {
+    if valid_class(code) {
+        return Ok((code, class_text(code).to_string()));
+    }
+    let user = with(|s| {
+        Ok(s.user_errors
+            .get((code - MPI_ERR_LASTCODE - 1) as usize)
+            .cloned())
+    })?;
+    match user {
+        Some(entry) if code > MPI_ERR_LASTCODE => Ok(entry),
+        _ => fail(MPI_ERR_ARG, format!("{code} is not an MPI error code")),
+    }
+}
+
+/// Records a new error code of `class` (`None`: a new class of its own) and returns it.
+fn add_code(class: Option<c_int>) -> Res<c_int> {
+    let code = with(|s| {
+        let code = MPI_ERR_LASTCODE + 1 + s.user_errors.len() as c_int;
+        s.user_errors.push((class.unwrap_or(code), String::new()));
+        Ok(code)
+    })?;
+    crate::comm::set_last_used_code(code);
+    Ok(code)
+}
+
 mpi! {
     /// The text of an error code.
     fn MPI_Error_string / PMPI_Error_string(errorcode: c_int, string: *mut c_char, resultlen: *mut c_int) on NONE => {
-        if !valid_class(errorcode) {
-            return fail(MPI_ERR_ARG, format!("{errorcode} is not an MPI error code"));
-        }
-        write_string(class_text(errorcode), string, MPI_MAX_ERROR_STRING, resultlen)
+        let (_, text) = lookup_code(errorcode)?;
+        write_string(&text, string, MPI_MAX_ERROR_STRING, resultlen)
     }
 }
 mpi! {
-    /// The class of an error code (ferry's codes are their classes).
+    /// The class of an error code.
     fn MPI_Error_class / PMPI_Error_class(errorcode: c_int, errorclass: *mut c_int) on NONE => {
         let Some(out) = errorclass.as_mut() else { return fail(MPI_ERR_ARG, "errorclass is NULL") };
-        if !valid_class(errorcode) {
-            return fail(MPI_ERR_ARG, format!("{errorcode} is not an MPI error code"));
+        *out = lookup_code(errorcode)?.0;
+        Ok(())
+    }
+}
+mpi! {
+    /// A new error class.
+    fn MPI_Add_error_class / PMPI_Add_error_class(errorclass: *mut c_int) on NONE => {
+        let Some(out) = errorclass.as_mut() else { return fail(MPI_ERR_ARG, "errorclass is NULL") };
+        *out = add_code(None)?;
+        Ok(())
+    }
+}
+mpi! {
+    /// A new error code in a class.
+    fn MPI_Add_error_code / PMPI_Add_error_code(errorclass: c_int, errorcode: *mut c_int) on NONE => {
+        let Some(out) = errorcode.as_mut() else { return fail(MPI_ERR_ARG, "errorcode is NULL") };
+        let (class, _) = lookup_code(errorclass)?;
+        if class != errorclass {
+            return fail(MPI_ERR_ARG, format!("{errorclass} is an error code, not a class"));
         }
-        *out = errorcode;
+        *out = add_code(Some(errorclass))?;
+        Ok(())
+    }
+}
+mpi! {
+    /// The text of an added error code or class.
+    fn MPI_Add_error_string / PMPI_Add_error_string(errorcode: c_int, string: *const c_char) on NONE => {
+        if string.is_null() {
+            return fail(MPI_ERR_ARG, "string is NULL");
+        }
+        let text = std::ffi::CStr::from_ptr(string).to_string_lossy().into_owned();
+        if text.len() >= MPI_MAX_ERROR_STRING {
+            return fail(MPI_ERR_ARG, "error string longer than MPI_MAX_ERROR_STRING");
+        }
+        with(|s| match s.user_errors.get_mut((errorcode - MPI_ERR_LASTCODE - 1) as usize) {
+            Some(entry) if errorcode > MPI_ERR_LASTCODE => {
+                entry.1 = text;
+                Ok(())
+            }
+            _ => fail(MPI_ERR_ARG, format!("{errorcode} was not added by MPI_Add_error_class/code")),
+        })
+    }
+}
+mpi! {
+    /// Memory for message buffers (plain heap memory: ferry needs no registration).
+    fn MPI_Alloc_mem / PMPI_Alloc_mem(size: isize, _info: Handle, baseptr: *mut c_void) on NONE => {
+        let Some(out) = (baseptr as *mut *mut c_void).as_mut() else { return fail(MPI_ERR_ARG, "baseptr is NULL") };
+        let Ok(n) = usize::try_from(size) else { return fail(MPI_ERR_ARG, format!("negative size {size}")) };
+        // SAFETY: malloc of n bytes (at least 1, so the pointer is unique); freed by MPI_Free_mem.
+        let p = libc::malloc(n.max(1));
+        if p.is_null() {
+            return fail(MPI_ERR_NO_MEM, format!("cannot allocate {n} bytes"));
+        }
+        *out = p;
+        Ok(())
+    }
+}
+mpi! {
+    /// Frees memory from MPI_Alloc_mem.
+    fn MPI_Free_mem / PMPI_Free_mem(base: *mut c_void) on NONE => {
+        // SAFETY: `base` came from MPI_Alloc_mem (malloc) or is NULL.
+        libc::free(base);
         Ok(())
     }
 }

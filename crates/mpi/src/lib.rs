@@ -43,6 +43,7 @@ pub mod ops;
 pub mod p2p;
 pub mod request;
 pub mod state;
+pub mod topo;
 pub mod types;
 
 /// The "no communicator" target for errors: MPI_COMM_WORLD's handler applies.

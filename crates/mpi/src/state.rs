@@ -37,6 +37,8 @@ pub struct CommObj {
     pub name: String,
     /// Cached attributes by keyval.
     pub attrs: BTreeMap<c_int, *mut c_void>,
+    /// Its Cartesian topology, if it has one.
+    pub cart: Option<Rc<crate::topo::Cart>>,
 }
 
 /// A group: world ranks in group rank order.
@@ -114,6 +116,10 @@ pub struct State {
     pub messages: Table<(Handle, ferry_core::Comm, ferry_core::raw::RawMessage)>,
     /// Attribute keys by keyval (index + KEYVAL_BASE).
     pub keyvals: Vec<Option<Keyval>>,
+    /// Codes added by MPI_Add_error_class/_code (from MPI_ERR_LASTCODE + 1): class and text.
+    pub user_errors: Vec<(c_int, String)>,
+    /// Attributes of datatypes, by datatype handle and keyval.
+    pub type_attrs: HashMap<Handle, BTreeMap<c_int, *mut c_void>>,
     /// MPI_Buffer_attach: (address, size).
     pub bsend_buffer: Option<(*mut c_void, usize)>,
     /// Buffered sends not yet complete: (request, bytes reserved).
@@ -168,6 +174,8 @@ impl State {
             infos: Table::new(Kind::Info),
             messages: Table::new(Kind::Message),
             keyvals: Vec::new(),
+            user_errors: Vec::new(),
+            type_attrs: HashMap::new(),
             bsend_buffer: None,
             bsends: Vec::new(),
         }

@@ -1,7 +1,7 @@
 //! Derived datatypes and user operations: the C functions over `datatype.rs` and `ops.rs`.
 
 use crate::abi::*;
-use crate::datatype::{Builtin, Datatype, Order, TypeError};
+use crate::datatype::{Builtin, Datatype, Distrib, Order, TypeError};
 use crate::env::write_string;
 use crate::error::{fail, MpiError, Res};
 use crate::p2p::count_arg;
@@ -143,7 +143,7 @@ mpi! {
             let dt = Datatype::dup(&s.datatype(oldtype)?);
             Ok(s.types.insert(TypeObj { dt, committed, name: String::new() }))
         })?;
-        Ok(())
+        copy_type_attrs(oldtype, *out)
     }
 }
 mpi! {
@@ -164,6 +164,9 @@ mpi! {
     /// Frees a type (communication already started with it goes on).
     fn MPI_Type_free / PMPI_Type_free(datatype: *mut Handle) on NONE => {
         let h = out(datatype, "datatype")?;
+        if running(|s| Ok(s.types.get(*h).is_some()))? {
+            delete_type_attrs(*h)?;
+        }
         running(|s| {
             if s.types.remove(*h).is_none() {
                 s.datatype(*h)?;
@@ -400,5 +403,162 @@ mpi! {
         let (t, o) = running(|s| Ok((s.committed_type(datatype)?, s.op(op)?)))?;
         let n = count_arg(count)?;
         crate::coll::reduce_local(&t, datatype, o, n, inbuf as *const u8, inoutbuf as *mut u8)
+    }
+}
+
+mpi! {
+    /// The block of a distributed array that one process of a process grid owns.
+    fn MPI_Type_create_darray / PMPI_Type_create_darray(size: c_int, rank: c_int, ndims: c_int, gsizes: *const c_int, distribs: *const c_int,
+        dargs: *const c_int, psizes: *const c_int, order: c_int, oldtype: Handle, newtype: *mut Handle) on NONE => {
+        let n = count_arg(ndims)?;
+        let (g, d, a, p) = (array(gsizes, n, "gsizes")?, array(distribs, n, "distribs")?, array(dargs, n, "dargs")?, array(psizes, n, "psizes")?);
+        let dist = (0..n)
+            .map(|i| Distrib::from_abi(d[i], a[i]).ok_or_else(|| MpiError::new(MPI_ERR_ARG, format!("invalid distribution {} / darg {} in dimension {i}", d[i], a[i]))))
+            .collect::<Res<Vec<_>>>()?;
+        let Some(order) = Order::from_abi(order) else { return fail(MPI_ERR_ARG, format!("invalid array order {order}")) };
+        derive(oldtype, newtype, |old| Datatype::darray(size as i64, rank as i64, &ints(g), &dist, &ints(p), order, old))
+    }
+}
+
+// ---- datatype attributes ----
+
+type TypeCopyFn =
+    unsafe extern "C" fn(Handle, c_int, *mut c_void, *mut c_void, *mut c_void, *mut c_int) -> c_int;
+type TypeDeleteFn = unsafe extern "C" fn(Handle, c_int, *mut c_void, *mut c_void) -> c_int;
+
+fn keyval_of(s: &State, keyval: c_int) -> Res<crate::state::Keyval> {
+    s.keyvals
+        .get((keyval - crate::state::KEYVAL_BASE) as usize)
+        .copied()
+        .flatten()
+        .ok_or_else(|| MpiError::new(MPI_ERR_KEYVAL, format!("invalid keyval {keyval}")))
+}
+
+unsafe fn type_delete(datatype: Handle, keyval: c_int, value: *mut c_void) -> Res {
+    let kv = with(|s| keyval_of(s, keyval))?;
+    if kv.delete > 1 {
+        // SAFETY: registered by MPI_Type_create_keyval with this signature.
+        let f = std::mem::transmute::<usize, TypeDeleteFn>(kv.delete);
+        let rc = f(datatype, keyval, value, kv.extra);
+        if rc != MPI_SUCCESS {
+            return fail(
+                rc,
+                format!("attribute delete callback of keyval {keyval} failed"),
+            );
+        }
+    }
+    Ok(())
+}
+
+/// Runs the copy callbacks of `old`'s attributes for its duplicate `new`.
+pub unsafe fn copy_type_attrs(old: Handle, new: Handle) -> Res {
+    let attrs: Vec<(c_int, *mut c_void)> = with(|s| {
+        Ok(s.type_attrs
+            .get(&old)
+            .map(|m| m.iter().map(|(&k, &v)| (k, v)).collect())
+            .unwrap_or_default())
+    })?;
+    for (keyval, value) in attrs {
+        let kv = with(|s| keyval_of(s, keyval))?;
+        let copied = match kv.copy {
+            0 => None,
+            1 => Some(value),
+            f => {
+                // SAFETY: registered by MPI_Type_create_keyval with this signature.
+                let f = std::mem::transmute::<usize, TypeCopyFn>(f);
+                let (mut out, mut flag): (*mut c_void, c_int) = (std::ptr::null_mut(), 0);
+                let rc = f(
+                    old,
+                    keyval,
+                    kv.extra,
+                    value,
+                    &mut out as *mut _ as *mut c_void,
+                    &mut flag,
+                );
+                if rc != MPI_SUCCESS {
+                    return fail(
+                        rc,
+                        format!("attribute copy callback of keyval {keyval} failed"),
+                    );
+                }
+                (flag != 0).then_some(out)
+            }
+        };
+        if let Some(v) = copied {
+            with(|s| {
+                s.type_attrs.entry(new).or_default().insert(keyval, v);
+                Ok(())
+            })?;
+        }
+    }
+    Ok(())
+}
+
+/// Deletes every attribute of a datatype being freed.
+pub unsafe fn delete_type_attrs(datatype: Handle) -> Res {
+    let attrs = with(|s| Ok(s.type_attrs.remove(&datatype)))?;
+    for (keyval, value) in attrs.unwrap_or_default() {
+        type_delete(datatype, keyval, value)?;
+    }
+    Ok(())
+}
+
+mpi! {
+    /// An attribute key for datatypes.
+    fn MPI_Type_create_keyval / PMPI_Type_create_keyval(copy: usize, delete: usize, keyval: *mut c_int, extra: *mut c_void) on NONE => {
+        crate::comm::create_keyval(copy, delete, keyval, extra)
+    }
+}
+mpi! {
+    /// Frees a datatype attribute key.
+    fn MPI_Type_free_keyval / PMPI_Type_free_keyval(keyval: *mut c_int) on NONE => {
+        crate::comm::free_keyval(keyval)
+    }
+}
+mpi! {
+    /// Sets a datatype attribute.
+    fn MPI_Type_set_attr / PMPI_Type_set_attr(datatype: Handle, keyval: c_int, value: *mut c_void) on NONE => {
+        let old = running(|s| {
+            s.datatype(datatype)?;
+            keyval_of(s, keyval)?;
+            Ok(s.type_attrs.entry(datatype).or_default().insert(keyval, value))
+        })?;
+        match old {
+            Some(v) => type_delete(datatype, keyval, v),
+            None => Ok(()),
+        }
+    }
+}
+mpi! {
+    /// Reads a datatype attribute.
+    fn MPI_Type_get_attr / PMPI_Type_get_attr(datatype: Handle, keyval: c_int, value: *mut c_void, flag: *mut c_int) on NONE => {
+        let flag = out(flag, "flag")?;
+        let found = running(|s| {
+            s.datatype(datatype)?;
+            keyval_of(s, keyval)?;
+            Ok(s.type_attrs.get(&datatype).and_then(|m| m.get(&keyval)).copied())
+        })?;
+        match found {
+            Some(v) => {
+                *out(value as *mut *mut c_void, "attribute_val")? = v;
+                *flag = 1;
+            }
+            None => *flag = 0,
+        }
+        Ok(())
+    }
+}
+mpi! {
+    /// Deletes a datatype attribute.
+    fn MPI_Type_delete_attr / PMPI_Type_delete_attr(datatype: Handle, keyval: c_int) on NONE => {
+        let old = running(|s| {
+            s.datatype(datatype)?;
+            keyval_of(s, keyval)?;
+            Ok(s.type_attrs.get_mut(&datatype).and_then(|m| m.remove(&keyval)))
+        })?;
+        match old {
+            Some(v) => type_delete(datatype, keyval, v),
+            None => fail(MPI_ERR_KEYVAL, format!("no attribute for keyval {keyval}")),
+        }
     }
 }

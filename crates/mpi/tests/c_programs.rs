@@ -338,3 +338,8 @@ fn info_limits_order_and_errors() {
 fn derived_datatypes() {
     no_errors(2, "types");
 }
+
+#[test]
+fn topologies_nonblocking_v_collectives_error_classes_and_type_attributes() {
+    no_errors(6, "extras");
+}
