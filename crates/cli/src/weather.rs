@@ -39,6 +39,12 @@ pub(crate) struct WeatherArgs {
     /// Bytes of each bandwidth transfer (K, M suffixes).
     #[arg(long, default_value = "1M", value_parser = parse_size)]
     bytes: usize,
+    /// Latency round trips per pair (the median counts).
+    #[arg(long, default_value_t = 20)]
+    pingpongs: usize,
+    /// Timed bandwidth transfers per pair (the median counts).
+    #[arg(long, default_value_t = 4)]
+    transfers: usize,
     /// Error window of the forecasters [default: FERRY_WEATHER_WINDOW or 10].
     #[arg(long)]
     window: Option<usize>,
@@ -142,6 +148,8 @@ pub(crate) fn weather_rank(args: WeatherArgs) -> i32 {
     let host = hostname();
     let probe = Probe {
         large: args.bytes,
+        pingpongs: args.pingpongs.max(1),
+        transfers: args.transfers.max(1),
         ..Probe::default()
     };
     let mut weather = WeatherMatrix::new(n, window);
