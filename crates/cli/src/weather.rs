@@ -4,6 +4,15 @@
 //! and its error (ferry-weather does the measuring and forecasting).
 
 use clap::Args;
+use std::io::Write;
+
+/// `println!` that ignores a closed stdout (`ferry weather | head`): the job goes on measuring
+/// and recording instead of panicking on EPIPE.
+macro_rules! say {
+    ($($arg:tt)*) => {{
+        let _ = writeln!(std::io::stdout(), $($arg)*);
+    }};
+}
 use ferry_launch::LaunchOptions;
 use ferry_weather::history::{self, Record};
 use ferry_weather::{
@@ -176,7 +185,7 @@ pub(crate) fn weather_rank(args: WeatherArgs) -> i32 {
                 }
             }
         };
-        println!(
+        say!(
             "ferry weather: {n} ranks, {transport}, {}-byte transfers, history {} ({replayed} \
              earlier measurements replayed)",
             args.bytes,
@@ -220,7 +229,7 @@ pub(crate) fn weather_rank(args: WeatherArgs) -> i32 {
         let errors = forecast.relative_time_errors(args.bytes);
         let med = median(&errors).unwrap_or(f64::NAN);
         let choice = choose_bcast_scheduler(&errors, threshold);
-        println!(
+        say!(
             "round {}/{}: median latency {:.2} us, median bandwidth {:.0} MB/s, median relative \
              error {} -> bcast {}",
             round + 1,
@@ -232,7 +241,7 @@ pub(crate) fn weather_rank(args: WeatherArgs) -> i32 {
         );
         if args.every || round + 1 == args.rounds {
             print_table(&record.sample, &forecast);
-            println!(
+            say!(
                 "broadcast of {} bytes: median relative error of the forecast time {} {} \
                  threshold {} -> {}",
                 args.bytes,
@@ -280,7 +289,7 @@ fn rel(f: &Forecast) -> String {
 
 fn print_table(sample: &Sample, forecast: &WeatherForecast) {
     let n = sample.n;
-    println!(
+    say!(
         "{:>6} {:>10} {:>10} {:>7} {:<14} {:>10} {:>10} {:>7} {:<14}",
         "pair",
         "lat_us",
@@ -300,7 +309,7 @@ fn print_table(sample: &Sample, forecast: &WeatherForecast) {
             ) else {
                 continue;
             };
-            println!(
+            say!(
                 "{:>6} {:>10.2} {:>10.2} {:>7} {:<14} {:>10.0} {:>10.0} {:>7} {:<14}",
                 format!("{i}->{j}"),
                 sample.latency[i * n + j] * 1e6,
