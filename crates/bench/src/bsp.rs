@@ -23,7 +23,7 @@ use std::time::{Duration, Instant};
 /// h values of the fit (words per process).
 pub const HS: [usize; 6] = [0, 64, 256, 1024, 2048, 4096];
 
-/// Trials per measured point; the point is the median trial.
+/// Trials of `reps` supersteps per measured point.
 const TRIALS: usize = 5;
 
 /// The BSP parameters of one job.
@@ -133,22 +133,22 @@ pub fn probe(bsp: &mut Bsp, reps: usize, put_words: usize) -> Option<BspParams> 
     bsp.push_reg(&x);
     bsp.sync();
 
-    // One timed run of `reps` supersteps; `body` issues the superstep's puts.
+    // `TRIALS`×`reps` supersteps, each timed on its own; the median superstep. (A median of
+    // single supersteps, not of trial means: on a shared machine a process that loses its core
+    // spoils a few supersteps, which a mean would spread over the whole trial.)
     let timed = |bsp: &mut Bsp, body: &dyn Fn(&mut Bsp)| -> f64 {
-        let mut trials = Vec::with_capacity(TRIALS);
         for _ in 0..reps / 10 + 1 {
             body(bsp);
             bsp.sync();
         }
-        for _ in 0..TRIALS {
+        let mut each = Vec::with_capacity(TRIALS * reps);
+        for _ in 0..TRIALS * reps {
             let t0 = bsp.time();
-            for _ in 0..reps {
-                body(bsp);
-                bsp.sync();
-            }
-            trials.push((bsp.time() - t0) / reps as f64 * 1e6);
+            body(bsp);
+            bsp.sync();
+            each.push((bsp.time() - t0) * 1e6);
         }
-        median(trials)
+        median(each)
     };
     let l_us = timed(bsp, &|_| {});
 

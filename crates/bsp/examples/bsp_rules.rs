@@ -134,6 +134,37 @@ fn main() {
                 "put copies at call time",
             );
         }
+        // Puts that continue each other are merged into one record when combining; the
+        // result must be as if every put were applied in order (a later overlapping put wins,
+        // puts into another area or with a gap start a new record, an early send splits).
+        "merge" => {
+            let (x, y) = (bsp.alloc::<u64>(4096), bsp.alloc::<u64>(8));
+            bsp.push_reg(&x);
+            bsp.push_reg(&y);
+            bsp.sync();
+            let v = |i: usize| (me * 100_000 + i) as u64;
+            for i in 0..4096 {
+                bsp.put(right, &[v(i)], &x, i); // one long chain (passes the early threshold)
+                if i == 10 {
+                    bsp.put(right, &[7, 8], &y, 0); // another area in between
+                }
+            }
+            bsp.put(right, &[1, 2, 3], &x, 5); // overlaps the chain: applied after it
+            bsp.put(right, &[4], &x, 8); // continues the overlapping put
+            bsp.put(right, &[9], &y, 3); // a gap after y[0..2]
+            bsp.sync();
+            let (xs, ys) = (bsp.area(&x), bsp.area(&y));
+            let want = |i: usize| match i {
+                5..=7 => (i - 4) as u64,
+                8 => 4,
+                _ => (left * 100_000 + i) as u64,
+            };
+            check(
+                &bsp,
+                (0..4096).all(|i| xs[i] == want(i)) && ys[..4] == [7, 8, 0, 9],
+                "merged puts apply in order",
+            );
+        }
         // At a sync, gets are served before puts are applied.
         "gets_before_puts" => {
             let x = bsp.alloc::<u64>(1);

@@ -7,7 +7,7 @@ pub struct Config {
     /// `FERRY_BSP_COMBINE` (`1` | `0`, default `1`): combine the puts, get requests and sends
     /// of a superstep to one destination into one message. Off: one message per operation.
     pub combine: bool,
-    /// `FERRY_BSP_EARLY` (bytes, default 16384, `0` = off): with combining, a destination's
+    /// `FERRY_BSP_EARLY` (bytes, default 65536, `0` = off): with combining, a destination's
     /// buffer that would pass this size is sent at once, during the superstep (overlap), instead
     /// of at the sync. Clamped to ferry-core's smallest eager limit, so an early send never waits
     /// for a handshake with a receiver that is still computing.
@@ -19,7 +19,7 @@ pub struct Config {
     /// messages (into buffers of `prepost_bytes`) before sending, so they land in place instead
     /// of going through the unexpected queue and a probe.
     pub prepost: bool,
-    /// `FERRY_BSP_PREPOST_BYTES` (bytes, default 16384): size of each pre-posted buffer; a
+    /// `FERRY_BSP_PREPOST_BYTES` (bytes, default 65536): size of each pre-posted buffer; a
     /// longer closing message is sent ahead as a separate (probed) message.
     pub prepost_bytes: usize,
 }
@@ -28,10 +28,10 @@ impl Default for Config {
     fn default() -> Self {
         Config {
             combine: true,
-            early_bytes: 16384,
+            early_bytes: 65536,
             reorder: true,
             prepost: true,
-            prepost_bytes: 16384,
+            prepost_bytes: 65536,
         }
     }
 }

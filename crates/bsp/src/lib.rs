@@ -53,6 +53,7 @@ pub use config::Config;
 
 use ferry_core::{scope, Comm, Request, World, ANY_TAG};
 use std::alloc::Layout;
+use std::cell::Cell;
 use std::collections::HashMap;
 use std::marker::PhantomData;
 use std::time::Instant;
@@ -68,6 +69,15 @@ const REC_REG: u8 = 0x04; // pushes u32, sizes u64 each, pops u32, slots u32 eac
 const KIND_EARLY: i32 = 0;
 const KIND_FINAL: i32 = 1;
 const KIND_REPLY: i32 = 2;
+
+/// `Bsp::last_put` when the last record is not a put.
+const NO_PUT: usize = usize::MAX;
+
+/// Bytes of a put record before its data: kind, slot u32, offset u64, len u64.
+const PUT_HEAD: usize = 21;
+
+/// Largest combining buffer kept from one superstep to the next (larger ones are freed).
+const KEEP_BUF: usize = 1 << 20;
 
 /// Rounds of polling without progress before a sync blocks in `probe` (non-pre-posted path).
 const IDLE_POLLS: u32 = 2000;
@@ -138,12 +148,18 @@ pub struct Bsp {
     // Registration.
     slots: Vec<Slot>,
     by_addr: HashMap<usize, Vec<u32>>,
+    // The last address looked up in `by_addr` and its slot: a superstep's puts mostly name
+    // one area, and hashing it for every small put cost as much as copying 16 words.
+    slot_cache: Cell<Option<(usize, u32)>>,
     pushes: Vec<(usize, usize)>,
     pops: Vec<u32>,
     // Outgoing, per destination: combined record stream (or one record per entry without
     // combining), hpputs, and the local destinations of gets in the order they were asked.
     out: Vec<Vec<u8>>,
     out_single: Vec<Vec<Vec<u8>>>,
+    // Where in `out[q]` the last record starts when it is a put (a put that continues it is
+    // merged into it), else NO_PUT.
+    last_put: Vec<usize>,
     hpputs: Vec<Vec<HpPut>>,
     gets: Vec<Vec<(usize, usize)>>,
     // BSMP.
@@ -290,10 +306,12 @@ impl Bsp {
             step: 0,
             slots: Vec::new(),
             by_addr: HashMap::new(),
+            slot_cache: Cell::new(None),
             pushes: Vec::new(),
             pops: Vec::new(),
             out: vec![Vec::new(); p],
             out_single: vec![Vec::new(); p],
+            last_put: vec![NO_PUT; p],
             hpputs: (0..p).map(|_| Vec::new()).collect(),
             gets: vec![Vec::new(); p],
             tagsize: 0,
@@ -562,8 +580,16 @@ impl Bsp {
 
     /// The slot in effect for `ident`.
     fn slot_of(&self, call: &str, ident: usize) -> u32 {
+        if let Some((addr, slot)) = self.slot_cache.get() {
+            if addr == ident {
+                return slot;
+            }
+        }
         match self.by_addr.get(&ident).and_then(|s| s.last()) {
-            Some(&s) => s,
+            Some(&s) => {
+                self.slot_cache.set(Some((ident, s)));
+                s
+            }
             None => self.fail(
                 call,
                 format!("address {ident:#x} is not registered (a registration takes effect at the next sync)"),
@@ -584,22 +610,60 @@ impl Bsp {
         }
     }
 
-    /// Appends a record for `pid`; with combining, sends the buffer early once it would pass
-    /// the threshold.
-    fn emit(&mut self, pid: usize, record: &[u8]) {
+    /// Appends a record of `len` bytes for `pid`, which `write` appends to a buffer; with
+    /// combining, first sends the buffer early if the record would take it past the threshold.
+    /// Returns where the record starts in `out[pid]` (combining only).
+    fn emit(&mut self, pid: usize, len: usize, write: impl FnOnce(&mut Vec<u8>)) -> usize {
         if !self.config.combine {
-            self.out_single[pid].push(record.to_vec());
-            return;
+            let mut rec = Vec::with_capacity(len);
+            write(&mut rec);
+            self.out_single[pid].push(rec);
+            return NO_PUT;
+        }
+        self.flush_early(pid, len);
+        let buf = &mut self.out[pid];
+        let at = buf.len();
+        write(buf);
+        self.last_put[pid] = NO_PUT;
+        at
+    }
+
+    /// Sends `out[pid]` now (early) if `more` bytes would take it past the threshold.
+    fn flush_early(&mut self, pid: usize, more: usize) {
+        let early = self.config.early_bytes;
+        let buf = &self.out[pid];
+        if early > 0 && pid != self.pid && !buf.is_empty() && buf.len() + more > early {
+            // Eager (the threshold is clamped to the eager limit): returns once copied out.
+            if let Err(e) = self.comm.send(buf, pid, tag(KIND_EARLY, self.step)) {
+                self.fail("bsp_sync (early send)", e.to_string());
+            }
+            self.out[pid].clear();
+            self.last_put[pid] = NO_PUT;
+        }
+    }
+
+    /// With combining, merges a put that continues the last record to `pid` (a put to the
+    /// same registration, at the next byte) into it; false when it does not.
+    fn merge_put(&mut self, pid: usize, slot: u32, offset: usize, data: &[u8]) -> bool {
+        let at = self.last_put[pid];
+        if at == NO_PUT {
+            return false;
         }
         let early = self.config.early_bytes;
         let buf = &mut self.out[pid];
-        if early > 0 && pid != self.pid && !buf.is_empty() && buf.len() + record.len() > early {
-            let chunk = std::mem::take(buf);
-            if let Err(e) = self.comm.send(&chunk, pid, tag(KIND_EARLY, self.step)) {
-                self.fail("bsp_sync (early send)", e.to_string());
-            }
+        if early > 0 && pid != self.pid && buf.len() + data.len() > early {
+            return false;
         }
-        self.out[pid].extend_from_slice(record);
+        let head = &buf[at..at + PUT_HEAD];
+        let rslot = u32::from_le_bytes(head[1..5].try_into().expect("4 bytes"));
+        let roff = u64::from_le_bytes(head[5..13].try_into().expect("8 bytes")) as usize;
+        let rlen = u64::from_le_bytes(head[13..21].try_into().expect("8 bytes")) as usize;
+        if rslot != slot || roff + rlen != offset {
+            return false;
+        }
+        buf[at + 13..at + 21].copy_from_slice(&((rlen + data.len()) as u64).to_le_bytes());
+        buf.extend_from_slice(data);
+        true
     }
 
     /// Copies `nbytes` at `src` now, to be written at byte `offset` of the area registered as
@@ -622,13 +686,17 @@ impl Bsp {
             return;
         }
         let data = std::slice::from_raw_parts(src, nbytes);
-        let mut rec = Vec::with_capacity(21 + nbytes);
-        rec.push(REC_PUT);
-        put_u32(&mut rec, slot);
-        put_u64(&mut rec, offset);
-        put_u64(&mut rec, nbytes);
-        rec.extend_from_slice(data);
-        self.emit(pid, &rec);
+        if self.config.combine && self.merge_put(pid, slot, offset, data) {
+            return;
+        }
+        let at = self.emit(pid, PUT_HEAD + nbytes, |rec| {
+            rec.push(REC_PUT);
+            put_u32(rec, slot);
+            put_u64(rec, offset);
+            put_u64(rec, nbytes);
+            rec.extend_from_slice(data);
+        });
+        self.last_put[pid] = at;
     }
 
     /// As [`Bsp::put_raw`], but `src` is read at the sync, not now.
@@ -675,13 +743,13 @@ impl Bsp {
         if nbytes == 0 {
             return;
         }
-        let mut rec = Vec::with_capacity(21);
-        rec.push(REC_GET);
-        put_u32(&mut rec, slot);
-        put_u64(&mut rec, offset);
-        put_u64(&mut rec, nbytes);
         self.gets[pid].push((dst as usize, nbytes));
-        self.emit(pid, &rec);
+        self.emit(pid, 21, |rec| {
+            rec.push(REC_GET);
+            put_u32(rec, slot);
+            put_u64(rec, offset);
+            put_u64(rec, nbytes);
+        });
     }
 
     /// As [`Bsp::get_raw`] (the hp variant may transfer any time; here at the sync).
@@ -718,13 +786,13 @@ impl Bsp {
                 ),
             );
         }
-        let mut rec = Vec::with_capacity(13 + tag.len() + payload.len());
-        rec.push(REC_SEND);
-        put_u32(&mut rec, tag.len() as u32);
-        put_u64(&mut rec, payload.len());
-        rec.extend_from_slice(tag);
-        rec.extend_from_slice(payload);
-        self.emit(pid, &rec);
+        self.emit(pid, 13 + tag.len() + payload.len(), |rec| {
+            rec.push(REC_SEND);
+            put_u32(rec, tag.len() as u32);
+            put_u64(rec, payload.len());
+            rec.extend_from_slice(tag);
+            rec.extend_from_slice(payload);
+        });
     }
 
     /// Sets the tag size (bytes) from the next sync on; returns the size in effect now.
@@ -783,6 +851,7 @@ impl Bsp {
         let p = self.nprocs;
         let me = self.pid;
         let parity = self.step;
+        self.last_put.fill(NO_PUT);
 
         // The superstep's registrations, sent to every process to be matched.
         // No record stands for "no push, no pop" (the usual superstep: nothing to allocate).
@@ -961,19 +1030,31 @@ impl Bsp {
         if let Err(e) = phase1 {
             self.fail("bsp_sync", e.to_string());
         }
-        for q in 0..p {
-            if let Some(n) = pre_len[q] {
-                chunks[q].push(pre_bufs[q][..n].to_vec());
+        chunks[me] = vec![std::mem::take(&mut finals[me])];
+        // The combining buffers come back for the next superstep (no regrowing).
+        for (q, f) in finals.iter_mut().enumerate() {
+            if q != me && f.capacity() <= KEEP_BUF && self.out[q].is_empty() {
+                f.clear();
+                self.out[q] = std::mem::take(f);
             }
         }
-        self.pre_bufs = pre_bufs;
-        chunks[me] = vec![std::mem::take(&mut finals[me])];
+        // What arrived, per source: early messages, then the closing message, read in place
+        // in its pre-posted buffer.
+        let streams: Vec<Vec<&[u8]>> = (0..p)
+            .map(|q| {
+                chunks[q]
+                    .iter()
+                    .map(Vec::as_slice)
+                    .chain(pre_len[q].map(|n| &pre_bufs[q][..n]))
+                    .collect()
+            })
+            .collect();
 
         // Check registrations, then serve gets (before any put is applied).
         let mut reg_seen: Vec<Option<Vec<u8>>> = vec![None; p];
         let mut reply_out: Vec<Vec<u8>> = vec![Vec::new(); p];
         for q in 0..p {
-            for c in &chunks[q] {
+            for &c in &streams[q] {
                 let mut r = Reader { buf: c, at: 0 };
                 while !r.done() {
                     let Some(kind) = r.u8() else { break };
@@ -1059,7 +1140,7 @@ impl Bsp {
                 .enumerate()
                 .all(|(q, r)| q == me || r.is_empty());
         let phase2: Result<(), ferry_core::Error> = if no_replies {
-            self.apply(&chunks, &reg_seen);
+            self.apply(&streams, &reg_seen);
             Ok(())
         } else {
             scope(|s| {
@@ -1074,7 +1155,7 @@ impl Bsp {
                         reqs.push(comm.isend(s, &reply_out[q], q, rtag)?);
                     }
                 }
-                self.apply(&chunks, &reg_seen);
+                self.apply(&streams, &reg_seen);
                 ferry_core::wait_all(&mut reqs)?;
                 Ok(())
             })
@@ -1082,6 +1163,8 @@ impl Bsp {
         if let Err(e) = phase2 {
             self.fail("bsp_sync", e.to_string());
         }
+        drop(streams);
+        self.pre_bufs = pre_bufs;
         replies[me] = std::mem::take(&mut reply_out[me]);
         let gets = std::mem::take(&mut self.gets);
         for (q, list) in gets.iter().enumerate() {
@@ -1114,13 +1197,13 @@ impl Bsp {
 
     /// Applies the puts, collects the BSMP messages, and makes the superstep's registrations
     /// take effect (after the puts: a registration is usable from the next superstep on).
-    fn apply(&mut self, chunks: &[Vec<Vec<u8>>], regs: &[Option<Vec<u8>>]) {
+    fn apply(&mut self, chunks: &[Vec<&[u8]>], regs: &[Option<Vec<u8>>]) {
         let p = self.nprocs;
         self.inbox.clear();
         self.msgs.clear();
         self.next_msg = 0;
         for (q, list) in chunks.iter().enumerate() {
-            for c in list {
+            for &c in list {
                 let mut r = Reader { buf: c, at: 0 };
                 while !r.done() {
                     let Some(kind) = r.u8() else { break };
@@ -1179,6 +1262,7 @@ impl Bsp {
             }
         }
         // Registrations: pops first (they name older slots), then pushes get new slots.
+        self.slot_cache.set(None);
         for &s in &std::mem::take(&mut self.pops) {
             if let Some((addr, _)) = self.slots[s as usize].local.take() {
                 if let Some(stack) = self.by_addr.get_mut(&addr) {

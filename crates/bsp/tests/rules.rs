@@ -95,6 +95,17 @@ fn put_copies_source_at_call_time() {
 }
 
 #[test]
+fn adjacent_puts_merge_and_apply_in_order() {
+    for env in [
+        &[][..],
+        &[("FERRY_BSP_EARLY", "1024")][..],
+        &[("FERRY_BSP_COMBINE", "0")][..],
+    ] {
+        ok(3, "merge", env);
+    }
+}
+
+#[test]
 fn gets_are_served_before_puts() {
     ok(3, "gets_before_puts", &[]);
 }

@@ -605,12 +605,9 @@ fn bsp_command(b: &BspBench, out: &Path, exe: &Path) -> i32 {
             }
         }
         if let Some(m) = &mpich_exe {
-            // MPICH busy-polls: with more processes than cores, fewer repetitions.
-            let reps = if np <= 2 {
-                b.reps
-            } else {
-                (b.reps / 5).max(10)
-            };
+            // As many operations as ferry's supersteps (5 trials); MPICH busy-polls, so with
+            // more processes than cores, fewer.
+            let reps = if np <= 2 { 5 * b.reps } else { b.reps.max(10) };
             let r = bsp::mpich_probe(m, np as usize, reps, Duration::from_secs(60));
             if let Err(e) = &r {
                 eprintln!("ferry bench bsp: MPICH on {np} processes: {e}");
