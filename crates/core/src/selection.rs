@@ -575,6 +575,17 @@ pub(crate) fn table() -> Result<&'static Table, Error> {
 
 /// The selection settings and the rules in force, for `ferry info --params`.
 pub(crate) fn describe() -> Vec<(&'static str, String)> {
+    let mut params = describe_table();
+    // The cluster ids the hierarchical rules count.
+    use crate::collectives::{CLUSTERS_VAR, CLUSTER_VAR};
+    for var in [CLUSTER_VAR, CLUSTERS_VAR] {
+        let value = std::env::var(var).unwrap_or_else(|_| "- (cluster 0)".into());
+        params.push((var, value));
+    }
+    params
+}
+
+fn describe_table() -> Vec<(&'static str, String)> {
     let table = match table() {
         Ok(table) => table,
         Err(e) => return vec![(SELECTION_VAR, format!("invalid: {e}"))],
