@@ -195,3 +195,53 @@ fn applications() {
         }
     }
 }
+
+/// `ferry bench bsp` and `bsp-apps` end to end (tiny runs): the tables print and the CSVs
+/// hold a row per process count and setting, with positive L and g.
+#[test]
+fn bench_bsp_end_to_end() {
+    let dir = profile_dir();
+    let ferry = need(dir.join("ferry"), "cargo build --release -p ferry-cli");
+    let out = std::env::temp_dir().join(format!("ferry-bench-bsp-{}", std::process::id()));
+    let _one = ONE_JOB_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let run = |args: &[&str]| {
+        let o = Command::new(&ferry)
+            .arg("bench")
+            .args(args)
+            .arg("--out")
+            .arg(&out)
+            .output()
+            .expect("ferry bench");
+        let stdout = String::from_utf8_lossy(&o.stdout).into_owned();
+        assert!(
+            o.status.success(),
+            "ferry bench {args:?}\nstdout:\n{stdout}\nstderr:\n{}",
+            String::from_utf8_lossy(&o.stderr)
+        );
+        stdout
+    };
+    let text = run(&["bsp", "--procs", "2,3", "--reps", "3"]);
+    assert!(
+        text.contains("Table 1") && text.contains("Table 2"),
+        "{text}"
+    );
+    let csv = std::fs::read_to_string(out.join("bsp-params.csv")).expect("bsp-params.csv");
+    let rows: Vec<Vec<f64>> = csv
+        .lines()
+        .filter(|l| !l.starts_with('#') && !l.starts_with("p,"))
+        .map(|l| {
+            l.split(',')
+                .filter_map(|v| v.parse().ok())
+                .collect::<Vec<f64>>()
+        })
+        .collect();
+    assert_eq!(rows.len(), 4, "{csv}");
+    // p, s_dot, s_mm, s, L µs, … (the setting is not a number)
+    assert!(rows.iter().all(|r| r[3] > 0.0 && r[4] > 0.0), "{csv}");
+    assert!(out.join("bsp-h-relations.png").exists() && out.join("bsp-L-g.png").exists());
+    let text = run(&["bsp-apps", "--procs", "2", "--rounds", "1"]);
+    for app in ["lu", "sample_sort", "jacobi"] {
+        assert!(text.contains(app), "{text}");
+    }
+    let _ = std::fs::remove_dir_all(&out);
+}
