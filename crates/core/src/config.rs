@@ -62,6 +62,11 @@ pub struct Config {
     pub spin: Option<u32>,
     /// `FERRY_CONNECT_TIMEOUT` (seconds, default 30): how long setup waits for all peers.
     pub connect_timeout_secs: u64,
+    /// `FERRY_GRID_PLACE` (set by `ferry run --grid`, default unset = one host): this rank's
+    /// cluster, front node, host, address and relay (`ferry_grid::Placement`). With it the tcp
+    /// transport listens on the host's address, paths follow DESIGN §4 and a rank on a private
+    /// cluster registers with its relay.
+    pub place: Option<ferry_grid::Placement>,
 }
 
 impl Default for Config {
@@ -76,6 +81,7 @@ impl Default for Config {
             tcp_buffer: 0,
             spin: None,
             connect_timeout_secs: 30,
+            place: None,
         }
     }
 }
@@ -133,6 +139,14 @@ impl Config {
             tcp_buffer: parse("FERRY_TCP_BUF", d.tcp_buffer)?,
             spin,
             connect_timeout_secs: parse("FERRY_CONNECT_TIMEOUT", d.connect_timeout_secs)?,
+            place: match std::env::var(ferry_grid::PLACE_ENV) {
+                Ok(text) if !text.is_empty() => {
+                    Some(ferry_grid::Placement::parse(&text).map_err(|e| {
+                        Error::Config(format!("{}={text:?}: {e}", ferry_grid::PLACE_ENV))
+                    })?)
+                }
+                _ => None,
+            },
         })
     }
 
@@ -183,6 +197,12 @@ impl Config {
             (
                 "FERRY_CONNECT_TIMEOUT",
                 self.connect_timeout_secs.to_string(),
+            ),
+            (
+                ferry_grid::PLACE_ENV,
+                self.place
+                    .as_ref()
+                    .map_or("unset (one host)".into(), |p| p.encode()),
             ),
         ];
         params.extend(crate::selection::describe());

@@ -1,14 +1,25 @@
 //! TCP transport: one connection per pair of ranks, nonblocking, progressed by epoll (mio).
 //!
-//! Every connection opens with the mutual HMAC handshake of `ferry_wire::handshake`; the lower
-//! rank dials. Anything else that connects to a rank's port is a stranger: it is given
-//! [`HANDSHAKE_TIMEOUT`] to authenticate, and any wrong byte closes it with one log line while
-//! the job carries on. After the handshake both directions carry ferry frames: headers and
-//! payloads leave in one vectored write, and large payloads are read straight into the
-//! receive buffer.
+//! Every connection opens with the mutual HMAC handshake of `ferry_wire::handshake`. Who dials
+//! and along which path is decided by the caller (`ferry_grid::path::plan`, from the ranks'
+//! process ids; on one host the lower rank dials). Anything else that connects to a rank's port
+//! is a stranger: it is given [`HANDSHAKE_TIMEOUT`] to authenticate, and any wrong byte closes
+//! it with one log line while the job carries on. After the handshake both directions carry
+//! ferry frames: headers and payloads leave in one vectored write, and large payloads are read
+//! straight into the receive buffer.
+//!
+//! Grids (DESIGN §4): a connection to a rank on another private cluster goes to the relay on
+//! that cluster's front node; the dialer drives `ferry_wire::relay::RelayConnector` until the
+//! relay answers ESTABLISHED and then runs the same handshake end to end. The listener tells the
+//! two kinds apart by the first four bytes: `FRLY` is a connection the relay opened (checked
+//! with a `RelayAcceptor` and this rank's one `ReplayGuard`, answered ACCEPTED), anything else
+//! goes straight to the handshake. A rank on a private cluster keeps its registration with its
+//! relay open for the job's life ([`TcpTransport::register_with_relay`]); its end means the
+//! relay died, and the job fails with "relay on <front> went away" instead of hanging.
 
 use crate::engine::{FrameSink, OutFrame};
 use crate::error::Error;
+use ferry_wire::relay::{self, Registrar, RelayAcceptor, RelayConnector, ReplayGuard};
 use ferry_wire::{Frame, FrameError, Handshake, JobKey, HEADER_LEN};
 use mio::net::{TcpListener, TcpStream};
 use mio::{Events, Interest, Poll, Token};
@@ -27,6 +38,7 @@ const FILL: usize = 16 << 10;
 /// Payload remainders at least this large are read directly into the destination.
 const DIRECT_READ: usize = 32 << 10;
 const LISTENER: Token = Token(usize::MAX);
+const RELAY: Token = Token(usize::MAX - 1);
 const STRANGER_BASE: usize = 1 << 40;
 
 enum Input {
@@ -39,9 +51,26 @@ enum Input {
     },
 }
 
+/// What runs on a connection before the ferry handshake.
+enum Pre {
+    /// Nothing (any more).
+    Done,
+    /// Accepted, first bytes not seen yet: `FRLY` makes it a relayed connection.
+    Sniff(RelayAcceptor),
+    /// Opened by our relay for a client outside the cluster: INCOMING, then ACCEPTED.
+    Relayed(RelayAcceptor),
+    /// Dialled through the peer's relay: GREETING, CONNECT, ESTABLISHED.
+    ViaRelay(RelayConnector),
+}
+
 struct Conn {
     stream: TcpStream,
     addr: SocketAddr,
+    pre: Pre,
+    /// Front node whose relay carries this connection, for messages.
+    via: Option<String>,
+    /// Opened by our relay (an accepted connection that began with `FRLY`).
+    relayed: bool,
     handshake: Option<Handshake>,
     /// Dialled connections are writable only once connected.
     connected: bool,
@@ -55,10 +84,19 @@ struct Conn {
 }
 
 impl Conn {
-    fn new(stream: TcpStream, addr: SocketAddr, handshake: Handshake, connected: bool) -> Conn {
+    fn new(
+        stream: TcpStream,
+        addr: SocketAddr,
+        pre: Pre,
+        handshake: Handshake,
+        connected: bool,
+    ) -> Conn {
         Conn {
             stream,
             addr,
+            pre,
+            via: None,
+            relayed: false,
             handshake: Some(handshake),
             connected,
             readable: true,
@@ -99,8 +137,88 @@ impl Conn {
         }
     }
 
-    /// Moves the handshake forward. Ok(Some(rank)) once it is complete.
-    fn drive_handshake(&mut self) -> Result<Option<u32>, String> {
+    /// Moves the relay exchange forward, if any. Ok(true) once it is over.
+    fn step_pre(&mut self, seen: &mut ReplayGuard) -> Result<bool, String> {
+        loop {
+            let out: &[u8] = match &self.pre {
+                Pre::Done => return Ok(true),
+                Pre::Sniff(_) => &[],
+                Pre::Relayed(a) => a.pending_output(),
+                Pre::ViaRelay(c) => c.pending_output(),
+            };
+            if !out.is_empty() && self.connected && self.writable {
+                match self.stream.write(out) {
+                    Ok(n) => match &mut self.pre {
+                        Pre::Relayed(a) => a.consume_output(n),
+                        Pre::ViaRelay(c) => c.consume_output(n),
+                        _ => {}
+                    },
+                    Err(e) if e.kind() == ErrorKind::WouldBlock => self.writable = false,
+                    Err(e) if e.kind() == ErrorKind::Interrupted => {}
+                    Err(e) => return Err(format!("write failed: {e}")),
+                }
+                continue;
+            }
+            let done = match &self.pre {
+                Pre::Relayed(a) => a.peer_rank().is_some(),
+                Pre::ViaRelay(c) => c.is_established(),
+                _ => false,
+            };
+            if done {
+                self.pre = Pre::Done;
+                return Ok(true);
+            }
+            if self.start < self.end {
+                let input = &self.buf[self.start..self.end];
+                let used = match &mut self.pre {
+                    Pre::Sniff(_) if input.len() >= relay::MAGIC.len() => {
+                        let relayed = input[..relay::MAGIC.len()] == relay::MAGIC;
+                        if let Pre::Sniff(a) = std::mem::replace(&mut self.pre, Pre::Done) {
+                            if relayed {
+                                self.pre = Pre::Relayed(a);
+                                self.relayed = true;
+                            }
+                        }
+                        continue;
+                    }
+                    Pre::Sniff(_) => 0,
+                    Pre::Relayed(a) => match a.handle_input(input, seen) {
+                        Ok(used) => used,
+                        Err(e) => {
+                            // REFUSED is queued: one try to send it, then close.
+                            let _ = self.stream.write(a.pending_output());
+                            return Err(format!("relayed connection refused: {e}"));
+                        }
+                    },
+                    Pre::ViaRelay(c) => c
+                        .handle_input(input)
+                        .map_err(|e| format!("the relay refused: {e}"))?,
+                    Pre::Done => 0,
+                };
+                if used > 0 {
+                    self.start += used;
+                    continue;
+                }
+            }
+            if !self.readable {
+                return Ok(false);
+            }
+            match self.fill() {
+                Ok(true) => {}
+                Ok(false) => return Ok(false),
+                Err(e) if e.kind() == ErrorKind::UnexpectedEof => {
+                    return Err("closed before the handshake".into())
+                }
+                Err(e) => return Err(format!("read failed: {e}")),
+            }
+        }
+    }
+
+    /// Moves the relay exchange and the handshake forward. Ok(Some(rank)) once complete.
+    fn drive_handshake(&mut self, seen: &mut ReplayGuard) -> Result<Option<u32>, String> {
+        if !self.step_pre(seen)? {
+            return Ok(None);
+        }
         let Some(mut hs) = self.handshake.take() else {
             return Ok(None);
         };
@@ -165,6 +283,16 @@ pub(crate) struct TcpTransport {
     size: u32,
     max_payload: u64,
     socket_buffer: usize,
+    /// Nonces of relayed connections already accepted.
+    seen: ReplayGuard,
+    /// The registration with our cluster's relay, kept open for the job's life.
+    relay: Option<RelayLink>,
+}
+
+/// A private rank's registration with the relay on its front node.
+struct RelayLink {
+    stream: TcpStream,
+    front: String,
 }
 
 fn io_error(what: &str, e: std::io::Error) -> Error {
@@ -212,7 +340,106 @@ impl TcpTransport {
             size,
             max_payload,
             socket_buffer,
+            seen: ReplayGuard::default(),
+            relay: None,
         })
+    }
+
+    /// Registers this rank with the relay of its cluster (on `front`, reached at `inside`) so
+    /// that ranks outside the cluster can reach it, and keeps the connection: its end fails the
+    /// job ("relay on `front` went away"). Blocks until registered, retrying a refused connect
+    /// for up to `timeout` (the relay may be starting).
+    pub(crate) fn register_with_relay(
+        &mut self,
+        inside: SocketAddr,
+        front: &str,
+        timeout: Duration,
+    ) -> Result<(), Error> {
+        let fail = |what: String| Error::Transport(format!("relay on {front} at {inside}: {what}"));
+        let deadline = Instant::now() + timeout;
+        let mut stream = loop {
+            match std::net::TcpStream::connect_timeout(&inside, Duration::from_secs(2)) {
+                Ok(s) => break s,
+                Err(_) if Instant::now() < deadline => {
+                    std::thread::sleep(Duration::from_millis(50))
+                }
+                Err(e) => return Err(fail(format!("cannot connect: {e}"))),
+            }
+        };
+        let _ = stream.set_nodelay(true);
+        stream
+            .set_read_timeout(Some(
+                deadline
+                    .saturating_duration_since(Instant::now())
+                    .max(Duration::from_secs(1)),
+            ))
+            .map_err(|e| fail(e.to_string()))?;
+        let mut reg = Registrar::new(self.key.clone(), self.job, self.me, self.listen_addr.port());
+        let mut buf = [0u8; relay::MAX_FRAME];
+        while !reg.is_registered() {
+            if !reg.pending_output().is_empty() {
+                stream
+                    .write_all(reg.pending_output())
+                    .map_err(|e| fail(format!("write failed: {e}")))?;
+                let n = reg.pending_output().len();
+                reg.consume_output(n);
+                continue;
+            }
+            let n = match stream.read(&mut buf) {
+                Ok(0) => return Err(fail("closed the registration".into())),
+                Ok(n) => n,
+                Err(e) if e.kind() == ErrorKind::Interrupted => continue,
+                Err(e) => return Err(fail(format!("no registration: {e}"))),
+            };
+            // The relay answers REGISTER only after receiving it, so one read never holds
+            // more than the frames of one step.
+            let mut used = 0;
+            while used < n && !reg.is_registered() {
+                let step = reg
+                    .handle_input(&buf[used..n])
+                    .map_err(|e| fail(format!("registration refused: {e}")))?;
+                if step == 0 {
+                    break;
+                }
+                used += step;
+            }
+        }
+        stream
+            .set_nonblocking(true)
+            .map_err(|e| fail(e.to_string()))?;
+        let mut stream = TcpStream::from_std(stream);
+        self.poll
+            .registry()
+            .register(&mut stream, RELAY, Interest::READABLE)
+            .map_err(|e| io_error("epoll_ctl", e))?;
+        self.relay = Some(RelayLink {
+            stream,
+            front: front.to_string(),
+        });
+        Ok(())
+    }
+
+    /// Reads the relay registration after an event on it: its end is the job's failure.
+    #[cold]
+    fn check_relay(&mut self) -> Result<(), Error> {
+        let Some(link) = self.relay.as_mut() else {
+            return Ok(());
+        };
+        let mut buf = [0u8; 256];
+        loop {
+            match link.stream.read(&mut buf) {
+                Ok(0) => break,
+                // The relay sends nothing after REGISTERED; ignore whatever it is.
+                Ok(_) => continue,
+                Err(e) if e.kind() == ErrorKind::WouldBlock => return Ok(()),
+                Err(e) if e.kind() == ErrorKind::Interrupted => continue,
+                Err(_) => break,
+            }
+        }
+        Err(Error::Transport(format!(
+            "rank {}: relay on {} went away",
+            self.me, link.front
+        )))
     }
 
     pub(crate) fn listen_addr(&self) -> SocketAddr {
@@ -234,8 +461,14 @@ impl TcpTransport {
         Ok(())
     }
 
-    /// Starts connecting to `peer` at `addr`.
-    pub(crate) fn dial(&mut self, peer: u32, addr: SocketAddr) -> Result<(), Error> {
+    /// Starts connecting to `peer` at `addr`: the peer's own address, or — with `via_relay`
+    /// naming its front node — the public address of the relay there.
+    pub(crate) fn dial(
+        &mut self,
+        peer: u32,
+        addr: SocketAddr,
+        via_relay: Option<&str>,
+    ) -> Result<(), Error> {
         let mut stream = TcpStream::connect(addr)
             .map_err(|e| io_error(&format!("cannot connect to rank {peer} at {addr}"), e))?;
         stream
@@ -257,7 +490,19 @@ impl TcpTransport {
             peer,
             nonce(),
         );
-        self.conns[peer as usize] = Some(Conn::new(stream, addr, hs, false));
+        let pre = match via_relay {
+            Some(_) => Pre::ViaRelay(RelayConnector::new(
+                self.key.clone(),
+                self.job,
+                self.me,
+                peer,
+                nonce(),
+            )),
+            None => Pre::Done,
+        };
+        let mut conn = Conn::new(stream, addr, pre, hs, false);
+        conn.via = via_relay.map(str::to_string);
+        self.conns[peer as usize] = Some(conn);
         Ok(())
     }
 
@@ -293,10 +538,15 @@ impl TcpTransport {
             Err(e) => return Err(io_error("epoll_wait", e)),
         }
         let mut accept = false;
+        let mut relay_event = false;
         for event in self.events.iter() {
             let token = event.token();
             if token == LISTENER {
                 accept = true;
+                continue;
+            }
+            if token == RELAY {
+                relay_event = true;
                 continue;
             }
             let conn = if token.0 >= STRANGER_BASE {
@@ -316,6 +566,9 @@ impl TcpTransport {
                 }
             }
         }
+        if relay_event {
+            self.check_relay()?;
+        }
         if accept {
             progressed |= self.accept_all();
         }
@@ -325,7 +578,7 @@ impl TcpTransport {
                 continue;
             };
             if conn.handshake.is_some() {
-                match conn.drive_handshake() {
+                match conn.drive_handshake(&mut self.seen) {
                     Ok(Some(_)) => progressed = true,
                     Ok(None) => continue,
                     Err(why) => {
@@ -373,7 +626,8 @@ impl TcpTransport {
                     }
                     let hs =
                         Handshake::accept(self.key.clone(), self.job, self.size, self.me, nonce());
-                    self.strangers[index] = Some(Conn::new(stream, addr, hs, true));
+                    let sniff = Pre::Sniff(RelayAcceptor::new(self.key.clone(), self.job, self.me));
+                    self.strangers[index] = Some(Conn::new(stream, addr, sniff, hs, true));
                 }
                 Err(e) if e.kind() == ErrorKind::WouldBlock => return progressed,
                 Err(e) if e.kind() == ErrorKind::Interrupted => continue,
@@ -399,7 +653,7 @@ impl TcpTransport {
                     HANDSHAKE_TIMEOUT.as_secs()
                 ))
             } else {
-                conn.drive_handshake()
+                conn.drive_handshake(&mut self.seen)
             };
             match outcome {
                 Ok(None) => {}
@@ -426,6 +680,9 @@ impl TcpTransport {
                     }
                     // Bytes may already wait in the kernel; edge-triggered epoll will not repeat.
                     conn.readable = true;
+                    if conn.relayed {
+                        conn.via = self.relay.as_ref().map(|l| l.front.clone());
+                    }
                     self.conns[rank as usize] = Some(conn);
                 }
                 Err(why) => {
@@ -483,6 +740,24 @@ impl TcpTransport {
 
 /// Parses frames from a peer's connection until it has no more bytes now.
 fn read_frames(
+    conn: &mut Conn,
+    peer: u32,
+    sink: &mut dyn FrameSink,
+    max_payload: u64,
+) -> Result<bool, Error> {
+    read_frames_inner(conn, peer, sink, max_payload).map_err(|e| match (e, &conn.via) {
+        (Error::PeerLost { rank, pid, detail }, Some(front)) => Error::PeerLost {
+            rank,
+            pid,
+            detail: format!(
+                "{detail} (through the relay on {front}: relay on {front} went away, or rank {peer} ended)"
+            ),
+        },
+        (e, _) => e,
+    })
+}
+
+fn read_frames_inner(
     conn: &mut Conn,
     peer: u32,
     sink: &mut dyn FrameSink,

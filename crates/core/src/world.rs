@@ -1,5 +1,12 @@
 //! Job setup and teardown: reads what the launcher handed over, exchanges business cards,
 //! builds the transports, and finalizes.
+//!
+//! In a grid (`FERRY_GRID_PLACE`, set by `ferry run --grid`) a card also carries the rank's
+//! process id (`ferry_grid::Guid`: grid cluster `grid=`, front node `front=`, host, pid) and,
+//! for a rank on a private cluster, its relay's public address `relay=`. From the cards every
+//! rank computes the same `ferry_grid::path::plan` for each pair, so exactly one side dials,
+//! along the path the DESIGN §4 table gives. On one host every rank is in one unnamed grid
+//! cluster: paths are direct and the lower rank dials, as before grids.
 
 use crate::bootstrap::Bootstrap;
 use crate::comm::{Comm, Shared};
@@ -34,6 +41,12 @@ struct Card {
     tcp: Option<SocketAddr>,
     /// Cluster id (`FERRY_CLUSTER`), for hierarchical collectives.
     cluster: u32,
+    /// Grid cluster name; empty on one host.
+    grid: String,
+    /// Front node; empty means the host itself (public).
+    front: String,
+    /// Public address of the relay that reaches this rank (private clusters only).
+    relay: Option<SocketAddr>,
 }
 
 impl Card {
@@ -42,7 +55,14 @@ impl Card {
         if let Some(addr) = self.tcp {
             s += &format!(";tcp={addr}");
         }
-        s + &format!(";cluster={}", self.cluster)
+        s += &format!(";cluster={}", self.cluster);
+        if !self.grid.is_empty() {
+            s += &format!(";grid={};front={}", self.grid, self.front);
+        }
+        if let Some(addr) = self.relay {
+            s += &format!(";relay={addr}");
+        }
+        s
     }
 
     fn decode(rank: u32, text: &str) -> Result<Card, Error> {
@@ -52,6 +72,9 @@ impl Card {
             host: String::new(),
             tcp: None,
             cluster: 0,
+            grid: String::new(),
+            front: String::new(),
+            relay: None,
         };
         for field in text.split(';') {
             let (k, v) = field.split_once('=').ok_or_else(bad)?;
@@ -60,10 +83,27 @@ impl Card {
                 "host" => card.host = v.to_string(),
                 "tcp" => card.tcp = Some(v.parse().map_err(|_| bad())?),
                 "cluster" => card.cluster = v.parse().map_err(|_| bad())?,
+                "grid" => card.grid = v.to_string(),
+                "front" => card.front = v.to_string(),
+                "relay" => card.relay = Some(v.parse().map_err(|_| bad())?),
                 _ => {}
             }
         }
         Ok(card)
+    }
+
+    /// The rank's process id for path choice.
+    fn guid(&self) -> ferry_grid::Guid {
+        ferry_grid::Guid {
+            cluster: self.grid.clone(),
+            front: if self.front.is_empty() {
+                self.host.clone()
+            } else {
+                self.front.clone()
+            },
+            host: self.host.clone(),
+            pid: self.pid,
+        }
     }
 }
 
@@ -108,11 +148,15 @@ pub fn init() -> Result<World, Error> {
     let cores = std::thread::available_parallelism().map_or(1, |c| c.get());
     let spin = config.spin.unwrap_or(if n > cores { 100 } else { 4000 });
 
+    let place = config.place.as_ref();
     let mut card = Card {
         pid: std::process::id(),
-        host: hostname(),
+        host: place.map_or_else(hostname, |p| p.host.clone()),
         tcp: None,
         cluster: crate::collectives::own_cluster(rank)?,
+        grid: place.map_or_else(String::new, |p| p.cluster.clone()),
+        front: place.map_or_else(String::new, |p| p.front.clone()),
+        relay: place.and_then(|p| p.relay).map(|r| r.public.into()),
     };
     let ring_bytes = config.ring_bytes(n);
     let mut created = None;
@@ -121,9 +165,18 @@ pub fn init() -> Result<World, Error> {
         TransportKind::Shm => created = Some(ShmTransport::create(job, rank, n, ring_bytes)?),
         TransportKind::Tcp => {
             let max = config.tcp_eager_limit.max(config.tcp_chunk) as u64;
-            let bind: SocketAddr = ([127, 0, 0, 1], 0).into();
-            let t =
+            let bind: SocketAddr = match place {
+                Some(p) => (p.addr, 0).into(),
+                None => ([127, 0, 0, 1], 0).into(),
+            };
+            let mut t =
                 TcpTransport::bind(bind, key.clone(), job, (rank, size), max, config.tcp_buffer)?;
+            if let Some((p, relay)) = place.and_then(|p| Some((p, p.relay?))) {
+                // Registered before the card is published: once anyone reads the cards,
+                // every relay knows its ranks.
+                let timeout = Duration::from_secs(config.connect_timeout_secs);
+                t.register_with_relay(relay.inside.into(), &p.front, timeout)?;
+            }
             card.tcp = Some(t.listen_addr());
             tcp = Some(t);
         }
@@ -150,12 +203,28 @@ pub fn init() -> Result<World, Error> {
         t.unlink_own();
         shm = Some(t);
     }
+    let guids: Vec<ferry_grid::Guid> = cards.iter().map(Card::guid).collect();
+    if rank == 0 && ferry_grid::path::show_paths_requested() {
+        print!("{}", ferry_grid::path::render_matrix(&guids));
+    }
     if let Some(t) = tcp.as_mut() {
-        for peer in rank + 1..size {
-            let addr = cards[peer as usize]
-                .tcp
-                .ok_or_else(|| Error::Bootstrap(format!("rank {peer} published no TCP address")))?;
-            t.dial(peer, addr)?;
+        for peer in (0..size).filter(|&p| p != rank) {
+            let plan = ferry_grid::path::plan(&guids, rank, peer);
+            if plan.dialer != rank {
+                continue;
+            }
+            let card = &cards[peer as usize];
+            let missing =
+                |what: &str| Error::Bootstrap(format!("rank {peer} published no {what} address"));
+            match plan.path {
+                ferry_grid::Path::Direct | ferry_grid::Path::ViaMyNat => {
+                    t.dial(peer, card.tcp.ok_or_else(|| missing("TCP"))?, None)?
+                }
+                ferry_grid::Path::ViaPeerRelay { .. } => {
+                    let relay = card.relay.ok_or_else(|| missing("relay"))?;
+                    t.dial(peer, relay, Some(&guids[peer as usize].front))?
+                }
+            }
         }
     }
     let routes = (0..size)

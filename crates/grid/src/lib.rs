@@ -5,6 +5,8 @@
 //! - [`topology`]: the TOML grid file ([`Topology::load`]) and the import of the seed's
 //!   per-process "process info files" ([`topology::import_process_info`]). Errors name the
 //!   file, the line and the field.
+//! - [`place`]: one rank's [`Placement`] (cluster, front, host, address, relay), handed from
+//!   the launcher to the rank in `FERRY_GRID_PLACE`.
 //! - [`path`]: the process id [`Guid`], the path choice [`path::choose`] (the DESIGN §4 table),
 //!   the dialing side [`path::dialer`] and the `FERRY_SHOW_PATHS=1` matrix
 //!   [`path::render_matrix`].
@@ -39,7 +41,9 @@
 #![forbid(unsafe_code)]
 
 pub mod path;
+pub mod place;
 pub mod topology;
 
 pub use path::{Guid, Path, Side};
+pub use place::{Placement, RelayAddrs, PLACE_ENV};
 pub use topology::{Cluster, Host, Topology, TopologyError};
