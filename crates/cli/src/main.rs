@@ -1,8 +1,8 @@
 //! `ferry`: the command-line front end of ferry.
 //!
 //! Each subcommand is a variant of [`Command`] with its own argument struct and a small function
-//! that runs it and returns the process exit status. Today there is `run` (launch a job on this
-//! host); `bench`, `info`, `relay` and the `mpiexec` alias are to be added next to it.
+//! that runs it and returns the process exit status: `run` (launch a job on this host, or with
+//! `--grid` across a grid of the testbed), `bench`, `info`, `sim`, `relay` and `testbed`.
 
 mod bench;
 mod sim;
@@ -118,6 +118,23 @@ struct RunArgs {
     #[arg(long, value_enum)]
     transport: Option<Transport>,
 
+    /// Run across this grid (TOML grid file) in the standing testbed: rank r on the file's
+    /// rank slot r mod slots, `ferry relay` on the private clusters' front nodes.
+    #[arg(long, value_name = "GRID.TOML")]
+    grid: Option<std::path::PathBuf>,
+
+    /// Name prefix of the testbed to run the grid job in (default: the only one standing).
+    #[arg(long, value_name = "PREFIX", requires = "grid")]
+    testbed_prefix: Option<String>,
+
+    /// How the grid's relays forward bytes (`ferry relay --copy`).
+    #[arg(long, value_name = "MODE", requires = "grid")]
+    relay_copy: Option<String>,
+
+    /// Print the path matrix of the job (rank 0; same as FERRY_SHOW_PATHS=1).
+    #[arg(long)]
+    show_paths: bool,
+
     /// The program every rank runs.
     #[arg(value_name = "PROG", required = true)]
     program: OsString,
@@ -148,6 +165,37 @@ fn run_command(args: RunArgs) -> i32 {
         options
             .extra_env
             .push(("FERRY_TRANSPORT".into(), transport.as_str().into()));
+    }
+    if args.show_paths {
+        options
+            .extra_env
+            .push((ferry_grid::path::SHOW_PATHS_ENV.into(), "1".into()));
+    }
+    if let Some(file) = &args.grid {
+        let topology = match ferry_grid::Topology::load(file) {
+            Ok(t) => t,
+            Err(e) => {
+                eprintln!("ferry run: {e}");
+                return 2;
+            }
+        };
+        let ferry = match std::env::current_exe() {
+            Ok(exe) => exe,
+            Err(e) => {
+                eprintln!("ferry run: cannot find the ferry executable for the relays: {e}");
+                return 1;
+            }
+        };
+        options.grid = Some(ferry_launch::GridLaunch {
+            topology,
+            prefix: args.testbed_prefix.clone(),
+            ferry,
+            relay_args: args
+                .relay_copy
+                .iter()
+                .flat_map(|m| ["--copy".to_string(), m.clone()])
+                .collect(),
+        });
     }
     match ferry_launch::run(&options) {
         Ok(outcome) => outcome.exit_code(),
@@ -193,7 +241,15 @@ fn normalize_run_args(argv: Vec<OsString>) -> Vec<OsString> {
             out.push(format!("--np={value}").into());
             continue;
         }
-        expect_value = matches!(text, "-n" | "--np" | "--timeout" | "--transport");
+        expect_value = matches!(
+            text,
+            "-n" | "--np"
+                | "--timeout"
+                | "--transport"
+                | "--grid"
+                | "--testbed-prefix"
+                | "--relay-copy"
+        );
         out.push(arg);
     }
     out.extend(iter);

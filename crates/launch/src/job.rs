@@ -5,6 +5,7 @@
 //! signals is never a reused one), decides whether the first rank to end failed, watches the
 //! launcher's signals and the timeout, and tears the job down.
 
+use crate::grid::GridJob;
 use crate::output::{self, Sink};
 use crate::server::{BootstrapEvent, BootstrapServer};
 use crate::sys;
@@ -73,18 +74,29 @@ pub fn run(opts: &LaunchOptions) -> Result<Outcome, LaunchError> {
         }
     };
     let signals = Signals::install().map_err(LaunchError::Signals)?;
-    let mut server =
-        BootstrapServer::start(opts.np, key.clone()).map_err(LaunchError::Bootstrap)?;
+    // Dropped after `job` (declared first): relays outlive the ranks.
+    let mut grid = match &opts.grid {
+        Some(g) => Some(GridJob::prepare(g, opts.np, job_id, &key)?),
+        None => None,
+    };
+    let mut server = match grid.as_mut().and_then(GridJob::take_listener) {
+        Some(listener) => {
+            BootstrapServer::start_on(listener, opts.np, key.clone(), crate::HANDSHAKE_TIMEOUT)
+        }
+        None => BootstrapServer::start(opts.np, key.clone()),
+    }
+    .map_err(LaunchError::Bootstrap)?;
     let start = Instant::now();
     // From here on, dropping `job` kills whatever was started and removes its shared memory.
     let mut job = Job::new(job_id);
     for rank in 0..opts.np {
-        job.spawn(opts, rank, server.addr(), &key)?;
+        job.spawn(opts, rank, server.addr(), &key, grid.as_ref())?;
     }
     let outcome = job.monitor(
         &server,
         &signals,
         timeout.map(|after| (start + after, after)),
+        grid.as_mut(),
     );
     server.shutdown();
     job.finish(matches!(outcome, Outcome::Success));
@@ -156,6 +168,8 @@ enum Verdict {
 struct Job {
     id: u64,
     host: String,
+    /// Per rank, in a grid job.
+    hosts: Vec<String>,
     ranks: Vec<Rank>,
     /// Ranks in the order their exits were seen.
     exit_order: Vec<u32>,
@@ -168,6 +182,7 @@ impl Job {
         Job {
             id,
             host: sys::hostname(),
+            hosts: Vec::new(),
             ranks: Vec::new(),
             exit_order: Vec::new(),
             outputs: Vec::new(),
@@ -181,6 +196,7 @@ impl Job {
         rank: u32,
         addr: SocketAddr,
         key: &JobKey,
+        grid: Option<&GridJob>,
     ) -> Result<(), LaunchError> {
         // Rank 0 reads our standard input, unless that is a terminal: the ranks run in process
         // groups of their own, and reading the terminal from a background group stops the reader.
@@ -189,7 +205,10 @@ impl Job {
         } else {
             Stdio::null()
         };
-        let mut command = Command::new(&opts.program);
+        let mut command = match grid {
+            Some(g) => g.command(rank, &opts.program),
+            None => Command::new(&opts.program),
+        };
         command
             .args(&opts.args)
             .envs(opts.extra_env.iter().map(|(k, v)| (k, v)))
@@ -213,6 +232,9 @@ impl Job {
             },
         })?;
         let pid = child.id();
+        if let Some(g) = grid {
+            self.hosts.push(g.host(rank).to_string());
+        }
         let prefix = opts.tag_output.then(|| format!("[{rank}] "));
         let stdout = child.stdout.take();
         let stderr = child.stderr.take();
@@ -249,8 +271,12 @@ impl Job {
         server: &BootstrapServer,
         signals: &Signals,
         deadline: Option<(Instant, Duration)>,
+        mut grid: Option<&mut GridJob>,
     ) -> Outcome {
         loop {
+            if let Some(g) = grid.as_mut() {
+                g.check_relays();
+            }
             let now = Instant::now();
             let wait = match deadline {
                 Some((at, _)) => TICK.min(at.saturating_duration_since(now)),
@@ -345,7 +371,7 @@ impl Job {
                     rank.judged = true;
                     return Some(Outcome::RankFailed {
                         rank: index,
-                        host: self.host.clone(),
+                        host: self.hosts.get(index as usize).unwrap_or(&self.host).clone(),
                         pid: rank.pid,
                         failure,
                     });

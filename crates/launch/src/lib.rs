@@ -17,8 +17,12 @@
 //!   timeout end the job the same way;
 //! - **cleanup** of the job's shared-memory files (`/dev/shm/ferry-<job id>-*`) however it ends.
 //!
+//! With [`LaunchOptions::grid`] the ranks run across a grid of the one-machine testbed instead
+//! (`ferry run --grid`, see [`GridLaunch`]): in its hosts' network namespaces, with the
+//! bootstrap server on a public address and `ferry relay` on the private clusters' front nodes.
+//!
 //! On success it prints nothing of its own: tests that compare output exactly see only the
-//! ranks' output. It does not run ranks on other hosts (ssh and Slurm back ends come later), does
+//! ranks' output. It does not run ranks on other hosts over ssh (ssh and Slurm back ends come later), does
 //! not forward standard input beyond rank 0 and does not depend on the runtime (`ferry-core`):
 //! only on the wire protocol.
 //!
@@ -58,11 +62,13 @@ use std::fmt;
 use std::time::Duration;
 use thiserror::Error;
 
+mod grid;
 mod job;
 mod output;
 mod server;
 mod sys;
 
+pub use grid::GridLaunch;
 pub use job::run;
 pub use server::{BootstrapEvent, BootstrapServer, RankSession, HANDSHAKE_TIMEOUT};
 
@@ -89,6 +95,8 @@ pub struct LaunchOptions {
     /// More environment variables for every rank (e.g. `FERRY_TRANSPORT=tcp`), set after the
     /// launcher's own environment and before the `FERRY_` bootstrap variables.
     pub extra_env: Vec<(String, String)>,
+    /// Run across this grid of the testbed instead of on this host.
+    pub grid: Option<GridLaunch>,
 }
 
 impl LaunchOptions {
@@ -101,6 +109,7 @@ impl LaunchOptions {
             tag_output: false,
             timeout: None,
             extra_env: Vec::new(),
+            grid: None,
         }
     }
 }
@@ -142,6 +151,9 @@ pub enum LaunchError {
     /// Signal handlers could not be installed.
     #[error("cannot install signal handlers: {0}")]
     Signals(#[source] std::io::Error),
+    /// The grid job could not be set up (testbed, bootstrap socket, relay key or relays).
+    #[error("grid: {0}")]
+    Grid(String),
 }
 
 impl LaunchError {

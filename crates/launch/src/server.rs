@@ -121,6 +121,8 @@ pub struct BootstrapServer {
     shared: Arc<Shared>,
     events: Receiver<BootstrapEvent>,
     accept: Option<JoinHandle<()>>,
+    /// The listening socket (a second descriptor), shut down to wake the accept thread.
+    listener: Option<TcpListener>,
 }
 
 impl BootstrapServer {
@@ -137,7 +139,19 @@ impl BootstrapServer {
     ) -> io::Result<BootstrapServer> {
         // std creates the socket with SOCK_CLOEXEC: ranks never inherit it.
         let listener = TcpListener::bind((Ipv4Addr::LOCALHOST, 0))?;
+        BootstrapServer::start_on(listener, size, key, handshake_timeout)
+    }
+
+    /// Serves on `listener`, which may have been opened elsewhere — in a grid, inside a
+    /// network namespace on the public network, so that private ranks reach it through NAT.
+    pub fn start_on(
+        listener: TcpListener,
+        size: u32,
+        key: JobKey,
+        handshake_timeout: Duration,
+    ) -> io::Result<BootstrapServer> {
         let addr = listener.local_addr()?;
+        let waker = listener.try_clone().ok();
         let (tx, events) = mpsc::channel();
         let shared = Arc::new(Shared {
             key,
@@ -166,6 +180,7 @@ impl BootstrapServer {
             shared,
             events,
             accept: Some(accept),
+            listener: waker,
         })
     }
 
@@ -201,8 +216,14 @@ impl BootstrapServer {
             let _ = stream.shutdown(Shutdown::Both);
         }
         if let Some(accept) = self.accept.take() {
-            // Wake the accept thread, which is blocked in accept(2).
-            let _ = TcpStream::connect_timeout(&self.addr, Duration::from_secs(1));
+            // Wake the accept thread, which is blocked in accept(2): shutting the listener down
+            // works also where we cannot connect to it (another network namespace).
+            match &self.listener {
+                Some(listener) => crate::sys::shutdown_listener(listener),
+                None => {
+                    let _ = TcpStream::connect_timeout(&self.addr, Duration::from_secs(1));
+                }
+            }
             let _ = accept.join();
         }
     }

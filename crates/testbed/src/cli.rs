@@ -1,6 +1,6 @@
 //! `ferry testbed up|run|down|paths`: the command-line face of the testbed.
 
-use crate::{leftovers, remove, run_prefix, Testbed, TestbedError};
+use crate::{remove, run_prefix, Testbed};
 use ferry_grid::{path, Topology};
 use std::ffi::OsString;
 use std::path::PathBuf;
@@ -56,25 +56,6 @@ fn load(grid: &std::path::Path) -> Result<Topology, String> {
     Topology::load(grid).map_err(|e| e.to_string())
 }
 
-/// The single standing testbed's prefix that has a namespace for `host`.
-fn find_prefix(host: &str) -> Result<String, TestbedError> {
-    let mut found: Vec<String> = leftovers(None)?
-        .into_iter()
-        .filter_map(|ns| ns.strip_suffix(host).map(str::to_string))
-        .filter(|p| crate::check_prefix(p).is_ok())
-        .collect();
-    found.dedup();
-    match found.as_slice() {
-        [one] => Ok(one.clone()),
-        [] => Err(TestbedError::Grid(format!(
-            "no standing testbed has host {host:?} (run `ferry testbed up` first)"
-        ))),
-        _ => Err(TestbedError::Grid(format!(
-            "several testbeds have host {host:?}: {found:?}; pass --prefix"
-        ))),
-    }
-}
-
 /// Runs `ferry testbed …`; returns the exit status.
 pub fn testbed_command(args: TestbedArgs) -> i32 {
     let result: Result<i32, String> = (|| match args.action {
@@ -111,7 +92,7 @@ pub fn testbed_command(args: TestbedArgs) -> i32 {
             crate::preflight().map_err(|e| e.to_string())?;
             let prefix = match prefix {
                 Some(p) => p,
-                None => find_prefix(&host).map_err(|e| e.to_string())?,
+                None => crate::standing_prefix(&host).map_err(|e| e.to_string())?,
             };
             let ns = format!("{prefix}{host}");
             let status = std::process::Command::new("ip")

@@ -504,6 +504,25 @@ impl Drop for Testbed {
     }
 }
 
+/// The prefix of the single standing testbed that has a namespace for `host`.
+pub fn standing_prefix(host: &str) -> Result<String, TestbedError> {
+    let mut found: Vec<String> = leftovers(None)?
+        .into_iter()
+        .filter_map(|ns| ns.strip_suffix(host).map(str::to_string))
+        .filter(|p| check_prefix(p).is_ok())
+        .collect();
+    found.dedup();
+    match found.as_slice() {
+        [one] => Ok(one.clone()),
+        [] => Err(TestbedError::Grid(format!(
+            "no standing testbed has host {host:?} (run `ferry testbed up` first)"
+        ))),
+        _ => Err(TestbedError::Grid(format!(
+            "several testbeds have host {host:?}: {found:?}; pass --prefix"
+        ))),
+    }
+}
+
 /// Moves the calling thread into network namespace `name` (from `ip netns add`): sockets it
 /// opens afterwards live there. For tests and benchmarks that play several hosts in one
 /// process, one thread per host.

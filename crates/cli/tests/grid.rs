@@ -1,0 +1,183 @@
+//! `ferry run --grid` in the one-machine testbed, as root: the issue-5 grid of three clusters
+//! (`crates/testbed/grids/three.toml`: private a and b behind NAT with relays on their front
+//! nodes, public p; two hosts each, one rank per host).
+//!
+//! - the path matrix rank 0 prints is the expected one (same cluster direct, private → public
+//!   through NAT, private ↔ private of other clusters through the peer's relay);
+//! - every pair of ranks exchanges checksummed messages of 0 B … 8 MiB (`check allpairs`);
+//! - allreduce, bcast, alltoall (and the rest of `check coll`) give the sequential reference;
+//! - killing the relay of cluster a fails the job within seconds, saying so.
+//!
+//! One testbed (per-run prefix) for all of it, removed on drop, also when an assertion fails.
+//! Without root the test says so and passes.
+
+use ferry_grid::Topology;
+use ferry_testbed::Testbed;
+use std::path::PathBuf;
+use std::process::{Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+fn is_root() -> bool {
+    std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find(|l| l.starts_with("Uid:"))
+                .map(|l| l.split_whitespace().nth(1) == Some("0"))
+        })
+        .unwrap_or(false)
+}
+
+fn grid_file() -> PathBuf {
+    PathBuf::from(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../testbed/grids/three.toml"
+    ))
+}
+
+fn example(name: &str) -> PathBuf {
+    let ferry = PathBuf::from(env!("CARGO_BIN_EXE_ferry"));
+    let path = ferry
+        .parent()
+        .expect("target dir")
+        .join("examples")
+        .join(name);
+    assert!(
+        path.exists(),
+        "{} is missing: build the examples (`cargo build --release --examples -p ferry-core`)",
+        path.display()
+    );
+    path
+}
+
+fn grid_run(prefix: &str, extra: &[&str], args: &[&str]) -> Command {
+    let mut command = Command::new(env!("CARGO_BIN_EXE_ferry"));
+    command
+        .env_remove("MPIEXEC_TIMEOUT")
+        .env_remove("FERRY_SHOW_PATHS")
+        .stdin(Stdio::null())
+        .args(["run", "--grid"])
+        .arg(grid_file())
+        .args(["--testbed-prefix", prefix, "-n", "6", "--timeout", "60"])
+        .args(extra)
+        .arg(example("check"))
+        .args(args);
+    command
+}
+
+fn show(out: &Output) -> String {
+    format!(
+        "status {:?}\nstdout:\n{}\nstderr:\n{}",
+        out.status,
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    )
+}
+
+/// The matrix written out by hand for three.toml (ranks a1 a2 b1 b2 p1 p2); `*` = row dials.
+/// Read from the public side, a private rank is behind its relay (`R`), but the private side
+/// reaches out through its NAT (`N*`), so no public rank ever needs a relay.
+const EXPECTED: &str = "\
+paths (row -> column; * = row dials; D direct, N via my NAT, R via peer's relay, NR both)
+     r0   r1   r2   r3   r4   r5
+r0   -    D*   NR*  NR*  N*   N*
+r1   D    -    NR*  NR*  N*   N*
+r2   NR   NR   -    D*   N*   N*
+r3   NR   NR   D    -    N*   N*
+r4   R    R    R    R    -    D*
+r5   R    R    R    R    D    -
+";
+
+#[test]
+fn a_job_spans_three_clusters() {
+    if !is_root() {
+        eprintln!("skipped: the testbed needs root");
+        return;
+    }
+    let topology = Topology::load(&grid_file()).expect("grid file");
+    let prefix = format!("fy{}g-", std::process::id());
+    let testbed = Testbed::up(&topology, &prefix).expect("testbed up");
+
+    // Paths and every pair, 0 B … 8 MiB.
+    let start = Instant::now();
+    let out = grid_run(&prefix, &["--show-paths"], &["allpairs", "8388608"])
+        .output()
+        .expect("ferry runs");
+    assert!(out.status.success(), "{}", show(&out));
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let matrix: String = stdout
+        .lines()
+        .take_while(|l| !l.starts_with("r0 = "))
+        .map(|l| format!("{l}\n"))
+        .collect();
+    assert_eq!(matrix, EXPECTED, "{}", show(&out));
+    assert!(stdout.contains("r2 = b/fb/b1:"), "{stdout}");
+    eprintln!(
+        "allpairs up to 8 MiB across the grid: {:?}",
+        start.elapsed()
+    );
+
+    // Collectives against the sequential reference.
+    let start = Instant::now();
+    let out = grid_run(&prefix, &[], &["coll"])
+        .output()
+        .expect("ferry runs");
+    assert!(out.status.success(), "{}", show(&out));
+    assert!(
+        String::from_utf8_lossy(&out.stdout).contains("coll ok: 6 ranks"),
+        "{}",
+        show(&out)
+    );
+    eprintln!("collectives across the grid: {:?}", start.elapsed());
+
+    // Killing the relay of cluster a ends the job within seconds, naming the relay.
+    let mut job = grid_run(&prefix, &[], &["barrier", "100000000"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("ferry runs");
+    let front_ns = testbed.namespace("fa").expect("fa").to_string();
+    // The relay is the only process in fa's namespace; wait until the job is running.
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let relay_pid = loop {
+        let pids = Command::new("ip")
+            .args(["netns", "pids", &front_ns])
+            .output()
+            .expect("ip netns pids");
+        let pids: Vec<i32> = String::from_utf8_lossy(&pids.stdout)
+            .split_whitespace()
+            .filter_map(|p| p.parse().ok())
+            .collect();
+        if let [pid] = pids[..] {
+            break pid;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "no relay in {front_ns}: {pids:?}"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    // Let setup finish and barriers run through the relays.
+    std::thread::sleep(Duration::from_secs(2));
+    assert!(job.try_wait().expect("wait").is_none(), "job ended early");
+    // The relay our job started (the only process in that namespace), by its pid.
+    let killed = Command::new("kill")
+        .args(["-KILL", &relay_pid.to_string()])
+        .status()
+        .expect("kill runs");
+    assert!(killed.success());
+    let killed_at = Instant::now();
+    let out = job.wait_with_output().expect("job output");
+    let took = killed_at.elapsed();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "{}", show(&out));
+    assert!(
+        took < Duration::from_secs(10),
+        "took {took:?}: {}",
+        show(&out)
+    );
+    assert!(stderr.contains("relay on fa went away"), "{}", show(&out));
+    eprintln!("job ended {took:?} after the relay was killed");
+
+    testbed.down().expect("testbed down");
+}

@@ -1,0 +1,255 @@
+//! Launching one job across a grid (`ferry run --grid grid.toml`), in the one-machine testbed.
+//!
+//! - Rank `r` runs on the grid file's rank slot `r mod slots` (slots: host by host, `ranks`
+//!   per host, cluster by cluster), as `ip netns exec <prefix><host> PROG ARGS` with
+//!   `FERRY_GRID_PLACE` (its [`Placement`]), `FERRY_TRANSPORT=tcp` and `FERRY_CLUSTER` (the
+//!   cluster's index, for hierarchical collectives) in its environment.
+//! - The bootstrap server listens on a public address of the grid (the first public host, else
+//!   the first front node): its socket is opened from inside that host's namespace, so private
+//!   ranks reach it through their front node's NAT (bootstrap is rank-initiated) and the
+//!   launcher itself stays in its own namespace.
+//! - Each private cluster that holds ranks gets `ferry relay` on its front node, started here
+//!   and stopped when the job ends, reading the job's relay key (HMAC(job key,
+//!   "ferry-relay-key-v1"), never the job key) from `<jobs dir>/<job:016x>.key`, mode 0600.
+//!
+//! On real machines the same steps run over ssh (see the README's grid section); that launch
+//! is not implemented here.
+
+use crate::output::{self, Sink};
+use crate::{sys, LaunchError};
+use ferry_grid::topology::Kind;
+use ferry_grid::{Placement, Topology};
+use ferry_wire::JobKey;
+use std::ffi::OsString;
+use std::io::Write;
+use std::net::TcpListener;
+use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
+use std::os::unix::process::CommandExt;
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// How to start a job across a grid.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct GridLaunch {
+    /// The grid.
+    pub topology: Topology,
+    /// Name prefix of the standing testbed (`None`: the only one standing).
+    pub prefix: Option<String>,
+    /// The `ferry` executable, whose `relay` subcommand runs on the front nodes.
+    pub ferry: PathBuf,
+    /// More arguments for every `ferry relay` (e.g. `--copy buffered`).
+    pub relay_args: Vec<String>,
+}
+
+/// A grid job's placement, bootstrap socket and relays; dropping it stops the relays and
+/// removes the key directory.
+pub(crate) struct GridJob {
+    prefix: String,
+    /// Per rank: placement and cluster index.
+    ranks: Vec<(Placement, usize)>,
+    listener: Option<TcpListener>,
+    relays: Vec<Relay>,
+    jobs_dir: PathBuf,
+}
+
+struct Relay {
+    front: String,
+    child: Child,
+    reported: bool,
+}
+
+fn grid_error(what: impl std::fmt::Display) -> LaunchError {
+    LaunchError::Grid(what.to_string())
+}
+
+/// Runs `f` on a thread inside namespace `ns`.
+fn in_namespace<T: Send>(
+    ns: &str,
+    f: impl FnOnce() -> std::io::Result<T> + Send,
+) -> std::io::Result<T> {
+    std::thread::scope(|s| {
+        s.spawn(|| {
+            ferry_testbed::enter(ns)?;
+            f()
+        })
+        .join()
+        .unwrap_or_else(|_| Err(std::io::Error::other("namespace thread panicked")))
+    })
+}
+
+impl GridJob {
+    /// Places `np` ranks, opens the bootstrap socket and starts the relays of job `job`.
+    pub(crate) fn prepare(
+        grid: &GridLaunch,
+        np: u32,
+        job: u64,
+        key: &JobKey,
+    ) -> Result<GridJob, LaunchError> {
+        let topo = &grid.topology;
+        let places = topo.placements();
+        if places.is_empty() {
+            return Err(grid_error("the grid has no hosts"));
+        }
+        let first = &places[0].host;
+        let prefix = match &grid.prefix {
+            Some(p) => p.clone(),
+            None => ferry_testbed::standing_prefix(first).map_err(grid_error)?,
+        };
+        let index_of = |cluster: &str| {
+            topo.clusters
+                .iter()
+                .position(|c| c.name == cluster)
+                .unwrap_or(0)
+        };
+        let ranks: Vec<(Placement, usize)> = (0..np as usize)
+            .map(|r| {
+                let p = places[r % places.len()].clone();
+                let ci = index_of(&p.cluster);
+                (p, ci)
+            })
+            .collect();
+
+        // The bootstrap server: on the first public host, else on the first front node.
+        let public = topo
+            .clusters
+            .iter()
+            .find(|c| c.kind == Kind::Public && !c.hosts.is_empty())
+            .map(|c| (c.hosts[0].name.clone(), c.hosts[0].addr))
+            .or_else(|| {
+                topo.clusters
+                    .iter()
+                    .find_map(|c| c.front.as_ref().map(|f| (f.name.clone(), f.public_addr)))
+            })
+            .ok_or_else(|| grid_error("the grid has no public host or front node"))?;
+        let ns = format!("{prefix}{}", public.0);
+        let listener = in_namespace(&ns, || TcpListener::bind((public.1, 0))).map_err(|e| {
+            grid_error(format!(
+                "cannot open the bootstrap socket on {} ({ns}): {e}",
+                public.1
+            ))
+        })?;
+
+        // The relay key, readable by its owner only.
+        let jobs_dir =
+            std::env::temp_dir().join(format!("ferry-relay-{}-{job:016x}", std::process::id()));
+        std::fs::DirBuilder::new()
+            .mode(0o700)
+            .create(&jobs_dir)
+            .map_err(|e| grid_error(format!("{}: {e}", jobs_dir.display())))?;
+        let mut grid_job = GridJob {
+            prefix,
+            ranks,
+            listener: Some(listener),
+            relays: Vec::new(),
+            jobs_dir,
+        };
+        let key_file = grid_job.jobs_dir.join(format!("{job:016x}.key"));
+        std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .mode(0o600)
+            .open(&key_file)
+            .and_then(|mut f| writeln!(f, "{}", ferry_wire::relay::relay_key(key).to_hex()))
+            .map_err(|e| grid_error(format!("{}: {e}", key_file.display())))?;
+
+        // One relay per private cluster that holds ranks.
+        for (ci, c) in topo.clusters.iter().enumerate() {
+            let Some(front) = c.front.as_ref().filter(|_| c.kind == Kind::Private) else {
+                continue;
+            };
+            if !grid_job.ranks.iter().any(|(_, i)| *i == ci) {
+                continue;
+            }
+            let ns = format!("{}{}", grid_job.prefix, front.name);
+            let mut command = Command::new("ip");
+            command
+                .args(["netns", "exec", &ns])
+                .arg(&grid.ferry)
+                .args(["relay", "--listen", &format!("0.0.0.0:{}", c.relay_port)])
+                .arg("--jobs-dir")
+                .arg(&grid_job.jobs_dir)
+                .args(&grid.relay_args)
+                .stdin(Stdio::null())
+                .stdout(Stdio::null())
+                .stderr(Stdio::piped())
+                .process_group(0);
+            let mut child = command.spawn().map_err(|e| {
+                grid_error(format!(
+                    "cannot start `ferry relay` on {} ({ns}): {e}",
+                    front.name
+                ))
+            })?;
+            if let Some(pipe) = child.stderr.take() {
+                // Relay messages go to our stderr, tagged; the thread ends with the relay.
+                let _ =
+                    output::forward(pipe, Sink::Stderr, Some(format!("[relay {}] ", front.name)));
+            }
+            grid_job.relays.push(Relay {
+                front: front.name.clone(),
+                child,
+                reported: false,
+            });
+        }
+        Ok(grid_job)
+    }
+
+    /// The bootstrap socket (once).
+    pub(crate) fn take_listener(&mut self) -> Option<TcpListener> {
+        self.listener.take()
+    }
+
+    /// The command that starts `rank`: `ip netns exec <ns> PROG` with its grid environment.
+    pub(crate) fn command(&self, rank: u32, program: &OsString) -> Command {
+        let (place, ci) = &self.ranks[rank as usize];
+        let mut command = Command::new("ip");
+        command
+            .args(["netns", "exec"])
+            .arg(format!("{}{}", self.prefix, place.host))
+            .arg(program)
+            .env("FERRY_TRANSPORT", "tcp")
+            .env("FERRY_CLUSTER", ci.to_string())
+            .env(ferry_grid::PLACE_ENV, place.encode());
+        command
+    }
+
+    /// The host of `rank`.
+    pub(crate) fn host(&self, rank: u32) -> &str {
+        &self.ranks[rank as usize].0.host
+    }
+
+    /// Says once on stderr when a relay has ended (its ranks fail on their own, with
+    /// "relay on <front> went away").
+    pub(crate) fn check_relays(&mut self) {
+        for relay in &mut self.relays {
+            if relay.reported {
+                continue;
+            }
+            if let Ok(Some(status)) = relay.child.try_wait() {
+                relay.reported = true;
+                eprintln!("ferry run: the relay on {} ended ({status})", relay.front);
+            }
+        }
+    }
+}
+
+impl Drop for GridJob {
+    fn drop(&mut self) {
+        for relay in &mut self.relays {
+            if relay.child.try_wait().ok().flatten().is_none() {
+                sys::kill_process(relay.child.id(), libc::SIGTERM);
+            }
+        }
+        let until = Instant::now() + Duration::from_secs(2);
+        for relay in &mut self.relays {
+            while relay.child.try_wait().ok().flatten().is_none() && Instant::now() < until {
+                std::thread::sleep(Duration::from_millis(10));
+            }
+            if relay.child.try_wait().ok().flatten().is_none() {
+                sys::kill_process(relay.child.id(), libc::SIGKILL);
+                let _ = relay.child.wait();
+            }
+        }
+        let _ = std::fs::remove_dir_all(&self.jobs_dir);
+    }
+}
