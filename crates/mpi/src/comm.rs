@@ -6,7 +6,6 @@ use crate::error::{fail, handle_error, CommErrhandlerFn, MpiError, Res};
 use crate::p2p::count_arg;
 use crate::state::{running, with, CommObj, GroupObj, Keyval, State, KEYVAL_BASE};
 use crate::NONE;
-use std::collections::BTreeMap;
 use std::ffi::{c_char, c_int, c_void, CStr};
 use std::rc::Rc;
 use std::sync::atomic::{AtomicI32, Ordering};
@@ -54,7 +53,7 @@ pub fn register(old: Handle, comm: Option<ferry_core::Comm>, copy_attrs: bool) -
         let copies: Vec<AttrCopy> = if copy_attrs {
             o.attrs
                 .iter()
-                .filter_map(|(&k, &v)| {
+                .filter_map(|(k, v)| {
                     let kv = s
                         .keyvals
                         .get((k - KEYVAL_BASE) as usize)
@@ -68,7 +67,7 @@ pub fn register(old: Handle, comm: Option<ferry_core::Comm>, copy_attrs: bool) -
         };
         Ok((o.errhandler, cart, copies))
     })?;
-    let mut attrs = BTreeMap::new();
+    let mut attrs = crate::state::Attrs::default();
     for (keyval, copy, extra, value) in copies {
         match copy {
             0 => {}
@@ -202,7 +201,9 @@ mpi! {
         }
         let me = parent[core.rank()];
         let position = members.iter().position(|&w| w == me);
-        let color = position.map(|_| 0u32);
+        // Processes may pass different, disjoint groups (MPI 2.2+): each group is its own
+        // color, named by its lowest member.
+        let color = position.map(|_| members.iter().copied().min().unwrap_or(0));
         let key = position.unwrap_or(0) as c_int;
         *out = register(comm, core.split(color, key)?, false)?;
         Ok(())
@@ -261,7 +262,7 @@ mpi! {
 }
 
 /// Runs the delete callbacks of `attrs`, which were taken off `comm`.
-pub(crate) unsafe fn delete_attrs(comm: Handle, attrs: BTreeMap<c_int, *mut c_void>) -> Res {
+pub(crate) unsafe fn delete_attrs(comm: Handle, attrs: Vec<(c_int, *mut c_void)>) -> Res {
     for (keyval, value) in attrs {
         call_delete(comm, keyval, value)?;
     }
@@ -298,7 +299,7 @@ mpi! {
         if matches!(*h, MPI_COMM_WORLD | MPI_COMM_SELF | MPI_COMM_NULL) {
             return fail(MPI_ERR_COMM, "predefined communicators and MPI_COMM_NULL cannot be freed");
         }
-        let attrs = running(|s| Ok(std::mem::take(&mut s.comm_mut(*h)?.attrs)))?;
+        let attrs = running(|s| Ok(s.comm_mut(*h)?.attrs.take_newest_first()))?;
         delete_attrs(*h, attrs)?;
         with(|s| Ok(s.comms.remove(*h)))?;
         *h = MPI_COMM_NULL;
@@ -496,12 +497,16 @@ fn check_keyval(s: &State, keyval: c_int) -> Res {
 unsafe fn set_attr(comm: Handle, keyval: c_int, value: *mut c_void) -> Res {
     let old = running(|s| {
         check_keyval(s, keyval)?;
-        Ok(s.comm_mut(comm)?.attrs.insert(keyval, value))
+        Ok(s.comm(comm)?.attrs.get(keyval))
     })?;
+    // The old value's delete callback runs first; if it fails, the old value stays.
     if let Some(old) = old {
         call_delete(comm, keyval, old)?;
     }
-    Ok(())
+    running(|s| {
+        s.comm_mut(comm)?.attrs.insert(keyval, value);
+        Ok(())
+    })
 }
 
 unsafe fn get_attr(comm: Handle, keyval: c_int, value: *mut c_void, flag: *mut c_int) -> Res {
@@ -523,7 +528,7 @@ unsafe fn get_attr(comm: Handle, keyval: c_int, value: *mut c_void, flag: *mut c
         ) {
             return fail(MPI_ERR_KEYVAL, format!("invalid keyval {keyval}"));
         }
-        Ok(c.attrs.get(&keyval).copied())
+        Ok(c.attrs.get(keyval))
     })?;
     match found {
         Some(v) => {
@@ -538,12 +543,17 @@ unsafe fn get_attr(comm: Handle, keyval: c_int, value: *mut c_void, flag: *mut c
 unsafe fn delete_attr(comm: Handle, keyval: c_int) -> Res {
     let old = running(|s| {
         check_keyval(s, keyval)?;
-        Ok(s.comm_mut(comm)?.attrs.remove(&keyval))
+        Ok(s.comm(comm)?.attrs.get(keyval))
     })?;
-    match old {
-        Some(v) => call_delete(comm, keyval, v),
-        None => fail(MPI_ERR_KEYVAL, format!("no attribute for keyval {keyval}")),
-    }
+    let Some(v) = old else {
+        return fail(MPI_ERR_KEYVAL, format!("no attribute for keyval {keyval}"));
+    };
+    // Removed only once its delete callback succeeds (a failing callback keeps it).
+    call_delete(comm, keyval, v)?;
+    running(|s| {
+        s.comm_mut(comm)?.attrs.remove(keyval);
+        Ok(())
+    })
 }
 
 mpi! {
@@ -815,6 +825,22 @@ unsafe fn c_str(p: *const c_char, what: &str) -> Res<String> {
 }
 
 fn info_mut(s: &mut State, h: Handle) -> Res<&mut Vec<(String, String)>> {
+    if h == MPI_INFO_ENV {
+        if s.info_env.is_empty() {
+            let command = std::env::args().next().unwrap_or_default();
+            let procs = s.world.as_ref().map_or(1, |w| w.size());
+            let wdir = std::env::current_dir()
+                .map(|d| d.display().to_string())
+                .unwrap_or_default();
+            s.info_env = vec![
+                ("command".into(), command),
+                ("maxprocs".into(), procs.to_string()),
+                ("wdir".into(), wdir),
+                ("thread_level".into(), "MPI_THREAD_FUNNELED".into()),
+            ];
+        }
+        return Ok(&mut s.info_env);
+    }
     s.infos
         .get_mut(h)
         .ok_or_else(|| MpiError::new(MPI_ERR_INFO, format!("invalid info {h:#x}")))
@@ -823,7 +849,7 @@ fn info_mut(s: &mut State, h: Handle) -> Res<&mut Vec<(String, String)>> {
 mpi! {
     /// A new, empty info.
     fn MPI_Info_create / PMPI_Info_create(info: *mut Handle) on NONE => {
-        *out(info, "info")? = running(|s| Ok(s.infos.insert(Vec::new())))?;
+        *out(info, "info")? = with(|s| Ok(s.infos.insert(Vec::new())))?;
         Ok(())
     }
 }
@@ -837,7 +863,7 @@ mpi! {
         if v.len() >= MPI_MAX_INFO_VAL {
             return fail(MPI_ERR_INFO_VALUE, "info value too long");
         }
-        running(|s| {
+        with(|s| {
             let i = info_mut(s, info)?;
             match i.iter_mut().find(|(key, _)| *key == k) {
                 Some(e) => e.1 = v,
@@ -852,7 +878,7 @@ mpi! {
     fn MPI_Info_get / PMPI_Info_get(info: Handle, key: *const c_char, valuelen: c_int, value: *mut c_char, flag: *mut c_int) on NONE => {
         let k = c_str(key, "key")?;
         let flag = out(flag, "flag")?;
-        let found = running(|s| Ok(info_mut(s, info)?.iter().find(|(key, _)| *key == k).map(|e| e.1.clone())))?;
+        let found = with(|s| Ok(info_mut(s, info)?.iter().find(|(key, _)| *key == k).map(|e| e.1.clone())))?;
         match found {
             Some(v) => {
                 *flag = 1;
@@ -865,14 +891,14 @@ mpi! {
 mpi! {
     /// Number of keys.
     fn MPI_Info_get_nkeys / PMPI_Info_get_nkeys(info: Handle, nkeys: *mut c_int) on NONE => {
-        *out(nkeys, "nkeys")? = running(|s| Ok(info_mut(s, info)?.len() as c_int))?;
+        *out(nkeys, "nkeys")? = with(|s| Ok(info_mut(s, info)?.len() as c_int))?;
         Ok(())
     }
 }
 mpi! {
     /// The n-th key.
     fn MPI_Info_get_nthkey / PMPI_Info_get_nthkey(info: Handle, n: c_int, key: *mut c_char) on NONE => {
-        let k = running(|s| {
+        let k = with(|s| {
             let i = info_mut(s, info)?;
             usize::try_from(n).ok().and_then(|n| i.get(n)).map(|e| e.0.clone())
                 .ok_or_else(|| MpiError::new(MPI_ERR_ARG, format!("info has no key number {n}")))
@@ -884,7 +910,7 @@ mpi! {
     /// Deletes a key.
     fn MPI_Info_delete / PMPI_Info_delete(info: Handle, key: *const c_char) on NONE => {
         let k = c_str(key, "key")?;
-        running(|s| {
+        with(|s| {
             let i = info_mut(s, info)?;
             let before = i.len();
             i.retain(|(key, _)| *key != k);
@@ -899,7 +925,7 @@ mpi! {
     /// Copies an info.
     fn MPI_Info_dup / PMPI_Info_dup(info: Handle, newinfo: *mut Handle) on NONE => {
         let out = out(newinfo, "newinfo")?;
-        *out = running(|s| {
+        *out = with(|s| {
             let copy = info_mut(s, info)?.clone();
             Ok(s.infos.insert(copy))
         })?;
@@ -910,7 +936,7 @@ mpi! {
     /// Frees an info.
     fn MPI_Info_free / PMPI_Info_free(info: *mut Handle) on NONE => {
         let h = out(info, "info")?;
-        running(|s| s.infos.remove(*h).map(drop).ok_or_else(|| MpiError::new(MPI_ERR_INFO, format!("invalid info {:#x}", *h))))?;
+        with(|s| s.infos.remove(*h).map(drop).ok_or_else(|| MpiError::new(MPI_ERR_INFO, format!("invalid info {:#x}", *h))))?;
         *h = MPI_INFO_NULL;
         Ok(())
     }
@@ -921,7 +947,7 @@ mpi! {
         let k = c_str(key, "key")?;
         let flag = out(flag, "flag")?;
         let buflen = out(buflen, "buflen")?;
-        let found = running(|s| Ok(info_mut(s, info)?.iter().find(|(key, _)| *key == k).map(|e| e.1.clone())))?;
+        let found = with(|s| Ok(info_mut(s, info)?.iter().find(|(key, _)| *key == k).map(|e| e.1.clone())))?;
         let Some(v) = found else { *flag = 0; return Ok(()) };
         *flag = 1;
         let cap = count_arg(*buflen)?;

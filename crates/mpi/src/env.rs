@@ -4,7 +4,6 @@ use crate::abi::*;
 use crate::error::{class_text, fail, Res};
 use crate::state::{running, with, CommObj, Phase, STATE};
 use crate::NONE;
-use std::collections::BTreeMap;
 use std::ffi::{c_char, c_int, c_void};
 
 /// The library version string (`MPI_Get_library_version`).
@@ -32,7 +31,7 @@ fn init(required: c_int) -> Res<c_int> {
         comm,
         errhandler: MPI_ERRORS_ARE_FATAL,
         name: name.to_string(),
-        attrs: BTreeMap::new(),
+        attrs: Default::default(),
         cart: None,
     };
     // FUNNELED is what ferry provides: all calls from the thread that initialized.
@@ -102,7 +101,7 @@ mpi! {
     fn MPI_Finalize / PMPI_Finalize() on NONE => {
         // First, as if MPI_COMM_SELF were freed: its attributes' delete callbacks run while MPI
         // is still fully usable (MPI 4.1 §11.2.2), so libraries can clean up there.
-        let self_attrs = running(|s| Ok(std::mem::take(&mut s.comm_mut(MPI_COMM_SELF)?.attrs)))?;
+        let self_attrs = running(|s| Ok(s.comm_mut(MPI_COMM_SELF)?.attrs.take_newest_first()))?;
         crate::comm::delete_attrs(MPI_COMM_SELF, self_attrs)?;
         // Buffered sends and freed requests still in flight: sends finish; a freed receive
         // that never matched is withdrawn rather than waited for.

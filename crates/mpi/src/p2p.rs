@@ -386,8 +386,28 @@ mpi! {
     }
 }
 
-unsafe fn persistent(comm: Handle, request: *mut Handle, p: Persistent) -> Res {
+/// A datatype handle the persistent request owns: the user may free theirs right after the
+/// `*_init` call (MPI 4.1 §2.5.1), so a created type is held under a private handle.
+fn keep_type(s: &mut State, datatype: Handle) -> Res<Handle> {
+    let dt = s.committed_type(datatype)?;
+    if s.types.get(datatype).is_none() {
+        return Ok(datatype);
+    }
+    let name = String::new();
+    Ok(s.types.insert(crate::state::TypeObj {
+        dt,
+        committed: true,
+        name,
+    }))
+}
+
+unsafe fn persistent(comm: Handle, request: *mut Handle, mut p: Persistent) -> Res {
     running(|s| {
+        match &mut p {
+            Persistent::Send { datatype, .. } | Persistent::Recv { datatype, .. } => {
+                *datatype = keep_type(s, *datatype)?;
+            }
+        }
         let core = s.core_comm(comm)?;
         let req = Request {
             comm,
@@ -532,6 +552,9 @@ mpi! {
             let Some(req) = s.requests.remove(*h) else {
                 return fail(MPI_ERR_REQUEST, format!("invalid request {:#x}", *h));
             };
+            if let Some(Persistent::Send { datatype, .. } | Persistent::Recv { datatype, .. }) = &req.persistent {
+                s.types.remove(*datatype);
+            }
             if !req.is_complete() {
                 // Still in flight: keep it alive with the buffered sends, reaped as they finish.
                 s.bsends.push((req, 0));

@@ -35,10 +35,47 @@ pub struct CommObj {
     pub errhandler: Handle,
     /// Its name (`MPI_Comm_set_name`).
     pub name: String,
-    /// Cached attributes by keyval.
-    pub attrs: BTreeMap<c_int, *mut c_void>,
+    /// Cached attributes, in the order they were set.
+    pub attrs: Attrs,
     /// Its Cartesian topology, if it has one.
     pub cart: Option<Rc<crate::topo::Cart>>,
+}
+
+/// Attributes cached on an object, in the order they were set (MPI_Finalize deletes those of
+/// MPI_COMM_SELF newest first).
+#[derive(Debug, Default, Clone)]
+pub struct Attrs(Vec<(c_int, *mut c_void)>);
+
+impl Attrs {
+    /// The value for `keyval`.
+    pub fn get(&self, keyval: c_int) -> Option<*mut c_void> {
+        self.0.iter().find(|(k, _)| *k == keyval).map(|&(_, v)| v)
+    }
+
+    /// Sets `keyval` (as the newest attribute); returns the value it replaces.
+    pub fn insert(&mut self, keyval: c_int, value: *mut c_void) -> Option<*mut c_void> {
+        let old = self.remove(keyval);
+        self.0.push((keyval, value));
+        old
+    }
+
+    /// Removes `keyval`; returns its value.
+    pub fn remove(&mut self, keyval: c_int) -> Option<*mut c_void> {
+        let i = self.0.iter().position(|(k, _)| *k == keyval)?;
+        Some(self.0.remove(i).1)
+    }
+
+    /// Every attribute, oldest first.
+    pub fn iter(&self) -> impl Iterator<Item = (c_int, *mut c_void)> + '_ {
+        self.0.iter().copied()
+    }
+
+    /// Takes every attribute, newest first.
+    pub fn take_newest_first(&mut self) -> Vec<(c_int, *mut c_void)> {
+        let mut v = std::mem::take(&mut self.0);
+        v.reverse();
+        v
+    }
 }
 
 /// A group: world ranks in group rank order.
@@ -112,12 +149,16 @@ pub struct State {
     pub errhandlers: Table<CommErrhandlerFn>,
     /// Info objects.
     pub infos: Table<InfoObj>,
+    /// MPI_INFO_ENV, filled on first use.
+    pub info_env: InfoObj,
     /// Messages taken by a matched probe: (communicator, its runtime side, the message).
     pub messages: Table<(Handle, ferry_core::Comm, ferry_core::raw::RawMessage)>,
     /// Attribute keys by keyval (index + KEYVAL_BASE).
     pub keyvals: Vec<Option<Keyval>>,
     /// Codes added by MPI_Add_error_class/_code (from MPI_ERR_LASTCODE + 1): class and text.
     pub user_errors: Vec<(c_int, String)>,
+    /// Names given to predefined datatypes with MPI_Type_set_name.
+    pub builtin_names: HashMap<Handle, String>,
     /// Attributes of datatypes, by datatype handle and keyval.
     pub type_attrs: HashMap<Handle, BTreeMap<c_int, *mut c_void>>,
     /// MPI_Buffer_attach: (address, size).
@@ -172,9 +213,11 @@ impl State {
             requests: Table::new(Kind::Request),
             errhandlers: Table::new(Kind::Errhandler),
             infos: Table::new(Kind::Info),
+            info_env: Vec::new(),
             messages: Table::new(Kind::Message),
             keyvals: Vec::new(),
             user_errors: Vec::new(),
+            builtin_names: HashMap::new(),
             type_attrs: HashMap::new(),
             bsend_buffer: None,
             bsends: Vec::new(),

@@ -64,7 +64,7 @@ pub fn dims_create(nnodes: usize, dims: &mut [c_int]) -> Res {
         );
     }
     let free: Vec<usize> = (0..dims.len()).filter(|&i| dims[i] == 0).collect();
-    let mut rest = nnodes / fixed;
+    let rest = nnodes / fixed;
     if free.is_empty() {
         return if rest == 1 {
             Ok(())
@@ -75,29 +75,82 @@ pub fn dims_create(nnodes: usize, dims: &mut [c_int]) -> Res {
             )
         };
     }
-    let mut primes = Vec::new();
-    let mut p = 2;
-    while p * p <= rest {
-        while rest.is_multiple_of(p) {
-            primes.push(p);
-            rest /= p;
-        }
-        p += 1;
-    }
-    if rest > 1 {
-        primes.push(rest);
-    }
-    let mut sizes = vec![1usize; free.len()];
-    for &p in primes.iter().rev() {
-        if let Some(smallest) = (0..sizes.len()).min_by_key(|&i| sizes[i]) {
-            sizes[smallest] *= p;
-        }
-    }
-    sizes.sort_unstable_by(|a, b| b.cmp(a));
+    let sizes = balanced(rest, free.len());
     for (&i, &s) in free.iter().zip(&sizes) {
         dims[i] = s as c_int;
     }
     Ok(())
+}
+
+/// `n` as a product of `k` factors, largest first, as even as possible: the smallest spread
+/// between largest and smallest factor, ties going to the larger smallest factors (the choices
+/// MPICH's `topo/dims5` expects).
+fn balanced(n: usize, k: usize) -> Vec<usize> {
+    /// Every non-increasing split of `n` into `k` factors of at most `cap`, drawn from
+    /// `divisors` (all divisors of the original n, ascending).
+    fn splits(
+        divisors: &[usize],
+        n: usize,
+        k: usize,
+        cap: usize,
+        prefix: &mut Vec<usize>,
+        best: &mut Option<Vec<usize>>,
+    ) {
+        let spread = |v: &[usize]| v[0] - v[v.len() - 1];
+        if k == 1 {
+            if n <= cap {
+                prefix.push(n);
+                let better = match best.as_deref() {
+                    None => true,
+                    Some(b) => {
+                        spread(prefix) < spread(b)
+                            || (spread(prefix) == spread(b)
+                                && prefix.iter().rev().gt(b.iter().rev()))
+                    }
+                };
+                if better {
+                    *best = Some(prefix.clone());
+                }
+                prefix.pop();
+            }
+            return;
+        }
+        for &d in divisors.iter().rev() {
+            if d > cap || !n.is_multiple_of(d) {
+                continue;
+            }
+            // The next factor is the largest of the rest: at least their k-th root.
+            if d.checked_pow(k as u32).is_some_and(|p| p < n) {
+                break;
+            }
+            // No split under this prefix can beat the best spread found so far.
+            if let (Some(b), Some(&first)) = (best.as_deref(), prefix.first()) {
+                if first - d > spread(b) {
+                    break;
+                }
+            }
+            prefix.push(d);
+            splits(divisors, n / d, k - 1, d, prefix, best);
+            prefix.pop();
+        }
+    }
+    if k == 0 {
+        return Vec::new();
+    }
+    let mut divisors: Vec<usize> = (1..)
+        .take_while(|d| d * d <= n)
+        .filter(|d| n.is_multiple_of(*d))
+        .flat_map(|d| [d, n / d])
+        .collect();
+    divisors.sort_unstable();
+    divisors.dedup();
+    let mut best = None;
+    splits(&divisors, n, k, n, &mut Vec::with_capacity(k), &mut best);
+    best.unwrap_or_else(|| {
+        let mut v = vec![1; k];
+        v[0] = n;
+        v
+    })
 }
 
 unsafe fn out<'a, T>(p: *mut T, what: &str) -> Res<&'a mut T> {
@@ -262,7 +315,14 @@ mpi! {
         for i in 0..c.len() {
             if keep[i] { key = key * cart.dims[i] + c[i]; } else { color = color * cart.dims[i] + c[i]; }
         }
-        let h = register(comm, core.split(Some(color as u32), key as c_int)?, false)?;
+        // Keeping no dimension gives a zero-dimensional grid; as MPICH does, only the process
+        // at the origin gets it (congruent to MPI_COMM_SELF), the others MPI_COMM_NULL.
+        let color = if keep.iter().any(|&k| k) || core.rank() == 0 { Some(color as u32) } else { None };
+        let h = register(comm, core.split(color, key as c_int)?, false)?;
+        if h == MPI_COMM_NULL {
+            *out(newcomm, "newcomm")? = h;
+            return Ok(());
+        }
         let sub = Cart {
             dims: (0..c.len()).filter(|&i| keep[i]).map(|i| cart.dims[i]).collect(),
             periods: (0..c.len()).filter(|&i| keep[i]).map(|i| cart.periods[i]).collect(),
@@ -303,6 +363,15 @@ mod tests {
         let mut d = [0, 0];
         dims_create(7, &mut d).unwrap();
         assert_eq!(d, [7, 1]);
+        let mut d = [0, 0];
+        dims_create(72, &mut d).unwrap();
+        assert_eq!(d, [9, 8], "most balanced, as MPICH's topo/dims5 expects");
+        let mut d = [0, 0, 0];
+        dims_create(5040, &mut d).unwrap();
+        assert_eq!(d, [21, 16, 15], "equal spread: the larger smallest factor");
+        let mut d = [0, 0, 0, 0];
+        dims_create(5616, &mut d).unwrap();
+        assert_eq!(d, [13, 9, 8, 6]);
     }
 
     #[test]

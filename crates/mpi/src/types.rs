@@ -280,7 +280,11 @@ mpi! {
         let text: String = CStr::from_ptr(name).to_string_lossy().chars().take(MPI_MAX_OBJECT_NAME - 1).collect();
         running(|s| match s.types.get_mut(datatype) {
             Some(obj) => { obj.name = text; Ok(()) }
-            None => dt(s, datatype).and_then(|_| fail(MPI_ERR_TYPE, "predefined datatypes keep their names")),
+            None => {
+                dt(s, datatype)?;
+                s.builtin_names.insert(datatype, text);
+                Ok(())
+            }
         })
     }
 }
@@ -289,7 +293,10 @@ mpi! {
     fn MPI_Type_get_name / PMPI_Type_get_name(datatype: Handle, name: *mut c_char, resultlen: *mut c_int) on NONE => {
         let text = running(|s| match s.types.get(datatype) {
             Some(obj) => Ok(obj.name.clone()),
-            None => Ok(dt(s, datatype)?.as_builtin().map_or("", Builtin::type_name).to_string()),
+            None => match s.builtin_names.get(&datatype) {
+                Some(n) => Ok(n.clone()),
+                None => Ok(dt(s, datatype)?.as_builtin().map_or("", Builtin::type_name).to_string()),
+            },
         })?;
         write_string(&text, name, MPI_MAX_OBJECT_NAME, resultlen)
     }
@@ -521,12 +528,16 @@ mpi! {
         let old = running(|s| {
             s.datatype(datatype)?;
             keyval_of(s, keyval)?;
-            Ok(s.type_attrs.entry(datatype).or_default().insert(keyval, value))
+            Ok(s.type_attrs.get(&datatype).and_then(|m| m.get(&keyval)).copied())
         })?;
-        match old {
-            Some(v) => type_delete(datatype, keyval, v),
-            None => Ok(()),
+        // The old value's delete callback runs first; if it fails, the old value stays.
+        if let Some(v) = old {
+            type_delete(datatype, keyval, v)?;
         }
+        running(|s| {
+            s.type_attrs.entry(datatype).or_default().insert(keyval, value);
+            Ok(())
+        })
     }
 }
 mpi! {
@@ -554,11 +565,18 @@ mpi! {
         let old = running(|s| {
             s.datatype(datatype)?;
             keyval_of(s, keyval)?;
-            Ok(s.type_attrs.get_mut(&datatype).and_then(|m| m.remove(&keyval)))
+            Ok(s.type_attrs.get(&datatype).and_then(|m| m.get(&keyval)).copied())
         })?;
-        match old {
-            Some(v) => type_delete(datatype, keyval, v),
-            None => fail(MPI_ERR_KEYVAL, format!("no attribute for keyval {keyval}")),
-        }
+        let Some(v) = old else {
+            return fail(MPI_ERR_KEYVAL, format!("no attribute for keyval {keyval}"));
+        };
+        // Removed only once its delete callback succeeds.
+        type_delete(datatype, keyval, v)?;
+        running(|s| {
+            if let Some(m) = s.type_attrs.get_mut(&datatype) {
+                m.remove(&keyval);
+            }
+            Ok(())
+        })
     }
 }
