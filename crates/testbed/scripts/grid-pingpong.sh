@@ -1,0 +1,61 @@
+#!/bin/sh
+# Ping-pong between two ranks in different clusters of the testbed, for the three paths side by
+# side in one run: direct (p1 <-> p2, both public), NAT (a1 -> p1, private -> public) and relay
+# (a1 -> b1 through fa's NAT and the relay on fb). Rounds interleave the paths so that load on
+# the machine hits all three alike. Needs root (it builds and removes its own testbed).
+#
+#   crates/testbed/scripts/grid-pingpong.sh FERRY OUTDIR [ROUNDS] [MAX_BYTES] [RELAY_COPY]
+#
+# Writes OUTDIR/<path>-<round>.csv (ferry bench-rank pingpong) and OUTDIR/summary.txt.
+set -eu
+FERRY=$(realpath "${1:?ferry binary}")
+OUT=${2:?output directory}
+ROUNDS=${3:-3}
+MAX=${4:-16777216}
+COPY=${5:-splice}
+GRIDS=$(cd "$(dirname "$0")/../grids" && pwd)
+P="fyb$$-"
+mkdir -p "$OUT"
+# SUMMARY_ONLY=1: only (re)write the summary of the CSVs already in OUTDIR.
+if [ -z "${SUMMARY_ONLY:-}" ]; then
+"$FERRY" testbed up "$GRIDS/three.toml" --prefix "$P" >/dev/null
+trap '"$FERRY" testbed down --prefix "$P" >/dev/null' EXIT INT TERM
+{
+  echo "command: $0 $*"
+  echo "commit: $(git -C "$GRIDS" rev-parse --short HEAD 2>/dev/null || echo unknown)"
+  echo "machine: $(nproc) cores, $(uname -r), load $(cut -d' ' -f1-3 /proc/loadavg)"
+} > "$OUT/summary.txt"
+for r in $(seq "$ROUNDS"); do
+  for path in direct nat relay; do
+    "$FERRY" run --grid "$GRIDS/pairs/$path.toml" --testbed-prefix "$P" --relay-copy "$COPY" \
+      -n 2 --timeout 600 "$FERRY" bench-rank pingpong 1 "$MAX" 0 1 "$OUT/$path-$r.csv" 2>/dev/null
+  done
+done
+echo "load after: $(cut -d' ' -f1-3 /proc/loadavg)" >> "$OUT/summary.txt"
+fi
+# Table: per size, each path's best round (the lowest of the rounds' per-round medians: the
+# machine is shared, and load only ever adds time) as one-way time (us) and bandwidth (MB/s),
+# and NAT / relay as a share of direct's bandwidth.
+for path in direct nat relay; do
+  cat "$OUT/$path"-*.csv | grep -v '^#' | grep -v '^bytes' | sed "s/^/$path,/"
+done | sort -t, -k2,2n -k1,1 | awk -F, '
+  function best(list,   n, a, i, m) {
+    n = split(list, a, " "); m = a[1] + 0
+    for (i = 2; i <= n; i++) if (a[i] + 0 < m) m = a[i] + 0
+    return m
+  }
+  { us[$2, $1] = us[$2, $1] " " $5; sizes[$2] = 1 }
+  END {
+    print "| bytes | direct us | NAT us | relay us | direct MB/s | NAT MB/s | relay MB/s | NAT/direct | relay/direct |"
+    print "|---|---|---|---|---|---|---|---|---|"
+    n = 0; for (s in sizes) order[++n] = s + 0
+    for (i = 1; i <= n; i++) for (j = i + 1; j <= n; j++) if (order[j] < order[i]) { t = order[i]; order[i] = order[j]; order[j] = t }
+    for (i = 1; i <= n; i++) {
+      s = order[i]
+      ud = best(us[s, "direct"]); un = best(us[s, "nat"]); ur = best(us[s, "relay"])
+      d = ud > 0 ? s / ud : 0; na = un > 0 ? s / un : 0; r = ur > 0 ? s / ur : 0
+      pn = 0; pr = 0; if (d > 0) { pn = 100 * na / d; pr = 100 * r / d }
+      printf "| %d | %.1f | %.1f | %.1f | %.0f | %.0f | %.0f | %.0f %% | %.0f %% |\n", s, ud, un, ur, d, na, r, pn, pr
+    }
+  }' >> "$OUT/summary.txt"
+cat "$OUT/summary.txt"
