@@ -6,6 +6,8 @@
 //!   through NAT, private ↔ private of other clusters through the peer's relay);
 //! - every pair of ranks exchanges checksummed messages of 0 B … 8 MiB (`check allpairs`);
 //! - allreduce, bcast, alltoall (and the rest of `check coll`) give the sequential reference;
+//! - strangers at a rank's port, also posing as its relay (forged or replayed INCOMING), are
+//!   refused and the job completes;
 //! - killing the relay of cluster a fails the job within seconds, saying so.
 //!
 //! One testbed (per-run prefix) for all of it, removed on drop, also when an assertion fails.
@@ -129,6 +131,15 @@ fn a_job_spans_three_clusters() {
         show(&out)
     );
     eprintln!("collectives across the grid: {:?}", start.elapsed());
+
+    // Strangers at a rank's port (garbage, a forged handshake, posing as a relay with garbage,
+    // a forged INCOMING, a replayed genuine one) are refused and the job completes.
+    let out = grid_run(&prefix, &[], &["stranger"])
+        .output()
+        .expect("ferry runs");
+    assert!(out.status.success(), "{}", show(&out));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("refused connection"), "{}", show(&out));
 
     // Killing the relay of cluster a ends the job within seconds, naming the relay.
     let mut job = grid_run(&prefix, &[], &["barrier", "100000000"])

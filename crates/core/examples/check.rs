@@ -722,8 +722,58 @@ fn stranger(world: &World) -> Result<(), Error> {
         let _ = t.write_all(&[0u8; ferry_wire::handshake::PROOF_LEN]);
         // Silence, then a close.
         let u = TcpStream::connect(&addr).expect("connect");
+        // Posing as a relay: garbage after the relay magic; an INCOMING with a forged MAC; a
+        // genuine INCOMING (made with the job key) that is then replayed.
+        let mut g = TcpStream::connect(&addr).expect("connect");
+        let _ = g.write_all(b"FRLY\x01\x30\x00\x00garbage");
+        let key = std::env::var("FERRY_JOB_KEY")
+            .ok()
+            .and_then(|k| ferry_wire::JobKey::from_hex(&k))
+            .unwrap_or(ferry_wire::JobKey([0; 32]));
+        let ferry_wire::relay::RelayFrame::Connect(c) =
+            ferry_wire::relay::connect(&key, &[7; 32], job, 0, 1, [0x42; 32])
+        else {
+            unreachable!("connect makes CONNECT")
+        };
+        let incoming = |e2e| {
+            ferry_wire::relay::RelayFrame::Incoming(ferry_wire::relay::Incoming {
+                job,
+                src: 0,
+                target: 1,
+                nonce: c.nonce,
+                e2e,
+            })
+            .to_bytes()
+        };
+        let answer = |frame: Vec<u8>| {
+            let mut r = TcpStream::connect(&addr).expect("connect");
+            let _ = r.set_read_timeout(Some(Duration::from_secs(5)));
+            let _ = r.write_all(&frame);
+            let mut reply = vec![0u8; ferry_wire::relay::HEADER_LEN];
+            let _ = std::io::Read::read_exact(&mut r, &mut reply);
+            let body = u16::from_le_bytes([reply[6], reply[7]]) as usize;
+            reply.resize(ferry_wire::relay::HEADER_LEN + body, 0);
+            let _ = std::io::Read::read_exact(&mut r, &mut reply[ferry_wire::relay::HEADER_LEN..]);
+            ferry_wire::relay::RelayFrame::decode(&reply)
+                .ok()
+                .flatten()
+                .map(|(f, _)| f)
+        };
+        let forged = answer(incoming([0; 32]));
+        let genuine = answer(incoming(c.e2e));
+        let replayed = answer(incoming(c.e2e));
+        use ferry_wire::relay::{RefuseCode, RelayFrame};
+        if forged != Some(RelayFrame::Refused(RefuseCode::BadMac))
+            || genuine != Some(RelayFrame::Accepted)
+            || replayed != Some(RelayFrame::Refused(RefuseCode::Replay))
+        {
+            fail(
+                world,
+                format!("relayed strangers: forged {forged:?}, genuine {genuine:?}, replayed {replayed:?}"),
+            );
+        }
         std::thread::sleep(Duration::from_millis(300));
-        drop((s, t, u));
+        drop((s, t, u, g));
     }
     // The job goes on: a round of all-pairs traffic.
     world.barrier()?;
