@@ -128,11 +128,21 @@ pub(crate) struct OutFrame {
     pub complete: Option<ReqId>,
 }
 
+/// An empty buffer may come as a null pointer (MPI allows it); copies and slices need non-null.
+fn non_null_if_empty(buf: *mut u8, len: usize) -> *mut u8 {
+    if len == 0 {
+        std::ptr::NonNull::<u8>::dangling().as_ptr()
+    } else {
+        buf
+    }
+}
+
 impl OutFrame {
     fn control(frame: Frame) -> OutFrame {
         OutFrame {
             header: frame.to_bytes(),
-            payload: std::ptr::null(),
+            // Never dereferenced for len 0, but slices are built from it: it must not be null.
+            payload: std::ptr::NonNull::<u8>::dangling().as_ptr(),
             len: 0,
             sent: 0,
             complete: None,
@@ -658,6 +668,9 @@ impl Engine {
         synchronous: bool,
     ) -> Result<ReqId, Error> {
         let route = self.proto.routes[dest as usize];
+        // An empty message may come with a null buffer (MPI_Send(NULL, 0, …)); slices are built
+        // from the pointer, which must then not be null.
+        let buf = non_null_if_empty(buf as *mut u8, len) as *const u8;
         if !synchronous && len <= self.eager_limit(route) {
             let frame = Frame::Eager {
                 context,
@@ -710,6 +723,7 @@ impl Engine {
         buf: *mut u8,
         cap: usize,
     ) -> Result<ReqId, Error> {
+        let buf = non_null_if_empty(buf, cap);
         let pattern = Pattern {
             context,
             source,
@@ -735,6 +749,7 @@ impl Engine {
         buf: *mut u8,
         cap: usize,
     ) -> Result<ReqId, Error> {
+        let buf = non_null_if_empty(buf, cap);
         let id = self
             .proto
             .requests
