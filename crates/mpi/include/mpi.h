@@ -570,6 +570,9 @@ int MPI_Type_free_keyval(int *type_keyval);
 int MPI_Type_set_attr(MPI_Datatype datatype, int type_keyval, void *attribute_val);
 int MPI_Type_get_attr(MPI_Datatype datatype, int type_keyval, void *attribute_val, int *flag);
 int MPI_Type_delete_attr(MPI_Datatype datatype, int type_keyval);
+int MPI_Comm_set_info(MPI_Comm comm, MPI_Info info);
+int MPI_Info_get_valuelen(MPI_Info info, const char *key, int *valuelen, int *flag);
+int MPI_Info_create_env(int argc, char *argv[], MPI_Info *info);
 
 /* ==== Profiling interface: the same functions as PMPI_ ==================================== */
 
@@ -789,6 +792,9 @@ int PMPI_Type_free_keyval(int *type_keyval);
 int PMPI_Type_set_attr(MPI_Datatype datatype, int type_keyval, void *attribute_val);
 int PMPI_Type_get_attr(MPI_Datatype datatype, int type_keyval, void *attribute_val, int *flag);
 int PMPI_Type_delete_attr(MPI_Datatype datatype, int type_keyval);
+int PMPI_Comm_set_info(MPI_Comm comm, MPI_Info info);
+int PMPI_Info_get_valuelen(MPI_Info info, const char *key, int *valuelen, int *flag);
+int PMPI_Info_create_env(int argc, char *argv[], MPI_Info *info);
 
 #ifdef __cplusplus
 }

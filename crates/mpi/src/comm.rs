@@ -958,3 +958,40 @@ mpi! {
         Ok(())
     }
 }
+mpi! {
+    /// Sets hints on a communicator: ferry uses none, so all are ignored (MPI 4.1 §7.4.4
+    /// lets an implementation ignore hints; MPI_Comm_get_info then does not report them).
+    fn MPI_Comm_set_info / PMPI_Comm_set_info(comm: Handle, info: Handle) on comm => {
+        with(|s| {
+            s.comm(comm)?;
+            info_mut(s, info).map(drop)
+        })
+    }
+}
+mpi! {
+    /// Length of a key's value (without the NUL).
+    fn MPI_Info_get_valuelen / PMPI_Info_get_valuelen(info: Handle, key: *const c_char, valuelen: *mut c_int, flag: *mut c_int) on NONE => {
+        let k = c_str(key, "key")?;
+        let flag = out(flag, "flag")?;
+        let found = with(|s| Ok(info_mut(s, info)?.iter().find(|(key, _)| *key == k).map(|e| e.1.len())))?;
+        match found {
+            Some(n) => {
+                *out(valuelen, "valuelen")? = n as c_int;
+                *flag = 1;
+            }
+            None => *flag = 0,
+        }
+        Ok(())
+    }
+}
+mpi! {
+    /// A new info holding what MPI_INFO_ENV holds (callable before MPI_Init).
+    fn MPI_Info_create_env / PMPI_Info_create_env(_argc: c_int, _argv: *mut *mut c_char, info: *mut Handle) on NONE => {
+        let out = out(info, "info")?;
+        *out = with(|s| {
+            let env = info_mut(s, MPI_INFO_ENV)?.clone();
+            Ok(s.infos.insert(env))
+        })?;
+        Ok(())
+    }
+}
