@@ -573,6 +573,8 @@ int MPI_Type_delete_attr(MPI_Datatype datatype, int type_keyval);
 int MPI_Comm_set_info(MPI_Comm comm, MPI_Info info);
 int MPI_Info_get_valuelen(MPI_Info info, const char *key, int *valuelen, int *flag);
 int MPI_Info_create_env(int argc, char *argv[], MPI_Info *info);
+int MPI_Isendrecv(const void *sendbuf, int sendcount, MPI_Datatype sendtype, int dest, int sendtag, void *recvbuf, int recvcount, MPI_Datatype recvtype, int source, int recvtag, MPI_Comm comm, MPI_Request *request);
+int MPI_Isendrecv_replace(void *buf, int count, MPI_Datatype datatype, int dest, int sendtag, int source, int recvtag, MPI_Comm comm, MPI_Request *request);
 
 /* ==== Profiling interface: the same functions as PMPI_ ==================================== */
 
@@ -795,6 +797,8 @@ int PMPI_Type_delete_attr(MPI_Datatype datatype, int type_keyval);
 int PMPI_Comm_set_info(MPI_Comm comm, MPI_Info info);
 int PMPI_Info_get_valuelen(MPI_Info info, const char *key, int *valuelen, int *flag);
 int PMPI_Info_create_env(int argc, char *argv[], MPI_Info *info);
+int PMPI_Isendrecv(const void *sendbuf, int sendcount, MPI_Datatype sendtype, int dest, int sendtag, void *recvbuf, int recvcount, MPI_Datatype recvtype, int source, int recvtag, MPI_Comm comm, MPI_Request *request);
+int PMPI_Isendrecv_replace(void *buf, int count, MPI_Datatype datatype, int dest, int sendtag, int source, int recvtag, MPI_Comm comm, MPI_Request *request);
 
 #ifdef __cplusplus
 }

@@ -206,8 +206,10 @@ pub fn start_recv(
 
 /// Waits (outside any state borrow) for `req` and collects its outcome.
 pub fn wait_request(req: &mut Request) -> Res<Outcome> {
-    if let Some(raw) = req.raw() {
-        req.core.wait_until(|done| done(raw))?;
+    let raws = req.raws();
+    if raws.iter().any(Option::is_some) {
+        req.core
+            .wait_until(|done| raws.iter().flatten().all(|&raw| done(raw)))?;
     }
     req.complete()
 }
@@ -415,6 +417,7 @@ unsafe fn persistent(comm: Handle, request: *mut Handle, mut p: Persistent) -> R
             progress: Progress::Inactive,
             persistent: Some(p),
             cancel_requested: false,
+            partner: None,
         };
         publish(s, req, request)
     })
@@ -616,8 +619,15 @@ unsafe fn finish_handle(
 enum Entry {
     /// MPI_REQUEST_NULL or an inactive persistent request.
     Null,
-    /// Done or in flight.
-    Active(Option<ferry_core::raw::RawRequest>),
+    /// Done or in flight: the runtime requests it waits for (none when done at start).
+    Active([Option<ferry_core::raw::RawRequest>; 2]),
+}
+
+impl Entry {
+    /// Whether the entry has something in flight.
+    fn in_flight(&self) -> bool {
+        matches!(self, Entry::Active(r) if r.iter().any(Option::is_some))
+    }
 }
 
 fn entries(handles: &[Handle]) -> Res<(Vec<Entry>, Option<ferry_core::Comm>)> {
@@ -636,7 +646,7 @@ fn entries(handles: &[Handle]) -> Res<(Vec<Entry>, Option<ferry_core::Comm>)> {
                     return Ok(Entry::Null);
                 }
                 engine.get_or_insert_with(|| req.core.clone());
-                Ok(Entry::Active(req.raw()))
+                Ok(Entry::Active(req.raws()))
             })
             .collect::<Res<Vec<_>>>()?;
         Ok((list, engine))
@@ -646,8 +656,7 @@ fn entries(handles: &[Handle]) -> Res<(Vec<Entry>, Option<ferry_core::Comm>)> {
 fn done_in(entry: Entry, done: &dyn Fn(ferry_core::raw::RawRequest) -> bool) -> bool {
     match entry {
         Entry::Null => false,
-        Entry::Active(None) => true,
-        Entry::Active(Some(raw)) => done(raw),
+        Entry::Active(raws) => raws.iter().flatten().all(|&raw| done(raw)),
     }
 }
 
@@ -664,12 +673,13 @@ mpi! {
     fn MPI_Wait / PMPI_Wait(request: *mut Handle, status: *mut MpiStatus) on NONE => {
         let Some(h) = request.as_mut() else { return fail(MPI_ERR_REQUEST, "request argument is NULL") };
         let (list, engine) = entries(std::slice::from_ref(h))?;
-        let Entry::Active(raw) = list[0] else {
+        let entry = list[0];
+        if let Entry::Null = entry {
             Outcome::EMPTY.write(status, false);
             return Ok(());
-        };
-        if let (Some(raw), Some(engine)) = (raw, engine) {
-            engine.wait_until(|done| done(raw))?;
+        }
+        if let Some(engine) = engine {
+            engine.wait_until(|done| done_in(entry, done))?;
         }
         finish_handle(h, status, false)?.check()
     }
@@ -679,15 +689,16 @@ mpi! {
     fn MPI_Test / PMPI_Test(request: *mut Handle, flag: *mut c_int, status: *mut MpiStatus) on NONE => {
         let (Some(h), Some(flag)) = (request.as_mut(), flag.as_mut()) else { return fail(MPI_ERR_ARG, "NULL argument") };
         let (list, engine) = entries(std::slice::from_ref(h))?;
-        let Entry::Active(raw) = list[0] else {
+        let entry = list[0];
+        if let Entry::Null = entry {
             *flag = 1;
             Outcome::EMPTY.write(status, false);
             return Ok(());
-        };
-        if let (Some(raw), Some(engine)) = (raw, engine) {
-            if !engine.raw_done(raw) {
+        }
+        if let Some(engine) = engine {
+            if !done_in(entry, &|r| engine.raw_done(r)) {
                 engine.progress()?;
-                if !engine.raw_done(raw) {
+                if !done_in(entry, &|r| engine.raw_done(r)) {
                     *flag = 0;
                     return Ok(());
                 }
@@ -723,7 +734,7 @@ mpi! {
         let handles = handles_arg(count, requests)?;
         let (list, engine) = entries(handles)?;
         if let Some(engine) = engine {
-            engine.wait_until(|done| list.iter().all(|&e| !matches!(e, Entry::Active(Some(_))) || done_in(e, done)))?;
+            engine.wait_until(|done| list.iter().all(|&e| !e.in_flight() || done_in(e, done)))?;
         }
         match finish_all(handles, &list, statuses)? {
             0 => Ok(()),
@@ -738,7 +749,7 @@ mpi! {
         let handles = handles_arg(count, requests)?;
         let (list, engine) = entries(handles)?;
         if let Some(engine) = engine {
-            let all = |e: &Entry| match *e { Entry::Active(Some(raw)) => engine.raw_done(raw), _ => true };
+            let all = |e: &Entry| !e.in_flight() || done_in(*e, &|r| engine.raw_done(r));
             if !list.iter().all(all) {
                 engine.progress()?;
                 if !list.iter().all(all) {
@@ -869,9 +880,9 @@ mpi! {
         }
         let (list, engine) = entries(&[request])?;
         let done = match (list[0], engine) {
-            (Entry::Active(Some(raw)), Some(engine)) => {
+            (entry @ Entry::Active(_), Some(engine)) if entry.in_flight() => {
                 engine.progress()?;
-                engine.raw_done(raw)
+                done_in(entry, &|r| engine.raw_done(r))
             }
             _ => true,
         };
@@ -1118,5 +1129,39 @@ mpi! {
     fn MPI_Imrecv / PMPI_Imrecv(buf: *mut c_void, count: c_int, datatype: Handle, message: *mut Handle, request: *mut Handle) on NONE => {
         let req = start_mrecv(buf, count, datatype, message)?;
         running(|s| publish(s, req, request))
+    }
+}
+
+// ---- nonblocking send-receive ----
+
+mpi! {
+    /// Nonblocking send and receive in one request.
+    fn MPI_Isendrecv / PMPI_Isendrecv(sendbuf: *const c_void, sendcount: c_int, sendtype: Handle, dest: c_int, sendtag: c_int,
+        recvbuf: *mut c_void, recvcount: c_int, recvtype: Handle, source: c_int, recvtag: c_int, comm: Handle, request: *mut Handle) on comm => {
+        running(|s| {
+            let mut recv = start_recv(s, recvbuf, recvcount, recvtype, source, recvtag, comm)?;
+            let send = start_send(s, sendbuf, sendcount, sendtype, dest, sendtag, comm, SendKind::Standard)?;
+            recv.partner = Some(Box::new(send));
+            publish(s, recv, request)
+        })
+    }
+}
+mpi! {
+    /// Nonblocking send and receive in one buffer: the outgoing data is packed at the call.
+    fn MPI_Isendrecv_replace / PMPI_Isendrecv_replace(buf: *mut c_void, count: c_int, datatype: Handle, dest: c_int, sendtag: c_int,
+        source: c_int, recvtag: c_int, comm: Handle, request: *mut Handle) on comm => {
+        running(|s| {
+            let dt = s.committed_type(datatype)?;
+            let typed = Typed { dt, count: count_arg(count)?, base: buf as *mut u8 };
+            let staged = typed.pack();
+            let byte = crate::datatype::Builtin::Byte.handle();
+            let mut send = start_send(s, staged.as_ptr() as *const c_void, staged.len() as c_int, byte, dest, sendtag, comm, SendKind::Standard)?;
+            if let Progress::Running { finish, .. } = &mut send.progress {
+                *finish = Some(Box::new(move |_| drop(staged)));
+            }
+            let mut recv = start_recv(s, buf, count, datatype, source, recvtag, comm)?;
+            recv.partner = Some(Box::new(send));
+            publish(s, recv, request)
+        })
     }
 }

@@ -205,6 +205,8 @@ pub struct Request {
     pub persistent: Option<Persistent>,
     /// MPI_Cancel was called.
     pub cancel_requested: bool,
+    /// A second operation that must also finish (the send of MPI_Isendrecv).
+    pub partner: Option<Box<Request>>,
 }
 
 impl Request {
@@ -221,6 +223,7 @@ impl Request {
             progress: Progress::Running { raw, finish },
             persistent: None,
             cancel_requested: false,
+            partner: None,
         }
     }
 
@@ -232,6 +235,7 @@ impl Request {
             progress: Progress::Done(outcome),
             persistent: None,
             cancel_requested: false,
+            partner: None,
         }
     }
 
@@ -243,12 +247,18 @@ impl Request {
         }
     }
 
+    /// The runtime requests in flight (this one's and its partner's).
+    pub fn raws(&self) -> [Option<RawRequest>; 2] {
+        [self.raw(), self.partner.as_ref().and_then(|p| p.raw())]
+    }
+
     /// Whether the request is finished (or inactive, or done at start).
     pub fn is_complete(&self) -> bool {
-        match self.progress {
+        let own = match self.progress {
             Progress::Running { raw, .. } => self.core.raw_done(raw),
             _ => true,
-        }
+        };
+        own && self.partner.as_ref().is_none_or(|p| p.is_complete())
     }
 
     /// Whether it is an inactive persistent request (completes with an empty status).
@@ -258,6 +268,9 @@ impl Request {
 
     /// Collects the outcome of a finished request; it becomes inactive (persistent) or spent.
     pub fn complete(&mut self) -> Res<Outcome> {
+        if let Some(mut partner) = self.partner.take() {
+            partner.complete()?;
+        }
         let progress = std::mem::replace(&mut self.progress, Progress::Inactive);
         match progress {
             Progress::Inactive => Ok(Outcome::EMPTY),
