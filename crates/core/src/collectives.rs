@@ -324,11 +324,24 @@ impl Comm {
         recv: &mut [u8],
         reduce: Option<Reducer>,
     ) -> Result<ReqId, Error> {
-        if send.len() < schedule.send_bytes {
-            return Err(too_small("send buffer", schedule.send_bytes, send.len()));
+        let (send, recv) = ((send.as_ptr(), send.len()), (recv.as_mut_ptr(), recv.len()));
+        self.launch(schedule, send, recv, reduce)
+    }
+
+    /// Checks the buffers against `schedule` and hands it to the executor under the next call
+    /// number; the caller keeps the buffers valid until the request is done.
+    pub(crate) fn launch(
+        &self,
+        schedule: Schedule,
+        send: (*const u8, usize),
+        recv: (*mut u8, usize),
+        reduce: Option<Reducer>,
+    ) -> Result<ReqId, Error> {
+        if send.1 < schedule.send_bytes {
+            return Err(too_small("send buffer", schedule.send_bytes, send.1));
         }
-        if recv.len() < schedule.recv_bytes {
-            return Err(too_small("receive buffer", schedule.recv_bytes, recv.len()));
+        if recv.1 < schedule.recv_bytes {
+            return Err(too_small("receive buffer", schedule.recv_bytes, recv.1));
         }
         let call = self.calls.get().wrapping_add(1);
         self.calls.set(call);
@@ -340,8 +353,8 @@ impl Comm {
                 context: self.context,
                 call,
                 world_of: self.group.world_of.clone(),
-                send: send.as_ptr(),
-                recv: recv.as_mut_ptr(),
+                send: send.0,
+                recv: recv.0,
                 reduce,
             })
     }

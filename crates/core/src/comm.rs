@@ -176,6 +176,20 @@ impl Comm {
     }
 
     fn start_send(&self, context: u32, buf: &[u8], dest: usize, tag: i32) -> Result<ReqId, Error> {
+        self.post_send(context, buf.as_ptr(), buf.len(), dest, tag, false)
+    }
+
+    /// Checks the arguments and hands a send of `len` bytes at `buf` to the engine; the caller
+    /// keeps the buffer valid until the request is done.
+    pub(crate) fn post_send(
+        &self,
+        context: u32,
+        buf: *const u8,
+        len: usize,
+        dest: usize,
+        tag: i32,
+        synchronous: bool,
+    ) -> Result<ReqId, Error> {
         if tag < 0 {
             return Err(Error::InvalidTag(tag));
         }
@@ -183,7 +197,7 @@ impl Comm {
         self.shared
             .engine
             .borrow_mut()
-            .isend(context, dest, tag, buf.as_ptr(), buf.len(), false)
+            .isend(context, dest, tag, buf, len, synchronous)
     }
 
     fn start_recv(
@@ -193,12 +207,25 @@ impl Comm {
         source: Source,
         tag: i32,
     ) -> Result<ReqId, Error> {
+        self.post_recv(context, buf.as_mut_ptr(), buf.len(), source, tag)
+    }
+
+    /// Checks the arguments and posts a receive into `len` bytes at `buf`; the caller keeps
+    /// the buffer valid until the request is done.
+    pub(crate) fn post_recv(
+        &self,
+        context: u32,
+        buf: *mut u8,
+        len: usize,
+        source: Source,
+        tag: i32,
+    ) -> Result<ReqId, Error> {
         let source = self.source_pattern(source)?;
         let tag = Comm::tag_pattern(tag)?;
         self.shared
             .engine
             .borrow_mut()
-            .irecv(context, source, tag, buf.as_mut_ptr(), buf.len())
+            .irecv(context, source, tag, buf, len)
     }
 
     fn finish(&self, id: ReqId) -> Result<Status, Error> {

@@ -6,7 +6,7 @@
 //! request ids and takes raw pointers; the caller upholds MPI's buffer rules. Everything here
 //! still runs on the calling thread and drives the same engine.
 
-use crate::coll::{CollectiveCall, Reducer};
+use crate::coll::Reducer;
 use crate::comm::{Comm, Source};
 use crate::engine::{ReqId, Unexpected};
 use crate::error::Error;
@@ -122,15 +122,8 @@ impl Comm {
         tag: i32,
         mode: SendMode,
     ) -> Result<RawRequest, Error> {
-        if tag < 0 {
-            return Err(Error::InvalidTag(tag));
-        }
-        let dest = self.world_rank_of(dest)? as u32;
         let synchronous = mode == SendMode::Synchronous;
-        self.shared
-            .engine
-            .borrow_mut()
-            .isend(self.context, dest, tag, buf, len, synchronous)
+        self.post_send(self.context, buf, len, dest, tag, synchronous)
             .map(RawRequest)
     }
 
@@ -145,12 +138,7 @@ impl Comm {
         source: Source,
         tag: i32,
     ) -> Result<RawRequest, Error> {
-        let source = self.source_pattern(source)?;
-        let tag = Comm::tag_pattern(tag)?;
-        self.shared
-            .engine
-            .borrow_mut()
-            .irecv(self.context, source, tag, buf, len)
+        self.post_recv(self.context, buf, len, source, tag)
             .map(RawRequest)
     }
 
@@ -168,28 +156,7 @@ impl Comm {
         recv: (*mut u8, usize),
         reduce: Option<Reducer>,
     ) -> Result<RawRequest, Error> {
-        if send.1 < schedule.send_bytes || recv.1 < schedule.recv_bytes {
-            return Err(Error::BufferTooSmall {
-                what: "collective buffer".into(),
-                needed: schedule.send_bytes.max(schedule.recv_bytes),
-                got: send.1.min(recv.1),
-            });
-        }
-        let call_no = self.calls.get().wrapping_add(1);
-        self.calls.set(call_no);
-        self.shared
-            .engine
-            .borrow_mut()
-            .start_collective(CollectiveCall {
-                schedule,
-                context: self.context,
-                call: call_no,
-                world_of: self.group.world_of.clone(),
-                send: send.0,
-                recv: recv.0,
-                reduce,
-            })
-            .map(RawRequest)
+        self.launch(schedule, send, recv, reduce).map(RawRequest)
     }
 
     /// Whether `request` has finished (no progress is made).
