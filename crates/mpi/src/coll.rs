@@ -178,18 +178,9 @@ fn blocks(
             typed,
         };
     }
-    let mut at = 0;
-    let packed_displs = byte_counts
-        .iter()
-        .map(|c| {
-            let d = at;
-            at += c;
-            d
-        })
-        .collect();
     Blocks {
+        displs: packed_displs(&byte_counts),
         counts: byte_counts,
-        displs: packed_displs,
         direct: None,
         typed,
     }
@@ -200,7 +191,7 @@ impl Blocks {
         match self.direct {
             Some(ptr) => Input {
                 ptr,
-                len: extent_of(&self.counts, &self.displs),
+                len: ferry_sched::algorithms::extent(&self.counts, &self.displs),
                 staged: None,
             },
             None => Input::gather(&self.typed),
@@ -211,7 +202,7 @@ impl Blocks {
         match self.direct {
             Some(ptr) => Output {
                 ptr,
-                len: extent_of(&self.counts, &self.displs),
+                len: ferry_sched::algorithms::extent(&self.counts, &self.displs),
                 staged: None,
             },
             None => {
@@ -232,13 +223,16 @@ impl Blocks {
     }
 }
 
-fn extent_of(counts: &[usize], displs: &[usize]) -> usize {
+/// Where each block starts when the blocks lie back to back.
+fn packed_displs(counts: &[usize]) -> Vec<usize> {
     counts
         .iter()
-        .zip(displs)
-        .map(|(c, d)| c + d)
-        .max()
-        .unwrap_or(0)
+        .scan(0, |at, &c| {
+            let d = *at;
+            *at += c;
+            Some(d)
+        })
+        .collect()
 }
 
 /// A reduction on packed bytes of `dt` with `op`, and whether it commutes.
@@ -936,17 +930,7 @@ unsafe fn alltoallv(
         let out = blocks(&rt, recvbuf as *mut u8, &rc, &rd, false);
         let (send, sc, sd) = if in_place(sendbuf) {
             let input = Input::gather(&out.typed);
-            let mut at = 0;
-            let sd = out
-                .counts
-                .iter()
-                .map(|c| {
-                    let d = at;
-                    at += c;
-                    d
-                })
-                .collect();
-            (input, out.counts.clone(), sd)
+            (input, out.counts.clone(), packed_displs(&out.counts))
         } else {
             let (c, d) = per_rank(n, sendcounts, sdispls)?;
             let st = s.committed_type(sendtype)?;
@@ -1009,15 +993,7 @@ unsafe fn alltoallw(
         };
         let packed = |b: &[Typed]| {
             let counts: Vec<usize> = b.iter().map(Typed::bytes).collect();
-            let mut at = 0;
-            let displs: Vec<usize> = counts
-                .iter()
-                .map(|c| {
-                    let d = at;
-                    at += c;
-                    d
-                })
-                .collect();
+            let displs = packed_displs(&counts);
             (counts, displs)
         };
         let (sc, sd) = packed(&sblocks);
@@ -1127,6 +1103,15 @@ unsafe fn scan(
             Some(r),
         )
     })
+}
+
+/// One receive count per rank of `comm`, from a C array.
+unsafe fn recv_counts(comm: Handle, recvcounts: *const c_int) -> Res<Vec<usize>> {
+    let n = running(|s| Ok(s.core_comm(comm)?.size()))?;
+    if n > 0 && recvcounts.is_null() {
+        return fail(MPI_ERR_ARG, "recvcounts is NULL");
+    }
+    (0..n).map(|i| count_arg(*recvcounts.add(i))).collect()
 }
 
 const BLOCKING: *mut Handle = std::ptr::null_mut();
@@ -1263,11 +1248,7 @@ mpi! {
 mpi! {
     /// Reduction whose result is scattered in variable blocks.
     fn MPI_Reduce_scatter / PMPI_Reduce_scatter(sendbuf: *const c_void, recvbuf: *mut c_void, recvcounts: *const c_int, datatype: Handle, op: Handle, comm: Handle) on comm => {
-        let n = running(|s| Ok(s.core_comm(comm)?.size()))?;
-        if n > 0 && recvcounts.is_null() {
-            return fail(MPI_ERR_ARG, "recvcounts is NULL");
-        }
-        let counts = (0..n).map(|i| count_arg(*recvcounts.add(i))).collect::<Res<Vec<_>>>()?;
+        let counts = recv_counts(comm, recvcounts)?;
         reduce_scatter(sendbuf, recvbuf, &counts, datatype, op, comm, BLOCKING)
     }
 }
@@ -1324,11 +1305,7 @@ mpi! {
 mpi! {
     /// Nonblocking reduction scattered in variable blocks.
     fn MPI_Ireduce_scatter / PMPI_Ireduce_scatter(sendbuf: *const c_void, recvbuf: *mut c_void, recvcounts: *const c_int, datatype: Handle, op: Handle, comm: Handle, request: *mut Handle) on comm => {
-        let n = running(|s| Ok(s.core_comm(comm)?.size()))?;
-        if n > 0 && recvcounts.is_null() {
-            return fail(MPI_ERR_ARG, "recvcounts is NULL");
-        }
-        let counts = (0..n).map(|i| count_arg(*recvcounts.add(i))).collect::<Res<Vec<_>>>()?;
+        let counts = recv_counts(comm, recvcounts)?;
         reduce_scatter(sendbuf, recvbuf, &counts, datatype, op, comm, nonnull(request)?)
     }
 }

@@ -6,7 +6,7 @@ use crate::error::{fail, MpiError, Res};
 use crate::request::{Outcome, Persistent, Progress, Request, SendKind, Typed};
 use crate::state::{running, with, State};
 use crate::NONE;
-use ferry_core::raw::SendMode;
+use ferry_core::raw::{RawRequest, SendMode};
 use ferry_core::Source;
 use std::ffi::{c_int, c_void};
 
@@ -188,16 +188,30 @@ pub fn start_recv(
         count,
         base: buf as *mut u8,
     };
+    // SAFETY: MPI's contract keeps the buffer valid until the request completes.
+    receive_into(comm, core, typed, |core, ptr, len| unsafe {
+        core.raw_recv(ptr, len, source, tag)
+    })
+}
+
+/// Receives into `typed`: straight into the user's buffer when the datatype is contiguous,
+/// else into staging that the finish closure unpacks. `post` hands the runtime a buffer that
+/// stays valid until the request is done.
+fn receive_into(
+    comm: Handle,
+    core: ferry_core::Comm,
+    typed: Typed,
+    post: impl FnOnce(&ferry_core::Comm, *mut u8, usize) -> Result<RawRequest, ferry_core::Error>,
+) -> Res<Request> {
     match typed.direct() {
         Some(ptr) => {
-            // SAFETY: MPI's contract keeps the buffer valid until the request completes.
-            let raw = unsafe { core.raw_recv(ptr, typed.bytes(), source, tag)? };
+            let raw = post(&core, ptr, typed.bytes())?;
             Ok(Request::running(comm, core, raw, None))
         }
         None => {
             let mut staged = vec![0u8; typed.bytes()];
-            // SAFETY: `staged` lives in the finish closure until the receive is done.
-            let raw = unsafe { core.raw_recv(staged.as_mut_ptr(), staged.len(), source, tag)? };
+            // `staged` lives in the finish closure until the receive is done.
+            let raw = post(&core, staged.as_mut_ptr(), staged.len())?;
             let finish = move |st: &ferry_core::raw::RawStatus| typed.unpack(&staged[..st.len]);
             Ok(Request::running(comm, core, raw, Some(Box::new(finish))))
         }
@@ -318,42 +332,89 @@ mpi! {
         })
     }
 }
+/// A receive carrying its send as partner: MPI_Sendrecv and MPI_Isendrecv.
+fn start_sendrecv(
+    s: &mut State,
+    send: (*const c_void, c_int, Handle, c_int, c_int),
+    recv: (*mut c_void, c_int, Handle, c_int, c_int),
+    comm: Handle,
+) -> Res<Request> {
+    let (sendbuf, sendcount, sendtype, dest, sendtag) = send;
+    let (recvbuf, recvcount, recvtype, source, recvtag) = recv;
+    let mut req = start_recv(s, recvbuf, recvcount, recvtype, source, recvtag, comm)?;
+    let send = start_send(
+        s,
+        sendbuf,
+        sendcount,
+        sendtype,
+        dest,
+        sendtag,
+        comm,
+        SendKind::Standard,
+    )?;
+    req.partner = Some(Box::new(send));
+    Ok(req)
+}
+
+/// MPI_Sendrecv_replace and its nonblocking form: the outgoing data is packed first, so the
+/// receive may land in `buf` at once.
+fn start_sendrecv_replace(
+    s: &mut State,
+    buf: *mut c_void,
+    count: c_int,
+    datatype: Handle,
+    (dest, sendtag): (c_int, c_int),
+    (source, recvtag): (c_int, c_int),
+    comm: Handle,
+) -> Res<Request> {
+    let dt = s.committed_type(datatype)?;
+    let typed = Typed {
+        dt,
+        count: count_arg(count)?,
+        base: buf as *mut u8,
+    };
+    let staged = typed.pack();
+    let byte = crate::datatype::Builtin::Byte.handle();
+    let mut send = start_send(
+        s,
+        staged.as_ptr() as *const c_void,
+        staged.len() as c_int,
+        byte,
+        dest,
+        sendtag,
+        comm,
+        SendKind::Standard,
+    )?;
+    if let Progress::Running { finish, .. } = &mut send.progress {
+        *finish = Some(Box::new(move |_| drop(staged)));
+    }
+    let mut req = start_recv(s, buf, count, datatype, source, recvtag, comm)?;
+    req.partner = Some(Box::new(send));
+    Ok(req)
+}
+
+/// Waits for a receive (and its partner) and reports it.
+unsafe fn finish_recv(mut req: Request, status: *mut MpiStatus) -> Res {
+    let outcome = wait_request(&mut req)?;
+    outcome.write(status, false);
+    outcome.check()
+}
+
 mpi! {
     /// Send and receive without deadlock.
     fn MPI_Sendrecv / PMPI_Sendrecv(sendbuf: *const c_void, sendcount: c_int, sendtype: Handle, dest: c_int, sendtag: c_int,
         recvbuf: *mut c_void, recvcount: c_int, recvtype: Handle, source: c_int, recvtag: c_int, comm: Handle, status: *mut MpiStatus) on comm => {
-        let (mut recv, mut send) = running(|s| {
-            let recv = start_recv(s, recvbuf, recvcount, recvtype, source, recvtag, comm)?;
-            let send = start_send(s, sendbuf, sendcount, sendtype, dest, sendtag, comm, SendKind::Standard)?;
-            Ok((recv, send))
-        })?;
-        wait_request(&mut send)?;
-        let outcome = wait_request(&mut recv)?;
-        outcome.write(status, false);
-        outcome.check()
+        let send = (sendbuf, sendcount, sendtype, dest, sendtag);
+        let recv = (recvbuf, recvcount, recvtype, source, recvtag);
+        finish_recv(running(|s| start_sendrecv(s, send, recv, comm))?, status)
     }
 }
 mpi! {
     /// Send and receive in one buffer.
     fn MPI_Sendrecv_replace / PMPI_Sendrecv_replace(buf: *mut c_void, count: c_int, datatype: Handle, dest: c_int, sendtag: c_int,
         source: c_int, recvtag: c_int, comm: Handle, status: *mut MpiStatus) on comm => {
-        // The outgoing data is packed first, so the receive may land in `buf` at once.
-        let (mut recv, mut send) = running(|s| {
-            let dt = s.committed_type(datatype)?;
-            let typed = Typed { dt, count: count_arg(count)?, base: buf as *mut u8 };
-            let staged = typed.pack();
-            let send = start_send(s, staged.as_ptr() as *const c_void, staged.len() as c_int, crate::datatype::Builtin::Byte.handle(), dest, sendtag, comm, SendKind::Standard);
-            let recv = start_recv(s, buf, count, datatype, source, recvtag, comm)?;
-            let mut send = send?;
-            if let Progress::Running { finish, .. } = &mut send.progress {
-                *finish = Some(Box::new(move |_| drop(staged)));
-            }
-            Ok((recv, send))
-        })?;
-        wait_request(&mut send)?;
-        let outcome = wait_request(&mut recv)?;
-        outcome.write(status, false);
-        outcome.check()
+        let req = running(|s| start_sendrecv_replace(s, buf, count, datatype, (dest, sendtag), (source, recvtag), comm))?;
+        finish_recv(req, status)
     }
 }
 mpi! {
@@ -620,7 +681,7 @@ enum Entry {
     /// MPI_REQUEST_NULL or an inactive persistent request.
     Null,
     /// Done or in flight: the runtime requests it waits for (none when done at start).
-    Active([Option<ferry_core::raw::RawRequest>; 2]),
+    Active([Option<RawRequest>; 2]),
 }
 
 impl Entry {
@@ -653,7 +714,7 @@ fn entries(handles: &[Handle]) -> Res<(Vec<Entry>, Option<ferry_core::Comm>)> {
     })
 }
 
-fn done_in(entry: Entry, done: &dyn Fn(ferry_core::raw::RawRequest) -> bool) -> bool {
+fn done_in(entry: Entry, done: &dyn Fn(RawRequest) -> bool) -> bool {
     match entry {
         Entry::Null => false,
         Entry::Active(raws) => raws.iter().flatten().all(|&raw| done(raw)),
@@ -1098,20 +1159,10 @@ unsafe fn start_mrecv(
             count,
             base: buf as *mut u8,
         };
-        match typed.direct() {
-            Some(ptr) => {
-                // SAFETY: MPI's contract keeps the buffer valid until the request completes.
-                let raw = core.raw_mrecv(msg, ptr, typed.bytes())?;
-                Ok(Request::running(comm, core, raw, None))
-            }
-            None => {
-                let mut staged = vec![0u8; typed.bytes()];
-                // SAFETY: `staged` lives in the finish closure until the receive is done.
-                let raw = core.raw_mrecv(msg, staged.as_mut_ptr(), staged.len())?;
-                let finish = move |st: &ferry_core::raw::RawStatus| typed.unpack(&staged[..st.len]);
-                Ok(Request::running(comm, core, raw, Some(Box::new(finish))))
-            }
-        }
+        // SAFETY: MPI's contract keeps the buffer valid until the request completes.
+        receive_into(comm, core, typed, |core, ptr, len| unsafe {
+            core.raw_mrecv(msg, ptr, len)
+        })
     })
 }
 
@@ -1138,11 +1189,11 @@ mpi! {
     /// Nonblocking send and receive in one request.
     fn MPI_Isendrecv / PMPI_Isendrecv(sendbuf: *const c_void, sendcount: c_int, sendtype: Handle, dest: c_int, sendtag: c_int,
         recvbuf: *mut c_void, recvcount: c_int, recvtype: Handle, source: c_int, recvtag: c_int, comm: Handle, request: *mut Handle) on comm => {
+        let send = (sendbuf, sendcount, sendtype, dest, sendtag);
+        let recv = (recvbuf, recvcount, recvtype, source, recvtag);
         running(|s| {
-            let mut recv = start_recv(s, recvbuf, recvcount, recvtype, source, recvtag, comm)?;
-            let send = start_send(s, sendbuf, sendcount, sendtype, dest, sendtag, comm, SendKind::Standard)?;
-            recv.partner = Some(Box::new(send));
-            publish(s, recv, request)
+            let req = start_sendrecv(s, send, recv, comm)?;
+            publish(s, req, request)
         })
     }
 }
@@ -1151,17 +1202,8 @@ mpi! {
     fn MPI_Isendrecv_replace / PMPI_Isendrecv_replace(buf: *mut c_void, count: c_int, datatype: Handle, dest: c_int, sendtag: c_int,
         source: c_int, recvtag: c_int, comm: Handle, request: *mut Handle) on comm => {
         running(|s| {
-            let dt = s.committed_type(datatype)?;
-            let typed = Typed { dt, count: count_arg(count)?, base: buf as *mut u8 };
-            let staged = typed.pack();
-            let byte = crate::datatype::Builtin::Byte.handle();
-            let mut send = start_send(s, staged.as_ptr() as *const c_void, staged.len() as c_int, byte, dest, sendtag, comm, SendKind::Standard)?;
-            if let Progress::Running { finish, .. } = &mut send.progress {
-                *finish = Some(Box::new(move |_| drop(staged)));
-            }
-            let mut recv = start_recv(s, buf, count, datatype, source, recvtag, comm)?;
-            recv.partner = Some(Box::new(send));
-            publish(s, recv, request)
+            let req = start_sendrecv_replace(s, buf, count, datatype, (dest, sendtag), (source, recvtag), comm)?;
+            publish(s, req, request)
         })
     }
 }

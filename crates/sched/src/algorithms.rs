@@ -296,7 +296,7 @@ pub fn alltoall_pairwise(rank: Rank, size: usize, block: usize) -> Schedule {
 }
 
 /// Bytes a buffer needs to hold blocks of `counts[r]` bytes at `displs[r]`.
-fn extent(counts: &[usize], displs: &[usize]) -> usize {
+pub fn extent(counts: &[usize], displs: &[usize]) -> usize {
     counts
         .iter()
         .zip(displs)
