@@ -39,6 +39,8 @@ pub mod kind {
     pub const FIN: u8 = 0x05;
     /// Orderly goodbye: the peer finalized and closes the channel.
     pub const BYE: u8 = 0x06;
+    /// One rail of a multi-rail connection failed; its chunks are sent again on the others.
+    pub const RAIL_DOWN: u8 = 0x07;
 }
 
 /// A decoded frame header.
@@ -92,6 +94,12 @@ pub enum Frame {
     },
     /// The peer finalized; an end of stream after this is orderly.
     Bye,
+    /// The sender stopped using rail `rail` of this peer pair (it failed): the receiver closes
+    /// its end and ignores what it still holds, since every chunk sent on it is sent again.
+    RailDown {
+        /// Index of the failed rail (never 0, which carries the ordered traffic).
+        rail: u32,
+    },
 }
 
 /// Why bytes did not decode as a frame header.
@@ -109,6 +117,9 @@ pub enum FrameError {
     /// The kind byte is unknown.
     #[error("unknown frame kind 0x{0:02x}")]
     Kind(u8),
+    /// A field holds a value its kind cannot have.
+    #[error("frame field `{0}` out of range")]
+    Field(&'static str),
     /// A payload length beyond what the receiver accepts.
     #[error("frame payload of {len} bytes exceeds the limit of {limit}")]
     TooLong {
@@ -151,6 +162,7 @@ impl Frame {
             } => (kind::DATA, 0, 0, recv_id, offset, len),
             Frame::Fin { send_id } => (kind::FIN, 0, 0, send_id, 0, 0),
             Frame::Bye => (kind::BYE, 0, 0, 0, 0, 0),
+            Frame::RailDown { rail } => (kind::RAIL_DOWN, 0, 0, u64::from(rail), 0, 0),
         };
         out[0] = PROTOCOL_VERSION;
         out[1] = kind;
@@ -215,6 +227,9 @@ impl Frame {
             },
             kind::FIN => Frame::Fin { send_id: a },
             kind::BYE => Frame::Bye,
+            kind::RAIL_DOWN => Frame::RailDown {
+                rail: u32::try_from(a).map_err(|_| FrameError::Field("rail"))?,
+            },
             other => return Err(FrameError::Kind(other)),
         };
         let len = frame.payload_len();
@@ -267,6 +282,7 @@ mod tests {
             }),
             any::<u64>().prop_map(|send_id| Frame::Fin { send_id }),
             Just(Frame::Bye),
+            any::<u32>().prop_map(|rail| Frame::RailDown { rail }),
         ]
     }
 

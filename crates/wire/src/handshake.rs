@@ -5,11 +5,15 @@
 //!
 //! ```text
 //! connector                                   acceptor
-//!   HELLO  {magic, job, rank_c, nonce_c}  →
+//!   HELLO  {magic, job, rank_c, lane, nonce_c}  →
 //!                                         ←   CHALLENGE {magic, rank_a, nonce_a,
-//!                                                        HMAC(key, "accept"  | job | nonce_c | rank_a | rank_c)}
-//!   PROOF  {HMAC(key, "connect" | job | nonce_a | nonce_c | rank_c | rank_a)}  →
+//!                                                        HMAC(key, "accept"  | job | nonce_c | rank_a | rank_c | lane)}
+//!   PROOF  {HMAC(key, "connect" | job | nonce_a | nonce_c | rank_c | rank_a | lane)}  →
 //! ```
+//!
+//! `lane` says which rail of a multi-rail peer pair this connection is: rail index and rail
+//! count, 16 bits each (0 and 1 without rails). Both MACs cover it, so it cannot be altered on
+//! the way, and an acceptor refuses a count other than its own.
 //!
 //! Layouts are fixed-size and little-endian; [`HELLO_LEN`], [`CHALLENGE_LEN`], [`PROOF_LEN`].
 //! The machine consumes only its own bytes, so frames that follow a proof in the same read are
@@ -104,6 +108,16 @@ pub enum HandshakeError {
         /// Rank the peer claims.
         got: u32,
     },
+    /// The peer opens a rail this side does not have.
+    #[error("peer opens rail {rail} of {rails}, but this side uses {ours} rails (set the same FERRY_RAILS for every rank)")]
+    RailMismatch {
+        /// Rail index the peer announced.
+        rail: u16,
+        /// Rail count the peer announced.
+        rails: u16,
+        /// Our rail count.
+        ours: u16,
+    },
     /// The peer claims a rank outside the job.
     #[error("peer claims rank {rank}, but the job has {size} ranks")]
     RankOutOfRange {
@@ -136,6 +150,8 @@ pub struct Handshake {
     my_nonce: [u8; 32],
     peer_nonce: [u8; 32],
     peer_rank: u32,
+    rail: u16,
+    rails: u16,
     state: State,
     input: Vec<u8>,
     output: Vec<u8>,
@@ -155,7 +171,7 @@ impl Handshake {
         output.extend_from_slice(&MAGIC);
         output.extend_from_slice(&job.to_le_bytes());
         output.extend_from_slice(&my_rank.to_le_bytes());
-        output.extend_from_slice(&0u32.to_le_bytes());
+        output.extend_from_slice(&[0, 0, 1, 0]); // lane: rail 0 of 1
         output.extend_from_slice(&nonce);
         Handshake {
             key,
@@ -165,6 +181,8 @@ impl Handshake {
             my_nonce: nonce,
             peer_nonce: [0; 32],
             peer_rank,
+            rail: 0,
+            rails: 1,
             state: State::AwaitChallenge,
             input: Vec::new(),
             output,
@@ -187,10 +205,41 @@ impl Handshake {
             my_nonce: nonce,
             peer_nonce: [0; 32],
             peer_rank: u32::MAX,
+            rail: 0,
+            rails: 1,
             state: State::AwaitHello,
             input: Vec::new(),
             output: Vec::new(),
         }
+    }
+
+    /// Connector: this connection is rail `rail` of `rails`. Call before sending anything.
+    pub fn on_rail(mut self, rail: u16, rails: u16) -> Handshake {
+        self.rail = rail;
+        self.rails = rails;
+        if self.state == State::AwaitChallenge && self.output.len() == HELLO_LEN {
+            let lane = self.lane();
+            self.output[20..24].copy_from_slice(&lane);
+        }
+        self
+    }
+
+    /// Acceptor: this side keeps `rails` connections per peer; a HELLO for another count fails.
+    pub fn with_rails(mut self, rails: u16) -> Handshake {
+        self.rails = rails;
+        self
+    }
+
+    /// The rail this connection is (0 without rails); the acceptor learns it from HELLO.
+    pub fn rail(&self) -> u16 {
+        self.rail
+    }
+
+    fn lane(&self) -> [u8; 4] {
+        let mut lane = [0u8; 4];
+        lane[..2].copy_from_slice(&self.rail.to_le_bytes());
+        lane[2..].copy_from_slice(&self.rails.to_le_bytes());
+        lane
     }
 
     /// Bytes to send now.
@@ -259,6 +308,18 @@ impl Handshake {
                         size: self.job_size,
                     });
                 }
+                let (rail, rails) = (
+                    u16::from_le_bytes([m[20], m[21]]),
+                    u16::from_le_bytes([m[22], m[23]]),
+                );
+                if rails != self.rails || rail >= rails {
+                    return Err(HandshakeError::RailMismatch {
+                        rail,
+                        rails,
+                        ours: self.rails,
+                    });
+                }
+                self.rail = rail;
                 self.peer_rank = rank;
                 self.peer_nonce.copy_from_slice(&m[24..56]);
                 let mac = self.accept_mac(self.my_rank, self.peer_rank, &self.peer_nonce);
@@ -289,13 +350,15 @@ impl Handshake {
             State::AwaitProof => {
                 let job = self.job.to_le_bytes();
                 let (rank_c, rank_a) = (self.peer_rank.to_le_bytes(), self.my_rank.to_le_bytes());
-                let parts: [&[u8]; 6] = [
+                let lane = self.lane();
+                let parts: [&[u8]; 7] = [
                     b"connect",
                     &job,
                     &self.my_nonce,
                     &self.peer_nonce,
                     &rank_c,
                     &rank_a,
+                    &lane,
                 ];
                 if !self.key.verify(&parts, m) {
                     return Err(HandshakeError::BadMac);
@@ -315,6 +378,7 @@ impl Handshake {
             nonce_c,
             &rank_a.to_le_bytes(),
             &rank_c.to_le_bytes(),
+            &self.lane(),
         ])
     }
 
@@ -333,6 +397,7 @@ impl Handshake {
             nonce_c,
             &rank_c.to_le_bytes(),
             &rank_a.to_le_bytes(),
+            &self.lane(),
         ])
     }
 }
@@ -401,6 +466,37 @@ mod tests {
         a.handle_input(c.pending_output()).unwrap();
         assert_eq!(
             a.handle_input(&[0u8; PROOF_LEN]),
+            Err(HandshakeError::BadMac)
+        );
+    }
+
+    #[test]
+    fn rails_are_agreed_and_authenticated() {
+        let mut c = Handshake::connect(key(7), 42, 4, 1, 3, [1; 32]).on_rail(2, 3);
+        let mut a = Handshake::accept(key(7), 42, 4, 3, [2; 32]).with_rails(3);
+        drive(&mut c, &mut a).unwrap();
+        assert_eq!((a.peer_rank(), a.rail()), (Some(1), 2));
+
+        let c = Handshake::connect(key(7), 42, 4, 1, 3, [1; 32]).on_rail(1, 2);
+        let mut a = Handshake::accept(key(7), 42, 4, 3, [2; 32]).with_rails(3);
+        assert_eq!(
+            a.handle_input(c.pending_output()),
+            Err(HandshakeError::RailMismatch {
+                rail: 1,
+                rails: 2,
+                ours: 3
+            })
+        );
+
+        // A lane altered on the way breaks the acceptor's MAC for the connector.
+        let mut c = Handshake::connect(key(7), 42, 4, 1, 3, [1; 32]).on_rail(1, 3);
+        let mut hello = c.pending_output().to_vec();
+        c.consume_output(hello.len());
+        hello[20] = 2;
+        let mut a = Handshake::accept(key(7), 42, 4, 3, [2; 32]).with_rails(3);
+        a.handle_input(&hello).unwrap();
+        assert_eq!(
+            c.handle_input(a.pending_output()),
             Err(HandshakeError::BadMac)
         );
     }

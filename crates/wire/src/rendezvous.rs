@@ -9,6 +9,11 @@
 //! sender's memory, and answers CTS otherwise (also after a refused pull), so a sender always
 //! accepts either reply. A receive buffer shorter than the message asks for fewer bytes
 //! (`accept_len`), and the sender pushes only those: truncation costs no bandwidth.
+//!
+//! Over several rails (striped pushes) the sender may have to send a chunk again when a rail
+//! fails, so it keeps its buffer until the receiver confirms with a FIN (an *acknowledged*
+//! send), and the receiver counts every byte once however often and in whatever order chunks
+//! arrive.
 
 use crate::frame::Frame;
 use thiserror::Error;
@@ -34,7 +39,16 @@ pub enum ProtocolError {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum SendState {
     AwaitReply,
-    Pushing { recv_id: u64, next: u64, end: u64 },
+    Pushing {
+        recv_id: u64,
+        next: u64,
+        end: u64,
+    },
+    /// Every chunk is handed out; an acknowledged send waits for the receiver's FIN.
+    AwaitAck {
+        recv_id: u64,
+        end: u64,
+    },
     Done,
 }
 
@@ -54,6 +68,7 @@ pub struct DataChunk {
 pub struct RendezvousSend {
     send_id: u64,
     len: u64,
+    acknowledged: bool,
     state: SendState,
 }
 
@@ -63,8 +78,16 @@ impl RendezvousSend {
         RendezvousSend {
             send_id,
             len,
+            acknowledged: false,
             state: SendState::AwaitReply,
         }
+    }
+
+    /// A send that stays open after its last chunk until the receiver answers FIN, so chunks
+    /// can be sent again (multi-rail).
+    pub fn acknowledged(mut self) -> Self {
+        self.acknowledged = true;
+        self
     }
 
     /// The RTS that opens the exchange.
@@ -96,9 +119,12 @@ impl RendezvousSend {
         Ok(())
     }
 
-    /// The receiver pulled the data itself.
+    /// The receiver pulled the data itself, or (acknowledged sends) has every pushed byte.
     pub fn on_fin(&mut self) -> Result<(), ProtocolError> {
-        if self.state != SendState::AwaitReply {
+        if !matches!(
+            self.state,
+            SendState::AwaitReply | SendState::AwaitAck { .. }
+        ) {
             return Err(ProtocolError::UnexpectedReply("FIN", self.send_id));
         }
         self.state = SendState::Done;
@@ -112,14 +138,16 @@ impl RendezvousSend {
             return None;
         };
         let len = (end - next).min(max_chunk.max(1));
-        self.state = if next + len == end {
-            SendState::Done
-        } else {
+        self.state = if next + len < end {
             SendState::Pushing {
                 recv_id,
                 next: next + len,
                 end,
             }
+        } else if self.acknowledged {
+            SendState::AwaitAck { recv_id, end }
+        } else {
+            SendState::Done
         };
         Some(DataChunk {
             frame: Frame::Data {
@@ -132,14 +160,48 @@ impl RendezvousSend {
         })
     }
 
+    /// The chunk `[offset, offset + len)` again, for a rail that failed after it was handed
+    /// out; `None` once the send is over or outside what the receiver accepted.
+    pub fn resend(&self, offset: u64, len: u64) -> Option<DataChunk> {
+        let (SendState::Pushing { recv_id, end, .. } | SendState::AwaitAck { recv_id, end }) =
+            self.state
+        else {
+            return None;
+        };
+        (offset.checked_add(len)? <= end).then_some(DataChunk {
+            frame: Frame::Data {
+                recv_id,
+                offset,
+                len,
+            },
+            offset,
+            len,
+        })
+    }
+
     /// Waiting for CTS or FIN.
     pub fn awaiting_reply(&self) -> bool {
         self.state == SendState::AwaitReply
     }
 
-    /// Every byte has been handed out (or pulled).
+    /// The send is over: every byte handed out (or pulled), and acknowledged if it must be.
     pub fn is_done(&self) -> bool {
         self.state == SendState::Done
+    }
+
+    /// No chunk is left to hand out (the send may still wait for its acknowledgement).
+    pub fn handed_out(&self) -> bool {
+        !matches!(self.state, SendState::Pushing { .. })
+    }
+
+    /// The length of the message.
+    pub fn len(&self) -> u64 {
+        self.len
+    }
+
+    /// True for a message of no bytes.
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
     }
 }
 
@@ -150,6 +212,8 @@ pub struct RendezvousRecv {
     recv_id: u64,
     message_len: u64,
     accepted: u64,
+    /// Byte ranges stored so far, sorted and merged.
+    stored: Vec<(u64, u64)>,
     received: u64,
 }
 
@@ -161,6 +225,7 @@ impl RendezvousRecv {
             recv_id,
             message_len,
             accepted: message_len.min(buffer_len),
+            stored: Vec::new(),
             received: 0,
         }
     }
@@ -192,22 +257,49 @@ impl RendezvousRecv {
         }
     }
 
+    /// The FIN confirming that every pushed byte is in (acknowledged sends).
+    pub fn ack(&self) -> Frame {
+        Frame::Fin {
+            send_id: self.send_id,
+        }
+    }
+
     /// A DATA chunk `[offset, offset + len)` is about to be stored; checks it lies within the
-    /// accepted range. Chunks may come in any order but must not overlap.
-    pub fn on_data(&mut self, offset: u64, len: u64) -> Result<(), ProtocolError> {
-        let fits = offset
+    /// accepted range. Chunks may come in any order.
+    pub fn on_data(&self, offset: u64, len: u64) -> Result<(), ProtocolError> {
+        if offset
             .checked_add(len)
             .is_some_and(|end| end <= self.accepted)
-            && self.received + len <= self.accepted;
-        if !fits {
-            return Err(ProtocolError::ChunkOutOfRange {
+        {
+            Ok(())
+        } else {
+            Err(ProtocolError::ChunkOutOfRange {
                 offset,
                 len,
                 accepted: self.accepted,
-            });
+            })
         }
-        self.received += len;
-        Ok(())
+    }
+
+    /// The chunk checked by [`RendezvousRecv::on_data`] is fully stored. A chunk that arrives
+    /// twice (sent again after a rail failed) counts once.
+    pub fn on_stored(&mut self, offset: u64, len: u64) {
+        let (mut start, mut end) = (offset, offset.saturating_add(len).min(self.accepted));
+        if start >= end {
+            return;
+        }
+        // Ranges touching [start, end) merge into it.
+        let first = self.stored.partition_point(|&(_, e)| e < start);
+        let mut last = first;
+        while last < self.stored.len() && self.stored[last].0 <= end {
+            let (s, e) = self.stored[last];
+            self.received -= e - s;
+            start = start.min(s);
+            end = end.max(e);
+            last += 1;
+        }
+        self.stored.splice(first..last, [(start, end)]);
+        self.received += end - start;
     }
 
     /// All accepted bytes are in.
@@ -245,6 +337,7 @@ mod tests {
         let mut offsets = vec![];
         while let Some(chunk) = send.next_chunk(4) {
             recv.on_data(chunk.offset, chunk.len).unwrap();
+            recv.on_stored(chunk.offset, chunk.len);
             offsets.push((chunk.offset, chunk.len));
         }
         assert_eq!(offsets, [(0, 4), (4, 4), (8, 2)]);
@@ -299,10 +392,53 @@ mod tests {
 
     #[test]
     fn chunks_outside_the_accepted_range_are_refused() {
-        let mut recv = RendezvousRecv::new(1, 2, 100, 50);
+        let recv = RendezvousRecv::new(1, 2, 100, 50);
         assert!(recv.on_data(40, 20).is_err());
         assert!(recv.on_data(u64::MAX, 2).is_err());
         recv.on_data(0, 50).unwrap();
-        assert!(recv.on_data(0, 1).is_err(), "more bytes than accepted");
+    }
+
+    #[test]
+    fn chunks_in_any_order_and_repeated_count_once() {
+        let mut recv = RendezvousRecv::new(1, 2, 100, 100);
+        for (offset, len) in [(50, 25), (0, 10), (50, 25), (75, 25), (5, 10), (10, 40)] {
+            assert!(!recv.is_complete());
+            recv.on_data(offset, len).unwrap();
+            recv.on_stored(offset, len);
+        }
+        assert!(recv.is_complete());
+        recv.on_stored(0, 100);
+        assert!(recv.is_complete());
+        assert_eq!(recv.stored, [(0, 100)]);
+    }
+
+    #[test]
+    fn acknowledged_send_waits_for_fin_and_can_resend() {
+        let mut send = RendezvousSend::new(4, 10).acknowledged();
+        assert_eq!(send.resend(0, 4), None, "nothing to resend before CTS");
+        send.on_cts(8, 10).unwrap();
+        while send.next_chunk(4).is_some() {}
+        assert!(send.handed_out() && !send.is_done());
+        let again = send.resend(4, 4).unwrap();
+        assert_eq!(
+            again.frame,
+            Frame::Data {
+                recv_id: 8,
+                offset: 4,
+                len: 4
+            }
+        );
+        assert_eq!(send.resend(8, 4), None, "past the accepted bytes");
+        send.on_fin().unwrap();
+        assert!(send.is_done());
+        assert_eq!(send.resend(0, 4), None);
+    }
+
+    #[test]
+    fn fin_in_the_middle_of_a_push_is_a_protocol_error() {
+        let mut send = RendezvousSend::new(4, 10).acknowledged();
+        send.on_cts(8, 10).unwrap();
+        send.next_chunk(4).unwrap();
+        assert!(send.on_fin().is_err());
     }
 }
