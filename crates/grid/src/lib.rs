@@ -4,7 +4,8 @@
 //!
 //! - [`topology`]: the TOML grid file ([`Topology::load`]) and the import of the seed's
 //!   per-process "process info files" ([`topology::import_process_info`]). Errors name the
-//!   file, the line and the field.
+//!   file, the line and the field. A cluster may add links (rails) between its hosts; a rank's
+//!   rail addresses travel in [`RAIL_ADDRS_ENV`].
 //! - [`place`]: one rank's [`Placement`] (cluster, front, host, address, relay), handed from
 //!   the launcher to the rank in `FERRY_GRID_PLACE`.
 //! - [`path`]: the process id [`Guid`], the path choice [`path::choose`] (the DESIGN §4 table),
@@ -46,4 +47,4 @@ pub mod topology;
 
 pub use path::{Guid, Path, Side};
 pub use place::{Placement, RelayAddrs, PLACE_ENV};
-pub use topology::{Cluster, Host, Topology, TopologyError};
+pub use topology::{Cluster, Host, Link, Subnet, Topology, TopologyError, RAIL_ADDRS_ENV};

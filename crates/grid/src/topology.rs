@@ -12,14 +12,24 @@
 //! front_addr = "10.1.0.1"     # ... and its address inside (default: .1 of the first host's /24)
 //! relay_port = 7390           # where `ferry relay` listens on the front node (default 7390)
 //! rate = "1gbit"              # optional: `tc` rate of each host's link (testbed)
+//! [[cluster.link]]            # optional: an extra network joining the cluster's hosts (a rail)
+//! subnet = "10.201.0.0/24"    # its addresses; no other address of the grid may lie in it
+//! rate = "500mbit"            # optional: `tc` rate of each host's link to it (testbed)
 //! [[cluster.host]]
 //! name = "a1"
 //! addr = "10.1.0.11"          # private clusters: a private address; public: a public one
 //! ranks = 2                   # default 1
+//! rails = ["10.201.0.11"]     # one address per [[cluster.link]], in their order
 //! ```
 //!
 //! A top-level `wan_rate = "…"` limits each link to the WAN bridge in the testbed. Unknown keys
 //! are errors. Every error names the file, the line and the field.
+//!
+//! **Rails.** A host's rail 0 is its `addr`; rail `i` (1, 2, …) is its address on the cluster's
+//! `i`-th `[[cluster.link]]`. Every host of a cluster with links lists exactly one address per
+//! link, inside that link's subnet. A link joins the hosts of its own cluster only: its
+//! addresses are not reachable from other clusters. The launcher hands a rank its host's rails
+//! in [`RAIL_ADDRS_ENV`] (see [`encode_rail_addrs`]).
 
 use crate::path::Guid;
 use serde::Deserialize;
@@ -32,6 +42,36 @@ use toml::Spanned;
 
 /// Port `ferry relay` listens on when the grid file does not say.
 pub const DEFAULT_RELAY_PORT: u16 = 7390;
+
+/// Environment variable with the addresses of a rank's host, rail 0 (the host's `addr`) first,
+/// comma-separated: `FERRY_RAIL_ADDRS=198.18.1.1,10.201.0.1`. Set by the launcher for ranks on
+/// hosts with rails; rail `i` of a rank dials from its address `i` to the peer's address `i`.
+pub const RAIL_ADDRS_ENV: &str = "FERRY_RAIL_ADDRS";
+
+/// The [`RAIL_ADDRS_ENV`] value of `addrs` (rail 0 first).
+pub fn encode_rail_addrs(addrs: &[Ipv4Addr]) -> String {
+    addrs
+        .iter()
+        .map(Ipv4Addr::to_string)
+        .collect::<Vec<_>>()
+        .join(",")
+}
+
+/// Parses a [`RAIL_ADDRS_ENV`] value; the error names the entry that is wrong.
+pub fn parse_rail_addrs(text: &str) -> Result<Vec<Ipv4Addr>, String> {
+    let mut addrs = Vec::new();
+    for (i, part) in text.split(',').enumerate() {
+        let addr: Ipv4Addr = part
+            .trim()
+            .parse()
+            .map_err(|_| format!("rail {i}: {part:?} is not an IPv4 address"))?;
+        if addrs.contains(&addr) {
+            return Err(format!("rail {i}: {addr} is listed twice"));
+        }
+        addrs.push(addr);
+    }
+    Ok(addrs)
+}
 
 /// Why a grid or process info file was refused.
 #[derive(Debug, Clone, PartialEq, Eq, Error)]
@@ -77,6 +117,65 @@ pub struct Host {
     pub addr: Ipv4Addr,
     /// Ranks started on this host.
     pub ranks: u32,
+    /// Its address on each of the cluster's [`Cluster::links`], in their order (rails 1, 2, …);
+    /// empty when the cluster has none.
+    pub rails: Vec<Ipv4Addr>,
+}
+
+impl Host {
+    /// Every rail address of the host: `addr` (rail 0), then `rails`.
+    pub fn rail_addrs(&self) -> Vec<Ipv4Addr> {
+        let mut v = Vec::with_capacity(1 + self.rails.len());
+        v.push(self.addr);
+        v.extend_from_slice(&self.rails);
+        v
+    }
+}
+
+/// An IPv4 subnet, `net/len`, with no host bits set in `net`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Subnet {
+    /// The network address.
+    pub net: Ipv4Addr,
+    /// Prefix length (8 … 30).
+    pub len: u8,
+}
+
+impl Subnet {
+    fn mask(self) -> u32 {
+        u32::MAX << (32 - u32::from(self.len))
+    }
+
+    /// Whether `addr` is in the subnet.
+    pub fn contains(self, addr: Ipv4Addr) -> bool {
+        u32::from(addr) & self.mask() == u32::from(self.net)
+    }
+
+    /// Whether the two subnets share an address.
+    pub fn overlaps(self, other: Subnet) -> bool {
+        self.contains(other.net) || other.contains(self.net)
+    }
+
+    /// Whether `addr` is the subnet's network or broadcast address.
+    fn is_edge(self, addr: Ipv4Addr) -> bool {
+        let a = u32::from(addr);
+        a == u32::from(self.net) || a == u32::from(self.net) | !self.mask()
+    }
+}
+
+impl fmt::Display for Subnet {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}/{}", self.net, self.len)
+    }
+}
+
+/// An extra network joining all hosts of one cluster: one more rail between any two of them.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Link {
+    /// Its addresses.
+    pub subnet: Subnet,
+    /// Optional `tc` rate of each host's link to it, as `tc` spells it (`500mbit`).
+    pub rate: Option<String>,
 }
 
 /// One cluster of the grid.
@@ -92,6 +191,8 @@ pub struct Cluster {
     pub relay_port: u16,
     /// Optional `tc` rate of each host link, as `tc` spells it (`1gbit`).
     pub rate: Option<String>,
+    /// Extra links (rails 1, 2, …) between its hosts; empty for one rail.
+    pub links: Vec<Link>,
     /// Hosts, in rank order.
     pub hosts: Vec<Host>,
 }
@@ -135,7 +236,16 @@ struct RawCluster {
     relay_port: Option<Spanned<u16>>,
     rate: Option<Spanned<String>>,
     #[serde(default)]
+    link: Vec<RawLink>,
+    #[serde(default)]
     host: Vec<RawHost>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawLink {
+    subnet: Spanned<String>,
+    rate: Option<Spanned<String>>,
 }
 
 #[derive(Deserialize)]
@@ -144,6 +254,7 @@ struct RawHost {
     name: Spanned<String>,
     addr: Spanned<String>,
     ranks: Option<Spanned<u32>>,
+    rails: Option<Spanned<Vec<Spanned<String>>>>,
 }
 
 /// Whether `addr` is in 10/8, 172.16/12 or 192.168/16.
@@ -222,6 +333,82 @@ fn parse_addr(
     })
 }
 
+fn parse_subnet(
+    loc: &Locator<'_>,
+    field: &str,
+    value: &Spanned<String>,
+) -> Result<Subnet, TopologyError> {
+    let text = value.get_ref();
+    let err = |m: String| loc.at(value.span(), field, m);
+    let (net, len) = text
+        .split_once('/')
+        .and_then(|(a, l)| Some((a.parse::<Ipv4Addr>().ok()?, l.parse::<u8>().ok()?)))
+        .ok_or_else(|| err(format!("{text:?} is not a subnet like \"10.201.0.0/24\"")))?;
+    if !(8..=30).contains(&len) {
+        return Err(err(format!(
+            "prefix length {len} is outside 8 … 30 (a link needs room for its hosts)"
+        )));
+    }
+    let subnet = Subnet { net, len };
+    let masked = Ipv4Addr::from(u32::from(net) & subnet.mask());
+    if masked != net {
+        return Err(err(format!(
+            "{text} has host bits set; the subnet is {masked}/{len}"
+        )));
+    }
+    Ok(subnet)
+}
+
+/// A host's `rails`: one address per link of its cluster, inside the link's subnet, each new.
+fn check_rails(
+    loc: &Locator<'_>,
+    field: &str,
+    host: &RawHost,
+    links: &[Link],
+    addrs: &mut HashSet<Ipv4Addr>,
+) -> Result<Vec<Ipv4Addr>, TopologyError> {
+    let given = host
+        .rails
+        .as_ref()
+        .map_or(&[][..], |r| r.get_ref().as_slice());
+    if given.len() != links.len() {
+        let span = host.rails.as_ref().map_or(host.name.span(), |r| r.span());
+        return Err(loc.at(
+            span,
+            field,
+            format!(
+                "host {:?} lists {} rail address(es) but its cluster has {} [[cluster.link]]",
+                host.name.get_ref(),
+                given.len(),
+                links.len()
+            ),
+        ));
+    }
+    let mut rails = Vec::with_capacity(given.len());
+    for (i, (value, link)) in given.iter().zip(links).enumerate() {
+        let f = format!("{field}[{i}]");
+        let addr = parse_addr(loc, &f, value)?;
+        let subnet = link.subnet;
+        if !subnet.contains(addr) || subnet.is_edge(addr) {
+            let why = if subnet.contains(addr) {
+                "is the network or broadcast address of"
+            } else {
+                "is outside"
+            };
+            return Err(loc.at(
+                value.span(),
+                f,
+                format!("{addr} {why} link {} ({subnet})", i + 1),
+            ));
+        }
+        if !addrs.insert(addr) {
+            return Err(loc.at(value.span(), f, format!("{addr} is used twice")));
+        }
+        rails.push(addr);
+    }
+    Ok(rails)
+}
+
 fn check_name(
     loc: &Locator<'_>,
     field: &str,
@@ -287,6 +474,8 @@ impl Topology {
         }
         let mut names = HashSet::new();
         let mut addrs = HashSet::new();
+        // Every link's subnet, where it is written and its field, for the overlap checks.
+        let mut all_links: Vec<(Subnet, Range<usize>, String)> = Vec::new();
         let mut clusters = Vec::with_capacity(raw.cluster.len());
         for (ci, rc) in raw.cluster.iter().enumerate() {
             let f = |name: &str| format!("cluster[{ci}].{name}");
@@ -298,6 +487,25 @@ impl Topology {
                     f("host"),
                     format!("cluster {name:?} has no [[cluster.host]]"),
                 ));
+            }
+            let mut links = Vec::with_capacity(rc.link.len());
+            for (li, rl) in rc.link.iter().enumerate() {
+                let lf = |n: &str| format!("cluster[{ci}].link[{li}].{n}");
+                let subnet = parse_subnet(&loc, &lf("subnet"), &rl.subnet)?;
+                if let Some((other, _, field)) =
+                    all_links.iter().find(|(o, _, _)| o.overlaps(subnet))
+                {
+                    return Err(loc.at(
+                        rl.subnet.span(),
+                        lf("subnet"),
+                        format!("{subnet} overlaps {other} of {field}"),
+                    ));
+                }
+                all_links.push((subnet, rl.subnet.span(), lf("subnet")));
+                links.push(Link {
+                    subnet,
+                    rate: check_rate(&loc, &lf("rate"), &rl.rate)?,
+                });
             }
             let mut hosts = Vec::with_capacity(rc.host.len());
             for (hi, rh) in rc.host.iter().enumerate() {
@@ -328,10 +536,12 @@ impl Topology {
                     let span = rh.ranks.as_ref().map_or(rh.name.span(), |r| r.span());
                     return Err(loc.at(span, hf("ranks"), "a host needs at least one rank"));
                 }
+                let rails = check_rails(&loc, &hf("rails"), rh, &links, &mut addrs)?;
                 hosts.push(Host {
                     name: host_name,
                     addr,
                     ranks,
+                    rails,
                 });
             }
             let front = match kind {
@@ -422,8 +632,25 @@ impl Topology {
                 front,
                 relay_port,
                 rate,
+                links,
                 hosts,
             });
+        }
+        // A link's subnet belongs to the link: no host or front address may lie in it.
+        for (subnet, span, field) in &all_links {
+            let mut others = clusters.iter().flat_map(|c| {
+                c.hosts
+                    .iter()
+                    .map(|h| h.addr)
+                    .chain(c.front.iter().flat_map(|f| [f.public_addr, f.inside_addr]))
+            });
+            if let Some(a) = others.find(|a| subnet.contains(*a)) {
+                return Err(loc.at(
+                    span.clone(),
+                    field,
+                    format!("{subnet} holds {a}, an address off the link; a link needs a subnet of its own"),
+                ));
+            }
         }
         let wan_rate = check_rate(&loc, "wan_rate", &raw.wan_rate)?;
         Ok(Topology { clusters, wan_rate })
@@ -873,6 +1100,141 @@ addr = "198.18.1.1"
             text.starts_with("grids/x.toml:16: cluster[0].host[1].addr: "),
             "{text}"
         );
+    }
+
+    const RAILS: &str = r#"
+[[cluster]]
+name = "r"
+kind = "public"
+[[cluster.link]]
+subnet = "10.201.0.0/24"
+rate = "200mbit"
+[[cluster.link]]
+subnet = "10.202.0.0/24"
+[[cluster.host]]
+name = "r1"
+addr = "198.18.2.1"
+rails = ["10.201.0.1", "10.202.0.1"]
+[[cluster.host]]
+name = "r2"
+addr = "198.18.2.2"
+rails = ["10.201.0.2", "10.202.0.2"]
+"#;
+
+    #[test]
+    fn parses_rails() {
+        let g = Topology::parse("rails.toml", RAILS).unwrap();
+        let c = &g.clusters[0];
+        assert_eq!(c.links.len(), 2);
+        assert_eq!(c.links[0].subnet.to_string(), "10.201.0.0/24");
+        assert_eq!(c.links[0].rate.as_deref(), Some("200mbit"));
+        assert_eq!(c.links[1].rate, None);
+        let r2 = &c.hosts[1];
+        assert_eq!(
+            r2.rail_addrs(),
+            [
+                Ipv4Addr::new(198, 18, 2, 2),
+                Ipv4Addr::new(10, 201, 0, 2),
+                Ipv4Addr::new(10, 202, 0, 2)
+            ]
+        );
+        let value = encode_rail_addrs(&r2.rail_addrs());
+        assert_eq!(value, "198.18.2.2,10.201.0.2,10.202.0.2");
+        assert_eq!(parse_rail_addrs(&value).unwrap(), r2.rail_addrs());
+        assert!(parse_rail_addrs("198.18.2.2,x")
+            .unwrap_err()
+            .contains("rail 1"));
+        assert!(parse_rail_addrs("10.0.0.1,10.0.0.1")
+            .unwrap_err()
+            .contains("twice"));
+        // Without links, hosts have no rails.
+        let plain = Topology::parse("g", GRID).unwrap();
+        assert!(plain.clusters.iter().all(|c| c.links.is_empty()));
+        assert_eq!(plain.clusters[1].hosts[0].rail_addrs().len(), 1);
+    }
+
+    #[test]
+    fn rail_errors_name_line_and_field() {
+        // Subnets.
+        let (line, field, msg) = error(&RAILS.replace("10.201.0.0/24", "10.201.0.0"));
+        assert_eq!((line, field.as_str()), (6, "cluster[0].link[0].subnet"));
+        assert!(msg.contains("not a subnet"), "{msg}");
+        let (_, field, msg) = error(&RAILS.replace("10.201.0.0/24", "10.201.0.0/31"));
+        assert_eq!(field, "cluster[0].link[0].subnet");
+        assert!(msg.contains("prefix length 31"), "{msg}");
+        let (_, _, msg) = error(&RAILS.replace("10.201.0.0/24", "10.201.0.7/24"));
+        assert!(msg.contains("host bits"), "{msg}");
+        let (line, field, msg) = error(&RAILS.replace("10.202.0.0/24", "10.201.0.0/16"));
+        assert_eq!((line, field.as_str()), (9, "cluster[0].link[1].subnet"));
+        assert!(msg.contains("overlaps 10.201.0.0/24"), "{msg}");
+        let on_wan = RAILS
+            .replace("10.201.0.0/24", "198.18.2.0/24")
+            .replace("10.201.0.", "198.18.2.1");
+        let (line, field, msg) = error(&on_wan);
+        assert_eq!((line, field.as_str()), (6, "cluster[0].link[0].subnet"));
+        assert!(msg.contains("holds 198.18.2.1"), "{msg}");
+        let (line, field, _) = error(&RAILS.replace("200mbit", "fast"));
+        assert_eq!((line, field.as_str()), (7, "cluster[0].link[0].rate"));
+        let (line, field, _) = error(&RAILS.replace("rate = \"200mbit\"", "mtu = 9000"));
+        assert_eq!((line, field.as_str()), (7, "mtu"));
+        let unshaped = Topology::parse("g", &RAILS.replace("rate = \"200mbit\"\n", "")).unwrap();
+        assert_eq!(unshaped.clusters[0].links[0].rate, None);
+
+        // Counts.
+        let (line, field, msg) = error(&RAILS.replace(
+            "rails = [\"10.201.0.2\", \"10.202.0.2\"]",
+            "rails = [\"10.201.0.2\"]",
+        ));
+        assert_eq!((line, field.as_str()), (17, "cluster[0].host[1].rails"));
+        assert!(
+            msg.contains("lists 1 rail address(es) but its cluster has 2"),
+            "{msg}"
+        );
+        let (line, field, msg) =
+            error(&RAILS.replace("rails = [\"10.201.0.2\", \"10.202.0.2\"]\n", ""));
+        assert_eq!((line, field.as_str()), (15, "cluster[0].host[1].rails"));
+        assert!(msg.contains("\"r2\" lists 0"), "{msg}");
+        let extra = GRID.replace(
+            "addr = \"198.18.1.1\"",
+            "addr = \"198.18.1.1\"\nrails = [\"10.9.0.1\"]",
+        );
+        let (line, field, msg) = error(&extra);
+        assert_eq!((line, field.as_str()), (25, "cluster[1].host[0].rails"));
+        assert!(msg.contains("has 0"), "{msg}");
+
+        // Addresses.
+        let (line, field, msg) = error(&RAILS.replace("\"10.202.0.2\"", "\"10.202.1.2\""));
+        assert_eq!((line, field.as_str()), (17, "cluster[0].host[1].rails[1]"));
+        assert!(msg.contains("outside link 2 (10.202.0.0/24)"), "{msg}");
+        let (_, field, msg) = error(&RAILS.replace("\"10.201.0.2\"", "\"10.201.0.255\""));
+        assert_eq!(field, "cluster[0].host[1].rails[0]");
+        assert!(msg.contains("broadcast"), "{msg}");
+        let (_, field, msg) = error(&RAILS.replace("\"10.201.0.2\"", "\"10.201.0.1\""));
+        assert_eq!(field, "cluster[0].host[1].rails[0]");
+        assert!(msg.contains("10.201.0.1 is used twice"), "{msg}");
+        let (_, field, msg) = error(&RAILS.replace("\"10.202.0.1\"", "\"ten\""));
+        assert_eq!(field, "cluster[0].host[0].rails[1]");
+        assert!(msg.contains("not an IPv4 address"), "{msg}");
+        let (line, field, _) =
+            error(&RAILS.replace("[\"10.201.0.1\", \"10.202.0.1\"]", "\"10.201.0.1\""));
+        assert_eq!((line, field.as_str()), (13, "rails"));
+    }
+
+    #[test]
+    fn link_subnets_stay_apart_across_clusters() {
+        // Another cluster's host inside a link subnet, and another cluster's link overlapping.
+        let two = format!(
+            "{RAILS}\n[[cluster]]\nname = \"q\"\nkind = \"private\"\nfront = \"fq\"\npublic_addr = \"198.18.0.30\"\nfront_addr = \"10.9.0.1\"\n[[cluster.host]]\nname = \"q1\"\naddr = \"10.201.0.77\"\n"
+        );
+        let (line, field, msg) = error(&two);
+        assert_eq!((line, field.as_str()), (6, "cluster[0].link[0].subnet"));
+        assert!(msg.contains("10.201.0.77"), "{msg}");
+        let linked = format!(
+            "{RAILS}\n[[cluster]]\nname = \"q\"\nkind = \"public\"\n[[cluster.link]]\nsubnet = \"10.202.0.128/25\"\n[[cluster.host]]\nname = \"q1\"\naddr = \"198.18.3.1\"\nrails = [\"10.202.0.130\"]\n"
+        );
+        let (line, field, msg) = error(&linked);
+        assert_eq!((line, field.as_str()), (23, "cluster[1].link[0].subnet"));
+        assert!(msg.contains("cluster[0].link[1].subnet"), "{msg}");
     }
 
     #[test]
