@@ -3,7 +3,9 @@
 //! - Rank `r` runs on the grid file's rank slot `r mod slots` (slots: host by host, `ranks`
 //!   per host, cluster by cluster), as `ip netns exec <prefix><host> PROG ARGS` with
 //!   `FERRY_GRID_PLACE` (its [`Placement`]), `FERRY_TRANSPORT=tcp` and `FERRY_CLUSTER` (the
-//!   cluster's index, for hierarchical collectives) in its environment.
+//!   cluster's index, for hierarchical collectives) in its environment; on a host with rails
+//!   (the grid file's `[[cluster.link]]`s) also `FERRY_RAIL_ADDRS` ([`RAIL_ADDRS_ENV`]): the
+//!   host's address on every rail, rail 0 (its `addr`) first, comma-separated.
 //! - The bootstrap server listens on a public address of the grid (the first public host, else
 //!   the first front node): its socket is opened from inside that host's namespace, so private
 //!   ranks reach it through their front node's NAT (bootstrap is rank-initiated) and the
@@ -18,6 +20,7 @@
 use crate::output::{self, Sink};
 use crate::{sys, LaunchError};
 use ferry_grid::topology::Kind;
+use ferry_grid::topology::{encode_rail_addrs, RAIL_ADDRS_ENV};
 use ferry_grid::{Placement, Topology};
 use ferry_wire::JobKey;
 use std::ffi::OsString;
@@ -48,6 +51,8 @@ pub(crate) struct GridJob {
     prefix: String,
     /// Per rank: placement and cluster index.
     ranks: Vec<(Placement, usize)>,
+    /// Per rank: its [`RAIL_ADDRS_ENV`] value, if its host has rails.
+    rails: Vec<Option<String>>,
     listener: Option<TcpListener>,
     relays: Vec<Relay>,
     jobs_dir: PathBuf,
@@ -61,6 +66,16 @@ struct Relay {
 
 fn grid_error(what: impl std::fmt::Display) -> LaunchError {
     LaunchError::Grid(what.to_string())
+}
+
+/// The [`RAIL_ADDRS_ENV`] value of a rank placed on `host`: `None` when the host has one rail.
+fn rail_env(topo: &Topology, host: &str) -> Option<String> {
+    topo.clusters
+        .iter()
+        .flat_map(|c| &c.hosts)
+        .find(|h| h.name == host)
+        .filter(|h| !h.rails.is_empty())
+        .map(|h| encode_rail_addrs(&h.rail_addrs()))
 }
 
 /// Runs `f` on a thread inside namespace `ns`.
@@ -109,6 +124,7 @@ impl GridJob {
                 (p, ci)
             })
             .collect();
+        let rails = ranks.iter().map(|(p, _)| rail_env(topo, &p.host)).collect();
 
         // The bootstrap server: on the first public host, else on the first front node.
         let public = topo
@@ -140,6 +156,7 @@ impl GridJob {
         let mut grid_job = GridJob {
             prefix,
             ranks,
+            rails,
             listener: Some(listener),
             relays: Vec::new(),
             jobs_dir,
@@ -210,6 +227,9 @@ impl GridJob {
             .env("FERRY_TRANSPORT", "tcp")
             .env("FERRY_CLUSTER", ci.to_string())
             .env(ferry_grid::PLACE_ENV, place.encode());
+        if let Some(rails) = &self.rails[rank as usize] {
+            command.env(RAIL_ADDRS_ENV, rails);
+        }
         command
     }
 
@@ -251,5 +271,44 @@ impl Drop for GridJob {
             }
         }
         let _ = std::fs::remove_dir_all(&self.jobs_dir);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn rail_addrs_for_hosts_with_rails_only() {
+        let topo = Topology::parse(
+            "g",
+            r#"
+[[cluster]]
+name = "r"
+kind = "public"
+[[cluster.link]]
+subnet = "10.201.0.0/24"
+[[cluster.link]]
+subnet = "10.202.0.0/24"
+[[cluster.host]]
+name = "r1"
+addr = "198.18.2.1"
+rails = ["10.201.0.1", "10.202.0.1"]
+[[cluster]]
+name = "p"
+kind = "public"
+[[cluster.host]]
+name = "p1"
+addr = "198.18.1.1"
+"#,
+        )
+        .expect("the grid parses");
+        assert_eq!(
+            rail_env(&topo, "r1").as_deref(),
+            Some("198.18.2.1,10.201.0.1,10.202.0.1")
+        );
+        assert_eq!(rail_env(&topo, "p1"), None);
+        assert_eq!(rail_env(&topo, "nobody"), None);
+        assert_eq!(RAIL_ADDRS_ENV, "FERRY_RAIL_ADDRS");
     }
 }
