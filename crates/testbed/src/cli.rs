@@ -1,6 +1,6 @@
-//! `ferry testbed up|run|down|paths`: the command-line face of the testbed.
+//! `ferry testbed up|run|link|down|paths`: the command-line face of the testbed.
 
-use crate::{remove, run_prefix, Testbed};
+use crate::{remove, run_prefix, Plan, Testbed};
 use ferry_grid::{path, Topology};
 use std::ffi::OsString;
 use std::path::PathBuf;
@@ -37,6 +37,21 @@ pub enum TestbedAction {
         #[arg(required = true, trailing_var_arg = true, allow_hyphen_values = true)]
         command: Vec<OsString>,
     },
+    /// Take one rail of a host down or up again on a standing testbed (rail 0: its own link,
+    /// N: its address on the cluster's N-th [[cluster.link]]).
+    Link {
+        /// The grid file.
+        grid: PathBuf,
+        /// Prefix of the testbed (default: the only one standing).
+        #[arg(long)]
+        prefix: Option<String>,
+        /// Host name from the grid file.
+        host: String,
+        /// Rail number.
+        rail: usize,
+        /// The new state.
+        state: LinkState,
+    },
     /// Remove a testbed, also after a crash (default: every testbed's leftovers, fy*-).
     Down {
         /// The grid file (optional; removal goes by prefix).
@@ -50,6 +65,15 @@ pub enum TestbedAction {
         /// The grid file.
         grid: PathBuf,
     },
+}
+
+/// State of a link for `ferry testbed link`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum LinkState {
+    /// Carries traffic.
+    Up,
+    /// Cut.
+    Down,
 }
 
 fn load(grid: &std::path::Path) -> Result<Topology, String> {
@@ -102,6 +126,27 @@ pub fn testbed_command(args: TestbedArgs) -> i32 {
                 .map_err(|e| format!("`ip netns exec {ns} …`: {e}"))?;
             Ok(status.code().unwrap_or(128 + 9))
         }
+        TestbedAction::Link {
+            grid,
+            prefix,
+            host,
+            rail,
+            state,
+        } => {
+            let topology = load(&grid)?;
+            crate::preflight().map_err(|e| e.to_string())?;
+            let prefix = match prefix {
+                Some(p) => p,
+                None => crate::standing_prefix(&host).map_err(|e| e.to_string())?,
+            };
+            let plan = Plan::new(&topology, &prefix).map_err(|e| e.to_string())?;
+            let argv = plan
+                .link_command(&host, rail, state == LinkState::Up)
+                .map_err(|e| e.to_string())?;
+            crate::run(&argv).map_err(|e| e.to_string())?;
+            println!("{}", argv.join(" "));
+            Ok(0)
+        }
         TestbedAction::Down { grid, prefix } => {
             if let Some(grid) = grid {
                 load(&grid)?;
@@ -129,4 +174,46 @@ pub fn testbed_command(args: TestbedArgs) -> i32 {
         eprintln!("ferry testbed: {e}");
         1
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::Parser;
+
+    #[derive(Debug, clap::Parser)]
+    struct Cli {
+        #[command(flatten)]
+        args: TestbedArgs,
+    }
+
+    #[test]
+    fn link_takes_host_rail_and_state() {
+        let cli = Cli::try_parse_from([
+            "testbed",
+            "link",
+            "rails.toml",
+            "--prefix",
+            "fy7-",
+            "r1",
+            "1",
+            "down",
+        ])
+        .expect("parses");
+        match cli.args.action {
+            TestbedAction::Link {
+                host,
+                rail,
+                state,
+                prefix,
+                ..
+            } => {
+                assert_eq!((host.as_str(), rail, state), ("r1", 1, LinkState::Down));
+                assert_eq!(prefix.as_deref(), Some("fy7-"));
+            }
+            other => panic!("{other:?}"),
+        }
+        assert!(Cli::try_parse_from(["testbed", "link", "g", "r1", "1", "sideways"]).is_err());
+        assert!(Cli::try_parse_from(["testbed", "link", "g", "r1", "-1", "up"]).is_err());
+    }
 }

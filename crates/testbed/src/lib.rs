@@ -12,8 +12,16 @@
 //!   public address) and `eth1` on `cN`; it forwards and MASQUERADEs the cluster's traffic out
 //!   of `eth0`, and its FORWARD chain drops new connections from the WAN into the cluster, so
 //!   private hosts really cannot be reached from outside (only through `ferry relay`).
+//! - every `[[cluster.link]]` of a cluster (rail `N` = 1, 2, …) is one more bridge `cIrN` in
+//!   `Psw` (`I`: the cluster's index) and one more veth per host of the cluster, `railN` in the
+//!   host's namespace with the host's `rails[N-1]` address. Rail 0 is `eth0`. Link subnets must
+//!   lie outside the WAN and the private clusters' /24s: a cut rail must not fall back to
+//!   another network (hosts answer ARP for all their addresses on every interface).
 //! - optional `tc tbf` rate limits: a cluster's `rate` on each of its host links (both ways),
-//!   the grid's `wan_rate` on each link to `wan` (both ways).
+//!   the grid's `wan_rate` on each link to `wan` (both ways), a link's `rate` on each host's
+//!   veth to it (both ways).
+//! - [`Testbed::set_link`] takes one rail of one host down and up again (`ip link set`), for
+//!   tests of a rail failing mid-transfer; `ferry testbed link` does it on a standing testbed.
 //!
 //! `ip`, `iptables`, `tc` and `sysctl` run as commands; a failure names the command. Needs
 //! root. Only the testbed's own namespaces are touched; nothing is contacted.
@@ -25,7 +33,7 @@
 
 pub mod cli;
 
-use ferry_grid::topology::{Kind, Topology};
+use ferry_grid::topology::{Kind, Subnet, Topology};
 use std::net::Ipv4Addr;
 use std::process::Command;
 use thiserror::Error;
@@ -50,6 +58,14 @@ pub enum TestbedError {
     /// The grid cannot be built as a testbed.
     #[error("grid cannot be a testbed: {0}")]
     Grid(String),
+    /// A host has no such rail in the testbed.
+    #[error("host {host:?} has no rail {rail} in this testbed")]
+    NoSuchLink {
+        /// Host (or front node) name.
+        host: String,
+        /// Rail number (0: the host's own link).
+        rail: usize,
+    },
     /// A prefix that is not a safe name.
     #[error("prefix {0:?} must be 2-12 of a-z 0-9 ending with '-'")]
     Prefix(String),
@@ -69,7 +85,7 @@ pub enum TestbedError {
 #[derive(Debug, Clone, PartialEq, Eq)]
 struct Link {
     ns: String,
-    dev: &'static str,
+    dev: String,
     switch_dev: String,
     bridge: String,
     addr: Ipv4Addr,
@@ -103,6 +119,16 @@ fn in_net(addr: Ipv4Addr, (net, len): (Ipv4Addr, u8)) -> bool {
 fn subnet24(addr: Ipv4Addr) -> Ipv4Addr {
     let o = addr.octets();
     Ipv4Addr::new(o[0], o[1], o[2], 0)
+}
+
+/// The device of rail `rail` in a host's namespace: `eth0` for rail 0 (the host's own link),
+/// `railN` for the cluster's `N`-th `[[cluster.link]]`.
+pub fn rail_dev(rail: usize) -> String {
+    if rail == 0 {
+        "eth0".into()
+    } else {
+        format!("rail{rail}")
+    }
 }
 
 /// Checks a prefix: 2-12 of `a-z0-9`, ending with `-`.
@@ -159,7 +185,7 @@ impl Plan {
                         let rate = grid.wan_rate.clone().or_else(|| cluster.rate.clone());
                         plan.links.push(Link {
                             ns: ns(&h.name),
-                            dev: "eth0",
+                            dev: "eth0".into(),
                             switch_dev: next_dev(),
                             bridge: "wan".into(),
                             addr: h.addr,
@@ -189,7 +215,7 @@ impl Plan {
                     plan.namespaces.push((front.name.clone(), ns(&front.name)));
                     plan.links.push(Link {
                         ns: ns(&front.name),
-                        dev: "eth0",
+                        dev: "eth0".into(),
                         switch_dev: next_dev(),
                         bridge: "wan".into(),
                         addr: front.public_addr,
@@ -198,7 +224,7 @@ impl Plan {
                     });
                     plan.links.push(Link {
                         ns: ns(&front.name),
-                        dev: "eth1",
+                        dev: "eth1".into(),
                         switch_dev: next_dev(),
                         bridge: bridge.clone(),
                         addr: front.inside_addr,
@@ -210,7 +236,7 @@ impl Plan {
                         plan.namespaces.push((h.name.clone(), ns(&h.name)));
                         plan.links.push(Link {
                             ns: ns(&h.name),
-                            dev: "eth0",
+                            dev: "eth0".into(),
                             switch_dev: next_dev(),
                             bridge: bridge.clone(),
                             addr: h.addr,
@@ -222,6 +248,47 @@ impl Plan {
                 }
                 (Kind::Private, None) => {
                     return bad(format!("private cluster {} has no front", cluster.name))
+                }
+            }
+            for (li, link) in cluster.links.iter().enumerate() {
+                let rail = li + 1;
+                let wan_subnet = Subnet {
+                    net: wan,
+                    len: wan_len,
+                };
+                let private_subnets = grid.clusters.iter().filter_map(|c| {
+                    c.front.as_ref().map(|f| {
+                        let net = Subnet {
+                            net: subnet24(f.inside_addr),
+                            len: 24,
+                        };
+                        (format!("cluster {}'s network", c.name), net)
+                    })
+                });
+                let taken = std::iter::once(("the testbed WAN".to_string(), wan_subnet))
+                    .chain(private_subnets)
+                    .find(|(_, net)| net.overlaps(link.subnet));
+                if let Some((what, net)) = taken {
+                    return bad(format!(
+                        "link {rail} of cluster {} ({}) overlaps {what} {net}: a cut rail would fall back to it",
+                        cluster.name, link.subnet
+                    ));
+                }
+                let bridge = format!("c{ci}r{rail}");
+                plan.bridges.push(bridge.clone());
+                for h in &cluster.hosts {
+                    let Some(&addr) = h.rails.get(li) else {
+                        return bad(format!("host {} has no address on link {rail}", h.name));
+                    };
+                    plan.links.push(Link {
+                        ns: ns(&h.name),
+                        dev: rail_dev(rail),
+                        switch_dev: next_dev(),
+                        bridge: bridge.clone(),
+                        addr,
+                        prefix_len: link.subnet.len,
+                        rate: link.rate.clone(),
+                    });
                 }
             }
         }
@@ -239,6 +306,29 @@ impl Plan {
             .iter()
             .find(|(h, _)| h == host)
             .map(|(_, n)| n.as_str())
+    }
+
+    /// The command that sets rail `rail` of `host` (0: its own link `eth0`, N: `railN`) down
+    /// or up, in the host's namespace. Taking it down removes the rail's route there, so
+    /// packets on it fail at once instead of taking another way.
+    pub fn link_command(
+        &self,
+        host: &str,
+        rail: usize,
+        up: bool,
+    ) -> Result<Vec<String>, TestbedError> {
+        let dev = rail_dev(rail);
+        let ns = self
+            .namespace(host)
+            .filter(|ns| self.links.iter().any(|l| l.ns == *ns && l.dev == dev))
+            .ok_or_else(|| TestbedError::NoSuchLink {
+                host: host.to_string(),
+                rail,
+            })?;
+        let state = if up { "up" } else { "down" };
+        Ok(["ip", "-n", ns, "link", "set", &dev, state]
+            .map(String::from)
+            .to_vec())
     }
 
     /// Every namespace of the testbed, the switch namespace first.
@@ -273,7 +363,7 @@ impl Plan {
                 "veth",
                 "peer",
                 "name",
-                l.dev,
+                &l.dev,
                 "netns",
                 &l.ns,
             ]);
@@ -289,11 +379,11 @@ impl Plan {
             ]);
             cmd(&["ip", "-n", &sw, "link", "set", &l.switch_dev, "up"]);
             let cidr = format!("{}/{}", l.addr, l.prefix_len);
-            cmd(&["ip", "-n", &l.ns, "addr", "add", &cidr, "dev", l.dev]);
-            cmd(&["ip", "-n", &l.ns, "link", "set", l.dev, "up"]);
+            cmd(&["ip", "-n", &l.ns, "addr", "add", &cidr, "dev", &l.dev]);
+            cmd(&["ip", "-n", &l.ns, "link", "set", &l.dev, "up"]);
             if let Some(rate) = &l.rate {
                 // Both directions: into the host on the switch side, out of it on its side.
-                for (ns, dev) in [(&sw, l.switch_dev.as_str()), (&l.ns, l.dev)] {
+                for (ns, dev) in [(&sw, l.switch_dev.as_str()), (&l.ns, l.dev.as_str())] {
                     cmd(&[
                         "ip", "netns", "exec", ns, "tc", "qdisc", "add", "dev", dev, "root", "tbf",
                         "rate", rate, "burst", "256kb", "latency", "50ms",
@@ -481,6 +571,13 @@ impl Testbed {
         self.plan.namespace(host)
     }
 
+    /// Sets rail `rail` of `host` down or up (see [`Plan::link_command`]): the way a test cuts
+    /// a rail mid-transfer and restores it.
+    pub fn set_link(&self, host: &str, rail: usize, up: bool) -> Result<(), TestbedError> {
+        run(&self.plan.link_command(host, rail, up)?)?;
+        Ok(())
+    }
+
     /// Leaves the testbed standing after drop (for `ferry testbed up`).
     pub fn keep(mut self) -> Plan {
         self.keep = true;
@@ -585,6 +682,161 @@ addr = "198.18.1.1"
         assert!(!lines
             .iter()
             .any(|l| l.contains("fy7-a1") && l.contains("198.18")));
+    }
+
+    const RAILS: &str = r#"
+[[cluster]]
+name = "a"
+kind = "private"
+front = "fa"
+public_addr = "198.18.0.10"
+[[cluster.link]]
+subnet = "10.211.0.0/24"
+[[cluster.host]]
+name = "a1"
+addr = "10.1.0.11"
+rails = ["10.211.0.11"]
+[[cluster]]
+name = "r"
+kind = "public"
+rate = "1gbit"
+[[cluster.link]]
+subnet = "10.201.0.0/24"
+rate = "200mbit"
+[[cluster.link]]
+subnet = "10.202.0.0/16"
+[[cluster.host]]
+name = "r1"
+addr = "198.18.2.1"
+rails = ["10.201.0.1", "10.202.7.1"]
+[[cluster.host]]
+name = "r2"
+addr = "198.18.2.2"
+rails = ["10.201.0.2", "10.202.7.2"]
+"#;
+
+    fn rails_plan() -> Plan {
+        Plan::new(&Topology::parse("g", RAILS).unwrap(), "fy7-").unwrap()
+    }
+
+    #[test]
+    fn plan_rails_one_bridge_per_link_one_veth_per_host() {
+        let p = rails_plan();
+        let lines: Vec<String> = p.commands().iter().map(|c| c.join(" ")).collect();
+        let has = |s: &str| lines.iter().any(|l| l == s);
+        let count = |s: &str| lines.iter().filter(|l| l.contains(s)).count();
+        // One bridge per link: c<cluster>r<rail>.
+        for b in ["c0r1", "c1r1", "c1r2"] {
+            assert!(
+                has(&format!("ip -n fy7-sw link add {b} type bridge")),
+                "{b}"
+            );
+        }
+        // One veth per host and link, named rail<N> in the host, with its rail address.
+        assert!(has("ip -n fy7-r1 addr add 198.18.2.1/15 dev eth0"));
+        assert!(has("ip -n fy7-r1 addr add 10.201.0.1/24 dev rail1"));
+        assert!(has("ip -n fy7-r2 addr add 10.201.0.2/24 dev rail1"));
+        assert!(has("ip -n fy7-r1 addr add 10.202.7.1/16 dev rail2"));
+        assert!(has("ip -n fy7-r2 addr add 10.202.7.2/16 dev rail2"));
+        assert!(has("ip -n fy7-a1 addr add 10.211.0.11/24 dev rail1"));
+        assert!(has("ip -n fy7-r2 link set rail2 up"));
+        let veths: Vec<&String> = lines
+            .iter()
+            .filter(|l| l.contains("type veth") && l.contains("name rail"))
+            .collect();
+        assert_eq!(veths.len(), 5, "{veths:?}");
+        // Each rail veth's switch end is on its link's bridge.
+        for v in &veths {
+            let switch_dev = v.split_whitespace().nth(5).unwrap();
+            let bridge = lines
+                .iter()
+                .find_map(|l| {
+                    l.strip_prefix(&format!("ip -n fy7-sw link set {switch_dev} master "))
+                })
+                .unwrap();
+            let rail = v.split_whitespace().nth(10).unwrap();
+            assert!(
+                bridge.ends_with(&format!("r{}", &rail[4..])),
+                "{v} on {bridge}"
+            );
+            assert!(bridge.starts_with('c') && bridge.contains('r'), "{bridge}");
+        }
+        // Link 1 of r is shaped both ways on each host's veth; link 2 is not; the cluster's
+        // rate stays on eth0.
+        assert!(has("ip netns exec fy7-r1 tc qdisc add dev rail1 root tbf rate 200mbit burst 256kb latency 50ms"));
+        assert!(has("ip netns exec fy7-r2 tc qdisc add dev rail1 root tbf rate 200mbit burst 256kb latency 50ms"));
+        assert!(has("ip netns exec fy7-r1 tc qdisc add dev eth0 root tbf rate 1gbit burst 256kb latency 50ms"));
+        assert_eq!(count("dev rail2 root tbf"), 0);
+        assert_eq!(count("rate 200mbit"), 4, "two hosts, both directions");
+        assert!(lines
+            .iter()
+            .any(|l| l.starts_with("ip netns exec fy7-sw tc qdisc add dev v")
+                && l.contains("rate 200mbit")));
+        // Still nothing outside the testbed's namespaces.
+        for l in &lines {
+            assert!(l.contains("fy7-"), "{l}");
+        }
+        // A grid without links plans exactly as before.
+        assert!(!plan()
+            .commands()
+            .iter()
+            .any(|c| c.join(" ").contains("rail")));
+    }
+
+    #[test]
+    fn link_command_cuts_and_restores_one_rail() {
+        let p = rails_plan();
+        let line =
+            |host: &str, rail: usize, up: bool| p.link_command(host, rail, up).map(|c| c.join(" "));
+        assert_eq!(
+            line("r1", 1, false).unwrap(),
+            "ip -n fy7-r1 link set rail1 down"
+        );
+        assert_eq!(
+            line("r1", 1, true).unwrap(),
+            "ip -n fy7-r1 link set rail1 up"
+        );
+        assert_eq!(
+            line("r2", 2, false).unwrap(),
+            "ip -n fy7-r2 link set rail2 down"
+        );
+        assert_eq!(
+            line("r2", 0, false).unwrap(),
+            "ip -n fy7-r2 link set eth0 down"
+        );
+        for (host, rail) in [("r1", 3), ("a1", 2), ("nobody", 0), ("fa", 1)] {
+            assert!(
+                matches!(
+                    line(host, rail, false),
+                    Err(TestbedError::NoSuchLink { .. })
+                ),
+                "{host} {rail}"
+            );
+        }
+        assert_eq!(rail_dev(0), "eth0");
+        assert_eq!(rail_dev(3), "rail3");
+    }
+
+    #[test]
+    fn refuses_links_that_overlap_other_networks() {
+        // Inside the WAN: a cut rail would fall back to it.
+        let on_wan = RAILS
+            .replace("10.201.0.0/24", "198.19.1.0/24")
+            .replace("\"10.201.0.", "\"198.19.1.");
+        let g = Topology::parse("g", &on_wan).unwrap();
+        match Plan::new(&g, "fy7-") {
+            Err(TestbedError::Grid(m)) => assert!(m.contains("the testbed WAN"), "{m}"),
+            other => panic!("{other:?}"),
+        }
+        // Around a private cluster's /24 (no host address in it, so the grid file is fine).
+        let around = RAILS
+            .replace("10.202.0.0/16", "10.1.0.128/25")
+            .replace("10.202.7.", "10.1.0.13");
+        let g = Topology::parse("g", &around).unwrap();
+        match Plan::new(&g, "fy7-") {
+            Err(TestbedError::Grid(m)) => assert!(m.contains("cluster a's network"), "{m}"),
+            other => panic!("{other:?}"),
+        }
     }
 
     #[test]
