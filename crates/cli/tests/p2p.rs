@@ -317,3 +317,54 @@ fn hierarchical_collectives_on_fake_clusters_match_the_sequential_reference() {
         }
     }
 }
+
+#[test]
+fn messages_striped_over_two_and_four_rails_arrive_intact_and_in_order() {
+    for (rails, policy) in [("2", "weighted"), ("4", "weighted"), ("2", "roundrobin")] {
+        let j = job(
+            2,
+            "tcp",
+            "check",
+            &["rails", "9"],
+            &[
+                ("FERRY_RAILS", rails),
+                ("FERRY_RAIL_POLICY", policy),
+                ("FERRY_RAIL_STATS", "1"),
+            ],
+            120,
+        );
+        j.assert_ok();
+        assert!(j.stdout().contains("rails ok"), "{}", j.stdout());
+        // Every rail of both directions carried part of the data.
+        let stats: Vec<String> = j
+            .stderr()
+            .lines()
+            .filter(|l| l.contains(" to rank "))
+            .map(str::to_string)
+            .collect();
+        assert_eq!(stats.len(), 2, "{}", j.stderr());
+        for line in &stats {
+            for rail in 0..rails.parse::<usize>().unwrap() {
+                let carried = line
+                    .split(&format!("rail {rail} "))
+                    .nth(1)
+                    .and_then(|rest| rest.split(' ').next())
+                    .and_then(|bytes| bytes.parse::<u64>().ok());
+                assert!(
+                    carried.is_some_and(|b| b > 1 << 20),
+                    "{policy}: rail {rail} carried too little: {line}"
+                );
+            }
+        }
+    }
+    // Several peers at once, random sizes, over three rails.
+    let j = job(
+        3,
+        "tcp",
+        "check",
+        &["allpairs", "8388608", "5"],
+        &[("FERRY_RAILS", "3")],
+        120,
+    );
+    j.assert_ok();
+}

@@ -112,6 +112,73 @@ fn allpairs(world: &World, max: usize, seed: u64) -> Result<(), Error> {
     Ok(())
 }
 
+/// Every pair exchanges, on one tag, large messages of every size around the first `chunks`
+/// multiples of the rendezvous chunk (so striped over rails they end on every rail), each
+/// behind a small one: checks contents, and that no message overtakes another (MPI order).
+fn rails(world: &World, chunks: usize) -> Result<(), Error> {
+    let (me, n) = (world.rank(), world.size());
+    let chunk: usize = std::env::var("FERRY_TCP_CHUNK")
+        .ok()
+        .and_then(|c| c.parse().ok())
+        .unwrap_or(256 << 10);
+    let sizes: Vec<usize> = (1..=chunks)
+        .flat_map(|k| [k * chunk - 1, k * chunk, k * chunk + 1])
+        .flat_map(|large| [8 + large % 13, large])
+        .collect();
+    let seed = |src: usize, dst: usize, i: usize| (src * n + dst) as u64 ^ (i as u64) << 32;
+    let outgoing: Vec<Vec<Vec<u8>>> = (0..n)
+        .map(|dst| {
+            let sizes = if dst == me { &[][..] } else { &sizes[..] };
+            (0..sizes.len())
+                .map(|i| pattern(seed(me, dst, i), sizes[i]))
+                .collect()
+        })
+        .collect();
+    let mut incoming: Vec<Vec<Vec<u8>>> = (0..n)
+        .map(|src| {
+            let count = if src == me { 0 } else { sizes.len() };
+            (0..count).map(|i| vec![0u8; sizes[i]]).collect()
+        })
+        .collect();
+    scope(|s| -> Result<(), Error> {
+        let mut requests = Vec::new();
+        for (src, bufs) in incoming.iter_mut().enumerate() {
+            for buf in bufs.iter_mut() {
+                requests.push(world.irecv(s, buf, src, 7)?);
+            }
+        }
+        for (dst, bufs) in outgoing.iter().enumerate() {
+            for buf in bufs {
+                requests.push(world.isend(s, buf, dst, 7)?);
+            }
+        }
+        wait_all(&mut requests)?;
+        Ok(())
+    })?;
+    for (src, bufs) in incoming.iter().enumerate() {
+        for (i, buf) in bufs.iter().enumerate() {
+            if *buf != pattern(seed(src, me, i), buf.len()) {
+                fail(
+                    world,
+                    format!(
+                        "message {i} ({} bytes) from rank {src} is wrong or out of order",
+                        buf.len()
+                    ),
+                );
+            }
+        }
+    }
+    world.barrier()?;
+    if me == 0 {
+        println!(
+            "rails ok: {n} ranks, {} messages per pair up to {} bytes",
+            sizes.len(),
+            chunks * chunk + 1
+        );
+    }
+    Ok(())
+}
+
 /// Wildcard receives see every message once, and one sender's messages in send order.
 fn wildcard(world: &World) -> Result<(), Error> {
     let (me, n) = (world.rank(), world.size());
@@ -794,6 +861,7 @@ fn main() {
     let result = match args.first().map(String::as_str) {
         Some("allpairs") => allpairs(&world, arg(1, 8 << 20), arg(2, 1) as u64),
         Some("wildcard") => wildcard(&world),
+        Some("rails") => rails(&world, arg(1, 9)),
         Some("truncate") => truncate(&world),
         Some("probe") => probe(&world),
         Some("comms") => comms(&world),

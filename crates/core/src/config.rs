@@ -33,6 +33,19 @@ impl CmaMode {
     }
 }
 
+/// How rendezvous chunks are spread over the rails of a peer pair.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RailPolicy {
+    /// Each chunk goes to the rail expected to deliver it first, from each rail's measured
+    /// rate and backlog: a slow rail gets proportionally less.
+    Weighted,
+    /// Chunks take the rails in turn (the channel-bonding seed's policy).
+    RoundRobin,
+}
+
+/// Most rails a peer pair may have.
+pub const MAX_RAILS: u16 = 16;
+
 /// Settings of the runtime.
 #[derive(Debug, Clone)]
 pub struct Config {
@@ -60,6 +73,22 @@ pub struct Config {
     /// `FERRY_SPIN` (polls, default: 4000, or 100 when ranks outnumber cores): polls without
     /// progress before a waiting rank yields and then sleeps.
     pub spin: Option<u32>,
+    /// `FERRY_RAILS` (1 … 16, default: one per `FERRY_RAIL_ADDRS` entry, else 1): TCP
+    /// connections per peer pair. Rail 0 carries every frame in order; rendezvous payloads of
+    /// at least `FERRY_RAIL_STRIPE` bytes are cut into chunks spread over all rails.
+    pub rails: u16,
+    /// `FERRY_RAIL_ADDRS` (comma-separated IPs, default none): this rank's local address on
+    /// each rail; rail i connects from our address i to the peer's address i when both ranks
+    /// list one and the pair talks directly. Set by `ferry run --grid` from the topology.
+    pub rail_addrs: Vec<std::net::IpAddr>,
+    /// `FERRY_RAIL_POLICY` (`weighted` | `roundrobin`, default `weighted`).
+    pub rail_policy: RailPolicy,
+    /// `FERRY_RAIL_STRIPE` (bytes, default 512 KiB): smallest rendezvous striped over rails.
+    pub rail_stripe: usize,
+    /// `FERRY_RAIL_TIMEOUT` (seconds, default 3): a rail other than rail 0 whose sent data
+    /// stays unacknowledged this long counts as failed (TCP_USER_TIMEOUT) and its chunks are
+    /// sent again on the others.
+    pub rail_timeout_secs: u64,
     /// `FERRY_CONNECT_TIMEOUT` (seconds, default 30): how long setup waits for all peers.
     pub connect_timeout_secs: u64,
     /// `FERRY_GRID_PLACE` (set by `ferry run --grid`, default unset = one host): this rank's
@@ -80,6 +109,11 @@ impl Default for Config {
             tcp_chunk: 256 << 10,
             tcp_buffer: 0,
             spin: None,
+            rails: 1,
+            rail_addrs: Vec::new(),
+            rail_policy: RailPolicy::Weighted,
+            rail_stripe: 512 << 10,
+            rail_timeout_secs: 3,
             connect_timeout_secs: 30,
             place: None,
         }
@@ -120,6 +154,25 @@ impl Config {
             Ok(_) => Some(parse("FERRY_SPIN", 0u32)?),
             Err(_) => None,
         };
+        let rail_addrs = match std::env::var("FERRY_RAIL_ADDRS") {
+            Ok(text) if !text.trim().is_empty() => text
+                .split(',')
+                .map(|a| {
+                    a.trim().parse().map_err(|_| {
+                        Error::Config(format!(
+                            "FERRY_RAIL_ADDRS={text:?}: {a:?} is not an IP address"
+                        ))
+                    })
+                })
+                .collect::<Result<Vec<std::net::IpAddr>, Error>>()?,
+            _ => Vec::new(),
+        };
+        let rails = parse("FERRY_RAILS", rail_addrs.len().max(1) as u16)?;
+        if !(1..=MAX_RAILS).contains(&rails) {
+            return Err(Error::Config(format!(
+                "FERRY_RAILS={rails}: expected 1 … {MAX_RAILS}"
+            )));
+        }
         Ok(Config {
             transport,
             shm_eager_limit: parse("FERRY_SHM_EAGER", d.shm_eager_limit)?,
@@ -138,6 +191,19 @@ impl Config {
             tcp_chunk: parse("FERRY_TCP_CHUNK", d.tcp_chunk)?.max(4096),
             tcp_buffer: parse("FERRY_TCP_BUF", d.tcp_buffer)?,
             spin,
+            rails,
+            rail_addrs,
+            rail_policy: match std::env::var("FERRY_RAIL_POLICY").as_deref() {
+                Err(_) | Ok("weighted") | Ok("") => RailPolicy::Weighted,
+                Ok("roundrobin") | Ok("round-robin") => RailPolicy::RoundRobin,
+                Ok(other) => {
+                    return Err(Error::Config(format!(
+                        "FERRY_RAIL_POLICY={other:?}: expected weighted or roundrobin"
+                    )))
+                }
+            },
+            rail_stripe: parse("FERRY_RAIL_STRIPE", d.rail_stripe)?,
+            rail_timeout_secs: parse("FERRY_RAIL_TIMEOUT", d.rail_timeout_secs)?.max(1),
             connect_timeout_secs: parse("FERRY_CONNECT_TIMEOUT", d.connect_timeout_secs)?,
             place: match std::env::var(ferry_grid::PLACE_ENV) {
                 Ok(text) if !text.is_empty() => {
@@ -194,6 +260,25 @@ impl Config {
                         s.to_string()
                     }),
             ),
+            ("FERRY_RAILS", self.rails.to_string()),
+            (
+                "FERRY_RAIL_ADDRS",
+                if self.rail_addrs.is_empty() {
+                    "unset (every rail takes rail 0's path)".into()
+                } else {
+                    self.rail_addrs
+                        .iter()
+                        .map(|a| a.to_string())
+                        .collect::<Vec<_>>()
+                        .join(",")
+                },
+            ),
+            (
+                "FERRY_RAIL_POLICY",
+                format!("{:?}", self.rail_policy).to_lowercase(),
+            ),
+            ("FERRY_RAIL_STRIPE", self.rail_stripe.to_string()),
+            ("FERRY_RAIL_TIMEOUT", self.rail_timeout_secs.to_string()),
             (
                 "FERRY_CONNECT_TIMEOUT",
                 self.connect_timeout_secs.to_string(),

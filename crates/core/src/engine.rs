@@ -9,15 +9,20 @@
 //!
 //! Buffers are raw pointers: a request borrows its buffer until it completes. The safe API in
 //! `comm.rs` ties that to Rust lifetimes; the C ABI passes the contract on to the caller.
+//!
+//! With several TCP rails per peer ([`Lanes`]), rail 0 carries the ordered frames and the
+//! chunks of every rendezvous go to the rails a [`Striper`] picks; such sends complete on the
+//! receiver's FIN, so that the chunks of a rail that fails can be sent again on the others.
 
 use crate::error::Error;
 use crate::matching::{Envelope, Matcher, Pattern};
+use crate::rails::{RailLoad, Striper};
 use crate::shm::{cma_read, ShmTransport};
 use crate::tcp::TcpTransport;
 use ferry_wire::rendezvous::{RendezvousRecv, RendezvousSend};
 use ferry_wire::{Frame, HEADER_LEN};
 use std::collections::VecDeque;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 /// Identifies a request: slot index in the low 32 bits, slot generation in the high 32.
 pub(crate) type ReqId = u64;
@@ -126,6 +131,11 @@ pub(crate) struct OutFrame {
     pub sent: usize,
     /// Send request that completes when this frame is fully written.
     pub complete: Option<ReqId>,
+    /// The payload's own copy, for chunks sent again after a rail failed (the request may
+    /// complete, and its buffer go, before the copy is written). Only held: `payload` points
+    /// into it.
+    #[allow(dead_code)]
+    pub owned: Option<Box<[u8]>>,
 }
 
 /// An empty buffer may come as a null pointer (MPI allows it); copies and slices need non-null.
@@ -146,6 +156,7 @@ impl OutFrame {
             len: 0,
             sent: 0,
             complete: None,
+            owned: None,
         }
     }
 }
@@ -172,6 +183,8 @@ pub(crate) enum Unexpected {
 
 enum Arrival {
     Control,
+    /// A chunk sent again for a receive that is already complete: read and dropped.
+    Discard,
     EagerMatched(ReqId, Envelope),
     EagerKept(Envelope, Vec<u8>),
     Data(ReqId),
@@ -227,6 +240,10 @@ pub(crate) struct Proto {
     pub me: u32,
     pub routes: Vec<Route>,
     pub pids: Vec<u32>,
+    /// TCP rails per peer pair (1: no rails).
+    pub rails: usize,
+    /// Rails the peers reported failed (RAIL_DOWN), for the engine to close.
+    rail_down: Vec<(u32, u16)>,
     cma: bool,
     requests: Requests,
     matcher: Matcher<ReqId, Unexpected>,
@@ -274,6 +291,33 @@ impl Proto {
         if !self.queued[peer as usize] {
             self.queued[peer as usize] = true;
             self.busy.push(peer);
+        }
+    }
+
+    /// Rendezvous to `peer` wait for the receiver's FIN: over several rails a chunk may have
+    /// to be sent again until then.
+    fn acknowledged(&self, peer: u32) -> bool {
+        self.rails > 1 && self.routes[peer as usize] == Route::Tcp
+    }
+
+    /// Length of the rendezvous send `id` while it is not over.
+    fn pending_send_len(&self, id: ReqId) -> Option<u64> {
+        match self.requests.get(id) {
+            Some(ReqState::SendRendezvous { machine, .. }) if !machine.is_done() => {
+                Some(machine.len())
+            }
+            _ => None,
+        }
+    }
+
+    /// The frame `frame` is fully written: completes what waited for it.
+    fn frame_written(&mut self, frame: &OutFrame) {
+        if let Some(id) = frame.complete {
+            if matches!(self.requests.get(id), Some(ReqState::SendEager)) {
+                self.complete(id, Proto::sent(frame.len));
+            } else {
+                self.complete(id, Proto::sent(0));
+            }
         }
     }
 
@@ -401,8 +445,8 @@ impl Proto {
         }
     }
 
-    /// Cuts the next DATA chunk of a pushed rendezvous.
-    fn next_chunk(&mut self, id: ReqId, max: usize) -> Option<OutFrame> {
+    /// Cuts the next DATA chunk of a pushed rendezvous: the frame and the chunk's offset.
+    fn next_chunk(&mut self, id: ReqId, max: usize) -> Option<(OutFrame, u64)> {
         let Some(ReqState::SendRendezvous { machine, buf }) = self.requests.get_mut(id) else {
             return None;
         };
@@ -410,12 +454,43 @@ impl Proto {
         let done = machine.is_done();
         // SAFETY: offset < message length; `buf` is lent until the request completes.
         let payload = unsafe { buf.add(chunk.offset as usize) };
-        Some(OutFrame {
+        let frame = OutFrame {
             header: chunk.frame.to_bytes(),
             payload,
             len: chunk.len as usize,
             sent: 0,
             complete: done.then_some(id),
+            owned: None,
+        };
+        Some((frame, chunk.offset))
+    }
+
+    /// No chunk of send `id` is left to cut.
+    fn handed_out(&self, id: ReqId) -> bool {
+        match self.requests.get(id) {
+            Some(ReqState::SendRendezvous { machine, .. }) => machine.handed_out(),
+            _ => true,
+        }
+    }
+
+    /// A copy of chunk `[offset, offset + len)` of send `id`, to go again on another rail;
+    /// `None` once the send is over.
+    fn resend_chunk(&self, id: ReqId, offset: u64, len: u64) -> Option<OutFrame> {
+        let Some(ReqState::SendRendezvous { machine, buf }) = self.requests.get(id) else {
+            return None;
+        };
+        let chunk = machine.resend(offset, len)?;
+        // SAFETY: `resend` checked the chunk lies within the message, whose buffer is lent
+        // until the send completes, which it has not.
+        let bytes: Box<[u8]> =
+            unsafe { std::slice::from_raw_parts(buf.add(offset as usize), len as usize) }.into();
+        Some(OutFrame {
+            header: chunk.frame.to_bytes(),
+            payload: bytes.as_ptr(),
+            len: len as usize,
+            sent: 0,
+            complete: None,
+            owned: Some(bytes),
         })
     }
 }
@@ -451,6 +526,7 @@ impl FrameSink for Proto {
                 len,
             } => match self.requests.get_mut(recv_id) {
                 Some(ReqState::RecvRendezvous { machine, buf, .. }) => {
+                    let (machine, buf) = (&*machine, *buf);
                     machine
                         .on_data(offset, len)
                         .map_err(|e| protocol_error(peer, e))?;
@@ -461,6 +537,13 @@ impl FrameSink for Proto {
                         arrival: Arrival::Data(recv_id),
                     })
                 }
+                // Over rails, a chunk sent again after a rail failed may find its receive
+                // already complete.
+                _ if self.rails > 1 && self.routes[peer as usize] == Route::Tcp => Ok(Incoming {
+                    ptr: std::ptr::null_mut(),
+                    cap: 0,
+                    arrival: Arrival::Discard,
+                }),
                 _ => Err(protocol_error(
                     peer,
                     format!("DATA for unknown receive {recv_id:#x}"),
@@ -493,14 +576,16 @@ impl FrameSink for Proto {
                     None => self.matcher.push_unexpected(env, Unexpected::Eager(data)),
                 }
             }
-            (Arrival::Data(id), _) => {
+            (Arrival::Data(id), Frame::Data { offset, len, .. }) => {
+                let acknowledged = self.acknowledged(peer);
                 if let Some(ReqState::RecvRendezvous {
                     machine,
                     env,
                     message_len,
                     ..
-                }) = self.requests.get(id)
+                }) = self.requests.get_mut(id)
                 {
+                    machine.on_stored(offset, len);
                     if machine.is_complete() {
                         let done = Completion {
                             source: env.source,
@@ -509,10 +594,15 @@ impl FrameSink for Proto {
                             message_len: *message_len,
                             cancelled: false,
                         };
+                        let ack = machine.ack();
                         self.complete(id, done);
+                        if acknowledged {
+                            self.push_out(peer, Out::Frame(OutFrame::control(ack)));
+                        }
                     }
                 }
             }
+            (Arrival::Discard, _) => {}
             (
                 Arrival::Control,
                 Frame::Rts {
@@ -580,6 +670,11 @@ impl FrameSink for Proto {
                 }
             },
             (Arrival::Control, Frame::Bye) => {}
+            (Arrival::Control, Frame::RailDown { rail })
+                if self.acknowledged(peer) && rail > 0 && (rail as usize) < self.rails =>
+            {
+                self.rail_down.push((peer, rail as u16));
+            }
             (_, frame) => return Err(protocol_error(peer, format!("unexpected frame {frame:?}"))),
         }
         Ok(())
@@ -600,6 +695,45 @@ pub(crate) struct Engine {
     shm_chunk: usize,
     tcp_chunk: usize,
     spin: u32,
+    /// Multi-rail state per peer (empty with one rail).
+    lanes: Vec<Lanes>,
+    /// Smallest rendezvous spread over every rail; smaller ones use rail 0 only.
+    rail_stripe: u64,
+    /// Time base of the rails' rate measurements.
+    started: Instant,
+}
+
+/// What the rails to one peer are doing.
+struct Lanes {
+    /// The frame each rail is writing; rail 0's is an ordered frame or a chunk.
+    writing: Vec<Option<OutFrame>>,
+    alive: Vec<bool>,
+    /// Sends whose chunks are being handed out, oldest first.
+    striped: VecDeque<ReqId>,
+    /// Chunks of failed rails to send again: (send, offset, length).
+    resend: VecDeque<(ReqId, u64, u64)>,
+    /// Chunks each rail carried, kept until their send is acknowledged.
+    carried: Vec<Vec<(ReqId, u64, u64)>>,
+    striper: Striper,
+}
+
+impl Lanes {
+    fn new(rails: usize, policy: crate::config::RailPolicy) -> Lanes {
+        Lanes {
+            writing: (0..rails).map(|_| None).collect(),
+            alive: vec![true; rails],
+            striped: VecDeque::new(),
+            resend: VecDeque::new(),
+            carried: vec![Vec::new(); rails],
+            striper: Striper::new(policy, rails),
+        }
+    }
+
+    fn idle(&self) -> bool {
+        self.striped.is_empty()
+            && self.resend.is_empty()
+            && self.writing.iter().all(Option::is_none)
+    }
 }
 
 /// Settings the engine needs from `Config` and setup.
@@ -614,6 +748,10 @@ pub(crate) struct EngineSetup {
     pub tcp_eager_limit: usize,
     pub tcp_chunk: usize,
     pub spin: u32,
+    /// TCP rails per peer, how chunks are spread over them, and from which size.
+    pub rails: usize,
+    pub rail_policy: crate::config::RailPolicy,
+    pub rail_stripe: usize,
 }
 
 impl Engine {
@@ -627,6 +765,8 @@ impl Engine {
                 me: setup.me,
                 routes: setup.routes,
                 pids: setup.pids,
+                rails: setup.rails.max(1),
+                rail_down: Vec::new(),
                 cma: setup.cma,
                 requests: Requests {
                     slots: Vec::new(),
@@ -645,6 +785,15 @@ impl Engine {
             tcp_eager_limit: setup.tcp_eager_limit,
             tcp_chunk: setup.tcp_chunk,
             spin: setup.spin,
+            lanes: if setup.rails > 1 {
+                (0..size)
+                    .map(|_| Lanes::new(setup.rails, setup.rail_policy))
+                    .collect()
+            } else {
+                Vec::new()
+            },
+            rail_stripe: setup.rail_stripe as u64,
+            started: Instant::now(),
         }
     }
 
@@ -692,13 +841,17 @@ impl Engine {
                     len,
                     sent: 0,
                     complete: Some(id),
+                    owned: None,
                 }),
             );
             self.flush_peer(dest)?;
             return Ok(id);
         }
         let id = self.proto.requests.insert(ReqState::SendEager);
-        let machine = RendezvousSend::new(id, len as u64);
+        let mut machine = RendezvousSend::new(id, len as u64);
+        if self.proto.acknowledged(dest) {
+            machine = machine.acknowledged();
+        }
         let pull_ok = route == Route::Loopback || (route == Route::Shm && self.proto.cma);
         let rts = machine.rts(context, tag, if pull_ok { buf as u64 } else { 0 });
         if let Some(state) = self.proto.requests.get_mut(id) {
@@ -886,6 +1039,9 @@ impl Engine {
                 .map_err(|e| with_pid(&self.proto.pids, e))?;
         }
         progressed |= self.flush()?;
+        if !self.lanes.is_empty() {
+            progressed |= self.rails_failed();
+        }
         if !self.collectives.is_empty() || !self.drains.is_empty() {
             progressed |= self.advance_collectives()?;
         }
@@ -903,7 +1059,9 @@ impl Engine {
         while i < self.proto.busy.len() {
             let peer = self.proto.busy[i];
             progressed |= self.flush_peer(peer)?;
-            if self.proto.outq[peer as usize].is_empty() {
+            if self.proto.outq[peer as usize].is_empty()
+                && self.lanes.get(peer as usize).is_none_or(Lanes::idle)
+            {
                 self.proto.queued[peer as usize] = false;
                 self.proto.busy.swap_remove(i);
             } else {
@@ -917,6 +1075,9 @@ impl Engine {
     fn flush_peer(&mut self, peer: u32) -> Result<bool, Error> {
         let p = peer as usize;
         let route = self.proto.routes[p];
+        if route == Route::Tcp && !self.lanes.is_empty() {
+            return self.flush_rails(peer);
+        }
         let chunk = if route == Route::Shm {
             self.shm_chunk
         } else {
@@ -929,7 +1090,7 @@ impl Engine {
                 Some(Out::Stream(id)) => {
                     let id = *id;
                     match self.proto.next_chunk(id, chunk) {
-                        Some(f) => self.proto.outq[p].push_front(Out::Frame(f)),
+                        Some((f, _)) => self.proto.outq[p].push_front(Out::Frame(f)),
                         None => {
                             self.proto.outq[p].pop_front();
                         }
@@ -944,7 +1105,7 @@ impl Engine {
                     None => false,
                 },
                 Route::Tcp => match self.tcp.as_mut() {
-                    Some(tcp) => tcp.try_write(p, frame)?,
+                    Some(tcp) => tcp.try_write(p, 0, frame)?,
                     None => false,
                 },
                 Route::Loopback => true,
@@ -953,20 +1114,188 @@ impl Engine {
                 break;
             }
             progressed = true;
-            if let Some(Out::Frame(OutFrame {
-                complete: Some(id),
-                len,
-                ..
-            })) = self.proto.outq[p].pop_front()
-            {
-                if matches!(self.proto.requests.get(id), Some(ReqState::SendEager)) {
-                    self.proto.complete(id, Proto::sent(len));
-                } else {
-                    self.proto.complete(id, Proto::sent(0));
-                }
+            if let Some(Out::Frame(frame)) = self.proto.outq[p].pop_front() {
+                self.proto.frame_written(&frame);
             }
         }
         Ok(progressed)
+    }
+
+    /// Writes to a peer over several rails: ordered frames on rail 0, chunks where the
+    /// striper puts them.
+    fn flush_rails(&mut self, peer: u32) -> Result<bool, Error> {
+        let p = peer as usize;
+        let Some(tcp) = self.tcp.as_mut() else {
+            return Ok(false);
+        };
+        let proto = &mut self.proto;
+        let lanes = &mut self.lanes[p];
+        let rails = lanes.writing.len();
+        let mut progressed = false;
+        loop {
+            let mut moved = false;
+            while lanes.writing[0].is_none() {
+                match proto.outq[p].pop_front() {
+                    None => break,
+                    Some(Out::Stream(id)) => lanes.striped.push_back(id),
+                    Some(Out::Frame(f)) => lanes.writing[0] = Some(f),
+                }
+            }
+            loop {
+                let (id, again) = match (lanes.resend.front(), lanes.striped.front()) {
+                    (Some(&(id, offset, len)), _) => (id, Some((offset, len))),
+                    (None, Some(&id)) => (id, None),
+                    (None, None) => break,
+                };
+                let Some(message_len) = proto.pending_send_len(id) else {
+                    if again.is_some() {
+                        lanes.resend.pop_front();
+                    } else {
+                        lanes.striped.pop_front();
+                    }
+                    continue;
+                };
+                let spread = message_len >= self.rail_stripe;
+                let loads: Vec<RailLoad> = (0..rails)
+                    .map(|r| {
+                        let mut load = tcp.load(p, r);
+                        load.alive &= lanes.alive[r] && (spread || r == 0);
+                        load.free = lanes.writing[r].is_none();
+                        if let Some(f) = &lanes.writing[r] {
+                            load.backlog += (HEADER_LEN + f.len - f.sent) as u64;
+                        }
+                        load
+                    })
+                    .collect();
+                lanes.striper.observe(self.started.elapsed(), &loads);
+                let size = again.map_or(self.tcp_chunk as u64, |(_, len)| len);
+                let Some(rail) = lanes.striper.choose(&loads, size) else {
+                    break;
+                };
+                let (frame, offset) = match again {
+                    Some((offset, len)) => {
+                        lanes.resend.pop_front();
+                        match proto.resend_chunk(id, offset, len) {
+                            Some(frame) => (frame, offset),
+                            None => continue,
+                        }
+                    }
+                    None => match proto.next_chunk(id, self.tcp_chunk) {
+                        Some(cut) => cut,
+                        None => {
+                            lanes.striped.pop_front();
+                            continue;
+                        }
+                    },
+                };
+                if again.is_none() && proto.handed_out(id) {
+                    lanes.striped.pop_front();
+                }
+                let carried = &mut lanes.carried[rail];
+                if carried.len() >= 1024 {
+                    carried.retain(|&(id, ..)| proto.pending_send_len(id).is_some());
+                }
+                carried.push((id, offset, frame.len as u64));
+                lanes.writing[rail] = Some(frame);
+                moved = true;
+            }
+            for rail in 0..rails {
+                let Some(frame) = lanes.writing[rail].as_mut() else {
+                    continue;
+                };
+                if tcp.try_write(p, rail, frame)? {
+                    if let Some(frame) = lanes.writing[rail].take() {
+                        proto.frame_written(&frame);
+                    }
+                    moved = true;
+                }
+            }
+            if !moved {
+                break;
+            }
+            progressed = true;
+        }
+        Ok(progressed)
+    }
+
+    /// One line per peer with the bytes each rail carried and its measured rate, for
+    /// `FERRY_RAIL_STATS=1`; empty without rails.
+    pub(crate) fn rail_report(&self) -> Vec<String> {
+        let Some(tcp) = self.tcp.as_ref() else {
+            return Vec::new();
+        };
+        let mut lines = Vec::new();
+        for (peer, lanes) in self.lanes.iter().enumerate() {
+            if self.proto.routes[peer] != Route::Tcp {
+                continue;
+            }
+            let rails: Vec<String> = (0..lanes.writing.len())
+                .map(|r| {
+                    let load = tcp.load(peer, r);
+                    let rate = lanes.striper.rate(r) / 1e6;
+                    match lanes.alive[r] {
+                        true => format!("rail {r} {} B ({rate:.0} MB/s)", load.written),
+                        false => format!("rail {r} failed"),
+                    }
+                })
+                .collect();
+            lines.push(format!(
+                "ferry: rank {} to rank {peer}: {}",
+                self.proto.me,
+                rails.join(", ")
+            ));
+        }
+        lines
+    }
+
+    /// Handles rails that failed, here or at the peer: what they carried for sends that are
+    /// not acknowledged goes again on the others, and the peer learns of a local failure.
+    fn rails_failed(&mut self) -> bool {
+        let Some(tcp) = self.tcp.as_mut() else {
+            return false;
+        };
+        let mut failed: Vec<(u32, u16, String, bool)> = tcp
+            .take_failures()
+            .into_iter()
+            .map(|(peer, rail, why)| (peer, rail, why, true))
+            .collect();
+        failed.extend(
+            self.proto
+                .rail_down
+                .drain(..)
+                .map(|(peer, rail)| (peer, rail, "closed by the peer".to_string(), false)),
+        );
+        let any = !failed.is_empty();
+        for (peer, rail, why, here) in failed {
+            let (p, r) = (peer as usize, rail as usize);
+            let lanes = &mut self.lanes[p];
+            if !lanes.alive[r] {
+                continue;
+            }
+            lanes.alive[r] = false;
+            lanes.writing[r] = None;
+            tcp.close_rail(p, r);
+            let mut again = 0;
+            for (id, offset, len) in std::mem::take(&mut lanes.carried[r]) {
+                if self.proto.pending_send_len(id).is_some() {
+                    lanes.resend.push_back((id, offset, len));
+                    again += 1;
+                }
+            }
+            eprintln!(
+                "ferry: rank {}: rail {rail} to rank {peer} failed ({why}); {again} chunks go again on the other rails",
+                self.proto.me
+            );
+            if here {
+                let down = Frame::RailDown { rail: rail.into() };
+                self.proto
+                    .push_out(peer, Out::Frame(OutFrame::control(down)));
+            } else if !self.proto.queued[p] {
+                self.proto.queued[p] = true;
+                self.proto.busy.push(peer);
+            }
+        }
+        any
     }
 
     /// Drives progress until `done` holds, backing off from spinning to sleeping.
@@ -1040,6 +1369,10 @@ mod tests {
     /// An engine for rank 0 of `n` whose peers are reached over TCP but have no sockets: enough
     /// to drive the protocol half by hand.
     fn engine(n: usize) -> Engine {
+        engine_with_rails(n, 1)
+    }
+
+    fn engine_with_rails(n: usize, rails: usize) -> Engine {
         let mut routes = vec![Route::Tcp; n];
         routes[0] = Route::Loopback;
         Engine::new(EngineSetup {
@@ -1053,7 +1386,108 @@ mod tests {
             tcp_eager_limit: 1 << 16,
             tcp_chunk: 1 << 18,
             spin: 1,
+            rails,
+            rail_policy: crate::config::RailPolicy::Weighted,
+            rail_stripe: 1 << 19,
         })
+    }
+
+    /// Feeds one whole frame from `peer` to the protocol.
+    fn deliver(e: &mut Engine, peer: u32, frame: Frame, payload: &[u8]) -> Result<(), Error> {
+        let mut incoming = e.proto.begin_frame(peer, &frame)?;
+        incoming.store(0, payload);
+        e.proto.end_frame(peer, &frame, incoming)
+    }
+
+    /// The control frames queued for `peer`.
+    fn queued(e: &Engine, peer: usize) -> Vec<Frame> {
+        e.proto.outq[peer]
+            .iter()
+            .filter_map(|o| match o {
+                Out::Frame(f) => Frame::decode(&f.header, u64::MAX).ok(),
+                Out::Stream(_) => None,
+            })
+            .collect()
+    }
+
+    #[test]
+    fn over_rails_a_receive_takes_chunks_in_any_order_once_and_acknowledges() {
+        let mut e = engine_with_rails(2, 2);
+        let rts = Frame::Rts {
+            context: 0,
+            tag: 3,
+            len: 12,
+            send_id: 77,
+            source_addr: 0,
+        };
+        deliver(&mut e, 1, rts, &[]).unwrap();
+        let mut buf = [0u8; 12];
+        let id = e.irecv(0, Some(1), Some(3), buf.as_mut_ptr(), 12).unwrap();
+        let Some(&Frame::Cts { recv_id, .. }) = queued(&e, 1).last() else {
+            panic!("no CTS: {:?}", queued(&e, 1))
+        };
+        let data = |offset: u64, len: u64| Frame::Data {
+            recv_id,
+            offset,
+            len,
+        };
+        deliver(&mut e, 1, data(8, 4), b"ijkl").unwrap();
+        deliver(&mut e, 1, data(0, 4), b"abcd").unwrap();
+        // A chunk sent again after a rail failed.
+        deliver(&mut e, 1, data(8, 4), b"ijkl").unwrap();
+        assert!(!e.proto.is_done(id));
+        deliver(&mut e, 1, data(4, 4), b"efgh").unwrap();
+        assert!(e.proto.is_done(id));
+        assert_eq!(&buf, b"abcdefghijkl");
+        assert_eq!(queued(&e, 1).last(), Some(&Frame::Fin { send_id: 77 }));
+        // A late copy for the finished receive is read and dropped, not an error.
+        deliver(&mut e, 1, data(0, 4), b"abcd").unwrap();
+        assert_eq!(&buf, b"abcdefghijkl");
+    }
+
+    #[test]
+    fn without_rails_unknown_data_is_a_protocol_error_and_no_fin_is_sent() {
+        let mut e = engine(2);
+        let stray = Frame::Data {
+            recv_id: 5,
+            offset: 0,
+            len: 1,
+        };
+        assert!(deliver(&mut e, 1, stray, b"x").is_err());
+        assert!(deliver(&mut e, 1, Frame::RailDown { rail: 1 }, &[]).is_err());
+    }
+
+    #[test]
+    fn a_rail_down_from_the_peer_is_recorded_and_checked() {
+        let mut e = engine_with_rails(2, 3);
+        deliver(&mut e, 1, Frame::RailDown { rail: 2 }, &[]).unwrap();
+        assert_eq!(e.proto.rail_down, [(1, 2)]);
+        assert!(deliver(&mut e, 1, Frame::RailDown { rail: 0 }, &[]).is_err());
+        assert!(deliver(&mut e, 1, Frame::RailDown { rail: 3 }, &[]).is_err());
+    }
+
+    #[test]
+    fn over_rails_a_pushed_send_completes_on_fin_not_on_its_last_chunk() {
+        let mut e = engine_with_rails(2, 2);
+        let payload = vec![7u8; 1 << 20];
+        let id = e
+            .isend(0, 1, 9, payload.as_ptr(), payload.len(), false)
+            .unwrap();
+        let cts = Frame::Cts {
+            send_id: id,
+            recv_id: 5,
+            accept_len: 1 << 20,
+        };
+        deliver(&mut e, 1, cts, &[]).unwrap();
+        while let Some((frame, _)) = e.proto.next_chunk(id, 1 << 18) {
+            e.proto.frame_written(&frame);
+        }
+        assert!(!e.proto.is_done(id), "done before the receiver confirmed");
+        let again = e.proto.resend_chunk(id, 1 << 18, 1 << 18).unwrap();
+        assert_eq!(again.len, 1 << 18);
+        deliver(&mut e, 1, Frame::Fin { send_id: id }, &[]).unwrap();
+        assert!(e.proto.is_done(id));
+        assert!(e.proto.resend_chunk(id, 0, 1).is_none());
     }
 
     #[test]

@@ -30,6 +30,7 @@ pub mod config;
 mod engine;
 mod error;
 mod matching;
+mod rails;
 pub mod raw;
 mod selection;
 mod shm;
@@ -42,6 +43,6 @@ pub use comm::{
     scope, test_all, wait_all, wait_any, Comm, Request, Scope, Source, Status, ANY_SOURCE, ANY_TAG,
     TAG_UB,
 };
-pub use config::{CmaMode, Config};
+pub use config::{CmaMode, Config, RailPolicy};
 pub use error::Error;
 pub use world::{init, World};

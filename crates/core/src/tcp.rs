@@ -16,6 +16,12 @@
 //! goes straight to the handshake. A rank on a private cluster keeps its registration with its
 //! relay open for the job's life ([`TcpTransport::register_with_relay`]); its end means the
 //! relay died, and the job fails with "relay on <front> went away" instead of hanging.
+//!
+//! Rails (issue 7): with `FERRY_RAILS=k` every peer pair has k connections, each announcing its
+//! rail index in the handshake; rail i may run between a dedicated pair of local addresses.
+//! Rail 0 carries the ordered traffic. A failure of any other rail is not the job's: the rail
+//! is closed and reported through [`TcpTransport::take_failures`], and the engine sends its
+//! chunks again on the others.
 
 use crate::engine::{FrameSink, OutFrame};
 use crate::error::Error;
@@ -37,6 +43,8 @@ const STAGING: usize = 64 << 10;
 const FILL: usize = 16 << 10;
 /// Payload remainders at least this large are read directly into the destination.
 const DIRECT_READ: usize = 32 << 10;
+/// Tokens of peer connections: peer rank in the low 32 bits, rail above.
+const RAIL_SHIFT: u32 = 32;
 const LISTENER: Token = Token(usize::MAX);
 const RELAY: Token = Token(usize::MAX - 1);
 const STRANGER_BASE: usize = 1 << 40;
@@ -81,6 +89,8 @@ struct Conn {
     end: usize,
     input: Input,
     opened: Instant,
+    /// Payload and header bytes written since the connection opened.
+    written: u64,
 }
 
 impl Conn {
@@ -106,6 +116,7 @@ impl Conn {
             end: 0,
             input: Input::Header,
             opened: Instant::now(),
+            written: 0,
         }
     }
 
@@ -214,8 +225,9 @@ impl Conn {
         }
     }
 
-    /// Moves the relay exchange and the handshake forward. Ok(Some(rank)) once complete.
-    fn drive_handshake(&mut self, seen: &mut ReplayGuard) -> Result<Option<u32>, String> {
+    /// Moves the relay exchange and the handshake forward. Ok(Some((rank, rail))) once
+    /// complete.
+    fn drive_handshake(&mut self, seen: &mut ReplayGuard) -> Result<Option<(u32, u16)>, String> {
         if !self.step_pre(seen)? {
             return Ok(None);
         }
@@ -229,7 +241,7 @@ impl Conn {
         outcome
     }
 
-    fn step_handshake(&mut self, hs: &mut Handshake) -> Result<Option<u32>, String> {
+    fn step_handshake(&mut self, hs: &mut Handshake) -> Result<Option<(u32, u16)>, String> {
         loop {
             if self.connected && self.writable && !hs.pending_output().is_empty() {
                 match self.stream.write(hs.pending_output()) {
@@ -240,7 +252,7 @@ impl Conn {
                 }
             }
             if let Some(rank) = hs.peer_rank() {
-                return Ok(Some(rank));
+                return Ok(Some((rank, hs.rail())));
             }
             if self.start < self.end && hs.wanted() > 0 {
                 let used = hs
@@ -275,7 +287,14 @@ pub(crate) struct TcpTransport {
     events: Events,
     listener: TcpListener,
     listen_addr: SocketAddr,
-    conns: Vec<Option<Conn>>,
+    /// Connections by peer and rail.
+    conns: Vec<Vec<Option<Conn>>>,
+    /// Rails per peer pair.
+    rails: u16,
+    /// TCP_USER_TIMEOUT of rails other than rail 0.
+    rail_timeout: Duration,
+    /// Rails that failed since the engine last asked: (peer, rail, why).
+    failures: Vec<(u32, u16, String)>,
     strangers: Vec<Option<Conn>>,
     key: JobKey,
     job: u64,
@@ -309,7 +328,8 @@ fn nonce() -> [u8; 32] {
 }
 
 impl TcpTransport {
-    /// Listens on `bind` (port 0 picks one).
+    /// Listens on `bind` (port 0 picks one), for `rails` connections per peer.
+    #[allow(clippy::too_many_arguments)]
     pub(crate) fn bind(
         bind: SocketAddr,
         key: JobKey,
@@ -317,6 +337,8 @@ impl TcpTransport {
         (me, size): (u32, u32),
         max_payload: u64,
         socket_buffer: usize,
+        rails: u16,
+        rail_timeout: Duration,
     ) -> Result<TcpTransport, Error> {
         let poll = Poll::new().map_err(|e| io_error("epoll_create", e))?;
         let mut listener = TcpListener::bind(bind)
@@ -332,7 +354,12 @@ impl TcpTransport {
             events: Events::with_capacity(256),
             listener,
             listen_addr,
-            conns: (0..size).map(|_| None).collect(),
+            conns: (0..size)
+                .map(|_| (0..rails).map(|_| None).collect())
+                .collect(),
+            rails,
+            rail_timeout,
+            failures: Vec::new(),
             strangers: Vec::new(),
             key,
             job,
@@ -461,24 +488,107 @@ impl TcpTransport {
         Ok(())
     }
 
-    /// Starts connecting to `peer` at `addr`: the peer's own address, or — with `via_relay`
-    /// naming its front node — the public address of the relay there.
+    /// A rail other than rail 0 fails once its data stays unacknowledged for the rail timeout,
+    /// instead of after TCP's many minutes of retransmission.
+    fn tune_rail(&self, stream: &TcpStream, rail: u16) -> Result<(), Error> {
+        if rail == 0 {
+            return Ok(());
+        }
+        socket2::SockRef::from(stream)
+            .set_tcp_user_timeout(Some(self.rail_timeout))
+            .map_err(|e| io_error("TCP_USER_TIMEOUT", e))
+    }
+
+    /// What rail `rail` to `peer` holds: whether it works and the bytes given to it that the
+    /// peer has not acknowledged (`SIOCOUTQ`).
+    pub(crate) fn load(&self, peer: usize, rail: usize) -> crate::rails::RailLoad {
+        let Some(conn) = self.conns[peer][rail].as_ref() else {
+            return crate::rails::RailLoad {
+                alive: false,
+                free: false,
+                backlog: 0,
+                written: 0,
+            };
+        };
+        let mut unacked: libc::c_int = 0;
+        // SAFETY: SIOCOUTQ writes one int through the pointer, which points to a live c_int.
+        let rc = unsafe {
+            libc::ioctl(
+                std::os::fd::AsRawFd::as_raw_fd(&conn.stream),
+                libc::TIOCOUTQ,
+                &mut unacked,
+            )
+        };
+        crate::rails::RailLoad {
+            alive: conn.handshake.is_none(),
+            free: true,
+            backlog: if rc == 0 { unacked.max(0) as u64 } else { 0 },
+            written: conn.written,
+        }
+    }
+
+    /// Rails that failed since the last call: (peer, rail, why).
+    pub(crate) fn take_failures(&mut self) -> Vec<(u32, u16, String)> {
+        std::mem::take(&mut self.failures)
+    }
+
+    /// Closes rail `rail` to `peer` (it failed, here or at the peer), dropping what it holds.
+    pub(crate) fn close_rail(&mut self, peer: usize, rail: usize) {
+        if let Some(mut conn) = self.conns[peer][rail].take() {
+            let _ = self.poll.registry().deregister(&mut conn.stream);
+        }
+    }
+
+    /// Records the failure of a rail other than rail 0 and closes it.
+    fn rail_failed(&mut self, peer: usize, rail: usize, why: String) {
+        self.close_rail(peer, rail);
+        self.failures.push((peer as u32, rail as u16, why));
+    }
+
+    /// Starts connecting rail `rail` to `peer` at `addr`: the peer's own address, or — with
+    /// `via_relay` naming its front node — the public address of the relay there; from local
+    /// address `from` when given.
     pub(crate) fn dial(
         &mut self,
-        peer: u32,
+        (peer, rail): (u32, u16),
         addr: SocketAddr,
+        from: Option<std::net::IpAddr>,
         via_relay: Option<&str>,
     ) -> Result<(), Error> {
-        let mut stream = TcpStream::connect(addr)
-            .map_err(|e| io_error(&format!("cannot connect to rank {peer} at {addr}"), e))?;
-        stream
-            .set_nodelay(true)
-            .map_err(|e| io_error("TCP_NODELAY", e))?;
+        let cannot = |e| {
+            io_error(
+                &format!("cannot connect rail {rail} to rank {peer} at {addr}"),
+                e,
+            )
+        };
+        let mut stream = match from {
+            None => TcpStream::connect(addr).map_err(cannot)?,
+            Some(local) => {
+                let socket = socket2::Socket::new(
+                    socket2::Domain::for_address(addr),
+                    socket2::Type::STREAM,
+                    Some(socket2::Protocol::TCP),
+                )
+                .map_err(cannot)?;
+                socket.set_nonblocking(true).map_err(cannot)?;
+                socket
+                    .bind(&SocketAddr::new(local, 0).into())
+                    .map_err(|e| io_error(&format!("cannot bind rail {rail} to {local}"), e))?;
+                match socket.connect(&addr.into()) {
+                    Ok(()) => {}
+                    Err(e) if e.raw_os_error() == Some(libc::EINPROGRESS) => {}
+                    Err(e) => return Err(cannot(e)),
+                }
+                TcpStream::from_std(socket.into())
+            }
+        };
+        self.tune(&stream)?;
+        self.tune_rail(&stream, rail)?;
         self.poll
             .registry()
             .register(
                 &mut stream,
-                Token(peer as usize),
+                Token(peer as usize | (rail as usize) << RAIL_SHIFT),
                 Interest::READABLE | Interest::WRITABLE,
             )
             .map_err(|e| io_error("epoll_ctl", e))?;
@@ -489,7 +599,8 @@ impl TcpTransport {
             self.me,
             peer,
             nonce(),
-        );
+        )
+        .on_rail(rail, self.rails);
         let pre = match via_relay {
             Some(_) => Pre::ViaRelay(RelayConnector::new(
                 self.key.clone(),
@@ -502,14 +613,14 @@ impl TcpTransport {
         };
         let mut conn = Conn::new(stream, addr, pre, hs, false);
         conn.via = via_relay.map(str::to_string);
-        self.conns[peer as usize] = Some(conn);
+        self.conns[peer as usize][rail as usize] = Some(conn);
         Ok(())
     }
 
     fn established(&self, rank: usize) -> bool {
         self.conns[rank]
-            .as_ref()
-            .is_some_and(|c| c.handshake.is_none())
+            .iter()
+            .all(|c| c.as_ref().is_some_and(|c| c.handshake.is_none()))
     }
 
     /// True once every peer but us has an authenticated connection.
@@ -554,7 +665,11 @@ impl TcpTransport {
                     .get_mut(token.0 - STRANGER_BASE)
                     .and_then(Option::as_mut)
             } else {
-                self.conns.get_mut(token.0).and_then(Option::as_mut)
+                let (peer, rail) = (token.0 & 0xffff_ffff, token.0 >> RAIL_SHIFT);
+                self.conns
+                    .get_mut(peer)
+                    .and_then(|rails| rails.get_mut(rail))
+                    .and_then(Option::as_mut)
             };
             if let Some(conn) = conn {
                 if event.is_readable() || event.is_read_closed() || event.is_error() {
@@ -574,23 +689,32 @@ impl TcpTransport {
         }
         progressed |= self.drive_strangers();
         for peer in 0..self.conns.len() {
-            let Some(conn) = self.conns[peer].as_mut() else {
-                continue;
-            };
-            if conn.handshake.is_some() {
-                match conn.drive_handshake(&mut self.seen) {
-                    Ok(Some(_)) => progressed = true,
-                    Ok(None) => continue,
-                    Err(why) => {
-                        return Err(Error::Transport(format!(
-                            "handshake with rank {peer} at {} failed: {why}",
-                            conn.addr
-                        )))
+            for rail in 0..self.rails as usize {
+                let Some(conn) = self.conns[peer][rail].as_mut() else {
+                    continue;
+                };
+                if conn.handshake.is_some() {
+                    match conn.drive_handshake(&mut self.seen) {
+                        Ok(Some(_)) => progressed = true,
+                        Ok(None) => continue,
+                        Err(why) => {
+                            return Err(Error::Transport(format!(
+                                "handshake with rank {peer} (rail {rail}) at {} failed: {why}",
+                                conn.addr
+                            )))
+                        }
                     }
                 }
-            }
-            if conn.readable || conn.start < conn.end {
-                progressed |= read_frames(conn, peer as u32, sink, self.max_payload)?;
+                if conn.readable || conn.start < conn.end {
+                    match read_frames(conn, peer as u32, sink, self.max_payload) {
+                        Ok(moved) => progressed |= moved,
+                        Err(Error::PeerLost { detail, .. }) if rail > 0 => {
+                            progressed = true;
+                            self.rail_failed(peer, rail, detail);
+                        }
+                        Err(e) => return Err(e),
+                    }
+                }
             }
         }
         Ok(progressed)
@@ -625,7 +749,8 @@ impl TcpTransport {
                         continue;
                     }
                     let hs =
-                        Handshake::accept(self.key.clone(), self.job, self.size, self.me, nonce());
+                        Handshake::accept(self.key.clone(), self.job, self.size, self.me, nonce())
+                            .with_rails(self.rails);
                     let sniff = Pre::Sniff(RelayAcceptor::new(self.key.clone(), self.job, self.me));
                     self.strangers[index] = Some(Conn::new(stream, addr, sniff, hs, true));
                 }
@@ -657,22 +782,25 @@ impl TcpTransport {
             };
             match outcome {
                 Ok(None) => {}
-                Ok(Some(rank)) => {
+                Ok(Some((rank, rail))) => {
                     progressed = true;
                     let Some(mut conn) = self.strangers[index].take() else {
                         continue;
                     };
-                    if self.conns[rank as usize].is_some() {
+                    if self.conns[rank as usize][rail as usize].is_some() {
                         eprintln!(
-                            "ferry: rank {}: refused connection from {}: rank {rank} is already connected",
+                            "ferry: rank {}: refused connection from {}: rank {rank} is already connected on rail {rail}",
                             self.me, conn.addr
                         );
                         let _ = self.poll.registry().deregister(&mut conn.stream);
                         continue;
                     }
+                    if let Err(e) = self.tune_rail(&conn.stream, rail) {
+                        eprintln!("ferry: rank {}: rail {rail} of rank {rank}: {e}", self.me);
+                    }
                     if let Err(e) = self.poll.registry().reregister(
                         &mut conn.stream,
-                        Token(rank as usize),
+                        Token(rank as usize | (rail as usize) << RAIL_SHIFT),
                         Interest::READABLE | Interest::WRITABLE,
                     ) {
                         eprintln!("ferry: rank {}: cannot watch rank {rank}: {e}", self.me);
@@ -683,7 +811,7 @@ impl TcpTransport {
                     if conn.relayed {
                         conn.via = self.relay.as_ref().map(|l| l.front.clone());
                     }
-                    self.conns[rank as usize] = Some(conn);
+                    self.conns[rank as usize][rail as usize] = Some(conn);
                 }
                 Err(why) => {
                     progressed = true;
@@ -700,9 +828,16 @@ impl TcpTransport {
         progressed
     }
 
-    /// Writes as much of `frame` as the socket takes. Ok(true) once all of it is written.
-    pub(crate) fn try_write(&mut self, peer: usize, frame: &mut OutFrame) -> Result<bool, Error> {
-        let Some(conn) = self.conns[peer].as_mut() else {
+    /// Writes as much of `frame` as rail `rail` to `peer` takes. Ok(true) once all of it is
+    /// written. A write failure on a rail other than rail 0 closes that rail and is reported
+    /// by [`TcpTransport::take_failures`]; the frame stays unwritten.
+    pub(crate) fn try_write(
+        &mut self,
+        peer: usize,
+        rail: usize,
+        frame: &mut OutFrame,
+    ) -> Result<bool, Error> {
+        let Some(conn) = self.conns[peer][rail].as_mut() else {
             return Ok(false);
         };
         if conn.handshake.is_some() {
@@ -723,9 +858,17 @@ impl TcpTransport {
                     .write_vectored(&[IoSlice::new(header), IoSlice::new(payload)])
             };
             match written {
-                Ok(n) => frame.sent += n,
+                Ok(n) => {
+                    frame.sent += n;
+                    conn.written += n as u64;
+                }
                 Err(e) if e.kind() == ErrorKind::WouldBlock => conn.writable = false,
                 Err(e) if e.kind() == ErrorKind::Interrupted => {}
+                Err(e) if rail > 0 => {
+                    let why = format!("write to {} failed: {e}", conn.addr);
+                    self.rail_failed(peer, rail, why);
+                    return Ok(false);
+                }
                 Err(e) => {
                     return Err(Error::Transport(format!(
                         "write to rank {peer} at {} failed: {e}",

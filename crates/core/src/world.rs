@@ -47,6 +47,8 @@ struct Card {
     front: String,
     /// Public address of the relay that reaches this rank (private clusters only).
     relay: Option<SocketAddr>,
+    /// Our address on each rail (`FERRY_RAIL_ADDRS`); the port is `tcp`'s.
+    rails: Vec<std::net::IpAddr>,
 }
 
 impl Card {
@@ -62,6 +64,10 @@ impl Card {
         if let Some(addr) = self.relay {
             s += &format!(";relay={addr}");
         }
+        if !self.rails.is_empty() {
+            let list: Vec<String> = self.rails.iter().map(|a| a.to_string()).collect();
+            s += &format!(";rails={}", list.join(","));
+        }
         s
     }
 
@@ -75,6 +81,7 @@ impl Card {
             grid: String::new(),
             front: String::new(),
             relay: None,
+            rails: Vec::new(),
         };
         for field in text.split(';') {
             let (k, v) = field.split_once('=').ok_or_else(bad)?;
@@ -86,6 +93,12 @@ impl Card {
                 "grid" => card.grid = v.to_string(),
                 "front" => card.front = v.to_string(),
                 "relay" => card.relay = Some(v.parse().map_err(|_| bad())?),
+                "rails" => {
+                    card.rails = v
+                        .split(',')
+                        .map(|a| a.parse().map_err(|_| bad()))
+                        .collect::<Result<_, _>>()?
+                }
                 _ => {}
             }
         }
@@ -157,6 +170,7 @@ pub fn init() -> Result<World, Error> {
         grid: place.map_or_else(String::new, |p| p.cluster.clone()),
         front: place.map_or_else(String::new, |p| p.front.clone()),
         relay: place.and_then(|p| p.relay).map(|r| r.public.into()),
+        rails: config.rail_addrs.clone(),
     };
     let ring_bytes = config.ring_bytes(n);
     let mut created = None;
@@ -165,19 +179,34 @@ pub fn init() -> Result<World, Error> {
         TransportKind::Shm => created = Some(ShmTransport::create(job, rank, n, ring_bytes)?),
         TransportKind::Tcp => {
             let max = config.tcp_eager_limit.max(config.tcp_chunk) as u64;
-            let bind: SocketAddr = match place {
-                Some(p) => (p.addr, 0).into(),
-                None => ([127, 0, 0, 1], 0).into(),
+            let primary: std::net::IpAddr = match (place, config.rail_addrs.first()) {
+                (Some(p), _) => p.addr.into(),
+                (None, Some(&addr)) => addr,
+                (None, None) => [127, 0, 0, 1].into(),
             };
-            let mut t =
-                TcpTransport::bind(bind, key.clone(), job, (rank, size), max, config.tcp_buffer)?;
+            // With an address per rail, one listener takes connections on all of them.
+            let bind = if config.rail_addrs.is_empty() {
+                SocketAddr::new(primary, 0)
+            } else {
+                SocketAddr::new(std::net::Ipv4Addr::UNSPECIFIED.into(), 0)
+            };
+            let mut t = TcpTransport::bind(
+                bind,
+                key.clone(),
+                job,
+                (rank, size),
+                max,
+                config.tcp_buffer,
+                config.rails,
+                Duration::from_secs(config.rail_timeout_secs),
+            )?;
             if let Some((p, relay)) = place.and_then(|p| Some((p, p.relay?))) {
                 // Registered before the card is published: once anyone reads the cards,
                 // every relay knows its ranks.
                 let timeout = Duration::from_secs(config.connect_timeout_secs);
                 t.register_with_relay(relay.inside.into(), &p.front, timeout)?;
             }
-            card.tcp = Some(t.listen_addr());
+            card.tcp = Some(SocketAddr::new(primary, t.listen_addr().port()));
             tcp = Some(t);
         }
     }
@@ -216,13 +245,27 @@ pub fn init() -> Result<World, Error> {
             let card = &cards[peer as usize];
             let missing =
                 |what: &str| Error::Bootstrap(format!("rank {peer} published no {what} address"));
-            match plan.path {
-                ferry_grid::Path::Direct | ferry_grid::Path::ViaMyNat => {
-                    t.dial(peer, card.tcp.ok_or_else(|| missing("TCP"))?, None)?
-                }
-                ferry_grid::Path::ViaPeerRelay { .. } => {
-                    let relay = card.relay.ok_or_else(|| missing("relay"))?;
-                    t.dial(peer, relay, Some(&guids[peer as usize].front))?
+            for rail in 0..config.rails {
+                match plan.path {
+                    ferry_grid::Path::Direct | ferry_grid::Path::ViaMyNat => {
+                        let tcp = card.tcp.ok_or_else(|| missing("TCP"))?;
+                        // A rail of its own needs an address on both ends and a direct path.
+                        let own = config.rail_addrs.get(rail as usize).copied();
+                        let theirs = card.rails.get(rail as usize).copied();
+                        match (plan.path, own, theirs) {
+                            (ferry_grid::Path::Direct, Some(from), Some(to)) => t.dial(
+                                (peer, rail),
+                                SocketAddr::new(to, tcp.port()),
+                                Some(from),
+                                None,
+                            )?,
+                            _ => t.dial((peer, rail), tcp, None, None)?,
+                        }
+                    }
+                    ferry_grid::Path::ViaPeerRelay { .. } => {
+                        let relay = card.relay.ok_or_else(|| missing("relay"))?;
+                        t.dial((peer, rail), relay, None, Some(&guids[peer as usize].front))?
+                    }
                 }
             }
         }
@@ -244,6 +287,9 @@ pub fn init() -> Result<World, Error> {
         shm_eager_limit: config.shm_eager_limit,
         tcp_eager_limit: config.tcp_eager_limit,
         tcp_chunk: config.tcp_chunk,
+        rails: usize::from(config.rails),
+        rail_policy: config.rail_policy,
+        rail_stripe: config.rail_stripe,
         spin,
     });
     if engine.tcp.is_some() {
@@ -285,6 +331,9 @@ fn singleton(config: &Config) -> World {
         shm_eager_limit: config.shm_eager_limit,
         tcp_eager_limit: config.tcp_eager_limit,
         tcp_chunk: config.tcp_chunk,
+        rails: usize::from(config.rails),
+        rail_policy: config.rail_policy,
+        rail_stripe: config.rail_stripe,
         spin: 1,
     });
     World {
@@ -315,6 +364,11 @@ impl World {
             .engine
             .borrow_mut()
             .wait_until(|p| p.output_drained())?;
+        if std::env::var_os("FERRY_RAIL_STATS").is_some_and(|v| v == "1") {
+            for line in shared.engine.borrow().rail_report() {
+                eprintln!("{line}");
+            }
+        }
         if let Some(boot) = shared.bootstrap.borrow_mut().as_mut() {
             boot.fence()?;
             boot.finalize()?;

@@ -1,0 +1,250 @@
+//! Which rail takes the next chunk of a striped rendezvous (channel bonding), without I/O.
+//!
+//! The engine asks [`Striper::choose`] whenever a rail could take a chunk, passing what each
+//! rail holds: bytes written to its socket but not acknowledged by the peer (`SIOCOUTQ`) plus
+//! the unwritten rest of the frame it is writing. From the same numbers over time the striper
+//! measures each rail's delivery rate, and the weighted policy gives the chunk to the rail
+//! expected to deliver it first. When that rail is still busy it waits rather than handing the
+//! chunk to a slower one, so a slow rail never holds a message back at its end. Round-robin
+//! (the seed's policy) hands chunks out in turn whatever the rails' speeds.
+
+use crate::config::RailPolicy;
+use std::time::Duration;
+
+/// What one rail holds when a chunk is to be placed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct RailLoad {
+    /// False once the rail failed.
+    pub alive: bool,
+    /// It has no frame of its own half-written and can take a chunk now.
+    pub free: bool,
+    /// Bytes given to it that the peer has not acknowledged yet.
+    pub backlog: u64,
+    /// Bytes given to it since it opened.
+    pub written: u64,
+}
+
+/// Delivery rate of one rail, measured while it had a backlog (so the rate is the link's,
+/// not the application's).
+#[derive(Debug, Clone, Copy, Default)]
+struct Rate {
+    /// Bytes per second; 0 until measured.
+    bytes_per_sec: f64,
+    /// Time and bytes delivered at the start of the current measurement, if it has a backlog.
+    mark: Option<(Duration, u64)>,
+}
+
+/// Shortest interval a rate sample covers: shorter ones are dominated by timer noise.
+const SAMPLE: Duration = Duration::from_millis(2);
+/// Weight of a new sample in the moving average.
+const GAIN: f64 = 0.3;
+
+impl Rate {
+    fn observe(&mut self, now: Duration, load: &RailLoad) {
+        let delivered = load.written.saturating_sub(load.backlog);
+        if load.backlog == 0 {
+            // Idle time says nothing about the link.
+            self.mark = None;
+            return;
+        }
+        match self.mark {
+            None => self.mark = Some((now, delivered)),
+            Some((then, before)) => {
+                let elapsed = now.saturating_sub(then);
+                if elapsed >= SAMPLE {
+                    let sample = (delivered - before.min(delivered)) as f64 / elapsed.as_secs_f64();
+                    self.bytes_per_sec = if self.bytes_per_sec == 0.0 {
+                        sample
+                    } else {
+                        (1.0 - GAIN) * self.bytes_per_sec + GAIN * sample
+                    };
+                    self.mark = Some((now, delivered));
+                }
+            }
+        }
+    }
+}
+
+/// Places the chunks of striped messages to one peer.
+#[derive(Debug, Clone)]
+pub(crate) struct Striper {
+    policy: RailPolicy,
+    rates: Vec<Rate>,
+    turn: usize,
+}
+
+impl Striper {
+    pub(crate) fn new(policy: RailPolicy, rails: usize) -> Striper {
+        Striper {
+            policy,
+            rates: vec![Rate::default(); rails],
+            turn: 0,
+        }
+    }
+
+    /// Updates the rate measurements from the rails' current state.
+    pub(crate) fn observe(&mut self, now: Duration, rails: &[RailLoad]) {
+        for (rate, load) in self.rates.iter_mut().zip(rails) {
+            rate.observe(now, load);
+        }
+    }
+
+    /// The measured rate of `rail` in bytes per second (0 until measured).
+    pub(crate) fn rate(&self, rail: usize) -> f64 {
+        self.rates.get(rail).map_or(0.0, |r| r.bytes_per_sec)
+    }
+
+    /// The rail that should take a chunk of `chunk` bytes now, or `None` to wait for one.
+    pub(crate) fn choose(&mut self, rails: &[RailLoad], chunk: u64) -> Option<usize> {
+        match self.policy {
+            RailPolicy::RoundRobin => {
+                let alive = rails.iter().filter(|r| r.alive).count();
+                if alive == 0 {
+                    return None;
+                }
+                // Skip dead rails; wait for the rail whose turn it is.
+                while !rails[self.turn % rails.len()].alive {
+                    self.turn += 1;
+                }
+                let rail = self.turn % rails.len();
+                rails[rail].free.then(|| {
+                    self.turn += 1;
+                    rail
+                })
+            }
+            RailPolicy::Weighted => {
+                // Unmeasured rails count as fast as the fastest measured one, so that every
+                // rail gets traffic and hence a measurement.
+                let fastest = self
+                    .rates
+                    .iter()
+                    .map(|r| r.bytes_per_sec)
+                    .fold(0.0, f64::max);
+                let finish = |i: usize, load: &RailLoad| {
+                    let rate = match self.rates[i].bytes_per_sec {
+                        r if r > 0.0 => r,
+                        _ if fastest > 0.0 => fastest,
+                        _ => 1.0,
+                    };
+                    (load.backlog + chunk) as f64 / rate
+                };
+                let best = rails
+                    .iter()
+                    .enumerate()
+                    .filter(|(_, l)| l.alive)
+                    .min_by(|(i, a), (j, b)| finish(*i, a).total_cmp(&finish(*j, b)))?;
+                best.1.free.then_some(best.0)
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Simulates rails of the given rates (bytes per ms), each with a socket buffer of `buffer`
+    /// bytes, carrying `total` bytes in chunks of `chunk`; returns bytes per rail and the time
+    /// (ms) the last byte arrived.
+    fn stripe(policy: RailPolicy, rates: &[u64], total: u64, chunk: u64) -> (Vec<u64>, u64) {
+        let buffer = 8 * chunk;
+        let mut striper = Striper::new(policy, rates.len());
+        let mut loads: Vec<RailLoad> = rates
+            .iter()
+            .map(|_| RailLoad {
+                alive: true,
+                free: true,
+                backlog: 0,
+                written: 0,
+            })
+            .collect();
+        let (mut left, mut ms) = (total, 0u64);
+        while left > 0 || loads.iter().any(|l| l.backlog > 0) {
+            for l in loads.iter_mut() {
+                l.free = l.backlog + chunk <= buffer;
+            }
+            striper.observe(Duration::from_millis(ms), &loads);
+            while left > 0 {
+                let Some(r) = striper.choose(&loads, chunk) else {
+                    break;
+                };
+                let n = chunk.min(left);
+                left -= n;
+                loads[r].backlog += n;
+                loads[r].written += n;
+                loads[r].free = loads[r].backlog + chunk <= buffer;
+            }
+            ms += 1;
+            for (l, rate) in loads.iter_mut().zip(rates) {
+                l.backlog -= l.backlog.min(*rate);
+            }
+        }
+        (loads.iter().map(|l| l.written).collect(), ms)
+    }
+
+    #[test]
+    fn weighted_gives_a_slow_rail_proportionally_less() {
+        let (bytes, ms) = stripe(RailPolicy::Weighted, &[4000, 1000], 64 << 20, 256 << 10);
+        let share = bytes[1] as f64 / (bytes[0] + bytes[1]) as f64;
+        assert!((0.15..=0.25).contains(&share), "slow rail share {share}");
+        // The ideal is 64 MiB / 5000 bytes per ms.
+        let ideal = (64u64 << 20) / 5000;
+        assert!(ms as f64 <= ideal as f64 * 1.1, "{ms} ms vs ideal {ideal}");
+    }
+
+    #[test]
+    fn round_robin_splits_evenly_and_waits_for_the_slow_rail() {
+        let (bytes, ms) = stripe(RailPolicy::RoundRobin, &[4000, 1000], 64 << 20, 256 << 10);
+        assert_eq!(bytes[0], bytes[1]);
+        let (_, weighted) = stripe(RailPolicy::Weighted, &[4000, 1000], 64 << 20, 256 << 10);
+        assert!(
+            weighted * 3 / 2 < ms,
+            "weighted {weighted} ms, round-robin {ms} ms"
+        );
+    }
+
+    #[test]
+    fn equal_rails_share_equally() {
+        for rails in [2usize, 4] {
+            let (bytes, _) = stripe(RailPolicy::Weighted, &vec![1000; rails], 16 << 20, 1 << 16);
+            let (lo, hi) = (bytes.iter().min().unwrap(), bytes.iter().max().unwrap());
+            assert!(hi - lo <= 4 << 16, "{bytes:?}");
+        }
+    }
+
+    #[test]
+    fn dead_rails_get_nothing() {
+        let loads = [
+            RailLoad {
+                alive: true,
+                free: true,
+                backlog: 1 << 20,
+                written: 1 << 20,
+            },
+            RailLoad {
+                alive: false,
+                free: true,
+                backlog: 0,
+                written: 0,
+            },
+        ];
+        for policy in [RailPolicy::Weighted, RailPolicy::RoundRobin] {
+            let mut s = Striper::new(policy, 2);
+            for _ in 0..4 {
+                assert_eq!(s.choose(&loads, 4096), Some(0));
+            }
+        }
+        let all_dead = [RailLoad {
+            alive: false,
+            ..loads[0]
+        }];
+        assert_eq!(
+            Striper::new(RailPolicy::RoundRobin, 1).choose(&all_dead, 1),
+            None
+        );
+        assert_eq!(
+            Striper::new(RailPolicy::Weighted, 1).choose(&all_dead, 1),
+            None
+        );
+    }
+}
