@@ -179,6 +179,49 @@ fn rails(world: &World, chunks: usize) -> Result<(), Error> {
     Ok(())
 }
 
+/// Rank 0 streams `count` messages of `size` bytes to rank 1, eight in flight; rank 1 checks
+/// each and prints the rate (MB/s of payload, first send to last receive).
+fn stream(world: &World, size: usize, count: usize) -> Result<(), Error> {
+    const WINDOW: usize = 8;
+    let me = world.rank();
+    world.barrier()?;
+    let start = std::time::Instant::now();
+    if me == 0 {
+        let messages: Vec<Vec<u8>> = (0..WINDOW).map(|i| pattern(i as u64, size)).collect();
+        for first in (0..count).step_by(WINDOW) {
+            scope(|s| -> Result<(), Error> {
+                let mut requests = Vec::new();
+                for i in first..(first + WINDOW).min(count) {
+                    requests.push(world.isend(s, &messages[i % WINDOW], 1, i as i32)?);
+                }
+                wait_all(&mut requests).map(|_| ())
+            })?;
+        }
+    } else if me == 1 {
+        let mut buffers = vec![vec![0u8; size]; WINDOW];
+        for first in (0..count).step_by(WINDOW) {
+            scope(|s| -> Result<(), Error> {
+                let mut requests = Vec::new();
+                for (i, buf) in (first..(first + WINDOW).min(count)).zip(buffers.iter_mut()) {
+                    requests.push(world.irecv(s, buf, 0, i as i32)?);
+                }
+                wait_all(&mut requests).map(|_| ())
+            })?;
+            for (i, buf) in (first..(first + WINDOW).min(count)).zip(&buffers) {
+                if *buf != pattern((i % WINDOW) as u64, size) {
+                    fail(world, format!("stream message {i} ({size} bytes) differs"));
+                }
+            }
+        }
+        let secs = start.elapsed().as_secs_f64();
+        println!(
+            "stream ok: {count} x {size} bytes in {secs:.3} s, {:.1} MB/s",
+            (count * size) as f64 / secs / 1e6
+        );
+    }
+    world.barrier()
+}
+
 /// Wildcard receives see every message once, and one sender's messages in send order.
 fn wildcard(world: &World) -> Result<(), Error> {
     let (me, n) = (world.rank(), world.size());
@@ -862,6 +905,7 @@ fn main() {
         Some("allpairs") => allpairs(&world, arg(1, 8 << 20), arg(2, 1) as u64),
         Some("wildcard") => wildcard(&world),
         Some("rails") => rails(&world, arg(1, 9)),
+        Some("stream") => stream(&world, arg(1, 4 << 20), arg(2, 64)),
         Some("truncate") => truncate(&world),
         Some("probe") => probe(&world),
         Some("comms") => comms(&world),

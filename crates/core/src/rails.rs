@@ -35,7 +35,7 @@ struct Rate {
 }
 
 /// Shortest interval a rate sample covers: shorter ones are dominated by timer noise.
-const SAMPLE: Duration = Duration::from_millis(2);
+const SAMPLE: Duration = Duration::from_millis(10);
 /// Weight of a new sample in the moving average.
 const GAIN: f64 = 0.3;
 
