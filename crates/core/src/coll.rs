@@ -10,21 +10,24 @@
 use crate::engine::{Completion, Engine, ReqId};
 use crate::error::Error;
 use ferry_sched::{Buffer, Op, Order, Region, Schedule};
+use std::rc::Rc;
 
 /// The call's reduction on raw bytes (whole elements, `dst = src ⊕ dst` or `dst ⊕ src`).
 pub type Reducer = Box<dyn Fn(&[u8], &mut [u8], Order)>;
 
 enum StepState {
     Waiting,
-    /// Requests in flight; for RecvFirst, copies after the first land in their own buffer.
-    Running(Vec<(ReqId, Option<Vec<u8>>)>),
+    /// A send or receive in flight.
+    Running(ReqId),
+    /// The copies of a RecvFirst in flight; those after the first land in their own buffer.
+    RunningFirst(Vec<(ReqId, Option<Vec<u8>>)>),
     Done,
 }
 
 /// One collective call in progress.
 pub(crate) struct Collective {
     id: ReqId,
-    schedule: Schedule,
+    schedule: Rc<Schedule>,
     context: u32,
     call: u32,
     world_of: std::rc::Rc<[u32]>,
@@ -39,7 +42,8 @@ pub(crate) struct Collective {
 
 /// What a collective call hands to the executor.
 pub(crate) struct CollectiveCall {
-    pub schedule: Schedule,
+    /// Checked by [`checked`].
+    pub schedule: Rc<Schedule>,
     pub context: u32,
     pub call: u32,
     pub world_of: std::rc::Rc<[u32]>,
@@ -53,6 +57,23 @@ fn internal(detail: impl std::fmt::Display) -> Error {
         rank: usize::MAX,
         detail: format!("collective: {detail}"),
     }
+}
+
+/// Checks a schedule once, before any run: regions inside their buffers, dependencies
+/// backwards, and message numbers that fit the tag.
+pub(crate) fn checked(schedule: Schedule) -> Result<Rc<Schedule>, Error> {
+    schedule.validate().map_err(internal)?;
+    let too_many = schedule.steps.iter().any(|s| match &s.op {
+        Op::Send { seq, .. } | Op::Recv { seq, .. } => *seq > 0xffff,
+        Op::RecvFirst { from, .. } => from.iter().any(|f| f.1 > 0xffff),
+        _ => false,
+    });
+    if too_many {
+        return Err(internal(
+            "more than 65536 messages between one pair in one call",
+        ));
+    }
+    Ok(Rc::new(schedule))
 }
 
 impl Collective {
@@ -71,8 +92,8 @@ impl Collective {
 
     /// Starts step `i`, whose dependencies are done. Returns its new state.
     fn start(&mut self, i: usize, eng: &mut Engine) -> Result<StepState, Error> {
-        let op = self.schedule.steps[i].op.clone();
-        Ok(match op {
+        let schedule = Rc::clone(&self.schedule);
+        Ok(match schedule.steps[i].op {
             Op::Send { peer, seq, region } => {
                 let id = eng.isend(
                     self.context + 1,
@@ -82,7 +103,7 @@ impl Collective {
                     region.len,
                     false,
                 )?;
-                StepState::Running(vec![(id, None)])
+                StepState::Running(id)
             }
             Op::Recv { peer, seq, region } => {
                 let world = self.world_of[peer];
@@ -93,9 +114,9 @@ impl Collective {
                     self.ptr(&region),
                     region.len,
                 )?;
-                StepState::Running(vec![(id, None)])
+                StepState::Running(id)
             }
-            Op::RecvFirst { from, region } => {
+            Op::RecvFirst { ref from, region } => {
                 let mut reqs = Vec::with_capacity(from.len());
                 for (k, &(peer, seq)) in from.iter().enumerate() {
                     let world = self.world_of[peer];
@@ -121,7 +142,7 @@ impl Collective {
                         reqs.push((id, Some(spare)));
                     }
                 }
-                StepState::Running(reqs)
+                StepState::RunningFirst(reqs)
             }
             Op::Reduce { src, dst, order } => {
                 let (s, d) = (self.ptr(&src) as *const u8, self.ptr(&dst));
@@ -167,14 +188,28 @@ impl Collective {
                         }
                         self.start(i, eng)?
                     }
-                    StepState::Running(reqs) => {
+                    StepState::Running(id) => {
+                        let id = *id;
+                        if !eng.proto.is_done(id) {
+                            continue;
+                        }
+                        let done = eng.take(id).ok_or_else(|| internal("request vanished"))?;
+                        if done.message_len != done.len {
+                            return Err(internal(format!(
+                                "message of {} bytes for a {}-byte step",
+                                done.message_len, done.len
+                            )));
+                        }
+                        StepState::Done
+                    }
+                    StepState::RunningFirst(reqs) => {
                         let Some(k) = reqs.iter().position(|(id, _)| eng.proto.is_done(*id)) else {
                             continue;
                         };
-                        let StepState::Running(mut reqs) =
+                        let StepState::RunningFirst(mut reqs) =
                             std::mem::replace(&mut self.steps[i], StepState::Waiting)
                         else {
-                            unreachable!("matched Running above")
+                            unreachable!("matched RunningFirst above")
                         };
                         let (id, spare) = reqs.swap_remove(k);
                         let done = eng.take(id).ok_or_else(|| internal("request vanished"))?;
@@ -219,27 +254,20 @@ impl Collective {
 impl Engine {
     /// Starts a collective call; the returned request completes with the schedule.
     pub(crate) fn start_collective(&mut self, call: CollectiveCall) -> Result<ReqId, Error> {
-        call.schedule.validate().map_err(internal)?;
-        let too_many = call.schedule.steps.iter().any(|s| match &s.op {
-            Op::Send { seq, .. } | Op::Recv { seq, .. } => *seq > 0xffff,
-            Op::RecvFirst { from, .. } => from.iter().any(|f| f.1 > 0xffff),
-            _ => false,
-        });
-        if too_many {
-            return Err(internal(
-                "more than 65536 messages between one pair in one call",
-            ));
-        }
         let id = self.new_collective_request();
         let n = call.schedule.steps.len();
+        let mut scratch = self.spare.scratch_lists.pop().unwrap_or_default();
+        for &len in &call.schedule.scratch {
+            let mut buffer = self.spare.scratch.pop().unwrap_or_default();
+            buffer.clear();
+            buffer.resize(len.div_ceil(16), 0);
+            scratch.push(buffer);
+        }
+        let mut steps = self.spare.steps.pop().unwrap_or_default();
+        steps.extend((0..n).map(|_| StepState::Waiting));
         let mut c = Collective {
             id,
-            scratch: call
-                .schedule
-                .scratch
-                .iter()
-                .map(|&len| vec![0u128; len.div_ceil(16)])
-                .collect(),
+            scratch,
             schedule: call.schedule,
             context: call.context,
             call: call.call,
@@ -247,7 +275,7 @@ impl Engine {
             send: call.send,
             recv: call.recv,
             reduce: call.reduce,
-            steps: (0..n).map(|_| StepState::Waiting).collect(),
+            steps,
             left: n,
         };
         c.advance(self)?;
@@ -255,8 +283,9 @@ impl Engine {
         Ok(id)
     }
 
-    fn finish_or_keep(&mut self, c: Collective) {
+    fn finish_or_keep(&mut self, mut c: Collective) {
         if c.left == 0 {
+            self.spare.keep(&mut c);
             let len = c.schedule.recv_bytes;
             self.proto.complete(
                 c.id,
@@ -276,11 +305,16 @@ impl Engine {
     /// Advances every running collective and frees drained copies. Part of `progress`.
     pub(crate) fn advance_collectives(&mut self) -> Result<bool, Error> {
         let mut progressed = false;
-        let running = std::mem::take(&mut self.collectives);
-        for mut c in running {
+        // Two lists swap roles, so that steady progress allocates nothing.
+        let mut running = std::mem::replace(
+            &mut self.collectives,
+            std::mem::take(&mut self.spare.collectives),
+        );
+        for mut c in running.drain(..) {
             progressed |= c.advance(self)?;
             self.finish_or_keep(c);
         }
+        self.spare.collectives = running;
         let before = self.drains.len();
         let mut drains = std::mem::take(&mut self.drains);
         drains.retain(|(id, _)| match self.proto.is_done(*id) {
@@ -293,5 +327,38 @@ impl Engine {
         progressed |= drains.len() != before;
         self.drains.append(&mut drains);
         Ok(progressed)
+    }
+}
+
+/// Allocations of finished collectives, reused by the next ones.
+#[derive(Default)]
+pub(crate) struct Spare {
+    collectives: Vec<Collective>,
+    steps: Vec<Vec<StepState>>,
+    scratch_lists: Vec<Vec<Vec<u128>>>,
+    scratch: Vec<Vec<u128>>,
+}
+
+impl Spare {
+    /// Most of each kind kept, and the largest scratch buffer kept (in u128s): a long-running
+    /// job holds no more than a few small buffers for it.
+    const KEEP: usize = 8;
+    const LARGEST: usize = 4096;
+
+    fn keep(&mut self, c: &mut Collective) {
+        let mut steps = std::mem::take(&mut c.steps);
+        if self.steps.len() < Spare::KEEP {
+            steps.clear();
+            self.steps.push(steps);
+        }
+        let mut scratch = std::mem::take(&mut c.scratch);
+        for buffer in scratch.drain(..) {
+            if self.scratch.len() < Spare::KEEP && buffer.capacity() <= Spare::LARGEST {
+                self.scratch.push(buffer);
+            }
+        }
+        if self.scratch_lists.len() < Spare::KEEP {
+            self.scratch_lists.push(scratch);
+        }
     }
 }

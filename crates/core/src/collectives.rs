@@ -7,7 +7,7 @@
 //! `FERRY_COLL_SELECTION` to replace them). Each rank's cluster comes from the bootstrap cards
 //! (`FERRY_CLUSTER` or `FERRY_CLUSTERS`, see [`Comm::clusters`]).
 
-use crate::coll::{CollectiveCall, Reducer};
+use crate::coll::{checked, CollectiveCall, Reducer};
 use crate::comm::{Comm, Request, Scope};
 use crate::engine::ReqId;
 use crate::error::Error;
@@ -17,6 +17,8 @@ use crate::selection::{
 };
 use bytemuck::Pod;
 use ferry_sched::{algorithms as alg, hierarchical as hier, Order, Schedule};
+use std::collections::HashMap;
+use std::rc::Rc;
 
 /// This rank's cluster id, set per rank by a launcher that knows the topology.
 pub(crate) const CLUSTER_VAR: &str = "FERRY_CLUSTER";
@@ -46,7 +48,56 @@ pub(crate) fn own_cluster(rank: u32) -> Result<u32, Error> {
     })
 }
 
+/// The fixed-size collectives, by their arguments: what a kept schedule is found by.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+enum PlanKey {
+    Barrier,
+    Bcast(usize, usize),
+    Reduce(usize, usize, bool),
+    Allreduce(usize, usize, bool, bool),
+    Gather(usize, usize),
+    Scatter(usize, usize),
+    Allgather(usize),
+    Alltoall(usize),
+    Scan(usize, bool),
+}
+
+impl PlanKey {
+    fn of(call: &Collective<'_>) -> Option<PlanKey> {
+        Some(match *call {
+            Collective::Barrier => PlanKey::Barrier,
+            Collective::Bcast { bytes, root } => PlanKey::Bcast(bytes, root),
+            Collective::Reduce {
+                bytes,
+                root,
+                commutative,
+            } => PlanKey::Reduce(bytes, root, commutative),
+            Collective::Allreduce {
+                bytes,
+                elem,
+                commutative,
+                in_place,
+            } => PlanKey::Allreduce(bytes, elem, commutative, in_place),
+            Collective::Gather { block, root } => PlanKey::Gather(block, root),
+            Collective::Scatter { block, root } => PlanKey::Scatter(block, root),
+            Collective::Allgather { block } => PlanKey::Allgather(block),
+            Collective::Alltoall { block } => PlanKey::Alltoall(block),
+            Collective::Scan { bytes, exclusive } => PlanKey::Scan(bytes, exclusive),
+            _ => return None,
+        })
+    }
+}
+
+/// Most schedules kept per process; beyond, the cache starts over.
+const MAX_PLANS: usize = 256;
+
+/// Kept schedules by (context id, call). Each holds its communicator's member list, which keeps
+/// that list alive: a later communicator that reuses the context id has another list, so it
+/// never gets a schedule planned for different members.
+type Plans = HashMap<(u32, PlanKey), (Rc<[u32]>, Rc<Schedule>)>;
+
 thread_local! {
+    static PLANS: std::cell::RefCell<Plans> = std::cell::RefCell::new(HashMap::new());
     /// Cluster id of each world rank, from the bootstrap cards. A `World` lives on the thread
     /// that created it (communicators are not `Send`), so per thread is per world.
     static WORLD_CLUSTERS: std::cell::RefCell<std::rc::Rc<[u32]>> =
@@ -319,7 +370,7 @@ impl Comm {
     /// Hands `schedule` to the executor with the caller's buffers.
     fn start_schedule(
         &self,
-        schedule: Schedule,
+        schedule: Rc<Schedule>,
         send: &[u8],
         recv: &mut [u8],
         reduce: Option<Reducer>,
@@ -332,7 +383,7 @@ impl Comm {
     /// number; the caller keeps the buffers valid until the request is done.
     pub(crate) fn launch(
         &self,
-        schedule: Schedule,
+        schedule: Rc<Schedule>,
         send: (*const u8, usize),
         recv: (*mut u8, usize),
         reduce: Option<Reducer>,
@@ -361,7 +412,7 @@ impl Comm {
 
     fn run_schedule(
         &self,
-        schedule: Schedule,
+        schedule: Rc<Schedule>,
         send: &[u8],
         recv: &mut [u8],
         reduce: Option<Reducer>,
@@ -372,7 +423,7 @@ impl Comm {
 
     fn run_typed<T: Pod>(
         &self,
-        schedule: Schedule,
+        schedule: Rc<Schedule>,
         send: &[T],
         recv: &mut [T],
         reduce: Option<Reducer>,
@@ -415,6 +466,38 @@ impl Comm {
                 hier::allreduce(me, clusters, bytes, commutative, in_place).unwrap_or_else(flat)
             }
         }
+    }
+
+    /// [`Comm::plan`], checked, and kept for the next call with the same arguments on this
+    /// communicator (all but the v-variants): a repeated collective costs no planning and no
+    /// allocation for its schedule.
+    pub fn planned(&self, call: &Collective<'_>) -> Result<Rc<Schedule>, Error> {
+        let Some(key) = PlanKey::of(call) else {
+            return checked(self.plan(call)?);
+        };
+        let owner = &self.group.world_of;
+        let kept = PLANS.with(|plans| {
+            plans
+                .borrow()
+                .get(&(self.context, key))
+                .filter(|(members, _)| Rc::ptr_eq(members, owner))
+                .map(|(_, schedule)| Rc::clone(schedule))
+        });
+        if let Some(schedule) = kept {
+            return Ok(schedule);
+        }
+        let schedule = checked(self.plan(call)?)?;
+        PLANS.with(|plans| {
+            let mut plans = plans.borrow_mut();
+            if plans.len() >= MAX_PLANS {
+                plans.clear();
+            }
+            plans.insert(
+                (self.context, key),
+                (Rc::clone(owner), Rc::clone(&schedule)),
+            );
+        });
+        Ok(schedule)
     }
 
     /// Chooses the algorithm for `call` on this communicator (the one place selection happens).
@@ -539,7 +622,7 @@ impl Comm {
 
     /// Returns once every rank of the communicator has called it.
     pub fn barrier(&self) -> Result<(), Error> {
-        self.run_schedule(self.plan(&Collective::Barrier)?, &[], &mut [], None)
+        self.run_schedule(self.planned(&Collective::Barrier)?, &[], &mut [], None)
     }
 
     /// Copies `buf` of rank `root` into `buf` of every rank.
@@ -547,7 +630,7 @@ impl Comm {
         let buf: &mut [u8] = bytemuck::cast_slice_mut(buf);
         let bytes = buf.len();
         self.run_schedule(
-            self.plan(&Collective::Bcast { bytes, root })?,
+            self.planned(&Collective::Bcast { bytes, root })?,
             &[],
             buf,
             None,
@@ -563,7 +646,7 @@ impl Comm {
         root: usize,
     ) -> Result<(), Error> {
         let bytes = std::mem::size_of_val(send);
-        let schedule = self.plan(&Collective::Reduce {
+        let schedule = self.planned(&Collective::Reduce {
             bytes,
             root,
             commutative,
@@ -601,8 +684,8 @@ impl Comm {
         bytes: usize,
         commutative: bool,
         in_place: bool,
-    ) -> Result<Schedule, Error> {
-        self.plan(&Collective::Allreduce {
+    ) -> Result<Rc<Schedule>, Error> {
+        self.planned(&Collective::Allreduce {
             bytes,
             elem: std::mem::size_of::<T>(),
             commutative,
@@ -658,7 +741,7 @@ impl Comm {
     pub fn allgather<T: Pod>(&self, send: &[T], recv: &mut [T]) -> Result<(), Error> {
         let block = std::mem::size_of_val(send);
         self.run_typed(
-            self.plan(&Collective::Allgather { block })?,
+            self.planned(&Collective::Allgather { block })?,
             send,
             recv,
             None,
@@ -668,14 +751,14 @@ impl Comm {
     /// Every rank's `send` lands, in rank order, in `recv` of `root` (others' `recv` may be empty).
     pub fn gather<T: Pod>(&self, send: &[T], recv: &mut [T], root: usize) -> Result<(), Error> {
         let block = std::mem::size_of_val(send);
-        let schedule = self.plan(&Collective::Gather { block, root })?;
+        let schedule = self.planned(&Collective::Gather { block, root })?;
         self.run_typed(schedule, send, recv, None)
     }
 
     /// Block r of `root`'s `send` (`size` equal blocks) lands in `recv` of rank r.
     pub fn scatter<T: Pod>(&self, send: &[T], recv: &mut [T], root: usize) -> Result<(), Error> {
         let block = std::mem::size_of_val(recv);
-        let schedule = self.plan(&Collective::Scatter { block, root })?;
+        let schedule = self.planned(&Collective::Scatter { block, root })?;
         self.run_typed(schedule, send, recv, None)
     }
 
@@ -690,7 +773,7 @@ impl Comm {
             )));
         }
         self.run_typed(
-            self.plan(&Collective::Alltoall { block })?,
+            self.planned(&Collective::Alltoall { block })?,
             send,
             recv,
             None,
@@ -712,7 +795,7 @@ impl Comm {
         root: usize,
     ) -> Result<(), Error> {
         let (counts, displs) = (&Self::bytes_of::<T>(counts), &Self::bytes_of::<T>(displs));
-        let schedule = self.plan(&Collective::Gatherv {
+        let schedule = self.planned(&Collective::Gatherv {
             counts,
             displs,
             root,
@@ -730,7 +813,7 @@ impl Comm {
         root: usize,
     ) -> Result<(), Error> {
         let (counts, displs) = (&Self::bytes_of::<T>(counts), &Self::bytes_of::<T>(displs));
-        let schedule = self.plan(&Collective::Scatterv {
+        let schedule = self.planned(&Collective::Scatterv {
             counts,
             displs,
             root,
@@ -747,7 +830,7 @@ impl Comm {
         displs: &[usize],
     ) -> Result<(), Error> {
         let (counts, displs) = (&Self::bytes_of::<T>(counts), &Self::bytes_of::<T>(displs));
-        let schedule = self.plan(&Collective::Allgatherv { counts, displs })?;
+        let schedule = self.planned(&Collective::Allgatherv { counts, displs })?;
         self.run_typed(schedule, send, recv, None)
     }
 
@@ -762,7 +845,7 @@ impl Comm {
         recv_counts: &[usize],
         recv_displs: &[usize],
     ) -> Result<(), Error> {
-        let schedule = self.plan(&Collective::Alltoallv {
+        let schedule = self.planned(&Collective::Alltoallv {
             send_counts: &Self::bytes_of::<T>(send_counts),
             send_displs: &Self::bytes_of::<T>(send_displs),
             recv_counts: &Self::bytes_of::<T>(recv_counts),
@@ -781,7 +864,7 @@ impl Comm {
         op: ReduceOp,
     ) -> Result<(), Error> {
         let counts = &Self::bytes_of::<T>(counts);
-        let schedule = self.plan(&Collective::ReduceScatter { counts })?;
+        let schedule = self.planned(&Collective::ReduceScatter { counts })?;
         self.run_typed(schedule, send, recv, Some(typed_reducer::<T>(op)?))
     }
 
@@ -793,7 +876,7 @@ impl Comm {
         exclusive: bool,
     ) -> Result<(), Error> {
         let bytes = std::mem::size_of_val(send);
-        let schedule = self.plan(&Collective::Scan { bytes, exclusive })?;
+        let schedule = self.planned(&Collective::Scan { bytes, exclusive })?;
         self.run_typed(schedule, send, recv, Some(reduce))
     }
 
@@ -830,7 +913,7 @@ impl Comm {
 
     /// Starts a barrier; the request completes once every rank has started it.
     pub fn ibarrier<'s>(&self, scope: &'s Scope<'s, '_>) -> Result<Request<'s>, Error> {
-        let id = self.start_schedule(self.plan(&Collective::Barrier)?, &[], &mut [], None)?;
+        let id = self.start_schedule(self.planned(&Collective::Barrier)?, &[], &mut [], None)?;
         Ok(scope.track(self, id))
     }
 
@@ -844,7 +927,7 @@ impl Comm {
         let buf: &mut [u8] = bytemuck::cast_slice_mut(buf);
         let bytes = buf.len();
         let id = self.start_schedule(
-            self.plan(&Collective::Bcast { bytes, root })?,
+            self.planned(&Collective::Bcast { bytes, root })?,
             &[],
             buf,
             None,

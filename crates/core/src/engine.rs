@@ -688,6 +688,8 @@ pub(crate) struct Engine {
     pub(crate) collectives: Vec<crate::coll::Collective>,
     /// Receives of redundant copies (two-tree broadcasts) with the buffers they land in.
     pub(crate) drains: Vec<(ReqId, Vec<u8>)>,
+    /// Allocations of finished collectives for the next ones.
+    pub(crate) spare: crate::coll::Spare,
     shm: Option<ShmTransport>,
     pub(crate) tcp: Option<TcpTransport>,
     shm_eager_limit: usize,
@@ -761,6 +763,7 @@ impl Engine {
         Engine {
             collectives: Vec::new(),
             drains: Vec::new(),
+            spare: crate::coll::Spare::default(),
             proto: Proto {
                 me: setup.me,
                 routes: setup.routes,

@@ -156,7 +156,8 @@ impl Comm {
         recv: (*mut u8, usize),
         reduce: Option<Reducer>,
     ) -> Result<RawRequest, Error> {
-        self.launch(schedule, send, recv, reduce).map(RawRequest)
+        self.launch(crate::coll::checked(schedule)?, send, recv, reduce)
+            .map(RawRequest)
     }
 
     /// Whether `request` has finished (no progress is made).
