@@ -8,6 +8,8 @@
 //! - [`bsp`]: the BSP cost-model probe (s, L, g) and its MPICH reference (`ferry bench bsp`).
 //! - [`compare`]: one C benchmark source built against ferry's libmpi, MPICH and Open MPI and
 //!   run side by side (`ferry bench compare`).
+//! - [`import`]: the multi-rail bulk-import benchmark (`ferry bench import`): P senders stream a
+//!   file to P receivers that write and checksum it, bonding on and off (the seed's table 1).
 //!
 //! Rank 0 measures and reports; rank 1 answers; other ranks wait at the closing barrier.
 //! The in-job benchmarks do no launching: the `ferry bench` command starts the job. [`compare`]
@@ -17,6 +19,7 @@
 
 pub mod bsp;
 pub mod compare;
+pub mod import;
 mod plot;
 pub use plot::{load_font, plot, Series};
 

@@ -34,8 +34,15 @@ enum Command {
         )
     )]
     Run(RunArgs),
-    /// Measure point-to-point latency and bandwidth between two ranks on this host.
+    /// Measure point-to-point latency and bandwidth between two ranks on this host
+    /// (`ferry bench import --help`: the multi-rail bulk-import benchmark).
     Bench(bench::BenchArgs),
+    // `ferry bench import`, as users spell it (see `normalize_bench_import`).
+    #[command(hide = true)]
+    BenchImport(ImportArgs),
+    /// One rank of `ferry bench import` (started by it).
+    #[command(hide = true)]
+    BenchImportRank(ImportRankArgs),
     /// One rank of `ferry bench` (started by it).
     #[command(hide = true)]
     BenchRank(bench::BenchRankArgs),
@@ -206,6 +213,271 @@ fn run_command(args: RunArgs) -> i32 {
     }
 }
 
+// ---- ferry bench import ----
+
+/// The multi-rail bulk-import benchmark: P senders stream a file to P receivers that write it to
+/// disk and check its CRC-32, for each packet size, P and rails value (bonding off = 1 rail);
+/// the seed's table 1 (MB/s, gain %), CSV and PNG in --out.
+#[derive(Debug, Args)]
+#[command(
+    override_usage = "ferry bench import [OPTIONS]",
+    after_help = "Placement: all ranks on this host over TCP loopback, unless --grid. \
+        `ferry run --grid` fills the file's hosts in order (`ranks = N` slots per host, rank r \
+        on slot r mod slots), so for senders 0..P on the storage host and receivers P..2P on \
+        the import host the grid file must list exactly two hosts, the storage host first, \
+        each with `ranks = P`. That is one file per P: write `{P}` in the path \
+        (e.g. --grid import-{P}.toml) and it is replaced by each P of --procs. The file to \
+        import (--file, or the generated one in --work-dir) must be readable at the same path \
+        on the storage host."
+)]
+struct ImportArgs {
+    /// File to import [default: a generated file of --size bytes, removed afterwards].
+    #[arg(long, value_name = "PATH")]
+    file: Option<std::path::PathBuf>,
+    /// Size of the generated file (suffixes KiB, MiB, GiB or K, M, G).
+    #[arg(long, default_value = "128MiB", value_parser = ferry_bench::import::parse_size)]
+    size: u64,
+    /// Packet sizes, comma-separated.
+    #[arg(long, value_delimiter = ',', default_value = "16KiB,32KiB,64KiB,128KiB,256KiB",
+          value_parser = ferry_bench::import::parse_size)]
+    packets: Vec<u64>,
+    /// Numbers of concurrent sender-receiver pairs (P), comma-separated; a job has 2P ranks.
+    #[arg(long, value_delimiter = ',', default_value = "1,2,3,4,5,6,7,8")]
+    procs: Vec<u32>,
+    /// Rails per peer pair (FERRY_RAILS), comma-separated; 1 is bonding off, the others are
+    /// compared with it.
+    #[arg(long, value_delimiter = ',', default_value = "1,2")]
+    rails: Vec<u32>,
+    /// Packets in flight per window on each pair.
+    #[arg(long, default_value_t = 8)]
+    window: usize,
+    /// Jobs per point (rails values interleaved); the table shows the median.
+    #[arg(long, default_value_t = 1)]
+    rounds: u32,
+    /// Directory for the table, CSV and PNG [default: bench/results/<date>-import].
+    #[arg(long)]
+    out: Option<std::path::PathBuf>,
+    /// Directory for the generated file and the receivers' files [default: a fresh temp dir];
+    /// what the benchmark writes there is removed.
+    #[arg(long, value_name = "DIR")]
+    work_dir: Option<std::path::PathBuf>,
+    /// Grid file passed to `ferry run --grid` (`{P}` replaced by P; see below).
+    #[arg(long, value_name = "GRID.TOML")]
+    grid: Option<String>,
+    /// Seconds one job may take.
+    #[arg(long, default_value_t = 600.0)]
+    timeout: f64,
+    /// Test hook: the last receiver flips this byte of the stream (the check must catch it).
+    #[arg(long, hide = true)]
+    corrupt_at: Option<u64>,
+}
+
+/// Arguments of the hidden `ferry bench-import-rank`.
+#[derive(Debug, Args)]
+struct ImportRankArgs {
+    #[arg(long)]
+    file: std::path::PathBuf,
+    #[arg(long)]
+    packet: usize,
+    #[arg(long)]
+    window: usize,
+    #[arg(long)]
+    out_dir: std::path::PathBuf,
+    #[arg(long)]
+    report: std::path::PathBuf,
+    #[arg(long)]
+    corrupt_at: Option<u64>,
+}
+
+/// Checks that the grid file for P pairs puts ranks 0..P on one host and P..2P on another.
+fn check_import_grid(template: &str, procs: u32) -> Result<(), String> {
+    let path = ferry_bench::import::grid_path(template, procs);
+    let topology = ferry_grid::Topology::load(&path).map_err(|e| e.to_string())?;
+    let hosts: Vec<&str> = topology
+        .rank_hosts()
+        .into_iter()
+        .map(|(_, h)| h.name.as_str())
+        .collect();
+    let p = procs as usize;
+    let host = |r: usize| hosts[r % hosts.len()];
+    if hosts.is_empty() {
+        return Err(format!("{}: no ranks", path.display()));
+    }
+    let bad = (0..2 * p).find(|&r| host(r) != host(if r < p { 0 } else { p }));
+    if bad.is_some() || host(0) == host(p) {
+        return Err(format!(
+            "{}: with P = {procs}, senders (ranks 0..{p}) must share one host and receivers \
+             ({p}..{}) another, but ranks land on {:?}; list two hosts with `ranks = {procs}` \
+             each (one grid file per P: put {{P}} in --grid)",
+            path.display(),
+            2 * p,
+            (0..2 * p).map(host).collect::<Vec<_>>()
+        ));
+    }
+    Ok(())
+}
+
+/// `ferry bench import`: the sweep, then the table, CSV and PNG.
+fn import_command(args: ImportArgs) -> i32 {
+    use ferry_bench::import::{self, SweepConfig};
+    let fail = |e: &dyn std::fmt::Display| {
+        eprintln!("ferry bench import: {e}");
+        1
+    };
+    let ferry = match std::env::current_exe() {
+        Ok(exe) => exe,
+        Err(e) => return fail(&format!("cannot find the ferry executable: {e}")),
+    };
+    let Ok(timeout) = Duration::try_from_secs_f64(args.timeout) else {
+        return fail(&format!("--timeout {} is not a usable time", args.timeout));
+    };
+    let mut packets = vec![];
+    for &s in &args.packets {
+        match usize::try_from(s) {
+            Ok(s) if s > 0 => packets.push(s),
+            _ => return fail(&format!("packet size {s} is not usable")),
+        }
+    }
+    if let Some(template) = &args.grid {
+        for &p in &args.procs {
+            if let Err(e) = check_import_grid(template, p) {
+                return fail(&e);
+            }
+        }
+    }
+    let out = args.out.clone().unwrap_or_else(|| {
+        std::path::PathBuf::from("bench/results")
+            .join(format!("{}-import", ferry_bench::compare::today()))
+    });
+    if let Err(e) = std::fs::create_dir_all(&out) {
+        return fail(&format!("cannot create {}: {e}", out.display()));
+    }
+    let config = SweepConfig {
+        ferry,
+        file: args.file.clone(),
+        size: args.size,
+        packets,
+        procs: args.procs.clone(),
+        rails: args.rails.clone(),
+        window: args.window,
+        rounds: args.rounds,
+        work_dir: args.work_dir.clone(),
+        grid: args.grid.clone(),
+        timeout,
+        corrupt_at: args.corrupt_at,
+    };
+    let command = std::env::args().collect::<Vec<_>>().join(" ");
+    let record = import::run_record(&command, &config);
+    let points = match import::run(&config, |p| {
+        eprintln!(
+            "P={} packets of {} rails={} round {}: {:.1} MB/s (slowest pair {:.3} s)",
+            p.procs,
+            import::size_label(p.packet),
+            p.rails,
+            p.round,
+            p.mbps(),
+            p.slowest()
+        )
+    }) {
+        Ok(p) => p,
+        Err(e) => return fail(&e),
+    };
+    let cells = import::summarize(&points, &config.procs, &config.packets, &config.rails);
+    let file = match &config.file {
+        Some(f) => f.display().to_string(),
+        None => format!("{} generated", import::size_label(config.size as usize)),
+    };
+    let title = format!(
+        "Bulk import ({file} per pair): aggregate MB/s (10^6 B/s), median of {} round(s)",
+        config.rounds.max(1)
+    );
+    let table = import::table(
+        &cells,
+        &config.procs,
+        &config.packets,
+        &config.rails,
+        &title,
+    );
+    print!("{table}");
+    let summary = out.join("import.csv");
+    let raw = out.join("import-jobs.csv");
+    let text = out.join("import.txt");
+    let png = out.join("import.png");
+    let writes = [
+        (&summary, import::summary_csv(&cells, &record)),
+        (&raw, import::points_csv(&points, &record)),
+        (
+            &text,
+            record.iter().map(|l| format!("{l}\n")).collect::<String>() + "\n" + &table,
+        ),
+    ];
+    for (path, contents) in writes {
+        if let Err(e) = std::fs::write(path, contents) {
+            return fail(&format!("cannot write {}: {e}", path.display()));
+        }
+    }
+    let plot_title = format!("ferry bench import ({file} per pair)");
+    if let Err(e) = import::plot_points(&png, &cells, &config.procs, &config.rails, &plot_title) {
+        eprintln!("ferry bench import: cannot draw {}: {e}", png.display());
+    }
+    println!(
+        "wrote {}, {}, {}, {}",
+        summary.display(),
+        raw.display(),
+        text.display(),
+        png.display()
+    );
+    0
+}
+
+/// Body of each rank of `ferry bench import`.
+fn import_rank(args: ImportRankArgs) -> i32 {
+    let world = match ferry_core::init() {
+        Ok(w) => w,
+        Err(e) => {
+            eprintln!("ferry bench import: {e}");
+            return 1;
+        }
+    };
+    let rank_args = ferry_bench::import::RankArgs {
+        file: args.file,
+        packet: args.packet,
+        window: args.window,
+        out_dir: args.out_dir,
+        report: args.report,
+        corrupt_at: args.corrupt_at,
+    };
+    match ferry_bench::import::rank_main(&world, &rank_args) {
+        Ok(()) => match world.finalize() {
+            Ok(()) => 0,
+            Err(e) => {
+                eprintln!("ferry bench import: {e}");
+                1
+            }
+        },
+        Err(e @ ferry_bench::import::ImportError::Mismatch { .. }) => {
+            // Every rank got through the closing gather: finish the job, then fail.
+            eprintln!("ferry bench import: {e}");
+            let _ = world.finalize();
+            1
+        }
+        Err(e) => {
+            // Peers may be gone or stuck: leave without the closing fence.
+            eprintln!("ferry bench import: {e}");
+            std::process::exit(1);
+        }
+    }
+}
+
+/// `ferry bench import …` becomes `ferry bench-import …`: `bench` takes one flat set of options
+/// for its other kinds, the import benchmark has its own.
+fn normalize_bench_import(mut argv: Vec<OsString>) -> Vec<OsString> {
+    if argv.len() >= 3 && argv[1] == "bench" && argv[2] == "import" {
+        argv.splice(1..3, [OsString::from("bench-import")]);
+    }
+    argv
+}
+
 /// mpiexec spells the rank count `-np N`; clap has no multi-letter short options, so `-np` (and
 /// `-np=N`) before the program become `--np`. Arguments from the program on are left alone.
 fn normalize_run_args(argv: Vec<OsString>) -> Vec<OsString> {
@@ -257,11 +529,15 @@ fn normalize_run_args(argv: Vec<OsString>) -> Vec<OsString> {
 }
 
 fn main() {
-    let cli = Cli::parse_from(normalize_run_args(std::env::args_os().collect()));
+    let cli = Cli::parse_from(normalize_run_args(normalize_bench_import(
+        std::env::args_os().collect(),
+    )));
     let code = match cli.command {
         Command::Run(args) => run_command(args),
         Command::Bench(args) => bench::bench_command(args),
         Command::BenchRank(args) => bench::bench_rank(args),
+        Command::BenchImport(args) => import_command(args),
+        Command::BenchImportRank(args) => import_rank(args),
         Command::Info(args) => info_command(args),
         Command::Sim(args) => sim::sim_command(args),
         Command::Relay(args) => ferry_relay::daemon::main_with(&args),
