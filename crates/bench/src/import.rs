@@ -427,6 +427,8 @@ pub struct SweepConfig {
     pub work_dir: Option<PathBuf>,
     /// `ferry run --grid` file; `{P}` in it is replaced by P.
     pub grid: Option<String>,
+    /// `ferry run --testbed-prefix`: the standing testbed to run grid jobs in.
+    pub testbed_prefix: Option<String>,
     /// Limit per job.
     pub timeout: Duration,
     /// Test hook: the last receiver flips this byte of the stream.
@@ -479,7 +481,23 @@ pub fn aggregate_mbps(bytes: u64, seconds: f64) -> f64 {
 /// `ferry run --grid` puts rank r on the file's rank slot r mod slots, filling hosts in file
 /// order (`ranks = N` slots per host). For senders `0..P` on one host and receivers `P..2P` on
 /// another, the file must list exactly two hosts with `ranks = P` each, the storage host first;
-/// one file per P, hence the placeholder (e.g. `--grid import-{P}.toml`).
+/// one file per P, hence the placeholder (e.g. `--grid import-{P}.toml`). For P = 2 on the
+/// testbed, with each host's link shaped to 400 Mbit/s:
+///
+/// ```toml
+/// [[cluster]]
+/// name = "s"
+/// kind = "public"
+/// rate = "400mbit"
+/// [[cluster.host]]
+/// name = "store"        # ranks 0, 1: the senders
+/// addr = "198.18.1.1"
+/// ranks = 2
+/// [[cluster.host]]
+/// name = "import"       # ranks 2, 3: the receivers
+/// addr = "198.18.1.2"
+/// ranks = 2
+/// ```
 pub fn grid_path(template: &str, procs: u32) -> PathBuf {
     PathBuf::from(template.replace("{P}", &procs.to_string()))
 }
@@ -503,7 +521,7 @@ impl Drop for WorkDir {
 }
 
 /// Runs the sweep: for each P, packet size, round and rails value (rails innermost, so bonding
-/// on and off run back to back), one `ferry run` job. `progress` sees each point as it is
+/// on and off run back to back, in reverse order on odd rounds), one `ferry run` job. `progress` sees each point as it is
 /// measured. The first failing job ends the sweep.
 pub fn run(
     config: &SweepConfig,
@@ -562,7 +580,13 @@ pub fn run(
     for &procs in &config.procs {
         for &packet in &config.packets {
             for round in 0..config.rounds.max(1) {
-                for &rails in &config.rails {
+                // Odd rounds run the rails values in reverse, so that neither mode always
+                // runs first (a warm page cache or a quiet moment would favour it).
+                let mut order = config.rails.clone();
+                if round % 2 == 1 {
+                    order.reverse();
+                }
+                for rails in order {
                     let point = run_job(config, &work.path, &file, procs, packet, rails, round)?;
                     progress(&point);
                     points.push(point);
@@ -595,6 +619,9 @@ fn run_job(
         .arg(config.timeout.as_secs_f64().to_string());
     if let Some(template) = &config.grid {
         command.arg("--grid").arg(grid_path(template, procs));
+        if let Some(prefix) = &config.testbed_prefix {
+            command.arg("--testbed-prefix").arg(prefix);
+        }
     }
     command
         .arg(&config.ferry)

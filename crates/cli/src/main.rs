@@ -264,6 +264,9 @@ struct ImportArgs {
     /// Grid file passed to `ferry run --grid` (`{P}` replaced by P; see below).
     #[arg(long, value_name = "GRID.TOML")]
     grid: Option<String>,
+    /// Name prefix of the testbed to run the grid jobs in (default: the only one standing).
+    #[arg(long, value_name = "PREFIX", requires = "grid")]
+    testbed_prefix: Option<String>,
     /// Seconds one job may take.
     #[arg(long, default_value_t = 600.0)]
     timeout: f64,
@@ -363,6 +366,7 @@ fn import_command(args: ImportArgs) -> i32 {
         rounds: args.rounds,
         work_dir: args.work_dir.clone(),
         grid: args.grid.clone(),
+        testbed_prefix: args.testbed_prefix.clone(),
         timeout,
         corrupt_at: args.corrupt_at,
     };
