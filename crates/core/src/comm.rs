@@ -458,6 +458,42 @@ impl Comm {
         }))
     }
 
+    /// The lowest context pair index free here: this process's proposal when a binding runs a
+    /// context agreement of its own (e.g. across the two groups of an intercommunicator). The
+    /// pair `k` is context ids `2k` (point-to-point) and `2k + 1` (collectives).
+    pub fn free_context_pair(&self) -> u32 {
+        self.shared.next_context.get()
+    }
+
+    /// Marks the context pairs below `end` as taken here (after an agreement on pair indices);
+    /// never moves backwards.
+    pub fn reserve_context_pairs(&self, end: u32) {
+        if end > self.shared.next_context.get() {
+            self.shared.next_context.set(end);
+        }
+    }
+
+    /// A communicator over the world ranks `members` (in rank order) on context id `context`,
+    /// in which this process has rank `rank`; the caller has agreed `context` with every member
+    /// and reserved it. For an intercommunicator, `members` is the remote group and `rank` this
+    /// process's rank in the local group: ranks then name the remote group, and statuses report
+    /// remote ranks.
+    pub fn derive(&self, members: &[u32], rank: usize, context: u32) -> Result<Comm, Error> {
+        if let Some(&w) = members.iter().find(|&&w| w as usize >= self.shared.size) {
+            return Err(Error::RankOutOfRange {
+                rank: w as usize,
+                size: self.shared.size,
+            });
+        }
+        Ok(Comm {
+            shared: self.shared.clone(),
+            group: Rc::new(Group::new(members.to_vec(), self.shared.size)),
+            context,
+            rank,
+            calls: Rc::new(Cell::new(0)),
+        })
+    }
+
     /// Takes the largest proposed context index (a u32 at `at` in each `stride`-byte record)
     /// and reserves it here.
     fn agree_context(&self, all: &[u8], stride: usize, at: usize) -> u32 {

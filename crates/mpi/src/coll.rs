@@ -414,6 +414,11 @@ impl Prepared {
     }
 }
 
+/// The helpers of `comm` if it is an intercommunicator.
+fn inter_of(comm: Handle) -> Res<Option<crate::state::Inter>> {
+    running(|s| s.inter(comm))
+}
+
 /// Runs a collective planned by `f` to completion (blocking form) or publishes its request.
 unsafe fn run(request: *mut Handle, f: impl FnOnce(&mut State) -> Res<Prepared>) -> Res {
     let mut req = running(f)?.launch()?;
@@ -451,7 +456,10 @@ fn typed(s: &mut State, buf: *const c_void, count: c_int, datatype: Handle) -> R
 
 // ---- the collectives ----
 
-unsafe fn barrier(comm: Handle, request: *mut Handle) -> Res {
+pub(crate) unsafe fn barrier(comm: Handle, request: *mut Handle) -> Res {
+    if let Some(i) = inter_of(comm)? {
+        return crate::inter::barrier(i, request);
+    }
     run(request, |s| {
         start(
             s,
@@ -464,7 +472,7 @@ unsafe fn barrier(comm: Handle, request: *mut Handle) -> Res {
     })
 }
 
-unsafe fn bcast(
+pub(crate) unsafe fn bcast(
     buf: *mut c_void,
     count: c_int,
     datatype: Handle,
@@ -472,6 +480,9 @@ unsafe fn bcast(
     comm: Handle,
     request: *mut Handle,
 ) -> Res {
+    if let Some(i) = inter_of(comm)? {
+        return crate::inter::bcast(i, buf, count, datatype, root, request);
+    }
     run(request, |s| {
         let core = s.core_comm(comm)?;
         let root = root_arg(&core, root)?;
@@ -491,7 +502,7 @@ unsafe fn bcast(
     })
 }
 
-unsafe fn reduce(
+pub(crate) unsafe fn reduce(
     sendbuf: *const c_void,
     recvbuf: *mut c_void,
     count: c_int,
@@ -501,6 +512,9 @@ unsafe fn reduce(
     comm: Handle,
     request: *mut Handle,
 ) -> Res {
+    if let Some(i) = inter_of(comm)? {
+        return crate::inter::reduce(i, sendbuf, recvbuf, count, datatype, op, root, request);
+    }
     run(request, |s| {
         let core = s.core_comm(comm)?;
         let root = root_arg(&core, root)?;
@@ -536,7 +550,7 @@ unsafe fn reduce(
     })
 }
 
-unsafe fn allreduce(
+pub(crate) unsafe fn allreduce(
     sendbuf: *const c_void,
     recvbuf: *mut c_void,
     count: c_int,
@@ -545,6 +559,9 @@ unsafe fn allreduce(
     comm: Handle,
     request: *mut Handle,
 ) -> Res {
+    if let Some(i) = inter_of(comm)? {
+        return crate::inter::allreduce(i, sendbuf, recvbuf, count, datatype, op, request);
+    }
     run(request, |s| {
         let o = s.op(op)?;
         let recv = typed(s, recvbuf, count, datatype)?;
@@ -590,7 +607,7 @@ fn block_of(t: &Typed, i: usize) -> Typed {
     }
 }
 
-unsafe fn gather(
+pub(crate) unsafe fn gather(
     sendbuf: *const c_void,
     sendcount: c_int,
     sendtype: Handle,
@@ -601,6 +618,16 @@ unsafe fn gather(
     comm: Handle,
     request: *mut Handle,
 ) -> Res {
+    if let Some(i) = inter_of(comm)? {
+        return crate::inter::gather(
+            i,
+            (sendbuf, sendcount, sendtype),
+            (recvbuf, recvcount, recvtype),
+            None,
+            root,
+            request,
+        );
+    }
     run(request, |s| {
         let core = s.core_comm(comm)?;
         let (n, me) = (core.size(), core.rank());
@@ -648,7 +675,7 @@ unsafe fn gather(
     })
 }
 
-unsafe fn scatter(
+pub(crate) unsafe fn scatter(
     sendbuf: *const c_void,
     sendcount: c_int,
     sendtype: Handle,
@@ -659,6 +686,16 @@ unsafe fn scatter(
     comm: Handle,
     request: *mut Handle,
 ) -> Res {
+    if let Some(i) = inter_of(comm)? {
+        return crate::inter::scatter(
+            i,
+            (sendbuf, sendcount, sendtype),
+            (recvbuf, recvcount, recvtype),
+            None,
+            root,
+            request,
+        );
+    }
     run(request, |s| {
         let core = s.core_comm(comm)?;
         let (n, me) = (core.size(), core.rank());
@@ -705,7 +742,7 @@ unsafe fn scatter(
     })
 }
 
-unsafe fn allgather(
+pub(crate) unsafe fn allgather(
     sendbuf: *const c_void,
     sendcount: c_int,
     sendtype: Handle,
@@ -715,6 +752,15 @@ unsafe fn allgather(
     comm: Handle,
     request: *mut Handle,
 ) -> Res {
+    if let Some(i) = inter_of(comm)? {
+        return crate::inter::allgather(
+            i,
+            (sendbuf, sendcount, sendtype),
+            (recvbuf, recvcount, recvtype),
+            None,
+            request,
+        );
+    }
     run(request, |s| {
         let core = s.core_comm(comm)?;
         let (n, me) = (core.size(), core.rank());
@@ -742,7 +788,7 @@ unsafe fn allgather(
     })
 }
 
-unsafe fn alltoall(
+pub(crate) unsafe fn alltoall(
     sendbuf: *const c_void,
     sendcount: c_int,
     sendtype: Handle,
@@ -752,6 +798,13 @@ unsafe fn alltoall(
     comm: Handle,
     request: *mut Handle,
 ) -> Res {
+    if let Some(i) = inter_of(comm)? {
+        crate::inter::blocking_only(request)?;
+        let n = crate::inter::remote_size(i)?;
+        let send = crate::inter::blocks(sendbuf, sendcount, sendtype, None, n)?;
+        let recv = crate::inter::blocks(recvbuf, recvcount, recvtype, None, n)?;
+        return crate::inter::alltoall(i, send, recv);
+    }
     run(request, |s| {
         let n = s.core_comm(comm)?.size();
         let r = typed(s, recvbuf, recvcount, recvtype)?;
@@ -791,7 +844,7 @@ unsafe fn per_rank(
     Ok((c, d))
 }
 
-unsafe fn gatherv(
+pub(crate) unsafe fn gatherv(
     sendbuf: *const c_void,
     sendcount: c_int,
     sendtype: Handle,
@@ -803,6 +856,16 @@ unsafe fn gatherv(
     comm: Handle,
     request: *mut Handle,
 ) -> Res {
+    if let Some(i) = inter_of(comm)? {
+        return crate::inter::gather(
+            i,
+            (sendbuf, sendcount, sendtype),
+            (recvbuf, 0, recvtype),
+            Some((recvcounts, displs)),
+            root,
+            request,
+        );
+    }
     run(request, |s| {
         let core = s.core_comm(comm)?;
         let (n, me) = (core.size(), core.rank());
@@ -836,7 +899,7 @@ unsafe fn gatherv(
     })
 }
 
-unsafe fn scatterv(
+pub(crate) unsafe fn scatterv(
     sendbuf: *const c_void,
     sendcounts: *const c_int,
     displs: *const c_int,
@@ -848,6 +911,16 @@ unsafe fn scatterv(
     comm: Handle,
     request: *mut Handle,
 ) -> Res {
+    if let Some(i) = inter_of(comm)? {
+        return crate::inter::scatter(
+            i,
+            (sendbuf, 0, sendtype),
+            (recvbuf, recvcount, recvtype),
+            Some((sendcounts, displs)),
+            root,
+            request,
+        );
+    }
     run(request, |s| {
         let core = s.core_comm(comm)?;
         let (n, me) = (core.size(), core.rank());
@@ -881,7 +954,7 @@ unsafe fn scatterv(
     })
 }
 
-unsafe fn allgatherv(
+pub(crate) unsafe fn allgatherv(
     sendbuf: *const c_void,
     sendcount: c_int,
     sendtype: Handle,
@@ -892,6 +965,15 @@ unsafe fn allgatherv(
     comm: Handle,
     request: *mut Handle,
 ) -> Res {
+    if let Some(i) = inter_of(comm)? {
+        return crate::inter::allgather(
+            i,
+            (sendbuf, sendcount, sendtype),
+            (recvbuf, 0, recvtype),
+            Some((recvcounts, displs)),
+            request,
+        );
+    }
     run(request, |s| {
         let core = s.core_comm(comm)?;
         let (n, me) = (core.size(), core.rank());
@@ -911,7 +993,7 @@ unsafe fn allgatherv(
     })
 }
 
-unsafe fn alltoallv(
+pub(crate) unsafe fn alltoallv(
     sendbuf: *const c_void,
     sendcounts: *const c_int,
     sdispls: *const c_int,
@@ -923,6 +1005,13 @@ unsafe fn alltoallv(
     comm: Handle,
     request: *mut Handle,
 ) -> Res {
+    if let Some(i) = inter_of(comm)? {
+        crate::inter::blocking_only(request)?;
+        let n = crate::inter::remote_size(i)?;
+        let send = crate::inter::blocks(sendbuf, 0, sendtype, Some((sendcounts, sdispls)), n)?;
+        let recv = crate::inter::blocks(recvbuf, 0, recvtype, Some((recvcounts, rdispls)), n)?;
+        return crate::inter::alltoall(i, send, recv);
+    }
     run(request, |s| {
         let n = s.core_comm(comm)?.size();
         let (rc, rd) = per_rank(n, recvcounts, rdispls)?;
@@ -947,7 +1036,7 @@ unsafe fn alltoallv(
     })
 }
 
-unsafe fn alltoallw(
+pub(crate) unsafe fn alltoallw(
     sendbuf: *const c_void,
     sendcounts: *const c_int,
     sdispls: *const c_int,
@@ -959,6 +1048,13 @@ unsafe fn alltoallw(
     comm: Handle,
     request: *mut Handle,
 ) -> Res {
+    if let Some(i) = inter_of(comm)? {
+        crate::inter::blocking_only(request)?;
+        let n = crate::inter::remote_size(i)?;
+        let send = crate::inter::blocks_w(sendbuf, sendcounts, sdispls, sendtypes, n)?;
+        let recv = crate::inter::blocks_w(recvbuf, recvcounts, rdispls, recvtypes, n)?;
+        return crate::inter::alltoall(i, send, recv);
+    }
     run(request, |s| {
         let n = s.core_comm(comm)?.size();
         if n > 0 && recvtypes.is_null() {
@@ -1019,7 +1115,7 @@ unsafe fn alltoallw(
     })
 }
 
-unsafe fn reduce_scatter(
+pub(crate) unsafe fn reduce_scatter(
     sendbuf: *const c_void,
     recvbuf: *mut c_void,
     counts: &[usize],
@@ -1028,6 +1124,9 @@ unsafe fn reduce_scatter(
     comm: Handle,
     request: *mut Handle,
 ) -> Res {
+    if let Some(i) = inter_of(comm)? {
+        return crate::inter::reduce_scatter(i, sendbuf, recvbuf, counts, datatype, op, request);
+    }
     run(request, |s| {
         let core = s.core_comm(comm)?;
         let me = core.rank();
@@ -1071,7 +1170,7 @@ unsafe fn reduce_scatter(
     })
 }
 
-unsafe fn scan(
+pub(crate) unsafe fn scan(
     sendbuf: *const c_void,
     recvbuf: *mut c_void,
     count: c_int,
@@ -1081,6 +1180,9 @@ unsafe fn scan(
     exclusive: bool,
     request: *mut Handle,
 ) -> Res {
+    if inter_of(comm)?.is_some() {
+        return fail(MPI_ERR_COMM, "scans are not defined on intercommunicators");
+    }
     run(request, |s| {
         let o = s.op(op)?;
         let recv = typed(s, recvbuf, count, datatype)?;
@@ -1107,7 +1209,7 @@ unsafe fn scan(
 
 /// One receive count per rank of `comm`, from a C array.
 unsafe fn recv_counts(comm: Handle, recvcounts: *const c_int) -> Res<Vec<usize>> {
-    let n = running(|s| Ok(s.core_comm(comm)?.size()))?;
+    let n = running(|s| s.local_size(comm))?;
     if n > 0 && recvcounts.is_null() {
         return fail(MPI_ERR_ARG, "recvcounts is NULL");
     }
@@ -1255,7 +1357,7 @@ mpi! {
 mpi! {
     /// Reduction whose result is scattered in equal blocks.
     fn MPI_Reduce_scatter_block / PMPI_Reduce_scatter_block(sendbuf: *const c_void, recvbuf: *mut c_void, recvcount: c_int, datatype: Handle, op: Handle, comm: Handle) on comm => {
-        let n = running(|s| Ok(s.core_comm(comm)?.size()))?;
+        let n = running(|s| s.local_size(comm))?;
         reduce_scatter(sendbuf, recvbuf, &vec![count_arg(recvcount)?; n], datatype, op, comm, BLOCKING)
     }
 }

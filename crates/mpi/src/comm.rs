@@ -18,7 +18,7 @@ unsafe fn out<'a, T>(p: *mut T, what: &str) -> Res<&'a mut T> {
 mpi! {
     /// Number of ranks.
     fn MPI_Comm_size / PMPI_Comm_size(comm: Handle, size: *mut c_int) on comm => {
-        let n = running(|s| Ok(s.comm(comm)?.comm.size()))?;
+        let n = running(|s| s.local_size(comm))?;
         *out(size, "size")? = n as c_int;
         Ok(())
     }
@@ -44,6 +44,16 @@ type DeleteFn = unsafe extern "C" fn(Handle, c_int, *mut c_void, *mut c_void) ->
 /// Registers a new communicator made from `old` (whose attributes are copied) and returns its
 /// handle. Attribute callbacks run here, outside any state borrow.
 pub fn register(old: Handle, comm: Option<ferry_core::Comm>, copy_attrs: bool) -> Res<Handle> {
+    register_with(old, comm, copy_attrs, None)
+}
+
+/// [`register`] for an intercommunicator too: `inter` names its hidden helpers.
+pub fn register_with(
+    old: Handle,
+    comm: Option<ferry_core::Comm>,
+    copy_attrs: bool,
+    inter: Option<crate::state::Inter>,
+) -> Res<Handle> {
     let Some(comm) = comm else {
         return Ok(MPI_COMM_NULL);
     };
@@ -108,6 +118,8 @@ pub fn register(old: Handle, comm: Option<ferry_core::Comm>, copy_attrs: bool) -
             name: String::new(),
             attrs,
             cart,
+            inter,
+            idups: 0,
         }))
     })
 }
@@ -116,8 +128,7 @@ mpi! {
     /// Duplicates a communicator (new context, copied attributes).
     fn MPI_Comm_dup / PMPI_Comm_dup(comm: Handle, newcomm: *mut Handle) on comm => {
         let out = out(newcomm, "newcomm")?;
-        let core = running(|s| s.core_comm(comm))?;
-        *out = register(comm, Some(core.dup()?), true)?;
+        *out = dup(comm)?;
         Ok(())
     }
 }
@@ -125,20 +136,124 @@ mpi! {
     /// Duplicates a communicator; the info is ignored.
     fn MPI_Comm_dup_with_info / PMPI_Comm_dup_with_info(comm: Handle, _info: Handle, newcomm: *mut Handle) on comm => {
         let out = out(newcomm, "newcomm")?;
-        let core = running(|s| s.core_comm(comm))?;
-        *out = register(comm, Some(core.dup()?), true)?;
+        *out = dup(comm)?;
         Ok(())
     }
+}
+mpi! {
+    /// Nonblocking duplicate: see [`idup`].
+    fn MPI_Comm_idup / PMPI_Comm_idup(comm: Handle, newcomm: *mut Handle, request: *mut Handle) on comm => {
+        let req = out(request, "request")?;
+        let new = out(newcomm, "newcomm")?;
+        *new = idup(comm)?;
+        *req = completed_request(comm)?;
+        Ok(())
+    }
+}
+mpi! {
+    /// MPI_Comm_idup with hints (ignored).
+    fn MPI_Comm_idup_with_info / PMPI_Comm_idup_with_info(comm: Handle, _info: Handle, newcomm: *mut Handle, request: *mut Handle) on comm => {
+        let req = out(request, "request")?;
+        let new = out(newcomm, "newcomm")?;
+        *new = idup(comm)?;
+        *req = completed_request(comm)?;
+        Ok(())
+    }
+}
+
+/// A request that is already complete with an empty status.
+fn completed_request(comm: Handle) -> Res<Handle> {
+    running(|s| {
+        let core = s.core_comm(comm)?;
+        let req = crate::request::Request::done(comm, core, crate::request::Outcome::EMPTY);
+        Ok(s.requests.insert(req))
+    })
+}
+
+/// First context pair index of the range MPI_Comm_idup derives into; agreed pairs (a counter
+/// from 1) never get near it.
+const DERIVED_BASE: u32 = 1 << 30;
+
+/// The context pairs (`k`, `k + 1`) of the `n`-th MPI_Comm_idup of the communicator with
+/// context id `context`: a hash of the two into the pair indices from [`DERIVED_BASE`].
+fn derived_pair(context: u32, n: u32) -> u32 {
+    // splitmix64 of (context, n): every member computes the same pair without a message.
+    let mut z = ((context as u64) << 32 | n as u64).wrapping_add(0x9e37_79b9_7f4a_7c15);
+    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+    z ^= z >> 31;
+    DERIVED_BASE + 2 * ((z as u32) & ((DERIVED_BASE >> 1) - 1))
+}
+
+/// MPI_Comm_idup without any message, so that it never waits for another process (MPI 4.1
+/// §7.4.2: overlapping idups on different communicators must not deadlock, which an agreement
+/// run at once would). Every member counts the idups of `comm` alike (collective calls come in
+/// the same order everywhere), so the context pairs are derived from `comm`'s context id and
+/// that count. Two live communicators of this process getting the same pairs is caught here
+/// (MPI_ERR_INTERN) rather than mixing their messages; with 2^29 pair slots it is unlikely.
+fn idup(comm: Handle) -> Res<Handle> {
+    let (core, inter, k) = running(|s| {
+        let c = s.comm_mut(comm)?;
+        let n = c.idups;
+        c.idups += 1;
+        let k = derived_pair(c.comm.context_id(), n);
+        let (core, inter) = (c.comm.clone(), c.inter);
+        let taken = |p: u32| s.derived_pairs.contains(&p);
+        if taken(k) || (inter.is_some() && taken(k + 1)) {
+            return fail(
+                MPI_ERR_INTERN,
+                "MPI_Comm_idup: the derived context id is in use here (hash collision); use MPI_Comm_dup",
+            );
+        }
+        s.derived_pairs.insert(k);
+        if inter.is_some() {
+            s.derived_pairs.insert(k + 1);
+        }
+        Ok((core, inter, k))
+    })?;
+    match inter {
+        Some(inter) => crate::inter::idup(comm, inter, k),
+        None => {
+            let new = core.derive(core.world_ranks(), core.rank(), 2 * k)?;
+            register(comm, Some(new), true)
+        }
+    }
+}
+
+/// Gives back the derived context pairs of a freed communicator.
+fn release_derived(s: &mut State, obj: &CommObj) {
+    let k = obj.comm.context_id() / 2;
+    if k >= DERIVED_BASE {
+        s.derived_pairs.remove(&k);
+        if obj.inter.is_some() {
+            s.derived_pairs.remove(&(k + 1));
+        }
+    }
+}
+
+/// MPI_Comm_dup for either kind of communicator.
+fn dup(comm: Handle) -> Res<Handle> {
+    if let Some(inter) = running(|s| s.inter(comm))? {
+        return crate::inter::dup(comm, inter);
+    }
+    let core = running(|s| s.core_comm(comm))?;
+    register(comm, Some(core.dup()?), true)
 }
 mpi! {
     /// Splits by color, ordered by key.
     fn MPI_Comm_split / PMPI_Comm_split(comm: Handle, color: c_int, key: c_int, newcomm: *mut Handle) on comm => {
         let out = out(newcomm, "newcomm")?;
-        let core = running(|s| s.core_comm(comm))?;
+        let (core, inter) = running(|s| Ok((s.core_comm(comm)?, s.inter(comm)?)))?;
+        if color < 0 && color != MPI_UNDEFINED {
+            return fail(MPI_ERR_ARG, format!("split color {color} is negative (only MPI_UNDEFINED may be)"));
+        }
+        if let Some(inter) = inter {
+            *out = crate::inter::split(comm, inter, color, key)?;
+            return Ok(());
+        }
         let color = match color {
             MPI_UNDEFINED => None,
-            c if c >= 0 => Some(c as u32),
-            c => return fail(MPI_ERR_ARG, format!("split color {c} is negative (only MPI_UNDEFINED may be)")),
+            c => Some(c as u32),
         };
         *out = register(comm, core.split(color, key)?, false)?;
         Ok(())
@@ -161,7 +276,7 @@ mpi! {
     /// a strict subset of `comm`, else MPI_COMM_NULL (MPI 4.1 §7.4.2).
     fn MPI_Comm_split_type / PMPI_Comm_split_type(comm: Handle, split_type: c_int, key: c_int, info: Handle, newcomm: *mut Handle) on comm => {
         let out = out(newcomm, "newcomm")?;
-        let core = running(|s| s.core_comm(comm))?;
+        let core = running(|s| s.intra_comm(comm))?;
         let by_host = match split_type {
             MPI_UNDEFINED => false,
             MPI_COMM_TYPE_SHARED | MPI_COMM_TYPE_HW_UNGUIDED => true,
@@ -194,7 +309,11 @@ mpi! {
     /// A communicator of the members of `group` (collective over `comm`).
     fn MPI_Comm_create / PMPI_Comm_create(comm: Handle, group: Handle, newcomm: *mut Handle) on comm => {
         let out = out(newcomm, "newcomm")?;
-        let (core, members) = running(|s| Ok((s.core_comm(comm)?, s.group(group)?)))?;
+        let (core, members, inter) = running(|s| Ok((s.core_comm(comm)?, s.group(group)?, s.inter(comm)?)))?;
+        if let Some(inter) = inter {
+            *out = crate::inter::create(comm, inter, &members)?;
+            return Ok(());
+        }
         let parent: Vec<u32> = core.world_ranks().to_vec();
         if let Some(w) = members.iter().find(|w| !parent.contains(w)) {
             return fail(MPI_ERR_GROUP, format!("group member (world rank {w}) is not in the communicator"));
@@ -217,7 +336,7 @@ mpi! {
         if tag < 0 {
             return fail(MPI_ERR_TAG, format!("invalid tag {tag}"));
         }
-        let (core, members) = running(|s| Ok((s.core_comm(comm)?, s.group(group)?)))?;
+        let (core, members) = running(|s| Ok((s.intra_comm(comm)?, s.group(group)?)))?;
         let parent = core.world_ranks();
         let ranks = members
             .iter()
@@ -248,9 +367,21 @@ mpi! {
     /// Compares two communicators.
     fn MPI_Comm_compare / PMPI_Comm_compare(comm1: Handle, comm2: Handle, result: *mut c_int) on comm1 => {
         let out = out(result, "result")?;
-        let (a, b) = running(|s| Ok((s.core_comm(comm1)?, s.core_comm(comm2)?)))?;
+        let (a, b, ia, ib, la, lb) = running(|s| {
+            Ok((s.core_comm(comm1)?, s.core_comm(comm2)?, s.inter(comm1)?, s.inter(comm2)?,
+                s.local_group(comm1)?, s.local_group(comm2)?))
+        })?;
         *out = if comm1 == comm2 || a.context_id() == b.context_id() {
             MPI_IDENT
+        } else if ia.is_some() != ib.is_some() {
+            MPI_UNEQUAL
+        } else if ia.is_some() {
+            // Intercommunicators: both the local and the remote groups count (MPI 4.1 §7.4.1).
+            match (compare_members(&la, &lb), compare_members(a.world_ranks(), b.world_ranks())) {
+                (MPI_IDENT, MPI_IDENT) => MPI_CONGRUENT,
+                (MPI_UNEQUAL, _) | (_, MPI_UNEQUAL) => MPI_UNEQUAL,
+                _ => MPI_SIMILAR,
+            }
         } else {
             match compare_members(a.world_ranks(), b.world_ranks()) {
                 MPI_IDENT => MPI_CONGRUENT,
@@ -301,7 +432,16 @@ mpi! {
         }
         let attrs = running(|s| Ok(s.comm_mut(*h)?.attrs.take_newest_first()))?;
         delete_attrs(*h, attrs)?;
-        with(|s| Ok(s.comms.remove(*h)))?;
+        let obj = with(|s| {
+            let obj = s.comms.remove(*h);
+            if let Some(o) = &obj {
+                release_derived(s, o);
+            }
+            Ok(obj)
+        })?;
+        if let Some(inter) = obj.and_then(|o| o.inter) {
+            crate::inter::forget(inter);
+        }
         *h = MPI_COMM_NULL;
         Ok(())
     }
@@ -311,25 +451,49 @@ mpi! {
     fn MPI_Comm_group / PMPI_Comm_group(comm: Handle, group: *mut Handle) on comm => {
         let out = out(group, "group")?;
         *out = running(|s| {
-            let members: GroupObj = s.comm(comm)?.comm.world_ranks().into();
+            let members = s.local_group(comm)?;
             Ok(new_group(s, members))
         })?;
         Ok(())
     }
 }
 mpi! {
-    /// Whether a communicator is an intercommunicator (ferry has none).
+    /// Whether a communicator is an intercommunicator.
     fn MPI_Comm_test_inter / PMPI_Comm_test_inter(comm: Handle, flag: *mut c_int) on comm => {
-        running(|s| s.comm(comm).map(drop))?;
-        *out(flag, "flag")? = 0;
+        let inter = running(|s| s.inter(comm))?;
+        *out(flag, "flag")? = inter.is_some() as c_int;
+        Ok(())
+    }
+}
+
+/// The remote group of `comm`, which must be an intercommunicator.
+fn remote_members(s: &State, comm: Handle) -> Res<GroupObj> {
+    if s.inter(comm)?.is_none() {
+        return fail(
+            MPI_ERR_COMM,
+            "not an intercommunicator: only those have a remote group",
+        );
+    }
+    Ok(s.comm(comm)?.comm.world_ranks().into())
+}
+
+mpi! {
+    /// Size of an intercommunicator's remote group.
+    fn MPI_Comm_remote_size / PMPI_Comm_remote_size(comm: Handle, size: *mut c_int) on comm => {
+        let n = running(|s| remote_members(s, comm))?.len();
+        *out(size, "size")? = n as c_int;
         Ok(())
     }
 }
 mpi! {
-    /// Remote group size: only intercommunicators have one.
-    fn MPI_Comm_remote_size / PMPI_Comm_remote_size(comm: Handle, _size: *mut c_int) on comm => {
-        running(|s| s.comm(comm).map(drop))?;
-        fail(MPI_ERR_COMM, "not an intercommunicator (ferry has none)")
+    /// An intercommunicator's remote group.
+    fn MPI_Comm_remote_group / PMPI_Comm_remote_group(comm: Handle, group: *mut Handle) on comm => {
+        let out = out(group, "group")?;
+        *out = running(|s| {
+            let members = remote_members(s, comm)?;
+            Ok(new_group(s, members))
+        })?;
+        Ok(())
     }
 }
 mpi! {

@@ -33,6 +33,8 @@ fn init(required: c_int) -> Res<c_int> {
         name: name.to_string(),
         attrs: Default::default(),
         cart: None,
+        inter: None,
+        idups: 0,
     };
     // FUNNELED is what ferry provides: all calls from the thread that initialized.
     let provided = required.clamp(MPI_THREAD_SINGLE, MPI_THREAD_FUNNELED);

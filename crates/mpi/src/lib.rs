@@ -39,6 +39,7 @@ pub mod datatype;
 pub mod env;
 pub mod error;
 pub mod handles;
+pub mod inter;
 pub mod ops;
 pub mod p2p;
 pub mod request;

@@ -39,6 +39,22 @@ pub struct CommObj {
     pub attrs: Attrs,
     /// Its Cartesian topology, if it has one.
     pub cart: Option<Rc<crate::topo::Cart>>,
+    /// For an intercommunicator: its hidden helper communicators. `comm` then addresses the
+    /// remote group (ranks and statuses name remote ranks) while its rank is the local one.
+    pub inter: Option<Inter>,
+    /// MPI_Comm_idup calls made on it so far (the same count on every member).
+    pub idups: u32,
+}
+
+/// The two communicators behind an intercommunicator, kept in the communicator table under
+/// handles the user never sees and freed with it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Inter {
+    /// The local group as an intracommunicator (the local half of collectives, merge, split).
+    pub local: Handle,
+    /// The remote group on the intercommunicator's collective context: what intercommunicator
+    /// collectives and agreements send on, apart from the user's point-to-point traffic.
+    pub coll: Handle,
 }
 
 /// Attributes cached on an object, in the order they were set (MPI_Finalize deletes those of
@@ -165,6 +181,8 @@ pub struct State {
     pub bsend_buffer: Option<(*mut c_void, usize)>,
     /// Buffered sends not yet complete: (request, bytes reserved).
     pub bsends: Vec<(Request, usize)>,
+    /// Context pairs in use here that MPI_Comm_idup derived (see `comm::idup`).
+    pub derived_pairs: std::collections::HashSet<u32>,
 }
 
 /// Created keyvals are numbered from here (predefined ones are 10001…).
@@ -221,6 +239,7 @@ impl State {
             type_attrs: HashMap::new(),
             bsend_buffer: None,
             bsends: Vec::new(),
+            derived_pairs: Default::default(),
         }
     }
 
@@ -249,6 +268,40 @@ impl State {
             h => self.comms.get_mut(h),
         };
         obj.ok_or_else(|| MpiError::new(MPI_ERR_COMM, format!("invalid communicator {handle:#x}")))
+    }
+
+    /// The helpers of `handle` if it is an intercommunicator.
+    pub fn inter(&self, handle: Handle) -> Res<Option<Inter>> {
+        self.comm(handle).map(|c| c.inter)
+    }
+
+    /// The runtime communicator behind `handle`, which must be an intracommunicator.
+    pub fn intra_comm(&self, handle: Handle) -> Res<ferry_core::Comm> {
+        let c = self.comm(handle)?;
+        if c.inter.is_some() {
+            return fail(
+                MPI_ERR_COMM,
+                "this call needs an intracommunicator, not an intercommunicator",
+            );
+        }
+        Ok(c.comm.clone())
+    }
+
+    /// Number of ranks in the local group of `handle`.
+    pub fn local_size(&self, handle: Handle) -> Res<usize> {
+        match self.inter(handle)? {
+            Some(i) => Ok(self.comm(i.local)?.comm.size()),
+            None => Ok(self.comm(handle)?.comm.size()),
+        }
+    }
+
+    /// World ranks of the local group of `handle`.
+    pub fn local_group(&self, handle: Handle) -> Res<GroupObj> {
+        let c = match self.inter(handle)? {
+            Some(i) => self.comm(i.local)?,
+            None => self.comm(handle)?,
+        };
+        Ok(c.comm.world_ranks().into())
     }
 
     /// A clone of the runtime communicator behind `handle` (cheap: reference counted).

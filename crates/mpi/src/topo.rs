@@ -181,7 +181,7 @@ fn cart_of(comm: Handle) -> Res<Rc<Cart>> {
 
 /// A communicator of the first `∏ dims` ranks of `comm` carrying `cart`; others get NULL.
 fn cart_comm(comm: Handle, cart: Cart) -> Res<Handle> {
-    let core = running(|s| s.core_comm(comm))?;
+    let core = running(|s| s.intra_comm(comm))?;
     let n: usize = cart.dims.iter().product();
     if n > core.size() {
         return fail(
@@ -308,7 +308,7 @@ mpi! {
     fn MPI_Cart_sub / PMPI_Cart_sub(comm: Handle, remain_dims: *const c_int, newcomm: *mut Handle) on comm => {
         let cart = cart_of(comm)?;
         let keep: Vec<bool> = ints(remain_dims, cart.dims.len(), "remain_dims")?.iter().map(|&x| x != 0).collect();
-        let core = running(|s| s.core_comm(comm))?;
+        let core = running(|s| s.intra_comm(comm))?;
         let c = cart.coords(core.rank());
         // Ranks that agree on the dropped coordinates share a sub-grid.
         let (mut color, mut key) = (0usize, 0usize);

@@ -1,0 +1,840 @@
+//! Intercommunicators (MPI 4.1 §7.6): creation, merge, duplication, split and the MPI-2
+//! collectives on them.
+//!
+//! An intercommunicator is three runtime communicators on two context pairs `k` and `k + 1`
+//! that every process of both groups has agreed on:
+//! - the one the user holds, on context `2k`: its members are the *remote* group and its rank
+//!   is the local one, so point-to-point ranks, `MPI_ANY_SOURCE` and `status.MPI_SOURCE` all
+//!   name remote ranks with no extra code on the point-to-point path;
+//! - `coll`, the remote group again on `2k + 1`: the traffic of collectives and agreements,
+//!   which can never meet the user's messages;
+//! - `local`, the local group as an intracommunicator on pair `k + 1` (collectives on
+//!   `2k + 3`). Both groups use that pair for their own local communicator: they share no
+//!   process, so the ids cannot clash.
+//!
+//! Agreement: every process proposes its lowest free pair, each group gathers its proposals
+//! (with whatever else the call needs: world rank, color, key, `high`), the two leaders swap
+//! the lists, each group broadcasts the other's list, and everyone takes the largest proposal.
+//!
+//! Collectives are blocking and built from the local group's collectives and point-to-point
+//! on `coll`: correctness first, one message per pair at most per call. Nonblocking
+//! collectives on intercommunicators are not provided (MPI_ERR_UNSUPPORTED_OPERATION).
+
+use crate::abi::*;
+use crate::coll;
+use crate::comm::{register, register_with};
+use crate::datatype::Datatype;
+use crate::error::{fail, MpiError, Res};
+use crate::p2p::{count_arg, start_recv, start_send, wait_request};
+use crate::request::{Request, SendKind};
+use crate::state::{running, with, CommObj, Inter};
+use ferry_core::Comm;
+use std::ffi::{c_int, c_void};
+
+/// Tag of the agreements' leader swap on `coll`.
+const TAG_AGREE: i32 = 1;
+/// Tag of collective traffic on `coll`.
+const TAG_COLL: i32 = 2;
+
+/// What each process contributes to an agreement.
+#[derive(Debug, Clone, Copy, Default)]
+struct Rec {
+    world: u32,
+    pair: u32,
+    color: i32,
+    key: i32,
+    flag: u32,
+}
+
+const REC: usize = 20;
+
+impl Rec {
+    fn bytes(&self) -> [u8; REC] {
+        let mut b = [0u8; REC];
+        b[0..4].copy_from_slice(&self.world.to_le_bytes());
+        b[4..8].copy_from_slice(&self.pair.to_le_bytes());
+        b[8..12].copy_from_slice(&self.color.to_le_bytes());
+        b[12..16].copy_from_slice(&self.key.to_le_bytes());
+        b[16..20].copy_from_slice(&self.flag.to_le_bytes());
+        b
+    }
+
+    fn parse(b: &[u8]) -> Rec {
+        let word = |i: usize| [b[i], b[i + 1], b[i + 2], b[i + 3]];
+        Rec {
+            world: u32::from_le_bytes(word(0)),
+            pair: u32::from_le_bytes(word(4)),
+            color: i32::from_le_bytes(word(8)),
+            key: i32::from_le_bytes(word(12)),
+            flag: u32::from_le_bytes(word(16)),
+        }
+    }
+
+    fn list(bytes: &[u8]) -> Vec<Rec> {
+        bytes.chunks_exact(REC).map(Rec::parse).collect()
+    }
+}
+
+/// Where the leaders swap their group's records: (communicator, remote leader's rank in it,
+/// tag). Only the local leader has one.
+type Swap<'a> = Option<(&'a Comm, usize, i32)>;
+
+/// Gathers every local process's record, swaps the lists between the leaders (local rank
+/// `leader` calls with `swap`), and gives every local process both lists, each in rank order.
+fn exchange(local: &Comm, leader: usize, swap: Swap<'_>, mine: Rec) -> Res<(Vec<Rec>, Vec<Rec>)> {
+    let mut all = vec![0u8; REC * local.size()];
+    local.allgather(&mine.bytes(), &mut all)?;
+    let mut len = [0u64];
+    let mut theirs = Vec::new();
+    if let Some((comm, remote_leader, tag)) = swap {
+        comm.sendrecv(
+            &[all.len() as u64],
+            remote_leader,
+            tag,
+            &mut len,
+            remote_leader,
+            tag,
+        )?;
+        if len[0] == 0 || !len[0].is_multiple_of(REC as u64) || len[0] > (REC as u64) << 24 {
+            return fail(
+                MPI_ERR_INTERN,
+                format!(
+                    "intercommunicator agreement: the remote leader sent {} bytes of records",
+                    len[0]
+                ),
+            );
+        }
+        theirs = vec![0u8; len[0] as usize];
+        comm.sendrecv(&all, remote_leader, tag, &mut theirs, remote_leader, tag)?;
+    }
+    local.bcast(&mut len, leader)?;
+    theirs.resize(len[0] as usize, 0);
+    local.bcast(&mut theirs, leader)?;
+    Ok((Rec::list(&all), Rec::list(&theirs)))
+}
+
+/// The largest proposed pair of both groups.
+fn agreed_pair(a: &[Rec], b: &[Rec]) -> u32 {
+    a.iter().chain(b).map(|r| r.pair).max().unwrap_or(1)
+}
+
+/// The runtime side of a new intercommunicator.
+struct Parts {
+    visible: Comm,
+    coll: Comm,
+    local: Comm,
+}
+
+/// Builds the three communicators of an intercommunicator on pairs `k` and `k + 1` (agreed by
+/// both groups) and reserves them.
+fn parts(base: &Comm, local: &[u32], remote: &[u32], rank: usize, k: u32) -> Res<Parts> {
+    let p = Parts {
+        visible: base.derive(remote, rank, 2 * k)?,
+        coll: base.derive(remote, rank, 2 * k + 1)?,
+        local: base.derive(local, rank, 2 * k + 2)?,
+    };
+    base.reserve_context_pairs(k + 2);
+    Ok(p)
+}
+
+/// MPI_Comm_idup on an intercommunicator, on the derived pairs `k` and `k + 1` (see
+/// `comm::idup`): no message is sent.
+pub fn idup(comm: Handle, inter: Inter, k: u32) -> Res<Handle> {
+    let (local, coll) = halves(inter)?;
+    let p = Parts {
+        visible: local.derive(coll.world_ranks(), local.rank(), 2 * k)?,
+        coll: local.derive(coll.world_ranks(), local.rank(), 2 * k + 1)?,
+        local: local.derive(local.world_ranks(), local.rank(), 2 * k + 2)?,
+    };
+    register_inter(comm, p, true)
+}
+
+/// Registers an intercommunicator made from `old` (attributes copied for a duplicate).
+fn register_inter(old: Handle, p: Parts, copy_attrs: bool) -> Res<Handle> {
+    let hidden = |comm| CommObj {
+        comm,
+        errhandler: MPI_ERRORS_RETURN,
+        name: String::new(),
+        attrs: Default::default(),
+        cart: None,
+        inter: None,
+        idups: 0,
+    };
+    let inter = with(|s| {
+        Ok(Inter {
+            local: s.comms.insert(hidden(p.local)),
+            coll: s.comms.insert(hidden(p.coll)),
+        })
+    })?;
+    let made = register_with(old, Some(p.visible), copy_attrs, Some(inter));
+    if made.is_err() {
+        forget(inter);
+    }
+    made
+}
+
+/// Drops the hidden communicators of a freed intercommunicator.
+pub fn forget(inter: Inter) {
+    let _ = with(|s| {
+        s.comms.remove(inter.local);
+        s.comms.remove(inter.coll);
+        Ok(())
+    });
+}
+
+/// The helpers of `comm`, which must be an intercommunicator.
+fn inter_arg(comm: Handle) -> Res<Inter> {
+    running(|s| s.inter(comm))?.ok_or_else(|| {
+        MpiError::new(
+            MPI_ERR_COMM,
+            format!("communicator {comm:#x} is not an intercommunicator"),
+        )
+    })
+}
+
+/// The local and collective runtime communicators of an intercommunicator.
+fn halves(inter: Inter) -> Res<(Comm, Comm)> {
+    running(|s| Ok((s.core_comm(inter.local)?, s.core_comm(inter.coll)?)))
+}
+
+/// Runs an agreement over an existing intercommunicator.
+fn agree(inter: Inter, mine: impl FnOnce(&Comm) -> Rec) -> Res<(Comm, Vec<Rec>, Vec<Rec>)> {
+    let (local, coll) = halves(inter)?;
+    let rec = mine(&local);
+    let swap = (local.rank() == 0).then_some((&coll, 0, TAG_AGREE));
+    let (l, r) = exchange(&local, 0, swap, rec)?;
+    Ok((local, l, r))
+}
+
+fn world_of(recs: &[Rec]) -> Vec<u32> {
+    recs.iter().map(|r| r.world).collect()
+}
+
+fn my_world(c: &Comm) -> u32 {
+    c.world_ranks()[c.rank()]
+}
+
+unsafe fn out<'a, T>(p: *mut T, what: &str) -> Res<&'a mut T> {
+    p.as_mut()
+        .ok_or_else(|| MpiError::new(MPI_ERR_ARG, format!("{what} is NULL")))
+}
+
+mpi! {
+    /// Makes an intercommunicator from two disjoint groups, each with its own intracommunicator;
+    /// the leaders meet on `peer_comm` with `tag`.
+    fn MPI_Intercomm_create / PMPI_Intercomm_create(local_comm: Handle, local_leader: c_int, peer_comm: Handle, remote_leader: c_int, tag: c_int, newintercomm: *mut Handle) on local_comm => {
+        let out = out(newintercomm, "newintercomm")?;
+        let local = running(|s| s.intra_comm(local_comm))?;
+        let leader = usize::try_from(local_leader).ok().filter(|&r| r < local.size()).ok_or_else(|| {
+            MpiError::new(MPI_ERR_RANK, format!("local leader {local_leader} is not in a communicator of {} ranks", local.size()))
+        })?;
+        let peer = if local.rank() == leader {
+            if tag < 0 {
+                return fail(MPI_ERR_TAG, format!("invalid tag {tag}"));
+            }
+            let peer = running(|s| s.core_comm(peer_comm))?;
+            let rl = usize::try_from(remote_leader).ok().filter(|&r| r < peer.size()).ok_or_else(|| {
+                MpiError::new(MPI_ERR_RANK, format!("remote leader {remote_leader} is not in a peer communicator of {} ranks", peer.size()))
+            })?;
+            if peer.world_rank_of(rl)? == my_world(&local) as usize {
+                return fail(MPI_ERR_RANK, "the remote leader is this process: the groups must be disjoint");
+            }
+            Some((peer, rl))
+        } else {
+            None
+        };
+        let mine = Rec { world: my_world(&local), pair: local.free_context_pair(), ..Rec::default() };
+        let (l, r) = exchange(&local, leader, peer.as_ref().map(|(c, rl)| (c, *rl, tag)), mine)?;
+        let (lw, rw) = (world_of(&l), world_of(&r));
+        if rw.iter().any(|w| lw.contains(w)) {
+            return fail(MPI_ERR_COMM, "the local and remote groups of an intercommunicator must be disjoint");
+        }
+        let p = parts(&local, &lw, &rw, local.rank(), agreed_pair(&l, &r))?;
+        *out = register_inter(local_comm, p, false)?;
+        Ok(())
+    }
+}
+
+mpi! {
+    /// Makes an intracommunicator of both groups: the group passing `high` = false first (if
+    /// both pass the same, the group whose leader has the lower world rank).
+    fn MPI_Intercomm_merge / PMPI_Intercomm_merge(intercomm: Handle, high: c_int, newintracomm: *mut Handle) on intercomm => {
+        let out = out(newintracomm, "newintracomm")?;
+        let inter = inter_arg(intercomm)?;
+        let (local, l, r) = agree(inter, |c| Rec {
+            world: my_world(c),
+            pair: c.free_context_pair(),
+            flag: (high != 0) as u32,
+            ..Rec::default()
+        })?;
+        let local_first = if l[0].flag != r[0].flag { l[0].flag == 0 } else { l[0].world < r[0].world };
+        let (first, second) = if local_first { (&l, &r) } else { (&r, &l) };
+        let members: Vec<u32> = first.iter().chain(second.iter()).map(|x| x.world).collect();
+        let me = my_world(&local);
+        let rank = members.iter().position(|&w| w == me).unwrap_or(0);
+        let k = agreed_pair(&l, &r);
+        let merged = local.derive(&members, rank, 2 * k)?;
+        local.reserve_context_pairs(k + 1);
+        *out = register(intercomm, Some(merged), false)?;
+        Ok(())
+    }
+}
+
+/// MPI_Comm_dup on an intercommunicator.
+pub fn dup(comm: Handle, inter: Inter) -> Res<Handle> {
+    let (local, l, r) = agree(inter, |c| Rec {
+        world: my_world(c),
+        pair: c.free_context_pair(),
+        ..Rec::default()
+    })?;
+    let p = parts(
+        &local,
+        &world_of(&l),
+        &world_of(&r),
+        local.rank(),
+        agreed_pair(&l, &r),
+    )?;
+    register_inter(comm, p, true)
+}
+
+/// MPI_Comm_split on an intercommunicator: the local members of each color form the local
+/// group and the remote members of that color the remote group; MPI_COMM_NULL when either is
+/// empty. `color` is MPI_UNDEFINED or non-negative.
+pub fn split(comm: Handle, inter: Inter, color: c_int, key: c_int) -> Res<Handle> {
+    let (local, l, r) = agree(inter, |c| Rec {
+        world: my_world(c),
+        pair: c.free_context_pair(),
+        color,
+        key,
+        flag: 0,
+    })?;
+    let k = agreed_pair(&l, &r);
+    let pick = |recs: &[Rec]| -> Vec<u32> {
+        let mut m: Vec<(i32, usize, u32)> = recs
+            .iter()
+            .enumerate()
+            .filter(|(_, x)| x.color == color)
+            .map(|(i, x)| (x.key, i, x.world))
+            .collect();
+        m.sort_unstable();
+        m.into_iter().map(|(_, _, w)| w).collect()
+    };
+    let (mine, theirs) = (pick(&l), pick(&r));
+    if color == MPI_UNDEFINED || theirs.is_empty() {
+        local.reserve_context_pairs(k + 2);
+        return Ok(MPI_COMM_NULL);
+    }
+    let me = my_world(&local);
+    let rank = mine.iter().position(|&w| w == me).unwrap_or(0);
+    let p = parts(&local, &mine, &theirs, rank, k)?;
+    register_inter(comm, p, false)
+}
+
+/// MPI_Comm_create on an intercommunicator: `members` (world ranks) must be part of the local
+/// group; the new remote group is what the remote side passed.
+pub fn create(comm: Handle, inter: Inter, members: &[u32]) -> Res<Handle> {
+    let local_group = running(|s| s.local_group(comm))?;
+    if let Some(w) = members.iter().find(|w| !local_group.contains(w)) {
+        return fail(
+            MPI_ERR_GROUP,
+            format!("group member (world rank {w}) is not in the local group"),
+        );
+    }
+    let me = running(|s| Ok(my_world(&s.core_comm(inter.local)?)))?;
+    match members.iter().position(|&w| w == me) {
+        Some(i) => split(comm, inter, 0, i as c_int),
+        None => split(comm, inter, MPI_UNDEFINED, 0),
+    }
+}
+
+// ---- collectives ----
+
+/// Who a process is in a rooted collective.
+enum Side {
+    /// The root (passed MPI_ROOT).
+    Root,
+    /// Another process of the root's group (passed MPI_PROC_NULL).
+    Idle,
+    /// A process of the other group; the root's remote rank.
+    Leaf(c_int),
+}
+
+fn side(root: c_int, remote: usize) -> Res<Side> {
+    match root {
+        MPI_ROOT => Ok(Side::Root),
+        MPI_PROC_NULL => Ok(Side::Idle),
+        r if r >= 0 && (r as usize) < remote => Ok(Side::Leaf(r)),
+        r => fail(
+            MPI_ERR_ROOT,
+            format!("root {r} is neither MPI_ROOT, MPI_PROC_NULL nor a rank of the remote group of {remote}"),
+        ),
+    }
+}
+
+/// Refuses a nonblocking call (a non-NULL request) on an intercommunicator.
+pub fn blocking_only(request: *mut Handle) -> Res {
+    if !request.is_null() {
+        return fail(
+            MPI_ERR_UNSUPPORTED_OPERATION,
+            "nonblocking collectives on intercommunicators are not provided by ferry",
+        );
+    }
+    Ok(())
+}
+
+fn no_in_place(p: *const c_void) -> Res {
+    if p as usize == MPI_IN_PLACE {
+        return fail(
+            MPI_ERR_BUFFER,
+            "MPI_IN_PLACE is not allowed on intercommunicators",
+        );
+    }
+    Ok(())
+}
+
+/// One collective call's point-to-point: posted first, then waited for together.
+struct Traffic {
+    coll: Handle,
+    reqs: Vec<Request>,
+}
+
+impl Traffic {
+    fn new(inter: Inter) -> Traffic {
+        Traffic {
+            coll: inter.coll,
+            reqs: Vec::new(),
+        }
+    }
+
+    fn send(&mut self, buf: *const c_void, count: usize, dt: Handle, dest: usize) -> Res {
+        let coll = self.coll;
+        let count = count_c(count)?;
+        let r = running(|s| {
+            start_send(
+                s,
+                buf,
+                count,
+                dt,
+                dest as c_int,
+                TAG_COLL,
+                coll,
+                SendKind::Standard,
+            )
+        })?;
+        self.reqs.push(r);
+        Ok(())
+    }
+
+    fn recv(&mut self, buf: *mut c_void, count: usize, dt: Handle, source: usize) -> Res {
+        let coll = self.coll;
+        let count = count_c(count)?;
+        let r = running(|s| start_recv(s, buf, count, dt, source as c_int, TAG_COLL, coll))?;
+        self.reqs.push(r);
+        Ok(())
+    }
+
+    fn finish(self) -> Res {
+        let mut first = Ok(());
+        for mut r in self.reqs {
+            let done = wait_request(&mut r).and_then(|o| o.check());
+            if first.is_ok() {
+                first = done;
+            }
+        }
+        first
+    }
+}
+
+fn count_c(n: usize) -> Res<c_int> {
+    c_int::try_from(n).map_err(|_| MpiError::new(MPI_ERR_COUNT, format!("count {n} too large")))
+}
+
+/// Scratch room for `count` elements of a datatype, addressed as a user buffer would be.
+struct Temp {
+    _room: Vec<u8>,
+    base: *mut c_void,
+}
+
+impl Temp {
+    fn new(dt: Handle, count: usize) -> Res<Temp> {
+        let t: Datatype = running(|s| s.committed_type(dt))?;
+        let last = (count.max(1) as isize - 1) * t.extent();
+        let lo = t.true_lb() + last.min(0);
+        let hi = t.true_ub() + last.max(0);
+        let mut room = vec![0u8; (hi - lo).max(1) as usize];
+        let base = room.as_mut_ptr().wrapping_offset(-lo) as *mut c_void;
+        Ok(Temp { _room: room, base })
+    }
+}
+
+fn extent_of(dt: Handle) -> Res<isize> {
+    running(|s| Ok(s.committed_type(dt)?.extent()))
+}
+
+fn at(buf: *const c_void, bytes: isize) -> *mut c_void {
+    (buf as *mut u8).wrapping_offset(bytes) as *mut c_void
+}
+
+/// Sizes of an intercommunicator's two groups and the local rank.
+fn shape(inter: Inter) -> Res<(usize, usize, usize)> {
+    running(|s| {
+        let l = s.core_comm(inter.local)?;
+        let r = s.core_comm(inter.coll)?;
+        Ok((l.size(), r.size(), l.rank()))
+    })
+}
+
+const BLOCKING: *mut Handle = std::ptr::null_mut();
+
+/// MPI_Barrier: each group meets, the leaders swap an empty message, each group meets again.
+pub unsafe fn barrier(inter: Inter, request: *mut Handle) -> Res {
+    blocking_only(request)?;
+    coll::barrier(inter.local, BLOCKING)?;
+    if shape(inter)?.2 == 0 {
+        let mut t = Traffic::new(inter);
+        t.recv(std::ptr::null_mut(), 0, MPI_BYTE_HANDLE, 0)?;
+        t.send(std::ptr::null(), 0, MPI_BYTE_HANDLE, 0)?;
+        t.finish()?;
+    }
+    coll::barrier(inter.local, BLOCKING)
+}
+
+/// `MPI_BYTE`'s handle.
+const MPI_BYTE_HANDLE: Handle = 0x247;
+
+/// MPI_Bcast: the root sends to the remote leader, which broadcasts in its group.
+pub unsafe fn bcast(
+    inter: Inter,
+    buf: *mut c_void,
+    count: c_int,
+    dt: Handle,
+    root: c_int,
+    request: *mut Handle,
+) -> Res {
+    blocking_only(request)?;
+    let n = count_arg(count)?;
+    let (_, remote, me) = shape(inter)?;
+    match side(root, remote)? {
+        Side::Root => {
+            let mut t = Traffic::new(inter);
+            t.send(buf, n, dt, 0)?;
+            t.finish()
+        }
+        Side::Idle => Ok(()),
+        Side::Leaf(r) => {
+            if me == 0 {
+                let mut t = Traffic::new(inter);
+                t.recv(buf, n, dt, r as usize)?;
+                t.finish()?;
+            }
+            coll::bcast(buf, count, dt, 0, inter.local, BLOCKING)
+        }
+    }
+}
+
+/// MPI_Reduce: the other group reduces to its leader, which sends the result to the root.
+pub unsafe fn reduce(
+    inter: Inter,
+    sendbuf: *const c_void,
+    recvbuf: *mut c_void,
+    count: c_int,
+    dt: Handle,
+    op: Handle,
+    root: c_int,
+    request: *mut Handle,
+) -> Res {
+    blocking_only(request)?;
+    let n = count_arg(count)?;
+    let (_, remote, me) = shape(inter)?;
+    match side(root, remote)? {
+        Side::Root => {
+            running(|s| s.op(op).map(drop))?;
+            let mut t = Traffic::new(inter);
+            t.recv(recvbuf, n, dt, 0)?;
+            t.finish()
+        }
+        Side::Idle => Ok(()),
+        Side::Leaf(r) => {
+            no_in_place(sendbuf)?;
+            let tmp = Temp::new(dt, n)?;
+            coll::reduce(sendbuf, tmp.base, count, dt, op, 0, inter.local, BLOCKING)?;
+            if me == 0 {
+                let mut t = Traffic::new(inter);
+                t.send(tmp.base, n, dt, r as usize)?;
+                t.finish()?;
+            }
+            Ok(())
+        }
+    }
+}
+
+/// MPI_Allreduce: each group reduces to its leader, the leaders swap, each group broadcasts
+/// what the other group reduced.
+pub unsafe fn allreduce(
+    inter: Inter,
+    sendbuf: *const c_void,
+    recvbuf: *mut c_void,
+    count: c_int,
+    dt: Handle,
+    op: Handle,
+    request: *mut Handle,
+) -> Res {
+    blocking_only(request)?;
+    no_in_place(sendbuf)?;
+    let n = count_arg(count)?;
+    let me = shape(inter)?.2;
+    let tmp = Temp::new(dt, n)?;
+    coll::reduce(sendbuf, tmp.base, count, dt, op, 0, inter.local, BLOCKING)?;
+    if me == 0 {
+        let mut t = Traffic::new(inter);
+        t.recv(recvbuf, n, dt, 0)?;
+        t.send(tmp.base, n, dt, 0)?;
+        t.finish()?;
+    }
+    coll::bcast(recvbuf, count, dt, 0, inter.local, BLOCKING)
+}
+
+/// `n` ints from a C array (per remote rank).
+unsafe fn ints(p: *const c_int, n: usize, what: &str) -> Res<Vec<c_int>> {
+    if n > 0 && p.is_null() {
+        return fail(MPI_ERR_ARG, format!("{what} is NULL"));
+    }
+    Ok((0..n).map(|i| *p.add(i)).collect())
+}
+
+/// MPI_Gather and MPI_Gatherv: every process of the other group sends its block to the root.
+/// `counts`/`displs` (elements, per remote rank) are the root's; `None` means equal blocks.
+pub unsafe fn gather(
+    inter: Inter,
+    send: (*const c_void, c_int, Handle),
+    recv: (*mut c_void, c_int, Handle),
+    v: Option<(*const c_int, *const c_int)>,
+    root: c_int,
+    request: *mut Handle,
+) -> Res {
+    blocking_only(request)?;
+    let (_, remote, _) = shape(inter)?;
+    let mut t = Traffic::new(inter);
+    match side(root, remote)? {
+        Side::Root => {
+            let (buf, count, dt) = recv;
+            let ext = extent_of(dt)?;
+            let (counts, displs) = match v {
+                Some((c, d)) => (ints(c, remote, "recvcounts")?, ints(d, remote, "displs")?),
+                None => (
+                    vec![count; remote],
+                    (0..remote as c_int).map(|i| i * count).collect(),
+                ),
+            };
+            for i in 0..remote {
+                let c = count_arg(counts[i])?;
+                t.recv(at(buf, displs[i] as isize * ext), c, dt, i)?;
+            }
+        }
+        Side::Idle => {}
+        Side::Leaf(r) => {
+            let (buf, count, dt) = send;
+            no_in_place(buf)?;
+            t.send(buf, count_arg(count)?, dt, r as usize)?;
+        }
+    }
+    t.finish()
+}
+
+/// MPI_Scatter and MPI_Scatterv: the root sends each process of the other group its block.
+pub unsafe fn scatter(
+    inter: Inter,
+    send: (*const c_void, c_int, Handle),
+    recv: (*mut c_void, c_int, Handle),
+    v: Option<(*const c_int, *const c_int)>,
+    root: c_int,
+    request: *mut Handle,
+) -> Res {
+    blocking_only(request)?;
+    let (_, remote, _) = shape(inter)?;
+    let mut t = Traffic::new(inter);
+    match side(root, remote)? {
+        Side::Root => {
+            let (buf, count, dt) = send;
+            let ext = extent_of(dt)?;
+            let (counts, displs) = match v {
+                Some((c, d)) => (ints(c, remote, "sendcounts")?, ints(d, remote, "displs")?),
+                None => (
+                    vec![count; remote],
+                    (0..remote as c_int).map(|i| i * count).collect(),
+                ),
+            };
+            for i in 0..remote {
+                let c = count_arg(counts[i])?;
+                t.send(at(buf, displs[i] as isize * ext), c, dt, i)?;
+            }
+        }
+        Side::Idle => {}
+        Side::Leaf(r) => {
+            let (buf, count, dt) = recv;
+            no_in_place(buf)?;
+            t.recv(buf, count_arg(count)?, dt, r as usize)?;
+        }
+    }
+    t.finish()
+}
+
+/// MPI_Allgather and MPI_Allgatherv: every process sends its block to every remote process
+/// and receives every remote process's block.
+pub unsafe fn allgather(
+    inter: Inter,
+    send: (*const c_void, c_int, Handle),
+    recv: (*mut c_void, c_int, Handle),
+    v: Option<(*const c_int, *const c_int)>,
+    request: *mut Handle,
+) -> Res {
+    blocking_only(request)?;
+    let (_, remote, _) = shape(inter)?;
+    let (sbuf, scount, sdt) = send;
+    no_in_place(sbuf)?;
+    let (rbuf, rcount, rdt) = recv;
+    let ext = extent_of(rdt)?;
+    let (counts, displs) = match v {
+        Some((c, d)) => (ints(c, remote, "recvcounts")?, ints(d, remote, "displs")?),
+        None => (
+            vec![rcount; remote],
+            (0..remote as c_int).map(|i| i * rcount).collect(),
+        ),
+    };
+    let scount = count_arg(scount)?;
+    let mut t = Traffic::new(inter);
+    for j in 0..remote {
+        t.recv(
+            at(rbuf, displs[j] as isize * ext),
+            count_arg(counts[j])?,
+            rdt,
+            j,
+        )?;
+    }
+    for j in 0..remote {
+        t.send(sbuf, scount, sdt, j)?;
+    }
+    t.finish()
+}
+
+/// Per-remote-rank blocks of one side of an all-to-all: (address, count, datatype).
+type Blocks = Vec<(*mut c_void, usize, Handle)>;
+
+/// MPI_Alltoall(v/w): block `j` of the send buffer goes to remote rank `j`, block `j` of the
+/// receive buffer comes from it.
+pub unsafe fn alltoall(inter: Inter, send: Blocks, recv: Blocks) -> Res {
+    let mut t = Traffic::new(inter);
+    for (j, &(buf, count, dt)) in recv.iter().enumerate() {
+        t.recv(buf, count, dt, j)?;
+    }
+    for (j, &(buf, count, dt)) in send.iter().enumerate() {
+        t.send(buf, count, dt, j)?;
+    }
+    t.finish()
+}
+
+/// The blocks of MPI_Alltoall(v) for `remote` ranks: `v` = (counts, displs) in elements, or
+/// equal blocks of `count`.
+pub unsafe fn blocks(
+    buf: *const c_void,
+    count: c_int,
+    dt: Handle,
+    v: Option<(*const c_int, *const c_int)>,
+    remote: usize,
+) -> Res<Blocks> {
+    no_in_place(buf)?;
+    let ext = extent_of(dt)?;
+    let (counts, displs) = match v {
+        Some((c, d)) => (
+            ints(c, remote, "counts")?,
+            ints(d, remote, "displacements")?,
+        ),
+        None => (
+            vec![count; remote],
+            (0..remote as c_int).map(|i| i * count).collect(),
+        ),
+    };
+    (0..remote)
+        .map(|j| Ok((at(buf, displs[j] as isize * ext), count_arg(counts[j])?, dt)))
+        .collect()
+}
+
+/// The blocks of MPI_Alltoallw: byte displacements and a datatype per remote rank.
+pub unsafe fn blocks_w(
+    buf: *const c_void,
+    counts: *const c_int,
+    displs: *const c_int,
+    types: *const Handle,
+    remote: usize,
+) -> Res<Blocks> {
+    no_in_place(buf)?;
+    let c = ints(counts, remote, "counts")?;
+    let d = ints(displs, remote, "displacements")?;
+    if remote > 0 && types.is_null() {
+        return fail(MPI_ERR_ARG, "datatype array is NULL");
+    }
+    (0..remote)
+        .map(|j| Ok((at(buf, d[j] as isize), count_arg(c[j])?, *types.add(j))))
+        .collect()
+}
+
+/// Remote group size of an intercommunicator.
+pub fn remote_size(inter: Inter) -> Res<usize> {
+    Ok(shape(inter)?.1)
+}
+
+/// MPI_Reduce_scatter(_block): each group reduces the whole vector to its leader, the leaders
+/// swap, and each leader scatters what the other group reduced over its own group by
+/// `counts` (which both groups' counts must add up to alike).
+pub unsafe fn reduce_scatter(
+    inter: Inter,
+    sendbuf: *const c_void,
+    recvbuf: *mut c_void,
+    counts: &[usize],
+    dt: Handle,
+    op: Handle,
+    request: *mut Handle,
+) -> Res {
+    blocking_only(request)?;
+    no_in_place(sendbuf)?;
+    let me = shape(inter)?.2;
+    let total: usize = counts.iter().sum();
+    let total_c = count_c(total)?;
+    let mine = Temp::new(dt, total)?;
+    let theirs = Temp::new(dt, total)?;
+    coll::reduce(
+        sendbuf,
+        mine.base,
+        total_c,
+        dt,
+        op,
+        0,
+        inter.local,
+        BLOCKING,
+    )?;
+    if me == 0 {
+        let mut t = Traffic::new(inter);
+        t.recv(theirs.base, total, dt, 0)?;
+        t.send(mine.base, total, dt, 0)?;
+        t.finish()?;
+    }
+    let c: Vec<c_int> = counts.iter().map(|&x| count_c(x)).collect::<Res<_>>()?;
+    let mut d = Vec::with_capacity(c.len());
+    let mut acc: c_int = 0;
+    for &x in &c {
+        d.push(acc);
+        acc = acc.saturating_add(x);
+    }
+    coll::scatterv(
+        theirs.base,
+        c.as_ptr(),
+        d.as_ptr(),
+        dt,
+        recvbuf,
+        c[me],
+        dt,
+        0,
+        inter.local,
+        BLOCKING,
+    )
+}
