@@ -368,3 +368,64 @@ fn messages_striped_over_two_and_four_rails_arrive_intact_and_in_order() {
     );
     j.assert_ok();
 }
+
+#[test]
+fn network_aware_broadcasts_deliver_from_every_scheduler_and_through_the_environment() {
+    for t in TRANSPORTS {
+        for n in [3, 5] {
+            let j = job(n, t, "check", &["hetero"], &[], 120);
+            j.assert_ok();
+            assert!(j.stdout().contains("hetero ok"), "{}", j.stdout());
+        }
+    }
+    // A cost file as `ferry weather --export` writes it: every broadcast of `check coll`
+    // (world and split communicators) then runs TTCC (named, or chosen by `auto` from the
+    // file's "scheduler"), and must still match the sequential reference.
+    let n = 4;
+    let dir = std::env::temp_dir().join(format!("ferry-bcast-costs-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let cells = |f: &dyn Fn(usize, usize) -> f64| -> Vec<Vec<Option<f64>>> {
+        (0..n)
+            .map(|i| (0..n).map(|j| (i != j).then(|| f(i, j))).collect())
+            .collect()
+    };
+    let costs = serde_json::json!({
+        "n": n,
+        "latency": cells(&|i, j| 1e-5 * (1 + (i * 3 + j) % 5) as f64),
+        "bandwidth": cells(&|i, j| 1e8 * (1 + (i + 2 * j) % 4) as f64),
+        "scheduler": "ttcc",
+    });
+    let file = dir.join("costs.json");
+    std::fs::write(&file, costs.to_string()).unwrap();
+    let path = file.to_str().unwrap();
+    for scheduler in ["auto", "ttcc", "ecef", "lookahead"] {
+        let j = job(
+            n as u32,
+            "shm",
+            "check",
+            &["coll"],
+            &[
+                ("FERRY_BCAST_SCHEDULER", scheduler),
+                ("FERRY_BCAST_COSTS", path),
+            ],
+            120,
+        );
+        j.assert_ok();
+    }
+    // A matrix smaller than the job is refused with a message naming the variable.
+    let j = job(
+        6,
+        "shm",
+        "check",
+        &["coll"],
+        &[("FERRY_BCAST_COSTS", path)],
+        60,
+    );
+    assert_ne!(j.code(), Some(0));
+    assert!(
+        j.stderr().contains("FERRY_BCAST_COSTS covers 4 ranks"),
+        "{}",
+        j.stderr()
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -222,6 +222,62 @@ fn stream(world: &World, size: usize, count: usize) -> Result<(), Error> {
     world.barrier()
 }
 
+/// Every heterogeneous broadcast scheduler, on a random cost matrix (the same on every rank,
+/// unrelated to this host: a wrong forecast), on the world and on halves of it, from several
+/// roots and for sizes around the eager limit: every rank gets the root's bytes.
+fn hetero(world: &World) -> Result<(), Error> {
+    use ferry_core::hetero::{scheduler, CostMatrix, SCHEDULERS};
+    let costs_for = |n: usize, seed: u64| {
+        CostMatrix::from_fn(n, |i, j| {
+            let r = splitmix(seed ^ (i * 131 + j) as u64);
+            (
+                1e-6 * (1 + r % 1000) as f64,
+                1e6 * (1 + (r >> 20) % 1000) as f64,
+            )
+        })
+    };
+    let Some(half) = world.split(Some((world.rank() % 2) as u32), world.rank() as i32)? else {
+        fail(world, "split gave no communicator".into());
+    };
+    for comm in [&**world, &half] {
+        let (me, n) = (comm.rank(), comm.size());
+        let costs = costs_for(n, n as u64);
+        for name in SCHEDULERS {
+            let Some(s) = scheduler(name) else {
+                fail(world, format!("no scheduler {name}"));
+            };
+            for root in [0, n - 1, n / 2] {
+                for bytes in [0usize, 1, 8, 65537, (1 << 20) + 3] {
+                    let expected = pattern((root * 7 + bytes) as u64, bytes);
+                    let mut buf = if me == root {
+                        expected.clone()
+                    } else {
+                        vec![0u8; bytes]
+                    };
+                    comm.bcast_with(&mut buf, root, s.as_ref(), &costs)?;
+                    if buf != expected {
+                        fail(
+                            world,
+                            format!(
+                                "{name}: bcast of {bytes} bytes from {root} on {n} ranks differs"
+                            ),
+                        );
+                    }
+                }
+            }
+        }
+    }
+    world.barrier()?;
+    if world.rank() == 0 {
+        println!(
+            "hetero ok: {} ranks, {} schedulers",
+            world.size(),
+            SCHEDULERS.len()
+        );
+    }
+    Ok(())
+}
+
 /// Wildcard receives see every message once, and one sender's messages in send order.
 fn wildcard(world: &World) -> Result<(), Error> {
     let (me, n) = (world.rank(), world.size());
@@ -905,6 +961,7 @@ fn main() {
         Some("allpairs") => allpairs(&world, arg(1, 8 << 20), arg(2, 1) as u64),
         Some("wildcard") => wildcard(&world),
         Some("rails") => rails(&world, arg(1, 9)),
+        Some("hetero") => hetero(&world),
         Some("stream") => stream(&world, arg(1, 4 << 20), arg(2, 64)),
         Some("truncate") => truncate(&world),
         Some("probe") => probe(&world),

@@ -38,6 +38,9 @@ pub(crate) struct Collective {
     reduce: Option<Reducer>,
     steps: Vec<StepState>,
     left: usize,
+    /// Slower copies still landing in the call's buffers (two-tree broadcasts): the call ends
+    /// only once they have.
+    lingering: Vec<ReqId>,
 }
 
 /// What a collective call hands to the executor.
@@ -219,18 +222,44 @@ impl Collective {
                                 done.message_len, done.len
                             )));
                         }
-                        if let (Some(spare), Op::RecvFirst { region, .. }) =
-                            (spare, &self.schedule.steps[i].op)
+                        let schedule = Rc::clone(&self.schedule);
+                        if let (Some(spare), Op::RecvFirst { region, from }) =
+                            (spare, &schedule.steps[i].op)
                         {
                             // A later copy won: put it where the step's region is.
-                            let region = *region;
-                            let d = self.ptr(&region);
+                            let d = self.ptr(region);
                             // SAFETY: region validated; spare has region.len bytes.
                             unsafe {
                                 std::ptr::copy_nonoverlapping(spare.as_ptr(), d, spare.len())
                             };
+                            // The copy bound for the region itself (from the first sender) is
+                            // slower, and the region goes back to its owner when the call
+                            // ends. Not matched yet: it is received into a buffer of its own
+                            // instead (its sender must still see it received). Already
+                            // arriving: the call ends once it has landed (same bytes, so the
+                            // steps reading the region meanwhile are unharmed).
+                            if let Some(pos) = reqs.iter().position(|(_, s)| s.is_none()) {
+                                let (direct, _) = reqs.swap_remove(pos);
+                                eng.cancel(direct);
+                                match eng.take(direct) {
+                                    Some(c) if c.cancelled => {
+                                        let (peer, seq) = from[0];
+                                        let mut spare = vec![0u8; region.len];
+                                        let id = eng.irecv(
+                                            self.context + 1,
+                                            Some(self.world_of[peer]),
+                                            Some(self.tag(seq)),
+                                            spare.as_mut_ptr(),
+                                            region.len,
+                                        )?;
+                                        eng.drains.push((id, spare));
+                                    }
+                                    Some(_) => {}
+                                    None => self.lingering.push(direct),
+                                }
+                            }
                         }
-                        // Slower copies of a RecvFirst are drained by the engine.
+                        // Slower copies into their own buffers are drained by the engine.
                         for (id, spare) in reqs {
                             eng.drains.push((id, spare.unwrap_or_default()));
                         }
@@ -242,6 +271,17 @@ impl Collective {
                 }
                 self.steps[i] = next;
                 changed = true;
+            }
+            if !self.lingering.is_empty() {
+                let before = self.lingering.len();
+                self.lingering.retain(|&id| match eng.proto.is_done(id) {
+                    true => {
+                        eng.take(id);
+                        false
+                    }
+                    false => true,
+                });
+                changed |= self.lingering.len() != before;
             }
             progressed |= changed;
             if !changed {
@@ -277,6 +317,7 @@ impl Engine {
             reduce: call.reduce,
             steps,
             left: n,
+            lingering: Vec::new(),
         };
         c.advance(self)?;
         self.finish_or_keep(c);
@@ -284,7 +325,7 @@ impl Engine {
     }
 
     fn finish_or_keep(&mut self, mut c: Collective) {
-        if c.left == 0 {
+        if c.left == 0 && c.lingering.is_empty() {
             self.spare.keep(&mut c);
             let len = c.schedule.recv_bytes;
             self.proto.complete(

@@ -531,7 +531,10 @@ impl Comm {
             },
             Collective::Bcast { bytes, root } => {
                 self.check_root(root)?;
-                self.bcast_schedule(table, &clusters, bytes, root)
+                match crate::netaware::configured()? {
+                    Some(net) => net.schedule(&self.group.world_of, me, root, bytes)?,
+                    None => self.bcast_schedule(table, &clusters, bytes, root),
+                }
             }
             Collective::Reduce {
                 bytes,
@@ -635,6 +638,31 @@ impl Comm {
             buf,
             None,
         )
+    }
+
+    /// [`Comm::bcast`] along the plan `scheduler` (FEF, ECEF, TTCC… of
+    /// `ferry_sched::hetero`) builds from `costs`, a cost model indexed by rank of this
+    /// communicator: a network-aware broadcast chosen at the call site. Every rank must pass
+    /// the same scheduler and costs.
+    pub fn bcast_with<T: Pod>(
+        &self,
+        buf: &mut [T],
+        root: usize,
+        scheduler: &dyn ferry_sched::hetero::BcastScheduler,
+        costs: &dyn ferry_sched::hetero::CostModel,
+    ) -> Result<(), Error> {
+        self.check_root(root)?;
+        if costs.size() != self.size() {
+            return Err(Error::Config(format!(
+                "the cost model covers {} ranks, the communicator has {}",
+                costs.size(),
+                self.size()
+            )));
+        }
+        let buf: &mut [u8] = bytemuck::cast_slice_mut(buf);
+        let schedule =
+            crate::netaware::schedule_for(scheduler, costs, self.rank(), root, buf.len());
+        self.run_schedule(checked(schedule)?, &[], buf, None)
     }
 
     fn reduce_by<T: Pod>(

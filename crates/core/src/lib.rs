@@ -30,6 +30,7 @@ pub mod config;
 mod engine;
 mod error;
 mod matching;
+mod netaware;
 mod rails;
 pub mod raw;
 mod selection;
@@ -45,4 +46,5 @@ pub use comm::{
 };
 pub use config::{CmaMode, Config, RailPolicy};
 pub use error::Error;
+pub use ferry_sched::hetero;
 pub use world::{init, World};
