@@ -190,5 +190,48 @@ fn a_job_spans_three_clusters() {
     assert!(stderr.contains("relay on fa went away"), "{}", show(&out));
     eprintln!("job ended {took:?} after the relay was killed");
 
+    // A launcher killed outright takes its relays and ranks with it: nothing of the job is
+    // left in any namespace.
+    let mut job = grid_run(&prefix, &[], &["barrier", "100000000"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("ferry runs");
+    let pids_in = |ns: &str| -> Vec<i32> {
+        let out = Command::new("ip")
+            .args(["netns", "pids", ns])
+            .output()
+            .expect("ip netns pids");
+        String::from_utf8_lossy(&out.stdout)
+            .split_whitespace()
+            .filter_map(|p| p.parse().ok())
+            .collect()
+    };
+    let namespaces = testbed.plan().all_namespaces();
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while pids_in(&front_ns).is_empty() {
+        assert!(Instant::now() < deadline, "no relay in {front_ns}");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    std::thread::sleep(Duration::from_secs(1));
+    job.kill().expect("SIGKILL the launcher");
+    let _ = job.wait();
+    let deadline = Instant::now() + Duration::from_secs(5);
+    loop {
+        let left: Vec<(String, Vec<i32>)> = namespaces
+            .iter()
+            .map(|ns| (ns.clone(), pids_in(ns)))
+            .filter(|(_, pids)| !pids.is_empty())
+            .collect();
+        if left.is_empty() {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "still running 5 s after the launcher was killed: {left:?}"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+
     testbed.down().expect("testbed down");
 }

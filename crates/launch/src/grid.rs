@@ -191,6 +191,7 @@ impl GridJob {
                 .stdout(Stdio::null())
                 .stderr(Stdio::piped())
                 .process_group(0);
+            crate::sys::end_with_launcher(&mut command, libc::SIGTERM);
             let mut child = command.spawn().map_err(|e| {
                 grid_error(format!(
                     "cannot start `ferry relay` on {} ({ns}): {e}",

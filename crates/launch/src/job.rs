@@ -222,6 +222,7 @@ impl Job {
             .stderr(Stdio::piped())
             // Its own process group, so that signals reach whatever the rank starts.
             .process_group(0);
+        sys::end_with_launcher(&mut command, libc::SIGKILL);
         let mut child = command.spawn().map_err(|source| match source.kind() {
             io::ErrorKind::NotFound => LaunchError::ProgramNotFound(opts.program.clone()),
             io::ErrorKind::PermissionDenied => LaunchError::NotExecutable(opts.program.clone()),

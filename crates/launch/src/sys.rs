@@ -1,5 +1,5 @@
 //! The few operating-system calls that std does not wrap: signals to process groups, the host
-//! name, signal names, and randomness.
+//! name, signal names, randomness, and children that end with the launcher.
 
 use std::io;
 
@@ -82,4 +82,26 @@ pub(crate) fn random(bytes: &mut [u8]) -> io::Result<()> {
         Some(code) => io::Error::from_raw_os_error(code),
         None => io::Error::other(e.to_string()),
     })
+}
+
+/// Makes the child that `command` starts receive `signal` when the launcher dies, even by
+/// SIGKILL: a relay or rank must not outlive the job that started it. (`ip netns exec` keeps
+/// the setting: it is not set-user-ID and execs the command in the same process.)
+pub(crate) fn end_with_launcher(command: &mut std::process::Command, signal: libc::c_int) {
+    use std::os::unix::process::CommandExt;
+    // SAFETY: getpid before the fork; between fork and exec the closure only makes the
+    // async-signal-safe calls prctl, getppid and _exit.
+    let launcher = unsafe { libc::getpid() };
+    unsafe {
+        command.pre_exec(move || {
+            if libc::prctl(libc::PR_SET_PDEATHSIG, signal as libc::c_ulong) != 0 {
+                return Err(io::Error::last_os_error());
+            }
+            // The launcher may have died before the call above: then nobody sends the signal.
+            if libc::getppid() != launcher {
+                libc::_exit(1);
+            }
+            Ok(())
+        });
+    }
 }
