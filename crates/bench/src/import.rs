@@ -732,7 +732,23 @@ fn command_text(prog: &str, args: &[&str]) -> String {
         .unwrap_or_else(|| "?".into())
 }
 
-/// What a result file records about its run: command, date, machine, load, commit.
+/// The `FERRY_*` settings the jobs inherit, other than `FERRY_RAILS` (which the sweep sets):
+/// `FERRY_RAIL_STRIPE`, `FERRY_TCP_EAGER` and `FERRY_TCP_CHUNK` decide which packets are
+/// striped at all, so a table means little without them.
+pub fn runtime_settings() -> String {
+    let mut vars: Vec<String> = std::env::vars()
+        .filter(|(k, _)| k.starts_with("FERRY_") && k != "FERRY_RAILS")
+        .map(|(k, v)| format!("{k}={v}"))
+        .collect();
+    vars.sort();
+    if vars.is_empty() {
+        "runtime settings: defaults (no FERRY_* variables set)".into()
+    } else {
+        format!("runtime settings: {}", vars.join(" "))
+    }
+}
+
+/// What a result file records about its run: command, date, machine, load, commit, settings.
 pub fn run_record(command: &str, config: &SweepConfig) -> Vec<String> {
     // The checkout the benchmark runs from, else the one the binary was built in.
     let repo = [
@@ -789,6 +805,7 @@ pub fn run_record(command: &str, config: &SweepConfig) -> Vec<String> {
                 None => ", one host (loopback)".into(),
             }
         ),
+        runtime_settings(),
     ]
 }
 

@@ -245,7 +245,10 @@ struct ImportArgs {
     #[arg(long, value_delimiter = ',', default_value = "1,2,3,4,5,6,7,8")]
     procs: Vec<u32>,
     /// Rails per peer pair (FERRY_RAILS), comma-separated; 1 is bonding off, the others are
-    /// compared with it.
+    /// compared with it. Only rendezvous messages of at least FERRY_RAIL_STRIPE bytes are
+    /// striped: to bond the seed's 16-256 KiB packets, lower FERRY_RAIL_STRIPE and
+    /// FERRY_TCP_EAGER (and FERRY_TCP_CHUNK) in the environment; the jobs inherit it and the
+    /// results record it.
     #[arg(long, value_delimiter = ',', default_value = "1,2")]
     rails: Vec<u32>,
     /// Packets in flight per window on each pair.
@@ -402,6 +405,7 @@ fn import_command(args: ImportArgs) -> i32 {
         &config.rails,
         &title,
     );
+    println!("{}", import::runtime_settings());
     print!("{table}");
     let summary = out.join("import.csv");
     let raw = out.join("import-jobs.csv");
