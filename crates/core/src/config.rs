@@ -63,7 +63,9 @@ pub struct Config {
     /// when both ranks have a core (measured in the README), and lose when they must take turns.
     /// A kernel that refuses CMA falls back to the ring either way.
     pub cma: CmaMode,
-    /// `FERRY_TCP_EAGER` (bytes, default 65536): largest message sent eagerly over TCP.
+    /// `FERRY_TCP_EAGER` (bytes, default 65536, or 8192 with several rails): largest message
+    /// sent eagerly over TCP. Eager messages keep MPI order on rail 0; with rails a lower limit
+    /// lets medium messages go by rendezvous, whose data may take any rail.
     pub tcp_eager_limit: usize,
     /// `FERRY_TCP_CHUNK` (bytes, default 256 KiB): largest DATA frame of a rendezvous over TCP.
     pub tcp_chunk: usize,
@@ -187,7 +189,14 @@ impl Config {
                     )))
                 }
             },
-            tcp_eager_limit: parse("FERRY_TCP_EAGER", d.tcp_eager_limit)?,
+            tcp_eager_limit: parse(
+                "FERRY_TCP_EAGER",
+                if rails > 1 {
+                    8 << 10
+                } else {
+                    d.tcp_eager_limit
+                },
+            )?,
             tcp_chunk: parse("FERRY_TCP_CHUNK", d.tcp_chunk)?.max(4096),
             tcp_buffer: parse("FERRY_TCP_BUF", d.tcp_buffer)?,
             spin,
@@ -291,6 +300,18 @@ impl Config {
             ),
         ];
         params.extend(crate::selection::describe());
+        let var = |name: &str| std::env::var(name).ok().filter(|v| !v.trim().is_empty());
+        params.push((
+            "FERRY_BCAST_SCHEDULER",
+            var("FERRY_BCAST_SCHEDULER").unwrap_or_else(|| match var("FERRY_BCAST_COSTS") {
+                Some(_) => "auto (the cost file's choice)".into(),
+                None => "unset (the selection table)".into(),
+            }),
+        ));
+        params.push((
+            "FERRY_BCAST_COSTS",
+            var("FERRY_BCAST_COSTS").unwrap_or_else(|| "unset".into()),
+        ));
         params
     }
 }

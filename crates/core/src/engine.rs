@@ -716,6 +716,8 @@ struct Lanes {
     resend: VecDeque<(ReqId, u64, u64)>,
     /// Chunks each rail carried, kept until their send is acknowledged.
     carried: Vec<Vec<(ReqId, u64, u64)>>,
+    /// The rail of the message below the striping size being handed out.
+    pinned: Option<(ReqId, usize)>,
     striper: Striper,
 }
 
@@ -727,6 +729,7 @@ impl Lanes {
             striped: VecDeque::new(),
             resend: VecDeque::new(),
             carried: vec![Vec::new(); rails],
+            pinned: None,
             striper: Striper::new(policy, rails),
         }
     }
@@ -1158,11 +1161,18 @@ impl Engine {
                     }
                     continue;
                 };
-                let spread = message_len >= self.rail_stripe;
+                // A large message is cut over every rail; a smaller one goes whole on the rail
+                // the striper picks for its first chunk, so that messages in flight together
+                // still spread over the rails.
+                let spread = message_len >= self.rail_stripe || again.is_some();
+                let pinned = match lanes.pinned {
+                    Some((pinned, rail)) if pinned == id && lanes.alive[rail] => Some(rail),
+                    _ => None,
+                };
                 let loads: Vec<RailLoad> = (0..rails)
                     .map(|r| {
                         let mut load = tcp.load(p, r);
-                        load.alive &= lanes.alive[r] && (spread || r == 0);
+                        load.alive &= lanes.alive[r] && (spread || pinned.is_none_or(|p| p == r));
                         load.free = lanes.writing[r].is_none();
                         if let Some(f) = &lanes.writing[r] {
                             load.backlog += (HEADER_LEN + f.len - f.sent) as u64;
@@ -1191,6 +1201,9 @@ impl Engine {
                         }
                     },
                 };
+                if !spread {
+                    lanes.pinned = Some((id, rail));
+                }
                 if again.is_none() && proto.handed_out(id) {
                     lanes.striped.pop_front();
                 }
