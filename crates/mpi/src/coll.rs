@@ -458,7 +458,21 @@ fn typed(s: &mut State, buf: *const c_void, count: c_int, datatype: Handle) -> R
 
 pub(crate) unsafe fn barrier(comm: Handle, request: *mut Handle) -> Res {
     if let Some(i) = inter_of(comm)? {
-        return crate::inter::barrier(i, request);
+        if request.is_null() {
+            return crate::inter::barrier(i, request);
+        }
+        return run(request, |s| {
+            let u = crate::inter::union_of(s, i)?;
+            let schedule = crate::inter::nb_barrier(&u);
+            Ok(Prepared {
+                comm,
+                core: u.core,
+                schedule,
+                input: Input::none(),
+                output: Output::none(),
+                reduce: None,
+            })
+        });
     }
     run(request, |s| {
         start(
@@ -481,7 +495,28 @@ pub(crate) unsafe fn bcast(
     request: *mut Handle,
 ) -> Res {
     if let Some(i) = inter_of(comm)? {
-        return crate::inter::bcast(i, buf, count, datatype, root, request);
+        if request.is_null() {
+            return crate::inter::bcast(i, buf, count, datatype, root, request);
+        }
+        return run(request, |s| {
+            let u = crate::inter::union_of(s, i)?;
+            let side = crate::inter::side(root, u.remote_size())?;
+            let t = typed(s, buf, count, datatype)?;
+            let (input, output) = match side {
+                crate::inter::Side::Root => (Input::of(&t), Output::none()),
+                crate::inter::Side::Idle => (Input::none(), Output::none()),
+                crate::inter::Side::Leaf(_) => (Input::none(), Output::of(&t, false)),
+            };
+            let schedule = crate::inter::nb_bcast(&u, &side, t.bytes());
+            Ok(Prepared {
+                comm,
+                core: u.core,
+                schedule,
+                input,
+                output,
+                reduce: None,
+            })
+        });
     }
     run(request, |s| {
         let core = s.core_comm(comm)?;
@@ -513,7 +548,39 @@ pub(crate) unsafe fn reduce(
     request: *mut Handle,
 ) -> Res {
     if let Some(i) = inter_of(comm)? {
-        return crate::inter::reduce(i, sendbuf, recvbuf, count, datatype, op, root, request);
+        if request.is_null() {
+            return crate::inter::reduce(i, sendbuf, recvbuf, count, datatype, op, root, request);
+        }
+        return run(request, |s| {
+            let u = crate::inter::union_of(s, i)?;
+            let side = crate::inter::side(root, u.remote_size())?;
+            let o = s.op(op)?;
+            let recv = typed(s, recvbuf, count, datatype)?;
+            let (r, _) = reducer(&recv.dt, datatype, o)?;
+            let (input, output, reduce) = match side {
+                crate::inter::Side::Root => (Input::none(), Output::of(&recv, false), None),
+                crate::inter::Side::Idle => (Input::none(), Output::none(), None),
+                crate::inter::Side::Leaf(_) => {
+                    if in_place(sendbuf) {
+                        return fail(
+                            MPI_ERR_BUFFER,
+                            "MPI_IN_PLACE is not allowed on intercommunicators",
+                        );
+                    }
+                    let send = Input::of(&typed(s, sendbuf, count, datatype)?);
+                    (send, Output::none(), Some(r))
+                }
+            };
+            let schedule = crate::inter::nb_reduce(&u, &side, recv.bytes());
+            Ok(Prepared {
+                comm,
+                core: u.core,
+                schedule,
+                input,
+                output,
+                reduce,
+            })
+        });
     }
     run(request, |s| {
         let core = s.core_comm(comm)?;
@@ -560,7 +627,31 @@ pub(crate) unsafe fn allreduce(
     request: *mut Handle,
 ) -> Res {
     if let Some(i) = inter_of(comm)? {
-        return crate::inter::allreduce(i, sendbuf, recvbuf, count, datatype, op, request);
+        if request.is_null() {
+            return crate::inter::allreduce(i, sendbuf, recvbuf, count, datatype, op, request);
+        }
+        return run(request, |s| {
+            let u = crate::inter::union_of(s, i)?;
+            if in_place(sendbuf) {
+                return fail(
+                    MPI_ERR_BUFFER,
+                    "MPI_IN_PLACE is not allowed on intercommunicators",
+                );
+            }
+            let o = s.op(op)?;
+            let recv = typed(s, recvbuf, count, datatype)?;
+            let (r, _) = reducer(&recv.dt, datatype, o)?;
+            let send = Input::of(&typed(s, sendbuf, count, datatype)?);
+            let schedule = crate::inter::nb_allreduce(&u, recv.bytes());
+            Ok(Prepared {
+                comm,
+                core: u.core,
+                schedule,
+                input: send,
+                output: Output::of(&recv, false),
+                reduce: Some(r),
+            })
+        });
     }
     run(request, |s| {
         let o = s.op(op)?;

@@ -174,23 +174,27 @@ fn completed_request(comm: Handle) -> Res<Handle> {
 /// from 1) never get near it.
 const DERIVED_BASE: u32 = 1 << 30;
 
-/// The context pairs (`k`, `k + 1`) of the `n`-th MPI_Comm_idup of the communicator with
-/// context id `context`: a hash of the two into the pair indices from [`DERIVED_BASE`].
+/// The first of the context pairs (`k` for an intracommunicator, `k` to `k + 2` for an
+/// intercommunicator) of the `n`-th MPI_Comm_idup of the communicator with context id
+/// `context`: a hash of the two into slots of [`SLOT`] pairs from [`DERIVED_BASE`].
 fn derived_pair(context: u32, n: u32) -> u32 {
     // splitmix64 of (context, n): every member computes the same pair without a message.
     let mut z = ((context as u64) << 32 | n as u64).wrapping_add(0x9e37_79b9_7f4a_7c15);
     z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
     z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
     z ^= z >> 31;
-    DERIVED_BASE + 2 * ((z as u32) & ((DERIVED_BASE >> 1) - 1))
+    DERIVED_BASE + SLOT * ((z as u32) & (DERIVED_BASE / SLOT - 1))
 }
+
+/// Pairs per derived slot: enough for an intercommunicator.
+const SLOT: u32 = 4;
 
 /// MPI_Comm_idup without any message, so that it never waits for another process (MPI 4.1
 /// §7.4.2: overlapping idups on different communicators must not deadlock, which an agreement
 /// run at once would). Every member counts the idups of `comm` alike (collective calls come in
 /// the same order everywhere), so the context pairs are derived from `comm`'s context id and
 /// that count. Two live communicators of this process getting the same pairs is caught here
-/// (MPI_ERR_INTERN) rather than mixing their messages; with 2^29 pair slots it is unlikely.
+/// (MPI_ERR_INTERN) rather than mixing their messages; with 2^28 slots it is unlikely.
 fn idup(comm: Handle) -> Res<Handle> {
     let (core, inter, k) = running(|s| {
         let c = s.comm_mut(comm)?;
@@ -198,17 +202,13 @@ fn idup(comm: Handle) -> Res<Handle> {
         c.idups += 1;
         let k = derived_pair(c.comm.context_id(), n);
         let (core, inter) = (c.comm.clone(), c.inter);
-        let taken = |p: u32| s.derived_pairs.contains(&p);
-        if taken(k) || (inter.is_some() && taken(k + 1)) {
+        if s.derived_pairs.contains(&k) {
             return fail(
                 MPI_ERR_INTERN,
                 "MPI_Comm_idup: the derived context id is in use here (hash collision); use MPI_Comm_dup",
             );
         }
         s.derived_pairs.insert(k);
-        if inter.is_some() {
-            s.derived_pairs.insert(k + 1);
-        }
         Ok((core, inter, k))
     })?;
     match inter {
@@ -225,9 +225,6 @@ fn release_derived(s: &mut State, obj: &CommObj) {
     let k = obj.comm.context_id() / 2;
     if k >= DERIVED_BASE {
         s.derived_pairs.remove(&k);
-        if obj.inter.is_some() {
-            s.derived_pairs.remove(&(k + 1));
-        }
     }
 }
 

@@ -10,15 +10,19 @@
 //!   which can never meet the user's messages;
 //! - `local`, the local group as an intracommunicator on pair `k + 1` (collectives on
 //!   `2k + 3`). Both groups use that pair for their own local communicator: they share no
-//!   process, so the ids cannot clash.
+//!   process, so the ids cannot clash;
+//! - `union`, both groups as one intracommunicator on pair `k + 2` (the group whose leader has
+//!   the lower world rank first): the nonblocking collectives run schedules on it.
 //!
 //! Agreement: every process proposes its lowest free pair, each group gathers its proposals
 //! (with whatever else the call needs: world rank, color, key, `high`), the two leaders swap
 //! the lists, each group broadcasts the other's list, and everyone takes the largest proposal.
 //!
-//! Collectives are blocking and built from the local group's collectives and point-to-point
-//! on `coll`: correctness first, one message per pair at most per call. Nonblocking
-//! collectives on intercommunicators are not provided (MPI_ERR_UNSUPPORTED_OPERATION).
+//! Blocking collectives are built from the local group's collectives and point-to-point on
+//! `coll`: correctness first, one message per pair at most per call. MPI_Ibarrier, MPI_Ibcast,
+//! MPI_Ireduce and MPI_Iallreduce are schedules on `union` (fan-in to the leader, leader
+//! exchange, fan-out); the other nonblocking collectives on intercommunicators are not
+//! provided (MPI_ERR_UNSUPPORTED_OPERATION).
 
 use crate::abi::*;
 use crate::coll;
@@ -27,8 +31,11 @@ use crate::datatype::Datatype;
 use crate::error::{fail, MpiError, Res};
 use crate::p2p::{count_arg, start_recv, start_send, wait_request};
 use crate::request::{Request, SendKind};
+use crate::state::State;
 use crate::state::{running, with, CommObj, Inter};
+use crate::NONE;
 use ferry_core::Comm;
+use ferry_sched::{Buffer, Order, Region, Schedule, ScheduleBuilder, StepId};
 use std::ffi::{c_int, c_void};
 
 /// Tag of the agreements' leader swap on `coll`.
@@ -123,17 +130,39 @@ struct Parts {
     visible: Comm,
     coll: Comm,
     local: Comm,
+    union: Comm,
 }
 
-/// Builds the three communicators of an intercommunicator on pairs `k` and `k + 1` (agreed by
-/// both groups) and reserves them.
-fn parts(base: &Comm, local: &[u32], remote: &[u32], rank: usize, k: u32) -> Res<Parts> {
-    let p = Parts {
+/// Number of context pairs an intercommunicator takes.
+pub const PAIRS: u32 = 3;
+
+/// Builds the communicators of an intercommunicator on pairs `k` to `k + 2`, which both groups
+/// have agreed on (and reserved, or derived).
+fn build(base: &Comm, local: &[u32], remote: &[u32], rank: usize, k: u32) -> Res<Parts> {
+    let local_first = local.first() < remote.first();
+    let (first, second) = if local_first {
+        (local, remote)
+    } else {
+        (remote, local)
+    };
+    let all: Vec<u32> = first.iter().chain(second).copied().collect();
+    let union_rank = if local_first {
+        rank
+    } else {
+        remote.len() + rank
+    };
+    Ok(Parts {
         visible: base.derive(remote, rank, 2 * k)?,
         coll: base.derive(remote, rank, 2 * k + 1)?,
         local: base.derive(local, rank, 2 * k + 2)?,
-    };
-    base.reserve_context_pairs(k + 2);
+        union: base.derive(&all, union_rank, 2 * k + 4)?,
+    })
+}
+
+/// [`build`] on agreed pairs, reserving them.
+fn parts(base: &Comm, local: &[u32], remote: &[u32], rank: usize, k: u32) -> Res<Parts> {
+    let p = build(base, local, remote, rank, k)?;
+    base.reserve_context_pairs(k + PAIRS);
     Ok(p)
 }
 
@@ -141,11 +170,13 @@ fn parts(base: &Comm, local: &[u32], remote: &[u32], rank: usize, k: u32) -> Res
 /// `comm::idup`): no message is sent.
 pub fn idup(comm: Handle, inter: Inter, k: u32) -> Res<Handle> {
     let (local, coll) = halves(inter)?;
-    let p = Parts {
-        visible: local.derive(coll.world_ranks(), local.rank(), 2 * k)?,
-        coll: local.derive(coll.world_ranks(), local.rank(), 2 * k + 1)?,
-        local: local.derive(local.world_ranks(), local.rank(), 2 * k + 2)?,
-    };
+    let p = build(
+        &local,
+        local.world_ranks(),
+        coll.world_ranks(),
+        local.rank(),
+        k,
+    )?;
     register_inter(comm, p, true)
 }
 
@@ -164,6 +195,7 @@ fn register_inter(old: Handle, p: Parts, copy_attrs: bool) -> Res<Handle> {
         Ok(Inter {
             local: s.comms.insert(hidden(p.local)),
             coll: s.comms.insert(hidden(p.coll)),
+            union: s.comms.insert(hidden(p.union)),
         })
     })?;
     let made = register_with(old, Some(p.visible), copy_attrs, Some(inter));
@@ -178,6 +210,7 @@ pub fn forget(inter: Inter) {
     let _ = with(|s| {
         s.comms.remove(inter.local);
         s.comms.remove(inter.coll);
+        s.comms.remove(inter.union);
         Ok(())
     });
 }
@@ -255,6 +288,67 @@ mpi! {
     }
 }
 
+/// A tag from a string tag (FNV-1a), non-negative.
+fn string_tag(text: &[u8]) -> i32 {
+    let h = text.iter().fold(0x811c_9dc5u32, |h, &b| {
+        (h ^ b as u32).wrapping_mul(0x0100_0193)
+    });
+    (h & 0x3fff_ffff) as i32
+}
+
+mpi! {
+    /// Makes an intercommunicator from two disjoint groups of MPI_COMM_WORLD without a parent
+    /// communicator (MPI 4.1 §7.6.2): the processes of both groups first make a bridge
+    /// communicator of them all, told apart from other such calls by `stringtag`, and each
+    /// group its local one; then as MPI_Intercomm_create with the bridge as peer.
+    fn MPI_Intercomm_create_from_groups / PMPI_Intercomm_create_from_groups(local_group: Handle, local_leader: c_int, remote_group: Handle, remote_leader: c_int, stringtag: *const std::ffi::c_char, _info: Handle, errhandler: Handle, newintercomm: *mut Handle) on NONE => {
+        let out = out(newintercomm, "newintercomm")?;
+        if stringtag.is_null() {
+            return fail(MPI_ERR_ARG, "stringtag is NULL");
+        }
+        let tag = string_tag(std::ffi::CStr::from_ptr(stringtag).to_bytes());
+        let (world, lg, rg) = running(|s| {
+            if !matches!(errhandler, MPI_ERRORS_ARE_FATAL | MPI_ERRORS_RETURN | MPI_ERRORS_ABORT)
+                && s.user_errhandler(errhandler).is_none()
+            {
+                return fail(MPI_ERR_ARG, format!("invalid error handler {errhandler:#x}"));
+            }
+            Ok((s.core_comm(MPI_COMM_WORLD)?, s.group(local_group)?, s.group(remote_group)?))
+        })?;
+        let leader_of = |g: &[u32], r: c_int, what: &str| {
+            usize::try_from(r).ok().filter(|&r| r < g.len()).ok_or_else(|| {
+                MpiError::new(MPI_ERR_RANK, format!("{what} leader {r} is not in a group of {}", g.len()))
+            })
+        };
+        let ll = leader_of(&lg, local_leader, "local")?;
+        let rl = leader_of(&rg, remote_leader, "remote")?;
+        let me = my_world(&world);
+        if !lg.contains(&me) {
+            return fail(MPI_ERR_GROUP, "this process is not in the local group");
+        }
+        if rg.iter().any(|w| lg.contains(w)) {
+            return fail(MPI_ERR_GROUP, "the local and remote groups must be disjoint");
+        }
+        let mut all: Vec<usize> = lg.iter().chain(rg.iter()).map(|&w| w as usize).collect();
+        all.sort_unstable();
+        let bridge = world.create_subset(&all, tag)?.ok_or_else(|| MpiError::new(MPI_ERR_INTERN, "bridge communicator"))?;
+        let at = |w: u32| all.iter().position(|&x| x == w as usize).unwrap_or(0);
+        let local_ranks: Vec<usize> = lg.iter().map(|&w| at(w)).collect();
+        let local = bridge.create_subset(&local_ranks, tag)?.ok_or_else(|| MpiError::new(MPI_ERR_INTERN, "local communicator"))?;
+        let swap = (local.rank() == ll).then_some((&bridge, at(rg[rl]), tag));
+        let mine = Rec { world: me, pair: local.free_context_pair(), ..Rec::default() };
+        let (l, r) = exchange(&local, ll, swap, mine)?;
+        let p = parts(&local, &world_of(&l), &world_of(&r), local.rank(), agreed_pair(&l, &r))?;
+        let h = register_inter(MPI_COMM_WORLD, p, false)?;
+        running(|s| {
+            s.comm_mut(h)?.errhandler = errhandler;
+            Ok(())
+        })?;
+        *out = h;
+        Ok(())
+    }
+}
+
 mpi! {
     /// Makes an intracommunicator of both groups: the group passing `high` = false first (if
     /// both pass the same, the group whose leader has the lower world rank).
@@ -321,7 +415,7 @@ pub fn split(comm: Handle, inter: Inter, color: c_int, key: c_int) -> Res<Handle
     };
     let (mine, theirs) = (pick(&l), pick(&r));
     if color == MPI_UNDEFINED || theirs.is_empty() {
-        local.reserve_context_pairs(k + 2);
+        local.reserve_context_pairs(k + PAIRS);
         return Ok(MPI_COMM_NULL);
     }
     let me = my_world(&local);
@@ -350,7 +444,7 @@ pub fn create(comm: Handle, inter: Inter, members: &[u32]) -> Res<Handle> {
 // ---- collectives ----
 
 /// Who a process is in a rooted collective.
-enum Side {
+pub enum Side {
     /// The root (passed MPI_ROOT).
     Root,
     /// Another process of the root's group (passed MPI_PROC_NULL).
@@ -359,7 +453,9 @@ enum Side {
     Leaf(c_int),
 }
 
-fn side(root: c_int, remote: usize) -> Res<Side> {
+/// Who this process is in a rooted collective with `root` on an intercommunicator whose
+/// remote group has `remote` processes.
+pub fn side(root: c_int, remote: usize) -> Res<Side> {
     match root {
         MPI_ROOT => Ok(Side::Root),
         MPI_PROC_NULL => Ok(Side::Idle),
@@ -837,4 +933,155 @@ pub unsafe fn reduce_scatter(
         inter.local,
         BLOCKING,
     )
+}
+
+// ---- nonblocking collectives: schedules on the union communicator ----
+
+/// An intercommunicator's union communicator and where each group sits in it.
+pub struct Union {
+    /// The union communicator (both groups).
+    pub core: Comm,
+    local: Vec<usize>,
+    remote: Vec<usize>,
+    me: usize,
+}
+
+impl Union {
+    /// Number of processes in the remote group.
+    pub fn remote_size(&self) -> usize {
+        self.remote.len()
+    }
+
+    fn builder(&self, send_bytes: usize, recv_bytes: usize) -> ScheduleBuilder {
+        ScheduleBuilder::new(self.core.rank(), self.core.size(), send_bytes, recv_bytes)
+    }
+
+    fn leader(&self) -> bool {
+        self.me == 0
+    }
+
+    /// Leader: receives every other local process's `bytes` of its send buffer and reduces
+    /// them in rank order into a scratch copy of its own; returns that region and the last
+    /// step. Others: send theirs to the leader.
+    fn fan_in(&self, b: &mut ScheduleBuilder, bytes: usize) -> Option<(Region, Vec<StepId>)> {
+        let mine = Region::new(Buffer::Send, 0, bytes);
+        if !self.leader() {
+            b.send(self.local[0], mine, &[]);
+            return None;
+        }
+        let acc = Region::new(b.scratch(bytes), 0, bytes);
+        let mut last = b.copy(mine, acc, &[]);
+        for &peer in &self.local[1..] {
+            let tmp = Region::new(b.scratch(bytes), 0, bytes);
+            let got = b.recv(peer, tmp, &[]);
+            last = b.reduce(tmp, acc, Order::DstFirst, &[last, got]);
+        }
+        Some((acc, vec![last]))
+    }
+
+    /// Leader: sends `region` to every other local process after `deps`. Others: receive
+    /// `bytes` from the leader into their receive buffer.
+    fn fan_out(&self, b: &mut ScheduleBuilder, region: Region, bytes: usize, deps: &[StepId]) {
+        if self.leader() {
+            for &peer in &self.local[1..] {
+                b.send(peer, region, deps);
+            }
+        } else {
+            b.recv(self.local[0], Region::new(Buffer::Recv, 0, bytes), &[]);
+        }
+    }
+}
+
+/// The union communicator of `inter`.
+pub fn union_of(s: &State, inter: Inter) -> Res<Union> {
+    let core = s.core_comm(inter.union)?;
+    let local = s.core_comm(inter.local)?;
+    let (nl, nr, me) = (local.size(), s.core_comm(inter.coll)?.size(), local.rank());
+    // The local group is first in the union exactly when this process's union rank is its
+    // local rank (the remote group is never empty).
+    let lo = if core.rank() == me { 0 } else { nr };
+    let ro = if lo == 0 { nl } else { 0 };
+    Ok(Union {
+        core,
+        local: (lo..lo + nl).collect(),
+        remote: (ro..ro + nr).collect(),
+        me,
+    })
+}
+
+/// MPI_Ibarrier: fan-in to each leader, the leaders swap empty messages, fan-out.
+pub fn nb_barrier(u: &Union) -> Schedule {
+    let mut b = u.builder(0, 0);
+    let empty = Region::new(Buffer::Recv, 0, 0);
+    if u.leader() {
+        let arrived: Vec<StepId> = u.local[1..]
+            .iter()
+            .map(|&p| b.recv(p, empty, &[]))
+            .collect();
+        let sent = b.send(u.remote[0], empty, &arrived);
+        let got = b.recv(u.remote[0], empty, &[]);
+        u.fan_out(&mut b, empty, 0, &[sent, got]);
+    } else {
+        b.send(u.local[0], empty, &[]);
+        u.fan_out(&mut b, empty, 0, &[]);
+    }
+    b.finish()
+}
+
+/// MPI_Ibcast of `bytes`: the root's send buffer to the remote leader, which fans it out.
+pub fn nb_bcast(u: &Union, side: &Side, bytes: usize) -> Schedule {
+    match *side {
+        Side::Root => {
+            let mut b = u.builder(bytes, 0);
+            b.send(u.remote[0], Region::new(Buffer::Send, 0, bytes), &[]);
+            b.finish()
+        }
+        Side::Idle => u.builder(0, 0).finish(),
+        Side::Leaf(root) => {
+            let mut b = u.builder(0, bytes);
+            let all = Region::new(Buffer::Recv, 0, bytes);
+            if u.leader() {
+                let got = b.recv(u.remote[root as usize], all, &[]);
+                u.fan_out(&mut b, all, bytes, &[got]);
+            } else {
+                u.fan_out(&mut b, all, bytes, &[]);
+            }
+            b.finish()
+        }
+    }
+}
+
+/// MPI_Ireduce of `bytes`: the other group reduces to its leader, which sends to the root.
+pub fn nb_reduce(u: &Union, side: &Side, bytes: usize) -> Schedule {
+    match *side {
+        Side::Root => {
+            let mut b = u.builder(0, bytes);
+            b.recv(u.remote[0], Region::new(Buffer::Recv, 0, bytes), &[]);
+            b.finish()
+        }
+        Side::Idle => u.builder(0, 0).finish(),
+        Side::Leaf(root) => {
+            let mut b = u.builder(bytes, 0);
+            if let Some((acc, deps)) = u.fan_in(&mut b, bytes) {
+                b.send(u.remote[root as usize], acc, &deps);
+            }
+            b.finish()
+        }
+    }
+}
+
+/// MPI_Iallreduce of `bytes`: each group reduces to its leader, the leaders swap, each
+/// leader fans out what the other group reduced.
+pub fn nb_allreduce(u: &Union, bytes: usize) -> Schedule {
+    let mut b = u.builder(bytes, bytes);
+    let out = Region::new(Buffer::Recv, 0, bytes);
+    match u.fan_in(&mut b, bytes) {
+        Some((acc, deps)) => {
+            let sent = b.send(u.remote[0], acc, &deps);
+            let got = b.recv(u.remote[0], out, &[]);
+            u.fan_out(&mut b, out, bytes, &[sent, got]);
+        }
+        None => u.fan_out(&mut b, out, bytes, &[]),
+    }
+    b.finish()
 }

@@ -55,6 +55,9 @@ pub struct Inter {
     /// The remote group on the intercommunicator's collective context: what intercommunicator
     /// collectives and agreements send on, apart from the user's point-to-point traffic.
     pub coll: Handle,
+    /// Both groups as one intracommunicator (the group whose leader has the lower world rank
+    /// first), on a context of its own: nonblocking collectives run their schedules on it.
+    pub union: Handle,
 }
 
 /// Attributes cached on an object, in the order they were set (MPI_Finalize deletes those of
@@ -181,7 +184,7 @@ pub struct State {
     pub bsend_buffer: Option<(*mut c_void, usize)>,
     /// Buffered sends not yet complete: (request, bytes reserved).
     pub bsends: Vec<(Request, usize)>,
-    /// Context pairs in use here that MPI_Comm_idup derived (see `comm::idup`).
+    /// First pairs of the slots MPI_Comm_idup derived that are in use here (see `comm::idup`).
     pub derived_pairs: std::collections::HashSet<u32>,
 }
 

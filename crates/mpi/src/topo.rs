@@ -217,6 +217,7 @@ mpi! {
 mpi! {
     /// A communicator with a Cartesian grid (no reordering).
     fn MPI_Cart_create / PMPI_Cart_create(comm_old: Handle, ndims: c_int, dims: *const c_int, periods: *const c_int, _reorder: c_int, comm_cart: *mut Handle) on comm_old => {
+        running(|s| s.intra_comm(comm_old).map(drop))?;
         let n = count_arg(ndims)?;
         let (d, p) = (ints(dims, n, "dims")?, ints(periods, n, "periods")?);
         if d.iter().any(|&x| x <= 0) {

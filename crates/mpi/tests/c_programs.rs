@@ -220,6 +220,11 @@ fn rank_order_in_split_create_and_dup() {
 }
 
 #[test]
+fn intercommunicators_uneven_groups_merge_split_create_and_collectives() {
+    no_errors(5, "inter");
+}
+
+#[test]
 fn attribute_callbacks() {
     no_errors(2, "attrs");
 }
