@@ -125,6 +125,12 @@ struct RunArgs {
     #[arg(long, value_enum)]
     transport: Option<Transport>,
 
+    /// TCP connections per pair of ranks (sets FERRY_RAILS for them): large messages are
+    /// striped over them, each on its own interface when the grid file gives hosts rail
+    /// addresses.
+    #[arg(long, value_name = "K", value_parser = clap::value_parser!(u16).range(1..=16))]
+    rails: Option<u16>,
+
     /// Run across this grid (TOML grid file) in the standing testbed: rank r on the file's
     /// rank slot r mod slots, `ferry relay` on the private clusters' front nodes.
     #[arg(long, value_name = "GRID.TOML")]
@@ -172,6 +178,11 @@ fn run_command(args: RunArgs) -> i32 {
         options
             .extra_env
             .push(("FERRY_TRANSPORT".into(), transport.as_str().into()));
+    }
+    if let Some(rails) = args.rails {
+        options
+            .extra_env
+            .push(("FERRY_RAILS".into(), rails.to_string()));
     }
     if args.show_paths {
         options

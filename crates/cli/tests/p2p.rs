@@ -429,3 +429,29 @@ fn network_aware_broadcasts_deliver_from_every_scheduler_and_through_the_environ
     );
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+#[test]
+fn run_rails_flag_opens_that_many_connections() {
+    let _serial = ONE_JOB_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let out = Command::new(env!("CARGO_BIN_EXE_ferry"))
+        .args(["run", "-n", "2", "--transport", "tcp", "--rails", "3"])
+        .args(["--timeout", "60"])
+        .arg(example("check"))
+        .args(["stream", "4194304", "8"])
+        .env("FERRY_RAIL_STATS", "1")
+        .env_remove("FERRY_RAILS")
+        .stdin(Stdio::null())
+        .output()
+        .expect("ferry runs");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    assert!(
+        stderr.contains("rank 0 to rank 1: rail 0 ") && stderr.contains(", rail 2 "),
+        "{stderr}"
+    );
+    let refused = Command::new(env!("CARGO_BIN_EXE_ferry"))
+        .args(["run", "-n", "2", "--rails", "17", "true"])
+        .output()
+        .expect("ferry runs");
+    assert!(!refused.status.success());
+}
