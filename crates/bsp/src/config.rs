@@ -22,6 +22,11 @@ pub struct Config {
     /// `FERRY_BSP_PREPOST_BYTES` (bytes, default 65536): size of each pre-posted buffer; a
     /// longer closing message is sent ahead as a separate (probed) message.
     pub prepost_bytes: usize,
+    /// `FERRY_BSP_SPIN` (µs, default: 50, or 0 when the job has more processes than the host
+    /// has cores): longest time a process waiting in a sync spins before it yields its core
+    /// between polls (it never sleeps). Adapted: halved after each wait that outlasted it
+    /// (down to none, with a 4 µs spin every 16th wait), reset when a wait ends while spinning.
+    pub spin_us: Option<u64>,
 }
 
 impl Default for Config {
@@ -32,6 +37,7 @@ impl Default for Config {
             reorder: true,
             prepost: true,
             prepost_bytes: 65536,
+            spin_us: None,
         }
     }
 }
@@ -64,6 +70,12 @@ impl Config {
         c.reorder = flag("FERRY_BSP_REORDER", c.reorder)?;
         c.prepost = flag("FERRY_BSP_PREPOST", c.prepost)?;
         c.prepost_bytes = bytes("FERRY_BSP_PREPOST_BYTES", c.prepost_bytes)?.max(64);
+        if let Ok(v) = std::env::var("FERRY_BSP_SPIN") {
+            c.spin_us = Some(
+                v.parse()
+                    .map_err(|_| format!("FERRY_BSP_SPIN={v}: expected microseconds"))?,
+            );
+        }
         if let Ok(core) = ferry_core::Config::from_env() {
             c.early_bytes = c
                 .early_bytes
@@ -80,6 +92,11 @@ impl Config {
             ("FERRY_BSP_REORDER", (self.reorder as u8).to_string()),
             ("FERRY_BSP_PREPOST", (self.prepost as u8).to_string()),
             ("FERRY_BSP_PREPOST_BYTES", self.prepost_bytes.to_string()),
+            (
+                "FERRY_BSP_SPIN",
+                self.spin_us
+                    .map_or("auto (50, 0 when oversubscribed)".into(), |s| s.to_string()),
+            ),
         ]
     }
 }

@@ -51,12 +51,13 @@ mod config;
 
 pub use config::Config;
 
-use ferry_core::{scope, Comm, Request, World, ANY_TAG};
+use ferry_core::raw::{RawRequest, SendMode};
+use ferry_core::{Comm, World, ANY_TAG};
 use std::alloc::Layout;
 use std::cell::Cell;
 use std::collections::HashMap;
 use std::marker::PhantomData;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 // Record kinds in the byte stream one process sends another in a superstep (little-endian).
 const REC_PUT: u8 = 0x01; // slot u32, offset u64, len u64, bytes
@@ -79,11 +80,81 @@ const PUT_HEAD: usize = 21;
 /// Largest combining buffer kept from one superstep to the next (larger ones are freed).
 const KEEP_BUF: usize = 1 << 20;
 
+/// Longest spin (µs) of a waiting sync before it yields, when each process has a core.
+const SPIN_US: u64 = 50;
+
 /// Rounds of polling without progress before a sync blocks in `probe` (non-pre-posted path).
 const IDLE_POLLS: u32 = 2000;
 
 fn tag(kind: i32, step: u64) -> i32 {
     kind * 2 + (step & 1) as i32
+}
+
+/// How long a waiting sync spins before it yields its core, adapted from wait to wait.
+///
+/// Spinning catches a peer on another core within a µs, where a yield costs a system call or,
+/// on a loaded host, the core; and a process that spins looks busy, so the scheduler tends to
+/// keep the processes of a job on separate cores (MPICH's ranks spin all the time). But two
+/// processes that share one core wait out each other's whole spin at every sync. So: spin up
+/// to `max`; after a wait that outlasted its spin, halve the spin for the next one (down to
+/// none); after a wait that ended while spinning, spin `max` again. Every `PROBE_EVERY`-th
+/// wait spins at least `PROBE`, so that processes that got separate cores again find out.
+#[derive(Debug)]
+struct Spin {
+    max: Duration,
+    now: Duration,
+    waits: u32,
+}
+
+/// The spin of every `PROBE_EVERY`-th wait when the spin has decayed: a few one-way latencies
+/// on shared memory.
+const PROBE: Duration = Duration::from_micros(4);
+const PROBE_EVERY: u32 = 16;
+
+impl Spin {
+    fn new(max: Duration) -> Spin {
+        Spin {
+            max,
+            now: max,
+            waits: 0,
+        }
+    }
+
+    /// Drives ferry-core until `done` holds: polls, spinning while the spin lasts, then yielding
+    /// the core between polls. It never sleeps: a sync waits for the slowest process, and a
+    /// sleeper that must be woken adds tens of µs (ferry-core's `wait_until` sleeps after its
+    /// spin budget, which tripled L at P = 4 and 8 on 2 cores).
+    fn wait(
+        &mut self,
+        comm: &Comm,
+        mut done: impl FnMut(&dyn Fn(RawRequest) -> bool) -> bool,
+    ) -> Result<(), ferry_core::Error> {
+        if done(&|r| comm.raw_done(r)) {
+            return Ok(());
+        }
+        self.waits = self.waits.wrapping_add(1);
+        let spin = if self.waits.is_multiple_of(PROBE_EVERY) {
+            self.now.max(PROBE.min(self.max))
+        } else {
+            self.now
+        };
+        let start = Instant::now();
+        let mut yielded = false;
+        loop {
+            comm.progress()?;
+            if done(&|r| comm.raw_done(r)) {
+                break;
+            }
+            if yielded || start.elapsed() >= spin {
+                yielded = true;
+                std::thread::yield_now();
+            } else {
+                std::hint::spin_loop();
+            }
+        }
+        self.now = if yielded { self.now / 2 } else { self.max };
+        Ok(())
+    }
 }
 
 /// Typed memory owned by a [`Bsp`] context, which remote processes may reach once it is
@@ -171,10 +242,99 @@ pub struct Bsp {
     // Whom to send to and receive from at a sync, in order (Latin square or 0, 1, 2, ...).
     order: Vec<usize>,
     from_order: Vec<usize>,
-    // Buffers for the pre-posted receives of closing messages, one per peer.
-    pre_bufs: Vec<Vec<u8>>,
+    // The receives of the next sync's closing messages, posted from one sync to the next.
+    posted: Posted,
+    // How long a waiting sync spins before it yields its core (`Config::spin_us`).
+    spin: Spin,
+    // Scratch of a sync, kept so that a sync allocates nothing when nothing moves: the
+    // registration record, requests in flight, per source the early messages received and
+    // the length of its closing message, per peer the replies to our gets and to theirs.
+    reg: Vec<u8>,
+    sends: Vec<RawRequest>,
+    chunks: Vec<Vec<Vec<u8>>>,
+    pre_len: Vec<Option<usize>>,
+    replies: Vec<Vec<u8>>,
+    reply_out: Vec<Vec<u8>>,
     // Memory of Areas.
     allocs: Allocs,
+}
+
+/// Receives posted for the closing messages of the next sync, one per peer, into buffers of
+/// `FERRY_BSP_PREPOST_BYTES`. They stay posted from the end of one sync to the next (raw
+/// requests: the scoped ones of ferry-core cannot outlive a call), so a closing message that
+/// comes before its receiver reaches the sync lands in place, not in the unexpected queue.
+struct Posted {
+    comm: Comm,
+    bufs: Vec<Vec<u8>>,
+    reqs: Vec<Option<RawRequest>>,
+}
+
+impl Posted {
+    /// Posts a receive with `tag` from every other process.
+    fn post(&mut self, me: usize, tag: i32) -> Result<(), ferry_core::Error> {
+        for (q, buf) in self.bufs.iter_mut().enumerate() {
+            if q != me {
+                // SAFETY: the buffer is neither moved nor touched until the receive is taken
+                // (in `sync`) or withdrawn (in `drop`); its heap block stays put when `bufs`
+                // itself is moved.
+                let r = unsafe {
+                    self.comm
+                        .raw_recv(buf.as_mut_ptr(), buf.len(), q.into(), tag)?
+                };
+                self.reqs[q] = Some(r);
+            }
+        }
+        Ok(())
+    }
+}
+
+impl Drop for Posted {
+    fn drop(&mut self) {
+        for q in 0..self.reqs.len() {
+            let Some(r) = self.reqs[q].take() else {
+                continue;
+            };
+            self.comm.raw_cancel(r);
+            for _ in 0..1000 {
+                if self.comm.raw_done(r) {
+                    break;
+                }
+                let _ = self.comm.progress();
+            }
+            if self.comm.raw_take(r).is_none() {
+                // Still being written into (a matched long message): leak the buffer rather
+                // than free memory the engine writes to.
+                std::mem::forget(std::mem::take(&mut self.bufs[q]));
+            }
+        }
+    }
+}
+
+/// What arrived at a sync, per source: the early messages, then the closing message (read in
+/// place in its pre-posted buffer; our own stream for ourselves).
+struct Streams<'a> {
+    me: usize,
+    chunks: &'a [Vec<Vec<u8>>],
+    bufs: &'a [Vec<u8>],
+    lens: &'a [Option<usize>],
+    own: &'a [u8],
+}
+
+impl<'a> Streams<'a> {
+    fn parts(&self, q: usize) -> impl Iterator<Item = &'a [u8]> + 'a {
+        let last: &'a [u8] = if q == self.me {
+            self.own
+        } else {
+            match self.lens[q] {
+                Some(n) => &self.bufs[q][..n],
+                None => &[],
+            }
+        };
+        self.chunks[q]
+            .iter()
+            .map(Vec::as_slice)
+            .chain(std::iter::once(last))
+    }
 }
 
 /// The memory of a context's areas: address → layout, freed on drop.
@@ -296,6 +456,33 @@ impl Bsp {
             let all: Vec<usize> = (0..p).filter(|&q| q != me).collect();
             (all.clone(), all)
         };
+        let spin = Spin::new(Duration::from_micros(config.spin_us.unwrap_or_else(|| {
+            let cores = std::thread::available_parallelism().map_or(1, |c| c.get());
+            if size > cores {
+                0
+            } else {
+                SPIN_US
+            }
+        })));
+        let mut posted = Posted {
+            comm: comm.clone(),
+            bufs: Vec::new(),
+            reqs: vec![None; p],
+        };
+        if config.prepost {
+            posted.bufs = (0..p)
+                .map(|q| {
+                    if q != me {
+                        vec![0u8; config.prepost_bytes]
+                    } else {
+                        Vec::new()
+                    }
+                })
+                .collect();
+            if let Err(e) = posted.post(me, tag(KIND_FINAL, 0)) {
+                world.abort(1, &format!("ferry-bsp: process {rank}: bsp_begin: {e}"));
+            }
+        }
         Bsp {
             pid: me,
             nprocs: p,
@@ -319,9 +506,16 @@ impl Bsp {
             inbox: Vec::new(),
             msgs: Vec::new(),
             next_msg: 0,
-            pre_bufs: Vec::new(),
             order,
             from_order,
+            posted,
+            spin,
+            reg: Vec::new(),
+            sends: Vec::with_capacity(2 * p),
+            chunks: vec![Vec::new(); p],
+            pre_len: vec![None; p],
+            replies: vec![Vec::new(); p],
+            reply_out: vec![Vec::new(); p],
             allocs: Allocs(HashMap::new()),
         }
     }
@@ -329,7 +523,14 @@ impl Bsp {
     /// Ends the computation: waits for the other processes and finalizes ferry.
     pub fn end(self) {
         let pid = self.pid;
-        let Bsp { world, comm, .. } = self;
+        let Bsp {
+            world,
+            comm,
+            posted,
+            ..
+        } = self;
+        // Nothing more will come: withdraw the receives posted for a next superstep.
+        drop(posted);
         if let Err(e) = comm.barrier() {
             world.abort(1, &format!("ferry-bsp: process {pid}: bsp_end: {e}"));
         }
@@ -847,214 +1048,159 @@ impl Bsp {
 
     /// Ends the superstep: completes all puts, gets and sends, and makes registrations and the
     /// tag size take effect. Collective.
+    ///
+    /// One message round: every process sends every other one its closing message (empty in
+    /// an empty superstep) and receives theirs into the buffers posted at the end of the
+    /// previous sync; a second round carries the replies to gets, only between processes that
+    /// have any. No allocation when nothing moves (the buffers are kept from sync to sync).
     pub fn sync(&mut self) {
         let p = self.nprocs;
         let me = self.pid;
         let parity = self.step;
         self.last_put.fill(NO_PUT);
+        let combine = self.config.combine;
 
         // The superstep's registrations, sent to every process to be matched.
-        // No record stands for "no push, no pop" (the usual superstep: nothing to allocate).
-        let mut reg = Vec::new();
+        // No record stands for "no push, no pop" (the usual superstep).
+        self.reg.clear();
         if !self.pushes.is_empty() || !self.pops.is_empty() {
-            reg.push(REC_REG);
-            put_u32(&mut reg, self.pushes.len() as u32);
+            self.reg.push(REC_REG);
+            put_u32(&mut self.reg, self.pushes.len() as u32);
             for &(_, size) in &self.pushes {
-                put_u64(&mut reg, size);
+                put_u64(&mut self.reg, size);
             }
-            put_u32(&mut reg, self.pops.len() as u32);
+            put_u32(&mut self.reg, self.pops.len() as u32);
             for &s in &self.pops {
-                put_u32(&mut reg, s);
+                put_u32(&mut self.reg, s);
             }
         }
 
-        // Closing content per destination: registrations, remaining records, hpputs (read now).
-        let mut finals: Vec<Vec<u8>> = Vec::with_capacity(p);
-        let mut singles: Vec<Vec<Vec<u8>>> = Vec::with_capacity(p);
+        // Closing content per destination: remaining records, hpputs (read now), registrations.
         for q in 0..p {
-            let mut body = std::mem::take(&mut self.out[q]);
-            let mut single = std::mem::take(&mut self.out_single[q]);
-            for h in std::mem::take(&mut self.hpputs[q]) {
-                let mut rec = Vec::with_capacity(21 + h.len);
+            for h in self.hpputs[q].drain(..) {
+                let mut single = Vec::new();
+                let rec = if combine {
+                    &mut self.out[q]
+                } else {
+                    &mut single
+                };
                 rec.push(REC_PUT);
-                put_u32(&mut rec, h.slot);
-                put_u64(&mut rec, h.offset);
-                put_u64(&mut rec, h.len);
+                put_u32(rec, h.slot);
+                put_u64(rec, h.offset);
+                put_u64(rec, h.len);
                 // SAFETY: the caller of hpput promised the source is readable at the sync.
                 rec.extend_from_slice(unsafe {
                     std::slice::from_raw_parts(h.src as *const u8, h.len)
                 });
-                if self.config.combine {
-                    body.extend_from_slice(&rec);
-                } else {
-                    single.push(rec);
+                if !combine {
+                    self.out_single[q].push(single);
                 }
             }
-            let mut fin = if reg.is_empty() {
-                body
-            } else {
-                let mut f = Vec::with_capacity(reg.len() + body.len());
-                f.extend_from_slice(&reg);
-                f.extend_from_slice(&body);
-                f
-            };
-            if q == me {
-                for s in single.drain(..) {
-                    fin.extend_from_slice(&s);
-                }
-            }
-            finals.push(fin);
-            singles.push(single);
+            self.out[q].extend_from_slice(&self.reg);
+        }
+        for s in std::mem::take(&mut self.out_single[me]) {
+            self.out[me].extend_from_slice(&s);
         }
 
-        let order = std::mem::take(&mut self.order);
-        let from_order = std::mem::take(&mut self.from_order);
-
-        let cap = self.config.prepost_bytes;
-        let prepost = self.config.prepost;
-        // The pre-posted buffers live from sync to sync, so posting costs no allocation.
-        let mut pre_bufs = std::mem::take(&mut self.pre_bufs);
-        if prepost && pre_bufs.len() != p {
-            pre_bufs = (0..p)
-                .map(|q| if q != me { vec![0u8; cap] } else { Vec::new() })
-                .collect();
-        }
-        // Streams received, per source, in arrival order; the closing message's length when it
-        // landed in a pre-posted buffer.
-        let mut chunks: Vec<Vec<Vec<u8>>> = vec![Vec::new(); p];
-        let mut pre_len: Vec<Option<usize>> = vec![None; p];
         let comm = self.comm.clone();
+        let prepost = self.config.prepost;
+        let cap = self.config.prepost_bytes;
+        let fail =
+            |this: &Self, e: ferry_core::Error| -> ! { this.fail("bsp_sync", e.to_string()) };
 
         // Phase 1: every process sends every other one its stream and receives theirs.
-        let phase1: Result<(), ferry_core::Error> = scope(|s| {
-            let mut pre_reqs: Vec<Option<Request<'_>>> = Vec::with_capacity(p);
-            for (q, buf) in pre_bufs.iter_mut().enumerate() {
-                pre_reqs.push(if prepost && q != me {
-                    Some(comm.irecv(s, buf, q, tag(KIND_FINAL, parity))?)
-                } else {
-                    None
-                });
+        self.sends.clear();
+        for &q in &self.order {
+            let mut send = |buf: &[u8], tag: i32| {
+                // SAFETY: `out` and `out_single` are left alone until the sends are done.
+                let r =
+                    unsafe { comm.raw_send(buf.as_ptr(), buf.len(), q, tag, SendMode::Standard) };
+                r.map(|r| self.sends.push(r))
+            };
+            let mut r = Ok(());
+            for m in &self.out_single[q] {
+                r = r.and_then(|_| send(m, tag(KIND_EARLY, parity)));
             }
-            let mut sends = Vec::new();
-            let empty: &[u8] = &[];
-            for &q in &order {
-                for m in &singles[q] {
-                    sends.push(comm.isend(s, m, q, tag(KIND_EARLY, parity))?);
-                }
-                let fin = &finals[q];
+            let fin = &self.out[q];
+            r = r.and_then(|_| {
                 if prepost && fin.len() > cap {
-                    sends.push(comm.isend(s, fin, q, tag(KIND_EARLY, parity))?);
-                    sends.push(comm.isend(s, empty, q, tag(KIND_FINAL, parity))?);
+                    send(fin, tag(KIND_EARLY, parity))?;
+                    send(&[], tag(KIND_FINAL, parity))
                 } else {
-                    sends.push(comm.isend(s, fin, q, tag(KIND_FINAL, parity))?);
+                    send(fin, tag(KIND_FINAL, parity))
                 }
-            }
-            if prepost {
-                let mut left = p - 1;
-                let mut idle = 0u32;
-                while left > 0 {
-                    let mut progressed = false;
-                    for &q in &from_order {
-                        let Some(req) = pre_reqs[q].as_mut() else {
-                            continue;
-                        };
-                        let fin = req.test()?;
-                        // Early messages precede the closing one from the same process: drain
-                        // them once it is in (and now and then before, so that a long one,
-                        // which waits for its receive, gets going).
-                        if fin.is_none() && idle % 16 != 15 {
-                            continue;
-                        }
-                        while let Some(st) = comm.iprobe(q, tag(KIND_EARLY, parity))? {
-                            let mut b = vec![0u8; st.len];
-                            comm.recv(&mut b, q, st.tag)?;
-                            chunks[q].push(b);
-                            progressed = true;
-                        }
-                        if let Some(st) = fin {
-                            pre_reqs[q] = None;
-                            pre_len[q] = Some(st.len);
-                            left -= 1;
-                            progressed = true;
-                        }
-                    }
-                    if progressed {
-                        idle = 0;
-                    } else {
-                        // Let a process that shares our core reach its sync.
-                        idle += 1;
-                        std::thread::yield_now();
-                    }
-                }
-            } else {
-                // Poll every source (whoever is ready first is served first); after a while
-                // without progress, block in `probe` on one of them, which backs off instead of
-                // spinning (kinder when processes outnumber cores, slower when they do not).
-                let mut done = vec![false; p];
-                done[me] = true;
-                let mut left = p - 1;
-                let mut idle = 0u32;
-                while left > 0 {
-                    let mut progressed = false;
-                    for &q in &from_order {
-                        if done[q] {
-                            continue;
-                        }
-                        let st = if idle >= IDLE_POLLS {
-                            idle = 0;
-                            Some(comm.probe(q, ANY_TAG)?)
-                        } else {
-                            comm.iprobe(q, ANY_TAG)?
-                        };
-                        let Some(st) = st else { continue };
-                        let mut b = vec![0u8; st.len];
-                        comm.recv(&mut b, q, st.tag)?;
-                        chunks[q].push(b);
-                        progressed = true;
-                        if st.tag == tag(KIND_FINAL, parity) {
-                            done[q] = true;
-                            left -= 1;
-                        }
-                    }
-                    if progressed {
-                        idle = 0;
-                    } else {
-                        idle += 1;
-                        std::thread::yield_now();
-                    }
-                }
-            }
-            ferry_core::wait_all(&mut sends)?;
-            Ok(())
-        });
-        if let Err(e) = phase1 {
-            self.fail("bsp_sync", e.to_string());
-        }
-        chunks[me] = vec![std::mem::take(&mut finals[me])];
-        // The combining buffers come back for the next superstep (no regrowing).
-        for (q, f) in finals.iter_mut().enumerate() {
-            if q != me && f.capacity() <= KEEP_BUF && self.out[q].is_empty() {
-                f.clear();
-                self.out[q] = std::mem::take(f);
+            });
+            if let Err(e) = r {
+                fail(self, e);
             }
         }
-        // What arrived, per source: early messages, then the closing message, read in place
-        // in its pre-posted buffer.
-        let streams: Vec<Vec<&[u8]>> = (0..p)
-            .map(|q| {
-                chunks[q]
-                    .iter()
-                    .map(Vec::as_slice)
-                    .chain(pre_len[q].map(|n| &pre_bufs[q][..n]))
-                    .collect()
-            })
-            .collect();
+        self.pre_len.fill(None);
+        if prepost {
+            // The closing messages land in the buffers posted at the last sync; early messages
+            // from a process precede its closing one, so they are all in once it is.
+            let reqs = &self.posted.reqs;
+            if let Err(e) = self
+                .spin
+                .wait(&comm, |done| reqs.iter().flatten().all(|&r| done(r)))
+            {
+                fail(self, e);
+            }
+            for q in 0..p {
+                let Some(req) = self.posted.reqs[q].take() else {
+                    continue;
+                };
+                let st = comm.raw_take(req);
+                match st {
+                    Some(st) if st.message_len <= st.len => self.pre_len[q] = Some(st.len),
+                    _ => self.fail(
+                        "bsp_sync",
+                        format!("the closing message from process {q} does not fit the pre-posted buffer (is FERRY_BSP_PREPOST_BYTES the same everywhere?)"),
+                    ),
+                }
+            }
+            for i in 0..self.from_order.len() {
+                let q = self.from_order[i];
+                if let Err(e) = self.drain_early(q, parity) {
+                    fail(self, e);
+                }
+            }
+        } else if let Err(e) = self.poll_closing(parity) {
+            fail(self, e);
+        }
+        let sends = &self.sends;
+        if let Err(e) = self.spin.wait(&comm, |done| sends.iter().all(|&r| done(r))) {
+            fail(self, e);
+        }
+        for &r in &self.sends {
+            comm.raw_take(r);
+        }
+        self.sends.clear();
+        // The combining buffers stay for the next superstep (no regrowing).
+        for q in (0..p).filter(|&q| q != me) {
+            self.out_single[q].clear();
+            if self.out[q].capacity() > KEEP_BUF {
+                self.out[q] = Vec::new();
+            }
+            self.out[q].clear();
+        }
+
+        // What arrived, per source: early messages, then the closing message (read in place).
+        let chunks = std::mem::take(&mut self.chunks);
+        let bufs = std::mem::take(&mut self.posted.bufs);
+        let own = std::mem::take(&mut self.out[me]);
+        let pre_len = std::mem::take(&mut self.pre_len);
+        let streams = Streams {
+            me,
+            chunks: &chunks,
+            bufs: &bufs,
+            lens: &pre_len,
+            own: &own,
+        };
 
         // Check registrations, then serve gets (before any put is applied).
-        let mut reg_seen: Vec<Option<Vec<u8>>> = vec![None; p];
-        let mut reply_out: Vec<Vec<u8>> = vec![Vec::new(); p];
+        let mut reg_seen: Vec<Option<&[u8]>> = Vec::new();
         for q in 0..p {
-            for &c in &streams[q] {
+            for c in streams.parts(q) {
                 let mut r = Reader { buf: c, at: 0 };
                 while !r.done() {
                     let Some(kind) = r.u8() else { break };
@@ -1065,7 +1211,10 @@ impl Bsp {
                             r.take(np * 8);
                             let npop = r.u32().unwrap_or(0) as usize;
                             r.take(npop * 4);
-                            reg_seen[q] = Some(c[start..r.at].to_vec());
+                            if reg_seen.is_empty() {
+                                reg_seen.resize(p, None);
+                            }
+                            reg_seen[q] = Some(&c[start..r.at]);
                         }
                         REC_PUT => {
                             let (_, _, len) = (r.u32(), r.u64(), r.u64().unwrap_or(0));
@@ -1089,7 +1238,7 @@ impl Bsp {
                             let data = unsafe {
                                 std::slice::from_raw_parts((addr + off) as *const u8, len)
                             };
-                            reply_out[q].extend_from_slice(data);
+                            self.reply_out[q].extend_from_slice(data);
                         }
                         REC_SEND => {
                             let tl = r.u32().unwrap_or(0) as usize;
@@ -1103,85 +1252,165 @@ impl Bsp {
             }
         }
         // Sizes may differ between processes; the number of pushes and the pops may not.
-        let mine = RegShape::of(&reg);
-        for (q, theirs) in reg_seen.iter().enumerate() {
-            let theirs = theirs.as_deref().unwrap_or(&[]);
-            if theirs == &reg[..] {
-                continue; // the usual case: the very same record
-            }
-            let theirs = Some(RegShape::of(theirs));
-            if theirs.as_ref().map(|t| (t.pushes.len(), &t.pops))
-                != Some((mine.pushes.len(), &mine.pops))
-            {
-                let theirs = theirs.map_or("nothing".into(), |t| t.to_string());
-                self.fail(
-                    "bsp_sync",
-                    format!(
-                        "registrations do not match in superstep {}: this process did {mine}, process {q} did {theirs}",
-                        self.step
-                    ),
-                );
+        if !self.reg.is_empty() || !reg_seen.is_empty() {
+            let mine = RegShape::of(&self.reg);
+            for q in 0..p {
+                let theirs = reg_seen.get(q).copied().flatten().unwrap_or(&[]);
+                if theirs == &self.reg[..] {
+                    continue; // the usual case: the very same record
+                }
+                let shape = RegShape::of(theirs);
+                if (shape.pushes.len(), &shape.pops) != (mine.pushes.len(), &mine.pops) {
+                    let theirs = if theirs.is_empty() {
+                        "nothing".into()
+                    } else {
+                        shape.to_string()
+                    };
+                    self.fail(
+                        "bsp_sync",
+                        format!(
+                            "registrations do not match in superstep {}: this process did {mine}, process {q} did {theirs}",
+                            self.step
+                        ),
+                    );
+                }
             }
         }
 
-        // Phase 2: replies to gets travel while puts are applied.
-        let mut replies: Vec<Vec<u8>> = self
-            .gets
-            .iter()
-            .map(|g| vec![0u8; g.iter().map(|&(_, n)| n).sum()])
-            .collect();
+        // Phase 2, only between processes with gets: replies travel while puts are applied.
         let rtag = tag(KIND_REPLY, parity);
-        let no_replies = replies
-            .iter()
-            .enumerate()
-            .all(|(q, r)| q == me || r.is_empty())
-            && reply_out
-                .iter()
-                .enumerate()
-                .all(|(q, r)| q == me || r.is_empty());
-        let phase2: Result<(), ferry_core::Error> = if no_replies {
-            self.apply(&streams, &reg_seen);
-            Ok(())
-        } else {
-            scope(|s| {
-                let mut reqs = Vec::new();
-                for (q, buf) in replies.iter_mut().enumerate() {
-                    if q != me && !buf.is_empty() {
-                        reqs.push(comm.irecv(s, buf, q, rtag)?);
-                    }
-                }
-                for &q in &order {
-                    if !reply_out[q].is_empty() {
-                        reqs.push(comm.isend(s, &reply_out[q], q, rtag)?);
-                    }
-                }
-                self.apply(&streams, &reg_seen);
-                ferry_core::wait_all(&mut reqs)?;
-                Ok(())
-            })
-        };
-        if let Err(e) = phase2 {
-            self.fail("bsp_sync", e.to_string());
+        let mut any_reply = false;
+        for q in (0..p).filter(|&q| q != me) {
+            let want: usize = self.gets[q].iter().map(|&(_, n)| n).sum();
+            self.replies[q].clear();
+            self.replies[q].resize(want, 0);
+            any_reply |= want > 0 || !self.reply_out[q].is_empty();
         }
-        drop(streams);
-        self.pre_bufs = pre_bufs;
-        replies[me] = std::mem::take(&mut reply_out[me]);
-        let gets = std::mem::take(&mut self.gets);
-        for (q, list) in gets.iter().enumerate() {
+        if any_reply {
+            for q in (0..p).filter(|&q| q != me) {
+                let buf = &mut self.replies[q];
+                if !buf.is_empty() {
+                    // SAFETY: `replies` is not touched until the receive is done.
+                    match unsafe { comm.raw_recv(buf.as_mut_ptr(), buf.len(), q.into(), rtag) } {
+                        Ok(r) => self.sends.push(r),
+                        Err(e) => fail(self, e),
+                    }
+                }
+            }
+            for i in 0..self.order.len() {
+                let q = self.order[i];
+                let buf = &self.reply_out[q];
+                if !buf.is_empty() {
+                    // SAFETY: `reply_out` is not touched until the send is done.
+                    match unsafe {
+                        comm.raw_send(buf.as_ptr(), buf.len(), q, rtag, SendMode::Standard)
+                    } {
+                        Ok(r) => self.sends.push(r),
+                        Err(e) => fail(self, e),
+                    }
+                }
+            }
+        }
+        self.apply(&streams, &reg_seen);
+        if any_reply {
+            let reqs = &self.sends;
+            if let Err(e) = self.spin.wait(&comm, |done| reqs.iter().all(|&r| done(r))) {
+                fail(self, e);
+            }
+            for &r in &self.sends {
+                comm.raw_take(r);
+            }
+            self.sends.clear();
+        }
+        drop(reg_seen);
+        for q in 0..p {
+            let got = if q == me {
+                &self.reply_out[me]
+            } else {
+                &self.replies[q]
+            };
             let mut at = 0;
-            for &(dst, n) in list {
+            for &(dst, n) in &self.gets[q] {
                 // SAFETY: the caller of get promised `dst` is writable at this sync.
                 unsafe {
-                    std::ptr::copy(replies[q][at..].as_ptr(), dst as *mut u8, n);
+                    std::ptr::copy(got[at..].as_ptr(), dst as *mut u8, n);
                 }
                 at += n;
             }
+            self.gets[q].clear();
+            if self.reply_out[q].capacity() > KEEP_BUF {
+                self.reply_out[q] = Vec::new();
+            }
+            self.reply_out[q].clear();
         }
-        self.gets = (0..p).map(|_| Vec::new()).collect();
-        self.order = order;
-        self.from_order = from_order;
+        let (mut chunks, mut own, mut pre_len) = (chunks, own, pre_len);
+        chunks.iter_mut().for_each(Vec::clear);
+        own.clear();
+        pre_len.fill(None);
+        if own.capacity() <= KEEP_BUF {
+            self.out[me] = own;
+        }
+        self.chunks = chunks;
+        self.pre_len = pre_len;
+        self.posted.bufs = bufs;
         self.tagsize = self.next_tagsize;
         self.step += 1;
+        if prepost {
+            if let Err(e) = self.posted.post(me, tag(KIND_FINAL, self.step)) {
+                fail(self, e);
+            }
+        }
+    }
+
+    /// Receives the early messages from `q` that have arrived (all of them, once its closing
+    /// message is in).
+    fn drain_early(&mut self, q: usize, parity: u64) -> Result<(), ferry_core::Error> {
+        while let Some(st) = self.comm.iprobe(q, tag(KIND_EARLY, parity))? {
+            let mut b = vec![0u8; st.len];
+            self.comm.recv(&mut b, q, st.tag)?;
+            self.chunks[q].push(b);
+        }
+        Ok(())
+    }
+
+    /// Without pre-posted receives: polls every source (whoever is ready first is served
+    /// first) until each one's closing message is in; after a while without progress, blocks
+    /// in `probe` on one of them, which backs off instead of spinning.
+    fn poll_closing(&mut self, parity: u64) -> Result<(), ferry_core::Error> {
+        let comm = self.comm.clone();
+        let mut left = self.nprocs - 1;
+        let mut idle = 0u32;
+        while left > 0 {
+            let mut progressed = false;
+            for &q in &self.from_order {
+                if self.pre_len[q].is_some() {
+                    continue;
+                }
+                let st = if idle >= IDLE_POLLS {
+                    idle = 0;
+                    Some(comm.probe(q, ANY_TAG)?)
+                } else {
+                    comm.iprobe(q, ANY_TAG)?
+                };
+                let Some(st) = st else { continue };
+                let mut b = vec![0u8; st.len];
+                comm.recv(&mut b, q, st.tag)?;
+                self.chunks[q].push(b);
+                progressed = true;
+                if st.tag == tag(KIND_FINAL, parity) {
+                    self.pre_len[q] = Some(0);
+                    left -= 1;
+                }
+            }
+            if progressed {
+                idle = 0;
+            } else {
+                idle += 1;
+                std::thread::yield_now();
+            }
+        }
+        self.pre_len.fill(None);
+        Ok(())
     }
 
     /// The local address and size of registration `slot`.
@@ -1197,13 +1426,13 @@ impl Bsp {
 
     /// Applies the puts, collects the BSMP messages, and makes the superstep's registrations
     /// take effect (after the puts: a registration is usable from the next superstep on).
-    fn apply(&mut self, chunks: &[Vec<&[u8]>], regs: &[Option<Vec<u8>>]) {
+    fn apply(&mut self, streams: &Streams<'_>, regs: &[Option<&[u8]>]) {
         let p = self.nprocs;
         self.inbox.clear();
         self.msgs.clear();
         self.next_msg = 0;
-        for (q, list) in chunks.iter().enumerate() {
-            for &c in list {
+        for q in 0..p {
+            for c in streams.parts(q) {
                 let mut r = Reader { buf: c, at: 0 };
                 while !r.done() {
                     let Some(kind) = r.u8() else { break };
