@@ -169,7 +169,9 @@ fn stress_under_every_optimisation_switch() {
 }
 
 /// The applications check their own results (LU and Jacobi equal to the sequential
-/// computation; sorted and complete), with the optimisations on and all off.
+/// computation, LU also by its residual |P·A − L·U|; sorted and complete), with the
+/// optimisations on and all off, on process counts that are and are not squares (LU's grid is
+/// 1×2, 1×3, 2×2, 2×3). LU pivots (its input has a zero diagonal) unless told `nopivot`.
 #[test]
 fn applications() {
     let off = [
@@ -177,21 +179,35 @@ fn applications() {
         ("FERRY_BSP_REORDER", "0"),
         ("FERRY_BSP_PREPOST", "0"),
     ];
-    for n in [2, 4] {
+    let apps: [(&str, &[&str]); 4] = [
+        ("lu", &["48"]),
+        ("lu", &["48", "nopivot"]),
+        ("sample_sort", &["200000"]),
+        ("jacobi", &["200"]),
+    ];
+    // (processes, example, arguments, environment)
+    type Run<'a> = (u32, &'a str, &'a [&'a str], &'a [(&'a str, &'a str)]);
+    let mut runs: Vec<Run> = vec![];
+    for n in [2, 3, 4] {
         for env in [&[][..], &off[..]] {
-            for (example, args) in [
-                ("lu", &["48"][..]),
-                ("sample_sort", &["200000"][..]),
-                ("jacobi", &["200"][..]),
-            ] {
-                let out = run_example(n, example, args, env);
-                let stdout = String::from_utf8_lossy(&out.stdout);
-                assert!(
-                    out.status.success() && stdout.contains(" ok"),
-                    "{example} on {n} {env:?}\nstdout:\n{stdout}\nstderr:\n{}",
-                    String::from_utf8_lossy(&out.stderr)
-                );
-            }
+            runs.extend(apps.iter().map(|&(example, args)| (n, example, args, env)));
+        }
+    }
+    runs.push((6, "lu", &["24"], &[]));
+    for (n, example, args, env) in runs {
+        let out = run_example(n, example, args, env);
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        assert!(
+            out.status.success() && stdout.contains(" ok"),
+            "{example} {args:?} on {n} {env:?}\nstdout:\n{stdout}\nstderr:\n{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        if example == "lu" && !args.contains(&"nopivot") {
+            // The input needs row exchanges: a zero diagonal.
+            assert!(
+                stdout.contains("pivot=on") && !stdout.contains("swaps=0 "),
+                "{stdout}"
+            );
         }
     }
 }
