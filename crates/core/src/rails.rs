@@ -32,12 +32,17 @@ struct Rate {
     bytes_per_sec: f64,
     /// Time and bytes delivered at the start of the current measurement, if it has a backlog.
     mark: Option<(Duration, u64)>,
+    /// When the last sample was taken.
+    sampled: Duration,
 }
 
 /// Shortest interval a rate sample covers: shorter ones are dominated by timer noise.
 const SAMPLE: Duration = Duration::from_millis(10);
 /// Weight of a new sample in the moving average.
 const GAIN: f64 = 0.3;
+/// A rate this old counts as unknown: a rail that one bad sample (slow start, a stall) made
+/// look slow would otherwise never get traffic again, hence never a better sample.
+const STALE: Duration = Duration::from_millis(100);
 
 impl Rate {
     fn observe(&mut self, now: Duration, load: &RailLoad) {
@@ -59,6 +64,7 @@ impl Rate {
                         (1.0 - GAIN) * self.bytes_per_sec + GAIN * sample
                     };
                     self.mark = Some((now, delivered));
+                    self.sampled = now;
                 }
             }
         }
@@ -71,6 +77,8 @@ pub(crate) struct Striper {
     policy: RailPolicy,
     rates: Vec<Rate>,
     turn: usize,
+    /// Time of the last observation.
+    now: Duration,
 }
 
 impl Striper {
@@ -79,11 +87,13 @@ impl Striper {
             policy,
             rates: vec![Rate::default(); rails],
             turn: 0,
+            now: Duration::ZERO,
         }
     }
 
     /// Updates the rate measurements from the rails' current state.
     pub(crate) fn observe(&mut self, now: Duration, rails: &[RailLoad]) {
+        self.now = now;
         for (rate, load) in self.rates.iter_mut().zip(rails) {
             rate.observe(now, load);
         }
@@ -113,15 +123,15 @@ impl Striper {
                 })
             }
             RailPolicy::Weighted => {
-                // Unmeasured rails count as fast as the fastest measured one, so that every
-                // rail gets traffic and hence a measurement.
-                let fastest = self
-                    .rates
-                    .iter()
-                    .map(|r| r.bytes_per_sec)
-                    .fold(0.0, f64::max);
+                // Unmeasured rails, and those not measured lately, count as fast as the fastest
+                // measured one, so that every rail gets traffic and hence a measurement.
+                let current = |r: &Rate| match self.now.saturating_sub(r.sampled) < STALE {
+                    true => r.bytes_per_sec,
+                    false => 0.0,
+                };
+                let fastest = self.rates.iter().map(current).fold(0.0, f64::max);
                 let finish = |i: usize, load: &RailLoad| {
-                    let rate = match self.rates[i].bytes_per_sec {
+                    let rate = match current(&self.rates[i]) {
                         r if r > 0.0 => r,
                         _ if fastest > 0.0 => fastest,
                         _ => 1.0,
@@ -210,6 +220,39 @@ mod tests {
             let (lo, hi) = (bytes.iter().min().unwrap(), bytes.iter().max().unwrap());
             assert!(hi - lo <= 4 << 16, "{bytes:?}");
         }
+    }
+
+    #[test]
+    fn a_rail_measured_slow_once_is_tried_again() {
+        let mut s = Striper::new(RailPolicy::Weighted, 2);
+        let load = |backlog: u64, written: u64| RailLoad {
+            alive: true,
+            free: true,
+            backlog,
+            written,
+        };
+        // Rail 1 delivers 1 KB in 10 ms once (slow start), rail 0 keeps delivering 1 MB.
+        s.observe(Duration::ZERO, &[load(1 << 20, 1 << 20), load(4096, 4096)]);
+        s.observe(
+            Duration::from_millis(10),
+            &[load(1 << 20, 2 << 20), load(3072, 4096)],
+        );
+        assert!(s.rate(1) < s.rate(0) / 100.0);
+        let idle = [load(1 << 20, 2 << 20), load(0, 4096)];
+        assert_eq!(s.choose(&idle, 1 << 18), Some(0), "rail 1 looks slow");
+        // Rail 0 stays measured; rail 1's one sample grows old.
+        for ms in [60u64, 120, 180] {
+            let delivered = (ms / 10) << 20;
+            s.observe(
+                Duration::from_millis(ms),
+                &[load(1 << 20, delivered + (1 << 20)), load(0, 4096)],
+            );
+        }
+        assert_eq!(
+            s.choose(&idle, 1 << 18),
+            Some(1),
+            "an old sample is not believed"
+        );
     }
 
     #[test]
