@@ -9,7 +9,7 @@ use crate::error::{fail, MpiError, Res};
 use crate::ops;
 use crate::p2p::{count_arg, wait_request};
 use crate::request::{Request, Typed};
-use crate::state::{running, OpObj, State};
+use crate::state::{running, Inter, OpObj, State};
 use ferry_core::{Collective, Reducer};
 use ferry_sched::Order;
 use std::ffi::{c_int, c_void};
@@ -414,8 +414,228 @@ impl Prepared {
     }
 }
 
+/// A nonblocking intercommunicator collective of direct sends and receives with remote ranks
+/// ((remote rank, offset, bytes) in `input` and `output`), planned on the union communicator.
+fn inter_direct(
+    s: &mut State,
+    comm: Handle,
+    inter: Inter,
+    input: Input,
+    output: Output,
+    sends: Vec<(usize, usize, usize)>,
+    recvs: Vec<(usize, usize, usize)>,
+) -> Res<Prepared> {
+    let u = crate::inter::union_of(s, inter)?;
+    let schedule = crate::inter::nb_direct(&u, input.len, output.len, &sends, &recvs);
+    Ok(Prepared {
+        comm,
+        core: u.core,
+        schedule,
+        input,
+        output,
+        reduce: None,
+    })
+}
+
+fn no_in_place_inter(p: *const c_void) -> Res {
+    if in_place(p) {
+        return fail(
+            MPI_ERR_BUFFER,
+            "MPI_IN_PLACE is not allowed on intercommunicators",
+        );
+    }
+    Ok(())
+}
+
+/// Equal blocks of `count` elements, one per rank: counts and element displacements.
+fn equal(n: usize, count: c_int) -> Res<(Vec<usize>, Vec<isize>)> {
+    let c = count_arg(count)?;
+    Ok((vec![c; n], (0..n).map(|i| (i * c) as isize).collect()))
+}
+
+/// Counts and element displacements of a (v-)collective side: from the C arrays, or equal.
+unsafe fn layout(
+    n: usize,
+    v: Option<(*const c_int, *const c_int)>,
+    count: c_int,
+) -> Res<(Vec<usize>, Vec<isize>)> {
+    match v {
+        Some((c, d)) => per_rank(n, c, d),
+        None => equal(n, count),
+    }
+}
+
+/// MPI_Igather(v) on an intercommunicator: the other group's processes send to the root.
+unsafe fn inter_igather(
+    s: &mut State,
+    comm: Handle,
+    inter: Inter,
+    send: (*const c_void, c_int, Handle),
+    recv: (*mut c_void, c_int, Handle),
+    v: Option<(*const c_int, *const c_int)>,
+    root: c_int,
+) -> Res<Prepared> {
+    let n = crate::inter::union_of(s, inter)?.remote_size();
+    match crate::inter::side(root, n)? {
+        crate::inter::Side::Root => {
+            let dt = s.committed_type(recv.2)?;
+            let (c, d) = layout(n, v, recv.1)?;
+            let all = blocks(&dt, recv.0 as *mut u8, &c, &d, false);
+            let recvs = (0..n).map(|j| (j, all.displs[j], all.counts[j])).collect();
+            inter_direct(s, comm, inter, Input::none(), all.output(), vec![], recvs)
+        }
+        crate::inter::Side::Idle => inter_direct(
+            s,
+            comm,
+            inter,
+            Input::none(),
+            Output::none(),
+            vec![],
+            vec![],
+        ),
+        crate::inter::Side::Leaf(r) => {
+            no_in_place_inter(send.0)?;
+            let t = typed(s, send.0, send.1, send.2)?;
+            let sends = vec![(r as usize, 0, t.bytes())];
+            inter_direct(s, comm, inter, Input::of(&t), Output::none(), sends, vec![])
+        }
+    }
+}
+
+/// MPI_Iscatter(v) on an intercommunicator: the root sends to each process of the other group.
+unsafe fn inter_iscatter(
+    s: &mut State,
+    comm: Handle,
+    inter: Inter,
+    send: (*const c_void, c_int, Handle),
+    recv: (*mut c_void, c_int, Handle),
+    v: Option<(*const c_int, *const c_int)>,
+    root: c_int,
+) -> Res<Prepared> {
+    let n = crate::inter::union_of(s, inter)?.remote_size();
+    match crate::inter::side(root, n)? {
+        crate::inter::Side::Root => {
+            let dt = s.committed_type(send.2)?;
+            let (c, d) = layout(n, v, send.1)?;
+            let all = blocks(&dt, send.0 as *mut u8, &c, &d, false);
+            let sends = (0..n).map(|j| (j, all.displs[j], all.counts[j])).collect();
+            inter_direct(s, comm, inter, all.input(), Output::none(), sends, vec![])
+        }
+        crate::inter::Side::Idle => inter_direct(
+            s,
+            comm,
+            inter,
+            Input::none(),
+            Output::none(),
+            vec![],
+            vec![],
+        ),
+        crate::inter::Side::Leaf(r) => {
+            no_in_place_inter(recv.0)?;
+            let t = typed(s, recv.0, recv.1, recv.2)?;
+            let recvs = vec![(r as usize, 0, t.bytes())];
+            inter_direct(
+                s,
+                comm,
+                inter,
+                Input::none(),
+                Output::of(&t, false),
+                vec![],
+                recvs,
+            )
+        }
+    }
+}
+
+/// MPI_Iallgather(v) on an intercommunicator: every process sends its block to every remote
+/// process and receives theirs.
+unsafe fn inter_iallgather(
+    s: &mut State,
+    comm: Handle,
+    inter: Inter,
+    send: (*const c_void, c_int, Handle),
+    recv: (*mut c_void, c_int, Handle),
+    v: Option<(*const c_int, *const c_int)>,
+) -> Res<Prepared> {
+    no_in_place_inter(send.0)?;
+    let n = crate::inter::union_of(s, inter)?.remote_size();
+    let t = typed(s, send.0, send.1, send.2)?;
+    let dt = s.committed_type(recv.2)?;
+    let (c, d) = layout(n, v, recv.1)?;
+    let all = blocks(&dt, recv.0 as *mut u8, &c, &d, false);
+    let sends = (0..n).map(|j| (j, 0, t.bytes())).collect();
+    let recvs = (0..n).map(|j| (j, all.displs[j], all.counts[j])).collect();
+    inter_direct(s, comm, inter, Input::of(&t), all.output(), sends, recvs)
+}
+
+/// MPI_Ialltoall(v) on an intercommunicator: block `j` goes to and comes from remote rank `j`.
+unsafe fn inter_ialltoall(
+    s: &mut State,
+    comm: Handle,
+    inter: Inter,
+    send: (
+        *const c_void,
+        c_int,
+        Handle,
+        Option<(*const c_int, *const c_int)>,
+    ),
+    recv: (
+        *mut c_void,
+        c_int,
+        Handle,
+        Option<(*const c_int, *const c_int)>,
+    ),
+) -> Res<Prepared> {
+    no_in_place_inter(send.0)?;
+    let n = crate::inter::union_of(s, inter)?.remote_size();
+    let (st, rt) = (s.committed_type(send.2)?, s.committed_type(recv.2)?);
+    let (sc, sd) = layout(n, send.3, send.1)?;
+    let (rc, rd) = layout(n, recv.3, recv.1)?;
+    let out = blocks(&st, send.0 as *mut u8, &sc, &sd, false);
+    let inb = blocks(&rt, recv.0 as *mut u8, &rc, &rd, false);
+    let sends = (0..n).map(|j| (j, out.displs[j], out.counts[j])).collect();
+    let recvs = (0..n).map(|j| (j, inb.displs[j], inb.counts[j])).collect();
+    inter_direct(s, comm, inter, out.input(), inb.output(), sends, recvs)
+}
+
+/// MPI_Ialltoallw on an intercommunicator: blocks packed one after the other.
+fn inter_ialltoallw(
+    s: &mut State,
+    comm: Handle,
+    inter: Inter,
+    send: &crate::inter::Blocks,
+    recv: &crate::inter::Blocks,
+) -> Res<Prepared> {
+    let typed_of = |s: &mut State, b: &crate::inter::Blocks| {
+        b.iter()
+            .map(|&(base, count, h)| {
+                Ok(Typed {
+                    dt: s.committed_type(h)?,
+                    count,
+                    base: base as *mut u8,
+                })
+            })
+            .collect::<Res<Vec<Typed>>>()
+    };
+    let (sb, rb) = (typed_of(s, send)?, typed_of(s, recv)?);
+    let sc: Vec<usize> = sb.iter().map(Typed::bytes).collect();
+    let rc: Vec<usize> = rb.iter().map(Typed::bytes).collect();
+    let (sd, rd) = (packed_displs(&sc), packed_displs(&rc));
+    let mut v = vec![0u8; rc.iter().sum()];
+    let (ptr, len) = (v.as_mut_ptr(), v.len());
+    let at = rb.into_iter().zip(rd.iter().copied()).collect();
+    let out = Output {
+        ptr,
+        len,
+        staged: Some((v, at)),
+    };
+    let sends = (0..sc.len()).map(|j| (j, sd[j], sc[j])).collect();
+    let recvs = (0..rc.len()).map(|j| (j, rd[j], rc[j])).collect();
+    inter_direct(s, comm, inter, Input::gather(&sb), out, sends, recvs)
+}
+
 /// The helpers of `comm` if it is an intercommunicator.
-fn inter_of(comm: Handle) -> Res<Option<crate::state::Inter>> {
+fn inter_of(comm: Handle) -> Res<Option<Inter>> {
     running(|s| s.inter(comm))
 }
 
@@ -710,6 +930,19 @@ pub(crate) unsafe fn gather(
     request: *mut Handle,
 ) -> Res {
     if let Some(i) = inter_of(comm)? {
+        if !request.is_null() {
+            return run(request, |s| {
+                inter_igather(
+                    s,
+                    comm,
+                    i,
+                    (sendbuf, sendcount, sendtype),
+                    (recvbuf, recvcount, recvtype),
+                    None,
+                    root,
+                )
+            });
+        }
         return crate::inter::gather(
             i,
             (sendbuf, sendcount, sendtype),
@@ -778,6 +1011,19 @@ pub(crate) unsafe fn scatter(
     request: *mut Handle,
 ) -> Res {
     if let Some(i) = inter_of(comm)? {
+        if !request.is_null() {
+            return run(request, |s| {
+                inter_iscatter(
+                    s,
+                    comm,
+                    i,
+                    (sendbuf, sendcount, sendtype),
+                    (recvbuf, recvcount, recvtype),
+                    None,
+                    root,
+                )
+            });
+        }
         return crate::inter::scatter(
             i,
             (sendbuf, sendcount, sendtype),
@@ -844,6 +1090,18 @@ pub(crate) unsafe fn allgather(
     request: *mut Handle,
 ) -> Res {
     if let Some(i) = inter_of(comm)? {
+        if !request.is_null() {
+            return run(request, |s| {
+                inter_iallgather(
+                    s,
+                    comm,
+                    i,
+                    (sendbuf, sendcount, sendtype),
+                    (recvbuf, recvcount, recvtype),
+                    None,
+                )
+            });
+        }
         return crate::inter::allgather(
             i,
             (sendbuf, sendcount, sendtype),
@@ -890,7 +1148,17 @@ pub(crate) unsafe fn alltoall(
     request: *mut Handle,
 ) -> Res {
     if let Some(i) = inter_of(comm)? {
-        crate::inter::blocking_only(request)?;
+        if !request.is_null() {
+            return run(request, |s| {
+                inter_ialltoall(
+                    s,
+                    comm,
+                    i,
+                    (sendbuf, sendcount, sendtype, None),
+                    (recvbuf, recvcount, recvtype, None),
+                )
+            });
+        }
         let n = crate::inter::remote_size(i)?;
         let send = crate::inter::blocks(sendbuf, sendcount, sendtype, None, n)?;
         let recv = crate::inter::blocks(recvbuf, recvcount, recvtype, None, n)?;
@@ -948,6 +1216,19 @@ pub(crate) unsafe fn gatherv(
     request: *mut Handle,
 ) -> Res {
     if let Some(i) = inter_of(comm)? {
+        if !request.is_null() {
+            return run(request, |s| {
+                inter_igather(
+                    s,
+                    comm,
+                    i,
+                    (sendbuf, sendcount, sendtype),
+                    (recvbuf, 0, recvtype),
+                    Some((recvcounts, displs)),
+                    root,
+                )
+            });
+        }
         return crate::inter::gather(
             i,
             (sendbuf, sendcount, sendtype),
@@ -1003,6 +1284,19 @@ pub(crate) unsafe fn scatterv(
     request: *mut Handle,
 ) -> Res {
     if let Some(i) = inter_of(comm)? {
+        if !request.is_null() {
+            return run(request, |s| {
+                inter_iscatter(
+                    s,
+                    comm,
+                    i,
+                    (sendbuf, 0, sendtype),
+                    (recvbuf, recvcount, recvtype),
+                    Some((sendcounts, displs)),
+                    root,
+                )
+            });
+        }
         return crate::inter::scatter(
             i,
             (sendbuf, 0, sendtype),
@@ -1057,6 +1351,18 @@ pub(crate) unsafe fn allgatherv(
     request: *mut Handle,
 ) -> Res {
     if let Some(i) = inter_of(comm)? {
+        if !request.is_null() {
+            return run(request, |s| {
+                inter_iallgather(
+                    s,
+                    comm,
+                    i,
+                    (sendbuf, sendcount, sendtype),
+                    (recvbuf, 0, recvtype),
+                    Some((recvcounts, displs)),
+                )
+            });
+        }
         return crate::inter::allgather(
             i,
             (sendbuf, sendcount, sendtype),
@@ -1097,7 +1403,17 @@ pub(crate) unsafe fn alltoallv(
     request: *mut Handle,
 ) -> Res {
     if let Some(i) = inter_of(comm)? {
-        crate::inter::blocking_only(request)?;
+        if !request.is_null() {
+            return run(request, |s| {
+                inter_ialltoall(
+                    s,
+                    comm,
+                    i,
+                    (sendbuf, 0, sendtype, Some((sendcounts, sdispls))),
+                    (recvbuf, 0, recvtype, Some((recvcounts, rdispls))),
+                )
+            });
+        }
         let n = crate::inter::remote_size(i)?;
         let send = crate::inter::blocks(sendbuf, 0, sendtype, Some((sendcounts, sdispls)), n)?;
         let recv = crate::inter::blocks(recvbuf, 0, recvtype, Some((recvcounts, rdispls)), n)?;
@@ -1140,10 +1456,12 @@ pub(crate) unsafe fn alltoallw(
     request: *mut Handle,
 ) -> Res {
     if let Some(i) = inter_of(comm)? {
-        crate::inter::blocking_only(request)?;
         let n = crate::inter::remote_size(i)?;
         let send = crate::inter::blocks_w(sendbuf, sendcounts, sdispls, sendtypes, n)?;
         let recv = crate::inter::blocks_w(recvbuf, recvcounts, rdispls, recvtypes, n)?;
+        if !request.is_null() {
+            return run(request, |s| inter_ialltoallw(s, comm, i, &send, &recv));
+        }
         return crate::inter::alltoall(i, send, recv);
     }
     run(request, |s| {
@@ -1216,7 +1534,39 @@ pub(crate) unsafe fn reduce_scatter(
     request: *mut Handle,
 ) -> Res {
     if let Some(i) = inter_of(comm)? {
-        return crate::inter::reduce_scatter(i, sendbuf, recvbuf, counts, datatype, op, request);
+        if request.is_null() {
+            return crate::inter::reduce_scatter(
+                i, sendbuf, recvbuf, counts, datatype, op, request,
+            );
+        }
+        return run(request, |s| {
+            no_in_place_inter(sendbuf)?;
+            let u = crate::inter::union_of(s, i)?;
+            let dt = s.committed_type(datatype)?;
+            let o = s.op(op)?;
+            let (r, _) = reducer(&dt, datatype, o)?;
+            let total: usize = counts.iter().sum();
+            let send = Input::of(&Typed {
+                dt: dt.clone(),
+                count: total,
+                base: sendbuf as *mut u8,
+            });
+            let mine = Typed {
+                dt: dt.clone(),
+                count: counts.get(u.local_rank()).copied().unwrap_or(0),
+                base: recvbuf as *mut u8,
+            };
+            let byte_blocks: Vec<usize> = counts.iter().map(|c| c * dt.size()).collect();
+            let schedule = crate::inter::nb_reduce_scatter(&u, total * dt.size(), &byte_blocks);
+            Ok(Prepared {
+                comm,
+                core: u.core,
+                schedule,
+                input: send,
+                output: Output::of(&mine, false),
+                reduce: Some(r),
+            })
+        });
     }
     run(request, |s| {
         let core = s.core_comm(comm)?;
@@ -1505,7 +1855,7 @@ mpi! {
 mpi! {
     /// Nonblocking reduction scattered in equal blocks.
     fn MPI_Ireduce_scatter_block / PMPI_Ireduce_scatter_block(sendbuf: *const c_void, recvbuf: *mut c_void, recvcount: c_int, datatype: Handle, op: Handle, comm: Handle, request: *mut Handle) on comm => {
-        let n = running(|s| Ok(s.core_comm(comm)?.size()))?;
+        let n = running(|s| s.local_size(comm))?;
         reduce_scatter(sendbuf, recvbuf, &vec![count_arg(recvcount)?; n], datatype, op, comm, nonnull(request)?)
     }
 }

@@ -1156,3 +1156,24 @@ mpi! {
         Ok(())
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn derived_pairs_are_stable_aligned_slots_above_the_agreed_ones() {
+        let mut seen = std::collections::HashSet::new();
+        for context in [0u32, 2, 4, 1000, u32::MAX - 1] {
+            for n in 0..50 {
+                let k = derived_pair(context, n);
+                assert_eq!(k, derived_pair(context, n));
+                assert!(k >= DERIVED_BASE && (k - DERIVED_BASE).is_multiple_of(SLOT));
+                // the whole slot (three pairs of an intercommunicator) stays in u32 context ids
+                assert!((k as u64 + SLOT as u64) * 2 <= u32::MAX as u64 + 1);
+                seen.insert(k);
+            }
+        }
+        assert_eq!(seen.len(), 250, "no two of these collide");
+    }
+}

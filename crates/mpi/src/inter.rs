@@ -19,10 +19,9 @@
 //! the lists, each group broadcasts the other's list, and everyone takes the largest proposal.
 //!
 //! Blocking collectives are built from the local group's collectives and point-to-point on
-//! `coll`: correctness first, one message per pair at most per call. MPI_Ibarrier, MPI_Ibcast,
-//! MPI_Ireduce and MPI_Iallreduce are schedules on `union` (fan-in to the leader, leader
-//! exchange, fan-out); the other nonblocking collectives on intercommunicators are not
-//! provided (MPI_ERR_UNSUPPORTED_OPERATION).
+//! `coll`: correctness first, one message per pair at most per call. The nonblocking ones are
+//! schedules on `union`: reductions, barrier and broadcast go through the leaders (fan-in,
+//! leader exchange, fan-out), the others are direct sends and receives between the groups.
 
 use crate::abi::*;
 use crate::coll;
@@ -814,7 +813,7 @@ pub unsafe fn allgather(
 }
 
 /// Per-remote-rank blocks of one side of an all-to-all: (address, count, datatype).
-type Blocks = Vec<(*mut c_void, usize, Handle)>;
+pub type Blocks = Vec<(*mut c_void, usize, Handle)>;
 
 /// MPI_Alltoall(v/w): block `j` of the send buffer goes to remote rank `j`, block `j` of the
 /// receive buffer comes from it.
@@ -947,6 +946,11 @@ pub struct Union {
 }
 
 impl Union {
+    /// This process's rank in the local group.
+    pub fn local_rank(&self) -> usize {
+        self.me
+    }
+
     /// Number of processes in the remote group.
     pub fn remote_size(&self) -> usize {
         self.remote.len()
@@ -1084,4 +1088,105 @@ pub fn nb_allreduce(u: &Union, bytes: usize) -> Schedule {
         None => u.fan_out(&mut b, out, bytes, &[]),
     }
     b.finish()
+}
+
+/// Independent sends and receives with remote ranks: (remote rank, offset, bytes) in the send
+/// and receive buffers (gathers, scatters, allgathers and all-to-alls, with or without v/w).
+pub fn nb_direct(
+    u: &Union,
+    send_bytes: usize,
+    recv_bytes: usize,
+    sends: &[(usize, usize, usize)],
+    recvs: &[(usize, usize, usize)],
+) -> Schedule {
+    let mut b = u.builder(send_bytes, recv_bytes);
+    for &(j, at, len) in recvs {
+        b.recv(u.remote[j], Region::new(Buffer::Recv, at, len), &[]);
+    }
+    for &(j, at, len) in sends {
+        b.send(u.remote[j], Region::new(Buffer::Send, at, len), &[]);
+    }
+    b.finish()
+}
+
+/// MPI_Ireduce_scatter of `total` bytes scattered in `blocks` (bytes per local rank): each
+/// group reduces to its leader, the leaders swap, each leader hands out the other group's
+/// result block by block.
+pub fn nb_reduce_scatter(u: &Union, total: usize, blocks: &[usize]) -> Schedule {
+    let mine = blocks.get(u.me).copied().unwrap_or(0);
+    let mut b = u.builder(total, mine);
+    match u.fan_in(&mut b, total) {
+        Some((acc, deps)) => {
+            let theirs = Region::new(b.scratch(total), 0, total);
+            b.send(u.remote[0], acc, &deps);
+            let got = b.recv(u.remote[0], theirs, &[]);
+            let mut at = 0;
+            for (i, (&len, &peer)) in blocks.iter().zip(&u.local).enumerate() {
+                let part = theirs.sub(at, len);
+                if i == 0 {
+                    b.copy(part, Region::new(Buffer::Recv, 0, len), &[got]);
+                } else {
+                    b.send(peer, part, &[got]);
+                }
+                at += len;
+            }
+        }
+        None => {
+            b.recv(u.local[0], Region::new(Buffer::Recv, 0, mine), &[]);
+        }
+    }
+    b.finish()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn records_survive_the_wire_and_the_agreement_takes_the_largest_pair() {
+        let a = Rec {
+            world: 7,
+            pair: 12,
+            color: MPI_UNDEFINED,
+            key: -3,
+            flag: 1,
+        };
+        let b = Rec {
+            pair: 40,
+            ..Rec::default()
+        };
+        let mut bytes = a.bytes().to_vec();
+        bytes.extend_from_slice(&b.bytes());
+        let back = Rec::list(&bytes);
+        assert_eq!(back.len(), 2);
+        assert_eq!(
+            (
+                back[0].world,
+                back[0].pair,
+                back[0].color,
+                back[0].key,
+                back[0].flag
+            ),
+            (7, 12, MPI_UNDEFINED, -3, 1)
+        );
+        assert_eq!(agreed_pair(&back[..1], &back[1..]), 40);
+    }
+
+    #[test]
+    fn string_tags_are_stable_and_non_negative() {
+        assert_eq!(string_tag(b"tag"), string_tag(b"tag"));
+        assert_ne!(string_tag(b"tag"), string_tag(b"tah"));
+        for t in [&b""[..], b"x", b"a much longer tag with spaces"] {
+            assert!(string_tag(t) >= 0);
+        }
+    }
+
+    #[test]
+    fn roots_name_the_side_of_a_rooted_collective() {
+        assert!(matches!(side(MPI_ROOT, 3), Ok(Side::Root)));
+        assert!(matches!(side(MPI_PROC_NULL, 3), Ok(Side::Idle)));
+        assert!(matches!(side(2, 3), Ok(Side::Leaf(2))));
+        assert_eq!(side(3, 3).err().map(|e| e.class), Some(MPI_ERR_ROOT));
+        assert_eq!(side(-7, 3).err().map(|e| e.class), Some(MPI_ERR_ROOT));
+    }
 }

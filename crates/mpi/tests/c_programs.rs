@@ -225,6 +225,11 @@ fn intercommunicators_uneven_groups_merge_split_create_and_collectives() {
 }
 
 #[test]
+fn nonblocking_intercommunicator_collectives_match_the_blocking_ones() {
+    no_errors(5, "inter_nbc");
+}
+
+#[test]
 fn attribute_callbacks() {
     no_errors(2, "attrs");
 }
