@@ -679,7 +679,7 @@ fn typed(s: &mut State, buf: *const c_void, count: c_int, datatype: Handle) -> R
 pub(crate) unsafe fn barrier(comm: Handle, request: *mut Handle) -> Res {
     if let Some(i) = inter_of(comm)? {
         if request.is_null() {
-            return crate::inter::barrier(i, request);
+            return crate::inter::barrier(i);
         }
         return run(request, |s| {
             let u = crate::inter::union_of(s, i)?;
@@ -716,7 +716,7 @@ pub(crate) unsafe fn bcast(
 ) -> Res {
     if let Some(i) = inter_of(comm)? {
         if request.is_null() {
-            return crate::inter::bcast(i, buf, count, datatype, root, request);
+            return crate::inter::bcast(i, buf, count, datatype, root);
         }
         return run(request, |s| {
             let u = crate::inter::union_of(s, i)?;
@@ -769,7 +769,7 @@ pub(crate) unsafe fn reduce(
 ) -> Res {
     if let Some(i) = inter_of(comm)? {
         if request.is_null() {
-            return crate::inter::reduce(i, sendbuf, recvbuf, count, datatype, op, root, request);
+            return crate::inter::reduce(i, sendbuf, recvbuf, count, datatype, op, root);
         }
         return run(request, |s| {
             let u = crate::inter::union_of(s, i)?;
@@ -848,7 +848,7 @@ pub(crate) unsafe fn allreduce(
 ) -> Res {
     if let Some(i) = inter_of(comm)? {
         if request.is_null() {
-            return crate::inter::allreduce(i, sendbuf, recvbuf, count, datatype, op, request);
+            return crate::inter::allreduce(i, sendbuf, recvbuf, count, datatype, op);
         }
         return run(request, |s| {
             let u = crate::inter::union_of(s, i)?;
@@ -949,7 +949,6 @@ pub(crate) unsafe fn gather(
             (recvbuf, recvcount, recvtype),
             None,
             root,
-            request,
         );
     }
     run(request, |s| {
@@ -1030,7 +1029,6 @@ pub(crate) unsafe fn scatter(
             (recvbuf, recvcount, recvtype),
             None,
             root,
-            request,
         );
     }
     run(request, |s| {
@@ -1107,7 +1105,6 @@ pub(crate) unsafe fn allgather(
             (sendbuf, sendcount, sendtype),
             (recvbuf, recvcount, recvtype),
             None,
-            request,
         );
     }
     run(request, |s| {
@@ -1235,7 +1232,6 @@ pub(crate) unsafe fn gatherv(
             (recvbuf, 0, recvtype),
             Some((recvcounts, displs)),
             root,
-            request,
         );
     }
     run(request, |s| {
@@ -1303,7 +1299,6 @@ pub(crate) unsafe fn scatterv(
             (recvbuf, recvcount, recvtype),
             Some((sendcounts, displs)),
             root,
-            request,
         );
     }
     run(request, |s| {
@@ -1368,7 +1363,6 @@ pub(crate) unsafe fn allgatherv(
             (sendbuf, sendcount, sendtype),
             (recvbuf, 0, recvtype),
             Some((recvcounts, displs)),
-            request,
         );
     }
     run(request, |s| {
@@ -1535,9 +1529,7 @@ pub(crate) unsafe fn reduce_scatter(
 ) -> Res {
     if let Some(i) = inter_of(comm)? {
         if request.is_null() {
-            return crate::inter::reduce_scatter(
-                i, sendbuf, recvbuf, counts, datatype, op, request,
-            );
+            return crate::inter::reduce_scatter(i, sendbuf, recvbuf, counts, datatype, op);
         }
         return run(request, |s| {
             no_in_place_inter(sendbuf)?;

@@ -1,8 +1,9 @@
 //! Intercommunicators (MPI 4.1 §7.6): creation, merge, duplication, split and the MPI-2
 //! collectives on them.
 //!
-//! An intercommunicator is three runtime communicators on two context pairs `k` and `k + 1`
-//! that every process of both groups has agreed on:
+//! An intercommunicator is four runtime communicators on three context pairs `k` to `k + 2`
+//! that every process of both groups has agreed on (MPI_Comm_idup derives them instead, see
+//! `comm::idup`):
 //! - the one the user holds, on context `2k`: its members are the *remote* group and its rank
 //!   is the local one, so point-to-point ranks, `MPI_ANY_SOURCE` and `status.MPI_SOURCE` all
 //!   name remote ranks with no extra code on the point-to-point path;
@@ -466,17 +467,6 @@ pub fn side(root: c_int, remote: usize) -> Res<Side> {
     }
 }
 
-/// Refuses a nonblocking call (a non-NULL request) on an intercommunicator.
-pub fn blocking_only(request: *mut Handle) -> Res {
-    if !request.is_null() {
-        return fail(
-            MPI_ERR_UNSUPPORTED_OPERATION,
-            "nonblocking collectives on intercommunicators are not provided by ferry",
-        );
-    }
-    Ok(())
-}
-
 fn no_in_place(p: *const c_void) -> Res {
     if p as usize == MPI_IN_PLACE {
         return fail(
@@ -582,8 +572,7 @@ fn shape(inter: Inter) -> Res<(usize, usize, usize)> {
 const BLOCKING: *mut Handle = std::ptr::null_mut();
 
 /// MPI_Barrier: each group meets, the leaders swap an empty message, each group meets again.
-pub unsafe fn barrier(inter: Inter, request: *mut Handle) -> Res {
-    blocking_only(request)?;
+pub unsafe fn barrier(inter: Inter) -> Res {
     coll::barrier(inter.local, BLOCKING)?;
     if shape(inter)?.2 == 0 {
         let mut t = Traffic::new(inter);
@@ -598,15 +587,7 @@ pub unsafe fn barrier(inter: Inter, request: *mut Handle) -> Res {
 const MPI_BYTE_HANDLE: Handle = 0x247;
 
 /// MPI_Bcast: the root sends to the remote leader, which broadcasts in its group.
-pub unsafe fn bcast(
-    inter: Inter,
-    buf: *mut c_void,
-    count: c_int,
-    dt: Handle,
-    root: c_int,
-    request: *mut Handle,
-) -> Res {
-    blocking_only(request)?;
+pub unsafe fn bcast(inter: Inter, buf: *mut c_void, count: c_int, dt: Handle, root: c_int) -> Res {
     let n = count_arg(count)?;
     let (_, remote, me) = shape(inter)?;
     match side(root, remote)? {
@@ -636,9 +617,7 @@ pub unsafe fn reduce(
     dt: Handle,
     op: Handle,
     root: c_int,
-    request: *mut Handle,
 ) -> Res {
-    blocking_only(request)?;
     let n = count_arg(count)?;
     let (_, remote, me) = shape(inter)?;
     match side(root, remote)? {
@@ -672,9 +651,7 @@ pub unsafe fn allreduce(
     count: c_int,
     dt: Handle,
     op: Handle,
-    request: *mut Handle,
 ) -> Res {
-    blocking_only(request)?;
     no_in_place(sendbuf)?;
     let n = count_arg(count)?;
     let me = shape(inter)?.2;
@@ -705,9 +682,7 @@ pub unsafe fn gather(
     recv: (*mut c_void, c_int, Handle),
     v: Option<(*const c_int, *const c_int)>,
     root: c_int,
-    request: *mut Handle,
 ) -> Res {
-    blocking_only(request)?;
     let (_, remote, _) = shape(inter)?;
     let mut t = Traffic::new(inter);
     match side(root, remote)? {
@@ -743,9 +718,7 @@ pub unsafe fn scatter(
     recv: (*mut c_void, c_int, Handle),
     v: Option<(*const c_int, *const c_int)>,
     root: c_int,
-    request: *mut Handle,
 ) -> Res {
-    blocking_only(request)?;
     let (_, remote, _) = shape(inter)?;
     let mut t = Traffic::new(inter);
     match side(root, remote)? {
@@ -781,9 +754,7 @@ pub unsafe fn allgather(
     send: (*const c_void, c_int, Handle),
     recv: (*mut c_void, c_int, Handle),
     v: Option<(*const c_int, *const c_int)>,
-    request: *mut Handle,
 ) -> Res {
-    blocking_only(request)?;
     let (_, remote, _) = shape(inter)?;
     let (sbuf, scount, sdt) = send;
     no_in_place(sbuf)?;
@@ -888,9 +859,7 @@ pub unsafe fn reduce_scatter(
     counts: &[usize],
     dt: Handle,
     op: Handle,
-    request: *mut Handle,
 ) -> Res {
-    blocking_only(request)?;
     no_in_place(sendbuf)?;
     let me = shape(inter)?.2;
     let total: usize = counts.iter().sum();
