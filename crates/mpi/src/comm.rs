@@ -141,7 +141,8 @@ mpi! {
     }
 }
 mpi! {
-    /// Nonblocking duplicate: see [`idup`].
+    /// Nonblocking duplicate, made at once without a message: the context ids are derived from
+    /// the parent's and the number of its idups (see `idup` in this module).
     fn MPI_Comm_idup / PMPI_Comm_idup(comm: Handle, newcomm: *mut Handle, request: *mut Handle) on comm => {
         let req = out(request, "request")?;
         let new = out(newcomm, "newcomm")?;

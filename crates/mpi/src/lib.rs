@@ -7,8 +7,9 @@
 //!
 //! Handles are the MPI-5 ABI's (see `abi.rs`); created objects live in the tables of
 //! [`state::State`]. Thread level: MPI_THREAD_FUNNELED (all calls from the thread that called
-//! MPI_Init). Not provided: intercommunicators, one-sided communication, I/O, dynamic
-//! processes, topologies.
+//! MPI_Init). Intercommunicators (creation, merge, dup/idup/split/create, point-to-point and
+//! every collective defined on them, blocking and nonblocking) are in [`inter`]. Not provided:
+//! one-sided communication, I/O, dynamic processes, graph topologies.
 //!
 //! This crate depends on `ferry-core` only (plus `libc`); the launcher is reached through
 //! `ferry run`, which `mpiexec` calls.
