@@ -22,10 +22,11 @@ pub struct Config {
     /// `FERRY_BSP_PREPOST_BYTES` (bytes, default 65536): size of each pre-posted buffer; a
     /// longer closing message is sent ahead as a separate (probed) message.
     pub prepost_bytes: usize,
-    /// `FERRY_BSP_SPIN` (µs, default: 50, or 0 when the job has more processes than the host
-    /// has cores): longest time a process waiting in a sync spins before it yields its core
-    /// between polls (it never sleeps). Adapted: halved after each wait that outlasted it
-    /// (down to none, with a 4 µs spin every 16th wait), reset when a wait ends while spinning.
+    /// `FERRY_BSP_SPIN` (µs, default: 10000, or 0 when the job has more processes than the
+    /// host has cores): longest time a process waiting in a sync spins before it yields its
+    /// core between polls (for 200 µs; then it sleeps as ferry-core's waits do). Adapted:
+    /// halved after each wait that outlasted it (down to none, with a 4 µs spin every 16th
+    /// wait), doubled after one that ended while spinning.
     pub spin_us: Option<u64>,
 }
 
@@ -95,7 +96,9 @@ impl Config {
             (
                 "FERRY_BSP_SPIN",
                 self.spin_us
-                    .map_or("auto (50, 0 when oversubscribed)".into(), |s| s.to_string()),
+                    .map_or("auto (10000, 0 when oversubscribed)".into(), |s| {
+                        s.to_string()
+                    }),
             ),
         ]
     }

@@ -81,7 +81,7 @@ const PUT_HEAD: usize = 21;
 const KEEP_BUF: usize = 1 << 20;
 
 /// Longest spin (µs) of a waiting sync before it yields, when each process has a core.
-const SPIN_US: u64 = 50;
+const SPIN_US: u64 = 10_000;
 
 /// Rounds of polling without progress before a sync blocks in `probe` (non-pre-posted path).
 const IDLE_POLLS: u32 = 2000;
@@ -93,12 +93,16 @@ fn tag(kind: i32, step: u64) -> i32 {
 /// How long a waiting sync spins before it yields its core, adapted from wait to wait.
 ///
 /// Spinning catches a peer on another core within a µs, where a yield costs a system call or,
-/// on a loaded host, the core; and a process that spins looks busy, so the scheduler tends to
-/// keep the processes of a job on separate cores (MPICH's ranks spin all the time). But two
-/// processes that share one core wait out each other's whole spin at every sync. So: spin up
-/// to `max`; after a wait that outlasted its spin, halve the spin for the next one (down to
-/// none); after a wait that ended while spinning, spin `max` again. Every `PROBE_EVERY`-th
-/// wait spins at least `PROBE`, so that processes that got separate cores again find out.
+/// on a loaded host, the core. It also decides where the processes run: two processes that
+/// yield while they wait (at start-up, for milliseconds) are left on the core they were
+/// forked on, and then take turns on it for ~3 µs per sync; two that spin are moved to
+/// separate cores by the scheduler (as MPICH's ranks, which spin all the time), measured with
+/// 2 processes on 2 cores: a 10 ms spin separated them in 3 runs of 3, 50 µs–1 ms in none.
+/// But two processes that stay on one core would wait out each other's whole spin at every
+/// sync. So: spin up to `max`; after a wait that outlasted its spin, halve the spin for the
+/// next one (down to none); after a wait that ended while spinning, double it (from `PROBE`)
+/// up to `max`. Every `PROBE_EVERY`-th wait spins at least `PROBE`, so that processes that
+/// have got separate cores find out.
 #[derive(Debug)]
 struct Spin {
     max: Duration,
@@ -111,6 +115,10 @@ struct Spin {
 const PROBE: Duration = Duration::from_micros(4);
 const PROBE_EVERY: u32 = 16;
 
+/// How long a wait yields between polls (after its spin) before it lets ferry-core's back-off
+/// put it to sleep.
+const YIELD_FOR: Duration = Duration::from_micros(200);
+
 impl Spin {
     fn new(max: Duration) -> Spin {
         Spin {
@@ -121,9 +129,10 @@ impl Spin {
     }
 
     /// Drives ferry-core until `done` holds: polls, spinning while the spin lasts, then yielding
-    /// the core between polls. It never sleeps: a sync waits for the slowest process, and a
-    /// sleeper that must be woken adds tens of µs (ferry-core's `wait_until` sleeps after its
-    /// spin budget, which tripled L at P = 4 and 8 on 2 cores).
+    /// the core between polls, and only after `YIELD_FOR` of that ferry-core's `wait_until`,
+    /// which sleeps (a sleeper that must be woken adds tens of µs: using `wait_until` at once
+    /// tripled L at P = 4 and 8 on 2 cores; yielding for ever made g 20-50 % worse there, the
+    /// waiting processes taking turns with those that apply puts).
     fn wait(
         &mut self,
         comm: &Comm,
@@ -145,14 +154,26 @@ impl Spin {
             if done(&|r| comm.raw_done(r)) {
                 break;
             }
-            if yielded || start.elapsed() >= spin {
+            let waited = start.elapsed();
+            if waited >= spin + YIELD_FOR {
+                // A long wait (a peer computing): ferry-core's back-off, which sleeps, so that
+                // the processes with work get the cores.
+                comm.wait_until(&mut done)?;
+                yielded = true;
+                break;
+            }
+            if yielded || waited >= spin {
                 yielded = true;
                 std::thread::yield_now();
             } else {
                 std::hint::spin_loop();
             }
         }
-        self.now = if yielded { self.now / 2 } else { self.max };
+        self.now = if yielded {
+            self.now / 2
+        } else {
+            (self.now * 2).max(PROBE).min(self.max)
+        };
         Ok(())
     }
 }
