@@ -266,15 +266,26 @@ fn host_name() -> [u8; 64] {
     buf
 }
 
+/// A non-negative color naming a host (FNV-1a of its name), the same in every process.
+fn host_color(name: &[u8]) -> c_int {
+    let end = name.iter().position(|&b| b == 0).unwrap_or(name.len());
+    let h = name[..end].iter().fold(0x811c_9dc5u32, |h, &b| {
+        (h ^ b as u32).wrapping_mul(0x0100_0193)
+    });
+    (h & 0x3fff_ffff) as c_int
+}
+
 mpi! {
     /// Splits by shared-memory domain (one communicator per host). The host is the only
     /// hardware level ferry knows: MPI_COMM_TYPE_HW_GUIDED and _RESOURCE_GUIDED accept
     /// `mpi_hw_resource_type` = "mpi_shared_memory" (which every implementation must) and give
     /// MPI_COMM_NULL for other resources; MPI_COMM_TYPE_HW_UNGUIDED gives the host when it is
-    /// a strict subset of `comm`, else MPI_COMM_NULL (MPI 4.1 §7.4.2).
+    /// a strict subset of `comm`, else MPI_COMM_NULL (MPI 4.1 §7.4.2). On an intercommunicator
+    /// the result is the intercommunicator of each host's processes in both groups (as MPICH;
+    /// MPI_COMM_TYPE_HW_UNGUIDED then acts as MPI_COMM_TYPE_SHARED).
     fn MPI_Comm_split_type / PMPI_Comm_split_type(comm: Handle, split_type: c_int, key: c_int, info: Handle, newcomm: *mut Handle) on comm => {
         let out = out(newcomm, "newcomm")?;
-        let core = running(|s| s.intra_comm(comm))?;
+        let (core, inter) = running(|s| Ok((s.core_comm(comm)?, s.inter(comm)?)))?;
         let by_host = match split_type {
             MPI_UNDEFINED => false,
             MPI_COMM_TYPE_SHARED | MPI_COMM_TYPE_HW_UNGUIDED => true,
@@ -288,6 +299,13 @@ mpi! {
             })?,
             t => return fail(MPI_ERR_ARG, format!("split type {t} is not a communicator split type")),
         };
+        if let Some(inter) = inter {
+            // As MPICH: an intercommunicator of the processes of each host in both groups
+            // (the color names the host alike on both sides).
+            let color = if by_host { host_color(&host_name()) } else { MPI_UNDEFINED };
+            *out = crate::inter::split(comm, inter, color, key)?;
+            return Ok(());
+        }
         // Processes passing MPI_UNDEFINED take part in the host exchange too: it is collective.
         let mine = host_name();
         let mut all = vec![0u8; 64 * core.size()];

@@ -2,9 +2,9 @@
  * 3) whose rank order is not the world's, leaders other than rank 0 meeting on a peer
  * communicator other than MPI_COMM_WORLD; point-to-point naming remote ranks (MPI_ANY_SOURCE
  * and probes report remote ranks); the queries; comparison; attributes copied by dup; merge
- * order by `high`; split with a color missing on one side; create; every rooted collective with
- * MPI_ROOT / MPI_PROC_NULL and the others across uneven groups; nonblocking barrier, bcast,
- * reduce and allreduce in flight together; errors on the wrong kind. */
+ * order by `high`; split with a color missing on one side; create; split_type; every rooted
+ * collective with MPI_ROOT / MPI_PROC_NULL and the others across uneven groups; nonblocking
+ * barrier, bcast, reduce and allreduce in flight together; errors on the wrong kind. */
 #include "mtest.h"
 
 static int keyval_copies = 0;
@@ -228,6 +228,23 @@ int main(int argc, char **argv)
         }
         MPI_Group_free(&sub);
         MPI_Group_free(&lgroup);
+    }
+
+    /* Split by type: one host, so both whole groups again, as an intercommunicator. */
+    {
+        MPI_Comm t;
+        int ls = -1, rs = -1;
+        MPI_Comm_split_type(ic, MPI_COMM_TYPE_SHARED, -lrank, MPI_INFO_NULL, &t);
+        MPI_Comm_test_inter(t, &flag);
+        MPI_Comm_size(t, &ls);
+        if (flag)
+            MPI_Comm_remote_size(t, &rs);
+        MPI_Comm_rank(t, &r);
+        CHECK(flag && ls == nmine && rs == ntheirs && r == nmine - 1 - lrank,
+              "split_type: inter %d sizes %d/%d rank %d", flag, ls, rs, r);
+        MPI_Comm_free(&t);
+        MPI_Comm_split_type(ic, MPI_UNDEFINED, 0, MPI_INFO_NULL, &t);
+        CHECK(t == MPI_COMM_NULL, "split_type with MPI_UNDEFINED gave a communicator");
     }
 
     /* Rooted collectives: the root is A's local rank 1 or B's local rank 0. */
