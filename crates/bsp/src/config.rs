@@ -22,11 +22,13 @@ pub struct Config {
     /// `FERRY_BSP_PREPOST_BYTES` (bytes, default 65536): size of each pre-posted buffer; a
     /// longer closing message is sent ahead as a separate (probed) message.
     pub prepost_bytes: usize,
-    /// `FERRY_BSP_SPIN` (µs, default: 10000, or 0 when the job has more processes than the
-    /// host has cores): longest time a process waiting in a sync spins before it yields its
-    /// core between polls (for 200 µs; then it sleeps as ferry-core's waits do). Adapted:
-    /// halved after each wait that outlasted it (down to none, with a 4 µs spin every 16th
-    /// wait), doubled after one that ended while spinning.
+    /// `FERRY_BSP_SPIN` (µs, default: 50, or 0 when the job has more processes than the host
+    /// has cores): longest time a process waiting in a sync spins before it yields its core
+    /// between polls (for 200 µs; then it sleeps as ferry-core's waits do). Adapted: halved
+    /// after each wait that outlasted it (down to none, with a 4 µs spin every 16th wait),
+    /// doubled after one that ended while spinning. Until a job has spent 50 ms in spins
+    /// that did not catch the peer, they last up to 10 ms (unless this is 0): spinning
+    /// processes get separate cores from the scheduler.
     pub spin_us: Option<u64>,
 }
 
@@ -96,9 +98,7 @@ impl Config {
             (
                 "FERRY_BSP_SPIN",
                 self.spin_us
-                    .map_or("auto (10000, 0 when oversubscribed)".into(), |s| {
-                        s.to_string()
-                    }),
+                    .map_or("auto (50, 0 when oversubscribed)".into(), |s| s.to_string()),
             ),
         ]
     }

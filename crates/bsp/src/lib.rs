@@ -81,7 +81,7 @@ const PUT_HEAD: usize = 21;
 const KEEP_BUF: usize = 1 << 20;
 
 /// Longest spin (µs) of a waiting sync before it yields, when each process has a core.
-const SPIN_US: u64 = 10_000;
+const SPIN_US: u64 = 50;
 
 /// Rounds of polling without progress before a sync blocks in `probe` (non-pre-posted path).
 const IDLE_POLLS: u32 = 2000;
@@ -94,26 +94,34 @@ fn tag(kind: i32, step: u64) -> i32 {
 ///
 /// Spinning catches a peer on another core within a µs, where a yield costs a system call or,
 /// on a loaded host, the core. It also decides where the processes run: two processes that
-/// yield while they wait (at start-up, for milliseconds) are left on the core they were
-/// forked on, and then take turns on it for ~3 µs per sync; two that spin are moved to
-/// separate cores by the scheduler (as MPICH's ranks, which spin all the time), measured with
-/// 2 processes on 2 cores: a 10 ms spin separated them in 3 runs of 3, 50 µs–1 ms in none.
-/// But two processes that stay on one core would wait out each other's whole spin at every
-/// sync. So: spin up to `max`; after a wait that outlasted its spin, halve the spin for the
-/// next one (down to none); after a wait that ended while spinning, double it (from `PROBE`)
-/// up to `max`. Every `PROBE_EVERY`-th wait spins at least `PROBE`, so that processes that
-/// have got separate cores find out.
+/// yield while they wait at start-up (for milliseconds, until all have started) are left on
+/// the core they were forked on and then take turns on it for ~3 µs per sync; two that spin
+/// there are moved to separate cores by the scheduler, and stay (2 processes on 2 cores: a
+/// 10 ms spin separated them in 7 runs of 7, 50 µs–1 ms in 1 of 9). But a long spin on a core
+/// that the peer needs wastes the whole spin: with 10 ms throughout, LU (512 syncs) at P = 2
+/// took 5–410 ms instead of 5–15. So waits spin up to `START` until the job has spent
+/// `START_BUDGET` spinning in waits that outlasted it; then up to `max`. After a wait that outlasted its spin, the next spin is half as long
+/// (down to none); after one that ended while spinning, twice as long (from `PROBE`). Every
+/// `PROBE_EVERY`-th wait spins at least `PROBE`, so that processes that have got separate
+/// cores find out.
 #[derive(Debug)]
 struct Spin {
     max: Duration,
     now: Duration,
     waits: u32,
+    // Time spent in spins that did not catch the peer.
+    wasted: Duration,
 }
 
 /// The spin of every `PROBE_EVERY`-th wait when the spin has decayed: a few one-way latencies
 /// on shared memory.
 const PROBE: Duration = Duration::from_micros(4);
 const PROBE_EVERY: u32 = 16;
+
+/// The spin of the waits of a job until it has spent `START_BUDGET` in spins that did not
+/// catch the peer (unless the spin is off).
+const START: Duration = Duration::from_millis(10);
+const START_BUDGET: Duration = Duration::from_millis(50);
 
 /// How long a wait yields between polls (after its spin) before it lets ferry-core's back-off
 /// put it to sleep.
@@ -125,6 +133,7 @@ impl Spin {
             max,
             now: max,
             waits: 0,
+            wasted: Duration::ZERO,
         }
     }
 
@@ -141,8 +150,12 @@ impl Spin {
         if done(&|r| comm.raw_done(r)) {
             return Ok(());
         }
-        self.waits = self.waits.wrapping_add(1);
-        let spin = if self.waits.is_multiple_of(PROBE_EVERY) {
+        self.waits = self.waits.saturating_add(1);
+        let spin = if self.max.is_zero() {
+            Duration::ZERO
+        } else if self.wasted < START_BUDGET {
+            START
+        } else if self.waits.is_multiple_of(PROBE_EVERY) {
             self.now.max(PROBE.min(self.max))
         } else {
             self.now
@@ -170,6 +183,7 @@ impl Spin {
             }
         }
         self.now = if yielded {
+            self.wasted += spin;
             self.now / 2
         } else {
             (self.now * 2).max(PROBE).min(self.max)
