@@ -4,7 +4,8 @@
 #   2. links of R and R/4: one rail (the better link) vs weighted vs round-robin striping.
 # Each point is one `check stream` job (rank 0 on host r1 streams COUNT messages of 4 MiB to
 # rank 1 on host r2, eight in flight, checked); points are interleaved over ROUNDS rounds and
-# the median is reported. Writes rails.csv and rails.md to OUT.
+# the median is reported. Writes rails.csv (medians), rails-runs.csv (every run) and rails.md
+# to OUT.
 #
 #   bench/rails.sh [R (tc rate, default 200mbit)] [OUT (default bench/results/<date>-rails)]
 #   ROUNDS=3 COUNT=32 bench/rails.sh 500mbit
@@ -43,14 +44,20 @@ stream() {
 median() { sort -g | awk '{v[NR]=$1} END {print (NR%2 ? v[(NR+1)/2] : (v[NR/2]+v[NR/2+1])/2)}'; }
 
 echo "links,mode,mbytes_per_sec" > "$out/rails.csv"
+echo "links,mode,mbytes_per_sec" > "$out/rails-runs.csv"
 for links in "$rate/$rate" "$rate/$quarter"; do
   grid "${links%/*}" "${links#*/}"
   "$ferry" testbed up "$work/grid.toml" --prefix "$prefix" >/dev/null
   declare -A runs=()
   for _ in $(seq "$rounds"); do
-    runs[single]+="$(stream FERRY_RAILS=1) "
-    runs[weighted]+="$(stream FERRY_RAIL_POLICY=weighted) "
-    runs[roundrobin]+="$(stream FERRY_RAIL_POLICY=roundrobin) "
+    for mode in single weighted roundrobin; do
+      case $mode in
+        single) v=$(stream FERRY_RAILS=1) ;;
+        *) v=$(stream FERRY_RAIL_POLICY=$mode) ;;
+      esac
+      runs[$mode]+="$v "
+      echo "$links,$mode,$v" >> "$out/rails-runs.csv"
+    done
   done
   for mode in single weighted roundrobin; do
     echo "$links,$mode,$(echo "${runs[$mode]}" | tr ' ' '\n' | grep . | median)" >> "$out/rails.csv"
