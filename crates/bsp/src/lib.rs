@@ -100,7 +100,9 @@ fn tag(kind: i32, step: u64) -> i32 {
 /// 10 ms spin separated them in 7 runs of 7, 50 µs–1 ms in 1 of 9). But a long spin on a core
 /// that the peer needs wastes the whole spin: with 10 ms throughout, LU (512 syncs) at P = 2
 /// took 5–410 ms instead of 5–15. So waits spin up to `START` until the job has spent
-/// `START_BUDGET` spinning in waits that outlasted it; then up to `max`. After a wait that outlasted its spin, the next spin is half as long
+/// `START_BUDGET` in such spins that did not catch the peer or were preempted (a spinning
+/// process that shares its core with the peer gets the message after a scheduler slice: with
+/// overruns alone counted, one probe at P = 2 measured L = 488 µs); then up to `max`. After a wait that outlasted its spin, the next spin is half as long
 /// (down to none); after one that ended while spinning, twice as long (from `PROBE`). Every
 /// `PROBE_EVERY`-th wait spins at least `PROBE`, so that processes that have got separate
 /// cores find out.
@@ -122,6 +124,9 @@ const PROBE_EVERY: u32 = 16;
 /// catch the peer (unless the spin is off).
 const START: Duration = Duration::from_millis(10);
 const START_BUDGET: Duration = Duration::from_millis(50);
+
+/// A wait with a `START` spin that took longer than this was preempted (or its peer is busy).
+const PREEMPTED: Duration = Duration::from_micros(200);
 
 /// How long a wait yields between polls (after its spin) before it lets ferry-core's back-off
 /// put it to sleep.
@@ -182,8 +187,14 @@ impl Spin {
                 std::hint::spin_loop();
             }
         }
-        self.now = if yielded {
-            self.wasted += spin;
+        let took = start.elapsed();
+        if spin == START && (yielded || took > PREEMPTED) {
+            // A spin that did not catch the peer, or was preempted (the peer needed the core).
+            self.wasted += took.min(START);
+        }
+        // A wait that ended while spinning but took much longer than the spin was preempted:
+        // as good as one that outlasted it.
+        self.now = if yielded || took > 2 * spin + PROBE {
             self.now / 2
         } else {
             (self.now * 2).max(PROBE).min(self.max)
