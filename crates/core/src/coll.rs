@@ -62,9 +62,29 @@ fn internal(detail: impl std::fmt::Display) -> Error {
     }
 }
 
-/// Checks a schedule once, before any run: regions inside their buffers, dependencies
-/// backwards, and message numbers that fit the tag.
-pub(crate) fn checked(schedule: Schedule) -> Result<Rc<Schedule>, Error> {
+/// A schedule checked for running ([`Planned::check`], or [`Comm::planned`](crate::Comm::planned)),
+/// cheap to clone: what the executor takes.
+#[derive(Debug, Clone)]
+pub struct Planned(Rc<Schedule>);
+
+impl Planned {
+    /// Checks `schedule`: regions inside their buffers, dependencies backwards, and message
+    /// numbers that fit the tag.
+    pub fn check(schedule: Schedule) -> Result<Planned, Error> {
+        checked(schedule).map(Planned)
+    }
+
+    /// The schedule.
+    pub fn schedule(&self) -> &Schedule {
+        &self.0
+    }
+
+    pub(crate) fn into_inner(self) -> Rc<Schedule> {
+        self.0
+    }
+}
+
+fn checked(schedule: Schedule) -> Result<Rc<Schedule>, Error> {
     schedule.validate().map_err(internal)?;
     let too_many = schedule.steps.iter().any(|s| match &s.op {
         Op::Send { seq, .. } | Op::Recv { seq, .. } => *seq > 0xffff,

@@ -7,7 +7,7 @@
 //! `FERRY_COLL_SELECTION` to replace them). Each rank's cluster comes from the bootstrap cards
 //! (`FERRY_CLUSTER` or `FERRY_CLUSTERS`, see [`Comm::clusters`]).
 
-use crate::coll::{checked, CollectiveCall, Reducer};
+use crate::coll::{CollectiveCall, Planned, Reducer};
 use crate::comm::{Comm, Request, Scope};
 use crate::engine::ReqId;
 use crate::error::Error;
@@ -94,7 +94,7 @@ const MAX_PLANS: usize = 256;
 /// Kept schedules by (context id, call). Each holds its communicator's member list, which keeps
 /// that list alive: a later communicator that reuses the context id has another list, so it
 /// never gets a schedule planned for different members.
-type Plans = HashMap<(u32, PlanKey), (Rc<[u32]>, Rc<Schedule>)>;
+type Plans = HashMap<(u32, PlanKey), (Rc<[u32]>, Planned)>;
 
 thread_local! {
     static PLANS: std::cell::RefCell<Plans> = std::cell::RefCell::new(HashMap::new());
@@ -370,7 +370,7 @@ impl Comm {
     /// Hands `schedule` to the executor with the caller's buffers.
     fn start_schedule(
         &self,
-        schedule: Rc<Schedule>,
+        schedule: Planned,
         send: &[u8],
         recv: &mut [u8],
         reduce: Option<Reducer>,
@@ -383,11 +383,12 @@ impl Comm {
     /// number; the caller keeps the buffers valid until the request is done.
     pub(crate) fn launch(
         &self,
-        schedule: Rc<Schedule>,
+        schedule: Planned,
         send: (*const u8, usize),
         recv: (*mut u8, usize),
         reduce: Option<Reducer>,
     ) -> Result<ReqId, Error> {
+        let schedule = schedule.into_inner();
         if send.1 < schedule.send_bytes {
             return Err(too_small("send buffer", schedule.send_bytes, send.1));
         }
@@ -412,7 +413,7 @@ impl Comm {
 
     fn run_schedule(
         &self,
-        schedule: Rc<Schedule>,
+        schedule: Planned,
         send: &[u8],
         recv: &mut [u8],
         reduce: Option<Reducer>,
@@ -423,7 +424,7 @@ impl Comm {
 
     fn run_typed<T: Pod>(
         &self,
-        schedule: Rc<Schedule>,
+        schedule: Planned,
         send: &[T],
         recv: &mut [T],
         reduce: Option<Reducer>,
@@ -471,9 +472,9 @@ impl Comm {
     /// [`Comm::plan`], checked, and kept for the next call with the same arguments on this
     /// communicator (all but the v-variants): a repeated collective costs no planning and no
     /// allocation for its schedule.
-    pub fn planned(&self, call: &Collective<'_>) -> Result<Rc<Schedule>, Error> {
+    pub fn planned(&self, call: &Collective<'_>) -> Result<Planned, Error> {
         let Some(key) = PlanKey::of(call) else {
-            return checked(self.plan(call)?);
+            return Planned::check(self.plan(call)?);
         };
         let owner = &self.group.world_of;
         let kept = PLANS.with(|plans| {
@@ -481,21 +482,18 @@ impl Comm {
                 .borrow()
                 .get(&(self.context, key))
                 .filter(|(members, _)| Rc::ptr_eq(members, owner))
-                .map(|(_, schedule)| Rc::clone(schedule))
+                .map(|(_, schedule)| schedule.clone())
         });
         if let Some(schedule) = kept {
             return Ok(schedule);
         }
-        let schedule = checked(self.plan(call)?)?;
+        let schedule = Planned::check(self.plan(call)?)?;
         PLANS.with(|plans| {
             let mut plans = plans.borrow_mut();
             if plans.len() >= MAX_PLANS {
                 plans.clear();
             }
-            plans.insert(
-                (self.context, key),
-                (Rc::clone(owner), Rc::clone(&schedule)),
-            );
+            plans.insert((self.context, key), (Rc::clone(owner), schedule.clone()));
         });
         Ok(schedule)
     }
@@ -662,7 +660,7 @@ impl Comm {
         let buf: &mut [u8] = bytemuck::cast_slice_mut(buf);
         let schedule =
             crate::netaware::schedule_for(scheduler, costs, self.rank(), root, buf.len());
-        self.run_schedule(checked(schedule)?, &[], buf, None)
+        self.run_schedule(Planned::check(schedule)?, &[], buf, None)
     }
 
     fn reduce_by<T: Pod>(
@@ -712,7 +710,7 @@ impl Comm {
         bytes: usize,
         commutative: bool,
         in_place: bool,
-    ) -> Result<Rc<Schedule>, Error> {
+    ) -> Result<Planned, Error> {
         self.planned(&Collective::Allreduce {
             bytes,
             elem: std::mem::size_of::<T>(),

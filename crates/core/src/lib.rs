@@ -38,7 +38,7 @@ mod shm;
 mod tcp;
 mod world;
 
-pub use coll::Reducer;
+pub use coll::{Planned, Reducer};
 pub use collectives::{Collective, ReduceOp, Reducible};
 pub use comm::{
     scope, test_all, wait_all, wait_any, Comm, Request, Scope, Source, Status, ANY_SOURCE, ANY_TAG,

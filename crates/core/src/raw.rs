@@ -142,7 +142,8 @@ impl Comm {
             .map(RawRequest)
     }
 
-    /// Starts `schedule` (from [`Comm::plan`] on this communicator) on `send_len` bytes at
+    /// Starts `schedule` (from [`Comm::planned`], or a schedule of the binding's own checked
+    /// by [`Planned::check`](crate::Planned::check)) on `send_len` bytes at
     /// `send` and `recv_len` bytes at `recv`; `reduce` combines whole elements for the
     /// reductions. Planning and starting are apart so a binding can plan while it holds its own
     /// state and start after releasing it: a reduction may call back into the binding.
@@ -151,13 +152,12 @@ impl Comm {
     /// The buffers must stay valid (and `send` unchanged) until the request is done.
     pub unsafe fn raw_collective(
         &self,
-        schedule: ferry_sched::Schedule,
+        schedule: crate::Planned,
         send: (*const u8, usize),
         recv: (*mut u8, usize),
         reduce: Option<Reducer>,
     ) -> Result<RawRequest, Error> {
-        self.launch(crate::coll::checked(schedule)?, send, recv, reduce)
-            .map(RawRequest)
+        self.launch(schedule, send, recv, reduce).map(RawRequest)
     }
 
     /// Whether `request` has finished (no progress is made).

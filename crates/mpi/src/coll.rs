@@ -357,7 +357,7 @@ pub fn reduce_local(
 struct Prepared {
     comm: Handle,
     core: ferry_core::Comm,
-    schedule: ferry_sched::Schedule,
+    schedule: ferry_core::Planned,
     input: Input,
     output: Output,
     reduce: Option<Reducer>,
@@ -373,7 +373,7 @@ fn start(
     reduce: Option<Reducer>,
 ) -> Res<Prepared> {
     let core = s.core_comm(comm)?;
-    let schedule = core.plan(&call)?;
+    let schedule = core.planned(&call)?;
     Ok(Prepared {
         comm,
         core,
@@ -426,7 +426,9 @@ fn inter_direct(
     recvs: Vec<(usize, usize, usize)>,
 ) -> Res<Prepared> {
     let u = crate::inter::union_of(s, inter)?;
-    let schedule = crate::inter::nb_direct(&u, input.len, output.len, &sends, &recvs);
+    let schedule = ferry_core::Planned::check(crate::inter::nb_direct(
+        &u, input.len, output.len, &sends, &recvs,
+    ))?;
     Ok(Prepared {
         comm,
         core: u.core,
@@ -683,7 +685,7 @@ pub(crate) unsafe fn barrier(comm: Handle, request: *mut Handle) -> Res {
         }
         return run(request, |s| {
             let u = crate::inter::union_of(s, i)?;
-            let schedule = crate::inter::nb_barrier(&u);
+            let schedule = ferry_core::Planned::check(crate::inter::nb_barrier(&u))?;
             Ok(Prepared {
                 comm,
                 core: u.core,
@@ -727,7 +729,8 @@ pub(crate) unsafe fn bcast(
                 crate::inter::Side::Idle => (Input::none(), Output::none()),
                 crate::inter::Side::Leaf(_) => (Input::none(), Output::of(&t, false)),
             };
-            let schedule = crate::inter::nb_bcast(&u, &side, t.bytes());
+            let schedule =
+                ferry_core::Planned::check(crate::inter::nb_bcast(&u, &side, t.bytes()))?;
             Ok(Prepared {
                 comm,
                 core: u.core,
@@ -791,7 +794,8 @@ pub(crate) unsafe fn reduce(
                     (send, Output::none(), Some(r))
                 }
             };
-            let schedule = crate::inter::nb_reduce(&u, &side, recv.bytes());
+            let schedule =
+                ferry_core::Planned::check(crate::inter::nb_reduce(&u, &side, recv.bytes()))?;
             Ok(Prepared {
                 comm,
                 core: u.core,
@@ -862,7 +866,8 @@ pub(crate) unsafe fn allreduce(
             let recv = typed(s, recvbuf, count, datatype)?;
             let (r, _) = reducer(&recv.dt, datatype, o)?;
             let send = Input::of(&typed(s, sendbuf, count, datatype)?);
-            let schedule = crate::inter::nb_allreduce(&u, recv.bytes());
+            let schedule =
+                ferry_core::Planned::check(crate::inter::nb_allreduce(&u, recv.bytes()))?;
             Ok(Prepared {
                 comm,
                 core: u.core,
@@ -1549,7 +1554,11 @@ pub(crate) unsafe fn reduce_scatter(
                 base: recvbuf as *mut u8,
             };
             let byte_blocks: Vec<usize> = counts.iter().map(|c| c * dt.size()).collect();
-            let schedule = crate::inter::nb_reduce_scatter(&u, total * dt.size(), &byte_blocks);
+            let schedule = ferry_core::Planned::check(crate::inter::nb_reduce_scatter(
+                &u,
+                total * dt.size(),
+                &byte_blocks,
+            ))?;
             Ok(Prepared {
                 comm,
                 core: u.core,
