@@ -19,17 +19,6 @@ use std::path::PathBuf;
 use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
-fn is_root() -> bool {
-    std::fs::read_to_string("/proc/self/status")
-        .ok()
-        .and_then(|s| {
-            s.lines()
-                .find(|l| l.starts_with("Uid:"))
-                .map(|l| l.split_whitespace().nth(1) == Some("0"))
-        })
-        .unwrap_or(false)
-}
-
 fn grid_file() -> PathBuf {
     PathBuf::from(concat!(
         env!("CARGO_MANIFEST_DIR"),
@@ -92,7 +81,7 @@ r5   R    R    R    R    D    -
 
 #[test]
 fn a_job_spans_three_clusters() {
-    if !is_root() {
+    if !ferry_testbed::is_root() {
         eprintln!("skipped: the testbed needs root");
         return;
     }

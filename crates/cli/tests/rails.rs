@@ -17,17 +17,6 @@ use std::path::PathBuf;
 use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
-fn is_root() -> bool {
-    std::fs::read_to_string("/proc/self/status")
-        .ok()
-        .and_then(|s| {
-            s.lines()
-                .find(|l| l.starts_with("Uid:"))
-                .map(|l| l.split_whitespace().nth(1) == Some("0"))
-        })
-        .unwrap_or(false)
-}
-
 fn grid_file() -> PathBuf {
     PathBuf::from(concat!(
         env!("CARGO_MANIFEST_DIR"),
@@ -111,7 +100,7 @@ fn carried(out: &Output, from: u32) -> Vec<u64> {
 
 #[test]
 fn two_links_stripe_survive_a_cut_and_weight_a_slow_rail() {
-    if !is_root() {
+    if !ferry_testbed::is_root() {
         eprintln!("skipped: the testbed needs root");
         return;
     }

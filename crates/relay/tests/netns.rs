@@ -15,17 +15,6 @@ use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::time::{Duration, Instant};
 
-fn is_root() -> bool {
-    std::fs::read_to_string("/proc/self/status")
-        .ok()
-        .and_then(|s| {
-            s.lines()
-                .find(|l| l.starts_with("Uid:"))
-                .map(|l| l.split_whitespace().nth(1) == Some("0"))
-        })
-        .unwrap_or(false)
-}
-
 /// Runs `f` on a new thread inside namespace `ns`.
 fn in_ns<T: Send + 'static>(
     ns: &str,
@@ -47,7 +36,7 @@ fn refused(result: Result<TcpStream, ClientError>) -> RefuseCode {
 
 #[test]
 fn relay_between_private_clusters() {
-    if !is_root() {
+    if !ferry_testbed::is_root() {
         eprintln!("skipped: the testbed needs root");
         return;
     }

@@ -481,9 +481,14 @@ pub fn run(argv: &[String]) -> Result<String, TestbedError> {
     Ok(String::from_utf8_lossy(&output.stdout).into_owned())
 }
 
+/// Whether this process runs as root (the testbed's first need; tests skip without it).
+pub fn is_root() -> bool {
+    rustix::process::geteuid().is_root()
+}
+
 /// Checks for root and the tools the testbed runs.
 pub fn preflight() -> Result<(), TestbedError> {
-    if !rustix::process::geteuid().is_root() {
+    if !is_root() {
         return Err(TestbedError::NotRoot);
     }
     for (tool, package) in [

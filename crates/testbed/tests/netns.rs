@@ -9,22 +9,11 @@ use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::time::Duration;
 
 fn root() -> bool {
-    let ok = is_root();
+    let ok = ferry_testbed::is_root();
     if !ok {
         eprintln!("skipped: the testbed needs root");
     }
     ok
-}
-
-fn is_root() -> bool {
-    std::fs::read_to_string("/proc/self/status")
-        .ok()
-        .and_then(|s| {
-            s.lines()
-                .find(|l| l.starts_with("Uid:"))
-                .map(|l| l.split_whitespace().nth(1) == Some("0"))
-        })
-        .unwrap_or(false)
 }
 
 fn grid() -> Topology {

@@ -12,22 +12,11 @@ use std::net::{Ipv4Addr, Shutdown, SocketAddr, TcpListener, TcpStream};
 use std::time::{Duration, Instant};
 
 fn root() -> bool {
-    let ok = is_root() && std::path::Path::new("/run").is_dir() && ip_netns_works();
+    let ok = ferry_testbed::is_root() && std::path::Path::new("/run").is_dir() && ip_netns_works();
     if !ok {
         eprintln!("skipped: the testbed needs root and `ip netns`");
     }
     ok
-}
-
-fn is_root() -> bool {
-    std::fs::read_to_string("/proc/self/status")
-        .ok()
-        .and_then(|s| {
-            s.lines()
-                .find(|l| l.starts_with("Uid:"))
-                .map(|l| l.split_whitespace().nth(1) == Some("0"))
-        })
-        .unwrap_or(false)
 }
 
 fn ip_netns_works() -> bool {
