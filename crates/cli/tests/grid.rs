@@ -6,6 +6,7 @@
 //!   through NAT, private ↔ private of other clusters through the peer's relay);
 //! - every pair of ranks exchanges checksummed messages of 0 B … 8 MiB (`check allpairs`);
 //! - allreduce, bcast, alltoall (and the rest of `check coll`) give the sequential reference;
+//! - the same pairs exchange over two rails each (through the same NAT or relay);
 //! - strangers at a rank's port, also posing as its relay (forged or replayed INCOMING), are
 //!   refused and the job completes;
 //! - killing the relay of cluster a fails the job within seconds, saying so.
@@ -120,6 +121,13 @@ fn a_job_spans_three_clusters() {
         show(&out)
     );
     eprintln!("collectives across the grid: {:?}", start.elapsed());
+
+    // Two rails per pair along every kind of path (direct, NAT, relay): each rail is a
+    // connection of its own through the same NAT or relay.
+    let out = grid_run(&prefix, &["--rails", "2"], &["allpairs", "4194304"])
+        .output()
+        .expect("ferry runs");
+    assert!(out.status.success(), "{}", show(&out));
 
     // Strangers at a rank's port (garbage, a forged handshake, posing as a relay with garbage,
     // a forged INCOMING, a replayed genuine one) are refused and the job completes.
