@@ -56,7 +56,14 @@ pub const MPI_CONGRUENT: c_int = 102;
 pub const MPI_SIMILAR: c_int = 103;
 pub const MPI_UNEQUAL: c_int = 104;
 
+pub const MPI_GRAPH: c_int = 201;
+pub const MPI_DIST_GRAPH: c_int = 202;
 pub const MPI_CART: c_int = 203;
+
+/// `MPI_UNWEIGHTED` and `MPI_WEIGHTS_EMPTY` as addresses (distributed graph weights).
+pub const MPI_UNWEIGHTED: usize = 4;
+/// See [`MPI_UNWEIGHTED`].
+pub const MPI_WEIGHTS_EMPTY: usize = 5;
 
 pub const MPI_COMM_TYPE_SHARED: c_int = 1001;
 pub const MPI_COMM_TYPE_HW_UNGUIDED: c_int = 1002;

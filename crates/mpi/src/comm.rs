@@ -57,9 +57,9 @@ pub fn register_with(
     let Some(comm) = comm else {
         return Ok(MPI_COMM_NULL);
     };
-    let (errhandler, cart, copies) = with(|s| {
+    let (errhandler, topo, copies) = with(|s| {
         let o = s.comm(old)?;
-        let cart = if copy_attrs { o.cart.clone() } else { None };
+        let topo = if copy_attrs { o.topo.clone() } else { None };
         let copies: Vec<AttrCopy> = if copy_attrs {
             o.attrs
                 .iter()
@@ -75,7 +75,7 @@ pub fn register_with(
         } else {
             Vec::new()
         };
-        Ok((o.errhandler, cart, copies))
+        Ok((o.errhandler, topo, copies))
     })?;
     let mut attrs = crate::state::Attrs::default();
     for (keyval, copy, extra, value) in copies {
@@ -117,7 +117,7 @@ pub fn register_with(
             errhandler,
             name: String::new(),
             attrs,
-            cart,
+            topo,
             inter,
             idups: 0,
         }))

@@ -32,7 +32,7 @@ fn init(required: c_int) -> Res<c_int> {
         errhandler: MPI_ERRORS_ARE_FATAL,
         name: name.to_string(),
         attrs: Default::default(),
-        cart: None,
+        topo: None,
         inter: None,
         idups: 0,
     };

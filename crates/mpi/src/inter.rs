@@ -187,7 +187,7 @@ fn register_inter(old: Handle, p: Parts, copy_attrs: bool) -> Res<Handle> {
         errhandler: MPI_ERRORS_RETURN,
         name: String::new(),
         attrs: Default::default(),
-        cart: None,
+        topo: None,
         inter: None,
         idups: 0,
     };

@@ -37,8 +37,9 @@ pub struct CommObj {
     pub name: String,
     /// Cached attributes, in the order they were set.
     pub attrs: Attrs,
-    /// Its Cartesian topology, if it has one.
-    pub cart: Option<Rc<crate::topo::Cart>>,
+    /// Its process topology (Cartesian, graph or distributed graph), if it has one; MPI_Comm_dup
+    /// copies it.
+    pub topo: Option<Rc<crate::topo::Topo>>,
     /// For an intercommunicator: its hidden helper communicators. `comm` then addresses the
     /// remote group (ranks and statuses name remote ranks) while its rank is the local one.
     pub inter: Option<Inter>,

@@ -1,15 +1,90 @@
-//! Cartesian process topologies (`MPI_Cart_*`, `MPI_Dims_create`, `MPI_Topo_test`).
+//! Process topologies: Cartesian (`MPI_Cart_*`, `MPI_Dims_create`), graph (`MPI_Graph_*`) and
+//! distributed graph (`MPI_Dist_graph_*`), and `MPI_Topo_test`.
 //!
-//! A Cartesian communicator is an ordinary communicator of the first `∏ dims` ranks (ferry does
-//! not reorder) with the grid attached; ranks are numbered in row-major (C) order.
+//! A topology communicator is an ordinary communicator with a [`Topo`] attached (ferry does not
+//! reorder): a Cartesian one holds the first `∏ dims` ranks numbered in row-major (C) order, a
+//! graph one the first `nnodes` ranks, a distributed graph one every rank. `MPI_Comm_dup` copies
+//! the topology. [`Topo::neighbours`] gives the sources and destinations that the neighbourhood
+//! collectives (`crate::coll`) exchange with.
 
 use crate::abi::*;
 use crate::comm::register;
 use crate::error::{fail, MpiError, Res};
 use crate::p2p::count_arg;
-use crate::state::running;
+use crate::state::{running, State};
 use std::ffi::c_int;
 use std::rc::Rc;
+
+/// The topology attached to a communicator.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Topo {
+    /// A Cartesian grid.
+    Cart(Cart),
+    /// A graph (`MPI_Graph_create`): every process knows every edge.
+    Graph(Graph),
+    /// A distributed graph: each process knows only its own edges.
+    Dist(DistGraph),
+}
+
+/// A graph as `MPI_Graph_create` takes it: node `i`'s neighbours are
+/// `edges[index[i-1]..index[i]]` (with `index[-1] = 0`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Graph {
+    /// Cumulative neighbour counts, one per node.
+    pub index: Vec<usize>,
+    /// Neighbours of every node, one after the other.
+    pub edges: Vec<usize>,
+}
+
+impl Graph {
+    /// Neighbours of `rank` (in the order given at creation, duplicates and self loops kept).
+    pub fn neighbours(&self, rank: usize) -> &[usize] {
+        let start = if rank == 0 { 0 } else { self.index[rank - 1] };
+        &self.edges[start..self.index[rank]]
+    }
+}
+
+/// This process's edges of a distributed graph.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DistGraph {
+    /// Processes with an edge to this one, and their weights.
+    pub sources: Vec<(usize, c_int)>,
+    /// Processes this one has an edge to, and their weights.
+    pub destinations: Vec<(usize, c_int)>,
+    /// Whether weights were given (not MPI_UNWEIGHTED).
+    pub weighted: bool,
+}
+
+impl Topo {
+    /// The neighbourhood of `rank` for neighbourhood collectives: the ranks data comes from
+    /// (one receive block each, in order) and goes to (one send block each); MPI_PROC_NULL
+    /// entries exchange nothing. A Cartesian grid lists, for each dimension, the neighbour at
+    /// displacement -1 and then +1, as sources and as destinations.
+    pub fn neighbours(&self, rank: usize) -> (Vec<c_int>, Vec<c_int>) {
+        match self {
+            Topo::Cart(cart) => {
+                let here: Vec<i64> = cart.coords(rank).iter().map(|&x| x as i64).collect();
+                let mut v = Vec::with_capacity(2 * here.len());
+                for d in 0..here.len() {
+                    for delta in [-1, 1] {
+                        let mut c = here.clone();
+                        c[d] += delta;
+                        v.push(cart.rank(&c).map_or(MPI_PROC_NULL, |r| r as c_int));
+                    }
+                }
+                (v.clone(), v)
+            }
+            Topo::Graph(g) => {
+                let v: Vec<c_int> = g.neighbours(rank).iter().map(|&r| r as c_int).collect();
+                (v.clone(), v)
+            }
+            Topo::Dist(d) => (
+                d.sources.iter().map(|&(r, _)| r as c_int).collect(),
+                d.destinations.iter().map(|&(r, _)| r as c_int).collect(),
+            ),
+        }
+    }
+}
 
 /// The grid of a Cartesian communicator.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -168,26 +243,49 @@ unsafe fn ints<'a>(p: *const c_int, n: usize, what: &str) -> Res<&'a [c_int]> {
     Ok(std::slice::from_raw_parts(p, n))
 }
 
+/// The topology of `comm`, if it has one.
+pub fn topo_of(s: &State, comm: Handle) -> Res<Option<Rc<Topo>>> {
+    Ok(s.comm(comm)?.topo.clone())
+}
+
 fn cart_of(comm: Handle) -> Res<Rc<Cart>> {
-    running(|s| {
-        s.comm(comm)?.cart.clone().ok_or_else(|| {
-            MpiError::new(
-                MPI_ERR_TOPOLOGY,
-                "the communicator has no Cartesian topology",
-            )
-        })
+    let no = || {
+        MpiError::new(
+            MPI_ERR_TOPOLOGY,
+            "the communicator has no Cartesian topology",
+        )
+    };
+    let t = running(|s| topo_of(s, comm))?.ok_or_else(no)?;
+    match &*t {
+        Topo::Cart(c) => Ok(Rc::new(c.clone())),
+        _ => Err(no()),
+    }
+}
+
+fn graph_of(comm: Handle) -> Res<Rc<Topo>> {
+    let t = running(|s| topo_of(s, comm))?;
+    t.filter(|t| matches!(**t, Topo::Graph(_)))
+        .ok_or_else(|| MpiError::new(MPI_ERR_TOPOLOGY, "the communicator has no graph topology"))
+}
+
+fn dist_of(comm: Handle) -> Res<Rc<Topo>> {
+    let t = running(|s| topo_of(s, comm))?;
+    t.filter(|t| matches!(**t, Topo::Dist(_))).ok_or_else(|| {
+        MpiError::new(
+            MPI_ERR_TOPOLOGY,
+            "the communicator has no distributed graph topology",
+        )
     })
 }
 
-/// A communicator of the first `∏ dims` ranks of `comm` carrying `cart`; others get NULL.
-fn cart_comm(comm: Handle, cart: Cart) -> Res<Handle> {
+/// A communicator of the first `n` ranks of `comm` carrying `topo`; others get NULL.
+fn topo_comm(comm: Handle, n: usize, topo: Topo) -> Res<Handle> {
     let core = running(|s| s.intra_comm(comm))?;
-    let n: usize = cart.dims.iter().product();
     if n > core.size() {
         return fail(
             MPI_ERR_ARG,
             format!(
-                "a grid of {n} ranks does not fit a communicator of {}",
+                "a topology of {n} ranks does not fit a communicator of {}",
                 core.size()
             ),
         );
@@ -196,11 +294,16 @@ fn cart_comm(comm: Handle, cart: Cart) -> Res<Handle> {
     let h = register(comm, core.split(color, core.rank() as c_int)?, false)?;
     if h != MPI_COMM_NULL {
         running(|s| {
-            s.comm_mut(h)?.cart = Some(Rc::new(cart));
+            s.comm_mut(h)?.topo = Some(Rc::new(topo));
             Ok(())
         })?;
     }
     Ok(h)
+}
+
+fn cart_comm(comm: Handle, cart: Cart) -> Res<Handle> {
+    let n = cart.dims.iter().product();
+    topo_comm(comm, n, Topo::Cart(cart))
 }
 
 mpi! {
@@ -231,8 +334,13 @@ mpi! {
 mpi! {
     /// The topology kind of a communicator.
     fn MPI_Topo_test / PMPI_Topo_test(comm: Handle, status: *mut c_int) on comm => {
-        let has = running(|s| Ok(s.comm(comm)?.cart.is_some()))?;
-        *out(status, "status")? = if has { MPI_CART } else { MPI_UNDEFINED };
+        let kind = match running(|s| topo_of(s, comm))?.as_deref() {
+            Some(Topo::Cart(_)) => MPI_CART,
+            Some(Topo::Graph(_)) => MPI_GRAPH,
+            Some(Topo::Dist(_)) => MPI_DIST_GRAPH,
+            None => MPI_UNDEFINED,
+        };
+        *out(status, "status")? = kind;
         Ok(())
     }
 }
@@ -328,7 +436,7 @@ mpi! {
             dims: (0..c.len()).filter(|&i| keep[i]).map(|i| cart.dims[i]).collect(),
             periods: (0..c.len()).filter(|&i| keep[i]).map(|i| cart.periods[i]).collect(),
         };
-        running(|s| { s.comm_mut(h)?.cart = Some(Rc::new(sub)); Ok(()) })?;
+        running(|s| { s.comm_mut(h)?.topo = Some(Rc::new(Topo::Cart(sub))); Ok(()) })?;
         *out(newcomm, "newcomm")? = h;
         Ok(())
     }
@@ -340,6 +448,322 @@ mpi! {
         let n: usize = d.iter().map(|&x| x.max(0) as usize).product();
         let me = running(|s| Ok(s.comm(comm)?.comm.rank()))?;
         *out(newrank, "newrank")? = if me < n { me as c_int } else { MPI_UNDEFINED };
+        Ok(())
+    }
+}
+
+/// Ranks `0..n` from C, each below `size` (MPI_ERR_RANK otherwise).
+fn ranks_below(v: &[c_int], size: usize, what: &str) -> Res<Vec<usize>> {
+    v.iter()
+        .map(|&r| {
+            usize::try_from(r)
+                .ok()
+                .filter(|&r| r < size)
+                .ok_or_else(|| {
+                    MpiError::new(
+                        MPI_ERR_RANK,
+                        format!("{what} {r} is not a rank of a group of {size}"),
+                    )
+                })
+        })
+        .collect()
+}
+
+/// `n` weights at `p` (MPI_UNWEIGHTED: all 1, and not weighted; MPI_WEIGHTS_EMPTY only for
+/// `n` = 0).
+unsafe fn weights(p: *const c_int, n: usize, what: &str) -> Res<(Vec<c_int>, bool)> {
+    match p as usize {
+        MPI_UNWEIGHTED => Ok((vec![1; n], false)),
+        MPI_WEIGHTS_EMPTY if n > 0 => fail(
+            MPI_ERR_ARG,
+            format!("{what} is MPI_WEIGHTS_EMPTY for {n} edges"),
+        ),
+        MPI_WEIGHTS_EMPTY => Ok((Vec::new(), true)),
+        _ => {
+            let w = ints(p, n, what)?;
+            if let Some(&bad) = w.iter().find(|&&x| x < 0) {
+                return fail(MPI_ERR_ARG, format!("negative weight {bad} in {what}"));
+            }
+            Ok((w.to_vec(), true))
+        }
+    }
+}
+
+/// A degree or node count from C.
+fn degree(n: c_int, what: &str) -> Res<usize> {
+    usize::try_from(n).map_err(|_| MpiError::new(MPI_ERR_ARG, format!("negative {what} {n}")))
+}
+
+/// Checks a graph given as `index`/`edges` of `nnodes` nodes.
+unsafe fn graph_arg(nnodes: c_int, index: *const c_int, edges: *const c_int) -> Res<Graph> {
+    let n = degree(nnodes, "nnodes")?;
+    let idx = ints(index, n, "index")?;
+    let mut prev = 0;
+    for (i, &x) in idx.iter().enumerate() {
+        if x < prev {
+            return fail(
+                MPI_ERR_ARG,
+                format!("index[{i}] = {x} is below the one before ({prev})"),
+            );
+        }
+        prev = x;
+    }
+    let nedges = prev as usize;
+    let e = ranks_below(ints(edges, nedges, "edges")?, n, "edge to node")?;
+    Ok(Graph {
+        index: idx.iter().map(|&x| x as usize).collect(),
+        edges: e,
+    })
+}
+
+/// Copies up to `max` of `v` to `p` (if it is not NULL or one of the weight markers).
+unsafe fn put(p: *mut c_int, max: c_int, v: impl IntoIterator<Item = c_int>) {
+    if p.is_null() || p as usize == MPI_UNWEIGHTED || p as usize == MPI_WEIGHTS_EMPTY {
+        return;
+    }
+    for (i, x) in v.into_iter().take(max.max(0) as usize).enumerate() {
+        *p.add(i) = x;
+    }
+}
+
+/// A rank argument of the graph `g`.
+fn node(g: &Graph, rank: c_int) -> Res<usize> {
+    usize::try_from(rank)
+        .ok()
+        .filter(|&r| r < g.index.len())
+        .ok_or_else(|| {
+            MpiError::new(
+                MPI_ERR_RANK,
+                format!("rank {rank} is not a node of a graph of {}", g.index.len()),
+            )
+        })
+}
+
+fn graph(t: &Topo) -> &Graph {
+    match t {
+        Topo::Graph(g) => g,
+        _ => unreachable!("graph_of checked the kind"),
+    }
+}
+
+fn dist(t: &Topo) -> &DistGraph {
+    match t {
+        Topo::Dist(d) => d,
+        _ => unreachable!("dist_of checked the kind"),
+    }
+}
+
+/// A distributed graph communicator (all of `comm`'s ranks) with this process's edges.
+fn dist_comm(comm: Handle, g: DistGraph) -> Res<Handle> {
+    let n = running(|s| s.intra_comm(comm))?.size();
+    topo_comm(comm, n, Topo::Dist(g))
+}
+
+/// MPI_Dist_graph_create's exchange: `edges` (source, destination, weight) given here, any
+/// process's; returns this process's in- and out-edges. Each edge is told to both ends as
+/// records of three ints (0 = out-edge to / 1 = in-edge from, peer, weight) by an all-to-all
+/// on `comm` (collective: every member calls it in the same order).
+unsafe fn exchange(comm: Handle, edges: &[(usize, usize, c_int)]) -> Res<DistGraph> {
+    let n = running(|s| s.intra_comm(comm))?.size();
+    let mut to: Vec<Vec<c_int>> = vec![Vec::new(); n];
+    for &(src, dst, w) in edges {
+        to[src].extend([0, dst as c_int, w]);
+        to[dst].extend([1, src as c_int, w]);
+    }
+    let int = crate::datatype::Builtin::Int.handle();
+    let counts: Vec<c_int> = to.iter().map(|v| v.len() as c_int).collect();
+    let mut theirs = vec![0 as c_int; n];
+    crate::coll::alltoall(
+        counts.as_ptr().cast(),
+        1,
+        int,
+        theirs.as_mut_ptr().cast(),
+        1,
+        int,
+        comm,
+        std::ptr::null_mut(),
+    )?;
+    let displs = |c: &[c_int]| -> Vec<c_int> {
+        c.iter()
+            .scan(0, |at, &x| {
+                let d = *at;
+                *at += x;
+                Some(d)
+            })
+            .collect()
+    };
+    let (sd, rd) = (displs(&counts), displs(&theirs));
+    let flat: Vec<c_int> = to.concat();
+    let mut got = vec![0 as c_int; theirs.iter().map(|&x| x as usize).sum::<usize>().max(1)];
+    crate::coll::alltoallv(
+        flat.as_ptr().cast(),
+        counts.as_ptr(),
+        sd.as_ptr(),
+        int,
+        got.as_mut_ptr().cast(),
+        theirs.as_ptr(),
+        rd.as_ptr(),
+        int,
+        comm,
+        std::ptr::null_mut(),
+    )?;
+    let total: usize = theirs.iter().map(|&x| x as usize).sum();
+    let mut g = DistGraph {
+        sources: Vec::new(),
+        destinations: Vec::new(),
+        weighted: true,
+    };
+    for rec in got[..total].chunks_exact(3) {
+        let e = (rec[1] as usize, rec[2]);
+        if rec[0] == 0 {
+            g.destinations.push(e);
+        } else {
+            g.sources.push(e);
+        }
+    }
+    Ok(g)
+}
+
+mpi! {
+    /// A communicator of the first `nnodes` ranks with a graph (no reordering).
+    fn MPI_Graph_create / PMPI_Graph_create(comm_old: Handle, nnodes: c_int, index: *const c_int, edges: *const c_int, _reorder: c_int, comm_graph: *mut Handle) on comm_old => {
+        running(|s| s.intra_comm(comm_old).map(drop))?;
+        let out = out(comm_graph, "comm_graph")?;
+        let g = graph_arg(nnodes, index, edges)?;
+        let n = g.index.len();
+        // An empty graph is allowed and gives MPI_COMM_NULL everywhere (MPI 4.1 §8.5.3).
+        *out = if n == 0 { MPI_COMM_NULL } else { topo_comm(comm_old, n, Topo::Graph(g))? };
+        Ok(())
+    }
+}
+mpi! {
+    /// Number of nodes and edges of a graph communicator.
+    fn MPI_Graphdims_get / PMPI_Graphdims_get(comm: Handle, nnodes: *mut c_int, nedges: *mut c_int) on comm => {
+        let t = graph_of(comm)?;
+        let g = graph(&t);
+        *out(nnodes, "nnodes")? = g.index.len() as c_int;
+        *out(nedges, "nedges")? = g.edges.len() as c_int;
+        Ok(())
+    }
+}
+mpi! {
+    /// The graph's index and edges (up to `maxindex` and `maxedges` entries).
+    fn MPI_Graph_get / PMPI_Graph_get(comm: Handle, maxindex: c_int, maxedges: c_int, index: *mut c_int, edges: *mut c_int) on comm => {
+        let t = graph_of(comm)?;
+        let g = graph(&t);
+        let (mi, me) = (degree(maxindex, "maxindex")?, degree(maxedges, "maxedges")?);
+        if (mi > 0 && index.is_null()) || (me > 0 && edges.is_null()) {
+            return fail(MPI_ERR_ARG, "index or edges is NULL");
+        }
+        put(index, maxindex, g.index.iter().map(|&x| x as c_int));
+        put(edges, maxedges, g.edges.iter().map(|&x| x as c_int));
+        Ok(())
+    }
+}
+mpi! {
+    /// Number of neighbours of a node of a graph communicator.
+    fn MPI_Graph_neighbors_count / PMPI_Graph_neighbors_count(comm: Handle, rank: c_int, nneighbors: *mut c_int) on comm => {
+        let t = graph_of(comm)?;
+        let g = graph(&t);
+        *out(nneighbors, "nneighbors")? = g.neighbours(node(g, rank)?).len() as c_int;
+        Ok(())
+    }
+}
+mpi! {
+    /// Neighbours of a node of a graph communicator (up to `maxneighbors`).
+    fn MPI_Graph_neighbors / PMPI_Graph_neighbors(comm: Handle, rank: c_int, maxneighbors: c_int, neighbors: *mut c_int) on comm => {
+        let t = graph_of(comm)?;
+        let g = graph(&t);
+        let nb = g.neighbours(node(g, rank)?);
+        if degree(maxneighbors, "maxneighbors")? > 0 && !nb.is_empty() && neighbors.is_null() {
+            return fail(MPI_ERR_ARG, "neighbors is NULL");
+        }
+        put(neighbors, maxneighbors, nb.iter().map(|&x| x as c_int));
+        Ok(())
+    }
+}
+mpi! {
+    /// This rank's rank in a graph of `nnodes` (no reordering: itself, or MPI_UNDEFINED).
+    fn MPI_Graph_map / PMPI_Graph_map(comm: Handle, nnodes: c_int, index: *const c_int, edges: *const c_int, newrank: *mut c_int) on comm => {
+        let core = running(|s| s.intra_comm(comm))?;
+        let g = graph_arg(nnodes, index, edges)?;
+        let n = g.index.len();
+        if n == 0 || n > core.size() {
+            return fail(MPI_ERR_ARG, format!("a graph of {n} nodes for a communicator of {}", core.size()));
+        }
+        *out(newrank, "newrank")? = if core.rank() < n { core.rank() as c_int } else { MPI_UNDEFINED };
+        Ok(())
+    }
+}
+mpi! {
+    /// A distributed graph communicator from each process's own in- and out-edges.
+    fn MPI_Dist_graph_create_adjacent / PMPI_Dist_graph_create_adjacent(comm_old: Handle, indegree: c_int, sources: *const c_int, sourceweights: *const c_int, outdegree: c_int, destinations: *const c_int, destweights: *const c_int, _info: Handle, _reorder: c_int, comm_dist_graph: *mut Handle) on comm_old => {
+        let n = running(|s| s.intra_comm(comm_old))?.size();
+        let out = out(comm_dist_graph, "comm_dist_graph")?;
+        let (ni, no) = (degree(indegree, "indegree")?, degree(outdegree, "outdegree")?);
+        let src = ranks_below(ints(sources, ni, "sources")?, n, "source")?;
+        let dst = ranks_below(ints(destinations, no, "destinations")?, n, "destination")?;
+        let (sw, sweighted) = weights(sourceweights, ni, "sourceweights")?;
+        let (dw, dweighted) = weights(destweights, no, "destweights")?;
+        let g = DistGraph {
+            sources: src.into_iter().zip(sw.into_iter().chain(std::iter::repeat(1))).collect(),
+            destinations: dst.into_iter().zip(dw.into_iter().chain(std::iter::repeat(1))).collect(),
+            weighted: sweighted && dweighted,
+        };
+        *out = dist_comm(comm_old, g)?;
+        Ok(())
+    }
+}
+mpi! {
+    /// A distributed graph communicator from edges any process may give (`degrees[i]` edges from
+    /// `sources[i]`, their ends in `destinations`).
+    fn MPI_Dist_graph_create / PMPI_Dist_graph_create(comm_old: Handle, n: c_int, sources: *const c_int, degrees: *const c_int, destinations: *const c_int, weights_: *const c_int, _info: Handle, _reorder: c_int, comm_dist_graph: *mut Handle) on comm_old => {
+        let size = running(|s| s.intra_comm(comm_old))?.size();
+        let out = out(comm_dist_graph, "comm_dist_graph")?;
+        let k = degree(n, "n")?;
+        let src = ranks_below(ints(sources, k, "sources")?, size, "source")?;
+        let deg = ints(degrees, k, "degrees")?;
+        let total = deg.iter().try_fold(0usize, |acc, &d| Ok::<_, MpiError>(acc + degree(d, "degree")?))?;
+        let dst = ranks_below(ints(destinations, total, "destinations")?, size, "destination")?;
+        let (w, weighted) = weights(weights_, total, "weights")?;
+        // Edge j runs from the source whose degrees cover j to destinations[j].
+        let froms = src.iter().zip(deg).flat_map(|(&s, &d)| std::iter::repeat_n(s, d as usize));
+        let edges: Vec<(usize, usize, c_int)> = froms.zip(&dst).enumerate()
+            .map(|(j, (s, &d))| (s, d, w.get(j).copied().unwrap_or(1)))
+            .collect();
+        let mut g = exchange(comm_old, &edges)?;
+        g.weighted = weighted;
+        *out = dist_comm(comm_old, g)?;
+        Ok(())
+    }
+}
+mpi! {
+    /// In- and out-degree of this process in a distributed graph, and whether it is weighted.
+    fn MPI_Dist_graph_neighbors_count / PMPI_Dist_graph_neighbors_count(comm: Handle, indegree: *mut c_int, outdegree: *mut c_int, weighted: *mut c_int) on comm => {
+        let t = dist_of(comm)?;
+        let d = dist(&t);
+        *out(indegree, "indegree")? = d.sources.len() as c_int;
+        *out(outdegree, "outdegree")? = d.destinations.len() as c_int;
+        *out(weighted, "weighted")? = d.weighted as c_int;
+        Ok(())
+    }
+}
+mpi! {
+    /// This process's sources and destinations in a distributed graph (and their weights, if
+    /// the arrays are not MPI_UNWEIGHTED).
+    fn MPI_Dist_graph_neighbors / PMPI_Dist_graph_neighbors(comm: Handle, maxindegree: c_int, sources: *mut c_int, sourceweights: *mut c_int, maxoutdegree: c_int, destinations: *mut c_int, destweights: *mut c_int) on comm => {
+        let t = dist_of(comm)?;
+        let d = dist(&t);
+        let (mi, mo) = (degree(maxindegree, "maxindegree")?, degree(maxoutdegree, "maxoutdegree")?);
+        if (mi > 0 && sources.is_null()) || (mo > 0 && destinations.is_null()) {
+            return fail(MPI_ERR_ARG, "sources or destinations is NULL");
+        }
+        put(sources, maxindegree, d.sources.iter().map(|&(r, _)| r as c_int));
+        put(destinations, maxoutdegree, d.destinations.iter().map(|&(r, _)| r as c_int));
+        if d.weighted {
+            put(sourceweights, maxindegree, d.sources.iter().map(|&(_, w)| w));
+            put(destweights, maxoutdegree, d.destinations.iter().map(|&(_, w)| w));
+        }
         Ok(())
     }
 }
@@ -389,4 +813,30 @@ mod tests {
         assert_eq!(cart.rank(&[0, 3]), Some(0), "periodic dimension wraps");
         assert_eq!(cart.rank(&[2, 0]), None, "non-periodic edge");
     }
+
+    #[test]
+    fn neighbourhoods_follow_the_standard_order() {
+        let cart = Topo::Cart(Cart {
+            dims: vec![3, 2],
+            periods: vec![false, true],
+        });
+        // Rank 1 is at (0, 1): no -1 neighbour in dimension 0; both neighbours in dimension 1
+        // are rank 0 (extent 2, periodic).
+        let (src, dst) = cart.neighbours(1);
+        assert_eq!(src, vec![MPI_PROC_NULL, 3, 0, 0]);
+        assert_eq!(src, dst);
+        let g = Graph {
+            index: vec![2, 3, 5],
+            edges: vec![1, 1, 0, 2, 0],
+        };
+        assert_eq!(g.neighbours(0), &[1, 1], "duplicate edges kept");
+        assert_eq!(g.neighbours(2), &[2, 0], "self loops kept");
+        let d = Topo::Dist(DistGraph {
+            sources: vec![(3, 1), (0, 7)],
+            destinations: vec![(2, 5)],
+            weighted: true,
+        });
+        assert_eq!(d.neighbours(0), (vec![3, 0], vec![2]));
+    }
+
 }
