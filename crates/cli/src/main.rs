@@ -125,6 +125,12 @@ struct RunArgs {
     #[arg(long, value_enum)]
     transport: Option<Transport>,
 
+    /// Bind each rank to a core of its own: `core` (rank i on core i mod cores), `auto` (only
+    /// when the job is on this host and has no more ranks than the cores this launcher may
+    /// use), `none` (the default, as MPICH's launcher: the kernel places the ranks).
+    #[arg(long = "bind-to", value_enum, default_value_t = BindTo::None)]
+    bind_to: BindTo,
+
     /// TCP connections per pair of ranks (sets FERRY_RAILS for them): large messages are
     /// striped over them, each on its own interface when the grid file gives hosts rail
     /// addresses.
@@ -168,12 +174,25 @@ fn parse_timeout(text: &str) -> Result<Duration, String> {
     Duration::try_from_secs_f64(secs).map_err(|_| format!("{text:?} is not a usable timeout"))
 }
 
+/// `ferry run --bind-to`.
+#[derive(Debug, Clone, Copy, clap::ValueEnum)]
+enum BindTo {
+    Auto,
+    Core,
+    None,
+}
+
 /// Runs a job as `ferry run` does and returns its exit status. Messages go to stderr.
 fn run_command(args: RunArgs) -> i32 {
     let mut options = LaunchOptions::new(args.np, args.program);
     options.args = args.args;
     options.tag_output = args.tag_output;
     options.timeout = args.timeout;
+    options.bind = match args.bind_to {
+        BindTo::Auto => ferry_launch::Bind::Auto,
+        BindTo::Core => ferry_launch::Bind::Core,
+        BindTo::None => ferry_launch::Bind::None,
+    };
     if let Some(transport) = args.transport {
         options
             .extra_env

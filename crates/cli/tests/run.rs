@@ -294,3 +294,37 @@ fn missing_program() {
         "ferry run: ferry-no-such-program: program not found\n"
     );
 }
+
+#[test]
+fn bind_to_core_gives_each_rank_one_core_and_none_leaves_them_free() {
+    let allowed = |out: &Output| -> Vec<String> {
+        sorted_lines(&out.stdout)
+            .into_iter()
+            .filter_map(|l| l.split_whitespace().nth(1).map(str::to_owned))
+            .collect()
+    };
+    let script = "grep Cpus_allowed_list /proc/self/status";
+    let ours = std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find(|l| l.starts_with("Cpus_allowed_list"))
+                .and_then(|l| l.split_whitespace().nth(1).map(str::to_owned))
+        })
+        .expect("Cpus_allowed_list");
+    let free = run(&["-n", "2", "sh", "-c", script], Duration::from_secs(5));
+    assert_eq!(allowed(&free), [ours.clone(), ours.clone()]);
+    let bound = run(
+        &["-n", "2", "--bind-to", "core", "sh", "-c", script],
+        Duration::from_secs(5),
+    );
+    let cores = allowed(&bound);
+    assert_eq!(cores.len(), 2, "{}", text(&bound.stdout));
+    assert!(
+        cores.iter().all(|c| c.parse::<usize>().is_ok()),
+        "each rank on one core: {cores:?}"
+    );
+    if std::thread::available_parallelism().map_or(1, |n| n.get()) > 1 {
+        assert_ne!(cores[0], cores[1], "two ranks on two cores");
+    }
+}

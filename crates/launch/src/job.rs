@@ -89,6 +89,13 @@ pub fn run(opts: &LaunchOptions) -> Result<Outcome, LaunchError> {
     let start = Instant::now();
     // From here on, dropping `job` kills whatever was started and removes its shared memory.
     let mut job = Job::new(job_id);
+    let cpus = sys::allowed_cpus();
+    job.cores = match opts.bind {
+        crate::Bind::None => Vec::new(),
+        crate::Bind::Core => cpus,
+        crate::Bind::Auto if opts.grid.is_none() && opts.np as usize <= cpus.len() => cpus,
+        crate::Bind::Auto => Vec::new(),
+    };
     for rank in 0..opts.np {
         job.spawn(opts, rank, server.addr(), &key, grid.as_ref())?;
     }
@@ -175,6 +182,8 @@ struct Job {
     exit_order: Vec<u32>,
     outputs: Vec<JoinHandle<()>>,
     cleaned: bool,
+    /// The core of rank i is cores[i mod len]; empty: ranks are not bound.
+    cores: Vec<usize>,
 }
 
 impl Job {
@@ -187,6 +196,7 @@ impl Job {
             exit_order: Vec::new(),
             outputs: Vec::new(),
             cleaned: false,
+            cores: Vec::new(),
         }
     }
 
@@ -223,6 +233,9 @@ impl Job {
             // Its own process group, so that signals reach whatever the rank starts.
             .process_group(0);
         sys::end_with_launcher(&mut command, libc::SIGKILL);
+        if let Some(cpu) = self.cores.get(rank as usize % self.cores.len().max(1)) {
+            sys::bind_to_cpu(&mut command, *cpu);
+        }
         let mut child = command.spawn().map_err(|source| match source.kind() {
             io::ErrorKind::NotFound => LaunchError::ProgramNotFound(opts.program.clone()),
             io::ErrorKind::PermissionDenied => LaunchError::NotExecutable(opts.program.clone()),

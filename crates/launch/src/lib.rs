@@ -97,6 +97,25 @@ pub struct LaunchOptions {
     pub extra_env: Vec<(String, String)>,
     /// Run across this grid of the testbed instead of on this host.
     pub grid: Option<GridLaunch>,
+    /// Whether each rank is bound to a core of its own.
+    pub bind: Bind,
+}
+
+/// Core binding of the ranks (`ferry run --bind-to`).
+///
+/// Unbound is the default, as with MPICH's launcher: on a host shared with other work, bound
+/// ranks cannot move away from a busy core (measured here under load: 8-byte ping-pong 0.71-0.94
+/// µs bound, 0.44-0.48 µs unbound).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Bind {
+    /// Rank i on the i-th core this launcher may use, when the job is on this host and has no
+    /// more ranks than those cores (as Open MPI does for small jobs); else unbound.
+    Auto,
+    /// Rank i on core i mod cores.
+    Core,
+    /// Unbound: the kernel places and moves the ranks.
+    #[default]
+    None,
 }
 
 impl LaunchOptions {
@@ -110,6 +129,7 @@ impl LaunchOptions {
             timeout: None,
             extra_env: Vec::new(),
             grid: None,
+            bind: Bind::None,
         }
     }
 }

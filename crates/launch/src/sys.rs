@@ -105,3 +105,35 @@ pub(crate) fn end_with_launcher(command: &mut std::process::Command, signal: lib
         });
     }
 }
+
+/// The CPUs this process may run on, in order.
+pub(crate) fn allowed_cpus() -> Vec<usize> {
+    // SAFETY: cpu_set_t is plain data; sched_getaffinity writes at most its size into it.
+    let mut set: libc::cpu_set_t = unsafe { std::mem::zeroed() };
+    let ok =
+        unsafe { libc::sched_getaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &mut set) };
+    if ok != 0 {
+        return Vec::new();
+    }
+    (0..libc::CPU_SETSIZE as usize)
+        // SAFETY: cpu < CPU_SETSIZE, the set's capacity.
+        .filter(|&cpu| unsafe { libc::CPU_ISSET(cpu, &set) })
+        .collect()
+}
+
+/// Makes the child that `command` starts run on `cpu` only (inherited across exec).
+pub(crate) fn bind_to_cpu(command: &mut std::process::Command, cpu: usize) {
+    use std::os::unix::process::CommandExt;
+    // SAFETY: between fork and exec the closure only fills a stack value and makes the
+    // async-signal-safe call sched_setaffinity; cpu < CPU_SETSIZE (it came from allowed_cpus).
+    unsafe {
+        command.pre_exec(move || {
+            let mut set: libc::cpu_set_t = std::mem::zeroed();
+            libc::CPU_SET(cpu, &mut set);
+            if libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set) != 0 {
+                return Err(io::Error::last_os_error());
+            }
+            Ok(())
+        });
+    }
+}
