@@ -278,6 +278,140 @@ fn hetero(world: &World) -> Result<(), Error> {
     Ok(())
 }
 
+/// `bcast-timing <scheduler> <bytes> <costs.json> [reps]`: broadcasts `bytes` from rank 0 with
+/// the named heterogeneous scheduler on the cost matrix of `costs.json` (the format of
+/// `ferry weather --export`: `n`, and `latency` and `bandwidth` as n×n arrays with `null` on the
+/// diagonal), for comparison with the simulator's prediction of the same schedule.
+///
+/// One warm-up through `Comm::bcast_with`, then `reps` timed broadcasts, each after a barrier.
+/// A timed one runs the very schedule `bcast_with` builds, on the same executor, but started
+/// with `raw_collective` so the rank can see *when it holds the data*: while the engine waits,
+/// the last 8 bytes of every 64 KiB block of the buffer are compared with the expected bytes;
+/// the first time all match is the rank's arrival (`held`, what the simulator's `received`
+/// predicts). `returned` is when the call completes, as `bcast_with` would return: later, by
+/// the rank's own sends and by redundant copies still landing. Times are seconds from the
+/// rank's barrier exit; rank 0 gathers them and prints one line per repetition,
+/// `bcast-timing <scheduler> rep <k>: held <t0> … returned <t0> …`. Every buffer is checked.
+fn bcast_timing(world: &World, args: &[String]) -> Result<(), Error> {
+    use ferry_core::hetero::{scheduler, CostMatrix};
+    use std::time::Instant;
+    const BLOCK: usize = 64 << 10;
+    let (me, n) = (world.rank(), world.size());
+    let usage = "usage: check bcast-timing <scheduler> <bytes> <costs.json> [reps]";
+    let (Some(name), Some(bytes), Some(path)) = (
+        args.first(),
+        args.get(1).and_then(|b| b.parse::<usize>().ok()),
+        args.get(2),
+    ) else {
+        fail(world, usage.into());
+    };
+    let reps = args.get(3).and_then(|r| r.parse().ok()).unwrap_or(3usize);
+    let Some(sched) = scheduler(name) else {
+        fail(world, format!("no scheduler {name:?}"));
+    };
+    let json: serde_json::Value = match std::fs::read_to_string(path)
+        .map_err(|e| e.to_string())
+        .and_then(|t| serde_json::from_str(&t).map_err(|e| e.to_string()))
+    {
+        Ok(v) => v,
+        Err(e) => fail(world, format!("cost file {path}: {e}")),
+    };
+    if json["n"].as_u64() != Some(n as u64) {
+        fail(
+            world,
+            format!("cost file {path}: n is not the job size {n}"),
+        );
+    }
+    let mut bad = None;
+    let costs = CostMatrix::from_fn(n, |i, j| {
+        let cell = |field: &str| json[field][i][j].as_f64().filter(|v| v.is_finite());
+        match (cell("latency"), cell("bandwidth")) {
+            (Some(l), Some(b)) if l >= 0.0 && b > 0.0 => (l, b),
+            _ => {
+                bad.get_or_insert((i, j));
+                (0.0, 1.0)
+            }
+        }
+    });
+    if let Some((i, j)) = bad {
+        fail(
+            world,
+            format!("cost file {path}: entry ({i}, {j}) is missing or bad"),
+        );
+    }
+    // Ends of the sampled 8-byte windows: the end of every block and of the buffer (none under
+    // 8 bytes: `held` is then when the call returns).
+    let ends: Vec<usize> = (1..=bytes.div_ceil(BLOCK))
+        .map(|k| (k * BLOCK).min(bytes))
+        .filter(|&e| e >= 8)
+        .collect();
+    for rep in 0..=reps {
+        let expected = pattern(0x7_1e5 ^ rep as u64, bytes);
+        let mut buf = if me == 0 {
+            expected.clone()
+        } else {
+            vec![0u8; bytes]
+        };
+        if rep == 0 {
+            // Warm-up (connections, congestion windows) through the call applications use.
+            world.barrier()?;
+            world.bcast_with(&mut buf, 0, sched.as_ref(), &costs)?;
+        } else {
+            let schedule = sched.schedules(&costs, 0, bytes).swap_remove(me);
+            let planned = ferry_core::Planned::check(schedule)?;
+            let ptr = buf.as_mut_ptr();
+            world.barrier()?;
+            let start = Instant::now();
+            let mut held = (me == 0).then_some(0.0);
+            // SAFETY: `buf` outlives the request (waited for below) and is not touched through
+            // the Vec until then; over TCP the engine writes it only inside progress, on this
+            // thread, and the predicate below reads it between progress passes (a peer writing
+            // it by CMA on one host could tear a read: that only delays `held`).
+            let request = unsafe { world.raw_collective(planned, (ptr, 0), (ptr, bytes), None)? };
+            world.wait_until(|done| {
+                if held.is_none()
+                    && !ends.is_empty()
+                    && ends.iter().all(|&e| {
+                        // SAFETY: e - 8 .. e lies inside the buffer (see above).
+                        let got =
+                            unsafe { std::ptr::read_volatile(ptr.add(e - 8) as *const [u8; 8]) };
+                        got[..] == expected[e - 8..e]
+                    })
+                {
+                    held = Some(start.elapsed().as_secs_f64());
+                }
+                done(request)
+            })?;
+            let returned = start.elapsed().as_secs_f64();
+            world.raw_take(request);
+            let held = held.unwrap_or(returned);
+            let mut times = vec![0.0f64; 2 * n];
+            world.gather(&[held, returned], &mut times, 0)?;
+            if me == 0 {
+                let column = |k: usize| -> Vec<String> {
+                    (0..n).map(|r| format!("{:.6}", times[2 * r + k])).collect()
+                };
+                println!(
+                    "bcast-timing {name} rep {rep}: held {} returned {}",
+                    column(0).join(" "),
+                    column(1).join(" ")
+                );
+            }
+        }
+        if buf != expected {
+            fail(
+                world,
+                format!("{name}: broadcast {rep} of {bytes} bytes differs"),
+            );
+        }
+    }
+    world.barrier()?;
+    if me == 0 {
+        println!("bcast-timing ok: {name}, {bytes} bytes, {n} ranks, {reps} reps");
+    }
+    Ok(())
+}
+
 /// Wildcard receives see every message once, and one sender's messages in send order.
 fn wildcard(world: &World) -> Result<(), Error> {
     let (me, n) = (world.rank(), world.size());
@@ -973,6 +1107,7 @@ fn main() {
         Some("hier") => hier(&world),
         Some("stranger") => stranger(&world),
         Some("barrier") => (0..arg(1, 100)).try_for_each(|_| world.barrier()),
+        Some("bcast-timing") => bcast_timing(&world, &args[1..]),
         other => {
             eprintln!("check: unknown case {other:?}");
             std::process::exit(2);
