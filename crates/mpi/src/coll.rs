@@ -14,6 +14,8 @@ use ferry_core::{Collective, Reducer};
 use ferry_sched::Order;
 use std::ffi::{c_int, c_void};
 
+mod neighbor;
+
 fn in_place(p: *const c_void) -> bool {
     p as usize == MPI_IN_PLACE
 }

@@ -8,8 +8,10 @@
 //! Handles are the MPI-5 ABI's (see `abi.rs`); created objects live in the tables of
 //! [`state::State`]. Thread level: MPI_THREAD_FUNNELED (all calls from the thread that called
 //! MPI_Init). Intercommunicators (creation, merge, dup/idup/split/create, point-to-point and
-//! every collective defined on them, blocking and nonblocking) are in [`inter`]. Not provided:
-//! one-sided communication, I/O, dynamic processes, graph topologies.
+//! every collective defined on them, blocking and nonblocking) are in [`inter`]. Cartesian, graph
+//! and distributed graph topologies are in [`topo`]; the neighbourhood collectives on them,
+//! blocking and nonblocking, are schedules like the other collectives ([`coll`]). Not provided:
+//! one-sided communication, I/O, dynamic processes, persistent collectives.
 //!
 //! This crate depends on `ferry-core` only (plus `libc`); the launcher is reached through
 //! `ferry run`, which `mpiexec` calls.

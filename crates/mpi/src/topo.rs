@@ -838,5 +838,4 @@ mod tests {
         });
         assert_eq!(d.neighbours(0), (vec![3, 0], vec![2]));
     }
-
 }

@@ -230,6 +230,14 @@ fn nonblocking_intercommunicator_collectives_match_the_blocking_ones() {
 }
 
 #[test]
+fn topologies_and_neighbourhood_collectives() {
+    // 1: self loops only; 4: a 2x2 grid with edges, a ring graph; 9: a periodic 3x3 grid.
+    for n in [1, 4, 9] {
+        no_errors(n, "neighbors");
+    }
+}
+
+#[test]
 fn attribute_callbacks() {
     no_errors(2, "attrs");
 }

@@ -1,0 +1,291 @@
+//! Neighbourhood collectives (`MPI_Neighbor_*` and `MPI_Ineighbor_*`) on Cartesian, graph and
+//! distributed graph communicators: one schedule of direct sends to the destinations and
+//! receives from the sources that [`Topo::neighbours`] lists, run by the same executor as the
+//! other collectives (so the blocking form is the nonblocking one waited for).
+//!
+//! Messages between one pair of processes match in order. Where a Cartesian neighbour is the
+//! same process at -1 and +1 (a periodic dimension of extent 1 or 2), each dimension's blocks
+//! are sent +1 first, so that the block a process sends towards +1 lands in its neighbour's
+//! -1 slot, as MPI 4.1 §8.6 requires (MPICH's `ring_neighbor_alltoall`). Blocks to and from this
+//! process itself (self loops, extent-1 periodic dimensions) are copies, paired in the same order.
+
+use super::*;
+use crate::topo::Topo;
+use ferry_sched::{Buffer, Region, ScheduleBuilder};
+
+/// Sources, destinations and whether the topology is Cartesian, for a neighbourhood collective
+/// on `comm`.
+fn neighbourhood(s: &State, comm: Handle) -> Res<(Vec<c_int>, Vec<c_int>, bool)> {
+    let core = s.intra_comm(comm)?;
+    let topo = crate::topo::topo_of(s, comm)?.ok_or_else(|| {
+        MpiError::new(
+            MPI_ERR_TOPOLOGY,
+            "neighbourhood collectives need a communicator with a topology",
+        )
+    })?;
+    let (src, dst) = topo.neighbours(core.rank());
+    Ok((src, dst, matches!(*topo, Topo::Cart(_))))
+}
+
+fn no_in_place(sendbuf: *const c_void) -> Res {
+    if in_place(sendbuf) {
+        return fail(
+            MPI_ERR_BUFFER,
+            "MPI_IN_PLACE is not allowed in neighbourhood collectives",
+        );
+    }
+    Ok(())
+}
+
+/// A region of `len` bytes at `at` (an empty one at 0, so that it lies inside any buffer).
+fn region(buffer: Buffer, (at, len): (usize, usize)) -> Region {
+    Region::new(buffer, if len == 0 { 0 } else { at }, len)
+}
+
+/// The schedule exchanging `sends[j]` (packed offset and bytes of `input`) with destination
+/// `j` and `recvs[i]` (of `output`) with source `i`.
+fn exchange(
+    s: &mut State,
+    comm: Handle,
+    input: Input,
+    sends: &[(usize, usize)],
+    mut output: Output,
+    recvs: &[(usize, usize)],
+) -> Res<Prepared> {
+    let (sources, dests, cart) = neighbourhood(s, comm)?;
+    debug_assert_eq!((sources.len(), dests.len()), (recvs.len(), sends.len()));
+    // Staged output holds one block per source: those of MPI_PROC_NULL receive nothing, so
+    // they must not be unpacked over the user's data either.
+    if let Some((_, blocks)) = &mut output.staged {
+        let mut i = 0;
+        blocks.retain(|_| {
+            i += 1;
+            sources.get(i - 1) != Some(&MPI_PROC_NULL)
+        });
+    }
+    let core = s.core_comm(comm)?;
+    let me = core.rank();
+    let mut b = ScheduleBuilder::new(me, core.size(), input.len, output.len);
+    let mut self_recvs = Vec::new();
+    for (&src, &r) in sources.iter().zip(recvs) {
+        match src {
+            MPI_PROC_NULL => {}
+            p if p as usize == me => self_recvs.push(r),
+            p => {
+                b.recv(p as usize, region(Buffer::Recv, r), &[]);
+            }
+        }
+    }
+    let mut self_sends = Vec::new();
+    for k in 0..dests.len() {
+        let j = if cart { k ^ 1 } else { k };
+        match dests[j] {
+            MPI_PROC_NULL => {}
+            p if p as usize == me => self_sends.push(sends[j]),
+            p => {
+                b.send(p as usize, region(Buffer::Send, sends[j]), &[]);
+            }
+        }
+    }
+    for (&(sat, slen), &(rat, rlen)) in self_sends.iter().zip(&self_recvs) {
+        let len = slen.min(rlen);
+        b.copy(
+            region(Buffer::Send, (sat, len)),
+            region(Buffer::Recv, (rat, len)),
+            &[],
+        );
+    }
+    let schedule = ferry_core::Planned::check(b.finish())?;
+    Ok(Prepared {
+        comm,
+        core,
+        schedule,
+        input,
+        output,
+        reduce: None,
+    })
+}
+
+/// (offset, bytes) of each block of `b`.
+fn regions(b: &Blocks) -> Vec<(usize, usize)> {
+    b.displs
+        .iter()
+        .copied()
+        .zip(b.counts.iter().copied())
+        .collect()
+}
+
+/// Typed blocks and their packed (offset, bytes).
+type WBlocks = (Vec<Typed>, Vec<(usize, usize)>);
+
+/// Blocks of `types[i]` with byte displacements, packed one after the other.
+unsafe fn w_blocks(
+    s: &mut State,
+    buf: *const c_void,
+    n: usize,
+    counts: *const c_int,
+    displs: *const isize,
+    types: *const Handle,
+) -> Res<WBlocks> {
+    if n > 0 && (counts.is_null() || displs.is_null() || types.is_null()) {
+        return fail(MPI_ERR_ARG, "counts, displacements or types array is NULL");
+    }
+    let typed = (0..n)
+        .map(|i| {
+            Ok(Typed {
+                dt: s.committed_type(*types.add(i))?,
+                count: count_arg(*counts.add(i))?,
+                base: (buf as *mut u8).wrapping_offset(*displs.add(i)),
+            })
+        })
+        .collect::<Res<Vec<Typed>>>()?;
+    let bytes: Vec<usize> = typed.iter().map(Typed::bytes).collect();
+    let at = packed_displs(&bytes);
+    Ok((typed, at.into_iter().zip(bytes).collect()))
+}
+
+/// MPI_Neighbor_allgather(v): the same block to every destination, one block per source
+/// (`recv` = counts and displacements for the v-form, else `recvcount` each).
+pub(crate) unsafe fn allgather(
+    sendbuf: *const c_void,
+    sendcount: c_int,
+    sendtype: Handle,
+    recvbuf: *mut c_void,
+    recvcount: c_int,
+    recv: Option<(*const c_int, *const c_int)>,
+    recvtype: Handle,
+    comm: Handle,
+    request: *mut Handle,
+) -> Res {
+    no_in_place(sendbuf)?;
+    run(request, |s| {
+        let (sources, dests, _) = neighbourhood(s, comm)?;
+        let send = typed(s, sendbuf, sendcount, sendtype)?;
+        let rdt = s.committed_type(recvtype)?;
+        let (rc, rd) = layout(sources.len(), recv, recvcount)?;
+        let out = blocks(&rdt, recvbuf as *mut u8, &rc, &rd, false);
+        let input = Input::of(&send);
+        let sends = vec![(0, input.len); dests.len()];
+        exchange(s, comm, input, &sends, out.output(), &regions(&out))
+    })
+}
+
+/// MPI_Neighbor_alltoall(v): block `j` to destination `j`, block `i` from source `i`.
+pub(crate) unsafe fn alltoall(
+    sendbuf: *const c_void,
+    send: (c_int, Option<(*const c_int, *const c_int)>),
+    sendtype: Handle,
+    recvbuf: *mut c_void,
+    recv: (c_int, Option<(*const c_int, *const c_int)>),
+    recvtype: Handle,
+    comm: Handle,
+    request: *mut Handle,
+) -> Res {
+    no_in_place(sendbuf)?;
+    run(request, |s| {
+        let (sources, dests, _) = neighbourhood(s, comm)?;
+        let (sdt, rdt) = (s.committed_type(sendtype)?, s.committed_type(recvtype)?);
+        let (sc, sd) = layout(dests.len(), send.1, send.0)?;
+        let (rc, rd) = layout(sources.len(), recv.1, recv.0)?;
+        let inb = blocks(&sdt, sendbuf as *mut u8, &sc, &sd, false);
+        let out = blocks(&rdt, recvbuf as *mut u8, &rc, &rd, false);
+        exchange(
+            s,
+            comm,
+            inb.input(),
+            &regions(&inb),
+            out.output(),
+            &regions(&out),
+        )
+    })
+}
+
+/// MPI_Neighbor_alltoallw: blocks of their own types at byte displacements.
+pub(crate) unsafe fn alltoallw(
+    sendbuf: *const c_void,
+    sendcounts: *const c_int,
+    sdispls: *const isize,
+    sendtypes: *const Handle,
+    recvbuf: *mut c_void,
+    recvcounts: *const c_int,
+    rdispls: *const isize,
+    recvtypes: *const Handle,
+    comm: Handle,
+    request: *mut Handle,
+) -> Res {
+    no_in_place(sendbuf)?;
+    run(request, |s| {
+        let (sources, dests, _) = neighbourhood(s, comm)?;
+        let (sb, sends) = w_blocks(s, sendbuf, dests.len(), sendcounts, sdispls, sendtypes)?;
+        let (rb, recvs) = w_blocks(s, recvbuf, sources.len(), recvcounts, rdispls, recvtypes)?;
+        let mut v = vec![0u8; recvs.iter().map(|r| r.1).sum()];
+        let at = rb.into_iter().zip(recvs.iter().map(|r| r.0)).collect();
+        let output = Output {
+            ptr: v.as_mut_ptr(),
+            len: v.len(),
+            staged: Some((v, at)),
+        };
+        exchange(s, comm, Input::gather(&sb), &sends, output, &recvs)
+    })
+}
+
+mpi! {
+    /// Gathers one block from each source neighbour, sending the same block to each destination.
+    fn MPI_Neighbor_allgather / PMPI_Neighbor_allgather(sendbuf: *const c_void, sendcount: c_int, sendtype: Handle, recvbuf: *mut c_void, recvcount: c_int, recvtype: Handle, comm: Handle) on comm => {
+        allgather(sendbuf, sendcount, sendtype, recvbuf, recvcount, None, recvtype, comm, BLOCKING)
+    }
+}
+mpi! {
+    /// Nonblocking MPI_Neighbor_allgather.
+    fn MPI_Ineighbor_allgather / PMPI_Ineighbor_allgather(sendbuf: *const c_void, sendcount: c_int, sendtype: Handle, recvbuf: *mut c_void, recvcount: c_int, recvtype: Handle, comm: Handle, request: *mut Handle) on comm => {
+        allgather(sendbuf, sendcount, sendtype, recvbuf, recvcount, None, recvtype, comm, nonnull(request)?)
+    }
+}
+mpi! {
+    /// MPI_Neighbor_allgather with a count and displacement per source.
+    fn MPI_Neighbor_allgatherv / PMPI_Neighbor_allgatherv(sendbuf: *const c_void, sendcount: c_int, sendtype: Handle, recvbuf: *mut c_void, recvcounts: *const c_int, displs: *const c_int, recvtype: Handle, comm: Handle) on comm => {
+        allgather(sendbuf, sendcount, sendtype, recvbuf, 0, Some((recvcounts, displs)), recvtype, comm, BLOCKING)
+    }
+}
+mpi! {
+    /// Nonblocking MPI_Neighbor_allgatherv.
+    fn MPI_Ineighbor_allgatherv / PMPI_Ineighbor_allgatherv(sendbuf: *const c_void, sendcount: c_int, sendtype: Handle, recvbuf: *mut c_void, recvcounts: *const c_int, displs: *const c_int, recvtype: Handle, comm: Handle, request: *mut Handle) on comm => {
+        allgather(sendbuf, sendcount, sendtype, recvbuf, 0, Some((recvcounts, displs)), recvtype, comm, nonnull(request)?)
+    }
+}
+mpi! {
+    /// Sends block `j` to destination `j` and receives block `i` from source `i`.
+    fn MPI_Neighbor_alltoall / PMPI_Neighbor_alltoall(sendbuf: *const c_void, sendcount: c_int, sendtype: Handle, recvbuf: *mut c_void, recvcount: c_int, recvtype: Handle, comm: Handle) on comm => {
+        alltoall(sendbuf, (sendcount, None), sendtype, recvbuf, (recvcount, None), recvtype, comm, BLOCKING)
+    }
+}
+mpi! {
+    /// Nonblocking MPI_Neighbor_alltoall.
+    fn MPI_Ineighbor_alltoall / PMPI_Ineighbor_alltoall(sendbuf: *const c_void, sendcount: c_int, sendtype: Handle, recvbuf: *mut c_void, recvcount: c_int, recvtype: Handle, comm: Handle, request: *mut Handle) on comm => {
+        alltoall(sendbuf, (sendcount, None), sendtype, recvbuf, (recvcount, None), recvtype, comm, nonnull(request)?)
+    }
+}
+mpi! {
+    /// MPI_Neighbor_alltoall with counts and displacements per neighbour.
+    fn MPI_Neighbor_alltoallv / PMPI_Neighbor_alltoallv(sendbuf: *const c_void, sendcounts: *const c_int, sdispls: *const c_int, sendtype: Handle, recvbuf: *mut c_void, recvcounts: *const c_int, rdispls: *const c_int, recvtype: Handle, comm: Handle) on comm => {
+        alltoall(sendbuf, (0, Some((sendcounts, sdispls))), sendtype, recvbuf, (0, Some((recvcounts, rdispls))), recvtype, comm, BLOCKING)
+    }
+}
+mpi! {
+    /// Nonblocking MPI_Neighbor_alltoallv.
+    fn MPI_Ineighbor_alltoallv / PMPI_Ineighbor_alltoallv(sendbuf: *const c_void, sendcounts: *const c_int, sdispls: *const c_int, sendtype: Handle, recvbuf: *mut c_void, recvcounts: *const c_int, rdispls: *const c_int, recvtype: Handle, comm: Handle, request: *mut Handle) on comm => {
+        alltoall(sendbuf, (0, Some((sendcounts, sdispls))), sendtype, recvbuf, (0, Some((recvcounts, rdispls))), recvtype, comm, nonnull(request)?)
+    }
+}
+mpi! {
+    /// MPI_Neighbor_alltoallv with a datatype per neighbour and byte displacements.
+    fn MPI_Neighbor_alltoallw / PMPI_Neighbor_alltoallw(sendbuf: *const c_void, sendcounts: *const c_int, sdispls: *const isize, sendtypes: *const Handle, recvbuf: *mut c_void, recvcounts: *const c_int, rdispls: *const isize, recvtypes: *const Handle, comm: Handle) on comm => {
+        alltoallw(sendbuf, sendcounts, sdispls, sendtypes, recvbuf, recvcounts, rdispls, recvtypes, comm, BLOCKING)
+    }
+}
+mpi! {
+    /// Nonblocking MPI_Neighbor_alltoallw.
+    fn MPI_Ineighbor_alltoallw / PMPI_Ineighbor_alltoallw(sendbuf: *const c_void, sendcounts: *const c_int, sdispls: *const isize, sendtypes: *const Handle, recvbuf: *mut c_void, recvcounts: *const c_int, rdispls: *const isize, recvtypes: *const Handle, comm: Handle, request: *mut Handle) on comm => {
+        alltoallw(sendbuf, sendcounts, sdispls, sendtypes, recvbuf, recvcounts, rdispls, recvtypes, comm, nonnull(request)?)
+    }
+}
