@@ -4,7 +4,8 @@
 //! - messages around every chunk boundary arrive intact and in MPI order, each rail carrying
 //!   part of them;
 //! - a rail cut in the middle of a transfer (its link set down in one namespace) is noticed,
-//!   its chunks go again on the other rail, and the transfer completes;
+//!   its chunks go again on the other rail, and the transfer completes; also rail 0, whose
+//!   ordered frames then go again on rail 1;
 //! - with links of R and R/4, weighted striping gives the slow rail about a fifth of the bytes.
 //!
 //! Speeds are not asserted here (the machine is shared): `bench/rails.sh` measures them.
@@ -152,6 +153,40 @@ fn two_links_stripe_survive_a_cut_and_weight_a_slow_rail() {
         assert!(
             stderr.contains("rail 1 to rank 1 failed"),
             "the cut went unnoticed: {}",
+            show(&out)
+        );
+        assert!(
+            String::from_utf8_lossy(&out.stdout).contains("stream ok"),
+            "{}",
+            show(&out)
+        );
+        testbed.down().expect("testbed down");
+    }
+
+    // The same with rail 0 cut, the rail that carries the ordered frames: they go again, in
+    // order and once, on rail 1. (The link is restored 3 s later: the launcher's bootstrap
+    // connection to rank 1 runs over it too.)
+    {
+        let (testbed, prefix) = testbed("rd", Some(("200mbit", "200mbit")));
+        let job = run(
+            &prefix,
+            &[("FERRY_RAIL_TIMEOUT", "1")],
+            &["stream", "4194304", "30"],
+        )
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("ferry runs");
+        std::thread::sleep(Duration::from_millis(1000));
+        testbed.set_link("r1", 0, false).expect("cut rail 0");
+        std::thread::sleep(Duration::from_secs(3));
+        testbed.set_link("r1", 0, true).expect("restore rail 0");
+        let out = job.wait_with_output().expect("job output");
+        assert!(out.status.success(), "{}", show(&out));
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            stderr.contains("rail 0 to rank 1 failed") && stderr.contains("ordered frames from"),
+            "rail 0's failure went unnoticed: {}",
             show(&out)
         );
         assert!(

@@ -147,7 +147,27 @@ fn non_null_if_empty(buf: *mut u8, len: usize) -> *mut u8 {
     }
 }
 
+/// An ordered frame (not DATA, not RAIL_DOWN): counted and kept for sending again over rails.
+fn ordered_frame(frame: &OutFrame) -> bool {
+    Frame::decode(&frame.header, u64::MAX).is_ok_and(|f| f.is_ordered())
+}
+
 impl OutFrame {
+    /// A copy that owns its payload and completes nothing, to be written again.
+    fn copy(&self) -> OutFrame {
+        // SAFETY: `payload` is valid for `len` bytes while the frame is (its request has not
+        // completed before the frame was fully written, which is when copies are taken).
+        let bytes: Box<[u8]> = unsafe { std::slice::from_raw_parts(self.payload, self.len) }.into();
+        OutFrame {
+            header: self.header,
+            payload: bytes.as_ptr(),
+            len: self.len,
+            sent: 0,
+            complete: None,
+            owned: Some(bytes),
+        }
+    }
+
     fn control(frame: Frame) -> OutFrame {
         OutFrame {
             header: frame.to_bytes(),
@@ -233,6 +253,14 @@ pub(crate) trait FrameSink {
     fn begin_frame(&mut self, peer: u32, frame: &Frame) -> Result<Incoming, Error>;
     /// All payload bytes of `frame` are stored.
     fn end_frame(&mut self, peer: u32, frame: &Frame, incoming: Incoming) -> Result<(), Error>;
+    /// Rails of `peer` that a RAIL_DOWN closed, with its `seq`: the transport reads what each
+    /// still holds, closes it, and then calls [`FrameSink::drained`].
+    fn take_drains(&mut self, _peer: u32) -> Vec<(u16, u64)> {
+        Vec::new()
+    }
+    /// The rail of a RAIL_DOWN with `seq` is read to its end: ordered frames from number `seq`
+    /// on that arrived already are dropped when they come again.
+    fn drained(&mut self, _peer: u32, _seq: u64) {}
 }
 
 /// The protocol half of the engine.
@@ -244,6 +272,13 @@ pub(crate) struct Proto {
     pub rails: usize,
     /// Rails the peers reported failed (RAIL_DOWN), for the engine to close.
     rail_down: Vec<(u32, u16)>,
+    /// The same, for the transport to read to their end first: (peer, rail, seq).
+    to_drain: Vec<(u32, u16, u64)>,
+    /// Ordered frames taken from each peer (multi-rail only).
+    ordered_in: Vec<u64>,
+    /// Ordered frames from each peer still to drop: sent again after a rail failed, but
+    /// already taken from that rail.
+    skip: Vec<u64>,
     cma: bool,
     requests: Requests,
     matcher: Matcher<ReqId, Unexpected>,
@@ -496,7 +531,32 @@ impl Proto {
 }
 
 impl FrameSink for Proto {
+    fn take_drains(&mut self, peer: u32) -> Vec<(u16, u64)> {
+        let mut taken = Vec::new();
+        self.to_drain.retain(|&(p, rail, seq)| {
+            let mine = p == peer;
+            if mine {
+                taken.push((rail, seq));
+            }
+            !mine
+        });
+        taken
+    }
+
+    fn drained(&mut self, peer: u32, seq: u64) {
+        let p = peer as usize;
+        self.skip[p] = self.ordered_in[p].saturating_sub(seq);
+    }
+
     fn begin_frame(&mut self, peer: u32, frame: &Frame) -> Result<Incoming, Error> {
+        let rails = self.acknowledged(peer);
+        if rails && self.skip[peer as usize] > 0 && frame.is_ordered() {
+            return Ok(Incoming {
+                ptr: std::ptr::null_mut(),
+                cap: 0,
+                arrival: Arrival::Discard,
+            });
+        }
         match *frame {
             Frame::Eager { context, tag, len } => {
                 let env = Envelope {
@@ -504,7 +564,13 @@ impl FrameSink for Proto {
                     source: peer,
                     tag,
                 };
-                if let Some(id) = self.matcher.take_posted(&env) {
+                // Over rails an eager frame cut off by a failing rail comes again on another,
+                // so it is matched only once it is whole.
+                let posted = match rails {
+                    true => None,
+                    false => self.matcher.take_posted(&env),
+                };
+                if let Some(id) = posted {
                     if let Some(ReqState::RecvPosted { buf, cap }) = self.requests.get(id) {
                         return Ok(Incoming {
                             ptr: *buf,
@@ -554,6 +620,14 @@ impl FrameSink for Proto {
     }
 
     fn end_frame(&mut self, peer: u32, frame: &Frame, incoming: Incoming) -> Result<(), Error> {
+        if frame.is_ordered() && self.acknowledged(peer) {
+            let p = peer as usize;
+            if matches!(incoming.arrival, Arrival::Discard) {
+                self.skip[p] = self.skip[p].saturating_sub(1);
+                return Ok(());
+            }
+            self.ordered_in[p] += 1;
+        }
         match (incoming.arrival, *frame) {
             (Arrival::EagerMatched(id, env), Frame::Eager { len, .. }) => {
                 let len = len as usize;
@@ -670,10 +744,11 @@ impl FrameSink for Proto {
                 }
             },
             (Arrival::Control, Frame::Bye) => {}
-            (Arrival::Control, Frame::RailDown { rail })
-                if self.acknowledged(peer) && rail > 0 && (rail as usize) < self.rails =>
+            (Arrival::Control, Frame::RailDown { rail, seq })
+                if self.acknowledged(peer) && (rail as usize) < self.rails =>
             {
                 self.rail_down.push((peer, rail as u16));
+                self.to_drain.push((peer, rail as u16, seq));
             }
             (_, frame) => return Err(protocol_error(peer, format!("unexpected frame {frame:?}"))),
         }
@@ -719,6 +794,13 @@ struct Lanes {
     /// The rail of the message below the striping size being handed out.
     pinned: Option<(ReqId, usize)>,
     striper: Striper,
+    /// The rail that carries the ordered frames: the first that works.
+    ordered: usize,
+    /// Ordered frames written so far.
+    sent_seq: u64,
+    /// Copies of the ordered frames written but not yet acknowledged by the peer's TCP, with
+    /// the rail's byte count at each one's end: sent again if that rail fails.
+    retained: VecDeque<(u64, OutFrame)>,
 }
 
 impl Lanes {
@@ -730,6 +812,9 @@ impl Lanes {
             resend: VecDeque::new(),
             carried: vec![Vec::new(); rails],
             pinned: None,
+            ordered: 0,
+            sent_seq: 0,
+            retained: VecDeque::new(),
             striper: Striper::new(policy, rails),
         }
     }
@@ -773,6 +858,9 @@ impl Engine {
                 pids: setup.pids,
                 rails: setup.rails.max(1),
                 rail_down: Vec::new(),
+                to_drain: Vec::new(),
+                ordered_in: vec![0; size],
+                skip: vec![0; size],
                 cma: setup.cma,
                 requests: Requests {
                     slots: Vec::new(),
@@ -1046,7 +1134,7 @@ impl Engine {
         }
         progressed |= self.flush()?;
         if !self.lanes.is_empty() {
-            progressed |= self.rails_failed();
+            progressed |= self.rails_failed()?;
         }
         if !self.collectives.is_empty() || !self.drains.is_empty() {
             progressed |= self.advance_collectives()?;
@@ -1140,11 +1228,12 @@ impl Engine {
         let mut progressed = false;
         loop {
             let mut moved = false;
-            while lanes.writing[0].is_none() {
+            let ordered = lanes.ordered;
+            while lanes.writing[ordered].is_none() {
                 match proto.outq[p].pop_front() {
                     None => break,
                     Some(Out::Stream(id)) => lanes.striped.push_back(id),
-                    Some(Out::Frame(f)) => lanes.writing[0] = Some(f),
+                    Some(Out::Frame(f)) => lanes.writing[ordered] = Some(f),
                 }
             }
             loop {
@@ -1221,7 +1310,21 @@ impl Engine {
                 };
                 if tcp.try_write(p, rail, frame)? {
                     if let Some(frame) = lanes.writing[rail].take() {
+                        let keep = ordered_frame(&frame).then(|| frame.copy());
                         proto.frame_written(&frame);
+                        if let Some(copy) = keep {
+                            lanes.sent_seq += 1;
+                            let load = tcp.load(p, rail);
+                            let delivered = load.written - load.backlog.min(load.written);
+                            while lanes
+                                .retained
+                                .front()
+                                .is_some_and(|(end, _)| *end <= delivered)
+                            {
+                                lanes.retained.pop_front();
+                            }
+                            lanes.retained.push_back((load.written, copy));
+                        }
                     }
                     moved = true;
                 }
@@ -1266,9 +1369,9 @@ impl Engine {
 
     /// Handles rails that failed, here or at the peer: what they carried for sends that are
     /// not acknowledged goes again on the others, and the peer learns of a local failure.
-    fn rails_failed(&mut self) -> bool {
+    fn rails_failed(&mut self) -> Result<bool, Error> {
         let Some(tcp) = self.tcp.as_mut() else {
-            return false;
+            return Ok(false);
         };
         let mut failed: Vec<(u32, u16, String, bool)> = tcp
             .take_failures()
@@ -1289,7 +1392,7 @@ impl Engine {
                 continue;
             }
             lanes.alive[r] = false;
-            lanes.writing[r] = None;
+            let cut = lanes.writing[r].take();
             tcp.close_rail(p, r);
             let mut again = 0;
             for (id, offset, len) in std::mem::take(&mut lanes.carried[r]) {
@@ -1298,20 +1401,57 @@ impl Engine {
                     again += 1;
                 }
             }
-            eprintln!(
-                "ferry: rank {}: rail {rail} to rank {peer} failed ({why}); {again} chunks go again on the other rails",
-                self.proto.me
-            );
-            if here {
-                let down = Frame::RailDown { rail: rail.into() };
-                self.proto
-                    .push_out(peer, Out::Frame(OutFrame::control(down)));
-            } else if !self.proto.queued[p] {
+            let Some(next) = lanes.alive.iter().position(|&a| a) else {
+                return Err(Error::PeerLost {
+                    rank: p,
+                    pid: self.proto.pids.get(p).copied().unwrap_or(0),
+                    detail: format!("every rail failed, the last one: rail {rail} ({why})"),
+                });
+            };
+            if r == lanes.ordered {
+                // The ordered frames the peer may not have go again, in order, on the next
+                // rail, behind a RAIL_DOWN saying from which one on.
+                let retained = std::mem::take(&mut lanes.retained);
+                let from = lanes.sent_seq - retained.len() as u64;
+                lanes.sent_seq = from;
+                lanes.ordered = next;
+                let outq = &mut self.proto.outq[p];
+                if let Some(mut frame) = cut.filter(|f| ordered_frame(f)) {
+                    frame.sent = 0;
+                    outq.push_front(Out::Frame(frame));
+                }
+                for (_, frame) in retained.into_iter().rev() {
+                    outq.push_front(Out::Frame(frame));
+                }
+                let down = Frame::RailDown {
+                    rail: rail.into(),
+                    seq: from,
+                };
+                outq.push_front(Out::Frame(OutFrame::control(down)));
+                eprintln!(
+                    "ferry: rank {}: rail {rail} to rank {peer} failed ({why}); ordered frames from number {from} and {again} chunks go again, on rail {next} and the others",
+                    self.proto.me
+                );
+            } else {
+                eprintln!(
+                    "ferry: rank {}: rail {rail} to rank {peer} failed ({why}); {again} chunks go again on the other rails",
+                    self.proto.me
+                );
+                if here {
+                    // No ordered frame is sent again: `seq` past any count.
+                    let down = Frame::RailDown {
+                        rail: rail.into(),
+                        seq: u64::MAX,
+                    };
+                    self.proto.outq[p].push_back(Out::Frame(OutFrame::control(down)));
+                }
+            }
+            if !self.proto.queued[p] {
                 self.proto.queued[p] = true;
                 self.proto.busy.push(peer);
             }
         }
-        any
+        Ok(any)
     }
 
     /// Drives progress until `done` holds, backing off from spinning to sleeping.
@@ -1470,16 +1610,63 @@ mod tests {
             len: 1,
         };
         assert!(deliver(&mut e, 1, stray, b"x").is_err());
-        assert!(deliver(&mut e, 1, Frame::RailDown { rail: 1 }, &[]).is_err());
+        assert!(deliver(&mut e, 1, Frame::RailDown { rail: 1, seq: 0 }, &[]).is_err());
     }
 
     #[test]
     fn a_rail_down_from_the_peer_is_recorded_and_checked() {
         let mut e = engine_with_rails(2, 3);
-        deliver(&mut e, 1, Frame::RailDown { rail: 2 }, &[]).unwrap();
-        assert_eq!(e.proto.rail_down, [(1, 2)]);
-        assert!(deliver(&mut e, 1, Frame::RailDown { rail: 0 }, &[]).is_err());
-        assert!(deliver(&mut e, 1, Frame::RailDown { rail: 3 }, &[]).is_err());
+        deliver(&mut e, 1, Frame::RailDown { rail: 2, seq: 0 }, &[]).unwrap();
+        deliver(&mut e, 1, Frame::RailDown { rail: 0, seq: 0 }, &[]).unwrap();
+        assert_eq!(e.proto.rail_down, [(1, 2), (1, 0)]);
+        assert_eq!(e.proto.take_drains(1), [(2, 0), (0, 0)]);
+        assert!(deliver(&mut e, 1, Frame::RailDown { rail: 3, seq: 0 }, &[]).is_err());
+    }
+
+    #[test]
+    fn ordered_frames_sent_again_after_a_rail_failed_are_taken_once() {
+        let mut e = engine_with_rails(2, 2);
+        let eager = |tag: i32| Frame::Eager {
+            context: 0,
+            tag,
+            len: 1,
+        };
+        // Frames 0, 1, 2 arrive on the old ordered rail; the sender, which saw only frame 0
+        // acknowledged, sends 1 and 2 again (and then 3) behind RAIL_DOWN(seq 1).
+        for tag in 0..3 {
+            deliver(&mut e, 1, eager(tag), &[tag as u8]).unwrap();
+        }
+        deliver(&mut e, 1, Frame::RailDown { rail: 0, seq: 1 }, &[]).unwrap();
+        for (rail, seq) in e.proto.take_drains(1) {
+            assert_eq!((rail, seq), (0, 1));
+            e.proto.drained(1, seq);
+        }
+        for tag in 1..4 {
+            deliver(&mut e, 1, eager(tag), &[tag as u8]).unwrap();
+        }
+        for tag in 0..4 {
+            let mut buf = [9u8];
+            let id = e.irecv(0, Some(1), Some(tag), buf.as_mut_ptr(), 1).unwrap();
+            assert!(e.proto.is_done(id), "message {tag}");
+            assert_eq!(buf, [tag as u8]);
+        }
+        assert_eq!(e.iprobe(0, None, None).unwrap(), None, "no message twice");
+        // Data chunks are not ordered frames: a RAIL_DOWN of a data rail drops nothing.
+        deliver(
+            &mut e,
+            1,
+            Frame::RailDown {
+                rail: 1,
+                seq: u64::MAX,
+            },
+            &[],
+        )
+        .unwrap();
+        for (_, seq) in e.proto.take_drains(1) {
+            e.proto.drained(1, seq);
+        }
+        deliver(&mut e, 1, eager(7), &[7]).unwrap();
+        assert!(e.iprobe(0, Some(1), Some(7)).unwrap().is_some());
     }
 
     #[test]

@@ -488,10 +488,10 @@ impl TcpTransport {
         Ok(())
     }
 
-    /// A rail other than rail 0 fails once its data stays unacknowledged for the rail timeout,
-    /// instead of after TCP's many minutes of retransmission.
-    fn tune_rail(&self, stream: &TcpStream, rail: u16) -> Result<(), Error> {
-        if rail == 0 {
+    /// With several rails, a rail fails once its data stays unacknowledged for the rail
+    /// timeout, instead of after TCP's many minutes of retransmission.
+    fn tune_rail(&self, stream: &TcpStream, _rail: u16) -> Result<(), Error> {
+        if self.rails == 1 {
             return Ok(());
         }
         socket2::SockRef::from(stream)
@@ -539,7 +539,18 @@ impl TcpTransport {
         }
     }
 
-    /// Records the failure of a rail other than rail 0 and closes it.
+    /// Reads what rail `rail` to `peer` still holds (the peer stopped using it: whatever its
+    /// kernel acknowledged must be taken before what the peer sends again), then closes it.
+    fn drain_rail(&mut self, peer: usize, rail: usize, sink: &mut dyn FrameSink) {
+        if let Some(conn) = self.conns[peer][rail].as_mut() {
+            conn.readable = true;
+            // Stops at the first read that would block, or at an error: either is its end.
+            while let Ok(true) = read_frames(conn, peer as u32, sink, self.max_payload) {}
+        }
+        self.close_rail(peer, rail);
+    }
+
+    /// Records the failure of a rail (with several rails) and closes it.
     fn rail_failed(&mut self, peer: usize, rail: usize, why: String) {
         self.close_rail(peer, rail);
         self.failures.push((peer as u32, rail as u16, why));
@@ -708,11 +719,15 @@ impl TcpTransport {
                 if conn.readable || conn.start < conn.end {
                     match read_frames(conn, peer as u32, sink, self.max_payload) {
                         Ok(moved) => progressed |= moved,
-                        Err(Error::PeerLost { detail, .. }) if rail > 0 => {
+                        Err(Error::PeerLost { detail, .. }) if self.rails > 1 => {
                             progressed = true;
                             self.rail_failed(peer, rail, detail);
                         }
                         Err(e) => return Err(e),
+                    }
+                    for (down, seq) in sink.take_drains(peer as u32) {
+                        self.drain_rail(peer, down as usize, sink);
+                        sink.drained(peer as u32, seq);
                     }
                 }
             }
@@ -864,7 +879,7 @@ impl TcpTransport {
                 }
                 Err(e) if e.kind() == ErrorKind::WouldBlock => conn.writable = false,
                 Err(e) if e.kind() == ErrorKind::Interrupted => {}
-                Err(e) if rail > 0 => {
+                Err(e) if self.rails > 1 => {
                     let why = format!("write to {} failed: {e}", conn.addr);
                     self.rail_failed(peer, rail, why);
                     return Ok(false);
@@ -967,6 +982,11 @@ fn read_frames_inner(
                         unreachable!("matched Payload above")
                     };
                     sink.end_frame(peer, &frame, incoming)?;
+                    if matches!(frame, Frame::RailDown { .. }) {
+                        // What follows may be frames sent again: the failed rail is read to
+                        // its end first.
+                        return Ok(true);
+                    }
                     continue;
                 }
                 if !conn.readable {

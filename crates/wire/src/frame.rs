@@ -39,7 +39,7 @@ pub mod kind {
     pub const FIN: u8 = 0x05;
     /// Orderly goodbye: the peer finalized and closes the channel.
     pub const BYE: u8 = 0x06;
-    /// One rail of a multi-rail connection failed; its chunks are sent again on the others.
+    /// One rail of a multi-rail connection failed; what it carried is sent again on the others.
     pub const RAIL_DOWN: u8 = 0x07;
 }
 
@@ -94,11 +94,15 @@ pub enum Frame {
     },
     /// The peer finalized; an end of stream after this is orderly.
     Bye,
-    /// The sender stopped using rail `rail` of this peer pair (it failed): the receiver closes
-    /// its end and ignores what it still holds, since every chunk sent on it is sent again.
+    /// The sender stopped using rail `rail` of this peer pair (it failed). The receiver reads
+    /// what the rail still holds and closes it. Every chunk sent on it is sent again, and so
+    /// is every ordered frame (all but DATA and RAIL_DOWN) from number `seq` on, counted from
+    /// the first: the receiver drops those it already has.
     RailDown {
-        /// Index of the failed rail (never 0, which carries the ordered traffic).
+        /// Index of the failed rail.
         rail: u32,
+        /// Ordered frames the sender had sent before the first one it sends again.
+        seq: u64,
     },
 }
 
@@ -131,6 +135,12 @@ pub enum FrameError {
 }
 
 impl Frame {
+    /// Frames whose order between a pair of ranks matters (all but DATA and RAIL_DOWN): over
+    /// several rails they are counted, so that they can be sent again after a rail fails.
+    pub fn is_ordered(&self) -> bool {
+        !matches!(self, Frame::Data { .. } | Frame::RailDown { .. })
+    }
+
     /// Number of payload bytes that follow this header on the wire.
     pub fn payload_len(&self) -> u64 {
         match *self {
@@ -162,7 +172,7 @@ impl Frame {
             } => (kind::DATA, 0, 0, recv_id, offset, len),
             Frame::Fin { send_id } => (kind::FIN, 0, 0, send_id, 0, 0),
             Frame::Bye => (kind::BYE, 0, 0, 0, 0, 0),
-            Frame::RailDown { rail } => (kind::RAIL_DOWN, 0, 0, u64::from(rail), 0, 0),
+            Frame::RailDown { rail, seq } => (kind::RAIL_DOWN, 0, 0, u64::from(rail), seq, 0),
         };
         out[0] = PROTOCOL_VERSION;
         out[1] = kind;
@@ -229,6 +239,7 @@ impl Frame {
             kind::BYE => Frame::Bye,
             kind::RAIL_DOWN => Frame::RailDown {
                 rail: u32::try_from(a).map_err(|_| FrameError::Field("rail"))?,
+                seq: b,
             },
             other => return Err(FrameError::Kind(other)),
         };
@@ -282,7 +293,7 @@ mod tests {
             }),
             any::<u64>().prop_map(|send_id| Frame::Fin { send_id }),
             Just(Frame::Bye),
-            any::<u32>().prop_map(|rail| Frame::RailDown { rail }),
+            (any::<u32>(), any::<u64>()).prop_map(|(rail, seq)| Frame::RailDown { rail, seq }),
         ]
     }
 
