@@ -1416,7 +1416,7 @@ impl Engine {
                 lanes.sent_seq = from;
                 lanes.ordered = next;
                 let outq = &mut self.proto.outq[p];
-                if let Some(mut frame) = cut.filter(|f| ordered_frame(f)) {
+                if let Some(mut frame) = cut.filter(ordered_frame) {
                     frame.sent = 0;
                     outq.push_front(Out::Frame(frame));
                 }
