@@ -148,6 +148,10 @@ pub struct BcastPlan {
     /// Per rank, the time the data arrives through the primary tree as the scheduler predicted it
     /// on the cost model it was given (the root: 0; unreached ranks: ∞).
     pub predicted: Vec<f64>,
+    /// A rank starts its next send only once the previous one is done, as the cost model
+    /// assumes; false for the binomial baseline, which sends to all its children at once like
+    /// [`algorithms::bcast_binomial`](crate::algorithms::bcast_binomial).
+    pub one_send_at_a_time: bool,
 }
 
 impl BcastPlan {
@@ -178,17 +182,25 @@ impl BcastPlan {
     }
 
     /// The schedule of `rank` for a broadcast of `bytes`: receive (the first of the copies, if
-    /// several parents), then send to each child in order.
+    /// several parents), then send to each child in order: one after the other when
+    /// [`BcastPlan::one_send_at_a_time`], as the cost model assumes (started together, the sends
+    /// share the node's link, and all arrive late instead of the first ones early).
     pub fn schedule(&self, rank: Rank, bytes: usize) -> Schedule {
         let mut b = ScheduleBuilder::new(rank, self.size(), 0, bytes);
         let data = Region::new(Buffer::Recv, 0, bytes);
-        let got: Vec<StepId> = match self.parents[rank].as_slice() {
+        let mut after: Vec<StepId> = match self.parents[rank].as_slice() {
             [] => vec![],
             [p] => vec![b.recv(*p, data, &[])],
             parents => vec![b.recv_first(parents, data, &[])],
         };
+        let got = after.clone();
         for &c in &self.children[rank] {
-            b.send(c, data, &got);
+            let send = b.send(c, data, &after);
+            if self.one_send_at_a_time {
+                after = vec![send];
+            } else {
+                after.clone_from(&got);
+            }
         }
         b.finish()
     }
@@ -283,6 +295,7 @@ impl Tree {
                 .collect(),
             children: self.children,
             predicted: self.arrival,
+            one_send_at_a_time: true,
         }
     }
 }
@@ -541,6 +554,7 @@ impl BcastScheduler for Ttcc {
                 })
                 .collect(),
             predicted: t0.arrival,
+            one_send_at_a_time: true,
         }
     }
 }
@@ -576,7 +590,10 @@ impl BcastScheduler for Binomial {
                 mask >>= 1;
             }
         }
-        tree.into_plan(root)
+        BcastPlan {
+            one_send_at_a_time: false,
+            ..tree.into_plan(root)
+        }
     }
 }
 
