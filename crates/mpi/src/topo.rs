@@ -509,7 +509,9 @@ unsafe fn graph_arg(nnodes: c_int, index: *const c_int, edges: *const c_int) -> 
         prev = x;
     }
     let nedges = prev as usize;
-    let e = ranks_below(ints(edges, nedges, "edges")?, n, "edge to node")?;
+    // MPI_ERR_ARG rather than MPI_ERR_RANK for an edge off the graph, as MPICH.
+    let e = ranks_below(ints(edges, nedges, "edges")?, n, "edge to node")
+        .map_err(|e| MpiError::new(MPI_ERR_ARG, e.message))?;
     Ok(Graph {
         index: idx.iter().map(|&x| x as usize).collect(),
         edges: e,

@@ -404,6 +404,26 @@ int main(int argc, char **argv)
                                             MPI_UNWEIGHTED, MPI_INFO_NULL, 0, &d);
         MPI_Error_class(rc, &cls);
         CHECK(cls == MPI_ERR_ARG, "negative indegree: class %d", cls);
+        MPI_Comm_set_errhandler(MPI_COMM_SELF, MPI_ERRORS_RETURN);
+        int idx = 1, edge = 5, nb;
+        MPI_Comm g;
+        rc = MPI_Graph_create(MPI_COMM_SELF, 1, &idx, &edge, 0, &g);
+        MPI_Error_class(rc, &cls);
+        CHECK(cls == MPI_ERR_ARG, "graph edge off the graph: class %d", cls);
+        edge = 0;
+        MPI_Graph_create(MPI_COMM_SELF, 1, &idx, &edge, 0, &g);
+        MPI_Comm_set_errhandler(g, MPI_ERRORS_RETURN);
+        rc = MPI_Graph_neighbors_count(g, 1, &nb);
+        MPI_Error_class(rc, &cls);
+        CHECK(cls == MPI_ERR_RANK, "graph neighbours of a rank off the graph: class %d", cls);
+        rc = MPI_Dist_graph_neighbors_count(g, &x, &y, &nb);
+        MPI_Error_class(rc, &cls);
+        CHECK(cls == MPI_ERR_TOPOLOGY, "distributed graph degrees of a graph: class %d", cls);
+        rc = MPI_Cart_shift(g, 0, 1, &x, &y);
+        MPI_Error_class(rc, &cls);
+        CHECK(cls == MPI_ERR_TOPOLOGY, "MPI_Cart_shift on a graph: class %d", cls);
+        MPI_Comm_free(&g);
+        MPI_Comm_set_errhandler(MPI_COMM_SELF, MPI_ERRORS_ARE_FATAL);
         MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_ARE_FATAL);
     }
 
