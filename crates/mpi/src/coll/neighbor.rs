@@ -11,7 +11,7 @@
 
 use super::*;
 use crate::topo::Topo;
-use ferry_sched::{Buffer, Region, ScheduleBuilder};
+use ferry_sched::{Buffer, Region, Schedule, ScheduleBuilder};
 
 /// Sources, destinations and whether the topology is Cartesian, for a neighbourhood collective
 /// on `comm`.
@@ -42,30 +42,17 @@ fn region(buffer: Buffer, (at, len): (usize, usize)) -> Region {
     Region::new(buffer, if len == 0 { 0 } else { at }, len)
 }
 
-/// The schedule exchanging `sends[j]` (packed offset and bytes of `input`) with destination
-/// `j` and `recvs[i]` (of `output`) with source `i`.
-fn exchange(
-    s: &mut State,
-    comm: Handle,
-    input: Input,
+/// This process's schedule for one neighbourhood collective: `sends[j]` (packed offset and
+/// bytes of the send buffer) goes to `dests[j]`, `recvs[i]` (of the receive buffer) comes from
+/// `sources[i]`. Plain data, no I/O: the unit tests below check it directly.
+fn plan(
+    (me, size): (usize, usize),
+    (sources, dests, cart): (&[c_int], &[c_int], bool),
+    (send_bytes, recv_bytes): (usize, usize),
     sends: &[(usize, usize)],
-    mut output: Output,
     recvs: &[(usize, usize)],
-) -> Res<Prepared> {
-    let (sources, dests, cart) = neighbourhood(s, comm)?;
-    debug_assert_eq!((sources.len(), dests.len()), (recvs.len(), sends.len()));
-    // Staged output holds one block per source: those of MPI_PROC_NULL receive nothing, so
-    // they must not be unpacked over the user's data either.
-    if let Some((_, blocks)) = &mut output.staged {
-        let mut i = 0;
-        blocks.retain(|_| {
-            i += 1;
-            sources.get(i - 1) != Some(&MPI_PROC_NULL)
-        });
-    }
-    let core = s.core_comm(comm)?;
-    let me = core.rank();
-    let mut b = ScheduleBuilder::new(me, core.size(), input.len, output.len);
+) -> Schedule {
+    let mut b = ScheduleBuilder::new(me, size, send_bytes, recv_bytes);
     let mut self_recvs = Vec::new();
     for (&src, &r) in sources.iter().zip(recvs) {
         match src {
@@ -77,7 +64,8 @@ fn exchange(
         }
     }
     let mut self_sends = Vec::new();
-    for k in 0..dests.len() {
+    for k in 0..dests.len().min(sends.len()) {
+        // Cartesian: +1 before -1 in each dimension (see the module doc).
         let j = if cart { k ^ 1 } else { k };
         match dests[j] {
             MPI_PROC_NULL => {}
@@ -95,11 +83,41 @@ fn exchange(
             &[],
         );
     }
-    let schedule = ferry_core::Planned::check(b.finish())?;
+    b.finish()
+}
+
+/// Plans the exchange of `sends` (blocks of `input`, one per destination) and `recvs` (of
+/// `output`, one per source) on `comm`.
+fn exchange(
+    s: &mut State,
+    comm: Handle,
+    input: Input,
+    sends: &[(usize, usize)],
+    mut output: Output,
+    recvs: &[(usize, usize)],
+) -> Res<Prepared> {
+    let (sources, dests, cart) = neighbourhood(s, comm)?;
+    // Staged output holds one block per source: those of MPI_PROC_NULL receive nothing, so
+    // they must not be unpacked over the user's data either.
+    if let Some((_, blocks)) = &mut output.staged {
+        let mut i = 0;
+        blocks.retain(|_| {
+            i += 1;
+            sources.get(i - 1) != Some(&MPI_PROC_NULL)
+        });
+    }
+    let core = s.core_comm(comm)?;
+    let schedule = plan(
+        (core.rank(), core.size()),
+        (&sources, &dests, cart),
+        (input.len, output.len),
+        sends,
+        recvs,
+    );
     Ok(Prepared {
         comm,
         core,
-        schedule,
+        schedule: ferry_core::Planned::check(schedule)?,
         input,
         output,
         reduce: None,
@@ -287,5 +305,92 @@ mpi! {
     /// Nonblocking MPI_Neighbor_alltoallw.
     fn MPI_Ineighbor_alltoallw / PMPI_Ineighbor_alltoallw(sendbuf: *const c_void, sendcounts: *const c_int, sdispls: *const isize, sendtypes: *const Handle, recvbuf: *mut c_void, recvcounts: *const c_int, rdispls: *const isize, recvtypes: *const Handle, comm: Handle, request: *mut Handle) on comm => {
         alltoallw(sendbuf, sendcounts, sdispls, sendtypes, recvbuf, recvcounts, rdispls, recvtypes, comm, nonnull(request)?)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use ferry_sched::Op;
+
+    /// (peer, offset, bytes) of the sends, receives and (send offset, recv offset, bytes) of
+    /// the copies, in schedule order.
+    type Steps = (
+        Vec<(usize, usize, usize)>,
+        Vec<(usize, usize, usize)>,
+        Vec<(usize, usize, usize)>,
+    );
+
+    fn steps(s: &Schedule) -> Steps {
+        let (mut sends, mut recvs, mut copies) = (vec![], vec![], vec![]);
+        for step in &s.steps {
+            match &step.op {
+                Op::Send { peer, region, .. } => sends.push((*peer, region.offset, region.len)),
+                Op::Recv { peer, region, .. } => recvs.push((*peer, region.offset, region.len)),
+                Op::Copy { src, dst } => copies.push((src.offset, dst.offset, src.len)),
+                other => panic!("unexpected step {other:?}"),
+            }
+        }
+        (sends, recvs, copies)
+    }
+
+    fn blocks(n: usize, len: usize) -> Vec<(usize, usize)> {
+        (0..n).map(|i| (i * len, len)).collect()
+    }
+
+    #[test]
+    fn cartesian_sends_plus_one_first_so_a_double_neighbour_pairs_up() {
+        // Rank 0 of a periodic ring of 2: rank 1 is both neighbours.
+        let hood = [1, 1];
+        let s = plan(
+            (0, 2),
+            (&hood, &hood, true),
+            (8, 8),
+            &blocks(2, 4),
+            &blocks(2, 4),
+        );
+        let (sends, recvs, copies) = steps(&s);
+        assert_eq!(sends, vec![(1, 4, 4), (1, 0, 4)], "+1 block first");
+        assert_eq!(recvs, vec![(1, 0, 4), (1, 4, 4)], "-1 slot first");
+        assert!(copies.is_empty());
+        s.validate().unwrap();
+    }
+
+    #[test]
+    fn a_ring_of_one_copies_plus_one_into_minus_one() {
+        let hood = [0, 0];
+        let s = plan(
+            (0, 1),
+            (&hood, &hood, true),
+            (8, 8),
+            &blocks(2, 4),
+            &blocks(2, 4),
+        );
+        let (sends, recvs, copies) = steps(&s);
+        assert!(sends.is_empty() && recvs.is_empty());
+        assert_eq!(copies, vec![(4, 0, 4), (0, 4, 4)]);
+    }
+
+    #[test]
+    fn proc_null_neighbours_exchange_nothing_and_graphs_keep_their_order() {
+        let (src, dst) = ([MPI_PROC_NULL, 2], [2, MPI_PROC_NULL]);
+        let s = plan(
+            (0, 3),
+            (&src, &dst, true),
+            (8, 8),
+            &blocks(2, 4),
+            &blocks(2, 4),
+        );
+        let (sends, recvs, _) = steps(&s);
+        assert_eq!((sends, recvs), (vec![(2, 0, 4)], vec![(2, 4, 4)]));
+        // A graph with a self loop between two edges to rank 1, and an empty block.
+        let hood = [1, 0, 1];
+        let sb = [(0, 4), (4, 4), (8, 0)];
+        let s = plan((0, 2), (&hood, &hood, false), (8, 12), &sb, &blocks(3, 4));
+        let (sends, recvs, copies) = steps(&s);
+        assert_eq!(sends, vec![(1, 0, 4), (1, 0, 0)]);
+        assert_eq!(recvs, vec![(1, 0, 4), (1, 8, 4)]);
+        assert_eq!(copies, vec![(4, 4, 4)]);
+        s.validate().unwrap();
     }
 }
