@@ -109,6 +109,34 @@ impl Collective {
         base.wrapping_add(region.offset)
     }
 
+    /// A step's message must have the length the schedule expects: a longer one (the ranks
+    /// passed different counts) is a truncation naming the sender, a shorter one a mismatch.
+    fn check_length(&self, done: &Completion) -> Result<(), Error> {
+        if done.message_len == done.len {
+            return Ok(());
+        }
+        let sender = self
+            .world_of
+            .iter()
+            .position(|&w| w == done.source)
+            .unwrap_or(usize::MAX);
+        if done.message_len > done.len {
+            return Err(Error::Truncated {
+                sender,
+                tag: done.tag,
+                message_len: done.message_len,
+                buffer_len: done.len,
+            });
+        }
+        Err(Error::Protocol {
+            rank: sender,
+            detail: format!(
+                "collective: message of {} bytes where {} were expected (the ranks passed different counts)",
+                done.message_len, done.len
+            ),
+        })
+    }
+
     fn tag(&self, seq: u32) -> i32 {
         (((self.call & 0x7fff) << 16) | seq) as i32
     }
@@ -217,12 +245,7 @@ impl Collective {
                             continue;
                         }
                         let done = eng.take(id).ok_or_else(|| internal("request vanished"))?;
-                        if done.message_len != done.len {
-                            return Err(internal(format!(
-                                "message of {} bytes for a {}-byte step",
-                                done.message_len, done.len
-                            )));
-                        }
+                        self.check_length(&done)?;
                         StepState::Done
                     }
                     StepState::RunningFirst(reqs) => {
@@ -236,12 +259,7 @@ impl Collective {
                         };
                         let (id, spare) = reqs.swap_remove(k);
                         let done = eng.take(id).ok_or_else(|| internal("request vanished"))?;
-                        if done.message_len != done.len {
-                            return Err(internal(format!(
-                                "message of {} bytes for a {}-byte step",
-                                done.message_len, done.len
-                            )));
-                        }
+                        self.check_length(&done)?;
                         let schedule = Rc::clone(&self.schedule);
                         if let (Some(spare), Op::RecvFirst { region, from }) =
                             (spare, &schedule.steps[i].op)

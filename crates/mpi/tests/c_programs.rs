@@ -225,6 +225,12 @@ fn intercommunicators_uneven_groups_merge_split_create_and_collectives() {
 }
 
 #[test]
+fn a_collective_with_a_smaller_count_is_truncated_not_a_protocol_error() {
+    no_errors(2, "coll_truncate");
+    no_errors(3, "coll_truncate");
+}
+
+#[test]
 fn nonblocking_intercommunicator_collectives_match_the_blocking_ones() {
     no_errors(5, "inter_nbc");
 }

@@ -1,0 +1,24 @@
+/* A collective whose ranks pass different counts: the receiver with the smaller buffer gets
+ * MPI_ERR_TRUNCATE (with MPI_ERRORS_RETURN), not a hang or a crash. */
+#include <mpi.h>
+#include <stdio.h>
+
+int main(int argc, char **argv) {
+    MPI_Init(&argc, &argv);
+    int rank, size;
+    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    MPI_Comm_size(MPI_COMM_WORLD, &size);
+    MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
+    int buf[100] = {0};
+    int count = rank == 0 ? 100 : 10;
+    int rc = MPI_Bcast(buf, count, MPI_INT, 0, MPI_COMM_WORLD);
+    int class = MPI_SUCCESS;
+    if (rc != MPI_SUCCESS) MPI_Error_class(rc, &class);
+    if (rank != 0 && class != MPI_ERR_TRUNCATE) {
+        printf("rank %d: expected MPI_ERR_TRUNCATE, got class %d\n", rank, class);
+        MPI_Abort(MPI_COMM_WORLD, 1);
+    }
+    if (rank == 0) printf(" No Errors\n");
+    MPI_Finalize();
+    return 0;
+}
