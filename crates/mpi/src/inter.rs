@@ -674,6 +674,23 @@ unsafe fn ints(p: *const c_int, n: usize, what: &str) -> Res<Vec<c_int>> {
     Ok((0..n).map(|i| *p.add(i)).collect())
 }
 
+/// The root's counts and displacements (elements, per remote rank) of a v-collective, or equal
+/// blocks of `count` for the plain one.
+unsafe fn root_layout(
+    count: c_int,
+    v: Option<(*const c_int, *const c_int)>,
+    remote: usize,
+    counts_name: &str,
+) -> Res<(Vec<c_int>, Vec<c_int>)> {
+    Ok(match v {
+        Some((c, d)) => (ints(c, remote, counts_name)?, ints(d, remote, "displs")?),
+        None => (
+            vec![count; remote],
+            (0..remote as c_int).map(|i| i * count).collect(),
+        ),
+    })
+}
+
 /// MPI_Gather and MPI_Gatherv: every process of the other group sends its block to the root.
 /// `counts`/`displs` (elements, per remote rank) are the root's; `None` means equal blocks.
 pub unsafe fn gather(
@@ -689,13 +706,7 @@ pub unsafe fn gather(
         Side::Root => {
             let (buf, count, dt) = recv;
             let ext = extent_of(dt)?;
-            let (counts, displs) = match v {
-                Some((c, d)) => (ints(c, remote, "recvcounts")?, ints(d, remote, "displs")?),
-                None => (
-                    vec![count; remote],
-                    (0..remote as c_int).map(|i| i * count).collect(),
-                ),
-            };
+            let (counts, displs) = root_layout(count, v, remote, "recvcounts")?;
             for i in 0..remote {
                 let c = count_arg(counts[i])?;
                 t.recv(at(buf, displs[i] as isize * ext), c, dt, i)?;
@@ -725,13 +736,7 @@ pub unsafe fn scatter(
         Side::Root => {
             let (buf, count, dt) = send;
             let ext = extent_of(dt)?;
-            let (counts, displs) = match v {
-                Some((c, d)) => (ints(c, remote, "sendcounts")?, ints(d, remote, "displs")?),
-                None => (
-                    vec![count; remote],
-                    (0..remote as c_int).map(|i| i * count).collect(),
-                ),
-            };
+            let (counts, displs) = root_layout(count, v, remote, "sendcounts")?;
             for i in 0..remote {
                 let c = count_arg(counts[i])?;
                 t.send(at(buf, displs[i] as isize * ext), c, dt, i)?;
