@@ -350,8 +350,15 @@ fn messages_striped_over_two_and_four_rails_arrive_intact_and_in_order() {
                     .nth(1)
                     .and_then(|rest| rest.split(' ').next())
                     .and_then(|bytes| bytes.parse::<u64>().ok());
+                // Round-robin shares evenly; weighted follows measured rates, which over
+                // loopback are the CPU's, so only at least one chunk is certain.
+                let least = if policy == "roundrobin" {
+                    1 << 20
+                } else {
+                    256 << 10
+                };
                 assert!(
-                    carried.is_some_and(|b| b > 1 << 20),
+                    carried.is_some_and(|b| b >= least),
                     "{policy}: rail {rail} carried too little: {line}"
                 );
             }

@@ -109,9 +109,15 @@ fn two_links_stripe_survive_a_cut_and_weight_a_slow_rail() {
     // Unshaped: every size around the chunk boundaries, in order, over both rails.
     {
         let (testbed, prefix) = testbed("ra", None);
-        let out = run(&prefix, &[], &["rails", "9"])
-            .output()
-            .expect("ferry runs");
+        // Round-robin, so that each rail's share is known: unshaped links are as fast as the
+        // CPU, and weighted striping may rightly favour one.
+        let out = run(
+            &prefix,
+            &[("FERRY_RAIL_POLICY", "roundrobin")],
+            &["rails", "9"],
+        )
+        .output()
+        .expect("ferry runs");
         assert!(out.status.success(), "{}", show(&out));
         assert!(
             String::from_utf8_lossy(&out.stdout).contains("rails ok"),
