@@ -323,6 +323,11 @@ impl Proto {
             return;
         }
         self.outq[peer as usize].push_back(out);
+        self.mark_busy(peer);
+    }
+
+    /// `peer` has frames to write: `flush` visits it until they are out.
+    fn mark_busy(&mut self, peer: u32) {
         if !self.queued[peer as usize] {
             self.queued[peer as usize] = true;
             self.busy.push(peer);
@@ -605,7 +610,7 @@ impl FrameSink for Proto {
                 }
                 // Over rails, a chunk sent again after a rail failed may find its receive
                 // already complete.
-                _ if self.rails > 1 && self.routes[peer as usize] == Route::Tcp => Ok(Incoming {
+                _ if rails => Ok(Incoming {
                     ptr: std::ptr::null_mut(),
                     cap: 0,
                     arrival: Arrival::Discard,
@@ -1443,13 +1448,12 @@ impl Engine {
                         rail: rail.into(),
                         seq: u64::MAX,
                     };
-                    self.proto.outq[p].push_back(Out::Frame(OutFrame::control(down)));
+                    self.proto
+                        .push_out(peer, Out::Frame(OutFrame::control(down)));
                 }
             }
-            if !self.proto.queued[p] {
-                self.proto.queued[p] = true;
-                self.proto.busy.push(peer);
-            }
+            // Frames were queued above, or chunks wait to be sent again.
+            self.proto.mark_busy(peer);
         }
         Ok(any)
     }

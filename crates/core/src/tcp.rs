@@ -490,7 +490,7 @@ impl TcpTransport {
 
     /// With several rails, a rail fails once its data stays unacknowledged for the rail
     /// timeout, instead of after TCP's many minutes of retransmission.
-    fn tune_rail(&self, stream: &TcpStream, _rail: u16) -> Result<(), Error> {
+    fn tune_rail(&self, stream: &TcpStream) -> Result<(), Error> {
         if self.rails == 1 {
             return Ok(());
         }
@@ -594,7 +594,7 @@ impl TcpTransport {
             }
         };
         self.tune(&stream)?;
-        self.tune_rail(&stream, rail)?;
+        self.tune_rail(&stream)?;
         self.poll
             .registry()
             .register(
@@ -810,7 +810,7 @@ impl TcpTransport {
                         let _ = self.poll.registry().deregister(&mut conn.stream);
                         continue;
                     }
-                    if let Err(e) = self.tune_rail(&conn.stream, rail) {
+                    if let Err(e) = self.tune_rail(&conn.stream) {
                         eprintln!("ferry: rank {}: rail {rail} of rank {rank}: {e}", self.me);
                     }
                     if let Err(e) = self.poll.registry().reregister(
