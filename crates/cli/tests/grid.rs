@@ -14,33 +14,12 @@
 //! One testbed (per-run prefix) for all of it, removed on drop, also when an assertion fails.
 //! Without root the test says so and passes.
 
+mod common;
+use common::{example, grid_file, show};
 use ferry_grid::Topology;
 use ferry_testbed::Testbed;
-use std::path::PathBuf;
-use std::process::{Command, Output, Stdio};
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
-
-fn grid_file() -> PathBuf {
-    PathBuf::from(concat!(
-        env!("CARGO_MANIFEST_DIR"),
-        "/../testbed/grids/three.toml"
-    ))
-}
-
-fn example(name: &str) -> PathBuf {
-    let ferry = PathBuf::from(env!("CARGO_BIN_EXE_ferry"));
-    let path = ferry
-        .parent()
-        .expect("target dir")
-        .join("examples")
-        .join(name);
-    assert!(
-        path.exists(),
-        "{} is missing: build the examples (`cargo build --release --examples -p ferry-core`)",
-        path.display()
-    );
-    path
-}
 
 fn grid_run(prefix: &str, extra: &[&str], args: &[&str]) -> Command {
     let mut command = Command::new(env!("CARGO_BIN_EXE_ferry"));
@@ -49,21 +28,12 @@ fn grid_run(prefix: &str, extra: &[&str], args: &[&str]) -> Command {
         .env_remove("FERRY_SHOW_PATHS")
         .stdin(Stdio::null())
         .args(["run", "--grid"])
-        .arg(grid_file())
+        .arg(grid_file("three.toml"))
         .args(["--testbed-prefix", prefix, "-n", "6", "--timeout", "60"])
         .args(extra)
         .arg(example("check"))
         .args(args);
     command
-}
-
-fn show(out: &Output) -> String {
-    format!(
-        "status {:?}\nstdout:\n{}\nstderr:\n{}",
-        out.status,
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    )
 }
 
 /// The matrix written out by hand for three.toml (ranks a1 a2 b1 b2 p1 p2); `*` = row dials.
@@ -86,7 +56,7 @@ fn a_job_spans_three_clusters() {
         eprintln!("skipped: the testbed needs root");
         return;
     }
-    let topology = Topology::load(&grid_file()).expect("grid file");
+    let topology = Topology::load(&grid_file("three.toml")).expect("grid file");
     let prefix = format!("fy{}g-", std::process::id());
     let testbed = Testbed::up(&topology, &prefix).expect("testbed up");
 

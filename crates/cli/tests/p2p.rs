@@ -4,27 +4,13 @@
 //! `cargo test --workspace` builds those examples next to the `ferry` binary. Jobs run one at a
 //! time: they measure how fast a failing job ends, which parallel jobs on two cores would blur.
 
-use std::path::PathBuf;
+mod common;
+use common::example;
 use std::process::{Command, Output, Stdio};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 static ONE_JOB_AT_A_TIME: Mutex<()> = Mutex::new(());
-
-fn example(name: &str) -> PathBuf {
-    let ferry = PathBuf::from(env!("CARGO_BIN_EXE_ferry"));
-    let path = ferry
-        .parent()
-        .expect("target dir")
-        .join("examples")
-        .join(name);
-    assert!(
-        path.exists(),
-        "{} is missing: build the examples with `cargo test --workspace` (or `cargo build --examples -p ferry-core`)",
-        path.display()
-    );
-    path
-}
 
 struct Job {
     output: Output,

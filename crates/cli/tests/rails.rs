@@ -12,37 +12,16 @@
 //! Each testbed has a per-run prefix and is removed on drop, also when an assertion fails.
 //! Without root the test says so and passes.
 
+mod common;
+use common::{example, grid_file, show};
 use ferry_grid::Topology;
 use ferry_testbed::Testbed;
-use std::path::PathBuf;
 use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
-fn grid_file() -> PathBuf {
-    PathBuf::from(concat!(
-        env!("CARGO_MANIFEST_DIR"),
-        "/../testbed/grids/rails.toml"
-    ))
-}
-
-fn check() -> PathBuf {
-    let ferry = PathBuf::from(env!("CARGO_BIN_EXE_ferry"));
-    let path = ferry
-        .parent()
-        .expect("target dir")
-        .join("examples")
-        .join("check");
-    assert!(
-        path.exists(),
-        "{} is missing: build the examples (`cargo build --release --examples -p ferry-core`)",
-        path.display()
-    );
-    path
-}
-
 /// The rails grid with rail 0 limited to `rail0` and rail 1 to `rail1` (tc rates).
 fn testbed(tag: &str, rates: Option<(&str, &str)>) -> (Testbed, String) {
-    let mut topology = Topology::load(&grid_file()).expect("grid file");
+    let mut topology = Topology::load(&grid_file("rails.toml")).expect("grid file");
     if let Some((rail0, rail1)) = rates {
         topology.clusters[0].rate = Some(rail0.into());
         topology.clusters[0].links[0].rate = Some(rail1.into());
@@ -60,9 +39,9 @@ fn run(prefix: &str, env: &[(&str, &str)], args: &[&str]) -> Command {
         .env("FERRY_RAIL_STATS", "1")
         .stdin(Stdio::null())
         .args(["run", "--grid"])
-        .arg(grid_file())
+        .arg(grid_file("rails.toml"))
         .args(["--testbed-prefix", prefix, "-n", "2", "--timeout", "90"])
-        .arg(check())
+        .arg(example("check"))
         .args(args);
     for (k, v) in env {
         command.env(k, v);
@@ -70,13 +49,49 @@ fn run(prefix: &str, env: &[(&str, &str)], args: &[&str]) -> Command {
     command
 }
 
-fn show(out: &Output) -> String {
-    format!(
-        "status {:?}\nstdout:\n{}\nstderr:\n{}",
-        out.status,
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
+/// On both links at 200 Mbit/s, a checked stream of 30 × 4 MiB from r1 to r2 whose rail `rail`
+/// is cut `cut_after` into it, and restored `restore_after` the cut, or once the job ended.
+/// The job must succeed; returns its output and how long it ran after the cut.
+fn stream_with_a_cut(
+    tag: &str,
+    rail: usize,
+    cut_after: Duration,
+    restore_after: Option<Duration>,
+) -> (Output, Duration) {
+    let (testbed, prefix) = testbed(tag, Some(("200mbit", "200mbit")));
+    let job = run(
+        &prefix,
+        &[("FERRY_RAIL_TIMEOUT", "1")],
+        &["stream", "4194304", "30"],
     )
+    .stdout(Stdio::piped())
+    .stderr(Stdio::piped())
+    .spawn()
+    .expect("ferry runs");
+    std::thread::sleep(cut_after);
+    let cut_at = Instant::now();
+    testbed.set_link("r1", rail, false).expect("cut the rail");
+    if let Some(pause) = restore_after {
+        std::thread::sleep(pause);
+        testbed
+            .set_link("r1", rail, true)
+            .expect("restore the rail");
+    }
+    let out = job.wait_with_output().expect("job output");
+    let took = cut_at.elapsed();
+    if restore_after.is_none() {
+        testbed
+            .set_link("r1", rail, true)
+            .expect("restore the rail");
+    }
+    assert!(out.status.success(), "{}", show(&out));
+    assert!(
+        String::from_utf8_lossy(&out.stdout).contains("stream ok"),
+        "{}",
+        show(&out)
+    );
+    testbed.down().expect("testbed down");
+    (out, took)
 }
 
 /// Bytes each rail from rank `from` carried, from the FERRY_RAIL_STATS lines.
@@ -136,72 +151,32 @@ fn two_links_stripe_survive_a_cut_and_weight_a_slow_rail() {
         testbed.down().expect("testbed down");
     }
 
-    // Both links at 200 Mbit/s; rail 1 cut a second into a ~2.5 s transfer.
-    {
-        let (testbed, prefix) = testbed("rb", Some(("200mbit", "200mbit")));
-        let job = run(
-            &prefix,
-            &[("FERRY_RAIL_TIMEOUT", "1")],
-            &["stream", "4194304", "30"],
-        )
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("ferry runs");
-        std::thread::sleep(Duration::from_millis(1500));
-        let cut_at = Instant::now();
-        testbed.set_link("r1", 1, false).expect("cut rail 1");
-        let out = job.wait_with_output().expect("job output");
-        eprintln!("transfer ended {:?} after the cut", cut_at.elapsed());
-        testbed.set_link("r1", 1, true).expect("restore rail 1");
-        assert!(out.status.success(), "{}", show(&out));
-        let stderr = String::from_utf8_lossy(&out.stderr);
-        assert!(
-            stderr.contains("rail 1 to rank 1 failed"),
-            "the cut went unnoticed: {}",
-            show(&out)
-        );
-        assert!(
-            String::from_utf8_lossy(&out.stdout).contains("stream ok"),
-            "{}",
-            show(&out)
-        );
-        testbed.down().expect("testbed down");
-    }
+    // Both links at 200 Mbit/s; rail 1 cut a second and a half into a ~2.5 s transfer, and
+    // restored once it ended.
+    let (out, took) = stream_with_a_cut("rb", 1, Duration::from_millis(1500), None);
+    eprintln!("transfer ended {took:?} after the cut");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("rail 1 to rank 1 failed"),
+        "the cut went unnoticed: {}",
+        show(&out)
+    );
 
     // The same with rail 0 cut, the rail that carries the ordered frames: they go again, in
     // order and once, on rail 1. (The link is restored 3 s later: the launcher's bootstrap
     // connection to rank 1 runs over it too.)
-    {
-        let (testbed, prefix) = testbed("rd", Some(("200mbit", "200mbit")));
-        let job = run(
-            &prefix,
-            &[("FERRY_RAIL_TIMEOUT", "1")],
-            &["stream", "4194304", "30"],
-        )
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("ferry runs");
-        std::thread::sleep(Duration::from_millis(1000));
-        testbed.set_link("r1", 0, false).expect("cut rail 0");
-        std::thread::sleep(Duration::from_secs(3));
-        testbed.set_link("r1", 0, true).expect("restore rail 0");
-        let out = job.wait_with_output().expect("job output");
-        assert!(out.status.success(), "{}", show(&out));
-        let stderr = String::from_utf8_lossy(&out.stderr);
-        assert!(
-            stderr.contains("rail 0 to rank 1 failed") && stderr.contains("ordered frames from"),
-            "rail 0's failure went unnoticed: {}",
-            show(&out)
-        );
-        assert!(
-            String::from_utf8_lossy(&out.stdout).contains("stream ok"),
-            "{}",
-            show(&out)
-        );
-        testbed.down().expect("testbed down");
-    }
+    let (out, _) = stream_with_a_cut(
+        "rd",
+        0,
+        Duration::from_millis(1000),
+        Some(Duration::from_secs(3)),
+    );
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("rail 0 to rank 1 failed") && stderr.contains("ordered frames from"),
+        "rail 0's failure went unnoticed: {}",
+        show(&out)
+    );
 
     // Rail 0 at R = 200 Mbit/s, rail 1 at R/4: weighted striping sends about a fifth on rail 1.
     {

@@ -30,12 +30,14 @@
 //! The testbed has a per-run prefix and is removed on drop, also when an assertion fails.
 //! Without root the test says so and passes.
 
+mod common;
+use common::{example, grid_file, show};
 use ferry_grid::Topology;
 use ferry_sched::hetero::{scheduler, CostMatrix};
 use ferry_sim::{simulate, SimConfig};
 use ferry_testbed::Testbed;
-use std::path::{Path, PathBuf};
-use std::process::{Command, Output, Stdio};
+use std::path::Path;
+use std::process::{Command, Stdio};
 
 /// Bytes broadcast: large enough that bandwidth dominates latency everywhere.
 const BYTES: usize = 2 << 20;
@@ -45,28 +47,6 @@ const REPS: usize = 3;
 const LATENCY: f64 = 100e-6;
 /// How far a measured time may be from its prediction, either way.
 const FACTOR: f64 = 2.0;
-
-fn grid_file() -> PathBuf {
-    PathBuf::from(concat!(
-        env!("CARGO_MANIFEST_DIR"),
-        "/../testbed/grids/hetero.toml"
-    ))
-}
-
-fn check() -> PathBuf {
-    let ferry = PathBuf::from(env!("CARGO_BIN_EXE_ferry"));
-    let path = ferry
-        .parent()
-        .expect("target dir")
-        .join("examples")
-        .join("check");
-    assert!(
-        path.exists(),
-        "{} is missing: build the examples (`cargo build --release --examples -p ferry-core`)",
-        path.display()
-    );
-    path
-}
 
 /// A `tc` rate (`400mbit`, `20mbit`, `1gbit`, `500kbit`) in bits per second.
 fn bits_per_second(rate: &str) -> f64 {
@@ -118,15 +98,6 @@ fn costs_json(rates: &[f64]) -> String {
     .to_string()
 }
 
-fn show(out: &Output) -> String {
-    format!(
-        "status {:?}\nstdout:\n{}\nstderr:\n{}",
-        out.status,
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    )
-}
-
 /// One timed broadcast: per rank, seconds from its barrier exit until it held the data and
 /// until its call completed.
 struct Rep {
@@ -142,10 +113,10 @@ fn measure(prefix: &str, n: usize, name: &str, costs: &Path) -> Vec<Rep> {
         .env_remove("FERRY_BCAST_COSTS")
         .stdin(Stdio::null())
         .args(["run", "--grid"])
-        .arg(grid_file())
+        .arg(grid_file("hetero.toml"))
         .args(["--testbed-prefix", prefix, "-n", &n.to_string()])
         .args(["--timeout", "60"])
-        .arg(check())
+        .arg(example("check"))
         .args(["bcast-timing", name, &BYTES.to_string()])
         .arg(costs)
         .arg(REPS.to_string())
@@ -234,7 +205,7 @@ fn simulated_completion_order_matches_the_testbed() {
         eprintln!("skipped: the testbed needs root");
         return;
     }
-    let grid = Topology::load(&grid_file()).expect("grid file");
+    let grid = Topology::load(&grid_file("hetero.toml")).expect("grid file");
     let rates = rank_rates(&grid);
     let n = rates.len();
     let matrix = costs(&rates);
