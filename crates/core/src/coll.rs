@@ -37,6 +37,8 @@ pub(crate) struct Collective {
     scratch: Vec<Vec<u128>>,
     reduce: Option<Reducer>,
     steps: Vec<StepState>,
+    /// Steps before this index are all done (the next pass starts here).
+    done_before: usize,
     left: usize,
     /// Slower copies still landing in the call's buffers (two-tree broadcasts): the call ends
     /// only once they have.
@@ -146,15 +148,13 @@ impl Collective {
         let schedule = Rc::clone(&self.schedule);
         Ok(match schedule.steps[i].op {
             Op::Send { peer, seq, region } => {
-                let id = eng.isend(
-                    self.context + 1,
-                    self.world_of[peer],
-                    self.tag(seq),
-                    self.ptr(&region),
-                    region.len,
-                    false,
-                )?;
-                StepState::Running(id)
+                let (dest, tag, buf) = (self.world_of[peer], self.tag(seq), self.ptr(&region));
+                if eng.send_eager_now(self.context + 1, dest, tag, buf, region.len) {
+                    StepState::Done
+                } else {
+                    let id = eng.isend(self.context + 1, dest, tag, buf, region.len, false)?;
+                    StepState::Running(id)
+                }
             }
             Op::Recv { peer, seq, region } => {
                 let world = self.world_of[peer];
@@ -226,7 +226,7 @@ impl Collective {
         let mut progressed = false;
         loop {
             let mut changed = false;
-            for i in 0..self.steps.len() {
+            for i in self.done_before..self.steps.len() {
                 let next = match &mut self.steps[i] {
                     StepState::Done => continue,
                     StepState::Waiting => {
@@ -321,6 +321,9 @@ impl Collective {
                 });
                 changed |= self.lingering.len() != before;
             }
+            while matches!(self.steps.get(self.done_before), Some(StepState::Done)) {
+                self.done_before += 1;
+            }
             progressed |= changed;
             if !changed {
                 return Ok(progressed);
@@ -354,46 +357,68 @@ impl Engine {
             recv: call.recv,
             reduce: call.reduce,
             steps,
+            done_before: 0,
             left: n,
             lingering: Vec::new(),
         };
         c.advance(self)?;
-        self.finish_or_keep(c);
+        if !self.finish(&mut c) {
+            self.collectives.push(c);
+        }
         Ok(id)
     }
 
-    fn finish_or_keep(&mut self, mut c: Collective) {
-        if c.left == 0 && c.lingering.is_empty() {
-            self.spare.keep(&mut c);
-            let len = c.schedule.recv_bytes;
-            self.proto.complete(
-                c.id,
-                Completion {
-                    source: self.proto.me,
-                    tag: 0,
-                    len,
-                    message_len: len,
-                    cancelled: false,
-                },
-            );
-        } else {
-            self.collectives.push(c);
+    /// Completes `c`'s request if all of it is done (its allocations go back to the spares).
+    fn finish(&mut self, c: &mut Collective) -> bool {
+        if c.left > 0 || !c.lingering.is_empty() {
+            return false;
         }
+        self.spare.keep(c);
+        let len = c.schedule.recv_bytes;
+        self.proto.complete(
+            c.id,
+            Completion {
+                source: self.proto.me,
+                tag: 0,
+                len,
+                message_len: len,
+                cancelled: false,
+            },
+        );
+        true
     }
 
     /// Advances every running collective and frees drained copies. Part of `progress`.
     pub(crate) fn advance_collectives(&mut self) -> Result<bool, Error> {
         let mut progressed = false;
-        // Two lists swap roles, so that steady progress allocates nothing.
-        let mut running = std::mem::replace(
-            &mut self.collectives,
-            std::mem::take(&mut self.spare.collectives),
-        );
-        for mut c in running.drain(..) {
-            progressed |= c.advance(self)?;
-            self.finish_or_keep(c);
+        if !self.collectives.is_empty() {
+            // Advanced in place: a wait polls this often, and moving each collective out and
+            // back would copy it every time.
+            let mut running = std::mem::take(&mut self.collectives);
+            let mut failed = None;
+            for (i, c) in running.iter_mut().enumerate() {
+                match c.advance(self) {
+                    Ok(moved) => progressed |= moved,
+                    Err(e) => {
+                        failed = Some((i, e));
+                        break;
+                    }
+                }
+            }
+            if let Some((i, _)) = failed {
+                // The error goes to the waiter; the failed call is not advanced again.
+                running.remove(i);
+            }
+            if progressed {
+                running.retain_mut(|c| !self.finish(c));
+            }
+            // Steps only start sends and receives, never collectives: nothing was added.
+            debug_assert!(self.collectives.is_empty());
+            self.collectives = running;
+            if let Some((_, e)) = failed {
+                return Err(e);
+            }
         }
-        self.spare.collectives = running;
         let before = self.drains.len();
         let mut drains = std::mem::take(&mut self.drains);
         drains.retain(|(id, _)| match self.proto.is_done(*id) {
@@ -412,7 +437,6 @@ impl Engine {
 /// Allocations of finished collectives, reused by the next ones.
 #[derive(Default)]
 pub(crate) struct Spare {
-    collectives: Vec<Collective>,
     steps: Vec<Vec<StepState>>,
     scratch_lists: Vec<Vec<Vec<u128>>>,
     scratch: Vec<Vec<u128>>,

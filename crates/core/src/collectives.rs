@@ -17,7 +17,7 @@ use crate::selection::{
 };
 use bytemuck::Pod;
 use ferry_sched::{algorithms as alg, hierarchical as hier, Order, Schedule};
-use std::collections::HashMap;
+use rustc_hash::FxHashMap;
 use std::rc::Rc;
 
 /// This rank's cluster id, set per rank by a launcher that knows the topology.
@@ -94,10 +94,10 @@ const MAX_PLANS: usize = 256;
 /// Kept schedules by (context id, call). Each holds its communicator's member list, which keeps
 /// that list alive: a later communicator that reuses the context id has another list, so it
 /// never gets a schedule planned for different members.
-type Plans = HashMap<(u32, PlanKey), (Rc<[u32]>, Planned)>;
+type Plans = FxHashMap<(u32, PlanKey), (Rc<[u32]>, Planned)>;
 
 thread_local! {
-    static PLANS: std::cell::RefCell<Plans> = std::cell::RefCell::new(HashMap::new());
+    static PLANS: std::cell::RefCell<Plans> = std::cell::RefCell::new(FxHashMap::default());
     /// Cluster id of each world rank, from the bootstrap cards. A `World` lives on the thread
     /// that created it (communicators are not `Send`), so per thread is per world.
     static WORLD_CLUSTERS: std::cell::RefCell<std::rc::Rc<[u32]>> =

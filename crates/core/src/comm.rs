@@ -124,7 +124,7 @@ impl Comm {
         self.world_rank(rank).map(|w| w as usize)
     }
 
-    fn world_rank(&self, rank: usize) -> Result<u32, Error> {
+    pub(crate) fn world_rank(&self, rank: usize) -> Result<u32, Error> {
         self.group
             .world_of
             .get(rank)

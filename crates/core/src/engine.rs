@@ -904,6 +904,37 @@ impl Engine {
         }
     }
 
+    /// Writes a small message straight into the peer's shared-memory ring when nothing waits
+    /// before it there. `true` means it went out: the buffer is free again and there is no
+    /// request to track (collective steps try this before [`Engine::isend`]).
+    pub(crate) fn send_eager_now(
+        &mut self,
+        context: u32,
+        dest: u32,
+        tag: i32,
+        buf: *const u8,
+        len: usize,
+    ) -> bool {
+        let p = dest as usize;
+        if self.proto.routes[p] != Route::Shm
+            || len > self.shm_eager_limit
+            || !self.proto.outq[p].is_empty()
+        {
+            return false;
+        }
+        let Some(shm) = self.shm.as_mut() else {
+            return false;
+        };
+        let header = Frame::Eager {
+            context,
+            tag,
+            len: len as u64,
+        }
+        .to_bytes();
+        let buf = non_null_if_empty(buf as *mut u8, len) as *const u8;
+        shm.try_push(p, &header, buf, len)
+    }
+
     /// Starts a send of `len` bytes at `buf` to world rank `dest`. A `synchronous` send always
     /// takes the rendezvous path, so it completes only once the receiver has matched it.
     pub(crate) fn isend(

@@ -127,6 +127,30 @@ impl Comm {
             .map(RawRequest)
     }
 
+    /// Sends a small message at once if the transport takes it now (shared memory, nothing
+    /// queued before it to that rank). `true` means it is sent and there is no request to
+    /// track; `false` means nothing happened and the caller uses [`Comm::raw_send`].
+    ///
+    /// # Safety
+    /// `buf` must be valid for reads of `len` bytes for the duration of the call.
+    pub unsafe fn raw_send_now(
+        &self,
+        buf: *const u8,
+        len: usize,
+        dest: usize,
+        tag: i32,
+    ) -> Result<bool, Error> {
+        if tag < 0 {
+            return Err(Error::InvalidTag(tag));
+        }
+        let dest = self.world_rank(dest)?;
+        Ok(self
+            .shared
+            .engine
+            .borrow_mut()
+            .send_eager_now(self.context, dest, tag, buf, len))
+    }
+
     /// Posts a receive into `len` bytes at `buf`.
     ///
     /// # Safety

@@ -7,7 +7,7 @@ use crate::abi::*;
 use crate::datatype::Datatype;
 use crate::error::{fail, MpiError, Res};
 use crate::ops;
-use crate::p2p::{count_arg, wait_request};
+use crate::p2p::count_arg;
 use crate::request::{Request, Typed};
 use crate::state::{running, Inter, OpObj, State};
 use ferry_core::{Collective, Reducer};
@@ -414,6 +414,35 @@ impl Prepared {
         };
         Ok(Request::running(comm, core, raw, Some(Box::new(finish))))
     }
+
+    /// Runs the collective to completion: the blocking call needs no request object.
+    fn run(self) -> Res {
+        let Prepared {
+            core,
+            schedule,
+            input,
+            output,
+            reduce,
+            ..
+        } = self;
+        // SAFETY: as in `launch`; here the buffers outlive the collective because this returns
+        // only once it is done.
+        let raw = unsafe {
+            core.raw_collective(
+                schedule,
+                (input.ptr, input.len),
+                (output.ptr, output.len),
+                reduce,
+            )?
+        };
+        core.wait_until(|done| done(raw))?;
+        if core.raw_take(raw).is_none() {
+            return fail(MPI_ERR_INTERN, "collective finished without an outcome");
+        }
+        drop(input.staged);
+        output.finish();
+        Ok(())
+    }
 }
 
 /// A nonblocking intercommunicator collective of direct sends and receives with remote ranks
@@ -645,10 +674,11 @@ fn inter_of(comm: Handle) -> Res<Option<Inter>> {
 
 /// Runs a collective planned by `f` to completion (blocking form) or publishes its request.
 unsafe fn run(request: *mut Handle, f: impl FnOnce(&mut State) -> Res<Prepared>) -> Res {
-    let mut req = running(f)?.launch()?;
+    let prepared = running(f)?;
     if request.is_null() {
-        return wait_request(&mut req)?.check();
+        return prepared.run();
     }
+    let req = prepared.launch()?;
     running(|s| {
         *request = s.requests.insert(req);
         Ok(())

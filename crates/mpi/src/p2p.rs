@@ -148,6 +148,17 @@ pub fn start_send(
     match typed.direct() {
         Some(ptr) => {
             // SAFETY: MPI's contract keeps the buffer valid until the request completes.
+            if mode == SendMode::Standard
+                && unsafe { core.raw_send_now(ptr, typed.bytes(), dest, tag)? }
+            {
+                // Already in the peer's queue: a send's status carries only its length.
+                let sent = Outcome {
+                    bytes: typed.bytes() as i64,
+                    ..Outcome::EMPTY
+                };
+                return Ok(Request::done(comm, core, sent));
+            }
+            // SAFETY: MPI's contract keeps the buffer valid until the request completes.
             let raw = unsafe { core.raw_send(ptr, typed.bytes(), dest, tag, mode)? };
             Ok(Request::running(comm, core, raw, None))
         }

@@ -160,7 +160,7 @@ pub struct State {
     /// Created datatypes.
     pub types: Table<TypeObj>,
     /// The predefined datatypes, built on first use.
-    pub builtin_types: HashMap<Handle, Datatype>,
+    pub builtin_types: rustc_hash::FxHashMap<Handle, Datatype>,
     /// Created operations.
     pub ops: Table<OpObj>,
     /// Pending and persistent requests.
@@ -230,7 +230,7 @@ impl State {
             comms: Table::new(Kind::Comm),
             groups: Table::new(Kind::Group),
             types: Table::new(Kind::Datatype),
-            builtin_types: HashMap::new(),
+            builtin_types: Default::default(),
             ops: Table::new(Kind::Op),
             requests: Table::new(Kind::Request),
             errhandlers: Table::new(Kind::Errhandler),
