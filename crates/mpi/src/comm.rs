@@ -178,7 +178,7 @@ const DERIVED_BASE: u32 = 1 << 30;
 /// The first of the context pairs (`k` for an intracommunicator, `k` to `k + 2` for an
 /// intercommunicator) of the `n`-th MPI_Comm_idup of the communicator with context id
 /// `context`: a hash of the two into slots of [`SLOT`] pairs from [`DERIVED_BASE`].
-fn derived_pair(context: u32, n: u32) -> u32 {
+pub(crate) fn derived_pair(context: u32, n: u32) -> u32 {
     // splitmix64 of (context, n): every member computes the same pair without a message.
     let mut z = ((context as u64) << 32 | n as u64).wrapping_add(0x9e37_79b9_7f4a_7c15);
     z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
@@ -452,6 +452,7 @@ mpi! {
             let obj = s.comms.remove(*h);
             if let Some(o) = &obj {
                 release_derived(s, o);
+                crate::part::forget(s, o.comm.context_id());
             }
             Ok(obj)
         })?;

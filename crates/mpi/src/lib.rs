@@ -45,6 +45,7 @@ pub mod handles;
 pub mod inter;
 pub mod ops;
 pub mod p2p;
+pub mod part;
 pub mod request;
 pub mod state;
 pub mod topo;

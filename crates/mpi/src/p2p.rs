@@ -10,6 +10,15 @@ use ferry_core::raw::{RawRequest, SendMode};
 use ferry_core::Source;
 use std::ffi::{c_int, c_void};
 
+/// The element type of a send or receive. An empty message may name MPI_DATATYPE_NULL, as
+/// MPICH allows (its test suite relies on it); it then moves no bytes.
+fn message_type(s: &mut State, datatype: Handle, count: usize) -> Res<crate::datatype::Datatype> {
+    if count == 0 && datatype == MPI_DATATYPE_NULL {
+        return s.datatype(crate::datatype::Builtin::Byte as Handle);
+    }
+    s.committed_type(datatype)
+}
+
 /// Checks a count argument.
 pub fn count_arg(count: c_int) -> Res<usize> {
     usize::try_from(count)
@@ -96,7 +105,7 @@ pub fn start_send(
 ) -> Res<Request> {
     let core = s.core_comm(comm)?;
     let count = count_arg(count)?;
-    let dt = s.committed_type(datatype)?;
+    let dt = message_type(s, datatype, count)?;
     buffer_arg(buf, count, datatype)?;
     let tag = send_tag(tag)?;
     let Some(dest) = dest_arg(&core, dest)? else {
@@ -188,7 +197,7 @@ pub fn start_recv(
 ) -> Res<Request> {
     let core = s.core_comm(comm)?;
     let count = count_arg(count)?;
-    let dt = s.committed_type(datatype)?;
+    let dt = message_type(s, datatype, count)?;
     buffer_arg(buf, count, datatype)?;
     let tag = recv_tag(tag)?;
     let Some(source) = source_arg(&core, source)? else {
@@ -462,7 +471,7 @@ mpi! {
 
 /// A datatype handle the persistent request owns: the user may free theirs right after the
 /// `*_init` call (MPI 4.1 §2.5.1), so a created type is held under a private handle.
-fn keep_type(s: &mut State, datatype: Handle) -> Res<Handle> {
+pub(crate) fn keep_type(s: &mut State, datatype: Handle) -> Res<Handle> {
     let dt = s.committed_type(datatype)?;
     if s.types.get(datatype).is_none() {
         return Ok(datatype);
@@ -481,6 +490,7 @@ unsafe fn persistent(comm: Handle, request: *mut Handle, mut p: Persistent) -> R
             Persistent::Send { datatype, .. } | Persistent::Recv { datatype, .. } => {
                 *datatype = keep_type(s, *datatype)?;
             }
+            Persistent::Partitioned(_) => {}
         }
         let core = s.core_comm(comm)?;
         let req = Request {
@@ -584,6 +594,14 @@ fn start_one(s: &mut State, handle: Handle) -> Res {
             source,
             tag,
         } => start_recv(s, buf as *mut c_void, count, datatype, source, tag, comm)?,
+        Persistent::Partitioned(p) => {
+            let progress = p.start(s)?;
+            if let Some(req) = s.requests.get_mut(handle) {
+                req.progress = progress;
+                req.cancel_requested = false;
+            }
+            return Ok(());
+        }
     };
     if let Some(req) = s.requests.get_mut(handle) {
         req.progress = started.progress;
@@ -627,8 +645,8 @@ mpi! {
             let Some(req) = s.requests.remove(*h) else {
                 return fail(MPI_ERR_REQUEST, format!("invalid request {:#x}", *h));
             };
-            if let Some(Persistent::Send { datatype, .. } | Persistent::Recv { datatype, .. }) = &req.persistent {
-                s.types.remove(*datatype);
+            if let Some(p) = &req.persistent {
+                s.types.remove(p.datatype());
             }
             if !req.is_complete() {
                 // Still in flight: keep it alive with the buffered sends, reaped as they finish.
@@ -693,13 +711,36 @@ enum Entry {
     Null,
     /// Done or in flight: the runtime requests it waits for (none when done at start).
     Active([Option<RawRequest>; 2]),
+    /// A partitioned send waiting for MPI_Pready: no progress of ours can finish it.
+    AwaitingReady,
 }
 
 impl Entry {
     /// Whether the entry has something in flight.
     fn in_flight(&self) -> bool {
-        matches!(self, Entry::Active(r) if r.iter().any(Option::is_some))
+        match self {
+            Entry::Active(r) => r.iter().any(Option::is_some),
+            Entry::AwaitingReady => true,
+            Entry::Null => false,
+        }
     }
+}
+
+/// A wait that only partitioned sends short of MPI_Pready could end would never return.
+fn wait_possible(list: &[Entry], all: bool) -> Res {
+    let stuck = |e: &Entry| matches!(e, Entry::AwaitingReady);
+    let hopeless = if all {
+        list.iter().any(stuck)
+    } else {
+        list.iter().any(stuck) && list.iter().all(|e| stuck(e) || matches!(e, Entry::Null))
+    };
+    if hopeless {
+        return fail(
+            MPI_ERR_REQUEST,
+            "waiting for a partitioned send before MPI_Pready of all its partitions: it can never complete",
+        );
+    }
+    Ok(())
 }
 
 fn entries(handles: &[Handle]) -> Res<(Vec<Entry>, Option<ferry_core::Comm>)> {
@@ -717,6 +758,9 @@ fn entries(handles: &[Handle]) -> Res<(Vec<Entry>, Option<ferry_core::Comm>)> {
                 if req.is_inactive() {
                     return Ok(Entry::Null);
                 }
+                if matches!(req.progress, Progress::AwaitingReady) {
+                    return Ok(Entry::AwaitingReady);
+                }
                 engine.get_or_insert_with(|| req.core.clone());
                 Ok(Entry::Active(req.raws()))
             })
@@ -727,7 +771,7 @@ fn entries(handles: &[Handle]) -> Res<(Vec<Entry>, Option<ferry_core::Comm>)> {
 
 fn done_in(entry: Entry, done: &dyn Fn(RawRequest) -> bool) -> bool {
     match entry {
-        Entry::Null => false,
+        Entry::Null | Entry::AwaitingReady => false,
         Entry::Active(raws) => raws.iter().flatten().all(|&raw| done(raw)),
     }
 }
@@ -750,6 +794,7 @@ mpi! {
             Outcome::EMPTY.write(status, false);
             return Ok(());
         }
+        wait_possible(&list, true)?;
         if let Some(engine) = engine {
             engine.wait_until(|done| done_in(entry, done))?;
         }
@@ -765,6 +810,10 @@ mpi! {
         if let Entry::Null = entry {
             *flag = 1;
             Outcome::EMPTY.write(status, false);
+            return Ok(());
+        }
+        if let Entry::AwaitingReady = entry {
+            *flag = 0;
             return Ok(());
         }
         if let Some(engine) = engine {
@@ -790,7 +839,9 @@ unsafe fn finish_all(
     let mut errors = 0;
     for (i, h) in handles.iter_mut().enumerate() {
         match list[i] {
-            Entry::Null => Outcome::EMPTY.write(status_at(statuses, i), true),
+            Entry::Null | Entry::AwaitingReady => {
+                Outcome::EMPTY.write(status_at(statuses, i), true)
+            }
             Entry::Active(_) => {
                 let o = finish_handle(h, status_at(statuses, i), true)?;
                 errors += (o.error != MPI_SUCCESS) as usize;
@@ -805,6 +856,7 @@ mpi! {
     fn MPI_Waitall / PMPI_Waitall(count: c_int, requests: *mut Handle, statuses: *mut MpiStatus) on NONE => {
         let handles = handles_arg(count, requests)?;
         let (list, engine) = entries(handles)?;
+        wait_possible(&list, true)?;
         if let Some(engine) = engine {
             engine.wait_until(|done| list.iter().all(|&e| !e.in_flight() || done_in(e, done)))?;
         }
@@ -855,6 +907,7 @@ mpi! {
             Outcome::EMPTY.write(status, false);
             return Ok(());
         };
+        wait_possible(&list, false)?;
         let mut hit = 0;
         engine.wait_until(|done| match list.iter().position(|&e| done_in(e, done)) {
             Some(i) => { hit = i; true }
@@ -926,6 +979,7 @@ mpi! {
         let handles = handles_arg(incount, requests)?;
         let (list, engine) = entries(handles)?;
         let Some(engine) = engine else { *outcount = MPI_UNDEFINED; return Ok(()) };
+        wait_possible(&list, false)?;
         engine.wait_until(|done| list.iter().any(|&e| done_in(e, done)))?;
         some(handles, &list, &engine, outcount, indices, statuses)
     }
@@ -956,6 +1010,7 @@ mpi! {
                 engine.progress()?;
                 done_in(entry, &|r| engine.raw_done(r))
             }
+            (Entry::AwaitingReady, _) => false,
             _ => true,
         };
         *flag = done as c_int;
@@ -973,7 +1028,7 @@ mpi! {
                         o
                     }
                     Progress::Done(o) => o,
-                    Progress::Inactive => Outcome::EMPTY,
+                    Progress::Inactive | Progress::AwaitingReady => Outcome::EMPTY,
                 })
             })?;
             outcome.write(status, false);

@@ -176,6 +176,18 @@ pub enum Persistent {
         /// Tag or wildcard.
         tag: c_int,
     },
+    /// MPI_Psend_init or MPI_Precv_init.
+    Partitioned(std::rc::Rc<crate::part::Partitioned>),
+}
+
+impl Persistent {
+    /// The datatype handle the request holds (see `p2p::keep_type`).
+    pub fn datatype(&self) -> Handle {
+        match self {
+            Persistent::Send { datatype, .. } | Persistent::Recv { datatype, .. } => *datatype,
+            Persistent::Partitioned(p) => p.datatype,
+        }
+    }
 }
 
 /// Where a request is.
@@ -191,6 +203,8 @@ pub enum Progress {
     },
     /// Finished when it was started (MPI_PROC_NULL, a buffered send).
     Done(Outcome),
+    /// A started partitioned send whose partitions are not all marked ready yet.
+    AwaitingReady,
 }
 
 /// An MPI request.
@@ -256,6 +270,7 @@ impl Request {
     pub fn is_complete(&self) -> bool {
         let own = match self.progress {
             Progress::Running { raw, .. } => self.core.raw_done(raw),
+            Progress::AwaitingReady => false,
             _ => true,
         };
         own && self.partner.as_ref().is_none_or(|p| p.is_complete())
@@ -274,6 +289,13 @@ impl Request {
         let progress = std::mem::replace(&mut self.progress, Progress::Inactive);
         match progress {
             Progress::Inactive => Ok(Outcome::EMPTY),
+            Progress::AwaitingReady => {
+                self.progress = Progress::AwaitingReady;
+                Err(MpiError::new(
+                    MPI_ERR_REQUEST,
+                    "a partitioned send completes only after MPI_Pready of every partition",
+                ))
+            }
             Progress::Done(o) => Ok(o),
             Progress::Running { raw, finish } => {
                 let Some(st) = self.core.raw_take(raw) else {
@@ -286,7 +308,12 @@ impl Request {
                 if let Some(f) = finish {
                     f(&st);
                 }
-                Ok(Outcome::of(&st))
+                let mut outcome = Outcome::of(&st);
+                if let Some(Persistent::Partitioned(p)) = &self.persistent {
+                    // The message travelled on the partitioned channel under its round tag.
+                    outcome.tag = p.user_tag;
+                }
+                Ok(outcome)
             }
         }
     }

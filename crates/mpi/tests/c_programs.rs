@@ -170,6 +170,11 @@ fn persistent_requests() {
 }
 
 #[test]
+fn partitioned_communication() {
+    no_errors(2, "partitioned");
+}
+
+#[test]
 fn persistent_buffered_ready_and_any_source_requests() {
     no_errors(3, "persistent2");
 }
