@@ -440,6 +440,16 @@ unsafe fn call_delete(comm: Handle, keyval: c_int, value: *mut c_void) -> Res {
 }
 
 mpi! {
+    /// The intercommunicator to the parent of a process started by MPI_Comm_spawn: ferry does not
+    /// spawn processes, so there is none (MPI_COMM_NULL), as for any process started by mpiexec.
+    fn MPI_Comm_get_parent / PMPI_Comm_get_parent(parent: *mut Handle) on NONE => {
+        running(|_| Ok(()))?;
+        *out(parent, "parent")? = MPI_COMM_NULL;
+        Ok(())
+    }
+}
+
+mpi! {
     /// Frees a communicator (deleting its attributes first).
     fn MPI_Comm_free / PMPI_Comm_free(comm: *mut Handle) on NONE => {
         let h = out(comm, "comm")?;

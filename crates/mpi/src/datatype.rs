@@ -1805,6 +1805,35 @@ impl Datatype {
         acc
     }
 
+    /// Calls `f` with the predefined type of every basic element of one element, in `MPI_Pack`
+    /// order (a pair type is one call). The external32 representation converts by this.
+    pub fn for_each_builtin(&self, f: &mut dyn FnMut(Builtin)) {
+        if let Some((b, n)) = self.0.uniform {
+            (0..n).for_each(|_| f(b));
+            return;
+        }
+        match &self.0.layout {
+            Layout::Builtin(b) => f(*b),
+            Layout::Regular {
+                count,
+                blocklen,
+                old,
+                ..
+            } => (0..count.saturating_mul(*blocklen)).for_each(|_| old.for_each_builtin(f)),
+            Layout::List { blocks, old } => {
+                for &(_, b) in blocks {
+                    (0..b).for_each(|_| old.for_each_builtin(f));
+                }
+            }
+            Layout::Struct { blocks } => {
+                for (_, b, t) in blocks {
+                    (0..*b).for_each(|_| t.for_each_builtin(f));
+                }
+            }
+            Layout::Alias(old) => old.for_each_builtin(f),
+        }
+    }
+
     /// When every basic element of this type is the same predefined type: that type and how many
     /// of it one element holds (e.g. `(MPI_INT, 4)` for `contiguous(4, MPI_INT)`). Reductions on
     /// derived types use this.

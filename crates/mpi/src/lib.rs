@@ -41,6 +41,7 @@ pub mod comm;
 pub mod datatype;
 pub mod env;
 pub mod error;
+pub mod external;
 pub mod handles;
 pub mod inter;
 pub mod ops;

@@ -580,3 +580,38 @@ mpi! {
         })
     }
 }
+
+// ---- Fortran-size matching ----
+
+/// `MPI_TYPECLASS_*` (MPI-5 ABI values).
+const TYPECLASS_INTEGER: c_int = 802;
+const TYPECLASS_REAL: c_int = 803;
+const TYPECLASS_COMPLEX: c_int = 804;
+
+mpi! {
+    /// The predefined type of `typeclass` (MPI_TYPECLASS_INTEGER, _REAL or _COMPLEX) whose size
+    /// is `size` bytes: the Fortran sized types, or the C type where ferry computes on it and
+    /// not on the Fortran one (16-byte reals and 32-byte complex are `long double`).
+    fn MPI_Type_match_size / PMPI_Type_match_size(typeclass: c_int, size: c_int, datatype: *mut Handle) on NONE => {
+        let Some(out) = datatype.as_mut() else { return fail(MPI_ERR_ARG, "datatype is NULL") };
+        let found = match (typeclass, size) {
+            (TYPECLASS_INTEGER, 1) => Builtin::Integer1,
+            (TYPECLASS_INTEGER, 2) => Builtin::Integer2,
+            (TYPECLASS_INTEGER, 4) => Builtin::Integer4,
+            (TYPECLASS_INTEGER, 8) => Builtin::Integer8,
+            (TYPECLASS_INTEGER, 16) => Builtin::Integer16,
+            (TYPECLASS_REAL, 4) => Builtin::Real4,
+            (TYPECLASS_REAL, 8) => Builtin::Real8,
+            (TYPECLASS_REAL, 16) => Builtin::LongDouble,
+            (TYPECLASS_COMPLEX, 8) => Builtin::Complex8,
+            (TYPECLASS_COMPLEX, 16) => Builtin::Complex16,
+            (TYPECLASS_COMPLEX, 32) => Builtin::CLongDoubleComplex,
+            (TYPECLASS_INTEGER | TYPECLASS_REAL | TYPECLASS_COMPLEX, _) => {
+                return fail(MPI_ERR_ARG, format!("no predefined type of typeclass {typeclass} has {size} bytes"));
+            }
+            _ => return fail(MPI_ERR_ARG, format!("unknown typeclass {typeclass} (MPI_TYPECLASS_INTEGER, _REAL or _COMPLEX)")),
+        };
+        *out = found.handle();
+        Ok(())
+    }
+}
