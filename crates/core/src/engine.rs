@@ -286,6 +286,8 @@ pub(crate) struct Proto {
     queued: Vec<bool>,
     busy: Vec<u32>,
     loopback: VecDeque<(Frame, Vec<u8>)>,
+    /// Buffers of delivered unexpected eager messages, for the next ones (`recycle_kept`).
+    spare_kept: Vec<Vec<u8>>,
 }
 
 /// Fills in the process id of a lost peer, which only the engine knows.
@@ -378,6 +380,16 @@ impl Proto {
     }
 
     /// Completes the posted receive `id` with a message that was kept in memory.
+    /// Keeps the buffer of a delivered unexpected message for the next one, so that small
+    /// messages arriving before their receive cost no allocation (a few small buffers at most).
+    fn recycle_kept(&mut self, data: Vec<u8>) {
+        const KEEP: usize = 32;
+        const LARGEST: usize = 4096;
+        if self.spare_kept.len() < KEEP && data.capacity() <= LARGEST {
+            self.spare_kept.push(data);
+        }
+    }
+
     fn deliver_kept(&mut self, id: ReqId, env: Envelope, data: &[u8]) {
         let Some(&ReqState::RecvPosted { buf, cap }) = self.requests.get(id) else {
             return;
@@ -584,7 +596,9 @@ impl FrameSink for Proto {
                         });
                     }
                 }
-                let mut data = vec![0u8; len as usize];
+                let mut data = self.spare_kept.pop().unwrap_or_default();
+                data.clear();
+                data.resize(len as usize, 0);
                 Ok(Incoming {
                     ptr: data.as_mut_ptr(),
                     cap: len as usize,
@@ -876,6 +890,7 @@ impl Engine {
                 queued: vec![false; size],
                 busy: Vec::new(),
                 loopback: VecDeque::new(),
+                spare_kept: Vec::new(),
             },
             shm_eager_limit: setup.shm_eager_limit.min(shm_max),
             shm_chunk: shm_max / 2,
@@ -1038,7 +1053,10 @@ impl Engine {
             .requests
             .insert(ReqState::RecvPosted { buf, cap });
         match body {
-            Unexpected::Eager(data) => self.proto.deliver_kept(id, env, &data),
+            Unexpected::Eager(data) => {
+                self.proto.deliver_kept(id, env, &data);
+                self.proto.recycle_kept(data);
+            }
             Unexpected::Rts(rts) => {
                 self.proto.start_rendezvous_recv(id, env, rts, buf, cap);
                 self.flush_peer(env.source)?;
