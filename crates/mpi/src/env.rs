@@ -222,7 +222,7 @@ fn valid_class(code: c_int) -> bool {
 }
 
 /// Class and text of an error code: predefined, or added by MPI_Add_error_class/_code.
-fn lookup_code(code: c_int) -> Res<(c_int, String)> {
+pub(crate) fn lookup_code(code: c_int) -> Res<(c_int, String)> {
     if valid_class(code) {
         return Ok((code, class_text(code).to_string()));
     }

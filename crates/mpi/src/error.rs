@@ -120,11 +120,15 @@ pub fn handle_error(name: &str, comm: Handle, error: MpiError) -> c_int {
         MPI_ERRORS_RETURN => error.class,
         MPI_ERRORS_ARE_FATAL | MPI_ERRORS_ABORT => {
             let who = rank.map_or(String::new(), |r| format!("rank {r}: "));
-            let message = format!(
-                "{who}{name}: {} ({})",
-                error.message,
-                class_text(error.class)
-            );
+            // A code the program added (MPI_Add_error_code) is described by its own string.
+            let text = match crate::env::lookup_code(error.class) {
+                Ok((_, t)) if !t.is_empty() => t,
+                Ok(_) if error.class > MPI_ERR_LASTCODE => {
+                    format!("error code {} added by the program", error.class)
+                }
+                _ => class_text(error.class).to_string(),
+            };
+            let message = format!("{who}{name}: {} ({text})", error.message);
             fatal(&message)
         }
         user => {
