@@ -15,6 +15,7 @@ use ferry_sched::Order;
 use std::ffi::{c_int, c_void};
 
 mod neighbor;
+mod persistent;
 
 fn in_place(p: *const c_void) -> bool {
     p as usize == MPI_IN_PLACE

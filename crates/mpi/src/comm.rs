@@ -197,6 +197,41 @@ const SLOT: u32 = 4;
 /// that count. Two live communicators of this process getting the same pairs is caught here
 /// (MPI_ERR_INTERN) rather than mixing their messages; with 2^28 slots it is unlikely.
 fn idup(comm: Handle) -> Res<Handle> {
+    derived_dup(comm, true)
+}
+
+/// A duplicate of `comm` that only one persistent collective request uses (MPI 4.1 §6.13:
+/// persistent collectives match by the order of their `*_init` calls, not of their starts, so
+/// each gets its own context). Made as MPI_Comm_idup makes one, without a message; it keeps
+/// the topology (for the neighbourhood collectives) but no attributes. [`free_hidden`] ends it.
+pub(crate) fn hidden_dup(comm: Handle) -> Res<Handle> {
+    let new = derived_dup(comm, false)?;
+    with(|s| {
+        let topo = s.comm(comm)?.topo.clone();
+        let obj = s.comm_mut(new)?;
+        obj.topo = topo;
+        obj.errhandler = MPI_ERRORS_RETURN;
+        Ok(new)
+    })
+}
+
+/// Frees a communicator made by [`hidden_dup`] (its requests in flight keep the runtime's
+/// communicator alive).
+pub(crate) fn free_hidden(comm: Handle) {
+    let obj = with(|s| {
+        let obj = s.comms.remove(comm);
+        if let Some(o) = &obj {
+            release_derived(s, o);
+        }
+        Ok(obj)
+    });
+    if let Some(inter) = obj.ok().flatten().and_then(|o| o.inter) {
+        crate::inter::forget(inter);
+    }
+}
+
+/// MPI_Comm_idup's derivation, copying attributes (and topology) or not.
+fn derived_dup(comm: Handle, copy_attrs: bool) -> Res<Handle> {
     let (core, inter, k) = running(|s| {
         let c = s.comm_mut(comm)?;
         let n = c.idups;
@@ -213,10 +248,10 @@ fn idup(comm: Handle) -> Res<Handle> {
         Ok((core, inter, k))
     })?;
     match inter {
-        Some(inter) => crate::inter::idup(comm, inter, k),
+        Some(inter) => crate::inter::idup(comm, inter, k, copy_attrs),
         None => {
             let new = core.derive(core.world_ranks(), core.rank(), 2 * k)?;
-            register(comm, Some(new), true)
+            register(comm, Some(new), copy_attrs)
         }
     }
 }

@@ -470,6 +470,7 @@ unsafe fn persistent(comm: Handle, request: *mut Handle, mut p: Persistent) -> R
             Persistent::Send { datatype, .. } | Persistent::Recv { datatype, .. } => {
                 *datatype = keep_type(s, *datatype)?;
             }
+            Persistent::Coll { .. } => {}
         }
         let core = s.core_comm(comm)?;
         let req = Request {
@@ -530,7 +531,37 @@ mpi! {
     }
 }
 
-fn start_one(s: &mut State, handle: Handle) -> Res {
+/// Starts the persistent request behind `handle`.
+fn start_handle(handle: Handle) -> Res {
+    let coll = running(|s| start_one(s, handle))?;
+    let Some(start) = coll else {
+        return Ok(());
+    };
+    // Outside the state: the nonblocking collective enters it itself.
+    let mut started = MPI_REQUEST_NULL;
+    start(&mut started)?;
+    with(|s| {
+        let Some(new) = s.requests.remove(started) else {
+            return fail(MPI_ERR_INTERN, "persistent collective started no request");
+        };
+        let req = s.requests.get_mut(handle).ok_or_else(|| {
+            MpiError::new(MPI_ERR_REQUEST, format!("invalid request {handle:#x}"))
+        })?;
+        req.core = new.core;
+        req.progress = new.progress;
+        req.partner = new.partner;
+        req.cancel_requested = false;
+        Ok(())
+    })
+}
+
+/// Starts a persistent point-to-point request, or hands back the start of a collective one
+/// (which must run outside the state).
+#[allow(clippy::type_complexity)]
+fn start_one(
+    s: &mut State,
+    handle: Handle,
+) -> Res<Option<std::rc::Rc<dyn Fn(*mut Handle) -> Res>>> {
     let req = s
         .requests
         .get(handle)
@@ -573,26 +604,27 @@ fn start_one(s: &mut State, handle: Handle) -> Res {
             source,
             tag,
         } => start_recv(s, buf as *mut c_void, count, datatype, source, tag, comm)?,
+        Persistent::Coll { start, .. } => return Ok(Some(start)),
     };
     if let Some(req) = s.requests.get_mut(handle) {
         req.progress = started.progress;
         req.cancel_requested = false;
     }
-    Ok(())
+    Ok(None)
 }
 
 mpi! {
     /// Starts a persistent request.
     fn MPI_Start / PMPI_Start(request: *mut Handle) on NONE => {
         let Some(&h) = request.as_ref() else { return fail(MPI_ERR_REQUEST, "request argument is NULL") };
-        running(|s| start_one(s, h))
+        start_handle(h)
     }
 }
 mpi! {
     /// Starts several persistent requests.
     fn MPI_Startall / PMPI_Startall(count: c_int, requests: *mut Handle) on NONE => {
         let handles = handles_arg(count, requests)?;
-        running(|s| handles.iter().try_for_each(|&h| start_one(s, h)))
+        handles.iter().try_for_each(|&h| start_handle(h))
     }
 }
 
@@ -612,20 +644,29 @@ mpi! {
     /// Frees a request (an active one completes in the background).
     fn MPI_Request_free / PMPI_Request_free(request: *mut Handle) on NONE => {
         let Some(h) = request.as_mut() else { return fail(MPI_ERR_REQUEST, "request argument is NULL") };
-        running(|s| {
+        let hidden = running(|s| {
             let Some(req) = s.requests.remove(*h) else {
                 return fail(MPI_ERR_REQUEST, format!("invalid request {:#x}", *h));
             };
-            if let Some(Persistent::Send { datatype, .. } | Persistent::Recv { datatype, .. }) = &req.persistent {
-                s.types.remove(*datatype);
+            let mut hidden = None;
+            match &req.persistent {
+                Some(Persistent::Send { datatype, .. } | Persistent::Recv { datatype, .. }) => {
+                    s.types.remove(*datatype);
+                }
+                Some(Persistent::Coll { hidden: c, .. }) => hidden = Some(*c),
+                None => {}
             }
             if !req.is_complete() {
                 // Still in flight: keep it alive with the buffered sends, reaped as they finish.
                 s.bsends.push((req, 0));
             }
             *h = MPI_REQUEST_NULL;
-            Ok(())
-        })
+            Ok(hidden)
+        })?;
+        if let Some(c) = hidden {
+            crate::comm::free_hidden(c);
+        }
+        Ok(())
     }
 }
 mpi! {

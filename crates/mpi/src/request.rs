@@ -176,6 +176,14 @@ pub enum Persistent {
         /// Tag or wildcard.
         tag: c_int,
     },
+    /// A persistent collective (`MPI_Bcast_init` and the others).
+    Coll {
+        /// The hidden duplicate of the communicator this request alone uses (`comm::hidden_dup`).
+        hidden: Handle,
+        /// Starts the matching nonblocking collective on `hidden`, storing its request at the
+        /// address given.
+        start: std::rc::Rc<dyn Fn(*mut Handle) -> Res>,
+    },
 }
 
 /// Where a request is.
