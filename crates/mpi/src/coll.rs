@@ -14,6 +14,7 @@ use ferry_core::{Collective, Reducer};
 use ferry_sched::Order;
 use std::ffi::{c_int, c_void};
 
+mod large;
 mod neighbor;
 mod persistent;
 

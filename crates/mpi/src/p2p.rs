@@ -1248,3 +1248,200 @@ mpi! {
         })
     }
 }
+
+// ---- large counts (MPI 4.0 `_c` bindings) ----
+
+/// An `MPI_Count` element count as the int-count paths take it. ferry moves at most
+/// `c_int::MAX` elements per call (a derived datatype carries more); a larger count is
+/// MPI_ERR_COUNT, never truncated.
+pub(crate) fn count_c(count: i64) -> Res<c_int> {
+    if count < 0 {
+        return fail(MPI_ERR_COUNT, format!("negative count {count}"));
+    }
+    c_int::try_from(count).map_err(|_| {
+        MpiError::new(
+            MPI_ERR_COUNT,
+            format!(
+                "count {count} is more than the {} elements ferry moves in one call (use a derived datatype)",
+                c_int::MAX
+            ),
+        )
+    })
+}
+
+macro_rules! send_c {
+    ($name:ident, $pname:ident, $kind:expr, $doc:literal) => {
+        mpi! {
+            #[doc = $doc]
+            fn $name / $pname(buf: *const c_void, count: i64, datatype: Handle, dest: c_int, tag: c_int, comm: Handle) on comm => {
+                blocking_send(buf, count_c(count)?, datatype, dest, tag, comm, $kind)
+            }
+        }
+    };
+}
+send_c!(
+    MPI_Send_c,
+    PMPI_Send_c,
+    SendKind::Standard,
+    "MPI_Send with an MPI_Count count."
+);
+send_c!(
+    MPI_Ssend_c,
+    PMPI_Ssend_c,
+    SendKind::Synchronous,
+    "MPI_Ssend with an MPI_Count count."
+);
+send_c!(
+    MPI_Bsend_c,
+    PMPI_Bsend_c,
+    SendKind::Buffered,
+    "MPI_Bsend with an MPI_Count count."
+);
+send_c!(
+    MPI_Rsend_c,
+    PMPI_Rsend_c,
+    SendKind::Ready,
+    "MPI_Rsend with an MPI_Count count."
+);
+
+macro_rules! isend_c {
+    ($name:ident, $pname:ident, $kind:expr, $doc:literal) => {
+        mpi! {
+            #[doc = $doc]
+            fn $name / $pname(buf: *const c_void, count: i64, datatype: Handle, dest: c_int, tag: c_int, comm: Handle, request: *mut Handle) on comm => {
+                nonblocking_send(buf, count_c(count)?, datatype, dest, tag, comm, request, $kind)
+            }
+        }
+    };
+}
+isend_c!(
+    MPI_Isend_c,
+    PMPI_Isend_c,
+    SendKind::Standard,
+    "MPI_Isend with an MPI_Count count."
+);
+isend_c!(
+    MPI_Issend_c,
+    PMPI_Issend_c,
+    SendKind::Synchronous,
+    "MPI_Issend with an MPI_Count count."
+);
+isend_c!(
+    MPI_Ibsend_c,
+    PMPI_Ibsend_c,
+    SendKind::Buffered,
+    "MPI_Ibsend with an MPI_Count count."
+);
+isend_c!(
+    MPI_Irsend_c,
+    PMPI_Irsend_c,
+    SendKind::Ready,
+    "MPI_Irsend with an MPI_Count count."
+);
+
+macro_rules! send_init_c {
+    ($name:ident, $pname:ident, $kind:expr, $doc:literal) => {
+        mpi! {
+            #[doc = $doc]
+            fn $name / $pname(buf: *const c_void, count: i64, datatype: Handle, dest: c_int, tag: c_int, comm: Handle, request: *mut Handle) on comm => {
+                let count = count_c(count)?;
+                send_tag(tag)?;
+                persistent(comm, request, Persistent::Send { kind: $kind, buf: buf as *const u8, count, datatype, dest, tag })
+            }
+        }
+    };
+}
+send_init_c!(
+    MPI_Send_init_c,
+    PMPI_Send_init_c,
+    SendKind::Standard,
+    "MPI_Send_init with an MPI_Count count."
+);
+send_init_c!(
+    MPI_Ssend_init_c,
+    PMPI_Ssend_init_c,
+    SendKind::Synchronous,
+    "MPI_Ssend_init with an MPI_Count count."
+);
+send_init_c!(
+    MPI_Bsend_init_c,
+    PMPI_Bsend_init_c,
+    SendKind::Buffered,
+    "MPI_Bsend_init with an MPI_Count count."
+);
+send_init_c!(
+    MPI_Rsend_init_c,
+    PMPI_Rsend_init_c,
+    SendKind::Ready,
+    "MPI_Rsend_init with an MPI_Count count."
+);
+
+mpi! {
+    /// MPI_Recv with an MPI_Count count.
+    fn MPI_Recv_c / PMPI_Recv_c(buf: *mut c_void, count: i64, datatype: Handle, source: c_int, tag: c_int, comm: Handle, status: *mut MpiStatus) on comm => {
+        let count = count_c(count)?;
+        finish_recv(running(|s| start_recv(s, buf, count, datatype, source, tag, comm))?, status)
+    }
+}
+mpi! {
+    /// MPI_Irecv with an MPI_Count count.
+    fn MPI_Irecv_c / PMPI_Irecv_c(buf: *mut c_void, count: i64, datatype: Handle, source: c_int, tag: c_int, comm: Handle, request: *mut Handle) on comm => {
+        let count = count_c(count)?;
+        running(|s| {
+            let req = start_recv(s, buf, count, datatype, source, tag, comm)?;
+            publish(s, req, request)
+        })
+    }
+}
+mpi! {
+    /// MPI_Recv_init with an MPI_Count count.
+    fn MPI_Recv_init_c / PMPI_Recv_init_c(buf: *mut c_void, count: i64, datatype: Handle, source: c_int, tag: c_int, comm: Handle, request: *mut Handle) on comm => {
+        let count = count_c(count)?;
+        recv_tag(tag)?;
+        persistent(comm, request, Persistent::Recv { buf: buf as *mut u8, count, datatype, source, tag })
+    }
+}
+mpi! {
+    /// MPI_Sendrecv with MPI_Count counts.
+    fn MPI_Sendrecv_c / PMPI_Sendrecv_c(sendbuf: *const c_void, sendcount: i64, sendtype: Handle, dest: c_int, sendtag: c_int,
+        recvbuf: *mut c_void, recvcount: i64, recvtype: Handle, source: c_int, recvtag: c_int, comm: Handle, status: *mut MpiStatus) on comm => {
+        let send = (sendbuf, count_c(sendcount)?, sendtype, dest, sendtag);
+        let recv = (recvbuf, count_c(recvcount)?, recvtype, source, recvtag);
+        finish_recv(running(|s| start_sendrecv(s, send, recv, comm))?, status)
+    }
+}
+mpi! {
+    /// MPI_Sendrecv_replace with an MPI_Count count.
+    fn MPI_Sendrecv_replace_c / PMPI_Sendrecv_replace_c(buf: *mut c_void, count: i64, datatype: Handle, dest: c_int, sendtag: c_int,
+        source: c_int, recvtag: c_int, comm: Handle, status: *mut MpiStatus) on comm => {
+        let count = count_c(count)?;
+        let req = running(|s| start_sendrecv_replace(s, buf, count, datatype, (dest, sendtag), (source, recvtag), comm))?;
+        finish_recv(req, status)
+    }
+}
+mpi! {
+    /// Number of whole elements a status reports (MPI_Count).
+    fn MPI_Get_count_c / PMPI_Get_count_c(status: *const MpiStatus, datatype: Handle, count: *mut i64) on NONE => {
+        let (Some(st), Some(count)) = (status.as_ref(), count.as_mut()) else { return fail(MPI_ERR_ARG, "NULL argument") };
+        let dt = with(|s| s.datatype(datatype))?;
+        *count = match dt.count_of(st.count() as usize) {
+            Some(n) => i64::try_from(n).unwrap_or(MPI_UNDEFINED as i64),
+            None => MPI_UNDEFINED as i64,
+        };
+        Ok(())
+    }
+}
+mpi! {
+    /// Number of basic elements a status reports (MPI_Count).
+    fn MPI_Get_elements_c / PMPI_Get_elements_c(status: *const MpiStatus, datatype: Handle, count: *mut i64) on NONE => {
+        let Some(count) = count.as_mut() else { return fail(MPI_ERR_ARG, "count is NULL") };
+        *count = elements(status, datatype)?;
+        Ok(())
+    }
+}
+mpi! {
+    /// Sets the element count of a status (MPI_Count).
+    fn MPI_Status_set_elements_c / PMPI_Status_set_elements_c(status: *mut MpiStatus, datatype: Handle, count: i64) on NONE => {
+        set_elements(status, datatype, count)
+    }
+}
