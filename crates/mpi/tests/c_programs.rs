@@ -3,7 +3,8 @@
 //! send modes, persistent requests, cancel, the wait/test family with null requests,
 //! `MPI_PROC_NULL`, message order and probes, non-contiguous messages, communicator
 //! construction and comparison, attribute callbacks, `MPI_IN_PLACE`, collectives with derived
-//! types, non-commutative reductions, nonblocking collectives, and derived-datatype queries.
+//! types, non-commutative reductions, nonblocking collectives, derived-datatype queries, and the
+//! MPI 4.0 persistent collectives and large-count (`_c`) calls.
 //!
 //! Each program was checked against MPICH first (`mpicc.mpich`, `mpiexec.mpich`); it prints
 //! ` No Errors` from rank 0 and exits non-zero on failure, as MPICH's own tests. They are
@@ -172,6 +173,11 @@ fn persistent_requests() {
 #[test]
 fn persistent_buffered_ready_and_any_source_requests() {
     no_errors(3, "persistent2");
+}
+
+#[test]
+fn persistent_collectives_startall_mixes_and_large_count_calls() {
+    no_errors(4, "mpi4");
 }
 
 #[test]
