@@ -338,6 +338,9 @@ typedef int (MPI_Type_delete_attr_function)(MPI_Datatype datatype, int type_keyv
                                             void *attribute_val, void *extra_state);
 typedef void (MPI_Comm_errhandler_function)(MPI_Comm *comm, int *errorcode, ...);
 typedef MPI_Comm_errhandler_function MPI_Comm_errhandler_fn;
+typedef int (MPI_Grequest_query_function)(void *extra_state, MPI_Status *status);
+typedef int (MPI_Grequest_free_function)(void *extra_state);
+typedef int (MPI_Grequest_cancel_function)(void *extra_state, int complete);
 /* Deprecated (MPI-1) attribute callbacks, still used by Keyval_create */
 typedef int (MPI_Copy_function)(MPI_Comm oldcomm, int keyval, void *extra_state,
                                 void *attribute_val_in, void *attribute_val_out, int *flag);
@@ -697,6 +700,10 @@ int MPI_Iscan_c(const void *sendbuf, void *recvbuf, MPI_Count count, MPI_Datatyp
 int MPI_Exscan_c(const void *sendbuf, void *recvbuf, MPI_Count count, MPI_Datatype datatype, MPI_Op op, MPI_Comm comm);
 int MPI_Iexscan_c(const void *sendbuf, void *recvbuf, MPI_Count count, MPI_Datatype datatype, MPI_Op op, MPI_Comm comm, MPI_Request *request);
 
+/* Generalized requests */
+int MPI_Grequest_start(MPI_Grequest_query_function *query_fn, MPI_Grequest_free_function *free_fn, MPI_Grequest_cancel_function *cancel_fn, void *extra_state, MPI_Request *request);
+int MPI_Grequest_complete(MPI_Request request);
+
 /* ==== Profiling interface: the same functions as PMPI_ ==================================== */
 
 /* PMPI: Environment */
@@ -1039,6 +1046,10 @@ int PMPI_Scan_c(const void *sendbuf, void *recvbuf, MPI_Count count, MPI_Datatyp
 int PMPI_Iscan_c(const void *sendbuf, void *recvbuf, MPI_Count count, MPI_Datatype datatype, MPI_Op op, MPI_Comm comm, MPI_Request *request);
 int PMPI_Exscan_c(const void *sendbuf, void *recvbuf, MPI_Count count, MPI_Datatype datatype, MPI_Op op, MPI_Comm comm);
 int PMPI_Iexscan_c(const void *sendbuf, void *recvbuf, MPI_Count count, MPI_Datatype datatype, MPI_Op op, MPI_Comm comm, MPI_Request *request);
+
+/* PMPI: Generalized requests */
+int PMPI_Grequest_start(MPI_Grequest_query_function *query_fn, MPI_Grequest_free_function *free_fn, MPI_Grequest_cancel_function *cancel_fn, void *extra_state, MPI_Request *request);
+int PMPI_Grequest_complete(MPI_Request request);
 
 #ifdef __cplusplus
 }

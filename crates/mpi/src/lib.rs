@@ -12,8 +12,9 @@
 //! and distributed graph topologies are in [`topo`]; the neighbourhood collectives on them,
 //! blocking and nonblocking, are schedules like the other collectives ([`coll`]). Persistent
 //! collectives (MPI 4.0) start the nonblocking ones; the large-count `_c` calls take the
-//! int-count paths and refuse a count beyond `INT_MAX` elements with MPI_ERR_COUNT. Not
-//! provided: one-sided communication, I/O, dynamic processes.
+//! int-count paths and refuse a count beyond `INT_MAX` elements with MPI_ERR_COUNT. Generalized
+//! requests are in [`greq`]. Not provided: one-sided communication, I/O, dynamic processes,
+//! sessions.
 //!
 //! This crate depends on `ferry-core` only (plus `libc`); the launcher is reached through
 //! `ferry run`, which `mpiexec` calls.
@@ -43,6 +44,7 @@ pub mod comm;
 pub mod datatype;
 pub mod env;
 pub mod error;
+pub mod greq;
 pub mod handles;
 pub mod inter;
 pub mod ops;

@@ -480,6 +480,7 @@ unsafe fn persistent(comm: Handle, request: *mut Handle, mut p: Persistent) -> R
             persistent: Some(p),
             cancel_requested: false,
             partner: None,
+            generalized: None,
         };
         publish(s, req, request)
     })
@@ -644,6 +645,10 @@ mpi! {
     /// Frees a request (an active one completes in the background).
     fn MPI_Request_free / PMPI_Request_free(request: *mut Handle) on NONE => {
         let Some(h) = request.as_mut() else { return fail(MPI_ERR_REQUEST, "request argument is NULL") };
+        if crate::greq::free(*h)? {
+            *h = MPI_REQUEST_NULL;
+            return Ok(());
+        }
         let hidden = running(|s| {
             let Some(req) = s.requests.remove(*h) else {
                 return fail(MPI_ERR_REQUEST, format!("invalid request {:#x}", *h));
@@ -673,14 +678,21 @@ mpi! {
     /// Cancels a pending receive (sends already on their way are not cancelled).
     fn MPI_Cancel / PMPI_Cancel(request: *mut Handle) on NONE => {
         let Some(&h) = request.as_ref() else { return fail(MPI_ERR_REQUEST, "request argument is NULL") };
-        running(|s| {
+        let greq = running(|s| {
             let req = s.requests.get_mut(h).ok_or_else(|| MpiError::new(MPI_ERR_REQUEST, format!("invalid request {h:#x}")))?;
+            if let Some(g) = req.generalized {
+                return Ok(Some(g));
+            }
             if let Some(raw) = req.raw() {
                 req.cancel_requested = true;
                 req.core.raw_cancel(raw);
             }
-            Ok(())
-        })
+            Ok(None)
+        })?;
+        match greq {
+            Some(g) => crate::greq::cancel(&g),
+            None => Ok(()),
+        }
     }
 }
 mpi! {
@@ -699,19 +711,22 @@ unsafe fn finish_handle(
     status: *mut MpiStatus,
     with_error: bool,
 ) -> Res<Outcome> {
-    let (outcome, comm) = with(|s| {
+    let (outcome, greq) = with(|s| {
         let req = s.requests.get_mut(*handle).ok_or_else(|| {
             MpiError::new(MPI_ERR_REQUEST, format!("invalid request {:#x}", *handle))
         })?;
         let outcome = req.complete()?;
-        let comm = req.comm;
+        let greq = req.generalized;
         if req.persistent.is_none() {
             s.requests.remove(*handle);
             *handle = MPI_REQUEST_NULL;
         }
-        Ok((outcome, comm))
+        Ok((outcome, greq))
     })?;
-    let _ = comm;
+    if let Some(g) = greq {
+        // Outside the state: the callbacks may call MPI (MPI_Status_set_elements, ...).
+        return Ok(crate::greq::finish(&g, status, with_error, true));
+    }
     outcome.write(status, with_error);
     Ok(outcome)
 }
@@ -989,6 +1004,11 @@ mpi! {
             _ => true,
         };
         *flag = done as c_int;
+        let greq = with(|s| Ok(s.requests.get(request).and_then(|r| r.generalized)))?;
+        if let (true, Some(g)) = (done, greq) {
+            crate::greq::finish(&g, status, false, false);
+            return Ok(());
+        }
         if done {
             // Complete it inside but keep the handle: the later wait or test that frees it
             // reports the same outcome (a `Done` request completes to its outcome).

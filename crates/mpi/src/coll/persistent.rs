@@ -40,6 +40,7 @@ unsafe fn persistent(
             persistent: Some(Persistent::Coll { hidden, start }),
             cancel_requested: false,
             partner: None,
+            generalized: None,
         });
         Ok(())
     });
