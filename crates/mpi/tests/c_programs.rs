@@ -4,7 +4,7 @@
 //! `MPI_PROC_NULL`, message order and probes, non-contiguous messages, communicator
 //! construction and comparison, attribute callbacks, `MPI_IN_PLACE`, collectives with derived
 //! types, non-commutative reductions, nonblocking collectives, derived-datatype queries, and the
-//! MPI 4.0 persistent collectives and large-count (`_c`) calls.
+//! MPI 4.0 persistent collectives and large-count (`_c`) calls, and generalized requests.
 //!
 //! Each program was checked against MPICH first (`mpicc.mpich`, `mpiexec.mpich`); it prints
 //! ` No Errors` from rank 0 and exits non-zero on failure, as MPICH's own tests. They are
@@ -176,7 +176,7 @@ fn persistent_buffered_ready_and_any_source_requests() {
 }
 
 #[test]
-fn persistent_collectives_startall_mixes_and_large_count_calls() {
+fn persistent_collectives_startall_mixes_large_count_calls_and_generalized_requests() {
     no_errors(4, "mpi4");
 }
 

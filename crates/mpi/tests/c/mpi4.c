@@ -4,8 +4,8 @@
  * with persistent point-to-point requests in one MPI_Startall; on an intercommunicator and on a
  * Cartesian ring (neighbourhood collectives); freed while inactive. Large counts: `_c`
  * point-to-point, collective, datatype and pack calls give the int calls' results, and a count
- * beyond what one call moves is MPI_ERR_COUNT, not a truncated message. Two to eight
- * processes. */
+ * beyond what one call moves is MPI_ERR_COUNT, not a truncated message. Generalized requests
+ * (§13.2): query, free and cancel callbacks, alone and in a Waitall. Two to eight processes. */
 #include "mtest.h"
 #include <stdint.h>
 
@@ -201,6 +201,88 @@ static void persistent_neighbours(int rank, int size)
     MPI_Comm_free(&ring);
 }
 
+/* Generalized requests: callbacks as MPI 4.1 §13.2 says, alone and among other requests. */
+struct greq_state {
+    int queried, freed, cancelled, fail;
+};
+
+static int greq_query(void *extra, MPI_Status *status)
+{
+    struct greq_state *g = extra;
+    g->queried++;
+    status->MPI_SOURCE = 7;
+    status->MPI_TAG = 8;
+    MPI_Status_set_cancelled(status, 0);
+    MPI_Status_set_elements(status, MPI_INT, 3);
+    return g->fail;
+}
+
+static int greq_free(void *extra)
+{
+    ((struct greq_state *) extra)->freed++;
+    return MPI_SUCCESS;
+}
+
+static int greq_cancel(void *extra, int complete)
+{
+    ((struct greq_state *) extra)->cancelled += complete ? 100 : 1;
+    return MPI_SUCCESS;
+}
+
+static void generalized(int rank, int size)
+{
+    struct greq_state g = { 0, 0, 0, MPI_SUCCESS };
+    MPI_Request r[2];
+    MPI_Status st[2];
+    int flag = 1, count = -1, x = rank, y = -1;
+    MPI_Grequest_start(greq_query, greq_free, greq_cancel, &g, &r[0]);
+    MPI_Test(&r[0], &flag, &st[0]);
+    CHECK(!flag && g.queried == 0, "an incomplete generalized request tested complete");
+    MPI_Cancel(&r[0]);
+    CHECK(g.cancelled == 1, "cancel callback: %d", g.cancelled);
+    MPI_Grequest_complete(r[0]);
+    MPI_Request_get_status(r[0], &flag, &st[0]);
+    CHECK(flag && g.queried == 1 && g.freed == 0, "get_status: flag %d queried %d freed %d", flag,
+          g.queried, g.freed);
+    MPI_Wait(&r[0], &st[0]);
+    MPI_Get_count(&st[0], MPI_INT, &count);
+    CHECK(r[0] == MPI_REQUEST_NULL && g.queried == 2 && g.freed == 1, "wait: queried %d freed %d",
+          g.queried, g.freed);
+    CHECK(st[0].MPI_SOURCE == 7 && st[0].MPI_TAG == 8 && count == 3, "status %d %d %d",
+          st[0].MPI_SOURCE, st[0].MPI_TAG, count);
+
+    /* in a Waitall with a message exchange */
+    int right = (rank + 1) % size, left = (rank + size - 1) % size;
+    MPI_Irecv(&y, 1, MPI_INT, left, 21, MPI_COMM_WORLD, &r[1]);
+    MPI_Grequest_start(greq_query, greq_free, greq_cancel, &g, &r[0]);
+    MPI_Send(&x, 1, MPI_INT, right, 21, MPI_COMM_WORLD);
+    MPI_Grequest_complete(r[0]);
+    MPI_Waitall(2, r, st);
+    CHECK(y == left && g.queried == 3 && g.freed == 2 && st[0].MPI_TAG == 8,
+          "waitall: y %d queried %d freed %d tag %d", y, g.queried, g.freed, st[0].MPI_TAG);
+
+    /* freed before it completes: the free callback runs once it is complete too (§13.2: in
+     * whichever of MPI_Request_free and MPI_Grequest_complete comes last; MPICH 4.0.2 runs it
+     * in MPI_Request_free, so only the end is checked) */
+    MPI_Request keep;
+    MPI_Grequest_start(greq_query, greq_free, greq_cancel, &g, &keep);
+    r[0] = keep;
+    MPI_Request_free(&r[0]);
+    MPI_Grequest_complete(keep);
+    CHECK(g.freed == 3 && g.queried == 3, "free after completion: freed %d queried %d", g.freed,
+          g.queried);
+
+    /* the query callback's error is the request's */
+    MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
+    g.fail = MPI_ERR_OTHER;
+    MPI_Grequest_start(greq_query, greq_free, greq_cancel, &g, &r[0]);
+    MPI_Grequest_complete(r[0]);
+    int rc = MPI_Wait(&r[0], &st[0]);
+    CHECK_CLASS(rc, MPI_ERR_OTHER, "wait on a generalized request whose query fails");
+    CHECK(g.freed == 4, "freed %d", g.freed);
+    MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_ARE_FATAL);
+}
+
 static void large_counts(int rank, int size)
 {
     int right = (rank + 1) % size, left = (rank + size - 1) % size;
@@ -337,6 +419,7 @@ int main(int argc, char **argv)
     startall_mix(rank, size);
     persistent_inter(rank, size);
     persistent_neighbours(rank, size);
+    generalized(rank, size);
     large_counts(rank, size);
     return finish();
 }
