@@ -704,6 +704,16 @@ int MPI_Iexscan_c(const void *sendbuf, void *recvbuf, MPI_Count count, MPI_Datat
 int MPI_Grequest_start(MPI_Grequest_query_function *query_fn, MPI_Grequest_free_function *free_fn, MPI_Grequest_cancel_function *cancel_fn, void *extra_state, MPI_Request *request);
 int MPI_Grequest_complete(MPI_Request request);
 
+/* Sessions (MPI 4.0): process sets mpi://WORLD and mpi://SELF */
+int MPI_Session_init(MPI_Info info, MPI_Errhandler errhandler, MPI_Session *session);
+int MPI_Session_finalize(MPI_Session *session);
+int MPI_Session_get_info(MPI_Session session, MPI_Info *info_used);
+int MPI_Session_get_num_psets(MPI_Session session, MPI_Info info, int *npset_names);
+int MPI_Session_get_nth_pset(MPI_Session session, MPI_Info info, int n, int *pset_len, char *pset_name);
+int MPI_Session_get_pset_info(MPI_Session session, const char *pset_name, MPI_Info *info);
+int MPI_Group_from_session_pset(MPI_Session session, const char *pset_name, MPI_Group *newgroup);
+int MPI_Comm_create_from_group(MPI_Group group, const char *stringtag, MPI_Info info, MPI_Errhandler errhandler, MPI_Comm *newcomm);
+
 /* ==== Profiling interface: the same functions as PMPI_ ==================================== */
 
 /* PMPI: Environment */
@@ -1050,6 +1060,16 @@ int PMPI_Iexscan_c(const void *sendbuf, void *recvbuf, MPI_Count count, MPI_Data
 /* PMPI: Generalized requests */
 int PMPI_Grequest_start(MPI_Grequest_query_function *query_fn, MPI_Grequest_free_function *free_fn, MPI_Grequest_cancel_function *cancel_fn, void *extra_state, MPI_Request *request);
 int PMPI_Grequest_complete(MPI_Request request);
+
+/* PMPI: Sessions (MPI 4.0): process sets mpi://WORLD and mpi://SELF */
+int PMPI_Session_init(MPI_Info info, MPI_Errhandler errhandler, MPI_Session *session);
+int PMPI_Session_finalize(MPI_Session *session);
+int PMPI_Session_get_info(MPI_Session session, MPI_Info *info_used);
+int PMPI_Session_get_num_psets(MPI_Session session, MPI_Info info, int *npset_names);
+int PMPI_Session_get_nth_pset(MPI_Session session, MPI_Info info, int n, int *pset_len, char *pset_name);
+int PMPI_Session_get_pset_info(MPI_Session session, const char *pset_name, MPI_Info *info);
+int PMPI_Group_from_session_pset(MPI_Session session, const char *pset_name, MPI_Group *newgroup);
+int PMPI_Comm_create_from_group(MPI_Group group, const char *stringtag, MPI_Info info, MPI_Errhandler errhandler, MPI_Comm *newcomm);
 
 #ifdef __cplusplus
 }

@@ -575,7 +575,7 @@ mpi! {
 
 // ---- error handlers ----
 
-fn valid_errhandler(s: &State, h: Handle) -> Res {
+pub(crate) fn valid_errhandler(s: &State, h: Handle) -> Res {
     match h {
         MPI_ERRORS_ARE_FATAL | MPI_ERRORS_RETURN | MPI_ERRORS_ABORT => Ok(()),
         h if s.errhandlers.get(h).is_some() => Ok(()),
@@ -818,7 +818,7 @@ mpi! {
 
 // ---- groups ----
 
-fn new_group(s: &mut State, members: GroupObj) -> Handle {
+pub(crate) fn new_group(s: &mut State, members: GroupObj) -> Handle {
     if members.is_empty() {
         MPI_GROUP_EMPTY
     } else {
@@ -1032,7 +1032,7 @@ mpi! {
 
 // ---- info ----
 
-unsafe fn c_str(p: *const c_char, what: &str) -> Res<String> {
+pub(crate) unsafe fn c_str(p: *const c_char, what: &str) -> Res<String> {
     if p.is_null() {
         return fail(MPI_ERR_ARG, format!("{what} is NULL"));
     }

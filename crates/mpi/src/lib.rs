@@ -13,8 +13,8 @@
 //! blocking and nonblocking, are schedules like the other collectives ([`coll`]). Persistent
 //! collectives (MPI 4.0) start the nonblocking ones; the large-count `_c` calls take the
 //! int-count paths and refuse a count beyond `INT_MAX` elements with MPI_ERR_COUNT. Generalized
-//! requests are in [`greq`]. Not provided: one-sided communication, I/O, dynamic processes,
-//! sessions.
+//! requests are in [`greq`], sessions in [`session`]. Not provided: one-sided communication,
+//! I/O, dynamic processes.
 //!
 //! This crate depends on `ferry-core` only (plus `libc`); the launcher is reached through
 //! `ferry run`, which `mpiexec` calls.
@@ -50,6 +50,7 @@ pub mod inter;
 pub mod ops;
 pub mod p2p;
 pub mod request;
+pub mod session;
 pub mod state;
 pub mod topo;
 pub mod types;

@@ -187,6 +187,10 @@ pub struct State {
     pub bsends: Vec<(Request, usize)>,
     /// First pairs of the slots MPI_Comm_idup derived that are in use here (see `comm::idup`).
     pub derived_pairs: std::collections::HashSet<u32>,
+    /// Open sessions (`MPI_Session_init`): the error handler each was given.
+    pub sessions: Table<Handle>,
+    /// MPI_Init was called and MPI_Finalize not yet (the runtime may also run for sessions).
+    pub world_model: bool,
 }
 
 /// Created keyvals are numbered from here (predefined ones are 10001…).
@@ -244,6 +248,8 @@ impl State {
             bsend_buffer: None,
             bsends: Vec::new(),
             derived_pairs: Default::default(),
+            sessions: Table::new(Kind::Session),
+            world_model: false,
         }
     }
 
@@ -313,8 +319,16 @@ impl State {
         self.comm(handle).map(|c| c.comm.clone())
     }
 
-    /// The error handler that applies to `comm` (MPI_COMM_WORLD's when `comm` is not one).
+    /// The error handler that applies to `comm` (MPI_COMM_WORLD's when `comm` is not one); a
+    /// session's for a session.
     pub fn errhandler_of(&self, comm: Handle) -> Handle {
+        if let Some(&h) = self.sessions.get(comm) {
+            return if h == MPI_ERRHANDLER_NULL {
+                MPI_ERRORS_ARE_FATAL
+            } else {
+                h
+            };
+        }
         self.comm(comm)
             .or_else(|_| self.comm(MPI_COMM_WORLD))
             .map_or(MPI_ERRORS_ARE_FATAL, |c| c.errhandler)

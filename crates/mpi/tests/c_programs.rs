@@ -4,7 +4,8 @@
 //! `MPI_PROC_NULL`, message order and probes, non-contiguous messages, communicator
 //! construction and comparison, attribute callbacks, `MPI_IN_PLACE`, collectives with derived
 //! types, non-commutative reductions, nonblocking collectives, derived-datatype queries, and the
-//! MPI 4.0 persistent collectives and large-count (`_c`) calls, and generalized requests.
+//! MPI 4.0 persistent collectives, large-count (`_c`) calls and sessions, and generalized
+//! requests.
 //!
 //! Each program was checked against MPICH first (`mpicc.mpich`, `mpiexec.mpich`); it prints
 //! ` No Errors` from rank 0 and exits non-zero on failure, as MPICH's own tests. They are
@@ -101,7 +102,13 @@ fn run(n: u32, prog: &str, args: &[&str]) -> Output {
 /// Runs `prog` on `n` processes: it must exit 0 and print ` No Errors`.
 #[track_caller]
 fn no_errors(n: u32, prog: &str) {
-    let out = run(n, prog, &[]);
+    no_errors_with(n, prog, &[]);
+}
+
+/// [`no_errors`] with program arguments.
+#[track_caller]
+fn no_errors_with(n: u32, prog: &str, args: &[&str]) {
+    let out = run(n, prog, args);
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert!(
         out.status.success() && stdout.contains(" No Errors"),
@@ -178,6 +185,12 @@ fn persistent_buffered_ready_and_any_source_requests() {
 #[test]
 fn persistent_collectives_startall_mixes_large_count_calls_and_generalized_requests() {
     no_errors(4, "mpi4");
+}
+
+#[test]
+fn sessions_without_and_inside_mpi_init() {
+    no_errors(3, "sessions");
+    no_errors_with(3, "sessions", &["world"]);
 }
 
 #[test]
