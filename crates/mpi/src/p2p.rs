@@ -658,7 +658,7 @@ mpi! {
                 Some(Persistent::Send { datatype, .. } | Persistent::Recv { datatype, .. }) => {
                     s.types.remove(*datatype);
                 }
-                Some(Persistent::Coll { hidden: c, .. }) => hidden = Some(*c),
+                Some(Persistent::Coll { hidden: c, kept, .. }) => hidden = Some((*c, kept.clone())),
                 None => {}
             }
             if !req.is_complete() {
@@ -668,8 +668,9 @@ mpi! {
             *h = MPI_REQUEST_NULL;
             Ok(hidden)
         })?;
-        if let Some(c) = hidden {
+        if let Some((c, kept)) = hidden {
             crate::comm::free_hidden(c);
+            crate::coll::release_kept(kept);
         }
         Ok(())
     }

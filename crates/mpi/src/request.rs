@@ -188,6 +188,8 @@ pub enum Persistent {
         /// Starts the matching nonblocking collective on `hidden`, storing its request at the
         /// address given.
         start: std::rc::Rc<dyn Fn(*mut Handle) -> Res>,
+        /// Private copies of the datatypes and operations it uses, freed with it.
+        kept: Vec<Handle>,
     },
 }
 

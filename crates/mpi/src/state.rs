@@ -191,6 +191,9 @@ pub struct State {
     pub sessions: Table<Handle>,
     /// MPI_Init was called and MPI_Finalize not yet (the runtime may also run for sessions).
     pub world_model: bool,
+    /// Created datatypes and operations persistent collectives use: how many requests hold
+    /// each, and whether the program has freed its handle (then the last request frees it).
+    pub pins: HashMap<Handle, (usize, bool)>,
 }
 
 /// Created keyvals are numbered from here (predefined ones are 10001…).
@@ -250,6 +253,7 @@ impl State {
             derived_pairs: Default::default(),
             sessions: Table::new(Kind::Session),
             world_model: false,
+            pins: HashMap::new(),
         }
     }
 

@@ -168,6 +168,9 @@ mpi! {
             delete_type_attrs(*h)?;
         }
         running(|s| {
+            if s.types.get(*h).is_some() && crate::coll::defer_free(s, *h) {
+                return Ok(());
+            }
             if s.types.remove(*h).is_none() {
                 s.datatype(*h)?;
                 return fail(MPI_ERR_TYPE, "predefined datatypes cannot be freed");
@@ -447,9 +450,14 @@ mpi! {
     /// Frees a user operation.
     fn MPI_Op_free / PMPI_Op_free(op: *mut Handle) on NONE => {
         let h = out(op, "op")?;
-        running(|s| match s.ops.remove(*h) {
-            Some(_) => Ok(()),
-            None => { s.op(*h)?; fail(MPI_ERR_OP, "predefined operations cannot be freed") }
+        running(|s| {
+            if s.ops.get(*h).is_some() && crate::coll::defer_free(s, *h) {
+                return Ok(());
+            }
+            match s.ops.remove(*h) {
+                Some(_) => Ok(()),
+                None => { s.op(*h)?; fail(MPI_ERR_OP, "predefined operations cannot be freed") }
+            }
         })?;
         *h = MPI_OP_NULL;
         Ok(())

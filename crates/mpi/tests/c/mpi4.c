@@ -2,10 +2,11 @@
  * (§2.5.8). Persistent collectives are started many times with new buffer contents, checked
  * each round; started in different orders on different ranks (they match by init order); mixed
  * with persistent point-to-point requests in one MPI_Startall; on an intercommunicator and on a
- * Cartesian ring (neighbourhood collectives); freed while inactive. Large counts: `_c`
- * point-to-point, collective, datatype and pack calls give the int calls' results, and a count
- * beyond what one call moves is MPI_ERR_COUNT, not a truncated message. Generalized requests
- * (§13.2): query, free and cancel callbacks, alone and in a Waitall. Two to eight processes. */
+ * Cartesian ring (neighbourhood collectives); with a derived type and a user operation freed
+ * right after init; freed while inactive. Large counts: `_c` point-to-point, collective,
+ * datatype and pack calls give the int calls' results, and a count beyond what one call moves
+ * is MPI_ERR_COUNT, not a truncated message. Generalized requests (§13.2): query, free and
+ * cancel callbacks, alone and in a Waitall. Two to eight processes. */
 #include "mtest.h"
 #include <stdint.h>
 
@@ -90,6 +91,50 @@ static void persistent_collectives(int rank, int size)
     }
     MPI_Request_free(&o[0]);
     MPI_Request_free(&o[1]);
+}
+
+/* A persistent reduction whose derived datatype and user operation the program frees right
+ * after init (MPI 4.1 §2.5.1): they live until the request is freed, under the same handle. */
+static MPI_Datatype pair_type;
+static int pair_calls, pair_bad_type;
+
+static void pair_sum(void *in, void *inout, int *len, MPI_Datatype *dt)
+{
+    int *a = in, *b = inout;
+    pair_calls++;
+    pair_bad_type += *dt != pair_type;
+    for (int i = 0; i < 2 * *len; i++)
+        b[i] += a[i];
+}
+
+static void freed_type_and_op(int rank, int size)
+{
+    MPI_Datatype pair;
+    MPI_Op op;
+    int in[4], out[4];
+    MPI_Request r;
+    MPI_Type_contiguous(2, MPI_INT, &pair);
+    MPI_Type_commit(&pair);
+    pair_type = pair;
+    MPI_Op_create(pair_sum, 1, &op);
+    MPI_Allreduce_init(in, out, 2, pair, op, MPI_COMM_WORLD, MPI_INFO_NULL, &r);
+    MPI_Type_free(&pair);
+    MPI_Op_free(&op);
+    for (int it = 0; it < ROUNDS; it++) {
+        for (int i = 0; i < 4; i++)
+            in[i] = rank + i + it;
+        MPI_Start(&r);
+        MPI_Wait(&r, MPI_STATUS_IGNORE);
+        for (int i = 0; i < 4; i++)
+            CHECK(out[i] == size * (i + it) + size * (size - 1) / 2, "round %d pair sum[%d] = %d", it,
+                  i, out[i]);
+    }
+    CHECK(pair_bad_type == 0, "the user operation saw another datatype handle %d times",
+          pair_bad_type);
+    int calls = 0;
+    MPI_Allreduce(&pair_calls, &calls, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
+    CHECK(calls > 0, "the user operation never ran");
+    MPI_Request_free(&r);
 }
 
 /* One MPI_Startall over persistent sends, receives and collectives (a ring exchange, a
@@ -416,6 +461,7 @@ int main(int argc, char **argv)
         MPI_Abort(MPI_COMM_WORLD, 1);
     }
     persistent_collectives(rank, size);
+    freed_type_and_op(rank, size);
     startall_mix(rank, size);
     persistent_inter(rank, size);
     persistent_neighbours(rank, size);
