@@ -7,7 +7,7 @@ use crate::p2p::count_c;
 
 /// Entries of the per-rank arrays of `comm`: its size, or the remote group's size on an
 /// intercommunicator.
-fn peers(comm: Handle) -> Res<usize> {
+pub(super) fn peers(comm: Handle) -> Res<usize> {
     match inter_of(comm)? {
         Some(i) => crate::inter::remote_size(i),
         None => running(|s| s.local_size(comm)),
@@ -15,7 +15,7 @@ fn peers(comm: Handle) -> Res<usize> {
 }
 
 /// Whether the root's arrays of a rooted collective are significant here.
-fn at_root(comm: Handle, root: c_int) -> Res<bool> {
+pub(super) fn at_root(comm: Handle, root: c_int) -> Res<bool> {
     match inter_of(comm)? {
         Some(_) => Ok(root == MPI_ROOT),
         None => running(|s| Ok(s.core_comm(comm)?.rank() as i64 == root as i64)),
@@ -23,7 +23,7 @@ fn at_root(comm: Handle, root: c_int) -> Res<bool> {
 }
 
 /// `n` `MPI_Count` counts as ints (`None` for NULL or where `used` is false).
-unsafe fn counts(p: *const i64, n: usize, used: bool) -> Res<Option<Vec<c_int>>> {
+pub(super) unsafe fn counts(p: *const i64, n: usize, used: bool) -> Res<Option<Vec<c_int>>> {
     if p.is_null() || !used {
         return Ok(None);
     }
@@ -34,7 +34,7 @@ unsafe fn counts(p: *const i64, n: usize, used: bool) -> Res<Option<Vec<c_int>>>
 }
 
 /// `n` `MPI_Aint` displacements as ints (`None` for NULL or where `used` is false).
-unsafe fn displs(p: *const isize, n: usize, used: bool) -> Res<Option<Vec<c_int>>> {
+pub(super) unsafe fn displs(p: *const isize, n: usize, used: bool) -> Res<Option<Vec<c_int>>> {
     if p.is_null() || !used {
         return Ok(None);
     }
@@ -54,7 +54,7 @@ unsafe fn displs(p: *const isize, n: usize, used: bool) -> Res<Option<Vec<c_int>
         .map(Some)
 }
 
-fn ptr<T>(v: &Option<Vec<T>>) -> *const T {
+pub(super) fn ptr<T>(v: &Option<Vec<T>>) -> *const T {
     v.as_ref().map_or(std::ptr::null(), |v| v.as_ptr())
 }
 

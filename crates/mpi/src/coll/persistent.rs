@@ -244,3 +244,99 @@ coll_init! {
     fn MPI_Neighbor_alltoallw_init / PMPI_Neighbor_alltoallw_init(sendbuf: *const c_void, sendcounts: *const c_int, sdispls: *const isize, sendtypes: *const Handle, recvbuf: *mut c_void, recvcounts: *const c_int, rdispls: *const isize, recvtypes: *const Handle)
         => |c, r| neighbor::alltoallw(sendbuf, sendcounts, sdispls, sendtypes, recvbuf, recvcounts, rdispls, recvtypes, c, r)
 }
+
+// ---- with MPI_Count counts and MPI_Aint displacements (MPI 4.0 `_init_c`) ----
+
+use super::large::{at_root, counts, displs, peers, ptr};
+use crate::p2p::count_c;
+
+coll_init! {
+    /// MPI_Bcast_init with an MPI_Count count.
+    fn MPI_Bcast_init_c / PMPI_Bcast_init_c(buffer: *mut c_void, count: i64, datatype: Handle, root: c_int) keep(datatype)
+        => |c, r| bcast(buffer, count_c(count)?, datatype, root, c, r)
+}
+coll_init! {
+    /// MPI_Reduce_init with an MPI_Count count.
+    fn MPI_Reduce_init_c / PMPI_Reduce_init_c(sendbuf: *const c_void, recvbuf: *mut c_void, count: i64, datatype: Handle, op: Handle, root: c_int) keep(datatype, op)
+        => |c, r| reduce(sendbuf, recvbuf, count_c(count)?, datatype, op, root, c, r)
+}
+coll_init! {
+    /// MPI_Allreduce_init with an MPI_Count count.
+    fn MPI_Allreduce_init_c / PMPI_Allreduce_init_c(sendbuf: *const c_void, recvbuf: *mut c_void, count: i64, datatype: Handle, op: Handle) keep(datatype, op)
+        => |c, r| allreduce(sendbuf, recvbuf, count_c(count)?, datatype, op, c, r)
+}
+coll_init! {
+    /// MPI_Gather_init with MPI_Count counts.
+    fn MPI_Gather_init_c / PMPI_Gather_init_c(sendbuf: *const c_void, sendcount: i64, sendtype: Handle, recvbuf: *mut c_void, recvcount: i64, recvtype: Handle, root: c_int) keep(sendtype, recvtype)
+        => |c, r| gather(sendbuf, count_c(sendcount)?, sendtype, recvbuf, count_c(recvcount)?, recvtype, root, c, r)
+}
+coll_init! {
+    /// MPI_Scatter_init with MPI_Count counts.
+    fn MPI_Scatter_init_c / PMPI_Scatter_init_c(sendbuf: *const c_void, sendcount: i64, sendtype: Handle, recvbuf: *mut c_void, recvcount: i64, recvtype: Handle, root: c_int) keep(sendtype, recvtype)
+        => |c, r| scatter(sendbuf, count_c(sendcount)?, sendtype, recvbuf, count_c(recvcount)?, recvtype, root, c, r)
+}
+coll_init! {
+    /// MPI_Allgather_init with MPI_Count counts.
+    fn MPI_Allgather_init_c / PMPI_Allgather_init_c(sendbuf: *const c_void, sendcount: i64, sendtype: Handle, recvbuf: *mut c_void, recvcount: i64, recvtype: Handle) keep(sendtype, recvtype)
+        => |c, r| allgather(sendbuf, count_c(sendcount)?, sendtype, recvbuf, count_c(recvcount)?, recvtype, c, r)
+}
+coll_init! {
+    /// MPI_Alltoall_init with MPI_Count counts.
+    fn MPI_Alltoall_init_c / PMPI_Alltoall_init_c(sendbuf: *const c_void, sendcount: i64, sendtype: Handle, recvbuf: *mut c_void, recvcount: i64, recvtype: Handle) keep(sendtype, recvtype)
+        => |c, r| alltoall(sendbuf, count_c(sendcount)?, sendtype, recvbuf, count_c(recvcount)?, recvtype, c, r)
+}
+coll_init! {
+    /// MPI_Gatherv_init with MPI_Count counts and MPI_Aint displacements.
+    fn MPI_Gatherv_init_c / PMPI_Gatherv_init_c(sendbuf: *const c_void, sendcount: i64, sendtype: Handle, recvbuf: *mut c_void, recvcounts: *const i64, displs_: *const isize, recvtype: Handle, root: c_int) keep(sendtype, recvtype)
+        => |c, r| {
+            let (n, used) = (peers(c)?, at_root(c, root)?);
+            let (rc, rd) = (counts(recvcounts, n, used)?, displs(displs_, n, used)?);
+            gatherv(sendbuf, count_c(sendcount)?, sendtype, recvbuf, ptr(&rc), ptr(&rd), recvtype, root, c, r)
+        }
+}
+coll_init! {
+    /// MPI_Scatterv_init with MPI_Count counts and MPI_Aint displacements.
+    fn MPI_Scatterv_init_c / PMPI_Scatterv_init_c(sendbuf: *const c_void, sendcounts: *const i64, displs_: *const isize, sendtype: Handle, recvbuf: *mut c_void, recvcount: i64, recvtype: Handle, root: c_int) keep(sendtype, recvtype)
+        => |c, r| {
+            let (n, used) = (peers(c)?, at_root(c, root)?);
+            let (sc, sd) = (counts(sendcounts, n, used)?, displs(displs_, n, used)?);
+            scatterv(sendbuf, ptr(&sc), ptr(&sd), sendtype, recvbuf, count_c(recvcount)?, recvtype, root, c, r)
+        }
+}
+coll_init! {
+    /// MPI_Allgatherv_init with MPI_Count counts and MPI_Aint displacements.
+    fn MPI_Allgatherv_init_c / PMPI_Allgatherv_init_c(sendbuf: *const c_void, sendcount: i64, sendtype: Handle, recvbuf: *mut c_void, recvcounts: *const i64, displs_: *const isize, recvtype: Handle) keep(sendtype, recvtype)
+        => |c, r| {
+            let n = peers(c)?;
+            let (rc, rd) = (counts(recvcounts, n, true)?, displs(displs_, n, true)?);
+            allgatherv(sendbuf, count_c(sendcount)?, sendtype, recvbuf, ptr(&rc), ptr(&rd), recvtype, c, r)
+        }
+}
+coll_init! {
+    /// MPI_Alltoallv_init with MPI_Count counts and MPI_Aint displacements.
+    fn MPI_Alltoallv_init_c / PMPI_Alltoallv_init_c(sendbuf: *const c_void, sendcounts: *const i64, sdispls: *const isize, sendtype: Handle, recvbuf: *mut c_void, recvcounts: *const i64, rdispls: *const isize, recvtype: Handle) keep(sendtype, recvtype)
+        => |c, r| {
+            let (n, send) = (peers(c)?, !in_place(sendbuf));
+            let (sc, sd) = (counts(sendcounts, n, send)?, displs(sdispls, n, send)?);
+            let (rc, rd) = (counts(recvcounts, n, true)?, displs(rdispls, n, true)?);
+            alltoallv(sendbuf, ptr(&sc), ptr(&sd), sendtype, recvbuf, ptr(&rc), ptr(&rd), recvtype, c, r)
+        }
+}
+coll_init! {
+    /// MPI_Reduce_scatter_block_init with an MPI_Count count.
+    fn MPI_Reduce_scatter_block_init_c / PMPI_Reduce_scatter_block_init_c(sendbuf: *const c_void, recvbuf: *mut c_void, recvcount: i64, datatype: Handle, op: Handle) keep(datatype, op)
+        => |c, r| {
+            let n = running(|s| s.local_size(c))?;
+            reduce_scatter(sendbuf, recvbuf, &vec![count_c(recvcount)? as usize; n], datatype, op, c, r)
+        }
+}
+coll_init! {
+    /// MPI_Scan_init with an MPI_Count count.
+    fn MPI_Scan_init_c / PMPI_Scan_init_c(sendbuf: *const c_void, recvbuf: *mut c_void, count: i64, datatype: Handle, op: Handle) keep(datatype, op)
+        => |c, r| scan(sendbuf, recvbuf, count_c(count)?, datatype, op, c, false, r)
+}
+coll_init! {
+    /// MPI_Exscan_init with an MPI_Count count.
+    fn MPI_Exscan_init_c / PMPI_Exscan_init_c(sendbuf: *const c_void, recvbuf: *mut c_void, count: i64, datatype: Handle, op: Handle) keep(datatype, op)
+        => |c, r| scan(sendbuf, recvbuf, count_c(count)?, datatype, op, c, true, r)
+}

@@ -382,6 +382,33 @@ static void large_counts(int rank, int size)
     MPI_Bcast_c(&b, 1, MPI_INT, 0, MPI_COMM_WORLD);
     CHECK(b == 99, "Bcast_c %d", b);
 
+    /* persistent collectives with MPI_Count counts */
+    MPI_Request pr[2];
+    for (int i = 0; i < size; i++) {
+        counts[i] = i % 2 + 1;
+        displs[i] = 2 * (size - 1 - i);
+    }
+    int mine[2];
+    MPI_Bcast_init_c(&b, 1, MPI_INT, size - 1, MPI_COMM_WORLD, MPI_INFO_NULL, &pr[0]);
+    MPI_Allgatherv_init_c(mine, rank % 2 + 1, MPI_INT, g, counts, displs, MPI_INT, MPI_COMM_WORLD,
+                          MPI_INFO_NULL, &pr[1]);
+    for (int it = 0; it < 3; it++) {
+        b = rank == size - 1 ? 1000 + it : -1;
+        mine[0] = rank + it;
+        mine[1] = -rank - it;
+        MPI_Startall(2, pr);
+        MPI_Waitall(2, pr, MPI_STATUSES_IGNORE);
+        CHECK(b == 1000 + it, "round %d Bcast_init_c %d", it, b);
+        for (int i = 0; i < size; i++) {
+            CHECK(g[displs[i]] == i + it, "round %d Allgatherv_init_c from %d: %d", it, i,
+                  g[displs[i]]);
+            if (counts[i] == 2)
+                CHECK(g[displs[i] + 1] == -i - it, "round %d Allgatherv_init_c from %d[1]", it, i);
+        }
+    }
+    MPI_Request_free(&pr[0]);
+    MPI_Request_free(&pr[1]);
+
     /* datatypes and packing */
     MPI_Datatype vec, big;
     MPI_Type_vector_c(3, 2, 4, MPI_INT, &vec);
