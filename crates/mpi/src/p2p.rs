@@ -420,14 +420,18 @@ mpi! {
 mpi! {
     /// Attaches the buffer buffered sends copy into.
     fn MPI_Buffer_attach / PMPI_Buffer_attach(buffer: *mut c_void, size: c_int) on NONE => {
-        running(|s| {
-            if s.bsend_buffer.is_some() {
-                return fail(MPI_ERR_BUFFER, "a buffer is already attached");
-            }
-            s.bsend_buffer = Some((buffer, count_arg(size)?));
-            Ok(())
-        })
+        attach(buffer, count_arg(size)?)
     }
+}
+
+fn attach(buffer: *mut c_void, size: usize) -> Res {
+    running(|s| {
+        if s.bsend_buffer.is_some() {
+            return fail(MPI_ERR_BUFFER, "a buffer is already attached");
+        }
+        s.bsend_buffer = Some((buffer, size));
+        Ok(())
+    })
 }
 mpi! {
     /// Detaches the buffered-send buffer once every buffered send has gone out.
@@ -436,17 +440,24 @@ mpi! {
         for (mut r, _) in pending {
             wait_request(&mut r)?;
         }
-        running(|s| {
-            let (addr, len) = s.bsend_buffer.take().unwrap_or((std::ptr::null_mut(), 0));
-            if let Some(out) = (buffer_addr as *mut *mut c_void).as_mut() {
-                *out = addr;
-            }
-            if let Some(out) = size.as_mut() {
-                *out = len as c_int;
-            }
-            Ok(())
-        })
+        let len = detach(buffer_addr)?;
+        if let Some(out) = size.as_mut() {
+            *out = c_int::try_from(len).map_err(|_| MpiError::new(MPI_ERR_ARG, "the buffer size does not fit an int (use MPI_Buffer_detach_c)"))?;
+        }
+        Ok(())
     }
+}
+
+/// MPI_Buffer_detach(_c) once the buffered sends have finished: writes the buffer's address
+/// and gives its size.
+unsafe fn detach(buffer_addr: *mut c_void) -> Res<usize> {
+    running(|s| {
+        let (addr, len) = s.bsend_buffer.take().unwrap_or((std::ptr::null_mut(), 0));
+        if let Some(out) = (buffer_addr as *mut *mut c_void).as_mut() {
+            *out = addr;
+        }
+        Ok(len)
+    })
 }
 
 /// A datatype handle the persistent request owns: the user may free theirs right after the
@@ -1464,5 +1475,62 @@ mpi! {
     /// Sets the element count of a status (MPI_Count).
     fn MPI_Status_set_elements_c / PMPI_Status_set_elements_c(status: *mut MpiStatus, datatype: Handle, count: i64) on NONE => {
         set_elements(status, datatype, count)
+    }
+}
+mpi! {
+    /// MPI_Buffer_attach with an MPI_Count size.
+    fn MPI_Buffer_attach_c / PMPI_Buffer_attach_c(buffer: *mut c_void, size: i64) on NONE => {
+        let size = usize::try_from(size).map_err(|_| MpiError::new(MPI_ERR_ARG, format!("negative buffer size {size}")))?;
+        attach(buffer, size)
+    }
+}
+mpi! {
+    /// MPI_Buffer_detach with an MPI_Count size.
+    fn MPI_Buffer_detach_c / PMPI_Buffer_detach_c(buffer_addr: *mut c_void, size: *mut i64) on NONE => {
+        let pending = running(|s| Ok(std::mem::take(&mut s.bsends)))?;
+        for (mut r, _) in pending {
+            wait_request(&mut r)?;
+        }
+        let len = detach(buffer_addr)?;
+        if let Some(out) = size.as_mut() {
+            *out = len as i64;
+        }
+        Ok(())
+    }
+}
+mpi! {
+    /// MPI_Mrecv with an MPI_Count count.
+    fn MPI_Mrecv_c / PMPI_Mrecv_c(buf: *mut c_void, count: i64, datatype: Handle, message: *mut Handle, status: *mut MpiStatus) on NONE => {
+        finish_recv(start_mrecv(buf, count_c(count)?, datatype, message)?, status)
+    }
+}
+mpi! {
+    /// MPI_Imrecv with an MPI_Count count.
+    fn MPI_Imrecv_c / PMPI_Imrecv_c(buf: *mut c_void, count: i64, datatype: Handle, message: *mut Handle, request: *mut Handle) on NONE => {
+        let req = start_mrecv(buf, count_c(count)?, datatype, message)?;
+        running(|s| publish(s, req, request))
+    }
+}
+mpi! {
+    /// MPI_Isendrecv with MPI_Count counts.
+    fn MPI_Isendrecv_c / PMPI_Isendrecv_c(sendbuf: *const c_void, sendcount: i64, sendtype: Handle, dest: c_int, sendtag: c_int,
+        recvbuf: *mut c_void, recvcount: i64, recvtype: Handle, source: c_int, recvtag: c_int, comm: Handle, request: *mut Handle) on comm => {
+        let send = (sendbuf, count_c(sendcount)?, sendtype, dest, sendtag);
+        let recv = (recvbuf, count_c(recvcount)?, recvtype, source, recvtag);
+        running(|s| {
+            let req = start_sendrecv(s, send, recv, comm)?;
+            publish(s, req, request)
+        })
+    }
+}
+mpi! {
+    /// MPI_Isendrecv_replace with an MPI_Count count.
+    fn MPI_Isendrecv_replace_c / PMPI_Isendrecv_replace_c(buf: *mut c_void, count: i64, datatype: Handle, dest: c_int, sendtag: c_int,
+        source: c_int, recvtag: c_int, comm: Handle, request: *mut Handle) on comm => {
+        let count = count_c(count)?;
+        running(|s| {
+            let req = start_sendrecv_replace(s, buf, count, datatype, (dest, sendtag), (source, recvtag), comm)?;
+            publish(s, req, request)
+        })
     }
 }

@@ -790,3 +790,11 @@ mpi! {
         Ok(())
     }
 }
+mpi! {
+    /// MPI_Reduce_local with an MPI_Count count.
+    fn MPI_Reduce_local_c / PMPI_Reduce_local_c(inbuf: *const c_void, inoutbuf: *mut c_void, count: i64, datatype: Handle, op: Handle) on NONE => {
+        let (t, o) = running(|s| Ok((s.committed_type(datatype)?, s.op(op)?)))?;
+        let n = size_c(count, "count")?;
+        crate::coll::reduce_local(&t, datatype, o, n, inbuf as *const u8, inoutbuf as *mut u8)
+    }
+}

@@ -340,3 +340,23 @@ coll_init! {
     fn MPI_Exscan_init_c / PMPI_Exscan_init_c(sendbuf: *const c_void, recvbuf: *mut c_void, count: i64, datatype: Handle, op: Handle) keep(datatype, op)
         => |c, r| scan(sendbuf, recvbuf, count_c(count)?, datatype, op, c, true, r)
 }
+coll_init! {
+    /// MPI_Reduce_scatter_init with MPI_Count counts.
+    fn MPI_Reduce_scatter_init_c / PMPI_Reduce_scatter_init_c(sendbuf: *const c_void, recvbuf: *mut c_void, recvcounts: *const i64, datatype: Handle, op: Handle) keep(datatype, op)
+        => |c, r| {
+            let n = running(|s| s.local_size(c))?;
+            let rc = counts(recvcounts, n, true)?.ok_or_else(|| MpiError::new(MPI_ERR_ARG, "recvcounts is NULL"))?;
+            let rc: Vec<usize> = rc.iter().map(|&k| k as usize).collect();
+            reduce_scatter(sendbuf, recvbuf, &rc, datatype, op, c, r)
+        }
+}
+coll_init! {
+    /// MPI_Alltoallw_init with MPI_Count counts and MPI_Aint byte displacements.
+    fn MPI_Alltoallw_init_c / PMPI_Alltoallw_init_c(sendbuf: *const c_void, sendcounts: *const i64, sdispls: *const isize, sendtypes: *const Handle, recvbuf: *mut c_void, recvcounts: *const i64, rdispls: *const isize, recvtypes: *const Handle)
+        => |c, r| {
+            let (n, send) = (peers(c)?, !in_place(sendbuf));
+            let (sc, sd) = (counts(sendcounts, n, send)?, displs(sdispls, n, send)?);
+            let (rc, rd) = (counts(recvcounts, n, true)?, displs(rdispls, n, true)?);
+            alltoallw(sendbuf, ptr(&sc), ptr(&sd), sendtypes, recvbuf, ptr(&rc), ptr(&rd), recvtypes, c, r)
+        }
+}

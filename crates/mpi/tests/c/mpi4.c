@@ -357,6 +357,24 @@ static void large_counts(int rank, int size)
         CHECK(c == 2 && rbuf[1] == 1, "Ssend_c/Recv_c count %lld", (long long) c);
     }
 
+    /* buffered send, nonblocking send-receive and local reduction with MPI_Count */
+    char bbuf[256 + MPI_BSEND_OVERHEAD];
+    void *got_buf = NULL;
+    MPI_Count bsize = -1;
+    MPI_Buffer_attach_c(bbuf, sizeof bbuf);
+    MPI_Bsend_c(sbuf, 1, MPI_INT, right, 12, MPI_COMM_WORLD);
+    MPI_Isendrecv_c(sbuf, 1, MPI_INT, left, 13, rbuf + 1, 1, MPI_INT, right, 13, MPI_COMM_WORLD, &r[0]);
+    MPI_Recv_c(rbuf, 1, MPI_INT, left, 12, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+    MPI_Wait(&r[0], MPI_STATUS_IGNORE);
+    MPI_Buffer_detach_c(&got_buf, &bsize);
+    CHECK(got_buf == bbuf && bsize == (MPI_Count) sizeof bbuf, "Buffer_detach_c %lld",
+          (long long) bsize);
+    CHECK(rbuf[0] == left * 10 && rbuf[1] == right * 10, "Bsend_c/Isendrecv_c %d %d", rbuf[0],
+          rbuf[1]);
+    int loc[3] = { 1, 2, 3 }, acc[3] = { 10, 20, 30 };
+    MPI_Reduce_local_c(loc, acc, 3, MPI_INT, MPI_SUM);
+    CHECK(acc[0] == 11 && acc[2] == 33, "Reduce_local_c %d %d", acc[0], acc[2]);
+
     /* collectives */
     int v = rank + 1, sum = -1;
     MPI_Allreduce_c(&v, &sum, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
