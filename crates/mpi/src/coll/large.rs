@@ -192,3 +192,50 @@ coll_c! {
     fn MPI_Exscan_c / PMPI_Exscan_c, MPI_Iexscan_c / PMPI_Iexscan_c(sendbuf: *const c_void, recvbuf: *mut c_void, count: i64, datatype: Handle, op: Handle)
         => |c, r| scan(sendbuf, recvbuf, count_c(count)?, datatype, op, c, true, r)
 }
+
+/// In- and out-degree of the topology of `comm` (the lengths of the neighbourhood arrays).
+pub(super) fn degrees(comm: Handle) -> Res<(usize, usize)> {
+    running(|s| {
+        let (src, dst, _) = super::neighbor::neighbourhood(s, comm)?;
+        Ok((src.len(), dst.len()))
+    })
+}
+
+coll_c! {
+    /// MPI_Neighbor_allgather with MPI_Count counts.
+    fn MPI_Neighbor_allgather_c / PMPI_Neighbor_allgather_c, MPI_Ineighbor_allgather_c / PMPI_Ineighbor_allgather_c(sendbuf: *const c_void, sendcount: i64, sendtype: Handle, recvbuf: *mut c_void, recvcount: i64, recvtype: Handle)
+        => |c, r| super::neighbor::allgather(sendbuf, count_c(sendcount)?, sendtype, recvbuf, count_c(recvcount)?, None, recvtype, c, r)
+}
+coll_c! {
+    /// MPI_Neighbor_allgatherv with MPI_Count counts and MPI_Aint displacements.
+    fn MPI_Neighbor_allgatherv_c / PMPI_Neighbor_allgatherv_c, MPI_Ineighbor_allgatherv_c / PMPI_Ineighbor_allgatherv_c(sendbuf: *const c_void, sendcount: i64, sendtype: Handle, recvbuf: *mut c_void, recvcounts: *const i64, displs_: *const isize, recvtype: Handle)
+        => |c, r| {
+            let (n, _) = degrees(c)?;
+            let (rc, rd) = (counts(recvcounts, n, true)?, displs(displs_, n, true)?);
+            super::neighbor::allgather(sendbuf, count_c(sendcount)?, sendtype, recvbuf, 0, Some((ptr(&rc), ptr(&rd))), recvtype, c, r)
+        }
+}
+coll_c! {
+    /// MPI_Neighbor_alltoall with MPI_Count counts.
+    fn MPI_Neighbor_alltoall_c / PMPI_Neighbor_alltoall_c, MPI_Ineighbor_alltoall_c / PMPI_Ineighbor_alltoall_c(sendbuf: *const c_void, sendcount: i64, sendtype: Handle, recvbuf: *mut c_void, recvcount: i64, recvtype: Handle)
+        => |c, r| super::neighbor::alltoall(sendbuf, (count_c(sendcount)?, None), sendtype, recvbuf, (count_c(recvcount)?, None), recvtype, c, r)
+}
+coll_c! {
+    /// MPI_Neighbor_alltoallv with MPI_Count counts and MPI_Aint displacements.
+    fn MPI_Neighbor_alltoallv_c / PMPI_Neighbor_alltoallv_c, MPI_Ineighbor_alltoallv_c / PMPI_Ineighbor_alltoallv_c(sendbuf: *const c_void, sendcounts: *const i64, sdispls: *const isize, sendtype: Handle, recvbuf: *mut c_void, recvcounts: *const i64, rdispls: *const isize, recvtype: Handle)
+        => |c, r| {
+            let (indeg, outdeg) = degrees(c)?;
+            let (sc, sd) = (counts(sendcounts, outdeg, true)?, displs(sdispls, outdeg, true)?);
+            let (rc, rd) = (counts(recvcounts, indeg, true)?, displs(rdispls, indeg, true)?);
+            super::neighbor::alltoall(sendbuf, (0, Some((ptr(&sc), ptr(&sd)))), sendtype, recvbuf, (0, Some((ptr(&rc), ptr(&rd)))), recvtype, c, r)
+        }
+}
+coll_c! {
+    /// MPI_Neighbor_alltoallw with MPI_Count counts.
+    fn MPI_Neighbor_alltoallw_c / PMPI_Neighbor_alltoallw_c, MPI_Ineighbor_alltoallw_c / PMPI_Ineighbor_alltoallw_c(sendbuf: *const c_void, sendcounts: *const i64, sdispls: *const isize, sendtypes: *const Handle, recvbuf: *mut c_void, recvcounts: *const i64, rdispls: *const isize, recvtypes: *const Handle)
+        => |c, r| {
+            let (indeg, outdeg) = degrees(c)?;
+            let (sc, rc) = (counts(sendcounts, outdeg, true)?, counts(recvcounts, indeg, true)?);
+            super::neighbor::alltoallw(sendbuf, ptr(&sc), sdispls, sendtypes, recvbuf, ptr(&rc), rdispls, recvtypes, c, r)
+        }
+}

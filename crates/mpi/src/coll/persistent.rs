@@ -247,7 +247,7 @@ coll_init! {
 
 // ---- with MPI_Count counts and MPI_Aint displacements (MPI 4.0 `_init_c`) ----
 
-use super::large::{at_root, counts, displs, peers, ptr};
+use super::large::{at_root, counts, degrees, displs, peers, ptr};
 use crate::p2p::count_c;
 
 coll_init! {
@@ -358,5 +358,43 @@ coll_init! {
             let (sc, sd) = (counts(sendcounts, n, send)?, displs(sdispls, n, send)?);
             let (rc, rd) = (counts(recvcounts, n, true)?, displs(rdispls, n, true)?);
             alltoallw(sendbuf, ptr(&sc), ptr(&sd), sendtypes, recvbuf, ptr(&rc), ptr(&rd), recvtypes, c, r)
+        }
+}
+coll_init! {
+    /// MPI_Neighbor_allgather_init with MPI_Count counts.
+    fn MPI_Neighbor_allgather_init_c / PMPI_Neighbor_allgather_init_c(sendbuf: *const c_void, sendcount: i64, sendtype: Handle, recvbuf: *mut c_void, recvcount: i64, recvtype: Handle) keep(sendtype, recvtype)
+        => |c, r| neighbor::allgather(sendbuf, count_c(sendcount)?, sendtype, recvbuf, count_c(recvcount)?, None, recvtype, c, r)
+}
+coll_init! {
+    /// MPI_Neighbor_allgatherv_init with MPI_Count counts and MPI_Aint displacements.
+    fn MPI_Neighbor_allgatherv_init_c / PMPI_Neighbor_allgatherv_init_c(sendbuf: *const c_void, sendcount: i64, sendtype: Handle, recvbuf: *mut c_void, recvcounts: *const i64, displs_: *const isize, recvtype: Handle) keep(sendtype, recvtype)
+        => |c, r| {
+            let (n, _) = degrees(c)?;
+            let (rc, rd) = (counts(recvcounts, n, true)?, displs(displs_, n, true)?);
+            neighbor::allgather(sendbuf, count_c(sendcount)?, sendtype, recvbuf, 0, Some((ptr(&rc), ptr(&rd))), recvtype, c, r)
+        }
+}
+coll_init! {
+    /// MPI_Neighbor_alltoall_init with MPI_Count counts.
+    fn MPI_Neighbor_alltoall_init_c / PMPI_Neighbor_alltoall_init_c(sendbuf: *const c_void, sendcount: i64, sendtype: Handle, recvbuf: *mut c_void, recvcount: i64, recvtype: Handle) keep(sendtype, recvtype)
+        => |c, r| neighbor::alltoall(sendbuf, (count_c(sendcount)?, None), sendtype, recvbuf, (count_c(recvcount)?, None), recvtype, c, r)
+}
+coll_init! {
+    /// MPI_Neighbor_alltoallv_init with MPI_Count counts and MPI_Aint displacements.
+    fn MPI_Neighbor_alltoallv_init_c / PMPI_Neighbor_alltoallv_init_c(sendbuf: *const c_void, sendcounts: *const i64, sdispls: *const isize, sendtype: Handle, recvbuf: *mut c_void, recvcounts: *const i64, rdispls: *const isize, recvtype: Handle) keep(sendtype, recvtype)
+        => |c, r| {
+            let (indeg, outdeg) = degrees(c)?;
+            let (sc, sd) = (counts(sendcounts, outdeg, true)?, displs(sdispls, outdeg, true)?);
+            let (rc, rd) = (counts(recvcounts, indeg, true)?, displs(rdispls, indeg, true)?);
+            neighbor::alltoall(sendbuf, (0, Some((ptr(&sc), ptr(&sd)))), sendtype, recvbuf, (0, Some((ptr(&rc), ptr(&rd)))), recvtype, c, r)
+        }
+}
+coll_init! {
+    /// MPI_Neighbor_alltoallw_init with MPI_Count counts.
+    fn MPI_Neighbor_alltoallw_init_c / PMPI_Neighbor_alltoallw_init_c(sendbuf: *const c_void, sendcounts: *const i64, sdispls: *const isize, sendtypes: *const Handle, recvbuf: *mut c_void, recvcounts: *const i64, rdispls: *const isize, recvtypes: *const Handle)
+        => |c, r| {
+            let (indeg, outdeg) = degrees(c)?;
+            let (sc, rc) = (counts(sendcounts, outdeg, true)?, counts(recvcounts, indeg, true)?);
+            neighbor::alltoallw(sendbuf, ptr(&sc), sdispls, sendtypes, recvbuf, ptr(&rc), rdispls, recvtypes, c, r)
         }
 }

@@ -243,6 +243,24 @@ static void persistent_neighbours(int rank, int size)
     }
     MPI_Request_free(&r[0]);
     MPI_Request_free(&r[1]);
+
+    /* the same with MPI_Count counts and MPI_Aint displacements, blocking and persistent */
+    MPI_Count cnt[2] = { 1, 1 };
+    MPI_Aint dis[2] = { 1, 0 };
+    mine = rank * 10 + 7;
+    MPI_Neighbor_allgatherv_c(&mine, 1, MPI_INT, two, cnt, dis, MPI_INT, ring);
+    CHECK(two[1] == left * 10 + 7 && two[0] == right * 10 + 7, "Neighbor_allgatherv_c %d %d",
+          two[0], two[1]);
+    MPI_Neighbor_alltoall_init_c(to, 1, MPI_INT, from, 1, MPI_INT, ring, MPI_INFO_NULL, &r[0]);
+    for (int it = 0; it < ROUNDS; it++) {
+        to[0] = rank * 100 + it;
+        to[1] = rank * 100 + 50 + it;
+        MPI_Start(&r[0]);
+        MPI_Wait(&r[0], MPI_STATUS_IGNORE);
+        CHECK(from[0] == left * 100 + 50 + it && from[1] == right * 100 + it,
+              "round %d Neighbor_alltoall_init_c %d %d", it, from[0], from[1]);
+    }
+    MPI_Request_free(&r[0]);
     MPI_Comm_free(&ring);
 }
 
