@@ -17,6 +17,9 @@ const LIBRARY_VERSION: &str = concat!(
 /// come finds it running and only records itself.
 pub(crate) fn init(required: c_int, world: bool) -> Res<c_int> {
     let joined = with(|s| match s.phase {
+        _ if world && s.world_finalized => {
+            fail(MPI_ERR_OTHER, "MPI_Init called after MPI_Finalize")
+        }
         Phase::Running if world && s.world_model => fail(MPI_ERR_OTHER, "MPI_Init called twice"),
         Phase::Running => {
             s.world_model |= world;
@@ -80,10 +83,10 @@ mpi! {
     }
 }
 mpi! {
-    /// Whether MPI_Init has been called.
+    /// Whether MPI_Init has been called (sessions do not count, MPI 4.1 §11.2.1).
     fn MPI_Initialized / PMPI_Initialized(flag: *mut c_int) on NONE => {
         let Some(flag) = flag.as_mut() else { return fail(MPI_ERR_ARG, "flag is NULL") };
-        *flag = with(|s| Ok(s.phase != Phase::Idle))? as c_int;
+        *flag = with(|s| Ok(s.world_model || s.world_finalized))? as c_int;
         Ok(())
     }
 }
@@ -91,7 +94,7 @@ mpi! {
     /// Whether MPI_Finalize has been called.
     fn MPI_Finalized / PMPI_Finalized(flag: *mut c_int) on NONE => {
         let Some(flag) = flag.as_mut() else { return fail(MPI_ERR_ARG, "flag is NULL") };
-        *flag = with(|s| Ok(s.phase == Phase::Finalized))? as c_int;
+        *flag = with(|s| Ok(s.world_finalized))? as c_int;
         Ok(())
     }
 }
@@ -119,6 +122,7 @@ mpi! {
                 return fail(MPI_ERR_OTHER, "MPI_Finalize without MPI_Init");
             }
             s.world_model = false;
+            s.world_finalized = true;
             Ok(!s.sessions.is_empty())
         })?;
         if sessions {

@@ -191,6 +191,8 @@ pub struct State {
     pub sessions: Table<Handle>,
     /// MPI_Init was called and MPI_Finalize not yet (the runtime may also run for sessions).
     pub world_model: bool,
+    /// MPI_Finalize was called (the runtime may still run for sessions).
+    pub world_finalized: bool,
     /// Created datatypes and operations persistent collectives use: how many requests hold
     /// each, and whether the program has freed its handle (then the last request frees it).
     pub pins: HashMap<Handle, (usize, bool)>,
@@ -253,6 +255,7 @@ impl State {
             derived_pairs: Default::default(),
             sessions: Table::new(Kind::Session),
             world_model: false,
+            world_finalized: false,
             pins: HashMap::new(),
         }
     }

@@ -188,9 +188,10 @@ fn persistent_collectives_startall_mixes_large_count_calls_and_generalized_reque
 }
 
 #[test]
-fn sessions_without_and_inside_mpi_init() {
+fn sessions_without_inside_and_overlapping_mpi_init() {
     no_errors(3, "sessions");
     no_errors_with(3, "sessions", &["world"]);
+    no_errors_with(3, "sessions", &["late"]);
 }
 
 #[test]

@@ -126,8 +126,8 @@ static void freed_type_and_op(int rank, int size)
         MPI_Start(&r);
         MPI_Wait(&r, MPI_STATUS_IGNORE);
         for (int i = 0; i < 4; i++)
-            CHECK(out[i] == size * (i + it) + size * (size - 1) / 2, "round %d pair sum[%d] = %d", it,
-                  i, out[i]);
+            CHECK(out[i] == size * (i + it) + size * (size - 1) / 2, "round %d pair sum[%d] = %d",
+                  it, i, out[i]);
     }
     CHECK(pair_bad_type == 0, "the user operation saw another datatype handle %d times",
           pair_bad_type);
@@ -381,7 +381,8 @@ static void large_counts(int rank, int size)
     MPI_Count bsize = -1;
     MPI_Buffer_attach_c(bbuf, sizeof bbuf);
     MPI_Bsend_c(sbuf, 1, MPI_INT, right, 12, MPI_COMM_WORLD);
-    MPI_Isendrecv_c(sbuf, 1, MPI_INT, left, 13, rbuf + 1, 1, MPI_INT, right, 13, MPI_COMM_WORLD, &r[0]);
+    MPI_Isendrecv_c(sbuf, 1, MPI_INT, left, 13, rbuf + 1, 1, MPI_INT, right, 13, MPI_COMM_WORLD,
+                    &r[0]);
     MPI_Recv_c(rbuf, 1, MPI_INT, left, 12, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
     MPI_Wait(&r[0], MPI_STATUS_IGNORE);
     MPI_Buffer_detach_c(&got_buf, &bsize);
@@ -452,7 +453,8 @@ static void large_counts(int rank, int size)
     MPI_Count size_c = -1, lb = -1, extent = -1;
     MPI_Type_size_c(vec, &size_c);
     MPI_Type_get_extent_c(vec, &lb, &extent);
-    CHECK(size_c == 6 * (MPI_Count) sizeof(int) && lb == 0 && extent == 10 * (MPI_Count) sizeof(int),
+    CHECK(size_c == 6 * (MPI_Count) sizeof(int) && lb == 0 &&
+              extent == 10 * (MPI_Count) sizeof(int),
           "vector_c size %lld lb %lld extent %lld", (long long) size_c, (long long) lb,
           (long long) extent);
     int src[12], dst[12];

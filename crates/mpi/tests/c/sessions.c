@@ -1,8 +1,10 @@
-/* Sessions (MPI 4.1 §11.3) without MPI_Init, or inside MPI_Init/MPI_Finalize when the first
- * argument is "world": two sessions at once, the process sets mpi://WORLD and mpi://SELF (their
- * names, sizes and groups), communicators from their groups with string tags (a reduction on
- * one, a message to oneself on the other), the session info, and errors for an unknown process
- * set and set number. Any number of processes. */
+/* Sessions (MPI 4.1 §11.3) without MPI_Init, inside MPI_Init/MPI_Finalize when the first
+ * argument is "world", or overlapping them ("late": MPI_Init after the first session,
+ * MPI_Finalize before the sessions end): two sessions at once, the process sets mpi://WORLD and
+ * mpi://SELF (their names, sizes and groups), communicators from their groups with string tags
+ * (a reduction on one, a message to oneself on the other), the session info, MPI_Initialized
+ * and MPI_Finalized, and errors for an unknown process set and set number. Any number of
+ * processes. */
 #include <mpi.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -34,16 +36,21 @@ static MPI_Comm from_pset(MPI_Session s, const char *pset, const char *tag)
 int main(int argc, char **argv)
 {
     int world = argc > 1 && strcmp(argv[1], "world") == 0;
+    int late = argc > 1 && strcmp(argv[1], "late") == 0;
+    int flag = -1;
     if (world)
         MPI_Init(&argc, &argv);
     MPI_Session s1 = MPI_SESSION_NULL, s2 = MPI_SESSION_NULL;
     CHECK(MPI_Session_init(MPI_INFO_NULL, MPI_ERRORS_RETURN, &s1) == MPI_SUCCESS, "init 1");
+    MPI_Initialized(&flag);
+    CHECK(flag == world, "MPI_Initialized %d with a session open", flag);
+    if (late)
+        MPI_Init(&argc, &argv);
     CHECK(MPI_Session_init(MPI_INFO_NULL, MPI_ERRORS_RETURN, &s2) == MPI_SUCCESS, "init 2");
     CHECK(s1 != MPI_SESSION_NULL && s2 != MPI_SESSION_NULL && s1 != s2, "session handles");
 
     MPI_Info info;
     char value[MPI_MAX_INFO_VAL];
-    int flag = 0;
     MPI_Session_get_info(s1, &info);
     MPI_Info_get(info, "thread_level", sizeof value, value, &flag);
     CHECK(flag && strncmp(value, "MPI_THREAD_", 11) == 0, "thread_level %s", flag ? value : "-");
@@ -71,7 +78,8 @@ int main(int argc, char **argv)
     MPI_Comm_size(wc, &size);
     MPI_Session_get_pset_info(s2, "mpi://WORLD", &info);
     MPI_Info_get(info, "mpi_size", sizeof value, value, &flag);
-    CHECK(flag && atoi(value) == size, "mpi_size %s, communicator size %d", flag ? value : "-", size);
+    CHECK(flag && atoi(value) == size, "mpi_size %s, communicator size %d", flag ? value : "-",
+          size);
     MPI_Info_free(&info);
     int sum = -1;
     MPI_Allreduce(&rank, &sum, 1, MPI_INT, MPI_SUM, wc);
@@ -100,6 +108,12 @@ int main(int argc, char **argv)
     CHECK(rc != MPI_SUCCESS, "process set number %d of %d", n, n);
 #endif
 
+    if (late) {
+        /* MPI_Finalize with sessions open: MPI is finalized, the sessions' objects still work */
+        MPI_Finalize();
+        MPI_Finalized(&flag);
+        CHECK(flag == 1, "MPI_Finalized %d after MPI_Finalize", flag);
+    }
     int all = 0;
     MPI_Allreduce(&errs, &all, 1, MPI_INT, MPI_SUM, wc);
     MPI_Comm_free(&wc);
