@@ -117,10 +117,14 @@ mpi! {
 mpi! {
     /// Completes outstanding communication, waits for every rank, and shuts MPI down.
     fn MPI_Finalize / PMPI_Finalize() on NONE => {
-        let sessions = running(|s| {
+        running(|s| {
             if !s.world_model {
                 return fail(MPI_ERR_OTHER, "MPI_Finalize without MPI_Init");
             }
+            Ok(())
+        })?;
+        delete_self_attrs()?;
+        let sessions = running(|s| {
             s.world_model = false;
             s.world_finalized = true;
             Ok(!s.sessions.is_empty())
@@ -133,15 +137,23 @@ mpi! {
     }
 }
 
+/// First in MPI_Finalize, as if MPI_COMM_SELF were freed: its attributes' delete callbacks run
+/// while MPI is still fully usable and not yet finalized (MPI 4.1 §11.2.2), so libraries can
+/// clean up there.
+///
+/// # Safety
+/// The callbacks are the user's.
+unsafe fn delete_self_attrs() -> Res {
+    let self_attrs = running(|s| Ok(s.comm_mut(MPI_COMM_SELF)?.attrs.take_newest_first()))?;
+    crate::comm::delete_attrs(MPI_COMM_SELF, self_attrs)
+}
+
 /// Shuts the runtime down: MPI_Finalize, or the last MPI_Session_finalize after it.
 ///
 /// # Safety
 /// Runs the delete callbacks of MPI_COMM_SELF's attributes, which are the user's.
 pub(crate) unsafe fn shutdown() -> Res {
-    // First, as if MPI_COMM_SELF were freed: its attributes' delete callbacks run while MPI
-    // is still fully usable (MPI 4.1 §11.2.2), so libraries can clean up there.
-    let self_attrs = running(|s| Ok(s.comm_mut(MPI_COMM_SELF)?.attrs.take_newest_first()))?;
-    crate::comm::delete_attrs(MPI_COMM_SELF, self_attrs)?;
+    delete_self_attrs()?;
     // Buffered sends and freed requests still in flight: sends finish; a freed receive
     // that never matched is withdrawn rather than waited for.
     let pending = running(|s| Ok(std::mem::take(&mut s.bsends)))?;
