@@ -86,6 +86,7 @@ pub const MPI_COMM_WORLD: Handle = 0x101;
 pub const MPI_COMM_SELF: Handle = 0x102;
 pub const MPI_GROUP_NULL: Handle = 0x108;
 pub const MPI_GROUP_EMPTY: Handle = 0x109;
+pub const MPI_SESSION_NULL: Handle = 0x120;
 pub const MPI_MESSAGE_NULL: Handle = 0x128;
 pub const MPI_MESSAGE_NO_PROC: Handle = 0x129;
 pub const MPI_INFO_NULL: Handle = 0x130;

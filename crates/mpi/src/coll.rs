@@ -14,7 +14,10 @@ use ferry_core::{Collective, Reducer};
 use ferry_sched::Order;
 use std::ffi::{c_int, c_void};
 
+mod large;
 mod neighbor;
+mod persistent;
+pub(crate) use persistent::{defer_free, release as release_kept};
 
 fn in_place(p: *const c_void) -> bool {
     p as usize == MPI_IN_PLACE

@@ -197,6 +197,41 @@ const SLOT: u32 = 4;
 /// that count. Two live communicators of this process getting the same pairs is caught here
 /// (MPI_ERR_INTERN) rather than mixing their messages; with 2^28 slots it is unlikely.
 fn idup(comm: Handle) -> Res<Handle> {
+    derived_dup(comm, true)
+}
+
+/// A duplicate of `comm` that only one persistent collective request uses (MPI 4.1 §6.13:
+/// persistent collectives match by the order of their `*_init` calls, not of their starts, so
+/// each gets its own context). Made as MPI_Comm_idup makes one, without a message; it keeps
+/// the topology (for the neighbourhood collectives) but no attributes. [`free_hidden`] ends it.
+pub(crate) fn hidden_dup(comm: Handle) -> Res<Handle> {
+    let new = derived_dup(comm, false)?;
+    with(|s| {
+        let topo = s.comm(comm)?.topo.clone();
+        let obj = s.comm_mut(new)?;
+        obj.topo = topo;
+        obj.errhandler = MPI_ERRORS_RETURN;
+        Ok(new)
+    })
+}
+
+/// Frees a communicator made by [`hidden_dup`] (its requests in flight keep the runtime's
+/// communicator alive).
+pub(crate) fn free_hidden(comm: Handle) {
+    let obj = with(|s| {
+        let obj = s.comms.remove(comm);
+        if let Some(o) = &obj {
+            release_derived(s, o);
+        }
+        Ok(obj)
+    });
+    if let Some(inter) = obj.ok().flatten().and_then(|o| o.inter) {
+        crate::inter::forget(inter);
+    }
+}
+
+/// MPI_Comm_idup's derivation, copying attributes (and topology) or not.
+fn derived_dup(comm: Handle, copy_attrs: bool) -> Res<Handle> {
     let (core, inter, k) = running(|s| {
         let c = s.comm_mut(comm)?;
         let n = c.idups;
@@ -213,10 +248,10 @@ fn idup(comm: Handle) -> Res<Handle> {
         Ok((core, inter, k))
     })?;
     match inter {
-        Some(inter) => crate::inter::idup(comm, inter, k),
+        Some(inter) => crate::inter::idup(comm, inter, k, copy_attrs),
         None => {
             let new = core.derive(core.world_ranks(), core.rank(), 2 * k)?;
-            register(comm, Some(new), true)
+            register(comm, Some(new), copy_attrs)
         }
     }
 }
@@ -551,7 +586,7 @@ mpi! {
 
 // ---- error handlers ----
 
-fn valid_errhandler(s: &State, h: Handle) -> Res {
+pub(crate) fn valid_errhandler(s: &State, h: Handle) -> Res {
     match h {
         MPI_ERRORS_ARE_FATAL | MPI_ERRORS_RETURN | MPI_ERRORS_ABORT => Ok(()),
         h if s.errhandlers.get(h).is_some() => Ok(()),
@@ -794,7 +829,7 @@ mpi! {
 
 // ---- groups ----
 
-fn new_group(s: &mut State, members: GroupObj) -> Handle {
+pub(crate) fn new_group(s: &mut State, members: GroupObj) -> Handle {
     if members.is_empty() {
         MPI_GROUP_EMPTY
     } else {
@@ -1008,7 +1043,7 @@ mpi! {
 
 // ---- info ----
 
-unsafe fn c_str(p: *const c_char, what: &str) -> Res<String> {
+pub(crate) unsafe fn c_str(p: *const c_char, what: &str) -> Res<String> {
     if p.is_null() {
         return fail(MPI_ERR_ARG, format!("{what} is NULL"));
     }

@@ -13,13 +13,28 @@ const LIBRARY_VERSION: &str = concat!(
     " (MPI 4.1 semantics on the MPI-5 standard ABI)"
 );
 
-fn init(required: c_int) -> Res<c_int> {
-    let phase = with(|s| Ok(s.phase))?;
-    match phase {
-        Phase::Running => return fail(MPI_ERR_OTHER, "MPI_Init called twice"),
-        Phase::Finalized => return fail(MPI_ERR_OTHER, "MPI_Init called after MPI_Finalize"),
-        Phase::Idle => {}
+/// Starts the runtime for MPI_Init (`world`) or MPI_Session_init; the second of the two to
+/// come finds it running and only records itself.
+pub(crate) fn init(required: c_int, world: bool) -> Res<c_int> {
+    let joined = with(|s| match s.phase {
+        _ if world && s.world_finalized => {
+            fail(MPI_ERR_OTHER, "MPI_Init called after MPI_Finalize")
+        }
+        Phase::Running if world && s.world_model => fail(MPI_ERR_OTHER, "MPI_Init called twice"),
+        Phase::Running => {
+            s.world_model |= world;
+            Ok(Some(s.thread_level))
+        }
+        Phase::Finalized => fail(
+            MPI_ERR_OTHER,
+            "MPI initialized again after it was finalized",
+        ),
+        Phase::Idle => Ok(None),
+    })?;
+    if let Some(level) = joined {
+        return Ok(level);
     }
+    let world_model = world;
     let world = ferry_core::init()?;
     let world_comm: ferry_core::Comm = (*world).clone();
     // MPI_COMM_SELF: a communicator of one with its own context, made while every rank is
@@ -44,6 +59,7 @@ fn init(required: c_int) -> Res<c_int> {
             obj(self_comm, "MPI_COMM_SELF"),
         ];
         s.world = Some(world);
+        s.world_model = world_model;
         s.phase = Phase::Running;
         s.thread_level = provided;
         Ok(provided)
@@ -53,13 +69,13 @@ fn init(required: c_int) -> Res<c_int> {
 mpi! {
     /// Initializes MPI.
     fn MPI_Init / PMPI_Init(_argc: *mut c_int, _argv: *mut *mut *mut c_char) on NONE => {
-        init(MPI_THREAD_SINGLE).map(drop)
+        init(MPI_THREAD_SINGLE, true).map(drop)
     }
 }
 mpi! {
     /// Initializes MPI with a thread level (ferry provides up to MPI_THREAD_FUNNELED).
     fn MPI_Init_thread / PMPI_Init_thread(_argc: *mut c_int, _argv: *mut *mut *mut c_char, required: c_int, provided: *mut c_int) on NONE => {
-        let level = init(required)?;
+        let level = init(required, true)?;
         if let Some(p) = provided.as_mut() {
             *p = level;
         }
@@ -67,10 +83,10 @@ mpi! {
     }
 }
 mpi! {
-    /// Whether MPI_Init has been called.
+    /// Whether MPI_Init has been called (sessions do not count, MPI 4.1 §11.2.1).
     fn MPI_Initialized / PMPI_Initialized(flag: *mut c_int) on NONE => {
         let Some(flag) = flag.as_mut() else { return fail(MPI_ERR_ARG, "flag is NULL") };
-        *flag = with(|s| Ok(s.phase != Phase::Idle))? as c_int;
+        *flag = with(|s| Ok(s.world_model || s.world_finalized))? as c_int;
         Ok(())
     }
 }
@@ -78,7 +94,7 @@ mpi! {
     /// Whether MPI_Finalize has been called.
     fn MPI_Finalized / PMPI_Finalized(flag: *mut c_int) on NONE => {
         let Some(flag) = flag.as_mut() else { return fail(MPI_ERR_ARG, "flag is NULL") };
-        *flag = with(|s| Ok(s.phase == Phase::Finalized))? as c_int;
+        *flag = with(|s| Ok(s.world_finalized))? as c_int;
         Ok(())
     }
 }
@@ -101,30 +117,63 @@ mpi! {
 mpi! {
     /// Completes outstanding communication, waits for every rank, and shuts MPI down.
     fn MPI_Finalize / PMPI_Finalize() on NONE => {
-        // First, as if MPI_COMM_SELF were freed: its attributes' delete callbacks run while MPI
-        // is still fully usable (MPI 4.1 §11.2.2), so libraries can clean up there.
-        let self_attrs = running(|s| Ok(s.comm_mut(MPI_COMM_SELF)?.attrs.take_newest_first()))?;
-        crate::comm::delete_attrs(MPI_COMM_SELF, self_attrs)?;
-        // Buffered sends and freed requests still in flight: sends finish; a freed receive
-        // that never matched is withdrawn rather than waited for.
-        let pending = running(|s| Ok(std::mem::take(&mut s.bsends)))?;
-        for (mut r, _) in pending {
-            if let Some(raw) = r.raw() {
-                r.core.raw_cancel(raw);
+        running(|s| {
+            if !s.world_model {
+                return fail(MPI_ERR_OTHER, "MPI_Finalize without MPI_Init");
             }
-            crate::p2p::wait_request(&mut r)?;
-        }
-        let world = with(|s| {
-            s.phase = Phase::Finalized;
-            s.predefined_comms.clear();
-            Ok(s.world.take())
+            Ok(())
         })?;
-        if let Some(w) = world {
-            w.finalize()?;
+        delete_self_attrs()?;
+        let sessions = running(|s| {
+            s.world_model = false;
+            s.world_finalized = true;
+            Ok(!s.sessions.is_empty())
+        })?;
+        if sessions {
+            // Open sessions keep the runtime; the last MPI_Session_finalize shuts it down.
+            return Ok(());
         }
-        Ok(())
+        shutdown()
     }
 }
+
+/// First in MPI_Finalize, as if MPI_COMM_SELF were freed: its attributes' delete callbacks run
+/// while MPI is still fully usable and not yet finalized (MPI 4.1 §11.2.2), so libraries can
+/// clean up there.
+///
+/// # Safety
+/// The callbacks are the user's.
+unsafe fn delete_self_attrs() -> Res {
+    let self_attrs = running(|s| Ok(s.comm_mut(MPI_COMM_SELF)?.attrs.take_newest_first()))?;
+    crate::comm::delete_attrs(MPI_COMM_SELF, self_attrs)
+}
+
+/// Shuts the runtime down: MPI_Finalize, or the last MPI_Session_finalize after it.
+///
+/// # Safety
+/// Runs the delete callbacks of MPI_COMM_SELF's attributes, which are the user's.
+pub(crate) unsafe fn shutdown() -> Res {
+    delete_self_attrs()?;
+    // Buffered sends and freed requests still in flight: sends finish; a freed receive
+    // that never matched is withdrawn rather than waited for.
+    let pending = running(|s| Ok(std::mem::take(&mut s.bsends)))?;
+    for (mut r, _) in pending {
+        if let Some(raw) = r.raw() {
+            r.core.raw_cancel(raw);
+        }
+        crate::p2p::wait_request(&mut r)?;
+    }
+    let world = with(|s| {
+        s.phase = Phase::Finalized;
+        s.predefined_comms.clear();
+        Ok(s.world.take())
+    })?;
+    if let Some(w) = world {
+        w.finalize()?;
+    }
+    Ok(())
+}
+
 mpi! {
     /// Ends every rank of the job with `errorcode`.
     fn MPI_Abort / PMPI_Abort(comm: Handle, errorcode: c_int) on NONE => {

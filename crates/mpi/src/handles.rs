@@ -27,6 +27,8 @@ pub enum Kind {
     Info = 7,
     /// MPI_Message.
     Message = 8,
+    /// MPI_Session.
+    Session = 9,
 }
 
 struct Slot<T> {
@@ -42,6 +44,11 @@ pub struct Table<T> {
 }
 
 impl<T> Table<T> {
+    /// Whether no object is live.
+    pub fn is_empty(&self) -> bool {
+        self.slots.iter().all(|s| s.value.is_none())
+    }
+
     /// An empty table for objects of `kind`.
     pub fn new(kind: Kind) -> Table<T> {
         Table {

@@ -168,7 +168,7 @@ fn parts(base: &Comm, local: &[u32], remote: &[u32], rank: usize, k: u32) -> Res
 
 /// MPI_Comm_idup on an intercommunicator, on the derived pairs `k` and `k + 1` (see
 /// `comm::idup`): no message is sent.
-pub fn idup(comm: Handle, inter: Inter, k: u32) -> Res<Handle> {
+pub fn idup(comm: Handle, inter: Inter, k: u32, copy_attrs: bool) -> Res<Handle> {
     let (local, coll) = halves(inter)?;
     let p = build(
         &local,
@@ -177,7 +177,7 @@ pub fn idup(comm: Handle, inter: Inter, k: u32) -> Res<Handle> {
         local.rank(),
         k,
     )?;
-    register_inter(comm, p, true)
+    register_inter(comm, p, copy_attrs)
 }
 
 /// Registers an intercommunicator made from `old` (attributes copied for a duplicate).

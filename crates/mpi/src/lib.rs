@@ -10,8 +10,11 @@
 //! MPI_Init). Intercommunicators (creation, merge, dup/idup/split/create, point-to-point and
 //! every collective defined on them, blocking and nonblocking) are in [`inter`]. Cartesian, graph
 //! and distributed graph topologies are in [`topo`]; the neighbourhood collectives on them,
-//! blocking and nonblocking, are schedules like the other collectives ([`coll`]). Not provided:
-//! one-sided communication, I/O, dynamic processes, persistent collectives.
+//! blocking and nonblocking, are schedules like the other collectives ([`coll`]). Persistent
+//! collectives (MPI 4.0) start the nonblocking ones; the large-count `_c` calls take the
+//! int-count paths and refuse a count beyond `INT_MAX` elements with MPI_ERR_COUNT. Generalized
+//! requests are in [`greq`], sessions in [`session`]. Not provided: one-sided communication,
+//! I/O, dynamic processes.
 //!
 //! This crate depends on `ferry-core` only (plus `libc`); the launcher is reached through
 //! `ferry run`, which `mpiexec` calls.
@@ -42,12 +45,14 @@ pub mod datatype;
 pub mod env;
 pub mod error;
 pub mod external;
+pub mod greq;
 pub mod handles;
 pub mod inter;
 pub mod ops;
 pub mod p2p;
 pub mod part;
 pub mod request;
+pub mod session;
 pub mod state;
 pub mod topo;
 pub mod types;

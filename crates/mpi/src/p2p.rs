@@ -440,14 +440,18 @@ mpi! {
 mpi! {
     /// Attaches the buffer buffered sends copy into.
     fn MPI_Buffer_attach / PMPI_Buffer_attach(buffer: *mut c_void, size: c_int) on NONE => {
-        running(|s| {
-            if s.bsend_buffer.is_some() {
-                return fail(MPI_ERR_BUFFER, "a buffer is already attached");
-            }
-            s.bsend_buffer = Some((buffer, count_arg(size)?));
-            Ok(())
-        })
+        attach(buffer, count_arg(size)?)
     }
+}
+
+fn attach(buffer: *mut c_void, size: usize) -> Res {
+    running(|s| {
+        if s.bsend_buffer.is_some() {
+            return fail(MPI_ERR_BUFFER, "a buffer is already attached");
+        }
+        s.bsend_buffer = Some((buffer, size));
+        Ok(())
+    })
 }
 mpi! {
     /// Detaches the buffered-send buffer once every buffered send has gone out.
@@ -456,17 +460,24 @@ mpi! {
         for (mut r, _) in pending {
             wait_request(&mut r)?;
         }
-        running(|s| {
-            let (addr, len) = s.bsend_buffer.take().unwrap_or((std::ptr::null_mut(), 0));
-            if let Some(out) = (buffer_addr as *mut *mut c_void).as_mut() {
-                *out = addr;
-            }
-            if let Some(out) = size.as_mut() {
-                *out = len as c_int;
-            }
-            Ok(())
-        })
+        let len = detach(buffer_addr)?;
+        if let Some(out) = size.as_mut() {
+            *out = c_int::try_from(len).map_err(|_| MpiError::new(MPI_ERR_ARG, "the buffer size does not fit an int (use MPI_Buffer_detach_c)"))?;
+        }
+        Ok(())
     }
+}
+
+/// MPI_Buffer_detach(_c) once the buffered sends have finished: writes the buffer's address
+/// and gives its size.
+unsafe fn detach(buffer_addr: *mut c_void) -> Res<usize> {
+    running(|s| {
+        let (addr, len) = s.bsend_buffer.take().unwrap_or((std::ptr::null_mut(), 0));
+        if let Some(out) = (buffer_addr as *mut *mut c_void).as_mut() {
+            *out = addr;
+        }
+        Ok(len)
+    })
 }
 
 /// A datatype handle the persistent request owns: the user may free theirs right after the
@@ -491,6 +502,7 @@ unsafe fn persistent(comm: Handle, request: *mut Handle, mut p: Persistent) -> R
                 *datatype = keep_type(s, *datatype)?;
             }
             Persistent::Partitioned(_) => {}
+            Persistent::Coll { .. } => {}
         }
         let core = s.core_comm(comm)?;
         let req = Request {
@@ -500,6 +512,7 @@ unsafe fn persistent(comm: Handle, request: *mut Handle, mut p: Persistent) -> R
             persistent: Some(p),
             cancel_requested: false,
             partner: None,
+            generalized: None,
         };
         publish(s, req, request)
     })
@@ -551,7 +564,37 @@ mpi! {
     }
 }
 
-fn start_one(s: &mut State, handle: Handle) -> Res {
+/// Starts the persistent request behind `handle`.
+fn start_handle(handle: Handle) -> Res {
+    let coll = running(|s| start_one(s, handle))?;
+    let Some(start) = coll else {
+        return Ok(());
+    };
+    // Outside the state: the nonblocking collective enters it itself.
+    let mut started = MPI_REQUEST_NULL;
+    start(&mut started)?;
+    with(|s| {
+        let Some(new) = s.requests.remove(started) else {
+            return fail(MPI_ERR_INTERN, "persistent collective started no request");
+        };
+        let req = s.requests.get_mut(handle).ok_or_else(|| {
+            MpiError::new(MPI_ERR_REQUEST, format!("invalid request {handle:#x}"))
+        })?;
+        req.core = new.core;
+        req.progress = new.progress;
+        req.partner = new.partner;
+        req.cancel_requested = false;
+        Ok(())
+    })
+}
+
+/// Starts a persistent point-to-point request, or hands back the start of a collective one
+/// (which must run outside the state).
+#[allow(clippy::type_complexity)]
+fn start_one(
+    s: &mut State,
+    handle: Handle,
+) -> Res<Option<std::rc::Rc<dyn Fn(*mut Handle) -> Res>>> {
     let req = s
         .requests
         .get(handle)
@@ -600,28 +643,29 @@ fn start_one(s: &mut State, handle: Handle) -> Res {
                 req.progress = progress;
                 req.cancel_requested = false;
             }
-            return Ok(());
+            return Ok(None);
         }
+        Persistent::Coll { start, .. } => return Ok(Some(start)),
     };
     if let Some(req) = s.requests.get_mut(handle) {
         req.progress = started.progress;
         req.cancel_requested = false;
     }
-    Ok(())
+    Ok(None)
 }
 
 mpi! {
     /// Starts a persistent request.
     fn MPI_Start / PMPI_Start(request: *mut Handle) on NONE => {
         let Some(&h) = request.as_ref() else { return fail(MPI_ERR_REQUEST, "request argument is NULL") };
-        running(|s| start_one(s, h))
+        start_handle(h)
     }
 }
 mpi! {
     /// Starts several persistent requests.
     fn MPI_Startall / PMPI_Startall(count: c_int, requests: *mut Handle) on NONE => {
         let handles = handles_arg(count, requests)?;
-        running(|s| handles.iter().try_for_each(|&h| start_one(s, h)))
+        handles.iter().try_for_each(|&h| start_handle(h))
     }
 }
 
@@ -641,34 +685,58 @@ mpi! {
     /// Frees a request (an active one completes in the background).
     fn MPI_Request_free / PMPI_Request_free(request: *mut Handle) on NONE => {
         let Some(h) = request.as_mut() else { return fail(MPI_ERR_REQUEST, "request argument is NULL") };
-        running(|s| {
+        if crate::greq::free(*h)? {
+            *h = MPI_REQUEST_NULL;
+            return Ok(());
+        }
+        let hidden = running(|s| {
             let Some(req) = s.requests.remove(*h) else {
                 return fail(MPI_ERR_REQUEST, format!("invalid request {:#x}", *h));
             };
-            if let Some(p) = &req.persistent {
-                s.types.remove(p.datatype());
+            let mut hidden = None;
+            match &req.persistent {
+                Some(Persistent::Send { datatype, .. } | Persistent::Recv { datatype, .. }) => {
+                    s.types.remove(*datatype);
+                }
+                Some(Persistent::Partitioned(p)) => {
+                    s.types.remove(p.datatype);
+                }
+                Some(Persistent::Coll { hidden: c, kept, .. }) => hidden = Some((*c, kept.clone())),
+                None => {}
             }
             if !req.is_complete() {
                 // Still in flight: keep it alive with the buffered sends, reaped as they finish.
                 s.bsends.push((req, 0));
             }
             *h = MPI_REQUEST_NULL;
-            Ok(())
-        })
+            Ok(hidden)
+        })?;
+        if let Some((c, kept)) = hidden {
+            crate::comm::free_hidden(c);
+            crate::coll::release_kept(kept);
+        }
+        Ok(())
     }
 }
 mpi! {
     /// Cancels a pending receive (sends already on their way are not cancelled).
     fn MPI_Cancel / PMPI_Cancel(request: *mut Handle) on NONE => {
         let Some(&h) = request.as_ref() else { return fail(MPI_ERR_REQUEST, "request argument is NULL") };
-        running(|s| {
+        let greq = running(|s| {
             let req = s.requests.get_mut(h).ok_or_else(|| MpiError::new(MPI_ERR_REQUEST, format!("invalid request {h:#x}")))?;
+            if let Some(g) = req.generalized {
+                return Ok(Some(g));
+            }
             if let Some(raw) = req.raw() {
                 req.cancel_requested = true;
                 req.core.raw_cancel(raw);
             }
-            Ok(())
-        })
+            Ok(None)
+        })?;
+        match greq {
+            Some(g) => crate::greq::cancel(&g),
+            None => Ok(()),
+        }
     }
 }
 mpi! {
@@ -687,19 +755,22 @@ unsafe fn finish_handle(
     status: *mut MpiStatus,
     with_error: bool,
 ) -> Res<Outcome> {
-    let (outcome, comm) = with(|s| {
+    let (outcome, greq) = with(|s| {
         let req = s.requests.get_mut(*handle).ok_or_else(|| {
             MpiError::new(MPI_ERR_REQUEST, format!("invalid request {:#x}", *handle))
         })?;
         let outcome = req.complete()?;
-        let comm = req.comm;
+        let greq = req.generalized;
         if req.persistent.is_none() {
             s.requests.remove(*handle);
             *handle = MPI_REQUEST_NULL;
         }
-        Ok((outcome, comm))
+        Ok((outcome, greq))
     })?;
-    let _ = comm;
+    if let Some(g) = greq {
+        // Outside the state: the callbacks may call MPI (MPI_Status_set_elements, ...).
+        return Ok(crate::greq::finish(&g, status, with_error, true));
+    }
     outcome.write(status, with_error);
     Ok(outcome)
 }
@@ -1014,6 +1085,11 @@ mpi! {
             _ => true,
         };
         *flag = done as c_int;
+        let greq = with(|s| Ok(s.requests.get(request).and_then(|r| r.generalized)))?;
+        if let (true, Some(g)) = (done, greq) {
+            crate::greq::finish(&g, status, false, false);
+            return Ok(());
+        }
         if done {
             // Complete it inside but keep the handle: the later wait or test that frees it
             // reports the same outcome (a `Done` request completes to its outcome).
@@ -1267,6 +1343,260 @@ mpi! {
     /// Nonblocking send and receive in one buffer: the outgoing data is packed at the call.
     fn MPI_Isendrecv_replace / PMPI_Isendrecv_replace(buf: *mut c_void, count: c_int, datatype: Handle, dest: c_int, sendtag: c_int,
         source: c_int, recvtag: c_int, comm: Handle, request: *mut Handle) on comm => {
+        running(|s| {
+            let req = start_sendrecv_replace(s, buf, count, datatype, (dest, sendtag), (source, recvtag), comm)?;
+            publish(s, req, request)
+        })
+    }
+}
+
+// ---- large counts (MPI 4.0 `_c` bindings) ----
+
+/// An `MPI_Count` element count as the int-count paths take it. ferry moves at most
+/// `c_int::MAX` elements per call (a derived datatype carries more); a larger count is
+/// MPI_ERR_COUNT, never truncated.
+pub(crate) fn count_c(count: i64) -> Res<c_int> {
+    if count < 0 {
+        return fail(MPI_ERR_COUNT, format!("negative count {count}"));
+    }
+    c_int::try_from(count).map_err(|_| {
+        MpiError::new(
+            MPI_ERR_COUNT,
+            format!(
+                "count {count} is more than the {} elements ferry moves in one call (use a derived datatype)",
+                c_int::MAX
+            ),
+        )
+    })
+}
+
+macro_rules! send_c {
+    ($name:ident, $pname:ident, $kind:expr, $doc:literal) => {
+        mpi! {
+            #[doc = $doc]
+            fn $name / $pname(buf: *const c_void, count: i64, datatype: Handle, dest: c_int, tag: c_int, comm: Handle) on comm => {
+                blocking_send(buf, count_c(count)?, datatype, dest, tag, comm, $kind)
+            }
+        }
+    };
+}
+send_c!(
+    MPI_Send_c,
+    PMPI_Send_c,
+    SendKind::Standard,
+    "MPI_Send with an MPI_Count count."
+);
+send_c!(
+    MPI_Ssend_c,
+    PMPI_Ssend_c,
+    SendKind::Synchronous,
+    "MPI_Ssend with an MPI_Count count."
+);
+send_c!(
+    MPI_Bsend_c,
+    PMPI_Bsend_c,
+    SendKind::Buffered,
+    "MPI_Bsend with an MPI_Count count."
+);
+send_c!(
+    MPI_Rsend_c,
+    PMPI_Rsend_c,
+    SendKind::Ready,
+    "MPI_Rsend with an MPI_Count count."
+);
+
+macro_rules! isend_c {
+    ($name:ident, $pname:ident, $kind:expr, $doc:literal) => {
+        mpi! {
+            #[doc = $doc]
+            fn $name / $pname(buf: *const c_void, count: i64, datatype: Handle, dest: c_int, tag: c_int, comm: Handle, request: *mut Handle) on comm => {
+                nonblocking_send(buf, count_c(count)?, datatype, dest, tag, comm, request, $kind)
+            }
+        }
+    };
+}
+isend_c!(
+    MPI_Isend_c,
+    PMPI_Isend_c,
+    SendKind::Standard,
+    "MPI_Isend with an MPI_Count count."
+);
+isend_c!(
+    MPI_Issend_c,
+    PMPI_Issend_c,
+    SendKind::Synchronous,
+    "MPI_Issend with an MPI_Count count."
+);
+isend_c!(
+    MPI_Ibsend_c,
+    PMPI_Ibsend_c,
+    SendKind::Buffered,
+    "MPI_Ibsend with an MPI_Count count."
+);
+isend_c!(
+    MPI_Irsend_c,
+    PMPI_Irsend_c,
+    SendKind::Ready,
+    "MPI_Irsend with an MPI_Count count."
+);
+
+macro_rules! send_init_c {
+    ($name:ident, $pname:ident, $kind:expr, $doc:literal) => {
+        mpi! {
+            #[doc = $doc]
+            fn $name / $pname(buf: *const c_void, count: i64, datatype: Handle, dest: c_int, tag: c_int, comm: Handle, request: *mut Handle) on comm => {
+                let count = count_c(count)?;
+                send_tag(tag)?;
+                persistent(comm, request, Persistent::Send { kind: $kind, buf: buf as *const u8, count, datatype, dest, tag })
+            }
+        }
+    };
+}
+send_init_c!(
+    MPI_Send_init_c,
+    PMPI_Send_init_c,
+    SendKind::Standard,
+    "MPI_Send_init with an MPI_Count count."
+);
+send_init_c!(
+    MPI_Ssend_init_c,
+    PMPI_Ssend_init_c,
+    SendKind::Synchronous,
+    "MPI_Ssend_init with an MPI_Count count."
+);
+send_init_c!(
+    MPI_Bsend_init_c,
+    PMPI_Bsend_init_c,
+    SendKind::Buffered,
+    "MPI_Bsend_init with an MPI_Count count."
+);
+send_init_c!(
+    MPI_Rsend_init_c,
+    PMPI_Rsend_init_c,
+    SendKind::Ready,
+    "MPI_Rsend_init with an MPI_Count count."
+);
+
+mpi! {
+    /// MPI_Recv with an MPI_Count count.
+    fn MPI_Recv_c / PMPI_Recv_c(buf: *mut c_void, count: i64, datatype: Handle, source: c_int, tag: c_int, comm: Handle, status: *mut MpiStatus) on comm => {
+        let count = count_c(count)?;
+        finish_recv(running(|s| start_recv(s, buf, count, datatype, source, tag, comm))?, status)
+    }
+}
+mpi! {
+    /// MPI_Irecv with an MPI_Count count.
+    fn MPI_Irecv_c / PMPI_Irecv_c(buf: *mut c_void, count: i64, datatype: Handle, source: c_int, tag: c_int, comm: Handle, request: *mut Handle) on comm => {
+        let count = count_c(count)?;
+        running(|s| {
+            let req = start_recv(s, buf, count, datatype, source, tag, comm)?;
+            publish(s, req, request)
+        })
+    }
+}
+mpi! {
+    /// MPI_Recv_init with an MPI_Count count.
+    fn MPI_Recv_init_c / PMPI_Recv_init_c(buf: *mut c_void, count: i64, datatype: Handle, source: c_int, tag: c_int, comm: Handle, request: *mut Handle) on comm => {
+        let count = count_c(count)?;
+        recv_tag(tag)?;
+        persistent(comm, request, Persistent::Recv { buf: buf as *mut u8, count, datatype, source, tag })
+    }
+}
+mpi! {
+    /// MPI_Sendrecv with MPI_Count counts.
+    fn MPI_Sendrecv_c / PMPI_Sendrecv_c(sendbuf: *const c_void, sendcount: i64, sendtype: Handle, dest: c_int, sendtag: c_int,
+        recvbuf: *mut c_void, recvcount: i64, recvtype: Handle, source: c_int, recvtag: c_int, comm: Handle, status: *mut MpiStatus) on comm => {
+        let send = (sendbuf, count_c(sendcount)?, sendtype, dest, sendtag);
+        let recv = (recvbuf, count_c(recvcount)?, recvtype, source, recvtag);
+        finish_recv(running(|s| start_sendrecv(s, send, recv, comm))?, status)
+    }
+}
+mpi! {
+    /// MPI_Sendrecv_replace with an MPI_Count count.
+    fn MPI_Sendrecv_replace_c / PMPI_Sendrecv_replace_c(buf: *mut c_void, count: i64, datatype: Handle, dest: c_int, sendtag: c_int,
+        source: c_int, recvtag: c_int, comm: Handle, status: *mut MpiStatus) on comm => {
+        let count = count_c(count)?;
+        let req = running(|s| start_sendrecv_replace(s, buf, count, datatype, (dest, sendtag), (source, recvtag), comm))?;
+        finish_recv(req, status)
+    }
+}
+mpi! {
+    /// Number of whole elements a status reports (MPI_Count).
+    fn MPI_Get_count_c / PMPI_Get_count_c(status: *const MpiStatus, datatype: Handle, count: *mut i64) on NONE => {
+        let (Some(st), Some(count)) = (status.as_ref(), count.as_mut()) else { return fail(MPI_ERR_ARG, "NULL argument") };
+        let dt = with(|s| s.datatype(datatype))?;
+        *count = match dt.count_of(st.count() as usize) {
+            Some(n) => i64::try_from(n).unwrap_or(MPI_UNDEFINED as i64),
+            None => MPI_UNDEFINED as i64,
+        };
+        Ok(())
+    }
+}
+mpi! {
+    /// Number of basic elements a status reports (MPI_Count).
+    fn MPI_Get_elements_c / PMPI_Get_elements_c(status: *const MpiStatus, datatype: Handle, count: *mut i64) on NONE => {
+        let Some(count) = count.as_mut() else { return fail(MPI_ERR_ARG, "count is NULL") };
+        *count = elements(status, datatype)?;
+        Ok(())
+    }
+}
+mpi! {
+    /// Sets the element count of a status (MPI_Count).
+    fn MPI_Status_set_elements_c / PMPI_Status_set_elements_c(status: *mut MpiStatus, datatype: Handle, count: i64) on NONE => {
+        set_elements(status, datatype, count)
+    }
+}
+mpi! {
+    /// MPI_Buffer_attach with an MPI_Count size.
+    fn MPI_Buffer_attach_c / PMPI_Buffer_attach_c(buffer: *mut c_void, size: i64) on NONE => {
+        let size = usize::try_from(size).map_err(|_| MpiError::new(MPI_ERR_ARG, format!("negative buffer size {size}")))?;
+        attach(buffer, size)
+    }
+}
+mpi! {
+    /// MPI_Buffer_detach with an MPI_Count size.
+    fn MPI_Buffer_detach_c / PMPI_Buffer_detach_c(buffer_addr: *mut c_void, size: *mut i64) on NONE => {
+        let pending = running(|s| Ok(std::mem::take(&mut s.bsends)))?;
+        for (mut r, _) in pending {
+            wait_request(&mut r)?;
+        }
+        let len = detach(buffer_addr)?;
+        if let Some(out) = size.as_mut() {
+            *out = len as i64;
+        }
+        Ok(())
+    }
+}
+mpi! {
+    /// MPI_Mrecv with an MPI_Count count.
+    fn MPI_Mrecv_c / PMPI_Mrecv_c(buf: *mut c_void, count: i64, datatype: Handle, message: *mut Handle, status: *mut MpiStatus) on NONE => {
+        finish_recv(start_mrecv(buf, count_c(count)?, datatype, message)?, status)
+    }
+}
+mpi! {
+    /// MPI_Imrecv with an MPI_Count count.
+    fn MPI_Imrecv_c / PMPI_Imrecv_c(buf: *mut c_void, count: i64, datatype: Handle, message: *mut Handle, request: *mut Handle) on NONE => {
+        let req = start_mrecv(buf, count_c(count)?, datatype, message)?;
+        running(|s| publish(s, req, request))
+    }
+}
+mpi! {
+    /// MPI_Isendrecv with MPI_Count counts.
+    fn MPI_Isendrecv_c / PMPI_Isendrecv_c(sendbuf: *const c_void, sendcount: i64, sendtype: Handle, dest: c_int, sendtag: c_int,
+        recvbuf: *mut c_void, recvcount: i64, recvtype: Handle, source: c_int, recvtag: c_int, comm: Handle, request: *mut Handle) on comm => {
+        let send = (sendbuf, count_c(sendcount)?, sendtype, dest, sendtag);
+        let recv = (recvbuf, count_c(recvcount)?, recvtype, source, recvtag);
+        running(|s| {
+            let req = start_sendrecv(s, send, recv, comm)?;
+            publish(s, req, request)
+        })
+    }
+}
+mpi! {
+    /// MPI_Isendrecv_replace with an MPI_Count count.
+    fn MPI_Isendrecv_replace_c / PMPI_Isendrecv_replace_c(buf: *mut c_void, count: i64, datatype: Handle, dest: c_int, sendtag: c_int,
+        source: c_int, recvtag: c_int, comm: Handle, request: *mut Handle) on comm => {
+        let count = count_c(count)?;
         running(|s| {
             let req = start_sendrecv_replace(s, buf, count, datatype, (dest, sendtag), (source, recvtag), comm)?;
             publish(s, req, request)

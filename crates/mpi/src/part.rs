@@ -202,6 +202,7 @@ unsafe fn init(
             persistent: Some(Persistent::Partitioned(Rc::new(part))),
             cancel_requested: false,
             partner: None,
+            generalized: None,
         });
         Ok(())
     })

@@ -120,6 +120,11 @@ impl Outcome {
     pub fn check(&self) -> Res {
         if self.error == MPI_SUCCESS {
             Ok(())
+        } else if self.error != MPI_ERR_TRUNCATE {
+            fail(
+                self.error,
+                format!("the request failed with error {}", self.error),
+            )
         } else {
             fail(
                 self.error,
@@ -178,14 +183,27 @@ pub enum Persistent {
     },
     /// MPI_Psend_init or MPI_Precv_init.
     Partitioned(std::rc::Rc<crate::part::Partitioned>),
+    /// A persistent collective (`MPI_Bcast_init` and the others).
+    Coll {
+        /// The hidden duplicate of the communicator this request alone uses (`comm::hidden_dup`).
+        hidden: Handle,
+        /// Starts the matching nonblocking collective on `hidden`, storing its request at the
+        /// address given.
+        start: std::rc::Rc<dyn Fn(*mut Handle) -> Res>,
+        /// Private copies of the datatypes and operations it uses, freed with it.
+        kept: Vec<Handle>,
+    },
 }
 
 impl Persistent {
-    /// The datatype handle the request holds (see `p2p::keep_type`).
-    pub fn datatype(&self) -> Handle {
+    /// The datatype handle a point-to-point request holds (see `p2p::keep_type`).
+    pub fn datatype(&self) -> Option<Handle> {
         match self {
-            Persistent::Send { datatype, .. } | Persistent::Recv { datatype, .. } => *datatype,
-            Persistent::Partitioned(p) => p.datatype,
+            Persistent::Send { datatype, .. } | Persistent::Recv { datatype, .. } => {
+                Some(*datatype)
+            }
+            Persistent::Partitioned(p) => Some(p.datatype),
+            Persistent::Coll { .. } => None,
         }
     }
 }
@@ -221,6 +239,59 @@ pub struct Request {
     pub cancel_requested: bool,
     /// A second operation that must also finish (the send of MPI_Isendrecv).
     pub partner: Option<Box<Request>>,
+    /// Set for generalized requests (`MPI_Grequest_start`).
+    pub generalized: Option<Greq>,
+}
+
+/// `MPI_Grequest_query_function`: fills the status of a completed generalized request.
+pub type GreqQueryFn = unsafe extern "C" fn(*mut std::ffi::c_void, *mut MpiStatus) -> c_int;
+/// `MPI_Grequest_free_function`: frees the user's state of a generalized request.
+pub type GreqFreeFn = unsafe extern "C" fn(*mut std::ffi::c_void) -> c_int;
+/// `MPI_Grequest_cancel_function`: told of MPI_Cancel (and whether the request is complete).
+pub type GreqCancelFn = unsafe extern "C" fn(*mut std::ffi::c_void, c_int) -> c_int;
+
+/// The callbacks and state of a generalized request (MPI 4.1 §13.2).
+#[derive(Clone, Copy)]
+pub struct Greq {
+    /// Called when a wait or test completes the request (and by MPI_Request_get_status).
+    pub query: Option<GreqQueryFn>,
+    /// Called once, when the request is freed after completing.
+    pub free: Option<GreqFreeFn>,
+    /// Called by MPI_Cancel.
+    pub cancel: Option<GreqCancelFn>,
+    /// The user's `extra_state`.
+    pub extra: *mut std::ffi::c_void,
+    /// The tag of the message to itself that MPI_Grequest_complete sends (see `greq.rs`).
+    pub tag: c_int,
+    /// MPI_Grequest_complete was called.
+    pub completed: bool,
+    /// MPI_Request_free was called before it completed: MPI_Grequest_complete frees it.
+    pub freed: bool,
+}
+
+impl Greq {
+    /// Runs the query callback into `status`; its return value is the request's error code.
+    ///
+    /// # Safety
+    /// The callbacks and `extra` are the user's, as MPI_Grequest_start got them.
+    pub unsafe fn query_status(&self, status: &mut MpiStatus) -> c_int {
+        *status = MpiStatus::default();
+        match self.query {
+            Some(f) => f(self.extra, status),
+            None => MPI_SUCCESS,
+        }
+    }
+
+    /// Runs the free callback.
+    ///
+    /// # Safety
+    /// As [`Greq::query_status`].
+    pub unsafe fn run_free(&self) -> c_int {
+        match self.free {
+            Some(f) => f(self.extra),
+            None => MPI_SUCCESS,
+        }
+    }
 }
 
 impl Request {
@@ -238,6 +309,7 @@ impl Request {
             persistent: None,
             cancel_requested: false,
             partner: None,
+            generalized: None,
         }
     }
 
@@ -250,6 +322,7 @@ impl Request {
             persistent: None,
             cancel_requested: false,
             partner: None,
+            generalized: None,
         }
     }
 

@@ -187,6 +187,15 @@ pub struct State {
     pub bsends: Vec<(Request, usize)>,
     /// First pairs of the slots MPI_Comm_idup derived that are in use here (see `comm::idup`).
     pub derived_pairs: std::collections::HashSet<u32>,
+    /// Open sessions (`MPI_Session_init`): the error handler each was given.
+    pub sessions: Table<Handle>,
+    /// MPI_Init was called and MPI_Finalize not yet (the runtime may also run for sessions).
+    pub world_model: bool,
+    /// MPI_Finalize was called (the runtime may still run for sessions).
+    pub world_finalized: bool,
+    /// Created datatypes and operations persistent collectives use: how many requests hold
+    /// each, and whether the program has freed its handle (then the last request frees it).
+    pub pins: HashMap<Handle, (usize, bool)>,
 }
 
 /// Created keyvals are numbered from here (predefined ones are 10001…).
@@ -244,6 +253,10 @@ impl State {
             bsend_buffer: None,
             bsends: Vec::new(),
             derived_pairs: Default::default(),
+            sessions: Table::new(Kind::Session),
+            world_model: false,
+            world_finalized: false,
+            pins: HashMap::new(),
         }
     }
 
@@ -313,8 +326,16 @@ impl State {
         self.comm(handle).map(|c| c.comm.clone())
     }
 
-    /// The error handler that applies to `comm` (MPI_COMM_WORLD's when `comm` is not one).
+    /// The error handler that applies to `comm` (MPI_COMM_WORLD's when `comm` is not one); a
+    /// session's for a session.
     pub fn errhandler_of(&self, comm: Handle) -> Handle {
+        if let Some(&h) = self.sessions.get(comm) {
+            return if h == MPI_ERRHANDLER_NULL {
+                MPI_ERRORS_ARE_FATAL
+            } else {
+                h
+            };
+        }
         self.comm(comm)
             .or_else(|_| self.comm(MPI_COMM_WORLD))
             .map_or(MPI_ERRORS_ARE_FATAL, |c| c.errhandler)

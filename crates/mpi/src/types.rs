@@ -168,6 +168,9 @@ mpi! {
             delete_type_attrs(*h)?;
         }
         running(|s| {
+            if s.types.get(*h).is_some() && crate::coll::defer_free(s, *h) {
+                return Ok(());
+            }
             if s.types.remove(*h).is_none() {
                 s.datatype(*h)?;
                 return fail(MPI_ERR_TYPE, "predefined datatypes cannot be freed");
@@ -330,37 +333,96 @@ pub extern "C" fn MPI_Aint_diff(addr1: isize, addr2: isize) -> isize {
     PMPI_Aint_diff(addr1, addr2)
 }
 
+/// MPI_Pack(_c): packs `count` elements into `outbuf` of `size` bytes at `start`; gives the
+/// position after them.
+unsafe fn pack_at(
+    inbuf: *const c_void,
+    count: usize,
+    datatype: Handle,
+    (outbuf, size): (*mut c_void, usize),
+    start: usize,
+    comm: Handle,
+) -> Res<usize> {
+    let t = running(|s| {
+        s.comm(comm)?;
+        s.committed_type(datatype)
+    })?;
+    let need = bytes_of(&t, count)?;
+    if start.checked_add(need).is_none_or(|end| end > size) {
+        return fail(
+            MPI_ERR_TRUNCATE,
+            format!("MPI_Pack needs {need} bytes at position {start} of a {size}-byte buffer"),
+        );
+    }
+    let dst = std::slice::from_raw_parts_mut((outbuf as *mut u8).add(start), need);
+    t.pack(inbuf as *const u8, count, dst);
+    Ok(start + need)
+}
+
+/// MPI_Unpack(_c): unpacks `count` elements from `inbuf` of `size` bytes at `start`; gives
+/// the position after them.
+unsafe fn unpack_at(
+    (inbuf, size): (*const c_void, usize),
+    start: usize,
+    outbuf: *mut c_void,
+    count: usize,
+    datatype: Handle,
+    comm: Handle,
+) -> Res<usize> {
+    let t = running(|s| {
+        s.comm(comm)?;
+        s.committed_type(datatype)
+    })?;
+    let need = bytes_of(&t, count)?;
+    if start.checked_add(need).is_none_or(|end| end > size) {
+        return fail(
+            MPI_ERR_TRUNCATE,
+            format!("MPI_Unpack wants {need} bytes at position {start} of a {size}-byte buffer"),
+        );
+    }
+    let src = std::slice::from_raw_parts((inbuf as *const u8).add(start), need);
+    t.unpack(src, count, outbuf as *mut u8);
+    Ok(start + need)
+}
+
+/// Data bytes of `count` elements of `t`, or MPI_ERR_COUNT when that overflows.
+fn bytes_of(t: &Datatype, count: usize) -> Res<usize> {
+    t.size().checked_mul(count).ok_or_else(|| {
+        MpiError::new(
+            MPI_ERR_COUNT,
+            format!(
+                "{count} elements of {} bytes overflow the address space",
+                t.size()
+            ),
+        )
+    })
+}
+
+/// A position argument as an int.
+fn int_position(end: usize) -> Res<c_int> {
+    c_int::try_from(end).map_err(|_| {
+        MpiError::new(
+            MPI_ERR_ARG,
+            format!("position {end} does not fit an int (use the _c call)"),
+        )
+    })
+}
+
 mpi! {
     /// Packs elements into a byte buffer at `*position`.
     fn MPI_Pack / PMPI_Pack(inbuf: *const c_void, incount: c_int, datatype: Handle, outbuf: *mut c_void, outsize: c_int, position: *mut c_int, comm: Handle) on comm => {
-        let t = running(|s| { s.comm(comm)?; s.committed_type(datatype) })?;
         let pos = out(position, "position")?;
-        let (count, size) = (count_arg(incount)?, count_arg(outsize)?);
-        let start = count_arg(*pos)?;
-        let need = t.size() * count;
-        if start + need > size {
-            return fail(MPI_ERR_TRUNCATE, format!("MPI_Pack needs {need} bytes at position {start} of a {size}-byte buffer"));
-        }
-        let dst = std::slice::from_raw_parts_mut((outbuf as *mut u8).add(start), need);
-        t.pack(inbuf as *const u8, count, dst);
-        *pos = (start + need) as c_int;
+        let end = pack_at(inbuf, count_arg(incount)?, datatype, (outbuf, count_arg(outsize)?), count_arg(*pos)?, comm)?;
+        *pos = int_position(end)?;
         Ok(())
     }
 }
 mpi! {
     /// Unpacks elements from a byte buffer at `*position`.
     fn MPI_Unpack / PMPI_Unpack(inbuf: *const c_void, insize: c_int, position: *mut c_int, outbuf: *mut c_void, outcount: c_int, datatype: Handle, comm: Handle) on comm => {
-        let t = running(|s| { s.comm(comm)?; s.committed_type(datatype) })?;
         let pos = out(position, "position")?;
-        let (count, size) = (count_arg(outcount)?, count_arg(insize)?);
-        let start = count_arg(*pos)?;
-        let need = t.size() * count;
-        if start + need > size {
-            return fail(MPI_ERR_TRUNCATE, format!("MPI_Unpack wants {need} bytes at position {start} of a {size}-byte buffer"));
-        }
-        let src = std::slice::from_raw_parts((inbuf as *const u8).add(start), need);
-        t.unpack(src, count, outbuf as *mut u8);
-        *pos = (start + need) as c_int;
+        let end = unpack_at((inbuf, count_arg(insize)?), count_arg(*pos)?, outbuf, count_arg(outcount)?, datatype, comm)?;
+        *pos = int_position(end)?;
         Ok(())
     }
 }
@@ -388,9 +450,14 @@ mpi! {
     /// Frees a user operation.
     fn MPI_Op_free / PMPI_Op_free(op: *mut Handle) on NONE => {
         let h = out(op, "op")?;
-        running(|s| match s.ops.remove(*h) {
-            Some(_) => Ok(()),
-            None => { s.op(*h)?; fail(MPI_ERR_OP, "predefined operations cannot be freed") }
+        running(|s| {
+            if s.ops.get(*h).is_some() && crate::coll::defer_free(s, *h) {
+                return Ok(());
+            }
+            match s.ops.remove(*h) {
+                Some(_) => Ok(()),
+                None => { s.op(*h)?; fail(MPI_ERR_OP, "predefined operations cannot be freed") }
+            }
         })?;
         *h = MPI_OP_NULL;
         Ok(())
@@ -613,5 +680,156 @@ mpi! {
         };
         *out = found.handle();
         Ok(())
+    }
+}
+
+// ---- large counts (MPI 4.0 `_c` bindings) ----
+
+/// An `MPI_Count` that counts elements or bytes in memory.
+fn size_c(c: i64, what: &str) -> Res<usize> {
+    usize::try_from(c).map_err(|_| MpiError::new(MPI_ERR_COUNT, format!("negative {what} {c}")))
+}
+
+/// `MPI_Count` byte displacements as addresses.
+fn addrs(v: &[i64]) -> Res<Vec<isize>> {
+    v.iter()
+        .map(|&d| {
+            isize::try_from(d).map_err(|_| {
+                MpiError::new(
+                    MPI_ERR_ARG,
+                    format!("displacement {d} is not an address here"),
+                )
+            })
+        })
+        .collect()
+}
+
+mpi! {
+    /// MPI_Type_contiguous with an MPI_Count count.
+    fn MPI_Type_contiguous_c / PMPI_Type_contiguous_c(count: i64, oldtype: Handle, newtype: *mut Handle) on NONE => {
+        derive(oldtype, newtype, |old| Datatype::contiguous(count, old))
+    }
+}
+mpi! {
+    /// MPI_Type_vector with MPI_Count arguments.
+    fn MPI_Type_vector_c / PMPI_Type_vector_c(count: i64, blocklength: i64, stride: i64, oldtype: Handle, newtype: *mut Handle) on NONE => {
+        derive(oldtype, newtype, |old| Datatype::vector(count, blocklength, stride, old))
+    }
+}
+mpi! {
+    /// MPI_Type_create_hvector with MPI_Count arguments.
+    fn MPI_Type_create_hvector_c / PMPI_Type_create_hvector_c(count: i64, blocklength: i64, stride: i64, oldtype: Handle, newtype: *mut Handle) on NONE => {
+        let stride = addrs(&[stride])?[0];
+        derive(oldtype, newtype, |old| Datatype::hvector(count, blocklength, stride, old))
+    }
+}
+mpi! {
+    /// MPI_Type_indexed with MPI_Count arguments.
+    fn MPI_Type_indexed_c / PMPI_Type_indexed_c(count: i64, blocklengths: *const i64, displacements: *const i64, oldtype: Handle, newtype: *mut Handle) on NONE => {
+        let n = size_c(count, "count")?;
+        let (b, d) = (array(blocklengths, n, "blocklengths")?, array(displacements, n, "displacements")?);
+        derive(oldtype, newtype, |old| Datatype::indexed(b, d, old))
+    }
+}
+mpi! {
+    /// MPI_Type_create_hindexed with MPI_Count arguments.
+    fn MPI_Type_create_hindexed_c / PMPI_Type_create_hindexed_c(count: i64, blocklengths: *const i64, displacements: *const i64, oldtype: Handle, newtype: *mut Handle) on NONE => {
+        let n = size_c(count, "count")?;
+        let (b, d) = (array(blocklengths, n, "blocklengths")?, addrs(array(displacements, n, "displacements")?)?);
+        derive(oldtype, newtype, |old| Datatype::hindexed(b, &d, old))
+    }
+}
+mpi! {
+    /// MPI_Type_create_indexed_block with MPI_Count arguments.
+    fn MPI_Type_create_indexed_block_c / PMPI_Type_create_indexed_block_c(count: i64, blocklength: i64, displacements: *const i64, oldtype: Handle, newtype: *mut Handle) on NONE => {
+        let d = array(displacements, size_c(count, "count")?, "displacements")?;
+        derive(oldtype, newtype, |old| Datatype::indexed_block(blocklength, d, old))
+    }
+}
+mpi! {
+    /// MPI_Type_create_hindexed_block with MPI_Count arguments.
+    fn MPI_Type_create_hindexed_block_c / PMPI_Type_create_hindexed_block_c(count: i64, blocklength: i64, displacements: *const i64, oldtype: Handle, newtype: *mut Handle) on NONE => {
+        let d = addrs(array(displacements, size_c(count, "count")?, "displacements")?)?;
+        derive(oldtype, newtype, |old| Datatype::hindexed_block(blocklength, &d, old))
+    }
+}
+mpi! {
+    /// MPI_Type_create_struct with MPI_Count arguments.
+    fn MPI_Type_create_struct_c / PMPI_Type_create_struct_c(count: i64, blocklengths: *const i64, displacements: *const i64, types: *const Handle, newtype: *mut Handle) on NONE => {
+        let n = size_c(count, "count")?;
+        let (b, d, t) = (array(blocklengths, n, "blocklengths")?, addrs(array(displacements, n, "displacements")?)?, array(types, n, "types")?);
+        let out = out(newtype, "newtype")?;
+        *out = running(|s| {
+            let members = t.iter().map(|&h| s.datatype(h)).collect::<Res<Vec<_>>>()?;
+            let dt = Datatype::create_struct(b, &d, &members)?;
+            Ok(s.types.insert(TypeObj { dt, committed: false, name: String::new() }))
+        })?;
+        Ok(())
+    }
+}
+mpi! {
+    /// MPI_Type_create_resized with MPI_Count bounds.
+    fn MPI_Type_create_resized_c / PMPI_Type_create_resized_c(oldtype: Handle, lb: i64, extent: i64, newtype: *mut Handle) on NONE => {
+        let (lb, extent) = (addrs(&[lb])?[0], addrs(&[extent])?[0]);
+        derive(oldtype, newtype, |old| Datatype::resized(old, lb, extent))
+    }
+}
+mpi! {
+    /// Data bytes of one element (MPI_Count).
+    fn MPI_Type_size_c / PMPI_Type_size_c(datatype: Handle, size: *mut i64) on NONE => {
+        let t = running(|s| dt(s, datatype))?;
+        *out(size, "size")? = t.size() as i64;
+        Ok(())
+    }
+}
+mpi! {
+    /// Lower bound and extent (MPI_Count).
+    fn MPI_Type_get_extent_c / PMPI_Type_get_extent_c(datatype: Handle, lb: *mut i64, extent: *mut i64) on NONE => {
+        let t = running(|s| dt(s, datatype))?;
+        (*out(lb, "lb")?, *out(extent, "extent")?) = (t.lb() as i64, t.extent() as i64);
+        Ok(())
+    }
+}
+mpi! {
+    /// Bounds of the data itself (MPI_Count).
+    fn MPI_Type_get_true_extent_c / PMPI_Type_get_true_extent_c(datatype: Handle, lb: *mut i64, extent: *mut i64) on NONE => {
+        let t = running(|s| dt(s, datatype))?;
+        (*out(lb, "lb")?, *out(extent, "extent")?) = (t.true_lb() as i64, t.true_extent() as i64);
+        Ok(())
+    }
+}
+mpi! {
+    /// MPI_Pack with MPI_Count sizes.
+    fn MPI_Pack_c / PMPI_Pack_c(inbuf: *const c_void, incount: i64, datatype: Handle, outbuf: *mut c_void, outsize: i64, position: *mut i64, comm: Handle) on comm => {
+        let pos = out(position, "position")?;
+        let end = pack_at(inbuf, size_c(incount, "count")?, datatype, (outbuf, size_c(outsize, "size")?), size_c(*pos, "position")?, comm)?;
+        *pos = end as i64;
+        Ok(())
+    }
+}
+mpi! {
+    /// MPI_Unpack with MPI_Count sizes.
+    fn MPI_Unpack_c / PMPI_Unpack_c(inbuf: *const c_void, insize: i64, position: *mut i64, outbuf: *mut c_void, outcount: i64, datatype: Handle, comm: Handle) on comm => {
+        let pos = out(position, "position")?;
+        let end = unpack_at((inbuf, size_c(insize, "size")?), size_c(*pos, "position")?, outbuf, size_c(outcount, "count")?, datatype, comm)?;
+        *pos = end as i64;
+        Ok(())
+    }
+}
+mpi! {
+    /// Upper bound of the bytes MPI_Pack_c needs.
+    fn MPI_Pack_size_c / PMPI_Pack_size_c(incount: i64, datatype: Handle, comm: Handle, size: *mut i64) on comm => {
+        let t = running(|s| { s.comm(comm)?; s.datatype(datatype) })?;
+        let bytes = bytes_of(&t, size_c(incount, "count")?)?;
+        *out(size, "size")? = i64::try_from(bytes).map_err(|_| MpiError::new(MPI_ERR_COUNT, "pack size overflows MPI_Count"))?;
+        Ok(())
+    }
+}
+mpi! {
+    /// MPI_Reduce_local with an MPI_Count count.
+    fn MPI_Reduce_local_c / PMPI_Reduce_local_c(inbuf: *const c_void, inoutbuf: *mut c_void, count: i64, datatype: Handle, op: Handle) on NONE => {
+        let (t, o) = running(|s| Ok((s.committed_type(datatype)?, s.op(op)?)))?;
+        let n = size_c(count, "count")?;
+        crate::coll::reduce_local(&t, datatype, o, n, inbuf as *const u8, inoutbuf as *mut u8)
     }
 }

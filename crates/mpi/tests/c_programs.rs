@@ -3,7 +3,9 @@
 //! send modes, persistent requests, cancel, the wait/test family with null requests,
 //! `MPI_PROC_NULL`, message order and probes, non-contiguous messages, communicator
 //! construction and comparison, attribute callbacks, `MPI_IN_PLACE`, collectives with derived
-//! types, non-commutative reductions, nonblocking collectives, and derived-datatype queries.
+//! types, non-commutative reductions, nonblocking collectives, derived-datatype queries, and the
+//! MPI 4.0 persistent collectives, large-count (`_c`) calls and sessions, and generalized
+//! requests.
 //!
 //! Each program was checked against MPICH first (`mpicc.mpich`, `mpiexec.mpich`); it prints
 //! ` No Errors` from rank 0 and exits non-zero on failure, as MPICH's own tests. They are
@@ -100,7 +102,13 @@ fn run(n: u32, prog: &str, args: &[&str]) -> Output {
 /// Runs `prog` on `n` processes: it must exit 0 and print ` No Errors`.
 #[track_caller]
 fn no_errors(n: u32, prog: &str) {
-    let out = run(n, prog, &[]);
+    no_errors_with(n, prog, &[]);
+}
+
+/// [`no_errors`] with program arguments.
+#[track_caller]
+fn no_errors_with(n: u32, prog: &str, args: &[&str]) {
+    let out = run(n, prog, args);
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert!(
         out.status.success() && stdout.contains(" No Errors"),
@@ -177,6 +185,18 @@ fn partitioned_communication() {
 #[test]
 fn persistent_buffered_ready_and_any_source_requests() {
     no_errors(3, "persistent2");
+}
+
+#[test]
+fn persistent_collectives_startall_mixes_large_count_calls_and_generalized_requests() {
+    no_errors(4, "mpi4");
+}
+
+#[test]
+fn sessions_without_inside_and_overlapping_mpi_init() {
+    no_errors(3, "sessions");
+    no_errors_with(3, "sessions", &["world"]);
+    no_errors_with(3, "sessions", &["late"]);
 }
 
 #[test]

@@ -15,7 +15,7 @@ use ferry_sched::{Buffer, Region, Schedule, ScheduleBuilder};
 
 /// Sources, destinations and whether the topology is Cartesian, for a neighbourhood collective
 /// on `comm`.
-fn neighbourhood(s: &State, comm: Handle) -> Res<(Vec<c_int>, Vec<c_int>, bool)> {
+pub(super) fn neighbourhood(s: &State, comm: Handle) -> Res<(Vec<c_int>, Vec<c_int>, bool)> {
     let core = s.intra_comm(comm)?;
     let topo = crate::topo::topo_of(s, comm)?.ok_or_else(|| {
         MpiError::new(

@@ -1,0 +1,187 @@
+//! Generalized requests (MPI 4.1 §13.2): `MPI_Grequest_start` and `MPI_Grequest_complete`.
+//!
+//! A generalized request is, inside, an empty receive from this process on a hidden duplicate
+//! of MPI_COMM_SELF, with a tag of its own; `MPI_Grequest_complete` sends it the empty message.
+//! So every wait and test call, alone or in arrays with other requests, waits for it as for any
+//! receive. When one completes it, the query callback fills the status and the free callback
+//! runs, both outside ferry's state so that they may call MPI; `MPI_Request_get_status` runs
+//! only the query. `MPI_Cancel` runs the cancel callback (the request still completes only
+//! through `MPI_Grequest_complete`). ferry runs at MPI_THREAD_FUNNELED, so a wait on a request
+//! that nothing completes waits for ever, as it would in any MPI.
+
+use crate::abi::*;
+use crate::error::{fail, MpiError, Res};
+use crate::request::{Greq, GreqCancelFn, GreqFreeFn, GreqQueryFn, Outcome, Request};
+use crate::state::running;
+use crate::NONE;
+use ferry_core::raw::SendMode;
+use ferry_core::Source;
+use std::cell::Cell;
+use std::ffi::{c_int, c_void};
+
+thread_local! {
+    /// The hidden duplicate of MPI_COMM_SELF the messages travel on (0 until the first use).
+    static CHANNEL: Cell<Handle> = const { Cell::new(0) };
+    /// The tag of the next generalized request.
+    static NEXT_TAG: Cell<c_int> = const { Cell::new(0) };
+}
+
+fn channel() -> Res<Handle> {
+    let made = CHANNEL.with(Cell::get);
+    if made != 0 && running(|s| Ok(s.comms.get(made).is_some()))? {
+        return Ok(made);
+    }
+    let h = crate::comm::hidden_dup(MPI_COMM_SELF)?;
+    CHANNEL.with(|c| c.set(h));
+    Ok(h)
+}
+
+/// Completes `g` into `status` from its query callback (and runs its free callback when
+/// `free`); the first error code of the two is the request's.
+///
+/// # Safety
+/// `status` is null or a writable `MPI_Status`; the callbacks are the user's.
+pub(crate) unsafe fn finish(
+    g: &Greq,
+    status: *mut MpiStatus,
+    with_error: bool,
+    free: bool,
+) -> Outcome {
+    let mut st = MpiStatus::default();
+    let rc = g.query_status(&mut st);
+    let rc_free = if free { g.run_free() } else { MPI_SUCCESS };
+    let error = if rc != MPI_SUCCESS { rc } else { rc_free };
+    if let Some(out) = status.as_mut() {
+        let before = out.error;
+        *out = st;
+        out.error = if with_error { error } else { before };
+    }
+    Outcome {
+        source: st.source,
+        tag: st.tag,
+        bytes: st.count(),
+        cancelled: st.cancelled != 0,
+        error,
+    }
+}
+
+/// MPI_Cancel of a generalized request: its cancel callback, told whether it has completed.
+///
+/// # Safety
+/// The callbacks are the user's.
+pub(crate) unsafe fn cancel(g: &Greq) -> Res {
+    let rc = match g.cancel {
+        Some(f) => f(g.extra, g.completed as c_int),
+        None => MPI_SUCCESS,
+    };
+    if rc != MPI_SUCCESS {
+        return fail(rc, "the cancel callback of a generalized request failed");
+    }
+    Ok(())
+}
+
+/// MPI_Request_free of `handle` if it is a generalized request (`false` if it is not). A
+/// completed one is freed now, with its free callback; another is freed by
+/// MPI_Grequest_complete.
+///
+/// # Safety
+/// The callbacks are the user's.
+pub(crate) unsafe fn free(handle: Handle) -> Res<bool> {
+    let done = running(|s| {
+        let Some(req) = s.requests.get_mut(handle) else {
+            return Ok(None);
+        };
+        let Some(g) = req.generalized.as_mut() else {
+            return Ok(None);
+        };
+        if !g.completed {
+            g.freed = true;
+            return Ok(Some(None));
+        }
+        let g = *g;
+        if let Some(req) = s.requests.remove(handle) {
+            if !req.is_complete() {
+                s.bsends.push((req, 0));
+            }
+        }
+        Ok(Some(Some(g)))
+    })?;
+    match done {
+        None => Ok(false),
+        Some(None) => Ok(true),
+        Some(Some(g)) => {
+            let rc = g.run_free();
+            if rc != MPI_SUCCESS {
+                return fail(rc, "the free callback of a generalized request failed");
+            }
+            Ok(true)
+        }
+    }
+}
+
+mpi! {
+    /// Starts a generalized request that MPI_Grequest_complete completes.
+    fn MPI_Grequest_start / PMPI_Grequest_start(query_fn: Option<GreqQueryFn>, free_fn: Option<GreqFreeFn>, cancel_fn: Option<GreqCancelFn>,
+        extra_state: *mut c_void, request: *mut Handle) on NONE => {
+        let Some(out) = request.as_mut() else { return fail(MPI_ERR_ARG, "request argument is NULL") };
+        let chan = channel()?;
+        let tag = NEXT_TAG.with(|t| {
+            let tag = t.get();
+            t.set(if tag == c_int::MAX { 0 } else { tag + 1 });
+            tag
+        });
+        *out = running(|s| {
+            let core = s.core_comm(chan)?;
+            // SAFETY: an empty receive writes no byte.
+            let raw = unsafe { core.raw_recv(std::ptr::NonNull::dangling().as_ptr(), 0, Source::Rank(0), tag)? };
+            let mut req = Request::running(MPI_COMM_SELF, core, raw, None);
+            req.generalized = Some(Greq {
+                query: query_fn,
+                free: free_fn,
+                cancel: cancel_fn,
+                extra: extra_state,
+                tag,
+                completed: false,
+                freed: false,
+            });
+            Ok(s.requests.insert(req))
+        })?;
+        Ok(())
+    }
+}
+mpi! {
+    /// Tells MPI that the operation of a generalized request is complete.
+    fn MPI_Grequest_complete / PMPI_Grequest_complete(request: Handle) on NONE => {
+        let freed = running(|s| {
+            let req = s.requests.get_mut(request).ok_or_else(|| {
+                MpiError::new(MPI_ERR_REQUEST, format!("invalid request {request:#x}"))
+            })?;
+            let Some(g) = req.generalized.as_mut() else {
+                return fail(MPI_ERR_REQUEST, "MPI_Grequest_complete of a request that is not generalized");
+            };
+            if g.completed {
+                return fail(MPI_ERR_REQUEST, "MPI_Grequest_complete called twice");
+            }
+            g.completed = true;
+            let g = *g;
+            // SAFETY: an empty send reads no byte.
+            let raw = unsafe { req.core.raw_send(std::ptr::NonNull::dangling().as_ptr(), 0, 0, g.tag, SendMode::Standard)? };
+            let send = Request::running(MPI_COMM_SELF, req.core.clone(), raw, None);
+            s.bsends.push((send, 0));
+            if !g.freed {
+                return Ok(None);
+            }
+            if let Some(req) = s.requests.remove(request) {
+                s.bsends.push((req, 0));
+            }
+            Ok(Some(g))
+        })?;
+        if let Some(g) = freed {
+            let rc = g.run_free();
+            if rc != MPI_SUCCESS {
+                return fail(rc, "the free callback of a generalized request failed");
+            }
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,180 @@
+//! Sessions (MPI 4.1 §11.3): `MPI_Session_init`/`finalize`, the process sets `mpi://WORLD` and
+//! `mpi://SELF` (names compared without regard to case, as MPICH does), groups from them and
+//! `MPI_Comm_create_from_group`.
+//!
+//! One runtime serves both models: the first of MPI_Init and MPI_Session_init starts it, and it
+//! shuts down when MPI_Finalize has been called and the last session is finalized (or at
+//! MPI_Finalize when no session is open). A runtime finalized that way does not start again.
+//! Thread support is ferry's MPI_THREAD_FUNNELED in either model; a session's `thread_level`
+//! info says so. A communicator from a group is made on MPI_COMM_WORLD's processes with the
+//! string tag hashed into the tag that keeps concurrent creations apart. Errors in calls on a
+//! session go to the error handler it was opened with.
+
+use crate::abi::*;
+use crate::comm::{c_str, new_group, register, valid_errhandler};
+use crate::env::write_string;
+use crate::error::{fail, MpiError, Res};
+use crate::state::{running, with, State};
+use crate::NONE;
+use std::ffi::{c_char, c_int};
+
+/// The process sets every session has.
+const PSETS: [&str; 2] = ["mpi://WORLD", "mpi://SELF"];
+
+fn session_arg(s: &State, session: Handle) -> Res<Handle> {
+    s.sessions
+        .get(session)
+        .copied()
+        .ok_or_else(|| MpiError::new(MPI_ERR_ARG, format!("invalid session {session:#x}")))
+}
+
+/// The members (world ranks) of a process set.
+fn pset_members(s: &State, name: &str) -> Res<crate::state::GroupObj> {
+    let comm = if name.eq_ignore_ascii_case(PSETS[0]) {
+        MPI_COMM_WORLD
+    } else if name.eq_ignore_ascii_case(PSETS[1]) {
+        MPI_COMM_SELF
+    } else {
+        return fail(MPI_ERR_ARG, format!("no process set named {name:?}"));
+    };
+    s.local_group(comm)
+}
+
+fn thread_level_name(level: c_int) -> &'static str {
+    match level {
+        MPI_THREAD_SINGLE => "MPI_THREAD_SINGLE",
+        MPI_THREAD_FUNNELED => "MPI_THREAD_FUNNELED",
+        MPI_THREAD_SERIALIZED => "MPI_THREAD_SERIALIZED",
+        _ => "MPI_THREAD_MULTIPLE",
+    }
+}
+
+unsafe fn out<'a, T>(p: *mut T, what: &str) -> Res<&'a mut T> {
+    p.as_mut()
+        .ok_or_else(|| MpiError::new(MPI_ERR_ARG, format!("{what} is NULL")))
+}
+
+mpi! {
+    /// Opens a session (starting the runtime if MPI_Init has not).
+    fn MPI_Session_init / PMPI_Session_init(_info: Handle, errhandler: Handle, session: *mut Handle) on NONE => {
+        let out = out(session, "session")?;
+        with(|s| if errhandler == MPI_ERRHANDLER_NULL { Ok(()) } else { valid_errhandler(s, errhandler) })?;
+        crate::env::init(MPI_THREAD_FUNNELED, false)?;
+        *out = running(|s| Ok(s.sessions.insert(errhandler)))?;
+        Ok(())
+    }
+}
+mpi! {
+    /// Closes a session (the last one, after MPI_Finalize or without MPI_Init, shuts MPI down).
+    fn MPI_Session_finalize / PMPI_Session_finalize(session: *mut Handle) on NONE => {
+        let h = out(session, "session")?;
+        let last = running(|s| {
+            session_arg(s, *h)?;
+            s.sessions.remove(*h);
+            Ok(s.sessions.is_empty() && !s.world_model)
+        })?;
+        *h = MPI_SESSION_NULL;
+        if last {
+            crate::env::shutdown()?;
+        }
+        Ok(())
+    }
+}
+mpi! {
+    /// The hints of a session: its thread level.
+    fn MPI_Session_get_info / PMPI_Session_get_info(session: Handle, info_used: *mut Handle) on session => {
+        let out = out(info_used, "info_used")?;
+        *out = running(|s| {
+            session_arg(s, session)?;
+            let level = thread_level_name(s.thread_level).to_string();
+            Ok(s.infos.insert(vec![("thread_level".to_string(), level)]))
+        })?;
+        Ok(())
+    }
+}
+mpi! {
+    /// How many process sets a session has.
+    fn MPI_Session_get_num_psets / PMPI_Session_get_num_psets(session: Handle, _info: Handle, npset_names: *mut c_int) on session => {
+        let out = out(npset_names, "npset_names")?;
+        running(|s| session_arg(s, session))?;
+        *out = PSETS.len() as c_int;
+        Ok(())
+    }
+}
+mpi! {
+    /// The name of the `n`-th process set (its length with the NUL when `*pset_len` is 0).
+    fn MPI_Session_get_nth_pset / PMPI_Session_get_nth_pset(session: Handle, _info: Handle, n: c_int, pset_len: *mut c_int, pset_name: *mut c_char) on session => {
+        let len = out(pset_len, "pset_len")?;
+        running(|s| session_arg(s, session))?;
+        let Some(name) = usize::try_from(n).ok().and_then(|i| PSETS.get(i)) else {
+            return fail(MPI_ERR_ARG, format!("no process set number {n} (there are {})", PSETS.len()));
+        };
+        if *len > 0 {
+            write_string(name, pset_name, *len as usize, std::ptr::null_mut())?;
+        }
+        *len = name.len() as c_int + 1;
+        Ok(())
+    }
+}
+mpi! {
+    /// The properties of a process set: its size (`mpi_size`).
+    fn MPI_Session_get_pset_info / PMPI_Session_get_pset_info(session: Handle, pset_name: *const c_char, info: *mut Handle) on session => {
+        let out = out(info, "info")?;
+        let name = c_str(pset_name, "pset_name")?;
+        *out = running(|s| {
+            session_arg(s, session)?;
+            let size = pset_members(s, &name)?.len();
+            Ok(s.infos.insert(vec![("mpi_size".to_string(), size.to_string())]))
+        })?;
+        Ok(())
+    }
+}
+mpi! {
+    /// The group of a process set.
+    fn MPI_Group_from_session_pset / PMPI_Group_from_session_pset(session: Handle, pset_name: *const c_char, newgroup: *mut Handle) on session => {
+        let out = out(newgroup, "newgroup")?;
+        let name = c_str(pset_name, "pset_name")?;
+        *out = running(|s| {
+            session_arg(s, session)?;
+            let members = pset_members(s, &name)?;
+            Ok(new_group(s, members))
+        })?;
+        Ok(())
+    }
+}
+
+/// FNV-1a of the string tag, as a non-negative tag: the same on every member.
+fn tag_of(stringtag: &str) -> i32 {
+    let mut h: u32 = 0x811c_9dc5;
+    for b in stringtag.bytes() {
+        h = (h ^ b as u32).wrapping_mul(0x0100_0193);
+    }
+    (h & 0x3fff_ffff) as i32
+}
+
+mpi! {
+    /// A communicator of a group's processes, collective over them (no parent communicator).
+    fn MPI_Comm_create_from_group / PMPI_Comm_create_from_group(group: Handle, stringtag: *const c_char, _info: Handle, errhandler: Handle, newcomm: *mut Handle) on NONE => {
+        let out = out(newcomm, "newcomm")?;
+        let tag = tag_of(&c_str(stringtag, "stringtag")?);
+        let (world, members) = running(|s| {
+            if errhandler != MPI_ERRHANDLER_NULL {
+                valid_errhandler(s, errhandler)?;
+            }
+            Ok((s.intra_comm(MPI_COMM_WORLD)?, s.group(group)?))
+        })?;
+        let ranks: Vec<usize> = members.iter().map(|&w| w as usize).collect();
+        let Some(core) = world.create_subset(&ranks, tag)? else {
+            return fail(MPI_ERR_GROUP, "this process is not in the group");
+        };
+        let made = register(MPI_COMM_WORLD, Some(core), false)?;
+        if errhandler != MPI_ERRHANDLER_NULL {
+            running(|s| {
+                s.comm_mut(made)?.errhandler = errhandler;
+                Ok(())
+            })?;
+        }
+        *out = made;
+        Ok(())
+    }
+}
