@@ -10,8 +10,9 @@
 //! MPI_Init). Intercommunicators (creation, merge, dup/idup/split/create, point-to-point and
 //! every collective defined on them, blocking and nonblocking) are in [`inter`]. Cartesian, graph
 //! and distributed graph topologies are in [`topo`]; the neighbourhood collectives on them,
-//! blocking and nonblocking, are schedules like the other collectives ([`coll`]). Not provided:
-//! one-sided communication, I/O, dynamic processes, persistent collectives.
+//! blocking and nonblocking, are schedules like the other collectives ([`coll`]). MPI I/O on
+//! POSIX files is in [`io`]. Not provided: one-sided communication, dynamic processes,
+//! persistent collectives.
 //!
 //! This crate depends on `ferry-core` only (plus `libc`); the launcher is reached through
 //! `ferry run`, which `mpiexec` calls.
@@ -43,6 +44,7 @@ pub mod env;
 pub mod error;
 pub mod handles;
 pub mod inter;
+pub mod io;
 pub mod ops;
 pub mod p2p;
 pub mod request;

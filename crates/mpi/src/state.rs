@@ -187,6 +187,11 @@ pub struct State {
     pub bsends: Vec<(Request, usize)>,
     /// First pairs of the slots MPI_Comm_idup derived that are in use here (see `comm::idup`).
     pub derived_pairs: std::collections::HashSet<u32>,
+    /// Open files (`MPI_File`).
+    pub files: Table<Rc<crate::io::FileObj>>,
+    /// The error handler of MPI_FILE_NULL: what MPI_File_open and MPI_File_delete use, and what
+    /// a new file starts with (MPI_ERRORS_RETURN until the program sets another).
+    pub file_null_errhandler: Handle,
 }
 
 /// Created keyvals are numbered from here (predefined ones are 10001…).
@@ -244,6 +249,8 @@ impl State {
             bsend_buffer: None,
             bsends: Vec::new(),
             derived_pairs: Default::default(),
+            files: Table::new(Kind::File),
+            file_null_errhandler: MPI_ERRORS_RETURN,
         }
     }
 

@@ -3,7 +3,8 @@
 //! send modes, persistent requests, cancel, the wait/test family with null requests,
 //! `MPI_PROC_NULL`, message order and probes, non-contiguous messages, communicator
 //! construction and comparison, attribute callbacks, `MPI_IN_PLACE`, collectives with derived
-//! types, non-commutative reductions, nonblocking collectives, and derived-datatype queries.
+//! types, non-commutative reductions, nonblocking collectives, derived-datatype queries, and MPI
+//! I/O (views, ordered and shared-pointer access, error classes of files).
 //!
 //! Each program was checked against MPICH first (`mpicc.mpich`, `mpiexec.mpich`); it prints
 //! ` No Errors` from rank 0 and exits non-zero on failure, as MPICH's own tests. They are
@@ -366,4 +367,10 @@ fn derived_datatypes() {
 #[test]
 fn topologies_nonblocking_v_collectives_error_classes_and_type_attributes() {
     no_errors(6, "extras");
+}
+
+#[test]
+fn file_views_ordered_and_shared_access_and_io_error_classes() {
+    no_errors(1, "fileio");
+    no_errors(3, "fileio");
 }
