@@ -809,6 +809,9 @@ unsafe fn set_view(
                 ),
             );
         }
+        let writing = f.amode & MPI_MODE_RDONLY == 0;
+        check_typemap(&et, "etype", writing)?;
+        check_typemap(&ft, "filetype", writing)?;
         if ft.extent() <= 0 && !ft.is_contiguous() {
             return fail(MPI_ERR_TYPE, "the filetype's extent is not positive");
         }
@@ -832,12 +835,37 @@ unsafe fn set_view(
         merge_info(&mut st.info, pairs);
         Ok(())
     })();
-    // Rank 0 resets the shared pointer before the others pass the barrier.
-    let reset = match (&local, f.shared.as_ref()) {
-        (Ok(()), Some(sp)) if sp.owner => sp.update(|_| Ok(0)).map(|_| ()),
+    // Every rank has read the old shared pointer (MPI_DISPLACEMENT_CURRENT) before rank 0
+    // resets it, and the others pass the second barrier only after that.
+    agree(&f.comm, local, "MPI_File_set_view")?;
+    let reset = match f.shared.as_ref() {
+        Some(sp) if sp.owner => sp.update(|_| Ok(0)).map(|_| ()),
         _ => Ok(()),
     };
-    agree(&f.comm, local.and(reset), "MPI_File_set_view")
+    agree(&f.comm, reset, "resetting the shared file pointer")
+}
+
+/// MPI-4.1 §14.3: the displacements of an etype or filetype are non-negative and
+/// non-decreasing, and in a file open for writing no two blocks overlap. ROMIO reports
+/// MPI_ERR_IO otherwise.
+fn check_typemap(dt: &Datatype, what: &str, writing: bool) -> Res {
+    let (mut start, mut end) = (0isize, 0isize);
+    for (off, len) in dt.blocks() {
+        let why = if off < start {
+            "must be non-negative and non-decreasing"
+        } else if writing && off < end {
+            "must not overlap in a file open for writing"
+        } else {
+            start = off;
+            end = end.max(off + len as isize);
+            continue;
+        };
+        return fail(
+            MPI_ERR_IO,
+            format!("the {what}'s displacements {why} (a block at byte {off})"),
+        );
+    }
+    Ok(())
 }
 
 file_fn! {
