@@ -327,6 +327,10 @@ enum {
     MPI_MODE_WRONLY          = 256
 };
 
+/* ROMIO's marker that nonblocking I/O returns MPI_Request (MPICH and Open MPI define it too):
+ * programs written for old ROMIO versions test it before using the older MPIO_Request. */
+#define MPIO_USES_MPI_REQUEST
+
 /* File positioning (MPI_File_seek) */
 enum {
     MPI_SEEK_CUR = 601,

@@ -9,11 +9,12 @@
 //! How: each rank holds its own descriptor of the file and moves data with `pread`/`pwrite`
 //! (`FileExt`), one call per contiguous run of file bytes the view maps the data to (the
 //! filetype is flattened by the datatype engine once, at `MPI_File_set_view`, and tiled). A
-//! memory datatype with holes is packed or unpacked through one staging buffer. Collective calls
-//! are the independent operation followed by a barrier on the file's own communicator (a dup of
-//! the one it was opened on), so data written collectively is visible to every rank when the
-//! call returns; there is no two-phase aggregation. Nonblocking calls do their work when they
-//! start and return a request that is already complete.
+//! memory datatype with holes is packed or unpacked through one staging buffer. Blocking
+//! collective calls are the independent operation followed by a barrier on the file's own
+//! communicator (a dup of the one it was opened on), so data written collectively is visible to
+//! every rank when the call returns; there is no two-phase aggregation. Nonblocking calls
+//! (collective ones too, without the barrier) do their work when they start and return a
+//! request that is already complete; split collectives do theirs in the begin call.
 //!
 //! The shared file pointer lives in a small side file next to the data file
 //! (`.NAME.ferry-shfp.PID.N`), created by rank 0 at open, updated under an exclusive `flock`,
@@ -214,15 +215,13 @@ impl View {
                 .map(|&(off, len)| (room - base - off as i128).clamp(0, len as i128) as u64)
                 .sum()
         };
-        let ext = self.filetype.extent() as i128;
-        if self.filetype.is_contiguous() || ext <= 0 {
-            return in_tile(0).max(if self.filetype.is_contiguous() {
-                (room - self.blocks.first().map_or(0, |b| b.0) as i128).max(0) as u64
-            } else {
-                0
-            });
+        if self.filetype.is_contiguous() {
+            let first = self.blocks.first().map_or(0, |b| b.0) as i128;
+            return (room - first).max(0) as u64;
         }
-        let tiles = (room / ext).max(0);
+        // set_view refuses a non-contiguous filetype without a positive extent.
+        let ext = self.filetype.extent().max(1) as i128;
+        let tiles = room / ext;
         tiles as u64 * self.filetype.size() as u64 + in_tile(tiles * ext)
     }
 }
@@ -1113,8 +1112,9 @@ fn access(
     Ok(outcome(moved))
 }
 
-/// A collective access: every rank's own access, then a barrier (so collectively written data
-/// is in the file for every rank when the call returns).
+/// A blocking collective access: every rank's own access, then a barrier (so collectively
+/// written data is in the file for every rank when the call returns). The nonblocking forms do
+/// the access alone: a barrier would block a call that must not wait for other ranks.
 fn access_all(
     f: &FileObj,
     dir: Dir,
@@ -1245,17 +1245,17 @@ nonblocking!(/// Starts a read at an explicit offset.
 nonblocking!(/// Starts a write at an explicit offset.
     MPI_File_iwrite_at / PMPI_File_iwrite_at(offset: i64) => access(Dir::Write, At::Offset(offset)));
 nonblocking!(/// Starts a read at an explicit offset (collective).
-    MPI_File_iread_at_all / PMPI_File_iread_at_all(offset: i64) => access_all(Dir::Read, At::Offset(offset)));
+    MPI_File_iread_at_all / PMPI_File_iread_at_all(offset: i64) => access(Dir::Read, At::Offset(offset)));
 nonblocking!(/// Starts a write at an explicit offset (collective).
-    MPI_File_iwrite_at_all / PMPI_File_iwrite_at_all(offset: i64) => access_all(Dir::Write, At::Offset(offset)));
+    MPI_File_iwrite_at_all / PMPI_File_iwrite_at_all(offset: i64) => access(Dir::Write, At::Offset(offset)));
 nonblocking!(/// Starts a read at the individual file pointer.
     MPI_File_iread / PMPI_File_iread() => access(Dir::Read, At::Individual));
 nonblocking!(/// Starts a write at the individual file pointer.
     MPI_File_iwrite / PMPI_File_iwrite() => access(Dir::Write, At::Individual));
 nonblocking!(/// Starts a read at the individual file pointer (collective).
-    MPI_File_iread_all / PMPI_File_iread_all() => access_all(Dir::Read, At::Individual));
+    MPI_File_iread_all / PMPI_File_iread_all() => access(Dir::Read, At::Individual));
 nonblocking!(/// Starts a write at the individual file pointer (collective).
-    MPI_File_iwrite_all / PMPI_File_iwrite_all() => access_all(Dir::Write, At::Individual));
+    MPI_File_iwrite_all / PMPI_File_iwrite_all() => access(Dir::Write, At::Individual));
 nonblocking!(/// Starts a read at the shared file pointer.
     MPI_File_iread_shared / PMPI_File_iread_shared() => access(Dir::Read, At::Shared));
 nonblocking!(/// Starts a write at the shared file pointer.
