@@ -105,6 +105,7 @@ mpi! {
         // is still fully usable (MPI 4.1 §11.2.2), so libraries can clean up there.
         let self_attrs = running(|s| Ok(s.comm_mut(MPI_COMM_SELF)?.attrs.take_newest_first()))?;
         crate::comm::delete_attrs(MPI_COMM_SELF, self_attrs)?;
+        crate::io::forget_open_files()?;
         // Buffered sends and freed requests still in flight: sends finish; a freed receive
         // that never matched is withdrawn rather than waited for.
         let pending = running(|s| Ok(std::mem::take(&mut s.bsends)))?;

@@ -1412,6 +1412,19 @@ file_fn! {
     }
 }
 
+/// At MPI_Finalize: forgets the files the program left open (rank 0 removes their
+/// shared-pointer side files).
+pub(crate) fn forget_open_files() -> Res {
+    let files = with(|s| {
+        Ok(std::mem::replace(
+            &mut s.files,
+            crate::handles::Table::new(crate::handles::Kind::File),
+        ))
+    })?;
+    drop(files);
+    Ok(())
+}
+
 // ---- error handlers ----
 
 fn valid_errhandler(h: Handle) -> Res {

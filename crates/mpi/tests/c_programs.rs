@@ -145,6 +145,7 @@ fn errors_are_fatal_by_default_and_name_the_call() {
     fatal("send", "MPI_Send");
     fatal("bcast", "MPI_Bcast");
     fatal("errhandler", "MPI_Allreduce");
+    fatal("file", "MPI_File_open");
 }
 
 #[test]

@@ -1,9 +1,10 @@
 /* MPI I/O (MPI 4.1 chapter 14): each rank writes a strided pattern through a vector filetype
  * view and every rank reads the whole file back through another view (and into a strided
  * memory type); write_ordered/read_ordered and write_shared; individual file pointers and
- * seeks; nonblocking reads and writes; MPI_MODE_DELETE_ON_CLOSE; and the error classes of a
- * missing file, a bad access mode, an exclusive create of an existing file and a write to a
- * read-only file (files return errors by default). Files live in a fresh directory under /tmp,
+ * seeks; nonblocking reads and writes; sizes, atomic mode, split and nonblocking collectives,
+ * the file's group, info and a user error handler; MPI_MODE_DELETE_ON_CLOSE; and the error
+ * classes of a missing file, a bad access mode, an exclusive create of an existing file, a
+ * write to a read-only file and a read from a write-only one (files return errors by default). Files live in a fresh directory under /tmp,
  * removed at the end. Any number of processes. */
 #include "mtest.h"
 #include <unistd.h>
@@ -11,6 +12,15 @@
 #define BLK 3  /* ints per block */
 #define NBLK 4 /* blocks per filetype element */
 #define TILES 2
+
+static int handler_calls, handler_code;
+
+static void count_calls(MPI_File *fh, int *code, ...)
+{
+    (void)fh;
+    handler_calls++;
+    handler_code = *code;
+}
 
 static int value(int rank, int i)
 {
@@ -222,6 +232,89 @@ int main(int argc, char **argv)
     }
     MPI_File_close(&fh);
 
+    /* ---- sizes, atomicity, split and nonblocking collectives, group, info, handlers ---- */
+    char misc[128];
+    snprintf(misc, sizeof misc, "%s/misc", dir);
+    rc = MPI_File_open(MPI_COMM_WORLD, misc, MPI_MODE_CREATE | MPI_MODE_RDWR, MPI_INFO_NULL, &fh);
+    CHECK(rc == MPI_SUCCESS, "open %s: rc %d", misc, rc);
+    {
+        /* Each size change is collective; the barriers keep one rank's next change from
+         * overtaking another's query. */
+        MPI_Offset sz = -1;
+        MPI_File_set_size(fh, 100);
+        MPI_File_get_size(fh, &sz);
+        CHECK(sz == 100, "size %lld after set_size(100)", (long long)sz);
+        MPI_Barrier(MPI_COMM_WORLD);
+        MPI_File_preallocate(fh, 50);
+        MPI_File_get_size(fh, &sz);
+        CHECK(sz == 100, "size %lld after preallocate(50)", (long long)sz);
+        MPI_Barrier(MPI_COMM_WORLD);
+        MPI_File_preallocate(fh, 200);
+        MPI_File_get_size(fh, &sz);
+        CHECK(sz == 200, "size %lld after preallocate(200)", (long long)sz);
+        MPI_Barrier(MPI_COMM_WORLD);
+        MPI_File_set_size(fh, 0);
+        MPI_File_get_size(fh, &sz);
+        CHECK(sz == 0, "size %lld after set_size(0)", (long long)sz);
+        MPI_Barrier(MPI_COMM_WORLD);
+    }
+    {
+        int flag = -1, v = value(rank, 5), r = -1, c = -1;
+        MPI_File_set_atomicity(fh, 1);
+        MPI_File_get_atomicity(fh, &flag);
+        CHECK(flag == 1, "atomicity %d", flag);
+        MPI_File_write_at_all_begin(fh, (MPI_Offset)rank * sizeof(int), &v, 1, MPI_INT);
+        MPI_File_write_at_all_end(fh, &v, &st);
+        MPI_Get_count(&st, MPI_INT, &c);
+        CHECK(c == 1, "write_at_all_end count %d", c);
+        MPI_File_set_view(fh, 0, MPI_INT, MPI_INT, "native", MPI_INFO_NULL);
+        MPI_File_seek(fh, rank, MPI_SEEK_SET);
+        MPI_File_read_all_begin(fh, &r, 1, MPI_INT);
+        MPI_File_read_all_end(fh, &r, &st);
+        CHECK(r == v, "read_all_end got %d, expected %d", r, v);
+        MPI_Request rq;
+        MPI_File_iread_at_all(fh, (rank + 1) % size, &r, 1, MPI_INT, &rq);
+        MPI_Wait(&rq, &st);
+        CHECK(r == value((rank + 1) % size, 5), "iread_at_all got %d", r);
+        MPI_File_set_atomicity(fh, 0);
+        MPI_File_get_atomicity(fh, &flag);
+        CHECK(flag == 0, "atomicity %d", flag);
+        MPI_Aint ext = -1;
+        MPI_File_get_type_extent(fh, MPI_INT, &ext);
+        CHECK(ext == sizeof(int), "type extent %ld", (long)ext);
+    }
+    {
+        MPI_Group g, w;
+        int cmp = -1;
+        MPI_File_get_group(fh, &g);
+        MPI_Comm_group(MPI_COMM_WORLD, &w);
+        MPI_Group_compare(g, w, &cmp);
+        CHECK(cmp == MPI_IDENT, "file group compares %d", cmp);
+        MPI_Group_free(&g);
+        MPI_Group_free(&w);
+        MPI_Info info, used;
+        MPI_Info_create(&info);
+        MPI_Info_set(info, "access_style", "read_once");
+        rc = MPI_File_set_info(fh, info);
+        CHECK(rc == MPI_SUCCESS, "set_info: rc %d", rc);
+        rc = MPI_File_get_info(fh, &used);
+        CHECK(rc == MPI_SUCCESS && used != MPI_INFO_NULL, "get_info: rc %d", rc);
+        MPI_Info_free(&used);
+        MPI_Info_free(&info);
+    }
+    {
+        MPI_Errhandler eh, got;
+        MPI_File_get_errhandler(fh, &got);
+        CHECK(got == MPI_ERRORS_RETURN, "a file's default error handler is not MPI_ERRORS_RETURN");
+        MPI_File_create_errhandler(count_calls, &eh);
+        MPI_File_set_errhandler(fh, eh);
+        MPI_Errhandler_free(&eh);
+        MPI_File_call_errhandler(fh, MPI_ERR_OTHER);
+        CHECK(handler_calls == 1 && handler_code == MPI_ERR_OTHER, "handler called %d times, code %d",
+              handler_calls, handler_code);
+    }
+    MPI_File_close(&fh);
+
     /* ---- errors: files return them by default ---- */
     if (rank == 0) {
         char missing[160];
@@ -243,6 +336,12 @@ int main(int argc, char **argv)
         rc = MPI_File_write_at(fh, 0, &rank, 1, MPI_INT, &st);
         CHECK_CLASS(rc, MPI_ERR_READ_ONLY, "write to a read-only file");
         MPI_File_close(&fh);
+        rc = MPI_File_open(MPI_COMM_SELF, misc, MPI_MODE_WRONLY, MPI_INFO_NULL, &fh);
+        CHECK(rc == MPI_SUCCESS, "open write-only: rc %d", rc);
+        int x;
+        rc = MPI_File_read_at(fh, 0, &x, 1, MPI_INT, &st);
+        CHECK_CLASS(rc, MPI_ERR_ACCESS, "read from a write-only file");
+        MPI_File_close(&fh);
         /* DELETE_ON_CLOSE */
         char temp[160];
         snprintf(temp, sizeof temp, "%s/temp", dir);
@@ -258,6 +357,7 @@ int main(int argc, char **argv)
     if (rank == 0) {
         MPI_File_delete(path, MPI_INFO_NULL);
         MPI_File_delete(other, MPI_INFO_NULL);
+        MPI_File_delete(misc, MPI_INFO_NULL);
         CHECK(rmdir(dir) == 0, "rmdir %s: something was left in it", dir);
     }
     return finish();
