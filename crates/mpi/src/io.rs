@@ -561,7 +561,11 @@ unsafe fn open(comm: Handle, filename: *const c_char, amode: c_int, info: Handle
             }
         }
         own.bcast(&mut class, 0)?;
-        if class[0] != 0 && own.rank() != 0 {
+        if class[0] != 0 {
+            // Everyone stops here: rank 0 with its own error.
+            if let Some(Err(e)) = opened {
+                return Err(e);
+            }
             return fail(
                 class[0],
                 format!("rank 0 could not create {}", path.display()),

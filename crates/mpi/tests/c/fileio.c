@@ -316,6 +316,9 @@ int main(int argc, char **argv)
     MPI_File_close(&fh);
 
     /* ---- errors: files return them by default ---- */
+    rc = MPI_File_open(MPI_COMM_WORLD, path, MPI_MODE_CREATE | MPI_MODE_EXCL | MPI_MODE_RDWR,
+                       MPI_INFO_NULL, &fh);
+    CHECK_CLASS(rc, MPI_ERR_FILE_EXISTS, "collective EXCL open of an existing file");
     if (rank == 0) {
         char missing[160];
         snprintf(missing, sizeof missing, "%s/missing", dir);
