@@ -500,6 +500,9 @@ fn shared_pointer(comm: &ferry_core::Comm, path: &Path) -> Res<Option<SharedPoin
 }
 
 fn open_local(path: &Path, amode: c_int, create: bool) -> Res<File> {
+    if path.as_os_str().is_empty() {
+        return fail(MPI_ERR_BAD_FILE, "the file name is empty");
+    }
     let mut o = OpenOptions::new();
     o.read(amode & MPI_MODE_WRONLY == 0)
         .write(amode & MPI_MODE_RDONLY == 0);
@@ -542,9 +545,6 @@ unsafe fn open(comm: Handle, filename: *const c_char, amode: c_int, info: Handle
         );
     }
     check_amode(amode)?;
-    if name.is_empty() {
-        return fail(MPI_ERR_BAD_FILE, "the file name is empty");
-    }
     let path = file_path(&name);
     let create = amode & MPI_MODE_CREATE != 0;
     // Rank 0 creates the file (exclusively if asked); the others open what it made.
@@ -577,8 +577,7 @@ unsafe fn open(comm: Handle, filename: *const c_char, amode: c_int, info: Handle
     agree(&own, local, "MPI_File_open")?;
     let file = opened?;
     let shared = shared_pointer(&own, &path)?;
-    let mut view = View::bytes()?;
-    view.disp = 0;
+    let view = View::bytes()?;
     let mut pos = 0;
     if amode & MPI_MODE_APPEND != 0 {
         let size = file
