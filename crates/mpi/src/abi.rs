@@ -28,14 +28,27 @@ pub const MPI_ERR_OTHER: c_int = 16;
 pub const MPI_ERR_INTERN: c_int = 17;
 pub const MPI_ERR_PENDING: c_int = 18;
 pub const MPI_ERR_IN_STATUS: c_int = 19;
+pub const MPI_ERR_ACCESS: c_int = 20;
+pub const MPI_ERR_AMODE: c_int = 21;
+pub const MPI_ERR_BAD_FILE: c_int = 23;
 pub const MPI_ERR_CONVERSION: c_int = 25;
+pub const MPI_ERR_DUP_DATAREP: c_int = 27;
+pub const MPI_ERR_FILE_EXISTS: c_int = 28;
+pub const MPI_ERR_FILE_IN_USE: c_int = 29;
+pub const MPI_ERR_FILE: c_int = 30;
 pub const MPI_ERR_INFO_KEY: c_int = 31;
 pub const MPI_ERR_INFO_NOKEY: c_int = 32;
 pub const MPI_ERR_INFO_VALUE: c_int = 33;
 pub const MPI_ERR_INFO: c_int = 34;
+pub const MPI_ERR_IO: c_int = 35;
 pub const MPI_ERR_KEYVAL: c_int = 36;
 pub const MPI_ERR_NO_MEM: c_int = 39;
+pub const MPI_ERR_NOT_SAME: c_int = 40;
+pub const MPI_ERR_NO_SPACE: c_int = 41;
+pub const MPI_ERR_NO_SUCH_FILE: c_int = 42;
 pub const MPI_ERR_PROC_ABORTED: c_int = 44;
+pub const MPI_ERR_QUOTA: c_int = 45;
+pub const MPI_ERR_READ_ONLY: c_int = 46;
 pub const MPI_ERR_UNSUPPORTED_DATAREP: c_int = 57;
 pub const MPI_ERR_UNSUPPORTED_OPERATION: c_int = 58;
 pub const MPI_ERR_ERRHANDLER: c_int = 61;
@@ -47,6 +60,24 @@ pub const MPI_ROOT: c_int = -3;
 pub const MPI_ANY_TAG: c_int = -31;
 pub const MPI_KEYVAL_INVALID: c_int = -127;
 pub const MPI_UNDEFINED: c_int = -32766;
+/// `MPI_DISPLACEMENT_CURRENT` (an `MPI_Offset` argument of MPI_File_set_view).
+pub const MPI_DISPLACEMENT_CURRENT: i64 = -255;
+
+/// File access modes (`MPI_File_open`), powers of two.
+pub const MPI_MODE_APPEND: c_int = 1;
+pub const MPI_MODE_CREATE: c_int = 2;
+pub const MPI_MODE_DELETE_ON_CLOSE: c_int = 4;
+pub const MPI_MODE_EXCL: c_int = 8;
+pub const MPI_MODE_RDONLY: c_int = 16;
+pub const MPI_MODE_RDWR: c_int = 32;
+pub const MPI_MODE_SEQUENTIAL: c_int = 64;
+pub const MPI_MODE_UNIQUE_OPEN: c_int = 128;
+pub const MPI_MODE_WRONLY: c_int = 256;
+
+/// `whence` of MPI_File_seek.
+pub const MPI_SEEK_CUR: c_int = 601;
+pub const MPI_SEEK_END: c_int = 602;
+pub const MPI_SEEK_SET: c_int = 603;
 
 pub const MPI_THREAD_SINGLE: c_int = 0;
 pub const MPI_THREAD_FUNNELED: c_int = 1;
@@ -87,6 +118,7 @@ pub const MPI_COMM_SELF: Handle = 0x102;
 pub const MPI_GROUP_NULL: Handle = 0x108;
 pub const MPI_GROUP_EMPTY: Handle = 0x109;
 pub const MPI_SESSION_NULL: Handle = 0x120;
+pub const MPI_FILE_NULL: Handle = 0x118;
 pub const MPI_MESSAGE_NULL: Handle = 0x128;
 pub const MPI_MESSAGE_NO_PROC: Handle = 0x129;
 pub const MPI_INFO_NULL: Handle = 0x130;
@@ -109,6 +141,7 @@ pub const MPI_MAX_OBJECT_NAME: usize = 128;
 pub const MPI_MAX_LIBRARY_VERSION_STRING: usize = 8192;
 pub const MPI_MAX_INFO_KEY: usize = 256;
 pub const MPI_MAX_INFO_VAL: usize = 1024;
+pub const MPI_MAX_DATAREP_STRING: usize = 128;
 
 /// `MPI_Status` as laid out by the ABI: three public fields and five reserved ints, which
 /// ferry uses for the byte count (two ints) and the cancelled flag.

@@ -154,6 +154,7 @@ unsafe fn delete_self_attrs() -> Res {
 /// Runs the delete callbacks of MPI_COMM_SELF's attributes, which are the user's.
 pub(crate) unsafe fn shutdown() -> Res {
     delete_self_attrs()?;
+    crate::io::forget_open_files()?;
     // Buffered sends and freed requests still in flight: sends finish; a freed receive
     // that never matched is withdrawn rather than waited for.
     let pending = running(|s| Ok(std::mem::take(&mut s.bsends)))?;

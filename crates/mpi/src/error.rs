@@ -81,6 +81,21 @@ pub fn class_text(class: c_int) -> &'static str {
         MPI_ERR_PROC_ABORTED => "a process of the job has ended",
         MPI_ERR_UNSUPPORTED_OPERATION => "operation not supported by ferry",
         MPI_ERR_ERRHANDLER => "invalid error handler",
+        MPI_ERR_ACCESS => "permission denied",
+        MPI_ERR_AMODE => "invalid file access mode",
+        MPI_ERR_BAD_FILE => "invalid file name",
+        MPI_ERR_CONVERSION => "data conversion failed",
+        MPI_ERR_DUP_DATAREP => "data representation already defined",
+        MPI_ERR_FILE_EXISTS => "file exists",
+        MPI_ERR_FILE_IN_USE => "file in use by some process",
+        MPI_ERR_FILE => "invalid file handle",
+        MPI_ERR_IO => "I/O error",
+        MPI_ERR_NOT_SAME => "arguments differ between the processes of a collective call",
+        MPI_ERR_NO_SPACE => "not enough space",
+        MPI_ERR_NO_SUCH_FILE => "file does not exist",
+        MPI_ERR_QUOTA => "quota exceeded",
+        MPI_ERR_READ_ONLY => "read-only file or file system",
+        MPI_ERR_UNSUPPORTED_DATAREP => "unsupported data representation",
         _ => "unknown error class",
     }
 }
@@ -92,19 +107,28 @@ pub type CommErrhandlerFn = unsafe extern "C" fn(*mut Handle, *mut c_int);
 /// MPI_COMM_WORLD for calls tied to no communicator). A panic becomes MPI_ERR_INTERN; an unwind
 /// never crosses `extern "C"`.
 pub fn guard(name: &'static str, comm: Handle, body: impl FnOnce() -> Res) -> c_int {
-    let error = match catch_unwind(AssertUnwindSafe(body)) {
-        Ok(Ok(())) => return MPI_SUCCESS,
-        Ok(Err(e)) => e,
+    match caught(body) {
+        Ok(()) => MPI_SUCCESS,
+        Err(error) => handle_error(name, comm, error),
+    }
+}
+
+/// Runs `body`, turning a panic into MPI_ERR_INTERN (the first half of every guard).
+pub fn caught(body: impl FnOnce() -> Res) -> Res {
+    match catch_unwind(AssertUnwindSafe(body)) {
+        Ok(r) => r,
         Err(panic) => {
             let what = panic
                 .downcast_ref::<String>()
                 .cloned()
                 .or_else(|| panic.downcast_ref::<&str>().map(|s| s.to_string()))
                 .unwrap_or_else(|| "panic".into());
-            MpiError::new(MPI_ERR_INTERN, format!("internal error: {what}"))
+            Err(MpiError::new(
+                MPI_ERR_INTERN,
+                format!("internal error: {what}"),
+            ))
         }
-    };
-    handle_error(name, comm, error)
+    }
 }
 
 /// Invokes the error handler that applies to `comm` for `error` raised in `name`.

@@ -29,6 +29,8 @@ pub enum Kind {
     Message = 8,
     /// MPI_Session.
     Session = 9,
+    /// MPI_File.
+    File = 10,
 }
 
 struct Slot<T> {

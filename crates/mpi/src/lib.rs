@@ -13,8 +13,8 @@
 //! blocking and nonblocking, are schedules like the other collectives ([`coll`]). Persistent
 //! collectives (MPI 4.0) start the nonblocking ones; the large-count `_c` calls take the
 //! int-count paths and refuse a count beyond `INT_MAX` elements with MPI_ERR_COUNT. Generalized
-//! requests are in [`greq`], sessions in [`session`]. Not provided: one-sided communication,
-//! I/O, dynamic processes.
+//! requests are in [`greq`], sessions in [`session`]. MPI I/O on POSIX files is in [`io`].
+//! Not provided: one-sided communication, dynamic processes.
 //!
 //! This crate depends on `ferry-core` only (plus `libc`); the launcher is reached through
 //! `ferry run`, which `mpiexec` calls.
@@ -48,6 +48,7 @@ pub mod external;
 pub mod greq;
 pub mod handles;
 pub mod inter;
+pub mod io;
 pub mod ops;
 pub mod p2p;
 pub mod part;

@@ -196,6 +196,11 @@ pub struct State {
     /// Created datatypes and operations persistent collectives use: how many requests hold
     /// each, and whether the program has freed its handle (then the last request frees it).
     pub pins: HashMap<Handle, (usize, bool)>,
+    /// Open files (`MPI_File`).
+    pub files: Table<Rc<crate::io::FileObj>>,
+    /// The error handler of MPI_FILE_NULL: what MPI_File_open and MPI_File_delete use, and what
+    /// a new file starts with (MPI_ERRORS_RETURN until the program sets another).
+    pub file_null_errhandler: Handle,
 }
 
 /// Created keyvals are numbered from here (predefined ones are 10001…).
@@ -257,6 +262,8 @@ impl State {
             world_model: false,
             world_finalized: false,
             pins: HashMap::new(),
+            files: Table::new(Kind::File),
+            file_null_errhandler: MPI_ERRORS_RETURN,
         }
     }
 

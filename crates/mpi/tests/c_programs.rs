@@ -3,9 +3,9 @@
 //! send modes, persistent requests, cancel, the wait/test family with null requests,
 //! `MPI_PROC_NULL`, message order and probes, non-contiguous messages, communicator
 //! construction and comparison, attribute callbacks, `MPI_IN_PLACE`, collectives with derived
-//! types, non-commutative reductions, nonblocking collectives, derived-datatype queries, and the
-//! MPI 4.0 persistent collectives, large-count (`_c`) calls and sessions, and generalized
-//! requests.
+//! types, non-commutative reductions, nonblocking collectives, derived-datatype queries, the
+//! MPI 4.0 persistent collectives, large-count (`_c`) calls and sessions, generalized requests,
+//! and MPI I/O (views, ordered and shared-pointer access, error classes of files).
 //!
 //! Each program was checked against MPICH first (`mpicc.mpich`, `mpiexec.mpich`); it prints
 //! ` No Errors` from rank 0 and exits non-zero on failure, as MPICH's own tests. They are
@@ -152,6 +152,7 @@ fn errors_are_fatal_by_default_and_name_the_call() {
     fatal("send", "MPI_Send");
     fatal("bcast", "MPI_Bcast");
     fatal("errhandler", "MPI_Allreduce");
+    fatal("file", "MPI_File_open");
 }
 
 #[test]
@@ -391,4 +392,10 @@ fn derived_datatypes() {
 #[test]
 fn topologies_nonblocking_v_collectives_error_classes_and_type_attributes() {
     no_errors(6, "extras");
+}
+
+#[test]
+fn file_views_ordered_and_shared_access_and_io_error_classes() {
+    no_errors(1, "fileio");
+    no_errors(3, "fileio");
 }

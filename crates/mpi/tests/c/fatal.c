@@ -2,7 +2,8 @@
  * process 0, `fatal bcast` calls MPI_Bcast with an invalid root everywhere, `fatal errhandler`
  * sets MPI_ERRORS_RETURN and then MPI_ERRORS_ARE_FATAL back before the bad call, and
  * `fatal abort` has process 1 call MPI_Abort(MPI_COMM_WORLD, 7) while process 0 waits in a
- * barrier. */
+ * barrier, and `fatal file` makes MPI_ERRORS_ARE_FATAL the handler of MPI_FILE_NULL (files
+ * return errors by default) before opening a file that does not exist. */
 #include "mtest.h"
 
 int main(int argc, char **argv)
@@ -26,6 +27,10 @@ int main(int argc, char **argv)
         MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
         MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_ARE_FATAL);
         MPI_Allreduce(&buf, &out, 1, MPI_INT, MPI_OP_NULL, MPI_COMM_WORLD);
+    } else if (!strcmp(c, "file")) {
+        MPI_File fh;
+        MPI_File_set_errhandler(MPI_FILE_NULL, MPI_ERRORS_ARE_FATAL);
+        MPI_File_open(MPI_COMM_WORLD, "/nonexistent-ferry-dir/file", MPI_MODE_RDONLY, MPI_INFO_NULL, &fh);
     }
     printf("survived %s\n", c);
     MPI_Finalize();

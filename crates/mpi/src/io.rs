@@ -1,0 +1,1563 @@
+//! MPI I/O (MPI-4.1 chapter 14) on POSIX files that every rank of a file's communicator sees.
+//!
+//! What is here: opening, closing and deleting files with every access mode; sizes, info, sync,
+//! atomicity; file views (displacement, etype, a filetype with holes, `"native"` data
+//! representation); reads and writes at explicit offsets, through the individual file pointer and
+//! through the shared file pointer, blocking, nonblocking, collective and split collective; and
+//! file error handlers (MPI_ERRORS_RETURN by default, as the standard says).
+//!
+//! How: each rank holds its own descriptor of the file and moves data with `pread`/`pwrite`
+//! (`FileExt`), one call per contiguous run of file bytes the view maps the data to (the
+//! filetype is flattened by the datatype engine once, at `MPI_File_set_view`, and tiled). A
+//! memory datatype with holes is packed or unpacked through one staging buffer. Blocking
+//! collective calls are the independent operation followed by a barrier on the file's own
+//! communicator (a dup of the one it was opened on), so data written collectively is visible to
+//! every rank when the call returns; there is no two-phase aggregation. Nonblocking calls
+//! (collective ones too, without the barrier) do their work when they start and return a
+//! request that is already complete; split collectives do theirs in the begin call.
+//!
+//! The shared file pointer lives in a small side file next to the data file
+//! (`.NAME.ferry-shfp.PID.N`), created by rank 0 at open, updated under an exclusive `flock`,
+//! and removed at close: it needs no progress from another rank. Ordered calls take their
+//! offsets from an allgather of the sizes and one update of the pointer by rank 0. In atomic mode
+//! every access holds a `flock` on the data file (shared for reads, exclusive for writes).
+//!
+//! Not here: data representations other than `"native"` (`MPI_ERR_UNSUPPORTED_DATAREP`),
+//! `MPI_Register_datarep`, large-count (`_c`) calls, Fortran handle conversion. Preallocation
+//! extends the file (`set_len`) without reserving blocks.
+
+use crate::abi::*;
+use crate::datatype::Datatype;
+use crate::error::{caught, class_text, fail, CommErrhandlerFn, MpiError, Res};
+use crate::request::{Outcome, Request, Typed};
+use crate::state::{running, with, InfoObj, TypeObj};
+use std::cell::RefCell;
+use std::ffi::{c_char, c_int, c_void, CStr};
+use std::fs::{File, OpenOptions};
+use std::os::unix::fs::FileExt;
+use std::path::{Path, PathBuf};
+use std::rc::Rc;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+/// Defines `PMPI_X` with its body run by [`file_guard`] (the file's error handler applies), and
+/// `MPI_X` calling it.
+macro_rules! file_fn {
+    ($(#[$doc:meta])* fn $name:ident / $pname:ident ($($arg:ident: $ty:ty),* $(,)?) on $fh:expr => $body:block) => {
+        $(#[$doc])*
+        #[no_mangle]
+        pub unsafe extern "C" fn $pname($($arg: $ty),*) -> c_int {
+            let target: Handle = $fh;
+            file_guard(stringify!($name), target, || $body)
+        }
+        $(#[$doc])*
+        #[no_mangle]
+        pub unsafe extern "C" fn $name($($arg: $ty),*) -> c_int {
+            $pname($($arg),*)
+        }
+    };
+}
+
+// ---- objects ----
+
+/// An open file.
+pub struct FileObj {
+    /// The file's own communicator: a dup of the one it was opened on.
+    comm: ferry_core::Comm,
+    /// The path as opened (after any `ufs:`-style prefix).
+    path: PathBuf,
+    /// This rank's descriptor.
+    file: File,
+    /// `MPI_MODE_*` bits.
+    amode: c_int,
+    /// The shared file pointer, if its side file could be made.
+    shared: Option<SharedPointer>,
+    /// What changes after open.
+    st: RefCell<FileState>,
+}
+
+struct FileState {
+    view: View,
+    /// Individual file pointer, in etypes of the view.
+    pos: u64,
+    atomic: bool,
+    info: InfoObj,
+    errhandler: Handle,
+    /// The result of a split collective between its begin and its end.
+    split: Option<Outcome>,
+}
+
+/// A file view: where the data of this rank lies in the file.
+#[derive(Clone)]
+struct View {
+    disp: u64,
+    etype: Datatype,
+    etype_h: Handle,
+    filetype: Datatype,
+    filetype_h: Handle,
+    /// Data blocks of one filetype element: (byte offset from the element's start, length).
+    blocks: Rc<[(isize, usize)]>,
+    /// Position in the data of each block's first byte.
+    starts: Rc<[u64]>,
+}
+
+impl View {
+    fn new(disp: u64, etype: (Datatype, Handle), filetype: (Datatype, Handle)) -> View {
+        let blocks: Rc<[(isize, usize)]> = filetype.0.blocks().into();
+        let mut at = 0u64;
+        let starts = blocks
+            .iter()
+            .map(|&(_, len)| {
+                let s = at;
+                at += len as u64;
+                s
+            })
+            .collect();
+        View {
+            disp,
+            etype: etype.0,
+            etype_h: etype.1,
+            filetype: filetype.0,
+            filetype_h: filetype.1,
+            blocks,
+            starts,
+        }
+    }
+
+    fn bytes() -> Res<View> {
+        let h = crate::datatype::Builtin::Byte.handle();
+        let byte = running(|s| s.datatype(h))?;
+        Ok(View::new(0, (byte.clone(), h), (byte, h)))
+    }
+
+    /// Bytes of one etype (never 0: set_view refuses empty etypes).
+    fn esize(&self) -> u64 {
+        self.etype.size().max(1) as u64
+    }
+
+    /// Calls `f(file offset, index in the data, length)` for the runs of file bytes that hold the
+    /// view's data bytes `[start, start + len)`, in data order, adjacent runs merged. `f` returns
+    /// whether to go on.
+    fn segments(
+        &self,
+        start: u64,
+        len: u64,
+        mut f: impl FnMut(u64, usize, usize) -> Res<bool>,
+    ) -> Res {
+        if len == 0 {
+            return Ok(());
+        }
+        let place = |off: i128| -> Res<u64> {
+            u64::try_from(off).map_err(|_| {
+                MpiError::new(
+                    MPI_ERR_ARG,
+                    format!("the view puts data at file offset {off}, outside the file"),
+                )
+            })
+        };
+        if self.filetype.is_contiguous() {
+            let first = self.blocks.first().map_or(0, |b| b.0);
+            let off = place(self.disp as i128 + first as i128 + start as i128)?;
+            f(off, 0, len as usize)?;
+            return Ok(());
+        }
+        let tsize = self.filetype.size() as u64;
+        let ext = self.filetype.extent() as i128;
+        let mut tile = start / tsize;
+        let mut within = start % tsize;
+        let mut i = self
+            .starts
+            .partition_point(|&s| s <= within)
+            .saturating_sub(1);
+        let mut pending: Option<(u64, usize, usize)> = None;
+        let mut done = 0u64;
+        while done < len {
+            let (boff, blen) = self.blocks[i];
+            let skip = within - self.starts[i];
+            let take = (blen as u64 - skip).min(len - done);
+            let off = place(self.disp as i128 + tile as i128 * ext + boff as i128 + skip as i128)?;
+            pending = match pending {
+                Some((o, at, l)) if o + l as u64 == off => Some((o, at, l + take as usize)),
+                Some((o, at, l)) => {
+                    if !f(o, at, l)? {
+                        return Ok(());
+                    }
+                    Some((off, done as usize, take as usize))
+                }
+                None => Some((off, done as usize, take as usize)),
+            };
+            done += take;
+            within += take;
+            if skip + take == blen as u64 {
+                i += 1;
+                if i == self.blocks.len() {
+                    i = 0;
+                    tile += 1;
+                    within = 0;
+                }
+            }
+        }
+        if let Some((o, at, l)) = pending {
+            f(o, at, l)?;
+        }
+        Ok(())
+    }
+
+    /// Data bytes of the view that lie before file offset `size` (where the end of file is in
+    /// the view).
+    fn data_before(&self, size: u64) -> u64 {
+        if size <= self.disp {
+            return 0;
+        }
+        let room = (size - self.disp) as i128;
+        let in_tile = |base: i128| -> u64 {
+            self.blocks
+                .iter()
+                .map(|&(off, len)| (room - base - off as i128).clamp(0, len as i128) as u64)
+                .sum()
+        };
+        if self.filetype.is_contiguous() {
+            let first = self.blocks.first().map_or(0, |b| b.0) as i128;
+            return (room - first).max(0) as u64;
+        }
+        // set_view refuses a non-contiguous filetype without a positive extent.
+        let ext = self.filetype.extent().max(1) as i128;
+        let tiles = room / ext;
+        tiles as u64 * self.filetype.size() as u64 + in_tile(tiles * ext)
+    }
+}
+
+/// The shared file pointer: an offset in etypes kept in a side file, changed under `flock`.
+struct SharedPointer {
+    file: File,
+    path: PathBuf,
+    /// Rank 0 made the side file and removes it at close.
+    owner: bool,
+}
+
+impl SharedPointer {
+    /// Replaces the pointer by `f(old)` atomically across ranks; returns the old value.
+    fn update(&self, f: impl FnOnce(u64) -> Res<u64>) -> Res<u64> {
+        let io = |e: std::io::Error| os_error(&e, "the shared file pointer of", &self.path);
+        self.file.lock().map_err(io)?;
+        let result = (|| {
+            let mut word = [0u8; 8];
+            let n = read_full_at(&self.file, &mut word, 0).map_err(io)?;
+            let old = if n == 8 { u64::from_le_bytes(word) } else { 0 };
+            let new = f(old)?;
+            if new != old {
+                self.file.write_all_at(&new.to_le_bytes(), 0).map_err(io)?;
+            }
+            Ok(old)
+        })();
+        let _ = self.file.unlock();
+        result
+    }
+}
+
+impl Drop for SharedPointer {
+    fn drop(&mut self) {
+        if self.owner {
+            let _ = std::fs::remove_file(&self.path);
+        }
+    }
+}
+
+// ---- errors ----
+
+/// The MPI class of an operating-system error, with a message naming the file.
+fn os_error(e: &std::io::Error, what: &str, path: &Path) -> MpiError {
+    let class = match e.raw_os_error() {
+        Some(libc::ENOENT) => MPI_ERR_NO_SUCH_FILE,
+        Some(libc::EACCES | libc::EPERM) => MPI_ERR_ACCESS,
+        Some(libc::EEXIST) => MPI_ERR_FILE_EXISTS,
+        Some(libc::ENOSPC) => MPI_ERR_NO_SPACE,
+        Some(libc::EDQUOT) => MPI_ERR_QUOTA,
+        Some(libc::EROFS) => MPI_ERR_READ_ONLY,
+        Some(libc::EISDIR | libc::ENOTDIR | libc::ENAMETOOLONG | libc::ELOOP) => MPI_ERR_BAD_FILE,
+        Some(libc::EBUSY | libc::ETXTBSY) => MPI_ERR_FILE_IN_USE,
+        _ => MPI_ERR_IO,
+    };
+    MpiError::new(class, format!("{what} {}: {e}", path.display()))
+}
+
+/// Runs the body of file call `name`; on error, invokes the error handler of file `fh` (or of
+/// MPI_FILE_NULL when `fh` is no open file). A panic becomes MPI_ERR_INTERN.
+pub fn file_guard(name: &'static str, fh: Handle, body: impl FnOnce() -> Res) -> c_int {
+    match caught(body) {
+        Ok(()) => MPI_SUCCESS,
+        Err(e) => handle_file_error(name, fh, e),
+    }
+}
+
+/// Invokes the error handler that applies to file `fh` for `error` raised in `name`.
+pub fn handle_file_error(name: &str, fh: Handle, error: MpiError) -> c_int {
+    let (handler, rank) = with(|s| {
+        let h = match s.files.get(fh) {
+            Some(f) => {
+                f.st.try_borrow()
+                    .map_or(MPI_ERRORS_RETURN, |st| st.errhandler)
+            }
+            None => s.file_null_errhandler,
+        };
+        Ok((h, s.world_rank()))
+    })
+    .unwrap_or((MPI_ERRORS_RETURN, None));
+    match handler {
+        MPI_ERRORS_RETURN => error.class,
+        MPI_ERRORS_ARE_FATAL | MPI_ERRORS_ABORT => {
+            let who = rank.map_or(String::new(), |r| format!("rank {r}: "));
+            crate::error::fatal(&format!(
+                "{who}{name}: {} ({})",
+                error.message,
+                class_text(error.class)
+            ))
+        }
+        user => {
+            let f = with(|s| Ok(s.user_errhandler(user))).ok().flatten();
+            let mut code = error.class;
+            let mut file = fh;
+            if let Some(f) = f {
+                // SAFETY: the program registered `f` with MPI_File_create_errhandler (or
+                // MPI_Comm_create_errhandler), whose contract is this two-pointer signature.
+                unsafe { f(&mut file, &mut code) };
+            }
+            error.class
+        }
+    }
+}
+
+/// Every rank's result of a collective step: its own error, or the highest class another rank
+/// failed with.
+fn agree(comm: &ferry_core::Comm, local: Res, what: &str) -> Res {
+    let mine = local.as_ref().err().map_or(0, |e| e.class);
+    let mut worst = [0i32];
+    comm.allreduce(&[mine], &mut worst, ferry_core::ReduceOp::Max)?;
+    match local {
+        Err(e) => Err(e),
+        Ok(()) if worst[0] != 0 => fail(worst[0], format!("{what} failed on another rank")),
+        Ok(()) => Ok(()),
+    }
+}
+
+// ---- arguments ----
+
+unsafe fn out<'a, T>(p: *mut T, what: &str) -> Res<&'a mut T> {
+    p.as_mut()
+        .ok_or_else(|| MpiError::new(MPI_ERR_ARG, format!("{what} is NULL")))
+}
+
+unsafe fn c_string(p: *const c_char, what: &str) -> Res<String> {
+    if p.is_null() {
+        return fail(MPI_ERR_ARG, format!("{what} is NULL"));
+    }
+    Ok(CStr::from_ptr(p).to_string_lossy().into_owned())
+}
+
+fn file(fh: Handle) -> Res<Rc<FileObj>> {
+    if fh == MPI_FILE_NULL {
+        return fail(MPI_ERR_FILE, "MPI_FILE_NULL is not an open file");
+    }
+    running(|s| {
+        s.files
+            .get(fh)
+            .cloned()
+            .ok_or_else(|| MpiError::new(MPI_ERR_FILE, format!("invalid file handle {fh:#x}")))
+    })
+}
+
+fn info_pairs(info: Handle) -> Res<InfoObj> {
+    if info == MPI_INFO_NULL || info == MPI_INFO_ENV {
+        return Ok(Vec::new());
+    }
+    running(|s| {
+        s.infos
+            .get(info)
+            .cloned()
+            .ok_or_else(|| MpiError::new(MPI_ERR_INFO, format!("invalid info {info:#x}")))
+    })
+}
+
+/// Adds (or replaces) hints.
+fn merge_info(into: &mut InfoObj, pairs: InfoObj) {
+    for (k, v) in pairs {
+        match into.iter_mut().find(|(key, _)| *key == k) {
+            Some(slot) => slot.1 = v,
+            None => into.push((k, v)),
+        }
+    }
+}
+
+/// A file name as the program gave it, without a ROMIO file-system prefix (`ufs:name`).
+fn file_path(name: &str) -> PathBuf {
+    for prefix in ["ufs:", "nfs:", "file:", "lustre:", "gpfs:", "testfs:"] {
+        if let Some(rest) = name.strip_prefix(prefix) {
+            return PathBuf::from(rest);
+        }
+    }
+    PathBuf::from(name)
+}
+
+/// Checks an access mode on its own (MPI-4.1 §14.2.1).
+fn check_amode(amode: c_int) -> Res {
+    let known = MPI_MODE_APPEND
+        | MPI_MODE_CREATE
+        | MPI_MODE_DELETE_ON_CLOSE
+        | MPI_MODE_EXCL
+        | MPI_MODE_RDONLY
+        | MPI_MODE_RDWR
+        | MPI_MODE_SEQUENTIAL
+        | MPI_MODE_UNIQUE_OPEN
+        | MPI_MODE_WRONLY;
+    let access = [MPI_MODE_RDONLY, MPI_MODE_WRONLY, MPI_MODE_RDWR]
+        .iter()
+        .filter(|&&m| amode & m != 0)
+        .count();
+    let why = if amode & !known != 0 {
+        "it has bits that are no MPI_MODE_* constant"
+    } else if access != 1 {
+        "it needs exactly one of MPI_MODE_RDONLY, MPI_MODE_WRONLY and MPI_MODE_RDWR"
+    } else if amode & MPI_MODE_RDONLY != 0 && amode & (MPI_MODE_CREATE | MPI_MODE_EXCL) != 0 {
+        "MPI_MODE_RDONLY excludes MPI_MODE_CREATE and MPI_MODE_EXCL"
+    } else if amode & MPI_MODE_RDWR != 0 && amode & MPI_MODE_SEQUENTIAL != 0 {
+        "MPI_MODE_RDWR excludes MPI_MODE_SEQUENTIAL"
+    } else {
+        return Ok(());
+    };
+    fail(
+        MPI_ERR_AMODE,
+        format!("invalid access mode {amode:#x}: {why}"),
+    )
+}
+
+/// Reads into `buf` from `offset` until it is full or the file ends; returns the bytes read.
+fn read_full_at(file: &File, buf: &mut [u8], offset: u64) -> std::io::Result<usize> {
+    let mut got = 0;
+    while got < buf.len() {
+        match file.read_at(&mut buf[got..], offset + got as u64) {
+            Ok(0) => break,
+            Ok(n) => got += n,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(got)
+}
+
+// ---- open, close, delete ----
+
+static SIDE_FILES: AtomicU64 = AtomicU64::new(0);
+
+/// Rank 0 makes the shared-pointer side file and tells the others its name; a rank that cannot
+/// open it has no shared pointer (shared-pointer calls then fail there).
+fn shared_pointer(comm: &ferry_core::Comm, path: &Path) -> Res<Option<SharedPointer>> {
+    let mut name = Vec::new();
+    let mut made = None;
+    if comm.rank() == 0 {
+        let dir = path.parent().filter(|d| !d.as_os_str().is_empty());
+        let base = path
+            .file_name()
+            .map_or("file".into(), |b| b.to_string_lossy());
+        let side = dir.unwrap_or(Path::new(".")).join(format!(
+            ".{base}.ferry-shfp.{}.{}",
+            std::process::id(),
+            SIDE_FILES.fetch_add(1, Ordering::Relaxed)
+        ));
+        if let Ok(file) = OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create_new(true)
+            .open(&side)
+        {
+            name = side.as_os_str().as_encoded_bytes().to_vec();
+            made = Some(SharedPointer {
+                file,
+                path: side,
+                owner: true,
+            });
+        }
+    }
+    let mut len = [name.len() as u64];
+    comm.bcast(&mut len, 0)?;
+    if len[0] == 0 {
+        return Ok(None);
+    }
+    name.resize(len[0] as usize, 0);
+    comm.bcast(&mut name, 0)?;
+    if made.is_some() {
+        return Ok(made);
+    }
+    let side = PathBuf::from(String::from_utf8_lossy(&name).into_owned());
+    Ok(OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open(&side)
+        .ok()
+        .map(|file| SharedPointer {
+            file,
+            path: side,
+            owner: false,
+        }))
+}
+
+fn open_local(path: &Path, amode: c_int, create: bool) -> Res<File> {
+    if path.as_os_str().is_empty() {
+        return fail(MPI_ERR_BAD_FILE, "the file name is empty");
+    }
+    let mut o = OpenOptions::new();
+    o.read(amode & MPI_MODE_WRONLY == 0)
+        .write(amode & MPI_MODE_RDONLY == 0);
+    if create && amode & MPI_MODE_EXCL != 0 {
+        o.create_new(true);
+    } else if create {
+        o.create(true);
+    }
+    let file = o
+        .open(path)
+        .map_err(|e| os_error(&e, "cannot open", path))?;
+    let meta = file
+        .metadata()
+        .map_err(|e| os_error(&e, "cannot stat", path))?;
+    if meta.is_dir() {
+        return fail(
+            MPI_ERR_BAD_FILE,
+            format!("cannot open {}: it is a directory", path.display()),
+        );
+    }
+    Ok(file)
+}
+
+unsafe fn open(comm: Handle, filename: *const c_char, amode: c_int, info: Handle) -> Res<Handle> {
+    let name = c_string(filename, "filename")?;
+    let hints = info_pairs(info)?;
+    let core = running(|s| s.intra_comm(comm))?;
+    let own = core.dup()?;
+    // Every rank must pass the same mode.
+    let mut range = [0i64; 2];
+    own.allreduce(
+        &[amode as i64, -(amode as i64)],
+        &mut range,
+        ferry_core::ReduceOp::Max,
+    )?;
+    if range[0] != -range[1] {
+        return fail(
+            MPI_ERR_NOT_SAME,
+            "MPI_File_open: the ranks passed different access modes",
+        );
+    }
+    check_amode(amode)?;
+    let path = file_path(&name);
+    let create = amode & MPI_MODE_CREATE != 0;
+    // Rank 0 creates the file (exclusively if asked); the others open what it made.
+    let mut opened = None;
+    if create {
+        let mut class = [0i32];
+        if own.rank() == 0 {
+            match open_local(&path, amode, true) {
+                Ok(f) => opened = Some(Ok(f)),
+                Err(e) => {
+                    class[0] = e.class;
+                    opened = Some(Err(e));
+                }
+            }
+        }
+        own.bcast(&mut class, 0)?;
+        if class[0] != 0 {
+            // Everyone stops here: rank 0 with its own error.
+            if let Some(Err(e)) = opened {
+                return Err(e);
+            }
+            return fail(
+                class[0],
+                format!("rank 0 could not create {}", path.display()),
+            );
+        }
+    }
+    let opened = opened.unwrap_or_else(|| open_local(&path, amode & !MPI_MODE_EXCL, false));
+    let local = opened.as_ref().map(|_| ()).map_err(Clone::clone);
+    agree(&own, local, "MPI_File_open")?;
+    let file = opened?;
+    let shared = shared_pointer(&own, &path)?;
+    let view = View::bytes()?;
+    let mut pos = 0;
+    if amode & MPI_MODE_APPEND != 0 {
+        let size = file
+            .metadata()
+            .map_err(|e| os_error(&e, "cannot stat", &path))?
+            .len();
+        pos = size;
+        if let Some(sp) = shared.as_ref().filter(|sp| sp.owner) {
+            sp.update(|_| Ok(size))?;
+        }
+    }
+    own.barrier()?;
+    let errhandler = with(|s| Ok(s.file_null_errhandler))?;
+    let obj = FileObj {
+        comm: own,
+        path,
+        file,
+        amode,
+        shared,
+        st: RefCell::new(FileState {
+            view,
+            pos,
+            atomic: false,
+            info: hints,
+            errhandler,
+            split: None,
+        }),
+    };
+    running(|s| Ok(s.files.insert(Rc::new(obj))))
+}
+
+file_fn! {
+    /// Opens a file on every rank of a communicator (collective).
+    fn MPI_File_open / PMPI_File_open(comm: Handle, filename: *const c_char, amode: c_int, info: Handle, fh: *mut Handle) on MPI_FILE_NULL => {
+        let out = out(fh, "fh")?;
+        *out = MPI_FILE_NULL;
+        *out = open(comm, filename, amode, info)?;
+        Ok(())
+    }
+}
+
+file_fn! {
+    /// Closes a file (collective); removes it if it was opened with MPI_MODE_DELETE_ON_CLOSE.
+    fn MPI_File_close / PMPI_File_close(fh: *mut Handle) on fh.as_ref().copied().unwrap_or(MPI_FILE_NULL) => {
+        let h = out(fh, "fh")?;
+        let f = file(*h)?;
+        running(|s| Ok(s.files.remove(*h)))?;
+        *h = MPI_FILE_NULL;
+        let synced = f.comm.barrier();
+        let f = Rc::try_unwrap(f).map_err(|_| MpiError::new(MPI_ERR_INTERN, "file still in use"))?;
+        let FileObj { comm, path, file, amode, shared, .. } = f;
+        drop(file);
+        drop(shared);
+        if amode & MPI_MODE_DELETE_ON_CLOSE != 0 && comm.rank() == 0 {
+            if let Err(e) = std::fs::remove_file(&path) {
+                if e.kind() != std::io::ErrorKind::NotFound {
+                    return Err(os_error(&e, "cannot delete", &path));
+                }
+            }
+        }
+        synced?;
+        Ok(())
+    }
+}
+
+file_fn! {
+    /// Deletes a file by name.
+    fn MPI_File_delete / PMPI_File_delete(filename: *const c_char, info: Handle) on MPI_FILE_NULL => {
+        let name = c_string(filename, "filename")?;
+        info_pairs(info)?;
+        let path = file_path(&name);
+        std::fs::remove_file(&path).map_err(|e| os_error(&e, "cannot delete", &path))
+    }
+}
+
+// ---- size, info, sync, atomicity, group, mode ----
+
+fn writable(f: &FileObj) -> Res {
+    if f.amode & MPI_MODE_RDONLY != 0 {
+        return fail(
+            MPI_ERR_READ_ONLY,
+            format!("{} is open read-only (MPI_MODE_RDONLY)", f.path.display()),
+        );
+    }
+    Ok(())
+}
+
+fn readable(f: &FileObj) -> Res {
+    if f.amode & MPI_MODE_WRONLY != 0 {
+        return fail(
+            MPI_ERR_ACCESS,
+            format!("{} is open write-only (MPI_MODE_WRONLY)", f.path.display()),
+        );
+    }
+    Ok(())
+}
+
+fn file_size(f: &FileObj) -> Res<u64> {
+    f.file
+        .metadata()
+        .map(|m| m.len())
+        .map_err(|e| os_error(&e, "cannot stat", &f.path))
+}
+
+/// Rank 0 changes the size (to `size`, or to at least `size`); everyone learns how it went.
+fn resize(fh: Handle, size: i64, grow_only: bool) -> Res {
+    let f = file(fh)?;
+    let local = (|| {
+        writable(&f)?;
+        let size = u64::try_from(size)
+            .map_err(|_| MpiError::new(MPI_ERR_ARG, format!("negative file size {size}")))?;
+        if f.comm.rank() == 0 && (!grow_only || file_size(&f)? < size) {
+            f.file
+                .set_len(size)
+                .map_err(|e| os_error(&e, "cannot resize", &f.path))?;
+        }
+        Ok(())
+    })();
+    agree(&f.comm, local, "resizing the file")
+}
+
+file_fn! {
+    /// Truncates or extends the file (collective).
+    fn MPI_File_set_size / PMPI_File_set_size(fh: Handle, size: i64) on fh => { resize(fh, size, false) }
+}
+file_fn! {
+    /// Makes the file at least `size` bytes long (collective).
+    fn MPI_File_preallocate / PMPI_File_preallocate(fh: Handle, size: i64) on fh => { resize(fh, size, true) }
+}
+file_fn! {
+    /// The file's size in bytes.
+    fn MPI_File_get_size / PMPI_File_get_size(fh: Handle, size: *mut i64) on fh => {
+        let out = out(size, "size")?;
+        *out = file_size(&*file(fh)?)? as i64;
+        Ok(())
+    }
+}
+file_fn! {
+    /// The group of the communicator the file was opened on.
+    fn MPI_File_get_group / PMPI_File_get_group(fh: Handle, group: *mut Handle) on fh => {
+        let out = out(group, "group")?;
+        let f = file(fh)?;
+        let members: crate::state::GroupObj = f.comm.world_ranks().into();
+        *out = running(|s| Ok(s.groups.insert(members)))?;
+        Ok(())
+    }
+}
+file_fn! {
+    /// The access mode the file was opened with.
+    fn MPI_File_get_amode / PMPI_File_get_amode(fh: Handle, amode: *mut c_int) on fh => {
+        let out = out(amode, "amode")?;
+        *out = file(fh)?.amode;
+        Ok(())
+    }
+}
+file_fn! {
+    /// Adds hints to the file's info (collective).
+    fn MPI_File_set_info / PMPI_File_set_info(fh: Handle, info: Handle) on fh => {
+        let f = file(fh)?;
+        let pairs = info_pairs(info)?;
+        merge_info(&mut f.st.borrow_mut().info, pairs);
+        Ok(())
+    }
+}
+file_fn! {
+    /// A new info object with the hints in use.
+    fn MPI_File_get_info / PMPI_File_get_info(fh: Handle, info_used: *mut Handle) on fh => {
+        let out = out(info_used, "info_used")?;
+        let pairs = file(fh)?.st.borrow().info.clone();
+        *out = running(|s| Ok(s.infos.insert(pairs)))?;
+        Ok(())
+    }
+}
+file_fn! {
+    /// Writes the file's data to storage and synchronizes the ranks (collective).
+    fn MPI_File_sync / PMPI_File_sync(fh: Handle) on fh => {
+        let f = file(fh)?;
+        let local = f.file.sync_all().map_err(|e| os_error(&e, "cannot sync", &f.path));
+        agree(&f.comm, local, "MPI_File_sync")
+    }
+}
+file_fn! {
+    /// Sets atomic mode (collective).
+    fn MPI_File_set_atomicity / PMPI_File_set_atomicity(fh: Handle, flag: c_int) on fh => {
+        let f = file(fh)?;
+        f.st.borrow_mut().atomic = flag != 0;
+        f.comm.barrier()?;
+        Ok(())
+    }
+}
+file_fn! {
+    /// Whether atomic mode is on.
+    fn MPI_File_get_atomicity / PMPI_File_get_atomicity(fh: Handle, flag: *mut c_int) on fh => {
+        let out = out(flag, "flag")?;
+        *out = file(fh)?.st.borrow().atomic as c_int;
+        Ok(())
+    }
+}
+
+// ---- views ----
+
+unsafe fn set_view(
+    fh: Handle,
+    disp: i64,
+    etype: Handle,
+    filetype: Handle,
+    datarep: *const c_char,
+    info: Handle,
+) -> Res {
+    let f = file(fh)?;
+    let local = (|| {
+        let rep = c_string(datarep, "datarep")?;
+        if !rep.eq_ignore_ascii_case("native") {
+            return fail(
+                MPI_ERR_UNSUPPORTED_DATAREP,
+                format!("data representation \"{rep}\": ferry supports \"native\" only"),
+            );
+        }
+        let pairs = info_pairs(info)?;
+        let (et, ft) = running(|s| Ok((s.committed_type(etype)?, s.committed_type(filetype)?)))?;
+        if et.size() == 0 {
+            return fail(MPI_ERR_TYPE, "the etype holds no data");
+        }
+        if ft.size() == 0 || ft.size() % et.size() != 0 {
+            return fail(
+                MPI_ERR_TYPE,
+                format!(
+                    "the filetype holds {} bytes, not a positive multiple of the etype's {}",
+                    ft.size(),
+                    et.size()
+                ),
+            );
+        }
+        let writing = f.amode & MPI_MODE_RDONLY == 0;
+        check_typemap(&et, "etype", writing)?;
+        check_typemap(&ft, "filetype", writing)?;
+        if ft.extent() <= 0 && !ft.is_contiguous() {
+            return fail(MPI_ERR_TYPE, "the filetype's extent is not positive");
+        }
+        let disp = if disp == MPI_DISPLACEMENT_CURRENT {
+            if f.amode & MPI_MODE_SEQUENTIAL == 0 {
+                return fail(
+                    MPI_ERR_ARG,
+                    "MPI_DISPLACEMENT_CURRENT needs a file opened with MPI_MODE_SEQUENTIAL",
+                );
+            }
+            let old = f.st.borrow().view.clone();
+            let at = shared(&f)?.update(Ok)?;
+            byte_offset(&old, at)?
+        } else {
+            u64::try_from(disp)
+                .map_err(|_| MpiError::new(MPI_ERR_ARG, format!("negative displacement {disp}")))?
+        };
+        let mut st = f.st.borrow_mut();
+        st.view = View::new(disp, (et, etype), (ft, filetype));
+        st.pos = 0;
+        merge_info(&mut st.info, pairs);
+        Ok(())
+    })();
+    // Every rank has read the old shared pointer (MPI_DISPLACEMENT_CURRENT) before rank 0
+    // resets it, and the others pass the second barrier only after that.
+    agree(&f.comm, local, "MPI_File_set_view")?;
+    let reset = match f.shared.as_ref() {
+        Some(sp) if sp.owner => sp.update(|_| Ok(0)).map(|_| ()),
+        _ => Ok(()),
+    };
+    agree(&f.comm, reset, "resetting the shared file pointer")
+}
+
+/// MPI-4.1 §14.3: the displacements of an etype or filetype are non-negative and
+/// non-decreasing, and in a file open for writing no two blocks overlap. ROMIO reports
+/// MPI_ERR_IO otherwise.
+fn check_typemap(dt: &Datatype, what: &str, writing: bool) -> Res {
+    let (mut start, mut end) = (0isize, 0isize);
+    for (off, len) in dt.blocks() {
+        let why = if off < start {
+            "must be non-negative and non-decreasing"
+        } else if writing && off < end {
+            "must not overlap in a file open for writing"
+        } else {
+            start = off;
+            end = end.max(off + len as isize);
+            continue;
+        };
+        return fail(
+            MPI_ERR_IO,
+            format!("the {what}'s displacements {why} (a block at byte {off})"),
+        );
+    }
+    Ok(())
+}
+
+file_fn! {
+    /// Sets the file view (collective); both file pointers go back to 0.
+    fn MPI_File_set_view / PMPI_File_set_view(fh: Handle, disp: i64, etype: Handle, filetype: Handle, datarep: *const c_char, info: Handle) on fh => {
+        set_view(fh, disp, etype, filetype, datarep, info)
+    }
+}
+
+/// A handle for a datatype of the view: predefined ones as they are, derived ones as a new
+/// handle the program frees (MPI-4.1 §14.3).
+fn view_type(dt: &Datatype, h: Handle) -> Res<Handle> {
+    if crate::datatype::builtin_from_handle(h).is_some() {
+        return Ok(h);
+    }
+    let dup = Datatype::dup(dt);
+    dup.commit();
+    running(|s| {
+        Ok(s.types.insert(TypeObj {
+            dt: dup,
+            committed: true,
+            name: String::new(),
+        }))
+    })
+}
+
+file_fn! {
+    /// The file view.
+    fn MPI_File_get_view / PMPI_File_get_view(fh: Handle, disp: *mut i64, etype: *mut Handle, filetype: *mut Handle, datarep: *mut c_char) on fh => {
+        let (d, e, t) = (out(disp, "disp")?, out(etype, "etype")?, out(filetype, "filetype")?);
+        if datarep.is_null() {
+            return fail(MPI_ERR_ARG, "datarep is NULL");
+        }
+        let view = file(fh)?.st.borrow().view.clone();
+        *d = view.disp as i64;
+        *e = view_type(&view.etype, view.etype_h)?;
+        *t = view_type(&view.filetype, view.filetype_h)?;
+        let rep = b"native\0";
+        // SAFETY: MPI's contract: datarep has room for MPI_MAX_DATAREP_STRING characters.
+        std::ptr::copy_nonoverlapping(rep.as_ptr(), datarep.cast::<u8>(), rep.len());
+        Ok(())
+    }
+}
+file_fn! {
+    /// Extent of a datatype in the file (native representation: its extent).
+    fn MPI_File_get_type_extent / PMPI_File_get_type_extent(fh: Handle, datatype: Handle, extent: *mut isize) on fh => {
+        let out = out(extent, "extent")?;
+        file(fh)?;
+        *out = running(|s| s.datatype(datatype))?.extent();
+        Ok(())
+    }
+}
+
+/// The absolute byte offset of view offset `at` (in etypes).
+fn byte_offset(view: &View, at: u64) -> Res<u64> {
+    let mut found = None;
+    view.segments(at * view.esize(), 1, |off, _, _| {
+        found = Some(off);
+        Ok(false)
+    })?;
+    found.ok_or_else(|| MpiError::new(MPI_ERR_INTERN, "the view maps no byte"))
+}
+
+file_fn! {
+    /// Absolute byte position of a view offset.
+    fn MPI_File_get_byte_offset / PMPI_File_get_byte_offset(fh: Handle, offset: i64, disp: *mut i64) on fh => {
+        let out = out(disp, "disp")?;
+        let f = file(fh)?;
+        let at = u64::try_from(offset).map_err(|_| MpiError::new(MPI_ERR_ARG, format!("negative offset {offset}")))?;
+        let view = f.st.borrow().view.clone();
+        *out = byte_offset(&view, at)? as i64;
+        Ok(())
+    }
+}
+
+// ---- data access ----
+
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Dir {
+    Read,
+    Write,
+}
+
+/// Which offset an access starts at.
+#[derive(Clone, Copy)]
+enum At {
+    /// An explicit offset in etypes.
+    Offset(i64),
+    /// The individual file pointer (moved past the data).
+    Individual,
+    /// The shared file pointer (moved past the data).
+    Shared,
+}
+
+fn shared(f: &FileObj) -> Res<&SharedPointer> {
+    f.shared.as_ref().ok_or_else(|| {
+        MpiError::new(
+            MPI_ERR_IO,
+            format!(
+                "no shared file pointer for {}: its side file could not be made next to it",
+                f.path.display()
+            ),
+        )
+    })
+}
+
+/// The user's buffer, checked against the file's mode and view.
+fn prepare(f: &FileObj, dir: Dir, buf: *mut c_void, count: c_int, datatype: Handle) -> Res<Typed> {
+    match dir {
+        Dir::Read => readable(f)?,
+        Dir::Write => writable(f)?,
+    }
+    let count = crate::p2p::count_arg(count)?;
+    let dt = running(|s| s.committed_type(datatype))?;
+    let esize = f.st.borrow().view.esize() as usize;
+    if dt.size() % esize != 0 {
+        return fail(
+            MPI_ERR_IO,
+            format!(
+                "the datatype holds {} bytes, not a whole number of etypes of {esize}",
+                dt.size()
+            ),
+        );
+    }
+    if buf.is_null() && count > 0 && dt.size() > 0 && dt.as_builtin().is_some() {
+        return fail(
+            MPI_ERR_BUFFER,
+            format!("buffer is NULL for {count} elements of a predefined type"),
+        );
+    }
+    Ok(Typed {
+        dt,
+        count,
+        base: buf.cast(),
+    })
+}
+
+/// Moves the data of `t` to or from the view's data bytes from etype `start`; returns the bytes
+/// moved (a read stops at the end of the file).
+fn transfer(f: &FileObj, view: &View, dir: Dir, t: &Typed, start: u64) -> Res<u64> {
+    let bytes = t.bytes();
+    if bytes == 0 {
+        return Ok(0);
+    }
+    let start = start
+        .checked_mul(view.esize())
+        .ok_or_else(|| MpiError::new(MPI_ERR_ARG, "file offset too large"))?;
+    let atomic = f.st.borrow().atomic;
+    let io = |e: std::io::Error, what: &str| os_error(&e, what, &f.path);
+    if atomic {
+        match dir {
+            Dir::Read => f.file.lock_shared(),
+            Dir::Write => f.file.lock(),
+        }
+        .map_err(|e| io(e, "cannot lock"))?;
+    }
+    let result = match dir {
+        Dir::Write => {
+            let packed;
+            let data: &[u8] = match t.direct() {
+                // SAFETY: MPI's contract: the buffer holds `count` elements, here one block.
+                Some(p) => unsafe { std::slice::from_raw_parts(p, bytes) },
+                None => {
+                    packed = t.pack();
+                    &packed
+                }
+            };
+            view.segments(start, bytes as u64, |off, at, len| {
+                f.file
+                    .write_all_at(&data[at..at + len], off)
+                    .map_err(|e| io(e, "cannot write"))?;
+                Ok(true)
+            })
+            .map(|()| bytes as u64)
+        }
+        Dir::Read => {
+            let mut staged;
+            let direct = t.direct();
+            let data: &mut [u8] = match direct {
+                // SAFETY: MPI's contract: the buffer has room for `count` elements, here one
+                // block.
+                Some(p) => unsafe { std::slice::from_raw_parts_mut(p, bytes) },
+                None => {
+                    staged = vec![0u8; bytes];
+                    &mut staged
+                }
+            };
+            let mut got = 0usize;
+            let r = view.segments(start, bytes as u64, |off, at, len| {
+                let n = read_full_at(&f.file, &mut data[at..at + len], off)
+                    .map_err(|e| io(e, "cannot read"))?;
+                got = at + n;
+                Ok(n == len)
+            });
+            if direct.is_none() {
+                t.unpack(&data[..got]);
+            }
+            r.map(|()| got as u64)
+        }
+    };
+    if atomic {
+        let _ = f.file.unlock();
+    }
+    result
+}
+
+fn outcome(bytes: u64) -> Outcome {
+    Outcome {
+        source: MPI_ANY_SOURCE,
+        tag: MPI_ANY_TAG,
+        bytes: bytes as i64,
+        cancelled: false,
+        error: MPI_SUCCESS,
+    }
+}
+
+/// One independent access.
+fn access(
+    f: &FileObj,
+    dir: Dir,
+    at: At,
+    buf: *mut c_void,
+    count: c_int,
+    datatype: Handle,
+) -> Res<Outcome> {
+    let t = prepare(f, dir, buf, count, datatype)?;
+    if f.amode & MPI_MODE_SEQUENTIAL != 0 && !matches!(at, At::Shared) {
+        return fail(
+            MPI_ERR_UNSUPPORTED_OPERATION,
+            "a file opened with MPI_MODE_SEQUENTIAL is accessed through the shared file pointer only",
+        );
+    }
+    let view = f.st.borrow().view.clone();
+    let etypes = t.bytes() as u64 / view.esize();
+    let start = match at {
+        At::Offset(o) => u64::try_from(o)
+            .map_err(|_| MpiError::new(MPI_ERR_ARG, format!("negative file offset {o}")))?,
+        At::Individual => f.st.borrow().pos,
+        At::Shared => shared(f)?.update(|old| Ok(old + etypes))?,
+    };
+    let moved = transfer(f, &view, dir, &t, start)?;
+    if let At::Individual = at {
+        f.st.borrow_mut().pos = start + moved.div_ceil(view.esize());
+    }
+    Ok(outcome(moved))
+}
+
+/// A blocking collective access: every rank's own access, then a barrier (so collectively
+/// written data is in the file for every rank when the call returns). The nonblocking forms do
+/// the access alone: a barrier would block a call that must not wait for other ranks.
+fn access_all(
+    f: &FileObj,
+    dir: Dir,
+    at: At,
+    buf: *mut c_void,
+    count: c_int,
+    datatype: Handle,
+) -> Res<Outcome> {
+    let r = access(f, dir, at, buf, count, datatype);
+    f.comm.barrier()?;
+    r
+}
+
+/// An ordered access (collective): ranks access the file in rank order from the shared pointer.
+fn ordered(
+    f: &FileObj,
+    dir: Dir,
+    buf: *mut c_void,
+    count: c_int,
+    datatype: Handle,
+) -> Res<Outcome> {
+    let prepared = prepare(f, dir, buf, count, datatype);
+    let view = f.st.borrow().view.clone();
+    let mine = prepared
+        .as_ref()
+        .map_or(0, |t| t.bytes() as u64 / view.esize());
+    let mut all = vec![0u64; f.comm.size()];
+    f.comm.allgather(&[mine], &mut all)?;
+    let before: u64 = all[..f.comm.rank()].iter().sum();
+    let total: u64 = all.iter().sum();
+    let mut base = [u64::MAX];
+    if f.comm.rank() == 0 {
+        if let Ok(old) = shared(f).and_then(|sp| sp.update(|old| Ok(old + total))) {
+            base[0] = old;
+        }
+    }
+    f.comm.bcast(&mut base, 0)?;
+    let t = prepared?;
+    if base[0] == u64::MAX {
+        return Err(shared(f).err().unwrap_or_else(|| {
+            MpiError::new(
+                MPI_ERR_IO,
+                format!("rank 0 has no shared file pointer for {}", f.path.display()),
+            )
+        }));
+    }
+    let moved = transfer(f, &view, dir, &t, base[0] + before)?;
+    Ok(outcome(moved))
+}
+
+/// Fills a status and returns.
+unsafe fn done(o: Outcome, status: *mut MpiStatus) -> Res {
+    o.write(status, false);
+    Ok(())
+}
+
+/// A request that is complete already (nonblocking calls do their work when they start).
+unsafe fn done_request(f: &FileObj, o: Outcome, request: *mut Handle) -> Res {
+    let out = out(request, "request")?;
+    let core = f.comm.clone();
+    *out = running(|s| Ok(s.requests.insert(Request::done(MPI_COMM_SELF, core, o))))?;
+    Ok(())
+}
+
+macro_rules! blocking {
+    ($(#[$doc:meta])* $name:ident / $pname:ident ($($arg:ident: $ty:ty),*) => $how:ident($dir:expr, $at:expr)) => {
+        file_fn! {
+            $(#[$doc])*
+            fn $name / $pname(fh: Handle, $($arg: $ty,)* buf: *mut c_void, count: c_int, datatype: Handle, status: *mut MpiStatus) on fh => {
+                let f = file(fh)?;
+                done($how(&f, $dir, $at, buf, count, datatype)?, status)
+            }
+        }
+    };
+}
+
+macro_rules! nonblocking {
+    ($(#[$doc:meta])* $name:ident / $pname:ident ($($arg:ident: $ty:ty),*) => $how:ident($dir:expr, $at:expr)) => {
+        file_fn! {
+            $(#[$doc])*
+            fn $name / $pname(fh: Handle, $($arg: $ty,)* buf: *mut c_void, count: c_int, datatype: Handle, request: *mut Handle) on fh => {
+                let f = file(fh)?;
+                let o = $how(&f, $dir, $at, buf, count, datatype)?;
+                done_request(&f, o, request)
+            }
+        }
+    };
+}
+
+blocking!(/// Reads at an explicit offset.
+    MPI_File_read_at / PMPI_File_read_at(offset: i64) => access(Dir::Read, At::Offset(offset)));
+blocking!(/// Writes at an explicit offset.
+    MPI_File_write_at / PMPI_File_write_at(offset: i64) => access(Dir::Write, At::Offset(offset)));
+blocking!(/// Reads at an explicit offset (collective).
+    MPI_File_read_at_all / PMPI_File_read_at_all(offset: i64) => access_all(Dir::Read, At::Offset(offset)));
+blocking!(/// Writes at an explicit offset (collective).
+    MPI_File_write_at_all / PMPI_File_write_at_all(offset: i64) => access_all(Dir::Write, At::Offset(offset)));
+blocking!(/// Reads at the individual file pointer.
+    MPI_File_read / PMPI_File_read() => access(Dir::Read, At::Individual));
+blocking!(/// Writes at the individual file pointer.
+    MPI_File_write / PMPI_File_write() => access(Dir::Write, At::Individual));
+blocking!(/// Reads at the individual file pointer (collective).
+    MPI_File_read_all / PMPI_File_read_all() => access_all(Dir::Read, At::Individual));
+blocking!(/// Writes at the individual file pointer (collective).
+    MPI_File_write_all / PMPI_File_write_all() => access_all(Dir::Write, At::Individual));
+blocking!(/// Reads at the shared file pointer.
+    MPI_File_read_shared / PMPI_File_read_shared() => access(Dir::Read, At::Shared));
+blocking!(/// Writes at the shared file pointer.
+    MPI_File_write_shared / PMPI_File_write_shared() => access(Dir::Write, At::Shared));
+
+file_fn! {
+    /// Reads in rank order at the shared file pointer (collective).
+    fn MPI_File_read_ordered / PMPI_File_read_ordered(fh: Handle, buf: *mut c_void, count: c_int, datatype: Handle, status: *mut MpiStatus) on fh => {
+        let f = file(fh)?;
+        done(ordered(&f, Dir::Read, buf, count, datatype)?, status)
+    }
+}
+file_fn! {
+    /// Writes in rank order at the shared file pointer (collective).
+    fn MPI_File_write_ordered / PMPI_File_write_ordered(fh: Handle, buf: *const c_void, count: c_int, datatype: Handle, status: *mut MpiStatus) on fh => {
+        let f = file(fh)?;
+        done(ordered(&f, Dir::Write, buf as *mut c_void, count, datatype)?, status)
+    }
+}
+
+nonblocking!(/// Starts a read at an explicit offset.
+    MPI_File_iread_at / PMPI_File_iread_at(offset: i64) => access(Dir::Read, At::Offset(offset)));
+nonblocking!(/// Starts a write at an explicit offset.
+    MPI_File_iwrite_at / PMPI_File_iwrite_at(offset: i64) => access(Dir::Write, At::Offset(offset)));
+nonblocking!(/// Starts a read at an explicit offset (collective).
+    MPI_File_iread_at_all / PMPI_File_iread_at_all(offset: i64) => access(Dir::Read, At::Offset(offset)));
+nonblocking!(/// Starts a write at an explicit offset (collective).
+    MPI_File_iwrite_at_all / PMPI_File_iwrite_at_all(offset: i64) => access(Dir::Write, At::Offset(offset)));
+nonblocking!(/// Starts a read at the individual file pointer.
+    MPI_File_iread / PMPI_File_iread() => access(Dir::Read, At::Individual));
+nonblocking!(/// Starts a write at the individual file pointer.
+    MPI_File_iwrite / PMPI_File_iwrite() => access(Dir::Write, At::Individual));
+nonblocking!(/// Starts a read at the individual file pointer (collective).
+    MPI_File_iread_all / PMPI_File_iread_all() => access(Dir::Read, At::Individual));
+nonblocking!(/// Starts a write at the individual file pointer (collective).
+    MPI_File_iwrite_all / PMPI_File_iwrite_all() => access(Dir::Write, At::Individual));
+nonblocking!(/// Starts a read at the shared file pointer.
+    MPI_File_iread_shared / PMPI_File_iread_shared() => access(Dir::Read, At::Shared));
+nonblocking!(/// Starts a write at the shared file pointer.
+    MPI_File_iwrite_shared / PMPI_File_iwrite_shared() => access(Dir::Write, At::Shared));
+
+// ---- split collectives: the work happens at begin, end hands over the status ----
+
+fn begin(f: &FileObj, o: Res<Outcome>) -> Res {
+    let o = o?;
+    let mut st = f.st.borrow_mut();
+    if st.split.is_some() {
+        return fail(
+            MPI_ERR_OTHER,
+            "a split collective is already active on this file",
+        );
+    }
+    st.split = Some(o);
+    Ok(())
+}
+
+unsafe fn end(fh: Handle, status: *mut MpiStatus) -> Res {
+    let f = file(fh)?;
+    let o = f.st.borrow_mut().split.take();
+    match o {
+        Some(o) => done(o, status),
+        None => fail(MPI_ERR_OTHER, "no split collective is active on this file"),
+    }
+}
+
+macro_rules! split {
+    ($(#[$doc:meta])* $bname:ident / $pbname:ident, $ename:ident / $pename:ident ($($arg:ident: $ty:ty),*) => $how:ident($dir:expr, $at:expr)) => {
+        file_fn! {
+            $(#[$doc])*
+            fn $bname / $pbname(fh: Handle, $($arg: $ty,)* buf: *mut c_void, count: c_int, datatype: Handle) on fh => {
+                let f = file(fh)?;
+                begin(&f, $how(&f, $dir, $at, buf, count, datatype))
+            }
+        }
+        file_fn! {
+            $(#[$doc])*
+            fn $ename / $pename(fh: Handle, _buf: *mut c_void, status: *mut MpiStatus) on fh => {
+                end(fh, status)
+            }
+        }
+    };
+}
+
+split!(/// Split collective read at an explicit offset.
+    MPI_File_read_at_all_begin / PMPI_File_read_at_all_begin, MPI_File_read_at_all_end / PMPI_File_read_at_all_end
+    (offset: i64) => access_all(Dir::Read, At::Offset(offset)));
+split!(/// Split collective write at an explicit offset.
+    MPI_File_write_at_all_begin / PMPI_File_write_at_all_begin, MPI_File_write_at_all_end / PMPI_File_write_at_all_end
+    (offset: i64) => access_all(Dir::Write, At::Offset(offset)));
+split!(/// Split collective read at the individual file pointer.
+    MPI_File_read_all_begin / PMPI_File_read_all_begin, MPI_File_read_all_end / PMPI_File_read_all_end
+    () => access_all(Dir::Read, At::Individual));
+split!(/// Split collective write at the individual file pointer.
+    MPI_File_write_all_begin / PMPI_File_write_all_begin, MPI_File_write_all_end / PMPI_File_write_all_end
+    () => access_all(Dir::Write, At::Individual));
+
+file_fn! {
+    /// Split collective ordered read: begin.
+    fn MPI_File_read_ordered_begin / PMPI_File_read_ordered_begin(fh: Handle, buf: *mut c_void, count: c_int, datatype: Handle) on fh => {
+        let f = file(fh)?;
+        begin(&f, ordered(&f, Dir::Read, buf, count, datatype))
+    }
+}
+file_fn! {
+    /// Split collective ordered read: end.
+    fn MPI_File_read_ordered_end / PMPI_File_read_ordered_end(fh: Handle, _buf: *mut c_void, status: *mut MpiStatus) on fh => {
+        end(fh, status)
+    }
+}
+file_fn! {
+    /// Split collective ordered write: begin.
+    fn MPI_File_write_ordered_begin / PMPI_File_write_ordered_begin(fh: Handle, buf: *const c_void, count: c_int, datatype: Handle) on fh => {
+        let f = file(fh)?;
+        begin(&f, ordered(&f, Dir::Write, buf as *mut c_void, count, datatype))
+    }
+}
+file_fn! {
+    /// Split collective ordered write: end.
+    fn MPI_File_write_ordered_end / PMPI_File_write_ordered_end(fh: Handle, _buf: *const c_void, status: *mut MpiStatus) on fh => {
+        end(fh, status)
+    }
+}
+
+// ---- file pointers ----
+
+/// Where `offset` relative to `whence` lands, in etypes of `view`.
+fn seek_target(f: &FileObj, view: &View, offset: i64, whence: c_int, current: u64) -> Res<u64> {
+    let base = match whence {
+        MPI_SEEK_SET => 0,
+        MPI_SEEK_CUR => current as i128,
+        MPI_SEEK_END => view.data_before(file_size(f)?).div_ceil(view.esize()) as i128,
+        w => return fail(MPI_ERR_ARG, format!("invalid whence {w}")),
+    };
+    u64::try_from(base + offset as i128).map_err(|_| {
+        MpiError::new(
+            MPI_ERR_ARG,
+            format!("seeking by {offset} would move the file pointer before the view's start"),
+        )
+    })
+}
+
+file_fn! {
+    /// Moves the individual file pointer.
+    fn MPI_File_seek / PMPI_File_seek(fh: Handle, offset: i64, whence: c_int) on fh => {
+        let f = file(fh)?;
+        if f.amode & MPI_MODE_SEQUENTIAL != 0 {
+            return fail(MPI_ERR_UNSUPPORTED_OPERATION, "a file opened with MPI_MODE_SEQUENTIAL has no individual file pointer");
+        }
+        let (view, pos) = { let st = f.st.borrow(); (st.view.clone(), st.pos) };
+        let to = seek_target(&f, &view, offset, whence, pos)?;
+        f.st.borrow_mut().pos = to;
+        Ok(())
+    }
+}
+file_fn! {
+    /// The individual file pointer, in etypes.
+    fn MPI_File_get_position / PMPI_File_get_position(fh: Handle, offset: *mut i64) on fh => {
+        let out = out(offset, "offset")?;
+        *out = file(fh)?.st.borrow().pos as i64;
+        Ok(())
+    }
+}
+file_fn! {
+    /// Moves the shared file pointer (collective: every rank passes the same arguments).
+    fn MPI_File_seek_shared / PMPI_File_seek_shared(fh: Handle, offset: i64, whence: c_int) on fh => {
+        let f = file(fh)?;
+        let local = (|| {
+            let sp = shared(&f)?;
+            if f.comm.rank() == 0 {
+                let view = f.st.borrow().view.clone();
+                let mut err = None;
+                sp.update(|old| match seek_target(&f, &view, offset, whence, old) {
+                    Ok(to) => Ok(to),
+                    Err(e) => { err = Some(e); Ok(old) }
+                })?;
+                if let Some(e) = err { return Err(e); }
+            }
+            Ok(())
+        })();
+        agree(&f.comm, local, "MPI_File_seek_shared")
+    }
+}
+file_fn! {
+    /// The shared file pointer, in etypes.
+    fn MPI_File_get_position_shared / PMPI_File_get_position_shared(fh: Handle, offset: *mut i64) on fh => {
+        let out = out(offset, "offset")?;
+        let f = file(fh)?;
+        *out = shared(&f)?.update(Ok)? as i64;
+        Ok(())
+    }
+}
+
+/// At MPI_Finalize: forgets the files the program left open (rank 0 removes their
+/// shared-pointer side files).
+pub(crate) fn forget_open_files() -> Res {
+    let files = with(|s| {
+        Ok(std::mem::replace(
+            &mut s.files,
+            crate::handles::Table::new(crate::handles::Kind::File),
+        ))
+    })?;
+    drop(files);
+    Ok(())
+}
+
+// ---- error handlers ----
+
+fn valid_errhandler(h: Handle) -> Res {
+    match h {
+        MPI_ERRORS_ARE_FATAL | MPI_ERRORS_RETURN | MPI_ERRORS_ABORT => Ok(()),
+        h if with(|s| Ok(s.errhandlers.get(h).is_some()))? => Ok(()),
+        h => fail(MPI_ERR_ARG, format!("invalid error handler {h:#x}")),
+    }
+}
+
+file_fn! {
+    /// Creates an error handler for files.
+    fn MPI_File_create_errhandler / PMPI_File_create_errhandler(function: Option<CommErrhandlerFn>, errhandler: *mut Handle) on MPI_FILE_NULL => {
+        let out = out(errhandler, "errhandler")?;
+        let Some(f) = function else { return fail(MPI_ERR_ARG, "error handler function is NULL") };
+        *out = running(|s| Ok(s.errhandlers.insert(f)))?;
+        Ok(())
+    }
+}
+file_fn! {
+    /// Sets a file's error handler (MPI_FILE_NULL's is the one MPI_File_open uses).
+    fn MPI_File_set_errhandler / PMPI_File_set_errhandler(fh: Handle, errhandler: Handle) on fh => {
+        valid_errhandler(errhandler)?;
+        if fh == MPI_FILE_NULL {
+            return running(|s| { s.file_null_errhandler = errhandler; Ok(()) });
+        }
+        file(fh)?.st.borrow_mut().errhandler = errhandler;
+        Ok(())
+    }
+}
+file_fn! {
+    /// A file's error handler.
+    fn MPI_File_get_errhandler / PMPI_File_get_errhandler(fh: Handle, errhandler: *mut Handle) on fh => {
+        let out = out(errhandler, "errhandler")?;
+        *out = if fh == MPI_FILE_NULL {
+            running(|s| Ok(s.file_null_errhandler))?
+        } else {
+            file(fh)?.st.borrow().errhandler
+        };
+        Ok(())
+    }
+}
+
+/// MPI_File_call_errhandler: invokes the file's handler as if a call on it had failed.
+#[no_mangle]
+pub unsafe extern "C" fn PMPI_File_call_errhandler(fh: Handle, errorcode: c_int) -> c_int {
+    let rc = handle_file_error(
+        "MPI_File_call_errhandler",
+        fh,
+        MpiError::new(errorcode, "raised by the program"),
+    );
+    if rc == errorcode {
+        MPI_SUCCESS
+    } else {
+        rc
+    }
+}
+/// MPI_File_call_errhandler.
+#[no_mangle]
+pub unsafe extern "C" fn MPI_File_call_errhandler(fh: Handle, errorcode: c_int) -> c_int {
+    PMPI_File_call_errhandler(fh, errorcode)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::datatype::Builtin;
+
+    fn view_of(disp: u64, ft: Datatype) -> View {
+        let byte = Datatype::builtin(Builtin::Byte);
+        View::new(disp, (byte, Builtin::Byte.handle()), (ft, 0))
+    }
+
+    fn runs(v: &View, start: u64, len: u64) -> Vec<(u64, usize, usize)> {
+        let mut out = Vec::new();
+        v.segments(start, len, |o, a, l| {
+            out.push((o, a, l));
+            Ok(true)
+        })
+        .unwrap();
+        out
+    }
+
+    #[test]
+    fn a_vector_filetype_tiles_its_blocks() {
+        let byte = Datatype::builtin(Builtin::Byte);
+        // 2 blocks of 2 bytes, stride 5: data at 0,1 and 5,6; extent 7, so the second block
+        // of one tile and the first of the next are adjacent in the file (one run).
+        let v = Datatype::vector(2, 2, 5, &byte).unwrap();
+        let view = view_of(10, v);
+        assert_eq!(runs(&view, 0, 8), vec![(10, 0, 2), (15, 2, 4), (22, 6, 2)]);
+        // From the middle of a block.
+        assert_eq!(runs(&view, 3, 2), vec![(16, 0, 2)]);
+        assert_eq!(runs(&view, 3, 4), vec![(16, 0, 3), (22, 3, 1)]);
+        assert_eq!(view.data_before(16), 3);
+        assert_eq!(view.data_before(10), 0);
+    }
+
+    #[test]
+    fn a_contiguous_view_is_one_run() {
+        let byte = Datatype::builtin(Builtin::Byte);
+        let view = view_of(4, byte);
+        assert_eq!(runs(&view, 3, 1000), vec![(7, 0, 1000)]);
+        assert_eq!(view.data_before(10), 6);
+    }
+
+    #[test]
+    fn access_modes() {
+        assert!(check_amode(MPI_MODE_RDWR | MPI_MODE_CREATE).is_ok());
+        assert_eq!(
+            check_amode(MPI_MODE_RDONLY | MPI_MODE_CREATE)
+                .unwrap_err()
+                .class,
+            MPI_ERR_AMODE
+        );
+        assert_eq!(
+            check_amode(MPI_MODE_CREATE).unwrap_err().class,
+            MPI_ERR_AMODE
+        );
+        assert_eq!(
+            check_amode(MPI_MODE_RDWR | MPI_MODE_SEQUENTIAL)
+                .unwrap_err()
+                .class,
+            MPI_ERR_AMODE
+        );
+        assert_eq!(
+            check_amode(MPI_MODE_RDWR | MPI_MODE_WRONLY)
+                .unwrap_err()
+                .class,
+            MPI_ERR_AMODE
+        );
+    }
+}
