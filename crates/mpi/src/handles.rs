@@ -27,6 +27,8 @@ pub enum Kind {
     Info = 7,
     /// MPI_Message.
     Message = 8,
+    /// MPI_Win.
+    Win = 9,
 }
 
 struct Slot<T> {

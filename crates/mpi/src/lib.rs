@@ -10,8 +10,9 @@
 //! MPI_Init). Intercommunicators (creation, merge, dup/idup/split/create, point-to-point and
 //! every collective defined on them, blocking and nonblocking) are in [`inter`]. Cartesian, graph
 //! and distributed graph topologies are in [`topo`]; the neighbourhood collectives on them,
-//! blocking and nonblocking, are schedules like the other collectives ([`coll`]). Not provided:
-//! one-sided communication, I/O, dynamic processes, persistent collectives.
+//! blocking and nonblocking, are schedules like the other collectives ([`coll`]). One-sided
+//! communication (windows, put/get/accumulate, fence, PSCW and passive target) is in [`rma`].
+//! Not provided: I/O, dynamic processes, persistent collectives.
 //!
 //! This crate depends on `ferry-core` only (plus `libc`); the launcher is reached through
 //! `ferry run`, which `mpiexec` calls.
@@ -46,6 +47,7 @@ pub mod inter;
 pub mod ops;
 pub mod p2p;
 pub mod request;
+pub mod rma;
 pub mod state;
 pub mod topo;
 pub mod types;

@@ -187,6 +187,8 @@ pub struct State {
     pub bsends: Vec<(Request, usize)>,
     /// First pairs of the slots MPI_Comm_idup derived that are in use here (see `comm::idup`).
     pub derived_pairs: std::collections::HashSet<u32>,
+    /// Windows (one-sided communication).
+    pub wins: Table<crate::rma::abi::WinObj>,
 }
 
 /// Created keyvals are numbered from here (predefined ones are 10001…).
@@ -244,6 +246,7 @@ impl State {
             bsend_buffer: None,
             bsends: Vec::new(),
             derived_pairs: Default::default(),
+            wins: Table::new(Kind::Win),
         }
     }
 
@@ -315,6 +318,9 @@ impl State {
 
     /// The error handler that applies to `comm` (MPI_COMM_WORLD's when `comm` is not one).
     pub fn errhandler_of(&self, comm: Handle) -> Handle {
+        if let Some(w) = self.wins.get(comm) {
+            return w.errhandler;
+        }
         self.comm(comm)
             .or_else(|_| self.comm(MPI_COMM_WORLD))
             .map_or(MPI_ERRORS_ARE_FATAL, |c| c.errhandler)

@@ -3,7 +3,8 @@
 //! send modes, persistent requests, cancel, the wait/test family with null requests,
 //! `MPI_PROC_NULL`, message order and probes, non-contiguous messages, communicator
 //! construction and comparison, attribute callbacks, `MPI_IN_PLACE`, collectives with derived
-//! types, non-commutative reductions, nonblocking collectives, and derived-datatype queries.
+//! types, non-commutative reductions, nonblocking collectives, derived-datatype queries, and
+//! one-sided communication (error classes, lock contention, fence, post/start/complete/wait).
 //!
 //! Each program was checked against MPICH first (`mpicc.mpich`, `mpiexec.mpich`); it prints
 //! ` No Errors` from rank 0 and exits non-zero on failure, as MPICH's own tests. They are
@@ -366,4 +367,10 @@ fn derived_datatypes() {
 #[test]
 fn topologies_nonblocking_v_collectives_error_classes_and_type_attributes() {
     no_errors(6, "extras");
+}
+
+#[test]
+fn one_sided_error_classes_lock_contention_fence_and_pscw() {
+    no_errors(4, "rma");
+    no_errors(1, "rma");
 }
