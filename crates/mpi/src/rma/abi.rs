@@ -86,7 +86,9 @@ pub struct WinObj {
     values: Box<AttrValues>,
     epoch: Epoch,
     /// Memory from MPI_Win_allocate(_shared), freed with the window.
-    allocated: Option<*mut c_void>,
+    allocated: Option<Allocation>,
+    /// For MPI_Win_allocate_shared: where each rank's part is mapped in this process.
+    local_bases: Option<Vec<usize>>,
     /// Hints given (`MPI_Win_set_info`).
     pub info: InfoObj,
 }
@@ -114,6 +116,42 @@ fn sync_error<T>(what: impl Into<String>) -> Res<T> {
 
 // ---- creation and freeing ----
 
+/// Sets every hint of `given` in `hints` (replacing a value the key had).
+fn merge_hints(hints: &mut InfoObj, given: InfoObj) {
+    for (k, v) in given {
+        match hints.iter_mut().find(|(key, _)| *key == k) {
+            Some(slot) => slot.1 = v,
+            None => hints.push((k, v)),
+        }
+    }
+}
+
+/// Memory a window owns.
+#[derive(Debug, Clone, Copy)]
+enum Allocation {
+    /// From malloc (MPI_Win_allocate).
+    Heap(*mut c_void),
+    /// A shared mapping of `len` bytes holding every rank's part (MPI_Win_allocate_shared).
+    Mapped(*mut c_void, usize),
+}
+
+impl Allocation {
+    /// Gives the memory back.
+    ///
+    /// # Safety
+    /// Nothing may use the memory afterwards.
+    unsafe fn release(self) {
+        match self {
+            // SAFETY: from malloc in `allocate`.
+            Allocation::Heap(p) => libc::free(p),
+            // SAFETY: mapped by `map_shared` with this length.
+            Allocation::Mapped(p, len) => {
+                libc::munmap(p, len);
+            }
+        }
+    }
+}
+
 /// Creates a window over `size` bytes at `base` on `comm` (collective).
 unsafe fn create(
     comm: Handle,
@@ -121,18 +159,18 @@ unsafe fn create(
     size: isize,
     disp_unit: c_int,
     flavor: c_int,
-    allocated: Option<*mut c_void>,
+    allocated: Option<Allocation>,
     info: Handle,
 ) -> Res<Handle> {
     let release = |e: MpiError| {
-        if let Some(p) = allocated {
-            // SAFETY: allocated by `allocate` with malloc and not handed out.
-            libc::free(p);
+        if let Some(a) = allocated {
+            // SAFETY: not handed out yet.
+            a.release();
         }
         e
     };
     let (core, hints) = running(|s| {
-        let hints = match info {
+        let given = match info {
             MPI_INFO_NULL => Vec::new(),
             h => s
                 .infos
@@ -140,6 +178,12 @@ unsafe fn create(
                 .cloned()
                 .ok_or_else(|| MpiError::new(MPI_ERR_INFO, format!("invalid info {h:#x}")))?,
         };
+        // The standard's defaults, then what the program gave.
+        let mut hints: InfoObj = vec![
+            ("accumulate_ordering".into(), "rar,raw,war,waw".into()),
+            ("accumulate_ops".into(), "same_op_no_op".into()),
+        ];
+        merge_hints(&mut hints, given);
         Ok((s.intra_comm(comm)?, hints))
     })
     .map_err(release)?;
@@ -201,6 +245,7 @@ unsafe fn create(
             ..Epoch::default()
         },
         allocated,
+        local_bases: None,
         info: hints,
     };
     running(|s| Ok(s.wins.insert(obj)))
@@ -232,51 +277,150 @@ mpi! {
         let win_out = out(win, "win")?;
         let base_out = out(baseptr as *mut *mut c_void, "baseptr")?;
         let p = allocate(size)?;
-        *win_out = create(comm, p as *mut u8, size, disp_unit, MPI_WIN_FLAVOR_ALLOCATE, Some(p), info)?;
+        *win_out = create(comm, p as *mut u8, size, disp_unit, MPI_WIN_FLAVOR_ALLOCATE, Some(Allocation::Heap(p)), info)?;
         *base_out = p;
         Ok(())
     }
 }
+/// Maps one shared segment for every rank of `comm` (all on this host), each rank's part after
+/// the previous one's; returns the mapping, its length and where each rank's part starts.
+unsafe fn map_shared(
+    comm: &ferry_core::Comm,
+    size: usize,
+) -> Res<(*mut c_void, usize, Vec<usize>)> {
+    let n = comm.size();
+    let mut host = [0u8; 64];
+    // SAFETY: the buffer holds 64 bytes; the last stays 0.
+    libc::gethostname(host.as_mut_ptr() as *mut c_char, 63);
+    let mut hosts = vec![0u8; 64 * n];
+    comm.allgather(&host, &mut hosts)?;
+    let mut sizes = vec![0u64; n];
+    comm.allgather(&[size as u64], &mut sizes)?;
+    if hosts.chunks_exact(64).any(|h| h != host) {
+        return fail(
+            MPI_ERR_RMA_SHARED,
+            "MPI_Win_allocate_shared needs every rank on one host",
+        );
+    }
+    let total: usize = sizes.iter().map(|&s| s as usize).sum();
+    let len = total.max(1);
+    // Rank 0 names the segment; everyone opens it; it is unlinked once all have it mapped.
+    let mut id = [
+        std::process::id() as u64,
+        NEXT_SEGMENT.with(|c| {
+            let v = c.get();
+            c.set(v + 1);
+            v
+        }),
+    ];
+    comm.bcast(&mut id, 0)?;
+    let name = std::ffi::CString::new(format!("/ferry-win-{}-{}", id[0], id[1]))
+        .map_err(|_| MpiError::new(MPI_ERR_INTERN, "segment name"))?;
+    let me = comm.rank();
+    let flags = if me == 0 {
+        libc::O_CREAT | libc::O_EXCL | libc::O_RDWR
+    } else {
+        libc::O_RDWR
+    };
+    if me != 0 {
+        comm.barrier()?; // rank 0 has created it
+    }
+    // SAFETY: plain system calls on a name and descriptor of our own.
+    let fd = libc::shm_open(name.as_ptr(), flags, 0o600);
+    let mapped = if fd < 0 {
+        Err(std::io::Error::last_os_error())
+    } else {
+        let sized = me != 0 || libc::ftruncate(fd, len as libc::off_t) == 0;
+        let p = if sized {
+            libc::mmap(
+                std::ptr::null_mut(),
+                len,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_SHARED,
+                fd,
+                0,
+            )
+        } else {
+            libc::MAP_FAILED
+        };
+        let e = std::io::Error::last_os_error();
+        libc::close(fd);
+        if p == libc::MAP_FAILED {
+            Err(e)
+        } else {
+            Ok(p)
+        }
+    };
+    if me == 0 {
+        comm.barrier()?;
+    }
+    comm.barrier()?; // everyone has it open
+    if me == 0 {
+        libc::shm_unlink(name.as_ptr());
+    }
+    let p = mapped.map_err(|e| {
+        MpiError::new(
+            MPI_ERR_NO_MEM,
+            format!("shared window segment of {len} bytes: {e}"),
+        )
+    })?;
+    let mut at = 0;
+    let starts = sizes
+        .iter()
+        .map(|&s| {
+            let start = p as usize + at;
+            at += s as usize;
+            start
+        })
+        .collect();
+    Ok((p, len, starts))
+}
+
+thread_local! {
+    static NEXT_SEGMENT: std::cell::Cell<u64> = const { std::cell::Cell::new(0) };
+}
+
 mpi! {
-    /// Creates a window over memory the library allocates, flavor shared. Each rank's memory
-    /// is its own allocation: MPI_Win_shared_query gives the address of this rank's only.
+    /// Creates a window over one shared segment of every rank's memory (all ranks must be on
+    /// one host), each rank's part right after the previous rank's.
     fn MPI_Win_allocate_shared / PMPI_Win_allocate_shared(size: isize, disp_unit: c_int, info: Handle, comm: Handle, baseptr: *mut c_void, win: *mut Handle) on comm => {
         let win_out = out(win, "win")?;
         let base_out = out(baseptr as *mut *mut c_void, "baseptr")?;
-        let p = allocate(size)?;
-        *win_out = create(comm, p as *mut u8, size, disp_unit, MPI_WIN_FLAVOR_SHARED, Some(p), info)?;
-        *base_out = p;
+        let Ok(bytes) = usize::try_from(size) else {
+            return fail(MPI_ERR_SIZE, format!("negative window size {size}"));
+        };
+        let core = running(|s| s.intra_comm(comm))?;
+        let (p, len, starts) = map_shared(&core, bytes)?;
+        let mine = starts[core.rank()] as *mut u8;
+        let h = create(comm, mine, size, disp_unit, MPI_WIN_FLAVOR_SHARED, Some(Allocation::Mapped(p, len)), info)?;
+        running(|s| {
+            win_mut(s, h)?.local_bases = Some(starts);
+            Ok(())
+        })?;
+        *win_out = h;
+        *base_out = mine as *mut c_void;
         Ok(())
     }
 }
 mpi! {
-    /// The memory of `rank` in a shared window, when this process can address it.
+    /// The memory of `rank` (for MPI_PROC_NULL: of the lowest rank with any) in a shared window.
     fn MPI_Win_shared_query / PMPI_Win_shared_query(win: Handle, rank: c_int, size: *mut isize, disp_unit: *mut c_int, baseptr: *mut c_void) on win => {
-        let (peer, me, flavor) = running(|s| {
+        let (peer, local) = running(|s| {
             let w = win_obj(s, win)?;
-            let me = w.core.rank();
+            let Some(local) = &w.local_bases else {
+                return fail(MPI_ERR_RMA_FLAVOR, "MPI_Win_shared_query needs a window from MPI_Win_allocate_shared");
+            };
             let n = w.peers.len();
             let r = if rank == MPI_PROC_NULL {
-                me
+                (0..n).find(|&r| w.peers[r].size > 0).unwrap_or(0)
             } else {
-                usize::try_from(rank).ok().filter(|&r| r < n).ok_or_else(|| {
-                    MpiError::new(MPI_ERR_RANK, format!("rank {rank} is not in a window of {n} ranks"))
-                })?
+                rank_arg(rank, n)?
             };
-            Ok((w.peers[r], r == me, w.values.flavor))
+            Ok((w.peers[r], local[r]))
         })?;
-        if flavor != MPI_WIN_FLAVOR_SHARED {
-            return fail(MPI_ERR_RMA_FLAVOR, "MPI_Win_shared_query needs a window from MPI_Win_allocate_shared");
-        }
-        if !me {
-            return fail(
-                MPI_ERR_RMA_SHARED,
-                format!("ferry does not map the memory of rank {rank} into this process: load and store only this rank's part, and use MPI_Put/MPI_Get for the others"),
-            );
-        }
         *out(size, "size")? = peer.size as isize;
         *out(disp_unit, "disp_unit")? = peer.disp_unit as c_int;
-        *out(baseptr as *mut *mut c_void, "baseptr")? = peer.base as *mut c_void;
+        *out(baseptr as *mut *mut c_void, "baseptr")? = local as *mut c_void;
         Ok(())
     }
 }
@@ -349,9 +493,9 @@ mpi! {
         core.barrier()?;
         core.clear_active_handler();
         let obj = with(|s| Ok(s.wins.remove(*h)))?;
-        if let Some(p) = obj.and_then(|o| o.allocated) {
-            // SAFETY: from `allocate` (malloc); the window that exposed it is gone.
-            libc::free(p);
+        if let Some(a) = obj.and_then(|o| o.allocated) {
+            // SAFETY: the window that exposed it is gone.
+            a.release();
         }
         *h = MPI_WIN_NULL;
         Ok(())
@@ -393,13 +537,7 @@ mpi! {
     fn MPI_Win_set_info / PMPI_Win_set_info(win: Handle, info: Handle) on win => {
         running(|s| {
             let hints = s.infos.get(info).cloned().ok_or_else(|| MpiError::new(MPI_ERR_INFO, format!("invalid info {info:#x}")))?;
-            let w = win_mut(s, win)?;
-            for (k, v) in hints {
-                match w.info.iter_mut().find(|(key, _)| *key == k) {
-                    Some(slot) => slot.1 = v,
-                    None => w.info.push((k, v)),
-                }
-            }
+            merge_hints(&mut win_mut(s, win)?.info, hints);
             Ok(())
         })
     }
@@ -710,10 +848,7 @@ fn pieces(t: &Target, tb: &Buf, total: usize, unit: usize) -> Res<Vec<Piece>> {
                     ),
                 );
             }
-            let mut blocks = Vec::new();
-            tb.dt.for_each_block(tb.count, skip, len, |off, _, l| {
-                blocks.push(((t.offset + off as i128) as u64, l as u64));
-            });
+            let blocks = target_blocks(t, tb, skip, len);
             if blocks.len() * BLOCK_LEN + len <= room {
                 out.push((skip, len, blocks));
                 skip += len;
@@ -723,6 +858,23 @@ fn pieces(t: &Target, tb: &Buf, total: usize, unit: usize) -> Res<Vec<Piece>> {
         }
     }
     Ok(out)
+}
+
+/// The target blocks of packed bytes `[skip, skip + len)`, adjacent ones merged.
+fn target_blocks(t: &Target, tb: &Buf, skip: usize, len: usize) -> Vec<(u64, u64)> {
+    if let Some(start) = tb.dt.contiguous_span(tb.count) {
+        let off = t.offset + start as i128 + skip as i128;
+        return vec![(off as u64, len as u64)];
+    }
+    let mut blocks: Vec<(u64, u64)> = Vec::new();
+    tb.dt.for_each_block(tb.count, skip, len, |off, _, l| {
+        let at = (t.offset + off as i128) as u64;
+        match blocks.last_mut() {
+            Some((o, n)) if o.wrapping_add(*n) == at => *n += l as u64,
+            _ => blocks.push((at, l as u64)),
+        }
+    });
+    blocks
 }
 
 fn send(t: &Target, tag: i32, msg: Vec<u8>) -> Res {
@@ -794,6 +946,9 @@ fn acc_op(s: &State, op: Handle, tb: &Buf) -> Res<(BuiltinOp, u32, usize)> {
             "one-sided accumulates take predefined operations only",
         );
     };
+    if tb.bytes() == 0 {
+        return Ok((op, 0, 1)); // nothing moves
+    }
     match tb.dt.uniform_builtin() {
         Some((b, _)) => {
             crate::ops::check(op, b).map_err(|e| MpiError::new(MPI_ERR_OP, e.to_string()))?;
@@ -1344,6 +1499,9 @@ mpi! {
             t => return fail(MPI_ERR_LOCKTYPE, format!("invalid lock type {t}")),
         };
         let nocheck = assert & MPI_MODE_NOCHECK != 0;
+        if rank == MPI_PROC_NULL {
+            return running(|s| win_obj(s, win).map(|_| ()));
+        }
         let mut target = 0;
         let (core, shared) = parts(win, |e, n| {
             target = rank_arg(rank, n)?;
@@ -1365,6 +1523,9 @@ mpi! {
 mpi! {
     /// Ends the passive-target epoch to `rank`.
     fn MPI_Win_unlock / PMPI_Win_unlock(rank: c_int, win: Handle) on win => {
+        if rank == MPI_PROC_NULL {
+            return running(|s| win_obj(s, win).map(|_| ()));
+        }
         let mut target = 0;
         let mut nocheck = false;
         let (core, shared) = parts(win, |e, n| {
@@ -1414,6 +1575,9 @@ mpi! {
 
 /// Completes the operations to `rank` (all ranks for `None`) inside a passive-target epoch.
 fn flush(win: Handle, rank: Option<c_int>) -> Res {
+    if rank == Some(MPI_PROC_NULL) {
+        return running(|s| win_obj(s, win).map(|_| ()));
+    }
     let mut ranks = Vec::new();
     let (core, shared) = parts(win, |e, n| {
         ranks = match rank {
