@@ -420,7 +420,8 @@ mpi! {
         })?;
         *out(size, "size")? = peer.size as isize;
         *out(disp_unit, "disp_unit")? = peer.disp_unit as c_int;
-        *out(baseptr as *mut *mut c_void, "baseptr")? = local as *mut c_void;
+        let base = if peer.size == 0 { std::ptr::null_mut() } else { local as *mut c_void };
+        *out(baseptr as *mut *mut c_void, "baseptr")? = base;
         Ok(())
     }
 }
@@ -1437,25 +1438,31 @@ fn lock_message(exclusive: bool) -> Vec<u8> {
     Writer::new(2).u8(exclusive as u8).done()
 }
 
-/// Asks each of `ranks` for the lock and waits for every grant.
+/// Asks each of `ranks` for the lock. Only this rank's own grant is waited for (its memory may
+/// then be loaded and stored directly); the others hold back our operations until they grant,
+/// and their grants are collected at unlock.
 fn acquire(
     core: &ferry_core::Comm,
     shared: &Rc<RefCell<Win>>,
     ranks: &[usize],
     exclusive: bool,
 ) -> Res {
+    let me = core.rank();
     for &r in ranks {
         core.send_active(r, kind::LOCK, lock_message(exclusive))?;
+        shared.borrow_mut().grants_due[r] += 1;
     }
-    wait(core, shared, |w| ranks.iter().all(|&r| w.grants[r] > 0))?;
-    let mut w = shared.borrow_mut();
-    for &r in ranks {
-        w.grants[r] -= 1;
+    if ranks.contains(&me) {
+        wait(core, shared, |w| w.grants[me] >= w.grants_due[me])?;
+        let mut w = shared.borrow_mut();
+        let due = std::mem::take(&mut w.grants_due[me]);
+        w.grants[me] -= due;
     }
     Ok(())
 }
 
-/// Completes the operations to each of `ranks`, gives their locks back, and waits for that.
+/// Completes the operations to each of `ranks`, gives their locks back, and waits for that
+/// (and for the grants not collected yet).
 fn release(
     core: &ferry_core::Comm,
     shared: &Rc<RefCell<Win>>,
@@ -1469,10 +1476,16 @@ fn release(
     for &r in ranks {
         core.send_active(r, kind::UNLOCK, Writer::new(1).done())?;
     }
-    wait(core, shared, |w| ranks.iter().all(|&r| w.unlocked[r] > 0))?;
+    wait(core, shared, |w| {
+        ranks
+            .iter()
+            .all(|&r| w.unlocked[r] > 0 && w.grants[r] >= w.grants_due[r])
+    })?;
     let mut w = shared.borrow_mut();
     for &r in ranks {
         w.unlocked[r] -= 1;
+        let due = std::mem::take(&mut w.grants_due[r]);
+        w.grants[r] -= due;
     }
     Ok(())
 }
@@ -1490,7 +1503,7 @@ fn rank_arg(rank: c_int, n: usize) -> Res<usize> {
 }
 
 mpi! {
-    /// Starts a passive-target epoch to `rank` (waits for the lock).
+    /// Starts a passive-target epoch to `rank` (waits for the lock only on this rank's window).
     fn MPI_Win_lock / PMPI_Win_lock(lock_type: c_int, rank: c_int, assert: c_int, win: Handle) on win => {
         check_assert(assert)?;
         let exclusive = match lock_type {

@@ -105,6 +105,11 @@ impl Locks {
         }
     }
 
+    /// Whether `rank` waits for the lock.
+    pub fn is_waiting(&self, rank: usize) -> bool {
+        self.waiting.iter().any(|&(r, _)| r == rank)
+    }
+
     /// `rank` asks; whether it holds the lock now (else it waits its turn).
     pub fn request(&mut self, rank: usize, exclusive: bool) -> bool {
         if self.waiting.is_empty() && self.compatible(exclusive) {
@@ -163,6 +168,14 @@ pub struct Win {
     /// A message that could not be read (a bug or a mismatched peer), reported at the next
     /// synchronisation.
     pub broken: Option<String>,
+    /// GRANTs still to come from each target: locks are asked for without waiting (the
+    /// target holds back the origin's operations until it grants), and the grant is collected
+    /// at unlock.
+    pub grants_due: Vec<u32>,
+    /// Messages from each origin held back until its lock request is granted, in order.
+    held: HashMap<usize, VecDeque<(i32, Vec<u8>)>>,
+    /// Origins just granted whose held messages are to be served.
+    granted: Vec<usize>,
 }
 
 /// ACK status: applied.
@@ -185,6 +198,9 @@ impl Win {
             completes: vec![0; n],
             out_of_range: false,
             broken: None,
+            grants_due: vec![0; n],
+            held: HashMap::new(),
+            granted: Vec::new(),
         }
     }
 
@@ -194,8 +210,30 @@ impl Win {
         self.next_id
     }
 
-    /// Takes one message from `from`, applies it, and queues the answer.
+    /// Takes one message from `from`, applies it (or holds it back while `from` waits for the
+    /// lock), and queues the answers.
     pub fn handle(&mut self, from: usize, tag: i32, data: &[u8], out: &mut Replies) {
+        let request = (kind::PUT..=kind::UNLOCK).contains(&tag);
+        let holding = self.held.get(&from).is_some_and(|q| !q.is_empty());
+        if request && (holding || self.locks.is_waiting(from)) {
+            self.held
+                .entry(from)
+                .or_default()
+                .push_back((tag, data.to_vec()));
+            return;
+        }
+        self.serve_logged(from, tag, data, out);
+        while let Some(r) = self.granted.pop() {
+            while !self.locks.is_waiting(r) {
+                let Some((tag, data)) = self.held.get_mut(&r).and_then(|q| q.pop_front()) else {
+                    break;
+                };
+                self.serve_logged(r, tag, &data, out);
+            }
+        }
+    }
+
+    fn serve_logged(&mut self, from: usize, tag: i32, data: &[u8], out: &mut Replies) {
         if let Err(e) = self.serve(from, tag, data, out) {
             if self.broken.is_none() {
                 eprintln!("ferry: one-sided message {tag:#x} from rank {from} is malformed: {e}");
@@ -282,6 +320,7 @@ impl Win {
             kind::UNLOCK => {
                 for r in self.locks.release(from) {
                     out.push((r, kind::GRANT, Writer::new(1).done()));
+                    self.granted.push(r);
                 }
                 out.push((from, kind::UNLOCKED, Writer::new(1).done()));
             }
@@ -508,5 +547,37 @@ mod tests {
         );
         drop(w);
         assert_eq!(&dest, b"\0\0wxyz");
+    }
+
+    #[test]
+    fn operations_of_an_origin_waiting_for_the_lock_are_held_until_it_is_granted() {
+        let mut mem = [0u8; 4];
+        let mut w = window(&mut mem);
+        let mut out = Vec::new();
+        let lock = Writer::new(2).u8(1).done();
+        let unlock = Writer::new(1).done();
+        w.handle(1, kind::LOCK, &lock, &mut out);
+        assert_eq!(out.pop().map(|(r, t, _)| (r, t)), Some((1, kind::GRANT)));
+        w.handle(2, kind::LOCK, &lock, &mut out);
+        let put = Writer::new(16).blocks(&[(0, 1)]).bytes(b"b").done();
+        w.handle(2, kind::PUT, &put, &mut out);
+        w.handle(2, kind::UNLOCK, &unlock, &mut out);
+        assert!(out.is_empty(), "rank 2 waits: nothing of it is served");
+        let put = Writer::new(16).blocks(&[(0, 1)]).bytes(b"a").done();
+        w.handle(1, kind::PUT, &put, &mut out);
+        w.handle(1, kind::UNLOCK, &unlock, &mut out);
+        let seen: Vec<(usize, i32)> = out.iter().map(|(r, t, _)| (*r, *t)).collect();
+        assert_eq!(
+            seen,
+            vec![
+                (1, kind::ACK),
+                (2, kind::GRANT),
+                (1, kind::UNLOCKED),
+                (2, kind::ACK),
+                (2, kind::UNLOCKED)
+            ]
+        );
+        drop(w);
+        assert_eq!(mem[0], b'b', "rank 2's put came after rank 1's");
     }
 }
