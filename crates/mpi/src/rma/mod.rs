@@ -67,10 +67,18 @@ impl Memory {
             Memory::Fixed { base, size } => {
                 (end <= *size as u64).then(|| base.wrapping_add(off as usize))
             }
-            Memory::Dynamic { regions } => regions
-                .iter()
-                .any(|&(a, l)| off >= a as u64 && end <= a as u64 + l as u64)
-                .then_some(off as usize as *mut u8),
+            Memory::Dynamic { regions } => {
+                // A block may run across regions attached next to each other.
+                let mut at = off;
+                while at < end {
+                    let (a, l) = regions
+                        .iter()
+                        .map(|&(a, l)| (a as u64, l as u64))
+                        .find(|&(a, l)| at >= a && at < a + l)?;
+                    at = a + l;
+                }
+                Some(off as usize as *mut u8)
+            }
         }
     }
 
@@ -579,5 +587,23 @@ mod tests {
         );
         drop(w);
         assert_eq!(mem[0], b'b', "rank 2's put came after rank 1's");
+    }
+
+    #[test]
+    fn dynamic_blocks_may_span_adjacent_regions_but_not_gaps() {
+        let mem = [0u8; 32];
+        let a = mem.as_ptr() as usize;
+        let m = Memory::Dynamic {
+            regions: vec![(a + 8, 8), (a, 8), (a + 20, 4)],
+        };
+        assert!(m.locate(a as u64, 16).is_some());
+        assert!(m.locate(a as u64 + 4, 8).is_some());
+        assert!(
+            m.locate(a as u64 + 12, 8).is_none(),
+            "16..20 is not attached"
+        );
+        assert!(m.locate(a as u64 + 20, 4).is_some());
+        assert!(m.locate(a as u64 + 20, 5).is_none());
+        assert!(m.locate(a as u64, 0).is_some());
     }
 }
