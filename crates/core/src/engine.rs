@@ -1048,6 +1048,13 @@ impl Engine {
         tag: i32,
         data: Vec<u8>,
     ) -> Result<(), Error> {
+        let size = self.proto.routes.len();
+        if dest as usize >= size {
+            return Err(Error::RankOutOfRange {
+                rank: dest as usize,
+                size,
+            });
+        }
         let limit = self.active_limit(dest);
         if data.len() > limit {
             return Err(Error::BufferTooSmall {
@@ -2025,6 +2032,10 @@ mod tests {
             Err(Error::BufferTooSmall { .. })
         ));
         e.send_owned(6, 1, 0, vec![7; limit]).unwrap();
+        assert!(matches!(
+            e.send_owned(6, 2, 0, Vec::new()),
+            Err(Error::RankOutOfRange { rank: 2, size: 2 })
+        ));
         assert_eq!(queued_eager(&e, 1)[0].1.len(), limit);
         // To ourselves: the handler runs in progress, and its reply to us runs it again.
         let seen = std::rc::Rc::new(std::cell::RefCell::new(Vec::new()));
