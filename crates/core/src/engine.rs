@@ -132,8 +132,8 @@ pub(crate) struct OutFrame {
     /// Send request that completes when this frame is fully written.
     pub complete: Option<ReqId>,
     /// The payload's own copy, for chunks sent again after a rail failed (the request may
-    /// complete, and its buffer go, before the copy is written). Only held: `payload` points
-    /// into it.
+    /// complete, and its buffer go, before the copy is written), or the bytes of an owned
+    /// message (`Engine::send_owned`). Only held: `payload` points into it.
     #[allow(dead_code)]
     pub owned: Option<Box<[u8]>>,
 }
@@ -247,6 +247,24 @@ impl Incoming {
     }
 }
 
+/// An active-message handler: called by the engine, inside its own progress, for every whole
+/// message that arrives on the context it is registered for (instead of queueing it for a
+/// receive). It gets the sender's world rank, the tag and the payload, and may push replies;
+/// it must not call back into the engine (the engine is borrowed while it runs).
+pub(crate) type ActiveFn = Box<dyn FnMut(u32, i32, &[u8], &mut Vec<ActiveReply>)>;
+
+/// A reply an active-message handler queues: an eager message with an owned payload, sent on
+/// the handler's context once the frame being read is done.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ActiveReply {
+    /// World rank of the destination.
+    pub dest: u32,
+    /// Message tag.
+    pub tag: i32,
+    /// The payload; at most the engine's active limit for `dest`.
+    pub data: Vec<u8>,
+}
+
 /// What transports call for every frame that arrives.
 pub(crate) trait FrameSink {
     /// A header arrived; returns where its payload goes.
@@ -288,6 +306,10 @@ pub(crate) struct Proto {
     loopback: VecDeque<(Frame, Vec<u8>)>,
     /// Buffers of delivered unexpected eager messages, for the next ones (`recycle_kept`).
     spare_kept: Vec<Vec<u8>>,
+    /// Active-message handlers by context (see [`ActiveFn`]); few, so a short list.
+    active: Vec<(u32, ActiveFn)>,
+    /// Replies the handlers queued, as (context, reply), for `Engine::progress` to send.
+    active_out: Vec<(u32, ActiveReply)>,
 }
 
 /// Fills in the process id of a lost peer, which only the engine knows.
@@ -418,6 +440,22 @@ impl Proto {
             };
             (*env, len)
         })
+    }
+
+    /// Whether `context` has an active-message handler.
+    fn is_active(&self, context: u32) -> bool {
+        !self.active.is_empty() && self.active.iter().any(|(c, _)| *c == context)
+    }
+
+    /// Hands a whole message to its context's handler and keeps the replies for sending.
+    fn run_active(&mut self, env: Envelope, data: &[u8]) {
+        let Some((_, handler)) = self.active.iter_mut().find(|(c, _)| *c == env.context) else {
+            return;
+        };
+        let mut replies = Vec::new();
+        handler(env.source, env.tag, data, &mut replies);
+        self.active_out
+            .extend(replies.into_iter().map(|r| (env.context, r)));
     }
 
     /// Every queued frame is written.
@@ -583,7 +621,7 @@ impl FrameSink for Proto {
                 };
                 // Over rails an eager frame cut off by a failing rail comes again on another,
                 // so it is matched only once it is whole.
-                let posted = match rails {
+                let posted = match rails || self.is_active(context) {
                     true => None,
                     false => self.matcher.take_posted(&env),
                 };
@@ -661,6 +699,9 @@ impl FrameSink for Proto {
                     },
                 );
             }
+            (Arrival::EagerKept(env, data), _) if self.is_active(env.context) => {
+                self.run_active(env, &data);
+            }
             (Arrival::EagerKept(env, data), _) => {
                 // Over TCP a payload can take several reads, and a matching receive may have
                 // been posted meanwhile: it gets the message, or it would wait forever.
@@ -706,6 +747,12 @@ impl FrameSink for Proto {
                     source_addr,
                 },
             ) => {
+                if self.is_active(context) {
+                    return Err(protocol_error(
+                        peer,
+                        format!("rendezvous on active-message context {context}"),
+                    ));
+                }
                 let env = Envelope {
                     context,
                     source: peer,
@@ -891,6 +938,8 @@ impl Engine {
                 busy: Vec::new(),
                 loopback: VecDeque::new(),
                 spare_kept: Vec::new(),
+                active: Vec::new(),
+                active_out: Vec::new(),
             },
             shm_eager_limit: setup.shm_eager_limit.min(shm_max),
             shm_chunk: shm_max / 2,
@@ -1010,6 +1059,90 @@ impl Engine {
             self.flush_peer(dest)?;
         }
         Ok(id)
+    }
+
+    /// Registers `handler` for every message arriving on `context` from now on (replacing any
+    /// handler it had). Messages already queued on it stay where they are.
+    pub(crate) fn set_active(&mut self, context: u32, handler: ActiveFn) {
+        self.proto.active.retain(|(c, _)| *c != context);
+        self.proto.active.push((context, handler));
+    }
+
+    /// Removes the handler of `context`, if any, and returns it.
+    pub(crate) fn clear_active(&mut self, context: u32) -> Option<ActiveFn> {
+        let i = self.proto.active.iter().position(|(c, _)| *c == context)?;
+        Some(self.proto.active.remove(i).1)
+    }
+
+    /// Largest payload of an owned message ([`Engine::send_owned`]) to world rank `dest`: what
+    /// one eager frame on its route may carry.
+    pub(crate) fn active_limit(&self, dest: u32) -> usize {
+        match self.proto.routes.get(dest as usize) {
+            Some(Route::Loopback) => 1 << 20,
+            Some(Route::Shm) => self.shm_chunk.max(self.shm_eager_limit),
+            Some(Route::Tcp) => self.tcp_chunk.max(self.tcp_eager_limit),
+            None => 0,
+        }
+    }
+
+    /// Queues `data` as one eager message to world rank `dest`; the engine owns the bytes, so
+    /// there is no request to complete. Fails if it exceeds [`Engine::active_limit`].
+    pub(crate) fn send_owned(
+        &mut self,
+        context: u32,
+        dest: u32,
+        tag: i32,
+        data: Vec<u8>,
+    ) -> Result<(), Error> {
+        let size = self.proto.routes.len();
+        if dest as usize >= size {
+            return Err(Error::RankOutOfRange {
+                rank: dest as usize,
+                size,
+            });
+        }
+        let limit = self.active_limit(dest);
+        if data.len() > limit {
+            return Err(Error::BufferTooSmall {
+                what: format!("an eager frame to rank {dest}"),
+                needed: data.len(),
+                got: limit,
+            });
+        }
+        let frame = Frame::Eager {
+            context,
+            tag,
+            len: data.len() as u64,
+        };
+        if self.proto.routes[dest as usize] == Route::Loopback {
+            self.proto.loopback.push_back((frame, data));
+            return Ok(());
+        }
+        let bytes: Box<[u8]> = data.into_boxed_slice();
+        let payload = non_null_if_empty(bytes.as_ptr() as *mut u8, bytes.len()) as *const u8;
+        self.proto.push_out(
+            dest,
+            Out::Frame(OutFrame {
+                header: frame.to_bytes(),
+                payload,
+                len: bytes.len(),
+                sent: 0,
+                complete: None,
+                owned: Some(bytes),
+            }),
+        );
+        self.flush_peer(dest).map(|_| ())
+    }
+
+    /// Sends the replies the active-message handlers queued.
+    fn send_active_replies(&mut self) -> Result<bool, Error> {
+        if self.proto.active_out.is_empty() {
+            return Ok(false);
+        }
+        for (context, reply) in std::mem::take(&mut self.proto.active_out) {
+            self.send_owned(context, reply.dest, reply.tag, reply.data)?;
+        }
+        Ok(true)
     }
 
     /// Posts a receive into `cap` bytes at `buf`; `None` source or tag are wildcards.
@@ -1186,6 +1319,7 @@ impl Engine {
                 .poll_input(&mut self.proto, Some(Duration::ZERO))
                 .map_err(|e| with_pid(&self.proto.pids, e))?;
         }
+        progressed |= self.send_active_replies()?;
         progressed |= self.flush()?;
         if !self.lanes.is_empty() {
             progressed |= self.rails_failed()?;
@@ -1540,6 +1674,7 @@ impl Engine {
             };
             tcp.poll_input(&mut self.proto, Some(timeout))
                 .map_err(|e| with_pid(&self.proto.pids, e))?;
+            self.send_active_replies()?;
             self.flush()?;
             return Ok(());
         }
@@ -1797,5 +1932,168 @@ mod tests {
             assert!(e.proto.is_done(id));
             assert_eq!(&buf, expected);
         }
+    }
+
+    /// An active handler on `context` that records (source, tag, payload) and answers each
+    /// message with its payload reversed.
+    type Seen = std::rc::Rc<std::cell::RefCell<Vec<(u32, i32, Vec<u8>)>>>;
+
+    fn echo_handler(seen: Seen) -> ActiveFn {
+        Box::new(move |source, tag, data, replies| {
+            seen.borrow_mut().push((source, tag, data.to_vec()));
+            replies.push(ActiveReply {
+                dest: source,
+                tag: tag + 1,
+                data: data.iter().rev().copied().collect(),
+            });
+        })
+    }
+
+    /// The eager frames queued for `peer` with their payloads.
+    fn queued_eager(e: &Engine, peer: usize) -> Vec<(Frame, Vec<u8>)> {
+        e.proto.outq[peer]
+            .iter()
+            .filter_map(|o| match o {
+                Out::Frame(f) => {
+                    let frame = Frame::decode(&f.header, u64::MAX).ok()?;
+                    // SAFETY: a queued frame's payload is valid for `len` bytes.
+                    let data = unsafe { std::slice::from_raw_parts(f.payload, f.len) }.to_vec();
+                    matches!(frame, Frame::Eager { .. }).then_some((frame, data))
+                }
+                Out::Stream(_) => None,
+            })
+            .collect()
+    }
+
+    #[test]
+    fn a_message_on_an_active_context_goes_to_its_handler_and_the_reply_is_sent() {
+        let mut e = engine(3);
+        let seen = std::rc::Rc::new(std::cell::RefCell::new(Vec::new()));
+        e.set_active(6, echo_handler(seen.clone()));
+        let frame = Frame::Eager {
+            context: 6,
+            tag: 9,
+            len: 3,
+        };
+        // Split over two stores, as a TCP read may deliver it.
+        let mut incoming = e.proto.begin_frame(2, &frame).unwrap();
+        incoming.store(0, b"ab");
+        incoming.store(2, b"c");
+        e.proto.end_frame(2, &frame, incoming).unwrap();
+        assert_eq!(*seen.borrow(), vec![(2, 9, b"abc".to_vec())]);
+        assert_eq!(
+            e.iprobe(6, None, None).unwrap(),
+            None,
+            "not queued for a receive"
+        );
+        e.progress().unwrap();
+        assert_eq!(
+            queued_eager(&e, 2),
+            vec![(
+                Frame::Eager {
+                    context: 6,
+                    tag: 10,
+                    len: 3
+                },
+                b"cba".to_vec()
+            )]
+        );
+    }
+
+    #[test]
+    fn other_contexts_and_a_cleared_handler_match_receives_as_before() {
+        let mut e = engine(2);
+        let seen = std::rc::Rc::new(std::cell::RefCell::new(Vec::new()));
+        e.set_active(6, echo_handler(seen.clone()));
+        deliver(
+            &mut e,
+            1,
+            Frame::Eager {
+                context: 0,
+                tag: 1,
+                len: 2,
+            },
+            b"hi",
+        )
+        .unwrap();
+        assert_eq!(
+            e.iprobe(0, Some(1), Some(1)).unwrap().map(|(_, l)| l),
+            Some(2)
+        );
+        // A receive posted on the active context does not take its messages.
+        let mut buf = [0u8; 2];
+        let id = e.irecv(6, None, None, buf.as_mut_ptr(), 2).unwrap();
+        deliver(
+            &mut e,
+            1,
+            Frame::Eager {
+                context: 6,
+                tag: 1,
+                len: 2,
+            },
+            b"yo",
+        )
+        .unwrap();
+        assert!(!e.proto.is_done(id));
+        assert_eq!(seen.borrow().len(), 1);
+        assert!(e.clear_active(6).is_some());
+        assert!(e.clear_active(6).is_none());
+        deliver(
+            &mut e,
+            1,
+            Frame::Eager {
+                context: 6,
+                tag: 1,
+                len: 2,
+            },
+            b"ok",
+        )
+        .unwrap();
+        assert!(e.proto.is_done(id), "without a handler the receive gets it");
+        assert_eq!(&buf, b"ok");
+        assert_eq!(seen.borrow().len(), 1);
+    }
+
+    #[test]
+    fn rendezvous_on_an_active_context_is_a_protocol_error() {
+        let mut e = engine(2);
+        e.set_active(6, Box::new(|_, _, _, _| {}));
+        let rts = Frame::Rts {
+            context: 6,
+            tag: 0,
+            len: 1 << 20,
+            send_id: 1,
+            source_addr: 0,
+        };
+        assert!(matches!(
+            deliver(&mut e, 1, rts, &[]),
+            Err(Error::Protocol { rank: 1, .. })
+        ));
+    }
+
+    #[test]
+    fn owned_messages_respect_the_limit_and_loop_back_to_our_own_handler() {
+        let mut e = engine(2);
+        let limit = e.active_limit(1);
+        assert!(limit >= 1);
+        assert!(matches!(
+            e.send_owned(6, 1, 0, vec![0; limit + 1]),
+            Err(Error::BufferTooSmall { .. })
+        ));
+        e.send_owned(6, 1, 0, vec![7; limit]).unwrap();
+        assert!(matches!(
+            e.send_owned(6, 2, 0, Vec::new()),
+            Err(Error::RankOutOfRange { rank: 2, size: 2 })
+        ));
+        assert_eq!(queued_eager(&e, 1)[0].1.len(), limit);
+        // To ourselves: the handler runs in progress, and its reply to us runs it again.
+        let seen = std::rc::Rc::new(std::cell::RefCell::new(Vec::new()));
+        e.set_active(6, echo_handler(seen.clone()));
+        e.send_owned(6, 0, 1, b"xy".to_vec()).unwrap();
+        e.progress().unwrap();
+        e.progress().unwrap();
+        let seen = seen.borrow();
+        assert_eq!(seen[0], (0, 1, b"xy".to_vec()));
+        assert_eq!(seen[1], (0, 2, b"yx".to_vec()));
     }
 }

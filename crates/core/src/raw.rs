@@ -8,7 +8,7 @@
 
 use crate::coll::Reducer;
 use crate::comm::{Comm, Source};
-use crate::engine::{ReqId, Unexpected};
+use crate::engine::{ActiveReply, ReqId, Unexpected};
 use crate::error::Error;
 use crate::matching::Envelope;
 
@@ -226,6 +226,65 @@ impl Comm {
             .engine
             .borrow_mut()
             .wait_until(|p| done(&|r: RawRequest| p.is_done(r.0)))
+    }
+
+    /// Makes this communicator's point-to-point context an active-message context: from now
+    /// on every message arriving on it is handed to `handler` inside the engine's progress (in
+    /// whatever call is driving it, a barrier or a wait on another communicator included), in
+    /// order per sender, instead of waiting for a receive. `handler` gets the sender's rank in
+    /// this communicator, the tag and the payload, and pushes replies as (rank, tag, bytes); it
+    /// must not call into ferry (the engine is borrowed while it runs). Messages on the context
+    /// must be sent with [`Comm::send_active`]. Replaces an earlier handler.
+    pub fn set_active_handler(
+        &self,
+        mut handler: impl FnMut(usize, i32, &[u8], &mut Vec<(usize, i32, Vec<u8>)>) + 'static,
+    ) {
+        let group = self.group.clone();
+        let mut local = Vec::new();
+        let wrapped = move |source: u32, tag: i32, data: &[u8], out: &mut Vec<ActiveReply>| {
+            let Some(&from) = group.local_of.get(source as usize) else {
+                return;
+            };
+            if from == u32::MAX {
+                return; // not a member: no one of ours sent it
+            }
+            handler(from as usize, tag, data, &mut local);
+            out.extend(local.drain(..).filter_map(|(rank, tag, data)| {
+                group
+                    .world_of
+                    .get(rank)
+                    .map(|&dest| ActiveReply { dest, tag, data })
+            }));
+        };
+        self.shared
+            .engine
+            .borrow_mut()
+            .set_active(self.context, Box::new(wrapped));
+    }
+
+    /// Ends what [`Comm::set_active_handler`] started; later messages queue for receives again.
+    pub fn clear_active_handler(&self) {
+        // Dropped after the engine's borrow ends: the handler may own objects whose drop
+        // reaches back into ferry.
+        let old = self.shared.engine.borrow_mut().clear_active(self.context);
+        drop(old);
+    }
+
+    /// Largest message [`Comm::send_active`] takes to `dest`.
+    pub fn active_limit(&self, dest: usize) -> Result<usize, Error> {
+        let world = self.world_rank_of(dest)? as u32;
+        Ok(self.shared.engine.borrow().active_limit(world))
+    }
+
+    /// Queues `data` (owned: no request, nothing to wait for) as one message to `dest` on this
+    /// communicator's context, for its active-message handler; the bytes are on their way once
+    /// progress has written them. At most [`Comm::active_limit`] bytes.
+    pub fn send_active(&self, dest: usize, tag: i32, data: Vec<u8>) -> Result<(), Error> {
+        let world = self.world_rank_of(dest)? as u32;
+        self.shared
+            .engine
+            .borrow_mut()
+            .send_owned(self.context, world, tag, data)
     }
 
     /// World ranks of the members, in communicator rank order.

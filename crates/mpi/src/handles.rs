@@ -31,6 +31,8 @@ pub enum Kind {
     Session = 9,
     /// MPI_File.
     File = 10,
+    /// MPI_Win.
+    Win = 11,
 }
 
 struct Slot<T> {

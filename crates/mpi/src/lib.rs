@@ -14,7 +14,8 @@
 //! collectives (MPI 4.0) start the nonblocking ones; the large-count `_c` calls take the
 //! int-count paths and refuse a count beyond `INT_MAX` elements with MPI_ERR_COUNT. Generalized
 //! requests are in [`greq`], sessions in [`session`]. MPI I/O on POSIX files is in [`io`].
-//! Not provided: one-sided communication, dynamic processes.
+//! One-sided communication (windows, put/get/accumulate, fence, PSCW and passive target) is in
+//! [`rma`]. Not provided: dynamic processes.
 //!
 //! This crate depends on `ferry-core` only (plus `libc`); the launcher is reached through
 //! `ferry run`, which `mpiexec` calls.
@@ -53,6 +54,7 @@ pub mod ops;
 pub mod p2p;
 pub mod part;
 pub mod request;
+pub mod rma;
 pub mod session;
 pub mod state;
 pub mod topo;

@@ -201,6 +201,8 @@ pub struct State {
     /// The error handler of MPI_FILE_NULL: what MPI_File_open and MPI_File_delete use, and what
     /// a new file starts with (MPI_ERRORS_RETURN until the program sets another).
     pub file_null_errhandler: Handle,
+    /// Windows (one-sided communication).
+    pub wins: Table<crate::rma::abi::WinObj>,
 }
 
 /// Created keyvals are numbered from here (predefined ones are 10001…).
@@ -264,6 +266,7 @@ impl State {
             pins: HashMap::new(),
             files: Table::new(Kind::File),
             file_null_errhandler: MPI_ERRORS_RETURN,
+            wins: Table::new(Kind::Win),
         }
     }
 
@@ -342,6 +345,9 @@ impl State {
             } else {
                 h
             };
+        }
+        if let Some(w) = self.wins.get(comm) {
+            return w.errhandler;
         }
         self.comm(comm)
             .or_else(|_| self.comm(MPI_COMM_WORLD))

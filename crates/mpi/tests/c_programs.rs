@@ -5,7 +5,8 @@
 //! construction and comparison, attribute callbacks, `MPI_IN_PLACE`, collectives with derived
 //! types, non-commutative reductions, nonblocking collectives, derived-datatype queries, the
 //! MPI 4.0 persistent collectives, large-count (`_c`) calls and sessions, generalized requests,
-//! and MPI I/O (views, ordered and shared-pointer access, error classes of files).
+//! MPI I/O (views, ordered and shared-pointer access, error classes of files) and one-sided
+//! communication (error classes, lock contention, fence, post/start/complete/wait).
 //!
 //! Each program was checked against MPICH first (`mpicc.mpich`, `mpiexec.mpich`); it prints
 //! ` No Errors` from rank 0 and exits non-zero on failure, as MPICH's own tests. They are
@@ -398,4 +399,10 @@ fn topologies_nonblocking_v_collectives_error_classes_and_type_attributes() {
 fn file_views_ordered_and_shared_access_and_io_error_classes() {
     no_errors(1, "fileio");
     no_errors(3, "fileio");
+}
+
+#[test]
+fn one_sided_error_classes_lock_contention_fence_and_pscw() {
+    no_errors(4, "rma");
+    no_errors(1, "rma");
 }

@@ -1,0 +1,1635 @@
+//! The C entry points of one-sided communication: windows, their attributes, error handlers and
+//! names, the operations, and the synchronisation calls.
+//!
+//! Each call looks the window up while the library state is borrowed, takes out what it needs
+//! (the runtime communicator and the shared [`Win`]), and sends and waits after the borrow has
+//! ended: the runtime's handler borrows the [`Win`] inside progress, so no borrow of it is held
+//! across a call that makes progress.
+
+use super::wire::{kind, Writer, BLOCK_LEN, HEADER_MAX};
+use super::{Landing, Memory, Win};
+use crate::abi::*;
+use crate::datatype::Datatype;
+use crate::env::write_string;
+use crate::error::{fail, handle_error, CommErrhandlerFn, MpiError, Res};
+use crate::ops::BuiltinOp;
+use crate::p2p::count_arg;
+use crate::request::{Outcome, Request};
+use crate::state::{running, with, Attrs, InfoObj, Keyval, State, KEYVAL_BASE};
+use crate::NONE;
+use std::cell::RefCell;
+use std::ffi::{c_char, c_int, c_void, CStr};
+use std::rc::Rc;
+
+/// Every rank's window as the others see it (exchanged at creation).
+#[derive(Debug, Clone, Copy)]
+pub struct Peer {
+    /// Window length in bytes.
+    pub size: usize,
+    /// Displacement unit.
+    pub disp_unit: usize,
+    /// Base address in that rank's process.
+    pub base: usize,
+}
+
+/// Values the predefined window attributes point to (boxed: their addresses are handed out).
+#[derive(Debug)]
+pub struct AttrValues {
+    size: isize,
+    disp_unit: c_int,
+    flavor: c_int,
+    model: c_int,
+}
+
+/// The epochs this rank has open on a window.
+#[derive(Debug, Default)]
+pub struct Epoch {
+    /// Between fences (a fence without MPI_MODE_NOSUCCEED opens one).
+    fence: bool,
+    /// Targets of an access epoch (MPI_Win_start).
+    access: Option<Vec<usize>>,
+    /// Origins of an exposure epoch (MPI_Win_post).
+    exposure: Option<Vec<usize>>,
+    /// Locks held per target: Some(nocheck).
+    locks: Vec<Option<bool>>,
+    /// MPI_Win_lock_all held: Some(nocheck).
+    lock_all: Option<bool>,
+}
+
+impl Epoch {
+    fn may_access(&self, target: usize) -> bool {
+        self.fence
+            || self.lock_all.is_some()
+            || self.locks.get(target).is_some_and(|l| l.is_some())
+            || self.access.as_ref().is_some_and(|g| g.contains(&target))
+    }
+
+    fn passive(&self, target: usize) -> bool {
+        self.lock_all.is_some() || self.locks.get(target).is_some_and(|l| l.is_some())
+    }
+}
+
+/// A window as the C side sees it.
+pub struct WinObj {
+    /// The window's communicator (a duplicate: its context carries only window traffic).
+    pub core: ferry_core::Comm,
+    /// The state the runtime's handler shares.
+    pub shared: Rc<RefCell<Win>>,
+    /// Its error handler.
+    pub errhandler: Handle,
+    /// `MPI_Win_set_name`.
+    pub name: String,
+    /// Cached attributes.
+    pub attrs: Attrs,
+    /// Every rank's window.
+    pub peers: Vec<Peer>,
+    values: Box<AttrValues>,
+    epoch: Epoch,
+    /// Memory from MPI_Win_allocate(_shared), freed with the window.
+    allocated: Option<Allocation>,
+    /// For MPI_Win_allocate_shared: where each rank's part is mapped in this process.
+    local_bases: Option<Vec<usize>>,
+    /// Hints given (`MPI_Win_set_info`).
+    pub info: InfoObj,
+}
+
+unsafe fn out<'a, T>(p: *mut T, what: &str) -> Res<&'a mut T> {
+    p.as_mut()
+        .ok_or_else(|| MpiError::new(MPI_ERR_ARG, format!("{what} is NULL")))
+}
+
+fn win_obj(s: &State, win: Handle) -> Res<&WinObj> {
+    s.wins
+        .get(win)
+        .ok_or_else(|| MpiError::new(MPI_ERR_WIN, format!("invalid window {win:#x}")))
+}
+
+fn win_mut(s: &mut State, win: Handle) -> Res<&mut WinObj> {
+    s.wins
+        .get_mut(win)
+        .ok_or_else(|| MpiError::new(MPI_ERR_WIN, format!("invalid window {win:#x}")))
+}
+
+fn sync_error<T>(what: impl Into<String>) -> Res<T> {
+    fail(MPI_ERR_RMA_SYNC, what)
+}
+
+// ---- creation and freeing ----
+
+/// Sets every hint of `given` in `hints` (replacing a value the key had).
+fn merge_hints(hints: &mut InfoObj, given: InfoObj) {
+    for (k, v) in given {
+        match hints.iter_mut().find(|(key, _)| *key == k) {
+            Some(slot) => slot.1 = v,
+            None => hints.push((k, v)),
+        }
+    }
+}
+
+/// Memory a window owns.
+#[derive(Debug, Clone, Copy)]
+enum Allocation {
+    /// From malloc (MPI_Win_allocate).
+    Heap(*mut c_void),
+    /// A shared mapping of `len` bytes holding every rank's part (MPI_Win_allocate_shared).
+    Mapped(*mut c_void, usize),
+}
+
+impl Allocation {
+    /// Gives the memory back.
+    ///
+    /// # Safety
+    /// Nothing may use the memory afterwards.
+    unsafe fn release(self) {
+        match self {
+            // SAFETY: from malloc in `allocate`.
+            Allocation::Heap(p) => libc::free(p),
+            // SAFETY: mapped by `map_shared` with this length.
+            Allocation::Mapped(p, len) => {
+                libc::munmap(p, len);
+            }
+        }
+    }
+}
+
+/// Creates a window over `size` bytes at `base` on `comm` (collective).
+unsafe fn create(
+    comm: Handle,
+    base: *mut u8,
+    size: isize,
+    disp_unit: c_int,
+    flavor: c_int,
+    allocated: Option<Allocation>,
+    info: Handle,
+) -> Res<Handle> {
+    let release = |e: MpiError| {
+        if let Some(a) = allocated {
+            // SAFETY: not handed out yet.
+            a.release();
+        }
+        e
+    };
+    let (core, hints) = running(|s| {
+        let given = match info {
+            MPI_INFO_NULL => Vec::new(),
+            h => s
+                .infos
+                .get(h)
+                .cloned()
+                .ok_or_else(|| MpiError::new(MPI_ERR_INFO, format!("invalid info {h:#x}")))?,
+        };
+        // The standard's defaults, then what the program gave.
+        let mut hints: InfoObj = vec![
+            ("accumulate_ordering".into(), "rar,raw,war,waw".into()),
+            ("accumulate_ops".into(), "same_op_no_op".into()),
+        ];
+        merge_hints(&mut hints, given);
+        Ok((s.intra_comm(comm)?, hints))
+    })
+    .map_err(release)?;
+    let Ok(size) = usize::try_from(size) else {
+        return Err(release(MpiError::new(
+            MPI_ERR_SIZE,
+            format!("negative window size {size}"),
+        )));
+    };
+    if disp_unit <= 0 {
+        return Err(release(MpiError::new(
+            MPI_ERR_DISP,
+            format!("displacement unit {disp_unit} is not positive"),
+        )));
+    }
+    let wcomm = core.dup().map_err(|e| release(e.into()))?;
+    let n = wcomm.size();
+    let mine = [size as u64, disp_unit as u64, base as u64];
+    let mut all = vec![0u64; 3 * n];
+    wcomm
+        .allgather(&mine, &mut all)
+        .map_err(|e| release(e.into()))?;
+    let peers: Vec<Peer> = all
+        .chunks_exact(3)
+        .map(|c| Peer {
+            size: c[0] as usize,
+            disp_unit: c[1] as usize,
+            base: c[2] as usize,
+        })
+        .collect();
+    let memory = match flavor {
+        MPI_WIN_FLAVOR_DYNAMIC => Memory::Dynamic {
+            regions: Vec::new(),
+        },
+        _ => Memory::Fixed { base, size },
+    };
+    let shared = Rc::new(RefCell::new(Win::new(n, memory)));
+    let handler = shared.clone();
+    wcomm.set_active_handler(move |from, tag, data, replies| {
+        handler.borrow_mut().handle(from, tag, data, replies)
+    });
+    // Every member serves the window before anyone may address it.
+    wcomm.barrier().map_err(|e| release(e.into()))?;
+    let obj = WinObj {
+        core: wcomm,
+        shared,
+        errhandler: MPI_ERRORS_ARE_FATAL,
+        name: String::new(),
+        attrs: Attrs::default(),
+        peers,
+        values: Box::new(AttrValues {
+            size: size as isize,
+            disp_unit,
+            flavor,
+            model: MPI_WIN_UNIFIED,
+        }),
+        epoch: Epoch {
+            locks: vec![None; n],
+            ..Epoch::default()
+        },
+        allocated,
+        local_bases: None,
+        info: hints,
+    };
+    running(|s| Ok(s.wins.insert(obj)))
+}
+
+/// Memory for MPI_Win_allocate: at least one byte, so the address is unique.
+unsafe fn allocate(size: isize) -> Res<*mut c_void> {
+    let Ok(n) = usize::try_from(size) else {
+        return fail(MPI_ERR_SIZE, format!("negative window size {size}"));
+    };
+    let p = libc::malloc(n.max(1));
+    if p.is_null() {
+        return fail(MPI_ERR_NO_MEM, format!("cannot allocate {n} bytes"));
+    }
+    Ok(p)
+}
+
+mpi! {
+    /// Creates a window over memory the program owns.
+    fn MPI_Win_create / PMPI_Win_create(base: *mut c_void, size: isize, disp_unit: c_int, info: Handle, comm: Handle, win: *mut Handle) on comm => {
+        let out = out(win, "win")?;
+        *out = create(comm, base as *mut u8, size, disp_unit, MPI_WIN_FLAVOR_CREATE, None, info)?;
+        Ok(())
+    }
+}
+mpi! {
+    /// Creates a window over memory the library allocates.
+    fn MPI_Win_allocate / PMPI_Win_allocate(size: isize, disp_unit: c_int, info: Handle, comm: Handle, baseptr: *mut c_void, win: *mut Handle) on comm => {
+        let win_out = out(win, "win")?;
+        let base_out = out(baseptr as *mut *mut c_void, "baseptr")?;
+        let p = allocate(size)?;
+        *win_out = create(comm, p as *mut u8, size, disp_unit, MPI_WIN_FLAVOR_ALLOCATE, Some(Allocation::Heap(p)), info)?;
+        *base_out = p;
+        Ok(())
+    }
+}
+/// Maps one shared segment for every rank of `comm` (all on this host), each rank's part after
+/// the previous one's; returns the mapping, its length and where each rank's part starts.
+unsafe fn map_shared(
+    comm: &ferry_core::Comm,
+    size: usize,
+) -> Res<(*mut c_void, usize, Vec<usize>)> {
+    let n = comm.size();
+    let mut host = [0u8; 64];
+    // SAFETY: the buffer holds 64 bytes; the last stays 0.
+    libc::gethostname(host.as_mut_ptr() as *mut c_char, 63);
+    let mut hosts = vec![0u8; 64 * n];
+    comm.allgather(&host, &mut hosts)?;
+    let mut sizes = vec![0u64; n];
+    comm.allgather(&[size as u64], &mut sizes)?;
+    if hosts.chunks_exact(64).any(|h| h != host) {
+        return fail(
+            MPI_ERR_RMA_SHARED,
+            "MPI_Win_allocate_shared needs every rank on one host",
+        );
+    }
+    let total: usize = sizes.iter().map(|&s| s as usize).sum();
+    let len = total.max(1);
+    // Rank 0 names the segment; everyone opens it; it is unlinked once all have it mapped.
+    let mut id = [
+        std::process::id() as u64,
+        NEXT_SEGMENT.with(|c| {
+            let v = c.get();
+            c.set(v + 1);
+            v
+        }),
+    ];
+    comm.bcast(&mut id, 0)?;
+    let name = std::ffi::CString::new(format!("/ferry-win-{}-{}", id[0], id[1]))
+        .map_err(|_| MpiError::new(MPI_ERR_INTERN, "segment name"))?;
+    let me = comm.rank();
+    let flags = if me == 0 {
+        libc::O_CREAT | libc::O_EXCL | libc::O_RDWR
+    } else {
+        libc::O_RDWR
+    };
+    if me != 0 {
+        comm.barrier()?; // rank 0 has created it
+    }
+    // SAFETY: plain system calls on a name and descriptor of our own.
+    let fd = libc::shm_open(name.as_ptr(), flags, 0o600);
+    let mapped = if fd < 0 {
+        Err(std::io::Error::last_os_error())
+    } else {
+        let sized = me != 0 || libc::ftruncate(fd, len as libc::off_t) == 0;
+        let p = if sized {
+            libc::mmap(
+                std::ptr::null_mut(),
+                len,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_SHARED,
+                fd,
+                0,
+            )
+        } else {
+            libc::MAP_FAILED
+        };
+        let e = std::io::Error::last_os_error();
+        libc::close(fd);
+        if p == libc::MAP_FAILED {
+            Err(e)
+        } else {
+            Ok(p)
+        }
+    };
+    if me == 0 {
+        comm.barrier()?;
+    }
+    comm.barrier()?; // everyone has it open
+    if me == 0 {
+        libc::shm_unlink(name.as_ptr());
+    }
+    let p = mapped.map_err(|e| {
+        MpiError::new(
+            MPI_ERR_NO_MEM,
+            format!("shared window segment of {len} bytes: {e}"),
+        )
+    })?;
+    let mut at = 0;
+    let starts = sizes
+        .iter()
+        .map(|&s| {
+            let start = p as usize + at;
+            at += s as usize;
+            start
+        })
+        .collect();
+    Ok((p, len, starts))
+}
+
+thread_local! {
+    static NEXT_SEGMENT: std::cell::Cell<u64> = const { std::cell::Cell::new(0) };
+}
+
+mpi! {
+    /// Creates a window over one shared segment of every rank's memory (all ranks must be on
+    /// one host), each rank's part right after the previous rank's.
+    fn MPI_Win_allocate_shared / PMPI_Win_allocate_shared(size: isize, disp_unit: c_int, info: Handle, comm: Handle, baseptr: *mut c_void, win: *mut Handle) on comm => {
+        let win_out = out(win, "win")?;
+        let base_out = out(baseptr as *mut *mut c_void, "baseptr")?;
+        let Ok(bytes) = usize::try_from(size) else {
+            return fail(MPI_ERR_SIZE, format!("negative window size {size}"));
+        };
+        let core = running(|s| s.intra_comm(comm))?;
+        let (p, len, starts) = map_shared(&core, bytes)?;
+        let mine = starts[core.rank()] as *mut u8;
+        let h = create(comm, mine, size, disp_unit, MPI_WIN_FLAVOR_SHARED, Some(Allocation::Mapped(p, len)), info)?;
+        running(|s| {
+            win_mut(s, h)?.local_bases = Some(starts);
+            Ok(())
+        })?;
+        *win_out = h;
+        *base_out = mine as *mut c_void;
+        Ok(())
+    }
+}
+mpi! {
+    /// The memory of `rank` (for MPI_PROC_NULL: of the lowest rank with any) in a shared window.
+    fn MPI_Win_shared_query / PMPI_Win_shared_query(win: Handle, rank: c_int, size: *mut isize, disp_unit: *mut c_int, baseptr: *mut c_void) on win => {
+        let (peer, local) = running(|s| {
+            let w = win_obj(s, win)?;
+            let Some(local) = &w.local_bases else {
+                return fail(MPI_ERR_RMA_FLAVOR, "MPI_Win_shared_query needs a window from MPI_Win_allocate_shared");
+            };
+            let n = w.peers.len();
+            let r = if rank == MPI_PROC_NULL {
+                (0..n).find(|&r| w.peers[r].size > 0).unwrap_or(0)
+            } else {
+                rank_arg(rank, n)?
+            };
+            Ok((w.peers[r], local[r]))
+        })?;
+        *out(size, "size")? = peer.size as isize;
+        *out(disp_unit, "disp_unit")? = peer.disp_unit as c_int;
+        let base = if peer.size == 0 { std::ptr::null_mut() } else { local as *mut c_void };
+        *out(baseptr as *mut *mut c_void, "baseptr")? = base;
+        Ok(())
+    }
+}
+mpi! {
+    /// Creates a window whose memory is attached later.
+    fn MPI_Win_create_dynamic / PMPI_Win_create_dynamic(info: Handle, comm: Handle, win: *mut Handle) on comm => {
+        let out = out(win, "win")?;
+        *out = create(comm, std::ptr::null_mut(), 0, 1, MPI_WIN_FLAVOR_DYNAMIC, None, info)?;
+        Ok(())
+    }
+}
+mpi! {
+    /// Exposes `size` bytes at `base` in a dynamic window.
+    fn MPI_Win_attach / PMPI_Win_attach(win: Handle, base: *mut c_void, size: isize) on win => {
+        let shared = running(|s| {
+            let w = win_obj(s, win)?;
+            if w.values.flavor != MPI_WIN_FLAVOR_DYNAMIC {
+                return fail(MPI_ERR_RMA_FLAVOR, "MPI_Win_attach needs a dynamic window");
+            }
+            Ok(w.shared.clone())
+        })?;
+        let Ok(size) = usize::try_from(size) else {
+            return fail(MPI_ERR_SIZE, format!("negative size {size}"));
+        };
+        let mut w = shared.borrow_mut();
+        if let Memory::Dynamic { regions } = &mut w.memory {
+            let a = base as usize;
+            if regions.iter().any(|&(b, l)| a < b + l && b < a + size) {
+                return fail(MPI_ERR_RMA_ATTACH, "the region overlaps one already attached");
+            }
+            regions.push((a, size));
+        }
+        Ok(())
+    }
+}
+mpi! {
+    /// Withdraws a region attached to a dynamic window.
+    fn MPI_Win_detach / PMPI_Win_detach(win: Handle, base: *const c_void) on win => {
+        let shared = running(|s| {
+            let w = win_obj(s, win)?;
+            if w.values.flavor != MPI_WIN_FLAVOR_DYNAMIC {
+                return fail(MPI_ERR_RMA_FLAVOR, "MPI_Win_detach needs a dynamic window");
+            }
+            Ok(w.shared.clone())
+        })?;
+        let mut w = shared.borrow_mut();
+        if let Memory::Dynamic { regions } = &mut w.memory {
+            let Some(i) = regions.iter().position(|&(b, _)| b == base as usize) else {
+                return fail(MPI_ERR_RMA_ATTACH, "no region is attached at this address");
+            };
+            regions.remove(i);
+        }
+        Ok(())
+    }
+}
+mpi! {
+    /// Frees a window (collective; every epoch must be over).
+    fn MPI_Win_free / PMPI_Win_free(win: *mut Handle) on NONE => {
+        let h = out(win, "win")?;
+        let (core, shared, attrs) = running(|s| {
+            let w = win_mut(s, *h)?;
+            if w.epoch.lock_all.is_some() || w.epoch.locks.iter().any(|l| l.is_some()) || w.epoch.access.is_some() || w.epoch.exposure.is_some() {
+                return sync_error("MPI_Win_free with an epoch still open");
+            }
+            Ok((w.core.clone(), w.shared.clone(), w.attrs.take_newest_first()))
+        })?;
+        crate::comm::delete_attrs(*h, attrs)?;
+        wait(&core, &shared, |w| w.pending.iter().all(|&p| p == 0))?;
+        // Nobody addresses the window once everyone is here.
+        core.barrier()?;
+        core.clear_active_handler();
+        let obj = with(|s| Ok(s.wins.remove(*h)))?;
+        if let Some(a) = obj.and_then(|o| o.allocated) {
+            // SAFETY: the window that exposed it is gone.
+            a.release();
+        }
+        *h = MPI_WIN_NULL;
+        Ok(())
+    }
+}
+mpi! {
+    /// The group of the window's communicator.
+    fn MPI_Win_get_group / PMPI_Win_get_group(win: Handle, group: *mut Handle) on win => {
+        let out = out(group, "group")?;
+        *out = running(|s| {
+            let members: Rc<[u32]> = win_obj(s, win)?.core.world_ranks().into();
+            Ok(if members.is_empty() { MPI_GROUP_EMPTY } else { s.groups.insert(members) })
+        })?;
+        Ok(())
+    }
+}
+
+// ---- names, info, error handlers ----
+
+mpi! {
+    /// Names a window.
+    fn MPI_Win_set_name / PMPI_Win_set_name(win: Handle, name: *const c_char) on win => {
+        if name.is_null() {
+            return fail(MPI_ERR_ARG, "name is NULL");
+        }
+        let text = CStr::from_ptr(name).to_string_lossy().chars().take(MPI_MAX_OBJECT_NAME - 1).collect();
+        running(|s| { win_mut(s, win)?.name = text; Ok(()) })
+    }
+}
+mpi! {
+    /// A window's name.
+    fn MPI_Win_get_name / PMPI_Win_get_name(win: Handle, name: *mut c_char, resultlen: *mut c_int) on win => {
+        let text = running(|s| Ok(win_obj(s, win)?.name.clone()))?;
+        write_string(&text, name, MPI_MAX_OBJECT_NAME, resultlen)
+    }
+}
+mpi! {
+    /// Sets hints (kept and returned by MPI_Win_get_info; none changes behaviour).
+    fn MPI_Win_set_info / PMPI_Win_set_info(win: Handle, info: Handle) on win => {
+        running(|s| {
+            let hints = s.infos.get(info).cloned().ok_or_else(|| MpiError::new(MPI_ERR_INFO, format!("invalid info {info:#x}")))?;
+            merge_hints(&mut win_mut(s, win)?.info, hints);
+            Ok(())
+        })
+    }
+}
+mpi! {
+    /// The hints in use: a new info object.
+    fn MPI_Win_get_info / PMPI_Win_get_info(win: Handle, info: *mut Handle) on win => {
+        let out = out(info, "info_used")?;
+        *out = running(|s| {
+            let hints = win_obj(s, win)?.info.clone();
+            Ok(s.infos.insert(hints))
+        })?;
+        Ok(())
+    }
+}
+mpi! {
+    /// Creates an error handler for windows.
+    fn MPI_Win_create_errhandler / PMPI_Win_create_errhandler(function: Option<CommErrhandlerFn>, errhandler: *mut Handle) on NONE => {
+        let out = out(errhandler, "errhandler")?;
+        let Some(f) = function else { return fail(MPI_ERR_ARG, "error handler function is NULL") };
+        *out = running(|s| Ok(s.errhandlers.insert(f)))?;
+        Ok(())
+    }
+}
+mpi! {
+    /// Sets a window's error handler.
+    fn MPI_Win_set_errhandler / PMPI_Win_set_errhandler(win: Handle, errhandler: Handle) on win => {
+        running(|s| {
+            let valid = matches!(errhandler, MPI_ERRORS_ARE_FATAL | MPI_ERRORS_RETURN | MPI_ERRORS_ABORT)
+                || s.errhandlers.get(errhandler).is_some();
+            if !valid {
+                return fail(MPI_ERR_ARG, format!("invalid error handler {errhandler:#x}"));
+            }
+            win_mut(s, win)?.errhandler = errhandler;
+            Ok(())
+        })
+    }
+}
+mpi! {
+    /// A window's error handler.
+    fn MPI_Win_get_errhandler / PMPI_Win_get_errhandler(win: Handle, errhandler: *mut Handle) on win => {
+        let out = out(errhandler, "errhandler")?;
+        *out = running(|s| Ok(win_obj(s, win)?.errhandler))?;
+        Ok(())
+    }
+}
+
+/// MPI_Win_call_errhandler: invokes the window's handler as if a call on it had failed.
+#[no_mangle]
+pub unsafe extern "C" fn PMPI_Win_call_errhandler(win: Handle, errorcode: c_int) -> c_int {
+    let valid = with(|s| Ok(s.wins.get(win).is_some())).unwrap_or(false);
+    if !valid {
+        return handle_error(
+            "MPI_Win_call_errhandler",
+            NONE,
+            MpiError::new(MPI_ERR_WIN, format!("invalid window {win:#x}")),
+        );
+    }
+    let rc = handle_error(
+        "MPI_Win_call_errhandler",
+        win,
+        MpiError::new(errorcode, "raised by the program"),
+    );
+    if rc == errorcode {
+        MPI_SUCCESS
+    } else {
+        rc
+    }
+}
+/// MPI_Win_call_errhandler.
+#[no_mangle]
+pub unsafe extern "C" fn MPI_Win_call_errhandler(win: Handle, errorcode: c_int) -> c_int {
+    PMPI_Win_call_errhandler(win, errorcode)
+}
+
+// ---- attributes ----
+
+fn check_keyval(s: &State, keyval: c_int) -> Res {
+    if (MPI_WIN_BASE..=MPI_WIN_MODEL).contains(&keyval) {
+        return fail(
+            MPI_ERR_KEYVAL,
+            format!("predefined attribute {keyval} cannot be changed"),
+        );
+    }
+    match s.keyvals.get((keyval - KEYVAL_BASE) as usize) {
+        Some(Some(_)) => Ok(()),
+        _ => fail(MPI_ERR_KEYVAL, format!("invalid keyval {keyval}")),
+    }
+}
+
+mpi! {
+    /// Creates an attribute key for windows.
+    fn MPI_Win_create_keyval / PMPI_Win_create_keyval(copy: usize, delete: usize, keyval: *mut c_int, extra: *mut c_void) on NONE => {
+        crate::comm::create_keyval(copy, delete, keyval, extra)
+    }
+}
+mpi! {
+    /// Frees an attribute key.
+    fn MPI_Win_free_keyval / PMPI_Win_free_keyval(keyval: *mut c_int) on NONE => {
+        crate::comm::free_keyval(keyval)
+    }
+}
+mpi! {
+    /// Sets an attribute.
+    fn MPI_Win_set_attr / PMPI_Win_set_attr(win: Handle, keyval: c_int, value: *mut c_void) on win => {
+        let old = running(|s| {
+            check_keyval(s, keyval)?;
+            Ok(win_obj(s, win)?.attrs.get(keyval))
+        })?;
+        if let Some(old) = old {
+            call_delete(win, keyval, old)?;
+        }
+        running(|s| {
+            win_mut(s, win)?.attrs.insert(keyval, value);
+            Ok(())
+        })
+    }
+}
+mpi! {
+    /// Gets an attribute (the predefined ones included).
+    fn MPI_Win_get_attr / PMPI_Win_get_attr(win: Handle, keyval: c_int, value: *mut c_void, flag: *mut c_int) on win => {
+        let flag = out(flag, "flag")?;
+        let value = out(value as *mut *mut c_void, "attribute_val")?;
+        let found = running(|s| {
+            let w = win_obj(s, win)?;
+            let v = &*w.values;
+            let me = w.peers.get(w.core.rank()).map_or(0, |p| p.base);
+            Ok(match keyval {
+                MPI_WIN_BASE => Some(me as *mut c_void),
+                MPI_WIN_SIZE => Some(&v.size as *const isize as *mut c_void),
+                MPI_WIN_DISP_UNIT => Some(&v.disp_unit as *const c_int as *mut c_void),
+                MPI_WIN_CREATE_FLAVOR => Some(&v.flavor as *const c_int as *mut c_void),
+                MPI_WIN_MODEL => Some(&v.model as *const c_int as *mut c_void),
+                k => {
+                    if !matches!(s.keyvals.get((k - KEYVAL_BASE) as usize), Some(Some(_))) {
+                        return fail(MPI_ERR_KEYVAL, format!("invalid keyval {k}"));
+                    }
+                    w.attrs.get(k)
+                }
+            })
+        })?;
+        match found {
+            Some(v) => {
+                *value = v;
+                *flag = 1;
+            }
+            None => *flag = 0,
+        }
+        Ok(())
+    }
+}
+mpi! {
+    /// Deletes an attribute.
+    fn MPI_Win_delete_attr / PMPI_Win_delete_attr(win: Handle, keyval: c_int) on win => {
+        let old = running(|s| {
+            check_keyval(s, keyval)?;
+            Ok(win_obj(s, win)?.attrs.get(keyval))
+        })?;
+        let Some(v) = old else {
+            return fail(MPI_ERR_KEYVAL, format!("no attribute for keyval {keyval}"));
+        };
+        call_delete(win, keyval, v)?;
+        running(|s| {
+            win_mut(s, win)?.attrs.remove(keyval);
+            Ok(())
+        })
+    }
+}
+
+/// `int fn(MPI_Win, int keyval, void *value, void *extra)`.
+type DeleteFn = unsafe extern "C" fn(Handle, c_int, *mut c_void, *mut c_void) -> c_int;
+
+unsafe fn call_delete(win: Handle, keyval: c_int, value: *mut c_void) -> Res {
+    let kv = with(|s| {
+        Ok(s.keyvals
+            .get((keyval - KEYVAL_BASE) as usize)
+            .copied()
+            .flatten())
+    })?;
+    if let Some(Keyval { delete, extra, .. }) = kv {
+        if delete > 1 {
+            // SAFETY: registered by MPI_Win_create_keyval with this signature.
+            let f: DeleteFn = std::mem::transmute::<usize, DeleteFn>(delete);
+            let rc = f(win, keyval, value, extra);
+            if rc != MPI_SUCCESS {
+                return fail(
+                    rc,
+                    format!("attribute delete callback of keyval {keyval} failed"),
+                );
+            }
+        }
+    }
+    Ok(())
+}
+
+// ---- operations ----
+
+/// Where an operation goes, taken out of the state.
+struct Target {
+    core: ferry_core::Comm,
+    shared: Rc<RefCell<Win>>,
+    rank: usize,
+    /// Byte offset of the displacement in the target window (an address for dynamic windows).
+    offset: i128,
+    /// The target window's length; `None` for dynamic windows (the target checks).
+    size: Option<usize>,
+    limit: usize,
+}
+
+/// Looks up target `rank` at displacement `disp`; `None` for MPI_PROC_NULL.
+fn target(s: &State, win: Handle, rank: c_int, disp: isize) -> Res<Option<Target>> {
+    let w = win_obj(s, win)?;
+    if rank == MPI_PROC_NULL {
+        return Ok(None);
+    }
+    let n = w.peers.len();
+    let Some(r) = usize::try_from(rank).ok().filter(|&r| r < n) else {
+        return fail(
+            MPI_ERR_RANK,
+            format!("target rank {rank} is not in a window of {n} ranks"),
+        );
+    };
+    if !w.epoch.may_access(r) {
+        return sync_error(format!(
+            "no access epoch is open to rank {r} (fence, MPI_Win_start or a lock first)"
+        ));
+    }
+    let peer = w.peers[r];
+    let dynamic = w.values.flavor == MPI_WIN_FLAVOR_DYNAMIC;
+    Ok(Some(Target {
+        core: w.core.clone(),
+        shared: w.shared.clone(),
+        rank: r,
+        offset: if dynamic {
+            disp as i128
+        } else {
+            disp as i128 * peer.disp_unit as i128
+        },
+        size: (!dynamic).then_some(peer.size),
+        limit: w.core.active_limit(r)?,
+    }))
+}
+
+/// `count` elements of a datatype at an address.
+struct Buf {
+    base: *mut u8,
+    count: usize,
+    dt: Datatype,
+}
+
+impl Buf {
+    fn bytes(&self) -> usize {
+        self.dt.size() * self.count
+    }
+}
+
+fn buf(s: &mut State, base: *const c_void, count: c_int, datatype: Handle) -> Res<Buf> {
+    Ok(Buf {
+        base: base as *mut u8,
+        count: count_arg(count)?,
+        dt: s.committed_type(datatype)?,
+    })
+}
+
+/// MPI_ERR_RMA_RANGE unless the target data lies in the target's window.
+fn check_range(t: &Target, tb: &Buf) -> Res {
+    let Some(size) = t.size else { return Ok(()) };
+    if tb.count == 0 || tb.dt.size() == 0 {
+        return Ok(());
+    }
+    let last = (tb.count as i128 - 1) * tb.dt.extent() as i128;
+    let lo = t.offset + tb.dt.true_lb() as i128 + last.min(0);
+    let hi = t.offset + tb.dt.true_ub() as i128 + last.max(0);
+    if lo < 0 || hi > size as i128 {
+        return fail(
+            MPI_ERR_RMA_RANGE,
+            format!(
+                "bytes {lo}..{hi} are outside the {size}-byte window of rank {}",
+                t.rank
+            ),
+        );
+    }
+    Ok(())
+}
+
+/// A piece of an operation: packed offset, length, target blocks.
+type Piece = (usize, usize, Vec<(u64, u64)>);
+
+/// Cuts the `total` packed bytes of the target data into pieces whose messages (request and
+/// answer) fit the runtime's limit; piece lengths are multiples of `unit` but for the last.
+fn pieces(t: &Target, tb: &Buf, total: usize, unit: usize) -> Res<Vec<Piece>> {
+    let room = t.limit.saturating_sub(HEADER_MAX + 16);
+    let mut out = Vec::new();
+    let mut skip = 0;
+    while skip < total {
+        let left = total - skip;
+        let mut len = left.min(room.saturating_sub(BLOCK_LEN));
+        loop {
+            if len < left {
+                len -= len % unit.max(1);
+            }
+            if len == 0 {
+                return fail(
+                    MPI_ERR_INTERN,
+                    format!(
+                        "messages to rank {} hold only {} bytes, too few for one element",
+                        t.rank, t.limit
+                    ),
+                );
+            }
+            let blocks = target_blocks(t, tb, skip, len);
+            if blocks.len() * BLOCK_LEN + len <= room {
+                out.push((skip, len, blocks));
+                skip += len;
+                break;
+            }
+            len /= 2;
+        }
+    }
+    Ok(out)
+}
+
+/// The target blocks of packed bytes `[skip, skip + len)`, adjacent ones merged.
+fn target_blocks(t: &Target, tb: &Buf, skip: usize, len: usize) -> Vec<(u64, u64)> {
+    if let Some(start) = tb.dt.contiguous_span(tb.count) {
+        let off = t.offset + start as i128 + skip as i128;
+        return vec![(off as u64, len as u64)];
+    }
+    let mut blocks: Vec<(u64, u64)> = Vec::new();
+    tb.dt.for_each_block(tb.count, skip, len, |off, _, l| {
+        let at = (t.offset + off as i128) as u64;
+        match blocks.last_mut() {
+            Some((o, n)) if o.wrapping_add(*n) == at => *n += l as u64,
+            _ => blocks.push((at, l as u64)),
+        }
+    });
+    blocks
+}
+
+fn send(t: &Target, tag: i32, msg: Vec<u8>) -> Res {
+    t.shared.borrow_mut().pending[t.rank] += 1;
+    t.core.send_active(t.rank, tag, msg)?;
+    Ok(())
+}
+
+/// Registers where the answer to a read lands; returns its id.
+fn land(t: &Target, to: &Buf, skip: usize) -> u64 {
+    let mut w = t.shared.borrow_mut();
+    let id = w.next_id();
+    w.landings.insert(
+        id,
+        Landing {
+            dt: to.dt.clone(),
+            count: to.count,
+            base: to.base,
+            skip,
+        },
+    );
+    id
+}
+
+fn same_len(a: usize, b: usize, what: &str) -> Res {
+    if a != b {
+        return fail(
+            MPI_ERR_ARG,
+            format!("{what} holds {a} bytes, the target data {b}"),
+        );
+    }
+    Ok(())
+}
+
+unsafe fn put(origin: Buf, t: Target, tb: Buf) -> Res {
+    check_range(&t, &tb)?;
+    same_len(origin.bytes(), tb.bytes(), "the origin data")?;
+    for (skip, len, blocks) in pieces(&t, &tb, tb.bytes(), 1)? {
+        let mut w = Writer::new(HEADER_MAX + blocks.len() * BLOCK_LEN + len).blocks(&blocks);
+        // SAFETY: MPI's contract: the origin buffer holds `count` elements of its type.
+        origin
+            .dt
+            .pack_partial(origin.base, origin.count, skip, w.reserve_tail(len));
+        send(&t, kind::PUT, w.done())?;
+    }
+    Ok(())
+}
+
+fn get(origin: Buf, t: Target, tb: Buf) -> Res {
+    check_range(&t, &tb)?;
+    same_len(origin.bytes(), tb.bytes(), "the origin buffer")?;
+    for (skip, _, blocks) in pieces(&t, &tb, tb.bytes(), 1)? {
+        let id = land(&t, &origin, skip);
+        let msg = Writer::new(HEADER_MAX + blocks.len() * BLOCK_LEN)
+            .u64(id)
+            .blocks(&blocks);
+        send(&t, kind::GET, msg.done())?;
+    }
+    Ok(())
+}
+
+/// The predefined operation `op` and the basic type it combines in `tb`: (op, type handle,
+/// element size).
+fn acc_op(s: &State, op: Handle, tb: &Buf) -> Res<(BuiltinOp, u32, usize)> {
+    let Some(op) = BuiltinOp::from_handle(op) else {
+        s.op(op)?;
+        return fail(
+            MPI_ERR_OP,
+            "one-sided accumulates take predefined operations only",
+        );
+    };
+    if tb.bytes() == 0 {
+        return Ok((op, 0, 1)); // nothing moves
+    }
+    match tb.dt.uniform_builtin() {
+        Some((b, _)) => {
+            crate::ops::check(op, b).map_err(|e| MpiError::new(MPI_ERR_OP, e.to_string()))?;
+            Ok((op, b as usize as u32, b.size()))
+        }
+        None if matches!(op, BuiltinOp::Replace | BuiltinOp::NoOp) => Ok((op, 0, 1)),
+        None => fail(
+            MPI_ERR_TYPE,
+            "accumulate needs a target type made of one predefined type",
+        ),
+    }
+}
+
+unsafe fn accumulate(origin: Buf, t: Target, tb: Buf, op: (BuiltinOp, u32, usize)) -> Res {
+    check_range(&t, &tb)?;
+    same_len(origin.bytes(), tb.bytes(), "the origin data")?;
+    let (op, ty, unit) = op;
+    for (skip, len, blocks) in pieces(&t, &tb, tb.bytes(), unit)? {
+        let mut w = Writer::new(HEADER_MAX + blocks.len() * BLOCK_LEN + len)
+            .u32(op.handle() as u32)
+            .u32(ty)
+            .blocks(&blocks);
+        // SAFETY: MPI's contract: the origin buffer holds `count` elements of its type.
+        origin
+            .dt
+            .pack_partial(origin.base, origin.count, skip, w.reserve_tail(len));
+        send(&t, kind::ACC, w.done())?;
+    }
+    Ok(())
+}
+
+unsafe fn get_accumulate(
+    origin: Buf,
+    result: Buf,
+    t: Target,
+    tb: Buf,
+    op: (BuiltinOp, u32, usize),
+) -> Res {
+    check_range(&t, &tb)?;
+    let (op, ty, unit) = op;
+    if op != BuiltinOp::NoOp {
+        same_len(origin.bytes(), tb.bytes(), "the origin data")?;
+    }
+    same_len(result.bytes(), tb.bytes(), "the result buffer")?;
+    for (skip, len, blocks) in pieces(&t, &tb, tb.bytes(), unit)? {
+        let id = land(&t, &result, skip);
+        let data = if op == BuiltinOp::NoOp { 0 } else { len };
+        let mut w = Writer::new(HEADER_MAX + blocks.len() * BLOCK_LEN + data)
+            .u64(id)
+            .u32(op.handle() as u32)
+            .u32(ty)
+            .blocks(&blocks);
+        if data > 0 {
+            // SAFETY: MPI's contract: the origin buffer holds `count` elements of its type.
+            origin
+                .dt
+                .pack_partial(origin.base, origin.count, skip, w.reserve_tail(len));
+        }
+        send(&t, kind::GET_ACC, w.done())?;
+    }
+    Ok(())
+}
+
+/// Completes every operation to `t` (the answers are in).
+fn flush_target(t: &Target) -> Res {
+    let r = t.rank;
+    wait(&t.core, &t.shared, |w| w.pending[r] == 0)
+}
+
+/// A request that is already complete (R-operations complete before they return).
+fn done_request(s: &mut State) -> Res<Handle> {
+    let world = s.engine()?;
+    Ok(s.requests
+        .insert(Request::done(MPI_COMM_WORLD, world, Outcome::EMPTY)))
+}
+
+/// Runs a request-based operation: issues it, waits for its target's answers, hands out a
+/// complete request.
+unsafe fn with_request(request: *mut Handle, op: impl FnOnce() -> Res<Option<Target>>) -> Res {
+    let out = out(request, "request")?;
+    if let Some(t) = op()? {
+        flush_target(&t)?;
+    }
+    *out = running(done_request)?;
+    Ok(())
+}
+
+unsafe fn do_put(
+    oaddr: *const c_void,
+    ocount: c_int,
+    otype: Handle,
+    rank: c_int,
+    disp: isize,
+    tcount: c_int,
+    ttype: Handle,
+    win: Handle,
+) -> Res<Option<Target>> {
+    let Some((o, t, tb)) = running(|s| {
+        let Some(t) = target(s, win, rank, disp)? else {
+            return Ok(None);
+        };
+        Ok(Some((
+            buf(s, oaddr, ocount, otype)?,
+            t,
+            buf(s, std::ptr::null(), tcount, ttype)?,
+        )))
+    })?
+    else {
+        return Ok(None);
+    };
+    let again = t.again();
+    put(o, t, tb)?;
+    Ok(Some(again))
+}
+
+unsafe fn do_get(
+    oaddr: *mut c_void,
+    ocount: c_int,
+    otype: Handle,
+    rank: c_int,
+    disp: isize,
+    tcount: c_int,
+    ttype: Handle,
+    win: Handle,
+) -> Res<Option<Target>> {
+    let Some((o, t, tb)) = running(|s| {
+        let Some(t) = target(s, win, rank, disp)? else {
+            return Ok(None);
+        };
+        Ok(Some((
+            buf(s, oaddr, ocount, otype)?,
+            t,
+            buf(s, std::ptr::null(), tcount, ttype)?,
+        )))
+    })?
+    else {
+        return Ok(None);
+    };
+    let again = t.again();
+    get(o, t, tb)?;
+    Ok(Some(again))
+}
+
+unsafe fn do_acc(
+    oaddr: *const c_void,
+    ocount: c_int,
+    otype: Handle,
+    rank: c_int,
+    disp: isize,
+    tcount: c_int,
+    ttype: Handle,
+    op: Handle,
+    win: Handle,
+) -> Res<Option<Target>> {
+    let Some((o, t, tb, op)) = running(|s| {
+        let Some(t) = target(s, win, rank, disp)? else {
+            return Ok(None);
+        };
+        let tb = buf(s, std::ptr::null(), tcount, ttype)?;
+        let op = acc_op(s, op, &tb)?;
+        Ok(Some((buf(s, oaddr, ocount, otype)?, t, tb, op)))
+    })?
+    else {
+        return Ok(None);
+    };
+    let again = t.again();
+    accumulate(o, t, tb, op)?;
+    Ok(Some(again))
+}
+
+unsafe fn do_get_acc(
+    oaddr: *const c_void,
+    ocount: c_int,
+    otype: Handle,
+    raddr: *mut c_void,
+    rcount: c_int,
+    rtype: Handle,
+    rank: c_int,
+    disp: isize,
+    tcount: c_int,
+    ttype: Handle,
+    op: Handle,
+    win: Handle,
+) -> Res<Option<Target>> {
+    let Some((o, r, t, tb, op)) = running(|s| {
+        let Some(t) = target(s, win, rank, disp)? else {
+            return Ok(None);
+        };
+        let tb = buf(s, std::ptr::null(), tcount, ttype)?;
+        let op = acc_op(s, op, &tb)?;
+        // With MPI_NO_OP the origin arguments are ignored.
+        let o = if op.0 == BuiltinOp::NoOp {
+            Buf {
+                base: std::ptr::null_mut(),
+                count: 0,
+                dt: tb.dt.clone(),
+            }
+        } else {
+            buf(s, oaddr, ocount, otype)?
+        };
+        Ok(Some((o, buf(s, raddr, rcount, rtype)?, t, tb, op)))
+    })?
+    else {
+        return Ok(None);
+    };
+    let again = t.again();
+    get_accumulate(o, r, t, tb, op)?;
+    Ok(Some(again))
+}
+
+impl Target {
+    fn again(&self) -> Target {
+        Target {
+            core: self.core.clone(),
+            shared: self.shared.clone(),
+            rank: self.rank,
+            offset: self.offset,
+            size: self.size,
+            limit: self.limit,
+        }
+    }
+}
+
+mpi! {
+    /// Writes into a target's window.
+    fn MPI_Put / PMPI_Put(origin_addr: *const c_void, origin_count: c_int, origin_datatype: Handle, target_rank: c_int, target_disp: isize, target_count: c_int, target_datatype: Handle, win: Handle) on win => {
+        do_put(origin_addr, origin_count, origin_datatype, target_rank, target_disp, target_count, target_datatype, win).map(|_| ())
+    }
+}
+mpi! {
+    /// Reads from a target's window.
+    fn MPI_Get / PMPI_Get(origin_addr: *mut c_void, origin_count: c_int, origin_datatype: Handle, target_rank: c_int, target_disp: isize, target_count: c_int, target_datatype: Handle, win: Handle) on win => {
+        do_get(origin_addr, origin_count, origin_datatype, target_rank, target_disp, target_count, target_datatype, win).map(|_| ())
+    }
+}
+mpi! {
+    /// Combines data into a target's window.
+    fn MPI_Accumulate / PMPI_Accumulate(origin_addr: *const c_void, origin_count: c_int, origin_datatype: Handle, target_rank: c_int, target_disp: isize, target_count: c_int, target_datatype: Handle, op: Handle, win: Handle) on win => {
+        do_acc(origin_addr, origin_count, origin_datatype, target_rank, target_disp, target_count, target_datatype, op, win).map(|_| ())
+    }
+}
+mpi! {
+    /// Combines data into a target's window and returns what was there.
+    fn MPI_Get_accumulate / PMPI_Get_accumulate(origin_addr: *const c_void, origin_count: c_int, origin_datatype: Handle, result_addr: *mut c_void, result_count: c_int, result_datatype: Handle, target_rank: c_int, target_disp: isize, target_count: c_int, target_datatype: Handle, op: Handle, win: Handle) on win => {
+        do_get_acc(origin_addr, origin_count, origin_datatype, result_addr, result_count, result_datatype, target_rank, target_disp, target_count, target_datatype, op, win).map(|_| ())
+    }
+}
+mpi! {
+    /// Get_accumulate of one element.
+    fn MPI_Fetch_and_op / PMPI_Fetch_and_op(origin_addr: *const c_void, result_addr: *mut c_void, datatype: Handle, target_rank: c_int, target_disp: isize, op: Handle, win: Handle) on win => {
+        do_get_acc(origin_addr, 1, datatype, result_addr, 1, datatype, target_rank, target_disp, 1, datatype, op, win).map(|_| ())
+    }
+}
+mpi! {
+    /// Replaces one element of a target's window if it equals `compare`; returns the old value.
+    fn MPI_Compare_and_swap / PMPI_Compare_and_swap(origin_addr: *const c_void, compare_addr: *const c_void, result_addr: *mut c_void, datatype: Handle, target_rank: c_int, target_disp: isize, win: Handle) on win => {
+        let Some((t, dt)) = running(|s| {
+            let Some(t) = target(s, win, target_rank, target_disp)? else { return Ok(None) };
+            Ok(Some((t, s.committed_type(datatype)?)))
+        })? else { return Ok(()) };
+        let Some(b) = dt.as_builtin() else {
+            return fail(MPI_ERR_TYPE, "MPI_Compare_and_swap takes a predefined datatype");
+        };
+        let tb = Buf { base: std::ptr::null_mut(), count: 1, dt: dt.clone() };
+        check_range(&t, &tb)?;
+        let size = b.size();
+        let result = Buf { base: result_addr as *mut u8, count: 1, dt };
+        let id = land(&t, &result, 0);
+        let mut w = Writer::new(HEADER_MAX + 8 + 2 * size).u64(id).u32(b as usize as u32).u64(t.offset as u64);
+        // SAFETY: MPI's contract: both addresses hold one element of `datatype`.
+        w = w.bytes(std::slice::from_raw_parts(compare_addr as *const u8, size));
+        w = w.bytes(std::slice::from_raw_parts(origin_addr as *const u8, size));
+        send(&t, kind::CAS, w.done())
+    }
+}
+mpi! {
+    /// MPI_Put returning a request (complete on return).
+    fn MPI_Rput / PMPI_Rput(origin_addr: *const c_void, origin_count: c_int, origin_datatype: Handle, target_rank: c_int, target_disp: isize, target_count: c_int, target_datatype: Handle, win: Handle, request: *mut Handle) on win => {
+        with_request(request, || do_put(origin_addr, origin_count, origin_datatype, target_rank, target_disp, target_count, target_datatype, win))
+    }
+}
+mpi! {
+    /// MPI_Get returning a request (complete on return).
+    fn MPI_Rget / PMPI_Rget(origin_addr: *mut c_void, origin_count: c_int, origin_datatype: Handle, target_rank: c_int, target_disp: isize, target_count: c_int, target_datatype: Handle, win: Handle, request: *mut Handle) on win => {
+        with_request(request, || do_get(origin_addr, origin_count, origin_datatype, target_rank, target_disp, target_count, target_datatype, win))
+    }
+}
+mpi! {
+    /// MPI_Accumulate returning a request (complete on return).
+    fn MPI_Raccumulate / PMPI_Raccumulate(origin_addr: *const c_void, origin_count: c_int, origin_datatype: Handle, target_rank: c_int, target_disp: isize, target_count: c_int, target_datatype: Handle, op: Handle, win: Handle, request: *mut Handle) on win => {
+        with_request(request, || do_acc(origin_addr, origin_count, origin_datatype, target_rank, target_disp, target_count, target_datatype, op, win))
+    }
+}
+mpi! {
+    /// MPI_Get_accumulate returning a request (complete on return).
+    fn MPI_Rget_accumulate / PMPI_Rget_accumulate(origin_addr: *const c_void, origin_count: c_int, origin_datatype: Handle, result_addr: *mut c_void, result_count: c_int, result_datatype: Handle, target_rank: c_int, target_disp: isize, target_count: c_int, target_datatype: Handle, op: Handle, win: Handle, request: *mut Handle) on win => {
+        with_request(request, || do_get_acc(origin_addr, origin_count, origin_datatype, result_addr, result_count, result_datatype, target_rank, target_disp, target_count, target_datatype, op, win))
+    }
+}
+
+// ---- synchronisation ----
+
+/// Drives progress until `done` holds for the window, then reports what the targets refused.
+fn wait(core: &ferry_core::Comm, shared: &Rc<RefCell<Win>>, done: impl Fn(&Win) -> bool) -> Res {
+    core.wait_until(|_| done(&shared.borrow()))?;
+    let mut w = shared.borrow_mut();
+    if let Some(e) = w.broken.take() {
+        return fail(MPI_ERR_INTERN, format!("one-sided protocol: {e}"));
+    }
+    if std::mem::take(&mut w.out_of_range) {
+        return fail(
+            MPI_ERR_RMA_RANGE,
+            "a target refused an access outside its window",
+        );
+    }
+    Ok(())
+}
+
+/// The window's communicator and shared state, after `check` approved (and updated) its epochs.
+fn parts(
+    win: Handle,
+    check: impl FnOnce(&mut Epoch, usize) -> Res,
+) -> Res<(ferry_core::Comm, Rc<RefCell<Win>>)> {
+    running(|s| {
+        let w = win_mut(s, win)?;
+        let n = w.peers.len();
+        check(&mut w.epoch, n)?;
+        Ok((w.core.clone(), w.shared.clone()))
+    })
+}
+
+fn check_assert(assert: c_int) -> Res {
+    let all = MPI_MODE_NOCHECK
+        | MPI_MODE_NOSTORE
+        | MPI_MODE_NOPUT
+        | MPI_MODE_NOPRECEDE
+        | MPI_MODE_NOSUCCEED;
+    if assert & !all != 0 {
+        return fail(MPI_ERR_ASSERT, format!("invalid assert {assert:#x}"));
+    }
+    Ok(())
+}
+
+/// Window ranks of the members of `group`.
+fn group_ranks(s: &State, win: Handle, group: Handle) -> Res<Vec<usize>> {
+    let members = s.group(group)?;
+    let w = win_obj(s, win)?;
+    let ranks = w.core.world_ranks();
+    members
+        .iter()
+        .map(|&m| {
+            ranks.iter().position(|&r| r == m).ok_or_else(|| {
+                MpiError::new(
+                    MPI_ERR_GROUP,
+                    format!("world rank {m} is not in the window's group"),
+                )
+            })
+        })
+        .collect()
+}
+
+mpi! {
+    /// Ends one fence epoch and starts the next (collective).
+    fn MPI_Win_fence / PMPI_Win_fence(assert: c_int, win: Handle) on win => {
+        check_assert(assert)?;
+        let (core, shared) = parts(win, |e, _| {
+            if e.access.is_some() || e.exposure.is_some() || e.lock_all.is_some() || e.locks.iter().any(|l| l.is_some()) {
+                return sync_error("MPI_Win_fence inside another epoch");
+            }
+            e.fence = assert & MPI_MODE_NOSUCCEED == 0;
+            Ok(())
+        })?;
+        wait(&core, &shared, |w| w.pending.iter().all(|&p| p == 0))?;
+        core.barrier()?;
+        Ok(())
+    }
+}
+mpi! {
+    /// Opens an exposure epoch to the origins in `group`.
+    fn MPI_Win_post / PMPI_Win_post(group: Handle, assert: c_int, win: Handle) on win => {
+        check_assert(assert)?;
+        let ranks = running(|s| group_ranks(s, win, group))?;
+        let g = ranks.clone();
+        let (core, _) = parts(win, move |e, _| {
+            if e.exposure.is_some() {
+                return sync_error("MPI_Win_post while an exposure epoch is open");
+            }
+            e.exposure = Some(g);
+            Ok(())
+        })?;
+        for r in ranks {
+            core.send_active(r, kind::POST, Writer::new(1).done())?;
+        }
+        Ok(())
+    }
+}
+mpi! {
+    /// Opens an access epoch to the targets in `group` (waits for their posts).
+    fn MPI_Win_start / PMPI_Win_start(group: Handle, assert: c_int, win: Handle) on win => {
+        check_assert(assert)?;
+        let ranks = running(|s| group_ranks(s, win, group))?;
+        let (core, shared) = parts(win, |e, _| {
+            if e.access.is_some() {
+                return sync_error("MPI_Win_start while an access epoch is open");
+            }
+            Ok(())
+        })?;
+        if assert & MPI_MODE_NOCHECK == 0 {
+            wait(&core, &shared, |w| ranks.iter().all(|&r| w.posts[r] > 0))?;
+            let mut w = shared.borrow_mut();
+            for &r in &ranks {
+                w.posts[r] -= 1;
+            }
+        }
+        parts(win, move |e, _| {
+            e.access = Some(ranks);
+            Ok(())
+        })?;
+        Ok(())
+    }
+}
+mpi! {
+    /// Ends the access epoch: completes its operations and tells the targets.
+    fn MPI_Win_complete / PMPI_Win_complete(win: Handle) on win => {
+        let mut ranks = Vec::new();
+        let (core, shared) = parts(win, |e, _| {
+            ranks = e.access.take().map_or_else(|| sync_error("MPI_Win_complete without MPI_Win_start"), Ok)?;
+            Ok(())
+        })?;
+        wait(&core, &shared, |w| ranks.iter().all(|&r| w.pending[r] == 0))?;
+        for r in ranks {
+            core.send_active(r, kind::COMPLETE, Writer::new(1).done())?;
+        }
+        Ok(())
+    }
+}
+
+/// Ends the exposure epoch if every origin has completed (`block`: wait until they have).
+fn finish_exposure(win: Handle, block: bool) -> Res<bool> {
+    let mut ranks = Vec::new();
+    let (core, shared) = parts(win, |e, _| {
+        ranks = e.exposure.clone().map_or_else(
+            || sync_error("no exposure epoch is open (MPI_Win_post)"),
+            Ok,
+        )?;
+        Ok(())
+    })?;
+    let all_in = |w: &Win| ranks.iter().all(|&r| w.completes[r] > 0);
+    if block {
+        wait(&core, &shared, all_in)?;
+    } else if !all_in(&shared.borrow()) {
+        core.progress()?;
+        if !all_in(&shared.borrow()) {
+            return Ok(false);
+        }
+    }
+    {
+        let mut w = shared.borrow_mut();
+        for &r in &ranks {
+            w.completes[r] -= 1;
+        }
+    }
+    parts(win, |e, _| {
+        e.exposure = None;
+        Ok(())
+    })?;
+    Ok(true)
+}
+
+mpi! {
+    /// Ends the exposure epoch once every origin has completed.
+    fn MPI_Win_wait / PMPI_Win_wait(win: Handle) on win => {
+        finish_exposure(win, true).map(|_| ())
+    }
+}
+mpi! {
+    /// MPI_Win_wait that does not block: `flag` says whether the epoch ended.
+    fn MPI_Win_test / PMPI_Win_test(win: Handle, flag: *mut c_int) on win => {
+        let flag = out(flag, "flag")?;
+        *flag = finish_exposure(win, false)? as c_int;
+        Ok(())
+    }
+}
+
+fn lock_message(exclusive: bool) -> Vec<u8> {
+    Writer::new(2).u8(exclusive as u8).done()
+}
+
+/// Asks each of `ranks` for the lock. Only this rank's own grant is waited for (its memory may
+/// then be loaded and stored directly); the others hold back our operations until they grant,
+/// and their grants are collected at unlock.
+fn acquire(
+    core: &ferry_core::Comm,
+    shared: &Rc<RefCell<Win>>,
+    ranks: &[usize],
+    exclusive: bool,
+) -> Res {
+    let me = core.rank();
+    for &r in ranks {
+        core.send_active(r, kind::LOCK, lock_message(exclusive))?;
+        shared.borrow_mut().grants_due[r] += 1;
+    }
+    if ranks.contains(&me) {
+        wait(core, shared, |w| w.grants[me] >= w.grants_due[me])?;
+        let mut w = shared.borrow_mut();
+        let due = std::mem::take(&mut w.grants_due[me]);
+        w.grants[me] -= due;
+    }
+    Ok(())
+}
+
+/// Completes the operations to each of `ranks`, gives their locks back, and waits for that
+/// (and for the grants not collected yet).
+fn release(
+    core: &ferry_core::Comm,
+    shared: &Rc<RefCell<Win>>,
+    ranks: &[usize],
+    nocheck: bool,
+) -> Res {
+    wait(core, shared, |w| ranks.iter().all(|&r| w.pending[r] == 0))?;
+    if nocheck {
+        return Ok(());
+    }
+    for &r in ranks {
+        core.send_active(r, kind::UNLOCK, Writer::new(1).done())?;
+    }
+    wait(core, shared, |w| {
+        ranks
+            .iter()
+            .all(|&r| w.unlocked[r] > 0 && w.grants[r] >= w.grants_due[r])
+    })?;
+    let mut w = shared.borrow_mut();
+    for &r in ranks {
+        w.unlocked[r] -= 1;
+        let due = std::mem::take(&mut w.grants_due[r]);
+        w.grants[r] -= due;
+    }
+    Ok(())
+}
+
+fn rank_arg(rank: c_int, n: usize) -> Res<usize> {
+    usize::try_from(rank)
+        .ok()
+        .filter(|&r| r < n)
+        .ok_or_else(|| {
+            MpiError::new(
+                MPI_ERR_RANK,
+                format!("rank {rank} is not in a window of {n} ranks"),
+            )
+        })
+}
+
+mpi! {
+    /// Starts a passive-target epoch to `rank` (waits for the lock only on this rank's window).
+    fn MPI_Win_lock / PMPI_Win_lock(lock_type: c_int, rank: c_int, assert: c_int, win: Handle) on win => {
+        check_assert(assert)?;
+        let exclusive = match lock_type {
+            MPI_LOCK_EXCLUSIVE => true,
+            MPI_LOCK_SHARED => false,
+            t => return fail(MPI_ERR_LOCKTYPE, format!("invalid lock type {t}")),
+        };
+        let nocheck = assert & MPI_MODE_NOCHECK != 0;
+        if rank == MPI_PROC_NULL {
+            return running(|s| win_obj(s, win).map(|_| ()));
+        }
+        let mut target = 0;
+        let (core, shared) = parts(win, |e, n| {
+            target = rank_arg(rank, n)?;
+            if e.locks[target].is_some() || e.lock_all.is_some() {
+                return sync_error(format!("rank {target} is already locked"));
+            }
+            Ok(())
+        })?;
+        if !nocheck {
+            acquire(&core, &shared, &[target], exclusive)?;
+        }
+        parts(win, |e, _| {
+            e.locks[target] = Some(nocheck);
+            Ok(())
+        })?;
+        Ok(())
+    }
+}
+mpi! {
+    /// Ends the passive-target epoch to `rank`.
+    fn MPI_Win_unlock / PMPI_Win_unlock(rank: c_int, win: Handle) on win => {
+        if rank == MPI_PROC_NULL {
+            return running(|s| win_obj(s, win).map(|_| ()));
+        }
+        let mut target = 0;
+        let mut nocheck = false;
+        let (core, shared) = parts(win, |e, n| {
+            target = rank_arg(rank, n)?;
+            nocheck = e.locks[target].take().map_or_else(|| sync_error(format!("rank {target} is not locked")), Ok)?;
+            Ok(())
+        })?;
+        release(&core, &shared, &[target], nocheck)
+    }
+}
+mpi! {
+    /// Starts a shared passive-target epoch to every rank.
+    fn MPI_Win_lock_all / PMPI_Win_lock_all(assert: c_int, win: Handle) on win => {
+        check_assert(assert)?;
+        let nocheck = assert & MPI_MODE_NOCHECK != 0;
+        let mut n = 0;
+        let (core, shared) = parts(win, |e, size| {
+            n = size;
+            if e.lock_all.is_some() || e.locks.iter().any(|l| l.is_some()) {
+                return sync_error("MPI_Win_lock_all while a lock is held");
+            }
+            Ok(())
+        })?;
+        if !nocheck {
+            acquire(&core, &shared, &(0..n).collect::<Vec<_>>(), false)?;
+        }
+        parts(win, |e, _| {
+            e.lock_all = Some(nocheck);
+            Ok(())
+        })?;
+        Ok(())
+    }
+}
+mpi! {
+    /// Ends the MPI_Win_lock_all epoch.
+    fn MPI_Win_unlock_all / PMPI_Win_unlock_all(win: Handle) on win => {
+        let mut n = 0;
+        let mut nocheck = false;
+        let (core, shared) = parts(win, |e, size| {
+            n = size;
+            nocheck = e.lock_all.take().map_or_else(|| sync_error("MPI_Win_unlock_all without MPI_Win_lock_all"), Ok)?;
+            Ok(())
+        })?;
+        release(&core, &shared, &(0..n).collect::<Vec<_>>(), nocheck)
+    }
+}
+
+/// Completes the operations to `rank` (all ranks for `None`) inside a passive-target epoch.
+fn flush(win: Handle, rank: Option<c_int>) -> Res {
+    if rank == Some(MPI_PROC_NULL) {
+        return running(|s| win_obj(s, win).map(|_| ()));
+    }
+    let mut ranks = Vec::new();
+    let (core, shared) = parts(win, |e, n| {
+        ranks = match rank {
+            Some(r) => vec![rank_arg(r, n)?],
+            None => (0..n).collect(),
+        };
+        let open = match rank {
+            Some(_) => e.passive(ranks[0]),
+            None => e.lock_all.is_some() || e.locks.iter().any(|l| l.is_some()),
+        };
+        if !open {
+            return sync_error("flush outside a passive-target epoch (MPI_Win_lock first)");
+        }
+        Ok(())
+    })?;
+    wait(&core, &shared, |w| ranks.iter().all(|&r| w.pending[r] == 0))
+}
+
+mpi! {
+    /// Completes the operations to `rank`, at origin and target.
+    fn MPI_Win_flush / PMPI_Win_flush(rank: c_int, win: Handle) on win => { flush(win, Some(rank)) }
+}
+mpi! {
+    /// Completes the operations to every rank.
+    fn MPI_Win_flush_all / PMPI_Win_flush_all(win: Handle) on win => { flush(win, None) }
+}
+mpi! {
+    /// Completes the operations to `rank` at the origin (here: as MPI_Win_flush).
+    fn MPI_Win_flush_local / PMPI_Win_flush_local(rank: c_int, win: Handle) on win => { flush(win, Some(rank)) }
+}
+mpi! {
+    /// Completes the operations to every rank at the origin (here: as MPI_Win_flush_all).
+    fn MPI_Win_flush_local_all / PMPI_Win_flush_local_all(win: Handle) on win => { flush(win, None) }
+}
+mpi! {
+    /// Synchronises the public and private copies (one copy here: a memory fence).
+    fn MPI_Win_sync / PMPI_Win_sync(win: Handle) on win => {
+        running(|s| win_obj(s, win).map(|_| ()))?;
+        std::sync::atomic::fence(std::sync::atomic::Ordering::SeqCst);
+        Ok(())
+    }
+}
