@@ -390,27 +390,33 @@ fn start(
 }
 
 impl Prepared {
+    /// Hands the schedule and buffers to the runtime; the caller keeps `input` and `output`
+    /// alive until the returned request is done.
+    fn start(&mut self) -> Res<ferry_core::raw::RawRequest> {
+        let (input, output) = (&self.input, &self.output);
+        // SAFETY: the buffers are the caller's (valid by MPI's contract until completion) or
+        // the staging vectors, which the caller keeps until the collective is done.
+        let raw = unsafe {
+            self.core.raw_collective(
+                self.schedule.clone(),
+                (input.ptr, input.len),
+                (output.ptr, output.len),
+                self.reduce.take(),
+            )?
+        };
+        Ok(raw)
+    }
+
     /// Starts the collective; the staging buffers live in the request until it finishes.
-    fn launch(self) -> Res<Request> {
+    fn launch(mut self) -> Res<Request> {
+        let raw = self.start()?;
         let Prepared {
             comm,
             core,
-            schedule,
             input,
             output,
-            reduce,
+            ..
         } = self;
-        // SAFETY: the buffers are the caller's (valid by MPI's contract until completion) or
-        // the staging vectors, which move into the finish closure below and so outlive the
-        // request.
-        let raw = unsafe {
-            core.raw_collective(
-                schedule,
-                (input.ptr, input.len),
-                (output.ptr, output.len),
-                reduce,
-            )?
-        };
         let finish = move |_: &ferry_core::raw::RawStatus| {
             drop(input.staged);
             output.finish();
@@ -419,31 +425,14 @@ impl Prepared {
     }
 
     /// Runs the collective to completion: the blocking call needs no request object.
-    fn run(self) -> Res {
-        let Prepared {
-            core,
-            schedule,
-            input,
-            output,
-            reduce,
-            ..
-        } = self;
-        // SAFETY: as in `launch`; here the buffers outlive the collective because this returns
-        // only once it is done.
-        let raw = unsafe {
-            core.raw_collective(
-                schedule,
-                (input.ptr, input.len),
-                (output.ptr, output.len),
-                reduce,
-            )?
-        };
-        core.wait_until(|done| done(raw))?;
-        if core.raw_take(raw).is_none() {
+    fn run(mut self) -> Res {
+        let raw = self.start()?;
+        self.core.wait_until(|done| done(raw))?;
+        if self.core.raw_take(raw).is_none() {
             return fail(MPI_ERR_INTERN, "collective finished without an outcome");
         }
-        drop(input.staged);
-        output.finish();
+        drop(self.input.staged);
+        self.output.finish();
         Ok(())
     }
 }

@@ -451,7 +451,9 @@ pub(crate) unsafe fn delete_attrs(comm: Handle, attrs: Vec<(c_int, *mut c_void)>
     Ok(())
 }
 
-unsafe fn call_delete(comm: Handle, keyval: c_int, value: *mut c_void) -> Res {
+/// Runs the delete callback of `keyval` for an attribute of `comm` (or of a window: the
+/// callbacks share the signature `int fn(handle, keyval, value, extra)`).
+pub(crate) unsafe fn call_delete(comm: Handle, keyval: c_int, value: *mut c_void) -> Res {
     let kv = with(|s| {
         Ok(s.keyvals
             .get((keyval - KEYVAL_BASE) as usize)

@@ -15,7 +15,7 @@ use crate::error::{fail, handle_error, CommErrhandlerFn, MpiError, Res};
 use crate::ops::BuiltinOp;
 use crate::p2p::count_arg;
 use crate::request::{Outcome, Request};
-use crate::state::{running, with, Attrs, InfoObj, Keyval, State, KEYVAL_BASE};
+use crate::state::{running, with, Attrs, InfoObj, State, KEYVAL_BASE};
 use crate::NONE;
 use std::cell::RefCell;
 use std::ffi::{c_char, c_int, c_void, CStr};
@@ -708,30 +708,10 @@ mpi! {
     }
 }
 
-/// `int fn(MPI_Win, int keyval, void *value, void *extra)`.
-type DeleteFn = unsafe extern "C" fn(Handle, c_int, *mut c_void, *mut c_void) -> c_int;
-
+/// Runs the delete callback of `keyval` on a window attribute (the same call as a
+/// communicator's: both callbacks take the object handle first).
 unsafe fn call_delete(win: Handle, keyval: c_int, value: *mut c_void) -> Res {
-    let kv = with(|s| {
-        Ok(s.keyvals
-            .get((keyval - KEYVAL_BASE) as usize)
-            .copied()
-            .flatten())
-    })?;
-    if let Some(Keyval { delete, extra, .. }) = kv {
-        if delete > 1 {
-            // SAFETY: registered by MPI_Win_create_keyval with this signature.
-            let f: DeleteFn = std::mem::transmute::<usize, DeleteFn>(delete);
-            let rc = f(win, keyval, value, extra);
-            if rc != MPI_SUCCESS {
-                return fail(
-                    rc,
-                    format!("attribute delete callback of keyval {keyval} failed"),
-                );
-            }
-        }
-    }
-    Ok(())
+    crate::comm::call_delete(win, keyval, value)
 }
 
 // ---- operations ----
@@ -1037,6 +1017,30 @@ unsafe fn with_request(request: *mut Handle, op: impl FnOnce() -> Res<Option<Tar
     Ok(())
 }
 
+/// The origin buffer, the target and the target layout of a put or get (`None`: the target is
+/// MPI_PROC_NULL).
+fn sides(
+    oaddr: *const c_void,
+    ocount: c_int,
+    otype: Handle,
+    rank: c_int,
+    disp: isize,
+    tcount: c_int,
+    ttype: Handle,
+    win: Handle,
+) -> Res<Option<(Buf, Target, Buf)>> {
+    running(|s| {
+        let Some(t) = target(s, win, rank, disp)? else {
+            return Ok(None);
+        };
+        Ok(Some((
+            buf(s, oaddr, ocount, otype)?,
+            t,
+            buf(s, std::ptr::null(), tcount, ttype)?,
+        )))
+    })
+}
+
 unsafe fn do_put(
     oaddr: *const c_void,
     ocount: c_int,
@@ -1047,17 +1051,7 @@ unsafe fn do_put(
     ttype: Handle,
     win: Handle,
 ) -> Res<Option<Target>> {
-    let Some((o, t, tb)) = running(|s| {
-        let Some(t) = target(s, win, rank, disp)? else {
-            return Ok(None);
-        };
-        Ok(Some((
-            buf(s, oaddr, ocount, otype)?,
-            t,
-            buf(s, std::ptr::null(), tcount, ttype)?,
-        )))
-    })?
-    else {
+    let Some((o, t, tb)) = sides(oaddr, ocount, otype, rank, disp, tcount, ttype, win)? else {
         return Ok(None);
     };
     let again = t.again();
@@ -1075,17 +1069,7 @@ unsafe fn do_get(
     ttype: Handle,
     win: Handle,
 ) -> Res<Option<Target>> {
-    let Some((o, t, tb)) = running(|s| {
-        let Some(t) = target(s, win, rank, disp)? else {
-            return Ok(None);
-        };
-        Ok(Some((
-            buf(s, oaddr, ocount, otype)?,
-            t,
-            buf(s, std::ptr::null(), tcount, ttype)?,
-        )))
-    })?
-    else {
+    let Some((o, t, tb)) = sides(oaddr, ocount, otype, rank, disp, tcount, ttype, win)? else {
         return Ok(None);
     };
     let again = t.again();
