@@ -645,11 +645,7 @@ pub unsafe extern "C" fn PMPI_Comm_call_errhandler(comm: Handle, errorcode: c_in
         comm,
         MpiError::new(errorcode, "raised by the program"),
     );
-    if rc == errorcode {
-        MPI_SUCCESS
-    } else {
-        rc
-    }
+    crate::error::called_errhandler(rc, errorcode)
 }
 /// MPI_Comm_call_errhandler.
 #[no_mangle]

@@ -181,6 +181,16 @@ pub fn handle_error(name: &str, comm: Handle, error: MpiError) -> c_int {
     }
 }
 
+/// What `MPI_*_call_errhandler` returns once the handler has run with `errorcode` and given
+/// `rc`: success when the handler returned (MPI_ERRORS_RETURN hands the code back), else `rc`.
+pub fn called_errhandler(rc: c_int, errorcode: c_int) -> c_int {
+    if rc == errorcode {
+        MPI_SUCCESS
+    } else {
+        rc
+    }
+}
+
 /// Ends the job: prints `message` and stops every rank through the launcher.
 pub fn fatal(message: &str) -> ! {
     eprintln!("ferry: {message}");

@@ -296,15 +296,13 @@ fn unpack(dt: &Datatype, count: usize, src: &[u8], native: &mut [u8]) {
     }
 }
 
-fn aint_arg(v: MpiAint, what: &str) -> Res<usize> {
+fn aint_arg(v: isize, what: &str) -> Res<usize> {
     usize::try_from(v).map_err(|_| MpiError::new(MPI_ERR_ARG, format!("{what} {v} is negative")))
 }
 
-type MpiAint = isize;
-
 mpi! {
     /// Packs `incount` elements in the external32 representation at `*position` of `outbuf`.
-    fn MPI_Pack_external / PMPI_Pack_external(datarep: *const c_char, inbuf: *const c_void, incount: c_int, datatype: Handle, outbuf: *mut c_void, outsize: MpiAint, position: *mut MpiAint) on NONE => {
+    fn MPI_Pack_external / PMPI_Pack_external(datarep: *const c_char, inbuf: *const c_void, incount: c_int, datatype: Handle, outbuf: *mut c_void, outsize: isize, position: *mut isize) on NONE => {
         datarep_arg(datarep)?;
         let dt = running(|s| s.committed_type(datatype))?;
         let count = crate::p2p::count_arg(incount)?;
@@ -318,13 +316,13 @@ mpi! {
         dt.pack(inbuf as *const u8, count, &mut native);
         let dst = std::slice::from_raw_parts_mut((outbuf as *mut u8).add(start), need);
         pack(&dt, count, &native, dst)?;
-        *pos = (start + need) as MpiAint;
+        *pos = (start + need) as isize;
         Ok(())
     }
 }
 mpi! {
     /// Unpacks `outcount` elements from the external32 representation at `*position` of `inbuf`.
-    fn MPI_Unpack_external / PMPI_Unpack_external(datarep: *const c_char, inbuf: *const c_void, insize: MpiAint, position: *mut MpiAint, outbuf: *mut c_void, outcount: c_int, datatype: Handle) on NONE => {
+    fn MPI_Unpack_external / PMPI_Unpack_external(datarep: *const c_char, inbuf: *const c_void, insize: isize, position: *mut isize, outbuf: *mut c_void, outcount: c_int, datatype: Handle) on NONE => {
         datarep_arg(datarep)?;
         let dt = running(|s| s.committed_type(datatype))?;
         let count = crate::p2p::count_arg(outcount)?;
@@ -338,18 +336,18 @@ mpi! {
         let mut native = vec![0u8; dt.size() * count];
         unpack(&dt, count, src, &mut native);
         dt.unpack(&native, count, outbuf as *mut u8);
-        *pos = (start + need) as MpiAint;
+        *pos = (start + need) as isize;
         Ok(())
     }
 }
 mpi! {
     /// Bytes that `incount` elements take in the external32 representation.
-    fn MPI_Pack_external_size / PMPI_Pack_external_size(datarep: *const c_char, incount: c_int, datatype: Handle, size: *mut MpiAint) on NONE => {
+    fn MPI_Pack_external_size / PMPI_Pack_external_size(datarep: *const c_char, incount: c_int, datatype: Handle, size: *mut isize) on NONE => {
         datarep_arg(datarep)?;
         let dt = running(|s| s.datatype(datatype))?;
         let count = crate::p2p::count_arg(incount)?;
         let Some(size) = size.as_mut() else { return fail(MPI_ERR_ARG, "size is NULL") };
-        *size = (element_size(&dt) * count) as MpiAint;
+        *size = (element_size(&dt) * count) as isize;
         Ok(())
     }
 }

@@ -308,11 +308,7 @@ mpi! {
         }
         let tag = string_tag(std::ffi::CStr::from_ptr(stringtag).to_bytes());
         let (world, lg, rg) = running(|s| {
-            if !matches!(errhandler, MPI_ERRORS_ARE_FATAL | MPI_ERRORS_RETURN | MPI_ERRORS_ABORT)
-                && s.user_errhandler(errhandler).is_none()
-            {
-                return fail(MPI_ERR_ARG, format!("invalid error handler {errhandler:#x}"));
-            }
+            crate::comm::valid_errhandler(s, errhandler)?;
             Ok((s.core_comm(MPI_COMM_WORLD)?, s.group(local_group)?, s.group(remote_group)?))
         })?;
         let leader_of = |g: &[u32], r: c_int, what: &str| {

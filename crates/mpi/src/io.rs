@@ -1431,11 +1431,7 @@ pub(crate) fn forget_open_files() -> Res {
 // ---- error handlers ----
 
 fn valid_errhandler(h: Handle) -> Res {
-    match h {
-        MPI_ERRORS_ARE_FATAL | MPI_ERRORS_RETURN | MPI_ERRORS_ABORT => Ok(()),
-        h if with(|s| Ok(s.errhandlers.get(h).is_some()))? => Ok(()),
-        h => fail(MPI_ERR_ARG, format!("invalid error handler {h:#x}")),
-    }
+    with(|s| crate::comm::valid_errhandler(s, h))
 }
 
 file_fn! {
@@ -1479,11 +1475,7 @@ pub unsafe extern "C" fn PMPI_File_call_errhandler(fh: Handle, errorcode: c_int)
         fh,
         MpiError::new(errorcode, "raised by the program"),
     );
-    if rc == errorcode {
-        MPI_SUCCESS
-    } else {
-        rc
-    }
+    crate::error::called_errhandler(rc, errorcode)
 }
 /// MPI_File_call_errhandler.
 #[no_mangle]

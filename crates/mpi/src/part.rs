@@ -126,7 +126,6 @@ pub(crate) fn forget(s: &mut State, context: u32) {
 }
 
 /// `MPI_Psend_init` / `MPI_Precv_init`.
-#[allow(clippy::too_many_arguments)]
 unsafe fn init(
     send: bool,
     buf: *mut c_void,

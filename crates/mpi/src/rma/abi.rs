@@ -567,11 +567,7 @@ mpi! {
     /// Sets a window's error handler.
     fn MPI_Win_set_errhandler / PMPI_Win_set_errhandler(win: Handle, errhandler: Handle) on win => {
         running(|s| {
-            let valid = matches!(errhandler, MPI_ERRORS_ARE_FATAL | MPI_ERRORS_RETURN | MPI_ERRORS_ABORT)
-                || s.errhandlers.get(errhandler).is_some();
-            if !valid {
-                return fail(MPI_ERR_ARG, format!("invalid error handler {errhandler:#x}"));
-            }
+            crate::comm::valid_errhandler(s, errhandler)?;
             win_mut(s, win)?.errhandler = errhandler;
             Ok(())
         })
@@ -602,11 +598,7 @@ pub unsafe extern "C" fn PMPI_Win_call_errhandler(win: Handle, errorcode: c_int)
         win,
         MpiError::new(errorcode, "raised by the program"),
     );
-    if rc == errorcode {
-        MPI_SUCCESS
-    } else {
-        rc
-    }
+    crate::error::called_errhandler(rc, errorcode)
 }
 /// MPI_Win_call_errhandler.
 #[no_mangle]
