@@ -79,11 +79,6 @@ impl Config {
                     .map_err(|_| format!("FERRY_BSP_SPIN={v}: expected microseconds"))?,
             );
         }
-        if let Ok(core) = ferry_core::Config::from_env() {
-            c.early_bytes = c
-                .early_bytes
-                .min(core.shm_eager_limit.min(core.tcp_eager_limit));
-        }
         Ok(c)
     }
 

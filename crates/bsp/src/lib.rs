@@ -471,7 +471,7 @@ impl Bsp {
     }
 
     /// As [`Bsp::begin`], with explicit settings.
-    pub fn with_config(world: World, nprocs: Option<usize>, config: Config) -> Bsp {
+    pub fn with_config(world: World, nprocs: Option<usize>, mut config: Config) -> Bsp {
         let size = world.size();
         let p = nprocs.unwrap_or(size).clamp(1, size);
         let rank = world.rank();
@@ -493,6 +493,12 @@ impl Bsp {
             Err(e) => world.abort(1, &format!("ferry-bsp: process {rank}: bsp_begin: {e}")),
         };
         let me = comm.rank();
+        // An early send must return once copied out, never wait for its receiver to sync.
+        for q in (0..p).filter(|&q| q != me) {
+            if let Ok(limit) = comm.eager_limit(q) {
+                config.early_bytes = config.early_bytes.min(limit);
+            }
+        }
         let (order, from_order) = if config.reorder {
             (
                 (1..p).map(|k| (me + k) % p).collect(),

@@ -107,14 +107,19 @@ fn all_pairs_exchange_random_sizes_checked_byte_for_byte() {
             assert!(j.stdout().contains("allpairs ok"), "{}", j.stdout());
         }
     }
-    // Both large-message paths of shared memory: pipelined through the ring, and CMA.
-    for cma in ["0", "1"] {
+    // Every large-message path of shared memory: pipelined through the ring, pulled with CMA,
+    // and copied by both sides at once (from 4 KiB on, so that odd splits are covered too).
+    for cma in ["0", "pull", "share"] {
         job(
             3,
             "shm",
             "check",
             &["allpairs", "8388608", "9"],
-            &[("FERRY_CMA", cma)],
+            &[
+                ("FERRY_CMA", cma),
+                ("FERRY_SHM_EAGER", "1024"),
+                ("FERRY_CMA_SHARE", "4096"),
+            ],
             120,
         )
         .assert_ok();

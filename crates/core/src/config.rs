@@ -11,24 +11,31 @@ pub enum TransportKind {
     Tcp,
 }
 
-/// When large shared-memory messages are copied with CMA.
+/// How large shared-memory messages are copied: with CMA (`process_vm_readv`/`writev`, each
+/// byte once) or pipelined through the ring (each byte twice, by both processes at once).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum CmaMode {
-    /// Only when the host's ranks outnumber its cores.
+    /// `Share` while every rank of the host has a core, `Pull` when they outnumber the cores
+    /// (a sender that must wait for a core would hold the receiver up).
     Auto,
-    /// Always (where the kernel allows it).
-    Always,
+    /// The receiver copies the whole message itself.
+    Pull,
+    /// Messages of at least `FERRY_CMA_SHARE` bytes are copied by both sides at once: the
+    /// receiver reads the front while the sender writes the back. Smaller ones are pulled.
+    Share,
     /// Never: always the pipelined copy through the ring.
     Never,
 }
 
 impl CmaMode {
-    /// Whether CMA is used with `local_ranks` ranks on a host of `cores` cores.
-    pub fn enabled(self, local_ranks: usize, cores: usize) -> bool {
+    /// With `local_ranks` ranks on a host of `cores` cores: whether CMA is used, and whether
+    /// copies are shared.
+    pub fn plan(self, local_ranks: usize, cores: usize) -> (bool, bool) {
         match self {
-            CmaMode::Auto => local_ranks > cores,
-            CmaMode::Always => true,
-            CmaMode::Never => false,
+            CmaMode::Auto => (true, local_ranks <= cores),
+            CmaMode::Pull => (true, false),
+            CmaMode::Share => (true, true),
+            CmaMode::Never => (false, false),
         }
     }
 }
@@ -51,18 +58,20 @@ pub const MAX_RAILS: u16 = 16;
 pub struct Config {
     /// `FERRY_TRANSPORT` (`shm` | `tcp`, default `shm`): transport between ranks.
     pub transport: TransportKind,
-    /// `FERRY_SHM_EAGER` (bytes, default 65536, at most half a ring): largest message sent
-    /// eagerly through a ring.
-    pub shm_eager_limit: usize,
+    /// `FERRY_SHM_EAGER` (bytes, at most half a ring): largest message sent eagerly through a
+    /// ring. Unset: 8 KiB while CMA copies are shared (a shared copy beats two ring copies from
+    /// there on), else 64 KiB; see [`Config::shm_eager_for`].
+    pub shm_eager_limit: Option<usize>,
     /// `FERRY_SHM_RING` (bytes, default: 16 MiB / ranks, clamped to 64 KiB … 1 MiB): size of one
     /// ring; rounded down to a power of two.
     pub shm_ring_bytes: Option<usize>,
-    /// `FERRY_CMA` (`auto` | `1` | `0`, default `auto`): single-copy `process_vm_readv` for large
-    /// shm messages instead of the pipelined copy through the ring. `auto` uses it only when the
-    /// host's ranks outnumber its cores: two copies running on two cores at once beat one copy
-    /// when both ranks have a core (measured in the README), and lose when they must take turns.
-    /// A kernel that refuses CMA falls back to the ring either way.
+    /// `FERRY_CMA` (`auto` | `share` | `pull` (or `1`) | `off` (or `0`), default `auto`): how large
+    /// shm messages are copied, see [`CmaMode`]. A kernel that refuses CMA falls back to the
+    /// ring either way.
     pub cma: CmaMode,
+    /// `FERRY_CMA_SHARE` (bytes, default 65536): smallest message whose copy both sides share
+    /// (`share`, and `auto` while ranks have their own cores).
+    pub cma_share_min: usize,
     /// `FERRY_TCP_EAGER` (bytes, default 65536, or 8192 with several rails): largest message
     /// sent eagerly over TCP. Eager messages keep MPI order on rail 0; with rails a lower limit
     /// lets medium messages go by rendezvous, whose data may take any rail.
@@ -104,9 +113,10 @@ impl Default for Config {
     fn default() -> Self {
         Config {
             transport: TransportKind::Shm,
-            shm_eager_limit: 64 << 10,
+            shm_eager_limit: None,
             shm_ring_bytes: None,
             cma: CmaMode::Auto,
+            cma_share_min: 64 << 10,
             tcp_eager_limit: 64 << 10,
             tcp_chunk: 256 << 10,
             tcp_buffer: 0,
@@ -133,6 +143,13 @@ fn parse<T: std::str::FromStr>(name: &str, default: T) -> Result<T, Error> {
 }
 
 impl Config {
+    /// The shm eager limit: `FERRY_SHM_EAGER`, or its default for whether CMA copies are
+    /// shared (`shared_copies`).
+    pub fn shm_eager_for(&self, shared_copies: bool) -> usize {
+        self.shm_eager_limit
+            .unwrap_or(if shared_copies { 8 << 10 } else { 64 << 10 })
+    }
+
     /// Reads every setting from the environment, defaults for those unset.
     pub fn from_env() -> Result<Config, Error> {
         let d = Config::default();
@@ -177,18 +194,23 @@ impl Config {
         }
         Ok(Config {
             transport,
-            shm_eager_limit: parse("FERRY_SHM_EAGER", d.shm_eager_limit)?,
+            shm_eager_limit: match std::env::var("FERRY_SHM_EAGER") {
+                Ok(_) => Some(parse("FERRY_SHM_EAGER", 0)?),
+                Err(_) => None,
+            },
             shm_ring_bytes: ring,
             cma: match std::env::var("FERRY_CMA").as_deref() {
                 Err(_) | Ok("auto") | Ok("") => CmaMode::Auto,
-                Ok("1") | Ok("on") => CmaMode::Always,
+                Ok("share") => CmaMode::Share,
+                Ok("1") | Ok("on") | Ok("pull") => CmaMode::Pull,
                 Ok("0") | Ok("off") => CmaMode::Never,
                 Ok(other) => {
                     return Err(Error::Config(format!(
-                        "FERRY_CMA={other:?}: expected auto, 1 or 0"
+                        "FERRY_CMA={other:?}: expected auto, share, pull or off"
                     )))
                 }
             },
+            cma_share_min: parse("FERRY_CMA_SHARE", d.cma_share_min)?,
             tcp_eager_limit: parse(
                 "FERRY_TCP_EAGER",
                 if rails > 1 {
@@ -243,7 +265,13 @@ impl Config {
                 "FERRY_TRANSPORT",
                 format!("{:?}", self.transport).to_lowercase(),
             ),
-            ("FERRY_SHM_EAGER", self.shm_eager_limit.to_string()),
+            (
+                "FERRY_SHM_EAGER",
+                self.shm_eager_limit.map_or(
+                    "auto (8 KiB with shared CMA copies, else 64 KiB)".into(),
+                    |b| b.to_string(),
+                ),
+            ),
             (
                 "FERRY_SHM_RING",
                 self.shm_ring_bytes
@@ -252,6 +280,7 @@ impl Config {
                     }),
             ),
             ("FERRY_CMA", format!("{:?}", self.cma).to_lowercase()),
+            ("FERRY_CMA_SHARE", self.cma_share_min.to_string()),
             ("FERRY_TCP_EAGER", self.tcp_eager_limit.to_string()),
             ("FERRY_TCP_CHUNK", self.tcp_chunk.to_string()),
             (

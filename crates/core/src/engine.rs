@@ -17,9 +17,9 @@
 use crate::error::Error;
 use crate::matching::{Envelope, Matcher, Pattern};
 use crate::rails::{RailLoad, Striper};
-use crate::shm::{cma_read, ShmTransport};
+use crate::shm::{cma_read, cma_write, ShmTransport};
 use crate::tcp::TcpTransport;
-use ferry_wire::rendezvous::{RendezvousRecv, RendezvousSend};
+use ferry_wire::rendezvous::{share_split, RendezvousRecv, RendezvousSend};
 use ferry_wire::{Frame, HEADER_LEN};
 use std::collections::VecDeque;
 use std::time::{Duration, Instant};
@@ -298,6 +298,14 @@ pub(crate) struct Proto {
     /// already taken from that rail.
     skip: Vec<u64>,
     cma: bool,
+    /// Large shm messages of at least this many bytes are copied by both sides at once
+    /// (SHARE); `u64::MAX`: never, the receiver pulls alone.
+    cma_share_min: u64,
+    /// Peers whose memory a pull has read once: only they are asked to share a copy, so a
+    /// kernel that refuses CMA is found out before a copy depends on it.
+    cma_proven: Vec<bool>,
+    /// The receiver's half of shared copies, run once the SHARE is written (`Engine::progress`).
+    shared_pulls: Vec<SharedPull>,
     requests: Requests,
     matcher: Matcher<ReqId, Unexpected>,
     outq: Vec<VecDeque<Out>>,
@@ -310,6 +318,15 @@ pub(crate) struct Proto {
     active: Vec<(u32, ActiveFn)>,
     /// Replies the handlers queued, as (context, reply), for `Engine::progress` to send.
     active_out: Vec<(u32, ActiveReply)>,
+}
+
+/// The receiver's part of a shared copy: bytes `[0, len)` of the message at `source_addr` in
+/// `peer`'s memory, into the buffer of receive `id`.
+struct SharedPull {
+    id: ReqId,
+    peer: u32,
+    source_addr: u64,
+    len: u64,
 }
 
 /// Fills in the process id of a lost peer, which only the engine knows.
@@ -503,8 +520,31 @@ impl Proto {
                     true
                 }
                 Route::Shm if self.cma => {
+                    if len >= self.cma_share_min && self.cma_proven[peer as usize] {
+                        if let Some(share) = machine.share(buf as u64) {
+                            self.push_out(peer, Out::Frame(OutFrame::control(share)));
+                            self.shared_pulls.push(SharedPull {
+                                id,
+                                peer,
+                                source_addr,
+                                len: share_split(len),
+                            });
+                            if let Some(state) = self.requests.get_mut(id) {
+                                *state = ReqState::RecvRendezvous {
+                                    machine,
+                                    buf,
+                                    env,
+                                    message_len: len as usize,
+                                };
+                            }
+                            return;
+                        }
+                    }
                     match cma_read(self.pids[peer as usize], source_addr, buf, accepted) {
-                        Ok(()) => true,
+                        Ok(()) => {
+                            self.cma_proven[peer as usize] = true;
+                            true
+                        }
                         Err(e) => {
                             eprintln!("ferry: rank {}: single-copy read from rank {peer} refused ({e}); copying through shared memory instead", self.me);
                             self.cma = false;
@@ -533,6 +573,101 @@ impl Proto {
                 message_len: len as usize,
             };
         }
+    }
+
+    /// Bytes `[offset, offset + len)` of rendezvous receive `id` are in its buffer (a DATA
+    /// chunk, the sender's WRITTEN range or this side's pull); completes it once all are.
+    fn stored(&mut self, peer: u32, id: ReqId, offset: u64, len: u64) {
+        let acknowledged = self.acknowledged(peer);
+        let Some(ReqState::RecvRendezvous {
+            machine,
+            env,
+            message_len,
+            ..
+        }) = self.requests.get_mut(id)
+        else {
+            return;
+        };
+        machine.on_stored(offset, len);
+        if machine.is_complete() {
+            let done = Completion {
+                source: env.source,
+                tag: env.tag,
+                len: machine.accepted() as usize,
+                message_len: *message_len,
+                cancelled: false,
+            };
+            let ack = (acknowledged || machine.acknowledges()).then(|| machine.ack());
+            self.complete(id, done);
+            if let Some(ack) = ack {
+                self.push_out(peer, Out::Frame(OutFrame::control(ack)));
+            }
+        }
+    }
+
+    /// The sender's part of a shared copy: writes the back of the message straight into the
+    /// receiver's buffer, or pushes it through the ring if the kernel refuses.
+    fn write_share(
+        &mut self,
+        peer: u32,
+        send_id: u64,
+        recv_id: u64,
+        dest_addr: u64,
+    ) -> Result<(), Error> {
+        let (cma, pid, me) = (self.cma, self.pids[peer as usize], self.me);
+        let Some(ReqState::SendRendezvous { machine, buf }) = self.requests.get_mut(send_id) else {
+            return Err(protocol_error(
+                peer,
+                format!("SHARE for unknown send {send_id:#x}"),
+            ));
+        };
+        let (from, end) = machine
+            .on_share(recv_id)
+            .map_err(|e| protocol_error(peer, e))?;
+        let written = cma
+            && {
+                // SAFETY: from ≤ end = message length; the buffer is lent until the send completes.
+                let source = unsafe { buf.add(from as usize) };
+                match cma_write(pid, dest_addr + from, source, (end - from) as usize) {
+                    Ok(()) => true,
+                    Err(e) => {
+                        eprintln!("ferry: rank {me}: single-copy write to rank {peer} refused ({e}); copying through shared memory instead");
+                        false
+                    }
+                }
+            };
+        if written {
+            if let Some(frame) = machine.wrote_directly() {
+                self.push_out(peer, Out::Frame(OutFrame::control(frame)));
+            }
+        } else {
+            self.cma = false;
+            self.push_out(peer, Out::Stream(send_id));
+        }
+        Ok(())
+    }
+
+    /// Runs the receivers' halves of shared copies whose SHARE frames are written.
+    fn run_shared_pulls(&mut self) -> Result<(), Error> {
+        for pull in std::mem::take(&mut self.shared_pulls) {
+            let Some(ReqState::RecvRendezvous { buf, .. }) = self.requests.get(pull.id) else {
+                continue;
+            };
+            cma_read(
+                self.pids[pull.peer as usize],
+                pull.source_addr,
+                *buf,
+                pull.len as usize,
+            )
+            .map_err(|e| {
+                Error::Transport(format!(
+                    "rank {}: single-copy read from rank {} failed after it had worked: {e}",
+                    self.me, pull.peer
+                ))
+            })?;
+            self.stored(pull.peer, pull.id, 0, pull.len);
+        }
+        Ok(())
     }
 
     /// Cuts the next DATA chunk of a pushed rendezvous: the frame and the chunk's offset.
@@ -711,31 +846,37 @@ impl FrameSink for Proto {
                 }
             }
             (Arrival::Data(id), Frame::Data { offset, len, .. }) => {
-                let acknowledged = self.acknowledged(peer);
-                if let Some(ReqState::RecvRendezvous {
-                    machine,
-                    env,
-                    message_len,
-                    ..
-                }) = self.requests.get_mut(id)
-                {
-                    machine.on_stored(offset, len);
-                    if machine.is_complete() {
-                        let done = Completion {
-                            source: env.source,
-                            tag: env.tag,
-                            len: machine.accepted() as usize,
-                            message_len: *message_len,
-                            cancelled: false,
-                        };
-                        let ack = machine.ack();
-                        self.complete(id, done);
-                        if acknowledged {
-                            self.push_out(peer, Out::Frame(OutFrame::control(ack)));
-                        }
-                    }
-                }
+                self.stored(peer, id, offset, len);
             }
+            (
+                Arrival::Control,
+                Frame::Written {
+                    recv_id,
+                    offset,
+                    len,
+                },
+            ) => match self.requests.get(recv_id) {
+                Some(ReqState::RecvRendezvous { machine, .. }) if machine.acknowledges() => {
+                    machine
+                        .on_data(offset, len)
+                        .map_err(|e| protocol_error(peer, e))?;
+                    self.stored(peer, recv_id, offset, len);
+                }
+                _ => {
+                    return Err(protocol_error(
+                        peer,
+                        format!("WRITTEN for unknown receive {recv_id:#x}"),
+                    ))
+                }
+            },
+            (
+                Arrival::Control,
+                Frame::Share {
+                    send_id,
+                    recv_id,
+                    dest_addr,
+                },
+            ) => self.write_share(peer, send_id, recv_id, dest_addr)?,
             (Arrival::Discard, _) => {}
             (
                 Arrival::Control,
@@ -900,6 +1041,7 @@ pub(crate) struct EngineSetup {
     pub shm: Option<ShmTransport>,
     pub tcp: Option<TcpTransport>,
     pub cma: bool,
+    pub cma_share_min: u64,
     pub shm_eager_limit: usize,
     pub tcp_eager_limit: usize,
     pub tcp_chunk: usize,
@@ -928,6 +1070,9 @@ impl Engine {
                 ordered_in: vec![0; size],
                 skip: vec![0; size],
                 cma: setup.cma,
+                cma_share_min: setup.cma_share_min,
+                cma_proven: vec![false; size],
+                shared_pulls: Vec::new(),
                 requests: Requests {
                     slots: Vec::new(),
                     free: Vec::new(),
@@ -958,6 +1103,15 @@ impl Engine {
             rail_stripe: setup.rail_stripe as u64,
             started: Instant::now(),
         }
+    }
+
+    /// Largest message that goes to world rank `dest` eagerly: a send of at most this many
+    /// bytes completes once copied out, whether or not the receiver has matched it.
+    pub(crate) fn eager_limit_to(&self, dest: u32) -> usize {
+        self.proto
+            .routes
+            .get(dest as usize)
+            .map_or(0, |&route| self.eager_limit(route))
     }
 
     fn eager_limit(&self, route: Route) -> usize {
@@ -1321,6 +1475,11 @@ impl Engine {
         }
         progressed |= self.send_active_replies()?;
         progressed |= self.flush()?;
+        if !self.proto.shared_pulls.is_empty() {
+            // The SHARE frames are out: the senders write their halves while we read ours.
+            self.proto.run_shared_pulls()?;
+            progressed |= self.flush()?;
+        }
         if !self.lanes.is_empty() {
             progressed |= self.rails_failed()?;
         }
@@ -1726,6 +1885,7 @@ mod tests {
             shm: None,
             tcp: None,
             cma: false,
+            cma_share_min: u64::MAX,
             shm_eager_limit: 1 << 16,
             tcp_eager_limit: 1 << 16,
             tcp_chunk: 1 << 18,
@@ -1879,6 +2039,144 @@ mod tests {
         deliver(&mut e, 1, Frame::Fin { send_id: id }, &[]).unwrap();
         assert!(e.proto.is_done(id));
         assert!(e.proto.resend_chunk(id, 0, 1).is_none());
+    }
+
+    /// An engine whose peer 1 shares this host and whose pids are this process, so CMA copies
+    /// within the test process stand in for copies between two.
+    fn cma_engine() -> Engine {
+        let mut e = engine(2);
+        e.proto.routes[1] = Route::Shm;
+        e.proto.pids = vec![std::process::id(); 2];
+        e.proto.cma = true;
+        e.proto.cma_share_min = 0;
+        e
+    }
+
+    fn pattern_bytes(len: usize) -> Vec<u8> {
+        (0..len as u32)
+            .map(|i| (i.wrapping_mul(7) >> 3) as u8)
+            .collect()
+    }
+
+    #[test]
+    fn a_receiver_pulls_a_peer_whole_once_then_shares_the_copy() {
+        let mut e = cma_engine();
+        let message = pattern_bytes(100_000);
+        let len = message.len() as u64;
+        let rts = |send_id| Frame::Rts {
+            context: 0,
+            tag: 3,
+            len,
+            send_id,
+            source_addr: message.as_ptr() as u64,
+        };
+        let mut first = vec![0u8; message.len()];
+        let id = e
+            .irecv(0, Some(1), Some(3), first.as_mut_ptr(), first.len())
+            .unwrap();
+        deliver(&mut e, 1, rts(76), &[]).unwrap();
+        if !e.proto.cma {
+            return; // this kernel refuses CMA: the ring takes over (CTS), nothing to share
+        }
+        assert!(e.proto.is_done(id), "the first message is pulled whole");
+        assert_eq!(first, message);
+        assert_eq!(queued(&e, 1).last(), Some(&Frame::Fin { send_id: 76 }));
+
+        let mut buf = vec![0u8; message.len()];
+        let id = e
+            .irecv(0, Some(1), Some(3), buf.as_mut_ptr(), buf.len())
+            .unwrap();
+        deliver(&mut e, 1, rts(77), &[]).unwrap();
+        let Some(&Frame::Share {
+            send_id: 77,
+            recv_id,
+            dest_addr,
+        }) = queued(&e, 1).last()
+        else {
+            panic!("no SHARE: {:?}", queued(&e, 1))
+        };
+        assert_eq!(dest_addr, buf.as_ptr() as u64);
+        e.proto.run_shared_pulls().unwrap();
+        let split = share_split(len) as usize;
+        assert_eq!(buf[..split], message[..split]);
+        assert!(buf[split..].iter().all(|&b| b == 0), "the sender's part");
+        assert!(!e.proto.is_done(id));
+        // The sender's half, as its process_vm_writev would leave it.
+        buf[split..].copy_from_slice(&message[split..]);
+        let written = Frame::Written {
+            recv_id,
+            offset: split as u64,
+            len: len - split as u64,
+        };
+        deliver(&mut e, 1, written, &[]).unwrap();
+        assert!(e.proto.is_done(id));
+        assert_eq!(buf, message);
+        assert_eq!(queued(&e, 1).last(), Some(&Frame::Fin { send_id: 77 }));
+        assert!(
+            deliver(&mut e, 1, written, &[]).is_err(),
+            "WRITTEN for a finished receive"
+        );
+    }
+
+    #[test]
+    fn a_shared_send_writes_the_back_and_waits_for_fin() {
+        let mut e = cma_engine();
+        let payload = pattern_bytes(100_000);
+        let len = payload.len() as u64;
+        let id = e
+            .isend(0, 1, 9, payload.as_ptr(), payload.len(), false)
+            .unwrap();
+        let mut dest = vec![0u8; payload.len()];
+        let share = Frame::Share {
+            send_id: id,
+            recv_id: 5,
+            dest_addr: dest.as_mut_ptr() as u64,
+        };
+        deliver(&mut e, 1, share, &[]).unwrap();
+        let split = share_split(len) as usize;
+        if e.proto.cma {
+            assert_eq!(dest[split..], payload[split..]);
+            assert!(dest[..split].iter().all(|&b| b == 0), "the receiver's part");
+            assert_eq!(
+                queued(&e, 1).last(),
+                Some(&Frame::Written {
+                    recv_id: 5,
+                    offset: split as u64,
+                    len: len - split as u64
+                })
+            );
+        }
+        assert!(!e.proto.is_done(id), "the receiver still reads the front");
+        assert!(deliver(&mut e, 1, share, &[]).is_err(), "a second SHARE");
+        deliver(&mut e, 1, Frame::Fin { send_id: id }, &[]).unwrap();
+        assert!(e.proto.is_done(id));
+    }
+
+    #[test]
+    fn a_shared_send_that_may_not_write_pushes_its_part() {
+        let mut e = engine(2);
+        let payload = pattern_bytes(100_000);
+        let len = payload.len() as u64;
+        let id = e
+            .isend(0, 1, 9, payload.as_ptr(), payload.len(), false)
+            .unwrap();
+        let share = Frame::Share {
+            send_id: id,
+            recv_id: 5,
+            dest_addr: 0x1000,
+        };
+        deliver(&mut e, 1, share, &[]).unwrap();
+        let mut pushed = Vec::new();
+        while let Some((frame, offset)) = e.proto.next_chunk(id, 16 << 10) {
+            pushed.push((offset, frame.len as u64));
+            e.proto.frame_written(&frame);
+        }
+        let split = share_split(len);
+        assert_eq!(pushed.first().map(|c| c.0), Some(split));
+        assert_eq!(pushed.iter().map(|c| c.1).sum::<u64>(), len - split);
+        assert!(!e.proto.is_done(id));
+        deliver(&mut e, 1, Frame::Fin { send_id: id }, &[]).unwrap();
+        assert!(e.proto.is_done(id));
     }
 
     #[test]

@@ -276,6 +276,13 @@ impl Comm {
         Ok(self.shared.engine.borrow().active_limit(world))
     }
 
+    /// Largest message to `dest` that a standard send delivers eagerly: the send completes once
+    /// the bytes are copied out, even if `dest` has not posted a receive.
+    pub fn eager_limit(&self, dest: usize) -> Result<usize, Error> {
+        let world = self.world_rank_of(dest)? as u32;
+        Ok(self.shared.engine.borrow().eager_limit_to(world))
+    }
+
     /// Queues `data` (owned: no request, nothing to wait for) as one message to `dest` on this
     /// communicator's context, for its active-message handler; the bytes are on their way once
     /// progress has written them. At most [`Comm::active_limit`] bytes.

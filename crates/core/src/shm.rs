@@ -418,10 +418,24 @@ pub(crate) struct CreatedSegment {
 /// Copies `len` bytes at `remote` in process `pid` to `local`, with `process_vm_readv`.
 /// Fails with the OS error when the kernel refuses (e.g. EPERM under a strict ptrace policy).
 pub(crate) fn cma_read(pid: u32, remote: u64, local: *mut u8, len: usize) -> std::io::Result<()> {
+    cma_copy(pid, remote, local, len, false)
+}
+
+/// Copies `len` bytes at `local` to `remote` in process `pid`, with `process_vm_writev`.
+pub(crate) fn cma_write(
+    pid: u32,
+    remote: u64,
+    local: *const u8,
+    len: usize,
+) -> std::io::Result<()> {
+    cma_copy(pid, remote, local as *mut u8, len, true)
+}
+
+fn cma_copy(pid: u32, remote: u64, local: *mut u8, len: usize, write: bool) -> std::io::Result<()> {
     let mut done = 0usize;
     while done < len {
         let local_iov = libc::iovec {
-            // SAFETY: `local` is valid for `len` bytes (the caller's receive buffer).
+            // SAFETY: `local` is valid for `len` bytes (the caller's buffer).
             iov_base: unsafe { local.add(done) } as *mut libc::c_void,
             iov_len: len - done,
         };
@@ -429,10 +443,15 @@ pub(crate) fn cma_read(pid: u32, remote: u64, local: *mut u8, len: usize) -> std
             iov_base: (remote as usize + done) as *mut libc::c_void,
             iov_len: len - done,
         };
-        // SAFETY: the iovecs describe our own writable buffer and the peer's address range;
-        // the kernel checks the remote side and writes only into `local_iov`.
-        let n =
-            unsafe { libc::process_vm_readv(pid as libc::pid_t, &local_iov, 1, &remote_iov, 1, 0) };
+        // SAFETY: the iovecs describe our own buffer (written only by a read) and the peer's
+        // address range, which the kernel checks.
+        let n = unsafe {
+            if write {
+                libc::process_vm_writev(pid as libc::pid_t, &local_iov, 1, &remote_iov, 1, 0)
+            } else {
+                libc::process_vm_readv(pid as libc::pid_t, &local_iov, 1, &remote_iov, 1, 0)
+            }
+        };
         if n < 0 {
             let err = std::io::Error::last_os_error();
             if err.kind() == std::io::ErrorKind::Interrupted {
@@ -443,7 +462,7 @@ pub(crate) fn cma_read(pid: u32, remote: u64, local: *mut u8, len: usize) -> std
         if n == 0 {
             return Err(std::io::Error::new(
                 std::io::ErrorKind::UnexpectedEof,
-                "process_vm_readv read nothing",
+                "cross-memory copy moved nothing",
             ));
         }
         done += n as usize;
@@ -522,6 +541,21 @@ mod tests {
         ) {
             Ok(()) => assert_eq!(src, dst),
             // Some sandboxes forbid CMA; the runtime falls back, the test has nothing to check.
+            Err(e) => eprintln!("CMA refused here: {e}"),
+        }
+    }
+
+    #[test]
+    fn cma_writes_own_memory() {
+        let src: Vec<u8> = (0..100_000u32).map(|i| (i * 13) as u8).collect();
+        let mut dst = vec![0u8; src.len()];
+        match cma_write(
+            std::process::id(),
+            dst.as_mut_ptr() as u64,
+            src.as_ptr(),
+            src.len(),
+        ) {
+            Ok(()) => assert_eq!(src, dst),
             Err(e) => eprintln!("CMA refused here: {e}"),
         }
     }

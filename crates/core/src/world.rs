@@ -277,14 +277,20 @@ pub fn init() -> Result<World, Error> {
             (false, TransportKind::Tcp) => Route::Tcp,
         })
         .collect();
+    let (cma_on, cma_share) = config.cma.plan(n, cores);
     let mut engine = Engine::new(EngineSetup {
         me: rank,
         routes,
         pids: cards.iter().map(|c| c.pid).collect(),
         shm,
         tcp,
-        cma: config.cma.enabled(n, cores),
-        shm_eager_limit: config.shm_eager_limit,
+        cma: cma_on,
+        cma_share_min: if cma_share {
+            config.cma_share_min as u64
+        } else {
+            u64::MAX
+        },
+        shm_eager_limit: config.shm_eager_for(cma_share),
         tcp_eager_limit: config.tcp_eager_limit,
         tcp_chunk: config.tcp_chunk,
         rails: usize::from(config.rails),
@@ -328,7 +334,8 @@ fn singleton(config: &Config) -> World {
         shm: None,
         tcp: None,
         cma: false,
-        shm_eager_limit: config.shm_eager_limit,
+        cma_share_min: u64::MAX,
+        shm_eager_limit: config.shm_eager_for(false),
         tcp_eager_limit: config.tcp_eager_limit,
         tcp_chunk: config.tcp_chunk,
         rails: usize::from(config.rails),

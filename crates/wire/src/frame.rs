@@ -16,7 +16,7 @@
 //! | 32 | 8 | field c |
 //!
 //! What a, b and c mean depends on the kind; [`Frame`] names them. Only `Eager` and `Data` are
-//! followed by a payload, of the length the header gives.
+//! followed by a payload, of the length the header gives (`Written` only names a range).
 
 use thiserror::Error;
 
@@ -41,6 +41,11 @@ pub mod kind {
     pub const BYE: u8 = 0x06;
     /// One rail of a multi-rail connection failed; what it carried is sent again on the others.
     pub const RAIL_DOWN: u8 = 0x07;
+    /// Receiver pulls the front of the payload and asks the sender to write the rest into its
+    /// buffer (one host, CMA): both cores copy, each byte once.
+    pub const SHARE: u8 = 0x08;
+    /// Sender wrote a range straight into the receive buffer.
+    pub const WRITTEN: u8 = 0x09;
 }
 
 /// A decoded frame header.
@@ -91,6 +96,26 @@ pub enum Frame {
     Fin {
         /// Sender's request id from the RTS.
         send_id: u64,
+    },
+    /// The receiver pulls bytes `0 .. share_split(len)` of the message itself and asks the
+    /// sender to write the rest straight to `dest_addr + offset` in the receiver's memory.
+    /// Only for a receive that accepts the whole message.
+    Share {
+        /// Sender's request id from the RTS.
+        send_id: u64,
+        /// Receiver's request id, carried by the WRITTEN or DATA frames that answer.
+        recv_id: u64,
+        /// Address of the receive buffer in the receiver's memory.
+        dest_addr: u64,
+    },
+    /// The sender wrote bytes `[offset, offset + len)` of the receive `recv_id` itself.
+    Written {
+        /// Receiver's request id.
+        recv_id: u64,
+        /// Offset of the range in the message.
+        offset: u64,
+        /// Length of the range.
+        len: u64,
     },
     /// The peer finalized; an end of stream after this is orderly.
     Bye,
@@ -171,6 +196,16 @@ impl Frame {
                 len,
             } => (kind::DATA, 0, 0, recv_id, offset, len),
             Frame::Fin { send_id } => (kind::FIN, 0, 0, send_id, 0, 0),
+            Frame::Share {
+                send_id,
+                recv_id,
+                dest_addr,
+            } => (kind::SHARE, 0, 0, send_id, recv_id, dest_addr),
+            Frame::Written {
+                recv_id,
+                offset,
+                len,
+            } => (kind::WRITTEN, 0, 0, recv_id, offset, len),
             Frame::Bye => (kind::BYE, 0, 0, 0, 0, 0),
             Frame::RailDown { rail, seq } => (kind::RAIL_DOWN, 0, 0, u64::from(rail), seq, 0),
         };
@@ -236,6 +271,16 @@ impl Frame {
                 len: c,
             },
             kind::FIN => Frame::Fin { send_id: a },
+            kind::SHARE => Frame::Share {
+                send_id: a,
+                recv_id: b,
+                dest_addr: c,
+            },
+            kind::WRITTEN => Frame::Written {
+                recv_id: a,
+                offset: b,
+                len: c,
+            },
             kind::BYE => Frame::Bye,
             kind::RAIL_DOWN => Frame::RailDown {
                 rail: u32::try_from(a).map_err(|_| FrameError::Field("rail"))?,
@@ -292,6 +337,20 @@ mod tests {
                 }
             }),
             any::<u64>().prop_map(|send_id| Frame::Fin { send_id }),
+            (any::<u64>(), any::<u64>(), any::<u64>()).prop_map(|(send_id, recv_id, dest_addr)| {
+                Frame::Share {
+                    send_id,
+                    recv_id,
+                    dest_addr,
+                }
+            }),
+            (any::<u64>(), any::<u64>(), any::<u64>()).prop_map(|(recv_id, offset, len)| {
+                Frame::Written {
+                    recv_id,
+                    offset,
+                    len,
+                }
+            }),
             Just(Frame::Bye),
             (any::<u32>(), any::<u64>()).prop_map(|(rail, seq)| Frame::RailDown { rail, seq }),
         ]

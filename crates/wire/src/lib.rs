@@ -26,4 +26,4 @@ pub mod rendezvous;
 
 pub use frame::{Frame, FrameError, HEADER_LEN, PROTOCOL_VERSION};
 pub use handshake::{Handshake, HandshakeError, JobKey};
-pub use rendezvous::{DataChunk, RendezvousRecv, RendezvousSend};
+pub use rendezvous::{share_split, DataChunk, RendezvousRecv, RendezvousSend};

@@ -3,11 +3,16 @@
 //! ```text
 //! push (any transport):   sender RTS →   ← CTS receiver   sender DATA, DATA, … →
 //! pull (one host, CMA):   sender RTS →   receiver copies from source_addr itself   ← FIN
+//! share (one host, CMA):  sender RTS →   ← SHARE receiver
+//!                         receiver pulls the front  ‖  sender writes the back, WRITTEN →
+//!                         ← FIN once the receiver has both
 //! ```
 //!
 //! The receiver chooses: it pulls when the RTS carries a source address and it may read the
 //! sender's memory, and answers CTS otherwise (also after a refused pull), so a sender always
-//! accepts either reply. A receive buffer shorter than the message asks for fewer bytes
+//! accepts any reply. A shared copy puts both processes' cores on one copy of each byte (a pull
+//! leaves the sender idle; a push through the ring copies every byte twice); a sender that may
+//! not write the receiver's memory pushes its part as DATA instead. A receive buffer shorter than the message asks for fewer bytes
 //! (`accept_len`), and the sender pushes only those: truncation costs no bandwidth.
 //!
 //! Over several rails (striped pushes) the sender may have to send a chunk again when a rail
@@ -61,6 +66,17 @@ pub struct DataChunk {
     pub offset: u64,
     /// Length of the chunk.
     pub len: u64,
+}
+
+/// Where a shared copy of `len` bytes splits: the receiver pulls `[0, split)`, the sender writes
+/// `[split, len)`. Half, on a page boundary once there is more than a page on each side.
+pub fn share_split(len: u64) -> u64 {
+    let half = len / 2;
+    if half >= 8192 {
+        half & !4095
+    } else {
+        half
+    }
 }
 
 /// Sender side of one rendezvous.
@@ -117,6 +133,37 @@ impl RendezvousSend {
             }
         };
         Ok(())
+    }
+
+    /// The receiver shares the copy (SHARE): it pulls the front itself, this side writes or
+    /// pushes the rest, `[from, len)`, returned here. The send then waits for the receiver's
+    /// FIN, since the receiver reads its buffer until then.
+    pub fn on_share(&mut self, recv_id: u64) -> Result<(u64, u64), ProtocolError> {
+        if self.state != SendState::AwaitReply {
+            return Err(ProtocolError::UnexpectedReply("SHARE", self.send_id));
+        }
+        let from = share_split(self.len);
+        self.acknowledged = true;
+        self.state = SendState::Pushing {
+            recv_id,
+            next: from,
+            end: self.len,
+        };
+        Ok((from, self.len))
+    }
+
+    /// The sender wrote its part of a shared copy straight into the receive buffer: the
+    /// WRITTEN frame that says so. `None` if no part was waiting to be written.
+    pub fn wrote_directly(&mut self) -> Option<Frame> {
+        let SendState::Pushing { recv_id, next, end } = self.state else {
+            return None;
+        };
+        self.state = SendState::AwaitAck { recv_id, end };
+        Some(Frame::Written {
+            recv_id,
+            offset: next,
+            len: end - next,
+        })
     }
 
     /// The receiver pulled the data itself, or (acknowledged sends) has every pushed byte.
@@ -215,6 +262,8 @@ pub struct RendezvousRecv {
     /// Byte ranges stored so far, sorted and merged.
     stored: Vec<(u64, u64)>,
     received: u64,
+    /// The sender waits for a FIN once every byte is in.
+    acknowledge: bool,
 }
 
 impl RendezvousRecv {
@@ -227,7 +276,29 @@ impl RendezvousRecv {
             accepted: message_len.min(buffer_len),
             stored: Vec::new(),
             received: 0,
+            acknowledge: false,
         }
+    }
+
+    /// The SHARE asking the sender to write the back of the message to `dest_addr`, the
+    /// receive buffer; this side pulls `[0, share_split(len))` and reports it with
+    /// [`RendezvousRecv::on_stored`]. `None` when the buffer is shorter than the message.
+    pub fn share(&mut self, dest_addr: u64) -> Option<Frame> {
+        if self.truncated() {
+            return None;
+        }
+        self.acknowledge = true;
+        Some(Frame::Share {
+            send_id: self.send_id,
+            recv_id: self.recv_id,
+            dest_addr,
+        })
+    }
+
+    /// Whether the sender waits for a FIN ([`RendezvousRecv::ack`]) once every byte is in:
+    /// after a SHARE it is still reading from the sender's buffer until then.
+    pub fn acknowledges(&self) -> bool {
+        self.acknowledge
     }
 
     /// Bytes that will land in the buffer.
@@ -432,6 +503,69 @@ mod tests {
         send.on_fin().unwrap();
         assert!(send.is_done());
         assert_eq!(send.resend(0, 4), None);
+    }
+
+    #[test]
+    fn shared_copy_splits_the_message_and_ends_with_fin() {
+        let mut send = RendezvousSend::new(4, 100_000);
+        let mut recv = RendezvousRecv::new(4, 9, 100_000, 100_000);
+        let Some(Frame::Share {
+            send_id: 4,
+            recv_id: 9,
+            dest_addr: 0x1000,
+        }) = recv.share(0x1000)
+        else {
+            panic!("wrong SHARE")
+        };
+        assert!(recv.acknowledges());
+        let (from, end) = send.on_share(9).unwrap();
+        assert_eq!((from, end), (49_152, 100_000));
+        recv.on_stored(0, from);
+        assert!(!recv.is_complete());
+        let Some(Frame::Written {
+            recv_id: 9,
+            offset,
+            len,
+        }) = send.wrote_directly()
+        else {
+            panic!("wrong WRITTEN")
+        };
+        assert!(!send.is_done(), "the receiver still reads the buffer");
+        recv.on_data(offset, len).unwrap();
+        recv.on_stored(offset, len);
+        assert!(recv.is_complete());
+        assert_eq!(recv.ack(), Frame::Fin { send_id: 4 });
+        send.on_fin().unwrap();
+        assert!(send.is_done());
+    }
+
+    #[test]
+    fn shared_copy_falls_back_to_pushing_and_waits_for_fin() {
+        let mut send = RendezvousSend::new(4, 10);
+        let (from, end) = send.on_share(9).unwrap();
+        assert_eq!((from, end), (5, 10));
+        let chunks: Vec<_> = std::iter::from_fn(|| send.next_chunk(3))
+            .map(|c| (c.offset, c.len))
+            .collect();
+        assert_eq!(chunks, [(5, 3), (8, 2)]);
+        assert!(send.handed_out() && !send.is_done());
+        assert!(send.on_share(9).is_err(), "a second SHARE");
+        send.on_fin().unwrap();
+        assert!(send.is_done());
+    }
+
+    #[test]
+    fn truncating_receive_does_not_share() {
+        let mut recv = RendezvousRecv::new(1, 2, 100, 50);
+        assert_eq!(recv.share(0x1000), None);
+        assert!(!recv.acknowledges());
+    }
+
+    #[test]
+    fn split_is_half_on_a_page_boundary() {
+        assert_eq!(share_split(10), 5);
+        assert_eq!(share_split(1 << 20), 1 << 19);
+        assert_eq!(share_split((1 << 20) + 3 * 4096 + 7) % 4096, 0);
     }
 
     #[test]
