@@ -57,6 +57,7 @@ enum ReqState {
     SendRendezvous {
         machine: RendezvousSend,
         buf: *const u8,
+        dest: u32,
     },
     RecvPosted {
         buf: *mut u8,
@@ -306,6 +307,10 @@ pub(crate) struct Proto {
     cma_proven: Vec<bool>,
     /// The receiver's half of shared copies, run once the SHARE is written (`Engine::progress`).
     shared_pulls: Vec<SharedPull>,
+    /// Rendezvous sends to each peer not yet complete. A receiver that is also sending a large
+    /// message to its sender (an exchange) pulls alone: both cores copy already, and sharing
+    /// would only add a round trip.
+    large_out: Vec<u32>,
     requests: Requests,
     matcher: Matcher<ReqId, Unexpected>,
     outq: Vec<VecDeque<Out>>,
@@ -404,6 +409,9 @@ impl Proto {
 
     pub(crate) fn complete(&mut self, id: ReqId, completion: Completion) {
         if let Some(state) = self.requests.get_mut(id) {
+            if let ReqState::SendRendezvous { dest, .. } = *state {
+                self.large_out[dest as usize] -= 1;
+            }
             *state = ReqState::Done(completion);
         }
     }
@@ -520,7 +528,8 @@ impl Proto {
                     true
                 }
                 Route::Shm if self.cma => {
-                    if len >= self.cma_share_min && self.cma_proven[peer as usize] {
+                    let p = peer as usize;
+                    if len >= self.cma_share_min && self.cma_proven[p] && self.large_out[p] == 0 {
                         if let Some(share) = machine.share(buf as u64) {
                             self.push_out(peer, Out::Frame(OutFrame::control(share)));
                             self.shared_pulls.push(SharedPull {
@@ -615,7 +624,8 @@ impl Proto {
         dest_addr: u64,
     ) -> Result<(), Error> {
         let (cma, pid, me) = (self.cma, self.pids[peer as usize], self.me);
-        let Some(ReqState::SendRendezvous { machine, buf }) = self.requests.get_mut(send_id) else {
+        let Some(ReqState::SendRendezvous { machine, buf, .. }) = self.requests.get_mut(send_id)
+        else {
             return Err(protocol_error(
                 peer,
                 format!("SHARE for unknown send {send_id:#x}"),
@@ -672,7 +682,7 @@ impl Proto {
 
     /// Cuts the next DATA chunk of a pushed rendezvous: the frame and the chunk's offset.
     fn next_chunk(&mut self, id: ReqId, max: usize) -> Option<(OutFrame, u64)> {
-        let Some(ReqState::SendRendezvous { machine, buf }) = self.requests.get_mut(id) else {
+        let Some(ReqState::SendRendezvous { machine, buf, .. }) = self.requests.get_mut(id) else {
             return None;
         };
         let chunk = machine.next_chunk(max as u64)?;
@@ -701,7 +711,7 @@ impl Proto {
     /// A copy of chunk `[offset, offset + len)` of send `id`, to go again on another rail;
     /// `None` once the send is over.
     fn resend_chunk(&self, id: ReqId, offset: u64, len: u64) -> Option<OutFrame> {
-        let Some(ReqState::SendRendezvous { machine, buf }) = self.requests.get(id) else {
+        let Some(ReqState::SendRendezvous { machine, buf, .. }) = self.requests.get(id) else {
             return None;
         };
         let chunk = machine.resend(offset, len)?;
@@ -1073,6 +1083,7 @@ impl Engine {
                 cma_share_min: setup.cma_share_min,
                 cma_proven: vec![false; size],
                 shared_pulls: Vec::new(),
+                large_out: vec![0; size],
                 requests: Requests {
                     slots: Vec::new(),
                     free: Vec::new(),
@@ -1203,7 +1214,8 @@ impl Engine {
         let pull_ok = route == Route::Loopback || (route == Route::Shm && self.proto.cma);
         let rts = machine.rts(context, tag, if pull_ok { buf as u64 } else { 0 });
         if let Some(state) = self.proto.requests.get_mut(id) {
-            *state = ReqState::SendRendezvous { machine, buf };
+            *state = ReqState::SendRendezvous { machine, buf, dest };
+            self.proto.large_out[dest as usize] += 1;
         }
         if route == Route::Loopback {
             self.proto.loopback.push_back((rts, Vec::new()));
