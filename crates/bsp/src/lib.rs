@@ -86,6 +86,17 @@ const SPIN_US: u64 = 50;
 /// Rounds of polling without progress before a sync blocks in `probe` (non-pre-posted path).
 const IDLE_POLLS: u32 = 2000;
 
+/// How a superstep message of `len` bytes is sent: eagerly up to the early-send threshold
+/// (every process sends and receives at the sync, so a handshake would only add latency; the
+/// engine falls back to `Standard` beyond one frame), as a standard send above it.
+fn eager_up_to(len: usize, early_bytes: usize) -> SendMode {
+    if len <= early_bytes {
+        SendMode::Eager
+    } else {
+        SendMode::Standard
+    }
+}
+
 fn tag(kind: i32, step: u64) -> i32 {
     kind * 2 + (step & 1) as i32
 }
@@ -493,9 +504,10 @@ impl Bsp {
             Err(e) => world.abort(1, &format!("ferry-bsp: process {rank}: bsp_begin: {e}")),
         };
         let me = comm.rank();
-        // An early send must return once copied out, never wait for its receiver to sync.
+        // Early sends go eagerly (they return once copied out, never waiting for the receiver
+        // to sync), so one frame must carry them.
         for q in (0..p).filter(|&q| q != me) {
-            if let Ok(limit) = comm.eager_limit(q) {
+            if let Ok(limit) = comm.active_limit(q) {
                 config.early_bytes = config.early_bytes.min(limit);
             }
         }
@@ -886,8 +898,24 @@ impl Bsp {
         let early = self.config.early_bytes;
         let buf = &self.out[pid];
         if early > 0 && pid != self.pid && !buf.is_empty() && buf.len() + more > early {
-            // Eager (the threshold is clamped to the eager limit): returns once copied out.
-            if let Err(e) = self.comm.send(buf, pid, tag(KIND_EARLY, self.step)) {
+            // Eager (the threshold is clamped to one frame): returns once copied out.
+            let comm = &self.comm;
+            // SAFETY: `buf` is not touched until the send is done, below.
+            let sent = unsafe {
+                comm.raw_send(
+                    buf.as_ptr(),
+                    buf.len(),
+                    pid,
+                    tag(KIND_EARLY, self.step),
+                    SendMode::Eager,
+                )
+            }
+            .and_then(|r| {
+                comm.wait_until(|done| done(r))?;
+                comm.raw_take(r);
+                Ok(())
+            });
+            if let Err(e) = sent {
                 self.fail("bsp_sync (early send)", e.to_string());
             }
             self.out[pid].clear();
@@ -1162,11 +1190,11 @@ impl Bsp {
 
         // Phase 1: every process sends every other one its stream and receives theirs.
         self.sends.clear();
+        let mode = |len: usize| eager_up_to(len, self.config.early_bytes);
         for &q in &self.order {
             let mut send = |buf: &[u8], tag: i32| {
                 // SAFETY: `out` and `out_single` are left alone until the sends are done.
-                let r =
-                    unsafe { comm.raw_send(buf.as_ptr(), buf.len(), q, tag, SendMode::Standard) };
+                let r = unsafe { comm.raw_send(buf.as_ptr(), buf.len(), q, tag, mode(buf.len())) };
                 r.map(|r| self.sends.push(r))
             };
             let mut r = Ok(());
@@ -1354,9 +1382,8 @@ impl Bsp {
                 let buf = &self.reply_out[q];
                 if !buf.is_empty() {
                     // SAFETY: `reply_out` is not touched until the send is done.
-                    match unsafe {
-                        comm.raw_send(buf.as_ptr(), buf.len(), q, rtag, SendMode::Standard)
-                    } {
+                    let mode = eager_up_to(buf.len(), self.config.early_bytes);
+                    match unsafe { comm.raw_send(buf.as_ptr(), buf.len(), q, rtag, mode) } {
                         Ok(r) => self.sends.push(r),
                         Err(e) => fail(self, e),
                     }

@@ -9,6 +9,7 @@
 
 use crate::engine::{Completion, Engine, ReqId};
 use crate::error::Error;
+use crate::raw::SendMode;
 use ferry_sched::{Buffer, Op, Order, Region, Schedule};
 use std::rc::Rc;
 
@@ -152,7 +153,14 @@ impl Collective {
                 if eng.send_eager_now(self.context + 1, dest, tag, buf, region.len) {
                     StepState::Done
                 } else {
-                    let id = eng.isend(self.context + 1, dest, tag, buf, region.len, false)?;
+                    let id = eng.isend(
+                        self.context + 1,
+                        dest,
+                        tag,
+                        buf,
+                        region.len,
+                        SendMode::Standard,
+                    )?;
                     StepState::Running(id)
                 }
             }

@@ -4,6 +4,7 @@ use crate::bootstrap::Bootstrap;
 use crate::engine::{Completion, Engine, ReqId};
 use crate::error::Error;
 use crate::matching::Envelope;
+use crate::raw::SendMode;
 use bytemuck::Pod;
 use std::cell::{Cell, RefCell};
 use std::marker::PhantomData;
@@ -176,7 +177,14 @@ impl Comm {
     }
 
     fn start_send(&self, context: u32, buf: &[u8], dest: usize, tag: i32) -> Result<ReqId, Error> {
-        self.post_send(context, buf.as_ptr(), buf.len(), dest, tag, false)
+        self.post_send(
+            context,
+            buf.as_ptr(),
+            buf.len(),
+            dest,
+            tag,
+            SendMode::Standard,
+        )
     }
 
     /// Checks the arguments and hands a send of `len` bytes at `buf` to the engine; the caller
@@ -188,7 +196,7 @@ impl Comm {
         len: usize,
         dest: usize,
         tag: i32,
-        synchronous: bool,
+        mode: SendMode,
     ) -> Result<ReqId, Error> {
         if tag < 0 {
             return Err(Error::InvalidTag(tag));
@@ -197,7 +205,7 @@ impl Comm {
         self.shared
             .engine
             .borrow_mut()
-            .isend(context, dest, tag, buf, len, synchronous)
+            .isend(context, dest, tag, buf, len, mode)
     }
 
     fn start_recv(
@@ -435,12 +443,26 @@ impl Comm {
             }
             word = k.to_le_bytes();
             for &r in &members[1..] {
-                let id = engine.isend(context, world(r), wire_tag, word.as_ptr(), 4, false)?;
+                let id = engine.isend(
+                    context,
+                    world(r),
+                    wire_tag,
+                    word.as_ptr(),
+                    4,
+                    SendMode::Standard,
+                )?;
                 engine.wait(id)?;
             }
         } else {
             let leader = world(members[0]);
-            let id = engine.isend(context, leader, wire_tag, word.as_ptr(), 4, false)?;
+            let id = engine.isend(
+                context,
+                leader,
+                wire_tag,
+                word.as_ptr(),
+                4,
+                SendMode::Standard,
+            )?;
             engine.wait(id)?;
             let id = engine.irecv(context, Some(leader), Some(wire_tag), word.as_mut_ptr(), 4)?;
             engine.wait(id)?;

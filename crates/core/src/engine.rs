@@ -17,6 +17,7 @@
 use crate::error::Error;
 use crate::matching::{Envelope, Matcher, Pattern};
 use crate::rails::{RailLoad, Striper};
+use crate::raw::SendMode;
 use crate::shm::{cma_read, cma_write, ShmTransport};
 use crate::tcp::TcpTransport;
 use ferry_wire::rendezvous::{share_split, RendezvousRecv, RendezvousSend};
@@ -1116,15 +1117,6 @@ impl Engine {
         }
     }
 
-    /// Largest message that goes to world rank `dest` eagerly: a send of at most this many
-    /// bytes completes once copied out, whether or not the receiver has matched it.
-    pub(crate) fn eager_limit_to(&self, dest: u32) -> usize {
-        self.proto
-            .routes
-            .get(dest as usize)
-            .map_or(0, |&route| self.eager_limit(route))
-    }
-
     fn eager_limit(&self, route: Route) -> usize {
         match route {
             Route::Loopback => 64 << 10,
@@ -1164,8 +1156,9 @@ impl Engine {
         shm.try_push(p, &header, buf, len)
     }
 
-    /// Starts a send of `len` bytes at `buf` to world rank `dest`. A `synchronous` send always
-    /// takes the rendezvous path, so it completes only once the receiver has matched it.
+    /// Starts a send of `len` bytes at `buf` to world rank `dest`. A synchronous send always
+    /// takes the rendezvous path, so it completes only once the receiver has matched it; an
+    /// eager one goes eagerly if one frame can carry it.
     pub(crate) fn isend(
         &mut self,
         context: u32,
@@ -1173,13 +1166,18 @@ impl Engine {
         tag: i32,
         buf: *const u8,
         len: usize,
-        synchronous: bool,
+        mode: SendMode,
     ) -> Result<ReqId, Error> {
         let route = self.proto.routes[dest as usize];
         // An empty message may come with a null buffer (MPI_Send(NULL, 0, …)); slices are built
         // from the pointer, which must then not be null.
         let buf = non_null_if_empty(buf as *mut u8, len) as *const u8;
-        if !synchronous && len <= self.eager_limit(route) {
+        let eager = match mode {
+            SendMode::Standard => len <= self.eager_limit(route),
+            SendMode::Synchronous => false,
+            SendMode::Eager => len <= self.active_limit(dest),
+        };
+        if eager {
             let frame = Frame::Eager {
                 context,
                 tag,
@@ -2034,7 +2032,7 @@ mod tests {
         let mut e = engine_with_rails(2, 2);
         let payload = vec![7u8; 1 << 20];
         let id = e
-            .isend(0, 1, 9, payload.as_ptr(), payload.len(), false)
+            .isend(0, 1, 9, payload.as_ptr(), payload.len(), SendMode::Standard)
             .unwrap();
         let cts = Frame::Cts {
             send_id: id,
@@ -2136,7 +2134,7 @@ mod tests {
         let payload = pattern_bytes(100_000);
         let len = payload.len() as u64;
         let id = e
-            .isend(0, 1, 9, payload.as_ptr(), payload.len(), false)
+            .isend(0, 1, 9, payload.as_ptr(), payload.len(), SendMode::Standard)
             .unwrap();
         let mut dest = vec![0u8; payload.len()];
         let share = Frame::Share {
@@ -2170,7 +2168,7 @@ mod tests {
         let payload = pattern_bytes(100_000);
         let len = payload.len() as u64;
         let id = e
-            .isend(0, 1, 9, payload.as_ptr(), payload.len(), false)
+            .isend(0, 1, 9, payload.as_ptr(), payload.len(), SendMode::Standard)
             .unwrap();
         let share = Frame::Share {
             send_id: id,

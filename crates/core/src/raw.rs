@@ -24,6 +24,11 @@ pub enum SendMode {
     Standard,
     /// Only once the receiver has matched it (always rendezvous).
     Synchronous,
+    /// As an eager message whatever the transport's eager limit, up to what one frame carries
+    /// ([`Comm::active_limit`]; longer ones go as `Standard`): the send completes once the
+    /// bytes are copied out, never waiting for the receiver to match. For all-to-all exchanges
+    /// (BSP supersteps), where both sides copy anyway and a handshake would only add latency.
+    Eager,
 }
 
 /// What a finished raw request reports.
@@ -122,8 +127,7 @@ impl Comm {
         tag: i32,
         mode: SendMode,
     ) -> Result<RawRequest, Error> {
-        let synchronous = mode == SendMode::Synchronous;
-        self.post_send(self.context, buf, len, dest, tag, synchronous)
+        self.post_send(self.context, buf, len, dest, tag, mode)
             .map(RawRequest)
     }
 
@@ -274,13 +278,6 @@ impl Comm {
     pub fn active_limit(&self, dest: usize) -> Result<usize, Error> {
         let world = self.world_rank_of(dest)? as u32;
         Ok(self.shared.engine.borrow().active_limit(world))
-    }
-
-    /// Largest message to `dest` that a standard send delivers eagerly: the send completes once
-    /// the bytes are copied out, even if `dest` has not posted a receive.
-    pub fn eager_limit(&self, dest: usize) -> Result<usize, Error> {
-        let world = self.world_rank_of(dest)? as u32;
-        Ok(self.shared.engine.borrow().eager_limit_to(world))
     }
 
     /// Queues `data` (owned: no request, nothing to wait for) as one message to `dest` on this

@@ -232,16 +232,24 @@ pub fn allreduce_ring(
     };
     let tmp_buf = b.scratch(bytes.div_ceil(size.max(1)) + elem.max(1));
     let (left, right) = ((rank + size - 1) % size, (rank + 1) % size);
+    // Each step sends the block the previous step produced (reduced or received), so a send
+    // waits for that producer only, not for the previous send to be delivered: sends write
+    // nothing. Receives and reductions write, so they wait for the whole previous step.
+    let mut produced = last.clone();
     for s in 0..size.saturating_sub(1) {
         let (out, inc) = (blk(rank + size - s), blk(rank + 2 * size - s - 1));
         let tmp = Region::new(tmp_buf, 0, inc.len);
         let mut step = vec![];
         if out.len > 0 {
-            step.push(b.send(right, out, &last));
+            step.push(b.send(right, out, &produced));
         }
         if inc.len > 0 {
             let r = b.recv(left, tmp, &last);
-            step.push(b.reduce(tmp, inc, Order::SrcFirst, &[last.as_slice(), &[r]].concat()));
+            let reduced = b.reduce(tmp, inc, Order::SrcFirst, &[last.as_slice(), &[r]].concat());
+            step.push(reduced);
+            produced = vec![reduced];
+        } else {
+            produced.clone_from(&step);
         }
         last = if step.is_empty() { last } else { step };
     }
@@ -249,10 +257,14 @@ pub fn allreduce_ring(
         let (out, inc) = (blk(rank + 1 + size - s), blk(rank + size - s));
         let mut step = vec![];
         if out.len > 0 {
-            step.push(b.send(right, out, &last));
+            step.push(b.send(right, out, &produced));
         }
         if inc.len > 0 {
-            step.push(b.recv(left, inc, &last));
+            let received = b.recv(left, inc, &last);
+            step.push(received);
+            produced = vec![received];
+        } else {
+            produced.clone_from(&step);
         }
         last = if step.is_empty() { last } else { step };
     }
