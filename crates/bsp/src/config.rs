@@ -9,8 +9,9 @@ pub struct Config {
     pub combine: bool,
     /// `FERRY_BSP_EARLY` (bytes, default 65536, `0` = off): with combining, a destination's
     /// buffer that would pass this size is sent at once, during the superstep (overlap), instead
-    /// of at the sync. Clamped to ferry-core's smallest eager limit, so an early send never waits
-    /// for a handshake with a receiver that is still computing.
+    /// of at the sync. Early sends, and superstep messages up to this size, go eagerly
+    /// (`SendMode::Eager`, clamped to what one frame carries), so an early send never waits for
+    /// a handshake with a receiver that is still computing.
     pub early_bytes: usize,
     /// `FERRY_BSP_REORDER` (`1` | `0`, default `1`): at a sync process p sends to and receives
     /// from (p + k) mod P in step k (a Latin square), instead of every process going 0, 1, 2…
