@@ -1033,7 +1033,10 @@ fn sides(
     })
 }
 
-unsafe fn do_put(
+/// A put or a get (`transfer`) with both sides resolved; the target again, for the request
+/// forms, or `None` for MPI_PROC_NULL.
+#[allow(clippy::too_many_arguments)]
+unsafe fn do_transfer(
     oaddr: *const c_void,
     ocount: c_int,
     otype: Handle,
@@ -1042,30 +1045,13 @@ unsafe fn do_put(
     tcount: c_int,
     ttype: Handle,
     win: Handle,
+    transfer: unsafe fn(Buf, Target, Buf) -> Res,
 ) -> Res<Option<Target>> {
     let Some((o, t, tb)) = sides(oaddr, ocount, otype, rank, disp, tcount, ttype, win)? else {
         return Ok(None);
     };
     let again = t.again();
-    put(o, t, tb)?;
-    Ok(Some(again))
-}
-
-unsafe fn do_get(
-    oaddr: *mut c_void,
-    ocount: c_int,
-    otype: Handle,
-    rank: c_int,
-    disp: isize,
-    tcount: c_int,
-    ttype: Handle,
-    win: Handle,
-) -> Res<Option<Target>> {
-    let Some((o, t, tb)) = sides(oaddr, ocount, otype, rank, disp, tcount, ttype, win)? else {
-        return Ok(None);
-    };
-    let again = t.again();
-    get(o, t, tb)?;
+    transfer(o, t, tb)?;
     Ok(Some(again))
 }
 
@@ -1152,13 +1138,13 @@ impl Target {
 mpi! {
     /// Writes into a target's window.
     fn MPI_Put / PMPI_Put(origin_addr: *const c_void, origin_count: c_int, origin_datatype: Handle, target_rank: c_int, target_disp: isize, target_count: c_int, target_datatype: Handle, win: Handle) on win => {
-        do_put(origin_addr, origin_count, origin_datatype, target_rank, target_disp, target_count, target_datatype, win).map(|_| ())
+        do_transfer(origin_addr, origin_count, origin_datatype, target_rank, target_disp, target_count, target_datatype, win, put).map(|_| ())
     }
 }
 mpi! {
     /// Reads from a target's window.
     fn MPI_Get / PMPI_Get(origin_addr: *mut c_void, origin_count: c_int, origin_datatype: Handle, target_rank: c_int, target_disp: isize, target_count: c_int, target_datatype: Handle, win: Handle) on win => {
-        do_get(origin_addr, origin_count, origin_datatype, target_rank, target_disp, target_count, target_datatype, win).map(|_| ())
+        do_transfer(origin_addr, origin_count, origin_datatype, target_rank, target_disp, target_count, target_datatype, win, get).map(|_| ())
     }
 }
 mpi! {
@@ -1204,13 +1190,13 @@ mpi! {
 mpi! {
     /// MPI_Put returning a request (complete on return).
     fn MPI_Rput / PMPI_Rput(origin_addr: *const c_void, origin_count: c_int, origin_datatype: Handle, target_rank: c_int, target_disp: isize, target_count: c_int, target_datatype: Handle, win: Handle, request: *mut Handle) on win => {
-        with_request(request, || do_put(origin_addr, origin_count, origin_datatype, target_rank, target_disp, target_count, target_datatype, win))
+        with_request(request, || do_transfer(origin_addr, origin_count, origin_datatype, target_rank, target_disp, target_count, target_datatype, win, put))
     }
 }
 mpi! {
     /// MPI_Get returning a request (complete on return).
     fn MPI_Rget / PMPI_Rget(origin_addr: *mut c_void, origin_count: c_int, origin_datatype: Handle, target_rank: c_int, target_disp: isize, target_count: c_int, target_datatype: Handle, win: Handle, request: *mut Handle) on win => {
-        with_request(request, || do_get(origin_addr, origin_count, origin_datatype, target_rank, target_disp, target_count, target_datatype, win))
+        with_request(request, || do_transfer(origin_addr, origin_count, origin_datatype, target_rank, target_disp, target_count, target_datatype, win, get))
     }
 }
 mpi! {
