@@ -44,6 +44,13 @@ pub(crate) struct Collective {
     /// Slower copies still landing in the call's buffers (two-tree broadcasts): the call ends
     /// only once they have.
     lingering: Vec<ReqId>,
+    /// A message of the wrong length arrived (the ranks passed different counts). The call
+    /// still runs to its end, so that no other rank waits forever for what this one would
+    /// have forwarded, and reports this error then. Its later sends are empty, so that the
+    /// ranks after it see a mismatch too instead of wrong data.
+    failed: Option<Error>,
+    /// Buffers standing in for the caller's when its own were too small.
+    stand_ins: Vec<Vec<u8>>,
 }
 
 /// What a collective call hands to the executor.
@@ -56,6 +63,10 @@ pub(crate) struct CollectiveCall {
     pub send: *const u8,
     pub recv: *mut u8,
     pub reduce: Option<Reducer>,
+    /// This rank's arguments are wrong (see `Collective::failed`): it takes part anyway, with
+    /// stand-in buffers kept in `stand_ins`, so that the others do not wait for it forever.
+    pub failed: Option<Error>,
+    pub stand_ins: Vec<Vec<u8>>,
 }
 
 fn internal(detail: impl std::fmt::Display) -> Error {
@@ -112,10 +123,11 @@ impl Collective {
         base.wrapping_add(region.offset)
     }
 
-    /// A step's message must have the length the schedule expects: a longer one (the ranks
-    /// passed different counts) is a truncation naming the sender, a shorter one a mismatch.
-    fn check_length(&self, done: &Completion) -> Result<(), Error> {
-        if done.message_len == done.len {
+    /// A step's message must have the length the schedule expects (`expected`, its region's):
+    /// a longer one (the ranks passed different counts) is a truncation naming the sender, a
+    /// shorter one a mismatch.
+    fn check_length(&self, done: &Completion, expected: usize) -> Result<(), Error> {
+        if done.message_len == expected {
             return Ok(());
         }
         let sender = self
@@ -123,21 +135,33 @@ impl Collective {
             .iter()
             .position(|&w| w == done.source)
             .unwrap_or(usize::MAX);
-        if done.message_len > done.len {
+        if done.message_len > expected {
             return Err(Error::Truncated {
                 sender,
                 tag: done.tag,
                 message_len: done.message_len,
-                buffer_len: done.len,
+                buffer_len: expected,
             });
         }
         Err(Error::Protocol {
             rank: sender,
             detail: format!(
-                "collective: message of {} bytes where {} were expected (the ranks passed different counts)",
-                done.message_len, done.len
+                "collective: message of {} bytes where {expected} were expected (the ranks passed different counts)",
+                done.message_len
             ),
         })
+    }
+
+    /// Records the first length mismatch of step `i`'s message; the call goes on (see
+    /// `failed`). Sends have nothing to check.
+    fn note_length(&mut self, i: usize, done: &Completion) {
+        let expected = match self.schedule.steps[i].op {
+            Op::Recv { region, .. } | Op::RecvFirst { region, .. } => region.len,
+            _ => return,
+        };
+        if self.failed.is_none() {
+            self.failed = self.check_length(done, expected).err();
+        }
     }
 
     fn tag(&self, seq: u32) -> i32 {
@@ -150,17 +174,12 @@ impl Collective {
         Ok(match schedule.steps[i].op {
             Op::Send { peer, seq, region } => {
                 let (dest, tag, buf) = (self.world_of[peer], self.tag(seq), self.ptr(&region));
-                if eng.send_eager_now(self.context + 1, dest, tag, buf, region.len) {
+                let len = if self.failed.is_some() { 0 } else { region.len };
+                if eng.send_eager_now(self.context + 1, dest, tag, buf, len) {
                     StepState::Done
                 } else {
-                    let id = eng.isend(
-                        self.context + 1,
-                        dest,
-                        tag,
-                        buf,
-                        region.len,
-                        SendMode::Standard,
-                    )?;
+                    let id =
+                        eng.isend(self.context + 1, dest, tag, buf, len, SendMode::Standard)?;
                     StepState::Running(id)
                 }
             }
@@ -253,7 +272,7 @@ impl Collective {
                             continue;
                         }
                         let done = eng.take(id).ok_or_else(|| internal("request vanished"))?;
-                        self.check_length(&done)?;
+                        self.note_length(i, &done);
                         StepState::Done
                     }
                     StepState::RunningFirst(reqs) => {
@@ -267,7 +286,7 @@ impl Collective {
                         };
                         let (id, spare) = reqs.swap_remove(k);
                         let done = eng.take(id).ok_or_else(|| internal("request vanished"))?;
-                        self.check_length(&done)?;
+                        self.note_length(i, &done);
                         let schedule = Rc::clone(&self.schedule);
                         if let (Some(spare), Op::RecvFirst { region, from }) =
                             (spare, &schedule.steps[i].op)
@@ -368,20 +387,24 @@ impl Engine {
             done_before: 0,
             left: n,
             lingering: Vec::new(),
+            failed: call.failed,
+            stand_ins: call.stand_ins,
         };
         c.advance(self)?;
-        if !self.finish(&mut c) {
+        if !self.finish(&mut c)? {
             self.collectives.push(c);
         }
         Ok(id)
     }
 
-    /// Completes `c`'s request if all of it is done (its allocations go back to the spares).
-    fn finish(&mut self, c: &mut Collective) -> bool {
+    /// Completes `c`'s request if all of it is done (its allocations go back to the spares);
+    /// a call that received a message of the wrong length fails now.
+    fn finish(&mut self, c: &mut Collective) -> Result<bool, Error> {
         if c.left > 0 || !c.lingering.is_empty() {
-            return false;
+            return Ok(false);
         }
         self.spare.keep(c);
+        c.stand_ins = Vec::new();
         let len = c.schedule.recv_bytes;
         self.proto.complete(
             c.id,
@@ -393,7 +416,10 @@ impl Engine {
                 cancelled: false,
             },
         );
-        true
+        match c.failed.take() {
+            Some(e) => Err(e),
+            None => Ok(true),
+        }
     }
 
     /// Advances every running collective and frees drained copies. Part of `progress`.
@@ -417,13 +443,20 @@ impl Engine {
                 // The error goes to the waiter; the failed call is not advanced again.
                 running.remove(i);
             }
+            let mut mismatch = None;
             if progressed {
-                running.retain_mut(|c| !self.finish(c));
+                running.retain_mut(|c| match self.finish(c) {
+                    Ok(done) => !done,
+                    Err(e) => {
+                        mismatch.get_or_insert(e);
+                        false
+                    }
+                });
             }
             // Steps only start sends and receives, never collectives: nothing was added.
             debug_assert!(self.collectives.is_empty());
             self.collectives = running;
-            if let Some((_, e)) = failed {
+            if let Some(e) = failed.map(|(_, e)| e).or(mismatch) {
                 return Err(e);
             }
         }

@@ -389,11 +389,21 @@ impl Comm {
         reduce: Option<Reducer>,
     ) -> Result<ReqId, Error> {
         let schedule = schedule.into_inner();
+        // A buffer too small for this rank's part (its counts differ from the others') fails
+        // the call, but the rank still takes part with a stand-in: leaving now would leave the
+        // others waiting for its messages forever.
+        let (mut send, mut recv, mut failed, mut stand_ins) = (send, recv, None, Vec::new());
         if send.1 < schedule.send_bytes {
-            return Err(too_small("send buffer", schedule.send_bytes, send.1));
+            failed = Some(too_small("send buffer", schedule.send_bytes, send.1));
+            let stand_in = vec![0u8; schedule.send_bytes];
+            send = (stand_in.as_ptr(), stand_in.len());
+            stand_ins.push(stand_in);
         }
         if recv.1 < schedule.recv_bytes {
-            return Err(too_small("receive buffer", schedule.recv_bytes, recv.1));
+            failed.get_or_insert(too_small("receive buffer", schedule.recv_bytes, recv.1));
+            let mut stand_in = vec![0u8; schedule.recv_bytes];
+            recv = (stand_in.as_mut_ptr(), stand_in.len());
+            stand_ins.push(stand_in);
         }
         let call = self.calls.get().wrapping_add(1);
         self.calls.set(call);
@@ -408,6 +418,8 @@ impl Comm {
                 send: send.0,
                 recv: recv.0,
                 reduce,
+                failed,
+                stand_ins,
             })
     }
 

@@ -35,6 +35,19 @@ fn not_aliased(sendbuf: *const c_void, recvbuf: *const c_void, count: c_int) -> 
     Ok(())
 }
 
+/// The same rule for a buffer and a block of the other side: the receive buffer's own block
+/// (gather, allgather) or the root's own block of the send buffer (scatter). MPICH reports it
+/// too, and a process that went on would leave the others waiting in a call it never joined.
+fn not_own_block(buf: *const c_void, block: &Typed) -> Res {
+    if !in_place(buf) && block.bytes() > 0 && std::ptr::eq(buf as *const u8, block.base) {
+        return fail(
+            MPI_ERR_BUFFER,
+            "the send buffer is this process's own block of the receive buffer (use MPI_IN_PLACE)",
+        );
+    }
+    Ok(())
+}
+
 /// A packed input: the user's bytes when contiguous, else a staged copy.
 struct Input {
     ptr: *const u8,
@@ -986,6 +999,8 @@ pub(crate) unsafe fn gather(
         let root = root_arg(&core, root)?;
         if me == root {
             let r = typed(s, recvbuf, recvcount, recvtype)?;
+            not_aliased(sendbuf, recvbuf, recvcount)?;
+            not_own_block(sendbuf, &block_of(&r, me))?;
             let send = if in_place(sendbuf) {
                 Input::owned(block_of(&r, me).pack())
             } else {
@@ -1066,6 +1081,8 @@ pub(crate) unsafe fn scatter(
         let root = root_arg(&core, root)?;
         if me == root {
             let t = typed(s, sendbuf, sendcount, sendtype)?;
+            not_aliased(recvbuf, sendbuf, sendcount)?;
+            not_own_block(recvbuf, &block_of(&t, me))?;
             let all = blocks(
                 &t.dt,
                 t.base,
@@ -1140,6 +1157,8 @@ pub(crate) unsafe fn allgather(
         let core = s.core_comm(comm)?;
         let (n, me) = (core.size(), core.rank());
         let r = typed(s, recvbuf, recvcount, recvtype)?;
+        not_aliased(sendbuf, recvbuf, recvcount)?;
+        not_own_block(sendbuf, &block_of(&r, me))?;
         let send = if in_place(sendbuf) {
             Input::owned(block_of(&r, me).pack())
         } else {
@@ -1193,6 +1212,7 @@ pub(crate) unsafe fn alltoall(
     run(request, |s| {
         let n = s.core_comm(comm)?.size();
         let r = typed(s, recvbuf, recvcount, recvtype)?;
+        not_aliased(sendbuf, recvbuf, recvcount)?;
         let displs: Vec<isize> = (0..n).map(|i| (i * r.count) as isize).collect();
         let out = blocks(&r.dt, r.base, &vec![r.count; n], &displs, false);
         let send = if in_place(sendbuf) {
@@ -1271,6 +1291,7 @@ pub(crate) unsafe fn gatherv(
             let (c, d) = per_rank(n, recvcounts, displs)?;
             let dt = s.committed_type(recvtype)?;
             let all = blocks(&dt, recvbuf as *mut u8, &c, &d, false);
+            not_own_block(sendbuf, &all.typed[me])?;
             let send = if in_place(sendbuf) {
                 Input::owned(all.typed[me].pack())
             } else {
@@ -1338,6 +1359,7 @@ pub(crate) unsafe fn scatterv(
             let (c, d) = per_rank(n, sendcounts, displs)?;
             let dt = s.committed_type(sendtype)?;
             let all = blocks(&dt, sendbuf as *mut u8, &c, &d, false);
+            not_own_block(recvbuf, &all.typed[me])?;
             let out = if in_place(recvbuf) {
                 Output::scratch(all.counts[me])
             } else {
@@ -1400,6 +1422,7 @@ pub(crate) unsafe fn allgatherv(
         let (c, d) = per_rank(n, recvcounts, displs)?;
         let dt = s.committed_type(recvtype)?;
         let all = blocks(&dt, recvbuf as *mut u8, &c, &d, false);
+        not_own_block(sendbuf, &all.typed[me])?;
         let send = if in_place(sendbuf) {
             Input::owned(all.typed[me].pack())
         } else {
@@ -1447,6 +1470,7 @@ pub(crate) unsafe fn alltoallv(
         let (rc, rd) = per_rank(n, recvcounts, rdispls)?;
         let rt = s.committed_type(recvtype)?;
         let out = blocks(&rt, recvbuf as *mut u8, &rc, &rd, false);
+        not_aliased(sendbuf, recvbuf, rc.iter().sum::<usize>().min(1) as c_int)?;
         let (send, sc, sd) = if in_place(sendbuf) {
             let input = Input::gather(&out.typed);
             (input, out.counts.clone(), packed_displs(&out.counts))
@@ -1502,6 +1526,8 @@ pub(crate) unsafe fn alltoallw(
                 })
             })
             .collect::<Res<_>>()?;
+        let received: usize = rblocks.iter().map(Typed::bytes).sum();
+        not_aliased(sendbuf, recvbuf, received.min(1) as c_int)?;
         let sblocks: Vec<Typed> = if in_place(sendbuf) {
             rblocks.clone()
         } else {
@@ -1603,6 +1629,7 @@ pub(crate) unsafe fn reduce_scatter(
         let o = s.op(op)?;
         let (r, _) = reducer(&dt, datatype, o)?;
         let total: usize = counts.iter().sum();
+        not_aliased(sendbuf, recvbuf, total.min(1) as c_int)?;
         let send = if in_place(sendbuf) {
             Input::of(&Typed {
                 dt: dt.clone(),

@@ -4,7 +4,7 @@ use crate::abi::*;
 use crate::env::write_string;
 use crate::error::{fail, handle_error, CommErrhandlerFn, MpiError, Res};
 use crate::p2p::count_arg;
-use crate::state::{running, with, CommObj, GroupObj, Keyval, State, KEYVAL_BASE};
+use crate::state::{running, with, AttrKind, CommObj, GroupObj, Keyval, State, KEYVAL_BASE};
 use crate::NONE;
 use std::ffi::{c_char, c_int, c_void, CStr};
 use std::rc::Rc;
@@ -671,12 +671,13 @@ pub fn set_last_used_code(code: c_int) {
     PREDEFINED[(MPI_LASTUSEDCODE - MPI_TAG_UB) as usize].store(code, Ordering::Relaxed);
 }
 
-/// Registers an attribute key (for communicators and datatypes alike).
+/// Registers an attribute key for objects of `kind`.
 pub unsafe fn create_keyval(
     copy: usize,
     delete: usize,
     keyval: *mut c_int,
     extra: *mut c_void,
+    kind: AttrKind,
 ) -> Res {
     let out = out(keyval, "keyval")?;
     *out = running(|s| {
@@ -684,6 +685,7 @@ pub unsafe fn create_keyval(
             copy,
             delete,
             extra,
+            kind,
         }));
         Ok(KEYVAL_BASE + s.keyvals.len() as c_int - 1)
     })?;
@@ -712,10 +714,7 @@ fn check_keyval(s: &State, keyval: c_int) -> Res {
             format!("predefined attribute {keyval} cannot be changed"),
         );
     }
-    match s.keyvals.get((keyval - KEYVAL_BASE) as usize) {
-        Some(Some(_)) => Ok(()),
-        _ => fail(MPI_ERR_KEYVAL, format!("invalid keyval {keyval}")),
-    }
+    s.keyval(keyval, AttrKind::Comm).map(drop)
 }
 
 unsafe fn set_attr(comm: Handle, keyval: c_int, value: *mut c_void) -> Res {
@@ -746,12 +745,7 @@ unsafe fn get_attr(comm: Handle, keyval: c_int, value: *mut c_void, flag: *mut c
             }
             return Ok(Some(PREDEFINED[i].as_ptr() as *mut c_void));
         }
-        if !matches!(
-            s.keyvals.get((keyval - KEYVAL_BASE) as usize),
-            Some(Some(_))
-        ) {
-            return fail(MPI_ERR_KEYVAL, format!("invalid keyval {keyval}"));
-        }
+        s.keyval(keyval, AttrKind::Comm)?;
         Ok(c.attrs.get(keyval))
     })?;
     match found {
@@ -783,13 +777,13 @@ unsafe fn delete_attr(comm: Handle, keyval: c_int) -> Res {
 mpi! {
     /// Creates an attribute key.
     fn MPI_Comm_create_keyval / PMPI_Comm_create_keyval(copy: usize, delete: usize, keyval: *mut c_int, extra: *mut c_void) on NONE => {
-        create_keyval(copy, delete, keyval, extra)
+        create_keyval(copy, delete, keyval, extra, AttrKind::Comm)
     }
 }
 mpi! {
     /// Creates an attribute key (MPI-1 name).
     fn MPI_Keyval_create / PMPI_Keyval_create(copy: usize, delete: usize, keyval: *mut c_int, extra: *mut c_void) on NONE => {
-        create_keyval(copy, delete, keyval, extra)
+        create_keyval(copy, delete, keyval, extra, AttrKind::Comm)
     }
 }
 mpi! {

@@ -138,6 +138,29 @@ pub struct Keyval {
     pub delete: usize,
     /// Passed to both.
     pub extra: *mut c_void,
+    /// The kind of object whose attributes it keys.
+    pub kind: AttrKind,
+}
+
+/// The objects that carry attributes; a keyval created for one kind keys no other.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum AttrKind {
+    /// `MPI_Comm_create_keyval` (and MPI-1's `MPI_Keyval_create`).
+    Comm,
+    /// `MPI_Type_create_keyval`.
+    Type,
+    /// `MPI_Win_create_keyval`.
+    Win,
+}
+
+impl AttrKind {
+    fn objects(self) -> &'static str {
+        match self {
+            AttrKind::Comm => "communicators",
+            AttrKind::Type => "datatypes",
+            AttrKind::Win => "windows",
+        }
+    }
 }
 
 /// `MPI_Info`: ordered key/value strings.
@@ -237,6 +260,25 @@ pub fn running<T>(f: impl FnOnce(&mut State) -> Res<T>) -> Res<T> {
 }
 
 impl State {
+    /// The live keyval `keyval`, created for objects of `kind`.
+    pub fn keyval(&self, keyval: c_int, kind: AttrKind) -> Res<Keyval> {
+        let found = usize::try_from(keyval - KEYVAL_BASE)
+            .ok()
+            .and_then(|i| self.keyvals.get(i).copied().flatten());
+        match found {
+            Some(k) if k.kind == kind => Ok(k),
+            Some(k) => fail(
+                MPI_ERR_KEYVAL,
+                format!(
+                    "keyval {keyval} was created for {}, not {}",
+                    k.kind.objects(),
+                    kind.objects()
+                ),
+            ),
+            None => fail(MPI_ERR_KEYVAL, format!("invalid keyval {keyval}")),
+        }
+    }
+
     fn new() -> State {
         State {
             phase: Phase::Idle,

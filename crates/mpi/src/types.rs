@@ -501,11 +501,7 @@ type TypeCopyFn =
 type TypeDeleteFn = unsafe extern "C" fn(Handle, c_int, *mut c_void, *mut c_void) -> c_int;
 
 fn keyval_of(s: &State, keyval: c_int) -> Res<crate::state::Keyval> {
-    s.keyvals
-        .get((keyval - crate::state::KEYVAL_BASE) as usize)
-        .copied()
-        .flatten()
-        .ok_or_else(|| MpiError::new(MPI_ERR_KEYVAL, format!("invalid keyval {keyval}")))
+    s.keyval(keyval, crate::state::AttrKind::Type)
 }
 
 unsafe fn type_delete(datatype: Handle, keyval: c_int, value: *mut c_void) -> Res {
@@ -580,7 +576,7 @@ pub unsafe fn delete_type_attrs(datatype: Handle) -> Res {
 mpi! {
     /// An attribute key for datatypes.
     fn MPI_Type_create_keyval / PMPI_Type_create_keyval(copy: usize, delete: usize, keyval: *mut c_int, extra: *mut c_void) on NONE => {
-        crate::comm::create_keyval(copy, delete, keyval, extra)
+        crate::comm::create_keyval(copy, delete, keyval, extra, crate::state::AttrKind::Type)
     }
 }
 mpi! {

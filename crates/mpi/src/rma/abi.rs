@@ -15,7 +15,7 @@ use crate::error::{fail, handle_error, CommErrhandlerFn, MpiError, Res};
 use crate::ops::BuiltinOp;
 use crate::p2p::count_arg;
 use crate::request::{Outcome, Request};
-use crate::state::{running, with, Attrs, InfoObj, State, KEYVAL_BASE};
+use crate::state::{running, with, AttrKind, Attrs, InfoObj, State};
 use crate::NONE;
 use std::cell::RefCell;
 use std::ffi::{c_char, c_int, c_void, CStr};
@@ -615,16 +615,13 @@ fn check_keyval(s: &State, keyval: c_int) -> Res {
             format!("predefined attribute {keyval} cannot be changed"),
         );
     }
-    match s.keyvals.get((keyval - KEYVAL_BASE) as usize) {
-        Some(Some(_)) => Ok(()),
-        _ => fail(MPI_ERR_KEYVAL, format!("invalid keyval {keyval}")),
-    }
+    s.keyval(keyval, AttrKind::Win).map(drop)
 }
 
 mpi! {
     /// Creates an attribute key for windows.
     fn MPI_Win_create_keyval / PMPI_Win_create_keyval(copy: usize, delete: usize, keyval: *mut c_int, extra: *mut c_void) on NONE => {
-        crate::comm::create_keyval(copy, delete, keyval, extra)
+        crate::comm::create_keyval(copy, delete, keyval, extra, AttrKind::Win)
     }
 }
 mpi! {
@@ -665,9 +662,7 @@ mpi! {
                 MPI_WIN_CREATE_FLAVOR => Some(&v.flavor as *const c_int as *mut c_void),
                 MPI_WIN_MODEL => Some(&v.model as *const c_int as *mut c_void),
                 k => {
-                    if !matches!(s.keyvals.get((k - KEYVAL_BASE) as usize), Some(Some(_))) {
-                        return fail(MPI_ERR_KEYVAL, format!("invalid keyval {k}"));
-                    }
+                    s.keyval(k, AttrKind::Win)?;
                     w.attrs.get(k)
                 }
             })
