@@ -815,8 +815,9 @@ unsafe fn set_view(
         let rep = Representation::lookup(&c_string(datarep, "datarep")?)?;
         let pairs = info_pairs(info)?;
         let (et, ft) = running(|s| Ok((s.committed_type(etype)?, s.committed_type(filetype)?)))?;
-        // The checks apply to the types as laid out in the file.
-        let (fet, fft) = (rep.file_type(&et)?, rep.file_type(&ft)?);
+        // The checks apply to the types as laid out in the file; the displacement comes later.
+        let view = View::new(0, (et, etype), (ft, filetype), rep)?;
+        let (fet, fft) = (&view.file_etype, &view.file_filetype);
         if fet.size() == 0 {
             return fail(MPI_ERR_TYPE, "the etype holds no data");
         }
@@ -831,8 +832,8 @@ unsafe fn set_view(
             );
         }
         let writing = f.amode & MPI_MODE_RDONLY == 0;
-        check_typemap(&fet, "etype", writing)?;
-        check_typemap(&fft, "filetype", writing)?;
+        check_typemap(fet, "etype", writing)?;
+        check_typemap(fft, "filetype", writing)?;
         if fft.extent() <= 0 && !fft.is_contiguous() {
             return fail(MPI_ERR_TYPE, "the filetype's extent is not positive");
         }
@@ -851,7 +852,7 @@ unsafe fn set_view(
                 .map_err(|_| MpiError::new(MPI_ERR_ARG, format!("negative displacement {disp}")))?
         };
         let mut st = f.st.borrow_mut();
-        st.view = View::new(disp, (et, etype), (ft, filetype), rep)?;
+        st.view = View { disp, ..view };
         st.pos = 0;
         merge_info(&mut st.info, pairs);
         Ok(())
