@@ -3,7 +3,8 @@
  * ranks'), by write_all, iwrite_at and a split collective; rank 0 then checks
  * every byte of the file is big-endian external32 with MPI_LONG in 4 bytes, the layout of the
  * filetypes computed with external32 sizes; everyone reads the data back through external32
- * views (into a strided memory type too) and rank 0 through a native view. Also:
+ * views (into a strided memory type too) and rank 0 through a native view. Then ints (and
+ * longs) by write_ordered, read back, the bytes checked again. Also:
  * MPI_File_get_type_extent and MPI_File_get_view under external32, "internal", the error
  * classes of an unknown representation and of registering a predefined name, and a long that
  * does not fit in 4 bytes. With the argument "user", also a representation registered with
@@ -12,12 +13,14 @@
  * MPICH 4.0.2 (ROMIO) passes the checks of ints and doubles, but not what the argument "strict"
  * adds (ferry runs with it): ROMIO lays out an external32 view's filetype with native extents
  * (MPI_LONG 8 bytes, so the longs land elsewhere and MPI_File_get_type_extent says 8), reads
- * external32 data wrongly with MPI_File_iread_at_all (and crashes in MPI_Wait on 3 ranks), treats "internal" as "native" (get_view
+ * external32 data wrongly with MPI_File_iread_at_all (and crashes in MPI_Wait on 3 ranks),
+ * does not convert what MPI_File_read_ordered reads, treats "internal" as "native" (get_view
  * says "native"), lets a program register "external32", and writes a long of 2^40 without a
- * conversion error; nor does it call the conversion functions of a registered representation
- * ("user"). The standard's rules (MPI 4.1 §14.5.2: MPI_LONG is 4 bytes in external32;
+ * conversion error; and its MPI_Register_datarep returns an error, so "user" cannot run there
+ * at all. The standard's rules (MPI 4.1 §14.5.2: MPI_LONG is 4 bytes in external32;
  * §14.5: displacements of portable filetypes scale to the file's sizes, and
- * MPI_File_get_type_extent gives the extent in the file) are what "strict" checks.
+ * MPI_File_get_type_extent gives the extent in the file) and ferry's own choice for
+ * "internal" (external32, reported by its own name) are what "strict" checks.
  * Files live in a fresh directory under /tmp, removed at the end. Any number of processes. */
 #include "mtest.h"
 #include <stdint.h>
@@ -56,6 +59,66 @@ static void owner(int g, int size, int *rank, int *i)
     int blk = g / (B * size), within = g % (B * size);
     *rank = within / B;
     *i = blk * B + within % B;
+}
+
+/* Ordered access through an external32 view of `type` (MPI_INT or MPI_LONG, 4 bytes each in
+ * external32) from file offset `disp`: rank r writes r + 1 values with write_ordered, reads
+ * them back with read_ordered ("strict") or read_at_all, and rank 0 checks the bytes. Returns
+ * where the data ends. */
+static MPI_Offset ordered(MPI_File fh, const char *path, MPI_Offset disp, MPI_Datatype type,
+                          int rank, int size, int strict)
+{
+    long lv[64], lb[64];
+    int iv[64], ib[64], n = rank + 1, cnt;
+    MPI_Status st;
+    for (int i = 0; i < n; i++) {
+        lv[i] = -(rank * 100 + i) - 5;
+        iv[i] = (int)lv[i];
+        lb[i] = ib[i] = 0;
+    }
+    void *buf = type == MPI_LONG ? (void *)lv : (void *)iv;
+    void *back = type == MPI_LONG ? (void *)lb : (void *)ib;
+    MPI_File_set_view(fh, disp, type, type, "external32", MPI_INFO_NULL);
+    int rc = MPI_File_write_ordered(fh, buf, n, type, &st);
+    CHECK(rc == MPI_SUCCESS, "write_ordered: %d", rc);
+    MPI_Offset pos;
+    MPI_File_get_position_shared(fh, &pos);
+    CHECK(pos == size * (size + 1) / 2, "shared pointer after write_ordered: %lld",
+          (long long)pos);
+    if (strict) {
+        /* Every rank has read the pointer before it moves. */
+        MPI_Barrier(MPI_COMM_WORLD);
+        MPI_File_seek_shared(fh, 0, MPI_SEEK_SET);
+        rc = MPI_File_read_ordered(fh, back, n, type, &st);
+    } else {
+        rc = MPI_File_read_at_all(fh, rank * (rank + 1) / 2, back, n, type, &st);
+    }
+    CHECK(rc == MPI_SUCCESS, "read back: %d", rc);
+    MPI_Get_count(&st, type, &cnt);
+    CHECK(cnt == n, "read back count %d", cnt);
+    for (int i = 0; i < n; i++)
+        CHECK(type == MPI_LONG ? lb[i] == lv[i] : ib[i] == iv[i], "ordered value %d: %ld %d, wrote %ld", i, lb[i], ib[i], lv[i]);
+    MPI_File_sync(fh);
+    MPI_Barrier(MPI_COMM_WORLD);
+    int total = size * (size + 1) / 2;
+    if (rank == 0) {
+        unsigned char *file = malloc(4 * total), want[4];
+        FILE *f = fopen(path, "rb");
+        CHECK(f && fseek(f, (long)disp, SEEK_SET) == 0 &&
+                  fread(file, 1, 4 * total, f) == (size_t)4 * total,
+              "short file at %lld", (long long)disp);
+        if (f)
+            fclose(f);
+        for (int r = 0, k = 0; r < size; r++)
+            for (int i = 0; i <= r; i++, k++) {
+                be(want, (uint32_t)(-(r * 100 + i) - 5), 4);
+                CHECK(memcmp(file + 4 * k, want, 4) == 0, "ordered bytes of rank %d value %d", r,
+                      i);
+            }
+        free(file);
+    }
+    MPI_Barrier(MPI_COMM_WORLD);
+    return disp + 4 * total;
 }
 
 /* ---- a user representation: an int is 8 big-endian bytes in the file ---- */
@@ -347,8 +410,13 @@ int main(int argc, char **argv)
         free(raw);
     }
 
+    /* Ordered access (the shared file pointer), ints and ("strict") longs. */
+    MPI_Offset after = ordered(fh, path, end, MPI_INT, rank, size, strict);
+    if (strict)
+        after = ordered(fh, path, after, MPI_LONG, rank, size, strict);
+
     /* A long that does not fit in external32's 4 bytes. */
-    MPI_File_set_view(fh, end + 4 * rank, MPI_LONG, MPI_LONG, "external32", MPI_INFO_NULL);
+    MPI_File_set_view(fh, after + 4 * rank, MPI_LONG, MPI_LONG, "external32", MPI_INFO_NULL);
     long big = 1L << 40;
     rc = MPI_File_write_at(fh, 0, &big, 1, MPI_LONG, &st);
     CHECK(!strict || rc != MPI_SUCCESS, "a long of 2^40 was written in 4 bytes");
