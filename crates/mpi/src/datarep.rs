@@ -145,7 +145,7 @@ impl UserDatarep {
 
 /// How a file view stores data: resolved from its name at `MPI_File_set_view`.
 #[derive(Clone)]
-pub enum Representation {
+pub(crate) enum Representation {
     /// Memory bytes as they are.
     Native,
     /// external32 (also what `"internal"` is).
@@ -162,7 +162,7 @@ const PREDEFINED: [&str; 3] = ["native", "internal", "external32"];
 
 impl Representation {
     /// The representation called `name`: a predefined one (any case) or a registered one.
-    pub fn lookup(name: &str) -> Res<Representation> {
+    pub(crate) fn lookup(name: &str) -> Res<Representation> {
         match name.to_ascii_lowercase().as_str() {
             "native" => return Ok(Representation::Native),
             "external32" => return Ok(Representation::External32 { name: "external32" }),
@@ -188,7 +188,7 @@ impl Representation {
     }
 
     /// The name `MPI_File_get_view` reports.
-    pub fn name(&self) -> &str {
+    pub(crate) fn name(&self) -> &str {
         match self {
             Representation::Native => "native",
             Representation::External32 { name } => name,
@@ -197,7 +197,7 @@ impl Representation {
     }
 
     /// Whether the file holds memory bytes unchanged.
-    pub fn is_native(&self) -> bool {
+    pub(crate) fn is_native(&self) -> bool {
         matches!(self, Representation::Native)
     }
 
@@ -211,7 +211,7 @@ impl Representation {
     }
 
     /// Bytes one element of `dt` takes in the file.
-    pub fn file_size(&self, dt: &Datatype) -> Res<usize> {
+    pub(crate) fn file_size(&self, dt: &Datatype) -> Res<usize> {
         match self {
             Representation::Native => Ok(dt.size()),
             Representation::External32 { .. } => Ok(crate::external::element_size(dt)),
@@ -229,7 +229,7 @@ impl Representation {
 
     /// `dt` as laid out in the file: the same constructors, each predefined type replaced by a
     /// run of bytes of its file size.
-    pub fn file_type(&self, dt: &Datatype) -> Res<Datatype> {
+    pub(crate) fn file_type(&self, dt: &Datatype) -> Res<Datatype> {
         if self.is_native() {
             return Ok(dt.clone());
         }
@@ -243,7 +243,7 @@ impl Representation {
 
     /// The file bytes of the access `t` (memory type handle `datatype`); `native` is its data
     /// packed natively (read by external32 and `MPI_CONVERSION_FN_NULL` only).
-    pub fn encode(
+    pub(crate) fn encode(
         &self,
         t: &Typed,
         datatype: Handle,
@@ -270,7 +270,7 @@ impl Representation {
 
     /// Converts the file bytes `file` read for the access `t` (possibly fewer than asked for,
     /// at the end of the file) into its buffer; returns the memory bytes filled.
-    pub fn decode(&self, t: &Typed, datatype: Handle, file: &mut [u8]) -> Res<usize> {
+    pub(crate) fn decode(&self, t: &Typed, datatype: Handle, file: &mut [u8]) -> Res<usize> {
         match self {
             Representation::Native => {
                 t.unpack(file);
