@@ -1834,6 +1834,110 @@ impl Datatype {
         }
     }
 
+    /// The same constructor tree with every predefined type `b` replaced by `sub(b)`: how a view's
+    /// etype and filetype look in a file whose data representation stores `b` in other sizes
+    /// (MPI-4.1 §14.5: displacements counted in elements of an old type scale with it; those
+    /// given in bytes — hvector, hindexed, struct, resized bounds — stay as they are).
+    pub fn map_builtins<E: From<TypeError>>(
+        &self,
+        sub: &mut dyn FnMut(Builtin) -> Result<Datatype, E>,
+    ) -> Result<Datatype, E> {
+        let i64s = |v: &[usize]| v.iter().map(|&x| x as i64).collect::<Vec<i64>>();
+        Ok(match &self.0.contents {
+            Contents::Named(b) => sub(*b)?,
+            Contents::Dup(old) => Datatype::dup(&old.map_builtins(sub)?),
+            Contents::Contiguous { count, old } => {
+                Datatype::contiguous(*count as i64, &old.map_builtins(sub)?)?
+            }
+            Contents::Vector {
+                count,
+                blocklen,
+                stride,
+                old,
+            } => Datatype::vector(
+                *count as i64,
+                *blocklen as i64,
+                *stride,
+                &old.map_builtins(sub)?,
+            )?,
+            Contents::Hvector {
+                count,
+                blocklen,
+                stride,
+                old,
+            } => Datatype::hvector(
+                *count as i64,
+                *blocklen as i64,
+                *stride,
+                &old.map_builtins(sub)?,
+            )?,
+            Contents::Indexed {
+                blocklens,
+                displs,
+                old,
+            } => Datatype::indexed(&i64s(blocklens), displs, &old.map_builtins(sub)?)?,
+            Contents::Hindexed {
+                blocklens,
+                displs,
+                old,
+            } => Datatype::hindexed(&i64s(blocklens), displs, &old.map_builtins(sub)?)?,
+            Contents::IndexedBlock {
+                blocklen,
+                displs,
+                old,
+            } => Datatype::indexed_block(*blocklen as i64, displs, &old.map_builtins(sub)?)?,
+            Contents::HindexedBlock {
+                blocklen,
+                displs,
+                old,
+            } => Datatype::hindexed_block(*blocklen as i64, displs, &old.map_builtins(sub)?)?,
+            Contents::Struct {
+                blocklens,
+                displs,
+                types,
+            } => {
+                let types = types
+                    .iter()
+                    .map(|t| t.map_builtins(sub))
+                    .collect::<Result<Vec<_>, E>>()?;
+                Datatype::create_struct(&i64s(blocklens), displs, &types)?
+            }
+            Contents::Subarray {
+                sizes,
+                subsizes,
+                starts,
+                order,
+                old,
+            } => Datatype::subarray(
+                &i64s(sizes),
+                &i64s(subsizes),
+                &i64s(starts),
+                *order,
+                &old.map_builtins(sub)?,
+            )?,
+            Contents::Darray {
+                size,
+                rank,
+                gsizes,
+                distribs,
+                psizes,
+                order,
+                old,
+            } => Datatype::darray(
+                *size as i64,
+                *rank as i64,
+                &i64s(gsizes),
+                distribs,
+                &i64s(psizes),
+                *order,
+                &old.map_builtins(sub)?,
+            )?,
+            Contents::Resized { lb, extent, old } => {
+                Datatype::resized(&old.map_builtins(sub)?, *lb, *extent)?
+            }
+        })
+    }
+
     /// When every basic element of this type is the same predefined type: that type and how many
     /// of it one element holds (e.g. `(MPI_INT, 4)` for `contiguous(4, MPI_INT)`). Reductions on
     /// derived types use this.

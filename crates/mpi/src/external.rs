@@ -140,13 +140,17 @@ fn wires(b: Builtin) -> ([Wire; 2], usize) {
     }
 }
 
+/// Bytes of one value of predefined type `b` in external32 (MPI I/O lays out external32 views
+/// with these).
+pub(crate) fn builtin_size(b: Builtin) -> usize {
+    let (w, k) = wires(b);
+    w[..k].iter().map(|w| w.external()).sum()
+}
+
 /// Bytes of one element of `dt` in external32.
-fn element_size(dt: &Datatype) -> usize {
+pub(crate) fn element_size(dt: &Datatype) -> usize {
     let mut n = 0;
-    dt.for_each_builtin(&mut |b| {
-        let (w, k) = wires(b);
-        n += w[..k].iter().map(|w| w.external()).sum::<usize>();
-    });
+    dt.for_each_builtin(&mut |b| n += builtin_size(b));
     n
 }
 
@@ -255,8 +259,8 @@ unsafe fn datarep_arg(datarep: *const c_char) -> Res {
 }
 
 /// Converts `count` natively packed elements of `dt` to external32 (`dst` is exactly their
-/// external32 size).
-fn pack(dt: &Datatype, count: usize, native: &[u8], dst: &mut [u8]) -> Res {
+/// external32 size). MPI I/O writes external32 views through this too.
+pub(crate) fn pack(dt: &Datatype, count: usize, native: &[u8], dst: &mut [u8]) -> Res {
     let (mut i, mut o) = (0, 0);
     let mut result = Ok(());
     for _ in 0..count {
@@ -278,12 +282,20 @@ fn pack(dt: &Datatype, count: usize, native: &[u8], dst: &mut [u8]) -> Res {
     result
 }
 
-fn unpack(dt: &Datatype, count: usize, src: &[u8], native: &mut [u8]) {
+/// Converts external32 data of up to `count` elements of `dt` back to natively packed bytes
+/// (`native` has room for `count` elements). `src` may end early (a read that met the end of a
+/// file): the scalars it holds whole are converted. Returns the native bytes written.
+pub(crate) fn unpack(dt: &Datatype, count: usize, src: &[u8], native: &mut [u8]) -> usize {
     let (mut i, mut o) = (0, 0);
+    let mut short = false;
     for _ in 0..count {
         dt.for_each_builtin(&mut |b| {
             let (w, k) = wires(b);
             for w in &w[..k] {
+                short = short || o + w.external() > src.len();
+                if short {
+                    return;
+                }
                 from_external(
                     *w,
                     &src[o..o + w.external()],
@@ -293,7 +305,11 @@ fn unpack(dt: &Datatype, count: usize, src: &[u8], native: &mut [u8]) {
                 o += w.external();
             }
         });
+        if short || o == src.len() {
+            break;
+        }
     }
+    i
 }
 
 fn aint_arg(v: isize, what: &str) -> Res<usize> {
@@ -361,7 +377,7 @@ mod tests {
         let mut ext = vec![0u8; element_size(&dt)];
         pack(&dt, 1, native, &mut ext).expect("fits");
         let mut back = vec![0u8; native.len()];
-        unpack(&dt, 1, &ext, &mut back);
+        assert_eq!(unpack(&dt, 1, &ext, &mut back), native.len());
         assert_eq!(back, native, "{b:?} round trip");
         ext
     }
@@ -396,6 +412,21 @@ mod tests {
         let mut ext = [0u8; 4];
         let err = pack(&dt, 1, &(1i64 << 40).to_le_bytes(), &mut ext).unwrap_err();
         assert_eq!(err.class, MPI_ERR_CONVERSION);
+    }
+
+    #[test]
+    fn a_short_source_converts_the_whole_scalars_it_holds() {
+        // Two MPI_LONG_INT values (4 + 4 external bytes each, 8 + 4 native) from 10 bytes:
+        // the first value and the long of the second.
+        let dt = Datatype::builtin(Builtin::LongInt);
+        let src = [0, 0, 0, 1, 0, 0, 0, 2, 0, 0];
+        let mut native = [0xaau8; 24];
+        assert_eq!(unpack(&dt, 2, &src[..10], &mut native), 12);
+        assert_eq!(&native[..8], &1i64.to_le_bytes());
+        assert_eq!(&native[8..12], &2i32.to_le_bytes());
+        let ext = [0, 0, 0, 1, 0, 0, 0, 2, 0, 0, 0, 3];
+        assert_eq!(unpack(&dt, 2, &ext, &mut native), 20);
+        assert_eq!(&native[12..20], &3i64.to_le_bytes());
     }
 
     #[test]

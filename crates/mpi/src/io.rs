@@ -1,8 +1,9 @@
 //! MPI I/O (MPI-4.1 chapter 14) on POSIX files that every rank of a file's communicator sees.
 //!
 //! What is here: opening, closing and deleting files with every access mode; sizes, info, sync,
-//! atomicity; file views (displacement, etype, a filetype with holes, `"native"` data
-//! representation); reads and writes at explicit offsets, through the individual file pointer and
+//! atomicity; file views (displacement, etype, a filetype with holes, and a data representation:
+//! `"native"`, `"external32"`, `"internal"` or one registered by the program, see
+//! [`crate::datarep`]); reads and writes at explicit offsets, through the individual file pointer and
 //! through the shared file pointer, blocking, nonblocking, collective and split collective; and
 //! file error handlers (MPI_ERRORS_RETURN by default, as the standard says).
 //!
@@ -22,11 +23,15 @@
 //! offsets from an allgather of the sizes and one update of the pointer by rank 0. In atomic mode
 //! every access holds a `flock` on the data file (shared for reads, exclusive for writes).
 //!
-//! Not here: data representations other than `"native"` (`MPI_ERR_UNSUPPORTED_DATAREP`),
-//! `MPI_Register_datarep`, large-count (`_c`) calls, Fortran handle conversion. Preallocation
+//! In a representation other than native, the view's data bytes are the file's bytes: offsets
+//! and sizes in the view count the representation's sizes, and each access converts its whole
+//! buffer at once in [`transfer`].
+//!
+//! Not here: large-count (`_c`) calls, Fortran handle conversion. Preallocation
 //! extends the file (`set_len`) without reserving blocks.
 
 use crate::abi::*;
+use crate::datarep::Representation;
 use crate::datatype::Datatype;
 use crate::error::{caught, class_text, fail, CommErrhandlerFn, MpiError, Res};
 use crate::request::{Outcome, Request, Typed};
@@ -90,10 +95,18 @@ struct FileState {
 #[derive(Clone)]
 struct View {
     disp: u64,
+    /// The etype as the program gave it.
     etype: Datatype,
     etype_h: Handle,
+    /// The filetype as the program gave it.
     filetype: Datatype,
     filetype_h: Handle,
+    /// How data is stored in the file.
+    rep: Representation,
+    /// The etype laid out in the file's representation (the etype itself for native).
+    file_etype: Datatype,
+    /// The filetype laid out in the file's representation: what the blocks come from.
+    file_filetype: Datatype,
     /// Data blocks of one filetype element: (byte offset from the element's start, length).
     blocks: Rc<[(isize, usize)]>,
     /// Position in the data of each block's first byte.
@@ -101,8 +114,15 @@ struct View {
 }
 
 impl View {
-    fn new(disp: u64, etype: (Datatype, Handle), filetype: (Datatype, Handle)) -> View {
-        let blocks: Rc<[(isize, usize)]> = filetype.0.blocks().into();
+    fn new(
+        disp: u64,
+        etype: (Datatype, Handle),
+        filetype: (Datatype, Handle),
+        rep: Representation,
+    ) -> Res<View> {
+        let file_etype = rep.file_type(&etype.0)?;
+        let file_filetype = rep.file_type(&filetype.0)?;
+        let blocks: Rc<[(isize, usize)]> = file_filetype.blocks().into();
         let mut at = 0u64;
         let starts = blocks
             .iter()
@@ -112,26 +132,29 @@ impl View {
                 s
             })
             .collect();
-        View {
+        Ok(View {
             disp,
             etype: etype.0,
             etype_h: etype.1,
             filetype: filetype.0,
             filetype_h: filetype.1,
+            rep,
+            file_etype,
+            file_filetype,
             blocks,
             starts,
-        }
+        })
     }
 
     fn bytes() -> Res<View> {
         let h = crate::datatype::Builtin::Byte.handle();
         let byte = running(|s| s.datatype(h))?;
-        Ok(View::new(0, (byte.clone(), h), (byte, h)))
+        View::new(0, (byte.clone(), h), (byte, h), Representation::Native)
     }
 
-    /// Bytes of one etype (never 0: set_view refuses empty etypes).
+    /// File bytes of one etype (never 0: set_view refuses empty etypes).
     fn esize(&self) -> u64 {
-        self.etype.size().max(1) as u64
+        self.file_etype.size().max(1) as u64
     }
 
     /// Calls `f(file offset, index in the data, length)` for the runs of file bytes that hold the
@@ -154,14 +177,14 @@ impl View {
                 )
             })
         };
-        if self.filetype.is_contiguous() {
+        if self.file_filetype.is_contiguous() {
             let first = self.blocks.first().map_or(0, |b| b.0);
             let off = place(self.disp as i128 + first as i128 + start as i128)?;
             f(off, 0, len as usize)?;
             return Ok(());
         }
-        let tsize = self.filetype.size() as u64;
-        let ext = self.filetype.extent() as i128;
+        let tsize = self.file_filetype.size() as u64;
+        let ext = self.file_filetype.extent() as i128;
         let mut tile = start / tsize;
         let mut within = start % tsize;
         let mut i = self
@@ -215,14 +238,14 @@ impl View {
                 .map(|&(off, len)| (room - base - off as i128).clamp(0, len as i128) as u64)
                 .sum()
         };
-        if self.filetype.is_contiguous() {
+        if self.file_filetype.is_contiguous() {
             let first = self.blocks.first().map_or(0, |b| b.0) as i128;
             return (room - first).max(0) as u64;
         }
         // set_view refuses a non-contiguous filetype without a positive extent.
-        let ext = self.filetype.extent().max(1) as i128;
+        let ext = self.file_filetype.extent().max(1) as i128;
         let tiles = room / ext;
-        tiles as u64 * self.filetype.size() as u64 + in_tile(tiles * ext)
+        tiles as u64 * self.file_filetype.size() as u64 + in_tile(tiles * ext)
     }
 }
 
@@ -789,32 +812,29 @@ unsafe fn set_view(
 ) -> Res {
     let f = file(fh)?;
     let local = (|| {
-        let rep = c_string(datarep, "datarep")?;
-        if !rep.eq_ignore_ascii_case("native") {
-            return fail(
-                MPI_ERR_UNSUPPORTED_DATAREP,
-                format!("data representation \"{rep}\": ferry supports \"native\" only"),
-            );
-        }
+        let rep = Representation::lookup(&c_string(datarep, "datarep")?)?;
         let pairs = info_pairs(info)?;
         let (et, ft) = running(|s| Ok((s.committed_type(etype)?, s.committed_type(filetype)?)))?;
-        if et.size() == 0 {
+        // The checks apply to the types as laid out in the file; the displacement comes later.
+        let view = View::new(0, (et, etype), (ft, filetype), rep)?;
+        let (fet, fft) = (&view.file_etype, &view.file_filetype);
+        if fet.size() == 0 {
             return fail(MPI_ERR_TYPE, "the etype holds no data");
         }
-        if ft.size() == 0 || ft.size() % et.size() != 0 {
+        if fft.size() == 0 || fft.size() % fet.size() != 0 {
             return fail(
                 MPI_ERR_TYPE,
                 format!(
-                    "the filetype holds {} bytes, not a positive multiple of the etype's {}",
-                    ft.size(),
-                    et.size()
+                    "the filetype holds {} bytes in the file, not a positive multiple of the etype's {}",
+                    fft.size(),
+                    fet.size()
                 ),
             );
         }
         let writing = f.amode & MPI_MODE_RDONLY == 0;
-        check_typemap(&et, "etype", writing)?;
-        check_typemap(&ft, "filetype", writing)?;
-        if ft.extent() <= 0 && !ft.is_contiguous() {
+        check_typemap(fet, "etype", writing)?;
+        check_typemap(fft, "filetype", writing)?;
+        if fft.extent() <= 0 && !fft.is_contiguous() {
             return fail(MPI_ERR_TYPE, "the filetype's extent is not positive");
         }
         let disp = if disp == MPI_DISPLACEMENT_CURRENT {
@@ -832,7 +852,7 @@ unsafe fn set_view(
                 .map_err(|_| MpiError::new(MPI_ERR_ARG, format!("negative displacement {disp}")))?
         };
         let mut st = f.st.borrow_mut();
-        st.view = View::new(disp, (et, etype), (ft, filetype));
+        st.view = View { disp, ..view };
         st.pos = 0;
         merge_info(&mut st.info, pairs);
         Ok(())
@@ -905,18 +925,23 @@ file_fn! {
         *d = view.disp as i64;
         *e = view_type(&view.etype, view.etype_h)?;
         *t = view_type(&view.filetype, view.filetype_h)?;
-        let rep = b"native\0";
+        // Registered names are shorter than MPI_MAX_DATAREP_STRING (checked at registration).
+        let name = view.rep.name().as_bytes();
         // SAFETY: MPI's contract: datarep has room for MPI_MAX_DATAREP_STRING characters.
-        std::ptr::copy_nonoverlapping(rep.as_ptr(), datarep.cast::<u8>(), rep.len());
+        std::ptr::copy_nonoverlapping(name.as_ptr(), datarep.cast::<u8>(), name.len());
+        // SAFETY: as above; name.len() < MPI_MAX_DATAREP_STRING.
+        *datarep.add(name.len()) = 0;
         Ok(())
     }
 }
 file_fn! {
-    /// Extent of a datatype in the file (native representation: its extent).
+    /// Extent of a datatype in the file: laid out in the view's data representation (MPI-4.1
+    /// §14.5; for a registered one, by its extent function).
     fn MPI_File_get_type_extent / PMPI_File_get_type_extent(fh: Handle, datatype: Handle, extent: *mut isize) on fh => {
         let out = out(extent, "extent")?;
-        file(fh)?;
-        *out = running(|s| s.datatype(datatype))?.extent();
+        let rep = file(fh)?.st.borrow().view.rep.clone();
+        let dt = running(|s| s.datatype(datatype))?;
+        *out = rep.file_type(&dt)?.extent();
         Ok(())
     }
 }
@@ -974,21 +999,42 @@ fn shared(f: &FileObj) -> Res<&SharedPointer> {
     })
 }
 
+/// The buffer of one access, and how much of the file it covers.
+struct Buffer {
+    /// The memory data.
+    t: Typed,
+    /// The memory datatype's handle (a registered representation's conversion functions get it).
+    datatype: Handle,
+    /// Bytes the data takes in the file's representation.
+    file_bytes: u64,
+}
+
+/// Bytes an access moved.
+#[derive(Clone, Copy)]
+struct Moved {
+    /// In the file (file pointers advance by these).
+    file: u64,
+    /// In memory (the status counts these).
+    memory: u64,
+}
+
 /// The user's buffer, checked against the file's mode and view.
-fn prepare(f: &FileObj, dir: Dir, buf: *mut c_void, count: c_int, datatype: Handle) -> Res<Typed> {
+fn prepare(f: &FileObj, dir: Dir, buf: *mut c_void, count: c_int, datatype: Handle) -> Res<Buffer> {
     match dir {
         Dir::Read => readable(f)?,
         Dir::Write => writable(f)?,
     }
     let count = crate::p2p::count_arg(count)?;
     let dt = running(|s| s.committed_type(datatype))?;
-    let esize = f.st.borrow().view.esize() as usize;
-    if dt.size() % esize != 0 {
+    let (esize, fsize) = {
+        let st = f.st.borrow();
+        (st.view.esize() as usize, st.view.rep.file_size(&dt)?)
+    };
+    if fsize % esize != 0 {
         return fail(
             MPI_ERR_IO,
             format!(
-                "the datatype holds {} bytes, not a whole number of etypes of {esize}",
-                dt.size()
+                "the datatype holds {fsize} bytes in the file, not a whole number of etypes of {esize}"
             ),
         );
     }
@@ -998,23 +1044,41 @@ fn prepare(f: &FileObj, dir: Dir, buf: *mut c_void, count: c_int, datatype: Hand
             format!("buffer is NULL for {count} elements of a predefined type"),
         );
     }
-    Ok(Typed {
-        dt,
-        count,
-        base: buf.cast(),
+    Ok(Buffer {
+        t: Typed {
+            dt,
+            count,
+            base: buf.cast(),
+        },
+        datatype,
+        file_bytes: (fsize * count) as u64,
     })
 }
 
-/// Moves the data of `t` to or from the view's data bytes from etype `start`; returns the bytes
-/// moved (a read stops at the end of the file).
-fn transfer(f: &FileObj, view: &View, dir: Dir, t: &Typed, start: u64) -> Res<u64> {
+/// Moves the data of `b` to or from the view's data bytes from etype `start`, converting it
+/// between memory and the view's representation (a read stops at the end of the file).
+fn transfer(f: &FileObj, view: &View, dir: Dir, b: &Buffer, start: u64) -> Res<Moved> {
+    let t = &b.t;
     let bytes = t.bytes();
-    if bytes == 0 {
-        return Ok(0);
+    if bytes == 0 || b.file_bytes == 0 {
+        return Ok(Moved { file: 0, memory: 0 });
     }
     let start = start
         .checked_mul(view.esize())
         .ok_or_else(|| MpiError::new(MPI_ERR_ARG, "file offset too large"))?;
+    let native = view.rep.is_native();
+    // Converted (or packed) before any lock is taken: a conversion error leaves nothing held.
+    let staged = match dir {
+        Dir::Write if !native || t.direct().is_none() => {
+            let packed = || match t.direct() {
+                // SAFETY: MPI's contract: the buffer holds `count` elements, here one block.
+                Some(p) => unsafe { std::slice::from_raw_parts(p, bytes) }.to_vec(),
+                None => t.pack(),
+            };
+            Some(view.rep.encode(t, b.datatype, &packed)?)
+        }
+        _ => None,
+    };
     let atomic = f.st.borrow().atomic;
     let io = |e: std::io::Error, what: &str| os_error(&e, what, &f.path);
     if atomic {
@@ -1026,46 +1090,50 @@ fn transfer(f: &FileObj, view: &View, dir: Dir, t: &Typed, start: u64) -> Res<u6
     }
     let result = match dir {
         Dir::Write => {
-            let packed;
-            let data: &[u8] = match t.direct() {
+            let data: &[u8] = match (&staged, t.direct()) {
+                (Some(staged), _) => staged,
                 // SAFETY: MPI's contract: the buffer holds `count` elements, here one block.
-                Some(p) => unsafe { std::slice::from_raw_parts(p, bytes) },
-                None => {
-                    packed = t.pack();
-                    &packed
-                }
+                (None, Some(p)) => unsafe { std::slice::from_raw_parts(p, bytes) },
+                (None, None) => &[],
             };
-            view.segments(start, bytes as u64, |off, at, len| {
+            view.segments(start, data.len() as u64, |off, at, len| {
                 f.file
                     .write_all_at(&data[at..at + len], off)
                     .map_err(|e| io(e, "cannot write"))?;
                 Ok(true)
             })
-            .map(|()| bytes as u64)
+            .map(|()| Moved {
+                file: data.len() as u64,
+                memory: bytes as u64,
+            })
         }
         Dir::Read => {
-            let mut staged;
-            let direct = t.direct();
+            let mut file_bytes;
+            let direct = t.direct().filter(|_| native);
             let data: &mut [u8] = match direct {
                 // SAFETY: MPI's contract: the buffer has room for `count` elements, here one
                 // block.
                 Some(p) => unsafe { std::slice::from_raw_parts_mut(p, bytes) },
                 None => {
-                    staged = vec![0u8; bytes];
-                    &mut staged
+                    file_bytes = vec![0u8; b.file_bytes as usize];
+                    &mut file_bytes
                 }
             };
             let mut got = 0usize;
-            let r = view.segments(start, bytes as u64, |off, at, len| {
+            let r = view.segments(start, b.file_bytes, |off, at, len| {
                 let n = read_full_at(&f.file, &mut data[at..at + len], off)
                     .map_err(|e| io(e, "cannot read"))?;
                 got = at + n;
                 Ok(n == len)
             });
-            if direct.is_none() {
-                t.unpack(&data[..got]);
-            }
-            r.map(|()| got as u64)
+            let memory = match direct {
+                Some(_) => Ok(got),
+                None => view.rep.decode(t, b.datatype, &mut data[..got]),
+            };
+            r.and(memory).map(|memory| Moved {
+                file: got as u64,
+                memory: memory as u64,
+            })
         }
     };
     if atomic {
@@ -1093,7 +1161,7 @@ fn access(
     count: c_int,
     datatype: Handle,
 ) -> Res<Outcome> {
-    let t = prepare(f, dir, buf, count, datatype)?;
+    let b = prepare(f, dir, buf, count, datatype)?;
     if f.amode & MPI_MODE_SEQUENTIAL != 0 && !matches!(at, At::Shared) {
         return fail(
             MPI_ERR_UNSUPPORTED_OPERATION,
@@ -1101,18 +1169,18 @@ fn access(
         );
     }
     let view = f.st.borrow().view.clone();
-    let etypes = t.bytes() as u64 / view.esize();
+    let etypes = b.file_bytes / view.esize();
     let start = match at {
         At::Offset(o) => u64::try_from(o)
             .map_err(|_| MpiError::new(MPI_ERR_ARG, format!("negative file offset {o}")))?,
         At::Individual => f.st.borrow().pos,
         At::Shared => shared(f)?.update(|old| Ok(old + etypes))?,
     };
-    let moved = transfer(f, &view, dir, &t, start)?;
+    let moved = transfer(f, &view, dir, &b, start)?;
     if let At::Individual = at {
-        f.st.borrow_mut().pos = start + moved.div_ceil(view.esize());
+        f.st.borrow_mut().pos = start + moved.file.div_ceil(view.esize());
     }
-    Ok(outcome(moved))
+    Ok(outcome(moved.memory))
 }
 
 /// A blocking collective access: every rank's own access, then a barrier (so collectively
@@ -1141,9 +1209,7 @@ fn ordered(
 ) -> Res<Outcome> {
     let prepared = prepare(f, dir, buf, count, datatype);
     let view = f.st.borrow().view.clone();
-    let mine = prepared
-        .as_ref()
-        .map_or(0, |t| t.bytes() as u64 / view.esize());
+    let mine = prepared.as_ref().map_or(0, |b| b.file_bytes / view.esize());
     let mut all = vec![0u64; f.comm.size()];
     f.comm.allgather(&[mine], &mut all)?;
     let before: u64 = all[..f.comm.rank()].iter().sum();
@@ -1155,7 +1221,7 @@ fn ordered(
         }
     }
     f.comm.bcast(&mut base, 0)?;
-    let t = prepared?;
+    let b = prepared?;
     if base[0] == u64::MAX {
         return Err(shared(f).err().unwrap_or_else(|| {
             MpiError::new(
@@ -1164,8 +1230,8 @@ fn ordered(
             )
         }));
     }
-    let moved = transfer(f, &view, dir, &t, base[0] + before)?;
-    Ok(outcome(moved))
+    let moved = transfer(f, &view, dir, &b, base[0] + before)?;
+    Ok(outcome(moved.memory))
 }
 
 /// Fills a status and returns.
@@ -1490,7 +1556,13 @@ mod tests {
 
     fn view_of(disp: u64, ft: Datatype) -> View {
         let byte = Datatype::builtin(Builtin::Byte);
-        View::new(disp, (byte, Builtin::Byte.handle()), (ft, 0))
+        View::new(
+            disp,
+            (byte, Builtin::Byte.handle()),
+            (ft, 0),
+            Representation::Native,
+        )
+        .unwrap()
     }
 
     fn runs(v: &View, start: u64, len: u64) -> Vec<(u64, usize, usize)> {

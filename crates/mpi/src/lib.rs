@@ -42,6 +42,7 @@ macro_rules! mpi {
 pub mod abi;
 pub mod coll;
 pub mod comm;
+pub mod datarep;
 pub mod datatype;
 pub mod env;
 pub mod error;

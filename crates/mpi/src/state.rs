@@ -224,6 +224,8 @@ pub struct State {
     /// The error handler of MPI_FILE_NULL: what MPI_File_open and MPI_File_delete use, and what
     /// a new file starts with (MPI_ERRORS_RETURN until the program sets another).
     pub file_null_errhandler: Handle,
+    /// Data representations registered with MPI_Register_datarep (for the life of the process).
+    pub datareps: Vec<Rc<crate::datarep::UserDatarep>>,
     /// Windows (one-sided communication).
     pub wins: Table<crate::rma::abi::WinObj>,
 }
@@ -308,6 +310,7 @@ impl State {
             pins: HashMap::new(),
             files: Table::new(Kind::File),
             file_null_errhandler: MPI_ERRORS_RETURN,
+            datareps: Vec::new(),
             wins: Table::new(Kind::Win),
         }
     }
