@@ -170,6 +170,8 @@ pub(crate) unsafe fn shutdown() -> Res {
         Ok(s.world.take())
     })?;
     if let Some(w) = world {
+        // MPI_T reads the settings and final counters from then on.
+        crate::tool::world_ending(&w);
         w.finalize()?;
     }
     Ok(())
