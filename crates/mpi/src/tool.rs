@@ -371,7 +371,7 @@ const CVARS: &[CvarDef] = &[
     },
     CvarDef {
         env: "FERRY_SHM_RING",
-        desc: "Bytes of one shared-memory ring (0: no ring, i.e. the tcp transport or a job of one rank; or, before MPI_Init, left to MPI_Init: 16 MiB / ranks within 64 KiB..1 MiB).",
+        desc: "Bytes of one shared-memory ring (0: no ring, i.e. the tcp transport or a process started without ferry run; or, before MPI_Init, left to MPI_Init: 16 MiB / ranks within 64 KiB..1 MiB).",
         ty: CvarType::ULong,
         verbosity: MPI_T_VERBOSITY_TUNER_BASIC,
         category: CAT_SHM,

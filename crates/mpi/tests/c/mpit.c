@@ -5,7 +5,8 @@
  * get_index finding each name again), reads every control variable through a handle of the
  * count it gives, checks that a category's lists hold valid indices, and that a counter of
  * messages sent grows by at least the messages this rank sends (ferry's
- * ferry_p2p_messages_sent; an implementation without it skips that part). Checks the error
+ * ferry_p2p_messages_sent; an implementation without it skips that part), and that ferry's
+ * unexpected-queue variables see messages sent before their receive is posted. Checks the error
  * classes of bad indices, names, sessions and handles, of starting a continuous variable and
  * writing a read-only one, and that there are no event types or sources beyond those counted.
  * Arguments NAME=VALUE: after MPI_Init control variable NAME must read VALUE (printed as its
@@ -324,6 +325,75 @@ static unsigned long long counter_after_sends(int rank, int size)
     return after;
 }
 
+/* Reads continuous ferry variable `name` (class `cls`) through a new handle of session `s`. */
+static unsigned long long read_continuous(MPI_T_pvar_session s, const char *name, int cls)
+{
+    int index = -1, count;
+    unsigned long long v = 0;
+    MPI_T_pvar_handle h;
+    CHECK(MPI_T_pvar_get_index(name, cls, &index) == MPI_SUCCESS, "no %s", name);
+    CHECK(MPI_T_pvar_handle_alloc(s, index, NULL, &h, &count) == MPI_SUCCESS, "handle of %s",
+          name);
+    CHECK(MPI_T_pvar_read(s, h, &v) == MPI_SUCCESS, "pvar_read %s", name);
+    MPI_T_pvar_handle_free(s, &h);
+    return v;
+}
+
+/* Messages rank 0 sends to rank 1 before rank 1 receives them wait on its unexpected queue:
+ * ferry_p2p_unexpected_queued counts them, ferry_p2p_unexpected_length holds them until they
+ * are received, ferry_p2p_unexpected_peak remembers them. Rank 0 sends once rank 1's counter
+ * runs; the token sent after the messages arrives after them (message order), so they are
+ * queued once rank 1 has it. The other ranks send nothing until rank 1 is done. */
+static void unexpected_queue(int rank, int size)
+{
+    int index;
+    if (size < 2 ||
+        MPI_T_pvar_get_index("ferry_p2p_unexpected_queued", MPI_T_PVAR_CLASS_COUNTER, &index) !=
+        MPI_SUCCESS)
+        return;
+    const int n = 3;
+    int x = 0;
+    if (rank != 1) {
+        if (rank == 0) {
+            MPI_Recv(&x, 1, MPI_INT, 1, 4, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+            for (int k = 0; k < n; k++)
+                MPI_Send(&k, 1, MPI_INT, 1, 5, MPI_COMM_WORLD);
+            MPI_Send(&x, 1, MPI_INT, 1, 6, MPI_COMM_WORLD);
+        }
+        MPI_Recv(&x, 1, MPI_INT, 1, 7, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+        return;
+    }
+    MPI_T_pvar_session s;
+    MPI_T_pvar_handle h;
+    int count;
+    unsigned long long queued = 0;
+    CHECK(MPI_T_pvar_session_create(&s) == MPI_SUCCESS, "pvar_session_create");
+    CHECK(MPI_T_pvar_handle_alloc(s, index, NULL, &h, &count) == MPI_SUCCESS, "handle");
+    CHECK(MPI_T_pvar_start(s, h) == MPI_SUCCESS, "pvar_start");
+    MPI_Send(&x, 1, MPI_INT, 0, 4, MPI_COMM_WORLD);
+    MPI_Recv(&x, 1, MPI_INT, 0, 6, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+    CHECK(MPI_T_pvar_read(s, h, &queued) == MPI_SUCCESS && queued >= (unsigned long long)n,
+          "%d unexpected messages counted as %llu", n, queued);
+    unsigned long long before =
+        read_continuous(s, "ferry_p2p_unexpected_length", MPI_T_PVAR_CLASS_LEVEL);
+    CHECK(before >= (unsigned long long)n, "unexpected queue length %llu, expected %d", before, n);
+    for (int k = 0; k < n; k++) {
+        MPI_Recv(&x, 1, MPI_INT, 0, 5, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+        CHECK(x == k, "message %d is %d", k, x);
+    }
+    unsigned long long after =
+        read_continuous(s, "ferry_p2p_unexpected_length", MPI_T_PVAR_CLASS_LEVEL);
+    CHECK(after + n <= before, "unexpected queue length %llu after receiving %d of %llu", after,
+          n, before);
+    unsigned long long peak =
+        read_continuous(s, "ferry_p2p_unexpected_peak", MPI_T_PVAR_CLASS_HIGHWATERMARK);
+    CHECK(peak >= (unsigned long long)n, "unexpected queue peak %llu, expected %d", peak, n);
+    CHECK(MPI_T_pvar_session_free(&s) == MPI_SUCCESS, "pvar_session_free");
+    for (int r = 0; r < size; r++)
+        if (r != 1)
+            MPI_Send(&x, 1, MPI_INT, r, 7, MPI_COMM_WORLD);
+}
+
 int main(int argc, char **argv)
 {
     int num, provided = -1;
@@ -345,6 +415,7 @@ int main(int argc, char **argv)
     events();
     check_values(argc, argv);
     unsigned long long sent = counter_after_sends(rank, size);
+    unexpected_queue(rank, size);
     CHECK(MPI_T_cvar_read(MPI_T_CVAR_HANDLE_NULL, &num) == MPI_T_ERR_INVALID_HANDLE,
           "cvar_read of MPI_T_CVAR_HANDLE_NULL");
 
