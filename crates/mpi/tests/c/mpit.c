@@ -418,6 +418,13 @@ int main(int argc, char **argv)
     unexpected_queue(rank, size);
     CHECK(MPI_T_cvar_read(MPI_T_CVAR_HANDLE_NULL, &num) == MPI_T_ERR_INVALID_HANDLE,
           "cvar_read of MPI_T_CVAR_HANDLE_NULL");
+    /* MPI_T error classes are error classes: MPI_Error_class and MPI_Error_string know them. */
+    int cls = -1, len = 0;
+    char text[MPI_MAX_ERROR_STRING] = "";
+    CHECK(MPI_Error_class(MPI_T_ERR_INVALID_HANDLE, &cls) == MPI_SUCCESS &&
+          cls == MPI_T_ERR_INVALID_HANDLE, "MPI_Error_class(MPI_T_ERR_INVALID_HANDLE) = %d", cls);
+    CHECK(MPI_Error_string(MPI_T_ERR_INVALID_INDEX, text, &len) == MPI_SUCCESS && len > 0,
+          "MPI_Error_string(MPI_T_ERR_INVALID_INDEX)");
 
     int all = 0;
     MPI_Allreduce(&errs, &all, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
