@@ -58,6 +58,8 @@ pub(crate) struct Shared {
     pub next_context: Cell<u32>,
     pub size: usize,
     pub finalized: Cell<bool>,
+    /// The settings in effect: `Config` with each automatic choice resolved.
+    pub in_effect: crate::config::Config,
 }
 
 /// Which world ranks belong to a communicator, both ways.
@@ -108,6 +110,12 @@ impl Comm {
 
     pub(crate) fn shared(&self) -> &Shared {
         &self.shared
+    }
+
+    /// This rank's traffic totals (of every communicator: they share one engine). `None` while
+    /// the engine is busy, i.e. when called from inside one of its callbacks.
+    pub fn counters(&self) -> Option<crate::Counters> {
+        self.shared.engine.try_borrow().ok().map(|e| e.counters())
     }
 
     /// This process's rank in the communicator.

@@ -324,6 +324,8 @@ pub(crate) struct Proto {
     active: Vec<(u32, ActiveFn)>,
     /// Replies the handlers queued, as (context, reply), for `Engine::progress` to send.
     active_out: Vec<(u32, ActiveReply)>,
+    /// Traffic totals for tools ([`crate::Comm::counters`]).
+    pub(crate) counters: crate::stats::Counters,
 }
 
 /// The receiver's part of a shared copy: bytes `[0, len)` of the message at `source_addr` in
@@ -359,6 +361,13 @@ fn protocol_error(peer: u32, detail: impl std::fmt::Display) -> Error {
 }
 
 impl Proto {
+    /// Keeps a message no receive was posted for, and counts it.
+    fn push_unexpected(&mut self, env: Envelope, message: Unexpected) {
+        self.matcher.push_unexpected(env, message);
+        self.counters
+            .queued_unexpected(self.matcher.unexpected_len());
+    }
+
     fn push_out(&mut self, peer: u32, out: Out) {
         if self.routes[peer as usize] == Route::Loopback {
             // Control frames to ourselves (FIN, CTS) take the loopback queue.
@@ -833,6 +842,7 @@ impl FrameSink for Proto {
         }
         match (incoming.arrival, *frame) {
             (Arrival::EagerMatched(id, env), Frame::Eager { len, .. }) => {
+                self.counters.received(len);
                 let len = len as usize;
                 self.complete(
                     id,
@@ -846,14 +856,16 @@ impl FrameSink for Proto {
                 );
             }
             (Arrival::EagerKept(env, data), _) if self.is_active(env.context) => {
+                self.counters.received(data.len() as u64);
                 self.run_active(env, &data);
             }
             (Arrival::EagerKept(env, data), _) => {
+                self.counters.received(data.len() as u64);
                 // Over TCP a payload can take several reads, and a matching receive may have
                 // been posted meanwhile: it gets the message, or it would wait forever.
                 match self.matcher.take_posted(&env) {
                     Some(id) => self.deliver_kept(id, env, &data),
-                    None => self.matcher.push_unexpected(env, Unexpected::Eager(data)),
+                    None => self.push_unexpected(env, Unexpected::Eager(data)),
                 }
             }
             (Arrival::Data(id), Frame::Data { offset, len, .. }) => {
@@ -915,13 +927,14 @@ impl FrameSink for Proto {
                     send_id,
                     source_addr,
                 };
+                self.counters.received(len);
                 match self.matcher.take_posted(&env) {
                     Some(id) => {
                         if let Some(&ReqState::RecvPosted { buf, cap }) = self.requests.get(id) {
                             self.start_rendezvous_recv(id, env, rts, buf, cap);
                         }
                     }
-                    None => self.matcher.push_unexpected(env, Unexpected::Rts(rts)),
+                    None => self.push_unexpected(env, Unexpected::Rts(rts)),
                 }
             }
             (
@@ -1097,6 +1110,7 @@ impl Engine {
                 spare_kept: Vec::new(),
                 active: Vec::new(),
                 active_out: Vec::new(),
+                counters: crate::stats::Counters::default(),
             },
             shm_eager_limit: setup.shm_eager_limit.min(shm_max),
             shm_chunk: shm_max / 2,
@@ -1115,6 +1129,18 @@ impl Engine {
             rail_stripe: setup.rail_stripe as u64,
             started: Instant::now(),
         }
+    }
+
+    /// The traffic totals, with the unexpected queue's length now.
+    pub(crate) fn counters(&self) -> crate::stats::Counters {
+        let mut c = self.proto.counters;
+        c.unexpected_now = self.proto.matcher.unexpected_len() as u64;
+        c
+    }
+
+    /// The shm eager limit in effect (the configured one, capped by what a ring frame holds).
+    pub(crate) fn shm_eager_limit(&self) -> usize {
+        self.shm_eager_limit
     }
 
     fn eager_limit(&self, route: Route) -> usize {
@@ -1153,7 +1179,11 @@ impl Engine {
         }
         .to_bytes();
         let buf = non_null_if_empty(buf as *mut u8, len) as *const u8;
-        shm.try_push(p, &header, buf, len)
+        let pushed = shm.try_push(p, &header, buf, len);
+        if pushed {
+            self.proto.counters.sent(len, true);
+        }
+        pushed
     }
 
     /// Starts a send of `len` bytes at `buf` to world rank `dest`. A synchronous send always
@@ -1177,6 +1207,7 @@ impl Engine {
             SendMode::Synchronous => false,
             SendMode::Eager => len <= self.active_limit(dest),
         };
+        self.proto.counters.sent(len, eager);
         if eager {
             let frame = Frame::Eager {
                 context,
@@ -1278,6 +1309,7 @@ impl Engine {
             tag,
             len: data.len() as u64,
         };
+        self.proto.counters.sent(data.len(), true);
         if self.proto.routes[dest as usize] == Route::Loopback {
             self.proto.loopback.push_back((frame, data));
             return Ok(());

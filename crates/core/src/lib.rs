@@ -35,6 +35,7 @@ mod rails;
 pub mod raw;
 mod selection;
 mod shm;
+mod stats;
 mod tcp;
 mod world;
 
@@ -47,4 +48,5 @@ pub use comm::{
 pub use config::{CmaMode, Config, RailPolicy};
 pub use error::Error;
 pub use ferry_sched::hetero;
+pub use stats::Counters;
 pub use world::{init, World};

@@ -58,6 +58,11 @@ impl<R: PartialEq + Copy, M> Matcher<R, M> {
         self.unexpected.push_back((env, message));
     }
 
+    /// Messages on the unexpected queue.
+    pub fn unexpected_len(&self) -> usize {
+        self.unexpected.len()
+    }
+
     /// A receive is posted: returns the earliest unexpected message it matches, removing it.
     pub fn take_unexpected(&mut self, pattern: &Pattern) -> Option<(Envelope, M)> {
         let index = self

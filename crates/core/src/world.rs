@@ -298,6 +298,15 @@ pub fn init() -> Result<World, Error> {
         rail_stripe: config.rail_stripe,
         spin,
     });
+    let in_effect = Config {
+        shm_eager_limit: Some(engine.shm_eager_limit()),
+        shm_ring_bytes: Some(match config.transport {
+            TransportKind::Shm => ring_bytes,
+            TransportKind::Tcp => 0,
+        }),
+        spin: Some(spin),
+        ..config.clone()
+    };
     if engine.tcp.is_some() {
         let deadline = Instant::now() + Duration::from_secs(config.connect_timeout_secs);
         while !engine.tcp.as_ref().is_some_and(|t| t.all_established()) {
@@ -322,6 +331,7 @@ pub fn init() -> Result<World, Error> {
             next_context: Cell::new(1),
             size: n,
             finalized: Cell::new(false),
+            in_effect,
         })),
     })
 }
@@ -343,6 +353,12 @@ fn singleton(config: &Config) -> World {
         rail_stripe: config.rail_stripe,
         spin: 1,
     });
+    let in_effect = Config {
+        shm_eager_limit: Some(engine.shm_eager_limit()),
+        shm_ring_bytes: Some(0),
+        spin: Some(1),
+        ..config.clone()
+    };
     World {
         comm: Comm::world(Rc::new(Shared {
             engine: RefCell::new(engine),
@@ -350,6 +366,7 @@ fn singleton(config: &Config) -> World {
             next_context: Cell::new(1),
             size: 1,
             finalized: Cell::new(false),
+            in_effect,
         })),
     }
 }
@@ -393,6 +410,13 @@ impl World {
             eprintln!("ferry: abort (code {code}): {message}");
         }
         std::process::exit(code)
+    }
+
+    /// The settings in effect: those read from the environment at [`init`], with every
+    /// automatic choice (`shm_eager_limit`, `shm_ring_bytes`, `spin`) resolved to the value
+    /// chosen. A ring size of 0 means no ring: the tcp transport, or a job of one rank.
+    pub fn config(&self) -> &Config {
+        &self.comm.shared().in_effect
     }
 
     /// The address this rank accepts TCP connections on, when it uses the tcp transport.

@@ -204,3 +204,61 @@ impl MpiStatus {
         self.count_hi = (bytes >> 32) as c_int;
     }
 }
+
+/// Error classes of the tool information interface (MPI_T).
+pub const MPI_T_ERR_CANNOT_INIT: c_int = 1000;
+pub const MPI_T_ERR_NOT_ACCESSIBLE: c_int = 1001;
+pub const MPI_T_ERR_NOT_INITIALIZED: c_int = 1002;
+pub const MPI_T_ERR_NOT_SUPPORTED: c_int = 1003;
+pub const MPI_T_ERR_MEMORY: c_int = 1004;
+pub const MPI_T_ERR_INVALID: c_int = 1005;
+pub const MPI_T_ERR_INVALID_INDEX: c_int = 1006;
+pub const MPI_T_ERR_INVALID_ITEM: c_int = 1007;
+pub const MPI_T_ERR_INVALID_SESSION: c_int = 1008;
+pub const MPI_T_ERR_INVALID_HANDLE: c_int = 1009;
+pub const MPI_T_ERR_INVALID_NAME: c_int = 1010;
+pub const MPI_T_ERR_OUT_OF_HANDLES: c_int = 1011;
+pub const MPI_T_ERR_OUT_OF_SESSIONS: c_int = 1012;
+pub const MPI_T_ERR_CVAR_SET_NOT_NOW: c_int = 1013;
+pub const MPI_T_ERR_CVAR_SET_NEVER: c_int = 1014;
+pub const MPI_T_ERR_PVAR_NO_WRITE: c_int = 1015;
+pub const MPI_T_ERR_PVAR_NO_STARTSTOP: c_int = 1016;
+pub const MPI_T_ERR_PVAR_NO_ATOMIC: c_int = 1017;
+
+/// MPI_T handles with a fixed value.
+pub const MPI_T_ENUM_NULL: Handle = 0;
+pub const MPI_T_CVAR_HANDLE_NULL: Handle = 0;
+pub const MPI_T_PVAR_SESSION_NULL: Handle = 0;
+pub const MPI_T_PVAR_HANDLE_NULL: Handle = 0;
+pub const MPI_T_PVAR_ALL_HANDLES: Handle = 1;
+
+/// MPI_T verbosity levels.
+pub const MPI_T_VERBOSITY_USER_BASIC: c_int = 0;
+pub const MPI_T_VERBOSITY_USER_DETAIL: c_int = 1;
+pub const MPI_T_VERBOSITY_USER_ALL: c_int = 2;
+pub const MPI_T_VERBOSITY_TUNER_BASIC: c_int = 3;
+pub const MPI_T_VERBOSITY_TUNER_DETAIL: c_int = 4;
+pub const MPI_T_VERBOSITY_TUNER_ALL: c_int = 5;
+pub const MPI_T_VERBOSITY_MPIDEV_BASIC: c_int = 6;
+pub const MPI_T_VERBOSITY_MPIDEV_DETAIL: c_int = 7;
+pub const MPI_T_VERBOSITY_MPIDEV_ALL: c_int = 8;
+
+/// What an MPI_T variable is bound to (ferry's are bound to no object).
+pub const MPI_T_BIND_NO_OBJECT: c_int = 0;
+
+/// Scopes of control variables.
+pub const MPI_T_SCOPE_CONSTANT: c_int = 0;
+pub const MPI_T_SCOPE_READONLY: c_int = 1;
+pub const MPI_T_SCOPE_LOCAL: c_int = 2;
+
+/// Classes of performance variables.
+pub const MPI_T_PVAR_CLASS_STATE: c_int = 0;
+pub const MPI_T_PVAR_CLASS_LEVEL: c_int = 1;
+pub const MPI_T_PVAR_CLASS_SIZE: c_int = 2;
+pub const MPI_T_PVAR_CLASS_PERCENTAGE: c_int = 3;
+pub const MPI_T_PVAR_CLASS_HIGHWATERMARK: c_int = 4;
+pub const MPI_T_PVAR_CLASS_LOWWATERMARK: c_int = 5;
+pub const MPI_T_PVAR_CLASS_COUNTER: c_int = 6;
+pub const MPI_T_PVAR_CLASS_AGGREGATE: c_int = 7;
+pub const MPI_T_PVAR_CLASS_TIMER: c_int = 8;
+pub const MPI_T_PVAR_CLASS_GENERIC: c_int = 9;

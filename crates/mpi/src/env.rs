@@ -170,6 +170,8 @@ pub(crate) unsafe fn shutdown() -> Res {
         Ok(s.world.take())
     })?;
     if let Some(w) = world {
+        // MPI_T reads the settings and final counters from then on.
+        crate::tool::world_ending(&w);
         w.finalize()?;
     }
     Ok(())
@@ -268,7 +270,8 @@ mpi! {
 }
 
 fn valid_class(code: c_int) -> bool {
-    (MPI_SUCCESS..=MPI_ERR_ERRHANDLER).contains(&code) || (1000..=1017).contains(&code)
+    (MPI_SUCCESS..=MPI_ERR_ERRHANDLER).contains(&code)
+        || (MPI_T_ERR_CANNOT_INIT..=MPI_T_ERR_PVAR_NO_ATOMIC).contains(&code)
 }
 
 /// Class and text of an error code: predefined, or added by MPI_Add_error_class/_code.

@@ -33,6 +33,14 @@ pub enum Kind {
     File = 10,
     /// MPI_Win.
     Win = 11,
+    /// MPI_T_cvar_handle.
+    ToolCvar = 12,
+    /// MPI_T_pvar_session.
+    ToolSession = 13,
+    /// MPI_T_pvar_handle.
+    ToolPvar = 14,
+    /// MPI_T_enum (not in a table: the enumerations are fixed, see `tool.rs`).
+    ToolEnum = 15,
 }
 
 struct Slot<T> {
@@ -114,6 +122,16 @@ impl<T> Table<T> {
         let slot = self.locate(handle)?;
         self.free.push(slot as u32);
         self.slots[slot].value.take()
+    }
+
+    /// The handles of every live object, in slot order.
+    pub fn handles(&self) -> Vec<Handle> {
+        self.slots
+            .iter()
+            .enumerate()
+            .filter(|(_, s)| s.value.is_some())
+            .map(|(i, s)| self.handle(s.generation, i as u32))
+            .collect()
     }
 
     /// Whether `handle` has this table's kind (live or not).

@@ -15,7 +15,9 @@
 //! int-count paths and refuse a count beyond `INT_MAX` elements with MPI_ERR_COUNT. Generalized
 //! requests are in [`greq`], sessions in [`session`]. MPI I/O on POSIX files is in [`io`].
 //! One-sided communication (windows, put/get/accumulate, fence, PSCW and passive target) is in
-//! [`rma`]. Not provided: dynamic processes.
+//! [`rma`]. The tool information interface (MPI_T: ferry's settings as control variables,
+//! its traffic counters as performance variables) is in [`tool`]. Not provided: dynamic
+//! processes.
 //!
 //! This crate depends on `ferry-core` only (plus `libc`); the launcher is reached through
 //! `ferry run`, which `mpiexec` calls.
@@ -30,6 +32,23 @@ macro_rules! mpi {
         #[no_mangle]
         pub unsafe extern "C" fn $pname($($arg: $ty),*) -> std::ffi::c_int {
             $crate::error::guard(stringify!($name), $comm, || $body)
+        }
+        $(#[$doc])*
+        #[no_mangle]
+        pub unsafe extern "C" fn $name($($arg: $ty),*) -> std::ffi::c_int {
+            $pname($($arg),*)
+        }
+    };
+}
+
+/// Defines `PMPI_T_X` with the body run by the tool interface's guard, and `MPI_T_X` calling
+/// it. MPI_T functions return their error code and never invoke an error handler.
+macro_rules! mpi_t {
+    ($(#[$doc:meta])* fn $name:ident / $pname:ident ($($arg:ident: $ty:ty),* $(,)?) => $body:block) => {
+        $(#[$doc])*
+        #[no_mangle]
+        pub unsafe extern "C" fn $pname($($arg: $ty),*) -> std::ffi::c_int {
+            $crate::tool::guard(|| $body)
         }
         $(#[$doc])*
         #[no_mangle]
@@ -58,6 +77,7 @@ pub mod request;
 pub mod rma;
 pub mod session;
 pub mod state;
+pub mod tool;
 pub mod topo;
 pub mod types;
 

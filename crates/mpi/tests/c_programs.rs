@@ -5,8 +5,9 @@
 //! construction and comparison, attribute callbacks, `MPI_IN_PLACE`, collectives with derived
 //! types, non-commutative reductions, nonblocking collectives, derived-datatype queries, the
 //! MPI 4.0 persistent collectives, large-count (`_c`) calls and sessions, generalized requests,
-//! MPI I/O (views, ordered and shared-pointer access, error classes of files) and one-sided
-//! communication (error classes, lock contention, fence, post/start/complete/wait).
+//! MPI I/O (views, ordered and shared-pointer access, error classes of files), one-sided
+//! communication (error classes, lock contention, fence, post/start/complete/wait) and the tool
+//! information interface (MPI_T).
 //!
 //! Each program was checked against MPICH first (`mpicc.mpich`, `mpiexec.mpich`); it prints
 //! ` No Errors` from rank 0 and exits non-zero on failure, as MPICH's own tests. They are
@@ -82,6 +83,11 @@ fn program(name: &str) -> PathBuf {
 }
 
 fn run(n: u32, prog: &str, args: &[&str]) -> Output {
+    run_in_env(n, prog, args, &[])
+}
+
+/// [`run`] with environment variables set for the job.
+fn run_in_env(n: u32, prog: &str, args: &[&str], env: &[(&str, &str)]) -> Output {
     let exe = program(prog);
     let ferry = profile_dir().join("ferry");
     assert!(
@@ -94,6 +100,7 @@ fn run(n: u32, prog: &str, args: &[&str]) -> Output {
     // `cargo test` puts target/<profile> on LD_LIBRARY_PATH, which beats the programs' runpath
     // and would load a stale libmpi.so from there.
     cmd.env_remove("LD_LIBRARY_PATH");
+    cmd.envs(env.iter().copied());
     cmd.args(["run", "-n", &n.to_string(), "--timeout", "30"])
         .arg(exe)
         .args(args);
@@ -109,7 +116,13 @@ fn no_errors(n: u32, prog: &str) {
 /// [`no_errors`] with program arguments.
 #[track_caller]
 fn no_errors_with(n: u32, prog: &str, args: &[&str]) {
-    let out = run(n, prog, args);
+    no_errors_in_env(n, prog, args, &[]);
+}
+
+/// [`no_errors_with`] with environment variables set for the job.
+#[track_caller]
+fn no_errors_in_env(n: u32, prog: &str, args: &[&str], env: &[(&str, &str)]) {
+    let out = run_in_env(n, prog, args, env);
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert!(
         out.status.success() && stdout.contains(" No Errors"),
@@ -199,6 +212,42 @@ fn sessions_without_inside_and_overlapping_mpi_init() {
     no_errors(3, "sessions");
     no_errors_with(3, "sessions", &["world"]);
     no_errors_with(3, "sessions", &["late"]);
+}
+
+#[test]
+fn tool_interface_variables_categories_and_errors() {
+    no_errors(1, "mpit");
+    no_errors(3, "mpit");
+    // Control variables read the settings in effect: those the environment sets, and the
+    // automatic ring size resolved (16 MiB / 2 ranks, at most 1 MiB); over TCP there is no ring.
+    no_errors_in_env(
+        2,
+        "mpit",
+        &[
+            "ferry_shm_eager=12345",
+            "ferry_spin=77",
+            "ferry_shm_ring=1048576",
+            "ferry_transport=0",
+            "ferry_cma=3",
+        ],
+        &[
+            ("FERRY_SHM_EAGER", "12345"),
+            ("FERRY_SPIN", "77"),
+            ("FERRY_CMA", "off"),
+        ],
+    );
+    no_errors_in_env(
+        2,
+        "mpit",
+        &[
+            "ferry_transport=1",
+            "ferry_shm_ring=0",
+            "ferry_tcp_eager=4096",
+            "ferry_rails=1",
+            "ferry_rail_addrs=",
+        ],
+        &[("FERRY_TRANSPORT", "tcp"), ("FERRY_TCP_EAGER", "4096")],
+    );
 }
 
 #[test]

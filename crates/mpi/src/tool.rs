@@ -1,0 +1,1520 @@
+//! The MPI tool information interface (MPI 4.1 chapter 15, "MPI_T"): ferry's settings as
+//! control variables, its traffic counters as performance variables, both grouped in
+//! categories.
+//!
+//! * **Control variables** are the fields of [`ferry_core::Config`], named after their
+//!   environment variable in lower case (`FERRY_SHM_EAGER` is `ferry_shm_eager`). The runtime
+//!   reads them once, at MPI_Init, so every one has scope MPI_T_SCOPE_READONLY and writing one
+//!   returns MPI_T_ERR_CVAR_SET_NEVER. Between MPI_Init and MPI_Finalize (and after it) a read
+//!   gives the value in effect, automatic choices resolved; before MPI_Init it gives the value
+//!   the environment asks for, and 0 for a setting left to a choice made at MPI_Init.
+//! * **Performance variables** are [`ferry_core::Counters`]: counters of messages and bytes
+//!   sent and received, of eager and rendezvous sends and of unexpected arrivals
+//!   (MPI_T_PVAR_CLASS_COUNTER: started and stopped per handle, resettable and writable per
+//!   handle), the unexpected queue's length (LEVEL) and peak (HIGHWATERMARK), both continuous
+//!   and read-only. Before MPI_Init they read 0; after MPI_Finalize, their final values.
+//! * **Categories**: `ferry` holds `ferry_transport`, `ferry_shm`, `ferry_tcp` (control
+//!   variables) and `ferry_p2p` (performance variables).
+//! * **Events and sources**: ferry has none (the standard allows zero). Every function exists,
+//!   checks its arguments and returns the standard's error: MPI_T_ERR_INVALID_INDEX for any
+//!   event or source index, MPI_T_ERR_INVALID_HANDLE for any registration or instance.
+//!
+//! MPI_T works before MPI_Init and after MPI_Finalize; MPI_T_init_thread and MPI_T_finalize
+//! are reference counted, and the last MPI_T_finalize frees every handle and session. Like the
+//! rest of ferry's MPI, its state belongs to one thread (MPI_THREAD_FUNNELED). The functions
+//! return their error code and never invoke an MPI error handler.
+
+use crate::abi::*;
+use crate::datatype::Builtin;
+use crate::error::{caught, fail, MpiError, Res};
+use crate::handles::{Kind, Table};
+use ferry_core::{CmaMode, Config, Counters, RailPolicy};
+use std::cell::RefCell;
+use std::ffi::{c_char, c_int, c_uint, c_ulong, c_ulonglong, c_void, CStr};
+
+/// Runs the body of an MPI_T function: its error class, MPI_T_ERR_INVALID for a panic.
+pub fn guard(body: impl FnOnce() -> Res) -> c_int {
+    match caught(body) {
+        Ok(()) => MPI_SUCCESS,
+        Err(e) if e.class == MPI_ERR_INTERN => MPI_T_ERR_INVALID,
+        Err(e) => e.class,
+    }
+}
+
+// ---- State ----------------------------------------------------------------------------------
+
+/// A control-variable handle: which variable, and the element count it was allocated with.
+struct CvarHandle {
+    index: usize,
+    count: usize,
+}
+
+/// A performance-variable handle of a session.
+struct PvarHandle {
+    session: Handle,
+    index: usize,
+    /// Whether it counts now (always for continuous variables).
+    started: bool,
+    /// The value when last stopped, written or reset.
+    held: u64,
+    /// The counter's total when last started, written or reset.
+    base: u64,
+}
+
+/// The tool interface's state: reference count and handles.
+struct Tool {
+    /// MPI_T_init_thread calls not yet matched by MPI_T_finalize.
+    refs: u32,
+    cvars: Table<CvarHandle>,
+    sessions: Table<()>,
+    pvars: Table<PvarHandle>,
+    /// Settings and counters at MPI_Finalize, read from then on.
+    last: Option<(Config, Counters)>,
+}
+
+impl Tool {
+    fn new() -> Tool {
+        Tool {
+            refs: 0,
+            cvars: Table::new(Kind::ToolCvar),
+            sessions: Table::new(Kind::ToolSession),
+            pvars: Table::new(Kind::ToolPvar),
+            last: None,
+        }
+    }
+}
+
+thread_local! {
+    static TOOL: RefCell<Tool> = RefCell::new(Tool::new());
+}
+
+fn error(class: c_int, message: impl Into<String>) -> MpiError {
+    MpiError::new(class, message)
+}
+
+/// Runs `f` on the state once MPI_T is initialized.
+fn tool<T>(f: impl FnOnce(&mut Tool) -> Res<T>) -> Res<T> {
+    TOOL.with(|t| {
+        let mut t = t
+            .try_borrow_mut()
+            .map_err(|_| error(MPI_T_ERR_INVALID, "MPI_T called re-entrantly"))?;
+        if t.refs == 0 {
+            return fail(
+                MPI_T_ERR_NOT_INITIALIZED,
+                "MPI_T_init_thread was not called",
+            );
+        }
+        f(&mut t)
+    })
+}
+
+/// Called by MPI_Finalize before the runtime goes: keeps its settings and final counters.
+pub(crate) fn world_ending(world: &ferry_core::World) {
+    let counters = world.counters().unwrap_or_default();
+    let config = world.config().clone();
+    TOOL.with(|t| {
+        if let Ok(mut t) = t.try_borrow_mut() {
+            t.last = Some((config, counters));
+        }
+    });
+}
+
+/// What the runtime is doing now: running, finished (with its last values) or not started.
+enum Runtime {
+    Running(Config, Counters),
+    Finished(Config, Counters),
+    NotStarted,
+}
+
+fn runtime() -> Res<Runtime> {
+    let live =
+        crate::state::with(|s| Ok(s.world.as_ref().map(|w| (w.config().clone(), w.counters()))))
+            .map_err(|e| error(MPI_T_ERR_NOT_ACCESSIBLE, e.message))?;
+    match live {
+        Some((config, Some(counters))) => Ok(Runtime::Running(config, counters)),
+        Some((_, None)) => fail(
+            MPI_T_ERR_NOT_ACCESSIBLE,
+            "the runtime is busy (MPI_T called from inside one of its callbacks)",
+        ),
+        None => Ok(
+            TOOL.with(|t| match t.try_borrow().ok().and_then(|t| t.last.clone()) {
+                Some((config, counters)) => Runtime::Finished(config, counters),
+                None => Runtime::NotStarted,
+            }),
+        ),
+    }
+}
+
+/// The settings to report: in effect, or (before MPI_Init) asked for by the environment.
+fn settings() -> Res<Config> {
+    match runtime()? {
+        Runtime::Running(c, _) | Runtime::Finished(c, _) => Ok(c),
+        Runtime::NotStarted => Config::from_env().map_err(|e| {
+            error(
+                MPI_T_ERR_NOT_ACCESSIBLE,
+                format!("the environment holds an invalid setting: {e}"),
+            )
+        }),
+    }
+}
+
+/// The traffic counters now (zero before MPI_Init).
+fn counters() -> Res<Counters> {
+    match runtime()? {
+        Runtime::Running(_, c) | Runtime::Finished(_, c) => Ok(c),
+        Runtime::NotStarted => Ok(Counters::default()),
+    }
+}
+
+// ---- Argument helpers -----------------------------------------------------------------------
+
+/// `*p = value` when `p` is not NULL (MPI_T's query functions take NULL for "not wanted").
+unsafe fn put<T>(p: *mut T, value: T) {
+    if let Some(p) = p.as_mut() {
+        *p = value;
+    }
+}
+
+/// The output `p`, which must not be NULL.
+unsafe fn out<'a, T>(p: *mut T, what: &str) -> Res<&'a mut T> {
+    p.as_mut()
+        .ok_or_else(|| error(MPI_T_ERR_INVALID, format!("{what} is NULL")))
+}
+
+/// Returns `text` the MPI_T way (MPI 4.1 §15.3.3): with `len` NULL nothing is returned; with
+/// `buf` NULL or `*len` 0 the length it needs (with the NUL) is; else at most `*len`
+/// characters with the NUL are copied and `*len` says how many.
+unsafe fn put_string(text: &str, buf: *mut c_char, len: *mut c_int) {
+    let Some(len) = len.as_mut() else {
+        return;
+    };
+    if buf.is_null() || *len <= 0 {
+        *len = text.len() as c_int + 1;
+        return;
+    }
+    let n = text.len().min(*len as usize - 1);
+    std::ptr::copy_nonoverlapping(text.as_ptr(), buf as *mut u8, n);
+    *buf.add(n) = 0;
+    *len = n as c_int + 1;
+}
+
+/// A name argument.
+unsafe fn name_arg(name: *const c_char) -> Res<String> {
+    if name.is_null() {
+        return fail(MPI_T_ERR_INVALID, "name is NULL");
+    }
+    Ok(CStr::from_ptr(name).to_string_lossy().into_owned())
+}
+
+/// Index `i` of a list of `n`.
+fn index_arg(i: c_int, n: usize, what: &str) -> Res<usize> {
+    usize::try_from(i)
+        .ok()
+        .filter(|&i| i < n)
+        .ok_or_else(|| error(MPI_T_ERR_INVALID_INDEX, format!("no {what} number {i}")))
+}
+
+/// Writes the first `len` of `items` to `indices` (`len` < 0 is an error).
+unsafe fn put_indices(items: &[usize], len: c_int, indices: *mut c_int) -> Res {
+    let Ok(len) = usize::try_from(len) else {
+        return fail(MPI_T_ERR_INVALID, format!("negative length {len}"));
+    };
+    let n = len.min(items.len());
+    if n > 0 && indices.is_null() {
+        return fail(MPI_T_ERR_INVALID, "indices is NULL");
+    }
+    for (k, &i) in items.iter().take(n).enumerate() {
+        *indices.add(k) = i as c_int;
+    }
+    Ok(())
+}
+
+// ---- Enumerations ---------------------------------------------------------------------------
+
+/// An enumeration of MPI_T: its name and (value, name) items.
+struct EnumDef {
+    name: &'static str,
+    items: &'static [(c_int, &'static str)],
+}
+
+const ENUM_TRANSPORT: usize = 0;
+const ENUM_CMA: usize = 1;
+const ENUM_RAIL_POLICY: usize = 2;
+
+const ENUMS: &[EnumDef] = &[
+    EnumDef {
+        name: "ferry_transport",
+        items: &[(0, "shm"), (1, "tcp")],
+    },
+    EnumDef {
+        name: "ferry_cma",
+        items: &[(0, "auto"), (1, "pull"), (2, "share"), (3, "off")],
+    },
+    EnumDef {
+        name: "ferry_rail_policy",
+        items: &[(0, "weighted"), (1, "roundrobin")],
+    },
+];
+
+/// The handle of enumeration `i`: fixed, since the enumerations are.
+fn enum_handle(i: usize) -> Handle {
+    ((Kind::ToolEnum as usize) << 56) | (i + 1)
+}
+
+fn enum_of(handle: Handle) -> Res<&'static EnumDef> {
+    let i = (handle >> 56 == Kind::ToolEnum as usize)
+        .then(|| (handle & 0xffff_ffff).wrapping_sub(1))
+        .filter(|&i| i < ENUMS.len());
+    i.map(|i| &ENUMS[i]).ok_or_else(|| {
+        error(
+            MPI_T_ERR_INVALID_HANDLE,
+            format!("invalid MPI_T_enum {handle:#x}"),
+        )
+    })
+}
+
+// ---- Control variables ----------------------------------------------------------------------
+
+/// How a control variable's value is typed in C.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum CvarType {
+    /// `unsigned long` (MPI_UNSIGNED_LONG): sizes in bytes, seconds.
+    ULong,
+    /// `unsigned` (MPI_UNSIGNED).
+    UInt,
+    /// `int` (MPI_INT).
+    Int,
+    /// `int` with an enumeration: index into [`ENUMS`].
+    Enum(usize),
+    /// A string (MPI_CHAR).
+    Text,
+}
+
+impl CvarType {
+    fn datatype(self) -> Handle {
+        match self {
+            CvarType::ULong => Builtin::UnsignedLong as Handle,
+            CvarType::UInt => Builtin::Unsigned as Handle,
+            CvarType::Int | CvarType::Enum(_) => Builtin::Int as Handle,
+            CvarType::Text => Builtin::Char as Handle,
+        }
+    }
+}
+
+/// A control variable's value.
+enum CvarValue {
+    Number(u64),
+    Text(String),
+}
+
+/// A control variable: one field of [`Config`].
+struct CvarDef {
+    /// Its environment variable; the MPI_T name is this in lower case.
+    env: &'static str,
+    desc: &'static str,
+    ty: CvarType,
+    verbosity: c_int,
+    category: usize,
+    /// Its value in `config`.
+    value: fn(&Config) -> CvarValue,
+}
+
+fn num(v: impl TryInto<u64>) -> CvarValue {
+    CvarValue::Number(v.try_into().unwrap_or(u64::MAX))
+}
+
+const CVARS: &[CvarDef] = &[
+    CvarDef {
+        env: "FERRY_TRANSPORT",
+        desc: "Transport between ranks: shm (shared-memory rings, one host) or tcp.",
+        ty: CvarType::Enum(ENUM_TRANSPORT),
+        verbosity: MPI_T_VERBOSITY_USER_BASIC,
+        category: CAT_TRANSPORT,
+        value: |c| {
+            num(match c.transport {
+                ferry_core::config::TransportKind::Shm => 0u64,
+                ferry_core::config::TransportKind::Tcp => 1,
+            })
+        },
+    },
+    CvarDef {
+        env: "FERRY_SPIN",
+        desc: "Polls without progress before a waiting rank yields and then sleeps (0 before MPI_Init when left to MPI_Init: 4000, or 100 when ranks outnumber cores).",
+        ty: CvarType::UInt,
+        verbosity: MPI_T_VERBOSITY_TUNER_BASIC,
+        category: CAT_TRANSPORT,
+        value: |c| num(c.spin.unwrap_or(0)),
+    },
+    CvarDef {
+        env: "FERRY_CONNECT_TIMEOUT",
+        desc: "Seconds setup waits for every peer.",
+        ty: CvarType::ULong,
+        verbosity: MPI_T_VERBOSITY_USER_DETAIL,
+        category: CAT_TRANSPORT,
+        value: |c| num(c.connect_timeout_secs),
+    },
+    CvarDef {
+        env: "FERRY_GRID_PLACE",
+        desc: "This rank's place in a grid (cluster, front node, host, address, relay), set by ferry run --grid; empty on one host.",
+        ty: CvarType::Text,
+        verbosity: MPI_T_VERBOSITY_USER_DETAIL,
+        category: CAT_TRANSPORT,
+        value: |c| CvarValue::Text(c.place.as_ref().map_or_else(String::new, |p| p.encode())),
+    },
+    CvarDef {
+        env: "FERRY_SHM_EAGER",
+        desc: "Largest message (bytes) sent eagerly through a shared-memory ring (0 before MPI_Init when left to MPI_Init: 8 KiB with shared CMA copies, else 64 KiB).",
+        ty: CvarType::ULong,
+        verbosity: MPI_T_VERBOSITY_TUNER_BASIC,
+        category: CAT_SHM,
+        value: |c| num(c.shm_eager_limit.unwrap_or(0)),
+    },
+    CvarDef {
+        env: "FERRY_SHM_RING",
+        desc: "Bytes of one shared-memory ring (0: no ring, i.e. the tcp transport or a process started without ferry run; or, before MPI_Init, left to MPI_Init: 16 MiB / ranks within 64 KiB..1 MiB).",
+        ty: CvarType::ULong,
+        verbosity: MPI_T_VERBOSITY_TUNER_BASIC,
+        category: CAT_SHM,
+        value: |c| num(c.shm_ring_bytes.unwrap_or(0)),
+    },
+    CvarDef {
+        env: "FERRY_CMA",
+        desc: "How large shared-memory messages are copied: auto, pull (the receiver copies), share (both sides copy a part) or off (through the ring).",
+        ty: CvarType::Enum(ENUM_CMA),
+        verbosity: MPI_T_VERBOSITY_TUNER_BASIC,
+        category: CAT_SHM,
+        value: |c| {
+            num(match c.cma {
+                CmaMode::Auto => 0u64,
+                CmaMode::Pull => 1,
+                CmaMode::Share => 2,
+                CmaMode::Never => 3,
+            })
+        },
+    },
+    CvarDef {
+        env: "FERRY_CMA_SHARE",
+        desc: "Smallest shared-memory message (bytes) whose copy both sides share.",
+        ty: CvarType::ULong,
+        verbosity: MPI_T_VERBOSITY_TUNER_DETAIL,
+        category: CAT_SHM,
+        value: |c| num(c.cma_share_min),
+    },
+    CvarDef {
+        env: "FERRY_TCP_EAGER",
+        desc: "Largest message (bytes) sent eagerly over TCP.",
+        ty: CvarType::ULong,
+        verbosity: MPI_T_VERBOSITY_TUNER_BASIC,
+        category: CAT_TCP,
+        value: |c| num(c.tcp_eager_limit),
+    },
+    CvarDef {
+        env: "FERRY_TCP_CHUNK",
+        desc: "Largest DATA frame (bytes) of a rendezvous over TCP.",
+        ty: CvarType::ULong,
+        verbosity: MPI_T_VERBOSITY_TUNER_DETAIL,
+        category: CAT_TCP,
+        value: |c| num(c.tcp_chunk),
+    },
+    CvarDef {
+        env: "FERRY_TCP_BUF",
+        desc: "SO_SNDBUF and SO_RCVBUF (bytes) of every rank-to-rank socket; 0 is kernel autotuning.",
+        ty: CvarType::ULong,
+        verbosity: MPI_T_VERBOSITY_TUNER_DETAIL,
+        category: CAT_TCP,
+        value: |c| num(c.tcp_buffer),
+    },
+    CvarDef {
+        env: "FERRY_RAILS",
+        desc: "TCP connections (rails) per peer pair, 1 to 16.",
+        ty: CvarType::Int,
+        verbosity: MPI_T_VERBOSITY_TUNER_BASIC,
+        category: CAT_TCP,
+        value: |c| num(c.rails),
+    },
+    CvarDef {
+        env: "FERRY_RAIL_ADDRS",
+        desc: "This rank's local address on each rail, comma-separated; empty when every rail takes rail 0's path.",
+        ty: CvarType::Text,
+        verbosity: MPI_T_VERBOSITY_TUNER_DETAIL,
+        category: CAT_TCP,
+        value: |c| {
+            CvarValue::Text(
+                c.rail_addrs
+                    .iter()
+                    .map(|a| a.to_string())
+                    .collect::<Vec<_>>()
+                    .join(","),
+            )
+        },
+    },
+    CvarDef {
+        env: "FERRY_RAIL_POLICY",
+        desc: "How rendezvous chunks are spread over rails: weighted (by measured rate and backlog) or roundrobin.",
+        ty: CvarType::Enum(ENUM_RAIL_POLICY),
+        verbosity: MPI_T_VERBOSITY_TUNER_DETAIL,
+        category: CAT_TCP,
+        value: |c| {
+            num(match c.rail_policy {
+                RailPolicy::Weighted => 0u64,
+                RailPolicy::RoundRobin => 1,
+            })
+        },
+    },
+    CvarDef {
+        env: "FERRY_RAIL_STRIPE",
+        desc: "Smallest rendezvous (bytes) striped over the rails.",
+        ty: CvarType::ULong,
+        verbosity: MPI_T_VERBOSITY_TUNER_DETAIL,
+        category: CAT_TCP,
+        value: |c| num(c.rail_stripe),
+    },
+    CvarDef {
+        env: "FERRY_RAIL_TIMEOUT",
+        desc: "Seconds a rail other than rail 0 may leave sent data unacknowledged before it counts as failed.",
+        ty: CvarType::ULong,
+        verbosity: MPI_T_VERBOSITY_TUNER_DETAIL,
+        category: CAT_TCP,
+        value: |c| num(c.rail_timeout_secs),
+    },
+];
+
+fn cvar_name(def: &CvarDef) -> String {
+    def.env.to_ascii_lowercase()
+}
+
+/// The value of control variable `index` now.
+fn cvar_value(index: usize) -> Res<CvarValue> {
+    Ok((CVARS[index].value)(&settings()?))
+}
+
+/// Elements a handle of control variable `index` reads: 1, or a string's bytes with its NUL.
+fn cvar_count(index: usize) -> Res<usize> {
+    Ok(match cvar_value(index)? {
+        CvarValue::Number(_) => 1,
+        CvarValue::Text(t) => t.len() + 1,
+    })
+}
+
+// ---- Performance variables ------------------------------------------------------------------
+
+/// A performance variable: one of [`Counters`], as MPI_UNSIGNED_LONG_LONG.
+struct PvarDef {
+    name: &'static str,
+    desc: &'static str,
+    class: c_int,
+    verbosity: c_int,
+    /// Always counting (no start/stop); also read-only.
+    continuous: bool,
+    value: fn(&Counters) -> u64,
+}
+
+const PVARS: &[PvarDef] = &[
+    PvarDef {
+        name: "ferry_p2p_messages_sent",
+        desc: "Messages this rank sent (collectives' and one-sided operations' included).",
+        class: MPI_T_PVAR_CLASS_COUNTER,
+        verbosity: MPI_T_VERBOSITY_USER_BASIC,
+        continuous: false,
+        value: |c| c.messages_sent,
+    },
+    PvarDef {
+        name: "ferry_p2p_bytes_sent",
+        desc: "Payload bytes of the messages this rank sent.",
+        class: MPI_T_PVAR_CLASS_COUNTER,
+        verbosity: MPI_T_VERBOSITY_USER_BASIC,
+        continuous: false,
+        value: |c| c.bytes_sent,
+    },
+    PvarDef {
+        name: "ferry_p2p_eager_sends",
+        desc: "Sends that went eagerly (the payload with the envelope).",
+        class: MPI_T_PVAR_CLASS_COUNTER,
+        verbosity: MPI_T_VERBOSITY_TUNER_BASIC,
+        continuous: false,
+        value: |c| c.eager_sends,
+    },
+    PvarDef {
+        name: "ferry_p2p_rendezvous_sends",
+        desc: "Sends that went by rendezvous (announced, the payload moved once matched).",
+        class: MPI_T_PVAR_CLASS_COUNTER,
+        verbosity: MPI_T_VERBOSITY_TUNER_BASIC,
+        continuous: false,
+        value: |c| c.rendezvous_sends,
+    },
+    PvarDef {
+        name: "ferry_p2p_messages_received",
+        desc: "Messages that arrived at this rank.",
+        class: MPI_T_PVAR_CLASS_COUNTER,
+        verbosity: MPI_T_VERBOSITY_USER_BASIC,
+        continuous: false,
+        value: |c| c.messages_received,
+    },
+    PvarDef {
+        name: "ferry_p2p_bytes_received",
+        desc: "Payload bytes of the messages that arrived at this rank.",
+        class: MPI_T_PVAR_CLASS_COUNTER,
+        verbosity: MPI_T_VERBOSITY_USER_BASIC,
+        continuous: false,
+        value: |c| c.bytes_received,
+    },
+    PvarDef {
+        name: "ferry_p2p_unexpected_queued",
+        desc: "Arrivals no posted receive matched, kept on the unexpected queue.",
+        class: MPI_T_PVAR_CLASS_COUNTER,
+        verbosity: MPI_T_VERBOSITY_TUNER_BASIC,
+        continuous: false,
+        value: |c| c.unexpected_queued,
+    },
+    PvarDef {
+        name: "ferry_p2p_unexpected_length",
+        desc: "Messages on the unexpected queue now.",
+        class: MPI_T_PVAR_CLASS_LEVEL,
+        verbosity: MPI_T_VERBOSITY_TUNER_BASIC,
+        continuous: true,
+        value: |c| c.unexpected_now,
+    },
+    PvarDef {
+        name: "ferry_p2p_unexpected_peak",
+        desc: "Most messages the unexpected queue has held at once since MPI_Init.",
+        class: MPI_T_PVAR_CLASS_HIGHWATERMARK,
+        verbosity: MPI_T_VERBOSITY_TUNER_DETAIL,
+        continuous: true,
+        value: |c| c.unexpected_peak,
+    },
+];
+
+/// The value a handle shows, given the counters now.
+fn pvar_value(h: &PvarHandle, now: &Counters) -> u64 {
+    let total = (PVARS[h.index].value)(now);
+    if PVARS[h.index].continuous {
+        total
+    } else if h.started {
+        h.held.wrapping_add(total.wrapping_sub(h.base))
+    } else {
+        h.held
+    }
+}
+
+// ---- Categories -----------------------------------------------------------------------------
+
+const CAT_TRANSPORT: usize = 1;
+const CAT_SHM: usize = 2;
+const CAT_TCP: usize = 3;
+const CAT_P2P: usize = 4;
+
+/// A category (number 0, `ferry`, holds the others): its variables are those whose `category` is its index (all performance
+/// variables are in `ferry_p2p`).
+struct CategoryDef {
+    name: &'static str,
+    desc: &'static str,
+    subcategories: &'static [usize],
+}
+
+const CATEGORIES: &[CategoryDef] = &[
+    CategoryDef {
+        name: "ferry",
+        desc: "Every variable of ferry, by subsystem.",
+        subcategories: &[CAT_TRANSPORT, CAT_SHM, CAT_TCP, CAT_P2P],
+    },
+    CategoryDef {
+        name: "ferry_transport",
+        desc: "The transport and setup of a job.",
+        subcategories: &[],
+    },
+    CategoryDef {
+        name: "ferry_shm",
+        desc: "The shared-memory transport: eager limit, rings, CMA copies.",
+        subcategories: &[],
+    },
+    CategoryDef {
+        name: "ferry_tcp",
+        desc: "The TCP transport and its rails.",
+        subcategories: &[],
+    },
+    CategoryDef {
+        name: "ferry_p2p",
+        desc:
+            "Point-to-point traffic of this rank: messages, bytes, protocols, unexpected arrivals.",
+        subcategories: &[],
+    },
+];
+
+fn category_cvars(cat: usize) -> Vec<usize> {
+    (0..CVARS.len())
+        .filter(|&i| CVARS[i].category == cat)
+        .collect()
+}
+
+fn category_pvars(cat: usize) -> Vec<usize> {
+    match cat {
+        CAT_P2P => (0..PVARS.len()).collect(),
+        _ => Vec::new(),
+    }
+}
+
+// ---- Setup ----------------------------------------------------------------------------------
+
+mpi_t! {
+    /// Starts the tool interface (again: calls are counted), before or after MPI_Init alike.
+    fn MPI_T_init_thread / PMPI_T_init_thread(required: c_int, provided: *mut c_int) => {
+        let provided = out(provided, "provided")?;
+        if ![MPI_THREAD_SINGLE, MPI_THREAD_FUNNELED, MPI_THREAD_SERIALIZED, MPI_THREAD_MULTIPLE]
+            .contains(&required)
+        {
+            return fail(MPI_T_ERR_INVALID, format!("no thread level {required}"));
+        }
+        TOOL.with(|t| -> Res {
+            let mut t = t
+                .try_borrow_mut()
+                .map_err(|_| error(MPI_T_ERR_CANNOT_INIT, "MPI_T called re-entrantly"))?;
+            t.refs = t.refs.checked_add(1).ok_or_else(|| error(MPI_T_ERR_CANNOT_INIT, "too many MPI_T_init_thread calls"))?;
+            Ok(())
+        })?;
+        *provided = required.min(MPI_THREAD_FUNNELED);
+        Ok(())
+    }
+}
+
+mpi_t! {
+    /// Ends one MPI_T_init_thread; the last one frees every handle and session.
+    fn MPI_T_finalize / PMPI_T_finalize() => {
+        tool(|t| {
+            t.refs -= 1;
+            if t.refs == 0 {
+                t.cvars = Table::new(Kind::ToolCvar);
+                t.pvars = Table::new(Kind::ToolPvar);
+                t.sessions = Table::new(Kind::ToolSession);
+            }
+            Ok(())
+        })
+    }
+}
+
+// ---- Enumerations ---------------------------------------------------------------------------
+
+mpi_t! {
+    /// An enumeration's item count and name.
+    fn MPI_T_enum_get_info / PMPI_T_enum_get_info(enumtype: Handle, num: *mut c_int, name: *mut c_char, name_len: *mut c_int) => {
+        tool(|_| Ok(()))?;
+        let e = enum_of(enumtype)?;
+        put(num, e.items.len() as c_int);
+        put_string(e.name, name, name_len);
+        Ok(())
+    }
+}
+
+mpi_t! {
+    /// Item `index` of an enumeration: its value and name.
+    fn MPI_T_enum_get_item / PMPI_T_enum_get_item(enumtype: Handle, index: c_int, value: *mut c_int, name: *mut c_char, name_len: *mut c_int) => {
+        tool(|_| Ok(()))?;
+        let e = enum_of(enumtype)?;
+        let Some(&(v, item)) = usize::try_from(index).ok().and_then(|i| e.items.get(i)) else {
+            return fail(MPI_T_ERR_INVALID_ITEM, format!("{} has no item {index}", e.name));
+        };
+        put(value, v);
+        put_string(item, name, name_len);
+        Ok(())
+    }
+}
+
+// ---- Control variables ----------------------------------------------------------------------
+
+mpi_t! {
+    /// How many control variables there are.
+    fn MPI_T_cvar_get_num / PMPI_T_cvar_get_num(num_cvar: *mut c_int) => {
+        tool(|_| Ok(()))?;
+        *out(num_cvar, "num_cvar")? = CVARS.len() as c_int;
+        Ok(())
+    }
+}
+
+mpi_t! {
+    /// What control variable `cvar_index` is (NULL arguments are not filled in).
+    fn MPI_T_cvar_get_info / PMPI_T_cvar_get_info(cvar_index: c_int, name: *mut c_char, name_len: *mut c_int, verbosity: *mut c_int, datatype: *mut Handle, enumtype: *mut Handle, desc: *mut c_char, desc_len: *mut c_int, bind: *mut c_int, scope: *mut c_int) => {
+        tool(|_| Ok(()))?;
+        let def = &CVARS[index_arg(cvar_index, CVARS.len(), "control variable")?];
+        put_string(&cvar_name(def), name, name_len);
+        put(verbosity, def.verbosity);
+        put(datatype, def.ty.datatype());
+        put(enumtype, match def.ty {
+            CvarType::Enum(e) => enum_handle(e),
+            _ => MPI_T_ENUM_NULL,
+        });
+        put_string(def.desc, desc, desc_len);
+        put(bind, MPI_T_BIND_NO_OBJECT);
+        put(scope, MPI_T_SCOPE_READONLY);
+        Ok(())
+    }
+}
+
+mpi_t! {
+    /// The index of the control variable called `name`.
+    fn MPI_T_cvar_get_index / PMPI_T_cvar_get_index(name: *const c_char, cvar_index: *mut c_int) => {
+        tool(|_| Ok(()))?;
+        let name = name_arg(name)?;
+        let index = out(cvar_index, "cvar_index")?;
+        let Some(i) = CVARS.iter().position(|d| cvar_name(d) == name) else {
+            return fail(MPI_T_ERR_INVALID_NAME, format!("no control variable {name:?}"));
+        };
+        *index = i as c_int;
+        Ok(())
+    }
+}
+
+mpi_t! {
+    /// A handle to read control variable `cvar_index` through, and its element count.
+    fn MPI_T_cvar_handle_alloc / PMPI_T_cvar_handle_alloc(cvar_index: c_int, _obj_handle: *mut c_void, handle: *mut Handle, count: *mut c_int) => {
+        tool(|_| Ok(()))?;
+        let index = index_arg(cvar_index, CVARS.len(), "control variable")?;
+        let handle = out(handle, "handle")?;
+        let count = out(count, "count")?;
+        let n = cvar_count(index)?;
+        *handle = tool(|t| Ok(t.cvars.insert(CvarHandle { index, count: n })))?;
+        *count = n as c_int;
+        Ok(())
+    }
+}
+
+mpi_t! {
+    /// Frees a control-variable handle and sets it to MPI_T_CVAR_HANDLE_NULL.
+    fn MPI_T_cvar_handle_free / PMPI_T_cvar_handle_free(handle: *mut Handle) => {
+        let h = out(handle, "handle")?;
+        tool(|t| {
+            t.cvars
+                .remove(*h)
+                .ok_or_else(|| error(MPI_T_ERR_INVALID_HANDLE, format!("invalid control-variable handle {:#x}", *h)))
+        })?;
+        *h = MPI_T_CVAR_HANDLE_NULL;
+        Ok(())
+    }
+}
+
+fn cvar_handle(handle: Handle) -> Res<(usize, usize)> {
+    tool(|t| {
+        t.cvars
+            .get(handle)
+            .map(|h| (h.index, h.count))
+            .ok_or_else(|| {
+                error(
+                    MPI_T_ERR_INVALID_HANDLE,
+                    format!("invalid control-variable handle {handle:#x}"),
+                )
+            })
+    })
+}
+
+mpi_t! {
+    /// Reads a control variable into `buf` (its datatype, `count` elements).
+    fn MPI_T_cvar_read / PMPI_T_cvar_read(handle: Handle, buf: *mut c_void) => {
+        let (index, count) = cvar_handle(handle)?;
+        if buf.is_null() {
+            return fail(MPI_T_ERR_INVALID, "buf is NULL");
+        }
+        match (CVARS[index].ty, cvar_value(index)?) {
+            (CvarType::ULong, CvarValue::Number(v)) => *(buf as *mut c_ulong) = v as c_ulong,
+            (CvarType::UInt, CvarValue::Number(v)) => *(buf as *mut c_uint) = v.min(c_uint::MAX as u64) as c_uint,
+            (CvarType::Int | CvarType::Enum(_), CvarValue::Number(v)) => *(buf as *mut c_int) = v.min(c_int::MAX as u64) as c_int,
+            (CvarType::Text, CvarValue::Text(t)) => {
+                // At most the count the handle was allocated with, NUL included.
+                let n = t.len().min(count.saturating_sub(1));
+                std::ptr::copy_nonoverlapping(t.as_ptr(), buf as *mut u8, n);
+                *(buf as *mut u8).add(n) = 0;
+            }
+            _ => return fail(MPI_T_ERR_INVALID, "control variable of an unexpected type"),
+        }
+        Ok(())
+    }
+}
+
+mpi_t! {
+    /// Writing: every ferry setting is read once at MPI_Init, so never (MPI_T_ERR_CVAR_SET_NEVER).
+    fn MPI_T_cvar_write / PMPI_T_cvar_write(handle: Handle, buf: *const c_void) => {
+        let (index, _) = cvar_handle(handle)?;
+        if buf.is_null() {
+            return fail(MPI_T_ERR_INVALID, "buf is NULL");
+        }
+        fail(
+            MPI_T_ERR_CVAR_SET_NEVER,
+            format!("{} is read from the environment at MPI_Init only", CVARS[index].env),
+        )
+    }
+}
+
+// ---- Performance variables ------------------------------------------------------------------
+
+mpi_t! {
+    /// How many performance variables there are.
+    fn MPI_T_pvar_get_num / PMPI_T_pvar_get_num(num_pvar: *mut c_int) => {
+        tool(|_| Ok(()))?;
+        *out(num_pvar, "num_pvar")? = PVARS.len() as c_int;
+        Ok(())
+    }
+}
+
+mpi_t! {
+    /// What performance variable `pvar_index` is (NULL arguments are not filled in).
+    fn MPI_T_pvar_get_info / PMPI_T_pvar_get_info(pvar_index: c_int, name: *mut c_char, name_len: *mut c_int, verbosity: *mut c_int, var_class: *mut c_int, datatype: *mut Handle, enumtype: *mut Handle, desc: *mut c_char, desc_len: *mut c_int, bind: *mut c_int, readonly: *mut c_int, continuous: *mut c_int, atomic: *mut c_int) => {
+        tool(|_| Ok(()))?;
+        let def = &PVARS[index_arg(pvar_index, PVARS.len(), "performance variable")?];
+        put_string(def.name, name, name_len);
+        put(verbosity, def.verbosity);
+        put(var_class, def.class);
+        put(datatype, Builtin::UnsignedLongLong as Handle);
+        put(enumtype, MPI_T_ENUM_NULL);
+        put_string(def.desc, desc, desc_len);
+        put(bind, MPI_T_BIND_NO_OBJECT);
+        put(readonly, def.continuous as c_int);
+        put(continuous, def.continuous as c_int);
+        // A read and reset happen in one call with nothing in between (one thread).
+        put(atomic, !def.continuous as c_int);
+        Ok(())
+    }
+}
+
+mpi_t! {
+    /// The index of the performance variable called `name` of class `var_class`.
+    fn MPI_T_pvar_get_index / PMPI_T_pvar_get_index(name: *const c_char, var_class: c_int, pvar_index: *mut c_int) => {
+        tool(|_| Ok(()))?;
+        let name = name_arg(name)?;
+        let index = out(pvar_index, "pvar_index")?;
+        let Some(i) = PVARS.iter().position(|d| d.name == name && d.class == var_class) else {
+            return fail(MPI_T_ERR_INVALID_NAME, format!("no performance variable {name:?} of class {var_class}"));
+        };
+        *index = i as c_int;
+        Ok(())
+    }
+}
+
+mpi_t! {
+    /// Opens a session for performance-variable handles.
+    fn MPI_T_pvar_session_create / PMPI_T_pvar_session_create(session: *mut Handle) => {
+        let session = out(session, "session")?;
+        *session = tool(|t| Ok(t.sessions.insert(())))?;
+        Ok(())
+    }
+}
+
+mpi_t! {
+    /// Closes a session, freeing its handles; sets it to MPI_T_PVAR_SESSION_NULL.
+    fn MPI_T_pvar_session_free / PMPI_T_pvar_session_free(session: *mut Handle) => {
+        let s = out(session, "session")?;
+        tool(|t| {
+            t.sessions
+                .remove(*s)
+                .ok_or_else(|| error(MPI_T_ERR_INVALID_SESSION, format!("invalid session {:#x}", *s)))?;
+            for h in t.pvars.handles() {
+                if t.pvars.get(h).is_some_and(|p| p.session == *s) {
+                    t.pvars.remove(h);
+                }
+            }
+            Ok(())
+        })?;
+        *s = MPI_T_PVAR_SESSION_NULL;
+        Ok(())
+    }
+}
+
+fn session_arg(t: &Tool, session: Handle) -> Res {
+    match t.sessions.get(session) {
+        Some(()) => Ok(()),
+        None => fail(
+            MPI_T_ERR_INVALID_SESSION,
+            format!("invalid session {session:#x}"),
+        ),
+    }
+}
+
+/// The handles `handle` stands for in `session` (all of them for MPI_T_PVAR_ALL_HANDLES).
+fn handles_of(t: &Tool, session: Handle, handle: Handle) -> Res<Vec<Handle>> {
+    session_arg(t, session)?;
+    if handle == MPI_T_PVAR_ALL_HANDLES {
+        let all = t.pvars.handles();
+        return Ok(all
+            .into_iter()
+            .filter(|&h| t.pvars.get(h).is_some_and(|p| p.session == session))
+            .collect());
+    }
+    match t.pvars.get(handle) {
+        Some(p) if p.session == session => Ok(vec![handle]),
+        _ => fail(
+            MPI_T_ERR_INVALID_HANDLE,
+            format!("invalid performance-variable handle {handle:#x} for session {session:#x}"),
+        ),
+    }
+}
+
+mpi_t! {
+    /// A handle of performance variable `pvar_index` in `session` (count 1). A counter starts
+    /// stopped at 0; a continuous variable is always started.
+    fn MPI_T_pvar_handle_alloc / PMPI_T_pvar_handle_alloc(session: Handle, pvar_index: c_int, _obj_handle: *mut c_void, handle: *mut Handle, count: *mut c_int) => {
+        let now = counters()?;
+        let made = tool(|t| {
+            session_arg(t, session)?;
+            let index = index_arg(pvar_index, PVARS.len(), "performance variable")?;
+            let continuous = PVARS[index].continuous;
+            Ok(t.pvars.insert(PvarHandle {
+                session,
+                index,
+                started: continuous,
+                held: 0,
+                base: (PVARS[index].value)(&now),
+            }))
+        })?;
+        *out(handle, "handle")? = made;
+        *out(count, "count")? = 1;
+        Ok(())
+    }
+}
+
+mpi_t! {
+    /// Frees a performance-variable handle; sets it to MPI_T_PVAR_HANDLE_NULL.
+    fn MPI_T_pvar_handle_free / PMPI_T_pvar_handle_free(session: Handle, handle: *mut Handle) => {
+        let h = out(handle, "handle")?;
+        tool(|t| {
+            if *h == MPI_T_PVAR_ALL_HANDLES {
+                return fail(MPI_T_ERR_INVALID_HANDLE, "MPI_T_PVAR_ALL_HANDLES cannot be freed");
+            }
+            for one in handles_of(t, session, *h)? {
+                t.pvars.remove(one);
+            }
+            Ok(())
+        })?;
+        *h = MPI_T_PVAR_HANDLE_NULL;
+        Ok(())
+    }
+}
+
+/// Starts (`start`) or stops handles of a session.
+fn start_stop(session: Handle, handle: Handle, start: bool) -> Res {
+    let now = counters()?;
+    tool(|t| {
+        let all = handle == MPI_T_PVAR_ALL_HANDLES;
+        for h in handles_of(t, session, handle)? {
+            let Some(p) = t.pvars.get_mut(h) else {
+                continue;
+            };
+            let def = &PVARS[p.index];
+            if def.continuous {
+                if all {
+                    continue;
+                }
+                return fail(
+                    MPI_T_ERR_PVAR_NO_STARTSTOP,
+                    format!(
+                        "{} is continuous: it cannot be started or stopped",
+                        def.name
+                    ),
+                );
+            }
+            let total = (def.value)(&now);
+            if start && !p.started {
+                p.base = total;
+                p.started = true;
+            } else if !start && p.started {
+                p.held = p.held.wrapping_add(total.wrapping_sub(p.base));
+                p.started = false;
+            }
+        }
+        Ok(())
+    })
+}
+
+mpi_t! {
+    /// Starts a handle (or every handle of the session that can be started).
+    fn MPI_T_pvar_start / PMPI_T_pvar_start(session: Handle, handle: Handle) => {
+        start_stop(session, handle, true)
+    }
+}
+
+mpi_t! {
+    /// Stops a handle (or every handle of the session that can be stopped).
+    fn MPI_T_pvar_stop / PMPI_T_pvar_stop(session: Handle, handle: Handle) => {
+        start_stop(session, handle, false)
+    }
+}
+
+/// Reads one handle's value; with `reset`, also resets it (which read-only variables refuse).
+unsafe fn read_handle(session: Handle, handle: Handle, buf: *mut c_void, reset: bool) -> Res {
+    if handle == MPI_T_PVAR_ALL_HANDLES {
+        return fail(
+            MPI_T_ERR_INVALID_HANDLE,
+            "MPI_T_PVAR_ALL_HANDLES cannot be read",
+        );
+    }
+    if buf.is_null() {
+        return fail(MPI_T_ERR_INVALID, "buf is NULL");
+    }
+    let now = counters()?;
+    let value = tool(|t| {
+        handles_of(t, session, handle)?;
+        let Some(p) = t.pvars.get_mut(handle) else {
+            return fail(
+                MPI_T_ERR_INVALID_HANDLE,
+                "invalid performance-variable handle",
+            );
+        };
+        let def = &PVARS[p.index];
+        let value = pvar_value(p, &now);
+        if reset {
+            if def.continuous {
+                return fail(
+                    MPI_T_ERR_PVAR_NO_WRITE,
+                    format!("{} is read-only", def.name),
+                );
+            }
+            p.held = 0;
+            p.base = (def.value)(&now);
+        }
+        Ok(value)
+    })?;
+    *(buf as *mut c_ulonglong) = value;
+    Ok(())
+}
+
+mpi_t! {
+    /// Reads a handle (one `unsigned long long`).
+    fn MPI_T_pvar_read / PMPI_T_pvar_read(session: Handle, handle: Handle, buf: *mut c_void) => {
+        read_handle(session, handle, buf, false)
+    }
+}
+
+mpi_t! {
+    /// Reads a handle and resets it to 0, at once.
+    fn MPI_T_pvar_readreset / PMPI_T_pvar_readreset(session: Handle, handle: Handle, buf: *mut c_void) => {
+        read_handle(session, handle, buf, true)
+    }
+}
+
+mpi_t! {
+    /// Sets what a counter's handle shows (it goes on counting from there when started).
+    fn MPI_T_pvar_write / PMPI_T_pvar_write(session: Handle, handle: Handle, buf: *const c_void) => {
+        if handle == MPI_T_PVAR_ALL_HANDLES {
+            return fail(MPI_T_ERR_INVALID_HANDLE, "MPI_T_PVAR_ALL_HANDLES cannot be written");
+        }
+        if buf.is_null() {
+            return fail(MPI_T_ERR_INVALID, "buf is NULL");
+        }
+        let value = *(buf as *const c_ulonglong);
+        let now = counters()?;
+        tool(|t| {
+            handles_of(t, session, handle)?;
+            let Some(p) = t.pvars.get_mut(handle) else {
+                return fail(MPI_T_ERR_INVALID_HANDLE, "invalid performance-variable handle");
+            };
+            let def = &PVARS[p.index];
+            if def.continuous {
+                return fail(MPI_T_ERR_PVAR_NO_WRITE, format!("{} is read-only", def.name));
+            }
+            p.held = value;
+            p.base = (def.value)(&now);
+            Ok(())
+        })
+    }
+}
+
+mpi_t! {
+    /// Resets a counter's handle to 0 (or every writable handle of the session).
+    fn MPI_T_pvar_reset / PMPI_T_pvar_reset(session: Handle, handle: Handle) => {
+        let now = counters()?;
+        tool(|t| {
+            let all = handle == MPI_T_PVAR_ALL_HANDLES;
+            for h in handles_of(t, session, handle)? {
+                let Some(p) = t.pvars.get_mut(h) else { continue };
+                let def = &PVARS[p.index];
+                if def.continuous {
+                    if all {
+                        continue;
+                    }
+                    return fail(MPI_T_ERR_PVAR_NO_WRITE, format!("{} is read-only", def.name));
+                }
+                p.held = 0;
+                p.base = (def.value)(&now);
+            }
+            Ok(())
+        })
+    }
+}
+
+// ---- Categories -----------------------------------------------------------------------------
+
+mpi_t! {
+    /// How many categories there are.
+    fn MPI_T_category_get_num / PMPI_T_category_get_num(num_cat: *mut c_int) => {
+        tool(|_| Ok(()))?;
+        *out(num_cat, "num_cat")? = CATEGORIES.len() as c_int;
+        Ok(())
+    }
+}
+
+mpi_t! {
+    /// What category `cat_index` is and how much it holds.
+    fn MPI_T_category_get_info / PMPI_T_category_get_info(cat_index: c_int, name: *mut c_char, name_len: *mut c_int, desc: *mut c_char, desc_len: *mut c_int, num_cvars: *mut c_int, num_pvars: *mut c_int, num_categories: *mut c_int) => {
+        tool(|_| Ok(()))?;
+        let cat = index_arg(cat_index, CATEGORIES.len(), "category")?;
+        let def = &CATEGORIES[cat];
+        put_string(def.name, name, name_len);
+        put_string(def.desc, desc, desc_len);
+        put(num_cvars, category_cvars(cat).len() as c_int);
+        put(num_pvars, category_pvars(cat).len() as c_int);
+        put(num_categories, def.subcategories.len() as c_int);
+        Ok(())
+    }
+}
+
+mpi_t! {
+    /// The index of the category called `name`.
+    fn MPI_T_category_get_index / PMPI_T_category_get_index(name: *const c_char, cat_index: *mut c_int) => {
+        tool(|_| Ok(()))?;
+        let name = name_arg(name)?;
+        let index = out(cat_index, "cat_index")?;
+        let Some(i) = CATEGORIES.iter().position(|d| d.name == name) else {
+            return fail(MPI_T_ERR_INVALID_NAME, format!("no category {name:?}"));
+        };
+        *index = i as c_int;
+        Ok(())
+    }
+}
+
+mpi_t! {
+    /// The first `len` control variables of a category.
+    fn MPI_T_category_get_cvars / PMPI_T_category_get_cvars(cat_index: c_int, len: c_int, indices: *mut c_int) => {
+        tool(|_| Ok(()))?;
+        let cat = index_arg(cat_index, CATEGORIES.len(), "category")?;
+        put_indices(&category_cvars(cat), len, indices)
+    }
+}
+
+mpi_t! {
+    /// The first `len` performance variables of a category.
+    fn MPI_T_category_get_pvars / PMPI_T_category_get_pvars(cat_index: c_int, len: c_int, indices: *mut c_int) => {
+        tool(|_| Ok(()))?;
+        let cat = index_arg(cat_index, CATEGORIES.len(), "category")?;
+        put_indices(&category_pvars(cat), len, indices)
+    }
+}
+
+mpi_t! {
+    /// The first `len` subcategories of a category.
+    fn MPI_T_category_get_categories / PMPI_T_category_get_categories(cat_index: c_int, len: c_int, indices: *mut c_int) => {
+        tool(|_| Ok(()))?;
+        let cat = index_arg(cat_index, CATEGORIES.len(), "category")?;
+        put_indices(CATEGORIES[cat].subcategories, len, indices)
+    }
+}
+
+mpi_t! {
+    /// The categories' version: always 0, since they never change.
+    fn MPI_T_category_changed / PMPI_T_category_changed(update_number: *mut c_int) => {
+        tool(|_| Ok(()))?;
+        *out(update_number, "update_number")? = 0;
+        Ok(())
+    }
+}
+
+mpi_t! {
+    /// How many event types a category holds: none (ferry has none).
+    fn MPI_T_category_get_num_events / PMPI_T_category_get_num_events(cat_index: c_int, num_events: *mut c_int) => {
+        tool(|_| Ok(()))?;
+        index_arg(cat_index, CATEGORIES.len(), "category")?;
+        *out(num_events, "num_events")? = 0;
+        Ok(())
+    }
+}
+
+mpi_t! {
+    /// The event types of a category: none.
+    fn MPI_T_category_get_events / PMPI_T_category_get_events(cat_index: c_int, len: c_int, indices: *mut c_int) => {
+        tool(|_| Ok(()))?;
+        index_arg(cat_index, CATEGORIES.len(), "category")?;
+        put_indices(&[], len, indices)
+    }
+}
+
+// ---- Sources and events: ferry has none -----------------------------------------------------
+
+fn no_source(index: c_int) -> Res {
+    tool(|_| Ok(()))?;
+    fail(
+        MPI_T_ERR_INVALID_INDEX,
+        format!("no source number {index} (ferry has none)"),
+    )
+}
+
+fn no_event(index: c_int) -> Res {
+    tool(|_| Ok(()))?;
+    fail(
+        MPI_T_ERR_INVALID_INDEX,
+        format!("no event type number {index} (ferry has none)"),
+    )
+}
+
+fn no_registration(handle: Handle) -> Res {
+    tool(|_| Ok(()))?;
+    fail(
+        MPI_T_ERR_INVALID_HANDLE,
+        format!("invalid event registration {handle:#x} (ferry has no event types)"),
+    )
+}
+
+fn no_instance(handle: Handle) -> Res {
+    tool(|_| Ok(()))?;
+    fail(
+        MPI_T_ERR_INVALID_HANDLE,
+        format!("invalid event instance {handle:#x} (ferry raises no events)"),
+    )
+}
+
+/// `void fn(MPI_T_event_instance, MPI_T_event_registration, MPI_T_cb_safety, void *)`.
+pub type EventCallback = Option<unsafe extern "C" fn(Handle, Handle, c_int, *mut c_void)>;
+/// `void fn(MPI_T_event_registration, MPI_T_cb_safety, void *)`.
+pub type EventFreeCallback = Option<unsafe extern "C" fn(Handle, c_int, *mut c_void)>;
+/// `void fn(MPI_Count, MPI_T_event_registration, int, MPI_T_cb_safety, void *)`.
+pub type EventDroppedCallback =
+    Option<unsafe extern "C" fn(i64, Handle, c_int, c_int, *mut c_void)>;
+
+mpi_t! {
+    /// How many event sources there are: none.
+    fn MPI_T_source_get_num / PMPI_T_source_get_num(num_sources: *mut c_int) => {
+        tool(|_| Ok(()))?;
+        *out(num_sources, "num_sources")? = 0;
+        Ok(())
+    }
+}
+
+mpi_t! {
+    /// What source `source_index` is: there is none (MPI_T_ERR_INVALID_INDEX).
+    fn MPI_T_source_get_info / PMPI_T_source_get_info(source_index: c_int, _name: *mut c_char, _name_len: *mut c_int, _desc: *mut c_char, _desc_len: *mut c_int, _ordering: *mut c_int, _ticks_per_second: *mut i64, _max_ticks: *mut i64, _info: *mut Handle) => {
+        no_source(source_index)
+    }
+}
+
+mpi_t! {
+    /// A source's time now: there is none (MPI_T_ERR_INVALID_INDEX).
+    fn MPI_T_source_get_timestamp / PMPI_T_source_get_timestamp(source_index: c_int, _timestamp: *mut i64) => {
+        no_source(source_index)
+    }
+}
+
+mpi_t! {
+    /// How many event types there are: none.
+    fn MPI_T_event_get_num / PMPI_T_event_get_num(num_events: *mut c_int) => {
+        tool(|_| Ok(()))?;
+        *out(num_events, "num_events")? = 0;
+        Ok(())
+    }
+}
+
+mpi_t! {
+    /// What event type `event_index` is: there is none (MPI_T_ERR_INVALID_INDEX).
+    fn MPI_T_event_get_info / PMPI_T_event_get_info(event_index: c_int, _name: *mut c_char, _name_len: *mut c_int, _verbosity: *mut c_int, _array_of_datatypes: *mut Handle, _array_of_displacements: *mut isize, _num_elements: *mut c_int, _enumtype: *mut Handle, _info: *mut Handle, _desc: *mut c_char, _desc_len: *mut c_int, _bind: *mut c_int) => {
+        no_event(event_index)
+    }
+}
+
+mpi_t! {
+    /// The index of the event type called `name`: there is none (MPI_T_ERR_INVALID_NAME).
+    fn MPI_T_event_get_index / PMPI_T_event_get_index(name: *const c_char, event_index: *mut c_int) => {
+        tool(|_| Ok(()))?;
+        let name = name_arg(name)?;
+        out(event_index, "event_index")?;
+        fail(MPI_T_ERR_INVALID_NAME, format!("no event type {name:?} (ferry has none)"))
+    }
+}
+
+mpi_t! {
+    /// Registers for event type `event_index`: there is none (MPI_T_ERR_INVALID_INDEX).
+    fn MPI_T_event_handle_alloc / PMPI_T_event_handle_alloc(event_index: c_int, _obj_handle: *mut c_void, _info: Handle, _event_registration: *mut Handle) => {
+        no_event(event_index)
+    }
+}
+
+mpi_t! {
+    /// Sets hints of a registration: there is none (MPI_T_ERR_INVALID_HANDLE).
+    fn MPI_T_event_handle_set_info / PMPI_T_event_handle_set_info(event_registration: Handle, _info: Handle) => {
+        no_registration(event_registration)
+    }
+}
+
+mpi_t! {
+    /// The hints of a registration: there is none (MPI_T_ERR_INVALID_HANDLE).
+    fn MPI_T_event_handle_get_info / PMPI_T_event_handle_get_info(event_registration: Handle, _info_used: *mut Handle) => {
+        no_registration(event_registration)
+    }
+}
+
+mpi_t! {
+    /// Sets a callback on a registration: there is none (MPI_T_ERR_INVALID_HANDLE).
+    fn MPI_T_event_register_callback / PMPI_T_event_register_callback(event_registration: Handle, _cb_safety: c_int, _info: Handle, _user_data: *mut c_void, _event_cb_function: EventCallback) => {
+        no_registration(event_registration)
+    }
+}
+
+mpi_t! {
+    /// Sets hints of a callback: there is no registration (MPI_T_ERR_INVALID_HANDLE).
+    fn MPI_T_event_callback_set_info / PMPI_T_event_callback_set_info(event_registration: Handle, _cb_safety: c_int, _info: Handle) => {
+        no_registration(event_registration)
+    }
+}
+
+mpi_t! {
+    /// The hints of a callback: there is no registration (MPI_T_ERR_INVALID_HANDLE).
+    fn MPI_T_event_callback_get_info / PMPI_T_event_callback_get_info(event_registration: Handle, _cb_safety: c_int, _info_used: *mut Handle) => {
+        no_registration(event_registration)
+    }
+}
+
+mpi_t! {
+    /// Frees a registration: there is none (MPI_T_ERR_INVALID_HANDLE).
+    fn MPI_T_event_handle_free / PMPI_T_event_handle_free(event_registration: Handle, _user_data: *mut c_void, _free_cb_function: EventFreeCallback) => {
+        no_registration(event_registration)
+    }
+}
+
+mpi_t! {
+    /// Sets the handler of dropped events: there is no registration (MPI_T_ERR_INVALID_HANDLE).
+    fn MPI_T_event_set_dropped_handler / PMPI_T_event_set_dropped_handler(event_registration: Handle, _dropped_cb_function: EventDroppedCallback) => {
+        no_registration(event_registration)
+    }
+}
+
+mpi_t! {
+    /// Reads an element of an event instance: there is none (MPI_T_ERR_INVALID_HANDLE).
+    fn MPI_T_event_read / PMPI_T_event_read(event_instance: Handle, _element_index: c_int, _buffer: *mut c_void) => {
+        no_instance(event_instance)
+    }
+}
+
+mpi_t! {
+    /// Copies an event instance: there is none (MPI_T_ERR_INVALID_HANDLE).
+    fn MPI_T_event_copy / PMPI_T_event_copy(event_instance: Handle, _buffer: *mut c_void) => {
+        no_instance(event_instance)
+    }
+}
+
+mpi_t! {
+    /// The time of an event instance: there is none (MPI_T_ERR_INVALID_HANDLE).
+    fn MPI_T_event_get_timestamp / PMPI_T_event_get_timestamp(event_instance: Handle, _event_timestamp: *mut i64) => {
+        no_instance(event_instance)
+    }
+}
+
+mpi_t! {
+    /// The source of an event instance: there is none (MPI_T_ERR_INVALID_HANDLE).
+    fn MPI_T_event_get_source / PMPI_T_event_get_source(event_instance: Handle, _source_index: *mut c_int) => {
+        no_instance(event_instance)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_are_unique_and_categories_cover_every_variable() {
+        let mut cvars: Vec<String> = CVARS.iter().map(cvar_name).collect();
+        cvars.sort();
+        cvars.dedup();
+        assert_eq!(cvars.len(), CVARS.len());
+        let in_categories: usize = (0..CATEGORIES.len()).map(|c| category_cvars(c).len()).sum();
+        assert_eq!(in_categories, CVARS.len());
+        let pvars: usize = (0..CATEGORIES.len()).map(|c| category_pvars(c).len()).sum();
+        assert_eq!(pvars, PVARS.len());
+        for c in CATEGORIES {
+            assert!(c
+                .subcategories
+                .iter()
+                .all(|&s| s < CATEGORIES.len() && s != 0));
+        }
+    }
+
+    #[test]
+    fn every_config_field_is_a_cvar() {
+        // Config::describe() lists the fields first, then the collective selection.
+        let config = Config::default();
+        let described: Vec<&str> = config.describe().into_iter().map(|(n, _)| n).collect();
+        for def in CVARS {
+            assert!(
+                described.contains(&def.env),
+                "{} is not a Config field",
+                def.env
+            );
+        }
+        let fields = described
+            .iter()
+            .take_while(|n| **n != ferry_grid_place_env())
+            .count()
+            + 1;
+        assert_eq!(
+            fields,
+            CVARS.len(),
+            "a Config field has no control variable"
+        );
+    }
+
+    fn ferry_grid_place_env() -> &'static str {
+        "FERRY_GRID_PLACE"
+    }
+
+    #[test]
+    fn strings_follow_the_mpi_t_length_rules() {
+        let mut buf = [0x55 as c_char; 8];
+        let mut len: c_int = 0;
+        // SAFETY: `buf` has 8 bytes; `len` says how many may be written.
+        unsafe {
+            put_string("ferry_shm", buf.as_mut_ptr(), &mut len);
+            assert_eq!(len, 10, "length 0 asks for the full length");
+            len = 4;
+            put_string("ferry_shm", buf.as_mut_ptr(), &mut len);
+            assert_eq!(len, 4);
+            assert_eq!(CStr::from_ptr(buf.as_ptr()).to_str(), Ok("fer"));
+            len = 8;
+            put_string("shm", std::ptr::null_mut(), &mut len);
+            assert_eq!(len, 4, "a NULL buffer asks for the full length");
+        }
+    }
+
+    #[test]
+    fn counters_count_from_start_and_hold_when_stopped() {
+        let mut h = PvarHandle {
+            session: 0,
+            index: 0,
+            started: false,
+            held: 0,
+            base: 0,
+        };
+        let at = |n: u64| Counters {
+            messages_sent: n,
+            ..Counters::default()
+        };
+        assert_eq!(pvar_value(&h, &at(5)), 0, "a stopped handle does not count");
+        h.started = true;
+        h.base = 5;
+        assert_eq!(pvar_value(&h, &at(8)), 3);
+        h.held = 3;
+        h.started = false;
+        assert_eq!(pvar_value(&h, &at(20)), 3);
+        let level = PvarHandle {
+            index: PVARS
+                .iter()
+                .position(|p| p.class == MPI_T_PVAR_CLASS_LEVEL)
+                .unwrap_or(0),
+            started: true,
+            ..h
+        };
+        let now = Counters {
+            unexpected_now: 4,
+            ..Counters::default()
+        };
+        assert_eq!(pvar_value(&level, &now), 4);
+    }
+
+    #[test]
+    fn enum_handles_round_trip_and_reject_others() {
+        for (i, e) in ENUMS.iter().enumerate() {
+            assert_eq!(enum_of(enum_handle(i)).map(|d| d.name).ok(), Some(e.name));
+        }
+        assert!(enum_of(MPI_T_ENUM_NULL).is_err());
+        assert!(enum_of(enum_handle(ENUMS.len())).is_err());
+    }
+}
