@@ -485,6 +485,17 @@ pub enum Contents {
         /// Old type.
         old: Datatype,
     },
+    /// `MPI_Type_create_f90_integer`, `_real` or `_complex`: a predefined type chosen by decimal
+    /// precision and range. Its contents are the arguments only (no datatypes).
+    F90 {
+        /// [`combiner::F90_INTEGER`], [`combiner::F90_REAL`] or [`combiner::F90_COMPLEX`].
+        combiner: i32,
+        /// The arguments as given: `[r]` for integers, `[p, r]` for reals and complex (either
+        /// may be MPI_UNDEFINED).
+        args: Vec<i64>,
+        /// The predefined type with the same data.
+        base: Datatype,
+    },
 }
 
 /// `MPI_Type_get_contents` output, with integers widened to `i64` (they came from C `int`s, so they
@@ -988,9 +999,34 @@ impl Datatype {
 
     /// `MPI_Type_dup`: a new type with the same type map.
     pub fn dup(old: &Datatype) -> Datatype {
+        Datatype::alias(old, Contents::Dup(old.clone()))
+    }
+
+    /// The type `MPI_Type_create_f90_*` returns for `args` (see [`Contents::F90`]): the type
+    /// map of the predefined `base`, its own envelope.
+    pub fn f90(combiner: i32, args: Vec<i64>, base: Builtin) -> Datatype {
+        let base = Datatype::builtin(base);
+        Datatype::alias(
+            &base,
+            Contents::F90 {
+                combiner,
+                args,
+                base: base.clone(),
+            },
+        )
+    }
+
+    /// Whether this type came from `MPI_Type_create_f90_*` (such a type is predefined: the
+    /// program may not free it).
+    pub fn is_f90(&self) -> bool {
+        matches!(self.0.contents, Contents::F90 { .. })
+    }
+
+    /// A type with the type map of `old` and the envelope of `contents`.
+    fn alias(old: &Datatype, contents: Contents) -> Datatype {
         let o = &old.0;
         Datatype(Arc::new(Inner {
-            contents: Contents::Dup(old.clone()),
+            contents,
             layout: Layout::Alias(old.clone()),
             size: o.size,
             lb: o.lb,
@@ -1872,6 +1908,7 @@ impl Datatype {
             Contents::Subarray { sizes, .. } => (3 * sizes.len() + 2, 0, 1, combiner::SUBARRAY),
             Contents::Darray { gsizes, .. } => (4 * gsizes.len() + 4, 0, 1, combiner::DARRAY),
             Contents::Resized { .. } => (0, 2, 1, combiner::RESIZED),
+            Contents::F90 { combiner, args, .. } => (args.len(), 0, 0, *combiner),
         };
         Envelope {
             num_integers: ni,
@@ -1997,6 +2034,7 @@ impl Datatype {
                 c.addresses = vec![*lb, *extent];
                 c.datatypes.push(old.clone());
             }
+            Contents::F90 { args, .. } => c.integers = args.clone(),
         }
         c
     }
@@ -2405,7 +2443,9 @@ mod tests {
                     let (m, n) = b.members();
                     out.extend(m[..n].iter().map(|x| x.1));
                 }
-                Contents::Dup(old) | Contents::Resized { old, .. } => signature(old, out),
+                Contents::Dup(old)
+                | Contents::Resized { old, .. }
+                | Contents::F90 { base: old, .. } => signature(old, out),
                 Contents::Contiguous { count, old } => rep(old, *count, out),
                 Contents::Vector {
                     count,

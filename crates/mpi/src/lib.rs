@@ -15,7 +15,9 @@
 //! int-count paths and refuse a count beyond `INT_MAX` elements with MPI_ERR_COUNT. Generalized
 //! requests are in [`greq`], sessions in [`session`]. MPI I/O on POSIX files is in [`io`].
 //! One-sided communication (windows, put/get/accumulate, fence, PSCW and passive target) is in
-//! [`rma`]. Not provided: dynamic processes.
+//! [`rma`]. Status conversion for Fortran callers is in [`fortran`]; the MPI-1 calls that
+//! MPI-3.0 removed and MPICH still ships (`MPI_Address`, `MPI_Type_struct`, ...) are in
+//! [`removed`]. Not provided: dynamic processes, the `MPI_LB`/`MPI_UB` marker types.
 //!
 //! This crate depends on `ferry-core` only (plus `libc`); the launcher is reached through
 //! `ferry run`, which `mpiexec` calls.
@@ -46,6 +48,7 @@ pub mod datatype;
 pub mod env;
 pub mod error;
 pub mod external;
+pub mod fortran;
 pub mod greq;
 pub mod handles;
 pub mod inter;
@@ -53,6 +56,7 @@ pub mod io;
 pub mod ops;
 pub mod p2p;
 pub mod part;
+pub mod removed;
 pub mod request;
 pub mod rma;
 pub mod session;

@@ -203,6 +203,9 @@ pub struct State {
     pub file_null_errhandler: Handle,
     /// Windows (one-sided communication).
     pub wins: Table<crate::rma::abi::WinObj>,
+    /// The types `MPI_Type_create_f90_*` returned, by (combiner, p, r): the same arguments give
+    /// the same handle, and the program may not free it.
+    pub f90_types: HashMap<(c_int, c_int, c_int), Handle>,
 }
 
 /// Created keyvals are numbered from here (predefined ones are 10001…).
@@ -267,6 +270,7 @@ impl State {
             files: Table::new(Kind::File),
             file_null_errhandler: MPI_ERRORS_RETURN,
             wins: Table::new(Kind::Win),
+            f90_types: HashMap::new(),
         }
     }
 
