@@ -202,6 +202,11 @@ fn sessions_without_inside_and_overlapping_mpi_init() {
 }
 
 #[test]
+fn removed_mpi1_calls_session_errhandlers_f90_types_and_status_conversion() {
+    no_errors(2, "oldapi");
+}
+
+#[test]
 fn cancel_and_wait_test_family_with_null_requests() {
     no_errors(2, "waitsome");
 }
