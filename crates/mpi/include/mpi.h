@@ -99,6 +99,10 @@ typedef struct MPI_ABI_Datatype   *MPI_Datatype;
 
 /* Datatypes */
 #define MPI_DATATYPE_NULL           ((MPI_Datatype)0x200)
+/* The bound markers of MPI-1, removed in MPI-3.0 and still in MPICH (MPI_Type_struct with them
+ * sets the bounds of the new type). Not in the standard ABI: ferry's values. */
+#define MPI_LB                      ((MPI_Datatype)0x2fe)
+#define MPI_UB                      ((MPI_Datatype)0x2ff)
 #define MPI_AINT                    ((MPI_Datatype)0x201)
 #define MPI_COUNT                   ((MPI_Datatype)0x202)
 #define MPI_OFFSET                  ((MPI_Datatype)0x203)

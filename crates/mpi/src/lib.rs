@@ -17,7 +17,7 @@
 //! One-sided communication (windows, put/get/accumulate, fence, PSCW and passive target) is in
 //! [`rma`]. Status conversion for Fortran callers is in [`fortran`]; the MPI-1 calls that
 //! MPI-3.0 removed and MPICH still ships (`MPI_Address`, `MPI_Type_struct`, ...) are in
-//! [`removed`]. Not provided: dynamic processes, the `MPI_LB`/`MPI_UB` marker types.
+//! [`removed`]. Not provided: dynamic processes.
 //!
 //! This crate depends on `ferry-core` only (plus `libc`); the launcher is reached through
 //! `ferry run`, which `mpiexec` calls.

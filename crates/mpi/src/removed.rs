@@ -9,8 +9,9 @@
 //! that an error names the call the program made. The replacements take `MPI_Aint` where the
 //! old calls did too (on ferry's targets `MPI_Aint` is pointer-sized, as MPI-1's `MPI_Aint`).
 //!
-//! Not provided: the marker datatypes `MPI_LB` and `MPI_UB`, which the standard ABI has no
-//! handles for (`MPI_Type_create_resized` sets both bounds instead).
+//! The marker datatypes `MPI_LB` and `MPI_UB` that go with `MPI_Type_struct` are
+//! [`crate::datatype::Marker`]s: the standard ABI has no handles for them, so ferry's sit at the
+//! top of its datatype block (0x2fe, 0x2ff), and each marks only its own bound.
 
 use crate::abi::*;
 use crate::comm::{comm_errhandler, create_errhandler, set_comm_errhandler};

@@ -387,9 +387,8 @@ impl State {
         if let Some(dt) = self.builtin_types.get(&handle) {
             return Ok(dt.clone());
         }
-        match crate::datatype::builtin_from_handle(handle) {
-            Some(b) => {
-                let dt = Datatype::builtin(b);
+        match Datatype::from_handle(handle) {
+            Some(dt) => {
                 self.builtin_types.insert(handle, dt.clone());
                 Ok(dt)
             }

@@ -305,7 +305,7 @@ mpi! {
         integers: *mut c_int, addresses: *mut isize, datatypes: *mut Handle) on NONE => {
         running(|s| {
             let t = dt(s, datatype)?;
-            if t.as_builtin().is_some() && s.types.get(datatype).is_none() {
+            if (t.as_builtin().is_some() || t.as_marker().is_some()) && s.types.get(datatype).is_none() {
                 return fail(MPI_ERR_TYPE, "MPI_Type_get_contents of a predefined datatype");
             }
             let c = t.contents();
@@ -352,7 +352,11 @@ mpi! {
             Some(obj) => Ok(obj.name.clone()),
             None => match s.builtin_names.get(&datatype) {
                 Some(n) => Ok(n.clone()),
-                None => Ok(dt(s, datatype)?.as_builtin().map_or("", Builtin::type_name).to_string()),
+                None => {
+                    let t = dt(s, datatype)?;
+                    let name = t.as_marker().map(|m| m.name()).or(t.as_builtin().map(Builtin::type_name));
+                    Ok(name.unwrap_or("").to_string())
+                }
             },
         })?;
         write_string(&text, name, MPI_MAX_OBJECT_NAME, resultlen)
