@@ -1,6 +1,7 @@
 /* The calls MPICH 4 ships beyond ferry's MPI 4.1 set, for old and Fortran-interop programs:
  * the MPI-1 calls removed in MPI-3.0 (MPI_Address, MPI_Type_extent/_lb/_ub, MPI_Type_hvector,
- * _hindexed and _struct, MPI_Errhandler_create/_set/_get) against their modern replacements,
+ * _hindexed and _struct, MPI_Errhandler_create/_set/_get) against their modern replacements
+ * and the bound markers MPI_LB/MPI_UB,
  * session error handlers (create, set, get, call, on a bad session), MPI_Type_create_f90_*
  * (the choice, the envelope and contents, one handle per arguments, no freeing, a message of
  * each, MPI_ERR_ARG when no type fits) and the status conversions c2f/f2c/c2f08/f082c/f082f/
@@ -100,6 +101,32 @@ static void removed_datatype_calls(int rank)
     MPI_Type_free(&hv2);
     MPI_Type_free(&hi);
     MPI_Type_free(&hi2);
+
+    /* MPI_LB and MPI_UB set the bounds: { (LB,-4), (int,0), (int,4), (UB,16) } has lb -4 and
+     * extent 20, so two elements sent from a buffer take ints 1, 2, 6, 7. */
+    int mbl[3] = {1, 2, 1};
+    MPI_Aint md[3] = {-4, 0, 16};
+    MPI_Datatype mt[3] = {MPI_LB, MPI_INT, MPI_UB}, marked;
+    CHECK_OK(MPI_Type_struct(3, mbl, md, mt, &marked), "MPI_Type_struct with MPI_LB/MPI_UB");
+    MPI_Type_lb(marked, &lb);
+    MPI_Type_extent(marked, &ext);
+    int msize = 0;
+    MPI_Type_size(marked, &msize);
+    CHECK(lb == -4 && ext == 20 && msize == 8, "marked struct lb %ld extent %ld size %d",
+          (long)lb, (long)ext, msize);
+    MPI_Type_commit(&marked);
+    int mbuf[12], mout[4] = {0, 0, 0, 0};
+    for (int k = 0; k < 12; k++)
+        mbuf[k] = k;
+    MPI_Sendrecv(mbuf + 1, 2, marked, 0, 3, mout, 4, MPI_INT, 0, 3, MPI_COMM_SELF,
+                 MPI_STATUS_IGNORE);
+    CHECK(mout[0] == 1 && mout[1] == 2 && mout[2] == 6 && mout[3] == 7,
+          "marked struct sent %d %d %d %d", mout[0], mout[1], mout[2], mout[3]);
+    MPI_Type_free(&marked);
+    char mname[MPI_MAX_OBJECT_NAME];
+    int mlen = 0;
+    MPI_Type_get_name(MPI_UB, mname, &mlen);
+    CHECK(strcmp(mname, "MPI_UB") == 0, "MPI_UB is called %s", mname);
 
     /* Argument errors. */
     CHECK_CLASS(MPI_Type_extent(MPI_INT, NULL), MPI_ERR_ARG, "MPI_Type_extent(NULL)");
