@@ -608,10 +608,15 @@ mpi! {
 /// A new error handler calling `function` (the body of every `MPI_*_create_errhandler`: the
 /// communicator, window, file and session handler functions have the same C signature).
 pub(crate) fn create_errhandler(function: Option<CommErrhandlerFn>) -> Res<Handle> {
+    running(|s| new_errhandler(s, function))
+}
+
+/// Registers `function` as an error handler in `s` (whether or not MPI runs).
+pub(crate) fn new_errhandler(s: &mut State, function: Option<CommErrhandlerFn>) -> Res<Handle> {
     let Some(f) = function else {
         return fail(MPI_ERR_ARG, "error handler function is NULL");
     };
-    running(|s| Ok(s.errhandlers.insert(f)))
+    Ok(s.errhandlers.insert(f))
 }
 
 /// Makes `errhandler` the error handler of communicator `comm`.
@@ -632,7 +637,8 @@ mpi! {
     /// Frees an error handler.
     fn MPI_Errhandler_free / PMPI_Errhandler_free(errhandler: *mut Handle) on NONE => {
         let h = out(errhandler, "errhandler")?;
-        running(|s| {
+        // Allowed before initialization and after finalization (as MPI_Session_create_errhandler).
+        with(|s| {
             valid_errhandler(s, *h)?;
             // Communicators using it keep working: ferry keeps created handlers alive.
             Ok(())

@@ -12,7 +12,7 @@
 //! MPI_ERRORS_ARE_FATAL) until `MPI_Session_set_errhandler` replaces it.
 
 use crate::abi::*;
-use crate::comm::{c_str, create_errhandler, new_group, register, valid_errhandler};
+use crate::comm::{c_str, new_errhandler, new_group, register, valid_errhandler};
 use crate::env::write_string;
 use crate::error::{called_errhandler, fail, handle_error, CommErrhandlerFn, MpiError, Res};
 use crate::state::{running, with, State};
@@ -183,10 +183,12 @@ mpi! {
 // ---- error handlers ----
 
 mpi! {
-    /// Creates an error handler for sessions, `void fn(MPI_Session *, int *, ...)`.
+    /// Creates an error handler for sessions, `void fn(MPI_Session *, int *, ...)`. One of the
+    /// calls MPI allows before initialization (and after finalization), so that the handler can
+    /// be given to MPI_Session_init.
     fn MPI_Session_create_errhandler / PMPI_Session_create_errhandler(function: Option<CommErrhandlerFn>, errhandler: *mut Handle) on NONE => {
         let out = out(errhandler, "errhandler")?;
-        *out = create_errhandler(function)?;
+        *out = with(|s| new_errhandler(s, function))?;
         Ok(())
     }
 }
