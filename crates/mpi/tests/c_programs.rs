@@ -5,8 +5,10 @@
 //! construction and comparison, attribute callbacks, `MPI_IN_PLACE`, collectives with derived
 //! types, non-commutative reductions, nonblocking collectives, derived-datatype queries, the
 //! MPI 4.0 persistent collectives, large-count (`_c`) calls and sessions, generalized requests,
-//! MPI I/O (views, ordered and shared-pointer access, error classes of files) and one-sided
-//! communication (error classes, lock contention, fence, post/start/complete/wait).
+//! MPI I/O (views, ordered and shared-pointer access, error classes of files), one-sided
+//! communication (error classes, lock contention, fence, post/start/complete/wait), and the calls
+//! MPICH ships for old and Fortran-interop programs (removed MPI-1 calls, MPI_LB/MPI_UB, session
+//! error handlers, `MPI_Type_create_f90_*`, status conversion).
 //!
 //! Each program was checked against MPICH first (`mpicc.mpich`, `mpiexec.mpich`); it prints
 //! ` No Errors` from rank 0 and exits non-zero on failure, as MPICH's own tests. They are
