@@ -35,6 +35,19 @@ typedef struct {
     int internal[5];
 } MPI_Status;
 
+/* A Fortran status (`INTEGER STATUS(MPI_STATUS_SIZE)`) is the C status as MPI_Fints, and so is
+ * the Fortran 2008 TYPE(MPI_Status): MPI_Status_c2f and the others copy all eight. */
+typedef struct {
+    MPI_Fint MPI_SOURCE;
+    MPI_Fint MPI_TAG;
+    MPI_Fint MPI_ERROR;
+    MPI_Fint internal[5];
+} MPI_F08_status;
+#define MPI_F_STATUS_SIZE 8
+#define MPI_F_SOURCE      0
+#define MPI_F_TAG         1
+#define MPI_F_ERROR       2
+
 /* ---- Handles: opaque pointers; predefined ones are small integers ----------------------- */
 typedef struct MPI_ABI_Op         *MPI_Op;
 typedef struct MPI_ABI_Comm       *MPI_Comm;
@@ -86,6 +99,10 @@ typedef struct MPI_ABI_Datatype   *MPI_Datatype;
 
 /* Datatypes */
 #define MPI_DATATYPE_NULL           ((MPI_Datatype)0x200)
+/* The bound markers of MPI-1, removed in MPI-3.0 and still in MPICH (MPI_Type_struct with them
+ * sets the bounds of the new type). Not in the standard ABI: ferry's values. */
+#define MPI_LB                      ((MPI_Datatype)0x2fe)
+#define MPI_UB                      ((MPI_Datatype)0x2ff)
 #define MPI_AINT                    ((MPI_Datatype)0x201)
 #define MPI_COUNT                   ((MPI_Datatype)0x202)
 #define MPI_OFFSET                  ((MPI_Datatype)0x203)
@@ -225,6 +242,10 @@ enum {
 #define MPI_IN_PLACE        ((void *)1)
 #define MPI_STATUS_IGNORE   ((MPI_Status *)0)
 #define MPI_STATUSES_IGNORE ((MPI_Status *)0)
+#define MPI_F_STATUS_IGNORE     ((MPI_Fint *)0)
+#define MPI_F_STATUSES_IGNORE   ((MPI_Fint *)0)
+#define MPI_F08_STATUS_IGNORE   ((MPI_F08_status *)0)
+#define MPI_F08_STATUSES_IGNORE ((MPI_F08_status *)0)
 #define MPI_ERRCODES_IGNORE ((int *)0)
 #define MPI_ARGV_NULL       ((char **)0)
 #define MPI_ARGVS_NULL      ((char ***)0)
@@ -408,6 +429,10 @@ typedef int (MPI_Win_delete_attr_function)(MPI_Win win, int win_keyval, void *at
                                            void *extra_state);
 typedef void (MPI_Win_errhandler_function)(MPI_Win *win, int *errorcode, ...);
 typedef MPI_Win_errhandler_function MPI_Win_errhandler_fn;
+typedef void (MPI_Session_errhandler_function)(MPI_Session *session, int *errorcode, ...);
+typedef MPI_Session_errhandler_function MPI_Session_errhandler_fn;
+/* Removed in MPI-3.0 (MPI_Errhandler_create), still provided as MPICH does */
+typedef void (MPI_Handler_function)(MPI_Comm *comm, int *errorcode, ...);
 /* Deprecated (MPI-1) attribute callbacks, still used by Keyval_create */
 typedef int (MPI_Copy_function)(MPI_Comm oldcomm, int keyval, void *extra_state,
                                 void *attribute_val_in, void *attribute_val_out, int *flag);
@@ -1112,6 +1137,34 @@ int MPI_T_event_read(MPI_T_event_instance event_instance, int element_index, voi
 int MPI_T_event_copy(MPI_T_event_instance event_instance, void *buffer);
 int MPI_T_event_get_timestamp(MPI_T_event_instance event_instance, MPI_Count *event_timestamp);
 int MPI_T_event_get_source(MPI_T_event_instance event_instance, int *source_index);
+/* Session error handlers */
+int MPI_Session_create_errhandler(MPI_Session_errhandler_function *session_errhandler_fn, MPI_Errhandler *errhandler);
+int MPI_Session_set_errhandler(MPI_Session session, MPI_Errhandler errhandler);
+int MPI_Session_get_errhandler(MPI_Session session, MPI_Errhandler *errhandler);
+int MPI_Session_call_errhandler(MPI_Session session, int errorcode);
+
+/* Fortran interoperability: statuses and the parameterized Fortran 90 types */
+int MPI_Status_c2f(const MPI_Status *c_status, MPI_Fint *f_status);
+int MPI_Status_f2c(const MPI_Fint *f_status, MPI_Status *c_status);
+int MPI_Status_c2f08(const MPI_Status *c_status, MPI_F08_status *f08_status);
+int MPI_Status_f082c(const MPI_F08_status *f08_status, MPI_Status *c_status);
+int MPI_Status_f082f(const MPI_F08_status *f08_status, MPI_Fint *f_status);
+int MPI_Status_f2f08(const MPI_Fint *f_status, MPI_F08_status *f08_status);
+int MPI_Type_create_f90_integer(int r, MPI_Datatype *newtype);
+int MPI_Type_create_f90_real(int p, int r, MPI_Datatype *newtype);
+int MPI_Type_create_f90_complex(int p, int r, MPI_Datatype *newtype);
+
+/* Removed in MPI-3.0, still provided (as MPICH 4 does, unconditionally) for old programs */
+int MPI_Address(void *location, MPI_Aint *address);
+int MPI_Type_extent(MPI_Datatype datatype, MPI_Aint *extent);
+int MPI_Type_lb(MPI_Datatype datatype, MPI_Aint *displacement);
+int MPI_Type_ub(MPI_Datatype datatype, MPI_Aint *displacement);
+int MPI_Type_hvector(int count, int blocklength, MPI_Aint stride, MPI_Datatype oldtype, MPI_Datatype *newtype);
+int MPI_Type_hindexed(int count, int array_of_blocklengths[], MPI_Aint array_of_displacements[], MPI_Datatype oldtype, MPI_Datatype *newtype);
+int MPI_Type_struct(int count, int array_of_blocklengths[], MPI_Aint array_of_displacements[], MPI_Datatype array_of_types[], MPI_Datatype *newtype);
+int MPI_Errhandler_create(MPI_Handler_function *function, MPI_Errhandler *errhandler);
+int MPI_Errhandler_set(MPI_Comm comm, MPI_Errhandler errhandler);
+int MPI_Errhandler_get(MPI_Comm comm, MPI_Errhandler *errhandler);
 
 /* ==== Profiling interface: the same functions as PMPI_ ==================================== */
 
@@ -1683,6 +1736,34 @@ int PMPI_T_event_read(MPI_T_event_instance event_instance, int element_index, vo
 int PMPI_T_event_copy(MPI_T_event_instance event_instance, void *buffer);
 int PMPI_T_event_get_timestamp(MPI_T_event_instance event_instance, MPI_Count *event_timestamp);
 int PMPI_T_event_get_source(MPI_T_event_instance event_instance, int *source_index);
+/* Session error handlers */
+int PMPI_Session_create_errhandler(MPI_Session_errhandler_function *session_errhandler_fn, MPI_Errhandler *errhandler);
+int PMPI_Session_set_errhandler(MPI_Session session, MPI_Errhandler errhandler);
+int PMPI_Session_get_errhandler(MPI_Session session, MPI_Errhandler *errhandler);
+int PMPI_Session_call_errhandler(MPI_Session session, int errorcode);
+
+/* Fortran interoperability: statuses and the parameterized Fortran 90 types */
+int PMPI_Status_c2f(const MPI_Status *c_status, MPI_Fint *f_status);
+int PMPI_Status_f2c(const MPI_Fint *f_status, MPI_Status *c_status);
+int PMPI_Status_c2f08(const MPI_Status *c_status, MPI_F08_status *f08_status);
+int PMPI_Status_f082c(const MPI_F08_status *f08_status, MPI_Status *c_status);
+int PMPI_Status_f082f(const MPI_F08_status *f08_status, MPI_Fint *f_status);
+int PMPI_Status_f2f08(const MPI_Fint *f_status, MPI_F08_status *f08_status);
+int PMPI_Type_create_f90_integer(int r, MPI_Datatype *newtype);
+int PMPI_Type_create_f90_real(int p, int r, MPI_Datatype *newtype);
+int PMPI_Type_create_f90_complex(int p, int r, MPI_Datatype *newtype);
+
+/* Removed in MPI-3.0, still provided (as MPICH 4 does, unconditionally) for old programs */
+int PMPI_Address(void *location, MPI_Aint *address);
+int PMPI_Type_extent(MPI_Datatype datatype, MPI_Aint *extent);
+int PMPI_Type_lb(MPI_Datatype datatype, MPI_Aint *displacement);
+int PMPI_Type_ub(MPI_Datatype datatype, MPI_Aint *displacement);
+int PMPI_Type_hvector(int count, int blocklength, MPI_Aint stride, MPI_Datatype oldtype, MPI_Datatype *newtype);
+int PMPI_Type_hindexed(int count, int array_of_blocklengths[], MPI_Aint array_of_displacements[], MPI_Datatype oldtype, MPI_Datatype *newtype);
+int PMPI_Type_struct(int count, int array_of_blocklengths[], MPI_Aint array_of_displacements[], MPI_Datatype array_of_types[], MPI_Datatype *newtype);
+int PMPI_Errhandler_create(MPI_Handler_function *function, MPI_Errhandler *errhandler);
+int PMPI_Errhandler_set(MPI_Comm comm, MPI_Errhandler errhandler);
+int PMPI_Errhandler_get(MPI_Comm comm, MPI_Errhandler *errhandler);
 
 #ifdef __cplusplus
 }

@@ -600,16 +600,45 @@ mpi! {
     /// Creates an error handler from a function.
     fn MPI_Comm_create_errhandler / PMPI_Comm_create_errhandler(function: Option<CommErrhandlerFn>, errhandler: *mut Handle) on NONE => {
         let out = out(errhandler, "errhandler")?;
-        let Some(f) = function else { return fail(MPI_ERR_ARG, "error handler function is NULL") };
-        *out = running(|s| Ok(s.errhandlers.insert(f)))?;
+        *out = create_errhandler(function)?;
         Ok(())
     }
 }
+
+/// A new error handler calling `function` (the body of every `MPI_*_create_errhandler`: the
+/// communicator, window, file and session handler functions have the same C signature).
+pub(crate) fn create_errhandler(function: Option<CommErrhandlerFn>) -> Res<Handle> {
+    running(|s| new_errhandler(s, function))
+}
+
+/// Registers `function` as an error handler in `s` (whether or not MPI runs).
+pub(crate) fn new_errhandler(s: &mut State, function: Option<CommErrhandlerFn>) -> Res<Handle> {
+    let Some(f) = function else {
+        return fail(MPI_ERR_ARG, "error handler function is NULL");
+    };
+    Ok(s.errhandlers.insert(f))
+}
+
+/// Makes `errhandler` the error handler of communicator `comm`.
+pub(crate) fn set_comm_errhandler(comm: Handle, errhandler: Handle) -> Res {
+    running(|s| {
+        valid_errhandler(s, errhandler)?;
+        s.comm_mut(comm)?.errhandler = errhandler;
+        Ok(())
+    })
+}
+
+/// The error handler of communicator `comm`.
+pub(crate) fn comm_errhandler(comm: Handle) -> Res<Handle> {
+    running(|s| Ok(s.comm(comm)?.errhandler))
+}
+
 mpi! {
     /// Frees an error handler.
     fn MPI_Errhandler_free / PMPI_Errhandler_free(errhandler: *mut Handle) on NONE => {
         let h = out(errhandler, "errhandler")?;
-        running(|s| {
+        // Allowed before initialization and after finalization (as MPI_Session_create_errhandler).
+        with(|s| {
             valid_errhandler(s, *h)?;
             // Communicators using it keep working: ferry keeps created handlers alive.
             Ok(())
@@ -621,18 +650,14 @@ mpi! {
 mpi! {
     /// Sets a communicator's error handler.
     fn MPI_Comm_set_errhandler / PMPI_Comm_set_errhandler(comm: Handle, errhandler: Handle) on comm => {
-        running(|s| {
-            valid_errhandler(s, errhandler)?;
-            s.comm_mut(comm)?.errhandler = errhandler;
-            Ok(())
-        })
+        set_comm_errhandler(comm, errhandler)
     }
 }
 mpi! {
     /// A communicator's error handler.
     fn MPI_Comm_get_errhandler / PMPI_Comm_get_errhandler(comm: Handle, errhandler: *mut Handle) on comm => {
         let out = out(errhandler, "errhandler")?;
-        *out = running(|s| Ok(s.comm(comm)?.errhandler))?;
+        *out = comm_errhandler(comm)?;
         Ok(())
     }
 }

@@ -364,12 +364,44 @@ pub mod combiner {
     pub const VALUE_INDEX: i32 = 317;
 }
 
+/// The bound markers of MPI-1 (`MPI_LB`, `MPI_UB`; removed in MPI-3.0, still in MPICH): types
+/// without data whose displacement in a type map sets its lower or upper bound (MPI-2.2 §4.1.6).
+/// The standard ABI has no handles for them: ferry's sit at the top of the datatype block.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Marker {
+    /// `MPI_LB`.
+    Lb = 0x2fe,
+    /// `MPI_UB`.
+    Ub = 0x2ff,
+}
+
+impl Marker {
+    /// The marker whose handle is `h`.
+    pub const fn from_handle(h: usize) -> Option<Marker> {
+        match h {
+            0x2fe => Some(Marker::Lb),
+            0x2ff => Some(Marker::Ub),
+            _ => None,
+        }
+    }
+
+    /// `MPI_LB` or `MPI_UB`.
+    pub const fn name(self) -> &'static str {
+        match self {
+            Marker::Lb => "MPI_LB",
+            Marker::Ub => "MPI_UB",
+        }
+    }
+}
+
 /// How a datatype was made: the constructor and its arguments, as `MPI_Type_get_contents` returns
 /// them. Counts and block lengths are already checked to be non-negative.
 #[derive(Debug, Clone)]
 pub enum Contents {
     /// A predefined type.
     Named(Builtin),
+    /// A bound marker, `MPI_LB` or `MPI_UB` (predefined, no data).
+    Marker(Marker),
     /// `MPI_Type_dup`.
     Dup(Datatype),
     /// `MPI_Type_contiguous`.
@@ -485,6 +517,17 @@ pub enum Contents {
         /// Old type.
         old: Datatype,
     },
+    /// `MPI_Type_create_f90_integer`, `_real` or `_complex`: a predefined type chosen by decimal
+    /// precision and range. Its contents are the arguments only (no datatypes).
+    F90 {
+        /// [`combiner::F90_INTEGER`], [`combiner::F90_REAL`] or [`combiner::F90_COMPLEX`].
+        combiner: i32,
+        /// The arguments as given: `[r]` for integers, `[p, r]` for reals and complex (either
+        /// may be MPI_UNDEFINED).
+        args: Vec<i64>,
+        /// The predefined type with the same data.
+        base: Datatype,
+    },
 }
 
 /// `MPI_Type_get_contents` output, with integers widened to `i64` (they came from C `int`s, so they
@@ -584,9 +627,12 @@ struct Inner {
     true_lb: isize,
     true_ub: isize,
     align: usize,
-    /// The bounds were set explicitly (by `resized`, directly or in a component): MPI's lb/ub markers.
-    /// Struct alignment padding does not apply then.
-    marked: bool,
+    /// The lower bound was set explicitly (by `resized` or an `MPI_LB` marker, directly or in a
+    /// component): it is the lowest marked bound, whatever the data (MPI-2.2 §4.1.6).
+    lb_marked: bool,
+    /// The upper bound was set explicitly (`resized` or `MPI_UB`). With either marker, struct
+    /// alignment padding does not apply.
+    ub_marked: bool,
     /// Basic elements per element (`MPI_Get_elements` of one whole element).
     n_basic: usize,
     uniform: Option<(Builtin, usize)>,
@@ -625,8 +671,10 @@ struct Acc {
     align: usize,
     /// Bounds over all blocks.
     bounds: Option<(i128, i128)>,
-    /// Bounds over blocks whose type carries markers.
-    marked: Option<(i128, i128)>,
+    /// Lowest lower bound over blocks whose type carries a lower-bound marker.
+    marked_lb: Option<i128>,
+    /// Highest upper bound over blocks whose type carries an upper-bound marker.
+    marked_ub: Option<i128>,
     true_bounds: Option<(i128, i128)>,
     /// `None` before the first data block; `Some(None)` once blocks disagree.
     uniform: Option<Option<(Builtin, u128)>>,
@@ -647,7 +695,8 @@ impl Acc {
             n_basic: 0,
             align: 1,
             bounds: None,
-            marked: None,
+            marked_lb: None,
+            marked_ub: None,
             true_bounds: None,
             uniform: None,
         }
@@ -655,7 +704,7 @@ impl Acc {
 
     /// Whether `copies` of `old` add anything to the type map (data or bound markers).
     fn contributes(copies: usize, old: &Datatype) -> bool {
-        copies > 0 && (old.0.size > 0 || old.0.marked)
+        copies > 0 && (old.0.size > 0 || old.0.lb_marked || old.0.ub_marked)
     }
 
     /// Widens the bounds by a block of `copies` of `old` (at stride extent) at byte displacement `disp`.
@@ -667,9 +716,18 @@ impl Acc {
         let ext = (o.ub - o.lb) as i128;
         let span = (copies as i128 - 1) * ext;
         let (lo, hi) = (disp + span.min(0), disp + span.max(0));
-        widen(&mut self.bounds, lo + o.lb as i128, hi + o.ub as i128);
-        if o.marked {
-            widen(&mut self.marked, lo + o.lb as i128, hi + o.ub as i128);
+        if o.size > 0 {
+            // A marker (or a type of markers only) sets only the bound it marks: the type map
+            // { (MPI_LB, 10) } has upper bound 0 (as in MPICH).
+            widen(&mut self.bounds, lo + o.lb as i128, hi + o.ub as i128);
+        }
+        if o.lb_marked {
+            let l = lo + o.lb as i128;
+            self.marked_lb = Some(self.marked_lb.map_or(l, |m| m.min(l)));
+        }
+        if o.ub_marked {
+            let h = hi + o.ub as i128;
+            self.marked_ub = Some(self.marked_ub.map_or(h, |m| m.max(h)));
         }
         self.align = self.align.max(o.align);
         if o.size > 0 {
@@ -703,9 +761,10 @@ impl Acc {
     }
 
     fn finish(self, contents: Contents, layout: Layout) -> Result<Datatype, TypeError> {
-        let marked = self.marked.is_some();
-        let (lb, mut ub) = self.marked.or(self.bounds).unwrap_or((0, 0));
-        if self.is_struct && !marked && ub > lb {
+        let (lb_marked, ub_marked) = (self.marked_lb.is_some(), self.marked_ub.is_some());
+        let (lb, ub) = self.bounds.unwrap_or((0, 0));
+        let (lb, mut ub) = (self.marked_lb.unwrap_or(lb), self.marked_ub.unwrap_or(ub));
+        if self.is_struct && !lb_marked && !ub_marked && ub > lb {
             // C pads a struct to a multiple of its strictest member alignment; MPI (the ε of
             // §5.1.6) and MPICH/Open MPI do the same for create_struct.
             let a = self.align as i128;
@@ -729,7 +788,8 @@ impl Acc {
             true_lb: to_isize(true_lb)?,
             true_ub: to_isize(true_ub)?,
             align: self.align,
-            marked,
+            lb_marked,
+            ub_marked,
             n_basic: usize::try_from(self.n_basic).map_err(|_| TypeError::Overflow)?,
             uniform,
             flat: OnceLock::new(),
@@ -754,16 +814,48 @@ impl Datatype {
             true_lb: 0,
             true_ub: true_ub as isize,
             align: b.align(),
-            marked: false,
+            lb_marked: false,
+            ub_marked: false,
             n_basic: n,
             uniform: Some((b, 1)),
             flat: OnceLock::new(),
         }))
     }
 
-    /// The predefined type with ABI handle `h`.
+    /// The predefined type with ABI handle `h` (the markers `MPI_LB`/`MPI_UB` included).
     pub fn from_handle(h: usize) -> Option<Datatype> {
-        Builtin::from_handle(h).map(Datatype::builtin)
+        match Marker::from_handle(h) {
+            Some(m) => Some(Datatype::marker(m)),
+            None => Builtin::from_handle(h).map(Datatype::builtin),
+        }
+    }
+
+    /// The marker type `m`: no data, bounds 0, and the mark that makes a displacement of it the
+    /// lower (`MPI_LB`) or upper (`MPI_UB`) bound of a type built from it.
+    pub fn marker(m: Marker) -> Datatype {
+        Datatype(Arc::new(Inner {
+            contents: Contents::Marker(m),
+            layout: Layout::Struct { blocks: Vec::new() },
+            size: 0,
+            lb: 0,
+            ub: 0,
+            true_lb: 0,
+            true_ub: 0,
+            align: 1,
+            lb_marked: m == Marker::Lb,
+            ub_marked: m == Marker::Ub,
+            n_basic: 0,
+            uniform: None,
+            flat: OnceLock::new(),
+        }))
+    }
+
+    /// The marker this type is, if it is `MPI_LB` or `MPI_UB`.
+    pub fn as_marker(&self) -> Option<Marker> {
+        match self.0.contents {
+            Contents::Marker(m) => Some(m),
+            _ => None,
+        }
     }
 
     fn regular(
@@ -979,7 +1071,8 @@ impl Datatype {
             true_lb: o.true_lb,
             true_ub: o.true_ub,
             align: o.align,
-            marked: true,
+            lb_marked: true,
+            ub_marked: true,
             n_basic: o.n_basic,
             uniform: o.uniform,
             flat: OnceLock::new(),
@@ -988,9 +1081,34 @@ impl Datatype {
 
     /// `MPI_Type_dup`: a new type with the same type map.
     pub fn dup(old: &Datatype) -> Datatype {
+        Datatype::alias(old, Contents::Dup(old.clone()))
+    }
+
+    /// The type `MPI_Type_create_f90_*` returns for `args` (see [`Contents::F90`]): the type
+    /// map of the predefined `base`, its own envelope.
+    pub fn f90(combiner: i32, args: Vec<i64>, base: Builtin) -> Datatype {
+        let base = Datatype::builtin(base);
+        Datatype::alias(
+            &base,
+            Contents::F90 {
+                combiner,
+                args,
+                base: base.clone(),
+            },
+        )
+    }
+
+    /// Whether this type came from `MPI_Type_create_f90_*` (such a type is predefined: the
+    /// program may not free it).
+    pub fn is_f90(&self) -> bool {
+        matches!(self.0.contents, Contents::F90 { .. })
+    }
+
+    /// A type with the type map of `old` and the envelope of `contents`.
+    fn alias(old: &Datatype, contents: Contents) -> Datatype {
         let o = &old.0;
         Datatype(Arc::new(Inner {
-            contents: Contents::Dup(old.clone()),
+            contents,
             layout: Layout::Alias(old.clone()),
             size: o.size,
             lb: o.lb,
@@ -998,7 +1116,8 @@ impl Datatype {
             true_lb: o.true_lb,
             true_ub: o.true_ub,
             align: o.align,
-            marked: o.marked,
+            lb_marked: o.lb_marked,
+            ub_marked: o.ub_marked,
             n_basic: o.n_basic,
             uniform: o.uniform,
             flat: OnceLock::new(),
@@ -1085,7 +1204,8 @@ impl Datatype {
             true_lb: o.true_lb,
             true_ub: o.true_ub,
             align: o.align,
-            marked: o.marked,
+            lb_marked: o.lb_marked,
+            ub_marked: o.ub_marked,
             n_basic: o.n_basic,
             uniform: o.uniform,
             flat: OnceLock::new(),
@@ -1953,7 +2073,7 @@ impl Datatype {
     /// `MPI_Type_get_envelope`.
     pub fn envelope(&self) -> Envelope {
         let (ni, na, nd, c) = match &self.0.contents {
-            Contents::Named(_) => (0, 0, 0, combiner::NAMED),
+            Contents::Named(_) | Contents::Marker(_) => (0, 0, 0, combiner::NAMED),
             Contents::Dup(_) => (0, 0, 1, combiner::DUP),
             Contents::Contiguous { .. } => (1, 0, 1, combiner::CONTIGUOUS),
             Contents::Vector { .. } => (3, 0, 1, combiner::VECTOR),
@@ -1976,6 +2096,7 @@ impl Datatype {
             Contents::Subarray { sizes, .. } => (3 * sizes.len() + 2, 0, 1, combiner::SUBARRAY),
             Contents::Darray { gsizes, .. } => (4 * gsizes.len() + 4, 0, 1, combiner::DARRAY),
             Contents::Resized { .. } => (0, 2, 1, combiner::RESIZED),
+            Contents::F90 { combiner, args, .. } => (args.len(), 0, 0, *combiner),
         };
         Envelope {
             num_integers: ni,
@@ -1991,7 +2112,7 @@ impl Datatype {
         let mut c = TypeContents::default();
         let ints = |v: &[usize]| v.iter().map(|&x| x as i64).collect::<Vec<_>>();
         match &self.0.contents {
-            Contents::Named(_) => {}
+            Contents::Named(_) | Contents::Marker(_) => {}
             Contents::Dup(old) => c.datatypes.push(old.clone()),
             Contents::Contiguous { count, old } => {
                 c.integers.push(*count as i64);
@@ -2101,6 +2222,7 @@ impl Datatype {
                 c.addresses = vec![*lb, *extent];
                 c.datatypes.push(old.clone());
             }
+            Contents::F90 { args, .. } => c.integers = args.clone(),
         }
         c
     }
@@ -2114,6 +2236,34 @@ pub fn builtin_from_handle(h: usize) -> Option<Builtin> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn lb_and_ub_markers_set_only_their_own_bound() {
+        let int = Datatype::builtin(Builtin::Int);
+        let (lb, ub) = (Datatype::marker(Marker::Lb), Datatype::marker(Marker::Ub));
+        // { (LB,-4), (int,0), (int,4), (UB,20) }: bounds -4 and 20, no alignment padding.
+        let t = Datatype::create_struct(
+            &[1, 2, 1],
+            &[-4, 0, 20],
+            &[lb.clone(), int.clone(), ub.clone()],
+        )
+        .expect("struct");
+        assert_eq!((t.lb(), t.ub(), t.size()), (-4, 20, 8));
+        assert_eq!((t.true_lb(), t.true_ub()), (0, 8));
+        // Only an upper marker: the lower bound is the data's.
+        let t =
+            Datatype::create_struct(&[1, 1], &[2, 9], &[int.clone(), ub.clone()]).expect("struct");
+        assert_eq!((t.lb(), t.ub()), (2, 9));
+        // Markers only: { (LB,10) } has upper bound 0, extent -10.
+        let t = Datatype::create_struct(&[1], &[10], std::slice::from_ref(&lb)).expect("struct");
+        assert_eq!((t.lb(), t.extent(), t.size()), (10, -10, 0));
+        // Marks carry through a derived type: the extreme marked bounds of the copies.
+        let s = Datatype::create_struct(&[1, 1], &[0, 12], &[int.clone(), ub]).expect("struct");
+        let v = Datatype::contiguous(3, &s).expect("contiguous");
+        assert_eq!((v.lb(), v.ub(), v.size()), (0, 36, 12));
+        assert_eq!(Marker::from_handle(0x2fe), Some(Marker::Lb));
+        assert_eq!(lb.envelope().combiner, combiner::NAMED);
+    }
 
     fn ints(bytes: &[u8]) -> Vec<i32> {
         bytes
@@ -2509,7 +2659,10 @@ mod tests {
                     let (m, n) = b.members();
                     out.extend(m[..n].iter().map(|x| x.1));
                 }
-                Contents::Dup(old) | Contents::Resized { old, .. } => signature(old, out),
+                Contents::Marker(_) => {}
+                Contents::Dup(old)
+                | Contents::Resized { old, .. }
+                | Contents::F90 { base: old, .. } => signature(old, out),
                 Contents::Contiguous { count, old } => rep(old, *count, out),
                 Contents::Vector {
                     count,

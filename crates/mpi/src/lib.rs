@@ -16,8 +16,9 @@
 //! requests are in [`greq`], sessions in [`session`]. MPI I/O on POSIX files is in [`io`].
 //! One-sided communication (windows, put/get/accumulate, fence, PSCW and passive target) is in
 //! [`rma`]. The tool information interface (MPI_T: ferry's settings as control variables,
-//! its traffic counters as performance variables) is in [`tool`]. Not provided: dynamic
-//! processes.
+//! its traffic counters as performance variables) is in [`tool`]. Status conversion for Fortran
+//! callers is in [`fortran`]; the MPI-1 calls that MPI-3.0 removed and MPICH still ships
+//! (`MPI_Address`, `MPI_Type_struct`, ...) are in [`removed`]. Not provided: dynamic processes.
 //!
 //! This crate depends on `ferry-core` only (plus `libc`); the launcher is reached through
 //! `ferry run`, which `mpiexec` calls.
@@ -66,6 +67,7 @@ pub mod datatype;
 pub mod env;
 pub mod error;
 pub mod external;
+pub mod fortran;
 pub mod greq;
 pub mod handles;
 pub mod inter;
@@ -73,6 +75,7 @@ pub mod io;
 pub mod ops;
 pub mod p2p;
 pub mod part;
+pub mod removed;
 pub mod request;
 pub mod rma;
 pub mod session;

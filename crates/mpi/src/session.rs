@@ -8,12 +8,13 @@
 //! Thread support is ferry's MPI_THREAD_FUNNELED in either model; a session's `thread_level`
 //! info says so. A communicator from a group is made on MPI_COMM_WORLD's processes with the
 //! string tag hashed into the tag that keeps concurrent creations apart. Errors in calls on a
-//! session go to the error handler it was opened with.
+//! session go to its error handler: the one it was opened with (MPI_ERRHANDLER_NULL meaning
+//! MPI_ERRORS_ARE_FATAL) until `MPI_Session_set_errhandler` replaces it.
 
 use crate::abi::*;
-use crate::comm::{c_str, new_group, register, valid_errhandler};
+use crate::comm::{c_str, new_errhandler, new_group, register, valid_errhandler};
 use crate::env::write_string;
-use crate::error::{fail, MpiError, Res};
+use crate::error::{called_errhandler, fail, handle_error, CommErrhandlerFn, MpiError, Res};
 use crate::state::{running, with, State};
 use crate::NONE;
 use std::ffi::{c_char, c_int};
@@ -177,4 +178,64 @@ mpi! {
         *out = made;
         Ok(())
     }
+}
+
+// ---- error handlers ----
+
+mpi! {
+    /// Creates an error handler for sessions, `void fn(MPI_Session *, int *, ...)`. One of the
+    /// calls MPI allows before initialization (and after finalization), so that the handler can
+    /// be given to MPI_Session_init.
+    fn MPI_Session_create_errhandler / PMPI_Session_create_errhandler(function: Option<CommErrhandlerFn>, errhandler: *mut Handle) on NONE => {
+        let out = out(errhandler, "errhandler")?;
+        *out = with(|s| new_errhandler(s, function))?;
+        Ok(())
+    }
+}
+mpi! {
+    /// Replaces a session's error handler.
+    fn MPI_Session_set_errhandler / PMPI_Session_set_errhandler(session: Handle, errhandler: Handle) on session => {
+        running(|s| {
+            session_arg(s, session)?;
+            valid_errhandler(s, errhandler)?;
+            if let Some(h) = s.sessions.get_mut(session) {
+                *h = errhandler;
+            }
+            Ok(())
+        })
+    }
+}
+mpi! {
+    /// A session's error handler (MPI_ERRORS_ARE_FATAL for one opened with
+    /// MPI_ERRHANDLER_NULL).
+    fn MPI_Session_get_errhandler / PMPI_Session_get_errhandler(session: Handle, errhandler: *mut Handle) on session => {
+        let out = out(errhandler, "errhandler")?;
+        *out = running(|s| {
+            session_arg(s, session)?;
+            Ok(s.errhandler_of(session))
+        })?;
+        Ok(())
+    }
+}
+
+/// MPI_Session_call_errhandler: invokes a session's handler as if a call on it had failed with
+/// `errorcode`. An invalid session is an MPI_ERR_ARG raised on no object.
+#[no_mangle]
+pub unsafe extern "C" fn PMPI_Session_call_errhandler(session: Handle, errorcode: c_int) -> c_int {
+    const NAME: &str = "MPI_Session_call_errhandler";
+    let known = crate::error::caught(|| running(|s| session_arg(s, session).map(drop)));
+    if let Err(e) = known {
+        return handle_error(NAME, NONE, e);
+    }
+    let rc = handle_error(
+        NAME,
+        session,
+        MpiError::new(errorcode, "raised by the program"),
+    );
+    called_errhandler(rc, errorcode)
+}
+/// MPI_Session_call_errhandler.
+#[no_mangle]
+pub unsafe extern "C" fn MPI_Session_call_errhandler(session: Handle, errorcode: c_int) -> c_int {
+    PMPI_Session_call_errhandler(session, errorcode)
 }

@@ -228,6 +228,9 @@ pub struct State {
     pub datareps: Vec<Rc<crate::datarep::UserDatarep>>,
     /// Windows (one-sided communication).
     pub wins: Table<crate::rma::abi::WinObj>,
+    /// The types `MPI_Type_create_f90_*` returned, by (combiner, p, r): the same arguments give
+    /// the same handle, and the program may not free it.
+    pub f90_types: HashMap<(c_int, c_int, c_int), Handle>,
 }
 
 /// Created keyvals are numbered from here (predefined ones are 10001…).
@@ -312,6 +315,7 @@ impl State {
             file_null_errhandler: MPI_ERRORS_RETURN,
             datareps: Vec::new(),
             wins: Table::new(Kind::Win),
+            f90_types: HashMap::new(),
         }
     }
 
@@ -428,9 +432,8 @@ impl State {
         if let Some(dt) = self.builtin_types.get(&handle) {
             return Ok(dt.clone());
         }
-        match crate::datatype::builtin_from_handle(handle) {
-            Some(b) => {
-                let dt = Datatype::builtin(b);
+        match Datatype::from_handle(handle) {
+            Some(dt) => {
                 self.builtin_types.insert(handle, dt.clone());
                 Ok(dt)
             }

@@ -72,8 +72,21 @@ mpi! {
 mpi! {
     /// Strided blocks, stride in bytes.
     fn MPI_Type_create_hvector / PMPI_Type_create_hvector(count: c_int, blocklength: c_int, stride: isize, oldtype: Handle, newtype: *mut Handle) on NONE => {
-        derive(oldtype, newtype, |old| Datatype::hvector(count as i64, blocklength as i64, stride, old))
+        hvector(count, blocklength, stride, oldtype, newtype)
     }
+}
+
+/// The body of `MPI_Type_create_hvector` (and of the removed `MPI_Type_hvector`).
+pub(crate) unsafe fn hvector(
+    count: c_int,
+    blocklength: c_int,
+    stride: isize,
+    oldtype: Handle,
+    newtype: *mut Handle,
+) -> Res {
+    derive(oldtype, newtype, |old| {
+        Datatype::hvector(count as i64, blocklength as i64, stride, old)
+    })
 }
 mpi! {
     /// Blocks at element displacements.
@@ -86,10 +99,24 @@ mpi! {
 mpi! {
     /// Blocks at byte displacements.
     fn MPI_Type_create_hindexed / PMPI_Type_create_hindexed(count: c_int, blocklengths: *const c_int, displacements: *const isize, oldtype: Handle, newtype: *mut Handle) on NONE => {
-        let n = count_arg(count)?;
-        let (b, d) = (array(blocklengths, n, "blocklengths")?, array(displacements, n, "displacements")?);
-        derive(oldtype, newtype, |old| Datatype::hindexed(&ints(b), d, old))
+        hindexed(count, blocklengths, displacements, oldtype, newtype)
     }
+}
+
+/// The body of `MPI_Type_create_hindexed` (and of the removed `MPI_Type_hindexed`).
+pub(crate) unsafe fn hindexed(
+    count: c_int,
+    blocklengths: *const c_int,
+    displacements: *const isize,
+    oldtype: Handle,
+    newtype: *mut Handle,
+) -> Res {
+    let n = count_arg(count)?;
+    let (b, d) = (
+        array(blocklengths, n, "blocklengths")?,
+        array(displacements, n, "displacements")?,
+    );
+    derive(oldtype, newtype, |old| Datatype::hindexed(&ints(b), d, old))
 }
 mpi! {
     /// Equal blocks at element displacements.
@@ -108,16 +135,35 @@ mpi! {
 mpi! {
     /// Blocks of different types at byte displacements.
     fn MPI_Type_create_struct / PMPI_Type_create_struct(count: c_int, blocklengths: *const c_int, displacements: *const isize, types: *const Handle, newtype: *mut Handle) on NONE => {
-        let n = count_arg(count)?;
-        let (b, d, t) = (array(blocklengths, n, "blocklengths")?, array(displacements, n, "displacements")?, array(types, n, "types")?);
-        let out = out(newtype, "newtype")?;
-        *out = running(|s| {
-            let members = t.iter().map(|&h| s.datatype(h)).collect::<Res<Vec<_>>>()?;
-            let dt = Datatype::create_struct(&ints(b), d, &members)?;
-            Ok(s.types.insert(TypeObj { dt, committed: false, name: String::new() }))
-        })?;
-        Ok(())
+        create_struct(count, blocklengths, displacements, types, newtype)
     }
+}
+
+/// The body of `MPI_Type_create_struct` (and of the removed `MPI_Type_struct`).
+pub(crate) unsafe fn create_struct(
+    count: c_int,
+    blocklengths: *const c_int,
+    displacements: *const isize,
+    types: *const Handle,
+    newtype: *mut Handle,
+) -> Res {
+    let n = count_arg(count)?;
+    let (b, d, t) = (
+        array(blocklengths, n, "blocklengths")?,
+        array(displacements, n, "displacements")?,
+        array(types, n, "types")?,
+    );
+    let out = out(newtype, "newtype")?;
+    *out = running(|s| {
+        let members = t.iter().map(|&h| s.datatype(h)).collect::<Res<Vec<_>>>()?;
+        let dt = Datatype::create_struct(&ints(b), d, &members)?;
+        Ok(s.types.insert(TypeObj {
+            dt,
+            committed: false,
+            name: String::new(),
+        }))
+    })?;
+    Ok(())
 }
 mpi! {
     /// A type with new bounds.
@@ -168,6 +214,9 @@ mpi! {
             delete_type_attrs(*h)?;
         }
         running(|s| {
+            if s.types.get(*h).is_some_and(|o| o.dt.is_f90()) {
+                return fail(MPI_ERR_TYPE, "the types of MPI_Type_create_f90_* are predefined and cannot be freed");
+            }
             if s.types.get(*h).is_some() && crate::coll::defer_free(s, *h) {
                 return Ok(());
             }
@@ -184,6 +233,11 @@ mpi! {
 
 fn dt(s: &mut State, h: Handle) -> Res<Datatype> {
     s.datatype(h)
+}
+
+/// The datatype behind handle `h` (predefined or derived), for the calls that only read it.
+pub(crate) fn datatype_of(h: Handle) -> Res<Datatype> {
+    running(|s| dt(s, h))
 }
 
 mpi! {
@@ -251,7 +305,7 @@ mpi! {
         integers: *mut c_int, addresses: *mut isize, datatypes: *mut Handle) on NONE => {
         running(|s| {
             let t = dt(s, datatype)?;
-            if t.as_builtin().is_some() && s.types.get(datatype).is_none() {
+            if (t.as_builtin().is_some() || t.as_marker().is_some()) && s.types.get(datatype).is_none() {
                 return fail(MPI_ERR_TYPE, "MPI_Type_get_contents of a predefined datatype");
             }
             let c = t.contents();
@@ -298,7 +352,11 @@ mpi! {
             Some(obj) => Ok(obj.name.clone()),
             None => match s.builtin_names.get(&datatype) {
                 Some(n) => Ok(n.clone()),
-                None => Ok(dt(s, datatype)?.as_builtin().map_or("", Builtin::type_name).to_string()),
+                None => {
+                    let t = dt(s, datatype)?;
+                    let name = t.as_marker().map(|m| m.name()).or(t.as_builtin().map(Builtin::type_name));
+                    Ok(name.unwrap_or("").to_string())
+                }
             },
         })?;
         write_string(&text, name, MPI_MAX_OBJECT_NAME, resultlen)
@@ -676,6 +734,153 @@ mpi! {
         };
         *out = found.handle();
         Ok(())
+    }
+}
+
+// ---- parameterized Fortran 90 types ----
+
+/// `MPI_Type_create_f90_integer`'s choice, as Fortran's `SELECTED_INT_KIND(r)` on x86-64:
+/// the smallest integer holding every value of `r` decimal digits.
+fn f90_integer(r: c_int) -> Res<Builtin> {
+    if r == MPI_UNDEFINED {
+        return fail(
+            MPI_ERR_ARG,
+            "the range r of MPI_Type_create_f90_integer is MPI_UNDEFINED",
+        );
+    }
+    Ok(match r {
+        ..=2 => Builtin::Integer1,
+        3..=4 => Builtin::Integer2,
+        5..=9 => Builtin::Integer4,
+        10..=18 => Builtin::Integer8,
+        19..=38 => Builtin::Integer16,
+        _ => {
+            return fail(
+                MPI_ERR_ARG,
+                format!("no integer type has a decimal range of {r}"),
+            )
+        }
+    })
+}
+
+/// `MPI_Type_create_f90_real`'s choice, as `SELECTED_REAL_KIND(p, r)`: the smallest real of at
+/// least `p` decimal digits of precision and a decimal exponent range of at least `r`
+/// (MPI_UNDEFINED: no requirement). `complex` picks the complex type of that real.
+fn f90_real(p: c_int, r: c_int, complex: bool) -> Res<Builtin> {
+    if p == MPI_UNDEFINED && r == MPI_UNDEFINED {
+        return fail(MPI_ERR_ARG, "p and r are both MPI_UNDEFINED");
+    }
+    let need = |v: c_int| if v == MPI_UNDEFINED { 0 } else { v };
+    let (p, r) = (need(p), need(r));
+    // (precision, range, real, complex) of IEEE single and double, x87 extended (ferry's
+    // `long double`, 16 bytes in memory) and IEEE quad.
+    const KINDS: [(c_int, c_int, Builtin, Builtin); 4] = [
+        (6, 37, Builtin::Real4, Builtin::Complex8),
+        (15, 307, Builtin::Real8, Builtin::Complex16),
+        (18, 4931, Builtin::LongDouble, Builtin::CLongDoubleComplex),
+        (33, 4931, Builtin::Real16, Builtin::Complex32),
+    ];
+    match KINDS.iter().find(|k| p <= k.0 && r <= k.1) {
+        Some(k) => Ok(if complex { k.3 } else { k.2 }),
+        None => fail(
+            MPI_ERR_ARG,
+            format!("no real type has a precision of {p} digits and a range of {r}"),
+        ),
+    }
+}
+
+/// The handle of the F90 type of `combiner` with arguments `(p, r)` (`p` unused for integers):
+/// made once, then the same handle for the same arguments.
+unsafe fn f90_type(
+    combiner: c_int,
+    p: c_int,
+    r: c_int,
+    base: Builtin,
+    newtype: *mut Handle,
+) -> Res {
+    let out = out(newtype, "newtype")?;
+    *out = running(|s| {
+        if let Some(&h) = s.f90_types.get(&(combiner, p, r)) {
+            return Ok(h);
+        }
+        let args = if combiner == crate::datatype::combiner::F90_INTEGER {
+            vec![r as i64]
+        } else {
+            vec![p as i64, r as i64]
+        };
+        let dt = Datatype::f90(combiner, args, base);
+        let h = s.types.insert(TypeObj {
+            dt,
+            committed: true,
+            name: String::new(),
+        });
+        s.f90_types.insert((combiner, p, r), h);
+        Ok(h)
+    })?;
+    Ok(())
+}
+
+mpi! {
+    /// The predefined integer type of at least `r` decimal digits (MPI_COMBINER_F90_INTEGER).
+    fn MPI_Type_create_f90_integer / PMPI_Type_create_f90_integer(r: c_int, newtype: *mut Handle) on NONE => {
+        let base = f90_integer(r)?;
+        f90_type(crate::datatype::combiner::F90_INTEGER, 0, r, base, newtype)
+    }
+}
+mpi! {
+    /// The predefined real type of precision `p` and range `r` (MPI_COMBINER_F90_REAL).
+    fn MPI_Type_create_f90_real / PMPI_Type_create_f90_real(p: c_int, r: c_int, newtype: *mut Handle) on NONE => {
+        let base = f90_real(p, r, false)?;
+        f90_type(crate::datatype::combiner::F90_REAL, p, r, base, newtype)
+    }
+}
+mpi! {
+    /// The predefined complex type whose parts have precision `p` and range `r`
+    /// (MPI_COMBINER_F90_COMPLEX).
+    fn MPI_Type_create_f90_complex / PMPI_Type_create_f90_complex(p: c_int, r: c_int, newtype: *mut Handle) on NONE => {
+        let base = f90_real(p, r, true)?;
+        f90_type(crate::datatype::combiner::F90_COMPLEX, p, r, base, newtype)
+    }
+}
+
+#[cfg(test)]
+mod f90_tests {
+    use super::*;
+
+    #[test]
+    fn integers_follow_selected_int_kind() {
+        let pick = |r| f90_integer(r).ok();
+        assert_eq!(pick(0), Some(Builtin::Integer1));
+        assert_eq!(pick(2), Some(Builtin::Integer1));
+        assert_eq!(pick(3), Some(Builtin::Integer2));
+        assert_eq!(pick(9), Some(Builtin::Integer4));
+        assert_eq!(pick(10), Some(Builtin::Integer8));
+        assert_eq!(pick(38), Some(Builtin::Integer16));
+        assert_eq!(
+            f90_integer(39).map_err(|e| e.class).err(),
+            Some(MPI_ERR_ARG)
+        );
+        assert_eq!(
+            f90_integer(MPI_UNDEFINED).map_err(|e| e.class).err(),
+            Some(MPI_ERR_ARG)
+        );
+    }
+
+    #[test]
+    fn reals_follow_selected_real_kind() {
+        let pick = |p, r| f90_real(p, r, false).ok();
+        assert_eq!(pick(3, 10), Some(Builtin::Real4));
+        assert_eq!(pick(3, MPI_UNDEFINED), Some(Builtin::Real4));
+        assert_eq!(pick(MPI_UNDEFINED, 30), Some(Builtin::Real4));
+        assert_eq!(pick(7, 30), Some(Builtin::Real8));
+        assert_eq!(pick(6, 38), Some(Builtin::Real8));
+        assert_eq!(pick(16, MPI_UNDEFINED), Some(Builtin::LongDouble));
+        assert_eq!(pick(30, 4000), Some(Builtin::Real16));
+        assert_eq!(f90_real(7, 30, true).ok(), Some(Builtin::Complex16));
+        let err = |p, r| f90_real(p, r, false).map_err(|e| e.class).err();
+        assert_eq!(err(34, 1), Some(MPI_ERR_ARG));
+        assert_eq!(err(1, 5000), Some(MPI_ERR_ARG));
+        assert_eq!(err(MPI_UNDEFINED, MPI_UNDEFINED), Some(MPI_ERR_ARG));
     }
 }
 

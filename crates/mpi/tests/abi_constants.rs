@@ -128,6 +128,17 @@ const TABLE: &[(&str, Value)] = &[
     ("MPI_IN_PLACE", Value::Int(1)),
     ("MPI_STATUS_IGNORE", Value::Int(0)),
     ("MPI_STATUSES_IGNORE", Value::Int(0)),
+    // Not in the standard ABI (removed in MPI-3.0): ferry's values for MPICH's MPI_LB/MPI_UB.
+    ("MPI_LB", Value::Int(0x2fe)),
+    ("MPI_UB", Value::Int(0x2ff)),
+    ("MPI_F_STATUS_IGNORE", Value::Int(0)),
+    ("MPI_F_STATUSES_IGNORE", Value::Int(0)),
+    ("MPI_F08_STATUS_IGNORE", Value::Int(0)),
+    ("MPI_F08_STATUSES_IGNORE", Value::Int(0)),
+    ("MPI_F_STATUS_SIZE", Value::Int(8)),
+    ("MPI_F_SOURCE", Value::Int(0)),
+    ("MPI_F_TAG", Value::Int(1)),
+    ("MPI_F_ERROR", Value::Int(2)),
     ("MPI_ERRCODES_IGNORE", Value::Int(0)),
     ("MPI_ARGV_NULL", Value::Int(0)),
     ("MPI_ARGVS_NULL", Value::Int(0)),
@@ -530,7 +541,7 @@ fn handles_of(ty: &str) -> BTreeSet<String> {
 
 #[test]
 fn datatype_handles_match_the_rust_side() {
-    use mpi::datatype::Builtin;
+    use mpi::datatype::{Builtin, Marker};
     let mut wrong = Vec::new();
     let mut header_types = BTreeSet::new();
     let types = handles_of("MPI_Datatype");
@@ -540,6 +551,12 @@ fn datatype_handles_match_the_rust_side() {
             continue;
         }
         header_types.insert(*h as usize);
+        if let Some(m) = Marker::from_handle(*h as usize) {
+            if m.name() != *name {
+                wrong.push(format!("{name} ({h:#x}) is {} on the Rust side", m.name()));
+            }
+            continue;
+        }
         match Builtin::from_handle(*h as usize) {
             Some(b) if b.name() == *name => {}
             Some(b) => wrong.push(format!("{name} ({h:#x}) is {} on the Rust side", b.name())),

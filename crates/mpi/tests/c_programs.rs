@@ -6,8 +6,10 @@
 //! types, non-commutative reductions, nonblocking collectives, derived-datatype queries, the
 //! MPI 4.0 persistent collectives, large-count (`_c`) calls and sessions, generalized requests,
 //! MPI I/O (views, ordered and shared-pointer access, error classes of files), one-sided
-//! communication (error classes, lock contention, fence, post/start/complete/wait) and the tool
-//! information interface (MPI_T).
+//! communication (error classes, lock contention, fence, post/start/complete/wait), the tool
+//! information interface (MPI_T), and the calls MPICH ships for old and Fortran-interop programs
+//! (removed MPI-1 calls, MPI_LB/MPI_UB, session error handlers, `MPI_Type_create_f90_*`, status
+//! conversion).
 //!
 //! Each program was checked against MPICH first (`mpicc.mpich`, `mpiexec.mpich`); it prints
 //! ` No Errors` from rank 0 and exits non-zero on failure, as MPICH's own tests. They are
@@ -248,6 +250,11 @@ fn tool_interface_variables_categories_and_errors() {
         ],
         &[("FERRY_TRANSPORT", "tcp"), ("FERRY_TCP_EAGER", "4096")],
     );
+}
+
+#[test]
+fn removed_mpi1_calls_session_errhandlers_f90_types_and_status_conversion() {
+    no_errors(2, "oldapi");
 }
 
 #[test]
