@@ -1965,6 +1965,9 @@ impl Datatype {
         let i64s = |v: &[usize]| v.iter().map(|&x| x as i64).collect::<Vec<i64>>();
         Ok(match &self.0.contents {
             Contents::Named(b) => sub(*b)?,
+            // A bound marker holds no data; an F90 type is its predefined base.
+            Contents::Marker(_) => self.clone(),
+            Contents::F90 { base, .. } => base.map_builtins(sub)?,
             Contents::Dup(old) => Datatype::dup(&old.map_builtins(sub)?),
             Contents::Contiguous { count, old } => {
                 Datatype::contiguous(*count as i64, &old.map_builtins(sub)?)?
