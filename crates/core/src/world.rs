@@ -400,6 +400,14 @@ impl World {
         Ok(())
     }
 
+    /// Leaves without finalizing: no waiting for the other ranks, no goodbye to the launcher.
+    /// For a process that exits without finalizing (a C program calling `exit` before
+    /// `MPI_Finalize`): finalize is collective, and the others may never join it. The launcher
+    /// sees the process end and ends the job, naming it.
+    pub fn abandon(self) {
+        self.comm.shared().finalized.set(true);
+    }
+
     /// Ends the whole job with `code`, printing `message` through the launcher.
     pub fn abort(&self, code: i32, message: &str) -> ! {
         if let Some(boot) = self.comm.shared().bootstrap.borrow_mut().as_mut() {
@@ -433,6 +441,11 @@ impl World {
 
 impl Drop for World {
     fn drop(&mut self) {
+        // A panicking rank must not wait in the collective finalize for ranks that may be
+        // waiting for it: it ends, and the launcher ends the job.
+        if std::thread::panicking() {
+            return;
+        }
         if let Err(e) = self.finalize_inner() {
             eprintln!("ferry: rank {}: finalize failed: {e}", self.comm.rank());
         }

@@ -194,7 +194,8 @@ pub fn handle_error(name: &str, comm: Handle, error: MpiError) -> c_int {
                 // contract is this signature; extra variadic arguments are optional.
                 unsafe { f(&mut c, &mut code) };
             }
-            error.class
+            // The handler may change the code the call returns (MPICH's ROMIO relies on it).
+            code
         }
     }
 }

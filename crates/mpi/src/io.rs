@@ -344,7 +344,8 @@ pub fn handle_file_error(name: &str, fh: Handle, error: MpiError) -> c_int {
                 // MPI_Comm_create_errhandler), whose contract is this two-pointer signature.
                 unsafe { f(&mut file, &mut code) };
             }
-            error.class
+            // The handler may change the code the call returns (MPICH's ROMIO relies on it).
+            code
         }
     }
 }

@@ -264,6 +264,17 @@ pub fn running<T>(f: impl FnOnce(&mut State) -> Res<T>) -> Res<T> {
     })
 }
 
+impl Drop for State {
+    /// The state goes when the thread that initialized MPI ends, usually at process exit. A
+    /// world still here was never finalized (the program exited without MPI_Finalize): it is
+    /// abandoned, since finalizing waits for every rank and the others may never come.
+    fn drop(&mut self) {
+        if let Some(world) = self.world.take() {
+            world.abandon();
+        }
+    }
+}
+
 impl State {
     /// The live keyval `keyval`, created for objects of `kind`.
     pub fn keyval(&self, keyval: c_int, kind: AttrKind) -> Res<Keyval> {

@@ -320,6 +320,9 @@ mpi! {
 mpi! {
     /// A communicator with a Cartesian grid (no reordering).
     fn MPI_Cart_create / PMPI_Cart_create(comm_old: Handle, ndims: c_int, dims: *const c_int, periods: *const c_int, _reorder: c_int, comm_cart: *mut Handle) on comm_old => {
+        // On error the output is MPI_COMM_NULL, as MPICH leaves it.
+        let result = out(comm_cart, "comm_cart")?;
+        *result = MPI_COMM_NULL;
         running(|s| s.intra_comm(comm_old).map(drop))?;
         let n = count_arg(ndims)?;
         let (d, p) = (ints(dims, n, "dims")?, ints(periods, n, "periods")?);
@@ -327,7 +330,7 @@ mpi! {
             return fail(MPI_ERR_DIMS, "grid dimensions must be positive");
         }
         let cart = Cart { dims: d.iter().map(|&x| x as usize).collect(), periods: p.iter().map(|&x| x != 0).collect() };
-        *out(comm_cart, "comm_cart")? = cart_comm(comm_old, cart)?;
+        *result = cart_comm(comm_old, cart)?;
         Ok(())
     }
 }

@@ -172,6 +172,15 @@ fn errors_are_fatal_by_default_and_name_the_call() {
 }
 
 #[test]
+fn a_process_that_exits_without_finalize_ends_the_job_at_once() {
+    // Without MPI_Finalize the library must not run the collective finalize at exit (it would
+    // wait for ranks that wait for this one): the launcher sees the exit and names it.
+    fatal("exit1", "rank 1 (");
+    fatal("exit1", "exited with code 1");
+    fatal("exit0", "exited without calling finalize");
+}
+
+#[test]
 fn mpi_abort_ends_the_job_with_its_code() {
     let out = run(2, "fatal", &["abort"]);
     let err = String::from_utf8_lossy(&out.stderr);

@@ -2,8 +2,10 @@
  * process 0, `fatal bcast` calls MPI_Bcast with an invalid root everywhere, `fatal errhandler`
  * sets MPI_ERRORS_RETURN and then MPI_ERRORS_ARE_FATAL back before the bad call, and
  * `fatal abort` has process 1 call MPI_Abort(MPI_COMM_WORLD, 7) while process 0 waits in a
- * barrier, and `fatal file` makes MPI_ERRORS_ARE_FATAL the handler of MPI_FILE_NULL (files
- * return errors by default) before opening a file that does not exist. */
+ * barrier, `fatal file` makes MPI_ERRORS_ARE_FATAL the handler of MPI_FILE_NULL (files
+ * return errors by default) before opening a file that does not exist, and `fatal exit1` and
+ * `fatal exit0` have process 1 call exit(1) or exit(0) without MPI_Finalize while process 0
+ * waits in a barrier (the job must end, naming the process, not hang in a finalize). */
 #include "mtest.h"
 
 int main(int argc, char **argv)
@@ -27,6 +29,11 @@ int main(int argc, char **argv)
         MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
         MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_ARE_FATAL);
         MPI_Allreduce(&buf, &out, 1, MPI_INT, MPI_OP_NULL, MPI_COMM_WORLD);
+    } else if (!strcmp(c, "exit1") || !strcmp(c, "exit0")) {
+        MPI_Barrier(MPI_COMM_WORLD);
+        if (rank == 1)
+            exit(c[4] == '1');
+        MPI_Barrier(MPI_COMM_WORLD);
     } else if (!strcmp(c, "file")) {
         MPI_File fh;
         MPI_File_set_errhandler(MPI_FILE_NULL, MPI_ERRORS_ARE_FATAL);
