@@ -198,6 +198,24 @@ fn killed_rank_ends_the_job_within_five_seconds_naming_it() {
 }
 
 #[test]
+fn a_panicking_rank_ends_the_job_instead_of_waiting_in_finalize() {
+    for t in TRANSPORTS {
+        let j = job(4, t, "check", &["panic"], &[], 60);
+        assert_ne!(j.code(), Some(0), "{t}: job must fail");
+        assert!(
+            j.elapsed < Duration::from_secs(5),
+            "{t}: took {:?}",
+            j.elapsed
+        );
+        assert!(
+            j.stderr().contains("rank 1"),
+            "{t}: stderr does not name rank 1:\n{}",
+            j.stderr()
+        );
+    }
+}
+
+#[test]
 fn strangers_on_a_rank_port_are_refused_and_the_job_completes() {
     let j = job(2, "tcp", "check", &["stranger"], &[], 60);
     j.assert_ok();

@@ -988,6 +988,18 @@ fn die(world: &World) -> Result<(), Error> {
     fail(world, "received from a dead rank".into())
 }
 
+/// Rank 1 panics after a barrier while the others wait for it: unwinding drops its `World`,
+/// which must not wait in the collective finalize for ranks that wait for rank 1.
+fn panics(world: &World) -> Result<(), Error> {
+    world.barrier()?;
+    if world.rank() == 1 {
+        panic!("rank 1 panics on purpose");
+    }
+    let mut buf = [0u8; 1];
+    world.recv(&mut buf, 1, 0)?;
+    fail(world, "received from a rank that panicked".into())
+}
+
 /// Rank 0 connects to rank 1's port as a stranger in several ways; the job then completes.
 fn stranger(world: &World) -> Result<(), Error> {
     let me = world.rank();
@@ -1102,6 +1114,7 @@ fn main() {
         Some("comms") => comms(&world),
         Some("big") => big(&world, arg(1, (2usize << 30) + (1 << 20) + 5)),
         Some("die") => die(&world),
+        Some("panic") => panics(&world),
         Some("idle") => idle(&world),
         Some("coll") => collectives(&world),
         Some("hier") => hier(&world),
