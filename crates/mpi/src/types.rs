@@ -48,13 +48,18 @@ unsafe fn derive(
     *out = running(|s| {
         let old = s.datatype(old)?;
         let dt = build(&old)?;
-        Ok(s.types.insert(TypeObj {
-            dt,
-            committed: false,
-            name: String::new(),
-        }))
+        Ok(new_type(s, dt))
     })?;
     Ok(())
+}
+
+/// Registers `dt` as a new, not yet committed, unnamed datatype.
+fn new_type(s: &mut State, dt: Datatype) -> Handle {
+    s.types.insert(TypeObj {
+        dt,
+        committed: false,
+        name: String::new(),
+    })
 }
 
 mpi! {
@@ -157,11 +162,7 @@ pub(crate) unsafe fn create_struct(
     *out = running(|s| {
         let members = t.iter().map(|&h| s.datatype(h)).collect::<Res<Vec<_>>>()?;
         let dt = Datatype::create_struct(&ints(b), d, &members)?;
-        Ok(s.types.insert(TypeObj {
-            dt,
-            committed: false,
-            name: String::new(),
-        }))
+        Ok(new_type(s, dt))
     })?;
     Ok(())
 }
@@ -963,7 +964,7 @@ mpi! {
         *out = running(|s| {
             let members = t.iter().map(|&h| s.datatype(h)).collect::<Res<Vec<_>>>()?;
             let dt = Datatype::create_struct(b, &d, &members)?;
-            Ok(s.types.insert(TypeObj { dt, committed: false, name: String::new() }))
+            Ok(new_type(s, dt))
         })?;
         Ok(())
     }
