@@ -527,52 +527,52 @@ impl Proto {
             cancelled: false,
         };
         let route = self.routes[peer as usize];
+        // The bytes come pulled here at once (then FIN), half pulled and half written by the
+        // sender (SHARE), or pushed by the sender (CTS).
+        let mut reply = None;
         if source_addr != 0 && accepted > 0 {
-            let pulled = match route {
-                Route::Loopback => {
-                    // SAFETY: the sender's buffer lives in this process and stays lent until the
-                    // FIN we send next; MPI forbids overlapping send and receive buffers.
-                    unsafe {
-                        std::ptr::copy_nonoverlapping(source_addr as *const u8, buf, accepted)
-                    };
-                    true
+            let p = peer as usize;
+            let share = route == Route::Shm
+                && self.cma
+                && len >= self.cma_share_min
+                && self.cma_proven[p]
+                && self.large_out[p] == 0;
+            if share {
+                reply = machine.share(buf as u64);
+                if reply.is_some() {
+                    self.shared_pulls.push(SharedPull {
+                        id,
+                        peer,
+                        source_addr,
+                        len: share_split(len),
+                    });
                 }
-                Route::Shm if self.cma => {
-                    let p = peer as usize;
-                    if len >= self.cma_share_min && self.cma_proven[p] && self.large_out[p] == 0 {
-                        if let Some(share) = machine.share(buf as u64) {
-                            self.push_out(peer, Out::Frame(OutFrame::control(share)));
-                            self.shared_pulls.push(SharedPull {
-                                id,
-                                peer,
-                                source_addr,
-                                len: share_split(len),
-                            });
-                            if let Some(state) = self.requests.get_mut(id) {
-                                *state = ReqState::RecvRendezvous {
-                                    machine,
-                                    buf,
-                                    env,
-                                    message_len: len as usize,
-                                };
+            }
+            let pulled = reply.is_none()
+                && match route {
+                    Route::Loopback => {
+                        // SAFETY: the sender's buffer lives in this process and stays lent until
+                        // the FIN we send next; MPI forbids overlapping send and receive buffers.
+                        unsafe {
+                            std::ptr::copy_nonoverlapping(source_addr as *const u8, buf, accepted)
+                        };
+                        true
+                    }
+                    Route::Shm if self.cma => {
+                        match cma_read(self.pids[p], source_addr, buf, accepted) {
+                            Ok(()) => {
+                                self.cma_proven[p] = true;
+                                true
                             }
-                            return;
+                            Err(e) => {
+                                eprintln!("ferry: rank {}: single-copy read from rank {peer} refused ({e}); copying through shared memory instead", self.me);
+                                self.cma = false;
+                                false
+                            }
                         }
                     }
-                    match cma_read(self.pids[peer as usize], source_addr, buf, accepted) {
-                        Ok(()) => {
-                            self.cma_proven[peer as usize] = true;
-                            true
-                        }
-                        Err(e) => {
-                            eprintln!("ferry: rank {}: single-copy read from rank {peer} refused ({e}); copying through shared memory instead", self.me);
-                            self.cma = false;
-                            false
-                        }
-                    }
-                }
-                _ => false,
-            };
+                    _ => false,
+                };
             if pulled {
                 let fin = machine.fin();
                 self.push_out(peer, Out::Frame(OutFrame::control(fin)));
@@ -580,8 +580,8 @@ impl Proto {
                 return;
             }
         }
-        let cts = machine.cts();
-        self.push_out(peer, Out::Frame(OutFrame::control(cts)));
+        let reply = reply.unwrap_or_else(|| machine.cts());
+        self.push_out(peer, Out::Frame(OutFrame::control(reply)));
         if machine.is_complete() {
             self.complete(id, done);
         } else if let Some(state) = self.requests.get_mut(id) {
