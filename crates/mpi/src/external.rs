@@ -325,9 +325,7 @@ mpi! {
         let Some(pos) = position.as_mut() else { return fail(MPI_ERR_ARG, "position is NULL") };
         let (start, size) = (aint_arg(*pos, "position")?, aint_arg(outsize, "outsize")?);
         let need = element_size(&dt) * count;
-        if start.checked_add(need).is_none_or(|end| end > size) {
-            return fail(MPI_ERR_TRUNCATE, format!("MPI_Pack_external needs {need} bytes at position {start} of a {size}-byte buffer"));
-        }
+        crate::types::check_room("MPI_Pack_external", need, start, size)?;
         let mut native = vec![0u8; dt.size() * count];
         dt.pack(inbuf as *const u8, count, &mut native);
         let dst = std::slice::from_raw_parts_mut((outbuf as *mut u8).add(start), need);
@@ -345,9 +343,7 @@ mpi! {
         let Some(pos) = position.as_mut() else { return fail(MPI_ERR_ARG, "position is NULL") };
         let (start, size) = (aint_arg(*pos, "position")?, aint_arg(insize, "insize")?);
         let need = element_size(&dt) * count;
-        if start.checked_add(need).is_none_or(|end| end > size) {
-            return fail(MPI_ERR_TRUNCATE, format!("MPI_Unpack_external wants {need} bytes at position {start} of a {size}-byte buffer"));
-        }
+        crate::types::check_room("MPI_Unpack_external", need, start, size)?;
         let src = std::slice::from_raw_parts((inbuf as *const u8).add(start), need);
         let mut native = vec![0u8; dt.size() * count];
         unpack(&dt, count, src, &mut native);

@@ -392,6 +392,37 @@ pub extern "C" fn MPI_Aint_diff(addr1: isize, addr2: isize) -> isize {
     PMPI_Aint_diff(addr1, addr2)
 }
 
+/// The committed `datatype` and the packed size of `count` of it, which must fit a buffer of
+/// `size` bytes from `start` (MPI_ERR_TRUNCATE for `call` if not).
+fn packed_span(
+    call: &str,
+    datatype: Handle,
+    count: usize,
+    comm: Handle,
+    start: usize,
+    size: usize,
+) -> Res<(Datatype, usize)> {
+    let t = running(|s| {
+        s.comm(comm)?;
+        s.committed_type(datatype)
+    })?;
+    let need = bytes_of(&t, count)?;
+    check_room(call, need, start, size)?;
+    Ok((t, need))
+}
+
+/// `need` packed bytes must fit a buffer of `size` bytes from `start` (MPI_ERR_TRUNCATE for
+/// `call` if not): the check of every pack and unpack call.
+pub(crate) fn check_room(call: &str, need: usize, start: usize, size: usize) -> Res {
+    if start.checked_add(need).is_none_or(|end| end > size) {
+        return fail(
+            MPI_ERR_TRUNCATE,
+            format!("{call} needs {need} bytes at position {start} of a {size}-byte buffer"),
+        );
+    }
+    Ok(())
+}
+
 /// MPI_Pack(_c): packs `count` elements into `outbuf` of `size` bytes at `start`; gives the
 /// position after them.
 unsafe fn pack_at(
@@ -402,17 +433,7 @@ unsafe fn pack_at(
     start: usize,
     comm: Handle,
 ) -> Res<usize> {
-    let t = running(|s| {
-        s.comm(comm)?;
-        s.committed_type(datatype)
-    })?;
-    let need = bytes_of(&t, count)?;
-    if start.checked_add(need).is_none_or(|end| end > size) {
-        return fail(
-            MPI_ERR_TRUNCATE,
-            format!("MPI_Pack needs {need} bytes at position {start} of a {size}-byte buffer"),
-        );
-    }
+    let (t, need) = packed_span("MPI_Pack", datatype, count, comm, start, size)?;
     let dst = std::slice::from_raw_parts_mut((outbuf as *mut u8).add(start), need);
     t.pack(inbuf as *const u8, count, dst);
     Ok(start + need)
@@ -428,17 +449,7 @@ unsafe fn unpack_at(
     datatype: Handle,
     comm: Handle,
 ) -> Res<usize> {
-    let t = running(|s| {
-        s.comm(comm)?;
-        s.committed_type(datatype)
-    })?;
-    let need = bytes_of(&t, count)?;
-    if start.checked_add(need).is_none_or(|end| end > size) {
-        return fail(
-            MPI_ERR_TRUNCATE,
-            format!("MPI_Unpack wants {need} bytes at position {start} of a {size}-byte buffer"),
-        );
-    }
+    let (t, need) = packed_span("MPI_Unpack", datatype, count, comm, start, size)?;
     let src = std::slice::from_raw_parts((inbuf as *const u8).add(start), need);
     t.unpack(src, count, outbuf as *mut u8);
     Ok(start + need)
