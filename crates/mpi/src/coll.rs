@@ -23,10 +23,11 @@ fn in_place(p: *const c_void) -> bool {
     p as usize == MPI_IN_PLACE
 }
 
-/// A reduction's send and receive buffers may only be the same memory through MPI_IN_PLACE
-/// (MPI 4.1 §6.9.1); as MPICH, report it rather than reduce into the input.
-fn not_aliased(sendbuf: *const c_void, recvbuf: *const c_void, count: c_int) -> Res {
-    if count > 0 && !sendbuf.is_null() && sendbuf == recvbuf {
+/// A collective's send and receive buffers may only be the same memory through MPI_IN_PLACE
+/// (MPI 4.1 §6.9.1 for reductions, the same rule for the others); as MPICH, report it when the
+/// call `moves_data`, rather than read input the call is overwriting.
+fn not_aliased(sendbuf: *const c_void, recvbuf: *const c_void, moves_data: bool) -> Res {
+    if moves_data && !sendbuf.is_null() && sendbuf == recvbuf {
         return fail(
             MPI_ERR_BUFFER,
             "send and receive buffers are the same memory (use MPI_IN_PLACE)",
@@ -850,7 +851,7 @@ pub(crate) unsafe fn reduce(
         let is_root = core.rank() == root;
         let recv = typed(s, recvbuf, count, datatype)?;
         if is_root {
-            not_aliased(sendbuf, recvbuf, count)?;
+            not_aliased(sendbuf, recvbuf, count > 0)?;
         }
         let send = if in_place(sendbuf) && is_root {
             Input::owned(recv.pack())
@@ -918,7 +919,7 @@ pub(crate) unsafe fn allreduce(
     run(request, |s| {
         let o = s.op(op)?;
         let recv = typed(s, recvbuf, count, datatype)?;
-        not_aliased(sendbuf, recvbuf, count)?;
+        not_aliased(sendbuf, recvbuf, count > 0)?;
         let (r, commutative) = reducer(&recv.dt, datatype, o)?;
         let elem = recv.dt.size().max(1);
         let bytes = recv.bytes();
@@ -999,7 +1000,7 @@ pub(crate) unsafe fn gather(
         let root = root_arg(&core, root)?;
         if me == root {
             let r = typed(s, recvbuf, recvcount, recvtype)?;
-            not_aliased(sendbuf, recvbuf, recvcount)?;
+            not_aliased(sendbuf, recvbuf, recvcount > 0)?;
             not_own_block(sendbuf, &block_of(&r, me))?;
             let send = if in_place(sendbuf) {
                 Input::owned(block_of(&r, me).pack())
@@ -1081,7 +1082,7 @@ pub(crate) unsafe fn scatter(
         let root = root_arg(&core, root)?;
         if me == root {
             let t = typed(s, sendbuf, sendcount, sendtype)?;
-            not_aliased(recvbuf, sendbuf, sendcount)?;
+            not_aliased(recvbuf, sendbuf, sendcount > 0)?;
             not_own_block(recvbuf, &block_of(&t, me))?;
             let all = blocks(
                 &t.dt,
@@ -1157,7 +1158,7 @@ pub(crate) unsafe fn allgather(
         let core = s.core_comm(comm)?;
         let (n, me) = (core.size(), core.rank());
         let r = typed(s, recvbuf, recvcount, recvtype)?;
-        not_aliased(sendbuf, recvbuf, recvcount)?;
+        not_aliased(sendbuf, recvbuf, recvcount > 0)?;
         not_own_block(sendbuf, &block_of(&r, me))?;
         let send = if in_place(sendbuf) {
             Input::owned(block_of(&r, me).pack())
@@ -1212,7 +1213,7 @@ pub(crate) unsafe fn alltoall(
     run(request, |s| {
         let n = s.core_comm(comm)?.size();
         let r = typed(s, recvbuf, recvcount, recvtype)?;
-        not_aliased(sendbuf, recvbuf, recvcount)?;
+        not_aliased(sendbuf, recvbuf, recvcount > 0)?;
         let displs: Vec<isize> = (0..n).map(|i| (i * r.count) as isize).collect();
         let out = blocks(&r.dt, r.base, &vec![r.count; n], &displs, false);
         let send = if in_place(sendbuf) {
@@ -1470,7 +1471,7 @@ pub(crate) unsafe fn alltoallv(
         let (rc, rd) = per_rank(n, recvcounts, rdispls)?;
         let rt = s.committed_type(recvtype)?;
         let out = blocks(&rt, recvbuf as *mut u8, &rc, &rd, false);
-        not_aliased(sendbuf, recvbuf, rc.iter().sum::<usize>().min(1) as c_int)?;
+        not_aliased(sendbuf, recvbuf, rc.iter().any(|&c| c > 0))?;
         let (send, sc, sd) = if in_place(sendbuf) {
             let input = Input::gather(&out.typed);
             (input, out.counts.clone(), packed_displs(&out.counts))
@@ -1527,7 +1528,7 @@ pub(crate) unsafe fn alltoallw(
             })
             .collect::<Res<_>>()?;
         let received: usize = rblocks.iter().map(Typed::bytes).sum();
-        not_aliased(sendbuf, recvbuf, received.min(1) as c_int)?;
+        not_aliased(sendbuf, recvbuf, received > 0)?;
         let sblocks: Vec<Typed> = if in_place(sendbuf) {
             rblocks.clone()
         } else {
@@ -1629,7 +1630,7 @@ pub(crate) unsafe fn reduce_scatter(
         let o = s.op(op)?;
         let (r, _) = reducer(&dt, datatype, o)?;
         let total: usize = counts.iter().sum();
-        not_aliased(sendbuf, recvbuf, total.min(1) as c_int)?;
+        not_aliased(sendbuf, recvbuf, total > 0)?;
         let send = if in_place(sendbuf) {
             Input::of(&Typed {
                 dt: dt.clone(),
@@ -1679,7 +1680,7 @@ pub(crate) unsafe fn scan(
     run(request, |s| {
         let o = s.op(op)?;
         let recv = typed(s, recvbuf, count, datatype)?;
-        not_aliased(sendbuf, recvbuf, count)?;
+        not_aliased(sendbuf, recvbuf, count > 0)?;
         let (r, _) = reducer(&recv.dt, datatype, o)?;
         let send = if in_place(sendbuf) {
             Input::owned(recv.pack())
