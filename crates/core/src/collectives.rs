@@ -50,7 +50,7 @@ pub(crate) fn own_cluster(rank: u32) -> Result<u32, Error> {
 
 /// The fixed-size collectives, by their arguments: what a kept schedule is found by.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-enum PlanKey {
+pub(crate) enum PlanKey {
     Barrier,
     Bcast(usize, usize),
     Reduce(usize, usize, bool),
@@ -88,26 +88,13 @@ impl PlanKey {
     }
 }
 
-/// Most schedules kept per process; beyond, the cache starts over.
+/// Most schedules kept per world; beyond, the cache starts over.
 const MAX_PLANS: usize = 256;
 
 /// Kept schedules by (context id, call). Each holds its communicator's member list, which keeps
 /// that list alive: a later communicator that reuses the context id has another list, so it
 /// never gets a schedule planned for different members.
-type Plans = FxHashMap<(u32, PlanKey), (Rc<[u32]>, Planned)>;
-
-thread_local! {
-    static PLANS: std::cell::RefCell<Plans> = std::cell::RefCell::new(FxHashMap::default());
-    /// Cluster id of each world rank, from the bootstrap cards. A `World` lives on the thread
-    /// that created it (communicators are not `Send`), so per thread is per world.
-    static WORLD_CLUSTERS: std::cell::RefCell<std::rc::Rc<[u32]>> =
-        std::cell::RefCell::new(std::rc::Rc::from(Vec::new()));
-}
-
-/// Records the cluster of every world rank (called once by `init`).
-pub(crate) fn set_world_clusters(clusters: Vec<u32>) {
-    WORLD_CLUSTERS.with(|c| *c.borrow_mut() = clusters.into());
-}
+pub(crate) type Plans = FxHashMap<(u32, PlanKey), (Rc<[u32]>, Planned)>;
 
 /// Predefined reduction operations (MPI_SUM, MPI_PROD, …).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -347,14 +334,12 @@ fn too_small(what: &str, needed: usize, got: usize) -> Error {
 impl Comm {
     /// The cluster of each rank of this communicator (all 0 when no cluster was set).
     pub fn clusters(&self) -> Vec<u32> {
-        WORLD_CLUSTERS.with(|c| {
-            let world = c.borrow();
-            self.group
-                .world_of
-                .iter()
-                .map(|&w| world.get(w as usize).copied().unwrap_or(0))
-                .collect()
-        })
+        let world = &self.shared.clusters;
+        self.group
+            .world_of
+            .iter()
+            .map(|&w| world.get(w as usize).copied().unwrap_or(0))
+            .collect()
     }
 
     fn check_root(&self, root: usize) -> Result<(), Error> {
@@ -431,7 +416,7 @@ impl Comm {
         reduce: Option<Reducer>,
     ) -> Result<(), Error> {
         let id = self.start_schedule(schedule, send, recv, reduce)?;
-        self.shared.engine.borrow_mut().wait(id).map(drop)
+        self.shared.wait(id).map(drop)
     }
 
     fn run_typed<T: Pod>(
@@ -489,24 +474,22 @@ impl Comm {
             return Planned::check(self.plan(call)?);
         };
         let owner = &self.group.world_of;
-        let kept = PLANS.with(|plans| {
-            plans
-                .borrow()
-                .get(&(self.context, key))
-                .filter(|(members, _)| Rc::ptr_eq(members, owner))
-                .map(|(_, schedule)| schedule.clone())
-        });
+        let kept = self
+            .shared
+            .plans
+            .borrow()
+            .get(&(self.context, key))
+            .filter(|(members, _)| Rc::ptr_eq(members, owner))
+            .map(|(_, schedule)| schedule.clone());
         if let Some(schedule) = kept {
             return Ok(schedule);
         }
         let schedule = Planned::check(self.plan(call)?)?;
-        PLANS.with(|plans| {
-            let mut plans = plans.borrow_mut();
-            if plans.len() >= MAX_PLANS {
-                plans.clear();
-            }
-            plans.insert((self.context, key), (Rc::clone(owner), schedule.clone()));
-        });
+        let mut plans = self.shared.plans.borrow_mut();
+        if plans.len() >= MAX_PLANS {
+            plans.clear();
+        }
+        plans.insert((self.context, key), (Rc::clone(owner), schedule.clone()));
         Ok(schedule)
     }
 

@@ -1,7 +1,7 @@
 //! Communicators, requests and statuses: the safe Rust API over the engine.
 
 use crate::bootstrap::Bootstrap;
-use crate::engine::{Completion, Engine, ReqId};
+use crate::engine::{Completion, Engine, Proto, ReqId};
 use crate::error::Error;
 use crate::matching::Envelope;
 use crate::raw::SendMode;
@@ -50,16 +50,100 @@ impl Status {
     }
 }
 
+/// What a thread waiting in ferry runs between passes of its wait when other threads of the
+/// process may call ferry too (MPI_THREAD_MULTIPLE): the binding's hook lets them in (it
+/// releases the binding's lock for a moment). Gets the wait's count of idle passes in a row.
+pub type Pause = fn(idle: u32);
+
 /// State shared by every communicator of one rank.
 pub(crate) struct Shared {
     pub engine: RefCell<Engine>,
     pub bootstrap: RefCell<Option<Bootstrap>>,
-    /// Next free context pair index (context ids 2k and 2k+1).
-    pub next_context: Cell<u32>,
+    /// Pair indices this process has handed out for new communicators (see
+    /// [`Shared::claim_context_block`]).
+    pub context_blocks: Cell<u32>,
     pub size: usize,
     pub finalized: Cell<bool>,
     /// The settings in effect: `Config` with each automatic choice resolved.
     pub in_effect: crate::config::Config,
+    /// Set while other threads share the world (see [`Pause`]).
+    pub pause: Cell<Option<Pause>>,
+    /// Cluster id of each world rank, from the bootstrap cards (hierarchical collectives).
+    pub clusters: Rc<[u32]>,
+    /// Schedules kept for reuse (see `collectives::plan`).
+    pub plans: RefCell<crate::collectives::Plans>,
+}
+
+/// Context pairs per block a process claims: enough for an intercommunicator.
+pub const CONTEXT_BLOCK: u32 = 4;
+
+/// Pair indices from here on belong to communicators derived without an agreement
+/// (MPI_Comm_idup in the MPI binding); claimed blocks stay below.
+pub const CLAIMED_PAIRS_END: u32 = 1 << 30;
+
+impl Shared {
+    pub(crate) fn new(
+        engine: Engine,
+        bootstrap: Option<Bootstrap>,
+        size: usize,
+        in_effect: crate::config::Config,
+        clusters: Vec<u32>,
+    ) -> Shared {
+        Shared {
+            engine: RefCell::new(engine),
+            bootstrap: RefCell::new(bootstrap),
+            context_blocks: Cell::new(0),
+            size,
+            finalized: Cell::new(false),
+            in_effect,
+            pause: Cell::new(None),
+            clusters: clusters.into(),
+            plans: RefCell::default(),
+        }
+    }
+
+    /// Drives progress until `done` holds. With the world to itself, the engine's back-off loop
+    /// runs under one borrow; shared with other threads, the borrow ends after every pass and
+    /// the pause hook lets them use the engine in between.
+    pub(crate) fn wait_until(&self, mut done: impl FnMut(&Proto) -> bool) -> Result<(), Error> {
+        let Some(pause) = self.pause.get() else {
+            return self.engine.borrow_mut().wait_until(done);
+        };
+        let mut idle = 0;
+        loop {
+            {
+                let mut engine = self.engine.borrow_mut();
+                if done(&engine.proto) {
+                    return Ok(());
+                }
+                idle = engine.wait_step(idle)?;
+            }
+            pause(idle);
+        }
+    }
+
+    /// Waits for one request and returns its completion.
+    pub(crate) fn wait(&self, id: ReqId) -> Result<Completion, Error> {
+        self.wait_until(|p| p.is_done(id))?;
+        self.engine.borrow_mut().wait(id)
+    }
+
+    /// The first pair index of a block of [`CONTEXT_BLOCK`] context pairs that no other
+    /// communicator of the job has or will get. Every process hands out its own blocks (block
+    /// `n` of world rank `r` is number `n * size + r`), so a new communicator needs one member
+    /// to claim a block and tell the others, and creations running at once in several threads
+    /// or on overlapping groups never pick the same pairs. Pair 0 is the world's.
+    pub(crate) fn claim_context_block(&self) -> Result<u32, Error> {
+        let n = self.context_blocks.get();
+        let me = self.engine.borrow().proto.me;
+        let block = (n as u64) * self.size as u64 + me as u64;
+        let first = 1 + block * CONTEXT_BLOCK as u64;
+        if first + CONTEXT_BLOCK as u64 > CLAIMED_PAIRS_END as u64 {
+            return Err(Error::OutOfContexts { created: n });
+        }
+        self.context_blocks.set(n + 1);
+        Ok(first as u32)
+    }
 }
 
 /// Which world ranks belong to a communicator, both ways.
@@ -245,14 +329,14 @@ impl Comm {
     }
 
     fn finish(&self, id: ReqId) -> Result<Status, Error> {
-        let c = self.shared.engine.borrow_mut().wait(id)?;
+        let c = self.shared.wait(id)?;
         self.status(&c)
     }
 
     /// Sends `buf` to `dest` with `tag`; returns when `buf` may be reused.
     pub fn send<T: Pod>(&self, buf: &[T], dest: usize, tag: i32) -> Result<(), Error> {
         let id = self.start_send(self.context, bytemuck::cast_slice(buf), dest, tag)?;
-        self.shared.engine.borrow_mut().wait(id).map(drop)
+        self.shared.wait(id).map(drop)
     }
 
     /// Receives into `buf` a message from `source` with `tag` (wildcards allowed).
@@ -294,11 +378,11 @@ impl Comm {
             Ok(s) => s,
             Err(e) => {
                 self.shared.engine.borrow_mut().cancel(r);
-                let _ = self.shared.engine.borrow_mut().wait(r);
+                let _ = self.shared.wait(r);
                 return Err(e);
             }
         };
-        let sent = self.shared.engine.borrow_mut().wait(s);
+        let sent = self.shared.wait(s);
         let status = self.finish(r);
         sent?;
         status
@@ -349,6 +433,8 @@ impl Comm {
     pub fn probe(&self, source: impl Into<Source>, tag: i32) -> Result<Status, Error> {
         let source = self.source_pattern(source.into())?;
         let tag = Comm::tag_pattern(tag)?;
+        self.shared
+            .wait_until(|p| p.has_match(self.context, source, tag))?;
         let (env, len) = self
             .shared
             .engine
@@ -367,8 +453,7 @@ impl Comm {
 
     /// A new communicator with the same ranks and a separate message space. Collective.
     pub fn dup(&self) -> Result<Comm, Error> {
-        let all = self.allgather_bytes(&self.shared.next_context.get().to_le_bytes())?;
-        let k = self.agree_context(&all, 4, 0);
+        let k = self.agree_context()?;
         Ok(Comm {
             shared: self.shared.clone(),
             group: self.group.clone(),
@@ -390,14 +475,17 @@ impl Comm {
         let mut mine = [0u8; 12];
         mine[..4].copy_from_slice(&color_word.to_le_bytes());
         mine[4..8].copy_from_slice(&key.to_le_bytes());
-        mine[8..].copy_from_slice(&self.shared.next_context.get().to_le_bytes());
+        if self.rank == 0 {
+            mine[8..].copy_from_slice(&self.shared.claim_context_block()?.to_le_bytes());
+        }
         let all = self.allgather_bytes(&mine)?;
-        let k = self.agree_context(&all, 12, 8);
-        let Some(color) = color else { return Ok(None) };
         let field = |r: usize, at: usize| {
             let b = &all[r * 12 + at..r * 12 + at + 4];
             [b[0], b[1], b[2], b[3]]
         };
+        // Every color takes rank 0's block: the new communicators share no member.
+        let k = u32::from_le_bytes(field(0, 8));
+        let Some(color) = color else { return Ok(None) };
         let mut members: Vec<(i32, usize)> = (0..self.size())
             .filter(|&r| u32::from_le_bytes(field(r, 0)) == color)
             .map(|r| (i32::from_le_bytes(field(r, 4)), r))
@@ -434,50 +522,39 @@ impl Comm {
         let wire_tag = tag | i32::MIN;
         let context = self.context + 1;
         let world = |r: usize| self.group.world_of[r];
-        let mut engine = self.shared.engine.borrow_mut();
-        let mut word = self.shared.next_context.get().to_le_bytes();
+        // The first member claims the pairs and tells the others; a creation needs no more
+        // (see `Shared::claim_context_block`).
+        let mut word = [0u8; 4];
         if me == 0 {
-            let mut k = self.shared.next_context.get();
-            for &r in &members[1..] {
-                let id = engine.irecv(
-                    context,
-                    Some(world(r)),
-                    Some(wire_tag),
-                    word.as_mut_ptr(),
-                    4,
-                )?;
-                engine.wait(id)?;
-                k = k.max(u32::from_le_bytes(word));
-            }
-            word = k.to_le_bytes();
-            for &r in &members[1..] {
-                let id = engine.isend(
-                    context,
-                    world(r),
-                    wire_tag,
-                    word.as_ptr(),
-                    4,
-                    SendMode::Standard,
-                )?;
-                engine.wait(id)?;
+            word = self.shared.claim_context_block()?.to_le_bytes();
+            let sends = members[1..]
+                .iter()
+                .map(|&r| {
+                    self.shared.engine.borrow_mut().isend(
+                        context,
+                        world(r),
+                        wire_tag,
+                        word.as_ptr(),
+                        4,
+                        SendMode::Standard,
+                    )
+                })
+                .collect::<Result<Vec<_>, _>>()?;
+            for id in sends {
+                self.shared.wait(id)?;
             }
         } else {
             let leader = world(members[0]);
-            let id = engine.isend(
+            let id = self.shared.engine.borrow_mut().irecv(
                 context,
-                leader,
-                wire_tag,
-                word.as_ptr(),
+                Some(leader),
+                Some(wire_tag),
+                word.as_mut_ptr(),
                 4,
-                SendMode::Standard,
             )?;
-            engine.wait(id)?;
-            let id = engine.irecv(context, Some(leader), Some(wire_tag), word.as_mut_ptr(), 4)?;
-            engine.wait(id)?;
+            self.shared.wait(id)?;
         }
-        drop(engine);
         let k = u32::from_le_bytes(word);
-        self.shared.next_context.set(k + 1);
         let world_of = members.iter().map(|&r| world(r)).collect();
         Ok(Some(Comm {
             shared: self.shared.clone(),
@@ -488,19 +565,12 @@ impl Comm {
         }))
     }
 
-    /// The lowest context pair index free here: this process's proposal when a binding runs a
-    /// context agreement of its own (e.g. across the two groups of an intercommunicator). The
-    /// pair `k` is context ids `2k` (point-to-point) and `2k + 1` (collectives).
-    pub fn free_context_pair(&self) -> u32 {
-        self.shared.next_context.get()
-    }
-
-    /// Marks the context pairs below `end` as taken here (after an agreement on pair indices);
-    /// never moves backwards.
-    pub fn reserve_context_pairs(&self, end: u32) {
-        if end > self.shared.next_context.get() {
-            self.shared.next_context.set(end);
-        }
+    /// The first of [`CONTEXT_BLOCK`] context pairs that only this process hands out: its
+    /// proposal when a binding runs a context agreement of its own (e.g. across the two groups
+    /// of an intercommunicator), in which one process's proposal must win everywhere. The pair
+    /// `k` is context ids `2k` (point-to-point) and `2k + 1` (collectives).
+    pub fn claim_context_pairs(&self) -> Result<u32, Error> {
+        self.shared.claim_context_block()
     }
 
     /// A communicator over the world ranks `members` (in rank order) on context id `context`,
@@ -524,16 +594,15 @@ impl Comm {
         })
     }
 
-    /// Takes the largest proposed context index (a u32 at `at` in each `stride`-byte record)
-    /// and reserves it here.
-    fn agree_context(&self, all: &[u8], stride: usize, at: usize) -> u32 {
-        let k = all
-            .chunks(stride)
-            .map(|rec| u32::from_le_bytes([rec[at], rec[at + 1], rec[at + 2], rec[at + 3]]))
-            .max()
-            .unwrap_or(1);
-        self.shared.next_context.set(k + 1);
-        k
+    /// The context pairs of a new communicator over this one's ranks: rank 0 claims them and
+    /// broadcasts the first index. Collective.
+    fn agree_context(&self) -> Result<u32, Error> {
+        let mut k = [0u32];
+        if self.rank == 0 {
+            k[0] = self.shared.claim_context_block()?;
+        }
+        self.bcast(&mut k, 0)?;
+        Ok(k[0])
     }
 }
 
@@ -625,11 +694,7 @@ impl Request<'_> {
     /// Waits for completion.
     pub fn wait(mut self) -> Result<Status, Error> {
         if let Some(id) = self.pending() {
-            self.comm
-                .shared
-                .engine
-                .borrow_mut()
-                .wait_until(|p| p.is_done(id))?;
+            self.comm.shared.wait_until(|p| p.is_done(id))?;
         }
         self.settle()
     }
@@ -666,8 +731,6 @@ pub fn wait_all(requests: &mut [Request<'_>]) -> Result<Vec<Status>, Error> {
     if let Some(comm) = engine_of(requests) {
         let ids: Vec<ReqId> = requests.iter().filter_map(Request::pending).collect();
         comm.shared
-            .engine
-            .borrow_mut()
             .wait_until(|p| ids.iter().all(|&id| p.is_done(id)))?;
     }
     requests.iter_mut().map(Request::settle).collect()
@@ -688,7 +751,7 @@ pub fn wait_any(requests: &mut [Request<'_>]) -> Result<Option<(usize, Status)>,
         return Ok(None);
     }
     let mut hit = 0;
-    comm.shared.engine.borrow_mut().wait_until(|p| {
+    comm.shared.wait_until(|p| {
         pending
             .iter()
             .find(|(_, id)| p.is_done(*id))

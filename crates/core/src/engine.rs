@@ -467,6 +467,16 @@ impl Proto {
     }
 
     /// Envelope and length of the earliest unexpected message matching `pattern`.
+    /// Whether a message a receive with this pattern would match has arrived.
+    pub(crate) fn has_match(&self, context: u32, source: Option<u32>, tag: Option<i32>) -> bool {
+        let pattern = Pattern {
+            context,
+            source,
+            tag,
+        };
+        self.peek(&pattern).is_some()
+    }
+
     fn peek(&self, pattern: &Pattern) -> Option<(Envelope, usize)> {
         self.matcher.peek_unexpected(pattern).map(|(env, m)| {
             let len = match m {
@@ -1003,6 +1013,9 @@ pub(crate) struct Engine {
     shm_chunk: usize,
     tcp_chunk: usize,
     spin: u32,
+    /// The longest sleep of a wait with nothing to do: long when this thread is alone with the
+    /// engine, short when other threads may want it (see `Shared::wait_until`).
+    pub(crate) nap: Duration,
     /// Multi-rail state per peer (empty with one rail).
     lanes: Vec<Lanes>,
     /// Smallest rendezvous spread over every rail; smaller ones use rail 0 only.
@@ -1119,6 +1132,7 @@ impl Engine {
             tcp_eager_limit: setup.tcp_eager_limit,
             tcp_chunk: setup.tcp_chunk,
             spin: setup.spin,
+            nap: Duration::from_millis(20),
             lanes: if setup.rails > 1 {
                 (0..size)
                     .map(|_| Lanes::new(setup.rails, setup.rail_policy))
@@ -1844,34 +1858,37 @@ impl Engine {
 
     /// Drives progress until `done` holds, backing off from spinning to sleeping.
     pub(crate) fn wait_until(&mut self, mut done: impl FnMut(&Proto) -> bool) -> Result<(), Error> {
-        let mut idle = 0u32;
-        loop {
-            if done(&self.proto) {
-                return Ok(());
-            }
-            if self.progress()? {
-                idle = 0;
-                continue;
-            }
-            idle += 1;
-            if idle < self.spin {
-                std::hint::spin_loop();
-            } else if idle < self.spin + 20 {
-                std::thread::yield_now();
-            } else {
-                self.block()?;
-            }
+        let mut idle = 0;
+        while !done(&self.proto) {
+            idle = self.wait_step(idle)?;
         }
+        Ok(())
+    }
+
+    /// One pass of a wait: progress, or back off by how many passes in a row found nothing
+    /// (`idle`): spin, then yield, then sleep until a transport wakes us. Returns the new count.
+    pub(crate) fn wait_step(&mut self, idle: u32) -> Result<u32, Error> {
+        if self.progress()? {
+            return Ok(0);
+        }
+        let idle = idle + 1;
+        if idle < self.spin {
+            std::hint::spin_loop();
+        } else if idle < self.spin + 20 {
+            std::thread::yield_now();
+        } else {
+            self.block()?;
+        }
+        Ok(idle)
     }
 
     /// Sleeps until a transport has something for us (or a short timeout).
     fn block(&mut self) -> Result<(), Error> {
-        const NAP: Duration = Duration::from_millis(20);
         if let Some(tcp) = self.tcp.as_mut() {
             let timeout = if self.shm.is_some() {
-                Duration::from_millis(1)
+                self.nap.min(Duration::from_millis(1))
             } else {
-                NAP
+                self.nap
             };
             tcp.poll_input(&mut self.proto, Some(timeout))
                 .map_err(|e| with_pid(&self.proto.pids, e))?;
@@ -1888,7 +1905,7 @@ impl Engine {
                 if progressed {
                     shm.cancel_sleep();
                 } else {
-                    shm.sleep(NAP);
+                    shm.sleep(self.nap);
                 }
             }
             return Ok(());

@@ -68,6 +68,12 @@ pub enum Error {
         /// Bytes given.
         got: usize,
     },
+    /// This process has handed out all the context ids it may give new communicators.
+    #[error("out of context ids after {created} new communicators led by this rank")]
+    OutOfContexts {
+        /// Communicators this rank has led the creation of.
+        created: u32,
+    },
     /// The request was cancelled before it matched.
     #[error("request was cancelled")]
     Cancelled,

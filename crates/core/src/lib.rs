@@ -42,8 +42,8 @@ mod world;
 pub use coll::{Planned, Reducer};
 pub use collectives::{Collective, ReduceOp, Reducible};
 pub use comm::{
-    scope, test_all, wait_all, wait_any, Comm, Request, Scope, Source, Status, ANY_SOURCE, ANY_TAG,
-    TAG_UB,
+    scope, test_all, wait_all, wait_any, Comm, Pause, Request, Scope, Source, Status, ANY_SOURCE,
+    ANY_TAG, CLAIMED_PAIRS_END, CONTEXT_BLOCK, TAG_UB,
 };
 pub use config::{CmaMode, Config, RailPolicy};
 pub use error::Error;

@@ -70,6 +70,10 @@ impl Comm {
     ) -> Result<Option<RawMessage>, Error> {
         let source = self.source_pattern(source)?;
         let tag = Comm::tag_pattern(tag)?;
+        if block {
+            self.shared
+                .wait_until(|p| p.has_match(self.context, source, tag))?;
+        }
         let taken =
             self.shared
                 .engine
@@ -227,8 +231,6 @@ impl Comm {
         mut done: impl FnMut(&dyn Fn(RawRequest) -> bool) -> bool,
     ) -> Result<(), Error> {
         self.shared
-            .engine
-            .borrow_mut()
             .wait_until(|p| done(&|r: RawRequest| p.is_done(r.0)))
     }
 

@@ -17,7 +17,6 @@ use crate::shm::ShmTransport;
 use crate::tcp::TcpTransport;
 use ferry_wire::pmi::env;
 use ferry_wire::JobKey;
-use std::cell::{Cell, RefCell};
 use std::net::SocketAddr;
 use std::rc::Rc;
 use std::time::{Duration, Instant};
@@ -216,7 +215,7 @@ pub fn init() -> Result<World, Error> {
     for r in 0..size {
         cards.push(Card::decode(r, &boot.get(&format!("card-{r}"))?)?);
     }
-    crate::collectives::set_world_clusters(cards.iter().map(|c| c.cluster).collect());
+    let clusters = cards.iter().map(|c| c.cluster).collect();
 
     let mut shm = None;
     if let Some(created) = created {
@@ -325,14 +324,13 @@ pub fn init() -> Result<World, Error> {
         }
     }
     Ok(World {
-        comm: Comm::world(Rc::new(Shared {
-            engine: RefCell::new(engine),
-            bootstrap: RefCell::new(Some(boot)),
-            next_context: Cell::new(1),
-            size: n,
-            finalized: Cell::new(false),
+        comm: Comm::world(Rc::new(Shared::new(
+            engine,
+            Some(boot),
+            n,
             in_effect,
-        })),
+            clusters,
+        ))),
     })
 }
 
@@ -360,14 +358,7 @@ fn singleton(config: &Config) -> World {
         ..config.clone()
     };
     World {
-        comm: Comm::world(Rc::new(Shared {
-            engine: RefCell::new(engine),
-            bootstrap: RefCell::new(None),
-            next_context: Cell::new(1),
-            size: 1,
-            finalized: Cell::new(false),
-            in_effect,
-        })),
+        comm: Comm::world(Rc::new(Shared::new(engine, None, 1, in_effect, vec![0]))),
     }
 }
 
@@ -384,10 +375,7 @@ impl World {
             return Ok(());
         }
         // Flush queued frames; peers keep their rings and sockets open until the fence below.
-        shared
-            .engine
-            .borrow_mut()
-            .wait_until(|p| p.output_drained())?;
+        shared.wait_until(|p| p.output_drained())?;
         if std::env::var_os("FERRY_RAIL_STATS").is_some_and(|v| v == "1") {
             for line in shared.engine.borrow().rail_report() {
                 eprintln!("{line}");
@@ -418,6 +406,16 @@ impl World {
             eprintln!("ferry: abort (code {code}): {message}");
         }
         std::process::exit(code)
+    }
+
+    /// Lets other threads use this world between the passes of every wait: `pause` runs
+    /// between them with the engine free (the binding serializes the threads and releases its
+    /// lock there), and sleeps of an idle wait are cut short so that a thread wanting in never
+    /// waits long for one that sleeps. For MPI_THREAD_MULTIPLE.
+    pub fn share_with_threads(&self, pause: crate::comm::Pause) {
+        let shared = self.comm.shared();
+        shared.pause.set(Some(pause));
+        shared.engine.borrow_mut().nap = Duration::from_micros(200);
     }
 
     /// The settings in effect: those read from the environment at [`init`], with every

@@ -173,7 +173,7 @@ fn completed_request(comm: Handle) -> Res<Handle> {
 
 /// First context pair index of the range MPI_Comm_idup derives into; agreed pairs (a counter
 /// from 1) never get near it.
-const DERIVED_BASE: u32 = 1 << 30;
+const DERIVED_BASE: u32 = ferry_core::CLAIMED_PAIRS_END;
 
 /// The first of the context pairs (`k` for an intracommunicator, `k` to `k + 2` for an
 /// intercommunicator) of the `n`-th MPI_Comm_idup of the communicator with context id

@@ -51,8 +51,12 @@ pub(crate) fn init(required: c_int, world: bool) -> Res<c_int> {
         inter: None,
         idups: 0,
     };
-    // FUNNELED is what ferry provides: all calls from the thread that initialized.
-    let provided = required.clamp(MPI_THREAD_SINGLE, MPI_THREAD_FUNNELED);
+    // Every level is provided; MULTIPLE serializes the threads' calls (see `crate::threads`).
+    let provided = thread_level(required);
+    if provided == MPI_THREAD_MULTIPLE {
+        crate::threads::go_multiple();
+        world.share_with_threads(crate::threads::pause);
+    }
     with(|s| {
         s.predefined_comms = vec![
             obj(world_comm, "MPI_COMM_WORLD"),
@@ -62,8 +66,20 @@ pub(crate) fn init(required: c_int, world: bool) -> Res<c_int> {
         s.world_model = world_model;
         s.phase = Phase::Running;
         s.thread_level = provided;
+        s.main_thread = Some(std::thread::current().id());
         Ok(provided)
     })
+}
+
+/// The level granted for `required`: itself, or the next level below for a value between the
+/// standard's constants (whose ABI values are 0, 1, 2 and 7).
+pub(crate) fn thread_level(required: c_int) -> c_int {
+    match required {
+        r if r >= MPI_THREAD_MULTIPLE => MPI_THREAD_MULTIPLE,
+        r if r >= MPI_THREAD_SERIALIZED => MPI_THREAD_SERIALIZED,
+        MPI_THREAD_FUNNELED => MPI_THREAD_FUNNELED,
+        _ => MPI_THREAD_SINGLE,
+    }
 }
 
 mpi! {
@@ -73,7 +89,7 @@ mpi! {
     }
 }
 mpi! {
-    /// Initializes MPI with a thread level (ferry provides up to MPI_THREAD_FUNNELED).
+    /// Initializes MPI with a thread level (every level is provided).
     fn MPI_Init_thread / PMPI_Init_thread(_argc: *mut c_int, _argv: *mut *mut *mut c_char, required: c_int, provided: *mut c_int) on NONE => {
         let level = init(required, true)?;
         if let Some(p) = provided.as_mut() {
@@ -107,10 +123,11 @@ mpi! {
     }
 }
 mpi! {
-    /// Whether this is the thread that initialized MPI (the state is per thread).
+    /// Whether this is the thread that initialized MPI.
     fn MPI_Is_thread_main / PMPI_Is_thread_main(flag: *mut c_int) on NONE => {
         let Some(flag) = flag.as_mut() else { return fail(MPI_ERR_ARG, "flag is NULL") };
-        *flag = with(|s| Ok(s.phase == Phase::Running))? as c_int;
+        let me = std::thread::current().id();
+        *flag = running(|s| Ok(s.main_thread == Some(me)))? as c_int;
         Ok(())
     }
 }
@@ -184,11 +201,9 @@ mpi! {
         let rank = with(|s| Ok(s.world_rank())).ok().flatten().map_or(String::new(), |r| format!(" by rank {r}"));
         let message = format!("MPI_Abort(comm {comm:#x}, {errorcode}) called{rank}");
         eprintln!("ferry: {message}");
-        let _ = STATE.try_with(|s| {
-            if let Ok(s) = s.try_borrow() {
-                if let Some(w) = &s.world {
-                    w.abort(errorcode, &message);
-                }
+        STATE.try_with(|s| {
+            if let Some(w) = &s.world {
+                w.abort(errorcode, &message);
             }
         });
         crate::error::exit_now(errorcode)

@@ -145,6 +145,7 @@ pub fn guard(name: &'static str, comm: Handle, body: impl FnOnce() -> Res) -> c_
 
 /// Runs `body`, turning a panic into MPI_ERR_INTERN (the first half of every guard).
 pub fn caught(body: impl FnOnce() -> Res) -> Res {
+    let _entered = crate::threads::enter();
     match catch_unwind(AssertUnwindSafe(body)) {
         Ok(r) => r,
         Err(panic) => {
@@ -164,11 +165,7 @@ pub fn caught(body: impl FnOnce() -> Res) -> Res {
 /// Invokes the error handler that applies to `comm` for `error` raised in `name`.
 pub fn handle_error(name: &str, comm: Handle, error: MpiError) -> c_int {
     let (handler, rank) = STATE
-        .try_with(|s| {
-            s.try_borrow()
-                .map(|s| (s.errhandler_of(comm), s.world_rank()))
-                .unwrap_or((MPI_ERRORS_ARE_FATAL, None))
-        })
+        .with(|s| (s.errhandler_of(comm), s.world_rank()))
         .unwrap_or((MPI_ERRORS_ARE_FATAL, None));
     match handler {
         MPI_ERRORS_RETURN => error.class,
@@ -213,11 +210,9 @@ pub fn called_errhandler(rc: c_int, errorcode: c_int) -> c_int {
 /// Ends the job: prints `message` and stops every rank through the launcher.
 pub fn fatal(message: &str) -> ! {
     eprintln!("ferry: {message}");
-    let _ = STATE.try_with(|s| {
-        if let Ok(s) = s.try_borrow() {
-            if let Some(world) = &s.world {
-                world.abort(1, message);
-            }
+    STATE.try_with(|s| {
+        if let Some(world) = &s.world {
+            world.abort(1, message);
         }
     });
     exit_now(1)

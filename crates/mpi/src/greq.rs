@@ -16,24 +16,19 @@ use crate::state::running;
 use crate::NONE;
 use ferry_core::raw::SendMode;
 use ferry_core::Source;
-use std::cell::Cell;
 use std::ffi::{c_int, c_void};
 
-thread_local! {
-    /// The hidden duplicate of MPI_COMM_SELF the messages travel on (0 until the first use).
-    static CHANNEL: Cell<Handle> = const { Cell::new(0) };
-    /// The tag of the next generalized request.
-    static NEXT_TAG: Cell<c_int> = const { Cell::new(0) };
-}
-
+/// The hidden duplicate of MPI_COMM_SELF the messages travel on, made at the first use.
 fn channel() -> Res<Handle> {
-    let made = CHANNEL.with(Cell::get);
+    let made = running(|s| Ok(s.greq_channel))?;
     if made != 0 && running(|s| Ok(s.comms.get(made).is_some()))? {
         return Ok(made);
     }
     let h = crate::comm::hidden_dup(MPI_COMM_SELF)?;
-    CHANNEL.with(|c| c.set(h));
-    Ok(h)
+    running(|s| {
+        s.greq_channel = h;
+        Ok(h)
+    })
 }
 
 /// Completes `g` into `status` from its query callback (and runs its free callback when
@@ -125,11 +120,11 @@ mpi! {
         extra_state: *mut c_void, request: *mut Handle) on NONE => {
         let Some(out) = request.as_mut() else { return fail(MPI_ERR_ARG, "request argument is NULL") };
         let chan = channel()?;
-        let tag = NEXT_TAG.with(|t| {
-            let tag = t.get();
-            t.set(if tag == c_int::MAX { 0 } else { tag + 1 });
-            tag
-        });
+        let tag = running(|s| {
+            let tag = s.greq_next_tag;
+            s.greq_next_tag = if tag == c_int::MAX { 0 } else { tag + 1 };
+            Ok(tag)
+        })?;
         *out = running(|s| {
             let core = s.core_comm(chan)?;
             // SAFETY: an empty receive writes no byte.

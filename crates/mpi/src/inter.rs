@@ -120,9 +120,13 @@ fn exchange(local: &Comm, leader: usize, swap: Swap<'_>, mine: Rec) -> Res<(Vec<
     Ok((Rec::list(&all), Rec::list(&theirs)))
 }
 
-/// The largest proposed pair of both groups.
+/// The pairs of the new communicators: those claimed by the member with the lowest world rank
+/// (every member claims a block, and all see the same records).
 fn agreed_pair(a: &[Rec], b: &[Rec]) -> u32 {
-    a.iter().chain(b).map(|r| r.pair).max().unwrap_or(1)
+    a.iter()
+        .chain(b)
+        .min_by_key(|r| r.world)
+        .map_or(0, |r| r.pair)
 }
 
 /// The runtime side of a new intercommunicator.
@@ -135,6 +139,7 @@ struct Parts {
 
 /// Number of context pairs an intercommunicator takes.
 pub const PAIRS: u32 = 3;
+const _: () = assert!(PAIRS <= ferry_core::CONTEXT_BLOCK);
 
 /// Builds the communicators of an intercommunicator on pairs `k` to `k + 2`, which both groups
 /// have agreed on (and reserved, or derived).
@@ -159,11 +164,9 @@ fn build(base: &Comm, local: &[u32], remote: &[u32], rank: usize, k: u32) -> Res
     })
 }
 
-/// [`build`] on agreed pairs, reserving them.
+/// [`build`] on agreed pairs.
 fn parts(base: &Comm, local: &[u32], remote: &[u32], rank: usize, k: u32) -> Res<Parts> {
-    let p = build(base, local, remote, rank, k)?;
-    base.reserve_context_pairs(k + PAIRS);
-    Ok(p)
+    build(base, local, remote, rank, k)
 }
 
 /// MPI_Comm_idup on an intercommunicator, on the derived pairs `k` and `k + 1` (see
@@ -233,7 +236,10 @@ fn halves(inter: Inter) -> Res<(Comm, Comm)> {
 /// Runs an agreement over an existing intercommunicator.
 fn agree(inter: Inter, mine: impl FnOnce(&Comm) -> Rec) -> Res<(Comm, Vec<Rec>, Vec<Rec>)> {
     let (local, coll) = halves(inter)?;
-    let rec = mine(&local);
+    let rec = Rec {
+        pair: local.claim_context_pairs()?,
+        ..mine(&local)
+    };
     let swap = (local.rank() == 0).then_some((&coll, 0, TAG_AGREE));
     let (l, r) = exchange(&local, 0, swap, rec)?;
     Ok((local, l, r))
@@ -276,7 +282,7 @@ mpi! {
         } else {
             None
         };
-        let mine = Rec { world: my_world(&local), pair: local.free_context_pair(), ..Rec::default() };
+        let mine = Rec { world: my_world(&local), pair: local.claim_context_pairs()?, ..Rec::default() };
         let (l, r) = exchange(&local, leader, peer.as_ref().map(|(c, rl)| (c, *rl, tag)), mine)?;
         let (lw, rw) = (world_of(&l), world_of(&r));
         if rw.iter().any(|w| lw.contains(w)) {
@@ -332,7 +338,7 @@ mpi! {
         let local_ranks: Vec<usize> = lg.iter().map(|&w| at(w)).collect();
         let local = bridge.create_subset(&local_ranks, tag)?.ok_or_else(|| MpiError::new(MPI_ERR_INTERN, "local communicator"))?;
         let swap = (local.rank() == ll).then_some((&bridge, at(rg[rl]), tag));
-        let mine = Rec { world: me, pair: local.free_context_pair(), ..Rec::default() };
+        let mine = Rec { world: me, pair: local.claim_context_pairs()?, ..Rec::default() };
         let (l, r) = exchange(&local, ll, swap, mine)?;
         let p = parts(&local, &world_of(&l), &world_of(&r), local.rank(), agreed_pair(&l, &r))?;
         let h = register_inter(MPI_COMM_WORLD, p, false)?;
@@ -353,7 +359,6 @@ mpi! {
         let inter = inter_arg(intercomm)?;
         let (local, l, r) = agree(inter, |c| Rec {
             world: my_world(c),
-            pair: c.free_context_pair(),
             flag: (high != 0) as u32,
             ..Rec::default()
         })?;
@@ -364,7 +369,6 @@ mpi! {
         let rank = members.iter().position(|&w| w == me).unwrap_or(0);
         let k = agreed_pair(&l, &r);
         let merged = local.derive(&members, rank, 2 * k)?;
-        local.reserve_context_pairs(k + 1);
         *out = register(intercomm, Some(merged), false)?;
         Ok(())
     }
@@ -374,7 +378,6 @@ mpi! {
 pub fn dup(comm: Handle, inter: Inter) -> Res<Handle> {
     let (local, l, r) = agree(inter, |c| Rec {
         world: my_world(c),
-        pair: c.free_context_pair(),
         ..Rec::default()
     })?;
     let p = parts(
@@ -393,10 +396,9 @@ pub fn dup(comm: Handle, inter: Inter) -> Res<Handle> {
 pub fn split(comm: Handle, inter: Inter, color: c_int, key: c_int) -> Res<Handle> {
     let (local, l, r) = agree(inter, |c| Rec {
         world: my_world(c),
-        pair: c.free_context_pair(),
         color,
         key,
-        flag: 0,
+        ..Rec::default()
     })?;
     let k = agreed_pair(&l, &r);
     let pick = |recs: &[Rec]| -> Vec<u32> {
@@ -411,7 +413,6 @@ pub fn split(comm: Handle, inter: Inter, color: c_int, key: c_int) -> Res<Handle
     };
     let (mine, theirs) = (pick(&l), pick(&r));
     if color == MPI_UNDEFINED || theirs.is_empty() {
-        local.reserve_context_pairs(k + PAIRS);
         return Ok(MPI_COMM_NULL);
     }
     let me = my_world(&local);
@@ -1113,7 +1114,7 @@ mod tests {
     use super::*;
 
     #[test]
-    fn records_survive_the_wire_and_the_agreement_takes_the_largest_pair() {
+    fn records_survive_the_wire_and_the_agreement_takes_the_pair_of_the_lowest_world_rank() {
         let a = Rec {
             world: 7,
             pair: 12,

@@ -80,6 +80,7 @@ pub mod request;
 pub mod rma;
 pub mod session;
 pub mod state;
+pub mod threads;
 pub mod tool;
 pub mod topo;
 pub mod types;

@@ -814,6 +814,24 @@ fn wait_possible(list: &[Entry], all: bool) -> Res {
     Ok(())
 }
 
+/// [`entries`] for a wait on `handles` (`all` of them, or any), checked by [`wait_possible`].
+/// At MPI_THREAD_MULTIPLE a partitioned send still short of MPI_Pready calls is no error:
+/// another thread may make them, so this lets the other threads in until none is short.
+fn entries_to_wait(handles: &[Handle], all: bool) -> Res<(Vec<Entry>, Option<ferry_core::Comm>)> {
+    loop {
+        let (list, engine) = entries(handles)?;
+        let possible = wait_possible(&list, all);
+        if possible.is_ok() || !crate::threads::is_multiple() {
+            return possible.map(|()| (list, engine));
+        }
+        if let Some(engine) = &engine {
+            engine.progress()?;
+        }
+        crate::threads::pause(u32::MAX);
+        std::thread::yield_now();
+    }
+}
+
 fn entries(handles: &[Handle]) -> Res<(Vec<Entry>, Option<ferry_core::Comm>)> {
     with(|s| {
         let mut engine = None;
@@ -859,13 +877,12 @@ mpi! {
     /// Waits for one request.
     fn MPI_Wait / PMPI_Wait(request: *mut Handle, status: *mut MpiStatus) on NONE => {
         let Some(h) = request.as_mut() else { return fail(MPI_ERR_REQUEST, "request argument is NULL") };
-        let (list, engine) = entries(std::slice::from_ref(h))?;
+        let (list, engine) = entries_to_wait(std::slice::from_ref(h), true)?;
         let entry = list[0];
         if let Entry::Null = entry {
             Outcome::EMPTY.write(status, false);
             return Ok(());
         }
-        wait_possible(&list, true)?;
         if let Some(engine) = engine {
             engine.wait_until(|done| done_in(entry, done))?;
         }
@@ -926,8 +943,7 @@ mpi! {
     /// Waits for all requests.
     fn MPI_Waitall / PMPI_Waitall(count: c_int, requests: *mut Handle, statuses: *mut MpiStatus) on NONE => {
         let handles = handles_arg(count, requests)?;
-        let (list, engine) = entries(handles)?;
-        wait_possible(&list, true)?;
+        let (list, engine) = entries_to_wait(handles, true)?;
         if let Some(engine) = engine {
             engine.wait_until(|done| list.iter().all(|&e| !e.in_flight() || done_in(e, done)))?;
         }
@@ -972,13 +988,12 @@ mpi! {
     fn MPI_Waitany / PMPI_Waitany(count: c_int, requests: *mut Handle, index: *mut c_int, status: *mut MpiStatus) on NONE => {
         let Some(index) = index.as_mut() else { return fail(MPI_ERR_ARG, "index is NULL") };
         let handles = handles_arg(count, requests)?;
-        let (list, engine) = entries(handles)?;
+        let (list, engine) = entries_to_wait(handles, false)?;
         let Some(engine) = engine else {
             *index = MPI_UNDEFINED;
             Outcome::EMPTY.write(status, false);
             return Ok(());
         };
-        wait_possible(&list, false)?;
         let mut hit = 0;
         engine.wait_until(|done| match list.iter().position(|&e| done_in(e, done)) {
             Some(i) => { hit = i; true }
@@ -1048,9 +1063,8 @@ mpi! {
     fn MPI_Waitsome / PMPI_Waitsome(incount: c_int, requests: *mut Handle, outcount: *mut c_int, indices: *mut c_int, statuses: *mut MpiStatus) on NONE => {
         let Some(outcount) = outcount.as_mut() else { return fail(MPI_ERR_ARG, "outcount is NULL") };
         let handles = handles_arg(incount, requests)?;
-        let (list, engine) = entries(handles)?;
+        let (list, engine) = entries_to_wait(handles, false)?;
         let Some(engine) = engine else { *outcount = MPI_UNDEFINED; return Ok(()) };
-        wait_possible(&list, false)?;
         engine.wait_until(|done| list.iter().any(|&e| done_in(e, done)))?;
         some(handles, &list, &engine, outcount, indices, statuses)
     }

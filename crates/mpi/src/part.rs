@@ -52,16 +52,15 @@ pub struct Partitioned {
 
 /// Per (communicator context, user tag): the derived channel and the initialisations counted
 /// so far per peer, sends and receives apart.
-struct Channel {
+pub(crate) struct Channel {
     comm: ferry_core::Comm,
     members: Vec<u32>,
     sends: FxHashMap<usize, u32>,
     recvs: FxHashMap<usize, u32>,
 }
 
-thread_local! {
-    static CHANNELS: RefCell<FxHashMap<(u32, i32), Channel>> = RefCell::new(FxHashMap::default());
-}
+/// The channels of this process by (communicator context id, tag); kept in the MPI state.
+pub(crate) type Channels = FxHashMap<(u32, i32), Channel>;
 
 /// Derived-context numbers of partitioned channels: above every `MPI_Comm_idup` count.
 const CHANNEL_BASE: u32 = 1 << 31;
@@ -76,8 +75,8 @@ fn next_round_tag(
 ) -> Res<(ferry_core::Comm, i32)> {
     let key = (core.context_id(), tag);
     let members = core.world_ranks();
-    CHANNELS.with(|channels| {
-        let mut channels = channels.borrow_mut();
+    {
+        let channels = &mut s.part_channels;
         let stale = channels.get(&key).is_some_and(|c| c.members != members);
         if stale || !channels.contains_key(&key) {
             let k = crate::comm::derived_pair(core.context_id(), CHANNEL_BASE | tag as u32);
@@ -87,9 +86,7 @@ fn next_round_tag(
                     "partitioned communication: the derived context id is in use here (hash collision)",
                 );
             }
-            let comm = core
-                .derive(members, core.rank(), 2 * k)
-                ?;
+            let comm = core.derive(members, core.rank(), 2 * k)?;
             channels.insert(
                 key,
                 Channel {
@@ -103,25 +100,27 @@ fn next_round_tag(
         let Some(channel) = channels.get_mut(&key) else {
             return fail(MPI_ERR_INTERN, "partitioned channel vanished");
         };
-        let counts = if send { &mut channel.sends } else { &mut channel.recvs };
+        let counts = if send {
+            &mut channel.sends
+        } else {
+            &mut channel.recvs
+        };
         let n = counts.entry(peer).or_insert(0);
         let round_tag = (*n & 0x7fff_ffff) as i32;
         *n = n.wrapping_add(1);
         Ok((channel.comm.clone(), round_tag))
-    })
+    }
 }
 
 /// Forgets the channels of a freed communicator (its context id may be reused).
 pub(crate) fn forget(s: &mut State, context: u32) {
-    CHANNELS.with(|channels| {
-        channels.borrow_mut().retain(|&(c, tag), _| {
-            if c != context {
-                return true;
-            }
-            s.derived_pairs
-                .remove(&crate::comm::derived_pair(c, CHANNEL_BASE | tag as u32));
-            false
-        })
+    let derived = &mut s.derived_pairs;
+    s.part_channels.retain(|&(c, tag), _| {
+        if c != context {
+            return true;
+        }
+        derived.remove(&crate::comm::derived_pair(c, CHANNEL_BASE | tag as u32));
+        false
     });
 }
 

@@ -5,8 +5,9 @@
 //! One runtime serves both models: the first of MPI_Init and MPI_Session_init starts it, and it
 //! shuts down when MPI_Finalize has been called and the last session is finalized (or at
 //! MPI_Finalize when no session is open). A runtime finalized that way does not start again.
-//! Thread support is ferry's MPI_THREAD_FUNNELED in either model; a session's `thread_level`
-//! info says so. A communicator from a group is made on MPI_COMM_WORLD's processes with the
+//! A session asks for its thread level with the `thread_level` info hint (FUNNELED without
+//! one); the first of MPI_Init_thread and MPI_Session_init sets the process's level, and a
+//! session's `thread_level` info reports it. A communicator from a group is made on MPI_COMM_WORLD's processes with the
 //! string tag hashed into the tag that keeps concurrent creations apart. Errors in calls on a
 //! session go to its error handler: the one it was opened with (MPI_ERRHANDLER_NULL meaning
 //! MPI_ERRORS_ARE_FATAL) until `MPI_Session_set_errhandler` replaces it.
@@ -57,10 +58,25 @@ unsafe fn out<'a, T>(p: *mut T, what: &str) -> Res<&'a mut T> {
 
 mpi! {
     /// Opens a session (starting the runtime if MPI_Init has not).
-    fn MPI_Session_init / PMPI_Session_init(_info: Handle, errhandler: Handle, session: *mut Handle) on NONE => {
+    fn MPI_Session_init / PMPI_Session_init(info: Handle, errhandler: Handle, session: *mut Handle) on NONE => {
         let out = out(session, "session")?;
-        with(|s| if errhandler == MPI_ERRHANDLER_NULL { Ok(()) } else { valid_errhandler(s, errhandler) })?;
-        crate::env::init(MPI_THREAD_FUNNELED, false)?;
+        let asked = with(|s| {
+            if errhandler != MPI_ERRHANDLER_NULL {
+                valid_errhandler(s, errhandler)?;
+            }
+            let value = s.infos.get(info).and_then(|kv| {
+                kv.iter().find(|(k, _)| k == "thread_level").map(|(_, v)| v.clone())
+            });
+            Ok(value)
+        })?;
+        // The `thread_level` hint names a level (MPI 4.1 §11.3.1); FUNNELED without one.
+        let required = match asked.as_deref().map(str::trim) {
+            Some(v) if v.eq_ignore_ascii_case("MPI_THREAD_MULTIPLE") => MPI_THREAD_MULTIPLE,
+            Some(v) if v.eq_ignore_ascii_case("MPI_THREAD_SERIALIZED") => MPI_THREAD_SERIALIZED,
+            Some(v) if v.eq_ignore_ascii_case("MPI_THREAD_SINGLE") => MPI_THREAD_SINGLE,
+            _ => MPI_THREAD_FUNNELED,
+        };
+        crate::env::init(required, false)?;
         *out = running(|s| Ok(s.sessions.insert(errhandler)))?;
         Ok(())
     }

@@ -1,9 +1,10 @@
 //! The process's MPI state: the world, and the tables of every created object.
 //!
-//! MPI has one library state per process; ferry runs at MPI_THREAD_FUNNELED, so the state is a
-//! thread-local of the thread that called MPI_Init. Borrows of it are short: nothing blocks or
-//! calls back into user code while it is borrowed (user operations and error handlers may
-//! themselves call MPI).
+//! MPI has one library state per process, shared by the threads that call MPI as
+//! [`crate::threads`] describes. Borrows of it are short: nothing blocks or calls back into user
+//! code while it is borrowed (user operations and error handlers may themselves call MPI).
+//! A program that ends without MPI_Finalize leaves its world unfinalized (the state is never
+//! dropped): finalizing would wait for ranks that may never come.
 
 use crate::abi::*;
 use crate::datatype::Datatype;
@@ -11,10 +12,11 @@ use crate::error::{fail, CommErrhandlerFn, MpiError, Res};
 use crate::handles::{Kind, Table};
 use crate::ops::BuiltinOp;
 use crate::request::Request;
-use std::cell::RefCell;
+use crate::threads::Serialized;
 use std::collections::{BTreeMap, HashMap};
 use std::ffi::{c_int, c_void};
 use std::rc::Rc;
+use std::sync::LazyLock;
 
 /// Where the library is in its life.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -172,6 +174,8 @@ pub struct State {
     pub phase: Phase,
     /// Thread level granted at init.
     pub thread_level: c_int,
+    /// The thread that initialized MPI (MPI_Is_thread_main).
+    pub main_thread: Option<std::thread::ThreadId>,
     /// The job (set between init and finalize).
     pub world: Option<ferry_core::World>,
     /// MPI_COMM_WORLD and MPI_COMM_SELF.
@@ -231,24 +235,27 @@ pub struct State {
     /// The types `MPI_Type_create_f90_*` returned, by (combiner, p, r): the same arguments give
     /// the same handle, and the program may not free it.
     pub f90_types: HashMap<(c_int, c_int, c_int), Handle>,
+    /// Partitioned communication's channels (see `crate::part`).
+    pub(crate) part_channels: crate::part::Channels,
+    /// The hidden communicator generalized requests complete on (0 until the first).
+    pub greq_channel: Handle,
+    /// The tag of the next generalized request.
+    pub greq_next_tag: c_int,
 }
 
 /// Created keyvals are numbered from here (predefined ones are 10001…).
 pub const KEYVAL_BASE: c_int = 100;
 
-thread_local! {
-    /// The process's MPI state (see the module doc).
-    pub static STATE: RefCell<State> = RefCell::new(State::new());
-}
+/// The process's MPI state (see the module doc).
+pub static STATE: LazyLock<Serialized<State>> = LazyLock::new(|| Serialized::new(State::new()));
 
 /// Runs `f` on the state. Not reentrant: `f` must not call back into MPI or user code.
 pub fn with<T>(f: impl FnOnce(&mut State) -> Res<T>) -> Res<T> {
-    STATE.with(|s| match s.try_borrow_mut() {
-        Ok(mut s) => f(&mut s),
-        Err(_) => fail(
+    STATE.with(f).unwrap_or_else(|| {
+        fail(
             MPI_ERR_OTHER,
             "MPI called from inside an MPI callback in a way ferry does not support",
-        ),
+        )
     })
 }
 
@@ -262,17 +269,6 @@ pub fn running<T>(f: impl FnOnce(&mut State) -> Res<T>) -> Res<T> {
         }
         f(s)
     })
-}
-
-impl Drop for State {
-    /// The state goes when the thread that initialized MPI ends, usually at process exit. A
-    /// world still here was never finalized (the program exited without MPI_Finalize): it is
-    /// abandoned, since finalizing waits for every rank and the others may never come.
-    fn drop(&mut self) {
-        if let Some(world) = self.world.take() {
-            world.abandon();
-        }
-    }
 }
 
 impl State {
@@ -299,6 +295,7 @@ impl State {
         State {
             phase: Phase::Idle,
             thread_level: MPI_THREAD_FUNNELED,
+            main_thread: None,
             world: None,
             predefined_comms: Vec::new(),
             comms: Table::new(Kind::Comm),
@@ -327,6 +324,9 @@ impl State {
             datareps: Vec::new(),
             wins: Table::new(Kind::Win),
             f90_types: HashMap::new(),
+            part_channels: Default::default(),
+            greq_channel: 0,
+            greq_next_tag: 0,
         }
     }
 

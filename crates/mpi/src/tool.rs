@@ -20,17 +20,18 @@
 //!   event or source index, MPI_T_ERR_INVALID_HANDLE for any registration or instance.
 //!
 //! MPI_T works before MPI_Init and after MPI_Finalize; MPI_T_init_thread and MPI_T_finalize
-//! are reference counted, and the last MPI_T_finalize frees every handle and session. Like the
-//! rest of ferry's MPI, its state belongs to one thread (MPI_THREAD_FUNNELED). The functions
+//! are reference counted, and the last MPI_T_finalize frees every handle and session. Its state is
+//! shared by threads as the rest of ferry's MPI is (see `crate::threads`). The functions
 //! return their error code and never invoke an MPI error handler.
 
 use crate::abi::*;
 use crate::datatype::Builtin;
 use crate::error::{caught, fail, MpiError, Res};
 use crate::handles::{Kind, Table};
+use crate::threads::Serialized;
 use ferry_core::{CmaMode, Config, Counters, RailPolicy};
-use std::cell::RefCell;
 use std::ffi::{c_char, c_int, c_uint, c_ulong, c_ulonglong, c_void, CStr};
+use std::sync::LazyLock;
 
 /// Runs the body of an MPI_T function: its error class, MPI_T_ERR_INVALID for a panic.
 pub fn guard(body: impl FnOnce() -> Res) -> c_int {
@@ -84,9 +85,7 @@ impl Tool {
     }
 }
 
-thread_local! {
-    static TOOL: RefCell<Tool> = RefCell::new(Tool::new());
-}
+static TOOL: LazyLock<Serialized<Tool>> = LazyLock::new(|| Serialized::new(Tool::new()));
 
 fn error(class: c_int, message: impl Into<String>) -> MpiError {
     MpiError::new(class, message)
@@ -95,28 +94,22 @@ fn error(class: c_int, message: impl Into<String>) -> MpiError {
 /// Runs `f` on the state once MPI_T is initialized.
 fn tool<T>(f: impl FnOnce(&mut Tool) -> Res<T>) -> Res<T> {
     TOOL.with(|t| {
-        let mut t = t
-            .try_borrow_mut()
-            .map_err(|_| error(MPI_T_ERR_INVALID, "MPI_T called re-entrantly"))?;
         if t.refs == 0 {
             return fail(
                 MPI_T_ERR_NOT_INITIALIZED,
                 "MPI_T_init_thread was not called",
             );
         }
-        f(&mut t)
+        f(t)
     })
+    .unwrap_or_else(|| fail(MPI_T_ERR_INVALID, "MPI_T called re-entrantly"))
 }
 
 /// Called by MPI_Finalize before the runtime goes: keeps its settings and final counters.
 pub(crate) fn world_ending(world: &ferry_core::World) {
     let counters = world.counters().unwrap_or_default();
     let config = world.config().clone();
-    TOOL.with(|t| {
-        if let Ok(mut t) = t.try_borrow_mut() {
-            t.last = Some((config, counters));
-        }
-    });
+    TOOL.with(|t| t.last = Some((config, counters)));
 }
 
 /// What the runtime is doing now: running, finished (with its last values) or not started.
@@ -136,12 +129,10 @@ fn runtime() -> Res<Runtime> {
             MPI_T_ERR_NOT_ACCESSIBLE,
             "the runtime is busy (MPI_T called from inside one of its callbacks)",
         ),
-        None => Ok(
-            TOOL.with(|t| match t.try_borrow().ok().and_then(|t| t.last.clone()) {
-                Some((config, counters)) => Runtime::Finished(config, counters),
-                None => Runtime::NotStarted,
-            }),
-        ),
+        None => Ok(match TOOL.with(|t| t.last.clone()).flatten() {
+            Some((config, counters)) => Runtime::Finished(config, counters),
+            None => Runtime::NotStarted,
+        }),
     }
 }
 
@@ -665,13 +656,11 @@ mpi_t! {
             return fail(MPI_T_ERR_INVALID, format!("no thread level {required}"));
         }
         TOOL.with(|t| -> Res {
-            let mut t = t
-                .try_borrow_mut()
-                .map_err(|_| error(MPI_T_ERR_CANNOT_INIT, "MPI_T called re-entrantly"))?;
             t.refs = t.refs.checked_add(1).ok_or_else(|| error(MPI_T_ERR_CANNOT_INIT, "too many MPI_T_init_thread calls"))?;
             Ok(())
-        })?;
-        *provided = required.min(MPI_THREAD_FUNNELED);
+        }).unwrap_or_else(|| fail(MPI_T_ERR_CANNOT_INIT, "MPI_T called re-entrantly"))?;
+        // MPI_T's state is behind the same serialization as the rest of MPI.
+        *provided = required;
         Ok(())
     }
 }

@@ -9,7 +9,7 @@
 //! communication (error classes, lock contention, fence, post/start/complete/wait), the tool
 //! information interface (MPI_T), and the calls MPICH ships for old and Fortran-interop programs
 //! (removed MPI-1 calls, MPI_LB/MPI_UB, session error handlers, `MPI_Type_create_f90_*`, status
-//! conversion).
+//! conversion), and MPI_THREAD_MULTIPLE (threads of a rank calling MPI at once).
 //!
 //! Each program was checked against MPICH first (`mpicc.mpich`, `mpiexec.mpich`); it prints
 //! ` No Errors` from rank 0 and exits non-zero on failure, as MPICH's own tests. They are
@@ -479,4 +479,11 @@ fn external32_and_registered_data_representations_in_file_views() {
 fn one_sided_error_classes_lock_contention_fence_and_pscw() {
     no_errors(4, "rma");
     no_errors(1, "rma");
+}
+
+#[test]
+fn threads_call_mpi_at_once_at_mpi_thread_multiple() {
+    for n in [1, 2, 3] {
+        no_errors(n, "threads");
+    }
 }

@@ -307,11 +307,7 @@ unsafe fn map_shared(
     // Rank 0 names the segment; everyone opens it; it is unlinked once all have it mapped.
     let mut id = [
         std::process::id() as u64,
-        NEXT_SEGMENT.with(|c| {
-            let v = c.get();
-            c.set(v + 1);
-            v
-        }),
+        NEXT_SEGMENT.fetch_add(1, std::sync::atomic::Ordering::Relaxed),
     ];
     comm.bcast(&mut id, 0)?;
     let name = std::ffi::CString::new(format!("/ferry-win-{}-{}", id[0], id[1]))
@@ -376,9 +372,8 @@ unsafe fn map_shared(
     Ok((p, len, starts))
 }
 
-thread_local! {
-    static NEXT_SEGMENT: std::cell::Cell<u64> = const { std::cell::Cell::new(0) };
-}
+/// Numbers the shared segments this process names.
+static NEXT_SEGMENT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
 
 mpi! {
     /// Creates a window over one shared segment of every rank's memory (all ranks must be on
