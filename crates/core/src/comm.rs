@@ -50,10 +50,10 @@ impl Status {
     }
 }
 
-/// What a thread waiting in ferry runs between passes of its wait when other threads of the
-/// process may call ferry too (MPI_THREAD_MULTIPLE): the binding's hook lets them in (it
-/// releases the binding's lock for a moment). Gets the wait's count of idle passes in a row.
-pub type Pause = fn(idle: u32);
+/// What a thread waiting in ferry runs after a pass of its wait found nothing to do, when other
+/// threads of the process may call ferry too (MPI_THREAD_MULTIPLE): the binding's hook lets
+/// them in if they want (it hands its lock over for a moment) and says whether it did.
+pub type Pause = fn() -> bool;
 
 /// State shared by every communicator of one rank.
 pub(crate) struct Shared {
@@ -116,9 +116,17 @@ impl Shared {
                 if done(&engine.proto) {
                     return Ok(());
                 }
-                idle = engine.wait_step(idle)?;
+                if engine.progress()? {
+                    idle = 0;
+                    continue;
+                }
             }
-            pause(idle);
+            idle += 1;
+            // The back-off sleeps at most the short nap of a shared engine, so a thread that
+            // wants in waits little; the waiting threads of a rank then take turns listening
+            // for the transports instead of all spinning.
+            self.engine.borrow_mut().back_off(idle)?;
+            pause();
         }
     }
 

@@ -1860,18 +1860,19 @@ impl Engine {
     pub(crate) fn wait_until(&mut self, mut done: impl FnMut(&Proto) -> bool) -> Result<(), Error> {
         let mut idle = 0;
         while !done(&self.proto) {
-            idle = self.wait_step(idle)?;
+            if self.progress()? {
+                idle = 0;
+            } else {
+                idle += 1;
+                self.back_off(idle)?;
+            }
         }
         Ok(())
     }
 
-    /// One pass of a wait: progress, or back off by how many passes in a row found nothing
-    /// (`idle`): spin, then yield, then sleep until a transport wakes us. Returns the new count.
-    pub(crate) fn wait_step(&mut self, idle: u32) -> Result<u32, Error> {
-        if self.progress()? {
-            return Ok(0);
-        }
-        let idle = idle + 1;
+    /// Waits a little after `idle` passes in a row found nothing: spins, then yields, then
+    /// sleeps until a transport wakes us (or the nap ends).
+    pub(crate) fn back_off(&mut self, idle: u32) -> Result<(), Error> {
         if idle < self.spin {
             std::hint::spin_loop();
         } else if idle < self.spin + 20 {
@@ -1879,7 +1880,7 @@ impl Engine {
         } else {
             self.block()?;
         }
-        Ok(idle)
+        Ok(())
     }
 
     /// Sleeps until a transport has something for us (or a short timeout).

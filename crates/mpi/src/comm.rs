@@ -1079,7 +1079,10 @@ fn info_mut(s: &mut State, h: Handle) -> Res<&mut Vec<(String, String)>> {
                 ("command".into(), command),
                 ("maxprocs".into(), procs.to_string()),
                 ("wdir".into(), wdir),
-                ("thread_level".into(), "MPI_THREAD_FUNNELED".into()),
+                (
+                    "thread_level".into(),
+                    crate::session::thread_level_name(s.thread_level).into(),
+                ),
             ];
         }
         return Ok(&mut s.info_env);

@@ -6,8 +6,8 @@
 //! receive. When one completes it, the query callback fills the status and the free callback
 //! runs, both outside ferry's state so that they may call MPI; `MPI_Request_get_status` runs
 //! only the query. `MPI_Cancel` runs the cancel callback (the request still completes only
-//! through `MPI_Grequest_complete`). ferry runs at MPI_THREAD_FUNNELED, so a wait on a request
-//! that nothing completes waits for ever, as it would in any MPI.
+//! through `MPI_Grequest_complete`). A wait on a request that nothing completes waits for ever,
+//! as it would in any MPI; at MPI_THREAD_MULTIPLE another thread may complete it meanwhile.
 
 use crate::abi::*;
 use crate::error::{fail, MpiError, Res};

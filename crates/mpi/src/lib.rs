@@ -6,8 +6,8 @@
 //! panic becomes MPI_ERR_INTERN; no unwind crosses `extern "C"`.
 //!
 //! Handles are the MPI-5 ABI's (see `abi.rs`); created objects live in the tables of
-//! [`state::State`]. Thread level: MPI_THREAD_FUNNELED (all calls from the thread that called
-//! MPI_Init). Intercommunicators (creation, merge, dup/idup/split/create, point-to-point and
+//! [`state::State`]. Every thread level is provided; how threads share the library is in
+//! [`threads`]. Intercommunicators (creation, merge, dup/idup/split/create, point-to-point and
 //! every collective defined on them, blocking and nonblocking) are in [`inter`]. Cartesian, graph
 //! and distributed graph topologies are in [`topo`]; the neighbourhood collectives on them,
 //! blocking and nonblocking, are schedules like the other collectives ([`coll`]). Persistent

@@ -827,8 +827,9 @@ fn entries_to_wait(handles: &[Handle], all: bool) -> Res<(Vec<Entry>, Option<fer
         if let Some(engine) = &engine {
             engine.progress()?;
         }
-        crate::threads::pause(u32::MAX);
-        std::thread::yield_now();
+        if !crate::threads::pause() {
+            std::thread::yield_now();
+        }
     }
 }
 

@@ -42,7 +42,7 @@ fn pset_members(s: &State, name: &str) -> Res<crate::state::GroupObj> {
     s.local_group(comm)
 }
 
-fn thread_level_name(level: c_int) -> &'static str {
+pub(crate) fn thread_level_name(level: c_int) -> &'static str {
     match level {
         MPI_THREAD_SINGLE => "MPI_THREAD_SINGLE",
         MPI_THREAD_FUNNELED => "MPI_THREAD_FUNNELED",

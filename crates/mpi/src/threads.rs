@@ -82,11 +82,11 @@ impl Drop for Entered {
 }
 
 /// The runtime's pause between the passes of a wait: when another thread waits for the lock,
-/// hands it over (fairly: straight to a waiting thread) and takes it back, at the same depth.
-/// The runtime calls it with nothing of the engine or the state borrowed.
-pub fn pause(_idle: u32) {
+/// hands it over (fairly: straight to a waiting thread) and takes it back, at the same depth;
+/// says whether it did. The runtime calls it with nothing of the engine or the state borrowed.
+pub fn pause() -> bool {
     if WANTING.load(Ordering::SeqCst) == 0 {
-        return;
+        return false;
     }
     let depth = DEPTH.with(|d| d.replace(0));
     for _ in 0..depth {
@@ -96,6 +96,7 @@ pub fn pause(_idle: u32) {
     for _ in 0..depth {
         acquire();
     }
+    true
 }
 
 /// Process-wide data that MPI calls share: one thread at a time reaches it, through
@@ -159,7 +160,7 @@ mod tests {
         };
         // As a wait would: pause until the other thread has had its turn.
         while !ran.load(Ordering::SeqCst) {
-            pause(1);
+            pause();
             std::thread::yield_now();
         }
         other.join().unwrap();
