@@ -425,7 +425,11 @@ impl Engine {
     /// Advances every running collective and frees drained copies. Part of `progress`.
     pub(crate) fn advance_collectives(&mut self) -> Result<bool, Error> {
         let mut progressed = false;
-        if !self.collectives.is_empty() {
+        // A collective's steps wait only for its own requests (and for each other, which an
+        // advance settles to the end): with no request completed since the last advance, none
+        // can move, and a wait skips them on every idle pass.
+        if !self.collectives.is_empty() && self.proto.completions != self.collectives_seen {
+            self.collectives_seen = self.proto.completions;
             // Advanced in place: a wait polls this often, and moving each collective out and
             // back would copy it every time.
             let mut running = std::mem::take(&mut self.collectives);

@@ -290,6 +290,8 @@ pub(crate) struct Proto {
     pub pids: Vec<u32>,
     /// TCP rails per peer pair (1: no rails).
     pub rails: usize,
+    /// Requests completed so far: running collectives need advancing only when it moved.
+    pub completions: u64,
     /// Rails the peers reported failed (RAIL_DOWN), for the engine to close.
     rail_down: Vec<(u32, u16)>,
     /// The same, for the transport to read to their end first: (peer, rail, seq).
@@ -423,6 +425,7 @@ impl Proto {
                 self.large_out[dest as usize] -= 1;
             }
             *state = ReqState::Done(completion);
+            self.completions += 1;
         }
     }
 
@@ -1002,6 +1005,8 @@ pub(crate) struct Engine {
     pub proto: Proto,
     /// Collectives in progress, advanced by every `progress` call.
     pub(crate) collectives: Vec<crate::coll::Collective>,
+    /// `proto.completions` when the running collectives were last advanced.
+    pub(crate) collectives_seen: u64,
     /// Receives of redundant copies (two-tree broadcasts) with the buffers they land in.
     pub(crate) drains: Vec<(ReqId, Vec<u8>)>,
     /// Allocations of finished collectives for the next ones.
@@ -1095,6 +1100,7 @@ impl Engine {
         let shm_max = setup.shm.as_ref().map_or(usize::MAX, |s| s.max_payload());
         Engine {
             collectives: Vec::new(),
+            collectives_seen: 0,
             drains: Vec::new(),
             spare: crate::coll::Spare::default(),
             proto: Proto {
@@ -1103,6 +1109,7 @@ impl Engine {
                 pids: setup.pids,
                 rails: setup.rails.max(1),
                 rail_down: Vec::new(),
+                completions: 0,
                 to_drain: Vec::new(),
                 ordered_in: vec![0; size],
                 skip: vec![0; size],
