@@ -82,6 +82,15 @@ impl Bootstrap {
         }
     }
 
+    /// The value published under `key`, or `None` if nothing is (yet).
+    pub(crate) fn lookup(&mut self, key: &str) -> Result<Option<String>, Error> {
+        match self.request(&Request::Get { key: key.into() })? {
+            Reply::Value(v) => Ok(Some(v)),
+            Reply::NotFound => Ok(None),
+            other => Err(bootstrap_error(format!("unexpected reply {other:?}"))),
+        }
+    }
+
     pub(crate) fn fence(&mut self) -> Result<(), Error> {
         self.request(&Request::Fence).map(drop)
     }

@@ -72,6 +72,8 @@ pub(crate) struct Shared {
     pub clusters: Rc<[u32]>,
     /// Schedules kept for reuse (see `collectives::plan`).
     pub plans: RefCell<crate::collectives::Plans>,
+    /// Names published by a job of one rank without a launcher (see `World::publish`).
+    pub names: RefCell<std::collections::HashMap<String, String>>,
 }
 
 /// Context pairs per block a process claims: enough for an intercommunicator.
@@ -99,6 +101,7 @@ impl Shared {
             pause: Cell::new(None),
             clusters: clusters.into(),
             plans: RefCell::default(),
+            names: RefCell::default(),
         }
     }
 

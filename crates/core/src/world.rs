@@ -418,6 +418,40 @@ impl World {
         shared.engine.borrow_mut().nap = Duration::from_micros(200);
     }
 
+    /// Publishes `value` under `key` with the launcher, where every rank of the job can look
+    /// it up at once (MPI's name service). Without a launcher (a singleton) keys stay here.
+    pub fn publish(&self, key: &str, value: &str) -> Result<(), Error> {
+        let shared = self.comm.shared();
+        match shared.bootstrap.borrow_mut().as_mut() {
+            Some(boot) => boot.put(key, value),
+            None => {
+                shared.names.borrow_mut().insert(key.into(), value.into());
+                Ok(())
+            }
+        }
+    }
+
+    /// The value published under `key`, if any.
+    pub fn lookup(&self, key: &str) -> Result<Option<String>, Error> {
+        let shared = self.comm.shared();
+        match shared.bootstrap.borrow_mut().as_mut() {
+            Some(boot) => boot.lookup(key),
+            None => Ok(shared.names.borrow().get(key).cloned()),
+        }
+    }
+
+    /// The process id of world rank `rank`.
+    pub fn pid_of(&self, rank: usize) -> Option<u32> {
+        self.comm
+            .shared()
+            .engine
+            .borrow()
+            .proto
+            .pids
+            .get(rank)
+            .copied()
+    }
+
     /// The settings in effect: those read from the environment at [`init`], with every
     /// automatic choice (`shm_eager_limit`, `shm_ring_bytes`, `spin`) resolved to the value
     /// chosen. A ring size of 0 means no ring: the tcp transport, or a job of one rank.

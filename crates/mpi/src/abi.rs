@@ -46,10 +46,12 @@ pub const MPI_ERR_INFO: c_int = 34;
 pub const MPI_ERR_IO: c_int = 35;
 pub const MPI_ERR_KEYVAL: c_int = 36;
 pub const MPI_ERR_LOCKTYPE: c_int = 37;
+pub const MPI_ERR_NAME: c_int = 38;
 pub const MPI_ERR_NO_MEM: c_int = 39;
 pub const MPI_ERR_NOT_SAME: c_int = 40;
 pub const MPI_ERR_NO_SPACE: c_int = 41;
 pub const MPI_ERR_NO_SUCH_FILE: c_int = 42;
+pub const MPI_ERR_PORT: c_int = 43;
 pub const MPI_ERR_PROC_ABORTED: c_int = 44;
 pub const MPI_ERR_QUOTA: c_int = 45;
 pub const MPI_ERR_READ_ONLY: c_int = 46;
@@ -60,7 +62,9 @@ pub const MPI_ERR_RMA_RANGE: c_int = 49;
 pub const MPI_ERR_RMA_SHARED: c_int = 50;
 pub const MPI_ERR_RMA_SYNC: c_int = 51;
 pub const MPI_ERR_RMA_FLAVOR: c_int = 52;
+pub const MPI_ERR_SERVICE: c_int = 53;
 pub const MPI_ERR_SIZE: c_int = 55;
+pub const MPI_ERR_SPAWN: c_int = 56;
 pub const MPI_ERR_UNSUPPORTED_OPERATION: c_int = 58;
 pub const MPI_ERR_WIN: c_int = 60;
 pub const MPI_ERR_ERRHANDLER: c_int = 61;
@@ -176,6 +180,7 @@ pub const MPI_MAX_LIBRARY_VERSION_STRING: usize = 8192;
 pub const MPI_MAX_INFO_KEY: usize = 256;
 pub const MPI_MAX_INFO_VAL: usize = 1024;
 pub const MPI_MAX_DATAREP_STRING: usize = 128;
+pub const MPI_MAX_PORT_NAME: usize = 1024;
 
 /// `MPI_Status` as laid out by the ABI: three public fields and five reserved ints, which
 /// ferry uses for the byte count (two ints) and the cancelled flag.

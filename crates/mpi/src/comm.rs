@@ -489,26 +489,33 @@ mpi! {
 mpi! {
     /// Frees a communicator (deleting its attributes first).
     fn MPI_Comm_free / PMPI_Comm_free(comm: *mut Handle) on NONE => {
-        let h = out(comm, "comm")?;
-        if matches!(*h, MPI_COMM_WORLD | MPI_COMM_SELF | MPI_COMM_NULL) {
-            return fail(MPI_ERR_COMM, "predefined communicators and MPI_COMM_NULL cannot be freed");
-        }
-        let attrs = running(|s| Ok(s.comm_mut(*h)?.attrs.take_newest_first()))?;
-        delete_attrs(*h, attrs)?;
-        let obj = with(|s| {
-            let obj = s.comms.remove(*h);
-            if let Some(o) = &obj {
-                release_derived(s, o);
-                crate::part::forget(s, o.comm.context_id());
-            }
-            Ok(obj)
-        })?;
-        if let Some(inter) = obj.and_then(|o| o.inter) {
-            crate::inter::forget(inter);
-        }
-        *h = MPI_COMM_NULL;
-        Ok(())
+        free(out(comm, "comm")?)
     }
+}
+
+/// MPI_Comm_free of `*h` (also the end of MPI_Comm_disconnect).
+pub(crate) unsafe fn free(h: &mut Handle) -> Res {
+    if matches!(*h, MPI_COMM_WORLD | MPI_COMM_SELF | MPI_COMM_NULL) {
+        return fail(
+            MPI_ERR_COMM,
+            "predefined communicators and MPI_COMM_NULL cannot be freed",
+        );
+    }
+    let attrs = running(|s| Ok(s.comm_mut(*h)?.attrs.take_newest_first()))?;
+    delete_attrs(*h, attrs)?;
+    let obj = with(|s| {
+        let obj = s.comms.remove(*h);
+        if let Some(o) = &obj {
+            release_derived(s, o);
+            crate::part::forget(s, o.comm.context_id());
+        }
+        Ok(obj)
+    })?;
+    if let Some(inter) = obj.and_then(|o| o.inter) {
+        crate::inter::forget(inter);
+    }
+    *h = MPI_COMM_NULL;
+    Ok(())
 }
 mpi! {
     /// The group of a communicator.

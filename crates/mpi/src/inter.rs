@@ -84,7 +84,7 @@ impl Rec {
 
 /// Where the leaders swap their group's records: (communicator, remote leader's rank in it,
 /// tag). Only the local leader has one.
-type Swap<'a> = Option<(&'a Comm, usize, i32)>;
+pub(crate) type Swap<'a> = Option<(&'a Comm, usize, i32)>;
 
 /// Gathers every local process's record, swaps the lists between the leaders (local rank
 /// `leader` calls with `swap`), and gives every local process both lists, each in rank order.
@@ -282,16 +282,36 @@ mpi! {
         } else {
             None
         };
-        let mine = Rec { world: my_world(&local), pair: local.claim_context_pairs()?, ..Rec::default() };
-        let (l, r) = exchange(&local, leader, peer.as_ref().map(|(c, rl)| (c, *rl, tag)), mine)?;
-        let (lw, rw) = (world_of(&l), world_of(&r));
-        if rw.iter().any(|w| lw.contains(w)) {
-            return fail(MPI_ERR_COMM, "the local and remote groups of an intercommunicator must be disjoint");
-        }
-        let p = parts(&local, &lw, &rw, local.rank(), agreed_pair(&l, &r))?;
-        *out = register_inter(local_comm, p, false)?;
+        *out = connect_groups(local_comm, &local, leader, peer.as_ref().map(|(c, rl)| (c, *rl, tag)))?;
         Ok(())
     }
+}
+
+/// The intercommunicator between the group of `local_comm` (whose runtime side is `local`)
+/// and the group whose leader meets this group's `leader` as `swap` says (only the leader
+/// passes it). Collective over `local_comm`; MPI_Intercomm_create and the dynamic-process
+/// calls (`crate::dynamic`) end here.
+pub(crate) fn connect_groups(
+    local_comm: Handle,
+    local: &Comm,
+    leader: usize,
+    swap: Swap<'_>,
+) -> Res<Handle> {
+    let mine = Rec {
+        world: my_world(local),
+        pair: local.claim_context_pairs()?,
+        ..Rec::default()
+    };
+    let (l, r) = exchange(local, leader, swap, mine)?;
+    let (lw, rw) = (world_of(&l), world_of(&r));
+    if rw.iter().any(|w| lw.contains(w)) {
+        return fail(
+            MPI_ERR_COMM,
+            "the local and remote groups of an intercommunicator must be disjoint",
+        );
+    }
+    let p = parts(local, &lw, &rw, local.rank(), agreed_pair(&l, &r))?;
+    register_inter(local_comm, p, false)
 }
 
 /// A tag from a string tag (FNV-1a), non-negative.

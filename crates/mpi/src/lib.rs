@@ -17,8 +17,9 @@
 //! One-sided communication (windows, put/get/accumulate, fence, PSCW and passive target) is in
 //! [`rma`]. The tool information interface (MPI_T: ferry's settings as control variables,
 //! its traffic counters as performance variables) is in [`tool`]. Status conversion for Fortran
-//! callers is in [`fortran`]; the MPI-1 calls that MPI-3.0 removed and MPICH still ships
-//! (`MPI_Address`, `MPI_Type_struct`, ...) are in [`removed`]. Not provided: dynamic processes.
+//! callers is in [`fortran`]; ports, names, join and disconnect are in [`dynamic`]; the MPI-1 calls that MPI-3.0 removed and MPICH still ships
+//! (`MPI_Address`, `MPI_Type_struct`, ...) are in [`removed`]. Not provided: starting processes
+//! (`MPI_Comm_spawn` fails with MPI_ERR_SPAWN).
 //!
 //! This crate depends on `ferry-core` only (plus `libc`); the launcher is reached through
 //! `ferry run`, which `mpiexec` calls.
@@ -64,6 +65,7 @@ pub mod coll;
 pub mod comm;
 pub mod datarep;
 pub mod datatype;
+pub mod dynamic;
 pub mod env;
 pub mod error;
 pub mod external;

@@ -241,6 +241,12 @@ pub struct State {
     pub greq_channel: Handle,
     /// The tag of the next generalized request.
     pub greq_next_tag: c_int,
+    /// The hidden communicator that port connections meet on (see `crate::dynamic`).
+    pub meeting: Option<ferry_core::Comm>,
+    /// Ports this process has open, by number.
+    pub open_ports: std::collections::BTreeSet<c_int>,
+    /// The number of the next port this process opens.
+    pub next_port: c_int,
 }
 
 /// Created keyvals are numbered from here (predefined ones are 10001…).
@@ -327,6 +333,9 @@ impl State {
             part_channels: Default::default(),
             greq_channel: 0,
             greq_next_tag: 0,
+            meeting: None,
+            open_ports: Default::default(),
+            next_port: 0,
         }
     }
 

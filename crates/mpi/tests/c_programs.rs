@@ -9,7 +9,8 @@
 //! communication (error classes, lock contention, fence, post/start/complete/wait), the tool
 //! information interface (MPI_T), and the calls MPICH ships for old and Fortran-interop programs
 //! (removed MPI-1 calls, MPI_LB/MPI_UB, session error handlers, `MPI_Type_create_f90_*`, status
-//! conversion), and MPI_THREAD_MULTIPLE (threads of a rank calling MPI at once).
+//! conversion), MPI_THREAD_MULTIPLE (threads of a rank calling MPI at once), and ports, names
+//! and disconnect between groups of one job (with MPI_Comm_spawn's error).
 //!
 //! Each program was checked against MPICH first (`mpicc.mpich`, `mpiexec.mpich`); it prints
 //! ` No Errors` from rank 0 and exits non-zero on failure, as MPICH's own tests. They are
@@ -485,5 +486,12 @@ fn one_sided_error_classes_lock_contention_fence_and_pscw() {
 fn threads_call_mpi_at_once_at_mpi_thread_multiple() {
     for n in [1, 2, 3] {
         no_errors(n, "threads");
+    }
+}
+
+#[test]
+fn ports_names_disconnect_and_the_errors_of_spawn_within_one_job() {
+    for n in [2, 4] {
+        no_errors(n, "ports");
     }
 }

@@ -1,0 +1,363 @@
+//! Dynamic processes (MPI 4.1 chapter 11) between the processes of one job: ports
+//! (`MPI_Open_port`, `MPI_Comm_accept`, `MPI_Comm_connect`), the name service
+//! (`MPI_Publish_name`, `MPI_Lookup_name`), `MPI_Comm_join` and `MPI_Comm_disconnect`.
+//!
+//! A port is named `ferry-port:<world rank>:<number>` after the process that opened it. The
+//! two roots meet on a hidden communicator over MPI_COMM_WORLD's processes (its context is
+//! derived from the world's without a message, as `MPI_Comm_idup` derives one), with the port
+//! number as tag: the connecting root sends its group's records there, the accepting root takes
+//! the first connection that arrives, and from then on it is `MPI_Intercomm_create`'s exchange.
+//! Names are published with the launcher, which every rank of the job reaches.
+//!
+//! Not yet: starting processes (`MPI_Comm_spawn`, `MPI_Comm_spawn_multiple`) and connecting to
+//! another job's processes; both need the runtime to take peers after start. They fail with
+//! `MPI_ERR_SPAWN` and `MPI_ERR_PORT` naming what is missing.
+
+use crate::abi::*;
+use crate::error::{fail, MpiError, Res};
+use crate::state::{running, with, State};
+use crate::NONE;
+use ferry_core::{Comm, Source};
+use std::ffi::{c_char, c_int, CStr};
+
+/// The pair number, among those derived from MPI_COMM_WORLD's context, of the hidden
+/// communicator roots meet on (no `MPI_Comm_idup` count comes near it).
+const MEETING_SLOT: u32 = 0xffff_fff0;
+
+/// Tag of `MPI_Comm_join` meetings (port numbers stay below it).
+const JOIN_TAG: i32 = 0x3fff_ffff;
+
+const PORT_PREFIX: &str = "ferry-port:";
+
+/// The hidden communicator over the world's processes that roots meet on.
+fn meeting(s: &mut State) -> Res<Comm> {
+    if let Some(c) = &s.meeting {
+        return Ok(c.clone());
+    }
+    let world = s.core_comm(MPI_COMM_WORLD)?;
+    let k = crate::comm::derived_pair(world.context_id(), MEETING_SLOT);
+    if !s.derived_pairs.insert(k) {
+        return fail(
+            MPI_ERR_INTERN,
+            "the context of port connections is in use here (hash collision with an MPI_Comm_idup)",
+        );
+    }
+    let c = world.derive(world.world_ranks(), world.rank(), 2 * k)?;
+    s.meeting = Some(c.clone());
+    Ok(c)
+}
+
+/// The (owner's world rank, port number) of a port name.
+unsafe fn parse_port(port: *const c_char, world_size: usize) -> Res<(usize, i32)> {
+    if port.is_null() {
+        return fail(MPI_ERR_PORT, "port_name is NULL");
+    }
+    let text = CStr::from_ptr(port).to_string_lossy();
+    let parsed = text.strip_prefix(PORT_PREFIX).and_then(|rest| {
+        let (rank, number) = rest.split_once(':')?;
+        Some((rank.parse::<usize>().ok()?, number.parse::<i32>().ok()?))
+    });
+    match parsed {
+        Some((rank, number)) if rank < world_size && (0..JOIN_TAG).contains(&number) => {
+            Ok((rank, number))
+        }
+        Some(_) => fail(
+            MPI_ERR_PORT,
+            format!("port {text:?} is not one of this job's (a connection to another job's processes is not supported)"),
+        ),
+        None => fail(MPI_ERR_PORT, format!("{text:?} is not a port name of ferry's")),
+    }
+}
+
+/// `comm`'s runtime side and `root` checked as a rank of it.
+fn root_of(comm: Handle, root: c_int) -> Res<(Comm, usize)> {
+    let local = running(|s| s.intra_comm(comm))?;
+    let root = usize::try_from(root)
+        .ok()
+        .filter(|&r| r < local.size())
+        .ok_or_else(|| {
+            MpiError::new(
+                MPI_ERR_ROOT,
+                format!(
+                    "root {root} is not in a communicator of {} ranks",
+                    local.size()
+                ),
+            )
+        })?;
+    Ok((local, root))
+}
+
+unsafe fn write_name(text: &str, out: *mut c_char, cap: usize) -> Res {
+    if out.is_null() {
+        return fail(MPI_ERR_ARG, "the output string is NULL");
+    }
+    if text.len() >= cap {
+        return fail(
+            MPI_ERR_INTERN,
+            format!("{text:?} does not fit in {cap} bytes"),
+        );
+    }
+    std::ptr::copy_nonoverlapping(text.as_ptr(), out as *mut u8, text.len());
+    *out.add(text.len()) = 0;
+    Ok(())
+}
+
+mpi! {
+    /// Opens a port that other groups of this job can connect to.
+    fn MPI_Open_port / PMPI_Open_port(_info: Handle, port_name: *mut c_char) on NONE => {
+        let name = running(|s| {
+            let me = s.core_comm(MPI_COMM_WORLD)?.rank();
+            let number = s.next_port;
+            if number >= JOIN_TAG {
+                return fail(MPI_ERR_PORT, "out of port numbers");
+            }
+            s.next_port += 1;
+            s.open_ports.insert(number);
+            Ok(format!("{PORT_PREFIX}{me}:{number}"))
+        })?;
+        write_name(&name, port_name, MPI_MAX_PORT_NAME)
+    }
+}
+
+mpi! {
+    /// Closes a port this process opened.
+    fn MPI_Close_port / PMPI_Close_port(port_name: *const c_char) on NONE => {
+        running(|s| {
+            let world = s.core_comm(MPI_COMM_WORLD)?;
+            let (owner, number) = parse_port(port_name, world.size())?;
+            if owner != world.rank() || !s.open_ports.remove(&number) {
+                return fail(MPI_ERR_PORT, "the port is not open in this process");
+            }
+            Ok(())
+        })
+    }
+}
+
+mpi! {
+    /// Waits at `root` for a group to connect to `port_name` and makes the intercommunicator
+    /// to it. Collective over `comm`; only the root's `port_name` counts.
+    fn MPI_Comm_accept / PMPI_Comm_accept(port_name: *const c_char, _info: Handle, root: c_int, comm: Handle, newcomm: *mut Handle) on comm => {
+        let out = newcomm.as_mut().ok_or_else(|| MpiError::new(MPI_ERR_ARG, "newcomm is NULL"))?;
+        let (local, root) = root_of(comm, root)?;
+        let mut meet = None;
+        if local.rank() == root {
+            let (m, number) = running(|s| {
+                let world_size = s.core_comm(MPI_COMM_WORLD)?.size();
+                let me = s.core_comm(MPI_COMM_WORLD)?.rank();
+                let (owner, number) = parse_port(port_name, world_size)?;
+                if owner != me || !s.open_ports.contains(&number) {
+                    return fail(MPI_ERR_PORT, "MPI_Comm_accept on a port this process has not opened");
+                }
+                Ok((meeting(s)?, number))
+            })?;
+            // The first group to connect is the one accepted.
+            let from = m.probe(Source::Any, number)?.source;
+            meet = Some((m, from, number));
+        }
+        *out = crate::inter::connect_groups(comm, &local, root, meet.as_ref().map(|(m, f, t)| (m, *f, *t)))?;
+        Ok(())
+    }
+}
+
+mpi! {
+    /// Connects `comm`'s group (through `root`) to the group accepting on `port_name`.
+    fn MPI_Comm_connect / PMPI_Comm_connect(port_name: *const c_char, _info: Handle, root: c_int, comm: Handle, newcomm: *mut Handle) on comm => {
+        let out = newcomm.as_mut().ok_or_else(|| MpiError::new(MPI_ERR_ARG, "newcomm is NULL"))?;
+        let (local, root) = root_of(comm, root)?;
+        let mut meet = None;
+        if local.rank() == root {
+            let (m, owner, number) = running(|s| {
+                let world = s.core_comm(MPI_COMM_WORLD)?;
+                let (owner, number) = parse_port(port_name, world.size())?;
+                if owner == world.rank() {
+                    return fail(MPI_ERR_PORT, "MPI_Comm_connect to a port of this very process");
+                }
+                Ok((meeting(s)?, owner, number))
+            })?;
+            meet = Some((m, owner, number));
+        }
+        *out = crate::inter::connect_groups(comm, &local, root, meet.as_ref().map(|(m, o, t)| (m, *o, *t)))?;
+        Ok(())
+    }
+}
+
+mpi! {
+    /// Makes the intercommunicator of two processes of this job joined by the socket `fd`.
+    fn MPI_Comm_join / PMPI_Comm_join(fd: c_int, intercomm: *mut Handle) on NONE => {
+        let out = intercomm.as_mut().ok_or_else(|| MpiError::new(MPI_ERR_ARG, "intercomm is NULL"))?;
+        let (me, pid, size) = with(|s| {
+            let world = s.world.as_ref().ok_or_else(|| MpiError::new(MPI_ERR_OTHER, "MPI is not initialized"))?;
+            Ok((world.rank(), std::process::id(), world.size()))
+        })?;
+        // Each side tells the other who it is: world rank and process id.
+        let mut card = [0u8; 8];
+        card[..4].copy_from_slice(&(me as u32).to_le_bytes());
+        card[4..].copy_from_slice(&pid.to_le_bytes());
+        let mut theirs = [0u8; 8];
+        // SAFETY: `fd` is the program's connected socket; the buffers are ours and sized.
+        let io = unsafe { socket_swap(fd, &card, &mut theirs) };
+        io.map_err(|e| MpiError::new(MPI_ERR_OTHER, format!("MPI_Comm_join: socket {fd}: {e}")))?;
+        let other = u32::from_le_bytes([theirs[0], theirs[1], theirs[2], theirs[3]]) as usize;
+        let other_pid = u32::from_le_bytes([theirs[4], theirs[5], theirs[6], theirs[7]]);
+        let known = with(|s| Ok(s.world.as_ref().and_then(|w| w.pid_of(other))))?;
+        if other >= size || other == me || known != Some(other_pid) {
+            return fail(MPI_ERR_OTHER, "MPI_Comm_join: the process at the other end of the socket is not in this job (joining another job's processes is not supported)");
+        }
+        let (local, m) = running(|s| Ok((s.core_comm(MPI_COMM_SELF)?, meeting(s)?)))?;
+        *out = crate::inter::connect_groups(MPI_COMM_SELF, &local, 0, Some((&m, other, JOIN_TAG)))?;
+        Ok(())
+    }
+}
+
+/// Writes `mine` to the socket and reads as many bytes back.
+unsafe fn socket_swap(fd: c_int, mine: &[u8], theirs: &mut [u8]) -> std::io::Result<()> {
+    let mut sent = 0;
+    while sent < mine.len() {
+        let n = libc::write(fd, mine[sent..].as_ptr().cast(), mine.len() - sent);
+        if n < 0 {
+            let e = std::io::Error::last_os_error();
+            if e.kind() == std::io::ErrorKind::Interrupted {
+                continue;
+            }
+            return Err(e);
+        }
+        sent += n as usize;
+    }
+    let mut got = 0;
+    while got < theirs.len() {
+        let n = libc::read(fd, theirs[got..].as_mut_ptr().cast(), theirs.len() - got);
+        if n < 0 {
+            let e = std::io::Error::last_os_error();
+            if e.kind() == std::io::ErrorKind::Interrupted {
+                continue;
+            }
+            return Err(e);
+        }
+        if n == 0 {
+            return Err(std::io::Error::new(
+                std::io::ErrorKind::UnexpectedEof,
+                "closed by the other side",
+            ));
+        }
+        got += n as usize;
+    }
+    Ok(())
+}
+
+mpi! {
+    /// Waits for the communication on `comm` to end (a barrier over it) and frees it.
+    fn MPI_Comm_disconnect / PMPI_Comm_disconnect(comm: *mut Handle) on NONE => {
+        let h = comm.as_mut().ok_or_else(|| MpiError::new(MPI_ERR_ARG, "comm is NULL"))?;
+        if matches!(*h, MPI_COMM_WORLD | MPI_COMM_SELF | MPI_COMM_NULL) {
+            return fail(MPI_ERR_COMM, "predefined communicators and MPI_COMM_NULL cannot be disconnected");
+        }
+        crate::coll::barrier(*h, std::ptr::null_mut())?;
+        crate::comm::free(h)
+    }
+}
+
+/// The launcher key of a published service name.
+fn service_key(service: *const c_char) -> Res<String> {
+    if service.is_null() {
+        return fail(MPI_ERR_ARG, "service_name is NULL");
+    }
+    // SAFETY: a NUL-terminated string, per MPI.
+    let name = unsafe { CStr::from_ptr(service) }.to_string_lossy();
+    Ok(format!("mpi-service:{name}"))
+}
+
+/// What the launcher holds for `key` ("" once unpublished).
+fn looked_up(key: &str) -> Res<Option<String>> {
+    let found = with(|s| {
+        let world = s
+            .world
+            .as_ref()
+            .ok_or_else(|| MpiError::new(MPI_ERR_OTHER, "MPI is not initialized"))?;
+        Ok(world.lookup(key)?)
+    })?;
+    Ok(found.filter(|v| !v.is_empty()))
+}
+
+fn publish(key: &str, value: &str) -> Res {
+    with(|s| {
+        let world = s
+            .world
+            .as_ref()
+            .ok_or_else(|| MpiError::new(MPI_ERR_OTHER, "MPI is not initialized"))?;
+        Ok(world.publish(key, value)?)
+    })
+}
+
+mpi! {
+    /// Publishes `port_name` under `service_name` for every process of the job.
+    fn MPI_Publish_name / PMPI_Publish_name(service_name: *const c_char, _info: Handle, port_name: *const c_char) on NONE => {
+        let key = service_key(service_name)?;
+        if port_name.is_null() {
+            return fail(MPI_ERR_ARG, "port_name is NULL");
+        }
+        let port = CStr::from_ptr(port_name).to_string_lossy().into_owned();
+        if port.is_empty() {
+            return fail(MPI_ERR_PORT, "the port name is empty");
+        }
+        if looked_up(&key)?.is_some() {
+            return fail(MPI_ERR_SERVICE, format!("{key:?} is already published"));
+        }
+        publish(&key, &port)
+    }
+}
+
+mpi! {
+    /// Withdraws a published name.
+    fn MPI_Unpublish_name / PMPI_Unpublish_name(service_name: *const c_char, _info: Handle, _port_name: *const c_char) on NONE => {
+        let key = service_key(service_name)?;
+        if looked_up(&key)?.is_none() {
+            return fail(MPI_ERR_SERVICE, format!("{key:?} is not published"));
+        }
+        publish(&key, "")
+    }
+}
+
+mpi! {
+    /// The port published under `service_name`.
+    fn MPI_Lookup_name / PMPI_Lookup_name(service_name: *const c_char, _info: Handle, port_name: *mut c_char) on NONE => {
+        let key = service_key(service_name)?;
+        match looked_up(&key)? {
+            Some(port) => write_name(&port, port_name, MPI_MAX_PORT_NAME),
+            None => fail(MPI_ERR_NAME, format!("no port is published as {key:?}")),
+        }
+    }
+}
+
+mpi! {
+    /// Starting processes after launch is not supported yet: fails with MPI_ERR_SPAWN.
+    fn MPI_Comm_spawn / PMPI_Comm_spawn(_command: *const c_char, _argv: *mut *mut c_char, maxprocs: c_int, _info: Handle, _root: c_int, comm: Handle, intercomm: *mut Handle, array_of_errcodes: *mut c_int) on comm => {
+        spawn_unsupported(maxprocs, intercomm, array_of_errcodes)
+    }
+}
+
+mpi! {
+    /// Starting processes after launch is not supported yet: fails with MPI_ERR_SPAWN.
+    fn MPI_Comm_spawn_multiple / PMPI_Comm_spawn_multiple(count: c_int, _commands: *mut *mut c_char, _argvs: *mut *mut *mut c_char, maxprocs: *const c_int, _infos: *const Handle, _root: c_int, comm: Handle, intercomm: *mut Handle, array_of_errcodes: *mut c_int) on comm => {
+        let total = if maxprocs.is_null() || count <= 0 {
+            0
+        } else {
+            std::slice::from_raw_parts(maxprocs, count as usize).iter().map(|&n| n.max(0)).sum()
+        };
+        spawn_unsupported(total, intercomm, array_of_errcodes)
+    }
+}
+
+unsafe fn spawn_unsupported(procs: c_int, intercomm: *mut Handle, errcodes: *mut c_int) -> Res {
+    if let Some(out) = intercomm.as_mut() {
+        *out = MPI_COMM_NULL;
+    }
+    if !errcodes.is_null() {
+        for i in 0..procs.max(0) as usize {
+            *errcodes.add(i) = MPI_ERR_SPAWN;
+        }
+    }
+    fail(
+        MPI_ERR_SPAWN,
+        "ferry cannot start processes after launch yet: start every process with mpiexec and connect groups with MPI_Comm_connect/MPI_Comm_accept",
+    )
+}
