@@ -71,8 +71,25 @@ const KIND_EARLY: i32 = 0;
 const KIND_FINAL: i32 = 1;
 const KIND_REPLY: i32 = 2;
 
-/// `Bsp::last_put` when the last record is not a put.
+/// `LastPut::at` when the last record is not a put.
 const NO_PUT: usize = usize::MAX;
+
+/// The put record that ends a combining buffer, which a put that continues it (same
+/// registration, next byte) joins: only its data is appended and its length raised.
+#[derive(Clone, Copy)]
+struct LastPut {
+    /// Where the record starts, or `NO_PUT`.
+    at: usize,
+    slot: u32,
+    /// Offset in the remote area just past the record's data.
+    end: usize,
+}
+
+const NO_LAST: LastPut = LastPut {
+    at: NO_PUT,
+    slot: 0,
+    end: 0,
+};
 
 /// Bytes of a put record before its data: kind, slot u32, offset u64, len u64.
 const PUT_HEAD: usize = 21;
@@ -285,9 +302,9 @@ pub struct Bsp {
     // combining), hpputs, and the local destinations of gets in the order they were asked.
     out: Vec<Vec<u8>>,
     out_single: Vec<Vec<Vec<u8>>>,
-    // Where in `out[q]` the last record starts when it is a put (a put that continues it is
-    // merged into it), else NO_PUT.
-    last_put: Vec<usize>,
+    // The record that ends `out[q]` when it is a put (a put that continues it is merged into
+    // it), kept here so that merging reads nothing back from the buffer.
+    last_put: Vec<LastPut>,
     hpputs: Vec<Vec<HpPut>>,
     gets: Vec<Vec<(usize, usize)>>,
     // BSMP.
@@ -562,7 +579,7 @@ impl Bsp {
             pops: Vec::new(),
             out: vec![Vec::new(); p],
             out_single: vec![Vec::new(); p],
-            last_put: vec![NO_PUT; p],
+            last_put: vec![NO_LAST; p],
             hpputs: (0..p).map(|_| Vec::new()).collect(),
             gets: vec![Vec::new(); p],
             tagsize: 0,
@@ -645,13 +662,22 @@ impl Bsp {
         self.world.abort(1, &msg)
     }
 
+    // The checks of every put and get: the test inline, the message out of line, so that a
+    // 16-word put is not dominated by the set-up of an error it never reports.
+    #[inline]
     fn check_pid(&self, call: &str, pid: usize) {
         if pid >= self.nprocs {
-            self.fail(
-                call,
-                format!("process id {pid} is out of range 0..{}", self.nprocs),
-            );
+            self.bad_pid(call, pid);
         }
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn bad_pid(&self, call: &str, pid: usize) -> ! {
+        self.fail(
+            call,
+            format!("process id {pid} is out of range 0..{}", self.nprocs),
+        )
     }
 
     // ---- Areas (safe memory) ----
@@ -844,12 +870,17 @@ impl Bsp {
     }
 
     /// The slot in effect for `ident`.
+    #[inline]
     fn slot_of(&self, call: &str, ident: usize) -> u32 {
-        if let Some((addr, slot)) = self.slot_cache.get() {
-            if addr == ident {
-                return slot;
-            }
+        match self.slot_cache.get() {
+            Some((addr, slot)) if addr == ident => slot,
+            _ => self.slot_lookup(call, ident),
         }
+    }
+
+    /// `slot_of` past its cache.
+    #[inline(never)]
+    fn slot_lookup(&self, call: &str, ident: usize) -> u32 {
         match self.by_addr.get(&ident).and_then(|s| s.last()) {
             Some(&s) => {
                 self.slot_cache.set(Some((ident, s)));
@@ -862,17 +893,25 @@ impl Bsp {
         }
     }
 
+    #[inline]
     fn check_remote(&self, call: &str, pid: usize, slot: u32, offset: usize, len: usize) {
         let size = self.slots[slot as usize].sizes[pid];
         if offset.checked_add(len).is_none_or(|e| e > size) {
-            self.fail(
-                call,
-                format!(
-                    "bytes {offset}..{} are outside the {size}-byte area (registration #{slot}) of process {pid}",
-                    offset.saturating_add(len)
-                ),
-            );
+            self.outside_remote(call, pid, slot, offset, len);
         }
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn outside_remote(&self, call: &str, pid: usize, slot: u32, offset: usize, len: usize) -> ! {
+        let size = self.slots[slot as usize].sizes[pid];
+        self.fail(
+            call,
+            format!(
+                "bytes {offset}..{} are outside the {size}-byte area (registration #{slot}) of process {pid}",
+                offset.saturating_add(len)
+            ),
+        )
     }
 
     /// Appends a record of `len` bytes for `pid`, which `write` appends to a buffer; with
@@ -889,7 +928,7 @@ impl Bsp {
         let buf = &mut self.out[pid];
         let at = buf.len();
         write(buf);
-        self.last_put[pid] = NO_PUT;
+        self.last_put[pid] = NO_LAST;
         at
     }
 
@@ -919,15 +958,16 @@ impl Bsp {
                 self.fail("bsp_sync (early send)", e.to_string());
             }
             self.out[pid].clear();
-            self.last_put[pid] = NO_PUT;
+            self.last_put[pid] = NO_LAST;
         }
     }
 
     /// With combining, merges a put that continues the last record to `pid` (a put to the
     /// same registration, at the next byte) into it; false when it does not.
+    #[inline]
     fn merge_put(&mut self, pid: usize, slot: u32, offset: usize, data: &[u8]) -> bool {
-        let at = self.last_put[pid];
-        if at == NO_PUT {
+        let last = &mut self.last_put[pid];
+        if last.at == NO_PUT || last.slot != slot || last.end != offset {
             return false;
         }
         let early = self.config.early_bytes;
@@ -935,15 +975,10 @@ impl Bsp {
         if early > 0 && pid != self.pid && buf.len() + data.len() > early {
             return false;
         }
-        let head = &buf[at..at + PUT_HEAD];
-        let rslot = u32::from_le_bytes(head[1..5].try_into().expect("4 bytes"));
-        let roff = u64::from_le_bytes(head[5..13].try_into().expect("8 bytes")) as usize;
-        let rlen = u64::from_le_bytes(head[13..21].try_into().expect("8 bytes")) as usize;
-        if rslot != slot || roff + rlen != offset {
-            return false;
-        }
-        buf[at + 13..at + 21].copy_from_slice(&((rlen + data.len()) as u64).to_le_bytes());
         buf.extend_from_slice(data);
+        let len = buf.len() - last.at - PUT_HEAD;
+        buf[last.at + 13..last.at + 21].copy_from_slice(&(len as u64).to_le_bytes());
+        last.end += data.len();
         true
     }
 
@@ -970,6 +1005,14 @@ impl Bsp {
         if self.config.combine && self.merge_put(pid, slot, offset, data) {
             return;
         }
+        self.put_record(pid, slot, offset, data);
+    }
+
+    /// A put that starts a record of its own (out of line: most puts of a superstep continue
+    /// the last one).
+    #[inline(never)]
+    fn put_record(&mut self, pid: usize, slot: u32, offset: usize, data: &[u8]) {
+        let nbytes = data.len();
         let at = self.emit(pid, PUT_HEAD + nbytes, |rec| {
             rec.push(REC_PUT);
             put_u32(rec, slot);
@@ -977,7 +1020,13 @@ impl Bsp {
             put_u64(rec, nbytes);
             rec.extend_from_slice(data);
         });
-        self.last_put[pid] = at;
+        if at != NO_PUT {
+            self.last_put[pid] = LastPut {
+                at,
+                slot,
+                end: offset + nbytes,
+            };
+        }
     }
 
     /// As [`Bsp::put_raw`], but `src` is read at the sync, not now.
@@ -1137,7 +1186,7 @@ impl Bsp {
         let p = self.nprocs;
         let me = self.pid;
         let parity = self.step;
-        self.last_put.fill(NO_PUT);
+        self.last_put.fill(NO_LAST);
         let combine = self.config.combine;
 
         // The superstep's registrations, sent to every process to be matched.
