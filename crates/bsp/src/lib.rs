@@ -337,10 +337,19 @@ pub struct Bsp {
 /// `FERRY_BSP_PREPOST_BYTES`. They stay posted from the end of one sync to the next (raw
 /// requests: the scoped ones of ferry-core cannot outlive a call), so a closing message that
 /// comes before its receiver reaches the sync lands in place, not in the unexpected queue.
+///
+/// With `FERRY_BSP_IN_PLACE`, a closing message that comes whole through shared memory is not
+/// even copied into the buffer: the sync reads it where it arrived, in the sender's ring
+/// (`ring`), and releases it once the puts are applied (`taken`).
 struct Posted {
     comm: Comm,
     bufs: Vec<Vec<u8>>,
     reqs: Vec<Option<RawRequest>>,
+    in_place: bool,
+    /// Finished in-place receives, until `release`.
+    taken: Vec<Option<RawRequest>>,
+    /// Per source: address and length of the closing message in its ring, if it stayed there.
+    ring: Vec<Option<(usize, usize)>>,
 }
 
 impl Posted {
@@ -352,18 +361,63 @@ impl Posted {
                 // (in `sync`) or withdrawn (in `drop`); its heap block stays put when `bufs`
                 // itself is moved.
                 let r = unsafe {
-                    self.comm
-                        .raw_recv(buf.as_mut_ptr(), buf.len(), q.into(), tag)?
+                    if self.in_place {
+                        self.comm
+                            .raw_recv_in_place(buf.as_mut_ptr(), buf.len(), q, tag)?
+                    } else {
+                        self.comm
+                            .raw_recv(buf.as_mut_ptr(), buf.len(), q.into(), tag)?
+                    }
                 };
                 self.reqs[q] = Some(r);
             }
         }
         Ok(())
     }
+
+    /// Takes the finished receive from `q`: the length of its message, and where it lies if it
+    /// stayed in the ring (recorded in `ring`).
+    fn take(&mut self, q: usize, req: RawRequest) -> Option<ferry_core::raw::RawStatus> {
+        let st = self.comm.raw_take(req);
+        if self.in_place {
+            self.ring[q] = self
+                .comm
+                .raw_in_place(req)
+                .map(|(at, len)| (at as usize, len));
+            self.taken[q] = Some(req);
+        }
+        st
+    }
+
+    /// Copies the closing message from `q`, if it is read in place, into its buffer and
+    /// releases it: `q`'s later messages are needed before the puts are applied.
+    fn unhold(&mut self, q: usize) {
+        if let Some((at, len)) = self.ring[q].take() {
+            // An in-place receive only stays in place when it fits its buffer.
+            let n = len.min(self.bufs[q].len());
+            // SAFETY: in the ring until the release below; the buffer holds `n` bytes.
+            unsafe { std::ptr::copy_nonoverlapping(at as *const u8, self.bufs[q].as_mut_ptr(), n) };
+        }
+        if let Some(r) = self.taken[q].take() {
+            self.comm.raw_release(r);
+        }
+    }
+
+    /// Gives the messages read in place back to their rings: the senders' later messages
+    /// (replies to gets, the next superstep) wait behind them until then.
+    fn release(&mut self) {
+        for q in 0..self.taken.len() {
+            if let Some(r) = self.taken[q].take() {
+                self.comm.raw_release(r);
+            }
+        }
+        self.ring.fill(None);
+    }
 }
 
 impl Drop for Posted {
     fn drop(&mut self) {
+        self.release();
         for q in 0..self.reqs.len() {
             let Some(r) = self.reqs[q].take() else {
                 continue;
@@ -380,17 +434,21 @@ impl Drop for Posted {
                 // than free memory the engine writes to.
                 std::mem::forget(std::mem::take(&mut self.bufs[q]));
             }
+            if self.in_place {
+                self.comm.raw_release(r);
+            }
         }
     }
 }
 
 /// What arrived at a sync, per source: the early messages, then the closing message (read in
-/// place in its pre-posted buffer; our own stream for ourselves).
+/// place in the sender's ring or in its pre-posted buffer; our own stream for ourselves).
 struct Streams<'a> {
     me: usize,
     chunks: &'a [Vec<Vec<u8>>],
     bufs: &'a [Vec<u8>],
     lens: &'a [Option<usize>],
+    ring: &'a [Option<(usize, usize)>],
     own: &'a [u8],
 }
 
@@ -398,6 +456,10 @@ impl<'a> Streams<'a> {
     fn parts(&self, q: usize) -> impl Iterator<Item = &'a [u8]> + 'a {
         let last: &'a [u8] = if q == self.me {
             self.own
+        } else if let Some(&Some((at, len))) = self.ring.get(q) {
+            // SAFETY: ferry-core keeps the message in the ring, unchanged, until
+            // `Posted::release`, which `sync` calls only once it has dropped the streams.
+            unsafe { std::slice::from_raw_parts(at as *const u8, len) }
         } else {
             match self.lens[q] {
                 Some(n) => &self.bufs[q][..n],
@@ -549,6 +611,9 @@ impl Bsp {
             comm: comm.clone(),
             bufs: Vec::new(),
             reqs: vec![None; p],
+            in_place: config.prepost && config.in_place,
+            taken: vec![None; p],
+            ring: vec![None; p],
         };
         if config.prepost {
             posted.bufs = (0..p)
@@ -1278,7 +1343,7 @@ impl Bsp {
                 let Some(req) = self.posted.reqs[q].take() else {
                     continue;
                 };
-                let st = comm.raw_take(req);
+                let st = self.posted.take(q, req);
                 match st {
                     Some(st) if st.message_len <= st.len => self.pre_len[q] = Some(st.len),
                     _ => self.fail(
@@ -1296,26 +1361,13 @@ impl Bsp {
         } else if let Err(e) = self.poll_closing(parity) {
             fail(self, e);
         }
-        let sends = &self.sends;
-        if let Err(e) = self.spin.wait(&comm, |done| sends.iter().all(|&r| done(r))) {
-            fail(self, e);
-        }
-        for &r in &self.sends {
-            comm.raw_take(r);
-        }
-        self.sends.clear();
-        // The combining buffers stay for the next superstep (no regrowing).
-        for q in (0..p).filter(|&q| q != me) {
-            self.out_single[q].clear();
-            if self.out[q].capacity() > KEEP_BUF {
-                self.out[q] = Vec::new();
-            }
-            self.out[q].clear();
-        }
+        // Our own sends are waited for at the end, once the messages read in place are
+        // released: a rendezvous send may need an answer queued behind one of them.
 
         // What arrived, per source: early messages, then the closing message (read in place).
         let chunks = std::mem::take(&mut self.chunks);
         let bufs = std::mem::take(&mut self.posted.bufs);
+        let ring = std::mem::take(&mut self.posted.ring);
         let own = std::mem::take(&mut self.out[me]);
         let pre_len = std::mem::take(&mut self.pre_len);
         let streams = Streams {
@@ -1323,6 +1375,7 @@ impl Bsp {
             chunks: &chunks,
             bufs: &bufs,
             lens: &pre_len,
+            ring: &ring,
             own: &own,
         };
 
@@ -1416,6 +1469,7 @@ impl Bsp {
             any_reply |= want > 0 || !self.reply_out[q].is_empty();
         }
         if any_reply {
+            // Into `sends`, after the closing messages.
             for q in (0..p).filter(|&q| q != me) {
                 let buf = &mut self.replies[q];
                 if !buf.is_empty() {
@@ -1440,17 +1494,27 @@ impl Bsp {
             }
         }
         self.apply(&streams, &reg_seen);
-        if any_reply {
-            let reqs = &self.sends;
-            if let Err(e) = self.spin.wait(&comm, |done| reqs.iter().all(|&r| done(r))) {
-                fail(self, e);
-            }
-            for &r in &self.sends {
-                comm.raw_take(r);
-            }
-            self.sends.clear();
+        // Nothing reads the streams any more (moving `ring` proves it): the messages read in
+        // place go back to their rings, before the wait for the replies queued behind them.
+        self.posted.ring = ring;
+        self.posted.release();
+        // Our closing messages out, and the replies to gets both ways.
+        let reqs = &self.sends;
+        if let Err(e) = self.spin.wait(&comm, |done| reqs.iter().all(|&r| done(r))) {
+            fail(self, e);
         }
-        drop(reg_seen);
+        for &r in &self.sends {
+            comm.raw_take(r);
+        }
+        self.sends.clear();
+        // The combining buffers stay for the next superstep (no regrowing).
+        for q in (0..p).filter(|&q| q != me) {
+            self.out_single[q].clear();
+            if self.out[q].capacity() > KEEP_BUF {
+                self.out[q] = Vec::new();
+            }
+            self.out[q].clear();
+        }
         for q in 0..p {
             let got = if q == me {
                 &self.reply_out[me]
@@ -1494,6 +1558,9 @@ impl Bsp {
     /// message is in).
     fn drain_early(&mut self, q: usize, parity: u64) -> Result<(), ferry_core::Error> {
         while let Some(st) = self.comm.iprobe(q, tag(KIND_EARLY, parity))? {
+            // Its data may still have to come through q's ring (a rendezvous), where q's
+            // closing message must not hold it up.
+            self.posted.unhold(q);
             let mut b = vec![0u8; st.len];
             self.comm.recv(&mut b, q, st.tag)?;
             self.chunks[q].push(b);
