@@ -23,6 +23,11 @@ pub struct Config {
     /// `FERRY_BSP_PREPOST_BYTES` (bytes, default 65536): size of each pre-posted buffer; a
     /// longer closing message is sent ahead as a separate (probed) message.
     pub prepost_bytes: usize,
+    /// `FERRY_BSP_IN_PLACE` (`1` | `0`, default `1`): with pre-posted receives, read a closing
+    /// message that came whole through shared memory where it arrived, in the sender's ring,
+    /// instead of copying it into the pre-posted buffer first (the sender's later messages
+    /// wait behind it until the puts are applied).
+    pub in_place: bool,
     /// `FERRY_BSP_SPIN` (µs, default: 50, or 0 when the job has more processes than the host
     /// has cores): longest time a process waiting in a sync spins before it yields its core
     /// between polls (for 200 µs; then it sleeps as ferry-core's waits do). Adapted: halved
@@ -41,6 +46,7 @@ impl Default for Config {
             reorder: true,
             prepost: true,
             prepost_bytes: 65536,
+            in_place: true,
             spin_us: None,
         }
     }
@@ -74,6 +80,7 @@ impl Config {
         c.reorder = flag("FERRY_BSP_REORDER", c.reorder)?;
         c.prepost = flag("FERRY_BSP_PREPOST", c.prepost)?;
         c.prepost_bytes = bytes("FERRY_BSP_PREPOST_BYTES", c.prepost_bytes)?.max(64);
+        c.in_place = flag("FERRY_BSP_IN_PLACE", c.in_place)?;
         if let Ok(v) = std::env::var("FERRY_BSP_SPIN") {
             c.spin_us = Some(
                 v.parse()
@@ -91,6 +98,7 @@ impl Config {
             ("FERRY_BSP_REORDER", (self.reorder as u8).to_string()),
             ("FERRY_BSP_PREPOST", (self.prepost as u8).to_string()),
             ("FERRY_BSP_PREPOST_BYTES", self.prepost_bytes.to_string()),
+            ("FERRY_BSP_IN_PLACE", (self.in_place as u8).to_string()),
             (
                 "FERRY_BSP_SPIN",
                 self.spin_us

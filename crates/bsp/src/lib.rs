@@ -71,8 +71,25 @@ const KIND_EARLY: i32 = 0;
 const KIND_FINAL: i32 = 1;
 const KIND_REPLY: i32 = 2;
 
-/// `Bsp::last_put` when the last record is not a put.
+/// `LastPut::at` when the last record is not a put.
 const NO_PUT: usize = usize::MAX;
+
+/// The put record that ends a combining buffer, which a put that continues it (same
+/// registration, next byte) joins: only its data is appended and its length raised.
+#[derive(Clone, Copy)]
+struct LastPut {
+    /// Where the record starts, or `NO_PUT`.
+    at: usize,
+    slot: u32,
+    /// Offset in the remote area just past the record's data.
+    end: usize,
+}
+
+const NO_LAST: LastPut = LastPut {
+    at: NO_PUT,
+    slot: 0,
+    end: 0,
+};
 
 /// Bytes of a put record before its data: kind, slot u32, offset u64, len u64.
 const PUT_HEAD: usize = 21;
@@ -163,6 +180,12 @@ impl Spin {
         comm: &Comm,
         mut done: impl FnMut(&dyn Fn(RawRequest) -> bool) -> bool,
     ) -> Result<(), ferry_core::Error> {
+        if done(&|r| comm.raw_done(r)) {
+            return Ok(());
+        }
+        // What has arrived already is no wait (a message left in its ring by the last sync,
+        // for one): it must not teach the spin anything.
+        comm.progress()?;
         if done(&|r| comm.raw_done(r)) {
             return Ok(());
         }
@@ -285,9 +308,9 @@ pub struct Bsp {
     // combining), hpputs, and the local destinations of gets in the order they were asked.
     out: Vec<Vec<u8>>,
     out_single: Vec<Vec<Vec<u8>>>,
-    // Where in `out[q]` the last record starts when it is a put (a put that continues it is
-    // merged into it), else NO_PUT.
-    last_put: Vec<usize>,
+    // The record that ends `out[q]` when it is a put (a put that continues it is merged into
+    // it), kept here so that merging reads nothing back from the buffer.
+    last_put: Vec<LastPut>,
     hpputs: Vec<Vec<HpPut>>,
     gets: Vec<Vec<(usize, usize)>>,
     // BSMP.
@@ -320,10 +343,19 @@ pub struct Bsp {
 /// `FERRY_BSP_PREPOST_BYTES`. They stay posted from the end of one sync to the next (raw
 /// requests: the scoped ones of ferry-core cannot outlive a call), so a closing message that
 /// comes before its receiver reaches the sync lands in place, not in the unexpected queue.
+///
+/// With `FERRY_BSP_IN_PLACE`, a closing message that comes whole through shared memory is not
+/// even copied into the buffer: the sync reads it where it arrived, in the sender's ring
+/// (`ring`), and releases it once the puts are applied (`taken`).
 struct Posted {
     comm: Comm,
     bufs: Vec<Vec<u8>>,
     reqs: Vec<Option<RawRequest>>,
+    in_place: bool,
+    /// Finished in-place receives, until `release`.
+    taken: Vec<Option<RawRequest>>,
+    /// Per source: address and length of the closing message in its ring, if it stayed there.
+    ring: Vec<Option<(usize, usize)>>,
 }
 
 impl Posted {
@@ -335,18 +367,63 @@ impl Posted {
                 // (in `sync`) or withdrawn (in `drop`); its heap block stays put when `bufs`
                 // itself is moved.
                 let r = unsafe {
-                    self.comm
-                        .raw_recv(buf.as_mut_ptr(), buf.len(), q.into(), tag)?
+                    if self.in_place {
+                        self.comm
+                            .raw_recv_in_place(buf.as_mut_ptr(), buf.len(), q, tag)?
+                    } else {
+                        self.comm
+                            .raw_recv(buf.as_mut_ptr(), buf.len(), q.into(), tag)?
+                    }
                 };
                 self.reqs[q] = Some(r);
             }
         }
         Ok(())
     }
+
+    /// Takes the finished receive from `q`: the length of its message, and where it lies if it
+    /// stayed in the ring (recorded in `ring`).
+    fn take(&mut self, q: usize, req: RawRequest) -> Option<ferry_core::raw::RawStatus> {
+        let st = self.comm.raw_take(req);
+        if self.in_place {
+            self.ring[q] = self
+                .comm
+                .raw_in_place(req)
+                .map(|(at, len)| (at as usize, len));
+            self.taken[q] = Some(req);
+        }
+        st
+    }
+
+    /// Copies the closing message from `q`, if it is read in place, into its buffer and
+    /// releases it: `q`'s later messages are needed before the puts are applied.
+    fn unhold(&mut self, q: usize) {
+        if let Some((at, len)) = self.ring[q].take() {
+            // An in-place receive only stays in place when it fits its buffer.
+            let n = len.min(self.bufs[q].len());
+            // SAFETY: in the ring until the release below; the buffer holds `n` bytes.
+            unsafe { std::ptr::copy_nonoverlapping(at as *const u8, self.bufs[q].as_mut_ptr(), n) };
+        }
+        if let Some(r) = self.taken[q].take() {
+            self.comm.raw_release(r);
+        }
+    }
+
+    /// Gives the messages read in place back to their rings: the senders' later messages
+    /// (replies to gets, the next superstep) wait behind them until then.
+    fn release(&mut self) {
+        for q in 0..self.taken.len() {
+            if let Some(r) = self.taken[q].take() {
+                self.comm.raw_release(r);
+            }
+        }
+        self.ring.fill(None);
+    }
 }
 
 impl Drop for Posted {
     fn drop(&mut self) {
+        self.release();
         for q in 0..self.reqs.len() {
             let Some(r) = self.reqs[q].take() else {
                 continue;
@@ -363,17 +440,21 @@ impl Drop for Posted {
                 // than free memory the engine writes to.
                 std::mem::forget(std::mem::take(&mut self.bufs[q]));
             }
+            if self.in_place {
+                self.comm.raw_release(r);
+            }
         }
     }
 }
 
 /// What arrived at a sync, per source: the early messages, then the closing message (read in
-/// place in its pre-posted buffer; our own stream for ourselves).
+/// place in the sender's ring or in its pre-posted buffer; our own stream for ourselves).
 struct Streams<'a> {
     me: usize,
     chunks: &'a [Vec<Vec<u8>>],
     bufs: &'a [Vec<u8>],
     lens: &'a [Option<usize>],
+    ring: &'a [Option<(usize, usize)>],
     own: &'a [u8],
 }
 
@@ -381,6 +462,10 @@ impl<'a> Streams<'a> {
     fn parts(&self, q: usize) -> impl Iterator<Item = &'a [u8]> + 'a {
         let last: &'a [u8] = if q == self.me {
             self.own
+        } else if let Some(&Some((at, len))) = self.ring.get(q) {
+            // SAFETY: ferry-core keeps the message in the ring, unchanged, until
+            // `Posted::release`, which `sync` calls only once it has dropped the streams.
+            unsafe { std::slice::from_raw_parts(at as *const u8, len) }
         } else {
             match self.lens[q] {
                 Some(n) => &self.bufs[q][..n],
@@ -532,6 +617,9 @@ impl Bsp {
             comm: comm.clone(),
             bufs: Vec::new(),
             reqs: vec![None; p],
+            in_place: config.prepost && config.in_place,
+            taken: vec![None; p],
+            ring: vec![None; p],
         };
         if config.prepost {
             posted.bufs = (0..p)
@@ -562,7 +650,7 @@ impl Bsp {
             pops: Vec::new(),
             out: vec![Vec::new(); p],
             out_single: vec![Vec::new(); p],
-            last_put: vec![NO_PUT; p],
+            last_put: vec![NO_LAST; p],
             hpputs: (0..p).map(|_| Vec::new()).collect(),
             gets: vec![Vec::new(); p],
             tagsize: 0,
@@ -645,13 +733,22 @@ impl Bsp {
         self.world.abort(1, &msg)
     }
 
+    // The checks of every put and get: the test inline, the message out of line, so that a
+    // 16-word put is not dominated by the set-up of an error it never reports.
+    #[inline]
     fn check_pid(&self, call: &str, pid: usize) {
         if pid >= self.nprocs {
-            self.fail(
-                call,
-                format!("process id {pid} is out of range 0..{}", self.nprocs),
-            );
+            self.bad_pid(call, pid);
         }
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn bad_pid(&self, call: &str, pid: usize) -> ! {
+        self.fail(
+            call,
+            format!("process id {pid} is out of range 0..{}", self.nprocs),
+        )
     }
 
     // ---- Areas (safe memory) ----
@@ -844,12 +941,17 @@ impl Bsp {
     }
 
     /// The slot in effect for `ident`.
+    #[inline]
     fn slot_of(&self, call: &str, ident: usize) -> u32 {
-        if let Some((addr, slot)) = self.slot_cache.get() {
-            if addr == ident {
-                return slot;
-            }
+        match self.slot_cache.get() {
+            Some((addr, slot)) if addr == ident => slot,
+            _ => self.slot_lookup(call, ident),
         }
+    }
+
+    /// `slot_of` past its cache.
+    #[inline(never)]
+    fn slot_lookup(&self, call: &str, ident: usize) -> u32 {
         match self.by_addr.get(&ident).and_then(|s| s.last()) {
             Some(&s) => {
                 self.slot_cache.set(Some((ident, s)));
@@ -862,17 +964,25 @@ impl Bsp {
         }
     }
 
+    #[inline]
     fn check_remote(&self, call: &str, pid: usize, slot: u32, offset: usize, len: usize) {
         let size = self.slots[slot as usize].sizes[pid];
         if offset.checked_add(len).is_none_or(|e| e > size) {
-            self.fail(
-                call,
-                format!(
-                    "bytes {offset}..{} are outside the {size}-byte area (registration #{slot}) of process {pid}",
-                    offset.saturating_add(len)
-                ),
-            );
+            self.outside_remote(call, pid, slot, offset, len);
         }
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn outside_remote(&self, call: &str, pid: usize, slot: u32, offset: usize, len: usize) -> ! {
+        let size = self.slots[slot as usize].sizes[pid];
+        self.fail(
+            call,
+            format!(
+                "bytes {offset}..{} are outside the {size}-byte area (registration #{slot}) of process {pid}",
+                offset.saturating_add(len)
+            ),
+        )
     }
 
     /// Appends a record of `len` bytes for `pid`, which `write` appends to a buffer; with
@@ -889,7 +999,7 @@ impl Bsp {
         let buf = &mut self.out[pid];
         let at = buf.len();
         write(buf);
-        self.last_put[pid] = NO_PUT;
+        self.last_put[pid] = NO_LAST;
         at
     }
 
@@ -919,15 +1029,16 @@ impl Bsp {
                 self.fail("bsp_sync (early send)", e.to_string());
             }
             self.out[pid].clear();
-            self.last_put[pid] = NO_PUT;
+            self.last_put[pid] = NO_LAST;
         }
     }
 
     /// With combining, merges a put that continues the last record to `pid` (a put to the
     /// same registration, at the next byte) into it; false when it does not.
+    #[inline]
     fn merge_put(&mut self, pid: usize, slot: u32, offset: usize, data: &[u8]) -> bool {
-        let at = self.last_put[pid];
-        if at == NO_PUT {
+        let last = &mut self.last_put[pid];
+        if last.at == NO_PUT || last.slot != slot || last.end != offset {
             return false;
         }
         let early = self.config.early_bytes;
@@ -935,15 +1046,10 @@ impl Bsp {
         if early > 0 && pid != self.pid && buf.len() + data.len() > early {
             return false;
         }
-        let head = &buf[at..at + PUT_HEAD];
-        let rslot = u32::from_le_bytes(head[1..5].try_into().expect("4 bytes"));
-        let roff = u64::from_le_bytes(head[5..13].try_into().expect("8 bytes")) as usize;
-        let rlen = u64::from_le_bytes(head[13..21].try_into().expect("8 bytes")) as usize;
-        if rslot != slot || roff + rlen != offset {
-            return false;
-        }
-        buf[at + 13..at + 21].copy_from_slice(&((rlen + data.len()) as u64).to_le_bytes());
         buf.extend_from_slice(data);
+        let len = buf.len() - last.at - PUT_HEAD;
+        buf[last.at + 13..last.at + 21].copy_from_slice(&(len as u64).to_le_bytes());
+        last.end += data.len();
         true
     }
 
@@ -970,6 +1076,14 @@ impl Bsp {
         if self.config.combine && self.merge_put(pid, slot, offset, data) {
             return;
         }
+        self.put_record(pid, slot, offset, data);
+    }
+
+    /// A put that starts a record of its own (out of line: most puts of a superstep continue
+    /// the last one).
+    #[inline(never)]
+    fn put_record(&mut self, pid: usize, slot: u32, offset: usize, data: &[u8]) {
+        let nbytes = data.len();
         let at = self.emit(pid, PUT_HEAD + nbytes, |rec| {
             rec.push(REC_PUT);
             put_u32(rec, slot);
@@ -977,7 +1091,13 @@ impl Bsp {
             put_u64(rec, nbytes);
             rec.extend_from_slice(data);
         });
-        self.last_put[pid] = at;
+        if at != NO_PUT {
+            self.last_put[pid] = LastPut {
+                at,
+                slot,
+                end: offset + nbytes,
+            };
+        }
     }
 
     /// As [`Bsp::put_raw`], but `src` is read at the sync, not now.
@@ -1137,7 +1257,7 @@ impl Bsp {
         let p = self.nprocs;
         let me = self.pid;
         let parity = self.step;
-        self.last_put.fill(NO_PUT);
+        self.last_put.fill(NO_LAST);
         let combine = self.config.combine;
 
         // The superstep's registrations, sent to every process to be matched.
@@ -1229,7 +1349,7 @@ impl Bsp {
                 let Some(req) = self.posted.reqs[q].take() else {
                     continue;
                 };
-                let st = comm.raw_take(req);
+                let st = self.posted.take(q, req);
                 match st {
                     Some(st) if st.message_len <= st.len => self.pre_len[q] = Some(st.len),
                     _ => self.fail(
@@ -1247,26 +1367,13 @@ impl Bsp {
         } else if let Err(e) = self.poll_closing(parity) {
             fail(self, e);
         }
-        let sends = &self.sends;
-        if let Err(e) = self.spin.wait(&comm, |done| sends.iter().all(|&r| done(r))) {
-            fail(self, e);
-        }
-        for &r in &self.sends {
-            comm.raw_take(r);
-        }
-        self.sends.clear();
-        // The combining buffers stay for the next superstep (no regrowing).
-        for q in (0..p).filter(|&q| q != me) {
-            self.out_single[q].clear();
-            if self.out[q].capacity() > KEEP_BUF {
-                self.out[q] = Vec::new();
-            }
-            self.out[q].clear();
-        }
+        // Our own sends are waited for at the end, once the messages read in place are
+        // released: a rendezvous send may need an answer queued behind one of them.
 
         // What arrived, per source: early messages, then the closing message (read in place).
         let chunks = std::mem::take(&mut self.chunks);
         let bufs = std::mem::take(&mut self.posted.bufs);
+        let ring = std::mem::take(&mut self.posted.ring);
         let own = std::mem::take(&mut self.out[me]);
         let pre_len = std::mem::take(&mut self.pre_len);
         let streams = Streams {
@@ -1274,6 +1381,7 @@ impl Bsp {
             chunks: &chunks,
             bufs: &bufs,
             lens: &pre_len,
+            ring: &ring,
             own: &own,
         };
 
@@ -1367,6 +1475,7 @@ impl Bsp {
             any_reply |= want > 0 || !self.reply_out[q].is_empty();
         }
         if any_reply {
+            // Into `sends`, after the closing messages.
             for q in (0..p).filter(|&q| q != me) {
                 let buf = &mut self.replies[q];
                 if !buf.is_empty() {
@@ -1391,17 +1500,27 @@ impl Bsp {
             }
         }
         self.apply(&streams, &reg_seen);
-        if any_reply {
-            let reqs = &self.sends;
-            if let Err(e) = self.spin.wait(&comm, |done| reqs.iter().all(|&r| done(r))) {
-                fail(self, e);
-            }
-            for &r in &self.sends {
-                comm.raw_take(r);
-            }
-            self.sends.clear();
+        // Nothing reads the streams any more (moving `ring` proves it): the messages read in
+        // place go back to their rings, before the wait for the replies queued behind them.
+        self.posted.ring = ring;
+        self.posted.release();
+        // Our closing messages out, and the replies to gets both ways.
+        let reqs = &self.sends;
+        if let Err(e) = self.spin.wait(&comm, |done| reqs.iter().all(|&r| done(r))) {
+            fail(self, e);
         }
-        drop(reg_seen);
+        for &r in &self.sends {
+            comm.raw_take(r);
+        }
+        self.sends.clear();
+        // The combining buffers stay for the next superstep (no regrowing).
+        for q in (0..p).filter(|&q| q != me) {
+            self.out_single[q].clear();
+            if self.out[q].capacity() > KEEP_BUF {
+                self.out[q] = Vec::new();
+            }
+            self.out[q].clear();
+        }
         for q in 0..p {
             let got = if q == me {
                 &self.reply_out[me]
@@ -1445,6 +1564,9 @@ impl Bsp {
     /// message is in).
     fn drain_early(&mut self, q: usize, parity: u64) -> Result<(), ferry_core::Error> {
         while let Some(st) = self.comm.iprobe(q, tag(KIND_EARLY, parity))? {
+            // Its data may still have to come through q's ring (a rendezvous), where q's
+            // closing message must not hold it up.
+            self.posted.unhold(q);
             let mut b = vec![0u8; st.len];
             self.comm.recv(&mut b, q, st.tag)?;
             self.chunks[q].push(b);

@@ -150,6 +150,9 @@ fn stress_under_every_optimisation_switch() {
         &[("FERRY_BSP_REORDER", "0")],
         &[("FERRY_BSP_PREPOST", "0")],
         &[("FERRY_BSP_PREPOST_BYTES", "64")],
+        &[("FERRY_BSP_IN_PLACE", "0")],
+        // Small rings: closing messages often wrap (copied) and fill them while held.
+        &[("FERRY_SHM_RING", "8192")],
         &[
             ("FERRY_BSP_COMBINE", "0"),
             ("FERRY_BSP_REORDER", "0"),

@@ -247,6 +247,14 @@ impl Incoming {
     pub(crate) fn ptr(&self) -> *mut u8 {
         self.ptr
     }
+
+    /// The posted receive an eager frame matched, if it did.
+    fn matched(&self) -> Option<ReqId> {
+        match self.arrival {
+            Arrival::EagerMatched(id, _) => Some(id),
+            _ => None,
+        }
+    }
 }
 
 /// An active-message handler: called by the engine, inside its own progress, for every whole
@@ -1027,6 +1035,12 @@ pub(crate) struct Engine {
     rail_stripe: u64,
     /// Time base of the rails' rate measurements.
     started: Instant,
+    /// Receives that may leave their payload in the shared-memory ring
+    /// ([`Engine::irecv_in_place`]), each with the peer whose ring holds it once it does.
+    in_place: Vec<(ReqId, Option<u32>)>,
+    /// Per peer: the payload length of the record held at the head of its ring, which
+    /// `progress` leaves there until [`Engine::release_in_place`].
+    held: Vec<Option<usize>>,
 }
 
 /// What the rails to one peer are doing.
@@ -1149,6 +1163,8 @@ impl Engine {
             },
             rail_stripe: setup.rail_stripe as u64,
             started: Instant::now(),
+            in_place: Vec::new(),
+            held: vec![None; size],
         }
     }
 
@@ -1390,6 +1406,48 @@ impl Engine {
         }
     }
 
+    /// As [`Engine::irecv`] from one source, but an eager payload that arrives whole through
+    /// shared memory may stay in the ring instead of being copied to `buf`:
+    /// [`Engine::in_place`] says where, and the peer's later messages wait behind it until
+    /// [`Engine::release_in_place`], which every such receive needs once it is done.
+    pub(crate) fn irecv_in_place(
+        &mut self,
+        context: u32,
+        source: u32,
+        tag: Option<i32>,
+        buf: *mut u8,
+        cap: usize,
+    ) -> Result<ReqId, Error> {
+        let id = self.irecv(context, Some(source), tag, buf, cap)?;
+        if !self.proto.is_done(id) && self.proto.routes[source as usize] == Route::Shm {
+            self.in_place.push((id, None));
+        }
+        Ok(id)
+    }
+
+    /// The payload a finished [`Engine::irecv_in_place`] left in the ring, if it did (else it
+    /// is in the receive's buffer). Valid until [`Engine::release_in_place`].
+    pub(crate) fn in_place(&mut self, id: ReqId) -> Option<(*const u8, usize)> {
+        let peer = self.in_place.iter().find(|(r, _)| *r == id)?.1? as usize;
+        let len = self.held[peer]?;
+        let record = self.shm.as_mut()?.peek(peer)?;
+        Some((record.payload_in_place(len)?, len))
+    }
+
+    /// Ends an [`Engine::irecv_in_place`] (done, cancelled or taken): frees the ring space its
+    /// payload holds, and the peer's messages behind it flow again.
+    pub(crate) fn release_in_place(&mut self, id: ReqId) {
+        let Some(i) = self.in_place.iter().position(|(r, _)| *r == id) else {
+            return;
+        };
+        if let (_, Some(peer)) = self.in_place.swap_remove(i) {
+            let peer = peer as usize;
+            if let (Some(len), Some(shm)) = (self.held[peer].take(), self.shm.as_mut()) {
+                shm.pop(peer, len);
+            }
+        }
+    }
+
     /// Receives a message already taken off the unexpected queue into `cap` bytes at `buf`.
     pub(crate) fn recv_message(
         &mut self,
@@ -1513,6 +1571,9 @@ impl Engine {
         }
         if let Some(shm) = self.shm.as_mut() {
             for peer in 0..shm.ranks() {
+                if self.held[peer].is_some() {
+                    continue; // read in place; nothing behind it moves until it is released
+                }
                 // Bounded per peer so one busy sender cannot starve the others.
                 for _ in 0..64 {
                     let Some(record) = shm.peek(peer) else { break };
@@ -1521,6 +1582,22 @@ impl Engine {
                     let len = frame.payload_len() as usize;
                     let mut incoming = self.proto.begin_frame(peer as u32, &frame)?;
                     let n = incoming.direct_room(0).min(len);
+                    if !self.in_place.is_empty() && n == len {
+                        // A whole eager payload for a receive that reads it in place: it stays
+                        // in the ring (no copy) if it does not wrap around the ring's end.
+                        let keep = incoming
+                            .matched()
+                            .and_then(|id| self.in_place.iter_mut().find(|(r, _)| *r == id));
+                        if let Some(entry) = keep {
+                            if record.payload_in_place(len).is_some() {
+                                entry.1 = Some(peer as u32);
+                                self.held[peer] = Some(len);
+                                self.proto.end_frame(peer as u32, &frame, incoming)?;
+                                progressed = true;
+                                break;
+                            }
+                        }
+                    }
                     if n > 0 {
                         record.copy_payload(0, incoming.ptr(), n);
                     }
@@ -2460,5 +2537,108 @@ mod tests {
         let seen = seen.borrow();
         assert_eq!(seen[0], (0, 1, b"xy".to_vec()));
         assert_eq!(seen[1], (0, 2, b"yx".to_vec()));
+    }
+
+    /// Two engines, ranks 0 and 1 of one process, joined by real shared-memory rings of
+    /// `ring` bytes (the segment files are unlinked at once).
+    fn shm_pair(ring: usize) -> (Engine, Engine) {
+        let mut b = [0u8; 7];
+        getrandom::getrandom(&mut b).unwrap();
+        let job = 0xE000_0000_0000_0000
+            | u64::from_le_bytes([b[0], b[1], b[2], b[3], b[4], b[5], b[6], 0]);
+        let c0 = ShmTransport::create(job, 0, 2, ring).unwrap();
+        let c1 = ShmTransport::create(job, 1, 2, ring).unwrap();
+        let t0 = ShmTransport::attach(c0, job, 0, 2, ring).unwrap();
+        let t1 = ShmTransport::attach(c1, job, 1, 2, ring).unwrap();
+        t0.unlink_own();
+        t1.unlink_own();
+        let make = |me: u32, t: ShmTransport| {
+            let mut e = engine(2);
+            e.proto.me = me;
+            e.proto.routes = vec![Route::Shm; 2];
+            e.proto.routes[me as usize] = Route::Loopback;
+            e.shm_eager_limit = t.max_payload();
+            e.shm_chunk = t.max_payload() / 2;
+            e.shm = Some(t);
+            e
+        };
+        (make(0, t0), make(1, t1))
+    }
+
+    fn send_eager(e: &mut Engine, dest: u32, tag: i32, data: &[u8]) {
+        let id = e
+            .isend(0, dest, tag, data.as_ptr(), data.len(), SendMode::Eager)
+            .unwrap();
+        e.wait(id).unwrap();
+    }
+
+    #[test]
+    fn an_in_place_receive_reads_the_ring_and_holds_the_peer_until_released() {
+        let (mut a, mut b) = shm_pair(4096);
+        let mut buf = [0u8; 64];
+        let id = b
+            .irecv_in_place(0, 0, Some(5), buf.as_mut_ptr(), buf.len())
+            .unwrap();
+        send_eager(&mut a, 1, 5, b"in the ring");
+        send_eager(&mut a, 1, 6, b"behind it");
+        b.wait_until(|p| p.is_done(id)).unwrap();
+        let (ptr, len) = b.in_place(id).expect("left in the ring");
+        // SAFETY: valid until the release below.
+        assert_eq!(
+            unsafe { std::slice::from_raw_parts(ptr, len) },
+            b"in the ring"
+        );
+        assert_eq!(buf, [0u8; 64], "not copied");
+        assert_eq!(b.take(id).map(|c| c.len), Some(11));
+        assert_eq!(b.iprobe(0, Some(0), Some(6)).unwrap(), None, "held behind");
+        b.release_in_place(id);
+        assert!(b.in_place(id).is_none());
+        b.progress().unwrap();
+        assert!(
+            b.iprobe(0, Some(0), Some(6)).unwrap().is_some(),
+            "flows again"
+        );
+    }
+
+    #[test]
+    fn an_in_place_receive_copies_what_wraps_or_does_not_fit() {
+        let (mut a, mut b) = shm_pair(4096);
+        // Records of 1000 + header bytes: the fourth starts near the end of the ring and wraps.
+        let data: Vec<u8> = (0..1000u32).map(|i| (i * 7) as u8).collect();
+        let mut copied = 0;
+        for round in 0..6 {
+            let mut buf = vec![0u8; 1000];
+            let id = b
+                .irecv_in_place(0, 0, Some(1), buf.as_mut_ptr(), buf.len())
+                .unwrap();
+            send_eager(&mut a, 1, 1, &data);
+            b.wait_until(|p| p.is_done(id)).unwrap();
+            match b.in_place(id) {
+                // SAFETY: valid until the release below.
+                Some((ptr, len)) => {
+                    assert_eq!(unsafe { std::slice::from_raw_parts(ptr, len) }, &data[..])
+                }
+                None => {
+                    assert_eq!(buf, data, "round {round}: copied instead");
+                    copied += 1;
+                }
+            }
+            b.take(id);
+            b.release_in_place(id);
+        }
+        assert!(copied >= 1, "one of six 1 KiB records wraps a 4 KiB ring");
+        // Longer than the buffer: truncated into it as any receive.
+        let mut small = [0u8; 10];
+        let id = b
+            .irecv_in_place(0, 0, Some(2), small.as_mut_ptr(), small.len())
+            .unwrap();
+        send_eager(&mut a, 1, 2, &data);
+        b.wait_until(|p| p.is_done(id)).unwrap();
+        assert!(b.in_place(id).is_none());
+        assert_eq!(small[..], data[..10]);
+        let c = b.take(id).unwrap();
+        assert_eq!((c.len, c.message_len), (10, 1000));
+        b.release_in_place(id);
+        assert!(b.in_place.is_empty() && b.held.iter().all(Option::is_none));
     }
 }

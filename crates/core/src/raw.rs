@@ -174,6 +174,44 @@ impl Comm {
             .map(RawRequest)
     }
 
+    /// Posts a receive from `source` into `len` bytes at `buf` whose eager payload, when it
+    /// comes whole through shared memory, may stay where it arrived (the peer's ring) instead
+    /// of being copied: once done, [`Comm::raw_in_place`] says where it is. Later messages from
+    /// `source` wait behind it, so the caller must [`Comm::raw_release`] the request (done or
+    /// cancelled) before it waits for any of them. For exchanges that read what arrives once,
+    /// such as BSP supersteps.
+    ///
+    /// # Safety
+    /// As [`Comm::raw_recv`].
+    pub unsafe fn raw_recv_in_place(
+        &self,
+        buf: *mut u8,
+        len: usize,
+        source: usize,
+        tag: i32,
+    ) -> Result<RawRequest, Error> {
+        let tag = Comm::tag_pattern(tag)?;
+        let source = self.world_rank(source)?;
+        self.shared
+            .engine
+            .borrow_mut()
+            .irecv_in_place(self.context, source, tag, buf, len)
+            .map(RawRequest)
+    }
+
+    /// Where a finished [`Comm::raw_recv_in_place`] left its payload, if it stayed in place
+    /// (else it is in the receive's buffer). The bytes stay valid and unchanged until
+    /// [`Comm::raw_release`] of the request.
+    pub fn raw_in_place(&self, request: RawRequest) -> Option<(*const u8, usize)> {
+        self.shared.engine.borrow_mut().in_place(request.0)
+    }
+
+    /// Ends a [`Comm::raw_recv_in_place`] request, whether or not it was taken: the memory
+    /// its payload held is reused and the source's later messages are received again.
+    pub fn raw_release(&self, request: RawRequest) {
+        self.shared.engine.borrow_mut().release_in_place(request.0);
+    }
+
     /// Starts `schedule` (from [`Comm::planned`], or a schedule of the binding's own checked
     /// by [`Planned::check`](crate::Planned::check)) on `send_len` bytes at
     /// `send` and `recv_len` bytes at `recv`; `reduce` combines whole elements for the

@@ -196,6 +196,16 @@ pub(crate) struct Record<'a> {
 }
 
 impl Record<'_> {
+    /// Where the record's `len` payload bytes lie in the ring, if they do not wrap around its
+    /// end. They stay there, unchanged, until the record is popped.
+    pub(crate) fn payload_in_place(&self, len: usize) -> Option<*const u8> {
+        let ring = &self.consumer.ring;
+        let offset = ((self.consumer.head + HEADER_LEN as u64) & ring.mask) as usize;
+        // SAFETY: offset < capacity: a pointer inside the ring's data area.
+        (offset + len <= ring.capacity() as usize)
+            .then(|| unsafe { ring.data.add(offset) } as *const u8)
+    }
+
     /// Copies `len` payload bytes starting at `offset` into `dst`.
     pub(crate) fn copy_payload(&self, offset: usize, dst: *mut u8, len: usize) {
         self.consumer
