@@ -345,6 +345,17 @@ pub fn reduce_local(
     input: *const u8,
     inout: *mut u8,
 ) -> Res {
+    // Both buffers are read, so neither may be MPI_IN_PLACE (there is no other buffer for it to
+    // stand for) nor the other one (MPICH reports both as MPI_ERR_BUFFER).
+    if n > 0 && dt.size() > 0 {
+        if in_place(input as *const c_void) || in_place(inout as *const c_void) {
+            return fail(
+                MPI_ERR_BUFFER,
+                "MPI_IN_PLACE is not allowed in MPI_Reduce_local",
+            );
+        }
+        not_aliased(input as *const c_void, inout as *const c_void, true)?;
+    }
     let (reduce, _) = reducer(dt, handle, op)?;
     let src = Input::of(&Typed {
         dt: dt.clone(),
