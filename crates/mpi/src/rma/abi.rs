@@ -9,7 +9,7 @@
 use super::wire::{kind, Writer, BLOCK_LEN, HEADER_MAX};
 use super::{Landing, Memory, Win};
 use crate::abi::*;
-use crate::datatype::Datatype;
+use crate::datatype::{Class, Datatype};
 use crate::env::write_string;
 use crate::error::{fail, handle_error, CommErrhandlerFn, MpiError, Res};
 use crate::ops::BuiltinOp;
@@ -479,7 +479,7 @@ mpi! {
 }
 mpi! {
     /// Frees a window (collective; every epoch must be over).
-    fn MPI_Win_free / PMPI_Win_free(win: *mut Handle) on NONE => {
+    fn MPI_Win_free / PMPI_Win_free(win: *mut Handle) on win.as_ref().copied().unwrap_or(MPI_WIN_NULL) => {
         let h = out(win, "win")?;
         let (core, shared, attrs) = running(|s| {
             let w = win_mut(s, *h)?;
@@ -1167,8 +1167,10 @@ mpi! {
             let Some(t) = target(s, win, target_rank, target_disp)? else { return Ok(None) };
             Ok(Some((t, s.committed_type(datatype)?)))
         })? else { return Ok(()) };
-        let Some(b) = dt.as_builtin() else {
-            return fail(MPI_ERR_TYPE, "MPI_Compare_and_swap takes a predefined datatype");
+        // MPI 4.1 §12.3.4: C or Fortran integer, logical, multi-language or byte types only
+        // (MPI_CHAR counts as a C integer here, as in reductions and in MPICH).
+        let Some(b) = dt.as_builtin().filter(|b| matches!(b.class(), Class::Int(_) | Class::Logical(_) | Class::Byte)) else {
+            return fail(MPI_ERR_TYPE, "MPI_Compare_and_swap takes a predefined integer, logical or byte datatype");
         };
         let tb = Buf { base: std::ptr::null_mut(), count: 1, dt: dt.clone() };
         check_range(&t, &tb)?;
@@ -1478,6 +1480,10 @@ mpi! {
             if e.locks[target].is_some() || e.lock_all.is_some() {
                 return sync_error(format!("rank {target} is already locked"));
             }
+            // Access epochs of one process on one window do not overlap (MPI 4.1 §12.5).
+            if e.access.is_some() {
+                return sync_error("MPI_Win_lock inside an access epoch of MPI_Win_start");
+            }
             Ok(())
         })?;
         if !nocheck {
@@ -1516,6 +1522,9 @@ mpi! {
             n = size;
             if e.lock_all.is_some() || e.locks.iter().any(|l| l.is_some()) {
                 return sync_error("MPI_Win_lock_all while a lock is held");
+            }
+            if e.access.is_some() {
+                return sync_error("MPI_Win_lock_all inside an access epoch of MPI_Win_start");
             }
             Ok(())
         })?;
