@@ -9,7 +9,7 @@
 //! communication (error classes, lock contention, fence, post/start/complete/wait), the tool
 //! information interface (MPI_T), and the calls MPICH ships for old and Fortran-interop programs
 //! (removed MPI-1 calls, MPI_LB/MPI_UB, session error handlers, `MPI_Type_create_f90_*`, status
-//! conversion).
+//! and handle conversion).
 //!
 //! Each program was checked against MPICH first (`mpicc.mpich`, `mpiexec.mpich`); it prints
 //! ` No Errors` from rank 0 and exits non-zero on failure, as MPICH's own tests. They are
@@ -388,6 +388,12 @@ fn user_op_may_call_mpi_abort() {
         err.contains("MPI_Abort") && !err.contains("panicked"),
         "MPI_Abort in a user op: {err}"
     );
+}
+
+#[test]
+fn fortran_handle_conversion_large_count_rma_and_rma_error_checks() {
+    no_errors(2, "interop");
+    no_errors(3, "interop");
 }
 
 #[test]

@@ -1,0 +1,203 @@
+/* Calls MPICH's test suite found missing or wrong: handle conversion to and from Fortran
+ * integers (MPI_<handle>_c2f/_f2c), the large-count one-sided calls (MPI_Put_c ...,
+ * MPI_Win_create_c, MPI_Win_allocate_c, MPI_Win_allocate_shared_c, MPI_Win_shared_query_c),
+ * MPI_Reduce_local's buffer checks, the types MPI_Compare_and_swap takes, a lock inside an
+ * MPI_Win_start epoch, and MPI_Win_free reporting to the window's error handler. Two processes
+ * (or more). */
+#include "mtest.h"
+
+static void noop(void *in, void *inout, int *len, MPI_Datatype *type)
+{
+    (void) in;
+    (void) inout;
+    (void) len;
+    (void) type;
+}
+
+static void handles(void)
+{
+    MPI_Comm dup;
+    MPI_Datatype vec;
+    MPI_Group grp;
+    MPI_Op op;
+    MPI_Info info;
+    MPI_Request req;
+    int x = 0;
+    MPI_Comm_dup(MPI_COMM_WORLD, &dup);
+    MPI_Type_vector(2, 1, 2, MPI_INT, &vec);
+    MPI_Comm_group(MPI_COMM_WORLD, &grp);
+    MPI_Op_create(noop, 1, &op);
+    MPI_Info_create(&info);
+    MPI_Irecv(&x, 1, MPI_INT, MPI_PROC_NULL, 0, MPI_COMM_WORLD, &req);
+
+    CHECK(MPI_Comm_f2c(MPI_Comm_c2f(MPI_COMM_WORLD)) == MPI_COMM_WORLD, "COMM_WORLD round trip");
+    CHECK(MPI_Comm_f2c(MPI_Comm_c2f(MPI_COMM_NULL)) == MPI_COMM_NULL, "COMM_NULL round trip");
+    CHECK(MPI_Type_f2c(MPI_Type_c2f(MPI_DOUBLE)) == MPI_DOUBLE, "MPI_DOUBLE round trip");
+    CHECK(MPI_Message_f2c(MPI_Message_c2f(MPI_MESSAGE_NULL)) == MPI_MESSAGE_NULL, "MESSAGE_NULL");
+    CHECK(MPI_Comm_f2c(MPI_Comm_c2f(dup)) == dup, "created communicator round trip");
+    CHECK(MPI_Comm_c2f(dup) == MPI_Comm_c2f(dup), "the same integer twice");
+    CHECK(MPI_Comm_c2f(dup) != MPI_Comm_c2f(MPI_COMM_WORLD), "distinct integers");
+    CHECK(PMPI_Type_f2c(PMPI_Type_c2f(vec)) == vec, "created datatype round trip (PMPI)");
+    CHECK(MPI_Group_f2c(MPI_Group_c2f(grp)) == grp, "group round trip");
+    CHECK(MPI_Info_f2c(MPI_Info_c2f(info)) == info, "info round trip");
+    CHECK(MPI_Request_f2c(MPI_Request_c2f(req)) == req, "request round trip");
+    CHECK(MPI_Errhandler_f2c(MPI_Errhandler_c2f(MPI_ERRORS_RETURN)) == MPI_ERRORS_RETURN,
+          "errhandler round trip");
+    CHECK(MPI_Op_f2c(MPI_Op_c2f(MPI_SUM)) == MPI_SUM, "predefined op round trip");
+    CHECK(MPI_Op_f2c(MPI_Op_c2f(op)) == op, "user op round trip");
+
+    /* A converted handle still works as one. */
+    int size = 0, n = 0;
+    MPI_Comm_size(MPI_Comm_f2c(MPI_Comm_c2f(dup)), &size);
+    MPI_Comm_size(MPI_COMM_WORLD, &n);
+    CHECK(size == n, "size through a converted handle: %d", size);
+
+    /* An integer that no handle was converted to gives an invalid handle. */
+    MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
+    int rc = MPI_Comm_size(MPI_Comm_f2c(0x7ffffff0), &size);
+    CHECK(rc != MPI_SUCCESS, "MPI_Comm_size on an unknown Fortran integer succeeded");
+
+    MPI_Wait(&req, MPI_STATUS_IGNORE);
+    MPI_Info_free(&info);
+    MPI_Group_free(&grp);
+    MPI_Type_free(&vec);
+    MPI_Comm_free(&dup);
+    MPI_Op_free(&op);
+}
+
+static void rma_large_count(int rank, int size)
+{
+    int *base, right = (rank + 1) % size, left = (rank + size - 1) % size;
+    MPI_Win win;
+    MPI_Aint wsize;
+    MPI_Aint unit;
+    int *mine;
+
+    /* MPI_Win_allocate_c, then every _c communication call once. */
+    MPI_Win_allocate_c(4 * sizeof(int), sizeof(int), MPI_INFO_NULL, MPI_COMM_WORLD, &base, &win);
+    for (int i = 0; i < 4; i++)
+        base[i] = -1;
+    MPI_Win_fence(0, win);
+    int val[2] = {rank, rank + 100};
+    MPI_Put_c(val, (MPI_Count) 2, MPI_INT, right, 0, (MPI_Count) 2, MPI_INT, win);
+    MPI_Win_fence(0, win);
+    CHECK(base[0] == left && base[1] == left + 100, "MPI_Put_c: %d %d", base[0], base[1]);
+    int got[2] = {-1, -1};
+    MPI_Get_c(got, 2, MPI_INT, right, 0, 2, MPI_INT, win);
+    MPI_Win_fence(0, win);
+    CHECK(got[0] == rank && got[1] == rank + 100, "MPI_Get_c: %d %d", got[0], got[1]);
+    int one = 1;
+    MPI_Accumulate_c(&one, 1, MPI_INT, right, 2, 1, MPI_INT, MPI_REPLACE, win);
+    MPI_Win_fence(0, win);
+    int old = -5;
+    MPI_Get_accumulate_c(&one, 1, MPI_INT, &old, 1, MPI_INT, right, 2, 1, MPI_INT, MPI_SUM, win);
+    MPI_Win_fence(0, win);
+    CHECK(old == 1 && base[2] == 2, "MPI_Get_accumulate_c: old %d, now %d", old, base[2]);
+
+    MPI_Request r[4];
+    int seven = 7, back = -1, prev = -1;
+    MPI_Win_lock_all(0, win);
+    MPI_Rput_c(&seven, 1, MPI_INT, right, 3, 1, MPI_INT, win, &r[0]);
+    MPI_Wait(&r[0], MPI_STATUS_IGNORE);
+    MPI_Win_flush(right, win);
+    MPI_Raccumulate_c(&one, 1, MPI_INT, right, 3, 1, MPI_INT, MPI_SUM, win, &r[1]);
+    MPI_Wait(&r[1], MPI_STATUS_IGNORE);
+    MPI_Win_flush(right, win);
+    MPI_Rget_accumulate_c(&one, 1, MPI_INT, &prev, 1, MPI_INT, right, 3, 1, MPI_INT, MPI_SUM, win,
+                          &r[2]);
+    MPI_Wait(&r[2], MPI_STATUS_IGNORE);
+    MPI_Win_flush(right, win);
+    MPI_Rget_c(&back, 1, MPI_INT, right, 3, 1, MPI_INT, win, &r[3]);
+    MPI_Wait(&r[3], MPI_STATUS_IGNORE);
+    MPI_Win_unlock_all(win);
+    CHECK(prev == 8 && back == 9, "request-based _c calls: %d %d", prev, back);
+    MPI_Barrier(MPI_COMM_WORLD);
+    MPI_Win_free(&win);
+
+    /* A negative MPI_Count is MPI_ERR_COUNT. */
+    MPI_Win_create_c(val, sizeof(val), sizeof(int), MPI_INFO_NULL, MPI_COMM_WORLD, &win);
+    MPI_Win_set_errhandler(win, MPI_ERRORS_RETURN);
+    MPI_Win_fence(0, win);
+    int rc = MPI_Put_c(val, (MPI_Count) -1, MPI_INT, right, 0, 1, MPI_INT, win);
+    CHECK_CLASS(rc, MPI_ERR_COUNT, "MPI_Put_c with a negative count");
+    MPI_Win_fence(0, win);
+    MPI_Win_free(&win);
+
+    /* MPI_Win_allocate_shared_c and MPI_Win_shared_query_c (one host: every rank). */
+    MPI_Win_allocate_shared_c(sizeof(int), sizeof(int), MPI_INFO_NULL, MPI_COMM_WORLD, &mine,
+                              &win);
+    *mine = 10 * rank;
+    MPI_Barrier(MPI_COMM_WORLD);
+    int *theirs = NULL;
+    MPI_Win_shared_query_c(win, right, &wsize, &unit, &theirs);
+    CHECK(wsize == sizeof(int) && unit == sizeof(int), "shared query: size %ld unit %ld",
+          (long) wsize, (long) unit);
+    CHECK(theirs && *theirs == 10 * right, "shared memory of the right neighbour");
+    MPI_Barrier(MPI_COMM_WORLD);
+    MPI_Win_free(&win);
+}
+
+static void rma_errors(int rank, int size)
+{
+    long long cell = 0, cmp = 0, res, v = 1;
+    double d = 1.0, dres, dcmp = 0.0;
+    MPI_Win win;
+    MPI_Group world;
+    MPI_Win_create(&cell, sizeof(cell), 1, MPI_INFO_NULL, MPI_COMM_WORLD, &win);
+    MPI_Win_set_errhandler(win, MPI_ERRORS_RETURN);
+    MPI_Win_lock(MPI_LOCK_SHARED, 0, 0, win);
+    int rc = MPI_Compare_and_swap(&v, &cmp, &res, MPI_LONG_LONG, 0, 0, win);
+    CHECK_OK(rc, "MPI_Compare_and_swap on MPI_LONG_LONG");
+    rc = MPI_Compare_and_swap(&d, &dcmp, &dres, MPI_DOUBLE, 0, 0, win);
+    CHECK_CLASS(rc, MPI_ERR_TYPE, "MPI_Compare_and_swap on MPI_DOUBLE");
+    MPI_Win_unlock(0, win);
+
+    /* Freeing a locked window reports to the window's handler (ERRORS_RETURN here). */
+    MPI_Win_lock(MPI_LOCK_SHARED, 0, MPI_MODE_NOCHECK, win);
+    rc = MPI_Win_free(&win);
+    CHECK_CLASS(rc, MPI_ERR_RMA_SYNC, "MPI_Win_free with a lock held");
+    MPI_Win_unlock(0, win);
+
+    /* No lock inside an access epoch of MPI_Win_start. */
+    MPI_Comm_group(MPI_COMM_WORLD, &world);
+    MPI_Win_post(world, 0, win);
+    MPI_Win_start(world, 0, win);
+    rc = MPI_Win_lock(MPI_LOCK_SHARED, 0, MPI_MODE_NOCHECK, win);
+    CHECK_CLASS(rc, MPI_ERR_RMA_SYNC, "MPI_Win_lock inside MPI_Win_start");
+    rc = MPI_Win_lock_all(MPI_MODE_NOCHECK, win);
+    CHECK_CLASS(rc, MPI_ERR_RMA_SYNC, "MPI_Win_lock_all inside MPI_Win_start");
+    MPI_Win_complete(win);
+    MPI_Win_wait(win);
+    MPI_Group_free(&world);
+    CHECK_OK(MPI_Win_free(&win), "MPI_Win_free after the epochs closed");
+    (void) rank;
+    (void) size;
+}
+
+static void reduce_local(void)
+{
+    int a[3] = {1, 2, 3}, b[3] = {10, 20, 30};
+    CHECK_OK(MPI_Reduce_local(a, b, 3, MPI_INT, MPI_SUM), "MPI_Reduce_local");
+    CHECK(b[0] == 11 && b[2] == 33, "MPI_Reduce_local result %d %d", b[0], b[2]);
+    int rc = MPI_Reduce_local(MPI_IN_PLACE, b, 3, MPI_INT, MPI_SUM);
+    CHECK_CLASS(rc, MPI_ERR_BUFFER, "MPI_IN_PLACE as inbuf");
+    rc = MPI_Reduce_local(a, MPI_IN_PLACE, 3, MPI_INT, MPI_SUM);
+    CHECK_CLASS(rc, MPI_ERR_BUFFER, "MPI_IN_PLACE as inoutbuf");
+    rc = MPI_Reduce_local(b, b, 3, MPI_INT, MPI_SUM);
+    CHECK_CLASS(rc, MPI_ERR_BUFFER, "the same buffer twice");
+    CHECK_OK(MPI_Reduce_local(b, b, 0, MPI_INT, MPI_SUM), "zero elements, same buffer");
+}
+
+int main(int argc, char **argv)
+{
+    int rank, size;
+    MPI_Init(&argc, &argv);
+    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    MPI_Comm_size(MPI_COMM_WORLD, &size);
+    MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
+    handles();
+    rma_large_count(rank, size);
+    rma_errors(rank, size);
+    reduce_local();
+    return finish();
+}
