@@ -294,27 +294,37 @@ fn reducer(dt: &Datatype, handle: Handle, op: OpObj) -> Res<(Reducer, bool)> {
 
 /// Calls a user function on `n` packed elements: `inout = in op inout`.
 fn user_apply(
-    f: crate::state::UserOpFn,
+    f: crate::state::UserFn,
     dt: &Datatype,
     handle: Handle,
     n: usize,
     input: &[u8],
     inout: &mut [u8],
 ) {
-    let mut len = n as c_int;
     let mut h = handle;
+    // The two bindings differ only in the width of the length (MPI_Op_create(_c)).
+    let call = |a: *mut c_void, b: *mut c_void, h: &mut Handle| match f {
+        crate::state::UserFn::Int(f) => {
+            let mut len = n as c_int;
+            // SAFETY: both callers pass `a` and `b` holding n elements of the type; the
+            // function reads `a` and updates `b`.
+            unsafe { f(a, b, &mut len, h) }
+        }
+        crate::state::UserFn::Count(f) => {
+            let mut len = n as i64;
+            // SAFETY: as above.
+            unsafe { f(a, b, &mut len, h) }
+        }
+    };
     if dt.contiguous_span(n).is_some() {
         // Packed and layout agree (up to the span offset, which is 0 for the data itself).
         let off = dt.contiguous_span(n).unwrap_or(0);
-        // SAFETY: both buffers hold n elements; the function reads `in`, updates `inout`.
-        unsafe {
-            f(
-                input.as_ptr().wrapping_offset(-off) as *mut c_void,
-                inout.as_mut_ptr().wrapping_offset(-off) as *mut c_void,
-                &mut len,
-                &mut h,
-            )
-        };
+        // Both buffers hold n elements; the function reads `in`, updates `inout`.
+        call(
+            input.as_ptr().wrapping_offset(-off) as *mut c_void,
+            inout.as_mut_ptr().wrapping_offset(-off) as *mut c_void,
+            &mut h,
+        );
         return;
     }
     // Lay both out as the type says, call, and pack the result back.
@@ -331,7 +341,7 @@ fn user_apply(
     unsafe {
         dt.unpack(input, n, pa);
         dt.unpack(inout, n, pb);
-        f(pa as *mut c_void, pb as *mut c_void, &mut len, &mut h);
+        call(pa as *mut c_void, pb as *mut c_void, &mut h);
         dt.pack(pb, n, inout);
     }
 }

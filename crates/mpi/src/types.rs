@@ -5,7 +5,7 @@ use crate::datatype::{Builtin, Datatype, Distrib, Order, TypeError};
 use crate::env::write_string;
 use crate::error::{fail, MpiError, Res};
 use crate::p2p::count_arg;
-use crate::state::{running, with, OpObj, State, TypeObj, UserOpFn};
+use crate::state::{running, with, OpObj, State, TypeObj, UserFn, UserOpFn, UserOpFnC};
 use crate::NONE;
 use std::ffi::{c_char, c_int, c_void, CStr};
 
@@ -512,7 +512,16 @@ mpi! {
     fn MPI_Op_create / PMPI_Op_create(function: Option<UserOpFn>, commute: c_int, op: *mut Handle) on NONE => {
         let Some(f) = function else { return fail(MPI_ERR_ARG, "operation function is NULL") };
         let out = out(op, "op")?;
-        *out = running(|s| Ok(s.ops.insert(OpObj::User { f, commute: commute != 0 })))?;
+        *out = running(|s| Ok(s.ops.insert(OpObj::User { f: UserFn::Int(f), commute: commute != 0 })))?;
+        Ok(())
+    }
+}
+mpi! {
+    /// A user reduction operation whose function takes an MPI_Count length (MPI 4.0).
+    fn MPI_Op_create_c / PMPI_Op_create_c(function: Option<UserOpFnC>, commute: c_int, op: *mut Handle) on NONE => {
+        let Some(f) = function else { return fail(MPI_ERR_ARG, "operation function is NULL") };
+        let out = out(op, "op")?;
+        *out = running(|s| Ok(s.ops.insert(OpObj::User { f: UserFn::Count(f), commute: commute != 0 })))?;
         Ok(())
     }
 }

@@ -1,7 +1,7 @@
 /* Calls MPICH's test suite found missing or wrong: handle conversion to and from Fortran
  * integers (MPI_<handle>_c2f/_f2c), the large-count one-sided calls (MPI_Put_c ...,
  * MPI_Win_create_c, MPI_Win_allocate_c, MPI_Win_allocate_shared_c, MPI_Win_shared_query_c),
- * MPI_Reduce_local's buffer checks, the types MPI_Compare_and_swap takes, a lock inside an
+ * MPI_Op_create_c, MPI_Reduce_local's buffer checks, the types MPI_Compare_and_swap takes, a lock inside an
  * MPI_Win_start epoch, and MPI_Win_free reporting to the window's error handler. Two processes
  * (or more). */
 #include "mtest.h"
@@ -174,6 +174,34 @@ static void rma_errors(int rank, int size)
     (void) size;
 }
 
+/* inout = in * 10 + inout, so the order of operands shows. */
+static void shift_c(void *in, void *inout, MPI_Count *len, MPI_Datatype *type)
+{
+    long long *a = in, *b = inout;
+    CHECK(*type == MPI_LONG_LONG, "datatype passed to the MPI_Count function");
+    for (MPI_Count i = 0; i < *len; i++)
+        b[i] = a[i] * 10 + b[i];
+}
+
+static void op_create_c(int rank, int size)
+{
+    MPI_Op op;
+    CHECK_OK(MPI_Op_create_c(shift_c, 0, &op), "MPI_Op_create_c");
+    long long mine[2] = {rank + 1, rank + 1}, all[2] = {0, 0}, want = 0;
+    MPI_Allreduce(mine, all, 2, MPI_LONG_LONG, op, MPI_COMM_WORLD);
+    for (int r = 0; r < size; r++) /* ((1) op 2) op 3 ... with x op y = x * 10 + y */
+        want = want * 10 + (r + 1);
+    CHECK(all[0] == want && all[1] == want, "allreduce with an MPI_Count op: %lld, want %lld",
+          all[0], want);
+    int commute = 1;
+    MPI_Op_commutative(op, &commute);
+    CHECK(commute == 0, "MPI_Op_create_c(…, 0, …) is not commutative");
+    long long x[3] = {1, 2, 3}, y[3] = {4, 5, 6};
+    MPI_Reduce_local_c(x, y, 3, MPI_LONG_LONG, op);
+    CHECK(y[0] == 14 && y[2] == 36, "MPI_Reduce_local_c with it: %lld %lld", y[0], y[2]);
+    MPI_Op_free(&op);
+}
+
 static void reduce_local(void)
 {
     int a[3] = {1, 2, 3}, b[3] = {10, 20, 30};
@@ -198,6 +226,7 @@ int main(int argc, char **argv)
     handles();
     rma_large_count(rank, size);
     rma_errors(rank, size);
+    op_create_c(rank, size);
     reduce_local();
     return finish();
 }
