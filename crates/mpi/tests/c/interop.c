@@ -1,10 +1,21 @@
 /* Calls MPICH's test suite found missing or wrong: handle conversion to and from Fortran
  * integers (MPI_<handle>_c2f/_f2c), the large-count one-sided calls (MPI_Put_c ...,
  * MPI_Win_create_c, MPI_Win_allocate_c, MPI_Win_allocate_shared_c, MPI_Win_shared_query_c),
- * MPI_Op_create_c, MPI_Reduce_local's buffer checks, the types MPI_Compare_and_swap takes, a lock inside an
+ * MPI_Op_create_c, the large-count datatype, external32 and file calls (MPI_Type_create_subarray_c,
+ * _darray_c, _get_envelope_c, _get_contents_c, MPI_Pack_external_c ..., MPI_File_write_at_c ...),
+ * MPI_Reduce_local's buffer checks, the types MPI_Compare_and_swap takes, a lock inside an
  * MPI_Win_start epoch, and MPI_Win_free reporting to the window's error handler. Two processes
  * (or more). */
 #include "mtest.h"
+#include <unistd.h>
+
+/* One file name for the whole job: rank 0's pid. */
+static long getpid_of_rank0(void)
+{
+    long pid = (long) getpid();
+    MPI_Bcast(&pid, 1, MPI_LONG, 0, MPI_COMM_WORLD);
+    return pid;
+}
 
 static void noop(void *in, void *inout, int *len, MPI_Datatype *type)
 {
@@ -202,6 +213,86 @@ static void op_create_c(int rank, int size)
     MPI_Op_free(&op);
 }
 
+static void datatypes_c(void)
+{
+    MPI_Datatype sub, dar;
+    MPI_Count sizes[2] = {4, 5}, subsizes[2] = {2, 3}, starts[2] = {1, 2};
+    CHECK_OK(MPI_Type_create_subarray_c(2, sizes, subsizes, starts, MPI_ORDER_C, MPI_INT, &sub),
+             "MPI_Type_create_subarray_c");
+    MPI_Count size = 0, lb = 0, extent = 0;
+    MPI_Type_size_c(sub, &size);
+    MPI_Type_get_extent_c(sub, &lb, &extent);
+    CHECK(size == 6 * sizeof(int) && extent == 20 * sizeof(int), "subarray_c size %lld extent %lld",
+          (long long) size, (long long) extent);
+    MPI_Count ni = -1, na = -1, nl = -1, nd = -1;
+    int combiner = -1;
+    MPI_Type_get_envelope_c(sub, &ni, &na, &nl, &nd, &combiner);
+    CHECK(combiner == MPI_COMBINER_SUBARRAY && nd == 1 && ni + nl >= 8, "envelope_c: %d %lld %lld",
+          combiner, (long long) ni, (long long) nl);
+    int ints[16];
+    MPI_Aint addrs[4];
+    MPI_Count large[16];
+    MPI_Datatype types[2];
+    CHECK_OK(MPI_Type_get_contents_c(sub, 16, 4, 16, 2, ints, addrs, large, types),
+             "MPI_Type_get_contents_c");
+    CHECK(types[0] == MPI_INT, "contents_c names MPI_INT");
+
+    MPI_Count gsizes[1] = {8};
+    int distribs[1] = {MPI_DISTRIBUTE_BLOCK}, dargs[1] = {MPI_DISTRIBUTE_DFLT_DARG}, psizes[1] = {2};
+    CHECK_OK(MPI_Type_create_darray_c(2, 1, 1, gsizes, distribs, dargs, psizes, MPI_ORDER_C,
+                                      MPI_INT, &dar), "MPI_Type_create_darray_c");
+    MPI_Type_size_c(dar, &size);
+    CHECK(size == 4 * sizeof(int), "darray_c size %lld", (long long) size);
+    MPI_Type_free(&dar);
+    MPI_Type_free(&sub);
+
+    int v[3] = {1, 0x01020304, -1}, back[3] = {0, 0, 0};
+    char ext[12];
+    MPI_Count pos = 0, need = 0;
+    MPI_Pack_external_size_c("external32", 3, MPI_INT, &need);
+    CHECK(need == 12, "MPI_Pack_external_size_c: %lld", (long long) need);
+    CHECK_OK(MPI_Pack_external_c("external32", v, 3, MPI_INT, ext, sizeof(ext), &pos),
+             "MPI_Pack_external_c");
+    CHECK(pos == 12 && ext[4] == 1 && ext[7] == 4, "external32 is big-endian");
+    pos = 0;
+    CHECK_OK(MPI_Unpack_external_c("external32", ext, sizeof(ext), &pos, back, 3, MPI_INT),
+             "MPI_Unpack_external_c");
+    CHECK(back[1] == v[1] && back[2] == -1 && pos == 12, "MPI_Unpack_external_c round trip");
+}
+
+static void files_c(int rank, int size)
+{
+    char name[64];
+    MPI_File fh;
+    MPI_Status st;
+    MPI_Request req;
+    MPI_Count n = 0;
+    int mine[2] = {rank, 10 * rank}, got[2] = {-1, -1};
+    snprintf(name, sizeof(name), "/tmp/ferry-interop-%d.dat", (int) getpid_of_rank0());
+    MPI_File_open(MPI_COMM_WORLD, name, MPI_MODE_CREATE | MPI_MODE_RDWR | MPI_MODE_DELETE_ON_CLOSE,
+                  MPI_INFO_NULL, &fh);
+    MPI_File_set_errhandler(fh, MPI_ERRORS_RETURN);
+    CHECK_OK(MPI_File_write_at_c(fh, rank * sizeof(mine), mine, 2, MPI_INT, &st),
+             "MPI_File_write_at_c");
+    MPI_Get_count_c(&st, MPI_INT, &n);
+    CHECK(n == 2, "MPI_File_write_at_c wrote %lld", (long long) n);
+    MPI_File_sync(fh);
+    MPI_Barrier(MPI_COMM_WORLD);
+    int other = (rank + 1) % size;
+    CHECK_OK(MPI_File_iread_at_c(fh, other * sizeof(mine), got, 2, MPI_INT, &req),
+             "MPI_File_iread_at_c");
+    MPI_Wait(&req, &st);
+    CHECK(got[0] == other && got[1] == 10 * other, "MPI_File_iread_at_c: %d %d", got[0], got[1]);
+    CHECK_OK(MPI_File_read_at_all_c(fh, 0, got, 2, MPI_INT, &st), "MPI_File_read_at_all_c");
+    CHECK(got[0] == 0 && got[1] == 0, "MPI_File_read_at_all_c: %d %d", got[0], got[1]);
+    MPI_Count fext = 0;
+    MPI_File_get_type_extent_c(fh, MPI_DOUBLE, &fext);
+    CHECK(fext == 8, "MPI_File_get_type_extent_c: %lld", (long long) fext);
+    int rc = MPI_File_read_at_c(fh, 0, got, -1, MPI_INT, &st);
+    CHECK_CLASS(rc, MPI_ERR_COUNT, "MPI_File_read_at_c with a negative count");
+    MPI_File_close(&fh);
+}
+
 static void reduce_local(void)
 {
     int a[3] = {1, 2, 3}, b[3] = {10, 20, 30};
@@ -227,6 +318,8 @@ int main(int argc, char **argv)
     rma_large_count(rank, size);
     rma_errors(rank, size);
     op_create_c(rank, size);
+    datatypes_c();
+    files_c(rank, size);
     reduce_local();
     return finish();
 }
