@@ -489,26 +489,47 @@ mpi! {
 mpi! {
     /// Frees a communicator (deleting its attributes first).
     fn MPI_Comm_free / PMPI_Comm_free(comm: *mut Handle) on NONE => {
+        free_comm(out(comm, "comm")?)
+    }
+}
+mpi! {
+    /// Waits until every process of the communicator has called it, then frees it (MPI 4.1
+    /// §11.10.4). Any communicator may be disconnected, not only one from dynamic process calls;
+    /// the communication started on it completes as after MPI_Comm_free.
+    fn MPI_Comm_disconnect / PMPI_Comm_disconnect(comm: *mut Handle) on comm.as_ref().copied().unwrap_or(MPI_COMM_NULL) => {
         let h = out(comm, "comm")?;
         if matches!(*h, MPI_COMM_WORLD | MPI_COMM_SELF | MPI_COMM_NULL) {
-            return fail(MPI_ERR_COMM, "predefined communicators and MPI_COMM_NULL cannot be freed");
+            return fail(MPI_ERR_COMM, "predefined communicators and MPI_COMM_NULL cannot be disconnected");
         }
-        let attrs = running(|s| Ok(s.comm_mut(*h)?.attrs.take_newest_first()))?;
-        delete_attrs(*h, attrs)?;
-        let obj = with(|s| {
-            let obj = s.comms.remove(*h);
-            if let Some(o) = &obj {
-                release_derived(s, o);
-                crate::part::forget(s, o.comm.context_id());
-            }
-            Ok(obj)
-        })?;
-        if let Some(inter) = obj.and_then(|o| o.inter) {
-            crate::inter::forget(inter);
-        }
-        *h = MPI_COMM_NULL;
-        Ok(())
+        crate::coll::barrier(*h, std::ptr::null_mut())?;
+        free_comm(h)
     }
+}
+
+/// MPI_Comm_free: deletes the attributes, forgets the communicator, sets the handle to
+/// MPI_COMM_NULL. Safety: the attribute delete callbacks are the program's (MPI's contract).
+unsafe fn free_comm(h: &mut Handle) -> Res {
+    if matches!(*h, MPI_COMM_WORLD | MPI_COMM_SELF | MPI_COMM_NULL) {
+        return fail(
+            MPI_ERR_COMM,
+            "predefined communicators and MPI_COMM_NULL cannot be freed",
+        );
+    }
+    let attrs = running(|s| Ok(s.comm_mut(*h)?.attrs.take_newest_first()))?;
+    delete_attrs(*h, attrs)?;
+    let obj = with(|s| {
+        let obj = s.comms.remove(*h);
+        if let Some(o) = &obj {
+            release_derived(s, o);
+            crate::part::forget(s, o.comm.context_id());
+        }
+        Ok(obj)
+    })?;
+    if let Some(inter) = obj.and_then(|o| o.inter) {
+        crate::inter::forget(inter);
+    }
+    *h = MPI_COMM_NULL;
+    Ok(())
 }
 mpi! {
     /// The group of a communicator.

@@ -3,7 +3,7 @@
  * MPI_Win_create_c, MPI_Win_allocate_c, MPI_Win_allocate_shared_c, MPI_Win_shared_query_c),
  * MPI_Op_create_c, the large-count datatype, external32 and file calls (MPI_Type_create_subarray_c,
  * _darray_c, _get_envelope_c, _get_contents_c, MPI_Pack_external_c ..., MPI_File_write_at_c ...),
- * MPI_Reduce_local's buffer checks, the types MPI_Compare_and_swap takes, a lock inside an
+ * MPI_Comm_disconnect on an ordinary communicator, MPI_Reduce_local's buffer checks, the types MPI_Compare_and_swap takes, a lock inside an
  * MPI_Win_start epoch, and MPI_Win_free reporting to the window's error handler. Two processes
  * (or more). */
 #include "mtest.h"
@@ -293,6 +293,20 @@ static void files_c(int rank, int size)
     MPI_File_close(&fh);
 }
 
+static void disconnect(int rank, int size)
+{
+    MPI_Comm dup;
+    MPI_Request req;
+    int x = rank, y = -1;
+    MPI_Comm_dup(MPI_COMM_WORLD, &dup);
+    MPI_Irecv(&y, 1, MPI_INT, (rank + size - 1) % size, 0, dup, &req);
+    MPI_Send(&x, 1, MPI_INT, (rank + 1) % size, 0, dup);
+    MPI_Wait(&req, MPI_STATUS_IGNORE);
+    CHECK_OK(MPI_Comm_disconnect(&dup), "MPI_Comm_disconnect");
+    CHECK(dup == MPI_COMM_NULL, "MPI_Comm_disconnect leaves MPI_COMM_NULL");
+    CHECK(y == (rank + size - 1) % size, "message before the disconnect: %d", y);
+}
+
 static void reduce_local(void)
 {
     int a[3] = {1, 2, 3}, b[3] = {10, 20, 30};
@@ -320,6 +334,7 @@ int main(int argc, char **argv)
     op_create_c(rank, size);
     datatypes_c();
     files_c(rank, size);
+    disconnect(rank, size);
     reduce_local();
     return finish();
 }
