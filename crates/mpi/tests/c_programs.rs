@@ -392,8 +392,8 @@ fn user_op_may_call_mpi_abort() {
 
 #[test]
 fn fortran_handle_conversion_large_count_rma_and_rma_error_checks() {
-    no_errors(2, "interop");
-    no_errors(3, "interop");
+    no_errors_with(2, "interop", &["user"]);
+    no_errors_with(3, "interop", &["user"]);
 }
 
 #[test]

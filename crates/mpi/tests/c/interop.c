@@ -3,7 +3,8 @@
  * MPI_Win_create_c, MPI_Win_allocate_c, MPI_Win_allocate_shared_c, MPI_Win_shared_query_c),
  * MPI_Op_create_c, the large-count datatype, external32 and file calls (MPI_Type_create_subarray_c,
  * _darray_c, _get_envelope_c, _get_contents_c, MPI_Pack_external_c ..., MPI_File_write_at_c ...),
- * MPI_Comm_disconnect on an ordinary communicator, MPI_Reduce_local's buffer checks, the types MPI_Compare_and_swap takes, a lock inside an
+ * MPI_Register_datarep_c (with the argument "user": MPICH 4.0.2's ROMIO refuses to register
+ * representations), MPI_Comm_disconnect on an ordinary communicator, MPI_Reduce_local's buffer checks, the types MPI_Compare_and_swap takes, a lock inside an
  * MPI_Win_start epoch, and MPI_Win_free reporting to the window's error handler. Two processes
  * (or more). */
 #include "mtest.h"
@@ -293,6 +294,69 @@ static void files_c(int rank, int size)
     MPI_File_close(&fh);
 }
 
+/* ---- MPI_Register_datarep_c: an int is 8 big-endian bytes in the file ---- */
+static int wide_extent(MPI_Datatype dt, MPI_Aint *extent, void *state)
+{
+    (void) state;
+    *extent = dt == MPI_INT ? 8 : 0;
+    return dt == MPI_INT ? MPI_SUCCESS : MPI_ERR_TYPE;
+}
+
+static int wide_write_c(void *userbuf, MPI_Datatype dt, MPI_Count count, void *filebuf,
+                        MPI_Offset position, void *state)
+{
+    (void) state;
+    const int *in = (const int *) userbuf + position;
+    unsigned char *out = filebuf;
+    for (MPI_Count k = 0; k < count; k++) {
+        long long v = in[k];
+        for (int j = 0; j < 8; j++)
+            out[8 * k + j] = (unsigned char) ((unsigned long long) v >> (8 * (7 - j)));
+    }
+    return dt == MPI_INT ? MPI_SUCCESS : MPI_ERR_TYPE;
+}
+
+static int wide_read_c(void *userbuf, MPI_Datatype dt, MPI_Count count, void *filebuf,
+                       MPI_Offset position, void *state)
+{
+    (void) state;
+    int *out = (int *) userbuf + position;
+    const unsigned char *in = filebuf;
+    for (MPI_Count k = 0; k < count; k++) {
+        unsigned long long v = 0;
+        for (int j = 0; j < 8; j++)
+            v = v << 8 | in[8 * k + j];
+        out[k] = (int) (long long) v;
+    }
+    return dt == MPI_INT ? MPI_SUCCESS : MPI_ERR_TYPE;
+}
+
+static void datarep_c(int rank)
+{
+    char name[64];
+    MPI_File fh;
+    MPI_Status st;
+    MPI_Offset bytes = 0;
+    int v[3] = {1, -2, 300000}, back[3] = {0, 0, 0};
+    CHECK_OK(MPI_Register_datarep_c("ferry-wide-c", wide_read_c, wide_write_c, wide_extent, NULL),
+             "MPI_Register_datarep_c");
+    snprintf(name, sizeof(name), "/tmp/ferry-interop-rep-%ld.dat", getpid_of_rank0());
+    MPI_File_open(MPI_COMM_WORLD, name, MPI_MODE_CREATE | MPI_MODE_RDWR | MPI_MODE_DELETE_ON_CLOSE,
+                  MPI_INFO_NULL, &fh);
+    MPI_File_set_view(fh, 0, MPI_INT, MPI_INT, "ferry-wide-c", MPI_INFO_NULL);
+    if (rank == 0)
+        CHECK_OK(MPI_File_write_at(fh, 0, v, 3, MPI_INT, &st), "write through ferry-wide-c");
+    MPI_File_sync(fh);
+    MPI_Barrier(MPI_COMM_WORLD);
+    MPI_File_sync(fh);
+    MPI_File_get_size(fh, &bytes);
+    CHECK(bytes == 24, "3 ints take %lld bytes under ferry-wide-c", (long long) bytes);
+    CHECK_OK(MPI_File_read_at(fh, 0, back, 3, MPI_INT, &st), "read through ferry-wide-c");
+    CHECK(back[0] == 1 && back[1] == -2 && back[2] == 300000, "ferry-wide-c values %d %d %d",
+          back[0], back[1], back[2]);
+    MPI_File_close(&fh);
+}
+
 static void disconnect(int rank, int size)
 {
     MPI_Comm dup;
@@ -334,6 +398,8 @@ int main(int argc, char **argv)
     op_create_c(rank, size);
     datatypes_c();
     files_c(rank, size);
+    if (argc > 1 && strcmp(argv[1], "user") == 0)
+        datarep_c(rank);
     disconnect(rank, size);
     reduce_local();
     return finish();
