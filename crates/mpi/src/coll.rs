@@ -294,27 +294,37 @@ fn reducer(dt: &Datatype, handle: Handle, op: OpObj) -> Res<(Reducer, bool)> {
 
 /// Calls a user function on `n` packed elements: `inout = in op inout`.
 fn user_apply(
-    f: crate::state::UserOpFn,
+    f: crate::state::UserFn,
     dt: &Datatype,
     handle: Handle,
     n: usize,
     input: &[u8],
     inout: &mut [u8],
 ) {
-    let mut len = n as c_int;
     let mut h = handle;
+    // The two bindings differ only in the width of the length (MPI_Op_create(_c)).
+    let call = |a: *mut c_void, b: *mut c_void, h: &mut Handle| match f {
+        crate::state::UserFn::Int(f) => {
+            let mut len = n as c_int;
+            // SAFETY: both callers pass `a` and `b` holding n elements of the type; the
+            // function reads `a` and updates `b`.
+            unsafe { f(a, b, &mut len, h) }
+        }
+        crate::state::UserFn::Count(f) => {
+            let mut len = n as i64;
+            // SAFETY: as above.
+            unsafe { f(a, b, &mut len, h) }
+        }
+    };
     if dt.contiguous_span(n).is_some() {
         // Packed and layout agree (up to the span offset, which is 0 for the data itself).
         let off = dt.contiguous_span(n).unwrap_or(0);
-        // SAFETY: both buffers hold n elements; the function reads `in`, updates `inout`.
-        unsafe {
-            f(
-                input.as_ptr().wrapping_offset(-off) as *mut c_void,
-                inout.as_mut_ptr().wrapping_offset(-off) as *mut c_void,
-                &mut len,
-                &mut h,
-            )
-        };
+        // Both buffers hold n elements; the function reads `in`, updates `inout`.
+        call(
+            input.as_ptr().wrapping_offset(-off) as *mut c_void,
+            inout.as_mut_ptr().wrapping_offset(-off) as *mut c_void,
+            &mut h,
+        );
         return;
     }
     // Lay both out as the type says, call, and pack the result back.
@@ -331,7 +341,7 @@ fn user_apply(
     unsafe {
         dt.unpack(input, n, pa);
         dt.unpack(inout, n, pb);
-        f(pa as *mut c_void, pb as *mut c_void, &mut len, &mut h);
+        call(pa as *mut c_void, pb as *mut c_void, &mut h);
         dt.pack(pb, n, inout);
     }
 }
@@ -345,6 +355,17 @@ pub fn reduce_local(
     input: *const u8,
     inout: *mut u8,
 ) -> Res {
+    // Both buffers are read, so neither may be MPI_IN_PLACE (there is no other buffer for it to
+    // stand for) nor the other one (MPICH reports both as MPI_ERR_BUFFER).
+    if n > 0 && dt.size() > 0 {
+        if in_place(input as *const c_void) || in_place(inout as *const c_void) {
+            return fail(
+                MPI_ERR_BUFFER,
+                "MPI_IN_PLACE is not allowed in MPI_Reduce_local",
+            );
+        }
+        not_aliased(input as *const c_void, inout as *const c_void, true)?;
+    }
     let (reduce, _) = reducer(dt, handle, op)?;
     let src = Input::of(&Typed {
         dt: dt.clone(),

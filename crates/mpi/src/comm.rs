@@ -489,12 +489,26 @@ mpi! {
 mpi! {
     /// Frees a communicator (deleting its attributes first).
     fn MPI_Comm_free / PMPI_Comm_free(comm: *mut Handle) on NONE => {
-        free(out(comm, "comm")?)
+        free_comm(out(comm, "comm")?)
+    }
+}
+mpi! {
+    /// Waits until every process of the communicator has called it, then frees it (MPI 4.1
+    /// §11.10.4). Any communicator may be disconnected, not only one from dynamic process calls;
+    /// the communication started on it completes as after MPI_Comm_free.
+    fn MPI_Comm_disconnect / PMPI_Comm_disconnect(comm: *mut Handle) on comm.as_ref().copied().unwrap_or(MPI_COMM_NULL) => {
+        let h = out(comm, "comm")?;
+        if matches!(*h, MPI_COMM_WORLD | MPI_COMM_SELF | MPI_COMM_NULL) {
+            return fail(MPI_ERR_COMM, "predefined communicators and MPI_COMM_NULL cannot be disconnected");
+        }
+        crate::coll::barrier(*h, std::ptr::null_mut())?;
+        free_comm(h)
     }
 }
 
-/// MPI_Comm_free of `*h` (also the end of MPI_Comm_disconnect).
-pub(crate) unsafe fn free(h: &mut Handle) -> Res {
+/// MPI_Comm_free: deletes the attributes, forgets the communicator, sets the handle to
+/// MPI_COMM_NULL. Safety: the attribute delete callbacks are the program's (MPI's contract).
+unsafe fn free_comm(h: &mut Handle) -> Res {
     if matches!(*h, MPI_COMM_WORLD | MPI_COMM_SELF | MPI_COMM_NULL) {
         return fail(
             MPI_ERR_COMM,

@@ -26,7 +26,8 @@
 //! `MPI_CONVERSION_FN_NULL` means the file holds the native bytes of each item (their file
 //! extents must then equal their native sizes).
 //!
-//! Not here: `MPI_Register_datarep_c` and the large-count conversion functions.
+//! `MPI_Register_datarep_c` registers conversion functions that take an `MPI_Count` count; they
+//! are called the same way.
 
 use crate::abi::*;
 use crate::datatype::{Builtin, Datatype};
@@ -48,6 +49,25 @@ pub type ConversionFn = unsafe extern "C" fn(
     extra_state: *mut c_void,
 ) -> c_int;
 
+/// `MPI_Datarep_conversion_function_c` (MPI_Register_datarep_c).
+pub type ConversionFnC = unsafe extern "C" fn(
+    userbuf: *mut c_void,
+    datatype: Handle,
+    count: i64,
+    filebuf: *mut c_void,
+    position: i64,
+    extra_state: *mut c_void,
+) -> c_int;
+
+/// A conversion function of either binding.
+#[derive(Clone, Copy)]
+pub enum Conversion {
+    /// From MPI_Register_datarep.
+    Int(ConversionFn),
+    /// From MPI_Register_datarep_c.
+    Count(ConversionFnC),
+}
+
 /// `MPI_Datarep_extent_function`.
 pub type ExtentFn = unsafe extern "C" fn(
     datatype: Handle,
@@ -59,9 +79,9 @@ pub type ExtentFn = unsafe extern "C" fn(
 pub struct UserDatarep {
     name: String,
     /// File → memory; `None` for `MPI_CONVERSION_FN_NULL`.
-    read: Option<ConversionFn>,
+    read: Option<Conversion>,
     /// Memory → file; `None` for `MPI_CONVERSION_FN_NULL`.
-    write: Option<ConversionFn>,
+    write: Option<Conversion>,
     extent: ExtentFn,
     extra_state: *mut c_void,
     /// File extents the extent function gave, by predefined type.
@@ -105,30 +125,32 @@ impl UserDatarep {
     /// Calls one of the conversion functions on `items` type-map items.
     fn convert(
         &self,
-        f: ConversionFn,
+        f: Conversion,
         t: &Typed,
         datatype: Handle,
         items: usize,
         filebuf: &mut [u8],
     ) -> Res {
-        let count = c_int::try_from(items).map_err(|_| {
+        let too_many = || {
             MpiError::new(
                 MPI_ERR_CONVERSION,
                 format!("{items} items are too many for one conversion call"),
             )
-        })?;
-        // SAFETY: the program registered `f` with MPI_Register_datarep, whose contract is this
-        // signature; `filebuf` holds the file bytes of `count` items and `t.base` is the
-        // program's buffer for the access.
-        let rc = unsafe {
-            f(
-                t.base.cast(),
-                datatype,
-                count,
-                filebuf.as_mut_ptr().cast(),
-                0,
-                self.extra_state,
-            )
+        };
+        let (user, file) = (t.base.cast(), filebuf.as_mut_ptr().cast());
+        let rc = match f {
+            Conversion::Int(f) => {
+                let count = c_int::try_from(items).map_err(|_| too_many())?;
+                // SAFETY: the program registered `f` with MPI_Register_datarep, whose contract
+                // is this signature; `filebuf` holds the file bytes of `count` items and
+                // `t.base` is the program's buffer for the access.
+                unsafe { f(user, datatype, count, file, 0, self.extra_state) }
+            }
+            Conversion::Count(f) => {
+                let count = i64::try_from(items).map_err(|_| too_many())?;
+                // SAFETY: as above, registered with MPI_Register_datarep_c.
+                unsafe { f(user, datatype, count, file, 0, self.extra_state) }
+            }
         };
         if rc != MPI_SUCCESS {
             return fail(
@@ -351,8 +373,8 @@ fn same_size(bytes: Vec<u8>, want: usize, name: &str) -> Res<Vec<u8>> {
 /// `MPI_Register_datarep`: adds a representation by name (for the life of the process).
 unsafe fn register(
     datarep: *const c_char,
-    read: Option<ConversionFn>,
-    write: Option<ConversionFn>,
+    read: Option<Conversion>,
+    write: Option<Conversion>,
     extent: Option<ExtentFn>,
     extra_state: *mut c_void,
 ) -> Res {
@@ -406,8 +428,8 @@ pub unsafe extern "C" fn PMPI_Register_datarep(
     crate::io::file_guard("MPI_Register_datarep", MPI_FILE_NULL, || {
         register(
             datarep,
-            read_conversion_fn,
-            write_conversion_fn,
+            read_conversion_fn.map(Conversion::Int),
+            write_conversion_fn.map(Conversion::Int),
             dtype_file_extent_fn,
             extra_state,
         )
@@ -423,6 +445,42 @@ pub unsafe extern "C" fn MPI_Register_datarep(
     extra_state: *mut c_void,
 ) -> c_int {
     PMPI_Register_datarep(
+        datarep,
+        read_conversion_fn,
+        write_conversion_fn,
+        dtype_file_extent_fn,
+        extra_state,
+    )
+}
+/// MPI_Register_datarep_c: the conversion functions take an `MPI_Count` count.
+#[no_mangle]
+pub unsafe extern "C" fn PMPI_Register_datarep_c(
+    datarep: *const c_char,
+    read_conversion_fn: Option<ConversionFnC>,
+    write_conversion_fn: Option<ConversionFnC>,
+    dtype_file_extent_fn: Option<ExtentFn>,
+    extra_state: *mut c_void,
+) -> c_int {
+    crate::io::file_guard("MPI_Register_datarep_c", MPI_FILE_NULL, || {
+        register(
+            datarep,
+            read_conversion_fn.map(Conversion::Count),
+            write_conversion_fn.map(Conversion::Count),
+            dtype_file_extent_fn,
+            extra_state,
+        )
+    })
+}
+/// MPI_Register_datarep_c.
+#[no_mangle]
+pub unsafe extern "C" fn MPI_Register_datarep_c(
+    datarep: *const c_char,
+    read_conversion_fn: Option<ConversionFnC>,
+    write_conversion_fn: Option<ConversionFnC>,
+    dtype_file_extent_fn: Option<ExtentFn>,
+    extra_state: *mut c_void,
+) -> c_int {
+    PMPI_Register_datarep_c(
         datarep,
         read_conversion_fn,
         write_conversion_fn,

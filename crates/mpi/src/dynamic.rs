@@ -1,6 +1,6 @@
 //! Dynamic processes (MPI 4.1 chapter 11) between the processes of one job: ports
 //! (`MPI_Open_port`, `MPI_Comm_accept`, `MPI_Comm_connect`), the name service
-//! (`MPI_Publish_name`, `MPI_Lookup_name`), `MPI_Comm_join` and `MPI_Comm_disconnect`.
+//! (`MPI_Publish_name`, `MPI_Lookup_name`), and `MPI_Comm_join` (`MPI_Comm_disconnect`, for any communicator, is in `crate::comm`).
 //!
 //! A port is named `ferry-port:<world rank>:<number>` after the process that opened it. The
 //! two roots meet on a hidden communicator over MPI_COMM_WORLD's processes (its context is
@@ -242,18 +242,6 @@ unsafe fn socket_swap(fd: c_int, mine: &[u8], theirs: &mut [u8]) -> std::io::Res
         got += n as usize;
     }
     Ok(())
-}
-
-mpi! {
-    /// Waits for the communication on `comm` to end (a barrier over it) and frees it.
-    fn MPI_Comm_disconnect / PMPI_Comm_disconnect(comm: *mut Handle) on NONE => {
-        let h = comm.as_mut().ok_or_else(|| MpiError::new(MPI_ERR_ARG, "comm is NULL"))?;
-        if matches!(*h, MPI_COMM_WORLD | MPI_COMM_SELF | MPI_COMM_NULL) {
-            return fail(MPI_ERR_COMM, "predefined communicators and MPI_COMM_NULL cannot be disconnected");
-        }
-        crate::coll::barrier(*h, std::ptr::null_mut())?;
-        crate::comm::free(h)
-    }
 }
 
 /// The launcher key of a published service name.

@@ -319,49 +319,114 @@ fn aint_arg(v: isize, what: &str) -> Res<usize> {
 mpi! {
     /// Packs `incount` elements in the external32 representation at `*position` of `outbuf`.
     fn MPI_Pack_external / PMPI_Pack_external(datarep: *const c_char, inbuf: *const c_void, incount: c_int, datatype: Handle, outbuf: *mut c_void, outsize: isize, position: *mut isize) on NONE => {
-        datarep_arg(datarep)?;
-        let dt = running(|s| s.committed_type(datatype))?;
-        let count = crate::p2p::count_arg(incount)?;
-        let Some(pos) = position.as_mut() else { return fail(MPI_ERR_ARG, "position is NULL") };
-        let (start, size) = (aint_arg(*pos, "position")?, aint_arg(outsize, "outsize")?);
-        let need = element_size(&dt) * count;
-        crate::types::check_room("MPI_Pack_external", need, start, size)?;
-        let mut native = vec![0u8; dt.size() * count];
-        dt.pack(inbuf as *const u8, count, &mut native);
-        let dst = std::slice::from_raw_parts_mut((outbuf as *mut u8).add(start), need);
-        pack(&dt, count, &native, dst)?;
-        *pos = (start + need) as isize;
-        Ok(())
+        pack_external(datarep, inbuf, incount.into(), datatype, outbuf, outsize, position)
     }
+}
+mpi! {
+    /// MPI_Pack_external with MPI_Count arguments.
+    fn MPI_Pack_external_c / PMPI_Pack_external_c(datarep: *const c_char, inbuf: *const c_void, incount: i64, datatype: Handle, outbuf: *mut c_void, outsize: i64, position: *mut i64) on NONE => {
+        pack_external(datarep, inbuf, incount, datatype, outbuf, outsize as isize, position.cast())
+    }
+}
+
+// MPI_Count and MPI_Aint are both 64 bits here, so a position of either is the same memory.
+const _: () = assert!(std::mem::size_of::<isize>() == std::mem::size_of::<i64>());
+
+/// MPI_Pack_external. Safety: MPI's contract on the buffers and `position`.
+unsafe fn pack_external(
+    datarep: *const c_char,
+    inbuf: *const c_void,
+    incount: i64,
+    datatype: Handle,
+    outbuf: *mut c_void,
+    outsize: isize,
+    position: *mut isize,
+) -> Res {
+    datarep_arg(datarep)?;
+    let dt = running(|s| s.committed_type(datatype))?;
+    let count = count_c(incount)?;
+    let Some(pos) = position.as_mut() else {
+        return fail(MPI_ERR_ARG, "position is NULL");
+    };
+    let (start, size) = (aint_arg(*pos, "position")?, aint_arg(outsize, "outsize")?);
+    let need = element_size(&dt) * count;
+    crate::types::check_room("MPI_Pack_external", need, start, size)?;
+    let mut native = vec![0u8; dt.size() * count];
+    dt.pack(inbuf as *const u8, count, &mut native);
+    let dst = std::slice::from_raw_parts_mut((outbuf as *mut u8).add(start), need);
+    pack(&dt, count, &native, dst)?;
+    *pos = (start + need) as isize;
+    Ok(())
 }
 mpi! {
     /// Unpacks `outcount` elements from the external32 representation at `*position` of `inbuf`.
     fn MPI_Unpack_external / PMPI_Unpack_external(datarep: *const c_char, inbuf: *const c_void, insize: isize, position: *mut isize, outbuf: *mut c_void, outcount: c_int, datatype: Handle) on NONE => {
-        datarep_arg(datarep)?;
-        let dt = running(|s| s.committed_type(datatype))?;
-        let count = crate::p2p::count_arg(outcount)?;
-        let Some(pos) = position.as_mut() else { return fail(MPI_ERR_ARG, "position is NULL") };
-        let (start, size) = (aint_arg(*pos, "position")?, aint_arg(insize, "insize")?);
-        let need = element_size(&dt) * count;
-        crate::types::check_room("MPI_Unpack_external", need, start, size)?;
-        let src = std::slice::from_raw_parts((inbuf as *const u8).add(start), need);
-        let mut native = vec![0u8; dt.size() * count];
-        unpack(&dt, count, src, &mut native);
-        dt.unpack(&native, count, outbuf as *mut u8);
-        *pos = (start + need) as isize;
-        Ok(())
+        unpack_external(datarep, inbuf, insize, position, outbuf, outcount.into(), datatype)
     }
+}
+mpi! {
+    /// MPI_Unpack_external with MPI_Count arguments.
+    fn MPI_Unpack_external_c / PMPI_Unpack_external_c(datarep: *const c_char, inbuf: *const c_void, insize: i64, position: *mut i64, outbuf: *mut c_void, outcount: i64, datatype: Handle) on NONE => {
+        unpack_external(datarep, inbuf, insize as isize, position.cast(), outbuf, outcount, datatype)
+    }
+}
+
+/// MPI_Unpack_external. Safety: as [`pack_external`].
+unsafe fn unpack_external(
+    datarep: *const c_char,
+    inbuf: *const c_void,
+    insize: isize,
+    position: *mut isize,
+    outbuf: *mut c_void,
+    outcount: i64,
+    datatype: Handle,
+) -> Res {
+    datarep_arg(datarep)?;
+    let dt = running(|s| s.committed_type(datatype))?;
+    let count = count_c(outcount)?;
+    let Some(pos) = position.as_mut() else {
+        return fail(MPI_ERR_ARG, "position is NULL");
+    };
+    let (start, size) = (aint_arg(*pos, "position")?, aint_arg(insize, "insize")?);
+    let need = element_size(&dt) * count;
+    crate::types::check_room("MPI_Unpack_external", need, start, size)?;
+    let src = std::slice::from_raw_parts((inbuf as *const u8).add(start), need);
+    let mut native = vec![0u8; dt.size() * count];
+    unpack(&dt, count, src, &mut native);
+    dt.unpack(&native, count, outbuf as *mut u8);
+    *pos = (start + need) as isize;
+    Ok(())
 }
 mpi! {
     /// Bytes that `incount` elements take in the external32 representation.
     fn MPI_Pack_external_size / PMPI_Pack_external_size(datarep: *const c_char, incount: c_int, datatype: Handle, size: *mut isize) on NONE => {
-        datarep_arg(datarep)?;
-        let dt = running(|s| s.datatype(datatype))?;
-        let count = crate::p2p::count_arg(incount)?;
+        let bytes = pack_external_size(datarep, incount.into(), datatype)?;
         let Some(size) = size.as_mut() else { return fail(MPI_ERR_ARG, "size is NULL") };
-        *size = (element_size(&dt) * count) as isize;
+        *size = bytes as isize;
         Ok(())
     }
+}
+mpi! {
+    /// MPI_Pack_external_size with MPI_Count arguments.
+    fn MPI_Pack_external_size_c / PMPI_Pack_external_size_c(datarep: *const c_char, incount: i64, datatype: Handle, size: *mut i64) on NONE => {
+        let bytes = pack_external_size(datarep, incount, datatype)?;
+        let Some(size) = size.as_mut() else { return fail(MPI_ERR_ARG, "size is NULL") };
+        *size = bytes as i64;
+        Ok(())
+    }
+}
+
+/// Bytes of `incount` elements in external32. Safety: `datarep` is a C string or NULL.
+unsafe fn pack_external_size(datarep: *const c_char, incount: i64, datatype: Handle) -> Res<usize> {
+    datarep_arg(datarep)?;
+    let dt = running(|s| s.datatype(datatype))?;
+    Ok(element_size(&dt) * count_c(incount)?)
+}
+
+/// A count of elements (`int` or MPI_Count) as a size.
+fn count_c(count: i64) -> Res<usize> {
+    usize::try_from(count)
+        .map_err(|_| MpiError::new(MPI_ERR_COUNT, format!("negative count {count}")))
 }
 
 #[cfg(test)]

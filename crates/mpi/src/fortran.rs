@@ -1,6 +1,7 @@
 //! Status conversion between the C and Fortran bindings (MPI 4.1 §19.3.5): `MPI_Status_c2f`,
 //! `MPI_Status_f2c`, `MPI_Status_c2f08`, `MPI_Status_f082c`, `MPI_Status_f082f`,
-//! `MPI_Status_f2f08`.
+//! `MPI_Status_f2f08`; and handle conversion (§19.3.4): `MPI_Comm_c2f`, `MPI_Comm_f2c` and the
+//! same pair for every other handle type.
 //!
 //! ferry has no Fortran binding of its own, but Fortran code that calls C (and C libraries that
 //! take Fortran statuses) use these. `MPI_Fint` is C `int`, and all three forms of a status are
@@ -13,7 +14,9 @@
 use crate::abi::*;
 use crate::error::{MpiError, Res};
 use crate::NONE;
+use std::collections::HashMap;
 use std::ffi::c_int;
+use std::sync::{Mutex, PoisonError};
 
 /// `MPI_F_STATUS_SIZE`: the `MPI_Fint`s of a Fortran status.
 pub const MPI_F_STATUS_SIZE: usize = 8;
@@ -97,6 +100,105 @@ mpi! {
     }
 }
 
+/// The first Fortran integer given to a created handle; predefined handles (all below it in the
+/// standard ABI) keep their value.
+const FIRST_CREATED: c_int = 0x1000;
+
+/// What [`f2c`] returns for an integer no handle was converted to: no table's kind, so every
+/// call that takes it reports an invalid handle (MPI 4.1 §19.3.4 asks for an invalid handle).
+const INVALID: Handle = usize::MAX >> 8;
+
+/// Created handles are pointer-sized and an `MPI_Fint` is a C `int`, so a conversion hands out
+/// the next free integer and remembers it. An entry outlives the object: the handle's
+/// generation already makes a freed one invalid, and a program converts few handles.
+#[derive(Default)]
+struct Registry {
+    handles: Vec<Handle>,
+    index: HashMap<Handle, c_int>,
+}
+
+static REGISTRY: Mutex<Option<Registry>> = Mutex::new(None);
+
+/// The `MPI_Fint` of any handle. Never unwinds: these functions return a value, not an error.
+fn c2f(h: Handle) -> c_int {
+    if h < FIRST_CREATED as usize {
+        return h as c_int;
+    }
+    std::panic::catch_unwind(|| {
+        let mut guard = REGISTRY.lock().unwrap_or_else(PoisonError::into_inner);
+        let r = guard.get_or_insert_with(Registry::default);
+        if let Some(&f) = r.index.get(&h) {
+            return f;
+        }
+        let Some(f) = c_int::try_from(r.handles.len())
+            .ok()
+            .and_then(|i| i.checked_add(FIRST_CREATED))
+        else {
+            return -1; // 2^31 conversions: no integer left, -1 converts back to an invalid handle
+        };
+        r.handles.push(h);
+        r.index.insert(h, f);
+        f
+    })
+    .unwrap_or(-1)
+}
+
+/// The handle of an `MPI_Fint` that [`c2f`] gave out (or a predefined handle's own value).
+fn f2c(f: c_int) -> Handle {
+    if (0..FIRST_CREATED).contains(&f) {
+        return f as Handle;
+    }
+    std::panic::catch_unwind(|| {
+        let guard = REGISTRY.lock().unwrap_or_else(PoisonError::into_inner);
+        let i = usize::try_from(f.wrapping_sub(FIRST_CREATED)).ok();
+        guard
+            .as_ref()
+            .zip(i)
+            .and_then(|(r, i)| r.handles.get(i).copied())
+            .unwrap_or(INVALID)
+    })
+    .unwrap_or(INVALID)
+}
+
+macro_rules! handle_conversions {
+    ($($what:literal: $c2f:ident / $pc2f:ident, $f2c:ident / $pf2c:ident;)*) => {$(
+        #[doc = concat!("The Fortran integer of a C `", $what, "`.")]
+        #[no_mangle]
+        pub extern "C" fn $pc2f(handle: Handle) -> c_int {
+            c2f(handle)
+        }
+        #[doc = concat!("The Fortran integer of a C `", $what, "`.")]
+        #[no_mangle]
+        pub extern "C" fn $c2f(handle: Handle) -> c_int {
+            c2f(handle)
+        }
+        #[doc = concat!("The C `", $what, "` of a Fortran integer.")]
+        #[no_mangle]
+        pub extern "C" fn $pf2c(handle: c_int) -> Handle {
+            f2c(handle)
+        }
+        #[doc = concat!("The C `", $what, "` of a Fortran integer.")]
+        #[no_mangle]
+        pub extern "C" fn $f2c(handle: c_int) -> Handle {
+            f2c(handle)
+        }
+    )*};
+}
+
+handle_conversions! {
+    "MPI_Comm": MPI_Comm_c2f / PMPI_Comm_c2f, MPI_Comm_f2c / PMPI_Comm_f2c;
+    "MPI_Datatype": MPI_Type_c2f / PMPI_Type_c2f, MPI_Type_f2c / PMPI_Type_f2c;
+    "MPI_Group": MPI_Group_c2f / PMPI_Group_c2f, MPI_Group_f2c / PMPI_Group_f2c;
+    "MPI_Request": MPI_Request_c2f / PMPI_Request_c2f, MPI_Request_f2c / PMPI_Request_f2c;
+    "MPI_File": MPI_File_c2f / PMPI_File_c2f, MPI_File_f2c / PMPI_File_f2c;
+    "MPI_Win": MPI_Win_c2f / PMPI_Win_c2f, MPI_Win_f2c / PMPI_Win_f2c;
+    "MPI_Op": MPI_Op_c2f / PMPI_Op_c2f, MPI_Op_f2c / PMPI_Op_f2c;
+    "MPI_Info": MPI_Info_c2f / PMPI_Info_c2f, MPI_Info_f2c / PMPI_Info_f2c;
+    "MPI_Errhandler": MPI_Errhandler_c2f / PMPI_Errhandler_c2f, MPI_Errhandler_f2c / PMPI_Errhandler_f2c;
+    "MPI_Message": MPI_Message_c2f / PMPI_Message_c2f, MPI_Message_f2c / PMPI_Message_f2c;
+    "MPI_Session": MPI_Session_c2f / PMPI_Session_c2f, MPI_Session_f2c / PMPI_Session_f2c;
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -130,5 +232,21 @@ mod tests {
         let e = unsafe { convert(std::ptr::null(), "c_status", f.as_mut_ptr(), "f") }
             .expect_err("null");
         assert_eq!(e.class, MPI_ERR_ARG);
+    }
+
+    #[test]
+    fn handles_survive_a_round_trip_through_fortran_integers() {
+        // Predefined handles keep their value.
+        assert_eq!(f2c(c2f(MPI_COMM_WORLD)), MPI_COMM_WORLD);
+        assert_eq!(c2f(MPI_COMM_WORLD), MPI_COMM_WORLD as c_int);
+        // Created ones get small integers of their own, the same one each time.
+        let (a, b) = ((3usize << 56) | (5 << 32) | 7, (1usize << 56) | 9);
+        let (fa, fb) = (c2f(a), c2f(b));
+        assert!(fa >= FIRST_CREATED && fb >= FIRST_CREATED && fa != fb);
+        assert_eq!(c2f(a), fa);
+        assert_eq!((f2c(fa), f2c(fb)), (a, b));
+        // An integer nobody was given is no handle.
+        assert_eq!(f2c(c_int::MAX), INVALID);
+        assert_eq!(f2c(-5), INVALID);
     }
 }

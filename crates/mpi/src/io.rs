@@ -1020,12 +1020,13 @@ struct Moved {
 }
 
 /// The user's buffer, checked against the file's mode and view.
-fn prepare(f: &FileObj, dir: Dir, buf: *mut c_void, count: c_int, datatype: Handle) -> Res<Buffer> {
+fn prepare(f: &FileObj, dir: Dir, buf: *mut c_void, count: i64, datatype: Handle) -> Res<Buffer> {
     match dir {
         Dir::Read => readable(f)?,
         Dir::Write => writable(f)?,
     }
-    let count = crate::p2p::count_arg(count)?;
+    let count = usize::try_from(count)
+        .map_err(|_| MpiError::new(MPI_ERR_COUNT, format!("negative count {count}")))?;
     let dt = running(|s| s.committed_type(datatype))?;
     let (esize, fsize) = {
         let st = f.st.borrow();
@@ -1159,7 +1160,7 @@ fn access(
     dir: Dir,
     at: At,
     buf: *mut c_void,
-    count: c_int,
+    count: i64,
     datatype: Handle,
 ) -> Res<Outcome> {
     let b = prepare(f, dir, buf, count, datatype)?;
@@ -1192,7 +1193,7 @@ fn access_all(
     dir: Dir,
     at: At,
     buf: *mut c_void,
-    count: c_int,
+    count: i64,
     datatype: Handle,
 ) -> Res<Outcome> {
     let r = access(f, dir, at, buf, count, datatype);
@@ -1201,13 +1202,7 @@ fn access_all(
 }
 
 /// An ordered access (collective): ranks access the file in rank order from the shared pointer.
-fn ordered(
-    f: &FileObj,
-    dir: Dir,
-    buf: *mut c_void,
-    count: c_int,
-    datatype: Handle,
-) -> Res<Outcome> {
+fn ordered(f: &FileObj, dir: Dir, buf: *mut c_void, count: i64, datatype: Handle) -> Res<Outcome> {
     let prepared = prepare(f, dir, buf, count, datatype);
     let view = f.st.borrow().view.clone();
     let mine = prepared.as_ref().map_or(0, |b| b.file_bytes / view.esize());
@@ -1251,11 +1246,14 @@ unsafe fn done_request(f: &FileObj, o: Outcome, request: *mut Handle) -> Res {
 
 macro_rules! blocking {
     ($(#[$doc:meta])* $name:ident / $pname:ident ($($arg:ident: $ty:ty),*) => $how:ident($dir:expr, $at:expr)) => {
+        blocking!($(#[$doc])* [c_int] $name / $pname ($($arg: $ty),*) => $how($dir, $at));
+    };
+    ($(#[$doc:meta])* [$cty:ty] $name:ident / $pname:ident ($($arg:ident: $ty:ty),*) => $how:ident($dir:expr, $at:expr)) => {
         file_fn! {
             $(#[$doc])*
-            fn $name / $pname(fh: Handle, $($arg: $ty,)* buf: *mut c_void, count: c_int, datatype: Handle, status: *mut MpiStatus) on fh => {
+            fn $name / $pname(fh: Handle, $($arg: $ty,)* buf: *mut c_void, count: $cty, datatype: Handle, status: *mut MpiStatus) on fh => {
                 let f = file(fh)?;
-                done($how(&f, $dir, $at, buf, count, datatype)?, status)
+                done($how(&f, $dir, $at, buf, i64::from(count), datatype)?, status)
             }
         }
     };
@@ -1263,11 +1261,14 @@ macro_rules! blocking {
 
 macro_rules! nonblocking {
     ($(#[$doc:meta])* $name:ident / $pname:ident ($($arg:ident: $ty:ty),*) => $how:ident($dir:expr, $at:expr)) => {
+        nonblocking!($(#[$doc])* [c_int] $name / $pname ($($arg: $ty),*) => $how($dir, $at));
+    };
+    ($(#[$doc:meta])* [$cty:ty] $name:ident / $pname:ident ($($arg:ident: $ty:ty),*) => $how:ident($dir:expr, $at:expr)) => {
         file_fn! {
             $(#[$doc])*
-            fn $name / $pname(fh: Handle, $($arg: $ty,)* buf: *mut c_void, count: c_int, datatype: Handle, request: *mut Handle) on fh => {
+            fn $name / $pname(fh: Handle, $($arg: $ty,)* buf: *mut c_void, count: $cty, datatype: Handle, request: *mut Handle) on fh => {
                 let f = file(fh)?;
-                let o = $how(&f, $dir, $at, buf, count, datatype)?;
+                let o = $how(&f, $dir, $at, buf, i64::from(count), datatype)?;
                 done_request(&f, o, request)
             }
         }
@@ -1299,14 +1300,14 @@ file_fn! {
     /// Reads in rank order at the shared file pointer (collective).
     fn MPI_File_read_ordered / PMPI_File_read_ordered(fh: Handle, buf: *mut c_void, count: c_int, datatype: Handle, status: *mut MpiStatus) on fh => {
         let f = file(fh)?;
-        done(ordered(&f, Dir::Read, buf, count, datatype)?, status)
+        done(ordered(&f, Dir::Read, buf, count.into(), datatype)?, status)
     }
 }
 file_fn! {
     /// Writes in rank order at the shared file pointer (collective).
     fn MPI_File_write_ordered / PMPI_File_write_ordered(fh: Handle, buf: *const c_void, count: c_int, datatype: Handle, status: *mut MpiStatus) on fh => {
         let f = file(fh)?;
-        done(ordered(&f, Dir::Write, buf as *mut c_void, count, datatype)?, status)
+        done(ordered(&f, Dir::Write, buf as *mut c_void, count.into(), datatype)?, status)
     }
 }
 
@@ -1361,7 +1362,7 @@ macro_rules! split {
             $(#[$doc])*
             fn $bname / $pbname(fh: Handle, $($arg: $ty,)* buf: *mut c_void, count: c_int, datatype: Handle) on fh => {
                 let f = file(fh)?;
-                begin(&f, $how(&f, $dir, $at, buf, count, datatype))
+                begin(&f, $how(&f, $dir, $at, buf, count.into(), datatype))
             }
         }
         file_fn! {
@@ -1390,7 +1391,7 @@ file_fn! {
     /// Split collective ordered read: begin.
     fn MPI_File_read_ordered_begin / PMPI_File_read_ordered_begin(fh: Handle, buf: *mut c_void, count: c_int, datatype: Handle) on fh => {
         let f = file(fh)?;
-        begin(&f, ordered(&f, Dir::Read, buf, count, datatype))
+        begin(&f, ordered(&f, Dir::Read, buf, count.into(), datatype))
     }
 }
 file_fn! {
@@ -1403,13 +1404,123 @@ file_fn! {
     /// Split collective ordered write: begin.
     fn MPI_File_write_ordered_begin / PMPI_File_write_ordered_begin(fh: Handle, buf: *const c_void, count: c_int, datatype: Handle) on fh => {
         let f = file(fh)?;
-        begin(&f, ordered(&f, Dir::Write, buf as *mut c_void, count, datatype))
+        begin(&f, ordered(&f, Dir::Write, buf as *mut c_void, count.into(), datatype))
     }
 }
 file_fn! {
     /// Split collective ordered write: end.
     fn MPI_File_write_ordered_end / PMPI_File_write_ordered_end(fh: Handle, _buf: *const c_void, status: *mut MpiStatus) on fh => {
         end(fh, status)
+    }
+}
+
+// ---- large counts (MPI 4.0 `_c` bindings): the same calls with an MPI_Count count ----
+
+blocking!(/// MPI_File_read_at with an MPI_Count count.
+    [i64] MPI_File_read_at_c / PMPI_File_read_at_c(offset: i64) => access(Dir::Read, At::Offset(offset)));
+blocking!(/// MPI_File_write_at with an MPI_Count count.
+    [i64] MPI_File_write_at_c / PMPI_File_write_at_c(offset: i64) => access(Dir::Write, At::Offset(offset)));
+blocking!(/// MPI_File_read_at_all with an MPI_Count count.
+    [i64] MPI_File_read_at_all_c / PMPI_File_read_at_all_c(offset: i64) => access_all(Dir::Read, At::Offset(offset)));
+blocking!(/// MPI_File_write_at_all with an MPI_Count count.
+    [i64] MPI_File_write_at_all_c / PMPI_File_write_at_all_c(offset: i64) => access_all(Dir::Write, At::Offset(offset)));
+blocking!(/// MPI_File_read with an MPI_Count count.
+    [i64] MPI_File_read_c / PMPI_File_read_c() => access(Dir::Read, At::Individual));
+blocking!(/// MPI_File_write with an MPI_Count count.
+    [i64] MPI_File_write_c / PMPI_File_write_c() => access(Dir::Write, At::Individual));
+blocking!(/// MPI_File_read_all with an MPI_Count count.
+    [i64] MPI_File_read_all_c / PMPI_File_read_all_c() => access_all(Dir::Read, At::Individual));
+blocking!(/// MPI_File_write_all with an MPI_Count count.
+    [i64] MPI_File_write_all_c / PMPI_File_write_all_c() => access_all(Dir::Write, At::Individual));
+blocking!(/// MPI_File_read_shared with an MPI_Count count.
+    [i64] MPI_File_read_shared_c / PMPI_File_read_shared_c() => access(Dir::Read, At::Shared));
+blocking!(/// MPI_File_write_shared with an MPI_Count count.
+    [i64] MPI_File_write_shared_c / PMPI_File_write_shared_c() => access(Dir::Write, At::Shared));
+nonblocking!(/// MPI_File_iread_at with an MPI_Count count.
+    [i64] MPI_File_iread_at_c / PMPI_File_iread_at_c(offset: i64) => access(Dir::Read, At::Offset(offset)));
+nonblocking!(/// MPI_File_iwrite_at with an MPI_Count count.
+    [i64] MPI_File_iwrite_at_c / PMPI_File_iwrite_at_c(offset: i64) => access(Dir::Write, At::Offset(offset)));
+nonblocking!(/// MPI_File_iread_at_all with an MPI_Count count.
+    [i64] MPI_File_iread_at_all_c / PMPI_File_iread_at_all_c(offset: i64) => access(Dir::Read, At::Offset(offset)));
+nonblocking!(/// MPI_File_iwrite_at_all with an MPI_Count count.
+    [i64] MPI_File_iwrite_at_all_c / PMPI_File_iwrite_at_all_c(offset: i64) => access(Dir::Write, At::Offset(offset)));
+nonblocking!(/// MPI_File_iread with an MPI_Count count.
+    [i64] MPI_File_iread_c / PMPI_File_iread_c() => access(Dir::Read, At::Individual));
+nonblocking!(/// MPI_File_iwrite with an MPI_Count count.
+    [i64] MPI_File_iwrite_c / PMPI_File_iwrite_c() => access(Dir::Write, At::Individual));
+nonblocking!(/// MPI_File_iread_all with an MPI_Count count.
+    [i64] MPI_File_iread_all_c / PMPI_File_iread_all_c() => access(Dir::Read, At::Individual));
+nonblocking!(/// MPI_File_iwrite_all with an MPI_Count count.
+    [i64] MPI_File_iwrite_all_c / PMPI_File_iwrite_all_c() => access(Dir::Write, At::Individual));
+nonblocking!(/// MPI_File_iread_shared with an MPI_Count count.
+    [i64] MPI_File_iread_shared_c / PMPI_File_iread_shared_c() => access(Dir::Read, At::Shared));
+nonblocking!(/// MPI_File_iwrite_shared with an MPI_Count count.
+    [i64] MPI_File_iwrite_shared_c / PMPI_File_iwrite_shared_c() => access(Dir::Write, At::Shared));
+
+file_fn! {
+    /// MPI_File_read_ordered with an MPI_Count count.
+    fn MPI_File_read_ordered_c / PMPI_File_read_ordered_c(fh: Handle, buf: *mut c_void, count: i64, datatype: Handle, status: *mut MpiStatus) on fh => {
+        let f = file(fh)?;
+        done(ordered(&f, Dir::Read, buf, count, datatype)?, status)
+    }
+}
+file_fn! {
+    /// MPI_File_write_ordered with an MPI_Count count.
+    fn MPI_File_write_ordered_c / PMPI_File_write_ordered_c(fh: Handle, buf: *const c_void, count: i64, datatype: Handle, status: *mut MpiStatus) on fh => {
+        let f = file(fh)?;
+        done(ordered(&f, Dir::Write, buf as *mut c_void, count, datatype)?, status)
+    }
+}
+file_fn! {
+    /// MPI_File_read_at_all_begin with an MPI_Count count.
+    fn MPI_File_read_at_all_begin_c / PMPI_File_read_at_all_begin_c(fh: Handle, offset: i64, buf: *mut c_void, count: i64, datatype: Handle) on fh => {
+        let f = file(fh)?;
+        begin(&f, access_all(&f, Dir::Read, At::Offset(offset), buf, count, datatype))
+    }
+}
+file_fn! {
+    /// MPI_File_write_at_all_begin with an MPI_Count count.
+    fn MPI_File_write_at_all_begin_c / PMPI_File_write_at_all_begin_c(fh: Handle, offset: i64, buf: *const c_void, count: i64, datatype: Handle) on fh => {
+        let f = file(fh)?;
+        begin(&f, access_all(&f, Dir::Write, At::Offset(offset), buf as *mut c_void, count, datatype))
+    }
+}
+file_fn! {
+    /// MPI_File_read_all_begin with an MPI_Count count.
+    fn MPI_File_read_all_begin_c / PMPI_File_read_all_begin_c(fh: Handle, buf: *mut c_void, count: i64, datatype: Handle) on fh => {
+        let f = file(fh)?;
+        begin(&f, access_all(&f, Dir::Read, At::Individual, buf, count, datatype))
+    }
+}
+file_fn! {
+    /// MPI_File_write_all_begin with an MPI_Count count.
+    fn MPI_File_write_all_begin_c / PMPI_File_write_all_begin_c(fh: Handle, buf: *const c_void, count: i64, datatype: Handle) on fh => {
+        let f = file(fh)?;
+        begin(&f, access_all(&f, Dir::Write, At::Individual, buf as *mut c_void, count, datatype))
+    }
+}
+file_fn! {
+    /// MPI_File_read_ordered_begin with an MPI_Count count.
+    fn MPI_File_read_ordered_begin_c / PMPI_File_read_ordered_begin_c(fh: Handle, buf: *mut c_void, count: i64, datatype: Handle) on fh => {
+        let f = file(fh)?;
+        begin(&f, ordered(&f, Dir::Read, buf, count, datatype))
+    }
+}
+file_fn! {
+    /// MPI_File_write_ordered_begin with an MPI_Count count.
+    fn MPI_File_write_ordered_begin_c / PMPI_File_write_ordered_begin_c(fh: Handle, buf: *const c_void, count: i64, datatype: Handle) on fh => {
+        let f = file(fh)?;
+        begin(&f, ordered(&f, Dir::Write, buf as *mut c_void, count, datatype))
+    }
+}
+file_fn! {
+    /// MPI_File_get_type_extent with an MPI_Count extent.
+    fn MPI_File_get_type_extent_c / PMPI_File_get_type_extent_c(fh: Handle, datatype: Handle, extent: *mut i64) on fh => {
+        let out = out(extent, "extent")?;
+        let rep = file(fh)?.st.borrow().view.rep.clone();
+        let dt = running(|s| s.datatype(datatype))?;
+        *out = rep.file_type(&dt)?.extent() as i64;
+        Ok(())
     }
 }
 

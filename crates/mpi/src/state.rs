@@ -116,15 +116,27 @@ pub struct TypeObj {
 /// `void fn(void *in, void *inout, int *len, MPI_Datatype *type)`.
 pub type UserOpFn = unsafe extern "C" fn(*mut c_void, *mut c_void, *mut c_int, *mut Handle);
 
+/// `void fn(void *in, void *inout, MPI_Count *len, MPI_Datatype *type)` (MPI_Op_create_c).
+pub type UserOpFnC = unsafe extern "C" fn(*mut c_void, *mut c_void, *mut i64, *mut Handle);
+
+/// A user reduction function, of either binding.
+#[derive(Clone, Copy)]
+pub enum UserFn {
+    /// From MPI_Op_create.
+    Int(UserOpFn),
+    /// From MPI_Op_create_c.
+    Count(UserOpFnC),
+}
+
 /// A reduction operation.
 #[derive(Clone, Copy)]
 pub enum OpObj {
     /// MPI_SUM, MPI_MAX, …
     Builtin(BuiltinOp),
-    /// From MPI_Op_create.
+    /// From MPI_Op_create or MPI_Op_create_c.
     User {
         /// The function.
-        f: UserOpFn,
+        f: UserFn,
         /// Whether it may be applied in any order.
         commute: bool,
     },

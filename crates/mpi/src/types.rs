@@ -5,7 +5,7 @@ use crate::datatype::{Builtin, Datatype, Distrib, Order, TypeError};
 use crate::env::write_string;
 use crate::error::{fail, MpiError, Res};
 use crate::p2p::count_arg;
-use crate::state::{running, with, OpObj, State, TypeObj, UserOpFn};
+use crate::state::{running, with, OpObj, State, TypeObj, UserFn, UserOpFn, UserOpFnC};
 use crate::NONE;
 use std::ffi::{c_char, c_int, c_void, CStr};
 
@@ -182,6 +182,15 @@ mpi! {
     }
 }
 mpi! {
+    /// MPI_Type_create_subarray with MPI_Count sizes, subsizes and starts.
+    fn MPI_Type_create_subarray_c / PMPI_Type_create_subarray_c(ndims: c_int, sizes: *const i64, subsizes: *const i64, starts: *const i64, order: c_int, oldtype: Handle, newtype: *mut Handle) on NONE => {
+        let n = count_arg(ndims)?;
+        let (a, b, c) = (array(sizes, n, "sizes")?, array(subsizes, n, "subsizes")?, array(starts, n, "starts")?);
+        let Some(order) = Order::from_abi(order) else { return fail(MPI_ERR_ARG, format!("invalid array order {order}")) };
+        derive(oldtype, newtype, |old| Datatype::subarray(a, b, c, order, old))
+    }
+}
+mpi! {
     /// A copy of a type.
     fn MPI_Type_dup / PMPI_Type_dup(oldtype: Handle, newtype: *mut Handle) on NONE => {
         let out = out(newtype, "newtype")?;
@@ -301,33 +310,83 @@ mpi! {
     }
 }
 mpi! {
+    /// MPI_Type_get_envelope with MPI_Count lengths (ferry records every constructor's counts
+    /// as integers, so `num_large_counts` is 0).
+    fn MPI_Type_get_envelope_c / PMPI_Type_get_envelope_c(datatype: Handle, num_integers: *mut i64, num_addresses: *mut i64, num_large_counts: *mut i64, num_datatypes: *mut i64, combiner: *mut c_int) on NONE => {
+        let e = running(|s| dt(s, datatype))?.envelope();
+        *out(num_integers, "num_integers")? = e.num_integers as i64;
+        *out(num_addresses, "num_addresses")? = e.num_addresses as i64;
+        *out(num_large_counts, "num_large_counts")? = e.num_large_counts as i64;
+        *out(num_datatypes, "num_datatypes")? = e.num_datatypes as i64;
+        *out(combiner, "combiner")? = e.combiner;
+        Ok(())
+    }
+}
+mpi! {
     /// The arguments a type was built with.
     fn MPI_Type_get_contents / PMPI_Type_get_contents(datatype: Handle, max_integers: c_int, max_addresses: c_int, max_datatypes: c_int,
         integers: *mut c_int, addresses: *mut isize, datatypes: *mut Handle) on NONE => {
-        running(|s| {
-            let t = dt(s, datatype)?;
-            if (t.as_builtin().is_some() || t.as_marker().is_some()) && s.types.get(datatype).is_none() {
-                return fail(MPI_ERR_TYPE, "MPI_Type_get_contents of a predefined datatype");
-            }
-            let c = t.contents();
-            if c.integers.len() > count_arg(max_integers)? || c.addresses.len() > count_arg(max_addresses)? || c.datatypes.len() > count_arg(max_datatypes)? {
-                return fail(MPI_ERR_ARG, "the output arrays are shorter than MPI_Type_get_envelope says");
-            }
-            for (i, &v) in c.integers.iter().enumerate() {
-                *integers.add(i) = v as c_int;
-            }
-            for (i, &v) in c.addresses.iter().enumerate() {
-                *addresses.add(i) = v;
-            }
-            for (i, d) in c.datatypes.iter().enumerate() {
-                *datatypes.add(i) = match d.as_builtin() {
-                    Some(b) => b.handle(),
-                    None => s.types.insert(TypeObj { dt: d.clone(), committed: true, name: String::new() }),
-                };
-            }
-            Ok(())
-        })
+        get_contents(datatype, count_arg(max_integers)?, count_arg(max_addresses)?, count_arg(max_datatypes)?, integers, addresses, datatypes)
     }
+}
+mpi! {
+    /// MPI_Type_get_contents with MPI_Count lengths (no large counts are recorded, see
+    /// MPI_Type_get_envelope_c).
+    fn MPI_Type_get_contents_c / PMPI_Type_get_contents_c(datatype: Handle, max_integers: i64, max_addresses: i64, max_large_counts: i64, max_datatypes: i64,
+        integers: *mut c_int, addresses: *mut isize, _large_counts: *mut i64, datatypes: *mut Handle) on NONE => {
+        size_c(max_large_counts, "max_large_counts")?;
+        get_contents(datatype, size_c(max_integers, "max_integers")?, size_c(max_addresses, "max_addresses")?, size_c(max_datatypes, "max_datatypes")?, integers, addresses, datatypes)
+    }
+}
+
+/// MPI_Type_get_contents. Safety: the arrays have room for the `max_*` elements (MPI's
+/// contract); fewer than the envelope says is reported.
+unsafe fn get_contents(
+    datatype: Handle,
+    max_integers: usize,
+    max_addresses: usize,
+    max_datatypes: usize,
+    integers: *mut c_int,
+    addresses: *mut isize,
+    datatypes: *mut Handle,
+) -> Res {
+    running(|s| {
+        let t = dt(s, datatype)?;
+        if (t.as_builtin().is_some() || t.as_marker().is_some()) && s.types.get(datatype).is_none()
+        {
+            return fail(
+                MPI_ERR_TYPE,
+                "MPI_Type_get_contents of a predefined datatype",
+            );
+        }
+        let c = t.contents();
+        if c.integers.len() > max_integers
+            || c.addresses.len() > max_addresses
+            || c.datatypes.len() > max_datatypes
+        {
+            return fail(
+                MPI_ERR_ARG,
+                "the output arrays are shorter than MPI_Type_get_envelope says",
+            );
+        }
+        for (i, &v) in c.integers.iter().enumerate() {
+            *integers.add(i) = v as c_int;
+        }
+        for (i, &v) in c.addresses.iter().enumerate() {
+            *addresses.add(i) = v;
+        }
+        for (i, d) in c.datatypes.iter().enumerate() {
+            *datatypes.add(i) = match d.as_builtin() {
+                Some(b) => b.handle(),
+                None => s.types.insert(TypeObj {
+                    dt: d.clone(),
+                    committed: true,
+                    name: String::new(),
+                }),
+            };
+        }
+        Ok(())
+    })
 }
 mpi! {
     /// Names a type.
@@ -512,7 +571,16 @@ mpi! {
     fn MPI_Op_create / PMPI_Op_create(function: Option<UserOpFn>, commute: c_int, op: *mut Handle) on NONE => {
         let Some(f) = function else { return fail(MPI_ERR_ARG, "operation function is NULL") };
         let out = out(op, "op")?;
-        *out = running(|s| Ok(s.ops.insert(OpObj::User { f, commute: commute != 0 })))?;
+        *out = running(|s| Ok(s.ops.insert(OpObj::User { f: UserFn::Int(f), commute: commute != 0 })))?;
+        Ok(())
+    }
+}
+mpi! {
+    /// A user reduction operation whose function takes an MPI_Count length (MPI 4.0).
+    fn MPI_Op_create_c / PMPI_Op_create_c(function: Option<UserOpFnC>, commute: c_int, op: *mut Handle) on NONE => {
+        let Some(f) = function else { return fail(MPI_ERR_ARG, "operation function is NULL") };
+        let out = out(op, "op")?;
+        *out = running(|s| Ok(s.ops.insert(OpObj::User { f: UserFn::Count(f), commute: commute != 0 })))?;
         Ok(())
     }
 }
@@ -561,6 +629,19 @@ mpi! {
             .collect::<Res<Vec<_>>>()?;
         let Some(order) = Order::from_abi(order) else { return fail(MPI_ERR_ARG, format!("invalid array order {order}")) };
         derive(oldtype, newtype, |old| Datatype::darray(size as i64, rank as i64, &ints(g), &dist, &ints(p), order, old))
+    }
+}
+mpi! {
+    /// MPI_Type_create_darray with MPI_Count global sizes.
+    fn MPI_Type_create_darray_c / PMPI_Type_create_darray_c(size: c_int, rank: c_int, ndims: c_int, gsizes: *const i64, distribs: *const c_int,
+        dargs: *const c_int, psizes: *const c_int, order: c_int, oldtype: Handle, newtype: *mut Handle) on NONE => {
+        let n = count_arg(ndims)?;
+        let (g, d, a, p) = (array(gsizes, n, "gsizes")?, array(distribs, n, "distribs")?, array(dargs, n, "dargs")?, array(psizes, n, "psizes")?);
+        let dist = (0..n)
+            .map(|i| Distrib::from_abi(d[i], a[i]).ok_or_else(|| MpiError::new(MPI_ERR_ARG, format!("invalid distribution {} / darg {} in dimension {i}", d[i], a[i]))))
+            .collect::<Res<Vec<_>>>()?;
+        let Some(order) = Order::from_abi(order) else { return fail(MPI_ERR_ARG, format!("invalid array order {order}")) };
+        derive(oldtype, newtype, |old| Datatype::darray(size as i64, rank as i64, g, &dist, &ints(p), order, old))
     }
 }
 

@@ -168,6 +168,7 @@ const TABLE: &[(&str, Value)] = &[
     ("MPI_WIN_DUP_FN", Value::Int(0x1)),
     ("MPI_WIN_NULL_DELETE_FN", Value::Int(0x0)),
     ("MPI_CONVERSION_FN_NULL", Value::Int(0x0)),
+    ("MPI_CONVERSION_FN_NULL_C", Value::Int(0x0)),
     ("MPI_SUCCESS", Value::Int(0)),
     ("MPI_ERR_BUFFER", Value::Int(1)),
     ("MPI_ERR_COUNT", Value::Int(2)),

@@ -9,8 +9,9 @@
 //! communication (error classes, lock contention, fence, post/start/complete/wait), the tool
 //! information interface (MPI_T), and the calls MPICH ships for old and Fortran-interop programs
 //! (removed MPI-1 calls, MPI_LB/MPI_UB, session error handlers, `MPI_Type_create_f90_*`, status
-//! conversion), MPI_THREAD_MULTIPLE (threads of a rank calling MPI at once), and ports, names
-//! and disconnect between groups of one job (with MPI_Comm_spawn's error).
+//! conversion, and handle conversion), MPI_THREAD_MULTIPLE (threads of a rank calling MPI at
+//! once), and ports, names and disconnect between groups of one job (with MPI_Comm_spawn's
+//! error).
 //!
 //! Each program was checked against MPICH first (`mpicc.mpich`, `mpiexec.mpich`); it prints
 //! ` No Errors` from rank 0 and exits non-zero on failure, as MPICH's own tests. They are
@@ -389,6 +390,12 @@ fn user_op_may_call_mpi_abort() {
         err.contains("MPI_Abort") && !err.contains("panicked"),
         "MPI_Abort in a user op: {err}"
     );
+}
+
+#[test]
+fn fortran_handle_conversion_large_count_rma_and_rma_error_checks() {
+    no_errors_with(2, "interop", &["user"]);
+    no_errors_with(3, "interop", &["user"]);
 }
 
 #[test]

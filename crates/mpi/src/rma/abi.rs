@@ -9,11 +9,10 @@
 use super::wire::{kind, Writer, BLOCK_LEN, HEADER_MAX};
 use super::{Landing, Memory, Win};
 use crate::abi::*;
-use crate::datatype::Datatype;
+use crate::datatype::{Class, Datatype};
 use crate::env::write_string;
 use crate::error::{fail, handle_error, CommErrhandlerFn, MpiError, Res};
 use crate::ops::BuiltinOp;
-use crate::p2p::count_arg;
 use crate::request::{Outcome, Request};
 use crate::state::{running, with, AttrKind, Attrs, InfoObj, State};
 use crate::NONE;
@@ -272,15 +271,62 @@ mpi! {
     }
 }
 mpi! {
-    /// Creates a window over memory the library allocates.
-    fn MPI_Win_allocate / PMPI_Win_allocate(size: isize, disp_unit: c_int, info: Handle, comm: Handle, baseptr: *mut c_void, win: *mut Handle) on comm => {
-        let win_out = out(win, "win")?;
-        let base_out = out(baseptr as *mut *mut c_void, "baseptr")?;
-        let p = allocate(size)?;
-        *win_out = create(comm, p as *mut u8, size, disp_unit, MPI_WIN_FLAVOR_ALLOCATE, Some(Allocation::Heap(p)), info)?;
-        *base_out = p;
+    /// MPI_Win_create with an MPI_Aint displacement unit.
+    fn MPI_Win_create_c / PMPI_Win_create_c(base: *mut c_void, size: isize, disp_unit: isize, info: Handle, comm: Handle, win: *mut Handle) on comm => {
+        let disp_unit = disp_unit_c(disp_unit)?;
+        let out = out(win, "win")?;
+        *out = create(comm, base as *mut u8, size, disp_unit, MPI_WIN_FLAVOR_CREATE, None, info)?;
         Ok(())
     }
+}
+
+/// The displacement unit of a `_c` window call: windows keep it as an `int` (the unit of one
+/// element, which no element type exceeds).
+fn disp_unit_c(disp_unit: isize) -> Res<c_int> {
+    c_int::try_from(disp_unit).map_err(|_| {
+        MpiError::new(
+            MPI_ERR_DISP,
+            format!("displacement unit {disp_unit} is beyond {}", c_int::MAX),
+        )
+    })
+}
+mpi! {
+    /// Creates a window over memory the library allocates.
+    fn MPI_Win_allocate / PMPI_Win_allocate(size: isize, disp_unit: c_int, info: Handle, comm: Handle, baseptr: *mut c_void, win: *mut Handle) on comm => {
+        win_allocate(size, disp_unit, info, comm, baseptr, win)
+    }
+}
+mpi! {
+    /// MPI_Win_allocate with an MPI_Aint displacement unit.
+    fn MPI_Win_allocate_c / PMPI_Win_allocate_c(size: isize, disp_unit: isize, info: Handle, comm: Handle, baseptr: *mut c_void, win: *mut Handle) on comm => {
+        win_allocate(size, disp_unit_c(disp_unit)?, info, comm, baseptr, win)
+    }
+}
+
+/// MPI_Win_allocate. Safety: `baseptr` and `win` are the caller's output arguments (MPI's
+/// contract: valid or NULL, which is reported).
+unsafe fn win_allocate(
+    size: isize,
+    disp_unit: c_int,
+    info: Handle,
+    comm: Handle,
+    baseptr: *mut c_void,
+    win: *mut Handle,
+) -> Res {
+    let win_out = out(win, "win")?;
+    let base_out = out(baseptr as *mut *mut c_void, "baseptr")?;
+    let p = allocate(size)?;
+    *win_out = create(
+        comm,
+        p as *mut u8,
+        size,
+        disp_unit,
+        MPI_WIN_FLAVOR_ALLOCATE,
+        Some(Allocation::Heap(p)),
+        info,
+    )?;
+    *base_out = p;
+    Ok(())
 }
 /// Maps one shared segment for every rank of `comm` (all on this host), each rank's part after
 /// the previous one's; returns the mapping, its length and where each rank's part starts.
@@ -379,46 +425,95 @@ mpi! {
     /// Creates a window over one shared segment of every rank's memory (all ranks must be on
     /// one host), each rank's part right after the previous rank's.
     fn MPI_Win_allocate_shared / PMPI_Win_allocate_shared(size: isize, disp_unit: c_int, info: Handle, comm: Handle, baseptr: *mut c_void, win: *mut Handle) on comm => {
-        let win_out = out(win, "win")?;
-        let base_out = out(baseptr as *mut *mut c_void, "baseptr")?;
-        let Ok(bytes) = usize::try_from(size) else {
-            return fail(MPI_ERR_SIZE, format!("negative window size {size}"));
-        };
-        let core = running(|s| s.intra_comm(comm))?;
-        let (p, len, starts) = map_shared(&core, bytes)?;
-        let mine = starts[core.rank()] as *mut u8;
-        let h = create(comm, mine, size, disp_unit, MPI_WIN_FLAVOR_SHARED, Some(Allocation::Mapped(p, len)), info)?;
-        running(|s| {
-            win_mut(s, h)?.local_bases = Some(starts);
-            Ok(())
-        })?;
-        *win_out = h;
-        *base_out = mine as *mut c_void;
-        Ok(())
+        win_allocate_shared(size, disp_unit, info, comm, baseptr, win)
     }
+}
+mpi! {
+    /// MPI_Win_allocate_shared with an MPI_Aint displacement unit.
+    fn MPI_Win_allocate_shared_c / PMPI_Win_allocate_shared_c(size: isize, disp_unit: isize, info: Handle, comm: Handle, baseptr: *mut c_void, win: *mut Handle) on comm => {
+        win_allocate_shared(size, disp_unit_c(disp_unit)?, info, comm, baseptr, win)
+    }
+}
+
+/// MPI_Win_allocate_shared. Safety: as [`win_allocate`].
+unsafe fn win_allocate_shared(
+    size: isize,
+    disp_unit: c_int,
+    info: Handle,
+    comm: Handle,
+    baseptr: *mut c_void,
+    win: *mut Handle,
+) -> Res {
+    let win_out = out(win, "win")?;
+    let base_out = out(baseptr as *mut *mut c_void, "baseptr")?;
+    let Ok(bytes) = usize::try_from(size) else {
+        return fail(MPI_ERR_SIZE, format!("negative window size {size}"));
+    };
+    let core = running(|s| s.intra_comm(comm))?;
+    let (p, len, starts) = map_shared(&core, bytes)?;
+    let mine = starts[core.rank()] as *mut u8;
+    let h = create(
+        comm,
+        mine,
+        size,
+        disp_unit,
+        MPI_WIN_FLAVOR_SHARED,
+        Some(Allocation::Mapped(p, len)),
+        info,
+    )?;
+    running(|s| {
+        win_mut(s, h)?.local_bases = Some(starts);
+        Ok(())
+    })?;
+    *win_out = h;
+    *base_out = mine as *mut c_void;
+    Ok(())
 }
 mpi! {
     /// The memory of `rank` (for MPI_PROC_NULL: of the lowest rank with any) in a shared window.
     fn MPI_Win_shared_query / PMPI_Win_shared_query(win: Handle, rank: c_int, size: *mut isize, disp_unit: *mut c_int, baseptr: *mut c_void) on win => {
-        let (peer, local) = running(|s| {
-            let w = win_obj(s, win)?;
-            let Some(local) = &w.local_bases else {
-                return fail(MPI_ERR_RMA_FLAVOR, "MPI_Win_shared_query needs a window from MPI_Win_allocate_shared");
-            };
-            let n = w.peers.len();
-            let r = if rank == MPI_PROC_NULL {
-                (0..n).find(|&r| w.peers[r].size > 0).unwrap_or(0)
-            } else {
-                rank_arg(rank, n)?
-            };
-            Ok((w.peers[r], local[r]))
-        })?;
-        *out(size, "size")? = peer.size as isize;
-        *out(disp_unit, "disp_unit")? = peer.disp_unit as c_int;
-        let base = if peer.size == 0 { std::ptr::null_mut() } else { local as *mut c_void };
+        let (bytes, unit, base) = shared_query(win, rank)?;
+        *out(size, "size")? = bytes;
+        *out(disp_unit, "disp_unit")? = unit;
         *out(baseptr as *mut *mut c_void, "baseptr")? = base;
         Ok(())
     }
+}
+mpi! {
+    /// MPI_Win_shared_query with an MPI_Aint displacement unit.
+    fn MPI_Win_shared_query_c / PMPI_Win_shared_query_c(win: Handle, rank: c_int, size: *mut isize, disp_unit: *mut isize, baseptr: *mut c_void) on win => {
+        let (bytes, unit, base) = shared_query(win, rank)?;
+        *out(size, "size")? = bytes;
+        *out(disp_unit, "disp_unit")? = unit as isize;
+        *out(baseptr as *mut *mut c_void, "baseptr")? = base;
+        Ok(())
+    }
+}
+
+/// Size, displacement unit and local address of `rank`'s part of a shared window.
+fn shared_query(win: Handle, rank: c_int) -> Res<(isize, c_int, *mut c_void)> {
+    let (peer, local) = running(|s| {
+        let w = win_obj(s, win)?;
+        let Some(local) = &w.local_bases else {
+            return fail(
+                MPI_ERR_RMA_FLAVOR,
+                "MPI_Win_shared_query needs a window from MPI_Win_allocate_shared",
+            );
+        };
+        let n = w.peers.len();
+        let r = if rank == MPI_PROC_NULL {
+            (0..n).find(|&r| w.peers[r].size > 0).unwrap_or(0)
+        } else {
+            rank_arg(rank, n)?
+        };
+        Ok((w.peers[r], local[r]))
+    })?;
+    let base = if peer.size == 0 {
+        std::ptr::null_mut()
+    } else {
+        local as *mut c_void
+    };
+    Ok((peer.size as isize, peer.disp_unit as c_int, base))
 }
 mpi! {
     /// Creates a window whose memory is attached later.
@@ -474,7 +569,7 @@ mpi! {
 }
 mpi! {
     /// Frees a window (collective; every epoch must be over).
-    fn MPI_Win_free / PMPI_Win_free(win: *mut Handle) on NONE => {
+    fn MPI_Win_free / PMPI_Win_free(win: *mut Handle) on win.as_ref().copied().unwrap_or(MPI_WIN_NULL) => {
         let h = out(win, "win")?;
         let (core, shared, attrs) = running(|s| {
             let w = win_mut(s, *h)?;
@@ -757,10 +852,11 @@ impl Buf {
     }
 }
 
-fn buf(s: &mut State, base: *const c_void, count: c_int, datatype: Handle) -> Res<Buf> {
+fn buf(s: &mut State, base: *const c_void, count: i64, datatype: Handle) -> Res<Buf> {
     Ok(Buf {
         base: base as *mut u8,
-        count: count_arg(count)?,
+        count: usize::try_from(count)
+            .map_err(|_| MpiError::new(MPI_ERR_COUNT, format!("negative count {count}")))?,
         dt: s.committed_type(datatype)?,
     })
 }
@@ -1003,11 +1099,11 @@ unsafe fn with_request(request: *mut Handle, op: impl FnOnce() -> Res<Option<Tar
 /// MPI_PROC_NULL).
 fn sides(
     oaddr: *const c_void,
-    ocount: c_int,
+    ocount: i64,
     otype: Handle,
     rank: c_int,
     disp: isize,
-    tcount: c_int,
+    tcount: i64,
     ttype: Handle,
     win: Handle,
 ) -> Res<Option<(Buf, Target, Buf)>> {
@@ -1028,11 +1124,11 @@ fn sides(
 #[allow(clippy::too_many_arguments)]
 unsafe fn do_transfer(
     oaddr: *const c_void,
-    ocount: c_int,
+    ocount: i64,
     otype: Handle,
     rank: c_int,
     disp: isize,
-    tcount: c_int,
+    tcount: i64,
     ttype: Handle,
     win: Handle,
     transfer: unsafe fn(Buf, Target, Buf) -> Res,
@@ -1047,11 +1143,11 @@ unsafe fn do_transfer(
 
 unsafe fn do_acc(
     oaddr: *const c_void,
-    ocount: c_int,
+    ocount: i64,
     otype: Handle,
     rank: c_int,
     disp: isize,
-    tcount: c_int,
+    tcount: i64,
     ttype: Handle,
     op: Handle,
     win: Handle,
@@ -1074,14 +1170,14 @@ unsafe fn do_acc(
 
 unsafe fn do_get_acc(
     oaddr: *const c_void,
-    ocount: c_int,
+    ocount: i64,
     otype: Handle,
     raddr: *mut c_void,
-    rcount: c_int,
+    rcount: i64,
     rtype: Handle,
     rank: c_int,
     disp: isize,
-    tcount: c_int,
+    tcount: i64,
     ttype: Handle,
     op: Handle,
     win: Handle,
@@ -1128,25 +1224,25 @@ impl Target {
 mpi! {
     /// Writes into a target's window.
     fn MPI_Put / PMPI_Put(origin_addr: *const c_void, origin_count: c_int, origin_datatype: Handle, target_rank: c_int, target_disp: isize, target_count: c_int, target_datatype: Handle, win: Handle) on win => {
-        do_transfer(origin_addr, origin_count, origin_datatype, target_rank, target_disp, target_count, target_datatype, win, put).map(|_| ())
+        do_transfer(origin_addr, origin_count.into(), origin_datatype, target_rank, target_disp, target_count.into(), target_datatype, win, put).map(|_| ())
     }
 }
 mpi! {
     /// Reads from a target's window.
     fn MPI_Get / PMPI_Get(origin_addr: *mut c_void, origin_count: c_int, origin_datatype: Handle, target_rank: c_int, target_disp: isize, target_count: c_int, target_datatype: Handle, win: Handle) on win => {
-        do_transfer(origin_addr, origin_count, origin_datatype, target_rank, target_disp, target_count, target_datatype, win, get).map(|_| ())
+        do_transfer(origin_addr, origin_count.into(), origin_datatype, target_rank, target_disp, target_count.into(), target_datatype, win, get).map(|_| ())
     }
 }
 mpi! {
     /// Combines data into a target's window.
     fn MPI_Accumulate / PMPI_Accumulate(origin_addr: *const c_void, origin_count: c_int, origin_datatype: Handle, target_rank: c_int, target_disp: isize, target_count: c_int, target_datatype: Handle, op: Handle, win: Handle) on win => {
-        do_acc(origin_addr, origin_count, origin_datatype, target_rank, target_disp, target_count, target_datatype, op, win).map(|_| ())
+        do_acc(origin_addr, origin_count.into(), origin_datatype, target_rank, target_disp, target_count.into(), target_datatype, op, win).map(|_| ())
     }
 }
 mpi! {
     /// Combines data into a target's window and returns what was there.
     fn MPI_Get_accumulate / PMPI_Get_accumulate(origin_addr: *const c_void, origin_count: c_int, origin_datatype: Handle, result_addr: *mut c_void, result_count: c_int, result_datatype: Handle, target_rank: c_int, target_disp: isize, target_count: c_int, target_datatype: Handle, op: Handle, win: Handle) on win => {
-        do_get_acc(origin_addr, origin_count, origin_datatype, result_addr, result_count, result_datatype, target_rank, target_disp, target_count, target_datatype, op, win).map(|_| ())
+        do_get_acc(origin_addr, origin_count.into(), origin_datatype, result_addr, result_count.into(), result_datatype, target_rank, target_disp, target_count.into(), target_datatype, op, win).map(|_| ())
     }
 }
 mpi! {
@@ -1162,8 +1258,10 @@ mpi! {
             let Some(t) = target(s, win, target_rank, target_disp)? else { return Ok(None) };
             Ok(Some((t, s.committed_type(datatype)?)))
         })? else { return Ok(()) };
-        let Some(b) = dt.as_builtin() else {
-            return fail(MPI_ERR_TYPE, "MPI_Compare_and_swap takes a predefined datatype");
+        // MPI 4.1 §12.3.4: C or Fortran integer, logical, multi-language or byte types only
+        // (MPI_CHAR counts as a C integer here, as in reductions and in MPICH).
+        let Some(b) = dt.as_builtin().filter(|b| matches!(b.class(), Class::Int(_) | Class::Logical(_) | Class::Byte)) else {
+            return fail(MPI_ERR_TYPE, "MPI_Compare_and_swap takes a predefined integer, logical or byte datatype");
         };
         let tb = Buf { base: std::ptr::null_mut(), count: 1, dt: dt.clone() };
         check_range(&t, &tb)?;
@@ -1180,24 +1278,75 @@ mpi! {
 mpi! {
     /// MPI_Put returning a request (complete on return).
     fn MPI_Rput / PMPI_Rput(origin_addr: *const c_void, origin_count: c_int, origin_datatype: Handle, target_rank: c_int, target_disp: isize, target_count: c_int, target_datatype: Handle, win: Handle, request: *mut Handle) on win => {
-        with_request(request, || do_transfer(origin_addr, origin_count, origin_datatype, target_rank, target_disp, target_count, target_datatype, win, put))
+        with_request(request, || do_transfer(origin_addr, origin_count.into(), origin_datatype, target_rank, target_disp, target_count.into(), target_datatype, win, put))
     }
 }
 mpi! {
     /// MPI_Get returning a request (complete on return).
     fn MPI_Rget / PMPI_Rget(origin_addr: *mut c_void, origin_count: c_int, origin_datatype: Handle, target_rank: c_int, target_disp: isize, target_count: c_int, target_datatype: Handle, win: Handle, request: *mut Handle) on win => {
-        with_request(request, || do_transfer(origin_addr, origin_count, origin_datatype, target_rank, target_disp, target_count, target_datatype, win, get))
+        with_request(request, || do_transfer(origin_addr, origin_count.into(), origin_datatype, target_rank, target_disp, target_count.into(), target_datatype, win, get))
     }
 }
 mpi! {
     /// MPI_Accumulate returning a request (complete on return).
     fn MPI_Raccumulate / PMPI_Raccumulate(origin_addr: *const c_void, origin_count: c_int, origin_datatype: Handle, target_rank: c_int, target_disp: isize, target_count: c_int, target_datatype: Handle, op: Handle, win: Handle, request: *mut Handle) on win => {
-        with_request(request, || do_acc(origin_addr, origin_count, origin_datatype, target_rank, target_disp, target_count, target_datatype, op, win))
+        with_request(request, || do_acc(origin_addr, origin_count.into(), origin_datatype, target_rank, target_disp, target_count.into(), target_datatype, op, win))
     }
 }
 mpi! {
     /// MPI_Get_accumulate returning a request (complete on return).
     fn MPI_Rget_accumulate / PMPI_Rget_accumulate(origin_addr: *const c_void, origin_count: c_int, origin_datatype: Handle, result_addr: *mut c_void, result_count: c_int, result_datatype: Handle, target_rank: c_int, target_disp: isize, target_count: c_int, target_datatype: Handle, op: Handle, win: Handle, request: *mut Handle) on win => {
+        with_request(request, || do_get_acc(origin_addr, origin_count.into(), origin_datatype, result_addr, result_count.into(), result_datatype, target_rank, target_disp, target_count.into(), target_datatype, op, win))
+    }
+}
+
+// ---- large counts (MPI 4.0 `_c` bindings): MPI_Count counts, the same operations ----
+
+mpi! {
+    /// MPI_Put with MPI_Count counts.
+    fn MPI_Put_c / PMPI_Put_c(origin_addr: *const c_void, origin_count: i64, origin_datatype: Handle, target_rank: c_int, target_disp: isize, target_count: i64, target_datatype: Handle, win: Handle) on win => {
+        do_transfer(origin_addr, origin_count, origin_datatype, target_rank, target_disp, target_count, target_datatype, win, put).map(|_| ())
+    }
+}
+mpi! {
+    /// MPI_Get with MPI_Count counts.
+    fn MPI_Get_c / PMPI_Get_c(origin_addr: *mut c_void, origin_count: i64, origin_datatype: Handle, target_rank: c_int, target_disp: isize, target_count: i64, target_datatype: Handle, win: Handle) on win => {
+        do_transfer(origin_addr, origin_count, origin_datatype, target_rank, target_disp, target_count, target_datatype, win, get).map(|_| ())
+    }
+}
+mpi! {
+    /// MPI_Accumulate with MPI_Count counts.
+    fn MPI_Accumulate_c / PMPI_Accumulate_c(origin_addr: *const c_void, origin_count: i64, origin_datatype: Handle, target_rank: c_int, target_disp: isize, target_count: i64, target_datatype: Handle, op: Handle, win: Handle) on win => {
+        do_acc(origin_addr, origin_count, origin_datatype, target_rank, target_disp, target_count, target_datatype, op, win).map(|_| ())
+    }
+}
+mpi! {
+    /// MPI_Get_accumulate with MPI_Count counts.
+    fn MPI_Get_accumulate_c / PMPI_Get_accumulate_c(origin_addr: *const c_void, origin_count: i64, origin_datatype: Handle, result_addr: *mut c_void, result_count: i64, result_datatype: Handle, target_rank: c_int, target_disp: isize, target_count: i64, target_datatype: Handle, op: Handle, win: Handle) on win => {
+        do_get_acc(origin_addr, origin_count, origin_datatype, result_addr, result_count, result_datatype, target_rank, target_disp, target_count, target_datatype, op, win).map(|_| ())
+    }
+}
+mpi! {
+    /// MPI_Rput with MPI_Count counts.
+    fn MPI_Rput_c / PMPI_Rput_c(origin_addr: *const c_void, origin_count: i64, origin_datatype: Handle, target_rank: c_int, target_disp: isize, target_count: i64, target_datatype: Handle, win: Handle, request: *mut Handle) on win => {
+        with_request(request, || do_transfer(origin_addr, origin_count, origin_datatype, target_rank, target_disp, target_count, target_datatype, win, put))
+    }
+}
+mpi! {
+    /// MPI_Rget with MPI_Count counts.
+    fn MPI_Rget_c / PMPI_Rget_c(origin_addr: *mut c_void, origin_count: i64, origin_datatype: Handle, target_rank: c_int, target_disp: isize, target_count: i64, target_datatype: Handle, win: Handle, request: *mut Handle) on win => {
+        with_request(request, || do_transfer(origin_addr, origin_count, origin_datatype, target_rank, target_disp, target_count, target_datatype, win, get))
+    }
+}
+mpi! {
+    /// MPI_Raccumulate with MPI_Count counts.
+    fn MPI_Raccumulate_c / PMPI_Raccumulate_c(origin_addr: *const c_void, origin_count: i64, origin_datatype: Handle, target_rank: c_int, target_disp: isize, target_count: i64, target_datatype: Handle, op: Handle, win: Handle, request: *mut Handle) on win => {
+        with_request(request, || do_acc(origin_addr, origin_count, origin_datatype, target_rank, target_disp, target_count, target_datatype, op, win))
+    }
+}
+mpi! {
+    /// MPI_Rget_accumulate with MPI_Count counts.
+    fn MPI_Rget_accumulate_c / PMPI_Rget_accumulate_c(origin_addr: *const c_void, origin_count: i64, origin_datatype: Handle, result_addr: *mut c_void, result_count: i64, result_datatype: Handle, target_rank: c_int, target_disp: isize, target_count: i64, target_datatype: Handle, op: Handle, win: Handle, request: *mut Handle) on win => {
         with_request(request, || do_get_acc(origin_addr, origin_count, origin_datatype, result_addr, result_count, result_datatype, target_rank, target_disp, target_count, target_datatype, op, win))
     }
 }
@@ -1473,6 +1622,10 @@ mpi! {
             if e.locks[target].is_some() || e.lock_all.is_some() {
                 return sync_error(format!("rank {target} is already locked"));
             }
+            // Access epochs of one process on one window do not overlap (MPI 4.1 §12.5).
+            if e.access.is_some() {
+                return sync_error("MPI_Win_lock inside an access epoch of MPI_Win_start");
+            }
             Ok(())
         })?;
         if !nocheck {
@@ -1511,6 +1664,9 @@ mpi! {
             n = size;
             if e.lock_all.is_some() || e.locks.iter().any(|l| l.is_some()) {
                 return sync_error("MPI_Win_lock_all while a lock is held");
+            }
+            if e.access.is_some() {
+                return sync_error("MPI_Win_lock_all inside an access epoch of MPI_Win_start");
             }
             Ok(())
         })?;
