@@ -211,37 +211,12 @@ mpi! {
 
 /// Writes `mine` to the socket and reads as many bytes back.
 unsafe fn socket_swap(fd: c_int, mine: &[u8], theirs: &mut [u8]) -> std::io::Result<()> {
-    let mut sent = 0;
-    while sent < mine.len() {
-        let n = libc::write(fd, mine[sent..].as_ptr().cast(), mine.len() - sent);
-        if n < 0 {
-            let e = std::io::Error::last_os_error();
-            if e.kind() == std::io::ErrorKind::Interrupted {
-                continue;
-            }
-            return Err(e);
-        }
-        sent += n as usize;
-    }
-    let mut got = 0;
-    while got < theirs.len() {
-        let n = libc::read(fd, theirs[got..].as_mut_ptr().cast(), theirs.len() - got);
-        if n < 0 {
-            let e = std::io::Error::last_os_error();
-            if e.kind() == std::io::ErrorKind::Interrupted {
-                continue;
-            }
-            return Err(e);
-        }
-        if n == 0 {
-            return Err(std::io::Error::new(
-                std::io::ErrorKind::UnexpectedEof,
-                "closed by the other side",
-            ));
-        }
-        got += n as usize;
-    }
-    Ok(())
+    use std::io::{Read, Write};
+    use std::os::fd::FromRawFd;
+    // The socket stays the program's: borrowed as a File that is never dropped (closed).
+    let mut socket = std::mem::ManuallyDrop::new(std::fs::File::from_raw_fd(fd));
+    socket.write_all(mine)?;
+    socket.read_exact(theirs)
 }
 
 /// The launcher key of a published service name.
