@@ -41,6 +41,9 @@ pub enum Kind {
     ToolPvar = 14,
     /// MPI_T_enum (not in a table: the enumerations are fixed, see `tool.rs`).
     ToolEnum = 15,
+    /// An MPI_Request of a send that finished when it started (not in a table: the handle
+    /// holds the byte count, see `request::sent_handle`).
+    SentRequest = 16,
 }
 
 struct Slot<T> {

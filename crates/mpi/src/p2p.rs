@@ -3,7 +3,7 @@
 
 use crate::abi::*;
 use crate::error::{fail, MpiError, Res};
-use crate::request::{Outcome, Persistent, Progress, Request, SendKind, Typed};
+use crate::request::{sent_bytes, Outcome, Persistent, Progress, Request, SendKind, Typed};
 use crate::state::{running, with, State};
 use crate::NONE;
 use ferry_core::raw::{RawRequest, SendMode};
@@ -161,10 +161,7 @@ pub fn start_send(
                 && unsafe { core.raw_send_now(ptr, typed.bytes(), dest, tag)? }
             {
                 // Already in the peer's queue: a send's status carries only its length.
-                let sent = Outcome {
-                    bytes: typed.bytes() as i64,
-                    ..Outcome::EMPTY
-                };
+                let sent = Outcome::sent(typed.bytes() as i64);
                 return Ok(Request::done(comm, core, sent));
             }
             // SAFETY: MPI's contract keeps the buffer valid until the request completes.
@@ -282,7 +279,13 @@ unsafe fn nonblocking_send(
 ) -> Res {
     running(|s| {
         let req = start_send(s, buf, count, datatype, dest, tag, comm, kind)?;
-        publish(s, req, request)
+        match (req.sent_at_start(), request.as_mut()) {
+            (Some(bytes), Some(out)) => {
+                *out = crate::request::sent_handle(bytes);
+                Ok(())
+            }
+            _ => publish(s, req, request),
+        }
     })
 }
 
@@ -685,7 +688,7 @@ mpi! {
     /// Frees a request (an active one completes in the background).
     fn MPI_Request_free / PMPI_Request_free(request: *mut Handle) on NONE => {
         let Some(h) = request.as_mut() else { return fail(MPI_ERR_REQUEST, "request argument is NULL") };
-        if crate::greq::free(*h)? {
+        if sent_bytes(*h).is_some() || crate::greq::free(*h)? {
             *h = MPI_REQUEST_NULL;
             return Ok(());
         }
@@ -722,6 +725,10 @@ mpi! {
     /// Cancels a pending receive (sends already on their way are not cancelled).
     fn MPI_Cancel / PMPI_Cancel(request: *mut Handle) on NONE => {
         let Some(&h) = request.as_ref() else { return fail(MPI_ERR_REQUEST, "request argument is NULL") };
+        if sent_bytes(h).is_some() {
+            // Done already: cancelling has no effect (MPI 4.1 §3.8.4).
+            return Ok(());
+        }
         let greq = running(|s| {
             let req = s.requests.get_mut(h).ok_or_else(|| MpiError::new(MPI_ERR_REQUEST, format!("invalid request {h:#x}")))?;
             if let Some(g) = req.generalized {
@@ -755,6 +762,12 @@ unsafe fn finish_handle(
     status: *mut MpiStatus,
     with_error: bool,
 ) -> Res<Outcome> {
+    if let Some(bytes) = sent_bytes(*handle) {
+        let outcome = Outcome::sent(bytes as i64);
+        *handle = MPI_REQUEST_NULL;
+        outcome.write(status, with_error);
+        return Ok(outcome);
+    }
     let (outcome, greq) = with(|s| {
         let req = s.requests.get_mut(*handle).ok_or_else(|| {
             MpiError::new(MPI_ERR_REQUEST, format!("invalid request {:#x}", *handle))
@@ -842,6 +855,9 @@ fn entries(handles: &[Handle]) -> Res<(Vec<Entry>, Option<ferry_core::Comm>)> {
                 if h == MPI_REQUEST_NULL {
                     return Ok(Entry::Null);
                 }
+                if sent_bytes(h).is_some() {
+                    return Ok(Entry::Active([None, None]));
+                }
                 let req = s.requests.get(h).ok_or_else(|| {
                     MpiError::new(MPI_ERR_REQUEST, format!("invalid request {h:#x}"))
                 })?;
@@ -855,6 +871,11 @@ fn entries(handles: &[Handle]) -> Res<(Vec<Entry>, Option<ferry_core::Comm>)> {
                 Ok(Entry::Active(req.raws()))
             })
             .collect::<Res<Vec<_>>>()?;
+        // Sends done at start (`sent_handle`) name no communicator; the world's runtime side
+        // drives the same engine.
+        if engine.is_none() && list.iter().any(|e| matches!(e, Entry::Active(_))) {
+            engine = s.world.as_ref().map(|w| ferry_core::Comm::clone(w));
+        }
         Ok((list, engine))
     })
 }
@@ -1088,6 +1109,11 @@ mpi! {
         if request == MPI_REQUEST_NULL {
             *flag = 1;
             Outcome::EMPTY.write(status, false);
+            return Ok(());
+        }
+        if let Some(bytes) = sent_bytes(request) {
+            *flag = 1;
+            Outcome::sent(bytes as i64).write(status, false);
             return Ok(());
         }
         let (list, engine) = entries(&[request])?;

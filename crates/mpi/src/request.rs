@@ -48,6 +48,39 @@ impl Typed {
 /// Runs when a request finishes (unpacking a staged receive, dropping a staged send).
 pub type Finish = Box<dyn FnOnce(&RawStatus)>;
 
+/// The handle of a send that finished when it started (already in the receiver's queue, or
+/// buffered) of `bytes` bytes: such a request needs no table entry, so none is made; the handle
+/// says all a wait needs (MPICH returns such sends a shared completed request likewise). Every
+/// call that takes a request knows these handles (`sent_bytes`).
+pub fn sent_handle(bytes: usize) -> Handle {
+    ((crate::handles::Kind::SentRequest as usize) << 56) | (bytes & SENT_BYTES)
+}
+
+/// The byte count of a handle from [`sent_handle`]; `None` for any other handle.
+pub fn sent_bytes(handle: Handle) -> Option<usize> {
+    (handle >> 56 == crate::handles::Kind::SentRequest as usize).then_some(handle & SENT_BYTES)
+}
+
+const SENT_BYTES: usize = (1 << 56) - 1;
+
+impl Request {
+    /// The byte count of a send that was done when it started, if this is one (see
+    /// [`sent_handle`]): its wait would report exactly that.
+    pub fn sent_at_start(&self) -> Option<usize> {
+        match self.progress {
+            Progress::Done(o)
+                if self.persistent.is_none()
+                    && self.partner.is_none()
+                    && self.generalized.is_none()
+                    && o == Outcome::sent(o.bytes) =>
+            {
+                usize::try_from(o.bytes).ok()
+            }
+            _ => None,
+        }
+    }
+}
+
 /// What a finished request reports.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Outcome {
@@ -72,6 +105,14 @@ impl Outcome {
         cancelled: false,
         error: MPI_SUCCESS,
     };
+
+    /// The status of a send of `bytes` bytes.
+    pub const fn sent(bytes: i64) -> Outcome {
+        Outcome {
+            bytes,
+            ..Outcome::EMPTY
+        }
+    }
 
     /// The status of a receive from MPI_PROC_NULL.
     pub const PROC_NULL: Outcome = Outcome {
@@ -389,5 +430,24 @@ impl Request {
                 Ok(outcome)
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod sent_handle_tests {
+    use super::*;
+
+    #[test]
+    fn sent_handles_carry_their_byte_count_and_no_other_handle_is_one() {
+        for bytes in [0, 1, 8, 65536, 1 << 40] {
+            let h = sent_handle(bytes);
+            assert_eq!(sent_bytes(h), Some(bytes));
+            assert_ne!(h, MPI_REQUEST_NULL);
+        }
+        let mut table: crate::handles::Table<()> =
+            crate::handles::Table::new(crate::handles::Kind::Request);
+        let created = table.insert(());
+        assert_eq!(sent_bytes(created), None);
+        assert_eq!(sent_bytes(MPI_REQUEST_NULL), None);
     }
 }

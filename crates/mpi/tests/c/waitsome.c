@@ -153,5 +153,37 @@ int main(int argc, char **argv)
           "Testall: status of a null entry not empty (%d/%d)", sts[0].MPI_SOURCE,
           sts[0].MPI_TAG);
     CHECK(r[1] == MPI_REQUEST_NULL && r[2] == MPI_REQUEST_NULL, "Testall did not free");
+
+    /* Small sends, done as they start (ferry keeps no table entry for them), behave as any
+     * request: get_status, cancel (too late: not cancelled), free, Waitany/Testsome with
+     * nothing else active. */
+    int got[3] = {-1, -1, -1};
+    MPI_Isend(&sv, 1, MPI_INT, peer, 10, MPI_COMM_WORLD, &r[0]);
+    flag = 0;
+    while (!flag)
+        MPI_Request_get_status(r[0], &flag, &st);
+    CHECK(r[0] != MPI_REQUEST_NULL, "Request_get_status freed the request");
+    MPI_Recv(&got[0], 1, MPI_INT, peer, 10, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+    MPI_Barrier(MPI_COMM_WORLD); /* received: a cancel now comes too late */
+    MPI_Cancel(&r[0]);
+    MPI_Wait(&r[0], &st);
+    MPI_Test_cancelled(&st, &flag);
+    CHECK(!flag && r[0] == MPI_REQUEST_NULL, "cancel after delivery: cancelled %d", flag);
+    MPI_Isend(&sv, 1, MPI_INT, peer, 11, MPI_COMM_WORLD, &r[1]);
+    MPI_Request_free(&r[1]);
+    CHECK(r[1] == MPI_REQUEST_NULL, "Request_free left the handle");
+    MPI_Isend(&sv, 1, MPI_INT, peer, 12, MPI_COMM_WORLD, &r[3]);
+    MPI_Waitany(4, r, &idx, &st);
+    CHECK(idx == 3 && r[3] == MPI_REQUEST_NULL, "Waitany of one send: index %d", idx);
+    MPI_Isend(&sv, 1, MPI_INT, peer, 13, MPI_COMM_WORLD, &r[2]);
+    out = 0;
+    while (out == 0)
+        MPI_Testsome(4, r, &out, idxs, sts);
+    CHECK(out == 1 && idxs[0] == 2, "Testsome of one send: %d at %d", out, idxs[0]);
+    MPI_Recv(&got[1], 1, MPI_INT, peer, 11, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+    MPI_Recv(&got[2], 1, MPI_INT, peer, 12, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+    MPI_Recv(&got[0], 1, MPI_INT, peer, 13, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+    CHECK(got[0] == peer * 7 && got[1] == peer * 7 && got[2] == peer * 7, "sends delivered %d %d %d",
+          got[0], got[1], got[2]);
     return finish();
 }
