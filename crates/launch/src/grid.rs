@@ -45,6 +45,10 @@ pub struct GridLaunch {
     pub relay_args: Vec<String>,
 }
 
+/// `FERRY_SPIN` for ranks that share the machine's cores with more processes than cores (what
+/// `ferry_core::init` picks for a job larger than the machine).
+const OVERSUBSCRIBED_SPIN: &str = "100";
+
 /// A grid job's placement, bootstrap socket and relays; dropping it stops the relays and
 /// removes the key directory.
 pub(crate) struct GridJob {
@@ -230,6 +234,14 @@ impl GridJob {
             .env(ferry_grid::PLACE_ENV, place.encode());
         if let Some(rails) = &self.rails[rank as usize] {
             command.env(RAIL_ADDRS_ENV, rails);
+        }
+        // The testbed's hosts share this machine's cores, with the relays: a rank sizing its
+        // spin by the job alone would spin as if it had a core of its own and starve the relays
+        // (8 B through a relay: 130-160 us against 23 us with the oversubscribed spin).
+        let cores = std::thread::available_parallelism().map_or(1, |c| c.get());
+        if self.ranks.len() + self.relays.len() > cores && std::env::var_os("FERRY_SPIN").is_none()
+        {
+            command.env("FERRY_SPIN", OVERSUBSCRIBED_SPIN);
         }
         command
     }
