@@ -119,17 +119,14 @@ impl Shared {
                 if done(&engine.proto) {
                     return Ok(());
                 }
-                if engine.progress()? {
-                    idle = 0;
-                    continue;
-                }
+                idle = engine.wait_pass(idle)?;
             }
-            idle += 1;
-            // The back-off sleeps at most the short nap of a shared engine, so a thread that
-            // wants in waits little; the waiting threads of a rank then take turns listening
-            // for the transports instead of all spinning.
-            self.engine.borrow_mut().back_off(idle)?;
-            pause();
+            // A pass that found nothing has backed off, sleeping at most the short nap of a
+            // shared engine, so a thread that wants in waits little; the waiting threads of a
+            // rank then take turns listening for the transports instead of all spinning.
+            if idle > 0 {
+                pause();
+            }
         }
     }
 
@@ -446,11 +443,15 @@ impl Comm {
         let tag = Comm::tag_pattern(tag)?;
         self.shared
             .wait_until(|p| p.has_match(self.context, source, tag))?;
-        let (env, len) = self
+        let found = self
             .shared
             .engine
             .borrow_mut()
-            .probe(self.context, source, tag)?;
+            .iprobe(self.context, source, tag)?;
+        let (env, len) = found.ok_or_else(|| Error::Protocol {
+            rank: self.group.world_of[self.rank] as usize,
+            detail: "probed message vanished".into(),
+        })?;
         Ok(self.probe_status(env, len))
     }
 

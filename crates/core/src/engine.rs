@@ -1475,21 +1475,19 @@ impl Engine {
 
     /// Takes the earliest unexpected message matching the pattern off the queue, so that no
     /// other receive can match it (MPI's matched probe); progress is made once if none is there.
+    /// (A blocking probe waits for a match first: `Shared::wait_until` with `Proto::has_match`.)
     pub(crate) fn take_message(
         &mut self,
         context: u32,
         source: Option<u32>,
         tag: Option<i32>,
-        block: bool,
     ) -> Result<Option<(Envelope, Unexpected)>, Error> {
         let pattern = Pattern {
             context,
             source,
             tag,
         };
-        if block {
-            self.wait_until(|p| p.peek(&pattern).is_some())?;
-        } else if self.proto.peek(&pattern).is_none() {
+        if self.proto.peek(&pattern).is_none() {
             self.progress()?;
         }
         Ok(self.proto.matcher.take_unexpected(&pattern))
@@ -1511,25 +1509,6 @@ impl Engine {
             self.progress()?;
         }
         Ok(self.proto.peek(&pattern))
-    }
-
-    /// Waits (with the usual back-off) until a message matching the pattern has arrived.
-    pub(crate) fn probe(
-        &mut self,
-        context: u32,
-        source: Option<u32>,
-        tag: Option<i32>,
-    ) -> Result<(Envelope, usize), Error> {
-        let pattern = Pattern {
-            context,
-            source,
-            tag,
-        };
-        self.wait_until(|p| p.peek(&pattern).is_some())?;
-        self.proto.peek(&pattern).ok_or_else(|| Error::Protocol {
-            rank: self.proto.me as usize,
-            detail: "probed message vanished".into(),
-        })
     }
 
     /// Withdraws a receive that has not matched yet; a matched one completes normally.
@@ -1944,19 +1923,24 @@ impl Engine {
     pub(crate) fn wait_until(&mut self, mut done: impl FnMut(&Proto) -> bool) -> Result<(), Error> {
         let mut idle = 0;
         while !done(&self.proto) {
-            if self.progress()? {
-                idle = 0;
-            } else {
-                idle += 1;
-                self.back_off(idle)?;
-            }
+            idle = self.wait_pass(idle)?;
         }
         Ok(())
     }
 
+    /// One pass of a wait that is not over: progress, or else back off, `idle` being how many
+    /// passes in a row found nothing before this one. Returns that count after this pass.
+    pub(crate) fn wait_pass(&mut self, idle: u32) -> Result<u32, Error> {
+        if self.progress()? {
+            return Ok(0);
+        }
+        self.back_off(idle + 1)?;
+        Ok(idle + 1)
+    }
+
     /// Waits a little after `idle` passes in a row found nothing: spins, then yields, then
     /// sleeps until a transport wakes us (or the nap ends).
-    pub(crate) fn back_off(&mut self, idle: u32) -> Result<(), Error> {
+    fn back_off(&mut self, idle: u32) -> Result<(), Error> {
         if idle < self.spin {
             std::hint::spin_loop();
         } else if idle < self.spin + 20 {

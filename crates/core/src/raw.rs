@@ -74,11 +74,11 @@ impl Comm {
             self.shared
                 .wait_until(|p| p.has_match(self.context, source, tag))?;
         }
-        let taken =
-            self.shared
-                .engine
-                .borrow_mut()
-                .take_message(self.context, source, tag, block)?;
+        let taken = self
+            .shared
+            .engine
+            .borrow_mut()
+            .take_message(self.context, source, tag)?;
         Ok(taken.map(|(env, body)| {
             let len = match &body {
                 Unexpected::Eager(d) => d.len(),
