@@ -74,12 +74,8 @@ impl Bootstrap {
     }
 
     pub(crate) fn get(&mut self, key: &str) -> Result<String, Error> {
-        match self.request(&Request::Get { key: key.into() })? {
-            Reply::Value(v) => Ok(v),
-            _ => Err(bootstrap_error(format!(
-                "bootstrap key {key:?} was never published"
-            ))),
-        }
+        self.lookup(key)?
+            .ok_or_else(|| bootstrap_error(format!("bootstrap key {key:?} was never published")))
     }
 
     /// The value published under `key`, or `None` if nothing is (yet).

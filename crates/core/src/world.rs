@@ -388,14 +388,6 @@ impl World {
         Ok(())
     }
 
-    /// Leaves without finalizing: no waiting for the other ranks, no goodbye to the launcher.
-    /// For a process that exits without finalizing (a C program calling `exit` before
-    /// `MPI_Finalize`): finalize is collective, and the others may never join it. The launcher
-    /// sees the process end and ends the job, naming it.
-    pub fn abandon(self) {
-        self.comm.shared().finalized.set(true);
-    }
-
     /// Ends the whole job with `code`, printing `message` through the launcher.
     pub fn abort(&self, code: i32, message: &str) -> ! {
         if let Some(boot) = self.comm.shared().bootstrap.borrow_mut().as_mut() {
