@@ -47,6 +47,25 @@ fn meeting(s: &mut State) -> Res<Comm> {
     Ok(c)
 }
 
+/// A port named by the program: its owner's world rank, its number, and whether this process
+/// is the owner.
+struct Port {
+    owner: usize,
+    number: i32,
+    own: bool,
+}
+
+/// The port `port` names, which must be one of this job's.
+unsafe fn port_of(s: &State, port: *const c_char) -> Res<Port> {
+    let world = s.core_comm(MPI_COMM_WORLD)?;
+    let (owner, number) = parse_port(port, world.size())?;
+    Ok(Port {
+        owner,
+        number,
+        own: owner == world.rank(),
+    })
+}
+
 /// The (owner's world rank, port number) of a port name.
 unsafe fn parse_port(port: *const c_char, world_size: usize) -> Res<(usize, i32)> {
     if port.is_null() {
@@ -69,8 +88,14 @@ unsafe fn parse_port(port: *const c_char, world_size: usize) -> Res<(usize, i32)
     }
 }
 
-/// `comm`'s runtime side and `root` checked as a rank of it.
-fn root_of(comm: Handle, root: c_int) -> Res<(Comm, usize)> {
+/// The intercommunicator of `comm`'s group (collective over it) with the group its `root`
+/// meets: only the root calls `meet` for the hidden communicator, the remote root's world rank
+/// on it and the tag.
+fn connect_at_root(
+    comm: Handle,
+    root: c_int,
+    meet: impl FnOnce() -> Res<(Comm, usize, i32)>,
+) -> Res<Handle> {
     let local = running(|s| s.intra_comm(comm))?;
     let root = usize::try_from(root)
         .ok()
@@ -84,7 +109,17 @@ fn root_of(comm: Handle, root: c_int) -> Res<(Comm, usize)> {
                 ),
             )
         })?;
-    Ok((local, root))
+    let met = if local.rank() == root {
+        Some(meet()?)
+    } else {
+        None
+    };
+    crate::inter::connect_groups(
+        comm,
+        &local,
+        root,
+        met.as_ref().map(|(m, r, t)| (m, *r, *t)),
+    )
 }
 
 unsafe fn write_name(text: &str, out: *mut c_char, cap: usize) -> Res {
@@ -123,9 +158,8 @@ mpi! {
     /// Closes a port this process opened.
     fn MPI_Close_port / PMPI_Close_port(port_name: *const c_char) on NONE => {
         running(|s| {
-            let world = s.core_comm(MPI_COMM_WORLD)?;
-            let (owner, number) = parse_port(port_name, world.size())?;
-            if owner != world.rank() || !s.open_ports.remove(&number) {
+            let port = port_of(s, port_name)?;
+            if !port.own || !s.open_ports.remove(&port.number) {
                 return fail(MPI_ERR_PORT, "the port is not open in this process");
             }
             Ok(())
@@ -138,23 +172,18 @@ mpi! {
     /// to it. Collective over `comm`; only the root's `port_name` counts.
     fn MPI_Comm_accept / PMPI_Comm_accept(port_name: *const c_char, _info: Handle, root: c_int, comm: Handle, newcomm: *mut Handle) on comm => {
         let out = newcomm.as_mut().ok_or_else(|| MpiError::new(MPI_ERR_ARG, "newcomm is NULL"))?;
-        let (local, root) = root_of(comm, root)?;
-        let mut meet = None;
-        if local.rank() == root {
+        *out = connect_at_root(comm, root, || {
             let (m, number) = running(|s| {
-                let world_size = s.core_comm(MPI_COMM_WORLD)?.size();
-                let me = s.core_comm(MPI_COMM_WORLD)?.rank();
-                let (owner, number) = parse_port(port_name, world_size)?;
-                if owner != me || !s.open_ports.contains(&number) {
+                let port = port_of(s, port_name)?;
+                if !port.own || !s.open_ports.contains(&port.number) {
                     return fail(MPI_ERR_PORT, "MPI_Comm_accept on a port this process has not opened");
                 }
-                Ok((meeting(s)?, number))
+                Ok((meeting(s)?, port.number))
             })?;
             // The first group to connect is the one accepted.
             let from = m.probe(Source::Any, number)?.source;
-            meet = Some((m, from, number));
-        }
-        *out = crate::inter::connect_groups(comm, &local, root, meet.as_ref().map(|(m, f, t)| (m, *f, *t)))?;
+            Ok((m, from, number))
+        })?;
         Ok(())
     }
 }
@@ -163,20 +192,15 @@ mpi! {
     /// Connects `comm`'s group (through `root`) to the group accepting on `port_name`.
     fn MPI_Comm_connect / PMPI_Comm_connect(port_name: *const c_char, _info: Handle, root: c_int, comm: Handle, newcomm: *mut Handle) on comm => {
         let out = newcomm.as_mut().ok_or_else(|| MpiError::new(MPI_ERR_ARG, "newcomm is NULL"))?;
-        let (local, root) = root_of(comm, root)?;
-        let mut meet = None;
-        if local.rank() == root {
-            let (m, owner, number) = running(|s| {
-                let world = s.core_comm(MPI_COMM_WORLD)?;
-                let (owner, number) = parse_port(port_name, world.size())?;
-                if owner == world.rank() {
+        *out = connect_at_root(comm, root, || {
+            running(|s| {
+                let port = port_of(s, port_name)?;
+                if port.own {
                     return fail(MPI_ERR_PORT, "MPI_Comm_connect to a port of this very process");
                 }
-                Ok((meeting(s)?, owner, number))
-            })?;
-            meet = Some((m, owner, number));
-        }
-        *out = crate::inter::connect_groups(comm, &local, root, meet.as_ref().map(|(m, o, t)| (m, *o, *t)))?;
+                Ok((meeting(s)?, port.owner, port.number))
+            })
+        })?;
         Ok(())
     }
 }
@@ -185,10 +209,7 @@ mpi! {
     /// Makes the intercommunicator of two processes of this job joined by the socket `fd`.
     fn MPI_Comm_join / PMPI_Comm_join(fd: c_int, intercomm: *mut Handle) on NONE => {
         let out = intercomm.as_mut().ok_or_else(|| MpiError::new(MPI_ERR_ARG, "intercomm is NULL"))?;
-        let (me, pid, size) = with(|s| {
-            let world = s.world.as_ref().ok_or_else(|| MpiError::new(MPI_ERR_OTHER, "MPI is not initialized"))?;
-            Ok((world.rank(), std::process::id(), world.size()))
-        })?;
+        let (me, pid, size) = on_world(|w| Ok((w.rank(), std::process::id(), w.size())))?;
         // Each side tells the other who it is: world rank and process id.
         let mut card = [0u8; 8];
         card[..4].copy_from_slice(&(me as u32).to_le_bytes());
@@ -199,7 +220,7 @@ mpi! {
         io.map_err(|e| MpiError::new(MPI_ERR_OTHER, format!("MPI_Comm_join: socket {fd}: {e}")))?;
         let other = u32::from_le_bytes([theirs[0], theirs[1], theirs[2], theirs[3]]) as usize;
         let other_pid = u32::from_le_bytes([theirs[4], theirs[5], theirs[6], theirs[7]]);
-        let known = with(|s| Ok(s.world.as_ref().and_then(|w| w.pid_of(other))))?;
+        let known = on_world(|w| Ok(w.pid_of(other)))?;
         if other >= size || other == me || known != Some(other_pid) {
             return fail(MPI_ERR_OTHER, "MPI_Comm_join: the process at the other end of the socket is not in this job (joining another job's processes is not supported)");
         }
@@ -231,23 +252,19 @@ fn service_key(service: *const c_char) -> Res<String> {
 
 /// What the launcher holds for `key` ("" once unpublished).
 fn looked_up(key: &str) -> Res<Option<String>> {
-    let found = with(|s| {
-        let world = s
-            .world
-            .as_ref()
-            .ok_or_else(|| MpiError::new(MPI_ERR_OTHER, "MPI is not initialized"))?;
-        Ok(world.lookup(key)?)
-    })?;
+    let found = on_world(|w| Ok(w.lookup(key)?))?;
     Ok(found.filter(|v| !v.is_empty()))
 }
 
 fn publish(key: &str, value: &str) -> Res {
-    with(|s| {
-        let world = s
-            .world
-            .as_ref()
-            .ok_or_else(|| MpiError::new(MPI_ERR_OTHER, "MPI is not initialized"))?;
-        Ok(world.publish(key, value)?)
+    on_world(|w| Ok(w.publish(key, value)?))
+}
+
+/// Runs `f` on the runtime's world.
+fn on_world<T>(f: impl FnOnce(&ferry_core::World) -> Res<T>) -> Res<T> {
+    with(|s| match &s.world {
+        Some(w) => f(w),
+        None => fail(MPI_ERR_OTHER, "MPI is not initialized"),
     })
 }
 

@@ -42,13 +42,19 @@ fn pset_members(s: &State, name: &str) -> Res<crate::state::GroupObj> {
     s.local_group(comm)
 }
 
+/// The thread levels by the names the `thread_level` info key uses.
+const THREAD_LEVELS: [(c_int, &str); 4] = [
+    (MPI_THREAD_SINGLE, "MPI_THREAD_SINGLE"),
+    (MPI_THREAD_FUNNELED, "MPI_THREAD_FUNNELED"),
+    (MPI_THREAD_SERIALIZED, "MPI_THREAD_SERIALIZED"),
+    (MPI_THREAD_MULTIPLE, "MPI_THREAD_MULTIPLE"),
+];
+
 pub(crate) fn thread_level_name(level: c_int) -> &'static str {
-    match level {
-        MPI_THREAD_SINGLE => "MPI_THREAD_SINGLE",
-        MPI_THREAD_FUNNELED => "MPI_THREAD_FUNNELED",
-        MPI_THREAD_SERIALIZED => "MPI_THREAD_SERIALIZED",
-        _ => "MPI_THREAD_MULTIPLE",
-    }
+    THREAD_LEVELS
+        .iter()
+        .find(|&&(l, _)| l == level)
+        .map_or("MPI_THREAD_MULTIPLE", |&(_, name)| name)
 }
 
 unsafe fn out<'a, T>(p: *mut T, what: &str) -> Res<&'a mut T> {
@@ -70,12 +76,14 @@ mpi! {
             Ok(value)
         })?;
         // The `thread_level` hint names a level (MPI 4.1 §11.3.1); FUNNELED without one.
-        let required = match asked.as_deref().map(str::trim) {
-            Some(v) if v.eq_ignore_ascii_case("MPI_THREAD_MULTIPLE") => MPI_THREAD_MULTIPLE,
-            Some(v) if v.eq_ignore_ascii_case("MPI_THREAD_SERIALIZED") => MPI_THREAD_SERIALIZED,
-            Some(v) if v.eq_ignore_ascii_case("MPI_THREAD_SINGLE") => MPI_THREAD_SINGLE,
-            _ => MPI_THREAD_FUNNELED,
-        };
+        let required = asked
+            .and_then(|v| {
+                THREAD_LEVELS
+                    .iter()
+                    .find(|(_, name)| v.trim().eq_ignore_ascii_case(name))
+                    .map(|&(l, _)| l)
+            })
+            .unwrap_or(MPI_THREAD_FUNNELED);
         crate::env::init(required, false)?;
         *out = running(|s| Ok(s.sessions.insert(errhandler)))?;
         Ok(())
