@@ -1592,8 +1592,13 @@ impl Engine {
                 .poll_input(&mut self.proto, Some(Duration::ZERO))
                 .map_err(|e| with_pid(&self.proto.pids, e))?;
         }
-        progressed |= self.send_active_replies()?;
-        progressed |= self.flush()?;
+        // Checked here, not only inside: an idle pass should cost a few loads, not calls.
+        if !self.proto.active_out.is_empty() {
+            progressed |= self.send_active_replies()?;
+        }
+        if !self.proto.busy.is_empty() {
+            progressed |= self.flush()?;
+        }
         if !self.proto.shared_pulls.is_empty() {
             // The SHARE frames are out: the senders write their halves while we read ours.
             self.proto.run_shared_pulls()?;

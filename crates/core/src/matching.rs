@@ -49,6 +49,10 @@ impl<R: PartialEq + Copy, M> Matcher<R, M> {
 
     /// A message arrived: returns the earliest posted receive it matches, removing it.
     pub fn take_posted(&mut self, env: &Envelope) -> Option<R> {
+        // Most messages match the oldest receive: take it without a search and a shift.
+        if self.posted.front().is_some_and(|(p, _)| p.matches(env)) {
+            return self.posted.pop_front().map(|(_, r)| r);
+        }
         let index = self.posted.iter().position(|(p, _)| p.matches(env))?;
         self.posted.remove(index).map(|(_, r)| r)
     }
@@ -65,6 +69,13 @@ impl<R: PartialEq + Copy, M> Matcher<R, M> {
 
     /// A receive is posted: returns the earliest unexpected message it matches, removing it.
     pub fn take_unexpected(&mut self, pattern: &Pattern) -> Option<(Envelope, M)> {
+        if self
+            .unexpected
+            .front()
+            .is_some_and(|(e, _)| pattern.matches(e))
+        {
+            return self.unexpected.pop_front();
+        }
         let index = self
             .unexpected
             .iter()

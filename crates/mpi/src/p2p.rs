@@ -254,6 +254,93 @@ unsafe fn publish(s: &mut State, req: Request, out: *mut Handle) -> Res {
     Ok(())
 }
 
+/// The lean path of the commonest calls: `count` elements of a predefined, unpadded type
+/// between two valid ranks, which move as one block of bytes. It builds no `Request`, so a
+/// small message costs little more than the runtime's own work. Its callers try it first and
+/// take the general path when it returns `None`: for anything else, and for every argument
+/// error, which the general path reports as it always has.
+struct Dense {
+    bytes: usize,
+}
+
+impl Dense {
+    fn of(buf: *const c_void, count: c_int, datatype: Handle) -> Option<Dense> {
+        let size = crate::datatype::builtin_from_handle(datatype)?.dense_size()?;
+        let bytes = usize::try_from(count).ok()?.checked_mul(size)?;
+        (!buf.is_null() || bytes == 0).then_some(Dense { bytes })
+    }
+
+    /// Sends if the runtime takes the message at once (shared memory, nothing queued before
+    /// it); `Some(())` means it is on its way and the send is complete.
+    unsafe fn send_now(
+        &self,
+        buf: *const c_void,
+        dest: c_int,
+        tag: c_int,
+        comm: Handle,
+    ) -> Option<()> {
+        let (dest, tag) = (usize::try_from(dest).ok()?, (tag >= 0).then_some(tag)?);
+        let sent = running(|s| {
+            let core = &s.comm(comm)?.comm;
+            if dest >= core.size() {
+                return Ok(false);
+            }
+            // SAFETY: the caller's buffer holds `bytes` bytes for the duration of the call.
+            Ok(core.raw_send_now(buf.cast(), self.bytes, dest, tag)?)
+        });
+        sent.ok()?.then_some(())
+    }
+
+    /// Posts a receive into the caller's buffer, inside the state borrow; `None` if the
+    /// arguments need the general path (MPI_PROC_NULL, a bad rank or tag).
+    unsafe fn post(
+        &self,
+        s: &mut State,
+        buf: *mut c_void,
+        source: c_int,
+        tag: c_int,
+        comm: Handle,
+    ) -> Res<Option<(ferry_core::Comm, RawRequest)>> {
+        let source = match source {
+            MPI_ANY_SOURCE => Source::Any,
+            r => match usize::try_from(r) {
+                Ok(r) => Source::Rank(r),
+                Err(_) => return Ok(None),
+            },
+        };
+        let tag = match tag {
+            MPI_ANY_TAG => ferry_core::ANY_TAG,
+            t if t >= 0 => t,
+            _ => return Ok(None),
+        };
+        let core = &s.comm(comm)?.comm;
+        if matches!(source, Source::Rank(r) if r >= core.size()) {
+            return Ok(None);
+        }
+        // SAFETY: MPI's contract keeps the buffer valid until the receive completes.
+        let raw = core.raw_recv(buf.cast(), self.bytes, source, tag)?;
+        Ok(Some((core.clone(), raw)))
+    }
+
+    /// Receives into the caller's buffer and waits; `None` if the general path must.
+    unsafe fn recv(
+        &self,
+        buf: *mut c_void,
+        source: c_int,
+        tag: c_int,
+        comm: Handle,
+    ) -> Option<Res<Outcome>> {
+        let posted = running(|s| self.post(s, buf, source, tag, comm));
+        let (core, raw) = posted.ok()??;
+        let waited = core.wait_until(|done| done(raw));
+        Some(waited.map_err(MpiError::from).and_then(|()| {
+            core.raw_take(raw)
+                .map(|st| Outcome::of(&st))
+                .ok_or_else(|| MpiError::new(MPI_ERR_INTERN, "receive finished without a status"))
+        }))
+    }
+}
+
 unsafe fn blocking_send(
     buf: *const c_void,
     count: c_int,
@@ -277,6 +364,13 @@ unsafe fn nonblocking_send(
     request: *mut Handle,
     kind: SendKind,
 ) -> Res {
+    if kind == SendKind::Standard && !request.is_null() {
+        let dense = Dense::of(buf, count, datatype);
+        if let Some(d) = dense.filter(|d| d.send_now(buf, dest, tag, comm).is_some()) {
+            *request = crate::request::sent_handle(d.bytes);
+            return Ok(());
+        }
+    }
     running(|s| {
         let req = start_send(s, buf, count, datatype, dest, tag, comm, kind)?;
         match (req.sent_at_start(), request.as_mut()) {
@@ -292,6 +386,9 @@ unsafe fn nonblocking_send(
 mpi! {
     /// Blocking standard send.
     fn MPI_Send / PMPI_Send(buf: *const c_void, count: c_int, datatype: Handle, dest: c_int, tag: c_int, comm: Handle) on comm => {
+        if Dense::of(buf, count, datatype).and_then(|d| d.send_now(buf, dest, tag, comm)).is_some() {
+            return Ok(());
+        }
         blocking_send(buf, count, datatype, dest, tag, comm, SendKind::Standard)
     }
 }
@@ -340,8 +437,14 @@ mpi! {
 mpi! {
     /// Blocking receive.
     fn MPI_Recv / PMPI_Recv(buf: *mut c_void, count: c_int, datatype: Handle, source: c_int, tag: c_int, comm: Handle, status: *mut MpiStatus) on comm => {
-        let mut req = running(|s| start_recv(s, buf, count, datatype, source, tag, comm))?;
-        let outcome = wait_request(&mut req)?;
+        let lean = Dense::of(buf, count, datatype).and_then(|d| d.recv(buf, source, tag, comm));
+        let outcome = match lean {
+            Some(outcome) => outcome?,
+            None => {
+                let mut req = running(|s| start_recv(s, buf, count, datatype, source, tag, comm))?;
+                wait_request(&mut req)?
+            }
+        };
         outcome.write(status, false);
         outcome.check()
     }
@@ -350,6 +453,12 @@ mpi! {
     /// Nonblocking receive.
     fn MPI_Irecv / PMPI_Irecv(buf: *mut c_void, count: c_int, datatype: Handle, source: c_int, tag: c_int, comm: Handle, request: *mut Handle) on comm => {
         running(|s| {
+            let dense = Dense::of(buf, count, datatype).filter(|_| !request.is_null());
+            if let Some(d) = dense {
+                if let Some((core, raw)) = d.post(s, buf, source, tag, comm)? {
+                    return publish(s, Request::running(comm, core, raw, None), request);
+                }
+            }
             let req = start_recv(s, buf, count, datatype, source, tag, comm)?;
             publish(s, req, request)
         })

@@ -123,7 +123,8 @@ impl Outcome {
         error: MPI_SUCCESS,
     };
 
-    fn of(raw: &RawStatus) -> Outcome {
+    /// The outcome of a finished runtime request.
+    pub fn of(raw: &RawStatus) -> Outcome {
         Outcome {
             source: if raw.source == usize::MAX {
                 MPI_ANY_SOURCE
