@@ -102,7 +102,8 @@ type Staged = (Vec<u8>, Vec<(Typed, usize)>);
 struct Output {
     ptr: *mut u8,
     len: usize,
-    staged: Option<Staged>,
+    /// Boxed: a `Prepared` moves through several calls, and smaller moves are cheaper.
+    staged: Option<Box<Staged>>,
 }
 
 impl Output {
@@ -119,7 +120,7 @@ impl Output {
         Output {
             ptr: v.as_mut_ptr(),
             len,
-            staged: Some((v, Vec::new())),
+            staged: Some(Box::new((v, Vec::new()))),
         }
     }
 
@@ -140,7 +141,7 @@ impl Output {
                 Output {
                     ptr: v.as_mut_ptr(),
                     len: v.len(),
-                    staged: Some((v, vec![(t.clone(), 0)])),
+                    staged: Some(Box::new((v, vec![(t.clone(), 0)]))),
                 }
             }
         }
@@ -148,7 +149,8 @@ impl Output {
 
     /// Unpacks staged blocks into the user's buffers.
     fn finish(self) {
-        if let Some((v, blocks)) = self.staged {
+        if let Some(staged) = self.staged {
+            let (v, blocks) = *staged;
             for (t, at) in blocks {
                 t.unpack(&v[at..(at + t.bytes()).min(v.len())]);
             }
@@ -235,7 +237,7 @@ impl Blocks {
                 Output {
                     ptr: v.as_mut_ptr(),
                     len: v.len(),
-                    staged: Some((v, at)),
+                    staged: Some(Box::new((v, at))),
                 }
             }
         }
@@ -687,7 +689,7 @@ fn inter_ialltoallw(
     let out = Output {
         ptr,
         len,
-        staged: Some((v, at)),
+        staged: Some(Box::new((v, at))),
     };
     let sends = (0..sc.len()).map(|j| (j, sd[j], sc[j])).collect();
     let recvs = (0..rc.len()).map(|j| (j, rd[j], rc[j])).collect();
@@ -1235,21 +1237,26 @@ pub(crate) unsafe fn alltoall(
         let n = s.core_comm(comm)?.size();
         let r = typed(s, recvbuf, recvcount, recvtype)?;
         not_aliased(sendbuf, recvbuf, recvcount > 0)?;
-        let displs: Vec<isize> = (0..n).map(|i| (i * r.count) as isize).collect();
-        let out = blocks(&r.dt, r.base, &vec![r.count; n], &displs, false);
+        let block = r.bytes();
+        // Rank i's block is elements i·count.. of the buffer: all n blocks together are
+        // n·count elements of the type, one run when the type is contiguous.
+        let whole = |t: Typed| Typed {
+            count: t.count * n,
+            ..t
+        };
+        let r = whole(r);
         let send = if in_place(sendbuf) {
-            Input::gather(&out.typed)
+            // A copy: the blocks arriving overwrite those still to be sent.
+            Input::owned(r.pack())
         } else {
-            let t = typed(s, sendbuf, sendcount, sendtype)?;
-            let sd: Vec<isize> = (0..n).map(|i| (i * t.count) as isize).collect();
-            blocks(&t.dt, t.base, &vec![t.count; n], &sd, false).input()
+            Input::of(&whole(typed(s, sendbuf, sendcount, sendtype)?))
         };
         start(
             s,
             comm,
-            Collective::Alltoall { block: r.bytes() },
+            Collective::Alltoall { block },
             send,
-            out.output(),
+            Output::of(&r, false),
             None,
         )
     })
@@ -1582,7 +1589,7 @@ pub(crate) unsafe fn alltoallw(
         };
         let at = rblocks.into_iter().zip(rdb.iter().copied()).collect();
         let out = Output {
-            staged: Some((v, at)),
+            staged: Some(Box::new((v, at))),
             ..out
         };
         let call = Collective::Alltoallv {

@@ -279,6 +279,23 @@ impl Builtin {
         self.size().div_ceil(self.align()) * self.align()
     }
 
+    /// The size, when values lie back to back without padding (size equals extent), so that
+    /// `count` of them are one block of `count * size` bytes; `None` for padded pair types.
+    pub const fn dense_size(self) -> Option<usize> {
+        if self.size() == self.extent() {
+            Some(self.size())
+        } else {
+            None
+        }
+    }
+
+    /// The span of the data itself from offset 0 (`MPI_Type_get_true_extent`): for
+    /// MPI_SHORT_INT bytes 0..8, for MPI_DOUBLE_INT 0..12.
+    pub fn true_extent(self) -> usize {
+        let (m, n) = self.members();
+        m[..n].iter().map(|&(o, l)| o + l).max().unwrap_or(0)
+    }
+
     /// The basic elements of one value as (byte offset, bytes): two for pair types, one otherwise.
     /// `MPI_Get_elements` counts these.
     pub fn members(self) -> ([(usize, usize); 2], usize) {
@@ -801,10 +818,7 @@ impl Datatype {
     /// The predefined type `b`.
     pub fn builtin(b: Builtin) -> Datatype {
         let (_, n) = b.members();
-        let (m, _) = b.members();
-        // True bounds cover the data only: for MPI_SHORT_INT that is bytes 0..8, for
-        // MPI_DOUBLE_INT 0..12.
-        let true_ub = m[..n].iter().map(|&(o, l)| o + l).max().unwrap_or(0);
+        let true_ub = b.true_extent();
         Datatype(Arc::new(Inner {
             contents: Contents::Named(b),
             layout: Layout::Builtin(b),

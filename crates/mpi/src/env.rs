@@ -64,7 +64,7 @@ pub(crate) fn init(required: c_int, world: bool) -> Res<c_int> {
         ];
         s.world = Some(world);
         s.world_model = world_model;
-        s.phase = Phase::Running;
+        s.set_phase(Phase::Running);
         s.thread_level = provided;
         s.main_thread = Some(std::thread::current().id());
         Ok(provided)
@@ -182,7 +182,7 @@ pub(crate) unsafe fn shutdown() -> Res {
         crate::p2p::wait_request(&mut r)?;
     }
     let world = with(|s| {
-        s.phase = Phase::Finalized;
+        s.set_phase(Phase::Finalized);
         s.predefined_comms.clear();
         Ok(s.world.take())
     })?;

@@ -198,8 +198,8 @@ pub struct State {
     pub groups: Table<GroupObj>,
     /// Created datatypes.
     pub types: Table<TypeObj>,
-    /// The predefined datatypes, built on first use.
-    pub builtin_types: rustc_hash::FxHashMap<Handle, Datatype>,
+    /// The predefined datatypes, built on first use, by handle from [`PREDEFINED_TYPES`].
+    pub builtin_types: Vec<Option<Datatype>>,
     /// Created operations.
     pub ops: Table<OpObj>,
     /// Pending and persistent requests.
@@ -267,6 +267,18 @@ pub const KEYVAL_BASE: c_int = 100;
 /// The process's MPI state (see the module doc).
 pub static STATE: LazyLock<Serialized<State>> = LazyLock::new(|| Serialized::new(State::new()));
 
+/// The handles of the predefined datatypes (and the markers MPI_LB, MPI_UB) in the standard ABI.
+pub const PREDEFINED_TYPES: std::ops::Range<Handle> = 0x200..0x300;
+
+/// Whether MPI runs (initialized, not finalized): mirrors `State::phase` for the calls that
+/// answer without entering the state.
+static RUNNING: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+/// Whether MPI is initialized and not finalized, without entering the state.
+pub fn is_running() -> bool {
+    RUNNING.load(std::sync::atomic::Ordering::Acquire)
+}
+
 /// Runs `f` on the state. Not reentrant: `f` must not call back into MPI or user code.
 pub fn with<T>(f: impl FnOnce(&mut State) -> Res<T>) -> Res<T> {
     STATE.with(f).unwrap_or_else(|| {
@@ -290,6 +302,15 @@ pub fn running<T>(f: impl FnOnce(&mut State) -> Res<T>) -> Res<T> {
 }
 
 impl State {
+    /// Moves MPI to `phase`.
+    pub fn set_phase(&mut self, phase: Phase) {
+        self.phase = phase;
+        RUNNING.store(
+            phase == Phase::Running,
+            std::sync::atomic::Ordering::Release,
+        );
+    }
+
     /// The live keyval `keyval`, created for objects of `kind`.
     pub fn keyval(&self, keyval: c_int, kind: AttrKind) -> Res<Keyval> {
         let found = usize::try_from(keyval - KEYVAL_BASE)
@@ -319,7 +340,7 @@ impl State {
             comms: Table::new(Kind::Comm),
             groups: Table::new(Kind::Group),
             types: Table::new(Kind::Datatype),
-            builtin_types: Default::default(),
+            builtin_types: vec![None; PREDEFINED_TYPES.len()],
             ops: Table::new(Kind::Op),
             requests: Table::new(Kind::Request),
             errhandlers: Table::new(Kind::Errhandler),
@@ -458,17 +479,20 @@ impl State {
         if handle == MPI_DATATYPE_NULL {
             return fail(MPI_ERR_TYPE, "MPI_DATATYPE_NULL is not a datatype");
         }
-        if let Some(obj) = self.types.get(handle) {
-            return Ok(obj.dt.clone());
-        }
-        if let Some(dt) = self.builtin_types.get(&handle) {
-            return Ok(dt.clone());
-        }
-        match Datatype::from_handle(handle) {
-            Some(dt) => {
-                self.builtin_types.insert(handle, dt.clone());
-                Ok(dt)
+        if let Some(slot) = handle
+            .checked_sub(PREDEFINED_TYPES.start)
+            .and_then(|i| self.builtin_types.get_mut(i))
+        {
+            if let Some(dt) = slot {
+                return Ok(dt.clone());
             }
+            if let Some(dt) = Datatype::from_handle(handle) {
+                *slot = Some(dt.clone());
+                return Ok(dt);
+            }
+        }
+        match self.types.get(handle) {
+            Some(obj) => Ok(obj.dt.clone()),
             None => fail(MPI_ERR_TYPE, format!("invalid datatype {handle:#x}")),
         }
     }
@@ -482,6 +506,7 @@ impl State {
                     format!("datatype {handle:#x} is used before MPI_Type_commit"),
                 );
             }
+            return Ok(obj.dt.clone());
         }
         self.datatype(handle)
     }

@@ -250,51 +250,79 @@ pub(crate) fn datatype_of(h: Handle) -> Res<Datatype> {
     running(|s| dt(s, h))
 }
 
+/// Answers a query about datatype `h`: `predefined` for a predefined type, from its table
+/// without entering the state (some programs ask per element: MPICH's dtpools checks call
+/// MPI_Type_size millions of times, and MPICH answers from the handle's bits), else `derived`.
+fn query<T>(
+    h: Handle,
+    predefined: impl FnOnce(Builtin) -> T,
+    derived: impl FnOnce(&Datatype) -> T,
+) -> Res<T> {
+    match crate::datatype::builtin_from_handle(h).filter(|_| crate::state::is_running()) {
+        Some(b) => Ok(predefined(b)),
+        None => running(|s| dt(s, h)).map(|t| derived(&t)),
+    }
+}
+
 mpi! {
     /// Lower bound and extent.
     fn MPI_Type_get_extent / PMPI_Type_get_extent(datatype: Handle, lb: *mut isize, extent: *mut isize) on NONE => {
-        let t = running(|s| dt(s, datatype))?;
-        (*out(lb, "lb")?, *out(extent, "extent")?) = (t.lb(), t.extent());
+        let (l, e) = query(datatype, |b| (0, b.extent() as isize), |t| (t.lb(), t.extent()))?;
+        (*out(lb, "lb")?, *out(extent, "extent")?) = (l, e);
         Ok(())
     }
 }
 mpi! {
     /// Lower bound and extent (MPI_Count).
     fn MPI_Type_get_extent_x / PMPI_Type_get_extent_x(datatype: Handle, lb: *mut i64, extent: *mut i64) on NONE => {
-        let t = running(|s| dt(s, datatype))?;
-        (*out(lb, "lb")?, *out(extent, "extent")?) = (t.lb() as i64, t.extent() as i64);
+        let (l, e) = query(datatype, |b| (0, b.extent() as isize), |t| (t.lb(), t.extent()))?;
+        (*out(lb, "lb")?, *out(extent, "extent")?) = (l as i64, e as i64);
         Ok(())
     }
 }
 mpi! {
     /// Bounds of the data itself.
     fn MPI_Type_get_true_extent / PMPI_Type_get_true_extent(datatype: Handle, lb: *mut isize, extent: *mut isize) on NONE => {
-        let t = running(|s| dt(s, datatype))?;
-        (*out(lb, "lb")?, *out(extent, "extent")?) = (t.true_lb(), t.true_extent());
+        let (l, e) = query(datatype, |b| (0, b.true_extent() as isize), |t| (t.true_lb(), t.true_extent()))?;
+        (*out(lb, "lb")?, *out(extent, "extent")?) = (l, e);
         Ok(())
     }
 }
 mpi! {
     /// Bounds of the data itself (MPI_Count).
     fn MPI_Type_get_true_extent_x / PMPI_Type_get_true_extent_x(datatype: Handle, lb: *mut i64, extent: *mut i64) on NONE => {
-        let t = running(|s| dt(s, datatype))?;
-        (*out(lb, "lb")?, *out(extent, "extent")?) = (t.true_lb() as i64, t.true_extent() as i64);
+        let (l, e) = query(datatype, |b| (0, b.true_extent() as isize), |t| (t.true_lb(), t.true_extent()))?;
+        (*out(lb, "lb")?, *out(extent, "extent")?) = (l as i64, e as i64);
         Ok(())
     }
 }
-mpi! {
-    /// Data bytes of one element.
-    fn MPI_Type_size / PMPI_Type_size(datatype: Handle, size: *mut c_int) on NONE => {
-        let t = running(|s| dt(s, datatype))?;
-        *out(size, "size")? = c_int::try_from(t.size()).unwrap_or(MPI_UNDEFINED);
-        Ok(())
+/// Data bytes of one element. A predefined type's size is answered before the guard: it is a
+/// table lookup that cannot fail or panic, and programs call it per element (see `query`).
+#[no_mangle]
+pub unsafe extern "C" fn PMPI_Type_size(datatype: Handle, size: *mut c_int) -> c_int {
+    let predefined = crate::datatype::builtin_from_handle(datatype);
+    if let (Some(b), Some(out)) = (predefined, size.as_mut()) {
+        if crate::state::is_running() {
+            *out = b.size() as c_int;
+            return MPI_SUCCESS;
+        }
     }
+    crate::error::guard("MPI_Type_size", NONE, || {
+        let bytes = query(datatype, Builtin::size, Datatype::size)?;
+        *out(size, "size")? = c_int::try_from(bytes).unwrap_or(MPI_UNDEFINED);
+        Ok(())
+    })
+}
+
+/// Data bytes of one element.
+#[no_mangle]
+pub unsafe extern "C" fn MPI_Type_size(datatype: Handle, size: *mut c_int) -> c_int {
+    PMPI_Type_size(datatype, size)
 }
 mpi! {
     /// Data bytes of one element (MPI_Count).
     fn MPI_Type_size_x / PMPI_Type_size_x(datatype: Handle, size: *mut i64) on NONE => {
-        let t = running(|s| dt(s, datatype))?;
-        *out(size, "size")? = t.size() as i64;
+        *out(size, "size")? = query(datatype, Builtin::size, Datatype::size)? as i64;
         Ok(())
     }
 }
@@ -1071,24 +1099,23 @@ mpi! {
 mpi! {
     /// Data bytes of one element (MPI_Count).
     fn MPI_Type_size_c / PMPI_Type_size_c(datatype: Handle, size: *mut i64) on NONE => {
-        let t = running(|s| dt(s, datatype))?;
-        *out(size, "size")? = t.size() as i64;
+        *out(size, "size")? = query(datatype, Builtin::size, Datatype::size)? as i64;
         Ok(())
     }
 }
 mpi! {
     /// Lower bound and extent (MPI_Count).
     fn MPI_Type_get_extent_c / PMPI_Type_get_extent_c(datatype: Handle, lb: *mut i64, extent: *mut i64) on NONE => {
-        let t = running(|s| dt(s, datatype))?;
-        (*out(lb, "lb")?, *out(extent, "extent")?) = (t.lb() as i64, t.extent() as i64);
+        let (l, e) = query(datatype, |b| (0, b.extent() as isize), |t| (t.lb(), t.extent()))?;
+        (*out(lb, "lb")?, *out(extent, "extent")?) = (l as i64, e as i64);
         Ok(())
     }
 }
 mpi! {
     /// Bounds of the data itself (MPI_Count).
     fn MPI_Type_get_true_extent_c / PMPI_Type_get_true_extent_c(datatype: Handle, lb: *mut i64, extent: *mut i64) on NONE => {
-        let t = running(|s| dt(s, datatype))?;
-        (*out(lb, "lb")?, *out(extent, "extent")?) = (t.true_lb() as i64, t.true_extent() as i64);
+        let (l, e) = query(datatype, |b| (0, b.true_extent() as isize), |t| (t.true_lb(), t.true_extent()))?;
+        (*out(lb, "lb")?, *out(extent, "extent")?) = (l as i64, e as i64);
         Ok(())
     }
 }

@@ -99,7 +99,8 @@ fn exchange(
     let (sources, dests, cart) = neighbourhood(s, comm)?;
     // Staged output holds one block per source: those of MPI_PROC_NULL receive nothing, so
     // they must not be unpacked over the user's data either.
-    if let Some((_, blocks)) = &mut output.staged {
+    if let Some(staged) = &mut output.staged {
+        let blocks = &mut staged.1;
         let mut i = 0;
         blocks.retain(|_| {
             i += 1;
@@ -241,7 +242,7 @@ pub(crate) unsafe fn alltoallw(
         let output = Output {
             ptr: v.as_mut_ptr(),
             len: v.len(),
-            staged: Some((v, at)),
+            staged: Some(Box::new((v, at))),
         };
         exchange(s, comm, Input::gather(&sb), &sends, output, &recvs)
     })
