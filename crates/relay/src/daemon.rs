@@ -441,6 +441,11 @@ impl Daemon {
             let now = Instant::now();
             if !events.is_empty() {
                 last_event = Some(now);
+            } else if spinning && self.again.is_empty() {
+                // Spinning, nothing came: let whatever else wants this core run first (on a
+                // shared machine, the ranks the relay is waiting for); alone, this returns at
+                // once and the spin goes on.
+                std::thread::yield_now();
             }
             let mut stop = false;
             for event in events.iter() {
