@@ -14,10 +14,20 @@ if [ -n "${BRNF:-}" ]; then
   ip netns exec "${P}sw" sysctl -q -w net.bridge.bridge-nf-call-iptables=$BRNF
   echo "switch bridge-nf-call-iptables=$(ip netns exec "${P}sw" cat /proc/sys/net/bridge/bridge-nf-call-iptables)" >> "$OUT/load.txt"
 fi
+# GSO=<bytes>: every testbed link's GSO/GRO limit (IPv4 BIG TCP above 64 KiB).
+if [ -n "${GSO:-}" ]; then
+  for ns in $(ip netns list | awk '{print $1}' | grep "^$P"); do
+    for dev in $(ip -n "$ns" -o link show | awk -F': ' '{print $2}' | cut -d@ -f1 | grep -v '^lo$'); do
+      ip -n "$ns" link set dev "$dev" gso_max_size "$GSO" gso_ipv4_max_size "$GSO" gro_max_size "$GSO" gro_ipv4_max_size "$GSO"
+    done
+  done
+  echo "GSO=$GSO on every link" >> "$OUT/load.txt"
+fi
 for r in $(seq "$ROUNDS"); do
   for v in "$@"; do
     name=${v%%:*}; rest=${v#*:}; path=${rest%%:*}; envs=${rest#*:}
     ra=""; case "$envs" in *RSPIN=*) ra="--relay-spin-us $(echo "$envs" | sed 's/.*RSPIN=\([0-9]*\).*/\1/')";; esac
+    case "$envs" in *RCOPY=*) ra="$ra --relay-copy $(echo "$envs" | sed 's/.*RCOPY=\([a-z]*\).*/\1/')";; esac
     bin=$FERRY; case "$envs" in *BIN=*) bin=$(echo "$envs" | sed 's/.*BIN=\([^,]*\).*/\1/');; esac
     env $(echo "$envs" | tr ',' ' ') "$bin" run $ra --grid "$GRIDS/pairs/$path.toml" --testbed-prefix "$P" \
       -n 2 --timeout 600 /usr/bin/time -f ferry-cpu:%U:%S:%e "$bin" bench-rank pingpong "$MIN" "$MAX" 0 1 "$OUT/$name-$r.csv" 2>"$OUT/$name-$r.err"
