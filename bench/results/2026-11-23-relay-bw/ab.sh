@@ -14,15 +14,6 @@ if [ -n "${BRNF:-}" ]; then
   ip netns exec "${P}sw" sysctl -q -w net.bridge.bridge-nf-call-iptables=$BRNF
   echo "switch bridge-nf-call-iptables=$(ip netns exec "${P}sw" cat /proc/sys/net/bridge/bridge-nf-call-iptables)" >> "$OUT/load.txt"
 fi
-# GSO=<bytes>: every testbed link's GSO/GRO limit (IPv4 BIG TCP above 64 KiB).
-if [ -n "${GSO:-}" ]; then
-  for ns in $(ip netns list | awk '{print $1}' | grep "^$P"); do
-    for dev in $(ip -n "$ns" -o link show | awk -F': ' '{print $2}' | cut -d@ -f1 | grep -v '^lo$'); do
-      ip -n "$ns" link set dev "$dev" gso_max_size "$GSO" gso_ipv4_max_size "$GSO" gro_max_size "$GSO" gro_ipv4_max_size "$GSO"
-    done
-  done
-  echo "GSO=$GSO on every link" >> "$OUT/load.txt"
-fi
 for r in $(seq "$ROUNDS"); do
   for v in "$@"; do
     name=${v%%:*}; rest=${v#*:}; path=${rest%%:*}; envs=${rest#*:}
