@@ -150,6 +150,11 @@ struct RunArgs {
     #[arg(long, value_name = "MODE", requires = "grid")]
     relay_copy: Option<String>,
 
+    /// How long the grid's relays keep polling after their last event, in microseconds
+    /// (`ferry relay --spin-us`; default: the relay's own).
+    #[arg(long, value_name = "MICROSECONDS", requires = "grid")]
+    relay_spin_us: Option<u64>,
+
     /// Print the path matrix of the job (rank 0; same as FERRY_SHOW_PATHS=1).
     #[arg(long)]
     show_paths: bool,
@@ -231,6 +236,11 @@ fn run_command(args: RunArgs) -> i32 {
                 .relay_copy
                 .iter()
                 .flat_map(|m| ["--copy".to_string(), m.clone()])
+                .chain(
+                    args.relay_spin_us
+                        .iter()
+                        .flat_map(|us| ["--spin-us".to_string(), us.to_string()]),
+                )
                 .collect(),
         });
     }
@@ -559,6 +569,7 @@ fn normalize_run_args(argv: Vec<OsString>) -> Vec<OsString> {
                 | "--grid"
                 | "--testbed-prefix"
                 | "--relay-copy"
+                | "--relay-spin-us"
         );
         out.push(arg);
     }

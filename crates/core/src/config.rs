@@ -84,6 +84,11 @@ pub struct Config {
     /// `FERRY_SPIN` (polls, default: 4000, or 100 when ranks outnumber cores): polls without
     /// progress before a waiting rank yields and then sleeps.
     pub spin: Option<u32>,
+    /// `FERRY_SPIN_YIELD` (`0` | `1`, default: 1 when ranks outnumber cores, else 0): the spin's
+    /// polls give the core away (`sched_yield`) in between. Alone on a core that costs a system
+    /// call per poll; on a shared core it lets the processes being waited for (the peer, a
+    /// relay) run instead of the spin, and it still keeps the core awake.
+    pub spin_yield: Option<bool>,
     /// `FERRY_RAILS` (1 … 16, default: one per `FERRY_RAIL_ADDRS` entry, else 1): TCP
     /// connections per peer pair. Rail 0 carries every frame in order; rendezvous payloads of
     /// at least `FERRY_RAIL_STRIPE` bytes are cut into chunks spread over all rails.
@@ -121,6 +126,7 @@ impl Default for Config {
             tcp_chunk: 256 << 10,
             tcp_buffer: 0,
             spin: None,
+            spin_yield: None,
             rails: 1,
             rail_addrs: Vec::new(),
             rail_policy: RailPolicy::Weighted,
@@ -173,6 +179,16 @@ impl Config {
             Ok(_) => Some(parse("FERRY_SPIN", 0u32)?),
             Err(_) => None,
         };
+        let spin_yield = match std::env::var("FERRY_SPIN_YIELD").as_deref().map(str::trim) {
+            Err(_) | Ok("") => None,
+            Ok("1") => Some(true),
+            Ok("0") => Some(false),
+            Ok(other) => {
+                return Err(Error::Config(format!(
+                    "FERRY_SPIN_YIELD={other:?}: expected 0 or 1"
+                )))
+            }
+        };
         let rail_addrs = match std::env::var("FERRY_RAIL_ADDRS") {
             Ok(text) if !text.trim().is_empty() => text
                 .split(',')
@@ -222,6 +238,7 @@ impl Config {
             tcp_chunk: parse("FERRY_TCP_CHUNK", d.tcp_chunk)?.max(4096),
             tcp_buffer: parse("FERRY_TCP_BUF", d.tcp_buffer)?,
             spin,
+            spin_yield,
             rails,
             rail_addrs,
             rail_policy: match std::env::var("FERRY_RAIL_POLICY").as_deref() {
@@ -296,6 +313,13 @@ impl Config {
                 self.spin
                     .map_or("auto (4000, 100 when oversubscribed)".into(), |s| {
                         s.to_string()
+                    }),
+            ),
+            (
+                "FERRY_SPIN_YIELD",
+                self.spin_yield
+                    .map_or("auto (1 when oversubscribed, else 0)".into(), |y| {
+                        u8::from(y).to_string()
                     }),
             ),
             ("FERRY_RAILS", self.rails.to_string()),

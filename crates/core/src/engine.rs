@@ -1026,6 +1026,8 @@ pub(crate) struct Engine {
     shm_chunk: usize,
     tcp_chunk: usize,
     spin: u32,
+    /// The spin's polls yield the core in between (`FERRY_SPIN_YIELD`).
+    spin_yield: bool,
     /// The longest sleep of a wait with nothing to do: long when this thread is alone with the
     /// engine, short when other threads may want it (see `Shared::wait_until`).
     pub(crate) nap: Duration,
@@ -1102,6 +1104,7 @@ pub(crate) struct EngineSetup {
     pub tcp_eager_limit: usize,
     pub tcp_chunk: usize,
     pub spin: u32,
+    pub spin_yield: bool,
     /// TCP rails per peer, how chunks are spread over them, and from which size.
     pub rails: usize,
     pub rail_policy: crate::config::RailPolicy,
@@ -1153,6 +1156,7 @@ impl Engine {
             tcp_eager_limit: setup.tcp_eager_limit,
             tcp_chunk: setup.tcp_chunk,
             spin: setup.spin,
+            spin_yield: setup.spin_yield,
             nap: Duration::from_millis(20),
             lanes: if setup.rails > 1 {
                 (0..size)
@@ -1947,7 +1951,11 @@ impl Engine {
     /// sleeps until a transport wakes us (or the nap ends).
     fn back_off(&mut self, idle: u32) -> Result<(), Error> {
         if idle < self.spin {
-            std::hint::spin_loop();
+            if self.spin_yield {
+                std::thread::yield_now();
+            } else {
+                std::hint::spin_loop();
+            }
         } else if idle < self.spin + 20 {
             std::thread::yield_now();
         } else {
@@ -2023,6 +2031,7 @@ mod tests {
             tcp_eager_limit: 1 << 16,
             tcp_chunk: 1 << 18,
             spin: 1,
+            spin_yield: false,
             rails,
             rail_policy: crate::config::RailPolicy::Weighted,
             rail_stripe: 1 << 19,

@@ -159,6 +159,7 @@ pub fn init() -> Result<World, Error> {
     let n = size as usize;
     let cores = std::thread::available_parallelism().map_or(1, |c| c.get());
     let spin = config.spin.unwrap_or(if n > cores { 100 } else { 4000 });
+    let spin_yield = config.spin_yield.unwrap_or(n > cores);
 
     let place = config.place.as_ref();
     let mut card = Card {
@@ -296,6 +297,7 @@ pub fn init() -> Result<World, Error> {
         rail_policy: config.rail_policy,
         rail_stripe: config.rail_stripe,
         spin,
+        spin_yield,
     });
     let in_effect = Config {
         shm_eager_limit: Some(engine.shm_eager_limit()),
@@ -304,6 +306,7 @@ pub fn init() -> Result<World, Error> {
             TransportKind::Tcp => 0,
         }),
         spin: Some(spin),
+        spin_yield: Some(spin_yield),
         ..config.clone()
     };
     if engine.tcp.is_some() {
@@ -350,11 +353,13 @@ fn singleton(config: &Config) -> World {
         rail_policy: config.rail_policy,
         rail_stripe: config.rail_stripe,
         spin: 1,
+        spin_yield: false,
     });
     let in_effect = Config {
         shm_eager_limit: Some(engine.shm_eager_limit()),
         shm_ring_bytes: Some(0),
         spin: Some(1),
+        spin_yield: Some(false),
         ..config.clone()
     };
     World {

@@ -337,6 +337,14 @@ const CVARS: &[CvarDef] = &[
         value: |c| num(c.spin.unwrap_or(0)),
     },
     CvarDef {
+        env: "FERRY_SPIN_YIELD",
+        desc: "1: a waiting rank's polls yield the core in between (0 before MPI_Init when left to MPI_Init: 1 when ranks outnumber cores, else 0).",
+        ty: CvarType::UInt,
+        verbosity: MPI_T_VERBOSITY_TUNER_BASIC,
+        category: CAT_TRANSPORT,
+        value: |c| num(c.spin_yield.map_or(0, u64::from)),
+    },
+    CvarDef {
         env: "FERRY_CONNECT_TIMEOUT",
         desc: "Seconds setup waits for every peer.",
         ty: CvarType::ULong,

@@ -6,13 +6,19 @@
 #
 #   crates/testbed/scripts/grid-pingpong.sh FERRY OUTDIR [ROUNDS] [MAX_BYTES] [RELAY_COPY]
 #
-# Writes OUTDIR/<path>-<round>.csv (ferry bench-rank pingpong) and OUTDIR/summary.txt.
+# Writes OUTDIR/<path>-<round>.csv (ferry bench-rank pingpong), OUTDIR/<path>-<round>.err (the
+# job's stderr: each rank's CPU time from /usr/bin/time, the relay's last status line with its
+# CPU time) and OUTDIR/summary.txt. MIN=<bytes> in the environment starts the sweep there
+# (default 1); FERRY_* settings in the environment reach the ranks.
 set -eu
 FERRY=$(realpath "${1:?ferry binary}")
 OUT=${2:?output directory}
 ROUNDS=${3:-3}
 MAX=${4:-16777216}
 COPY=${5:-splice}
+MIN=${MIN:-1}
+TIME=""
+[ -x /usr/bin/time ] && TIME="/usr/bin/time -f ferry-cpu:%U:%S:%e"
 GRIDS=$(cd "$(dirname "$0")/../grids" && pwd)
 P="fyb$$-"
 mkdir -p "$OUT"
@@ -28,7 +34,8 @@ trap '"$FERRY" testbed down --prefix "$P" >/dev/null' EXIT INT TERM
 for r in $(seq "$ROUNDS"); do
   for path in direct nat relay; do
     "$FERRY" run --grid "$GRIDS/pairs/$path.toml" --testbed-prefix "$P" --relay-copy "$COPY" \
-      -n 2 --timeout 600 "$FERRY" bench-rank pingpong 1 "$MAX" 0 1 "$OUT/$path-$r.csv" 2>/dev/null
+      -n 2 --timeout 600 $TIME "$FERRY" bench-rank pingpong "$MIN" "$MAX" 0 1 "$OUT/$path-$r.csv" \
+      2>"$OUT/$path-$r.err"
   done
 done
 echo "load after: $(cut -d' ' -f1-3 /proc/loadavg)" >> "$OUT/summary.txt"
@@ -58,4 +65,16 @@ done | sort -t, -k2,2n -k1,1 | awk -F, '
       printf "| %d | %.1f | %.1f | %.1f | %.0f | %.0f | %.0f | %.0f %% | %.0f %% |\n", s, ud, un, ur, d, na, r, pn, pr
     }
   }' >> "$OUT/summary.txt"
+# CPU seconds per GiB carried (both directions: 2 x bytes per round trip, plus the warm-up
+# round trip of each size), per round: each rank's user + system time and the relay's.
+for f in "$OUT"/*-*.csv; do
+  b=${f%.csv}
+  [ -f "$b.err" ] || continue
+  bytes=$(grep -v '^#' "$f" | grep -v '^bytes' | awk -F, '{ s += 2 * $1 * ($2 * $3 + 1) } END { printf "%.0f", s }')
+  awk -v name="$(basename "$b")" -v bytes="$bytes" '
+    /ferry-cpu:/ { n = split($0, a, ":"); ranks = ranks sprintf(" %.2f", (a[n-2] + a[n-1]) * 2^30 / bytes); wall = wall sprintf(" %.1f", a[n]) }
+    /ferry relay:.*cpu=/ { match($0, /cpu=[0-9.]+/); relay += substr($0, RSTART + 4, RLENGTH - 4) * 2^30 / bytes; seen = 1 }
+    END { printf "cpu s/GiB %-10s ranks%s relay %s (wall s%s, %.2f GiB)\n", name, ranks, seen ? sprintf("%.2f", relay) : "-", wall, bytes / 2^30 }
+  ' "$b.err"
+done >> "$OUT/summary.txt"
 cat "$OUT/summary.txt"
