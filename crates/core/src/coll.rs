@@ -471,6 +471,9 @@ impl Engine {
                 return Err(e);
             }
         }
+        if self.drains.is_empty() {
+            return Ok(progressed);
+        }
         let before = self.drains.len();
         let mut drains = std::mem::take(&mut self.drains);
         drains.retain(|(id, _)| match self.proto.is_done(*id) {

@@ -369,6 +369,18 @@ impl ShmTransport {
         })
     }
 
+    /// Whether any inbound ring holds a record: the cheap first look of an idle progress pass
+    /// (a load of each ring's tail, and no load while records seen before are unread).
+    #[inline]
+    pub(crate) fn any_ready(&mut self) -> bool {
+        self.inbound.iter_mut().flatten().any(|c| {
+            if c.head == c.tail_seen {
+                c.tail_seen = c.ring.tail().load(Ordering::Acquire);
+            }
+            c.head != c.tail_seen
+        })
+    }
+
     /// Releases the head record from `peer` that carried `payload` bytes.
     pub(crate) fn pop(&mut self, peer: usize, payload: usize) {
         if let Some(c) = self.inbound[peer].as_mut() {
