@@ -366,10 +366,34 @@ impl Collective {
     }
 }
 
+/// How a collective call stands once started.
+pub(crate) enum Started {
+    /// All of it ran at once (its sends went out, its messages were there): no request.
+    Done,
+    /// Still running, as this request.
+    Running(ReqId),
+}
+
 impl Engine {
     /// Starts a collective call; the returned request completes with the schedule.
     pub(crate) fn start_collective(&mut self, call: CollectiveCall) -> Result<ReqId, Error> {
-        let id = self.new_collective_request();
+        let len = call.schedule.recv_bytes;
+        match self.begin_collective(call)? {
+            Started::Running(id) => Ok(id),
+            Started::Done => Ok(self.new_done_request(Completion {
+                source: self.proto.me,
+                tag: 0,
+                len,
+                message_len: len,
+                cancelled: false,
+            })),
+        }
+    }
+
+    /// Starts a collective call and runs what it can now; a request stands for it only if it
+    /// must go on running (a blocking call that finished at once then skips making,
+    /// completing and taking one).
+    pub(crate) fn begin_collective(&mut self, call: CollectiveCall) -> Result<Started, Error> {
         let n = call.schedule.steps.len();
         let mut scratch = self.spare.scratch_lists.pop().unwrap_or_default();
         for &len in &call.schedule.scratch {
@@ -381,7 +405,7 @@ impl Engine {
         let mut steps = self.spare.steps.pop().unwrap_or_default();
         steps.extend((0..n).map(|_| StepState::Waiting));
         let mut c = Collective {
-            id,
+            id: 0, // given when it is queued
             scratch,
             schedule: call.schedule,
             context: call.context,
@@ -398,35 +422,46 @@ impl Engine {
             stand_ins: call.stand_ins,
         };
         c.advance(self)?;
-        if !self.finish(&mut c)? {
-            self.collectives.push(c);
+        if self.settle(&mut c)? {
+            return Ok(Started::Done);
         }
-        Ok(id)
+        c.id = self.new_collective_request();
+        let id = c.id;
+        self.collectives.push(c);
+        Ok(Started::Running(id))
     }
 
-    /// Completes `c`'s request if all of it is done (its allocations go back to the spares);
-    /// a call that received a message of the wrong length fails now.
-    fn finish(&mut self, c: &mut Collective) -> Result<bool, Error> {
+    /// Whether all of `c` is done; if so its allocations go back to the spares, and a call
+    /// that received a message of the wrong length fails now.
+    fn settle(&mut self, c: &mut Collective) -> Result<bool, Error> {
         if c.left > 0 || !c.lingering.is_empty() {
             return Ok(false);
         }
         self.spare.keep(c);
         c.stand_ins = Vec::new();
-        let len = c.schedule.recv_bytes;
-        self.proto.complete(
-            c.id,
-            Completion {
-                source: self.proto.me,
-                tag: 0,
-                len,
-                message_len: len,
-                cancelled: false,
-            },
-        );
         match c.failed.take() {
             Some(e) => Err(e),
             None => Ok(true),
         }
+    }
+
+    /// Completes the request of a queued collective `c` if all of it is done (see `settle`).
+    fn finish(&mut self, c: &mut Collective) -> Result<bool, Error> {
+        let settled = self.settle(c);
+        if !matches!(settled, Ok(false)) {
+            let len = c.schedule.recv_bytes;
+            self.proto.complete(
+                c.id,
+                Completion {
+                    source: self.proto.me,
+                    tag: 0,
+                    len,
+                    message_len: len,
+                    cancelled: false,
+                },
+            );
+        }
+        settled
     }
 
     /// Advances every running collective and frees drained copies. Part of `progress`.

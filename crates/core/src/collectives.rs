@@ -7,7 +7,7 @@
 //! `FERRY_COLL_SELECTION` to replace them). Each rank's cluster comes from the bootstrap cards
 //! (`FERRY_CLUSTER` or `FERRY_CLUSTERS`, see [`Comm::clusters`]).
 
-use crate::coll::{CollectiveCall, Planned, Reducer};
+use crate::coll::{CollectiveCall, Planned, Reducer, Started};
 use crate::comm::{Comm, Request, Scope};
 use crate::engine::ReqId;
 use crate::error::Error;
@@ -373,6 +373,37 @@ impl Comm {
         recv: (*mut u8, usize),
         reduce: Option<Reducer>,
     ) -> Result<ReqId, Error> {
+        let call = self.collective_call(schedule, send, recv, reduce);
+        self.shared.engine.borrow_mut().start_collective(call)
+    }
+
+    /// Like [`Comm::launch`], and waits until the call is done (a call that finishes as it
+    /// starts needs no request).
+    pub(crate) fn launch_and_wait(
+        &self,
+        schedule: Planned,
+        send: (*const u8, usize),
+        recv: (*mut u8, usize),
+        reduce: Option<Reducer>,
+    ) -> Result<(), Error> {
+        let call = self.collective_call(schedule, send, recv, reduce);
+        let started = self.shared.engine.borrow_mut().begin_collective(call)?;
+        match started {
+            Started::Done => Ok(()),
+            Started::Running(id) => self.shared.wait(id).map(drop),
+        }
+    }
+
+    /// The executor's view of a call of `schedule` on these buffers, under the next call
+    /// number.
+    #[inline]
+    fn collective_call(
+        &self,
+        schedule: Planned,
+        send: (*const u8, usize),
+        recv: (*mut u8, usize),
+        reduce: Option<Reducer>,
+    ) -> CollectiveCall {
         let schedule = schedule.into_inner();
         // A buffer too small for this rank's part (its counts differ from the others') fails
         // the call, but the rank still takes part with a stand-in: leaving now would leave the
@@ -392,20 +423,17 @@ impl Comm {
         }
         let call = self.calls.get().wrapping_add(1);
         self.calls.set(call);
-        self.shared
-            .engine
-            .borrow_mut()
-            .start_collective(CollectiveCall {
-                schedule,
-                context: self.context,
-                call,
-                world_of: self.group.world_of.clone(),
-                send: send.0,
-                recv: recv.0,
-                reduce,
-                failed,
-                stand_ins,
-            })
+        CollectiveCall {
+            schedule,
+            context: self.context,
+            call,
+            world_of: self.group.world_of.clone(),
+            send: send.0,
+            recv: recv.0,
+            reduce,
+            failed,
+            stand_ins,
+        }
     }
 
     fn run_schedule(
@@ -415,8 +443,8 @@ impl Comm {
         recv: &mut [u8],
         reduce: Option<Reducer>,
     ) -> Result<(), Error> {
-        let id = self.start_schedule(schedule, send, recv, reduce)?;
-        self.shared.wait(id).map(drop)
+        let (send, recv) = ((send.as_ptr(), send.len()), (recv.as_mut_ptr(), recv.len()));
+        self.launch_and_wait(schedule, send, recv, reduce)
     }
 
     fn run_typed<T: Pod>(

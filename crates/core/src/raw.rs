@@ -230,6 +230,20 @@ impl Comm {
         self.launch(schedule, send, recv, reduce).map(RawRequest)
     }
 
+    /// [`Comm::raw_collective`] run to its end: returns once the call is done.
+    ///
+    /// # Safety
+    /// The buffers must stay valid (and `send` unchanged) until the call returns.
+    pub unsafe fn raw_collective_wait(
+        &self,
+        schedule: crate::Planned,
+        send: (*const u8, usize),
+        recv: (*mut u8, usize),
+        reduce: Option<Reducer>,
+    ) -> Result<(), Error> {
+        self.launch_and_wait(schedule, send, recv, reduce)
+    }
+
     /// Whether `request` has finished (no progress is made).
     pub fn raw_done(&self, request: RawRequest) -> bool {
         self.shared.engine.borrow().proto.is_done(request.0)

@@ -463,11 +463,16 @@ impl Prepared {
 
     /// Runs the collective to completion: the blocking call needs no request object.
     fn run(mut self) -> Res {
-        let raw = self.start()?;
-        self.core.wait_until(|done| done(raw))?;
-        if self.core.raw_take(raw).is_none() {
-            return fail(MPI_ERR_INTERN, "collective finished without an outcome");
-        }
+        let (input, output) = (&self.input, &self.output);
+        // SAFETY: as in `start`; the call is done when this returns.
+        unsafe {
+            self.core.raw_collective_wait(
+                self.schedule.clone(),
+                (input.ptr, input.len),
+                (output.ptr, output.len),
+                self.reduce.take(),
+            )?
+        };
         drop(self.input.staged);
         self.output.finish();
         Ok(())
