@@ -289,6 +289,10 @@ pub(crate) trait FrameSink {
     /// The rail of a RAIL_DOWN with `seq` is read to its end: ordered frames from number `seq`
     /// on that arrived already are dropped when they come again.
     fn drained(&mut self, _peer: u32, _seq: u64) {}
+    /// Whether `peer` said BYE: the end of its connection is then no failure.
+    fn departed(&self, _peer: u32) -> bool {
+        false
+    }
 }
 
 /// The protocol half of the engine.
@@ -322,6 +326,9 @@ pub(crate) struct Proto {
     /// message to its sender (an exchange) pulls alone: both cores copy already, and sharing
     /// would only add a round trip.
     large_out: Vec<u32>,
+    /// Peers that said BYE: the end of their connection is orderly (another world's
+    /// processes finalize and exit on their own).
+    departed: Vec<bool>,
     requests: Requests,
     matcher: Matcher<ReqId, Unexpected>,
     outq: Vec<VecDeque<Out>>,
@@ -371,6 +378,25 @@ fn protocol_error(peer: u32, detail: impl std::fmt::Display) -> Error {
 }
 
 impl Proto {
+    /// Makes room for peers up to (not including) `peers`: the new ones are reached over TCP
+    /// (processes of a world spawned later, or of the world that spawned ours) and have no
+    /// known process id yet.
+    #[cold]
+    pub(crate) fn grow(&mut self, peers: usize) {
+        if peers <= self.routes.len() {
+            return;
+        }
+        self.routes.resize(peers, Route::Tcp);
+        self.pids.resize(peers, 0);
+        self.ordered_in.resize(peers, 0);
+        self.skip.resize(peers, 0);
+        self.cma_proven.resize(peers, false);
+        self.large_out.resize(peers, 0);
+        self.outq.resize_with(peers, VecDeque::new);
+        self.queued.resize(peers, false);
+        self.departed.resize(peers, false);
+    }
+
     /// Keeps a message no receive was posted for, and counts it.
     fn push_unexpected(&mut self, env: Envelope, message: Unexpected) {
         self.matcher.push_unexpected(env, message);
@@ -762,6 +788,10 @@ impl Proto {
 }
 
 impl FrameSink for Proto {
+    fn departed(&self, peer: u32) -> bool {
+        self.departed.get(peer as usize).copied().unwrap_or(false)
+    }
+
     fn take_drains(&mut self, peer: u32) -> Vec<(u16, u64)> {
         let mut taken = Vec::new();
         self.to_drain.retain(|&(p, rail, seq)| {
@@ -780,6 +810,10 @@ impl FrameSink for Proto {
     }
 
     fn begin_frame(&mut self, peer: u32, frame: &Frame) -> Result<Incoming, Error> {
+        if peer as usize >= self.routes.len() {
+            // A process of another world connected before we were told about it.
+            self.grow(peer as usize + 1);
+        }
         let rails = self.acknowledged(peer);
         if rails && self.skip[peer as usize] > 0 && frame.is_ordered() {
             return Ok(Incoming {
@@ -995,7 +1029,7 @@ impl FrameSink for Proto {
                     ))
                 }
             },
-            (Arrival::Control, Frame::Bye) => {}
+            (Arrival::Control, Frame::Bye) => self.departed[peer as usize] = true,
             (Arrival::Control, Frame::RailDown { rail, seq })
                 if self.acknowledged(peer) && (rail as usize) < self.rails =>
             {
@@ -1132,6 +1166,7 @@ impl Engine {
                 cma_proven: vec![false; size],
                 shared_pulls: Vec::new(),
                 large_out: vec![0; size],
+                departed: vec![false; size],
                 requests: Requests {
                     slots: Vec::new(),
                     free: Vec::new(),
@@ -1166,6 +1201,37 @@ impl Engine {
             in_place: Vec::new(),
             held: vec![None; size],
         }
+    }
+
+    /// Takes peers `uids` (processes of another world of the job) with their process ids:
+    /// reached over TCP, connected by whichever side dials.
+    pub(crate) fn add_peers(&mut self, uids: &[(u32, u32)]) {
+        let end = uids.iter().map(|&(u, _)| u as usize + 1).max().unwrap_or(0);
+        self.proto.grow(end);
+        for &(uid, pid) in uids {
+            if pid != 0 {
+                self.proto.pids[uid as usize] = pid;
+            }
+        }
+        if let Some(t) = self.tcp.as_mut() {
+            t.grow(self.proto.routes.len());
+        }
+    }
+
+    /// Queues BYE to `peers` (their connection's end will then be orderly here and there).
+    pub(crate) fn say_bye(&mut self, peers: &[u32]) -> Result<(), Error> {
+        for &peer in peers {
+            if self
+                .tcp
+                .as_ref()
+                .is_some_and(|t| t.connected(peer as usize))
+            {
+                self.proto
+                    .push_out(peer, Out::Frame(OutFrame::control(Frame::Bye)));
+                self.flush_peer(peer)?;
+            }
+        }
+        Ok(())
     }
 
     /// The traffic totals, with the unexpected queue's length now.

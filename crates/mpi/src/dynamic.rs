@@ -308,36 +308,244 @@ mpi! {
     }
 }
 
-mpi! {
-    /// Starting processes after launch is not supported yet: fails with MPI_ERR_SPAWN.
-    fn MPI_Comm_spawn / PMPI_Comm_spawn(_command: *const c_char, _argv: *mut *mut c_char, maxprocs: c_int, _info: Handle, _root: c_int, comm: Handle, intercomm: *mut Handle, array_of_errcodes: *mut c_int) on comm => {
-        spawn_unsupported(maxprocs, intercomm, array_of_errcodes)
+/// MPI_UNIVERSE_SIZE: `FERRY_UNIVERSE_SIZE` (`ferry run --universe-size`), else the larger of
+/// the world's size and the cores here; never below the world's size.
+pub fn universe_size(world_size: usize) -> c_int {
+    let cores = std::thread::available_parallelism().map_or(1, |c| c.get());
+    let asked = std::env::var(ferry_wire_env::UNIVERSE_SIZE)
+        .ok()
+        .and_then(|v| v.trim().parse::<usize>().ok());
+    let n = asked.unwrap_or(cores).max(world_size);
+    c_int::try_from(n).unwrap_or(c_int::MAX)
+}
+
+/// MPI_APPNUM: which command of an MPI_Comm_spawn_multiple this process runs (0 otherwise).
+pub fn appnum() -> c_int {
+    std::env::var(ferry_wire_env::APPNUM)
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(0)
+}
+
+use ferry_core::spawn::env as ferry_wire_env;
+use ferry_core::spawn::{App, ParentInfo};
+
+/// In a process started by MPI_Comm_spawn (at MPI_Init): connects to the spawning group and
+/// makes MPI_Comm_get_parent's intercommunicator. Nothing for other processes.
+pub(crate) fn join_parent() -> Res {
+    let Some(parent) = ParentInfo::of_this_process()? else {
+        return Ok(());
+    };
+    on_world(|w| Ok(w.connect_to(&parent.group)?))?;
+    let world = running(|s| s.core_comm(MPI_COMM_WORLD))?;
+    let h = crate::inter::between(
+        MPI_COMM_WORLD,
+        &world,
+        world.world_ranks(),
+        &parent.group,
+        world.rank(),
+        parent.pair,
+    )?;
+    running(|s| {
+        let obj = s.comm_mut(h)?;
+        obj.name = "MPI_COMM_PARENT".into();
+        s.parent = h;
+        Ok(())
+    })
+}
+
+/// A C string (NULL: empty).
+unsafe fn c_text(p: *const c_char) -> String {
+    if p.is_null() {
+        String::new()
+    } else {
+        CStr::from_ptr(p).to_string_lossy().into_owned()
     }
 }
 
-mpi! {
-    /// Starting processes after launch is not supported yet: fails with MPI_ERR_SPAWN.
-    fn MPI_Comm_spawn_multiple / PMPI_Comm_spawn_multiple(count: c_int, _commands: *mut *mut c_char, _argvs: *mut *mut *mut c_char, maxprocs: *const c_int, _infos: *const Handle, _root: c_int, comm: Handle, intercomm: *mut Handle, array_of_errcodes: *mut c_int) on comm => {
-        let total = if maxprocs.is_null() || count <= 0 {
-            0
-        } else {
-            std::slice::from_raw_parts(maxprocs, count as usize).iter().map(|&n| n.max(0)).sum()
-        };
-        spawn_unsupported(total, intercomm, array_of_errcodes)
+/// The strings of a NULL-terminated `argv` (MPI_ARGV_NULL: none).
+unsafe fn c_argv(argv: *mut *mut c_char) -> Vec<String> {
+    let mut out = Vec::new();
+    if argv.is_null() {
+        return out;
+    }
+    let mut i = 0;
+    loop {
+        let a = *argv.add(i);
+        if a.is_null() {
+            return out;
+        }
+        out.push(c_text(a));
+        i += 1;
     }
 }
 
-unsafe fn spawn_unsupported(procs: c_int, intercomm: *mut Handle, errcodes: *mut c_int) -> Res {
-    if let Some(out) = intercomm.as_mut() {
-        *out = MPI_COMM_NULL;
+/// The value of `key` in `info` (MPI_INFO_NULL: none).
+fn info_value(info: Handle, key: &str) -> Res<Option<String>> {
+    if info == MPI_INFO_NULL {
+        return Ok(None);
     }
-    if !errcodes.is_null() {
-        for i in 0..procs.max(0) as usize {
-            *errcodes.add(i) = MPI_ERR_SPAWN;
+    running(|s| {
+        let kv = s
+            .infos
+            .get(info)
+            .ok_or_else(|| MpiError::new(MPI_ERR_INFO, format!("invalid info {info:#x}")))?;
+        Ok(kv.iter().find(|(k, _)| k == key).map(|(_, v)| v.clone()))
+    })
+}
+
+/// One command of a spawn as the launcher runs it. The program is made absolute here, where
+/// the root's directory and the info's `path` are known: a name with a `/` is taken from the
+/// root's working directory, a bare name from the info's `path` directories, then the root's
+/// directory, then `PATH` (the launcher's lookup). `wdir` defaults to the root's directory.
+/// Other keys (`host`, `arch`, `file`, `soft`) are accepted and ignored: every process runs on
+/// this host, and `soft` is moot as every requested process is started.
+unsafe fn app(
+    command: *const c_char,
+    argv: *mut *mut c_char,
+    procs: c_int,
+    info: Handle,
+) -> Res<App> {
+    if command.is_null() {
+        return fail(MPI_ERR_ARG, "command is NULL");
+    }
+    let procs = u32::try_from(procs)
+        .ok()
+        .filter(|&n| n > 0)
+        .ok_or_else(|| MpiError::new(MPI_ERR_ARG, format!("maxprocs {procs} is not positive")))?;
+    let cwd = std::env::current_dir()
+        .map_err(|e| MpiError::new(MPI_ERR_SPAWN, format!("no working directory: {e}")))?;
+    let name = c_text(command);
+    let path = info_value(info, "path")?;
+    let program = if name.contains('/') {
+        cwd.join(&name)
+    } else {
+        let dirs = path
+            .iter()
+            .flat_map(|p| {
+                p.split(':')
+                    .map(std::path::PathBuf::from)
+                    .collect::<Vec<_>>()
+            })
+            .chain(std::iter::once(cwd.clone()));
+        dirs.map(|d| cwd.join(d).join(&name))
+            .find(|p| p.is_file())
+            .unwrap_or_else(|| std::path::PathBuf::from(&name))
+    };
+    let wdir = match info_value(info, "wdir")? {
+        Some(w) if !w.is_empty() => cwd.join(w),
+        _ => cwd,
+    };
+    Ok(App {
+        procs,
+        command: program.to_string_lossy().into_owned(),
+        wdir: wdir.to_string_lossy().into_owned(),
+        args: c_argv(argv),
+    })
+}
+
+/// MPI_Comm_spawn(_multiple), collective over `comm`: the root asks the launcher for a world
+/// running what `apps` gives (only the root calls it), everyone learns its universe ranks,
+/// takes them as peers and makes the intercommunicator on the pairs the root claimed.
+unsafe fn spawn(
+    comm: Handle,
+    root: c_int,
+    apps: impl FnOnce() -> Res<Vec<App>>,
+    intercomm: *mut Handle,
+    errcodes: *mut c_int,
+) -> Res {
+    let out = intercomm
+        .as_mut()
+        .ok_or_else(|| MpiError::new(MPI_ERR_ARG, "intercomm is NULL"))?;
+    let local = running(|s| s.intra_comm(comm))?;
+    let root = usize::try_from(root)
+        .ok()
+        .filter(|&r| r < local.size())
+        .ok_or_else(|| {
+            MpiError::new(
+                MPI_ERR_ROOT,
+                format!(
+                    "root {root} is not in a communicator of {} ranks",
+                    local.size()
+                ),
+            )
+        })?;
+    // The new processes dial every one of us: each publishes its address first.
+    on_world(|w| Ok(w.open_to_other_worlds()?))?;
+    local.barrier()?;
+    // [ok, base, size, pair]
+    let mut word = [0u32; 4];
+    let mut why = None;
+    if local.rank() == root {
+        let asked = apps().and_then(|apps| {
+            let size: u32 = apps.iter().map(|a| a.procs).sum();
+            let pair = local.claim_context_pairs()?;
+            let parent = ParentInfo {
+                pair,
+                group: local.world_ranks().to_vec(),
+            };
+            let base = on_world(|w| Ok(w.spawn_world(&parent, apps)?))?;
+            Ok([1, base, size, pair])
+        });
+        match asked {
+            Ok(w) => word = w,
+            Err(e) => why = Some(e),
         }
     }
-    fail(
-        MPI_ERR_SPAWN,
-        "ferry cannot start processes after launch yet: start every process with mpiexec and connect groups with MPI_Comm_connect/MPI_Comm_accept",
-    )
+    local.bcast(&mut word, root)?;
+    let [ok, base, size, pair] = word;
+    if ok == 0 {
+        if let Some(out) = intercomm.as_mut() {
+            *out = MPI_COMM_NULL;
+        }
+        return Err(why
+            .unwrap_or_else(|| MpiError::new(MPI_ERR_SPAWN, "MPI_Comm_spawn failed at the root")));
+    }
+    let children: Vec<u32> = (base..base + size).collect();
+    on_world(|w| {
+        w.add_peers(&children);
+        Ok(())
+    })?;
+    *out = crate::inter::between(
+        comm,
+        &local,
+        local.world_ranks(),
+        &children,
+        local.rank(),
+        pair,
+    )?;
+    if !errcodes.is_null() {
+        for i in 0..size as usize {
+            *errcodes.add(i) = MPI_SUCCESS;
+        }
+    }
+    Ok(())
+}
+
+mpi! {
+    /// Starts `maxprocs` processes of `command` with `argv` as a new world and makes the
+    /// intercommunicator to them (their MPI_Comm_get_parent). Collective over `comm`; only the
+    /// root's command, arguments, count and info count.
+    fn MPI_Comm_spawn / PMPI_Comm_spawn(command: *const c_char, argv: *mut *mut c_char, maxprocs: c_int, info: Handle, root: c_int, comm: Handle, intercomm: *mut Handle, array_of_errcodes: *mut c_int) on comm => {
+        spawn(comm, root, || Ok(vec![app(command, argv, maxprocs, info)?]), intercomm, array_of_errcodes)
+    }
+}
+
+mpi! {
+    /// As MPI_Comm_spawn with several commands: their processes form one new world, in the
+    /// order of the commands (MPI_APPNUM tells them apart).
+    fn MPI_Comm_spawn_multiple / PMPI_Comm_spawn_multiple(count: c_int, commands: *mut *mut c_char, argvs: *mut *mut *mut c_char, maxprocs: *const c_int, infos: *const Handle, root: c_int, comm: Handle, intercomm: *mut Handle, array_of_errcodes: *mut c_int) on comm => {
+        spawn(comm, root, || {
+            let n = usize::try_from(count).ok().filter(|&n| n > 0)
+                .ok_or_else(|| MpiError::new(MPI_ERR_ARG, format!("count {count} is not positive")))?;
+            if commands.is_null() || maxprocs.is_null() {
+                return fail(MPI_ERR_ARG, "array_of_commands or array_of_maxprocs is NULL");
+            }
+            (0..n).map(|i| {
+                let argv = if argvs.is_null() { std::ptr::null_mut() } else { *argvs.add(i) };
+                let info = if infos.is_null() { MPI_INFO_NULL } else { *infos.add(i) };
+                app(*commands.add(i), argv, *maxprocs.add(i), info)
+            }).collect()
+        }, intercomm, array_of_errcodes)
+    }
 }
