@@ -619,6 +619,8 @@ impl Comm {
     /// process's rank in the local group: ranks then name the remote group, and statuses report
     /// remote ranks.
     pub fn derive(&self, members: &[u32], rank: usize, context: u32) -> Result<Comm, Error> {
+        // Processes of other worlds (spawned) are connected when first needed.
+        crate::spawn::reach(&self.shared, members)?;
         let peers = self.shared.engine.borrow().proto.routes.len();
         if let Some(&w) = members.iter().find(|&&w| w as usize >= peers) {
             return Err(Error::RankOutOfRange {

@@ -9,15 +9,17 @@
 //! start. A process that started with the shm transport binds its TCP listener when it first
 //! spawns ([`World::open_to_other_worlds`]); spawned worlds use TCP among themselves too.
 //!
-//! Who connects: a spawned process dials every process of the group that spawned it
-//! ([`World::connect_to`]), whose addresses were published with the launcher before the spawn
-//! was asked for. Context ids stay unique across worlds because each world hands out blocks
+//! Who connects: the process with the higher universe rank dials, when a communicator over both
+//! is made (`Comm::derive`, see [`reach`]); the spawning group published its addresses with the
+//! launcher before the spawn was asked for, and every process of a spawned world publishes its
+//! own at start. Connections are not waited for: frames queue until the handshake is done. Context ids stay unique across worlds because each world hands out blocks
 //! from its own region (`Shared::claim_context_block`). At finalize a process says BYE to its
 //! peers of other worlds, so that their connection's end is no failure on either side.
 //!
 //! The collective parts (who asks, how the group learns the new ranks, the intercommunicator)
 //! are the binding's.
 
+use crate::comm::Shared;
 use crate::error::Error;
 use crate::tcp::TcpTransport;
 use crate::world::World;
@@ -72,6 +74,107 @@ fn address_key(uid: u32) -> String {
     format!("uaddr-{uid}")
 }
 
+/// Makes sure every process of `members` (universe ranks) is or will be connected to us: a
+/// process of another world we have no connection with is dialled if its universe rank is
+/// below ours (its address is looked up with the launcher, waiting for it to be published),
+/// and waited for otherwise (after publishing our own address). Nothing for our own world.
+pub(crate) fn reach(shared: &Shared, members: &[u32]) -> Result<(), Error> {
+    let base = shared.universe.base;
+    let own = base..base + shared.size as u32;
+    let me = shared.engine.borrow().proto.me;
+    let strangers: Vec<u32> = {
+        let engine = shared.engine.borrow();
+        members
+            .iter()
+            .copied()
+            .filter(|&u| !own.contains(&u))
+            .filter(|&u| !engine.tcp.as_ref().is_some_and(|t| t.has_conn(u as usize)))
+            .collect()
+    };
+    if strangers.is_empty() {
+        return Ok(());
+    }
+    open(shared)?;
+    let end = strangers.iter().map(|&u| u as usize + 1).max().unwrap_or(0);
+    shared.engine.borrow_mut().proto.grow(end);
+    if let Some(t) = shared.engine.borrow_mut().tcp.as_mut() {
+        t.grow(end);
+    }
+    let timeout = Duration::from_secs(shared.in_effect.connect_timeout_secs);
+    for uid in strangers.into_iter().filter(|&u| u < me) {
+        let deadline = Instant::now() + timeout;
+        let text = loop {
+            let found = match shared.bootstrap.borrow_mut().as_mut() {
+                Some(boot) => boot.lookup(&address_key(uid))?,
+                None => None,
+            };
+            if let Some(text) = found {
+                break text;
+            }
+            if Instant::now() > deadline {
+                return Err(Error::Bootstrap(format!(
+                    "process {uid} of another world published no address within {} s",
+                    timeout.as_secs()
+                )));
+            }
+            shared.engine.borrow_mut().progress()?;
+            std::thread::sleep(Duration::from_micros(500));
+        };
+        let bad = || Error::Bootstrap(format!("process {uid} published {text:?}"));
+        let (addr, pid) = text.split_once(';').ok_or_else(bad)?;
+        let addr: SocketAddr = addr.parse().map_err(|_| bad())?;
+        let pid: u32 = pid.parse().map_err(|_| bad())?;
+        let mut engine = shared.engine.borrow_mut();
+        engine.add_peers(&[(uid, pid)]);
+        if let Some(t) = engine.tcp.as_mut() {
+            t.dial((uid, 0), addr, None, None)?;
+        }
+    }
+    Ok(())
+}
+
+/// Binds this process's TCP listener if it has none and publishes its address (once).
+fn open(shared: &Shared) -> Result<(), Error> {
+    if shared.universe.published.get() {
+        return Ok(());
+    }
+    let key = shared.universe.key.clone().ok_or_else(|| {
+        Error::Config("a process not started by `ferry run` cannot spawn or be spawned".into())
+    })?;
+    let (me, addr) = {
+        let mut engine = shared.engine.borrow_mut();
+        let me = engine.proto.me;
+        if engine.tcp.is_none() {
+            let c = &shared.in_effect;
+            let base = shared.universe.base;
+            let mut t = TcpTransport::bind(
+                SocketAddr::new([127, 0, 0, 1].into(), 0),
+                key,
+                shared.universe.job,
+                (me, base..base + shared.size as u32),
+                c.tcp_eager_limit.max(c.tcp_chunk) as u64,
+                c.tcp_buffer,
+                1,
+                Duration::from_secs(c.rail_timeout_secs),
+            )?;
+            t.grow(engine.proto.routes.len());
+            engine.tcp = Some(t);
+        }
+        match engine.tcp.as_ref() {
+            Some(t) => (me, t.listen_addr()),
+            None => return Err(Error::Config("no TCP listener".into())),
+        }
+    };
+    if let Some(boot) = shared.bootstrap.borrow_mut().as_mut() {
+        boot.put(
+            &address_key(me),
+            &format!("{addr};{}", std::process::id()),
+        )?;
+    }
+    shared.universe.published.set(true);
+    Ok(())
+}
+
 impl World {
     /// This process's universe rank (its world rank in the launcher's world).
     pub fn universe_rank(&self) -> u32 {
@@ -86,36 +189,7 @@ impl World {
     /// Makes this process reachable by other worlds' processes: binds a TCP listener if it has
     /// none (it started with the shm transport) and publishes its address with the launcher.
     pub fn open_to_other_worlds(&self) -> Result<(), Error> {
-        let shared = self.shared();
-        let key = shared.universe.key.clone().ok_or_else(|| {
-            Error::Config("a process not started by `ferry run` cannot spawn".into())
-        })?;
-        let addr = {
-            let mut engine = shared.engine.borrow_mut();
-            let me = engine.proto.me;
-            if engine.tcp.is_none() {
-                let c = &shared.in_effect;
-                let base = shared.universe.base;
-                let mut t = TcpTransport::bind(
-                    SocketAddr::new([127, 0, 0, 1].into(), 0),
-                    key,
-                    shared.universe.job,
-                    (me, base..base + shared.size as u32),
-                    c.tcp_eager_limit.max(c.tcp_chunk) as u64,
-                    c.tcp_buffer,
-                    1,
-                    Duration::from_secs(c.rail_timeout_secs),
-                )?;
-                t.grow(engine.proto.routes.len());
-                engine.tcp = Some(t);
-            }
-            match engine.tcp.as_ref() {
-                Some(t) => t.listen_addr(),
-                None => return Err(Error::Config("no TCP listener".into())),
-            }
-        };
-        let me = self.universe_rank();
-        self.publish(&address_key(me), &format!("{addr};{}", std::process::id()))
+        open(self.shared())
     }
 
     /// Asks the launcher for a new world running `apps`, whose processes get `parent` as their
@@ -133,55 +207,6 @@ impl World {
     pub fn add_peers(&self, uids: &[u32]) {
         let with_pids: Vec<(u32, u32)> = uids.iter().map(|&u| (u, 0)).collect();
         self.shared().engine.borrow_mut().add_peers(&with_pids);
-    }
-
-    /// Connects to the processes `uids` of another world, which published their addresses
-    /// ([`World::open_to_other_worlds`]), and waits until every connection is authenticated.
-    pub fn connect_to(&self, uids: &[u32]) -> Result<(), Error> {
-        self.open_to_other_worlds()?;
-        let shared = self.shared();
-        let timeout = Duration::from_secs(shared.in_effect.connect_timeout_secs);
-        let mut found = Vec::with_capacity(uids.len());
-        for &uid in uids {
-            let text = self
-                .lookup(&address_key(uid))?
-                .ok_or_else(|| Error::Bootstrap(format!("process {uid} published no address")))?;
-            let bad = || Error::Bootstrap(format!("process {uid} published {text:?}"));
-            let (addr, pid) = text.split_once(';').ok_or_else(bad)?;
-            let addr: SocketAddr = addr.parse().map_err(|_| bad())?;
-            let pid: u32 = pid.parse().map_err(|_| bad())?;
-            found.push((uid, pid, addr));
-        }
-        let mut engine = shared.engine.borrow_mut();
-        let pids: Vec<(u32, u32)> = found.iter().map(|&(u, p, _)| (u, p)).collect();
-        engine.add_peers(&pids);
-        for &(uid, _, addr) in &found {
-            let t = engine
-                .tcp
-                .as_mut()
-                .ok_or_else(|| Error::Config("no TCP transport".into()))?;
-            if !t.connected(uid as usize) {
-                t.dial((uid, 0), addr, None, None)?;
-            }
-        }
-        let deadline = Instant::now() + timeout;
-        let mut idle = 0;
-        loop {
-            let done = engine
-                .tcp
-                .as_ref()
-                .is_some_and(|t| uids.iter().all(|&u| t.connected(u as usize)));
-            if done {
-                return Ok(());
-            }
-            if Instant::now() > deadline {
-                return Err(Error::Transport(format!(
-                    "no authenticated connection to the processes {uids:?} of the spawning group after {} s",
-                    timeout.as_secs()
-                )));
-            }
-            idle = engine.wait_pass(idle)?;
-        }
     }
 
     /// Says BYE to every connected process outside this world (at finalize).

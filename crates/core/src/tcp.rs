@@ -641,6 +641,14 @@ impl TcpTransport {
         })
     }
 
+    /// Whether a connection to `peer` is open or being opened.
+    pub(crate) fn has_conn(&self, peer: usize) -> bool {
+        self.conns
+            .get(peer)
+            .and_then(|rails| rails.first())
+            .is_some_and(Option::is_some)
+    }
+
     /// Whether `peer` has an authenticated connection.
     pub(crate) fn connected(&self, peer: usize) -> bool {
         self.established(peer)
@@ -732,6 +740,13 @@ impl TcpTransport {
                     match conn.drive_handshake(&mut self.seen) {
                         Ok(Some(_)) => progressed = true,
                         Ok(None) => continue,
+                        Err(_) if !self.world.contains(&(peer as u32)) => {
+                            // Another world's process that ended before it answered (it was
+                            // done with us: a correct program sends it nothing more).
+                            progressed = true;
+                            self.close_rail(peer, rail);
+                            continue;
+                        }
                         Err(why) => {
                             return Err(Error::Transport(format!(
                                 "handshake with rank {peer} (rail {rail}) at {} failed: {why}",

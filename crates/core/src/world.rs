@@ -365,6 +365,7 @@ pub fn init() -> Result<World, Error> {
                 world: world_index,
                 key: Some(key),
                 job,
+                published: Default::default(),
             },
         ))),
     })
@@ -380,6 +381,8 @@ pub(crate) struct Universe {
     pub key: Option<JobKey>,
     /// The job id.
     pub job: u64,
+    /// Whether our address for other worlds is published (see `crate::spawn`).
+    pub published: std::cell::Cell<bool>,
 }
 
 fn singleton(config: &Config) -> World {
@@ -417,6 +420,7 @@ fn singleton(config: &Config) -> World {
                 world: 0,
                 key: None,
                 job: 0,
+                published: Default::default(),
             },
         ))),
     }

@@ -336,7 +336,8 @@ pub(crate) fn join_parent() -> Res {
     let Some(parent) = ParentInfo::of_this_process()? else {
         return Ok(());
     };
-    on_world(|w| Ok(w.connect_to(&parent.group)?))?;
+    // Publishes our address, for processes of other worlds that will connect to us.
+    on_world(|w| Ok(w.open_to_other_worlds()?))?;
     let world = running(|s| s.core_comm(MPI_COMM_WORLD))?;
     let h = crate::inter::between(
         MPI_COMM_WORLD,
