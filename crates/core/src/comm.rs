@@ -228,6 +228,19 @@ impl Comm {
         }
     }
 
+    /// See `World::universe_comm`.
+    pub(crate) fn comm_over_universe(&self, context: u32) -> Comm {
+        let cap = crate::tcp::UNIVERSE_CAP;
+        let me = self.shared.engine.borrow().proto.me;
+        Comm {
+            shared: self.shared.clone(),
+            group: Rc::new(Group::new((0..cap).collect(), cap as usize)),
+            context,
+            rank: me as usize,
+            calls: Rc::new(Cell::new(0)),
+        }
+    }
+
     pub(crate) fn shared(&self) -> &Shared {
         &self.shared
     }

@@ -1218,14 +1218,25 @@ impl Engine {
         }
     }
 
-    /// Queues BYE to `peers` (their connection's end will then be orderly here and there).
+    /// Drops what was queued for other worlds' processes whose connection ended.
+    fn forget_closed(&mut self) {
+        let Some(t) = self.tcp.as_mut() else { return };
+        for peer in t.take_closed() {
+            if let Some(q) = self.proto.outq.get_mut(peer as usize) {
+                q.clear();
+            }
+            if let Some(d) = self.proto.departed.get_mut(peer as usize) {
+                *d = true;
+            }
+        }
+    }
+
+    /// Queues BYE to `peers` (their connection's end will then be orderly here and there);
+    /// also to those whose connection is still in its handshake, so that it goes once that
+    /// is done.
     pub(crate) fn say_bye(&mut self, peers: &[u32]) -> Result<(), Error> {
         for &peer in peers {
-            if self
-                .tcp
-                .as_ref()
-                .is_some_and(|t| t.connected(peer as usize))
-            {
+            if self.tcp.as_ref().is_some_and(|t| t.has_conn(peer as usize)) {
                 self.proto
                     .push_out(peer, Out::Frame(OutFrame::control(Frame::Bye)));
                 self.flush_peer(peer)?;
@@ -1657,6 +1668,7 @@ impl Engine {
             progressed |= tcp
                 .poll_input(&mut self.proto, Some(Duration::ZERO))
                 .map_err(|e| with_pid(&self.proto.pids, e))?;
+            self.forget_closed();
         }
         progressed |= self.send_active_replies()?;
         progressed |= self.flush()?;
@@ -2027,6 +2039,7 @@ impl Engine {
             };
             tcp.poll_input(&mut self.proto, Some(timeout))
                 .map_err(|e| with_pid(&self.proto.pids, e))?;
+            self.forget_closed();
             self.send_active_replies()?;
             self.flush()?;
             return Ok(());

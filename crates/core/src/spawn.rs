@@ -102,6 +102,14 @@ pub(crate) fn reach(shared: &Shared, members: &[u32]) -> Result<(), Error> {
     }
     let timeout = Duration::from_secs(shared.in_effect.connect_timeout_secs);
     for uid in strangers.into_iter().filter(|&u| u < me) {
+        dial(shared, uid, timeout)?;
+    }
+    Ok(())
+}
+
+/// Dials process `uid` of another world at the address it published (waiting for it).
+fn dial(shared: &Shared, uid: u32, timeout: Duration) -> Result<(), Error> {
+    {
         let deadline = Instant::now() + timeout;
         let text = loop {
             let found = match shared.bootstrap.borrow_mut().as_mut() {
@@ -131,6 +139,27 @@ pub(crate) fn reach(shared: &Shared, members: &[u32]) -> Result<(), Error> {
         }
     }
     Ok(())
+}
+
+/// Connects to process `uid` (of any world) now unless connected or ours: for the first
+/// message of MPI_Comm_connect, sent before any communicator over both exists.
+pub(crate) fn reach_one(shared: &Shared, uid: u32) -> Result<(), Error> {
+    let base = shared.universe.base;
+    if (base..base + shared.size as u32).contains(&uid) || uid >= crate::tcp::UNIVERSE_CAP {
+        return Ok(());
+    }
+    open(shared)?;
+    let known = shared
+        .engine
+        .borrow()
+        .tcp
+        .as_ref()
+        .is_some_and(|t| t.has_conn(uid as usize));
+    if known {
+        return Ok(());
+    }
+    let timeout = Duration::from_secs(shared.in_effect.connect_timeout_secs);
+    dial(shared, uid, timeout)
 }
 
 /// Binds this process's TCP listener if it has none and publishes its address (once).
@@ -166,10 +195,7 @@ fn open(shared: &Shared) -> Result<(), Error> {
         }
     };
     if let Some(boot) = shared.bootstrap.borrow_mut().as_mut() {
-        boot.put(
-            &address_key(me),
-            &format!("{addr};{}", std::process::id()),
-        )?;
+        boot.put(&address_key(me), &format!("{addr};{}", std::process::id()))?;
     }
     shared.universe.published.set(true);
     Ok(())
@@ -207,6 +233,19 @@ impl World {
     pub fn add_peers(&self, uids: &[u32]) {
         let with_pids: Vec<(u32, u32)> = uids.iter().map(|&u| (u, 0)).collect();
         self.shared().engine.borrow_mut().add_peers(&with_pids);
+    }
+
+    /// A communicator over every universe rank of the job (rank r is universe rank r) on
+    /// `context`, which must be the same in every world: where groups of different worlds
+    /// meet (MPI_Comm_connect/accept). Send only to processes connected with
+    /// [`World::reach`] (or that sent to us).
+    pub fn universe_comm(&self, context: u32) -> crate::Comm {
+        self.comm_over_universe(context)
+    }
+
+    /// Connects to process `uid` now unless it is connected or of our world.
+    pub fn reach(&self, uid: u32) -> Result<(), Error> {
+        reach_one(self.shared(), uid)
     }
 
     /// Says BYE to every connected process outside this world (at finalize).

@@ -298,6 +298,9 @@ pub(crate) struct TcpTransport {
     rail_timeout: Duration,
     /// Rails that failed since the engine last asked: (peer, rail, why).
     failures: Vec<(u32, u16, String)>,
+    /// Other worlds' processes whose connection ended (orderly or not) since the engine last
+    /// asked: what was queued for them goes (see `crate::spawn`).
+    closed: Vec<u32>,
     strangers: Vec<Option<Conn>>,
     key: JobKey,
     job: u64,
@@ -364,6 +367,7 @@ impl TcpTransport {
             rails,
             rail_timeout,
             failures: Vec::new(),
+            closed: Vec::new(),
             strangers: Vec::new(),
             key,
             job,
@@ -531,6 +535,11 @@ impl TcpTransport {
         }
     }
 
+    /// Other worlds' processes whose connection ended since the last call.
+    pub(crate) fn take_closed(&mut self) -> Vec<u32> {
+        std::mem::take(&mut self.closed)
+    }
+
     /// Rails that failed since the last call: (peer, rail, why).
     pub(crate) fn take_failures(&mut self) -> Vec<(u32, u16, String)> {
         std::mem::take(&mut self.failures)
@@ -649,11 +658,6 @@ impl TcpTransport {
             .is_some_and(Option::is_some)
     }
 
-    /// Whether `peer` has an authenticated connection.
-    pub(crate) fn connected(&self, peer: usize) -> bool {
-        self.established(peer)
-    }
-
     /// Makes room for connections to peers up to (not including) `peers`.
     pub(crate) fn grow(&mut self, peers: usize) {
         let rails = self.rails;
@@ -745,6 +749,7 @@ impl TcpTransport {
                             // done with us: a correct program sends it nothing more).
                             progressed = true;
                             self.close_rail(peer, rail);
+                            self.closed.push(peer as u32);
                             continue;
                         }
                         Err(why) => {
@@ -758,10 +763,16 @@ impl TcpTransport {
                 if conn.readable || conn.start < conn.end {
                     match read_frames(conn, peer as u32, sink, self.max_payload) {
                         Ok(moved) => progressed |= moved,
-                        Err(Error::PeerLost { .. }) if sink.departed(peer as u32) => {
-                            // It said BYE (another world's process that finalized): done.
+                        Err(Error::PeerLost { .. })
+                            if sink.departed(peer as u32)
+                                || !self.world.contains(&(peer as u32)) =>
+                        {
+                            // Another world's process ended: after its BYE, or as it finalized
+                            // before our connection was up (then it could not say BYE). One
+                            // that failed ends the job through the launcher.
                             progressed = true;
                             self.close_rail(peer, rail);
+                            self.closed.push(peer as u32);
                             continue;
                         }
                         Err(Error::PeerLost { detail, .. }) if self.rails > 1 => {
@@ -934,6 +945,12 @@ impl TcpTransport {
                 Err(e) if self.rails > 1 => {
                     let why = format!("write to {} failed: {e}", conn.addr);
                     self.rail_failed(peer, rail, why);
+                    return Ok(false);
+                }
+                Err(_) if !self.world.contains(&(peer as u32)) => {
+                    // Another world's process that ended (see poll_input).
+                    self.close_rail(peer, rail);
+                    self.closed.push(peer as u32);
                     return Ok(false);
                 }
                 Err(e) => {

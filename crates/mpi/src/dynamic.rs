@@ -29,7 +29,9 @@ const JOIN_TAG: i32 = 0x3fff_ffff;
 
 const PORT_PREFIX: &str = "ferry-port:";
 
-/// The hidden communicator over the world's processes that roots meet on.
+/// The hidden communicator over every process of the job (every world: rank r is universe
+/// rank r) that roots meet on. Its context is derived from the world's, which is the same in
+/// every world, without a message, as `MPI_Comm_idup` derives one.
 fn meeting(s: &mut State) -> Res<Comm> {
     if let Some(c) = &s.meeting {
         return Ok(c.clone());
@@ -42,13 +44,24 @@ fn meeting(s: &mut State) -> Res<Comm> {
             "the context of port connections is in use here (hash collision with an MPI_Comm_idup)",
         );
     }
-    let c = world.derive(world.world_ranks(), world.rank(), 2 * k)?;
+    let c = match &s.world {
+        Some(w) => w.universe_comm(2 * k),
+        None => return fail(MPI_ERR_OTHER, "MPI is not initialized"),
+    };
     s.meeting = Some(c.clone());
     Ok(c)
 }
 
-/// A port named by the program: its owner's world rank, its number, and whether this process
-/// is the owner.
+/// This process's universe rank (its MPI_COMM_WORLD rank in the launcher's world).
+fn my_uid(s: &State) -> Res<u32> {
+    match &s.world {
+        Some(w) => Ok(w.universe_rank()),
+        None => fail(MPI_ERR_OTHER, "MPI is not initialized"),
+    }
+}
+
+/// A port named by the program: its owner's universe rank, its number, and whether this
+/// process is the owner.
 struct Port {
     owner: usize,
     number: i32,
@@ -57,16 +70,18 @@ struct Port {
 
 /// The port `port` names, which must be one of this job's.
 unsafe fn port_of(s: &State, port: *const c_char) -> Res<Port> {
-    let world = s.core_comm(MPI_COMM_WORLD)?;
-    let (owner, number) = parse_port(port, world.size())?;
+    let (owner, number) = parse_port(port, UNIVERSE_CAP)?;
     Ok(Port {
         owner,
         number,
-        own: owner == world.rank(),
+        own: owner == my_uid(s)? as usize,
     })
 }
 
-/// The (owner's world rank, port number) of a port name.
+/// Most universe ranks a port's owner may have (`ferry_core`'s limit on a job's processes).
+const UNIVERSE_CAP: usize = 1 << 16;
+
+/// The (owner's universe rank, port number) of a port name.
 unsafe fn parse_port(port: *const c_char, world_size: usize) -> Res<(usize, i32)> {
     if port.is_null() {
         return fail(MPI_ERR_PORT, "port_name is NULL");
@@ -140,8 +155,10 @@ unsafe fn write_name(text: &str, out: *mut c_char, cap: usize) -> Res {
 mpi! {
     /// Opens a port that other groups of this job can connect to.
     fn MPI_Open_port / PMPI_Open_port(_info: Handle, port_name: *mut c_char) on NONE => {
+        // Groups of other worlds (spawned) may connect: they need our address.
+        on_world(|w| Ok(w.open_to_other_worlds()?))?;
         let name = running(|s| {
-            let me = s.core_comm(MPI_COMM_WORLD)?.rank();
+            let me = my_uid(s)?;
             let number = s.next_port;
             if number >= JOIN_TAG {
                 return fail(MPI_ERR_PORT, "out of port numbers");
@@ -193,13 +210,16 @@ mpi! {
     fn MPI_Comm_connect / PMPI_Comm_connect(port_name: *const c_char, _info: Handle, root: c_int, comm: Handle, newcomm: *mut Handle) on comm => {
         let out = newcomm.as_mut().ok_or_else(|| MpiError::new(MPI_ERR_ARG, "newcomm is NULL"))?;
         *out = connect_at_root(comm, root, || {
-            running(|s| {
+            let met = running(|s| {
                 let port = port_of(s, port_name)?;
                 if port.own {
                     return fail(MPI_ERR_PORT, "MPI_Comm_connect to a port of this very process");
                 }
                 Ok((meeting(s)?, port.owner, port.number))
-            })
+            })?;
+            // The port's owner may be of another world: connect to it first.
+            on_world(|w| Ok(w.reach(met.1 as u32)?))?;
+            Ok(met)
         })?;
         Ok(())
     }
@@ -209,8 +229,9 @@ mpi! {
     /// Makes the intercommunicator of two processes of this job joined by the socket `fd`.
     fn MPI_Comm_join / PMPI_Comm_join(fd: c_int, intercomm: *mut Handle) on NONE => {
         let out = intercomm.as_mut().ok_or_else(|| MpiError::new(MPI_ERR_ARG, "intercomm is NULL"))?;
-        let (me, pid, size) = on_world(|w| Ok((w.rank(), std::process::id(), w.size())))?;
-        // Each side tells the other who it is: world rank and process id.
+        let me = on_world(|w| Ok(w.universe_rank() as usize))?;
+        let pid = std::process::id();
+        // Each side tells the other who it is: universe rank and process id.
         let mut card = [0u8; 8];
         card[..4].copy_from_slice(&(me as u32).to_le_bytes());
         card[4..].copy_from_slice(&pid.to_le_bytes());
@@ -221,7 +242,7 @@ mpi! {
         let other = u32::from_le_bytes([theirs[0], theirs[1], theirs[2], theirs[3]]) as usize;
         let other_pid = u32::from_le_bytes([theirs[4], theirs[5], theirs[6], theirs[7]]);
         let known = on_world(|w| Ok(w.pid_of(other)))?;
-        if other >= size || other == me || known != Some(other_pid) {
+        if other == me || known != Some(other_pid) {
             return fail(MPI_ERR_OTHER, "MPI_Comm_join: the process at the other end of the socket is not in this job (joining another job's processes is not supported)");
         }
         let (local, m) = running(|s| Ok((s.core_comm(MPI_COMM_SELF)?, meeting(s)?)))?;
