@@ -419,7 +419,7 @@ fn info_value(info: Handle, key: &str) -> Res<Option<String>> {
 /// One command of a spawn as the launcher runs it. The program is made absolute here, where
 /// the root's directory and the info's `path` are known: a name with a `/` is taken from the
 /// root's working directory, a bare name from the info's `path` directories, then the root's
-/// directory, then `PATH` (the launcher's lookup). `wdir` defaults to the root's directory.
+/// directory, then `PATH`; one that is not there is MPI_ERR_SPAWN. `wdir` defaults to the root's directory.
 /// Other keys (`host`, `arch`, `file`, `soft`) are accepted and ignored: every process runs on
 /// this host, and `soft` is moot as every requested process is started.
 unsafe fn app(
@@ -439,21 +439,33 @@ unsafe fn app(
         .map_err(|e| MpiError::new(MPI_ERR_SPAWN, format!("no working directory: {e}")))?;
     let name = c_text(command);
     let path = info_value(info, "path")?;
-    let program = if name.contains('/') {
-        cwd.join(&name)
-    } else {
-        let dirs = path
-            .iter()
-            .flat_map(|p| {
-                p.split(':')
-                    .map(std::path::PathBuf::from)
-                    .collect::<Vec<_>>()
-            })
-            .chain(std::iter::once(cwd.clone()));
-        dirs.map(|d| cwd.join(d).join(&name))
-            .find(|p| p.is_file())
-            .unwrap_or_else(|| std::path::PathBuf::from(&name))
+    let executable = |p: &std::path::Path| {
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::metadata(p).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
     };
+    let program = if name.contains('/') {
+        Some(cwd.join(&name)).filter(|p| executable(p))
+    } else {
+        let path_env = std::env::var("PATH").unwrap_or_default();
+        let dirs: Vec<std::path::PathBuf> = path
+            .iter()
+            .flat_map(|p| p.split(':'))
+            .map(std::path::PathBuf::from)
+            .chain(std::iter::once(cwd.clone()))
+            .chain(path_env.split(':').map(std::path::PathBuf::from))
+            .collect();
+        dirs.into_iter()
+            .map(|d| cwd.join(d).join(&name))
+            .find(|p| executable(p))
+    };
+    // Checked here so that a missing program is MPI_ERR_SPAWN for the caller, not the end of
+    // the job (the launcher ends it if it cannot start a process it was asked for).
+    let program = program.ok_or_else(|| {
+        MpiError::new(
+            MPI_ERR_SPAWN,
+            format!("MPI_Comm_spawn: no executable program {name:?} (looked in the info's path, {}, and PATH)", cwd.display()),
+        )
+    })?;
     let wdir = match info_value(info, "wdir")? {
         Some(w) if !w.is_empty() => cwd.join(w),
         _ => cwd,
@@ -472,6 +484,7 @@ unsafe fn app(
 unsafe fn spawn(
     comm: Handle,
     root: c_int,
+    requested: impl FnOnce() -> u32,
     apps: impl FnOnce() -> Res<Vec<App>>,
     intercomm: *mut Handle,
     errcodes: *mut c_int,
@@ -499,6 +512,7 @@ unsafe fn spawn(
     let mut word = [0u32; 4];
     let mut why = None;
     if local.rank() == root {
+        word[2] = requested();
         let asked = apps().and_then(|apps| {
             let size: u32 = apps.iter().map(|a| a.procs).sum();
             let pair = local.claim_context_pairs()?;
@@ -517,8 +531,11 @@ unsafe fn spawn(
     local.bcast(&mut word, root)?;
     let [ok, base, size, pair] = word;
     if ok == 0 {
-        if let Some(out) = intercomm.as_mut() {
-            *out = MPI_COMM_NULL;
+        *out = MPI_COMM_NULL;
+        if !errcodes.is_null() && local.rank() == root {
+            for i in 0..size as usize {
+                *errcodes.add(i) = MPI_ERR_SPAWN;
+            }
         }
         return Err(why
             .unwrap_or_else(|| MpiError::new(MPI_ERR_SPAWN, "MPI_Comm_spawn failed at the root")));
@@ -549,7 +566,7 @@ mpi! {
     /// intercommunicator to them (their MPI_Comm_get_parent). Collective over `comm`; only the
     /// root's command, arguments, count and info count.
     fn MPI_Comm_spawn / PMPI_Comm_spawn(command: *const c_char, argv: *mut *mut c_char, maxprocs: c_int, info: Handle, root: c_int, comm: Handle, intercomm: *mut Handle, array_of_errcodes: *mut c_int) on comm => {
-        spawn(comm, root, || Ok(vec![app(command, argv, maxprocs, info)?]), intercomm, array_of_errcodes)
+        spawn(comm, root, || maxprocs.max(0) as u32, || Ok(vec![app(command, argv, maxprocs, info)?]), intercomm, array_of_errcodes)
     }
 }
 
@@ -557,7 +574,13 @@ mpi! {
     /// As MPI_Comm_spawn with several commands: their processes form one new world, in the
     /// order of the commands (MPI_APPNUM tells them apart).
     fn MPI_Comm_spawn_multiple / PMPI_Comm_spawn_multiple(count: c_int, commands: *mut *mut c_char, argvs: *mut *mut *mut c_char, maxprocs: *const c_int, infos: *const Handle, root: c_int, comm: Handle, intercomm: *mut Handle, array_of_errcodes: *mut c_int) on comm => {
-        spawn(comm, root, || {
+        let requested = || {
+            match usize::try_from(count) {
+                Ok(n) if !maxprocs.is_null() => (0..n).map(|i| (*maxprocs.add(i)).max(0) as u32).sum(),
+                _ => 0,
+            }
+        };
+        spawn(comm, root, requested, || {
             let n = usize::try_from(count).ok().filter(|&n| n > 0)
                 .ok_or_else(|| MpiError::new(MPI_ERR_ARG, format!("count {count} is not positive")))?;
             if commands.is_null() || maxprocs.is_null() {
