@@ -1,17 +1,27 @@
-//! Dynamic processes (MPI 4.1 chapter 11) between the processes of one job: ports
+//! Dynamic processes (MPI 4.1 chapter 11) within one `ferry run` job: starting processes
+//! (`MPI_Comm_spawn`, `MPI_Comm_spawn_multiple`, `MPI_Comm_get_parent`), ports
 //! (`MPI_Open_port`, `MPI_Comm_accept`, `MPI_Comm_connect`), the name service
-//! (`MPI_Publish_name`, `MPI_Lookup_name`), and `MPI_Comm_join` (`MPI_Comm_disconnect`, for any communicator, is in `crate::comm`).
+//! (`MPI_Publish_name`, `MPI_Lookup_name`), and `MPI_Comm_join` (`MPI_Comm_disconnect`, for any
+//! communicator, is in `crate::comm`).
 //!
-//! A port is named `ferry-port:<world rank>:<number>` after the process that opened it. The
-//! two roots meet on a hidden communicator over MPI_COMM_WORLD's processes (its context is
-//! derived from the world's without a message, as `MPI_Comm_idup` derives one), with the port
-//! number as tag: the connecting root sends its group's records there, the accepting root takes
-//! the first connection that arrives, and from then on it is `MPI_Intercomm_create`'s exchange.
-//! Names are published with the launcher, which every rank of the job reaches.
+//! Spawning: the root resolves each command (info `path`, its working directory, `PATH`; info
+//! `wdir`; `host`, `arch`, `file` and `soft` are accepted and ignored, as every process runs on
+//! this host and every requested one is started) and asks the launcher for a new world; the
+//! spawning group learns the new universe ranks by broadcast and both sides build the
+//! intercommunicator on the context pairs the root claimed, which the launcher hands to the
+//! children (`ferry_core::spawn::ParentInfo`). No message is needed for it: connections are
+//! made when first used (see `ferry_core::spawn`).
 //!
-//! Not yet: starting processes (`MPI_Comm_spawn`, `MPI_Comm_spawn_multiple`) and connecting to
-//! another job's processes; both need the runtime to take peers after start. They fail with
-//! `MPI_ERR_SPAWN` and `MPI_ERR_PORT` naming what is missing.
+//! A port is named `ferry-port:<universe rank>:<number>` after the process that opened it. The
+//! two roots meet on a hidden communicator over every process of the job (its context is
+//! derived from the world's, the same in every world, without a message, as `MPI_Comm_idup`
+//! derives one), with the port number as tag: the connecting root sends its group's records
+//! there, the accepting root takes the first connection that arrives, and from then on it is
+//! `MPI_Intercomm_create`'s exchange. Names are published with the launcher, which every
+//! process of the job reaches.
+//!
+//! Not supported: connecting to another job's processes (`MPI_ERR_PORT`), and spawning on
+//! other hosts (every spawned process runs on the launcher's host).
 
 use crate::abi::*;
 use crate::error::{fail, MpiError, Res};
