@@ -80,7 +80,7 @@ fn hex_string(text: &str) -> String {
 }
 
 fn unhex_string(hex: &str) -> Option<String> {
-    if hex.len() % 2 != 0 {
+    if !hex.len().is_multiple_of(2) {
         return None;
     }
     let bytes = (0..hex.len())
