@@ -260,3 +260,21 @@ impl World {
         engine.say_bye(&others)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parent_tokens_round_trip_and_bad_ones_are_errors() {
+        let p = ParentInfo {
+            pair: 1234,
+            group: vec![0, 5, 2],
+        };
+        assert_eq!(p.encode(), "1234,0,5,2");
+        assert_eq!(ParentInfo::parse(&p.encode()).unwrap(), p);
+        for bad in ["", "12", "12,", "x,1", "1,2,y", "1,-2"] {
+            assert!(ParentInfo::parse(bad).is_err(), "{bad:?} parsed");
+        }
+    }
+}
