@@ -189,6 +189,8 @@ struct Spawner {
 struct Job {
     id: u64,
     spawner: Option<Spawner>,
+    /// (base, size) of each spawned world, in order (world 1, 2, …).
+    worlds: Vec<(u32, u32)>,
     host: String,
     /// Per rank, in a grid job.
     hosts: Vec<String>,
@@ -206,6 +208,7 @@ impl Job {
         Job {
             id,
             spawner: None,
+            worlds: Vec::new(),
             host: sys::hostname(),
             hosts: Vec::new(),
             ranks: Vec::new(),
@@ -370,6 +373,7 @@ impl Job {
             ));
         }
         let size: u32 = apps.iter().map(|a| a.procs).sum();
+        self.worlds.push((base, size));
         let mut rank = 0u32;
         for (appnum, app) in apps.iter().enumerate() {
             for _ in 0..app.procs {
@@ -484,8 +488,15 @@ impl Job {
                 Verdict::Fine => rank.judged = true,
                 Verdict::Failed(failure) => {
                     rank.judged = true;
+                    let spawned = self
+                        .worlds
+                        .iter()
+                        .enumerate()
+                        .find(|(_, &(base, size))| (base..base + size).contains(&index))
+                        .map(|(w, &(base, _))| (w as u32 + 1, index - base));
                     return Some(Outcome::RankFailed {
                         rank: index,
+                        spawned,
                         host: self.hosts.get(index as usize).unwrap_or(&self.host).clone(),
                         pid: rank.pid,
                         failure,

@@ -511,3 +511,16 @@ fn spawn_from_two_ranks_with_root_1_exchanges_eager_and_rendezvous_messages_with
         no_errors_in_env(2, "spawn", &[], &[("FERRY_TRANSPORT", transport)]);
     }
 }
+
+#[test]
+fn a_spawned_process_that_fails_ends_the_job_and_is_named() {
+    let out = run(2, "spawn", &["die"]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    // Either the launcher sees the exit first, or the dying process's sibling sees its
+    // connection end and aborts naming it (universe rank 3, pid).
+    let named = (out.status.code() == Some(3)
+        && stderr.contains("spawned process 3 (rank 1 of spawned world 1")
+        && stderr.contains("exited with code 3"))
+        || (!out.status.success() && stderr.contains("lost rank 3 (pid"));
+    assert!(named, "status {:?}, stderr:\n{stderr}", out.status);
+}

@@ -4,6 +4,8 @@
  * directions; then an allreduce over the merged intercommunicator, an MPI_Comm_spawn_multiple
  * of two commands (MPI_APPNUM), and MPI_Comm_disconnect. Run on 2 processes; prints
  * " No Errors" from rank 0. (A program that does not exist: tests/c/ports.c.)
+ * With the argument "die" the job must fail instead: a spawned process exits with code 3
+ * while the parents wait for it.
  * Checked with Open MPI 4.1 (mpirun.openmpi --oversubscribe -n 2); Debian's MPICH 4.0.2 fails
  * every MPI_Comm_spawn on this machine ("Error in spawn call"), even of a one-line program. */
 #include <mpi.h>
@@ -71,6 +73,23 @@ int main(int argc, char **argv)
     MPI_Comm_size(MPI_COMM_WORLD, &size);
     MPI_Comm_get_parent(&parent);
 
+    if (parent != MPI_COMM_NULL && argc > 1 && strcmp(argv[1], "dying") == 0) {
+        if (rank == 1)
+            exit(3);
+        MPI_Comm_disconnect(&parent);
+        MPI_Finalize();
+        return 0;
+    }
+    if (parent == MPI_COMM_NULL && argc > 1 && strcmp(argv[1], "die") == 0) {
+        char *dying[] = {"dying", NULL};
+        int x = 0;
+        MPI_Comm_spawn(argv[0], dying, 2, MPI_INFO_NULL, 0, MPI_COMM_WORLD, &inter,
+                       MPI_ERRCODES_IGNORE);
+        /* Never sent: the launcher ends the job when the child exits. */
+        MPI_Recv(&x, 1, MPI_INT, 1, 0, inter, MPI_STATUS_IGNORE);
+        MPI_Finalize();
+        return 0;
+    }
     if (parent != MPI_COMM_NULL) {
         /* A child: ids 10.. in the exchange, parents 0.. */
         char name[MPI_MAX_OBJECT_NAME];
