@@ -89,12 +89,15 @@ pub fn run(opts: &LaunchOptions) -> Result<Outcome, LaunchError> {
     let start = Instant::now();
     // From here on, dropping `job` kills whatever was started and removes its shared memory.
     let mut job = Job::new(job_id);
-    job.spawner = Some(Spawner {
-        addr: server.addr(),
-        key: key.clone(),
-        extra_env: opts.extra_env.clone(),
-        tag_output: opts.tag_output,
-    });
+    // Spawned processes run on this host; a grid job's ranks run in the testbed's hosts.
+    if opts.grid.is_none() {
+        job.spawner = Some(Spawner {
+            addr: server.addr(),
+            key: key.clone(),
+            extra_env: opts.extra_env.clone(),
+            tag_output: opts.tag_output,
+        });
+    }
     let cpus = sys::allowed_cpus();
     job.cores = match opts.bind {
         crate::Bind::None => Vec::new(),
@@ -418,6 +421,12 @@ impl Job {
                 parent,
                 apps,
             } => {
+                if self.spawner.is_none() {
+                    // Nothing started: the root's MPI_Comm_spawn fails, the job goes on.
+                    let why = "MPI_Comm_spawn is not supported in grid jobs".to_string();
+                    server.answer_spawn(base, Err(why));
+                    return None;
+                }
                 let started = self.spawn_world(base, world, &parent, &apps);
                 server.answer_spawn(base, started.clone());
                 if let Err(message) = started {
