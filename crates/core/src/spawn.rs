@@ -109,36 +109,35 @@ pub(crate) fn reach(shared: &Shared, members: &[u32]) -> Result<(), Error> {
 
 /// Dials process `uid` of another world at the address it published (waiting for it).
 fn dial(shared: &Shared, uid: u32, timeout: Duration) -> Result<(), Error> {
-    {
-        let deadline = Instant::now() + timeout;
-        let text = loop {
-            let found = match shared.bootstrap.borrow_mut().as_mut() {
-                Some(boot) => boot.lookup(&address_key(uid))?,
-                None => None,
-            };
-            if let Some(text) = found {
-                break text;
-            }
-            if Instant::now() > deadline {
-                return Err(Error::Bootstrap(format!(
-                    "process {uid} of another world published no address within {} s",
-                    timeout.as_secs()
-                )));
-            }
-            shared.engine.borrow_mut().progress()?;
-            std::thread::sleep(Duration::from_micros(500));
+    let deadline = Instant::now() + timeout;
+    let text = loop {
+        let found = match shared.bootstrap.borrow_mut().as_mut() {
+            Some(boot) => boot.lookup(&address_key(uid))?,
+            None => None,
         };
-        let bad = || Error::Bootstrap(format!("process {uid} published {text:?}"));
-        let (addr, pid) = text.split_once(';').ok_or_else(bad)?;
-        let addr: SocketAddr = addr.parse().map_err(|_| bad())?;
-        let pid: u32 = pid.parse().map_err(|_| bad())?;
-        let mut engine = shared.engine.borrow_mut();
-        engine.add_peers(&[(uid, pid)]);
-        if let Some(t) = engine.tcp.as_mut() {
-            t.dial((uid, 0), addr, None, None)?;
+        if let Some(text) = found {
+            break text;
         }
+        if Instant::now() > deadline {
+            return Err(Error::Bootstrap(format!(
+                "process {uid} of another world published no address within {} s",
+                timeout.as_secs()
+            )));
+        }
+        // It publishes in the same collective call: keep our own traffic moving meanwhile.
+        shared.engine.borrow_mut().progress()?;
+        std::thread::sleep(Duration::from_micros(500));
+    };
+    let bad = || Error::Bootstrap(format!("process {uid} published {text:?}"));
+    let (addr, pid) = text.split_once(';').ok_or_else(bad)?;
+    let addr: SocketAddr = addr.parse().map_err(|_| bad())?;
+    let pid: u32 = pid.parse().map_err(|_| bad())?;
+    let mut engine = shared.engine.borrow_mut();
+    engine.add_peers(&[(uid, pid)]);
+    match engine.tcp.as_mut() {
+        Some(t) => t.dial((uid, 0), addr, None, None),
+        None => Err(Error::Config("no TCP listener".into())),
     }
-    Ok(())
 }
 
 /// Connects to process `uid` (of any world) now unless connected or ours: for the first
@@ -170,6 +169,12 @@ fn open(shared: &Shared) -> Result<(), Error> {
     let key = shared.universe.key.clone().ok_or_else(|| {
         Error::Config("a process not started by `ferry run` cannot spawn or be spawned".into())
     })?;
+    if shared.in_effect.rails > 1 {
+        // Connections to other worlds are single: rails would wait for the others.
+        return Err(Error::Config(
+            "processes of other worlds (MPI_Comm_spawn, connect/accept across worlds) cannot be reached with several TCP rails (FERRY_RAILS)".into(),
+        ));
+    }
     let (me, addr) = {
         let mut engine = shared.engine.borrow_mut();
         let me = engine.proto.me;
