@@ -155,6 +155,11 @@ struct RunArgs {
     #[arg(long, value_name = "MICROSECONDS", requires = "grid")]
     relay_spin_us: Option<u64>,
 
+    /// MPI_UNIVERSE_SIZE: how many processes the job may grow to with MPI_Comm_spawn (sets
+    /// FERRY_UNIVERSE_SIZE for the ranks; default: the cores here, at least the job's size).
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
+    universe_size: Option<u32>,
+
     /// Print the path matrix of the job (rank 0; same as FERRY_SHOW_PATHS=1).
     #[arg(long)]
     show_paths: bool,
@@ -198,6 +203,11 @@ fn run_command(args: RunArgs) -> i32 {
         BindTo::Core => ferry_launch::Bind::Core,
         BindTo::None => ferry_launch::Bind::None,
     };
+    if let Some(n) = args.universe_size {
+        options
+            .extra_env
+            .push(("FERRY_UNIVERSE_SIZE".into(), n.to_string()));
+    }
     if let Some(transport) = args.transport {
         options
             .extra_env

@@ -95,6 +95,17 @@ impl Bootstrap {
         self.request(&Request::Finalize).map(drop)
     }
 
+    /// Asks the launcher to start a new world; returns the universe rank of its rank 0.
+    pub(crate) fn spawn(&mut self, parent: &str, apps: Vec<pmi::App>) -> Result<u32, Error> {
+        match self.request(&Request::Spawn {
+            parent: parent.into(),
+            apps,
+        })? {
+            Reply::Spawned { base, .. } => Ok(base),
+            other => Err(bootstrap_error(format!("unexpected reply {other:?}"))),
+        }
+    }
+
     /// Asks the launcher to end the job; does not wait for an answer.
     pub(crate) fn abort(&mut self, code: i32, message: &str) {
         if let Ok(line) = (Request::Abort {

@@ -74,10 +74,15 @@ pub(crate) struct Shared {
     pub plans: RefCell<crate::collectives::Plans>,
     /// Names published by a job of one rank without a launcher (see `World::publish`).
     pub names: RefCell<std::collections::HashMap<String, String>>,
+    /// Where this world sits among the job's worlds (spawning, see `crate::spawn`).
+    pub universe: crate::world::Universe,
 }
 
 /// Context pairs per block a process claims: enough for an intercommunicator.
 pub const CONTEXT_BLOCK: u32 = 4;
+
+/// Spawned worlds a job may have, each with its slice of context ids.
+pub const SPAWNED_REGIONS: u64 = 1024;
 
 /// Pair indices from here on belong to communicators derived without an agreement
 /// (MPI_Comm_idup in the MPI binding); claimed blocks stay below.
@@ -90,6 +95,7 @@ impl Shared {
         size: usize,
         in_effect: crate::config::Config,
         clusters: Vec<u32>,
+        universe: crate::world::Universe,
     ) -> Shared {
         Shared {
             engine: RefCell::new(engine),
@@ -102,6 +108,7 @@ impl Shared {
             clusters: clusters.into(),
             plans: RefCell::default(),
             names: RefCell::default(),
+            universe,
         }
     }
 
@@ -141,11 +148,26 @@ impl Shared {
     /// `n` of world rank `r` is number `n * size + r`), so a new communicator needs one member
     /// to claim a block and tell the others, and creations running at once in several threads
     /// or on overlapping groups never pick the same pairs. Pair 0 is the world's.
+    ///
+    /// Worlds spawned later (see `crate::spawn`) hand out blocks of their own region, so that
+    /// ids stay unique across every world of the job: the launcher's world has the lower
+    /// half, spawned world `w` the `w`-th of [`SPAWNED_REGIONS`] slices of the upper half.
     pub(crate) fn claim_context_block(&self) -> Result<u32, Error> {
         let n = self.context_blocks.get();
-        let me = self.engine.borrow().proto.me;
-        let block = (n as u64) * self.size as u64 + me as u64;
-        let first = 1 + block * CONTEXT_BLOCK as u64;
+        let rank = self.engine.borrow().proto.me - self.universe.base;
+        let blocks = (CLAIMED_PAIRS_END / CONTEXT_BLOCK) as u64;
+        let (start, len) = match self.universe.world {
+            0 => (0, blocks / 2),
+            w => {
+                let slice = blocks / 2 / SPAWNED_REGIONS;
+                (blocks / 2 + (w as u64 - 1) * slice, slice)
+            }
+        };
+        let within = (n as u64) * self.size as u64 + rank as u64;
+        if within >= len || self.universe.world as u64 > SPAWNED_REGIONS {
+            return Err(Error::OutOfContexts { created: n });
+        }
+        let first = 1 + (start + within) * CONTEXT_BLOCK as u64;
         if first + CONTEXT_BLOCK as u64 > CLAIMED_PAIRS_END as u64 {
             return Err(Error::OutOfContexts { created: n });
         }
@@ -161,8 +183,10 @@ pub(crate) struct Group {
 }
 
 impl Group {
+    /// `world_of` holds universe ranks (see `crate::spawn`); `world_size` is a size hint.
     fn new(world_of: Vec<u32>, world_size: usize) -> Group {
-        let mut local_of = vec![u32::MAX; world_size];
+        let end = world_of.iter().map(|&w| w as usize + 1).max().unwrap_or(0);
+        let mut local_of = vec![u32::MAX; end.max(world_size)];
         for (local, &world) in world_of.iter().enumerate() {
             local_of[world as usize] = local as u32;
         }
@@ -189,13 +213,30 @@ pub struct Comm {
 
 impl Comm {
     pub(crate) fn world(shared: Rc<Shared>) -> Comm {
-        let me = shared.engine.borrow().proto.me as usize;
-        let group = Rc::new(Group::new((0..shared.size as u32).collect(), shared.size));
+        let me = shared.engine.borrow().proto.me;
+        let base = shared.universe.base;
+        let group = Rc::new(Group::new(
+            (base..base + shared.size as u32).collect(),
+            shared.size,
+        ));
         Comm {
             shared,
             group,
             context: 0,
-            rank: me,
+            rank: (me - base) as usize,
+            calls: Rc::new(Cell::new(0)),
+        }
+    }
+
+    /// See `World::universe_comm`.
+    pub(crate) fn comm_over_universe(&self, context: u32) -> Comm {
+        let cap = crate::tcp::UNIVERSE_CAP;
+        let me = self.shared.engine.borrow().proto.me;
+        Comm {
+            shared: self.shared.clone(),
+            group: Rc::new(Group::new((0..cap).collect(), cap as usize)),
+            context,
+            rank: me as usize,
             calls: Rc::new(Cell::new(0)),
         }
     }
@@ -591,10 +632,13 @@ impl Comm {
     /// process's rank in the local group: ranks then name the remote group, and statuses report
     /// remote ranks.
     pub fn derive(&self, members: &[u32], rank: usize, context: u32) -> Result<Comm, Error> {
-        if let Some(&w) = members.iter().find(|&&w| w as usize >= self.shared.size) {
+        // Processes of other worlds (spawned) are connected when first needed.
+        crate::spawn::reach(&self.shared, members)?;
+        let peers = self.shared.engine.borrow().proto.routes.len();
+        if let Some(&w) = members.iter().find(|&&w| w as usize >= peers) {
             return Err(Error::RankOutOfRange {
                 rank: w as usize,
-                size: self.shared.size,
+                size: peers,
             });
         }
         Ok(Comm {

@@ -289,6 +289,10 @@ pub(crate) trait FrameSink {
     /// The rail of a RAIL_DOWN with `seq` is read to its end: ordered frames from number `seq`
     /// on that arrived already are dropped when they come again.
     fn drained(&mut self, _peer: u32, _seq: u64) {}
+    /// Whether `peer` said BYE: the end of its connection is then no failure.
+    fn departed(&self, _peer: u32) -> bool {
+        false
+    }
 }
 
 /// The protocol half of the engine.
@@ -322,6 +326,9 @@ pub(crate) struct Proto {
     /// message to its sender (an exchange) pulls alone: both cores copy already, and sharing
     /// would only add a round trip.
     large_out: Vec<u32>,
+    /// Peers that said BYE: the end of their connection is orderly (another world's
+    /// processes finalize and exit on their own).
+    departed: Vec<bool>,
     requests: Requests,
     matcher: Matcher<ReqId, Unexpected>,
     outq: Vec<VecDeque<Out>>,
@@ -371,6 +378,25 @@ fn protocol_error(peer: u32, detail: impl std::fmt::Display) -> Error {
 }
 
 impl Proto {
+    /// Makes room for peers up to (not including) `peers`: the new ones are reached over TCP
+    /// (processes of a world spawned later, or of the world that spawned ours) and have no
+    /// known process id yet.
+    #[cold]
+    pub(crate) fn grow(&mut self, peers: usize) {
+        if peers <= self.routes.len() {
+            return;
+        }
+        self.routes.resize(peers, Route::Tcp);
+        self.pids.resize(peers, 0);
+        self.ordered_in.resize(peers, 0);
+        self.skip.resize(peers, 0);
+        self.cma_proven.resize(peers, false);
+        self.large_out.resize(peers, 0);
+        self.outq.resize_with(peers, VecDeque::new);
+        self.queued.resize(peers, false);
+        self.departed.resize(peers, false);
+    }
+
     /// Keeps a message no receive was posted for, and counts it.
     fn push_unexpected(&mut self, env: Envelope, message: Unexpected) {
         self.matcher.push_unexpected(env, message);
@@ -762,6 +788,10 @@ impl Proto {
 }
 
 impl FrameSink for Proto {
+    fn departed(&self, peer: u32) -> bool {
+        self.departed.get(peer as usize).copied().unwrap_or(false)
+    }
+
     fn take_drains(&mut self, peer: u32) -> Vec<(u16, u64)> {
         let mut taken = Vec::new();
         self.to_drain.retain(|&(p, rail, seq)| {
@@ -780,6 +810,10 @@ impl FrameSink for Proto {
     }
 
     fn begin_frame(&mut self, peer: u32, frame: &Frame) -> Result<Incoming, Error> {
+        if peer as usize >= self.routes.len() {
+            // A process of another world connected before we were told about it.
+            self.grow(peer as usize + 1);
+        }
         let rails = self.acknowledged(peer);
         if rails && self.skip[peer as usize] > 0 && frame.is_ordered() {
             return Ok(Incoming {
@@ -995,7 +1029,7 @@ impl FrameSink for Proto {
                     ))
                 }
             },
-            (Arrival::Control, Frame::Bye) => {}
+            (Arrival::Control, Frame::Bye) => self.departed[peer as usize] = true,
             (Arrival::Control, Frame::RailDown { rail, seq })
                 if self.acknowledged(peer) && (rail as usize) < self.rails =>
             {
@@ -1135,6 +1169,7 @@ impl Engine {
                 cma_proven: vec![false; size],
                 shared_pulls: Vec::new(),
                 large_out: vec![0; size],
+                departed: vec![false; size],
                 requests: Requests {
                     slots: Vec::new(),
                     free: Vec::new(),
@@ -1170,6 +1205,48 @@ impl Engine {
             in_place: Vec::new(),
             held: vec![None; size],
         }
+    }
+
+    /// Takes peers `uids` (processes of another world of the job) with their process ids:
+    /// reached over TCP, connected by whichever side dials.
+    pub(crate) fn add_peers(&mut self, uids: &[(u32, u32)]) {
+        let end = uids.iter().map(|&(u, _)| u as usize + 1).max().unwrap_or(0);
+        self.proto.grow(end);
+        for &(uid, pid) in uids {
+            if pid != 0 {
+                self.proto.pids[uid as usize] = pid;
+            }
+        }
+        if let Some(t) = self.tcp.as_mut() {
+            t.grow(self.proto.routes.len());
+        }
+    }
+
+    /// Drops what was queued for other worlds' processes whose connection ended.
+    fn forget_closed(&mut self) {
+        let Some(t) = self.tcp.as_mut() else { return };
+        for peer in t.take_closed() {
+            if let Some(q) = self.proto.outq.get_mut(peer as usize) {
+                q.clear();
+            }
+            if let Some(d) = self.proto.departed.get_mut(peer as usize) {
+                *d = true;
+            }
+        }
+    }
+
+    /// Queues BYE to `peers` (their connection's end will then be orderly here and there);
+    /// also to those whose connection is still in its handshake, so that it goes once that
+    /// is done.
+    pub(crate) fn say_bye(&mut self, peers: &[u32]) -> Result<(), Error> {
+        for &peer in peers {
+            if self.tcp.as_ref().is_some_and(|t| t.has_conn(peer as usize)) {
+                self.proto
+                    .push_out(peer, Out::Frame(OutFrame::control(Frame::Bye)));
+                self.flush_peer(peer)?;
+            }
+        }
+        Ok(())
     }
 
     /// The traffic totals, with the unexpected queue's length now.
@@ -1619,6 +1696,7 @@ impl Engine {
             progressed |= tcp
                 .poll_input(&mut self.proto, Some(Duration::ZERO))
                 .map_err(|e| with_pid(&self.proto.pids, e))?;
+            self.forget_closed();
         }
         // Checked here, not only inside: an idle pass should cost a few loads, not calls.
         if !self.proto.active_out.is_empty() {
@@ -2008,6 +2086,7 @@ impl Engine {
             };
             tcp.poll_input(&mut self.proto, Some(timeout))
                 .map_err(|e| with_pid(&self.proto.pids, e))?;
+            self.forget_closed();
             self.send_active_replies()?;
             self.flush()?;
             return Ok(());

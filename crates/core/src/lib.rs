@@ -35,6 +35,7 @@ mod rails;
 pub mod raw;
 mod selection;
 mod shm;
+pub mod spawn;
 mod stats;
 mod tcp;
 mod world;

@@ -48,6 +48,9 @@ const RAIL_SHIFT: u32 = 32;
 const LISTENER: Token = Token(usize::MAX);
 const RELAY: Token = Token(usize::MAX - 1);
 const STRANGER_BASE: usize = 1 << 40;
+/// Highest process number (universe rank) a handshake may claim: ranks of every world of the
+/// job, spawned ones included (the launcher allows as many).
+pub(crate) const UNIVERSE_CAP: u32 = 1 << 16;
 
 enum Input {
     Header,
@@ -295,11 +298,15 @@ pub(crate) struct TcpTransport {
     rail_timeout: Duration,
     /// Rails that failed since the engine last asked: (peer, rail, why).
     failures: Vec<(u32, u16, String)>,
+    /// Other worlds' processes whose connection ended (orderly or not) since the engine last
+    /// asked: what was queued for them goes (see `crate::spawn`).
+    closed: Vec<u32>,
     strangers: Vec<Option<Conn>>,
     key: JobKey,
     job: u64,
     me: u32,
-    size: u32,
+    /// Universe ranks of this process's own world: the peers `all_established` waits for.
+    world: std::ops::Range<u32>,
     max_payload: u64,
     socket_buffer: usize,
     /// Nonces of relayed connections already accepted.
@@ -334,7 +341,7 @@ impl TcpTransport {
         bind: SocketAddr,
         key: JobKey,
         job: u64,
-        (me, size): (u32, u32),
+        (me, world): (u32, std::ops::Range<u32>),
         max_payload: u64,
         socket_buffer: usize,
         rails: u16,
@@ -354,17 +361,18 @@ impl TcpTransport {
             events: Events::with_capacity(256),
             listener,
             listen_addr,
-            conns: (0..size)
+            conns: (0..world.end)
                 .map(|_| (0..rails).map(|_| None).collect())
                 .collect(),
             rails,
             rail_timeout,
             failures: Vec::new(),
+            closed: Vec::new(),
             strangers: Vec::new(),
             key,
             job,
             me,
-            size,
+            world,
             max_payload,
             socket_buffer,
             seen: ReplayGuard::default(),
@@ -527,6 +535,11 @@ impl TcpTransport {
         }
     }
 
+    /// Other worlds' processes whose connection ended since the last call.
+    pub(crate) fn take_closed(&mut self) -> Vec<u32> {
+        std::mem::take(&mut self.closed)
+    }
+
     /// Rails that failed since the last call: (peer, rail, why).
     pub(crate) fn take_failures(&mut self) -> Vec<(u32, u16, String)> {
         std::mem::take(&mut self.failures)
@@ -603,10 +616,11 @@ impl TcpTransport {
                 Interest::READABLE | Interest::WRITABLE,
             )
             .map_err(|e| io_error("epoll_ctl", e))?;
+        self.grow(peer as usize + 1);
         let hs = Handshake::connect(
             self.key.clone(),
             self.job,
-            self.size,
+            UNIVERSE_CAP,
             self.me,
             peer,
             nonce(),
@@ -629,20 +643,42 @@ impl TcpTransport {
     }
 
     fn established(&self, rank: usize) -> bool {
-        self.conns[rank]
-            .iter()
-            .all(|c| c.as_ref().is_some_and(|c| c.handshake.is_none()))
+        self.conns.get(rank).is_some_and(|rails| {
+            rails
+                .iter()
+                .all(|c| c.as_ref().is_some_and(|c| c.handshake.is_none()))
+        })
     }
 
-    /// True once every peer but us has an authenticated connection.
+    /// Whether a connection to `peer` is open or being opened.
+    pub(crate) fn has_conn(&self, peer: usize) -> bool {
+        self.conns
+            .get(peer)
+            .and_then(|rails| rails.first())
+            .is_some_and(Option::is_some)
+    }
+
+    /// Makes room for connections to peers up to (not including) `peers`.
+    pub(crate) fn grow(&mut self, peers: usize) {
+        let rails = self.rails;
+        while self.conns.len() < peers {
+            self.conns.push((0..rails).map(|_| None).collect());
+        }
+    }
+
+    /// True once every peer of our world but us has an authenticated connection.
     pub(crate) fn all_established(&self) -> bool {
-        (0..self.size as usize).all(|r| r == self.me as usize || self.established(r))
+        self.world
+            .clone()
+            .all(|r| r == self.me || self.established(r as usize))
     }
 
     /// Ranks without an authenticated connection yet.
     pub(crate) fn missing(&self) -> Vec<usize> {
-        (0..self.size as usize)
-            .filter(|&r| r != self.me as usize && !self.established(r))
+        self.world
+            .clone()
+            .filter(|&r| r != self.me && !self.established(r as usize))
+            .map(|r| r as usize)
             .collect()
     }
 
@@ -708,6 +744,14 @@ impl TcpTransport {
                     match conn.drive_handshake(&mut self.seen) {
                         Ok(Some(_)) => progressed = true,
                         Ok(None) => continue,
+                        Err(_) if !self.world.contains(&(peer as u32)) => {
+                            // Another world's process that ended before it answered (it was
+                            // done with us: a correct program sends it nothing more).
+                            progressed = true;
+                            self.close_rail(peer, rail);
+                            self.closed.push(peer as u32);
+                            continue;
+                        }
                         Err(why) => {
                             return Err(Error::Transport(format!(
                                 "handshake with rank {peer} (rail {rail}) at {} failed: {why}",
@@ -719,6 +763,18 @@ impl TcpTransport {
                 if conn.readable || conn.start < conn.end {
                     match read_frames(conn, peer as u32, sink, self.max_payload) {
                         Ok(moved) => progressed |= moved,
+                        Err(Error::PeerLost { .. })
+                            if sink.departed(peer as u32)
+                                || !self.world.contains(&(peer as u32)) =>
+                        {
+                            // Another world's process ended: after its BYE, or as it finalized
+                            // before our connection was up (then it could not say BYE). One
+                            // that failed ends the job through the launcher.
+                            progressed = true;
+                            self.close_rail(peer, rail);
+                            self.closed.push(peer as u32);
+                            continue;
+                        }
                         Err(Error::PeerLost { detail, .. }) if self.rails > 1 => {
                             progressed = true;
                             self.rail_failed(peer, rail, detail);
@@ -763,9 +819,14 @@ impl TcpTransport {
                         );
                         continue;
                     }
-                    let hs =
-                        Handshake::accept(self.key.clone(), self.job, self.size, self.me, nonce())
-                            .with_rails(self.rails);
+                    let hs = Handshake::accept(
+                        self.key.clone(),
+                        self.job,
+                        UNIVERSE_CAP,
+                        self.me,
+                        nonce(),
+                    )
+                    .with_rails(self.rails);
                     let sniff = Pre::Sniff(RelayAcceptor::new(self.key.clone(), self.job, self.me));
                     self.strangers[index] = Some(Conn::new(stream, addr, sniff, hs, true));
                 }
@@ -802,6 +863,8 @@ impl TcpTransport {
                     let Some(mut conn) = self.strangers[index].take() else {
                         continue;
                     };
+                    // A process of another world (spawned) may connect before we hear of it.
+                    self.grow(rank as usize + 1);
                     if self.conns[rank as usize][rail as usize].is_some() {
                         eprintln!(
                             "ferry: rank {}: refused connection from {}: rank {rank} is already connected on rail {rail}",
@@ -882,6 +945,12 @@ impl TcpTransport {
                 Err(e) if self.rails > 1 => {
                     let why = format!("write to {} failed: {e}", conn.addr);
                     self.rail_failed(peer, rail, why);
+                    return Ok(false);
+                }
+                Err(_) if !self.world.contains(&(peer as u32)) => {
+                    // Another world's process that ended (see poll_input).
+                    self.close_rail(peer, rail);
+                    self.closed.push(peer as u32);
                     return Ok(false);
                 }
                 Err(e) => {

@@ -147,6 +147,25 @@ pub fn init() -> Result<World, Error> {
     }
     let rank: u32 = env_number(env::RANK)?;
     let size: u32 = env_number(env::SIZE)?;
+    let optional = |name: &str| -> Result<u32, Error> {
+        match std::env::var_os(name) {
+            Some(_) => env_number(name),
+            None => Ok(0),
+        }
+    };
+    // Universe rank of our rank 0, and our world's number: 0 for the launcher's ranks.
+    let base = optional(env::UNIVERSE_BASE)?;
+    let world_index = optional(env::WORLD_INDEX)?;
+    let me = base
+        .checked_add(rank)
+        .filter(|&u| u < crate::tcp::UNIVERSE_CAP)
+        .ok_or_else(|| Error::Bootstrap(format!("universe rank {base} + {rank} is too large")))?;
+    let mut config = config;
+    if base > 0 {
+        // Spawned worlds talk over TCP (shared-memory rings are made per world at start and
+        // are named by rank; see crate::spawn).
+        config.transport = TransportKind::Tcp;
+    }
     let job: u64 = env_number(env::JOB_ID)?;
     let key = JobKey::from_hex(&env_var(env::JOB_KEY)?)
         .ok_or_else(|| Error::Bootstrap(format!("{} is not 64 hex digits", env::JOB_KEY)))?;
@@ -155,7 +174,7 @@ pub fn init() -> Result<World, Error> {
             "rank {rank} is not below the job size {size}"
         )));
     }
-    let mut boot = Bootstrap::connect(&env_var(env::ADDR)?, &key, rank)?;
+    let mut boot = Bootstrap::connect(&env_var(env::ADDR)?, &key, me)?;
     let n = size as usize;
     let cores = std::thread::available_parallelism().map_or(1, |c| c.get());
     let spin = config.spin.unwrap_or(if n > cores { 100 } else { 4000 });
@@ -194,7 +213,7 @@ pub fn init() -> Result<World, Error> {
                 bind,
                 key.clone(),
                 job,
-                (rank, size),
+                (me, base..base + size),
                 max,
                 config.tcp_buffer,
                 config.rails,
@@ -210,13 +229,16 @@ pub fn init() -> Result<World, Error> {
             tcp = Some(t);
         }
     }
-    boot.put(&format!("card-{rank}"), &card.encode())?;
+    boot.put(&format!("card-{me}"), &card.encode())?;
     boot.fence()?;
     let mut cards = Vec::with_capacity(n);
     for r in 0..size {
-        cards.push(Card::decode(r, &boot.get(&format!("card-{r}"))?)?);
+        cards.push(Card::decode(r, &boot.get(&format!("card-{}", base + r))?)?);
     }
-    let clusters = cards.iter().map(|c| c.cluster).collect();
+    // By universe rank, as every per-peer table: no cluster for other worlds' processes.
+    let clusters = std::iter::repeat_n(0, base as usize)
+        .chain(cards.iter().map(|c| c.cluster))
+        .collect();
 
     let mut shm = None;
     if let Some(created) = created {
@@ -254,34 +276,42 @@ pub fn init() -> Result<World, Error> {
                         let theirs = card.rails.get(rail as usize).copied();
                         match (plan.path, own, theirs) {
                             (ferry_grid::Path::Direct, Some(from), Some(to)) => t.dial(
-                                (peer, rail),
+                                (base + peer, rail),
                                 SocketAddr::new(to, tcp.port()),
                                 Some(from),
                                 None,
                             )?,
-                            _ => t.dial((peer, rail), tcp, None, None)?,
+                            _ => t.dial((base + peer, rail), tcp, None, None)?,
                         }
                     }
                     ferry_grid::Path::ViaPeerRelay { .. } => {
                         let relay = card.relay.ok_or_else(|| missing("relay"))?;
-                        t.dial((peer, rail), relay, None, Some(&guids[peer as usize].front))?
+                        t.dial(
+                            (base + peer, rail),
+                            relay,
+                            None,
+                            Some(&guids[peer as usize].front),
+                        )?
                     }
                 }
             }
         }
     }
-    let routes = (0..size)
-        .map(|r| match (r == rank, config.transport) {
-            (true, _) => Route::Loopback,
-            (false, TransportKind::Shm) => Route::Shm,
-            (false, TransportKind::Tcp) => Route::Tcp,
+    // Indexed by universe rank: other worlds' processes (below `base`) are reached over TCP.
+    let routes = (0..base + size)
+        .map(|u| match (u == me, u < base, config.transport) {
+            (true, _, _) => Route::Loopback,
+            (false, true, _) | (false, false, TransportKind::Tcp) => Route::Tcp,
+            (false, false, TransportKind::Shm) => Route::Shm,
         })
         .collect();
     let (cma_on, cma_share) = config.cma.plan(n, cores);
     let mut engine = Engine::new(EngineSetup {
-        me: rank,
+        me,
         routes,
-        pids: cards.iter().map(|c| c.pid).collect(),
+        pids: std::iter::repeat_n(0, base as usize)
+            .chain(cards.iter().map(|c| c.pid))
+            .collect(),
         shm,
         tcp,
         cma: cma_on,
@@ -333,8 +363,29 @@ pub fn init() -> Result<World, Error> {
             n,
             in_effect,
             clusters,
+            Universe {
+                base,
+                world: world_index,
+                key: Some(key),
+                job,
+                published: Default::default(),
+            },
         ))),
     })
+}
+
+/// Where this process's world sits in the job: for spawning and being spawned.
+pub(crate) struct Universe {
+    /// Universe rank of the world's rank 0.
+    pub base: u32,
+    /// The world's number (0: the launcher's).
+    pub world: u32,
+    /// The job key, for TCP connections to other worlds' processes (none for a singleton).
+    pub key: Option<JobKey>,
+    /// The job id.
+    pub job: u64,
+    /// Whether our address for other worlds is published (see `crate::spawn`).
+    pub published: std::cell::Cell<bool>,
 }
 
 fn singleton(config: &Config) -> World {
@@ -363,7 +414,20 @@ fn singleton(config: &Config) -> World {
         ..config.clone()
     };
     World {
-        comm: Comm::world(Rc::new(Shared::new(engine, None, 1, in_effect, vec![0]))),
+        comm: Comm::world(Rc::new(Shared::new(
+            engine,
+            None,
+            1,
+            in_effect,
+            vec![0],
+            Universe {
+                base: 0,
+                world: 0,
+                key: None,
+                job: 0,
+                published: Default::default(),
+            },
+        ))),
     }
 }
 
@@ -379,6 +443,8 @@ impl World {
         if shared.finalized.replace(true) {
             return Ok(());
         }
+        // Other worlds' processes end on their own: tell them ours is not a failure.
+        self.leave_other_worlds()?;
         // Flush queued frames; peers keep their rings and sockets open until the fence below.
         shared.wait_until(|p| p.output_drained())?;
         if std::env::var_os("FERRY_RAIL_STATS").is_some_and(|v| v == "1") {

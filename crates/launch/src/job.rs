@@ -89,6 +89,15 @@ pub fn run(opts: &LaunchOptions) -> Result<Outcome, LaunchError> {
     let start = Instant::now();
     // From here on, dropping `job` kills whatever was started and removes its shared memory.
     let mut job = Job::new(job_id);
+    // Spawned processes run on this host; a grid job's ranks run in the testbed's hosts.
+    if opts.grid.is_none() {
+        job.spawner = Some(Spawner {
+            addr: server.addr(),
+            key: key.clone(),
+            extra_env: opts.extra_env.clone(),
+            tag_output: opts.tag_output,
+        });
+    }
     let cpus = sys::allowed_cpus();
     job.cores = match opts.bind {
         crate::Bind::None => Vec::new(),
@@ -172,8 +181,19 @@ enum Verdict {
     Pending,
 }
 
+/// What a rank's request to spawn processes needs (see [`Job::spawn_world`]).
+struct Spawner {
+    addr: SocketAddr,
+    key: JobKey,
+    extra_env: Vec<(String, String)>,
+    tag_output: bool,
+}
+
 struct Job {
     id: u64,
+    spawner: Option<Spawner>,
+    /// (base, size) of each spawned world, in order (world 1, 2, …).
+    worlds: Vec<(u32, u32)>,
     host: String,
     /// Per rank, in a grid job.
     hosts: Vec<String>,
@@ -190,6 +210,8 @@ impl Job {
     fn new(id: u64) -> Job {
         Job {
             id,
+            spawner: None,
+            worlds: Vec::new(),
             host: sys::hostname(),
             hosts: Vec::new(),
             ranks: Vec::new(),
@@ -236,7 +258,7 @@ impl Job {
         if let Some(cpu) = self.cores.get(rank as usize % self.cores.len().max(1)) {
             sys::bind_to_cpu(&mut command, *cpu);
         }
-        let mut child = command.spawn().map_err(|source| match source.kind() {
+        let child = command.spawn().map_err(|source| match source.kind() {
             io::ErrorKind::NotFound => LaunchError::ProgramNotFound(opts.program.clone()),
             io::ErrorKind::PermissionDenied => LaunchError::NotExecutable(opts.program.clone()),
             _ => LaunchError::Spawn {
@@ -245,11 +267,22 @@ impl Job {
                 source,
             },
         })?;
-        let pid = child.id();
         if let Some(g) = grid {
             self.hosts.push(g.host(rank).to_string());
         }
-        let prefix = opts.tag_output.then(|| format!("[{rank}] "));
+        self.watch(child, rank, opts.tag_output, &opts.program)
+    }
+
+    /// Keeps `child`, the process of universe rank `rank`, and forwards its output.
+    fn watch(
+        &mut self,
+        mut child: Child,
+        rank: u32,
+        tag_output: bool,
+        program: &std::ffi::OsStr,
+    ) -> Result<(), LaunchError> {
+        let pid = child.id();
+        let prefix = tag_output.then(|| format!("[{rank}] "));
         let stdout = child.stdout.take();
         let stderr = child.stderr.take();
         self.ranks.push(Rank {
@@ -264,7 +297,7 @@ impl Job {
         });
         let spawn_error = |source| LaunchError::Spawn {
             rank,
-            program: opts.program.clone(),
+            program: program.to_owned(),
             source,
         };
         if let Some(pipe) = stdout {
@@ -298,7 +331,7 @@ impl Job {
             };
             let mut next = server.next_event(wait);
             while let Some(event) = next {
-                if let Some(outcome) = self.handle_event(event) {
+                if let Some(outcome) = self.handle_event(event, server) {
                     return self.end(outcome);
                 }
                 next = server.next_event(Duration::ZERO);
@@ -321,8 +354,89 @@ impl Job {
         }
     }
 
-    fn handle_event(&mut self, event: BootstrapEvent) -> Option<Outcome> {
+    /// Starts the processes of a spawned world: universe ranks `base..`, world ranks from 0,
+    /// the commands in order. A process that cannot be started is `Err` (the ranks before it
+    /// run; the job then ends).
+    fn spawn_world(
+        &mut self,
+        base: u32,
+        world: u32,
+        parent: &str,
+        apps: &[ferry_wire::pmi::App],
+    ) -> Result<(), String> {
+        let Some(sp) = self.spawner.as_ref() else {
+            return Err("this launcher cannot spawn processes".into());
+        };
+        let (addr, key, extra_env, tag) =
+            (sp.addr, sp.key.clone(), sp.extra_env.clone(), sp.tag_output);
+        if self.ranks.len() != base as usize {
+            return Err(format!(
+                "internal: new world at universe rank {base}, but the job has {} processes",
+                self.ranks.len()
+            ));
+        }
+        let size: u32 = apps.iter().map(|a| a.procs).sum();
+        self.worlds.push((base, size));
+        let mut rank = 0u32;
+        for (appnum, app) in apps.iter().enumerate() {
+            for _ in 0..app.procs {
+                let mut command = Command::new(&app.command);
+                if !app.wdir.is_empty() {
+                    command.current_dir(&app.wdir);
+                }
+                command
+                    .args(&app.args)
+                    .envs(extra_env.iter().map(|(k, v)| (k, v)))
+                    .env(env::ADDR, addr.to_string())
+                    .env(env::RANK, rank.to_string())
+                    .env(env::SIZE, size.to_string())
+                    .env(env::JOB_ID, self.id.to_string())
+                    .env(env::JOB_KEY, key.to_hex())
+                    .env(env::UNIVERSE_BASE, base.to_string())
+                    .env(env::WORLD_INDEX, world.to_string())
+                    .env(env::PARENT, parent)
+                    .env(env::APPNUM, appnum.to_string())
+                    .stdin(Stdio::null())
+                    .stdout(Stdio::piped())
+                    .stderr(Stdio::piped())
+                    .process_group(0);
+                sys::end_with_launcher(&mut command, libc::SIGKILL);
+                let child = command
+                    .spawn()
+                    .map_err(|e| format!("cannot start {:?}: {e}", app.command))?;
+                self.watch(child, base + rank, tag, std::ffi::OsStr::new(&app.command))
+                    .map_err(|e| e.to_string())?;
+                rank += 1;
+            }
+        }
+        Ok(())
+    }
+
+    fn handle_event(&mut self, event: BootstrapEvent, server: &BootstrapServer) -> Option<Outcome> {
         match event {
+            BootstrapEvent::Spawn {
+                rank,
+                base,
+                world,
+                parent,
+                apps,
+            } => {
+                if self.spawner.is_none() {
+                    // Nothing started: the root's MPI_Comm_spawn fails, the job goes on.
+                    let why = "MPI_Comm_spawn is not supported in grid jobs".to_string();
+                    server.answer_spawn(base, Err(why));
+                    return None;
+                }
+                let started = self.spawn_world(base, world, &parent, &apps);
+                server.answer_spawn(base, started.clone());
+                if let Err(message) = started {
+                    return Some(Outcome::Aborted {
+                        rank,
+                        code: 1,
+                        message: format!("MPI_Comm_spawn: {message}"),
+                    });
+                }
+            }
             BootstrapEvent::Connected { rank } => {
                 if let Some(r) = self.ranks.get_mut(rank as usize) {
                     r.connected = true;
@@ -383,8 +497,15 @@ impl Job {
                 Verdict::Fine => rank.judged = true,
                 Verdict::Failed(failure) => {
                     rank.judged = true;
+                    let spawned = self
+                        .worlds
+                        .iter()
+                        .enumerate()
+                        .find(|(_, &(base, size))| (base..base + size).contains(&index))
+                        .map(|(w, &(base, _))| (w as u32 + 1, index - base));
                     return Some(Outcome::RankFailed {
                         rank: index,
+                        spawned,
                         host: self.hosts.get(index as usize).unwrap_or(&self.host).clone(),
                         pid: rank.pid,
                         failure,

@@ -195,8 +195,11 @@ pub enum Outcome {
     Success,
     /// This rank was the first to fail.
     RankFailed {
-        /// The rank.
+        /// The rank: for a process started by MPI_Comm_spawn, its universe rank (the launcher's
+        /// ranks are 0..n, each spawned world takes the next block).
         rank: u32,
+        /// For a spawned process: its world's number and its rank there.
+        spawned: Option<(u32, u32)>,
         /// Its host.
         host: String,
         /// Its process id.
@@ -277,11 +280,18 @@ impl fmt::Display for Outcome {
             Outcome::Success => write!(f, "all ranks succeeded"),
             Outcome::RankFailed {
                 rank,
+                spawned,
                 host,
                 pid,
                 failure,
             } => {
-                write!(f, "rank {rank} (host {host}, pid {pid}) ")?;
+                match spawned {
+                    Some((world, r)) => write!(
+                        f,
+                        "spawned process {rank} (rank {r} of spawned world {world}, host {host}, pid {pid}) "
+                    )?,
+                    None => write!(f, "rank {rank} (host {host}, pid {pid}) ")?,
+                }
                 match *failure {
                     RankFailure::Exited(code) => write!(f, "exited with code {code}"),
                     RankFailure::Signaled(signal) => {

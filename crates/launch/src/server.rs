@@ -70,6 +70,21 @@ pub enum BootstrapEvent {
         /// Its reason.
         message: String,
     },
+    /// `rank` asked for a new world of processes: universe ranks `base..` running `apps`,
+    /// world number `world`. The monitor starts them and answers with
+    /// [`BootstrapServer::answer_spawn`]; the rank waits for that answer.
+    Spawn {
+        /// The rank that asked.
+        rank: u32,
+        /// Universe rank of the new world's rank 0.
+        base: u32,
+        /// Number of the new world.
+        world: u32,
+        /// Token for the new processes (`ferry_wire::pmi::env::PARENT`).
+        parent: String,
+        /// What to run.
+        apps: Vec<pmi::App>,
+    },
     /// The connection of `rank` closed (end of stream, I/O error or a protocol violation).
     Closed {
         /// The rank.
@@ -79,11 +94,21 @@ pub enum BootstrapEvent {
     },
 }
 
+/// One world of the job (the launcher's, then one per spawn): its ranks fence together.
+struct WorldFence {
+    base: u32,
+    size: u32,
+    waiting: u32,
+    generation: u64,
+}
+
 struct State {
     kv: HashMap<String, String>,
+    /// By universe rank: the launcher's ranks, then each spawned world's.
     sessions: Vec<RankSession>,
-    fence_waiting: u32,
-    fence_generation: u64,
+    worlds: Vec<WorldFence>,
+    /// Answers of the monitor to spawn requests, by the new world's base.
+    spawned: HashMap<u32, Result<(), String>>,
     pending: usize,
     next_conn: u64,
     /// Clones of every open connection, so that shutdown can unblock their threads.
@@ -93,10 +118,10 @@ struct State {
 
 struct Shared {
     key: JobKey,
-    size: u32,
     handshake_timeout: Duration,
     state: Mutex<State>,
     fence_done: Condvar,
+    spawn_done: Condvar,
     events: Sender<BootstrapEvent>,
 }
 
@@ -155,19 +180,24 @@ impl BootstrapServer {
         let (tx, events) = mpsc::channel();
         let shared = Arc::new(Shared {
             key,
-            size,
             handshake_timeout,
             state: Mutex::new(State {
                 kv: HashMap::new(),
                 sessions: vec![RankSession::NotConnected; size as usize],
-                fence_waiting: 0,
-                fence_generation: 0,
+                worlds: vec![WorldFence {
+                    base: 0,
+                    size,
+                    waiting: 0,
+                    generation: 0,
+                }],
+                spawned: HashMap::new(),
                 pending: 0,
                 next_conn: 0,
                 streams: HashMap::new(),
                 shutdown: false,
             }),
             fence_done: Condvar::new(),
+            spawn_done: Condvar::new(),
             events: tx,
         });
         let accept_shared = Arc::clone(&shared);
@@ -204,6 +234,12 @@ impl BootstrapServer {
             .unwrap_or(RankSession::NotConnected)
     }
 
+    /// Tells the rank waiting in the spawn of the world at `base` how it went.
+    pub fn answer_spawn(&self, base: u32, result: Result<(), String>) {
+        self.shared.lock().spawned.insert(base, result);
+        self.shared.spawn_done.notify_all();
+    }
+
     /// Stops accepting, closes every connection and releases ranks waiting in a fence.
     pub fn shutdown(&mut self) {
         let streams: Vec<TcpStream> = {
@@ -212,6 +248,7 @@ impl BootstrapServer {
             state.streams.drain().map(|(_, s)| s).collect()
         };
         self.shared.fence_done.notify_all();
+        self.shared.spawn_done.notify_all();
         for stream in streams {
             let _ = stream.shutdown(Shutdown::Both);
         }
@@ -412,11 +449,9 @@ fn handshake(shared: &Shared, reader: &mut LineReader) -> Result<u32, String> {
     if version != pmi::VERSION {
         return Err(format!("unsupported protocol version {version}"));
     }
-    if rank >= shared.size {
-        return Err(format!(
-            "rank {rank} out of range (job of {} ranks)",
-            shared.size
-        ));
+    let ranks = shared.lock().sessions.len();
+    if rank as usize >= ranks {
+        return Err(format!("rank {rank} out of range (job of {ranks} ranks)"));
     }
     if !shared
         .key
@@ -471,8 +506,12 @@ fn session(shared: &Shared, reader: &mut LineReader, rank: u32) -> bool {
                 Some(value) => Reply::Value(value.clone()),
                 None => Reply::NotFound,
             },
+            Ok(Request::Spawn { parent, apps }) => match spawn(shared, rank, parent, apps) {
+                Some(reply) => reply,
+                None => return finalized,
+            },
             Ok(Request::Fence) => {
-                if !fence(shared) {
+                if !fence(shared, rank) {
                     return finalized;
                 }
                 Reply::Ok
@@ -500,22 +539,80 @@ fn session(shared: &Shared, reader: &mut LineReader, rank: u32) -> bool {
     }
 }
 
-/// Waits until every rank has entered this fence. Returns false if the server shut down first.
-fn fence(shared: &Shared) -> bool {
+/// Most processes a job may grow to by spawning.
+const MAX_UNIVERSE: usize = 1 << 16;
+
+/// Reserves the universe ranks of a new world, has the monitor start it and waits for its
+/// answer. `None` if the server shut down first.
+fn spawn(shared: &Shared, rank: u32, parent: String, apps: Vec<pmi::App>) -> Option<Reply> {
+    let total: u64 = apps.iter().map(|a| u64::from(a.procs)).sum();
     let mut state = shared.lock();
-    let generation = state.fence_generation;
-    state.fence_waiting += 1;
-    if state.fence_waiting == shared.size {
-        state.fence_waiting = 0;
-        state.fence_generation += 1;
+    let base = state.sessions.len();
+    if total == 0 || base as u64 + total > MAX_UNIVERSE as u64 {
+        return Some(Reply::Error(format!(
+            "cannot spawn {total} processes (the job has {base}, at most {MAX_UNIVERSE})"
+        )));
+    }
+    let (base, size) = (base as u32, total as u32);
+    let world = state.worlds.len() as u32;
+    state
+        .sessions
+        .extend((0..size).map(|_| RankSession::NotConnected));
+    state.worlds.push(WorldFence {
+        base,
+        size,
+        waiting: 0,
+        generation: 0,
+    });
+    // Sent under the lock: the monitor sees worlds in the order of their bases.
+    shared.send(BootstrapEvent::Spawn {
+        rank,
+        base,
+        world,
+        parent,
+        apps,
+    });
+    loop {
+        if let Some(result) = state.spawned.remove(&base) {
+            return Some(match result {
+                Ok(()) => Reply::Spawned { base, world },
+                Err(message) => Reply::Error(message),
+            });
+        }
+        if state.shutdown {
+            return None;
+        }
+        state = shared
+            .spawn_done
+            .wait(state)
+            .unwrap_or_else(PoisonError::into_inner);
+    }
+}
+
+/// Waits until every rank of `rank`'s world has entered this fence. Returns false if the
+/// server shut down first.
+fn fence(shared: &Shared, rank: u32) -> bool {
+    let mut state = shared.lock();
+    let Some(w) = state
+        .worlds
+        .iter()
+        .position(|w| (w.base..w.base + w.size).contains(&rank))
+    else {
+        return false;
+    };
+    let generation = state.worlds[w].generation;
+    state.worlds[w].waiting += 1;
+    if state.worlds[w].waiting == state.worlds[w].size {
+        state.worlds[w].waiting = 0;
+        state.worlds[w].generation += 1;
         shared.fence_done.notify_all();
         return true;
     }
-    while state.fence_generation == generation && !state.shutdown {
+    while state.worlds[w].generation == generation && !state.shutdown {
         state = shared
             .fence_done
             .wait(state)
             .unwrap_or_else(PoisonError::into_inner);
     }
-    state.fence_generation != generation
+    state.worlds[w].generation != generation
 }

@@ -251,3 +251,73 @@ fn shutdown_releases_a_waiting_fence() {
     server.shutdown();
     assert_eq!(waiter.join().unwrap(), None);
 }
+
+#[test]
+fn spawn_reserves_the_next_universe_ranks_and_each_world_fences_on_its_own() {
+    let server = BootstrapServer::start(1, key()).unwrap();
+    let addr = server.addr();
+    let apps = vec![ferry_wire::pmi::App {
+        procs: 2,
+        command: "/bin/true".into(),
+        wdir: String::new(),
+        args: vec!["a b".into()],
+    }];
+    let asked = apps.clone();
+    let parent = thread::spawn(move || {
+        let mut c = Client::hello(addr, &key(), 0);
+        let reply = c.request(&Request::Spawn {
+            parent: "7,0".into(),
+            apps: asked,
+        });
+        // The launcher's world is of one rank: its fence waits for nobody else.
+        c.fence();
+        reply
+    });
+    // The monitor's part: the event names the new world; the rank waits for the answer.
+    let events = events_until(&server, |e| {
+        e.iter().any(|e| matches!(e, BootstrapEvent::Spawn { .. }))
+    });
+    let spawn = events
+        .iter()
+        .find(|e| matches!(e, BootstrapEvent::Spawn { .. }))
+        .unwrap();
+    assert_eq!(
+        spawn,
+        &BootstrapEvent::Spawn {
+            rank: 0,
+            base: 1,
+            world: 1,
+            parent: "7,0".into(),
+            apps,
+        }
+    );
+    server.answer_spawn(1, Ok(()));
+    assert_eq!(
+        parent.join().unwrap(),
+        Some(Reply::Spawned { base: 1, world: 1 })
+    );
+    // The new world's processes are universe ranks 1 and 2, and fence together.
+    let children: Vec<_> = (1..3)
+        .map(|rank| {
+            thread::spawn(move || {
+                let mut c = Client::hello(addr, &key(), rank);
+                c.put(&format!("card-{rank}"), "x");
+                c.fence();
+                let other = 3 - rank;
+                assert_eq!(c.get(&format!("card-{other}")).as_deref(), Some("x"));
+            })
+        })
+        .collect();
+    for c in children {
+        c.join().unwrap();
+    }
+    // A rank beyond the job is still refused.
+    let (mut stranger, nonce) = Client::open(addr);
+    let mac = hello_mac(&key(), &nonce, 3);
+    let reply = stranger.request(&Request::Hello {
+        version: VERSION,
+        rank: 3,
+        mac,
+    });
+    assert!(matches!(reply, Some(Reply::Error(_))), "{reply:?}");
+}

@@ -477,11 +477,11 @@ pub(crate) unsafe fn call_delete(comm: Handle, keyval: c_int, value: *mut c_void
 }
 
 mpi! {
-    /// The intercommunicator to the parent of a process started by MPI_Comm_spawn: ferry does not
-    /// spawn processes, so there is none (MPI_COMM_NULL), as for any process started by mpiexec.
+    /// The intercommunicator to the group that started this process with MPI_Comm_spawn
+    /// (MPI_COMM_NULL for a process started by mpiexec, or once it was freed or disconnected).
     fn MPI_Comm_get_parent / PMPI_Comm_get_parent(parent: *mut Handle) on NONE => {
-        running(|_| Ok(()))?;
-        *out(parent, "parent")? = MPI_COMM_NULL;
+        let h = running(|s| Ok(if s.comm(s.parent).is_ok() { s.parent } else { MPI_COMM_NULL }))?;
+        *out(parent, "parent")? = h;
         Ok(())
     }
 }
@@ -519,6 +519,9 @@ unsafe fn free_comm(h: &mut Handle) -> Res {
     delete_attrs(*h, attrs)?;
     let obj = with(|s| {
         let obj = s.comms.remove(*h);
+        if s.parent == *h {
+            s.parent = MPI_COMM_NULL;
+        }
         if let Some(o) = &obj {
             release_derived(s, o);
             crate::part::forget(s, o.comm.context_id());
@@ -787,7 +790,10 @@ unsafe fn get_attr(comm: Handle, keyval: c_int, value: *mut c_void, flag: *mut c
             let i = (keyval - MPI_TAG_UB) as usize;
             if keyval == MPI_UNIVERSE_SIZE {
                 let n = s.world.as_ref().map_or(1, |w| w.size());
-                PREDEFINED[i].store(n as i32, Ordering::Relaxed);
+                PREDEFINED[i].store(crate::dynamic::universe_size(n), Ordering::Relaxed);
+            }
+            if keyval == MPI_APPNUM {
+                PREDEFINED[i].store(crate::dynamic::appnum(), Ordering::Relaxed);
             }
             return Ok(Some(PREDEFINED[i].as_ptr() as *mut c_void));
         }

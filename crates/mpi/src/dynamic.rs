@@ -1,17 +1,27 @@
-//! Dynamic processes (MPI 4.1 chapter 11) between the processes of one job: ports
+//! Dynamic processes (MPI 4.1 chapter 11) within one `ferry run` job: starting processes
+//! (`MPI_Comm_spawn`, `MPI_Comm_spawn_multiple`, `MPI_Comm_get_parent`), ports
 //! (`MPI_Open_port`, `MPI_Comm_accept`, `MPI_Comm_connect`), the name service
-//! (`MPI_Publish_name`, `MPI_Lookup_name`), and `MPI_Comm_join` (`MPI_Comm_disconnect`, for any communicator, is in `crate::comm`).
+//! (`MPI_Publish_name`, `MPI_Lookup_name`), and `MPI_Comm_join` (`MPI_Comm_disconnect`, for any
+//! communicator, is in `crate::comm`).
 //!
-//! A port is named `ferry-port:<world rank>:<number>` after the process that opened it. The
-//! two roots meet on a hidden communicator over MPI_COMM_WORLD's processes (its context is
-//! derived from the world's without a message, as `MPI_Comm_idup` derives one), with the port
-//! number as tag: the connecting root sends its group's records there, the accepting root takes
-//! the first connection that arrives, and from then on it is `MPI_Intercomm_create`'s exchange.
-//! Names are published with the launcher, which every rank of the job reaches.
+//! Spawning: the root resolves each command (info `path`, its working directory, `PATH`; info
+//! `wdir`; `host`, `arch`, `file` and `soft` are accepted and ignored, as every process runs on
+//! this host and every requested one is started) and asks the launcher for a new world; the
+//! spawning group learns the new universe ranks by broadcast and both sides build the
+//! intercommunicator on the context pairs the root claimed, which the launcher hands to the
+//! children (`ferry_core::spawn::ParentInfo`). No message is needed for it: connections are
+//! made when first used (see `ferry_core::spawn`).
 //!
-//! Not yet: starting processes (`MPI_Comm_spawn`, `MPI_Comm_spawn_multiple`) and connecting to
-//! another job's processes; both need the runtime to take peers after start. They fail with
-//! `MPI_ERR_SPAWN` and `MPI_ERR_PORT` naming what is missing.
+//! A port is named `ferry-port:<universe rank>:<number>` after the process that opened it. The
+//! two roots meet on a hidden communicator over every process of the job (its context is
+//! derived from the world's, the same in every world, without a message, as `MPI_Comm_idup`
+//! derives one), with the port number as tag: the connecting root sends its group's records
+//! there, the accepting root takes the first connection that arrives, and from then on it is
+//! `MPI_Intercomm_create`'s exchange. Names are published with the launcher, which every
+//! process of the job reaches.
+//!
+//! Not supported: connecting to another job's processes (`MPI_ERR_PORT`), and spawning on
+//! other hosts (every spawned process runs on the launcher's host).
 
 use crate::abi::*;
 use crate::error::{fail, MpiError, Res};
@@ -29,7 +39,9 @@ const JOIN_TAG: i32 = 0x3fff_ffff;
 
 const PORT_PREFIX: &str = "ferry-port:";
 
-/// The hidden communicator over the world's processes that roots meet on.
+/// The hidden communicator over every process of the job (every world: rank r is universe
+/// rank r) that roots meet on. Its context is derived from the world's, which is the same in
+/// every world, without a message, as `MPI_Comm_idup` derives one.
 fn meeting(s: &mut State) -> Res<Comm> {
     if let Some(c) = &s.meeting {
         return Ok(c.clone());
@@ -42,13 +54,24 @@ fn meeting(s: &mut State) -> Res<Comm> {
             "the context of port connections is in use here (hash collision with an MPI_Comm_idup)",
         );
     }
-    let c = world.derive(world.world_ranks(), world.rank(), 2 * k)?;
+    let c = match &s.world {
+        Some(w) => w.universe_comm(2 * k),
+        None => return fail(MPI_ERR_OTHER, "MPI is not initialized"),
+    };
     s.meeting = Some(c.clone());
     Ok(c)
 }
 
-/// A port named by the program: its owner's world rank, its number, and whether this process
-/// is the owner.
+/// This process's universe rank (its MPI_COMM_WORLD rank in the launcher's world).
+fn my_uid(s: &State) -> Res<u32> {
+    match &s.world {
+        Some(w) => Ok(w.universe_rank()),
+        None => fail(MPI_ERR_OTHER, "MPI is not initialized"),
+    }
+}
+
+/// A port named by the program: its owner's universe rank, its number, and whether this
+/// process is the owner.
 struct Port {
     owner: usize,
     number: i32,
@@ -57,16 +80,18 @@ struct Port {
 
 /// The port `port` names, which must be one of this job's.
 unsafe fn port_of(s: &State, port: *const c_char) -> Res<Port> {
-    let world = s.core_comm(MPI_COMM_WORLD)?;
-    let (owner, number) = parse_port(port, world.size())?;
+    let (owner, number) = parse_port(port, UNIVERSE_CAP)?;
     Ok(Port {
         owner,
         number,
-        own: owner == world.rank(),
+        own: owner == my_uid(s)? as usize,
     })
 }
 
-/// The (owner's world rank, port number) of a port name.
+/// Most universe ranks a port's owner may have (`ferry_core`'s limit on a job's processes).
+const UNIVERSE_CAP: usize = 1 << 16;
+
+/// The (owner's universe rank, port number) of a port name.
 unsafe fn parse_port(port: *const c_char, world_size: usize) -> Res<(usize, i32)> {
     if port.is_null() {
         return fail(MPI_ERR_PORT, "port_name is NULL");
@@ -140,8 +165,10 @@ unsafe fn write_name(text: &str, out: *mut c_char, cap: usize) -> Res {
 mpi! {
     /// Opens a port that other groups of this job can connect to.
     fn MPI_Open_port / PMPI_Open_port(_info: Handle, port_name: *mut c_char) on NONE => {
+        // Groups of other worlds (spawned) may connect: they need our address.
+        on_world(|w| Ok(w.open_to_other_worlds()?))?;
         let name = running(|s| {
-            let me = s.core_comm(MPI_COMM_WORLD)?.rank();
+            let me = my_uid(s)?;
             let number = s.next_port;
             if number >= JOIN_TAG {
                 return fail(MPI_ERR_PORT, "out of port numbers");
@@ -193,13 +220,16 @@ mpi! {
     fn MPI_Comm_connect / PMPI_Comm_connect(port_name: *const c_char, _info: Handle, root: c_int, comm: Handle, newcomm: *mut Handle) on comm => {
         let out = newcomm.as_mut().ok_or_else(|| MpiError::new(MPI_ERR_ARG, "newcomm is NULL"))?;
         *out = connect_at_root(comm, root, || {
-            running(|s| {
+            let met = running(|s| {
                 let port = port_of(s, port_name)?;
                 if port.own {
                     return fail(MPI_ERR_PORT, "MPI_Comm_connect to a port of this very process");
                 }
                 Ok((meeting(s)?, port.owner, port.number))
-            })
+            })?;
+            // The port's owner may be of another world: connect to it first.
+            on_world(|w| Ok(w.reach(met.1 as u32)?))?;
+            Ok(met)
         })?;
         Ok(())
     }
@@ -209,8 +239,9 @@ mpi! {
     /// Makes the intercommunicator of two processes of this job joined by the socket `fd`.
     fn MPI_Comm_join / PMPI_Comm_join(fd: c_int, intercomm: *mut Handle) on NONE => {
         let out = intercomm.as_mut().ok_or_else(|| MpiError::new(MPI_ERR_ARG, "intercomm is NULL"))?;
-        let (me, pid, size) = on_world(|w| Ok((w.rank(), std::process::id(), w.size())))?;
-        // Each side tells the other who it is: world rank and process id.
+        let me = on_world(|w| Ok(w.universe_rank() as usize))?;
+        let pid = std::process::id();
+        // Each side tells the other who it is: universe rank and process id.
         let mut card = [0u8; 8];
         card[..4].copy_from_slice(&(me as u32).to_le_bytes());
         card[4..].copy_from_slice(&pid.to_le_bytes());
@@ -221,7 +252,7 @@ mpi! {
         let other = u32::from_le_bytes([theirs[0], theirs[1], theirs[2], theirs[3]]) as usize;
         let other_pid = u32::from_le_bytes([theirs[4], theirs[5], theirs[6], theirs[7]]);
         let known = on_world(|w| Ok(w.pid_of(other)))?;
-        if other >= size || other == me || known != Some(other_pid) {
+        if other == me || known != Some(other_pid) {
             return fail(MPI_ERR_OTHER, "MPI_Comm_join: the process at the other end of the socket is not in this job (joining another job's processes is not supported)");
         }
         let (local, m) = running(|s| Ok((s.core_comm(MPI_COMM_SELF)?, meeting(s)?)))?;
@@ -308,36 +339,268 @@ mpi! {
     }
 }
 
-mpi! {
-    /// Starting processes after launch is not supported yet: fails with MPI_ERR_SPAWN.
-    fn MPI_Comm_spawn / PMPI_Comm_spawn(_command: *const c_char, _argv: *mut *mut c_char, maxprocs: c_int, _info: Handle, _root: c_int, comm: Handle, intercomm: *mut Handle, array_of_errcodes: *mut c_int) on comm => {
-        spawn_unsupported(maxprocs, intercomm, array_of_errcodes)
+/// MPI_UNIVERSE_SIZE: `FERRY_UNIVERSE_SIZE` (`ferry run --universe-size`), else the larger of
+/// the world's size and the cores here; never below the world's size.
+pub fn universe_size(world_size: usize) -> c_int {
+    let cores = std::thread::available_parallelism().map_or(1, |c| c.get());
+    let asked = std::env::var(ferry_wire_env::UNIVERSE_SIZE)
+        .ok()
+        .and_then(|v| v.trim().parse::<usize>().ok());
+    let n = asked.unwrap_or(cores).max(world_size);
+    c_int::try_from(n).unwrap_or(c_int::MAX)
+}
+
+/// MPI_APPNUM: which command of an MPI_Comm_spawn_multiple this process runs (0 otherwise).
+pub fn appnum() -> c_int {
+    std::env::var(ferry_wire_env::APPNUM)
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(0)
+}
+
+use ferry_core::spawn::env as ferry_wire_env;
+use ferry_core::spawn::{App, ParentInfo};
+
+/// In a process started by MPI_Comm_spawn (at MPI_Init): connects to the spawning group and
+/// makes MPI_Comm_get_parent's intercommunicator. Nothing for other processes.
+pub(crate) fn join_parent() -> Res {
+    let Some(parent) = ParentInfo::of_this_process()? else {
+        return Ok(());
+    };
+    // Publishes our address, for processes of other worlds that will connect to us.
+    on_world(|w| Ok(w.open_to_other_worlds()?))?;
+    let world = running(|s| s.core_comm(MPI_COMM_WORLD))?;
+    let h = crate::inter::between(
+        MPI_COMM_WORLD,
+        &world,
+        world.world_ranks(),
+        &parent.group,
+        world.rank(),
+        parent.pair,
+    )?;
+    running(|s| {
+        let obj = s.comm_mut(h)?;
+        obj.name = "MPI_COMM_PARENT".into();
+        s.parent = h;
+        Ok(())
+    })
+}
+
+/// A C string (NULL: empty).
+unsafe fn c_text(p: *const c_char) -> String {
+    if p.is_null() {
+        String::new()
+    } else {
+        CStr::from_ptr(p).to_string_lossy().into_owned()
     }
 }
 
-mpi! {
-    /// Starting processes after launch is not supported yet: fails with MPI_ERR_SPAWN.
-    fn MPI_Comm_spawn_multiple / PMPI_Comm_spawn_multiple(count: c_int, _commands: *mut *mut c_char, _argvs: *mut *mut *mut c_char, maxprocs: *const c_int, _infos: *const Handle, _root: c_int, comm: Handle, intercomm: *mut Handle, array_of_errcodes: *mut c_int) on comm => {
-        let total = if maxprocs.is_null() || count <= 0 {
-            0
-        } else {
-            std::slice::from_raw_parts(maxprocs, count as usize).iter().map(|&n| n.max(0)).sum()
-        };
-        spawn_unsupported(total, intercomm, array_of_errcodes)
+/// The strings of a NULL-terminated `argv` (MPI_ARGV_NULL: none).
+unsafe fn c_argv(argv: *mut *mut c_char) -> Vec<String> {
+    let mut out = Vec::new();
+    if argv.is_null() {
+        return out;
+    }
+    let mut i = 0;
+    loop {
+        let a = *argv.add(i);
+        if a.is_null() {
+            return out;
+        }
+        out.push(c_text(a));
+        i += 1;
     }
 }
 
-unsafe fn spawn_unsupported(procs: c_int, intercomm: *mut Handle, errcodes: *mut c_int) -> Res {
-    if let Some(out) = intercomm.as_mut() {
-        *out = MPI_COMM_NULL;
+/// The value of `key` in `info` (MPI_INFO_NULL: none).
+fn info_value(info: Handle, key: &str) -> Res<Option<String>> {
+    if info == MPI_INFO_NULL {
+        return Ok(None);
     }
-    if !errcodes.is_null() {
-        for i in 0..procs.max(0) as usize {
-            *errcodes.add(i) = MPI_ERR_SPAWN;
+    running(|s| {
+        let kv = s
+            .infos
+            .get(info)
+            .ok_or_else(|| MpiError::new(MPI_ERR_INFO, format!("invalid info {info:#x}")))?;
+        Ok(kv.iter().find(|(k, _)| k == key).map(|(_, v)| v.clone()))
+    })
+}
+
+/// One command of a spawn as the launcher runs it. The program is made absolute here, where
+/// the root's directory and the info's `path` are known: a name with a `/` is taken from the
+/// root's working directory, a bare name from the info's `path` directories, then the root's
+/// directory, then `PATH`; one that is not there is MPI_ERR_SPAWN. `wdir` defaults to the root's directory.
+/// Other keys (`host`, `arch`, `file`, `soft`) are accepted and ignored: every process runs on
+/// this host, and `soft` is moot as every requested process is started.
+unsafe fn app(
+    command: *const c_char,
+    argv: *mut *mut c_char,
+    procs: c_int,
+    info: Handle,
+) -> Res<App> {
+    if command.is_null() {
+        return fail(MPI_ERR_ARG, "command is NULL");
+    }
+    let procs = u32::try_from(procs)
+        .ok()
+        .filter(|&n| n > 0)
+        .ok_or_else(|| MpiError::new(MPI_ERR_ARG, format!("maxprocs {procs} is not positive")))?;
+    let cwd = std::env::current_dir()
+        .map_err(|e| MpiError::new(MPI_ERR_SPAWN, format!("no working directory: {e}")))?;
+    let name = c_text(command);
+    let path = info_value(info, "path")?;
+    let executable = |p: &std::path::Path| {
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::metadata(p).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+    };
+    let program = if name.contains('/') {
+        Some(cwd.join(&name)).filter(|p| executable(p))
+    } else {
+        let path_env = std::env::var("PATH").unwrap_or_default();
+        let dirs: Vec<std::path::PathBuf> = path
+            .iter()
+            .flat_map(|p| p.split(':'))
+            .map(std::path::PathBuf::from)
+            .chain(std::iter::once(cwd.clone()))
+            .chain(path_env.split(':').map(std::path::PathBuf::from))
+            .collect();
+        dirs.into_iter()
+            .map(|d| cwd.join(d).join(&name))
+            .find(|p| executable(p))
+    };
+    // Checked here so that a missing program is MPI_ERR_SPAWN for the caller, not the end of
+    // the job (the launcher ends it if it cannot start a process it was asked for).
+    let program = program.ok_or_else(|| {
+        MpiError::new(
+            MPI_ERR_SPAWN,
+            format!("MPI_Comm_spawn: no executable program {name:?} (looked in the info's path, {}, and PATH)", cwd.display()),
+        )
+    })?;
+    let wdir = match info_value(info, "wdir")? {
+        Some(w) if !w.is_empty() => cwd.join(w),
+        _ => cwd,
+    };
+    Ok(App {
+        procs,
+        command: program.to_string_lossy().into_owned(),
+        wdir: wdir.to_string_lossy().into_owned(),
+        args: c_argv(argv),
+    })
+}
+
+/// MPI_Comm_spawn(_multiple), collective over `comm`: the root asks the launcher for a world
+/// running what `apps` gives (only the root calls it), everyone learns its universe ranks,
+/// takes them as peers and makes the intercommunicator on the pairs the root claimed.
+unsafe fn spawn(
+    comm: Handle,
+    root: c_int,
+    requested: impl FnOnce() -> u32,
+    apps: impl FnOnce() -> Res<Vec<App>>,
+    intercomm: *mut Handle,
+    errcodes: *mut c_int,
+) -> Res {
+    let out = intercomm
+        .as_mut()
+        .ok_or_else(|| MpiError::new(MPI_ERR_ARG, "intercomm is NULL"))?;
+    let local = running(|s| s.intra_comm(comm))?;
+    let root = usize::try_from(root)
+        .ok()
+        .filter(|&r| r < local.size())
+        .ok_or_else(|| {
+            MpiError::new(
+                MPI_ERR_ROOT,
+                format!(
+                    "root {root} is not in a communicator of {} ranks",
+                    local.size()
+                ),
+            )
+        })?;
+    // The new processes dial every one of us: each publishes its address first.
+    on_world(|w| Ok(w.open_to_other_worlds()?))?;
+    local.barrier()?;
+    // [ok, base, size, pair]
+    let mut word = [0u32; 4];
+    let mut why = None;
+    if local.rank() == root {
+        word[2] = requested();
+        let asked = apps().and_then(|apps| {
+            let size: u32 = apps.iter().map(|a| a.procs).sum();
+            let pair = local.claim_context_pairs()?;
+            let parent = ParentInfo {
+                pair,
+                group: local.world_ranks().to_vec(),
+            };
+            let base = on_world(|w| Ok(w.spawn_world(&parent, apps)?))?;
+            Ok([1, base, size, pair])
+        });
+        match asked {
+            Ok(w) => word = w,
+            Err(e) => why = Some(e),
         }
     }
-    fail(
-        MPI_ERR_SPAWN,
-        "ferry cannot start processes after launch yet: start every process with mpiexec and connect groups with MPI_Comm_connect/MPI_Comm_accept",
-    )
+    local.bcast(&mut word, root)?;
+    let [ok, base, size, pair] = word;
+    if ok == 0 {
+        *out = MPI_COMM_NULL;
+        if !errcodes.is_null() && local.rank() == root {
+            for i in 0..size as usize {
+                *errcodes.add(i) = MPI_ERR_SPAWN;
+            }
+        }
+        return Err(why
+            .unwrap_or_else(|| MpiError::new(MPI_ERR_SPAWN, "MPI_Comm_spawn failed at the root")));
+    }
+    let children: Vec<u32> = (base..base + size).collect();
+    on_world(|w| {
+        w.add_peers(&children);
+        Ok(())
+    })?;
+    *out = crate::inter::between(
+        comm,
+        &local,
+        local.world_ranks(),
+        &children,
+        local.rank(),
+        pair,
+    )?;
+    if !errcodes.is_null() {
+        for i in 0..size as usize {
+            *errcodes.add(i) = MPI_SUCCESS;
+        }
+    }
+    Ok(())
+}
+
+mpi! {
+    /// Starts `maxprocs` processes of `command` with `argv` as a new world and makes the
+    /// intercommunicator to them (their MPI_Comm_get_parent). Collective over `comm`; only the
+    /// root's command, arguments, count and info count.
+    fn MPI_Comm_spawn / PMPI_Comm_spawn(command: *const c_char, argv: *mut *mut c_char, maxprocs: c_int, info: Handle, root: c_int, comm: Handle, intercomm: *mut Handle, array_of_errcodes: *mut c_int) on comm => {
+        spawn(comm, root, || maxprocs.max(0) as u32, || Ok(vec![app(command, argv, maxprocs, info)?]), intercomm, array_of_errcodes)
+    }
+}
+
+mpi! {
+    /// As MPI_Comm_spawn with several commands: their processes form one new world, in the
+    /// order of the commands (MPI_APPNUM tells them apart).
+    fn MPI_Comm_spawn_multiple / PMPI_Comm_spawn_multiple(count: c_int, commands: *mut *mut c_char, argvs: *mut *mut *mut c_char, maxprocs: *const c_int, infos: *const Handle, root: c_int, comm: Handle, intercomm: *mut Handle, array_of_errcodes: *mut c_int) on comm => {
+        let requested = || {
+            match usize::try_from(count) {
+                Ok(n) if !maxprocs.is_null() => (0..n).map(|i| (*maxprocs.add(i)).max(0) as u32).sum(),
+                _ => 0,
+            }
+        };
+        spawn(comm, root, requested, || {
+            let n = usize::try_from(count).ok().filter(|&n| n > 0)
+                .ok_or_else(|| MpiError::new(MPI_ERR_ARG, format!("count {count} is not positive")))?;
+            if commands.is_null() || maxprocs.is_null() {
+                return fail(MPI_ERR_ARG, "array_of_commands or array_of_maxprocs is NULL");
+            }
+            (0..n).map(|i| {
+                let argv = if argvs.is_null() { std::ptr::null_mut() } else { *argvs.add(i) };
+                let info = if infos.is_null() { MPI_INFO_NULL } else { *infos.add(i) };
+                app(*commands.add(i), argv, *maxprocs.add(i), info)
+            }).collect()
+        }, intercomm, array_of_errcodes)
+    }
 }

@@ -67,8 +67,10 @@ pub(crate) fn init(required: c_int, world: bool) -> Res<c_int> {
         s.set_phase(Phase::Running);
         s.thread_level = provided;
         s.main_thread = Some(std::thread::current().id());
-        Ok(provided)
-    })
+        Ok(())
+    })?;
+    crate::dynamic::join_parent()?;
+    Ok(provided)
 }
 
 /// The level granted for `required`: itself, or the next level below for a value between the

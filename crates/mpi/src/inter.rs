@@ -314,6 +314,20 @@ pub(crate) fn connect_groups(
     register_inter(local_comm, p, false)
 }
 
+/// The intercommunicator between the groups `local` and `remote` (universe ranks, each in rank
+/// order) on pairs `k` to `k + 2`, which every process of both groups knows already (spawn:
+/// the spawning root claimed them and the launcher told the new processes). No message.
+pub(crate) fn between(
+    old: Handle,
+    base: &Comm,
+    local: &[u32],
+    remote: &[u32],
+    rank: usize,
+    k: u32,
+) -> Res<Handle> {
+    register_inter(old, build(base, local, remote, rank, k)?, false)
+}
+
 /// A tag from a string tag (FNV-1a), non-negative.
 fn string_tag(text: &[u8]) -> i32 {
     let h = text.iter().fold(0x811c_9dc5u32, |h, &b| {

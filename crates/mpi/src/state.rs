@@ -259,6 +259,8 @@ pub struct State {
     pub open_ports: std::collections::BTreeSet<c_int>,
     /// The number of the next port this process opens.
     pub next_port: c_int,
+    /// MPI_Comm_get_parent's intercommunicator (MPI_COMM_NULL if not spawned).
+    pub parent: Handle,
 }
 
 /// Created keyvals are numbered from here (predefined ones are 10001…).
@@ -368,6 +370,7 @@ impl State {
             greq_next_tag: 0,
             meeting: None,
             open_ports: Default::default(),
+            parent: MPI_COMM_NULL,
             next_port: 0,
         }
     }

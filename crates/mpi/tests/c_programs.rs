@@ -10,8 +10,9 @@
 //! information interface (MPI_T), and the calls MPICH ships for old and Fortran-interop programs
 //! (removed MPI-1 calls, MPI_LB/MPI_UB, session error handlers, `MPI_Type_create_f90_*`, status
 //! conversion, and handle conversion), MPI_THREAD_MULTIPLE (threads of a rank calling MPI at
-//! once), and ports, names and disconnect between groups of one job (with MPI_Comm_spawn's
-//! error).
+//! once), ports, names and disconnect between groups of one job (with MPI_Comm_spawn's
+//! error), and MPI_Comm_spawn(_multiple) (`spawn.c`, checked with Open MPI: Debian's MPICH
+//! cannot spawn here).
 //!
 //! Each program was checked against MPICH first (`mpicc.mpich`, `mpiexec.mpich`); it prints
 //! ` No Errors` from rank 0 and exits non-zero on failure, as MPICH's own tests. They are
@@ -501,4 +502,25 @@ fn ports_names_disconnect_and_the_errors_of_spawn_within_one_job() {
     for n in [2, 4] {
         no_errors(n, "ports");
     }
+}
+
+#[test]
+fn spawn_from_two_ranks_with_root_1_exchanges_eager_and_rendezvous_messages_with_the_children() {
+    // Both transports: a shm world binds its TCP listener when it spawns.
+    for transport in ["shm", "tcp"] {
+        no_errors_in_env(2, "spawn", &[], &[("FERRY_TRANSPORT", transport)]);
+    }
+}
+
+#[test]
+fn a_spawned_process_that_fails_ends_the_job_and_is_named() {
+    let out = run(2, "spawn", &["die"]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    // Either the launcher sees the exit first, or the dying process's sibling sees its
+    // connection end and aborts naming it (universe rank 3, pid).
+    let named = (out.status.code() == Some(3)
+        && stderr.contains("spawned process 3 (rank 1 of spawned world 1")
+        && stderr.contains("exited with code 3"))
+        || (!out.status.success() && stderr.contains("lost rank 3 (pid"));
+    assert!(named, "status {:?}, stderr:\n{stderr}", out.status);
 }

@@ -12,8 +12,16 @@
 //!                   fence                     → ok  (once every rank has fenced)
 //!                   abort <code> <message…>   (the launcher ends the job)
 //!                   finalize                  → ok  (a clean exit follows)
+//!                   spawn <parent> <app>…     → spawned <base> <world>
 //! any error         error <message…>
 //! ```
+//!
+//! `spawn` (MPI_Comm_spawn) asks the launcher to start a new world of processes. Each `<app>` is
+//! `<procs>:<command>:<wdir>:<arg>:…` with the strings in hex (they may hold any byte but NUL);
+//! `<parent>` is an opaque token (`[A-Za-z0-9._:,-]`, may be `-` for none) handed to the new
+//! processes in [`env::PARENT`]. The reply names the universe rank of the new world's rank 0
+//! and the world's number (the launcher's world is number 0). A rank's `hello` carries its
+//! universe rank: the launcher's ranks are 0..n, each spawned world takes the next block.
 //!
 //! Keys are 1–256 characters of `[A-Za-z0-9._:-]`, values 0–4096 characters without white space.
 //! Lines longer than [`MAX_LINE`] are refused.
@@ -24,7 +32,7 @@ use thiserror::Error;
 /// Protocol version carried in `hello`.
 pub const VERSION: u32 = 1;
 /// Longest accepted line, without its newline.
-pub const MAX_LINE: usize = 8192;
+pub const MAX_LINE: usize = 64 << 10;
 /// Longest key.
 pub const MAX_KEY: usize = 256;
 /// Longest value.
@@ -42,6 +50,84 @@ pub mod env {
     pub const JOB_ID: &str = "FERRY_JOB_ID";
     /// The job key as 64 hex digits (never on a command line).
     pub const JOB_KEY: &str = "FERRY_JOB_KEY";
+    /// Universe rank of this world's rank 0 (absent: 0, the launcher's world).
+    pub const UNIVERSE_BASE: &str = "FERRY_UNIVERSE_BASE";
+    /// Number of this world among the job's worlds (absent: 0, the launcher's world).
+    pub const WORLD_INDEX: &str = "FERRY_WORLD_INDEX";
+    /// The spawning group's token (see `spawn`), only in spawned worlds.
+    pub const PARENT: &str = "FERRY_PARENT";
+    /// Which command of an MPI_Comm_spawn_multiple this process runs (MPI_APPNUM).
+    pub const APPNUM: &str = "FERRY_APPNUM";
+    /// MPI_UNIVERSE_SIZE: how many processes the job may grow to (`ferry run --universe-size`).
+    pub const UNIVERSE_SIZE: &str = "FERRY_UNIVERSE_SIZE";
+}
+
+/// One command of a `spawn` request.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct App {
+    /// How many processes run it.
+    pub procs: u32,
+    /// The program.
+    pub command: String,
+    /// Working directory (empty: the launcher's).
+    pub wdir: String,
+    /// Its arguments (without the program name).
+    pub args: Vec<String>,
+}
+
+fn hex_string(text: &str) -> String {
+    text.bytes().map(|b| format!("{b:02x}")).collect()
+}
+
+fn unhex_string(hex: &str) -> Option<String> {
+    if !hex.len().is_multiple_of(2) {
+        return None;
+    }
+    let bytes = (0..hex.len())
+        .step_by(2)
+        .map(|i| u8::from_str_radix(hex.get(i..i + 2)?, 16).ok())
+        .collect::<Option<Vec<u8>>>()?;
+    if bytes.contains(&0) {
+        return None;
+    }
+    String::from_utf8(bytes).ok()
+}
+
+impl App {
+    fn encode(&self) -> String {
+        let mut s = format!(
+            "{}:{}:{}",
+            self.procs,
+            hex_string(&self.command),
+            hex_string(&self.wdir)
+        );
+        for a in &self.args {
+            s.push(':');
+            s += &hex_string(a);
+        }
+        s
+    }
+
+    fn parse(word: &str) -> Option<App> {
+        let mut fields = word.split(':');
+        let procs = fields.next()?.parse().ok()?;
+        let command = unhex_string(fields.next()?)?;
+        let wdir = unhex_string(fields.next()?)?;
+        let args = fields.map(unhex_string).collect::<Option<Vec<_>>>()?;
+        Some(App {
+            procs,
+            command,
+            wdir,
+            args,
+        })
+    }
+}
+
+fn valid_token(token: &str) -> bool {
+    (1..=MAX_VALUE).contains(&token.len())
+        && token
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b"._:,-".contains(&b))
 }
 
 /// A message from a rank to the launcher.
@@ -79,6 +165,13 @@ pub enum Request {
     },
     /// The rank finalized and is about to exit normally.
     Finalize,
+    /// Start a new world running `apps` (MPI_Comm_spawn).
+    Spawn {
+        /// Token for the new processes ([`env::PARENT`]).
+        parent: String,
+        /// The commands, in the order their processes take ranks.
+        apps: Vec<App>,
+    },
 }
 
 /// A message from the launcher to a rank.
@@ -97,6 +190,13 @@ pub enum Reply {
     NotFound,
     /// The request failed.
     Error(String),
+    /// The new world of a `spawn` started.
+    Spawned {
+        /// Universe rank of its rank 0.
+        base: u32,
+        /// Its number among the job's worlds.
+        world: u32,
+    },
 }
 
 /// A line that does not parse.
@@ -177,6 +277,13 @@ impl Request {
                 format!("abort {code} {message}\n")
             }
             Request::Finalize => "finalize\n".into(),
+            Request::Spawn { parent, apps } => {
+                if !valid_token(parent) || apps.is_empty() {
+                    return Err(PmiError::BadKeyOrValue(parent.clone()));
+                }
+                let apps: Vec<String> = apps.iter().map(App::encode).collect();
+                format!("spawn {parent} {}\n", apps.join(" "))
+            }
         })
     }
 
@@ -208,6 +315,16 @@ impl Request {
             },
             ("fence", []) => Request::Fence,
             ("finalize", []) => Request::Finalize,
+            ("spawn", [parent, apps @ ..]) if !apps.is_empty() && valid_token(parent) => {
+                Request::Spawn {
+                    parent: parent.to_string(),
+                    apps: apps
+                        .iter()
+                        .map(|a| App::parse(a))
+                        .collect::<Option<_>>()
+                        .ok_or_else(|| malformed(line))?,
+                }
+            }
             ("abort", [code, ..]) => Request::Abort {
                 code: code.parse().map_err(|_| malformed(line))?,
                 message: rest
@@ -237,6 +354,7 @@ impl Reply {
             Reply::Value(v) => format!("value {v}\n"),
             Reply::NotFound => "none\n".into(),
             Reply::Error(m) => format!("error {}\n", m.replace('\n', " ")),
+            Reply::Spawned { base, world } => format!("spawned {base} {world}\n"),
         }
     }
 
@@ -252,6 +370,13 @@ impl Reply {
             "value" => Ok(Reply::Value(rest.to_string())),
             "none" if rest.is_empty() => Ok(Reply::NotFound),
             "error" => Ok(Reply::Error(rest.to_string())),
+            "spawned" => {
+                let (base, world) = rest.split_once(' ').ok_or_else(|| malformed(line))?;
+                Ok(Reply::Spawned {
+                    base: base.parse().map_err(|_| malformed(line))?,
+                    world: world.parse().map_err(|_| malformed(line))?,
+                })
+            }
             _ => Err(malformed(line)),
         }
     }
@@ -286,6 +411,23 @@ mod tests {
                 message: "rank 2 called abort".into(),
             },
             Request::Finalize,
+            Request::Spawn {
+                parent: "ctx:12,0,1".into(),
+                apps: vec![
+                    App {
+                        procs: 2,
+                        command: "./a b".into(),
+                        wdir: String::new(),
+                        args: vec![String::new(), "x:y z".into()],
+                    },
+                    App {
+                        procs: 1,
+                        command: "c".into(),
+                        wdir: "/tmp".into(),
+                        args: vec![],
+                    },
+                ],
+            },
         ];
         for request in requests {
             let line = request.encode().unwrap();
@@ -302,6 +444,7 @@ mod tests {
             Reply::Value("x".into()),
             Reply::NotFound,
             Reply::Error("no such rank".into()),
+            Reply::Spawned { base: 4, world: 2 },
         ] {
             assert_eq!(Reply::parse(&reply.encode()), Ok(reply));
         }

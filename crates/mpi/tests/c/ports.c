@@ -1,5 +1,5 @@
 /* Dynamic processes within one job: ports, names, disconnect, and the errors of what is not
- * there. Needs an even number of processes (4 in the test): the lower half accepts on a port
+ * there (a port of another job, a program to spawn that does not exist). Needs an even number of processes (4 in the test): the lower half accepts on a port
  * published by name, the upper half looks it up and connects; both halves then exchange over
  * the intercommunicator, merge it, and disconnect. Prints " No Errors" from rank 0.
  * Unlike the other programs here it could not be checked with MPICH: Debian's MPICH runs no name
@@ -48,6 +48,7 @@ int main(int argc, char **argv)
           class_of(rc));
     int codes[2] = {0, 0};
     MPI_Comm child = MPI_COMM_WORLD;
+    /* A program that does not exist: MPI_ERR_SPAWN, and the job goes on. */
     rc = MPI_Comm_spawn("./nothing", MPI_ARGV_NULL, 2, MPI_INFO_NULL, 0, MPI_COMM_SELF, &child,
                         codes);
     CHECK(class_of(rc) == MPI_ERR_SPAWN && child == MPI_COMM_NULL && codes[0] == MPI_ERR_SPAWN,
