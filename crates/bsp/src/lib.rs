@@ -44,7 +44,9 @@
 //! superstep's registrations, combined per destination), receives theirs, serves the gets,
 //! applies the puts, and collects the replies to its own gets. The optimisations of the seed
 //! paper (combining with early sends, Latin-square ordering, pre-posted receives) are switched
-//! by [`Config`]. This crate depends on `ferry-core` only.
+//! by [`Config`]. With `FERRY_BSP_RING`, the combined records for a process on this host's
+//! shared memory are built in its ring (ferry-core's `Comm::raw_reserve`), not in a buffer that
+//! the sync copies there; the messages are the same. This crate depends on `ferry-core` only.
 #![deny(missing_docs)]
 
 mod config;
