@@ -28,6 +28,14 @@ pub struct Config {
     /// instead of copying it into the pre-posted buffer first (the sender's later messages
     /// wait behind it until the puts are applied).
     pub in_place: bool,
+    /// `FERRY_BSP_RING` (`1` | `0`, default `1`): with combining, write the records for a
+    /// process on this host's shared memory straight into its ring (a reservation of up to
+    /// `FERRY_BSP_EARLY` bytes, and `FERRY_BSP_PREPOST_BYTES` with pre-posted receives), so that
+    /// a put's call-time copy lands where the receiver reads it: one copy of every put word
+    /// fewer. The message on the wire is the same; a full reservation is sent as an early
+    /// message (even with `FERRY_BSP_EARLY=0`), and when the ring has no room the records go
+    /// to the combining buffer as without this.
+    pub ring: bool,
     /// `FERRY_BSP_SPIN` (µs, default: 50, or 0 when the job has more processes than the host
     /// has cores): longest time a process waiting in a sync spins before it yields its core
     /// between polls (for 200 µs; then it sleeps as ferry-core's waits do). Adapted: halved
@@ -47,6 +55,7 @@ impl Default for Config {
             prepost: true,
             prepost_bytes: 65536,
             in_place: true,
+            ring: true,
             spin_us: None,
         }
     }
@@ -81,6 +90,7 @@ impl Config {
         c.prepost = flag("FERRY_BSP_PREPOST", c.prepost)?;
         c.prepost_bytes = bytes("FERRY_BSP_PREPOST_BYTES", c.prepost_bytes)?.max(64);
         c.in_place = flag("FERRY_BSP_IN_PLACE", c.in_place)?;
+        c.ring = flag("FERRY_BSP_RING", c.ring)?;
         if let Ok(v) = std::env::var("FERRY_BSP_SPIN") {
             c.spin_us = Some(
                 v.parse()
@@ -99,6 +109,7 @@ impl Config {
             ("FERRY_BSP_PREPOST", (self.prepost as u8).to_string()),
             ("FERRY_BSP_PREPOST_BYTES", self.prepost_bytes.to_string()),
             ("FERRY_BSP_IN_PLACE", (self.in_place as u8).to_string()),
+            ("FERRY_BSP_RING", (self.ring as u8).to_string()),
             (
                 "FERRY_BSP_SPIN",
                 self.spin_us

@@ -44,14 +44,16 @@
 //! superstep's registrations, combined per destination), receives theirs, serves the gets,
 //! applies the puts, and collects the replies to its own gets. The optimisations of the seed
 //! paper (combining with early sends, Latin-square ordering, pre-posted receives) are switched
-//! by [`Config`]. This crate depends on `ferry-core` only.
+//! by [`Config`]. With `FERRY_BSP_RING`, the combined records for a process on this host's
+//! shared memory are built in its ring (ferry-core's `Comm::raw_reserve`), not in a buffer that
+//! the sync copies there; the messages are the same. This crate depends on `ferry-core` only.
 #![deny(missing_docs)]
 
 mod config;
 
 pub use config::Config;
 
-use ferry_core::raw::{RawRequest, SendMode};
+use ferry_core::raw::{RawRequest, RawReservation, SendMode};
 use ferry_core::{Comm, World, ANY_TAG};
 use std::alloc::Layout;
 use std::cell::Cell;
@@ -93,6 +95,26 @@ const NO_LAST: LastPut = LastPut {
 
 /// Bytes of a put record before its data: kind, slot u32, offset u64, len u64.
 const PUT_HEAD: usize = 21;
+
+/// The head of a put (or get) record.
+fn drma_head(kind: u8, slot: u32, offset: usize, len: usize) -> [u8; PUT_HEAD] {
+    let mut h = [0u8; PUT_HEAD];
+    h[0] = kind;
+    h[1..5].copy_from_slice(&slot.to_le_bytes());
+    h[5..13].copy_from_slice(&(offset as u64).to_le_bytes());
+    h[13..21].copy_from_slice(&(len as u64).to_le_bytes());
+    h
+}
+
+/// The records of a superstep for one destination written straight into its shared-memory
+/// ring (`FERRY_BSP_RING`), in a reservation that becomes the superstep's message when it is
+/// published: at the sync as the closing message, or earlier, as an early one, when full.
+struct RingOut {
+    res: RawReservation,
+    at: *mut u8,
+    cap: usize,
+    len: usize,
+}
 
 /// Largest combining buffer kept from one superstep to the next (larger ones are freed).
 const KEEP_BUF: usize = 1 << 20;
@@ -311,6 +333,14 @@ pub struct Bsp {
     // The record that ends `out[q]` when it is a put (a put that continues it is merged into
     // it), kept here so that merging reads nothing back from the buffer.
     last_put: Vec<LastPut>,
+    // Per destination: its records in its ring instead of `out` (`Config::ring`); while one is
+    // open, `out[q]` is empty, so the ring holds all of the superstep's records not yet sent.
+    ring: Vec<Option<RingOut>>,
+    // Largest ring reservation (0: off); per destination, whether it is on shared memory, and
+    // whether its records go to `out` for the rest of this superstep (its ring had no room).
+    ring_want: usize,
+    ring_peer: Vec<bool>,
+    ring_off: Vec<bool>,
     hpputs: Vec<Vec<HpPut>>,
     gets: Vec<Vec<(usize, usize)>>,
     // BSMP.
@@ -613,6 +643,24 @@ impl Bsp {
                 SPIN_US
             }
         })));
+        // A ring record is at most an early send's size, and fits the pre-posted buffer.
+        let ring_want = if config.combine && config.ring {
+            let mut w = if config.early_bytes > 0 {
+                config.early_bytes
+            } else {
+                usize::MAX
+            };
+            if config.prepost {
+                w = w.min(config.prepost_bytes);
+            }
+            w
+        } else {
+            0
+        };
+        // On shared memory exactly when a reservation can be had now, with nothing sent yet.
+        let ring_peer: Vec<bool> = (0..p)
+            .map(|q| ring_want > 0 && q != me && comm.raw_reserve(q, 8, 8).ok().flatten().is_some())
+            .collect();
         let mut posted = Posted {
             comm: comm.clone(),
             bufs: Vec::new(),
@@ -651,6 +699,10 @@ impl Bsp {
             out: vec![Vec::new(); p],
             out_single: vec![Vec::new(); p],
             last_put: vec![NO_LAST; p],
+            ring: (0..p).map(|_| None).collect(),
+            ring_want,
+            ring_peer,
+            ring_off: vec![false; p],
             hpputs: (0..p).map(|_| Vec::new()).collect(),
             gets: vec![Vec::new(); p],
             tagsize: 0,
@@ -679,9 +731,12 @@ impl Bsp {
             world,
             comm,
             posted,
+            ring,
             ..
         } = self;
-        // Nothing more will come: withdraw the receives posted for a next superstep.
+        // Nothing more will come: withdraw the receives posted for a next superstep, and give
+        // back ring reservations (puts after the last sync), which would hold up the barrier.
+        drop(ring);
         drop(posted);
         if let Err(e) = comm.barrier() {
             world.abort(1, &format!("ferry-bsp: process {pid}: bsp_end: {e}"));
@@ -1003,6 +1058,67 @@ impl Bsp {
         at
     }
 
+    /// Whether records for `pid` may go to its ring now.
+    #[inline]
+    fn ring_usable(&self, pid: usize) -> bool {
+        self.ring_peer[pid] && !self.ring_off[pid]
+    }
+
+    /// Appends a record made of `parts` to the records for `pid` in its ring (reserving room
+    /// there if none is open; publishing the open room early if the record does not fit it).
+    /// Returns where the record starts, or `None` when the ring has no room now (or records
+    /// for `pid` are in `out` already, or the record is longer than a reservation): the caller
+    /// buffers it, and the rest of the superstep's records for `pid` after it. Only for a
+    /// `pid` that is [`Bsp::ring_usable`].
+    #[inline]
+    fn ring_emit(&mut self, pid: usize, parts: &[&[u8]]) -> Option<usize> {
+        let len: usize = parts.iter().map(|p| p.len()).sum();
+        if self.ring[pid].as_ref().is_some_and(|r| r.len + len > r.cap) {
+            self.publish_ring(pid, KIND_EARLY);
+        }
+        if self.ring[pid].is_none() {
+            let res = if len > self.ring_want || !self.out[pid].is_empty() {
+                None
+            } else {
+                self.comm
+                    .raw_reserve(pid, self.ring_want, len)
+                    .ok()
+                    .flatten()
+            };
+            let Some(res) = res else {
+                // The rest of the superstep goes to `out` (the records must stay in order).
+                self.ring_off[pid] = true;
+                return None;
+            };
+            self.ring[pid] = Some(RingOut {
+                at: res.as_mut_ptr(),
+                cap: res.capacity(),
+                len: 0,
+                res,
+            });
+        }
+        let r = self.ring[pid].as_mut()?;
+        let at = r.len;
+        for part in parts {
+            // SAFETY: `r.len + len ≤ r.cap` (checked or reserved above): inside the
+            // reservation, which nothing else writes or reads before it is published.
+            unsafe { std::ptr::copy_nonoverlapping(part.as_ptr(), r.at.add(r.len), part.len()) };
+            r.len += part.len();
+        }
+        self.last_put[pid] = NO_LAST;
+        Some(at)
+    }
+
+    /// Sends the records for `pid` in its ring, if any, as the superstep's message of `kind`.
+    fn publish_ring(&mut self, pid: usize, kind: i32) {
+        if let Some(r) = self.ring[pid].take() {
+            self.last_put[pid] = NO_LAST;
+            if let Err(e) = self.comm.raw_publish(r.res, r.len, tag(kind, self.step)) {
+                self.fail("bsp_sync", e.to_string());
+            }
+        }
+    }
+
     /// Sends `out[pid]` now (early) if `more` bytes would take it past the threshold.
     fn flush_early(&mut self, pid: usize, more: usize) {
         let early = self.config.early_bytes;
@@ -1040,6 +1156,25 @@ impl Bsp {
         let last = &mut self.last_put[pid];
         if last.at == NO_PUT || last.slot != slot || last.end != offset {
             return false;
+        }
+        if let Some(r) = self.ring[pid].as_mut() {
+            if r.len + data.len() > r.cap {
+                return false;
+            }
+            // SAFETY: inside the reservation (checked above); the record's head is at
+            // `last.at`, written by `ring_emit`, and nothing else touches the reservation.
+            unsafe {
+                std::ptr::copy_nonoverlapping(data.as_ptr(), r.at.add(r.len), data.len());
+                r.len += data.len();
+                let len = (r.len - last.at - PUT_HEAD) as u64;
+                std::ptr::copy_nonoverlapping(
+                    len.to_le_bytes().as_ptr(),
+                    r.at.add(last.at + 13),
+                    8,
+                );
+            }
+            last.end += data.len();
+            return true;
         }
         let early = self.config.early_bytes;
         let buf = &mut self.out[pid];
@@ -1084,6 +1219,17 @@ impl Bsp {
     #[inline(never)]
     fn put_record(&mut self, pid: usize, slot: u32, offset: usize, data: &[u8]) {
         let nbytes = data.len();
+        if self.ring_usable(pid) {
+            let head = drma_head(REC_PUT, slot, offset, nbytes);
+            if let Some(at) = self.ring_emit(pid, &[&head, data]) {
+                self.last_put[pid] = LastPut {
+                    at,
+                    slot,
+                    end: offset + nbytes,
+                };
+                return;
+            }
+        }
         let at = self.emit(pid, PUT_HEAD + nbytes, |rec| {
             rec.push(REC_PUT);
             put_u32(rec, slot);
@@ -1145,6 +1291,13 @@ impl Bsp {
             return;
         }
         self.gets[pid].push((dst as usize, nbytes));
+        if self.ring_usable(pid)
+            && self
+                .ring_emit(pid, &[&drma_head(REC_GET, slot, offset, nbytes)])
+                .is_some()
+        {
+            return;
+        }
         self.emit(pid, 21, |rec| {
             rec.push(REC_GET);
             put_u32(rec, slot);
@@ -1186,6 +1339,15 @@ impl Bsp {
                     self.tagsize
                 ),
             );
+        }
+        if self.ring_usable(pid) {
+            let mut head = [0u8; 13];
+            head[0] = REC_SEND;
+            head[1..5].copy_from_slice(&(tag.len() as u32).to_le_bytes());
+            head[5..13].copy_from_slice(&(payload.len() as u64).to_le_bytes());
+            if self.ring_emit(pid, &[&head, tag, payload]).is_some() {
+                return;
+            }
         }
         self.emit(pid, 13 + tag.len() + payload.len(), |rec| {
             rec.push(REC_SEND);
@@ -1277,7 +1439,16 @@ impl Bsp {
 
         // Closing content per destination: remaining records, hpputs (read now), registrations.
         for q in 0..p {
-            for h in self.hpputs[q].drain(..) {
+            let mut hpputs = std::mem::take(&mut self.hpputs[q]);
+            for h in hpputs.drain(..) {
+                if self.ring_usable(q) {
+                    let head = drma_head(REC_PUT, h.slot, h.offset, h.len);
+                    // SAFETY: the caller of hpput promised the source is readable at the sync.
+                    let data = unsafe { std::slice::from_raw_parts(h.src as *const u8, h.len) };
+                    if self.ring_emit(q, &[&head, data]).is_some() {
+                        continue;
+                    }
+                }
                 let mut single = Vec::new();
                 let rec = if combine {
                     &mut self.out[q]
@@ -1296,6 +1467,18 @@ impl Bsp {
                     self.out_single[q].push(single);
                 }
             }
+            self.hpputs[q] = hpputs;
+            if self.reg.is_empty() {
+                continue;
+            }
+            if self.ring_usable(q) {
+                let reg = std::mem::take(&mut self.reg);
+                let put = self.ring_emit(q, &[&reg]).is_some();
+                self.reg = reg;
+                if put {
+                    continue;
+                }
+            }
             self.out[q].extend_from_slice(&self.reg);
         }
         for s in std::mem::take(&mut self.out_single[me]) {
@@ -1310,8 +1493,15 @@ impl Bsp {
 
         // Phase 1: every process sends every other one its stream and receives theirs.
         self.sends.clear();
-        let mode = |len: usize| eager_up_to(len, self.config.early_bytes);
-        for &q in &self.order {
+        for i in 0..self.order.len() {
+            let q = self.order[i];
+            if self.ring[q].is_some() {
+                // The records are in q's ring already (and `out[q]` is empty): publish them.
+                debug_assert!(self.out[q].is_empty() && self.out_single[q].is_empty());
+                self.publish_ring(q, KIND_FINAL);
+                continue;
+            }
+            let mode = |len: usize| eager_up_to(len, self.config.early_bytes);
             let mut send = |buf: &[u8], tag: i32| {
                 // SAFETY: `out` and `out_single` are left alone until the sends are done.
                 let r = unsafe { comm.raw_send(buf.as_ptr(), buf.len(), q, tag, mode(buf.len())) };
@@ -1552,6 +1742,7 @@ impl Bsp {
         self.pre_len = pre_len;
         self.posted.bufs = bufs;
         self.tagsize = self.next_tagsize;
+        self.ring_off.fill(false);
         self.step += 1;
         if prepost {
             if let Err(e) = self.posted.post(me, tag(KIND_FINAL, self.step)) {

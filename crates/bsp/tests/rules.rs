@@ -151,6 +151,7 @@ fn stress_under_every_optimisation_switch() {
         &[("FERRY_BSP_PREPOST", "0")],
         &[("FERRY_BSP_PREPOST_BYTES", "64")],
         &[("FERRY_BSP_IN_PLACE", "0")],
+        &[("FERRY_BSP_RING", "0")],
         // Small rings: closing messages often wrap (copied) and fill them while held.
         &[("FERRY_SHM_RING", "8192")],
         &[
@@ -169,6 +170,26 @@ fn stress_under_every_optimisation_switch() {
         "bsmp",
         &[("FERRY_BSP_COMBINE", "0"), ("FERRY_BSP_PREPOST", "0")],
     );
+}
+
+/// Records written straight into the peer's ring (`FERRY_BSP_RING`) while that ring fills
+/// mid-superstep: an 8 KiB ring holds under 4 KiB per record, and a stress superstep sends a
+/// peer ~20 records (some of up to 3000 bytes) and get requests, so reservations fill and go
+/// early, reservations fail (the rest goes to the combining buffer), and in-place reads hold
+/// the ring while the next superstep reserves; with early sends off too, and without
+/// pre-posted receives.
+#[test]
+fn ring_records_when_the_ring_fills_mid_superstep() {
+    for env in [
+        &[("FERRY_SHM_RING", "8192")][..],
+        &[("FERRY_SHM_RING", "8192"), ("FERRY_BSP_EARLY", "0")][..],
+        &[("FERRY_SHM_RING", "8192"), ("FERRY_BSP_PREPOST", "0")][..],
+        &[("FERRY_SHM_RING", "8192"), ("FERRY_BSP_EARLY", "512")][..],
+    ] {
+        ok(2, "stress", env);
+        ok(3, "stress", env);
+        ok(2, "bsmp", env);
+    }
 }
 
 /// The applications check their own results (LU and Jacobi equal to the sequential

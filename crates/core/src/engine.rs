@@ -1304,6 +1304,55 @@ impl Engine {
         pushed
     }
 
+    /// Reserves, in the shared-memory ring to world rank `dest`, the payload of an eager
+    /// message written later in place: up to `want` bytes (at least `min`), when `dest` is on
+    /// shared memory, nothing is queued to it and the ring has the room now; else `None`.
+    /// The message takes its place in the order of messages to `dest` now: sends started
+    /// before [`Engine::publish_eager`] or [`Engine::abandon_eager`] queue behind it.
+    pub(crate) fn reserve_eager(
+        &mut self,
+        dest: u32,
+        want: usize,
+        min: usize,
+    ) -> Option<(*mut u8, usize)> {
+        let p = dest as usize;
+        if self.proto.routes.get(p) != Some(&Route::Shm) || !self.proto.outq[p].is_empty() {
+            return None;
+        }
+        let want = want.min(self.active_limit(dest));
+        self.shm.as_mut()?.reserve(p, want, min)
+    }
+
+    /// Makes the message reserved to `dest` visible as an eager message of `len` bytes on
+    /// `context` with `tag`, then writes what queued behind it. False if nothing was reserved
+    /// or `len` exceeds the reservation (it then stays reserved).
+    pub(crate) fn publish_eager(&mut self, context: u32, dest: u32, tag: i32, len: usize) -> bool {
+        let header = Frame::Eager {
+            context,
+            tag,
+            len: len as u64,
+        }
+        .to_bytes();
+        let Some(shm) = self.shm.as_mut() else {
+            return false;
+        };
+        if !shm.publish(dest as usize, &header, len) {
+            return false;
+        }
+        self.proto.counters.sent(len, true);
+        // A shared-memory flush cannot fail; what it cannot write now, progress writes later.
+        let _ = self.flush_peer(dest);
+        true
+    }
+
+    /// Gives back a reservation to `dest` unpublished; what queued behind it flows again.
+    pub(crate) fn abandon_eager(&mut self, dest: u32) {
+        if let Some(shm) = self.shm.as_mut() {
+            shm.abandon(dest as usize);
+            let _ = self.flush_peer(dest);
+        }
+    }
+
     /// Starts a send of `len` bytes at `buf` to world rank `dest`. A synchronous send always
     /// takes the rendezvous path, so it completes only once the receiver has matched it; an
     /// eager one goes eagerly if one frame can carry it.
@@ -2751,5 +2800,88 @@ mod tests {
         assert_eq!((c.len, c.message_len), (10, 1000));
         b.release_in_place(id);
         assert!(b.in_place.is_empty() && b.held.iter().all(Option::is_none));
+    }
+
+    /// Receives the next message from rank 0 (any tag) on `e`: (tag, bytes).
+    fn recv_any(e: &mut Engine) -> (i32, Vec<u8>) {
+        let mut buf = vec![0u8; 4096];
+        let id = e
+            .irecv(0, Some(0), None, buf.as_mut_ptr(), buf.len())
+            .unwrap();
+        let c = e.wait(id).unwrap();
+        buf.truncate(c.len);
+        (c.tag, buf)
+    }
+
+    #[test]
+    fn a_reserved_message_keeps_its_place_before_sends_started_while_it_was_open() {
+        let (mut a, mut b) = shm_pair(4096);
+        let (at, got) = a.reserve_eager(1, 100, 8).expect("room");
+        assert_eq!(got, 100);
+        assert!(a.reserve_eager(1, 8, 8).is_none(), "one at a time per peer");
+        let later = b"sent while reserved";
+        let id = a
+            .isend(0, 1, 2, later.as_ptr(), later.len(), SendMode::Eager)
+            .unwrap();
+        assert!(!a.send_eager_now(0, 1, 3, later.as_ptr(), later.len()));
+        assert!(!a.proto.is_done(id), "queued behind the reservation");
+        b.progress().unwrap();
+        assert_eq!(b.iprobe(0, Some(0), None).unwrap(), None, "nothing visible");
+        // SAFETY: the reservation holds `got` writable bytes.
+        unsafe { std::ptr::copy_nonoverlapping(b"reserved".as_ptr(), at, 8) };
+        assert!(!a.publish_eager(0, 1, 1, got + 1), "longer than reserved");
+        assert!(a.publish_eager(0, 1, 1, 8));
+        a.wait(id).unwrap();
+        assert_eq!(recv_any(&mut b), (1, b"reserved".to_vec()));
+        assert_eq!(recv_any(&mut b), (2, later.to_vec()));
+    }
+
+    #[test]
+    fn an_abandoned_reservation_sends_nothing_and_lets_the_queue_flow() {
+        let (mut a, mut b) = shm_pair(4096);
+        let (at, _) = a.reserve_eager(1, 64, 8).expect("room");
+        // SAFETY: 64 bytes reserved.
+        unsafe { std::ptr::write_bytes(at, 0xAA, 64) };
+        let data = b"after";
+        let id = a
+            .isend(0, 1, 4, data.as_ptr(), data.len(), SendMode::Eager)
+            .unwrap();
+        a.abandon_eager(1);
+        a.wait(id).unwrap();
+        assert_eq!(recv_any(&mut b), (4, data.to_vec()));
+        b.progress().unwrap();
+        assert_eq!(b.iprobe(0, Some(0), None).unwrap(), None);
+        assert!(!a.publish_eager(0, 1, 1, 0), "nothing left to publish");
+    }
+
+    #[test]
+    fn no_reservation_when_the_ring_is_full_or_sends_are_queued() {
+        let (mut a, mut b) = shm_pair(4096);
+        let data = [7u8; 1000];
+        while a.send_eager_now(0, 1, 1, data.as_ptr(), data.len()) {}
+        assert!(
+            a.reserve_eager(1, 1000, 1000).is_none(),
+            "full: the caller falls back"
+        );
+        let small = a.reserve_eager(1, 1000, 8);
+        if let Some((_, got)) = small {
+            assert!(got < 1000, "only what is left");
+            a.abandon_eager(1);
+        }
+        // A send queued behind the full ring: a reservation must not overtake it.
+        let id = a
+            .isend(0, 1, 2, data.as_ptr(), data.len(), SendMode::Eager)
+            .unwrap();
+        assert!(!a.proto.is_done(id));
+        for _ in 0..3 {
+            assert_eq!(recv_any(&mut b).0, 1);
+        }
+        assert!(a.reserve_eager(1, 8, 8).is_none(), "queued send first");
+        a.wait(id).unwrap();
+        assert!(a.reserve_eager(1, 8, 8).is_some(), "then there is room");
+        a.abandon_eager(1);
+        assert_eq!(recv_any(&mut b), (2, data.to_vec()));
+        // Not on shared memory (ourselves): never.
+        assert!(a.reserve_eager(0, 8, 8).is_none());
     }
 }

@@ -46,6 +46,53 @@ pub struct RawStatus {
     pub cancelled: bool,
 }
 
+/// Room for one eager message written straight into a peer's shared-memory ring, from
+/// [`Comm::raw_reserve`]: write up to [`RawReservation::capacity`] bytes at
+/// [`RawReservation::as_mut_ptr`], then [`Comm::raw_publish`] (or drop it to abandon). The
+/// memory is the peer's ring: nothing is visible there before the publish.
+#[must_use = "a reservation holds back every later message to its peer until published or dropped"]
+pub struct RawReservation {
+    comm: Comm,
+    dest: u32,
+    at: *mut u8,
+    len: usize,
+    /// Neither published nor abandoned yet.
+    open: bool,
+}
+
+impl RawReservation {
+    /// Start of the reserved bytes; valid for writes of [`RawReservation::capacity`] bytes
+    /// while the reservation lives (and its communicator's world is not finalized).
+    pub fn as_mut_ptr(&self) -> *mut u8 {
+        self.at
+    }
+
+    /// Bytes reserved.
+    pub fn capacity(&self) -> usize {
+        self.len
+    }
+}
+
+impl std::fmt::Debug for RawReservation {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RawReservation")
+            .field("dest", &self.dest)
+            .field("len", &self.len)
+            .finish()
+    }
+}
+
+impl Drop for RawReservation {
+    fn drop(&mut self) {
+        if !self.open {
+            return;
+        }
+        if let Ok(mut engine) = self.comm.shared.engine.try_borrow_mut() {
+            engine.abandon_eager(self.dest);
+        }
+    }
+}
+
 /// A message taken off the queue by a matched probe; only [`Comm::raw_mrecv`] can receive it.
 pub struct RawMessage {
     message: (Envelope, Unexpected),
@@ -157,6 +204,79 @@ impl Comm {
             .engine
             .borrow_mut()
             .send_eager_now(self.context, dest, tag, buf, len))
+    }
+
+    /// Reserves room for an eager message to `dest` straight in its shared-memory ring, to be
+    /// written in place and sent by [`Comm::raw_publish`]: up to `want` bytes, at least `min`
+    /// (else `None`, as when `dest` is not on this host's shared memory, something is queued to
+    /// it or its ring lacks the room now; the caller then sends as usual). The bytes are
+    /// contiguous, so the receiver can read them in place.
+    ///
+    /// The message is ordered among the messages to `dest` at this call: sends to `dest`
+    /// started before it is published or abandoned wait behind it (they are queued, not
+    /// failed), so a reservation must not be held across a wait for one of them. Dropping the
+    /// reservation abandons it.
+    pub fn raw_reserve(
+        &self,
+        dest: usize,
+        want: usize,
+        min: usize,
+    ) -> Result<Option<RawReservation>, Error> {
+        let world = self.world_rank(dest)?;
+        let got = self
+            .shared
+            .engine
+            .borrow_mut()
+            .reserve_eager(world, want, min);
+        Ok(got.map(|(at, len)| RawReservation {
+            comm: self.clone(),
+            dest: world,
+            at,
+            len,
+            open: true,
+        }))
+    }
+
+    /// Sends the first `len` bytes of `reservation` as one eager message with `tag` on this
+    /// communicator, as a [`Comm::raw_send`] of them would have (the receiver cannot tell);
+    /// there is no request: the bytes are in the peer's ring.
+    pub fn raw_publish(
+        &self,
+        reservation: RawReservation,
+        len: usize,
+        tag: i32,
+    ) -> Result<(), Error> {
+        if tag < 0 {
+            return Err(Error::InvalidTag(tag));
+        }
+        if len > reservation.len {
+            return Err(Error::BufferTooSmall {
+                what: "the ring reservation".into(),
+                needed: len,
+                got: reservation.len,
+            });
+        }
+        let dest = reservation.dest;
+        let published = self
+            .shared
+            .engine
+            .borrow_mut()
+            .publish_eager(self.context, dest, tag, len);
+        // Published, or (were the engine to refuse) abandoned by the drop: settled either way.
+        let mut reservation = reservation;
+        reservation.open = !published;
+        if published {
+            Ok(())
+        } else {
+            Err(Error::Transport(format!(
+                "the ring reservation to rank {dest} was lost (internal error)"
+            )))
+        }
+    }
+
+    /// Gives a reservation back unsent (as dropping it does).
+    pub fn raw_abandon(&self, reservation: RawReservation) {
+        drop(reservation);
     }
 
     /// Posts a receive into `len` bytes at `buf`.

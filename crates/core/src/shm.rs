@@ -175,6 +175,9 @@ struct Producer {
     ring: RingView,
     tail: u64,
     head_seen: u64,
+    /// Payload bytes reserved at `tail` by [`ShmTransport::reserve`], not yet published; while
+    /// set, `try_push` refuses (a later record must not overtake the reserved one).
+    reserved: Option<usize>,
     /// The consumer's futex word.
     peer_sleeping: *const AtomicU32,
 }
@@ -299,6 +302,7 @@ impl ShmTransport {
                         ring: peer.ring(me as usize, ring_bytes),
                         tail: 0,
                         head_seen: 0,
+                        reserved: None,
                         peer_sleeping: peer.sleeping(),
                     }));
                 }
@@ -335,6 +339,9 @@ impl ShmTransport {
         let Some(p) = self.outbound[peer].as_mut() else {
             return false;
         };
+        if p.reserved.is_some() {
+            return false;
+        }
         let need = record_len(len) as u64;
         debug_assert!(need <= p.ring.capacity());
         if p.ring.capacity() - (p.tail - p.head_seen) < need {
@@ -350,6 +357,72 @@ impl ShmTransport {
         // SAFETY: points into a peer segment owned by `self`.
         wake_if_sleeping(unsafe { &*p.peer_sleeping });
         true
+    }
+
+    /// Reserves the payload of the next record to `peer`: up to `want` bytes (at least `min`,
+    /// else `None`) that are free and contiguous in the ring, starting right after where the
+    /// record's header will go. Returns where they are and how many; the caller writes the
+    /// payload there (nothing is visible to the peer yet) and then [`ShmTransport::publish`]es
+    /// or [`ShmTransport::abandon`]s it. Until then `try_push` to `peer` refuses, and a second
+    /// reservation too.
+    pub(crate) fn reserve(
+        &mut self,
+        peer: usize,
+        want: usize,
+        min: usize,
+    ) -> Option<(*mut u8, usize)> {
+        let max = self.max_payload();
+        let p = self.outbound.get_mut(peer)?.as_mut()?;
+        if p.reserved.is_some() {
+            return None;
+        }
+        let capacity = p.ring.capacity();
+        let start = p.tail + HEADER_LEN as u64;
+        let offset = (start & p.ring.mask) as usize;
+        // Free bytes past the header (a multiple of 8, as tail, head and the capacity are),
+        // and of those the ones before the ring wraps: an in-place reader needs them whole.
+        let free = |head: u64| (capacity - (p.tail - head)).saturating_sub(HEADER_LEN as u64);
+        let contiguous = capacity as usize - offset;
+        let want = want.min(max).min(contiguous);
+        if (free(p.head_seen) as usize) < want {
+            p.head_seen = p.ring.head().load(Ordering::Acquire);
+        }
+        let got = want.min(free(p.head_seen) as usize);
+        if got < min || got == 0 {
+            return None;
+        }
+        p.reserved = Some(got);
+        // SAFETY: offset + got ≤ capacity: inside the ring's data area, in the free region the
+        // producer owns until it publishes.
+        Some((unsafe { p.ring.data.add(offset) }, got))
+    }
+
+    /// Makes the reserved record to `peer` visible with `header` and `len` payload bytes (at
+    /// most what was reserved; the rest is given back). False if nothing was reserved.
+    pub(crate) fn publish(&mut self, peer: usize, header: &[u8; HEADER_LEN], len: usize) -> bool {
+        let Some(p) = self.outbound.get_mut(peer).and_then(Option::as_mut) else {
+            return false;
+        };
+        match p.reserved.take() {
+            Some(got) if len <= got => {}
+            other => {
+                p.reserved = other;
+                return false;
+            }
+        }
+        p.ring.write_at(p.tail, header.as_ptr(), HEADER_LEN);
+        p.tail += record_len(len) as u64;
+        p.ring.tail().store(p.tail, Ordering::Release);
+        // SAFETY: points into a peer segment owned by `self`.
+        wake_if_sleeping(unsafe { &*p.peer_sleeping });
+        true
+    }
+
+    /// Gives back the reserved space to `peer`, publishing nothing.
+    pub(crate) fn abandon(&mut self, peer: usize) {
+        if let Some(p) = self.outbound.get_mut(peer).and_then(Option::as_mut) {
+            p.reserved = None;
+        }
     }
 
     /// The record at the head of the ring from `peer`, if one is there.
@@ -549,6 +622,65 @@ mod tests {
             sent, 60,
             "3 records of 1040 bytes per 4096-byte ring, 20 rounds"
         );
+    }
+
+    #[test]
+    fn reserved_records_publish_in_place_hold_back_pushes_and_can_be_abandoned() {
+        let (mut a, mut b) = pair(4096);
+        let header = [9u8; HEADER_LEN];
+        let (at, got) = a.reserve(1, 1000, 16).expect("room");
+        assert_eq!(got, 1000);
+        assert!(a.reserve(1, 8, 8).is_none(), "one reservation at a time");
+        // SAFETY: the reservation holds `got` writable bytes.
+        unsafe { std::ptr::write_bytes(at, 5, 100) };
+        assert!(b.peek(0).is_none(), "nothing visible before publishing");
+        assert!(
+            !a.try_push(1, &[1u8; HEADER_LEN], [0u8; 8].as_ptr(), 8),
+            "a push must not overtake the reserved record"
+        );
+        assert!(!a.publish(1, &header, 1001), "more than reserved");
+        assert!(a.publish(1, &header, 100));
+        assert!(a.try_push(1, &[1u8; HEADER_LEN], [7u8; 8].as_ptr(), 8));
+        let rec = b.peek(0).expect("published");
+        assert_eq!(rec.header, header);
+        // Where the receiver maps it (another address than the sender's mapping).
+        let there = rec.payload_in_place(100).expect("contiguous");
+        // SAFETY: 100 payload bytes in the ring until the pop below.
+        assert_eq!(
+            unsafe { std::slice::from_raw_parts(there, 100) },
+            [5u8; 100]
+        );
+        let mut out = [0u8; 100];
+        rec.copy_payload(0, out.as_mut_ptr(), 100);
+        assert_eq!(out, [5u8; 100]);
+        b.pop(0, 100);
+        assert_eq!(b.peek(0).expect("the push").header, [1u8; HEADER_LEN]);
+        b.pop(0, 8);
+        // Abandoned: nothing published, pushes flow again.
+        assert!(a.reserve(1, 64, 8).is_some());
+        a.abandon(1);
+        assert!(b.peek(0).is_none());
+        assert!(a.try_push(1, &header, [0u8; 8].as_ptr(), 8));
+        b.pop(0, 8);
+        // Full: fill the ring with unread records, then nothing (or too little) is left.
+        while a.try_push(1, &header, [0u8; 512].as_ptr(), 512) {}
+        assert!(a.reserve(1, 512, 512).is_none());
+    }
+
+    #[test]
+    fn reservations_stay_contiguous_near_the_end_of_the_ring() {
+        let (mut a, mut b) = pair(4096);
+        let header = [3u8; HEADER_LEN];
+        // Move the tail to 3 × 1040 = 3120: 4096 - 3120 - 40 = 936 bytes before the wrap.
+        for _ in 0..3 {
+            assert!(a.try_push(1, &header, [0u8; 1000].as_ptr(), 1000));
+            b.pop(0, 1000);
+        }
+        let (_, got) = a.reserve(1, 4000, 8).expect("room");
+        assert_eq!(got, 936);
+        assert!(a.publish(1, &header, got));
+        let rec = b.peek(0).expect("published");
+        assert!(rec.payload_in_place(got).is_some());
     }
 
     #[test]
