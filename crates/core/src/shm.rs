@@ -9,6 +9,11 @@
 //! sets its `sleeping` word and re-checks its rings; a sender (or a receiver that freed ring
 //! space) that sees the word set clears it and wakes the sleeper. Each side stores, issues a
 //! sequentially consistent fence and then loads, so one of the two always sees the other.
+//! Where Linux offers `membarrier(2)`'s global expedited command, the fences are asymmetric:
+//! the sleeper (rare, about to make a system call anyway) issues the membarrier, which makes
+//! every registered process's CPU pass a full barrier, and the sender's side (every message)
+//! needs only a compiler fence — an `mfence` per push and per pop was about a tenth of an 8 B
+//! ping-pong's time.
 //!
 //! Large messages are copied once, straight from the sender's memory, with
 //! `process_vm_readv` (CMA) — see [`cma_read`].
@@ -28,7 +33,7 @@ use memmap2::MmapRaw;
 use std::fs::OpenOptions;
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{fence, AtomicU32, AtomicU64, Ordering};
+use std::sync::atomic::{compiler_fence, fence, AtomicU32, AtomicU64, Ordering};
 use std::time::Duration;
 
 const MAGIC: u64 = u64::from_le_bytes(*b"FERRYSHM");
@@ -158,9 +163,48 @@ impl RingView {
     }
 }
 
+/// `membarrier(2)` commands (linux/membarrier.h).
+const MEMBARRIER_CMD_QUERY: libc::c_long = 0;
+const MEMBARRIER_CMD_GLOBAL_EXPEDITED: libc::c_long = 1 << 1;
+const MEMBARRIER_CMD_REGISTER_GLOBAL_EXPEDITED: libc::c_long = 1 << 2;
+
+/// How this process orders a wake-up check against its store (see the module doc).
+struct Barriers {
+    /// The kernel has the global expedited membarrier: a sleeper issues it.
+    heavy_for_sleepers: bool,
+    /// This process is registered as its target: its wake-up checks need no fence.
+    light_for_wakers: bool,
+}
+
+fn barriers() -> &'static Barriers {
+    static BARRIERS: std::sync::OnceLock<Barriers> = std::sync::OnceLock::new();
+    BARRIERS.get_or_init(|| {
+        // SAFETY: membarrier takes two integer arguments and touches no memory of ours.
+        let supported = unsafe { libc::syscall(libc::SYS_membarrier, MEMBARRIER_CMD_QUERY, 0) };
+        let global = supported >= 0 && supported & MEMBARRIER_CMD_GLOBAL_EXPEDITED != 0;
+        // SAFETY: as above; registering only makes this process a target of the command.
+        let registered = global
+            && unsafe {
+                libc::syscall(
+                    libc::SYS_membarrier,
+                    MEMBARRIER_CMD_REGISTER_GLOBAL_EXPEDITED,
+                    0,
+                )
+            } == 0;
+        Barriers {
+            heavy_for_sleepers: global,
+            light_for_wakers: registered,
+        }
+    })
+}
+
 /// Wakes the owner of `sleeping` if it sleeps. Called after a store the sleeper waits for.
 fn wake_if_sleeping(sleeping: &AtomicU32) {
-    fence(Ordering::SeqCst);
+    if barriers().light_for_wakers {
+        compiler_fence(Ordering::SeqCst);
+    } else {
+        fence(Ordering::SeqCst);
+    }
     if sleeping.load(Ordering::Relaxed) != 0 && sleeping.swap(0, Ordering::SeqCst) != 0 {
         // SAFETY: FUTEX_WAKE on a valid, 4-aligned word of shared memory; no other memory is
         // touched. Not FUTEX_PRIVATE: the waiter is another process.
@@ -236,6 +280,8 @@ impl ShmTransport {
         ring_bytes: usize,
     ) -> Result<CreatedSegment, Error> {
         let path = segment_path(job, me);
+        // Registered before any peer can see this segment, so before any peer sleeps on it.
+        barriers();
         let segment = map_segment(&path, Some(segment_len(ranks, ring_bytes)))?;
         // SAFETY: the fresh mapping is at least SEGMENT_HEADER bytes and nobody else has
         // mapped it yet (peers attach only after the bootstrap fence).
@@ -474,6 +520,10 @@ impl ShmTransport {
     pub(crate) fn prepare_sleep(&self) {
         self.own.sleeping().store(1, Ordering::SeqCst);
         fence(Ordering::SeqCst);
+        if barriers().heavy_for_sleepers {
+            // SAFETY: membarrier takes two integer arguments and touches no memory of ours.
+            unsafe { libc::syscall(libc::SYS_membarrier, MEMBARRIER_CMD_GLOBAL_EXPEDITED, 0) };
+        }
     }
 
     /// Sleeps until a peer wakes us or `timeout` passes.
