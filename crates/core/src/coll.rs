@@ -255,114 +255,108 @@ impl Collective {
         })
     }
 
-    /// Moves every step as far as it goes. Returns whether anything changed.
+    /// Moves every step as far as it goes. Returns whether anything changed. One pass in step
+    /// order is enough: dependencies point backwards, so a step that finishes in the pass has
+    /// its dependants looked at later in the same pass.
     fn advance(&mut self, eng: &mut Engine) -> Result<bool, Error> {
-        let mut progressed = false;
-        loop {
-            let mut changed = false;
-            for i in self.done_before..self.steps.len() {
-                let next = match &mut self.steps[i] {
-                    StepState::Done => continue,
-                    StepState::Waiting => {
-                        let deps = &self.schedule.steps[i].deps;
-                        if !deps
-                            .iter()
-                            .all(|&d| matches!(self.steps[d as usize], StepState::Done))
-                        {
-                            continue;
-                        }
-                        self.start(i, eng)?
+        let mut changed = false;
+        for i in self.done_before..self.steps.len() {
+            let next = match &mut self.steps[i] {
+                StepState::Done => continue,
+                StepState::Waiting => {
+                    let deps = &self.schedule.steps[i].deps;
+                    if !deps
+                        .iter()
+                        .all(|&d| matches!(self.steps[d as usize], StepState::Done))
+                    {
+                        continue;
                     }
-                    StepState::Running(id) => {
-                        let id = *id;
-                        if !eng.proto.is_done(id) {
-                            continue;
-                        }
-                        let done = eng.take(id).ok_or_else(|| internal("request vanished"))?;
-                        self.note_length(i, &done);
-                        StepState::Done
+                    self.start(i, eng)?
+                }
+                StepState::Running(id) => {
+                    let id = *id;
+                    if !eng.proto.is_done(id) {
+                        continue;
                     }
-                    StepState::RunningFirst(reqs) => {
-                        let Some(k) = reqs.iter().position(|(id, _)| eng.proto.is_done(*id)) else {
-                            continue;
-                        };
-                        let StepState::RunningFirst(mut reqs) =
-                            std::mem::replace(&mut self.steps[i], StepState::Waiting)
-                        else {
-                            unreachable!("matched RunningFirst above")
-                        };
-                        let (id, spare) = reqs.swap_remove(k);
-                        let done = eng.take(id).ok_or_else(|| internal("request vanished"))?;
-                        self.note_length(i, &done);
-                        let schedule = Rc::clone(&self.schedule);
-                        if let (Some(spare), Op::RecvFirst { region, from }) =
-                            (spare, &schedule.steps[i].op)
-                        {
-                            // A later copy won: put it where the step's region is.
-                            let d = self.ptr(region);
-                            // SAFETY: region validated; spare has region.len bytes.
-                            unsafe {
-                                std::ptr::copy_nonoverlapping(spare.as_ptr(), d, spare.len())
-                            };
-                            // The copy bound for the region itself (from the first sender) is
-                            // slower, and the region goes back to its owner when the call
-                            // ends. Not matched yet: it is received into a buffer of its own
-                            // instead (its sender must still see it received). Already
-                            // arriving: the call ends once it has landed (same bytes, so the
-                            // steps reading the region meanwhile are unharmed).
-                            if let Some(pos) = reqs.iter().position(|(_, s)| s.is_none()) {
-                                let (direct, _) = reqs.swap_remove(pos);
-                                eng.cancel(direct);
-                                match eng.take(direct) {
-                                    Some(c) if c.cancelled => {
-                                        let (peer, seq) = from[0];
-                                        let mut spare = vec![0u8; region.len];
-                                        let id = eng.irecv(
-                                            self.context + 1,
-                                            Some(self.world_of[peer]),
-                                            Some(self.tag(seq)),
-                                            spare.as_mut_ptr(),
-                                            region.len,
-                                        )?;
-                                        eng.drains.push((id, spare));
-                                    }
-                                    Some(_) => {}
-                                    None => self.lingering.push(direct),
+                    let done = eng.take(id).ok_or_else(|| internal("request vanished"))?;
+                    self.note_length(i, &done);
+                    StepState::Done
+                }
+                StepState::RunningFirst(reqs) => {
+                    let Some(k) = reqs.iter().position(|(id, _)| eng.proto.is_done(*id)) else {
+                        continue;
+                    };
+                    let StepState::RunningFirst(mut reqs) =
+                        std::mem::replace(&mut self.steps[i], StepState::Waiting)
+                    else {
+                        unreachable!("matched RunningFirst above")
+                    };
+                    let (id, spare) = reqs.swap_remove(k);
+                    let done = eng.take(id).ok_or_else(|| internal("request vanished"))?;
+                    self.note_length(i, &done);
+                    let schedule = Rc::clone(&self.schedule);
+                    if let (Some(spare), Op::RecvFirst { region, from }) =
+                        (spare, &schedule.steps[i].op)
+                    {
+                        // A later copy won: put it where the step's region is.
+                        let d = self.ptr(region);
+                        // SAFETY: region validated; spare has region.len bytes.
+                        unsafe { std::ptr::copy_nonoverlapping(spare.as_ptr(), d, spare.len()) };
+                        // The copy bound for the region itself (from the first sender) is
+                        // slower, and the region goes back to its owner when the call
+                        // ends. Not matched yet: it is received into a buffer of its own
+                        // instead (its sender must still see it received). Already
+                        // arriving: the call ends once it has landed (same bytes, so the
+                        // steps reading the region meanwhile are unharmed).
+                        if let Some(pos) = reqs.iter().position(|(_, s)| s.is_none()) {
+                            let (direct, _) = reqs.swap_remove(pos);
+                            eng.cancel(direct);
+                            match eng.take(direct) {
+                                Some(c) if c.cancelled => {
+                                    let (peer, seq) = from[0];
+                                    let mut spare = vec![0u8; region.len];
+                                    let id = eng.irecv(
+                                        self.context + 1,
+                                        Some(self.world_of[peer]),
+                                        Some(self.tag(seq)),
+                                        spare.as_mut_ptr(),
+                                        region.len,
+                                    )?;
+                                    eng.drains.push((id, spare));
                                 }
+                                Some(_) => {}
+                                None => self.lingering.push(direct),
                             }
                         }
-                        // Slower copies into their own buffers are drained by the engine.
-                        for (id, spare) in reqs {
-                            eng.drains.push((id, spare.unwrap_or_default()));
-                        }
-                        StepState::Done
                     }
-                };
-                if matches!(next, StepState::Done) {
-                    self.left -= 1;
+                    // Slower copies into their own buffers are drained by the engine.
+                    for (id, spare) in reqs {
+                        eng.drains.push((id, spare.unwrap_or_default()));
+                    }
+                    StepState::Done
                 }
-                self.steps[i] = next;
-                changed = true;
+            };
+            if matches!(next, StepState::Done) {
+                self.left -= 1;
             }
-            if !self.lingering.is_empty() {
-                let before = self.lingering.len();
-                self.lingering.retain(|&id| match eng.proto.is_done(id) {
-                    true => {
-                        eng.take(id);
-                        false
-                    }
-                    false => true,
-                });
-                changed |= self.lingering.len() != before;
-            }
-            while matches!(self.steps.get(self.done_before), Some(StepState::Done)) {
-                self.done_before += 1;
-            }
-            progressed |= changed;
-            if !changed {
-                return Ok(progressed);
-            }
+            self.steps[i] = next;
+            changed = true;
         }
+        if !self.lingering.is_empty() {
+            let before = self.lingering.len();
+            self.lingering.retain(|&id| match eng.proto.is_done(id) {
+                true => {
+                    eng.take(id);
+                    false
+                }
+                false => true,
+            });
+            changed |= self.lingering.len() != before;
+        }
+        while matches!(self.steps.get(self.done_before), Some(StepState::Done)) {
+            self.done_before += 1;
+        }
+        Ok(changed)
     }
 }
 
