@@ -93,7 +93,7 @@ pub(crate) unsafe fn free(handle: Handle) -> Res<bool> {
             g.freed = true;
             return Ok(Some(None));
         }
-        let g = *g;
+        let g = **g;
         if let Some(req) = s.requests.remove(handle) {
             if !req.is_complete() {
                 s.bsends.push((req, 0));
@@ -130,7 +130,7 @@ mpi! {
             // SAFETY: an empty receive writes no byte.
             let raw = unsafe { core.raw_recv(std::ptr::NonNull::dangling().as_ptr(), 0, Source::Rank(0), tag)? };
             let mut req = Request::running(MPI_COMM_SELF, core, raw, None);
-            req.generalized = Some(Greq {
+            req.generalized = Some(Box::new(Greq {
                 query: query_fn,
                 free: free_fn,
                 cancel: cancel_fn,
@@ -138,7 +138,7 @@ mpi! {
                 tag,
                 completed: false,
                 freed: false,
-            });
+            }));
             Ok(s.requests.insert(req))
         })?;
         Ok(())
@@ -158,7 +158,7 @@ mpi! {
                 return fail(MPI_ERR_REQUEST, "MPI_Grequest_complete called twice");
             }
             g.completed = true;
-            let g = *g;
+            let g = **g;
             // SAFETY: an empty send reads no byte.
             let raw = unsafe { req.core.raw_send(std::ptr::NonNull::dangling().as_ptr(), 0, 0, g.tag, SendMode::Standard)? };
             let send = Request::running(MPI_COMM_SELF, req.core.clone(), raw, None);

@@ -621,7 +621,7 @@ unsafe fn persistent(comm: Handle, request: *mut Handle, mut p: Persistent) -> R
             comm,
             core,
             progress: Progress::Inactive,
-            persistent: Some(p),
+            persistent: Some(Box::new(p)),
             cancel_requested: false,
             partner: None,
             generalized: None,
@@ -711,7 +711,7 @@ fn start_one(
         .requests
         .get(handle)
         .ok_or_else(|| MpiError::new(MPI_ERR_REQUEST, format!("invalid request {handle:#x}")))?;
-    let Some(p) = req.persistent.clone() else {
+    let Some(p) = req.persistent.as_deref().cloned() else {
         return fail(
             MPI_ERR_REQUEST,
             "MPI_Start of a request that is not persistent",
@@ -806,7 +806,7 @@ mpi! {
                 return fail(MPI_ERR_REQUEST, format!("invalid request {:#x}", *h));
             };
             let mut hidden = None;
-            match &req.persistent {
+            match req.persistent.as_deref() {
                 Some(Persistent::Send { datatype, .. } | Persistent::Recv { datatype, .. }) => {
                     s.types.remove(*datatype);
                 }
@@ -840,7 +840,7 @@ mpi! {
         }
         let greq = running(|s| {
             let req = s.requests.get_mut(h).ok_or_else(|| MpiError::new(MPI_ERR_REQUEST, format!("invalid request {h:#x}")))?;
-            if let Some(g) = req.generalized {
+            if let Some(g) = req.generalized.as_deref().copied() {
                 return Ok(Some(g));
             }
             if let Some(raw) = req.raw() {
@@ -882,7 +882,7 @@ unsafe fn finish_handle(
             MpiError::new(MPI_ERR_REQUEST, format!("invalid request {:#x}", *handle))
         })?;
         let outcome = req.complete()?;
-        let greq = req.generalized;
+        let greq = req.generalized.as_deref().copied();
         if req.persistent.is_none() {
             s.requests.remove(*handle);
             *handle = MPI_REQUEST_NULL;
@@ -1235,7 +1235,7 @@ mpi! {
             _ => true,
         };
         *flag = done as c_int;
-        let greq = with(|s| Ok(s.requests.get(request).and_then(|r| r.generalized)))?;
+        let greq = with(|s| Ok(s.requests.get(request).and_then(|r| r.generalized.as_deref().copied())))?;
         if let (true, Some(g)) = (done, greq) {
             crate::greq::finish(&g, status, false, false);
             return Ok(());

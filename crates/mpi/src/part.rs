@@ -197,7 +197,7 @@ unsafe fn init(
             comm,
             core,
             progress: Progress::Inactive,
-            persistent: Some(Persistent::Partitioned(Rc::new(part))),
+            persistent: Some(Box::new(Persistent::Partitioned(Rc::new(part)))),
             cancel_requested: false,
             partner: None,
             generalized: None,
@@ -325,7 +325,7 @@ fn partitioned(s: &State, request: Handle, send: bool, call: &str) -> Res<Rc<Par
             format!("{call}: invalid request {request:#x}"),
         )
     })?;
-    let Some(Persistent::Partitioned(p)) = &req.persistent else {
+    let Some(Persistent::Partitioned(p)) = req.persistent.as_deref() else {
         return fail(
             MPI_ERR_REQUEST,
             format!("{call}: not a partitioned request"),

@@ -276,13 +276,14 @@ pub struct Request {
     /// Where it is.
     pub progress: Progress,
     /// Set for persistent requests.
-    pub persistent: Option<Persistent>,
+    /// Boxed, as `generalized`: requests move in and out of the table, and most have neither.
+    pub persistent: Option<Box<Persistent>>,
     /// MPI_Cancel was called.
     pub cancel_requested: bool,
     /// A second operation that must also finish (the send of MPI_Isendrecv).
     pub partner: Option<Box<Request>>,
     /// Set for generalized requests (`MPI_Grequest_start`).
-    pub generalized: Option<Greq>,
+    pub generalized: Option<Box<Greq>>,
 }
 
 /// `MPI_Grequest_query_function`: fills the status of a completed generalized request.
@@ -424,7 +425,7 @@ impl Request {
                     f(&st);
                 }
                 let mut outcome = Outcome::of(&st);
-                if let Some(Persistent::Partitioned(p)) = &self.persistent {
+                if let Some(Persistent::Partitioned(p)) = self.persistent.as_deref() {
                     // The message travelled on the partitioned channel under its round tag.
                     outcome.tag = p.user_tag;
                 }

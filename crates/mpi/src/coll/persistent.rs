@@ -49,11 +49,11 @@ unsafe fn persistent(
             comm,
             core,
             progress: Progress::Inactive,
-            persistent: Some(Persistent::Coll {
+            persistent: Some(Box::new(Persistent::Coll {
                 hidden,
                 start,
                 kept: kept.clone(),
-            }),
+            })),
             cancel_requested: false,
             partner: None,
             generalized: None,
