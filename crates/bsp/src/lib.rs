@@ -1123,7 +1123,11 @@ impl Bsp {
     fn flush_early(&mut self, pid: usize, more: usize) {
         let early = self.config.early_bytes;
         let buf = &self.out[pid];
-        if early > 0 && pid != self.pid && !buf.is_empty() && buf.len() + more > early {
+        // A buffer already past the threshold (one record larger than it) cannot go as one
+        // eager frame: it waits for the closing message, which the receiver posts for. Sent
+        // now it would be a rendezvous that nobody receives before the sync: a deadlock.
+        let fits = buf.len() <= early;
+        if early > 0 && pid != self.pid && !buf.is_empty() && fits && buf.len() + more > early {
             // Eager (the threshold is clamped to one frame): returns once copied out.
             let comm = &self.comm;
             // SAFETY: `buf` is not touched until the send is done, below.

@@ -192,6 +192,20 @@ fn ring_records_when_the_ring_fills_mid_superstep() {
     }
 }
 
+/// A record larger than one eager frame (stress puts up to 3000 bytes; a 4 KiB ring carries
+/// frames of up to 2016) is never sent early: it would go as a rendezvous that the receiver,
+/// waiting in its sync for the closing message, never takes. This deadlocked before.
+#[test]
+fn records_larger_than_an_eager_frame_wait_for_the_closing_message() {
+    for env in [
+        &[("FERRY_SHM_RING", "4096")][..],
+        &[("FERRY_SHM_RING", "4096"), ("FERRY_BSP_RING", "0")][..],
+    ] {
+        ok(2, "stress", env);
+        ok(3, "stress", env);
+    }
+}
+
 /// The applications check their own results (LU and Jacobi equal to the sequential
 /// computation, LU also by its residual |P·A − L·U|; sorted and complete), with the
 /// optimisations on and all off, on process counts that are and are not squares (LU's grid is
