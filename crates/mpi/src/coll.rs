@@ -719,7 +719,8 @@ unsafe fn run(request: *mut Handle, f: impl FnOnce(&mut State) -> Res<Prepared>)
     })
 }
 
-fn root_arg(core: &ferry_core::Comm, root: c_int) -> Res<usize> {
+/// The rank `root` of `core`, checked.
+pub(crate) fn root_arg(core: &ferry_core::Comm, root: c_int) -> Res<usize> {
     usize::try_from(root)
         .ok()
         .filter(|&r| r < core.size())

@@ -122,18 +122,7 @@ fn connect_at_root(
     meet: impl FnOnce() -> Res<(Comm, usize, i32)>,
 ) -> Res<Handle> {
     let local = running(|s| s.intra_comm(comm))?;
-    let root = usize::try_from(root)
-        .ok()
-        .filter(|&r| r < local.size())
-        .ok_or_else(|| {
-            MpiError::new(
-                MPI_ERR_ROOT,
-                format!(
-                    "root {root} is not in a communicator of {} ranks",
-                    local.size()
-                ),
-            )
-        })?;
+    let root = crate::coll::root_arg(&local, root)?;
     let met = if local.rank() == root {
         Some(meet()?)
     } else {
@@ -503,18 +492,7 @@ unsafe fn spawn(
         .as_mut()
         .ok_or_else(|| MpiError::new(MPI_ERR_ARG, "intercomm is NULL"))?;
     let local = running(|s| s.intra_comm(comm))?;
-    let root = usize::try_from(root)
-        .ok()
-        .filter(|&r| r < local.size())
-        .ok_or_else(|| {
-            MpiError::new(
-                MPI_ERR_ROOT,
-                format!(
-                    "root {root} is not in a communicator of {} ranks",
-                    local.size()
-                ),
-            )
-        })?;
+    let root = crate::coll::root_arg(&local, root)?;
     // The new processes dial every one of us: each publishes its address first.
     on_world(|w| Ok(w.open_to_other_worlds()?))?;
     local.barrier()?;
