@@ -475,9 +475,11 @@ impl Proto {
 
     /// Completes the posted receive `id` with a message that was kept in memory.
     /// Keeps the buffer of a delivered unexpected message for the next one, so that small
-    /// messages arriving before their receive cost no allocation (a few small buffers at most).
+    /// messages arriving before their receive cost no allocation. A sender running ahead (a
+    /// root of back-to-back broadcasts) leaves a ring's worth queued, so up to 256 are kept, of
+    /// at most 4 KiB each.
     fn recycle_kept(&mut self, data: Vec<u8>) {
-        const KEEP: usize = 32;
+        const KEEP: usize = 256;
         const LARGEST: usize = 4096;
         if self.spare_kept.len() < KEEP && data.capacity() <= LARGEST {
             self.spare_kept.push(data);
