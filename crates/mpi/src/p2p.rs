@@ -279,20 +279,20 @@ impl Dense {
         tag: c_int,
         comm: Handle,
     ) -> Option<()> {
-        let (dest, tag) = (usize::try_from(dest).ok()?, (tag >= 0).then_some(tag)?);
+        let tag = send_tag(tag).ok()?;
         let sent = running(|s| {
             let core = &s.comm(comm)?.comm;
-            if dest >= core.size() {
+            let Some(dest) = dest_arg(core, dest)? else {
                 return Ok(false);
-            }
+            };
             // SAFETY: the caller's buffer holds `bytes` bytes for the duration of the call.
             Ok(core.raw_send_now(buf.cast(), self.bytes, dest, tag)?)
         });
         sent.ok()?.then_some(())
     }
 
-    /// Posts a receive into the caller's buffer, inside the state borrow; `None` if the
-    /// arguments need the general path (MPI_PROC_NULL, a bad rank or tag).
+    /// Posts a receive straight into the caller's buffer, inside the state borrow; `None` if
+    /// the arguments need the general path (MPI_PROC_NULL, a bad rank or tag).
     unsafe fn post(
         &self,
         s: &mut State,
@@ -300,44 +300,14 @@ impl Dense {
         source: c_int,
         tag: c_int,
         comm: Handle,
-    ) -> Res<Option<(ferry_core::Comm, RawRequest)>> {
-        let source = match source {
-            MPI_ANY_SOURCE => Source::Any,
-            r => match usize::try_from(r) {
-                Ok(r) => Source::Rank(r),
-                Err(_) => return Ok(None),
-            },
-        };
-        let tag = match tag {
-            MPI_ANY_TAG => ferry_core::ANY_TAG,
-            t if t >= 0 => t,
-            _ => return Ok(None),
-        };
+    ) -> Res<Option<Request>> {
         let core = &s.comm(comm)?.comm;
-        if matches!(source, Source::Rank(r) if r >= core.size()) {
+        let (Ok(Some(source)), Ok(tag)) = (source_arg(core, source), recv_tag(tag)) else {
             return Ok(None);
-        }
+        };
         // SAFETY: MPI's contract keeps the buffer valid until the receive completes.
         let raw = core.raw_recv(buf.cast(), self.bytes, source, tag)?;
-        Ok(Some((core.clone(), raw)))
-    }
-
-    /// Receives into the caller's buffer and waits; `None` if the general path must.
-    unsafe fn recv(
-        &self,
-        buf: *mut c_void,
-        source: c_int,
-        tag: c_int,
-        comm: Handle,
-    ) -> Option<Res<Outcome>> {
-        let posted = running(|s| self.post(s, buf, source, tag, comm));
-        let (core, raw) = posted.ok()??;
-        let waited = core.wait_until(|done| done(raw));
-        Some(waited.map_err(MpiError::from).and_then(|()| {
-            core.raw_take(raw)
-                .map(|st| Outcome::of(&st))
-                .ok_or_else(|| MpiError::new(MPI_ERR_INTERN, "receive finished without a status"))
-        }))
+        Ok(Some(Request::running(comm, core.clone(), raw, None)))
     }
 }
 
@@ -354,6 +324,21 @@ unsafe fn blocking_send(
     wait_request(&mut req).map(drop)
 }
 
+/// A standard send on the lean path that the runtime took at once: its byte count.
+#[inline]
+unsafe fn sent_at_once(
+    buf: *const c_void,
+    count: c_int,
+    datatype: Handle,
+    dest: c_int,
+    tag: c_int,
+    comm: Handle,
+    kind: SendKind,
+) -> Option<usize> {
+    let d = Dense::of(buf, count, datatype).filter(|_| kind == SendKind::Standard)?;
+    d.send_now(buf, dest, tag, comm).map(|()| d.bytes)
+}
+
 unsafe fn nonblocking_send(
     buf: *const c_void,
     count: c_int,
@@ -364,10 +349,9 @@ unsafe fn nonblocking_send(
     request: *mut Handle,
     kind: SendKind,
 ) -> Res {
-    if kind == SendKind::Standard && !request.is_null() {
-        let dense = Dense::of(buf, count, datatype);
-        if let Some(d) = dense.filter(|d| d.send_now(buf, dest, tag, comm).is_some()) {
-            *request = crate::request::sent_handle(d.bytes);
+    if !request.is_null() {
+        if let Some(bytes) = sent_at_once(buf, count, datatype, dest, tag, comm, kind) {
+            *request = crate::request::sent_handle(bytes);
             return Ok(());
         }
     }
@@ -386,7 +370,8 @@ unsafe fn nonblocking_send(
 mpi! {
     /// Blocking standard send.
     fn MPI_Send / PMPI_Send(buf: *const c_void, count: c_int, datatype: Handle, dest: c_int, tag: c_int, comm: Handle) on comm => {
-        if Dense::of(buf, count, datatype).and_then(|d| d.send_now(buf, dest, tag, comm)).is_some() {
+        // Here rather than in `blocking_send`: its frame, sized for the general path, costs.
+        if sent_at_once(buf, count, datatype, dest, tag, comm, SendKind::Standard).is_some() {
             return Ok(());
         }
         blocking_send(buf, count, datatype, dest, tag, comm, SendKind::Standard)
@@ -437,14 +422,13 @@ mpi! {
 mpi! {
     /// Blocking receive.
     fn MPI_Recv / PMPI_Recv(buf: *mut c_void, count: c_int, datatype: Handle, source: c_int, tag: c_int, comm: Handle, status: *mut MpiStatus) on comm => {
-        let lean = Dense::of(buf, count, datatype).and_then(|d| d.recv(buf, source, tag, comm));
-        let outcome = match lean {
-            Some(outcome) => outcome?,
-            None => {
-                let mut req = running(|s| start_recv(s, buf, count, datatype, source, tag, comm))?;
-                wait_request(&mut req)?
-            }
+        let lean = Dense::of(buf, count, datatype)
+            .and_then(|d| running(|s| d.post(s, buf, source, tag, comm)).ok().flatten());
+        let mut req = match lean {
+            Some(req) => req,
+            None => running(|s| start_recv(s, buf, count, datatype, source, tag, comm))?,
         };
+        let outcome = wait_request(&mut req)?;
         outcome.write(status, false);
         outcome.check()
     }
@@ -455,8 +439,8 @@ mpi! {
         running(|s| {
             let dense = Dense::of(buf, count, datatype).filter(|_| !request.is_null());
             if let Some(d) = dense {
-                if let Some((core, raw)) = d.post(s, buf, source, tag, comm)? {
-                    return publish(s, Request::running(comm, core, raw, None), request);
+                if let Some(req) = d.post(s, buf, source, tag, comm)? {
+                    return publish(s, req, request);
                 }
             }
             let req = start_recv(s, buf, count, datatype, source, tag, comm)?;

@@ -123,8 +123,7 @@ impl Outcome {
         error: MPI_SUCCESS,
     };
 
-    /// The outcome of a finished runtime request.
-    pub fn of(raw: &RawStatus) -> Outcome {
+    fn of(raw: &RawStatus) -> Outcome {
         Outcome {
             source: if raw.source == usize::MAX {
                 MPI_ANY_SOURCE

@@ -250,16 +250,22 @@ pub(crate) fn datatype_of(h: Handle) -> Res<Datatype> {
     running(|s| dt(s, h))
 }
 
-/// Answers a query about datatype `h`: `predefined` for a predefined type, from its table
+/// The predefined type behind `h` while MPI runs: what the queries below answer without
+/// entering the state.
+fn predefined(h: Handle) -> Option<Builtin> {
+    crate::datatype::builtin_from_handle(h).filter(|_| crate::state::is_running())
+}
+
+/// Answers a query about datatype `h`: `builtin` for a predefined type, from its table
 /// without entering the state (some programs ask per element: MPICH's dtpools checks call
 /// MPI_Type_size millions of times, and MPICH answers from the handle's bits), else `derived`.
 fn query<T>(
     h: Handle,
-    predefined: impl FnOnce(Builtin) -> T,
+    builtin: impl FnOnce(Builtin) -> T,
     derived: impl FnOnce(&Datatype) -> T,
 ) -> Res<T> {
-    match crate::datatype::builtin_from_handle(h).filter(|_| crate::state::is_running()) {
-        Some(b) => Ok(predefined(b)),
+    match predefined(h) {
+        Some(b) => Ok(builtin(b)),
         None => running(|s| dt(s, h)).map(|t| derived(&t)),
     }
 }
@@ -300,12 +306,9 @@ mpi! {
 /// table lookup that cannot fail or panic, and programs call it per element (see `query`).
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Type_size(datatype: Handle, size: *mut c_int) -> c_int {
-    let predefined = crate::datatype::builtin_from_handle(datatype);
-    if let (Some(b), Some(out)) = (predefined, size.as_mut()) {
-        if crate::state::is_running() {
-            *out = b.size() as c_int;
-            return MPI_SUCCESS;
-        }
+    if let (Some(b), Some(out)) = (predefined(datatype), size.as_mut()) {
+        *out = b.size() as c_int;
+        return MPI_SUCCESS;
     }
     crate::error::guard("MPI_Type_size", NONE, || {
         let bytes = query(datatype, Builtin::size, Datatype::size)?;
