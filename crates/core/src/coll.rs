@@ -164,6 +164,17 @@ impl Collective {
         }
     }
 
+    /// Takes step `i`'s request `id` if it is done, noting its message's length; whether it
+    /// was.
+    fn finish_step(&mut self, i: usize, id: ReqId, eng: &mut Engine) -> Result<bool, Error> {
+        if !eng.proto.is_done(id) {
+            return Ok(false);
+        }
+        let done = eng.take(id).ok_or_else(|| internal("request vanished"))?;
+        self.note_length(i, &done);
+        Ok(true)
+    }
+
     fn tag(&self, seq: u32) -> i32 {
         (((self.call & 0x7fff) << 16) | seq) as i32
     }
@@ -193,12 +204,9 @@ impl Collective {
                     region.len,
                 )?;
                 // Often the message is there already: done now, not on the next pass.
-                match eng.proto.is_done(id).then(|| eng.take(id)).flatten() {
-                    Some(done) => {
-                        self.note_length(i, &done);
-                        StepState::Done
-                    }
-                    None => StepState::Running(id),
+                match self.finish_step(i, id, eng)? {
+                    true => StepState::Done,
+                    false => StepState::Running(id),
                 }
             }
             Op::RecvFirst { ref from, region } => {
@@ -275,11 +283,9 @@ impl Collective {
                 }
                 StepState::Running(id) => {
                     let id = *id;
-                    if !eng.proto.is_done(id) {
+                    if !self.finish_step(i, id, eng)? {
                         continue;
                     }
-                    let done = eng.take(id).ok_or_else(|| internal("request vanished"))?;
-                    self.note_length(i, &done);
                     StepState::Done
                 }
                 StepState::RunningFirst(reqs) => {
@@ -374,13 +380,18 @@ impl Engine {
         let len = call.schedule.recv_bytes;
         match self.begin_collective(call)? {
             Started::Running(id) => Ok(id),
-            Started::Done => Ok(self.new_done_request(Completion {
-                source: self.proto.me,
-                tag: 0,
-                len,
-                message_len: len,
-                cancelled: false,
-            })),
+            Started::Done => Ok(self.new_done_request(self.collective_done(len))),
+        }
+    }
+
+    /// What a finished collective call of `len` received bytes completes with.
+    fn collective_done(&self, len: usize) -> Completion {
+        Completion {
+            source: self.proto.me,
+            tag: 0,
+            len,
+            message_len: len,
+            cancelled: false,
         }
     }
 
@@ -443,28 +454,24 @@ impl Engine {
     fn finish(&mut self, c: &mut Collective) -> Result<bool, Error> {
         let settled = self.settle(c);
         if !matches!(settled, Ok(false)) {
-            let len = c.schedule.recv_bytes;
-            self.proto.complete(
-                c.id,
-                Completion {
-                    source: self.proto.me,
-                    tag: 0,
-                    len,
-                    message_len: len,
-                    cancelled: false,
-                },
-            );
+            let done = self.collective_done(c.schedule.recv_bytes);
+            self.proto.complete(c.id, done);
         }
         settled
+    }
+
+    /// Whether a running collective may move: each waits only for its own requests (and for
+    /// its own steps, which an advance settles to the end), so only once a request completed
+    /// since the last advance.
+    #[inline]
+    pub(crate) fn collectives_can_move(&self) -> bool {
+        !self.collectives.is_empty() && self.proto.completions != self.collectives_seen
     }
 
     /// Advances every running collective and frees drained copies. Part of `progress`.
     pub(crate) fn advance_collectives(&mut self) -> Result<bool, Error> {
         let mut progressed = false;
-        // A collective's steps wait only for its own requests (and for each other, which an
-        // advance settles to the end): with no request completed since the last advance, none
-        // can move, and a wait skips them on every idle pass.
-        if !self.collectives.is_empty() && self.proto.completions != self.collectives_seen {
+        if self.collectives_can_move() {
             self.collectives_seen = self.proto.completions;
             // Advanced in place: a wait polls this often, and moving each collective out and
             // back would copy it every time.

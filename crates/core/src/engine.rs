@@ -1689,7 +1689,7 @@ impl Engine {
             && self.proto.busy.is_empty()
             && self.proto.shared_pulls.is_empty()
             && self.drains.is_empty()
-            && (self.collectives.is_empty() || self.proto.completions == self.collectives_seen)
+            && !self.collectives_can_move()
             && !self.shm.as_mut().is_some_and(ShmTransport::any_ready)
     }
 
@@ -1764,10 +1764,8 @@ impl Engine {
         if !self.lanes.is_empty() {
             progressed |= self.rails_failed()?;
         }
-        // Running collectives can move only after a request completed (see
-        // `advance_collectives`); drained copies are freed there too.
-        let moved = self.proto.completions != self.collectives_seen;
-        if (moved && !self.collectives.is_empty()) || !self.drains.is_empty() {
+        // Drained copies are freed with the collectives' advance.
+        if self.collectives_can_move() || !self.drains.is_empty() {
             progressed |= self.advance_collectives()?;
         }
         Ok(progressed)

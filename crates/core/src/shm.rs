@@ -226,6 +226,18 @@ struct Producer {
     peer_sleeping: *const AtomicU32,
 }
 
+impl Producer {
+    /// Makes the record at `tail` visible with `header` (its `len` payload bytes are written
+    /// already) and wakes the consumer if it sleeps.
+    fn commit(&mut self, header: &[u8; HEADER_LEN], len: usize) {
+        self.ring.write_at(self.tail, header.as_ptr(), HEADER_LEN);
+        self.tail += record_len(len) as u64;
+        self.ring.tail().store(self.tail, Ordering::Release);
+        // SAFETY: points into a peer segment owned by the transport.
+        wake_if_sleeping(unsafe { &*self.peer_sleeping });
+    }
+}
+
 /// Reading end of a ring in our own segment.
 struct Consumer {
     ring: RingView,
@@ -233,6 +245,18 @@ struct Consumer {
     tail_seen: u64,
     /// The producer's futex word, to wake it when space frees up.
     peer_sleeping: *const AtomicU32,
+}
+
+impl Consumer {
+    /// Whether a record is at the head: loads the producer's tail only once the records seen
+    /// before are read.
+    #[inline]
+    fn has_record(&mut self) -> bool {
+        if self.head == self.tail_seen {
+            self.tail_seen = self.ring.tail().load(Ordering::Acquire);
+        }
+        self.head != self.tail_seen
+    }
 }
 
 /// A record at the head of an inbound ring.
@@ -396,12 +420,8 @@ impl ShmTransport {
                 return false;
             }
         }
-        p.ring.write_at(p.tail, header.as_ptr(), HEADER_LEN);
         p.ring.write_at(p.tail + HEADER_LEN as u64, payload, len);
-        p.tail += need;
-        p.ring.tail().store(p.tail, Ordering::Release);
-        // SAFETY: points into a peer segment owned by `self`.
-        wake_if_sleeping(unsafe { &*p.peer_sleeping });
+        p.commit(header, len);
         true
     }
 
@@ -456,11 +476,7 @@ impl ShmTransport {
                 return false;
             }
         }
-        p.ring.write_at(p.tail, header.as_ptr(), HEADER_LEN);
-        p.tail += record_len(len) as u64;
-        p.ring.tail().store(p.tail, Ordering::Release);
-        // SAFETY: points into a peer segment owned by `self`.
-        wake_if_sleeping(unsafe { &*p.peer_sleeping });
+        p.commit(header, len);
         true
     }
 
@@ -474,11 +490,8 @@ impl ShmTransport {
     /// The record at the head of the ring from `peer`, if one is there.
     pub(crate) fn peek(&mut self, peer: usize) -> Option<Record<'_>> {
         let c = self.inbound[peer].as_mut()?;
-        if c.head == c.tail_seen {
-            c.tail_seen = c.ring.tail().load(Ordering::Acquire);
-            if c.head == c.tail_seen {
-                return None;
-            }
+        if !c.has_record() {
+            return None;
         }
         let mut header = [0u8; HEADER_LEN];
         c.ring.read_at(c.head, header.as_mut_ptr(), HEADER_LEN);
@@ -492,12 +505,7 @@ impl ShmTransport {
     /// (a load of each ring's tail, and no load while records seen before are unread).
     #[inline]
     pub(crate) fn any_ready(&mut self) -> bool {
-        self.inbound.iter_mut().flatten().any(|c| {
-            if c.head == c.tail_seen {
-                c.tail_seen = c.ring.tail().load(Ordering::Acquire);
-            }
-            c.head != c.tail_seen
-        })
+        self.inbound.iter_mut().flatten().any(Consumer::has_record)
     }
 
     /// Releases the head record from `peer` that carried `payload` bytes.
