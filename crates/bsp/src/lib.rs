@@ -96,6 +96,18 @@ const NO_LAST: LastPut = LastPut {
 /// Bytes of a put record before its data: kind, slot u32, offset u64, len u64.
 const PUT_HEAD: usize = 21;
 
+/// Bytes of a send record before its tag and payload: kind, tag len u32, payload len u64.
+const SEND_HEAD: usize = 13;
+
+/// The head of a send record.
+fn send_head(tag_len: usize, payload_len: usize) -> [u8; SEND_HEAD] {
+    let mut h = [0u8; SEND_HEAD];
+    h[0] = REC_SEND;
+    h[1..5].copy_from_slice(&(tag_len as u32).to_le_bytes());
+    h[5..13].copy_from_slice(&(payload_len as u64).to_le_bytes());
+    h
+}
+
 /// The head of a put (or get) record.
 fn drma_head(kind: u8, slot: u32, offset: usize, len: usize) -> [u8; PUT_HEAD] {
     let mut h = [0u8; PUT_HEAD];
@@ -1223,8 +1235,8 @@ impl Bsp {
     #[inline(never)]
     fn put_record(&mut self, pid: usize, slot: u32, offset: usize, data: &[u8]) {
         let nbytes = data.len();
+        let head = drma_head(REC_PUT, slot, offset, nbytes);
         if self.ring_usable(pid) {
-            let head = drma_head(REC_PUT, slot, offset, nbytes);
             if let Some(at) = self.ring_emit(pid, &[&head, data]) {
                 self.last_put[pid] = LastPut {
                     at,
@@ -1235,10 +1247,7 @@ impl Bsp {
             }
         }
         let at = self.emit(pid, PUT_HEAD + nbytes, |rec| {
-            rec.push(REC_PUT);
-            put_u32(rec, slot);
-            put_u64(rec, offset);
-            put_u64(rec, nbytes);
+            rec.extend_from_slice(&head);
             rec.extend_from_slice(data);
         });
         if at != NO_PUT {
@@ -1295,19 +1304,11 @@ impl Bsp {
             return;
         }
         self.gets[pid].push((dst as usize, nbytes));
-        if self.ring_usable(pid)
-            && self
-                .ring_emit(pid, &[&drma_head(REC_GET, slot, offset, nbytes)])
-                .is_some()
-        {
+        let head = drma_head(REC_GET, slot, offset, nbytes);
+        if self.ring_usable(pid) && self.ring_emit(pid, &[&head]).is_some() {
             return;
         }
-        self.emit(pid, 21, |rec| {
-            rec.push(REC_GET);
-            put_u32(rec, slot);
-            put_u64(rec, offset);
-            put_u64(rec, nbytes);
-        });
+        self.emit(pid, PUT_HEAD, |rec| rec.extend_from_slice(&head));
     }
 
     /// As [`Bsp::get_raw`] (the hp variant may transfer any time; here at the sync).
@@ -1344,19 +1345,12 @@ impl Bsp {
                 ),
             );
         }
-        if self.ring_usable(pid) {
-            let mut head = [0u8; 13];
-            head[0] = REC_SEND;
-            head[1..5].copy_from_slice(&(tag.len() as u32).to_le_bytes());
-            head[5..13].copy_from_slice(&(payload.len() as u64).to_le_bytes());
-            if self.ring_emit(pid, &[&head, tag, payload]).is_some() {
-                return;
-            }
+        let head = send_head(tag.len(), payload.len());
+        if self.ring_usable(pid) && self.ring_emit(pid, &[&head, tag, payload]).is_some() {
+            return;
         }
-        self.emit(pid, 13 + tag.len() + payload.len(), |rec| {
-            rec.push(REC_SEND);
-            put_u32(rec, tag.len() as u32);
-            put_u64(rec, payload.len());
+        self.emit(pid, SEND_HEAD + tag.len() + payload.len(), |rec| {
+            rec.extend_from_slice(&head);
             rec.extend_from_slice(tag);
             rec.extend_from_slice(payload);
         });
@@ -1445,13 +1439,11 @@ impl Bsp {
         for q in 0..p {
             let mut hpputs = std::mem::take(&mut self.hpputs[q]);
             for h in hpputs.drain(..) {
-                if self.ring_usable(q) {
-                    let head = drma_head(REC_PUT, h.slot, h.offset, h.len);
-                    // SAFETY: the caller of hpput promised the source is readable at the sync.
-                    let data = unsafe { std::slice::from_raw_parts(h.src as *const u8, h.len) };
-                    if self.ring_emit(q, &[&head, data]).is_some() {
-                        continue;
-                    }
+                let head = drma_head(REC_PUT, h.slot, h.offset, h.len);
+                // SAFETY: the caller of hpput promised the source is readable at the sync.
+                let data = unsafe { std::slice::from_raw_parts(h.src as *const u8, h.len) };
+                if self.ring_usable(q) && self.ring_emit(q, &[&head, data]).is_some() {
+                    continue;
                 }
                 let mut single = Vec::new();
                 let rec = if combine {
@@ -1459,14 +1451,8 @@ impl Bsp {
                 } else {
                     &mut single
                 };
-                rec.push(REC_PUT);
-                put_u32(rec, h.slot);
-                put_u64(rec, h.offset);
-                put_u64(rec, h.len);
-                // SAFETY: the caller of hpput promised the source is readable at the sync.
-                rec.extend_from_slice(unsafe {
-                    std::slice::from_raw_parts(h.src as *const u8, h.len)
-                });
+                rec.extend_from_slice(&head);
+                rec.extend_from_slice(data);
                 if !combine {
                     self.out_single[q].push(single);
                 }
