@@ -25,9 +25,8 @@ enum StepState {
     Done,
 }
 
-/// One collective call in progress.
-pub(crate) struct Collective {
-    id: ReqId,
+/// What both executors work on: a call's schedule, buffers and messages.
+pub(crate) struct CallView {
     schedule: Rc<Schedule>,
     context: u32,
     call: u32,
@@ -37,13 +36,6 @@ pub(crate) struct Collective {
     /// Scratch buffers as u128s: 16-byte aligned, so typed reductions can view them in place.
     scratch: Vec<Vec<u128>>,
     reduce: Option<Reducer>,
-    steps: Vec<StepState>,
-    /// Steps before this index are all done (the next pass starts here).
-    done_before: usize,
-    left: usize,
-    /// Slower copies still landing in the call's buffers (two-tree broadcasts): the call ends
-    /// only once they have.
-    lingering: Vec<ReqId>,
     /// A message of the wrong length arrived (the ranks passed different counts). The call
     /// still runs to its end, so that no other rank waits forever for what this one would
     /// have forwarded, and reports this error then. Its later sends are empty, so that the
@@ -51,6 +43,19 @@ pub(crate) struct Collective {
     failed: Option<Error>,
     /// Buffers standing in for the caller's when its own were too small.
     stand_ins: Vec<Vec<u8>>,
+}
+
+/// One collective call in progress.
+pub(crate) struct Collective {
+    id: ReqId,
+    view: CallView,
+    steps: Vec<StepState>,
+    /// Steps before this index are all done (the next pass starts here).
+    done_before: usize,
+    left: usize,
+    /// Slower copies still landing in the call's buffers (two-tree broadcasts): the call ends
+    /// only once they have.
+    lingering: Vec<ReqId>,
 }
 
 /// What a collective call hands to the executor.
@@ -79,23 +84,85 @@ fn internal(detail: impl std::fmt::Display) -> Error {
 /// A schedule checked for running ([`Planned::check`], or [`Comm::planned`](crate::Comm::planned)),
 /// cheap to clone: what the executor takes.
 #[derive(Debug, Clone)]
-pub struct Planned(Rc<Schedule>);
+pub struct Planned {
+    schedule: Rc<Schedule>,
+    /// The largest message it sends or receives, if it [runs in order](runs_in_order).
+    in_order_up_to: Option<usize>,
+}
 
 impl Planned {
     /// Checks `schedule`: regions inside their buffers, dependencies backwards, and message
     /// numbers that fit the tag.
     pub fn check(schedule: Schedule) -> Result<Planned, Error> {
-        checked(schedule).map(Planned)
+        let schedule = checked(schedule)?;
+        let in_order_up_to = runs_in_order(&schedule).then(|| largest_message(&schedule));
+        Ok(Planned {
+            schedule,
+            in_order_up_to,
+        })
     }
 
     /// The schedule.
     pub fn schedule(&self) -> &Schedule {
-        &self.0
+        &self.schedule
+    }
+
+    /// Whether a blocking call may run it step by step ([`Shared::run_in_order`]) when every
+    /// message under `eager` bytes goes eagerly.
+    pub(crate) fn runs_in_order_below(&self, eager: usize) -> bool {
+        self.in_order_up_to.is_some_and(|largest| largest <= eager)
     }
 
     pub(crate) fn into_inner(self) -> Rc<Schedule> {
-        self.0
+        self.schedule
     }
+}
+
+/// Whether running the steps one at a time in schedule order, waiting for each receive where
+/// it stands, can keep no other rank waiting longer than the dependencies already make it:
+/// every send depends (through its dependencies) on every receive before it, and no step is a
+/// first-of receive. A rank blocked on a receive then holds back only its own later receives
+/// and local steps. That the held-back receives keep nobody waiting needs their messages to
+/// go eagerly (a rendezvous sender would wait for the receive to be posted): the caller checks
+/// the [largest message](largest_message) against the eager limits. Schedules of more than 64
+/// steps are not looked at.
+fn runs_in_order(schedule: &Schedule) -> bool {
+    let steps = &schedule.steps;
+    if steps.len() > 64 {
+        return false;
+    }
+    // Bit j of reaches[i]: step i depends on step j, directly or not.
+    let mut reaches = [0u64; 64];
+    let mut receives = 0u64;
+    for (i, step) in steps.iter().enumerate() {
+        let reach = step
+            .deps
+            .iter()
+            .fold(0, |r, &d| r | reaches[d as usize] | 1 << d);
+        reaches[i] = reach;
+        match step.op {
+            Op::Send { .. } if receives & !reach != 0 => return false,
+            Op::Recv { .. } => receives |= 1 << i,
+            Op::RecvFirst { .. } => return false,
+            _ => {}
+        }
+    }
+    true
+}
+
+/// The largest message a schedule sends or receives.
+fn largest_message(schedule: &Schedule) -> usize {
+    schedule
+        .steps
+        .iter()
+        .map(|s| match s.op {
+            Op::Send { region, .. } | Op::Recv { region, .. } | Op::RecvFirst { region, .. } => {
+                region.len
+            }
+            _ => 0,
+        })
+        .max()
+        .unwrap_or(0)
 }
 
 fn checked(schedule: Schedule) -> Result<Rc<Schedule>, Error> {
@@ -113,7 +180,7 @@ fn checked(schedule: Schedule) -> Result<Rc<Schedule>, Error> {
     Ok(Rc::new(schedule))
 }
 
-impl Collective {
+impl CallView {
     fn ptr(&mut self, region: &Region) -> *mut u8 {
         let base = match region.buffer {
             Buffer::Send => self.send as *mut u8,
@@ -262,7 +329,9 @@ impl Collective {
             }
         })
     }
+}
 
+impl Collective {
     /// Moves every step as far as it goes. Returns whether anything changed. One pass in step
     /// order is enough: dependencies point backwards, so a step that finishes in the pass has
     /// its dependants looked at later in the same pass.
@@ -272,18 +341,18 @@ impl Collective {
             let next = match &mut self.steps[i] {
                 StepState::Done => continue,
                 StepState::Waiting => {
-                    let deps = &self.schedule.steps[i].deps;
+                    let deps = &self.view.schedule.steps[i].deps;
                     if !deps
                         .iter()
                         .all(|&d| matches!(self.steps[d as usize], StepState::Done))
                     {
                         continue;
                     }
-                    self.start(i, eng)?
+                    self.view.start(i, eng)?
                 }
                 StepState::Running(id) => {
                     let id = *id;
-                    if !self.finish_step(i, id, eng)? {
+                    if !self.view.finish_step(i, id, eng)? {
                         continue;
                     }
                     StepState::Done
@@ -299,13 +368,13 @@ impl Collective {
                     };
                     let (id, spare) = reqs.swap_remove(k);
                     let done = eng.take(id).ok_or_else(|| internal("request vanished"))?;
-                    self.note_length(i, &done);
-                    let schedule = Rc::clone(&self.schedule);
+                    self.view.note_length(i, &done);
+                    let schedule = Rc::clone(&self.view.schedule);
                     if let (Some(spare), Op::RecvFirst { region, from }) =
                         (spare, &schedule.steps[i].op)
                     {
                         // A later copy won: put it where the step's region is.
-                        let d = self.ptr(region);
+                        let d = self.view.ptr(region);
                         // SAFETY: region validated; spare has region.len bytes.
                         unsafe { std::ptr::copy_nonoverlapping(spare.as_ptr(), d, spare.len()) };
                         // The copy bound for the region itself (from the first sender) is
@@ -322,9 +391,9 @@ impl Collective {
                                     let (peer, seq) = from[0];
                                     let mut spare = vec![0u8; region.len];
                                     let id = eng.irecv(
-                                        self.context + 1,
-                                        Some(self.world_of[peer]),
-                                        Some(self.tag(seq)),
+                                        self.view.context + 1,
+                                        Some(self.view.world_of[peer]),
+                                        Some(self.view.tag(seq)),
                                         spare.as_mut_ptr(),
                                         region.len,
                                     )?;
@@ -400,31 +469,15 @@ impl Engine {
     /// completing and taking one).
     pub(crate) fn begin_collective(&mut self, call: CollectiveCall) -> Result<Started, Error> {
         let n = call.schedule.steps.len();
-        let mut scratch = self.spare.scratch_lists.pop().unwrap_or_default();
-        for &len in &call.schedule.scratch {
-            let mut buffer = self.spare.scratch.pop().unwrap_or_default();
-            buffer.clear();
-            buffer.resize(len.div_ceil(16), 0);
-            scratch.push(buffer);
-        }
         let mut steps = self.spare.steps.pop().unwrap_or_default();
         steps.extend((0..n).map(|_| StepState::Waiting));
         let mut c = Collective {
             id: 0, // given when it is queued
-            scratch,
-            schedule: call.schedule,
-            context: call.context,
-            call: call.call,
-            world_of: call.world_of,
-            send: call.send,
-            recv: call.recv,
-            reduce: call.reduce,
+            view: self.view_of(call),
             steps,
             done_before: 0,
             left: n,
             lingering: Vec::new(),
-            failed: call.failed,
-            stand_ins: call.stand_ins,
         };
         c.advance(self)?;
         if self.settle(&mut c)? {
@@ -436,17 +489,47 @@ impl Engine {
         Ok(Started::Running(id))
     }
 
+    /// The executors' view of `call`, with zeroed scratch buffers from the spares.
+    pub(crate) fn view_of(&mut self, call: CollectiveCall) -> CallView {
+        let mut scratch = self.spare.scratch_lists.pop().unwrap_or_default();
+        for &len in &call.schedule.scratch {
+            let mut buffer = self.spare.scratch.pop().unwrap_or_default();
+            buffer.clear();
+            buffer.resize(len.div_ceil(16), 0);
+            scratch.push(buffer);
+        }
+        CallView {
+            scratch,
+            schedule: call.schedule,
+            context: call.context,
+            call: call.call,
+            world_of: call.world_of,
+            send: call.send,
+            recv: call.recv,
+            reduce: call.reduce,
+            failed: call.failed,
+            stand_ins: call.stand_ins,
+        }
+    }
+
     /// Whether all of `c` is done; if so its allocations go back to the spares, and a call
     /// that received a message of the wrong length fails now.
     fn settle(&mut self, c: &mut Collective) -> Result<bool, Error> {
         if c.left > 0 || !c.lingering.is_empty() {
             return Ok(false);
         }
-        self.spare.keep(c);
-        c.stand_ins = Vec::new();
-        match c.failed.take() {
+        self.spare.keep_steps(&mut c.steps);
+        self.end_view(&mut c.view).map(|()| true)
+    }
+
+    /// Ends a finished call's view: its allocations go back to the spares, and a call that
+    /// received a message of the wrong length fails now.
+    pub(crate) fn end_view(&mut self, view: &mut CallView) -> Result<(), Error> {
+        self.spare.keep_scratch(&mut view.scratch);
+        view.stand_ins = Vec::new();
+        match view.failed.take() {
             Some(e) => Err(e),
-            None => Ok(true),
+            None => Ok(()),
         }
     }
 
@@ -454,7 +537,7 @@ impl Engine {
     fn finish(&mut self, c: &mut Collective) -> Result<bool, Error> {
         let settled = self.settle(c);
         if !matches!(settled, Ok(false)) {
-            let done = self.collective_done(c.schedule.recv_bytes);
+            let done = self.collective_done(c.view.schedule.recv_bytes);
             self.proto.complete(c.id, done);
         }
         settled
@@ -525,6 +608,40 @@ impl Engine {
     }
 }
 
+impl crate::comm::Shared {
+    /// Runs a blocking call whose schedule [runs in order](runs_in_order) to its end, each
+    /// step as it comes, waiting where a receive's message is not there yet; sends that do not
+    /// go out at once are waited for at the end. Neither a request nor a list of step states
+    /// is made for the call, and no other call's progress looks at it.
+    pub(crate) fn run_in_order(&self, call: CollectiveCall) -> Result<(), Error> {
+        let schedule = Rc::clone(&call.schedule);
+        let mut view = self.engine.borrow_mut().view_of(call);
+        let mut sends = Vec::new();
+        let mut run = || -> Result<(), Error> {
+            for (i, step) in schedule.steps.iter().enumerate() {
+                let started = view.start(i, &mut self.engine.borrow_mut())?;
+                let StepState::Running(id) = started else {
+                    continue;
+                };
+                if let Op::Send { .. } = step.op {
+                    sends.push(id);
+                    continue;
+                }
+                self.wait_until(|p| p.is_done(id))?;
+                view.finish_step(i, id, &mut self.engine.borrow_mut())?;
+            }
+            for &id in &sends {
+                self.wait_until(|p| p.is_done(id))?;
+                self.engine.borrow_mut().take(id);
+            }
+            Ok(())
+        };
+        let ran = run();
+        let ended = self.engine.borrow_mut().end_view(&mut view);
+        ran.and(ended)
+    }
+}
+
 /// Allocations of finished collectives, reused by the next ones.
 #[derive(Default)]
 pub(crate) struct Spare {
@@ -539,13 +656,16 @@ impl Spare {
     const KEEP: usize = 8;
     const LARGEST: usize = 4096;
 
-    fn keep(&mut self, c: &mut Collective) {
-        let mut steps = std::mem::take(&mut c.steps);
+    fn keep_steps(&mut self, steps: &mut Vec<StepState>) {
+        let mut steps = std::mem::take(steps);
         if self.steps.len() < Spare::KEEP {
             steps.clear();
             self.steps.push(steps);
         }
-        let mut scratch = std::mem::take(&mut c.scratch);
+    }
+
+    fn keep_scratch(&mut self, scratch: &mut Vec<Vec<u128>>) {
+        let mut scratch = std::mem::take(scratch);
         for buffer in scratch.drain(..) {
             if self.scratch.len() < Spare::KEEP && buffer.capacity() <= Spare::LARGEST {
                 self.scratch.push(buffer);
@@ -554,5 +674,70 @@ impl Spare {
         if self.scratch_lists.len() < Spare::KEEP {
             self.scratch_lists.push(scratch);
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use ferry_sched::{algorithms as alg, ScheduleBuilder};
+
+    #[test]
+    fn chains_of_receive_then_send_run_in_order() {
+        for size in 1..=9 {
+            for rank in 0..size {
+                for schedule in [
+                    alg::barrier_dissemination(rank, size),
+                    alg::bcast_binomial(rank, size, size / 2, 8),
+                    alg::allreduce_recursive_doubling(rank, size, 8, false),
+                    alg::allreduce_recursive_doubling(rank, size, 8, true),
+                    alg::reduce_binomial(rank, size, 0, 8, true, false),
+                ] {
+                    assert!(
+                        runs_in_order(&schedule),
+                        "rank {rank} of {size}: {schedule:?}"
+                    );
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn a_send_that_does_not_wait_for_an_earlier_receive_is_not_in_order() {
+        let mut b = ScheduleBuilder::new(0, 2, 8, 8);
+        b.recv(1, Region::new(Buffer::Recv, 0, 8), &[]);
+        b.send(1, Region::new(Buffer::Send, 0, 8), &[]);
+        assert!(!runs_in_order(&b.finish()));
+
+        // The same send after the receive it depends on is.
+        let mut b = ScheduleBuilder::new(0, 2, 8, 8);
+        let r = b.recv(1, Region::new(Buffer::Recv, 0, 8), &[]);
+        b.send(1, Region::new(Buffer::Send, 0, 8), &[r]);
+        assert!(runs_in_order(&b.finish()));
+
+        // Depending on it through a local step counts too.
+        let mut b = ScheduleBuilder::new(0, 2, 8, 16);
+        let r = b.recv(1, Region::new(Buffer::Recv, 0, 8), &[]);
+        let c = b.copy(
+            Region::new(Buffer::Recv, 0, 8),
+            Region::new(Buffer::Recv, 8, 8),
+            &[r],
+        );
+        b.send(1, Region::new(Buffer::Recv, 8, 8), &[c]);
+        assert!(runs_in_order(&b.finish()));
+    }
+
+    #[test]
+    fn first_of_receives_are_not_in_order() {
+        let mut b = ScheduleBuilder::new(0, 3, 0, 8);
+        b.recv_first(&[1, 2], Region::new(Buffer::Recv, 0, 8), &[]);
+        assert!(!runs_in_order(&b.finish()));
+    }
+
+    #[test]
+    fn only_messages_under_the_eager_limit_run_in_order() {
+        let planned = Planned::check(alg::bcast_binomial(1, 2, 0, 4096)).unwrap();
+        assert!(planned.runs_in_order_below(4096));
+        assert!(!planned.runs_in_order_below(4095));
     }
 }

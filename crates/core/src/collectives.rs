@@ -386,7 +386,11 @@ impl Comm {
         recv: (*mut u8, usize),
         reduce: Option<Reducer>,
     ) -> Result<(), Error> {
+        let in_order = schedule.runs_in_order_below(self.shared.engine.borrow().eager_floor());
         let call = self.collective_call(schedule, send, recv, reduce);
+        if in_order {
+            return self.shared.run_in_order(call);
+        }
         let started = self.shared.engine.borrow_mut().begin_collective(call)?;
         match started {
             Started::Done => Ok(()),

@@ -1263,6 +1263,11 @@ impl Engine {
         self.shm_eager_limit
     }
 
+    /// The smallest eager limit of any route: messages up to it go eagerly wherever they go.
+    pub(crate) fn eager_floor(&self) -> usize {
+        self.shm_eager_limit.min(self.tcp_eager_limit)
+    }
+
     fn eager_limit(&self, route: Route) -> usize {
         match route {
             Route::Loopback => 64 << 10,
