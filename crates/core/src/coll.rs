@@ -14,7 +14,7 @@ use ferry_sched::{Buffer, Op, Order, Region, Schedule};
 use std::rc::Rc;
 
 /// The call's reduction on raw bytes (whole elements, `dst = src ⊕ dst` or `dst ⊕ src`).
-pub type Reducer = Box<dyn Fn(&[u8], &mut [u8], Order)>;
+pub type Reducer = Rc<dyn Fn(&[u8], &mut [u8], Order)>;
 
 enum StepState {
     Waiting,

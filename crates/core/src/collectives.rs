@@ -279,7 +279,7 @@ pub enum Collective<'a> {
 }
 
 fn reducer<T: Pod>(f: impl Fn(T, T) -> T + 'static) -> Reducer {
-    Box::new(move |src: &[u8], dst: &mut [u8], order: Order| {
+    Rc::new(move |src: &[u8], dst: &mut [u8], order: Order| {
         // Aligned buffers (the usual case: user slices of T, 16-byte aligned scratch) are
         // combined as typed slices, which the compiler can vectorize.
         if let (Ok(s), Ok(d)) = (

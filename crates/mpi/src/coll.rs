@@ -13,8 +13,10 @@ use crate::state::{running, Inter, OpObj, State};
 use ferry_core::{Collective, Reducer};
 use ferry_sched::Order;
 use std::ffi::{c_int, c_void};
+use std::rc::Rc;
 
 mod large;
+mod lean;
 mod neighbor;
 mod persistent;
 pub(crate) use persistent::{defer_free, release as release_kept};
@@ -270,7 +272,7 @@ fn reducer(dt: &Datatype, handle: Handle, op: OpObj) -> Res<(Reducer, bool)> {
             let f = move |src: &[u8], dst: &mut [u8], _: Order| {
                 let _ = ops::apply_packed(op, b, src, dst);
             };
-            Ok((Box::new(f), true))
+            Ok((Rc::new(f), true))
         }
         OpObj::User { f, commute } => {
             let dt = dt.clone();
@@ -289,7 +291,7 @@ fn reducer(dt: &Datatype, handle: Handle, op: OpObj) -> Res<(Reducer, bool)> {
                     }
                 }
             };
-            Ok((Box::new(apply), commute))
+            Ok((Rc::new(apply), commute))
         }
     }
 }
@@ -783,6 +785,11 @@ pub(crate) unsafe fn bcast(
     comm: Handle,
     request: *mut Handle,
 ) -> Res {
+    if request.is_null() {
+        if let Some(done) = lean::bcast(buf, count, datatype, root, comm) {
+            return done;
+        }
+    }
     if let Some(i) = inter_of(comm)? {
         if request.is_null() {
             return crate::inter::bcast(i, buf, count, datatype, root);
@@ -917,6 +924,11 @@ pub(crate) unsafe fn allreduce(
     comm: Handle,
     request: *mut Handle,
 ) -> Res {
+    if request.is_null() {
+        if let Some(done) = lean::allreduce(sendbuf, recvbuf, count, datatype, op, comm) {
+            return done;
+        }
+    }
     if let Some(i) = inter_of(comm)? {
         if request.is_null() {
             return crate::inter::allreduce(i, sendbuf, recvbuf, count, datatype, op);

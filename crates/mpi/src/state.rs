@@ -261,6 +261,12 @@ pub struct State {
     pub next_port: c_int,
     /// MPI_Comm_get_parent's intercommunicator (MPI_COMM_NULL if not spawned).
     pub parent: Handle,
+    /// Reductions of predefined operations on predefined types, made once each (see
+    /// `coll::lean`).
+    pub builtin_reducers: Vec<(
+        (crate::ops::BuiltinOp, crate::datatype::Builtin),
+        ferry_core::Reducer,
+    )>,
 }
 
 /// Created keyvals are numbered from here (predefined ones are 10001…).
@@ -372,6 +378,7 @@ impl State {
             open_ports: Default::default(),
             parent: MPI_COMM_NULL,
             next_port: 0,
+            builtin_reducers: Vec::new(),
         }
     }
 

@@ -1,0 +1,125 @@
+//! The lean path of the commonest blocking collectives: MPI_Bcast and MPI_Allreduce of a
+//! predefined, unpadded type (and for the reduction a predefined operation defined on it) on
+//! an intracommunicator. The caller's buffer is the packed data, so the call needs no staging,
+//! no datatype object and one entry into the state; the reduction of each (operation, type)
+//! pair is made once per process. Anything else, and every argument error, returns `None`:
+//! the general path then runs the call, or reports the error as it always has.
+
+use super::{in_place, Rc};
+use crate::abi::*;
+use crate::datatype::Builtin;
+use crate::error::Res;
+use crate::ops::{self, BuiltinOp};
+use crate::state::{running, State};
+use ferry_core::{Collective, Reducer};
+use ferry_sched::Order;
+use std::ffi::{c_int, c_void};
+
+/// `count` elements of `datatype` at `buf` as one block of bytes, when the type is predefined
+/// and unpadded and the buffer holds some.
+fn dense(buf: *const c_void, count: c_int, datatype: Handle) -> Option<(Builtin, usize)> {
+    let ty = crate::datatype::builtin_from_handle(datatype)?;
+    let bytes = usize::try_from(count).ok()?.checked_mul(ty.dense_size()?)?;
+    (bytes > 0 && !buf.is_null() && !in_place(buf)).then_some((ty, bytes))
+}
+
+/// This process's communicator `comm` when it is an intracommunicator.
+fn intra(s: &State, comm: Handle) -> Option<ferry_core::Comm> {
+    let obj = s.comm(comm).ok()?;
+    obj.inter.is_none().then(|| obj.comm.clone())
+}
+
+/// The reduction of `op` on `ty`, made the first time the pair is used.
+fn builtin_reducer(s: &mut State, op: BuiltinOp, ty: Builtin) -> Reducer {
+    let kept = &mut s.builtin_reducers;
+    if let Some((_, r)) = kept.iter().find(|(key, _)| *key == (op, ty)) {
+        return Rc::clone(r);
+    }
+    // Checked by the caller (ops::check), so applying it cannot fail.
+    let r: Reducer = Rc::new(move |src: &[u8], dst: &mut [u8], _: Order| {
+        let _ = ops::apply_packed(op, ty, src, dst);
+    });
+    kept.push(((op, ty), Rc::clone(&r)));
+    r
+}
+
+/// MPI_Bcast, blocking.
+///
+/// # Safety
+/// As MPI_Bcast's: `buf` holds `count` elements of `datatype`.
+pub(super) unsafe fn bcast(
+    buf: *mut c_void,
+    count: c_int,
+    datatype: Handle,
+    root: c_int,
+    comm: Handle,
+) -> Option<Res> {
+    let (_, bytes) = dense(buf, count, datatype)?;
+    let planned = running(|s| {
+        let Some(core) = intra(s, comm) else {
+            return Ok(None);
+        };
+        let Some(root) = usize::try_from(root).ok().filter(|&r| r < core.size()) else {
+            return Ok(None);
+        };
+        let schedule = core.planned(&Collective::Bcast { bytes, root })?;
+        Ok(Some((core, schedule)))
+    });
+    let (core, schedule) = match planned {
+        Ok(planned) => planned?,
+        Err(e) => return Some(Err(e)),
+    };
+    // SAFETY: the caller's buffer holds `bytes` bytes until the call returns.
+    let ran = unsafe {
+        core.raw_collective_wait(schedule, (std::ptr::null(), 0), (buf.cast(), bytes), None)
+    };
+    Some(ran.map_err(Into::into))
+}
+
+/// MPI_Allreduce, blocking.
+///
+/// # Safety
+/// As MPI_Allreduce's: the buffers hold `count` elements of `datatype`.
+pub(super) unsafe fn allreduce(
+    sendbuf: *const c_void,
+    recvbuf: *mut c_void,
+    count: c_int,
+    datatype: Handle,
+    op: Handle,
+    comm: Handle,
+) -> Option<Res> {
+    let (ty, bytes) = dense(recvbuf, count, datatype)?;
+    let op = BuiltinOp::from_handle(op)?;
+    ops::check(op, ty).ok()?;
+    let in_place = in_place(sendbuf);
+    // The same memory on both sides without MPI_IN_PLACE is an error the general path reports.
+    if !in_place && (sendbuf.is_null() || sendbuf == recvbuf as *const c_void) {
+        return None;
+    }
+    let planned = running(|s| {
+        let Some(core) = intra(s, comm) else {
+            return Ok(None);
+        };
+        let call = Collective::Allreduce {
+            bytes,
+            elem: ty.size(),
+            commutative: true,
+            in_place,
+        };
+        let schedule = core.planned(&call)?;
+        Ok(Some((core, schedule, builtin_reducer(s, op, ty))))
+    });
+    let (core, schedule, reduce) = match planned {
+        Ok(planned) => planned?,
+        Err(e) => return Some(Err(e)),
+    };
+    let send = match in_place {
+        true => (std::ptr::null(), 0),
+        false => (sendbuf.cast(), bytes),
+    };
+    // SAFETY: the caller's buffers hold `bytes` bytes until the call returns, and `sendbuf`
+    // is not changed meanwhile (MPI's contract).
+    let ran =
+        unsafe { core.raw_collective_wait(schedule, send, (recvbuf.cast(), bytes), Some(reduce)) };
+    Some(ran.map_err(Into::into))
+}
