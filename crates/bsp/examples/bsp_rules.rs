@@ -114,6 +114,28 @@ fn main() {
             }
             bsp.sync();
         }
+        // Process 0 ends while the others sync: both sides must stop the job, not wait.
+        "err_end_while_sync" => {
+            if me == 0 {
+                bsp.end();
+                return;
+            }
+            bsp.sync();
+        }
+        // Process 1 leaves without bsp_end (its Bsp is dropped) while the others sync.
+        "err_no_end" => {
+            if me == 1 {
+                return;
+            }
+            bsp.sync();
+        }
+        // As err_no_end, through process::exit (nothing is dropped).
+        "err_exit_no_end" => {
+            if me == 1 {
+                std::process::exit(0);
+            }
+            bsp.sync();
+        }
         "err_pop_unregistered" => {
             let a = bsp.alloc::<u32>(4);
             bsp.pop_reg(&a);

@@ -139,6 +139,23 @@ fn errors_stop_the_job_naming_process_and_call() {
     stops("err_pop_unregistered", ": bsp_pop_reg: address");
 }
 
+/// A process that ends while the others sync, or leaves without ending: the job stops with a
+/// message naming it, where it waited for ever before.
+#[test]
+fn missing_or_early_ends_stop_the_job() {
+    let out = run(3, "err_end_while_sync", &[]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        !out.status.success()
+            && (err.contains(": bsp_sync: process 0 called bsp_end")
+                || err.contains("process 0: bsp_end: process 1 called bsp_sync")),
+        "{err}"
+    );
+    stops("err_no_end", "process 1: bsp_end: this process ended");
+    // Nothing is dropped: the launcher sees the process leave without finalizing.
+    stops("err_exit_no_end", "rank 1");
+}
+
 /// Every switch of the seed's optimisations, alone and all off, on 1, 2 and 4 processes.
 #[test]
 fn stress_under_every_optimisation_switch() {
