@@ -55,21 +55,45 @@ fn guard<R>(call: &str, f: impl FnOnce() -> R) -> R {
     }
 }
 
-/// Runs `f` on the running computation; outside `bsp_begin` … `bsp_end` ends the process with
-/// a message naming the call.
+/// Runs `f` on the running computation; outside `bsp_begin` … `bsp_end` stops the job with a
+/// message naming the process and the call.
 fn with_bsp<R>(call: &str, f: impl FnOnce(&mut Bsp) -> R) -> R {
     guard(call, || {
         STATE.with(|s| {
             let mut s = s.borrow_mut();
             match &mut *s {
                 State::Running(b) => f(b),
-                _ => {
-                    eprintln!("ferry-bsplib: {call}: called outside bsp_begin … bsp_end");
-                    std::process::exit(1)
-                }
+                other => outside(call, other),
             }
         })
     })
+}
+
+/// Stops the job: `call` needs the computation, and there is none (yet or any more). Before
+/// `bsp_begin` the process is named by its rank in the job, which starts ferry if it is not
+/// up yet (every process calls `bsp_begin` or stops, so that does not wait long).
+#[cold]
+fn outside(call: &str, state: &mut State) -> ! {
+    let when = match state {
+        State::Ended => "after bsp_end",
+        _ => "before bsp_begin",
+    };
+    if let State::Idle = state {
+        if let Ok(w) = ferry_core::init() {
+            *state = State::World(w);
+        }
+    }
+    match state {
+        State::World(w) => w.abort(
+            1,
+            &format!("ferry-bsplib: process {}: {call}: called {when}", w.rank()),
+        ),
+        _ => {
+            // After bsp_end only process 0 is left.
+            eprintln!("ferry-bsplib: process 0: {call}: called {when}");
+            std::process::exit(1)
+        }
+    }
 }
 
 /// A non-negative `int` argument of `call` as a size, offset or pid; a negative one stops the
@@ -81,13 +105,46 @@ fn size(b: &Bsp, call: &str, n: c_int) -> usize {
     }
 }
 
-/// `bsp_init(spmd, argc, argv)`: with `ferry run` every process runs `main`, so there is
-/// nothing to start here; accepted for programs written to the standard.
+/// `bsp_init(spmd, argc, argv)`, the first statement of a `main` that does not begin with
+/// `bsp_begin`: as the standard has it, only process 0 goes on with `main` (whose sequential
+/// part may read input and decide how many processes to ask for); `ferry run` started `main`
+/// on every process, so the others run `spmd` here (its `bsp_begin` takes process 0's number)
+/// and exit when it returns.
 #[no_mangle]
-pub extern "C" fn bsp_init(_spmd: Option<extern "C" fn()>, _argc: c_int, _argv: *mut *mut c_char) {}
+pub extern "C" fn bsp_init(spmd: Option<extern "C" fn()>, _argc: c_int, _argv: *mut *mut c_char) {
+    let rank = guard("bsp_init", || {
+        STATE.with(|s| {
+            let mut s = s.borrow_mut();
+            if let State::Idle = &*s {
+                match ferry_core::init() {
+                    Ok(w) => *s = State::World(w),
+                    Err(e) => {
+                        eprintln!("ferry-bsplib: bsp_init: {e}");
+                        std::process::exit(1)
+                    }
+                }
+            }
+            match &mut *s {
+                State::World(w) => w.rank(),
+                State::Running(b) => b.fail("bsp_init", "called after bsp_begin".into()),
+                other => outside("bsp_init", other),
+            }
+        })
+    });
+    if rank != 0 {
+        if let Some(spmd) = spmd {
+            spmd();
+        }
+        // Its bsp_end ended this process already unless spmd returned without it, which the
+        // exit reports (see ferry-bsp's Drop of the computation).
+        // SAFETY: exit flushes C stdio and ends the process.
+        unsafe { libc::exit(0) };
+    }
+}
 
-/// `bsp_begin(maxprocs)`: starts the computation on min(maxprocs, job size) processes; the
-/// processes beyond end cleanly (exit 0) once the others finish.
+/// `bsp_begin(maxprocs)`: starts the computation on min(maxprocs, job size) processes, with
+/// process 0's `maxprocs` (the others may not know it, see `bsp_init`); the processes beyond
+/// end cleanly (exit 0) once the others finish.
 #[no_mangle]
 pub extern "C" fn bsp_begin(maxprocs: c_int) {
     guard("bsp_begin", || {
@@ -102,10 +159,8 @@ pub extern "C" fn bsp_begin(maxprocs: c_int) {
                         std::process::exit(1)
                     }
                 },
-                _ => {
-                    eprintln!("ferry-bsplib: bsp_begin: called twice");
-                    std::process::exit(1)
-                }
+                State::Running(b) => b.fail("bsp_begin", "called again before bsp_end".into()),
+                mut ended => outside("bsp_begin", &mut ended),
             };
             let n = if maxprocs <= 0 {
                 None
@@ -136,10 +191,7 @@ pub extern "C" fn bsp_end() {
                     b.end();
                     pid
                 }
-                _ => {
-                    eprintln!("ferry-bsplib: bsp_end: called outside bsp_begin … bsp_end");
-                    std::process::exit(1)
-                }
+                mut other => outside("bsp_end", &mut other),
             }
         });
         if pid != 0 {

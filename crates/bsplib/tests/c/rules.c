@@ -9,6 +9,11 @@
 
 int main(int argc, char **argv) {
     const char *c = argc > 1 ? argv[1] : "";
+    if (!strcmp(c, "err_sync_before_begin")) bsp_sync();
+    if (!strcmp(c, "err_put_before_begin")) {
+        int x = 0;
+        bsp_put(0, &x, &x, 0, sizeof x);
+    }
     bsp_begin(bsp_nprocs());
     int p = bsp_pid(), n = bsp_nprocs(), right = (p + 1) % n, left = (p + n - 1) % n;
     if (!strcmp(c, "reg_order")) {
@@ -38,6 +43,46 @@ int main(int argc, char **argv) {
         bsp_sync();
         if (p == 1) bsp_put(0, a, a, 3 * sizeof(int), 2 * sizeof(int));
         bsp_sync();
+    } else if (!strcmp(c, "err_get_bounds")) {
+        static int a[4];
+        int g[2];
+        bsp_push_reg(a, sizeof a);
+        bsp_sync();
+        if (p == 1) bsp_get(0, a, 3 * sizeof(int), g, 2 * sizeof(int));
+        bsp_sync();
+    } else if (!strcmp(c, "err_unregistered")) {
+        static int a[4], never[4];
+        bsp_push_reg(a, sizeof a);
+        bsp_sync();
+        if (p == 1) bsp_put(0, a, never, 0, sizeof(int));
+        bsp_sync();
+    } else if (!strcmp(c, "err_popped")) {
+        static int a[4];
+        bsp_push_reg(a, sizeof a);
+        bsp_sync();
+        bsp_pop_reg(a);
+        bsp_sync();
+        bsp_put(right, a, a, 0, sizeof(int)); /* popped at the last sync */
+        bsp_sync();
+    } else if (!strcmp(c, "err_pop_unregistered")) {
+        static int a[4];
+        if (p == 2) bsp_pop_reg(a);
+        bsp_sync();
+    } else if (!strcmp(c, "err_end_while_sync")) {
+        /* Process 0 ends while the others sync: stopped, not a wait for ever. */
+        if (p == 0) {
+            bsp_end();
+            return 0;
+        }
+        bsp_sync();
+    } else if (!strcmp(c, "err_no_end")) {
+        if (p == 1) return 0; /* leaves main without bsp_end */
+        bsp_sync();
+    } else if (!strcmp(c, "err_exit_no_end")) {
+        if (p == 1) exit(0); /* exits without bsp_end */
+        bsp_sync();
+    } else if (!strcmp(c, "err_sync_after_end")) {
+        /* below */
     } else if (!strcmp(c, "err_negative")) {
         static int a[4];
         bsp_push_reg(a, sizeof a);
@@ -125,6 +170,7 @@ int main(int argc, char **argv) {
     CHECK(t >= 0, "bsp_time");
     bsp_sync();
     bsp_end();
+    if (!strcmp(c, "err_sync_after_end")) bsp_sync();
     if (p == 0) printf("rules %s ok\n", c);
     return 0;
 }
