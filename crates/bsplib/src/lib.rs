@@ -3,9 +3,10 @@
 //! Each `bsp_*` function runs its body through [`guard`], which catches a panic and ends the
 //! job with a message naming the call, so an unwind never crosses `extern "C"`. The state of
 //! the computation lives in a thread-local of the process (BSPlib has one computation per
-//! process). `bsp_abort` and `bsp_vabort` are variadic, which stable Rust cannot define: they
-//! are `static inline` in `bsp.h`, format the message with `vsnprintf`, and call
-//! [`bsp_abort_str`]. This crate depends on `ferry-bsp` and `ferry-core` only.
+//! process). `bsp_abort` is variadic, which stable Rust cannot define: it and `bsp_vabort` are
+//! C (`src/abort.c`, built by `build.rs` into `libbsp.so` and exported beside the Rust
+//! functions); they format the message with `vsnprintf` and call [`bsp_abort_str`]. This
+//! crate depends on `ferry-bsp` and `ferry-core` only.
 #![deny(missing_docs)]
 #![allow(clippy::missing_safety_doc)] // the contracts are BSPlib's, documented in bsp.h
 

@@ -52,7 +52,7 @@ fn programs() -> &'static Path {
         let out = profile_dir().join("bsplib-tests");
         std::fs::create_dir_all(&out).expect("temp dir");
         for name in [
-            "rules", "inner", "reverse", "sum", "stress", "fewer", "heavy", "spmd",
+            "rules", "inner", "reverse", "sum", "stress", "fewer", "heavy", "spmd", "protos",
         ] {
             let status = Command::new(here.join("bspcc"))
                 .env("BSP_LIBDIR", &lib)
@@ -214,6 +214,21 @@ fn spmd_through_bsp_init() {
     let out = ok(4, "spmd", &["3"], &[]);
     assert_eq!(out.matches("sequential part").count(), 1, "{out}");
     assert_eq!(out.matches("spmd ok on 3").count(), 1, "{out}");
+}
+
+/// The paper's prototypes, declared by the program itself: all 20 primitives, `bsp_abort`
+/// and `bsp_vabort` are functions of `libbsp.so` (the last two were inline in `bsp.h`).
+#[test]
+fn primitives_are_functions_with_the_standard_signatures() {
+    assert!(ok(3, "protos", &[], &[]).contains("protos ok"));
+    for (case, text) in [
+        ("abort", "process 2: bsp_abort: stopped by bsp_abort 42 2.5"),
+        ("vabort", "process 2: bsp_abort: stopped by bsp_vabort 43 3.5"),
+    ] {
+        let out = run(3, "protos", &[case], &[]);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success() && err.contains(text), "{err}");
+    }
 }
 
 #[test]
