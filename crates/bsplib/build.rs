@@ -10,8 +10,14 @@ fn main() {
         .cargo_metadata(false)
         .compile("ferry_bsp_abort");
     // Whole: nothing in Rust calls these functions, and the library must still hold them.
-    println!("cargo:rustc-link-search=native={}", std::env::var("OUT_DIR").expect("OUT_DIR"));
+    println!(
+        "cargo:rustc-link-search=native={}",
+        std::env::var("OUT_DIR").expect("OUT_DIR")
+    );
     println!("cargo:rustc-link-lib=static:+whole-archive=ferry_bsp_abort");
     let map = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("exports.map");
-    println!("cargo:rustc-cdylib-link-arg=-Wl,--version-script={}", map.display());
+    println!(
+        "cargo:rustc-cdylib-link-arg=-Wl,--version-script={}",
+        map.display()
+    );
 }

@@ -60,6 +60,37 @@ fn main() {
                 "put after pop_reg, same superstep",
             );
         }
+        // Registrations of one area stack: a pop uncovers the one below (at the next sync),
+        // and the area stays usable until the last is popped.
+        "reg_stack" => {
+            let a = bsp.alloc::<u32>(4);
+            bsp.push_reg(&a);
+            bsp.sync();
+            bsp.push_reg(&a);
+            bsp.sync();
+            bsp.pop_reg(&a);
+            bsp.sync();
+            bsp.put(right, &[50 + me as u32], &a, 3);
+            bsp.sync();
+            check(
+                &bsp,
+                bsp.area(&a)[3] == 50 + left as u32,
+                "put through the registration below a popped one",
+            );
+            bsp.pop_reg(&a);
+            bsp.sync();
+        }
+        "err_stack_popped" => {
+            let a = bsp.alloc::<u32>(4);
+            bsp.push_reg(&a);
+            bsp.push_reg(&a);
+            bsp.sync();
+            bsp.pop_reg(&a);
+            bsp.pop_reg(&a);
+            bsp.sync();
+            bsp.put(right, &[1], &a, 0); // both popped
+            bsp.sync();
+        }
         // A registration is usable only after the next sync.
         "err_reg_not_yet" => {
             let a = bsp.alloc::<u8>(8);
@@ -251,7 +282,19 @@ fn main() {
                 seen.iter().all(|&s| s),
                 "one message from each process",
             );
+            check(&bsp, bsp.get_tag().is_none(), "get_tag on an empty queue");
+            let none = bsp.hpmove().is_none();
+            check(&bsp, none, "hpmove on an empty queue");
             bsp.send(right, &[], b"hello");
+            bsp.sync();
+            let mut two = [0u8; 2];
+            let len = bsp.move_into(&mut two);
+            check(
+                &bsp,
+                len == Some(5) && &two == b"he",
+                "move_into truncates to the buffer, returns the payload size",
+            );
+            bsp.send(right, &[], b"again");
             bsp.sync();
             bsp.sync();
             check(

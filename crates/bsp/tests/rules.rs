@@ -84,6 +84,12 @@ fn registrations_match_by_order_and_pop_takes_effect_at_sync() {
 }
 
 #[test]
+fn registrations_stack() {
+    ok(3, "reg_stack", &[]);
+    stops("err_stack_popped", ": bsp_put: address");
+}
+
+#[test]
 fn registration_takes_effect_at_next_sync() {
     stops("err_reg_not_yet", ": bsp_put: address");
     stops("err_popped", ": bsp_put: address");

@@ -129,6 +129,15 @@ fn registrations_match_by_order_and_pop_takes_effect_at_sync() {
 }
 
 #[test]
+fn registrations_stack() {
+    rule("reg_stack");
+    stops(
+        "err_stack_uncovered",
+        ": bsp_put: bytes 12..16 are outside the 8-byte area",
+    );
+}
+
+#[test]
 fn registration_takes_effect_at_next_sync() {
     stops("err_reg_not_yet", ": bsp_put: address");
 }
@@ -223,7 +232,10 @@ fn primitives_are_functions_with_the_standard_signatures() {
     assert!(ok(3, "protos", &[], &[]).contains("protos ok"));
     for (case, text) in [
         ("abort", "process 2: bsp_abort: stopped by bsp_abort 42 2.5"),
-        ("vabort", "process 2: bsp_abort: stopped by bsp_vabort 43 3.5"),
+        (
+            "vabort",
+            "process 2: bsp_abort: stopped by bsp_vabort 43 3.5",
+        ),
     ] {
         let out = run(3, "protos", &[case], &[]);
         let err = String::from_utf8_lossy(&out.stderr);

@@ -32,6 +32,23 @@ int main(int argc, char **argv) {
         bsp_put(right, &z, b, 2 * sizeof(int), sizeof z); /* pop effective at next sync */
         bsp_sync();
         CHECK(b[2] == 30, "put after pop_reg in the same superstep");
+    } else if (!strcmp(c, "reg_stack") || !strcmp(c, "err_stack_uncovered")) {
+        /* Registrations of one address stack: the newest is in effect, with its size; a pop
+         * uncovers the one below at the next sync. */
+        static int a[4];
+        int v = 40 + p;
+        bsp_push_reg(a, 2 * sizeof(int));
+        bsp_sync();
+        bsp_push_reg(a, 4 * sizeof(int));
+        bsp_sync();
+        bsp_put(right, &v, a, 3 * sizeof(int), sizeof v); /* inside the newer, larger one */
+        bsp_pop_reg(a);
+        bsp_sync();
+        CHECK(a[3] == 40 + left, "put through the newest registration");
+        bsp_put(right, &v, a, (c[0] == 'e' ? 3 : 1) * sizeof(int), sizeof v); /* 8 bytes now */
+        bsp_sync();
+        CHECK(a[1] == 40 + left, "put through the registration below");
+        bsp_pop_reg(a);
     } else if (!strcmp(c, "err_reg_not_yet")) {
         static int a[2];
         bsp_push_reg(a, sizeof a);
