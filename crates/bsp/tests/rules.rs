@@ -273,6 +273,31 @@ fn applications() {
     }
 }
 
+/// The seed paper's table 3 at its sizes (LU of 256, 700 000 keys, 100×100 Jacobi, 500
+/// sweeps) on 6 and 8 processes (LU on 2×3 and 2×4), optimisations on and all off; 2, 3 and 4
+/// processes, at smaller sizes, are in `applications`. Correctness only.
+#[test]
+fn applications_at_the_papers_sizes_on_6_and_8_processes() {
+    let off = [
+        ("FERRY_BSP_COMBINE", "0"),
+        ("FERRY_BSP_REORDER", "0"),
+        ("FERRY_BSP_PREPOST", "0"),
+    ];
+    for n in [6, 8] {
+        for env in [&[][..], &off[..]] {
+            for example in ["lu", "sample_sort", "jacobi"] {
+                let out = run_example(n, example, &[], env);
+                let stdout = String::from_utf8_lossy(&out.stdout);
+                assert!(
+                    out.status.success() && stdout.contains(" ok"),
+                    "{example} on {n} {env:?}\nstdout:\n{stdout}\nstderr:\n{}",
+                    String::from_utf8_lossy(&out.stderr)
+                );
+            }
+        }
+    }
+}
+
 /// `ferry bench bsp` and `bsp-apps` end to end (tiny runs): the tables print and the CSVs
 /// hold a row per process count and setting, with positive L and g.
 #[test]
