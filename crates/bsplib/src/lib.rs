@@ -106,6 +106,14 @@ fn size(b: &Bsp, call: &str, n: c_int) -> usize {
     }
 }
 
+/// A pointer argument of `call` that is about to be read or written for `len` bytes: NULL
+/// stops the job naming the argument and the call (it would crash the process otherwise).
+fn non_null<T>(b: &Bsp, call: &str, what: &str, ptr: *const T, len: usize) {
+    if ptr.is_null() && len > 0 {
+        b.fail(call, format!("{what} is NULL (for {len} bytes)"));
+    }
+}
+
 /// `bsp_init(spmd, argc, argv)`, the first statement of a `main` that does not begin with
 /// `bsp_begin`: as the standard has it, only process 0 goes on with `main` (whose sequential
 /// part may read input and decide how many processes to ask for); `ferry run` started `main`
@@ -292,6 +300,7 @@ pub unsafe extern "C" fn bsp_put(
     nbytes: c_int,
 ) {
     with_bsp("bsp_put", |b| {
+        non_null(b, "bsp_put", "src", src, size(b, "bsp_put", nbytes));
         b.put_raw(
             size(b, "bsp_put", pid),
             src as *const u8,
@@ -312,6 +321,7 @@ pub unsafe extern "C" fn bsp_hpput(
     nbytes: c_int,
 ) {
     with_bsp("bsp_hpput", |b| {
+        non_null(b, "bsp_hpput", "src", src, size(b, "bsp_hpput", nbytes));
         b.hpput_raw(
             size(b, "bsp_hpput", pid),
             src as *const u8,
@@ -332,6 +342,7 @@ pub unsafe extern "C" fn bsp_get(
     nbytes: c_int,
 ) {
     with_bsp("bsp_get", |b| {
+        non_null(b, "bsp_get", "dst", dst, size(b, "bsp_get", nbytes));
         b.get_raw(
             size(b, "bsp_get", pid),
             src as *const u8,
@@ -352,6 +363,7 @@ pub unsafe extern "C" fn bsp_hpget(
     nbytes: c_int,
 ) {
     with_bsp("bsp_hpget", |b| {
+        non_null(b, "bsp_hpget", "dst", dst, size(b, "bsp_hpget", nbytes));
         b.hpget_raw(
             size(b, "bsp_hpget", pid),
             src as *const u8,
@@ -366,6 +378,13 @@ pub unsafe extern "C" fn bsp_hpget(
 #[no_mangle]
 pub unsafe extern "C" fn bsp_set_tagsize(tag_nbytes: *mut c_int) {
     with_bsp("bsp_set_tagsize", |b| {
+        non_null(
+            b,
+            "bsp_set_tagsize",
+            "tag_nbytes",
+            tag_nbytes,
+            size_of::<c_int>(),
+        );
         let n = size(b, "bsp_set_tagsize", *tag_nbytes);
         *tag_nbytes = b.set_tagsize(n) as c_int;
     })
@@ -381,12 +400,14 @@ pub unsafe extern "C" fn bsp_send(
 ) {
     with_bsp("bsp_send", |b| {
         let t = b.tagsize();
+        let n = size(b, "bsp_send", payload_nbytes);
+        non_null(b, "bsp_send", "tag", tag, t);
+        non_null(b, "bsp_send", "payload", payload, n);
         let tag: &[u8] = if t == 0 {
             &[]
         } else {
             std::slice::from_raw_parts(tag as *const u8, t)
         };
-        let n = size(b, "bsp_send", payload_nbytes);
         let payload: &[u8] = if n == 0 {
             &[]
         } else {
@@ -415,12 +436,17 @@ pub unsafe extern "C" fn bsp_qsize(nmessages: *mut c_int, accum_nbytes: *mut c_i
 pub unsafe extern "C" fn bsp_get_tag(status: *mut c_int, tag: *mut c_void) {
     with_bsp("bsp_get_tag", |b| match b.get_tag() {
         Some((n, t)) => {
+            non_null(b, "bsp_get_tag", "status", status, size_of::<c_int>());
+            non_null(b, "bsp_get_tag", "tag", tag, t.len());
             *status = n as c_int;
             if !t.is_empty() {
                 std::ptr::copy_nonoverlapping(t.as_ptr(), tag as *mut u8, t.len());
             }
         }
-        None => *status = -1,
+        None => {
+            non_null(b, "bsp_get_tag", "status", status, size_of::<c_int>());
+            *status = -1
+        }
     })
 }
 
@@ -430,6 +456,8 @@ pub unsafe extern "C" fn bsp_get_tag(status: *mut c_int, tag: *mut c_void) {
 pub unsafe extern "C" fn bsp_move(payload: *mut c_void, reception_nbytes: c_int) {
     with_bsp("bsp_move", |b| {
         let n = size(b, "bsp_move", reception_nbytes);
+        let n = n.min(b.get_tag().map_or(0, |(len, _)| len));
+        non_null(b, "bsp_move", "payload", payload, n);
         let buf: &mut [u8] = if n == 0 {
             &mut []
         } else {
@@ -448,12 +476,19 @@ pub unsafe extern "C" fn bsp_hpmove(
     tag_ptr_buf: *mut *mut c_void,
     payload_ptr_buf: *mut *mut c_void,
 ) -> c_int {
-    with_bsp("bsp_hpmove", |b| match b.hpmove() {
-        Some((t, p)) => {
-            *tag_ptr_buf = t.as_ptr() as *mut c_void;
-            *payload_ptr_buf = p.as_ptr() as *mut c_void;
-            p.len() as c_int
+    with_bsp("bsp_hpmove", |b| {
+        if b.get_tag().is_some() {
+            let ptr = size_of::<*mut c_void>();
+            non_null(b, "bsp_hpmove", "tag_ptr_buf", tag_ptr_buf, ptr);
+            non_null(b, "bsp_hpmove", "payload_ptr_buf", payload_ptr_buf, ptr);
         }
-        None => -1,
+        match b.hpmove() {
+            Some((t, p)) => {
+                *tag_ptr_buf = t.as_ptr() as *mut c_void;
+                *payload_ptr_buf = p.as_ptr() as *mut c_void;
+                p.len() as c_int
+            }
+            None => -1,
+        }
     })
 }

@@ -130,6 +130,7 @@ fn registrations_match_by_order_and_pop_takes_effect_at_sync() {
 
 #[test]
 fn registrations_stack() {
+    rule("reg_null");
     rule("reg_stack");
     stops(
         "err_stack_uncovered",
@@ -182,6 +183,16 @@ fn errors_stop_the_job_naming_process_and_call() {
     stops("err_unregistered", "process 1: bsp_put: address");
     stops("err_popped", ": bsp_put: address");
     stops("err_pop_unregistered", "process 2: bsp_pop_reg: address");
+    stops("err_pop_mismatch", ": bsp_sync: registrations do not match");
+    // NULL where memory is to be read or written (a crash before).
+    stops(
+        "err_null_src",
+        "process 1: bsp_put: src is NULL (for 4 bytes)",
+    );
+    stops(
+        "err_null_tag",
+        "process 1: bsp_get_tag: tag is NULL (for 1 bytes)",
+    );
     let out = run(2, "rules", &["no_such_case"], &[]);
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(

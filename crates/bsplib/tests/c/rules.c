@@ -49,6 +49,38 @@ int main(int argc, char **argv) {
         bsp_sync();
         CHECK(a[1] == 40 + left, "put through the registration below");
         bsp_pop_reg(a);
+    } else if (!strcmp(c, "reg_null")) {
+        /* A process with nothing to offer registers NULL, keeping the order; the others'
+         * areas are reached through it. */
+        static int a[2];
+        bsp_push_reg(p == 0 ? NULL : a, p == 0 ? 0 : (int)sizeof a);
+        bsp_sync();
+        if (right != 0) bsp_put(right, &p, p == 0 ? NULL : a, 0, sizeof p);
+        bsp_sync();
+        CHECK(p == 0 || a[0] == left, "put through a NULL registration");
+        bsp_pop_reg(p == 0 ? NULL : a);
+    } else if (!strcmp(c, "err_pop_mismatch")) {
+        static int a[2], b[2];
+        bsp_push_reg(a, sizeof a);
+        bsp_push_reg(b, sizeof b);
+        bsp_sync();
+        bsp_pop_reg(p == 1 ? b : a); /* not the same registration everywhere */
+        bsp_sync();
+    } else if (!strcmp(c, "err_null_src")) {
+        static int a[2];
+        bsp_push_reg(a, sizeof a);
+        bsp_sync();
+        if (p == 1) bsp_put(0, NULL, a, 0, sizeof(int));
+        bsp_sync();
+    } else if (!strcmp(c, "err_null_tag")) {
+        int ts = 1, st;
+        char t = 4;
+        bsp_set_tagsize(&ts);
+        bsp_sync();
+        bsp_send(right, &t, NULL, 0);
+        bsp_sync();
+        if (p == 1) bsp_get_tag(&st, NULL);
+        bsp_sync();
     } else if (!strcmp(c, "err_reg_not_yet")) {
         static int a[2];
         bsp_push_reg(a, sizeof a);
