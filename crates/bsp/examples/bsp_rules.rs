@@ -228,11 +228,13 @@ fn main() {
             // Everyone overwrites its right neighbour's x and reads it in the same superstep.
             bsp.put(right, &[2000 + me as u64], &x, 0);
             bsp.get(right, &x, 0, &got, 0, 1);
+            // A get reads at the sync: after this superstep's local writes, before its puts.
+            bsp.area_mut(&x)[0] = 3000 + me as u64;
             bsp.sync();
             check(
                 &bsp,
-                bsp.area(&got)[0] == 1000 + right as u64,
-                "get sees the value before puts",
+                bsp.area(&got)[0] == 3000 + right as u64,
+                "get sees the value at the sync, before puts",
             );
             check(&bsp, bsp.area(&x)[0] == 2000 + left as u64, "put applied");
         }

@@ -14,10 +14,10 @@
 //!   [`Bsp::hpmove`]): messages sent in superstep i are readable in superstep i+1 only; the tag
 //!   size set by [`Bsp::set_tagsize`] takes effect at the next sync.
 //!
-//! Usage errors (unregistered area, out-of-bounds put or get, mismatched registrations) end
-//! the whole job through the launcher with a message naming the process and the call, as
-//! BSPlib prescribes; so do transport failures inside a sync. The methods therefore return
-//! plain values.
+//! Usage errors (unregistered area, out-of-bounds put or get, mismatched registrations, a
+//! process in [`Bsp::end`] while others sync, a `Bsp` dropped without `end`) end the whole job
+//! through the launcher with a message naming the process and the call, as BSPlib prescribes;
+//! so do transport failures inside a sync. The methods therefore return plain values.
 //!
 //! Safe Rust code uses [`Area`]s: typed memory owned by the [`Bsp`] context, read and written
 //! through [`Bsp::area`] / [`Bsp::area_mut`], so nothing can hold a reference to it while a

@@ -156,8 +156,9 @@ int main(int argc, char **argv) {
         bsp_sync();
         bsp_put(right, &v, &x, 0, sizeof v);
         bsp_get(right, &x, 0, &got, sizeof got);
+        x = 3000 + p; /* a get reads at the sync: after local writes, before the puts */
         bsp_sync();
-        CHECK(got == 1000 + right, "get served before puts");
+        CHECK(got == 3000 + right, "get served at the sync, before puts");
         CHECK(x == 2000 + left, "put applied");
     } else if (!strcmp(c, "hp")) {
         int x[8], got[4], src[3] = {7, 8, p};
