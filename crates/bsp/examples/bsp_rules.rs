@@ -167,6 +167,15 @@ fn main() {
             }
             bsp.sync();
         }
+        "err_bad_pid" => {
+            let a = bsp.alloc::<u32>(4);
+            bsp.push_reg(&a);
+            bsp.sync();
+            if me == 2 {
+                bsp.put(n, &[1], &a, 0); // no process n
+            }
+            bsp.sync();
+        }
         "err_pop_unregistered" => {
             let a = bsp.alloc::<u32>(4);
             bsp.pop_reg(&a);

@@ -143,6 +143,10 @@ fn errors_stop_the_job_naming_process_and_call() {
     );
     stops("err_mismatch", ": bsp_sync: registrations do not match");
     stops("err_pop_unregistered", ": bsp_pop_reg: address");
+    stops(
+        "err_bad_pid",
+        "process 2: bsp_put: process id 3 is out of range 0..3",
+    );
 }
 
 /// A process that ends while the others sync, or leaves without ending: the job stops with a

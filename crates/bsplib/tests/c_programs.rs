@@ -184,6 +184,10 @@ fn errors_stop_the_job_naming_process_and_call() {
     stops("err_popped", ": bsp_put: address");
     stops("err_pop_unregistered", "process 2: bsp_pop_reg: address");
     stops("err_pop_mismatch", ": bsp_sync: registrations do not match");
+    stops(
+        "err_bad_pid",
+        "process 2: bsp_send: process id 3 is out of range 0..3",
+    );
     // NULL where memory is to be read or written (a crash before).
     stops(
         "err_null_src",
