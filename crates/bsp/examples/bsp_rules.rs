@@ -167,6 +167,15 @@ fn main() {
             }
             bsp.sync();
         }
+        // The tag size must be set alike everywhere: a longer tag would overrun the receiver's.
+        "err_tagsize_differs" => {
+            bsp.set_tagsize(if me == 1 { 8 } else { 4 });
+            bsp.sync();
+            if me == 1 {
+                bsp.send(right, &[0u8; 8], b"x");
+            }
+            bsp.sync();
+        }
         "err_bad_pid" => {
             let a = bsp.alloc::<u32>(4);
             bsp.push_reg(&a);

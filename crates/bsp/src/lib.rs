@@ -1917,6 +1917,13 @@ impl Bsp {
                             let (Some(t), Some(pay)) = (r.take(tl), r.take(pl)) else {
                                 self.fail("bsp_sync", format!("corrupt stream from process {q}"))
                             };
+                            if tl != self.tagsize {
+                                // Its tag would not fit what get_tag and hpmove promise.
+                                self.fail(
+                                    "bsp_set_tagsize",
+                                    format!("process {q} sent a tag of {tl} bytes in superstep {}, where the tag size here is {} (every process must set the same)", self.step, self.tagsize),
+                                );
+                            }
                             let t0 = self.inbox.len();
                             self.inbox.extend_from_slice(t);
                             let p0 = self.inbox.len();

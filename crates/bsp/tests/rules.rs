@@ -144,6 +144,10 @@ fn errors_stop_the_job_naming_process_and_call() {
     stops("err_mismatch", ": bsp_sync: registrations do not match");
     stops("err_pop_unregistered", ": bsp_pop_reg: address");
     stops(
+        "err_tagsize_differs",
+        "process 2: bsp_set_tagsize: process 1 sent a tag of 8 bytes",
+    );
+    stops(
         "err_bad_pid",
         "process 2: bsp_put: process id 3 is out of range 0..3",
     );

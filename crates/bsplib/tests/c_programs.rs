@@ -185,6 +185,10 @@ fn errors_stop_the_job_naming_process_and_call() {
     stops("err_pop_unregistered", "process 2: bsp_pop_reg: address");
     stops("err_pop_mismatch", ": bsp_sync: registrations do not match");
     stops(
+        "err_tagsize_differs",
+        "process 2: bsp_set_tagsize: process 1 sent a tag of 8 bytes in superstep 1, where the tag size here is 4",
+    );
+    stops(
         "err_bad_pid",
         "process 2: bsp_send: process id 3 is out of range 0..3",
     );

@@ -70,6 +70,13 @@ int main(int argc, char **argv) {
         int x = 0;
         if (p == 2) bsp_send(n, NULL, &x, sizeof x); /* no process n */
         bsp_sync();
+    } else if (!strcmp(c, "err_tagsize_differs")) {
+        int ts = p == 1 ? 8 : 4;
+        long long t = 0;
+        bsp_set_tagsize(&ts); /* must be the same everywhere */
+        bsp_sync();
+        if (p == 1) bsp_send(right, &t, "x", 1);
+        bsp_sync();
     } else if (!strcmp(c, "err_null_src")) {
         static int a[2];
         bsp_push_reg(a, sizeof a);
