@@ -134,6 +134,13 @@ pub extern "C" fn bsp_init(spmd: Option<extern "C" fn()>, _argc: c_int, _argv: *
                 }
             }
             match &mut *s {
+                State::World(w) if spmd.is_none() => w.abort(
+                    1,
+                    &format!(
+                        "ferry-bsplib: process {}: bsp_init: the SPMD function is NULL",
+                        w.rank()
+                    ),
+                ),
                 State::World(w) => w.rank(),
                 State::Running(b) => b.fail("bsp_init", "called after bsp_begin".into()),
                 other => outside("bsp_init", other),

@@ -10,6 +10,7 @@
 int main(int argc, char **argv) {
     const char *c = argc > 1 ? argv[1] : "";
     if (!strcmp(c, "err_sync_before_begin")) bsp_sync();
+    if (!strcmp(c, "err_init_null")) bsp_init(NULL, argc, argv);
     if (!strcmp(c, "err_put_before_begin")) {
         int x = 0;
         bsp_put(0, &x, &x, 0, sizeof x);
