@@ -80,6 +80,32 @@ fn main() {
             bsp.pop_reg(&a);
             bsp.sync();
         }
+        // Registrations come and go every superstep (their slots are reused): puts still land
+        // in the registration matched by order, on every process.
+        "reg_reuse" => {
+            let keep = bsp.alloc::<u32>(2);
+            let (a, b) = (bsp.alloc::<u32>(4), bsp.alloc::<u32>(4));
+            bsp.push_reg(&keep);
+            bsp.sync();
+            for round in 0..50u32 {
+                // Process 0 registers its two areas in the other order every other round.
+                let (x, y) = if me == 0 && round % 2 == 1 {
+                    (b, a)
+                } else {
+                    (a, b)
+                };
+                bsp.push_reg(&x);
+                bsp.push_reg(&y);
+                bsp.sync();
+                bsp.put(right, &[round + 10 * me as u32], &x, 1);
+                bsp.put(right, &[round], &keep, 0);
+                bsp.pop_reg(&y);
+                bsp.pop_reg(&x);
+                bsp.sync();
+                let ok = bsp.area(&x)[1] == round + 10 * left as u32 && bsp.area(&keep)[0] == round;
+                check(&bsp, ok, "put through a reused registration");
+            }
+        }
         "err_stack_popped" => {
             let a = bsp.alloc::<u32>(4);
             bsp.push_reg(&a);

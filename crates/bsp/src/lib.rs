@@ -57,7 +57,8 @@ use ferry_core::raw::{RawRequest, RawReservation, SendMode};
 use ferry_core::{Comm, World, ANY_TAG};
 use std::alloc::Layout;
 use std::cell::Cell;
-use std::collections::HashMap;
+use std::cmp::Reverse;
+use std::collections::{BinaryHeap, HashMap};
 use std::marker::PhantomData;
 use std::mem::ManuallyDrop;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -334,8 +335,10 @@ pub struct Bsp {
     config: Config,
     start: Instant,
     step: u64,
-    // Registration.
+    // Registration. Popped slots are reused, lowest first: every process pops the same slots
+    // (the sync checks it) and pushes as many, so all pick the same numbers.
     slots: Vec<Slot>,
+    free_slots: BinaryHeap<Reverse<u32>>,
     by_addr: HashMap<usize, Vec<u32>>,
     // The last address looked up in `by_addr` and its slot: a superstep's puts mostly name
     // one area, and hashing it for every small put cost as much as copying 16 words.
@@ -730,6 +733,7 @@ impl Bsp {
             start: Instant::now(),
             step: 0,
             slots: Vec::new(),
+            free_slots: BinaryHeap::new(),
             by_addr: HashMap::new(),
             slot_cache: Cell::new(None),
             pushes: Vec::new(),
@@ -1938,17 +1942,20 @@ impl Bsp {
                 }
             }
         }
-        // Registrations: pops first (they name older slots), then pushes get new slots.
+        // Registrations: pops first (they name older slots), then pushes get free slots.
         self.slot_cache.set(None);
         for &s in &std::mem::take(&mut self.pops) {
             if let Some((addr, _)) = self.slots[s as usize].local.take() {
                 if let Some(stack) = self.by_addr.get_mut(&addr) {
                     stack.retain(|&x| x != s);
+                    if stack.is_empty() {
+                        self.by_addr.remove(&addr);
+                    }
                 }
+                self.free_slots.push(Reverse(s));
             }
         }
         let pushes = std::mem::take(&mut self.pushes);
-        let base = self.slots.len();
         for (i, &(addr, size)) in pushes.iter().enumerate() {
             let mut sizes = vec![0usize; p];
             for (q, reg) in regs.iter().enumerate() {
@@ -1958,15 +1965,58 @@ impl Bsp {
                         u64::from_le_bytes(b[at..at + 8].try_into().expect("8 bytes")) as usize;
                 }
             }
-            self.slots.push(Slot {
+            let slot = Slot {
                 local: Some((addr, size)),
                 sizes,
-            });
-            self.by_addr
-                .entry(addr)
-                .or_default()
-                .push((base + i) as u32);
+            };
+            let id = match self.free_slots.pop() {
+                Some(Reverse(id)) => {
+                    self.slots[id as usize] = slot;
+                    id
+                }
+                None => {
+                    self.slots.push(slot);
+                    (self.slots.len() - 1) as u32
+                }
+            };
+            self.by_addr.entry(addr).or_default().push(id);
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Registering and unregistering in every superstep (as a library routine called in a
+    /// loop does) keeps the registration table at its high-water mark; it grew by a slot per
+    /// push before. A one-process computation (no launcher: ferry's singleton world).
+    #[test]
+    fn popped_registrations_are_reused() {
+        let world = ferry_core::init().expect("singleton world");
+        let mut bsp = Bsp::with_config(world, None, Config::default());
+        let areas: Vec<Area<u32>> = (0..3).map(|_| bsp.alloc(4)).collect();
+        bsp.push_reg(&areas[0]);
+        bsp.sync();
+        for round in 0..200u32 {
+            bsp.push_reg(&areas[1]);
+            bsp.push_reg(&areas[2]);
+            bsp.sync();
+            bsp.put(0, &[round], &areas[2], 3);
+            bsp.put(0, &[round + 1], &areas[0], 0);
+            bsp.pop_reg(&areas[2]);
+            bsp.pop_reg(&areas[1]);
+            bsp.sync();
+            assert_eq!(bsp.area(&areas[2])[3], round);
+            assert_eq!(bsp.area(&areas[0])[0], round + 1);
+        }
+        assert_eq!(bsp.slots.len(), 3);
+        assert_eq!(
+            bsp.by_addr.len(),
+            1,
+            "only the first area is still registered"
+        );
+        bsp.end();
     }
 }
 

@@ -86,6 +86,7 @@ fn registrations_match_by_order_and_pop_takes_effect_at_sync() {
 #[test]
 fn registrations_stack() {
     ok(3, "reg_stack", &[]);
+    ok(3, "reg_reuse", &[]);
     stops("err_stack_popped", ": bsp_put: address");
 }
 
