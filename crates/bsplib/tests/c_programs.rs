@@ -223,6 +223,10 @@ fn calls_outside_the_computation_and_missing_ends_stop_the_job() {
         "process 0: bsp_sync: called after bsp_end",
     );
     stops("err_init_null", ": bsp_init: the SPMD function is NULL");
+    stops(
+        "err_begin_twice",
+        "process 1: bsp_begin: called again before bsp_end",
+    );
     let out = run(3, "rules", &["err_end_while_sync"], &[]);
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(

@@ -67,6 +67,9 @@ int main(int argc, char **argv) {
         bsp_sync();
         bsp_pop_reg(p == 1 ? b : a); /* not the same registration everywhere */
         bsp_sync();
+    } else if (!strcmp(c, "err_begin_twice")) {
+        if (p == 1) bsp_begin(2);
+        bsp_sync();
     } else if (!strcmp(c, "err_bad_pid")) {
         int x = 0;
         if (p == 2) bsp_send(n, NULL, &x, sizeof x); /* no process n */
