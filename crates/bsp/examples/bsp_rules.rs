@@ -19,7 +19,15 @@ fn splitmix(mut x: u64) -> u64 {
 
 fn main() {
     let case = std::env::args().nth(1).expect("usage: bsp_rules <case>");
-    let mut bsp = Bsp::init().expect("ferry init");
+    let mut bsp = if case == "begin_fewer" {
+        // Only process 0 says how many take part (as with bsp_init in C); the processes
+        // beyond end inside `begin`.
+        let world = ferry_core::init().expect("ferry init");
+        let asked = (world.rank() == 0).then_some(2);
+        Bsp::begin(world, asked)
+    } else {
+        Bsp::init().expect("ferry init")
+    };
     let (me, n) = (bsp.pid(), bsp.nprocs());
     let right = (me + 1) % n;
     let left = (me + n - 1) % n;
@@ -104,6 +112,22 @@ fn main() {
                 bsp.sync();
                 let ok = bsp.area(&x)[1] == round + 10 * left as u32 && bsp.area(&keep)[0] == round;
                 check(&bsp, ok, "put through a reused registration");
+            }
+        }
+        "begin_fewer" => {
+            check(&bsp, n == 2, "two processes of the job");
+            let x = bsp.alloc::<u32>(1);
+            bsp.push_reg(&x);
+            bsp.sync();
+            bsp.put(right, &[me as u32 + 5], &x, 0);
+            bsp.sync();
+            check(
+                &bsp,
+                bsp.area(&x)[0] == left as u32 + 5,
+                "put among the two",
+            );
+            if me == 0 {
+                println!("begin_fewer ok");
             }
         }
         "err_stack_popped" => {

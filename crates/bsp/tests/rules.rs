@@ -90,6 +90,18 @@ fn registrations_stack() {
     stops("err_stack_popped", ": bsp_put: address");
 }
 
+/// `Bsp::begin` on fewer processes than the job, with the number from process 0 only.
+#[test]
+fn begin_with_fewer_processes_than_the_job() {
+    let out = run(4, "begin_fewer", &[]);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success() && stdout.matches("begin_fewer ok").count() == 1,
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
 #[test]
 fn registration_takes_effect_at_next_sync() {
     stops("err_reg_not_yet", ": bsp_put: address");
