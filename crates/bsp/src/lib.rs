@@ -1984,6 +1984,34 @@ impl Bsp {
     }
 }
 
+/// A computation dropped without [`Bsp::end`] is a process leaving while the others may wait
+/// for it in a sync: it stops the job, as BSPlib asks every process to call `bsp_end`. Not
+/// when the process is already stopping the job or panicking; the world is then not
+/// finalized (finalizing waits for every process).
+impl Drop for Bsp {
+    fn drop(&mut self) {
+        if self.ended || STOPPING.load(Ordering::Relaxed) || std::thread::panicking() {
+            return;
+        }
+        self.fail(
+            "bsp_end",
+            format!(
+                "this process ended in superstep {} without calling bsp_end",
+                self.step
+            ),
+        )
+    }
+}
+
+impl Drop for Allocs {
+    fn drop(&mut self) {
+        for (&addr, &layout) in &self.0 {
+            // SAFETY: allocated by `alloc` with this layout; nothing refers to it any more.
+            unsafe { std::alloc::dealloc(addr as *mut u8, layout) };
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -2017,33 +2045,5 @@ mod tests {
             "only the first area is still registered"
         );
         bsp.end();
-    }
-}
-
-/// A computation dropped without [`Bsp::end`] is a process leaving while the others may wait
-/// for it in a sync: it stops the job, as BSPlib asks every process to call `bsp_end`. Not
-/// when the process is already stopping the job or panicking; the world is then not
-/// finalized (finalizing waits for every process).
-impl Drop for Bsp {
-    fn drop(&mut self) {
-        if self.ended || STOPPING.load(Ordering::Relaxed) || std::thread::panicking() {
-            return;
-        }
-        self.fail(
-            "bsp_end",
-            format!(
-                "this process ended in superstep {} without calling bsp_end",
-                self.step
-            ),
-        )
-    }
-}
-
-impl Drop for Allocs {
-    fn drop(&mut self) {
-        for (&addr, &layout) in &self.0 {
-            // SAFETY: allocated by `alloc` with this layout; nothing refers to it any more.
-            unsafe { std::alloc::dealloc(addr as *mut u8, layout) };
-        }
     }
 }
