@@ -19,7 +19,15 @@ fn splitmix(mut x: u64) -> u64 {
 
 fn main() {
     let case = std::env::args().nth(1).expect("usage: bsp_rules <case>");
-    let mut bsp = Bsp::init().expect("ferry init");
+    let mut bsp = if case == "begin_fewer" {
+        // Only process 0 says how many take part (as with bsp_init in C); the processes
+        // beyond end inside `begin`.
+        let world = ferry_core::init().expect("ferry init");
+        let asked = (world.rank() == 0).then_some(2);
+        Bsp::begin(world, asked)
+    } else {
+        Bsp::init().expect("ferry init")
+    };
     let (me, n) = (bsp.pid(), bsp.nprocs());
     let right = (me + 1) % n;
     let left = (me + n - 1) % n;
@@ -59,6 +67,79 @@ fn main() {
                 bsp.area(&b)[2] == 30,
                 "put after pop_reg, same superstep",
             );
+        }
+        // Registrations of one area stack: a pop uncovers the one below (at the next sync),
+        // and the area stays usable until the last is popped.
+        "reg_stack" => {
+            let a = bsp.alloc::<u32>(4);
+            bsp.push_reg(&a);
+            bsp.sync();
+            bsp.push_reg(&a);
+            bsp.sync();
+            bsp.pop_reg(&a);
+            bsp.sync();
+            bsp.put(right, &[50 + me as u32], &a, 3);
+            bsp.sync();
+            check(
+                &bsp,
+                bsp.area(&a)[3] == 50 + left as u32,
+                "put through the registration below a popped one",
+            );
+            bsp.pop_reg(&a);
+            bsp.sync();
+        }
+        // Registrations come and go every superstep (their slots are reused): puts still land
+        // in the registration matched by order, on every process.
+        "reg_reuse" => {
+            let keep = bsp.alloc::<u32>(2);
+            let (a, b) = (bsp.alloc::<u32>(4), bsp.alloc::<u32>(4));
+            bsp.push_reg(&keep);
+            bsp.sync();
+            for round in 0..50u32 {
+                // Process 0 registers its two areas in the other order every other round.
+                let (x, y) = if me == 0 && round % 2 == 1 {
+                    (b, a)
+                } else {
+                    (a, b)
+                };
+                bsp.push_reg(&x);
+                bsp.push_reg(&y);
+                bsp.sync();
+                bsp.put(right, &[round + 10 * me as u32], &x, 1);
+                bsp.put(right, &[round], &keep, 0);
+                bsp.pop_reg(&y);
+                bsp.pop_reg(&x);
+                bsp.sync();
+                let ok = bsp.area(&x)[1] == round + 10 * left as u32 && bsp.area(&keep)[0] == round;
+                check(&bsp, ok, "put through a reused registration");
+            }
+        }
+        "begin_fewer" => {
+            check(&bsp, n == 2, "two processes of the job");
+            let x = bsp.alloc::<u32>(1);
+            bsp.push_reg(&x);
+            bsp.sync();
+            bsp.put(right, &[me as u32 + 5], &x, 0);
+            bsp.sync();
+            check(
+                &bsp,
+                bsp.area(&x)[0] == left as u32 + 5,
+                "put among the two",
+            );
+            if me == 0 {
+                println!("begin_fewer ok");
+            }
+        }
+        "err_stack_popped" => {
+            let a = bsp.alloc::<u32>(4);
+            bsp.push_reg(&a);
+            bsp.push_reg(&a);
+            bsp.sync();
+            bsp.pop_reg(&a);
+            bsp.pop_reg(&a);
+            bsp.sync();
+            bsp.put(right, &[1], &a, 0); // both popped
+            bsp.sync();
         }
         // A registration is usable only after the next sync.
         "err_reg_not_yet" => {
@@ -111,6 +192,46 @@ fn main() {
             if me == 1 {
                 let b = bsp.alloc::<u32>(4);
                 bsp.push_reg(&b); // one registration more than the others
+            }
+            bsp.sync();
+        }
+        // Process 0 ends while the others sync: both sides must stop the job, not wait.
+        "err_end_while_sync" => {
+            if me == 0 {
+                bsp.end();
+                return;
+            }
+            bsp.sync();
+        }
+        // Process 1 leaves without bsp_end (its Bsp is dropped) while the others sync.
+        "err_no_end" => {
+            if me == 1 {
+                return;
+            }
+            bsp.sync();
+        }
+        // As err_no_end, through process::exit (nothing is dropped).
+        "err_exit_no_end" => {
+            if me == 1 {
+                std::process::exit(0);
+            }
+            bsp.sync();
+        }
+        // The tag size must be set alike everywhere: a longer tag would overrun the receiver's.
+        "err_tagsize_differs" => {
+            bsp.set_tagsize(if me == 1 { 8 } else { 4 });
+            bsp.sync();
+            if me == 1 {
+                bsp.send(right, &[0u8; 8], b"x");
+            }
+            bsp.sync();
+        }
+        "err_bad_pid" => {
+            let a = bsp.alloc::<u32>(4);
+            bsp.push_reg(&a);
+            bsp.sync();
+            if me == 2 {
+                bsp.put(n, &[1], &a, 0); // no process n
             }
             bsp.sync();
         }
@@ -175,11 +296,13 @@ fn main() {
             // Everyone overwrites its right neighbour's x and reads it in the same superstep.
             bsp.put(right, &[2000 + me as u64], &x, 0);
             bsp.get(right, &x, 0, &got, 0, 1);
+            // A get reads at the sync: after this superstep's local writes, before its puts.
+            bsp.area_mut(&x)[0] = 3000 + me as u64;
             bsp.sync();
             check(
                 &bsp,
-                bsp.area(&got)[0] == 1000 + right as u64,
-                "get sees the value before puts",
+                bsp.area(&got)[0] == 3000 + right as u64,
+                "get sees the value at the sync, before puts",
             );
             check(&bsp, bsp.area(&x)[0] == 2000 + left as u64, "put applied");
         }
@@ -229,7 +352,19 @@ fn main() {
                 seen.iter().all(|&s| s),
                 "one message from each process",
             );
+            check(&bsp, bsp.get_tag().is_none(), "get_tag on an empty queue");
+            let none = bsp.hpmove().is_none();
+            check(&bsp, none, "hpmove on an empty queue");
             bsp.send(right, &[], b"hello");
+            bsp.sync();
+            let mut two = [0u8; 2];
+            let len = bsp.move_into(&mut two);
+            check(
+                &bsp,
+                len == Some(5) && &two == b"he",
+                "move_into truncates to the buffer, returns the payload size",
+            );
+            bsp.send(right, &[], b"again");
             bsp.sync();
             bsp.sync();
             check(

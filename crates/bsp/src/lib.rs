@@ -14,10 +14,10 @@
 //!   [`Bsp::hpmove`]): messages sent in superstep i are readable in superstep i+1 only; the tag
 //!   size set by [`Bsp::set_tagsize`] takes effect at the next sync.
 //!
-//! Usage errors (unregistered area, out-of-bounds put or get, mismatched registrations) end
-//! the whole job through the launcher with a message naming the process and the call, as
-//! BSPlib prescribes; so do transport failures inside a sync. The methods therefore return
-//! plain values.
+//! Usage errors (unregistered area, out-of-bounds put or get, mismatched registrations, a
+//! process in [`Bsp::end`] while others sync, a `Bsp` dropped without `end`) end the whole job
+//! through the launcher with a message naming the process and the call, as BSPlib prescribes;
+//! so do transport failures inside a sync. The methods therefore return plain values.
 //!
 //! Safe Rust code uses [`Area`]s: typed memory owned by the [`Bsp`] context, read and written
 //! through [`Bsp::area`] / [`Bsp::area_mut`], so nothing can hold a reference to it while a
@@ -57,8 +57,11 @@ use ferry_core::raw::{RawRequest, RawReservation, SendMode};
 use ferry_core::{Comm, World, ANY_TAG};
 use std::alloc::Layout;
 use std::cell::Cell;
-use std::collections::HashMap;
+use std::cmp::Reverse;
+use std::collections::{BinaryHeap, HashMap};
 use std::marker::PhantomData;
+use std::mem::ManuallyDrop;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 // Record kinds in the byte stream one process sends another in a superstep (little-endian).
@@ -66,6 +69,7 @@ const REC_PUT: u8 = 0x01; // slot u32, offset u64, len u64, bytes
 const REC_GET: u8 = 0x02; // slot u32, offset u64, len u64
 const REC_SEND: u8 = 0x03; // tag len u32, payload len u64, tag, payload
 const REC_REG: u8 = 0x04; // pushes u32, sizes u64 each, pops u32, slots u32 each
+const REC_END: u8 = 0x05; // (nothing): the sender is in bsp_end, not bsp_sync
 
 // Message kinds; the tag also carries the superstep's parity, because a peer can be at most
 // one superstep ahead and its next superstep's early messages must not be taken for this one's.
@@ -323,15 +327,18 @@ struct Msg {
 
 /// A BSP computation: this process's view of the job. Not `Send`: one per process.
 pub struct Bsp {
-    world: World,
+    // Taken by `end` to finalize; left alone by a drop that stops the job (see `Drop`).
+    world: ManuallyDrop<World>,
     comm: Comm,
     pid: usize,
     nprocs: usize,
     config: Config,
     start: Instant,
     step: u64,
-    // Registration.
+    // Registration. Popped slots are reused, lowest first: every process pops the same slots
+    // (the sync checks it) and pushes as many, so all pick the same numbers.
     slots: Vec<Slot>,
+    free_slots: BinaryHeap<Reverse<u32>>,
     by_addr: HashMap<usize, Vec<u32>>,
     // The last address looked up in `by_addr` and its slot: a superstep's puts mostly name
     // one area, and hashing it for every small put cost as much as copying 16 words.
@@ -379,7 +386,15 @@ pub struct Bsp {
     reply_out: Vec<Vec<u8>>,
     // Memory of Areas.
     allocs: Allocs,
+    // In `end`'s closing exchange; after it (a Bsp dropped before is a process that left
+    // without bsp_end, which stops the job).
+    ending: bool,
+    ended: bool,
 }
+
+/// Set once this process stops the job, so that dropping its [`Bsp`] on the way out (the C
+/// ABI keeps it in a thread-local, dropped by `exit`) does not report a missing `bsp_end`.
+static STOPPING: AtomicBool = AtomicBool::new(false);
 
 /// Receives posted for the closing messages of the next sync, one per peer, into buffers of
 /// `FERRY_BSP_PREPOST_BYTES`. They stay posted from the end of one sync to the next (raw
@@ -461,10 +476,10 @@ impl Posted {
         }
         self.ring.fill(None);
     }
-}
 
-impl Drop for Posted {
-    fn drop(&mut self) {
+    /// Cancels the receives still posted (at the end, or when dropped); a second call finds
+    /// nothing to do.
+    fn withdraw(&mut self) {
         self.release();
         for q in 0..self.reqs.len() {
             let Some(r) = self.reqs[q].take() else {
@@ -486,6 +501,12 @@ impl Drop for Posted {
                 self.comm.raw_release(r);
             }
         }
+    }
+}
+
+impl Drop for Posted {
+    fn drop(&mut self) {
+        self.withdraw();
     }
 }
 
@@ -598,8 +619,10 @@ impl Bsp {
     }
 
     /// Starts a BSP computation on the first `nprocs` processes of `world` (all when `None`
-    /// or larger than the job). Collective over the whole world. On the processes beyond
-    /// `nprocs` it finalizes the world and exits with status 0.
+    /// or larger than the job). Collective over the whole world; process 0's `nprocs` is the
+    /// one that counts (as in BSPlib, where with `bsp_init` only process 0 runs the code that
+    /// decides it). On the processes beyond `nprocs` it finalizes the world and exits with
+    /// status 0.
     pub fn begin(world: World, nprocs: Option<usize>) -> Bsp {
         let config = match Config::from_env() {
             Ok(c) => c,
@@ -611,8 +634,14 @@ impl Bsp {
     /// As [`Bsp::begin`], with explicit settings.
     pub fn with_config(world: World, nprocs: Option<usize>, mut config: Config) -> Bsp {
         let size = world.size();
-        let p = nprocs.unwrap_or(size).clamp(1, size);
         let rank = world.rank();
+        let mut asked = [nprocs.map_or(u64::MAX, |n| n as u64)];
+        if let Err(e) = world.bcast(&mut asked, 0) {
+            world.abort(1, &format!("ferry-bsp: process {rank}: bsp_begin: {e}"));
+        }
+        let p = usize::try_from(asked[0])
+            .unwrap_or(usize::MAX)
+            .clamp(1, size);
         let comm = if p == size {
             world.dup()
         } else {
@@ -699,11 +728,12 @@ impl Bsp {
             pid: me,
             nprocs: p,
             comm,
-            world,
+            world: ManuallyDrop::new(world),
             config,
             start: Instant::now(),
             step: 0,
             slots: Vec::new(),
+            free_slots: BinaryHeap::new(),
             by_addr: HashMap::new(),
             slot_cache: Cell::new(None),
             pushes: Vec::new(),
@@ -733,27 +763,31 @@ impl Bsp {
             replies: vec![Vec::new(); p],
             reply_out: vec![Vec::new(); p],
             allocs: Allocs(HashMap::new()),
+            ending: false,
+            ended: false,
         }
     }
 
     /// Ends the computation: waits for the other processes and finalizes ferry.
-    pub fn end(self) {
+    ///
+    /// Its last exchange is a sync that tells every process this one is ending, so a process
+    /// still calling `sync` (or ending while the others sync) stops the job, naming both,
+    /// instead of waiting forever for a closing message that never comes.
+    pub fn end(mut self) {
         let pid = self.pid;
-        let Bsp {
-            world,
-            comm,
-            posted,
-            ring,
-            ..
-        } = self;
+        self.ending = true;
+        self.sync();
         // Nothing more will come: withdraw the receives posted for a next superstep, and give
         // back ring reservations (puts after the last sync), which would hold up the barrier.
-        drop(ring);
-        drop(posted);
-        if let Err(e) = comm.barrier() {
-            world.abort(1, &format!("ferry-bsp: process {pid}: bsp_end: {e}"));
+        self.ring.iter_mut().for_each(|r| *r = None);
+        self.posted.withdraw();
+        if let Err(e) = self.comm.barrier() {
+            self.fail("bsp_end", e.to_string());
         }
-        drop(comm);
+        self.ended = true;
+        // SAFETY: taken once; `ended` tells `Drop` the field is gone.
+        let world = unsafe { ManuallyDrop::take(&mut self.world) };
+        drop(self);
         if let Err(e) = world.finalize() {
             eprintln!("ferry-bsp: process {pid}: bsp_end: {e}");
         }
@@ -786,6 +820,7 @@ impl Bsp {
 
     /// Stops the whole job with `message`, naming this process.
     pub fn abort(&self, message: &str) -> ! {
+        STOPPING.store(true, Ordering::Relaxed);
         self.world.abort(
             1,
             &format!("ferry-bsp: process {}: bsp_abort: {message}", self.pid),
@@ -797,6 +832,7 @@ impl Bsp {
     #[cold]
     pub fn fail(&self, call: &str, detail: String) -> ! {
         let msg = format!("ferry-bsp: process {}: {call}: {detail}", self.pid);
+        STOPPING.store(true, Ordering::Relaxed);
         self.world.abort(1, &msg)
     }
 
@@ -1434,6 +1470,8 @@ impl Bsp {
                 put_u32(&mut self.reg, s);
             }
         }
+        // `end`'s exchange says so to every process (ourselves included), after the registrations.
+        let end_rec: &[u8] = if self.ending { &[REC_END] } else { &[] };
 
         // Closing content per destination: remaining records, hpputs (read now), registrations.
         for q in 0..p {
@@ -1458,18 +1496,19 @@ impl Bsp {
                 }
             }
             self.hpputs[q] = hpputs;
-            if self.reg.is_empty() {
+            if self.reg.is_empty() && end_rec.is_empty() {
                 continue;
             }
             if self.ring_usable(q) {
                 let reg = std::mem::take(&mut self.reg);
-                let put = self.ring_emit(q, &[&reg]).is_some();
+                let put = self.ring_emit(q, &[&reg, end_rec]).is_some();
                 self.reg = reg;
                 if put {
                     continue;
                 }
             }
             self.out[q].extend_from_slice(&self.reg);
+            self.out[q].extend_from_slice(end_rec);
         }
         for s in std::mem::take(&mut self.out_single[me]) {
             self.out[me].extend_from_slice(&s);
@@ -1567,6 +1606,7 @@ impl Bsp {
 
         // Check registrations, then serve gets (before any put is applied).
         let mut reg_seen: Vec<Option<&[u8]>> = Vec::new();
+        let mut at_end: Vec<bool> = Vec::new(); // per process: in bsp_end (once one is)
         for q in 0..p {
             for c in streams.parts(q) {
                 let mut r = Reader { buf: c, at: 0 };
@@ -1583,6 +1623,18 @@ impl Bsp {
                                 reg_seen.resize(p, None);
                             }
                             reg_seen[q] = Some(&c[start..r.at]);
+                        }
+                        REC_END => {
+                            if at_end.is_empty() {
+                                at_end.resize(p, false);
+                            }
+                            at_end[q] = true;
+                            if !self.ending {
+                                self.fail(
+                                    "bsp_sync",
+                                    format!("process {q} called bsp_end in superstep {} while this process syncs", self.step),
+                                );
+                            }
                         }
                         REC_PUT => {
                             let (_, _, len) = (r.u32(), r.u64(), r.u64().unwrap_or(0));
@@ -1618,6 +1670,16 @@ impl Bsp {
                     }
                 }
             }
+        }
+        let syncing = (0..p).find(|&q| !at_end.get(q).copied().unwrap_or(false));
+        if let (true, Some(syncing)) = (self.ending, syncing) {
+            self.fail(
+                "bsp_end",
+                format!(
+                    "process {syncing} called bsp_sync in superstep {}, not bsp_end",
+                    self.step
+                ),
+            );
         }
         // Sizes may differ between processes; the number of pushes and the pops may not.
         if !self.reg.is_empty() || !reg_seen.is_empty() {
@@ -1852,12 +1914,20 @@ impl Bsp {
                             r.u64();
                             r.u64();
                         }
+                        REC_END => {}
                         REC_SEND => {
                             let tl = r.u32().unwrap_or(0) as usize;
                             let pl = r.u64().unwrap_or(0);
                             let (Some(t), Some(pay)) = (r.take(tl), r.take(pl)) else {
                                 self.fail("bsp_sync", format!("corrupt stream from process {q}"))
                             };
+                            if tl != self.tagsize {
+                                // Its tag would not fit what get_tag and hpmove promise.
+                                self.fail(
+                                    "bsp_set_tagsize",
+                                    format!("process {q} sent a tag of {tl} bytes in superstep {}, where the tag size here is {} (every process must set the same)", self.step, self.tagsize),
+                                );
+                            }
                             let t0 = self.inbox.len();
                             self.inbox.extend_from_slice(t);
                             let p0 = self.inbox.len();
@@ -1872,17 +1942,20 @@ impl Bsp {
                 }
             }
         }
-        // Registrations: pops first (they name older slots), then pushes get new slots.
+        // Registrations: pops first (they name older slots), then pushes get free slots.
         self.slot_cache.set(None);
         for &s in &std::mem::take(&mut self.pops) {
             if let Some((addr, _)) = self.slots[s as usize].local.take() {
                 if let Some(stack) = self.by_addr.get_mut(&addr) {
                     stack.retain(|&x| x != s);
+                    if stack.is_empty() {
+                        self.by_addr.remove(&addr);
+                    }
                 }
+                self.free_slots.push(Reverse(s));
             }
         }
         let pushes = std::mem::take(&mut self.pushes);
-        let base = self.slots.len();
         for (i, &(addr, size)) in pushes.iter().enumerate() {
             let mut sizes = vec![0usize; p];
             for (q, reg) in regs.iter().enumerate() {
@@ -1892,15 +1965,41 @@ impl Bsp {
                         u64::from_le_bytes(b[at..at + 8].try_into().expect("8 bytes")) as usize;
                 }
             }
-            self.slots.push(Slot {
+            let slot = Slot {
                 local: Some((addr, size)),
                 sizes,
-            });
-            self.by_addr
-                .entry(addr)
-                .or_default()
-                .push((base + i) as u32);
+            };
+            let id = match self.free_slots.pop() {
+                Some(Reverse(id)) => {
+                    self.slots[id as usize] = slot;
+                    id
+                }
+                None => {
+                    self.slots.push(slot);
+                    (self.slots.len() - 1) as u32
+                }
+            };
+            self.by_addr.entry(addr).or_default().push(id);
         }
+    }
+}
+
+/// A computation dropped without [`Bsp::end`] is a process leaving while the others may wait
+/// for it in a sync: it stops the job, as BSPlib asks every process to call `bsp_end`. Not
+/// when the process is already stopping the job or panicking; the world is then not
+/// finalized (finalizing waits for every process).
+impl Drop for Bsp {
+    fn drop(&mut self) {
+        if self.ended || STOPPING.load(Ordering::Relaxed) || std::thread::panicking() {
+            return;
+        }
+        self.fail(
+            "bsp_end",
+            format!(
+                "this process ended in superstep {} without calling bsp_end",
+                self.step
+            ),
+        )
     }
 }
 
@@ -1910,5 +2009,41 @@ impl Drop for Allocs {
             // SAFETY: allocated by `alloc` with this layout; nothing refers to it any more.
             unsafe { std::alloc::dealloc(addr as *mut u8, layout) };
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Registering and unregistering in every superstep (as a library routine called in a
+    /// loop does) keeps the registration table at its high-water mark; it grew by a slot per
+    /// push before. A one-process computation (no launcher: ferry's singleton world).
+    #[test]
+    fn popped_registrations_are_reused() {
+        let world = ferry_core::init().expect("singleton world");
+        let mut bsp = Bsp::with_config(world, None, Config::default());
+        let areas: Vec<Area<u32>> = (0..3).map(|_| bsp.alloc(4)).collect();
+        bsp.push_reg(&areas[0]);
+        bsp.sync();
+        for round in 0..200u32 {
+            bsp.push_reg(&areas[1]);
+            bsp.push_reg(&areas[2]);
+            bsp.sync();
+            bsp.put(0, &[round], &areas[2], 3);
+            bsp.put(0, &[round + 1], &areas[0], 0);
+            bsp.pop_reg(&areas[2]);
+            bsp.pop_reg(&areas[1]);
+            bsp.sync();
+            assert_eq!(bsp.area(&areas[2])[3], round);
+            assert_eq!(bsp.area(&areas[0])[0], round + 1);
+        }
+        assert_eq!(bsp.slots.len(), 3);
+        assert_eq!(
+            bsp.by_addr.len(),
+            1,
+            "only the first area is still registered"
+        );
+        bsp.end();
     }
 }

@@ -84,6 +84,25 @@ fn registrations_match_by_order_and_pop_takes_effect_at_sync() {
 }
 
 #[test]
+fn registrations_stack() {
+    ok(3, "reg_stack", &[]);
+    ok(3, "reg_reuse", &[]);
+    stops("err_stack_popped", ": bsp_put: address");
+}
+
+/// `Bsp::begin` on fewer processes than the job, with the number from process 0 only.
+#[test]
+fn begin_with_fewer_processes_than_the_job() {
+    let out = run(4, "begin_fewer", &[]);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success() && stdout.matches("begin_fewer ok").count() == 1,
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+#[test]
 fn registration_takes_effect_at_next_sync() {
     stops("err_reg_not_yet", ": bsp_put: address");
     stops("err_popped", ": bsp_put: address");
@@ -137,6 +156,31 @@ fn errors_stop_the_job_naming_process_and_call() {
     );
     stops("err_mismatch", ": bsp_sync: registrations do not match");
     stops("err_pop_unregistered", ": bsp_pop_reg: address");
+    stops(
+        "err_tagsize_differs",
+        "process 2: bsp_set_tagsize: process 1 sent a tag of 8 bytes",
+    );
+    stops(
+        "err_bad_pid",
+        "process 2: bsp_put: process id 3 is out of range 0..3",
+    );
+}
+
+/// A process that ends while the others sync, or leaves without ending: the job stops with a
+/// message naming it, where it waited for ever before.
+#[test]
+fn missing_or_early_ends_stop_the_job() {
+    let out = run(3, "err_end_while_sync", &[]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        !out.status.success()
+            && (err.contains(": bsp_sync: process 0 called bsp_end")
+                || err.contains("process 0: bsp_end: process 1 called bsp_sync")),
+        "{err}"
+    );
+    stops("err_no_end", "process 1: bsp_end: this process ended");
+    // Nothing is dropped: the launcher sees the process leave without finalizing.
+    stops("err_exit_no_end", "rank 1");
 }
 
 /// Every switch of the seed's optimisations, alone and all off, on 1, 2 and 4 processes.
@@ -246,6 +290,31 @@ fn applications() {
                 stdout.contains("pivot=on") && !stdout.contains("swaps=0 "),
                 "{stdout}"
             );
+        }
+    }
+}
+
+/// The seed paper's table 3 at its sizes (LU of 256, 700 000 keys, 100×100 Jacobi, 500
+/// sweeps) on 6 and 8 processes (LU on 2×3 and 2×4), optimisations on and all off; 2, 3 and 4
+/// processes, at smaller sizes, are in `applications`. Correctness only.
+#[test]
+fn applications_at_the_papers_sizes_on_6_and_8_processes() {
+    let off = [
+        ("FERRY_BSP_COMBINE", "0"),
+        ("FERRY_BSP_REORDER", "0"),
+        ("FERRY_BSP_PREPOST", "0"),
+    ];
+    for n in [6, 8] {
+        for env in [&[][..], &off[..]] {
+            for example in ["lu", "sample_sort", "jacobi"] {
+                let out = run_example(n, example, &[], env);
+                let stdout = String::from_utf8_lossy(&out.stdout);
+                assert!(
+                    out.status.success() && stdout.contains(" ok"),
+                    "{example} on {n} {env:?}\nstdout:\n{stdout}\nstderr:\n{}",
+                    String::from_utf8_lossy(&out.stderr)
+                );
+            }
         }
     }
 }

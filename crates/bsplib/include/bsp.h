@@ -36,22 +36,12 @@ void bsp_get_tag(int *status, void *tag);
 void bsp_move(void *payload, int reception_nbytes);
 int bsp_hpmove(void **tag_ptr_buf, void **payload_ptr_buf);
 
-/* Ends the job with an already formatted message (not part of the standard). */
+/* Stops the job with a printf-style message (bsp_vabort: with a va_list), naming the process. */
+void bsp_abort(const char *format, ...);
+void bsp_vabort(const char *format, va_list args);
+
+/* Stops the job with an already formatted message (not part of the standard). */
 void bsp_abort_str(const char *message);
-
-/* Variadic, so defined here (stable Rust cannot define C variadic functions). */
-static inline void bsp_vabort(const char *format, va_list args) {
-    char message[1024];
-    vsnprintf(message, sizeof message, format, args);
-    bsp_abort_str(message);
-}
-
-static inline void bsp_abort(const char *format, ...) {
-    va_list args;
-    va_start(args, format);
-    bsp_vabort(format, args);
-    va_end(args);
-}
 
 #ifdef __cplusplus
 }

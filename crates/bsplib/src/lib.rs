@@ -3,9 +3,10 @@
 //! Each `bsp_*` function runs its body through [`guard`], which catches a panic and ends the
 //! job with a message naming the call, so an unwind never crosses `extern "C"`. The state of
 //! the computation lives in a thread-local of the process (BSPlib has one computation per
-//! process). `bsp_abort` and `bsp_vabort` are variadic, which stable Rust cannot define: they
-//! are `static inline` in `bsp.h`, format the message with `vsnprintf`, and call
-//! [`bsp_abort_str`]. This crate depends on `ferry-bsp` and `ferry-core` only.
+//! process). `bsp_abort` is variadic, which stable Rust cannot define: it and `bsp_vabort` are
+//! C (`src/abort.c`, built by `build.rs` into `libbsp.so` and exported beside the Rust
+//! functions); they format the message with `vsnprintf` and call [`bsp_abort_str`]. This
+//! crate depends on `ferry-bsp` and `ferry-core` only.
 #![deny(missing_docs)]
 #![allow(clippy::missing_safety_doc)] // the contracts are BSPlib's, documented in bsp.h
 
@@ -55,21 +56,45 @@ fn guard<R>(call: &str, f: impl FnOnce() -> R) -> R {
     }
 }
 
-/// Runs `f` on the running computation; outside `bsp_begin` … `bsp_end` ends the process with
-/// a message naming the call.
+/// Runs `f` on the running computation; outside `bsp_begin` … `bsp_end` stops the job with a
+/// message naming the process and the call.
 fn with_bsp<R>(call: &str, f: impl FnOnce(&mut Bsp) -> R) -> R {
     guard(call, || {
         STATE.with(|s| {
             let mut s = s.borrow_mut();
             match &mut *s {
                 State::Running(b) => f(b),
-                _ => {
-                    eprintln!("ferry-bsplib: {call}: called outside bsp_begin … bsp_end");
-                    std::process::exit(1)
-                }
+                other => outside(call, other),
             }
         })
     })
+}
+
+/// Stops the job: `call` needs the computation, and there is none (yet or any more). Before
+/// `bsp_begin` the process is named by its rank in the job, which starts ferry if it is not
+/// up yet (every process calls `bsp_begin` or stops, so that does not wait long).
+#[cold]
+fn outside(call: &str, state: &mut State) -> ! {
+    let when = match state {
+        State::Ended => "after bsp_end",
+        _ => "before bsp_begin",
+    };
+    if let State::Idle = state {
+        if let Ok(w) = ferry_core::init() {
+            *state = State::World(w);
+        }
+    }
+    match state {
+        State::World(w) => w.abort(
+            1,
+            &format!("ferry-bsplib: process {}: {call}: called {when}", w.rank()),
+        ),
+        _ => {
+            // After bsp_end only process 0 is left.
+            eprintln!("ferry-bsplib: process 0: {call}: called {when}");
+            std::process::exit(1)
+        }
+    }
 }
 
 /// A non-negative `int` argument of `call` as a size, offset or pid; a negative one stops the
@@ -81,13 +106,61 @@ fn size(b: &Bsp, call: &str, n: c_int) -> usize {
     }
 }
 
-/// `bsp_init(spmd, argc, argv)`: with `ferry run` every process runs `main`, so there is
-/// nothing to start here; accepted for programs written to the standard.
-#[no_mangle]
-pub extern "C" fn bsp_init(_spmd: Option<extern "C" fn()>, _argc: c_int, _argv: *mut *mut c_char) {}
+/// A pointer argument of `call` that is about to be read or written for `len` bytes: NULL
+/// stops the job naming the argument and the call (it would crash the process otherwise).
+fn non_null<T>(b: &Bsp, call: &str, what: &str, ptr: *const T, len: usize) {
+    if ptr.is_null() && len > 0 {
+        b.fail(call, format!("{what} is NULL (for {len} bytes)"));
+    }
+}
 
-/// `bsp_begin(maxprocs)`: starts the computation on min(maxprocs, job size) processes; the
-/// processes beyond end cleanly (exit 0) once the others finish.
+/// `bsp_init(spmd, argc, argv)`, the first statement of a `main` that does not begin with
+/// `bsp_begin`: as the standard has it, only process 0 goes on with `main` (whose sequential
+/// part may read input and decide how many processes to ask for); `ferry run` started `main`
+/// on every process, so the others run `spmd` here (its `bsp_begin` takes process 0's number)
+/// and exit when it returns.
+#[no_mangle]
+pub extern "C" fn bsp_init(spmd: Option<extern "C" fn()>, _argc: c_int, _argv: *mut *mut c_char) {
+    let rank = guard("bsp_init", || {
+        STATE.with(|s| {
+            let mut s = s.borrow_mut();
+            if let State::Idle = &*s {
+                match ferry_core::init() {
+                    Ok(w) => *s = State::World(w),
+                    Err(e) => {
+                        eprintln!("ferry-bsplib: bsp_init: {e}");
+                        std::process::exit(1)
+                    }
+                }
+            }
+            match &mut *s {
+                State::World(w) if spmd.is_none() => w.abort(
+                    1,
+                    &format!(
+                        "ferry-bsplib: process {}: bsp_init: the SPMD function is NULL",
+                        w.rank()
+                    ),
+                ),
+                State::World(w) => w.rank(),
+                State::Running(b) => b.fail("bsp_init", "called after bsp_begin".into()),
+                other => outside("bsp_init", other),
+            }
+        })
+    });
+    if rank != 0 {
+        if let Some(spmd) = spmd {
+            spmd();
+        }
+        // Its bsp_end ended this process already unless spmd returned without it, which the
+        // exit reports (see ferry-bsp's Drop of the computation).
+        // SAFETY: exit flushes C stdio and ends the process.
+        unsafe { libc::exit(0) };
+    }
+}
+
+/// `bsp_begin(maxprocs)`: starts the computation on min(maxprocs, job size) processes, with
+/// process 0's `maxprocs` (the others may not know it, see `bsp_init`); the processes beyond
+/// end cleanly (exit 0) once the others finish.
 #[no_mangle]
 pub extern "C" fn bsp_begin(maxprocs: c_int) {
     guard("bsp_begin", || {
@@ -102,10 +175,8 @@ pub extern "C" fn bsp_begin(maxprocs: c_int) {
                         std::process::exit(1)
                     }
                 },
-                _ => {
-                    eprintln!("ferry-bsplib: bsp_begin: called twice");
-                    std::process::exit(1)
-                }
+                State::Running(b) => b.fail("bsp_begin", "called again before bsp_end".into()),
+                mut ended => outside("bsp_begin", &mut ended),
             };
             let n = if maxprocs <= 0 {
                 None
@@ -136,10 +207,7 @@ pub extern "C" fn bsp_end() {
                     b.end();
                     pid
                 }
-                _ => {
-                    eprintln!("ferry-bsplib: bsp_end: called outside bsp_begin … bsp_end");
-                    std::process::exit(1)
-                }
+                mut other => outside("bsp_end", &mut other),
             }
         });
         if pid != 0 {
@@ -239,6 +307,7 @@ pub unsafe extern "C" fn bsp_put(
     nbytes: c_int,
 ) {
     with_bsp("bsp_put", |b| {
+        non_null(b, "bsp_put", "src", src, size(b, "bsp_put", nbytes));
         b.put_raw(
             size(b, "bsp_put", pid),
             src as *const u8,
@@ -259,6 +328,7 @@ pub unsafe extern "C" fn bsp_hpput(
     nbytes: c_int,
 ) {
     with_bsp("bsp_hpput", |b| {
+        non_null(b, "bsp_hpput", "src", src, size(b, "bsp_hpput", nbytes));
         b.hpput_raw(
             size(b, "bsp_hpput", pid),
             src as *const u8,
@@ -279,6 +349,7 @@ pub unsafe extern "C" fn bsp_get(
     nbytes: c_int,
 ) {
     with_bsp("bsp_get", |b| {
+        non_null(b, "bsp_get", "dst", dst, size(b, "bsp_get", nbytes));
         b.get_raw(
             size(b, "bsp_get", pid),
             src as *const u8,
@@ -299,6 +370,7 @@ pub unsafe extern "C" fn bsp_hpget(
     nbytes: c_int,
 ) {
     with_bsp("bsp_hpget", |b| {
+        non_null(b, "bsp_hpget", "dst", dst, size(b, "bsp_hpget", nbytes));
         b.hpget_raw(
             size(b, "bsp_hpget", pid),
             src as *const u8,
@@ -313,6 +385,13 @@ pub unsafe extern "C" fn bsp_hpget(
 #[no_mangle]
 pub unsafe extern "C" fn bsp_set_tagsize(tag_nbytes: *mut c_int) {
     with_bsp("bsp_set_tagsize", |b| {
+        non_null(
+            b,
+            "bsp_set_tagsize",
+            "tag_nbytes",
+            tag_nbytes,
+            size_of::<c_int>(),
+        );
         let n = size(b, "bsp_set_tagsize", *tag_nbytes);
         *tag_nbytes = b.set_tagsize(n) as c_int;
     })
@@ -328,12 +407,14 @@ pub unsafe extern "C" fn bsp_send(
 ) {
     with_bsp("bsp_send", |b| {
         let t = b.tagsize();
+        let n = size(b, "bsp_send", payload_nbytes);
+        non_null(b, "bsp_send", "tag", tag, t);
+        non_null(b, "bsp_send", "payload", payload, n);
         let tag: &[u8] = if t == 0 {
             &[]
         } else {
             std::slice::from_raw_parts(tag as *const u8, t)
         };
-        let n = size(b, "bsp_send", payload_nbytes);
         let payload: &[u8] = if n == 0 {
             &[]
         } else {
@@ -362,12 +443,17 @@ pub unsafe extern "C" fn bsp_qsize(nmessages: *mut c_int, accum_nbytes: *mut c_i
 pub unsafe extern "C" fn bsp_get_tag(status: *mut c_int, tag: *mut c_void) {
     with_bsp("bsp_get_tag", |b| match b.get_tag() {
         Some((n, t)) => {
+            non_null(b, "bsp_get_tag", "status", status, size_of::<c_int>());
+            non_null(b, "bsp_get_tag", "tag", tag, t.len());
             *status = n as c_int;
             if !t.is_empty() {
                 std::ptr::copy_nonoverlapping(t.as_ptr(), tag as *mut u8, t.len());
             }
         }
-        None => *status = -1,
+        None => {
+            non_null(b, "bsp_get_tag", "status", status, size_of::<c_int>());
+            *status = -1
+        }
     })
 }
 
@@ -377,6 +463,8 @@ pub unsafe extern "C" fn bsp_get_tag(status: *mut c_int, tag: *mut c_void) {
 pub unsafe extern "C" fn bsp_move(payload: *mut c_void, reception_nbytes: c_int) {
     with_bsp("bsp_move", |b| {
         let n = size(b, "bsp_move", reception_nbytes);
+        let n = n.min(b.get_tag().map_or(0, |(len, _)| len));
+        non_null(b, "bsp_move", "payload", payload, n);
         let buf: &mut [u8] = if n == 0 {
             &mut []
         } else {
@@ -395,12 +483,19 @@ pub unsafe extern "C" fn bsp_hpmove(
     tag_ptr_buf: *mut *mut c_void,
     payload_ptr_buf: *mut *mut c_void,
 ) -> c_int {
-    with_bsp("bsp_hpmove", |b| match b.hpmove() {
-        Some((t, p)) => {
-            *tag_ptr_buf = t.as_ptr() as *mut c_void;
-            *payload_ptr_buf = p.as_ptr() as *mut c_void;
-            p.len() as c_int
+    with_bsp("bsp_hpmove", |b| {
+        if b.get_tag().is_some() {
+            let ptr = size_of::<*mut c_void>();
+            non_null(b, "bsp_hpmove", "tag_ptr_buf", tag_ptr_buf, ptr);
+            non_null(b, "bsp_hpmove", "payload_ptr_buf", payload_ptr_buf, ptr);
         }
-        None => -1,
+        match b.hpmove() {
+            Some((t, p)) => {
+                *tag_ptr_buf = t.as_ptr() as *mut c_void;
+                *payload_ptr_buf = p.as_ptr() as *mut c_void;
+                p.len() as c_int
+            }
+            None => -1,
+        }
     })
 }

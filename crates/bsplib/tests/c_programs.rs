@@ -52,7 +52,7 @@ fn programs() -> &'static Path {
         let out = profile_dir().join("bsplib-tests");
         std::fs::create_dir_all(&out).expect("temp dir");
         for name in [
-            "rules", "inner", "reverse", "sum", "stress", "fewer", "heavy",
+            "rules", "inner", "reverse", "sum", "stress", "fewer", "heavy", "spmd", "protos",
         ] {
             let status = Command::new(here.join("bspcc"))
                 .env("BSP_LIBDIR", &lib)
@@ -129,6 +129,16 @@ fn registrations_match_by_order_and_pop_takes_effect_at_sync() {
 }
 
 #[test]
+fn registrations_stack() {
+    rule("reg_null");
+    rule("reg_stack");
+    stops(
+        "err_stack_uncovered",
+        ": bsp_put: bytes 12..16 are outside the 8-byte area",
+    );
+}
+
+#[test]
 fn registration_takes_effect_at_next_sync() {
     stops("err_reg_not_yet", ": bsp_put: address");
 }
@@ -166,12 +176,95 @@ fn errors_stop_the_job_naming_process_and_call() {
     );
     stops("err_mismatch", ": bsp_sync: registrations do not match");
     stops("err_negative", "bsp_put: negative argument -4");
+    stops(
+        "err_get_bounds",
+        "process 1: bsp_get: bytes 12..20 are outside",
+    );
+    stops("err_unregistered", "process 1: bsp_put: address");
+    stops("err_popped", ": bsp_put: address");
+    stops("err_pop_unregistered", "process 2: bsp_pop_reg: address");
+    stops("err_pop_mismatch", ": bsp_sync: registrations do not match");
+    stops(
+        "err_tagsize_differs",
+        "process 2: bsp_set_tagsize: process 1 sent a tag of 8 bytes in superstep 1, where the tag size here is 4",
+    );
+    stops(
+        "err_bad_pid",
+        "process 2: bsp_send: process id 3 is out of range 0..3",
+    );
+    // NULL where memory is to be read or written (a crash before).
+    stops(
+        "err_null_src",
+        "process 1: bsp_put: src is NULL (for 4 bytes)",
+    );
+    stops(
+        "err_null_tag",
+        "process 1: bsp_get_tag: tag is NULL (for 1 bytes)",
+    );
     let out = run(2, "rules", &["no_such_case"], &[]);
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(
         !out.status.success() && err.contains("bsp_abort: unknown case no_such_case"),
         "{err}"
     );
+}
+
+/// Calls outside `bsp_begin` … `bsp_end`, and processes that do not end with the others: the
+/// job stops with a message (each hung until the timeout before).
+#[test]
+fn calls_outside_the_computation_and_missing_ends_stop_the_job() {
+    stops(
+        "err_sync_before_begin",
+        ": bsp_sync: called before bsp_begin",
+    );
+    stops("err_put_before_begin", ": bsp_put: called before bsp_begin");
+    stops(
+        "err_sync_after_end",
+        "process 0: bsp_sync: called after bsp_end",
+    );
+    stops("err_init_null", ": bsp_init: the SPMD function is NULL");
+    stops(
+        "err_begin_twice",
+        "process 1: bsp_begin: called again before bsp_end",
+    );
+    let out = run(3, "rules", &["err_end_while_sync"], &[]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        !out.status.success()
+            && (err.contains(": bsp_sync: process 0 called bsp_end")
+                || err.contains("process 0: bsp_end: process 1 called bsp_sync")),
+        "{err}"
+    );
+    for case in ["err_no_end", "err_exit_no_end"] {
+        stops(case, "process 1: bsp_end: this process ended");
+    }
+}
+
+/// SPMD as the standard allows it: `main` starts with `bsp_init`, and its sequential part,
+/// which decides how many processes to ask for, runs on process 0 only.
+#[test]
+fn spmd_through_bsp_init() {
+    let out = ok(4, "spmd", &["3"], &[]);
+    assert_eq!(out.matches("sequential part").count(), 1, "{out}");
+    assert_eq!(out.matches("spmd ok on 3").count(), 1, "{out}");
+}
+
+/// The paper's prototypes, declared by the program itself: all 20 primitives, `bsp_abort`
+/// and `bsp_vabort` are functions of `libbsp.so` (the last two were inline in `bsp.h`).
+#[test]
+fn primitives_are_functions_with_the_standard_signatures() {
+    assert!(ok(3, "protos", &[], &[]).contains("protos ok"));
+    for (case, text) in [
+        ("abort", "process 2: bsp_abort: stopped by bsp_abort 42 2.5"),
+        (
+            "vabort",
+            "process 2: bsp_abort: stopped by bsp_vabort 43 3.5",
+        ),
+    ] {
+        let out = run(3, "protos", &[case], &[]);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success() && err.contains(text), "{err}");
+    }
 }
 
 #[test]

@@ -9,6 +9,12 @@
 
 int main(int argc, char **argv) {
     const char *c = argc > 1 ? argv[1] : "";
+    if (!strcmp(c, "err_sync_before_begin")) bsp_sync();
+    if (!strcmp(c, "err_init_null")) bsp_init(NULL, argc, argv);
+    if (!strcmp(c, "err_put_before_begin")) {
+        int x = 0;
+        bsp_put(0, &x, &x, 0, sizeof x);
+    }
     bsp_begin(bsp_nprocs());
     int p = bsp_pid(), n = bsp_nprocs(), right = (p + 1) % n, left = (p + n - 1) % n;
     if (!strcmp(c, "reg_order")) {
@@ -27,6 +33,69 @@ int main(int argc, char **argv) {
         bsp_put(right, &z, b, 2 * sizeof(int), sizeof z); /* pop effective at next sync */
         bsp_sync();
         CHECK(b[2] == 30, "put after pop_reg in the same superstep");
+    } else if (!strcmp(c, "reg_stack") || !strcmp(c, "err_stack_uncovered")) {
+        /* Registrations of one address stack: the newest is in effect, with its size; a pop
+         * uncovers the one below at the next sync. */
+        static int a[4];
+        int v = 40 + p;
+        bsp_push_reg(a, 2 * sizeof(int));
+        bsp_sync();
+        bsp_push_reg(a, 4 * sizeof(int));
+        bsp_sync();
+        bsp_put(right, &v, a, 3 * sizeof(int), sizeof v); /* inside the newer, larger one */
+        bsp_pop_reg(a);
+        bsp_sync();
+        CHECK(a[3] == 40 + left, "put through the newest registration");
+        bsp_put(right, &v, a, (c[0] == 'e' ? 3 : 1) * sizeof(int), sizeof v); /* 8 bytes now */
+        bsp_sync();
+        CHECK(a[1] == 40 + left, "put through the registration below");
+        bsp_pop_reg(a);
+    } else if (!strcmp(c, "reg_null")) {
+        /* A process with nothing to offer registers NULL, keeping the order; the others'
+         * areas are reached through it. */
+        static int a[2];
+        bsp_push_reg(p == 0 ? NULL : a, p == 0 ? 0 : (int)sizeof a);
+        bsp_sync();
+        if (right != 0) bsp_put(right, &p, p == 0 ? NULL : a, 0, sizeof p);
+        bsp_sync();
+        CHECK(p == 0 || a[0] == left, "put through a NULL registration");
+        bsp_pop_reg(p == 0 ? NULL : a);
+    } else if (!strcmp(c, "err_pop_mismatch")) {
+        static int a[2], b[2];
+        bsp_push_reg(a, sizeof a);
+        bsp_push_reg(b, sizeof b);
+        bsp_sync();
+        bsp_pop_reg(p == 1 ? b : a); /* not the same registration everywhere */
+        bsp_sync();
+    } else if (!strcmp(c, "err_begin_twice")) {
+        if (p == 1) bsp_begin(2);
+        bsp_sync();
+    } else if (!strcmp(c, "err_bad_pid")) {
+        int x = 0;
+        if (p == 2) bsp_send(n, NULL, &x, sizeof x); /* no process n */
+        bsp_sync();
+    } else if (!strcmp(c, "err_tagsize_differs")) {
+        int ts = p == 1 ? 8 : 4;
+        long long t = 0;
+        bsp_set_tagsize(&ts); /* must be the same everywhere */
+        bsp_sync();
+        if (p == 1) bsp_send(right, &t, "x", 1);
+        bsp_sync();
+    } else if (!strcmp(c, "err_null_src")) {
+        static int a[2];
+        bsp_push_reg(a, sizeof a);
+        bsp_sync();
+        if (p == 1) bsp_put(0, NULL, a, 0, sizeof(int));
+        bsp_sync();
+    } else if (!strcmp(c, "err_null_tag")) {
+        int ts = 1, st;
+        char t = 4;
+        bsp_set_tagsize(&ts);
+        bsp_sync();
+        bsp_send(right, &t, NULL, 0);
+        bsp_sync();
+        if (p == 1) bsp_get_tag(&st, NULL);
+        bsp_sync();
     } else if (!strcmp(c, "err_reg_not_yet")) {
         static int a[2];
         bsp_push_reg(a, sizeof a);
@@ -38,6 +107,46 @@ int main(int argc, char **argv) {
         bsp_sync();
         if (p == 1) bsp_put(0, a, a, 3 * sizeof(int), 2 * sizeof(int));
         bsp_sync();
+    } else if (!strcmp(c, "err_get_bounds")) {
+        static int a[4];
+        int g[2];
+        bsp_push_reg(a, sizeof a);
+        bsp_sync();
+        if (p == 1) bsp_get(0, a, 3 * sizeof(int), g, 2 * sizeof(int));
+        bsp_sync();
+    } else if (!strcmp(c, "err_unregistered")) {
+        static int a[4], never[4];
+        bsp_push_reg(a, sizeof a);
+        bsp_sync();
+        if (p == 1) bsp_put(0, a, never, 0, sizeof(int));
+        bsp_sync();
+    } else if (!strcmp(c, "err_popped")) {
+        static int a[4];
+        bsp_push_reg(a, sizeof a);
+        bsp_sync();
+        bsp_pop_reg(a);
+        bsp_sync();
+        bsp_put(right, a, a, 0, sizeof(int)); /* popped at the last sync */
+        bsp_sync();
+    } else if (!strcmp(c, "err_pop_unregistered")) {
+        static int a[4];
+        if (p == 2) bsp_pop_reg(a);
+        bsp_sync();
+    } else if (!strcmp(c, "err_end_while_sync")) {
+        /* Process 0 ends while the others sync: stopped, not a wait for ever. */
+        if (p == 0) {
+            bsp_end();
+            return 0;
+        }
+        bsp_sync();
+    } else if (!strcmp(c, "err_no_end")) {
+        if (p == 1) return 0; /* leaves main without bsp_end */
+        bsp_sync();
+    } else if (!strcmp(c, "err_exit_no_end")) {
+        if (p == 1) exit(0); /* exits without bsp_end */
+        bsp_sync();
+    } else if (!strcmp(c, "err_sync_after_end")) {
+        /* below */
     } else if (!strcmp(c, "err_negative")) {
         static int a[4];
         bsp_push_reg(a, sizeof a);
@@ -62,8 +171,9 @@ int main(int argc, char **argv) {
         bsp_sync();
         bsp_put(right, &v, &x, 0, sizeof v);
         bsp_get(right, &x, 0, &got, sizeof got);
+        x = 3000 + p; /* a get reads at the sync: after local writes, before the puts */
         bsp_sync();
-        CHECK(got == 1000 + right, "get served before puts");
+        CHECK(got == 3000 + right, "get served at the sync, before puts");
         CHECK(x == 2000 + left, "put applied");
     } else if (!strcmp(c, "hp")) {
         int x[8], got[4], src[3] = {7, 8, p};
@@ -125,6 +235,7 @@ int main(int argc, char **argv) {
     CHECK(t >= 0, "bsp_time");
     bsp_sync();
     bsp_end();
+    if (!strcmp(c, "err_sync_after_end")) bsp_sync();
     if (p == 0) printf("rules %s ok\n", c);
     return 0;
 }
