@@ -39,6 +39,14 @@ pub(crate) enum Route {
     Tcp,
 }
 
+/// How a receive stands once started ([`Engine::recv_now_or_post`]).
+pub(crate) enum Received {
+    /// The message was there: received.
+    Now(Completion),
+    /// Still to come, as this request.
+    Later(ReqId),
+}
+
 /// How a finished request ended.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct Completion {
@@ -1532,14 +1540,52 @@ impl Engine {
         };
         match self.proto.matcher.take_unexpected(&pattern) {
             Some(message) => self.recv_message(message, buf, cap),
-            None => {
-                let id = self
-                    .proto
-                    .requests
-                    .insert(ReqState::RecvPosted { buf, cap });
-                self.proto.matcher.push_posted(pattern, id);
-                Ok(id)
+            None => Ok(self.post_recv(pattern, buf, cap)),
+        }
+    }
+
+    fn post_recv(&mut self, pattern: Pattern, buf: *mut u8, cap: usize) -> ReqId {
+        let id = self
+            .proto
+            .requests
+            .insert(ReqState::RecvPosted { buf, cap });
+        self.proto.matcher.push_posted(pattern, id);
+        id
+    }
+
+    /// As [`Engine::irecv`] from one source with one tag, but a message that has arrived
+    /// eagerly is received at once, without a request.
+    pub(crate) fn recv_now_or_post(
+        &mut self,
+        context: u32,
+        source: u32,
+        tag: i32,
+        buf: *mut u8,
+        cap: usize,
+    ) -> Result<Received, Error> {
+        let buf = non_null_if_empty(buf, cap);
+        let pattern = Pattern {
+            context,
+            source: Some(source),
+            tag: Some(tag),
+        };
+        match self.proto.matcher.take_unexpected(&pattern) {
+            Some((env, Unexpected::Eager(data))) => {
+                let n = data.len().min(cap);
+                // SAFETY: the caller lends `buf` for `cap` bytes.
+                unsafe { std::ptr::copy_nonoverlapping(data.as_ptr(), buf, n) };
+                let done = Completion {
+                    source: env.source,
+                    tag: env.tag,
+                    len: n,
+                    message_len: data.len(),
+                    cancelled: false,
+                };
+                self.proto.recycle_kept(data);
+                Ok(Received::Now(done))
             }
+            Some(message) => self.recv_message(message, buf, cap).map(Received::Later),
+            None => Ok(Received::Later(self.post_recv(pattern, buf, cap))),
         }
     }
 
