@@ -39,6 +39,10 @@ pub(crate) enum Route {
     Tcp,
 }
 
+/// Polls of a spinning wait between looks at whether a peer shares this rank's CPU (see
+/// `Engine::spins_beside_a_peer`): about 2 µs of polling, so a quick message never pays the look.
+const SHARED_CPU_LOOK: u32 = 64;
+
 /// How a receive stands once started ([`Engine::recv_now_or_post`]).
 pub(crate) enum Received {
     /// The message was there: received.
@@ -2161,7 +2165,7 @@ impl Engine {
     /// sleeps until a transport wakes us (or the nap ends).
     fn back_off(&mut self, idle: u32) -> Result<(), Error> {
         if idle < self.spin {
-            if self.spin_yield {
+            if self.spin_yield || (idle % SHARED_CPU_LOOK == 0 && self.spins_beside_a_peer(idle)) {
                 std::thread::yield_now();
             } else {
                 std::hint::spin_loop();
@@ -2172,6 +2176,27 @@ impl Engine {
             self.block()?;
         }
         Ok(())
+    }
+
+    /// Whether a shared-memory peer last waited on the CPU this rank spins on. The scheduler
+    /// may put two ranks on one core (a wake-up pulls the woken rank to the waker's core, and
+    /// other work holds the second core); spinning then holds back the peer until the spin
+    /// ends, about 100 µs a message. So a spin looks now and then, and yields when it shares
+    /// the core. A wait's first look publishes this rank's CPU.
+    #[cold]
+    #[inline(never)]
+    fn spins_beside_a_peer(&self, idle: u32) -> bool {
+        let Some(shm) = self.shm.as_ref() else {
+            return false;
+        };
+        // SAFETY: sched_getcpu takes no arguments and touches no memory of ours.
+        let Ok(cpu) = u32::try_from(unsafe { libc::sched_getcpu() }) else {
+            return false;
+        };
+        if idle == SHARED_CPU_LOOK {
+            shm.note_cpu(cpu);
+        }
+        shm.shares_cpu(cpu)
     }
 
     /// Sleeps until a transport has something for us (or a short timeout).
