@@ -2165,7 +2165,9 @@ impl Engine {
     /// sleeps until a transport wakes us (or the nap ends).
     fn back_off(&mut self, idle: u32) -> Result<(), Error> {
         if idle < self.spin {
-            if self.spin_yield || (idle % SHARED_CPU_LOOK == 0 && self.spins_beside_a_peer(idle)) {
+            if self.spin_yield
+                || (idle.is_multiple_of(SHARED_CPU_LOOK) && self.spins_beside_a_peer(idle))
+            {
                 std::thread::yield_now();
             } else {
                 std::hint::spin_loop();
