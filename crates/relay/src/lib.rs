@@ -21,3 +21,4 @@
 pub mod client;
 pub mod daemon;
 pub mod engine;
+pub mod sockmap;
