@@ -117,12 +117,11 @@ fn cpu_secs(pid: u32) -> f64 {
 fn cpu_of(stat_file: &str) -> f64 {
     let stat = std::fs::read_to_string(stat_file).unwrap_or_default();
     let after = stat.rsplit_once(')').map_or("", |(_, r)| r);
-    let f: Vec<f64> = after
-        .split_whitespace()
-        .filter_map(|x| x.parse().ok())
-        .collect();
-    // Fields 14 and 15 (utime, stime) are 12th and 13th after the command name.
-    let ticks = f.get(11).copied().unwrap_or(0.0) + f.get(12).copied().unwrap_or(0.0);
+    let f: Vec<&str> = after.split_whitespace().collect();
+    // Fields 14 and 15 (utime, stime) are the 12th and 13th after the command name (the
+    // first being the state letter).
+    let field = |i: usize| f.get(i).and_then(|x| x.parse::<f64>().ok()).unwrap_or(0.0);
+    let ticks = field(11) + field(12);
     ticks / 100.0
 }
 
