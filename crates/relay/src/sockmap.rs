@@ -657,6 +657,51 @@ mod tests {
         assert_eq!(read_n(&mut xb, 6), b"queued");
     }
 
+    /// How much the kernel holds for a destination that does not read: the sender is not held
+    /// back by the destination's buffers (this measures it; it asserts only that forwarding
+    /// resumes in order once the destination reads).
+    #[test]
+    fn slow_destination_backlog() {
+        if !is_root() {
+            eprintln!("skipped: loading BPF programs needs root");
+            return;
+        }
+        let fw = Forwarder::load(8).unwrap();
+        let [(xa, sa), (mut xb, sb)] = two_pairs();
+        fw.add_pair(sa.as_fd(), sb.as_fd()).unwrap();
+        let sent = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        let limit = 256 << 20;
+        let writer = {
+            let sent = sent.clone();
+            let mut xa = xa.try_clone().unwrap();
+            std::thread::spawn(move || {
+                let chunk = vec![7u8; 1 << 20];
+                while sent.load(std::sync::atomic::Ordering::Relaxed) < limit {
+                    if xa.write_all(&chunk).is_err() {
+                        return;
+                    }
+                    sent.fetch_add(chunk.len(), std::sync::atomic::Ordering::Relaxed);
+                }
+            })
+        };
+        std::thread::sleep(Duration::from_secs(2));
+        let held = sent.load(std::sync::atomic::Ordering::Relaxed);
+        eprintln!(
+            "sender wrote {} MiB towards a destination that did not read",
+            held >> 20
+        );
+        let mut got = 0usize;
+        let mut buf = vec![0u8; 1 << 20];
+        xb.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+        while got < held {
+            let n = xb.read(&mut buf).unwrap();
+            assert!(n > 0 && buf[..n].iter().all(|&b| b == 7));
+            got += n;
+        }
+        xa.shutdown(Shutdown::Both).unwrap();
+        let _ = writer.join();
+    }
+
     #[test]
     fn sockets_without_a_pair_entry_get_nothing_forwarded() {
         if !is_root() {
