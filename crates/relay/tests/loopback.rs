@@ -277,3 +277,84 @@ fn sockmap_falls_back_to_splice_without_privilege() {
     );
     assert!(second.contains("(Splice forwarding)"), "{second}");
 }
+
+/// A kernel pair whose destination does not read: the relay holds the source back once the
+/// kernel has about [`ferry_relay::daemon::BACKLOG_HIGH`] queued for it (without that, 256 MiB
+/// went in within 2 s), and everything arrives intact once the destination reads.
+#[test]
+fn sockmap_backlog_is_bounded() {
+    if !rustix::process::geteuid().is_root() {
+        eprintln!("skipped: sockmap needs root");
+        return;
+    }
+    let tmp = TempDir::new("backlog");
+    let jobs = jobs_dir(&tmp);
+    let relay = RelayProcess::start(&[], "127.0.0.1:0", &jobs, &["--copy", "sockmap"]);
+    let target = TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = target.local_addr().unwrap().port();
+    let _reg = client::register(relay.addr, &job_key(), JOB, 2, port).unwrap();
+    let total: usize = 512 << 20;
+    let (ready_tx, ready_rx) = std::sync::mpsc::channel();
+    let server = std::thread::spawn(move || {
+        let (mut s, _) = target.accept().unwrap();
+        let mut seen = ReplayGuard::default();
+        client::accept(&mut s, &job_key(), JOB, 2, &mut seen).unwrap();
+        let hs =
+            ferry_wire::Handshake::accept(job_key(), JOB, SIZE, 2, client::fresh_nonce().unwrap());
+        client::handshake(&mut s, hs).unwrap();
+        // Not reading until told.
+        ready_rx.recv().unwrap();
+        let mut buf = vec![0u8; 1 << 20];
+        let mut got = 0usize;
+        let mut sum = 0u64;
+        s.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
+        while got < total {
+            let n = s.read(&mut buf).unwrap();
+            assert!(n > 0, "ended after {got} bytes");
+            for (i, b) in buf[..n].iter().enumerate() {
+                sum = sum.wrapping_add(u64::from(*b ^ ((got + i) as u8)));
+            }
+            got += n;
+        }
+        sum
+    });
+    let mut s = client::connect(relay.addr, &job_key(), JOB, 1, 2).unwrap();
+    let hs =
+        ferry_wire::Handshake::connect(job_key(), JOB, SIZE, 1, 2, client::fresh_nonce().unwrap());
+    client::handshake(&mut s, hs).unwrap();
+    let sent = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let writer = {
+        let sent = sent.clone();
+        let mut s = s.try_clone().unwrap();
+        std::thread::spawn(move || {
+            let mut chunk = vec![0u8; 1 << 20];
+            let mut off = 0usize;
+            while off < total {
+                for (i, b) in chunk.iter_mut().enumerate() {
+                    *b = ((off + i) as u8) ^ 0x5a;
+                }
+                s.write_all(&chunk).unwrap();
+                off += chunk.len();
+                sent.store(off, std::sync::atomic::Ordering::Relaxed);
+            }
+        })
+    };
+    std::thread::sleep(Duration::from_secs(2));
+    let held = sent.load(std::sync::atomic::Ordering::Relaxed);
+    eprintln!(
+        "client got {} MiB in while the target did not read",
+        held >> 20
+    );
+    assert!(held < 200 << 20, "{} MiB went in", held >> 20);
+    ready_tx.send(()).unwrap();
+    writer.join().unwrap();
+    assert_eq!(server.join().unwrap(), (total as u64) * 0x5a);
+    relay.signal("USR1");
+    let lines = relay.lines(Duration::from_millis(300));
+    assert!(
+        lines
+            .iter()
+            .any(|l| l.contains("sockmap_pairs=1") && !l.contains("sockmap_pauses=0 ")),
+        "{lines:?}"
+    );
+}
