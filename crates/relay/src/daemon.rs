@@ -14,13 +14,9 @@
 //! closed read side and errors (`EPOLLRDHUP`, no `EPOLLIN`: forwarded bytes do not wake it):
 //! after a FIN it waits until every byte the program counted for that direction has entered
 //! the other socket (TCP_INFO) and shuts that socket's write side; both directions shut or an
-//! error closes the pair. Every [`SWEEP`] the relay reads the program's per-socket counters
-//! (bytes for the status line, traffic for the idle timers) and each direction's backlog (bytes
-//! redirected but not yet in the destination socket): the kernel queues those without limit,
-//! so above [`BACKLOG_HIGH`] the source leaves the verdict map (its bytes wait in its receive
-//! queue and TCP holds the sender back) until the backlog is down to [`BACKLOG_LOW`]; pairs
-//! with a backlog are looked at every millisecond. If the program cannot be loaded (no
-//! privilege, a kernel without sockmap) the relay says so once and splices.
+//! error closes the pair. Bytes and idleness come from the program's per-socket counters, read
+//! when a timer is due and for the status line. If the program cannot be loaded (no privilege,
+//! a kernel without sockmap) the relay says so once and splices.
 //!
 //! Signals: SIGTERM or SIGINT shut down cleanly (connections being set up are refused, pairs
 //! closed, a last status line printed, exit status 0); SIGUSR1 prints a status line to stderr.
@@ -54,16 +50,8 @@ pub const BUDGET: usize = 4 << 20;
 /// Size of each forwarding pipe (and of the buffer in buffered mode).
 pub const PIPE_SIZE: usize = 1 << 20;
 /// How often a kernel-forwarded pair whose one side has closed is looked at until the last
-/// bytes in that direction have left the relay, and a pair with a backlog (below).
+/// bytes in that direction have left the relay.
 const DRAIN_LOOK: Duration = Duration::from_millis(1);
-/// How often every kernel-forwarded pair is looked at: bytes, idleness, backlog.
-const SWEEP: Duration = Duration::from_millis(10);
-/// Bytes the kernel may hold for one direction of a kernel pair (redirected, not yet in the
-/// destination socket) before the source is paused. Nothing else limits them: a destination
-/// slower than the source (a slow WAN link out) would otherwise fill the relay's memory.
-pub const BACKLOG_HIGH: u64 = 16 << 20;
-/// A paused source is resumed when the backlog is down to this.
-pub const BACKLOG_LOW: u64 = 4 << 20;
 
 /// How paired connections are forwarded.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
@@ -74,7 +62,8 @@ pub enum CopyMode {
     Buffered,
     /// In the kernel: a BPF sockmap with an `sk_skb` verdict program redirects each socket's
     /// bytes to the other's egress; the relay process leaves the data path. Splice if the
-    /// program cannot be loaded (needs root or CAP_BPF + CAP_NET_ADMIN).
+    /// program cannot be loaded (needs root or CAP_BPF + CAP_NET_ADMIN). The kernel holds
+    /// bytes for a slow destination without limit (see [`crate::sockmap`]); not the default.
     Sockmap,
 }
 
@@ -208,8 +197,6 @@ pub struct IoCounters {
     pub buffered_pairs: u64,
     /// Pairs forwarded in the kernel (sockmap).
     pub sockmap_pairs: u64,
-    /// Times a kernel pair's source was held back for its backlog.
-    pub pauses: u64,
 }
 
 struct Sock {
@@ -255,8 +242,6 @@ enum Path {
         base: [u64; 2],
         /// The program's counters (client, target) already added to the I/O counters.
         seen: [u64; 2],
-        /// Whether the client's / target's bytes are held back (backlog above the high mark).
-        paused: [bool; 2],
     },
 }
 
@@ -309,10 +294,6 @@ pub struct Daemon {
     kernel: Option<Forwarder>,
     /// Kernel pairs with a FIN whose last bytes are still on their way to the other socket.
     draining: HashSet<u64>,
-    /// Kernel pairs with a backlog at or above the low mark, looked at every [`DRAIN_LOOK`].
-    hot: HashSet<u64>,
-    /// When all kernel pairs are looked at next.
-    next_sweep: Instant,
     max_connections: usize,
     stats_every: Option<Duration>,
     /// How long to keep polling after the last event (`--spin-us`).
@@ -437,8 +418,6 @@ impl Daemon {
             copy,
             kernel,
             draining: HashSet::new(),
-            hot: HashSet::new(),
-            next_sweep: Instant::now(),
             max_connections: args.max_connections,
             stats_every,
             spin: Duration::from_micros(args.spin_us),
@@ -462,7 +441,7 @@ impl Daemon {
             .collect();
         refused.sort();
         format!(
-            "ferry relay: up {:.0}s conns={} relayed={} registered={} accepted={} paired={} bytes_in={} bytes_out={} refused=[{}] idle_closed={} turned_away={} errors={} splice_pairs={} buffered_pairs={} sockmap_pairs={} sockmap_pauses={} cpu={:.3}s",
+            "ferry relay: up {:.0}s conns={} relayed={} registered={} accepted={} paired={} bytes_in={} bytes_out={} refused=[{}] idle_closed={} turned_away={} errors={} splice_pairs={} buffered_pairs={} sockmap_pairs={} cpu={:.3}s",
             self.started.elapsed().as_secs_f64(),
             self.engine.connections(),
             self.engine.relayed(),
@@ -478,7 +457,6 @@ impl Daemon {
             self.io.spliced_pairs,
             self.io.buffered_pairs,
             self.io.sockmap_pairs,
-            self.io.pauses,
             cpu_secs(),
         )
     }
@@ -514,13 +492,9 @@ impl Daemon {
                 timeout = Some(timeout.map_or(d, |x| x.min(d)));
             }
             let spinning = last_event.is_some_and(|t| now.duration_since(t) < self.spin);
-            if !self.draining.is_empty() || !self.hot.is_empty() {
+            if !self.draining.is_empty() {
                 // The kernel tells nobody when a redirect queue has emptied: look again soon.
                 timeout = Some(timeout.map_or(DRAIN_LOOK, |x| x.min(DRAIN_LOOK)));
-            }
-            if self.io.sockmap_pairs > 0 && !self.pairs.is_empty() {
-                let d = self.next_sweep.saturating_duration_since(now);
-                timeout = Some(timeout.map_or(d, |x| x.min(d)));
             }
             if !self.again.is_empty() || spinning {
                 timeout = Some(Duration::ZERO);
@@ -564,14 +538,6 @@ impl Daemon {
             }
             for pair in std::mem::take(&mut self.draining) {
                 self.pump_pair(pair, now);
-            }
-            if now >= self.next_sweep {
-                self.count_kernel_bytes(now);
-                self.next_sweep = now + SWEEP;
-            } else {
-                for pair in std::mem::take(&mut self.hot) {
-                    self.look_kernel_pair(pair, now);
-                }
             }
             if due.is_some_and(|t| t <= now) {
                 // Kernel pairs' traffic is known only from the program's counters.
@@ -889,7 +855,6 @@ impl Daemon {
         }
         self.again.remove(&pair_id);
         self.draining.remove(&pair_id);
-        self.hot.remove(&pair_id);
         self.unmap(&pair);
         let (client, target) = (pair.dirs[0].from, pair.dirs[0].to);
         for id in [client, target] {
@@ -905,7 +870,6 @@ impl Daemon {
     fn forget_pair(&mut self, pair_id: u64) {
         self.again.remove(&pair_id);
         self.draining.remove(&pair_id);
-        self.hot.remove(&pair_id);
         if let Some(pair) = self.pairs.remove(&pair_id) {
             self.unmap(&pair);
         }
@@ -922,77 +886,32 @@ impl Daemon {
         k.remove_pair(*keys);
     }
 
-    /// Looks at every kernel pair (see [`Daemon::look_kernel_pair`]).
+    /// Adds what the verdict program forwarded since the last look to the I/O counters and
+    /// tells the engine which pairs had traffic (their idle timers start again).
     fn count_kernel_bytes(&mut self, now: Instant) {
-        let ids: Vec<u64> = self
-            .pairs
-            .iter()
-            .filter(|(_, p)| matches!(p.path, Path::Kernel { .. }))
-            .map(|(&id, _)| id)
-            .collect();
-        for id in ids {
-            self.look_kernel_pair(id, now);
-        }
-    }
-
-    /// Adds what the verdict program forwarded since the last look to the I/O counters, tells
-    /// the engine if there was traffic (its idle timer starts again), and holds back a source
-    /// whose bytes pile up in the kernel ([`BACKLOG_HIGH`]) until they are down to
-    /// [`BACKLOG_LOW`].
-    fn look_kernel_pair(&mut self, pair_id: u64, now: Instant) {
-        let (Some(pair), Some(k)) = (self.pairs.get_mut(&pair_id), &self.kernel) else {
+        let Some(k) = &self.kernel else {
             return;
         };
-        let Path::Kernel {
-            keys,
-            base,
-            seen,
-            paused,
-        } = &mut pair.path
-        else {
-            return;
-        };
-        let mut moved = false;
-        let mut hot = false;
-        for (i, (key, d)) in [keys.a, keys.b].into_iter().zip(&pair.dirs).enumerate() {
-            let Some(counted) = k.forwarded(key) else {
+        for pair in self.pairs.values_mut() {
+            let Path::Kernel { keys, seen, .. } = &mut pair.path else {
                 continue;
             };
-            if counted > seen[i] {
-                if i == 0 {
-                    self.io.bytes_in += counted - seen[i];
-                } else {
-                    self.io.bytes_out += counted - seen[i];
+            let got = [k.forwarded(keys.a), k.forwarded(keys.b)];
+            let mut moved = false;
+            for (i, g) in got.into_iter().enumerate() {
+                if let Some(g) = g.filter(|&g| g > seen[i]) {
+                    if i == 0 {
+                        self.io.bytes_in += g - seen[i];
+                    } else {
+                        self.io.bytes_out += g - seen[i];
+                    }
+                    seen[i] = g;
+                    moved = true;
                 }
-                seen[i] = counted;
-                moved = true;
             }
-            let (Some(from), Some(to)) = (self.socks.get(&d.from), self.socks.get(&d.to)) else {
-                continue;
-            };
-            let dest_base = base[1 - i];
-            let Ok(entered) = sockmap::written(to.stream.as_fd()) else {
-                continue;
-            };
-            let backlog = counted.saturating_sub(entered.wrapping_sub(dest_base));
-            if !paused[i] && backlog >= BACKLOG_HIGH && !d.eof {
-                k.pause(key);
-                paused[i] = true;
-                self.io.pauses += 1;
-            } else if paused[i] && backlog <= BACKLOG_LOW {
-                if k.resume(from.stream.as_fd(), key).is_err() {
-                    self.io.errors += 1;
-                }
-                paused[i] = false;
+            if moved {
+                self.engine.handle_traffic(pair.dirs[0].from, now);
             }
-            hot |= paused[i] || backlog >= BACKLOG_LOW;
-        }
-        let client = pair.dirs[0].from;
-        if hot {
-            self.hot.insert(pair_id);
-        }
-        if moved {
-            self.engine.handle_traffic(client, now);
         }
     }
 
@@ -1057,7 +976,6 @@ impl Daemon {
                         keys,
                         base,
                         seen: [0, 0],
-                        paused: [false, false],
                     };
                 }
                 Err(AddError::Before(e)) => {
@@ -1079,14 +997,10 @@ impl Daemon {
                 }
             }
         }
-        let Path::Kernel {
-            keys, base, paused, ..
-        } = &mut pair.path
-        else {
+        let Path::Kernel { keys, base, .. } = &pair.path else {
             return;
         };
         let (keys, base) = (*keys, *base);
-        let mut was_paused = *paused;
         let mut waiting = false;
         for (i, d) in pair.dirs.iter_mut().enumerate() {
             let (Some(from), Some(to)) = (self.socks.get(&d.from), self.socks.get(&d.to)) else {
@@ -1120,18 +1034,6 @@ impl Daemon {
                 } else {
                     (keys.b, base[0])
                 };
-                if was_paused[i] {
-                    // The rest of this side's bytes are in its receive queue: let them through
-                    // (at most a receive buffer more in the backlog).
-                    let resumed = self
-                        .kernel
-                        .as_ref()
-                        .map(|k| k.resume(from.stream.as_fd(), key));
-                    if !matches!(resumed, Some(Ok(()))) {
-                        return self.end_pair(pair_id, pair, true, now);
-                    }
-                    was_paused[i] = false;
-                }
                 let counted = self.kernel.as_ref().and_then(|k| k.forwarded(key));
                 let entered = sockmap::written(to.stream.as_fd())
                     .ok()
@@ -1145,9 +1047,6 @@ impl Daemon {
                     _ => return self.end_pair(pair_id, pair, true, now),
                 }
             }
-        }
-        if let Path::Kernel { paused, .. } = &mut pair.path {
-            *paused = was_paused;
         }
         if pair.dirs.iter().all(|d| d.shut) {
             return self.end_pair(pair_id, pair, false, now);

@@ -26,10 +26,16 @@
 //! calls it when bytes are queued), and they are handled in order before later bytes; a FIN
 //! is not forwarded (the daemon shuts the other side once every byte went out); redirected
 //! skbs wait in the destination's queue of the psock without limit while its send buffer is
-//! full (the sender's window stays open: 256 MiB in 2 s towards a socket nobody reads), so
-//! [`written`] tells when they have all entered the socket and the daemon pauses a source with
-//! [`Forwarder::pause`]; and that queue is sent only while the send buffer is less than half
-//! full (hence [`SNDBUF`]).
+//! full, so [`written`] tells when they have all entered the socket; and that queue is sent
+//! only while the send buffer is less than half full (hence [`SNDBUF`]).
+//!
+//! Not solved: that queue has no limit, and the source's window stays open (256 MiB went in
+//! within 2 s towards a socket nobody reads, test `slow_destination_backlog`), so a destination
+//! slower than its source — a slow WAN link out of the cluster — makes the relay's kernel hold
+//! whatever the source sends ahead. Pausing a source by taking it out of the verdict map loses
+//! bytes: a `data_ready` already under way then finds no program and drops what it reads
+//! (46 segments of a 2 GiB stream, `ss -m` d46, bench/results/2026-11-23-relay-sockmap/).
+//! ferry's rendezvous keeps the amount bounded by the messages in flight, not the relay.
 
 use std::io;
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, OwnedFd, RawFd};
@@ -491,19 +497,6 @@ impl Forwarder {
         )
         .ok()
         .map(|()| v.bytes)
-    }
-
-    /// Stops forwarding bytes arriving on `cookie`'s socket: they stay in its receive queue,
-    /// whose window then closes on the sender. Bytes redirected already still go out.
-    pub fn pause(&self, cookie: u64) {
-        Self::delete(&self.ingress, cookie);
-    }
-
-    /// Forwards bytes arriving on a paused socket again, those queued meanwhile first (they
-    /// have gone through the program when this returns).
-    pub fn resume(&self, sock: BorrowedFd<'_>, cookie: u64) -> io::Result<()> {
-        Self::put_sock(&self.ingress, cookie, sock)?;
-        set_rcvlowat(sock, 1)
     }
 
     /// Takes the pair out of the maps (closing a socket also takes it out of both sockhashes,
