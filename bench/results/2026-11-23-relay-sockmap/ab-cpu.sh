@@ -13,7 +13,7 @@ P="fyc$$-"
 mkdir -p "$OUT"
 "$FERRY" testbed up "$GRIDS/three.toml" --prefix "$P" >/dev/null
 trap '"$FERRY" testbed down --prefix "$P" >/dev/null' EXIT INT TERM
-kthreads() { awk -F') ' '{ split($2, a, " "); if (a[2] == 2) s += a[12] + a[13] } END { printf "%.2f", s / 100 }' /proc/[0-9]*/stat 2>/dev/null; }
+kthreads() { cat /proc/[0-9]*/stat 2>/dev/null | awk -F') ' '{ split($2, a, " "); if (a[2] == 2) s += a[12] + a[13] } END { printf "%.2f", s / 100 }'; }
 machine() { awk '/^cpu / { printf "%.2f %.2f", $8 / 100, ($2 + $3 + $4 + $7 + $8 + $9) / 100 }' /proc/stat; }
 {
   echo "command: $0 $ARGS"
