@@ -277,3 +277,56 @@ fn sockmap_falls_back_to_splice_without_privilege() {
     );
     assert!(second.contains("(Splice forwarding)"), "{second}");
 }
+
+/// An error on one side of a kernel pair (the target resets its connection) closes the other
+/// side at once and takes the pair out of the relay.
+#[test]
+fn sockmap_pair_reset_closes_the_other_side() {
+    let tmp = TempDir::new("reset");
+    let jobs = jobs_dir(&tmp);
+    let relay = RelayProcess::start(&[], "127.0.0.1:0", &jobs, &["--copy", "sockmap"]);
+    let target = TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = target.local_addr().unwrap().port();
+    let _reg = client::register(relay.addr, &job_key(), JOB, 2, port).unwrap();
+    let server = std::thread::spawn(move || {
+        let (mut s, _) = target.accept().unwrap();
+        let mut seen = ReplayGuard::default();
+        client::accept(&mut s, &job_key(), JOB, 2, &mut seen).unwrap();
+        let hs =
+            ferry_wire::Handshake::accept(job_key(), JOB, SIZE, 2, client::fresh_nonce().unwrap());
+        client::handshake(&mut s, hs).unwrap();
+        let mut b = [0u8; 5];
+        s.read_exact(&mut b).unwrap();
+        assert_eq!(&b, b"hello");
+        // Close with a reset (linger 0) instead of a FIN.
+        rustix::net::sockopt::set_socket_linger(&s, Some(Duration::ZERO)).unwrap();
+        drop(s);
+    });
+    let mut s = client::connect(relay.addr, &job_key(), JOB, 1, 2).unwrap();
+    let hs =
+        ferry_wire::Handshake::connect(job_key(), JOB, SIZE, 1, 2, client::fresh_nonce().unwrap());
+    client::handshake(&mut s, hs).unwrap();
+    s.write_all(b"hello").unwrap();
+    server.join().unwrap();
+    let t0 = Instant::now();
+    s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+    let r = s.read(&mut [0u8; 1]);
+    assert!(matches!(r, Ok(0) | Err(_)), "{r:?}");
+    assert!(
+        t0.elapsed() < Duration::from_secs(1),
+        "took {:?}",
+        t0.elapsed()
+    );
+    std::thread::sleep(Duration::from_millis(100));
+    relay.signal("USR1");
+    let lines = relay.lines(Duration::from_millis(300));
+    let status = lines
+        .iter()
+        .find(|l| l.contains("paired="))
+        .expect("status");
+    // Only the registration is left.
+    assert!(
+        status.contains(" conns=1 ") && status.contains(" relayed=0 "),
+        "{status}"
+    );
+}
