@@ -63,7 +63,7 @@ pub enum CopyMode {
     /// In the kernel: a BPF sockmap with an `sk_skb` verdict program redirects each socket's
     /// bytes to the other's egress; the relay process leaves the data path. Splice if the
     /// program cannot be loaded (needs root or CAP_BPF + CAP_NET_ADMIN). The kernel holds
-    /// bytes for a slow destination without limit (see [`crate::sockmap`]); not the default.
+    /// bytes for a slow destination without limit (module `sockmap`); not the default.
     Sockmap,
 }
 
