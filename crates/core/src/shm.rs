@@ -1,9 +1,12 @@
 //! Shared-memory transport: per-job segments of single-producer/single-consumer byte rings.
 //!
 //! Every rank owns one segment, `/dev/shm/ferry-<job>-<rank>`, holding one inbound ring per
-//! possible sender. A sender maps the receiver's segment and writes records — a frame header
-//! followed by its payload, padded to 8 bytes — at the ring's tail; the receiver reads them at
-//! the head. Records are written whole or not at all, so a ring never holds half a frame.
+//! possible sender. A sender maps the receiver's segment and writes records — a stamp, a frame
+//! header and its payload, padded to a cache line — at the ring's tail; the receiver reads them
+//! at the head. A record is visible once its stamp is: the sender stores it last, and it is the
+//! record's stream position mixed with the ring's random key, which no earlier content of that
+//! place holds. So a waiting receiver polls the line the record will arrive in, and a small
+//! message crosses between the cores as one cache line (there is no tail word to read first).
 //!
 //! Waiting ranks sleep on a futex in their own segment header instead of spinning: a sleeper
 //! sets its `sleeping` word and re-checks its rings; a sender (or a receiver that freed ring
@@ -23,7 +26,7 @@
 //! ```text
 //! 0    magic u64 | ranks u32 | pad | ring_bytes u64 | cpu u32 (where the owner last waited, + 1)
 //! 64   sleeping u32 (futex word)
-//! 128  ring 0: tail u64 @+0 (producer), head u64 @+64 (consumer), data @+128 .. +128+ring_bytes
+//! 128  ring 0: key u64 @+0 (set at creation), head u64 @+64 (consumer), data @+128 .. +128+ring_bytes
 //! ...  ring s at 128 + s * (128 + ring_bytes)
 //! ```
 
@@ -53,9 +56,16 @@ fn segment_len(ranks: usize, ring_bytes: usize) -> usize {
     SEGMENT_HEADER + ranks * (RING_HEADER + ring_bytes)
 }
 
+/// A record's stamp (see the module doc).
+const STAMP_LEN: usize = 8;
+/// Stamp and header: where a record's payload starts.
+const PREFIX_LEN: usize = STAMP_LEN + HEADER_LEN;
+/// Records start on cache lines, so a small one is a single line.
+const RECORD_ALIGN: usize = 64;
+
 /// Bytes a record with `payload` bytes occupies in a ring.
 pub(crate) fn record_len(payload: usize) -> usize {
-    HEADER_LEN + payload.next_multiple_of(8)
+    (PREFIX_LEN + payload).next_multiple_of(RECORD_ALIGN)
 }
 
 /// Opens (or creates, owner-only) and maps the segment file at `path`.
@@ -115,7 +125,7 @@ impl Segment {
         unsafe {
             let base = self.base().add(offset);
             RingView {
-                tail: base as *const AtomicU64,
+                key: base as *const AtomicU64,
                 head: base.add(64) as *const AtomicU64,
                 data: base.add(RING_HEADER),
                 mask: ring_bytes as u64 - 1,
@@ -127,20 +137,26 @@ impl Segment {
 /// Raw pointers into one ring.
 #[derive(Clone, Copy)]
 struct RingView {
-    tail: *const AtomicU64,
+    key: *const AtomicU64,
     head: *const AtomicU64,
     data: *mut u8,
     mask: u64,
 }
 
 impl RingView {
-    fn tail(&self) -> &AtomicU64 {
+    fn key(&self) -> &AtomicU64 {
         // SAFETY: see `Segment::ring`: valid, aligned, atomically accessed.
-        unsafe { &*self.tail }
+        unsafe { &*self.key }
     }
     fn head(&self) -> &AtomicU64 {
-        // SAFETY: as for `tail`.
+        // SAFETY: as for `key`.
         unsafe { &*self.head }
+    }
+    /// The stamp word of the record at stream position `pos` (a multiple of [`RECORD_ALIGN`]).
+    fn stamp_at(&self, pos: u64) -> &AtomicU64 {
+        // SAFETY: `pos & mask` is a multiple of 64 inside the data area, which is 64-aligned;
+        // stamp words are only ever accessed atomically.
+        unsafe { &*(self.data.add((pos & self.mask) as usize) as *const AtomicU64) }
     }
     fn capacity(&self) -> u64 {
         self.mask + 1
@@ -222,9 +238,18 @@ fn wake_if_sleeping(sleeping: &AtomicU32) {
     }
 }
 
+/// The stamp of a record at stream position `pos` in a ring with `key`. Keys are odd and
+/// positions multiples of 64, so a stamp is never 0 (a fresh ring), and content left from an
+/// earlier lap matches only by a 2^-64 chance.
+fn stamp(key: u64, pos: u64) -> u64 {
+    key ^ pos
+}
+
 /// Writing end of a ring in a peer's segment.
 struct Producer {
     ring: RingView,
+    /// The ring's key (see [`stamp`]).
+    key: u64,
     tail: u64,
     head_seen: u64,
     /// Payload bytes reserved at `tail` by [`ShmTransport::reserve`], not yet published; while
@@ -238,9 +263,12 @@ impl Producer {
     /// Makes the record at `tail` visible with `header` (its `len` payload bytes are written
     /// already) and wakes the consumer if it sleeps.
     fn commit(&mut self, header: &[u8; HEADER_LEN], len: usize) {
-        self.ring.write_at(self.tail, header.as_ptr(), HEADER_LEN);
+        self.ring
+            .write_at(self.tail + STAMP_LEN as u64, header.as_ptr(), HEADER_LEN);
+        self.ring
+            .stamp_at(self.tail)
+            .store(stamp(self.key, self.tail), Ordering::Release);
         self.tail += record_len(len) as u64;
-        self.ring.tail().store(self.tail, Ordering::Release);
         // SAFETY: points into a peer segment owned by the transport.
         wake_if_sleeping(unsafe { &*self.peer_sleeping });
     }
@@ -249,21 +277,18 @@ impl Producer {
 /// Reading end of a ring in our own segment.
 struct Consumer {
     ring: RingView,
+    /// The ring's key (see [`stamp`]).
+    key: u64,
     head: u64,
-    tail_seen: u64,
     /// The producer's futex word, to wake it when space frees up.
     peer_sleeping: *const AtomicU32,
 }
 
 impl Consumer {
-    /// Whether a record is at the head: loads the producer's tail only once the records seen
-    /// before are read.
+    /// Whether a record is at the head: its stamp is there.
     #[inline]
     fn has_record(&mut self) -> bool {
-        if self.head == self.tail_seen {
-            self.tail_seen = self.ring.tail().load(Ordering::Acquire);
-        }
-        self.head != self.tail_seen
+        self.ring.stamp_at(self.head).load(Ordering::Acquire) == stamp(self.key, self.head)
     }
 }
 
@@ -279,7 +304,7 @@ impl Record<'_> {
     /// end. They stay there, unchanged, until the record is popped.
     pub(crate) fn payload_in_place(&self, len: usize) -> Option<*const u8> {
         let ring = &self.consumer.ring;
-        let offset = ((self.consumer.head + HEADER_LEN as u64) & ring.mask) as usize;
+        let offset = ((self.consumer.head + PREFIX_LEN as u64) & ring.mask) as usize;
         // SAFETY: offset < capacity: a pointer inside the ring's data area.
         (offset + len <= ring.capacity() as usize)
             .then(|| unsafe { ring.data.add(offset) } as *const u8)
@@ -289,7 +314,7 @@ impl Record<'_> {
     pub(crate) fn copy_payload(&self, offset: usize, dst: *mut u8, len: usize) {
         self.consumer
             .ring
-            .read_at(self.consumer.head + (HEADER_LEN + offset) as u64, dst, len);
+            .read_at(self.consumer.head + (PREFIX_LEN + offset) as u64, dst, len);
     }
 }
 
@@ -322,6 +347,17 @@ impl ShmTransport {
             (base as *mut u64).write(MAGIC);
             (base.add(8) as *mut u32).write(ranks as u32);
             (base.add(16) as *mut u64).write(ring_bytes as u64);
+        }
+        for sender in 0..ranks {
+            let mut key = [0u8; 8];
+            getrandom::getrandom(&mut key)
+                .map_err(|e| Error::Transport(format!("no random ring key: {e}")))?;
+            // Odd: see `stamp`. Written before the fence that lets the peers attach.
+            let key = u64::from_ne_bytes(key) | 1;
+            segment
+                .ring(sender, ring_bytes)
+                .key()
+                .store(key, Ordering::Relaxed);
         }
         Ok(CreatedSegment { segment, path })
     }
@@ -370,14 +406,17 @@ impl ShmTransport {
                     outbound.push(None);
                 }
                 Some(peer) => {
+                    let ring = own_segment.ring(rank, ring_bytes);
                     inbound.push(Some(Consumer {
-                        ring: own_segment.ring(rank, ring_bytes),
+                        ring,
+                        key: ring.key().load(Ordering::Relaxed),
                         head: 0,
-                        tail_seen: 0,
                         peer_sleeping: peer.sleeping(),
                     }));
+                    let ring = peer.ring(me as usize, ring_bytes);
                     outbound.push(Some(Producer {
-                        ring: peer.ring(me as usize, ring_bytes),
+                        ring,
+                        key: ring.key().load(Ordering::Relaxed),
                         tail: 0,
                         head_seen: 0,
                         reserved: None,
@@ -403,7 +442,7 @@ impl ShmTransport {
 
     /// Largest payload one record may carry.
     pub(crate) fn max_payload(&self) -> usize {
-        self.ring_bytes / 2 - HEADER_LEN
+        self.ring_bytes / 2 - PREFIX_LEN
     }
 
     /// Writes a whole record to `peer`'s ring, or returns false when it has no room now.
@@ -428,7 +467,7 @@ impl ShmTransport {
                 return false;
             }
         }
-        p.ring.write_at(p.tail + HEADER_LEN as u64, payload, len);
+        p.ring.write_at(p.tail + PREFIX_LEN as u64, payload, len);
         p.commit(header, len);
         true
     }
@@ -451,11 +490,12 @@ impl ShmTransport {
             return None;
         }
         let capacity = p.ring.capacity();
-        let start = p.tail + HEADER_LEN as u64;
+        let start = p.tail + PREFIX_LEN as u64;
         let offset = (start & p.ring.mask) as usize;
-        // Free bytes past the header (a multiple of 8, as tail, head and the capacity are),
-        // and of those the ones before the ring wraps: an in-place reader needs them whole.
-        let free = |head: u64| (capacity - (p.tail - head)).saturating_sub(HEADER_LEN as u64);
+        // Free bytes past the stamp and header (the record then fits whole: tail, head and the
+        // capacity are multiples of its alignment), and of those the ones before the ring
+        // wraps: an in-place reader needs them whole.
+        let free = |head: u64| (capacity - (p.tail - head)).saturating_sub(PREFIX_LEN as u64);
         let contiguous = capacity as usize - offset;
         let want = want.min(max).min(contiguous);
         if (free(p.head_seen) as usize) < want {
@@ -502,7 +542,8 @@ impl ShmTransport {
             return None;
         }
         let mut header = [0u8; HEADER_LEN];
-        c.ring.read_at(c.head, header.as_mut_ptr(), HEADER_LEN);
+        c.ring
+            .read_at(c.head + STAMP_LEN as u64, header.as_mut_ptr(), HEADER_LEN);
         Some(Record {
             consumer: c,
             header,
@@ -510,7 +551,7 @@ impl ShmTransport {
     }
 
     /// Whether any inbound ring holds a record: the cheap first look of an idle progress pass
-    /// (a load of each ring's tail, and no load while records seen before are unread).
+    /// (a load of the stamp at each ring's head).
     #[inline]
     pub(crate) fn any_ready(&mut self) -> bool {
         self.inbound.iter_mut().flatten().any(Consumer::has_record)
@@ -531,8 +572,6 @@ impl ShmTransport {
         self.inbound.len()
     }
 
-    /// Announces that this rank is about to sleep. The caller must then look for work once more
-    /// and call [`ShmTransport::sleep`] only if it found none.
     /// Publishes the CPU this rank waits on, for [`ShmTransport::shares_cpu`] of its peers.
     pub(crate) fn note_cpu(&self, cpu: u32) {
         self.own.cpu().store(cpu.wrapping_add(1), Ordering::Relaxed);
@@ -548,6 +587,8 @@ impl ShmTransport {
             .any(|peer| peer.cpu().load(Ordering::Relaxed) == cpu)
     }
 
+    /// Announces that this rank is about to sleep. The caller must then look for work once more
+    /// and call [`ShmTransport::sleep`] only if it found none.
     pub(crate) fn prepare_sleep(&self) {
         self.own.sleeping().store(1, Ordering::SeqCst);
         fence(Ordering::SeqCst);
@@ -699,7 +740,7 @@ mod tests {
             }
             assert_eq!(
                 pushed, 3,
-                "round {round}: a 4096-byte ring holds 3 records of 1040"
+                "round {round}: a 4096-byte ring holds 3 records of 1088"
             );
             for _ in 0..pushed {
                 let rec = b.peek(0).expect("record");
@@ -714,7 +755,7 @@ mod tests {
         }
         assert_eq!(
             sent, 60,
-            "3 records of 1040 bytes per 4096-byte ring, 20 rounds"
+            "3 records of 1088 bytes per 4096-byte ring, 20 rounds"
         );
     }
 
@@ -765,13 +806,13 @@ mod tests {
     fn reservations_stay_contiguous_near_the_end_of_the_ring() {
         let (mut a, mut b) = pair(4096);
         let header = [3u8; HEADER_LEN];
-        // Move the tail to 3 × 1040 = 3120: 4096 - 3120 - 40 = 936 bytes before the wrap.
+        // Move the tail to 3 × 1088 = 3264: 4096 - 3264 - 48 = 784 bytes before the wrap.
         for _ in 0..3 {
             assert!(a.try_push(1, &header, [0u8; 1000].as_ptr(), 1000));
             b.pop(0, 1000);
         }
         let (_, got) = a.reserve(1, 4000, 8).expect("room");
-        assert_eq!(got, 936);
+        assert_eq!(got, 784);
         assert!(a.publish(1, &header, got));
         let rec = b.peek(0).expect("published");
         assert!(rec.payload_in_place(got).is_some());
