@@ -15,6 +15,13 @@
 //! needs only a compiler fence — an `mfence` per push and per pop was about a tenth of an 8 B
 //! ping-pong's time.
 //!
+//! A rank that also has TCP peers waits in TCP's epoll instead, and a thread cannot wait on a
+//! futex and an epoll at once. Its sleep stores [`IN_POLL`] instead of [`ON_FUTEX`] in the same
+//! word, with the same fences, and a waker that swaps that value out sends a datagram to the
+//! sleeper's [`Doorbell`], an abstract-namespace UNIX datagram socket named from the job and
+//! the rank that sits in the sleeper's epoll set. The datagram stays queued until the sleeper
+//! drains it, so a ring that comes before the sleeper reaches `epoll_wait` still wakes it.
+//!
 //! Large messages are copied once, straight from the sender's memory, with
 //! `process_vm_readv` (CMA) — see [`cma_read`].
 //!
@@ -22,7 +29,7 @@
 //!
 //! ```text
 //! 0    magic u64 | ranks u32 | pad | ring_bytes u64
-//! 64   sleeping u32 (futex word)
+//! 64   sleeping u32 (futex word: 0 awake, 1 on the futex, 2 in epoll)
 //! 128  ring 0: tail u64 @+0 (producer), head u64 @+64 (consumer), data @+128 .. +128+ring_bytes
 //! ...  ring s at 128 + s * (128 + ring_bytes)
 //! ```
@@ -31,7 +38,10 @@ use crate::error::Error;
 use ferry_wire::HEADER_LEN;
 use memmap2::MmapRaw;
 use std::fs::OpenOptions;
+use std::io::ErrorKind;
+use std::os::linux::net::SocketAddrExt;
 use std::os::unix::fs::OpenOptionsExt;
+use std::os::unix::net::{SocketAddr as UnixAddr, UnixDatagram};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{compiler_fence, fence, AtomicU32, AtomicU64, Ordering};
 use std::time::Duration;
@@ -40,6 +50,23 @@ const MAGIC: u64 = u64::from_le_bytes(*b"FERRYSHM");
 const SEGMENT_HEADER: usize = 128;
 const RING_HEADER: usize = 128;
 const SLEEPING_OFFSET: usize = 64;
+
+/// Values of a segment's `sleeping` word: its owner is awake (or about to be)…
+const AWAKE: u32 = 0;
+/// …sleeps on the futex (no TCP)…
+const ON_FUTEX: u32 = 1;
+/// …or sleeps in TCP's epoll, woken through its [`Doorbell`].
+const IN_POLL: u32 = 2;
+
+/// Where a rank about to sleep will wait: what [`ShmTransport::prepare_sleep`] announces.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Sleep {
+    /// On the futex of its segment ([`ShmTransport::sleep`]).
+    OnFutex,
+    /// In an epoll that watches its [`Doorbell`]; it ends the sleep with
+    /// [`ShmTransport::cancel_sleep`].
+    InPoll,
+}
 
 /// Path of the segment holding the inbound rings of `rank`.
 pub(crate) fn segment_path(job: u64, rank: u32) -> PathBuf {
@@ -198,18 +225,141 @@ fn barriers() -> &'static Barriers {
     })
 }
 
-/// Wakes the owner of `sleeping` if it sleeps. Called after a store the sleeper waits for.
-fn wake_if_sleeping(sleeping: &AtomicU32) {
+/// Wakes the owner of `sleeping` if it sleeps on its futex. Called after a store the sleeper
+/// waits for. Returns true when the owner sleeps in epoll instead: the caller rings its
+/// doorbell ([`ShmTransport::ring`]).
+#[inline]
+#[must_use]
+fn wake_if_sleeping(sleeping: &AtomicU32) -> bool {
     if barriers().light_for_wakers {
         compiler_fence(Ordering::SeqCst);
     } else {
         fence(Ordering::SeqCst);
     }
-    if sleeping.load(Ordering::Relaxed) != 0 && sleeping.swap(0, Ordering::SeqCst) != 0 {
-        // SAFETY: FUTEX_WAKE on a valid, 4-aligned word of shared memory; no other memory is
-        // touched. Not FUTEX_PRIVATE: the waiter is another process.
-        unsafe {
-            libc::syscall(libc::SYS_futex, sleeping.as_ptr(), libc::FUTEX_WAKE, 1);
+    if sleeping.load(Ordering::Relaxed) == AWAKE {
+        return false;
+    }
+    match sleeping.swap(AWAKE, Ordering::SeqCst) {
+        ON_FUTEX => {
+            // SAFETY: FUTEX_WAKE on a valid, 4-aligned word of shared memory; no other memory
+            // is touched. Not FUTEX_PRIVATE: the waiter is another process.
+            unsafe {
+                libc::syscall(libc::SYS_futex, sleeping.as_ptr(), libc::FUTEX_WAKE, 1);
+            }
+            false
+        }
+        IN_POLL => true,
+        _ => false,
+    }
+}
+
+/// Abstract-namespace name of `rank`'s doorbell in job `job`.
+fn doorbell_name(job: u64, rank: u32) -> String {
+    format!("ferry-{job}-{rank}-wake")
+}
+
+/// The wake-up object of a rank that sleeps in epoll: a nonblocking UNIX datagram socket bound
+/// to an abstract name made from the job and the rank, so peers need nothing but those to ring
+/// it and nothing is left behind when the process ends. Any datagram is a wake-up; the owner
+/// watches it for readability (edge-triggered) and [`Doorbell::drain`]s it after every event,
+/// so the next datagram is an edge again. Strangers can only cause spurious wake-ups.
+pub(crate) struct Doorbell {
+    socket: mio::net::UnixDatagram,
+}
+
+impl Doorbell {
+    /// Binds `rank`'s doorbell of job `job`.
+    pub(crate) fn bind(job: u64, rank: u32) -> std::io::Result<Doorbell> {
+        let addr = UnixAddr::from_abstract_name(doorbell_name(job, rank))?;
+        let socket = UnixDatagram::bind_addr(&addr)?;
+        socket.set_nonblocking(true)?;
+        Ok(Doorbell {
+            socket: mio::net::UnixDatagram::from_std(socket),
+        })
+    }
+
+    /// Reads every queued ring; returns whether there was any.
+    pub(crate) fn drain(&self) -> bool {
+        let mut any = false;
+        let mut buf = [0u8; 8];
+        loop {
+            match self.socket.recv(&mut buf) {
+                Ok(_) => any = true,
+                Err(e) if e.kind() == ErrorKind::Interrupted => {}
+                // WouldBlock: empty. Anything else cannot be fixed by reading again.
+                Err(_) => return any,
+            }
+        }
+    }
+}
+
+impl mio::event::Source for Doorbell {
+    fn register(
+        &mut self,
+        registry: &mio::Registry,
+        token: mio::Token,
+        interests: mio::Interest,
+    ) -> std::io::Result<()> {
+        self.socket.register(registry, token, interests)
+    }
+    fn reregister(
+        &mut self,
+        registry: &mio::Registry,
+        token: mio::Token,
+        interests: mio::Interest,
+    ) -> std::io::Result<()> {
+        self.socket.reregister(registry, token, interests)
+    }
+    fn deregister(&mut self, registry: &mio::Registry) -> std::io::Result<()> {
+        self.socket.deregister(registry)
+    }
+}
+
+/// The sending side of the peers' doorbells, made on the first ring: one unbound socket and
+/// each rung peer's address.
+#[derive(Default)]
+struct Ringer {
+    socket: Option<UnixDatagram>,
+    addrs: Vec<Option<UnixAddr>>,
+    /// A failure was logged; later ones are not.
+    complained: bool,
+}
+
+impl Ringer {
+    /// Rings `peer`'s doorbell once. A full queue is fine: rings wait there unread, so the
+    /// peer wakes anyway. Any other failure is logged once; the peer then wakes when its
+    /// epoll times out (its nap), which is slow but never a hang.
+    fn ring(&mut self, job: u64, me: u32, peer: usize) {
+        let result = (|| {
+            if self.socket.is_none() {
+                let socket = UnixDatagram::unbound()?;
+                socket.set_nonblocking(true)?;
+                self.socket = Some(socket);
+            }
+            if self.addrs.len() <= peer {
+                self.addrs.resize_with(peer + 1, || None);
+            }
+            if self.addrs[peer].is_none() {
+                self.addrs[peer] = Some(UnixAddr::from_abstract_name(doorbell_name(
+                    job,
+                    peer as u32,
+                ))?);
+            }
+            match (self.socket.as_ref(), self.addrs[peer].as_ref()) {
+                (Some(socket), Some(addr)) => socket.send_to_addr(&[1], addr).map(|_| ()),
+                _ => Ok(()),
+            }
+        })();
+        match result {
+            Ok(()) => {}
+            Err(e) if e.kind() == ErrorKind::WouldBlock => {}
+            Err(e) if !self.complained => {
+                self.complained = true;
+                eprintln!(
+                    "ferry: rank {me}: cannot ring rank {peer}'s doorbell ({e}); it wakes for shared-memory messages only when its epoll times out"
+                );
+            }
+            Err(_) => {}
         }
     }
 }
@@ -228,13 +378,15 @@ struct Producer {
 
 impl Producer {
     /// Makes the record at `tail` visible with `header` (its `len` payload bytes are written
-    /// already) and wakes the consumer if it sleeps.
-    fn commit(&mut self, header: &[u8; HEADER_LEN], len: usize) {
+    /// already) and wakes the consumer if it sleeps on its futex. True: it sleeps in epoll, and
+    /// the caller rings its doorbell.
+    #[must_use]
+    fn commit(&mut self, header: &[u8; HEADER_LEN], len: usize) -> bool {
         self.ring.write_at(self.tail, header.as_ptr(), HEADER_LEN);
         self.tail += record_len(len) as u64;
         self.ring.tail().store(self.tail, Ordering::Release);
         // SAFETY: points into a peer segment owned by the transport.
-        wake_if_sleeping(unsafe { &*self.peer_sleeping });
+        wake_if_sleeping(unsafe { &*self.peer_sleeping })
     }
 }
 
@@ -293,6 +445,10 @@ pub(crate) struct ShmTransport {
     outbound: Vec<Option<Producer>>,
     ring_bytes: usize,
     path: PathBuf,
+    job: u64,
+    me: u32,
+    /// Rings peers that sleep in epoll; made on the first such wake-up.
+    ringer: Option<Box<Ringer>>,
 }
 
 impl ShmTransport {
@@ -385,7 +541,24 @@ impl ShmTransport {
             outbound,
             ring_bytes,
             path: own.path,
+            job,
+            me,
+            ringer: None,
         })
+    }
+
+    /// Binds this rank's doorbell, for sleeping in an epoll that watches it
+    /// ([`Sleep::InPoll`]).
+    pub(crate) fn doorbell(&self) -> std::io::Result<Doorbell> {
+        Doorbell::bind(self.job, self.me)
+    }
+
+    /// Wakes `peer`, which sleeps in epoll.
+    #[cold]
+    #[inline(never)]
+    fn ring(&mut self, peer: usize) {
+        let ringer = self.ringer.get_or_insert_with(Box::default);
+        ringer.ring(self.job, self.me, peer);
     }
 
     /// Removes this rank's segment file once every peer has mapped it (the mapping stays).
@@ -421,7 +594,9 @@ impl ShmTransport {
             }
         }
         p.ring.write_at(p.tail + HEADER_LEN as u64, payload, len);
-        p.commit(header, len);
+        if p.commit(header, len) {
+            self.ring(peer);
+        }
         true
     }
 
@@ -476,7 +651,9 @@ impl ShmTransport {
                 return false;
             }
         }
-        p.commit(header, len);
+        if p.commit(header, len) {
+            self.ring(peer);
+        }
         true
     }
 
@@ -514,7 +691,9 @@ impl ShmTransport {
             c.head += record_len(payload) as u64;
             c.ring.head().store(c.head, Ordering::Release);
             // SAFETY: points into a peer segment owned by `self`.
-            wake_if_sleeping(unsafe { &*c.peer_sleeping });
+            if wake_if_sleeping(unsafe { &*c.peer_sleeping }) {
+                self.ring(peer);
+            }
         }
     }
 
@@ -523,10 +702,15 @@ impl ShmTransport {
         self.inbound.len()
     }
 
-    /// Announces that this rank is about to sleep. The caller must then look for work once more
-    /// and call [`ShmTransport::sleep`] only if it found none.
-    pub(crate) fn prepare_sleep(&self) {
-        self.own.sleeping().store(1, Ordering::SeqCst);
+    /// Announces that this rank is about to sleep, and where. The caller must then look for work
+    /// once more and sleep only if it found none: [`ShmTransport::sleep`] on the futex, or in
+    /// an epoll that watches its [`Doorbell`], ending with [`ShmTransport::cancel_sleep`].
+    pub(crate) fn prepare_sleep(&self, sleep: Sleep) {
+        let word = match sleep {
+            Sleep::OnFutex => ON_FUTEX,
+            Sleep::InPoll => IN_POLL,
+        };
+        self.own.sleeping().store(word, Ordering::SeqCst);
         fence(Ordering::SeqCst);
         if barriers().heavy_for_sleepers {
             // SAFETY: membarrier takes two integer arguments and touches no memory of ours.
@@ -542,22 +726,22 @@ impl ShmTransport {
             tv_nsec: timeout.subsec_nanos() as libc::c_long,
         };
         // SAFETY: FUTEX_WAIT on a valid, aligned word of our own mapping with a valid timespec;
-        // it returns at once if the word is no longer 1.
+        // it returns at once if the word is no longer ON_FUTEX.
         unsafe {
             libc::syscall(
                 libc::SYS_futex,
                 word.as_ptr(),
                 libc::FUTEX_WAIT,
-                1u32,
+                ON_FUTEX,
                 &ts as *const libc::timespec,
             );
         }
-        word.store(0, Ordering::Relaxed);
+        word.store(AWAKE, Ordering::Relaxed);
     }
 
-    /// Withdraws the sleep announcement.
+    /// Withdraws the sleep announcement (or ends a sleep in epoll).
     pub(crate) fn cancel_sleep(&self) {
-        self.own.sleeping().store(0, Ordering::Relaxed);
+        self.own.sleeping().store(AWAKE, Ordering::Relaxed);
     }
 }
 
@@ -739,6 +923,95 @@ mod tests {
         assert!(a.publish(1, &header, got));
         let rec = b.peek(0).expect("published");
         assert!(rec.payload_in_place(got).is_some());
+    }
+
+    /// Waits up to `timeout` for events on `poll`; returns their tokens.
+    fn events(poll: &mut mio::Poll, timeout: Duration) -> Vec<mio::Token> {
+        let mut events = mio::Events::with_capacity(8);
+        poll.poll(&mut events, Some(timeout)).unwrap();
+        events.iter().map(|e| e.token()).collect()
+    }
+
+    const BELL: mio::Token = mio::Token(7);
+
+    fn watched(job: u64, rank: u32) -> (Doorbell, mio::Poll) {
+        let mut bell = Doorbell::bind(job, rank).unwrap();
+        let poll = mio::Poll::new().unwrap();
+        poll.registry()
+            .register(&mut bell, BELL, mio::Interest::READABLE)
+            .unwrap();
+        (bell, poll)
+    }
+
+    #[test]
+    fn doorbell_ends_a_poll_holds_its_rings_until_drained_and_never_fails_when_full() {
+        let job = job();
+        let (bell, mut poll) = watched(job, 3);
+        assert!(Doorbell::bind(job, 3).is_err(), "one doorbell per rank");
+        assert!(events(&mut poll, Duration::ZERO).is_empty());
+        assert!(!bell.drain());
+        // Far more rings than the socket queues: the extra ones are dropped, never an error.
+        let mut ringer = Ringer::default();
+        for _ in 0..10_000 {
+            ringer.ring(job, 0, 3);
+        }
+        assert!(!ringer.complained);
+        let start = std::time::Instant::now();
+        assert_eq!(events(&mut poll, Duration::from_secs(10)), [BELL]);
+        assert!(start.elapsed() < Duration::from_secs(5));
+        assert!(bell.drain());
+        assert!(!bell.drain());
+        assert!(events(&mut poll, Duration::ZERO).is_empty());
+        // Rung before the poll: the ring waits for it (the sleeper may be late).
+        ringer.ring(job, 0, 3);
+        assert_eq!(events(&mut poll, Duration::from_secs(10)), [BELL]);
+        assert!(bell.drain());
+        // A doorbell nobody bound: said once, no panic, no hang.
+        ringer.ring(job, 0, 4);
+        assert!(ringer.complained);
+    }
+
+    fn sleeping(t: &ShmTransport) -> u32 {
+        t.own.sleeping().load(Ordering::SeqCst)
+    }
+
+    #[test]
+    fn a_sleeper_in_poll_is_rung_by_pushes_and_pops_and_one_on_the_futex_is_not() {
+        let (mut a, mut b) = pair(4096);
+        let (bell_a, mut poll_a) = watched(a.job, 0);
+        let (bell_b, mut poll_b) = watched(b.job, 1);
+        let header = [1u8; HEADER_LEN];
+        // Push to a sleeper in epoll: the word is cleared and its doorbell rung.
+        a.prepare_sleep(Sleep::InPoll);
+        assert_eq!(sleeping(&a), IN_POLL);
+        assert!(b.try_push(0, &header, [0u8; 8].as_ptr(), 8));
+        assert_eq!(sleeping(&a), AWAKE);
+        assert_eq!(events(&mut poll_a, Duration::from_secs(10)), [BELL]);
+        assert!(bell_a.drain());
+        // Only once: the next push finds it awake.
+        assert!(b.try_push(0, &header, [0u8; 8].as_ptr(), 8));
+        assert!(!bell_a.drain());
+        // A pop wakes the producer the same way (it may wait for ring space).
+        b.prepare_sleep(Sleep::InPoll);
+        a.pop(1, 8);
+        assert_eq!(sleeping(&b), AWAKE);
+        assert_eq!(events(&mut poll_b, Duration::from_secs(10)), [BELL]);
+        assert!(bell_b.drain());
+        // So does a published reservation.
+        a.prepare_sleep(Sleep::InPoll);
+        assert!(b.reserve(0, 16, 16).is_some());
+        assert!(b.publish(0, &header, 16));
+        assert_eq!(events(&mut poll_a, Duration::from_secs(10)), [BELL]);
+        assert!(bell_a.drain());
+        a.cancel_sleep();
+        // On the futex: woken there, the doorbell stays silent.
+        a.prepare_sleep(Sleep::OnFutex);
+        assert_eq!(sleeping(&a), ON_FUTEX);
+        assert!(b.try_push(0, &header, [0u8; 8].as_ptr(), 8));
+        assert_eq!(sleeping(&a), AWAKE);
+        assert!(events(&mut poll_a, Duration::ZERO).is_empty());
+        assert!(!bell_a.drain());
+        assert!(b.ringer.as_ref().is_some_and(|r| !r.complained));
     }
 
     #[test]
