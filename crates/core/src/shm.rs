@@ -21,6 +21,8 @@
 //! sleeper's [`Doorbell`], an abstract-namespace UNIX datagram socket named from the job and
 //! the rank that sits in the sleeper's epoll set. The datagram stays queued until the sleeper
 //! drains it, so a ring that comes before the sleeper reaches `epoll_wait` still wakes it.
+//! Either wake-up is out of line ([`Sleeper`]): a message to a rank that is awake costs one
+//! load and a branch, as before there were two kinds of sleep.
 //!
 //! Large messages are copied once, straight from the sender's memory, with
 //! `process_vm_readv` (CMA) — see [`cma_read`].
@@ -225,31 +227,55 @@ fn barriers() -> &'static Barriers {
     })
 }
 
-/// Wakes the owner of `sleeping` if it sleeps on its futex. Called after a store the sleeper
-/// waits for. Returns true when the owner sleeps in epoll instead: the caller rings its
-/// doorbell ([`ShmTransport::ring`]).
-#[inline]
-#[must_use]
-fn wake_if_sleeping(sleeping: &AtomicU32) -> bool {
-    if barriers().light_for_wakers {
-        compiler_fence(Ordering::SeqCst);
-    } else {
-        fence(Ordering::SeqCst);
-    }
-    if sleeping.load(Ordering::Relaxed) == AWAKE {
-        return false;
-    }
-    match sleeping.swap(AWAKE, Ordering::SeqCst) {
-        ON_FUTEX => {
-            // SAFETY: FUTEX_WAKE on a valid, 4-aligned word of shared memory; no other memory
-            // is touched. Not FUTEX_PRIVATE: the waiter is another process.
-            unsafe {
-                libc::syscall(libc::SYS_futex, sleeping.as_ptr(), libc::FUTEX_WAKE, 1);
-            }
-            false
+/// A peer that may sleep waiting for what this rank stores into their shared ring: a
+/// producer for records, a consumer for free space.
+#[derive(Clone, Copy)]
+struct Sleeper {
+    /// Its segment's sleeping word.
+    sleeping: *const AtomicU32,
+    job: u64,
+    rank: u32,
+    /// This rank, for the log.
+    me: u32,
+}
+
+impl Sleeper {
+    /// Wakes the peer if it sleeps. Called after a store it waits for: the store, then this
+    /// load (see the module doc for the fences). A message to a peer that is awake costs the
+    /// load and a branch; the wake-up itself is out of line.
+    #[inline]
+    fn wake_if_sleeping(&self) {
+        if barriers().light_for_wakers {
+            compiler_fence(Ordering::SeqCst);
+        } else {
+            fence(Ordering::SeqCst);
         }
-        IN_POLL => true,
-        _ => false,
+        // SAFETY: points into a peer segment, which the transport keeps mapped.
+        if unsafe { &*self.sleeping }.load(Ordering::Relaxed) != AWAKE {
+            self.wake();
+        }
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn wake(&self) {
+        // SAFETY: as in `wake_if_sleeping`.
+        let sleeping = unsafe { &*self.sleeping };
+        match sleeping.swap(AWAKE, Ordering::SeqCst) {
+            ON_FUTEX => {
+                // SAFETY: FUTEX_WAKE on a valid, 4-aligned word of shared memory; no other
+                // memory is touched. Not FUTEX_PRIVATE: the waiter is another process.
+                unsafe {
+                    libc::syscall(libc::SYS_futex, sleeping.as_ptr(), libc::FUTEX_WAKE, 1);
+                }
+            }
+            IN_POLL => {
+                static RINGER: std::sync::Mutex<Ringer> = std::sync::Mutex::new(Ringer::new());
+                let mut ringer = RINGER.lock().unwrap_or_else(|e| e.into_inner());
+                ringer.ring(self.job, self.me, self.rank);
+            }
+            _ => {}
+        }
     }
 }
 
@@ -315,39 +341,45 @@ impl mio::event::Source for Doorbell {
     }
 }
 
-/// The sending side of the peers' doorbells, made on the first ring: one unbound socket and
-/// each rung peer's address.
-#[derive(Default)]
+/// The sending side of doorbells, made on the first ring: one unbound socket and the address
+/// of each doorbell rung. One per process.
 struct Ringer {
     socket: Option<UnixDatagram>,
-    addrs: Vec<Option<UnixAddr>>,
+    addrs: Vec<((u64, u32), UnixAddr)>,
     /// A failure was logged; later ones are not.
     complained: bool,
 }
 
 impl Ringer {
-    /// Rings `peer`'s doorbell once. A full queue is fine: rings wait there unread, so the
-    /// peer wakes anyway. Any other failure is logged once; the peer then wakes when its
-    /// epoll times out (its nap), which is slow but never a hang.
-    fn ring(&mut self, job: u64, me: u32, peer: usize) {
+    const fn new() -> Ringer {
+        Ringer {
+            socket: None,
+            addrs: Vec::new(),
+            complained: false,
+        }
+    }
+
+    /// Rings `peer`'s doorbell of job `job` once. A full queue is fine: rings wait there
+    /// unread, so the peer wakes anyway. Any other failure is logged once; the peer then wakes
+    /// when its epoll times out (its nap), which is slow but never a hang.
+    fn ring(&mut self, job: u64, me: u32, peer: u32) {
         let result = (|| {
             if self.socket.is_none() {
                 let socket = UnixDatagram::unbound()?;
                 socket.set_nonblocking(true)?;
                 self.socket = Some(socket);
             }
-            if self.addrs.len() <= peer {
-                self.addrs.resize_with(peer + 1, || None);
-            }
-            if self.addrs[peer].is_none() {
-                self.addrs[peer] = Some(UnixAddr::from_abstract_name(doorbell_name(
-                    job,
-                    peer as u32,
-                ))?);
-            }
-            match (self.socket.as_ref(), self.addrs[peer].as_ref()) {
-                (Some(socket), Some(addr)) => socket.send_to_addr(&[1], addr).map(|_| ()),
-                _ => Ok(()),
+            let at = match self.addrs.iter().position(|(k, _)| *k == (job, peer)) {
+                Some(at) => at,
+                None => {
+                    let addr = UnixAddr::from_abstract_name(doorbell_name(job, peer))?;
+                    self.addrs.push(((job, peer), addr));
+                    self.addrs.len() - 1
+                }
+            };
+            match self.socket.as_ref() {
+                Some(socket) => socket.send_to_addr(&[1], &self.addrs[at].1).map(|_| ()),
+                None => Ok(()),
             }
         })();
         match result {
@@ -372,21 +404,18 @@ struct Producer {
     /// Payload bytes reserved at `tail` by [`ShmTransport::reserve`], not yet published; while
     /// set, `try_push` refuses (a later record must not overtake the reserved one).
     reserved: Option<usize>,
-    /// The consumer's futex word.
-    peer_sleeping: *const AtomicU32,
+    /// The consumer.
+    peer: Sleeper,
 }
 
 impl Producer {
     /// Makes the record at `tail` visible with `header` (its `len` payload bytes are written
-    /// already) and wakes the consumer if it sleeps on its futex. True: it sleeps in epoll, and
-    /// the caller rings its doorbell.
-    #[must_use]
-    fn commit(&mut self, header: &[u8; HEADER_LEN], len: usize) -> bool {
+    /// already) and wakes the consumer if it sleeps.
+    fn commit(&mut self, header: &[u8; HEADER_LEN], len: usize) {
         self.ring.write_at(self.tail, header.as_ptr(), HEADER_LEN);
         self.tail += record_len(len) as u64;
         self.ring.tail().store(self.tail, Ordering::Release);
-        // SAFETY: points into a peer segment owned by the transport.
-        wake_if_sleeping(unsafe { &*self.peer_sleeping })
+        self.peer.wake_if_sleeping();
     }
 }
 
@@ -395,8 +424,8 @@ struct Consumer {
     ring: RingView,
     head: u64,
     tail_seen: u64,
-    /// The producer's futex word, to wake it when space frees up.
-    peer_sleeping: *const AtomicU32,
+    /// The producer, to wake when space frees up.
+    peer: Sleeper,
 }
 
 impl Consumer {
@@ -447,8 +476,6 @@ pub(crate) struct ShmTransport {
     path: PathBuf,
     job: u64,
     me: u32,
-    /// Rings peers that sleep in epoll; made on the first such wake-up.
-    ringer: Option<Box<Ringer>>,
 }
 
 impl ShmTransport {
@@ -512,6 +539,12 @@ impl ShmTransport {
         let mut inbound = Vec::with_capacity(ranks);
         let mut outbound = Vec::with_capacity(ranks);
         for (rank, peer) in peers.iter().enumerate() {
+            let sleeper = |peer: &Segment| Sleeper {
+                sleeping: peer.sleeping(),
+                job,
+                rank: rank as u32,
+                me,
+            };
             match peer {
                 None => {
                     inbound.push(None);
@@ -522,14 +555,14 @@ impl ShmTransport {
                         ring: own_segment.ring(rank, ring_bytes),
                         head: 0,
                         tail_seen: 0,
-                        peer_sleeping: peer.sleeping(),
+                        peer: sleeper(peer),
                     }));
                     outbound.push(Some(Producer {
                         ring: peer.ring(me as usize, ring_bytes),
                         tail: 0,
                         head_seen: 0,
                         reserved: None,
-                        peer_sleeping: peer.sleeping(),
+                        peer: sleeper(peer),
                     }));
                 }
             }
@@ -543,7 +576,6 @@ impl ShmTransport {
             path: own.path,
             job,
             me,
-            ringer: None,
         })
     }
 
@@ -551,14 +583,6 @@ impl ShmTransport {
     /// ([`Sleep::InPoll`]).
     pub(crate) fn doorbell(&self) -> std::io::Result<Doorbell> {
         Doorbell::bind(self.job, self.me)
-    }
-
-    /// Wakes `peer`, which sleeps in epoll.
-    #[cold]
-    #[inline(never)]
-    fn ring(&mut self, peer: usize) {
-        let ringer = self.ringer.get_or_insert_with(Box::default);
-        ringer.ring(self.job, self.me, peer);
     }
 
     /// Removes this rank's segment file once every peer has mapped it (the mapping stays).
@@ -594,9 +618,7 @@ impl ShmTransport {
             }
         }
         p.ring.write_at(p.tail + HEADER_LEN as u64, payload, len);
-        if p.commit(header, len) {
-            self.ring(peer);
-        }
+        p.commit(header, len);
         true
     }
 
@@ -651,9 +673,7 @@ impl ShmTransport {
                 return false;
             }
         }
-        if p.commit(header, len) {
-            self.ring(peer);
-        }
+        p.commit(header, len);
         true
     }
 
@@ -690,10 +710,7 @@ impl ShmTransport {
         if let Some(c) = self.inbound[peer].as_mut() {
             c.head += record_len(payload) as u64;
             c.ring.head().store(c.head, Ordering::Release);
-            // SAFETY: points into a peer segment owned by `self`.
-            if wake_if_sleeping(unsafe { &*c.peer_sleeping }) {
-                self.ring(peer);
-            }
+            c.peer.wake_if_sleeping();
         }
     }
 
@@ -951,7 +968,7 @@ mod tests {
         assert!(events(&mut poll, Duration::ZERO).is_empty());
         assert!(!bell.drain());
         // Far more rings than the socket queues: the extra ones are dropped, never an error.
-        let mut ringer = Ringer::default();
+        let mut ringer = Ringer::new();
         for _ in 0..10_000 {
             ringer.ring(job, 0, 3);
         }
@@ -1011,7 +1028,6 @@ mod tests {
         assert_eq!(sleeping(&a), AWAKE);
         assert!(events(&mut poll_a, Duration::ZERO).is_empty());
         assert!(!bell_a.drain());
-        assert!(b.ringer.as_ref().is_some_and(|r| !r.complained));
     }
 
     #[test]
