@@ -146,7 +146,7 @@ struct RunArgs {
     #[arg(long, value_name = "PREFIX", requires = "grid")]
     testbed_prefix: Option<String>,
 
-    /// How the grid's relays forward bytes (`ferry relay --copy`).
+    /// How the grid's relays forward bytes (`ferry relay --copy`: splice, buffered or sockmap).
     #[arg(long, value_name = "MODE", requires = "grid")]
     relay_copy: Option<String>,
 

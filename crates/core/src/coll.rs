@@ -7,7 +7,7 @@
 //! Messages go on the communicator's collective context with tag `call << 16 | seq`, where
 //! `call` numbers the collective calls of the communicator and `seq` the messages of a pair.
 
-use crate::engine::{Completion, Engine, ReqId};
+use crate::engine::{Completion, Engine, Received, ReqId};
 use crate::error::Error;
 use crate::raw::SendMode;
 use ferry_sched::{Buffer, Op, Order, Region, Schedule};
@@ -262,18 +262,17 @@ impl CallView {
                 }
             }
             Op::Recv { peer, seq, region } => {
-                let world = self.world_of[peer];
-                let id = eng.irecv(
-                    self.context + 1,
-                    Some(world),
-                    Some(self.tag(seq)),
-                    self.ptr(&region),
-                    region.len,
-                )?;
+                let (source, tag, buf) = (self.world_of[peer], self.tag(seq), self.ptr(&region));
                 // Often the message is there already: done now, not on the next pass.
-                match self.finish_step(i, id, eng)? {
-                    true => StepState::Done,
-                    false => StepState::Running(id),
+                match eng.recv_now_or_post(self.context + 1, source, tag, buf, region.len)? {
+                    Received::Now(done) => {
+                        self.note_length(i, &done);
+                        StepState::Done
+                    }
+                    Received::Later(id) => match self.finish_step(i, id, eng)? {
+                        true => StepState::Done,
+                        false => StepState::Running(id),
+                    },
                 }
             }
             Op::RecvFirst { ref from, region } => {
@@ -491,7 +490,10 @@ impl Engine {
 
     /// The executors' view of `call`, with zeroed scratch buffers from the spares.
     pub(crate) fn view_of(&mut self, call: CollectiveCall) -> CallView {
-        let mut scratch = self.spare.scratch_lists.pop().unwrap_or_default();
+        let mut scratch = match call.schedule.scratch.is_empty() {
+            true => Vec::new(),
+            false => self.spare.scratch_lists.pop().unwrap_or_default(),
+        };
         for &len in &call.schedule.scratch {
             let mut buffer = self.spare.scratch.pop().unwrap_or_default();
             buffer.clear();
@@ -665,6 +667,9 @@ impl Spare {
     }
 
     fn keep_scratch(&mut self, scratch: &mut Vec<Vec<u128>>) {
+        if scratch.capacity() == 0 {
+            return;
+        }
         let mut scratch = std::mem::take(scratch);
         for buffer in scratch.drain(..) {
             if self.scratch.len() < Spare::KEEP && buffer.capacity() <= Spare::LARGEST {

@@ -39,6 +39,18 @@ pub(crate) enum Route {
     Tcp,
 }
 
+/// Polls of a spinning wait between looks at whether a peer shares this rank's CPU (see
+/// `Engine::spins_beside_a_peer`): about 2 µs of polling, so a quick message never pays the look.
+const SHARED_CPU_LOOK: u32 = 64;
+
+/// How a receive stands once started ([`Engine::recv_now_or_post`]).
+pub(crate) enum Received {
+    /// The message was there: received.
+    Now(Completion),
+    /// Still to come, as this request.
+    Later(ReqId),
+}
+
 /// How a finished request ended.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct Completion {
@@ -1561,14 +1573,52 @@ impl Engine {
         };
         match self.proto.matcher.take_unexpected(&pattern) {
             Some(message) => self.recv_message(message, buf, cap),
-            None => {
-                let id = self
-                    .proto
-                    .requests
-                    .insert(ReqState::RecvPosted { buf, cap });
-                self.proto.matcher.push_posted(pattern, id);
-                Ok(id)
+            None => Ok(self.post_recv(pattern, buf, cap)),
+        }
+    }
+
+    fn post_recv(&mut self, pattern: Pattern, buf: *mut u8, cap: usize) -> ReqId {
+        let id = self
+            .proto
+            .requests
+            .insert(ReqState::RecvPosted { buf, cap });
+        self.proto.matcher.push_posted(pattern, id);
+        id
+    }
+
+    /// As [`Engine::irecv`] from one source with one tag, but a message that has arrived
+    /// eagerly is received at once, without a request.
+    pub(crate) fn recv_now_or_post(
+        &mut self,
+        context: u32,
+        source: u32,
+        tag: i32,
+        buf: *mut u8,
+        cap: usize,
+    ) -> Result<Received, Error> {
+        let buf = non_null_if_empty(buf, cap);
+        let pattern = Pattern {
+            context,
+            source: Some(source),
+            tag: Some(tag),
+        };
+        match self.proto.matcher.take_unexpected(&pattern) {
+            Some((env, Unexpected::Eager(data))) => {
+                let n = data.len().min(cap);
+                // SAFETY: the caller lends `buf` for `cap` bytes.
+                unsafe { std::ptr::copy_nonoverlapping(data.as_ptr(), buf, n) };
+                let done = Completion {
+                    source: env.source,
+                    tag: env.tag,
+                    len: n,
+                    message_len: data.len(),
+                    cancelled: false,
+                };
+                self.proto.recycle_kept(data);
+                Ok(Received::Now(done))
             }
+            Some(message) => self.recv_message(message, buf, cap).map(Received::Later),
+            None => Ok(Received::Later(self.post_recv(pattern, buf, cap))),
         }
     }
 
@@ -2144,7 +2194,9 @@ impl Engine {
     /// sleeps until a transport wakes us (or the nap ends).
     fn back_off(&mut self, idle: u32) -> Result<(), Error> {
         if idle < self.spin {
-            if self.spin_yield {
+            if self.spin_yield
+                || (idle.is_multiple_of(SHARED_CPU_LOOK) && self.spins_beside_a_peer(idle))
+            {
                 std::thread::yield_now();
             } else {
                 std::hint::spin_loop();
@@ -2155,6 +2207,27 @@ impl Engine {
             self.block()?;
         }
         Ok(())
+    }
+
+    /// Whether a shared-memory peer last waited on the CPU this rank spins on. The scheduler
+    /// may put two ranks on one core (a wake-up pulls the woken rank to the waker's core, and
+    /// other work holds the second core); spinning then holds back the peer until the spin
+    /// ends, about 100 µs a message. So a spin looks now and then, and yields when it shares
+    /// the core. A wait's first look publishes this rank's CPU.
+    #[cold]
+    #[inline(never)]
+    fn spins_beside_a_peer(&self, idle: u32) -> bool {
+        let Some(shm) = self.shm.as_ref() else {
+            return false;
+        };
+        // SAFETY: sched_getcpu takes no arguments and touches no memory of ours.
+        let Ok(cpu) = u32::try_from(unsafe { libc::sched_getcpu() }) else {
+            return false;
+        };
+        if idle == SHARED_CPU_LOOK {
+            shm.note_cpu(cpu);
+        }
+        shm.shares_cpu(cpu)
     }
 
     /// Sleeps until a transport has something for us (or a short timeout).

@@ -30,7 +30,7 @@
 //! Segment layout (all offsets in bytes, each atomic on its own cache line):
 //!
 //! ```text
-//! 0    magic u64 | ranks u32 | pad | ring_bytes u64
+//! 0    magic u64 | ranks u32 | pad | ring_bytes u64 | cpu u32 (where the owner last waited, + 1)
 //! 64   sleeping u32 (futex word: 0 awake, 1 on the futex, 2 in epoll)
 //! 128  ring 0: tail u64 @+0 (producer), head u64 @+64 (consumer), data @+128 .. +128+ring_bytes
 //! ...  ring s at 128 + s * (128 + ring_bytes)
@@ -52,6 +52,9 @@ const MAGIC: u64 = u64::from_le_bytes(*b"FERRYSHM");
 const SEGMENT_HEADER: usize = 128;
 const RING_HEADER: usize = 128;
 const SLEEPING_OFFSET: usize = 64;
+/// Written by the owner at the start of a wait that spins, read by peers now and then; on the
+/// header's first line, which nothing else reads after attaching.
+const CPU_OFFSET: usize = 24;
 
 /// Values of a segment's `sleeping` word: its owner is awake (or about to be)…
 const AWAKE: u32 = 0;
@@ -126,6 +129,11 @@ impl Segment {
         // SAFETY: the mapping is at least SEGMENT_HEADER bytes, page-aligned, and lives as long
         // as `self`; offset 64 is 4-aligned and only ever accessed atomically.
         unsafe { &*(self.base().add(SLEEPING_OFFSET) as *const AtomicU32) }
+    }
+
+    fn cpu(&self) -> &AtomicU32 {
+        // SAFETY: as for `sleeping`; offset 24 is 4-aligned and only ever accessed atomically.
+        unsafe { &*(self.base().add(CPU_OFFSET) as *const AtomicU32) }
     }
 
     fn ring(&self, sender: usize, ring_bytes: usize) -> RingView {
@@ -719,6 +727,21 @@ impl ShmTransport {
         self.inbound.len()
     }
 
+    /// Publishes the CPU this rank waits on, for [`ShmTransport::shares_cpu`] of its peers.
+    pub(crate) fn note_cpu(&self, cpu: u32) {
+        self.own.cpu().store(cpu.wrapping_add(1), Ordering::Relaxed);
+    }
+
+    /// Whether a peer last waited on `cpu`, so that spinning there may hold back the very
+    /// process this rank waits for.
+    pub(crate) fn shares_cpu(&self, cpu: u32) -> bool {
+        let cpu = cpu.wrapping_add(1);
+        self._peers
+            .iter()
+            .flatten()
+            .any(|peer| peer.cpu().load(Ordering::Relaxed) == cpu)
+    }
+
     /// Announces that this rank is about to sleep, and where. The caller must then look for work
     /// once more and sleep only if it found none: [`ShmTransport::sleep`] on the futex, or in
     /// an epoll that watches its [`Doorbell`], ending with [`ShmTransport::cancel_sleep`].
@@ -848,6 +871,19 @@ mod tests {
         t0.unlink_own();
         t1.unlink_own();
         (t0, t1)
+    }
+
+    #[test]
+    fn a_peer_sees_the_cpu_this_rank_waits_on() {
+        let (a, b) = pair(4096);
+        // Nothing published yet: no CPU is shared, not even CPU 0.
+        assert!(!b.shares_cpu(0));
+        a.note_cpu(0);
+        assert!(b.shares_cpu(0));
+        assert!(!b.shares_cpu(1));
+        assert!(!a.shares_cpu(0), "a rank's own CPU is not a peer's");
+        a.note_cpu(3);
+        assert!(b.shares_cpu(3) && !b.shares_cpu(0));
     }
 
     #[test]

@@ -1,5 +1,5 @@
-//! Relay vs direct vs NAT between namespaces of the testbed (needs root), and the relay's CPU
-//! time per GiB forwarded with splice and with buffered copy.
+//! Relay vs direct vs NAT between namespaces of the testbed (needs root), and the CPU time per
+//! GiB forwarded with splice, buffered copy and sockmap (in-kernel) forwarding.
 //!
 //! ```text
 //! cargo build --release -p ferry-relay --bins --examples
@@ -11,6 +11,15 @@
 //! = b1 → b's NAT → a's relay → a1. Throughput: GIB GiB streamed one way in 1 MiB writes.
 //! Latency: ROUND_TRIPS ping-pongs of 1 byte, median and mean. WAN_RATE (e.g. `1gbit`) puts a
 //! `tc tbf` limit on every link to the WAN bridge. Prints a Markdown table.
+//!
+//! CPU per GiB streamed, from separate runs without the round trips: the relay process's own
+//! (user + system), the two endpoints' (this process), kernel threads' (kworkers, where the
+//! sockmap's redirected bytes are sent, and ksoftirqd), the machine's softirq time and the
+//! machine's busy time from `/proc/stat` (this kernel has tick-based accounting without
+//! IRQ-time accounting: softirq time that interrupts a process counts for that process too,
+//! and the machine figures include whatever else runs). Environment: `RELAY_BENCH_REPEAT=N`
+//! repeats the whole set N times, interleaved; `RELAY_BENCH_COPIES=splice,sockmap` chooses
+//! the relay's modes (default splice, buffered, sockmap).
 
 use ferry_grid::Topology;
 use ferry_relay::client;
@@ -102,15 +111,70 @@ fn client(mut s: TcpStream, bytes: u64, rounds: usize) -> Result {
 }
 
 fn cpu_secs(pid: u32) -> f64 {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+    cpu_of(&format!("/proc/{pid}/stat"))
+}
+
+fn cpu_of(stat_file: &str) -> f64 {
+    let stat = std::fs::read_to_string(stat_file).unwrap_or_default();
     let after = stat.rsplit_once(')').map_or("", |(_, r)| r);
-    let f: Vec<f64> = after
+    let f: Vec<&str> = after.split_whitespace().collect();
+    // Fields 14 and 15 (utime, stime) are the 12th and 13th after the command name (the
+    // first being the state letter).
+    let field = |i: usize| f.get(i).and_then(|x| x.parse::<f64>().ok()).unwrap_or(0.0);
+    let ticks = field(11) + field(12);
+    ticks / 100.0
+}
+
+/// CPU seconds of kernel threads (children of kthreadd, pid 2): kworkers, ksoftirqd.
+fn kthreads_secs() -> f64 {
+    let mut sum = 0.0;
+    for entry in std::fs::read_dir("/proc").into_iter().flatten().flatten() {
+        let name = entry.file_name();
+        let Some(pid) = name
+            .to_str()
+            .filter(|n| n.bytes().all(|b| b.is_ascii_digit()))
+        else {
+            continue;
+        };
+        let file = format!("/proc/{pid}/stat");
+        let stat = std::fs::read_to_string(&file).unwrap_or_default();
+        let ppid = stat
+            .rsplit_once(')')
+            .and_then(|(_, r)| r.split_whitespace().nth(1))
+            .and_then(|p| p.parse::<u32>().ok());
+        if ppid == Some(2) {
+            sum += cpu_of(&file);
+        }
+    }
+    sum
+}
+
+/// Machine-wide (busy, softirq) seconds from /proc/stat's first line.
+fn machine_secs() -> (f64, f64) {
+    let stat = std::fs::read_to_string("/proc/stat").unwrap_or_default();
+    let f: Vec<f64> = stat
+        .lines()
+        .next()
+        .unwrap_or("")
         .split_whitespace()
+        .skip(1)
         .filter_map(|x| x.parse().ok())
         .collect();
-    // Fields 14 and 15 (utime, stime) are 12th and 13th after the command name.
-    let ticks = f.get(11).copied().unwrap_or(0.0) + f.get(12).copied().unwrap_or(0.0);
-    ticks / 100.0
+    // user nice system idle iowait irq softirq steal
+    let at = |i: usize| f.get(i).copied().unwrap_or(0.0) / 100.0;
+    (at(0) + at(1) + at(2) + at(5) + at(6) + at(7), at(6))
+}
+
+/// CPU snapshot: (relay, endpoints, kernel threads, softirq, machine busy).
+fn snapshot(relay: Option<u32>) -> [f64; 5] {
+    let (busy, softirq) = machine_secs();
+    [
+        relay.map_or(0.0, cpu_secs),
+        cpu_of("/proc/self/stat"),
+        kthreads_secs(),
+        softirq,
+        busy,
+    ]
 }
 
 struct Relay {
@@ -142,7 +206,11 @@ fn start_relay(ns: &str, jobs: &std::path::Path, copy: &str) -> Relay {
     let mut line = String::new();
     let stderr = child.stderr.take().expect("stderr");
     let mut reader = BufReader::new(stderr);
-    reader.read_line(&mut line).expect("relay line");
+    // Up to the listening line; anything before it (a fallback) is shown.
+    while reader.read_line(&mut line).expect("relay line") > 0 && !line.contains("listening") {
+        eprint!("{line}");
+        line.clear();
+    }
     std::thread::spawn(move || for _ in reader.lines() {});
     Relay { child }
 }
@@ -213,47 +281,74 @@ fn main() {
     let direct: SocketAddr = "198.18.1.2:9400".parse().expect("addr");
     let relay_public: SocketAddr = "198.18.0.10:7390".parse().expect("addr");
     let relay_inside: SocketAddr = "10.1.0.1:7390".parse().expect("addr");
-    println!("| path | copy | throughput Gbit/s | RTT median µs | RTT mean µs | relay CPU s/GiB |");
-    println!("|---|---|---|---|---|---|");
-    let row = |name: &str, copy: &str, r: &Result, cpu: Option<f64>| {
+    println!(
+        "| path | copy | throughput Gbit/s | RTT median µs | RTT mean µs | CPU s/GiB: relay | endpoints | kernel threads | softirq (machine) | busy (machine) |"
+    );
+    println!("|---|---|---|---|---|---|---|---|---|---|");
+    let repeat: usize = std::env::var("RELAY_BENCH_REPEAT")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(1);
+    let copies: Vec<String> = std::env::var("RELAY_BENCH_COPIES")
+        .unwrap_or_else(|_| "splice,buffered,sockmap".into())
+        .split(',')
+        .map(str::to_string)
+        .collect();
+    // One path: a streaming run measured for CPU, then a run of round trips only.
+    let measure = |name: &str,
+                   copy: &str,
+                   from: &str,
+                   to: &str,
+                   dial: SocketAddr,
+                   relayed: Option<SocketAddr>,
+                   relay_pid: Option<u32>| {
+        let before = snapshot(relay_pid);
+        let stream = run_path(&tb, from, to, dial, relayed, bytes, 0);
+        let after = snapshot(relay_pid);
+        let rtt = run_path(&tb, from, to, dial, relayed, 1, rounds);
+        let per_gib: Vec<String> = (0..5)
+            .map(|i| {
+                if i == 0 && relay_pid.is_none() {
+                    "-".to_string()
+                } else {
+                    format!("{:.3}", (after[i] - before[i]) / gib)
+                }
+            })
+            .collect();
         println!(
             "| {name} | {copy} | {:.2} | {:.1} | {:.1} | {} |",
-            r.gbit_s,
-            r.median_us,
-            r.mean_us,
-            cpu.map_or("-".into(), |c| format!("{c:.3}"))
+            stream.gbit_s,
+            rtt.median_us,
+            rtt.mean_us,
+            per_gib.join(" | ")
         );
     };
-    let r = run_path(&tb, "p1", "p2", direct, None, bytes, rounds);
-    row("direct p1→p2", "-", &r, None);
-    let r = run_path(&tb, "a1", "p2", direct, None, bytes, rounds);
-    row("NAT a1→p2", "-", &r, None);
-    for copy in ["splice", "buffered"] {
-        let relay = start_relay(tb.namespace("fa").expect("fa"), &jobs, copy);
-        let pid = relay.child.id();
-        let before = cpu_secs(pid);
-        let r = run_path(
-            &tb,
-            "p1",
-            "a1",
-            relay_public,
-            Some(relay_inside),
-            bytes,
-            rounds,
-        );
-        let used = cpu_secs(pid) - before;
-        row("relay p1→fa→a1", copy, &r, Some(used / gib));
-        let r = run_path(
-            &tb,
-            "b1",
-            "a1",
-            relay_public,
-            Some(relay_inside),
-            bytes,
-            rounds,
-        );
-        row("NAT+relay b1→fb→fa→a1", copy, &r, None);
-        drop(relay);
+    for _ in 0..repeat {
+        measure("direct p1→p2", "-", "p1", "p2", direct, None, None);
+        measure("NAT a1→p2", "-", "a1", "p2", direct, None, None);
+        for copy in &copies {
+            let relay = start_relay(tb.namespace("fa").expect("fa"), &jobs, copy);
+            let pid = relay.child.id();
+            measure(
+                "relay p1→fa→a1",
+                copy,
+                "p1",
+                "a1",
+                relay_public,
+                Some(relay_inside),
+                Some(pid),
+            );
+            measure(
+                "NAT+relay b1→fb→fa→a1",
+                copy,
+                "b1",
+                "a1",
+                relay_public,
+                Some(relay_inside),
+                Some(pid),
+            );
+            drop(relay);
+        }
     }
     let _ = std::fs::remove_dir_all(&jobs);
     drop(tb);

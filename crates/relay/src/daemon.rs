@@ -6,10 +6,23 @@
 //! copy to user space), or through a user-space buffer with `--copy buffered`. Each wake-up
 //! moves at most [`BUDGET`] bytes per pair and direction before others get a turn.
 //!
+//! With `--copy sockmap` a pair is forwarded by the kernel instead ([`crate::sockmap`]): once
+//! the relay's own bytes for the pair (ESTABLISHED, early data) are written, and before the
+//! relay reads a single forwarded byte, both sockets enter the verdict map, whose program sends
+//! what arrives on one to the other. Bytes that arrived before are still in the receive queues
+//! and go first, so none is lost or reordered. The relay then watches the sockets only for a
+//! closed read side and errors (`EPOLLRDHUP`, no `EPOLLIN`: forwarded bytes do not wake it):
+//! after a FIN it waits until every byte the program counted for that direction has entered
+//! the other socket (TCP_INFO) and shuts that socket's write side; both directions shut or an
+//! error closes the pair. Bytes and idleness come from the program's per-socket counters, read
+//! when a timer is due and for the status line. If the program cannot be loaded (no privilege,
+//! a kernel without sockmap) the relay says so once and splices.
+//!
 //! Signals: SIGTERM or SIGINT shut down cleanly (connections being set up are refused, pairs
 //! closed, a last status line printed, exit status 0); SIGUSR1 prints a status line to stderr.
 
 use crate::engine::{Action, Config, ConnId, Relay};
+use crate::sockmap::{self, AddError, Forwarder, KernelPair};
 use ferry_wire::JobKey;
 use mio::net::{TcpListener, TcpStream};
 use mio::{Events, Interest, Poll, Token};
@@ -17,7 +30,7 @@ use rustix::pipe::{splice, SpliceFlags};
 use std::collections::{HashMap, HashSet};
 use std::io::{ErrorKind, Read, Write};
 use std::net::{IpAddr, Shutdown, SocketAddr};
-use std::os::fd::OwnedFd;
+use std::os::fd::{AsFd, OwnedFd};
 use std::os::unix::fs::PermissionsExt;
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
@@ -36,6 +49,9 @@ fn token(id: ConnId) -> Token {
 pub const BUDGET: usize = 4 << 20;
 /// Size of each forwarding pipe (and of the buffer in buffered mode).
 pub const PIPE_SIZE: usize = 1 << 20;
+/// How often a kernel-forwarded pair whose one side has closed is looked at until the last
+/// bytes in that direction have left the relay.
+const DRAIN_LOOK: Duration = Duration::from_millis(1);
 
 /// How paired connections are forwarded.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
@@ -44,6 +60,11 @@ pub enum CopyMode {
     Splice,
     /// `read`/`write` through a user-space buffer.
     Buffered,
+    /// In the kernel: a BPF sockmap with an `sk_skb` verdict program redirects each socket's
+    /// bytes to the other's egress; the relay process leaves the data path. Splice if the
+    /// program cannot be loaded (needs root or CAP_BPF + CAP_NET_ADMIN). The kernel holds
+    /// bytes for a slow destination without limit (module `sockmap`); not the default.
+    Sockmap,
 }
 
 /// An IPv4 or IPv6 network, `ADDR/BITS`.
@@ -174,6 +195,8 @@ pub struct IoCounters {
     pub spliced_pairs: u64,
     /// Pairs forwarded with the buffer.
     pub buffered_pairs: u64,
+    /// Pairs forwarded in the kernel (sockmap).
+    pub sockmap_pairs: u64,
 }
 
 struct Sock {
@@ -206,8 +229,25 @@ struct Direction {
     shut: bool,
 }
 
+/// Where a pair's bytes are moved.
+enum Path {
+    /// By this process (splice or buffer).
+    User,
+    /// Waiting for the relay's own bytes to the pair to be written, then into the kernel.
+    ToKernel,
+    /// By the kernel's verdict program.
+    Kernel {
+        keys: KernelPair,
+        /// `sockmap::written` of the client and the target socket at the switch.
+        base: [u64; 2],
+        /// The program's counters (client, target) already added to the I/O counters.
+        seen: [u64; 2],
+    },
+}
+
 struct Pair {
     dirs: [Direction; 2],
+    path: Path,
 }
 
 fn make_mover(mode: CopyMode) -> Mover {
@@ -250,6 +290,10 @@ pub struct Daemon {
     jobs_dir: Option<PathBuf>,
     jobs: HashMap<u64, PathBuf>,
     copy: CopyMode,
+    /// The verdict program and maps, with `--copy sockmap` when they could be loaded.
+    kernel: Option<Forwarder>,
+    /// Kernel pairs with a FIN whose last bytes are still on their way to the other socket.
+    draining: HashSet<u64>,
     max_connections: usize,
     stats_every: Option<Duration>,
     /// How long to keep polling after the last event (`--spin-us`).
@@ -344,6 +388,21 @@ impl Daemon {
             STOP,
         )?;
         let status_signals = signal_pipe(&[signal_hook::consts::SIGUSR1], STATUS)?;
+        let mut copy = args.copy;
+        let kernel = if copy == CopyMode::Sockmap {
+            // Each socket is in each map at most once, so the maps never fill up.
+            let room = u32::try_from(args.max_connections).unwrap_or(u32::MAX);
+            match Forwarder::load(room) {
+                Ok(f) => Some(f),
+                Err(e) => {
+                    eprintln!("ferry relay: sockmap forwarding unavailable ({e}); using splice");
+                    copy = CopyMode::Splice;
+                    None
+                }
+            }
+        } else {
+            None
+        };
         Ok(Daemon {
             poll,
             listener,
@@ -356,7 +415,9 @@ impl Daemon {
             inside,
             jobs_dir: args.jobs_dir.clone(),
             jobs,
-            copy: args.copy,
+            copy,
+            kernel,
+            draining: HashSet::new(),
             max_connections: args.max_connections,
             stats_every,
             spin: Duration::from_micros(args.spin_us),
@@ -380,7 +441,7 @@ impl Daemon {
             .collect();
         refused.sort();
         format!(
-            "ferry relay: up {:.0}s conns={} relayed={} registered={} accepted={} paired={} bytes_in={} bytes_out={} refused=[{}] idle_closed={} turned_away={} errors={} splice_pairs={} buffered_pairs={} cpu={:.3}s",
+            "ferry relay: up {:.0}s conns={} relayed={} registered={} accepted={} paired={} bytes_in={} bytes_out={} refused=[{}] idle_closed={} turned_away={} errors={} splice_pairs={} buffered_pairs={} sockmap_pairs={} cpu={:.3}s",
             self.started.elapsed().as_secs_f64(),
             self.engine.connections(),
             self.engine.relayed(),
@@ -395,6 +456,7 @@ impl Daemon {
             self.io.errors,
             self.io.spliced_pairs,
             self.io.buffered_pairs,
+            self.io.sockmap_pairs,
             cpu_secs(),
         )
     }
@@ -430,6 +492,10 @@ impl Daemon {
                 timeout = Some(timeout.map_or(d, |x| x.min(d)));
             }
             let spinning = last_event.is_some_and(|t| now.duration_since(t) < self.spin);
+            if !self.draining.is_empty() {
+                // The kernel tells nobody when a redirect queue has emptied: look again soon.
+                timeout = Some(timeout.map_or(DRAIN_LOOK, |x| x.min(DRAIN_LOOK)));
+            }
             if !self.again.is_empty() || spinning {
                 timeout = Some(Duration::ZERO);
             }
@@ -457,6 +523,7 @@ impl Daemon {
                     }
                     STATUS => {
                         drain(&mut self.status_signals);
+                        self.count_kernel_bytes(now);
                         eprintln!("{}", self.status_line());
                     }
                     Token(t) => self.on_socket(
@@ -469,17 +536,24 @@ impl Daemon {
             for pair in std::mem::take(&mut self.again) {
                 self.pump_pair(pair, now);
             }
+            for pair in std::mem::take(&mut self.draining) {
+                self.pump_pair(pair, now);
+            }
             if due.is_some_and(|t| t <= now) {
+                // Kernel pairs' traffic is known only from the program's counters.
+                self.count_kernel_bytes(now);
                 self.engine.handle_timeout(now);
             }
             self.do_actions(now);
             if let Some(t) = next_stats {
                 if now >= t {
+                    self.count_kernel_bytes(now);
                     eprintln!("{}", self.status_line());
                     next_stats = self.stats_every.map(|d| now + d);
                 }
             }
             if stop {
+                self.count_kernel_bytes(now);
                 self.engine.shutdown();
                 self.do_actions(now);
                 // Give refusals a moment to leave, then drop everything.
@@ -630,7 +704,7 @@ impl Daemon {
     fn drop_sock(&mut self, id: ConnId, now: Instant) {
         if let Some(sock) = self.socks.remove(&id) {
             if let Some(pair) = sock.pair {
-                self.pairs.remove(&pair);
+                self.forget_pair(pair);
             }
         }
         self.engine.handle_closed(id, now);
@@ -694,10 +768,18 @@ impl Daemon {
                         eof: false,
                         shut: false,
                     };
+                    let path = if self.kernel.is_some() {
+                        Path::ToKernel
+                    } else {
+                        Path::User
+                    };
                     let pair = Pair {
                         dirs: [mk(client, target), mk(target, client)],
+                        path,
                     };
-                    if matches!(pair.dirs[0].mover, Mover::Pipe { .. }) {
+                    if matches!(pair.path, Path::ToKernel) {
+                        // Counted once in the kernel (or, failing that, as spliced).
+                    } else if matches!(pair.dirs[0].mover, Mover::Pipe { .. }) {
                         self.io.spliced_pairs += 1;
                     } else {
                         self.io.buffered_pairs += 1;
@@ -714,8 +796,7 @@ impl Daemon {
                 Action::Close { conn, .. } => {
                     if let Some(mut sock) = self.socks.remove(&conn) {
                         if let Some(pair) = sock.pair.take() {
-                            self.pairs.remove(&pair);
-                            self.again.remove(&pair);
+                            self.forget_pair(pair);
                         }
                         if !sock.out.is_empty() {
                             // A refusal: one try to deliver it, then close.
@@ -732,6 +813,9 @@ impl Daemon {
         let Some(mut pair) = self.pairs.remove(&pair_id) else {
             return;
         };
+        if !matches!(pair.path, Path::User) {
+            return self.kernel_pair(pair_id, pair, now);
+        }
         let mut failed = false;
         let mut moved_any = false;
         for d in 0..2 {
@@ -753,24 +837,222 @@ impl Daemon {
                 self.io.bytes_out += moved as u64;
             }
         }
-        let (client, target) = (pair.dirs[0].from, pair.dirs[0].to);
+        let client = pair.dirs[0].from;
         let done = pair.dirs.iter().all(|d| d.shut && held(&d.mover) == 0);
         if failed || done {
-            if failed {
-                self.io.errors += 1;
-            }
-            self.again.remove(&pair_id);
-            for id in [client, target] {
-                if let Some(sock) = self.socks.remove(&id) {
-                    let _ = sock.stream.shutdown(Shutdown::Both);
-                }
-                self.engine.handle_closed(id, now);
-            }
-            self.do_actions(now);
-            return;
+            return self.end_pair(pair_id, pair, failed, now);
         }
         if moved_any {
             self.engine.handle_traffic(client, now);
+        }
+        self.pairs.insert(pair_id, pair);
+    }
+
+    /// Closes both sockets of a finished or failed pair (already out of `self.pairs`).
+    fn end_pair(&mut self, pair_id: u64, pair: Pair, failed: bool, now: Instant) {
+        if failed {
+            self.io.errors += 1;
+        }
+        self.again.remove(&pair_id);
+        self.draining.remove(&pair_id);
+        self.unmap(&pair);
+        let (client, target) = (pair.dirs[0].from, pair.dirs[0].to);
+        for id in [client, target] {
+            if let Some(sock) = self.socks.remove(&id) {
+                let _ = sock.stream.shutdown(Shutdown::Both);
+            }
+            self.engine.handle_closed(id, now);
+        }
+        self.do_actions(now);
+    }
+
+    /// Drops a pair whose sockets are going away.
+    fn forget_pair(&mut self, pair_id: u64) {
+        self.again.remove(&pair_id);
+        self.draining.remove(&pair_id);
+        if let Some(pair) = self.pairs.remove(&pair_id) {
+            self.unmap(&pair);
+        }
+    }
+
+    /// Takes a kernel pair out of the maps, counting its last bytes.
+    fn unmap(&mut self, pair: &Pair) {
+        let (Path::Kernel { keys, seen, .. }, Some(k)) = (&pair.path, &self.kernel) else {
+            return;
+        };
+        let now = [k.forwarded(keys.a), k.forwarded(keys.b)];
+        self.io.bytes_in += now[0].unwrap_or(seen[0]).saturating_sub(seen[0]);
+        self.io.bytes_out += now[1].unwrap_or(seen[1]).saturating_sub(seen[1]);
+        k.remove_pair(*keys);
+    }
+
+    /// Adds what the verdict program forwarded since the last look to the I/O counters and
+    /// tells the engine which pairs had traffic (their idle timers start again).
+    fn count_kernel_bytes(&mut self, now: Instant) {
+        let Some(k) = &self.kernel else {
+            return;
+        };
+        for pair in self.pairs.values_mut() {
+            let Path::Kernel { keys, seen, .. } = &mut pair.path else {
+                continue;
+            };
+            let got = [k.forwarded(keys.a), k.forwarded(keys.b)];
+            let mut moved = false;
+            for (i, g) in got.into_iter().enumerate() {
+                if let Some(g) = g.filter(|&g| g > seen[i]) {
+                    if i == 0 {
+                        self.io.bytes_in += g - seen[i];
+                    } else {
+                        self.io.bytes_out += g - seen[i];
+                    }
+                    seen[i] = g;
+                    moved = true;
+                }
+            }
+            if moved {
+                self.engine.handle_traffic(pair.dirs[0].from, now);
+            }
+        }
+    }
+
+    /// A pair on its way into the kernel or forwarded there: writes the relay's own bytes,
+    /// switches, and after that handles closed read sides and errors.
+    fn kernel_pair(&mut self, pair_id: u64, mut pair: Pair, now: Instant) {
+        let (client, target) = (pair.dirs[0].from, pair.dirs[0].to);
+        if matches!(pair.path, Path::ToKernel) {
+            // ESTABLISHED and early bytes first; nothing is read from either socket meanwhile,
+            // so everything after them is still in the kernel's receive queues.
+            let mut written = true;
+            for id in [client, target] {
+                match flush_out(&mut self.socks, id) {
+                    Ok(empty) => written &= empty,
+                    Err(()) => return self.end_pair(pair_id, pair, true, now),
+                }
+            }
+            if !written {
+                // The socket's writable event brings us back.
+                self.pairs.insert(pair_id, pair);
+                return;
+            }
+            let (Some(c), Some(t), Some(k)) = (
+                self.socks.get(&client),
+                self.socks.get(&target),
+                &self.kernel,
+            ) else {
+                return self.end_pair(pair_id, pair, true, now);
+            };
+            let base = [
+                sockmap::written(c.stream.as_fd()),
+                sockmap::written(t.stream.as_fd()),
+            ];
+            let switched = match base {
+                [Ok(bc), Ok(bt)] => k
+                    .add_pair(c.stream.as_fd(), t.stream.as_fd())
+                    .map(|keys| (keys, [bc, bt])),
+                [Err(e), _] | [_, Err(e)] => Err(AddError::Before(e)),
+            };
+            match switched {
+                Ok((keys, base)) => {
+                    // Forwarded bytes no longer concern this process: only a closed read side
+                    // (EPOLLRDHUP) and errors (always reported) wake it for these sockets.
+                    use std::os::fd::AsRawFd;
+                    // SAFETY: the epoll descriptor belongs to `self.poll`, which outlives this
+                    // borrow (it is used only within this block).
+                    let epoll =
+                        unsafe { std::os::fd::BorrowedFd::borrow_raw(self.poll.as_raw_fd()) };
+                    for id in [client, target] {
+                        if let Some(sock) = self.socks.get(&id) {
+                            let _ = rustix::event::epoll::modify(
+                                epoll,
+                                &sock.stream,
+                                rustix::event::epoll::EventData::new_u64(token(id).0 as u64),
+                                rustix::event::epoll::EventFlags::RDHUP
+                                    | rustix::event::epoll::EventFlags::ET,
+                            );
+                        }
+                    }
+                    self.io.sockmap_pairs += 1;
+                    pair.path = Path::Kernel {
+                        keys,
+                        base,
+                        seen: [0, 0],
+                    };
+                }
+                Err(AddError::Before(e)) => {
+                    eprintln!(
+                        "ferry relay: pair of connection {}: {e}; splicing it",
+                        client.0
+                    );
+                    pair.path = Path::User;
+                    self.io.spliced_pairs += 1;
+                    self.pairs.insert(pair_id, pair);
+                    return self.pump_pair(pair_id, now);
+                }
+                Err(e @ AddError::Partial(_)) => {
+                    eprintln!(
+                        "ferry relay: pair of connection {}: {e}; closing it",
+                        client.0
+                    );
+                    return self.end_pair(pair_id, pair, true, now);
+                }
+            }
+        }
+        let Path::Kernel { keys, base, .. } = &pair.path else {
+            return;
+        };
+        let (keys, base) = (*keys, *base);
+        let mut waiting = false;
+        for (i, d) in pair.dirs.iter_mut().enumerate() {
+            let (Some(from), Some(to)) = (self.socks.get(&d.from), self.socks.get(&d.to)) else {
+                return self.end_pair(pair_id, pair, true, now);
+            };
+            if !matches!(from.stream.take_error(), Ok(None))
+                || !matches!(to.stream.take_error(), Ok(None))
+            {
+                return self.end_pair(pair_id, pair, true, now);
+            }
+            if !d.eof {
+                let mut p = [rustix::event::PollFd::new(
+                    &from.stream,
+                    rustix::event::PollFlags::RDHUP,
+                )];
+                let zero = rustix::time::Timespec {
+                    tv_sec: 0,
+                    tv_nsec: 0,
+                };
+                if rustix::event::poll(&mut p, Some(&zero)).is_ok()
+                    && p[0].revents().contains(rustix::event::PollFlags::RDHUP)
+                {
+                    d.eof = true;
+                }
+            }
+            if d.eof && !d.shut {
+                // Shut the other side only once every byte the program took from this side
+                // has entered it: a FIN sent earlier would overtake the ones still queued.
+                let (key, dest_base) = if i == 0 {
+                    (keys.a, base[1])
+                } else {
+                    (keys.b, base[0])
+                };
+                let counted = self.kernel.as_ref().and_then(|k| k.forwarded(key));
+                let entered = sockmap::written(to.stream.as_fd())
+                    .ok()
+                    .map(|w| w.wrapping_sub(dest_base));
+                match (counted, entered) {
+                    (Some(c), Some(e)) if e >= c => {
+                        let _ = to.stream.shutdown(Shutdown::Write);
+                        d.shut = true;
+                    }
+                    (Some(_), Some(_)) => waiting = true,
+                    _ => return self.end_pair(pair_id, pair, true, now),
+                }
+            }
+        }
+        if pair.dirs.iter().all(|d| d.shut) {
+            return self.end_pair(pair_id, pair, false, now);
+        }
+        if waiting {
+            self.draining.insert(pair_id);
         }
         self.pairs.insert(pair_id, pair);
     }
@@ -790,6 +1072,25 @@ fn cpu_secs() -> f64 {
 fn drain(stream: &mut mio::net::UnixStream) {
     let mut buf = [0u8; 64];
     while matches!(stream.read(&mut buf), Ok(n) if n > 0) {}
+}
+
+/// Writes what is queued for `id` (relay frames, early bytes): Ok(true) when all is written.
+fn flush_out(socks: &mut HashMap<ConnId, Sock>, id: ConnId) -> Result<bool, ()> {
+    let Some(sock) = socks.get_mut(&id) else {
+        return Err(());
+    };
+    while !sock.out.is_empty() {
+        match sock.stream.write(&sock.out) {
+            Ok(0) => return Err(()),
+            Ok(n) => {
+                sock.out.drain(..n);
+            }
+            Err(e) if e.kind() == ErrorKind::WouldBlock => return Ok(false),
+            Err(e) if e.kind() == ErrorKind::Interrupted => {}
+            Err(_) => return Err(()),
+        }
+    }
+    Ok(true)
 }
 
 fn held(m: &Mover) -> usize {

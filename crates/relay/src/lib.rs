@@ -5,7 +5,10 @@
 //!   sans-IO state machine driven with explicit time; tested in memory.
 //! - [`daemon`]: the I/O around it: one listening port, a mio (epoll) loop, dialing targets,
 //!   forwarding paired connections with `splice(2)` through a pipe per direction (buffered
-//!   copy as fallback), signals (SIGTERM: clean shutdown; SIGUSR1: status line) and counters.
+//!   copy as fallback) or in the kernel (`--copy sockmap`), signals (SIGTERM: clean shutdown;
+//!   SIGUSR1: status line) and counters.
+//! - [`sockmap`]: the BPF loader for in-kernel forwarding: an `sk_skb` verdict program and its
+//!   maps, assembled here and loaded with `bpf(2)`.
 //! - [`client`]: blocking helpers for the two other roles — a rank registering itself, a client
 //!   connecting through the relay, and a target accepting a relayed connection — used by the
 //!   tests and benchmarks, and a model for the runtime's nonblocking use.
@@ -21,3 +24,4 @@
 pub mod client;
 pub mod daemon;
 pub mod engine;
+pub mod sockmap;

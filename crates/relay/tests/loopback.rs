@@ -22,7 +22,7 @@ fn refused(result: Result<TcpStream, ClientError>) -> RefuseCode {
 fn relay_on_loopback() {
     let tmp = TempDir::new("loop");
     let jobs = jobs_dir(&tmp);
-    for copy in ["splice", "buffered"] {
+    for copy in ["splice", "buffered", "sockmap"] {
         let relay = RelayProcess::start(&[], "127.0.0.1:0", &jobs, &["--copy", copy]);
         let target = TcpListener::bind("127.0.0.1:0").unwrap();
         let port = target.local_addr().unwrap().port();
@@ -34,6 +34,44 @@ fn relay_on_loopback() {
         let s = exchange(relay.addr, 1, 2).unwrap();
         drop(s);
         assert_eq!(server.join().unwrap(), Ok(1), "{copy}");
+
+        // Half-close, either way round and empty, with checksummed data.
+        for (up, down) in [
+            (0, 0),
+            (1, 8 << 20),
+            (8 << 20, 1),
+            (8 << 20, 0),
+            (65536, 65536),
+        ] {
+            let target = TcpListener::bind("127.0.0.1:0").unwrap();
+            let port = target.local_addr().unwrap().port();
+            let _reg = client::register(relay.addr, &job_key(), JOB, 5, port).unwrap();
+            half_close(relay.addr, target, 1, 5, up, down);
+        }
+        relay.signal("USR1");
+        let lines = relay.lines(Duration::from_millis(300));
+        let status = lines
+            .iter()
+            .find(|l| l.contains("paired="))
+            .expect("a status line");
+        let forwarded = 2 * (1u64 + 1000 + 65536 + (1 << 20) + (8 << 20));
+        let half = 3 * (8 << 20) + 2 + 2 * 65536;
+        let field = |name: &str| -> u64 {
+            let f = status
+                .split(' ')
+                .find_map(|w| w.strip_prefix(name))
+                .unwrap();
+            f.parse().unwrap()
+        };
+        // Payload plus the handshakes' and length prefixes' bytes.
+        assert!(
+            field("bytes_in=") + field("bytes_out=") >= forwarded + half,
+            "{status}"
+        );
+        assert_eq!(field("paired="), 6, "{status}");
+        if copy == "sockmap" && rustix::process::geteuid().is_root() {
+            assert_eq!(field("sockmap_pairs="), 6, "{status}");
+        }
 
         // Strangers.
         let wrong = JobKey([1; 32]);
@@ -159,4 +197,136 @@ fn connection_cap_and_handshake_timeout() {
         RelayFrame::Refused(RefuseCode::Timeout)
     );
     assert!(t0.elapsed() < Duration::from_secs(2));
+}
+
+/// A kernel-forwarded pair (`--copy sockmap`) counts as busy while bytes pass, although the
+/// relay process no longer sees them, and is closed once idle.
+#[test]
+fn sockmap_pair_idle_timeout_counts_kernel_bytes() {
+    let tmp = TempDir::new("idle");
+    let jobs = jobs_dir(&tmp);
+    let relay = RelayProcess::start(
+        &[],
+        "127.0.0.1:0",
+        &jobs,
+        &["--copy", "sockmap", "--idle-timeout", "1"],
+    );
+    let target = TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = target.local_addr().unwrap().port();
+    let _reg = client::register(relay.addr, &job_key(), JOB, 2, port).unwrap();
+    let server = std::thread::spawn(move || {
+        let mut seen = ReplayGuard::default();
+        serve_one(&target, 2, &mut seen).map_err(|e| e.to_string())
+    });
+    let mut s = client::connect(relay.addr, &job_key(), JOB, 1, 2).unwrap();
+    let hs =
+        ferry_wire::Handshake::connect(job_key(), JOB, SIZE, 1, 2, client::fresh_nonce().unwrap());
+    client::handshake(&mut s, hs).unwrap();
+    // 2.5 s of a message every 250 ms: longer than the idle timeout, never idle for it.
+    let t0 = Instant::now();
+    while t0.elapsed() < Duration::from_millis(2500) {
+        s.write_all(&4u64.to_le_bytes()).unwrap();
+        s.write_all(b"ping").unwrap();
+        let mut back = [0u8; 12];
+        s.read_exact(&mut back).unwrap();
+        assert_eq!(&back[8..], b"ping");
+        std::thread::sleep(Duration::from_millis(250));
+    }
+    // Then idle: closed within the timeout and a timer's look.
+    s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+    let t1 = Instant::now();
+    let mut byte = [0u8; 1];
+    assert!(matches!(s.read(&mut byte), Ok(0) | Err(_)));
+    let idle = t1.elapsed();
+    assert!(
+        idle > Duration::from_millis(700) && idle < Duration::from_millis(2500),
+        "closed after {idle:?} idle"
+    );
+    let _ = server.join().unwrap();
+    relay.signal("USR1");
+    let lines = relay.lines(Duration::from_millis(300));
+    assert!(
+        lines.iter().any(|l| l.contains("idle_closed=1")),
+        "{lines:?}"
+    );
+}
+
+/// Without the privilege to load BPF programs, `--copy sockmap` says so in one line and
+/// splices. Run as root, the relay is started as `nobody` (needs `setpriv`).
+#[test]
+fn sockmap_falls_back_to_splice_without_privilege() {
+    if !rustix::process::geteuid().is_root() || !std::path::Path::new("/usr/bin/setpriv").exists() {
+        eprintln!("skipped: needs root and setpriv to start the relay unprivileged");
+        return;
+    }
+    let mut child = std::process::Command::new("/usr/bin/setpriv")
+        .args(["--reuid=65534", "--regid=65534", "--clear-groups"])
+        .arg(env!("CARGO_BIN_EXE_ferry-relay"))
+        .args(["--listen", "127.0.0.1:0", "--copy", "sockmap"])
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut lines = std::io::BufRead::lines(std::io::BufReader::new(child.stderr.take().unwrap()));
+    let first = lines.next().unwrap().unwrap();
+    let second = lines.next().unwrap().unwrap();
+    let _ = child.kill();
+    let _ = child.wait();
+    assert!(
+        first.contains("sockmap forwarding unavailable") && first.contains("using splice"),
+        "{first}"
+    );
+    assert!(second.contains("(Splice forwarding)"), "{second}");
+}
+
+/// An error on one side of a kernel pair (the target resets its connection) closes the other
+/// side at once and takes the pair out of the relay.
+#[test]
+fn sockmap_pair_reset_closes_the_other_side() {
+    let tmp = TempDir::new("reset");
+    let jobs = jobs_dir(&tmp);
+    let relay = RelayProcess::start(&[], "127.0.0.1:0", &jobs, &["--copy", "sockmap"]);
+    let target = TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = target.local_addr().unwrap().port();
+    let _reg = client::register(relay.addr, &job_key(), JOB, 2, port).unwrap();
+    let server = std::thread::spawn(move || {
+        let (mut s, _) = target.accept().unwrap();
+        let mut seen = ReplayGuard::default();
+        client::accept(&mut s, &job_key(), JOB, 2, &mut seen).unwrap();
+        let hs =
+            ferry_wire::Handshake::accept(job_key(), JOB, SIZE, 2, client::fresh_nonce().unwrap());
+        client::handshake(&mut s, hs).unwrap();
+        let mut b = [0u8; 5];
+        s.read_exact(&mut b).unwrap();
+        assert_eq!(&b, b"hello");
+        // Close with a reset (linger 0) instead of a FIN.
+        rustix::net::sockopt::set_socket_linger(&s, Some(Duration::ZERO)).unwrap();
+        drop(s);
+    });
+    let mut s = client::connect(relay.addr, &job_key(), JOB, 1, 2).unwrap();
+    let hs =
+        ferry_wire::Handshake::connect(job_key(), JOB, SIZE, 1, 2, client::fresh_nonce().unwrap());
+    client::handshake(&mut s, hs).unwrap();
+    s.write_all(b"hello").unwrap();
+    server.join().unwrap();
+    let t0 = Instant::now();
+    s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+    let r = s.read(&mut [0u8; 1]);
+    assert!(matches!(r, Ok(0) | Err(_)), "{r:?}");
+    assert!(
+        t0.elapsed() < Duration::from_secs(1),
+        "took {:?}",
+        t0.elapsed()
+    );
+    std::thread::sleep(Duration::from_millis(100));
+    relay.signal("USR1");
+    let lines = relay.lines(Duration::from_millis(300));
+    let status = lines
+        .iter()
+        .find(|l| l.contains("paired="))
+        .expect("status");
+    // Only the registration is left.
+    assert!(
+        status.contains(" conns=1 ") && status.contains(" relayed=0 "),
+        "{status}"
+    );
 }

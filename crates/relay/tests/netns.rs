@@ -179,3 +179,85 @@ fn relay_between_private_clusters() {
     drop(relay);
     tb.down().unwrap();
 }
+
+/// `--copy sockmap` across the testbed: b1 (private, through b's NAT) and p1 (public) reach a1
+/// through a's relay, which forwards in the kernel: checksummed messages of 0 B … 8 MiB each
+/// way, then half-closes either way round; the status line counts the kernel pairs.
+#[test]
+fn sockmap_relay_between_private_clusters() {
+    if !ferry_testbed::is_root() {
+        eprintln!("skipped: the testbed needs root");
+        return;
+    }
+    let grid = Topology::load(std::path::Path::new(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../testbed/grids/three.toml"
+    )))
+    .unwrap();
+    let tb = Testbed::up(&grid, &format!("fy{}s-", std::process::id())).unwrap();
+    let ns = |h: &str| tb.namespace(h).unwrap().to_string();
+    let tmp = TempDir::new("netns-sockmap");
+    let jobs = jobs_dir(&tmp);
+    let relay = RelayProcess::start(
+        &["ip", "netns", "exec", &ns("fa")],
+        "0.0.0.0:7390",
+        &jobs,
+        &["--copy", "sockmap"],
+    );
+    let inside: SocketAddr = "10.1.0.1:7390".parse().unwrap();
+    let public: SocketAddr = "198.18.0.10:7390".parse().unwrap();
+    let (reg_tx, reg_rx) = std::sync::mpsc::channel();
+    let server = in_ns(&ns("a1"), move || {
+        let listener = TcpListener::bind("0.0.0.0:9200").unwrap();
+        let registration = client::register(inside, &job_key(), JOB, 2, 9200).unwrap();
+        reg_tx.send(()).unwrap();
+        let mut seen = ReplayGuard::default();
+        let mut results = Vec::new();
+        for _ in 0..2 {
+            results.push(serve_one(&listener, 2, &mut seen).map_err(|e| e.to_string()));
+        }
+        drop(registration);
+        results
+    });
+    reg_rx.recv_timeout(Duration::from_secs(10)).unwrap();
+    for (host, src) in [("b1", 1), ("p1", 0)] {
+        let result = in_ns(&ns(host), move || {
+            exchange(public, src, 2)
+                .map(drop)
+                .map_err(|e| e.to_string())
+        })
+        .join()
+        .unwrap();
+        assert_eq!(result, Ok(()), "{host}");
+    }
+    assert_eq!(server.join().unwrap(), vec![Ok(1), Ok(0)]);
+    for (i, (up, down)) in [(0, 0), (8 << 20, 1), (1, 8 << 20)].into_iter().enumerate() {
+        let (reg_tx, reg_rx) = std::sync::mpsc::channel();
+        let rank = 10 + i as u32;
+        let serve = in_ns(&ns("a2"), move || {
+            let listener = TcpListener::bind(("0.0.0.0", 9300 + rank as u16)).unwrap();
+            let registration =
+                client::register(inside, &job_key(), JOB, rank, 9300 + rank as u16).unwrap();
+            reg_tx.send(listener).unwrap();
+            registration
+        });
+        let listener = reg_rx.recv_timeout(Duration::from_secs(10)).unwrap();
+        let _registration = serve.join().unwrap();
+        // The listener was opened in a2's namespace; its socket stays there.
+        in_ns(&ns("b2"), move || {
+            half_close(public, listener, 1, rank, up, down)
+        })
+        .join()
+        .unwrap();
+    }
+    relay.signal("USR1");
+    let lines = relay.lines(Duration::from_millis(300));
+    assert!(
+        lines
+            .iter()
+            .any(|l| l.contains("sockmap_pairs=5") && l.contains("errors=0")),
+        "{lines:?}"
+    );
+    drop(relay);
+    tb.down().unwrap();
+}

@@ -93,7 +93,7 @@ pub(super) unsafe fn allreduce(
     ops::check(op, ty).ok()?;
     let in_place = in_place(sendbuf);
     // The same memory on both sides without MPI_IN_PLACE is an error the general path reports.
-    if !in_place && (sendbuf.is_null() || sendbuf == recvbuf as *const c_void) {
+    if !in_place && (sendbuf.is_null() || std::ptr::eq(sendbuf, recvbuf)) {
         return None;
     }
     let planned = running(|s| {

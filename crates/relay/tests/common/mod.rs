@@ -188,3 +188,53 @@ pub fn exchange(
     }
     Ok(s)
 }
+
+/// Half-close through the relay: the client sends `up` bytes and shuts its write side; the
+/// target (rank `target`, listening on `listener`, registered) reads to EOF, answers with
+/// `down` bytes and closes; each side checks what it got.
+pub fn half_close(
+    relay: SocketAddr,
+    listener: TcpListener,
+    src: u32,
+    target: u32,
+    up: usize,
+    down: usize,
+) {
+    let server = std::thread::spawn(move || -> Result<(), String> {
+        let e = |e: &dyn std::fmt::Display| e.to_string();
+        let (mut s, _) = listener.accept().map_err(|x| e(&x))?;
+        let mut seen = ReplayGuard::default();
+        client::accept(&mut s, &job_key(), JOB, target, &mut seen).map_err(|x| e(&x))?;
+        let nonce = client::fresh_nonce().map_err(|x| e(&x))?;
+        let hs = Handshake::accept(job_key(), JOB, SIZE, target, nonce);
+        client::handshake(&mut s, hs).map_err(|x| e(&x))?;
+        let mut got = Vec::new();
+        s.read_to_end(&mut got).map_err(|x| e(&x))?;
+        if got != pattern(up, 5) {
+            return Err(format!("target got {} bytes, not the {up} sent", got.len()));
+        }
+        s.write_all(&pattern(down, 6)).map_err(|x| e(&x))?;
+        Ok(())
+    });
+    let mut s = client::connect(relay, &job_key(), JOB, src, target).unwrap();
+    let hs = Handshake::connect(
+        job_key(),
+        JOB,
+        SIZE,
+        src,
+        target,
+        client::fresh_nonce().unwrap(),
+    );
+    assert_eq!(client::handshake(&mut s, hs).unwrap(), target);
+    s.write_all(&pattern(up, 5)).unwrap();
+    s.shutdown(std::net::Shutdown::Write).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
+    let mut back = Vec::new();
+    s.read_to_end(&mut back).unwrap();
+    assert!(
+        back == pattern(down, 6),
+        "client got {} bytes, not the {down} answered",
+        back.len()
+    );
+    server.join().unwrap().unwrap();
+}
