@@ -296,7 +296,9 @@ fn doorbell_name(job: u64, rank: u32) -> String {
 /// to an abstract name made from the job and the rank, so peers need nothing but those to ring
 /// it and nothing is left behind when the process ends. Any datagram is a wake-up; the owner
 /// watches it for readability (edge-triggered) and [`Doorbell::drain`]s it after every event,
-/// so the next datagram is an edge again. Strangers can only cause spurious wake-ups.
+/// so the next datagram is an edge again. Strangers can only cause spurious wake-ups. The name
+/// lives in the network namespace: ranks `ferry run` starts on one host share it; a waker in
+/// another one cannot ring (it says so once) and the sleeper then wakes at its nap's end.
 pub(crate) struct Doorbell {
     socket: mio::net::UnixDatagram,
 }
