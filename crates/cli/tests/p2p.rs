@@ -179,6 +179,37 @@ fn waiting_ranks_sleep_instead_of_spinning() {
     }
 }
 
+/// Ranks with TCP open too (here as MPI_Open_port and MPI_Comm_spawn open it) sleep in epoll,
+/// not on their futex. With `FERRY_SPIN=0` and a 100 µs pause before each send, the waits of
+/// the ping-pong sleep, so each round trip (less the pause) is two wake-ups by shared-memory
+/// messages; when those waited for the sleeper's next 1 ms look at the rings the median was
+/// over 1 ms. The bound is loose for this noisy machine.
+#[test]
+fn shared_memory_wakes_a_rank_sleeping_in_epoll_at_once() {
+    let j = job(
+        2,
+        "shm",
+        "check",
+        &["wake", "400", "100"],
+        &[("FERRY_SPIN", "0")],
+        60,
+    );
+    j.assert_ok();
+    let out = j.stdout();
+    let median: u64 = out
+        .split("median round trip ")
+        .nth(1)
+        .and_then(|rest| rest.split(' ').next())
+        .and_then(|us| us.parse().ok())
+        .unwrap_or_else(|| panic!("no median in the output:\n{out}"));
+    assert!(median < 300, "median round trip {median} µs:\n{out}");
+    assert!(
+        !j.stderr().contains("doorbell"),
+        "no doorbell:\n{}",
+        j.stderr()
+    );
+}
+
 #[test]
 fn killed_rank_ends_the_job_within_five_seconds_naming_it() {
     for t in TRANSPORTS {

@@ -976,6 +976,49 @@ fn idle(world: &World) -> Result<(), Error> {
     Ok(())
 }
 
+/// Ranks that have TCP open as well as shared memory (as after MPI_Open_port or a spawn) sleep
+/// in TCP's epoll; a shared-memory message must still end that sleep at once. Ranks 0 and 1
+/// ping-pong 8 B `rounds` times over shared memory, each sleeping `pause_us` µs before it sends
+/// so that the other, waiting, goes to sleep too (a busy pause would not do on a loaded core:
+/// the waiter's yields would hand it the core until the message comes). Rank 1 sends how long
+/// its pause took; rank 0 prints the median round trip less that: about two wake-ups.
+fn wake(world: &World, rounds: usize, pause_us: u64) -> Result<(), Error> {
+    let pause = Duration::from_micros(pause_us);
+    world.open_to_other_worlds()?;
+    world.barrier()?;
+    let mut buf = [0u8; 8];
+    let mut trips = Vec::with_capacity(rounds);
+    for _ in 0..rounds {
+        match world.rank() {
+            0 => {
+                std::thread::sleep(pause);
+                let start = std::time::Instant::now();
+                world.send(&buf, 1, 0)?;
+                world.recv(&mut buf, 1, 0)?;
+                let paused = Duration::from_nanos(u64::from_le_bytes(buf));
+                trips.push(start.elapsed().saturating_sub(paused));
+            }
+            1 => {
+                world.recv(&mut buf, 0, 0)?;
+                let start = std::time::Instant::now();
+                std::thread::sleep(pause);
+                buf = (start.elapsed().as_nanos() as u64).to_le_bytes();
+                world.send(&buf, 0, 0)?;
+            }
+            _ => {}
+        }
+    }
+    trips.sort();
+    if let Some(median) = trips.get(rounds / 2) {
+        println!(
+            "wake ok: median round trip {} us over {rounds} (max {} us), less the pauses",
+            median.as_micros(),
+            trips.last().map_or(0, |t| t.as_micros())
+        );
+    }
+    world.barrier()
+}
+
 /// Rank 1 kills itself while the others wait for it.
 fn die(world: &World) -> Result<(), Error> {
     if world.rank() == 1 {
@@ -1116,6 +1159,7 @@ fn main() {
         Some("die") => die(&world),
         Some("panic") => panics(&world),
         Some("idle") => idle(&world),
+        Some("wake") => wake(&world, arg(1, 400), arg(2, 100) as u64),
         Some("coll") => collectives(&world),
         Some("hier") => hier(&world),
         Some("stranger") => stranger(&world),

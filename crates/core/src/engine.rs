@@ -18,7 +18,7 @@ use crate::error::Error;
 use crate::matching::{Envelope, Matcher, Pattern};
 use crate::rails::{RailLoad, Striper};
 use crate::raw::SendMode;
-use crate::shm::{cma_read, cma_write, ShmTransport};
+use crate::shm::{cma_read, cma_write, ShmTransport, Sleep};
 use crate::tcp::TcpTransport;
 use ferry_wire::rendezvous::{share_split, RendezvousRecv, RendezvousSend};
 use ferry_wire::{Frame, HEADER_LEN};
@@ -1068,7 +1068,11 @@ pub(crate) struct Engine {
     /// Allocations of finished collectives for the next ones.
     pub(crate) spare: crate::coll::Spare,
     shm: Option<ShmTransport>,
+    /// Set with [`Engine::add_tcp`], which also makes the doorbell.
     pub(crate) tcp: Option<TcpTransport>,
+    /// With both transports, shared-memory peers wake this rank's sleep in TCP's epoll through
+    /// its doorbell (see `crate::shm`); false if it could not be made.
+    doorbell: bool,
     shm_eager_limit: usize,
     tcp_eager_limit: usize,
     shm_chunk: usize,
@@ -1163,7 +1167,7 @@ impl Engine {
     pub(crate) fn new(setup: EngineSetup) -> Engine {
         let size = setup.routes.len();
         let shm_max = setup.shm.as_ref().map_or(usize::MAX, |s| s.max_payload());
-        Engine {
+        let mut engine = Engine {
             collectives: Vec::new(),
             collectives_seen: 0,
             drains: Vec::new(),
@@ -1201,7 +1205,8 @@ impl Engine {
             shm_eager_limit: setup.shm_eager_limit.min(shm_max),
             shm_chunk: shm_max / 2,
             shm: setup.shm,
-            tcp: setup.tcp,
+            tcp: None,
+            doorbell: false,
             tcp_eager_limit: setup.tcp_eager_limit,
             tcp_chunk: setup.tcp_chunk,
             spin: setup.spin,
@@ -1218,7 +1223,31 @@ impl Engine {
             started: Instant::now(),
             in_place: Vec::new(),
             held: vec![None; size],
+        };
+        if let Some(tcp) = setup.tcp {
+            engine.add_tcp(tcp);
         }
+        engine
+    }
+
+    /// Gives this rank TCP (at start, or later to reach other worlds). With shared memory as
+    /// well, it makes the doorbell that lets shared-memory peers end a sleep in TCP's epoll;
+    /// if that fails, it says so once and such sleeps look at the rings every millisecond.
+    pub(crate) fn add_tcp(&mut self, mut tcp: TcpTransport) {
+        if let Some(shm) = self.shm.as_ref() {
+            match shm
+                .doorbell()
+                .map_err(|e| Error::Transport(format!("cannot bind the doorbell: {e}")))
+                .and_then(|bell| tcp.watch_doorbell(bell))
+            {
+                Ok(()) => self.doorbell = true,
+                Err(e) => eprintln!(
+                    "ferry: rank {}: {e}; a wait with TCP open looks for shared-memory messages every 1 ms",
+                    self.proto.me
+                ),
+            }
+        }
+        self.tcp = Some(tcp);
     }
 
     /// Takes peers `uids` (processes of another world of the job) with their process ids:
@@ -2205,22 +2234,34 @@ impl Engine {
     #[cold]
     #[inline(never)]
     fn block(&mut self) -> Result<(), Error> {
-        if let Some(tcp) = self.tcp.as_mut() {
-            let timeout = if self.shm.is_some() {
-                self.nap.min(Duration::from_millis(1))
-            } else {
-                self.nap
+        if self.tcp.is_some() {
+            if !self.doorbell {
+                // Shared-memory peers cannot wake an epoll without the doorbell: look at the
+                // rings every millisecond.
+                let nap = match self.shm {
+                    Some(_) => self.nap.min(Duration::from_millis(1)),
+                    None => self.nap,
+                };
+                return self.sleep_in_poll(nap);
+            }
+            // As on the futex below: announce, look once more, then sleep; a shared-memory
+            // peer that stores a record after our look sees the announcement and rings.
+            if let Some(shm) = self.shm.as_ref() {
+                shm.prepare_sleep(Sleep::InPoll);
+            }
+            let slept = match self.progress() {
+                Ok(true) => Ok(()),
+                Ok(false) => self.sleep_in_poll(self.nap),
+                Err(e) => Err(e),
             };
-            tcp.poll_input(&mut self.proto, Some(timeout))
-                .map_err(|e| with_pid(&self.proto.pids, e))?;
-            self.forget_closed();
-            self.send_active_replies()?;
-            self.flush()?;
-            return Ok(());
+            if let Some(shm) = self.shm.as_ref() {
+                shm.cancel_sleep();
+            }
+            return slept;
         }
         if self.shm.is_some() {
             if let Some(shm) = self.shm.as_ref() {
-                shm.prepare_sleep();
+                shm.prepare_sleep(Sleep::OnFutex);
             }
             let progressed = self.progress()?;
             if let Some(shm) = self.shm.as_ref() {
@@ -2233,6 +2274,18 @@ impl Engine {
             return Ok(());
         }
         std::thread::yield_now();
+        Ok(())
+    }
+
+    /// Waits in TCP's epoll up to `timeout`, then handles what came.
+    fn sleep_in_poll(&mut self, timeout: Duration) -> Result<(), Error> {
+        if let Some(tcp) = self.tcp.as_mut() {
+            tcp.poll_input(&mut self.proto, Some(timeout))
+                .map_err(|e| with_pid(&self.proto.pids, e))?;
+        }
+        self.forget_closed();
+        self.send_active_replies()?;
+        self.flush()?;
         Ok(())
     }
 

@@ -18,6 +18,15 @@
 //! needs only a compiler fence — an `mfence` per push and per pop was about a tenth of an 8 B
 //! ping-pong's time.
 //!
+//! A rank that also has TCP peers waits in TCP's epoll instead, and a thread cannot wait on a
+//! futex and an epoll at once. Its sleep stores [`IN_POLL`] instead of [`ON_FUTEX`] in the same
+//! word, with the same fences, and a waker that swaps that value out sends a datagram to the
+//! sleeper's [`Doorbell`], an abstract-namespace UNIX datagram socket named from the job and
+//! the rank that sits in the sleeper's epoll set. The datagram stays queued until the sleeper
+//! drains it, so a ring that comes before the sleeper reaches `epoll_wait` still wakes it.
+//! Either wake-up is out of line ([`Sleeper`]): a message to a rank that is awake costs one
+//! load and a branch, as before there were two kinds of sleep.
+//!
 //! Large messages are copied once, straight from the sender's memory, with
 //! `process_vm_readv` (CMA) — see [`cma_read`].
 //!
@@ -25,7 +34,7 @@
 //!
 //! ```text
 //! 0    magic u64 | ranks u32 | pad | ring_bytes u64 | cpu u32 (where the owner last waited, + 1)
-//! 64   sleeping u32 (futex word)
+//! 64   sleeping u32 (futex word: 0 awake, 1 on the futex, 2 in epoll)
 //! 128  ring 0: key u64 @+0 (set at creation), head u64 @+64 (consumer), data @+128 .. +128+ring_bytes
 //! ...  ring s at 128 + s * (128 + ring_bytes)
 //! ```
@@ -34,7 +43,10 @@ use crate::error::Error;
 use ferry_wire::HEADER_LEN;
 use memmap2::MmapRaw;
 use std::fs::OpenOptions;
+use std::io::ErrorKind;
+use std::os::linux::net::SocketAddrExt;
 use std::os::unix::fs::OpenOptionsExt;
+use std::os::unix::net::{SocketAddr as UnixAddr, UnixDatagram};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{compiler_fence, fence, AtomicU32, AtomicU64, Ordering};
 use std::time::Duration;
@@ -46,6 +58,23 @@ const SLEEPING_OFFSET: usize = 64;
 /// Written by the owner at the start of a wait that spins, read by peers now and then; on the
 /// header's first line, which nothing else reads after attaching.
 const CPU_OFFSET: usize = 24;
+
+/// Values of a segment's `sleeping` word: its owner is awake (or about to be)…
+const AWAKE: u32 = 0;
+/// …sleeps on the futex (no TCP)…
+const ON_FUTEX: u32 = 1;
+/// …or sleeps in TCP's epoll, woken through its [`Doorbell`].
+const IN_POLL: u32 = 2;
+
+/// Where a rank about to sleep will wait: what [`ShmTransport::prepare_sleep`] announces.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Sleep {
+    /// On the futex of its segment ([`ShmTransport::sleep`]).
+    OnFutex,
+    /// In an epoll that watches its [`Doorbell`]; it ends the sleep with
+    /// [`ShmTransport::cancel_sleep`].
+    InPoll,
+}
 
 /// Path of the segment holding the inbound rings of `rank`.
 pub(crate) fn segment_path(job: u64, rank: u32) -> PathBuf {
@@ -222,18 +251,173 @@ fn barriers() -> &'static Barriers {
     })
 }
 
-/// Wakes the owner of `sleeping` if it sleeps. Called after a store the sleeper waits for.
-fn wake_if_sleeping(sleeping: &AtomicU32) {
-    if barriers().light_for_wakers {
-        compiler_fence(Ordering::SeqCst);
-    } else {
-        fence(Ordering::SeqCst);
+/// A peer that may sleep waiting for what this rank stores into their shared ring: a
+/// producer for records, a consumer for free space.
+#[derive(Clone, Copy)]
+struct Sleeper {
+    /// Its segment's sleeping word.
+    sleeping: *const AtomicU32,
+    job: u64,
+    rank: u32,
+    /// This rank, for the log.
+    me: u32,
+}
+
+impl Sleeper {
+    /// Wakes the peer if it sleeps. Called after a store it waits for: the store, then this
+    /// load (see the module doc for the fences). A message to a peer that is awake costs the
+    /// load and a branch; the wake-up itself is out of line.
+    #[inline]
+    fn wake_if_sleeping(&self) {
+        if barriers().light_for_wakers {
+            compiler_fence(Ordering::SeqCst);
+        } else {
+            fence(Ordering::SeqCst);
+        }
+        // SAFETY: points into a peer segment, which the transport keeps mapped.
+        if unsafe { &*self.sleeping }.load(Ordering::Relaxed) != AWAKE {
+            self.wake();
+        }
     }
-    if sleeping.load(Ordering::Relaxed) != 0 && sleeping.swap(0, Ordering::SeqCst) != 0 {
-        // SAFETY: FUTEX_WAKE on a valid, 4-aligned word of shared memory; no other memory is
-        // touched. Not FUTEX_PRIVATE: the waiter is another process.
-        unsafe {
-            libc::syscall(libc::SYS_futex, sleeping.as_ptr(), libc::FUTEX_WAKE, 1);
+
+    #[cold]
+    #[inline(never)]
+    fn wake(&self) {
+        // SAFETY: as in `wake_if_sleeping`.
+        let sleeping = unsafe { &*self.sleeping };
+        match sleeping.swap(AWAKE, Ordering::SeqCst) {
+            ON_FUTEX => {
+                // SAFETY: FUTEX_WAKE on a valid, 4-aligned word of shared memory; no other
+                // memory is touched. Not FUTEX_PRIVATE: the waiter is another process.
+                unsafe {
+                    libc::syscall(libc::SYS_futex, sleeping.as_ptr(), libc::FUTEX_WAKE, 1);
+                }
+            }
+            IN_POLL => {
+                static RINGER: std::sync::Mutex<Ringer> = std::sync::Mutex::new(Ringer::new());
+                let mut ringer = RINGER.lock().unwrap_or_else(|e| e.into_inner());
+                ringer.ring(self.job, self.me, self.rank);
+            }
+            _ => {}
+        }
+    }
+}
+
+/// Abstract-namespace name of `rank`'s doorbell in job `job`.
+fn doorbell_name(job: u64, rank: u32) -> String {
+    format!("ferry-{job}-{rank}-wake")
+}
+
+/// The wake-up object of a rank that sleeps in epoll: a nonblocking UNIX datagram socket bound
+/// to an abstract name made from the job and the rank, so peers need nothing but those to ring
+/// it and nothing is left behind when the process ends. Any datagram is a wake-up; the owner
+/// watches it for readability (edge-triggered) and [`Doorbell::drain`]s it after every event,
+/// so the next datagram is an edge again. Strangers can only cause spurious wake-ups. The name
+/// lives in the network namespace: ranks `ferry run` starts on one host share it; a waker in
+/// another one cannot ring (it says so once) and the sleeper then wakes at its nap's end.
+pub(crate) struct Doorbell {
+    socket: mio::net::UnixDatagram,
+}
+
+impl Doorbell {
+    /// Binds `rank`'s doorbell of job `job`.
+    pub(crate) fn bind(job: u64, rank: u32) -> std::io::Result<Doorbell> {
+        let addr = UnixAddr::from_abstract_name(doorbell_name(job, rank))?;
+        let socket = UnixDatagram::bind_addr(&addr)?;
+        socket.set_nonblocking(true)?;
+        Ok(Doorbell {
+            socket: mio::net::UnixDatagram::from_std(socket),
+        })
+    }
+
+    /// Reads every queued ring; returns whether there was any.
+    pub(crate) fn drain(&self) -> bool {
+        let mut any = false;
+        let mut buf = [0u8; 8];
+        loop {
+            match self.socket.recv(&mut buf) {
+                Ok(_) => any = true,
+                Err(e) if e.kind() == ErrorKind::Interrupted => {}
+                // WouldBlock: empty. Anything else cannot be fixed by reading again.
+                Err(_) => return any,
+            }
+        }
+    }
+}
+
+impl mio::event::Source for Doorbell {
+    fn register(
+        &mut self,
+        registry: &mio::Registry,
+        token: mio::Token,
+        interests: mio::Interest,
+    ) -> std::io::Result<()> {
+        self.socket.register(registry, token, interests)
+    }
+    fn reregister(
+        &mut self,
+        registry: &mio::Registry,
+        token: mio::Token,
+        interests: mio::Interest,
+    ) -> std::io::Result<()> {
+        self.socket.reregister(registry, token, interests)
+    }
+    fn deregister(&mut self, registry: &mio::Registry) -> std::io::Result<()> {
+        self.socket.deregister(registry)
+    }
+}
+
+/// The sending side of doorbells, made on the first ring: one unbound socket and the address
+/// of each doorbell rung. One per process.
+struct Ringer {
+    socket: Option<UnixDatagram>,
+    addrs: Vec<((u64, u32), UnixAddr)>,
+    /// A failure was logged; later ones are not.
+    complained: bool,
+}
+
+impl Ringer {
+    const fn new() -> Ringer {
+        Ringer {
+            socket: None,
+            addrs: Vec::new(),
+            complained: false,
+        }
+    }
+
+    /// Rings `peer`'s doorbell of job `job` once. A full queue is fine: rings wait there
+    /// unread, so the peer wakes anyway. Any other failure is logged once; the peer then wakes
+    /// when its epoll times out (its nap), which is slow but never a hang.
+    fn ring(&mut self, job: u64, me: u32, peer: u32) {
+        let result = (|| {
+            if self.socket.is_none() {
+                let socket = UnixDatagram::unbound()?;
+                socket.set_nonblocking(true)?;
+                self.socket = Some(socket);
+            }
+            let at = match self.addrs.iter().position(|(k, _)| *k == (job, peer)) {
+                Some(at) => at,
+                None => {
+                    let addr = UnixAddr::from_abstract_name(doorbell_name(job, peer))?;
+                    self.addrs.push(((job, peer), addr));
+                    self.addrs.len() - 1
+                }
+            };
+            match self.socket.as_ref() {
+                Some(socket) => socket.send_to_addr(&[1], &self.addrs[at].1).map(|_| ()),
+                None => Ok(()),
+            }
+        })();
+        match result {
+            Ok(()) => {}
+            Err(e) if e.kind() == ErrorKind::WouldBlock => {}
+            Err(e) if !self.complained => {
+                self.complained = true;
+                eprintln!(
+                    "ferry: rank {me}: cannot ring rank {peer}'s doorbell ({e}); it wakes for shared-memory messages only when its epoll times out"
+                );
+            }
+            Err(_) => {}
         }
     }
 }
@@ -255,8 +439,8 @@ struct Producer {
     /// Payload bytes reserved at `tail` by [`ShmTransport::reserve`], not yet published; while
     /// set, `try_push` refuses (a later record must not overtake the reserved one).
     reserved: Option<usize>,
-    /// The consumer's futex word.
-    peer_sleeping: *const AtomicU32,
+    /// The consumer.
+    peer: Sleeper,
 }
 
 impl Producer {
@@ -269,8 +453,7 @@ impl Producer {
             .stamp_at(self.tail)
             .store(stamp(self.key, self.tail), Ordering::Release);
         self.tail += record_len(len) as u64;
-        // SAFETY: points into a peer segment owned by the transport.
-        wake_if_sleeping(unsafe { &*self.peer_sleeping });
+        self.peer.wake_if_sleeping();
     }
 }
 
@@ -280,8 +463,8 @@ struct Consumer {
     /// The ring's key (see [`stamp`]).
     key: u64,
     head: u64,
-    /// The producer's futex word, to wake it when space frees up.
-    peer_sleeping: *const AtomicU32,
+    /// The producer, to wake when space frees up.
+    peer: Sleeper,
 }
 
 impl Consumer {
@@ -326,6 +509,8 @@ pub(crate) struct ShmTransport {
     outbound: Vec<Option<Producer>>,
     ring_bytes: usize,
     path: PathBuf,
+    job: u64,
+    me: u32,
 }
 
 impl ShmTransport {
@@ -400,6 +585,12 @@ impl ShmTransport {
         let mut inbound = Vec::with_capacity(ranks);
         let mut outbound = Vec::with_capacity(ranks);
         for (rank, peer) in peers.iter().enumerate() {
+            let sleeper = |peer: &Segment| Sleeper {
+                sleeping: peer.sleeping(),
+                job,
+                rank: rank as u32,
+                me,
+            };
             match peer {
                 None => {
                     inbound.push(None);
@@ -411,7 +602,7 @@ impl ShmTransport {
                         ring,
                         key: ring.key().load(Ordering::Relaxed),
                         head: 0,
-                        peer_sleeping: peer.sleeping(),
+                        peer: sleeper(peer),
                     }));
                     let ring = peer.ring(me as usize, ring_bytes);
                     outbound.push(Some(Producer {
@@ -420,7 +611,7 @@ impl ShmTransport {
                         tail: 0,
                         head_seen: 0,
                         reserved: None,
-                        peer_sleeping: peer.sleeping(),
+                        peer: sleeper(peer),
                     }));
                 }
             }
@@ -432,7 +623,15 @@ impl ShmTransport {
             outbound,
             ring_bytes,
             path: own.path,
+            job,
+            me,
         })
+    }
+
+    /// Binds this rank's doorbell, for sleeping in an epoll that watches it
+    /// ([`Sleep::InPoll`]).
+    pub(crate) fn doorbell(&self) -> std::io::Result<Doorbell> {
+        Doorbell::bind(self.job, self.me)
     }
 
     /// Removes this rank's segment file once every peer has mapped it (the mapping stays).
@@ -562,8 +761,7 @@ impl ShmTransport {
         if let Some(c) = self.inbound[peer].as_mut() {
             c.head += record_len(payload) as u64;
             c.ring.head().store(c.head, Ordering::Release);
-            // SAFETY: points into a peer segment owned by `self`.
-            wake_if_sleeping(unsafe { &*c.peer_sleeping });
+            c.peer.wake_if_sleeping();
         }
     }
 
@@ -587,10 +785,15 @@ impl ShmTransport {
             .any(|peer| peer.cpu().load(Ordering::Relaxed) == cpu)
     }
 
-    /// Announces that this rank is about to sleep. The caller must then look for work once more
-    /// and call [`ShmTransport::sleep`] only if it found none.
-    pub(crate) fn prepare_sleep(&self) {
-        self.own.sleeping().store(1, Ordering::SeqCst);
+    /// Announces that this rank is about to sleep, and where. The caller must then look for work
+    /// once more and sleep only if it found none: [`ShmTransport::sleep`] on the futex, or in
+    /// an epoll that watches its [`Doorbell`], ending with [`ShmTransport::cancel_sleep`].
+    pub(crate) fn prepare_sleep(&self, sleep: Sleep) {
+        let word = match sleep {
+            Sleep::OnFutex => ON_FUTEX,
+            Sleep::InPoll => IN_POLL,
+        };
+        self.own.sleeping().store(word, Ordering::SeqCst);
         fence(Ordering::SeqCst);
         if barriers().heavy_for_sleepers {
             // SAFETY: membarrier takes two integer arguments and touches no memory of ours.
@@ -606,22 +809,22 @@ impl ShmTransport {
             tv_nsec: timeout.subsec_nanos() as libc::c_long,
         };
         // SAFETY: FUTEX_WAIT on a valid, aligned word of our own mapping with a valid timespec;
-        // it returns at once if the word is no longer 1.
+        // it returns at once if the word is no longer ON_FUTEX.
         unsafe {
             libc::syscall(
                 libc::SYS_futex,
                 word.as_ptr(),
                 libc::FUTEX_WAIT,
-                1u32,
+                ON_FUTEX,
                 &ts as *const libc::timespec,
             );
         }
-        word.store(0, Ordering::Relaxed);
+        word.store(AWAKE, Ordering::Relaxed);
     }
 
-    /// Withdraws the sleep announcement.
+    /// Withdraws the sleep announcement (or ends a sleep in epoll).
     pub(crate) fn cancel_sleep(&self) {
-        self.own.sleeping().store(0, Ordering::Relaxed);
+        self.own.sleeping().store(AWAKE, Ordering::Relaxed);
     }
 }
 
@@ -816,6 +1019,94 @@ mod tests {
         assert!(a.publish(1, &header, got));
         let rec = b.peek(0).expect("published");
         assert!(rec.payload_in_place(got).is_some());
+    }
+
+    /// Waits up to `timeout` for events on `poll`; returns their tokens.
+    fn events(poll: &mut mio::Poll, timeout: Duration) -> Vec<mio::Token> {
+        let mut events = mio::Events::with_capacity(8);
+        poll.poll(&mut events, Some(timeout)).unwrap();
+        events.iter().map(|e| e.token()).collect()
+    }
+
+    const BELL: mio::Token = mio::Token(7);
+
+    fn watched(job: u64, rank: u32) -> (Doorbell, mio::Poll) {
+        let mut bell = Doorbell::bind(job, rank).unwrap();
+        let poll = mio::Poll::new().unwrap();
+        poll.registry()
+            .register(&mut bell, BELL, mio::Interest::READABLE)
+            .unwrap();
+        (bell, poll)
+    }
+
+    #[test]
+    fn doorbell_ends_a_poll_holds_its_rings_until_drained_and_never_fails_when_full() {
+        let job = job();
+        let (bell, mut poll) = watched(job, 3);
+        assert!(Doorbell::bind(job, 3).is_err(), "one doorbell per rank");
+        assert!(events(&mut poll, Duration::ZERO).is_empty());
+        assert!(!bell.drain());
+        // Far more rings than the socket queues: the extra ones are dropped, never an error.
+        let mut ringer = Ringer::new();
+        for _ in 0..10_000 {
+            ringer.ring(job, 0, 3);
+        }
+        assert!(!ringer.complained);
+        let start = std::time::Instant::now();
+        assert_eq!(events(&mut poll, Duration::from_secs(10)), [BELL]);
+        assert!(start.elapsed() < Duration::from_secs(5));
+        assert!(bell.drain());
+        assert!(!bell.drain());
+        assert!(events(&mut poll, Duration::ZERO).is_empty());
+        // Rung before the poll: the ring waits for it (the sleeper may be late).
+        ringer.ring(job, 0, 3);
+        assert_eq!(events(&mut poll, Duration::from_secs(10)), [BELL]);
+        assert!(bell.drain());
+        // A doorbell nobody bound: said once, no panic, no hang.
+        ringer.ring(job, 0, 4);
+        assert!(ringer.complained);
+    }
+
+    fn sleeping(t: &ShmTransport) -> u32 {
+        t.own.sleeping().load(Ordering::SeqCst)
+    }
+
+    #[test]
+    fn a_sleeper_in_poll_is_rung_by_pushes_and_pops_and_one_on_the_futex_is_not() {
+        let (mut a, mut b) = pair(4096);
+        let (bell_a, mut poll_a) = watched(a.job, 0);
+        let (bell_b, mut poll_b) = watched(b.job, 1);
+        let header = [1u8; HEADER_LEN];
+        // Push to a sleeper in epoll: the word is cleared and its doorbell rung.
+        a.prepare_sleep(Sleep::InPoll);
+        assert_eq!(sleeping(&a), IN_POLL);
+        assert!(b.try_push(0, &header, [0u8; 8].as_ptr(), 8));
+        assert_eq!(sleeping(&a), AWAKE);
+        assert_eq!(events(&mut poll_a, Duration::from_secs(10)), [BELL]);
+        assert!(bell_a.drain());
+        // Only once: the next push finds it awake.
+        assert!(b.try_push(0, &header, [0u8; 8].as_ptr(), 8));
+        assert!(!bell_a.drain());
+        // A pop wakes the producer the same way (it may wait for ring space).
+        b.prepare_sleep(Sleep::InPoll);
+        a.pop(1, 8);
+        assert_eq!(sleeping(&b), AWAKE);
+        assert_eq!(events(&mut poll_b, Duration::from_secs(10)), [BELL]);
+        assert!(bell_b.drain());
+        // So does a published reservation.
+        a.prepare_sleep(Sleep::InPoll);
+        assert!(b.reserve(0, 16, 16).is_some());
+        assert!(b.publish(0, &header, 16));
+        assert_eq!(events(&mut poll_a, Duration::from_secs(10)), [BELL]);
+        assert!(bell_a.drain());
+        a.cancel_sleep();
+        // On the futex: woken there, the doorbell stays silent.
+        a.prepare_sleep(Sleep::OnFutex);
+        assert_eq!(sleeping(&a), ON_FUTEX);
+        assert!(b.try_push(0, &header, [0u8; 8].as_ptr(), 8));
+        assert_eq!(sleeping(&a), AWAKE);
+        assert!(events(&mut poll_a, Duration::ZERO).is_empty());
+        assert!(!bell_a.drain());
     }
 
     #[test]

@@ -192,7 +192,7 @@ fn open(shared: &Shared) -> Result<(), Error> {
                 Duration::from_secs(c.rail_timeout_secs),
             )?;
             t.grow(engine.proto.routes.len());
-            engine.tcp = Some(t);
+            engine.add_tcp(t);
         }
         match engine.tcp.as_ref() {
             Some(t) => (me, t.listen_addr()),

@@ -47,6 +47,7 @@ const DIRECT_READ: usize = 32 << 10;
 const RAIL_SHIFT: u32 = 32;
 const LISTENER: Token = Token(usize::MAX);
 const RELAY: Token = Token(usize::MAX - 1);
+const DOORBELL: Token = Token(usize::MAX - 2);
 const STRANGER_BASE: usize = 1 << 40;
 /// Highest process number (universe rank) a handshake may claim: ranks of every world of the
 /// job, spawned ones included (the launcher allows as many).
@@ -313,6 +314,8 @@ pub(crate) struct TcpTransport {
     seen: ReplayGuard,
     /// The registration with our cluster's relay, kept open for the job's life.
     relay: Option<RelayLink>,
+    /// Rung by shared-memory peers when this rank sleeps in `poll_input` (see `crate::shm`).
+    doorbell: Option<crate::shm::Doorbell>,
 }
 
 /// A private rank's registration with the relay on its front node.
@@ -377,7 +380,19 @@ impl TcpTransport {
             socket_buffer,
             seen: ReplayGuard::default(),
             relay: None,
+            doorbell: None,
         })
+    }
+
+    /// Watches `bell`: a ring ends a wait in [`TcpTransport::poll_input`], which then drains it
+    /// and reports progress, so that the caller looks at its shared-memory rings again.
+    pub(crate) fn watch_doorbell(&mut self, mut bell: crate::shm::Doorbell) -> Result<(), Error> {
+        self.poll
+            .registry()
+            .register(&mut bell, DOORBELL, Interest::READABLE)
+            .map_err(|e| io_error("epoll_ctl", e))?;
+        self.doorbell = Some(bell);
+        Ok(())
     }
 
     /// Registers this rank with the relay of its cluster (on `front`, reached at `inside`) so
@@ -705,6 +720,16 @@ impl TcpTransport {
             }
             if token == RELAY {
                 relay_event = true;
+                continue;
+            }
+            if token == DOORBELL {
+                // Drained after every event (edge-triggered: the next ring must be an edge).
+                // Progress even if it was empty: a ring consumed here may be the only sign of
+                // a record the caller's last look at the rings missed.
+                if let Some(bell) = self.doorbell.as_ref() {
+                    bell.drain();
+                }
+                progressed = true;
                 continue;
             }
             let conn = if token.0 >= STRANGER_BASE {
