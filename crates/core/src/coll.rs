@@ -621,6 +621,13 @@ impl crate::comm::Shared {
         let mut sends = Vec::new();
         let mut run = || -> Result<(), Error> {
             for (i, step) in schedule.steps.iter().enumerate() {
+                if let Op::Recv { peer, seq, region } = step.op {
+                    let (source, tag) = (view.world_of[peer], view.tag(seq));
+                    let buf = view.ptr(&region);
+                    let done = self.receive(view.context + 1, source, tag, buf, region.len)?;
+                    view.note_length(i, &done);
+                    continue;
+                }
                 let started = view.start(i, &mut self.engine.borrow_mut())?;
                 let StepState::Running(id) = started else {
                     continue;
@@ -641,6 +648,42 @@ impl crate::comm::Shared {
         let ran = run();
         let ended = self.engine.borrow_mut().end_view(&mut view);
         ran.and(ended)
+    }
+
+    /// Waits for the message `(context, source, tag)` of a step and receives it into `cap`
+    /// bytes at `buf`, taking it off its shared-memory ring when it comes (see
+    /// [`Engine::take_arrived`]) instead of matching a posted receive.
+    fn receive(
+        &self,
+        context: u32,
+        source: u32,
+        tag: i32,
+        buf: *mut u8,
+        cap: usize,
+    ) -> Result<Completion, Error> {
+        let mut idle = 0;
+        loop {
+            {
+                let mut engine = self.engine.borrow_mut();
+                match engine.take_arrived(context, source, tag, buf, cap)? {
+                    Some(Received::Now(done)) => return Ok(done),
+                    Some(Received::Later(id)) => {
+                        drop(engine);
+                        self.wait_until(|p| p.is_done(id))?;
+                        return self
+                            .engine
+                            .borrow_mut()
+                            .take(id)
+                            .ok_or_else(|| internal("a collective's receive vanished"));
+                    }
+                    None => idle = engine.wait_pass(idle)?,
+                }
+            }
+            // As in `Shared::wait_until`: a pass that found nothing lets other threads in.
+            if let (true, Some(pause)) = (idle > 0, self.pause.get()) {
+                pause();
+            }
+        }
     }
 }
 

@@ -1586,6 +1586,69 @@ impl Engine {
         id
     }
 
+    /// Receives the message `(context, source, tag)` into `cap` bytes at `buf` if it has
+    /// arrived: from the unexpected queue (a rendezvous one as a request that goes on), or as
+    /// the next record of `source`'s shared-memory ring, read straight into `buf` without
+    /// going through matching. That it is the next record there means no earlier message of
+    /// that pair is waiting; a caller takes this path only for a pattern no posted receive may
+    /// also match (one source, one tag, of a collective's context). `None` when it has not
+    /// arrived yet.
+    pub(crate) fn take_arrived(
+        &mut self,
+        context: u32,
+        source: u32,
+        tag: i32,
+        buf: *mut u8,
+        cap: usize,
+    ) -> Result<Option<Received>, Error> {
+        let pattern = Pattern {
+            context,
+            source: Some(source),
+            tag: Some(tag),
+        };
+        if self.proto.matcher.peek_unexpected(&pattern).is_some() {
+            return self
+                .recv_now_or_post(context, source, tag, buf, cap)
+                .map(Some);
+        }
+        let peer = source as usize;
+        if self.proto.routes[peer] != Route::Shm || self.held[peer].is_some() {
+            return Ok(None);
+        }
+        let Some(shm) = self.shm.as_mut() else {
+            return Ok(None);
+        };
+        let Some(record) = shm.peek(peer) else {
+            return Ok(None);
+        };
+        let frame =
+            Frame::decode(&record.header, u64::MAX).map_err(|e| protocol_error(source, e))?;
+        let Frame::Eager {
+            context: c,
+            tag: t,
+            len,
+        } = frame
+        else {
+            return Ok(None);
+        };
+        if c != context || t != tag || self.proto.is_active(context) {
+            return Ok(None);
+        }
+        let (len, n) = (len as usize, (len as usize).min(cap));
+        if n > 0 {
+            record.copy_payload(0, buf, n);
+        }
+        shm.pop(peer, len);
+        self.proto.counters.received(len as u64);
+        Ok(Some(Received::Now(Completion {
+            source,
+            tag,
+            len: n,
+            message_len: len,
+            cancelled: false,
+        })))
+    }
+
     /// As [`Engine::irecv`] from one source with one tag, but a message that has arrived
     /// eagerly is received at once, without a request.
     pub(crate) fn recv_now_or_post(
