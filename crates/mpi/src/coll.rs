@@ -790,6 +790,19 @@ pub(crate) unsafe fn bcast(
             return done;
         }
     }
+    bcast_general(buf, count, datatype, root, comm, request)
+}
+
+/// The general path of [`bcast`], out of line so that the lean path does not pay for its frame.
+#[inline(never)]
+unsafe fn bcast_general(
+    buf: *mut c_void,
+    count: c_int,
+    datatype: Handle,
+    root: c_int,
+    comm: Handle,
+    request: *mut Handle,
+) -> Res {
     if let Some(i) = inter_of(comm)? {
         if request.is_null() {
             return crate::inter::bcast(i, buf, count, datatype, root);
@@ -929,6 +942,20 @@ pub(crate) unsafe fn allreduce(
             return done;
         }
     }
+    allreduce_general(sendbuf, recvbuf, count, datatype, op, comm, request)
+}
+
+/// The general path of [`allreduce`], out of line so that the lean path does not pay for its frame.
+#[inline(never)]
+unsafe fn allreduce_general(
+    sendbuf: *const c_void,
+    recvbuf: *mut c_void,
+    count: c_int,
+    datatype: Handle,
+    op: Handle,
+    comm: Handle,
+    request: *mut Handle,
+) -> Res {
     if let Some(i) = inter_of(comm)? {
         if request.is_null() {
             return crate::inter::allreduce(i, sendbuf, recvbuf, count, datatype, op);

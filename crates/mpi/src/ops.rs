@@ -237,6 +237,26 @@ pub fn apply_packed(
     apply_strided(op, ty, input, inout, true)
 }
 
+/// An operation known to be defined for a type (made by [`CheckedOp::new`]), so applying it
+/// skips the check: what a reduction applied on every call of a collective keeps.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct CheckedOp {
+    op: BuiltinOp,
+    ty: Builtin,
+}
+
+impl CheckedOp {
+    /// `op` on `ty`, if it is defined there (see [`check`]).
+    pub fn new(op: BuiltinOp, ty: Builtin) -> Result<CheckedOp, OpError> {
+        check(op, ty).map(|()| CheckedOp { op, ty })
+    }
+
+    /// [`apply_packed`] without the check.
+    pub fn apply_packed(self, input: &[u8], inout: &mut [u8]) -> Result<(), OpError> {
+        apply_defined(self.op, self.ty, input, inout, true)
+    }
+}
+
 fn apply_strided(
     op: BuiltinOp,
     ty: Builtin,
@@ -245,6 +265,17 @@ fn apply_strided(
     packed: bool,
 ) -> Result<(), OpError> {
     check(op, ty)?;
+    apply_defined(op, ty, input, inout, packed)
+}
+
+/// [`apply_strided`] of an operation [`check`]ed for the type.
+fn apply_defined(
+    op: BuiltinOp,
+    ty: Builtin,
+    input: &[u8],
+    inout: &mut [u8],
+    packed: bool,
+) -> Result<(), OpError> {
     let stride = if packed { ty.size() } else { ty.extent() };
     if input.len() != inout.len() || !input.len().is_multiple_of(stride) {
         return Err(OpError::Length {
@@ -634,6 +665,18 @@ mod tests {
         assert!(check(Maxloc, Builtin::Int).is_err());
         assert!(check(Sum, Builtin::Packed).is_err());
         assert!(check(Land, Builtin::CBool).is_ok());
+    }
+
+    #[test]
+    fn a_checked_operation_is_made_only_where_it_is_defined_and_applies_as_the_checked_call() {
+        assert!(CheckedOp::new(Sum, Builtin::Byte).is_err());
+        let sum = CheckedOp::new(Sum, Builtin::Double).unwrap();
+        let input = 1.5f64.to_ne_bytes();
+        let mut inout = 2.25f64.to_ne_bytes();
+        sum.apply_packed(&input, &mut inout).unwrap();
+        assert_eq!(f64::from_ne_bytes(inout), 3.75);
+        // Lengths are still checked.
+        assert!(sum.apply_packed(&input, &mut [0u8; 4]).is_err());
     }
 
     #[test]

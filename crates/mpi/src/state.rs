@@ -263,10 +263,7 @@ pub struct State {
     pub parent: Handle,
     /// Reductions of predefined operations on predefined types, made once each (see
     /// `coll::lean`).
-    pub builtin_reducers: Vec<(
-        (crate::ops::BuiltinOp, crate::datatype::Builtin),
-        ferry_core::Reducer,
-    )>,
+    pub builtin_reducers: Vec<(crate::ops::CheckedOp, ferry_core::Reducer)>,
 }
 
 /// Created keyvals are numbered from here (predefined ones are 10001…).

@@ -9,7 +9,7 @@ use super::{in_place, Rc};
 use crate::abi::*;
 use crate::datatype::Builtin;
 use crate::error::Res;
-use crate::ops::{self, BuiltinOp};
+use crate::ops::{BuiltinOp, CheckedOp};
 use crate::state::{running, State};
 use ferry_core::{Collective, Reducer};
 use ferry_sched::Order;
@@ -30,16 +30,16 @@ fn intra(s: &State, comm: Handle) -> Option<ferry_core::Comm> {
 }
 
 /// The reduction of `op` on `ty`, made the first time the pair is used.
-fn builtin_reducer(s: &mut State, op: BuiltinOp, ty: Builtin) -> Reducer {
+fn builtin_reducer(s: &mut State, op: CheckedOp) -> Reducer {
     let kept = &mut s.builtin_reducers;
-    if let Some((_, r)) = kept.iter().find(|(key, _)| *key == (op, ty)) {
+    if let Some((_, r)) = kept.iter().find(|(key, _)| *key == op) {
         return Rc::clone(r);
     }
-    // Checked by the caller (ops::check), so applying it cannot fail.
+    // The executor hands it whole packed elements of equal length, so it cannot fail.
     let r: Reducer = Rc::new(move |src: &[u8], dst: &mut [u8], _: Order| {
-        let _ = ops::apply_packed(op, ty, src, dst);
+        let _ = op.apply_packed(src, dst);
     });
-    kept.push(((op, ty), Rc::clone(&r)));
+    kept.push((op, Rc::clone(&r)));
     r
 }
 
@@ -89,8 +89,7 @@ pub(super) unsafe fn allreduce(
     comm: Handle,
 ) -> Option<Res> {
     let (ty, bytes) = dense(recvbuf, count, datatype)?;
-    let op = BuiltinOp::from_handle(op)?;
-    ops::check(op, ty).ok()?;
+    let op = CheckedOp::new(BuiltinOp::from_handle(op)?, ty).ok()?;
     let in_place = in_place(sendbuf);
     // The same memory on both sides without MPI_IN_PLACE is an error the general path reports.
     if !in_place && (sendbuf.is_null() || std::ptr::eq(sendbuf, recvbuf)) {
@@ -107,7 +106,7 @@ pub(super) unsafe fn allreduce(
             in_place,
         };
         let schedule = core.planned(&call)?;
-        Ok(Some((core, schedule, builtin_reducer(s, op, ty))))
+        Ok(Some((core, schedule, builtin_reducer(s, op))))
     });
     let (core, schedule, reduce) = match planned {
         Ok(planned) => planned?,
