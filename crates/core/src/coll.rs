@@ -628,16 +628,10 @@ impl crate::comm::Shared {
                     view.note_length(i, &done);
                     continue;
                 }
-                let started = view.start(i, &mut self.engine.borrow_mut())?;
-                let StepState::Running(id) = started else {
-                    continue;
-                };
-                if let Op::Send { .. } = step.op {
+                // Receives were waited for above, so a step still running is a send.
+                if let StepState::Running(id) = view.start(i, &mut self.engine.borrow_mut())? {
                     sends.push(id);
-                    continue;
                 }
-                self.wait_until(|p| p.is_done(id))?;
-                view.finish_step(i, id, &mut self.engine.borrow_mut())?;
             }
             for &id in &sends {
                 self.wait_until(|p| p.is_done(id))?;
