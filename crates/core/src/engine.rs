@@ -51,6 +51,24 @@ pub(crate) enum Received {
     Later(ReqId),
 }
 
+/// Copies a kept message (`data`, which came with `env`) into `cap` bytes at `buf`; what its
+/// receive completes with.
+///
+/// # Safety
+/// `buf` is non-null and valid for writes of `cap` bytes.
+unsafe fn copy_kept(env: Envelope, data: &[u8], buf: *mut u8, cap: usize) -> Completion {
+    let n = data.len().min(cap);
+    // SAFETY: the caller's promise; `data` holds at least `n` bytes.
+    unsafe { std::ptr::copy_nonoverlapping(data.as_ptr(), buf, n) };
+    Completion {
+        source: env.source,
+        tag: env.tag,
+        len: n,
+        message_len: data.len(),
+        cancelled: false,
+    }
+}
+
 /// How a finished request ended.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct Completion {
@@ -502,22 +520,11 @@ impl Proto {
         let Some(&ReqState::RecvPosted { buf, cap }) = self.requests.get(id) else {
             return;
         };
-        let n = data.len().min(cap);
         // SAFETY: `buf` is valid for `cap` bytes while the request lives.
-        unsafe { std::ptr::copy_nonoverlapping(data.as_ptr(), buf, n) };
-        self.complete(
-            id,
-            Completion {
-                source: env.source,
-                tag: env.tag,
-                len: n,
-                message_len: data.len(),
-                cancelled: false,
-            },
-        );
+        let done = unsafe { copy_kept(env, data, buf, cap) };
+        self.complete(id, done);
     }
 
-    /// Envelope and length of the earliest unexpected message matching `pattern`.
     /// Whether a message a receive with this pattern would match has arrived.
     pub(crate) fn has_match(&self, context: u32, source: Option<u32>, tag: Option<i32>) -> bool {
         let pattern = Pattern {
@@ -528,6 +535,7 @@ impl Proto {
         self.peek(&pattern).is_some()
     }
 
+    /// Envelope and length of the earliest unexpected message matching `pattern`.
     fn peek(&self, pattern: &Pattern) -> Option<(Envelope, usize)> {
         self.matcher.peek_unexpected(pattern).map(|(env, m)| {
             let len = match m {
@@ -1601,15 +1609,14 @@ impl Engine {
         buf: *mut u8,
         cap: usize,
     ) -> Result<Option<Received>, Error> {
+        let buf = non_null_if_empty(buf, cap);
         let pattern = Pattern {
             context,
             source: Some(source),
             tag: Some(tag),
         };
-        if self.proto.matcher.peek_unexpected(&pattern).is_some() {
-            return self
-                .recv_now_or_post(context, source, tag, buf, cap)
-                .map(Some);
+        if let Some(message) = self.proto.matcher.take_unexpected(&pattern) {
+            return self.receive_taken(message, buf, cap).map(Some);
         }
         let peer = source as usize;
         if self.proto.routes[peer] != Route::Shm || self.held[peer].is_some() {
@@ -1666,22 +1673,27 @@ impl Engine {
             tag: Some(tag),
         };
         match self.proto.matcher.take_unexpected(&pattern) {
-            Some((env, Unexpected::Eager(data))) => {
-                let n = data.len().min(cap);
+            Some(message) => self.receive_taken(message, buf, cap),
+            None => Ok(Received::Later(self.post_recv(pattern, buf, cap))),
+        }
+    }
+
+    /// Receives a message taken off the unexpected queue into `cap` bytes at `buf` (non-null):
+    /// at once if it came eagerly, else (rendezvous) as a request that goes on.
+    fn receive_taken(
+        &mut self,
+        (env, body): (Envelope, Unexpected),
+        buf: *mut u8,
+        cap: usize,
+    ) -> Result<Received, Error> {
+        match body {
+            Unexpected::Eager(data) => {
                 // SAFETY: the caller lends `buf` for `cap` bytes.
-                unsafe { std::ptr::copy_nonoverlapping(data.as_ptr(), buf, n) };
-                let done = Completion {
-                    source: env.source,
-                    tag: env.tag,
-                    len: n,
-                    message_len: data.len(),
-                    cancelled: false,
-                };
+                let done = unsafe { copy_kept(env, &data, buf, cap) };
                 self.proto.recycle_kept(data);
                 Ok(Received::Now(done))
             }
-            Some(message) => self.recv_message(message, buf, cap).map(Received::Later),
-            None => Ok(Received::Later(self.post_recv(pattern, buf, cap))),
+            rts => self.recv_message((env, rts), buf, cap).map(Received::Later),
         }
     }
 
@@ -3005,6 +3017,38 @@ mod tests {
         let c = e.wait(id).unwrap();
         buf.truncate(c.len);
         (c.tag, buf)
+    }
+
+    /// `b.take_arrived` from rank 0 on context 0 with `tag` into 8 bytes: (len, message_len,
+    /// bytes) if it was there.
+    fn arrived(b: &mut Engine, tag: i32) -> Option<(usize, usize, [u8; 8])> {
+        let mut buf = [0u8; 8];
+        match b.take_arrived(0, 0, tag, buf.as_mut_ptr(), 8).unwrap()? {
+            Received::Now(c) => Some((c.len, c.message_len, buf)),
+            Received::Later(_) => panic!("an eager message became a request"),
+        }
+    }
+
+    #[test]
+    fn an_arrived_message_comes_from_the_unexpected_queue_or_the_ring_head_in_order() {
+        let (mut a, mut b) = shm_pair(4096);
+        assert_eq!(arrived(&mut b, 5), None, "nothing sent");
+        assert!(a.send_eager_now(0, 1, 4, b"first...".as_ptr(), 8));
+        assert!(a.send_eager_now(0, 1, 5, b"second..".as_ptr(), 8));
+        assert_eq!(
+            arrived(&mut b, 5),
+            None,
+            "behind another message on the ring"
+        );
+        // A pass moves both to the unexpected queue (nothing is posted): taken from there.
+        b.progress().unwrap();
+        assert_eq!(arrived(&mut b, 5), Some((8, 8, *b"second..")));
+        // Next on the ring: straight from it, cut to the buffer, and the ring moves on.
+        assert!(a.send_eager_now(0, 1, 6, b"third...more".as_ptr(), 12));
+        assert!(a.send_eager_now(0, 1, 7, b"fourth..".as_ptr(), 8));
+        assert_eq!(arrived(&mut b, 6), Some((8, 12, *b"third...")));
+        assert_eq!(arrived(&mut b, 7), Some((8, 8, *b"fourth..")));
+        assert_eq!(b.proto.matcher.unexpected_len(), 1, "tag 4 still waits");
     }
 
     #[test]
