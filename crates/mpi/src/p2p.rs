@@ -258,16 +258,19 @@ unsafe fn publish(s: &mut State, req: Request, out: *mut Handle) -> Res {
 /// between two valid ranks, which move as one block of bytes. It builds no `Request`, so a
 /// small message costs little more than the runtime's own work. Its callers try it first and
 /// take the general path when it returns `None`: for anything else, and for every argument
-/// error, which the general path reports as it always has.
-struct Dense {
-    bytes: usize,
+/// error, which the general path reports as it always has. (The lean collectives,
+/// `coll::lean`, start from it too.)
+pub(crate) struct Dense {
+    /// The predefined type.
+    pub(crate) ty: crate::datatype::Builtin,
+    pub(crate) bytes: usize,
 }
 
 impl Dense {
-    fn of(buf: *const c_void, count: c_int, datatype: Handle) -> Option<Dense> {
-        let size = crate::datatype::builtin_from_handle(datatype)?.dense_size()?;
-        let bytes = usize::try_from(count).ok()?.checked_mul(size)?;
-        (!buf.is_null() || bytes == 0).then_some(Dense { bytes })
+    pub(crate) fn of(buf: *const c_void, count: c_int, datatype: Handle) -> Option<Dense> {
+        let ty = crate::datatype::builtin_from_handle(datatype)?;
+        let bytes = usize::try_from(count).ok()?.checked_mul(ty.dense_size()?)?;
+        (!buf.is_null() || bytes == 0).then_some(Dense { ty, bytes })
     }
 
     /// Sends if the runtime takes the message at once (shared memory, nothing queued before

@@ -7,20 +7,18 @@
 
 use super::{in_place, Rc};
 use crate::abi::*;
-use crate::datatype::Builtin;
 use crate::error::Res;
 use crate::ops::{BuiltinOp, CheckedOp};
+use crate::p2p::Dense;
 use crate::state::{running, State};
 use ferry_core::{Collective, Reducer};
 use ferry_sched::Order;
 use std::ffi::{c_int, c_void};
 
-/// `count` elements of `datatype` at `buf` as one block of bytes, when the type is predefined
-/// and unpadded and the buffer holds some.
-fn dense(buf: *const c_void, count: c_int, datatype: Handle) -> Option<(Builtin, usize)> {
-    let ty = crate::datatype::builtin_from_handle(datatype)?;
-    let bytes = usize::try_from(count).ok()?.checked_mul(ty.dense_size()?)?;
-    (bytes > 0 && !buf.is_null() && !in_place(buf)).then_some((ty, bytes))
+/// `count` elements of `datatype` at `buf` as one block of bytes ([`Dense`]), when the buffer
+/// holds some and is not MPI_IN_PLACE.
+fn dense(buf: *const c_void, count: c_int, datatype: Handle) -> Option<Dense> {
+    Dense::of(buf, count, datatype).filter(|d| d.bytes > 0 && !in_place(buf))
 }
 
 /// This process's communicator `comm` when it is an intracommunicator.
@@ -54,7 +52,7 @@ pub(super) unsafe fn bcast(
     root: c_int,
     comm: Handle,
 ) -> Option<Res> {
-    let (_, bytes) = dense(buf, count, datatype)?;
+    let Dense { bytes, .. } = dense(buf, count, datatype)?;
     let planned = running(|s| {
         let Some(core) = intra(s, comm) else {
             return Ok(None);
@@ -88,7 +86,7 @@ pub(super) unsafe fn allreduce(
     op: Handle,
     comm: Handle,
 ) -> Option<Res> {
-    let (ty, bytes) = dense(recvbuf, count, datatype)?;
+    let Dense { ty, bytes } = dense(recvbuf, count, datatype)?;
     let op = CheckedOp::new(BuiltinOp::from_handle(op)?, ty).ok()?;
     let in_place = in_place(sendbuf);
     // The same memory on both sides without MPI_IN_PLACE is an error the general path reports.
