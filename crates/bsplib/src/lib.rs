@@ -97,6 +97,20 @@ fn outside(call: &str, state: &mut State) -> ! {
     }
 }
 
+/// Starts ferry for `call` if it is not up yet; a failure ends the process with a message
+/// naming the call.
+fn start_world(call: &str, state: &mut State) {
+    if let State::Idle = state {
+        match ferry_core::init() {
+            Ok(w) => *state = State::World(w),
+            Err(e) => {
+                eprintln!("ferry-bsplib: {call}: {e}");
+                std::process::exit(1)
+            }
+        }
+    }
+}
+
 /// A non-negative `int` argument of `call` as a size, offset or pid; a negative one stops the
 /// job naming the call.
 fn size(b: &Bsp, call: &str, n: c_int) -> usize {
@@ -124,15 +138,7 @@ pub extern "C" fn bsp_init(spmd: Option<extern "C" fn()>, _argc: c_int, _argv: *
     let rank = guard("bsp_init", || {
         STATE.with(|s| {
             let mut s = s.borrow_mut();
-            if let State::Idle = &*s {
-                match ferry_core::init() {
-                    Ok(w) => *s = State::World(w),
-                    Err(e) => {
-                        eprintln!("ferry-bsplib: bsp_init: {e}");
-                        std::process::exit(1)
-                    }
-                }
-            }
+            start_world("bsp_init", &mut s);
             match &mut *s {
                 State::World(w) if spmd.is_none() => w.abort(
                     1,
@@ -165,16 +171,10 @@ pub extern "C" fn bsp_init(spmd: Option<extern "C" fn()>, _argc: c_int, _argv: *
 pub extern "C" fn bsp_begin(maxprocs: c_int) {
     guard("bsp_begin", || {
         STATE.with(|s| {
+            start_world("bsp_begin", &mut s.borrow_mut());
             let prev = std::mem::replace(&mut *s.borrow_mut(), State::Ended);
             let world = match prev {
                 State::World(w) => w,
-                State::Idle => match ferry_core::init() {
-                    Ok(w) => w,
-                    Err(e) => {
-                        eprintln!("ferry-bsplib: bsp_begin: {e}");
-                        std::process::exit(1)
-                    }
-                },
                 State::Running(b) => b.fail("bsp_begin", "called again before bsp_end".into()),
                 mut ended => outside("bsp_begin", &mut ended),
             };
@@ -246,15 +246,7 @@ pub extern "C" fn bsp_nprocs() -> c_int {
     guard("bsp_nprocs", || {
         STATE.with(|s| {
             let mut s = s.borrow_mut();
-            if let State::Idle = &*s {
-                match ferry_core::init() {
-                    Ok(w) => *s = State::World(w),
-                    Err(e) => {
-                        eprintln!("ferry-bsplib: bsp_nprocs: {e}");
-                        std::process::exit(1)
-                    }
-                }
-            }
+            start_world("bsp_nprocs", &mut s);
             match &*s {
                 State::World(w) => w.size() as c_int,
                 State::Running(b) => b.nprocs() as c_int,
