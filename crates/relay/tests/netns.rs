@@ -34,18 +34,26 @@ fn refused(result: Result<TcpStream, ClientError>) -> RefuseCode {
     }
 }
 
-#[test]
-fn relay_between_private_clusters() {
+/// The testbed of `three.toml` under a per-run prefix ending in `tag`; `None` (the test is
+/// skipped, and says so) without root.
+fn three_clusters(tag: &str) -> Option<Testbed> {
     if !ferry_testbed::is_root() {
         eprintln!("skipped: the testbed needs root");
-        return;
+        return None;
     }
     let grid = Topology::load(std::path::Path::new(concat!(
         env!("CARGO_MANIFEST_DIR"),
         "/../testbed/grids/three.toml"
     )))
     .unwrap();
-    let tb = Testbed::up(&grid, &format!("fy{}n-", std::process::id())).unwrap();
+    Some(Testbed::up(&grid, &format!("fy{}{tag}-", std::process::id())).unwrap())
+}
+
+#[test]
+fn relay_between_private_clusters() {
+    let Some(tb) = three_clusters("n") else {
+        return;
+    };
     let ns = |h: &str| tb.namespace(h).unwrap().to_string();
     let tmp = TempDir::new("netns");
     let jobs = jobs_dir(&tmp);
@@ -185,16 +193,9 @@ fn relay_between_private_clusters() {
 /// way, then half-closes either way round; the status line counts the kernel pairs.
 #[test]
 fn sockmap_relay_between_private_clusters() {
-    if !ferry_testbed::is_root() {
-        eprintln!("skipped: the testbed needs root");
+    let Some(tb) = three_clusters("s") else {
         return;
-    }
-    let grid = Topology::load(std::path::Path::new(concat!(
-        env!("CARGO_MANIFEST_DIR"),
-        "/../testbed/grids/three.toml"
-    )))
-    .unwrap();
-    let tb = Testbed::up(&grid, &format!("fy{}s-", std::process::id())).unwrap();
+    };
     let ns = |h: &str| tb.namespace(h).unwrap().to_string();
     let tmp = TempDir::new("netns-sockmap");
     let jobs = jobs_dir(&tmp);
