@@ -146,7 +146,8 @@ struct RunArgs {
     #[arg(long, value_name = "PREFIX", requires = "grid")]
     testbed_prefix: Option<String>,
 
-    /// How the grid's relays forward bytes (`ferry relay --copy`: splice, buffered or sockmap).
+    /// How the grid's relays forward bytes (`ferry relay --copy`: splice, buffered, sockmap
+    /// or nat).
     #[arg(long, value_name = "MODE", requires = "grid")]
     relay_copy: Option<String>,
 
@@ -252,6 +253,7 @@ fn run_command(args: RunArgs) -> i32 {
                         .flat_map(|us| ["--spin-us".to_string(), us.to_string()]),
                 )
                 .collect(),
+            relays_busy: args.relay_copy.as_deref() != Some("nat"),
         });
     }
     match ferry_launch::run(&options) {

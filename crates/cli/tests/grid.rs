@@ -6,7 +6,9 @@
 //!   through NAT, private ↔ private of other clusters through the peer's relay);
 //! - every pair of ranks exchanges checksummed messages of 0 B … 8 MiB (`check allpairs`);
 //! - allreduce, bcast, alltoall (and the rest of `check coll`) give the sequential reference;
-//! - both again with the relays forwarding in the kernel (`--relay-copy sockmap`);
+//! - both again with the relays forwarding in the kernel (`--relay-copy sockmap`), and with
+//!   the front nodes forwarding through the relays' pinholes (`--relay-copy nat`; their rules
+//!   are gone after the job);
 //! - the same pairs exchange over two rails each (through the same NAT or relay);
 //! - strangers at a rank's port, also posing as its relay (forged or replayed INCOMING), are
 //!   refused and the job completes;
@@ -93,40 +95,64 @@ fn a_job_spans_three_clusters() {
     );
     eprintln!("collectives across the grid: {:?}", start.elapsed());
 
-    // The same with the relays forwarding in the kernel (`--relay-copy sockmap`): every pair
-    // 0 B … 8 MiB and the collectives; the ranks' closing connections pass each FIN on.
-    for args in [&["allpairs", "8388608"][..], &["coll"]] {
-        let start = Instant::now();
-        let out = grid_run(&prefix, &["--relay-copy", "sockmap"], args)
-            .output()
-            .expect("ferry runs");
-        assert!(out.status.success(), "{}", show(&out));
-        // The relays' last status lines: their pairs went into the kernel, without errors.
-        let stderr = String::from_utf8_lossy(&out.stderr);
-        let last: Vec<&str> = stderr
-            .lines()
-            .filter(|l| l.starts_with("[relay ") && l.contains("sockmap_pairs="))
-            .collect();
-        assert_eq!(last.len(), 2, "{}", show(&out));
-        let field = |line: &str, name: &str| -> u64 {
-            line.split(' ')
-                .find_map(|w| w.strip_prefix(name))
-                .and_then(|v| v.parse().ok())
-                .unwrap_or_else(|| panic!("no {name} in {line}"))
-        };
-        let mut kernel_pairs = 0;
-        for line in last {
-            // (a's ranks dial b's relay, so only fb forwards here.)
-            assert_eq!(
-                field(line, "sockmap_pairs="),
-                field(line, "paired="),
-                "{line}"
-            );
-            assert_eq!(field(line, "errors="), 0, "{line}");
-            kernel_pairs += field(line, "sockmap_pairs=");
+    // The same with the relays forwarding in the kernel: `--relay-copy sockmap` (the relay's
+    // sockets, joined by a BPF program) and `--relay-copy nat` (a pinhole per connection, the
+    // front node's packet forwarding): every pair 0 B … 8 MiB and the collectives; the ranks'
+    // closing connections pass each FIN on.
+    let field = |line: &str, name: &str| -> u64 {
+        line.split(' ')
+            .find_map(|w| w.strip_prefix(name))
+            .and_then(|v| v.parse().ok())
+            .unwrap_or_else(|| panic!("no {name} in {line}"))
+    };
+    for mode in ["sockmap", "nat"] {
+        for args in [&["allpairs", "8388608"][..], &["coll"]] {
+            let start = Instant::now();
+            let out = grid_run(&prefix, &["--relay-copy", mode], args)
+                .output()
+                .expect("ferry runs");
+            assert!(out.status.success(), "{}", show(&out));
+            // The relays' last status lines: their connections went into the kernel, without
+            // errors.
+            let stderr = String::from_utf8_lossy(&out.stderr);
+            let last: Vec<&str> = stderr
+                .lines()
+                .filter(|l| l.starts_with("[relay ") && l.contains("sockmap_pairs="))
+                .collect();
+            assert_eq!(last.len(), 2, "{}", show(&out));
+            let mut kernel = 0;
+            for line in last {
+                // (a's ranks dial b's relay, so only fb forwards here.)
+                assert_eq!(field(line, "errors="), 0, "{line}");
+                if mode == "sockmap" {
+                    assert_eq!(
+                        field(line, "sockmap_pairs="),
+                        field(line, "paired="),
+                        "{line}"
+                    );
+                    kernel += field(line, "sockmap_pairs=");
+                } else {
+                    assert_eq!(field(line, "paired="), 0, "{line}");
+                    assert_eq!(field(line, "bytes_in="), 0, "{line}");
+                    kernel += field(line, "pinholes=");
+                }
+            }
+            // a1 and a2 each reach b1 and b2 through fb.
+            assert_eq!(kernel, 4, "{}", show(&out));
+            eprintln!("{args:?} with {mode} relays: {:?}", start.elapsed());
         }
-        assert!(kernel_pairs > 0, "{}", show(&out));
-        eprintln!("{args:?} with sockmap relays: {:?}", start.elapsed());
+    }
+    // The pinhole chains went with the relays.
+    for front in ["fa", "fb"] {
+        for table in ["nat", "filter"] {
+            let rules = Command::new("ip")
+                .args(["netns", "exec", &format!("{prefix}{front}"), "iptables"])
+                .args(["-w", "-t", table, "-S"])
+                .output()
+                .expect("iptables runs");
+            let rules = String::from_utf8_lossy(&rules.stdout);
+            assert!(!rules.contains("FERRY-RELAY"), "{front} {table}: {rules}");
+        }
     }
 
     // Two rails per pair along every kind of path (direct, NAT, relay): each rail is a

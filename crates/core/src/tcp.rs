@@ -71,7 +71,8 @@ enum Pre {
     Sniff(RelayAcceptor),
     /// Opened by our relay for a client outside the cluster: INCOMING, then ACCEPTED.
     Relayed(RelayAcceptor),
-    /// Dialled through the peer's relay: GREETING, CONNECT, ESTABLISHED.
+    /// Dialled through the peer's relay: GREETING, CONNECT, ESTABLISHED; or FORWARDED, then
+    /// INCOMING and ACCEPTED through the relay's pinhole.
     ViaRelay(RelayConnector),
 }
 
@@ -81,6 +82,9 @@ struct Conn {
     pre: Pre,
     /// Front node whose relay carries this connection, for messages.
     via: Option<String>,
+    /// The CONNECT to the peer's relay while this connection goes through its pinhole: held
+    /// open until the target accepts, since closing it closes the pinhole.
+    control: Option<TcpStream>,
     /// Opened by our relay (an accepted connection that began with `FRLY`).
     relayed: bool,
     handshake: Option<Handshake>,
@@ -110,6 +114,7 @@ impl Conn {
             addr,
             pre,
             via: None,
+            control: None,
             relayed: false,
             handshake: Some(handshake),
             connected,
@@ -181,6 +186,7 @@ impl Conn {
             };
             if done {
                 self.pre = Pre::Done;
+                self.control = None;
                 return Ok(true);
             }
             if self.start < self.end {
@@ -226,6 +232,14 @@ impl Conn {
                 }
                 Err(e) => return Err(format!("read failed: {e}")),
             }
+        }
+    }
+
+    /// The port of the pinhole the peer's relay opened, once this connection is to move there.
+    fn pinhole(&self) -> Option<u16> {
+        match &self.pre {
+            Pre::ViaRelay(c) => c.pinhole(),
+            _ => None,
         }
     }
 
@@ -657,6 +671,65 @@ impl TcpTransport {
         Ok(())
     }
 
+    /// Moves rail `rail` to `peer` onto a new connection through the pinhole at `port` of its
+    /// relay (the relay's answer to CONNECT), from the same local address; the CONNECT stays
+    /// open until the target accepts.
+    fn through_pinhole(&mut self, peer: usize, rail: usize, port: u16) -> Result<(), Error> {
+        let Some(conn) = self.conns[peer][rail].as_ref() else {
+            return Ok(());
+        };
+        let addr = SocketAddr::new(conn.addr.ip(), port);
+        let local = conn.stream.local_addr();
+        let cannot = |e| {
+            io_error(
+                &format!("cannot connect rail {rail} to rank {peer} through the relay's pinhole at {addr}"),
+                e,
+            )
+        };
+        let socket = socket2::Socket::new(
+            socket2::Domain::for_address(addr),
+            socket2::Type::STREAM,
+            Some(socket2::Protocol::TCP),
+        )
+        .map_err(cannot)?;
+        socket.set_nonblocking(true).map_err(cannot)?;
+        if let Ok(local) = local {
+            socket
+                .bind(&SocketAddr::new(local.ip(), 0).into())
+                .map_err(cannot)?;
+        }
+        match socket.connect(&addr.into()) {
+            Ok(()) => {}
+            Err(e) if e.raw_os_error() == Some(libc::EINPROGRESS) => {}
+            Err(e) => return Err(cannot(e)),
+        }
+        let mut stream = TcpStream::from_std(socket.into());
+        self.tune(&stream)?;
+        self.tune_rail(&stream)?;
+        let Some(conn) = self.conns[peer][rail].as_mut() else {
+            return Ok(());
+        };
+        let registry = self.poll.registry();
+        let _ = registry.deregister(&mut conn.stream);
+        registry
+            .register(
+                &mut stream,
+                Token(peer | rail << RAIL_SHIFT),
+                Interest::READABLE | Interest::WRITABLE,
+            )
+            .map_err(|e| io_error("epoll_ctl", e))?;
+        conn.control = Some(std::mem::replace(&mut conn.stream, stream));
+        conn.addr = addr;
+        conn.connected = false;
+        conn.readable = true;
+        conn.start = 0;
+        conn.end = 0;
+        if let Pre::ViaRelay(c) = &mut conn.pre {
+            c.through_pinhole();
+        }
+        Ok(())
+    }
+
     fn established(&self, rank: usize) -> bool {
         self.conns.get(rank).is_some_and(|rails| {
             rails
@@ -768,7 +841,13 @@ impl TcpTransport {
                 if conn.handshake.is_some() {
                     match conn.drive_handshake(&mut self.seen) {
                         Ok(Some(_)) => progressed = true,
-                        Ok(None) => continue,
+                        Ok(None) => {
+                            if let Some(port) = conn.pinhole() {
+                                self.through_pinhole(peer, rail, port)?;
+                                progressed = true;
+                            }
+                            continue;
+                        }
                         Err(_) if !self.world.contains(&(peer as u32)) => {
                             // Another world's process that ended before it answered (it was
                             // done with us: a correct program sends it nothing more).

@@ -43,6 +43,10 @@ pub struct GridLaunch {
     pub ferry: PathBuf,
     /// More arguments for every `ferry relay` (e.g. `--copy buffered`).
     pub relay_args: Vec<String>,
+    /// Whether the relays spend CPU time of their own on forwarding: all but `--copy nat`,
+    /// where the front nodes' packet forwarding does it in the senders' time. Ranks spin less
+    /// when ranks and busy relays outnumber the cores.
+    pub relays_busy: bool,
 }
 
 /// `FERRY_SPIN` for ranks that share the machine's cores with more processes than cores (what
@@ -59,6 +63,8 @@ pub(crate) struct GridJob {
     rails: Vec<Option<String>>,
     listener: Option<TcpListener>,
     relays: Vec<Relay>,
+    /// See [`GridLaunch::relays_busy`].
+    relays_busy: bool,
     jobs_dir: PathBuf,
 }
 
@@ -163,6 +169,7 @@ impl GridJob {
             rails,
             listener: Some(listener),
             relays: Vec::new(),
+            relays_busy: grid.relays_busy,
             jobs_dir,
         };
         let key_file = grid_job.jobs_dir.join(format!("{job:016x}.key"));
@@ -242,7 +249,12 @@ impl GridJob {
         // Their spin yields the core between polls, for the same reason: relay path with other
         // work on the machine (load 5-7), 8 B one-way 31 -> 14 us, 64 KiB 71 -> 50 us; on an
         // idle core sched_yield returns at once and the spin answers as quickly as before.
-        if self.ranks.len() + self.relays.len() > cores {
+        let busy_relays = if self.relays_busy {
+            self.relays.len()
+        } else {
+            0
+        };
+        if self.ranks.len() + busy_relays > cores {
             if std::env::var_os("FERRY_SPIN").is_none() {
                 command.env("FERRY_SPIN", OVERSUBSCRIBED_SPIN);
             }

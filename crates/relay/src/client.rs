@@ -131,6 +131,8 @@ pub fn register(
 
 /// Connects from rank `src` to rank `target` of `job` through the relay at `relay_addr`;
 /// returns the stream once the relay says ESTABLISHED (the end-to-end handshake comes next).
+/// A relay that answers with a pinhole is followed through it: the stream returned is then the
+/// one through the pinhole, the target's ACCEPTED read.
 pub fn connect(
     relay_addr: SocketAddr,
     job_key: &JobKey,
@@ -141,14 +143,34 @@ pub fn connect(
     let mut stream = TcpStream::connect_timeout(&relay_addr, Duration::from_secs(5))?;
     stream.set_read_timeout(Some(Duration::from_secs(15)))?;
     let mut m = RelayConnector::new(job_key.clone(), job, src, target, fresh_nonce()?);
+    let answered = |m: &RelayConnector| m.is_established() || m.pinhole().is_some();
     drive(
         &mut stream,
         &mut m,
         |m| m.pending_output().to_vec(),
         RelayConnector::consume_output,
         |m, b| m.handle_input(b),
-        RelayConnector::is_established,
+        answered,
     )?;
+    if let Some(port) = m.pinhole() {
+        let control = stream;
+        stream = TcpStream::connect_timeout(
+            &SocketAddr::new(relay_addr.ip(), port),
+            Duration::from_secs(5),
+        )?;
+        stream.set_read_timeout(Some(Duration::from_secs(15)))?;
+        m.through_pinhole();
+        drive(
+            &mut stream,
+            &mut m,
+            |m| m.pending_output().to_vec(),
+            RelayConnector::consume_output,
+            |m, b| m.handle_input(b),
+            RelayConnector::is_established,
+        )?;
+        // Through: the relay closes the pinhole when its CONNECT ends.
+        drop(control);
+    }
     stream.set_read_timeout(None)?;
     Ok(stream)
 }

@@ -22,6 +22,7 @@
 //! closed, a last status line printed, exit status 0); SIGUSR1 prints a status line to stderr.
 
 use crate::engine::{Action, Config, ConnId, Relay};
+use crate::pinhole::Pinholes;
 use crate::sockmap::{self, AddError, Forwarder, KernelPair};
 use ferry_wire::JobKey;
 use mio::net::{TcpListener, TcpStream};
@@ -65,6 +66,12 @@ pub enum CopyMode {
     /// program cannot be loaded (needs root or CAP_BPF + CAP_NET_ADMIN). The kernel holds
     /// bytes for a slow destination without limit (module `sockmap`); not the default.
     Sockmap,
+    /// Not by the relay at all: each gated connection gets a one-shot DNAT pinhole on the
+    /// front node (module `pinhole`) and the client reconnects through it, so the front's own
+    /// packet forwarding carries the bytes. Splice if the rules cannot be made (needs root or
+    /// CAP_NET_ADMIN, and `iptables-restore`). The relay sees neither the bytes nor the end of
+    /// such a connection: they count in no limit, timeout or byte counter of the relay.
+    Nat,
 }
 
 /// An IPv4 or IPv6 network, `ADDR/BITS`.
@@ -292,6 +299,8 @@ pub struct Daemon {
     copy: CopyMode,
     /// The verdict program and maps, with `--copy sockmap` when they could be loaded.
     kernel: Option<Forwarder>,
+    /// The pinhole chains, with `--copy nat` when they could be made.
+    pinholes: Option<Pinholes<ConnId>>,
     /// Kernel pairs with a FIN whose last bytes are still on their way to the other socket.
     draining: HashSet<u64>,
     max_connections: usize,
@@ -323,10 +332,11 @@ pub fn read_key_file(path: &std::path::Path) -> Option<JobKey> {
 impl Daemon {
     /// Opens the listening socket and the signal handlers.
     pub fn new(args: &RelayArgs) -> Result<Daemon, DaemonError> {
-        let config = Config {
+        let mut config = Config {
             max_per_job: args.max_per_job,
             handshake_timeout: secs("handshake-timeout", args.handshake_timeout)?,
             idle_timeout: secs("idle-timeout", args.idle_timeout)?,
+            pinholes: false,
         };
         let mut jobs = HashMap::new();
         for spec in &args.jobs {
@@ -403,6 +413,22 @@ impl Daemon {
         } else {
             None
         };
+        let pinholes = if copy == CopyMode::Nat {
+            let port = listener.local_addr().map_err(DaemonError::Poll)?.port();
+            match Pinholes::set_up(port) {
+                Ok(p) => {
+                    config.pinholes = true;
+                    Some(p)
+                }
+                Err(e) => {
+                    eprintln!("ferry relay: NAT forwarding unavailable ({e}); using splice");
+                    copy = CopyMode::Splice;
+                    None
+                }
+            }
+        } else {
+            None
+        };
         Ok(Daemon {
             poll,
             listener,
@@ -417,6 +443,7 @@ impl Daemon {
             jobs,
             copy,
             kernel,
+            pinholes,
             draining: HashSet::new(),
             max_connections: args.max_connections,
             stats_every,
@@ -441,13 +468,14 @@ impl Daemon {
             .collect();
         refused.sort();
         format!(
-            "ferry relay: up {:.0}s conns={} relayed={} registered={} accepted={} paired={} bytes_in={} bytes_out={} refused=[{}] idle_closed={} turned_away={} errors={} splice_pairs={} buffered_pairs={} sockmap_pairs={} cpu={:.3}s",
+            "ferry relay: up {:.0}s conns={} relayed={} registered={} accepted={} paired={} pinholes={} bytes_in={} bytes_out={} refused=[{}] idle_closed={} turned_away={} errors={} splice_pairs={} buffered_pairs={} sockmap_pairs={} cpu={:.3}s",
             self.started.elapsed().as_secs_f64(),
             self.engine.connections(),
             self.engine.relayed(),
             self.engine.registrations(),
             c.accepted,
             c.paired,
+            c.pinholes,
             self.io.bytes_in,
             self.io.bytes_out,
             refused.join(" "),
@@ -792,6 +820,33 @@ impl Daemon {
                     }
                     self.pairs.insert(pair_id, pair);
                     self.again.insert(pair_id);
+                }
+                Action::OpenPinhole {
+                    conn,
+                    client,
+                    target,
+                } => {
+                    let local = self.socks.get(&conn).map(|s| s.stream.local_addr());
+                    let port = match (self.pinholes.as_mut(), local) {
+                        (Some(holes), Some(Ok(local))) => {
+                            match holes.open(conn, client, local, target) {
+                                Ok(port) => Some(port),
+                                Err(e) => {
+                                    self.io.errors += 1;
+                                    eprintln!("ferry relay: no pinhole for {client}, forwarding it myself: {e}");
+                                    None
+                                }
+                            }
+                        }
+                        _ => None,
+                    };
+                    self.engine.handle_pinhole(conn, port, now);
+                }
+                Action::ClosePinhole { conn } => {
+                    if let Some(Err(e)) = self.pinholes.as_mut().map(|h| h.close(conn)) {
+                        self.io.errors += 1;
+                        eprintln!("ferry relay: closing a pinhole: {e}");
+                    }
                 }
                 Action::Close { conn, .. } => {
                     if let Some(mut sock) = self.socks.remove(&conn) {

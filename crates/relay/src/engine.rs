@@ -46,6 +46,9 @@ pub struct Config {
     pub handshake_timeout: Duration,
     /// A forwarded pair with no traffic for this long is closed.
     pub idle_timeout: Duration,
+    /// Answer a gated CONNECT by asking the driver for a pinhole ([`Action::OpenPinhole`]):
+    /// the front node's kernel then forwards the connection, not the relay.
+    pub pinholes: bool,
 }
 
 impl Default for Config {
@@ -54,6 +57,7 @@ impl Default for Config {
             max_per_job: 256,
             handshake_timeout: Duration::from_secs(10),
             idle_timeout: Duration::from_secs(600),
+            pinholes: false,
         }
     }
 }
@@ -89,6 +93,22 @@ pub enum Action {
         /// Early bytes of the target.
         to_client: Vec<u8>,
     },
+    /// Open a pinhole through which `client`'s address (and only it) reaches `target` (see
+    /// [`ferry_wire::relay::OP_FORWARDED`]), then report its port with
+    /// [`Relay::handle_pinhole`] (None if it could not be opened: the relay then dials).
+    OpenPinhole {
+        /// The client's CONNECT; the pinhole lives while it does.
+        conn: ConnId,
+        /// Where the client's connection comes from.
+        client: SocketAddr,
+        /// The registered target.
+        target: SocketAddr,
+    },
+    /// Close the pinhole opened for `conn`. Connections already through it stay.
+    ClosePinhole {
+        /// The client's CONNECT.
+        conn: ConnId,
+    },
     /// Close `conn` once what was sent to it is written. Nothing more is reported for it.
     Close {
         /// Connection.
@@ -119,6 +139,15 @@ enum State {
     Registrant { regs: Vec<(u64, u32)> },
     /// A gated CONNECT; the target is being dialled / asked.
     Client { job: u64, target_conn: ConnId },
+    /// A gated CONNECT answered (or to be answered) by a pinhole; the client closes it once
+    /// through.
+    Pinhole {
+        job: u64,
+        incoming: Incoming,
+        target: SocketAddr,
+        /// Whether the driver reported the pinhole open (and so must close it).
+        open: bool,
+    },
     /// Our connection to a target; INCOMING sent once dialled, waiting for ACCEPTED.
     Target {
         job: u64,
@@ -163,6 +192,8 @@ pub struct Counters {
     pub refused: HashMap<RefuseCode, u64>,
     /// Pairs closed for being idle.
     pub idle_closed: u64,
+    /// Pinholes opened (connections handed to the kernel).
+    pub pinholes: u64,
 }
 
 /// The relay's state: registrations, connections being set up and forwarded pairs.
@@ -266,6 +297,12 @@ impl Relay {
                 self.release(job);
                 self.close(target_conn, Reason::PeerClosed);
             }
+            State::Pinhole { job, open, .. } => {
+                self.release(job);
+                if open {
+                    self.actions.push_back(Action::ClosePinhole { conn });
+                }
+            }
             State::Target { client, .. } => {
                 // The client learns why.
                 if self.conns.contains_key(&client) {
@@ -317,6 +354,11 @@ impl Relay {
                     return self.refuse(conn, RefuseCode::Malformed)
                 }
                 State::Client { .. } | State::Paired { .. } => return,
+                // Nothing more is due from a client sent through a pinhole.
+                State::Pinhole { .. } if !c.buf.is_empty() => {
+                    return self.refuse(conn, RefuseCode::Malformed)
+                }
+                State::Pinhole { .. } => return,
                 State::Target { dialled: false, .. } => return,
                 _ => {}
             }
@@ -426,6 +468,7 @@ impl Relay {
         if !relay::verify_gate(&key, &c.nonce, &connect) {
             return self.refuse(conn, RefuseCode::BadMac);
         }
+        let client = c.peer;
         let Some(reg) = self
             .registrations
             .get(&(connect.job, connect.target))
@@ -438,7 +481,6 @@ impl Relay {
             return self.refuse(conn, RefuseCode::Limit);
         }
         self.per_job.insert(connect.job, count + 1);
-        let target_conn = self.new_id();
         let incoming = Incoming {
             job: connect.job,
             src: connect.src,
@@ -446,16 +488,40 @@ impl Relay {
             nonce: connect.nonce,
             e2e: connect.e2e,
         };
+        match client {
+            Some(client) if self.config.pinholes => {
+                if let Some(c) = self.conns.get_mut(&conn) {
+                    c.state = State::Pinhole {
+                        job: connect.job,
+                        incoming,
+                        target: reg.addr,
+                        open: false,
+                    };
+                }
+                self.actions.push_back(Action::OpenPinhole {
+                    conn,
+                    client,
+                    target: reg.addr,
+                });
+            }
+            _ => self.dial(conn, incoming, reg.addr, now),
+        }
+    }
+
+    /// Dials the target for `conn`'s gated CONNECT, to pass `incoming` on.
+    fn dial(&mut self, conn: ConnId, incoming: Incoming, addr: SocketAddr, now: Instant) {
+        let job = incoming.job;
+        let target_conn = self.new_id();
         self.conns.insert(
             target_conn,
             Conn {
-                peer: Some(reg.addr),
+                peer: Some(addr),
                 inside: true,
                 nonce: [0; 32],
                 buf: Vec::new(),
                 deadline: Some(now + self.config.handshake_timeout),
                 state: State::Target {
-                    job: connect.job,
+                    job,
                     client: conn,
                     incoming,
                     dialled: false,
@@ -463,15 +529,48 @@ impl Relay {
             },
         );
         if let Some(c) = self.conns.get_mut(&conn) {
-            c.state = State::Client {
-                job: connect.job,
-                target_conn,
-            };
+            c.state = State::Client { job, target_conn };
         }
         self.actions.push_back(Action::Dial {
             conn: target_conn,
-            addr: reg.addr,
+            addr,
         });
+    }
+
+    /// The pinhole asked for by [`Action::OpenPinhole`] is open at `port` of the address the
+    /// client dialled, or could not be opened (None): then the relay dials the target and
+    /// forwards itself, as without pinholes.
+    pub fn handle_pinhole(&mut self, conn: ConnId, port: Option<u16>, now: Instant) {
+        let Some(c) = self.conns.get_mut(&conn) else {
+            // The client went before the pinhole was open: close it again.
+            if port.is_some() {
+                self.actions.push_back(Action::ClosePinhole { conn });
+            }
+            return;
+        };
+        let State::Pinhole {
+            incoming,
+            target,
+            open,
+            ..
+        } = &mut c.state
+        else {
+            return;
+        };
+        match port {
+            Some(port) => {
+                *open = true;
+                let rank = incoming.target;
+                // The pinhole is open only for as long as a handshake may take.
+                c.deadline = Some(now + self.config.handshake_timeout);
+                self.counters.pinholes += 1;
+                self.send(conn, RelayFrame::Forwarded { target: rank, port });
+            }
+            None => {
+                let (incoming, target) = (incoming.clone(), *target);
+                self.dial(conn, incoming, target, now);
+            }
+        }
     }
 
     /// The connection opened for an [`Action::Dial`] is up.
@@ -613,7 +712,10 @@ impl Relay {
             let Some(c) = self.conns.get(&id) else {
                 continue;
             };
-            if matches!(c.state, State::New | State::Client { .. }) {
+            if matches!(
+                c.state,
+                State::New | State::Client { .. } | State::Pinhole { .. }
+            ) {
                 self.refuse(id, RefuseCode::ShuttingDown);
             } else {
                 self.close(id, Reason::Shutdown);
@@ -747,6 +849,94 @@ mod tests {
             conn,
             bytes: frame.to_bytes(),
         }
+    }
+
+    /// With pinholes, a gated CONNECT asks for one; the pinhole lives until the client closes
+    /// its CONNECT (or the handshake timeout), and a pinhole that cannot be made falls back to
+    /// the relay dialling the target itself.
+    #[test]
+    fn pinhole_flow_fallback_timeout_and_early_leave() {
+        let config = Config {
+            pinholes: true,
+            ..Config::default()
+        };
+        let mut h = Harness::new(config.clone());
+        h.register(3);
+        let ask = |h: &mut Harness, nonce: u8| {
+            let client = h.accept("198.18.0.5", false, nonce);
+            let frame = connect(&h.job_key, &[nonce; 32], JOB, 0, 3, [nonce; 32]);
+            h.input(client, &frame.to_bytes());
+            assert_eq!(
+                h.actions(),
+                vec![Action::OpenPinhole {
+                    conn: client,
+                    client: "198.18.0.5:40000".parse().unwrap(),
+                    target: "10.1.0.11:5003".parse().unwrap(),
+                }]
+            );
+            client
+        };
+        // Opened, answered, closed with the client's CONNECT.
+        let client = ask(&mut h, 7);
+        assert_eq!(
+            h.relay.relayed(),
+            1,
+            "a pinhole counts against the job's limit"
+        );
+        h.relay.handle_pinhole(client, Some(41000), h.now);
+        assert_eq!(
+            h.actions(),
+            vec![send(
+                client,
+                RelayFrame::Forwarded {
+                    target: 3,
+                    port: 41000
+                }
+            )]
+        );
+        assert_eq!(h.relay.counters().pinholes, 1);
+        h.relay.handle_closed(client, h.now);
+        assert_eq!(h.actions(), vec![Action::ClosePinhole { conn: client }]);
+        assert_eq!(h.relay.relayed(), 0);
+
+        // No pinhole to be had: the relay dials as without pinholes.
+        let client = ask(&mut h, 8);
+        h.relay.handle_pinhole(client, None, h.now);
+        let acts = h.actions();
+        let [Action::Dial { addr, .. }] = acts.as_slice() else {
+            panic!("{acts:?}")
+        };
+        assert_eq!(*addr, "10.1.0.11:5003".parse().unwrap());
+        h.relay.handle_closed(client, h.now);
+        h.actions();
+
+        // A client that never closes: the pinhole goes at the handshake timeout.
+        let client = ask(&mut h, 9);
+        h.relay.handle_pinhole(client, Some(41001), h.now);
+        h.actions();
+        h.relay
+            .handle_timeout(h.now + config.handshake_timeout + Duration::from_millis(1));
+        let mut expected = h.refused(client, RefuseCode::Timeout);
+        expected.push(Action::ClosePinhole { conn: client });
+        assert_eq!(h.actions(), expected);
+
+        // Bytes after CONNECT are not due: refused, pinhole closed.
+        let client = ask(&mut h, 10);
+        h.relay.handle_pinhole(client, Some(41002), h.now);
+        h.actions();
+        h.input(client, b"x");
+        let mut expected = h.refused(client, RefuseCode::Malformed);
+        expected.push(Action::ClosePinhole { conn: client });
+        assert_eq!(h.actions(), expected);
+
+        // The client left while the pinhole was being made: it is closed as soon as reported.
+        let client = ask(&mut h, 11);
+        h.relay.handle_closed(client, h.now);
+        assert!(h.actions().is_empty());
+        h.relay.handle_pinhole(client, Some(41003), h.now);
+        assert_eq!(h.actions(), vec![Action::ClosePinhole { conn: client }]);
+        assert_eq!(h.relay.relayed(), 0);
+        assert_eq!(h.relay.connections(), 1, "only the registrant is left");
     }
 
     #[test]
@@ -1056,6 +1246,7 @@ mod tests {
                     }
                     Action::Forward { .. } => forwarding = true,
                     Action::Close { conn, reason } => panic!("closed {conn:?}: {reason:?}"),
+                    other => panic!("no pinholes here: {other:?}"),
                 }
             }
             let out = connector.pending_output().to_vec();

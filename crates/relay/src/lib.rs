@@ -9,6 +9,8 @@
 //!   SIGUSR1: status line) and counters.
 //! - [`sockmap`]: the BPF loader for in-kernel forwarding: an `sk_skb` verdict program and its
 //!   maps, assembled here and loaded with `bpf(2)`.
+//! - [`pinhole`]: `--copy nat`: one-shot DNAT rules through which the front node's own packet
+//!   forwarding carries a gated connection.
 //! - [`client`]: blocking helpers for the two other roles — a rank registering itself, a client
 //!   connecting through the relay, and a target accepting a relayed connection — used by the
 //!   tests and benchmarks, and a model for the runtime's nonblocking use.
@@ -24,4 +26,5 @@
 pub mod client;
 pub mod daemon;
 pub mod engine;
+pub mod pinhole;
 pub mod sockmap;

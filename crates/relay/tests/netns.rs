@@ -262,3 +262,152 @@ fn sockmap_relay_between_private_clusters() {
     drop(relay);
     tb.down().unwrap();
 }
+
+/// CONNECT from rank `src` to `target` through the relay at `relay`, stopping at its answer:
+/// the CONNECT (kept open: it holds the pinhole) and the pinhole's port.
+fn ask_pinhole(relay: SocketAddr, src: u32, target: u32) -> (TcpStream, u16) {
+    let mut s = TcpStream::connect_timeout(&relay, Duration::from_secs(5)).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    let RelayFrame::Greeting { relay_nonce } = client::read_frame(&mut s).unwrap() else {
+        panic!("no greeting")
+    };
+    let nonce = client::fresh_nonce().unwrap();
+    let connect = relay::connect(&job_key(), &relay_nonce, JOB, src, target, nonce);
+    s.write_all(&connect.to_bytes()).unwrap();
+    match client::read_frame(&mut s).unwrap() {
+        RelayFrame::Forwarded { target: t, port } if t == target => (s, port),
+        other => panic!("expected FORWARDED, got {other:?}"),
+    }
+}
+
+/// `--copy nat` across the testbed: b1 (private, through b's NAT) and p1 (public) reach a1
+/// through pinholes of a's relay and the front node's forwarding, with checksummed messages of
+/// 0 B … 8 MiB each way and no byte through the relay. A pinhole takes only its client's
+/// address: another host is refused at it, a neighbour behind the same NAT gets through to
+/// the target but is refused there (its INCOMING carries no valid MAC), and once the CONNECT
+/// closes the pinhole is gone. The relay's chains go with it.
+#[test]
+fn nat_relay_between_private_clusters() {
+    let Some(tb) = three_clusters("t") else {
+        return;
+    };
+    let ns = |h: &str| tb.namespace(h).unwrap().to_string();
+    let tmp = TempDir::new("netns-nat");
+    let jobs = jobs_dir(&tmp);
+    let relay = RelayProcess::start(
+        &["ip", "netns", "exec", &ns("fa")],
+        "0.0.0.0:7390",
+        &jobs,
+        &["--copy", "nat"],
+    );
+    let inside: SocketAddr = "10.1.0.1:7390".parse().unwrap();
+    let public: SocketAddr = "198.18.0.10:7390".parse().unwrap();
+    let (reg_tx, reg_rx) = std::sync::mpsc::channel();
+    let server = in_ns(&ns("a1"), move || {
+        let listener = TcpListener::bind("0.0.0.0:9200").unwrap();
+        let registration = client::register(inside, &job_key(), JOB, 2, 9200).unwrap();
+        reg_tx.send(()).unwrap();
+        let mut seen = ReplayGuard::default();
+        let mut results = Vec::new();
+        for _ in 0..3 {
+            results.push(serve_one(&listener, 2, &mut seen).map_err(|e| e.to_string()));
+        }
+        drop(registration);
+        results
+    });
+    reg_rx.recv_timeout(Duration::from_secs(10)).unwrap();
+    for (host, src) in [("b1", 1), ("p1", 0)] {
+        let result = in_ns(&ns(host), move || {
+            exchange(public, src, 2)
+                .map(drop)
+                .map_err(|e| e.to_string())
+        })
+        .join()
+        .unwrap();
+        assert_eq!(result, Ok(()), "{host}");
+    }
+
+    // A pinhole opened for b1 (seen from outside as b's front node).
+    let (control, port) = in_ns(&ns("b1"), move || ask_pinhole(public, 1, 2))
+        .join()
+        .unwrap();
+    let hole = SocketAddr::new(public.ip(), port);
+    // p2 is another address: the pinhole does not lead anywhere for it.
+    let dialled = in_ns(&ns("p2"), move || {
+        TcpStream::connect_timeout(&hole, Duration::from_secs(3)).map(drop)
+    })
+    .join()
+    .unwrap();
+    assert!(dialled.is_err(), "p2 got through b1's pinhole");
+    // b2 shares b1's public address, so it reaches a1, which refuses an INCOMING without the
+    // job key's MAC.
+    let forged = in_ns(&ns("b2"), move || {
+        let mut s = TcpStream::connect_timeout(&hole, Duration::from_secs(3)).unwrap();
+        s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+        let incoming = relay::Incoming {
+            job: JOB,
+            src: 3,
+            target: 2,
+            nonce: [7; 32],
+            e2e: [0; 32],
+        };
+        s.write_all(&RelayFrame::Incoming(incoming).to_bytes())
+            .unwrap();
+        client::read_frame(&mut s)
+    })
+    .join()
+    .unwrap();
+    assert!(
+        matches!(forged, Ok(RelayFrame::Refused(RefuseCode::BadMac))),
+        "{forged:?}"
+    );
+    // The CONNECT closes: so does the pinhole.
+    drop(control);
+    std::thread::sleep(Duration::from_millis(300));
+    let late = in_ns(&ns("b2"), move || {
+        TcpStream::connect_timeout(&hole, Duration::from_secs(3)).map(drop)
+    })
+    .join()
+    .unwrap();
+    assert!(late.is_err(), "the pinhole outlived its CONNECT");
+
+    let served = server.join().unwrap();
+    assert_eq!(served[..2], [Ok(1), Ok(0)]);
+    assert!(
+        served[2]
+            .as_ref()
+            .is_err_and(|e| e.contains("BadMac") || e.contains("MAC")),
+        "{served:?}"
+    );
+    relay.signal("USR1");
+    let lines = relay.lines(Duration::from_millis(300));
+    assert!(
+        lines.iter().any(|l| l.contains("pinholes=3")
+            && l.contains("paired=0")
+            && l.contains("bytes_in=0")
+            && l.contains("errors=0")),
+        "{lines:?}"
+    );
+    // A clean shutdown takes the chains away (a killed relay's are emptied by the next one).
+    relay.signal("TERM");
+    let mut relay = relay;
+    assert!(relay.child.wait().unwrap().success());
+    for table in ["nat", "filter"] {
+        let rules = std::process::Command::new("ip")
+            .args([
+                "netns",
+                "exec",
+                &ns("fa"),
+                "iptables",
+                "-w",
+                "-t",
+                table,
+                "-S",
+            ])
+            .output()
+            .unwrap();
+        let rules = String::from_utf8_lossy(&rules.stdout);
+        assert!(!rules.contains("FERRY-RELAY"), "{table}: {rules}");
+    }
+    tb.down().unwrap();
+}

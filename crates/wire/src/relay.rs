@@ -20,6 +20,19 @@
 //!   ←══════════ bytes both ways (splice); the ferry handshake runs end to end first ══════════→
 //! ```
 //!
+//! A relay that forwards in the front node's kernel (`ferry relay --copy nat`) answers a gated
+//! CONNECT with FORWARDED instead of dialling: it has opened a one-shot pinhole, a DNAT rule
+//! that sends connections from the client's address to `port` of the relay's address on to the
+//! target. The client dials that port and itself sends the INCOMING the relay would have sent;
+//! the target checks it exactly as above (it cannot tell the two apart, and need not). The
+//! client closes the CONNECT once ACCEPTED arrives, which closes the pinhole; the connection
+//! itself lives on in the kernel's connection tracking, and the relay leaves the data path.
+//!
+//! ```text
+//!   client ── CONNECT ──→ relay        relay ── FORWARDED {target, port} ──→ client
+//!   client ══ TCP to relay:port, DNAT to the target ══→ INCOMING → target → ACCEPTED → client
+//! ```
+//!
 //! - `relay_key` = HMAC(job key, "ferry-relay-key-v1"). The launcher hands it to the relay; the
 //!   relay never holds the job key, so it can gate connections but cannot forge `e2e`, and the
 //!   end-to-end ferry handshake (fresh nonces on both ends) that follows cannot be faked by it.
@@ -52,7 +65,12 @@ pub const OP_REGISTERED: u8 = 0x11;
 pub const OP_CONNECT: u8 = 0x20;
 /// Relay → client: `{target u32}`; raw bytes follow both ways.
 pub const OP_ESTABLISHED: u8 = 0x21;
-/// Relay → target: `{job u64, src u32, target u32, nonce [32], e2e [32]}`.
+/// Relay → client: `{target u32, port u16, reserved u16}`; dial `port` of the relay's address
+/// and send INCOMING there (see the module doc). The relay closes nothing: the client closes
+/// this connection once its forwarded one is ACCEPTED.
+pub const OP_FORWARDED: u8 = 0x22;
+/// Relay (or, through a pinhole, the client) → target:
+/// `{job u64, src u32, target u32, nonce [32], e2e [32]}`.
 pub const OP_INCOMING: u8 = 0x30;
 /// Target → relay: `{}`; raw bytes follow both ways.
 pub const OP_ACCEPTED: u8 = 0x31;
@@ -138,6 +156,13 @@ pub enum RelayFrame {
     Established {
         /// Rank reached.
         target: u32,
+    },
+    /// See [`OP_FORWARDED`].
+    Forwarded {
+        /// Rank reached.
+        target: u32,
+        /// Port of the relay's address that leads to the target.
+        port: u16,
     },
     /// See [`OP_INCOMING`].
     Incoming(Incoming),
@@ -230,6 +255,7 @@ fn body_len(op: u8) -> Option<usize> {
         OP_REGISTERED => 12,
         OP_CONNECT => 112,
         OP_ESTABLISHED => 4,
+        OP_FORWARDED => 8,
         OP_INCOMING => 80,
         OP_ACCEPTED => 0,
         OP_REFUSED => 4,
@@ -265,6 +291,7 @@ impl RelayFrame {
             RelayFrame::Registered { .. } => OP_REGISTERED,
             RelayFrame::Connect(_) => OP_CONNECT,
             RelayFrame::Established { .. } => OP_ESTABLISHED,
+            RelayFrame::Forwarded { .. } => OP_FORWARDED,
             RelayFrame::Incoming(_) => OP_INCOMING,
             RelayFrame::Accepted => OP_ACCEPTED,
             RelayFrame::Refused(_) => OP_REFUSED,
@@ -307,6 +334,11 @@ impl RelayFrame {
                 out.extend_from_slice(&c.e2e);
             }
             RelayFrame::Established { target } => out.extend_from_slice(&target.to_le_bytes()),
+            RelayFrame::Forwarded { target, port } => {
+                out.extend_from_slice(&target.to_le_bytes());
+                out.extend_from_slice(&port.to_le_bytes());
+                out.extend_from_slice(&[0, 0]);
+            }
             RelayFrame::Incoming(i) => {
                 out.extend_from_slice(&i.job.to_le_bytes());
                 out.extend_from_slice(&i.src.to_le_bytes());
@@ -378,6 +410,10 @@ impl RelayFrame {
             }),
             OP_ESTABLISHED => RelayFrame::Established {
                 target: u32_at(b, 0),
+            },
+            OP_FORWARDED => RelayFrame::Forwarded {
+                target: u32_at(b, 0),
+                port: u16::from_le_bytes([b[4], b[5]]),
             },
             OP_INCOMING => RelayFrame::Incoming(Incoming {
                 job: u64_at(b, 0),
@@ -588,6 +624,11 @@ fn take_frame(
 /// sends with [`RelayConnector::handle_input`], send [`RelayConnector::pending_output`], until
 /// [`RelayConnector::is_established`]; then run the ferry [`crate::Handshake`] as the connecting
 /// side on the same stream. Bytes after ESTABLISHED are not consumed.
+///
+/// If the relay answers FORWARDED instead, [`RelayConnector::pinhole`] gives the port: dial it
+/// at the relay's address, call [`RelayConnector::through_pinhole`] and go on as before on the
+/// new connection (INCOMING goes out, ACCEPTED makes it established). Close the connection to
+/// the relay once established: that closes the pinhole.
 #[derive(Debug)]
 pub struct RelayConnector {
     key: JobKey,
@@ -595,9 +636,21 @@ pub struct RelayConnector {
     src: u32,
     target: u32,
     nonce: [u8; 32],
-    established: bool,
+    phase: ConnectorPhase,
     input: Vec<u8>,
     output: Vec<u8>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum ConnectorPhase {
+    /// Waiting for GREETING, then for the answer to CONNECT.
+    Asking,
+    /// The relay opened a pinhole at this port; the caller dials it.
+    Forwarded(u16),
+    /// INCOMING goes (or went) through the pinhole; waiting for the target's ACCEPTED.
+    ThroughPinhole,
+    /// ESTABLISHED, or ACCEPTED through the pinhole.
+    Established,
 }
 
 impl RelayConnector {
@@ -609,7 +662,7 @@ impl RelayConnector {
             src,
             target,
             nonce,
-            established: false,
+            phase: ConnectorPhase::Asking,
             input: Vec::new(),
             output: Vec::new(),
         }
@@ -625,20 +678,48 @@ impl RelayConnector {
         self.output.drain(..n.min(self.output.len()));
     }
 
-    /// Whether the relay answered ESTABLISHED and CONNECT has been sent.
+    /// Whether the connection is ready for the ferry handshake: the relay answered ESTABLISHED
+    /// (or the target ACCEPTED through a pinhole) and everything of ours has been sent.
     pub fn is_established(&self) -> bool {
-        self.established && self.output.is_empty()
+        self.phase == ConnectorPhase::Established && self.output.is_empty()
     }
 
-    /// Takes bytes from the relay; returns how many were used.
+    /// The port of the relay's address to dial, once the relay answered FORWARDED.
+    pub fn pinhole(&self) -> Option<u16> {
+        match self.phase {
+            ConnectorPhase::Forwarded(port) if self.output.is_empty() => Some(port),
+            _ => None,
+        }
+    }
+
+    /// Switches to the connection dialled through the pinhole: INCOMING is queued for it.
+    pub fn through_pinhole(&mut self) {
+        if !matches!(self.phase, ConnectorPhase::Forwarded(_)) {
+            return;
+        }
+        self.phase = ConnectorPhase::ThroughPinhole;
+        self.input.clear();
+        RelayFrame::Incoming(Incoming {
+            job: self.job,
+            src: self.src,
+            target: self.target,
+            nonce: self.nonce,
+            e2e: e2e_mac(&self.key, self.job, self.src, self.target, &self.nonce),
+        })
+        .encode(&mut self.output);
+    }
+
+    /// Takes bytes from the relay (or, through a pinhole, the target); returns how many were
+    /// used.
     pub fn handle_input(&mut self, bytes: &[u8]) -> Result<usize, RelayError> {
+        use ConnectorPhase::*;
         let mut used = 0;
-        while !self.established && used < bytes.len() {
+        while matches!(self.phase, Asking | ThroughPinhole) && used < bytes.len() {
             let (n, frame) = take_frame(&mut self.input, &bytes[used..])?;
             used += n;
-            match frame {
-                None => {}
-                Some(RelayFrame::Greeting { relay_nonce }) if self.output.is_empty() => {
+            match (self.phase, frame) {
+                (_, None) => {}
+                (Asking, Some(RelayFrame::Greeting { relay_nonce })) if self.output.is_empty() => {
                     connect(
                         &self.key,
                         &relay_nonce,
@@ -649,11 +730,17 @@ impl RelayConnector {
                     )
                     .encode(&mut self.output);
                 }
-                Some(RelayFrame::Established { target }) if target == self.target => {
-                    self.established = true
+                (Asking, Some(RelayFrame::Established { target })) if target == self.target => {
+                    self.phase = Established
                 }
-                Some(RelayFrame::Refused(code)) => return Err(RelayError::Refused(code)),
-                Some(other) => return Err(RelayError::Unexpected(other.op())),
+                (Asking, Some(RelayFrame::Forwarded { target, port }))
+                    if target == self.target && port != 0 =>
+                {
+                    self.phase = Forwarded(port)
+                }
+                (ThroughPinhole, Some(RelayFrame::Accepted)) => self.phase = Established,
+                (_, Some(RelayFrame::Refused(code))) => return Err(RelayError::Refused(code)),
+                (_, Some(other)) => return Err(RelayError::Unexpected(other.op())),
             }
         }
         Ok(used)
@@ -826,6 +913,10 @@ mod tests {
             RelayFrame::Registered { job: 9, rank: 2 },
             RelayFrame::Connect(c.clone()),
             RelayFrame::Established { target: 2 },
+            RelayFrame::Forwarded {
+                target: 2,
+                port: 40123,
+            },
             RelayFrame::Incoming(Incoming {
                 job: c.job,
                 src: c.src,
@@ -1044,6 +1135,59 @@ mod tests {
         );
         let mut reg = Registrar::new(key, 9, 2, 5000);
         assert_eq!(reg.handle_input(b"HTTP/1.1"), Err(RelayError::BadMagic));
+    }
+
+    #[test]
+    fn connector_follows_a_pinhole_and_the_target_accepts_its_incoming() {
+        let key = JobKey([3; 32]);
+        let mut c = RelayConnector::new(key.clone(), 9, 1, 2, [4; 32]);
+        let greeting = RelayFrame::Greeting {
+            relay_nonce: [6; 32],
+        };
+        c.handle_input(&greeting.to_bytes()).unwrap();
+        assert_eq!(c.pinhole(), None);
+        c.consume_output(usize::MAX);
+        // Another target's pinhole, or port 0, is not ours.
+        let mut wrong = RelayConnector::new(key.clone(), 9, 1, 3, [4; 32]);
+        wrong.handle_input(&greeting.to_bytes()).unwrap();
+        let forwarded = RelayFrame::Forwarded {
+            target: 2,
+            port: 40123,
+        }
+        .to_bytes();
+        assert_eq!(
+            wrong.handle_input(&forwarded),
+            Err(RelayError::Unexpected(OP_FORWARDED))
+        );
+        // Bytes behind FORWARDED are not taken: the relay sends none, and they are not ours.
+        let mut more = forwarded.clone();
+        more.extend_from_slice(b"xx");
+        assert_eq!(c.handle_input(&more), Ok(forwarded.len()));
+        assert_eq!(c.pinhole(), Some(40123));
+        assert!(!c.is_established());
+        // Through the pinhole: INCOMING with the same nonce and MAC as CONNECT carried.
+        c.through_pinhole();
+        assert_eq!(c.pinhole(), None);
+        let incoming = c.pending_output().to_vec();
+        c.consume_output(usize::MAX);
+        let mut seen = ReplayGuard::default();
+        let mut a = RelayAcceptor::new(key.clone(), 9, 2);
+        assert_eq!(a.handle_input(&incoming, &mut seen), Ok(incoming.len()));
+        a.consume_output(usize::MAX);
+        assert_eq!(a.peer_rank(), Some(1));
+        let mut accepted = RelayFrame::Accepted.to_bytes();
+        accepted.extend_from_slice(b"FERRYHS1");
+        assert_eq!(c.handle_input(&accepted), Ok(accepted.len() - 8));
+        assert!(c.is_established());
+        // A target's refusal through the pinhole reaches the client as such.
+        let mut c = RelayConnector::new(key, 9, 1, 2, [5; 32]);
+        c.handle_input(&greeting.to_bytes()).unwrap();
+        c.handle_input(&forwarded).unwrap();
+        c.through_pinhole();
+        assert_eq!(
+            c.handle_input(&RelayFrame::Refused(RefuseCode::Replay).to_bytes()),
+            Err(RelayError::Refused(RefuseCode::Replay))
+        );
     }
 
     proptest::proptest! {
