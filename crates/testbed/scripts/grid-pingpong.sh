@@ -6,16 +6,19 @@
 #
 #   crates/testbed/scripts/grid-pingpong.sh FERRY OUTDIR [ROUNDS] [MAX_BYTES] [RELAY_COPY]
 #
+# RELAY_COPY is the relays' `--copy` (default nat: the front nodes forward through pinholes).
+#
 # Writes OUTDIR/<path>-<round>.csv (ferry bench-rank pingpong), OUTDIR/<path>-<round>.err (the
 # job's stderr: each rank's CPU time from /usr/bin/time, the relay's last status line with its
 # CPU time) and OUTDIR/summary.txt. MIN=<bytes> in the environment starts the sweep there
-# (default 1); FERRY_* settings in the environment reach the ranks.
+# (default 1); WAN_RATE=<tc rate> (e.g. 1gbit) limits every link to the WAN bridge; FERRY_*
+# settings in the environment reach the ranks.
 set -eu
 FERRY=$(realpath "${1:?ferry binary}")
 OUT=${2:?output directory}
 ROUNDS=${3:-3}
 MAX=${4:-16777216}
-COPY=${5:-splice}
+COPY=${5:-nat}
 MIN=${MIN:-1}
 TIME=""
 [ -x /usr/bin/time ] && TIME="/usr/bin/time -f ferry-cpu:%U:%S:%e"
@@ -24,12 +27,18 @@ P="fyb$$-"
 mkdir -p "$OUT"
 # SUMMARY_ONLY=1: only (re)write the summary of the CSVs already in OUTDIR.
 if [ -z "${SUMMARY_ONLY:-}" ]; then
-"$FERRY" testbed up "$GRIDS/three.toml" --prefix "$P" >/dev/null
+GRID="$GRIDS/three.toml"
+if [ -n "${WAN_RATE:-}" ]; then
+  GRID="$OUT/three-wan-$WAN_RATE.toml"
+  { echo "wan_rate = \"$WAN_RATE\""; cat "$GRIDS/three.toml"; } > "$GRID"
+fi
+"$FERRY" testbed up "$GRID" --prefix "$P" >/dev/null
 trap '"$FERRY" testbed down --prefix "$P" >/dev/null' EXIT INT TERM
 {
   echo "command: $0 $*"
   echo "commit: $(git -C "$GRIDS" rev-parse --short HEAD 2>/dev/null || echo unknown)"
   echo "machine: $(nproc) cores, $(uname -r), load $(cut -d' ' -f1-3 /proc/loadavg)"
+  echo "WAN rate: ${WAN_RATE:-none}"
 } > "$OUT/summary.txt"
 for r in $(seq "$ROUNDS"); do
   for path in direct nat relay; do
@@ -40,16 +49,25 @@ for r in $(seq "$ROUNDS"); do
 done
 echo "load after: $(cut -d' ' -f1-3 /proc/loadavg)" >> "$OUT/summary.txt"
 fi
-# Table: per size, each path's best round (the lowest of the rounds' per-round medians: the
-# machine is shared, and load only ever adds time) as one-way time (us) and bandwidth (MB/s),
-# and NAT / relay as a share of direct's bandwidth.
+# Tables: per size, each path's best round (the lowest of the rounds' per-round medians: the
+# machine is shared, and load only ever adds time), then each path's median round (TCP over
+# the testbed's veths is bimodal here: the same transfer takes 1x or 3x from one run to the
+# next, for plain sockets too, so single rounds say little), as one-way time (us) and bandwidth
+# (MB/s), and NAT / relay as a share of direct's bandwidth.
+for pick in best median; do
+echo "$pick of the rounds:" >> "$OUT/summary.txt"
 for path in direct nat relay; do
   cat "$OUT/$path"-*.csv | grep -v '^#' | grep -v '^bytes' | sed "s/^/$path,/"
-done | sort -t, -k2,2n -k1,1 | awk -F, '
-  function best(list,   n, a, i, m) {
-    n = split(list, a, " "); m = a[1] + 0
-    for (i = 2; i <= n; i++) if (a[i] + 0 < m) m = a[i] + 0
-    return m
+done | sort -t, -k2,2n -k1,1 | awk -F, -v pick="$pick" '
+  function sorted(list, a,   n, i, j, t) {
+    n = split(list, a, " ")
+    for (i = 1; i <= n; i++) for (j = i + 1; j <= n; j++) if (a[j] + 0 < a[i] + 0) { t = a[i]; a[i] = a[j]; a[j] = t }
+    return n
+  }
+  function choose(list,   n, a) {
+    n = sorted(list, a)
+    if (pick == "best") return a[1] + 0
+    return n % 2 ? a[(n + 1) / 2] + 0 : (a[n / 2] + a[n / 2 + 1]) / 2
   }
   { us[$2, $1] = us[$2, $1] " " $5; sizes[$2] = 1 }
   END {
@@ -59,12 +77,13 @@ done | sort -t, -k2,2n -k1,1 | awk -F, '
     for (i = 1; i <= n; i++) for (j = i + 1; j <= n; j++) if (order[j] < order[i]) { t = order[i]; order[i] = order[j]; order[j] = t }
     for (i = 1; i <= n; i++) {
       s = order[i]
-      ud = best(us[s, "direct"]); un = best(us[s, "nat"]); ur = best(us[s, "relay"])
+      ud = choose(us[s, "direct"]); un = choose(us[s, "nat"]); ur = choose(us[s, "relay"])
       d = ud > 0 ? s / ud : 0; na = un > 0 ? s / un : 0; r = ur > 0 ? s / ur : 0
       pn = 0; pr = 0; if (d > 0) { pn = 100 * na / d; pr = 100 * r / d }
       printf "| %d | %.1f | %.1f | %.1f | %.0f | %.0f | %.0f | %.0f %% | %.0f %% |\n", s, ud, un, ur, d, na, r, pn, pr
     }
   }' >> "$OUT/summary.txt"
+done
 # CPU seconds per GiB carried (both directions: 2 x bytes per round trip, plus the warm-up
 # round trip of each size), per round: each rank's user + system time and the relay's.
 for f in "$OUT"/*-*.csv; do
