@@ -251,31 +251,38 @@ fn sockmap_pair_idle_timeout_counts_kernel_bytes() {
     );
 }
 
-/// Without the privilege to load BPF programs, `--copy sockmap` says so in one line and
-/// splices. Run as root, the relay is started as `nobody` (needs `setpriv`).
+/// Without the privilege to load BPF programs (`--copy sockmap`) or to change the front's
+/// netfilter rules (`--copy nat`), the relay says so in one line and splices. Run as root, the
+/// relay is started as `nobody` (needs `setpriv`), so the host's rules are never touched.
 #[test]
-fn sockmap_falls_back_to_splice_without_privilege() {
+fn kernel_forwarding_falls_back_to_splice_without_privilege() {
     if !rustix::process::geteuid().is_root() || !std::path::Path::new("/usr/bin/setpriv").exists() {
         eprintln!("skipped: needs root and setpriv to start the relay unprivileged");
         return;
     }
-    let mut child = std::process::Command::new("/usr/bin/setpriv")
-        .args(["--reuid=65534", "--regid=65534", "--clear-groups"])
-        .arg(env!("CARGO_BIN_EXE_ferry-relay"))
-        .args(["--listen", "127.0.0.1:0", "--copy", "sockmap"])
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut lines = std::io::BufRead::lines(std::io::BufReader::new(child.stderr.take().unwrap()));
-    let first = lines.next().unwrap().unwrap();
-    let second = lines.next().unwrap().unwrap();
-    let _ = child.kill();
-    let _ = child.wait();
-    assert!(
-        first.contains("sockmap forwarding unavailable") && first.contains("using splice"),
-        "{first}"
-    );
-    assert!(second.contains("(Splice forwarding)"), "{second}");
+    for (mode, says) in [
+        ("sockmap", "sockmap forwarding unavailable"),
+        ("nat", "NAT forwarding unavailable"),
+    ] {
+        let mut child = std::process::Command::new("/usr/bin/setpriv")
+            .args(["--reuid=65534", "--regid=65534", "--clear-groups"])
+            .arg(env!("CARGO_BIN_EXE_ferry-relay"))
+            .args(["--listen", "127.0.0.1:0", "--copy", mode])
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        let mut lines =
+            std::io::BufRead::lines(std::io::BufReader::new(child.stderr.take().unwrap()));
+        let first = lines.next().unwrap().unwrap();
+        let second = lines.next().unwrap().unwrap();
+        let _ = child.kill();
+        let _ = child.wait();
+        assert!(
+            first.contains(says) && first.contains("using splice"),
+            "{mode}: {first}"
+        );
+        assert!(second.contains("(Splice forwarding)"), "{mode}: {second}");
+    }
 }
 
 /// An error on one side of a kernel pair (the target resets its connection) closes the other
