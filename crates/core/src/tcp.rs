@@ -616,24 +616,13 @@ impl TcpTransport {
         };
         let mut stream = match from {
             None => TcpStream::connect(addr).map_err(cannot)?,
-            Some(local) => {
-                let socket = socket2::Socket::new(
-                    socket2::Domain::for_address(addr),
-                    socket2::Type::STREAM,
-                    Some(socket2::Protocol::TCP),
-                )
-                .map_err(cannot)?;
-                socket.set_nonblocking(true).map_err(cannot)?;
-                socket
-                    .bind(&SocketAddr::new(local, 0).into())
-                    .map_err(|e| io_error(&format!("cannot bind rail {rail} to {local}"), e))?;
-                match socket.connect(&addr.into()) {
-                    Ok(()) => {}
-                    Err(e) if e.raw_os_error() == Some(libc::EINPROGRESS) => {}
-                    Err(e) => return Err(cannot(e)),
+            Some(local) => connect_from(addr, local).map_err(|(bound, e)| {
+                if bound {
+                    cannot(e)
+                } else {
+                    io_error(&format!("cannot bind rail {rail} to {local}"), e)
                 }
-                TcpStream::from_std(socket.into())
-            }
+            })?,
         };
         self.tune(&stream)?;
         self.tune_rail(&stream)?;
@@ -686,24 +675,10 @@ impl TcpTransport {
                 e,
             )
         };
-        let socket = socket2::Socket::new(
-            socket2::Domain::for_address(addr),
-            socket2::Type::STREAM,
-            Some(socket2::Protocol::TCP),
-        )
-        .map_err(cannot)?;
-        socket.set_nonblocking(true).map_err(cannot)?;
-        if let Ok(local) = local {
-            socket
-                .bind(&SocketAddr::new(local.ip(), 0).into())
-                .map_err(cannot)?;
-        }
-        match socket.connect(&addr.into()) {
-            Ok(()) => {}
-            Err(e) if e.raw_os_error() == Some(libc::EINPROGRESS) => {}
-            Err(e) => return Err(cannot(e)),
-        }
-        let mut stream = TcpStream::from_std(socket.into());
+        let mut stream = match local {
+            Ok(local) => connect_from(addr, local.ip()).map_err(|(_, e)| cannot(e))?,
+            Err(_) => TcpStream::connect(addr).map_err(cannot)?,
+        };
         self.tune(&stream)?;
         self.tune_rail(&stream)?;
         let Some(conn) = self.conns[peer][rail].as_mut() else {
@@ -1067,6 +1042,30 @@ impl TcpTransport {
         }
         Ok(frame.sent == total)
     }
+}
+
+/// Starts a nonblocking connection to `addr` from local address `local` (any port). The error
+/// says whether the bind had succeeded (false: binding to `local` failed).
+fn connect_from(
+    addr: SocketAddr,
+    local: std::net::IpAddr,
+) -> Result<TcpStream, (bool, std::io::Error)> {
+    let socket = socket2::Socket::new(
+        socket2::Domain::for_address(addr),
+        socket2::Type::STREAM,
+        Some(socket2::Protocol::TCP),
+    )
+    .map_err(|e| (true, e))?;
+    socket.set_nonblocking(true).map_err(|e| (true, e))?;
+    socket
+        .bind(&SocketAddr::new(local, 0).into())
+        .map_err(|e| (false, e))?;
+    match socket.connect(&addr.into()) {
+        Ok(()) => {}
+        Err(e) if e.raw_os_error() == Some(libc::EINPROGRESS) => {}
+        Err(e) => return Err((true, e)),
+    }
+    Ok(TcpStream::from_std(socket.into()))
 }
 
 /// Parses frames from a peer's connection until it has no more bytes now.

@@ -143,15 +143,20 @@ pub fn connect(
     let mut stream = TcpStream::connect_timeout(&relay_addr, Duration::from_secs(5))?;
     stream.set_read_timeout(Some(Duration::from_secs(15)))?;
     let mut m = RelayConnector::new(job_key.clone(), job, src, target, fresh_nonce()?);
-    let answered = |m: &RelayConnector| m.is_established() || m.pinhole().is_some();
-    drive(
-        &mut stream,
-        &mut m,
-        |m| m.pending_output().to_vec(),
-        RelayConnector::consume_output,
-        |m, b| m.handle_input(b),
-        answered,
-    )?;
+    let run =
+        |stream: &mut TcpStream, m: &mut RelayConnector, done: fn(&RelayConnector) -> bool| {
+            drive(
+                stream,
+                m,
+                |m| m.pending_output().to_vec(),
+                RelayConnector::consume_output,
+                |m, b| m.handle_input(b),
+                done,
+            )
+        };
+    run(&mut stream, &mut m, |m| {
+        m.is_established() || m.pinhole().is_some()
+    })?;
     if let Some(port) = m.pinhole() {
         let control = stream;
         stream = TcpStream::connect_timeout(
@@ -160,14 +165,7 @@ pub fn connect(
         )?;
         stream.set_read_timeout(Some(Duration::from_secs(15)))?;
         m.through_pinhole();
-        drive(
-            &mut stream,
-            &mut m,
-            |m| m.pending_output().to_vec(),
-            RelayConnector::consume_output,
-            |m, b| m.handle_input(b),
-            RelayConnector::is_established,
-        )?;
+        run(&mut stream, &mut m, RelayConnector::is_established)?;
         // Through: the relay closes the pinhole when its CONNECT ends.
         drop(control);
     }

@@ -49,6 +49,49 @@ fn three_clusters(tag: &str) -> Option<Testbed> {
     Some(Testbed::up(&grid, &format!("fy{}{tag}-", std::process::id())).unwrap())
 }
 
+/// a's relay as seen from inside its cluster and from the WAN.
+fn a_relay_addrs() -> (SocketAddr, SocketAddr) {
+    let parse = |a: &str| a.parse().unwrap();
+    (parse("10.1.0.1:7390"), parse("198.18.0.10:7390"))
+}
+
+/// b1 (rank 1, through b's NAT) and p1 (rank 0, public) each reach rank 2 through the relay
+/// at `public` and exchange checksummed messages of 0 B … 8 MiB.
+fn b1_and_p1_exchange(tb: &Testbed, public: SocketAddr) {
+    for (host, src) in [("b1", 1), ("p1", 0)] {
+        let result = in_ns(tb.namespace(host).unwrap(), move || {
+            exchange(public, src, 2)
+                .map(drop)
+                .map_err(|e| e.to_string())
+        });
+        assert_eq!(result.join().unwrap(), Ok(()), "{host}");
+    }
+}
+
+/// a1 registers rank 2 (port 9200) with a's relay at `inside` and serves `count` relayed
+/// connections; returns once registered, the thread giving each connection's client rank or
+/// error in order.
+fn a1_serves(
+    ns_a1: String,
+    inside: SocketAddr,
+    count: usize,
+) -> std::thread::JoinHandle<Vec<Result<u32, String>>> {
+    let (reg_tx, reg_rx) = std::sync::mpsc::channel();
+    let server = in_ns(&ns_a1, move || {
+        let listener = TcpListener::bind("0.0.0.0:9200").unwrap();
+        let registration = client::register(inside, &job_key(), JOB, 2, 9200).unwrap();
+        reg_tx.send(()).unwrap();
+        let mut seen = ReplayGuard::default();
+        let results = (0..count)
+            .map(|_| serve_one(&listener, 2, &mut seen).map_err(|e| e.to_string()))
+            .collect();
+        drop(registration);
+        results
+    });
+    reg_rx.recv_timeout(Duration::from_secs(10)).unwrap();
+    server
+}
+
 #[test]
 fn relay_between_private_clusters() {
     let Some(tb) = three_clusters("n") else {
@@ -205,32 +248,9 @@ fn sockmap_relay_between_private_clusters() {
         &jobs,
         &["--copy", "sockmap"],
     );
-    let inside: SocketAddr = "10.1.0.1:7390".parse().unwrap();
-    let public: SocketAddr = "198.18.0.10:7390".parse().unwrap();
-    let (reg_tx, reg_rx) = std::sync::mpsc::channel();
-    let server = in_ns(&ns("a1"), move || {
-        let listener = TcpListener::bind("0.0.0.0:9200").unwrap();
-        let registration = client::register(inside, &job_key(), JOB, 2, 9200).unwrap();
-        reg_tx.send(()).unwrap();
-        let mut seen = ReplayGuard::default();
-        let mut results = Vec::new();
-        for _ in 0..2 {
-            results.push(serve_one(&listener, 2, &mut seen).map_err(|e| e.to_string()));
-        }
-        drop(registration);
-        results
-    });
-    reg_rx.recv_timeout(Duration::from_secs(10)).unwrap();
-    for (host, src) in [("b1", 1), ("p1", 0)] {
-        let result = in_ns(&ns(host), move || {
-            exchange(public, src, 2)
-                .map(drop)
-                .map_err(|e| e.to_string())
-        })
-        .join()
-        .unwrap();
-        assert_eq!(result, Ok(()), "{host}");
-    }
+    let (inside, public) = a_relay_addrs();
+    let server = a1_serves(ns("a1"), inside, 2);
+    b1_and_p1_exchange(&tb, public);
     assert_eq!(server.join().unwrap(), vec![Ok(1), Ok(0)]);
     for (i, (up, down)) in [(0, 0), (8 << 20, 1), (1, 8 << 20)].into_iter().enumerate() {
         let (reg_tx, reg_rx) = std::sync::mpsc::channel();
@@ -300,32 +320,9 @@ fn nat_relay_between_private_clusters() {
         &jobs,
         &["--copy", "nat"],
     );
-    let inside: SocketAddr = "10.1.0.1:7390".parse().unwrap();
-    let public: SocketAddr = "198.18.0.10:7390".parse().unwrap();
-    let (reg_tx, reg_rx) = std::sync::mpsc::channel();
-    let server = in_ns(&ns("a1"), move || {
-        let listener = TcpListener::bind("0.0.0.0:9200").unwrap();
-        let registration = client::register(inside, &job_key(), JOB, 2, 9200).unwrap();
-        reg_tx.send(()).unwrap();
-        let mut seen = ReplayGuard::default();
-        let mut results = Vec::new();
-        for _ in 0..3 {
-            results.push(serve_one(&listener, 2, &mut seen).map_err(|e| e.to_string()));
-        }
-        drop(registration);
-        results
-    });
-    reg_rx.recv_timeout(Duration::from_secs(10)).unwrap();
-    for (host, src) in [("b1", 1), ("p1", 0)] {
-        let result = in_ns(&ns(host), move || {
-            exchange(public, src, 2)
-                .map(drop)
-                .map_err(|e| e.to_string())
-        })
-        .join()
-        .unwrap();
-        assert_eq!(result, Ok(()), "{host}");
-    }
+    let (inside, public) = a_relay_addrs();
+    let server = a1_serves(ns("a1"), inside, 3);
+    b1_and_p1_exchange(&tb, public);
 
     // A pinhole opened for b1 (seen from outside as b's front node).
     let (control, port) = in_ns(&ns("b1"), move || ask_pinhole(public, 1, 2))
