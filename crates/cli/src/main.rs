@@ -90,15 +90,18 @@ fn info_command(args: InfoArgs) -> i32 {
 /// Transports a job can be told to use.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub(crate) enum Transport {
-    /// Shared memory between the ranks of one host.
+    /// Shared memory between the ranks of each host, TCP between hosts (the default).
+    Auto,
+    /// Shared memory only: every rank on one host.
     Shm,
-    /// TCP sockets.
+    /// TCP sockets between all ranks, also those of one host.
     Tcp,
 }
 
 impl Transport {
     pub(crate) fn as_str(self) -> &'static str {
         match self {
+            Transport::Auto => "auto",
             Transport::Shm => "shm",
             Transport::Tcp => "tcp",
         }

@@ -502,3 +502,90 @@ fn run_rails_flag_opens_that_many_connections() {
         .expect("ferry runs");
     assert!(!refused.status.success());
 }
+
+/// Runs `check args…` on `n` ranks whose host ids (`FERRY_HOST_ID`) are `host(rank)`: ranks of
+/// one fake host talk over shared memory, others over TCP, in the same job.
+fn job_on_fake_hosts(n: u32, host: &str, args: &[&str], env: &[(&str, &str)]) -> Job {
+    let _serial = ONE_JOB_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let start = Instant::now();
+    let mut command = Command::new(env!("CARGO_BIN_EXE_ferry"));
+    command
+        .args(["run", "-n", &n.to_string(), "--timeout", "120", "sh", "-c"])
+        .arg(format!("FERRY_HOST_ID=h$(({host})) exec \"$0\" \"$@\""))
+        .arg(example("check"))
+        .args(args)
+        .env_remove("FERRY_TRANSPORT")
+        .stdin(Stdio::null());
+    for (k, v) in env {
+        command.env(k, v);
+    }
+    let output = command.output().expect("ferry runs");
+    Job {
+        output,
+        elapsed: start.elapsed(),
+    }
+}
+
+#[test]
+fn one_job_mixes_shared_memory_within_a_host_and_tcp_between_hosts() {
+    // Hosts of two ranks each, then ranks dealt round-robin over two hosts.
+    let j = job_on_fake_hosts(4, "FERRY_RANK / 2", &["routes"], &[]);
+    j.assert_ok();
+    for line in [
+        "routes 0: self shm tcp tcp",
+        "routes 1: shm self tcp tcp",
+        "routes 2: tcp tcp self shm",
+        "routes 3: tcp tcp shm self",
+    ] {
+        assert!(j.stdout().contains(line), "{line}\n{}", j.stdout());
+    }
+    // Without clusters of its own the job is grouped by host, for hierarchical collectives.
+    assert!(
+        j.stdout().contains("clusters [0, 0, 1, 1]"),
+        "{}",
+        j.stdout()
+    );
+    let j = job_on_fake_hosts(5, "FERRY_RANK % 2", &["routes"], &[]);
+    j.assert_ok();
+    assert!(
+        j.stdout().contains("routes 4: shm tcp shm tcp self"),
+        "{}",
+        j.stdout()
+    );
+    // FERRY_TRANSPORT=tcp still takes TCP to the ranks of the same host.
+    let j = job_on_fake_hosts(2, "0", &["routes"], &[("FERRY_TRANSPORT", "tcp")]);
+    j.assert_ok();
+    assert!(j.stdout().contains("routes 0: self tcp"), "{}", j.stdout());
+    // Every pair, every size, both routes at once; collectives on the host groups.
+    let j = job_on_fake_hosts(5, "FERRY_RANK % 2", &["allpairs", "2097152"], &[]);
+    j.assert_ok();
+    let j = job_on_fake_hosts(6, "FERRY_RANK / 2", &["coll"], &[]);
+    j.assert_ok();
+    assert!(j.stdout().contains("coll ok: 6 ranks"), "{}", j.stdout());
+    // Hierarchical schedules whose first phase runs over shared memory.
+    let j = job_on_fake_hosts(
+        6,
+        "FERRY_RANK / 3",
+        &["hier"],
+        &[("FERRY_CLUSTERS", "0,0,0,1,1,1")],
+    );
+    j.assert_ok();
+    assert!(
+        j.stdout().contains("hier ok: 6 ranks, 2 clusters"),
+        "{}",
+        j.stdout()
+    );
+}
+
+#[test]
+fn shm_only_refuses_ranks_on_two_hosts_naming_them() {
+    let j = job_on_fake_hosts(2, "FERRY_RANK", &["routes"], &[("FERRY_TRANSPORT", "shm")]);
+    assert_ne!(j.code(), Some(0));
+    assert!(
+        j.stderr()
+            .contains("FERRY_TRANSPORT=shm needs every rank on one host")
+            && j.stderr().contains("host id h"),
+        "{}",
+        j.stderr()
+    );
+}

@@ -1135,6 +1135,30 @@ fn stranger(world: &World) -> Result<(), Error> {
     allpairs(world, 100_000, 5)
 }
 
+/// Prints how this rank reaches every rank (`routes <rank>: self shm tcp …`), one rank after
+/// the other; rank 0 also prints the world's cluster ids (`clusters [0, 0, 1]`).
+fn routes(world: &World) -> Result<(), Error> {
+    for turn in 0..world.size() {
+        if turn == world.rank() {
+            let names: Vec<&str> = (0..world.size())
+                .map(|r| match world.route_to(r) {
+                    Some(ferry_core::PeerRoute::Itself) => "self",
+                    Some(ferry_core::PeerRoute::SharedMemory) => "shm",
+                    Some(ferry_core::PeerRoute::Tcp) => "tcp",
+                    None => "?",
+                })
+                .collect();
+            println!("routes {}: {}", world.rank(), names.join(" "));
+            if world.rank() == 0 {
+                println!("clusters {:?}", world.clusters());
+            }
+            std::io::stdout().flush().ok();
+        }
+        world.barrier()?;
+    }
+    Ok(())
+}
+
 fn main() {
     let world = match ferry_core::init() {
         Ok(w) => w,
@@ -1164,6 +1188,7 @@ fn main() {
         Some("hier") => hier(&world),
         Some("stranger") => stranger(&world),
         Some("barrier") => (0..arg(1, 100)).try_for_each(|_| world.barrier()),
+        Some("routes") => routes(&world),
         Some("bcast-timing") => bcast_timing(&world, &args[1..]),
         other => {
             eprintln!("check: unknown case {other:?}");

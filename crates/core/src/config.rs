@@ -2,12 +2,14 @@
 
 use crate::error::Error;
 
-/// Which transport carries messages between ranks of one host.
+/// Which transports carry messages between ranks, chosen per peer at setup.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum TransportKind {
-    /// Shared-memory rings, CMA for large messages.
+    /// Shared memory to the ranks on this host (`crate::host`), TCP to the others.
+    Auto,
+    /// Shared-memory rings (CMA for large messages) only: every rank must be on this host.
     Shm,
-    /// TCP sockets over loopback (or the host's interfaces).
+    /// TCP to every peer, also on this host (over loopback or the host's interfaces).
     Tcp,
 }
 
@@ -56,8 +58,15 @@ pub const MAX_RAILS: u16 = 16;
 /// Settings of the runtime.
 #[derive(Debug, Clone)]
 pub struct Config {
-    /// `FERRY_TRANSPORT` (`shm` | `tcp`, default `shm`): transport between ranks.
+    /// `FERRY_TRANSPORT` (`auto` | `shm` | `tcp`, default `auto`): shared memory to the ranks
+    /// of this host and TCP to the others; `shm` insists that all ranks share this host; `tcp`
+    /// takes TCP to every peer.
     pub transport: TransportKind,
+    /// `FERRY_TCP_ADDR` (an IP address, default unset): the address this rank listens on and
+    /// publishes for TCP peers. Set by `ferry node` on hosts of a multi-host job (the address
+    /// the launcher's host reaches this one by); unset, a rank of a grid job takes its grid
+    /// address, one with rails its rail 0 address, and any other 127.0.0.1.
+    pub tcp_addr: Option<std::net::IpAddr>,
     /// `FERRY_SHM_EAGER` (bytes, at most half a ring): largest message sent eagerly through a
     /// ring. Unset: 8 KiB while CMA copies are shared (a shared copy beats two ring copies from
     /// there on), else 64 KiB; see [`Config::shm_eager_for`].
@@ -117,7 +126,8 @@ pub struct Config {
 impl Default for Config {
     fn default() -> Self {
         Config {
-            transport: TransportKind::Shm,
+            transport: TransportKind::Auto,
+            tcp_addr: None,
             shm_eager_limit: None,
             shm_ring_bytes: None,
             cma: CmaMode::Auto,
@@ -160,13 +170,20 @@ impl Config {
     pub fn from_env() -> Result<Config, Error> {
         let d = Config::default();
         let transport = match std::env::var("FERRY_TRANSPORT").as_deref() {
-            Err(_) | Ok("shm") | Ok("") => TransportKind::Shm,
+            Err(_) | Ok("auto") | Ok("") => TransportKind::Auto,
+            Ok("shm") => TransportKind::Shm,
             Ok("tcp") => TransportKind::Tcp,
             Ok(other) => {
                 return Err(Error::Config(format!(
-                    "FERRY_TRANSPORT={other:?}: expected shm or tcp"
+                    "FERRY_TRANSPORT={other:?}: expected auto, shm or tcp"
                 )))
             }
+        };
+        let tcp_addr = match std::env::var("FERRY_TCP_ADDR") {
+            Ok(text) if !text.trim().is_empty() => Some(text.trim().parse().map_err(|_| {
+                Error::Config(format!("FERRY_TCP_ADDR={text:?} is not an IP address"))
+            })?),
+            _ => None,
         };
         let ring = match std::env::var("FERRY_SHM_RING") {
             Ok(_) => Some(parse("FERRY_SHM_RING", 0usize)?),
@@ -210,6 +227,7 @@ impl Config {
         }
         Ok(Config {
             transport,
+            tcp_addr,
             shm_eager_limit: match std::env::var("FERRY_SHM_EAGER") {
                 Ok(_) => Some(parse("FERRY_SHM_EAGER", 0)?),
                 Err(_) => None,
@@ -264,6 +282,17 @@ impl Config {
         })
     }
 
+    /// The address this rank's TCP listener binds to and publishes (see
+    /// [`Config::tcp_addr`]).
+    pub fn tcp_listen_ip(&self) -> std::net::IpAddr {
+        match (&self.place, self.tcp_addr, self.rail_addrs.first()) {
+            (Some(p), _, _) => p.addr.into(),
+            (None, Some(addr), _) => addr,
+            (None, None, Some(&addr)) => addr,
+            (None, None, None) => [127, 0, 0, 1].into(),
+        }
+    }
+
     /// Ring size for a job of `ranks` ranks on one host.
     pub fn ring_bytes(&self, ranks: usize) -> usize {
         let wanted = self
@@ -298,6 +327,13 @@ impl Config {
             ),
             ("FERRY_CMA", format!("{:?}", self.cma).to_lowercase()),
             ("FERRY_CMA_SHARE", self.cma_share_min.to_string()),
+            (
+                "FERRY_TCP_ADDR",
+                self.tcp_addr
+                    .map_or("unset (grid or rail address, else 127.0.0.1)".into(), |a| {
+                        a.to_string()
+                    }),
+            ),
             ("FERRY_TCP_EAGER", self.tcp_eager_limit.to_string()),
             ("FERRY_TCP_CHUNK", self.tcp_chunk.to_string()),
             (

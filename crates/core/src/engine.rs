@@ -1864,7 +1864,9 @@ impl Engine {
             self.proto.end_frame(me, &frame, incoming)?;
         }
         if let Some(shm) = self.shm.as_mut() {
-            for peer in 0..shm.ranks() {
+            let mut next = 0;
+            while let Some(peer) = shm.local_peer(next) {
+                next += 1;
                 if self.held[peer].is_some() {
                     continue; // read in place; nothing behind it moves until it is released
                 }
@@ -2914,8 +2916,8 @@ mod tests {
             | u64::from_le_bytes([b[0], b[1], b[2], b[3], b[4], b[5], b[6], 0]);
         let c0 = ShmTransport::create(job, 0, 2, ring).unwrap();
         let c1 = ShmTransport::create(job, 1, 2, ring).unwrap();
-        let t0 = ShmTransport::attach(c0, job, 0, 2, ring).unwrap();
-        let t1 = ShmTransport::attach(c1, job, 1, 2, ring).unwrap();
+        let t0 = ShmTransport::attach(c0, job, 0, &[0, 1], 2, ring).unwrap();
+        let t1 = ShmTransport::attach(c1, job, 1, &[0, 1], 2, ring).unwrap();
         t0.unlink_own();
         t1.unlink_own();
         let make = |me: u32, t: ShmTransport| {

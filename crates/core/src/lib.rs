@@ -1,7 +1,8 @@
 //! ferry's runtime: the processes of a job sending each other messages.
 //!
 //! It owns the world and its communicators, requests, matching, the progress engine, and the
-//! transports (`shm` between ranks of one host, `tcp` otherwise). It must not depend on the
+//! transports, chosen per peer at setup (`shm` between ranks of one host, `tcp` otherwise; see
+//! `host` for what "one host" means). It must not depend on the
 //! launcher, the C ABI or the command line; the wire formats come from `ferry-wire`.
 //!
 //! ```no_run
@@ -29,6 +30,7 @@ mod comm;
 pub mod config;
 mod engine;
 mod error;
+mod host;
 mod matching;
 mod netaware;
 mod rails;
@@ -49,5 +51,6 @@ pub use comm::{
 pub use config::{CmaMode, Config, RailPolicy};
 pub use error::Error;
 pub use ferry_sched::hetero;
+pub use host::host_id;
 pub use stats::Counters;
-pub use world::{init, World};
+pub use world::{init, PeerRoute, World};

@@ -1,7 +1,8 @@
 //! Shared-memory transport: per-job segments of single-producer/single-consumer byte rings.
 //!
 //! Every rank owns one segment, `/dev/shm/ferry-<job>-<rank>`, holding one inbound ring per
-//! possible sender. A sender maps the receiver's segment and writes records — a stamp, a frame
+//! possible sender: each rank of the job on the same host (see `crate::host`), in world-rank
+//! order, ring `i` for the `i`-th of them. Peers on other hosts have no ring. A sender maps the receiver's segment and writes records — a stamp, a frame
 //! header and its payload, padded to a cache line — at the ring's tail; the receiver reads them
 //! at the head. A record is visible once its stamp is: the sender stores it last, and it is the
 //! record's stream position mixed with the ring's random key, which no earlier content of that
@@ -502,9 +503,12 @@ impl Record<'_> {
 }
 
 /// All rings of this rank: its inbound segment and the peers' segments it writes into.
+/// Ring ends are indexed by world rank, `None` for ranks on other hosts and for ourselves.
 pub(crate) struct ShmTransport {
     own: Segment,
     _peers: Vec<Option<Segment>>,
+    /// The world ranks with a ring, ourselves excluded: what a progress pass polls.
+    local_peers: Vec<u32>,
     inbound: Vec<Option<Consumer>>,
     outbound: Vec<Option<Producer>>,
     ring_bytes: usize,
@@ -514,7 +518,8 @@ pub(crate) struct ShmTransport {
 }
 
 impl ShmTransport {
-    /// Creates this rank's inbound segment (before the bootstrap fence).
+    /// Creates this rank's inbound segment (before the bootstrap fence) with one ring for each
+    /// of the `ranks` ranks on this host.
     pub(crate) fn create(
         job: u64,
         me: u32,
@@ -547,26 +552,30 @@ impl ShmTransport {
         Ok(CreatedSegment { segment, path })
     }
 
-    /// Maps every peer's segment (after the fence) and builds the ring ends.
+    /// Maps the segment of every rank in `local` (the world ranks on this host, ascending, `me`
+    /// among them; after the fence) and builds the ring ends for a world of `size` ranks.
     pub(crate) fn attach(
         own: CreatedSegment,
         job: u64,
         me: u32,
-        ranks: usize,
+        local: &[u32],
+        size: usize,
         ring_bytes: usize,
     ) -> Result<ShmTransport, Error> {
-        let len = segment_len(ranks, ring_bytes);
-        let mut peers = Vec::with_capacity(ranks);
-        for rank in 0..ranks as u32 {
-            if rank == me {
-                peers.push(None);
-                continue;
-            }
+        let len = segment_len(local.len(), ring_bytes);
+        let slot = |rank: u32| local.iter().position(|&r| r == rank);
+        let my_slot = slot(me).ok_or_else(|| {
+            Error::Transport(format!(
+                "rank {me} is not among this host's ranks {local:?}"
+            ))
+        })?;
+        let mut peers: Vec<Option<Segment>> = (0..size).map(|_| None).collect();
+        for &rank in local.iter().filter(|&&r| r != me) {
             let path = segment_path(job, rank);
             let segment = map_segment(&path, None)?;
             if segment.map.len() != len {
                 return Err(Error::Transport(format!(
-                    "rank {rank}'s segment {} has {} bytes, expected {len}: ranks disagree on the ring size",
+                    "rank {rank}'s segment {} has {} bytes, expected {len}: ranks disagree on the ring size or on who shares this host",
                     path.display(),
                     segment.map.len()
                 )));
@@ -579,11 +588,13 @@ impl ShmTransport {
                     path.display()
                 )));
             }
-            peers.push(Some(segment));
+            if let Some(place) = peers.get_mut(rank as usize) {
+                *place = Some(segment);
+            }
         }
         let own_segment = own.segment;
-        let mut inbound = Vec::with_capacity(ranks);
-        let mut outbound = Vec::with_capacity(ranks);
+        let mut inbound = Vec::with_capacity(size);
+        let mut outbound = Vec::with_capacity(size);
         for (rank, peer) in peers.iter().enumerate() {
             let sleeper = |peer: &Segment| Sleeper {
                 sleeping: peer.sleeping(),
@@ -591,20 +602,16 @@ impl ShmTransport {
                 rank: rank as u32,
                 me,
             };
-            match peer {
-                None => {
-                    inbound.push(None);
-                    outbound.push(None);
-                }
-                Some(peer) => {
-                    let ring = own_segment.ring(rank, ring_bytes);
+            match (peer, slot(rank as u32)) {
+                (Some(peer), Some(their_slot)) => {
+                    let ring = own_segment.ring(their_slot, ring_bytes);
                     inbound.push(Some(Consumer {
                         ring,
                         key: ring.key().load(Ordering::Relaxed),
                         head: 0,
                         peer: sleeper(peer),
                     }));
-                    let ring = peer.ring(me as usize, ring_bytes);
+                    let ring = peer.ring(my_slot, ring_bytes);
                     outbound.push(Some(Producer {
                         ring,
                         key: ring.key().load(Ordering::Relaxed),
@@ -614,11 +621,16 @@ impl ShmTransport {
                         peer: sleeper(peer),
                     }));
                 }
+                _ => {
+                    inbound.push(None);
+                    outbound.push(None);
+                }
             }
         }
         Ok(ShmTransport {
             own: own_segment,
             _peers: peers,
+            local_peers: local.iter().copied().filter(|&r| r != me).collect(),
             inbound,
             outbound,
             ring_bytes,
@@ -765,9 +777,10 @@ impl ShmTransport {
         }
     }
 
-    /// Number of rings (= ranks).
-    pub(crate) fn ranks(&self) -> usize {
-        self.inbound.len()
+    /// The `i`-th of the peers with a ring (the other ranks of this host, ascending), if any.
+    #[inline]
+    pub(crate) fn local_peer(&self, i: usize) -> Option<usize> {
+        self.local_peers.get(i).map(|&r| r as usize)
     }
 
     /// Publishes the CPU this rank waits on, for [`ShmTransport::shares_cpu`] of its peers.
@@ -909,8 +922,8 @@ mod tests {
         let job = job();
         let s0 = ShmTransport::create(job, 0, 2, ring).unwrap();
         let s1 = ShmTransport::create(job, 1, 2, ring).unwrap();
-        let t0 = ShmTransport::attach(s0, job, 0, 2, ring).unwrap();
-        let t1 = ShmTransport::attach(s1, job, 1, 2, ring).unwrap();
+        let t0 = ShmTransport::attach(s0, job, 0, &[0, 1], 2, ring).unwrap();
+        let t1 = ShmTransport::attach(s1, job, 1, &[0, 1], 2, ring).unwrap();
         t0.unlink_own();
         t1.unlink_own();
         (t0, t1)

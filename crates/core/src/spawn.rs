@@ -182,7 +182,7 @@ fn open(shared: &Shared) -> Result<(), Error> {
             let c = &shared.in_effect;
             let base = shared.universe.base;
             let mut t = TcpTransport::bind(
-                SocketAddr::new([127, 0, 0, 1].into(), 0),
+                SocketAddr::new(c.tcp_listen_ip(), 0),
                 key,
                 shared.universe.job,
                 (me, base..base + shared.size as u32),

@@ -320,7 +320,7 @@ pub(crate) struct TcpTransport {
     key: JobKey,
     job: u64,
     me: u32,
-    /// Universe ranks of this process's own world: the peers `all_established` waits for.
+    /// Universe ranks of this process's own world.
     world: std::ops::Range<u32>,
     max_payload: u64,
     socket_buffer: usize,
@@ -729,19 +729,12 @@ impl TcpTransport {
         }
     }
 
-    /// True once every peer of our world but us has an authenticated connection.
-    pub(crate) fn all_established(&self) -> bool {
-        self.world
-            .clone()
-            .all(|r| r == self.me || self.established(r as usize))
-    }
-
-    /// Ranks without an authenticated connection yet.
-    pub(crate) fn missing(&self) -> Vec<usize> {
-        self.world
-            .clone()
+    /// Those of `peers` (universe ranks) without an authenticated connection yet.
+    pub(crate) fn missing(&self, peers: &[u32]) -> Vec<u32> {
+        peers
+            .iter()
+            .copied()
             .filter(|&r| r != self.me && !self.established(r as usize))
-            .map(|r| r as usize)
             .collect()
     }
 

@@ -37,6 +37,8 @@ impl std::ops::Deref for World {
 struct Card {
     pid: u32,
     host: String,
+    /// Host id (`crate::host`): ranks with equal ids talk over shared memory.
+    node: String,
     tcp: Option<SocketAddr>,
     /// Cluster id (`FERRY_CLUSTER`), for hierarchical collectives.
     cluster: u32,
@@ -52,7 +54,7 @@ struct Card {
 
 impl Card {
     fn encode(&self) -> String {
-        let mut s = format!("pid={};host={}", self.pid, self.host);
+        let mut s = format!("pid={};host={};node={}", self.pid, self.host, self.node);
         if let Some(addr) = self.tcp {
             s += &format!(";tcp={addr}");
         }
@@ -75,6 +77,7 @@ impl Card {
         let mut card = Card {
             pid: 0,
             host: String::new(),
+            node: String::new(),
             tcp: None,
             cluster: 0,
             grid: String::new(),
@@ -87,6 +90,7 @@ impl Card {
             match k {
                 "pid" => card.pid = v.parse().map_err(|_| bad())?,
                 "host" => card.host = v.to_string(),
+                "node" => card.node = v.to_string(),
                 "tcp" => card.tcp = Some(v.parse().map_err(|_| bad())?),
                 "cluster" => card.cluster = v.parse().map_err(|_| bad())?,
                 "grid" => card.grid = v.to_string(),
@@ -176,14 +180,11 @@ pub fn init() -> Result<World, Error> {
     }
     let mut boot = Bootstrap::connect(&env_var(env::ADDR)?, &key, me)?;
     let n = size as usize;
-    let cores = std::thread::available_parallelism().map_or(1, |c| c.get());
-    let spin = config.spin.unwrap_or(if n > cores { 100 } else { 4000 });
-    let spin_yield = config.spin_yield.unwrap_or(n > cores);
-
     let place = config.place.as_ref();
     let mut card = Card {
         pid: std::process::id(),
         host: place.map_or_else(hostname, |p| p.host.clone()),
+        node: crate::host::host_id(),
         tcp: None,
         cluster: crate::collectives::own_cluster(rank)?,
         grid: place.map_or_else(String::new, |p| p.cluster.clone()),
@@ -191,67 +192,102 @@ pub fn init() -> Result<World, Error> {
         relay: place.and_then(|p| p.relay).map(|r| r.public.into()),
         rails: config.rail_addrs.clone(),
     };
-    let ring_bytes = config.ring_bytes(n);
-    let mut created = None;
-    let mut tcp = None;
-    match config.transport {
-        TransportKind::Shm => created = Some(ShmTransport::create(job, rank, n, ring_bytes)?),
-        TransportKind::Tcp => {
-            let max = config.tcp_eager_limit.max(config.tcp_chunk) as u64;
-            let primary: std::net::IpAddr = match (place, config.rail_addrs.first()) {
-                (Some(p), _) => p.addr.into(),
-                (None, Some(&addr)) => addr,
-                (None, None) => [127, 0, 0, 1].into(),
-            };
-            // With an address per rail, one listener takes connections on all of them.
-            let bind = if config.rail_addrs.is_empty() {
-                SocketAddr::new(primary, 0)
-            } else {
-                SocketAddr::new(std::net::Ipv4Addr::UNSPECIFIED.into(), 0)
-            };
-            let mut t = TcpTransport::bind(
-                bind,
-                key.clone(),
-                job,
-                (me, base..base + size),
-                max,
-                config.tcp_buffer,
-                config.rails,
-                Duration::from_secs(config.rail_timeout_secs),
-            )?;
-            if let Some((p, relay)) = place.and_then(|p| Some((p, p.relay?))) {
-                // Registered before the card is published: once anyone reads the cards,
-                // every relay knows its ranks.
-                let timeout = Duration::from_secs(config.connect_timeout_secs);
-                t.register_with_relay(relay.inside.into(), &p.front, timeout)?;
-            }
-            card.tcp = Some(SocketAddr::new(primary, t.listen_addr().port()));
-            tcp = Some(t);
-        }
-    }
+    // First round: who is where. The routes follow from it: shared memory to the ranks of
+    // our host, TCP to the others (or as FERRY_TRANSPORT insists).
     boot.put(&format!("card-{me}"), &card.encode())?;
     boot.fence()?;
-    let mut cards = Vec::with_capacity(n);
-    for r in 0..size {
-        cards.push(Card::decode(r, &boot.get(&format!("card-{}", base + r))?)?);
+    let mut cards = read_cards(&mut boot, base, size)?;
+    let local: Vec<u32> = (0..size)
+        .filter(|&r| cards[r as usize].node == card.node)
+        .collect();
+    if config.transport == TransportKind::Shm && local.len() < n {
+        let (r, c) = (0..size)
+            .map(|r| (r, &cards[r as usize]))
+            .find(|(_, c)| c.node != card.node)
+            .ok_or_else(|| Error::Bootstrap("internal: no rank off this host".into()))?;
+        return Err(Error::Config(format!(
+            "FERRY_TRANSPORT=shm needs every rank on one host: rank {rank} is on {} (host id {}), rank {r} on {} (host id {}); unset FERRY_TRANSPORT to use TCP between hosts",
+            card.host, card.node, c.host, c.node
+        )));
     }
-    // By universe rank, as every per-peer table: no cluster for other worlds' processes.
+    let over_shm = |peer: u32| config.transport != TransportKind::Tcp && local.contains(&peer);
+    let tcp_peers: Vec<u32> = (0..size)
+        .filter(|&p| p != rank && !over_shm(p))
+        .map(|p| base + p)
+        .collect();
+    let shm_peers = local.len() > 1 && config.transport != TransportKind::Tcp;
+    let cores = std::thread::available_parallelism().map_or(1, |c| c.get());
+    let spin = config
+        .spin
+        .unwrap_or(if local.len() > cores { 100 } else { 4000 });
+    let spin_yield = config.spin_yield.unwrap_or(local.len() > cores);
+
+    // Second round: the transports. Segments are made before the fence that lets the host's
+    // ranks map them; listeners are published for the ranks of other hosts.
+    let ring_bytes = config.ring_bytes(local.len());
+    let created = match shm_peers {
+        true => Some(ShmTransport::create(job, rank, local.len(), ring_bytes)?),
+        false => None,
+    };
+    let mut tcp = None;
+    if !tcp_peers.is_empty() {
+        let max = config.tcp_eager_limit.max(config.tcp_chunk) as u64;
+        let primary = config.tcp_listen_ip();
+        // With an address per rail, one listener takes connections on all of them.
+        let bind = if config.rail_addrs.is_empty() {
+            SocketAddr::new(primary, 0)
+        } else {
+            SocketAddr::new(std::net::Ipv4Addr::UNSPECIFIED.into(), 0)
+        };
+        let mut t = TcpTransport::bind(
+            bind,
+            key.clone(),
+            job,
+            (me, base..base + size),
+            max,
+            config.tcp_buffer,
+            config.rails,
+            Duration::from_secs(config.rail_timeout_secs),
+        )?;
+        if let Some((p, relay)) = place.and_then(|p| Some((p, p.relay?))) {
+            // Registered before the address is published: once anyone reads it, every relay
+            // knows its ranks.
+            let timeout = Duration::from_secs(config.connect_timeout_secs);
+            t.register_with_relay(relay.inside.into(), &p.front, timeout)?;
+        }
+        let addr = SocketAddr::new(primary, t.listen_addr().port());
+        boot.put(&format!("tcp-{me}"), &addr.to_string())?;
+        card.tcp = Some(addr);
+        tcp = Some(t);
+    }
+    if n > 1 {
+        boot.fence()?;
+    }
+    for peer in &tcp_peers {
+        let r = peer - base;
+        let text = boot.get(&format!("tcp-{peer}"))?;
+        let addr = text.parse().map_err(|_| {
+            Error::Bootstrap(format!("rank {r} published a malformed address {text:?}"))
+        })?;
+        cards[r as usize].tcp = Some(addr);
+    }
+    // By universe rank, as every per-peer table: no cluster for other worlds' processes. A job
+    // without clusters of its own (FERRY_CLUSTER) is grouped by host, for the hierarchical
+    // collectives: their first phase then runs over shared memory.
+    let hosts = crate::host::host_numbers(&cards.iter().map(|c| &c.node).collect::<Vec<_>>());
+    let by_host = cards.iter().all(|c| c.cluster == 0) && hosts.iter().any(|&h| h > 0);
     let clusters = std::iter::repeat_n(0, base as usize)
-        .chain(cards.iter().map(|c| c.cluster))
+        .chain(
+            cards
+                .iter()
+                .zip(&hosts)
+                .map(|(c, &h)| if by_host { h } else { c.cluster }),
+        )
         .collect();
 
     let mut shm = None;
     if let Some(created) = created {
-        if let Some((r, c)) = cards.iter().enumerate().find(|(_, c)| c.host != card.host) {
-            return Err(Error::Config(format!(
-                "the shm transport needs every rank on one host: rank {rank} is on {}, rank {r} on {} (use --transport tcp)",
-                card.host, c.host
-            )));
-        }
-        let t = ShmTransport::attach(created, job, rank, n, ring_bytes)?;
-        // Everyone has mapped every segment once this fence passes: the files can go.
-        boot.fence()?;
-        t.unlink_own();
+        let t = ShmTransport::attach(created, job, rank, &local, n, ring_bytes)?;
         shm = Some(t);
     }
     let guids: Vec<ferry_grid::Guid> = cards.iter().map(Card::guid).collect();
@@ -259,53 +295,29 @@ pub fn init() -> Result<World, Error> {
         print!("{}", ferry_grid::path::render_matrix(&guids));
     }
     if let Some(t) = tcp.as_mut() {
-        for peer in (0..size).filter(|&p| p != rank) {
-            let plan = ferry_grid::path::plan(&guids, rank, peer);
-            if plan.dialer != rank {
-                continue;
-            }
-            let card = &cards[peer as usize];
-            let missing =
-                |what: &str| Error::Bootstrap(format!("rank {peer} published no {what} address"));
-            for rail in 0..config.rails {
-                match plan.path {
-                    ferry_grid::Path::Direct | ferry_grid::Path::ViaMyNat => {
-                        let tcp = card.tcp.ok_or_else(|| missing("TCP"))?;
-                        // A rail of its own needs an address on both ends and a direct path.
-                        let own = config.rail_addrs.get(rail as usize).copied();
-                        let theirs = card.rails.get(rail as usize).copied();
-                        match (plan.path, own, theirs) {
-                            (ferry_grid::Path::Direct, Some(from), Some(to)) => t.dial(
-                                (base + peer, rail),
-                                SocketAddr::new(to, tcp.port()),
-                                Some(from),
-                                None,
-                            )?,
-                            _ => t.dial((base + peer, rail), tcp, None, None)?,
-                        }
-                    }
-                    ferry_grid::Path::ViaPeerRelay { .. } => {
-                        let relay = card.relay.ok_or_else(|| missing("relay"))?;
-                        t.dial(
-                            (base + peer, rail),
-                            relay,
-                            None,
-                            Some(&guids[peer as usize].front),
-                        )?
-                    }
-                }
-            }
-        }
+        dial_peers(t, &config, &cards, &guids, &tcp_peers, (base, rank))?;
+    }
+    // Every rank of a host has mapped its peers' segments once this fence passes: the files
+    // can go. Ranks without shared memory fence too, as it is collective.
+    let some_host_shared = hosts
+        .iter()
+        .enumerate()
+        .any(|(i, h)| hosts[..i].contains(h));
+    if some_host_shared && config.transport != TransportKind::Tcp {
+        boot.fence()?;
+    }
+    if let Some(t) = shm.as_ref() {
+        t.unlink_own();
     }
     // Indexed by universe rank: other worlds' processes (below `base`) are reached over TCP.
     let routes = (0..base + size)
-        .map(|u| match (u == me, u < base, config.transport) {
-            (true, _, _) => Route::Loopback,
-            (false, true, _) | (false, false, TransportKind::Tcp) => Route::Tcp,
-            (false, false, TransportKind::Shm) => Route::Shm,
+        .map(|u| match u {
+            u if u == me => Route::Loopback,
+            u if u >= base && over_shm(u - base) => Route::Shm,
+            _ => Route::Tcp,
         })
         .collect();
-    let (cma_on, cma_share) = config.cma.plan(n, cores);
+    let (cma_on, cma_share) = config.cma.plan(local.len(), cores);
     let mut engine = Engine::new(EngineSetup {
         me,
         routes,
@@ -331,21 +343,31 @@ pub fn init() -> Result<World, Error> {
     });
     let in_effect = Config {
         shm_eager_limit: Some(engine.shm_eager_limit()),
-        shm_ring_bytes: Some(match config.transport {
-            TransportKind::Shm => ring_bytes,
-            TransportKind::Tcp => 0,
-        }),
+        shm_ring_bytes: Some(if shm_peers { ring_bytes } else { 0 }),
         spin: Some(spin),
         spin_yield: Some(spin_yield),
         ..config.clone()
     };
     if engine.tcp.is_some() {
         let deadline = Instant::now() + Duration::from_secs(config.connect_timeout_secs);
-        while !engine.tcp.as_ref().is_some_and(|t| t.all_established()) {
+        let missing = |e: &Engine| {
+            e.tcp
+                .as_ref()
+                .map(|t| t.missing(&tcp_peers))
+                .unwrap_or_default()
+        };
+        while !missing(&engine).is_empty() {
             if Instant::now() > deadline {
-                let missing = engine.tcp.as_ref().map(|t| t.missing()).unwrap_or_default();
+                let missing: Vec<String> = missing(&engine)
+                    .iter()
+                    .map(|&u| {
+                        let c = &cards[(u - base) as usize];
+                        format!("{} (host {}, pid {})", u - base, c.host, c.pid)
+                    })
+                    .collect();
                 return Err(Error::Transport(format!(
-                    "rank {rank}: no authenticated connection to ranks {missing:?} after {} s",
+                    "rank {rank}: no authenticated connection to ranks {} after {} s",
+                    missing.join(", "),
                     config.connect_timeout_secs
                 )));
             }
@@ -372,6 +394,70 @@ pub fn init() -> Result<World, Error> {
             },
         ))),
     })
+}
+
+/// Reads the cards of world ranks `0..size` (universe ranks from `base`).
+fn read_cards(boot: &mut Bootstrap, base: u32, size: u32) -> Result<Vec<Card>, Error> {
+    (0..size)
+        .map(|r| Card::decode(r, &boot.get(&format!("card-{}", base + r))?))
+        .collect()
+}
+
+/// Opens the TCP connections this rank dials: to each of `peers` (universe ranks) whose path
+/// (`ferry_grid::path::plan`) names us the dialer, one per rail, along that path.
+fn dial_peers(
+    t: &mut TcpTransport,
+    config: &Config,
+    cards: &[Card],
+    guids: &[ferry_grid::Guid],
+    peers: &[u32],
+    (base, rank): (u32, u32),
+) -> Result<(), Error> {
+    for &uid in peers {
+        let peer = uid - base;
+        let plan = ferry_grid::path::plan(guids, rank, peer);
+        if plan.dialer != rank {
+            continue;
+        }
+        let card = &cards[peer as usize];
+        let missing =
+            |what: &str| Error::Bootstrap(format!("rank {peer} published no {what} address"));
+        for rail in 0..config.rails {
+            match plan.path {
+                ferry_grid::Path::Direct | ferry_grid::Path::ViaMyNat => {
+                    let tcp = card.tcp.ok_or_else(|| missing("TCP"))?;
+                    // A rail of its own needs an address on both ends and a direct path.
+                    let own = config.rail_addrs.get(rail as usize).copied();
+                    let theirs = card.rails.get(rail as usize).copied();
+                    match (plan.path, own, theirs) {
+                        (ferry_grid::Path::Direct, Some(from), Some(to)) => t.dial(
+                            (uid, rail),
+                            SocketAddr::new(to, tcp.port()),
+                            Some(from),
+                            None,
+                        )?,
+                        _ => t.dial((uid, rail), tcp, None, None)?,
+                    }
+                }
+                ferry_grid::Path::ViaPeerRelay { .. } => {
+                    let relay = card.relay.ok_or_else(|| missing("relay"))?;
+                    t.dial((uid, rail), relay, None, Some(&guids[peer as usize].front))?
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
+/// How a rank reaches a peer ([`World::route_to`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PeerRoute {
+    /// The rank itself.
+    Itself,
+    /// Shared-memory rings: the peer is on this host.
+    SharedMemory,
+    /// A TCP connection (direct, through NAT or a relay, on one or more rails).
+    Tcp,
 }
 
 /// Where this process's world sits in the job: for spawning and being spawned.
@@ -520,6 +606,21 @@ impl World {
     /// chosen. A ring size of 0 means no ring: the tcp transport, or a job of one rank.
     pub fn config(&self) -> &Config {
         &self.comm.shared().in_effect
+    }
+
+    /// How this rank reaches world rank `rank` (chosen at [`init`]), or `None` for a rank
+    /// outside the world.
+    pub fn route_to(&self, rank: usize) -> Option<PeerRoute> {
+        let shared = self.comm.shared();
+        let uid = shared.universe.base as usize + rank;
+        if rank >= shared.size {
+            return None;
+        }
+        Some(match shared.engine.borrow().proto.routes.get(uid)? {
+            Route::Loopback => PeerRoute::Itself,
+            Route::Shm => PeerRoute::SharedMemory,
+            Route::Tcp => PeerRoute::Tcp,
+        })
     }
 
     /// The address this rank accepts TCP connections on, when it uses the tcp transport.

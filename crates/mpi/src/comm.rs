@@ -293,11 +293,14 @@ mpi! {
     }
 }
 
-/// This host's name, as the runtime sees it.
-fn host_name() -> [u8; 64] {
+/// This host as the runtime sees it: its host id (`ferry_core::host_id`, what decides which
+/// ranks share memory), NUL-padded. Not the host name: containers of one machine may share
+/// a name and still not share memory.
+fn host_key() -> [u8; 64] {
     let mut buf = [0u8; 64];
-    // SAFETY: writes at most 63 bytes into `buf`, leaving a NUL.
-    unsafe { libc::gethostname(buf.as_mut_ptr() as *mut c_char, buf.len() - 1) };
+    let id = ferry_core::host_id();
+    let n = id.len().min(buf.len() - 1);
+    buf[..n].copy_from_slice(&id.as_bytes()[..n]);
     buf
 }
 
@@ -337,12 +340,12 @@ mpi! {
         if let Some(inter) = inter {
             // As MPICH: an intercommunicator of the processes of each host in both groups
             // (the color names the host alike on both sides).
-            let color = if by_host { host_color(&host_name()) } else { MPI_UNDEFINED };
+            let color = if by_host { host_color(&host_key()) } else { MPI_UNDEFINED };
             *out = crate::inter::split(comm, inter, color, key)?;
             return Ok(());
         }
         // Processes passing MPI_UNDEFINED take part in the host exchange too: it is collective.
-        let mine = host_name();
+        let mine = host_key();
         let mut all = vec![0u8; 64 * core.size()];
         core.allgather(&mine, &mut all)?;
         let hosts: Vec<&[u8]> = all.chunks(64).collect();

@@ -235,7 +235,7 @@ const ENUM_RAIL_POLICY: usize = 2;
 const ENUMS: &[EnumDef] = &[
     EnumDef {
         name: "ferry_transport",
-        items: &[(0, "shm"), (1, "tcp")],
+        items: &[(0, "shm"), (1, "tcp"), (2, "auto")],
     },
     EnumDef {
         name: "ferry_cma",
@@ -317,7 +317,7 @@ fn num(v: impl TryInto<u64>) -> CvarValue {
 const CVARS: &[CvarDef] = &[
     CvarDef {
         env: "FERRY_TRANSPORT",
-        desc: "Transport between ranks: shm (shared-memory rings, one host) or tcp.",
+        desc: "Transports between ranks: auto (shared-memory rings to ranks of this host, TCP to the others), shm (rings only, one host) or tcp.",
         ty: CvarType::Enum(ENUM_TRANSPORT),
         verbosity: MPI_T_VERBOSITY_USER_BASIC,
         category: CAT_TRANSPORT,
@@ -325,6 +325,7 @@ const CVARS: &[CvarDef] = &[
             num(match c.transport {
                 ferry_core::config::TransportKind::Shm => 0u64,
                 ferry_core::config::TransportKind::Tcp => 1,
+                ferry_core::config::TransportKind::Auto => 2,
             })
         },
     },

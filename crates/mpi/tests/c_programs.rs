@@ -241,7 +241,7 @@ fn tool_interface_variables_categories_and_errors() {
             "ferry_shm_eager=12345",
             "ferry_spin=77",
             "ferry_shm_ring=1048576",
-            "ferry_transport=0",
+            "ferry_transport=2",
             "ferry_cma=3",
         ],
         &[
