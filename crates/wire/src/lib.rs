@@ -10,6 +10,7 @@
 //! - [`rendezvous`]: the sender and receiver halves of the large-message protocol
 //!   (RTS → CTS → DATA, or RTS → receiver pulls → FIN).
 //! - [`pmi`]: the line protocol between a rank and its launcher (put / fence / get).
+//! - [`node`]: the control frames between `ferry run` and the node daemon of each host.
 //! - [`relay`]: the frames and MACs by which a client outside a private cluster reaches a rank
 //!   inside through `ferry relay` on the front node.
 //!
@@ -20,6 +21,7 @@
 
 pub mod frame;
 pub mod handshake;
+pub mod node;
 pub mod pmi;
 pub mod relay;
 pub mod rendezvous;
