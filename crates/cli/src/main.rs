@@ -56,6 +56,10 @@ enum Command {
     Testbed(ferry_testbed::cli::TestbedArgs),
     /// Measure and forecast the latency and bandwidth between the ranks (network weather).
     Weather(weather::WeatherArgs),
+    /// The node daemon of a multi-host job: started by `ferry run` on each host (over ssh or
+    /// locally), it reads the job on standard input and runs that host's ranks.
+    #[command(hide = true)]
+    Node,
     /// One rank of `ferry weather` (started by it).
     #[command(hide = true)]
     WeatherRank(weather::WeatherArgs),
@@ -605,6 +609,7 @@ fn main() {
         Command::Info(args) => info_command(args),
         Command::Sim(args) => sim::sim_command(args),
         Command::Relay(args) => ferry_relay::daemon::main_with(&args),
+        Command::Node => ferry_launch::node::serve(),
         Command::Testbed(args) => ferry_testbed::cli::testbed_command(args),
         Command::Weather(args) => weather::weather_command(args),
         Command::WeatherRank(args) => weather::weather_rank(args),

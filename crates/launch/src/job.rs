@@ -7,13 +7,16 @@
 
 use crate::grid::GridJob;
 use crate::output::{self, Sink};
+use crate::remote::{NodeEvent, Nodes};
 use crate::server::{BootstrapEvent, BootstrapServer};
 use crate::sys;
 use crate::{timeout_from_env, LaunchError, LaunchOptions, Outcome, RankFailure};
+use ferry_wire::node::{JobSpec, NodeMessage, RankExit, Stream};
 use ferry_wire::pmi::env;
 use ferry_wire::JobKey;
 use std::io;
 use std::net::SocketAddr;
+use std::os::unix::ffi::{OsStrExt, OsStringExt};
 use std::os::unix::process::{CommandExt, ExitStatusExt};
 use std::process::{Child, Command, ExitStatus, Stdio};
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -79,7 +82,16 @@ pub fn run(opts: &LaunchOptions) -> Result<Outcome, LaunchError> {
         Some(g) => Some(GridJob::prepare(g, opts.np, job_id, &key)?),
         None => None,
     };
-    let mut server = match grid.as_mut().and_then(GridJob::take_listener) {
+    let listener = match (grid.as_mut().and_then(GridJob::take_listener), &opts.remote) {
+        (Some(listener), _) => Some(listener),
+        // Ranks of other hosts connect from there: listen on every interface.
+        (None, Some(_)) => Some(
+            std::net::TcpListener::bind((std::net::Ipv4Addr::UNSPECIFIED, 0))
+                .map_err(LaunchError::Bootstrap)?,
+        ),
+        (None, None) => None,
+    };
+    let mut server = match listener {
         Some(listener) => {
             BootstrapServer::start_on(listener, opts.np, key.clone(), crate::HANDSHAKE_TIMEOUT)
         }
@@ -90,7 +102,7 @@ pub fn run(opts: &LaunchOptions) -> Result<Outcome, LaunchError> {
     // From here on, dropping `job` kills whatever was started and removes its shared memory.
     let mut job = Job::new(job_id);
     // Spawned processes run on this host; a grid job's ranks run in the testbed's hosts.
-    if opts.grid.is_none() {
+    if opts.grid.is_none() && opts.remote.is_none() {
         job.spawner = Some(Spawner {
             addr: server.addr(),
             key: key.clone(),
@@ -105,8 +117,13 @@ pub fn run(opts: &LaunchOptions) -> Result<Outcome, LaunchError> {
         crate::Bind::Auto if opts.grid.is_none() && opts.np as usize <= cpus.len() => cpus,
         crate::Bind::Auto => Vec::new(),
     };
-    for rank in 0..opts.np {
-        job.spawn(opts, rank, server.addr(), &key, grid.as_ref())?;
+    match &opts.remote {
+        Some(remote) => job.start_nodes(opts, remote, server.addr().port(), &key)?,
+        None => {
+            for rank in 0..opts.np {
+                job.spawn(opts, rank, server.addr(), &key, grid.as_ref())?;
+            }
+        }
     }
     let outcome = job.monitor(
         &server,
@@ -162,7 +179,8 @@ impl Drop for Signals {
 
 /// One rank's process and what the monitor knows about it.
 struct Rank {
-    child: Child,
+    /// Our child, or `None` for a rank a node daemon runs (its status comes from there).
+    child: Option<Child>,
     pid: u32,
     status: Option<ExitStatus>,
     exited_at: Option<Instant>,
@@ -204,6 +222,10 @@ struct Job {
     cleaned: bool,
     /// The core of rank i is cores[i mod len]; empty: ranks are not bound.
     cores: Vec<usize>,
+    /// The node daemons of a multi-host job.
+    nodes: Option<Nodes>,
+    /// What a node daemon reported that ends the job.
+    host_failure: Option<Outcome>,
 }
 
 impl Job {
@@ -219,6 +241,158 @@ impl Job {
             outputs: Vec::new(),
             cleaned: false,
             cores: Vec::new(),
+            nodes: None,
+            host_failure: None,
+        }
+    }
+
+    /// Starts a node daemon per host of `remote` with the job's description; the ranks are
+    /// the daemons' (their pids arrive with STARTED).
+    fn start_nodes(
+        &mut self,
+        opts: &LaunchOptions,
+        remote: &crate::RemoteLaunch,
+        port: u16,
+        key: &JobKey,
+    ) -> Result<(), LaunchError> {
+        let mut host_of = vec![None; opts.np as usize];
+        for node in &remote.nodes {
+            for &rank in &node.ranks {
+                match host_of.get_mut(rank as usize) {
+                    Some(slot @ None) => *slot = Some(node.host.clone()),
+                    _ => {
+                        return Err(LaunchError::Remote(format!(
+                            "rank {rank} is placed twice or is not below {}",
+                            opts.np
+                        )))
+                    }
+                }
+            }
+        }
+        if let Some(rank) = host_of.iter().position(Option::is_none) {
+            return Err(LaunchError::Remote(format!("rank {rank} has no host")));
+        }
+        let bootstrap = crate::remote::bootstrap_addresses(remote, port)?;
+        let spec = JobSpec {
+            job: self.id,
+            key: key.clone(),
+            bootstrap: String::new(),
+            size: opts.np,
+            ranks: Vec::new(),
+            program: opts.program.as_bytes().to_vec(),
+            args: opts.args.iter().map(|a| a.as_bytes().to_vec()).collect(),
+            env: opts
+                .extra_env
+                .iter()
+                .map(|(k, v)| (k.as_bytes().to_vec(), v.as_bytes().to_vec()))
+                .collect(),
+            cwd: std::env::current_dir()
+                .map(|d| d.into_os_string().into_vec())
+                .unwrap_or_default(),
+            tag_output: opts.tag_output,
+        };
+        self.hosts = host_of.into_iter().flatten().collect();
+        for _ in 0..opts.np {
+            self.ranks.push(Rank {
+                child: None,
+                pid: 0,
+                status: None,
+                exited_at: None,
+                connected: false,
+                finalized: false,
+                closed_at: None,
+                judged: false,
+            });
+        }
+        let mut nodes = Nodes::start(remote, &spec, &bootstrap)?;
+        if !sys::stdin_is_terminal() {
+            if let Some(index) = remote.nodes.iter().position(|n| n.ranks.contains(&0)) {
+                forward_stdin(&mut nodes, index);
+            }
+        }
+        self.nodes = Some(nodes);
+        Ok(())
+    }
+
+    /// Takes what the node daemons reported: output, pids, exits, failures.
+    fn take_node_events(&mut self) {
+        let Some(nodes) = self.nodes.as_mut() else {
+            return;
+        };
+        while let Some((index, event)) = nodes.try_event() {
+            match event {
+                NodeEvent::Message(NodeMessage::Output { stream, bytes, .. }) => {
+                    let sink = match stream {
+                        Stream::Stdout => Sink::Stdout,
+                        Stream::Stderr => Sink::Stderr,
+                    };
+                    let _ = sink.write_locked(&bytes);
+                }
+                NodeEvent::Message(NodeMessage::Started { rank, pid }) => {
+                    if let Some(r) = self.ranks.get_mut(rank as usize) {
+                        r.pid = pid;
+                    }
+                }
+                NodeEvent::Message(NodeMessage::Exited { rank, exit }) => {
+                    if let Some(r) = self.ranks.get_mut(rank as usize) {
+                        if r.status.is_none() {
+                            r.status = Some(match exit {
+                                RankExit::Code(c) => ExitStatus::from_raw((c & 0xff) << 8),
+                                RankExit::Signal(s) => ExitStatus::from_raw(s & 0x7f),
+                            });
+                            r.exited_at = Some(Instant::now());
+                            self.exit_order.push(rank);
+                        }
+                    }
+                }
+                NodeEvent::Message(NodeMessage::Failed { message, .. }) => {
+                    let host = nodes.links[index].host.clone();
+                    self.host_failure.get_or_insert(Outcome::HostFailed {
+                        host,
+                        detail: message,
+                    });
+                }
+                NodeEvent::Message(other) => {
+                    let host = nodes.links[index].host.clone();
+                    self.host_failure.get_or_insert(Outcome::HostFailed {
+                        host,
+                        detail: format!("its node daemon sent {other:?}"),
+                    });
+                }
+                NodeEvent::Closed(why) => {
+                    nodes.links[index].closed = true;
+                    let lost: Vec<u32> = nodes.links[index]
+                        .ranks
+                        .iter()
+                        .copied()
+                        .filter(|&r| self.ranks[r as usize].status.is_none())
+                        .collect();
+                    if lost.is_empty() {
+                        continue;
+                    }
+                    let status = nodes.exit_status(index, Duration::from_millis(200));
+                    let link = &nodes.links[index];
+                    let detail = match status {
+                        Some(status) => format!(
+                            "its node daemon ended ({status}; {why}) while ranks {lost:?} ran there"
+                        ),
+                        None => {
+                            format!("lost its node daemon ({why}) while ranks {lost:?} ran there")
+                        }
+                    };
+                    self.host_failure.get_or_insert(Outcome::HostFailed {
+                        host: link.host.clone(),
+                        detail,
+                    });
+                    // Nothing more will be heard of them.
+                    for r in lost {
+                        let rank = &mut self.ranks[r as usize];
+                        rank.status = Some(ExitStatus::from_raw(libc::SIGKILL));
+                        rank.exited_at = Some(Instant::now());
+                        rank.judged = true;
+                    }
+                }
+            }
         }
     }
 
@@ -286,7 +460,7 @@ impl Job {
         let stdout = child.stdout.take();
         let stderr = child.stderr.take();
         self.ranks.push(Rank {
-            child,
+            child: Some(child),
             pid,
             status: None,
             exited_at: None,
@@ -337,6 +511,9 @@ impl Job {
                 next = server.next_event(Duration::ZERO);
             }
             self.reap();
+            if let Some(outcome) = self.host_failure.take() {
+                return self.end(outcome);
+            }
             if let Some(outcome) = self.judge() {
                 return self.end(outcome);
             }
@@ -467,13 +644,18 @@ impl Job {
         None
     }
 
-    /// Collects the exit status of every rank that has ended.
+    /// Collects the exit status of every rank that has ended (and what the node daemons
+    /// reported).
     fn reap(&mut self) {
+        self.take_node_events();
         for (index, rank) in self.ranks.iter_mut().enumerate() {
             if rank.status.is_some() {
                 continue;
             }
-            if let Ok(Some(status)) = rank.child.try_wait() {
+            let Some(child) = rank.child.as_mut() else {
+                continue;
+            };
+            if let Ok(Some(status)) = child.try_wait() {
                 rank.status = Some(status);
                 rank.exited_at = Some(Instant::now());
                 self.exit_order.push(index as u32);
@@ -533,9 +715,16 @@ impl Job {
         self.ranks.iter().any(|r| r.status.is_none())
     }
 
-    /// Sends `signal` to every rank and what it started.
-    fn signal_all(&self, signal: libc::c_int) {
-        for rank in &self.ranks {
+    /// Sends `signal` to every rank and what it started (a node daemon's ranks through it;
+    /// SIGKILL becomes STOP there, which ends them and then the daemon).
+    fn signal_all(&mut self, signal: libc::c_int) {
+        if let Some(nodes) = self.nodes.as_mut() {
+            nodes.send_all(&match signal {
+                libc::SIGKILL => NodeMessage::Stop,
+                signal => NodeMessage::Signal(signal),
+            });
+        }
+        for rank in self.ranks.iter().filter(|r| r.child.is_some()) {
             if rank.status.is_none() {
                 // Not reaped yet, so the pid is still this rank's.
                 sys::kill_process(rank.pid, signal);
@@ -575,6 +764,19 @@ impl Job {
             OUTPUT_GRACE_TORN_DOWN
         };
         let until = Instant::now() + grace;
+        // Node daemons exit once their ranks are reported; their output comes before that.
+        while self
+            .nodes
+            .as_ref()
+            .is_some_and(|n| n.links.iter().any(|l| !l.closed))
+            && Instant::now() < until
+        {
+            self.take_node_events();
+            thread::sleep(Duration::from_millis(2));
+        }
+        if let Some(mut nodes) = self.nodes.take() {
+            nodes.finish(Duration::from_millis(500));
+        }
         while self.outputs.iter().any(|h| !h.is_finished()) && Instant::now() < until {
             thread::sleep(Duration::from_millis(2));
         }
@@ -649,4 +851,30 @@ fn remove_shared_memory(job: u64) {
             }
         }
     }
+}
+
+/// Copies our standard input to rank 0's node daemon, on a thread of its own (detached: a
+/// read of a terminal-less stdin may block past the job's end).
+fn forward_stdin(nodes: &mut Nodes, index: usize) {
+    let Some(writer) = nodes.stdin_writer(index) else {
+        return;
+    };
+    let _ = thread::Builder::new()
+        .name("ferry-stdin".into())
+        .stack_size(128 * 1024)
+        .spawn(move || {
+            let mut buf = vec![0u8; 64 * 1024];
+            let mut input = io::stdin().lock();
+            loop {
+                let n = match io::Read::read(&mut input, &mut buf) {
+                    Ok(n) => n,
+                    Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                    Err(_) => 0,
+                };
+                let frame = NodeMessage::Stdin(buf[..n].to_vec());
+                if !crate::remote::write_frame(&writer, &frame) || n == 0 {
+                    return;
+                }
+            }
+        });
 }

@@ -21,10 +21,14 @@
 //! (`ferry run --grid`, see [`GridLaunch`]): in its hosts' network namespaces, with the
 //! bootstrap server on a public address and `ferry relay` on the private clusters' front nodes.
 //!
+//! With [`LaunchOptions::remote`] the ranks run on several hosts ([`RemoteLaunch`]): a node
+//! daemon per host (`ferry node`, see [`node`]), started over ssh or here, forks that host's
+//! ranks and forwards their output, exits and signals; the bootstrap server listens on every
+//! interface for them.
+//!
 //! On success it prints nothing of its own: tests that compare output exactly see only the
-//! ranks' output. It does not run ranks on other hosts over ssh (ssh and Slurm back ends come later), does
-//! not forward standard input beyond rank 0 and does not depend on the runtime (`ferry-core`):
-//! only on the wire protocol.
+//! ranks' output. It forwards standard input to rank 0 only and does not depend on the runtime
+//! (`ferry-core`): only on the wire protocol.
 //!
 //! # Exit status
 //!
@@ -39,6 +43,7 @@
 //! | a rank called `abort` with code C | C & 0xff, or 1 if that is 0 |
 //! | the timeout expired | [`TIMEOUT_EXIT_CODE`] (124, as coreutils `timeout`) |
 //! | the launcher got signal S | 128 + S |
+//! | a host's node daemon failed (multi-host jobs) | 1 |
 //!
 //! Errors before the job runs are [`LaunchError`]s; [`LaunchError::exit_code`] maps them
 //! (127 program not found, 126 not executable, 1 otherwise).
@@ -64,12 +69,15 @@ use thiserror::Error;
 
 mod grid;
 mod job;
+pub mod node;
 mod output;
+mod remote;
 mod server;
 mod sys;
 
 pub use grid::GridLaunch;
 pub use job::run;
+pub use remote::{NodePlan, RemoteLaunch};
 pub use server::{BootstrapEvent, BootstrapServer, RankSession, HANDSHAKE_TIMEOUT};
 
 /// The environment variable that limits a job's run time, in whole seconds (as in MPICH).
@@ -97,6 +105,8 @@ pub struct LaunchOptions {
     pub extra_env: Vec<(String, String)>,
     /// Run across this grid of the testbed instead of on this host.
     pub grid: Option<GridLaunch>,
+    /// Run on these hosts, through a node daemon on each, instead of on this host alone.
+    pub remote: Option<RemoteLaunch>,
     /// Whether each rank is bound to a core of its own.
     pub bind: Bind,
 }
@@ -129,6 +139,7 @@ impl LaunchOptions {
             timeout: None,
             extra_env: Vec::new(),
             grid: None,
+            remote: None,
             bind: Bind::None,
         }
     }
@@ -174,6 +185,9 @@ pub enum LaunchError {
     /// The grid job could not be set up (testbed, bootstrap socket, relay key or relays).
     #[error("grid: {0}")]
     Grid(String),
+    /// A multi-host job could not be set up (a host name, a node daemon).
+    #[error("{0}")]
+    Remote(String),
 }
 
 impl LaunchError {
@@ -226,6 +240,14 @@ pub enum Outcome {
         /// The signal number.
         signal: i32,
     },
+    /// A host of a multi-host job failed: its node daemon ended (or its connection) before
+    /// its ranks did, or it could not start them.
+    HostFailed {
+        /// The host.
+        host: String,
+        /// What happened.
+        detail: String,
+    },
 }
 
 /// How one rank failed.
@@ -257,6 +279,7 @@ impl Outcome {
             },
             Outcome::TimedOut { .. } => TIMEOUT_EXIT_CODE,
             Outcome::Interrupted { signal } => 128 + signal,
+            Outcome::HostFailed { .. } => 1,
         }
     }
 }
@@ -317,6 +340,7 @@ impl fmt::Display for Outcome {
                 "received signal {}; stopping the job",
                 SignalDisplay(*signal)
             ),
+            Outcome::HostFailed { host, detail } => write!(f, "host {host}: {detail}"),
         }
     }
 }

@@ -21,7 +21,7 @@ pub(crate) enum Sink {
 }
 
 impl Sink {
-    fn write_locked(self, bytes: &[u8]) -> io::Result<()> {
+    pub(crate) fn write_locked(self, bytes: &[u8]) -> io::Result<()> {
         match self {
             Sink::Stdout => {
                 let mut out = io::stdout().lock();
@@ -49,7 +49,17 @@ pub(crate) fn forward(
         .spawn(move || copy_lines(pipe, sink, prefix.as_deref()))
 }
 
-fn copy_lines(mut pipe: impl Read, sink: Sink, prefix: Option<&str>) {
+fn copy_lines(pipe: impl Read, sink: Sink, prefix: Option<&str>) {
+    copy_lines_to(pipe, prefix, |bytes| sink.write_locked(bytes));
+}
+
+/// Reads `pipe` to its end and hands `emit` whole lines (several at a time, each with
+/// `prefix`); stops early when `emit` fails.
+pub(crate) fn copy_lines_to(
+    mut pipe: impl Read,
+    prefix: Option<&str>,
+    mut emit: impl FnMut(&[u8]) -> io::Result<()>,
+) {
     let mut chunk = vec![0u8; 16 * 1024];
     let mut pending: Vec<u8> = Vec::new();
     // Whether `pending` continues a line already partly written (only after an overlong line).
@@ -77,7 +87,7 @@ fn copy_lines(mut pipe: impl Read, sink: Sink, prefix: Option<&str>) {
             continued = true;
             pending.clear();
         }
-        if !out.is_empty() && sink.write_locked(&out).is_err() {
+        if !out.is_empty() && emit(&out).is_err() {
             // Our own stream is gone (e.g. a closed pipe): stop reading, so that the rank sees a
             // broken pipe as it would in a shell pipeline.
             return;
@@ -89,7 +99,7 @@ fn copy_lines(mut pipe: impl Read, sink: Sink, prefix: Option<&str>) {
         if prefix.is_some() {
             out.push(b'\n');
         }
-        let _ = sink.write_locked(&out);
+        let _ = emit(&out);
     }
 }
 

@@ -67,6 +67,8 @@ pub struct JobSpec {
     pub env: Vec<(Vec<u8>, Vec<u8>)>,
     /// Working directory of the ranks (empty: the daemon's).
     pub cwd: Vec<u8>,
+    /// Prefix every line of output with `[rank] `.
+    pub tag_output: bool,
 }
 
 impl std::fmt::Debug for JobSpec {
@@ -105,7 +107,7 @@ pub enum RankExit {
 pub enum NodeMessage {
     /// [`OP_START`]: job u64, key 32 bytes, bootstrap str, size u32, ranks (count u32, each
     /// u32), program str, args (count u32, each str), env (count u32, each name str, value
-    /// str), cwd str.
+    /// str), cwd str, tag_output u8 (0 or 1).
     Start(Box<JobSpec>),
     /// [`OP_STDIN`]: the bytes (the whole body).
     Stdin(Vec<u8>),
@@ -216,6 +218,7 @@ impl NodeMessage {
                     put_bytes(out, v);
                 }
                 put_bytes(out, &spec.cwd);
+                out.push(u8::from(spec.tag_output));
             }
             NodeMessage::Stdin(bytes) => out.extend_from_slice(bytes),
             NodeMessage::Signal(signal) => out.extend_from_slice(&signal.to_le_bytes()),
@@ -313,6 +316,11 @@ impl NodeMessage {
                     .map(|_| Ok((r.bytes()?, r.bytes()?)))
                     .collect::<Result<_, _>>()?;
                 let cwd = r.bytes()?;
+                let tag_output = match r.u8()? {
+                    0 => false,
+                    1 => true,
+                    _ => return Err(r.bad("tag_output is neither 0 nor 1")),
+                };
                 NodeMessage::Start(Box::new(JobSpec {
                     job,
                     key,
@@ -323,6 +331,7 @@ impl NodeMessage {
                     args,
                     env,
                     cwd,
+                    tag_output,
                 }))
             }
             OP_STDIN => NodeMessage::Stdin(r.rest()),
@@ -458,6 +467,7 @@ mod tests {
             args: vec![b"-x".to_vec(), vec![0xff, b' ', 0]],
             env: vec![(b"FERRY_TRANSPORT".to_vec(), b"tcp".to_vec())],
             cwd: b"/work".to_vec(),
+            tag_output: true,
         }
     }
 

@@ -1,0 +1,368 @@
+//! The node daemon, `ferry node`: one per host of a multi-host job.
+//!
+//! The launcher starts it (over ssh, another remote shell, or as a child on its own host) and
+//! speaks [`ferry_wire::node`] on its standard input and output. The daemon reads the job
+//! ([`JobSpec`]: program, environment, the job key, this host's ranks), forks the ranks — each
+//! in a process group of its own, ending with the daemon (`PR_SET_PDEATHSIG`) — and reports
+//! back: each rank's pid, its output (whole lines, tagged if asked), and how it ended. It
+//! passes on the launcher's signals and rank 0's standard input.
+//!
+//! It ends its ranks (SIGTERM, SIGKILL after a grace) when the launcher says STOP or when its
+//! standard input closes: that is how the launcher's death, a lost ssh connection or a kill of
+//! ssh reaches it. It exits once every rank has ended and been reported.
+//!
+//! Each rank also gets `FERRY_TCP_ADDR`: this host's address on the route to the launcher's
+//! bootstrap server, which the ranks of other hosts reach it by as the launcher did.
+
+use crate::output::copy_lines_to;
+use crate::sys;
+use ferry_wire::node::{JobSpec, NodeMessage, RankExit, Stream};
+use ferry_wire::pmi::env;
+use std::ffi::OsString;
+use std::io::{self, Read, Write};
+use std::net::{IpAddr, SocketAddr, UdpSocket};
+use std::os::unix::ffi::OsStringExt;
+use std::os::unix::process::{CommandExt, ExitStatusExt};
+use std::process::{Child, ChildStdin, Command, Stdio};
+use std::sync::mpsc::{self, Receiver, Sender};
+use std::thread;
+use std::time::{Duration, Instant};
+
+/// How often the daemon looks for ended ranks.
+const TICK: Duration = Duration::from_millis(10);
+/// Between SIGTERM and SIGKILL when the ranks are stopped.
+const TERM_GRACE: Duration = Duration::from_secs(1);
+/// How long a rank's output may still come after it exited (something it started may hold the
+/// pipe open): then its exit is reported anyway.
+const OUTPUT_GRACE: Duration = Duration::from_millis(500);
+/// How long the daemon waits for the job description.
+const START_TIMEOUT: Duration = Duration::from_secs(60);
+
+/// What the threads of the daemon tell its main loop.
+enum Event {
+    /// A message from the launcher.
+    FromLauncher(NodeMessage),
+    /// The launcher's side ended (end of stream, an error, or a frame that makes no sense).
+    LauncherGone(String),
+    /// One output pipe of a rank reached its end.
+    PipeClosed(usize),
+}
+
+struct Rank {
+    rank: u32,
+    child: Child,
+    pid: u32,
+    /// Output pipes still open.
+    pipes: u32,
+    exited: Option<(RankExit, Instant)>,
+    reported: bool,
+}
+
+/// Runs the daemon on this process's standard input and output; returns its exit code.
+pub fn serve() -> i32 {
+    let host = sys::hostname();
+    let fail = |message: String| {
+        eprintln!("ferry node ({host}): {message}");
+        1
+    };
+    // The launcher's frames, read on a thread of their own.
+    let (events_tx, events) = mpsc::channel();
+    let reader_tx = events_tx.clone();
+    let spawned = thread::Builder::new()
+        .name("ferry-node-in".into())
+        .spawn(move || read_launcher(io::stdin().lock(), &reader_tx));
+    if let Err(e) = spawned {
+        return fail(format!("cannot start a thread: {e}"));
+    }
+    // Every frame to the launcher goes through one writer thread.
+    let (out_tx, out_rx) = mpsc::channel::<NodeMessage>();
+    let writer_events = events_tx.clone();
+    let writer = thread::Builder::new()
+        .name("ferry-node-out".into())
+        .spawn(move || write_launcher(io::stdout().lock(), out_rx, &writer_events));
+    let writer = match writer {
+        Ok(w) => w,
+        Err(e) => return fail(format!("cannot start a thread: {e}")),
+    };
+    let spec = match events.recv_timeout(START_TIMEOUT) {
+        Ok(Event::FromLauncher(NodeMessage::Start(spec))) => spec,
+        Ok(Event::FromLauncher(other)) => {
+            return fail(format!("expected the job description, got {other:?}"))
+        }
+        Ok(Event::LauncherGone(why)) => return fail(format!("launcher went away: {why}")),
+        Ok(Event::PipeClosed(_)) | Err(_) => {
+            return fail(format!(
+                "no job description within {} s",
+                START_TIMEOUT.as_secs()
+            ))
+        }
+    };
+    let code = run_ranks(&spec, &host, &events, &events_tx, &out_tx);
+    drop(out_tx);
+    let _ = writer.join();
+    code
+}
+
+fn read_launcher(mut input: impl Read, events: &Sender<Event>) {
+    let mut buf: Vec<u8> = Vec::new();
+    let mut chunk = vec![0u8; 64 * 1024];
+    loop {
+        loop {
+            match NodeMessage::decode(&buf) {
+                Ok(Some((message, used))) => {
+                    buf.drain(..used);
+                    if events.send(Event::FromLauncher(message)).is_err() {
+                        return;
+                    }
+                }
+                Ok(None) => break,
+                Err(e) => {
+                    let _ = events.send(Event::LauncherGone(e.to_string()));
+                    return;
+                }
+            }
+        }
+        match input.read(&mut chunk) {
+            Ok(0) => {
+                let _ = events.send(Event::LauncherGone("its connection closed".into()));
+                return;
+            }
+            Ok(n) => buf.extend_from_slice(&chunk[..n]),
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e) => {
+                let _ = events.send(Event::LauncherGone(e.to_string()));
+                return;
+            }
+        }
+    }
+}
+
+fn write_launcher(mut output: impl Write, messages: Receiver<NodeMessage>, events: &Sender<Event>) {
+    let mut bytes = Vec::new();
+    for message in messages {
+        bytes.clear();
+        message.encode(&mut bytes);
+        if output
+            .write_all(&bytes)
+            .and_then(|()| output.flush())
+            .is_err()
+        {
+            let _ = events.send(Event::LauncherGone("cannot write to it".into()));
+            // Keep draining, so that senders never block; nothing more reaches the launcher.
+        }
+    }
+}
+
+/// This host's address on the route to `bootstrap` (`host:port`): no packet is sent, the
+/// kernel only picks the source address of a connected UDP socket.
+fn address_towards(bootstrap: &str) -> Option<IpAddr> {
+    let target: SocketAddr = bootstrap.parse().ok()?;
+    if target.ip().is_loopback() {
+        return Some(target.ip());
+    }
+    let bind: SocketAddr = match target {
+        SocketAddr::V4(_) => ([0, 0, 0, 0], 0).into(),
+        SocketAddr::V6(_) => (std::net::Ipv6Addr::UNSPECIFIED, 0).into(),
+    };
+    let socket = UdpSocket::bind(bind).ok()?;
+    socket.connect(target).ok()?;
+    Some(socket.local_addr().ok()?.ip())
+}
+
+fn run_ranks(
+    spec: &JobSpec,
+    host: &str,
+    events: &Receiver<Event>,
+    events_tx: &Sender<Event>,
+    out: &Sender<NodeMessage>,
+) -> i32 {
+    let program = OsString::from_vec(spec.program.clone());
+    let tcp_addr = address_towards(&spec.bootstrap);
+    let mut ranks: Vec<Rank> = Vec::new();
+    let mut stdin: Option<ChildStdin> = None;
+    let mut stopping: Option<Instant> = None;
+    for &rank in &spec.ranks {
+        let mut command = Command::new(&program);
+        command
+            .args(spec.args.iter().map(|a| OsString::from_vec(a.clone())))
+            .envs(
+                spec.env
+                    .iter()
+                    .map(|(k, v)| (OsString::from_vec(k.clone()), OsString::from_vec(v.clone()))),
+            )
+            .env(env::ADDR, &spec.bootstrap)
+            .env(env::RANK, rank.to_string())
+            .env(env::SIZE, spec.size.to_string())
+            .env(env::JOB_ID, spec.job.to_string())
+            .env(env::JOB_KEY, spec.key.to_hex())
+            .stdin(if rank == 0 {
+                Stdio::piped()
+            } else {
+                Stdio::null()
+            })
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .process_group(0);
+        if let (Some(addr), false) = (
+            tcp_addr,
+            spec.env.iter().any(|(k, _)| k == b"FERRY_TCP_ADDR"),
+        ) {
+            command.env("FERRY_TCP_ADDR", addr.to_string());
+        }
+        if !spec.cwd.is_empty() {
+            command.current_dir(OsString::from_vec(spec.cwd.clone()));
+        }
+        sys::end_with_launcher(&mut command, libc::SIGKILL);
+        let mut child = match command.spawn() {
+            Ok(child) => child,
+            Err(e) => {
+                let why = match e.kind() {
+                    io::ErrorKind::NotFound => "program not found".to_string(),
+                    io::ErrorKind::PermissionDenied => "permission denied".to_string(),
+                    _ => e.to_string(),
+                };
+                let _ = out.send(NodeMessage::Failed {
+                    rank: Some(rank),
+                    message: format!(
+                        "cannot start rank {rank} ({}) on {host}: {why}",
+                        program.to_string_lossy()
+                    ),
+                });
+                stopping = Some(Instant::now());
+                break;
+            }
+        };
+        let pid = child.id();
+        let _ = out.send(NodeMessage::Started { rank, pid });
+        if rank == 0 {
+            stdin = child.stdin.take();
+        }
+        let index = ranks.len();
+        let prefix = spec.tag_output.then(|| format!("[{rank}] "));
+        let mut pipes = 0;
+        for (pipe, stream) in [
+            (
+                child
+                    .stdout
+                    .take()
+                    .map(|p| Box::new(p) as Box<dyn Read + Send>),
+                Stream::Stdout,
+            ),
+            (
+                child
+                    .stderr
+                    .take()
+                    .map(|p| Box::new(p) as Box<dyn Read + Send>),
+                Stream::Stderr,
+            ),
+        ] {
+            let Some(pipe) = pipe else { continue };
+            let (out, done, prefix) = (out.clone(), events_tx.clone(), prefix.clone());
+            let spawned = thread::Builder::new()
+                .name("ferry-node-output".into())
+                .stack_size(128 * 1024)
+                .spawn(move || {
+                    copy_lines_to(pipe, prefix.as_deref(), |bytes| {
+                        out.send(NodeMessage::Output {
+                            rank,
+                            stream,
+                            bytes: bytes.to_vec(),
+                        })
+                        .map_err(|_| io::Error::other("launcher gone"))
+                    });
+                    let _ = done.send(Event::PipeClosed(index));
+                });
+            if spawned.is_ok() {
+                pipes += 1;
+            }
+        }
+        ranks.push(Rank {
+            rank,
+            child,
+            pid,
+            pipes,
+            exited: None,
+            reported: false,
+        });
+    }
+    let mut killed = false;
+    loop {
+        // Everything the threads have to say, then the ranks' exits.
+        while let Ok(event) = events.recv_timeout(if stopping.is_some() {
+            Duration::from_millis(1)
+        } else {
+            TICK
+        }) {
+            match event {
+                Event::FromLauncher(NodeMessage::Stdin(bytes)) => match stdin.as_mut() {
+                    Some(pipe) if !bytes.is_empty() => {
+                        if pipe.write_all(&bytes).is_err() {
+                            stdin = None;
+                        }
+                    }
+                    _ => stdin = None,
+                },
+                Event::FromLauncher(NodeMessage::Signal(signal)) => {
+                    for r in ranks.iter().filter(|r| r.exited.is_none()) {
+                        sys::kill_group(r.pid, signal);
+                    }
+                }
+                Event::FromLauncher(NodeMessage::Stop) | Event::LauncherGone(_) => {
+                    if stopping.is_none() {
+                        stopping = Some(Instant::now());
+                        for r in ranks.iter().filter(|r| r.exited.is_none()) {
+                            sys::kill_process(r.pid, libc::SIGTERM);
+                            sys::kill_group(r.pid, libc::SIGTERM);
+                        }
+                    }
+                }
+                Event::FromLauncher(other) => {
+                    let _ = out.send(NodeMessage::Failed {
+                        rank: None,
+                        message: format!("{host}: unexpected message from the launcher: {other:?}"),
+                    });
+                }
+                Event::PipeClosed(index) => {
+                    if let Some(r) = ranks.get_mut(index) {
+                        r.pipes = r.pipes.saturating_sub(1);
+                    }
+                }
+            }
+        }
+        let now = Instant::now();
+        for r in ranks.iter_mut() {
+            if r.exited.is_none() {
+                if let Ok(Some(status)) = r.child.try_wait() {
+                    let exit = match status.signal() {
+                        Some(signal) => RankExit::Signal(signal),
+                        None => RankExit::Code(status.code().unwrap_or(1)),
+                    };
+                    r.exited = Some((exit, now));
+                }
+            }
+            if let (Some((exit, at)), false) = (r.exited, r.reported) {
+                // Its output first, so the launcher has it all when it judges the exit.
+                if r.pipes == 0 || now.duration_since(at) >= OUTPUT_GRACE {
+                    r.reported = true;
+                    let _ = out.send(NodeMessage::Exited { rank: r.rank, exit });
+                }
+            }
+        }
+        if let Some(since) = stopping {
+            if !killed && now.duration_since(since) >= TERM_GRACE {
+                killed = true;
+                for r in ranks.iter().filter(|r| r.exited.is_none()) {
+                    sys::kill_process(r.pid, libc::SIGKILL);
+                    sys::kill_group(r.pid, libc::SIGKILL);
+                }
+            }
+        }
+        if ranks.iter().all(|r| r.reported) {
+            // What the ranks started may still be in their groups: it ends with them.
+            for r in &ranks {
+                sys::kill_group(r.pid, libc::SIGKILL);
+            }
+            return 0;
+        }
+    }
+}

@@ -1,0 +1,381 @@
+//! The launcher's side of a multi-host job: one node daemon per host ([`crate::node`]),
+//! started over a remote shell (ssh by default) or as a child on the launcher's own host.
+//!
+//! Each daemon is a child process of ours (`ssh HOST FERRY node`, or `FERRY node` here) whose
+//! standard input and output carry [`ferry_wire::node`] frames; its standard error is ours, so
+//! ssh's own messages ("Permission denied", "Could not resolve hostname") reach the user as
+//! they are. The job description, the job key with it, goes in the first frame on the
+//! daemon's standard input: through ssh's encrypted channel, never on a command line.
+//!
+//! A thread per daemon decodes its frames into [`NodeEvent`]s for the job monitor. When a
+//! daemon's output ends before it reported every rank — it was killed, its host went down,
+//! ssh failed — the monitor ends the job naming the host.
+//!
+//! The ranks reach the bootstrap server directly (it listens on every interface, and hands out
+//! per host the launcher's address on the route to that host); the daemons forward output,
+//! exits and signals. Addresses: host names are resolved here; a host counts as this one when
+//! it resolves to an address of this machine (or is named like it).
+
+use crate::LaunchError;
+use ferry_wire::node::{JobSpec, NodeMessage};
+use std::io::{Read, Write};
+use std::net::{IpAddr, SocketAddr, ToSocketAddrs, UdpSocket};
+use std::os::unix::process::CommandExt;
+use std::path::PathBuf;
+use std::process::{Child, ChildStdin, Command, Stdio};
+use std::sync::mpsc::{self, Receiver, Sender};
+use std::sync::{Arc, Mutex, PoisonError};
+use std::thread;
+use std::time::Duration;
+
+/// A host of the job and the ranks it runs.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NodePlan {
+    /// The host as the remote shell takes it (a name, an address, or an ssh alias).
+    pub host: String,
+    /// Its ranks, ascending.
+    pub ranks: Vec<u32>,
+}
+
+/// How to start a job on several hosts.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RemoteLaunch {
+    /// The hosts, each with its ranks (every rank of the job exactly once).
+    pub nodes: Vec<NodePlan>,
+    /// The remote shell command, split in words (`["ssh"]`, or `FERRY_SSH`'s words); empty:
+    /// every daemon runs here as a child (for tests, and for hosts that are this one).
+    pub shell: Vec<String>,
+    /// The `ferry` executable, the same path on every host.
+    pub ferry: PathBuf,
+}
+
+/// What a daemon's reader thread reports.
+pub(crate) enum NodeEvent {
+    /// A frame from the daemon.
+    Message(NodeMessage),
+    /// Its output ended (or made no sense): why.
+    Closed(String),
+}
+
+/// One running daemon.
+pub(crate) struct NodeLink {
+    pub(crate) host: String,
+    pub(crate) ranks: Vec<u32>,
+    child: Child,
+    /// Shared with the thread that forwards rank 0's input: whole frames under the lock.
+    stdin: Option<Arc<Mutex<ChildStdin>>>,
+    /// Its output ended.
+    pub(crate) closed: bool,
+}
+
+/// The job's daemons and the events of all of them.
+pub(crate) struct Nodes {
+    pub(crate) links: Vec<NodeLink>,
+    events: Receiver<(usize, NodeEvent)>,
+}
+
+fn remote_error(what: impl std::fmt::Display) -> LaunchError {
+    LaunchError::Remote(what.to_string())
+}
+
+/// The addresses `host` resolves to.
+fn resolve(host: &str) -> Result<Vec<IpAddr>, LaunchError> {
+    let addrs = (host, 0).to_socket_addrs().map_err(|e| {
+        remote_error(format!(
+            "cannot resolve host {host:?} ({e}); the hosts of a job need names that resolve here (DNS or /etc/hosts) or addresses"
+        ))
+    })?;
+    Ok(addrs.map(|a| a.ip()).collect())
+}
+
+/// Whether `ip` is an address of this machine (in this network namespace).
+fn is_own(ip: IpAddr) -> bool {
+    ip.is_loopback() || std::net::TcpListener::bind((ip, 0)).is_ok()
+}
+
+/// This machine's address on the route to `ip`: the kernel picks the source address of a
+/// connected UDP socket; nothing is sent.
+fn address_towards(ip: IpAddr) -> Result<IpAddr, LaunchError> {
+    let bind: SocketAddr = match ip {
+        IpAddr::V4(_) => ([0, 0, 0, 0], 0).into(),
+        IpAddr::V6(_) => (std::net::Ipv6Addr::UNSPECIFIED, 0).into(),
+    };
+    let socket = UdpSocket::bind(bind).map_err(|e| remote_error(format!("udp socket: {e}")))?;
+    socket
+        .connect((ip, 9))
+        .map_err(|e| remote_error(format!("no route to {ip}: {e}")))?;
+    Ok(socket
+        .local_addr()
+        .map_err(|e| remote_error(format!("getsockname: {e}")))?
+        .ip())
+}
+
+/// Where each daemon's ranks find the bootstrap server: per node, the launcher's address
+/// they reach it by. Local nodes get the address remote hosts reach us by (so that the ranks
+/// here publish an address the others can reach), or loopback when every host is this one.
+pub(crate) fn bootstrap_addresses(
+    launch: &RemoteLaunch,
+    port: u16,
+) -> Result<Vec<SocketAddr>, LaunchError> {
+    let own_name = crate::sys::hostname();
+    let mut towards: Vec<Option<IpAddr>> = Vec::with_capacity(launch.nodes.len());
+    for node in &launch.nodes {
+        if launch.shell.is_empty() || node.host == own_name || node.host == "localhost" {
+            towards.push(None);
+            continue;
+        }
+        let ips = resolve(&node.host)?;
+        let ip = ips
+            .iter()
+            .copied()
+            .find(IpAddr::is_ipv4)
+            .or_else(|| ips.first().copied())
+            .ok_or_else(|| remote_error(format!("host {:?} has no address", node.host)))?;
+        towards.push(if is_own(ip) {
+            None
+        } else {
+            Some(address_towards(ip)?)
+        });
+    }
+    let here = towards
+        .iter()
+        .flatten()
+        .next()
+        .copied()
+        .unwrap_or(IpAddr::V4(std::net::Ipv4Addr::LOCALHOST));
+    Ok(towards
+        .into_iter()
+        .map(|t| SocketAddr::new(t.unwrap_or(here), port))
+        .collect())
+}
+
+/// Quotes `word` for a POSIX shell (what ssh hands the remote command to).
+fn shell_quote(word: &str) -> String {
+    if !word.is_empty()
+        && word
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b"/._-+:=,@".contains(&b))
+    {
+        return word.to_string();
+    }
+    format!("'{}'", word.replace('\'', "'\\''"))
+}
+
+impl Nodes {
+    /// Starts one daemon per node and sends each its job description (`spec` with the node's
+    /// ranks and bootstrap address filled in).
+    pub(crate) fn start(
+        launch: &RemoteLaunch,
+        spec: &JobSpec,
+        bootstrap: &[SocketAddr],
+    ) -> Result<Nodes, LaunchError> {
+        let (tx, events) = mpsc::channel();
+        let mut nodes = Nodes {
+            links: Vec::new(),
+            events,
+        };
+        let own_name = crate::sys::hostname();
+        for (index, (node, addr)) in launch.nodes.iter().zip(bootstrap).enumerate() {
+            let here = launch.shell.is_empty()
+                || node.host == own_name
+                || node.host == "localhost"
+                || addr.ip().is_loopback();
+            let mut command = if here {
+                let mut c = Command::new(&launch.ferry);
+                c.arg("node");
+                c
+            } else {
+                let mut c = Command::new(&launch.shell[0]);
+                c.args(&launch.shell[1..]).arg(&node.host).arg(format!(
+                    "{} node",
+                    shell_quote(&launch.ferry.to_string_lossy())
+                ));
+                c
+            };
+            command
+                .stdin(Stdio::piped())
+                .stdout(Stdio::piped())
+                .stderr(Stdio::inherit())
+                // Our own group's signals (a terminal's Ctrl-C) are ours to pass on.
+                .process_group(0);
+            crate::sys::end_with_launcher(&mut command, libc::SIGTERM);
+            let mut child = command.spawn().map_err(|e| {
+                remote_error(format!(
+                    "cannot start the node daemon for host {} ({:?}): {e}",
+                    node.host,
+                    command.get_program()
+                ))
+            })?;
+            let stdout = child.stdout.take();
+            let stdin = child.stdin.take();
+            nodes.links.push(NodeLink {
+                host: node.host.clone(),
+                ranks: node.ranks.clone(),
+                child,
+                stdin: stdin.map(|s| Arc::new(Mutex::new(s))),
+                closed: false,
+            });
+            if let Some(stdout) = stdout {
+                let tx = tx.clone();
+                thread::Builder::new()
+                    .name("ferry-node-link".into())
+                    .stack_size(256 * 1024)
+                    .spawn(move || read_node(index, stdout, &tx))
+                    .map_err(|e| remote_error(format!("cannot start a thread: {e}")))?;
+            }
+            let spec = JobSpec {
+                bootstrap: addr.to_string(),
+                ranks: node.ranks.clone(),
+                ..spec.clone()
+            };
+            nodes.send(index, &NodeMessage::Start(Box::new(spec)));
+        }
+        Ok(nodes)
+    }
+
+    /// Sends `message` to daemon `index`; a daemon that cannot be written to is left to its
+    /// reader, which reports it closed.
+    pub(crate) fn send(&mut self, index: usize, message: &NodeMessage) {
+        let Some(stdin) = self.links.get(index).and_then(|l| l.stdin.clone()) else {
+            return;
+        };
+        if !write_frame(&stdin, message) {
+            self.links[index].stdin = None;
+        }
+    }
+
+    /// A handle for writing frames to daemon `index` from another thread.
+    pub(crate) fn stdin_writer(&self, index: usize) -> Option<Arc<Mutex<ChildStdin>>> {
+        self.links.get(index)?.stdin.clone()
+    }
+
+    /// Sends `message` to every daemon still there.
+    pub(crate) fn send_all(&mut self, message: &NodeMessage) {
+        for index in 0..self.links.len() {
+            if !self.links[index].closed {
+                self.send(index, message);
+            }
+        }
+    }
+
+    /// The next event of any daemon, if one is waiting.
+    pub(crate) fn try_event(&self) -> Option<(usize, NodeEvent)> {
+        self.events.try_recv().ok()
+    }
+
+    /// How daemon `index` ended, if it has (waits up to `grace` for it).
+    pub(crate) fn exit_status(&mut self, index: usize, grace: Duration) -> Option<String> {
+        let until = std::time::Instant::now() + grace;
+        let link = self.links.get_mut(index)?;
+        loop {
+            if let Ok(Some(status)) = link.child.try_wait() {
+                return Some(status.to_string());
+            }
+            if std::time::Instant::now() >= until {
+                return None;
+            }
+            thread::sleep(Duration::from_millis(5));
+        }
+    }
+
+    /// Closes every daemon's input (which ends its ranks if they still run), then waits a
+    /// little for the daemons and kills what is left of them.
+    pub(crate) fn finish(&mut self, grace: Duration) {
+        for link in &mut self.links {
+            link.stdin = None;
+        }
+        let until = std::time::Instant::now() + grace;
+        for link in &mut self.links {
+            loop {
+                match link.child.try_wait() {
+                    Ok(Some(_)) | Err(_) => break,
+                    Ok(None) if std::time::Instant::now() >= until => {
+                        let _ = link.child.kill();
+                        let _ = link.child.wait();
+                        break;
+                    }
+                    Ok(None) => thread::sleep(Duration::from_millis(5)),
+                }
+            }
+        }
+    }
+}
+
+impl Drop for Nodes {
+    fn drop(&mut self) {
+        self.finish(Duration::from_millis(500));
+    }
+}
+
+/// Writes `message` whole to a daemon's input; false if that failed.
+pub(crate) fn write_frame(stdin: &Mutex<ChildStdin>, message: &NodeMessage) -> bool {
+    let mut stdin = stdin.lock().unwrap_or_else(PoisonError::into_inner);
+    stdin.write_all(&message.to_bytes()).is_ok()
+}
+
+fn read_node(index: usize, mut stdout: impl Read, events: &Sender<(usize, NodeEvent)>) {
+    let mut buf: Vec<u8> = Vec::new();
+    let mut chunk = vec![0u8; 64 * 1024];
+    loop {
+        loop {
+            match NodeMessage::decode(&buf) {
+                Ok(Some((message, used))) => {
+                    buf.drain(..used);
+                    if events.send((index, NodeEvent::Message(message))).is_err() {
+                        return;
+                    }
+                }
+                Ok(None) => break,
+                Err(e) => {
+                    let _ = events.send((index, NodeEvent::Closed(e.to_string())));
+                    return;
+                }
+            }
+        }
+        match stdout.read(&mut chunk) {
+            Ok(0) => {
+                let _ = events.send((index, NodeEvent::Closed("its connection closed".into())));
+                return;
+            }
+            Ok(n) => buf.extend_from_slice(&chunk[..n]),
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(e) => {
+                let _ = events.send((index, NodeEvent::Closed(e.to_string())));
+                return;
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn words_are_quoted_for_the_remote_shell_only_when_needed() {
+        assert_eq!(shell_quote("/opt/ferry/bin/ferry"), "/opt/ferry/bin/ferry");
+        assert_eq!(shell_quote("/my dir/ferry"), "'/my dir/ferry'");
+        assert_eq!(shell_quote("it's"), "'it'\\''s'");
+        assert_eq!(shell_quote(""), "''");
+    }
+
+    #[test]
+    fn local_daemons_reach_the_launcher_over_loopback() {
+        let launch = RemoteLaunch {
+            nodes: vec![
+                NodePlan {
+                    host: "a".into(),
+                    ranks: vec![0],
+                },
+                NodePlan {
+                    host: "b".into(),
+                    ranks: vec![1],
+                },
+            ],
+            shell: Vec::new(),
+            ferry: "ferry".into(),
+        };
+        let addrs = bootstrap_addresses(&launch, 7000).unwrap();
+        assert_eq!(addrs, vec![SocketAddr::from(([127, 0, 0, 1], 7000)); 2]);
+    }
+}
