@@ -21,6 +21,10 @@
 //! (`ferry run --grid`, see [`GridLaunch`]): in its hosts' network namespaces, with the
 //! bootstrap server on a public address and `ferry relay` on the private clusters' front nodes.
 //!
+//! Which host runs which rank is decided by [`hosts`] (`--hosts`, hostfiles, `--ppn`,
+//! `--map-by`, Slurm allocations) and handed in as [`LaunchOptions::hosts`] with a
+//! [`Launcher`].
+//!
 //! On success it prints nothing of its own: tests that compare output exactly see only the
 //! ranks' output. It does not run ranks on other hosts over ssh (ssh and Slurm back ends come later), does
 //! not forward standard input beyond rank 0 and does not depend on the runtime (`ferry-core`):
@@ -63,12 +67,14 @@ use std::time::Duration;
 use thiserror::Error;
 
 mod grid;
+pub mod hosts;
 mod job;
 mod output;
 mod server;
 mod sys;
 
 pub use grid::GridLaunch;
+pub use hosts::{HostRanks, Launcher, Mapping, SSH_DEFAULT, SSH_ENV};
 pub use job::run;
 pub use server::{BootstrapEvent, BootstrapServer, RankSession, HANDSHAKE_TIMEOUT};
 
@@ -99,6 +105,13 @@ pub struct LaunchOptions {
     pub grid: Option<GridLaunch>,
     /// Whether each rank is bound to a core of its own.
     pub bind: Bind,
+    /// Which host runs which ranks ([`hosts::place`]); `None` (the default): every rank on
+    /// this host. Exclusive with [`LaunchOptions::grid`].
+    pub hosts: Option<Vec<HostRanks>>,
+    /// How the ranks of other hosts are started (default [`Launcher::Local`]); for
+    /// [`Launcher::Ssh`] the command is [`SSH_ENV`] (`FERRY_SSH`, default `ssh`), split on white
+    /// space, e.g. `ssh -p 2222 -o BatchMode=yes` ([`Launcher::remote_shell`]).
+    pub launcher: Launcher,
 }
 
 /// Core binding of the ranks (`ferry run --bind-to`).
@@ -130,6 +143,8 @@ impl LaunchOptions {
             extra_env: Vec::new(),
             grid: None,
             bind: Bind::None,
+            hosts: None,
+            launcher: Launcher::Local,
         }
     }
 }
@@ -319,6 +334,12 @@ impl fmt::Display for Outcome {
             ),
         }
     }
+}
+
+/// This machine's host name, or `"localhost"` if it cannot be read (what
+/// [`hosts::is_this_host`] compares host names with).
+pub fn this_host() -> String {
+    sys::hostname()
 }
 
 /// The job timeout from [`TIMEOUT_ENV`]: `None` when unset, empty or 0.
