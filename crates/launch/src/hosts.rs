@@ -32,7 +32,10 @@
 //! hosts are **oversubscribed by wrapping around**, as hydra does (Open MPI would refuse without
 //! `--oversubscribe`). Only an Open MPI `max_slots` limits a host's total; a job that does not
 //! fit under those limits is an error. So `a:2,b:2` with 6 ranks in blocks puts 0, 1, 4, 5 on
-//! `a` and 2, 3 on `b`.
+//! `a` and 2, 3 on `b`. Without `max_slots`, block placement is hydra's formula: the i-th
+//! rank of a host with `s` slots, whose first slot is slot `f` of all `S`, is
+//! `(i / s) * S + i % s + f`. (hydra merges only consecutive repeats of a host; a host named
+//! again later is merged here too, so that each host has one list of ranks.)
 //!
 //! ```
 //! use ferry_launch::hosts::{parse_hosts_arg, place, Mapping};
@@ -232,6 +235,12 @@ pub enum HostsError {
     TooManyRanks {
         /// The number asked for.
         np: u64,
+    },
+    /// A host with 0 slots (given to [`place`] directly; the parsers refuse it earlier).
+    #[error("host {host} has 0 slots")]
+    ZeroSlots {
+        /// The host.
+        host: String,
     },
     /// `--ppn 0`.
     #[error("--ppn must be at least 1")]
@@ -733,12 +742,8 @@ fn merge_hosts(hosts: &[HostSlots], ppn: Option<u32>) -> Result<Vec<HostSlots>, 
     let mut index = std::collections::HashMap::new();
     for host in hosts {
         if host.slots == 0 {
-            return Err(HostsError::HostsArg {
-                text: host.name.clone(),
-                problem: EntryProblem::ZeroCount {
-                    what: "slots",
-                    host: host.name.clone(),
-                },
+            return Err(HostsError::ZeroSlots {
+                host: host.name.clone(),
             });
         }
         match index.get(&host.name) {

@@ -370,10 +370,10 @@ fn absurd_inputs_are_errors() {
         place(1, &[], None, Mapping::Block),
         Err(HostsError::NoHosts { .. })
     ));
-    assert!(matches!(
+    assert_eq!(
         place(1, &slots(&[("a", 0)]), None, Mapping::Block),
-        Err(HostsError::HostsArg { .. })
-    ));
+        Err(HostsError::ZeroSlots { host: "a".into() })
+    );
     assert!(matches!(
         place(u32::MAX, &hosts, None, Mapping::Block),
         Err(HostsError::TooManyRanks { .. })
@@ -614,6 +614,28 @@ proptest! {
             next += h.ranks.len() as u32;
         }
         prop_assert_eq!(next, np);
+    }
+
+    /// Without max_slots or repeated hosts, block placement is hydra's: the i-th rank of a host
+    /// with s slots, whose first slot is slot f of all S, is (i / s) * S + i % s + f
+    /// (HYDU_local_to_global_id).
+    #[test]
+    fn block_is_hydras_placement(counts in proptest::collection::vec(1u32..6, 1..8), np in 1u32..100) {
+        let hosts: Vec<HostSlots> = counts
+            .iter()
+            .enumerate()
+            .map(|(i, &s)| HostSlots::new(format!("h{i}"), s))
+            .collect();
+        let total: u32 = counts.iter().sum();
+        let placed = place(np, &hosts, None, Mapping::Block).unwrap();
+        let mut first = 0;
+        for (h, &s) in placed.iter().zip(&counts) {
+            for (i, &rank) in h.ranks.iter().enumerate() {
+                let i = i as u32;
+                prop_assert_eq!(rank, (i / s) * total + i % s + first);
+            }
+            first += s;
+        }
     }
 
     /// Cyclic placement on equal slots puts rank r on host r mod hosts.
