@@ -73,6 +73,14 @@ fn hosts_arg_errors_name_the_text() {
     assert!(e.to_string().contains(r#""a b" is not a host name"#), "{e}");
     let e = parse_hosts_arg(":2").unwrap_err();
     assert!(e.to_string().contains(r#""" is not a host name"#), "{e}");
+    let many = vec!["a"; MAX_HOSTS + 1].join(",");
+    assert!(matches!(
+        parse_hosts_arg(&many),
+        Err(HostsError::HostsArg {
+            problem: EntryProblem::TooMany,
+            ..
+        })
+    ));
     assert_eq!(
         parse_hosts_arg(" ").unwrap_err(),
         HostsError::NoHosts {
