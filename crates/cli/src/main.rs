@@ -9,7 +9,7 @@ mod sim;
 mod weather;
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
-use ferry_launch::{LaunchOptions, TIMEOUT_EXIT_CODE};
+use ferry_launch::{hosts, LaunchOptions, Launcher, Mapping, TIMEOUT_EXIT_CODE};
 use std::ffi::OsString;
 use std::time::Duration;
 
@@ -24,10 +24,19 @@ struct Cli {
 /// The subcommands.
 #[derive(Debug, Subcommand)]
 enum Command {
-    /// Run N copies of a program as one job on this host.
+    /// Run N copies of a program as one job, on this host or on the hosts given.
     #[command(
         after_help = format!(
-            "Exit status: the first non-zero rank status (128+S for a rank killed by signal S), \
+            "Where ranks go: on this host, unless --hosts or --hostfile names hosts or ferry runs \
+             inside a Slurm allocation (SLURM_JOB_NODELIST; its nodes with SLURM_TASKS_PER_NODE \
+             slots, and -n defaulting to SLURM_NTASKS). A host without a count has 1 slot; \
+             --ppn N gives every host N. --map-by slot (the default, as hydra) fills each host's \
+             slots with consecutive ranks before the next host; --map-by node deals ranks out \
+             one per host in turn. More ranks than slots wrap around over the hosts again (as \
+             MPICH's hydra). Hosts other than this one are reached with --launcher: slurm \
+             (srun) inside an allocation without --hosts, else ssh (FERRY_SSH, split on white \
+             space, default ssh); local when every host is this one.\n\
+             Exit status: the first non-zero rank status (128+S for a rank killed by signal S), \
              0 when every rank succeeds; {TIMEOUT_EXIT_CODE} when the job times out; 128+S when \
              ferry itself gets signal S; 127 when PROG is not found.\n\
              MPIEXEC_TIMEOUT (whole seconds) sets a timeout when --timeout is not given."
@@ -81,6 +90,12 @@ fn info_command(args: InfoArgs) -> i32 {
                 for (name, value) in config.describe() {
                     println!("{name:<24} {value}");
                 }
+                // The launcher's one setting: how `--launcher ssh` reaches other hosts.
+                let ssh = Launcher::Ssh
+                    .remote_shell(|name| std::env::var(name).ok())
+                    .unwrap_or_default()
+                    .join(" ");
+                println!("{:<24} {ssh}", ferry_launch::SSH_ENV);
             }
             Err(e) => {
                 eprintln!("ferry info: {e}");
@@ -115,10 +130,46 @@ impl Transport {
 /// Arguments of `ferry run` (and, later, of `mpiexec`).
 #[derive(Debug, Args)]
 struct RunArgs {
-    /// Number of ranks (`-np N` is accepted too, as mpiexec does).
-    #[arg(short = 'n', long = "np", value_name = "N", default_value_t = 1,
+    /// Number of ranks (`-np N` is accepted too, as mpiexec does) [default: the slots of
+    /// --hosts/--hostfile, SLURM_NTASKS inside a Slurm allocation, else 1].
+    #[arg(short = 'n', long = "np", value_name = "N",
           value_parser = clap::value_parser!(u32).range(1..))]
-    np: u32,
+    np: Option<u32>,
+
+    /// Hosts to run on, comma-separated, each with an optional slot count: `a,b` or `a:4,b:4`
+    /// (also `-hosts`, MPICH, and `--host`/`-host`, Open MPI).
+    #[arg(long = "hosts", visible_alias = "host", value_name = "HOSTS",
+          conflicts_with_all = ["hostfile", "grid"])]
+    hosts: Option<String>,
+
+    /// File of hosts, one a line: `node1:4` (MPICH) or `node1 slots=4 [max_slots=8]` (Open MPI);
+    /// `#` comments (also `-f`, `--machinefile`, `-machinefile`, `-hostfile`).
+    #[arg(
+        short = 'f',
+        long = "hostfile",
+        visible_alias = "machinefile",
+        value_name = "FILE",
+        conflicts_with = "grid"
+    )]
+    hostfile: Option<std::path::PathBuf>,
+
+    /// Ranks per host: sets every host's slots to N (also `-ppn`, as hydra).
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..),
+          conflicts_with = "grid")]
+    ppn: Option<u32>,
+
+    /// How ranks fill the hosts: `slot` (block: each host's slots in turn, the default) or
+    /// `node` (cyclic: one rank per host in turn; also `-rr`, as hydra). `block` and `cyclic`
+    /// are accepted as names too.
+    #[arg(long = "map-by", value_enum, value_name = "HOW", default_value_t = MapBy::Slot,
+          conflicts_with = "grid")]
+    map_by: MapBy,
+
+    /// How ranks on other hosts are started: `ssh`, `rsh`, `slurm` (srun) or `local` (every
+    /// rank here; also `fork`) [default: slurm inside an allocation without --hosts, else ssh
+    /// when a host is not this one, else local].
+    #[arg(long, value_enum, value_name = "HOW", conflicts_with = "grid")]
+    launcher: Option<LauncherArg>,
 
     /// Prefix each line of output with `[rank] `.
     #[arg(long)]
@@ -192,6 +243,74 @@ fn parse_timeout(text: &str) -> Result<Duration, String> {
     Duration::try_from_secs_f64(secs).map_err(|_| format!("{text:?} is not a usable timeout"))
 }
 
+/// `ferry run --map-by`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+enum MapBy {
+    /// Block: fill each host's slots before the next (Open MPI's `--map-by slot`).
+    #[value(alias = "block")]
+    Slot,
+    /// Cyclic: round-robin over the hosts (Open MPI's `--map-by node`, hydra's `-rr`).
+    #[value(alias = "cyclic")]
+    Node,
+}
+
+/// `ferry run --launcher`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+enum LauncherArg {
+    /// Every rank forked on this host.
+    #[value(alias = "fork")]
+    Local,
+    /// ssh (FERRY_SSH).
+    Ssh,
+    /// rsh.
+    Rsh,
+    /// srun, inside a Slurm allocation.
+    Slurm,
+}
+
+/// Where the ranks go: `--hosts`/`--hostfile`/`--ppn`/`--map-by`/`--launcher` and the Slurm
+/// allocation in the environment, resolved. Errors are the message to print.
+fn placement(args: &RunArgs, this_host: &str) -> Result<hosts::Placement, String> {
+    let hosts = match (&args.hosts, &args.hostfile) {
+        (Some(text), _) => Some(hosts::parse_hosts_arg(text).map_err(|e| e.to_string())?),
+        (None, Some(path)) => {
+            let text = std::fs::read_to_string(path)
+                .map_err(|e| format!("cannot read hostfile {}: {e}", path.display()))?;
+            Some(
+                hosts::parse_hostfile(&text, &path.display().to_string())
+                    .map_err(|e| e.to_string())?,
+            )
+        }
+        (None, None) => None,
+    };
+    let launcher = args.launcher.map(|l| match l {
+        LauncherArg::Local => Launcher::Local,
+        LauncherArg::Ssh => Launcher::Ssh,
+        LauncherArg::Rsh => Launcher::Rsh,
+        LauncherArg::Slurm => Launcher::Slurm,
+    });
+    // A grid job, or a host list not run by srun, does not look at the allocation.
+    let allocation =
+        if args.grid.is_some() || (hosts.is_some() && launcher != Some(Launcher::Slurm)) {
+            None
+        } else {
+            hosts::SlurmAllocation::from_env(|name| std::env::var(name).ok())
+                .map_err(|e| e.to_string())?
+        };
+    let request = hosts::PlacementRequest {
+        np: args.np,
+        hosts,
+        ppn: args.ppn,
+        mapping: match args.map_by {
+            MapBy::Slot => Mapping::Block,
+            MapBy::Node => Mapping::Cyclic,
+        },
+        launcher,
+        allocation,
+    };
+    request.resolve(this_host).map_err(|e| e.to_string())
+}
+
 /// `ferry run --bind-to`.
 #[derive(Debug, Clone, Copy, clap::ValueEnum)]
 enum BindTo {
@@ -202,7 +321,17 @@ enum BindTo {
 
 /// Runs a job as `ferry run` does and returns its exit status. Messages go to stderr.
 fn run_command(args: RunArgs) -> i32 {
-    let mut options = LaunchOptions::new(args.np, args.program);
+    let this_host = ferry_launch::this_host();
+    let placement = match placement(&args, &this_host) {
+        Ok(p) => p,
+        Err(e) => {
+            eprintln!("ferry run: {e}");
+            return 2;
+        }
+    };
+    let mut options = LaunchOptions::new(placement.np, args.program);
+    options.hosts = placement.hosts;
+    options.launcher = placement.launcher;
     options.args = args.args;
     options.tag_output = args.tag_output;
     options.timeout = args.timeout;
@@ -545,8 +674,20 @@ fn normalize_bench_import(mut argv: Vec<OsString>) -> Vec<OsString> {
     argv
 }
 
-/// mpiexec spells the rank count `-np N`; clap has no multi-letter short options, so `-np` (and
-/// `-np=N`) before the program become `--np`. Arguments from the program on are left alone.
+/// Single-dash long options of mpiexec (MPICH's hydra and Open MPI) and what they are here.
+const SINGLE_DASH_OPTIONS: [(&str, &str); 7] = [
+    ("-np", "--np"),
+    ("-hosts", "--hosts"),
+    ("-host", "--host"),
+    ("-hostfile", "--hostfile"),
+    ("-machinefile", "--machinefile"),
+    ("-ppn", "--ppn"),
+    ("-launcher", "--launcher"),
+];
+
+/// mpiexec spells options with one dash (`-np N`, `-hosts a,b`, `-ppn 2`, `-rr`); clap has no
+/// multi-letter short options, so those (and `-np=N` forms) before the program become their
+/// `--` forms, and `-rr` becomes `--map-by=node`. Arguments from the program on are left alone.
 fn normalize_run_args(argv: Vec<OsString>) -> Vec<OsString> {
     let mut out = Vec::with_capacity(argv.len());
     let mut iter = argv.into_iter();
@@ -571,20 +712,40 @@ fn normalize_run_args(argv: Vec<OsString>) -> Vec<OsString> {
             out.push(arg);
             break;
         }
-        if text == "-np" {
-            out.push("--np".into());
-            expect_value = true;
+        if text == "-rr" {
+            out.push("--map-by=node".into());
             continue;
         }
-        if let Some(value) = text.strip_prefix("-np=") {
-            out.push(format!("--np={value}").into());
+        let (name, value) = match text.split_once('=') {
+            Some((name, value)) => (name, Some(value)),
+            None => (text, None),
+        };
+        if let Some(&(_, long)) = SINGLE_DASH_OPTIONS.iter().find(|(s, _)| *s == name) {
+            match value {
+                Some(value) => out.push(format!("{long}={value}").into()),
+                None => {
+                    out.push(long.into());
+                    expect_value = true;
+                }
+            }
             continue;
         }
         expect_value = matches!(
             text,
             "-n" | "--np"
+                | "-f"
+                | "--hosts"
+                | "--host"
+                | "--hostfile"
+                | "--machinefile"
+                | "--ppn"
+                | "--map-by"
+                | "--launcher"
                 | "--timeout"
                 | "--transport"
+                | "--bind-to"
+                | "--rails"
+                | "--universe-size"
                 | "--grid"
                 | "--testbed-prefix"
                 | "--relay-copy"
@@ -634,11 +795,76 @@ mod tests {
 
     #[test]
     fn np_spellings() {
-        assert_eq!(parse(&["ferry", "run", "-n", "4", "true"]).np, 4);
-        assert_eq!(parse(&["ferry", "run", "--np", "5", "true"]).np, 5);
-        assert_eq!(parse(&["ferry", "run", "-np", "6", "true"]).np, 6);
-        assert_eq!(parse(&["ferry", "run", "-np=7", "true"]).np, 7);
-        assert_eq!(parse(&["ferry", "run", "true"]).np, 1);
+        assert_eq!(parse(&["ferry", "run", "-n", "4", "true"]).np, Some(4));
+        assert_eq!(parse(&["ferry", "run", "--np", "5", "true"]).np, Some(5));
+        assert_eq!(parse(&["ferry", "run", "-np", "6", "true"]).np, Some(6));
+        assert_eq!(parse(&["ferry", "run", "-np=7", "true"]).np, Some(7));
+        assert_eq!(parse(&["ferry", "run", "true"]).np, None);
+    }
+
+    #[test]
+    fn host_option_spellings() {
+        for spelling in [
+            &["--hosts", "a:2,b"][..],
+            &["-hosts", "a:2,b"],
+            &["--host", "a:2,b"],
+            &["-host", "a:2,b"],
+            &["-hosts=a:2,b"],
+            &["--hosts=a:2,b"],
+        ] {
+            let argv: Vec<&str> = ["ferry", "run"]
+                .iter()
+                .chain(spelling)
+                .chain(&["-n", "2", "prog", "-hosts", "x"])
+                .copied()
+                .collect();
+            let args = parse(&argv);
+            assert_eq!(args.hosts.as_deref(), Some("a:2,b"), "{spelling:?}");
+            assert_eq!(args.args, ["-hosts", "x"]);
+        }
+        for spelling in [
+            "-f",
+            "--hostfile",
+            "-hostfile",
+            "--machinefile",
+            "-machinefile",
+        ] {
+            let args = parse(&["ferry", "run", spelling, "hosts.txt", "prog"]);
+            assert_eq!(args.hostfile.as_deref(), Some("hosts.txt".as_ref()));
+            assert_eq!(args.program, "prog");
+        }
+        let args = parse(&["ferry", "run", "-ppn", "2", "-rr", "prog"]);
+        assert_eq!((args.ppn, args.map_by), (Some(2), MapBy::Node));
+        let args = parse(&["ferry", "run", "--map-by", "block", "--ppn=3", "prog"]);
+        assert_eq!((args.ppn, args.map_by), (Some(3), MapBy::Slot));
+        assert_eq!(parse(&["ferry", "run", "prog"]).map_by, MapBy::Slot);
+        let args = parse(&["ferry", "run", "-launcher", "fork", "prog"]);
+        assert_eq!(args.launcher, Some(LauncherArg::Local));
+        let args = parse(&[
+            "ferry",
+            "run",
+            "--launcher",
+            "slurm",
+            "--rails",
+            "2",
+            "prog",
+        ]);
+        assert_eq!(args.launcher, Some(LauncherArg::Slurm));
+        assert_eq!(args.program, "prog");
+    }
+
+    #[test]
+    fn hosts_hostfile_and_grid_exclude_each_other() {
+        for argv in [
+            &["ferry", "run", "--hosts", "a", "--hostfile", "f", "prog"][..],
+            &["ferry", "run", "--hosts", "a", "--grid", "g.toml", "prog"],
+            &["ferry", "run", "-f", "f", "--grid", "g.toml", "prog"],
+            &["ferry", "run", "--ppn", "2", "--grid", "g.toml", "prog"],
+        ] {
+            let argv = argv.iter().map(OsString::from).collect();
+            let e = Cli::try_parse_from(normalize_run_args(argv)).unwrap_err();
+            assert_eq!(e.kind(), clap::error::ErrorKind::ArgumentConflict);
+        }
     }
 
     #[test]

@@ -6,8 +6,9 @@
 //! launcher's signals and the timeout, and tears the job down.
 
 use crate::grid::GridJob;
+use crate::hosts::{is_this_host, Launcher};
 use crate::output::{self, Sink};
-use crate::remote::{NodeEvent, Nodes};
+use crate::remote::{NodeEvent, NodePlan, Nodes, RemoteLaunch};
 use crate::server::{BootstrapEvent, BootstrapServer};
 use crate::sys;
 use crate::{timeout_from_env, LaunchError, LaunchOptions, Outcome, RankFailure};
@@ -82,7 +83,8 @@ pub fn run(opts: &LaunchOptions) -> Result<Outcome, LaunchError> {
         Some(g) => Some(GridJob::prepare(g, opts.np, job_id, &key)?),
         None => None,
     };
-    let listener = match (grid.as_mut().and_then(GridJob::take_listener), &opts.remote) {
+    let remote = remote_plan(opts)?;
+    let listener = match (grid.as_mut().and_then(GridJob::take_listener), &remote) {
         (Some(listener), _) => Some(listener),
         // Ranks of other hosts connect from there: listen on every interface.
         (None, Some(_)) => Some(
@@ -102,7 +104,7 @@ pub fn run(opts: &LaunchOptions) -> Result<Outcome, LaunchError> {
     // From here on, dropping `job` kills whatever was started and removes its shared memory.
     let mut job = Job::new(job_id);
     // Spawned processes run on this host; a grid job's ranks run in the testbed's hosts.
-    if opts.grid.is_none() && opts.remote.is_none() {
+    if opts.grid.is_none() && remote.is_none() {
         job.spawner = Some(Spawner {
             addr: server.addr(),
             key: key.clone(),
@@ -117,7 +119,7 @@ pub fn run(opts: &LaunchOptions) -> Result<Outcome, LaunchError> {
         crate::Bind::Auto if opts.grid.is_none() && opts.np as usize <= cpus.len() => cpus,
         crate::Bind::Auto => Vec::new(),
     };
-    match &opts.remote {
+    match &remote {
         Some(remote) => job.start_nodes(opts, remote, server.addr().port(), &key)?,
         None => {
             for rank in 0..opts.np {
@@ -134,6 +136,53 @@ pub fn run(opts: &LaunchOptions) -> Result<Outcome, LaunchError> {
     server.shutdown();
     job.finish(matches!(outcome, Outcome::Success));
     Ok(outcome)
+}
+
+/// How the ranks of a job with hosts start: `None` when every host is this one (they run here
+/// as any local job), else a node daemon per host through the launcher's remote shell.
+fn remote_plan(opts: &LaunchOptions) -> Result<Option<RemoteLaunch>, LaunchError> {
+    let Some(hosts) = &opts.hosts else {
+        return Ok(None);
+    };
+    if opts.grid.is_some() {
+        return Err(LaunchError::Remote(
+            "a job runs either on a grid or on hosts, not both".into(),
+        ));
+    }
+    let this = sys::hostname();
+    let local = hosts.iter().all(|h| is_this_host(&h.host, &this));
+    if local && opts.launcher != Launcher::Local || local && hosts.len() == 1 {
+        return Ok(None);
+    }
+    let shell = match opts.launcher {
+        // Named hosts, all started here: the daemons' path on one machine.
+        Launcher::Local => Vec::new(),
+        Launcher::Ssh | Launcher::Rsh => opts
+            .launcher
+            .remote_shell(|name| std::env::var(name).ok())
+            .unwrap_or_default(),
+        Launcher::Slurm => {
+            return Err(LaunchError::Remote(
+                "--launcher slurm: starting node daemons with srun is not available in this build; use --launcher ssh, or srun --mpi=pmi2 to start the ranks".into(),
+            ))
+        }
+    };
+    let ferry = std::env::current_exe().map_err(|e| {
+        LaunchError::Remote(format!(
+            "cannot find the ferry executable for the node daemons: {e}"
+        ))
+    })?;
+    Ok(Some(RemoteLaunch {
+        nodes: hosts
+            .iter()
+            .map(|h| NodePlan {
+                host: h.host.clone(),
+                ranks: h.ranks.clone(),
+            })
+            .collect(),
+        shell,
+        ferry,
+    }))
 }
 
 /// The launcher's SIGINT / SIGTERM / SIGHUP, caught for the duration of a job.
@@ -251,7 +300,7 @@ impl Job {
     fn start_nodes(
         &mut self,
         opts: &LaunchOptions,
-        remote: &crate::RemoteLaunch,
+        remote: &RemoteLaunch,
         port: u16,
         key: &JobKey,
     ) -> Result<(), LaunchError> {

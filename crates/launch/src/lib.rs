@@ -21,10 +21,12 @@
 //! (`ferry run --grid`, see [`GridLaunch`]): in its hosts' network namespaces, with the
 //! bootstrap server on a public address and `ferry relay` on the private clusters' front nodes.
 //!
-//! With [`LaunchOptions::remote`] the ranks run on several hosts ([`RemoteLaunch`]): a node
-//! daemon per host (`ferry node`, see [`node`]), started over ssh or here, forks that host's
-//! ranks and forwards their output, exits and signals; the bootstrap server listens on every
-//! interface for them.
+//! Which host runs which rank is decided by [`hosts`] (`--hosts`, hostfiles, `--ppn`,
+//! `--map-by`, Slurm allocations) and handed in as [`LaunchOptions::hosts`] with a
+//! [`Launcher`]. When a host other than this one takes part, a node daemon per host (`ferry
+//! node`, see [`node`]), started over the launcher's remote shell or here, forks that host's
+//! ranks and forwards their output, exits and signals; the bootstrap server then listens on
+//! every interface.
 //!
 //! On success it prints nothing of its own: tests that compare output exactly see only the
 //! ranks' output. It forwards standard input to rank 0 only and does not depend on the runtime
@@ -68,6 +70,7 @@ use std::time::Duration;
 use thiserror::Error;
 
 mod grid;
+pub mod hosts;
 mod job;
 pub mod node;
 mod output;
@@ -76,8 +79,8 @@ mod server;
 mod sys;
 
 pub use grid::GridLaunch;
+pub use hosts::{HostRanks, Launcher, Mapping, SSH_DEFAULT, SSH_ENV};
 pub use job::run;
-pub use remote::{NodePlan, RemoteLaunch};
 pub use server::{BootstrapEvent, BootstrapServer, RankSession, HANDSHAKE_TIMEOUT};
 
 /// The environment variable that limits a job's run time, in whole seconds (as in MPICH).
@@ -105,10 +108,15 @@ pub struct LaunchOptions {
     pub extra_env: Vec<(String, String)>,
     /// Run across this grid of the testbed instead of on this host.
     pub grid: Option<GridLaunch>,
-    /// Run on these hosts, through a node daemon on each, instead of on this host alone.
-    pub remote: Option<RemoteLaunch>,
     /// Whether each rank is bound to a core of its own.
     pub bind: Bind,
+    /// Which host runs which ranks ([`hosts::place`]); `None` (the default): every rank on
+    /// this host. Exclusive with [`LaunchOptions::grid`].
+    pub hosts: Option<Vec<HostRanks>>,
+    /// How the ranks of other hosts are started (default [`Launcher::Local`]); for
+    /// [`Launcher::Ssh`] the command is [`SSH_ENV`] (`FERRY_SSH`, default `ssh`), split on white
+    /// space, e.g. `ssh -p 2222 -o BatchMode=yes` ([`Launcher::remote_shell`]).
+    pub launcher: Launcher,
 }
 
 /// Core binding of the ranks (`ferry run --bind-to`).
@@ -139,8 +147,9 @@ impl LaunchOptions {
             timeout: None,
             extra_env: Vec::new(),
             grid: None,
-            remote: None,
             bind: Bind::None,
+            hosts: None,
+            launcher: Launcher::Local,
         }
     }
 }
@@ -343,6 +352,12 @@ impl fmt::Display for Outcome {
             Outcome::HostFailed { host, detail } => write!(f, "host {host}: {detail}"),
         }
     }
+}
+
+/// This machine's host name, or `"localhost"` if it cannot be read (what
+/// [`hosts::is_this_host`] compares host names with).
+pub fn this_host() -> String {
+    sys::hostname()
 }
 
 /// The job timeout from [`TIMEOUT_ENV`]: `None` when unset, empty or 0.

@@ -30,7 +30,7 @@ use std::time::Duration;
 
 /// A host of the job and the ranks it runs.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct NodePlan {
+pub(crate) struct NodePlan {
     /// The host as the remote shell takes it (a name, an address, or an ssh alias).
     pub host: String,
     /// Its ranks, ascending.
@@ -39,7 +39,7 @@ pub struct NodePlan {
 
 /// How to start a job on several hosts.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct RemoteLaunch {
+pub(crate) struct RemoteLaunch {
     /// The hosts, each with its ranks (every rank of the job exactly once).
     pub nodes: Vec<NodePlan>,
     /// The remote shell command, split in words (`["ssh"]`, or `FERRY_SSH`'s words); empty:
@@ -111,16 +111,17 @@ fn address_towards(ip: IpAddr) -> Result<IpAddr, LaunchError> {
 }
 
 /// Where each daemon's ranks find the bootstrap server: per node, the launcher's address
-/// they reach it by. Local nodes get the address remote hosts reach us by (so that the ranks
-/// here publish an address the others can reach), or loopback when every host is this one.
+/// they reach it by, and whether the node is this host (its daemon then runs here, without
+/// the remote shell). Local nodes get the address remote hosts reach us by (so that the
+/// ranks here publish an address the others can reach), or loopback when every host is here.
 pub(crate) fn bootstrap_addresses(
     launch: &RemoteLaunch,
     port: u16,
-) -> Result<Vec<SocketAddr>, LaunchError> {
+) -> Result<Vec<(SocketAddr, bool)>, LaunchError> {
     let own_name = crate::sys::hostname();
     let mut towards: Vec<Option<IpAddr>> = Vec::with_capacity(launch.nodes.len());
     for node in &launch.nodes {
-        if launch.shell.is_empty() || node.host == own_name || node.host == "localhost" {
+        if launch.shell.is_empty() || crate::hosts::is_this_host(&node.host, &own_name) {
             towards.push(None);
             continue;
         }
@@ -145,7 +146,7 @@ pub(crate) fn bootstrap_addresses(
         .unwrap_or(IpAddr::V4(std::net::Ipv4Addr::LOCALHOST));
     Ok(towards
         .into_iter()
-        .map(|t| SocketAddr::new(t.unwrap_or(here), port))
+        .map(|t| (SocketAddr::new(t.unwrap_or(here), port), t.is_none()))
         .collect())
 }
 
@@ -167,19 +168,14 @@ impl Nodes {
     pub(crate) fn start(
         launch: &RemoteLaunch,
         spec: &JobSpec,
-        bootstrap: &[SocketAddr],
+        bootstrap: &[(SocketAddr, bool)],
     ) -> Result<Nodes, LaunchError> {
         let (tx, events) = mpsc::channel();
         let mut nodes = Nodes {
             links: Vec::new(),
             events,
         };
-        let own_name = crate::sys::hostname();
-        for (index, (node, addr)) in launch.nodes.iter().zip(bootstrap).enumerate() {
-            let here = launch.shell.is_empty()
-                || node.host == own_name
-                || node.host == "localhost"
-                || addr.ip().is_loopback();
+        for (index, (node, &(addr, here))) in launch.nodes.iter().zip(bootstrap).enumerate() {
             let mut command = if here {
                 let mut c = Command::new(&launch.ferry);
                 c.arg("node");
@@ -376,6 +372,9 @@ mod tests {
             ferry: "ferry".into(),
         };
         let addrs = bootstrap_addresses(&launch, 7000).unwrap();
-        assert_eq!(addrs, vec![SocketAddr::from(([127, 0, 0, 1], 7000)); 2]);
+        assert_eq!(
+            addrs,
+            vec![(SocketAddr::from(([127, 0, 0, 1], 7000)), true); 2]
+        );
     }
 }
