@@ -138,6 +138,20 @@ pub fn run(opts: &LaunchOptions) -> Result<Outcome, LaunchError> {
     Ok(outcome)
 }
 
+/// Variables that describe the launcher's own host or session and so stay behind.
+const HOST_SPECIFIC_ENV: [&str; 12] = [
+    "HOSTNAME", "PWD", "OLDPWD", "SHLVL", "_", "DISPLAY", "XAUTHORITY", "SSH_CLIENT",
+    "SSH_CONNECTION", "SSH_TTY", "SSH_AUTH_SOCK", "TERM",
+];
+
+/// The launcher's environment for the ranks of other hosts, as MPICH's hydra passes it by
+/// default (the ranks here inherit it anyway), less what names this host or session.
+fn propagated_env() -> impl Iterator<Item = (Vec<u8>, Vec<u8>)> {
+    std::env::vars_os()
+        .filter(|(k, _)| !HOST_SPECIFIC_ENV.iter().any(|h| k == *h))
+        .map(|(k, v)| (k.into_vec(), v.into_vec()))
+}
+
 /// How the ranks of a job with hosts start: `None` when every host is this one (they run here
 /// as any local job), else a node daemon per host through the launcher's remote shell.
 fn remote_plan(opts: &LaunchOptions) -> Result<Option<RemoteLaunch>, LaunchError> {
@@ -330,10 +344,12 @@ impl Job {
             ranks: Vec::new(),
             program: opts.program.as_bytes().to_vec(),
             args: opts.args.iter().map(|a| a.as_bytes().to_vec()).collect(),
-            env: opts
-                .extra_env
-                .iter()
-                .map(|(k, v)| (k.as_bytes().to_vec(), v.as_bytes().to_vec()))
+            env: propagated_env()
+                .chain(
+                    opts.extra_env
+                        .iter()
+                        .map(|(k, v)| (k.as_bytes().to_vec(), v.as_bytes().to_vec())),
+                )
                 .collect(),
             cwd: std::env::current_dir()
                 .map(|d| d.into_os_string().into_vec())
