@@ -24,7 +24,9 @@
 //!   tests of a rail failing mid-transfer; `ferry testbed link` does it on a standing testbed.
 //!
 //! `ip`, `iptables`, `tc` and `sysctl` run as commands; a failure names the command. Needs
-//! root. Only the testbed's own namespaces are touched; nothing is contacted.
+//! root. Only the testbed's own namespaces are touched (with `--ssh`, also its files under
+//! `/run/ferry-testbed/<prefix>/` and `/etc/netns/<prefix>*`, and `/run/sshd` is made if
+//! missing); nothing is contacted.
 //!
 //! The plan ([`Plan::new`], [`Plan::commands`]) is pure and tested without root; [`Testbed`]
 //! carries it out and removes it on drop.
@@ -692,8 +694,8 @@ impl Testbed {
     }
 
     /// The command prefix that runs a program on `host` as a login there would (its network,
-    /// mount, UTS and IPC namespaces, in the current directory), for a testbed built with
-    /// [`UpOptions::ssh`].
+    /// mount, UTS and IPC namespaces, in the current directory, or `/` when that is under the
+    /// host's private `/tmp` or `/dev/shm`), for a testbed built with [`UpOptions::ssh`].
     pub fn host_command(&self, host: &str) -> Result<Vec<String>, TestbedError> {
         host_command(&self.plan.prefix, host)
     }
@@ -749,6 +751,9 @@ pub fn host_command(prefix: &str, host: &str) -> Result<Vec<String>, TestbedErro
         path: ".".into(),
         error: e.to_string(),
     })?;
+    // The host's /tmp and /dev/shm are its own: a directory there does not exist on it.
+    let private = ["/tmp", "/dev/shm"].iter().any(|p| cwd.starts_with(p));
+    let cwd = if private { "/".into() } else { cwd };
     Ok(ssh::host_command(pid, &cwd))
 }
 

@@ -507,11 +507,15 @@ pub fn apply(plan: &SshPlan) -> Result<(), TestbedError> {
     for step in plan.steps() {
         match step {
             Step::Dir { path, mode } => {
-                std::fs::DirBuilder::new()
-                    .recursive(true)
-                    .mode(mode)
-                    .create(&path)
-                    .map_err(|e| io_error(&path, e))?;
+                let make = || {
+                    std::fs::DirBuilder::new()
+                        .recursive(true)
+                        .mode(mode)
+                        .create(&path)
+                };
+                // Another testbed's removal may take away an empty parent just made (it
+                // removes `/run/ferry-testbed` and `/etc/netns` when empty): once more then.
+                make().or_else(|_| make()).map_err(|e| io_error(&path, e))?;
                 std::fs::set_permissions(&path, std::fs::Permissions::from_mode(mode))
                     .map_err(|e| io_error(&path, e))?;
             }
