@@ -99,8 +99,12 @@ pub fn testbed_command(args: TestbedArgs) -> i32 {
             let topology = load(&grid)?;
             let prefix = prefix.unwrap_or_else(run_prefix);
             let started = std::time::Instant::now();
-            let testbed = Testbed::up_with(&topology, &prefix, &UpOptions { ssh })
-                .map_err(|e| e.to_string())?;
+            let options = UpOptions {
+                ssh,
+                ..UpOptions::default()
+            };
+            let testbed =
+                Testbed::up_with(&topology, &prefix, &options).map_err(|e| e.to_string())?;
             let took = started.elapsed();
             let ssh_command = testbed.ssh_command();
             let plan = testbed.keep();

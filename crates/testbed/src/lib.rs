@@ -44,7 +44,7 @@
 //! # fn main() -> Result<(), ferry_testbed::TestbedError> {
 //! let grid = ferry_grid::Topology::load("crates/testbed/grids/hosts3.toml".as_ref())
 //!     .map_err(|e| ferry_testbed::TestbedError::Grid(e.to_string()))?;
-//! let options = ferry_testbed::UpOptions { ssh: true };
+//! let options = ferry_testbed::UpOptions::with_ssh();
 //! let testbed = ferry_testbed::Testbed::up_with(&grid, "fy7-", &options)?;
 //! let mut argv = testbed.host_command("h1")?; // on h1, as a user logged in there …
 //! argv.extend(testbed.ssh_command().unwrap_or_default()); // … ssh -F …/ssh_config
@@ -628,6 +628,19 @@ pub struct UpOptions {
     /// Make every host and front node look like its own machine and run its own sshd (see
     /// [`ssh`]).
     pub ssh: bool,
+    /// The sshd to run (an absolute path; default: the installed one, see
+    /// [`ssh::find_sshd`]).
+    pub sshd: Option<std::path::PathBuf>,
+}
+
+impl UpOptions {
+    /// Hosts as machines with their own sshd, the installed one.
+    pub fn with_ssh() -> UpOptions {
+        UpOptions {
+            ssh: true,
+            sshd: None,
+        }
+    }
 }
 
 /// A built testbed; removed on drop (also when a test panics).
@@ -652,10 +665,14 @@ impl Testbed {
         options: &UpOptions,
     ) -> Result<Testbed, TestbedError> {
         preflight()?;
-        let sshd = if options.ssh {
-            Some(ssh::preflight()?)
-        } else {
-            None
+        let sshd = match (options.ssh, &options.sshd) {
+            (false, _) => None,
+            (true, Some(sshd)) => {
+                ssh::preflight()?;
+                ssh::check_sshd(sshd)?;
+                Some(sshd.clone())
+            }
+            (true, None) => Some(ssh::preflight()?),
         };
         let plan = Plan::new(grid, prefix)?;
         let ssh_plan = match &sshd {

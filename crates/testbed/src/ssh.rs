@@ -483,6 +483,18 @@ pub fn preflight() -> Result<PathBuf, TestbedError> {
     })
 }
 
+/// Checks that `sshd` is an absolute path to a file (sshd re-executes itself by its path).
+pub fn check_sshd(sshd: &Path) -> Result<(), TestbedError> {
+    if sshd.is_absolute() && sshd.is_file() {
+        Ok(())
+    } else {
+        Err(TestbedError::Io {
+            path: sshd.display().to_string(),
+            error: "sshd must be an absolute path to an existing file".into(),
+        })
+    }
+}
+
 fn io_error(path: &Path, e: std::io::Error) -> TestbedError {
     TestbedError::Io {
         path: path.display().to_string(),

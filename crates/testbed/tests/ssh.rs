@@ -53,7 +53,7 @@ addr = "198.18.1.1"
 
 fn up(grid: &Topology, prefix: &str) -> (Testbed, Duration) {
     let start = Instant::now();
-    let tb = Testbed::up_with(grid, prefix, &UpOptions { ssh: true }).expect("testbed up --ssh");
+    let tb = Testbed::up_with(grid, prefix, &UpOptions::with_ssh()).expect("testbed up --ssh");
     (tb, start.elapsed())
 }
 
@@ -411,5 +411,49 @@ fn removal_by_prefix_cleans_up_after_a_crash() {
     }
     assert!(ssh::sshd_pid(&p, "h2").is_some());
     assert!(remove(Some(&p)).unwrap().is_empty());
+    assert_gone(&p);
+}
+
+#[test]
+fn a_failed_bring_up_leaves_nothing_and_names_the_host() {
+    if !can_run() {
+        return;
+    }
+    let p = prefix('f');
+    // An "sshd" that fails at once: the start command's error.
+    let failing = UpOptions {
+        ssh: true,
+        sshd: Some("/bin/false".into()),
+    };
+    match Testbed::up_with(&hosts3(), &p, &failing) {
+        Err(ferry_testbed::TestbedError::Command { command, .. }) => {
+            assert!(command.contains("/bin/false"), "{command}")
+        }
+        other => panic!("{other:?}"),
+    }
+    assert_gone(&p);
+    // One that exits without ever listening: the wait for its pid file ends, naming the host.
+    let silent = UpOptions {
+        ssh: true,
+        sshd: Some("/bin/true".into()),
+    };
+    let start = Instant::now();
+    match Testbed::up_with(&hosts3(), &p, &silent) {
+        Err(e @ ferry_testbed::TestbedError::Sshd { .. }) => {
+            assert!(e.to_string().contains("sshd of host h1"), "{e}")
+        }
+        other => panic!("{other:?}"),
+    }
+    assert!(start.elapsed() < ssh::SSHD_READY_TIMEOUT + Duration::from_secs(5));
+    assert_gone(&p);
+    // A relative sshd is refused before anything is built.
+    let relative = UpOptions {
+        ssh: true,
+        sshd: Some("sshd".into()),
+    };
+    assert!(matches!(
+        Testbed::up_with(&hosts3(), &p, &relative),
+        Err(ferry_testbed::TestbedError::Io { .. })
+    ));
     assert_gone(&p);
 }
