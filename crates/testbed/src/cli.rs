@@ -145,7 +145,7 @@ pub fn testbed_command(args: TestbedArgs) -> i32 {
             let ns = format!("{prefix}{host}");
             // A host with its own sshd is entered as a login there would be.
             let enter = match crate::ssh::sshd_pid(&prefix, &host) {
-                Some(_) => crate::host_command(&prefix, &host).map_err(|e| e.to_string())?,
+                Some(_) => crate::ssh::host_command(&prefix, &host).map_err(|e| e.to_string())?,
                 None => ["ip", "netns", "exec", &ns].map(String::from).to_vec(),
             };
             let status = std::process::Command::new(&enter[0])

@@ -588,9 +588,7 @@ pub fn remove(prefix: Option<&str>) -> Result<Vec<String>, TestbedError> {
     }
     let names = leftovers(prefix)?;
     let mut first_error = None;
-    for prefix in ssh_states(prefix) {
-        ssh::stop_sshds(&ssh::state_dir(&prefix));
-    }
+    ssh::stop_matching(|name| is_testbeds(name, prefix));
     for name in &names {
         // Processes started in it would keep it alive: end them first (only inside it).
         if let Ok(pids) = run(&["ip".into(), "netns".into(), "pids".into(), name.clone()]) {
@@ -609,17 +607,6 @@ pub fn remove(prefix: Option<&str>) -> Result<Vec<String>, TestbedError> {
         Some(e) => Err(e),
         None => Ok(names),
     }
-}
-
-/// Prefixes with ssh state under [`ssh::STATE_ROOT`] that `prefix` selects.
-fn ssh_states(prefix: Option<&str>) -> Vec<String> {
-    std::fs::read_dir(ssh::STATE_ROOT)
-        .map(|d| {
-            d.filter_map(|e| e.ok()?.file_name().into_string().ok())
-                .filter(|n| is_testbeds(n, prefix))
-                .collect()
-        })
-        .unwrap_or_default()
 }
 
 /// How to build a testbed beyond its network.
@@ -714,7 +701,7 @@ impl Testbed {
     /// mount, UTS and IPC namespaces, in the current directory, or `/` when that is under the
     /// host's private `/tmp` or `/dev/shm`), for a testbed built with [`UpOptions::ssh`].
     pub fn host_command(&self, host: &str) -> Result<Vec<String>, TestbedError> {
-        host_command(&self.plan.prefix, host)
+        ssh::host_command(&self.plan.prefix, host)
     }
 
     /// The plan carried out.
@@ -755,23 +742,6 @@ impl Drop for Testbed {
             }
         }
     }
-}
-
-/// The command prefix that runs a program on `host` of the standing testbed `prefix` (built
-/// with `--ssh`) as a login there would: see [`ssh::host_command`].
-pub fn host_command(prefix: &str, host: &str) -> Result<Vec<String>, TestbedError> {
-    let pid = ssh::sshd_pid(prefix, host).ok_or_else(|| TestbedError::NoSsh {
-        prefix: prefix.to_string(),
-        host: host.to_string(),
-    })?;
-    let cwd = std::env::current_dir().map_err(|e| TestbedError::Io {
-        path: ".".into(),
-        error: e.to_string(),
-    })?;
-    // The host's /tmp and /dev/shm are its own: a directory there does not exist on it.
-    let private = ["/tmp", "/dev/shm"].iter().any(|p| cwd.starts_with(p));
-    let cwd = if private { "/".into() } else { cwd };
-    Ok(ssh::host_command(pid, &cwd))
 }
 
 /// The prefix of the single standing testbed that has a namespace for `host`.

@@ -683,20 +683,30 @@ pub fn stop_sshds(state: &Path) {
     }
 }
 
+/// The entries of `dir` whose names `matches`.
+fn names_in(dir: &str, matches: impl Fn(&str) -> bool) -> Vec<String> {
+    std::fs::read_dir(dir)
+        .map(|d| {
+            d.filter_map(|e| e.ok()?.file_name().into_string().ok())
+                .filter(|n| matches(n))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// Stops the sshds of the testbeds whose names `matches` (see [`stop_sshds`]).
+pub fn stop_matching(matches: impl Fn(&str) -> bool) {
+    for prefix in names_in(STATE_ROOT, matches) {
+        stop_sshds(&Path::new(STATE_ROOT).join(prefix));
+    }
+}
+
 /// Stops the sshds and removes the state and `/etc/netns` files of the testbeds whose names
 /// `matches` (a prefix test); run before and after the namespaces go. Returns the first
 /// failure but goes on past it.
 pub fn remove_state(matches: impl Fn(&str) -> bool) -> Result<(), TestbedError> {
     let mut first_error = None;
-    let names = |dir: &str| -> Vec<String> {
-        std::fs::read_dir(dir)
-            .map(|d| {
-                d.filter_map(|e| e.ok()?.file_name().into_string().ok())
-                    .filter(|n| matches(n))
-                    .collect()
-            })
-            .unwrap_or_default()
-    };
+    let names = |dir: &str| names_in(dir, &matches);
     for prefix in names(STATE_ROOT) {
         let state = Path::new(STATE_ROOT).join(&prefix);
         stop_sshds(&state);
@@ -721,7 +731,7 @@ pub fn remove_state(matches: impl Fn(&str) -> bool) -> Result<(), TestbedError> 
 
 /// The command prefix that runs a program on `host` as a login there would: in the network,
 /// mount, UTS and IPC namespaces of its sshd (pid `sshd_pid`), in directory `cwd`.
-pub fn host_command(sshd_pid: i32, cwd: &Path) -> Vec<String> {
+pub fn enter_command(sshd_pid: i32, cwd: &Path) -> Vec<String> {
     [
         "nsenter",
         "--target",
@@ -737,6 +747,23 @@ pub fn host_command(sshd_pid: i32, cwd: &Path) -> Vec<String> {
     ]
     .map(String::from)
     .to_vec()
+}
+
+/// The command prefix that runs a program on `host` of the standing testbed `prefix` (built
+/// with `--ssh`) as a login there would: see [`enter_command`].
+pub fn host_command(prefix: &str, host: &str) -> Result<Vec<String>, TestbedError> {
+    let pid = sshd_pid(prefix, host).ok_or_else(|| TestbedError::NoSsh {
+        prefix: prefix.to_string(),
+        host: host.to_string(),
+    })?;
+    let cwd = std::env::current_dir().map_err(|e| TestbedError::Io {
+        path: ".".into(),
+        error: e.to_string(),
+    })?;
+    // The host's /tmp and /dev/shm are its own: a directory there does not exist on it.
+    let private = ["/tmp", "/dev/shm"].iter().any(|p| cwd.starts_with(p));
+    let cwd = if private { "/".into() } else { cwd };
+    Ok(enter_command(pid, &cwd))
 }
 
 /// The pid of `host`'s running sshd in the testbed with `prefix`, if it runs.
@@ -935,7 +962,7 @@ rails = ["10.201.0.1"]
     #[test]
     fn host_command_enters_the_sshds_namespaces() {
         assert_eq!(
-            host_command(42, Path::new("/work")).join(" "),
+            enter_command(42, Path::new("/work")).join(" "),
             "nsenter --target 42 --net --mount --uts --ipc -- env --chdir /work"
         );
     }
