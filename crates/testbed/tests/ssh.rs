@@ -15,7 +15,7 @@ fn can_run() -> bool {
         eprintln!("skipped: the testbed needs root");
         return false;
     }
-    if let Err(e) = ssh::preflight() {
+    if let Err(e) = ferry_testbed::preflight().and_then(|()| ssh::preflight().map(drop)) {
         eprintln!("skipped: {e}");
         return false;
     }
