@@ -359,6 +359,7 @@ fn private_hosts_are_reached_through_their_front() {
     assert_prints(ssh_from(&tb, "a1", &["a2", "hostname"]), "a2");
     assert_prints(ssh_from(&tb, "fa", &["a1", "hostname"]), "a1");
     assert_prints(ssh_from(&tb, "a2", &["p1", "hostname"]), "p1");
+    assert_prints(ssh_from(&tb, "a1", &["fa", "hostname"]), "fa");
     // ssh's words for "who are you" through the jump too, without a hang.
     let out = ssh_netns(
         &tb,
