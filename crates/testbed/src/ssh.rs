@@ -604,8 +604,8 @@ fn cmdline(pid: i32) -> String {
         .unwrap_or_default()
 }
 
-/// Live processes whose command line names `state` (the testbed's sshds and their sessions
-/// name their config file there).
+/// Live processes whose command line names `state`: a testbed's sshds (they name their
+/// config file there).
 pub fn processes_naming(state: &Path) -> Vec<i32> {
     let needle = format!("{}/", state.display());
     let Ok(dir) = std::fs::read_dir("/proc") else {
@@ -654,7 +654,7 @@ fn with_descendants(roots: &[i32]) -> Vec<i32> {
 }
 
 /// Stops the sshd of every host of the testbed whose state is `state` (by its pid file, after
-/// checking that pid still is that sshd) and its sessions with what they run: TERM, up to
+/// checking that pid still is that sshd) and its logins with what they run: TERM, up to
 /// 2 s, then KILL.
 pub fn stop_sshds(state: &Path) {
     let Ok(hosts) = std::fs::read_dir(state.join("hosts")) else {

@@ -297,7 +297,7 @@ fn three_public_hosts_are_machines_reached_by_ssh() {
     );
     assert!(started.elapsed() < Duration::from_secs(10), "refusals hung");
 
-    // A session left running is ended by down, with the sshds.
+    // A program a login left running is ended by down, with the sshds.
     let stray = ssh_from(
         &tb,
         "h1",
@@ -313,7 +313,7 @@ fn three_public_hosts_are_machines_reached_by_ssh() {
     let stat = std::fs::read_to_string(format!("/proc/{stray}/stat")).unwrap_or_default();
     assert!(
         stat.is_empty() || stat.contains(") Z"),
-        "session's sleep {stray} still runs: {stat}"
+        "the left sleep {stray} still runs: {stat}"
     );
 }
 
