@@ -144,9 +144,12 @@ pub fn testbed_command(args: TestbedArgs) -> i32 {
             };
             let ns = format!("{prefix}{host}");
             // A host with its own sshd is entered as a login there would be.
-            let enter = match crate::ssh::sshd_pid(&prefix, &host) {
-                Some(_) => crate::ssh::host_command(&prefix, &host).map_err(|e| e.to_string())?,
-                None => ["ip", "netns", "exec", &ns].map(String::from).to_vec(),
+            let enter = match crate::ssh::host_command(&prefix, &host) {
+                Ok(argv) => argv,
+                Err(crate::TestbedError::NoSsh { .. }) => {
+                    ["ip", "netns", "exec", &ns].map(String::from).to_vec()
+                }
+                Err(e) => return Err(e.to_string()),
             };
             let status = std::process::Command::new(&enter[0])
                 .args(&enter[1..])
