@@ -7,12 +7,15 @@ cd "$(dirname "$0")/.."
 as_root() { if [ "$(id -u)" = 0 ]; then "$@"; elif command -v sudo >/dev/null; then sudo "$@"; else "$@"; fi; }
 
 # System packages: a C toolchain for crates with build scripts, the DejaVu font for plot text,
-# iproute2 and iptables for the network-namespace testbed.
+# iproute2 and iptables for the network-namespace testbed, and OpenSSH (server and client) for
+# its hosts with their own sshd (`ferry testbed up --ssh`) and for launching over ssh.
 need=()
 command -v cc >/dev/null || need+=(build-essential)
 [ -e /usr/share/fonts/truetype/dejavu/DejaVuSans.ttf ] || need+=(fonts-dejavu-core)
 command -v ip >/dev/null || need+=(iproute2)
 command -v iptables >/dev/null || need+=(iptables)
+command -v sshd >/dev/null || [ -x /usr/sbin/sshd ] || need+=(openssh-server)
+command -v ssh >/dev/null || need+=(openssh-client)
 if [ ${#need[@]} -gt 0 ]; then
   as_root apt-get update -qq
   as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${need[@]}"

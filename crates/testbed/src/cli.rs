@@ -1,6 +1,6 @@
-//! `ferry testbed up|run|link|down|paths`: the command-line face of the testbed.
+//! `ferry testbed up|run|link|down|ssh-config|paths`: the command-line face of the testbed.
 
-use crate::{remove, run_prefix, Plan, Testbed};
+use crate::{remove, run_prefix, Plan, Testbed, UpOptions};
 use ferry_grid::{path, Topology};
 use std::ffi::OsString;
 use std::path::PathBuf;
@@ -23,8 +23,20 @@ pub enum TestbedAction {
         /// Name prefix of this testbed (default fy<pid>-).
         #[arg(long)]
         prefix: Option<String>,
+        /// Make every host and front node look like its own machine (hostname, /tmp,
+        /// /dev/shm, IPC, boot_id, machine-id) and run its own sshd; prints the ssh command
+        /// that reaches them.
+        #[arg(long)]
+        ssh: bool,
     },
-    /// Run a command on one host (or front node) of a standing testbed.
+    /// Print the ssh command that reaches the hosts of a testbed built with --ssh.
+    SshConfig {
+        /// Prefix of the testbed.
+        #[arg(long)]
+        prefix: String,
+    },
+    /// Run a command on one host (or front node) of a standing testbed (with --ssh: as a login
+    /// there would, in all of the host's namespaces).
     Run {
         /// The grid file.
         grid: PathBuf,
@@ -83,15 +95,27 @@ fn load(grid: &std::path::Path) -> Result<Topology, String> {
 /// Runs `ferry testbed …`; returns the exit status.
 pub fn testbed_command(args: TestbedArgs) -> i32 {
     let result: Result<i32, String> = (|| match args.action {
-        TestbedAction::Up { grid, prefix } => {
+        TestbedAction::Up { grid, prefix, ssh } => {
             let topology = load(&grid)?;
             let prefix = prefix.unwrap_or_else(run_prefix);
-            let testbed = Testbed::up(&topology, &prefix).map_err(|e| e.to_string())?;
+            let started = std::time::Instant::now();
+            let options = UpOptions {
+                ssh,
+                ..UpOptions::default()
+            };
+            let testbed =
+                Testbed::up_with(&topology, &prefix, &options).map_err(|e| e.to_string())?;
+            let took = started.elapsed();
+            let ssh_command = testbed.ssh_command();
             let plan = testbed.keep();
             println!(
-                "testbed {prefix} is up: namespaces {}",
+                "testbed {prefix} is up in {:.2} s: namespaces {}",
+                took.as_secs_f64(),
                 plan.all_namespaces().join(" ")
             );
+            if let Some(ssh_command) = ssh_command {
+                println!("ssh to a host:  {} HOST", ssh_command.join(" "));
+            }
             println!(
                 "run on a host:  ferry testbed run {} HOST -- CMD",
                 grid.display()
@@ -119,11 +143,19 @@ pub fn testbed_command(args: TestbedArgs) -> i32 {
                 None => crate::standing_prefix(&host).map_err(|e| e.to_string())?,
             };
             let ns = format!("{prefix}{host}");
-            let status = std::process::Command::new("ip")
-                .args(["netns", "exec", &ns])
+            // A host with its own sshd is entered as a login there would be.
+            let enter = match crate::ssh::host_command(&prefix, &host) {
+                Ok(argv) => argv,
+                Err(crate::TestbedError::NoSsh { .. }) => {
+                    ["ip", "netns", "exec", &ns].map(String::from).to_vec()
+                }
+                Err(e) => return Err(e.to_string()),
+            };
+            let status = std::process::Command::new(&enter[0])
+                .args(&enter[1..])
                 .args(&command)
                 .status()
-                .map_err(|e| format!("`ip netns exec {ns} …`: {e}"))?;
+                .map_err(|e| format!("`{} …`: {e}", enter.join(" ")))?;
             Ok(status.code().unwrap_or(128 + 9))
         }
         TestbedAction::Link {
@@ -162,6 +194,18 @@ pub fn testbed_command(args: TestbedArgs) -> i32 {
                     format!(": {}", removed.join(" "))
                 }
             );
+            Ok(0)
+        }
+        TestbedAction::SshConfig { prefix } => {
+            crate::check_prefix(&prefix).map_err(|e| e.to_string())?;
+            let config = crate::ssh::ssh_config_path(&prefix);
+            if !config.is_file() {
+                return Err(format!(
+                    "testbed {prefix} has no {} (was it built with `ferry testbed up --ssh`?)",
+                    config.display()
+                ));
+            }
+            println!("{}", crate::ssh::ssh_command(&prefix).join(" "));
             Ok(0)
         }
         TestbedAction::Paths { grid } => {
@@ -215,5 +259,30 @@ mod tests {
         }
         assert!(Cli::try_parse_from(["testbed", "link", "g", "r1", "1", "sideways"]).is_err());
         assert!(Cli::try_parse_from(["testbed", "link", "g", "r1", "-1", "up"]).is_err());
+    }
+
+    #[test]
+    fn up_takes_ssh_and_ssh_config_takes_a_prefix() {
+        let cli = Cli::try_parse_from(["testbed", "up", "g.toml", "--ssh", "--prefix", "fy7-"])
+            .expect("parses");
+        match cli.args.action {
+            TestbedAction::Up { ssh, prefix, .. } => {
+                assert!(ssh);
+                assert_eq!(prefix.as_deref(), Some("fy7-"));
+            }
+            other => panic!("{other:?}"),
+        }
+        let cli = Cli::try_parse_from(["testbed", "up", "g.toml"]).expect("parses");
+        assert!(matches!(
+            cli.args.action,
+            TestbedAction::Up { ssh: false, .. }
+        ));
+        let cli =
+            Cli::try_parse_from(["testbed", "ssh-config", "--prefix", "fy7-"]).expect("parses");
+        assert!(matches!(
+            cli.args.action,
+            TestbedAction::SshConfig { prefix } if prefix == "fy7-"
+        ));
+        assert!(Cli::try_parse_from(["testbed", "ssh-config"]).is_err());
     }
 }

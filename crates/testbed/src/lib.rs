@@ -24,14 +24,39 @@
 //!   tests of a rail failing mid-transfer; `ferry testbed link` does it on a standing testbed.
 //!
 //! `ip`, `iptables`, `tc` and `sysctl` run as commands; a failure names the command. Needs
-//! root. Only the testbed's own namespaces are touched; nothing is contacted.
+//! root. Only the testbed's own namespaces are touched (with `--ssh`, also its files under
+//! `/run/ferry-testbed/<prefix>/` and `/etc/netns/<prefix>*`, and `/run/sshd` is made if
+//! missing); nothing is contacted.
 //!
 //! The plan ([`Plan::new`], [`Plan::commands`]) is pure and tested without root; [`Testbed`]
 //! carries it out and removes it on drop.
+//!
+//! **Hosts as machines, with sshd** ([`UpOptions::ssh`], `ferry testbed up --ssh`): every host
+//! and front node also gets its own hostname (its grid name), IPC namespace, private `/tmp`
+//! and `/dev/shm`, `boot_id` and `machine-id`, and runs its own `sshd` on port 22 of its
+//! addresses, so a launcher can reach it by real ssh as it would a cluster node:
+//! `ip netns exec P<h1> ssh -F /run/ferry-testbed/P/ssh_config h2 hostname` prints `h2`
+//! ([`Testbed::ssh_command`]; hosts of private clusters are reached through their front with
+//! `ProxyJump`). [`Testbed::host_command`] runs a program on a host as a login there would.
+//! Removal stops each sshd by pid and removes its state, also after a crash; see [`ssh`].
+//!
+//! ```no_run
+//! # fn main() -> Result<(), ferry_testbed::TestbedError> {
+//! let grid = ferry_grid::Topology::load("crates/testbed/grids/hosts3.toml".as_ref())
+//!     .map_err(|e| ferry_testbed::TestbedError::Grid(e.to_string()))?;
+//! let options = ferry_testbed::UpOptions::with_ssh();
+//! let testbed = ferry_testbed::Testbed::up_with(&grid, "fy7-", &options)?;
+//! let mut argv = testbed.host_command("h1")?; // on h1, as a user logged in there …
+//! argv.extend(testbed.ssh_command().unwrap_or_default()); // … ssh -F …/ssh_config
+//! argv.extend(["h2".into(), "hostname".into()]); // prints h2
+//! print!("{}", ferry_testbed::run(&argv)?);
+//! # Ok(()) }
+//! ```
 #![deny(missing_docs)]
 #![forbid(unsafe_code)]
 
 pub mod cli;
+pub mod ssh;
 
 use ferry_grid::topology::{Kind, Subnet, Topology};
 use std::net::Ipv4Addr;
@@ -69,6 +94,30 @@ pub enum TestbedError {
     /// A prefix that is not a safe name.
     #[error("prefix {0:?} must be 2-12 of a-z 0-9 ending with '-'")]
     Prefix(String),
+    /// A file of the testbed could not be made or removed.
+    #[error("{path}: {error}")]
+    Io {
+        /// The file.
+        path: String,
+        /// What went wrong.
+        error: String,
+    },
+    /// A host's sshd did not come up.
+    #[error("sshd of host {host} did not start: {why}")]
+    Sshd {
+        /// Host (or front node) name.
+        host: String,
+        /// What was seen.
+        why: String,
+    },
+    /// The testbed was built without `--ssh`, or its sshd on that host is gone.
+    #[error("host {host:?} has no running sshd in testbed {prefix} (was it built with --ssh?)")]
+    NoSsh {
+        /// The testbed's prefix.
+        prefix: String,
+        /// Host name.
+        host: String,
+    },
     /// A command failed.
     #[error("`{command}` failed ({status}): {stderr}")]
     Command {
@@ -497,13 +546,26 @@ pub fn preflight() -> Result<(), TestbedError> {
         ("iptables", "iptables"),
         ("sysctl", "procps"),
     ] {
-        let found = std::env::var_os("PATH")
-            .is_some_and(|path| std::env::split_paths(&path).any(|d| d.join(tool).is_file()));
-        if !found {
+        if !on_path(tool) {
             return Err(TestbedError::Missing { tool, package });
         }
     }
     Ok(())
+}
+
+/// Whether `tool` is a file in one of `$PATH`'s directories.
+pub(crate) fn on_path(tool: &str) -> bool {
+    std::env::var_os("PATH")
+        .is_some_and(|path| std::env::split_paths(&path).any(|d| d.join(tool).is_file()))
+}
+
+/// Whether a namespace (or state) name belongs to the testbed `prefix`; with `None`, to any
+/// testbed (`fy…-`).
+fn is_testbeds(name: &str, prefix: Option<&str>) -> bool {
+    match prefix {
+        Some(p) => name.starts_with(p),
+        None => name.starts_with("fy") && name.contains('-'),
+    }
 }
 
 /// Namespaces whose names start with `prefix`; with `None`, every testbed's (`fy…-`).
@@ -512,22 +574,21 @@ pub fn leftovers(prefix: Option<&str>) -> Result<Vec<String>, TestbedError> {
     Ok(listing
         .lines()
         .filter_map(|l| l.split_whitespace().next())
-        .filter(|name| match prefix {
-            Some(p) => name.starts_with(p),
-            None => name.starts_with("fy") && name.contains('-'),
-        })
+        .filter(|name| is_testbeds(name, prefix))
         .map(str::to_string)
         .collect())
 }
 
-/// Removes the namespaces of a testbed (and with them its links, bridges and rules). Returns
-/// what was removed; goes on past failures and reports the first.
+/// Removes the namespaces of a testbed (and with them its links, bridges and rules), first
+/// stopping its sshds by pid, and then its ssh state and `/etc/netns` files (see [`ssh`]).
+/// Returns the namespaces removed; goes on past failures and reports the first.
 pub fn remove(prefix: Option<&str>) -> Result<Vec<String>, TestbedError> {
     if let Some(p) = prefix {
         check_prefix(p)?;
     }
     let names = leftovers(prefix)?;
     let mut first_error = None;
+    ssh::stop_matching(|name| is_testbeds(name, prefix));
     for name in &names {
         // Processes started in it would keep it alive: end them first (only inside it).
         if let Ok(pids) = run(&["ip".into(), "netns".into(), "pids".into(), name.clone()]) {
@@ -539,9 +600,33 @@ pub fn remove(prefix: Option<&str>) -> Result<Vec<String>, TestbedError> {
             first_error.get_or_insert(e);
         }
     }
+    if let Err(e) = ssh::remove_state(|name| is_testbeds(name, prefix)) {
+        first_error.get_or_insert(e);
+    }
     match first_error {
         Some(e) => Err(e),
         None => Ok(names),
+    }
+}
+
+/// How to build a testbed beyond its network.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct UpOptions {
+    /// Make every host and front node look like its own machine and run its own sshd (see
+    /// [`ssh`]).
+    pub ssh: bool,
+    /// The sshd to run (an absolute path; default: the installed one, see
+    /// [`ssh::find_sshd`]).
+    pub sshd: Option<std::path::PathBuf>,
+}
+
+impl UpOptions {
+    /// Hosts as machines with their own sshd, the installed one.
+    pub fn with_ssh() -> UpOptions {
+        UpOptions {
+            ssh: true,
+            sshd: None,
+        }
     }
 }
 
@@ -549,21 +634,74 @@ pub fn remove(prefix: Option<&str>) -> Result<Vec<String>, TestbedError> {
 #[derive(Debug)]
 pub struct Testbed {
     plan: Plan,
+    ssh: Option<ssh::SshPlan>,
     keep: bool,
 }
 
 impl Testbed {
     /// Builds the testbed for `grid` with `prefix`; on failure removes what was built.
     pub fn up(grid: &Topology, prefix: &str) -> Result<Testbed, TestbedError> {
+        Testbed::up_with(grid, prefix, &UpOptions::default())
+    }
+
+    /// Builds the testbed for `grid` with `prefix` and `options`; on failure removes what was
+    /// built.
+    pub fn up_with(
+        grid: &Topology,
+        prefix: &str,
+        options: &UpOptions,
+    ) -> Result<Testbed, TestbedError> {
         preflight()?;
+        let sshd = match (options.ssh, &options.sshd) {
+            (false, _) => None,
+            (true, Some(sshd)) => {
+                ssh::preflight()?;
+                ssh::check_sshd(sshd)?;
+                Some(sshd.clone())
+            }
+            (true, None) => Some(ssh::preflight()?),
+        };
         let plan = Plan::new(grid, prefix)?;
+        let ssh_plan = match &sshd {
+            Some(sshd) => Some(ssh::SshPlan::new(
+                grid,
+                &plan,
+                std::path::Path::new(ssh::STATE_ROOT),
+                sshd,
+            )?),
+            None => None,
+        };
         // Leftovers of a crashed run with the same prefix would make `netns add` fail.
         remove(Some(prefix))?;
-        let testbed = Testbed { plan, keep: false };
+        let testbed = Testbed {
+            plan,
+            ssh: ssh_plan,
+            keep: false,
+        };
         for argv in testbed.plan.commands() {
             run(&argv)?;
         }
+        if let Some(ssh_plan) = &testbed.ssh {
+            ssh::apply(ssh_plan)?;
+        }
         Ok(testbed)
+    }
+
+    /// The ssh client configuration of a testbed built with [`UpOptions::ssh`].
+    pub fn ssh_config(&self) -> Option<std::path::PathBuf> {
+        self.ssh.as_ref().map(ssh::SshPlan::ssh_config)
+    }
+
+    /// `ssh -F <ssh_config>`, for a testbed built with [`UpOptions::ssh`].
+    pub fn ssh_command(&self) -> Option<Vec<String>> {
+        self.ssh.as_ref().map(ssh::SshPlan::ssh_command)
+    }
+
+    /// The command prefix that runs a program on `host` as a login there would (its network,
+    /// mount, UTS and IPC namespaces, in the current directory, or `/` when that is under the
+    /// host's private `/tmp` or `/dev/shm`), for a testbed built with [`UpOptions::ssh`].
+    pub fn host_command(&self, host: &str) -> Result<Vec<String>, TestbedError> {
+        ssh::host_command(&self.plan.prefix, host)
     }
 
     /// The plan carried out.
