@@ -28,6 +28,10 @@ pub enum TestbedAction {
         /// that reaches them.
         #[arg(long)]
         ssh: bool,
+        /// Also run a Slurm cluster on the first cluster's hosts (implies --ssh): munged and
+        /// slurmctld on its first host, a slurmd on each; prints SLURM_CONF.
+        #[arg(long)]
+        slurm: bool,
     },
     /// Print the ssh command that reaches the hosts of a testbed built with --ssh.
     SshConfig {
@@ -95,18 +99,27 @@ fn load(grid: &std::path::Path) -> Result<Topology, String> {
 /// Runs `ferry testbed …`; returns the exit status.
 pub fn testbed_command(args: TestbedArgs) -> i32 {
     let result: Result<i32, String> = (|| match args.action {
-        TestbedAction::Up { grid, prefix, ssh } => {
+        TestbedAction::Up {
+            grid,
+            prefix,
+            ssh,
+            slurm,
+        } => {
             let topology = load(&grid)?;
             let prefix = prefix.unwrap_or_else(run_prefix);
             let started = std::time::Instant::now();
             let options = UpOptions {
                 ssh,
+                slurm,
                 ..UpOptions::default()
             };
             let testbed =
                 Testbed::up_with(&topology, &prefix, &options).map_err(|e| e.to_string())?;
             let took = started.elapsed();
             let ssh_command = testbed.ssh_command();
+            let slurm = testbed
+                .slurm_conf()
+                .zip(testbed.slurm_head().map(str::to_string));
             let plan = testbed.keep();
             println!(
                 "testbed {prefix} is up in {:.2} s: namespaces {}",
@@ -115,6 +128,13 @@ pub fn testbed_command(args: TestbedArgs) -> i32 {
             );
             if let Some(ssh_command) = ssh_command {
                 println!("ssh to a host:  {} HOST", ssh_command.join(" "));
+            }
+            if let Some((conf, head)) = slurm {
+                println!(
+                    "slurm:          SLURM_CONF={} (head {head}; `ferry testbed run` sets it), e.g. ferry testbed run {} {head} -- sinfo",
+                    conf.display(),
+                    grid.display()
+                );
             }
             println!(
                 "run on a host:  ferry testbed run {} HOST -- CMD",

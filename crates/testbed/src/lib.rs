@@ -56,6 +56,7 @@
 #![forbid(unsafe_code)]
 
 pub mod cli;
+pub mod slurm;
 pub mod ssh;
 
 use ferry_grid::topology::{Kind, Subnet, Topology};
@@ -107,6 +108,14 @@ pub enum TestbedError {
     Sshd {
         /// Host (or front node) name.
         host: String,
+        /// What was seen.
+        why: String,
+    },
+    /// A Slurm daemon did not come up.
+    #[error("Slurm in the testbed: {what} did not come up: {why}")]
+    Slurm {
+        /// The daemon, or what was waited for.
+        what: String,
         /// What was seen.
         why: String,
     },
@@ -588,6 +597,8 @@ pub fn remove(prefix: Option<&str>) -> Result<Vec<String>, TestbedError> {
     }
     let names = leftovers(prefix)?;
     let mut first_error = None;
+    // Slurm's daemons first: a slurmd whose controller is gone retries and logs.
+    slurm::stop_matching(|name| is_testbeds(name, prefix));
     ssh::stop_matching(|name| is_testbeds(name, prefix));
     for name in &names {
         // Processes started in it would keep it alive: end them first (only inside it).
@@ -618,6 +629,8 @@ pub struct UpOptions {
     /// The sshd to run (an absolute path; default: the installed one, see
     /// [`ssh::find_sshd`]).
     pub sshd: Option<std::path::PathBuf>,
+    /// Run a Slurm cluster on the grid's first cluster (implies `ssh`; see [`slurm`]).
+    pub slurm: bool,
 }
 
 impl UpOptions {
@@ -626,6 +639,15 @@ impl UpOptions {
         UpOptions {
             ssh: true,
             sshd: None,
+            slurm: false,
+        }
+    }
+
+    /// Hosts as machines with their own sshd and a Slurm cluster on them.
+    pub fn with_slurm() -> UpOptions {
+        UpOptions {
+            slurm: true,
+            ..UpOptions::with_ssh()
         }
     }
 }
@@ -635,6 +657,7 @@ impl UpOptions {
 pub struct Testbed {
     plan: Plan,
     ssh: Option<ssh::SshPlan>,
+    slurm: Option<slurm::SlurmPlan>,
     keep: bool,
 }
 
@@ -652,7 +675,10 @@ impl Testbed {
         options: &UpOptions,
     ) -> Result<Testbed, TestbedError> {
         preflight()?;
-        let sshd = match (options.ssh, &options.sshd) {
+        if options.slurm {
+            slurm::preflight()?;
+        }
+        let sshd = match (options.ssh || options.slurm, &options.sshd) {
             (false, _) => None,
             (true, Some(sshd)) => {
                 ssh::preflight()?;
@@ -671,11 +697,20 @@ impl Testbed {
             )?),
             None => None,
         };
+        let slurm_plan = match options.slurm {
+            true => Some(slurm::SlurmPlan::new(
+                grid,
+                prefix,
+                std::path::Path::new(ssh::STATE_ROOT),
+            )?),
+            false => None,
+        };
         // Leftovers of a crashed run with the same prefix would make `netns add` fail.
         remove(Some(prefix))?;
         let testbed = Testbed {
             plan,
             ssh: ssh_plan,
+            slurm: slurm_plan,
             keep: false,
         };
         for argv in testbed.plan.commands() {
@@ -683,6 +718,9 @@ impl Testbed {
         }
         if let Some(ssh_plan) = &testbed.ssh {
             ssh::apply(ssh_plan)?;
+        }
+        if let Some(slurm_plan) = &testbed.slurm {
+            slurm::apply(slurm_plan)?;
         }
         Ok(testbed)
     }
@@ -695,6 +733,18 @@ impl Testbed {
     /// `ssh -F <ssh_config>`, for a testbed built with [`UpOptions::ssh`].
     pub fn ssh_command(&self) -> Option<Vec<String>> {
         self.ssh.as_ref().map(ssh::SshPlan::ssh_command)
+    }
+
+    /// The `slurm.conf` (what `SLURM_CONF` must name), for a testbed built with
+    /// [`UpOptions::slurm`]; commands run through [`Testbed::host_command`] have it set.
+    pub fn slurm_conf(&self) -> Option<std::path::PathBuf> {
+        self.slurm.as_ref().map(slurm::SlurmPlan::conf)
+    }
+
+    /// The host where Slurm's controller runs and jobs are submitted, for a testbed built with
+    /// [`UpOptions::slurm`].
+    pub fn slurm_head(&self) -> Option<&str> {
+        self.slurm.as_ref().map(slurm::SlurmPlan::head)
     }
 
     /// The command prefix that runs a program on `host` as a login there would (its network,

@@ -515,43 +515,46 @@ fn fresh_id(form: IdForm) -> Result<String, TestbedError> {
 /// Carries out `plan`'s steps. On failure the caller removes what was made
 /// ([`remove_state`]).
 pub fn apply(plan: &SshPlan) -> Result<(), TestbedError> {
+    plan.steps().into_iter().try_for_each(apply_step)
+}
+
+/// Carries out one step.
+pub(crate) fn apply_step(step: Step) -> Result<(), TestbedError> {
     use std::os::unix::fs::{DirBuilderExt, PermissionsExt};
-    for step in plan.steps() {
-        match step {
-            Step::Dir { path, mode } => {
-                let make = || {
-                    std::fs::DirBuilder::new()
-                        .recursive(true)
-                        .mode(mode)
-                        .create(&path)
-                };
-                // Another testbed's removal may take away an empty parent just made (it
-                // removes `/run/ferry-testbed` and `/etc/netns` when empty): once more then.
-                make().or_else(|_| make()).map_err(|e| io_error(&path, e))?;
-                std::fs::set_permissions(&path, std::fs::Permissions::from_mode(mode))
-                    .map_err(|e| io_error(&path, e))?;
-            }
-            Step::Write { path, text } => {
-                std::fs::write(&path, text).map_err(|e| io_error(&path, e))?
-            }
-            Step::FreshId { path, form } => {
-                std::fs::write(&path, fresh_id(form)?).map_err(|e| io_error(&path, e))?
-            }
-            Step::Collect { to, keys } => {
-                let mut text = String::new();
-                for (before, file) in keys {
-                    let key = std::fs::read_to_string(&file).map_err(|e| io_error(&file, e))?;
-                    // "type base64 comment": the comment is left out.
-                    let key: Vec<&str> = key.split_whitespace().take(2).collect();
-                    text += &format!("{before}{}\n", key.join(" "));
-                }
-                std::fs::write(&to, text).map_err(|e| io_error(&to, e))?;
-            }
-            Step::Run(argv) => {
-                crate::run(&argv)?;
-            }
-            Step::WaitReady(waits) => wait_ready(&waits, SSHD_READY_TIMEOUT)?,
+    match step {
+        Step::Dir { path, mode } => {
+            let make = || {
+                std::fs::DirBuilder::new()
+                    .recursive(true)
+                    .mode(mode)
+                    .create(&path)
+            };
+            // Another testbed's removal may take away an empty parent just made (it
+            // removes `/run/ferry-testbed` and `/etc/netns` when empty): once more then.
+            make().or_else(|_| make()).map_err(|e| io_error(&path, e))?;
+            std::fs::set_permissions(&path, std::fs::Permissions::from_mode(mode))
+                .map_err(|e| io_error(&path, e))?;
         }
+        Step::Write { path, text } => {
+            std::fs::write(&path, text).map_err(|e| io_error(&path, e))?
+        }
+        Step::FreshId { path, form } => {
+            std::fs::write(&path, fresh_id(form)?).map_err(|e| io_error(&path, e))?
+        }
+        Step::Collect { to, keys } => {
+            let mut text = String::new();
+            for (before, file) in keys {
+                let key = std::fs::read_to_string(&file).map_err(|e| io_error(&file, e))?;
+                // "type base64 comment": the comment is left out.
+                let key: Vec<&str> = key.split_whitespace().take(2).collect();
+                text += &format!("{before}{}\n", key.join(" "));
+            }
+            std::fs::write(&to, text).map_err(|e| io_error(&to, e))?;
+        }
+        Step::Run(argv) => {
+            crate::run(&argv)?;
+        }
+        Step::WaitReady(waits) => wait_ready(&waits, SSHD_READY_TIMEOUT)?,
     }
     Ok(())
 }
@@ -581,7 +584,7 @@ fn wait_ready(waits: &[(String, PathBuf, PathBuf)], timeout: Duration) -> Result
     Ok(())
 }
 
-fn read_pid(file: &Path) -> Option<i32> {
+pub(crate) fn read_pid(file: &Path) -> Option<i32> {
     std::fs::read_to_string(file).ok()?.trim().parse().ok()
 }
 
@@ -598,7 +601,7 @@ pub(crate) fn alive(pid: i32) -> bool {
 }
 
 /// The command line of `pid`, arguments joined by spaces.
-fn cmdline(pid: i32) -> String {
+pub(crate) fn cmdline(pid: i32) -> String {
     std::fs::read(format!("/proc/{pid}/cmdline"))
         .map(|b| String::from_utf8_lossy(&b).replace('\0', " "))
         .unwrap_or_default()
@@ -665,17 +668,21 @@ pub fn stop_sshds(state: &Path) {
         .filter_map(|h| read_pid(&h.ok()?.path().join("sshd.pid")))
         .filter(|&pid| alive(pid) && cmdline(pid).contains(&config_dir))
         .collect();
-    let pids = with_descendants(&sshds);
+    signal_then_kill(&with_descendants(&sshds), Duration::from_secs(2));
+}
+
+/// Sends TERM to `pids`, waits up to `grace` for them to go, then KILLs what is left.
+pub(crate) fn signal_then_kill(pids: &[i32], grace: Duration) {
     let signal = |pid: i32, sig: rustix::process::Signal| {
         if let Some(pid) = rustix::process::Pid::from_raw(pid) {
             let _ = rustix::process::kill_process(pid, sig);
         }
     };
-    for &pid in &pids {
+    for &pid in pids {
         signal(pid, rustix::process::Signal::TERM);
     }
     let start = Instant::now();
-    while pids.iter().any(|&p| alive(p)) && start.elapsed() < Duration::from_secs(2) {
+    while pids.iter().any(|&p| alive(p)) && start.elapsed() < grace {
         std::thread::sleep(Duration::from_millis(10));
     }
     for &pid in pids.iter().filter(|&&p| alive(p)) {
@@ -763,7 +770,13 @@ pub fn host_command(prefix: &str, host: &str) -> Result<Vec<String>, TestbedErro
     // The host's /tmp and /dev/shm are its own: a directory there does not exist on it.
     let private = ["/tmp", "/dev/shm"].iter().any(|p| cwd.starts_with(p));
     let cwd = if private { "/".into() } else { cwd };
-    Ok(enter_command(pid, &cwd))
+    let mut argv = enter_command(pid, &cwd);
+    // With Slurm in the testbed, its commands find the cluster there.
+    let conf = crate::slurm::conf_path(prefix);
+    if conf.is_file() {
+        argv.push(format!("SLURM_CONF={}", conf.display()));
+    }
+    Ok(argv)
 }
 
 /// The pid of `host`'s running sshd in the testbed with `prefix`, if it runs.

@@ -425,6 +425,7 @@ fn a_failed_bring_up_leaves_nothing_and_names_the_host() {
     let failing = UpOptions {
         ssh: true,
         sshd: Some("/bin/false".into()),
+        ..UpOptions::default()
     };
     match Testbed::up_with(&hosts3(), &p, &failing) {
         Err(ferry_testbed::TestbedError::Command { command, .. }) => {
@@ -437,6 +438,7 @@ fn a_failed_bring_up_leaves_nothing_and_names_the_host() {
     let silent = UpOptions {
         ssh: true,
         sshd: Some("/bin/true".into()),
+        ..UpOptions::default()
     };
     let start = Instant::now();
     match Testbed::up_with(&hosts3(), &p, &silent) {
@@ -451,6 +453,7 @@ fn a_failed_bring_up_leaves_nothing_and_names_the_host() {
     let relative = UpOptions {
         ssh: true,
         sshd: Some("sshd".into()),
+        ..UpOptions::default()
     };
     assert!(matches!(
         Testbed::up_with(&hosts3(), &p, &relative),
