@@ -8,7 +8,7 @@
 use crate::grid::GridJob;
 use crate::hosts::{is_this_host, Launcher};
 use crate::output::{self, Sink};
-use crate::remote::{NodeEvent, NodePlan, Nodes, RemoteLaunch};
+use crate::remote::{CommandForm, NodeEvent, NodePlan, Nodes, RemoteLaunch};
 use crate::server::{BootstrapEvent, BootstrapServer};
 use crate::sys;
 use crate::{timeout_from_env, LaunchError, LaunchOptions, Outcome, RankFailure};
@@ -140,8 +140,18 @@ pub fn run(opts: &LaunchOptions) -> Result<Outcome, LaunchError> {
 
 /// Variables that describe the launcher's own host or session and so stay behind.
 const HOST_SPECIFIC_ENV: [&str; 12] = [
-    "HOSTNAME", "PWD", "OLDPWD", "SHLVL", "_", "DISPLAY", "XAUTHORITY", "SSH_CLIENT",
-    "SSH_CONNECTION", "SSH_TTY", "SSH_AUTH_SOCK", "TERM",
+    "HOSTNAME",
+    "PWD",
+    "OLDPWD",
+    "SHLVL",
+    "_",
+    "DISPLAY",
+    "XAUTHORITY",
+    "SSH_CLIENT",
+    "SSH_CONNECTION",
+    "SSH_TTY",
+    "SSH_AUTH_SOCK",
+    "TERM",
 ];
 
 /// The launcher's environment for the ranks of other hosts, as MPICH's hydra passes it by
@@ -165,21 +175,20 @@ fn remote_plan(opts: &LaunchOptions) -> Result<Option<RemoteLaunch>, LaunchError
     }
     let this = sys::hostname();
     let local = hosts.iter().all(|h| is_this_host(&h.host, &this));
-    if local && opts.launcher != Launcher::Local || local && hosts.len() == 1 {
+    if local && (opts.launcher != Launcher::Local || hosts.len() == 1) {
         return Ok(None);
     }
-    let shell = match opts.launcher {
+    let (shell, form) = match opts.launcher {
         // Named hosts, all started here: the daemons' path on one machine.
-        Launcher::Local => Vec::new(),
-        Launcher::Ssh | Launcher::Rsh => opts
-            .launcher
-            .remote_shell(|name| std::env::var(name).ok())
-            .unwrap_or_default(),
-        Launcher::Slurm => {
-            return Err(LaunchError::Remote(
-                "--launcher slurm: starting node daemons with srun is not available in this build; use --launcher ssh, or srun --mpi=pmi2 to start the ranks".into(),
-            ))
-        }
+        Launcher::Local => (Vec::new(), CommandForm::Quoted),
+        Launcher::Ssh | Launcher::Rsh => (
+            opts.launcher
+                .remote_shell(|name| std::env::var(name).ok())
+                .unwrap_or_default(),
+            CommandForm::Quoted,
+        ),
+        // A job step per host of the allocation, the daemon its one task.
+        Launcher::Slurm => (crate::remote::srun_shell(), CommandForm::Words),
     };
     let ferry = std::env::current_exe().map_err(|e| {
         LaunchError::Remote(format!(
@@ -195,6 +204,7 @@ fn remote_plan(opts: &LaunchOptions) -> Result<Option<RemoteLaunch>, LaunchError
             })
             .collect(),
         shell,
+        form,
         ferry,
     }))
 }

@@ -1,11 +1,28 @@
 //! The launcher's side of a multi-host job: one node daemon per host ([`crate::node`]),
-//! started over a remote shell (ssh by default) or as a child on the launcher's own host.
+//! started over a remote shell (ssh by default), as a Slurm job step (`srun`, inside an
+//! allocation), or as a child on the launcher's own host.
 //!
-//! Each daemon is a child process of ours (`ssh HOST FERRY node`, or `FERRY node` here) whose
+//! Each daemon is a child process of ours (`ssh HOST 'FERRY node'`, `srun … --nodelist=HOST
+//! FERRY node`, or `FERRY node` here) whose
 //! standard input and output carry [`ferry_wire::node`] frames; its standard error is ours, so
 //! ssh's own messages ("Permission denied", "Could not resolve hostname") reach the user as
 //! they are. The job description, the job key with it, goes in the first frame on the
-//! daemon's standard input: through ssh's encrypted channel, never on a command line.
+//! daemon's standard input: through ssh's encrypted channel (or Slurm's step I/O, which
+//! srun and slurmstepd authenticate), never on a command line.
+//!
+//! Under Slurm each host's daemon is a job step of its own ([`srun_shell`]): `--overlap` so
+//! that the steps share the allocation's CPUs (with one another and with the ranks' own
+//! steps, if any), `--unbuffered` because slurmstepd otherwise holds a task's output back
+//! until a newline, and the frames are binary (in Slurm 22.05 it means no buffering, not a
+//! terminal: the task still writes to a pipe), `--mpi=none` so that no PMI server is set up
+//! for the daemon and no PMI variables reach its ranks, and `--kill-on-bad-exit=0` so that
+//! the step's fate is ours to decide. (A step gets all of the job's CPUs on its node unless
+//! `--exact` is given, so a task/affinity plugin binds the daemon, and the ranks it forks,
+//! to all of them; `--cpu-bind=none` would only make srun complain where binding is off.) srun passes its
+//! standard input to every task of the step (`--input` defaults to all), here the one.
+//! A killed daemon ends its step, so srun exits and its output ends: the host is named as
+//! for ssh. When the job ends, the daemons' inputs close and they end; what is left gets
+//! SIGTERM (which srun passes on to its step) before SIGKILL.
 //!
 //! A thread per daemon decodes its frames into [`NodeEvent`]s for the job monitor. When a
 //! daemon's output ends before it reported every rank — it was killed, its host went down,
@@ -37,6 +54,34 @@ pub(crate) struct NodePlan {
     pub ranks: Vec<u32>,
 }
 
+/// The remote shell words that start a daemon as a Slurm job step on one node of the
+/// allocation (see the module doc); the host follows as `--nodelist=HOST`.
+pub(crate) fn srun_shell() -> Vec<String> {
+    [
+        "srun",
+        "--nodes=1",
+        "--ntasks=1",
+        "--overlap",
+        "--unbuffered",
+        "--mpi=none",
+        "--kill-on-bad-exit=0",
+        "--quiet",
+    ]
+    .map(String::from)
+    .to_vec()
+}
+
+/// How the remote shell takes the daemon's command.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum CommandForm {
+    /// `SHELL… HOST 'FERRY node'`: the host, then one string that a shell on the host
+    /// interprets (ssh, rsh).
+    Quoted,
+    /// `SHELL… --nodelist=HOST FERRY node`: the program and its arguments as words of their
+    /// own, executed without a shell (srun).
+    Words,
+}
+
 /// How to start a job on several hosts.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct RemoteLaunch {
@@ -45,6 +90,8 @@ pub(crate) struct RemoteLaunch {
     /// The remote shell command, split in words (`["ssh"]`, or `FERRY_SSH`'s words); empty:
     /// every daemon runs here as a child (for tests, and for hosts that are this one).
     pub shell: Vec<String>,
+    /// How `shell` takes the host and the daemon's command.
+    pub form: CommandForm,
     /// The `ferry` executable, the same path on every host.
     pub ferry: PathBuf,
 }
@@ -162,6 +209,26 @@ fn shell_quote(word: &str) -> String {
     format!("'{}'", word.replace('\'', "'\\''"))
 }
 
+impl RemoteLaunch {
+    /// The command line that starts `host`'s daemon through the remote shell.
+    fn daemon_argv(&self, host: &str) -> Vec<String> {
+        let ferry = self.ferry.to_string_lossy();
+        let mut argv = self.shell.clone();
+        match self.form {
+            CommandForm::Quoted => {
+                argv.push(host.to_string());
+                argv.push(format!("{} node", shell_quote(&ferry)));
+            }
+            CommandForm::Words => {
+                argv.push(format!("--nodelist={host}"));
+                argv.push(ferry.into_owned());
+                argv.push("node".into());
+            }
+        }
+        argv
+    }
+}
+
 impl Nodes {
     /// Starts one daemon per node and sends each its job description (`spec` with the node's
     /// ranks and bootstrap address filled in).
@@ -181,11 +248,9 @@ impl Nodes {
                 c.arg("node");
                 c
             } else {
-                let mut c = Command::new(&launch.shell[0]);
-                c.args(&launch.shell[1..]).arg(&node.host).arg(format!(
-                    "{} node",
-                    shell_quote(&launch.ferry.to_string_lossy())
-                ));
+                let argv = launch.daemon_argv(&node.host);
+                let mut c = Command::new(&argv[0]);
+                c.args(&argv[1..]);
                 c
             };
             command
@@ -275,24 +340,45 @@ impl Nodes {
     }
 
     /// Closes every daemon's input (which ends its ranks if they still run), then waits a
-    /// little for the daemons and kills what is left of them.
+    /// little for the daemons, sends what is left SIGTERM (srun passes it on to its step;
+    /// a killed srun would leave the step running), waits as long again and kills the rest.
     pub(crate) fn finish(&mut self, grace: Duration) {
         for link in &mut self.links {
             link.stdin = None;
         }
-        let until = std::time::Instant::now() + grace;
-        for link in &mut self.links {
-            loop {
-                match link.child.try_wait() {
-                    Ok(Some(_)) | Err(_) => break,
-                    Ok(None) if std::time::Instant::now() >= until => {
-                        let _ = link.child.kill();
-                        let _ = link.child.wait();
-                        break;
-                    }
-                    Ok(None) => thread::sleep(Duration::from_millis(5)),
+        if !self.wait_all(grace) {
+            for link in &mut self.links {
+                if let Ok(None) = link.child.try_wait() {
+                    crate::sys::kill_process(link.child.id(), libc::SIGTERM);
                 }
             }
+            self.wait_all(grace);
+        }
+        for link in &mut self.links {
+            if let Ok(None) = link.child.try_wait() {
+                let _ = link.child.kill();
+                let _ = link.child.wait();
+            }
+        }
+    }
+
+    /// Waits up to `grace` for every daemon to end; true if they all did.
+    fn wait_all(&mut self, grace: Duration) -> bool {
+        let until = std::time::Instant::now() + grace;
+        loop {
+            let running = self
+                .links
+                .iter_mut()
+                .filter_map(|l| l.child.try_wait().ok())
+                .filter(Option::is_none)
+                .count();
+            if running == 0 {
+                return true;
+            }
+            if std::time::Instant::now() >= until {
+                return false;
+            }
+            thread::sleep(Duration::from_millis(5));
         }
     }
 }
@@ -356,6 +442,44 @@ mod tests {
     }
 
     #[test]
+    fn ssh_gets_one_quoted_command_and_srun_separate_words() {
+        let node = |host: &str| NodePlan {
+            host: host.into(),
+            ranks: vec![0],
+        };
+        let ssh = RemoteLaunch {
+            nodes: vec![node("b")],
+            shell: vec!["ssh".into(), "-x".into()],
+            form: CommandForm::Quoted,
+            ferry: "/my dir/ferry".into(),
+        };
+        assert_eq!(
+            ssh.daemon_argv("b"),
+            ["ssh", "-x", "b", "'/my dir/ferry' node"]
+        );
+        let srun = RemoteLaunch {
+            shell: srun_shell(),
+            form: CommandForm::Words,
+            ..ssh
+        };
+        let argv = srun.daemon_argv("n7");
+        assert_eq!(argv[0], "srun");
+        assert_eq!(
+            argv[argv.len() - 3..],
+            ["--nodelist=n7", "/my dir/ferry", "node"]
+        );
+        for flag in [
+            "--nodes=1",
+            "--ntasks=1",
+            "--overlap",
+            "--unbuffered",
+            "--mpi=none",
+        ] {
+            assert!(argv.contains(&flag.to_string()), "{flag}");
+        }
+    }
+
+    #[test]
     fn local_daemons_reach_the_launcher_over_loopback() {
         let launch = RemoteLaunch {
             nodes: vec![
@@ -369,6 +493,7 @@ mod tests {
                 },
             ],
             shell: Vec::new(),
+            form: CommandForm::Quoted,
             ferry: "ferry".into(),
         };
         let addrs = bootstrap_addresses(&launch, 7000).unwrap();
