@@ -1,0 +1,264 @@
+//! `ferry run` inside a Slurm allocation, against a real Slurm (`ferry testbed up --slurm`,
+//! three hosts of two CPUs): from the head, `salloc -N 3 --ntasks-per-node=2 ferry run …`
+//! starts one node daemon per host as a job step (`--launcher slurm`, the default there), and
+//! the ranks find shared memory within a host and TCP between hosts. A failing rank, a killed
+//! daemon and Ctrl-C end the job as they must and leave nothing running on the hosts. Needs
+//! root, sshd, Slurm and munge; without them the test says so and passes. Takes about 10 s.
+
+mod common;
+
+use common::{example, grid_file};
+use ferry_testbed::{slurm, ssh, Testbed, UpOptions};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+const FERRY: &str = env!("CARGO_BIN_EXE_ferry");
+
+fn can_run() -> bool {
+    if !ferry_testbed::is_root() {
+        eprintln!("skipped: the testbed needs root");
+        return false;
+    }
+    let tools = ferry_testbed::preflight()
+        .and_then(|()| ssh::preflight().map(drop))
+        .and_then(|()| slurm::preflight());
+    if let Err(e) = tools {
+        eprintln!("skipped: {e}");
+        return false;
+    }
+    true
+}
+
+/// What a finished command did.
+struct Done {
+    code: Option<i32>,
+    stdout: String,
+    stderr: String,
+    took: Duration,
+}
+
+impl Done {
+    fn show(&self) -> String {
+        format!(
+            "exit {:?} after {:?}\nstdout:\n{}\nstderr:\n{}",
+            self.code, self.took, self.stdout, self.stderr
+        )
+    }
+}
+
+/// Starts `salloc -N 3 --ntasks-per-node=2 ferry run ARGS…` on the head.
+fn start_job(tb: &Testbed, args: &[&str]) -> Child {
+    let mut argv = tb.host_command("h1").expect("h1 has a running sshd");
+    argv.extend(
+        ["salloc", "-N", "3", "--ntasks-per-node=2", FERRY, "run"]
+            .iter()
+            .chain(args)
+            .map(|s| s.to_string()),
+    );
+    Command::new(&argv[0])
+        .args(&argv[1..])
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap_or_else(|e| panic!("{argv:?}: {e}"))
+}
+
+/// Waits for `child` with a 60 s deadline (a hang is a failure, not a stuck test).
+fn finish(mut child: Child, start: Instant) -> Done {
+    while child.try_wait().unwrap().is_none() {
+        if start.elapsed() > Duration::from_secs(60) {
+            let _ = child.kill();
+            let out = child.wait_with_output().unwrap();
+            panic!(
+                "job hung for 60 s\nstdout:\n{}\nstderr:\n{}",
+                String::from_utf8_lossy(&out.stdout),
+                String::from_utf8_lossy(&out.stderr)
+            );
+        }
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    let took = start.elapsed();
+    let out = child.wait_with_output().unwrap();
+    Done {
+        code: out.status.code(),
+        stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
+        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+        took,
+    }
+}
+
+fn job(tb: &Testbed, args: &[&str]) -> Done {
+    let start = Instant::now();
+    finish(start_job(tb, args), start)
+}
+
+/// The processes in `host`'s network namespace, with their command lines.
+fn processes(tb: &Testbed, host: &str) -> Vec<(i32, String)> {
+    let ns = tb.namespace(host).expect("a host of the grid");
+    let out = Command::new("ip")
+        .args(["netns", "pids", ns])
+        .output()
+        .expect("ip netns pids");
+    String::from_utf8_lossy(&out.stdout)
+        .split_whitespace()
+        .filter_map(|p| p.parse().ok())
+        .filter_map(|pid: i32| {
+            let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+            // A zombie has ended (its parent may reap it late).
+            let state = stat.rsplit_once(')')?.1.trim_start().chars().next()?;
+            if state == 'Z' {
+                return None;
+            }
+            let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).ok()?;
+            Some((pid, String::from_utf8_lossy(&cmdline).replace('\0', " ")))
+        })
+        .collect()
+}
+
+/// Waits up to 10 s for a process on `host` whose command line starts with `start`.
+fn wait_for_process(tb: &Testbed, host: &str, start: &str) -> i32 {
+    let since = Instant::now();
+    loop {
+        if let Some((pid, _)) = processes(tb, host)
+            .into_iter()
+            .find(|(_, c)| c.starts_with(start))
+        {
+            return pid;
+        }
+        assert!(
+            since.elapsed() < Duration::from_secs(10),
+            "no {start:?} on {host}: {:?}",
+            processes(tb, host)
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// Nothing of a job is left on the hosts (only the testbed's own daemons).
+fn assert_nothing_left(tb: &Testbed) {
+    let ours = ["sshd", "slurmd", "slurmctld", "munged", ": slurmscriptd"];
+    let since = Instant::now();
+    loop {
+        let left: Vec<(i32, String)> = ["h1", "h2", "h3"]
+            .iter()
+            .flat_map(|h| processes(tb, h))
+            .filter(|(_, c)| {
+                !ours
+                    .iter()
+                    .any(|o| c.starts_with(o) || c.contains("/sshd "))
+            })
+            .collect();
+        if left.is_empty() {
+            return;
+        }
+        assert!(
+            since.elapsed() < Duration::from_secs(5),
+            "left running: {left:?}"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+#[test]
+fn ferry_run_in_a_slurm_allocation_starts_its_daemons_with_srun() {
+    if !can_run() {
+        return;
+    }
+    let check = example("check");
+    let check = check.to_str().expect("a UTF-8 path");
+    let prefix = format!("fy{}r-", std::process::id());
+    let grid = ferry_grid::Topology::load(&grid_file("hosts3.toml")).expect("grid parses");
+    let start = Instant::now();
+    let tb = Testbed::up_with(&grid, &prefix, &UpOptions::with_slurm()).expect("up --slurm");
+    eprintln!(
+        "bring-up of 3 hosts with --slurm took {:.3} s",
+        start.elapsed().as_secs_f64()
+    );
+
+    // Two ranks per host: shared memory between them, TCP to the other hosts.
+    let done = job(&tb, &[check, "routes"]);
+    assert_eq!(done.code, Some(0), "{}", done.show());
+    eprintln!("routes took {:.3} s", done.took.as_secs_f64());
+    for rank in 0..6usize {
+        let line = format!("routes {rank}: ");
+        let routes: Vec<&str> = done
+            .stdout
+            .lines()
+            .find_map(|l| l.strip_prefix(&line))
+            .unwrap_or_else(|| panic!("no {line:?}: {}", done.show()))
+            .split(' ')
+            .collect();
+        let want: Vec<&str> = (0..6)
+            .map(|peer| match peer {
+                p if p == rank => "self",
+                p if p / 2 == rank / 2 => "shm",
+                _ => "tcp",
+            })
+            .collect();
+        assert_eq!(routes, want, "rank {rank}: {}", done.show());
+    }
+
+    for case in ["allpairs", "coll"] {
+        let done = job(&tb, &[check, case]);
+        assert_eq!(done.code, Some(0), "{case}: {}", done.show());
+        assert!(
+            done.stdout.contains(&format!("{case} ok")),
+            "{}",
+            done.show()
+        );
+        eprintln!("{case} took {:.3} s", done.took.as_secs_f64());
+    }
+
+    // A rank of the second host exits 3: so does the job, naming the rank and its host.
+    let done = job(
+        &tb,
+        &[
+            "sh",
+            "-c",
+            r#"[ "$FERRY_RANK" = 3 ] && exit 3; sleep 0.2; exit 0"#,
+        ],
+    );
+    assert_eq!(done.code, Some(3), "{}", done.show());
+    assert!(done.stderr.contains("rank 3 (host h2"), "{}", done.show());
+    assert_nothing_left(&tb);
+
+    // The second host's daemon is killed: the job ends at once, naming the host.
+    let start = Instant::now();
+    let child = start_job(&tb, &["sleep", "30"]);
+    let daemon = wait_for_process(&tb, "h2", &format!("{FERRY} node"));
+    wait_for_process(&tb, "h3", "sleep 30");
+    let killed = Instant::now();
+    Command::new("kill")
+        .args(["-KILL", &daemon.to_string()])
+        .status()
+        .expect("kill");
+    let done = finish(child, start);
+    let after = killed.elapsed();
+    eprintln!(
+        "a killed daemon ended the job in {:.3} s",
+        after.as_secs_f64()
+    );
+    assert!(after < Duration::from_secs(5), "{after:?}: {}", done.show());
+    assert_ne!(done.code, Some(0), "{}", done.show());
+    assert!(done.stderr.contains("host h2"), "{}", done.show());
+    assert_nothing_left(&tb);
+
+    // Ctrl-C: SIGINT to `ferry run` stops the job and leaves nothing on the hosts.
+    let start = Instant::now();
+    let child = start_job(&tb, &["sleep", "30"]);
+    let launcher = wait_for_process(&tb, "h1", &format!("{FERRY} run "));
+    for host in ["h2", "h3"] {
+        wait_for_process(&tb, host, "sleep 30");
+    }
+    Command::new("kill")
+        .args(["-INT", &launcher.to_string()])
+        .status()
+        .expect("kill");
+    let done = finish(child, start);
+    assert_eq!(done.code, Some(130), "{}", done.show());
+    assert!(done.stderr.contains("SIGINT"), "{}", done.show());
+    assert_nothing_left(&tb);
+
+    tb.down().expect("down");
+}
