@@ -8,7 +8,9 @@ as_root() { if [ "$(id -u)" = 0 ]; then "$@"; elif command -v sudo >/dev/null; t
 
 # System packages: a C toolchain for crates with build scripts, the DejaVu font for plot text,
 # iproute2 and iptables for the network-namespace testbed, and OpenSSH (server and client) for
-# its hosts with their own sshd (`ferry testbed up --ssh`) and for launching over ssh.
+# its hosts with their own sshd (`ferry testbed up --ssh`) and for launching over ssh; Slurm and
+# munge for the testbed's own Slurm cluster (`ferry testbed up --slurm`) and the srun launcher's
+# tests (about 20 s with downloads on Debian 12; the services the packages start are not used).
 need=()
 command -v cc >/dev/null || need+=(build-essential)
 [ -e /usr/share/fonts/truetype/dejavu/DejaVuSans.ttf ] || need+=(fonts-dejavu-core)
@@ -16,6 +18,8 @@ command -v ip >/dev/null || need+=(iproute2)
 command -v iptables >/dev/null || need+=(iptables)
 command -v sshd >/dev/null || [ -x /usr/sbin/sshd ] || need+=(openssh-server)
 command -v ssh >/dev/null || need+=(openssh-client)
+command -v slurmctld >/dev/null || [ -x /usr/sbin/slurmctld ] || need+=(slurm-wlm)
+command -v munged >/dev/null || [ -x /usr/sbin/munged ] || need+=(munge)
 if [ ${#need[@]} -gt 0 ]; then
   as_root apt-get update -qq
   as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${need[@]}"
