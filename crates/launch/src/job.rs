@@ -41,6 +41,9 @@ const REAP_LIMIT: Duration = Duration::from_secs(2);
 const OUTPUT_GRACE: Duration = Duration::from_secs(2);
 /// The same when the job was torn down (everything it started has been killed).
 const OUTPUT_GRACE_TORN_DOWN: Duration = Duration::from_millis(500);
+/// How long a rank's failure waits for news of a failed host before it is reported (see
+/// `Job::host_failure_first`).
+const HOST_FAILURE_GRACE: Duration = Duration::from_millis(300);
 /// Signals that the launcher passes on to the job.
 const FORWARDED_SIGNALS: [libc::c_int; 3] = [libc::SIGINT, libc::SIGTERM, libc::SIGHUP];
 
@@ -581,6 +584,7 @@ impl Job {
             let mut next = server.next_event(wait);
             while let Some(event) = next {
                 if let Some(outcome) = self.handle_event(event, server) {
+                    let outcome = self.host_failure_first(outcome);
                     return self.end(outcome);
                 }
                 next = server.next_event(Duration::ZERO);
@@ -590,6 +594,7 @@ impl Job {
                 return self.end(outcome);
             }
             if let Some(outcome) = self.judge() {
+                let outcome = self.host_failure_first(outcome);
                 return self.end(outcome);
             }
             if let Some(signal) = signals.take() {
@@ -603,6 +608,26 @@ impl Job {
             if self.ranks.iter().all(|r| r.judged) {
                 return Outcome::Success;
             }
+        }
+    }
+
+    /// A lost host is the cause of what its ranks' peers report (a lost connection, an abort):
+    /// before blaming a rank, give the node daemons' links a moment to tell of a host that
+    /// failed, which then names the job's end instead.
+    fn host_failure_first(&mut self, outcome: Outcome) -> Outcome {
+        if self.nodes.is_none() {
+            return outcome;
+        }
+        let until = Instant::now() + HOST_FAILURE_GRACE;
+        loop {
+            self.take_node_events();
+            if let Some(failure) = self.host_failure.take() {
+                return failure;
+            }
+            if Instant::now() >= until {
+                return outcome;
+            }
+            thread::sleep(Duration::from_millis(5));
         }
     }
 

@@ -1,0 +1,221 @@
+//! One job on three hosts through real ssh, as root: `ferry testbed up --ssh` makes three
+//! namespace hosts that are their own machines (hostname, /tmp, /dev/shm, boot_id, sshd), and
+//! `ferry run --hosts h1:2,h2:2,h3:2` runs from inside h1 as a user logged in there would,
+//! with `FERRY_SSH` naming the testbed's ssh config.
+//!
+//! - the two ranks of a host talk over shared memory, other pairs over TCP (`check routes`);
+//! - every pair exchanges checked messages of 0 B … 2 MiB, and the collectives match the
+//!   sequential reference, across the hosts;
+//! - a rank that exits 3 on h2 ends the job with 3, naming the rank and h2;
+//! - a node daemon killed with -9 ends the job in under 5 s, naming its host;
+//! - SIGINT to the launcher ends every rank on every host;
+//! - a host name that does not resolve, and a program missing on the hosts, are named.
+//!
+//! One testbed (per-run prefix) for all of it, removed on drop, also when an assertion fails.
+//! Without root or sshd the test says so and passes.
+
+mod common;
+use common::{example, grid_file, show};
+use ferry_grid::Topology;
+use ferry_testbed::{ssh, Testbed, UpOptions};
+use std::io::{BufRead, BufReader};
+use std::process::{Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+struct Hosts {
+    tb: Testbed,
+}
+
+impl Hosts {
+    /// `ferry run ARGS…` as a login on h1 would start it.
+    fn run(&self, args: &[&str]) -> Command {
+        let enter = self.tb.host_command("h1").expect("h1 runs sshd");
+        let ssh = self.tb.ssh_command().expect("an ssh testbed").join(" ");
+        let mut command = Command::new(&enter[0]);
+        command
+            .args(&enter[1..])
+            .args(["env", &format!("FERRY_SSH={ssh}")])
+            .arg(env!("CARGO_BIN_EXE_ferry"))
+            .args(["run", "--timeout", "60"])
+            .args(args)
+            .env_remove("MPIEXEC_TIMEOUT")
+            .env_remove("FERRY_TRANSPORT")
+            .stdin(Stdio::null());
+        command
+    }
+
+    fn output(&self, args: &[&str]) -> Output {
+        self.run(args).output().expect("ferry runs")
+    }
+}
+
+fn up() -> Option<Hosts> {
+    if !ferry_testbed::is_root() {
+        eprintln!("skipped: the testbed needs root");
+        return None;
+    }
+    if let Err(e) = ferry_testbed::preflight().and_then(|()| ssh::preflight().map(drop)) {
+        eprintln!("skipped: {e}");
+        return None;
+    }
+    let grid = Topology::load(&grid_file("hosts3.toml")).expect("hosts3.toml parses");
+    let prefix = format!("fy{}s-", std::process::id());
+    let tb = Testbed::up_with(&grid, &prefix, &UpOptions::with_ssh()).expect("testbed up --ssh");
+    Some(Hosts { tb })
+}
+
+const SIX: &[&str] = &["--hosts", "h1:2,h2:2,h3:2", "-n", "6"];
+
+#[test]
+fn one_job_on_three_hosts_over_ssh() {
+    let Some(hosts) = up() else { return };
+    let check = example("check");
+    let check = check.to_str().expect("a UTF-8 path");
+
+    let out = hosts.output(&[SIX, &[check, "routes"]].concat());
+    assert!(out.status.success(), "{}", show(&out));
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    for line in [
+        "routes 0: self shm tcp tcp tcp tcp",
+        "routes 3: tcp tcp shm self tcp tcp",
+        "routes 5: tcp tcp tcp tcp shm self",
+        "clusters [0, 0, 1, 1, 2, 2]",
+    ] {
+        assert!(stdout.contains(line), "{line}\n{}", show(&out));
+    }
+
+    let out = hosts.output(&[SIX, &["--tag-output", check, "allpairs", "2097152"]].concat());
+    assert!(out.status.success(), "{}", show(&out));
+    assert!(
+        String::from_utf8_lossy(&out.stdout).contains("[0] allpairs ok: 6 ranks"),
+        "{}",
+        show(&out)
+    );
+    let out = hosts.output(&[SIX, &[check, "coll"]].concat());
+    assert!(out.status.success(), "{}", show(&out));
+
+    // A rank failing on another host: its code, its rank and its host.
+    let fail = format!("if [ $FERRY_RANK = 3 ]; then sleep 0.2; exit 3; fi; exec {check} idle");
+    let out = hosts.output(&[SIX, &["sh", "-c", &fail]].concat());
+    assert_eq!(out.status.code(), Some(3), "{}", show(&out));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("rank 3 (host h2, pid"), "{}", show(&out));
+
+    // A node daemon killed with -9: the job ends quickly and names the host.
+    let report = format!(
+        "echo \"rank $FERRY_RANK on $(hostname) daemon $PPID\"; exec {check} barrier 100000000"
+    );
+    let mut job = hosts
+        .run(&[SIX, &["sh", "-c", &report]].concat())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("ferry runs");
+    let mut lines = BufReader::new(job.stdout.take().expect("stdout")).lines();
+    let daemon: i32 = loop {
+        let line = lines.next().expect("a rank reports").expect("text");
+        if line.contains(" on h2 daemon ") {
+            break line
+                .rsplit(' ')
+                .next()
+                .and_then(|p| p.parse().ok())
+                .expect("a pid");
+        }
+    };
+    let killed = Instant::now();
+    // SAFETY: kill(2) on the pid of the daemon this test's job started on h2.
+    unsafe { libc::kill(daemon, libc::SIGKILL) };
+    let status = wait_for(&mut job, Duration::from_secs(10));
+    let took = killed.elapsed();
+    let mut stderr = String::new();
+    std::io::Read::read_to_string(&mut job.stderr.take().expect("stderr"), &mut stderr).ok();
+    assert_eq!(status.and_then(|s| s.code()), Some(1), "{stderr}");
+    assert!(took < Duration::from_secs(5), "took {took:?}: {stderr}");
+    assert!(
+        stderr.contains("host h2: its node daemon ended"),
+        "{stderr}"
+    );
+
+    // SIGINT to the launcher: nothing of the job is left on any host.
+    let marker = format!("ferry-ssh-test-{}", std::process::id());
+    let mut job = hosts
+        .run(&[SIX, &[check, "barrier", "100000000", &marker]].concat())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("ferry runs");
+    let until = Instant::now() + Duration::from_secs(20);
+    while count(&marker) < 6 && Instant::now() < until {
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert_eq!(count(&marker), 6, "six ranks run");
+    let launcher = launcher_pid(&marker).expect("the launcher runs");
+    // SAFETY: kill(2) on the launcher this test started (found by its unique argument).
+    unsafe { libc::kill(launcher, libc::SIGINT) };
+    let status = wait_for(&mut job, Duration::from_secs(10));
+    assert!(status.is_some(), "the launcher ends on SIGINT");
+    std::thread::sleep(Duration::from_millis(300));
+    assert_eq!(count(&marker), 0, "every rank ended");
+
+    // Names: a host that does not resolve, a program that is not there.
+    let out = hosts.output(&["--hosts", "h1:1,nosuchhost:1", "-n", "2", check, "routes"]);
+    assert_eq!(out.status.code(), Some(1), "{}", show(&out));
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("cannot resolve host \"nosuchhost\""),
+        "{}",
+        show(&out)
+    );
+    let out = hosts.output(&["--hosts", "h2:1,h3:1", "-n", "2", "/no/such/program"]);
+    assert_ne!(out.status.code(), Some(0), "{}", show(&out));
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("program not found"),
+        "{}",
+        show(&out)
+    );
+    hosts.tb.down().expect("testbed down");
+}
+
+fn wait_for(child: &mut std::process::Child, limit: Duration) -> Option<std::process::ExitStatus> {
+    let until = Instant::now() + limit;
+    loop {
+        if let Ok(Some(status)) = child.try_wait() {
+            return Some(status);
+        }
+        if Instant::now() >= until {
+            let _ = child.kill();
+            let _ = child.wait();
+            return None;
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
+/// Processes whose command line holds `marker` and that are ranks (not the launcher or ssh).
+fn count(marker: &str) -> usize {
+    processes(marker)
+        .iter()
+        .filter(|(_, cmd)| cmd.contains("check barrier") && !cmd.contains(" run "))
+        .count()
+}
+
+/// The `ferry run` whose command line holds `marker`.
+fn launcher_pid(marker: &str) -> Option<i32> {
+    processes(marker)
+        .into_iter()
+        .find(|(_, cmd)| cmd.starts_with(env!("CARGO_BIN_EXE_ferry")) && cmd.contains(" run "))
+        .map(|(pid, _)| pid)
+}
+
+fn processes(marker: &str) -> Vec<(i32, String)> {
+    let Ok(dir) = std::fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    dir.flatten()
+        .filter_map(|e| {
+            let pid: i32 = e.file_name().to_str()?.parse().ok()?;
+            let cmd = std::fs::read(e.path().join("cmdline")).ok()?;
+            let cmd = String::from_utf8_lossy(&cmd).replace('\0', " ");
+            cmd.contains(marker).then_some((pid, cmd))
+        })
+        .collect()
+}
