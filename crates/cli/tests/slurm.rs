@@ -50,13 +50,24 @@ impl Done {
 fn start_job(tb: &Testbed, args: &[&str]) -> Child {
     let mut argv = tb.host_command("h1").expect("h1 has a running sshd");
     argv.extend(
-        ["salloc", "-N", "3", "--ntasks-per-node=2", FERRY, "run"]
-            .iter()
-            .chain(args)
-            .map(|s| s.to_string()),
+        [
+            "salloc",
+            "-N",
+            "3",
+            "--ntasks-per-node=2",
+            FERRY,
+            "run",
+            "--timeout",
+            "60",
+        ]
+        .iter()
+        .chain(args)
+        .map(|s| s.to_string()),
     );
     Command::new(&argv[0])
         .args(&argv[1..])
+        .env_remove("MPIEXEC_TIMEOUT")
+        .env_remove("FERRY_TRANSPORT")
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
