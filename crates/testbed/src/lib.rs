@@ -40,6 +40,12 @@
 //! `ProxyJump`). [`Testbed::host_command`] runs a program on a host as a login there would.
 //! Removal stops each sshd by pid and removes its state, also after a crash; see [`ssh`].
 //!
+//! **A Slurm cluster** ([`UpOptions::slurm`], `ferry testbed up --slurm`, implies `--ssh`):
+//! `munged` and `slurmctld` on the first host of the first cluster, a `slurmd` in every host
+//! of that cluster, `slurm.conf` in `/run/ferry-testbed/<prefix>/slurm/`; commands run through
+//! [`Testbed::host_command`] get `SLURM_CONF`, so `salloc -N 3 ferry run …` on the head runs a
+//! job under Slurm. Removal stops those daemons by pid too; see [`slurm`].
+//!
 //! ```no_run
 //! # fn main() -> Result<(), ferry_testbed::TestbedError> {
 //! let grid = ferry_grid::Topology::load("crates/testbed/grids/hosts3.toml".as_ref())
