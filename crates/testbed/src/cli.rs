@@ -92,6 +92,15 @@ pub enum LinkState {
     Down,
 }
 
+/// `println!` that does not panic when stdout is gone (`ferry testbed up | head -1`): what
+/// was built stays built, and the exit status says so.
+macro_rules! outln {
+    ($($arg:tt)*) => {{
+        use std::io::Write as _;
+        let _ = writeln!(std::io::stdout(), $($arg)*);
+    }};
+}
+
 fn load(grid: &std::path::Path) -> Result<Topology, String> {
     Topology::load(grid).map_err(|e| e.to_string())
 }
@@ -121,26 +130,26 @@ pub fn testbed_command(args: TestbedArgs) -> i32 {
                 .slurm_conf()
                 .zip(testbed.slurm_head().map(str::to_string));
             let plan = testbed.keep();
-            println!(
+            outln!(
                 "testbed {prefix} is up in {:.2} s: namespaces {}",
                 took.as_secs_f64(),
                 plan.all_namespaces().join(" ")
             );
             if let Some(ssh_command) = ssh_command {
-                println!("ssh to a host:  {} HOST", ssh_command.join(" "));
+                outln!("ssh to a host:  {} HOST", ssh_command.join(" "));
             }
             if let Some((conf, head)) = slurm {
-                println!(
+                outln!(
                     "slurm:          SLURM_CONF={} (head {head}; `ferry testbed run` sets it), e.g. ferry testbed run {} {head} -- sinfo",
                     conf.display(),
                     grid.display()
                 );
             }
-            println!(
+            outln!(
                 "run on a host:  ferry testbed run {} HOST -- CMD",
                 grid.display()
             );
-            println!("remove it:      ferry testbed down --prefix {prefix}");
+            outln!("remove it:      ferry testbed down --prefix {prefix}");
             Ok(0)
         }
         TestbedAction::Run {
@@ -196,7 +205,7 @@ pub fn testbed_command(args: TestbedArgs) -> i32 {
                 .link_command(&host, rail, state == LinkState::Up)
                 .map_err(|e| e.to_string())?;
             crate::run(&argv).map_err(|e| e.to_string())?;
-            println!("{}", argv.join(" "));
+            outln!("{}", argv.join(" "));
             Ok(0)
         }
         TestbedAction::Down { grid, prefix } => {
@@ -205,7 +214,7 @@ pub fn testbed_command(args: TestbedArgs) -> i32 {
             }
             crate::preflight().map_err(|e| e.to_string())?;
             let removed = remove(prefix.as_deref()).map_err(|e| e.to_string())?;
-            println!(
+            outln!(
                 "removed {} namespaces{}",
                 removed.len(),
                 if removed.is_empty() {
@@ -225,7 +234,7 @@ pub fn testbed_command(args: TestbedArgs) -> i32 {
                     config.display()
                 ));
             }
-            println!("{}", crate::ssh::ssh_command(&prefix).join(" "));
+            outln!("{}", crate::ssh::ssh_command(&prefix).join(" "));
             Ok(0)
         }
         TestbedAction::Paths { grid } => {
