@@ -12,16 +12,16 @@
 //!
 //! Under Slurm each host's daemon is a job step of its own ([`srun_shell`]): `--overlap` so
 //! that the steps share the allocation's CPUs (with one another and with the ranks' own
-//! steps, if any), `--unbuffered` because slurmstepd otherwise holds a task's output back
-//! until a newline, and the frames are binary (in Slurm 22.05 it means no buffering, not a
-//! terminal: the task still writes to a pipe), `--mpi=none` so that no PMI server is set up
-//! for the daemon and no PMI variables reach its ranks, and `--kill-on-bad-exit=0` so that
-//! the step's fate is ours to decide. (A step gets all of the job's CPUs on its node unless
-//! `--exact` is given, so a task/affinity plugin binds the daemon, and the ranks it forks,
-//! to all of them; `--cpu-bind=none` would only make srun complain where binding is off.) srun passes its
-//! standard input to every task of the step (`--input` defaults to all), here the one.
-//! A killed daemon ends its step, so srun exits and its output ends: the host is named as
-//! for ssh. When the job ends, the daemons' inputs close and they end; what is left gets
+//! steps, if any); `--unbuffered` because slurmstepd otherwise holds a task's output back
+//! until a newline, and the frames are binary (in Slurm 22.05 this means no buffering, not a
+//! terminal: the task still writes to a pipe); `--mpi=none` so that no PMI server is set up
+//! for the daemon and no PMI variables reach its ranks; `--kill-on-bad-exit=0` so that the
+//! step's fate is ours to decide. A step gets all of the job's CPUs on its node unless
+//! `--exact` is given, so a task/affinity plugin binds the daemon, and the ranks it forks, to
+//! all of them (`--cpu-bind=none` would only make srun complain where binding is off). srun
+//! passes its standard input to every task of the step (`--input` defaults to all), here the
+//! one. A killed daemon ends its step, so srun exits and its output ends: the host is named
+//! as for ssh. When the job ends, the daemons' inputs close and they end; what is left gets
 //! SIGTERM (which srun passes on to its step) before SIGKILL.
 //!
 //! A thread per daemon decodes its frames into [`NodeEvent`]s for the job monitor. When a
@@ -340,8 +340,9 @@ impl Nodes {
     }
 
     /// Closes every daemon's input (which ends its ranks if they still run), then waits a
-    /// little for the daemons, sends what is left SIGTERM (srun passes it on to its step;
-    /// a killed srun would leave the step running), waits as long again and kills the rest.
+    /// little for the daemons, sends what is left SIGTERM (srun passes it on to its step, so
+    /// the step ends as a step, not by slurmstepd finding srun gone), waits as long again and
+    /// kills the rest.
     pub(crate) fn finish(&mut self, grace: Duration) {
         for link in &mut self.links {
             link.stdin = None;
