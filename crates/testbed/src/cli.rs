@@ -304,7 +304,16 @@ mod tests {
         let cli = Cli::try_parse_from(["testbed", "up", "g.toml"]).expect("parses");
         assert!(matches!(
             cli.args.action,
-            TestbedAction::Up { ssh: false, .. }
+            TestbedAction::Up {
+                ssh: false,
+                slurm: false,
+                ..
+            }
+        ));
+        let cli = Cli::try_parse_from(["testbed", "up", "g.toml", "--slurm"]).expect("parses");
+        assert!(matches!(
+            cli.args.action,
+            TestbedAction::Up { slurm: true, .. }
         ));
         let cli =
             Cli::try_parse_from(["testbed", "ssh-config", "--prefix", "fy7-"]).expect("parses");

@@ -355,7 +355,7 @@ impl SlurmPlan {
         out
     }
 
-    /// The pid files of the daemons, with the word that must be in each one's command line.
+    /// The pid files of the daemons whose state is under `dir`.
     fn pid_files(dir: &Path) -> Vec<PathBuf> {
         let mut files = vec![
             dir.join("ctld").join("slurmctld.pid"),
