@@ -2,7 +2,8 @@
 //! three hosts of two CPUs): from the head, `salloc -N 3 --ntasks-per-node=2 ferry run …`
 //! starts one node daemon per host as a job step (`--launcher slurm`, the default there), and
 //! the ranks find shared memory within a host and TCP between hosts. A failing rank, a killed
-//! daemon and Ctrl-C end the job as they must and leave nothing running on the hosts. Needs
+//! daemon and Ctrl-C end the job as they must and leave nothing running on the hosts; from
+//! outside the allocation every daemon is a step and rank 0 reads its input through srun. Needs
 //! root, sshd, Slurm and munge; without them the test says so and passes. Takes about 10 s.
 
 mod common;
@@ -48,27 +49,25 @@ impl Done {
 
 /// Starts `salloc -N 3 --ntasks-per-node=2 ferry run ARGS…` on the head.
 fn start_job(tb: &Testbed, args: &[&str]) -> Child {
+    start_in(tb, &["-N", "3"], args, Stdio::null())
+}
+
+/// Starts `salloc ALLOCATION… --ntasks-per-node=2 ferry run ARGS…` on the head.
+fn start_in(tb: &Testbed, allocation: &[&str], args: &[&str], stdin: Stdio) -> Child {
     let mut argv = tb.host_command("h1").expect("h1 has a running sshd");
+    argv.push("salloc".into());
+    argv.extend(allocation.iter().map(|s| s.to_string()));
     argv.extend(
-        [
-            "salloc",
-            "-N",
-            "3",
-            "--ntasks-per-node=2",
-            FERRY,
-            "run",
-            "--timeout",
-            "60",
-        ]
-        .iter()
-        .chain(args)
-        .map(|s| s.to_string()),
+        ["--ntasks-per-node=2", FERRY, "run", "--timeout", "60"]
+            .iter()
+            .chain(args)
+            .map(|s| s.to_string()),
     );
     Command::new(&argv[0])
         .args(&argv[1..])
         .env_remove("MPIEXEC_TIMEOUT")
         .env_remove("FERRY_TRANSPORT")
-        .stdin(Stdio::null())
+        .stdin(stdin)
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
@@ -220,6 +219,32 @@ fn ferry_run_in_a_slurm_allocation_starts_its_daemons_with_srun() {
         );
         eprintln!("{case} took {:.3} s", done.took.as_secs_f64());
     }
+
+    // Launched from outside the allocation (as from a login node): every daemon is a step,
+    // and rank 0's input travels through srun to h2.
+    let mut child = start_in(
+        &tb,
+        &["-N", "2", "-w", "h2,h3"],
+        &[
+            "sh",
+            "-c",
+            r#"[ "$FERRY_RANK" = 0 ] && echo "$(hostname) read $(cat | tr '\n' ' ')"; true"#,
+        ],
+        Stdio::piped(),
+    );
+    {
+        use std::io::Write;
+        let mut stdin = child.stdin.take().expect("piped");
+        stdin.write_all(b"line-one\nline-two\n").expect("stdin");
+    }
+    let done = finish(child, Instant::now());
+    assert_eq!(done.code, Some(0), "{}", done.show());
+    assert_eq!(
+        done.stdout,
+        "h2 read line-one line-two \n",
+        "{}",
+        done.show()
+    );
 
     // A rank of the second host exits 3: so does the job, naming the rank and its host.
     let done = job(
