@@ -18,6 +18,7 @@
 
 use crate::LaunchError;
 use ferry_wire::node::{JobSpec, NodeMessage};
+use std::collections::HashMap;
 use std::io::{Read, Write};
 use std::net::{IpAddr, SocketAddr, ToSocketAddrs, UdpSocket};
 use std::os::unix::process::CommandExt;
@@ -110,11 +111,12 @@ fn address_towards(ip: IpAddr) -> Result<IpAddr, LaunchError> {
         .ip())
 }
 
-/// Where each daemon's ranks find the bootstrap server: per node, the launcher's address
-/// they reach it by, and whether the node is this host (its daemon then runs here, without
-/// the remote shell). Local nodes get the address remote hosts reach us by (so that the
-/// ranks here publish an address the others can reach), or loopback when every host is here.
-pub(crate) fn bootstrap_addresses(
+/// Per node, the launcher's address as that host reaches it (its ranks publish their own
+/// address on the route there), and whether the node is this host (its daemon then runs
+/// here, without the remote shell). Local nodes get the address remote hosts reach us by (so
+/// that the ranks here publish an address the others can reach), or loopback when every host
+/// is here.
+pub(crate) fn launcher_addresses(
     launch: &RemoteLaunch,
     port: u16,
 ) -> Result<Vec<(SocketAddr, bool)>, LaunchError> {
@@ -164,18 +166,18 @@ fn shell_quote(word: &str) -> String {
 
 impl Nodes {
     /// Starts one daemon per node and sends each its job description (`spec` with the node's
-    /// ranks and bootstrap address filled in).
+    /// ranks and the launcher's address filled in).
     pub(crate) fn start(
         launch: &RemoteLaunch,
         spec: &JobSpec,
-        bootstrap: &[(SocketAddr, bool)],
+        launcher: &[(SocketAddr, bool)],
     ) -> Result<Nodes, LaunchError> {
         let (tx, events) = mpsc::channel();
         let mut nodes = Nodes {
             links: Vec::new(),
             events,
         };
-        for (index, (node, &(addr, here))) in launch.nodes.iter().zip(bootstrap).enumerate() {
+        for (index, (node, &(addr, here))) in launch.nodes.iter().zip(launcher).enumerate() {
             let mut command = if here {
                 let mut c = Command::new(&launch.ferry);
                 c.arg("node");
@@ -220,7 +222,7 @@ impl Nodes {
                     .map_err(|e| remote_error(format!("cannot start a thread: {e}")))?;
             }
             let spec = JobSpec {
-                bootstrap: addr.to_string(),
+                launcher: addr.to_string(),
                 ranks: node.ranks.clone(),
                 ..spec.clone()
             };
@@ -257,6 +259,11 @@ impl Nodes {
     /// The next event of any daemon, if one is waiting.
     pub(crate) fn try_event(&self) -> Option<(usize, NodeEvent)> {
         self.events.try_recv().ok()
+    }
+
+    /// The next event of any daemon, waiting at most `timeout` for one.
+    pub(crate) fn wait_event(&self, timeout: Duration) -> Option<(usize, NodeEvent)> {
+        self.events.recv_timeout(timeout).ok()
     }
 
     /// How daemon `index` ended, if it has (waits up to `grace` for it).
@@ -300,6 +307,73 @@ impl Nodes {
 impl Drop for Nodes {
     fn drop(&mut self) {
         self.finish(Duration::from_millis(500));
+    }
+}
+
+/// The job's key space when the node daemons speak for the ranks (see `crate::node`): the
+/// launcher's side of put, get and fence, without I/O. Every put is logged in order, and a
+/// fence sends each daemon what it has not been sent yet.
+pub(crate) struct NodeKv {
+    kv: HashMap<String, String>,
+    log: Vec<(String, String)>,
+    /// Per daemon: how much of `log` it has been sent.
+    seen: Vec<usize>,
+    /// Per daemon: whether its ranks are all in the current fence.
+    fenced: Vec<bool>,
+}
+
+impl NodeKv {
+    /// The key space of a job on `nodes` daemons.
+    pub(crate) fn new(nodes: usize) -> NodeKv {
+        NodeKv {
+            kv: HashMap::new(),
+            log: Vec::new(),
+            seen: vec![0; nodes],
+            fenced: vec![false; nodes],
+        }
+    }
+
+    /// Takes bootstrap message `message` of daemon `node`; returns the answers to send, each
+    /// to a daemon. Other messages are not its business (nothing to send).
+    pub(crate) fn handle(
+        &mut self,
+        node: usize,
+        message: NodeMessage,
+    ) -> Vec<(usize, NodeMessage)> {
+        match message {
+            NodeMessage::KvPut { rank, key, value } => {
+                self.kv.insert(key.clone(), value.clone());
+                self.log.push((key, value));
+                vec![(node, NodeMessage::KvAck { rank })]
+            }
+            NodeMessage::KvGet { rank, key } => {
+                let value = self.kv.get(&key).cloned();
+                vec![(node, NodeMessage::KvValue { rank, value })]
+            }
+            NodeMessage::Fence => {
+                if let Some(f) = self.fenced.get_mut(node) {
+                    *f = true;
+                }
+                if !self.fenced.iter().all(|&f| f) {
+                    return Vec::new();
+                }
+                let end = self.log.len();
+                let log = &self.log;
+                let answers = self
+                    .seen
+                    .iter()
+                    .enumerate()
+                    .map(|(n, &seen)| {
+                        let entries = log[seen..].to_vec();
+                        (n, NodeMessage::FenceDone { entries })
+                    })
+                    .collect();
+                self.seen.iter_mut().for_each(|s| *s = end);
+                self.fenced.iter_mut().for_each(|f| *f = false);
+                answers
+            }
+            _ => Vec::new(),
+        }
     }
 }
 
@@ -348,6 +422,84 @@ mod tests {
     use super::*;
 
     #[test]
+    fn a_fence_waits_for_every_host_and_sends_each_what_it_has_not_seen() {
+        let mut kv = NodeKv::new(2);
+        let put = |rank: u32, key: &str| NodeMessage::KvPut {
+            rank,
+            key: key.into(),
+            value: format!("v{rank}"),
+        };
+        assert_eq!(
+            kv.handle(0, put(0, "card-0")),
+            vec![(0, NodeMessage::KvAck { rank: 0 })]
+        );
+        kv.handle(1, put(1, "card-1"));
+        assert_eq!(kv.handle(0, NodeMessage::Fence), vec![]);
+        let done = kv.handle(1, NodeMessage::Fence);
+        let both = vec![
+            ("card-0".to_string(), "v0".to_string()),
+            ("card-1".to_string(), "v1".to_string()),
+        ];
+        assert_eq!(
+            done,
+            vec![
+                (
+                    0,
+                    NodeMessage::FenceDone {
+                        entries: both.clone()
+                    }
+                ),
+                (1, NodeMessage::FenceDone { entries: both })
+            ]
+        );
+        // The next fence carries only what came since; a get asks the whole space.
+        kv.handle(1, put(3, "tcp-3"));
+        kv.handle(1, NodeMessage::Fence);
+        let done = kv.handle(0, NodeMessage::Fence);
+        assert_eq!(done.len(), 2);
+        for (_, m) in done {
+            assert_eq!(
+                m,
+                NodeMessage::FenceDone {
+                    entries: vec![("tcp-3".into(), "v3".into())]
+                }
+            );
+        }
+        assert_eq!(
+            kv.handle(
+                0,
+                NodeMessage::KvGet {
+                    rank: 2,
+                    key: "card-1".into()
+                }
+            ),
+            vec![(
+                0,
+                NodeMessage::KvValue {
+                    rank: 2,
+                    value: Some("v1".into())
+                }
+            )]
+        );
+        assert_eq!(
+            kv.handle(
+                0,
+                NodeMessage::KvGet {
+                    rank: 2,
+                    key: "nope".into()
+                }
+            ),
+            vec![(
+                0,
+                NodeMessage::KvValue {
+                    rank: 2,
+                    value: None
+                }
+            )]
+        );
+    }
+
+    #[test]
     fn words_are_quoted_for_the_remote_shell_only_when_needed() {
         assert_eq!(shell_quote("/opt/ferry/bin/ferry"), "/opt/ferry/bin/ferry");
         assert_eq!(shell_quote("/my dir/ferry"), "'/my dir/ferry'");
@@ -371,7 +523,7 @@ mod tests {
             shell: Vec::new(),
             ferry: "ferry".into(),
         };
-        let addrs = bootstrap_addresses(&launch, 7000).unwrap();
+        let addrs = launcher_addresses(&launch, 7000).unwrap();
         assert_eq!(
             addrs,
             vec![(SocketAddr::from(([127, 0, 0, 1], 7000)), true); 2]
