@@ -83,10 +83,21 @@ pub fn run(opts: &LaunchOptions) -> Result<Outcome, LaunchError> {
     let signals = Signals::install().map_err(LaunchError::Signals)?;
     // Dropped after `job` (declared first): relays outlive the ranks.
     let mut grid = match &opts.grid {
-        Some(g) => Some(GridJob::prepare(g, opts.np, job_id, &key)?),
-        None => None,
+        Some(g) if !g.over_ssh => Some(GridJob::prepare(g, opts.np, job_id, &key)?),
+        _ => None,
     };
-    let remote = remote_plan(opts)?;
+    let mut ssh_relays = None;
+    let remote = match &opts.grid {
+        Some(g) if g.over_ssh => {
+            let shell = Launcher::Ssh
+                .remote_shell(|name| std::env::var(name).ok())
+                .unwrap_or_default();
+            let (remote, relays) = crate::grid::over_ssh(g, opts.np, job_id, &key, &shell)?;
+            ssh_relays = Some(relays);
+            Some(remote)
+        }
+        _ => remote_plan(opts)?,
+    };
     // The ranks of a multi-host job talk to their node daemons; this server is then idle.
     let mut server = match grid.as_mut().and_then(GridJob::take_listener) {
         Some(listener) => {
@@ -99,6 +110,7 @@ pub fn run(opts: &LaunchOptions) -> Result<Outcome, LaunchError> {
     // From here on, dropping `job` kills whatever was started and removes its shared memory.
     let mut job = Job::new(job_id);
     // Spawned processes run on this host; a grid job's ranks run in the testbed's hosts.
+    job.ssh_relays = ssh_relays;
     if opts.grid.is_none() && remote.is_none() {
         job.spawner = Some(Spawner {
             addr: server.addr(),
@@ -194,13 +206,11 @@ fn remote_plan(opts: &LaunchOptions) -> Result<Option<RemoteLaunch>, LaunchError
     Ok(Some(RemoteLaunch {
         nodes: hosts
             .iter()
-            .map(|h| NodePlan {
-                host: h.host.clone(),
-                ranks: h.ranks.clone(),
-            })
+            .map(|h| NodePlan::on(&h.host, h.ranks.clone()))
             .collect(),
         shell,
         ferry,
+        grid: false,
     }))
 }
 
@@ -298,6 +308,8 @@ struct Job {
     abort: Option<Outcome>,
     /// The key space the node daemons share (multi-host jobs).
     node_kv: NodeKv,
+    /// The relays of a grid job on real front nodes: dropped after the node daemons.
+    ssh_relays: Option<crate::grid::SshRelays>,
 }
 
 impl Job {
@@ -317,6 +329,7 @@ impl Job {
             host_failure: None,
             abort: None,
             node_kv: NodeKv::new(0),
+            ssh_relays: None,
         }
     }
 
@@ -622,6 +635,9 @@ impl Job {
         loop {
             if let Some(g) = grid.as_mut() {
                 g.check_relays();
+            }
+            if let Some(relays) = self.ssh_relays.as_mut() {
+                relays.check();
             }
             let now = Instant::now();
             let wait = match deadline {

@@ -32,10 +32,30 @@ use std::time::Duration;
 /// A host of the job and the ranks it runs.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct NodePlan {
-    /// The host as the remote shell takes it (a name, an address, or an ssh alias).
+    /// The host: its name in messages, and what the remote shell takes unless `dest` says
+    /// otherwise (a name, an address, or an ssh alias).
     pub host: String,
     /// Its ranks, ascending.
     pub ranks: Vec<u32>,
+    /// The remote shell's destination for it, when not `host` (a grid file's `ssh`).
+    pub dest: Option<String>,
+    /// The host ssh reaches it through (`ProxyJump`): the front node of a private cluster.
+    pub jump: Option<String>,
+    /// Environment for this host's ranks only (a grid's placement of the host).
+    pub env: Vec<(String, String)>,
+}
+
+impl NodePlan {
+    /// `ranks` on `host`, reached by its name, with no environment of its own.
+    pub(crate) fn on(host: &str, ranks: Vec<u32>) -> NodePlan {
+        NodePlan {
+            host: host.to_string(),
+            ranks,
+            dest: None,
+            jump: None,
+            env: Vec::new(),
+        }
+    }
 }
 
 /// How to start a job on several hosts.
@@ -48,6 +68,9 @@ pub(crate) struct RemoteLaunch {
     pub shell: Vec<String>,
     /// The `ferry` executable, the same path on every host.
     pub ferry: PathBuf,
+    /// The hosts of a grid: their ranks publish the grid's addresses, so the launcher does not
+    /// look for routes to them (private hosts have none from outside).
+    pub grid: bool,
 }
 
 /// What a daemon's reader thread reports.
@@ -127,6 +150,11 @@ pub(crate) fn launcher_addresses(
             towards.push(None);
             continue;
         }
+        if launch.grid {
+            // Any address: the daemon then sets no FERRY_TCP_ADDR (the placement has it).
+            towards.push(Some(IpAddr::V4(std::net::Ipv4Addr::UNSPECIFIED)));
+            continue;
+        }
         let ips = resolve(&node.host)?;
         let ip = ips
             .iter()
@@ -153,7 +181,7 @@ pub(crate) fn launcher_addresses(
 }
 
 /// Quotes `word` for a POSIX shell (what ssh hands the remote command to).
-fn shell_quote(word: &str) -> String {
+pub(crate) fn shell_quote(word: &str) -> String {
     if !word.is_empty()
         && word
             .bytes()
@@ -184,7 +212,11 @@ impl Nodes {
                 c
             } else {
                 let mut c = Command::new(&launch.shell[0]);
-                c.args(&launch.shell[1..]).arg(&node.host).arg(format!(
+                c.args(&launch.shell[1..]);
+                if let Some(jump) = &node.jump {
+                    c.args(["-o", &format!("ProxyJump={jump}")]);
+                }
+                c.arg(node.dest.as_ref().unwrap_or(&node.host)).arg(format!(
                     "{} node",
                     shell_quote(&launch.ferry.to_string_lossy())
                 ));
@@ -221,11 +253,16 @@ impl Nodes {
                     .spawn(move || read_node(index, stdout, &tx))
                     .map_err(|e| remote_error(format!("cannot start a thread: {e}")))?;
             }
-            let spec = JobSpec {
+            let mut spec = JobSpec {
                 launcher: addr.to_string(),
                 ranks: node.ranks.clone(),
                 ..spec.clone()
             };
+            spec.env.extend(
+                node.env
+                    .iter()
+                    .map(|(k, v)| (k.as_bytes().to_vec(), v.as_bytes().to_vec())),
+            );
             nodes.send(index, &NodeMessage::Start(Box::new(spec)));
         }
         Ok(nodes)
@@ -510,18 +547,10 @@ mod tests {
     #[test]
     fn local_daemons_reach_the_launcher_over_loopback() {
         let launch = RemoteLaunch {
-            nodes: vec![
-                NodePlan {
-                    host: "a".into(),
-                    ranks: vec![0],
-                },
-                NodePlan {
-                    host: "b".into(),
-                    ranks: vec![1],
-                },
-            ],
+            nodes: vec![NodePlan::on("a", vec![0]), NodePlan::on("b", vec![1])],
             shell: Vec::new(),
             ferry: "ferry".into(),
+            grid: false,
         };
         let addrs = launcher_addresses(&launch, 7000).unwrap();
         assert_eq!(

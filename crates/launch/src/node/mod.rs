@@ -160,6 +160,9 @@ fn write_launcher(mut output: impl Write, messages: Receiver<NodeMessage>, event
 /// kernel only picks the source address of a connected UDP socket.
 fn address_towards(launcher: &str) -> Option<IpAddr> {
     let target: SocketAddr = launcher.parse().ok()?;
+    if target.ip().is_unspecified() {
+        return None;
+    }
     if target.ip().is_loopback() {
         return Some(target.ip());
     }
