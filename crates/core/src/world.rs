@@ -505,14 +505,7 @@ impl World {
 
     /// The process id of world rank `rank`.
     pub fn pid_of(&self, rank: usize) -> Option<u32> {
-        self.comm
-            .shared()
-            .engine
-            .borrow()
-            .proto
-            .pids
-            .get(rank)
-            .copied()
+        self.comm.shared().engine.borrow().proto.pid(rank)
     }
 
     /// The settings in effect: those read from the environment at [`init`], with every
