@@ -1351,11 +1351,12 @@ impl Engine {
     /// Drops what was queued for other worlds' processes whose connection ended, and adopts
     /// those that connected (see [`Engine::adopt_peers`]): what follows a read of TCP.
     fn after_tcp_input(&mut self) {
-        let Some(t) = self.tcp.as_mut() else { return };
-        for peer in t.take_closed() {
-            if let Some(p) = self.proto.peers.get_mut(peer as usize) {
-                p.outq.clear();
-                p.departed = true;
+        if let Some(t) = self.tcp.as_mut() {
+            for peer in t.take_closed() {
+                if let Some(p) = self.proto.peers.get_mut(peer as usize) {
+                    p.outq.clear();
+                    p.departed = true;
+                }
             }
         }
         if self.links.len() < self.proto.peers.len() {
@@ -2264,7 +2265,7 @@ impl Engine {
         let any = !failed.is_empty();
         for (peer, rail, why, here) in failed {
             let (p, r) = (peer as usize, rail as usize);
-            let Some(lanes) = self.links[p].lanes.as_deref_mut() else {
+            let Some(lanes) = self.links.get_mut(p).and_then(|l| l.lanes.as_deref_mut()) else {
                 continue;
             };
             if !lanes.alive[r] {
@@ -2544,6 +2545,25 @@ mod tests {
         // A late copy for the finished receive is read and dropped, not an error.
         deliver(&mut e, 1, data(0, 4), b"abcd").unwrap();
         assert_eq!(&buf, b"abcdefghijkl");
+    }
+
+    #[test]
+    fn peers_added_later_get_both_halves_and_rails_if_on_tcp() {
+        let mut e = engine_with_rails(2, 2);
+        assert!(e.links[0].lanes.is_none(), "no rails to ourselves");
+        assert!(e.links[1].lanes.is_some());
+        e.grow(4);
+        assert_eq!((e.proto.peer_count(), e.links.len()), (4, 4));
+        assert!(e.links[3].lanes.is_some());
+        // A process of another world that connects before we are told of it.
+        deliver(&mut e, 5, Frame::Bye, &[]).unwrap();
+        assert_eq!(e.proto.peer_count(), 6);
+        e.after_tcp_input();
+        assert_eq!(e.links.len(), 6);
+        assert!(e.links[5].lanes.is_some() && e.proto.departed(5));
+        assert_eq!((e.proto.pid(5), e.proto.pid(6)), (Some(0), None));
+        let one_rail = engine(3);
+        assert!(one_rail.links.iter().all(|l| l.lanes.is_none()));
     }
 
     #[test]
