@@ -167,8 +167,9 @@ struct RunArgs {
 
     /// How ranks on other hosts are started: `ssh`, `rsh`, `slurm` (srun) or `local` (every
     /// rank here; also `fork`) [default: slurm inside an allocation without --hosts, else ssh
-    /// when a host is not this one, else local].
-    #[arg(long, value_enum, value_name = "HOW", conflicts_with = "grid")]
+    /// when a host is not this one, else local]. With --grid only `ssh`: the grid's real
+    /// machines even while a testbed stands.
+    #[arg(long, value_enum, value_name = "HOW")]
     launcher: Option<LauncherArg>,
 
     /// Prefix each line of output with `[rank] `.
@@ -283,12 +284,15 @@ fn placement(args: &RunArgs, this_host: &str) -> Result<hosts::Placement, String
         }
         (None, None) => None,
     };
-    let launcher = args.launcher.map(|l| match l {
-        LauncherArg::Local => Launcher::Local,
-        LauncherArg::Ssh => Launcher::Ssh,
-        LauncherArg::Rsh => Launcher::Rsh,
-        LauncherArg::Slurm => Launcher::Slurm,
-    });
+    let launcher = args
+        .launcher
+        .filter(|_| args.grid.is_none())
+        .map(|l| match l {
+            LauncherArg::Local => Launcher::Local,
+            LauncherArg::Ssh => Launcher::Ssh,
+            LauncherArg::Rsh => Launcher::Rsh,
+            LauncherArg::Slurm => Launcher::Slurm,
+        });
     // A grid job, or a host list not run by srun, does not look at the allocation.
     let allocation =
         if args.grid.is_some() || (hosts.is_some() && launcher != Some(Launcher::Slurm)) {
@@ -375,6 +379,23 @@ fn run_command(args: RunArgs) -> i32 {
                 return 1;
             }
         };
+        // The grid's real machines over ssh when asked, or when no testbed of it stands.
+        let over_ssh = match args.launcher {
+            Some(LauncherArg::Ssh) => true,
+            Some(other) => {
+                eprintln!(
+                    "ferry run: --grid runs in the testbed or over ssh, not with --launcher {other:?}"
+                );
+                return 2;
+            }
+            None => {
+                args.testbed_prefix.is_none()
+                    && topology
+                        .placements()
+                        .first()
+                        .is_some_and(|p| ferry_testbed::standing_prefix(&p.host).is_err())
+            }
+        };
         options.grid = Some(ferry_launch::GridLaunch {
             topology,
             prefix: args.testbed_prefix.clone(),
@@ -390,6 +411,7 @@ fn run_command(args: RunArgs) -> i32 {
                 )
                 .collect(),
             relays_busy: args.relay_copy.as_deref() != Some("nat"),
+            over_ssh,
         });
     }
     match ferry_launch::run(&options) {

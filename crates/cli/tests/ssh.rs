@@ -11,8 +11,15 @@
 //! - SIGINT to the launcher ends every rank on every host;
 //! - a host name that does not resolve, and a program missing on the hosts, are named.
 //!
-//! One testbed (per-run prefix) for all of it, removed on drop, also when an assertion fails.
-//! Without root or sshd the test says so and passes.
+//! And a grid on its real machines (`ferry run --grid three.toml --launcher ssh` from p1, the
+//! testbed's grid of two private clusters and a public one, every host and front node with
+//! its sshd): `ferry relay` started over ssh on both front nodes with the relay key on its
+//! standard input, private hosts reached through their front (ProxyJump), the expected paths,
+//! all pairs and the collectives on 6 and 12 ranks (two per host: shared memory there), and
+//! no relay left once the job is over.
+//!
+//! One testbed (per-run prefix) per test, removed on drop, also when an assertion fails.
+//! Without root or sshd the tests say so and pass.
 
 mod common;
 use common::{example, grid_file, show};
@@ -24,12 +31,17 @@ use std::time::{Duration, Instant};
 
 struct Hosts {
     tb: Testbed,
+    /// Where the launcher runs.
+    login: &'static str,
 }
 
 impl Hosts {
-    /// `ferry run ARGS…` as a login on h1 would start it.
+    /// `ferry run ARGS…` as a login on the login host would start it.
     fn run(&self, args: &[&str]) -> Command {
-        let enter = self.tb.host_command("h1").expect("h1 runs sshd");
+        let enter = self
+            .tb
+            .host_command(self.login)
+            .expect("the login host runs sshd");
         let ssh = self.tb.ssh_command().expect("an ssh testbed").join(" ");
         let mut command = Command::new(&enter[0]);
         command
@@ -49,7 +61,7 @@ impl Hosts {
     }
 }
 
-fn up() -> Option<Hosts> {
+fn up(grid: &str, login: &'static str) -> Option<Hosts> {
     if !ferry_testbed::is_root() {
         eprintln!("skipped: the testbed needs root");
         return None;
@@ -58,17 +70,20 @@ fn up() -> Option<Hosts> {
         eprintln!("skipped: {e}");
         return None;
     }
-    let grid = Topology::load(&grid_file("hosts3.toml")).expect("hosts3.toml parses");
-    let prefix = format!("fy{}s-", std::process::id());
-    let tb = Testbed::up_with(&grid, &prefix, &UpOptions::with_ssh()).expect("testbed up --ssh");
-    Some(Hosts { tb })
+    let topology = Topology::load(&grid_file(grid)).expect("the grid file parses");
+    let prefix = format!("fy{}{}-", std::process::id(), &login[..1]);
+    let tb =
+        Testbed::up_with(&topology, &prefix, &UpOptions::with_ssh()).expect("testbed up --ssh");
+    Some(Hosts { tb, login })
 }
 
 const SIX: &[&str] = &["--hosts", "h1:2,h2:2,h3:2", "-n", "6"];
 
 #[test]
 fn one_job_on_three_hosts_over_ssh() {
-    let Some(hosts) = up() else { return };
+    let Some(hosts) = up("hosts3.toml", "h1") else {
+        return;
+    };
     let check = example("check");
     let check = check.to_str().expect("a UTF-8 path");
 
@@ -172,6 +187,46 @@ fn one_job_on_three_hosts_over_ssh() {
         "{}",
         show(&out)
     );
+    hosts.tb.down().expect("testbed down");
+}
+
+#[test]
+fn a_grid_on_its_real_machines_over_ssh() {
+    let Some(hosts) = up("three.toml", "p1") else {
+        return;
+    };
+    let check = example("check");
+    let check = check.to_str().expect("a UTF-8 path");
+    let grid = grid_file("three.toml");
+    let grid = grid.to_str().expect("a UTF-8 path");
+    let run = |n: &str, args: &[&str]| {
+        let out =
+            hosts.output(&[&["--grid", grid, "--launcher", "ssh", "-n", n][..], args].concat());
+        assert!(out.status.success(), "{}", show(&out));
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    };
+    let stdout = run("6", &["--show-paths", check, "routes"]);
+    for line in [
+        "r0   -    D*   NR*  NR*  N*   N*",
+        "r4   R    R    R    R    -    D*",
+        "routes 0: self tcp tcp tcp tcp tcp",
+    ] {
+        assert!(stdout.contains(line), "{line}\n{stdout}");
+    }
+    assert!(run("6", &[check, "allpairs", "2097152"]).contains("allpairs ok: 6 ranks"));
+    let stdout = run("12", &[check, "routes"]);
+    assert!(
+        stdout.contains("routes 7: tcp shm tcp tcp tcp tcp tcp self tcp tcp tcp tcp"),
+        "{stdout}"
+    );
+    assert!(run("12", &[check, "coll"]).contains("coll ok: 12 ranks"));
+    // The relays ended with their ssh sessions.
+    std::thread::sleep(Duration::from_millis(300));
+    let relays = processes("--key-stdin")
+        .into_iter()
+        .filter(|(_, cmd)| cmd.contains(" relay ") && !cmd.starts_with("ssh"))
+        .count();
+    assert_eq!(relays, 0, "no relay is left");
     hosts.tb.down().expect("testbed down");
 }
 

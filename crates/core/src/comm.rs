@@ -634,7 +634,7 @@ impl Comm {
     pub fn derive(&self, members: &[u32], rank: usize, context: u32) -> Result<Comm, Error> {
         // Processes of other worlds (spawned) are connected when first needed.
         crate::spawn::reach(&self.shared, members)?;
-        let peers = self.shared.engine.borrow().proto.routes.len();
+        let peers = self.shared.engine.borrow().proto.peer_count();
         if let Some(&w) = members.iter().find(|&&w| w as usize >= peers) {
             return Err(Error::RankOutOfRange {
                 rank: w as usize,

@@ -10,6 +10,10 @@
 //! Buffers are raw pointers: a request borrows its buffer until it completes. The safe API in
 //! `comm.rs` ties that to Rust lifetimes; the C ABI passes the contract on to the caller.
 //!
+//! Each side keeps what it knows of a peer in one object, indexed by universe rank: a
+//! [`Peer`] in `Proto` (route, process id, out queue, counters), a [`Link`] in `Engine` (a
+//! ring record read in place, the rails).
+//!
 //! With several TCP rails per peer ([`Lanes`]), rail 0 carries the ordered frames and the
 //! chunks of every rendezvous go to the rails a [`Striper`] picks; such sends complete on the
 //! receiver's FIN, so that the chunks of a rail that fails can be sent again on the others.
@@ -38,6 +42,11 @@ pub(crate) enum Route {
     /// A TCP connection.
     Tcp,
 }
+
+/// Longest an idle rank with both shared-memory and TCP peers goes without polling TCP (see
+/// `Engine::tcp_due`): small against a TCP round trip (tens of µs), long against a look at the
+/// rings (tens of ns).
+const TCP_LOOK_GAP: Duration = Duration::from_micros(2);
 
 /// Polls of a spinning wait between looks at whether a peer shares this rank's CPU (see
 /// `Engine::spins_beside_a_peer`): about 2 µs of polling, so a quick message never pays the look.
@@ -325,11 +334,61 @@ pub(crate) trait FrameSink {
     }
 }
 
+/// The protocol's state for one peer (a universe rank). Every peer has one, made at once, so
+/// that a peer is never in one table and missing from another.
+struct Peer {
+    /// How frames reach it, chosen once when it became known.
+    route: Route,
+    /// Its process id, 0 while unknown: single-copy (CMA) reads and writes name it, and so
+    /// does the error when it is lost.
+    pid: u32,
+    /// Frames waiting for their turn on its channel.
+    outq: VecDeque<Out>,
+    /// Whether it is on `Proto::busy`.
+    queued: bool,
+    /// Whether it said BYE: the end of its connection is orderly (another world's processes
+    /// finalize and exit on their own).
+    departed: bool,
+    /// Whether a pull has read its memory once: only such peers are asked to share a copy, so
+    /// a kernel that refuses CMA is found out before a copy depends on it.
+    cma_proven: bool,
+    /// Rendezvous sends to it not yet complete. A receiver that is also sending a large
+    /// message to its sender (an exchange) pulls alone: both cores copy already, and sharing
+    /// would only add a round trip.
+    large_out: u32,
+    /// Ordered frames taken from it (multi-rail only).
+    ordered_in: u64,
+    /// Ordered frames from it still to drop: sent again after a rail failed, but already
+    /// taken from that rail.
+    skip: u64,
+}
+
+impl Peer {
+    fn new(route: Route, pid: u32) -> Peer {
+        Peer {
+            route,
+            pid,
+            outq: VecDeque::new(),
+            queued: false,
+            departed: false,
+            cma_proven: false,
+            large_out: 0,
+            ordered_in: 0,
+            skip: 0,
+        }
+    }
+}
+
+// Every send looks at its peer's route and queue: one cache line holds them, and a power of
+// two apart, finding a peer is one shift.
+#[cfg(target_pointer_width = "64")]
+const _: () = assert!(std::mem::size_of::<Peer>() == 64);
+
 /// The protocol half of the engine.
 pub(crate) struct Proto {
     pub me: u32,
-    pub routes: Vec<Route>,
-    pub pids: Vec<u32>,
+    /// Per peer, indexed by universe rank (see [`Peer`]).
+    peers: Vec<Peer>,
     /// TCP rails per peer pair (1: no rails).
     pub rails: usize,
     /// Requests completed so far: running collectives need advancing only when it moved.
@@ -338,31 +397,15 @@ pub(crate) struct Proto {
     rail_down: Vec<(u32, u16)>,
     /// The same, for the transport to read to their end first: (peer, rail, seq).
     to_drain: Vec<(u32, u16, u64)>,
-    /// Ordered frames taken from each peer (multi-rail only).
-    ordered_in: Vec<u64>,
-    /// Ordered frames from each peer still to drop: sent again after a rail failed, but
-    /// already taken from that rail.
-    skip: Vec<u64>,
     cma: bool,
     /// Large shm messages of at least this many bytes are copied by both sides at once
     /// (SHARE); `u64::MAX`: never, the receiver pulls alone.
     cma_share_min: u64,
-    /// Peers whose memory a pull has read once: only they are asked to share a copy, so a
-    /// kernel that refuses CMA is found out before a copy depends on it.
-    cma_proven: Vec<bool>,
     /// The receiver's half of shared copies, run once the SHARE is written (`Engine::progress`).
     shared_pulls: Vec<SharedPull>,
-    /// Rendezvous sends to each peer not yet complete. A receiver that is also sending a large
-    /// message to its sender (an exchange) pulls alone: both cores copy already, and sharing
-    /// would only add a round trip.
-    large_out: Vec<u32>,
-    /// Peers that said BYE: the end of their connection is orderly (another world's
-    /// processes finalize and exit on their own).
-    departed: Vec<bool>,
     requests: Requests,
     matcher: Matcher<ReqId, Unexpected>,
-    outq: Vec<VecDeque<Out>>,
-    queued: Vec<bool>,
+    /// Peers with frames to write (`Peer::queued`), for `Engine::flush` to visit.
     busy: Vec<u32>,
     loopback: VecDeque<(Frame, Vec<u8>)>,
     /// Buffers of delivered unexpected eager messages, for the next ones (`recycle_kept`).
@@ -384,22 +427,6 @@ struct SharedPull {
     len: u64,
 }
 
-/// Fills in the process id of a lost peer, which only the engine knows.
-fn with_pid(pids: &[u32], error: Error) -> Error {
-    match error {
-        Error::PeerLost {
-            rank,
-            pid: 0,
-            detail,
-        } => Error::PeerLost {
-            rank,
-            pid: pids.get(rank).copied().unwrap_or(0),
-            detail,
-        },
-        other => other,
-    }
-}
-
 fn protocol_error(peer: u32, detail: impl std::fmt::Display) -> Error {
     Error::Protocol {
         rank: peer as usize,
@@ -410,21 +437,43 @@ fn protocol_error(peer: u32, detail: impl std::fmt::Display) -> Error {
 impl Proto {
     /// Makes room for peers up to (not including) `peers`: the new ones are reached over TCP
     /// (processes of a world spawned later, or of the world that spawned ours) and have no
-    /// known process id yet.
+    /// known process id yet. The engine gives them its half in `Engine::adopt_peers`.
     #[cold]
     pub(crate) fn grow(&mut self, peers: usize) {
-        if peers <= self.routes.len() {
-            return;
+        if peers > self.peers.len() {
+            self.peers.resize_with(peers, || Peer::new(Route::Tcp, 0));
         }
-        self.routes.resize(peers, Route::Tcp);
-        self.pids.resize(peers, 0);
-        self.ordered_in.resize(peers, 0);
-        self.skip.resize(peers, 0);
-        self.cma_proven.resize(peers, false);
-        self.large_out.resize(peers, 0);
-        self.outq.resize_with(peers, VecDeque::new);
-        self.queued.resize(peers, false);
-        self.departed.resize(peers, false);
+    }
+
+    /// How many peers are known: universe ranks `0..peer_count()`.
+    pub(crate) fn peer_count(&self) -> usize {
+        self.peers.len()
+    }
+
+    /// How universe rank `rank` is reached, `None` past the known peers.
+    pub(crate) fn route(&self, rank: usize) -> Option<Route> {
+        self.peers.get(rank).map(|p| p.route)
+    }
+
+    /// The process id of universe rank `rank`: 0 while unknown, `None` past the known peers.
+    pub(crate) fn pid(&self, rank: usize) -> Option<u32> {
+        self.peers.get(rank).map(|p| p.pid)
+    }
+
+    /// Fills in the process id of a lost peer, which only the engine knows.
+    fn with_pid(&self, error: Error) -> Error {
+        match error {
+            Error::PeerLost {
+                rank,
+                pid: 0,
+                detail,
+            } => Error::PeerLost {
+                rank,
+                pid: self.pid(rank).unwrap_or(0),
+                detail,
+            },
+            other => other,
+        }
     }
 
     /// Keeps a message no receive was posted for, and counts it.
@@ -435,7 +484,8 @@ impl Proto {
     }
 
     fn push_out(&mut self, peer: u32, out: Out) {
-        if self.routes[peer as usize] == Route::Loopback {
+        let p = &mut self.peers[peer as usize];
+        if p.route == Route::Loopback {
             // Control frames to ourselves (FIN, CTS) take the loopback queue.
             if let Out::Frame(f) = out {
                 if let Ok(frame) = Frame::decode(&f.header, u64::MAX) {
@@ -444,14 +494,15 @@ impl Proto {
             }
             return;
         }
-        self.outq[peer as usize].push_back(out);
+        p.outq.push_back(out);
         self.mark_busy(peer);
     }
 
     /// `peer` has frames to write: `flush` visits it until they are out.
     fn mark_busy(&mut self, peer: u32) {
-        if !self.queued[peer as usize] {
-            self.queued[peer as usize] = true;
+        let p = &mut self.peers[peer as usize];
+        if !p.queued {
+            p.queued = true;
             self.busy.push(peer);
         }
     }
@@ -459,7 +510,7 @@ impl Proto {
     /// Rendezvous to `peer` wait for the receiver's FIN: over several rails a chunk may have
     /// to be sent again until then.
     fn acknowledged(&self, peer: u32) -> bool {
-        self.rails > 1 && self.routes[peer as usize] == Route::Tcp
+        self.rails > 1 && self.peers[peer as usize].route == Route::Tcp
     }
 
     /// Length of the rendezvous send `id` while it is not over.
@@ -486,7 +537,7 @@ impl Proto {
     pub(crate) fn complete(&mut self, id: ReqId, completion: Completion) {
         if let Some(state) = self.requests.get_mut(id) {
             if let ReqState::SendRendezvous { dest, .. } = *state {
-                self.large_out[dest as usize] -= 1;
+                self.peers[dest as usize].large_out -= 1;
             }
             *state = ReqState::Done(completion);
             self.completions += 1;
@@ -595,17 +646,17 @@ impl Proto {
             message_len: len as usize,
             cancelled: false,
         };
-        let route = self.routes[peer as usize];
+        let route = self.peers[peer as usize].route;
         // The bytes come pulled here at once (then FIN), half pulled and half written by the
         // sender (SHARE), or pushed by the sender (CTS).
         let mut reply = None;
         if source_addr != 0 && accepted > 0 {
-            let p = peer as usize;
+            let p = &self.peers[peer as usize];
             let share = route == Route::Shm
                 && self.cma
                 && len >= self.cma_share_min
-                && self.cma_proven[p]
-                && self.large_out[p] == 0;
+                && p.cma_proven
+                && p.large_out == 0;
             if share {
                 reply = machine.share(buf as u64);
                 if reply.is_some() {
@@ -628,9 +679,10 @@ impl Proto {
                         true
                     }
                     Route::Shm if self.cma => {
-                        match cma_read(self.pids[p], source_addr, buf, accepted) {
+                        let p = &mut self.peers[peer as usize];
+                        match cma_read(p.pid, source_addr, buf, accepted) {
                             Ok(()) => {
-                                self.cma_proven[p] = true;
+                                p.cma_proven = true;
                                 true
                             }
                             Err(e) => {
@@ -702,7 +754,7 @@ impl Proto {
         recv_id: u64,
         dest_addr: u64,
     ) -> Result<(), Error> {
-        let (cma, pid, me) = (self.cma, self.pids[peer as usize], self.me);
+        let (cma, pid, me) = (self.cma, self.peers[peer as usize].pid, self.me);
         let Some(ReqState::SendRendezvous { machine, buf, .. }) = self.requests.get_mut(send_id)
         else {
             return Err(protocol_error(
@@ -743,7 +795,7 @@ impl Proto {
                 continue;
             };
             cma_read(
-                self.pids[pull.peer as usize],
+                self.peers[pull.peer as usize].pid,
                 pull.source_addr,
                 *buf,
                 pull.len as usize,
@@ -811,7 +863,7 @@ impl Proto {
 
 impl FrameSink for Proto {
     fn departed(&self, peer: u32) -> bool {
-        self.departed.get(peer as usize).copied().unwrap_or(false)
+        self.peers.get(peer as usize).is_some_and(|p| p.departed)
     }
 
     fn take_drains(&mut self, peer: u32) -> Vec<(u16, u64)> {
@@ -827,17 +879,17 @@ impl FrameSink for Proto {
     }
 
     fn drained(&mut self, peer: u32, seq: u64) {
-        let p = peer as usize;
-        self.skip[p] = self.ordered_in[p].saturating_sub(seq);
+        let p = &mut self.peers[peer as usize];
+        p.skip = p.ordered_in.saturating_sub(seq);
     }
 
     fn begin_frame(&mut self, peer: u32, frame: &Frame) -> Result<Incoming, Error> {
-        if peer as usize >= self.routes.len() {
+        if peer as usize >= self.peers.len() {
             // A process of another world connected before we were told about it.
             self.grow(peer as usize + 1);
         }
         let rails = self.acknowledged(peer);
-        if rails && self.skip[peer as usize] > 0 && frame.is_ordered() {
+        if rails && self.peers[peer as usize].skip > 0 && frame.is_ordered() {
             return Ok(Incoming {
                 ptr: std::ptr::null_mut(),
                 cap: 0,
@@ -910,12 +962,12 @@ impl FrameSink for Proto {
 
     fn end_frame(&mut self, peer: u32, frame: &Frame, incoming: Incoming) -> Result<(), Error> {
         if frame.is_ordered() && self.acknowledged(peer) {
-            let p = peer as usize;
+            let p = &mut self.peers[peer as usize];
             if matches!(incoming.arrival, Arrival::Discard) {
-                self.skip[p] = self.skip[p].saturating_sub(1);
+                p.skip = p.skip.saturating_sub(1);
                 return Ok(());
             }
-            self.ordered_in[p] += 1;
+            p.ordered_in += 1;
         }
         match (incoming.arrival, *frame) {
             (Arrival::EagerMatched(id, env), Frame::Eager { len, .. }) => {
@@ -1051,7 +1103,7 @@ impl FrameSink for Proto {
                     ))
                 }
             },
-            (Arrival::Control, Frame::Bye) => self.departed[peer as usize] = true,
+            (Arrival::Control, Frame::Bye) => self.peers[peer as usize].departed = true,
             (Arrival::Control, Frame::RailDown { rail, seq })
                 if self.acknowledged(peer) && (rail as usize) < self.rails =>
             {
@@ -1081,6 +1133,8 @@ pub(crate) struct Engine {
     /// With both transports, shared-memory peers wake this rank's sleep in TCP's epoll through
     /// its doorbell (see `crate::shm`); false if it could not be made.
     doorbell: bool,
+    /// When TCP was last polled, with shared-memory peers too (see `Engine::tcp_due`).
+    tcp_polled: Instant,
     shm_eager_limit: usize,
     tcp_eager_limit: usize,
     shm_chunk: usize,
@@ -1091,8 +1145,8 @@ pub(crate) struct Engine {
     /// The longest sleep of a wait with nothing to do: long when this thread is alone with the
     /// engine, short when other threads may want it (see `Shared::wait_until`).
     pub(crate) nap: Duration,
-    /// Multi-rail state per peer (empty with one rail).
-    lanes: Vec<Lanes>,
+    /// How chunks are spread over the rails, for the [`Lanes`] of peers that come later.
+    rail_policy: crate::config::RailPolicy,
     /// Smallest rendezvous spread over every rail; smaller ones use rail 0 only.
     rail_stripe: u64,
     /// Time base of the rails' rate measurements.
@@ -1100,9 +1154,33 @@ pub(crate) struct Engine {
     /// Receives that may leave their payload in the shared-memory ring
     /// ([`Engine::irecv_in_place`]), each with the peer whose ring holds it once it does.
     in_place: Vec<(ReqId, Option<u32>)>,
-    /// Per peer: the payload length of the record held at the head of its ring, which
-    /// `progress` leaves there until [`Engine::release_in_place`].
-    held: Vec<Option<usize>>,
+    /// Per peer, indexed by universe rank as `proto`'s peers (see [`Link`]); peers the
+    /// protocol adds while reading get theirs in [`Engine::adopt_peers`].
+    links: Vec<Link>,
+}
+
+/// The engine's state for one peer, beside the protocol's [`Peer`].
+struct Link {
+    /// The payload length of the record held at the head of its shared-memory ring, which
+    /// `progress` leaves there until [`Engine::release_in_place`]. A `u32` (a larger payload
+    /// is copied out instead) keeps a link at 16 bytes, which the ring loop of
+    /// `Engine::progress_pass` finds with the shift it uses for the rings.
+    held: Option<u32>,
+    /// Its rails, for a peer reached over several TCP rails (else `None`). Boxed: most peers
+    /// have none, and the loops over peers stay short.
+    lanes: Option<Box<Lanes>>,
+}
+
+#[cfg(target_pointer_width = "64")]
+const _: () = assert!(std::mem::size_of::<Link>() == 16);
+
+impl Link {
+    fn new(route: Route, rails: usize, policy: crate::config::RailPolicy) -> Link {
+        Link {
+            held: None,
+            lanes: (rails > 1 && route == Route::Tcp).then(|| Box::new(Lanes::new(rails, policy))),
+        }
+    }
 }
 
 /// What the rails to one peer are doing.
@@ -1173,7 +1251,13 @@ pub(crate) struct EngineSetup {
 
 impl Engine {
     pub(crate) fn new(setup: EngineSetup) -> Engine {
-        let size = setup.routes.len();
+        let rails = setup.rails.max(1);
+        let peers: Vec<Peer> = (setup.routes.iter().enumerate())
+            .map(|(rank, &route)| Peer::new(route, setup.pids.get(rank).copied().unwrap_or(0)))
+            .collect();
+        let links = (peers.iter())
+            .map(|p| Link::new(p.route, rails, setup.rail_policy))
+            .collect();
         let shm_max = setup.shm.as_ref().map_or(usize::MAX, |s| s.max_payload());
         let mut engine = Engine {
             collectives: Vec::new(),
@@ -1182,27 +1266,19 @@ impl Engine {
             spare: crate::coll::Spare::default(),
             proto: Proto {
                 me: setup.me,
-                routes: setup.routes,
-                pids: setup.pids,
-                rails: setup.rails.max(1),
+                peers,
+                rails,
                 rail_down: Vec::new(),
                 completions: 0,
                 to_drain: Vec::new(),
-                ordered_in: vec![0; size],
-                skip: vec![0; size],
                 cma: setup.cma,
                 cma_share_min: setup.cma_share_min,
-                cma_proven: vec![false; size],
                 shared_pulls: Vec::new(),
-                large_out: vec![0; size],
-                departed: vec![false; size],
                 requests: Requests {
                     slots: Vec::new(),
                     free: Vec::new(),
                 },
                 matcher: Matcher::new(),
-                outq: (0..size).map(|_| VecDeque::new()).collect(),
-                queued: vec![false; size],
                 busy: Vec::new(),
                 loopback: VecDeque::new(),
                 spare_kept: Vec::new(),
@@ -1215,22 +1291,17 @@ impl Engine {
             shm: setup.shm,
             tcp: None,
             doorbell: false,
+            tcp_polled: Instant::now(),
             tcp_eager_limit: setup.tcp_eager_limit,
             tcp_chunk: setup.tcp_chunk,
             spin: setup.spin,
             spin_yield: setup.spin_yield,
             nap: Duration::from_millis(20),
-            lanes: if setup.rails > 1 {
-                (0..size)
-                    .map(|_| Lanes::new(setup.rails, setup.rail_policy))
-                    .collect()
-            } else {
-                Vec::new()
-            },
+            rail_policy: setup.rail_policy,
             rail_stripe: setup.rail_stripe as u64,
             started: Instant::now(),
             in_place: Vec::new(),
-            held: vec![None; size],
+            links,
         };
         if let Some(tcp) = setup.tcp {
             engine.add_tcp(tcp);
@@ -1262,27 +1333,47 @@ impl Engine {
     /// reached over TCP, connected by whichever side dials.
     pub(crate) fn add_peers(&mut self, uids: &[(u32, u32)]) {
         let end = uids.iter().map(|&(u, _)| u as usize + 1).max().unwrap_or(0);
-        self.proto.grow(end);
+        self.grow(end);
         for &(uid, pid) in uids {
             if pid != 0 {
-                self.proto.pids[uid as usize] = pid;
+                self.proto.peers[uid as usize].pid = pid;
             }
-        }
-        if let Some(t) = self.tcp.as_mut() {
-            t.grow(self.proto.routes.len());
         }
     }
 
-    /// Drops what was queued for other worlds' processes whose connection ended.
-    fn forget_closed(&mut self) {
-        let Some(t) = self.tcp.as_mut() else { return };
-        for peer in t.take_closed() {
-            if let Some(q) = self.proto.outq.get_mut(peer as usize) {
-                q.clear();
+    /// Makes room for peers up to (not including) `peers` in the protocol, the engine and TCP
+    /// (see [`Proto::grow`]).
+    #[cold]
+    pub(crate) fn grow(&mut self, peers: usize) {
+        self.proto.grow(peers);
+        self.adopt_peers();
+        if let Some(t) = self.tcp.as_mut() {
+            t.grow(self.proto.peer_count());
+        }
+    }
+
+    /// Gives the peers the protocol added on its own (a process of another world that
+    /// connected before we were told of it) their engine half.
+    fn adopt_peers(&mut self) {
+        let (rails, policy) = (self.proto.rails, self.rail_policy);
+        let new = self.proto.peers.get(self.links.len()..).unwrap_or_default();
+        self.links
+            .extend(new.iter().map(|p| Link::new(p.route, rails, policy)));
+    }
+
+    /// Drops what was queued for other worlds' processes whose connection ended, and adopts
+    /// those that connected (see [`Engine::adopt_peers`]): what follows a read of TCP.
+    fn after_tcp_input(&mut self) {
+        if let Some(t) = self.tcp.as_mut() {
+            for peer in t.take_closed() {
+                if let Some(p) = self.proto.peers.get_mut(peer as usize) {
+                    p.outq.clear();
+                    p.departed = true;
+                }
             }
-            if let Some(d) = self.proto.departed.get_mut(peer as usize) {
-                *d = true;
-            }
+        }
+        if self.links.len() < self.proto.peers.len() {
+            self.adopt_peers();
         }
     }
 
@@ -1337,10 +1428,8 @@ impl Engine {
         len: usize,
     ) -> bool {
         let p = dest as usize;
-        if self.proto.routes[p] != Route::Shm
-            || len > self.shm_eager_limit
-            || !self.proto.outq[p].is_empty()
-        {
+        let peer = &self.proto.peers[p];
+        if peer.route != Route::Shm || len > self.shm_eager_limit || !peer.outq.is_empty() {
             return false;
         }
         let Some(shm) = self.shm.as_mut() else {
@@ -1372,7 +1461,12 @@ impl Engine {
         min: usize,
     ) -> Option<(*mut u8, usize)> {
         let p = dest as usize;
-        if self.proto.routes.get(p) != Some(&Route::Shm) || !self.proto.outq[p].is_empty() {
+        if !self
+            .proto
+            .peers
+            .get(p)
+            .is_some_and(|peer| peer.route == Route::Shm && peer.outq.is_empty())
+        {
             return None;
         }
         let want = want.min(self.active_limit(dest));
@@ -1421,7 +1515,7 @@ impl Engine {
         len: usize,
         mode: SendMode,
     ) -> Result<ReqId, Error> {
-        let route = self.proto.routes[dest as usize];
+        let route = self.proto.peers[dest as usize].route;
         // An empty message may come with a null buffer (MPI_Send(NULL, 0, …)); slices are built
         // from the pointer, which must then not be null.
         let buf = non_null_if_empty(buf as *mut u8, len) as *const u8;
@@ -1467,7 +1561,7 @@ impl Engine {
         let rts = machine.rts(context, tag, if pull_ok { buf as u64 } else { 0 });
         if let Some(state) = self.proto.requests.get_mut(id) {
             *state = ReqState::SendRendezvous { machine, buf, dest };
-            self.proto.large_out[dest as usize] += 1;
+            self.proto.peers[dest as usize].large_out += 1;
         }
         if route == Route::Loopback {
             self.proto.loopback.push_back((rts, Vec::new()));
@@ -1495,7 +1589,7 @@ impl Engine {
     /// Largest payload of an owned message ([`Engine::send_owned`]) to world rank `dest`: what
     /// one eager frame on its route may carry.
     pub(crate) fn active_limit(&self, dest: u32) -> usize {
-        match self.proto.routes.get(dest as usize) {
+        match self.proto.peers.get(dest as usize).map(|p| p.route) {
             Some(Route::Loopback) => 1 << 20,
             Some(Route::Shm) => self.shm_chunk.max(self.shm_eager_limit),
             Some(Route::Tcp) => self.tcp_chunk.max(self.tcp_eager_limit),
@@ -1512,7 +1606,7 @@ impl Engine {
         tag: i32,
         data: Vec<u8>,
     ) -> Result<(), Error> {
-        let size = self.proto.routes.len();
+        let size = self.proto.peer_count();
         if dest as usize >= size {
             return Err(Error::RankOutOfRange {
                 rank: dest as usize,
@@ -1533,7 +1627,7 @@ impl Engine {
             len: data.len() as u64,
         };
         self.proto.counters.sent(data.len(), true);
-        if self.proto.routes[dest as usize] == Route::Loopback {
+        if self.proto.peers[dest as usize].route == Route::Loopback {
             self.proto.loopback.push_back((frame, data));
             return Ok(());
         }
@@ -1619,7 +1713,7 @@ impl Engine {
             return self.receive_taken(message, buf, cap).map(Some);
         }
         let peer = source as usize;
-        if self.proto.routes[peer] != Route::Shm || self.held[peer].is_some() {
+        if self.proto.peers[peer].route != Route::Shm || self.links[peer].held.is_some() {
             return Ok(None);
         }
         let Some(shm) = self.shm.as_mut() else {
@@ -1710,7 +1804,7 @@ impl Engine {
         cap: usize,
     ) -> Result<ReqId, Error> {
         let id = self.irecv(context, Some(source), tag, buf, cap)?;
-        if !self.proto.is_done(id) && self.proto.routes[source as usize] == Route::Shm {
+        if !self.proto.is_done(id) && self.proto.peers[source as usize].route == Route::Shm {
             self.in_place.push((id, None));
         }
         Ok(id)
@@ -1720,7 +1814,7 @@ impl Engine {
     /// is in the receive's buffer). Valid until [`Engine::release_in_place`].
     pub(crate) fn in_place(&mut self, id: ReqId) -> Option<(*const u8, usize)> {
         let peer = self.in_place.iter().find(|(r, _)| *r == id)?.1? as usize;
-        let len = self.held[peer]?;
+        let len = self.links[peer].held? as usize;
         let record = self.shm.as_mut()?.peek(peer)?;
         Some((record.payload_in_place(len)?, len))
     }
@@ -1733,8 +1827,8 @@ impl Engine {
         };
         if let (_, Some(peer)) = self.in_place.swap_remove(i) {
             let peer = peer as usize;
-            if let (Some(len), Some(shm)) = (self.held[peer].take(), self.shm.as_mut()) {
-                shm.pop(peer, len);
+            if let (Some(len), Some(shm)) = (self.links[peer].held.take(), self.shm.as_mut()) {
+                shm.pop(peer, len as usize);
             }
         }
     }
@@ -1837,12 +1931,12 @@ impl Engine {
         self.progress_pass()
     }
 
-    /// Whether a progress pass would find nothing: no TCP (which must be polled), nothing
-    /// queued to send or to run, no collective that can move, and no record in any ring. A wait
-    /// calls `progress` in a tight loop, and this look costs a fraction of a full pass.
+    /// Whether a progress pass would find nothing: no TCP due to be polled, nothing queued to
+    /// send or to run, no collective that can move, and no record in any ring. A wait calls
+    /// `progress` in a tight loop, and this look costs a fraction of a full pass.
     #[inline]
     fn idle(&mut self) -> bool {
-        self.tcp.is_none()
+        !self.tcp_due()
             && self.proto.loopback.is_empty()
             && self.proto.active_out.is_empty()
             && self.proto.busy.is_empty()
@@ -1850,6 +1944,19 @@ impl Engine {
             && self.drains.is_empty()
             && !self.collectives_can_move()
             && !self.shm.as_mut().is_some_and(ShmTransport::any_ready)
+    }
+
+    /// Whether an idle look must poll TCP. Without shared-memory peers, always: it is the only
+    /// way in. With them, at most every [`TCP_LOOK_GAP`]: an `epoll_wait` per look would slow
+    /// a wait on a ring (0.96 → 1.29 µs per 8 B round trip measured with a listener open), and
+    /// a clock read costs a tenth of that. A pass with other work polls TCP anyway.
+    #[inline]
+    fn tcp_due(&mut self) -> bool {
+        match (&self.tcp, &self.shm) {
+            (None, _) => false,
+            (Some(_), None) => true,
+            (Some(_), Some(_)) => self.tcp_polled.elapsed() >= TCP_LOOK_GAP,
+        }
     }
 
     // Kept out of line so that `progress`'s idle look needs no large stack frame.
@@ -1867,7 +1974,7 @@ impl Engine {
             let mut next = 0;
             while let Some(peer) = shm.local_peer(next) {
                 next += 1;
-                if self.held[peer].is_some() {
+                if self.links[peer].held.is_some() {
                     continue; // read in place; nothing behind it moves until it is released
                 }
                 // Bounded per peer so one busy sender cannot starve the others.
@@ -1884,10 +1991,11 @@ impl Engine {
                         let keep = incoming
                             .matched()
                             .and_then(|id| self.in_place.iter_mut().find(|(r, _)| *r == id));
-                        if let Some(entry) = keep {
+                        let held = u32::try_from(len).ok();
+                        if let (Some(entry), Some(held)) = (keep, held) {
                             if record.payload_in_place(len).is_some() {
                                 entry.1 = Some(peer as u32);
-                                self.held[peer] = Some(len);
+                                self.links[peer].held = Some(held);
                                 self.proto.end_frame(peer as u32, &frame, incoming)?;
                                 progressed = true;
                                 break;
@@ -1907,8 +2015,11 @@ impl Engine {
         if let Some(tcp) = self.tcp.as_mut() {
             progressed |= tcp
                 .poll_input(&mut self.proto, Some(Duration::ZERO))
-                .map_err(|e| with_pid(&self.proto.pids, e))?;
-            self.forget_closed();
+                .map_err(|e| self.proto.with_pid(e))?;
+            if self.shm.is_some() {
+                self.tcp_polled = Instant::now();
+            }
+            self.after_tcp_input();
         }
         // Checked here, not only inside: an idle pass should cost a few loads, not calls.
         if !self.proto.active_out.is_empty() {
@@ -1922,7 +2033,7 @@ impl Engine {
             self.proto.run_shared_pulls()?;
             progressed |= self.flush()?;
         }
-        if !self.lanes.is_empty() {
+        if self.proto.rails > 1 {
             progressed |= self.rails_failed()?;
         }
         // Drained copies are freed with the collectives' advance.
@@ -1948,10 +2059,11 @@ impl Engine {
         while i < self.proto.busy.len() {
             let peer = self.proto.busy[i];
             progressed |= self.flush_peer(peer)?;
-            if self.proto.outq[peer as usize].is_empty()
-                && self.lanes.get(peer as usize).is_none_or(Lanes::idle)
+            let p = peer as usize;
+            if self.proto.peers[p].outq.is_empty()
+                && (self.links.get(p).and_then(|l| l.lanes.as_deref())).is_none_or(Lanes::idle)
             {
-                self.proto.queued[peer as usize] = false;
+                self.proto.peers[p].queued = false;
                 self.proto.busy.swap_remove(i);
             } else {
                 i += 1;
@@ -1963,8 +2075,8 @@ impl Engine {
     /// Writes queued frames to `peer` in order until its channel is full.
     fn flush_peer(&mut self, peer: u32) -> Result<bool, Error> {
         let p = peer as usize;
-        let route = self.proto.routes[p];
-        if route == Route::Tcp && !self.lanes.is_empty() {
+        let route = self.proto.peers[p].route;
+        if route == Route::Tcp && self.links.get(p).is_some_and(|l| l.lanes.is_some()) {
             return self.flush_rails(peer);
         }
         let chunk = if route == Route::Shm {
@@ -1974,14 +2086,14 @@ impl Engine {
         };
         let mut progressed = false;
         loop {
-            let frame = match self.proto.outq[p].front_mut() {
+            let frame = match self.proto.peers[p].outq.front_mut() {
                 None => break,
                 Some(Out::Stream(id)) => {
                     let id = *id;
                     match self.proto.next_chunk(id, chunk) {
-                        Some((f, _)) => self.proto.outq[p].push_front(Out::Frame(f)),
+                        Some((f, _)) => self.proto.peers[p].outq.push_front(Out::Frame(f)),
                         None => {
-                            self.proto.outq[p].pop_front();
+                            self.proto.peers[p].outq.pop_front();
                         }
                     }
                     continue;
@@ -2003,7 +2115,7 @@ impl Engine {
                 break;
             }
             progressed = true;
-            if let Some(Out::Frame(frame)) = self.proto.outq[p].pop_front() {
+            if let Some(Out::Frame(frame)) = self.proto.peers[p].outq.pop_front() {
                 self.proto.frame_written(&frame);
             }
         }
@@ -2018,14 +2130,16 @@ impl Engine {
             return Ok(false);
         };
         let proto = &mut self.proto;
-        let lanes = &mut self.lanes[p];
+        let Some(lanes) = self.links[p].lanes.as_deref_mut() else {
+            return Ok(false);
+        };
         let rails = lanes.writing.len();
         let mut progressed = false;
         loop {
             let mut moved = false;
             let ordered = lanes.ordered;
             while lanes.writing[ordered].is_none() {
-                match proto.outq[p].pop_front() {
+                match proto.peers[p].outq.pop_front() {
                     None => break,
                     Some(Out::Stream(id)) => lanes.striped.push_back(id),
                     Some(Out::Frame(f)) => lanes.writing[ordered] = Some(f),
@@ -2139,10 +2253,10 @@ impl Engine {
             return Vec::new();
         };
         let mut lines = Vec::new();
-        for (peer, lanes) in self.lanes.iter().enumerate() {
-            if self.proto.routes[peer] != Route::Tcp {
+        for (peer, link) in self.links.iter().enumerate() {
+            let Some(lanes) = link.lanes.as_deref() else {
                 continue;
-            }
+            };
             let rails: Vec<String> = (0..lanes.writing.len())
                 .map(|r| {
                     let load = tcp.load(peer, r);
@@ -2182,7 +2296,9 @@ impl Engine {
         let any = !failed.is_empty();
         for (peer, rail, why, here) in failed {
             let (p, r) = (peer as usize, rail as usize);
-            let lanes = &mut self.lanes[p];
+            let Some(lanes) = self.links.get_mut(p).and_then(|l| l.lanes.as_deref_mut()) else {
+                continue;
+            };
             if !lanes.alive[r] {
                 continue;
             }
@@ -2199,7 +2315,7 @@ impl Engine {
             let Some(next) = lanes.alive.iter().position(|&a| a) else {
                 return Err(Error::PeerLost {
                     rank: p,
-                    pid: self.proto.pids.get(p).copied().unwrap_or(0),
+                    pid: self.proto.pid(p).unwrap_or(0),
                     detail: format!("every rail failed, the last one: rail {rail} ({why})"),
                 });
             };
@@ -2210,7 +2326,7 @@ impl Engine {
                 let from = lanes.sent_seq - retained.len() as u64;
                 lanes.sent_seq = from;
                 lanes.ordered = next;
-                let outq = &mut self.proto.outq[p];
+                let outq = &mut self.proto.peers[p].outq;
                 if let Some(mut frame) = cut.filter(ordered_frame) {
                     frame.sent = 0;
                     outq.push_front(Out::Frame(frame));
@@ -2358,9 +2474,9 @@ impl Engine {
     fn sleep_in_poll(&mut self, timeout: Duration) -> Result<(), Error> {
         if let Some(tcp) = self.tcp.as_mut() {
             tcp.poll_input(&mut self.proto, Some(timeout))
-                .map_err(|e| with_pid(&self.proto.pids, e))?;
+                .map_err(|e| self.proto.with_pid(e))?;
         }
-        self.forget_closed();
+        self.after_tcp_input();
         self.send_active_replies()?;
         self.flush()?;
         Ok(())
@@ -2417,7 +2533,8 @@ mod tests {
 
     /// The control frames queued for `peer`.
     fn queued(e: &Engine, peer: usize) -> Vec<Frame> {
-        e.proto.outq[peer]
+        e.proto.peers[peer]
+            .outq
             .iter()
             .filter_map(|o| match o {
                 Out::Frame(f) => Frame::decode(&f.header, u64::MAX).ok(),
@@ -2459,6 +2576,25 @@ mod tests {
         // A late copy for the finished receive is read and dropped, not an error.
         deliver(&mut e, 1, data(0, 4), b"abcd").unwrap();
         assert_eq!(&buf, b"abcdefghijkl");
+    }
+
+    #[test]
+    fn peers_added_later_get_both_halves_and_rails_if_on_tcp() {
+        let mut e = engine_with_rails(2, 2);
+        assert!(e.links[0].lanes.is_none(), "no rails to ourselves");
+        assert!(e.links[1].lanes.is_some());
+        e.grow(4);
+        assert_eq!((e.proto.peer_count(), e.links.len()), (4, 4));
+        assert!(e.links[3].lanes.is_some());
+        // A process of another world that connects before we are told of it.
+        deliver(&mut e, 5, Frame::Bye, &[]).unwrap();
+        assert_eq!(e.proto.peer_count(), 6);
+        e.after_tcp_input();
+        assert_eq!(e.links.len(), 6);
+        assert!(e.links[5].lanes.is_some() && e.proto.departed(5));
+        assert_eq!((e.proto.pid(5), e.proto.pid(6)), (Some(0), None));
+        let one_rail = engine(3);
+        assert!(one_rail.links.iter().all(|l| l.lanes.is_none()));
     }
 
     #[test]
@@ -2557,8 +2693,10 @@ mod tests {
     /// within the test process stand in for copies between two.
     fn cma_engine() -> Engine {
         let mut e = engine(2);
-        e.proto.routes[1] = Route::Shm;
-        e.proto.pids = vec![std::process::id(); 2];
+        e.proto.peers[1].route = Route::Shm;
+        for peer in &mut e.proto.peers {
+            peer.pid = std::process::id();
+        }
         e.proto.cma = true;
         e.proto.cma_share_min = 0;
         e
@@ -2761,7 +2899,8 @@ mod tests {
 
     /// The eager frames queued for `peer` with their payloads.
     fn queued_eager(e: &Engine, peer: usize) -> Vec<(Frame, Vec<u8>)> {
-        e.proto.outq[peer]
+        e.proto.peers[peer]
+            .outq
             .iter()
             .filter_map(|o| match o {
                 Out::Frame(f) => {
@@ -2923,8 +3062,12 @@ mod tests {
         let make = |me: u32, t: ShmTransport| {
             let mut e = engine(2);
             e.proto.me = me;
-            e.proto.routes = vec![Route::Shm; 2];
-            e.proto.routes[me as usize] = Route::Loopback;
+            for (rank, peer) in e.proto.peers.iter_mut().enumerate() {
+                peer.route = match rank == me as usize {
+                    true => Route::Loopback,
+                    false => Route::Shm,
+                };
+            }
             e.shm_eager_limit = t.max_payload();
             e.shm_chunk = t.max_payload() / 2;
             e.shm = Some(t);
@@ -3007,7 +3150,7 @@ mod tests {
         let c = b.take(id).unwrap();
         assert_eq!((c.len, c.message_len), (10, 1000));
         b.release_in_place(id);
-        assert!(b.in_place.is_empty() && b.held.iter().all(Option::is_none));
+        assert!(b.in_place.is_empty() && b.links.iter().all(|l| l.held.is_none()));
     }
 
     /// Receives the next message from rank 0 (any tag) on `e`: (tag, bytes).

@@ -96,10 +96,7 @@ pub(crate) fn reach(shared: &Shared, members: &[u32]) -> Result<(), Error> {
     }
     open(shared)?;
     let end = strangers.iter().map(|&u| u as usize + 1).max().unwrap_or(0);
-    shared.engine.borrow_mut().proto.grow(end);
-    if let Some(t) = shared.engine.borrow_mut().tcp.as_mut() {
-        t.grow(end);
-    }
+    shared.engine.borrow_mut().grow(end);
     let timeout = Duration::from_secs(shared.in_effect.connect_timeout_secs);
     for uid in strangers.into_iter().filter(|&u| u < me) {
         dial(shared, uid, timeout)?;
@@ -191,7 +188,7 @@ fn open(shared: &Shared) -> Result<(), Error> {
                 1,
                 Duration::from_secs(c.rail_timeout_secs),
             )?;
-            t.grow(engine.proto.routes.len());
+            t.grow(engine.proto.peer_count());
             engine.add_tcp(t);
         }
         match engine.tcp.as_ref() {
@@ -259,7 +256,7 @@ impl World {
         let base = shared.universe.base;
         let own = base..base + shared.size as u32;
         let mut engine = shared.engine.borrow_mut();
-        let others: Vec<u32> = (0..engine.proto.routes.len() as u32)
+        let others: Vec<u32> = (0..engine.proto.peer_count() as u32)
             .filter(|u| !own.contains(u))
             .collect();
         engine.say_bye(&others)

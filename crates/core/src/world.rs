@@ -591,14 +591,7 @@ impl World {
 
     /// The process id of world rank `rank`.
     pub fn pid_of(&self, rank: usize) -> Option<u32> {
-        self.comm
-            .shared()
-            .engine
-            .borrow()
-            .proto
-            .pids
-            .get(rank)
-            .copied()
+        self.comm.shared().engine.borrow().proto.pid(rank)
     }
 
     /// The settings in effect: those read from the environment at [`init`], with every
@@ -616,7 +609,7 @@ impl World {
         if rank >= shared.size {
             return None;
         }
-        Some(match shared.engine.borrow().proto.routes.get(uid)? {
+        Some(match shared.engine.borrow().proto.route(uid)? {
             Route::Loopback => PeerRoute::Itself,
             Route::Shm => PeerRoute::SharedMemory,
             Route::Tcp => PeerRoute::Tcp,

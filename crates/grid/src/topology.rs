@@ -10,6 +10,7 @@
 //! front = "a-front"           # private only: the front node's name ...
 //! public_addr = "198.18.0.10" # ... its public (WAN) address ...
 //! front_addr = "10.1.0.1"     # ... and its address inside (default: .1 of the first host's /24)
+//! front_ssh = "me@front.a.org" # optional: how ssh reaches the front node (default: its name)
 //! relay_port = 7390           # where `ferry relay` listens on the front node (default 7390)
 //! rate = "1gbit"              # optional: `tc` rate of each host's link (testbed)
 //! [[cluster.link]]            # optional: an extra network joining the cluster's hosts (a rail)
@@ -20,6 +21,8 @@
 //! addr = "10.1.0.11"          # private clusters: a private address; public: a public one
 //! ranks = 2                   # default 1
 //! rails = ["10.201.0.11"]     # one address per [[cluster.link]], in their order
+//! ssh = "a1.internal"         # optional: how ssh reaches the host (default: its name); hosts
+//!                             # of a private cluster are reached through the front node
 //! ```
 //!
 //! A top-level `wan_rate = "…"` limits each link to the WAN bridge in the testbed. Unknown keys
@@ -120,6 +123,8 @@ pub struct Host {
     /// Its address on each of the cluster's [`Cluster::links`], in their order (rails 1, 2, …);
     /// empty when the cluster has none.
     pub rails: Vec<Ipv4Addr>,
+    /// Its ssh destination (`[user@]host`), when that is not its name.
+    pub ssh: Option<String>,
 }
 
 impl Host {
@@ -206,6 +211,8 @@ pub struct Front {
     pub public_addr: Ipv4Addr,
     /// Its address on the cluster's private network.
     pub inside_addr: Ipv4Addr,
+    /// Its ssh destination (`[user@]host`), when that is not its name.
+    pub ssh: Option<String>,
 }
 
 /// A whole grid: clusters in rank order.
@@ -233,6 +240,7 @@ struct RawCluster {
     front: Option<Spanned<String>>,
     public_addr: Option<Spanned<String>>,
     front_addr: Option<Spanned<String>>,
+    front_ssh: Option<Spanned<String>>,
     relay_port: Option<Spanned<u16>>,
     rate: Option<Spanned<String>>,
     #[serde(default)]
@@ -255,6 +263,7 @@ struct RawHost {
     addr: Spanned<String>,
     ranks: Option<Spanned<u32>>,
     rails: Option<Spanned<Vec<Spanned<String>>>>,
+    ssh: Option<Spanned<String>>,
 }
 
 /// Whether `addr` is in 10/8, 172.16/12 or 192.168/16.
@@ -454,6 +463,28 @@ fn check_rate(
     Ok(Some(text.clone()))
 }
 
+/// An ssh destination: `[user@]host`, no white space, not starting with `-` (it goes on a
+/// command line, where it must not read as an option).
+fn check_ssh(
+    loc: &Locator<'_>,
+    field: &str,
+    value: &Option<Spanned<String>>,
+) -> Result<Option<String>, TopologyError> {
+    let Some(value) = value else { return Ok(None) };
+    let text = value.get_ref();
+    if text.is_empty()
+        || text.starts_with('-')
+        || text.chars().any(|c| c.is_whitespace() || c.is_control())
+    {
+        return Err(loc.at(
+            value.span(),
+            field,
+            format!("{text:?} is not an ssh destination like \"user@host\""),
+        ));
+    }
+    Ok(Some(text.clone()))
+}
+
 impl Topology {
     /// Reads and checks a grid file.
     pub fn load(path: &std::path::Path) -> Result<Topology, TopologyError> {
@@ -542,6 +573,7 @@ impl Topology {
                     addr,
                     ranks,
                     rails,
+                    ssh: check_ssh(&loc, &hf("ssh"), &rh.ssh)?,
                 });
             }
             let front = match kind {
@@ -550,6 +582,7 @@ impl Topology {
                         ("front", &rc.front),
                         ("public_addr", &rc.public_addr),
                         ("front_addr", &rc.front_addr),
+                        ("front_ssh", &rc.front_ssh),
                     ] {
                         if let Some(v) = value {
                             return Err(loc.at(v.span(), f(field), "a public cluster has no front node (its hosts are their own fronts)"));
@@ -611,6 +644,7 @@ impl Topology {
                         name: front_name,
                         public_addr,
                         inside_addr,
+                        ssh: check_ssh(&loc, &f("front_ssh"), &rc.front_ssh)?,
                     })
                 }
             };
@@ -1029,6 +1063,37 @@ addr = "198.18.1.1"
         assert_eq!(ids[2].front, "a-front");
         assert!(ids[3].is_public());
         assert_eq!(g.cluster_of("a-front").unwrap().name, "a");
+    }
+
+    #[test]
+    fn ssh_destinations_are_kept_and_checked() {
+        let text = GRID
+            .replacen(
+                "name = \"a1\"",
+                "name = \"a1\"\nssh = \"root@a1.inside\"",
+                1,
+            )
+            .replacen(
+                "relay_port = 7400",
+                "relay_port = 7400\nfront_ssh = \"gw.example.org\"",
+                1,
+            );
+        let g = Topology::parse("grid.toml", &text).unwrap();
+        assert_eq!(
+            g.clusters[0].hosts[0].ssh.as_deref(),
+            Some("root@a1.inside")
+        );
+        assert_eq!(g.clusters[0].hosts[1].ssh, None);
+        let front = g.clusters[0].front.as_ref().unwrap();
+        assert_eq!(front.ssh.as_deref(), Some("gw.example.org"));
+        let bad = GRID.replacen(
+            "name = \"a1\"",
+            "name = \"a1\"\nssh = \"-oProxyCommand=x\"",
+            1,
+        );
+        let (_, field, message) = error(&bad);
+        assert!(field.ends_with(".ssh"), "{field}");
+        assert!(message.contains("not an ssh destination"), "{message}");
     }
 
     fn error(text: &str) -> (usize, String, String) {

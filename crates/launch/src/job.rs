@@ -8,11 +8,11 @@
 use crate::grid::GridJob;
 use crate::hosts::{is_this_host, Launcher};
 use crate::output::{self, Sink};
-use crate::remote::{CommandForm, NodeEvent, NodePlan, Nodes, RemoteLaunch};
+use crate::remote::{CommandForm, NodeEvent, NodeKv, NodePlan, Nodes, RemoteLaunch};
 use crate::server::{BootstrapEvent, BootstrapServer};
 use crate::sys;
 use crate::{timeout_from_env, LaunchError, LaunchOptions, Outcome, RankFailure};
-use ferry_wire::node::{JobSpec, NodeMessage, RankExit, Stream};
+use ferry_wire::node::{JobSpec, NodeMessage, RankExit, Session, Stream};
 use ferry_wire::pmi::env;
 use ferry_wire::JobKey;
 use std::io;
@@ -83,20 +83,23 @@ pub fn run(opts: &LaunchOptions) -> Result<Outcome, LaunchError> {
     let signals = Signals::install().map_err(LaunchError::Signals)?;
     // Dropped after `job` (declared first): relays outlive the ranks.
     let mut grid = match &opts.grid {
-        Some(g) => Some(GridJob::prepare(g, opts.np, job_id, &key)?),
-        None => None,
+        Some(g) if !g.over_ssh => Some(GridJob::prepare(g, opts.np, job_id, &key)?),
+        _ => None,
     };
-    let remote = remote_plan(opts)?;
-    let listener = match (grid.as_mut().and_then(GridJob::take_listener), &remote) {
-        (Some(listener), _) => Some(listener),
-        // Ranks of other hosts connect from there: listen on every interface.
-        (None, Some(_)) => Some(
-            std::net::TcpListener::bind((std::net::Ipv4Addr::UNSPECIFIED, 0))
-                .map_err(LaunchError::Bootstrap)?,
-        ),
-        (None, None) => None,
+    let mut ssh_relays = None;
+    let remote = match &opts.grid {
+        Some(g) if g.over_ssh => {
+            let shell = Launcher::Ssh
+                .remote_shell(|name| std::env::var(name).ok())
+                .unwrap_or_default();
+            let (remote, relays) = crate::grid::over_ssh(g, opts.np, job_id, &key, &shell)?;
+            ssh_relays = Some(relays);
+            Some(remote)
+        }
+        _ => remote_plan(opts)?,
     };
-    let mut server = match listener {
+    // The ranks of a multi-host job talk to their node daemons; this server is then idle.
+    let mut server = match grid.as_mut().and_then(GridJob::take_listener) {
         Some(listener) => {
             BootstrapServer::start_on(listener, opts.np, key.clone(), crate::HANDSHAKE_TIMEOUT)
         }
@@ -107,6 +110,7 @@ pub fn run(opts: &LaunchOptions) -> Result<Outcome, LaunchError> {
     // From here on, dropping `job` kills whatever was started and removes its shared memory.
     let mut job = Job::new(job_id);
     // Spawned processes run on this host; a grid job's ranks run in the testbed's hosts.
+    job.ssh_relays = ssh_relays;
     if opts.grid.is_none() && remote.is_none() {
         job.spawner = Some(Spawner {
             addr: server.addr(),
@@ -201,14 +205,12 @@ fn remote_plan(opts: &LaunchOptions) -> Result<Option<RemoteLaunch>, LaunchError
     Ok(Some(RemoteLaunch {
         nodes: hosts
             .iter()
-            .map(|h| NodePlan {
-                host: h.host.clone(),
-                ranks: h.ranks.clone(),
-            })
+            .map(|h| NodePlan::on(&h.host, h.ranks.clone()))
             .collect(),
         shell,
         form,
         ferry,
+        grid: false,
     }))
 }
 
@@ -302,6 +304,12 @@ struct Job {
     nodes: Option<Nodes>,
     /// What a node daemon reported that ends the job.
     host_failure: Option<Outcome>,
+    /// A rank's abort that came through its node daemon.
+    abort: Option<Outcome>,
+    /// The key space the node daemons share (multi-host jobs).
+    node_kv: NodeKv,
+    /// The relays of a grid job on real front nodes: dropped after the node daemons.
+    ssh_relays: Option<crate::grid::SshRelays>,
 }
 
 impl Job {
@@ -319,6 +327,9 @@ impl Job {
             cores: Vec::new(),
             nodes: None,
             host_failure: None,
+            abort: None,
+            node_kv: NodeKv::new(0),
+            ssh_relays: None,
         }
     }
 
@@ -348,11 +359,11 @@ impl Job {
         if let Some(rank) = host_of.iter().position(Option::is_none) {
             return Err(LaunchError::Remote(format!("rank {rank} has no host")));
         }
-        let bootstrap = crate::remote::bootstrap_addresses(remote, port)?;
+        let launcher = crate::remote::launcher_addresses(remote, port)?;
         let spec = JobSpec {
             job: self.id,
             key: key.clone(),
-            bootstrap: String::new(),
+            launcher: String::new(),
             size: opts.np,
             ranks: Vec::new(),
             program: opts.program.as_bytes().to_vec(),
@@ -382,23 +393,72 @@ impl Job {
                 judged: false,
             });
         }
-        let mut nodes = Nodes::start(remote, &spec, &bootstrap)?;
+        let mut nodes = Nodes::start(remote, &spec, &launcher)?;
         if !sys::stdin_is_terminal() {
             if let Some(index) = remote.nodes.iter().position(|n| n.ranks.contains(&0)) {
                 forward_stdin(&mut nodes, index);
             }
         }
+        self.node_kv = NodeKv::new(remote.nodes.len());
         self.nodes = Some(nodes);
         Ok(())
     }
 
     /// Takes what the node daemons reported: output, pids, exits, failures.
     fn take_node_events(&mut self) {
+        while let Some((index, event)) = self.nodes.as_ref().and_then(Nodes::try_event) {
+            self.node_event(index, event);
+        }
+    }
+
+    /// Waits up to `timeout` for the node daemons to say something, then takes all they said.
+    fn wait_for_nodes(&mut self, timeout: Duration) {
+        if let Some((index, event)) = self.nodes.as_ref().and_then(|n| n.wait_event(timeout)) {
+            self.node_event(index, event);
+            self.take_node_events();
+        }
+    }
+
+    /// Takes one report of node daemon `index`.
+    fn node_event(&mut self, index: usize, event: NodeEvent) {
         let Some(nodes) = self.nodes.as_mut() else {
             return;
         };
-        while let Some((index, event)) = nodes.try_event() {
+        {
             match event {
+                NodeEvent::Message(
+                    message @ (NodeMessage::KvPut { .. }
+                    | NodeMessage::KvGet { .. }
+                    | NodeMessage::Fence),
+                ) => {
+                    for (node, answer) in self.node_kv.handle(index, message) {
+                        nodes.send(node, &answer);
+                    }
+                }
+                NodeEvent::Message(NodeMessage::Session { rank, state }) => {
+                    let Some(r) = self.ranks.get_mut(rank as usize) else {
+                        return;
+                    };
+                    match state {
+                        Session::Connected => r.connected = true,
+                        Session::Finalized => r.finalized = true,
+                        Session::Closed { finalized } => {
+                            r.finalized |= finalized;
+                            r.closed_at.get_or_insert_with(Instant::now);
+                        }
+                    }
+                }
+                NodeEvent::Message(NodeMessage::Abort {
+                    rank,
+                    code,
+                    message,
+                }) => {
+                    self.abort.get_or_insert(Outcome::Aborted {
+                        rank,
+                        code,
+                        message,
+                    });
+                }
                 NodeEvent::Message(NodeMessage::Output { stream, bytes, .. }) => {
                     let sink = match stream {
                         Stream::Stdout => Sink::Stdout,
@@ -446,7 +506,7 @@ impl Job {
                         .filter(|&r| self.ranks[r as usize].status.is_none())
                         .collect();
                     if lost.is_empty() {
-                        continue;
+                        return;
                     }
                     let status = nodes.exit_status(index, Duration::from_millis(200));
                     let link = &nodes.links[index];
@@ -576,12 +636,22 @@ impl Job {
             if let Some(g) = grid.as_mut() {
                 g.check_relays();
             }
+            if let Some(relays) = self.ssh_relays.as_mut() {
+                relays.check();
+            }
             let now = Instant::now();
             let wait = match deadline {
                 Some((at, _)) => TICK.min(at.saturating_duration_since(now)),
                 None => TICK,
             };
-            let mut next = server.next_event(wait);
+            let mut next = match self.nodes.is_some() {
+                // The ranks talk to their node daemons, which report here.
+                true => {
+                    self.wait_for_nodes(wait);
+                    server.next_event(Duration::ZERO)
+                }
+                false => server.next_event(wait),
+            };
             while let Some(event) = next {
                 if let Some(outcome) = self.handle_event(event, server) {
                     let outcome = self.host_failure_first(outcome);
@@ -591,6 +661,10 @@ impl Job {
             }
             self.reap();
             if let Some(outcome) = self.host_failure.take() {
+                return self.end(outcome);
+            }
+            if let Some(outcome) = self.abort.take() {
+                let outcome = self.host_failure_first(outcome);
                 return self.end(outcome);
             }
             if let Some(outcome) = self.judge() {

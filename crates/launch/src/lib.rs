@@ -25,8 +25,8 @@
 //! `--map-by`, Slurm allocations) and handed in as [`LaunchOptions::hosts`] with a
 //! [`Launcher`]. When a host other than this one takes part, a node daemon per host (`ferry
 //! node`, see [`node`]), started over the launcher's remote shell or here, forks that host's
-//! ranks and forwards their output, exits and signals; the bootstrap server then listens on
-//! every interface.
+//! ranks, forwards their output, exits and signals, and serves their bootstrap exchange,
+//! relaying it over its one connection to the launcher.
 //!
 //! On success it prints nothing of its own: tests that compare output exactly see only the
 //! ranks' output. It forwards standard input to rank 0 only and does not depend on the runtime

@@ -35,6 +35,7 @@
 
 use crate::LaunchError;
 use ferry_wire::node::{JobSpec, NodeMessage};
+use std::collections::HashMap;
 use std::io::{Read, Write};
 use std::net::{IpAddr, SocketAddr, ToSocketAddrs, UdpSocket};
 use std::os::unix::process::CommandExt;
@@ -48,10 +49,30 @@ use std::time::Duration;
 /// A host of the job and the ranks it runs.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct NodePlan {
-    /// The host as the remote shell takes it (a name, an address, or an ssh alias).
+    /// The host: its name in messages, and what the remote shell takes unless `dest` says
+    /// otherwise (a name, an address, or an ssh alias).
     pub host: String,
     /// Its ranks, ascending.
     pub ranks: Vec<u32>,
+    /// The remote shell's destination for it, when not `host` (a grid file's `ssh`).
+    pub dest: Option<String>,
+    /// The host ssh reaches it through (`ProxyJump`): the front node of a private cluster.
+    pub jump: Option<String>,
+    /// Environment for this host's ranks only (a grid's placement of the host).
+    pub env: Vec<(String, String)>,
+}
+
+impl NodePlan {
+    /// `ranks` on `host`, reached by its name, with no environment of its own.
+    pub(crate) fn on(host: &str, ranks: Vec<u32>) -> NodePlan {
+        NodePlan {
+            host: host.to_string(),
+            ranks,
+            dest: None,
+            jump: None,
+            env: Vec::new(),
+        }
+    }
 }
 
 /// The remote shell words that start a daemon as a Slurm job step on one node of the
@@ -94,6 +115,9 @@ pub(crate) struct RemoteLaunch {
     pub form: CommandForm,
     /// The `ferry` executable, the same path on every host.
     pub ferry: PathBuf,
+    /// The hosts of a grid: their ranks publish the grid's addresses, so the launcher does not
+    /// look for routes to them (private hosts have none from outside).
+    pub grid: bool,
 }
 
 /// What a daemon's reader thread reports.
@@ -157,11 +181,12 @@ fn address_towards(ip: IpAddr) -> Result<IpAddr, LaunchError> {
         .ip())
 }
 
-/// Where each daemon's ranks find the bootstrap server: per node, the launcher's address
-/// they reach it by, and whether the node is this host (its daemon then runs here, without
-/// the remote shell). Local nodes get the address remote hosts reach us by (so that the
-/// ranks here publish an address the others can reach), or loopback when every host is here.
-pub(crate) fn bootstrap_addresses(
+/// Per node, the launcher's address as that host reaches it (its ranks publish their own
+/// address on the route there), and whether the node is this host (its daemon then runs
+/// here, without the remote shell). Local nodes get the address remote hosts reach us by (so
+/// that the ranks here publish an address the others can reach), or loopback when every host
+/// is here.
+pub(crate) fn launcher_addresses(
     launch: &RemoteLaunch,
     port: u16,
 ) -> Result<Vec<(SocketAddr, bool)>, LaunchError> {
@@ -170,6 +195,11 @@ pub(crate) fn bootstrap_addresses(
     for node in &launch.nodes {
         if launch.shell.is_empty() || crate::hosts::is_this_host(&node.host, &own_name) {
             towards.push(None);
+            continue;
+        }
+        if launch.grid {
+            // Any address: the daemon then sets no FERRY_TCP_ADDR (the placement has it).
+            towards.push(Some(IpAddr::V4(std::net::Ipv4Addr::UNSPECIFIED)));
             continue;
         }
         let ips = resolve(&node.host)?;
@@ -198,7 +228,7 @@ pub(crate) fn bootstrap_addresses(
 }
 
 /// Quotes `word` for a POSIX shell (what ssh hands the remote command to).
-fn shell_quote(word: &str) -> String {
+pub(crate) fn shell_quote(word: &str) -> String {
     if !word.is_empty()
         && word
             .bytes()
@@ -210,17 +240,20 @@ fn shell_quote(word: &str) -> String {
 }
 
 impl RemoteLaunch {
-    /// The command line that starts `host`'s daemon through the remote shell.
-    fn daemon_argv(&self, host: &str) -> Vec<String> {
+    /// The command line that starts `node`'s daemon through the remote shell.
+    fn daemon_argv(&self, node: &NodePlan) -> Vec<String> {
         let ferry = self.ferry.to_string_lossy();
         let mut argv = self.shell.clone();
         match self.form {
             CommandForm::Quoted => {
-                argv.push(host.to_string());
+                if let Some(jump) = &node.jump {
+                    argv.extend(["-o".to_string(), format!("ProxyJump={jump}")]);
+                }
+                argv.push(node.dest.as_ref().unwrap_or(&node.host).clone());
                 argv.push(format!("{} node", shell_quote(&ferry)));
             }
             CommandForm::Words => {
-                argv.push(format!("--nodelist={host}"));
+                argv.push(format!("--nodelist={}", node.host));
                 argv.push(ferry.into_owned());
                 argv.push("node".into());
             }
@@ -231,24 +264,24 @@ impl RemoteLaunch {
 
 impl Nodes {
     /// Starts one daemon per node and sends each its job description (`spec` with the node's
-    /// ranks and bootstrap address filled in).
+    /// ranks and the launcher's address filled in).
     pub(crate) fn start(
         launch: &RemoteLaunch,
         spec: &JobSpec,
-        bootstrap: &[(SocketAddr, bool)],
+        launcher: &[(SocketAddr, bool)],
     ) -> Result<Nodes, LaunchError> {
         let (tx, events) = mpsc::channel();
         let mut nodes = Nodes {
             links: Vec::new(),
             events,
         };
-        for (index, (node, &(addr, here))) in launch.nodes.iter().zip(bootstrap).enumerate() {
+        for (index, (node, &(addr, here))) in launch.nodes.iter().zip(launcher).enumerate() {
             let mut command = if here {
                 let mut c = Command::new(&launch.ferry);
                 c.arg("node");
                 c
             } else {
-                let argv = launch.daemon_argv(&node.host);
+                let argv = launch.daemon_argv(node);
                 let mut c = Command::new(&argv[0]);
                 c.args(&argv[1..]);
                 c
@@ -284,11 +317,16 @@ impl Nodes {
                     .spawn(move || read_node(index, stdout, &tx))
                     .map_err(|e| remote_error(format!("cannot start a thread: {e}")))?;
             }
-            let spec = JobSpec {
-                bootstrap: addr.to_string(),
+            let mut spec = JobSpec {
+                launcher: addr.to_string(),
                 ranks: node.ranks.clone(),
                 ..spec.clone()
             };
+            spec.env.extend(
+                node.env
+                    .iter()
+                    .map(|(k, v)| (k.as_bytes().to_vec(), v.as_bytes().to_vec())),
+            );
             nodes.send(index, &NodeMessage::Start(Box::new(spec)));
         }
         Ok(nodes)
@@ -322,6 +360,11 @@ impl Nodes {
     /// The next event of any daemon, if one is waiting.
     pub(crate) fn try_event(&self) -> Option<(usize, NodeEvent)> {
         self.events.try_recv().ok()
+    }
+
+    /// The next event of any daemon, waiting at most `timeout` for one.
+    pub(crate) fn wait_event(&self, timeout: Duration) -> Option<(usize, NodeEvent)> {
+        self.events.recv_timeout(timeout).ok()
     }
 
     /// How daemon `index` ended, if it has (waits up to `grace` for it).
@@ -390,6 +433,73 @@ impl Drop for Nodes {
     }
 }
 
+/// The job's key space when the node daemons speak for the ranks (see `crate::node`): the
+/// launcher's side of put, get and fence, without I/O. Every put is logged in order, and a
+/// fence sends each daemon what it has not been sent yet.
+pub(crate) struct NodeKv {
+    kv: HashMap<String, String>,
+    log: Vec<(String, String)>,
+    /// Per daemon: how much of `log` it has been sent.
+    seen: Vec<usize>,
+    /// Per daemon: whether its ranks are all in the current fence.
+    fenced: Vec<bool>,
+}
+
+impl NodeKv {
+    /// The key space of a job on `nodes` daemons.
+    pub(crate) fn new(nodes: usize) -> NodeKv {
+        NodeKv {
+            kv: HashMap::new(),
+            log: Vec::new(),
+            seen: vec![0; nodes],
+            fenced: vec![false; nodes],
+        }
+    }
+
+    /// Takes bootstrap message `message` of daemon `node`; returns the answers to send, each
+    /// to a daemon. Other messages are not its business (nothing to send).
+    pub(crate) fn handle(
+        &mut self,
+        node: usize,
+        message: NodeMessage,
+    ) -> Vec<(usize, NodeMessage)> {
+        match message {
+            NodeMessage::KvPut { rank, key, value } => {
+                self.kv.insert(key.clone(), value.clone());
+                self.log.push((key, value));
+                vec![(node, NodeMessage::KvAck { rank })]
+            }
+            NodeMessage::KvGet { rank, key } => {
+                let value = self.kv.get(&key).cloned();
+                vec![(node, NodeMessage::KvValue { rank, value })]
+            }
+            NodeMessage::Fence => {
+                if let Some(f) = self.fenced.get_mut(node) {
+                    *f = true;
+                }
+                if !self.fenced.iter().all(|&f| f) {
+                    return Vec::new();
+                }
+                let end = self.log.len();
+                let log = &self.log;
+                let answers = self
+                    .seen
+                    .iter()
+                    .enumerate()
+                    .map(|(n, &seen)| {
+                        let entries = log[seen..].to_vec();
+                        (n, NodeMessage::FenceDone { entries })
+                    })
+                    .collect();
+                self.seen.iter_mut().for_each(|s| *s = end);
+                self.fenced.iter_mut().for_each(|f| *f = false);
+                answers
+            }
+            _ => Vec::new(),
+        }
+    }
+}
+
 /// Writes `message` whole to a daemon's input; false if that failed.
 pub(crate) fn write_frame(stdin: &Mutex<ChildStdin>, message: &NodeMessage) -> bool {
     let mut stdin = stdin.lock().unwrap_or_else(PoisonError::into_inner);
@@ -435,6 +545,84 @@ mod tests {
     use super::*;
 
     #[test]
+    fn a_fence_waits_for_every_host_and_sends_each_what_it_has_not_seen() {
+        let mut kv = NodeKv::new(2);
+        let put = |rank: u32, key: &str| NodeMessage::KvPut {
+            rank,
+            key: key.into(),
+            value: format!("v{rank}"),
+        };
+        assert_eq!(
+            kv.handle(0, put(0, "card-0")),
+            vec![(0, NodeMessage::KvAck { rank: 0 })]
+        );
+        kv.handle(1, put(1, "card-1"));
+        assert_eq!(kv.handle(0, NodeMessage::Fence), vec![]);
+        let done = kv.handle(1, NodeMessage::Fence);
+        let both = vec![
+            ("card-0".to_string(), "v0".to_string()),
+            ("card-1".to_string(), "v1".to_string()),
+        ];
+        assert_eq!(
+            done,
+            vec![
+                (
+                    0,
+                    NodeMessage::FenceDone {
+                        entries: both.clone()
+                    }
+                ),
+                (1, NodeMessage::FenceDone { entries: both })
+            ]
+        );
+        // The next fence carries only what came since; a get asks the whole space.
+        kv.handle(1, put(3, "tcp-3"));
+        kv.handle(1, NodeMessage::Fence);
+        let done = kv.handle(0, NodeMessage::Fence);
+        assert_eq!(done.len(), 2);
+        for (_, m) in done {
+            assert_eq!(
+                m,
+                NodeMessage::FenceDone {
+                    entries: vec![("tcp-3".into(), "v3".into())]
+                }
+            );
+        }
+        assert_eq!(
+            kv.handle(
+                0,
+                NodeMessage::KvGet {
+                    rank: 2,
+                    key: "card-1".into()
+                }
+            ),
+            vec![(
+                0,
+                NodeMessage::KvValue {
+                    rank: 2,
+                    value: Some("v1".into())
+                }
+            )]
+        );
+        assert_eq!(
+            kv.handle(
+                0,
+                NodeMessage::KvGet {
+                    rank: 2,
+                    key: "nope".into()
+                }
+            ),
+            vec![(
+                0,
+                NodeMessage::KvValue {
+                    rank: 2,
+                    value: None
+                }
+            )]
+        );
+    }
+
+    #[test]
     fn words_are_quoted_for_the_remote_shell_only_when_needed() {
         assert_eq!(shell_quote("/opt/ferry/bin/ferry"), "/opt/ferry/bin/ferry");
         assert_eq!(shell_quote("/my dir/ferry"), "'/my dir/ferry'");
@@ -444,26 +632,39 @@ mod tests {
 
     #[test]
     fn ssh_gets_one_quoted_command_and_srun_separate_words() {
-        let node = |host: &str| NodePlan {
-            host: host.into(),
-            ranks: vec![0],
-        };
         let ssh = RemoteLaunch {
-            nodes: vec![node("b")],
+            nodes: vec![NodePlan::on("b", vec![0])],
             shell: vec!["ssh".into(), "-x".into()],
             form: CommandForm::Quoted,
             ferry: "/my dir/ferry".into(),
+            grid: false,
         };
         assert_eq!(
-            ssh.daemon_argv("b"),
+            ssh.daemon_argv(&NodePlan::on("b", vec![0])),
             ["ssh", "-x", "b", "'/my dir/ferry' node"]
+        );
+        let behind = NodePlan {
+            dest: Some("10.1.0.11".into()),
+            jump: Some("fa".into()),
+            ..NodePlan::on("a1", vec![0])
+        };
+        assert_eq!(
+            ssh.daemon_argv(&behind),
+            [
+                "ssh",
+                "-x",
+                "-o",
+                "ProxyJump=fa",
+                "10.1.0.11",
+                "'/my dir/ferry' node"
+            ]
         );
         let srun = RemoteLaunch {
             shell: srun_shell(),
             form: CommandForm::Words,
             ..ssh
         };
-        let argv = srun.daemon_argv("n7");
+        let argv = srun.daemon_argv(&NodePlan::on("n7", vec![0]));
         assert_eq!(argv[0], "srun");
         assert_eq!(
             argv[argv.len() - 3..],
@@ -483,21 +684,13 @@ mod tests {
     #[test]
     fn local_daemons_reach_the_launcher_over_loopback() {
         let launch = RemoteLaunch {
-            nodes: vec![
-                NodePlan {
-                    host: "a".into(),
-                    ranks: vec![0],
-                },
-                NodePlan {
-                    host: "b".into(),
-                    ranks: vec![1],
-                },
-            ],
+            nodes: vec![NodePlan::on("a", vec![0]), NodePlan::on("b", vec![1])],
             shell: Vec::new(),
             form: CommandForm::Quoted,
             ferry: "ferry".into(),
+            grid: false,
         };
-        let addrs = bootstrap_addresses(&launch, 7000).unwrap();
+        let addrs = launcher_addresses(&launch, 7000).unwrap();
         assert_eq!(
             addrs,
             vec![(SocketAddr::from(([127, 0, 0, 1], 7000)), true); 2]

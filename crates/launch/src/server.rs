@@ -330,7 +330,7 @@ fn accept_loop(shared: &Arc<Shared>, listener: TcpListener) {
 }
 
 /// Why reading a line failed.
-enum ReadError {
+pub(crate) enum ReadError {
     TooLong,
     TimedOut,
     Io(io::Error),
@@ -338,15 +338,25 @@ enum ReadError {
 
 /// Reads newline-terminated lines of at most [`MAX_LINE`] bytes, never buffering more than that
 /// plus one read.
-struct LineReader {
-    stream: TcpStream,
+pub(crate) struct LineReader {
+    pub(crate) stream: TcpStream,
     buf: Vec<u8>,
 }
 
 impl LineReader {
+    pub(crate) fn new(stream: TcpStream) -> LineReader {
+        LineReader {
+            stream,
+            buf: Vec::new(),
+        }
+    }
+
     /// The next line without its newline; `None` at end of stream (a partial last line is
     /// dropped: it was never a complete request).
-    fn read_line(&mut self, deadline: Option<Instant>) -> Result<Option<Vec<u8>>, ReadError> {
+    pub(crate) fn read_line(
+        &mut self,
+        deadline: Option<Instant>,
+    ) -> Result<Option<Vec<u8>>, ReadError> {
         let mut chunk = [0u8; 4096];
         loop {
             if let Some(pos) = self.buf.iter().position(|&b| b == b'\n') {
@@ -384,7 +394,7 @@ impl LineReader {
         }
     }
 
-    fn send(&mut self, reply: &Reply) -> io::Result<()> {
+    pub(crate) fn send(&mut self, reply: &Reply) -> io::Result<()> {
         self.stream.write_all(reply.encode().as_bytes())
     }
 }
@@ -417,11 +427,39 @@ fn serve(shared: &Shared, stream: TcpStream, peer: SocketAddr) {
 
 /// Challenge, `hello`, verdict. Returns the authenticated rank or why the peer was refused.
 fn handshake(shared: &Shared, reader: &mut LineReader) -> Result<u32, String> {
-    let deadline = Instant::now() + shared.handshake_timeout;
+    let rank = authenticate(&shared.key, shared.handshake_timeout, reader, |rank| {
+        let mut state = shared.lock();
+        let ranks = state.sessions.len();
+        let slot = state
+            .sessions
+            .get_mut(rank as usize)
+            .ok_or_else(|| format!("rank {rank} out of range (job of {ranks} ranks)"))?;
+        if *slot != RankSession::NotConnected {
+            return Err(format!("rank {rank} has already connected"));
+        }
+        *slot = RankSession::Open { finalized: false };
+        Ok(())
+    })?;
+    shared.send(BootstrapEvent::Connected { rank });
+    // If this fails the session loop sees the broken connection and reports it closed.
+    let _ = reader.send(&Reply::Ok);
+    Ok(rank)
+}
+
+/// The rank's side of the handshake, checked: sends a challenge, reads `hello` within
+/// `timeout`, checks its version and its MAC over the nonce with `key`, and lets `admit` take
+/// the rank (or refuse it: out of range, already connected). The caller sends `ok`.
+pub(crate) fn authenticate(
+    key: &JobKey,
+    timeout: Duration,
+    reader: &mut LineReader,
+    admit: impl FnOnce(u32) -> Result<(), String>,
+) -> Result<u32, String> {
+    let deadline = Instant::now() + timeout;
     // A peer that never reads must not block us either.
     reader
         .stream
-        .set_write_timeout(Some(shared.handshake_timeout))
+        .set_write_timeout(Some(timeout))
         .map_err(|e| e.to_string())?;
     let mut nonce = [0u8; 32];
     crate::sys::random(&mut nonce).map_err(|e| format!("no randomness for a nonce: {e}"))?;
@@ -433,10 +471,7 @@ fn handshake(shared: &Shared, reader: &mut LineReader) -> Result<u32, String> {
         Ok(None) => return Err("closed before hello".into()),
         Err(ReadError::TooLong) => return Err(format!("line longer than {MAX_LINE} bytes")),
         Err(ReadError::TimedOut) => {
-            return Err(format!(
-                "no hello within {} s",
-                shared.handshake_timeout.as_secs_f64()
-            ))
+            return Err(format!("no hello within {} s", timeout.as_secs_f64()))
         }
         Err(ReadError::Io(e)) => return Err(e.to_string()),
     };
@@ -449,30 +484,13 @@ fn handshake(shared: &Shared, reader: &mut LineReader) -> Result<u32, String> {
     if version != pmi::VERSION {
         return Err(format!("unsupported protocol version {version}"));
     }
-    let ranks = shared.lock().sessions.len();
-    if rank as usize >= ranks {
-        return Err(format!("rank {rank} out of range (job of {ranks} ranks)"));
-    }
-    if !shared
-        .key
-        .verify(&[b"pmi", &nonce, &rank.to_le_bytes()], &mac)
-    {
+    if !key.verify(&[b"pmi", &nonce, &rank.to_le_bytes()], &mac) {
         return Err(format!("wrong MAC for rank {rank}"));
     }
-    {
-        let mut state = shared.lock();
-        let slot = &mut state.sessions[rank as usize];
-        if *slot != RankSession::NotConnected {
-            return Err(format!("rank {rank} has already connected"));
-        }
-        *slot = RankSession::Open { finalized: false };
-    }
-    shared.send(BootstrapEvent::Connected { rank });
+    admit(rank)?;
     // Authenticated ranks may sit idle between requests for as long as they compute.
     let _ = reader.stream.set_read_timeout(None);
     let _ = reader.stream.set_write_timeout(None);
-    // If this fails the session loop sees the broken connection and reports it closed.
-    let _ = reader.send(&Reply::Ok);
     Ok(rank)
 }
 

@@ -141,6 +141,11 @@ pub struct RelayArgs {
     /// A job's relay key file, `JOBID=FILE` with JOBID in hex (repeatable).
     #[arg(long = "job", value_name = "JOBID=FILE")]
     pub jobs: Vec<String>,
+    /// Serve one job (JOBID in hex) whose relay key is the first line of standard input (64
+    /// hex digits), and end when standard input closes: how `ferry run --grid` runs the relay
+    /// of a real front node over ssh, so that the relay ends with the launcher's connection.
+    #[arg(long, value_name = "JOBID")]
+    pub key_stdin: Option<String>,
     /// Relayed connections one job may have at a time.
     #[arg(long, default_value_t = 256)]
     pub max_per_job: usize,
@@ -1235,8 +1240,77 @@ fn pump(d: &mut Direction, socks: &mut HashMap<ConnId, Sock>) -> Pumped {
     }
 }
 
+/// With `--key-stdin`: reads the key from standard input into a file of our own (mode 600 in
+/// a directory of mode 700), which becomes one more `--job`. Returns the directory, to remove
+/// at the end.
+fn key_from_stdin(args: &mut RelayArgs) -> Result<Option<PathBuf>, DaemonError> {
+    use std::io::{BufRead, Read};
+    use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
+    let Some(id) = args.key_stdin.clone() else {
+        return Ok(None);
+    };
+    let job = u64::from_str_radix(id.trim_start_matches("0x"), 16)
+        .map_err(|_| DaemonError::Usage(format!("--key-stdin {id:?} is not a hex job id")))?;
+    let mut line = String::new();
+    let mut stdin = std::io::stdin().lock();
+    (&mut stdin)
+        .take(4096)
+        .read_line(&mut line)
+        .map_err(|e| DaemonError::Usage(format!("--key-stdin: cannot read the key: {e}")))?;
+    let key = JobKey::from_hex(line.trim()).ok_or_else(|| {
+        DaemonError::Usage(
+            "--key-stdin: the first line of standard input is not 64 hex digits".into(),
+        )
+    })?;
+    let dir = std::env::temp_dir().join(format!("ferry-relay-{}-{job:016x}", std::process::id()));
+    let fail = |e: std::io::Error| DaemonError::Usage(format!("{}: {e}", dir.display()));
+    std::fs::DirBuilder::new()
+        .mode(0o700)
+        .create(&dir)
+        .map_err(fail)?;
+    let file = dir.join(format!("{job:016x}.key"));
+    std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o600)
+        .open(&file)
+        .and_then(|mut f| std::io::Write::write_all(&mut f, key.to_hex().as_bytes()))
+        .map_err(fail)?;
+    args.jobs.push(format!("{job:x}={}", file.display()));
+    Ok(Some(dir))
+}
+
+/// Asks the daemon to stop (SIGTERM, whose handler is installed) once standard input closes.
+fn stop_when_stdin_closes() -> Result<(), DaemonError> {
+    std::thread::Builder::new()
+        .name("ferry-relay-stdin".into())
+        .spawn(|| {
+            let _ = std::io::copy(&mut std::io::stdin().lock(), &mut std::io::sink());
+            // SAFETY: kill(2) of our own pid: the SIGTERM handler stops the event loop.
+            unsafe { libc::kill(libc::getpid(), libc::SIGTERM) };
+        })
+        .map(drop)
+        .map_err(|e| DaemonError::Usage(format!("cannot start a thread: {e}")))
+}
+
 /// Runs `ferry relay` with `args`; returns the process exit status.
 pub fn main_with(args: &RelayArgs) -> i32 {
+    let mut args = args.clone();
+    let key_dir = match key_from_stdin(&mut args) {
+        Ok(dir) => dir,
+        Err(e) => {
+            eprintln!("ferry relay: {e}");
+            return 2;
+        }
+    };
+    let code = run_daemon(&args);
+    if let Some(dir) = key_dir {
+        let _ = std::fs::remove_dir_all(dir);
+    }
+    code
+}
+
+fn run_daemon(args: &RelayArgs) -> i32 {
     let mut daemon = match Daemon::new(args) {
         Ok(d) => d,
         Err(e) => {
@@ -1244,6 +1318,12 @@ pub fn main_with(args: &RelayArgs) -> i32 {
             return 2;
         }
     };
+    if args.key_stdin.is_some() {
+        if let Err(e) = stop_when_stdin_closes() {
+            eprintln!("ferry relay: {e}");
+            return 2;
+        }
+    }
     match daemon.run() {
         Ok(()) => 0,
         Err(e) => {

@@ -37,6 +37,13 @@ pub const OP_STDIN: u8 = 0x02;
 pub const OP_SIGNAL: u8 = 0x03;
 /// Launcher → daemon: end every rank (SIGTERM, SIGKILL after a grace), then exit.
 pub const OP_STOP: u8 = 0x04;
+/// Launcher → daemon: a rank's `put` is in the key space.
+pub const OP_KV_ACK: u8 = 0x05;
+/// Launcher → daemon: the answer to a rank's `get`.
+pub const OP_KV_VALUE: u8 = 0x06;
+/// Launcher → daemon: every host's ranks have fenced; here is what was put since this
+/// daemon's last fence.
+pub const OP_FENCE_DONE: u8 = 0x07;
 /// Daemon → launcher: a rank runs.
 pub const OP_STARTED: u8 = 0x11;
 /// Daemon → launcher: output of a rank.
@@ -45,6 +52,16 @@ pub const OP_OUTPUT: u8 = 0x12;
 pub const OP_EXITED: u8 = 0x13;
 /// Daemon → launcher: something went wrong on this host (a rank could not start, …).
 pub const OP_FAILED: u8 = 0x14;
+/// Daemon → launcher: a rank's bootstrap session changed (see [`Session`]).
+pub const OP_SESSION: u8 = 0x15;
+/// Daemon → launcher: a rank asked to end the job.
+pub const OP_ABORT: u8 = 0x16;
+/// Daemon → launcher: a rank's `put`.
+pub const OP_KV_PUT: u8 = 0x17;
+/// Daemon → launcher: a rank's `get` that this host could not answer.
+pub const OP_KV_GET: u8 = 0x18;
+/// Daemon → launcher: every rank of this host has entered the fence.
+pub const OP_FENCE: u8 = 0x19;
 
 /// What a daemon needs to start its host's ranks.
 #[derive(Clone, PartialEq, Eq)]
@@ -53,8 +70,9 @@ pub struct JobSpec {
     pub job: u64,
     /// The job key.
     pub key: JobKey,
-    /// `host:port` of the bootstrap server, as this host reaches it.
-    pub bootstrap: String,
+    /// `ip:port` of the launcher as this host reaches it: the ranks' TCP address is this
+    /// host's address on the route there.
+    pub launcher: String,
     /// Ranks in the job.
     pub size: u32,
     /// The ranks this daemon starts, ascending.
@@ -76,7 +94,7 @@ impl std::fmt::Debug for JobSpec {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("JobSpec")
             .field("job", &self.job)
-            .field("bootstrap", &self.bootstrap)
+            .field("launcher", &self.launcher)
             .field("size", &self.size)
             .field("ranks", &self.ranks)
             .field("program", &String::from_utf8_lossy(&self.program))
@@ -102,10 +120,24 @@ pub enum RankExit {
     Signal(i32),
 }
 
+/// Where a rank's bootstrap session with its daemon stands.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Session {
+    /// It connected and proved the job key.
+    Connected,
+    /// It said `finalize`.
+    Finalized,
+    /// Its connection closed; `finalized` says whether it had said `finalize`.
+    Closed {
+        /// Whether it had.
+        finalized: bool,
+    },
+}
+
 /// One control message.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum NodeMessage {
-    /// [`OP_START`]: job u64, key 32 bytes, bootstrap str, size u32, ranks (count u32, each
+    /// [`OP_START`]: job u64, key 32 bytes, launcher str, size u32, ranks (count u32, each
     /// u32), program str, args (count u32, each str), env (count u32, each name str, value
     /// str), cwd str, tag_output u8 (0 or 1).
     Start(Box<JobSpec>),
@@ -115,6 +147,23 @@ pub enum NodeMessage {
     Signal(i32),
     /// [`OP_STOP`]: no body.
     Stop,
+    /// [`OP_KV_ACK`]: rank u32.
+    KvAck {
+        /// The rank whose put it was.
+        rank: u32,
+    },
+    /// [`OP_KV_VALUE`]: rank u32, found u8 (0 or 1), value str.
+    KvValue {
+        /// The rank that asked.
+        rank: u32,
+        /// The value, if one was put.
+        value: Option<String>,
+    },
+    /// [`OP_FENCE_DONE`]: count u32, then (key str, value str) each.
+    FenceDone {
+        /// What was put since this daemon's previous fence, in order.
+        entries: Vec<(String, String)>,
+    },
     /// [`OP_STARTED`]: rank u32, pid u32.
     Started {
         /// The rank.
@@ -145,6 +194,41 @@ pub enum NodeMessage {
         /// What went wrong.
         message: String,
     },
+    /// [`OP_SESSION`]: rank u32, state u8 (1 connected, 2 finalized, 3 closed, 4 closed
+    /// after finalize).
+    Session {
+        /// The rank.
+        rank: u32,
+        /// Its new state.
+        state: Session,
+    },
+    /// [`OP_ABORT`]: rank u32, code i32, message str.
+    Abort {
+        /// The rank.
+        rank: u32,
+        /// The exit code it asked for.
+        code: i32,
+        /// Its reason.
+        message: String,
+    },
+    /// [`OP_KV_PUT`]: rank u32, key str, value str.
+    KvPut {
+        /// The rank.
+        rank: u32,
+        /// The key.
+        key: String,
+        /// The value.
+        value: String,
+    },
+    /// [`OP_KV_GET`]: rank u32, key str.
+    KvGet {
+        /// The rank.
+        rank: u32,
+        /// The key.
+        key: String,
+    },
+    /// [`OP_FENCE`]: no body.
+    Fence,
 }
 
 /// Why bytes are not a valid control frame.
@@ -183,10 +267,18 @@ impl NodeMessage {
             NodeMessage::Stdin(_) => OP_STDIN,
             NodeMessage::Signal(_) => OP_SIGNAL,
             NodeMessage::Stop => OP_STOP,
+            NodeMessage::KvAck { .. } => OP_KV_ACK,
+            NodeMessage::KvValue { .. } => OP_KV_VALUE,
+            NodeMessage::FenceDone { .. } => OP_FENCE_DONE,
             NodeMessage::Started { .. } => OP_STARTED,
             NodeMessage::Output { .. } => OP_OUTPUT,
             NodeMessage::Exited { .. } => OP_EXITED,
             NodeMessage::Failed { .. } => OP_FAILED,
+            NodeMessage::Session { .. } => OP_SESSION,
+            NodeMessage::Abort { .. } => OP_ABORT,
+            NodeMessage::KvPut { .. } => OP_KV_PUT,
+            NodeMessage::KvGet { .. } => OP_KV_GET,
+            NodeMessage::Fence => OP_FENCE,
         }
     }
 
@@ -201,7 +293,7 @@ impl NodeMessage {
             NodeMessage::Start(spec) => {
                 out.extend_from_slice(&spec.job.to_le_bytes());
                 out.extend_from_slice(&spec.key.0);
-                put_bytes(out, spec.bootstrap.as_bytes());
+                put_bytes(out, spec.launcher.as_bytes());
                 out.extend_from_slice(&spec.size.to_le_bytes());
                 put_u32(out, spec.ranks.len());
                 for r in &spec.ranks {
@@ -222,7 +314,47 @@ impl NodeMessage {
             }
             NodeMessage::Stdin(bytes) => out.extend_from_slice(bytes),
             NodeMessage::Signal(signal) => out.extend_from_slice(&signal.to_le_bytes()),
-            NodeMessage::Stop => {}
+            NodeMessage::Stop | NodeMessage::Fence => {}
+            NodeMessage::KvAck { rank } => out.extend_from_slice(&rank.to_le_bytes()),
+            NodeMessage::KvValue { rank, value } => {
+                out.extend_from_slice(&rank.to_le_bytes());
+                out.push(u8::from(value.is_some()));
+                put_bytes(out, value.as_deref().unwrap_or("").as_bytes());
+            }
+            NodeMessage::FenceDone { entries } => {
+                put_u32(out, entries.len());
+                for (k, v) in entries {
+                    put_bytes(out, k.as_bytes());
+                    put_bytes(out, v.as_bytes());
+                }
+            }
+            NodeMessage::Session { rank, state } => {
+                out.extend_from_slice(&rank.to_le_bytes());
+                out.push(match state {
+                    Session::Connected => 1,
+                    Session::Finalized => 2,
+                    Session::Closed { finalized: false } => 3,
+                    Session::Closed { finalized: true } => 4,
+                });
+            }
+            NodeMessage::Abort {
+                rank,
+                code,
+                message,
+            } => {
+                out.extend_from_slice(&rank.to_le_bytes());
+                out.extend_from_slice(&code.to_le_bytes());
+                put_bytes(out, message.as_bytes());
+            }
+            NodeMessage::KvPut { rank, key, value } => {
+                out.extend_from_slice(&rank.to_le_bytes());
+                put_bytes(out, key.as_bytes());
+                put_bytes(out, value.as_bytes());
+            }
+            NodeMessage::KvGet { rank, key } => {
+                out.extend_from_slice(&rank.to_le_bytes());
+                put_bytes(out, key.as_bytes());
+            }
             NodeMessage::Started { rank, pid } => {
                 out.extend_from_slice(&rank.to_le_bytes());
                 out.extend_from_slice(&pid.to_le_bytes());
@@ -304,7 +436,7 @@ impl NodeMessage {
             OP_START => {
                 let job = r.u64()?;
                 let key = JobKey(r.array()?);
-                let bootstrap = r.string()?;
+                let launcher = r.string()?;
                 let size = r.u32()?;
                 let count = r.count(4)?;
                 let ranks = (0..count).map(|_| r.u32()).collect::<Result<_, _>>()?;
@@ -324,7 +456,7 @@ impl NodeMessage {
                 NodeMessage::Start(Box::new(JobSpec {
                     job,
                     key,
-                    bootstrap,
+                    launcher,
                     size,
                     ranks,
                     program,
@@ -337,6 +469,53 @@ impl NodeMessage {
             OP_STDIN => NodeMessage::Stdin(r.rest()),
             OP_SIGNAL => NodeMessage::Signal(r.u32()? as i32),
             OP_STOP => NodeMessage::Stop,
+            OP_FENCE => NodeMessage::Fence,
+            OP_KV_ACK => NodeMessage::KvAck { rank: r.u32()? },
+            OP_KV_VALUE => {
+                let rank = r.u32()?;
+                let found = r.u8()?;
+                let value = r.string()?;
+                match found {
+                    0 if value.is_empty() => NodeMessage::KvValue { rank, value: None },
+                    1 => NodeMessage::KvValue {
+                        rank,
+                        value: Some(value),
+                    },
+                    _ => return Err(r.bad("found is neither 0 (with no value) nor 1")),
+                }
+            }
+            OP_FENCE_DONE => {
+                let count = r.count(8)?;
+                let entries = (0..count)
+                    .map(|_| Ok((r.string()?, r.string()?)))
+                    .collect::<Result<_, _>>()?;
+                NodeMessage::FenceDone { entries }
+            }
+            OP_SESSION => {
+                let rank = r.u32()?;
+                let state = match r.u8()? {
+                    1 => Session::Connected,
+                    2 => Session::Finalized,
+                    3 => Session::Closed { finalized: false },
+                    4 => Session::Closed { finalized: true },
+                    _ => return Err(r.bad("session state is not 1 … 4")),
+                };
+                NodeMessage::Session { rank, state }
+            }
+            OP_ABORT => NodeMessage::Abort {
+                rank: r.u32()?,
+                code: r.u32()? as i32,
+                message: r.string()?,
+            },
+            OP_KV_PUT => NodeMessage::KvPut {
+                rank: r.u32()?,
+                key: r.string()?,
+                value: r.string()?,
+            },
+            OP_KV_GET => NodeMessage::KvGet {
+                rank: r.u32()?,
+                key: r.string()?,
+            },
             OP_STARTED => NodeMessage::Started {
                 rank: r.u32()?,
                 pid: r.u32()?,
@@ -460,7 +639,7 @@ mod tests {
         JobSpec {
             job: 0x1234_5678_9abc_def0,
             key: JobKey([7; 32]),
-            bootstrap: "10.0.0.1:4242".into(),
+            launcher: "10.0.0.1:4242".into(),
             size: 6,
             ranks: vec![2, 3],
             program: b"./app".to_vec(),
@@ -500,6 +679,49 @@ mod tests {
                 rank: Some(1),
                 message: String::new(),
             },
+            NodeMessage::KvAck { rank: 5 },
+            NodeMessage::KvValue {
+                rank: 5,
+                value: Some("pid=1;host=h1".into()),
+            },
+            NodeMessage::KvValue {
+                rank: 5,
+                value: Some(String::new()),
+            },
+            NodeMessage::KvValue {
+                rank: 5,
+                value: None,
+            },
+            NodeMessage::FenceDone {
+                entries: vec![
+                    ("card-0".into(), "x".into()),
+                    ("tcp-1".into(), String::new()),
+                ],
+            },
+            NodeMessage::FenceDone { entries: vec![] },
+            NodeMessage::Session {
+                rank: 1,
+                state: Session::Connected,
+            },
+            NodeMessage::Session {
+                rank: 1,
+                state: Session::Closed { finalized: true },
+            },
+            NodeMessage::Abort {
+                rank: 2,
+                code: -3,
+                message: "bad".into(),
+            },
+            NodeMessage::KvPut {
+                rank: 0,
+                key: "card-0".into(),
+                value: "pid=3".into(),
+            },
+            NodeMessage::KvGet {
+                rank: 0,
+                key: "card-9".into(),
+            },
+            NodeMessage::Fence,
         ]
     }
 

@@ -5,14 +5,17 @@
 //! ([`JobSpec`]: program, environment, the job key, this host's ranks), forks the ranks — each
 //! in a process group of its own, ending with the daemon (`PR_SET_PDEATHSIG`) — and reports
 //! back: each rank's pid, its output (whole lines, tagged if asked), and how it ended. It
-//! passes on the launcher's signals and rank 0's standard input.
+//! passes on the launcher's signals and rank 0's standard input, and serves its ranks'
+//! bootstrap exchange for them ([`boot`]): one connection and one message per fence per host.
 //!
 //! It ends its ranks (SIGTERM, SIGKILL after a grace) when the launcher says STOP or when its
 //! standard input closes: that is how the launcher's death, a lost ssh connection or a kill of
 //! ssh reaches it. It exits once every rank has ended and been reported.
 //!
-//! Each rank also gets `FERRY_TCP_ADDR`: this host's address on the route to the launcher's
-//! bootstrap server, which the ranks of other hosts reach it by as the launcher did.
+//! Each rank also gets `FERRY_TCP_ADDR`: this host's address on the route to the launcher,
+//! which the ranks of other hosts reach it by as the launcher did.
+
+mod boot;
 
 use crate::output::copy_lines_to;
 use crate::sys;
@@ -153,10 +156,13 @@ fn write_launcher(mut output: impl Write, messages: Receiver<NodeMessage>, event
     }
 }
 
-/// This host's address on the route to `bootstrap` (`host:port`): no packet is sent, the
+/// This host's address on the route to `launcher` (`ip:port`): no packet is sent, the
 /// kernel only picks the source address of a connected UDP socket.
-fn address_towards(bootstrap: &str) -> Option<IpAddr> {
-    let target: SocketAddr = bootstrap.parse().ok()?;
+fn address_towards(launcher: &str) -> Option<IpAddr> {
+    let target: SocketAddr = launcher.parse().ok()?;
+    if target.ip().is_unspecified() {
+        return None;
+    }
     if target.ip().is_loopback() {
         return Some(target.ip());
     }
@@ -177,7 +183,17 @@ fn run_ranks(
     out: &Sender<NodeMessage>,
 ) -> i32 {
     let program = OsString::from_vec(spec.program.clone());
-    let tcp_addr = address_towards(&spec.bootstrap);
+    let tcp_addr = address_towards(&spec.launcher);
+    let local_boot = match boot::LocalBoot::start(spec.key.clone(), &spec.ranks, out.clone()) {
+        Ok(b) => b,
+        Err(e) => {
+            let _ = out.send(NodeMessage::Failed {
+                rank: None,
+                message: format!("cannot start the bootstrap server on {host}: {e}"),
+            });
+            return 1;
+        }
+    };
     let mut ranks: Vec<Rank> = Vec::new();
     let mut stdin: Option<ChildStdin> = None;
     let mut stopping: Option<Instant> = None;
@@ -190,7 +206,7 @@ fn run_ranks(
                     .iter()
                     .map(|(k, v)| (OsString::from_vec(k.clone()), OsString::from_vec(v.clone()))),
             )
-            .env(env::ADDR, &spec.bootstrap)
+            .env(env::ADDR, local_boot.addr().to_string())
             .env(env::RANK, rank.to_string())
             .env(env::SIZE, spec.size.to_string())
             .env(env::JOB_ID, spec.job.to_string())
@@ -307,6 +323,11 @@ fn run_ranks(
                         sys::kill_group(r.pid, signal);
                     }
                 }
+                Event::FromLauncher(
+                    message @ (NodeMessage::KvAck { .. }
+                    | NodeMessage::KvValue { .. }
+                    | NodeMessage::FenceDone { .. }),
+                ) => local_boot.deliver(message),
                 Event::FromLauncher(NodeMessage::Stop) | Event::LauncherGone(_) => {
                     if stopping.is_none() {
                         stopping = Some(Instant::now());
@@ -358,6 +379,7 @@ fn run_ranks(
             }
         }
         if ranks.iter().all(|r| r.reported) {
+            local_boot.shutdown();
             // What the ranks started may still be in their groups: it ends with them.
             for r in &ranks {
                 sys::kill_group(r.pid, libc::SIGKILL);
