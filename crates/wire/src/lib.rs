@@ -10,6 +10,8 @@
 //! - [`rendezvous`]: the sender and receiver halves of the large-message protocol
 //!   (RTS → CTS → DATA, or RTS → receiver pulls → FIN).
 //! - [`pmi`]: the line protocol between a rank and its launcher (put / fence / get).
+//! - [`procman`]: PMI-1 and PMI-2, the protocols by which foreign process managers (MPICH's
+//!   hydra, Slurm's `srun --mpi=pmi2`) tell the processes they start who they are.
 //! - [`relay`]: the frames and MACs by which a client outside a private cluster reaches a rank
 //!   inside through `ferry relay` on the front node.
 //!
@@ -21,6 +23,7 @@
 pub mod frame;
 pub mod handshake;
 pub mod pmi;
+pub mod procman;
 pub mod relay;
 pub mod rendezvous;
 
