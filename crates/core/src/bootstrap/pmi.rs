@@ -348,6 +348,9 @@ impl PmiSession {
     /// end its fields), so the message goes to our standard error.
     pub(crate) fn abort(&mut self, code: i32, message: &str) {
         eprintln!("ferry: rank {}: abort (code {code}): {message}", self.rank);
+        // Hydra ends the job as soon as it reads the abort and may drop output it has not
+        // forwarded yet: give it a moment to pass the message on first.
+        std::thread::sleep(std::time::Duration::from_millis(200));
         let _ = self.send(&Pmi1Request::Abort { code });
     }
 
