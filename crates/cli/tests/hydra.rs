@@ -1,0 +1,84 @@
+//! Rust ranks started by MPICH's process manager (`mpiexec.hydra -launcher fork`) instead of
+//! `ferry run`: they find `PMI_FD`, speak PMI-1 to hydra, and run ferry-core's self-checking
+//! `check` example (point-to-point of every size, collectives) on both transports.
+//!
+//! Skipped, saying so, where `mpiexec.hydra` is missing (Debian's `mpich` package has it;
+//! `scripts/setup.sh` installs it). Each run is bounded by `timeout`: hydra can hang when a
+//! rank misbehaves.
+
+mod common;
+use common::{example, show};
+use std::process::{Command, Output};
+use std::sync::Mutex;
+
+static ONE_JOB_AT_A_TIME: Mutex<()> = Mutex::new(());
+
+fn hydra_missing() -> bool {
+    let found = Command::new("sh")
+        .args(["-c", "command -v mpiexec.hydra"])
+        .output()
+        .is_ok_and(|o| o.status.success());
+    if !found {
+        eprintln!("skipped: mpiexec.hydra is not installed (Debian package mpich)");
+    }
+    !found
+}
+
+/// `timeout 120 mpiexec.hydra -launcher fork -n N check <args>` with `FERRY_TRANSPORT` set
+/// (`None`: ferry's default).
+fn check_under_hydra(n: u32, transport: Option<&str>, args: &[&str]) -> Output {
+    let _one = ONE_JOB_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let mut cmd = Command::new("timeout");
+    // A FERRY_RANK from an enclosing `ferry run` would win over hydra.
+    cmd.env_remove("FERRY_RANK").env_remove("FERRY_TRANSPORT");
+    if let Some(t) = transport {
+        cmd.env("FERRY_TRANSPORT", t);
+    }
+    cmd.args(["-k", "5", "120", "mpiexec.hydra", "-launcher", "fork", "-n"])
+        .arg(n.to_string())
+        .arg(example("check"))
+        .args(args);
+    cmd.output().expect("run timeout mpiexec.hydra")
+}
+
+#[test]
+fn point_to_point_and_collectives_under_hydra() {
+    if hydra_missing() {
+        return;
+    }
+    for transport in [None, Some("tcp")] {
+        let out = check_under_hydra(4, transport, &["allpairs", "4194304", "2"]);
+        assert!(
+            out.status.success()
+                && String::from_utf8_lossy(&out.stdout).contains("allpairs ok: 4 ranks"),
+            "{transport:?}: {}",
+            show(&out)
+        );
+        let out = check_under_hydra(4, transport, &["coll"]);
+        assert!(
+            out.status.success()
+                && String::from_utf8_lossy(&out.stdout).contains("coll ok: 4 ranks"),
+            "{transport:?}: {}",
+            show(&out)
+        );
+    }
+}
+
+#[test]
+fn shared_memory_is_used_by_default_on_one_host() {
+    if hydra_missing() {
+        return;
+    }
+    for (transport, expected) in [(None, "shm"), (Some("tcp"), "tcp")] {
+        let out = check_under_hydra(3, transport, &["transport"]);
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        assert!(out.status.success(), "{}", show(&out));
+        for rank in 0..3 {
+            assert!(
+                stdout.contains(&format!("rank {rank}: transport {expected}")),
+                "{transport:?}: {}",
+                show(&out)
+            );
+        }
+    }
+}
