@@ -57,6 +57,23 @@ impl Bootstrap {
         }
     }
 
+    /// Publishes `value` under the name `key` for every process of the job at once (MPI's name
+    /// service); an empty value withdraws it.
+    pub(crate) fn publish_name(&mut self, key: &str, value: &str) -> Result<(), Error> {
+        match self {
+            Bootstrap::Launcher(s) => s.put(key, value),
+            Bootstrap::Pmi(s) => s.publish_name(key, value),
+        }
+    }
+
+    /// The value published under the name `key` ("" once withdrawn under `ferry run`).
+    pub(crate) fn lookup_name(&mut self, key: &str) -> Result<Option<String>, Error> {
+        match self {
+            Bootstrap::Launcher(s) => s.lookup(key),
+            Bootstrap::Pmi(s) => s.lookup_name(key),
+        }
+    }
+
     /// Waits until every rank of the job has fenced.
     pub(crate) fn fence(&mut self) -> Result<(), Error> {
         match self {

@@ -457,12 +457,12 @@ impl World {
         shared.engine.borrow_mut().nap = Duration::from_micros(200);
     }
 
-    /// Publishes `value` under `key` with the launcher, where every rank of the job can look
-    /// it up at once (MPI's name service). Without a launcher (a singleton) keys stay here.
+    /// Publishes `value` under `key` with the launcher (or a PMI process manager's name
+    /// service), where every rank of the job can look it up at once (MPI's name service). Without a launcher (a singleton) keys stay here.
     pub fn publish(&self, key: &str, value: &str) -> Result<(), Error> {
         let shared = self.comm.shared();
         match shared.bootstrap.borrow_mut().as_mut() {
-            Some(boot) => boot.put(key, value),
+            Some(boot) => boot.publish_name(key, value),
             None => {
                 shared.names.borrow_mut().insert(key.into(), value.into());
                 Ok(())
@@ -474,7 +474,7 @@ impl World {
     pub fn lookup(&self, key: &str) -> Result<Option<String>, Error> {
         let shared = self.comm.shared();
         match shared.bootstrap.borrow_mut().as_mut() {
-            Some(boot) => boot.lookup(key),
+            Some(boot) => boot.lookup_name(key),
             None => Ok(shared.names.borrow().get(key).cloned()),
         }
     }

@@ -1,8 +1,9 @@
 //! MPI C programs started by MPICH's process manager (`mpiexec.hydra -launcher fork`), which
 //! speaks PMI-1 to them over `PMI_FD`: a job's messages and collectives on both transports,
-//! MPI_APPNUM of an MPMD command line, MPI_Abort's code as the job's exit status, and a rank
-//! exiting 3 failing the job. `tests/c/pmi_job.c` is built with `bin/mpicc` against this
-//! build's `libmpi.so` (`cargo test --release -p ferry-mpi --test hydra` builds it).
+//! MPI_APPNUM of an MPMD command line, MPI_Abort's code as the job's exit status, a rank
+//! exiting 3 failing the job, and MPI's name service through hydra's (`tests/c/ports.c`).
+//! `tests/c/pmi_job.c` and `ports.c` are built with `bin/mpicc` against this build's
+//! `libmpi.so` (`cargo test --release -p ferry-mpi --test hydra` builds it).
 //!
 //! Skipped, saying so, where `mpiexec.hydra` is missing (Debian's `mpich` package has it;
 //! `scripts/setup.sh` installs it). Each run is bounded by `timeout`: hydra can hang when a
@@ -10,7 +11,7 @@
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
-use std::sync::{Mutex, OnceLock};
+use std::sync::Mutex;
 
 static ONE_JOB_AT_A_TIME: Mutex<()> = Mutex::new(());
 
@@ -34,35 +35,38 @@ fn profile_dir() -> PathBuf {
         .to_path_buf()
 }
 
-/// `pmi_job.c` compiled once, against the newest `libmpi.so` of this build.
-fn program() -> &'static Path {
-    static BUILT: OnceLock<PathBuf> = OnceLock::new();
-    BUILT.get_or_init(|| {
-        let top = profile_dir();
-        let lib = [top.join("deps"), top.clone()]
-            .into_iter()
-            .filter(|d| d.join("libmpi.so").exists())
-            .max_by_key(|d| {
-                std::fs::metadata(d.join("libmpi.so"))
-                    .and_then(|m| m.modified())
-                    .ok()
-            })
-            .expect("libmpi.so: run `cargo build --release -p ferry-mpi`");
-        let out = top.join("mpi-c-tests");
-        std::fs::create_dir_all(&out).expect("output dir");
-        let exe = out.join("pmi_job");
-        let here = Path::new(env!("CARGO_MANIFEST_DIR"));
-        let status = Command::new(here.join("bin/mpicc"))
-            .env("FERRY_LIBDIR", lib)
-            .args(["-std=c99", "-D_DEFAULT_SOURCE", "-O2", "-Wall", "-Werror"])
-            .arg(here.join("tests/c/pmi_job.c"))
-            .arg("-o")
-            .arg(&exe)
-            .status()
-            .expect("run mpicc");
-        assert!(status.success(), "mpicc failed on pmi_job.c");
-        exe
-    })
+/// `tests/c/<name>.c` compiled once per test run, against the newest `libmpi.so` of this build.
+fn program(name: &str) -> PathBuf {
+    static BUILT: Mutex<Vec<String>> = Mutex::new(Vec::new());
+    let top = profile_dir();
+    let out = top.join("mpi-c-tests");
+    let exe = out.join(name);
+    let mut built = BUILT.lock().unwrap_or_else(|e| e.into_inner());
+    if built.iter().any(|b| b == name) {
+        return exe;
+    }
+    let lib = [top.join("deps"), top.clone()]
+        .into_iter()
+        .filter(|d| d.join("libmpi.so").exists())
+        .max_by_key(|d| {
+            std::fs::metadata(d.join("libmpi.so"))
+                .and_then(|m| m.modified())
+                .ok()
+        })
+        .expect("libmpi.so: run `cargo build --release -p ferry-mpi`");
+    std::fs::create_dir_all(&out).expect("output dir");
+    let here = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let status = Command::new(here.join("bin/mpicc"))
+        .env("FERRY_LIBDIR", lib)
+        .args(["-std=c99", "-D_DEFAULT_SOURCE", "-O2", "-Wall", "-Werror"])
+        .arg(here.join("tests/c").join(format!("{name}.c")))
+        .arg("-o")
+        .arg(&exe)
+        .status()
+        .expect("run mpicc");
+    assert!(status.success(), "mpicc failed on {name}.c");
+    built.push(name.to_string());
+    exe
 }
 
 /// `timeout 60 mpiexec.hydra -launcher fork <hydra_args>` with `FERRY_TRANSPORT=transport`.
@@ -93,7 +97,8 @@ fn a_c_program_runs_under_hydra_on_both_transports() {
     if hydra_missing() {
         return;
     }
-    let exe = program().to_str().expect("utf-8 path");
+    let exe = program("pmi_job");
+    let exe = exe.to_str().expect("utf-8 path");
     for transport in ["shm", "tcp"] {
         let out = hydra(transport, &["-n", "4", exe]);
         let stdout = String::from_utf8_lossy(&out.stdout);
@@ -116,7 +121,8 @@ fn mpi_appnum_tells_the_commands_of_an_mpmd_line_apart() {
     if hydra_missing() {
         return;
     }
-    let exe = program().to_str().expect("utf-8 path");
+    let exe = program("pmi_job");
+    let exe = exe.to_str().expect("utf-8 path");
     let out = hydra("shm", &["-n", "2", exe, ":", "-n", "2", exe]);
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert!(out.status.success(), "{}", show(&out));
@@ -129,11 +135,28 @@ fn mpi_appnum_tells_the_commands_of_an_mpmd_line_apart() {
 }
 
 #[test]
+fn names_published_through_hydra_connect_the_halves_of_a_job() {
+    if hydra_missing() {
+        return;
+    }
+    // MPI_Publish_name/MPI_Lookup_name go through hydra's name service, and MPI_Comm_spawn
+    // fails with a clear error (ports.c checks its class).
+    let exe = program("ports");
+    let out = hydra("shm", &["-n", "4", exe.to_str().expect("utf-8 path")]);
+    assert!(
+        out.status.success() && String::from_utf8_lossy(&out.stdout).contains(" No Errors"),
+        "{}",
+        show(&out)
+    );
+}
+
+#[test]
 fn mpi_abort_ends_the_hydra_job_with_its_code() {
     if hydra_missing() {
         return;
     }
-    let exe = program().to_str().expect("utf-8 path");
+    let exe = program("pmi_job");
+    let exe = exe.to_str().expect("utf-8 path");
     let out = hydra("shm", &["-n", "4", exe, "abort"]);
     assert_eq!(out.status.code(), Some(7), "{}", show(&out));
     assert!(
@@ -153,7 +176,8 @@ fn a_rank_exiting_3_fails_the_hydra_job() {
     if hydra_missing() {
         return;
     }
-    let exe = program().to_str().expect("utf-8 path");
+    let exe = program("pmi_job");
+    let exe = exe.to_str().expect("utf-8 path");
     for transport in ["shm", "tcp"] {
         let out = hydra(transport, &["-n", "4", exe, "exit3"]);
         // Hydra reports the first bad status it sees: 3, or that of a rank that lost rank 2

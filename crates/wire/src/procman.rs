@@ -27,6 +27,9 @@
 //! | `cmd=barrier_in` | `cmd=barrier_out rc=0` | `cmd=barrier_out` (no `rc`) |
 //! | `cmd=get …` | `cmd=get_result rc=0 value=…` | `cmd=get_result rc=0 msg=success value=…`; missing: `rc=-1 msg=key_<k>_not_found value=unknown` |
 //! | `cmd=finalize` | `cmd=finalize_ack rc=0` | `cmd=finalize_ack` (no `rc`) |
+//! | `cmd=publish_name service= port=` | | `cmd=publish_result info=ok rc=0 msg=success` |
+//! | `cmd=lookup_name service=` | | `cmd=lookup_result port=… info=ok rc=0 msg=success`; missing: `rc=1 msg=service_not_found` |
+//! | `cmd=unpublish_name service=` | | `cmd=unpublish_result info=ok rc=0 msg=success` |
 //! | `cmd=abort exitcode=7` | | ends the job with exit status 7 |
 //!
 //! A missing `rc` means success. Hydra accepts a value longer than `vallen_max` and then
@@ -346,6 +349,24 @@ pub enum Pmi1Request {
     },
     /// `cmd=finalize` → `finalize_ack`.
     Finalize,
+    /// `cmd=publish_name service= port=` → `publish_result` (a name service, MPI_Publish_name;
+    /// seen by others at once, unlike puts).
+    PublishName {
+        /// The service name.
+        service: String,
+        /// What is published under it.
+        port: String,
+    },
+    /// `cmd=unpublish_name service=` → `unpublish_result`.
+    UnpublishName {
+        /// The service name.
+        service: String,
+    },
+    /// `cmd=lookup_name service=` → `lookup_result port=` (`rc` ≠ 0: not published).
+    LookupName {
+        /// The service name.
+        service: String,
+    },
     /// `cmd=abort exitcode=<code>`: the manager ends the job (no reply).
     Abort {
         /// Exit status for the job.
@@ -383,6 +404,19 @@ impl Pmi1Request {
                 pmi1_safe("key", key, true)?
             ),
             Pmi1Request::Finalize => "cmd=finalize\n".into(),
+            Pmi1Request::PublishName { service, port } => format!(
+                "cmd=publish_name service={} port={}\n",
+                pmi1_safe("service", service, true)?,
+                pmi1_safe("port", port, false)?
+            ),
+            Pmi1Request::UnpublishName { service } => format!(
+                "cmd=unpublish_name service={}\n",
+                pmi1_safe("service", service, true)?
+            ),
+            Pmi1Request::LookupName { service } => format!(
+                "cmd=lookup_name service={}\n",
+                pmi1_safe("service", service, true)?
+            ),
             Pmi1Request::Abort { code } => format!("cmd=abort exitcode={code}\n"),
         })
     }
@@ -533,6 +567,27 @@ pub fn get_result(reply: &Message) -> Result<Option<String>, PmiError> {
         })
 }
 
+/// The port of a PMI-1 `lookup_result`: `None` when nothing is published under the name (any
+/// `rc` ≠ 0: hydra says `rc=1 msg=service_not_found`).
+pub fn lookup_result(reply: &Message) -> Result<Option<String>, PmiError> {
+    if reply.cmd != "lookup_result" {
+        return Err(PmiError::UnexpectedReply {
+            expected: "lookup_result",
+            got: reply.cmd.clone(),
+        });
+    }
+    if reply.rc()? != 0 {
+        return Ok(None);
+    }
+    reply
+        .get("port")
+        .map(|v| Some(v.to_string()))
+        .ok_or_else(|| PmiError::MissingField {
+            cmd: reply.cmd.clone(),
+            field: "port",
+        })
+}
+
 /// A job id for a key space: the first 8 bytes of SHA-256 of its name, never 0 (0 means "no
 /// job"). Every process of the job computes the same one.
 pub fn job_id(kvsname: &str) -> u64 {
@@ -609,6 +664,32 @@ mod tests {
         // A value may hold '=': only the first one of a field splits.
         let eq = line("cmd=get_result value=a=b;c rc=0\n");
         assert_eq!(get_result(&eq), Ok(Some("a=b;c".into())));
+    }
+
+    #[test]
+    fn hydra_name_service_transcript() {
+        let publish = Pmi1Request::PublishName {
+            service: "svc-a".into(),
+            port: "tag#1$host:123;x=y".into(),
+        };
+        assert_eq!(
+            publish.encode().unwrap(),
+            "cmd=publish_name service=svc-a port=tag#1$host:123;x=y\n"
+        );
+        line("cmd=publish_result info=ok rc=0 msg=success\n")
+            .expect("publish_result")
+            .unwrap();
+        let found = line("cmd=lookup_result port=tag#1$host:123;x=y info=ok rc=0 msg=success\n");
+        assert_eq!(lookup_result(&found), Ok(Some("tag#1$host:123;x=y".into())));
+        let missing = line("cmd=lookup_result rc=1 msg=service_not_found\n");
+        assert_eq!(lookup_result(&missing), Ok(None));
+        line("cmd=unpublish_result info=ok rc=0 msg=success\n")
+            .expect("unpublish_result")
+            .unwrap();
+        assert!(matches!(
+            lookup_result(&line("cmd=get_result rc=0 value=x\n")),
+            Err(PmiError::UnexpectedReply { .. })
+        ));
     }
 
     #[test]

@@ -17,8 +17,9 @@
 //! **Values.** Each value is sent as hex (so no PM parser meets spaces, `=` or `;`), behind a
 //! tag: `h<hex>` for a value that fits in `vallen_max`, else `s<n>` with the hex split over the
 //! keys `<key>#0` … `<key>#<n-1>`. A key longer than `keylen_max` is refused with an error.
-//! Puts are seen by other ranks after the next fence (hydra and Slurm keep them until then), so
-//! a name published for MPI_Lookup_name is found by others only after a fence of the job.
+//! Puts are seen by other ranks after the next fence (hydra and Slurm keep them until then).
+//! Names published for MPI_Lookup_name go to the manager's name service instead
+//! (`publish_name`/`lookup_name`), seen by others at once; name and port travel as hex too.
 
 use super::bootstrap_error;
 use crate::error::Error;
@@ -281,7 +282,7 @@ impl PmiSession {
 
     /// Publishes `value` under `key`, over several keys if it does not fit in one.
     pub(crate) fn put(&mut self, key: &str, value: &str) -> Result<(), Error> {
-        let hex: String = value.bytes().map(|b| format!("{b:02x}")).collect();
+        let hex = to_hex(value);
         let room = self.room()?;
         if hex.len() <= room {
             return self.put_raw(key, format!("h{hex}"));
@@ -334,6 +335,40 @@ impl PmiSession {
             .map_err(|_| malformed(self))
     }
 
+    /// Publishes `value` under the name `key` in the manager's name service; an empty value
+    /// withdraws the name.
+    pub(crate) fn publish_name(&mut self, key: &str, value: &str) -> Result<(), Error> {
+        let service = format!("h{}", to_hex(key));
+        if value.is_empty() {
+            let unpublish = Pmi1Request::UnpublishName { service };
+            return self.request(&unpublish, "unpublish_result").map(drop);
+        }
+        let port = format!("h{}", to_hex(value));
+        if port.len() >= self.maxes.vallen_max {
+            return Err(self.fail(format!(
+                "the value published as {key:?} is {} bytes, more than its values may hold",
+                value.len()
+            )));
+        }
+        let publish = Pmi1Request::PublishName { service, port };
+        self.request(&publish, "publish_result").map(drop)
+    }
+
+    /// What the name service holds under `key`, if anything.
+    pub(crate) fn lookup_name(&mut self, key: &str) -> Result<Option<String>, Error> {
+        let service = format!("h{}", to_hex(key));
+        let reply = self.ask(&Pmi1Request::LookupName { service })?;
+        let Some(port) = self.check(procman::lookup_result(&reply))? else {
+            return Ok(None);
+        };
+        let malformed = || self.fail(format!("the name {key:?} was not published by ferry"));
+        let bytes = port
+            .strip_prefix('h')
+            .and_then(from_hex)
+            .ok_or_else(malformed)?;
+        String::from_utf8(bytes).map(Some).map_err(|_| malformed())
+    }
+
     pub(crate) fn fence(&mut self) -> Result<(), Error> {
         self.request(&Pmi1Request::BarrierIn, "barrier_out")
             .map(drop)
@@ -378,6 +413,10 @@ fn part_key(key: &str, i: usize) -> String {
     format!("{key}#{i}")
 }
 
+fn to_hex(text: &str) -> String {
+    text.bytes().map(|b| format!("{b:02x}")).collect()
+}
+
 fn from_hex(text: &str) -> Option<Vec<u8>> {
     if !text.len().is_multiple_of(2) || !text.is_ascii() {
         return None;
@@ -400,6 +439,7 @@ mod tests {
     /// others only after the barrier, `rc=1` for a missing key.
     struct FakeSlurm {
         committed: Mutex<HashMap<String, String>>,
+        names: Mutex<HashMap<String, String>>,
         barrier: Barrier,
         vallen_max: usize,
         size: usize,
@@ -436,6 +476,19 @@ mod tests {
                     Some(v) => format!("cmd=get_result rc=0 value={v}"),
                     None => "cmd=get_result rc=1".into(),
                 },
+                "publish_name" => {
+                    let (service, port) = (m.get("service").unwrap(), m.get("port").unwrap());
+                    pm.names.lock().unwrap().insert(service.into(), port.into());
+                    "cmd=publish_result rc=0 info=ok".into()
+                }
+                "unpublish_name" => {
+                    pm.names.lock().unwrap().remove(m.get("service").unwrap());
+                    "cmd=unpublish_result rc=0 info=ok".into()
+                }
+                "lookup_name" => match pm.names.lock().unwrap().get(m.get("service").unwrap()) {
+                    Some(port) => format!("cmd=lookup_result rc=0 port={port}"),
+                    None => "cmd=lookup_result rc=1 msg=service_not_found".into(),
+                },
                 "finalize" => "cmd=finalize_ack rc=0".into(),
                 other => panic!("unexpected {other}"),
             };
@@ -446,6 +499,7 @@ mod tests {
     fn job(size: usize, vallen_max: usize) -> (Vec<std::thread::JoinHandle<()>>, Vec<UnixStream>) {
         let pm = Arc::new(FakeSlurm {
             committed: Mutex::default(),
+            names: Mutex::default(),
             barrier: Barrier::new(size),
             vallen_max,
             size,
@@ -493,6 +547,18 @@ mod tests {
                     let other = s.lookup(&format!("card-{}", 1 - rank)).unwrap();
                     assert_eq!(other.as_deref(), Some(long.as_str()));
                     assert_eq!(s.lookup("nothing-here").unwrap(), None);
+                    if rank == 0 {
+                        s.publish_name("mpi-service:ocean view", "port 1").unwrap();
+                    }
+                    s.fence().unwrap();
+                    let found = s.lookup_name("mpi-service:ocean view").unwrap();
+                    assert_eq!(found.as_deref(), Some("port 1"));
+                    s.fence().unwrap();
+                    if rank == 1 {
+                        s.publish_name("mpi-service:ocean view", "").unwrap();
+                    }
+                    s.fence().unwrap();
+                    assert_eq!(s.lookup_name("mpi-service:ocean view").unwrap(), None);
                     let too_long_key = "k".repeat(64);
                     assert!(s.put(&too_long_key, "v").is_err());
                     s.finalize().unwrap();
