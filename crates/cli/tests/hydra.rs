@@ -1,6 +1,7 @@
 //! Rust ranks started by MPICH's process manager (`mpiexec.hydra -launcher fork`) instead of
-//! `ferry run`: they find `PMI_FD`, speak PMI-1 to hydra, and run ferry-core's self-checking
-//! `check` example (point-to-point of every size, collectives) on both transports.
+//! `ferry run`: they find `PMI_FD` (or `PMI_PORT` and `PMI_ID` with hydra's `-pmi-port`), speak
+//! PMI-1 to hydra, and run ferry-core's self-checking `check` example (point-to-point of every
+//! size, collectives) on both transports.
 //!
 //! Skipped, saying so, where `mpiexec.hydra` is missing (Debian's `mpich` package has it;
 //! `scripts/setup.sh` installs it). Each run is bounded by `timeout`: hydra can hang when a
@@ -27,6 +28,16 @@ fn hydra_missing() -> bool {
 /// `timeout 120 mpiexec.hydra -launcher fork -n N check <args>` with `FERRY_TRANSPORT` set
 /// (`None`: ferry's default).
 fn check_under_hydra(n: u32, transport: Option<&str>, args: &[&str]) -> Output {
+    check_under_hydra_with(&[], n, transport, args)
+}
+
+/// [`check_under_hydra`] with options for hydra.
+fn check_under_hydra_with(
+    hydra_options: &[&str],
+    n: u32,
+    transport: Option<&str>,
+    args: &[&str],
+) -> Output {
     let _one = ONE_JOB_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
     let mut cmd = Command::new("timeout");
     // A FERRY_RANK from an enclosing `ferry run` would win over hydra.
@@ -34,7 +45,9 @@ fn check_under_hydra(n: u32, transport: Option<&str>, args: &[&str]) -> Output {
     if let Some(t) = transport {
         cmd.env("FERRY_TRANSPORT", t);
     }
-    cmd.args(["-k", "5", "120", "mpiexec.hydra", "-launcher", "fork", "-n"])
+    cmd.args(["-k", "5", "120", "mpiexec.hydra", "-launcher", "fork"])
+        .args(hydra_options)
+        .arg("-n")
         .arg(n.to_string())
         .arg(example("check"))
         .args(args);
@@ -81,4 +94,19 @@ fn shared_memory_is_used_by_default_on_one_host() {
             );
         }
     }
+}
+
+#[test]
+fn ranks_reach_hydra_over_pmi_port_without_an_inherited_socket() {
+    if hydra_missing() {
+        return;
+    }
+    // `-pmi-port`: hydra sets PMI_PORT and PMI_ID (no PMI_FD, no PMI_RANK); the ranks learn
+    // who they are from its `cmd=set` lines.
+    let out = check_under_hydra_with(&["-pmi-port"], 3, None, &["coll"]);
+    assert!(
+        out.status.success() && String::from_utf8_lossy(&out.stdout).contains("coll ok: 3 ranks"),
+        "{}",
+        show(&out)
+    );
 }
