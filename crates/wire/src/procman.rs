@@ -475,6 +475,18 @@ fn pmi2_field(out: &mut String, key: &str, value: &str) {
 impl Pmi2Request {
     /// The frame to send: length prefix and body.
     pub fn encode(&self) -> Result<Vec<u8>, PmiError> {
+        if let Pmi2Request::GetJobAttr { key }
+        | Pmi2Request::Put { key, .. }
+        | Pmi2Request::Get { key, .. } = self
+        {
+            if key.is_empty() || key.contains(['=', ';']) {
+                return Err(PmiError::Unsendable {
+                    what: "key",
+                    text: cut(key),
+                    why: "a PMI-2 key must be non-empty and hold no '=' or ';'",
+                });
+            }
+        }
         let mut body = String::new();
         let f = |body: &mut String, k: &str, v: &str| pmi2_field(body, k, v);
         match self {
