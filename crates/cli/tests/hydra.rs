@@ -28,12 +28,13 @@ fn hydra_missing() -> bool {
 /// `timeout 120 mpiexec.hydra -launcher fork -n N check <args>` with `FERRY_TRANSPORT` set
 /// (`None`: ferry's default).
 fn check_under_hydra(n: u32, transport: Option<&str>, args: &[&str]) -> Output {
-    check_under_hydra_with(&[], n, transport, args)
+    check_under_hydra_with(&[], &[], n, transport, args)
 }
 
-/// [`check_under_hydra`] with options for hydra.
+/// [`check_under_hydra`] with options for hydra and environment for the ranks.
 fn check_under_hydra_with(
     hydra_options: &[&str],
+    env: &[(&str, &str)],
     n: u32,
     transport: Option<&str>,
     args: &[&str],
@@ -45,6 +46,7 @@ fn check_under_hydra_with(
     if let Some(t) = transport {
         cmd.env("FERRY_TRANSPORT", t);
     }
+    cmd.envs(env.iter().copied());
     cmd.args(["-k", "5", "120", "mpiexec.hydra", "-launcher", "fork"])
         .args(hydra_options)
         .arg("-n")
@@ -103,9 +105,44 @@ fn ranks_reach_hydra_over_pmi_port_without_an_inherited_socket() {
     }
     // `-pmi-port`: hydra sets PMI_PORT and PMI_ID (no PMI_FD, no PMI_RANK); the ranks learn
     // who they are from its `cmd=set` lines.
-    let out = check_under_hydra_with(&["-pmi-port"], 3, None, &["coll"]);
+    let out = check_under_hydra_with(&["-pmi-port"], &[], 3, None, &["coll"]);
     assert!(
         out.status.success() && String::from_utf8_lossy(&out.stdout).contains("coll ok: 3 ranks"),
+        "{}",
+        show(&out)
+    );
+}
+
+#[test]
+fn a_card_longer_than_a_hydra_value_is_split_over_keys() {
+    if hydra_missing() {
+        return;
+    }
+    // 80 rail addresses make each rank's card about 1 KB, 2 KB as hex: more than hydra's
+    // vallen_max of 1024, which it would silently drop.
+    let addrs: Vec<String> = (1..=80).map(|i| format!("127.0.0.{i}")).collect();
+    let addrs = addrs.join(",");
+    let env = [("FERRY_RAIL_ADDRS", addrs.as_str()), ("FERRY_RAILS", "2")];
+    let out = check_under_hydra_with(&[], &env, 3, Some("tcp"), &["allpairs", "1048576", "1"]);
+    assert!(
+        out.status.success()
+            && String::from_utf8_lossy(&out.stdout).contains("allpairs ok: 3 ranks"),
+        "{}",
+        show(&out)
+    );
+}
+
+#[test]
+fn a_pmi_fd_that_is_not_open_is_named_in_the_error() {
+    let out = Command::new(example("check"))
+        .arg("coll")
+        .env_remove("FERRY_RANK")
+        .env("PMI_FD", "987")
+        .output()
+        .expect("run check");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        !out.status.success() && stderr.contains("PMI_FD=987 is not an open file descriptor"),
         "{}",
         show(&out)
     );
