@@ -45,6 +45,8 @@ pub(crate) mod env {
 const JOB_KEY_NAME: &str = "ferry-job-key";
 /// Most keys one value may be split over.
 const MAX_PARTS: usize = 1024;
+/// Most characters put in one value (hydra and Slurm take 1024).
+const MAX_ROOM: usize = 16 << 10;
 
 /// A byte stream to the manager: a Unix socket (`PMI_FD`), TCP (`PMI_PORT`) or a test's pair.
 pub(crate) trait Duplex: Read + Write {}
@@ -269,10 +271,11 @@ impl PmiSession {
         self.check(procman::get_result(&reply))
     }
 
-    /// Hex digits one key can hold after the one-character tag (and C's NUL).
+    /// Hex digits one key can hold after the one-character tag (and C's NUL); at most
+    /// [`MAX_ROOM`], whatever the manager allows, so that a line stays short.
     fn room(&self) -> Result<usize, Error> {
         match self.maxes.vallen_max.checked_sub(2) {
-            Some(room) if room >= 16 => Ok(room & !1),
+            Some(room) if room >= 16 => Ok(room.min(MAX_ROOM) & !1),
             _ => Err(self.fail(format!(
                 "its values may only be {} characters long",
                 self.maxes.vallen_max
