@@ -7,8 +7,9 @@ cd "$(dirname "$0")/.."
 as_root() { if [ "$(id -u)" = 0 ]; then "$@"; elif command -v sudo >/dev/null; then sudo "$@"; else "$@"; fi; }
 
 # System packages: a C toolchain for crates with build scripts, the DejaVu font for plot text,
-# iproute2 and iptables for the network-namespace testbed, and OpenSSH (server and client) for
-# its hosts with their own sshd (`ferry testbed up --ssh`) and for launching over ssh.
+# iproute2 and iptables for the network-namespace testbed, OpenSSH (server and client) for
+# its hosts with their own sshd (`ferry testbed up --ssh`) and for launching over ssh, and MPICH
+# for its process manager (`mpiexec.hydra`, which the PMI tests start ferry's ranks under).
 need=()
 command -v cc >/dev/null || need+=(build-essential)
 [ -e /usr/share/fonts/truetype/dejavu/DejaVuSans.ttf ] || need+=(fonts-dejavu-core)
@@ -16,6 +17,7 @@ command -v ip >/dev/null || need+=(iproute2)
 command -v iptables >/dev/null || need+=(iptables)
 command -v sshd >/dev/null || [ -x /usr/sbin/sshd ] || need+=(openssh-server)
 command -v ssh >/dev/null || need+=(openssh-client)
+command -v mpiexec.hydra >/dev/null || need+=(mpich)
 if [ ${#need[@]} -gt 0 ]; then
   as_root apt-get update -qq
   as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${need[@]}"
