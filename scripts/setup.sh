@@ -7,10 +7,11 @@ cd "$(dirname "$0")/.."
 as_root() { if [ "$(id -u)" = 0 ]; then "$@"; elif command -v sudo >/dev/null; then sudo "$@"; else "$@"; fi; }
 
 # System packages: a C toolchain for crates with build scripts, the DejaVu font for plot text,
-# iproute2 and iptables for the network-namespace testbed, and OpenSSH (server and client) for
-# its hosts with their own sshd (`ferry testbed up --ssh`) and for launching over ssh; Slurm and
-# munge for the testbed's own Slurm cluster (`ferry testbed up --slurm`) and the srun launcher's
-# tests (about 20 s with downloads on Debian 12; the services the packages start are not used).
+# iproute2 and iptables for the network-namespace testbed, OpenSSH (server and client) for
+# its hosts with their own sshd (`ferry testbed up --ssh`) and for launching over ssh, MPICH
+# for its process manager (`mpiexec.hydra`, which the PMI tests start ferry's ranks under), and
+# Slurm and munge for the testbed's own Slurm cluster (`ferry testbed up --slurm`) and the srun
+# launcher's tests (about 20 s with downloads on Debian 12; the services they start are unused).
 need=()
 command -v cc >/dev/null || need+=(build-essential)
 [ -e /usr/share/fonts/truetype/dejavu/DejaVuSans.ttf ] || need+=(fonts-dejavu-core)
@@ -18,6 +19,7 @@ command -v ip >/dev/null || need+=(iproute2)
 command -v iptables >/dev/null || need+=(iptables)
 command -v sshd >/dev/null || [ -x /usr/sbin/sshd ] || need+=(openssh-server)
 command -v ssh >/dev/null || need+=(openssh-client)
+command -v mpiexec.hydra >/dev/null || need+=(mpich)
 command -v slurmctld >/dev/null || [ -x /usr/sbin/slurmctld ] || need+=(slurm-wlm)
 command -v munged >/dev/null || [ -x /usr/sbin/munged ] || need+=(munge)
 if [ ${#need[@]} -gt 0 ]; then

@@ -8,6 +8,8 @@
 //!   sequential reference, across the hosts;
 //! - a rank that exits 3 on h2 ends the job with 3, naming the rank and h2;
 //! - a node daemon killed with -9 ends the job in under 5 s, naming its host;
+//! - with `FERRY_TREE_FANOUT=1` the daemons start as a tree (h2's starts h3's): the same job
+//!   runs, and a child daemon killed with -9 is named by its host;
 //! - SIGINT to the launcher ends every rank on every host;
 //! - a host name that does not resolve, and a program missing on the hosts, are named.
 //!
@@ -148,6 +150,43 @@ fn one_job_on_three_hosts_over_ssh() {
     assert!(took < Duration::from_secs(5), "took {took:?}: {stderr}");
     assert!(
         stderr.contains("host h2: its node daemon ended"),
+        "{stderr}"
+    );
+
+    // A tree of daemons (the launcher starts h2's, which starts h3's): the same job, and a
+    // child daemon killed with -9 is named by its host.
+    let out = hosts
+        .run(&[SIX, &["--tag-output", check, "allpairs", "2097152"]].concat())
+        .env("FERRY_TREE_FANOUT", "1")
+        .output()
+        .expect("ferry runs");
+    assert!(out.status.success(), "{}", show(&out));
+    let mut job = hosts
+        .run(&[SIX, &["sh", "-c", &report]].concat())
+        .env("FERRY_TREE_FANOUT", "1")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("ferry runs");
+    let mut lines = BufReader::new(job.stdout.take().expect("stdout")).lines();
+    let daemon: i32 = loop {
+        let line = lines.next().expect("a rank reports").expect("text");
+        if line.contains(" on h3 daemon ") {
+            break line
+                .rsplit(' ')
+                .next()
+                .and_then(|p| p.parse().ok())
+                .expect("a pid");
+        }
+    };
+    // SAFETY: kill(2) on the pid of the daemon this test's job started on h3.
+    unsafe { libc::kill(daemon, libc::SIGKILL) };
+    let status = wait_for(&mut job, Duration::from_secs(10));
+    let mut stderr = String::new();
+    std::io::Read::read_to_string(&mut job.stderr.take().expect("stderr"), &mut stderr).ok();
+    assert_eq!(status.and_then(|s| s.code()), Some(1), "{stderr}");
+    assert!(
+        stderr.contains("host h3: its node daemon ended"),
         "{stderr}"
     );
 

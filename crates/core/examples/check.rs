@@ -1187,6 +1187,16 @@ fn main() {
         Some("coll") => collectives(&world),
         Some("hier") => hier(&world),
         Some("stranger") => stranger(&world),
+        Some("transport") => {
+            // The settings in effect give a ring size only to the shm transport.
+            let shm = world.config().shm_ring_bytes.is_some_and(|b| b > 0);
+            println!(
+                "rank {}: transport {}",
+                world.rank(),
+                if shm { "shm" } else { "tcp" }
+            );
+            world.barrier()
+        }
         Some("barrier") => (0..arg(1, 100)).try_for_each(|_| world.barrier()),
         Some("routes") => routes(&world),
         Some("bcast-timing") => bcast_timing(&world, &args[1..]),

@@ -1,78 +1,49 @@
-//! Client side of the bootstrap key-value exchange with the launcher (see `ferry_wire::pmi`).
+//! Who this process is and how it reaches the rest of its job at setup: a key-value space with
+//! a fence, chosen once when the process starts ([`launched`]) from what its starter left in
+//! the environment:
+//!
+//! - `FERRY_RANK` set: `ferry run` started it. The launcher's bootstrap server at
+//!   `FERRY_PMI_ADDR` ([`launcher`]), the job id and key from `FERRY_JOB_ID`/`FERRY_JOB_KEY`.
+//! - else `PMI_FD` or `PMI_PORT` set: a foreign process manager (MPICH's hydra, Slurm's
+//!   `srun --mpi=pmi2`) started it. It speaks PMI-1 to that manager ([`pmi`]); see there how the
+//!   job id and key are made.
+//! - else nothing: the process is a job of one rank (an MPI singleton); [`launched`] says `None`.
+//!
+//! Either way the rest of setup sees one [`Bootstrap`] with the same operations (put, get,
+//! lookup, fence, finalize, abort; spawn only under `ferry run`).
+
+mod launcher;
+mod pmi;
+
+pub(crate) use launcher::LauncherSession;
+pub(crate) use pmi::PmiSession;
 
 use crate::error::Error;
-use ferry_wire::pmi::{self, Reply, Request};
+use ferry_wire::pmi::env;
 use ferry_wire::JobKey;
-use std::io::{BufRead, BufReader, Read, Write};
-use std::net::TcpStream;
 
-/// An authenticated session with the launcher.
-pub(crate) struct Bootstrap {
-    reader: BufReader<TcpStream>,
-    writer: TcpStream,
-}
-
-fn bootstrap_error(what: impl std::fmt::Display) -> Error {
+pub(crate) fn bootstrap_error(what: impl std::fmt::Display) -> Error {
     Error::Bootstrap(what.to_string())
 }
 
+/// The key-value session with whoever started this process; chosen once, at setup.
+pub(crate) enum Bootstrap {
+    /// `ferry run`'s bootstrap server.
+    Launcher(LauncherSession),
+    /// A foreign process manager over PMI-1.
+    Pmi(PmiSession),
+}
+
 impl Bootstrap {
-    /// Connects to `addr` and proves to the launcher that we are `rank` of the job of `key`.
-    pub(crate) fn connect(addr: &str, key: &JobKey, rank: u32) -> Result<Bootstrap, Error> {
-        let stream = TcpStream::connect(addr)
-            .map_err(|e| bootstrap_error(format!("cannot reach the launcher at {addr}: {e}")))?;
-        stream.set_nodelay(true).ok();
-        let writer = stream.try_clone().map_err(bootstrap_error)?;
-        let mut session = Bootstrap {
-            reader: BufReader::new(stream),
-            writer,
-        };
-        let Reply::Challenge { nonce } = session.read_reply()? else {
-            return Err(bootstrap_error("launcher did not open with a challenge"));
-        };
-        let mac = pmi::hello_mac(key, &nonce, rank);
-        session.request(&Request::Hello {
-            version: pmi::VERSION,
-            rank,
-            mac,
-        })?;
-        Ok(session)
-    }
-
-    fn read_reply(&mut self) -> Result<Reply, Error> {
-        let mut line = String::new();
-        let n = (&mut self.reader)
-            .take(pmi::MAX_LINE as u64 + 1)
-            .read_line(&mut line)
-            .map_err(bootstrap_error)?;
-        if n == 0 {
-            return Err(bootstrap_error(
-                "the launcher closed the bootstrap connection",
-            ));
-        }
-        Reply::parse(&line).map_err(bootstrap_error)
-    }
-
-    /// Sends `request` and returns the launcher's reply (an `error` reply becomes `Err`).
-    fn request(&mut self, request: &Request) -> Result<Reply, Error> {
-        let line = request.encode().map_err(bootstrap_error)?;
-        self.writer
-            .write_all(line.as_bytes())
-            .map_err(bootstrap_error)?;
-        match self.read_reply()? {
-            Reply::Error(message) => Err(bootstrap_error(format!("launcher refused: {message}"))),
-            reply => Ok(reply),
-        }
-    }
-
+    /// Publishes `value` under `key` (visible to others after the next fence under PMI).
     pub(crate) fn put(&mut self, key: &str, value: &str) -> Result<(), Error> {
-        self.request(&Request::Put {
-            key: key.into(),
-            value: value.into(),
-        })
-        .map(drop)
+        match self {
+            Bootstrap::Launcher(s) => s.put(key, value),
+            Bootstrap::Pmi(s) => s.put(key, value),
+        }
     }
 
+    /// The value under `key`, which must have been published.
     pub(crate) fn get(&mut self, key: &str) -> Result<String, Error> {
         self.lookup(key)?
             .ok_or_else(|| bootstrap_error(format!("bootstrap key {key:?} was never published")))
@@ -80,41 +51,206 @@ impl Bootstrap {
 
     /// The value published under `key`, or `None` if nothing is (yet).
     pub(crate) fn lookup(&mut self, key: &str) -> Result<Option<String>, Error> {
-        match self.request(&Request::Get { key: key.into() })? {
-            Reply::Value(v) => Ok(Some(v)),
-            Reply::NotFound => Ok(None),
-            other => Err(bootstrap_error(format!("unexpected reply {other:?}"))),
+        match self {
+            Bootstrap::Launcher(s) => s.lookup(key),
+            Bootstrap::Pmi(s) => s.lookup(key),
         }
     }
 
+    /// Publishes `value` under the name `key` for every process of the job at once (MPI's name
+    /// service); an empty value withdraws it.
+    pub(crate) fn publish_name(&mut self, key: &str, value: &str) -> Result<(), Error> {
+        match self {
+            Bootstrap::Launcher(s) => s.put(key, value),
+            Bootstrap::Pmi(s) => s.publish_name(key, value),
+        }
+    }
+
+    /// The value published under the name `key` ("" once withdrawn under `ferry run`).
+    pub(crate) fn lookup_name(&mut self, key: &str) -> Result<Option<String>, Error> {
+        match self {
+            Bootstrap::Launcher(s) => s.lookup(key),
+            Bootstrap::Pmi(s) => s.lookup_name(key),
+        }
+    }
+
+    /// Waits until every rank of the job has fenced.
     pub(crate) fn fence(&mut self) -> Result<(), Error> {
-        self.request(&Request::Fence).map(drop)
+        match self {
+            Bootstrap::Launcher(s) => s.fence(),
+            Bootstrap::Pmi(s) => s.fence(),
+        }
     }
 
+    /// Says that this rank exits normally.
     pub(crate) fn finalize(&mut self) -> Result<(), Error> {
-        self.request(&Request::Finalize).map(drop)
-    }
-
-    /// Asks the launcher to start a new world; returns the universe rank of its rank 0.
-    pub(crate) fn spawn(&mut self, parent: &str, apps: Vec<pmi::App>) -> Result<u32, Error> {
-        match self.request(&Request::Spawn {
-            parent: parent.into(),
-            apps,
-        })? {
-            Reply::Spawned { base, .. } => Ok(base),
-            other => Err(bootstrap_error(format!("unexpected reply {other:?}"))),
+        match self {
+            Bootstrap::Launcher(s) => s.finalize(),
+            Bootstrap::Pmi(s) => s.finalize(),
         }
     }
 
-    /// Asks the launcher to end the job; does not wait for an answer.
+    /// Asks for a new world; returns the universe rank of its rank 0.
+    pub(crate) fn spawn(
+        &mut self,
+        parent: &str,
+        apps: Vec<ferry_wire::pmi::App>,
+    ) -> Result<u32, Error> {
+        match self {
+            Bootstrap::Launcher(s) => s.spawn(parent, apps),
+            Bootstrap::Pmi(s) => Err(bootstrap_error(format!(
+                "MPI_Comm_spawn is not supported under {} (start the job with `ferry run` to spawn)",
+                s.manager()
+            ))),
+        }
+    }
+
+    /// Asks whoever started the job to end it with `code`; does not wait for an answer.
     pub(crate) fn abort(&mut self, code: i32, message: &str) {
-        if let Ok(line) = (Request::Abort {
-            code,
-            message: message.into(),
-        })
-        .encode()
-        {
-            let _ = self.writer.write_all(line.as_bytes());
+        match self {
+            Bootstrap::Launcher(s) => s.abort(code, message),
+            Bootstrap::Pmi(s) => s.abort(code, message),
         }
     }
+
+    /// MPI_APPNUM as the process manager tells it (`None` under `ferry run`, whose launcher
+    /// passes it in the environment, or when the manager says -1).
+    pub(crate) fn appnum(&self) -> Option<i32> {
+        match self {
+            Bootstrap::Launcher(_) => None,
+            Bootstrap::Pmi(s) => s.appnum(),
+        }
+    }
+
+    /// MPI_UNIVERSE_SIZE as the process manager tells it (`None` under `ferry run` or when it
+    /// does not know: hydra says -1).
+    pub(crate) fn universe_size(&self) -> Option<u32> {
+        match self {
+            Bootstrap::Launcher(_) => None,
+            Bootstrap::Pmi(s) => s.universe_size(),
+        }
+    }
+}
+
+/// Who this process is in its job, and the session to the rest of it.
+pub(crate) struct Launched {
+    /// Rank in its world.
+    pub rank: u32,
+    /// Ranks in its world.
+    pub size: u32,
+    /// Universe rank of the world's rank 0 (0 but in worlds spawned under `ferry run`).
+    pub base: u32,
+    /// The world's number among the job's worlds (0: the first one).
+    pub world_index: u32,
+    /// Job id, nonzero; names shared-memory segments and goes into every handshake.
+    pub job: u64,
+    /// The job key of the handshakes between ranks.
+    pub key: JobKey,
+    /// The key-value session.
+    pub boot: Bootstrap,
+}
+
+fn env_var(name: &str) -> Result<String, Error> {
+    std::env::var(name)
+        .map_err(|_| Error::Bootstrap(format!("{name} is not set; start ranks with `ferry run`")))
+}
+
+fn env_number<T: std::str::FromStr>(name: &str) -> Result<T, Error> {
+    let text = env_var(name)?;
+    text.parse()
+        .map_err(|_| Error::Bootstrap(format!("{name}={text:?} is not a number")))
+}
+
+fn optional_number<T: std::str::FromStr>(name: &str) -> Result<Option<T>, Error> {
+    match std::env::var_os(name) {
+        Some(_) => env_number(name).map(Some),
+        None => Ok(None),
+    }
+}
+
+/// Finds out who started this process and joins its job; `None` for a process started by no
+/// launcher (a job of one rank).
+pub(crate) fn launched() -> Result<Option<Launched>, Error> {
+    if std::env::var_os(env::RANK).is_some() {
+        return from_ferry_run().map(Some);
+    }
+    if std::env::var_os(pmi::env::FD).is_some() || std::env::var_os(pmi::env::PORT).is_some() {
+        return from_process_manager().map(Some);
+    }
+    Ok(None)
+}
+
+fn from_ferry_run() -> Result<Launched, Error> {
+    let rank: u32 = env_number(env::RANK)?;
+    let size: u32 = env_number(env::SIZE)?;
+    let base = optional_number(env::UNIVERSE_BASE)?.unwrap_or(0);
+    let world_index = optional_number(env::WORLD_INDEX)?.unwrap_or(0);
+    let me = universe_rank(base, rank)?;
+    let job: u64 = env_number(env::JOB_ID)?;
+    let key = JobKey::from_hex(&env_var(env::JOB_KEY)?)
+        .ok_or_else(|| Error::Bootstrap(format!("{} is not 64 hex digits", env::JOB_KEY)))?;
+    check_rank(rank, size)?;
+    let boot = Bootstrap::Launcher(LauncherSession::connect(&env_var(env::ADDR)?, &key, me)?);
+    Ok(Launched {
+        rank,
+        size,
+        base,
+        world_index,
+        job,
+        key,
+        boot,
+    })
+}
+
+fn universe_rank(base: u32, rank: u32) -> Result<u32, Error> {
+    base.checked_add(rank)
+        .filter(|&u| u < crate::tcp::UNIVERSE_CAP)
+        .ok_or_else(|| Error::Bootstrap(format!("universe rank {base} + {rank} is too large")))
+}
+
+fn check_rank(rank: u32, size: u32) -> Result<(), Error> {
+    if rank >= size {
+        return Err(Error::Bootstrap(format!(
+            "rank {rank} is not below the job size {size}"
+        )));
+    }
+    Ok(())
+}
+
+fn from_process_manager() -> Result<Launched, Error> {
+    let manager = pmi::manager_name();
+    let env_rank = optional_number(pmi::env::RANK)?;
+    let env_size = optional_number(pmi::env::SIZE)?;
+    let mut session = match std::env::var(pmi::env::FD) {
+        Ok(fd) => PmiSession::open(
+            Box::new(pmi::inherited_socket(&fd)?),
+            manager,
+            None,
+            env_rank,
+            env_size,
+        )?,
+        Err(_) => {
+            let addr = env_var(pmi::env::PORT)?;
+            let id = env_number(pmi::env::ID)?;
+            let stream = std::net::TcpStream::connect(&addr).map_err(|e| {
+                bootstrap_error(format!("cannot reach {manager} at PMI_PORT={addr}: {e}"))
+            })?;
+            stream.set_nodelay(true).ok();
+            PmiSession::open(Box::new(stream), manager, Some(id), env_rank, env_size)?
+        }
+    };
+    let (rank, size) = (session.rank(), session.size());
+    universe_rank(0, size.saturating_sub(1))?;
+    check_rank(rank, size)?;
+    let job = ferry_wire::procman::job_id(session.kvsname());
+    let key = session.agree_on_job_key()?;
+    Ok(Launched {
+        rank,
+        size,
+        base: 0,
+        world_index: 0,
+        job,
+        key,
+        boot: Bootstrap::Pmi(session),
+    })
 }

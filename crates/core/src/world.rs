@@ -8,14 +8,13 @@
 //! along the path the DESIGN §4 table gives. On one host every rank is in one unnamed grid
 //! cluster: paths are direct and the lower rank dials, as before grids.
 
-use crate::bootstrap::Bootstrap;
+use crate::bootstrap::{Bootstrap, Launched};
 use crate::comm::{Comm, Shared};
 use crate::config::{Config, TransportKind};
 use crate::engine::{Engine, EngineSetup, Route};
 use crate::error::Error;
 use crate::shm::ShmTransport;
 use crate::tcp::TcpTransport;
-use ferry_wire::pmi::env;
 use ferry_wire::JobKey;
 use std::net::SocketAddr;
 use std::rc::Rc;
@@ -123,17 +122,6 @@ impl Card {
     }
 }
 
-fn env_var(name: &str) -> Result<String, Error> {
-    std::env::var(name)
-        .map_err(|_| Error::Bootstrap(format!("{name} is not set; start ranks with `ferry run`")))
-}
-
-fn env_number<T: std::str::FromStr>(name: &str) -> Result<T, Error> {
-    let text = env_var(name)?;
-    text.parse()
-        .map_err(|_| Error::Bootstrap(format!("{name}={text:?} is not a number")))
-}
-
 fn hostname() -> String {
     std::fs::read_to_string("/proc/sys/kernel/hostname")
         .map(|h| h.trim().to_string())
@@ -142,43 +130,31 @@ fn hostname() -> String {
         .unwrap_or_else(|| "localhost".into())
 }
 
-/// Joins the job this process was started in by `ferry run`; a process started any other way
-/// is a job of one rank (like an MPI singleton).
+/// Joins the job this process was started in by `ferry run` or by a process manager that
+/// speaks PMI (hydra, Slurm); a process started any other way is a job of one rank (like an
+/// MPI singleton). See `crate::bootstrap` for how the starter is told apart.
 pub fn init() -> Result<World, Error> {
     let config = Config::from_env()?;
-    if std::env::var_os(env::RANK).is_none() {
+    let Some(Launched {
+        rank,
+        size,
+        base,
+        world_index,
+        job,
+        key,
+        mut boot,
+    }) = crate::bootstrap::launched()?
+    else {
         return Ok(singleton(&config));
-    }
-    let rank: u32 = env_number(env::RANK)?;
-    let size: u32 = env_number(env::SIZE)?;
-    let optional = |name: &str| -> Result<u32, Error> {
-        match std::env::var_os(name) {
-            Some(_) => env_number(name),
-            None => Ok(0),
-        }
     };
-    // Universe rank of our rank 0, and our world's number: 0 for the launcher's ranks.
-    let base = optional(env::UNIVERSE_BASE)?;
-    let world_index = optional(env::WORLD_INDEX)?;
-    let me = base
-        .checked_add(rank)
-        .filter(|&u| u < crate::tcp::UNIVERSE_CAP)
-        .ok_or_else(|| Error::Bootstrap(format!("universe rank {base} + {rank} is too large")))?;
+    // Universe rank (checked to fit when launched).
+    let me = base + rank;
     let mut config = config;
     if base > 0 {
         // Spawned worlds talk over TCP (shared-memory rings are made per world at start and
         // are named by rank; see crate::spawn).
         config.transport = TransportKind::Tcp;
     }
-    let job: u64 = env_number(env::JOB_ID)?;
-    let key = JobKey::from_hex(&env_var(env::JOB_KEY)?)
-        .ok_or_else(|| Error::Bootstrap(format!("{} is not 64 hex digits", env::JOB_KEY)))?;
-    if rank >= size {
-        return Err(Error::Bootstrap(format!(
-            "rank {rank} is not below the job size {size}"
-        )));
-    }
-    let mut boot = Bootstrap::connect(&env_var(env::ADDR)?, &key, me)?;
     let n = size as usize;
     let place = config.place.as_ref();
     let mut card = Card {
@@ -567,12 +543,12 @@ impl World {
         shared.engine.borrow_mut().nap = Duration::from_micros(200);
     }
 
-    /// Publishes `value` under `key` with the launcher, where every rank of the job can look
-    /// it up at once (MPI's name service). Without a launcher (a singleton) keys stay here.
+    /// Publishes `value` under `key` with the launcher (or a PMI process manager's name
+    /// service), where every rank of the job can look it up at once (MPI's name service). Without a launcher (a singleton) keys stay here.
     pub fn publish(&self, key: &str, value: &str) -> Result<(), Error> {
         let shared = self.comm.shared();
         match shared.bootstrap.borrow_mut().as_mut() {
-            Some(boot) => boot.put(key, value),
+            Some(boot) => boot.publish_name(key, value),
             None => {
                 shared.names.borrow_mut().insert(key.into(), value.into());
                 Ok(())
@@ -584,9 +560,26 @@ impl World {
     pub fn lookup(&self, key: &str) -> Result<Option<String>, Error> {
         let shared = self.comm.shared();
         match shared.bootstrap.borrow_mut().as_mut() {
-            Some(boot) => boot.lookup(key),
+            Some(boot) => boot.lookup_name(key),
             None => Ok(shared.names.borrow().get(key).cloned()),
         }
+    }
+
+    /// MPI_APPNUM as a foreign process manager (PMI) tells it; `None` under `ferry run` (its
+    /// launcher passes it as `FERRY_APPNUM`), for a singleton, or when the manager says -1.
+    pub fn process_manager_appnum(&self) -> Option<i32> {
+        self.comm.shared().bootstrap.borrow().as_ref()?.appnum()
+    }
+
+    /// MPI_UNIVERSE_SIZE as a foreign process manager (PMI) tells it; `None` under `ferry run`,
+    /// for a singleton, or when the manager does not know (hydra says -1).
+    pub fn process_manager_universe_size(&self) -> Option<u32> {
+        self.comm
+            .shared()
+            .bootstrap
+            .borrow()
+            .as_ref()?
+            .universe_size()
     }
 
     /// The process id of world rank `rank`.

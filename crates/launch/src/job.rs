@@ -395,11 +395,11 @@ impl Job {
         }
         let mut nodes = Nodes::start(remote, &spec, &launcher)?;
         if !sys::stdin_is_terminal() {
-            if let Some(index) = remote.nodes.iter().position(|n| n.ranks.contains(&0)) {
+            if let Some(index) = nodes.links.iter().position(|l| l.ranks.contains(&0)) {
                 forward_stdin(&mut nodes, index);
             }
         }
-        self.node_kv = NodeKv::new(remote.nodes.len());
+        self.node_kv = NodeKv::new(nodes.links.len());
         self.nodes = Some(nodes);
         Ok(())
     }
@@ -483,8 +483,12 @@ impl Job {
                         }
                     }
                 }
-                NodeEvent::Message(NodeMessage::Failed { message, .. }) => {
-                    let host = nodes.links[index].host.clone();
+                NodeEvent::Message(NodeMessage::Failed { message, rank }) => {
+                    // A child daemon's failure comes through its parent: the rank names the host.
+                    let host = rank
+                        .and_then(|r| self.hosts.get(r as usize))
+                        .unwrap_or(&nodes.links[index].host)
+                        .clone();
                     self.host_failure.get_or_insert(Outcome::HostFailed {
                         host,
                         detail: message,

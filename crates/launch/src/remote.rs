@@ -22,7 +22,9 @@
 //! passes its standard input to every task of the step (`--input` defaults to all), here the
 //! one. A killed daemon ends its step, so srun exits and its output ends: the host is named
 //! as for ssh. When the job ends, the daemons' inputs close and they end; what is left gets
-//! SIGTERM (which srun passes on to its step) before SIGKILL.
+//! SIGTERM (which srun passes on to its step) before SIGKILL. The launcher starts every
+//! step itself, not in a tree: each is one srun here, and a daemon starts its children in
+//! ssh's form only.
 //!
 //! A thread per daemon decodes its frames into [`NodeEvent`]s for the job monitor. When a
 //! daemon's output ends before it reported every rank — it was killed, its host went down,
@@ -34,7 +36,7 @@
 //! it resolves to an address of this machine (or is named like it).
 
 use crate::LaunchError;
-use ferry_wire::node::{JobSpec, NodeMessage};
+use ferry_wire::node::{ChildNode, JobSpec, NodeMessage};
 use std::collections::HashMap;
 use std::io::{Read, Write};
 use std::net::{IpAddr, SocketAddr, ToSocketAddrs, UdpSocket};
@@ -227,6 +229,65 @@ pub(crate) fn launcher_addresses(
         .collect())
 }
 
+/// `shell … [-o ProxyJump=J] DEST 'FERRY node'`: the daemon of `node` over the remote shell.
+fn remote_command(shell: &[String], node: &NodePlan, ferry: &std::path::Path) -> Command {
+    let argv = daemon_argv(shell, CommandForm::Quoted, node, ferry);
+    let mut c = Command::new(&argv[0]);
+    c.args(&argv[1..]);
+    c
+}
+
+/// The command line that starts `node`'s daemon through the remote shell `shell`, which
+/// takes it as `form` says.
+fn daemon_argv(
+    shell: &[String],
+    form: CommandForm,
+    node: &NodePlan,
+    ferry: &std::path::Path,
+) -> Vec<String> {
+    let ferry = ferry.to_string_lossy();
+    let mut argv = shell.to_vec();
+    match form {
+        CommandForm::Quoted => {
+            if let Some(jump) = &node.jump {
+                argv.extend(["-o".to_string(), format!("ProxyJump={jump}")]);
+            }
+            argv.push(node.dest.as_ref().unwrap_or(&node.host).clone());
+            argv.push(format!("{} node", shell_quote(&ferry)));
+        }
+        CommandForm::Words => {
+            argv.push(format!("--nodelist={}", node.host));
+            argv.push(ferry.into_owned());
+            argv.push("node".into());
+        }
+    }
+    argv
+}
+
+/// How many remote daemons the launcher starts itself (`FERRY_TREE_FANOUT`, default 32); each
+/// starts the rest of its group.
+pub(crate) fn tree_fanout() -> usize {
+    std::env::var("FERRY_TREE_FANOUT")
+        .ok()
+        .and_then(|v| v.trim().parse().ok())
+        .filter(|&f: &usize| f > 0)
+        .unwrap_or(32)
+}
+
+/// `nodes` cut into at most `fanout` groups of consecutive nodes, sizes differing by at most
+/// one: each group's first node is started by the launcher and starts the others.
+pub(crate) fn tree_groups(nodes: &[usize], fanout: usize) -> Vec<Vec<usize>> {
+    let groups = nodes.len().min(fanout.max(1));
+    let mut out = Vec::with_capacity(groups);
+    let mut at = 0;
+    for g in 0..groups {
+        let size = nodes.len() / groups + usize::from(g < nodes.len() % groups);
+        out.push(nodes[at..at + size].to_vec());
+        at += size;
+    }
+    out
+}
+
 /// Quotes `word` for a POSIX shell (what ssh hands the remote command to).
 pub(crate) fn shell_quote(word: &str) -> String {
     if !word.is_empty()
@@ -242,23 +303,7 @@ pub(crate) fn shell_quote(word: &str) -> String {
 impl RemoteLaunch {
     /// The command line that starts `node`'s daemon through the remote shell.
     fn daemon_argv(&self, node: &NodePlan) -> Vec<String> {
-        let ferry = self.ferry.to_string_lossy();
-        let mut argv = self.shell.clone();
-        match self.form {
-            CommandForm::Quoted => {
-                if let Some(jump) = &node.jump {
-                    argv.extend(["-o".to_string(), format!("ProxyJump={jump}")]);
-                }
-                argv.push(node.dest.as_ref().unwrap_or(&node.host).clone());
-                argv.push(format!("{} node", shell_quote(&ferry)));
-            }
-            CommandForm::Words => {
-                argv.push(format!("--nodelist={}", node.host));
-                argv.push(ferry.into_owned());
-                argv.push("node".into());
-            }
-        }
-        argv
+        daemon_argv(&self.shell, self.form, node, &self.ferry)
     }
 }
 
@@ -270,13 +315,47 @@ impl Nodes {
         spec: &JobSpec,
         launcher: &[(SocketAddr, bool)],
     ) -> Result<Nodes, LaunchError> {
+        let specs: Vec<JobSpec> = launch
+            .nodes
+            .iter()
+            .zip(launcher)
+            .map(|(node, (addr, _))| {
+                let mut spec = JobSpec {
+                    launcher: addr.to_string(),
+                    ranks: node.ranks.clone(),
+                    ..spec.clone()
+                };
+                spec.env.extend(
+                    node.env
+                        .iter()
+                        .map(|(k, v)| (k.as_bytes().to_vec(), v.as_bytes().to_vec())),
+                );
+                spec
+            })
+            .collect();
+        // Daemons here are started here; the others in groups whose first daemon starts the
+        // rest, so that we hold at most `fanout` remote shells.
+        let here: Vec<usize> = (0..launch.nodes.len()).filter(|&i| launcher[i].1).collect();
+        let remote: Vec<usize> = (0..launch.nodes.len())
+            .filter(|&i| !launcher[i].1)
+            .collect();
+        let mut groups: Vec<Vec<usize>> = here.iter().map(|&i| vec![i]).collect();
+        // srun's steps are started here, each by its own srun: a daemon passes its children
+        // on in ssh's form only.
+        let fanout = match launch.form {
+            CommandForm::Quoted => tree_fanout(),
+            CommandForm::Words => usize::MAX,
+        };
+        groups.extend(tree_groups(&remote, fanout));
         let (tx, events) = mpsc::channel();
         let mut nodes = Nodes {
             links: Vec::new(),
             events,
         };
-        for (index, (node, &(addr, here))) in launch.nodes.iter().zip(launcher).enumerate() {
-            let mut command = if here {
+        for group in groups {
+            let head = group[0];
+            let node = &launch.nodes[head];
+            let mut command = if launcher[head].1 {
                 let mut c = Command::new(&launch.ferry);
                 c.arg("node");
                 c
@@ -302,9 +381,14 @@ impl Nodes {
             })?;
             let stdout = child.stdout.take();
             let stdin = child.stdin.take();
+            let index = nodes.links.len();
             nodes.links.push(NodeLink {
                 host: node.host.clone(),
-                ranks: node.ranks.clone(),
+                // Every rank the daemon speaks for: its own and its children's.
+                ranks: group
+                    .iter()
+                    .flat_map(|&i| launch.nodes[i].ranks.iter().copied())
+                    .collect(),
                 child,
                 stdin: stdin.map(|s| Arc::new(Mutex::new(s))),
                 closed: false,
@@ -317,19 +401,92 @@ impl Nodes {
                     .spawn(move || read_node(index, stdout, &tx))
                     .map_err(|e| remote_error(format!("cannot start a thread: {e}")))?;
             }
-            let mut spec = JobSpec {
-                launcher: addr.to_string(),
-                ranks: node.ranks.clone(),
-                ..spec.clone()
-            };
-            spec.env.extend(
-                node.env
+            nodes.send(index, &NodeMessage::Start(Box::new(specs[head].clone())));
+            if group.len() > 1 {
+                let children = group[1..]
                     .iter()
-                    .map(|(k, v)| (k.as_bytes().to_vec(), v.as_bytes().to_vec())),
-            );
-            nodes.send(index, &NodeMessage::Start(Box::new(spec)));
+                    .map(|&i| ChildNode {
+                        host: launch.nodes[i].host.clone(),
+                        dest: launch.nodes[i].dest.clone().unwrap_or_default(),
+                        jump: launch.nodes[i].jump.clone().unwrap_or_default(),
+                        spec: specs[i].clone(),
+                    })
+                    .collect();
+                nodes.send(
+                    index,
+                    &NodeMessage::Children {
+                        ferry: launch.ferry.to_string_lossy().into_owned(),
+                        shell: launch.shell.clone(),
+                        nodes: children,
+                    },
+                );
+            }
         }
         Ok(nodes)
+    }
+
+    /// Starts a daemon for each of `children` over `shell` (a node daemon starting the rest
+    /// of its group, see [`tree_groups`]), each with its job description.
+    pub(crate) fn start_children(
+        ferry: &std::path::Path,
+        shell: &[String],
+        children: Vec<ChildNode>,
+    ) -> Result<Nodes, LaunchError> {
+        let (tx, events) = mpsc::channel();
+        let mut nodes = Nodes {
+            links: Vec::new(),
+            events,
+        };
+        if shell.is_empty() {
+            return Err(remote_error("no remote shell for the child daemons"));
+        }
+        for (index, child_node) in children.into_iter().enumerate() {
+            let plan = NodePlan {
+                host: child_node.host.clone(),
+                ranks: child_node.spec.ranks.clone(),
+                dest: Some(child_node.dest).filter(|d| !d.is_empty()),
+                jump: Some(child_node.jump).filter(|j| !j.is_empty()),
+                env: Vec::new(),
+            };
+            let mut command = remote_command(shell, &plan, ferry);
+            command
+                .stdin(Stdio::piped())
+                .stdout(Stdio::piped())
+                .stderr(Stdio::inherit())
+                .process_group(0);
+            crate::sys::end_with_launcher(&mut command, libc::SIGTERM);
+            let mut child = command.spawn().map_err(|e| {
+                remote_error(format!(
+                    "cannot start the node daemon for host {}: {e}",
+                    plan.host
+                ))
+            })?;
+            let stdout = child.stdout.take();
+            let stdin = child.stdin.take();
+            nodes.links.push(NodeLink {
+                host: plan.host.clone(),
+                ranks: plan.ranks.clone(),
+                child,
+                stdin: stdin.map(|s| Arc::new(Mutex::new(s))),
+                closed: false,
+            });
+            if let Some(stdout) = stdout {
+                let tx = tx.clone();
+                thread::Builder::new()
+                    .name("ferry-node-link".into())
+                    .stack_size(256 * 1024)
+                    .spawn(move || read_node(index, stdout, &tx))
+                    .map_err(|e| remote_error(format!("cannot start a thread: {e}")))?;
+            }
+            nodes.send(index, &NodeMessage::Start(Box::new(child_node.spec)));
+        }
+        Ok(nodes)
+    }
+
+    /// The events of every daemon, for a caller that waits on a channel of its own.
+    pub(crate) fn take_events(&mut self) -> Receiver<(usize, NodeEvent)> {
+        let (_, empty) = mpsc::channel();
+        std::mem::replace(&mut self.events, empty)
     }
 
     /// Sends `message` to daemon `index`; a daemon that cannot be written to is left to its
@@ -620,6 +777,20 @@ mod tests {
                 }
             )]
         );
+    }
+
+    #[test]
+    fn tree_groups_split_evenly_and_keep_every_node_once() {
+        let nodes: Vec<usize> = (0..10).collect();
+        let groups = tree_groups(&nodes, 3);
+        assert_eq!(groups, vec![vec![0, 1, 2, 3], vec![4, 5, 6], vec![7, 8, 9]]);
+        assert_eq!(tree_groups(&nodes[..2], 32), vec![vec![0], vec![1]]);
+        assert_eq!(tree_groups(&nodes[..3], 1), vec![vec![0, 1, 2]]);
+        assert!(tree_groups(&[], 4).is_empty());
+        for fanout in 1..12 {
+            let flat: Vec<usize> = tree_groups(&nodes, fanout).concat();
+            assert_eq!(flat, nodes);
+        }
     }
 
     #[test]

@@ -792,11 +792,11 @@ unsafe fn get_attr(comm: Handle, keyval: c_int, value: *mut c_void, flag: *mut c
         if (MPI_TAG_UB..=MPI_UNIVERSE_SIZE).contains(&keyval) {
             let i = (keyval - MPI_TAG_UB) as usize;
             if keyval == MPI_UNIVERSE_SIZE {
-                let n = s.world.as_ref().map_or(1, |w| w.size());
-                PREDEFINED[i].store(crate::dynamic::universe_size(n), Ordering::Relaxed);
+                let size = crate::dynamic::universe_size(s.world.as_ref());
+                PREDEFINED[i].store(size, Ordering::Relaxed);
             }
             if keyval == MPI_APPNUM {
-                PREDEFINED[i].store(crate::dynamic::appnum(), Ordering::Relaxed);
+                PREDEFINED[i].store(crate::dynamic::appnum(s.world.as_ref()), Ordering::Relaxed);
             }
             return Ok(Some(PREDEFINED[i].as_ptr() as *mut c_void));
         }

@@ -11,6 +11,8 @@
 //!   (RTS → CTS → DATA, or RTS → receiver pulls → FIN).
 //! - [`pmi`]: the line protocol between a rank and its launcher (put / fence / get).
 //! - [`node`]: the control frames between `ferry run` and the node daemon of each host.
+//! - [`procman`]: PMI-1 and PMI-2, the protocols by which foreign process managers (MPICH's
+//!   hydra, Slurm's `srun --mpi=pmi2`) tell the processes they start who they are.
 //! - [`relay`]: the frames and MACs by which a client outside a private cluster reaches a rank
 //!   inside through `ferry relay` on the front node.
 //!
@@ -23,6 +25,7 @@ pub mod frame;
 pub mod handshake;
 pub mod node;
 pub mod pmi;
+pub mod procman;
 pub mod relay;
 pub mod rendezvous;
 

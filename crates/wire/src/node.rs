@@ -44,6 +44,8 @@ pub const OP_KV_VALUE: u8 = 0x06;
 /// Launcher → daemon: every host's ranks have fenced; here is what was put since this
 /// daemon's last fence.
 pub const OP_FENCE_DONE: u8 = 0x07;
+/// Launcher → daemon: hosts this daemon starts and speaks for (a tree of daemons).
+pub const OP_CHILDREN: u8 = 0x08;
 /// Daemon → launcher: a rank runs.
 pub const OP_STARTED: u8 = 0x11;
 /// Daemon → launcher: output of a rank.
@@ -102,6 +104,19 @@ impl std::fmt::Debug for JobSpec {
     }
 }
 
+/// A host a daemon starts for the launcher, in a tree of daemons ([`NodeMessage::Children`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ChildNode {
+    /// The host's name.
+    pub host: String,
+    /// The remote shell's destination for it (empty: its name).
+    pub dest: String,
+    /// The host ssh reaches it through (`ProxyJump`; empty: none).
+    pub jump: String,
+    /// Its job description, as it would get it from the launcher.
+    pub spec: JobSpec,
+}
+
 /// Which output stream a chunk of output came from.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Stream {
@@ -158,6 +173,16 @@ pub enum NodeMessage {
         rank: u32,
         /// The value, if one was put.
         value: Option<String>,
+    },
+    /// [`OP_CHILDREN`]: ferry str, shell words (count u32, each str), children (count u32,
+    /// each host str, dest str, jump str, then its START body).
+    Children {
+        /// The `ferry` executable on the children.
+        ferry: String,
+        /// The remote shell that reaches them, in words.
+        shell: Vec<String>,
+        /// The hosts.
+        nodes: Vec<ChildNode>,
     },
     /// [`OP_FENCE_DONE`]: count u32, then (key str, value str) each.
     FenceDone {
@@ -270,6 +295,7 @@ impl NodeMessage {
             NodeMessage::KvAck { .. } => OP_KV_ACK,
             NodeMessage::KvValue { .. } => OP_KV_VALUE,
             NodeMessage::FenceDone { .. } => OP_FENCE_DONE,
+            NodeMessage::Children { .. } => OP_CHILDREN,
             NodeMessage::Started { .. } => OP_STARTED,
             NodeMessage::Output { .. } => OP_OUTPUT,
             NodeMessage::Exited { .. } => OP_EXITED,
@@ -290,27 +316,24 @@ impl NodeMessage {
         out.push(self.op());
         out.extend_from_slice(&[0, 0, 0, 0, 0, 0]);
         match self {
-            NodeMessage::Start(spec) => {
-                out.extend_from_slice(&spec.job.to_le_bytes());
-                out.extend_from_slice(&spec.key.0);
-                put_bytes(out, spec.launcher.as_bytes());
-                out.extend_from_slice(&spec.size.to_le_bytes());
-                put_u32(out, spec.ranks.len());
-                for r in &spec.ranks {
-                    out.extend_from_slice(&r.to_le_bytes());
+            NodeMessage::Start(spec) => encode_spec(out, spec),
+            NodeMessage::Children {
+                ferry,
+                shell,
+                nodes,
+            } => {
+                put_bytes(out, ferry.as_bytes());
+                put_u32(out, shell.len());
+                for word in shell {
+                    put_bytes(out, word.as_bytes());
                 }
-                put_bytes(out, &spec.program);
-                put_u32(out, spec.args.len());
-                for a in &spec.args {
-                    put_bytes(out, a);
+                put_u32(out, nodes.len());
+                for node in nodes {
+                    put_bytes(out, node.host.as_bytes());
+                    put_bytes(out, node.dest.as_bytes());
+                    put_bytes(out, node.jump.as_bytes());
+                    encode_spec(out, &node.spec);
                 }
-                put_u32(out, spec.env.len());
-                for (k, v) in &spec.env {
-                    put_bytes(out, k);
-                    put_bytes(out, v);
-                }
-                put_bytes(out, &spec.cwd);
-                out.push(u8::from(spec.tag_output));
             }
             NodeMessage::Stdin(bytes) => out.extend_from_slice(bytes),
             NodeMessage::Signal(signal) => out.extend_from_slice(&signal.to_le_bytes()),
@@ -433,38 +456,27 @@ impl NodeMessage {
         let body = &bytes[HEADER_LEN..HEADER_LEN + len];
         let mut r = Reader { rest: body, op };
         let message = match op {
-            OP_START => {
-                let job = r.u64()?;
-                let key = JobKey(r.array()?);
-                let launcher = r.string()?;
-                let size = r.u32()?;
+            OP_START => NodeMessage::Start(Box::new(decode_spec(&mut r)?)),
+            OP_CHILDREN => {
+                let ferry = r.string()?;
                 let count = r.count(4)?;
-                let ranks = (0..count).map(|_| r.u32()).collect::<Result<_, _>>()?;
-                let program = r.bytes()?;
-                let count = r.count(4)?;
-                let args = (0..count).map(|_| r.bytes()).collect::<Result<_, _>>()?;
-                let count = r.count(8)?;
-                let env = (0..count)
-                    .map(|_| Ok((r.bytes()?, r.bytes()?)))
+                let shell = (0..count).map(|_| r.string()).collect::<Result<_, _>>()?;
+                let count = r.count(12)?;
+                let nodes = (0..count)
+                    .map(|_| {
+                        Ok(ChildNode {
+                            host: r.string()?,
+                            dest: r.string()?,
+                            jump: r.string()?,
+                            spec: decode_spec(&mut r)?,
+                        })
+                    })
                     .collect::<Result<_, _>>()?;
-                let cwd = r.bytes()?;
-                let tag_output = match r.u8()? {
-                    0 => false,
-                    1 => true,
-                    _ => return Err(r.bad("tag_output is neither 0 nor 1")),
-                };
-                NodeMessage::Start(Box::new(JobSpec {
-                    job,
-                    key,
-                    launcher,
-                    size,
-                    ranks,
-                    program,
-                    args,
-                    env,
-                    cwd,
-                    tag_output,
-                }))
+                NodeMessage::Children {
+                    ferry,
+                    shell,
+                    nodes,
+                }
             }
             OP_STDIN => NodeMessage::Stdin(r.rest()),
             OP_SIGNAL => NodeMessage::Signal(r.u32()? as i32),
@@ -558,6 +570,63 @@ impl NodeMessage {
         }
         Ok(Some((message, HEADER_LEN + len)))
     }
+}
+
+fn encode_spec(out: &mut Vec<u8>, spec: &JobSpec) {
+    out.extend_from_slice(&spec.job.to_le_bytes());
+    out.extend_from_slice(&spec.key.0);
+    put_bytes(out, spec.launcher.as_bytes());
+    out.extend_from_slice(&spec.size.to_le_bytes());
+    put_u32(out, spec.ranks.len());
+    for r in &spec.ranks {
+        out.extend_from_slice(&r.to_le_bytes());
+    }
+    put_bytes(out, &spec.program);
+    put_u32(out, spec.args.len());
+    for a in &spec.args {
+        put_bytes(out, a);
+    }
+    put_u32(out, spec.env.len());
+    for (k, v) in &spec.env {
+        put_bytes(out, k);
+        put_bytes(out, v);
+    }
+    put_bytes(out, &spec.cwd);
+    out.push(u8::from(spec.tag_output));
+}
+
+fn decode_spec(r: &mut Reader<'_>) -> Result<JobSpec, NodeError> {
+    let job = r.u64()?;
+    let key = JobKey(r.array()?);
+    let launcher = r.string()?;
+    let size = r.u32()?;
+    let count = r.count(4)?;
+    let ranks = (0..count).map(|_| r.u32()).collect::<Result<_, _>>()?;
+    let program = r.bytes()?;
+    let count = r.count(4)?;
+    let args = (0..count).map(|_| r.bytes()).collect::<Result<_, _>>()?;
+    let count = r.count(8)?;
+    let env = (0..count)
+        .map(|_| Ok((r.bytes()?, r.bytes()?)))
+        .collect::<Result<_, _>>()?;
+    let cwd = r.bytes()?;
+    let tag_output = match r.u8()? {
+        0 => false,
+        1 => true,
+        _ => return Err(r.bad("tag_output is neither 0 nor 1")),
+    };
+    Ok(JobSpec {
+        job,
+        key,
+        launcher,
+        size,
+        ranks,
+        program,
+        args,
+        env,
+        cwd,
+        tag_output,
+    })
 }
 
 fn put_u32(out: &mut Vec<u8>, n: usize) {
@@ -722,6 +791,27 @@ mod tests {
                 key: "card-9".into(),
             },
             NodeMessage::Fence,
+            NodeMessage::Children {
+                ferry: "/opt/ferry".into(),
+                shell: vec!["ssh".into(), "-F".into(), "cfg".into()],
+                nodes: vec![
+                    ChildNode {
+                        host: "h2".into(),
+                        dest: String::new(),
+                        jump: "fa".into(),
+                        spec: spec(),
+                    },
+                    ChildNode {
+                        host: "h3".into(),
+                        dest: "root@h3".into(),
+                        jump: String::new(),
+                        spec: JobSpec {
+                            ranks: vec![4, 5],
+                            ..spec()
+                        },
+                    },
+                ],
+            },
         ]
     }
 

@@ -16,6 +16,7 @@
 //! which the ranks of other hosts reach it by as the launcher did.
 
 mod boot;
+mod children;
 
 use crate::output::copy_lines_to;
 use crate::sys;
@@ -49,6 +50,10 @@ enum Event {
     LauncherGone(String),
     /// One output pipe of a rank reached its end.
     PipeClosed(usize),
+    /// Every rank of this host has entered the fence (see [`boot`]).
+    OwnFence,
+    /// An event of a child daemon (a tree of daemons, see [`children`]).
+    Child(usize, crate::remote::NodeEvent),
 }
 
 struct Rank {
@@ -93,7 +98,7 @@ pub fn serve() -> i32 {
             return fail(format!("expected the job description, got {other:?}"))
         }
         Ok(Event::LauncherGone(why)) => return fail(format!("launcher went away: {why}")),
-        Ok(Event::PipeClosed(_)) | Err(_) => {
+        Ok(Event::PipeClosed(_) | Event::OwnFence | Event::Child(..)) | Err(_) => {
             return fail(format!(
                 "no job description within {} s",
                 START_TIMEOUT.as_secs()
@@ -156,6 +161,22 @@ fn write_launcher(mut output: impl Write, messages: Receiver<NodeMessage>, event
     }
 }
 
+/// Sends one FENCE up once this host's ranks and every child are in the fence.
+fn fence_up(
+    own_fenced: &mut bool,
+    children: Option<&mut children::Children>,
+    out: &Sender<NodeMessage>,
+) {
+    if !*own_fenced || !children.as_ref().is_none_or(|c| c.all_fenced()) {
+        return;
+    }
+    *own_fenced = false;
+    if let Some(c) = children {
+        c.clear_fence();
+    }
+    let _ = out.send(NodeMessage::Fence);
+}
+
 /// This host's address on the route to `launcher` (`ip:port`): no packet is sent, the
 /// kernel only picks the source address of a connected UDP socket.
 fn address_towards(launcher: &str) -> Option<IpAddr> {
@@ -184,7 +205,30 @@ fn run_ranks(
 ) -> i32 {
     let program = OsString::from_vec(spec.program.clone());
     let tcp_addr = address_towards(&spec.launcher);
-    let local_boot = match boot::LocalBoot::start(spec.key.clone(), &spec.ranks, out.clone()) {
+    // The bootstrap's messages go up as they are, but for the fence: with children it goes up
+    // once they have all entered it too.
+    let (boot_tx, boot_rx) = mpsc::channel::<NodeMessage>();
+    {
+        let (out, events) = (out.clone(), events_tx.clone());
+        let spawned = thread::Builder::new()
+            .name("ferry-node-boot-up".into())
+            .stack_size(128 * 1024)
+            .spawn(move || {
+                for message in boot_rx {
+                    let _ = match message {
+                        NodeMessage::Fence => events.send(Event::OwnFence).map_err(drop),
+                        other => out.send(other).map_err(drop),
+                    };
+                }
+            });
+        if let Err(e) = spawned {
+            eprintln!("ferry node ({host}): cannot start a thread: {e}");
+            return 1;
+        }
+    }
+    let mut children: Option<children::Children> = None;
+    let mut own_fenced = false;
+    let local_boot = match boot::LocalBoot::start(spec.key.clone(), &spec.ranks, boot_tx) {
         Ok(b) => b,
         Err(e) => {
             let _ = out.send(NodeMessage::Failed {
@@ -310,6 +354,16 @@ fn run_ranks(
             TICK
         }) {
             match event {
+                Event::FromLauncher(message @ NodeMessage::Stdin(_))
+                    if !spec.ranks.contains(&0) =>
+                {
+                    // Rank 0 runs under a child daemon.
+                    if let Some((index, c)) =
+                        children.as_mut().and_then(|c| Some((c.of_rank(0)?, c)))
+                    {
+                        c.send(index, &message);
+                    }
+                }
                 Event::FromLauncher(NodeMessage::Stdin(bytes)) => match stdin.as_mut() {
                     Some(pipe) if !bytes.is_empty() => {
                         if pipe.write_all(&bytes).is_err() {
@@ -322,13 +376,51 @@ fn run_ranks(
                     for r in ranks.iter().filter(|r| r.exited.is_none()) {
                         sys::kill_group(r.pid, signal);
                     }
+                    if let Some(c) = children.as_mut() {
+                        c.send_all(&NodeMessage::Signal(signal));
+                    }
                 }
+                Event::FromLauncher(NodeMessage::Children {
+                    ferry,
+                    shell,
+                    nodes,
+                }) => match children::Children::start(&ferry, &shell, nodes, events_tx) {
+                    Ok(c) => children = Some(c),
+                    Err(message) => {
+                        let _ = out.send(NodeMessage::Failed {
+                            rank: None,
+                            message: format!("{host}: cannot start its child daemons: {message}"),
+                        });
+                    }
+                },
                 Event::FromLauncher(
-                    message @ (NodeMessage::KvAck { .. }
-                    | NodeMessage::KvValue { .. }
-                    | NodeMessage::FenceDone { .. }),
-                ) => local_boot.deliver(message),
+                    message @ (NodeMessage::KvAck { rank } | NodeMessage::KvValue { rank, .. }),
+                ) => match children.as_mut().and_then(|c| Some((c.of_rank(rank)?, c))) {
+                    Some((index, c)) => c.send(index, &message),
+                    None => local_boot.deliver(message),
+                },
+                Event::FromLauncher(message @ NodeMessage::FenceDone { .. }) => {
+                    if let Some(c) = children.as_mut() {
+                        c.send_all(&message);
+                    }
+                    local_boot.deliver(message);
+                }
+                Event::OwnFence => {
+                    own_fenced = true;
+                    fence_up(&mut own_fenced, children.as_mut(), out);
+                }
+                Event::Child(index, event) => {
+                    if let Some(c) = children.as_mut() {
+                        if let Some(message) = c.on_event(index, event) {
+                            let _ = out.send(message);
+                        }
+                        fence_up(&mut own_fenced, Some(c), out);
+                    }
+                }
                 Event::FromLauncher(NodeMessage::Stop) | Event::LauncherGone(_) => {
+                    if let Some(c) = children.as_mut() {
+                        c.send_all(&NodeMessage::Stop);
+                    }
                     if stopping.is_none() {
                         stopping = Some(Instant::now());
                         for r in ranks.iter().filter(|r| r.exited.is_none()) {
@@ -378,7 +470,9 @@ fn run_ranks(
                 }
             }
         }
-        if ranks.iter().all(|r| r.reported) {
+        if ranks.iter().all(|r| r.reported)
+            && children.as_ref().is_none_or(children::Children::all_closed)
+        {
             local_boot.shutdown();
             // What the ranks started may still be in their groups: it ends with them.
             for r in &ranks {
