@@ -11,6 +11,8 @@
 //! - with `FERRY_TREE_FANOUT=1` the daemons start as a tree (h2's starts h3's): the same job
 //!   runs, and a child daemon killed with -9 is named by its host;
 //! - SIGINT to the launcher ends every rank on every host;
+//! - MPICH's hydra (`mpiexec.hydra -launcher ssh`) starts the same ranks over PMI across the
+//!   hosts, and they find shared memory and TCP as under `ferry run`;
 //! - a host name that does not resolve, and a program missing on the hosts, are named.
 //!
 //! And a grid on its real machines (`ferry run --grid three.toml --launcher ssh` from p1, the
@@ -211,6 +213,42 @@ fn one_job_on_three_hosts_over_ssh() {
     std::thread::sleep(Duration::from_millis(300));
     assert_eq!(count(&marker), 0, "every rank ended");
 
+    // MPICH's hydra starting the ranks over the same ssh (PMI-1): they find their hosts' own
+    // addresses and each other's host ids, as under ferry run.
+    if let Some(hydra) = which("mpiexec.hydra") {
+        let wrapper = std::path::Path::new(env!("CARGO_TARGET_TMPDIR"))
+            .join(format!("ssh-{}", std::process::id()));
+        let ssh = hosts.tb.ssh_command().expect("an ssh testbed").join(" ");
+        std::fs::write(&wrapper, format!("#!/bin/sh\nexec {ssh} \"$@\"\n")).expect("wrapper");
+        std::fs::set_permissions(
+            &wrapper,
+            std::os::unix::fs::PermissionsExt::from_mode(0o755),
+        )
+        .expect("chmod");
+        let enter = hosts.tb.host_command("h1").expect("h1 runs sshd");
+        let out = Command::new("timeout")
+            .args(["-k", "5", "60"])
+            .args(&enter)
+            .arg(&hydra)
+            .args(["-launcher", "ssh", "-launcher-exec"])
+            .arg(&wrapper)
+            .args(["-hosts", "h1:2,h2:2,h3:2", "-n", "6", check, "routes"])
+            .env_remove("FERRY_TRANSPORT")
+            .stdin(Stdio::null())
+            .output()
+            .expect("mpiexec.hydra runs");
+        let _ = std::fs::remove_file(&wrapper);
+        assert!(out.status.success(), "{}", show(&out));
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        assert!(
+            stdout.contains("routes 2: tcp tcp self shm tcp tcp"),
+            "{}",
+            show(&out)
+        );
+    } else {
+        eprintln!("mpiexec.hydra missing: hydra over ssh not tried");
+    }
+
     // Names: a host that does not resolve, a program that is not there.
     let out = hosts.output(&["--hosts", "h1:1,nosuchhost:1", "-n", "2", check, "routes"]);
     assert_eq!(out.status.code(), Some(1), "{}", show(&out));
@@ -267,6 +305,15 @@ fn a_grid_on_its_real_machines_over_ssh() {
         .count();
     assert_eq!(relays, 0, "no relay is left");
     hosts.tb.down().expect("testbed down");
+}
+
+/// `program` on PATH, if there.
+fn which(program: &str) -> Option<std::path::PathBuf> {
+    std::env::var_os("PATH")?
+        .to_str()?
+        .split(':')
+        .map(|dir| std::path::Path::new(dir).join(program))
+        .find(|p| p.is_file())
 }
 
 fn wait_for(child: &mut std::process::Child, limit: Duration) -> Option<std::process::ExitStatus> {

@@ -45,6 +45,65 @@ pub fn host_id() -> String {
     format!("{:016x}", fnv1a(text.as_bytes()))
 }
 
+/// An address of this host that other hosts can likely reach, for ranks that no launcher told
+/// (`FERRY_TCP_ADDR`): the host name MPICH's hydra passes (`MPIR_CVAR_CH3_INTERFACE_HOSTNAME`)
+/// or this host's name, resolved to an address that is not loopback, else the first IPv4
+/// address of an interface that is up and not loopback.
+pub(crate) fn reachable_ip() -> Option<std::net::IpAddr> {
+    use std::net::ToSocketAddrs;
+    let names = [
+        std::env::var("MPIR_CVAR_CH3_INTERFACE_HOSTNAME").ok(),
+        std::fs::read_to_string("/proc/sys/kernel/hostname")
+            .ok()
+            .map(|h| h.trim().to_string()),
+    ];
+    for name in names.into_iter().flatten().filter(|n| !n.is_empty()) {
+        if let Ok(addrs) = (name.as_str(), 0).to_socket_addrs() {
+            if let Some(a) = addrs
+                .map(|a| a.ip())
+                .find(|ip| ip.is_ipv4() && !ip.is_loopback())
+            {
+                return Some(a);
+            }
+        }
+    }
+    interface_ipv4()
+}
+
+/// The first IPv4 address of an interface that is up and not loopback.
+fn interface_ipv4() -> Option<std::net::IpAddr> {
+    let mut list: *mut libc::ifaddrs = std::ptr::null_mut();
+    // SAFETY: getifaddrs fills `list` with a list we free below with freeifaddrs.
+    if unsafe { libc::getifaddrs(&mut list) } != 0 {
+        return None;
+    }
+    let mut found = None;
+    let mut at = list;
+    while !at.is_null() {
+        // SAFETY: `at` is a node of the list getifaddrs made, alive until freeifaddrs.
+        let entry = unsafe { &*at };
+        at = entry.ifa_next;
+        let up = entry.ifa_flags & libc::IFF_UP as u32 != 0;
+        let loopback = entry.ifa_flags & libc::IFF_LOOPBACK as u32 != 0;
+        if !up || loopback || entry.ifa_addr.is_null() {
+            continue;
+        }
+        // SAFETY: ifa_addr is non-null and points to a sockaddr of the family it names.
+        if unsafe { (*entry.ifa_addr).sa_family } as i32 != libc::AF_INET {
+            continue;
+        }
+        // SAFETY: an AF_INET sockaddr is a sockaddr_in.
+        let sin = unsafe { &*(entry.ifa_addr as *const libc::sockaddr_in) };
+        found = Some(std::net::IpAddr::from(
+            u32::from_be(sin.sin_addr.s_addr).to_be_bytes(),
+        ));
+        break;
+    }
+    // SAFETY: `list` came from getifaddrs and is freed once.
+    unsafe { libc::freeifaddrs(list) };
+    found
+}
+
 /// FNV-1a, 64 bit: stable across builds and languages (unlike std's hasher), which matters
 /// because every binary of a job must compute the same id for the same host.
 fn fnv1a(bytes: &[u8]) -> u64 {
@@ -84,6 +143,13 @@ mod tests {
         assert_eq!(a, host_id());
         assert_eq!(a.len(), 16);
         assert!(a.bytes().all(|b| b.is_ascii_hexdigit()));
+    }
+
+    #[test]
+    fn a_reachable_address_is_not_loopback() {
+        if let Some(ip) = reachable_ip() {
+            assert!(!ip.is_loopback(), "{ip}");
+        }
     }
 
     #[test]

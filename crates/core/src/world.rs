@@ -208,7 +208,16 @@ pub fn init() -> Result<World, Error> {
     let mut tcp = None;
     if !tcp_peers.is_empty() {
         let max = config.tcp_eager_limit.max(config.tcp_chunk) as u64;
-        let primary = config.tcp_listen_ip();
+        let mut primary = config.tcp_listen_ip();
+        if primary.is_loopback() && local.len() < n {
+            // Ranks elsewhere must reach us, and neither ferry's node daemon nor a grid said
+            // how (a foreign process manager started us): this host's own address.
+            primary = crate::host::reachable_ip().ok_or_else(|| {
+                Error::Config(format!(
+                    "rank {rank} has peers on other hosts but no address they can reach: set FERRY_TCP_ADDR"
+                ))
+            })?;
+        }
         // With an address per rail, one listener takes connections on all of them.
         let bind = if config.rail_addrs.is_empty() {
             SocketAddr::new(primary, 0)

@@ -92,7 +92,7 @@ pub fn run(opts: &LaunchOptions) -> Result<Outcome, LaunchError> {
             let shell = Launcher::Ssh
                 .remote_shell(|name| std::env::var(name).ok())
                 .unwrap_or_default();
-            let (remote, relays) = crate::grid::over_ssh(g, opts.np, job_id, &key, &shell)?;
+            let (remote, relays) = crate::grid_ssh::over_ssh(g, opts.np, job_id, &key, &shell)?;
             ssh_relays = Some(relays);
             Some(remote)
         }
@@ -182,6 +182,8 @@ fn remote_plan(opts: &LaunchOptions) -> Result<Option<RemoteLaunch>, LaunchError
     }
     let this = sys::hostname();
     let local = hosts.iter().all(|h| is_this_host(&h.host, &this));
+    // Only this host: run here as any local job, unless several named hosts are to get their
+    // daemons here (`--launcher local`, the multi-host path on one machine).
     if local && (opts.launcher != Launcher::Local || hosts.len() == 1) {
         return Ok(None);
     }
@@ -309,7 +311,7 @@ struct Job {
     /// The key space the node daemons share (multi-host jobs).
     node_kv: NodeKv,
     /// The relays of a grid job on real front nodes: dropped after the node daemons.
-    ssh_relays: Option<crate::grid::SshRelays>,
+    ssh_relays: Option<crate::grid_ssh::SshRelays>,
 }
 
 impl Job {

@@ -70,6 +70,7 @@ use std::time::Duration;
 use thiserror::Error;
 
 mod grid;
+mod grid_ssh;
 pub mod hosts;
 mod job;
 pub mod node;
