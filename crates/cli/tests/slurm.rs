@@ -327,8 +327,8 @@ fn srun_pmi2(tag: char, program: &[&str]) -> Done {
 }
 
 /// Direct launch: `srun --mpi=pmi2` starts the ranks itself and they bootstrap through
-/// Slurm's PMI server (`srun --mpi=list` here: pmi2, pmix, cray_shasta, none; no pmi1). Each
-/// rank is told its host's address (`FERRY_TCP_ADDR=$(hostname -i)`): see the next test.
+/// Slurm's PMI server (`srun --mpi=list` here: pmi2, pmix, cray_shasta, none; no pmi1); each
+/// publishes its host's address, so the ranks of other hosts reach it.
 #[test]
 fn srun_with_pmi2_starts_the_ranks_itself() {
     if !can_run() {
@@ -336,27 +336,7 @@ fn srun_with_pmi2_starts_the_ranks_itself() {
     }
     let check = example("check");
     let check = check.to_str().expect("a UTF-8 path");
-    let with_address = r#"FERRY_TCP_ADDR=$(hostname -i) exec "$0" "$@""#;
-    let done = srun_pmi2('p', &["sh", "-c", with_address, check, "allpairs"]);
-    assert_eq!(done.code, Some(0), "{}", done.show());
-    assert!(
-        done.stdout.contains("allpairs ok: 6 ranks"),
-        "{}",
-        done.show()
-    );
-}
-
-/// The same without the address: ranks under PMI listen on 127.0.0.1 (ferry-core's
-/// `Config::tcp_listen_ip` without `FERRY_TCP_ADDR`), which ranks of other hosts cannot reach.
-#[test]
-#[ignore = "ranks under PMI publish 127.0.0.1 unless FERRY_TCP_ADDR is set; run with --ignored once they pick their host's address"]
-fn srun_with_pmi2_needs_no_address_from_the_user() {
-    if !can_run() {
-        return;
-    }
-    let check = example("check");
-    let check = check.to_str().expect("a UTF-8 path");
-    let done = srun_pmi2('q', &[check, "allpairs"]);
+    let done = srun_pmi2('p', &[check, "allpairs"]);
     assert_eq!(done.code, Some(0), "{}", done.show());
     assert!(
         done.stdout.contains("allpairs ok: 6 ranks"),
