@@ -27,10 +27,14 @@
 # Writes OUTDIR/startup.csv, OUTDIR/raw/* (each run's stdout and stderr), OUTDIR/runs.csv (every
 # run: part, round, impl, shape, exit status, wall time, load) and OUTDIR/summary.md (medians
 # over rounds and ratios). SUMMARY_ONLY=1 only rewrites summary.md from what OUTDIR holds.
+# FIRST_ROUND=k numbers this run's rounds from k, so that several runs into one OUTDIR (say with
+# different FERRY_* settings, alternating) keep their raw files apart; FERRY_* settings in the
+# environment reach ferry's ranks on every host.
 set -eu
 FERRY=$(realpath "${1:?ferry binary}")
 OUT=$(mkdir -p "${2:?output directory}" && cd "$2" && pwd)
 ROUNDS=${3:-5}
+FIRST_ROUND=${FIRST_ROUND:-1}
 PARTS=${PARTS:-startup p2p colocated}
 IMPLS=${IMPLS:-ferry mpich5 ompi5 mpich4 ompi4}
 COLO_IMPLS=${COLO_IMPLS:-ferry mpich5 ompi5}
@@ -97,7 +101,10 @@ chmod +x "$WRAP"
 # ferry's launcher reads its ssh command from here (the peers ignore it).
 export FERRY_SSH="$SSH"
 
-{
+# A later run into the same OUTDIR adds a line to machine.txt.
+if [ -f "$OUT/machine.txt" ]; then
+  echo "rounds $FIRST_ROUND..$((FIRST_ROUND + ROUNDS - 1)): $(date -u '+%H:%M UTC'), $(env | grep '^FERRY_' | grep -v '^FERRY_SSH=\|^FERRY_LIBDIR=' | tr '\n' ' ')load $(cut -d' ' -f1-3 /proc/loadavg)" >> "$OUT/machine.txt"
+else {
   echo "command: $0 $*"
   echo "env: PARTS=\"$PARTS\" IMPLS=\"$IMPLS\" COLO_IMPLS=\"$COLO_IMPLS\" HOSTS=$HOSTS BENCH_ARGS=\"$BENCH_ARGS\""
   echo "commit: $(git -C "$REPO" rev-parse --short HEAD 2>/dev/null || echo unknown)$(git -C "$REPO" diff --quiet HEAD 2>/dev/null || echo ' (with uncommitted changes)')"
@@ -110,7 +117,9 @@ export FERRY_SSH="$SSH"
   mpichversion 2>/dev/null | sed -n 's/^MPICH \(Version\|Device\):[[:space:]]*/mpich4 \1: /p'
   echo "ompi5: $("$OMPI5/bin/mpirun" --version 2>/dev/null | head -n 1)"
   echo "ompi4: $(mpirun.openmpi --version 2>/dev/null | head -n 1)"
+  echo "FERRY_* settings: $(env | grep '^FERRY_' | grep -v '^FERRY_SSH=\|^FERRY_LIBDIR=' | tr '\n' ' ')"
 } > "$OUT/machine.txt"
+fi
 [ -f "$OUT/runs.csv" ] || echo "part,round,impl,shape,rc,wall_us,load1" > "$OUT/runs.csv"
 
 # Host list "h1:k,h2:k,…" of the first H hosts with k ranks each.
@@ -160,7 +169,7 @@ job() {
   echo "$part r$round $imp $shape: rc=${rc:-?} ${wall:-?} us (load $load)" >&2
 }
 
-for r in $(seq "$ROUNDS"); do
+for r in $(seq "$FIRST_ROUND" $((FIRST_ROUND + ROUNDS - 1))); do
   for part in $PARTS; do
     case $part in
       startup)
@@ -188,5 +197,5 @@ for r in $(seq "$ROUNDS"); do
     esac
   done
 done
-echo "load after: $(cut -d' ' -f1-3 /proc/loadavg)" >> "$OUT/machine.txt"
+echo "load after rounds $FIRST_ROUND..$((FIRST_ROUND + ROUNDS - 1)): $(cut -d' ' -f1-3 /proc/loadavg)" >> "$OUT/machine.txt"
 summary
