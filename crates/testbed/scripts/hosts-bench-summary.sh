@@ -18,9 +18,9 @@ rows() {
       if ($5 == "0") printf "startup,%s,%s,%s,wall_ms,0,%.1f\n", $3, $4, $2, $6 / 1000
       else printf "startup,%s,%s,%s,failed,0,1\n", $3, $4, $2
     }' runs.csv
-  for f in raw/p2p-*.out raw/colo-*.out; do
+  for f in raw/p2p-*.csv raw/colo-*.csv; do
     [ -f "$f" ] || continue
-    b=$(basename "$f" .out)
+    b=$(basename "$f" .csv)
     # p2p-IMPL-R or colo-IMPL-VARIANT-R
     awk -F, -v name="$b" '
       BEGIN { n = split(name, a, "-"); part = a[1]; imp = a[2]; round = a[n]

@@ -24,12 +24,15 @@
 # as ferry's is by its address; every peer run is under `timeout`.
 #
 # Binaries go to WORK (default <repo>/target/hosts-bench): /tmp is private to each host.
-# Writes OUTDIR/startup.csv, OUTDIR/raw/* (each run's stdout and stderr), OUTDIR/runs.csv (every
-# run: part, round, impl, shape, exit status, wall time, load) and OUTDIR/summary.md (medians
-# over rounds and ratios). SUMMARY_ONLY=1 only rewrites summary.md from what OUTDIR holds.
+# Writes OUTDIR/raw/NAME.csv and NAME.txt (each run's stdout, if any, and stderr), OUTDIR/runs.csv
+# (every run: part, round, impl, shape, exit status, wall time, load), OUTDIR/machine.txt and
+# OUTDIR/summary.md with OUTDIR/medians.csv (medians over rounds and ratios). SUMMARY_ONLY=1 only rewrites summary.md from what OUTDIR holds.
 # FIRST_ROUND=k numbers this run's rounds from k, so that several runs into one OUTDIR (say with
 # different FERRY_* settings, alternating) keep their raw files apart; FERRY_* settings in the
 # environment reach ferry's ranks on every host.
+# PIN=1 pins the p2p part's rank on host hN to CPU N-1 (taskset), for every implementation: the
+# namespace hosts share the machine's cores, and a rank that sleeps is woken on its waker's CPU,
+# so two ranks of "different hosts" can end up on one core, which separate machines never do.
 set -eu
 FERRY=$(realpath "${1:?ferry binary}")
 OUT=$(mkdir -p "${2:?output directory}" && cd "$2" && pwd)
@@ -61,7 +64,8 @@ if [ -n "${SUMMARY_ONLY:-}" ]; then
 fi
 
 # ---- build: the empty program and mpibench, with each implementation's mpicc ----
-cat > "$WORK/empty.c" <<'EOF'
+# (rewritten only when changed, so that a later run reuses the binaries)
+cat > "$WORK/empty.c.new" <<'EOF'
 #include <mpi.h>
 int main(int argc, char **argv) {
     MPI_Init(&argc, &argv);
@@ -69,7 +73,19 @@ int main(int argc, char **argv) {
     return 0;
 }
 EOF
-cp "$REPO/crates/bench/c/mpibench.c" "$WORK/mpibench.c"
+cmp -s "$WORK/empty.c.new" "$WORK/empty.c" || mv "$WORK/empty.c.new" "$WORK/empty.c"
+rm -f "$WORK/empty.c.new"
+cmp -s "$REPO/crates/bench/c/mpibench.c" "$WORK/mpibench.c" ||
+  cp "$REPO/crates/bench/c/mpibench.c" "$WORK/mpibench.c"
+cat > "$WORK/pin-by-host.sh" <<'EOF'
+#!/bin/sh
+# Runs the command on CPU N-1 of host hN (modulo the cores).
+n=$(hostname | tr -dc 0-9)
+exec taskset -c $(( (${n:-1} - 1) % $(nproc) )) "$@"
+EOF
+chmod +x "$WORK/pin-by-host.sh"
+PIN_P2P=""
+[ -n "${PIN:-}" ] && PIN_P2P="$WORK/pin-by-host.sh"
 mpicc_of() {
   case $1 in
     ferry) echo "$REPO/crates/mpi/bin/mpicc" ;;
@@ -106,7 +122,7 @@ if [ -f "$OUT/machine.txt" ]; then
   echo "rounds $FIRST_ROUND..$((FIRST_ROUND + ROUNDS - 1)): $(date -u '+%H:%M UTC'), $(env | grep '^FERRY_' | grep -v '^FERRY_SSH=\|^FERRY_LIBDIR=' | tr '\n' ' ')load $(cut -d' ' -f1-3 /proc/loadavg)" >> "$OUT/machine.txt"
 else {
   echo "command: $0 $*"
-  echo "env: PARTS=\"$PARTS\" IMPLS=\"$IMPLS\" COLO_IMPLS=\"$COLO_IMPLS\" HOSTS=$HOSTS BENCH_ARGS=\"$BENCH_ARGS\""
+  echo "env: PARTS=\"$PARTS\" IMPLS=\"$IMPLS\" COLO_IMPLS=\"$COLO_IMPLS\" HOSTS=$HOSTS BENCH_ARGS=\"$BENCH_ARGS\" PIN=${PIN:-}"
   echo "commit: $(git -C "$REPO" rev-parse --short HEAD 2>/dev/null || echo unknown)$(git -C "$REPO" diff --quiet HEAD 2>/dev/null || echo ' (with uncommitted changes)')"
   echo "date: $(date -u '+%Y-%m-%d %H:%M UTC')"
   echo "machine: $(nproc) cores, $(uname -r), load $(cut -d' ' -f1-3 /proc/loadavg)"
@@ -161,8 +177,9 @@ job() {
   load=$(cut -d' ' -f1 /proc/loadavg)
   # shellcheck disable=SC2046 # launch prints words
   "$FERRY" testbed run "$GRID" h1 --prefix "$P" -- sh -c "$CLOCK" clock \
-    $(launch "$imp" "$hosts" "$n") "$@" >"$OUT/raw/$name.out" 2>"$OUT/raw/$name.err" || true
-  line=$(grep '^wall_us=' "$OUT/raw/$name.err" | tail -n 1)
+    $(launch "$imp" "$hosts" "$n") "$@" >"$OUT/raw/$name.csv" 2>"$OUT/raw/$name.txt" || true
+  [ -s "$OUT/raw/$name.csv" ] || rm -f "$OUT/raw/$name.csv"
+  line=$(grep '^wall_us=' "$OUT/raw/$name.txt" | tail -n 1)
   wall=$(echo "$line" | sed 's/wall_us=\([0-9]*\).*/\1/')
   rc=$(echo "$line" | sed 's/.*rc=//')
   echo "$part,$round,$imp,$shape,${rc:-?},${wall:-},$load" >> "$OUT/runs.csv"
@@ -184,7 +201,8 @@ for r in $(seq "$FIRST_ROUND" $((FIRST_ROUND + ROUNDS - 1))); do
         done ;;
       p2p)
         for imp in $IMPLS; do
-          job p2p "$r" "$imp" h1-h2 "h1:1,h2:1" 2 "p2p-$imp-$r" "$WORK/mpibench-$imp" $BENCH_ARGS
+          job p2p "$r" "$imp" h1-h2 "h1:1,h2:1" 2 "p2p-$imp-$r" $PIN_P2P "$WORK/mpibench-$imp" \
+            $BENCH_ARGS
         done ;;
       colocated)
         for imp in $COLO_IMPLS; do
