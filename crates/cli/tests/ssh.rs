@@ -121,34 +121,8 @@ fn one_job_on_three_hosts_over_ssh() {
     assert!(stderr.contains("rank 3 (host h2, pid"), "{}", show(&out));
 
     // A node daemon killed with -9: the job ends quickly and names the host.
-    let report = format!(
-        "echo \"rank $FERRY_RANK on $(hostname) daemon $PPID\"; exec {check} barrier 100000000"
-    );
-    let mut job = hosts
-        .run(&[SIX, &["sh", "-c", &report]].concat())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("ferry runs");
-    let mut lines = BufReader::new(job.stdout.take().expect("stdout")).lines();
-    let daemon: i32 = loop {
-        let line = lines.next().expect("a rank reports").expect("text");
-        if line.contains(" on h2 daemon ") {
-            break line
-                .rsplit(' ')
-                .next()
-                .and_then(|p| p.parse().ok())
-                .expect("a pid");
-        }
-    };
-    let killed = Instant::now();
-    // SAFETY: kill(2) on the pid of the daemon this test's job started on h2.
-    unsafe { libc::kill(daemon, libc::SIGKILL) };
-    let status = wait_for(&mut job, Duration::from_secs(10));
-    let took = killed.elapsed();
-    let mut stderr = String::new();
-    std::io::Read::read_to_string(&mut job.stderr.take().expect("stderr"), &mut stderr).ok();
-    assert_eq!(status.and_then(|s| s.code()), Some(1), "{stderr}");
+    let (code, stderr, took) = kill_a_daemon(&hosts, check, "h2", None);
+    assert_eq!(code, Some(1), "{stderr}");
     assert!(took < Duration::from_secs(5), "took {took:?}: {stderr}");
     assert!(
         stderr.contains("host h2: its node daemon ended"),
@@ -163,30 +137,9 @@ fn one_job_on_three_hosts_over_ssh() {
         .output()
         .expect("ferry runs");
     assert!(out.status.success(), "{}", show(&out));
-    let mut job = hosts
-        .run(&[SIX, &["sh", "-c", &report]].concat())
-        .env("FERRY_TREE_FANOUT", "1")
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("ferry runs");
-    let mut lines = BufReader::new(job.stdout.take().expect("stdout")).lines();
-    let daemon: i32 = loop {
-        let line = lines.next().expect("a rank reports").expect("text");
-        if line.contains(" on h3 daemon ") {
-            break line
-                .rsplit(' ')
-                .next()
-                .and_then(|p| p.parse().ok())
-                .expect("a pid");
-        }
-    };
-    // SAFETY: kill(2) on the pid of the daemon this test's job started on h3.
-    unsafe { libc::kill(daemon, libc::SIGKILL) };
-    let status = wait_for(&mut job, Duration::from_secs(10));
-    let mut stderr = String::new();
-    std::io::Read::read_to_string(&mut job.stderr.take().expect("stderr"), &mut stderr).ok();
-    assert_eq!(status.and_then(|s| s.code()), Some(1), "{stderr}");
+    let (code, stderr, took) = kill_a_daemon(&hosts, check, "h3", Some("1"));
+    assert_eq!(code, Some(1), "{stderr}");
+    assert!(took < Duration::from_secs(5), "took {took:?}: {stderr}");
     assert!(
         stderr.contains("host h3: its node daemon ended"),
         "{stderr}"
@@ -305,6 +258,48 @@ fn a_grid_on_its_real_machines_over_ssh() {
         .count();
     assert_eq!(relays, 0, "no relay is left");
     hosts.tb.down().expect("testbed down");
+}
+
+/// Runs six ranks that wait in barriers, kills the node daemon of `host` with -9 once its
+/// ranks run, and returns the job's exit code, its stderr and how long it took to end.
+fn kill_a_daemon(
+    hosts: &Hosts,
+    check: &str,
+    host: &str,
+    fanout: Option<&str>,
+) -> (Option<i32>, String, Duration) {
+    let report = format!(
+        "echo \"rank $FERRY_RANK on $(hostname) daemon $PPID\"; exec {check} barrier 100000000"
+    );
+    let mut command = hosts.run(&[SIX, &["sh", "-c", &report]].concat());
+    if let Some(fanout) = fanout {
+        command.env("FERRY_TREE_FANOUT", fanout);
+    }
+    let mut job = command
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("ferry runs");
+    let mut lines = BufReader::new(job.stdout.take().expect("stdout")).lines();
+    let marker = format!(" on {host} daemon ");
+    let daemon: i32 = loop {
+        let line = lines.next().expect("a rank reports").expect("text");
+        if line.contains(&marker) {
+            break line
+                .rsplit(' ')
+                .next()
+                .and_then(|p| p.parse().ok())
+                .expect("a pid");
+        }
+    };
+    let killed = Instant::now();
+    // SAFETY: kill(2) on the pid of the daemon this test's job started on `host`.
+    unsafe { libc::kill(daemon, libc::SIGKILL) };
+    let status = wait_for(&mut job, Duration::from_secs(10));
+    let took = killed.elapsed();
+    let mut stderr = String::new();
+    std::io::Read::read_to_string(&mut job.stderr.take().expect("stderr"), &mut stderr).ok();
+    (status.and_then(|s| s.code()), stderr, took)
 }
 
 /// `program` on PATH, if there.

@@ -271,6 +271,22 @@ struct Rank {
     judged: bool,
 }
 
+impl Rank {
+    /// A rank just started (`child` is ours; `None`: a node daemon's, pid still unknown).
+    fn new(child: Option<Child>, pid: u32) -> Rank {
+        Rank {
+            child,
+            pid,
+            status: None,
+            exited_at: None,
+            connected: false,
+            finalized: false,
+            closed_at: None,
+            judged: false,
+        }
+    }
+}
+
 /// What the monitor decided about one rank.
 enum Verdict {
     Fine,
@@ -383,18 +399,7 @@ impl Job {
             tag_output: opts.tag_output,
         };
         self.hosts = host_of.into_iter().flatten().collect();
-        for _ in 0..opts.np {
-            self.ranks.push(Rank {
-                child: None,
-                pid: 0,
-                status: None,
-                exited_at: None,
-                connected: false,
-                finalized: false,
-                closed_at: None,
-                judged: false,
-            });
-        }
+        self.ranks.extend((0..opts.np).map(|_| Rank::new(None, 0)));
         let mut nodes = Nodes::start(remote, &spec, &launcher)?;
         if !sys::stdin_is_terminal() {
             if let Some(index) = nodes.links.iter().position(|l| l.ranks.contains(&0)) {
@@ -603,16 +608,7 @@ impl Job {
         let prefix = tag_output.then(|| format!("[{rank}] "));
         let stdout = child.stdout.take();
         let stderr = child.stderr.take();
-        self.ranks.push(Rank {
-            child: Some(child),
-            pid,
-            status: None,
-            exited_at: None,
-            connected: false,
-            finalized: false,
-            closed_at: None,
-            judged: false,
-        });
+        self.ranks.push(Rank::new(Some(child), pid));
         let spawn_error = |source| LaunchError::Spawn {
             rank,
             program: program.to_owned(),

@@ -229,6 +229,47 @@ pub(crate) fn launcher_addresses(
         .collect())
 }
 
+/// Starts the daemon `command` for `host` (which speaks for `ranks`) with piped standard
+/// input and output, in a process group of its own and ending with us, and a thread that
+/// reports its frames on `tx` as daemon `index`.
+fn spawn_link(
+    mut command: Command,
+    host: &str,
+    ranks: Vec<u32>,
+    index: usize,
+    tx: &Sender<(usize, NodeEvent)>,
+) -> Result<NodeLink, LaunchError> {
+    command
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit())
+        // Our own group's signals (a terminal's Ctrl-C) are ours to pass on.
+        .process_group(0);
+    crate::sys::end_with_launcher(&mut command, libc::SIGTERM);
+    let mut child = command.spawn().map_err(|e| {
+        remote_error(format!(
+            "cannot start the node daemon for host {host} ({:?}): {e}",
+            command.get_program()
+        ))
+    })?;
+    if let Some(stdout) = child.stdout.take() {
+        let tx = tx.clone();
+        thread::Builder::new()
+            .name("ferry-node-link".into())
+            .stack_size(256 * 1024)
+            .spawn(move || read_frames(stdout, |event| tx.send((index, event)).is_ok()))
+            .map_err(|e| remote_error(format!("cannot start a thread: {e}")))?;
+    }
+    let stdin = child.stdin.take();
+    Ok(NodeLink {
+        host: host.to_string(),
+        ranks,
+        child,
+        stdin: stdin.map(|s| Arc::new(Mutex::new(s))),
+        closed: false,
+    })
+}
+
 /// `shell … [-o ProxyJump=J] DEST 'FERRY node'`: the daemon of `node` over the remote shell.
 fn remote_command(shell: &[String], node: &NodePlan, ferry: &std::path::Path) -> Command {
     let argv = daemon_argv(shell, CommandForm::Quoted, node, ferry);
@@ -355,7 +396,7 @@ impl Nodes {
         for group in groups {
             let head = group[0];
             let node = &launch.nodes[head];
-            let mut command = if launcher[head].1 {
+            let command = if launcher[head].1 {
                 let mut c = Command::new(&launch.ferry);
                 c.arg("node");
                 c
@@ -365,42 +406,14 @@ impl Nodes {
                 c.args(&argv[1..]);
                 c
             };
-            command
-                .stdin(Stdio::piped())
-                .stdout(Stdio::piped())
-                .stderr(Stdio::inherit())
-                // Our own group's signals (a terminal's Ctrl-C) are ours to pass on.
-                .process_group(0);
-            crate::sys::end_with_launcher(&mut command, libc::SIGTERM);
-            let mut child = command.spawn().map_err(|e| {
-                remote_error(format!(
-                    "cannot start the node daemon for host {} ({:?}): {e}",
-                    node.host,
-                    command.get_program()
-                ))
-            })?;
-            let stdout = child.stdout.take();
-            let stdin = child.stdin.take();
             let index = nodes.links.len();
-            nodes.links.push(NodeLink {
-                host: node.host.clone(),
-                // Every rank the daemon speaks for: its own and its children's.
-                ranks: group
-                    .iter()
-                    .flat_map(|&i| launch.nodes[i].ranks.iter().copied())
-                    .collect(),
-                child,
-                stdin: stdin.map(|s| Arc::new(Mutex::new(s))),
-                closed: false,
-            });
-            if let Some(stdout) = stdout {
-                let tx = tx.clone();
-                thread::Builder::new()
-                    .name("ferry-node-link".into())
-                    .stack_size(256 * 1024)
-                    .spawn(move || read_node(index, stdout, &tx))
-                    .map_err(|e| remote_error(format!("cannot start a thread: {e}")))?;
-            }
+            // Every rank the daemon speaks for: its own and its children's.
+            let ranks = group
+                .iter()
+                .flat_map(|&i| launch.nodes[i].ranks.iter().copied())
+                .collect();
+            let link = spawn_link(command, &node.host, ranks, index, &tx)?;
+            nodes.links.push(link);
             nodes.send(index, &NodeMessage::Start(Box::new(specs[head].clone())));
             if group.len() > 1 {
                 let children = group[1..]
@@ -448,36 +461,9 @@ impl Nodes {
                 jump: Some(child_node.jump).filter(|j| !j.is_empty()),
                 env: Vec::new(),
             };
-            let mut command = remote_command(shell, &plan, ferry);
-            command
-                .stdin(Stdio::piped())
-                .stdout(Stdio::piped())
-                .stderr(Stdio::inherit())
-                .process_group(0);
-            crate::sys::end_with_launcher(&mut command, libc::SIGTERM);
-            let mut child = command.spawn().map_err(|e| {
-                remote_error(format!(
-                    "cannot start the node daemon for host {}: {e}",
-                    plan.host
-                ))
-            })?;
-            let stdout = child.stdout.take();
-            let stdin = child.stdin.take();
-            nodes.links.push(NodeLink {
-                host: plan.host.clone(),
-                ranks: plan.ranks.clone(),
-                child,
-                stdin: stdin.map(|s| Arc::new(Mutex::new(s))),
-                closed: false,
-            });
-            if let Some(stdout) = stdout {
-                let tx = tx.clone();
-                thread::Builder::new()
-                    .name("ferry-node-link".into())
-                    .stack_size(256 * 1024)
-                    .spawn(move || read_node(index, stdout, &tx))
-                    .map_err(|e| remote_error(format!("cannot start a thread: {e}")))?;
-            }
+            let command = remote_command(shell, &plan, ferry);
+            let link = spawn_link(command, &plan.host, plan.ranks.clone(), index, &tx)?;
+            nodes.links.push(link);
             nodes.send(index, &NodeMessage::Start(Box::new(child_node.spec)));
         }
         Ok(nodes)
@@ -663,7 +649,9 @@ pub(crate) fn write_frame(stdin: &Mutex<ChildStdin>, message: &NodeMessage) -> b
     stdin.write_all(&message.to_bytes()).is_ok()
 }
 
-fn read_node(index: usize, mut stdout: impl Read, events: &Sender<(usize, NodeEvent)>) {
+/// Reads control frames from `input` until it ends or holds garbage, handing each to `take`
+/// (which says whether to go on) and then the end, as [`NodeEvent::Closed`] with why.
+pub(crate) fn read_frames(mut input: impl Read, mut take: impl FnMut(NodeEvent) -> bool) {
     let mut buf: Vec<u8> = Vec::new();
     let mut chunk = vec![0u8; 64 * 1024];
     loop {
@@ -671,26 +659,26 @@ fn read_node(index: usize, mut stdout: impl Read, events: &Sender<(usize, NodeEv
             match NodeMessage::decode(&buf) {
                 Ok(Some((message, used))) => {
                     buf.drain(..used);
-                    if events.send((index, NodeEvent::Message(message))).is_err() {
+                    if !take(NodeEvent::Message(message)) {
                         return;
                     }
                 }
                 Ok(None) => break,
                 Err(e) => {
-                    let _ = events.send((index, NodeEvent::Closed(e.to_string())));
+                    take(NodeEvent::Closed(e.to_string()));
                     return;
                 }
             }
         }
-        match stdout.read(&mut chunk) {
+        match input.read(&mut chunk) {
             Ok(0) => {
-                let _ = events.send((index, NodeEvent::Closed("its connection closed".into())));
+                take(NodeEvent::Closed("its connection closed".into()));
                 return;
             }
             Ok(n) => buf.extend_from_slice(&chunk[..n]),
             Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
             Err(e) => {
-                let _ = events.send((index, NodeEvent::Closed(e.to_string())));
+                take(NodeEvent::Closed(e.to_string()));
                 return;
             }
         }

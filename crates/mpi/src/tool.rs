@@ -401,6 +401,14 @@ const CVARS: &[CvarDef] = &[
         value: |c| num(c.cma_share_min),
     },
     CvarDef {
+        env: "FERRY_TCP_ADDR",
+        desc: "The address this rank listens on and publishes for TCP peers; empty when unset (the grid or rail 0 address, else 127.0.0.1, or with peers on other hosts this host's own address).",
+        ty: CvarType::Text,
+        verbosity: MPI_T_VERBOSITY_TUNER_DETAIL,
+        category: CAT_TCP,
+        value: |c| CvarValue::Text(c.tcp_addr.map(|a| a.to_string()).unwrap_or_default()),
+    },
+    CvarDef {
         env: "FERRY_TCP_EAGER",
         desc: "Largest message (bytes) sent eagerly over TCP.",
         ty: CvarType::ULong,

@@ -111,38 +111,14 @@ pub fn serve() -> i32 {
     code
 }
 
-fn read_launcher(mut input: impl Read, events: &Sender<Event>) {
-    let mut buf: Vec<u8> = Vec::new();
-    let mut chunk = vec![0u8; 64 * 1024];
-    loop {
-        loop {
-            match NodeMessage::decode(&buf) {
-                Ok(Some((message, used))) => {
-                    buf.drain(..used);
-                    if events.send(Event::FromLauncher(message)).is_err() {
-                        return;
-                    }
-                }
-                Ok(None) => break,
-                Err(e) => {
-                    let _ = events.send(Event::LauncherGone(e.to_string()));
-                    return;
-                }
-            }
-        }
-        match input.read(&mut chunk) {
-            Ok(0) => {
-                let _ = events.send(Event::LauncherGone("its connection closed".into()));
-                return;
-            }
-            Ok(n) => buf.extend_from_slice(&chunk[..n]),
-            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-            Err(e) => {
-                let _ = events.send(Event::LauncherGone(e.to_string()));
-                return;
-            }
-        }
-    }
+fn read_launcher(input: impl Read, events: &Sender<Event>) {
+    crate::remote::read_frames(input, |event| {
+        let event = match event {
+            crate::remote::NodeEvent::Message(message) => Event::FromLauncher(message),
+            crate::remote::NodeEvent::Closed(why) => Event::LauncherGone(why),
+        };
+        events.send(event).is_ok()
+    });
 }
 
 fn write_launcher(mut output: impl Write, messages: Receiver<NodeMessage>, events: &Sender<Event>) {
