@@ -13,7 +13,8 @@
 //! - SIGINT to the launcher ends every rank on every host;
 //! - MPICH's hydra (`mpiexec.hydra -launcher ssh`) starts the same ranks over PMI across the
 //!   hosts, and they find shared memory and TCP as under `ferry run`;
-//! - a host name that does not resolve, and a program missing on the hosts, are named.
+//! - a host whose remote shell never answers is named after the connect timeout, and a host
+//!   name that does not resolve and a program missing on the hosts are named.
 //!
 //! And a grid on its real machines (`ferry run --grid three.toml --launcher ssh` from p1, the
 //! testbed's grid of two private clusters and a public one, every host and front node with
@@ -42,11 +43,16 @@ struct Hosts {
 impl Hosts {
     /// `ferry run ARGS…` as a login on the login host would start it.
     fn run(&self, args: &[&str]) -> Command {
+        let ssh = self.tb.ssh_command().expect("an ssh testbed").join(" ");
+        self.run_with_ssh(&ssh, args)
+    }
+
+    /// The same with `FERRY_SSH=ssh`.
+    fn run_with_ssh(&self, ssh: &str, args: &[&str]) -> Command {
         let enter = self
             .tb
             .host_command(self.login)
             .expect("the login host runs sshd");
-        let ssh = self.tb.ssh_command().expect("an ssh testbed").join(" ");
         let mut command = Command::new(&enter[0]);
         command
             .args(&enter[1..])
@@ -201,6 +207,23 @@ fn one_job_on_three_hosts_over_ssh() {
     } else {
         eprintln!("mpiexec.hydra missing: hydra over ssh not tried");
     }
+
+    // A remote shell that never gets anywhere: the host is named after the connect timeout.
+    let out = hosts
+        .run_with_ssh(
+            "tail -q -f /dev/null",
+            &["--hosts", "h2:1", "-n", "1", check, "routes"],
+        )
+        .env("FERRY_CONNECT_TIMEOUT", "2")
+        .output()
+        .expect("ferry runs");
+    assert_eq!(out.status.code(), Some(1), "{}", show(&out));
+    assert!(
+        String::from_utf8_lossy(&out.stderr)
+            .contains("host h2: its node daemon did not answer within 2 s"),
+        "{}",
+        show(&out)
+    );
 
     // Names: a host that does not resolve, a program that is not there.
     let out = hosts.output(&["--hosts", "h1:1,nosuchhost:1", "-n", "2", check, "routes"]);

@@ -326,6 +326,8 @@ struct Job {
     abort: Option<Outcome>,
     /// The key space the node daemons share (multi-host jobs).
     node_kv: NodeKv,
+    /// When the job started (for the connect timeout of node daemons).
+    started: Instant,
     /// The relays of a grid job on real front nodes: dropped after the node daemons.
     ssh_relays: Option<crate::grid_ssh::SshRelays>,
 }
@@ -348,6 +350,7 @@ impl Job {
             abort: None,
             node_kv: NodeKv::new(0),
             ssh_relays: None,
+            started: Instant::now(),
         }
     }
 
@@ -431,6 +434,9 @@ impl Job {
         let Some(nodes) = self.nodes.as_mut() else {
             return;
         };
+        if let Some(link) = nodes.links.get_mut(index) {
+            link.heard = true;
+        }
         {
             match event {
                 NodeEvent::Message(
@@ -662,6 +668,7 @@ impl Job {
                 next = server.next_event(Duration::ZERO);
             }
             self.reap();
+            self.check_silent_hosts();
             if let Some(outcome) = self.host_failure.take() {
                 return self.end(outcome);
             }
@@ -684,6 +691,27 @@ impl Job {
             if self.ranks.iter().all(|r| r.judged) {
                 return Outcome::Success;
             }
+        }
+    }
+
+    /// Names a host whose daemon has said nothing within the connect timeout (a host that does
+    /// not answer, an ssh that waits for it).
+    fn check_silent_hosts(&mut self) {
+        let Some(nodes) = self.nodes.as_ref() else {
+            return;
+        };
+        let limit = crate::remote::connect_timeout();
+        if self.host_failure.is_some() || self.started.elapsed() < limit {
+            return;
+        }
+        if let Some(link) = nodes.links.iter().find(|l| !l.heard && !l.closed) {
+            self.host_failure = Some(Outcome::HostFailed {
+                host: link.host.clone(),
+                detail: format!(
+                    "its node daemon did not answer within {} s (FERRY_CONNECT_TIMEOUT)",
+                    limit.as_secs()
+                ),
+            });
         }
     }
 

@@ -139,6 +139,8 @@ pub(crate) struct NodeLink {
     stdin: Option<Arc<Mutex<ChildStdin>>>,
     /// Its output ended.
     pub(crate) closed: bool,
+    /// It has said something (a daemon that never does is named after the connect timeout).
+    pub(crate) heard: bool,
 }
 
 /// The job's daemons and the events of all of them.
@@ -267,6 +269,7 @@ fn spawn_link(
         child,
         stdin: stdin.map(|s| Arc::new(Mutex::new(s))),
         closed: false,
+        heard: false,
     })
 }
 
@@ -303,6 +306,15 @@ fn daemon_argv(
         }
     }
     argv
+}
+
+/// How long a daemon may take to say anything (`FERRY_CONNECT_TIMEOUT`, default 30 s, as the
+/// ranks' own connections): a host that does not answer is named after it.
+pub(crate) fn connect_timeout() -> Duration {
+    std::env::var("FERRY_CONNECT_TIMEOUT")
+        .ok()
+        .and_then(|v| v.trim().parse().ok())
+        .map_or(Duration::from_secs(30), Duration::from_secs)
 }
 
 /// How many remote daemons the launcher starts itself (`FERRY_TREE_FANOUT`, default 32); each

@@ -11,6 +11,7 @@ use std::sync::mpsc::Sender;
 /// The children of one daemon and where each stands.
 pub(super) struct Children {
     nodes: Nodes,
+    started: std::time::Instant,
     /// Per child: its ranks, how many of them have ended, whether it is in the current fence
     /// and whether its output has ended.
     state: Vec<Child>,
@@ -21,6 +22,8 @@ struct Child {
     exited: usize,
     fenced: bool,
     closed: bool,
+    /// It has said something, or has been reported silent.
+    heard: bool,
 }
 
 impl Children {
@@ -38,6 +41,7 @@ impl Children {
                 exited: 0,
                 fenced: false,
                 closed: false,
+                heard: false,
             })
             .collect();
         let mut started = Nodes::start_children(std::path::Path::new(ferry), shell, nodes)
@@ -57,6 +61,7 @@ impl Children {
             .map_err(|e| format!("cannot start a thread: {e}"))?;
         Ok(Children {
             nodes: started,
+            started: std::time::Instant::now(),
             state,
         })
     }
@@ -92,9 +97,27 @@ impl Children {
         self.state.iter().all(|c| c.closed)
     }
 
+    /// A child that has said nothing within the connect timeout, reported once.
+    pub(super) fn silent(&mut self) -> Option<NodeMessage> {
+        let limit = crate::remote::connect_timeout();
+        if self.started.elapsed() < limit {
+            return None;
+        }
+        let child = self.state.iter_mut().find(|c| !c.heard && !c.closed)?;
+        child.heard = true;
+        Some(NodeMessage::Failed {
+            rank: child.ranks.first().copied(),
+            message: format!(
+                "its node daemon did not answer within {} s (FERRY_CONNECT_TIMEOUT)",
+                limit.as_secs()
+            ),
+        })
+    }
+
     /// Takes event `event` of child `index`: returns what goes up to the launcher, if anything.
     pub(super) fn on_event(&mut self, index: usize, event: NodeEvent) -> Option<NodeMessage> {
         let child = self.state.get_mut(index)?;
+        child.heard = true;
         match event {
             NodeEvent::Message(NodeMessage::Fence) => {
                 child.fenced = true;

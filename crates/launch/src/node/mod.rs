@@ -418,6 +418,9 @@ fn run_ranks(
                 }
             }
         }
+        if let Some(message) = children.as_mut().and_then(children::Children::silent) {
+            let _ = out.send(message);
+        }
         let now = Instant::now();
         for r in ranks.iter_mut() {
             if r.exited.is_none() {
