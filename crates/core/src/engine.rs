@@ -43,10 +43,12 @@ pub(crate) enum Route {
     Tcp,
 }
 
-/// Longest an idle rank with both shared-memory and TCP peers goes without polling TCP (see
-/// `Engine::tcp_due`): small against a TCP round trip (tens of µs), long against a look at the
-/// rings (tens of ns).
-const TCP_LOOK_GAP: Duration = Duration::from_micros(2);
+/// Looks of waits per poll of TCP when the rank also has shared-memory peers (see
+/// `Engine::wait_pass`): an `epoll_wait` per look, or per message, would slow a wait on a
+/// ring (8 B round trip between two ranks of a host inside a job with TCP peers: 0.84 µs
+/// polling on each message's first look, 0.46 µs alone), and 128 looks of the rings (a few
+/// µs) are short against a TCP message's own time.
+const TCP_SPIN_EVERY: u32 = 128;
 
 /// Polls of a spinning wait between looks at whether a peer shares this rank's CPU (see
 /// `Engine::spins_beside_a_peer`): about 2 µs of polling, so a quick message never pays the look.
@@ -1133,8 +1135,8 @@ pub(crate) struct Engine {
     /// With both transports, shared-memory peers wake this rank's sleep in TCP's epoll through
     /// its doorbell (see `crate::shm`); false if it could not be made.
     doorbell: bool,
-    /// When TCP was last polled, with shared-memory peers too (see `Engine::tcp_due`).
-    tcp_polled: Instant,
+    /// Looks of waits since TCP was last polled (see `Engine::wait_pass`).
+    looks_without_tcp: u32,
     shm_eager_limit: usize,
     tcp_eager_limit: usize,
     shm_chunk: usize,
@@ -1291,7 +1293,7 @@ impl Engine {
             shm: setup.shm,
             tcp: None,
             doorbell: false,
-            tcp_polled: Instant::now(),
+            looks_without_tcp: 0,
             tcp_eager_limit: setup.tcp_eager_limit,
             tcp_chunk: setup.tcp_chunk,
             spin: setup.spin,
@@ -1925,18 +1927,24 @@ impl Engine {
 
     /// One pass over every transport. Returns whether anything moved.
     pub(crate) fn progress(&mut self) -> Result<bool, Error> {
-        if self.idle() {
-            return Ok(false);
-        }
-        self.progress_pass()
+        self.progress_looking(true)
     }
 
-    /// Whether a progress pass would find nothing: no TCP due to be polled, nothing queued to
-    /// send or to run, no collective that can move, and no record in any ring. A wait calls
-    /// `progress` in a tight loop, and this look costs a fraction of a full pass.
+    /// `progress`, polling TCP only if `tcp` (a look of a wait may leave it out).
     #[inline]
-    fn idle(&mut self) -> bool {
-        !self.tcp_due()
+    fn progress_looking(&mut self, tcp: bool) -> Result<bool, Error> {
+        if self.idle(tcp) {
+            return Ok(false);
+        }
+        self.progress_pass(tcp)
+    }
+
+    /// Whether a progress pass would find nothing: no TCP to poll (or `tcp` false), nothing
+    /// queued to send or to run, no collective that can move, and no record in any ring. A
+    /// wait calls `progress` in a tight loop, and this look costs a fraction of a full pass.
+    #[inline]
+    fn idle(&mut self, tcp: bool) -> bool {
+        (self.tcp.is_none() || !tcp)
             && self.proto.loopback.is_empty()
             && self.proto.active_out.is_empty()
             && self.proto.busy.is_empty()
@@ -1946,22 +1954,9 @@ impl Engine {
             && !self.shm.as_mut().is_some_and(ShmTransport::any_ready)
     }
 
-    /// Whether an idle look must poll TCP. Without shared-memory peers, always: it is the only
-    /// way in. With them, at most every [`TCP_LOOK_GAP`]: an `epoll_wait` per look would slow
-    /// a wait on a ring (0.96 → 1.29 µs per 8 B round trip measured with a listener open), and
-    /// a clock read costs a tenth of that. A pass with other work polls TCP anyway.
-    #[inline]
-    fn tcp_due(&mut self) -> bool {
-        match (&self.tcp, &self.shm) {
-            (None, _) => false,
-            (Some(_), None) => true,
-            (Some(_), Some(_)) => self.tcp_polled.elapsed() >= TCP_LOOK_GAP,
-        }
-    }
-
     // Kept out of line so that `progress`'s idle look needs no large stack frame.
     #[inline(never)]
-    fn progress_pass(&mut self) -> Result<bool, Error> {
+    fn progress_pass(&mut self, poll_tcp: bool) -> Result<bool, Error> {
         let mut progressed = false;
         while let Some((frame, data)) = self.proto.loopback.pop_front() {
             progressed = true;
@@ -2012,13 +2007,11 @@ impl Engine {
                 }
             }
         }
-        if let Some(tcp) = self.tcp.as_mut() {
+        if let Some(tcp) = self.tcp.as_mut().filter(|_| poll_tcp) {
+            self.looks_without_tcp = 0;
             progressed |= tcp
                 .poll_input(&mut self.proto, Some(Duration::ZERO))
                 .map_err(|e| self.proto.with_pid(e))?;
-            if self.shm.is_some() {
-                self.tcp_polled = Instant::now();
-            }
             self.after_tcp_input();
         }
         // Checked here, not only inside: an idle pass should cost a few loads, not calls.
@@ -2376,7 +2369,14 @@ impl Engine {
     /// One pass of a wait that is not over: progress, or else back off, `idle` being how many
     /// passes in a row found nothing before this one. Returns that count after this pass.
     pub(crate) fn wait_pass(&mut self, idle: u32) -> Result<u32, Error> {
-        if self.progress()? {
+        // A wait of a rank with shared-memory peers polls TCP on every TCP_SPIN_EVERY-th look
+        // only (counted across waits, so that quick waits on rings cannot starve TCP); calls
+        // outside a wait (a test, a probe) always do.
+        let tcp = self.shm.is_none() || {
+            self.looks_without_tcp += 1;
+            self.looks_without_tcp >= TCP_SPIN_EVERY
+        };
+        if self.progress_looking(tcp)? {
             return Ok(0);
         }
         self.back_off(idle + 1)?;
