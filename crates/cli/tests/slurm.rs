@@ -209,6 +209,44 @@ fn ferry_run_in_a_slurm_allocation_starts_its_daemons_with_srun() {
         assert_eq!(routes, want, "rank {rank}: {}", done.show());
     }
 
+    // A tree of daemons: h2's step starts h3's step with srun from inside its own.
+    let start = Instant::now();
+    let child = {
+        let mut argv = tb.host_command("h1").expect("h1 has a running sshd");
+        argv.extend(
+            [
+                "salloc",
+                "-N",
+                "3",
+                "--ntasks-per-node=2",
+                FERRY,
+                "run",
+                "--timeout",
+                "60",
+            ]
+            .iter()
+            .chain(&["--tag-output", check, "allpairs", "1048576"])
+            .map(|s| s.to_string()),
+        );
+        Command::new(&argv[0])
+            .args(&argv[1..])
+            .env("FERRY_TREE_FANOUT", "1")
+            .env_remove("MPIEXEC_TIMEOUT")
+            .env_remove("FERRY_TRANSPORT")
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("salloc runs")
+    };
+    let done = finish(child, start);
+    assert_eq!(done.code, Some(0), "tree: {}", done.show());
+    assert!(
+        done.stdout.contains("[0] allpairs ok: 6 ranks"),
+        "{}",
+        done.show()
+    );
+
     for case in ["allpairs", "coll"] {
         let done = job(&tb, &[check, case]);
         assert_eq!(done.code, Some(0), "{case}: {}", done.show());

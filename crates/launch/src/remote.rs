@@ -22,9 +22,8 @@
 //! passes its standard input to every task of the step (`--input` defaults to all), here the
 //! one. A killed daemon ends its step, so srun exits and its output ends: the host is named
 //! as for ssh. When the job ends, the daemons' inputs close and they end; what is left gets
-//! SIGTERM (which srun passes on to its step) before SIGKILL. The launcher starts every
-//! step itself, not in a tree: each is one srun here, and a daemon starts its children in
-//! ssh's form only.
+//! SIGTERM (which srun passes on to its step) before SIGKILL. In a tree of daemons a daemon
+//! starts its children's steps with srun from inside its own step, in the same form.
 //!
 //! A thread per daemon decodes its frames into [`NodeEvent`]s for the job monitor. When a
 //! daemon's output ends before it reported every rank — it was killed, its host went down,
@@ -273,9 +272,14 @@ fn spawn_link(
     })
 }
 
-/// `shell … [-o ProxyJump=J] DEST 'FERRY node'`: the daemon of `node` over the remote shell.
-fn remote_command(shell: &[String], node: &NodePlan, ferry: &std::path::Path) -> Command {
-    let argv = daemon_argv(shell, CommandForm::Quoted, node, ferry);
+/// The daemon of `node` over the remote shell `shell`, which takes the command as `form` says.
+fn remote_command(
+    shell: &[String],
+    form: CommandForm,
+    node: &NodePlan,
+    ferry: &std::path::Path,
+) -> Command {
+    let argv = daemon_argv(shell, form, node, ferry);
     let mut c = Command::new(&argv[0]);
     c.args(&argv[1..]);
     c
@@ -393,13 +397,7 @@ impl Nodes {
             .filter(|&i| !launcher[i].1)
             .collect();
         let mut groups: Vec<Vec<usize>> = here.iter().map(|&i| vec![i]).collect();
-        // srun's steps are started here, each by its own srun: a daemon passes its children
-        // on in ssh's form only.
-        let fanout = match launch.form {
-            CommandForm::Quoted => tree_fanout(),
-            CommandForm::Words => usize::MAX,
-        };
-        groups.extend(tree_groups(&remote, fanout));
+        groups.extend(tree_groups(&remote, tree_fanout()));
         let (tx, events) = mpsc::channel();
         let mut nodes = Nodes {
             links: Vec::new(),
@@ -442,6 +440,7 @@ impl Nodes {
                     &NodeMessage::Children {
                         ferry: launch.ferry.to_string_lossy().into_owned(),
                         shell: launch.shell.clone(),
+                        words: launch.form == CommandForm::Words,
                         nodes: children,
                     },
                 );
@@ -455,6 +454,7 @@ impl Nodes {
     pub(crate) fn start_children(
         ferry: &std::path::Path,
         shell: &[String],
+        form: CommandForm,
         children: Vec<ChildNode>,
     ) -> Result<Nodes, LaunchError> {
         let (tx, events) = mpsc::channel();
@@ -473,7 +473,7 @@ impl Nodes {
                 jump: Some(child_node.jump).filter(|j| !j.is_empty()),
                 env: Vec::new(),
             };
-            let command = remote_command(shell, &plan, ferry);
+            let command = remote_command(shell, form, &plan, ferry);
             let link = spawn_link(command, &plan.host, plan.ranks.clone(), index, &tx)?;
             nodes.links.push(link);
             nodes.send(index, &NodeMessage::Start(Box::new(child_node.spec)));

@@ -174,13 +174,17 @@ pub enum NodeMessage {
         /// The value, if one was put.
         value: Option<String>,
     },
-    /// [`OP_CHILDREN`]: ferry str, shell words (count u32, each str), children (count u32,
-    /// each host str, dest str, jump str, then its START body).
+    /// [`OP_CHILDREN`]: ferry str, shell words (count u32, each str), words u8 (0: the shell
+    /// takes the daemon's command as one quoted word, as ssh; 1: as separate words after
+    /// `--nodelist=HOST`, as srun), children (count u32, each host str, dest str, jump str, then
+    /// its START body).
     Children {
         /// The `ferry` executable on the children.
         ferry: String,
         /// The remote shell that reaches them, in words.
         shell: Vec<String>,
+        /// Whether the shell takes the command as separate words (srun) rather than one (ssh).
+        words: bool,
         /// The hosts.
         nodes: Vec<ChildNode>,
     },
@@ -320,6 +324,7 @@ impl NodeMessage {
             NodeMessage::Children {
                 ferry,
                 shell,
+                words,
                 nodes,
             } => {
                 put_bytes(out, ferry.as_bytes());
@@ -327,6 +332,7 @@ impl NodeMessage {
                 for word in shell {
                     put_bytes(out, word.as_bytes());
                 }
+                out.push(u8::from(*words));
                 put_u32(out, nodes.len());
                 for node in nodes {
                     put_bytes(out, node.host.as_bytes());
@@ -461,6 +467,11 @@ impl NodeMessage {
                 let ferry = r.string()?;
                 let count = r.count(4)?;
                 let shell = (0..count).map(|_| r.string()).collect::<Result<_, _>>()?;
+                let words = match r.u8()? {
+                    0 => false,
+                    1 => true,
+                    _ => return Err(r.bad("words is neither 0 nor 1")),
+                };
                 let count = r.count(12)?;
                 let nodes = (0..count)
                     .map(|_| {
@@ -475,6 +486,7 @@ impl NodeMessage {
                 NodeMessage::Children {
                     ferry,
                     shell,
+                    words,
                     nodes,
                 }
             }
@@ -794,6 +806,7 @@ mod tests {
             NodeMessage::Children {
                 ferry: "/opt/ferry".into(),
                 shell: vec!["ssh".into(), "-F".into(), "cfg".into()],
+                words: false,
                 nodes: vec![
                     ChildNode {
                         host: "h2".into(),

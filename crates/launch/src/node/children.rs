@@ -4,7 +4,7 @@
 //! child's ranks and the end of a fence go down to it; signals and STOP go to every child.
 
 use super::Event;
-use crate::remote::{NodeEvent, Nodes};
+use crate::remote::{CommandForm, NodeEvent, Nodes};
 use ferry_wire::node::{ChildNode, NodeMessage};
 use std::sync::mpsc::Sender;
 
@@ -31,6 +31,7 @@ impl Children {
     pub(super) fn start(
         ferry: &str,
         shell: &[String],
+        words: bool,
         nodes: Vec<ChildNode>,
         events: &Sender<Event>,
     ) -> Result<Children, String> {
@@ -44,7 +45,11 @@ impl Children {
                 heard: false,
             })
             .collect();
-        let mut started = Nodes::start_children(std::path::Path::new(ferry), shell, nodes)
+        let form = match words {
+            true => CommandForm::Words,
+            false => CommandForm::Quoted,
+        };
+        let mut started = Nodes::start_children(std::path::Path::new(ferry), shell, form, nodes)
             .map_err(|e| e.to_string())?;
         let receiver = started.take_events();
         let events = events.clone();

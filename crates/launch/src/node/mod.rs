@@ -359,8 +359,9 @@ fn run_ranks(
                 Event::FromLauncher(NodeMessage::Children {
                     ferry,
                     shell,
+                    words,
                     nodes,
-                }) => match children::Children::start(&ferry, &shell, nodes, events_tx) {
+                }) => match children::Children::start(&ferry, &shell, words, nodes, events_tx) {
                     Ok(c) => children = Some(c),
                     Err(message) => {
                         let _ = out.send(NodeMessage::Failed {
