@@ -9,25 +9,20 @@
 mod common;
 
 use common::{example, grid_file};
-use ferry_testbed::{slurm, ssh, Testbed, UpOptions};
+use ferry_testbed::{Testbed, UpOptions};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 const FERRY: &str = env!("CARGO_BIN_EXE_ferry");
 
 fn can_run() -> bool {
-    if !ferry_testbed::is_root() {
-        eprintln!("skipped: the testbed needs root");
-        return false;
+    match UpOptions::with_slurm().preflight() {
+        Ok(_) => true,
+        Err(e) => {
+            eprintln!("skipped: {e}");
+            false
+        }
     }
-    let tools = ferry_testbed::preflight()
-        .and_then(|()| ssh::preflight().map(drop))
-        .and_then(|()| slurm::preflight());
-    if let Err(e) = tools {
-        eprintln!("skipped: {e}");
-        return false;
-    }
-    true
 }
 
 /// What a finished command did.

@@ -29,7 +29,7 @@
 mod common;
 use common::{example, grid_file, show};
 use ferry_grid::Topology;
-use ferry_testbed::{ssh, Testbed, UpOptions};
+use ferry_testbed::{Testbed, UpOptions};
 use std::io::{BufRead, BufReader};
 use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
@@ -72,11 +72,7 @@ impl Hosts {
 }
 
 fn up(grid: &str, login: &'static str) -> Option<Hosts> {
-    if !ferry_testbed::is_root() {
-        eprintln!("skipped: the testbed needs root");
-        return None;
-    }
-    if let Err(e) = ferry_testbed::preflight().and_then(|()| ssh::preflight().map(drop)) {
+    if let Err(e) = UpOptions::with_ssh().preflight() {
         eprintln!("skipped: {e}");
         return None;
     }

@@ -656,6 +656,25 @@ impl UpOptions {
             ..UpOptions::with_ssh()
         }
     }
+
+    /// Whether this machine can build such a testbed (root, and the tools these options
+    /// need): the sshd to run, if any. [`Testbed::up_with`] checks this first; tests skip on
+    /// its error.
+    pub fn preflight(&self) -> Result<Option<std::path::PathBuf>, TestbedError> {
+        preflight()?;
+        if self.slurm {
+            slurm::preflight()?;
+        }
+        match (self.ssh || self.slurm, &self.sshd) {
+            (false, _) => Ok(None),
+            (true, Some(sshd)) => {
+                ssh::preflight()?;
+                ssh::check_sshd(sshd)?;
+                Ok(Some(sshd.clone()))
+            }
+            (true, None) => Ok(Some(ssh::preflight()?)),
+        }
+    }
 }
 
 /// A built testbed; removed on drop (also when a test panics).
@@ -680,19 +699,7 @@ impl Testbed {
         prefix: &str,
         options: &UpOptions,
     ) -> Result<Testbed, TestbedError> {
-        preflight()?;
-        if options.slurm {
-            slurm::preflight()?;
-        }
-        let sshd = match (options.ssh || options.slurm, &options.sshd) {
-            (false, _) => None,
-            (true, Some(sshd)) => {
-                ssh::preflight()?;
-                ssh::check_sshd(sshd)?;
-                Some(sshd.clone())
-            }
-            (true, None) => Some(ssh::preflight()?),
-        };
+        let sshd = options.preflight()?;
         let plan = Plan::new(grid, prefix)?;
         let ssh_plan = match &sshd {
             Some(sshd) => Some(ssh::SshPlan::new(

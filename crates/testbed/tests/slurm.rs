@@ -10,18 +10,13 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 fn can_run() -> bool {
-    if !ferry_testbed::is_root() {
-        eprintln!("skipped: the testbed needs root");
-        return false;
+    match UpOptions::with_slurm().preflight() {
+        Ok(_) => true,
+        Err(e) => {
+            eprintln!("skipped: {e}");
+            false
+        }
     }
-    let tools = ferry_testbed::preflight()
-        .and_then(|()| ssh::preflight().map(drop))
-        .and_then(|()| slurm::preflight());
-    if let Err(e) = tools {
-        eprintln!("skipped: {e}");
-        return false;
-    }
-    true
 }
 
 /// Runs `argv` with a 20 s deadline; (succeeded, stdout, stderr).

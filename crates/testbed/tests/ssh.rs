@@ -11,15 +11,13 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 fn can_run() -> bool {
-    if !ferry_testbed::is_root() {
-        eprintln!("skipped: the testbed needs root");
-        return false;
+    match UpOptions::with_ssh().preflight() {
+        Ok(_) => true,
+        Err(e) => {
+            eprintln!("skipped: {e}");
+            false
+        }
     }
-    if let Err(e) = ferry_testbed::preflight().and_then(|()| ssh::preflight().map(drop)) {
-        eprintln!("skipped: {e}");
-        return false;
-    }
-    true
 }
 
 fn prefix(tag: char) -> String {
