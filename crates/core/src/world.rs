@@ -38,6 +38,8 @@ struct Card {
     host: String,
     /// Host id (`crate::host`): ranks with equal ids talk over shared memory.
     node: String,
+    /// Where its TCP listener is, if it has one: not in the card, but published after it
+    /// (`tcp-<rank>`) by the ranks that have peers on other hosts.
     tcp: Option<SocketAddr>,
     /// Cluster id (`FERRY_CLUSTER`), for hierarchical collectives.
     cluster: u32,
@@ -54,9 +56,6 @@ struct Card {
 impl Card {
     fn encode(&self) -> String {
         let mut s = format!("pid={};host={};node={}", self.pid, self.host, self.node);
-        if let Some(addr) = self.tcp {
-            s += &format!(";tcp={addr}");
-        }
         s += &format!(";cluster={}", self.cluster);
         if !self.grid.is_empty() {
             s += &format!(";grid={};front={}", self.grid, self.front);
@@ -90,7 +89,6 @@ impl Card {
                 "pid" => card.pid = v.parse().map_err(|_| bad())?,
                 "host" => card.host = v.to_string(),
                 "node" => card.node = v.to_string(),
-                "tcp" => card.tcp = Some(v.parse().map_err(|_| bad())?),
                 "cluster" => card.cluster = v.parse().map_err(|_| bad())?,
                 "grid" => card.grid = v.to_string(),
                 "front" => card.front = v.to_string(),
@@ -157,7 +155,7 @@ pub fn init() -> Result<World, Error> {
     }
     let n = size as usize;
     let place = config.place.as_ref();
-    let mut card = Card {
+    let card = Card {
         pid: std::process::id(),
         host: place.map_or_else(hostname, |p| p.host.clone()),
         node: crate::host::host_id(),
@@ -186,12 +184,13 @@ pub fn init() -> Result<World, Error> {
             card.host, card.node, c.host, c.node
         )));
     }
-    let over_shm = |peer: u32| config.transport != TransportKind::Tcp && local.contains(&peer);
+    let shm_allowed = config.transport != TransportKind::Tcp;
+    let over_shm = |peer: u32| shm_allowed && local.contains(&peer);
     let tcp_peers: Vec<u32> = (0..size)
         .filter(|&p| p != rank && !over_shm(p))
         .map(|p| base + p)
         .collect();
-    let shm_peers = local.len() > 1 && config.transport != TransportKind::Tcp;
+    let shm_peers = local.len() > 1 && shm_allowed;
     let cores = std::thread::available_parallelism().map_or(1, |c| c.get());
     let spin = config
         .spin
@@ -242,7 +241,6 @@ pub fn init() -> Result<World, Error> {
         }
         let addr = SocketAddr::new(primary, t.listen_addr().port());
         boot.put(&format!("tcp-{me}"), &addr.to_string())?;
-        card.tcp = Some(addr);
         tcp = Some(t);
     }
     if n > 1 {
@@ -288,7 +286,7 @@ pub fn init() -> Result<World, Error> {
         .iter()
         .enumerate()
         .any(|(i, h)| hosts[..i].contains(h));
-    if some_host_shared && config.transport != TransportKind::Tcp {
+    if some_host_shared && shm_allowed {
         boot.fence()?;
     }
     if let Some(t) = shm.as_ref() {

@@ -169,6 +169,24 @@ fn propagated_env() -> impl Iterator<Item = (Vec<u8>, Vec<u8>)> {
         .map(|(k, v)| (k.into_vec(), v.into_vec()))
 }
 
+/// Tells a rank who it is and where its bootstrap server is (`ferry_wire::pmi::env`): the
+/// job key goes in its environment, never on its command line.
+pub(crate) fn bootstrap_env(
+    command: &mut Command,
+    addr: SocketAddr,
+    rank: u32,
+    size: u32,
+    job: u64,
+    key: &JobKey,
+) {
+    command
+        .env(env::ADDR, addr.to_string())
+        .env(env::RANK, rank.to_string())
+        .env(env::SIZE, size.to_string())
+        .env(env::JOB_ID, job.to_string())
+        .env(env::JOB_KEY, key.to_hex());
+}
+
 /// How the ranks of a job with hosts start: `None` when every host is this one (they run here
 /// as any local job), else a node daemon per host through the launcher's remote shell.
 fn remote_plan(opts: &LaunchOptions) -> Result<Option<RemoteLaunch>, LaunchError> {
@@ -572,12 +590,9 @@ impl Job {
         };
         command
             .args(&opts.args)
-            .envs(opts.extra_env.iter().map(|(k, v)| (k, v)))
-            .env(env::ADDR, addr.to_string())
-            .env(env::RANK, rank.to_string())
-            .env(env::SIZE, opts.np.to_string())
-            .env(env::JOB_ID, self.id.to_string())
-            .env(env::JOB_KEY, key.to_hex())
+            .envs(opts.extra_env.iter().map(|(k, v)| (k, v)));
+        bootstrap_env(&mut command, addr, rank, opts.np, self.id, key);
+        command
             .stdin(stdin)
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
@@ -767,12 +782,9 @@ impl Job {
                 }
                 command
                     .args(&app.args)
-                    .envs(extra_env.iter().map(|(k, v)| (k, v)))
-                    .env(env::ADDR, addr.to_string())
-                    .env(env::RANK, rank.to_string())
-                    .env(env::SIZE, size.to_string())
-                    .env(env::JOB_ID, self.id.to_string())
-                    .env(env::JOB_KEY, key.to_hex())
+                    .envs(extra_env.iter().map(|(k, v)| (k, v)));
+                bootstrap_env(&mut command, addr, rank, size, self.id, &key);
+                command
                     .env(env::UNIVERSE_BASE, base.to_string())
                     .env(env::WORLD_INDEX, world.to_string())
                     .env(env::PARENT, parent)

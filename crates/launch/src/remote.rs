@@ -169,7 +169,7 @@ fn is_own(ip: IpAddr) -> bool {
 
 /// This machine's address on the route to `ip`: the kernel picks the source address of a
 /// connected UDP socket; nothing is sent.
-fn address_towards(ip: IpAddr) -> Result<IpAddr, LaunchError> {
+pub(crate) fn address_towards(ip: IpAddr) -> Result<IpAddr, LaunchError> {
     let bind: SocketAddr = match ip {
         IpAddr::V4(_) => ([0, 0, 0, 0], 0).into(),
         IpAddr::V6(_) => (std::net::Ipv6Addr::UNSPECIFIED, 0).into(),

@@ -21,10 +21,9 @@ mod children;
 use crate::output::copy_lines_to;
 use crate::sys;
 use ferry_wire::node::{JobSpec, NodeMessage, RankExit, Stream};
-use ferry_wire::pmi::env;
 use std::ffi::OsString;
 use std::io::{self, Read, Write};
-use std::net::{IpAddr, SocketAddr, UdpSocket};
+use std::net::{IpAddr, SocketAddr};
 use std::os::unix::ffi::OsStringExt;
 use std::os::unix::process::{CommandExt, ExitStatusExt};
 use std::process::{Child, ChildStdin, Command, Stdio};
@@ -163,13 +162,7 @@ fn address_towards(launcher: &str) -> Option<IpAddr> {
     if target.ip().is_loopback() {
         return Some(target.ip());
     }
-    let bind: SocketAddr = match target {
-        SocketAddr::V4(_) => ([0, 0, 0, 0], 0).into(),
-        SocketAddr::V6(_) => (std::net::Ipv6Addr::UNSPECIFIED, 0).into(),
-    };
-    let socket = UdpSocket::bind(bind).ok()?;
-    socket.connect(target).ok()?;
-    Some(socket.local_addr().ok()?.ip())
+    crate::remote::address_towards(target.ip()).ok()
 }
 
 fn run_ranks(
@@ -226,11 +219,6 @@ fn run_ranks(
                     .iter()
                     .map(|(k, v)| (OsString::from_vec(k.clone()), OsString::from_vec(v.clone()))),
             )
-            .env(env::ADDR, local_boot.addr().to_string())
-            .env(env::RANK, rank.to_string())
-            .env(env::SIZE, spec.size.to_string())
-            .env(env::JOB_ID, spec.job.to_string())
-            .env(env::JOB_KEY, spec.key.to_hex())
             .stdin(if rank == 0 {
                 Stdio::piped()
             } else {
@@ -239,6 +227,14 @@ fn run_ranks(
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
             .process_group(0);
+        crate::job::bootstrap_env(
+            &mut command,
+            local_boot.addr(),
+            rank,
+            spec.size,
+            spec.job,
+            &spec.key,
+        );
         if let (Some(addr), false) = (
             tcp_addr,
             spec.env.iter().any(|(k, _)| k == b"FERRY_TCP_ADDR"),
