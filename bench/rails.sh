@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Multi-rail bandwidth on the one-machine testbed (issue 7), as root:
+# Multi-rail bandwidth on the one-machine testbed, as root:
 #   1. two links both limited to R: one rail vs two rails (weighted and round-robin);
 #   2. links of R and R/4: one rail (the better link) vs weighted vs round-robin striping.
 # Each point is one `check stream` job (rank 0 on host r1 streams COUNT messages of 4 MiB to

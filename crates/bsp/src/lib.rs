@@ -39,7 +39,7 @@
 //! bsp.end();
 //! ```
 //!
-//! How a sync moves data (see `DESIGN.md` of the repository for the map): every process sends
+//! How a sync moves data (see docs/ARCHITECTURE.md for the map): every process sends
 //! every other one message closing the superstep (puts, get requests, sends and the
 //! superstep's registrations, combined per destination), receives theirs, serves the gets,
 //! applies the puts, and collects the replies to its own gets. The optimisations of the seed

@@ -59,7 +59,7 @@ enum Command {
     Info(InfoArgs),
     /// Simulate broadcast schedules on a cost model (the TTCC paper's experiments).
     Sim(sim::SimArgs),
-    /// Run the relay daemon of a private cluster's front node (grids, DESIGN section 4).
+    /// Run the relay daemon of a private cluster's front node (grids: docs/grid.md).
     Relay(ferry_relay::daemon::RelayArgs),
     /// Build, use and remove a grid of network namespaces on this machine (needs root).
     Testbed(ferry_testbed::cli::TestbedArgs),

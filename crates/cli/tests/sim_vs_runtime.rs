@@ -1,4 +1,4 @@
-//! "A scheduler is tested both ways" (issue 3): the simulator's predicted completion order of a
+//! "A scheduler is tested both ways": the simulator's predicted completion order of a
 //! heterogeneous broadcast matches the runtime's on a real network, as root.
 //!
 //! The network is the testbed of `crates/testbed/grids/hetero.toml`: six hosts, one rank each,
@@ -11,7 +11,7 @@
 //! `crates/core/examples/check.rs`). Each rank's median is compared with `received` of
 //! `ferry_sim::simulate` on the same schedules and matrix.
 //!
-//! What is asserted (the issue's check):
+//! What is asserted:
 //! - the measured completion order of the non-root ranks equals the simulated one;
 //! - every measured time is within a factor 2 of its prediction.
 //!

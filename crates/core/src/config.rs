@@ -118,7 +118,7 @@ pub struct Config {
     pub connect_timeout_secs: u64,
     /// `FERRY_GRID_PLACE` (set by `ferry run --grid`, default unset = one host): this rank's
     /// cluster, front node, host, address and relay (`ferry_grid::Placement`). With it the tcp
-    /// transport listens on the host's address, paths follow DESIGN §4 and a rank on a private
+    /// transport listens on the host's address, paths follow docs/ARCHITECTURE.md §4 and a rank on a private
     /// cluster registers with its relay.
     pub place: Option<ferry_grid::Placement>,
 }

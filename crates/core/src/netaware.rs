@@ -1,4 +1,4 @@
-//! Network-aware broadcasts (issue 3): schedules built by a heterogeneous scheduler (FNF, FEF,
+//! Network-aware broadcasts: schedules built by a heterogeneous scheduler (FNF, FEF,
 //! ECEF, look-ahead, TTCC) from a cost matrix, run by the same executor as every collective.
 //!
 //! Per call site: [`Comm::bcast_with`](crate::Comm::bcast_with) takes a scheduler and a cost

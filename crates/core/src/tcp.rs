@@ -8,7 +8,7 @@
 //! ferry frames: headers and payloads leave in one vectored write, and large payloads are read
 //! straight into the receive buffer.
 //!
-//! Grids (DESIGN §4): a connection to a rank on another private cluster goes to the relay on
+//! Grids (docs/ARCHITECTURE.md §4): a connection to a rank on another private cluster goes to the relay on
 //! that cluster's front node; the dialer drives `ferry_wire::relay::RelayConnector` until the
 //! relay answers ESTABLISHED and then runs the same handshake end to end. The listener tells the
 //! two kinds apart by the first four bytes: `FRLY` is a connection the relay opened (checked
@@ -17,7 +17,7 @@
 //! relay open for the job's life ([`TcpTransport::register_with_relay`]); its end means the
 //! relay died, and the job fails with "relay on <front> went away" instead of hanging.
 //!
-//! Rails (issue 7): with `FERRY_RAILS=k` every peer pair has k connections, each announcing its
+//! Rails: with `FERRY_RAILS=k` every peer pair has k connections, each announcing its
 //! rail index in the handshake; rail i may run between a dedicated pair of local addresses.
 //! Rail 0 carries the ordered traffic. A failure of any other rail is not the job's: the rail
 //! is closed and reported through [`TcpTransport::take_failures`], and the engine sends its

@@ -5,7 +5,7 @@
 //! process id (`ferry_grid::Guid`: grid cluster `grid=`, front node `front=`, host, pid) and,
 //! for a rank on a private cluster, its relay's public address `relay=`. From the cards every
 //! rank computes the same `ferry_grid::path::plan` for each pair, so exactly one side dials,
-//! along the path the DESIGN §4 table gives. On one host every rank is in one unnamed grid
+//! along the path the table of docs/ARCHITECTURE.md §4 gives. On one host every rank is in one unnamed grid
 //! cluster: paths are direct and the lower rank dials, as before grids.
 
 use crate::bootstrap::{Bootstrap, Launched};

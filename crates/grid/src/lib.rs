@@ -8,7 +8,7 @@
 //!   rail addresses travel in [`RAIL_ADDRS_ENV`].
 //! - [`place`]: one rank's [`Placement`] (cluster, front, host, address, relay), handed from
 //!   the launcher to the rank in `FERRY_GRID_PLACE`.
-//! - [`path`]: the process id [`Guid`], the path choice [`path::choose`] (the DESIGN §4 table),
+//! - [`path`]: the process id [`Guid`], the path choice [`path::choose`] (the path table of docs/ARCHITECTURE.md §4),
 //!   the dialing side [`path::dialer`] and the `FERRY_SHOW_PATHS=1` matrix
 //!   [`path::render_matrix`].
 //!

@@ -1,6 +1,6 @@
 //! Process ids, the path a connection between two of them takes, and which side opens it.
 //!
-//! The path table (DESIGN §4), read from "me" to "peer":
+//! The path table (docs/ARCHITECTURE.md §4), read from "me" to "peer":
 //!
 //! | me → peer | [`Path`] |
 //! |---|---|
@@ -88,7 +88,7 @@ pub enum Side {
     Peer,
 }
 
-/// The path from `me` to `peer` (DESIGN §4 table).
+/// The path from `me` to `peer` (the path table of docs/ARCHITECTURE.md §4).
 pub fn choose(me: &Guid, peer: &Guid) -> Path {
     if me.cluster == peer.cluster {
         Path::Direct
@@ -230,7 +230,7 @@ mod tests {
         ]
     }
 
-    /// The DESIGN table written out independently of `choose`, by kind of pair.
+    /// The path table written out independently of `choose`, by kind of pair.
     fn expected(me: &Guid, peer: &Guid) -> Path {
         let same = me.cluster == peer.cluster;
         match (same, me.front == me.host, peer.front == peer.host) {

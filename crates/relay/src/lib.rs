@@ -1,5 +1,5 @@
 //! `ferry relay`: the daemon on a private cluster's front node that lets processes outside the
-//! cluster reach registered ranks inside it (DESIGN §4, protocol in `ferry_wire::relay`).
+//! cluster reach registered ranks inside it (docs/ARCHITECTURE.md §4, protocol in `ferry_wire::relay`).
 //!
 //! - [`engine`]: every decision (registration, gating CONNECT, limits, timeouts, pairing) as a
 //!   sans-IO state machine driven with explicit time; tested in memory.

@@ -1,4 +1,4 @@
-//! The one-machine grid testbed (DESIGN §6): a grid file becomes network namespaces.
+//! The one-machine grid testbed (docs/ARCHITECTURE.md §6): a grid file becomes network namespaces.
 //!
 //! For a testbed with prefix `P` (per run, e.g. `fy1234-`):
 //!

@@ -1,4 +1,4 @@
-//! Multi-rail links in the testbed for real, as root (issue 7): every rail address of one host
+//! Multi-rail links in the testbed for real, as root: every rail address of one host
 //! reaches the same link's address of the other, a link's `rate` is a `tbf` that really limits
 //! it, and a rail cut with `Testbed::set_link` stops carrying traffic (without falling back to
 //! another link) until it is restored. Each test builds its own testbed under a per-run prefix
