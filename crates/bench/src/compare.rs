@@ -14,13 +14,14 @@
 //! Ratios are ferry's figure over the peer's: for latencies (µs) ≤ 1.0 means ferry is as fast
 //! or faster, for the bandwidth of `bw` (MB/s) ≥ 1.0 does.
 
+use crate::record::{self, command_text, loadavg, now_utc};
 use crate::{plot, Series};
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
 use std::fs::File;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
-use std::time::{Duration, Instant, SystemTime};
+use std::time::{Duration, Instant};
 
 /// The benchmark source, built against every implementation.
 pub const SOURCE: &str = include_str!("../c/mpibench.c");
@@ -505,95 +506,15 @@ pub struct Outcome {
     pub table: String,
 }
 
-/// Today's date (UTC) as `YYYY-MM-DD`, for the default results directory.
-pub fn today() -> String {
-    let secs = SystemTime::now()
-        .duration_since(SystemTime::UNIX_EPOCH)
-        .map(|d| d.as_secs())
-        .unwrap_or(0);
-    let (y, m, d) = civil_from_days((secs / 86_400) as i64);
-    format!("{y:04}-{m:02}-{d:02}")
-}
-
-fn now_utc() -> String {
-    let secs = SystemTime::now()
-        .duration_since(SystemTime::UNIX_EPOCH)
-        .map(|d| d.as_secs())
-        .unwrap_or(0);
-    let (y, m, d) = civil_from_days((secs / 86_400) as i64);
-    let t = secs % 86_400;
-    format!(
-        "{y:04}-{m:02}-{d:02} {:02}:{:02}:{:02} UTC",
-        t / 3600,
-        t / 60 % 60,
-        t % 60
-    )
-}
-
-/// Days since 1970-01-01 to (year, month, day), after Howard Hinnant's `civil_from_days`.
-fn civil_from_days(z: i64) -> (i64, u32, u32) {
-    let z = z + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z.rem_euclid(146_097);
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let d = (doy - (153 * mp + 2) / 5 + 1) as u32;
-    let m = if mp < 10 { mp + 3 } else { mp - 9 } as u32;
-    (yoe + era * 400 + i64::from(m <= 2), m, d)
-}
-
-/// `/proc/loadavg`: other work on the machine skews every implementation, busy-polling ones most.
-fn loadavg() -> String {
-    std::fs::read_to_string("/proc/loadavg")
-        .map(|t| t.split_whitespace().take(3).collect::<Vec<_>>().join(" "))
-        .unwrap_or_else(|_| "?".into())
-}
-
-fn command_text(prog: &str, args: &[&str]) -> String {
-    Command::new(prog)
-        .args(args)
-        .stdin(Stdio::null())
-        .output()
-        .ok()
-        .filter(|o| o.status.success())
-        .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string())
-        .unwrap_or_else(|| "?".into())
-}
-
 /// Command, date, machine (`nproc`, kernel, CPU model), git commit and the toolchains.
 fn machine_record(
     config: &CompareConfig,
     tools: &[Toolchain],
     skipped: &[(Impl, String)],
 ) -> String {
-    let cpu = std::fs::read_to_string("/proc/cpuinfo")
-        .ok()
-        .and_then(|t| {
-            t.lines()
-                .find(|l| l.starts_with("model name"))
-                .and_then(|l| l.split(':').nth(1))
-                .map(|s| s.trim().to_string())
-        })
-        .unwrap_or_else(|| "?".into());
-    let dirty = !command_text("git", &["status", "--porcelain", "--untracked-files=no"]).is_empty();
-    let mut s = String::new();
-    let _ = writeln!(s, "command: {}", config.command);
-    let _ = writeln!(s, "date: {}", now_utc());
-    let _ = writeln!(s, "nproc: {}", command_text("nproc", &[]));
-    let _ = writeln!(s, "kernel: {}", command_text("uname", &["-srm"]));
-    let _ = writeln!(s, "cpu: {cpu}");
-    let _ = writeln!(s, "load average at start: {}", loadavg());
-    let _ = writeln!(
-        s,
-        "commit: {}{}",
-        command_text("git", &["rev-parse", "HEAD"]),
-        if dirty {
-            " (with uncommitted changes)"
-        } else {
-            ""
-        }
-    );
+    let mut s = record::machine_record(&config.command);
+    s.push_str(&record::source_line("crates/bench/c/mpibench.c", SOURCE));
+    s.push('\n');
     let _ = writeln!(
         s,
         "rounds: {}, ranks: {:?}, quick: {}, budget: {:?}, timeout: {:?}, p2p max: {}, collective sizes: {:?}",
@@ -659,12 +580,14 @@ pub fn run(config: &CompareConfig) -> Result<Outcome, CompareError> {
     for dir in ["raw", "build"] {
         std::fs::create_dir_all(out.join(dir))?;
     }
-    let source = out.join("mpibench.c");
+    // The source is built outside the results, which record its hash instead (`machine.txt`).
+    let scratch = record::Scratch::new("bench-compare")?;
+    let source = scratch.path().join("mpibench.c");
     std::fs::write(&source, SOURCE)?;
     let mut tools = vec![];
     let mut skipped = vec![];
     for &imp in &config.impls {
-        let exe = out.join("build").join(format!("mpibench-{}", imp.name()));
+        let exe = scratch.path().join(format!("mpibench-{}", imp.name()));
         let log = out.join("build").join(format!("{}.log", imp.name()));
         let found = Toolchain::find(imp, config.ferry_mpicc.as_deref())
             .and_then(|t| t.build(&source, &exe, &log).map(|()| (t, exe)));
@@ -682,7 +605,7 @@ pub fn run(config: &CompareConfig) -> Result<Outcome, CompareError> {
         &tools.iter().map(|(t, _)| t.clone()).collect::<Vec<_>>(),
         &skipped,
     );
-    std::fs::write(out.join("machine.txt"), &machine)?;
+    std::fs::write(out.join(record::FILE), &machine)?;
     let load: f64 = loadavg()
         .split_whitespace()
         .next()
@@ -778,9 +701,9 @@ pub fn run(config: &CompareConfig) -> Result<Outcome, CompareError> {
         }
     }
 
-    let mut record = machine;
-    let _ = writeln!(record, "load average at end: {}", loadavg());
-    std::fs::write(out.join("machine.txt"), record)?;
+    let mut machine = machine;
+    let _ = writeln!(machine, "load average at end: {}", loadavg());
+    std::fs::write(out.join(record::FILE), machine)?;
     std::fs::write(out.join("runs.csv"), &runs)?;
     write_results(out, &rows)?;
     let summary = summarize(&rows);
@@ -1006,13 +929,6 @@ mod tests {
             table.contains("| pingpong | 2 | 8 | µs | 2.00 | 4.00 | – | 0.50 | – |"),
             "{table}"
         );
-    }
-
-    #[test]
-    fn dates() {
-        assert_eq!(civil_from_days(0), (1970, 1, 1));
-        assert_eq!(civil_from_days(20_779), (2026, 11, 22));
-        assert_eq!(civil_from_days(11_016), (2000, 2, 29));
     }
 
     #[test]

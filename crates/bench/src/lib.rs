@@ -8,6 +8,7 @@
 //! - [`bsp`]: the BSP cost-model probe (s, L, g) and its MPICH reference (`ferry bench bsp`).
 //! - [`compare`]: one C benchmark source built against ferry's libmpi, MPICH and Open MPI and
 //!   run side by side (`ferry bench compare`).
+//! - [`record`]: what a results folder says about the run that made it (`machine.txt`).
 //! - [`import`]: the multi-rail bulk-import benchmark (`ferry bench import`): P senders stream a
 //!   file to P receivers that write and checksum it, bonding on and off (the seed's table 1).
 //!
@@ -21,6 +22,7 @@ pub mod bsp;
 pub mod compare;
 pub mod import;
 mod plot;
+pub mod record;
 pub use plot::{load_font, plot, Series};
 
 use ferry_core::{scope, wait_all, Error, ReduceOp, World};

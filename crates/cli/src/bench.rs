@@ -2,7 +2,7 @@
 //! table, CSV, JSON and PNG plots.
 
 use clap::{Args, ValueEnum};
-use ferry_bench::{plot, read_csv, Sample, Series};
+use ferry_bench::{plot, read_csv, record, Sample, Series};
 use ferry_launch::LaunchOptions;
 use std::io::IsTerminal;
 use std::path::{Path, PathBuf};
@@ -26,6 +26,9 @@ pub(crate) enum BenchKind {
     /// The BSP applications (LU, sample sort, Jacobi; ferry-bsp's examples) timed for each of
     /// --procs, optimisations on and off (the seed's table 3).
     BspApps,
+    /// Only the results folder's record, `machine.txt` (command, date, machine, commit, load),
+    /// for driver scripts that run their jobs themselves (--out, --command).
+    Record,
 }
 
 impl BenchKind {
@@ -37,6 +40,7 @@ impl BenchKind {
             BenchKind::Compare => "compare",
             BenchKind::Bsp => "bsp",
             BenchKind::BspApps => "bsp-apps",
+            BenchKind::Record => "record",
         }
     }
 }
@@ -72,6 +76,9 @@ pub(crate) struct BenchArgs {
     /// bench/results/<date>-compare].
     #[arg(long)]
     out: Option<PathBuf>,
+    /// The command recorded in the folder's `machine.txt` [default: this command line].
+    #[arg(long)]
+    command: Option<String>,
     /// compare: implementations, comma-separated, in run order within a round.
     #[arg(long, value_delimiter = ',', default_value = "ferry,mpich,openmpi")]
     impls: Vec<String>,
@@ -172,8 +179,11 @@ pub(crate) fn bench_rank(args: BenchRankArgs) -> i32 {
         BenchKind::Bw => ferry_bench::stream(&world, &sizes, args.window, report),
         BenchKind::Coll => return coll_rank(world, &args),
         BenchKind::Bsp => return bsp_rank(world, &args.csv, args.reps, args.put_words),
-        BenchKind::Compare | BenchKind::BspApps => {
-            eprintln!("ferry bench compare runs MPI jobs itself, not inside a ferry job");
+        BenchKind::Compare | BenchKind::BspApps | BenchKind::Record => {
+            eprintln!(
+                "ferry bench {} starts its jobs itself, not inside a ferry job",
+                args.kind.name()
+            );
             return 2;
         }
     };
@@ -319,7 +329,7 @@ fn compare_command(args: &BenchArgs) -> i32 {
         rounds: args.rounds,
         quick: args.quick,
         out: args.out.clone().unwrap_or_else(|| {
-            PathBuf::from("bench/results").join(format!("{}-compare", compare::today()))
+            PathBuf::from("bench/results").join(format!("{}-compare", ferry_bench::record::today()))
         }),
         timeout: Duration::from_secs(args.timeout),
         budget: args.budget,
@@ -371,9 +381,27 @@ pub(crate) fn bench_command(mut args: BenchArgs) -> i32 {
         .get_or_insert_with(|| PathBuf::from("bench-results"))
         .clone();
     let max = args.max.unwrap_or(64 << 20);
-    if let Err(e) = std::fs::create_dir_all(&out) {
-        eprintln!("ferry bench: cannot create {}: {e}", out.display());
+    let command = args
+        .command
+        .clone()
+        .unwrap_or_else(|| std::env::args().collect::<Vec<_>>().join(" "));
+    let mut sources = vec![];
+    if args.kind == BenchKind::Bsp && args.compare_mpich {
+        let probe = ferry_bench::bsp::MPI_PROBE_C;
+        sources.push(record::source_line(
+            "crates/bsplib/bench/mpi_probe.c",
+            probe,
+        ));
+    }
+    if let Err(e) = record::write(&out, &command, &sources) {
+        eprintln!(
+            "ferry bench: cannot write the record in {}: {e}",
+            out.display()
+        );
         return 1;
+    }
+    if args.kind == BenchKind::Record {
+        return 0;
     }
     let stem = format!("{}-{}", args.kind.name(), args.transport.as_str());
     let csv = out.join(format!("{stem}.csv"));
@@ -554,8 +582,14 @@ fn bsp_command(b: &BspBench, out: &Path, exe: &Path) -> i32 {
     use ferry_bench::bsp;
     let mut runs = vec![];
     let mut mpich = vec![];
+    // The probe is built outside the results, which record its source's hash.
+    let scratch = record::Scratch::new("bench-bsp");
     let mpich_exe = if b.compare_mpich {
-        match bsp::build_mpich_probe(out) {
+        let built = scratch
+            .as_ref()
+            .map_err(|e| format!("cannot make a build folder: {e}"))
+            .and_then(|dir| bsp::build_mpich_probe(dir.path()));
+        match built {
             Ok(e) => Some(e),
             Err(e) => {
                 eprintln!("ferry bench bsp: {e}");

@@ -2,7 +2,8 @@
 //!
 //! Each subcommand is a variant of [`Command`] with its own argument struct and a small function
 //! that runs it and returns the process exit status: `run` (launch a job on this host, or with
-//! `--grid` across a grid of the testbed), `bench`, `info`, `sim`, `relay` and `testbed`.
+//! `--hosts` on many, or with `--grid` across clusters), `node`, `bench`, `info`, `sim`, `relay`,
+//! `testbed` and `weather`.
 
 mod bench;
 mod sim;
@@ -43,7 +44,8 @@ enum Command {
         )
     )]
     Run(RunArgs),
-    /// Measure point-to-point latency and bandwidth between two ranks on this host
+    /// Benchmarks: ping-pong, bandwidth and collectives on this host, side by side with MPICH
+    /// and Open MPI (compare), BSP's L and g; `record` writes a results folder's machine.txt
     /// (`ferry bench import --help`: the multi-rail bulk-import benchmark).
     Bench(bench::BenchArgs),
     // `ferry bench import`, as users spell it (see `normalize_bench_import`).
@@ -127,7 +129,7 @@ impl Transport {
     }
 }
 
-/// Arguments of `ferry run` (and, later, of `mpiexec`).
+/// Arguments of `ferry run` (and of `mpiexec`, which runs it).
 #[derive(Debug, Args)]
 struct RunArgs {
     /// Number of ranks (`-np N` is accepted too, as mpiexec does) [default: the slots of
@@ -563,7 +565,7 @@ fn import_command(args: ImportArgs) -> i32 {
     }
     let out = args.out.clone().unwrap_or_else(|| {
         std::path::PathBuf::from("bench/results")
-            .join(format!("{}-import", ferry_bench::compare::today()))
+            .join(format!("{}-import", ferry_bench::record::today()))
     });
     if let Err(e) = std::fs::create_dir_all(&out) {
         return fail(&format!("cannot create {}: {e}", out.display()));

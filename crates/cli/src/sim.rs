@@ -14,7 +14,7 @@
 //! ```
 //!
 //! The modelling choices (grid, error model, α, ports) are documented in `ferry_sim` and
-//! `ferry_sim::experiment`; `crates/sim/results/README.md` has a run and its reading.
+//! `ferry_sim::experiment`; `bench/results/2026-11-22-sim-paper/README.md` has a run and its reading.
 
 use clap::{Args, Subcommand, ValueEnum};
 use ferry_sched::hetero::{scheduler, BcastScheduler, CostModel, SCHEDULERS};

@@ -56,7 +56,15 @@ fn quick_compare_against_mpich() {
         );
     }
     let machine = read(&out, "machine.txt");
-    for field in ["command:", "nproc:", "kernel:", "cpu:", "commit:", "MPICH"] {
+    for field in [
+        "command:",
+        "nproc:",
+        "kernel:",
+        "cpu:",
+        "commit:",
+        "MPICH",
+        "source: crates/bench/c/mpibench.c sha256 ",
+    ] {
         assert!(
             machine.contains(field),
             "machine.txt lacks {field}:\n{machine}"
@@ -65,6 +73,32 @@ fn quick_compare_against_mpich() {
     assert!(read(&out, "results.csv").lines().count() > 10);
     assert!(out.join("raw/mpich-n2-r0.csv").is_file());
     assert!(out.join("pingpong-latency.png").is_file());
+    // Results are data: the source and the executables were built elsewhere.
+    assert!(!out.join("mpibench.c").exists());
+    assert!(!out.join("build/mpibench-mpich").exists());
+    std::fs::remove_dir_all(&out).unwrap();
+}
+
+#[test]
+fn record_writes_and_then_appends_the_runs_record() {
+    let out = scratch("record");
+    for command in ["first run", "second run"] {
+        let run = Command::new(env!("CARGO_BIN_EXE_ferry"))
+            .args(["bench", "record", "--command", command, "--out"])
+            .arg(&out)
+            .output()
+            .expect("run ferry");
+        assert!(run.status.success(), "{run:?}");
+    }
+    let machine = read(&out, "machine.txt");
+    assert!(machine.starts_with("command: first run\n"), "{machine}");
+    assert!(
+        machine.contains("\n---\ncommand: second run\n"),
+        "{machine}"
+    );
+    for field in ["date:", "nproc:", "load average at start:", "commit:"] {
+        assert_eq!(machine.matches(field).count(), 2, "{field}:\n{machine}");
+    }
     std::fs::remove_dir_all(&out).unwrap();
 }
 

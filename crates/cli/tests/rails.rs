@@ -8,7 +8,7 @@
 //!   ordered frames then go again on rail 1;
 //! - with links of R and R/4, weighted striping gives the slow rail about a fifth of the bytes.
 //!
-//! Speeds are not asserted here (the machine is shared): `bench/rails.sh` measures them.
+//! Speeds are not asserted here (the machine is shared): `bench/scripts/rails.sh` measures them.
 //! Each testbed has a per-run prefix and is removed on drop, also when an assertion fails.
 //! Without root the test says so and passes.
 
