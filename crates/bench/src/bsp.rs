@@ -508,8 +508,8 @@ pub fn report(
     crate::plot(
         &out.join("bsp-h-relations.png"),
         "BSP all-to-all h-relations (optimisations on)",
-        "h (words per process)",
-        "time per superstep (µs)",
+        crate::Axis::plain("h (words per process)"),
+        crate::Axis::micros("time per superstep"),
         &series,
     )?;
     let by_p = |set: &str, f: fn(&BspParams) -> f64| -> Vec<(f64, f64)> {
@@ -553,8 +553,8 @@ pub fn report(
     crate::plot(
         &out.join("bsp-L-g.png"),
         "BSP L and g against p",
-        "p",
-        "L (µs), g (ns/word)",
+        crate::Axis::plain("p"),
+        crate::Axis::plain("L (µs), g (ns/word)"),
         &lg,
     )?;
     Ok(text)

@@ -15,7 +15,7 @@
 //! or faster, for the bandwidth of `bw` (MB/s) ≥ 1.0 does.
 
 use crate::record::{self, command_text, loadavg, now_utc};
-use crate::{plot, Series};
+use crate::{plot, Axis, Series};
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
 use std::fs::File;
@@ -809,9 +809,9 @@ fn draw(out: &Path, summary: &BTreeMap<(Key, Impl), Point>) {
         |op: usize, r: u32| move |k: &Key| (k.0 == op && k.1 == r).then_some(k.2.max(1) as f64);
     let usec: fn(&Point) -> f64 = |p| p.usec;
     let mbps: fn(&Point) -> f64 = |p| p.mbps;
-    let size_axis = "message size (bytes)";
+    let size_axis = Axis::bytes("message size");
     let chart =
-        |file: String, title: String, x: &str, y: &str, series: Vec<(String, Vec<(f64, f64)>)>| {
+        |file: String, title: String, x: Axis, y: Axis, series: Vec<(String, Vec<(f64, f64)>)>| {
             let series: Vec<Series> = series
                 .iter()
                 .filter(|(_, p)| !p.is_empty())
@@ -831,9 +831,13 @@ fn draw(out: &Path, summary: &BTreeMap<(Key, Impl), Point>) {
         match *name {
             "pingpong" | "bw" => {
                 let (file, y, f) = if op == 0 {
-                    ("pingpong-latency.png", "half round trip (µs)", usec)
+                    (
+                        "pingpong-latency.png",
+                        Axis::micros("half round trip"),
+                        usec,
+                    )
                 } else {
-                    ("bw-bandwidth.png", "bandwidth (MB/s)", mbps)
+                    ("bw-bandwidth.png", Axis::plain("bandwidth (MB/s)"), mbps)
                 };
                 let series = impls
                     .iter()
@@ -856,8 +860,8 @@ fn draw(out: &Path, summary: &BTreeMap<(Key, Impl), Point>) {
                 chart(
                     "barrier-latency.png".into(),
                     "barrier latency".into(),
-                    "ranks",
-                    "time per barrier (µs)",
+                    Axis::plain("ranks"),
+                    Axis::micros("time per barrier"),
                     series,
                 );
             }
@@ -873,7 +877,7 @@ fn draw(out: &Path, summary: &BTreeMap<(Key, Impl), Point>) {
                     format!("{name}-latency.png"),
                     format!("{name} latency"),
                     size_axis,
-                    "time per operation (µs)",
+                    Axis::micros("time per operation"),
                     series,
                 );
             }

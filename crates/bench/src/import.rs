@@ -1030,12 +1030,18 @@ pub fn plot_points(
             points: cells
                 .iter()
                 .filter(|c| (c.procs, c.rails) == (*p, *r))
-                .map(|c| ((c.packet >> 10) as f64, c.mbps))
+                .map(|c| (c.packet as f64, c.mbps))
                 .collect(),
         })
         .filter(|s| !s.points.is_empty())
         .collect();
-    crate::plot(path, title, "packet size (KiB)", "aggregate MB/s", &series)
+    crate::plot(
+        path,
+        title,
+        crate::Axis::bytes("packet size"),
+        crate::Axis::plain("aggregate MB/s"),
+        &series,
+    )
 }
 
 #[cfg(test)]

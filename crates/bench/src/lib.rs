@@ -23,7 +23,7 @@ pub mod compare;
 pub mod import;
 mod plot;
 pub mod record;
-pub use plot::{load_font, plot, Series};
+pub use plot::{load_font, plot, tick_label, Axis, Series, Unit};
 
 use ferry_core::{scope, wait_all, Error, ReduceOp, World};
 use serde::Serialize;

@@ -513,12 +513,22 @@ pub(crate) fn bench_command(mut args: BenchArgs) -> i32 {
     for (path, y, f) in [
         (
             &lat,
-            "time per message (µs)",
+            ferry_bench::Axis::micros("time per message"),
             (|s: &Sample| s.usec) as fn(&Sample) -> f64,
         ),
-        (&bw, "bandwidth (MB/s)", |s: &Sample| s.mbps),
+        (
+            &bw,
+            ferry_bench::Axis::plain("bandwidth (MB/s)"),
+            |s: &Sample| s.mbps,
+        ),
     ] {
-        if let Err(e) = plot(path, &title, "message size (bytes)", y, &series(f)) {
+        if let Err(e) = plot(
+            path,
+            &title,
+            ferry_bench::Axis::bytes("message size"),
+            y,
+            &series(f),
+        ) {
             eprintln!("ferry bench: cannot draw {}: {e}", path.display());
         }
     }

@@ -547,9 +547,13 @@ fn line_chart(
     let mut chart = builder
         .build_cartesian_2d(x0..x1, y0..y1)
         .map_err(|e| err(&e))?;
+    let plain = |v: &f64| ferry_bench::tick_label(*v, ferry_bench::Unit::Plain);
     let mut mesh = chart.configure_mesh();
     if has_text {
-        mesh.x_desc(x_label).y_desc(y_label);
+        mesh.x_desc(x_label)
+            .y_desc(y_label)
+            .x_label_formatter(&plain)
+            .y_label_formatter(&plain);
     } else {
         mesh.x_labels(0).y_labels(0);
     }
