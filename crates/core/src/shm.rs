@@ -93,8 +93,12 @@ const PREFIX_LEN: usize = STAMP_LEN + HEADER_LEN;
 /// Records start on cache lines, so a small one is a single line.
 const RECORD_ALIGN: usize = 64;
 
+// An 8 B message (stamp, frame header and payload) must fit one cache line: that is what a
+// waiting receiver polls.
+const _: () = assert!(record_len(8) == RECORD_ALIGN);
+
 /// Bytes a record with `payload` bytes occupies in a ring.
-pub(crate) fn record_len(payload: usize) -> usize {
+pub(crate) const fn record_len(payload: usize) -> usize {
     (PREFIX_LEN + payload).next_multiple_of(RECORD_ALIGN)
 }
 

@@ -1188,3 +1188,6 @@ fn sink_lost(peer: u32, detail: String) -> Error {
         detail,
     }
 }
+
+#[cfg(test)]
+mod loopback;

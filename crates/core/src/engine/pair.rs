@@ -1,0 +1,283 @@
+//! Two engines joined in memory, to test the point-to-point protocol without sockets or shared
+//! memory: what one queues for the other is cut into frames exactly as a transport's flush
+//! would (`Engine::flush_peer`: DATA chunks of `tcp_chunk` cut when they reach the head of the
+//! queue), taken off its queue as written, and fed to the other's protocol as a transport's
+//! input would (`begin_frame`, the payload, `end_frame`). The wire is a queue per direction, so
+//! a test decides when bytes arrive: all at once, a few frames at a time, or only one way.
+
+use super::*;
+
+/// A one-way wire: frames written and not yet delivered, and a count of the DATA chunks it
+/// carried.
+#[derive(Default)]
+struct Wire {
+    frames: VecDeque<(Frame, Vec<u8>)>,
+    chunks: usize,
+}
+
+/// Ranks 0 and 1 of a job, both on TCP routes with no sockets; `a` is rank 0.
+pub(super) struct Pair {
+    pub a: Engine,
+    pub b: Engine,
+    a_to_b: Wire,
+    b_to_a: Wire,
+}
+
+use std::collections::VecDeque;
+
+fn engine(me: u32, eager: usize, chunk: usize) -> Engine {
+    let mut routes = vec![Route::Tcp; 2];
+    routes[me as usize] = Route::Loopback;
+    Engine::new(EngineSetup {
+        me,
+        routes,
+        pids: vec![100, 101],
+        shm: None,
+        tcp: None,
+        cma: false,
+        cma_share_min: u64::MAX,
+        shm_eager_limit: eager,
+        tcp_eager_limit: eager,
+        tcp_chunk: chunk,
+        spin: 1,
+        spin_yield: false,
+        rails: 1,
+        rail_policy: crate::config::RailPolicy::Weighted,
+        rail_stripe: 1 << 19,
+    })
+}
+
+impl Pair {
+    /// Two engines with this eager limit and rendezvous chunk size.
+    pub fn new(eager: usize, chunk: usize) -> Pair {
+        Pair {
+            a: engine(0, eager, chunk),
+            b: engine(1, eager, chunk),
+            a_to_b: Wire::default(),
+            b_to_a: Wire::default(),
+        }
+    }
+
+    /// Writes what each engine has queued for the other onto the wires (as a transport's
+    /// flush would, completing sends whose last byte is written). Returns the frames written.
+    pub fn write(&mut self) -> usize {
+        write(&mut self.a, 1, &mut self.a_to_b) + write(&mut self.b, 0, &mut self.b_to_a)
+    }
+
+    /// Delivers at most `limit` frames of each wire. Returns the frames delivered.
+    pub fn deliver(&mut self, limit: usize) -> Result<usize, Error> {
+        let ab = deliver(&mut self.a_to_b, &mut self.b, 0, limit)?;
+        let ba = deliver(&mut self.b_to_a, &mut self.a, 1, limit)?;
+        Ok(ab + ba)
+    }
+
+    /// Writes and delivers until neither side has anything in flight.
+    pub fn drive(&mut self) -> Result<(), Error> {
+        while self.write() + self.deliver(usize::MAX)? > 0 {}
+        Ok(())
+    }
+
+    /// DATA chunks delivered from rank 0 to rank 1 so far.
+    pub fn chunks_to_b(&self) -> usize {
+        self.a_to_b.chunks
+    }
+
+    /// The frames on the wire from rank 0 to rank 1, oldest first.
+    pub fn in_flight_to_b(&self) -> Vec<Frame> {
+        self.a_to_b.frames.iter().map(|(f, _)| *f).collect()
+    }
+}
+
+fn write(from: &mut Engine, to: u32, wire: &mut Wire) -> usize {
+    let p = to as usize;
+    let chunk = from.tcp_chunk;
+    let mut written = 0;
+    loop {
+        let frame = match from.proto.peers[p].outq.pop_front() {
+            None => break,
+            Some(Out::Stream(id)) => {
+                if let Some((f, _)) = from.proto.next_chunk(id, chunk) {
+                    from.proto.peers[p].outq.push_front(Out::Stream(id));
+                    from.proto.peers[p].outq.push_front(Out::Frame(f));
+                }
+                continue;
+            }
+            Some(Out::Frame(f)) => f,
+        };
+        // SAFETY: a queued frame's payload is valid for `len` bytes until it is written: its
+        // request completes only in `frame_written` below.
+        let payload = unsafe { std::slice::from_raw_parts(frame.payload, frame.len) }.to_vec();
+        let header = Frame::decode(&frame.header, u64::MAX).expect("the engine encodes frames");
+        from.proto.frame_written(&frame);
+        wire.frames.push_back((header, payload));
+        written += 1;
+    }
+    written
+}
+
+fn deliver(wire: &mut Wire, to: &mut Engine, from: u32, limit: usize) -> Result<usize, Error> {
+    let mut delivered = 0;
+    while delivered < limit {
+        let Some((frame, payload)) = wire.frames.pop_front() else {
+            break;
+        };
+        wire.chunks += usize::from(matches!(frame, Frame::Data { .. }));
+        let mut incoming = to.proto.begin_frame(from, &frame)?;
+        incoming.store(0, &payload);
+        to.proto.end_frame(from, &frame, incoming)?;
+        delivered += 1;
+    }
+    Ok(delivered)
+}
+
+fn pattern(len: usize, seed: u8) -> Vec<u8> {
+    (0..len)
+        .map(|i| (i as u8).wrapping_mul(31).wrapping_add(seed))
+        .collect()
+}
+
+/// Sends `data` from `from` to world rank `dest` on context 0.
+fn send(from: &mut Engine, dest: u32, tag: i32, data: &[u8], mode: SendMode) -> ReqId {
+    from.isend(0, dest, tag, data.as_ptr(), data.len(), mode)
+        .expect("send starts")
+}
+
+fn done(e: &mut Engine, id: ReqId) -> Option<Completion> {
+    e.take(id)
+}
+
+#[test]
+fn eager_messages_match_in_order_with_wildcards() {
+    let mut pair = Pair::new(1024, 4096);
+    let msgs: Vec<Vec<u8>> = (0..5).map(|i| pattern(10 + i, i as u8)).collect();
+    let sends: Vec<ReqId> = msgs
+        .iter()
+        .enumerate()
+        .map(|(i, m)| send(&mut pair.a, 1, (i % 2) as i32, m, SendMode::Standard))
+        .collect();
+    // Eager sends are done once written.
+    pair.write();
+    for id in sends {
+        assert!(done(&mut pair.a, id).is_some());
+    }
+    pair.drive().unwrap();
+    // Tag 1 first, then any: order per (source, tag) is kept, and a wildcard takes the oldest.
+    let mut buf = vec![0u8; 64];
+    let r = pair
+        .b
+        .irecv(0, Some(0), Some(1), buf.as_mut_ptr(), 64)
+        .unwrap();
+    let c = done(&mut pair.b, r).unwrap();
+    assert_eq!((c.source, c.tag, &buf[..c.len]), (0, 1, &msgs[1][..]));
+    for want in [0, 2, 3, 4] {
+        let r = pair.b.irecv(0, None, None, buf.as_mut_ptr(), 64).unwrap();
+        let c = done(&mut pair.b, r).unwrap();
+        assert_eq!((c.tag, &buf[..c.len]), ((want % 2) as i32, &msgs[want][..]));
+    }
+}
+
+#[test]
+fn a_rendezvous_moves_every_chunk_and_completes_both_sides() {
+    let mut pair = Pair::new(1024, 4096);
+    let data = pattern(100_000, 7);
+    let s = send(&mut pair.a, 1, 9, &data, SendMode::Standard);
+    pair.drive().unwrap();
+    // Nothing but the announcement moves before the receive is posted.
+    assert!(done(&mut pair.a, s).is_none());
+    let mut buf = vec![0u8; data.len()];
+    let r = pair
+        .b
+        .irecv(0, Some(0), Some(9), buf.as_mut_ptr(), buf.len())
+        .unwrap();
+    // A few frames at a time, as a slow link would.
+    while pair.write() + pair.deliver(2).unwrap() > 0 {}
+    let c = done(&mut pair.b, r).expect("receive complete");
+    assert_eq!((c.len, c.message_len), (data.len(), data.len()));
+    assert!(buf == data, "payload differs");
+    assert!(done(&mut pair.a, s).is_some(), "send complete");
+    assert_eq!(
+        pair.chunks_to_b(),
+        data.len().div_ceil(4096),
+        "chunks of tcp_chunk"
+    );
+}
+
+#[test]
+fn a_synchronous_send_completes_only_once_matched() {
+    let mut pair = Pair::new(1024, 4096);
+    let data = pattern(16, 1);
+    let s = send(&mut pair.a, 1, 2, &data, SendMode::Synchronous);
+    pair.drive().unwrap();
+    assert!(done(&mut pair.a, s).is_none(), "completed before a receive");
+    let mut buf = [0u8; 16];
+    let r = pair
+        .b
+        .irecv(0, Some(0), Some(2), buf.as_mut_ptr(), 16)
+        .unwrap();
+    pair.drive().unwrap();
+    assert!(done(&mut pair.b, r).is_some());
+    assert!(done(&mut pair.a, s).is_some());
+    assert_eq!(buf, data[..]);
+}
+
+#[test]
+fn a_short_receive_is_truncated_and_the_send_still_completes() {
+    for len in [100, 50_000] {
+        let mut pair = Pair::new(1024, 4096);
+        let data = pattern(len, 3);
+        let s = send(&mut pair.a, 1, 4, &data, SendMode::Standard);
+        let mut buf = vec![0u8; 40];
+        let r = pair
+            .b
+            .irecv(0, Some(0), Some(4), buf.as_mut_ptr(), 40)
+            .unwrap();
+        pair.drive().unwrap();
+        let c = done(&mut pair.b, r).expect("receive complete");
+        assert_eq!((c.len, c.message_len), (40, len), "{len} B");
+        assert_eq!(buf, data[..40]);
+        assert!(done(&mut pair.a, s).is_some(), "{len} B: send complete");
+    }
+}
+
+#[test]
+fn exchanges_both_ways_at_once_do_not_wait_for_each_other() {
+    let mut pair = Pair::new(1024, 4096);
+    let (x, y) = (pattern(30_000, 5), pattern(20_000, 6));
+    let (mut bx, mut by) = (vec![0u8; x.len()], vec![0u8; y.len()]);
+    let sa = send(&mut pair.a, 1, 0, &x, SendMode::Standard);
+    let sb = send(&mut pair.b, 0, 0, &y, SendMode::Standard);
+    let ra = pair
+        .a
+        .irecv(0, Some(1), Some(0), by.as_mut_ptr(), by.len())
+        .unwrap();
+    let rb = pair
+        .b
+        .irecv(0, Some(0), Some(0), bx.as_mut_ptr(), bx.len())
+        .unwrap();
+    while pair.write() + pair.deliver(1).unwrap() > 0 {}
+    for id in [sa, ra] {
+        assert!(done(&mut pair.a, id).is_some());
+    }
+    for id in [sb, rb] {
+        assert!(done(&mut pair.b, id).is_some());
+    }
+    assert!(bx == x && by == y);
+}
+
+#[test]
+fn a_frame_for_no_request_is_a_protocol_error() {
+    let mut pair = Pair::new(1024, 4096);
+    // DATA for a receive that was never announced: a broken or hostile peer.
+    let data = Frame::Data {
+        recv_id: 12345,
+        offset: 0,
+        len: 4,
+    };
+    let mut incoming = pair.b.proto.begin_frame(0, &data);
+    if let Ok(i) = incoming.as_mut() {
+        i.store(0, &[1, 2, 3, 4]);
+    }
+    let result = incoming.and_then(|i| pair.b.proto.end_frame(0, &data, i));
+    assert!(result.is_err(), "unknown DATA accepted");
+    assert!(pair.in_flight_to_b().is_empty());
+}

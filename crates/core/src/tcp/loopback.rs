@@ -1,0 +1,149 @@
+//! The TCP transport on real sockets over loopback, inside one process: two engines that dial,
+//! authenticate and move messages through [`TcpTransport`], stepped in turn by one thread, so
+//! partial writes, strangers and a peer that vanishes are tested without a job.
+
+use super::*;
+use crate::engine::{Engine, EngineSetup, Route};
+use crate::raw::SendMode;
+
+const KEY: [u8; 32] = [7; 32];
+const JOB: u64 = 0x5eed;
+
+/// Rank `me` of two, listening on loopback with socket buffers of `buffer` bytes (0: the
+/// kernel's autotuning).
+fn transport(me: u32, buffer: usize) -> TcpTransport {
+    TcpTransport::bind(
+        "127.0.0.1:0".parse().expect("address"),
+        JobKey(KEY),
+        JOB,
+        (me, 0..2),
+        1 << 20,
+        buffer,
+        1,
+        Duration::from_secs(3),
+    )
+    .expect("bind on loopback")
+}
+
+fn engine(me: u32, tcp: TcpTransport) -> Engine {
+    let mut routes = vec![Route::Tcp; 2];
+    routes[me as usize] = Route::Loopback;
+    Engine::new(EngineSetup {
+        me,
+        routes,
+        pids: vec![std::process::id(); 2],
+        shm: None,
+        tcp: Some(tcp),
+        cma: false,
+        cma_share_min: u64::MAX,
+        shm_eager_limit: 1 << 16,
+        tcp_eager_limit: 1 << 12,
+        tcp_chunk: 1 << 20,
+        spin: 1,
+        spin_yield: false,
+        rails: 1,
+        rail_policy: crate::config::RailPolicy::Weighted,
+        rail_stripe: 1 << 19,
+    })
+}
+
+/// Rank 0 dials rank 1, as the lower rank of two public peers does; both then authenticate.
+fn connected(buffer: usize) -> (Engine, Engine, SocketAddr) {
+    let mut a = transport(0, buffer);
+    let b = transport(1, buffer);
+    let b_addr = b.listen_addr();
+    a.dial((1, 0), b_addr, None, None).expect("dial");
+    (engine(0, a), engine(1, b), b_addr)
+}
+
+/// Steps both engines until `done` holds; fails after 10 s or on an error.
+fn step_until(
+    a: &mut Engine,
+    b: &mut Engine,
+    mut done: impl FnMut(&mut Engine, &mut Engine) -> bool,
+) -> Result<(), Error> {
+    let start = Instant::now();
+    while !done(a, b) {
+        a.progress()?;
+        b.progress()?;
+        assert!(
+            start.elapsed() < Duration::from_secs(10),
+            "no progress in 10 s"
+        );
+    }
+    Ok(())
+}
+
+fn pattern(len: usize) -> Vec<u8> {
+    (0..len).map(|i| (i * 7 + i / 251) as u8).collect()
+}
+
+/// Sends `data` from `a` to `b` (rank 1) and receives it there.
+fn round(a: &mut Engine, b: &mut Engine, tag: i32, data: &[u8]) -> Result<Vec<u8>, Error> {
+    let mut got = vec![0u8; data.len()];
+    let s = a.isend(0, 1, tag, data.as_ptr(), data.len(), SendMode::Standard)?;
+    let r = b.irecv(0, Some(0), Some(tag), got.as_mut_ptr(), got.len())?;
+    let (mut sent, mut received) = (None, None);
+    step_until(a, b, |a, b| {
+        sent = sent.or_else(|| a.take(s));
+        received = received.or_else(|| b.take(r));
+        sent.is_some() && received.is_some()
+    })?;
+    assert_eq!(received.map(|c| c.len), Some(data.len()));
+    Ok(got)
+}
+
+#[test]
+fn eager_and_rendezvous_messages_cross_in_partial_writes() {
+    // 64 KiB socket buffers and 1 MiB DATA frames: a large frame takes many partial writes.
+    // (Far smaller buffers make loopback TCP itself crawl, at delayed-ACK pace.)
+    let (mut a, mut b, _) = connected(64 << 10);
+    for (tag, len) in [(1, 0), (2, 8), (3, 4096), (4, 100_000), (5, 1 << 20)] {
+        let data = pattern(len);
+        let got = round(&mut a, &mut b, tag, &data).unwrap();
+        assert!(got == data, "{len} B arrived changed");
+    }
+}
+
+#[test]
+fn a_stranger_on_the_port_is_dropped_and_the_job_goes_on() {
+    let (mut a, mut b, b_addr) = connected(0);
+    let mut stranger = std::net::TcpStream::connect(b_addr).expect("connect as a stranger");
+    stranger
+        .write_all(b"GET / HTTP/1.0\r\n\r\n not a ferry handshake at all")
+        .expect("write");
+    let data = pattern(50_000);
+    let got = round(&mut a, &mut b, 9, &data).unwrap();
+    assert!(got == data);
+    // The stranger's connection is closed by the listener, not kept.
+    stranger
+        .set_read_timeout(Some(Duration::from_secs(5)))
+        .expect("timeout");
+    let mut buf = [0u8; 64];
+    let n = std::io::Read::read(&mut stranger, &mut buf).unwrap_or(0);
+    assert_eq!(n, 0, "a stranger got an answer: {:?}", &buf[..n]);
+}
+
+#[test]
+fn a_peer_that_vanishes_fails_the_wait_naming_it() {
+    let (mut a, mut b, _) = connected(0);
+    round(&mut a, &mut b, 1, &pattern(16)).unwrap();
+    let mut buf = [0u8; 16];
+    let r = b.irecv(0, Some(0), Some(2), buf.as_mut_ptr(), 16).unwrap();
+    drop(a);
+    let start = Instant::now();
+    let err = loop {
+        match b.progress() {
+            Err(e) => break e,
+            Ok(_) => assert!(b.take(r).is_none(), "a receive from a dead peer completed"),
+        }
+        assert!(
+            start.elapsed() < Duration::from_secs(10),
+            "the loss went unnoticed"
+        );
+    };
+    assert!(
+        matches!(err, Error::PeerLost { rank: 0, .. }),
+        "not a lost peer: {err}"
+    );
+}
