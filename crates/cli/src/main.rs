@@ -47,6 +47,11 @@ enum Command {
     /// Benchmarks: ping-pong, bandwidth and collectives on this host, side by side with MPICH
     /// and Open MPI (compare), BSP's L and g; `record` writes a results folder's machine.txt
     /// (`ferry bench import --help`: the multi-rail bulk-import benchmark).
+    #[command(after_help = "Examples:\n  \
+        ferry bench pingpong --transport shm --max 16M --out pp/\n  \
+        ferry bench compare --ranks 2,4 --rounds 3        # beside MPICH and Open MPI\n  \
+        ferry bench bsp --procs 2,4 --compare-mpich\n  \
+        ferry bench record --out DIR --command \"my-script.sh ARGS\"")]
     Bench(bench::BenchArgs),
     // `ferry bench import`, as users spell it (see `normalize_bench_import`).
     #[command(hide = true)]
@@ -57,15 +62,34 @@ enum Command {
     /// One rank of `ferry bench` (started by it).
     #[command(hide = true)]
     BenchRank(bench::BenchRankArgs),
-    /// Show ferry's settings.
+    /// Show ferry's version and settings.
+    #[command(
+        after_help = "Example:\n  FERRY_SHM_EAGER=16384 ferry info --params   # every FERRY_* setting in effect"
+    )]
     Info(InfoArgs),
     /// Simulate broadcast schedules on a cost model (the TTCC paper's experiments).
+    #[command(after_help = "Examples:\n  \
+        ferry sim paper --out sim-results/\n  \
+        ferry sim run --nodes 10000 --algorithm ecef")]
     Sim(sim::SimArgs),
-    /// Run the relay daemon of a private cluster's front node (grids: docs/grid.md).
+    /// Run the relay daemon of a private cluster's front node, which lets ranks outside the
+    /// cluster reach registered ranks inside it (never an open proxy; see docs/grid.md).
+    #[command(
+        after_help = "Usually started by `ferry run --grid` on each private cluster's front node.\n\
+        Example, by hand:\n  \
+        ferry relay --listen 0.0.0.0:7390 --jobs-dir /run/ferry-jobs   # <job>.key files, mode 600"
+    )]
     Relay(ferry_relay::daemon::RelayArgs),
     /// Build, use and remove a grid of network namespaces on this machine (needs root).
+    #[command(after_help = "Example:\n  \
+        ferry testbed up crates/testbed/grids/three.toml --prefix fyx-\n  \
+        ferry run --grid crates/testbed/grids/three.toml --testbed-prefix fyx- -n 6 ./prog\n  \
+        ferry testbed down --prefix fyx-")]
     Testbed(ferry_testbed::cli::TestbedArgs),
     /// Measure and forecast the latency and bandwidth between the ranks (network weather).
+    #[command(after_help = "Example:\n  \
+        ferry weather -n 4 --rounds 12 --interval 0.2 --export forecast.json\n  \
+        FERRY_BCAST_COSTS=forecast.json FERRY_BCAST_SCHEDULER=auto ferry run -n 4 ./prog")]
     Weather(weather::WeatherArgs),
     /// The node daemon of a multi-host job: started by `ferry run` on each host (over ssh or
     /// locally), it reads the job on standard input and runs that host's ranks.
