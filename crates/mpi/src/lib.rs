@@ -17,12 +17,13 @@
 //! One-sided communication (windows, put/get/accumulate, fence, PSCW and passive target) is in
 //! [`rma`]. The tool information interface (MPI_T: ferry's settings as control variables,
 //! its traffic counters as performance variables) is in [`tool`]. Status conversion for Fortran
-//! callers is in [`fortran`]; ports, names, join and disconnect are in [`dynamic`]; the MPI-1 calls that MPI-3.0 removed and MPICH still ships
-//! (`MPI_Address`, `MPI_Type_struct`, ...) are in [`removed`]. Not provided: starting processes
-//! (`MPI_Comm_spawn` fails with MPI_ERR_SPAWN).
+//! callers is in [`fortran`]; dynamic processes (`MPI_Comm_spawn`, ports, names, join and
+//! disconnect) are in [`dynamic`]; the MPI-1 calls that MPI-3.0 removed and MPICH still ships
+//! (`MPI_Address`, `MPI_Type_struct`, ...) are in [`removed`].
 //!
-//! This crate depends on `ferry-core` only (plus `libc`); the launcher is reached through
-//! `ferry run`, which `mpiexec` calls.
+//! This crate depends on `ferry-core` and `ferry-sched` (the intercommunicator schedules), plus
+//! `libc`; never on the launcher, which it reaches only through the bootstrap connection that
+//! `ferry run` (or another process manager) gives each rank.
 #![deny(missing_docs)]
 #![allow(clippy::missing_safety_doc)] // the contracts are MPI's, documented in mpi.h
 #![allow(clippy::too_many_arguments)] // MPI's signatures
