@@ -1,0 +1,259 @@
+//! The protocol half's input: what each arriving frame does ([`FrameSink`] for [`Proto`]),
+//! called by the transports with the frame's header first and its payload after.
+
+use super::*;
+
+impl FrameSink for Proto {
+    fn departed(&self, peer: u32) -> bool {
+        self.peers.get(peer as usize).is_some_and(|p| p.departed)
+    }
+
+    fn take_drains(&mut self, peer: u32) -> Vec<(u16, u64)> {
+        let mut taken = Vec::new();
+        self.to_drain.retain(|&(p, rail, seq)| {
+            let mine = p == peer;
+            if mine {
+                taken.push((rail, seq));
+            }
+            !mine
+        });
+        taken
+    }
+
+    fn drained(&mut self, peer: u32, seq: u64) {
+        let p = &mut self.peers[peer as usize];
+        p.skip = p.ordered_in.saturating_sub(seq);
+    }
+
+    fn begin_frame(&mut self, peer: u32, frame: &Frame) -> Result<Incoming, Error> {
+        if peer as usize >= self.peers.len() {
+            // A process of another world connected before we were told about it.
+            self.grow(peer as usize + 1);
+        }
+        let rails = self.acknowledged(peer);
+        if rails && self.peers[peer as usize].skip > 0 && frame.is_ordered() {
+            return Ok(Incoming {
+                ptr: std::ptr::null_mut(),
+                cap: 0,
+                arrival: Arrival::Discard,
+            });
+        }
+        match *frame {
+            Frame::Eager { context, tag, len } => {
+                let env = Envelope {
+                    context,
+                    source: peer,
+                    tag,
+                };
+                // Over rails an eager frame cut off by a failing rail comes again on another,
+                // so it is matched only once it is whole.
+                let posted = match rails || self.is_active(context) {
+                    true => None,
+                    false => self.matcher.take_posted(&env),
+                };
+                if let Some(id) = posted {
+                    if let Some(ReqState::RecvPosted { buf, cap }) = self.requests.get(id) {
+                        return Ok(Incoming {
+                            ptr: *buf,
+                            cap: *cap,
+                            arrival: Arrival::EagerMatched(id, env),
+                        });
+                    }
+                }
+                let mut data = self.spare_kept.pop().unwrap_or_default();
+                data.clear();
+                data.resize(len as usize, 0);
+                Ok(Incoming {
+                    ptr: data.as_mut_ptr(),
+                    cap: len as usize,
+                    arrival: Arrival::EagerKept(env, data),
+                })
+            }
+            Frame::Data {
+                recv_id,
+                offset,
+                len,
+            } => match self.requests.get_mut(recv_id) {
+                Some(ReqState::RecvRendezvous { machine, buf, .. }) => {
+                    let (machine, buf) = (&*machine, *buf);
+                    machine
+                        .on_data(offset, len)
+                        .map_err(|e| protocol_error(peer, e))?;
+                    Ok(Incoming {
+                        // SAFETY: on_data checked offset + len ≤ accepted ≤ buffer length.
+                        ptr: unsafe { buf.add(offset as usize) },
+                        cap: len as usize,
+                        arrival: Arrival::Data(recv_id),
+                    })
+                }
+                // Over rails, a chunk sent again after a rail failed may find its receive
+                // already complete.
+                _ if rails => Ok(Incoming {
+                    ptr: std::ptr::null_mut(),
+                    cap: 0,
+                    arrival: Arrival::Discard,
+                }),
+                _ => Err(protocol_error(
+                    peer,
+                    format!("DATA for unknown receive {recv_id:#x}"),
+                )),
+            },
+            _ => Ok(Incoming::control()),
+        }
+    }
+
+    fn end_frame(&mut self, peer: u32, frame: &Frame, incoming: Incoming) -> Result<(), Error> {
+        if frame.is_ordered() && self.acknowledged(peer) {
+            let p = &mut self.peers[peer as usize];
+            if matches!(incoming.arrival, Arrival::Discard) {
+                p.skip = p.skip.saturating_sub(1);
+                return Ok(());
+            }
+            p.ordered_in += 1;
+        }
+        match (incoming.arrival, *frame) {
+            (Arrival::EagerMatched(id, env), Frame::Eager { len, .. }) => {
+                self.counters.received(len);
+                let len = len as usize;
+                self.complete(
+                    id,
+                    Completion {
+                        source: env.source,
+                        tag: env.tag,
+                        len: len.min(incoming.cap),
+                        message_len: len,
+                        cancelled: false,
+                    },
+                );
+            }
+            (Arrival::EagerKept(env, data), _) if self.is_active(env.context) => {
+                self.counters.received(data.len() as u64);
+                self.run_active(env, &data);
+            }
+            (Arrival::EagerKept(env, data), _) => {
+                self.counters.received(data.len() as u64);
+                // Over TCP a payload can take several reads, and a matching receive may have
+                // been posted meanwhile: it gets the message, or it would wait forever.
+                match self.matcher.take_posted(&env) {
+                    Some(id) => self.deliver_kept(id, env, &data),
+                    None => self.push_unexpected(env, Unexpected::Eager(data)),
+                }
+            }
+            (Arrival::Data(id), Frame::Data { offset, len, .. }) => {
+                self.stored(peer, id, offset, len);
+            }
+            (
+                Arrival::Control,
+                Frame::Written {
+                    recv_id,
+                    offset,
+                    len,
+                },
+            ) => match self.requests.get(recv_id) {
+                Some(ReqState::RecvRendezvous { machine, .. }) if machine.acknowledges() => {
+                    machine
+                        .on_data(offset, len)
+                        .map_err(|e| protocol_error(peer, e))?;
+                    self.stored(peer, recv_id, offset, len);
+                }
+                _ => {
+                    return Err(protocol_error(
+                        peer,
+                        format!("WRITTEN for unknown receive {recv_id:#x}"),
+                    ))
+                }
+            },
+            (
+                Arrival::Control,
+                Frame::Share {
+                    send_id,
+                    recv_id,
+                    dest_addr,
+                },
+            ) => self.write_share(peer, send_id, recv_id, dest_addr)?,
+            (Arrival::Discard, _) => {}
+            (
+                Arrival::Control,
+                Frame::Rts {
+                    context,
+                    tag,
+                    len,
+                    send_id,
+                    source_addr,
+                },
+            ) => {
+                if self.is_active(context) {
+                    return Err(protocol_error(
+                        peer,
+                        format!("rendezvous on active-message context {context}"),
+                    ));
+                }
+                let env = Envelope {
+                    context,
+                    source: peer,
+                    tag,
+                };
+                let rts = Announced {
+                    len,
+                    send_id,
+                    source_addr,
+                };
+                self.counters.received(len);
+                match self.matcher.take_posted(&env) {
+                    Some(id) => {
+                        if let Some(&ReqState::RecvPosted { buf, cap }) = self.requests.get(id) {
+                            self.start_rendezvous_recv(id, env, rts, buf, cap);
+                        }
+                    }
+                    None => self.push_unexpected(env, Unexpected::Rts(rts)),
+                }
+            }
+            (
+                Arrival::Control,
+                Frame::Cts {
+                    send_id,
+                    recv_id,
+                    accept_len,
+                },
+            ) => match self.requests.get_mut(send_id) {
+                Some(ReqState::SendRendezvous { machine, .. }) => {
+                    machine
+                        .on_cts(recv_id, accept_len)
+                        .map_err(|e| protocol_error(peer, e))?;
+                    if machine.is_done() {
+                        self.complete(send_id, Proto::sent(0));
+                    } else {
+                        self.push_out(peer, Out::Stream(send_id));
+                    }
+                }
+                _ => {
+                    return Err(protocol_error(
+                        peer,
+                        format!("CTS for unknown send {send_id:#x}"),
+                    ))
+                }
+            },
+            (Arrival::Control, Frame::Fin { send_id }) => match self.requests.get_mut(send_id) {
+                Some(ReqState::SendRendezvous { machine, .. }) => {
+                    machine.on_fin().map_err(|e| protocol_error(peer, e))?;
+                    self.complete(send_id, Proto::sent(0));
+                }
+                _ => {
+                    return Err(protocol_error(
+                        peer,
+                        format!("FIN for unknown send {send_id:#x}"),
+                    ))
+                }
+            },
+            (Arrival::Control, Frame::Bye) => self.peers[peer as usize].departed = true,
+            (Arrival::Control, Frame::RailDown { rail, seq })
+                if self.acknowledged(peer) && (rail as usize) < self.rails =>
+            {
+                self.rail_down.push((peer, rail as u16));
+                self.to_drain.push((peer, rail as u16, seq));
+            }
+            (_, frame) => return Err(protocol_error(peer, format!("unexpected frame {frame:?}"))),
+        }
+        Ok(())
+    }
+}
