@@ -721,17 +721,6 @@ pub fn parse_size(text: &str) -> Result<u64, String> {
         .ok_or_else(|| format!("{text:?} is not a size (e.g. 65536, 16KiB, 4MiB)"))
 }
 
-fn command_text(prog: &str, args: &[&str]) -> String {
-    Command::new(prog)
-        .args(args)
-        .stdin(Stdio::null())
-        .output()
-        .ok()
-        .filter(|o| o.status.success())
-        .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string())
-        .unwrap_or_else(|| "?".into())
-}
-
 /// The `FERRY_*` settings the jobs inherit, other than `FERRY_RAILS` (which the sweep sets):
 /// `FERRY_RAIL_STRIPE`, `FERRY_TCP_EAGER` and `FERRY_TCP_CHUNK` decide which packets are
 /// striped at all, so a table means little without them.
@@ -748,50 +737,15 @@ pub fn runtime_settings() -> String {
     }
 }
 
-/// What a result file records about its run: command, date, machine, load, commit, settings.
+/// What a result file records about its run: the record every benchmark writes (command,
+/// date, machine, load, commit: [`crate::record::machine_record`]), then the sweep and the
+/// settings.
 pub fn run_record(command: &str, config: &SweepConfig) -> Vec<String> {
-    // The checkout the benchmark runs from, else the one the binary was built in.
-    let repo = [
-        Some(PathBuf::from(".")),
-        config.ferry.parent().map(Path::to_path_buf),
-    ]
-    .into_iter()
-    .flatten()
-    .find(|d| command_text("git", &["-C", &d.to_string_lossy(), "rev-parse", "HEAD"]) != "?")
-    .unwrap_or_else(|| PathBuf::from("."));
-    let repo = repo.to_string_lossy();
-    let commit = command_text("git", &["-C", &repo, "rev-parse", "HEAD"]);
-    let dirty = commit != "?"
-        && !command_text(
-            "git",
-            &["-C", &repo, "status", "--porcelain", "--untracked-files=no"],
-        )
-        .is_empty();
-    vec![
-        format!("command: {command}"),
-        format!(
-            "date: {}",
-            command_text("date", &["-u", "+%Y-%m-%d %H:%M:%S UTC"])
-        ),
-        format!(
-            "machine: {} cores, {}",
-            std::thread::available_parallelism().map_or(0, |n| n.get()),
-            command_text("uname", &["-srm"])
-        ),
-        format!(
-            "load at start: {}",
-            std::fs::read_to_string("/proc/loadavg")
-                .unwrap_or_default()
-                .trim()
-        ),
-        format!(
-            "commit: {commit}{}",
-            if dirty {
-                " (with uncommitted changes)"
-            } else {
-                ""
-            }
-        ),
+    let mut lines: Vec<String> = crate::record::machine_record(command)
+        .lines()
+        .map(String::from)
+        .collect();
+    lines.extend([
         format!(
             "file: {}, window {} packets, {} round(s), transport tcp{}",
             match &config.file {
@@ -806,7 +760,8 @@ pub fn run_record(command: &str, config: &SweepConfig) -> Vec<String> {
             }
         ),
         runtime_settings(),
-    ]
+    ]);
+    lines
 }
 
 // ---- the report ----

@@ -648,6 +648,10 @@ fn import_command(args: ImportArgs) -> i32 {
     let text = out.join("import.txt");
     let png = out.join("import.png");
     let writes = [
+        (
+            &out.join(ferry_bench::record::FILE),
+            format!("{}\n", record.join("\n")),
+        ),
         (&summary, import::summary_csv(&cells, &record)),
         (&raw, import::points_csv(&points, &record)),
         (
