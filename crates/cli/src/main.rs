@@ -422,9 +422,21 @@ fn run_command(args: RunArgs) -> i32 {
                         .is_some_and(|p| ferry_testbed::standing_prefix(&p.host).is_err())
             }
         };
+        // In the testbed: the standing testbed that has the grid's first host, unless named.
+        let prefix = match (&args.testbed_prefix, topology.placements().first()) {
+            (Some(p), _) => Some(p.clone()),
+            (None, Some(first)) if !over_ssh => match ferry_testbed::standing_prefix(&first.host) {
+                Ok(p) => Some(p),
+                Err(e) => {
+                    eprintln!("ferry run: {e}");
+                    return 1;
+                }
+            },
+            _ => None,
+        };
         options.grid = Some(ferry_launch::GridLaunch {
             topology,
-            prefix: args.testbed_prefix.clone(),
+            prefix,
             ferry,
             relay_args: args
                 .relay_copy

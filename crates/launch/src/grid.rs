@@ -40,7 +40,8 @@ use std::time::{Duration, Instant};
 pub struct GridLaunch {
     /// The grid.
     pub topology: Topology,
-    /// Name prefix of the standing testbed (`None`: the only one standing).
+    /// Name prefix of the standing testbed whose namespaces are the grid's hosts (`None` over
+    /// ssh). The caller finds it (`ferry testbed`); the launcher does not know testbeds.
     pub prefix: Option<String>,
     /// The `ferry` executable, whose `relay` subcommand runs on the front nodes.
     pub ferry: PathBuf,
@@ -94,6 +95,17 @@ pub(crate) fn rail_env(topo: &Topology, host: &str) -> Option<String> {
         .map(|h| encode_rail_addrs(&h.rail_addrs()))
 }
 
+/// Moves the calling thread into network namespace `name`, as `ip netns exec` does
+/// (`/run/netns/NAME`): sockets it opens afterwards live there.
+fn enter(name: &str) -> std::io::Result<()> {
+    let file = std::fs::File::open(format!("/run/netns/{name}"))?;
+    rustix::thread::move_into_link_name_space(
+        std::os::fd::AsFd::as_fd(&file),
+        Some(rustix::thread::LinkNameSpaceType::Network),
+    )?;
+    Ok(())
+}
+
 /// Runs `f` on a thread inside namespace `ns`.
 fn in_namespace<T: Send>(
     ns: &str,
@@ -101,7 +113,7 @@ fn in_namespace<T: Send>(
 ) -> std::io::Result<T> {
     std::thread::scope(|s| {
         s.spawn(|| {
-            ferry_testbed::enter(ns)?;
+            enter(ns)?;
             f()
         })
         .join()
@@ -123,10 +135,11 @@ impl GridJob {
             return Err(grid_error("the grid has no hosts"));
         }
         let first = &places[0].host;
-        let prefix = match &grid.prefix {
-            Some(p) => p.clone(),
-            None => ferry_testbed::standing_prefix(first).map_err(grid_error)?,
-        };
+        let prefix = grid.prefix.clone().ok_or_else(|| {
+            grid_error(format!(
+                "no testbed prefix for host {first} (the caller names the standing testbed)"
+            ))
+        })?;
         let index_of = |cluster: &str| {
             topo.clusters
                 .iter()
