@@ -375,7 +375,10 @@ fn messages_striped_over_two_and_four_rails_arrive_intact_and_in_order() {
         );
         j.assert_ok();
         assert!(j.stdout().contains("rails ok"), "{}", j.stdout());
-        // Every rail of both directions carried part of the data.
+        // Round-robin gives every rail of both directions its share. Weighted follows measured
+        // rates, which over loopback are the CPU's and move with the machine's load (a loaded
+        // run once gave rail 0, which also carries the ordered frames, no chunk at all): it
+        // must stripe, over two rails at least.
         let stats: Vec<String> = j
             .stderr()
             .lines()
@@ -384,24 +387,21 @@ fn messages_striped_over_two_and_four_rails_arrive_intact_and_in_order() {
             .collect();
         assert_eq!(stats.len(), 2, "{}", j.stderr());
         for line in &stats {
-            for rail in 0..rails.parse::<usize>().unwrap() {
-                let carried = line
-                    .split(&format!("rail {rail} "))
-                    .nth(1)
-                    .and_then(|rest| rest.split(' ').next())
-                    .and_then(|bytes| bytes.parse::<u64>().ok());
-                // Round-robin shares evenly; weighted follows measured rates, which over
-                // loopback are the CPU's, so only at least one chunk is certain.
-                let least = if policy == "roundrobin" {
-                    1 << 20
-                } else {
-                    256 << 10
-                };
-                assert!(
-                    carried.is_some_and(|b| b >= least),
-                    "{policy}: rail {rail} carried too little: {line}"
-                );
-            }
+            let carried: Vec<u64> = (0..rails.parse::<usize>().unwrap())
+                .map(|rail| {
+                    line.split(&format!("rail {rail} "))
+                        .nth(1)
+                        .and_then(|rest| rest.split(' ').next())
+                        .and_then(|bytes| bytes.parse::<u64>().ok())
+                        .unwrap_or(0)
+                })
+                .collect();
+            let ok = if policy == "roundrobin" {
+                carried.iter().all(|&b| b >= 1 << 20)
+            } else {
+                carried.iter().filter(|&&b| b >= 256 << 10).count() >= 2
+            };
+            assert!(ok, "{policy}: not striped as it should be: {line}");
         }
     }
     // Several peers at once, random sizes, over three rails.
