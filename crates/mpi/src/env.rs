@@ -10,7 +10,7 @@ use std::ffi::{c_char, c_int, c_void};
 const LIBRARY_VERSION: &str = concat!(
     "ferry ",
     env!("CARGO_PKG_VERSION"),
-    " (MPI 4.1 semantics on the MPI-5 standard ABI)"
+    " (MPI 5.0, standard ABI 1.0)"
 );
 
 /// Starts the runtime for MPI_Init (`world`) or MPI_Session_init; the second of the two to
@@ -74,12 +74,12 @@ pub(crate) fn init(required: c_int, world: bool) -> Res<c_int> {
 }
 
 /// The level granted for `required`: itself, or the next level below for a value between the
-/// standard's constants (whose ABI values are 0, 1, 2 and 7).
+/// standard's constants (whose ABI values are 0, 1024, 2048 and 4096, in that order).
 pub(crate) fn thread_level(required: c_int) -> c_int {
     match required {
         r if r >= MPI_THREAD_MULTIPLE => MPI_THREAD_MULTIPLE,
         r if r >= MPI_THREAD_SERIALIZED => MPI_THREAD_SERIALIZED,
-        MPI_THREAD_FUNNELED => MPI_THREAD_FUNNELED,
+        r if r >= MPI_THREAD_FUNNELED => MPI_THREAD_FUNNELED,
         _ => MPI_THREAD_SINGLE,
     }
 }
@@ -271,7 +271,7 @@ mpi! {
     /// The MPI version ferry implements.
     fn MPI_Get_version / PMPI_Get_version(version: *mut c_int, subversion: *mut c_int) on NONE => {
         let (Some(v), Some(sv)) = (version.as_mut(), subversion.as_mut()) else { return fail(MPI_ERR_ARG, "NULL argument") };
-        (*v, *sv) = (4, 1);
+        (*v, *sv) = (MPI_VERSION, MPI_SUBVERSION);
         Ok(())
     }
 }

@@ -266,8 +266,8 @@ pub struct State {
     pub builtin_reducers: Vec<(crate::ops::CheckedOp, ferry_core::Reducer)>,
 }
 
-/// Created keyvals are numbered from here (predefined ones are 10001…).
-pub const KEYVAL_BASE: c_int = 100;
+/// Created keyvals are numbered from here (above the predefined ones, 501… and 601…).
+pub const KEYVAL_BASE: c_int = 1000;
 
 /// The process's MPI state (see the module doc).
 pub static STATE: LazyLock<Serialized<State>> = LazyLock::new(|| Serialized::new(State::new()));
