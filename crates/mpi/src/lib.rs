@@ -61,6 +61,7 @@ macro_rules! mpi_t {
 }
 
 pub mod abi;
+pub mod bsend;
 pub mod coll;
 pub mod comm;
 pub mod datarep;
@@ -74,6 +75,7 @@ pub mod greq;
 pub mod handles;
 pub mod inter;
 pub mod io;
+pub mod mpi5;
 pub mod ops;
 pub mod p2p;
 pub mod part;
