@@ -109,7 +109,12 @@ fn compile(compiler: &Path, env: &[(&str, &Path)], name: &str, exe: &Path) -> Re
 
 /// Runs `program args` with `LD_LIBRARY_PATH` set, under a time limit; passes when it exits
 /// 0 and prints " No Errors".
-fn passes(program: &Path, args: &[&std::ffi::OsStr], libdir: &Path, what: &str) -> Result<(), String> {
+fn passes(
+    program: &Path,
+    args: &[&std::ffi::OsStr],
+    libdir: &Path,
+    what: &str,
+) -> Result<(), String> {
     let out = Command::new("timeout")
         .arg("120")
         .arg(program)
