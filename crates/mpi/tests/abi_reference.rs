@@ -6,7 +6,8 @@
 //! such constant (as an integer, pointers through `intptr_t`) and the size of every type and
 //! the offsets of `MPI_Status`; it is compiled once against each header and the outputs are
 //! compared. Every difference, every constant or type ferry lacks, and every function the
-//! reference declares that mpi.h does not declare or libmpi.so does not export is listed.
+//! reference declares that mpi.h does not declare or libmpi.so does not export is listed
+//! (MPICH's own `MPIX_` extensions in that header are printed but not counted).
 //!
 //! The reference is found, in order: `FERRY_ABI_REFERENCE_H` (a path to `mpi_abi.h`), the
 //! cache, `pip download mpich==5.0.2`. Without network the test prints why and passes.
@@ -296,7 +297,18 @@ fn header_matches_the_mpi_5_abi_reference() {
     for ty in theirs.types.difference(&mine.types) {
         problems.push(format!("type {ty}: missing from mpi.h"));
     }
-    for f in theirs.functions.difference(&mine.functions) {
+    // MPICH's own extensions in its ABI header (MPIX_*_create_errhandler_x, MPIX_Op_create_x)
+    // are not the standard's: listed, not counted.
+    let (extensions, standard): (BTreeSet<String>, BTreeSet<String>) = theirs
+        .functions
+        .iter()
+        .cloned()
+        .partition(|f| f.starts_with("MPIX_") || f.starts_with("PMPIX_"));
+    let missing_extensions: Vec<_> = extensions.difference(&mine.functions).collect();
+    if !missing_extensions.is_empty() {
+        println!("MPICH extensions ferry does not provide (not counted): {missing_extensions:?}");
+    }
+    for f in standard.difference(&mine.functions) {
         problems.push(format!("{f}(): not declared in mpi.h"));
     }
 
@@ -331,7 +343,7 @@ fn header_matches_the_mpi_5_abi_reference() {
             .filter_map(|l| l.split_whitespace().nth(2))
             .map(|s| s.split('@').next().unwrap_or(s).to_string())
             .collect();
-        for f in theirs.functions.difference(&exported) {
+        for f in standard.difference(&exported) {
             problems.push(format!("{f}(): not exported by {}", lib.display()));
         }
     } else {
