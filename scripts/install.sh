@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Builds ferry (release) and installs it like an MPI installation:
 #   PREFIX/bin/{ferry,mpicc,mpicxx,mpic++,mpiexec,mpirun,bspcc}
-#   PREFIX/include/{mpi.h,bsp.h}   PREFIX/lib/{libmpi.so,libbsp.so}
+#   PREFIX/include/{mpi.h,bsp.h}   PREFIX/lib/{libmpi.so,libmpi_abi.so.1,libmpi_abi.so,libbsp.so}
 # Usage: scripts/install.sh PREFIX   (or: make install PREFIX=...)
 # The wrappers find the headers, libraries and `ferry` relative to PREFIX/bin, so the tree can be
 # moved as a whole. Set FERRY_NO_BUILD=1 to install what target/release already holds.
@@ -35,6 +35,10 @@ ln -sf mpiexec "$prefix/bin/mpirun"
 install -m 644 "$root/crates/mpi/include/mpi.h" "$prefix/include/mpi.h"
 install -m 644 "$root/crates/bsplib/include/bsp.h" "$prefix/include/bsp.h"
 install -m 755 "$target/libmpi.so" "$prefix/lib/libmpi.so"
+# The MPI 5.0 standard ABI's names: the SONAME (what programs linked against either name, and
+# those built by MPICH 5's mpicc_abi, load at run time) and the link-time name.
+ln -sf libmpi.so "$prefix/lib/libmpi_abi.so.1"
+ln -sf libmpi.so "$prefix/lib/libmpi_abi.so"
 install -m 755 "$target/libbsp.so" "$prefix/lib/libbsp.so"
 
 # bspcc of the source tree looks for the library in target/; this one looks next to itself.

@@ -1,11 +1,13 @@
 /*
  * mpi.h — the C interface of ferry's libmpi.
  *
- * Semantics: MPI 4.1 (MPI_VERSION 4, MPI_SUBVERSION 1), for the subset of functions declared
- * below. Values: the MPI-5 standard ABI. Handles are pointers to incomplete structs; the
- * predefined handles, the error classes and every other constant take the numbers the standard
- * ABI fixes, so a program built against this header agrees with any ABI-compliant library on
- * them. crates/mpi/tests/abi_constants.rs checks every value here against the Rust side.
+ * Semantics: MPI 5.0 (MPI_VERSION 5, MPI_SUBVERSION 0), for the functions declared below.
+ * Values, type sizes and layouts: the MPI 5.0 standard ABI (ABI version 1.0). Handles are
+ * pointers to incomplete structs; the predefined handles, the error classes and every other
+ * constant take the numbers the standard ABI fixes, so a binary built against this header runs
+ * on any ABI-compliant library (libmpi_abi.so.1) and the other way round.
+ * crates/mpi/tests/abi_constants.rs checks every value here against the Rust side, and
+ * crates/mpi/tests/abi_reference.rs against MPICH 5.0.2's mpi_abi.h, fetched at test time.
  *
  * Every MPI_X is also declared as PMPI_X (the profiling interface); libmpi.so exports both.
  */
@@ -14,8 +16,12 @@
 
 #include <stdint.h>
 
-#define MPI_VERSION    4
-#define MPI_SUBVERSION 1
+#define MPI_VERSION    5
+#define MPI_SUBVERSION 0
+
+/* The version of the standard ABI itself (MPI_Abi_get_version returns the same) */
+#define MPI_ABI_VERSION    1
+#define MPI_ABI_SUBVERSION 0
 
 #ifdef __cplusplus
 extern "C" {
@@ -32,7 +38,7 @@ typedef struct {
     int MPI_SOURCE;
     int MPI_TAG;
     int MPI_ERROR;
-    int internal[5];
+    int MPI_internal[5];
 } MPI_Status;
 
 /* A Fortran status (`INTEGER STATUS(MPI_STATUS_SIZE)`) is the C status as MPI_Fints, and so is
@@ -93,8 +99,8 @@ typedef struct MPI_ABI_Datatype   *MPI_Datatype;
 #define MPI_INFO_ENV         ((MPI_Info)0x131)
 #define MPI_ERRHANDLER_NULL  ((MPI_Errhandler)0x140)
 #define MPI_ERRORS_ARE_FATAL ((MPI_Errhandler)0x141)
-#define MPI_ERRORS_RETURN    ((MPI_Errhandler)0x142)
-#define MPI_ERRORS_ABORT     ((MPI_Errhandler)0x143)
+#define MPI_ERRORS_RETURN    ((MPI_Errhandler)0x143)
+#define MPI_ERRORS_ABORT     ((MPI_Errhandler)0x142)
 #define MPI_REQUEST_NULL     ((MPI_Request)0x180)
 
 /* Datatypes */
@@ -121,12 +127,13 @@ typedef struct MPI_ABI_Datatype   *MPI_Datatype;
 #define MPI_DOUBLE                  ((MPI_Datatype)0x214)
 #define MPI_C_DOUBLE_COMPLEX        ((MPI_Datatype)0x216)
 #define MPI_CXX_DOUBLE_COMPLEX      ((MPI_Datatype)0x217)
-#define MPI_INTEGER                 ((MPI_Datatype)0x218)
-#define MPI_LOGICAL                 ((MPI_Datatype)0x219)
+#define MPI_INTEGER                 ((MPI_Datatype)0x219)
+#define MPI_LOGICAL                 ((MPI_Datatype)0x218)
 #define MPI_REAL                    ((MPI_Datatype)0x21a)
 #define MPI_COMPLEX                 ((MPI_Datatype)0x21b)
 #define MPI_DOUBLE_PRECISION        ((MPI_Datatype)0x21c)
 #define MPI_DOUBLE_COMPLEX          ((MPI_Datatype)0x21d)
+#define MPI_CHARACTER               ((MPI_Datatype)0x21e)
 #define MPI_LONG_DOUBLE             ((MPI_Datatype)0x220)
 #define MPI_C_LONG_DOUBLE_COMPLEX   ((MPI_Datatype)0x224)
 #define MPI_CXX_LONG_DOUBLE_COMPLEX ((MPI_Datatype)0x225)
@@ -154,15 +161,21 @@ typedef struct MPI_ABI_Datatype   *MPI_Datatype;
 #define MPI_UINT32_T                ((MPI_Datatype)0x251)
 #define MPI_INT64_T                 ((MPI_Datatype)0x258)
 #define MPI_UINT64_T                ((MPI_Datatype)0x259)
-#define MPI_INTEGER1                ((MPI_Datatype)0x2c0)
-#define MPI_CHARACTER               ((MPI_Datatype)0x2c3)
-#define MPI_INTEGER2                ((MPI_Datatype)0x2c8)
-#define MPI_INTEGER4                ((MPI_Datatype)0x2d0)
+#define MPI_LOGICAL1                ((MPI_Datatype)0x2c0)
+#define MPI_INTEGER1                ((MPI_Datatype)0x2c1)
+#define MPI_LOGICAL2                ((MPI_Datatype)0x2c8)
+#define MPI_INTEGER2                ((MPI_Datatype)0x2c9)
+#define MPI_REAL2                   ((MPI_Datatype)0x2ca)
+#define MPI_LOGICAL4                ((MPI_Datatype)0x2d0)
+#define MPI_INTEGER4                ((MPI_Datatype)0x2d1)
 #define MPI_REAL4                   ((MPI_Datatype)0x2d2)
-#define MPI_INTEGER8                ((MPI_Datatype)0x2d8)
+#define MPI_COMPLEX4                ((MPI_Datatype)0x2d3)
+#define MPI_LOGICAL8                ((MPI_Datatype)0x2d8)
+#define MPI_INTEGER8                ((MPI_Datatype)0x2d9)
 #define MPI_REAL8                   ((MPI_Datatype)0x2da)
 #define MPI_COMPLEX8                ((MPI_Datatype)0x2db)
-#define MPI_INTEGER16               ((MPI_Datatype)0x2e0)
+#define MPI_LOGICAL16               ((MPI_Datatype)0x2e0)
+#define MPI_INTEGER16               ((MPI_Datatype)0x2e1)
 #define MPI_REAL16                  ((MPI_Datatype)0x2e2)
 #define MPI_COMPLEX16               ((MPI_Datatype)0x2e3)
 #define MPI_COMPLEX32               ((MPI_Datatype)0x2eb)
@@ -216,30 +229,32 @@ enum {
     MPI_ERR_NO_SPACE              = 41,
     MPI_ERR_NO_SUCH_FILE          = 42,
     MPI_ERR_PORT                  = 43,
-    MPI_ERR_PROC_ABORTED          = 44,
-    MPI_ERR_QUOTA                 = 45,
-    MPI_ERR_READ_ONLY             = 46,
-    MPI_ERR_RMA_ATTACH            = 47,
-    MPI_ERR_RMA_CONFLICT          = 48,
-    MPI_ERR_RMA_RANGE             = 49,
-    MPI_ERR_RMA_SHARED            = 50,
-    MPI_ERR_RMA_SYNC              = 51,
-    MPI_ERR_RMA_FLAVOR            = 52,
-    MPI_ERR_SERVICE               = 53,
-    MPI_ERR_SESSION               = 54,
-    MPI_ERR_SIZE                  = 55,
-    MPI_ERR_SPAWN                 = 56,
-    MPI_ERR_UNSUPPORTED_DATAREP   = 57,
-    MPI_ERR_UNSUPPORTED_OPERATION = 58,
+    MPI_ERR_PROC_ABORTED          = 58,
+    MPI_ERR_QUOTA                 = 44,
+    MPI_ERR_READ_ONLY             = 45,
+    MPI_ERR_RMA_ATTACH            = 46,
+    MPI_ERR_RMA_CONFLICT          = 47,
+    MPI_ERR_RMA_RANGE             = 48,
+    MPI_ERR_RMA_SHARED            = 49,
+    MPI_ERR_RMA_SYNC              = 50,
+    MPI_ERR_RMA_FLAVOR            = 57,
+    MPI_ERR_SERVICE               = 51,
+    MPI_ERR_SESSION               = 60,
+    MPI_ERR_SIZE                  = 52,
+    MPI_ERR_SPAWN                 = 53,
+    MPI_ERR_UNSUPPORTED_DATAREP   = 54,
+    MPI_ERR_UNSUPPORTED_OPERATION = 55,
     MPI_ERR_VALUE_TOO_LARGE       = 59,
-    MPI_ERR_WIN                   = 60,
+    MPI_ERR_WIN                   = 56,
     MPI_ERR_ERRHANDLER            = 61,
+    MPI_ERR_ABI                   = 62,
     MPI_ERR_LASTCODE              = 0x3fff
 };
 
 /* ---- Buffer addresses and ignored arguments --------------------------------------------- */
 #define MPI_BOTTOM          ((void *)0)
 #define MPI_IN_PLACE        ((void *)1)
+#define MPI_BUFFER_AUTOMATIC ((void *)2)
 #define MPI_STATUS_IGNORE   ((MPI_Status *)0)
 #define MPI_STATUSES_IGNORE ((MPI_Status *)0)
 #define MPI_F_STATUS_IGNORE     ((MPI_Fint *)0)
@@ -251,10 +266,13 @@ enum {
 #define MPI_ARGVS_NULL      ((char ***)0)
 /* Weight arguments are declared as pointers, not arrays, so that GCC does not take these two
  * small addresses for arrays of size 0 (-Wstringop-overflow). */
-#define MPI_UNWEIGHTED      ((int *)4)
-#define MPI_WEIGHTS_EMPTY   ((int *)5)
+#define MPI_UNWEIGHTED      ((int *)10)
+#define MPI_WEIGHTS_EMPTY   ((int *)11)
 
 #define MPI_BSEND_OVERHEAD 512
+
+/* MPI_File_set_view's displacement that keeps the current position (shared file pointer) */
+#define MPI_DISPLACEMENT_CURRENT ((MPI_Offset)-1)
 
 /* ---- String sizes (including the terminating NUL) --------------------------------------- */
 #define MPI_MAX_DATAREP_STRING          128
@@ -266,24 +284,23 @@ enum {
 #define MPI_MAX_PORT_NAME               1024
 #define MPI_MAX_PROCESSOR_NAME          256
 #define MPI_MAX_STRINGTAG_LEN           1024
-#define MPI_MAX_PSET_NAME_LEN           512
+#define MPI_MAX_PSET_NAME_LEN           1024
 
 /* ---- Sentinels, thread levels, comparison results, keys, combiners ---------------------- */
 enum {
     MPI_ANY_SOURCE           = -1,
-    MPI_PROC_NULL            = -2,
-    MPI_ROOT                 = -3,
-    MPI_ANY_TAG              = -31,
-    MPI_KEYVAL_INVALID       = -127,
-    MPI_DISPLACEMENT_CURRENT = -255,
+    MPI_PROC_NULL            = -3,
+    MPI_ROOT                 = -4,
+    MPI_ANY_TAG              = -2,
+    MPI_KEYVAL_INVALID       = 0,
     MPI_UNDEFINED            = -32766
 };
 
 enum {
     MPI_THREAD_SINGLE     = 0,
-    MPI_THREAD_FUNNELED   = 1,
-    MPI_THREAD_SERIALIZED = 2,
-    MPI_THREAD_MULTIPLE   = 7
+    MPI_THREAD_FUNNELED   = 1024,
+    MPI_THREAD_SERIALIZED = 2048,
+    MPI_THREAD_MULTIPLE   = 4096
 };
 
 enum {
@@ -296,49 +313,50 @@ enum {
 };
 
 enum {
-    MPI_TYPECLASS_INTEGER = 802,
-    MPI_TYPECLASS_REAL    = 803,
-    MPI_TYPECLASS_COMPLEX = 804
+    MPIX_TYPECLASS_LOGICAL = 191,
+    MPI_TYPECLASS_INTEGER = 192,
+    MPI_TYPECLASS_REAL    = 193,
+    MPI_TYPECLASS_COMPLEX = 194
 };
 
 enum {
-    MPI_IDENT     = 101,
-    MPI_CONGRUENT = 102,
-    MPI_SIMILAR   = 103,
-    MPI_UNEQUAL   = 104
+    MPI_IDENT     = 201,
+    MPI_CONGRUENT = 202,
+    MPI_SIMILAR   = 203,
+    MPI_UNEQUAL   = 204
 };
 
 enum {
-    MPI_GRAPH      = 201,
-    MPI_DIST_GRAPH = 202,
-    MPI_CART       = 203
+    MPI_GRAPH      = 212,
+    MPI_DIST_GRAPH = 213,
+    MPI_CART       = 211
 };
 
 enum {
-    MPI_COMBINER_NAMED          = 301,
-    MPI_COMBINER_DUP            = 302,
-    MPI_COMBINER_CONTIGUOUS     = 303,
-    MPI_COMBINER_VECTOR         = 304,
-    MPI_COMBINER_HVECTOR        = 305,
-    MPI_COMBINER_INDEXED        = 306,
-    MPI_COMBINER_HINDEXED       = 307,
-    MPI_COMBINER_INDEXED_BLOCK  = 308,
-    MPI_COMBINER_HINDEXED_BLOCK = 309,
-    MPI_COMBINER_STRUCT         = 310,
-    MPI_COMBINER_SUBARRAY       = 311,
-    MPI_COMBINER_DARRAY         = 312,
-    MPI_COMBINER_F90_REAL       = 313,
-    MPI_COMBINER_F90_COMPLEX    = 314,
-    MPI_COMBINER_F90_INTEGER    = 315,
-    MPI_COMBINER_RESIZED        = 316,
-    MPI_COMBINER_VALUE_INDEX    = 317
+    MPI_COMBINER_NAMED          = 101,
+    MPI_COMBINER_DUP            = 102,
+    MPI_COMBINER_CONTIGUOUS     = 103,
+    MPI_COMBINER_VECTOR         = 104,
+    MPI_COMBINER_HVECTOR        = 105,
+    MPI_COMBINER_INDEXED        = 106,
+    MPI_COMBINER_HINDEXED       = 107,
+    MPI_COMBINER_INDEXED_BLOCK  = 108,
+    MPI_COMBINER_HINDEXED_BLOCK = 109,
+    MPI_COMBINER_STRUCT         = 110,
+    MPI_COMBINER_SUBARRAY       = 111,
+    MPI_COMBINER_DARRAY         = 112,
+    MPI_COMBINER_F90_REAL       = 113,
+    MPI_COMBINER_F90_COMPLEX    = 114,
+    MPI_COMBINER_F90_INTEGER    = 115,
+    MPI_COMBINER_RESIZED        = 116,
+    MPI_COMBINER_VALUE_INDEX    = 117
 };
 
 enum {
-    MPI_COMM_TYPE_SHARED          = 1001,
-    MPI_COMM_TYPE_HW_UNGUIDED     = 1002,
-    MPI_COMM_TYPE_HW_GUIDED       = 1003,
-    MPI_COMM_TYPE_RESOURCE_GUIDED = 1004
+    MPI_COMM_TYPE_SHARED          = 221,
+    MPI_COMM_TYPE_HW_UNGUIDED     = 222,
+    MPI_COMM_TYPE_HW_GUIDED       = 223,
+    MPI_COMM_TYPE_RESOURCE_GUIDED = 224
 };
 
 /* File access modes (MPI_File_open), powers of two so they can be OR-ed */
@@ -360,32 +378,32 @@ enum {
 
 /* File positioning (MPI_File_seek) */
 enum {
-    MPI_SEEK_CUR = 601,
-    MPI_SEEK_END = 602,
-    MPI_SEEK_SET = 603
+    MPI_SEEK_CUR = 401,
+    MPI_SEEK_END = 402,
+    MPI_SEEK_SET = 403
 };
 
 /* Predefined attribute keys of MPI_COMM_WORLD */
 enum {
-    MPI_TAG_UB          = 10001,
-    MPI_IO              = 10002,
-    MPI_HOST            = 10003,
-    MPI_WTIME_IS_GLOBAL = 10004,
-    MPI_APPNUM          = 10005,
-    MPI_LASTUSEDCODE    = 10006,
-    MPI_UNIVERSE_SIZE   = 10007
+    MPI_TAG_UB          = 501,
+    MPI_IO              = 502,
+    MPI_HOST            = 503,
+    MPI_WTIME_IS_GLOBAL = 504,
+    MPI_APPNUM          = 505,
+    MPI_LASTUSEDCODE    = 506,
+    MPI_UNIVERSE_SIZE   = 507
 };
 
 /* One-sided communication: lock types, memory models, window flavors, assert modes */
 enum {
-    MPI_LOCK_SHARED         = 21,
-    MPI_LOCK_EXCLUSIVE      = 22,
-    MPI_WIN_UNIFIED         = 31,
-    MPI_WIN_SEPARATE        = 32,
-    MPI_WIN_FLAVOR_ALLOCATE = 41,
-    MPI_WIN_FLAVOR_CREATE   = 42,
-    MPI_WIN_FLAVOR_DYNAMIC  = 43,
-    MPI_WIN_FLAVOR_SHARED   = 44
+    MPI_LOCK_SHARED         = 302,
+    MPI_LOCK_EXCLUSIVE      = 301,
+    MPI_WIN_UNIFIED         = 321,
+    MPI_WIN_SEPARATE        = 322,
+    MPI_WIN_FLAVOR_ALLOCATE = 312,
+    MPI_WIN_FLAVOR_CREATE   = 311,
+    MPI_WIN_FLAVOR_DYNAMIC  = 313,
+    MPI_WIN_FLAVOR_SHARED   = 314
 };
 
 enum {
@@ -398,11 +416,11 @@ enum {
 
 /* Predefined attribute keys of windows */
 enum {
-    MPI_WIN_BASE          = 20001,
-    MPI_WIN_DISP_UNIT     = 20002,
-    MPI_WIN_SIZE          = 20003,
-    MPI_WIN_CREATE_FLAVOR = 20004,
-    MPI_WIN_MODEL         = 20005
+    MPI_WIN_BASE          = 601,
+    MPI_WIN_DISP_UNIT     = 602,
+    MPI_WIN_SIZE          = 603,
+    MPI_WIN_CREATE_FLAVOR = 604,
+    MPI_WIN_MODEL         = 605
 };
 
 /* ---- Callback types --------------------------------------------------------------------- */
@@ -478,86 +496,86 @@ typedef int MPI_T_source_order;
 
 /* MPI_T error classes */
 enum {
-    MPI_T_ERR_CANNOT_INIT       = 1000,
-    MPI_T_ERR_NOT_ACCESSIBLE    = 1001,
-    MPI_T_ERR_NOT_INITIALIZED   = 1002,
-    MPI_T_ERR_NOT_SUPPORTED     = 1003,
-    MPI_T_ERR_MEMORY            = 1004,
-    MPI_T_ERR_INVALID           = 1005,
-    MPI_T_ERR_INVALID_INDEX     = 1006,
-    MPI_T_ERR_INVALID_ITEM      = 1007,
-    MPI_T_ERR_INVALID_SESSION   = 1008,
-    MPI_T_ERR_INVALID_HANDLE    = 1009,
-    MPI_T_ERR_INVALID_NAME      = 1010,
-    MPI_T_ERR_OUT_OF_HANDLES    = 1011,
-    MPI_T_ERR_OUT_OF_SESSIONS   = 1012,
-    MPI_T_ERR_CVAR_SET_NOT_NOW  = 1013,
-    MPI_T_ERR_CVAR_SET_NEVER    = 1014,
-    MPI_T_ERR_PVAR_NO_WRITE     = 1015,
-    MPI_T_ERR_PVAR_NO_STARTSTOP = 1016,
-    MPI_T_ERR_PVAR_NO_ATOMIC    = 1017
+    MPI_T_ERR_CANNOT_INIT       = 1001,
+    MPI_T_ERR_NOT_ACCESSIBLE    = 1002,
+    MPI_T_ERR_NOT_INITIALIZED   = 1003,
+    MPI_T_ERR_NOT_SUPPORTED     = 1004,
+    MPI_T_ERR_MEMORY            = 1005,
+    MPI_T_ERR_INVALID           = 1006,
+    MPI_T_ERR_INVALID_INDEX     = 1007,
+    MPI_T_ERR_INVALID_ITEM      = 1008,
+    MPI_T_ERR_INVALID_SESSION   = 1009,
+    MPI_T_ERR_INVALID_HANDLE    = 1010,
+    MPI_T_ERR_INVALID_NAME      = 1011,
+    MPI_T_ERR_OUT_OF_HANDLES    = 1012,
+    MPI_T_ERR_OUT_OF_SESSIONS   = 1013,
+    MPI_T_ERR_CVAR_SET_NOT_NOW  = 1014,
+    MPI_T_ERR_CVAR_SET_NEVER    = 1015,
+    MPI_T_ERR_PVAR_NO_WRITE     = 1016,
+    MPI_T_ERR_PVAR_NO_STARTSTOP = 1017,
+    MPI_T_ERR_PVAR_NO_ATOMIC    = 1018
 };
 
 enum {
-    MPI_T_VERBOSITY_USER_BASIC    = 0,
-    MPI_T_VERBOSITY_USER_DETAIL   = 1,
-    MPI_T_VERBOSITY_USER_ALL      = 2,
-    MPI_T_VERBOSITY_TUNER_BASIC   = 3,
-    MPI_T_VERBOSITY_TUNER_DETAIL  = 4,
-    MPI_T_VERBOSITY_TUNER_ALL     = 5,
-    MPI_T_VERBOSITY_MPIDEV_BASIC  = 6,
-    MPI_T_VERBOSITY_MPIDEV_DETAIL = 7,
-    MPI_T_VERBOSITY_MPIDEV_ALL    = 8
+    MPI_T_VERBOSITY_USER_BASIC    = 9,
+    MPI_T_VERBOSITY_USER_DETAIL   = 10,
+    MPI_T_VERBOSITY_USER_ALL      = 12,
+    MPI_T_VERBOSITY_TUNER_BASIC   = 17,
+    MPI_T_VERBOSITY_TUNER_DETAIL  = 18,
+    MPI_T_VERBOSITY_TUNER_ALL     = 20,
+    MPI_T_VERBOSITY_MPIDEV_BASIC  = 33,
+    MPI_T_VERBOSITY_MPIDEV_DETAIL = 34,
+    MPI_T_VERBOSITY_MPIDEV_ALL    = 36
 };
 
 enum {
-    MPI_T_BIND_NO_OBJECT      = 0,
-    MPI_T_BIND_MPI_COMM       = 1,
-    MPI_T_BIND_MPI_DATATYPE   = 2,
-    MPI_T_BIND_MPI_ERRHANDLER = 3,
-    MPI_T_BIND_MPI_FILE       = 4,
-    MPI_T_BIND_MPI_GROUP      = 5,
-    MPI_T_BIND_MPI_OP         = 6,
-    MPI_T_BIND_MPI_REQUEST    = 7,
-    MPI_T_BIND_MPI_SESSION    = 8,
+    MPI_T_BIND_NO_OBJECT      = 1,
+    MPI_T_BIND_MPI_COMM       = 2,
+    MPI_T_BIND_MPI_DATATYPE   = 3,
+    MPI_T_BIND_MPI_ERRHANDLER = 4,
+    MPI_T_BIND_MPI_FILE       = 5,
+    MPI_T_BIND_MPI_GROUP      = 6,
+    MPI_T_BIND_MPI_OP         = 7,
+    MPI_T_BIND_MPI_REQUEST    = 8,
+    MPI_T_BIND_MPI_SESSION    = 12,
     MPI_T_BIND_MPI_WIN        = 9,
     MPI_T_BIND_MPI_MESSAGE    = 10,
     MPI_T_BIND_MPI_INFO       = 11
 };
 
 enum {
-    MPI_T_SCOPE_CONSTANT = 0,
-    MPI_T_SCOPE_READONLY = 1,
-    MPI_T_SCOPE_LOCAL    = 2,
-    MPI_T_SCOPE_GROUP    = 3,
-    MPI_T_SCOPE_GROUP_EQ = 4,
-    MPI_T_SCOPE_ALL      = 5,
-    MPI_T_SCOPE_ALL_EQ   = 6
+    MPI_T_SCOPE_CONSTANT = 1,
+    MPI_T_SCOPE_READONLY = 2,
+    MPI_T_SCOPE_LOCAL    = 3,
+    MPI_T_SCOPE_GROUP    = 4,
+    MPI_T_SCOPE_GROUP_EQ = 5,
+    MPI_T_SCOPE_ALL      = 6,
+    MPI_T_SCOPE_ALL_EQ   = 7
 };
 
 enum {
-    MPI_T_PVAR_CLASS_STATE         = 0,
-    MPI_T_PVAR_CLASS_LEVEL         = 1,
-    MPI_T_PVAR_CLASS_SIZE          = 2,
-    MPI_T_PVAR_CLASS_PERCENTAGE    = 3,
-    MPI_T_PVAR_CLASS_HIGHWATERMARK = 4,
-    MPI_T_PVAR_CLASS_LOWWATERMARK  = 5,
-    MPI_T_PVAR_CLASS_COUNTER       = 6,
-    MPI_T_PVAR_CLASS_AGGREGATE     = 7,
-    MPI_T_PVAR_CLASS_TIMER         = 8,
-    MPI_T_PVAR_CLASS_GENERIC       = 9
+    MPI_T_PVAR_CLASS_STATE         = 1,
+    MPI_T_PVAR_CLASS_LEVEL         = 2,
+    MPI_T_PVAR_CLASS_SIZE          = 3,
+    MPI_T_PVAR_CLASS_PERCENTAGE    = 4,
+    MPI_T_PVAR_CLASS_HIGHWATERMARK = 5,
+    MPI_T_PVAR_CLASS_LOWWATERMARK  = 6,
+    MPI_T_PVAR_CLASS_COUNTER       = 7,
+    MPI_T_PVAR_CLASS_AGGREGATE     = 8,
+    MPI_T_PVAR_CLASS_TIMER         = 9,
+    MPI_T_PVAR_CLASS_GENERIC       = 10
 };
 
 enum {
     MPI_T_CB_REQUIRE_NONE              = 0,
-    MPI_T_CB_REQUIRE_MPI_RESTRICTED    = 1,
-    MPI_T_CB_REQUIRE_THREAD_SAFE       = 2,
-    MPI_T_CB_REQUIRE_ASYNC_SIGNAL_SAFE = 3
+    MPI_T_CB_REQUIRE_MPI_RESTRICTED    = 3,
+    MPI_T_CB_REQUIRE_THREAD_SAFE       = 15,
+    MPI_T_CB_REQUIRE_ASYNC_SIGNAL_SAFE = 63
 };
 
 enum {
-    MPI_T_SOURCE_ORDERED   = 0,
-    MPI_T_SOURCE_UNORDERED = 1
+    MPI_T_SOURCE_ORDERED   = 1,
+    MPI_T_SOURCE_UNORDERED = 2
 };
 
 typedef void (MPI_T_event_cb_function)(MPI_T_event_instance event_instance,
@@ -1253,6 +1271,65 @@ int MPI_Errhandler_create(MPI_Handler_function *function, MPI_Errhandler *errhan
 int MPI_Errhandler_set(MPI_Comm comm, MPI_Errhandler errhandler);
 int MPI_Errhandler_get(MPI_Comm comm, MPI_Errhandler *errhandler);
 
+/* MPI 5.0: the standard ABI's own queries, handles as ints, status fields, requests queried
+ * without completing them, buffers of communicators and sessions, removal of error codes */
+int MPI_Abi_get_fortran_booleans(int logical_size, void *logical_true, void *logical_false, int *is_set);
+int MPI_Abi_get_fortran_info(MPI_Info *info);
+int MPI_Abi_get_info(MPI_Info *info);
+int MPI_Abi_get_version(int *abi_major, int *abi_minor);
+int MPI_Abi_set_fortran_booleans(int logical_size, void *logical_true, void *logical_false);
+int MPI_Abi_set_fortran_info(MPI_Info info);
+int MPI_Buffer_flush(void);
+int MPI_Buffer_iflush(MPI_Request *request);
+int MPI_Comm_attach_buffer(MPI_Comm comm, void *buffer, int size);
+int MPI_Comm_attach_buffer_c(MPI_Comm comm, void *buffer, MPI_Count size);
+int MPI_Comm_detach_buffer(MPI_Comm comm, void *buffer_addr, int *size);
+int MPI_Comm_detach_buffer_c(MPI_Comm comm, void *buffer_addr, MPI_Count *size);
+int MPI_Comm_flush_buffer(MPI_Comm comm);
+MPI_Comm MPI_Comm_fromint(int comm);
+int MPI_Comm_iflush_buffer(MPI_Comm comm, MPI_Request *request);
+int MPI_Comm_toint(MPI_Comm comm);
+MPI_Errhandler MPI_Errhandler_fromint(int errhandler);
+int MPI_Errhandler_toint(MPI_Errhandler errhandler);
+MPI_File MPI_File_fromint(int file);
+int MPI_File_toint(MPI_File file);
+int MPI_Get_hw_resource_info(MPI_Info *hw_info);
+MPI_Group MPI_Group_fromint(int group);
+int MPI_Group_toint(MPI_Group group);
+MPI_Info MPI_Info_fromint(int info);
+int MPI_Info_toint(MPI_Info info);
+MPI_Message MPI_Message_fromint(int message);
+int MPI_Message_toint(MPI_Message message);
+MPI_Op MPI_Op_fromint(int op);
+int MPI_Op_toint(MPI_Op op);
+int MPI_Remove_error_class(int errorclass);
+int MPI_Remove_error_code(int errorcode);
+int MPI_Remove_error_string(int errorcode);
+MPI_Request MPI_Request_fromint(int request);
+int MPI_Request_get_status_all(int count, const MPI_Request array_of_requests[], int *flag, MPI_Status *array_of_statuses);
+int MPI_Request_get_status_any(int count, const MPI_Request array_of_requests[], int *indx, int *flag, MPI_Status *status);
+int MPI_Request_get_status_some(int incount, const MPI_Request array_of_requests[], int *outcount, int array_of_indices[], MPI_Status *array_of_statuses);
+int MPI_Request_toint(MPI_Request request);
+int MPI_Session_attach_buffer(MPI_Session session, void *buffer, int size);
+int MPI_Session_attach_buffer_c(MPI_Session session, void *buffer, MPI_Count size);
+int MPI_Session_detach_buffer(MPI_Session session, void *buffer_addr, int *size);
+int MPI_Session_detach_buffer_c(MPI_Session session, void *buffer_addr, MPI_Count *size);
+int MPI_Session_flush_buffer(MPI_Session session);
+MPI_Session MPI_Session_fromint(int session);
+int MPI_Session_iflush_buffer(MPI_Session session, MPI_Request *request);
+int MPI_Session_toint(MPI_Session session);
+int MPI_Status_get_error(const MPI_Status *status, int *error);
+int MPI_Status_get_source(const MPI_Status *status, int *source);
+int MPI_Status_get_tag(const MPI_Status *status, int *tag);
+int MPI_Status_set_error(MPI_Status *status, int error);
+int MPI_Status_set_source(MPI_Status *status, int source);
+int MPI_Status_set_tag(MPI_Status *status, int tag);
+MPI_Datatype MPI_Type_fromint(int datatype);
+int MPI_Type_get_value_index(MPI_Datatype value_type, MPI_Datatype index_type, MPI_Datatype *pair_type);
+int MPI_Type_toint(MPI_Datatype datatype);
+MPI_Win MPI_Win_fromint(int win);
+int MPI_Win_toint(MPI_Win win);
+
 /* ==== Profiling interface: the same functions as PMPI_ ==================================== */
 
 /* PMPI: Environment */
@@ -1934,6 +2011,64 @@ int PMPI_Type_struct(int count, int array_of_blocklengths[], MPI_Aint array_of_d
 int PMPI_Errhandler_create(MPI_Handler_function *function, MPI_Errhandler *errhandler);
 int PMPI_Errhandler_set(MPI_Comm comm, MPI_Errhandler errhandler);
 int PMPI_Errhandler_get(MPI_Comm comm, MPI_Errhandler *errhandler);
+
+/* PMPI: MPI 5.0 */
+int PMPI_Abi_get_fortran_booleans(int logical_size, void *logical_true, void *logical_false, int *is_set);
+int PMPI_Abi_get_fortran_info(MPI_Info *info);
+int PMPI_Abi_get_info(MPI_Info *info);
+int PMPI_Abi_get_version(int *abi_major, int *abi_minor);
+int PMPI_Abi_set_fortran_booleans(int logical_size, void *logical_true, void *logical_false);
+int PMPI_Abi_set_fortran_info(MPI_Info info);
+int PMPI_Buffer_flush(void);
+int PMPI_Buffer_iflush(MPI_Request *request);
+int PMPI_Comm_attach_buffer(MPI_Comm comm, void *buffer, int size);
+int PMPI_Comm_attach_buffer_c(MPI_Comm comm, void *buffer, MPI_Count size);
+int PMPI_Comm_detach_buffer(MPI_Comm comm, void *buffer_addr, int *size);
+int PMPI_Comm_detach_buffer_c(MPI_Comm comm, void *buffer_addr, MPI_Count *size);
+int PMPI_Comm_flush_buffer(MPI_Comm comm);
+MPI_Comm PMPI_Comm_fromint(int comm);
+int PMPI_Comm_iflush_buffer(MPI_Comm comm, MPI_Request *request);
+int PMPI_Comm_toint(MPI_Comm comm);
+MPI_Errhandler PMPI_Errhandler_fromint(int errhandler);
+int PMPI_Errhandler_toint(MPI_Errhandler errhandler);
+MPI_File PMPI_File_fromint(int file);
+int PMPI_File_toint(MPI_File file);
+int PMPI_Get_hw_resource_info(MPI_Info *hw_info);
+MPI_Group PMPI_Group_fromint(int group);
+int PMPI_Group_toint(MPI_Group group);
+MPI_Info PMPI_Info_fromint(int info);
+int PMPI_Info_toint(MPI_Info info);
+MPI_Message PMPI_Message_fromint(int message);
+int PMPI_Message_toint(MPI_Message message);
+MPI_Op PMPI_Op_fromint(int op);
+int PMPI_Op_toint(MPI_Op op);
+int PMPI_Remove_error_class(int errorclass);
+int PMPI_Remove_error_code(int errorcode);
+int PMPI_Remove_error_string(int errorcode);
+MPI_Request PMPI_Request_fromint(int request);
+int PMPI_Request_get_status_all(int count, const MPI_Request array_of_requests[], int *flag, MPI_Status *array_of_statuses);
+int PMPI_Request_get_status_any(int count, const MPI_Request array_of_requests[], int *indx, int *flag, MPI_Status *status);
+int PMPI_Request_get_status_some(int incount, const MPI_Request array_of_requests[], int *outcount, int array_of_indices[], MPI_Status *array_of_statuses);
+int PMPI_Request_toint(MPI_Request request);
+int PMPI_Session_attach_buffer(MPI_Session session, void *buffer, int size);
+int PMPI_Session_attach_buffer_c(MPI_Session session, void *buffer, MPI_Count size);
+int PMPI_Session_detach_buffer(MPI_Session session, void *buffer_addr, int *size);
+int PMPI_Session_detach_buffer_c(MPI_Session session, void *buffer_addr, MPI_Count *size);
+int PMPI_Session_flush_buffer(MPI_Session session);
+MPI_Session PMPI_Session_fromint(int session);
+int PMPI_Session_iflush_buffer(MPI_Session session, MPI_Request *request);
+int PMPI_Session_toint(MPI_Session session);
+int PMPI_Status_get_error(const MPI_Status *status, int *error);
+int PMPI_Status_get_source(const MPI_Status *status, int *source);
+int PMPI_Status_get_tag(const MPI_Status *status, int *tag);
+int PMPI_Status_set_error(MPI_Status *status, int error);
+int PMPI_Status_set_source(MPI_Status *status, int source);
+int PMPI_Status_set_tag(MPI_Status *status, int tag);
+MPI_Datatype PMPI_Type_fromint(int datatype);
+int PMPI_Type_get_value_index(MPI_Datatype value_type, MPI_Datatype index_type, MPI_Datatype *pair_type);
+int PMPI_Type_toint(MPI_Datatype datatype);
+MPI_Win PMPI_Win_fromint(int win);
+int PMPI_Win_toint(MPI_Win win);
 
 #ifdef __cplusplus
 }

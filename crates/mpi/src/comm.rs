@@ -525,6 +525,9 @@ unsafe fn free_comm(h: &mut Handle) -> Res {
         if s.parent == *h {
             s.parent = MPI_COMM_NULL;
         }
+        // A buffer still attached is the program's again (its sends draw on another).
+        s.comm_sessions.remove(h);
+        s.bsend_buffers.remove(&crate::bsend::BufferOwner::Comm(*h));
         if let Some(o) = &obj {
             release_derived(s, o);
             crate::part::forget(s, o.comm.context_id());
@@ -1081,7 +1084,10 @@ mpi! {
         let h = out(group, "group")?;
         running(|s| match *h {
             MPI_GROUP_EMPTY => Ok(()),
-            g => s.groups.remove(g).map(drop).ok_or_else(|| MpiError::new(MPI_ERR_GROUP, format!("invalid group {g:#x}"))),
+            g => {
+                s.group_sessions.remove(&g);
+                s.groups.remove(g).map(drop).ok_or_else(|| MpiError::new(MPI_ERR_GROUP, format!("invalid group {g:#x}")))
+            }
         })?;
         *h = MPI_GROUP_NULL;
         Ok(())

@@ -199,8 +199,8 @@ builtins! {
     Double = 0x214, "MPI_DOUBLE", 8, 8, Float(F64);
     CDoubleComplex = 0x216, "MPI_C_DOUBLE_COMPLEX", 16, 8, Complex(F64);
     CxxDoubleComplex = 0x217, "MPI_CXX_DOUBLE_COMPLEX", 16, 8, Complex(F64);
-    Integer = 0x218, "MPI_INTEGER", 4, 4, Int(I32);
-    Logical = 0x219, "MPI_LOGICAL", 4, 4, Logical(4);
+    Integer = 0x219, "MPI_INTEGER", 4, 4, Int(I32);
+    Logical = 0x218, "MPI_LOGICAL", 4, 4, Logical(4);
     Real = 0x21a, "MPI_REAL", 4, 4, Float(F32);
     Complex = 0x21b, "MPI_COMPLEX", 8, 4, Complex(F32);
     DoublePrecision = 0x21c, "MPI_DOUBLE_PRECISION", 8, 8, Float(F64);
@@ -232,22 +232,23 @@ builtins! {
     Uint32 = 0x251, "MPI_UINT32_T", 4, 4, Int(U32);
     Int64 = 0x258, "MPI_INT64_T", 8, 8, Int(I64);
     Uint64 = 0x259, "MPI_UINT64_T", 8, 8, Int(U64);
-    Integer1 = 0x2c0, "MPI_INTEGER1", 1, 1, Int(I8);
-    Logical1 = 0x2c1, "MPIX_LOGICAL1", 1, 1, Logical(1);
+    Integer1 = 0x2c1, "MPI_INTEGER1", 1, 1, Int(I8);
+    Logical1 = 0x2c0, "MPI_LOGICAL1", 1, 1, Logical(1);
     Real1 = 0x2c2, "MPIX_REAL1", 1, 1, Opaque;
-    Character = 0x2c3, "MPI_CHARACTER", 1, 1, Opaque;
-    Integer2 = 0x2c8, "MPI_INTEGER2", 2, 2, Int(I16);
-    Logical2 = 0x2c9, "MPIX_LOGICAL2", 2, 2, Logical(2);
-    Real2 = 0x2ca, "MPIX_REAL2", 2, 2, Opaque;
-    Integer4 = 0x2d0, "MPI_INTEGER4", 4, 4, Int(I32);
-    Logical4 = 0x2d1, "MPIX_LOGICAL4", 4, 4, Logical(4);
+    Character = 0x21e, "MPI_CHARACTER", 1, 1, Opaque;
+    Integer2 = 0x2c9, "MPI_INTEGER2", 2, 2, Int(I16);
+    Logical2 = 0x2c8, "MPI_LOGICAL2", 2, 2, Logical(2);
+    Real2 = 0x2ca, "MPI_REAL2", 2, 2, Opaque;
+    Integer4 = 0x2d1, "MPI_INTEGER4", 4, 4, Int(I32);
+    Logical4 = 0x2d0, "MPI_LOGICAL4", 4, 4, Logical(4);
     Real4 = 0x2d2, "MPI_REAL4", 4, 4, Float(F32);
-    Complex4 = 0x2d3, "MPIX_COMPLEX4", 4, 2, Opaque;
-    Integer8 = 0x2d8, "MPI_INTEGER8", 8, 8, Int(I64);
-    Logical8 = 0x2d9, "MPIX_LOGICAL8", 8, 8, Logical(8);
+    Complex4 = 0x2d3, "MPI_COMPLEX4", 4, 2, Opaque;
+    Integer8 = 0x2d9, "MPI_INTEGER8", 8, 8, Int(I64);
+    Logical8 = 0x2d8, "MPI_LOGICAL8", 8, 8, Logical(8);
     Real8 = 0x2da, "MPI_REAL8", 8, 8, Float(F64);
     Complex8 = 0x2db, "MPI_COMPLEX8", 8, 4, Complex(F32);
-    Integer16 = 0x2e0, "MPI_INTEGER16", 16, 16, Int(I128);
+    Logical16 = 0x2e0, "MPI_LOGICAL16", 16, 16, Logical(16);
+    Integer16 = 0x2e1, "MPI_INTEGER16", 16, 16, Int(I128);
     Real16 = 0x2e2, "MPI_REAL16", 16, 16, Opaque;
     Complex16 = 0x2e3, "MPI_COMPLEX16", 16, 8, Complex(F64);
     Complex32 = 0x2eb, "MPI_COMPLEX32", 32, 16, Opaque;
@@ -346,39 +347,39 @@ impl Order {
 /// `MPI_COMBINER_*` values from the standard ABI.
 pub mod combiner {
     /// `MPI_COMBINER_NAMED`
-    pub const NAMED: i32 = 301;
+    pub const NAMED: i32 = 101;
     /// `MPI_COMBINER_DUP`
-    pub const DUP: i32 = 302;
+    pub const DUP: i32 = 102;
     /// `MPI_COMBINER_CONTIGUOUS`
-    pub const CONTIGUOUS: i32 = 303;
+    pub const CONTIGUOUS: i32 = 103;
     /// `MPI_COMBINER_VECTOR`
-    pub const VECTOR: i32 = 304;
+    pub const VECTOR: i32 = 104;
     /// `MPI_COMBINER_HVECTOR`
-    pub const HVECTOR: i32 = 305;
+    pub const HVECTOR: i32 = 105;
     /// `MPI_COMBINER_INDEXED`
-    pub const INDEXED: i32 = 306;
+    pub const INDEXED: i32 = 106;
     /// `MPI_COMBINER_HINDEXED`
-    pub const HINDEXED: i32 = 307;
+    pub const HINDEXED: i32 = 107;
     /// `MPI_COMBINER_INDEXED_BLOCK`
-    pub const INDEXED_BLOCK: i32 = 308;
+    pub const INDEXED_BLOCK: i32 = 108;
     /// `MPI_COMBINER_HINDEXED_BLOCK`
-    pub const HINDEXED_BLOCK: i32 = 309;
+    pub const HINDEXED_BLOCK: i32 = 109;
     /// `MPI_COMBINER_STRUCT`
-    pub const STRUCT: i32 = 310;
+    pub const STRUCT: i32 = 110;
     /// `MPI_COMBINER_SUBARRAY`
-    pub const SUBARRAY: i32 = 311;
+    pub const SUBARRAY: i32 = 111;
     /// `MPI_COMBINER_DARRAY`
-    pub const DARRAY: i32 = 312;
+    pub const DARRAY: i32 = 112;
     /// `MPI_COMBINER_F90_REAL`
-    pub const F90_REAL: i32 = 313;
+    pub const F90_REAL: i32 = 113;
     /// `MPI_COMBINER_F90_COMPLEX`
-    pub const F90_COMPLEX: i32 = 314;
+    pub const F90_COMPLEX: i32 = 114;
     /// `MPI_COMBINER_F90_INTEGER`
-    pub const F90_INTEGER: i32 = 315;
+    pub const F90_INTEGER: i32 = 115;
     /// `MPI_COMBINER_RESIZED`
-    pub const RESIZED: i32 = 316;
+    pub const RESIZED: i32 = 116;
     /// `MPI_COMBINER_VALUE_INDEX`
-    pub const VALUE_INDEX: i32 = 317;
+    pub const VALUE_INDEX: i32 = 117;
 }
 
 /// The bound markers of MPI-1 (`MPI_LB`, `MPI_UB`; removed in MPI-3.0, still in MPICH): types

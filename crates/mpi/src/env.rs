@@ -10,7 +10,7 @@ use std::ffi::{c_char, c_int, c_void};
 const LIBRARY_VERSION: &str = concat!(
     "ferry ",
     env!("CARGO_PKG_VERSION"),
-    " (MPI 4.1 semantics on the MPI-5 standard ABI)"
+    " (MPI 5.0, standard ABI 1.0)"
 );
 
 /// Starts the runtime for MPI_Init (`world`) or MPI_Session_init; the second of the two to
@@ -74,12 +74,12 @@ pub(crate) fn init(required: c_int, world: bool) -> Res<c_int> {
 }
 
 /// The level granted for `required`: itself, or the next level below for a value between the
-/// standard's constants (whose ABI values are 0, 1, 2 and 7).
+/// standard's constants (whose ABI values are 0, 1024, 2048 and 4096, in that order).
 pub(crate) fn thread_level(required: c_int) -> c_int {
     match required {
         r if r >= MPI_THREAD_MULTIPLE => MPI_THREAD_MULTIPLE,
         r if r >= MPI_THREAD_SERIALIZED => MPI_THREAD_SERIALIZED,
-        MPI_THREAD_FUNNELED => MPI_THREAD_FUNNELED,
+        r if r >= MPI_THREAD_FUNNELED => MPI_THREAD_FUNNELED,
         _ => MPI_THREAD_SINGLE,
     }
 }
@@ -177,7 +177,7 @@ pub(crate) unsafe fn shutdown() -> Res {
     // Buffered sends and freed requests still in flight: sends finish; a freed receive
     // that never matched is withdrawn rather than waited for.
     let pending = running(|s| Ok(std::mem::take(&mut s.bsends)))?;
-    for (mut r, _) in pending {
+    for (mut r, _, _) in pending {
         if let Some(raw) = r.raw() {
             r.core.raw_cancel(raw);
         }
@@ -271,7 +271,7 @@ mpi! {
     /// The MPI version ferry implements.
     fn MPI_Get_version / PMPI_Get_version(version: *mut c_int, subversion: *mut c_int) on NONE => {
         let (Some(v), Some(sv)) = (version.as_mut(), subversion.as_mut()) else { return fail(MPI_ERR_ARG, "NULL argument") };
-        (*v, *sv) = (4, 1);
+        (*v, *sv) = (MPI_VERSION, MPI_SUBVERSION);
         Ok(())
     }
 }
@@ -287,7 +287,7 @@ mpi! {
 }
 
 fn valid_class(code: c_int) -> bool {
-    (MPI_SUCCESS..=MPI_ERR_ERRHANDLER).contains(&code)
+    (MPI_SUCCESS..=MPI_ERR_ABI).contains(&code)
         || (MPI_T_ERR_CANNOT_INIT..=MPI_T_ERR_PVAR_NO_ATOMIC).contains(&code)
 }
 
@@ -299,7 +299,8 @@ pub(crate) fn lookup_code(code: c_int) -> Res<(c_int, String)> {
     let user = with(|s| {
         Ok(s.user_errors
             .get((code - MPI_ERR_LASTCODE - 1) as usize)
-            .cloned())
+            .cloned()
+            .flatten())
     })?;
     match user {
         Some(entry) if code > MPI_ERR_LASTCODE => Ok(entry),
@@ -311,7 +312,8 @@ pub(crate) fn lookup_code(code: c_int) -> Res<(c_int, String)> {
 fn add_code(class: Option<c_int>) -> Res<c_int> {
     let code = with(|s| {
         let code = MPI_ERR_LASTCODE + 1 + s.user_errors.len() as c_int;
-        s.user_errors.push((class.unwrap_or(code), String::new()));
+        s.user_errors
+            .push(Some((class.unwrap_or(code), String::new())));
         Ok(code)
     })?;
     crate::comm::set_last_used_code(code);
@@ -363,12 +365,65 @@ mpi! {
         if text.len() >= MPI_MAX_ERROR_STRING {
             return fail(MPI_ERR_ARG, "error string longer than MPI_MAX_ERROR_STRING");
         }
-        with(|s| match s.user_errors.get_mut((errorcode - MPI_ERR_LASTCODE - 1) as usize) {
-            Some(entry) if errorcode > MPI_ERR_LASTCODE => {
-                entry.1 = text;
-                Ok(())
+        with(|s| {
+            user_error(s, errorcode)?.1 = text;
+            Ok(())
+        })
+    }
+}
+
+/// The entry of an error code or class that MPI_Add_error_class/_code made and nothing removed.
+fn user_error(s: &mut crate::state::State, code: c_int) -> Res<&mut (c_int, String)> {
+    let index = usize::try_from(code - MPI_ERR_LASTCODE - 1).ok();
+    match index.and_then(|i| s.user_errors.get_mut(i)) {
+        Some(Some(entry)) if code > MPI_ERR_LASTCODE => Ok(entry),
+        _ => fail(
+            MPI_ERR_ARG,
+            format!("{code} is no error code or class added by MPI_Add_error_class/_code"),
+        ),
+    }
+}
+
+mpi! {
+    /// Removes an error class that MPI_Add_error_class made; its codes must be removed first.
+    fn MPI_Remove_error_class / PMPI_Remove_error_class(errorclass: c_int) on NONE => {
+        with(|s| {
+            let (class, _) = user_error(s, errorclass)?;
+            if *class != errorclass {
+                return fail(MPI_ERR_ARG, format!("{errorclass} is an error code, not a class"));
             }
-            _ => fail(MPI_ERR_ARG, format!("{errorcode} was not added by MPI_Add_error_class/code")),
+            let codes = s.user_errors.iter().flatten().filter(|(c, _)| *c == errorclass).count();
+            if codes > 1 {
+                return fail(MPI_ERR_ARG, format!("error class {errorclass} still has {} error codes (MPI_Remove_error_code them first)", codes - 1));
+            }
+            s.user_errors[(errorclass - MPI_ERR_LASTCODE - 1) as usize] = None;
+            Ok(())
+        })
+    }
+}
+mpi! {
+    /// Removes an error code that MPI_Add_error_code made.
+    fn MPI_Remove_error_code / PMPI_Remove_error_code(errorcode: c_int) on NONE => {
+        with(|s| {
+            let (class, _) = user_error(s, errorcode)?;
+            if *class == errorcode {
+                return fail(MPI_ERR_ARG, format!("{errorcode} is an error class (MPI_Remove_error_class)"));
+            }
+            s.user_errors[(errorcode - MPI_ERR_LASTCODE - 1) as usize] = None;
+            Ok(())
+        })
+    }
+}
+mpi! {
+    /// Removes the text MPI_Add_error_string gave an added error code or class.
+    fn MPI_Remove_error_string / PMPI_Remove_error_string(errorcode: c_int) on NONE => {
+        with(|s| {
+            let entry = user_error(s, errorcode)?;
+            if entry.1.is_empty() {
+                return fail(MPI_ERR_ARG, format!("error code {errorcode} has no string to remove"));
+            }
+            entry.1.clear();
+            Ok(())
         })
     }
 }

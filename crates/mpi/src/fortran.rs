@@ -199,6 +199,22 @@ handle_conversions! {
     "MPI_Session": MPI_Session_c2f / PMPI_Session_c2f, MPI_Session_f2c / PMPI_Session_f2c;
 }
 
+// MPI 5.0's `MPI_X_toint`/`MPI_X_fromint` (handles as C ints, for languages that bind to the
+// standard ABI) give the same integers as `MPI_X_c2f`/`MPI_X_f2c`.
+handle_conversions! {
+    "MPI_Comm": MPI_Comm_toint / PMPI_Comm_toint, MPI_Comm_fromint / PMPI_Comm_fromint;
+    "MPI_Datatype": MPI_Type_toint / PMPI_Type_toint, MPI_Type_fromint / PMPI_Type_fromint;
+    "MPI_Group": MPI_Group_toint / PMPI_Group_toint, MPI_Group_fromint / PMPI_Group_fromint;
+    "MPI_Request": MPI_Request_toint / PMPI_Request_toint, MPI_Request_fromint / PMPI_Request_fromint;
+    "MPI_File": MPI_File_toint / PMPI_File_toint, MPI_File_fromint / PMPI_File_fromint;
+    "MPI_Win": MPI_Win_toint / PMPI_Win_toint, MPI_Win_fromint / PMPI_Win_fromint;
+    "MPI_Op": MPI_Op_toint / PMPI_Op_toint, MPI_Op_fromint / PMPI_Op_fromint;
+    "MPI_Info": MPI_Info_toint / PMPI_Info_toint, MPI_Info_fromint / PMPI_Info_fromint;
+    "MPI_Errhandler": MPI_Errhandler_toint / PMPI_Errhandler_toint, MPI_Errhandler_fromint / PMPI_Errhandler_fromint;
+    "MPI_Message": MPI_Message_toint / PMPI_Message_toint, MPI_Message_fromint / PMPI_Message_fromint;
+    "MPI_Session": MPI_Session_toint / PMPI_Session_toint, MPI_Session_fromint / PMPI_Session_fromint;
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

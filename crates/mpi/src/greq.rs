@@ -96,7 +96,7 @@ pub(crate) unsafe fn free(handle: Handle) -> Res<bool> {
         let g = **g;
         if let Some(req) = s.requests.remove(handle) {
             if !req.is_complete() {
-                s.bsends.push((req, 0));
+                s.bsends.push((req, 0, crate::bsend::BufferOwner::Process));
             }
         }
         Ok(Some(Some(g)))
@@ -162,12 +162,12 @@ mpi! {
             // SAFETY: an empty send reads no byte.
             let raw = unsafe { req.core.raw_send(std::ptr::NonNull::dangling().as_ptr(), 0, 0, g.tag, SendMode::Standard)? };
             let send = Request::running(MPI_COMM_SELF, req.core.clone(), raw, None);
-            s.bsends.push((send, 0));
+            s.bsends.push((send, 0, crate::bsend::BufferOwner::Process));
             if !g.freed {
                 return Ok(None);
             }
             if let Some(req) = s.requests.remove(request) {
-                s.bsends.push((req, 0));
+                s.bsends.push((req, 0, crate::bsend::BufferOwner::Process));
             }
             Ok(Some(g))
         })?;

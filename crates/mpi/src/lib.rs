@@ -5,6 +5,12 @@
 //! call the runtime, map the error to its MPI class, run the communicator's error handler. A
 //! panic becomes MPI_ERR_INTERN; no unwind crosses `extern "C"`.
 //!
+//! Every constant, type size and layout is the MPI 5.0 standard ABI's (`abi.rs`, `include/mpi.h`;
+//! `tests/abi_reference.rs` compares the header with MPICH 5.0.2's `mpi_abi.h`), and the library's
+//! SONAME is the standard's `libmpi_abi.so.1`, so binaries built for the standard ABI run on
+//! ferry and ferry's run on other ABI libraries (`tests/abi_swap.rs`). The calls MPI 5.0 added
+//! are in [`mpi5`]; buffers of buffered sends (process, communicator, session) in [`bsend`].
+//!
 //! Handles are the MPI-5 ABI's (see `abi.rs`); created objects live in the tables of
 //! [`state::State`]. Every thread level is provided; how threads share the library is in
 //! [`threads`]. Intercommunicators (creation, merge, dup/idup/split/create, point-to-point and
@@ -62,6 +68,7 @@ macro_rules! mpi_t {
 }
 
 pub mod abi;
+pub mod bsend;
 pub mod coll;
 pub mod comm;
 pub mod datarep;
@@ -75,6 +82,7 @@ pub mod greq;
 pub mod handles;
 pub mod inter;
 pub mod io;
+pub mod mpi5;
 pub mod ops;
 pub mod p2p;
 pub mod part;

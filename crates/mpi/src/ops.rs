@@ -304,7 +304,8 @@ fn apply_defined(
             1 => logical::<u8>(op, input, inout),
             2 => logical::<u16>(op, input, inout),
             4 => logical::<u32>(op, input, inout),
-            _ => logical::<u64>(op, input, inout),
+            8 => logical::<u64>(op, input, inout),
+            _ => logical::<u128>(op, input, inout),
         },
         Class::Pair {
             value,
@@ -372,7 +373,7 @@ macro_rules! int_elem {
     )*};
 }
 
-int_elem!(i8, i16, i32, i64, i128, u8, u16, u32, u64);
+int_elem!(i8, i16, i32, i64, i128, u8, u16, u32, u64, u128);
 
 #[inline(always)]
 fn truth<T: IntElem>(b: bool) -> T {

@@ -79,19 +79,6 @@ fn recv_tag(tag: c_int) -> Res<i32> {
     }
 }
 
-/// Completes the buffered sends that have finished.
-fn reap_bsends(s: &mut State) {
-    let mut i = 0;
-    while i < s.bsends.len() {
-        if s.bsends[i].0.is_complete() {
-            let (mut r, _) = s.bsends.swap_remove(i);
-            let _ = r.complete();
-        } else {
-            i += 1;
-        }
-    }
-}
-
 /// Starts a send; the returned request is not yet in the table.
 pub fn start_send(
     s: &mut State,
@@ -122,26 +109,7 @@ pub fn start_send(
         SendMode::Standard
     };
     if kind == SendKind::Buffered {
-        reap_bsends(s);
-        let bytes = typed.bytes();
-        let Some((_, size)) = s.bsend_buffer else {
-            return fail(
-                MPI_ERR_BUFFER,
-                "MPI_Bsend without an attached buffer (MPI_Buffer_attach)",
-            );
-        };
-        let used: usize = s.bsends.iter().map(|(_, b)| b).sum();
-        let need = bytes + MPI_BSEND_OVERHEAD;
-        if used + need > size {
-            return fail(
-                MPI_ERR_BUFFER,
-                format!(
-                    "buffered send of {bytes} bytes (+{MPI_BSEND_OVERHEAD} overhead) does not fit: \
-                     {} of the {size} attached bytes are free",
-                    size.saturating_sub(used)
-                ),
-            );
-        }
+        let (owner, need) = crate::bsend::reserve(s, comm, typed.bytes())?;
         let staged = typed.pack();
         // SAFETY: `staged` moves into the finish closure, which runs after the send is done.
         let raw = unsafe { core.raw_send(staged.as_ptr(), staged.len(), dest, tag, mode)? };
@@ -151,7 +119,7 @@ pub fn start_send(
             raw,
             Some(Box::new(move |_| drop(staged))),
         );
-        s.bsends.push((pending, need));
+        s.bsends.push((pending, need, owner));
         return Ok(Request::done(comm, core, Outcome::EMPTY));
     }
     match typed.direct() {
@@ -536,49 +504,6 @@ mpi! {
         finish_recv(req, status)
     }
 }
-mpi! {
-    /// Attaches the buffer buffered sends copy into.
-    fn MPI_Buffer_attach / PMPI_Buffer_attach(buffer: *mut c_void, size: c_int) on NONE => {
-        attach(buffer, count_arg(size)?)
-    }
-}
-
-fn attach(buffer: *mut c_void, size: usize) -> Res {
-    running(|s| {
-        if s.bsend_buffer.is_some() {
-            return fail(MPI_ERR_BUFFER, "a buffer is already attached");
-        }
-        s.bsend_buffer = Some((buffer, size));
-        Ok(())
-    })
-}
-mpi! {
-    /// Detaches the buffered-send buffer once every buffered send has gone out.
-    fn MPI_Buffer_detach / PMPI_Buffer_detach(buffer_addr: *mut c_void, size: *mut c_int) on NONE => {
-        let pending = running(|s| Ok(std::mem::take(&mut s.bsends)))?;
-        for (mut r, _) in pending {
-            wait_request(&mut r)?;
-        }
-        let len = detach(buffer_addr)?;
-        if let Some(out) = size.as_mut() {
-            *out = c_int::try_from(len).map_err(|_| MpiError::new(MPI_ERR_ARG, "the buffer size does not fit an int (use MPI_Buffer_detach_c)"))?;
-        }
-        Ok(())
-    }
-}
-
-/// MPI_Buffer_detach(_c) once the buffered sends have finished: writes the buffer's address
-/// and gives its size.
-unsafe fn detach(buffer_addr: *mut c_void) -> Res<usize> {
-    running(|s| {
-        let (addr, len) = s.bsend_buffer.take().unwrap_or((std::ptr::null_mut(), 0));
-        if let Some(out) = (buffer_addr as *mut *mut c_void).as_mut() {
-            *out = addr;
-        }
-        Ok(len)
-    })
-}
-
 /// A datatype handle the persistent request owns: the user may free theirs right after the
 /// `*_init` call (MPI 4.1 §2.5.1), so a created type is held under a private handle.
 pub(crate) fn keep_type(s: &mut State, datatype: Handle) -> Res<Handle> {
@@ -805,7 +730,7 @@ mpi! {
             }
             if !req.is_complete() {
                 // Still in flight: keep it alive with the buffered sends, reaped as they finish.
-                s.bsends.push((req, 0));
+                s.bsends.push((req, 0, crate::bsend::BufferOwner::Process));
             }
             *h = MPI_REQUEST_NULL;
             Ok(hidden)
@@ -1202,52 +1127,65 @@ mpi! {
     /// Whether a request is done, without completing it.
     fn MPI_Request_get_status / PMPI_Request_get_status(request: Handle, flag: *mut c_int, status: *mut MpiStatus) on NONE => {
         let Some(flag) = flag.as_mut() else { return fail(MPI_ERR_ARG, "flag is NULL") };
-        if request == MPI_REQUEST_NULL {
-            *flag = 1;
-            Outcome::EMPTY.write(status, false);
-            return Ok(());
-        }
-        if let Some(bytes) = sent_bytes(request) {
-            *flag = 1;
-            Outcome::sent(bytes as i64).write(status, false);
-            return Ok(());
-        }
-        let (list, engine) = entries(&[request])?;
-        let done = match (list[0], engine) {
-            (entry @ Entry::Active(_), Some(engine)) if entry.in_flight() => {
-                engine.progress()?;
-                done_in(entry, &|r| engine.raw_done(r))
-            }
-            (Entry::AwaitingReady, _) => false,
-            _ => true,
-        };
-        *flag = done as c_int;
-        let greq = with(|s| Ok(s.requests.get(request).and_then(|r| r.generalized.as_deref().copied())))?;
-        if let (true, Some(g)) = (done, greq) {
-            crate::greq::finish(&g, status, false, false);
-            return Ok(());
-        }
-        if done {
-            // Complete it inside but keep the handle: the later wait or test that frees it
-            // reports the same outcome (a `Done` request completes to its outcome).
-            let outcome = with(|s| {
-                let req = s.requests.get_mut(request).ok_or_else(|| {
-                    MpiError::new(MPI_ERR_REQUEST, format!("invalid request {request:#x}"))
-                })?;
-                Ok(match req.progress {
-                    Progress::Running { .. } => {
-                        let o = req.complete()?;
-                        req.progress = Progress::Done(o);
-                        o
-                    }
-                    Progress::Done(o) => o,
-                    Progress::Inactive | Progress::AwaitingReady => Outcome::EMPTY,
-                })
-            })?;
-            outcome.write(status, false);
-        }
-        Ok(())
+        request_status(request, flag, status)
     }
+}
+
+/// MPI_Request_get_status of one request (also for MPI_Request_get_status_any/_all/_some).
+pub(crate) unsafe fn request_status(
+    request: Handle,
+    flag: &mut c_int,
+    status: *mut MpiStatus,
+) -> Res {
+    if request == MPI_REQUEST_NULL {
+        *flag = 1;
+        Outcome::EMPTY.write(status, false);
+        return Ok(());
+    }
+    if let Some(bytes) = sent_bytes(request) {
+        *flag = 1;
+        Outcome::sent(bytes as i64).write(status, false);
+        return Ok(());
+    }
+    let (list, engine) = entries(&[request])?;
+    let done = match (list[0], engine) {
+        (entry @ Entry::Active(_), Some(engine)) if entry.in_flight() => {
+            engine.progress()?;
+            done_in(entry, &|r| engine.raw_done(r))
+        }
+        (Entry::AwaitingReady, _) => false,
+        _ => true,
+    };
+    *flag = done as c_int;
+    let greq = with(|s| {
+        Ok(s.requests
+            .get(request)
+            .and_then(|r| r.generalized.as_deref().copied()))
+    })?;
+    if let (true, Some(g)) = (done, greq) {
+        crate::greq::finish(&g, status, false, false);
+        return Ok(());
+    }
+    if done {
+        // Complete it inside but keep the handle: the later wait or test that frees it
+        // reports the same outcome (a `Done` request completes to its outcome).
+        let outcome = with(|s| {
+            let req = s.requests.get_mut(request).ok_or_else(|| {
+                MpiError::new(MPI_ERR_REQUEST, format!("invalid request {request:#x}"))
+            })?;
+            Ok(match req.progress {
+                Progress::Running { .. } => {
+                    let o = req.complete()?;
+                    req.progress = Progress::Done(o);
+                    o
+                }
+                Progress::Done(o) => o,
+                Progress::Inactive | Progress::AwaitingReady => Outcome::EMPTY,
+            })
+        })?;
+        outcome.write(status, false);
+    }
+    Ok(())
 }
 
 fn probe_outcome(st: ferry_core::Status) -> Outcome {
@@ -1681,27 +1619,6 @@ mpi! {
     /// Sets the element count of a status (MPI_Count).
     fn MPI_Status_set_elements_c / PMPI_Status_set_elements_c(status: *mut MpiStatus, datatype: Handle, count: i64) on NONE => {
         set_elements(status, datatype, count)
-    }
-}
-mpi! {
-    /// MPI_Buffer_attach with an MPI_Count size.
-    fn MPI_Buffer_attach_c / PMPI_Buffer_attach_c(buffer: *mut c_void, size: i64) on NONE => {
-        let size = usize::try_from(size).map_err(|_| MpiError::new(MPI_ERR_ARG, format!("negative buffer size {size}")))?;
-        attach(buffer, size)
-    }
-}
-mpi! {
-    /// MPI_Buffer_detach with an MPI_Count size.
-    fn MPI_Buffer_detach_c / PMPI_Buffer_detach_c(buffer_addr: *mut c_void, size: *mut i64) on NONE => {
-        let pending = running(|s| Ok(std::mem::take(&mut s.bsends)))?;
-        for (mut r, _) in pending {
-            wait_request(&mut r)?;
-        }
-        let len = detach(buffer_addr)?;
-        if let Some(out) = size.as_mut() {
-            *out = len as i64;
-        }
-        Ok(())
     }
 }
 mpi! {

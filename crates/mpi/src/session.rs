@@ -162,7 +162,9 @@ mpi! {
         *out = running(|s| {
             session_arg(s, session)?;
             let members = pset_members(s, &name)?;
-            Ok(new_group(s, members))
+            let group = new_group(s, members);
+            s.group_sessions.insert(group, session);
+            Ok(group)
         })?;
         Ok(())
     }
@@ -193,6 +195,13 @@ mpi! {
             return fail(MPI_ERR_GROUP, "this process is not in the group");
         };
         let made = register(MPI_COMM_WORLD, Some(core), false)?;
+        // Buffered sends on it may draw on its session's buffer (MPI_Session_attach_buffer).
+        running(|s| {
+            if let Some(&session) = s.group_sessions.get(&group) {
+                s.comm_sessions.insert(made, session);
+            }
+            Ok(())
+        })?;
         if errhandler != MPI_ERRHANDLER_NULL {
             running(|s| {
                 s.comm_mut(made)?.errhandler = errhandler;

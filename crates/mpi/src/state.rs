@@ -214,16 +214,25 @@ pub struct State {
     pub messages: Table<(Handle, ferry_core::Comm, ferry_core::raw::RawMessage)>,
     /// Attribute keys by keyval (index + KEYVAL_BASE).
     pub keyvals: Vec<Option<Keyval>>,
-    /// Codes added by MPI_Add_error_class/_code (from MPI_ERR_LASTCODE + 1): class and text.
-    pub user_errors: Vec<(c_int, String)>,
+    /// Codes added by MPI_Add_error_class/_code (from MPI_ERR_LASTCODE + 1): class and text;
+    /// `None` once MPI_Remove_error_class/_code removed it (codes are not reused).
+    pub user_errors: Vec<Option<(c_int, String)>>,
     /// Names given to predefined datatypes with MPI_Type_set_name.
     pub builtin_names: HashMap<Handle, String>,
     /// Attributes of datatypes, by datatype handle and keyval.
     pub type_attrs: HashMap<Handle, BTreeMap<c_int, *mut c_void>>,
-    /// MPI_Buffer_attach: (address, size).
-    pub bsend_buffer: Option<(*mut c_void, usize)>,
-    /// Buffered sends not yet complete: (request, bytes reserved).
-    pub bsends: Vec<(Request, usize)>,
+    /// Attached buffers of buffered sends: the process's, communicators' and sessions'.
+    pub bsend_buffers: HashMap<crate::bsend::BufferOwner, crate::bsend::Attached>,
+    /// Buffered sends not yet complete: (request, bytes reserved, whose buffer they draw on).
+    pub bsends: Vec<(Request, usize, crate::bsend::BufferOwner)>,
+    /// MPI_Abi_set_fortran_info: the Fortran facts a Fortran layer gave (key, value).
+    pub fortran_info: Option<Vec<(String, String)>>,
+    /// MPI_Abi_set_fortran_booleans: (.TRUE., .FALSE.) bits by LOGICAL size in bytes.
+    pub fortran_booleans: HashMap<usize, (Vec<u8>, Vec<u8>)>,
+    /// The session each group from MPI_Group_from_session_pset belongs to.
+    pub group_sessions: HashMap<Handle, Handle>,
+    /// The session each communicator from MPI_Comm_create_from_group belongs to.
+    pub comm_sessions: HashMap<Handle, Handle>,
     /// First pairs of the slots MPI_Comm_idup derived that are in use here (see `comm::idup`).
     pub derived_pairs: std::collections::HashSet<u32>,
     /// Open sessions (`MPI_Session_init`): the error handler each was given.
@@ -266,8 +275,8 @@ pub struct State {
     pub builtin_reducers: Vec<(crate::ops::CheckedOp, ferry_core::Reducer)>,
 }
 
-/// Created keyvals are numbered from here (predefined ones are 10001…).
-pub const KEYVAL_BASE: c_int = 100;
+/// Created keyvals are numbered from here (above the predefined ones, 501… and 601…).
+pub const KEYVAL_BASE: c_int = 1000;
 
 /// The process's MPI state (see the module doc).
 pub static STATE: LazyLock<Serialized<State>> = LazyLock::new(|| Serialized::new(State::new()));
@@ -356,7 +365,11 @@ impl State {
             user_errors: Vec::new(),
             builtin_names: HashMap::new(),
             type_attrs: HashMap::new(),
-            bsend_buffer: None,
+            bsend_buffers: HashMap::new(),
+            group_sessions: HashMap::new(),
+            fortran_info: None,
+            fortran_booleans: HashMap::new(),
+            comm_sessions: HashMap::new(),
             bsends: Vec::new(),
             derived_pairs: Default::default(),
             sessions: Table::new(Kind::Session),

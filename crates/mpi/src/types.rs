@@ -829,9 +829,9 @@ mpi! {
 // ---- Fortran-size matching ----
 
 /// `MPI_TYPECLASS_*` (MPI-5 ABI values).
-const TYPECLASS_INTEGER: c_int = 802;
-const TYPECLASS_REAL: c_int = 803;
-const TYPECLASS_COMPLEX: c_int = 804;
+const TYPECLASS_INTEGER: c_int = 192;
+const TYPECLASS_REAL: c_int = 193;
+const TYPECLASS_COMPLEX: c_int = 194;
 
 mpi! {
     /// The predefined type of `typeclass` (MPI_TYPECLASS_INTEGER, _REAL or _COMPLEX) whose size

@@ -202,6 +202,11 @@ fn buffered_and_ready_sends() {
 }
 
 #[test]
+fn mpi_5_abi_queries_status_fields_request_queries_buffers_and_error_removal() {
+    no_errors(2, "mpi5");
+}
+
+#[test]
 fn persistent_requests() {
     no_errors(2, "persistent");
 }
