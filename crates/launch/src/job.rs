@@ -20,7 +20,7 @@ use std::net::SocketAddr;
 use std::os::unix::ffi::{OsStrExt, OsStringExt};
 use std::os::unix::process::{CommandExt, ExitStatusExt};
 use std::process::{Child, Command, ExitStatus, Stdio};
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::thread;
 use std::time::{Duration, Instant};
@@ -139,6 +139,7 @@ pub fn run(opts: &LaunchOptions) -> Result<Outcome, LaunchError> {
     job.watchdog = watchdog
         .as_ref()
         .and_then(crate::watchdog::Watchdog::groups);
+    job.child_exited = signals.child_exited.clone();
     // Spawned processes run on this host; a grid job's ranks run in the testbed's hosts.
     job.ssh_relays = ssh_relays;
     if opts.grid.is_none() && remote.is_none() {
@@ -265,6 +266,8 @@ fn remote_plan(opts: &LaunchOptions) -> Result<Option<RemoteLaunch>, LaunchError
 /// The launcher's SIGINT / SIGTERM / SIGHUP, caught for the duration of a job.
 struct Signals {
     caught: Arc<AtomicUsize>,
+    /// Set when a child ended (`None` if that handler could not be installed).
+    child_exited: Option<Arc<AtomicBool>>,
     ids: Vec<signal_hook::SigId>,
 }
 
@@ -273,8 +276,15 @@ impl Signals {
         let caught = Arc::new(AtomicUsize::new(0));
         let mut signals = Signals {
             caught,
+            child_exited: None,
             ids: Vec::new(),
         };
+        // Set from the start: children that ended before are looked for at the first reap.
+        let exited = Arc::new(AtomicBool::new(true));
+        if let Ok(id) = signal_hook::flag::register(libc::SIGCHLD, Arc::clone(&exited)) {
+            signals.ids.push(id);
+            signals.child_exited = Some(exited);
+        }
         for signal in FORWARDED_SIGNALS {
             let id = signal_hook::flag::register_usize(
                 signal,
@@ -364,6 +374,8 @@ struct Job {
     output: Option<output::Forwarder>,
     /// Tells the watchdog each rank's process group (see `crate::watchdog`).
     watchdog: Option<std::fs::File>,
+    /// Set on SIGCHLD (see `Job::reap`); `None`: look at every rank every time.
+    child_exited: Option<Arc<AtomicBool>>,
     cleaned: bool,
     /// The core of rank i is cores[i mod len]; empty: ranks are not bound.
     cores: Vec<usize>,
@@ -393,6 +405,7 @@ impl Job {
             exit_order: Vec::new(),
             output: None,
             watchdog: None,
+            child_exited: None,
             cleaned: false,
             cores: Vec::new(),
             nodes: None,
@@ -946,6 +959,14 @@ impl Job {
     /// reported).
     fn reap(&mut self) {
         self.take_node_events();
+        // Without a SIGCHLD since the last look no child has ended: a job of thousands of
+        // running ranks costs no wait per rank per tick. (Cleared before the look, so that an
+        // exit during it is looked for next time.)
+        if let Some(exited) = self.child_exited.as_ref() {
+            if !exited.swap(false, Ordering::SeqCst) {
+                return;
+            }
+        }
         for (index, rank) in self.ranks.iter_mut().enumerate() {
             if rank.status.is_some() {
                 continue;

@@ -110,7 +110,10 @@ pub enum BootstrapEvent {
 struct WorldFence {
     base: u32,
     size: u32,
-    /// The connections of the ranks in the current fence.
+    /// Ranks in the current fence, also those whose connection has closed since (their loss
+    /// ends the job; the others are not held up by it).
+    entered: u32,
+    /// The open connections of the ranks in the current fence.
     waiting: Vec<usize>,
 }
 
@@ -200,6 +203,7 @@ impl BootstrapServer {
             worlds: vec![WorldFence {
                 base: 0,
                 size,
+                entered: 0,
                 waiting: Vec::new(),
             }],
             spawning: Vec::new(),
@@ -474,6 +478,11 @@ impl Server {
         };
         let _ = self.poll.registry().deregister(&mut conn.stream);
         let _ = conn.stream.shutdown(Shutdown::Both);
+        // Its number goes to the next connection: nothing may still answer it.
+        for world in &mut self.worlds {
+            world.waiting.retain(|&i| i != index);
+        }
+        self.spawning.retain(|&i| i != index);
         self.free.push(index);
         match conn.phase {
             Phase::Handshake { .. } => self.pending -= 1,
@@ -669,9 +678,11 @@ impl Server {
             conn.blocked = Blocked::Fence;
         }
         self.worlds[w].waiting.push(index);
-        if self.worlds[w].waiting.len() < self.worlds[w].size as usize {
+        self.worlds[w].entered += 1;
+        if self.worlds[w].entered < self.worlds[w].size {
             return;
         }
+        self.worlds[w].entered = 0;
         let waiting = std::mem::take(&mut self.worlds[w].waiting);
         for other in waiting {
             if let Some(conn) = self.conns.get_mut(other).and_then(Option::as_mut) {
@@ -710,6 +721,7 @@ impl Server {
         self.worlds.push(WorldFence {
             base,
             size,
+            entered: 0,
             waiting: Vec::new(),
         });
         if let Some(conn) = self.conns.get_mut(index).and_then(Option::as_mut) {
