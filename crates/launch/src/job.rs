@@ -10,6 +10,7 @@ use crate::hosts::{is_this_host, Launcher};
 use crate::output::{self, Sink};
 use crate::remote::{CommandForm, NodeEvent, NodeKv, NodePlan, Nodes, RemoteLaunch};
 use crate::server::{BootstrapEvent, BootstrapServer};
+use crate::signals::Signals;
 use crate::sys;
 use crate::{timeout_from_env, LaunchError, LaunchOptions, Outcome, RankFailure};
 use ferry_wire::node::{JobSpec, NodeMessage, RankExit, Session, Stream};
@@ -20,7 +21,7 @@ use std::net::SocketAddr;
 use std::os::unix::ffi::{OsStrExt, OsStringExt};
 use std::os::unix::process::{CommandExt, ExitStatusExt};
 use std::process::{Child, Command, ExitStatus, Stdio};
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::thread;
 use std::time::{Duration, Instant};
@@ -49,8 +50,6 @@ const REAP_EVERY: u32 = 32;
 /// How long a failure that is not a rank killed by a signal waits for one (see
 /// `Job::killed_rank_first`).
 const KILLED_RANK_GRACE: Duration = Duration::from_millis(250);
-/// Signals that the launcher passes on to the job.
-const FORWARDED_SIGNALS: [libc::c_int; 3] = [libc::SIGINT, libc::SIGTERM, libc::SIGHUP];
 
 /// Runs `opts.np` ranks of `opts.program` on this host and waits until the job ends.
 ///
@@ -261,56 +260,6 @@ fn remote_plan(opts: &LaunchOptions) -> Result<Option<RemoteLaunch>, LaunchError
         ferry,
         grid: false,
     }))
-}
-
-/// The launcher's SIGINT / SIGTERM / SIGHUP, caught for the duration of a job.
-struct Signals {
-    caught: Arc<AtomicUsize>,
-    /// Set when a child ended (`None` if that handler could not be installed).
-    child_exited: Option<Arc<AtomicBool>>,
-    ids: Vec<signal_hook::SigId>,
-}
-
-impl Signals {
-    fn install() -> io::Result<Signals> {
-        let caught = Arc::new(AtomicUsize::new(0));
-        let mut signals = Signals {
-            caught,
-            child_exited: None,
-            ids: Vec::new(),
-        };
-        // Set from the start: children that ended before are looked for at the first reap.
-        let exited = Arc::new(AtomicBool::new(true));
-        if let Ok(id) = signal_hook::flag::register(libc::SIGCHLD, Arc::clone(&exited)) {
-            signals.ids.push(id);
-            signals.child_exited = Some(exited);
-        }
-        for signal in FORWARDED_SIGNALS {
-            let id = signal_hook::flag::register_usize(
-                signal,
-                Arc::clone(&signals.caught),
-                signal as usize,
-            )?;
-            signals.ids.push(id);
-        }
-        Ok(signals)
-    }
-
-    /// The last signal caught since the previous call, if any.
-    fn take(&self) -> Option<libc::c_int> {
-        match self.caught.swap(0, Ordering::SeqCst) {
-            0 => None,
-            signal => libc::c_int::try_from(signal).ok(),
-        }
-    }
-}
-
-impl Drop for Signals {
-    fn drop(&mut self) {
-        for id in self.ids.drain(..) {
-            signal_hook::low_level::unregister(id);
-        }
-    }
 }
 
 /// One rank's process and what the monitor knows about it.

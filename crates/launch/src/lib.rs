@@ -77,6 +77,7 @@ pub mod node;
 mod output;
 mod remote;
 mod server;
+mod signals;
 mod sys;
 mod watchdog;
 
