@@ -48,7 +48,7 @@ impl Sink {
     }
 }
 
-/// Starts a thread copying `pipe` to `sink`, line by line: for the few helpers of a job
+/// Starts a thread copying `pipe` to `sink`, line by line: for the few other processes of a job
 /// (relays) whose output is forwarded apart from the ranks'.
 pub(crate) fn forward(
     pipe: impl Read + Send + 'static,
