@@ -116,12 +116,16 @@ fn info_command(args: InfoArgs) -> i32 {
                 for (name, value) in config.describe() {
                     println!("{name:<24} {value}");
                 }
-                // The launcher's one setting: how `--launcher ssh` reaches other hosts.
+                // The launcher's settings: how `--launcher ssh` reaches other hosts.
                 let ssh = Launcher::Ssh
                     .remote_shell(|name| std::env::var(name).ok())
                     .unwrap_or_default()
                     .join(" ");
                 println!("{:<24} {ssh}", ferry_launch::SSH_ENV);
+                // And whether a host may run more than RANKS_PER_CORE ranks per core.
+                let oversubscribe =
+                    std::env::var(ferry_launch::OVERSUBSCRIBE_ENV).unwrap_or_default();
+                println!("{:<24} {oversubscribe}", ferry_launch::OVERSUBSCRIBE_ENV);
             }
             Err(e) => {
                 eprintln!("ferry info: {e}");
@@ -201,6 +205,11 @@ struct RunArgs {
     /// Prefix each line of output with `[rank] `.
     #[arg(long)]
     tag_output: bool,
+
+    /// Allow more than 64 ranks per core of a host (also FERRY_OVERSUBSCRIBE=1); a job has
+    /// at most 65536 ranks regardless.
+    #[arg(long)]
+    oversubscribe: bool,
 
     /// End the job after SECS seconds (fractions allowed; 0 means no limit).
     #[arg(long, value_name = "SECS", value_parser = parse_timeout)]
@@ -351,6 +360,14 @@ enum BindTo {
 
 /// Runs a job as `ferry run` does and returns its exit status. Messages go to stderr.
 fn run_command(args: RunArgs) -> i32 {
+    // Before placing them: a hundred million ranks must not be laid out first.
+    if let Some(np) = args.np.filter(|&np| np > ferry_launch::MAX_RANKS) {
+        eprintln!(
+            "ferry run: {}",
+            ferry_launch::LaunchError::TooManyRanks { np: np.into() }
+        );
+        return 1;
+    }
     let this_host = ferry_launch::this_host();
     let placement = match placement(&args, &this_host) {
         Ok(p) => p,
@@ -364,6 +381,7 @@ fn run_command(args: RunArgs) -> i32 {
     options.launcher = placement.launcher;
     options.args = args.args;
     options.tag_output = args.tag_output;
+    options.oversubscribe = args.oversubscribe;
     options.timeout = args.timeout;
     options.bind = match args.bind_to {
         BindTo::Auto => ferry_launch::Bind::Auto,

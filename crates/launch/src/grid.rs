@@ -121,6 +121,11 @@ fn in_namespace<T: Send>(
     })
 }
 
+/// The folder of job `job`'s relay key (removed with the job, or by its watchdog).
+pub(crate) fn relay_key_dir(job: u64) -> PathBuf {
+    std::env::temp_dir().join(format!("ferry-relay-{}-{job:016x}", std::process::id()))
+}
+
 impl GridJob {
     /// Places `np` ranks, opens the bootstrap socket and starts the relays of job `job`.
     pub(crate) fn prepare(
@@ -176,8 +181,7 @@ impl GridJob {
         })?;
 
         // The relay key, readable by its owner only.
-        let jobs_dir =
-            std::env::temp_dir().join(format!("ferry-relay-{}-{job:016x}", std::process::id()));
+        let jobs_dir = relay_key_dir(job);
         std::fs::DirBuilder::new()
             .mode(0o700)
             .create(&jobs_dir)

@@ -10,6 +10,7 @@ use crate::hosts::{is_this_host, Launcher};
 use crate::output::{self, Sink};
 use crate::remote::{CommandForm, NodeEvent, NodeKv, NodePlan, Nodes, RemoteLaunch};
 use crate::server::{BootstrapEvent, BootstrapServer};
+use crate::signals::Signals;
 use crate::sys;
 use crate::{timeout_from_env, LaunchError, LaunchOptions, Outcome, RankFailure};
 use ferry_wire::node::{JobSpec, NodeMessage, RankExit, Session, Stream};
@@ -20,9 +21,9 @@ use std::net::SocketAddr;
 use std::os::unix::ffi::{OsStrExt, OsStringExt};
 use std::os::unix::process::{CommandExt, ExitStatusExt};
 use std::process::{Child, Command, ExitStatus, Stdio};
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
-use std::thread::{self, JoinHandle};
+use std::thread;
 use std::time::{Duration, Instant};
 
 /// The monitor's polling period for rank exits.
@@ -44,8 +45,11 @@ const OUTPUT_GRACE_TORN_DOWN: Duration = Duration::from_millis(500);
 /// How long a rank's failure waits for news of a failed host before it is reported (see
 /// `Job::host_failure_first`).
 const HOST_FAILURE_GRACE: Duration = Duration::from_millis(300);
-/// Signals that the launcher passes on to the job.
-const FORWARDED_SIGNALS: [libc::c_int; 3] = [libc::SIGINT, libc::SIGTERM, libc::SIGHUP];
+/// While starting ranks, the ones already ended are reaped after every this many.
+const REAP_EVERY: u32 = 32;
+/// How long a failure that is not a rank killed by a signal waits for one (see
+/// `Job::killed_rank_first`).
+const KILLED_RANK_GRACE: Duration = Duration::from_millis(250);
 
 /// Runs `opts.np` ranks of `opts.program` on this host and waits until the job ends.
 ///
@@ -64,6 +68,21 @@ pub fn run(opts: &LaunchOptions) -> Result<Outcome, LaunchError> {
     if opts.program.is_empty() {
         return Err(LaunchError::NoProgram);
     }
+    let oversubscribe =
+        crate::oversubscribe_allowed(opts.oversubscribe, |name| std::env::var(name).ok())?;
+    // Every rank here (a grid in the testbed is on this machine too): this host's limit now,
+    // before anything starts. A node daemon checks its own host's share.
+    let all_here = match &opts.grid {
+        Some(g) => !g.over_ssh,
+        None => remote_plan(opts)?.is_none(),
+    };
+    let cores = if all_here { crate::usable_cores() } else { 0 };
+    crate::check_rank_limit(
+        opts.np.into(),
+        &sys::hostname(),
+        cores,
+        oversubscribe || !all_here,
+    )?;
     let timeout = match opts.timeout {
         Some(timeout) => Some(timeout),
         None => timeout_from_env()?,
@@ -80,6 +99,13 @@ pub fn run(opts: &LaunchOptions) -> Result<Outcome, LaunchError> {
             break id;
         }
     };
+    // Declared before everything else of the job, so dropped after it.
+    let relay_key_dir = opts
+        .grid
+        .as_ref()
+        .filter(|g| !g.over_ssh)
+        .map(|_| crate::grid::relay_key_dir(job_id));
+    let watchdog = crate::watchdog::Watchdog::start(job_id, relay_key_dir.as_deref());
     let signals = Signals::install().map_err(LaunchError::Signals)?;
     // Dropped after `job` (declared first): relays outlive the ranks.
     let mut grid = match &opts.grid {
@@ -109,6 +135,10 @@ pub fn run(opts: &LaunchOptions) -> Result<Outcome, LaunchError> {
     let start = Instant::now();
     // From here on, dropping `job` kills whatever was started and removes its shared memory.
     let mut job = Job::new(job_id);
+    job.watchdog = watchdog
+        .as_ref()
+        .and_then(crate::watchdog::Watchdog::groups);
+    job.child_exited = signals.child_exited.clone();
     // Spawned processes run on this host; a grid job's ranks run in the testbed's hosts.
     job.ssh_relays = ssh_relays;
     if opts.grid.is_none() && remote.is_none() {
@@ -126,20 +156,18 @@ pub fn run(opts: &LaunchOptions) -> Result<Outcome, LaunchError> {
         crate::Bind::Auto if opts.grid.is_none() && opts.np as usize <= cpus.len() => cpus,
         crate::Bind::Auto => Vec::new(),
     };
-    match &remote {
-        Some(remote) => job.start_nodes(opts, remote, server.addr().port(), &key)?,
-        None => {
-            for rank in 0..opts.np {
-                job.spawn(opts, rank, server.addr(), &key, grid.as_ref())?;
-            }
+    let deadline = timeout.map(|after| (start + after, after));
+    let stopped = match &remote {
+        Some(remote) => {
+            job.start_nodes(opts, remote, server.addr().port(), &key)?;
+            None
         }
-    }
-    let outcome = job.monitor(
-        &server,
-        &signals,
-        timeout.map(|after| (start + after, after)),
-        grid.as_mut(),
-    );
+        None => job.start_ranks(opts, &server, &key, grid.as_ref(), &signals, deadline)?,
+    };
+    let outcome = match stopped {
+        Some(outcome) => job.end(outcome),
+        None => job.monitor(&server, &signals, deadline, grid.as_mut()),
+    };
     server.shutdown();
     job.finish(matches!(outcome, Outcome::Success));
     Ok(outcome)
@@ -234,47 +262,6 @@ fn remote_plan(opts: &LaunchOptions) -> Result<Option<RemoteLaunch>, LaunchError
     }))
 }
 
-/// The launcher's SIGINT / SIGTERM / SIGHUP, caught for the duration of a job.
-struct Signals {
-    caught: Arc<AtomicUsize>,
-    ids: Vec<signal_hook::SigId>,
-}
-
-impl Signals {
-    fn install() -> io::Result<Signals> {
-        let caught = Arc::new(AtomicUsize::new(0));
-        let mut signals = Signals {
-            caught,
-            ids: Vec::new(),
-        };
-        for signal in FORWARDED_SIGNALS {
-            let id = signal_hook::flag::register_usize(
-                signal,
-                Arc::clone(&signals.caught),
-                signal as usize,
-            )?;
-            signals.ids.push(id);
-        }
-        Ok(signals)
-    }
-
-    /// The last signal caught since the previous call, if any.
-    fn take(&self) -> Option<libc::c_int> {
-        match self.caught.swap(0, Ordering::SeqCst) {
-            0 => None,
-            signal => libc::c_int::try_from(signal).ok(),
-        }
-    }
-}
-
-impl Drop for Signals {
-    fn drop(&mut self) {
-        for id in self.ids.drain(..) {
-            signal_hook::low_level::unregister(id);
-        }
-    }
-}
-
 /// One rank's process and what the monitor knows about it.
 struct Rank {
     /// Our child, or `None` for a rank a node daemon runs (its status comes from there).
@@ -332,7 +319,12 @@ struct Job {
     ranks: Vec<Rank>,
     /// Ranks in the order their exits were seen.
     exit_order: Vec<u32>,
-    outputs: Vec<JoinHandle<()>>,
+    /// Forwards the ranks' output (started with the first rank).
+    output: Option<output::Forwarder>,
+    /// Tells the watchdog each rank's process group (see `crate::watchdog`).
+    watchdog: Option<std::fs::File>,
+    /// Set on SIGCHLD (see `Job::reap`); `None`: look at every rank every time.
+    child_exited: Option<Arc<AtomicBool>>,
     cleaned: bool,
     /// The core of rank i is cores[i mod len]; empty: ranks are not bound.
     cores: Vec<usize>,
@@ -360,7 +352,9 @@ impl Job {
             hosts: Vec::new(),
             ranks: Vec::new(),
             exit_order: Vec::new(),
-            outputs: Vec::new(),
+            output: None,
+            watchdog: None,
+            child_exited: None,
             cleaned: false,
             cores: Vec::new(),
             nodes: None,
@@ -412,6 +406,11 @@ impl Job {
                     opts.extra_env
                         .iter()
                         .map(|(k, v)| (k.as_bytes().to_vec(), v.as_bytes().to_vec())),
+                )
+                // The daemons check their hosts' share against their cores.
+                .chain(
+                    opts.oversubscribe
+                        .then(|| (crate::OVERSUBSCRIBE_ENV.as_bytes().to_vec(), b"1".to_vec())),
                 )
                 .collect(),
             cwd: std::env::current_dir()
@@ -569,6 +568,35 @@ impl Job {
         }
     }
 
+    /// Starts the ranks one after the other. Between them it reaps the ranks that have ended
+    /// and looks at the launcher's signals and the timeout, so that neither waits until the
+    /// last rank has started: `Some` is what stopped it (the caller ends the job with it).
+    fn start_ranks(
+        &mut self,
+        opts: &LaunchOptions,
+        server: &BootstrapServer,
+        key: &JobKey,
+        grid: Option<&GridJob>,
+        signals: &Signals,
+        deadline: Option<(Instant, Duration)>,
+    ) -> Result<Option<Outcome>, LaunchError> {
+        for rank in 0..opts.np {
+            if let Some(signal) = signals.take() {
+                return Ok(Some(Outcome::Interrupted { signal }));
+            }
+            if let Some((at, after)) = deadline {
+                if Instant::now() >= at {
+                    return Ok(Some(Outcome::TimedOut { after }));
+                }
+            }
+            if rank % REAP_EVERY == 0 {
+                self.reap();
+            }
+            self.spawn(opts, rank, server.addr(), key, grid)?;
+        }
+        Ok(None)
+    }
+
     fn spawn(
         &mut self,
         opts: &LaunchOptions,
@@ -630,19 +658,32 @@ impl Job {
         let stdout = child.stdout.take();
         let stderr = child.stderr.take();
         self.ranks.push(Rank::new(Some(child), pid));
+        if let Some(watchdog) = self.watchdog.as_mut() {
+            if io::Write::write_all(watchdog, format!("{pid}\n").as_bytes()).is_err() {
+                // It is gone: the job runs on without it.
+                self.watchdog = None;
+            }
+        }
         let spawn_error = |source| LaunchError::Spawn {
             rank,
             program: program.to_owned(),
             source,
         };
+        if self.output.is_none() {
+            self.output = Some(output::Forwarder::start().map_err(spawn_error)?);
+        }
+        let Some(forwarder) = self.output.as_ref() else {
+            return Ok(());
+        };
         if let Some(pipe) = stdout {
-            let handle =
-                output::forward(pipe, Sink::Stdout, prefix.clone()).map_err(spawn_error)?;
-            self.outputs.push(handle);
+            forwarder
+                .add(pipe, Sink::Stdout, prefix.clone())
+                .map_err(spawn_error)?;
         }
         if let Some(pipe) = stderr {
-            let handle = output::forward(pipe, Sink::Stderr, prefix).map_err(spawn_error)?;
-            self.outputs.push(handle);
+            forwarder
+                .add(pipe, Sink::Stderr, prefix)
+                .map_err(spawn_error)?;
         }
         Ok(())
     }
@@ -677,6 +718,7 @@ impl Job {
             };
             while let Some(event) = next {
                 if let Some(outcome) = self.handle_event(event, server) {
+                    let outcome = self.killed_rank_first(outcome);
                     let outcome = self.host_failure_first(outcome);
                     return self.end(outcome);
                 }
@@ -688,10 +730,12 @@ impl Job {
                 return self.end(outcome);
             }
             if let Some(outcome) = self.abort.take() {
+                let outcome = self.killed_rank_first(outcome);
                 let outcome = self.host_failure_first(outcome);
                 return self.end(outcome);
             }
             if let Some(outcome) = self.judge() {
+                let outcome = self.killed_rank_first(outcome);
                 let outcome = self.host_failure_first(outcome);
                 return self.end(outcome);
             }
@@ -864,6 +908,14 @@ impl Job {
     /// reported).
     fn reap(&mut self) {
         self.take_node_events();
+        // Without a SIGCHLD since the last look no child has ended: a job of thousands of
+        // running ranks costs no wait per rank per tick. (Cleared before the look, so that an
+        // exit during it is looked for next time.)
+        if let Some(exited) = self.child_exited.as_ref() {
+            if !exited.swap(false, Ordering::SeqCst) {
+                return;
+            }
+        }
         for (index, rank) in self.ranks.iter_mut().enumerate() {
             if rank.status.is_some() {
                 continue;
@@ -895,19 +947,7 @@ impl Job {
                 Verdict::Fine => rank.judged = true,
                 Verdict::Failed(failure) => {
                     rank.judged = true;
-                    let spawned = self
-                        .worlds
-                        .iter()
-                        .enumerate()
-                        .find(|(_, &(base, size))| (base..base + size).contains(&index))
-                        .map(|(w, &(base, _))| (w as u32 + 1, index - base));
-                    return Some(Outcome::RankFailed {
-                        rank: index,
-                        spawned,
-                        host: self.hosts.get(index as usize).unwrap_or(&self.host).clone(),
-                        pid: rank.pid,
-                        failure,
-                    });
+                    return Some(self.rank_failed(index, failure));
                 }
                 // A rank that ended earlier must be decided before a later one can be blamed.
                 Verdict::Pending if rank.status.is_some() => return None,
@@ -915,6 +955,58 @@ impl Job {
             }
         }
         None
+    }
+
+    /// How universe rank `index` failed, with its world, host and pid.
+    fn rank_failed(&self, index: u32, failure: RankFailure) -> Outcome {
+        let spawned = self
+            .worlds
+            .iter()
+            .enumerate()
+            .find(|(_, &(base, size))| (base..base + size).contains(&index))
+            .map(|(w, &(base, _))| (w as u32 + 1, index - base));
+        Outcome::RankFailed {
+            rank: index,
+            spawned,
+            host: self.hosts.get(index as usize).unwrap_or(&self.host).clone(),
+            pid: self.ranks.get(index as usize).map_or(0, |r| r.pid),
+            failure,
+        }
+    }
+
+    /// A rank killed by a signal is the cause of what its peers then report (a lost
+    /// connection, an abort, an error exit), and they can report it before its exit status
+    /// is there to collect: the kernel closes a dying process's sockets before it becomes a
+    /// zombie. So before blaming anything else, reap for a moment and name such a rank instead.
+    fn killed_rank_first(&mut self, outcome: Outcome) -> Outcome {
+        if self.ranks.len() < 2
+            || matches!(
+                outcome,
+                Outcome::RankFailed {
+                    failure: RankFailure::Signaled(_),
+                    ..
+                }
+            )
+        {
+            return outcome;
+        }
+        let until = Instant::now() + KILLED_RANK_GRACE;
+        loop {
+            self.reap();
+            let killed = self.exit_order.iter().find_map(|&index| {
+                let rank = &self.ranks[index as usize];
+                let signal = rank.status.and_then(|s| s.signal())?;
+                (!rank.judged).then_some((index, signal))
+            });
+            if let Some((index, signal)) = killed {
+                self.ranks[index as usize].judged = true;
+                return self.rank_failed(index, RankFailure::Signaled(signal));
+            }
+            if Instant::now() >= until {
+                return outcome;
+            }
+            thread::sleep(Duration::from_millis(5));
+        }
     }
 
     /// Reports `outcome`, stops every rank and returns `outcome`.
@@ -993,15 +1085,11 @@ impl Job {
         if let Some(mut nodes) = self.nodes.take() {
             nodes.finish(Duration::from_millis(500));
         }
-        while self.outputs.iter().any(|h| !h.is_finished()) && Instant::now() < until {
+        while self.output.as_ref().is_some_and(|o| o.open() > 0) && Instant::now() < until {
             thread::sleep(Duration::from_millis(2));
         }
-        for handle in self.outputs.drain(..) {
-            if handle.is_finished() {
-                let _ = handle.join();
-            }
-            // Otherwise something the rank started still holds its pipe: leave that thread be.
-        }
+        // Whatever is still open is held by something a rank started: stop forwarding it.
+        self.output = None;
         self.remove_shared_memory();
     }
 
@@ -1049,9 +1137,14 @@ fn verdict(rank: &Rank, now: Instant) -> Verdict {
     }
 }
 
+/// `/dev/shm/ferry-<job>`: the job's segments are this, a dash and a rank.
+pub(crate) fn shm_prefix(job: u64) -> String {
+    format!("/dev/shm/ferry-{job}")
+}
+
 /// Removes `/dev/shm/ferry-<job>-*`: the ranks create their segments there, the launcher removes
 /// them.
-fn remove_shared_memory(job: u64) {
+pub(crate) fn remove_shared_memory(job: u64) {
     let prefix = format!("ferry-{job}-");
     let Ok(dir) = std::fs::read_dir("/dev/shm") else {
         return;

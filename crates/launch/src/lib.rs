@@ -77,7 +77,9 @@ pub mod node;
 mod output;
 mod remote;
 mod server;
+mod signals;
 mod sys;
+mod watchdog;
 
 pub use grid::GridLaunch;
 pub use hosts::{HostRanks, Launcher, Mapping, SSH_DEFAULT, SSH_ENV};
@@ -89,6 +91,21 @@ pub const TIMEOUT_ENV: &str = "MPIEXEC_TIMEOUT";
 
 /// Exit status of a job that ran out of time.
 pub const TIMEOUT_EXIT_CODE: i32 = 124;
+
+/// The environment variable that lifts the per-core rank limit when set to `1` (`yes`,
+/// `true`, `on`); `0` (`no`, `false`, `off`) or unset keeps it. Same as `--oversubscribe`.
+pub const OVERSUBSCRIBE_ENV: &str = "FERRY_OVERSUBSCRIBE";
+
+/// Most ranks a host runs per core it may use, unless [`LaunchOptions::oversubscribe`] (or
+/// [`OVERSUBSCRIBE_ENV`]) lifts the limit. Open MPI refuses more ranks than slots (one per
+/// core by default) without `--oversubscribe`; MPICH's hydra has no limit and will try to start
+/// a hundred million processes. 64 per core leaves room for the oversubscribed tests people run
+/// on small machines (MPICH's suite goes up to 72 ranks) and stops a typo at once.
+pub const RANKS_PER_CORE: u32 = 64;
+
+/// Most ranks of one job, even with the per-core limit lifted: as many as a job may grow to by
+/// spawning, and far more than one machine's process table holds comfortably.
+pub const MAX_RANKS: u32 = 1 << 16;
 
 /// What to launch and how.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -118,6 +135,9 @@ pub struct LaunchOptions {
     /// [`Launcher::Ssh`] the command is [`SSH_ENV`] (`FERRY_SSH`, default `ssh`), split on white
     /// space, e.g. `ssh -p 2222 -o BatchMode=yes` ([`Launcher::remote_shell`]).
     pub launcher: Launcher,
+    /// Lift the limit of [`RANKS_PER_CORE`] ranks per core of a host (`--oversubscribe`);
+    /// `false` falls back to [`OVERSUBSCRIBE_ENV`]. [`MAX_RANKS`] holds regardless.
+    pub oversubscribe: bool,
 }
 
 /// Core binding of the ranks (`ferry run --bind-to`).
@@ -151,6 +171,7 @@ impl LaunchOptions {
             bind: Bind::None,
             hosts: None,
             launcher: Launcher::Local,
+            oversubscribe: false,
         }
     }
 }
@@ -161,6 +182,30 @@ pub enum LaunchError {
     /// `np` was 0.
     #[error("the job needs at least one rank")]
     NoRanks,
+    /// More ranks than [`MAX_RANKS`].
+    #[error("{np} ranks: a job has at most {MAX_RANKS}")]
+    TooManyRanks {
+        /// The ranks asked for.
+        np: u64,
+    },
+    /// More ranks on a host than [`RANKS_PER_CORE`] per core, without the limit lifted.
+    #[error(
+        "{np} ranks on host {host}, which has {cores} core(s): at most {limit} \
+         ({RANKS_PER_CORE} per core) unless --oversubscribe or {OVERSUBSCRIBE_ENV}=1 lifts the limit"
+    )]
+    Oversubscribed {
+        /// Ranks placed on the host.
+        np: u32,
+        /// The host.
+        host: String,
+        /// Cores this launcher (or the host's node daemon) may use there.
+        cores: u32,
+        /// `cores` × [`RANKS_PER_CORE`].
+        limit: u32,
+    },
+    /// [`OVERSUBSCRIBE_ENV`] is set to something that is neither yes nor no.
+    #[error("{OVERSUBSCRIBE_ENV}={0:?} is not 1 or 0 (yes/no, true/false, on/off)")]
+    BadOversubscribeEnv(String),
     /// The program name is empty.
     #[error("no program to run")]
     NoProgram,
@@ -361,6 +406,54 @@ pub fn this_host() -> String {
     sys::hostname()
 }
 
+/// Whether the per-core rank limit is lifted: `flag` (`--oversubscribe`), else
+/// [`OVERSUBSCRIBE_ENV`] as `lookup` reads it.
+pub fn oversubscribe_allowed(
+    flag: bool,
+    lookup: impl Fn(&str) -> Option<String>,
+) -> Result<bool, LaunchError> {
+    if flag {
+        return Ok(true);
+    }
+    let Some(value) = lookup(OVERSUBSCRIBE_ENV) else {
+        return Ok(false);
+    };
+    match value.trim().to_ascii_lowercase().as_str() {
+        "" | "0" | "no" | "false" | "off" => Ok(false),
+        "1" | "yes" | "true" | "on" => Ok(true),
+        _ => Err(LaunchError::BadOversubscribeEnv(value)),
+    }
+}
+
+/// Checks `np` ranks on `host` against [`RANKS_PER_CORE`] × `cores` (unless `oversubscribe`)
+/// and [`MAX_RANKS`].
+pub fn check_rank_limit(
+    np: u64,
+    host: &str,
+    cores: usize,
+    oversubscribe: bool,
+) -> Result<(), LaunchError> {
+    if np > u64::from(MAX_RANKS) {
+        return Err(LaunchError::TooManyRanks { np });
+    }
+    let cores = u32::try_from(cores.max(1)).unwrap_or(u32::MAX);
+    let limit = cores.saturating_mul(RANKS_PER_CORE);
+    if !oversubscribe && np > u64::from(limit) {
+        return Err(LaunchError::Oversubscribed {
+            np: np as u32,
+            host: host.to_string(),
+            cores,
+            limit,
+        });
+    }
+    Ok(())
+}
+
+/// The number of cores this process may run on (its CPU affinity), at least 1.
+pub fn usable_cores() -> usize {
+    sys::allowed_cpus().len().max(1)
+}
+
 /// The job timeout from [`TIMEOUT_ENV`]: `None` when unset, empty or 0.
 pub fn timeout_from_env() -> Result<Option<Duration>, LaunchError> {
     let Some(value) = std::env::var_os(TIMEOUT_ENV) else {
@@ -375,4 +468,43 @@ pub fn timeout_from_env() -> Result<Option<Duration>, LaunchError> {
         .parse()
         .map_err(|_| LaunchError::BadTimeoutEnv(text.to_string()))?;
     Ok((secs > 0).then(|| Duration::from_secs(secs)))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn rank_limit_per_core_and_per_job() {
+        assert!(check_rank_limit(128, "h", 2, false).is_ok());
+        let err = check_rank_limit(129, "h", 2, false)
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("129 ranks on host h"), "{err}");
+        assert!(err.contains("--oversubscribe"), "{err}");
+        assert!(err.contains("FERRY_OVERSUBSCRIBE=1"), "{err}");
+        assert!(check_rank_limit(129, "h", 2, true).is_ok());
+        // No cores known: one.
+        assert!(check_rank_limit(64, "h", 0, false).is_ok());
+        assert!(check_rank_limit(65, "h", 0, false).is_err());
+        let err = check_rank_limit(100_000_000, "h", 2, true).unwrap_err();
+        assert!(matches!(err, LaunchError::TooManyRanks { np: 100_000_000 }));
+        assert!(check_rank_limit(u64::from(MAX_RANKS), "h", 4096, false).is_ok());
+    }
+
+    #[test]
+    fn oversubscribe_from_flag_or_environment() {
+        let env = |v: &'static str| move |_: &str| Some(v.to_string());
+        assert!(oversubscribe_allowed(true, |_| None).unwrap());
+        assert!(!oversubscribe_allowed(false, |_| None).unwrap());
+        assert!(oversubscribe_allowed(false, env("1")).unwrap());
+        assert!(oversubscribe_allowed(false, env(" Yes ")).unwrap());
+        assert!(!oversubscribe_allowed(false, env("0")).unwrap());
+        assert!(!oversubscribe_allowed(false, env("")).unwrap());
+        let err = oversubscribe_allowed(false, env("maybe")).unwrap_err();
+        assert!(
+            err.to_string().contains("FERRY_OVERSUBSCRIBE=\"maybe\""),
+            "{err}"
+        );
+    }
 }

@@ -1,23 +1,30 @@
 //! The bootstrap server: the launcher's side of the line protocol in [`ferry_wire::pmi`].
 //!
-//! One thread accepts connections on 127.0.0.1; each connection gets its own thread, which sends
-//! a challenge, checks the `hello` (version, rank in range and not yet connected, MAC over the
-//! nonce with the job key) and then serves `put` / `get` / `fence` / `abort` / `finalize` for that
-//! rank. Shared state (the key-value space, fence generation, each rank's session) sits behind one
-//! mutex; fences wait on a condition variable. What the job monitor needs to know arrives as
-//! [`BootstrapEvent`]s.
+//! One thread serves every connection with one `mio` event loop (epoll): it accepts on
+//! 127.0.0.1 (or the listener it is given), sends each connection a challenge, checks the
+//! `hello` (version, rank in range and not yet connected, MAC over the nonce with the job key)
+//! and then serves `put` / `get` / `fence` / `spawn` / `abort` / `finalize` for that rank. A
+//! job of thousands of ranks costs one thread and one descriptor per rank, not a thread each.
+//! A fence is a count per world and the list of ranks in it, answered together when the last
+//! one enters; a spawn waits for the monitor's [`BootstrapServer::answer_spawn`]. What the job
+//! monitor needs to know arrives as [`BootstrapEvent`]s.
 //!
 //! A peer that fails the handshake (wrong MAC, garbage, a line over [`MAX_LINE`], silence past the
 //! handshake timeout, a rank already taken) gets one log line on stderr and its connection closed;
 //! it never reaches the job's state.
+//!
+//! `mio` because the workspace's event loops already use it (the runtime's progress engine, the
+//! relay).
 
 use ferry_wire::pmi::{self, Reply, Request, MAX_LINE};
 use ferry_wire::JobKey;
+use mio::net::{TcpListener as MioListener, TcpStream as MioStream};
+use mio::{Events, Interest, Poll, Token, Waker};
 use std::collections::HashMap;
 use std::io::{self, Read, Write};
 use std::net::{Ipv4Addr, Shutdown, SocketAddr, TcpListener, TcpStream};
 use std::sync::mpsc::{self, Receiver, Sender};
-use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::thread::{self, JoinHandle};
 use std::time::{Duration, Instant};
 
@@ -25,11 +32,16 @@ use std::time::{Duration, Instant};
 pub const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// Connections still in their handshake beyond this many are refused at once, so that a flood of
-/// strangers cannot exhaust threads.
+/// strangers cannot exhaust descriptors and memory.
 const MAX_PENDING: usize = 256;
 
-/// Stack size of the per-connection threads (they hold one small line buffer).
-const THREAD_STACK: usize = 256 * 1024;
+/// Most processes a job may grow to by spawning.
+const MAX_UNIVERSE: usize = 1 << 16;
+
+/// The token of the listening socket; connections are numbered from 0.
+const LISTENER: Token = Token(usize::MAX);
+/// The token of the waker (shutdown, spawn answers).
+const WAKER: Token = Token(usize::MAX - 1);
 
 /// Where a rank stands with the bootstrap server.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -98,42 +110,30 @@ pub enum BootstrapEvent {
 struct WorldFence {
     base: u32,
     size: u32,
-    waiting: u32,
-    generation: u64,
+    /// Ranks in the current fence, also those whose connection has closed since (their loss
+    /// ends the job; the others are not held up by it).
+    entered: u32,
+    /// The open connections of the ranks in the current fence.
+    waiting: Vec<usize>,
 }
 
+/// What the monitor's thread and the server's share.
 struct State {
-    kv: HashMap<String, String>,
     /// By universe rank: the launcher's ranks, then each spawned world's.
     sessions: Vec<RankSession>,
-    worlds: Vec<WorldFence>,
     /// Answers of the monitor to spawn requests, by the new world's base.
     spawned: HashMap<u32, Result<(), String>>,
-    pending: usize,
-    next_conn: u64,
-    /// Clones of every open connection, so that shutdown can unblock their threads.
-    streams: HashMap<u64, TcpStream>,
     shutdown: bool,
 }
 
 struct Shared {
-    key: JobKey,
-    handshake_timeout: Duration,
     state: Mutex<State>,
-    fence_done: Condvar,
-    spawn_done: Condvar,
-    events: Sender<BootstrapEvent>,
 }
 
 impl Shared {
     fn lock(&self) -> MutexGuard<'_, State> {
-        // A panic in another connection thread must not take the whole job down with it.
+        // A panic elsewhere must not take the whole job down with it.
         self.state.lock().unwrap_or_else(PoisonError::into_inner)
-    }
-
-    fn send(&self, event: BootstrapEvent) {
-        // The receiver lives as long as the server; a send after that has nobody to tell.
-        let _ = self.events.send(event);
     }
 }
 
@@ -145,9 +145,8 @@ pub struct BootstrapServer {
     addr: SocketAddr,
     shared: Arc<Shared>,
     events: Receiver<BootstrapEvent>,
-    accept: Option<JoinHandle<()>>,
-    /// The listening socket (a second descriptor), shut down to wake the accept thread.
-    listener: Option<TcpListener>,
+    waker: Arc<Waker>,
+    thread: Option<JoinHandle<()>>,
 }
 
 impl BootstrapServer {
@@ -176,41 +175,50 @@ impl BootstrapServer {
         handshake_timeout: Duration,
     ) -> io::Result<BootstrapServer> {
         let addr = listener.local_addr()?;
-        let waker = listener.try_clone().ok();
+        listener.set_nonblocking(true)?;
+        let mut listener = MioListener::from_std(listener);
+        let poll = Poll::new()?;
+        poll.registry()
+            .register(&mut listener, LISTENER, Interest::READABLE)?;
+        let waker = Arc::new(Waker::new(poll.registry(), WAKER)?);
         let (tx, events) = mpsc::channel();
         let shared = Arc::new(Shared {
-            key,
-            handshake_timeout,
             state: Mutex::new(State {
-                kv: HashMap::new(),
                 sessions: vec![RankSession::NotConnected; size as usize],
-                worlds: vec![WorldFence {
-                    base: 0,
-                    size,
-                    waiting: 0,
-                    generation: 0,
-                }],
                 spawned: HashMap::new(),
-                pending: 0,
-                next_conn: 0,
-                streams: HashMap::new(),
                 shutdown: false,
             }),
-            fence_done: Condvar::new(),
-            spawn_done: Condvar::new(),
-            events: tx,
         });
-        let accept_shared = Arc::clone(&shared);
-        let accept = thread::Builder::new()
-            .name("ferry-pmi-accept".into())
-            .stack_size(THREAD_STACK)
-            .spawn(move || accept_loop(&accept_shared, listener))?;
+        let mut server = Server {
+            poll,
+            listener,
+            key,
+            handshake_timeout,
+            shared: Arc::clone(&shared),
+            events: tx,
+            conns: Vec::new(),
+            free: Vec::new(),
+            pending: 0,
+            kv: HashMap::new(),
+            worlds: vec![WorldFence {
+                base: 0,
+                size,
+                entered: 0,
+                waiting: Vec::new(),
+            }],
+            spawning: Vec::new(),
+            accept_again: None,
+        };
+        let thread = thread::Builder::new()
+            .name("ferry-pmi".into())
+            .stack_size(512 * 1024)
+            .spawn(move || server.run())?;
         Ok(BootstrapServer {
             addr,
             shared,
             events,
-            accept: Some(accept),
-            listener: waker,
+            waker,
+            thread: Some(thread),
         })
     }
 
@@ -237,31 +245,15 @@ impl BootstrapServer {
     /// Tells the rank waiting in the spawn of the world at `base` how it went.
     pub fn answer_spawn(&self, base: u32, result: Result<(), String>) {
         self.shared.lock().spawned.insert(base, result);
-        self.shared.spawn_done.notify_all();
+        let _ = self.waker.wake();
     }
 
     /// Stops accepting, closes every connection and releases ranks waiting in a fence.
     pub fn shutdown(&mut self) {
-        let streams: Vec<TcpStream> = {
-            let mut state = self.shared.lock();
-            state.shutdown = true;
-            state.streams.drain().map(|(_, s)| s).collect()
-        };
-        self.shared.fence_done.notify_all();
-        self.shared.spawn_done.notify_all();
-        for stream in streams {
-            let _ = stream.shutdown(Shutdown::Both);
-        }
-        if let Some(accept) = self.accept.take() {
-            // Wake the accept thread, which is blocked in accept(2): shutting the listener down
-            // works also where we cannot connect to it (another network namespace).
-            match &self.listener {
-                Some(listener) => crate::sys::shutdown_listener(listener),
-                None => {
-                    let _ = TcpStream::connect_timeout(&self.addr, Duration::from_secs(1));
-                }
-            }
-            let _ = accept.join();
+        self.shared.lock().shutdown = true;
+        let _ = self.waker.wake();
+        if let Some(thread) = self.thread.take() {
+            let _ = thread.join();
         }
     }
 }
@@ -276,57 +268,544 @@ fn refuse(peer: SocketAddr, reason: &str) {
     eprintln!("ferry run: refused bootstrap connection from {peer}: {reason}");
 }
 
-fn accept_loop(shared: &Arc<Shared>, listener: TcpListener) {
-    for conn in listener.incoming() {
-        let stream = match conn {
-            Ok(stream) => stream,
-            Err(_) => {
-                if shared.lock().shutdown {
+/// Where a connection stands.
+enum Phase {
+    /// Challenge sent, `hello` due by `deadline`.
+    Handshake { nonce: [u8; 32], deadline: Instant },
+    /// An authenticated rank.
+    Session { rank: u32, finalized: bool },
+}
+
+/// What a connection waits for before its next request is read.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Blocked {
+    No,
+    /// In a fence of this world.
+    Fence,
+    /// In the spawn of the world at this base.
+    Spawn(u32),
+}
+
+struct Conn {
+    stream: MioStream,
+    peer: SocketAddr,
+    phase: Phase,
+    /// Bytes read, not yet a whole line.
+    input: Vec<u8>,
+    /// Replies not yet written.
+    output: Vec<u8>,
+    blocked: Blocked,
+    /// End of stream or an error: the connection goes once its requests are served.
+    eof: bool,
+}
+
+/// The event loop's own state (on its thread).
+struct Server {
+    poll: Poll,
+    listener: MioListener,
+    key: JobKey,
+    handshake_timeout: Duration,
+    shared: Arc<Shared>,
+    events: Sender<BootstrapEvent>,
+    conns: Vec<Option<Conn>>,
+    free: Vec<usize>,
+    /// Connections in their handshake.
+    pending: usize,
+    kv: HashMap<String, String>,
+    worlds: Vec<WorldFence>,
+    /// Connections waiting in a spawn.
+    spawning: Vec<usize>,
+    /// Accepting failed (out of descriptors): try again then.
+    accept_again: Option<Instant>,
+}
+
+/// What serving a line decided about its connection.
+enum Next {
+    Continue,
+    Close,
+}
+
+impl Server {
+    fn send(&self, event: BootstrapEvent) {
+        // The receiver lives as long as the server; a send after that has nobody to tell.
+        let _ = self.events.send(event);
+    }
+
+    fn run(&mut self) {
+        let mut events = Events::with_capacity(256);
+        loop {
+            let timeout = self
+                .next_deadline()
+                .map(|at| at.saturating_duration_since(Instant::now()) + Duration::from_millis(1));
+            if let Err(e) = self.poll.poll(&mut events, timeout) {
+                if e.kind() != io::ErrorKind::Interrupted {
+                    eprintln!("ferry run: the bootstrap server failed: {e}");
                     return;
                 }
-                // Out of descriptors or a connection reset before accept: try again shortly
-                // rather than spinning.
-                thread::sleep(Duration::from_millis(10));
-                continue;
             }
-        };
-        let peer = stream
-            .peer_addr()
-            .unwrap_or_else(|_| SocketAddr::from((Ipv4Addr::UNSPECIFIED, 0)));
-        let id = {
-            let mut state = shared.lock();
-            if state.shutdown {
+            if self.shared.lock().shutdown {
                 return;
             }
-            if state.pending >= MAX_PENDING {
-                drop(state);
+            for event in events.iter() {
+                match event.token() {
+                    LISTENER => self.accept(),
+                    WAKER => self.answer_spawns(),
+                    Token(index) => self.drive(index),
+                }
+            }
+            if self.accept_again.is_some_and(|at| Instant::now() >= at) {
+                self.accept_again = None;
+                self.accept();
+            }
+            self.expire_handshakes();
+        }
+    }
+
+    /// The earliest handshake deadline or accept retry.
+    fn next_deadline(&self) -> Option<Instant> {
+        let handshakes = (self.pending > 0)
+            .then(|| {
+                self.conns
+                    .iter()
+                    .flatten()
+                    .filter_map(|c| match c.phase {
+                        Phase::Handshake { deadline, .. } => Some(deadline),
+                        Phase::Session { .. } => None,
+                    })
+                    .min()
+            })
+            .flatten();
+        match (handshakes, self.accept_again) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        }
+    }
+
+    fn accept(&mut self) {
+        loop {
+            let (mut stream, peer) = match self.listener.accept() {
+                Ok(accepted) => accepted,
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => return,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                Err(e) if e.kind() == io::ErrorKind::ConnectionAborted => continue,
+                Err(_) => {
+                    // Out of descriptors: try again shortly rather than spinning.
+                    self.accept_again = Some(Instant::now() + Duration::from_millis(10));
+                    return;
+                }
+            };
+            if self.pending >= MAX_PENDING {
                 refuse(peer, "too many connections in their handshake");
                 continue;
             }
-            state.pending += 1;
-            state.next_conn += 1;
-            let id = state.next_conn;
-            if let Ok(clone) = stream.try_clone() {
-                state.streams.insert(id, clone);
+            let mut nonce = [0u8; 32];
+            if let Err(e) = crate::sys::random(&mut nonce) {
+                refuse(peer, &format!("no randomness for a nonce: {e}"));
+                continue;
             }
-            id
-        };
-        let conn_shared = Arc::clone(shared);
-        let spawned = thread::Builder::new()
-            .name("ferry-pmi-conn".into())
-            .stack_size(THREAD_STACK)
-            .spawn(move || {
-                serve(&conn_shared, stream, peer);
-                conn_shared.lock().streams.remove(&id);
-            });
-        if spawned.is_err() {
-            let mut state = shared.lock();
-            state.pending -= 1;
-            state.streams.remove(&id);
-            drop(state);
-            refuse(peer, "cannot start a thread for it");
+            let _ = stream.set_nodelay(true);
+            let index = self.free.pop().unwrap_or(self.conns.len());
+            let registered = self.poll.registry().register(
+                &mut stream,
+                Token(index),
+                Interest::READABLE | Interest::WRITABLE,
+            );
+            if registered.is_err() {
+                self.free.push(index);
+                refuse(peer, "cannot watch the connection");
+                continue;
+            }
+            let mut conn = Conn {
+                stream,
+                peer,
+                phase: Phase::Handshake {
+                    nonce,
+                    deadline: Instant::now() + self.handshake_timeout,
+                },
+                input: Vec::new(),
+                output: Vec::new(),
+                blocked: Blocked::No,
+                eof: false,
+            };
+            conn.output
+                .extend_from_slice(Reply::Challenge { nonce }.encode().as_bytes());
+            self.pending += 1;
+            match self.conns.get_mut(index) {
+                Some(slot) => *slot = Some(conn),
+                None => self.conns.push(Some(conn)),
+            }
+            self.drive(index);
         }
     }
+
+    /// Refuses connections whose `hello` is overdue.
+    fn expire_handshakes(&mut self) {
+        if self.pending == 0 {
+            return;
+        }
+        let now = Instant::now();
+        let overdue: Vec<usize> = self
+            .conns
+            .iter()
+            .enumerate()
+            .filter_map(|(i, c)| match c.as_ref()?.phase {
+                Phase::Handshake { deadline, .. } if now >= deadline => Some(i),
+                _ => None,
+            })
+            .collect();
+        let reason = format!("no hello within {} s", self.handshake_timeout.as_secs_f64());
+        for index in overdue {
+            self.refuse_conn(index, &reason);
+        }
+    }
+
+    /// Logs why connection `index` is refused, tells it, and closes it.
+    fn refuse_conn(&mut self, index: usize, reason: &str) {
+        if let Some(conn) = self.conns.get_mut(index).and_then(Option::as_mut) {
+            refuse(conn.peer, reason);
+            // One try: a peer that does not read gets nothing more.
+            let reply = Reply::Error(format!("refused: {reason}")).encode();
+            conn.output.extend_from_slice(reply.as_bytes());
+            let _ = write_out(conn);
+        }
+        self.close(index);
+    }
+
+    /// Drops connection `index`, telling the monitor when it was a rank's.
+    fn close(&mut self, index: usize) {
+        let Some(mut conn) = self.conns.get_mut(index).and_then(Option::take) else {
+            return;
+        };
+        let _ = self.poll.registry().deregister(&mut conn.stream);
+        let _ = conn.stream.shutdown(Shutdown::Both);
+        // Its number goes to the next connection: nothing may still answer it.
+        for world in &mut self.worlds {
+            world.waiting.retain(|&i| i != index);
+        }
+        self.spawning.retain(|&i| i != index);
+        self.free.push(index);
+        match conn.phase {
+            Phase::Handshake { .. } => self.pending -= 1,
+            Phase::Session { rank, finalized } => {
+                if let Some(slot) = self.shared.lock().sessions.get_mut(rank as usize) {
+                    *slot = RankSession::Closed { finalized };
+                }
+                self.send(BootstrapEvent::Closed { rank, finalized });
+            }
+        }
+    }
+
+    /// Writes what is due, reads what came, serves whole lines while the connection is not
+    /// waiting for a fence or a spawn; closes it when it has ended.
+    fn drive(&mut self, index: usize) {
+        let mut chunk = [0u8; 4096];
+        loop {
+            let Some(conn) = self.conns.get_mut(index).and_then(Option::as_mut) else {
+                return;
+            };
+            if write_out(conn).is_err() {
+                conn.eof = true;
+                conn.input.clear();
+            }
+            if conn.blocked != Blocked::No {
+                return;
+            }
+            if let Some(pos) = conn.input.iter().position(|&b| b == b'\n') {
+                if pos > MAX_LINE {
+                    return self.line_too_long(index);
+                }
+                let mut line: Vec<u8> = conn.input.drain(..=pos).collect();
+                line.pop();
+                match self.serve_line(index, &line) {
+                    Next::Continue => continue,
+                    Next::Close => return self.close(index),
+                }
+            }
+            if conn.input.len() > MAX_LINE {
+                return self.line_too_long(index);
+            }
+            if conn.eof {
+                if matches!(conn.phase, Phase::Handshake { .. }) {
+                    return self.refuse_conn(index, "closed before hello");
+                }
+                return self.close(index);
+            }
+            match conn.stream.read(&mut chunk) {
+                // A partial last line is dropped: it was never a complete request.
+                Ok(0) => conn.eof = true,
+                Ok(n) => conn.input.extend_from_slice(&chunk[..n]),
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => return,
+                Err(_) => {
+                    conn.eof = true;
+                    conn.input.clear();
+                }
+            }
+        }
+    }
+
+    fn line_too_long(&mut self, index: usize) {
+        let Some(conn) = self.conns.get(index).and_then(Option::as_ref) else {
+            return;
+        };
+        match conn.phase {
+            Phase::Handshake { .. } => {
+                self.refuse_conn(index, &format!("line longer than {MAX_LINE} bytes"))
+            }
+            Phase::Session { rank, .. } => {
+                eprintln!(
+                    "ferry run: rank {rank} sent a bootstrap line longer than {MAX_LINE} bytes; \
+                     closing its connection"
+                );
+                self.close(index);
+            }
+        }
+    }
+
+    /// Serves one request line of connection `index`.
+    fn serve_line(&mut self, index: usize, line: &[u8]) -> Next {
+        let Some(conn) = self.conns.get_mut(index).and_then(Option::as_mut) else {
+            return Next::Close;
+        };
+        let rank = match conn.phase {
+            Phase::Handshake { nonce, .. } => return self.hello(index, nonce, line),
+            Phase::Session { rank, .. } => rank,
+        };
+        let request = std::str::from_utf8(line)
+            .map_err(|_| "request is not UTF-8 text".to_string())
+            .and_then(|text| Request::parse(text).map_err(|e| e.to_string()));
+        let reply = match request {
+            Err(message) => Reply::Error(message),
+            Ok(Request::Hello { .. }) => Reply::Error("already authenticated".into()),
+            Ok(Request::Put { key, value }) => {
+                self.kv.insert(key, value);
+                Reply::Ok
+            }
+            Ok(Request::Get { key }) => match self.kv.get(&key) {
+                Some(value) => Reply::Value(value.clone()),
+                None => Reply::NotFound,
+            },
+            Ok(Request::Spawn { parent, apps }) => match self.spawn(index, rank, parent, apps) {
+                Some(reply) => reply,
+                None => return Next::Continue,
+            },
+            Ok(Request::Fence) => {
+                self.fence(index, rank);
+                return Next::Continue;
+            }
+            Ok(Request::Abort { code, message }) => {
+                self.send(BootstrapEvent::Abort {
+                    rank,
+                    code,
+                    message,
+                });
+                // No reply: the launcher ends the job.
+                return Next::Continue;
+            }
+            Ok(Request::Finalize) => {
+                if let Some(conn) = self.conns.get_mut(index).and_then(Option::as_mut) {
+                    conn.phase = Phase::Session {
+                        rank,
+                        finalized: true,
+                    };
+                }
+                // Recorded before the reply, so the rank's exit can never be seen first.
+                self.shared.lock().sessions[rank as usize] = RankSession::Open { finalized: true };
+                self.send(BootstrapEvent::Finalized { rank });
+                Reply::Ok
+            }
+        };
+        self.reply(index, &reply);
+        Next::Continue
+    }
+
+    /// Queues `reply` on connection `index` (written by the next `drive`).
+    fn reply(&mut self, index: usize, reply: &Reply) {
+        if let Some(conn) = self.conns.get_mut(index).and_then(Option::as_mut) {
+            conn.output.extend_from_slice(reply.encode().as_bytes());
+        }
+    }
+
+    /// The `hello` of connection `index`: admits the rank or refuses the connection.
+    fn hello(&mut self, index: usize, nonce: [u8; 32], line: &[u8]) -> Next {
+        let shared = Arc::clone(&self.shared);
+        let checked = check_hello(&self.key, &nonce, line).and_then(|rank| {
+            let mut state = shared.lock();
+            let ranks = state.sessions.len();
+            let slot = state
+                .sessions
+                .get_mut(rank as usize)
+                .ok_or_else(|| format!("rank {rank} out of range (job of {ranks} ranks)"))?;
+            if *slot != RankSession::NotConnected {
+                return Err(format!("rank {rank} has already connected"));
+            }
+            *slot = RankSession::Open { finalized: false };
+            Ok(rank)
+        });
+        match checked {
+            Ok(rank) => {
+                if let Some(conn) = self.conns.get_mut(index).and_then(Option::as_mut) {
+                    conn.phase = Phase::Session {
+                        rank,
+                        finalized: false,
+                    };
+                }
+                self.pending -= 1;
+                self.send(BootstrapEvent::Connected { rank });
+                self.reply(index, &Reply::Ok);
+                Next::Continue
+            }
+            Err(reason) => {
+                self.refuse_conn(index, &reason);
+                // Already closed.
+                Next::Continue
+            }
+        }
+    }
+
+    /// Connection `index` (rank `rank`) enters its world's fence; the last one in releases
+    /// them all.
+    fn fence(&mut self, index: usize, rank: u32) {
+        let Some(w) = self
+            .worlds
+            .iter()
+            .position(|w| (w.base..w.base + w.size).contains(&rank))
+        else {
+            self.reply(index, &Reply::Error(format!("rank {rank} is in no world")));
+            return;
+        };
+        if let Some(conn) = self.conns.get_mut(index).and_then(Option::as_mut) {
+            conn.blocked = Blocked::Fence;
+        }
+        self.worlds[w].waiting.push(index);
+        self.worlds[w].entered += 1;
+        if self.worlds[w].entered < self.worlds[w].size {
+            return;
+        }
+        self.worlds[w].entered = 0;
+        let waiting = std::mem::take(&mut self.worlds[w].waiting);
+        for other in waiting {
+            if let Some(conn) = self.conns.get_mut(other).and_then(Option::as_mut) {
+                conn.blocked = Blocked::No;
+                conn.output.extend_from_slice(Reply::Ok.encode().as_bytes());
+            }
+            if other != index {
+                self.drive(other);
+            }
+        }
+    }
+
+    /// Reserves the universe ranks of a new world and has the monitor start it; the reply
+    /// waits for its answer (`None`), unless the request is refused at once.
+    fn spawn(
+        &mut self,
+        index: usize,
+        rank: u32,
+        parent: String,
+        apps: Vec<pmi::App>,
+    ) -> Option<Reply> {
+        let total: u64 = apps.iter().map(|a| u64::from(a.procs)).sum();
+        let mut state = self.shared.lock();
+        let base = state.sessions.len();
+        if total == 0 || base as u64 + total > MAX_UNIVERSE as u64 {
+            return Some(Reply::Error(format!(
+                "cannot spawn {total} processes (the job has {base}, at most {MAX_UNIVERSE})"
+            )));
+        }
+        let (base, size) = (base as u32, total as u32);
+        let world = self.worlds.len() as u32;
+        state
+            .sessions
+            .extend((0..size).map(|_| RankSession::NotConnected));
+        drop(state);
+        self.worlds.push(WorldFence {
+            base,
+            size,
+            entered: 0,
+            waiting: Vec::new(),
+        });
+        if let Some(conn) = self.conns.get_mut(index).and_then(Option::as_mut) {
+            conn.blocked = Blocked::Spawn(base);
+        }
+        self.spawning.push(index);
+        // The monitor sees worlds in the order of their bases: one thread sends them.
+        self.send(BootstrapEvent::Spawn {
+            rank,
+            base,
+            world,
+            parent,
+            apps,
+        });
+        None
+    }
+
+    /// Answers the connections whose spawn the monitor has answered.
+    fn answer_spawns(&mut self) {
+        let waiting = std::mem::take(&mut self.spawning);
+        for index in waiting {
+            let Some(Blocked::Spawn(base)) = self
+                .conns
+                .get(index)
+                .and_then(Option::as_ref)
+                .map(|c| c.blocked)
+            else {
+                continue;
+            };
+            let answer = self.shared.lock().spawned.remove(&base);
+            let Some(result) = answer else {
+                self.spawning.push(index);
+                continue;
+            };
+            let world = self
+                .worlds
+                .iter()
+                .position(|w| w.base == base)
+                .unwrap_or_default() as u32;
+            let reply = match result {
+                Ok(()) => Reply::Spawned { base, world },
+                Err(message) => Reply::Error(message),
+            };
+            if let Some(conn) = self.conns.get_mut(index).and_then(Option::as_mut) {
+                conn.blocked = Blocked::No;
+            }
+            self.reply(index, &reply);
+            self.drive(index);
+        }
+    }
+}
+
+/// Writes as much of `conn`'s pending output as the socket takes.
+fn write_out(conn: &mut Conn) -> io::Result<()> {
+    while !conn.output.is_empty() {
+        match conn.stream.write(&conn.output) {
+            Ok(0) => return Err(io::ErrorKind::WriteZero.into()),
+            Ok(n) => {
+                conn.output.drain(..n);
+            }
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Ok(()),
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(())
+}
+
+/// Checks a `hello` line against the challenge `nonce`: its version and its MAC with `key`.
+/// Returns the rank it claims, or why it is refused.
+fn check_hello(key: &JobKey, nonce: &[u8; 32], line: &[u8]) -> Result<u32, String> {
+    let text = std::str::from_utf8(line).map_err(|_| "hello is not UTF-8 text".to_string())?;
+    let (version, rank, mac) = match Request::parse(text) {
+        Ok(Request::Hello { version, rank, mac }) => (version, rank, mac),
+        Ok(_) => return Err("expected hello".into()),
+        Err(e) => return Err(e.to_string()),
+    };
+    if version != pmi::VERSION {
+        return Err(format!("unsupported protocol version {version}"));
+    }
+    if !key.verify(&[b"pmi", nonce, &rank.to_le_bytes()], &mac) {
+        return Err(format!("wrong MAC for rank {rank}"));
+    }
+    Ok(rank)
 }
 
 /// Why reading a line failed.
@@ -399,56 +878,10 @@ impl LineReader {
     }
 }
 
-/// One connection, from challenge to close.
-fn serve(shared: &Shared, stream: TcpStream, peer: SocketAddr) {
-    let _ = stream.set_nodelay(true);
-    let mut reader = LineReader {
-        stream,
-        buf: Vec::new(),
-    };
-    let handshake = handshake(shared, &mut reader);
-    shared.lock().pending -= 1;
-    let rank = match handshake {
-        Ok(rank) => rank,
-        Err(reason) => {
-            if !shared.lock().shutdown {
-                refuse(peer, &reason);
-                let _ = reader.send(&Reply::Error(format!("refused: {reason}")));
-            }
-            let _ = reader.stream.shutdown(Shutdown::Both);
-            return;
-        }
-    };
-    let finalized = session(shared, &mut reader, rank);
-    let _ = reader.stream.shutdown(Shutdown::Both);
-    shared.lock().sessions[rank as usize] = RankSession::Closed { finalized };
-    shared.send(BootstrapEvent::Closed { rank, finalized });
-}
-
-/// Challenge, `hello`, verdict. Returns the authenticated rank or why the peer was refused.
-fn handshake(shared: &Shared, reader: &mut LineReader) -> Result<u32, String> {
-    let rank = authenticate(&shared.key, shared.handshake_timeout, reader, |rank| {
-        let mut state = shared.lock();
-        let ranks = state.sessions.len();
-        let slot = state
-            .sessions
-            .get_mut(rank as usize)
-            .ok_or_else(|| format!("rank {rank} out of range (job of {ranks} ranks)"))?;
-        if *slot != RankSession::NotConnected {
-            return Err(format!("rank {rank} has already connected"));
-        }
-        *slot = RankSession::Open { finalized: false };
-        Ok(())
-    })?;
-    shared.send(BootstrapEvent::Connected { rank });
-    // If this fails the session loop sees the broken connection and reports it closed.
-    let _ = reader.send(&Reply::Ok);
-    Ok(rank)
-}
-
-/// The rank's side of the handshake, checked: sends a challenge, reads `hello` within
-/// `timeout`, checks its version and its MAC over the nonce with `key`, and lets `admit` take
-/// the rank (or refuse it: out of range, already connected). The caller sends `ok`.
+/// The rank's side of the handshake, checked, on a blocking connection (the node daemon's
+/// bootstrap): sends a challenge, reads `hello` within `timeout`, checks its version and its
+/// MAC over the nonce with `key`, and lets `admit` take the rank (or refuse it: out of range,
+/// already connected). The caller sends `ok`.
 pub(crate) fn authenticate(
     key: &JobKey,
     timeout: Duration,
@@ -475,162 +908,10 @@ pub(crate) fn authenticate(
         }
         Err(ReadError::Io(e)) => return Err(e.to_string()),
     };
-    let text = std::str::from_utf8(&line).map_err(|_| "hello is not UTF-8 text".to_string())?;
-    let (version, rank, mac) = match Request::parse(text) {
-        Ok(Request::Hello { version, rank, mac }) => (version, rank, mac),
-        Ok(_) => return Err("expected hello".into()),
-        Err(e) => return Err(e.to_string()),
-    };
-    if version != pmi::VERSION {
-        return Err(format!("unsupported protocol version {version}"));
-    }
-    if !key.verify(&[b"pmi", &nonce, &rank.to_le_bytes()], &mac) {
-        return Err(format!("wrong MAC for rank {rank}"));
-    }
+    let rank = check_hello(key, &nonce, &line)?;
     admit(rank)?;
     // Authenticated ranks may sit idle between requests for as long as they compute.
     let _ = reader.stream.set_read_timeout(None);
     let _ = reader.stream.set_write_timeout(None);
     Ok(rank)
-}
-
-/// Serves an authenticated rank until its connection ends. Returns whether it finalized.
-fn session(shared: &Shared, reader: &mut LineReader, rank: u32) -> bool {
-    let mut finalized = false;
-    loop {
-        let line = match reader.read_line(None) {
-            Ok(Some(line)) => line,
-            Ok(None) => return finalized,
-            Err(ReadError::TooLong) => {
-                eprintln!(
-                    "ferry run: rank {rank} sent a bootstrap line longer than {MAX_LINE} bytes; \
-                     closing its connection"
-                );
-                return finalized;
-            }
-            Err(ReadError::TimedOut | ReadError::Io(_)) => return finalized,
-        };
-        let request = std::str::from_utf8(&line)
-            .map_err(|_| "request is not UTF-8 text".to_string())
-            .and_then(|text| Request::parse(text).map_err(|e| e.to_string()));
-        let reply = match request {
-            Err(message) => Reply::Error(message),
-            Ok(Request::Hello { .. }) => Reply::Error("already authenticated".into()),
-            Ok(Request::Put { key, value }) => {
-                shared.lock().kv.insert(key, value);
-                Reply::Ok
-            }
-            Ok(Request::Get { key }) => match shared.lock().kv.get(&key) {
-                Some(value) => Reply::Value(value.clone()),
-                None => Reply::NotFound,
-            },
-            Ok(Request::Spawn { parent, apps }) => match spawn(shared, rank, parent, apps) {
-                Some(reply) => reply,
-                None => return finalized,
-            },
-            Ok(Request::Fence) => {
-                if !fence(shared, rank) {
-                    return finalized;
-                }
-                Reply::Ok
-            }
-            Ok(Request::Abort { code, message }) => {
-                shared.send(BootstrapEvent::Abort {
-                    rank,
-                    code,
-                    message,
-                });
-                // No reply: the launcher ends the job.
-                continue;
-            }
-            Ok(Request::Finalize) => {
-                finalized = true;
-                // Recorded before the reply, so the rank's exit can never be seen first.
-                shared.lock().sessions[rank as usize] = RankSession::Open { finalized: true };
-                shared.send(BootstrapEvent::Finalized { rank });
-                Reply::Ok
-            }
-        };
-        if reader.send(&reply).is_err() {
-            return finalized;
-        }
-    }
-}
-
-/// Most processes a job may grow to by spawning.
-const MAX_UNIVERSE: usize = 1 << 16;
-
-/// Reserves the universe ranks of a new world, has the monitor start it and waits for its
-/// answer. `None` if the server shut down first.
-fn spawn(shared: &Shared, rank: u32, parent: String, apps: Vec<pmi::App>) -> Option<Reply> {
-    let total: u64 = apps.iter().map(|a| u64::from(a.procs)).sum();
-    let mut state = shared.lock();
-    let base = state.sessions.len();
-    if total == 0 || base as u64 + total > MAX_UNIVERSE as u64 {
-        return Some(Reply::Error(format!(
-            "cannot spawn {total} processes (the job has {base}, at most {MAX_UNIVERSE})"
-        )));
-    }
-    let (base, size) = (base as u32, total as u32);
-    let world = state.worlds.len() as u32;
-    state
-        .sessions
-        .extend((0..size).map(|_| RankSession::NotConnected));
-    state.worlds.push(WorldFence {
-        base,
-        size,
-        waiting: 0,
-        generation: 0,
-    });
-    // Sent under the lock: the monitor sees worlds in the order of their bases.
-    shared.send(BootstrapEvent::Spawn {
-        rank,
-        base,
-        world,
-        parent,
-        apps,
-    });
-    loop {
-        if let Some(result) = state.spawned.remove(&base) {
-            return Some(match result {
-                Ok(()) => Reply::Spawned { base, world },
-                Err(message) => Reply::Error(message),
-            });
-        }
-        if state.shutdown {
-            return None;
-        }
-        state = shared
-            .spawn_done
-            .wait(state)
-            .unwrap_or_else(PoisonError::into_inner);
-    }
-}
-
-/// Waits until every rank of `rank`'s world has entered this fence. Returns false if the
-/// server shut down first.
-fn fence(shared: &Shared, rank: u32) -> bool {
-    let mut state = shared.lock();
-    let Some(w) = state
-        .worlds
-        .iter()
-        .position(|w| (w.base..w.base + w.size).contains(&rank))
-    else {
-        return false;
-    };
-    let generation = state.worlds[w].generation;
-    state.worlds[w].waiting += 1;
-    if state.worlds[w].waiting == state.worlds[w].size {
-        state.worlds[w].waiting = 0;
-        state.worlds[w].generation += 1;
-        shared.fence_done.notify_all();
-        return true;
-    }
-    while state.worlds[w].generation == generation && !state.shutdown {
-        state = shared
-            .fence_done
-            .wait(state)
-            .unwrap_or_else(PoisonError::into_inner);
-    }
-    state.worlds[w].generation != generation
 }

@@ -18,16 +18,18 @@
 mod boot;
 mod children;
 
-use crate::output::copy_lines_to;
 use crate::sys;
 use ferry_wire::node::{JobSpec, NodeMessage, RankExit, Stream};
 use std::ffi::OsString;
 use std::io::{self, Read, Write};
 use std::net::{IpAddr, SocketAddr};
+use std::os::fd::OwnedFd;
 use std::os::unix::ffi::OsStringExt;
 use std::os::unix::process::{CommandExt, ExitStatusExt};
 use std::process::{Child, ChildStdin, Command, Stdio};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::{self, Receiver, Sender};
+use std::sync::Arc;
 use std::thread;
 use std::time::{Duration, Instant};
 
@@ -75,9 +77,11 @@ pub fn serve() -> i32 {
     // The launcher's frames, read on a thread of their own.
     let (events_tx, events) = mpsc::channel();
     let reader_tx = events_tx.clone();
+    let stop_requested = Arc::new(AtomicBool::new(false));
+    let reader_stop = Arc::clone(&stop_requested);
     let spawned = thread::Builder::new()
         .name("ferry-node-in".into())
-        .spawn(move || read_launcher(io::stdin().lock(), &reader_tx));
+        .spawn(move || read_launcher(io::stdin().lock(), &reader_tx, &reader_stop));
     if let Err(e) = spawned {
         return fail(format!("cannot start a thread: {e}"));
     }
@@ -104,14 +108,23 @@ pub fn serve() -> i32 {
             ))
         }
     };
-    let code = run_ranks(&spec, &host, &events, &events_tx, &out_tx);
+    let code = run_ranks(&spec, &host, &events, &events_tx, &out_tx, &stop_requested);
     drop(out_tx);
     let _ = writer.join();
     code
 }
 
-fn read_launcher(input: impl Read, events: &Sender<Event>) {
+/// Passes the launcher's frames on as events; `stop` also says at once that it said STOP or
+/// went away (the main thread looks at it while it starts the ranks).
+fn read_launcher(input: impl Read, events: &Sender<Event>, stop: &AtomicBool) {
     crate::remote::read_frames(input, |event| {
+        if matches!(
+            event,
+            crate::remote::NodeEvent::Message(NodeMessage::Stop)
+                | crate::remote::NodeEvent::Closed(_)
+        ) {
+            stop.store(true, Ordering::SeqCst);
+        }
         let event = match event {
             crate::remote::NodeEvent::Message(message) => Event::FromLauncher(message),
             crate::remote::NodeEvent::Closed(why) => Event::LauncherGone(why),
@@ -165,14 +178,53 @@ fn address_towards(launcher: &str) -> Option<IpAddr> {
     crate::remote::address_towards(target.ip()).ok()
 }
 
+/// Takes the exit status of every rank that has ended.
+fn reap(ranks: &mut [Rank]) {
+    let now = Instant::now();
+    for r in ranks.iter_mut().filter(|r| r.exited.is_none()) {
+        if let Ok(Some(status)) = r.child.try_wait() {
+            let exit = match status.signal() {
+                Some(signal) => RankExit::Signal(signal),
+                None => RankExit::Code(status.code().unwrap_or(1)),
+            };
+            r.exited = Some((exit, now));
+        }
+    }
+}
+
 fn run_ranks(
     spec: &JobSpec,
     host: &str,
     events: &Receiver<Event>,
     events_tx: &Sender<Event>,
     out: &Sender<NodeMessage>,
+    stop_requested: &AtomicBool,
 ) -> i32 {
     let program = OsString::from_vec(spec.program.clone());
+    // This host's share of the job against its cores: the launcher cannot count them. The
+    // launcher's --oversubscribe comes as FERRY_OVERSUBSCRIBE in the job's environment.
+    let oversubscribe = crate::oversubscribe_allowed(false, |name| {
+        spec.env
+            .iter()
+            .rev()
+            .find(|(k, _)| k == name.as_bytes())
+            .map(|(_, v)| String::from_utf8_lossy(v).into_owned())
+    });
+    let limit = oversubscribe.and_then(|oversubscribe| {
+        crate::check_rank_limit(
+            spec.ranks.len() as u64,
+            host,
+            crate::usable_cores(),
+            oversubscribe,
+        )
+    });
+    if let Err(e) = limit {
+        let _ = out.send(NodeMessage::Failed {
+            rank: spec.ranks.first().copied(),
+            message: e.to_string(),
+        });
+        return 1;
+    }
     let tcp_addr = address_towards(&spec.launcher);
     // The bootstrap's messages go up as they are, but for the fence: with children it goes up
     // once they have all entered it too.
@@ -208,9 +260,25 @@ fn run_ranks(
         }
     };
     let mut ranks: Vec<Rank> = Vec::new();
+    // One thread forwards every rank's output (a rank without it runs with its pipes closed).
+    let output = match crate::output::Forwarder::start() {
+        Ok(forwarder) => Some(forwarder),
+        Err(e) => {
+            eprintln!("ferry node ({host}): cannot forward the ranks' output: {e}");
+            None
+        }
+    };
     let mut stdin: Option<ChildStdin> = None;
     let mut stopping: Option<Instant> = None;
-    for &rank in &spec.ranks {
+    for (started, &rank) in spec.ranks.iter().enumerate() {
+        // The launcher's STOP (or its end) must not wait until every rank has started.
+        if stop_requested.load(Ordering::SeqCst) {
+            stopping = Some(Instant::now());
+            break;
+        }
+        if started % 32 == 0 {
+            reap(&mut ranks);
+        }
         let mut command = Command::new(&program);
         command
             .args(spec.args.iter().map(|a| OsString::from_vec(a.clone())))
@@ -272,39 +340,28 @@ fn run_ranks(
         let index = ranks.len();
         let prefix = spec.tag_output.then(|| format!("[{rank}] "));
         let mut pipes = 0;
-        for (pipe, stream) in [
-            (
-                child
-                    .stdout
-                    .take()
-                    .map(|p| Box::new(p) as Box<dyn Read + Send>),
-                Stream::Stdout,
-            ),
-            (
-                child
-                    .stderr
-                    .take()
-                    .map(|p| Box::new(p) as Box<dyn Read + Send>),
-                Stream::Stderr,
-            ),
-        ] {
-            let Some(pipe) = pipe else { continue };
-            let (out, done, prefix) = (out.clone(), events_tx.clone(), prefix.clone());
-            let spawned = thread::Builder::new()
-                .name("ferry-node-output".into())
-                .stack_size(128 * 1024)
-                .spawn(move || {
-                    copy_lines_to(pipe, prefix.as_deref(), |bytes| {
-                        out.send(NodeMessage::Output {
-                            rank,
-                            stream,
-                            bytes: bytes.to_vec(),
-                        })
-                        .map_err(|_| io::Error::other("launcher gone"))
-                    });
-                    let _ = done.send(Event::PipeClosed(index));
-                });
-            if spawned.is_ok() {
+        let stdout = child.stdout.take().map(OwnedFd::from);
+        let stderr = child.stderr.take().map(OwnedFd::from);
+        for (pipe, stream) in [(stdout, Stream::Stdout), (stderr, Stream::Stderr)] {
+            let (Some(pipe), Some(forwarder)) = (pipe, output.as_ref()) else {
+                continue;
+            };
+            let (out, done) = (out.clone(), events_tx.clone());
+            let emit = Box::new(move |bytes: &[u8]| {
+                out.send(NodeMessage::Output {
+                    rank,
+                    stream,
+                    bytes: bytes.to_vec(),
+                })
+                .map_err(|_| io::Error::other("launcher gone"))
+            });
+            let on_end = Box::new(move || {
+                let _ = done.send(Event::PipeClosed(index));
+            });
+            if forwarder
+                .add_with(pipe, prefix.clone(), emit, Some(on_end))
+                .is_ok()
+            {
                 pipes += 1;
             }
         }
@@ -419,16 +476,8 @@ fn run_ranks(
             let _ = out.send(message);
         }
         let now = Instant::now();
+        reap(&mut ranks);
         for r in ranks.iter_mut() {
-            if r.exited.is_none() {
-                if let Ok(Some(status)) = r.child.try_wait() {
-                    let exit = match status.signal() {
-                        Some(signal) => RankExit::Signal(signal),
-                        None => RankExit::Code(status.code().unwrap_or(1)),
-                    };
-                    r.exited = Some((exit, now));
-                }
-            }
             if let (Some((exit, at)), false) = (r.exited, r.reported) {
                 // Its output first, so the launcher has it all when it judges the exit.
                 if r.pipes == 0 || now.duration_since(at) >= OUTPUT_GRACE {
@@ -454,6 +503,8 @@ fn run_ranks(
             for r in &ranks {
                 sys::kill_group(r.pid, libc::SIGKILL);
             }
+            // Segments of ranks that ended before every rank of this host had attached.
+            crate::job::remove_shared_memory(spec.job);
             return 0;
         }
     }
