@@ -300,10 +300,12 @@ impl SshPlan {
                 inside.join("|"),
             );
         }
+        // ConnectTimeout as the launcher's own (30 s): on a loaded machine the banner exchange
+        // through a ProxyJump took longer than 5 s.
         s += &format!(
             "Host {}\n    User root\n    Port 22\n    IdentityFile {}\n    IdentitiesOnly yes\n    \
              UserKnownHostsFile {}\n    GlobalKnownHostsFile /dev/null\n    \
-             StrictHostKeyChecking yes\n    BatchMode yes\n    ConnectTimeout 5\n    \
+             StrictHostKeyChecking yes\n    BatchMode yes\n    ConnectTimeout 30\n    \
              LogLevel ERROR\n",
             self.machines
                 .iter()
