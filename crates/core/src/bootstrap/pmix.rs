@@ -22,8 +22,9 @@
 //! **The job key.** As under PMI-1 (see `super::pmi`): rank 0 draws it and puts it, the others
 //! read it from rank 0 after one fence. That trusts the PMIx servers and whoever runs them.
 //!
-//! **Not here.** MPI's name service (`MPI_Publish_name`) and `MPI_Comm_spawn`: Slurm's PMIx
-//! server has neither, so both say so with an error.
+//! **Names.** MPI's name service (`MPI_Publish_name`) is the server's (`PMIx_Publish`,
+//! `PMIx_Lookup` without waiting, `PMIx_Unpublish`): PRRTE has one, Slurm's server has none and
+//! says so, which becomes an error naming it. `MPI_Comm_spawn` needs `ferry run`.
 
 mod ffi;
 
@@ -80,6 +81,12 @@ pub(crate) trait Pmix {
     fn fence(&mut self) -> Result<(), ffi::Status>;
     /// The value of `rank` (or [`ffi::RANK_WILDCARD`]: the job) under `key`, if any now.
     fn get(&mut self, rank: u32, key: &str) -> Result<Option<ffi::Fetched>, ffi::Status>;
+    /// Publishes `value` under `name` in the server's name service.
+    fn publish(&mut self, name: &str, value: &str) -> Result<(), ffi::Status>;
+    /// What the name service holds under `name`, if anything now.
+    fn lookup(&mut self, name: &str) -> Result<Option<ffi::Fetched>, ffi::Status>;
+    /// Withdraws `name`.
+    fn unpublish(&mut self, name: &str) -> Result<(), ffi::Status>;
     /// Ends the job.
     fn abort(&mut self, code: i32, message: &str) -> Result<(), ffi::Status>;
     /// Leaves PMIx.
@@ -104,6 +111,15 @@ impl Pmix for ffi::Client {
     }
     fn get(&mut self, rank: u32, key: &str) -> Result<Option<ffi::Fetched>, ffi::Status> {
         ffi::Client::get(self, rank, key)
+    }
+    fn publish(&mut self, name: &str, value: &str) -> Result<(), ffi::Status> {
+        ffi::Client::publish(self, name, value)
+    }
+    fn lookup(&mut self, name: &str) -> Result<Option<ffi::Fetched>, ffi::Status> {
+        ffi::Client::lookup(self, name)
+    }
+    fn unpublish(&mut self, name: &str) -> Result<(), ffi::Status> {
+        ffi::Client::unpublish(self, name)
     }
     fn abort(&mut self, code: i32, message: &str) -> Result<(), ffi::Status> {
         ffi::Client::abort(self, code, message)
@@ -130,9 +146,10 @@ impl PmixSession {
         let manager = manager_name();
         let client = ffi::Client::init(library).map_err(|e| {
             bootstrap_error(format!(
-                "started by {manager} ({}, {} set): {e}",
+                "the environment names {manager} ({}, {} or {}*): {e}",
+                env::RANK,
                 env::NAMESPACE,
-                env::RANK
+                env::SERVER_URI
             ))
         })?;
         PmixSession::open(Box::new(client), manager)
@@ -280,18 +297,39 @@ impl PmixSession {
         }
     }
 
-    /// MPI's name service is not offered under PMIx (Slurm's server has none).
-    pub(crate) fn publish_name(&mut self, key: &str, _value: &str) -> Result<(), Error> {
-        Err(self.fail(format!(
-            "publishing the name {key:?} is not supported under PMIx (start the job with `ferry run`, or with srun --mpi=pmi2)"
-        )))
+    /// Publishes `value` under the name `key` in the server's name service, seen by every
+    /// process at once; an empty value withdraws the name.
+    pub(crate) fn publish_name(&mut self, key: &str, value: &str) -> Result<(), Error> {
+        self.key_fits(key)?;
+        let done = match value.is_empty() {
+            true => self.pmix.unpublish(key),
+            false => self.pmix.publish(key, value),
+        };
+        done.map_err(|s| self.name_service_error(&format!("publishing the name {key:?}"), s))
     }
 
-    /// See [`PmixSession::publish_name`].
+    /// What the name service holds under `key`, if anything.
     pub(crate) fn lookup_name(&mut self, key: &str) -> Result<Option<String>, Error> {
-        Err(self.fail(format!(
-            "looking up the name {key:?} is not supported under PMIx (start the job with `ferry run`, or with srun --mpi=pmi2)"
-        )))
+        self.key_fits(key)?;
+        match self.pmix.lookup(key) {
+            Ok(None) => Ok(None),
+            Ok(Some(ffi::Fetched::Bytes(bytes))) => String::from_utf8(bytes)
+                .map(Some)
+                .map_err(|_| self.fail(format!("the name {key:?} was not published by ferry"))),
+            Ok(Some(other)) => {
+                Err(self.fail(format!("the name {key:?} holds {other:?}, not ferry's")))
+            }
+            Err(s) => Err(self.name_service_error(&format!("looking up the name {key:?}"), s)),
+        }
+    }
+
+    fn name_service_error(&self, what: &str, status: ffi::Status) -> Error {
+        if status.code == ffi::ERR_NOT_SUPPORTED {
+            return self.fail(format!(
+                "{what}: it has no name service (start the job with `ferry run`, or under hydra)"
+            ));
+        }
+        self.call(what, status)
     }
 
     pub(crate) fn fence(&mut self) -> Result<(), Error> {
@@ -346,6 +384,7 @@ mod tests {
         committed: Mutex<HashMap<(u32, String), Vec<u8>>>,
         barrier: Barrier,
         aborted: Mutex<Option<i32>>,
+        names: Mutex<HashMap<String, String>>,
     }
 
     struct FakeClient {
@@ -396,6 +435,26 @@ mod tests {
                 .cloned()
                 .map(Fetched::Bytes))
         }
+        fn publish(&mut self, name: &str, value: &str) -> Result<(), Status> {
+            let mut names = self.server.names.lock().unwrap();
+            names.insert(name.into(), value.into());
+            Ok(())
+        }
+        fn lookup(&mut self, name: &str) -> Result<Option<Fetched>, Status> {
+            let names = self.server.names.lock().unwrap();
+            Ok(names
+                .get(name)
+                .map(|v| Fetched::Bytes(v.clone().into_bytes())))
+        }
+        fn unpublish(&mut self, name: &str) -> Result<(), Status> {
+            match self.server.names.lock().unwrap().remove(name) {
+                Some(_) => Ok(()),
+                None => Err(Status {
+                    code: -46,
+                    name: "NOT-FOUND".into(),
+                }),
+            }
+        }
         fn abort(&mut self, code: i32, _message: &str) -> Result<(), Status> {
             *self.server.aborted.lock().unwrap() = Some(code);
             Ok(())
@@ -411,6 +470,7 @@ mod tests {
             committed: Mutex::default(),
             barrier: Barrier::new(size as usize),
             aborted: Mutex::default(),
+            names: Mutex::default(),
         });
         let clients = (0..size)
             .map(|rank| FakeClient {
@@ -472,8 +532,12 @@ mod tests {
         }
         let e = s.put("card-0", &"v".repeat(MAX_VALUE + 1)).unwrap_err();
         assert!(e.to_string().contains("bytes"), "{e}");
-        assert!(s.publish_name("mpi-service", "port").is_err());
-        assert!(s.lookup_name("mpi-service").is_err());
+        s.publish_name("mpi-service:ocean view", "port 1").unwrap();
+        let found = s.lookup_name("mpi-service:ocean view").unwrap();
+        assert_eq!(found.as_deref(), Some("port 1"));
+        s.publish_name("mpi-service:ocean view", "").unwrap();
+        assert_eq!(s.lookup_name("mpi-service:ocean view").unwrap(), None);
+        assert!(s.publish_name(&"n".repeat(600), "port").is_err());
         s.abort(5, "on purpose");
         assert_eq!(*server.aborted.lock().unwrap(), Some(5));
     }

@@ -14,6 +14,8 @@
 //!   `pmix_byte_object_t` = `{ char *bytes; size_t size; }`.
 //! - `pmix_info_t` = `{ char key[512]; uint32_t flags; pmix_value_t value; }`, the value at
 //!   offset 520, 552 bytes.
+//! - `pmix_pdata_t` = `{ pmix_proc_t proc; char key[512]; pmix_value_t value; }`, the key at
+//!   offset 260, the value at 776, 808 bytes.
 //! - Type codes: `PMIX_BOOL` 1, `PMIX_STRING` 3, `PMIX_SIZE` 4, `PMIX_INT` 6, `PMIX_INT32` 9,
 //!   `PMIX_UINT16` 13, `PMIX_UINT32` 14, `PMIX_UINT64` 15, `PMIX_BYTE_OBJECT` 27,
 //!   `PMIX_PROC_RANK` 40. Scope `PMIX_GLOBAL` 3. Ranks: `PMIX_RANK_WILDCARD` = 2^32 - 2 (the
@@ -32,6 +34,8 @@ pub(crate) const RANK_WILDCARD: u32 = u32::MAX - 1;
 
 const PMIX_SUCCESS: c_int = 0;
 const PMIX_ERR_NOT_FOUND: c_int = -46;
+/// The server does not offer the call (Slurm's has no name service).
+pub(crate) const ERR_NOT_SUPPORTED: i32 = -47;
 const PMIX_GLOBAL: u8 = 3;
 
 const TYPE_BOOL: u16 = 1;
@@ -92,6 +96,16 @@ struct Info {
     value: Value,
 }
 
+#[repr(C)]
+struct PData {
+    proc: Proc,
+    key: [c_char; MAX_KEYLEN + 1],
+    value: Value,
+}
+
+const _: () = assert!(std::mem::size_of::<PData>() == 808);
+const _: () = assert!(std::mem::offset_of!(PData, key) == 260);
+const _: () = assert!(std::mem::offset_of!(PData, value) == 776);
 const _: () = assert!(std::mem::size_of::<Proc>() == 260 && std::mem::align_of::<Proc>() == 4);
 const _: () = assert!(std::mem::size_of::<Value>() == 32);
 const _: () = assert!(std::mem::offset_of!(Value, data) == 8);
@@ -113,6 +127,16 @@ impl Info {
         };
         copy_name(&mut info.key, key);
         info.value.data.flag = true;
+        info
+    }
+}
+
+impl Info {
+    /// `text` under `key`; the info points into `text`, which must outlive it.
+    fn text(key: &str, text: &CStr) -> Info {
+        let mut info = Info::flag(key);
+        info.value.kind = TYPE_STRING;
+        info.value.data.string = text.as_ptr() as *mut c_char;
         info
     }
 }
@@ -158,6 +182,9 @@ type CommitFn = unsafe extern "C" fn() -> c_int;
 type FenceFn = unsafe extern "C" fn(*const Proc, usize, *const Info, usize) -> c_int;
 type GetFn =
     unsafe extern "C" fn(*const Proc, *const c_char, *const Info, usize, *mut *mut Value) -> c_int;
+type PublishFn = unsafe extern "C" fn(*const Info, usize) -> c_int;
+type LookupFn = unsafe extern "C" fn(*mut PData, usize, *const Info, usize) -> c_int;
+type UnpublishFn = unsafe extern "C" fn(*mut *mut c_char, *const Info, usize) -> c_int;
 type ValueDestructFn = unsafe extern "C" fn(*mut Value);
 type ErrorStringFn = unsafe extern "C" fn(c_int) -> *const c_char;
 
@@ -171,6 +198,9 @@ struct Calls {
     commit: CommitFn,
     fence: FenceFn,
     get: GetFn,
+    publish: PublishFn,
+    lookup: LookupFn,
+    unpublish: UnpublishFn,
     value_destruct: ValueDestructFn,
     error_string: ErrorStringFn,
 }
@@ -204,6 +234,9 @@ fn load(library: &str) -> Result<Calls, String> {
         commit: symbol!("PMIx_Commit"),
         fence: symbol!("PMIx_Fence"),
         get: symbol!("PMIx_Get"),
+        publish: symbol!("PMIx_Publish"),
+        lookup: symbol!("PMIx_Lookup"),
+        unpublish: symbol!("PMIx_Unpublish"),
         value_destruct: symbol!("PMIx_Value_destruct"),
         error_string: symbol!("PMIx_Error_string"),
     };
@@ -340,6 +373,48 @@ impl Client {
             libc::free(out.cast());
         }
         Ok(Some(fetched))
+    }
+
+    /// Publishes `value` under `name` in the server's name service (MPI_Publish_name). The
+    /// caller checks the name's length.
+    pub(crate) fn publish(&mut self, name: &str, value: &str) -> Result<(), Status> {
+        let value = c_string(value)?;
+        let info = Info::text(name, &value);
+        // SAFETY: one info whose string lives for the call; PMIx_Publish copies it.
+        self.check(unsafe { (self.calls.publish)(&info, 1) })
+    }
+
+    /// What the name service holds under `name`, if anything now (no wait).
+    pub(crate) fn lookup(&mut self, name: &str) -> Result<Option<Fetched>, Status> {
+        let mut data = PData {
+            proc: self.proc(0),
+            key: [0; MAX_KEYLEN + 1],
+            value: Value {
+                kind: 0,
+                data: ValueData { _envar: [0; 3] },
+            },
+        };
+        copy_name(&mut data.key, name);
+        // SAFETY: one pdata with its key set, filled by the call; no info array.
+        let rc = unsafe { (self.calls.lookup)(&mut data, 1, std::ptr::null(), 0) };
+        if rc == PMIX_ERR_NOT_FOUND {
+            return Ok(None);
+        }
+        self.check(rc)?;
+        // SAFETY: the lookup succeeded: the library filled the value (kind 0: nothing).
+        let fetched = (data.value.kind != 0).then(|| unsafe { read_value(&data.value) });
+        // SAFETY: what the value points to is the library's, freed here; the struct is ours.
+        unsafe { (self.calls.value_destruct)(&mut data.value) };
+        Ok(fetched)
+    }
+
+    /// Withdraws `name` from the name service.
+    pub(crate) fn unpublish(&mut self, name: &str) -> Result<(), Status> {
+        let name = c_string(name)?;
+        let mut keys = [name.as_ptr() as *mut c_char, std::ptr::null_mut()];
+        // SAFETY: a NULL-terminated array of one NUL-terminated key, alive for the call,
+        // which only reads it.
+        self.check(unsafe { (self.calls.unpublish)(keys.as_mut_ptr(), std::ptr::null(), 0) })
     }
 
     /// Asks the server to end the whole job with `code`, showing `message`.
