@@ -23,8 +23,9 @@
 //! read it from rank 0 after one fence. That trusts the PMIx servers and whoever runs them.
 //!
 //! **Names.** MPI's name service (`MPI_Publish_name`) is the server's (`PMIx_Publish`,
-//! `PMIx_Lookup` without waiting, `PMIx_Unpublish`): PRRTE has one, Slurm's server has none and
-//! says so, which becomes an error naming it. `MPI_Comm_spawn` needs `ferry run`.
+//! `PMIx_Lookup` without waiting, `PMIx_Unpublish`): PRRTE has one; Slurm 22.05's server has
+//! none, and its refusal becomes an error naming the call and the server. `MPI_Comm_spawn`
+//! needs `ferry run`.
 
 mod ffi;
 
