@@ -11,7 +11,8 @@ as_root() { if [ "$(id -u)" = 0 ]; then "$@"; elif command -v sudo >/dev/null; t
 # its hosts with their own sshd (`ferry testbed up --ssh`) and for launching over ssh, MPICH
 # for its process manager (`mpiexec.hydra`, which the PMI tests start ferry's ranks under), and
 # Slurm and munge for the testbed's own Slurm cluster (`ferry testbed up --slurm`) and the srun
-# launcher's tests (about 20 s with downloads on Debian 12; the services they start are unused).
+# launcher's tests, with libpmix for its `--mpi=pmix` (about 20 s with downloads on Debian 12;
+# the services they start are unused).
 need=()
 command -v cc >/dev/null || need+=(build-essential)
 [ -e /usr/share/fonts/truetype/dejavu/DejaVuSans.ttf ] || need+=(fonts-dejavu-core)
@@ -22,6 +23,8 @@ command -v ssh >/dev/null || need+=(openssh-client)
 command -v mpiexec.hydra >/dev/null || need+=(mpich)
 command -v slurmctld >/dev/null || [ -x /usr/sbin/slurmctld ] || need+=(slurm-wlm)
 command -v munged >/dev/null || [ -x /usr/sbin/munged ] || need+=(munge)
+# libpmix for ranks started by a PMIx server (srun --mpi=pmix, prterun): loaded at run time.
+ldconfig -p 2>/dev/null | grep -q 'libpmix.so.2 ' || need+=(libpmix2)
 if [ ${#need[@]} -gt 0 ]; then
   as_root apt-get update -qq
   as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${need[@]}"

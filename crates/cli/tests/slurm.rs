@@ -332,18 +332,11 @@ fn ferry_run_in_a_slurm_allocation_starts_its_daemons_with_srun() {
     tb.down().expect("down");
 }
 
-/// `srun -N 3 -n 6 --mpi=pmi2 PROGRAM ARGS…` on the head of a fresh Slurm testbed.
-fn srun_pmi2(tag: char, program: &[&str]) -> Done {
-    let prefix = format!("fy{}{tag}-", std::process::id());
-    let grid = ferry_grid::Topology::load(&grid_file("hosts3.toml")).expect("grid parses");
-    let tb = Testbed::up_with(&grid, &prefix, &UpOptions::with_slurm()).expect("up --slurm");
+/// `srun ARGS…` on the head of `tb`, with the deadline of [`finish`].
+fn srun(tb: &Testbed, args: &[&str]) -> Done {
     let mut argv = tb.host_command("h1").expect("h1 has a running sshd");
-    argv.extend(
-        ["srun", "-N", "3", "-n", "6", "--mpi=pmi2"]
-            .iter()
-            .chain(program)
-            .map(|s| s.to_string()),
-    );
+    argv.push("srun".into());
+    argv.extend(args.iter().map(|s| s.to_string()));
     let start = Instant::now();
     let child = Command::new(&argv[0])
         .args(&argv[1..])
@@ -354,7 +347,25 @@ fn srun_pmi2(tag: char, program: &[&str]) -> Done {
         .stderr(Stdio::piped())
         .spawn()
         .unwrap_or_else(|e| panic!("{argv:?}: {e}"));
-    let done = finish(child, start);
+    finish(child, start)
+}
+
+/// A fresh Slurm testbed of three hosts with two CPUs each, removed when dropped.
+fn slurm_testbed(tag: char) -> Testbed {
+    let prefix = format!("fy{}{tag}-", std::process::id());
+    let grid = ferry_grid::Topology::load(&grid_file("hosts3.toml")).expect("grid parses");
+    Testbed::up_with(&grid, &prefix, &UpOptions::with_slurm()).expect("up --slurm")
+}
+
+/// `srun -N 3 -n 6 --mpi=pmi2 PROGRAM ARGS…` on the head of a fresh Slurm testbed.
+fn srun_pmi2(tag: char, program: &[&str]) -> Done {
+    let tb = slurm_testbed(tag);
+    let args: Vec<&str> = ["-N", "3", "-n", "6", "--mpi=pmi2"]
+        .iter()
+        .chain(program)
+        .copied()
+        .collect();
+    let done = srun(&tb, &args);
     tb.down().expect("down");
     done
 }
@@ -376,4 +387,100 @@ fn srun_with_pmi2_starts_the_ranks_itself() {
         "{}",
         done.show()
     );
+}
+
+/// Direct launch through PMIx: `srun --mpi=pmix` (Slurm's `mpi_pmix_v4` plugin, OpenPMIx 4.2)
+/// starts the ranks and they bootstrap through the system's libpmix, loaded at run time. The
+/// testbed needs nothing more for it: each host's private `/tmp` keeps the plugin's per-step
+/// directories apart (with one `/tmp` for all, the second host's stepd fails with
+/// `pmixp_mkdir: Cannot create directory "/tmp/spmix_appdir_…": File exists`), and its server
+/// lives under the host's `SlurmdSpoolDir`. Two hosts of two ranks: shared memory within a host,
+/// TCP between. Then failures: a rank killed mid-job ends the job at once (its peers see it go
+/// and abort through PMIx_Abort, whose code srun passes on), and a rank that exits before it
+/// joins ends the step under `srun -K` (`--kill-on-bad-exit`; without it Slurm keeps the
+/// others, which wait in the first fence, as under pmi2).
+#[test]
+fn srun_with_pmix_starts_the_ranks_itself() {
+    if !can_run() {
+        return;
+    }
+    let has_libpmix = Command::new("sh")
+        .args(["-c", "ldconfig -p | grep -q 'libpmix.so.2 '"])
+        .status()
+        .is_ok_and(|s| s.success());
+    if !has_libpmix {
+        eprintln!("skipped: no libpmix.so.2 (Debian package libpmix2)");
+        return;
+    }
+    let check = example("check");
+    let check = check.to_str().expect("a UTF-8 path");
+    let tb = slurm_testbed('x');
+    let plugins = srun(&tb, &["--mpi=list"]);
+    if !format!("{}{}", plugins.stdout, plugins.stderr).contains("pmix") {
+        eprintln!("skipped: this Slurm has no pmix plugin: {}", plugins.show());
+        return;
+    }
+    let pmix = ["-N", "2", "-n", "4", "--mpi=pmix"];
+    let with =
+        |args: &[&str]| -> Vec<String> { pmix.iter().chain(args).map(|s| s.to_string()).collect() };
+    let run = |args: &[&str]| {
+        let argv = with(args);
+        srun(&tb, &argv.iter().map(String::as_str).collect::<Vec<_>>())
+    };
+
+    let done = run(&[check, "routes"]);
+    assert_eq!(done.code, Some(0), "{}", done.show());
+    eprintln!("routes took {:.3} s", done.took.as_secs_f64());
+    for rank in 0..4usize {
+        let line = format!("routes {rank}: ");
+        let routes: Vec<&str> = done
+            .stdout
+            .lines()
+            .find_map(|l| l.strip_prefix(&line))
+            .unwrap_or_else(|| panic!("no {line:?}: {}", done.show()))
+            .split(' ')
+            .collect();
+        let want: Vec<&str> = (0..4)
+            .map(|peer| match peer {
+                p if p == rank => "self",
+                p if p / 2 == rank / 2 => "shm",
+                _ => "tcp",
+            })
+            .collect();
+        assert_eq!(routes, want, "rank {rank}: {}", done.show());
+    }
+
+    let done = run(&[check, "allpairs"]);
+    assert_eq!(done.code, Some(0), "{}", done.show());
+    assert!(
+        done.stdout.contains("allpairs ok: 4 ranks"),
+        "{}",
+        done.show()
+    );
+
+    // Rank 1 kills itself mid-job: its peers abort with code 3 through PMIx.
+    let done = run(&[check, "die"]);
+    eprintln!(
+        "a killed rank ended the job in {:.3} s",
+        done.took.as_secs_f64()
+    );
+    assert_ne!(done.code, Some(0), "{}", done.show());
+    assert!(done.stderr.contains("lost rank 1"), "{}", done.show());
+    assert!(done.stderr.contains("abort (code 3)"), "{}", done.show());
+    assert!(done.took < Duration::from_secs(10), "{}", done.show());
+
+    // Rank 3 exits 7 before it joins; -K ends the others.
+    let mut argv = vec!["-K"];
+    argv.extend(pmix);
+    let script = format!(r#"[ "$PMIX_RANK" = 3 ] && exit 7; exec {check} allpairs"#);
+    argv.extend(["sh", "-c", &script]);
+    let done = srun(&tb, &argv);
+    assert_ne!(done.code, Some(0), "{}", done.show());
+    assert!(
+        done.stderr.contains("task 3: Exited with exit code 7"),
+        "{}",
+        done.show()
+    );
+    assert!(done.took < Duration::from_secs(10), "{}", done.show());
+    tb.down().expect("down");
 }

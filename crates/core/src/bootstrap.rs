@@ -7,6 +7,9 @@
 //! - else `PMI_FD` or `PMI_PORT` set: a foreign process manager (MPICH's hydra, Slurm's
 //!   `srun --mpi=pmi2`) started it. It speaks PMI-1 to that manager ([`pmi`]); see there how the
 //!   job id and key are made.
+//! - else `PMIX_RANK`, `PMIX_NAMESPACE` or a `PMIX_SERVER_URI*` set: a PMIx server (Slurm's
+//!   `srun --mpi=pmix`, Open MPI's `prterun`) started it. It loads libpmix and uses the
+//!   server's key space ([`pmix`]), with the same fence semantics.
 //! - else nothing: the process is a job of one rank (an MPI singleton); [`launched`] says `None`.
 //!
 //! Either way the rest of setup sees one [`Bootstrap`] with the same operations (put, get,
@@ -14,9 +17,11 @@
 
 mod launcher;
 mod pmi;
+mod pmix;
 
 pub(crate) use launcher::LauncherSession;
 pub(crate) use pmi::PmiSession;
+pub(crate) use pmix::PmixSession;
 
 use crate::error::Error;
 use ferry_wire::pmi::env;
@@ -32,6 +37,8 @@ pub(crate) enum Bootstrap {
     Launcher(LauncherSession),
     /// A foreign process manager over PMI-1.
     Pmi(PmiSession),
+    /// A PMIx server, through libpmix.
+    Pmix(PmixSession),
 }
 
 impl Bootstrap {
@@ -40,6 +47,7 @@ impl Bootstrap {
         match self {
             Bootstrap::Launcher(s) => s.put(key, value),
             Bootstrap::Pmi(s) => s.put(key, value),
+            Bootstrap::Pmix(s) => s.put(key, value),
         }
     }
 
@@ -54,6 +62,7 @@ impl Bootstrap {
         match self {
             Bootstrap::Launcher(s) => s.lookup(key),
             Bootstrap::Pmi(s) => s.lookup(key),
+            Bootstrap::Pmix(s) => s.lookup(key),
         }
     }
 
@@ -63,6 +72,7 @@ impl Bootstrap {
         match self {
             Bootstrap::Launcher(s) => s.put(key, value),
             Bootstrap::Pmi(s) => s.publish_name(key, value),
+            Bootstrap::Pmix(s) => s.publish_name(key, value),
         }
     }
 
@@ -71,6 +81,7 @@ impl Bootstrap {
         match self {
             Bootstrap::Launcher(s) => s.lookup(key),
             Bootstrap::Pmi(s) => s.lookup_name(key),
+            Bootstrap::Pmix(s) => s.lookup_name(key),
         }
     }
 
@@ -79,6 +90,7 @@ impl Bootstrap {
         match self {
             Bootstrap::Launcher(s) => s.fence(),
             Bootstrap::Pmi(s) => s.fence(),
+            Bootstrap::Pmix(s) => s.fence(),
         }
     }
 
@@ -87,6 +99,7 @@ impl Bootstrap {
         match self {
             Bootstrap::Launcher(s) => s.finalize(),
             Bootstrap::Pmi(s) => s.finalize(),
+            Bootstrap::Pmix(s) => s.finalize(),
         }
     }
 
@@ -98,10 +111,8 @@ impl Bootstrap {
     ) -> Result<u32, Error> {
         match self {
             Bootstrap::Launcher(s) => s.spawn(parent, apps),
-            Bootstrap::Pmi(s) => Err(bootstrap_error(format!(
-                "MPI_Comm_spawn is not supported under {} (start the job with `ferry run` to spawn)",
-                s.manager()
-            ))),
+            Bootstrap::Pmi(s) => Err(spawn_unsupported(s.manager())),
+            Bootstrap::Pmix(s) => Err(spawn_unsupported(s.manager())),
         }
     }
 
@@ -110,6 +121,7 @@ impl Bootstrap {
         match self {
             Bootstrap::Launcher(s) => s.abort(code, message),
             Bootstrap::Pmi(s) => s.abort(code, message),
+            Bootstrap::Pmix(s) => s.abort(code, message),
         }
     }
 
@@ -119,6 +131,7 @@ impl Bootstrap {
         match self {
             Bootstrap::Launcher(_) => None,
             Bootstrap::Pmi(s) => s.appnum(),
+            Bootstrap::Pmix(s) => s.appnum(),
         }
     }
 
@@ -128,8 +141,15 @@ impl Bootstrap {
         match self {
             Bootstrap::Launcher(_) => None,
             Bootstrap::Pmi(s) => s.universe_size(),
+            Bootstrap::Pmix(s) => s.universe_size(),
         }
     }
+}
+
+fn spawn_unsupported(manager: &str) -> Error {
+    bootstrap_error(format!(
+        "MPI_Comm_spawn is not supported under {manager} (start the job with `ferry run` to spawn)"
+    ))
 }
 
 /// Who this process is in its job, and the session to the rest of it.
@@ -169,13 +189,16 @@ fn optional_number<T: std::str::FromStr>(name: &str) -> Result<Option<T>, Error>
 }
 
 /// Finds out who started this process and joins its job; `None` for a process started by no
-/// launcher (a job of one rank).
-pub(crate) fn launched() -> Result<Option<Launched>, Error> {
+/// launcher (a job of one rank). `pmix_lib` is the libpmix to load if a PMIx server did.
+pub(crate) fn launched(pmix_lib: &str) -> Result<Option<Launched>, Error> {
     if std::env::var_os(env::RANK).is_some() {
         return from_ferry_run().map(Some);
     }
     if std::env::var_os(pmi::env::FD).is_some() || std::env::var_os(pmi::env::PORT).is_some() {
         return from_process_manager().map(Some);
+    }
+    if pmix::started_by_pmix() {
+        return from_pmix_server(pmix_lib).map(Some);
     }
     Ok(None)
 }
@@ -252,5 +275,23 @@ fn from_process_manager() -> Result<Launched, Error> {
         job,
         key,
         boot: Bootstrap::Pmi(session),
+    })
+}
+
+fn from_pmix_server(library: &str) -> Result<Launched, Error> {
+    let mut session = PmixSession::connect(library)?;
+    let (rank, size) = (session.rank(), session.size());
+    universe_rank(0, size.saturating_sub(1))?;
+    check_rank(rank, size)?;
+    let job = ferry_wire::procman::job_id(session.nspace());
+    let key = session.agree_on_job_key()?;
+    Ok(Launched {
+        rank,
+        size,
+        base: 0,
+        world_index: 0,
+        job,
+        key,
+        boot: Bootstrap::Pmix(session),
     })
 }

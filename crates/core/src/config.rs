@@ -116,6 +116,9 @@ pub struct Config {
     pub rail_timeout_secs: u64,
     /// `FERRY_CONNECT_TIMEOUT` (seconds, default 30): how long setup waits for all peers.
     pub connect_timeout_secs: u64,
+    /// `FERRY_PMIX_LIB` (a library name or path, default `libpmix.so.2`): the libpmix loaded
+    /// when a PMIx server (`srun --mpi=pmix`, `prterun`) started this rank, and only then.
+    pub pmix_lib: String,
     /// `FERRY_GRID_PLACE` (set by `ferry run --grid`, default unset = one host): this rank's
     /// cluster, front node, host, address and relay (`ferry_grid::Placement`). With it the tcp
     /// transport listens on the host's address, paths follow docs/ARCHITECTURE.md §4 and a rank on a private
@@ -143,6 +146,7 @@ impl Default for Config {
             rail_stripe: 512 << 10,
             rail_timeout_secs: 3,
             connect_timeout_secs: 30,
+            pmix_lib: "libpmix.so.2".into(),
             place: None,
         }
     }
@@ -271,6 +275,10 @@ impl Config {
             rail_stripe: parse("FERRY_RAIL_STRIPE", d.rail_stripe)?,
             rail_timeout_secs: parse("FERRY_RAIL_TIMEOUT", d.rail_timeout_secs)?.max(1),
             connect_timeout_secs: parse("FERRY_CONNECT_TIMEOUT", d.connect_timeout_secs)?,
+            pmix_lib: match std::env::var("FERRY_PMIX_LIB") {
+                Ok(lib) if !lib.trim().is_empty() => lib.trim().to_string(),
+                _ => d.pmix_lib,
+            },
             place: match std::env::var(ferry_grid::PLACE_ENV) {
                 Ok(text) if !text.is_empty() => {
                     Some(ferry_grid::Placement::parse(&text).map_err(|e| {
@@ -381,6 +389,7 @@ impl Config {
                 "FERRY_CONNECT_TIMEOUT",
                 self.connect_timeout_secs.to_string(),
             ),
+            ("FERRY_PMIX_LIB", self.pmix_lib.clone()),
             (
                 ferry_grid::PLACE_ENV,
                 self.place

@@ -141,7 +141,7 @@ pub fn init() -> Result<World, Error> {
         job,
         key,
         mut boot,
-    }) = crate::bootstrap::launched()?
+    }) = crate::bootstrap::launched(&config.pmix_lib)?
     else {
         return Ok(singleton(&config));
     };

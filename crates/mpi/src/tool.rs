@@ -354,6 +354,14 @@ const CVARS: &[CvarDef] = &[
         value: |c| num(c.connect_timeout_secs),
     },
     CvarDef {
+        env: "FERRY_PMIX_LIB",
+        desc: "The libpmix loaded when a PMIx server (srun --mpi=pmix, prterun) started this rank, and only then.",
+        ty: CvarType::Text,
+        verbosity: MPI_T_VERBOSITY_USER_DETAIL,
+        category: CAT_TRANSPORT,
+        value: |c| CvarValue::Text(c.pmix_lib.clone()),
+    },
+    CvarDef {
         env: "FERRY_GRID_PLACE",
         desc: "This rank's place in a grid (cluster, front node, host, address, relay), set by ferry run --grid; empty on one host.",
         ty: CvarType::Text,

@@ -3,13 +3,15 @@
 //! MPI_APPNUM of an MPMD command line, MPI_Abort's code as the job's exit status, a rank
 //! exiting 3 failing the job, and MPI's name service through hydra's (`tests/c/ports.c`).
 //! `tests/c/pmi_job.c` and `ports.c` are built with `bin/mpicc` against this build's
-//! `libmpi.so` (`cargo test --release -p ferry-mpi --test hydra` builds it).
+//! `libmpi.so` (`common::program`; `cargo test --release -p ferry-mpi --test hydra` builds it).
 //!
 //! Skipped, saying so, where `mpiexec.hydra` is missing (Debian's `mpich` package has it;
 //! `scripts/setup.sh` installs it). Each run is bounded by `timeout`: hydra can hang when a
 //! rank misbehaves. Jobs run one at a time (two cores).
 
-use std::path::{Path, PathBuf};
+mod common;
+
+use common::program;
 use std::process::{Command, Output};
 use std::sync::Mutex;
 
@@ -24,49 +26,6 @@ fn hydra_missing() -> bool {
         eprintln!("skipped: mpiexec.hydra is not installed (Debian package mpich)");
     }
     !found
-}
-
-/// `target/<profile>`, from this test executable (`target/<profile>/deps/hydra-…`).
-fn profile_dir() -> PathBuf {
-    let exe = std::env::current_exe().expect("test executable");
-    exe.parent()
-        .and_then(|d| d.parent())
-        .expect("target/<profile>")
-        .to_path_buf()
-}
-
-/// `tests/c/<name>.c` compiled once per test run, against the newest `libmpi.so` of this build.
-fn program(name: &str) -> PathBuf {
-    static BUILT: Mutex<Vec<String>> = Mutex::new(Vec::new());
-    let top = profile_dir();
-    let out = top.join("mpi-c-tests");
-    let exe = out.join(name);
-    let mut built = BUILT.lock().unwrap_or_else(|e| e.into_inner());
-    if built.iter().any(|b| b == name) {
-        return exe;
-    }
-    let lib = [top.join("deps"), top.clone()]
-        .into_iter()
-        .filter(|d| d.join("libmpi.so").exists())
-        .max_by_key(|d| {
-            std::fs::metadata(d.join("libmpi.so"))
-                .and_then(|m| m.modified())
-                .ok()
-        })
-        .expect("libmpi.so: run `cargo build --release -p ferry-mpi`");
-    std::fs::create_dir_all(&out).expect("output dir");
-    let here = Path::new(env!("CARGO_MANIFEST_DIR"));
-    let status = Command::new(here.join("bin/mpicc"))
-        .env("FERRY_LIBDIR", lib)
-        .args(["-std=c99", "-D_DEFAULT_SOURCE", "-O2", "-Wall", "-Werror"])
-        .arg(here.join("tests/c").join(format!("{name}.c")))
-        .arg("-o")
-        .arg(&exe)
-        .status()
-        .expect("run mpicc");
-    assert!(status.success(), "mpicc failed on {name}.c");
-    built.push(name.to_string());
-    exe
 }
 
 /// `timeout 60 mpiexec.hydra -launcher fork <hydra_args>` with `FERRY_TRANSPORT=transport`.
