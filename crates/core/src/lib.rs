@@ -36,6 +36,7 @@ mod netaware;
 mod rails;
 pub mod raw;
 mod selection;
+pub mod settings;
 mod shm;
 pub mod spawn;
 mod stats;
