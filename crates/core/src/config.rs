@@ -90,6 +90,10 @@ pub struct Config {
     /// `FERRY_TCP_BUF` (bytes, default 0 = kernel autotuning): SO_SNDBUF and SO_RCVBUF of every
     /// rank-to-rank socket.
     pub tcp_buffer: usize,
+    /// `FERRY_TCP_STRANGERS` (connections, default 1024, never fewer than two per peer and
+    /// rail): connections to this rank's listener that have not authenticated yet kept at a
+    /// time; one more closes the oldest, so strangers cost bounded memory.
+    pub tcp_strangers: usize,
     /// `FERRY_SPIN` (polls, default: 4000, or 100 when ranks outnumber cores): polls without
     /// progress before a waiting rank yields and then sleeps.
     pub spin: Option<u32>,
@@ -136,6 +140,7 @@ impl Default for Config {
             tcp_eager_limit: 64 << 10,
             tcp_chunk: 256 << 10,
             tcp_buffer: 0,
+            tcp_strangers: crate::tcp::DEFAULT_MAX_STRANGERS,
             spin: None,
             spin_yield: None,
             rails: 1,
@@ -270,6 +275,7 @@ impl Config {
             }),
             tcp_chunk: bytes("FERRY_TCP_CHUNK")?.unwrap_or(d.tcp_chunk),
             tcp_buffer: bytes("FERRY_TCP_BUF")?.unwrap_or(d.tcp_buffer),
+            tcp_strangers: bytes("FERRY_TCP_STRANGERS")?.unwrap_or(d.tcp_strangers),
             spin: number("FERRY_SPIN")?.map(|s| s as u32),
             spin_yield,
             rails,
@@ -361,6 +367,7 @@ impl Config {
                     self.tcp_buffer.to_string()
                 },
             ),
+            ("FERRY_TCP_STRANGERS", self.tcp_strangers.to_string()),
             (
                 "FERRY_SPIN",
                 self.spin

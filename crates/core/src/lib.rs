@@ -40,6 +40,7 @@ pub mod settings;
 mod shm;
 pub mod spawn;
 mod stats;
+mod stranger_log;
 mod tcp;
 mod world;
 

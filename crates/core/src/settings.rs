@@ -54,6 +54,7 @@ pub const NUMBERS: &[Bounds] = &[
         unit: "bytes",
         zero: Some("kernel autotuning"),
     },
+    bounds("FERRY_TCP_STRANGERS", 16, 65_536, "connections"),
     bounds("FERRY_SPIN", 0, 100_000_000, "polls"),
     bounds("FERRY_RAILS", 1, crate::config::MAX_RAILS as u64, "rails"),
     bounds("FERRY_RAIL_STRIPE", 4 * KIB, 1 << 40, "bytes"),

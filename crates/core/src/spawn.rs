@@ -189,6 +189,7 @@ fn open(shared: &Shared) -> Result<(), Error> {
                 Duration::from_secs(c.rail_timeout_secs),
             )?;
             t.grow(engine.proto.peer_count());
+            t.set_max_strangers(c.tcp_strangers);
             engine.add_tcp(t);
         }
         match engine.tcp.as_ref() {

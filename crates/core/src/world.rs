@@ -233,6 +233,7 @@ pub fn init() -> Result<World, Error> {
             config.rails,
             Duration::from_secs(config.rail_timeout_secs),
         )?;
+        t.set_max_strangers(config.tcp_strangers);
         if let Some((p, relay)) = place.and_then(|p| Some((p, p.relay?))) {
             // Registered before the address is published: once anyone reads it, every relay
             // knows its ranks.
