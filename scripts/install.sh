@@ -47,8 +47,10 @@ cat >"$prefix/bin/bspcc" <<'BSPCC'
 # bspcc: compile and link a BSPlib C program against ferry's libbsp.so (installed layout).
 #   bspcc prog.c -o prog && mpiexec -n 4 ./prog
 set -euo pipefail
+# The compiler is $FERRY_CC, else cc: never $CC, which `make CC=bspcc` sets to bspcc itself.
 prefix=$(cd "$(dirname "$(readlink -f "$0")")/.." && pwd)
-exec ${CC:-cc} -I"$prefix/include" "$@" -L"$prefix/lib" -lbsp -Wl,-rpath,"$prefix/lib"
+read -r -a compiler <<<"${FERRY_CC:-cc}"
+exec "${compiler[@]}" -I"$prefix/include" "$@" -L"$prefix/lib" -lbsp -Wl,-rpath,"$prefix/lib"
 BSPCC
 chmod 755 "$prefix/bin/bspcc"
 echo "installed ferry into $prefix (add $prefix/bin to PATH)"

@@ -42,4 +42,27 @@ cp hello.c hello.cpp
 mpicxx hello.cpp -o hellocxx
 out=$(mpirun -np 2 ./hellocxx | sort)
 [ "$out" = "$(printf 'hello from 0 of 2\nhello from 1 of 2')" ] || fail "mpirun -np 2 ./hellocxx printed: $out"
-echo "test-install: ok (mpicc, mpicxx, mpiexec, mpirun from an installed prefix)"
+
+# Makefiles set CC to the wrapper, and make exports it to the recipe: the wrappers take their
+# compiler from FERRY_CC / FERRY_CXX only, or they would run themselves forever.
+if command -v make >/dev/null; then
+  mkdir mk && cp hello.c mk/hello.c && cp hello.cpp mk/hellocxx.cpp
+  cat >mk/spmd.c <<'C'
+#include <bsp.h>
+#include <stdio.h>
+int main(void) {
+    bsp_begin(bsp_nprocs());
+    printf("bsp %d of %d\n", bsp_pid(), bsp_nprocs());
+    bsp_end();
+    return 0;
+}
+C
+  printf 'all: hello hellocxx\n' >mk/Makefile
+  (cd mk && env -u FERRY_CC -u FERRY_CXX timeout 30 make -s CC=mpicc CXX=mpicxx) || fail "make CC=mpicc CXX=mpicxx"
+  (cd mk && env -u FERRY_CC timeout 30 make -s CC=bspcc spmd) || fail "make CC=bspcc"
+  out=$(mpiexec -n 2 mk/spmd | sort)
+  [ "$out" = "$(printf 'bsp 0 of 2\nbsp 1 of 2')" ] || fail "mpiexec -n 2 mk/spmd printed: $out"
+else
+  echo "test-install: make is not installed: make CC=mpicc / CC=bspcc not checked"
+fi
+echo "test-install: ok (mpicc, mpicxx, mpiexec, mpirun from an installed prefix; make CC=mpicc, CC=bspcc)"

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The test command: formatting, lints, then every test of the workspace (unit, property and
-# multi-process tests through `ferry run`), in release mode. CI runs exactly this.
+# multi-process tests through `ferry run`, and every fuzz target for FERRY_FUZZ_SECS seconds,
+# default 10: fuzz/README.md), in release mode. CI runs exactly this.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh

@@ -76,26 +76,26 @@ impl Config {
                 },
             }
         };
+        // Numbers are checked against ferry-core's table of ranges (docs/settings.md).
+        let get = |name: &str| std::env::var(name).ok();
+        let number = |name: &str| {
+            ferry_core::settings::number(&get, name).map_err(|e| match e {
+                ferry_core::Error::Config(message) => message,
+                other => other.to_string(),
+            })
+        };
         let bytes = |name: &str, default: usize| -> Result<usize, String> {
-            match std::env::var(name) {
-                Err(_) => Ok(default),
-                Ok(v) => v
-                    .parse()
-                    .map_err(|_| format!("{name}={v}: expected a byte count")),
-            }
+            Ok(number(name)?.map_or(default, |v| v as usize))
         };
         c.combine = flag("FERRY_BSP_COMBINE", c.combine)?;
         c.early_bytes = bytes("FERRY_BSP_EARLY", c.early_bytes)?;
         c.reorder = flag("FERRY_BSP_REORDER", c.reorder)?;
         c.prepost = flag("FERRY_BSP_PREPOST", c.prepost)?;
-        c.prepost_bytes = bytes("FERRY_BSP_PREPOST_BYTES", c.prepost_bytes)?.max(64);
+        c.prepost_bytes = bytes("FERRY_BSP_PREPOST_BYTES", c.prepost_bytes)?;
         c.in_place = flag("FERRY_BSP_IN_PLACE", c.in_place)?;
         c.ring = flag("FERRY_BSP_RING", c.ring)?;
-        if let Ok(v) = std::env::var("FERRY_BSP_SPIN") {
-            c.spin_us = Some(
-                v.parse()
-                    .map_err(|_| format!("FERRY_BSP_SPIN={v}: expected microseconds"))?,
-            );
+        if let Some(us) = number("FERRY_BSP_SPIN")? {
+            c.spin_us = Some(us as _);
         }
         Ok(c)
     }

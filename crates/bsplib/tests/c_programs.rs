@@ -3,7 +3,7 @@
 //! the error cases, inner product, reverse, prefix sum, a put/get stress test checked by
 //! checksum, and `bsp_begin` with fewer processes than the job.
 //!
-//! Needs a C compiler (`cc`, or `$CC`), and `ferry` and `libbsp.so` in this test's target
+//! Needs a C compiler (`cc`, or `$FERRY_CC`), and `ferry` and `libbsp.so` in this test's target
 //! directory: `cargo test --release --workspace` builds both (or `cargo build --release -p
 //! ferry-cli -p ferry-bsplib`). Jobs run one at a time (two cores).
 

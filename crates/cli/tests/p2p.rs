@@ -256,6 +256,32 @@ fn strangers_on_a_rank_port_are_refused_and_the_job_completes() {
     assert!(err.contains("allpairs ok") || j.stdout().contains("allpairs ok"));
 }
 
+/// 200 idle strangers on a rank's port: it keeps `FERRY_TCP_STRANGERS` of them, closing the
+/// oldest, and says so in five lines and a summary instead of a line each.
+#[test]
+fn a_flood_of_idle_strangers_is_capped_and_its_lines_summed_up() {
+    let j = job(
+        2,
+        "tcp",
+        "check",
+        &["stranger-flood"],
+        &[("FERRY_TCP_STRANGERS", "16")],
+        60,
+    );
+    j.assert_ok();
+    let err = j.stderr();
+    let lines = err.lines().filter(|l| l.contains("ferry: rank 1:")).count();
+    assert!(lines <= 6, "{lines} lines about strangers:\n{err}");
+    assert!(
+        err.contains("16 connections were waiting to authenticate (FERRY_TCP_STRANGERS)"),
+        "{err}"
+    );
+    assert!(
+        err.contains("more refused connections") && err.contains("it was the oldest"),
+        "{err}"
+    );
+}
+
 #[test]
 fn sixty_four_ranks_on_two_cores_finish() {
     for t in TRANSPORTS {

@@ -1135,6 +1135,36 @@ fn stranger(world: &World) -> Result<(), Error> {
     allpairs(world, 100_000, 5)
 }
 
+/// Rank 0 opens 200 idle connections to rank 1's port and keeps them open while the job
+/// exchanges messages: rank 1 keeps only `FERRY_TCP_STRANGERS` of them and says so in a few
+/// lines, not 200.
+fn stranger_flood(world: &World) -> Result<(), Error> {
+    let me = world.rank();
+    let mut idle = Vec::new();
+    if me == 1 {
+        let addr = world
+            .tcp_listen_addr()
+            .map(|a| a.to_string())
+            .unwrap_or_default();
+        world.send(addr.as_bytes(), 0, 1)?;
+    } else if me == 0 {
+        let mut addr = vec![0u8; 64];
+        let st = world.recv(&mut addr, 1, 1)?;
+        let addr = String::from_utf8_lossy(&addr[..st.len]).to_string();
+        if addr.is_empty() {
+            fail(world, "stranger-flood needs the tcp transport".into());
+        }
+        for _ in 0..200 {
+            idle.push(TcpStream::connect(&addr).expect("connect"));
+        }
+    }
+    world.barrier()?;
+    allpairs(world, 100_000, 5)?;
+    world.barrier()?;
+    drop(idle);
+    Ok(())
+}
+
 /// Prints how this rank reaches every rank (`routes <rank>: self shm tcp …`), one rank after
 /// the other; rank 0 also prints the world's cluster ids (`clusters [0, 0, 1]`).
 fn routes(world: &World) -> Result<(), Error> {
@@ -1187,6 +1217,7 @@ fn main() {
         Some("coll") => collectives(&world),
         Some("hier") => hier(&world),
         Some("stranger") => stranger(&world),
+        Some("stranger-flood") => stranger_flood(&world),
         Some("transport") => {
             // The settings in effect give a ring size only to the shm transport.
             let shm = world.config().shm_ring_bytes.is_some_and(|b| b > 0);

@@ -90,6 +90,10 @@ pub struct Config {
     /// `FERRY_TCP_BUF` (bytes, default 0 = kernel autotuning): SO_SNDBUF and SO_RCVBUF of every
     /// rank-to-rank socket.
     pub tcp_buffer: usize,
+    /// `FERRY_TCP_STRANGERS` (connections, default 1024, never fewer than two per peer and
+    /// rail): connections to this rank's listener that have not authenticated yet kept at a
+    /// time; one more closes the oldest, so strangers cost bounded memory.
+    pub tcp_strangers: usize,
     /// `FERRY_SPIN` (polls, default: 4000, or 100 when ranks outnumber cores): polls without
     /// progress before a waiting rank yields and then sleeps.
     pub spin: Option<u32>,
@@ -114,7 +118,8 @@ pub struct Config {
     /// stays unacknowledged this long counts as failed (TCP_USER_TIMEOUT) and its chunks are
     /// sent again on the others.
     pub rail_timeout_secs: u64,
-    /// `FERRY_CONNECT_TIMEOUT` (seconds, default 30): how long setup waits for all peers.
+    /// `FERRY_CONNECT_TIMEOUT` (seconds, default 30, 0 = no limit): how long setup waits for
+    /// all peers; see [`Config::connect_timeout`].
     pub connect_timeout_secs: u64,
     /// `FERRY_PMIX_LIB` (a library name or path, default `libpmix.so.2`): the libpmix loaded
     /// when a PMIx server (`srun --mpi=pmix`, `prterun`) started this rank, and only then.
@@ -138,6 +143,7 @@ impl Default for Config {
             tcp_eager_limit: 64 << 10,
             tcp_chunk: 256 << 10,
             tcp_buffer: 0,
+            tcp_strangers: crate::tcp::DEFAULT_MAX_STRANGERS,
             spin: None,
             spin_yield: None,
             rails: 1,
@@ -152,16 +158,6 @@ impl Default for Config {
     }
 }
 
-fn parse<T: std::str::FromStr>(name: &str, default: T) -> Result<T, Error> {
-    match std::env::var(name) {
-        Ok(text) => text
-            .trim()
-            .parse()
-            .map_err(|_| Error::Config(format!("{name}={text:?} is not a valid value"))),
-        Err(_) => Ok(default),
-    }
-}
-
 impl Config {
     /// The shm eager limit: `FERRY_SHM_EAGER`, or its default for whether CMA copies are
     /// shared (`shared_copies`).
@@ -170,48 +166,63 @@ impl Config {
             .unwrap_or(if shared_copies { 8 << 10 } else { 64 << 10 })
     }
 
-    /// Reads every setting from the environment, defaults for those unset.
+    /// Reads every setting from the environment, defaults for those unset. A value of the
+    /// wrong form or outside its range (see [`crate::settings::NUMBERS`]) is an error naming
+    /// the variable, the value and what is accepted.
     pub fn from_env() -> Result<Config, Error> {
+        Config::from_lookup(|name| std::env::var(name).ok())
+    }
+
+    /// Every setting of this process checked at once, as `MPI_Init` and `ferry run` do before
+    /// anything starts: [`Config::from_env`], the collective selection (`FERRY_COLL_…`) and
+    /// the network-aware broadcast (`FERRY_BCAST_SCHEDULER`, `FERRY_BCAST_COSTS`), which are
+    /// otherwise read at the first collective.
+    pub fn check_env() -> Result<Config, Error> {
+        let config = Config::from_env()?;
+        crate::selection::table()?;
+        crate::netaware::check_env()?;
+        Ok(config)
+    }
+
+    /// [`Config::from_env`] with the variables from `get` (for tests and for checking another
+    /// process's environment).
+    pub fn from_lookup(get: impl Fn(&str) -> Option<String>) -> Result<Config, Error> {
         let d = Config::default();
-        let transport = match std::env::var("FERRY_TRANSPORT").as_deref() {
-            Err(_) | Ok("auto") | Ok("") => TransportKind::Auto,
-            Ok("shm") => TransportKind::Shm,
-            Ok("tcp") => TransportKind::Tcp,
-            Ok(other) => {
+        // Unset and blank are the same: the default.
+        let word = |name: &str| {
+            get(name)
+                .map(|v| v.trim().to_string())
+                .filter(|v| !v.is_empty())
+        };
+        let number = |name: &str| crate::settings::number(&get, name);
+        let transport = match word("FERRY_TRANSPORT").as_deref() {
+            None | Some("auto") => TransportKind::Auto,
+            Some("shm") => TransportKind::Shm,
+            Some("tcp") => TransportKind::Tcp,
+            Some(other) => {
                 return Err(Error::Config(format!(
                     "FERRY_TRANSPORT={other:?}: expected auto, shm or tcp"
                 )))
             }
         };
-        let tcp_addr = match std::env::var("FERRY_TCP_ADDR") {
-            Ok(text) if !text.trim().is_empty() => Some(text.trim().parse().map_err(|_| {
+        let tcp_addr = match word("FERRY_TCP_ADDR") {
+            Some(text) => Some(text.parse().map_err(|_| {
                 Error::Config(format!("FERRY_TCP_ADDR={text:?} is not an IP address"))
             })?),
-            _ => None,
+            None => None,
         };
-        let ring = match std::env::var("FERRY_SHM_RING") {
-            Ok(_) => Some(parse("FERRY_SHM_RING", 0usize)?),
-            Err(_) => None,
-        };
-        if ring.is_some_and(|r| r < 4096) {
-            return Err(Error::Config("FERRY_SHM_RING must be at least 4096".into()));
-        }
-        let spin = match std::env::var("FERRY_SPIN") {
-            Ok(_) => Some(parse("FERRY_SPIN", 0u32)?),
-            Err(_) => None,
-        };
-        let spin_yield = match std::env::var("FERRY_SPIN_YIELD").as_deref().map(str::trim) {
-            Err(_) | Ok("") => None,
-            Ok("1") => Some(true),
-            Ok("0") => Some(false),
-            Ok(other) => {
+        let spin_yield = match word("FERRY_SPIN_YIELD").as_deref() {
+            None => None,
+            Some("1") => Some(true),
+            Some("0") => Some(false),
+            Some(other) => {
                 return Err(Error::Config(format!(
                     "FERRY_SPIN_YIELD={other:?}: expected 0 or 1"
                 )))
             }
         };
-        let rail_addrs = match std::env::var("FERRY_RAIL_ADDRS") {
-            Ok(text) if !text.trim().is_empty() => text
+        let rail_addrs = match word("FERRY_RAIL_ADDRS") {
+            Some(text) => text
                 .split(',')
                 .map(|a| {
                     a.trim().parse().map_err(|_| {
@@ -221,66 +232,69 @@ impl Config {
                     })
                 })
                 .collect::<Result<Vec<std::net::IpAddr>, Error>>()?,
-            _ => Vec::new(),
+            None => Vec::new(),
         };
-        let rails = parse("FERRY_RAILS", rail_addrs.len().max(1) as u16)?;
+        // Ranges come from the settings table, so these conversions cannot fail; usize is 64
+        // bits wide on every target ferry builds for.
+        let bytes =
+            |name: &str| -> Result<Option<usize>, Error> { Ok(number(name)?.map(|v| v as usize)) };
+        let rails = number("FERRY_RAILS")?.map_or(rail_addrs.len().max(1) as u16, |r| r as u16);
         if !(1..=MAX_RAILS).contains(&rails) {
             return Err(Error::Config(format!(
-                "FERRY_RAILS={rails}: expected 1 … {MAX_RAILS}"
+                "FERRY_RAIL_ADDRS lists {} addresses: expected 1 … {MAX_RAILS}",
+                rail_addrs.len()
             )));
         }
+        let cma = match word("FERRY_CMA").as_deref() {
+            None | Some("auto") => CmaMode::Auto,
+            Some("share") => CmaMode::Share,
+            Some("1") | Some("on") | Some("pull") => CmaMode::Pull,
+            Some("0") | Some("off") => CmaMode::Never,
+            Some(other) => {
+                return Err(Error::Config(format!(
+                    "FERRY_CMA={other:?}: expected auto, share, pull or off"
+                )))
+            }
+        };
+        let rail_policy = match word("FERRY_RAIL_POLICY").as_deref() {
+            None | Some("weighted") => RailPolicy::Weighted,
+            Some("roundrobin") | Some("round-robin") => RailPolicy::RoundRobin,
+            Some(other) => {
+                return Err(Error::Config(format!(
+                    "FERRY_RAIL_POLICY={other:?}: expected weighted or roundrobin"
+                )))
+            }
+        };
         Ok(Config {
             transport,
             tcp_addr,
-            shm_eager_limit: match std::env::var("FERRY_SHM_EAGER") {
-                Ok(_) => Some(parse("FERRY_SHM_EAGER", 0)?),
-                Err(_) => None,
-            },
-            shm_ring_bytes: ring,
-            cma: match std::env::var("FERRY_CMA").as_deref() {
-                Err(_) | Ok("auto") | Ok("") => CmaMode::Auto,
-                Ok("share") => CmaMode::Share,
-                Ok("1") | Ok("on") | Ok("pull") => CmaMode::Pull,
-                Ok("0") | Ok("off") => CmaMode::Never,
-                Ok(other) => {
-                    return Err(Error::Config(format!(
-                        "FERRY_CMA={other:?}: expected auto, share, pull or off"
-                    )))
-                }
-            },
-            cma_share_min: parse("FERRY_CMA_SHARE", d.cma_share_min)?,
-            tcp_eager_limit: parse(
-                "FERRY_TCP_EAGER",
-                if rails > 1 {
-                    8 << 10
-                } else {
-                    d.tcp_eager_limit
-                },
-            )?,
-            tcp_chunk: parse("FERRY_TCP_CHUNK", d.tcp_chunk)?.max(4096),
-            tcp_buffer: parse("FERRY_TCP_BUF", d.tcp_buffer)?,
-            spin,
+            shm_eager_limit: bytes("FERRY_SHM_EAGER")?,
+            shm_ring_bytes: bytes("FERRY_SHM_RING")?,
+            cma,
+            cma_share_min: bytes("FERRY_CMA_SHARE")?.unwrap_or(d.cma_share_min),
+            tcp_eager_limit: bytes("FERRY_TCP_EAGER")?.unwrap_or(if rails > 1 {
+                8 << 10
+            } else {
+                d.tcp_eager_limit
+            }),
+            tcp_chunk: bytes("FERRY_TCP_CHUNK")?.unwrap_or(d.tcp_chunk),
+            tcp_buffer: bytes("FERRY_TCP_BUF")?.unwrap_or(d.tcp_buffer),
+            tcp_strangers: bytes("FERRY_TCP_STRANGERS")?.unwrap_or(d.tcp_strangers),
+            spin: number("FERRY_SPIN")?.map(|s| s as u32),
             spin_yield,
             rails,
             rail_addrs,
-            rail_policy: match std::env::var("FERRY_RAIL_POLICY").as_deref() {
-                Err(_) | Ok("weighted") | Ok("") => RailPolicy::Weighted,
-                Ok("roundrobin") | Ok("round-robin") => RailPolicy::RoundRobin,
-                Ok(other) => {
-                    return Err(Error::Config(format!(
-                        "FERRY_RAIL_POLICY={other:?}: expected weighted or roundrobin"
-                    )))
-                }
-            },
-            rail_stripe: parse("FERRY_RAIL_STRIPE", d.rail_stripe)?,
-            rail_timeout_secs: parse("FERRY_RAIL_TIMEOUT", d.rail_timeout_secs)?.max(1),
-            connect_timeout_secs: parse("FERRY_CONNECT_TIMEOUT", d.connect_timeout_secs)?,
-            pmix_lib: match std::env::var("FERRY_PMIX_LIB") {
-                Ok(lib) if !lib.trim().is_empty() => lib.trim().to_string(),
+            rail_policy,
+            rail_stripe: bytes("FERRY_RAIL_STRIPE")?.unwrap_or(d.rail_stripe),
+            rail_timeout_secs: number("FERRY_RAIL_TIMEOUT")?.unwrap_or(d.rail_timeout_secs),
+            connect_timeout_secs: number("FERRY_CONNECT_TIMEOUT")?
+                .unwrap_or(d.connect_timeout_secs),
+            pmix_lib: match get("FERRY_PMIX_LIB") {
+                Some(lib) if !lib.trim().is_empty() => lib.trim().to_string(),
                 _ => d.pmix_lib,
             },
-            place: match std::env::var(ferry_grid::PLACE_ENV) {
-                Ok(text) if !text.is_empty() => {
+            place: match get(ferry_grid::PLACE_ENV) {
+                Some(text) if !text.is_empty() => {
                     Some(ferry_grid::Placement::parse(&text).map_err(|e| {
                         Error::Config(format!("{}={text:?}: {e}", ferry_grid::PLACE_ENV))
                     })?)
@@ -288,6 +302,15 @@ impl Config {
                 _ => None,
             },
         })
+    }
+
+    /// How long setup waits for its peers: `FERRY_CONNECT_TIMEOUT`, where 0 means no limit
+    /// (as `ferry run --timeout 0`; a century stands for it, so deadlines stay plain sums).
+    pub fn connect_timeout(&self) -> std::time::Duration {
+        match self.connect_timeout_secs {
+            0 => std::time::Duration::from_secs(100 * 365 * 86_400),
+            secs => std::time::Duration::from_secs(secs),
+        }
     }
 
     /// The address this rank's TCP listener binds to and publishes (see
@@ -352,6 +375,7 @@ impl Config {
                     self.tcp_buffer.to_string()
                 },
             ),
+            ("FERRY_TCP_STRANGERS", self.tcp_strangers.to_string()),
             (
                 "FERRY_SPIN",
                 self.spin
@@ -417,6 +441,84 @@ impl Config {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn from_pairs(pairs: &[(&str, &str)]) -> Result<Config, Error> {
+        let pairs: Vec<(String, String)> = pairs
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect();
+        Config::from_lookup(move |name| {
+            pairs
+                .iter()
+                .find(|(k, _)| k == name)
+                .map(|(_, v)| v.clone())
+        })
+    }
+
+    #[track_caller]
+    fn refused(name: &str, value: &str, says: &str) {
+        let e = from_pairs(&[(name, value)]).unwrap_err().to_string();
+        assert!(
+            e.contains(&format!("{name}=")) && e.contains(value) && e.contains(says),
+            "{name}={value}: {e}"
+        );
+    }
+
+    #[test]
+    fn settings_that_quietly_hurt_are_refused_naming_variable_value_and_range() {
+        refused(
+            "FERRY_TCP_BUF",
+            "1",
+            "0 (kernel autotuning) or 65536 … 1073741824 bytes",
+        );
+        refused("FERRY_TCP_BUF", "4096", "out of range");
+        refused("FERRY_SHM_RING", "99999999999", "4096 … 67108864 bytes");
+        refused("FERRY_SHM_RING", "100", "out of range");
+        refused("FERRY_TCP_CHUNK", "0", "4096 … 67108864 bytes");
+        refused("FERRY_RAILS", "17", "1 … 16 rails");
+        refused("FERRY_RAILS", "0", "out of range");
+        refused("FERRY_RAIL_TIMEOUT", "0", "1 … 3600 seconds");
+        refused("FERRY_SPIN", "lots", "is not a number");
+        refused("FERRY_SHM_EAGER", "-5", "is not a number");
+        refused("FERRY_TRANSPORT", "udp", "expected auto, shm or tcp");
+    }
+
+    #[test]
+    fn values_in_range_are_taken_as_given() {
+        let c = from_pairs(&[
+            ("FERRY_TCP_BUF", "0"),
+            ("FERRY_TCP_CHUNK", "4096"),
+            ("FERRY_SHM_RING", " 65536 "),
+            ("FERRY_RAILS", "16"),
+            ("FERRY_SPIN", ""),
+        ])
+        .unwrap();
+        assert_eq!(c.tcp_buffer, 0);
+        assert_eq!(c.tcp_chunk, 4096, "no longer raised quietly");
+        assert_eq!(c.shm_ring_bytes, Some(65536));
+        assert_eq!(c.rails, 16);
+        assert_eq!(c.spin, None, "blank is unset");
+    }
+
+    #[test]
+    fn a_connect_timeout_of_zero_means_no_limit() {
+        let c = from_pairs(&[("FERRY_CONNECT_TIMEOUT", "0")]).unwrap();
+        assert!(c.connect_timeout() > std::time::Duration::from_secs(10 * 365 * 86_400));
+        // A deadline from it is still a plain sum.
+        let _ = std::time::Instant::now() + c.connect_timeout();
+        let c = from_pairs(&[("FERRY_CONNECT_TIMEOUT", "5")]).unwrap();
+        assert_eq!(c.connect_timeout(), std::time::Duration::from_secs(5));
+        refused("FERRY_CONNECT_TIMEOUT", "86401", "0 (no limit");
+    }
+
+    #[test]
+    fn too_many_rail_addresses_are_refused() {
+        let addrs = vec!["10.0.0.1"; 17].join(",");
+        let e = from_pairs(&[("FERRY_RAIL_ADDRS", &addrs)])
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("FERRY_RAIL_ADDRS lists 17 addresses"), "{e}");
+    }
 
     #[test]
     fn ring_size_is_a_clamped_power_of_two() {

@@ -36,9 +36,11 @@ mod netaware;
 mod rails;
 pub mod raw;
 mod selection;
+pub mod settings;
 mod shm;
 pub mod spawn;
 mod stats;
+mod stranger_log;
 mod tcp;
 mod world;
 

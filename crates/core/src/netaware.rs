@@ -41,6 +41,12 @@ pub(crate) fn configured() -> Result<Option<Rc<NetBcast>>, Error> {
     })
 }
 
+/// Checks `FERRY_BCAST_SCHEDULER` and `FERRY_BCAST_COSTS` (an unknown scheduler, an unreadable
+/// cost file) at start-up rather than at the first broadcast.
+pub(crate) fn check_env() -> Result<(), Error> {
+    configured().map(|_| ())
+}
+
 fn from_settings(scheduler: Option<&str>, costs: Option<&str>) -> Result<Option<NetBcast>, String> {
     let scheduler = scheduler.map(str::trim).filter(|s| !s.is_empty());
     let costs = costs.map(str::trim).filter(|s| !s.is_empty());
@@ -66,7 +72,7 @@ fn from_settings(scheduler: Option<&str>, costs: Option<&str>) -> Result<Option<
     };
     let scheduler = hetero::scheduler(&chosen).ok_or_else(|| {
         format!(
-            "FERRY_BCAST_SCHEDULER={chosen}: expected auto or one of {}",
+            "FERRY_BCAST_SCHEDULER={chosen:?} is not a scheduler ferry knows: expected auto or one of {}",
             hetero::SCHEDULERS.join(", ")
         )
     })?;

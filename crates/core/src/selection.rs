@@ -437,13 +437,12 @@ impl Table {
     /// or the built-in table with the `FERRY_COLL_*` thresholds applied.
     fn from_lookup(get: impl Fn(&str) -> Option<String>) -> Result<Table, String> {
         let threshold = |var: &str| -> Result<Option<usize>, String> {
-            get(var)
-                .map(|v| {
-                    v.trim()
-                        .parse()
-                        .map_err(|_| format!("{var}={v:?} is not a byte or rank count"))
+            crate::settings::number(&get, var)
+                .map(|v| v.map(|v| v as usize))
+                .map_err(|e| match e {
+                    Error::Config(message) => message,
+                    other => other.to_string(),
                 })
-                .transpose()
         };
         let bcast_long = threshold(BCAST_LONG_VAR)?;
         let bcast_min_ranks = threshold(BCAST_MIN_RANKS_VAR)?;

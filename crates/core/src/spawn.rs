@@ -97,7 +97,7 @@ pub(crate) fn reach(shared: &Shared, members: &[u32]) -> Result<(), Error> {
     open(shared)?;
     let end = strangers.iter().map(|&u| u as usize + 1).max().unwrap_or(0);
     shared.engine.borrow_mut().grow(end);
-    let timeout = Duration::from_secs(shared.in_effect.connect_timeout_secs);
+    let timeout = shared.in_effect.connect_timeout();
     for uid in strangers.into_iter().filter(|&u| u < me) {
         dial(shared, uid, timeout)?;
     }
@@ -154,7 +154,7 @@ pub(crate) fn reach_one(shared: &Shared, uid: u32) -> Result<(), Error> {
     if known {
         return Ok(());
     }
-    let timeout = Duration::from_secs(shared.in_effect.connect_timeout_secs);
+    let timeout = shared.in_effect.connect_timeout();
     dial(shared, uid, timeout)
 }
 
@@ -189,6 +189,7 @@ fn open(shared: &Shared) -> Result<(), Error> {
                 Duration::from_secs(c.rail_timeout_secs),
             )?;
             t.grow(engine.proto.peer_count());
+            t.set_max_strangers(c.tcp_strangers);
             engine.add_tcp(t);
         }
         match engine.tcp.as_ref() {

@@ -49,6 +49,9 @@ const LISTENER: Token = Token(usize::MAX);
 const RELAY: Token = Token(usize::MAX - 1);
 const DOORBELL: Token = Token(usize::MAX - 2);
 const STRANGER_BASE: usize = 1 << 40;
+
+/// Strangers kept at a time unless `FERRY_TCP_STRANGERS` says otherwise.
+pub(crate) const DEFAULT_MAX_STRANGERS: usize = 1024;
 /// Highest process number (universe rank) a handshake may claim: ranks of every world of the
 /// job, spawned ones included (the launcher allows as many).
 pub(crate) const UNIVERSE_CAP: u32 = 1 << 16;
@@ -317,6 +320,11 @@ pub(crate) struct TcpTransport {
     /// asked: what was queued for them goes (see `crate::spawn`).
     closed: Vec<u32>,
     strangers: Vec<Option<Conn>>,
+    /// Most strangers kept at a time (`FERRY_TCP_STRANGERS`, at least two per peer and rail):
+    /// one more closes the oldest.
+    max_strangers: usize,
+    /// Rate limit of the lines about refused connections.
+    stranger_log: crate::stranger_log::StrangerLog,
     key: JobKey,
     job: u64,
     me: u32,
@@ -330,6 +338,15 @@ pub(crate) struct TcpTransport {
     relay: Option<RelayLink>,
     /// Rung by shared-memory peers when this rank sleeps in `poll_input` (see `crate::shm`).
     doorbell: Option<crate::shm::Doorbell>,
+}
+
+/// What the rate limit held back is summed up when the transport goes (at finalize).
+impl Drop for TcpTransport {
+    fn drop(&mut self) {
+        if let Some(summary) = self.stranger_log.finish() {
+            eprintln!("ferry: rank {}: {summary}", self.me);
+        }
+    }
 }
 
 /// A private rank's registration with the relay on its front node.
@@ -386,6 +403,8 @@ impl TcpTransport {
             failures: Vec::new(),
             closed: Vec::new(),
             strangers: Vec::new(),
+            max_strangers: DEFAULT_MAX_STRANGERS,
+            stranger_log: Default::default(),
             key,
             job,
             me,
@@ -863,12 +882,52 @@ impl TcpTransport {
         Ok(progressed)
     }
 
+    /// Keeps at most `max` connections waiting to authenticate (strangers), but never fewer
+    /// than two per peer and rail, so that a whole job connecting at start-up is not shed.
+    pub(crate) fn set_max_strangers(&mut self, max: usize) {
+        let peers = self.conns.len().max(self.world.end as usize);
+        self.max_strangers = max.max(2 * peers * self.rails as usize);
+    }
+
+    /// One line about a stranger, through the rate limit.
+    fn log_stranger(&mut self, line: String) {
+        let me = self.me;
+        for line in self.stranger_log.note(Instant::now(), line) {
+            eprintln!("ferry: rank {me}: {line}");
+        }
+    }
+
+    /// Closes the oldest stranger if `max_strangers` are waiting (before one more is taken).
+    fn shed_oldest_stranger(&mut self) {
+        let live = self.strangers.iter().flatten().count();
+        if live < self.max_strangers {
+            return;
+        }
+        let oldest = self
+            .strangers
+            .iter()
+            .enumerate()
+            .filter_map(|(i, c)| c.as_ref().map(|c| (c.opened, i)))
+            .min();
+        if let Some((_, index)) = oldest {
+            if let Some(mut conn) = self.strangers[index].take() {
+                let _ = self.poll.registry().deregister(&mut conn.stream);
+                let max = self.max_strangers;
+                self.log_stranger(format!(
+                    "closed connection from {}: {max} connections were waiting to authenticate (FERRY_TCP_STRANGERS), it was the oldest",
+                    conn.addr
+                ));
+            }
+        }
+    }
+
     fn accept_all(&mut self) -> bool {
         let mut progressed = false;
         loop {
             match self.listener.accept() {
                 Ok((mut stream, addr)) => {
                     progressed = true;
+                    self.shed_oldest_stranger();
                     if let Err(e) = self.tune(&stream) {
                         eprintln!("ferry: rank {}: connection from {addr}: {e}", self.me);
                     }
@@ -966,14 +1025,15 @@ impl TcpTransport {
                 Err(why) => {
                     progressed = true;
                     if let Some(mut conn) = self.strangers[index].take() {
-                        eprintln!(
-                            "ferry: rank {}: refused connection from {}: {why}",
-                            self.me, conn.addr
-                        );
                         let _ = self.poll.registry().deregister(&mut conn.stream);
+                        self.log_stranger(format!("refused connection from {}: {why}", conn.addr));
                     }
                 }
             }
+        }
+        // A window's held-back lines are summed up even when no new stranger comes.
+        if let Some(summary) = self.stranger_log.flush(Instant::now()) {
+            eprintln!("ferry: rank {}: {summary}", self.me);
         }
         progressed
     }

@@ -132,7 +132,7 @@ fn hostname() -> String {
 /// speaks PMI (hydra, Slurm); a process started any other way is a job of one rank (like an
 /// MPI singleton). See `crate::bootstrap` for how the starter is told apart.
 pub fn init() -> Result<World, Error> {
-    let config = Config::from_env()?;
+    let config = Config::check_env()?;
     let Some(Launched {
         rank,
         size,
@@ -233,10 +233,11 @@ pub fn init() -> Result<World, Error> {
             config.rails,
             Duration::from_secs(config.rail_timeout_secs),
         )?;
+        t.set_max_strangers(config.tcp_strangers);
         if let Some((p, relay)) = place.and_then(|p| Some((p, p.relay?))) {
             // Registered before the address is published: once anyone reads it, every relay
             // knows its ranks.
-            let timeout = Duration::from_secs(config.connect_timeout_secs);
+            let timeout = config.connect_timeout();
             t.register_with_relay(relay.inside.into(), &p.front, timeout)?;
         }
         let addr = SocketAddr::new(primary, t.listen_addr().port());
@@ -332,7 +333,7 @@ pub fn init() -> Result<World, Error> {
         ..config.clone()
     };
     if engine.tcp.is_some() {
-        let deadline = Instant::now() + Duration::from_secs(config.connect_timeout_secs);
+        let deadline = Instant::now() + config.connect_timeout();
         let missing = |e: &Engine| {
             e.tcp
                 .as_ref()

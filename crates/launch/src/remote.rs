@@ -318,7 +318,11 @@ pub(crate) fn connect_timeout() -> Duration {
     std::env::var("FERRY_CONNECT_TIMEOUT")
         .ok()
         .and_then(|v| v.trim().parse().ok())
-        .map_or(Duration::from_secs(30), Duration::from_secs)
+        .map_or(Duration::from_secs(30), |secs| match secs {
+            // No limit, as for the ranks (ferry_core::Config::connect_timeout).
+            0 => Duration::from_secs(100 * 365 * 86_400),
+            secs => Duration::from_secs(secs),
+        })
 }
 
 /// How many remote daemons the launcher starts itself (`FERRY_TREE_FANOUT`, default 32); each

@@ -441,6 +441,14 @@ const CVARS: &[CvarDef] = &[
         value: |c| num(c.tcp_buffer),
     },
     CvarDef {
+        env: "FERRY_TCP_STRANGERS",
+        desc: "Connections to a rank's listener waiting to authenticate kept at a time (never fewer than two per peer and rail); one more closes the oldest.",
+        ty: CvarType::ULong,
+        verbosity: MPI_T_VERBOSITY_TUNER_DETAIL,
+        category: CAT_TCP,
+        value: |c| num(c.tcp_strangers),
+    },
+    CvarDef {
         env: "FERRY_RAILS",
         desc: "TCP connections (rails) per peer pair, 1 to 16.",
         ty: CvarType::Int,

@@ -149,10 +149,15 @@ pub struct RelayArgs {
     /// Relayed connections one job may have at a time.
     #[arg(long, default_value_t = 256)]
     pub max_per_job: usize,
-    /// Connections of all kinds the relay keeps at a time; more are closed at once (a flood of
-    /// strangers cannot exhaust descriptors).
+    /// Connections of all kinds the relay keeps at a time (a flood of strangers cannot exhaust
+    /// descriptors). When they are all open, a new connection takes the place of the oldest one
+    /// that has not registered or connected yet; with none of those it is closed at once.
     #[arg(long, default_value_t = 4096)]
     pub max_connections: usize,
+    /// Connections that have not registered or connected yet kept at a time; one more closes
+    /// the oldest of them. Keeps room among --max-connections for genuine traffic.
+    #[arg(long, default_value_t = 1024)]
+    pub max_strangers: usize,
     /// Seconds a connection has to register or be paired.
     #[arg(long, value_name = "SECS", default_value_t = 10.0)]
     pub handshake_timeout: f64,
@@ -342,6 +347,7 @@ impl Daemon {
             handshake_timeout: secs("handshake-timeout", args.handshake_timeout)?,
             idle_timeout: secs("idle-timeout", args.idle_timeout)?,
             pinholes: false,
+            max_strangers: args.max_strangers,
         };
         let mut jobs = HashMap::new();
         for spec in &args.jobs {
@@ -473,7 +479,7 @@ impl Daemon {
             .collect();
         refused.sort();
         format!(
-            "ferry relay: up {:.0}s conns={} relayed={} registered={} accepted={} paired={} pinholes={} bytes_in={} bytes_out={} refused=[{}] idle_closed={} turned_away={} errors={} splice_pairs={} buffered_pairs={} sockmap_pairs={} cpu={:.3}s",
+            "ferry relay: up {:.0}s conns={} relayed={} registered={} accepted={} paired={} pinholes={} bytes_in={} bytes_out={} refused=[{}] idle_closed={} shed={} replaced={} turned_away={} errors={} splice_pairs={} buffered_pairs={} sockmap_pairs={} cpu={:.3}s",
             self.started.elapsed().as_secs_f64(),
             self.engine.connections(),
             self.engine.relayed(),
@@ -485,6 +491,8 @@ impl Daemon {
             self.io.bytes_out,
             refused.join(" "),
             c.idle_closed,
+            c.shed,
+            c.replaced,
             self.io.turned_away,
             self.io.errors,
             self.io.spliced_pairs,
@@ -607,9 +615,16 @@ impl Daemon {
             match self.listener.accept() {
                 Ok((mut stream, peer)) => {
                     if self.socks.len() >= self.max_connections {
-                        self.io.turned_away += 1;
-                        drop(stream);
-                        continue;
+                        // Full: the oldest stranger makes room (this one may be a genuine
+                        // REGISTER or CONNECT), else this one is turned away.
+                        if self.engine.shed_stranger() {
+                            self.do_actions(now);
+                        }
+                        if self.socks.len() >= self.max_connections {
+                            self.io.turned_away += 1;
+                            drop(stream);
+                            continue;
+                        }
                     }
                     let _ = stream.set_nodelay(true);
                     let inside = self.inside.iter().any(|c| c.contains(peer.ip()));
@@ -847,6 +862,7 @@ impl Daemon {
                     };
                     self.engine.handle_pinhole(conn, port, now);
                 }
+                Action::Log { message } => eprintln!("ferry relay: {message}"),
                 Action::ClosePinhole { conn } => {
                     if let Some(Err(e)) = self.pinholes.as_mut().map(|h| h.close(conn)) {
                         self.io.errors += 1;

@@ -26,7 +26,7 @@
 
 use ferry_wire::relay::{self, Connect, Incoming, RefuseCode, RelayFrame};
 use ferry_wire::JobKey;
-use std::collections::{HashMap, VecDeque};
+use std::collections::{BTreeSet, HashMap, VecDeque};
 use std::net::{IpAddr, SocketAddr};
 use std::time::{Duration, Instant};
 
@@ -49,6 +49,11 @@ pub struct Config {
     /// Answer a gated CONNECT by asking the driver for a pinhole ([`Action::OpenPinhole`]):
     /// the front node's kernel then forwards the connection, not the relay.
     pub pinholes: bool,
+    /// Connections that have neither registered nor connected (strangers, until they prove
+    /// otherwise) kept at a time: one more closes the oldest of them, so a flood of idle
+    /// strangers costs bounded memory and never turns away a genuine REGISTER or CONNECT,
+    /// which arrives on the newest connection.
+    pub max_strangers: usize,
 }
 
 impl Default for Config {
@@ -58,6 +63,7 @@ impl Default for Config {
             handshake_timeout: Duration::from_secs(10),
             idle_timeout: Duration::from_secs(600),
             pinholes: false,
+            max_strangers: 1024,
         }
     }
 }
@@ -109,6 +115,11 @@ pub enum Action {
         /// The client's CONNECT.
         conn: ConnId,
     },
+    /// Write `message` to the relay's log (rare events, one line each).
+    Log {
+        /// The line, without a newline.
+        message: String,
+    },
     /// Close `conn` once what was sent to it is written. Nothing more is reported for it.
     Close {
         /// Connection.
@@ -129,6 +140,12 @@ pub enum Reason {
     Idle,
     /// The relay is shutting down.
     Shutdown,
+    /// The oldest connection that had not registered or connected yet, closed to make room
+    /// for a newer one.
+    Shed,
+    /// A registrant whose only registrations were taken over by a newer REGISTER of the same
+    /// ranks (the rank reconnected, e.g. after a network blip).
+    Replaced,
 }
 
 #[derive(Debug)]
@@ -194,6 +211,11 @@ pub struct Counters {
     pub idle_closed: u64,
     /// Pinholes opened (connections handed to the kernel).
     pub pinholes: u64,
+    /// Unauthenticated connections closed to make room ([`Config::max_strangers`] or
+    /// [`Relay::shed_stranger`]).
+    pub shed: u64,
+    /// Registrations taken over by a newer REGISTER of the same (job, rank).
+    pub replaced: u64,
 }
 
 /// The relay's state: registrations, connections being set up and forwarded pairs.
@@ -204,6 +226,8 @@ pub struct Relay {
     conns: HashMap<ConnId, Conn>,
     registrations: HashMap<(u64, u32), Registration>,
     per_job: HashMap<u64, usize>,
+    /// Connections still in `State::New`, oldest (smallest id) first.
+    strangers: BTreeSet<ConnId>,
     actions: VecDeque<Action>,
     counters: Counters,
     shutting_down: bool,
@@ -218,6 +242,7 @@ impl Relay {
             conns: HashMap::new(),
             registrations: HashMap::new(),
             per_job: HashMap::new(),
+            strangers: BTreeSet::new(),
             actions: VecDeque::new(),
             counters: Counters::default(),
             shutting_down: false,
@@ -256,8 +281,32 @@ impl Relay {
             self.refuse(id, RefuseCode::ShuttingDown);
         } else {
             self.send(id, RelayFrame::Greeting { relay_nonce: nonce });
+            self.strangers.insert(id);
+            while self.strangers.len() > self.config.max_strangers.max(1) {
+                self.shed_stranger();
+            }
         }
         id
+    }
+
+    /// Closes the oldest connection that has neither registered nor connected, if there is
+    /// one: the driver calls it when its descriptors run out, so that the connection it is
+    /// about to accept (perhaps a genuine REGISTER) takes that one's place. Returns whether one
+    /// was closed.
+    pub fn shed_stranger(&mut self) -> bool {
+        let Some(oldest) = self.strangers.pop_first() else {
+            return false;
+        };
+        self.counters.shed += 1;
+        self.close(oldest, Reason::Shed);
+        true
+    }
+
+    /// Drops `conn` from the strangers once it has left `State::New` (or is gone).
+    fn settle(&mut self, conn: ConnId) {
+        if !matches!(self.conns.get(&conn).map(|c| &c.state), Some(State::New)) {
+            self.strangers.remove(&conn);
+        }
     }
 
     fn send(&mut self, conn: ConnId, frame: RelayFrame) {
@@ -284,6 +333,7 @@ impl Relay {
     }
 
     fn forget(&mut self, conn: ConnId, c: Conn) {
+        self.strangers.remove(&conn);
         match c.state {
             State::New => {}
             State::Registrant { regs } => {
@@ -373,6 +423,7 @@ impl Relay {
                 Ok(Some((frame, used))) => {
                     c.buf.drain(..used);
                     self.on_frame(conn, frame, keys, now);
+                    self.settle(conn);
                 }
             }
         }
@@ -413,12 +464,21 @@ impl Relay {
                 // The target is the registrant's own address: a job member cannot point the
                 // relay at another host.
                 let addr = SocketAddr::new(peer.ip(), port);
-                self.registrations
+                let old = self
+                    .registrations
                     .insert((job, rank), Registration { conn, addr });
                 self.counters.registered += 1;
+                if let Some(old) = old.filter(|old| old.conn != conn) {
+                    // A valid REGISTER proves the rank holds the job key: it reconnected (a
+                    // network blip, a restart) and its old connection is likely dead but not
+                    // yet known to be. Refusing would lock it out until that one closes, which
+                    // a registrant's connection never does by timeout; so the newer one wins.
+                    self.replace_registration(old.conn, (job, rank), addr);
+                }
                 if let Some(c) = self.conns.get_mut(&conn) {
                     c.deadline = None;
                     match &mut c.state {
+                        State::Registrant { regs } if regs.contains(&(job, rank)) => {}
                         State::Registrant { regs } => regs.push((job, rank)),
                         state => {
                             *state = State::Registrant {
@@ -449,6 +509,27 @@ impl Relay {
                 self.refuse(client, code);
             }
             _ => self.refuse(conn, RefuseCode::Malformed),
+        }
+    }
+
+    /// `old` lost registration `key` to a newer REGISTER from `addr`: logged, and `old`
+    /// closed once it holds no registration any more.
+    fn replace_registration(&mut self, old: ConnId, key: (u64, u32), addr: SocketAddr) {
+        self.counters.replaced += 1;
+        let mut now_empty = false;
+        if let Some(State::Registrant { regs }) = self.conns.get_mut(&old).map(|c| &mut c.state) {
+            regs.retain(|&r| r != key);
+            now_empty = regs.is_empty();
+        }
+        let (job, rank) = key;
+        self.actions.push_back(Action::Log {
+            message: format!(
+                "job {job:#x} rank {rank} registered again from {addr}: the newer registration replaces the older one{}",
+                if now_empty { ", whose connection is closed" } else { "" }
+            ),
+        });
+        if now_empty {
+            self.close(old, Reason::Replaced);
         }
     }
 
@@ -800,12 +881,24 @@ mod tests {
             let greeting = RelayFrame::Greeting {
                 relay_nonce: [nonce; 32],
             };
+            let actions = self.actions();
             assert_eq!(
-                self.actions(),
-                vec![Action::Send {
+                actions[..1],
+                [Action::Send {
                     conn,
                     bytes: greeting.to_bytes()
                 }]
+            );
+            // Beyond the cap, the oldest stranger goes.
+            assert!(
+                actions[1..].iter().all(|a| matches!(
+                    a,
+                    Action::Close {
+                        reason: Reason::Shed,
+                        ..
+                    }
+                )),
+                "{actions:?}"
             );
             conn
         }
@@ -1029,6 +1122,112 @@ mod tests {
         h.relay.handle_closed(reg, h.now);
         assert_eq!(h.relay.registrations(), 0);
         assert!(h.actions().is_empty());
+    }
+
+    /// Idle strangers beyond `max_strangers` shed the oldest of them; registered and
+    /// connecting connections are never shed, and a genuine REGISTER and CONNECT still get
+    /// through while strangers keep coming.
+    #[test]
+    fn strangers_beyond_the_cap_shed_the_oldest_and_genuine_traffic_gets_through() {
+        let mut h = Harness::new(Config {
+            max_strangers: 4,
+            ..Config::default()
+        });
+        let reg = h.register(1);
+        let strangers: Vec<ConnId> = (0..4).map(|i| h.accept("198.18.0.9", false, i)).collect();
+        // The fifth stranger closes the first.
+        let conn = h
+            .relay
+            .handle_accept("198.18.0.9:1".parse().unwrap(), false, [5; 32], h.now);
+        assert_eq!(
+            h.actions(),
+            vec![
+                send(
+                    conn,
+                    RelayFrame::Greeting {
+                        relay_nonce: [5; 32]
+                    }
+                ),
+                Action::Close {
+                    conn: strangers[0],
+                    reason: Reason::Shed
+                }
+            ]
+        );
+        assert_eq!(h.relay.counters().shed, 1);
+        // Strangers keep coming, and genuine traffic on the newest connections goes through:
+        // a second rank registers, a client connects to rank 1.
+        for i in 0..20 {
+            h.relay
+                .handle_accept("198.18.0.9:2".parse().unwrap(), false, [i; 32], h.now);
+        }
+        h.actions();
+        h.register(2);
+        let (_client, _target, addr) = h.connect(1, 7);
+        assert_eq!(addr, "10.1.0.11:5001".parse().unwrap());
+        // The registrant, the new registrant and the client were never shed; the driver's
+        // shed_stranger takes strangers only.
+        for _ in 0..10 {
+            h.relay.shed_stranger();
+        }
+        assert!(!h.relay.shed_stranger(), "only strangers are shed");
+        let closed: Vec<ConnId> = h
+            .actions()
+            .into_iter()
+            .filter_map(|a| match a {
+                Action::Close { conn, reason } => {
+                    assert_eq!(reason, Reason::Shed);
+                    Some(conn)
+                }
+                _ => None,
+            })
+            .collect();
+        // Four strangers at most; the last two accepts left three once they proved genuine.
+        assert_eq!(closed.len(), 3);
+        assert!(!closed.contains(&reg));
+        assert_eq!(h.relay.registrations(), 2);
+    }
+
+    /// A rank that registers again (it reconnected after a network blip) replaces its older
+    /// registration: logged, and the older connection closed once it holds nothing else.
+    #[test]
+    fn a_second_register_of_a_rank_replaces_the_first_and_closes_it() {
+        let mut h = Harness::new(Config::default());
+        let old = h.register(3);
+        let conn = h.accept("10.1.0.12", true, 2);
+        let frame = register(&h.job_key, &[2; 32], JOB, 3, 6000);
+        h.input(conn, &frame.to_bytes());
+        let actions = h.actions();
+        assert!(
+            matches!(&actions[0], Action::Log { message } if message.contains("rank 3 registered again from 10.1.0.12:6000")),
+            "{actions:?}"
+        );
+        assert_eq!(
+            actions[1..],
+            [
+                Action::Close {
+                    conn: old,
+                    reason: Reason::Replaced
+                },
+                send(conn, RelayFrame::Registered { job: JOB, rank: 3 }),
+            ]
+        );
+        assert_eq!(h.relay.registrations(), 1);
+        assert_eq!(h.relay.counters().replaced, 1);
+        // CONNECTs now reach the new address; the old connection's close changes nothing.
+        h.relay.handle_closed(old, h.now);
+        let (_, _, addr) = h.connect(3, 8);
+        assert_eq!(addr, "10.1.0.12:6000".parse().unwrap());
+        // Registering the same rank again on the same connection is no replacement.
+        h.input(
+            conn,
+            &register(&h.job_key, &[2; 32], JOB, 3, 6000).to_bytes(),
+        );
+        assert_eq!(
+            h.actions(),
+            vec![send(conn, RelayFrame::Registered { job: JOB, rank: 3 })]
+        );
+        assert_eq!(h.relay.counters().replaced, 1);
     }
 
     #[test]

@@ -175,28 +175,96 @@ fn connection_cap_and_handshake_timeout() {
         &jobs,
         &["--max-connections", "1", "--handshake-timeout", "0.5"],
     );
+    let greeted = |s: &mut TcpStream| {
+        s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+        assert!(matches!(
+            client::read_frame(s).unwrap(),
+            RelayFrame::Greeting { .. }
+        ));
+    };
+    let closed = |s: &mut TcpStream| {
+        s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+        let mut buf = [0u8; 16];
+        assert!(matches!(s.read(&mut buf), Ok(0) | Err(_)));
+    };
     let mut first = TcpStream::connect(relay.addr).unwrap();
-    assert!(matches!(
-        client::read_frame(&mut first).unwrap(),
-        RelayFrame::Greeting { .. }
-    ));
-    // Over the cap: closed without a word.
+    greeted(&mut first);
+    // Over the cap, the oldest stranger makes room for the newcomer.
     let mut second = TcpStream::connect(relay.addr).unwrap();
-    second
-        .set_read_timeout(Some(Duration::from_secs(5)))
-        .unwrap();
-    let mut buf = [0u8; 16];
-    assert!(matches!(second.read(&mut buf), Ok(0) | Err(_)));
-    // The silent first connection is refused when its handshake time is up.
-    first
-        .set_read_timeout(Some(Duration::from_secs(5)))
-        .unwrap();
+    greeted(&mut second);
+    closed(&mut first);
+    // The silent connection is refused when its handshake time is up.
     let t0 = Instant::now();
     assert_eq!(
-        client::read_frame(&mut first).unwrap(),
+        client::read_frame(&mut second).unwrap(),
         RelayFrame::Refused(RefuseCode::Timeout)
     );
     assert!(t0.elapsed() < Duration::from_secs(2));
+    // A registered connection is no stranger: with it in the only place, newcomers are closed
+    // without a word.
+    let target = TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = target.local_addr().unwrap().port();
+    let _registration = client::register(relay.addr, &job_key(), JOB, 2, port).unwrap();
+    let mut third = TcpStream::connect(relay.addr).unwrap();
+    closed(&mut third);
+}
+
+/// Strangers that fill `--max-connections` keep no genuine REGISTER or CONNECT out: each
+/// newcomer takes the oldest stranger's place, beyond `--max-strangers` too. A rank that
+/// registers again replaces its older registration, with a line in the log.
+#[test]
+fn strangers_filling_the_relay_keep_no_genuine_traffic_out() {
+    let tmp = TempDir::new("strangers");
+    let jobs = jobs_dir(&tmp);
+    let relay = RelayProcess::start(
+        &[],
+        "127.0.0.1:0",
+        &jobs,
+        &["--max-connections", "16", "--max-strangers", "8"],
+    );
+    // 40 idle strangers: 8 stay, the others are shed.
+    let strangers: Vec<TcpStream> = (0..40)
+        .map(|_| TcpStream::connect(relay.addr).unwrap())
+        .collect();
+    std::thread::sleep(Duration::from_millis(200));
+    let target = TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = target.local_addr().unwrap().port();
+    let _old = client::register(relay.addr, &job_key(), JOB, 2, port).unwrap();
+    // More strangers, then the same rank registers again (it reconnected) and a client
+    // connects through the relay to it.
+    let more: Vec<TcpStream> = (0..40)
+        .map(|_| TcpStream::connect(relay.addr).unwrap())
+        .collect();
+    let _registration = client::register(relay.addr, &job_key(), JOB, 2, port).unwrap();
+    let server = std::thread::spawn(move || {
+        let mut seen = ReplayGuard::default();
+        serve_one(&target, 2, &mut seen).map_err(|e| e.to_string())
+    });
+    let s = exchange(relay.addr, 1, 2).unwrap();
+    drop(s);
+    assert_eq!(server.join().unwrap(), Ok(1));
+    relay.signal("USR1");
+    let lines = relay.lines(Duration::from_millis(300));
+    assert!(
+        lines
+            .iter()
+            .any(|l| l.contains("rank 2 registered again") && l.contains("replaces the older")),
+        "{lines:?}"
+    );
+    let status = lines
+        .iter()
+        .find(|l| l.contains("shed="))
+        .expect("a status line");
+    let field = |name: &str| -> u64 {
+        let f = status
+            .split(' ')
+            .find_map(|w| w.strip_prefix(&format!("{name}=")))
+            .unwrap_or_else(|| panic!("no {name} in {status}"));
+        f.parse().unwrap()
+    };
+    assert!(field("shed") >= 70, "{status}");
+    assert_eq!(field("replaced"), 1, "{status}");
+    drop((strangers, more));
 }
 
 /// A kernel-forwarded pair (`--copy sockmap`) counts as busy while bytes pass, although the

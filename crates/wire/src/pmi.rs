@@ -208,6 +208,10 @@ pub enum PmiError {
     /// Unknown or malformed message.
     #[error("malformed bootstrap message: {0:?}")]
     Malformed(String),
+    /// A line break inside a line: one request or reply is one line, so the text after the
+    /// break would be a second message smuggled into the first (an abort message, a value).
+    #[error("bootstrap message holds a line break inside it: {0:?}")]
+    LineBreak(String),
     /// Key or value of a forbidden form.
     #[error("invalid bootstrap key or value: {0:?}")]
     BadKeyOrValue(String),
@@ -241,6 +245,9 @@ fn check_line(line: &str) -> Result<&str, PmiError> {
     let line = line.strip_suffix('\n').unwrap_or(line);
     if line.len() > MAX_LINE {
         return Err(PmiError::LineTooLong(line.len()));
+    }
+    if line.contains('\n') {
+        return Err(PmiError::LineBreak(line.chars().take(80).collect()));
     }
     Ok(line)
 }
@@ -448,6 +455,31 @@ mod tests {
         ] {
             assert_eq!(Reply::parse(&reply.encode()), Ok(reply));
         }
+    }
+
+    #[test]
+    fn a_line_break_inside_a_line_is_refused() {
+        // Found by the `pmi` fuzz target: the break stayed in the message and encoding turned
+        // it into a space, so the round trip differed; by the wire rules it is no line at all.
+        assert!(matches!(
+            Request::parse("abort 1 a\nb"),
+            Err(PmiError::LineBreak(_))
+        ));
+        assert!(matches!(
+            Reply::parse("value a\nok\n"),
+            Err(PmiError::LineBreak(_))
+        ));
+        let abort = Request::Abort {
+            code: 1,
+            message: "a\nb".into(),
+        };
+        assert_eq!(
+            Request::parse(&abort.encode().unwrap()),
+            Ok(Request::Abort {
+                code: 1,
+                message: "a b".into()
+            })
+        );
     }
 
     #[test]

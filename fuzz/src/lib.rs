@@ -1,0 +1,175 @@
+//! The properties ferry's decoders are fuzzed against, one function per target: each takes
+//! any bytes and panics only when the property fails. Two drivers call them: libFuzzer through
+//! `fuzz_targets/*.rs` (`cargo +nightly fuzz run <target> --features libfuzzer`), and the
+//! stable driver in `tests/stable.rs` (seeds, then mutated and random inputs for a bounded
+//! time), which CI runs. [`TARGETS`] lists them all for the stable driver.
+#![deny(missing_docs)]
+
+use ferry_wire::pmi::{Reply, Request};
+use ferry_wire::procman::{take_pmi1_line, take_pmi2_frame, Pmi1Request, Pmi2Request};
+use ferry_wire::relay::{verify_incoming, RelayFrame, ReplayGuard};
+use ferry_wire::{Frame, Handshake, JobKey};
+
+/// A property: panics when `data` breaks it.
+pub type Property = fn(&[u8]);
+
+/// Every target: its name (the folder of its seeds under `fuzz/seeds/`) and its property.
+pub const TARGETS: &[(&str, Property)] = &[
+    ("frame", frame),
+    ("handshake", handshake),
+    ("node", node),
+    ("pmi", pmi),
+    ("procman", procman),
+    ("relay", relay),
+    ("rma", rma),
+    ("grid", grid),
+];
+
+/// Frame headers: any bytes decode or fail cleanly, and what decodes re-encodes to the same
+/// header fields.
+pub fn frame(data: &[u8]) {
+    if let Ok(frame) = Frame::decode(data, 1 << 30) {
+        assert_eq!(Frame::decode(&frame.to_bytes(), 1 << 30), Ok(frame));
+    }
+}
+
+/// A stranger's bytes against an accepting handshake, split at an arbitrary point: never a
+/// panic, and never an authenticated peer without the key.
+pub fn handshake(data: &[u8]) {
+    let mut acceptor = Handshake::accept(JobKey([7; 32]), 42, 8, 0, [9; 32]);
+    let split = data.first().map_or(0, |b| *b as usize).min(data.len());
+    for part in [&data[..split], &data[split..]] {
+        match acceptor.handle_input(part) {
+            Ok(_) => {
+                let out = acceptor.pending_output().len();
+                acceptor.consume_output(out);
+            }
+            Err(_) => return,
+        }
+    }
+    assert_eq!(acceptor.peer_rank(), None, "authenticated without the key");
+}
+
+/// Node daemon control frames: decoding never panics, and a decoded message encodes back to
+/// the very bytes it came from.
+pub fn node(data: &[u8]) {
+    if let Ok(Some((message, used))) = ferry_wire::node::NodeMessage::decode(data) {
+        assert_eq!(message.to_bytes(), data[..used]);
+    }
+}
+
+/// Bootstrap lines: parsing never panics, and a parsed request or reply encodes back to a line
+/// that parses to the same request or reply.
+pub fn pmi(data: &[u8]) {
+    if let Ok(text) = std::str::from_utf8(data) {
+        if let Ok(request) = Request::parse(text) {
+            if let Ok(line) = request.encode() {
+                assert_eq!(Request::parse(&line), Ok(request));
+            }
+        }
+        if let Ok(reply) = Reply::parse(text) {
+            assert_eq!(Reply::parse(&reply.encode()), Ok(reply));
+        }
+    }
+}
+
+/// PMI-1 lines and PMI-2 frames from a foreign process manager: cutting and parsing never
+/// panic, a message never claims more bytes than it was given, and a PMI-1 put line or a
+/// PMI-2 put frame that encodes parses back to the same key and value.
+pub fn procman(data: &[u8]) {
+    if let Ok(Some((_, used))) = take_pmi1_line(data) {
+        assert!(used <= data.len());
+    }
+    if let Ok(Some((_, used))) = take_pmi2_frame(data) {
+        assert!(used <= data.len());
+    }
+    let Ok(text) = std::str::from_utf8(data) else {
+        return;
+    };
+    let (key, value) = text.split_once('\0').unwrap_or(("k", text));
+    let put1 = Pmi1Request::Put {
+        kvsname: "kvs_1_0".into(),
+        key: key.into(),
+        value: value.into(),
+    };
+    if let Ok(line) = put1.encode() {
+        let (message, used) = take_pmi1_line(line.as_bytes())
+            .expect("an encoded PMI-1 put parses")
+            .expect("an encoded PMI-1 put is a whole line");
+        assert_eq!(used, line.len());
+        assert_eq!(message.get("key"), Some(key));
+        assert_eq!(message.get("value"), Some(value));
+    }
+    if key.is_empty() || key.contains(['=', ';']) {
+        return;
+    }
+    let put2 = Pmi2Request::Put {
+        key: key.into(),
+        value: value.into(),
+    };
+    if let Ok(frame) = put2.encode() {
+        let (message, used) = take_pmi2_frame(&frame)
+            .expect("an encoded PMI-2 put parses")
+            .expect("an encoded PMI-2 put is a whole frame");
+        assert_eq!(used, frame.len());
+        assert_eq!(message.get("key"), Some(key));
+        assert_eq!(message.get("value"), Some(value));
+    }
+}
+
+/// Relay frames: decoding any bytes never panics and never reads past a frame; a decoded frame
+/// encodes to bytes that decode to the same frame; a target's check of any INCOMING never
+/// panics and never accepts one without the job key.
+pub fn relay(data: &[u8]) {
+    if let Ok(Some((frame, used))) = RelayFrame::decode(data) {
+        assert!(used <= data.len());
+        let bytes = frame.to_bytes();
+        assert_eq!(bytes.len(), used);
+        assert_eq!(RelayFrame::decode(&bytes), Ok(Some((frame.clone(), used))));
+        if let RelayFrame::Incoming(incoming) = frame {
+            let mut seen = ReplayGuard::default();
+            let key = JobKey([0x5a; 32]);
+            assert!(
+                verify_incoming(&key, incoming.job, incoming.target, &incoming, &mut seen).is_err()
+            );
+        }
+    }
+}
+
+/// One-sided messages from strangers against a 64-byte window: any sequence of (sender, tag,
+/// payload) is applied, held back or refused, never a panic and never a write outside the
+/// window (the bytes around it stay untouched).
+pub fn rma(data: &[u8]) {
+    use mpi::rma::{Memory, Win};
+    let mut mem = [0xa5u8; 192];
+    {
+        let base = mem[64..].as_mut_ptr();
+        let mut win = Win::new(4, Memory::Fixed { base, size: 64 });
+        let mut out = Vec::new();
+        let mut rest = data;
+        // Each message: sender, tag, payload length, payload.
+        while let [from, tag, len, tail @ ..] = rest {
+            let n = (*len as usize).min(tail.len());
+            win.handle(*from as usize % 4, *tag as i32, &tail[..n], &mut out);
+            rest = &tail[n..];
+        }
+    }
+    assert!(
+        mem[..64].iter().chain(&mem[128..]).all(|&b| b == 0xa5),
+        "wrote outside the window"
+    );
+}
+
+/// The grid's text formats: a grid file (TOML), a process info file and a placement
+/// (`FERRY_GRID_PLACE`) parse or fail with an error, never a panic; a placement that parses
+/// encodes to text that parses to the same placement.
+pub fn grid(data: &[u8]) {
+    let Ok(text) = std::str::from_utf8(data) else {
+        return;
+    };
+    let _ = ferry_grid::Topology::parse("fuzz.toml", text);
+    let _ = ferry_grid::topology::ProcessInfo::parse("fuzz.info", text);
+    if let Ok(place) = ferry_grid::Placement::parse(text) {
+        assert_eq!(ferry_grid::Placement::parse(&place.encode()), Ok(place));
+    }
+}
