@@ -373,7 +373,7 @@ impl Comm {
         recv: (*mut u8, usize),
         reduce: Option<Reducer>,
     ) -> Result<ReqId, Error> {
-        let call = self.collective_call(schedule, send, recv, reduce);
+        let call = self.collective_call(schedule, send, recv, reduce, true);
         self.shared.engine.borrow_mut().start_collective(call)
     }
 
@@ -387,7 +387,7 @@ impl Comm {
         reduce: Option<Reducer>,
     ) -> Result<(), Error> {
         let in_order = schedule.runs_in_order_below(self.shared.engine.borrow().eager_floor());
-        let call = self.collective_call(schedule, send, recv, reduce);
+        let call = self.collective_call(schedule, send, recv, reduce, false);
         if in_order {
             return self.shared.run_in_order(call);
         }
@@ -399,7 +399,7 @@ impl Comm {
     }
 
     /// The executor's view of a call of `schedule` on these buffers, under the next call
-    /// number.
+    /// number of its kind (see [`CallNumbers`](crate::comm::CallNumbers)).
     #[inline]
     fn collective_call(
         &self,
@@ -407,6 +407,7 @@ impl Comm {
         send: (*const u8, usize),
         recv: (*mut u8, usize),
         reduce: Option<Reducer>,
+        nonblocking: bool,
     ) -> CollectiveCall {
         let schedule = schedule.into_inner();
         // A buffer too small for this rank's part (its counts differ from the others') fails
@@ -425,8 +426,7 @@ impl Comm {
             recv = (stand_in.as_mut_ptr(), stand_in.len());
             stand_ins.push(stand_in);
         }
-        let call = self.calls.get().wrapping_add(1);
-        self.calls.set(call);
+        let call = self.calls.next(nonblocking);
         CollectiveCall {
             schedule,
             context: self.context,

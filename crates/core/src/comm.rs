@@ -207,8 +207,36 @@ pub struct Comm {
     pub(crate) group: Rc<Group>,
     pub(crate) context: u32,
     rank: usize,
-    /// Collective calls made on this communicator (the same count on every member).
-    pub(crate) calls: Rc<Cell<u32>>,
+    /// Collective calls made on this communicator (the same counts on every member).
+    pub(crate) calls: Rc<CallNumbers>,
+}
+
+/// The numbers of a communicator's collective calls, which tag their messages: blocking and
+/// nonblocking calls are numbered apart, so that a nonblocking call started on one rank before
+/// a blocking one and on another after it (an order MPI calls erroneous, but which MPICH and
+/// Open MPI tolerate, and mpi4py's tests make) still match their own kind.
+#[derive(Debug, Default)]
+pub(crate) struct CallNumbers {
+    blocking: Cell<u32>,
+    nonblocking: Cell<u32>,
+}
+
+impl CallNumbers {
+    /// Numbers of each kind before they wrap (a tag holds 15 bits of call number).
+    const SPAN: u32 = 1 << 14;
+
+    /// The next call's number: blocking calls take `1 .. SPAN`, nonblocking ones the numbers
+    /// above, each wrapping within its half.
+    pub(crate) fn next(&self, nonblocking: bool) -> u32 {
+        let (counter, base) = if nonblocking {
+            (&self.nonblocking, Self::SPAN)
+        } else {
+            (&self.blocking, 0)
+        };
+        let n = counter.get().wrapping_add(1) % Self::SPAN;
+        counter.set(n);
+        base + n
+    }
 }
 
 impl Comm {
@@ -224,7 +252,7 @@ impl Comm {
             group,
             context: 0,
             rank: (me - base) as usize,
-            calls: Rc::new(Cell::new(0)),
+            calls: Rc::new(CallNumbers::default()),
         }
     }
 
@@ -237,7 +265,7 @@ impl Comm {
             group: Rc::new(Group::new((0..cap).collect(), cap as usize)),
             context,
             rank: me as usize,
-            calls: Rc::new(Cell::new(0)),
+            calls: Rc::new(CallNumbers::default()),
         }
     }
 
@@ -512,7 +540,7 @@ impl Comm {
             group: self.group.clone(),
             context: 2 * k,
             rank: self.rank,
-            calls: Rc::new(Cell::new(0)),
+            calls: Rc::new(CallNumbers::default()),
         })
     }
 
@@ -557,7 +585,7 @@ impl Comm {
             group: Rc::new(Group::new(world_of, self.shared.size)),
             context: 2 * k,
             rank,
-            calls: Rc::new(Cell::new(0)),
+            calls: Rc::new(CallNumbers::default()),
         }))
     }
 
@@ -614,7 +642,7 @@ impl Comm {
             group: Rc::new(Group::new(world_of, self.shared.size)),
             context: 2 * k,
             rank: me,
-            calls: Rc::new(Cell::new(0)),
+            calls: Rc::new(CallNumbers::default()),
         }))
     }
 
@@ -646,7 +674,7 @@ impl Comm {
             group: Rc::new(Group::new(members.to_vec(), self.shared.size)),
             context,
             rank,
-            calls: Rc::new(Cell::new(0)),
+            calls: Rc::new(CallNumbers::default()),
         })
     }
 

@@ -192,6 +192,13 @@ fn mpi_abort_ends_the_job_with_its_code() {
 }
 
 #[test]
+fn nonblocking_and_blocking_collectives_started_in_different_orders_match_their_kind() {
+    for n in [2, 3, 4] {
+        no_errors(n, "nbc_order");
+    }
+}
+
+#[test]
 fn synchronous_send_waits_for_the_receive() {
     no_errors(2, "ssend");
 }
