@@ -61,6 +61,7 @@ macro_rules! mpi_t {
 }
 
 pub mod abi;
+pub mod check;
 pub mod coll;
 pub mod comm;
 pub mod datarep;

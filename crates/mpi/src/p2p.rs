@@ -21,37 +21,11 @@ fn message_type(s: &mut State, datatype: Handle, count: usize) -> Res<crate::dat
 
 /// Checks a count argument.
 pub fn count_arg(count: c_int) -> Res<usize> {
-    usize::try_from(count)
-        .map_err(|_| MpiError::new(MPI_ERR_COUNT, format!("negative count {count}")))
-}
-
-/// A NULL buffer for elements of a predefined type is a mistake, reported rather than
-/// dereferenced. (MPI_BOTTOM is NULL too, but only a derived type's absolute addresses make
-/// it usable; MPICH draws the same line.)
-fn buffer_arg(buf: *const c_void, count: usize, datatype: Handle) -> Res {
-    if buf.is_null() && count > 0 && crate::datatype::builtin_from_handle(datatype).is_some() {
-        return fail(
-            MPI_ERR_BUFFER,
-            format!("buffer is NULL for {count} elements of a predefined type"),
-        );
-    }
-    Ok(())
+    crate::check::count(count)
 }
 
 fn dest_arg(core: &ferry_core::Comm, rank: c_int) -> Res<Option<usize>> {
-    if rank == MPI_PROC_NULL {
-        return Ok(None);
-    }
-    match usize::try_from(rank) {
-        Ok(r) if r < core.size() => Ok(Some(r)),
-        _ => fail(
-            MPI_ERR_RANK,
-            format!(
-                "rank {rank} is not in a communicator of {} ranks",
-                core.size()
-            ),
-        ),
-    }
+    crate::check::rank(rank, core.size())
 }
 
 fn source_arg(core: &ferry_core::Comm, rank: c_int) -> Res<Option<Source>> {
@@ -92,6 +66,40 @@ fn reap_bsends(s: &mut State) {
     }
 }
 
+/// A send's arguments, checked.
+struct SendArgs {
+    core: ferry_core::Comm,
+    count: usize,
+    dt: crate::datatype::Datatype,
+    tag: i32,
+    /// `None` for MPI_PROC_NULL.
+    dest: Option<usize>,
+}
+
+fn send_args(
+    s: &mut State,
+    buf: *const c_void,
+    count: c_int,
+    datatype: Handle,
+    dest: c_int,
+    tag: c_int,
+    comm: Handle,
+) -> Res<SendArgs> {
+    let core = s.core_comm(comm)?;
+    let count = count_arg(count)?;
+    let dt = message_type(s, datatype, count)?;
+    crate::check::buffer(buf, count, &dt)?;
+    let tag = send_tag(tag)?;
+    let dest = dest_arg(&core, dest)?;
+    Ok(SendArgs {
+        core,
+        count,
+        dt,
+        tag,
+        dest,
+    })
+}
+
 /// Starts a send; the returned request is not yet in the table.
 pub fn start_send(
     s: &mut State,
@@ -103,12 +111,14 @@ pub fn start_send(
     comm: Handle,
     kind: SendKind,
 ) -> Res<Request> {
-    let core = s.core_comm(comm)?;
-    let count = count_arg(count)?;
-    let dt = message_type(s, datatype, count)?;
-    buffer_arg(buf, count, datatype)?;
-    let tag = send_tag(tag)?;
-    let Some(dest) = dest_arg(&core, dest)? else {
+    let SendArgs {
+        core,
+        count,
+        dt,
+        tag,
+        dest,
+    } = send_args(s, buf, count, datatype, dest, tag, comm)?;
+    let Some(dest) = dest else {
         return Ok(Request::done(comm, core, Outcome::PROC_NULL));
     };
     let typed = Typed {
@@ -195,7 +205,7 @@ pub fn start_recv(
     let core = s.core_comm(comm)?;
     let count = count_arg(count)?;
     let dt = message_type(s, datatype, count)?;
-    buffer_arg(buf, count, datatype)?;
+    crate::check::buffer(buf, count, &dt)?;
     let tag = recv_tag(tag)?;
     let Some(source) = source_arg(&core, source)? else {
         return Ok(Request::done(comm, core, Outcome::PROC_NULL));
@@ -270,7 +280,7 @@ impl Dense {
     pub(crate) fn of(buf: *const c_void, count: c_int, datatype: Handle) -> Option<Dense> {
         let ty = crate::datatype::builtin_from_handle(datatype)?;
         let bytes = usize::try_from(count).ok()?.checked_mul(ty.dense_size()?)?;
-        (!buf.is_null() || bytes == 0).then_some(Dense { ty, bytes })
+        (bytes == 0 || crate::check::addressable(buf)).then_some(Dense { ty, bytes })
     }
 
     /// Sends if the runtime takes the message at once (shared memory, nothing queued before
@@ -460,6 +470,9 @@ fn start_sendrecv(
 ) -> Res<Request> {
     let (sendbuf, sendcount, sendtype, dest, sendtag) = send;
     let (recvbuf, recvcount, recvtype, source, recvtag) = recv;
+    // The send's arguments before the receive is posted: a receive left posted by a call that
+    // failed would take a later call's message.
+    send_args(s, sendbuf, sendcount, sendtype, dest, sendtag, comm)?;
     let mut req = start_recv(s, recvbuf, recvcount, recvtype, source, recvtag, comm)?;
     let send = start_send(
         s,
@@ -492,6 +505,10 @@ fn start_sendrecv_replace(
         count: count_arg(count)?,
         base: buf as *mut u8,
     };
+    // The receive's arguments before anything is sent or read.
+    crate::check::buffer(buf, typed.count, &typed.dt)?;
+    recv_tag(recvtag)?;
+    source_arg(&s.core_comm(comm)?, source)?;
     let staged = typed.pack();
     let byte = crate::datatype::Builtin::Byte.handle();
     let mut send = start_send(
@@ -544,6 +561,7 @@ mpi! {
 }
 
 fn attach(buffer: *mut c_void, size: usize) -> Res {
+    crate::check::bytes(buffer, size)?;
     running(|s| {
         if s.bsend_buffer.is_some() {
             return fail(MPI_ERR_BUFFER, "a buffer is already attached");
