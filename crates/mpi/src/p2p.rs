@@ -364,15 +364,23 @@ unsafe fn nonblocking_send(
 ) -> Res {
     if !request.is_null() {
         if let Some(bytes) = sent_at_once(buf, count, datatype, dest, tag, comm, kind) {
-            *request = crate::request::sent_handle(bytes);
-            return Ok(());
+            if let Some(h) = crate::request::sent_handle(bytes) {
+                *request = h;
+                return Ok(());
+            }
+            // Every serial in use: the finished send gets a table entry.
+            return running(|s| {
+                let req = Request::done(comm, s.core_comm(comm)?, Outcome::sent(bytes as i64));
+                publish(s, req, request)
+            });
         }
     }
     running(|s| {
         let req = start_send(s, buf, count, datatype, dest, tag, comm, kind)?;
-        match (req.sent_at_start(), request.as_mut()) {
-            (Some(bytes), Some(out)) => {
-                *out = crate::request::sent_handle(bytes);
+        let sent = req.sent_at_start().and_then(crate::request::sent_handle);
+        match (sent, request.as_mut()) {
+            (Some(h), Some(out)) => {
+                *out = h;
                 Ok(())
             }
             _ => publish(s, req, request),
@@ -802,7 +810,12 @@ mpi! {
     /// Frees a request (an active one completes in the background).
     fn MPI_Request_free / PMPI_Request_free(request: *mut Handle) on NONE => {
         let Some(h) = request.as_mut() else { return fail(MPI_ERR_REQUEST, "request argument is NULL") };
-        if sent_bytes(*h).is_some() || crate::greq::free(*h)? {
+        if sent_bytes(*h).is_some() {
+            crate::request::retire_sent(*h)?;
+            *h = MPI_REQUEST_NULL;
+            return Ok(());
+        }
+        if crate::greq::free(*h)? {
             *h = MPI_REQUEST_NULL;
             return Ok(());
         }
@@ -876,7 +889,8 @@ unsafe fn finish_handle(
     status: *mut MpiStatus,
     with_error: bool,
 ) -> Res<Outcome> {
-    if let Some(bytes) = sent_bytes(*handle) {
+    if sent_bytes(*handle).is_some() {
+        let bytes = crate::request::retire_sent(*handle)?;
         let outcome = Outcome::sent(bytes as i64);
         *handle = MPI_REQUEST_NULL;
         outcome.write(status, with_error);

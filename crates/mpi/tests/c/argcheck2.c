@@ -1,8 +1,9 @@
 /* Point-to-point, one-sided, request and local calls check their arguments before they touch
  * memory, as the collectives do (argcheck.c): under MPI_ERRORS_RETURN a NULL buffer with a
  * nonzero count, a negative count, invalid handles, ranks and tags each return their class,
- * and a call that fails leaves nothing behind (no receive posted by a failed MPI_Sendrecv
- * takes a later message). Two processes. */
+ * a call that fails leaves nothing behind (no receive posted by a failed MPI_Sendrecv takes a
+ * later message), and a request handle freed or completed before is an invalid request
+ * whether the send finished at once (shared memory) or not (TCP). Two processes. */
 #include "mtest.h"
 #include <stdint.h>
 
@@ -92,6 +93,35 @@ static void point_to_point(int rank, int size)
     CHECK_OK(MPI_Send(a, 1, MPI_INT, MPI_PROC_NULL, 0, MPI_COMM_WORLD), "Send to MPI_PROC_NULL");
 }
 
+static void requests(int rank, int size)
+{
+    int peer = (rank + 1) % size;
+    MPI_Request r, copy;
+    /* a small send, done when it starts on shared memory */
+    a[0] = rank;
+    MPI_Isend(a, 1, MPI_INT, peer, 9, MPI_COMM_WORLD, &r);
+    copy = r;
+    CHECK_OK(MPI_Request_free(&r), "Request_free");
+    CHECK(r == MPI_REQUEST_NULL, "Request_free did not set MPI_REQUEST_NULL");
+    E(MPI_ERR_REQUEST, MPI_Request_free(&copy));
+    E(MPI_ERR_REQUEST, MPI_Request_free(&r));
+    MPI_Recv(b, 1, MPI_INT, peer, 9, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+    CHECK(b[0] == peer, "message of the freed send: %d", b[0]);
+    /* a completed request's copy */
+    MPI_Isend(a, 1, MPI_INT, peer, 10, MPI_COMM_WORLD, &r);
+    copy = r;
+    MPI_Recv(b, 1, MPI_INT, peer, 10, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+    CHECK_OK(MPI_Wait(&r, MPI_STATUS_IGNORE), "Wait");
+    E(MPI_ERR_REQUEST, MPI_Request_free(&copy));
+    /* a receive freed while it waits for its message, then its copy */
+    MPI_Irecv(b, 1, MPI_INT, peer, 11, MPI_COMM_WORLD, &r);
+    copy = r;
+    CHECK_OK(MPI_Request_free(&r), "Request_free of a pending receive");
+    E(MPI_ERR_REQUEST, MPI_Request_free(&copy));
+    MPI_Send(a, 1, MPI_INT, peer, 11, MPI_COMM_WORLD);
+    MPI_Barrier(MPI_COMM_WORLD);
+}
+
 static void one_sided(int rank, int size)
 {
     int peer = (rank + 1) % size, win_mem[8] = {0}, got = 0, old = 0;
@@ -164,6 +194,7 @@ int main(int argc, char **argv)
     MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
     MPI_Comm_set_errhandler(MPI_COMM_SELF, MPI_ERRORS_RETURN);
     point_to_point(rank, size);
+    requests(rank, size);
     one_sided(rank, size);
     local_calls();
     int v = 1, w = 0;
