@@ -3,7 +3,9 @@
 //! Every `MPI_X` calls `PMPI_X` (the profiling interface: a tool may define `MPI_X` itself and
 //! call `PMPI_X`). Every body runs inside [`error::guard`]: check arguments, convert handles,
 //! call the runtime, map the error to its MPI class, run the communicator's error handler. A
-//! panic becomes MPI_ERR_INTERN; no unwind crosses `extern "C"`.
+//! panic becomes MPI_ERR_INTERN; no unwind crosses `extern "C"`. The argument checks are shared
+//! ([`check`]): every buffer a call reads or writes is checked before it is touched, and a call
+//! that fails has posted nothing.
 //!
 //! Handles are the MPI-5 ABI's (see `abi.rs`); created objects live in the tables of
 //! [`state::State`]. Every thread level is provided; how threads share the library is in
