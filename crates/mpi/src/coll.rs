@@ -742,9 +742,33 @@ fn inter_of(comm: Handle) -> Res<Option<Inter>> {
     running(|s| s.inter(comm))
 }
 
+thread_local! {
+    /// Set while [`check_only`] runs a call: [`run`] plans it and stops there.
+    static CHECK_ONLY: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
+/// Runs `start` (a nonblocking collective given a request address) only as far as its checks
+/// and its plan: nothing is posted, no buffer is written. Persistent collectives check their
+/// arguments this way at init, as MPI 4.1 §6.13 lets them (and MPICH does).
+pub(crate) fn check_only(start: impl FnOnce(*mut Handle) -> Res) -> Res {
+    struct Reset;
+    impl Drop for Reset {
+        fn drop(&mut self) {
+            CHECK_ONLY.set(false);
+        }
+    }
+    let mut unused = MPI_REQUEST_NULL;
+    CHECK_ONLY.set(true);
+    let _reset = Reset;
+    start(&mut unused)
+}
+
 /// Runs a collective planned by `f` to completion (blocking form) or publishes its request.
 unsafe fn run(request: *mut Handle, f: impl FnOnce(&mut State) -> Res<Prepared>) -> Res {
     let prepared = running(f)?;
+    if CHECK_ONLY.get() {
+        return Ok(());
+    }
     if request.is_null() {
         return prepared.run();
     }

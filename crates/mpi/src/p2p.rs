@@ -648,8 +648,7 @@ macro_rules! send_init {
         mpi! {
             #[doc = $doc]
             fn $name / $pname(buf: *const c_void, count: c_int, datatype: Handle, dest: c_int, tag: c_int, comm: Handle, request: *mut Handle) on comm => {
-                count_arg(count)?;
-                send_tag(tag)?;
+                running(|s| send_args(s, buf, count, datatype, dest, tag, comm).map(drop))?;
                 persistent(comm, request, Persistent::Send { kind: $kind, buf: buf as *const u8, count, datatype, dest, tag })
             }
         }
@@ -683,8 +682,13 @@ send_init!(
 mpi! {
     /// Persistent receive.
     fn MPI_Recv_init / PMPI_Recv_init(buf: *mut c_void, count: c_int, datatype: Handle, source: c_int, tag: c_int, comm: Handle, request: *mut Handle) on comm => {
-        count_arg(count)?;
         recv_tag(tag)?;
+        running(|s| {
+            let core = s.core_comm(comm)?;
+            let n = count_arg(count)?;
+            crate::check::buffer(buf, n, &message_type(s, datatype, n)?)?;
+            source_arg(&core, source).map(drop)
+        })?;
         persistent(comm, request, Persistent::Recv { buf: buf as *mut u8, count, datatype, source, tag })
     }
 }

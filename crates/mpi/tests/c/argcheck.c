@@ -45,21 +45,19 @@ static int wdis[2] = {0, (int)sizeof(int)};
             MPI_Wait(&req_, MPI_STATUS_IGNORE);                                            \
     } while (0)
 
-/* A persistent collective: init reports the error (as MPICH's does); should it not, its
- * first start must. A request made anyway is freed. */
+/* A persistent collective: init reports the error (as MPICH's does); a request made anyway
+ * is started once and freed. */
 #define EP(cls, call)                                                                      \
     do {                                                                                   \
         MPI_Request req_ = MPI_REQUEST_NULL;                                               \
         MPI_Request *r = &req_;                                                            \
-        TRACE(#call);                                                                      \
         int rc_ = (call);                                                                  \
+        CHECK_CLASS(rc_, cls, #call);                                                      \
         if (rc_ == MPI_SUCCESS && req_ != MPI_REQUEST_NULL) {                              \
-            rc_ = MPI_Start(&req_);                                                        \
-            if (rc_ == MPI_SUCCESS)                                                        \
+            if (MPI_Start(&req_) == MPI_SUCCESS)                                           \
                 MPI_Wait(&req_, MPI_STATUS_IGNORE);                                        \
             MPI_Request_free(&req_);                                                       \
         }                                                                                  \
-        CHECK_CLASS(rc_, cls, #call);                                                      \
     } while (0)
 
 /* A call that must succeed. */
