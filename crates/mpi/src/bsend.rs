@@ -117,6 +117,7 @@ fn attach(owner: BufferOwner, buffer: *mut c_void, size: usize) -> Res {
         let attached = if buffer as usize == MPI_BUFFER_AUTOMATIC {
             Attached::Automatic
         } else {
+            crate::check::bytes(buffer, size)?;
             Attached::User(buffer, size)
         };
         s.bsend_buffers.insert(owner, attached);

@@ -4,6 +4,7 @@
 //! runtime the caller's data as the input.
 
 use crate::abi::*;
+use crate::check;
 use crate::datatype::Datatype;
 use crate::error::{fail, MpiError, Res};
 use crate::ops;
@@ -23,6 +24,16 @@ pub(crate) use persistent::{defer_free, release as release_kept};
 
 fn in_place(p: *const c_void) -> bool {
     p as usize == MPI_IN_PLACE
+}
+
+/// A user buffer the call will read or write (see [`check::buffer`]).
+fn checked(t: &Typed) -> Res {
+    check::buffer(t.base as *const c_void, t.count, &t.dt)
+}
+
+/// [`checked`] for each block.
+fn all_checked(blocks: &[Typed]) -> Res {
+    blocks.iter().try_for_each(checked)
 }
 
 /// A collective's send and receive buffers may only be the same memory through MPI_IN_PLACE
@@ -67,15 +78,24 @@ impl Input {
         }
     }
 
-    fn of(t: &Typed) -> Input {
-        match t.direct() {
+    /// The data of `t`, checked first: every user buffer a collective reads comes through here,
+    /// [`Input::copy_of`] or [`Input::gather`].
+    fn of(t: &Typed) -> Res<Input> {
+        checked(t)?;
+        Ok(match t.direct() {
             Some(ptr) => Input {
                 ptr,
                 len: t.bytes(),
                 staged: None,
             },
             None => Input::owned(t.pack()),
-        }
+        })
+    }
+
+    /// A packed copy of `t` (an in-place input the call's output will overwrite).
+    fn copy_of(t: &Typed) -> Res<Input> {
+        checked(t)?;
+        Ok(Input::owned(t.pack()))
     }
 
     fn owned(v: Vec<u8>) -> Input {
@@ -87,13 +107,14 @@ impl Input {
     }
 
     /// The blocks `(typed, packed offset)` one after the other.
-    fn gather(blocks: &[Typed]) -> Input {
+    fn gather(blocks: &[Typed]) -> Res<Input> {
+        all_checked(blocks)?;
         let total = blocks.iter().map(Typed::bytes).sum();
         let mut v = Vec::with_capacity(total);
         for b in blocks {
             v.extend_from_slice(&b.pack());
         }
-        Input::owned(v)
+        Ok(Input::owned(v))
     }
 }
 
@@ -127,8 +148,10 @@ impl Output {
     }
 
     /// `t` as one output; `prefill` packs its current contents first (in-place inputs).
-    fn of(t: &Typed, prefill: bool) -> Output {
-        match t.direct() {
+    /// Every user buffer a collective writes comes through here or [`Blocks::output`], checked.
+    fn of(t: &Typed, prefill: bool) -> Res<Output> {
+        checked(t)?;
+        Ok(match t.direct() {
             Some(ptr) => Output {
                 ptr,
                 len: t.bytes(),
@@ -146,7 +169,7 @@ impl Output {
                     staged: Some(Box::new((v, vec![(t.clone(), 0)]))),
                 }
             }
-        }
+        })
     }
 
     /// Unpacks staged blocks into the user's buffers.
@@ -210,19 +233,21 @@ fn blocks(
 }
 
 impl Blocks {
-    fn input(&self) -> Input {
-        match self.direct {
+    fn input(&self) -> Res<Input> {
+        all_checked(&self.typed)?;
+        Ok(match self.direct {
             Some(ptr) => Input {
                 ptr,
                 len: ferry_sched::algorithms::extent(&self.counts, &self.displs),
                 staged: None,
             },
-            None => Input::gather(&self.typed),
-        }
+            None => Input::gather(&self.typed)?,
+        })
     }
 
-    fn output(&self) -> Output {
-        match self.direct {
+    fn output(&self) -> Res<Output> {
+        all_checked(&self.typed)?;
+        Ok(match self.direct {
             Some(ptr) => Output {
                 ptr,
                 len: ferry_sched::algorithms::extent(&self.counts, &self.displs),
@@ -242,7 +267,7 @@ impl Blocks {
                     staged: Some(Box::new((v, at))),
                 }
             }
-        }
+        })
     }
 }
 
@@ -375,7 +400,7 @@ pub fn reduce_local(
         dt: dt.clone(),
         count: n,
         base: input as *mut u8,
-    });
+    })?;
     let dst = Output::of(
         &Typed {
             dt: dt.clone(),
@@ -383,7 +408,7 @@ pub fn reduce_local(
             base: inout,
         },
         true,
-    );
+    )?;
     // SAFETY: both sides cover n packed elements (staged or the user's contiguous data).
     let (s, d) = unsafe {
         (
@@ -551,7 +576,7 @@ unsafe fn inter_igather(
             let (c, d) = layout(n, v, recv.1)?;
             let all = blocks(&dt, recv.0 as *mut u8, &c, &d, false);
             let recvs = (0..n).map(|j| (j, all.displs[j], all.counts[j])).collect();
-            inter_direct(s, comm, inter, Input::none(), all.output(), vec![], recvs)
+            inter_direct(s, comm, inter, Input::none(), all.output()?, vec![], recvs)
         }
         crate::inter::Side::Idle => inter_direct(
             s,
@@ -566,7 +591,15 @@ unsafe fn inter_igather(
             no_in_place_inter(send.0)?;
             let t = typed(s, send.0, send.1, send.2)?;
             let sends = vec![(r as usize, 0, t.bytes())];
-            inter_direct(s, comm, inter, Input::of(&t), Output::none(), sends, vec![])
+            inter_direct(
+                s,
+                comm,
+                inter,
+                Input::of(&t)?,
+                Output::none(),
+                sends,
+                vec![],
+            )
         }
     }
 }
@@ -588,7 +621,7 @@ unsafe fn inter_iscatter(
             let (c, d) = layout(n, v, send.1)?;
             let all = blocks(&dt, send.0 as *mut u8, &c, &d, false);
             let sends = (0..n).map(|j| (j, all.displs[j], all.counts[j])).collect();
-            inter_direct(s, comm, inter, all.input(), Output::none(), sends, vec![])
+            inter_direct(s, comm, inter, all.input()?, Output::none(), sends, vec![])
         }
         crate::inter::Side::Idle => inter_direct(
             s,
@@ -608,7 +641,7 @@ unsafe fn inter_iscatter(
                 comm,
                 inter,
                 Input::none(),
-                Output::of(&t, false),
+                Output::of(&t, false)?,
                 vec![],
                 recvs,
             )
@@ -634,7 +667,7 @@ unsafe fn inter_iallgather(
     let all = blocks(&dt, recv.0 as *mut u8, &c, &d, false);
     let sends = (0..n).map(|j| (j, 0, t.bytes())).collect();
     let recvs = (0..n).map(|j| (j, all.displs[j], all.counts[j])).collect();
-    inter_direct(s, comm, inter, Input::of(&t), all.output(), sends, recvs)
+    inter_direct(s, comm, inter, Input::of(&t)?, all.output()?, sends, recvs)
 }
 
 /// MPI_Ialltoall(v) on an intercommunicator: block `j` goes to and comes from remote rank `j`.
@@ -664,7 +697,7 @@ unsafe fn inter_ialltoall(
     let inb = blocks(&rt, recv.0 as *mut u8, &rc, &rd, false);
     let sends = (0..n).map(|j| (j, out.displs[j], out.counts[j])).collect();
     let recvs = (0..n).map(|j| (j, inb.displs[j], inb.counts[j])).collect();
-    inter_direct(s, comm, inter, out.input(), inb.output(), sends, recvs)
+    inter_direct(s, comm, inter, out.input()?, inb.output()?, sends, recvs)
 }
 
 /// MPI_Ialltoallw on an intercommunicator: blocks packed one after the other.
@@ -687,6 +720,7 @@ fn inter_ialltoallw(
             .collect::<Res<Vec<Typed>>>()
     };
     let (sb, rb) = (typed_of(s, send)?, typed_of(s, recv)?);
+    all_checked(&rb)?;
     let sc: Vec<usize> = sb.iter().map(Typed::bytes).collect();
     let rc: Vec<usize> = rb.iter().map(Typed::bytes).collect();
     let (sd, rd) = (packed_displs(&sc), packed_displs(&rc));
@@ -700,7 +734,7 @@ fn inter_ialltoallw(
     };
     let sends = (0..sc.len()).map(|j| (j, sd[j], sc[j])).collect();
     let recvs = (0..rc.len()).map(|j| (j, rd[j], rc[j])).collect();
-    inter_direct(s, comm, inter, Input::gather(&sb), out, sends, recvs)
+    inter_direct(s, comm, inter, Input::gather(&sb)?, out, sends, recvs)
 }
 
 /// The helpers of `comm` if it is an intercommunicator.
@@ -708,9 +742,33 @@ fn inter_of(comm: Handle) -> Res<Option<Inter>> {
     running(|s| s.inter(comm))
 }
 
+thread_local! {
+    /// Set while [`check_only`] runs a call: [`run`] plans it and stops there.
+    static CHECK_ONLY: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
+/// Runs `start` (a nonblocking collective given a request address) only as far as its checks
+/// and its plan: nothing is posted, no buffer is written. Persistent collectives check their
+/// arguments this way at init, as MPI 4.1 §6.13 lets them (and MPICH does).
+pub(crate) fn check_only(start: impl FnOnce(*mut Handle) -> Res) -> Res {
+    struct Reset;
+    impl Drop for Reset {
+        fn drop(&mut self) {
+            CHECK_ONLY.set(false);
+        }
+    }
+    let mut unused = MPI_REQUEST_NULL;
+    CHECK_ONLY.set(true);
+    let _reset = Reset;
+    start(&mut unused)
+}
+
 /// Runs a collective planned by `f` to completion (blocking form) or publishes its request.
 unsafe fn run(request: *mut Handle, f: impl FnOnce(&mut State) -> Res<Prepared>) -> Res {
     let prepared = running(f)?;
+    if CHECK_ONLY.get() {
+        return Ok(());
+    }
     if request.is_null() {
         return prepared.run();
     }
@@ -723,18 +781,7 @@ unsafe fn run(request: *mut Handle, f: impl FnOnce(&mut State) -> Res<Prepared>)
 
 /// The rank `root` of `core`, checked.
 pub(crate) fn root_arg(core: &ferry_core::Comm, root: c_int) -> Res<usize> {
-    usize::try_from(root)
-        .ok()
-        .filter(|&r| r < core.size())
-        .ok_or_else(|| {
-            MpiError::new(
-                MPI_ERR_ROOT,
-                format!(
-                    "root {root} is not in a communicator of {} ranks",
-                    core.size()
-                ),
-            )
-        })
+    check::root(root, core.size())
 }
 
 fn typed(s: &mut State, buf: *const c_void, count: c_int, datatype: Handle) -> Res<Typed> {
@@ -812,9 +859,9 @@ unsafe fn bcast_general(
             let side = crate::inter::side(root, u.remote_size())?;
             let t = typed(s, buf, count, datatype)?;
             let (input, output) = match side {
-                crate::inter::Side::Root => (Input::of(&t), Output::none()),
+                crate::inter::Side::Root => (Input::of(&t)?, Output::none()),
                 crate::inter::Side::Idle => (Input::none(), Output::none()),
-                crate::inter::Side::Leaf(_) => (Input::none(), Output::of(&t, false)),
+                crate::inter::Side::Leaf(_) => (Input::none(), Output::of(&t, false)?),
             };
             let schedule =
                 ferry_core::Planned::check(crate::inter::nb_bcast(&u, &side, t.bytes()))?;
@@ -832,7 +879,7 @@ unsafe fn bcast_general(
         let core = s.core_comm(comm)?;
         let root = root_arg(&core, root)?;
         let t = typed(s, buf, count, datatype)?;
-        let out = Output::of(&t, core.rank() == root);
+        let out = Output::of(&t, core.rank() == root)?;
         start(
             s,
             comm,
@@ -868,7 +915,7 @@ pub(crate) unsafe fn reduce(
             let recv = typed(s, recvbuf, count, datatype)?;
             let (r, _) = reducer(&recv.dt, datatype, o)?;
             let (input, output, reduce) = match side {
-                crate::inter::Side::Root => (Input::none(), Output::of(&recv, false), None),
+                crate::inter::Side::Root => (Input::none(), Output::of(&recv, false)?, None),
                 crate::inter::Side::Idle => (Input::none(), Output::none(), None),
                 crate::inter::Side::Leaf(_) => {
                     if in_place(sendbuf) {
@@ -877,7 +924,7 @@ pub(crate) unsafe fn reduce(
                             "MPI_IN_PLACE is not allowed on intercommunicators",
                         );
                     }
-                    let send = Input::of(&typed(s, sendbuf, count, datatype)?);
+                    let send = Input::of(&typed(s, sendbuf, count, datatype)?)?;
                     (send, Output::none(), Some(r))
                 }
             };
@@ -903,13 +950,13 @@ pub(crate) unsafe fn reduce(
             not_aliased(sendbuf, recvbuf, count > 0)?;
         }
         let send = if in_place(sendbuf) && is_root {
-            Input::owned(recv.pack())
+            Input::copy_of(&recv)?
         } else {
-            Input::of(&typed(s, sendbuf, count, datatype)?)
+            Input::of(&typed(s, sendbuf, count, datatype)?)?
         };
         let (r, commutative) = reducer(&recv.dt, datatype, o)?;
         let out = if is_root {
-            Output::of(&recv, false)
+            Output::of(&recv, false)?
         } else {
             Output::scratch(recv.bytes())
         };
@@ -971,7 +1018,7 @@ unsafe fn allreduce_general(
             let o = s.op(op)?;
             let recv = typed(s, recvbuf, count, datatype)?;
             let (r, _) = reducer(&recv.dt, datatype, o)?;
-            let send = Input::of(&typed(s, sendbuf, count, datatype)?);
+            let send = Input::of(&typed(s, sendbuf, count, datatype)?)?;
             let schedule =
                 ferry_core::Planned::check(crate::inter::nb_allreduce(&u, recv.bytes()))?;
             Ok(Prepared {
@@ -979,7 +1026,7 @@ unsafe fn allreduce_general(
                 core: u.core,
                 schedule,
                 input: send,
-                output: Output::of(&recv, false),
+                output: Output::of(&recv, false)?,
                 reduce: Some(r),
             })
         });
@@ -1003,18 +1050,18 @@ unsafe fn allreduce_general(
                 comm,
                 call,
                 Input::none(),
-                Output::of(&recv, true),
+                Output::of(&recv, true)?,
                 Some(r),
             );
         }
-        let send = Input::of(&typed(s, sendbuf, count, datatype)?);
+        let send = Input::of(&typed(s, sendbuf, count, datatype)?)?;
         let call = Collective::Allreduce {
             bytes,
             elem,
             commutative,
             in_place: false,
         };
-        start(s, comm, call, send, Output::of(&recv, false), Some(r))
+        start(s, comm, call, send, Output::of(&recv, false)?, Some(r))
     })
 }
 
@@ -1071,9 +1118,9 @@ pub(crate) unsafe fn gather(
             not_aliased(sendbuf, recvbuf, recvcount > 0)?;
             not_own_block(sendbuf, &block_of(&r, me))?;
             let send = if in_place(sendbuf) {
-                Input::owned(block_of(&r, me).pack())
+                Input::copy_of(&block_of(&r, me))?
             } else {
-                Input::of(&typed(s, sendbuf, sendcount, sendtype)?)
+                Input::of(&typed(s, sendbuf, sendcount, sendtype)?)?
             };
             let all = blocks(
                 &r.dt,
@@ -1082,7 +1129,7 @@ pub(crate) unsafe fn gather(
                 &(0..n).map(|i| (i * r.count) as isize).collect::<Vec<_>>(),
                 false,
             );
-            let out = all.output();
+            let out = all.output()?;
             start(
                 s,
                 comm,
@@ -1103,7 +1150,7 @@ pub(crate) unsafe fn gather(
                     block: t.bytes(),
                     root,
                 },
-                Input::of(&t),
+                Input::of(&t)?,
                 Output::none(),
                 None,
             )
@@ -1162,7 +1209,7 @@ pub(crate) unsafe fn scatter(
             let out = if in_place(recvbuf) {
                 Output::scratch(t.bytes())
             } else {
-                Output::of(&typed(s, recvbuf, recvcount, recvtype)?, false)
+                Output::of(&typed(s, recvbuf, recvcount, recvtype)?, false)?
             };
             start(
                 s,
@@ -1171,7 +1218,7 @@ pub(crate) unsafe fn scatter(
                     block: t.bytes(),
                     root,
                 },
-                all.input(),
+                all.input()?,
                 out,
                 None,
             )
@@ -1185,7 +1232,7 @@ pub(crate) unsafe fn scatter(
                     root,
                 },
                 Input::none(),
-                Output::of(&r, false),
+                Output::of(&r, false)?,
                 None,
             )
         }
@@ -1229,9 +1276,9 @@ pub(crate) unsafe fn allgather(
         not_aliased(sendbuf, recvbuf, recvcount > 0)?;
         not_own_block(sendbuf, &block_of(&r, me))?;
         let send = if in_place(sendbuf) {
-            Input::owned(block_of(&r, me).pack())
+            Input::copy_of(&block_of(&r, me))?
         } else {
-            Input::of(&typed(s, sendbuf, sendcount, sendtype)?)
+            Input::of(&typed(s, sendbuf, sendcount, sendtype)?)?
         };
         let all = blocks(
             &r.dt,
@@ -1245,7 +1292,7 @@ pub(crate) unsafe fn allgather(
             comm,
             Collective::Allgather { block: r.bytes() },
             send,
-            all.output(),
+            all.output()?,
             None,
         )
     })
@@ -1292,16 +1339,16 @@ pub(crate) unsafe fn alltoall(
         let r = whole(r);
         let send = if in_place(sendbuf) {
             // A copy: the blocks arriving overwrite those still to be sent.
-            Input::owned(r.pack())
+            Input::copy_of(&r)?
         } else {
-            Input::of(&whole(typed(s, sendbuf, sendcount, sendtype)?))
+            Input::of(&whole(typed(s, sendbuf, sendcount, sendtype)?))?
         };
         start(
             s,
             comm,
             Collective::Alltoall { block },
             send,
-            Output::of(&r, false),
+            Output::of(&r, false)?,
             None,
         )
     })
@@ -1313,9 +1360,8 @@ unsafe fn per_rank(
     counts: *const c_int,
     displs: *const c_int,
 ) -> Res<(Vec<usize>, Vec<isize>)> {
-    if n > 0 && (counts.is_null() || displs.is_null()) {
-        return fail(MPI_ERR_ARG, "counts or displacements array is NULL");
-    }
+    check::array(counts, n, "counts")?;
+    check::array(displs, n, "displacements")?;
     let c = (0..n)
         .map(|i| count_arg(*counts.add(i)))
         .collect::<Res<Vec<_>>>()?;
@@ -1367,16 +1413,16 @@ pub(crate) unsafe fn gatherv(
             let all = blocks(&dt, recvbuf as *mut u8, &c, &d, false);
             not_own_block(sendbuf, &all.typed[me])?;
             let send = if in_place(sendbuf) {
-                Input::owned(all.typed[me].pack())
+                Input::copy_of(&all.typed[me])?
             } else {
-                Input::of(&typed(s, sendbuf, sendcount, sendtype)?)
+                Input::of(&typed(s, sendbuf, sendcount, sendtype)?)?
             };
             let call = Collective::Gatherv {
                 counts: &all.counts,
                 displs: &all.displs,
                 root,
             };
-            start(s, comm, call, send, all.output(), None)
+            start(s, comm, call, send, all.output()?, None)
         } else {
             let t = typed(s, sendbuf, sendcount, sendtype)?;
             let mut counts = vec![0; n];
@@ -1386,7 +1432,7 @@ pub(crate) unsafe fn gatherv(
                 displs: &vec![0; n],
                 root,
             };
-            start(s, comm, call, Input::of(&t), Output::none(), None)
+            start(s, comm, call, Input::of(&t)?, Output::none(), None)
         }
     })
 }
@@ -1437,14 +1483,14 @@ pub(crate) unsafe fn scatterv(
             let out = if in_place(recvbuf) {
                 Output::scratch(all.counts[me])
             } else {
-                Output::of(&typed(s, recvbuf, recvcount, recvtype)?, false)
+                Output::of(&typed(s, recvbuf, recvcount, recvtype)?, false)?
             };
             let call = Collective::Scatterv {
                 counts: &all.counts,
                 displs: &all.displs,
                 root,
             };
-            start(s, comm, call, all.input(), out, None)
+            start(s, comm, call, all.input()?, out, None)
         } else {
             let r = typed(s, recvbuf, recvcount, recvtype)?;
             let mut counts = vec![0; n];
@@ -1454,7 +1500,7 @@ pub(crate) unsafe fn scatterv(
                 displs: &vec![0; n],
                 root,
             };
-            start(s, comm, call, Input::none(), Output::of(&r, false), None)
+            start(s, comm, call, Input::none(), Output::of(&r, false)?, None)
         }
     })
 }
@@ -1498,15 +1544,15 @@ pub(crate) unsafe fn allgatherv(
         let all = blocks(&dt, recvbuf as *mut u8, &c, &d, false);
         not_own_block(sendbuf, &all.typed[me])?;
         let send = if in_place(sendbuf) {
-            Input::owned(all.typed[me].pack())
+            Input::copy_of(&all.typed[me])?
         } else {
-            Input::of(&typed(s, sendbuf, sendcount, sendtype)?)
+            Input::of(&typed(s, sendbuf, sendcount, sendtype)?)?
         };
         let call = Collective::Allgatherv {
             counts: &all.counts,
             displs: &all.displs,
         };
-        start(s, comm, call, send, all.output(), None)
+        start(s, comm, call, send, all.output()?, None)
     })
 }
 
@@ -1546,13 +1592,13 @@ pub(crate) unsafe fn alltoallv(
         let out = blocks(&rt, recvbuf as *mut u8, &rc, &rd, false);
         not_aliased(sendbuf, recvbuf, rc.iter().any(|&c| c > 0))?;
         let (send, sc, sd) = if in_place(sendbuf) {
-            let input = Input::gather(&out.typed);
+            let input = Input::gather(&out.typed)?;
             (input, out.counts.clone(), packed_displs(&out.counts))
         } else {
             let (c, d) = per_rank(n, sendcounts, sdispls)?;
             let st = s.committed_type(sendtype)?;
             let b = blocks(&st, sendbuf as *mut u8, &c, &d, false);
-            (b.input(), b.counts, b.displs)
+            (b.input()?, b.counts, b.displs)
         };
         let call = Collective::Alltoallv {
             send_counts: &sc,
@@ -1560,7 +1606,7 @@ pub(crate) unsafe fn alltoallv(
             recv_counts: &out.counts,
             recv_displs: &out.displs,
         };
-        start(s, comm, call, send, out.output(), None)
+        start(s, comm, call, send, out.output()?, None)
     })
 }
 
@@ -1600,6 +1646,7 @@ pub(crate) unsafe fn alltoallw(
                 })
             })
             .collect::<Res<_>>()?;
+        all_checked(&rblocks)?;
         let received: usize = rblocks.iter().map(Typed::bytes).sum();
         not_aliased(sendbuf, recvbuf, received > 0)?;
         let sblocks: Vec<Typed> = if in_place(sendbuf) {
@@ -1643,7 +1690,7 @@ pub(crate) unsafe fn alltoallw(
             recv_counts: &rcb,
             recv_displs: &rdb,
         };
-        start(s, comm, call, Input::gather(&sblocks), out, None)
+        start(s, comm, call, Input::gather(&sblocks)?, out, None)
     })
 }
 
@@ -1671,7 +1718,7 @@ pub(crate) unsafe fn reduce_scatter(
                 dt: dt.clone(),
                 count: total,
                 base: sendbuf as *mut u8,
-            });
+            })?;
             let mine = Typed {
                 dt: dt.clone(),
                 count: counts.get(u.local_rank()).copied().unwrap_or(0),
@@ -1688,7 +1735,7 @@ pub(crate) unsafe fn reduce_scatter(
                 core: u.core,
                 schedule,
                 input: send,
-                output: Output::of(&mine, false),
+                output: Output::of(&mine, false)?,
                 reduce: Some(r),
             })
         });
@@ -1709,13 +1756,13 @@ pub(crate) unsafe fn reduce_scatter(
                 dt: dt.clone(),
                 count: total,
                 base: recvbuf as *mut u8,
-            })
+            })?
         } else {
             Input::of(&Typed {
                 dt: dt.clone(),
                 count: total,
                 base: sendbuf as *mut u8,
-            })
+            })?
         };
         let send = Input::owned(std::slice::from_raw_parts(send.ptr, send.len).to_vec());
         let mine = Typed {
@@ -1731,7 +1778,7 @@ pub(crate) unsafe fn reduce_scatter(
                 counts: &byte_counts,
             },
             send,
-            Output::of(&mine, false),
+            Output::of(&mine, false)?,
             Some(r),
         )
     })
@@ -1756,9 +1803,16 @@ pub(crate) unsafe fn scan(
         not_aliased(sendbuf, recvbuf, count > 0)?;
         let (r, _) = reducer(&recv.dt, datatype, o)?;
         let send = if in_place(sendbuf) {
-            Input::owned(recv.pack())
+            Input::copy_of(&recv)?
         } else {
-            Input::of(&typed(s, sendbuf, count, datatype)?)
+            Input::of(&typed(s, sendbuf, count, datatype)?)?
+        };
+        // An exclusive scan leaves process 0's receive buffer alone: it is not significant
+        // there (MPI 4.1 §6.11.2) and may be NULL.
+        let out = if exclusive && s.core_comm(comm)?.rank() == 0 {
+            Output::scratch(recv.bytes())
+        } else {
+            Output::of(&recv, exclusive)?
         };
         start(
             s,
@@ -1768,7 +1822,7 @@ pub(crate) unsafe fn scan(
                 exclusive,
             },
             send,
-            Output::of(&recv, exclusive),
+            out,
             Some(r),
         )
     })
@@ -1786,10 +1840,7 @@ unsafe fn recv_counts(comm: Handle, recvcounts: *const c_int) -> Res<Vec<usize>>
 const BLOCKING: *mut Handle = std::ptr::null_mut();
 
 fn nonnull(request: *mut Handle) -> Res<*mut Handle> {
-    if request.is_null() {
-        return fail(MPI_ERR_ARG, "request argument is NULL");
-    }
-    Ok(request)
+    check::request_out(request)
 }
 
 mpi! {

@@ -351,6 +351,8 @@ unsafe fn pack_external(
     let (start, size) = (aint_arg(*pos, "position")?, aint_arg(outsize, "outsize")?);
     let need = element_size(&dt) * count;
     crate::types::check_room("MPI_Pack_external", need, start, size)?;
+    crate::check::buffer(inbuf, count, &dt)?;
+    crate::check::bytes(outbuf, start + need)?;
     let mut native = vec![0u8; dt.size() * count];
     dt.pack(inbuf as *const u8, count, &mut native);
     let dst = std::slice::from_raw_parts_mut((outbuf as *mut u8).add(start), need);
@@ -390,6 +392,8 @@ unsafe fn unpack_external(
     let (start, size) = (aint_arg(*pos, "position")?, aint_arg(insize, "insize")?);
     let need = element_size(&dt) * count;
     crate::types::check_room("MPI_Unpack_external", need, start, size)?;
+    crate::check::bytes(inbuf, start + need)?;
+    crate::check::buffer(outbuf, count, &dt)?;
     let src = std::slice::from_raw_parts((inbuf as *const u8).add(start), need);
     let mut native = vec![0u8; dt.size() * count];
     unpack(&dt, count, src, &mut native);

@@ -30,7 +30,7 @@ use crate::comm::{register, register_with};
 use crate::datatype::Datatype;
 use crate::error::{fail, MpiError, Res};
 use crate::p2p::{count_arg, start_recv, start_send, wait_request};
-use crate::request::{Request, SendKind};
+use crate::request::SendKind;
 use crate::state::State;
 use crate::state::{running, with, CommObj, Inter};
 use crate::NONE;
@@ -508,50 +508,99 @@ fn no_in_place(p: *const c_void) -> Res {
     Ok(())
 }
 
-/// One collective call's point-to-point: posted first, then waited for together.
+/// One collective call's point-to-point: listed, checked all together, then posted and waited
+/// for together. Nothing is posted unless every block is good: a receive left posted by a call
+/// that failed would match a later call's message.
 struct Traffic {
     coll: Handle,
-    reqs: Vec<Request>,
+    ops: Vec<Transfer>,
+}
+
+/// One send (`to_peer`) or receive of `count` elements of `dt` at `buf` with process `peer`.
+struct Transfer {
+    to_peer: bool,
+    buf: *mut c_void,
+    count: c_int,
+    dt: Handle,
+    peer: usize,
 }
 
 impl Traffic {
     fn new(inter: Inter) -> Traffic {
         Traffic {
             coll: inter.coll,
-            reqs: Vec::new(),
+            ops: Vec::new(),
         }
     }
 
     fn send(&mut self, buf: *const c_void, count: usize, dt: Handle, dest: usize) -> Res {
-        let coll = self.coll;
-        let count = count_c(count)?;
-        let r = running(|s| {
-            start_send(
-                s,
-                buf,
-                count,
-                dt,
-                dest as c_int,
-                TAG_COLL,
-                coll,
-                SendKind::Standard,
-            )
-        })?;
-        self.reqs.push(r);
-        Ok(())
+        self.add(true, buf as *mut c_void, count, dt, dest)
     }
 
     fn recv(&mut self, buf: *mut c_void, count: usize, dt: Handle, source: usize) -> Res {
-        let coll = self.coll;
+        self.add(false, buf, count, dt, source)
+    }
+
+    fn add(
+        &mut self,
+        to_peer: bool,
+        buf: *mut c_void,
+        count: usize,
+        dt: Handle,
+        peer: usize,
+    ) -> Res {
         let count = count_c(count)?;
-        let r = running(|s| start_recv(s, buf, count, dt, source as c_int, TAG_COLL, coll))?;
-        self.reqs.push(r);
+        self.ops.push(Transfer {
+            to_peer,
+            buf,
+            count,
+            dt,
+            peer,
+        });
         Ok(())
     }
 
     fn finish(self) -> Res {
+        let coll = self.coll;
+        running(|s| {
+            self.ops.iter().try_for_each(|t| {
+                // An empty block may name MPI_DATATYPE_NULL, as in point-to-point.
+                if t.count == 0 {
+                    return Ok(());
+                }
+                let dt = s.committed_type(t.dt)?;
+                crate::check::buffer(t.buf, t.count as usize, &dt)
+            })
+        })?;
+        let mut reqs = Vec::with_capacity(self.ops.len());
         let mut first = Ok(());
-        for mut r in self.reqs {
+        for t in &self.ops {
+            let started = running(|s| {
+                if t.to_peer {
+                    let kind = SendKind::Standard;
+                    start_send(
+                        s,
+                        t.buf,
+                        t.count,
+                        t.dt,
+                        t.peer as c_int,
+                        TAG_COLL,
+                        coll,
+                        kind,
+                    )
+                } else {
+                    start_recv(s, t.buf, t.count, t.dt, t.peer as c_int, TAG_COLL, coll)
+                }
+            });
+            match started {
+                Ok(r) => reqs.push(r),
+                Err(e) => {
+                    first = Err(e);
+                    break;
+                }
+            }
+        }
+        for mut r in reqs {
             let done = wait_request(&mut r).and_then(|o| o.check());
             if first.is_ok() {
                 first = done;

@@ -3,7 +3,9 @@
 //! Every `MPI_X` calls `PMPI_X` (the profiling interface: a tool may define `MPI_X` itself and
 //! call `PMPI_X`). Every body runs inside [`error::guard`]: check arguments, convert handles,
 //! call the runtime, map the error to its MPI class, run the communicator's error handler. A
-//! panic becomes MPI_ERR_INTERN; no unwind crosses `extern "C"`.
+//! panic becomes MPI_ERR_INTERN; no unwind crosses `extern "C"`. The argument checks are shared
+//! ([`check`]): every buffer a call reads or writes is checked before it is touched, and a call
+//! that fails has posted nothing.
 //!
 //! Every constant, type size and layout is the MPI 5.0 standard ABI's (`abi.rs`, `include/mpi.h`;
 //! `tests/abi_reference.rs` compares the header with MPICH 5.0.2's `mpi_abi.h`), and the library's
@@ -69,6 +71,7 @@ macro_rules! mpi_t {
 
 pub mod abi;
 pub mod bsend;
+pub mod check;
 pub mod coll;
 pub mod comm;
 pub mod datarep;

@@ -21,37 +21,11 @@ fn message_type(s: &mut State, datatype: Handle, count: usize) -> Res<crate::dat
 
 /// Checks a count argument.
 pub fn count_arg(count: c_int) -> Res<usize> {
-    usize::try_from(count)
-        .map_err(|_| MpiError::new(MPI_ERR_COUNT, format!("negative count {count}")))
-}
-
-/// A NULL buffer for elements of a predefined type is a mistake, reported rather than
-/// dereferenced. (MPI_BOTTOM is NULL too, but only a derived type's absolute addresses make
-/// it usable; MPICH draws the same line.)
-fn buffer_arg(buf: *const c_void, count: usize, datatype: Handle) -> Res {
-    if buf.is_null() && count > 0 && crate::datatype::builtin_from_handle(datatype).is_some() {
-        return fail(
-            MPI_ERR_BUFFER,
-            format!("buffer is NULL for {count} elements of a predefined type"),
-        );
-    }
-    Ok(())
+    crate::check::count(count)
 }
 
 fn dest_arg(core: &ferry_core::Comm, rank: c_int) -> Res<Option<usize>> {
-    if rank == MPI_PROC_NULL {
-        return Ok(None);
-    }
-    match usize::try_from(rank) {
-        Ok(r) if r < core.size() => Ok(Some(r)),
-        _ => fail(
-            MPI_ERR_RANK,
-            format!(
-                "rank {rank} is not in a communicator of {} ranks",
-                core.size()
-            ),
-        ),
-    }
+    crate::check::rank(rank, core.size())
 }
 
 fn source_arg(core: &ferry_core::Comm, rank: c_int) -> Res<Option<Source>> {
@@ -79,6 +53,40 @@ fn recv_tag(tag: c_int) -> Res<i32> {
     }
 }
 
+/// A send's arguments, checked.
+struct SendArgs {
+    core: ferry_core::Comm,
+    count: usize,
+    dt: crate::datatype::Datatype,
+    tag: i32,
+    /// `None` for MPI_PROC_NULL.
+    dest: Option<usize>,
+}
+
+fn send_args(
+    s: &mut State,
+    buf: *const c_void,
+    count: c_int,
+    datatype: Handle,
+    dest: c_int,
+    tag: c_int,
+    comm: Handle,
+) -> Res<SendArgs> {
+    let core = s.core_comm(comm)?;
+    let count = count_arg(count)?;
+    let dt = message_type(s, datatype, count)?;
+    crate::check::buffer(buf, count, &dt)?;
+    let tag = send_tag(tag)?;
+    let dest = dest_arg(&core, dest)?;
+    Ok(SendArgs {
+        core,
+        count,
+        dt,
+        tag,
+        dest,
+    })
+}
+
 /// Starts a send; the returned request is not yet in the table.
 pub fn start_send(
     s: &mut State,
@@ -90,12 +98,14 @@ pub fn start_send(
     comm: Handle,
     kind: SendKind,
 ) -> Res<Request> {
-    let core = s.core_comm(comm)?;
-    let count = count_arg(count)?;
-    let dt = message_type(s, datatype, count)?;
-    buffer_arg(buf, count, datatype)?;
-    let tag = send_tag(tag)?;
-    let Some(dest) = dest_arg(&core, dest)? else {
+    let SendArgs {
+        core,
+        count,
+        dt,
+        tag,
+        dest,
+    } = send_args(s, buf, count, datatype, dest, tag, comm)?;
+    let Some(dest) = dest else {
         return Ok(Request::done(comm, core, Outcome::PROC_NULL));
     };
     let typed = Typed {
@@ -163,7 +173,7 @@ pub fn start_recv(
     let core = s.core_comm(comm)?;
     let count = count_arg(count)?;
     let dt = message_type(s, datatype, count)?;
-    buffer_arg(buf, count, datatype)?;
+    crate::check::buffer(buf, count, &dt)?;
     let tag = recv_tag(tag)?;
     let Some(source) = source_arg(&core, source)? else {
         return Ok(Request::done(comm, core, Outcome::PROC_NULL));
@@ -238,7 +248,7 @@ impl Dense {
     pub(crate) fn of(buf: *const c_void, count: c_int, datatype: Handle) -> Option<Dense> {
         let ty = crate::datatype::builtin_from_handle(datatype)?;
         let bytes = usize::try_from(count).ok()?.checked_mul(ty.dense_size()?)?;
-        (!buf.is_null() || bytes == 0).then_some(Dense { ty, bytes })
+        (bytes == 0 || crate::check::addressable(buf)).then_some(Dense { ty, bytes })
     }
 
     /// Sends if the runtime takes the message at once (shared memory, nothing queued before
@@ -322,15 +332,23 @@ unsafe fn nonblocking_send(
 ) -> Res {
     if !request.is_null() {
         if let Some(bytes) = sent_at_once(buf, count, datatype, dest, tag, comm, kind) {
-            *request = crate::request::sent_handle(bytes);
-            return Ok(());
+            if let Some(h) = crate::request::sent_handle(bytes) {
+                *request = h;
+                return Ok(());
+            }
+            // Every serial in use: the finished send gets a table entry.
+            return running(|s| {
+                let req = Request::done(comm, s.core_comm(comm)?, Outcome::sent(bytes as i64));
+                publish(s, req, request)
+            });
         }
     }
     running(|s| {
         let req = start_send(s, buf, count, datatype, dest, tag, comm, kind)?;
-        match (req.sent_at_start(), request.as_mut()) {
-            (Some(bytes), Some(out)) => {
-                *out = crate::request::sent_handle(bytes);
+        let sent = req.sent_at_start().and_then(crate::request::sent_handle);
+        match (sent, request.as_mut()) {
+            (Some(h), Some(out)) => {
+                *out = h;
                 Ok(())
             }
             _ => publish(s, req, request),
@@ -428,6 +446,9 @@ fn start_sendrecv(
 ) -> Res<Request> {
     let (sendbuf, sendcount, sendtype, dest, sendtag) = send;
     let (recvbuf, recvcount, recvtype, source, recvtag) = recv;
+    // The send's arguments before the receive is posted: a receive left posted by a call that
+    // failed would take a later call's message.
+    send_args(s, sendbuf, sendcount, sendtype, dest, sendtag, comm)?;
     let mut req = start_recv(s, recvbuf, recvcount, recvtype, source, recvtag, comm)?;
     let send = start_send(
         s,
@@ -460,6 +481,10 @@ fn start_sendrecv_replace(
         count: count_arg(count)?,
         base: buf as *mut u8,
     };
+    // The receive's arguments before anything is sent or read.
+    crate::check::buffer(buf, typed.count, &typed.dt)?;
+    recv_tag(recvtag)?;
+    source_arg(&s.core_comm(comm)?, source)?;
     let staged = typed.pack();
     let byte = crate::datatype::Builtin::Byte.handle();
     let mut send = start_send(
@@ -547,8 +572,7 @@ macro_rules! send_init {
         mpi! {
             #[doc = $doc]
             fn $name / $pname(buf: *const c_void, count: c_int, datatype: Handle, dest: c_int, tag: c_int, comm: Handle, request: *mut Handle) on comm => {
-                count_arg(count)?;
-                send_tag(tag)?;
+                running(|s| send_args(s, buf, count, datatype, dest, tag, comm).map(drop))?;
                 persistent(comm, request, Persistent::Send { kind: $kind, buf: buf as *const u8, count, datatype, dest, tag })
             }
         }
@@ -582,8 +606,13 @@ send_init!(
 mpi! {
     /// Persistent receive.
     fn MPI_Recv_init / PMPI_Recv_init(buf: *mut c_void, count: c_int, datatype: Handle, source: c_int, tag: c_int, comm: Handle, request: *mut Handle) on comm => {
-        count_arg(count)?;
         recv_tag(tag)?;
+        running(|s| {
+            let core = s.core_comm(comm)?;
+            let n = count_arg(count)?;
+            crate::check::buffer(buf, n, &message_type(s, datatype, n)?)?;
+            source_arg(&core, source).map(drop)
+        })?;
         persistent(comm, request, Persistent::Recv { buf: buf as *mut u8, count, datatype, source, tag })
     }
 }
@@ -709,7 +738,12 @@ mpi! {
     /// Frees a request (an active one completes in the background).
     fn MPI_Request_free / PMPI_Request_free(request: *mut Handle) on NONE => {
         let Some(h) = request.as_mut() else { return fail(MPI_ERR_REQUEST, "request argument is NULL") };
-        if sent_bytes(*h).is_some() || crate::greq::free(*h)? {
+        if sent_bytes(*h).is_some() {
+            crate::request::retire_sent(*h)?;
+            *h = MPI_REQUEST_NULL;
+            return Ok(());
+        }
+        if crate::greq::free(*h)? {
             *h = MPI_REQUEST_NULL;
             return Ok(());
         }
@@ -783,7 +817,8 @@ unsafe fn finish_handle(
     status: *mut MpiStatus,
     with_error: bool,
 ) -> Res<Outcome> {
-    if let Some(bytes) = sent_bytes(*handle) {
+    if sent_bytes(*handle).is_some() {
+        let bytes = crate::request::retire_sent(*handle)?;
         let outcome = Outcome::sent(bytes as i64);
         *handle = MPI_REQUEST_NULL;
         outcome.write(status, with_error);

@@ -5,6 +5,7 @@ use crate::datatype::Datatype;
 use crate::error::{fail, MpiError, Res};
 use ferry_core::raw::{RawRequest, RawStatus};
 use std::ffi::c_int;
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 
 /// `count` elements of a datatype at a user address.
 #[derive(Clone)]
@@ -52,8 +53,17 @@ pub type Finish = Box<dyn FnOnce(&RawStatus)>;
 /// buffered) of `bytes` bytes: such a request needs no table entry, so none is made; the handle
 /// says all a wait needs (MPICH returns such sends a shared completed request likewise). Every
 /// call that takes a request knows these handles (`sent_bytes`).
-pub fn sent_handle(bytes: usize) -> Handle {
-    ((crate::handles::Kind::SentRequest as usize) << 56) | (bytes & SENT_BYTES)
+///
+/// The handle also carries a serial that is live until a wait, a test or MPI_Request_free
+/// retires it ([`retire_sent`]), so that a copy of a freed handle is an invalid request, as it
+/// is for a request in the table (MPI 4.1 §3.7.3). `None` when every serial is taken or the
+/// count does not fit: the caller then makes a table entry.
+pub fn sent_handle(bytes: usize) -> Option<Handle> {
+    if bytes > SENT_BYTES {
+        return None;
+    }
+    let serial = SENT_LIVE.take()?;
+    Some(((crate::handles::Kind::SentRequest as usize) << 56) | (serial << SERIAL_SHIFT) | bytes)
 }
 
 /// The byte count of a handle from [`sent_handle`]; `None` for any other handle.
@@ -61,7 +71,56 @@ pub fn sent_bytes(handle: Handle) -> Option<usize> {
     (handle >> 56 == crate::handles::Kind::SentRequest as usize).then_some(handle & SENT_BYTES)
 }
 
-const SENT_BYTES: usize = (1 << 56) - 1;
+/// Ends the life of a handle from [`sent_handle`] (its wait, test or free): its byte count, or
+/// MPI_ERR_REQUEST when it was retired before (a copy of a completed or freed request).
+pub fn retire_sent(handle: Handle) -> Res<usize> {
+    let bytes = sent_bytes(handle).unwrap_or(0);
+    if SENT_LIVE.give_back((handle >> SERIAL_SHIFT) & (SERIALS - 1)) {
+        return Ok(bytes);
+    }
+    fail(
+        MPI_ERR_REQUEST,
+        format!("invalid request {handle:#x}: it was completed or freed before"),
+    )
+}
+
+/// Bits of a sent handle below the serial: the byte count (up to 1 TiB).
+const SERIAL_SHIFT: u32 = 40;
+const SENT_BYTES: usize = (1 << SERIAL_SHIFT) - 1;
+/// Serials of sent handles (16 bits, between the byte count and the kind).
+const SERIALS: usize = 1 << 16;
+
+/// Which serials of sent handles are live: one bit each, shared by the threads of the process.
+struct SentLive {
+    bits: [AtomicU64; SERIALS / 64],
+    next: AtomicUsize,
+}
+
+static SENT_LIVE: SentLive = SentLive {
+    bits: [const { AtomicU64::new(0) }; SERIALS / 64],
+    next: AtomicUsize::new(0),
+};
+
+impl SentLive {
+    /// A serial not in use, marked live; a few tries, as the serials in use are few unless
+    /// the program keeps tens of thousands of sends unwaited.
+    fn take(&self) -> Option<usize> {
+        for _ in 0..8 {
+            let serial = self.next.fetch_add(1, Ordering::Relaxed) & (SERIALS - 1);
+            let bit = 1u64 << (serial % 64);
+            if self.bits[serial / 64].fetch_or(bit, Ordering::AcqRel) & bit == 0 {
+                return Some(serial);
+            }
+        }
+        None
+    }
+
+    /// Marks `serial` free; whether it was live.
+    fn give_back(&self, serial: usize) -> bool {
+        let bit = 1u64 << (serial % 64);
+        self.bits[serial / 64].fetch_and(!bit, Ordering::AcqRel) & bit != 0
+    }
+}
 
 impl Request {
     /// The byte count of a send that was done when it started, if this is one (see
@@ -440,15 +499,28 @@ mod sent_handle_tests {
 
     #[test]
     fn sent_handles_carry_their_byte_count_and_no_other_handle_is_one() {
-        for bytes in [0, 1, 8, 65536, 1 << 40] {
-            let h = sent_handle(bytes);
+        for bytes in [0, 1, 8, 65536, (1 << 40) - 1] {
+            let h = sent_handle(bytes).expect("a free serial");
             assert_eq!(sent_bytes(h), Some(bytes));
             assert_ne!(h, MPI_REQUEST_NULL);
+            assert_eq!(retire_sent(h).ok(), Some(bytes));
         }
+        assert_eq!(sent_handle(1 << 40), None);
         let mut table: crate::handles::Table<()> =
             crate::handles::Table::new(crate::handles::Kind::Request);
         let created = table.insert(());
         assert_eq!(sent_bytes(created), None);
         assert_eq!(sent_bytes(MPI_REQUEST_NULL), None);
+    }
+
+    #[test]
+    fn a_sent_handle_retires_once() {
+        let h = sent_handle(4).expect("a free serial");
+        let copy = h;
+        assert_eq!(retire_sent(h).ok(), Some(4));
+        assert_eq!(
+            retire_sent(copy).err().map(|e| e.class),
+            Some(MPI_ERR_REQUEST)
+        );
     }
 }

@@ -524,6 +524,8 @@ unsafe fn pack_at(
     comm: Handle,
 ) -> Res<usize> {
     let (t, need) = packed_span("MPI_Pack", datatype, count, comm, start, size)?;
+    crate::check::buffer(inbuf, count, &t)?;
+    crate::check::bytes(outbuf, start + need)?;
     let dst = std::slice::from_raw_parts_mut((outbuf as *mut u8).add(start), need);
     t.pack(inbuf as *const u8, count, dst);
     Ok(start + need)
@@ -540,6 +542,8 @@ unsafe fn unpack_at(
     comm: Handle,
 ) -> Res<usize> {
     let (t, need) = packed_span("MPI_Unpack", datatype, count, comm, start, size)?;
+    crate::check::bytes(inbuf, start + need)?;
+    crate::check::buffer(outbuf, count, &t)?;
     let src = std::slice::from_raw_parts((inbuf as *const u8).add(start), need);
     t.unpack(src, count, outbuf as *mut u8);
     Ok(start + need)

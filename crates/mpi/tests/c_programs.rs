@@ -1,5 +1,7 @@
 //! MPI C programs (`tests/c/*.c`) that check what the MPI 4.1 standard says, beyond MPICH's
-//! conformance tiers: error classes under `MPI_ERRORS_RETURN` and `MPI_ERRORS_ARE_FATAL`, the
+//! conformance tiers: error classes under `MPI_ERRORS_RETURN` and `MPI_ERRORS_ARE_FATAL`
+//! (every collective, point-to-point, one-sided and pack call checking its buffers, counts,
+//! handles, ranks and roots before it touches memory, on shared memory and on TCP), the
 //! send modes, persistent requests, cancel, the wait/test family with null requests,
 //! `MPI_PROC_NULL`, message order and probes, non-contiguous messages, communicator
 //! construction and comparison, attribute callbacks, `MPI_IN_PLACE`, collectives with derived
@@ -164,6 +166,20 @@ fn error_classes_with_errors_return() {
 #[test]
 fn more_argument_errors_in_collectives() {
     no_errors(2, "errors2");
+}
+
+#[test]
+fn every_collective_checks_its_arguments_before_touching_memory() {
+    for transport in ["shm", "tcp"] {
+        no_errors_in_env(2, "argcheck", &[], &[("FERRY_TRANSPORT", transport)]);
+    }
+}
+
+#[test]
+fn point_to_point_one_sided_and_request_calls_check_their_arguments() {
+    for transport in ["shm", "tcp"] {
+        no_errors_in_env(2, "argcheck2", &[], &[("FERRY_TRANSPORT", transport)]);
+    }
 }
 
 #[test]

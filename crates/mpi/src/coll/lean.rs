@@ -90,7 +90,7 @@ pub(super) unsafe fn allreduce(
     let op = CheckedOp::new(BuiltinOp::from_handle(op)?, ty).ok()?;
     let in_place = in_place(sendbuf);
     // The same memory on both sides without MPI_IN_PLACE is an error the general path reports.
-    if !in_place && (sendbuf.is_null() || std::ptr::eq(sendbuf, recvbuf)) {
+    if !in_place && (!crate::check::addressable(sendbuf) || std::ptr::eq(sendbuf, recvbuf)) {
         return None;
     }
     let planned = running(|s| {

@@ -183,9 +183,9 @@ pub(crate) unsafe fn allgather(
         let rdt = s.committed_type(recvtype)?;
         let (rc, rd) = layout(sources.len(), recv, recvcount)?;
         let out = blocks(&rdt, recvbuf as *mut u8, &rc, &rd, false);
-        let input = Input::of(&send);
+        let input = Input::of(&send)?;
         let sends = vec![(0, input.len); dests.len()];
-        exchange(s, comm, input, &sends, out.output(), &regions(&out))
+        exchange(s, comm, input, &sends, out.output()?, &regions(&out))
     })
 }
 
@@ -211,9 +211,9 @@ pub(crate) unsafe fn alltoall(
         exchange(
             s,
             comm,
-            inb.input(),
+            inb.input()?,
             &regions(&inb),
-            out.output(),
+            out.output()?,
             &regions(&out),
         )
     })
@@ -237,6 +237,7 @@ pub(crate) unsafe fn alltoallw(
         let (sources, dests, _) = neighbourhood(s, comm)?;
         let (sb, sends) = w_blocks(s, sendbuf, dests.len(), sendcounts, sdispls, sendtypes)?;
         let (rb, recvs) = w_blocks(s, recvbuf, sources.len(), recvcounts, rdispls, recvtypes)?;
+        all_checked(&rb)?;
         let mut v = vec![0u8; recvs.iter().map(|r| r.1).sum()];
         let at = rb.into_iter().zip(recvs.iter().map(|r| r.0)).collect();
         let output = Output {
@@ -244,7 +245,7 @@ pub(crate) unsafe fn alltoallw(
             len: v.len(),
             staged: Some(Box::new((v, at))),
         };
-        exchange(s, comm, Input::gather(&sb), &sends, output, &recvs)
+        exchange(s, comm, Input::gather(&sb)?, &sends, output, &recvs)
     })
 }
 

@@ -5,8 +5,9 @@
 //! Persistent collectives match by the order of their init calls, not of their starts (MPICH's
 //! `coll/p_order` starts a broadcast and a barrier in opposite orders on two ranks), so each
 //! request runs on a hidden duplicate of the communicator of its own (`comm::hidden_dup`), made
-//! without a message and freed with the request. Arguments are checked at each start, where
-//! the nonblocking collective checks them; the init call checks the communicator and the info.
+//! without a message and freed with the request. Arguments are checked at init (the
+//! nonblocking collective run as far as its plan, `check_only`: MPI_ERR_BUFFER and the others
+//! come from the init call, as in MPICH) and again at each start.
 //! The request holds the created datatypes and operations it uses (the program may free its
 //! handles after init, MPI 4.1 §2.5.1), except the type arrays of the `w` forms; buffers and
 //! arrays must stay valid until the request is freed.
@@ -30,7 +31,8 @@ unsafe fn persistent(
             return fail(MPI_ERR_INFO, format!("invalid info {info:#x}"));
         }
         s.core_comm(comm).map(drop)
-    });
+    })
+    .and_then(|()| check_only(|r| start(comm, r)));
     if let Err(e) = checked {
         release(kept);
         return Err(e);

@@ -861,6 +861,14 @@ fn buf(s: &mut State, base: *const c_void, count: i64, datatype: Handle) -> Res<
     })
 }
 
+/// An origin or result buffer of the caller's: [`buf`], and memory the program can have
+/// ([`crate::check::buffer`]).
+fn user_buf(s: &mut State, base: *const c_void, count: i64, datatype: Handle) -> Res<Buf> {
+    let b = buf(s, base, count, datatype)?;
+    crate::check::buffer(base, b.count, &b.dt)?;
+    Ok(b)
+}
+
 /// MPI_ERR_RMA_RANGE unless the target data lies in the target's window.
 fn check_range(t: &Target, tb: &Buf) -> Res {
     let Some(size) = t.size else { return Ok(()) };
@@ -1112,7 +1120,7 @@ fn sides(
             return Ok(None);
         };
         Ok(Some((
-            buf(s, oaddr, ocount, otype)?,
+            user_buf(s, oaddr, ocount, otype)?,
             t,
             buf(s, std::ptr::null(), tcount, ttype)?,
         )))
@@ -1158,7 +1166,7 @@ unsafe fn do_acc(
         };
         let tb = buf(s, std::ptr::null(), tcount, ttype)?;
         let op = acc_op(s, op, &tb)?;
-        Ok(Some((buf(s, oaddr, ocount, otype)?, t, tb, op)))
+        Ok(Some((user_buf(s, oaddr, ocount, otype)?, t, tb, op)))
     })?
     else {
         return Ok(None);
@@ -1196,9 +1204,9 @@ unsafe fn do_get_acc(
                 dt: tb.dt.clone(),
             }
         } else {
-            buf(s, oaddr, ocount, otype)?
+            user_buf(s, oaddr, ocount, otype)?
         };
-        Ok(Some((o, buf(s, raddr, rcount, rtype)?, t, tb, op)))
+        Ok(Some((o, user_buf(s, raddr, rcount, rtype)?, t, tb, op)))
     })?
     else {
         return Ok(None);
@@ -1265,6 +1273,9 @@ mpi! {
         };
         let tb = Buf { base: std::ptr::null_mut(), count: 1, dt: dt.clone() };
         check_range(&t, &tb)?;
+        for addr in [origin_addr, compare_addr, result_addr as *const c_void] {
+            crate::check::buffer(addr, 1, &dt)?;
+        }
         let size = b.size();
         let result = Buf { base: result_addr as *mut u8, count: 1, dt };
         let id = land(&t, &result, 0);

@@ -1,0 +1,163 @@
+//! The argument checks every entry point shares, in one place so that a bad argument gets the
+//! same error class and words whichever call it is passed to, and is reported before any memory
+//! is touched (MPI 4.1 §2.8: under MPI_ERRORS_RETURN the call returns the class; a NULL buffer
+//! that reached a copy would end the process instead).
+//!
+//! Handles (communicators, datatypes, operations) are checked where they are looked up
+//! (`State::comm`, `State::committed_type`, `State::op`); counts, buffers, ranks, roots and
+//! tags here.
+
+use crate::abi::*;
+use crate::datatype::Datatype;
+use crate::error::{fail, MpiError, Res};
+use std::ffi::{c_int, c_void};
+
+/// Addresses below this are never mapped (Linux keeps at least the first page out of reach,
+/// `vm.mmap_min_addr`): data there is a NULL, MPI_BOTTOM or MPI_IN_PLACE mistake.
+const LOWEST_VALID_ADDRESS: i128 = 4096;
+
+/// A count argument: never negative.
+pub fn count(count: c_int) -> Res<usize> {
+    usize::try_from(count)
+        .map_err(|_| MpiError::new(MPI_ERR_COUNT, format!("negative count {count}")))
+}
+
+/// `count` elements of `dt` at `buf` must lie in memory a program can have: a NULL buffer (or
+/// MPI_IN_PLACE where it is not allowed) with data to move is MPI_ERR_BUFFER. NULL with no data
+/// (count 0, or a type of size 0) is legal, and so is MPI_BOTTOM with a type whose
+/// displacements are absolute addresses: the test is where the data would be, as MPICH's
+/// (`MPIR_ERRTEST_USERBUFFER` refuses NULL when the type's data starts at 0).
+pub fn buffer(buf: *const c_void, count: usize, dt: &Datatype) -> Res {
+    if count == 0 || dt.size() == 0 {
+        return Ok(());
+    }
+    let (base, lb, extent) = (
+        buf as usize as i128,
+        dt.true_lb() as i128,
+        dt.extent() as i128,
+    );
+    let last = (count as i128 - 1) * extent;
+    let lowest = base + lb + last.min(0);
+    if lowest >= LOWEST_VALID_ADDRESS {
+        return Ok(());
+    }
+    cold_bad_buffer(buf, count)
+}
+
+/// `len` bytes at `buf` (a packed buffer, an attached buffer): as [`buffer`] for bytes.
+pub fn bytes(buf: *const c_void, len: usize) -> Res {
+    if len == 0 || addressable(buf) {
+        return Ok(());
+    }
+    cold_bad_buffer(buf, len)
+}
+
+/// Whether `buf` may point at data at all (see [`buffer`]): for lean paths that take only
+/// predefined types, whose data starts at `buf`.
+pub fn addressable(buf: *const c_void) -> bool {
+    buf as usize as i128 >= LOWEST_VALID_ADDRESS
+}
+
+#[cold]
+fn cold_bad_buffer(buf: *const c_void, count: usize) -> Res {
+    let what = match buf as usize {
+        0 => "buffer is NULL".to_string(),
+        MPI_IN_PLACE => "MPI_IN_PLACE is not allowed for this buffer".to_string(),
+        a => format!("buffer address {a:#x} is not valid memory"),
+    };
+    fail(MPI_ERR_BUFFER, format!("{what} ({count} elements to move)"))
+}
+
+/// An array argument of `n` entries (counts, displacements, types): NULL only when empty.
+pub fn array<T>(p: *const T, n: usize, what: &str) -> Res {
+    if n > 0 && p.is_null() {
+        return fail(MPI_ERR_ARG, format!("{what} array is NULL"));
+    }
+    Ok(())
+}
+
+/// A rank of a group of `size` to send to or receive from: `None` for MPI_PROC_NULL.
+pub fn rank(rank: c_int, size: usize) -> Res<Option<usize>> {
+    if rank == MPI_PROC_NULL {
+        return Ok(None);
+    }
+    match usize::try_from(rank) {
+        Ok(r) if r < size => Ok(Some(r)),
+        _ => fail(
+            MPI_ERR_RANK,
+            format!("rank {rank} is not in a communicator of {size} ranks"),
+        ),
+    }
+}
+
+/// The root of a collective on an intracommunicator of `size` ranks.
+pub fn root(root: c_int, size: usize) -> Res<usize> {
+    usize::try_from(root)
+        .ok()
+        .filter(|&r| r < size)
+        .ok_or_else(|| {
+            MpiError::new(
+                MPI_ERR_ROOT,
+                format!("root {root} is not in a communicator of {size} ranks"),
+            )
+        })
+}
+
+/// A request argument that the call writes: never NULL.
+pub fn request_out(request: *mut Handle) -> Res<*mut Handle> {
+    if request.is_null() {
+        return fail(MPI_ERR_ARG, "request argument is NULL");
+    }
+    Ok(request)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::datatype::Builtin;
+
+    fn int() -> Datatype {
+        Datatype::from_handle(Builtin::Int as Handle).expect("MPI_INT")
+    }
+
+    fn class(r: Res) -> c_int {
+        r.err().map_or(MPI_SUCCESS, |e| e.class)
+    }
+
+    #[test]
+    fn a_null_buffer_is_refused_only_when_there_is_data_to_move() {
+        let null = std::ptr::null();
+        assert_eq!(class(buffer(null, 1, &int())), MPI_ERR_BUFFER);
+        assert_eq!(class(buffer(null, 0, &int())), MPI_SUCCESS);
+        let empty = Datatype::contiguous(0, &int()).expect("contiguous(0)");
+        assert_eq!(class(buffer(null, 5, &empty)), MPI_SUCCESS);
+        let in_place = MPI_IN_PLACE as *const c_void;
+        assert_eq!(class(buffer(in_place, 1, &int())), MPI_ERR_BUFFER);
+        let x = 5i32;
+        assert_eq!(
+            class(buffer(&x as *const i32 as *const c_void, 1, &int())),
+            MPI_SUCCESS
+        );
+    }
+
+    #[test]
+    fn mpi_bottom_with_absolute_addresses_is_a_buffer() {
+        let x = [5i32; 2];
+        let at = x.as_ptr() as isize;
+        let abs = Datatype::hindexed(&[1], &[at], &int()).expect("hindexed");
+        assert_eq!(class(buffer(std::ptr::null(), 1, &abs)), MPI_SUCCESS);
+    }
+
+    #[test]
+    fn counts_ranks_and_roots() {
+        assert_eq!(count(3).ok(), Some(3));
+        assert_eq!(count(-1).err().map(|e| e.class), Some(MPI_ERR_COUNT));
+        assert_eq!(rank(MPI_PROC_NULL, 2).ok(), Some(None));
+        assert_eq!(rank(1, 2).ok(), Some(Some(1)));
+        assert_eq!(rank(2, 2).err().map(|e| e.class), Some(MPI_ERR_RANK));
+        assert_eq!(root(1, 2).ok(), Some(1));
+        for bad in [2, -1, MPI_ROOT, MPI_PROC_NULL] {
+            assert_eq!(root(bad, 2).err().map(|e| e.class), Some(MPI_ERR_ROOT));
+        }
+    }
+}
