@@ -63,6 +63,7 @@ pub const MPI_ERR_RMA_SHARED: c_int = 50;
 pub const MPI_ERR_RMA_SYNC: c_int = 51;
 pub const MPI_ERR_RMA_FLAVOR: c_int = 52;
 pub const MPI_ERR_SERVICE: c_int = 53;
+pub const MPI_ERR_SESSION: c_int = 54;
 pub const MPI_ERR_SIZE: c_int = 55;
 pub const MPI_ERR_SPAWN: c_int = 56;
 pub const MPI_ERR_UNSUPPORTED_OPERATION: c_int = 58;
