@@ -493,7 +493,8 @@ mpi! {
 /// Size, displacement unit and local address of `rank`'s part of a window, as far as this
 /// process can reach it. MPI 4.1 allows the query on windows from MPI_Win_create and
 /// MPI_Win_allocate too: there only this process's own memory is reachable, other ranks'
-/// parts answer size 0 and NULL (and MPI_PROC_NULL names this process's part if it has one).
+/// parts answer size 0 and NULL (MPI_PROC_NULL names the lowest rank with memory, as for
+/// shared windows).
 fn shared_query(win: Handle, rank: c_int) -> Res<(isize, c_int, *mut c_void)> {
     let (peer, local) = running(|s| {
         let w = win_obj(s, win)?;
@@ -506,7 +507,7 @@ fn shared_query(win: Handle, rank: c_int) -> Res<(isize, c_int, *mut c_void)> {
             }
             let (n, me) = (w.peers.len(), w.core.rank());
             let r = if rank == MPI_PROC_NULL {
-                me
+                (0..n).find(|&r| w.peers[r].size > 0).unwrap_or(0)
             } else {
                 rank_arg(rank, n)?
             };
