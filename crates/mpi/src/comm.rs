@@ -601,8 +601,11 @@ mpi! {
     }
 }
 mpi! {
-    /// A communicator's name.
+    /// A communicator's name; "MPI_COMM_NULL" for the null handle, which MPI 4.1 allows here.
     fn MPI_Comm_get_name / PMPI_Comm_get_name(comm: Handle, name: *mut c_char, resultlen: *mut c_int) on comm => {
+        if comm == MPI_COMM_NULL {
+            return write_string("MPI_COMM_NULL", name, MPI_MAX_OBJECT_NAME, resultlen);
+        }
         let text = running(|s| Ok(s.comm(comm)?.name.clone()))?;
         write_string(&text, name, MPI_MAX_OBJECT_NAME, resultlen)
     }

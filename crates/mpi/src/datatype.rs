@@ -9,7 +9,8 @@
 //! an x87 80-bit value, `wchar_t` is 4 bytes, `bool` is 1 byte; pair types have C struct layout.
 //!
 //! Not here: `external32` packing (`MPI_Pack_external`), `MPI_Type_match_size` and the Fortran 90
-//! parameterized types, and large-count contents (`num_large_counts` is always 0).
+//! parameterized types. Contents are recorded once; the large-count layout of
+//! `MPI_Type_get_contents_c` is derived from them when a count does not fit an `int`.
 //!
 //! A [`Datatype`] is an `Arc`, cheap to clone and shareable across threads. Its flattened form (the list
 //! of contiguous byte runs of one element, in type-map order) is built on [`Datatype::commit`] or on first
@@ -556,8 +557,47 @@ pub struct TypeContents {
     pub integers: Vec<i64>,
     /// The `array_of_addresses`.
     pub addresses: Vec<isize>,
+    /// The `array_of_large_counts` (`MPI_Type_get_contents_c` only, see
+    /// [`TypeContents::into_large`]).
+    pub large_counts: Vec<i64>,
     /// The `array_of_datatypes`.
     pub datatypes: Vec<Datatype>,
+}
+
+impl TypeContents {
+    /// Whether an integer does not fit the `int` of `MPI_Type_get_contents` (only a large-count
+    /// constructor, `MPI_Type_contiguous_c` and the like, makes such a type).
+    pub fn needs_large_counts(&self) -> bool {
+        self.integers.iter().any(|&v| i32::try_from(v).is_err())
+    }
+
+    /// The large-count layout of `MPI_Type_get_contents_c` (MPI 4.1, large-count column of the
+    /// combiner table): counts,
+    /// block lengths, strides and displacements move to `large_counts` in their order (integers
+    /// first, then addresses); a subarray keeps `ndims` and `order` as integers and a darray
+    /// everything but its `gsizes`.
+    pub fn into_large(mut self, combiner: i32) -> TypeContents {
+        match combiner {
+            combiner::SUBARRAY => {
+                let order = self.integers.pop().unwrap_or_default();
+                let ndims = self.integers.first().copied().unwrap_or_default();
+                self.large_counts = self.integers.split_off(1.min(self.integers.len()));
+                self.integers = vec![ndims, order];
+            }
+            combiner::DARRAY => {
+                let ndims = self.integers.get(2).map_or(0, |&n| n.max(0) as usize);
+                let end = (3 + ndims).min(self.integers.len());
+                self.large_counts = self.integers.drain(3.min(end)..end).collect();
+            }
+            combiner::NAMED | combiner::DUP => {}
+            _ => {
+                self.large_counts = std::mem::take(&mut self.integers);
+                self.large_counts
+                    .extend(self.addresses.drain(..).map(|a| a as i64));
+            }
+        }
+        self
+    }
 }
 
 /// `MPI_Type_get_envelope` output.
@@ -567,7 +607,8 @@ pub struct Envelope {
     pub num_integers: usize,
     /// Length of `array_of_addresses`.
     pub num_addresses: usize,
-    /// Length of `array_of_large_counts` (always 0: no large-count constructor is recorded).
+    /// Length of `array_of_large_counts` (0 unless a count does not fit an `int`; see
+    /// [`Datatype::envelope_c`]).
     pub num_large_counts: usize,
     /// Length of `array_of_datatypes`.
     pub num_datatypes: usize,
@@ -2122,6 +2163,34 @@ impl Datatype {
             num_large_counts: 0,
             num_datatypes: nd,
             combiner: c,
+        }
+    }
+
+    /// `MPI_Type_get_envelope_c`: the large-count layout (see [`TypeContents::into_large`]) when
+    /// a count does not fit an `int`, else the same as [`Datatype::envelope`].
+    pub fn envelope_c(&self) -> Envelope {
+        let e = self.envelope();
+        let c = self.contents();
+        if !c.needs_large_counts() {
+            return e;
+        }
+        let c = c.into_large(e.combiner);
+        Envelope {
+            num_integers: c.integers.len(),
+            num_addresses: c.addresses.len(),
+            num_large_counts: c.large_counts.len(),
+            ..e
+        }
+    }
+
+    /// `MPI_Type_get_contents_c`: [`Datatype::contents`], in the large-count layout when a count
+    /// does not fit an `int`.
+    pub fn contents_c(&self) -> TypeContents {
+        let c = self.contents();
+        if c.needs_large_counts() {
+            c.into_large(self.envelope().combiner)
+        } else {
+            c
         }
     }
 

@@ -27,7 +27,7 @@ fn session_arg(s: &State, session: Handle) -> Res<Handle> {
     s.sessions
         .get(session)
         .copied()
-        .ok_or_else(|| MpiError::new(MPI_ERR_ARG, format!("invalid session {session:#x}")))
+        .ok_or_else(|| MpiError::new(MPI_ERR_SESSION, format!("invalid session {session:#x}")))
 }
 
 /// The members (world ranks) of a process set.
@@ -252,7 +252,7 @@ mpi! {
 }
 
 /// MPI_Session_call_errhandler: invokes a session's handler as if a call on it had failed with
-/// `errorcode`. An invalid session is an MPI_ERR_ARG raised on no object.
+/// `errorcode`. An invalid session is an MPI_ERR_SESSION raised on no object.
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Session_call_errhandler(session: Handle, errorcode: c_int) -> c_int {
     const NAME: &str = "MPI_Session_call_errhandler";

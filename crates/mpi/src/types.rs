@@ -332,7 +332,11 @@ mpi! {
 mpi! {
     /// How a type was built: argument counts and combiner.
     fn MPI_Type_get_envelope / PMPI_Type_get_envelope(datatype: Handle, num_integers: *mut c_int, num_addresses: *mut c_int, num_datatypes: *mut c_int, combiner: *mut c_int) on NONE => {
-        let e = running(|s| dt(s, datatype))?.envelope();
+        let t = running(|s| dt(s, datatype))?;
+        if t.envelope_c().num_large_counts > 0 {
+            return fail(MPI_ERR_TYPE, "the type holds counts beyond int: use MPI_Type_get_envelope_c");
+        }
+        let e = t.envelope();
         *out(num_integers, "num_integers")? = e.num_integers as c_int;
         *out(num_addresses, "num_addresses")? = e.num_addresses as c_int;
         *out(num_datatypes, "num_datatypes")? = e.num_datatypes as c_int;
@@ -341,10 +345,10 @@ mpi! {
     }
 }
 mpi! {
-    /// MPI_Type_get_envelope with MPI_Count lengths (ferry records every constructor's counts
-    /// as integers, so `num_large_counts` is 0).
+    /// MPI_Type_get_envelope with MPI_Count lengths (`num_large_counts` is 0 unless a count
+    /// does not fit an int).
     fn MPI_Type_get_envelope_c / PMPI_Type_get_envelope_c(datatype: Handle, num_integers: *mut i64, num_addresses: *mut i64, num_large_counts: *mut i64, num_datatypes: *mut i64, combiner: *mut c_int) on NONE => {
-        let e = running(|s| dt(s, datatype))?.envelope();
+        let e = running(|s| dt(s, datatype))?.envelope_c();
         *out(num_integers, "num_integers")? = e.num_integers as i64;
         *out(num_addresses, "num_addresses")? = e.num_addresses as i64;
         *out(num_large_counts, "num_large_counts")? = e.num_large_counts as i64;
@@ -357,30 +361,33 @@ mpi! {
     /// The arguments a type was built with.
     fn MPI_Type_get_contents / PMPI_Type_get_contents(datatype: Handle, max_integers: c_int, max_addresses: c_int, max_datatypes: c_int,
         integers: *mut c_int, addresses: *mut isize, datatypes: *mut Handle) on NONE => {
-        get_contents(datatype, count_arg(max_integers)?, count_arg(max_addresses)?, count_arg(max_datatypes)?, integers, addresses, datatypes)
+        let max = (count_arg(max_integers)?, count_arg(max_addresses)?, 0, count_arg(max_datatypes)?);
+        get_contents(datatype, max, integers, addresses, std::ptr::null_mut(), datatypes, false)
     }
 }
 mpi! {
-    /// MPI_Type_get_contents with MPI_Count lengths (no large counts are recorded, see
-    /// MPI_Type_get_envelope_c).
+    /// MPI_Type_get_contents with MPI_Count lengths (large counts as MPI_Type_get_envelope_c
+    /// says).
     fn MPI_Type_get_contents_c / PMPI_Type_get_contents_c(datatype: Handle, max_integers: i64, max_addresses: i64, max_large_counts: i64, max_datatypes: i64,
-        integers: *mut c_int, addresses: *mut isize, _large_counts: *mut i64, datatypes: *mut Handle) on NONE => {
-        size_c(max_large_counts, "max_large_counts")?;
-        get_contents(datatype, size_c(max_integers, "max_integers")?, size_c(max_addresses, "max_addresses")?, size_c(max_datatypes, "max_datatypes")?, integers, addresses, datatypes)
+        integers: *mut c_int, addresses: *mut isize, large_counts: *mut i64, datatypes: *mut Handle) on NONE => {
+        let max = (size_c(max_integers, "max_integers")?, size_c(max_addresses, "max_addresses")?, size_c(max_large_counts, "max_large_counts")?, size_c(max_datatypes, "max_datatypes")?);
+        get_contents(datatype, max, integers, addresses, large_counts, datatypes, true)
     }
 }
 
-/// MPI_Type_get_contents. Safety: the arrays have room for the `max_*` elements (MPI's
-/// contract); fewer than the envelope says is reported.
+/// MPI_Type_get_contents(_c): `max` is (integers, addresses, large counts, datatypes).
+/// Safety: the arrays have room for the `max` elements (MPI's contract); fewer than the
+/// envelope says is reported. `large` selects the `_c` layout.
 unsafe fn get_contents(
     datatype: Handle,
-    max_integers: usize,
-    max_addresses: usize,
-    max_datatypes: usize,
+    max: (usize, usize, usize, usize),
     integers: *mut c_int,
     addresses: *mut isize,
+    large_counts: *mut i64,
     datatypes: *mut Handle,
+    large: bool,
 ) -> Res {
+    let (max_integers, max_addresses, max_large_counts, max_datatypes) = max;
     running(|s| {
         let t = dt(s, datatype)?;
         if (t.as_builtin().is_some() || t.as_marker().is_some()) && s.types.get(datatype).is_none()
@@ -390,9 +397,16 @@ unsafe fn get_contents(
                 "MPI_Type_get_contents of a predefined datatype",
             );
         }
-        let c = t.contents();
+        let c = if large { t.contents_c() } else { t.contents() };
+        if !large && c.needs_large_counts() {
+            return fail(
+                MPI_ERR_TYPE,
+                "the type holds counts beyond int: use MPI_Type_get_contents_c",
+            );
+        }
         if c.integers.len() > max_integers
             || c.addresses.len() > max_addresses
+            || c.large_counts.len() > max_large_counts
             || c.datatypes.len() > max_datatypes
         {
             return fail(
@@ -405,6 +419,9 @@ unsafe fn get_contents(
         }
         for (i, &v) in c.addresses.iter().enumerate() {
             *addresses.add(i) = v;
+        }
+        for (i, &v) in c.large_counts.iter().enumerate() {
+            *large_counts.add(i) = v;
         }
         for (i, d) in c.datatypes.iter().enumerate() {
             *datatypes.add(i) = match d.as_builtin() {
@@ -437,8 +454,11 @@ mpi! {
     }
 }
 mpi! {
-    /// A type's name.
+    /// A type's name; "MPI_DATATYPE_NULL" for the null handle, which MPI 4.1 allows here.
     fn MPI_Type_get_name / PMPI_Type_get_name(datatype: Handle, name: *mut c_char, resultlen: *mut c_int) on NONE => {
+        if datatype == MPI_DATATYPE_NULL {
+            return write_string("MPI_DATATYPE_NULL", name, MPI_MAX_OBJECT_NAME, resultlen);
+        }
         let text = running(|s| match s.types.get(datatype) {
             Some(obj) => Ok(obj.name.clone()),
             None => match s.builtin_names.get(&datatype) {

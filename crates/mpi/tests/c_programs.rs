@@ -250,6 +250,12 @@ fn persistent_collectives_startall_mixes_large_count_calls_and_generalized_reque
 }
 
 #[test]
+fn mpi41_bound_persistent_arrays_null_names_shared_query_large_contents_and_win_sync_progress() {
+    no_errors(1, "mpi41");
+    no_errors(3, "mpi41");
+}
+
+#[test]
 fn sessions_without_inside_and_overlapping_mpi_init() {
     no_errors(3, "sessions");
     no_errors_with(3, "sessions", &["world"]);

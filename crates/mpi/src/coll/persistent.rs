@@ -1,6 +1,6 @@
 //! Persistent collectives (MPI 4.1 §6.13): `MPI_Bcast_init` and the others return an inactive
 //! request; each `MPI_Start` runs the matching nonblocking collective with the arguments given
-//! at init, reading the buffers (and count arrays) as they are at that start.
+//! at init, reading the buffers as they are at that start.
 //!
 //! Persistent collectives match by the order of their init calls, not of their starts (MPICH's
 //! `coll/p_order` starts a broadcast and a barrier in opposite orders on two ranks), so each
@@ -9,8 +9,10 @@
 //! nonblocking collective run as far as its plan, `check_only`: MPI_ERR_BUFFER and the others
 //! come from the init call, as in MPICH) and again at each start.
 //! The request holds the created datatypes and operations it uses (the program may free its
-//! handles after init, MPI 4.1 §2.5.1), except the type arrays of the `w` forms; buffers and
-//! arrays must stay valid until the request is freed.
+//! handles after init, MPI 4.1 §2.5.1), except the type arrays of the `w` forms. It binds its
+//! arguments at init, as a persistent point-to-point request does: the count, displacement and
+//! type arrays are copied then (programs free or reuse them after init; mpi4py does, and MPICH
+//! and Open MPI copy them too), while the buffers must stay valid until the request is freed.
 
 use super::neighbor;
 use super::*;
@@ -114,14 +116,25 @@ pub(crate) fn defer_free(s: &mut State, h: Handle) -> bool {
     }
 }
 
+/// `n` entries of an array argument, copied at init (`None` for NULL or where `used` is false:
+/// the collective then does not read it).
+unsafe fn bound<T: Copy>(p: *const T, n: usize, used: bool) -> Option<Vec<T>> {
+    // SAFETY: MPI requires a non-NULL array argument that is significant here to hold one
+    // entry per peer (`n`), valid for the duration of the init call.
+    (used && !p.is_null()).then(|| std::slice::from_raw_parts(p, n).to_vec())
+}
+
 /// Defines `MPI_X_init`: the arguments of `MPI_X`, then `comm`, `info` and `request`; the
 /// closure starts the nonblocking form on the hidden communicator `c` with request address `r`.
+/// `bind |comm| { let x = ...; }` copies array arguments at init (see [`bound`]); the closure
+/// then reads the copies.
 macro_rules! coll_init {
-    ($(#[$doc:meta])* fn $name:ident / $pname:ident ($($arg:ident: $ty:ty),* $(,)?) $(keep($($k:ident),*))? => |$c:ident, $r:ident| $call:expr) => {
+    ($(#[$doc:meta])* fn $name:ident / $pname:ident ($($arg:ident: $ty:ty),* $(,)?) $(keep($($k:ident),*))? $(bind |$bc:ident| { $(let $v:pat = $e:expr;)* })? => |$c:ident, $r:ident| $call:expr) => {
         mpi! {
             $(#[$doc])*
             fn $name / $pname($($arg: $ty,)* comm: Handle, info: Handle, request: *mut Handle) on comm => {
                 let request = nonnull(request)?;
+                $(let $bc = comm; $(let $v = $e;)*)?
                 #[allow(unused_mut)] // MPI_Barrier_init keeps nothing
                 let mut kept = Kept::new();
                 $($(running(|s| Ok(keep(s, $k, &mut kept)))?;)*)?
@@ -158,7 +171,8 @@ coll_init! {
 coll_init! {
     /// Persistent gather with a count and displacement per rank.
     fn MPI_Gatherv_init / PMPI_Gatherv_init(sendbuf: *const c_void, sendcount: c_int, sendtype: Handle, recvbuf: *mut c_void, recvcounts: *const c_int, displs: *const c_int, recvtype: Handle, root: c_int) keep(sendtype, recvtype)
-        => |c, r| gatherv(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, root, c, r)
+        bind |comm| { let (n, used) = (peers(comm)?, at_root(comm, root)?); let (rc, rd) = (bound(recvcounts, n, used), bound(displs, n, used)); }
+        => |c, r| gatherv(sendbuf, sendcount, sendtype, recvbuf, ptr(&rc), ptr(&rd), recvtype, root, c, r)
 }
 coll_init! {
     /// Persistent scatter.
@@ -168,7 +182,8 @@ coll_init! {
 coll_init! {
     /// Persistent scatter with a count and displacement per rank.
     fn MPI_Scatterv_init / PMPI_Scatterv_init(sendbuf: *const c_void, sendcounts: *const c_int, displs: *const c_int, sendtype: Handle, recvbuf: *mut c_void, recvcount: c_int, recvtype: Handle, root: c_int) keep(sendtype, recvtype)
-        => |c, r| scatterv(sendbuf, sendcounts, displs, sendtype, recvbuf, recvcount, recvtype, root, c, r)
+        bind |comm| { let (n, used) = (peers(comm)?, at_root(comm, root)?); let (sc, sd) = (bound(sendcounts, n, used), bound(displs, n, used)); }
+        => |c, r| scatterv(sendbuf, ptr(&sc), ptr(&sd), sendtype, recvbuf, recvcount, recvtype, root, c, r)
 }
 coll_init! {
     /// Persistent allgather.
@@ -178,7 +193,8 @@ coll_init! {
 coll_init! {
     /// Persistent allgather with a count and displacement per rank.
     fn MPI_Allgatherv_init / PMPI_Allgatherv_init(sendbuf: *const c_void, sendcount: c_int, sendtype: Handle, recvbuf: *mut c_void, recvcounts: *const c_int, displs: *const c_int, recvtype: Handle) keep(sendtype, recvtype)
-        => |c, r| allgatherv(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, c, r)
+        bind |comm| { let n = peers(comm)?; let (rc, rd) = (bound(recvcounts, n, true), bound(displs, n, true)); }
+        => |c, r| allgatherv(sendbuf, sendcount, sendtype, recvbuf, ptr(&rc), ptr(&rd), recvtype, c, r)
 }
 coll_init! {
     /// Persistent all-to-all.
@@ -188,20 +204,28 @@ coll_init! {
 coll_init! {
     /// Persistent all-to-all with counts and displacements per rank.
     fn MPI_Alltoallv_init / PMPI_Alltoallv_init(sendbuf: *const c_void, sendcounts: *const c_int, sdispls: *const c_int, sendtype: Handle, recvbuf: *mut c_void, recvcounts: *const c_int, rdispls: *const c_int, recvtype: Handle) keep(sendtype, recvtype)
-        => |c, r| alltoallv(sendbuf, sendcounts, sdispls, sendtype, recvbuf, recvcounts, rdispls, recvtype, c, r)
+        bind |comm| {
+            let (n, send) = (peers(comm)?, !in_place(sendbuf));
+            let (sc, sd) = (bound(sendcounts, n, send), bound(sdispls, n, send));
+            let (rc, rd) = (bound(recvcounts, n, true), bound(rdispls, n, true));
+        }
+        => |c, r| alltoallv(sendbuf, ptr(&sc), ptr(&sd), sendtype, recvbuf, ptr(&rc), ptr(&rd), recvtype, c, r)
 }
 coll_init! {
     /// Persistent all-to-all with a datatype per rank and byte displacements.
     fn MPI_Alltoallw_init / PMPI_Alltoallw_init(sendbuf: *const c_void, sendcounts: *const c_int, sdispls: *const c_int, sendtypes: *const Handle, recvbuf: *mut c_void, recvcounts: *const c_int, rdispls: *const c_int, recvtypes: *const Handle)
-        => |c, r| alltoallw(sendbuf, sendcounts, sdispls, sendtypes, recvbuf, recvcounts, rdispls, recvtypes, c, r)
+        bind |comm| {
+            let (n, send) = (peers(comm)?, !in_place(sendbuf));
+            let (sc, sd, st) = (bound(sendcounts, n, send), bound(sdispls, n, send), bound(sendtypes, n, send));
+            let (rc, rd, rt) = (bound(recvcounts, n, true), bound(rdispls, n, true), bound(recvtypes, n, true));
+        }
+        => |c, r| alltoallw(sendbuf, ptr(&sc), ptr(&sd), ptr(&st), recvbuf, ptr(&rc), ptr(&rd), ptr(&rt), c, r)
 }
 coll_init! {
     /// Persistent reduce-scatter.
     fn MPI_Reduce_scatter_init / PMPI_Reduce_scatter_init(sendbuf: *const c_void, recvbuf: *mut c_void, recvcounts: *const c_int, datatype: Handle, op: Handle) keep(datatype, op)
-        => |c, r| {
-            let counts = recv_counts(c, recvcounts)?;
-            reduce_scatter(sendbuf, recvbuf, &counts, datatype, op, c, r)
-        }
+        bind |comm| { let counts = recv_counts(comm, recvcounts)?; }
+        => |c, r| reduce_scatter(sendbuf, recvbuf, &counts, datatype, op, c, r)
 }
 coll_init! {
     /// Persistent reduce-scatter with equal blocks.
@@ -229,7 +253,8 @@ coll_init! {
 coll_init! {
     /// Persistent MPI_Neighbor_allgatherv.
     fn MPI_Neighbor_allgatherv_init / PMPI_Neighbor_allgatherv_init(sendbuf: *const c_void, sendcount: c_int, sendtype: Handle, recvbuf: *mut c_void, recvcounts: *const c_int, displs: *const c_int, recvtype: Handle) keep(sendtype, recvtype)
-        => |c, r| neighbor::allgather(sendbuf, sendcount, sendtype, recvbuf, 0, Some((recvcounts, displs)), recvtype, c, r)
+        bind |comm| { let (indeg, _) = degrees(comm)?; let (rc, rd) = (bound(recvcounts, indeg, true), bound(displs, indeg, true)); }
+        => |c, r| neighbor::allgather(sendbuf, sendcount, sendtype, recvbuf, 0, Some((ptr(&rc), ptr(&rd))), recvtype, c, r)
 }
 coll_init! {
     /// Persistent MPI_Neighbor_alltoall.
@@ -239,12 +264,22 @@ coll_init! {
 coll_init! {
     /// Persistent MPI_Neighbor_alltoallv.
     fn MPI_Neighbor_alltoallv_init / PMPI_Neighbor_alltoallv_init(sendbuf: *const c_void, sendcounts: *const c_int, sdispls: *const c_int, sendtype: Handle, recvbuf: *mut c_void, recvcounts: *const c_int, rdispls: *const c_int, recvtype: Handle) keep(sendtype, recvtype)
-        => |c, r| neighbor::alltoall(sendbuf, (0, Some((sendcounts, sdispls))), sendtype, recvbuf, (0, Some((recvcounts, rdispls))), recvtype, c, r)
+        bind |comm| {
+            let (indeg, outdeg) = degrees(comm)?;
+            let (sc, sd) = (bound(sendcounts, outdeg, true), bound(sdispls, outdeg, true));
+            let (rc, rd) = (bound(recvcounts, indeg, true), bound(rdispls, indeg, true));
+        }
+        => |c, r| neighbor::alltoall(sendbuf, (0, Some((ptr(&sc), ptr(&sd)))), sendtype, recvbuf, (0, Some((ptr(&rc), ptr(&rd)))), recvtype, c, r)
 }
 coll_init! {
     /// Persistent MPI_Neighbor_alltoallw.
     fn MPI_Neighbor_alltoallw_init / PMPI_Neighbor_alltoallw_init(sendbuf: *const c_void, sendcounts: *const c_int, sdispls: *const isize, sendtypes: *const Handle, recvbuf: *mut c_void, recvcounts: *const c_int, rdispls: *const isize, recvtypes: *const Handle)
-        => |c, r| neighbor::alltoallw(sendbuf, sendcounts, sdispls, sendtypes, recvbuf, recvcounts, rdispls, recvtypes, c, r)
+        bind |comm| {
+            let (indeg, outdeg) = degrees(comm)?;
+            let (sc, sd, st) = (bound(sendcounts, outdeg, true), bound(sdispls, outdeg, true), bound(sendtypes, outdeg, true));
+            let (rc, rd, rt) = (bound(recvcounts, indeg, true), bound(rdispls, indeg, true), bound(recvtypes, indeg, true));
+        }
+        => |c, r| neighbor::alltoallw(sendbuf, ptr(&sc), ptr(&sd), ptr(&st), recvbuf, ptr(&rc), ptr(&rd), ptr(&rt), c, r)
 }
 
 // ---- with MPI_Count counts and MPI_Aint displacements (MPI 4.0 `_init_c`) ----
@@ -290,39 +325,30 @@ coll_init! {
 coll_init! {
     /// MPI_Gatherv_init with MPI_Count counts and MPI_Aint displacements.
     fn MPI_Gatherv_init_c / PMPI_Gatherv_init_c(sendbuf: *const c_void, sendcount: i64, sendtype: Handle, recvbuf: *mut c_void, recvcounts: *const i64, displs_: *const isize, recvtype: Handle, root: c_int) keep(sendtype, recvtype)
-        => |c, r| {
-            let (n, used) = (peers(c)?, at_root(c, root)?);
-            let (rc, rd) = (counts(recvcounts, n, used)?, displs(displs_, n, used)?);
-            gatherv(sendbuf, count_c(sendcount)?, sendtype, recvbuf, ptr(&rc), ptr(&rd), recvtype, root, c, r)
-        }
+        bind |comm| { let (n, used) = (peers(comm)?, at_root(comm, root)?); let (rc, rd) = (counts(recvcounts, n, used)?, displs(displs_, n, used)?); }
+        => |c, r| gatherv(sendbuf, count_c(sendcount)?, sendtype, recvbuf, ptr(&rc), ptr(&rd), recvtype, root, c, r)
 }
 coll_init! {
     /// MPI_Scatterv_init with MPI_Count counts and MPI_Aint displacements.
     fn MPI_Scatterv_init_c / PMPI_Scatterv_init_c(sendbuf: *const c_void, sendcounts: *const i64, displs_: *const isize, sendtype: Handle, recvbuf: *mut c_void, recvcount: i64, recvtype: Handle, root: c_int) keep(sendtype, recvtype)
-        => |c, r| {
-            let (n, used) = (peers(c)?, at_root(c, root)?);
-            let (sc, sd) = (counts(sendcounts, n, used)?, displs(displs_, n, used)?);
-            scatterv(sendbuf, ptr(&sc), ptr(&sd), sendtype, recvbuf, count_c(recvcount)?, recvtype, root, c, r)
-        }
+        bind |comm| { let (n, used) = (peers(comm)?, at_root(comm, root)?); let (sc, sd) = (counts(sendcounts, n, used)?, displs(displs_, n, used)?); }
+        => |c, r| scatterv(sendbuf, ptr(&sc), ptr(&sd), sendtype, recvbuf, count_c(recvcount)?, recvtype, root, c, r)
 }
 coll_init! {
     /// MPI_Allgatherv_init with MPI_Count counts and MPI_Aint displacements.
     fn MPI_Allgatherv_init_c / PMPI_Allgatherv_init_c(sendbuf: *const c_void, sendcount: i64, sendtype: Handle, recvbuf: *mut c_void, recvcounts: *const i64, displs_: *const isize, recvtype: Handle) keep(sendtype, recvtype)
-        => |c, r| {
-            let n = peers(c)?;
-            let (rc, rd) = (counts(recvcounts, n, true)?, displs(displs_, n, true)?);
-            allgatherv(sendbuf, count_c(sendcount)?, sendtype, recvbuf, ptr(&rc), ptr(&rd), recvtype, c, r)
-        }
+        bind |comm| { let n = peers(comm)?; let (rc, rd) = (counts(recvcounts, n, true)?, displs(displs_, n, true)?); }
+        => |c, r| allgatherv(sendbuf, count_c(sendcount)?, sendtype, recvbuf, ptr(&rc), ptr(&rd), recvtype, c, r)
 }
 coll_init! {
     /// MPI_Alltoallv_init with MPI_Count counts and MPI_Aint displacements.
     fn MPI_Alltoallv_init_c / PMPI_Alltoallv_init_c(sendbuf: *const c_void, sendcounts: *const i64, sdispls: *const isize, sendtype: Handle, recvbuf: *mut c_void, recvcounts: *const i64, rdispls: *const isize, recvtype: Handle) keep(sendtype, recvtype)
-        => |c, r| {
-            let (n, send) = (peers(c)?, !in_place(sendbuf));
+        bind |comm| {
+            let (n, send) = (peers(comm)?, !in_place(sendbuf));
             let (sc, sd) = (counts(sendcounts, n, send)?, displs(sdispls, n, send)?);
             let (rc, rd) = (counts(recvcounts, n, true)?, displs(rdispls, n, true)?);
-            alltoallv(sendbuf, ptr(&sc), ptr(&sd), sendtype, recvbuf, ptr(&rc), ptr(&rd), recvtype, c, r)
         }
+        => |c, r| alltoallv(sendbuf, ptr(&sc), ptr(&sd), sendtype, recvbuf, ptr(&rc), ptr(&rd), recvtype, c, r)
 }
 coll_init! {
     /// MPI_Reduce_scatter_block_init with an MPI_Count count.
@@ -345,22 +371,22 @@ coll_init! {
 coll_init! {
     /// MPI_Reduce_scatter_init with MPI_Count counts.
     fn MPI_Reduce_scatter_init_c / PMPI_Reduce_scatter_init_c(sendbuf: *const c_void, recvbuf: *mut c_void, recvcounts: *const i64, datatype: Handle, op: Handle) keep(datatype, op)
-        => |c, r| {
-            let n = running(|s| s.local_size(c))?;
+        bind |comm| {
+            let n = running(|s| s.local_size(comm))?;
             let rc = counts(recvcounts, n, true)?.ok_or_else(|| MpiError::new(MPI_ERR_ARG, "recvcounts is NULL"))?;
-            let rc: Vec<usize> = rc.iter().map(|&k| k as usize).collect();
-            reduce_scatter(sendbuf, recvbuf, &rc, datatype, op, c, r)
+            let rc = rc.iter().map(|&k| k as usize).collect::<Vec<usize>>();
         }
+        => |c, r| reduce_scatter(sendbuf, recvbuf, &rc, datatype, op, c, r)
 }
 coll_init! {
     /// MPI_Alltoallw_init with MPI_Count counts and MPI_Aint byte displacements.
     fn MPI_Alltoallw_init_c / PMPI_Alltoallw_init_c(sendbuf: *const c_void, sendcounts: *const i64, sdispls: *const isize, sendtypes: *const Handle, recvbuf: *mut c_void, recvcounts: *const i64, rdispls: *const isize, recvtypes: *const Handle)
-        => |c, r| {
-            let (n, send) = (peers(c)?, !in_place(sendbuf));
-            let (sc, sd) = (counts(sendcounts, n, send)?, displs(sdispls, n, send)?);
-            let (rc, rd) = (counts(recvcounts, n, true)?, displs(rdispls, n, true)?);
-            alltoallw(sendbuf, ptr(&sc), ptr(&sd), sendtypes, recvbuf, ptr(&rc), ptr(&rd), recvtypes, c, r)
+        bind |comm| {
+            let (n, send) = (peers(comm)?, !in_place(sendbuf));
+            let (sc, sd, st) = (counts(sendcounts, n, send)?, displs(sdispls, n, send)?, bound(sendtypes, n, send));
+            let (rc, rd, rt) = (counts(recvcounts, n, true)?, displs(rdispls, n, true)?, bound(recvtypes, n, true));
         }
+        => |c, r| alltoallw(sendbuf, ptr(&sc), ptr(&sd), ptr(&st), recvbuf, ptr(&rc), ptr(&rd), ptr(&rt), c, r)
 }
 coll_init! {
     /// MPI_Neighbor_allgather_init with MPI_Count counts.
@@ -370,11 +396,8 @@ coll_init! {
 coll_init! {
     /// MPI_Neighbor_allgatherv_init with MPI_Count counts and MPI_Aint displacements.
     fn MPI_Neighbor_allgatherv_init_c / PMPI_Neighbor_allgatherv_init_c(sendbuf: *const c_void, sendcount: i64, sendtype: Handle, recvbuf: *mut c_void, recvcounts: *const i64, displs_: *const isize, recvtype: Handle) keep(sendtype, recvtype)
-        => |c, r| {
-            let (n, _) = degrees(c)?;
-            let (rc, rd) = (counts(recvcounts, n, true)?, displs(displs_, n, true)?);
-            neighbor::allgather(sendbuf, count_c(sendcount)?, sendtype, recvbuf, 0, Some((ptr(&rc), ptr(&rd))), recvtype, c, r)
-        }
+        bind |comm| { let (n, _) = degrees(comm)?; let (rc, rd) = (counts(recvcounts, n, true)?, displs(displs_, n, true)?); }
+        => |c, r| neighbor::allgather(sendbuf, count_c(sendcount)?, sendtype, recvbuf, 0, Some((ptr(&rc), ptr(&rd))), recvtype, c, r)
 }
 coll_init! {
     /// MPI_Neighbor_alltoall_init with MPI_Count counts.
@@ -384,19 +407,20 @@ coll_init! {
 coll_init! {
     /// MPI_Neighbor_alltoallv_init with MPI_Count counts and MPI_Aint displacements.
     fn MPI_Neighbor_alltoallv_init_c / PMPI_Neighbor_alltoallv_init_c(sendbuf: *const c_void, sendcounts: *const i64, sdispls: *const isize, sendtype: Handle, recvbuf: *mut c_void, recvcounts: *const i64, rdispls: *const isize, recvtype: Handle) keep(sendtype, recvtype)
-        => |c, r| {
-            let (indeg, outdeg) = degrees(c)?;
+        bind |comm| {
+            let (indeg, outdeg) = degrees(comm)?;
             let (sc, sd) = (counts(sendcounts, outdeg, true)?, displs(sdispls, outdeg, true)?);
             let (rc, rd) = (counts(recvcounts, indeg, true)?, displs(rdispls, indeg, true)?);
-            neighbor::alltoall(sendbuf, (0, Some((ptr(&sc), ptr(&sd)))), sendtype, recvbuf, (0, Some((ptr(&rc), ptr(&rd)))), recvtype, c, r)
         }
+        => |c, r| neighbor::alltoall(sendbuf, (0, Some((ptr(&sc), ptr(&sd)))), sendtype, recvbuf, (0, Some((ptr(&rc), ptr(&rd)))), recvtype, c, r)
 }
 coll_init! {
     /// MPI_Neighbor_alltoallw_init with MPI_Count counts.
     fn MPI_Neighbor_alltoallw_init_c / PMPI_Neighbor_alltoallw_init_c(sendbuf: *const c_void, sendcounts: *const i64, sdispls: *const isize, sendtypes: *const Handle, recvbuf: *mut c_void, recvcounts: *const i64, rdispls: *const isize, recvtypes: *const Handle)
-        => |c, r| {
-            let (indeg, outdeg) = degrees(c)?;
-            let (sc, rc) = (counts(sendcounts, outdeg, true)?, counts(recvcounts, indeg, true)?);
-            neighbor::alltoallw(sendbuf, ptr(&sc), sdispls, sendtypes, recvbuf, ptr(&rc), rdispls, recvtypes, c, r)
+        bind |comm| {
+            let (indeg, outdeg) = degrees(comm)?;
+            let (sc, sd, st) = (counts(sendcounts, outdeg, true)?, bound(sdispls, outdeg, true), bound(sendtypes, outdeg, true));
+            let (rc, rd, rt) = (counts(recvcounts, indeg, true)?, bound(rdispls, indeg, true), bound(recvtypes, indeg, true));
         }
+        => |c, r| neighbor::alltoallw(sendbuf, ptr(&sc), ptr(&sd), ptr(&st), recvbuf, ptr(&rc), ptr(&rd), ptr(&rt), c, r)
 }

@@ -490,15 +490,37 @@ mpi! {
     }
 }
 
-/// Size, displacement unit and local address of `rank`'s part of a shared window.
+/// Size, displacement unit and local address of `rank`'s part of a window, as far as this
+/// process can reach it. MPI 4.1 allows the query on windows from MPI_Win_create and
+/// MPI_Win_allocate too: there only this process's own memory is reachable, other ranks'
+/// parts answer size 0 and NULL (MPI_PROC_NULL names the lowest rank with memory, as for
+/// shared windows).
 fn shared_query(win: Handle, rank: c_int) -> Res<(isize, c_int, *mut c_void)> {
     let (peer, local) = running(|s| {
         let w = win_obj(s, win)?;
         let Some(local) = &w.local_bases else {
-            return fail(
-                MPI_ERR_RMA_FLAVOR,
-                "MPI_Win_shared_query needs a window from MPI_Win_allocate_shared",
-            );
+            if w.values.flavor == MPI_WIN_FLAVOR_DYNAMIC {
+                return fail(
+                    MPI_ERR_RMA_FLAVOR,
+                    "MPI_Win_shared_query is not defined on a window from MPI_Win_create_dynamic",
+                );
+            }
+            let (n, me) = (w.peers.len(), w.core.rank());
+            let r = if rank == MPI_PROC_NULL {
+                (0..n).find(|&r| w.peers[r].size > 0).unwrap_or(0)
+            } else {
+                rank_arg(rank, n)?
+            };
+            let own = w.peers[r];
+            if r != me {
+                let unreachable = Peer {
+                    size: 0,
+                    base: 0,
+                    ..own
+                };
+                return Ok((unreachable, 0));
+            }
+            return Ok((own, own.base));
         };
         let n = w.peers.len();
         let r = if rank == MPI_PROC_NULL {
@@ -617,8 +639,11 @@ mpi! {
     }
 }
 mpi! {
-    /// A window's name.
+    /// A window's name; "MPI_WIN_NULL" for the null handle, which MPI 4.1 allows here.
     fn MPI_Win_get_name / PMPI_Win_get_name(win: Handle, name: *mut c_char, resultlen: *mut c_int) on win => {
+        if win == MPI_WIN_NULL {
+            return write_string("MPI_WIN_NULL", name, MPI_MAX_OBJECT_NAME, resultlen);
+        }
         let text = running(|s| Ok(win_obj(s, win)?.name.clone()))?;
         write_string(&text, name, MPI_MAX_OBJECT_NAME, resultlen)
     }
@@ -1725,6 +1750,9 @@ fn flush(win: Handle, rank: Option<c_int>) -> Res {
         }
         Ok(())
     })?;
+    // One pass even with nothing pending: a flush is how a process spinning on its own
+    // window (mpi4py's RMA mutex flushes itself) lets the others' operations land.
+    core.progress()?;
     wait(&core, &shared, |w| ranks.iter().all(|&r| w.pending[r] == 0))
 }
 
@@ -1745,9 +1773,12 @@ mpi! {
     fn MPI_Win_flush_local_all / PMPI_Win_flush_local_all(win: Handle) on win => { flush(win, None) }
 }
 mpi! {
-    /// Synchronises the public and private copies (one copy here: a memory fence).
+    /// Synchronises the public and private copies (one copy here: a memory fence), after one
+    /// pass of progress: other ranks' operations on this window land in progress, so a
+    /// process polling its window memory between MPI_Win_sync calls sees them.
     fn MPI_Win_sync / PMPI_Win_sync(win: Handle) on win => {
-        running(|s| win_obj(s, win).map(|_| ()))?;
+        let core = running(|s| Ok(win_obj(s, win)?.core.clone()))?;
+        core.progress()?;
         std::sync::atomic::fence(std::sync::atomic::Ordering::SeqCst);
         Ok(())
     }

@@ -227,8 +227,8 @@ static void session_errhandlers(int early_rc, MPI_Errhandler early)
     MPI_Session_finalize(&session);
 #ifdef FERRY_MPI_H
     /* A finalized session is no session (the error goes to MPI_COMM_WORLD: errors return). */
-    CHECK_CLASS(MPI_Session_get_errhandler(session, &got), MPI_ERR_ARG, "MPI_SESSION_NULL");
-    CHECK_CLASS(MPI_Session_call_errhandler(session, MPI_ERR_OTHER), MPI_ERR_ARG,
+    CHECK_CLASS(MPI_Session_get_errhandler(session, &got), MPI_ERR_SESSION, "MPI_SESSION_NULL");
+    CHECK_CLASS(MPI_Session_call_errhandler(session, MPI_ERR_OTHER), MPI_ERR_SESSION,
                 "call on MPI_SESSION_NULL");
 #endif
 }
