@@ -396,6 +396,9 @@ mpi! {
             if codes > 1 {
                 return fail(MPI_ERR_ARG, format!("error class {errorclass} still has {} error codes (MPI_Remove_error_code them first)", codes - 1));
             }
+            if !s.user_errors[(errorclass - MPI_ERR_LASTCODE - 1) as usize].as_ref().is_none_or(|(_, text)| text.is_empty()) {
+                return fail(MPI_ERR_ARG, format!("error class {errorclass} still has a string (MPI_Remove_error_string it first)"));
+            }
             s.user_errors[(errorclass - MPI_ERR_LASTCODE - 1) as usize] = None;
             Ok(())
         })
@@ -408,6 +411,9 @@ mpi! {
             let (class, _) = user_error(s, errorcode)?;
             if *class == errorcode {
                 return fail(MPI_ERR_ARG, format!("{errorcode} is an error class (MPI_Remove_error_class)"));
+            }
+            if !s.user_errors[(errorcode - MPI_ERR_LASTCODE - 1) as usize].as_ref().is_none_or(|(_, text)| text.is_empty()) {
+                return fail(MPI_ERR_ARG, format!("error code {errorcode} still has a string (MPI_Remove_error_string it first)"));
             }
             s.user_errors[(errorcode - MPI_ERR_LASTCODE - 1) as usize] = None;
             Ok(())

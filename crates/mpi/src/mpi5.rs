@@ -32,17 +32,36 @@ fn new_info(s: &mut State, pairs: &[(&str, String)]) -> Handle {
     )
 }
 
-/// The Fortran facts ferry assumes until a Fortran layer sets its own.
+/// The Fortran facts ferry assumes until a Fortran layer sets its own: the sizes of the
+/// default kinds, and for each sized type (`MPI_LOGICAL1` … `MPI_COMPLEX32`,
+/// `MPI_DOUBLE_COMPLEX`) whether the library supports it (`mpi_<name>_supported`): it does when
+/// the predefined type is in its table with a size.
 fn default_fortran_info() -> Vec<(String, String)> {
-    [
+    let sizes = [
         ("mpi_integer_size", "4"),
         ("mpi_logical_size", "4"),
         ("mpi_real_size", "4"),
         ("mpi_double_precision_size", "8"),
     ]
     .iter()
-    .map(|(k, v)| (k.to_string(), v.to_string()))
-    .collect()
+    .map(|(k, v)| (k.to_string(), v.to_string()));
+    const SIZED: [(&str, &[&str]); 5] = [
+        ("logical", &["1", "2", "4", "8", "16"]),
+        ("integer", &["1", "2", "4", "8", "16"]),
+        ("real", &["2", "4", "8", "16"]),
+        ("complex", &["4", "8", "16", "32"]),
+        ("double_complex", &[""]),
+    ];
+    let supported = SIZED.iter().flat_map(|(class, sizes)| {
+        sizes.iter().map(move |size| {
+            let name = format!("MPI_{}{size}", class.to_uppercase());
+            let known = crate::datatype::Builtin::ALL
+                .iter()
+                .any(|b| b.name() == name && b.size() > 0);
+            (format!("mpi_{class}{size}_supported"), known.to_string())
+        })
+    });
+    sizes.chain(supported).collect()
 }
 
 mpi! {
