@@ -27,6 +27,47 @@ use crate::error::Error;
 use ferry_wire::pmi::env;
 use ferry_wire::JobKey;
 
+/// The key under which rank 0 publishes the job key in an outside manager's key space.
+const JOB_KEY_NAME: &str = "ferry-job-key";
+
+/// An outside process manager's key space (PMI-1, PMIx): what agreeing on the job key takes.
+pub(crate) trait ManagerKeySpace {
+    /// This process's rank in the manager's job.
+    fn rank(&self) -> u32;
+    /// The number of processes in it.
+    fn size(&self) -> u32;
+    /// The manager's name for the job (PMI-1's key-space name, PMIx's namespace).
+    fn namespace(&self) -> &str;
+    /// Puts `value` under `key`, for others to read after the next fence.
+    fn put(&mut self, key: &str, value: &str) -> Result<(), Error>;
+    /// Waits for every rank, making what each put visible.
+    fn fence(&mut self) -> Result<(), Error>;
+    /// Reads `key`.
+    fn lookup(&mut self, key: &str) -> Result<Option<String>, Error>;
+    /// An error naming the manager and `what`.
+    fn fail(&self, what: String) -> Error;
+
+    /// The job key: drawn by rank 0 and put in the key space, read by every other rank after a
+    /// fence (so the manager, and whoever can read its key space, is trusted with it).
+    fn agree_on_job_key(&mut self) -> Result<JobKey, Error> {
+        if self.rank() == 0 {
+            let mut bytes = [0u8; 32];
+            getrandom::getrandom(&mut bytes)
+                .map_err(|e| self.fail(format!("no random bytes for the job key: {e}")))?;
+            let key = JobKey(bytes);
+            self.put(JOB_KEY_NAME, &key.to_hex())?;
+            self.fence()?;
+            return Ok(key);
+        }
+        self.fence()?;
+        let hex = self
+            .lookup(JOB_KEY_NAME)?
+            .ok_or_else(|| self.fail("rank 0 published no job key".into()))?;
+        JobKey::from_hex(&hex)
+            .ok_or_else(|| self.fail("rank 0's job key is not 64 hex digits".into()))
+    }
+}
+
 pub(crate) fn bootstrap_error(what: impl std::fmt::Display) -> Error {
     Error::Bootstrap(what.to_string())
 }
@@ -244,7 +285,7 @@ fn from_process_manager() -> Result<Launched, Error> {
     let manager = pmi::manager_name();
     let env_rank = optional_number(pmi::env::RANK)?;
     let env_size = optional_number(pmi::env::SIZE)?;
-    let mut session = match std::env::var(pmi::env::FD) {
+    let session = match std::env::var(pmi::env::FD) {
         Ok(fd) => PmiSession::open(
             Box::new(pmi::inherited_socket(&fd)?),
             manager,
@@ -262,28 +303,23 @@ fn from_process_manager() -> Result<Launched, Error> {
             PmiSession::open(Box::new(stream), manager, Some(id), env_rank, env_size)?
         }
     };
-    let (rank, size) = (session.rank(), session.size());
-    universe_rank(0, size.saturating_sub(1))?;
-    check_rank(rank, size)?;
-    let job = ferry_wire::procman::job_id(session.kvsname());
-    let key = session.agree_on_job_key()?;
-    Ok(Launched {
-        rank,
-        size,
-        base: 0,
-        world_index: 0,
-        job,
-        key,
-        boot: Bootstrap::Pmi(session),
-    })
+    launched_by_manager(session, Bootstrap::Pmi)
 }
 
 fn from_pmix_server(library: &str) -> Result<Launched, Error> {
-    let mut session = PmixSession::connect(library)?;
+    launched_by_manager(PmixSession::connect(library)?, Bootstrap::Pmix)
+}
+
+/// A rank of the single world an outside manager started: its rank and size checked, the job
+/// id a hash of the manager's name for the job, and the job key agreed on.
+fn launched_by_manager<S: ManagerKeySpace>(
+    mut session: S,
+    boot: fn(S) -> Bootstrap,
+) -> Result<Launched, Error> {
     let (rank, size) = (session.rank(), session.size());
     universe_rank(0, size.saturating_sub(1))?;
     check_rank(rank, size)?;
-    let job = ferry_wire::procman::job_id(session.nspace());
+    let job = ferry_wire::procman::job_id(session.namespace());
     let key = session.agree_on_job_key()?;
     Ok(Launched {
         rank,
@@ -292,6 +328,6 @@ fn from_pmix_server(library: &str) -> Result<Launched, Error> {
         world_index: 0,
         job,
         key,
-        boot: Bootstrap::Pmix(session),
+        boot: boot(session),
     })
 }

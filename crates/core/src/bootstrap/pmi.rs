@@ -21,10 +21,9 @@
 //! Names published for MPI_Lookup_name go to the manager's name service instead
 //! (`publish_name`/`lookup_name`), seen by others at once; name and port travel as hex too.
 
-use super::bootstrap_error;
+use super::{bootstrap_error, ManagerKeySpace};
 use crate::error::Error;
 use ferry_wire::procman::{self, Maxes, Message, Pmi1Request};
-use ferry_wire::JobKey;
 use std::io::{Read, Write};
 
 /// Environment variables that process managers set for the processes they start.
@@ -42,7 +41,6 @@ pub(crate) mod env {
 }
 
 /// The key under which rank 0 publishes the job key.
-const JOB_KEY_NAME: &str = "ferry-job-key";
 /// Most keys one value may be split over.
 const MAX_PARTS: usize = 1024;
 /// Most characters put in one value (hydra and Slurm take 1024).
@@ -391,25 +389,6 @@ impl PmiSession {
         std::thread::sleep(std::time::Duration::from_millis(200));
         let _ = self.send(&Pmi1Request::Abort { code });
     }
-
-    /// The job key: drawn by rank 0 and published in the key space, read by every other rank
-    /// after a fence (see the module doc for what this trusts).
-    pub(crate) fn agree_on_job_key(&mut self) -> Result<JobKey, Error> {
-        if self.rank == 0 {
-            let mut bytes = [0u8; 32];
-            getrandom::getrandom(&mut bytes)
-                .map_err(|e| self.fail(format!("no random bytes for the job key: {e}")))?;
-            let key = JobKey(bytes);
-            self.put(JOB_KEY_NAME, &key.to_hex())?;
-            self.fence()?;
-            return Ok(key);
-        }
-        self.fence()?;
-        let hex = self
-            .lookup(JOB_KEY_NAME)?
-            .ok_or_else(|| self.fail("rank 0 published no job key"))?;
-        JobKey::from_hex(&hex).ok_or_else(|| self.fail("rank 0's job key is not 64 hex digits"))
-    }
 }
 
 fn part_key(key: &str, i: usize) -> String {
@@ -428,6 +407,30 @@ fn from_hex(text: &str) -> Option<Vec<u8>> {
         .step_by(2)
         .map(|i| u8::from_str_radix(&text[i..i + 2], 16).ok())
         .collect()
+}
+
+impl ManagerKeySpace for PmiSession {
+    fn rank(&self) -> u32 {
+        PmiSession::rank(self)
+    }
+    fn size(&self) -> u32 {
+        PmiSession::size(self)
+    }
+    fn namespace(&self) -> &str {
+        self.kvsname()
+    }
+    fn put(&mut self, key: &str, value: &str) -> Result<(), Error> {
+        PmiSession::put(self, key, value)
+    }
+    fn fence(&mut self) -> Result<(), Error> {
+        PmiSession::fence(self)
+    }
+    fn lookup(&mut self, key: &str) -> Result<Option<String>, Error> {
+        PmiSession::lookup(self, key)
+    }
+    fn fail(&self, what: String) -> Error {
+        PmiSession::fail(self, what)
+    }
 }
 
 #[cfg(test)]
@@ -569,7 +572,7 @@ mod tests {
                 })
             })
             .collect();
-        let keys: Vec<JobKey> = ranks.into_iter().map(|r| r.join().unwrap()).collect();
+        let keys: Vec<ferry_wire::JobKey> = ranks.into_iter().map(|r| r.join().unwrap()).collect();
         assert_eq!(keys[0].0, keys[1].0);
         for s in servers {
             s.join().unwrap();

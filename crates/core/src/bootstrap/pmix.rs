@@ -29,9 +29,8 @@
 
 mod ffi;
 
-use super::bootstrap_error;
+use super::{bootstrap_error, ManagerKeySpace, JOB_KEY_NAME};
 use crate::error::Error;
-use ferry_wire::JobKey;
 
 /// Environment variables a PMIx server sets for the processes it starts.
 pub(crate) mod env {
@@ -44,7 +43,6 @@ pub(crate) mod env {
 }
 
 /// The key under which rank 0 publishes the job key.
-const JOB_KEY_NAME: &str = "ferry-job-key";
 /// Largest value ferry puts (its cards and addresses are far smaller): kept well inside what
 /// a server forwards in one fence for every rank.
 const MAX_VALUE: usize = 64 << 10;
@@ -351,23 +349,29 @@ impl PmixSession {
             eprintln!("ferry: rank {}: PMIx_Abort failed: {status}", self.rank);
         }
     }
+}
 
-    /// The job key: drawn by rank 0 and put, read from rank 0 by the others after a fence.
-    pub(crate) fn agree_on_job_key(&mut self) -> Result<JobKey, Error> {
-        if self.rank == 0 {
-            let mut bytes = [0u8; 32];
-            getrandom::getrandom(&mut bytes)
-                .map_err(|e| self.fail(format!("no random bytes for the job key: {e}")))?;
-            let key = JobKey(bytes);
-            self.put(JOB_KEY_NAME, &key.to_hex())?;
-            self.fence()?;
-            return Ok(key);
-        }
-        self.fence()?;
-        let hex = self
-            .lookup(JOB_KEY_NAME)?
-            .ok_or_else(|| self.fail("rank 0 published no job key"))?;
-        JobKey::from_hex(&hex).ok_or_else(|| self.fail("rank 0's job key is not 64 hex digits"))
+impl ManagerKeySpace for PmixSession {
+    fn rank(&self) -> u32 {
+        PmixSession::rank(self)
+    }
+    fn size(&self) -> u32 {
+        PmixSession::size(self)
+    }
+    fn namespace(&self) -> &str {
+        self.nspace()
+    }
+    fn put(&mut self, key: &str, value: &str) -> Result<(), Error> {
+        PmixSession::put(self, key, value)
+    }
+    fn fence(&mut self) -> Result<(), Error> {
+        PmixSession::fence(self)
+    }
+    fn lookup(&mut self, key: &str) -> Result<Option<String>, Error> {
+        PmixSession::lookup(self, key)
+    }
+    fn fail(&self, what: String) -> Error {
+        PmixSession::fail(self, what)
     }
 }
 
@@ -510,7 +514,7 @@ mod tests {
                 })
             })
             .collect();
-        let keys: Vec<JobKey> = ranks.into_iter().map(|r| r.join().unwrap()).collect();
+        let keys: Vec<ferry_wire::JobKey> = ranks.into_iter().map(|r| r.join().unwrap()).collect();
         assert!(keys.iter().all(|k| k.0 == keys[0].0));
     }
 
