@@ -1,4 +1,4 @@
-//! `ferry run --grid` in the one-machine testbed, as root: the issue-5 grid of three clusters
+//! `ferry run --grid` in the one-machine testbed, as root: the grid of three clusters
 //! (`crates/testbed/grids/three.toml`: private a and b behind NAT with relays on their front
 //! nodes, public p; two hosts each, one rank per host).
 //!

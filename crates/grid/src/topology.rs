@@ -13,6 +13,7 @@
 //! front_ssh = "me@front.a.org" # optional: how ssh reaches the front node (default: its name)
 //! relay_port = 7390           # where `ferry relay` listens on the front node (default 7390)
 //! rate = "1gbit"              # optional: `tc` rate of each host's link (testbed)
+//! wan_delay = "5ms"           # optional: one-way delay of the cluster's links to the WAN (testbed)
 //! [[cluster.link]]            # optional: an extra network joining the cluster's hosts (a rail)
 //! subnet = "10.201.0.0/24"    # its addresses; no other address of the grid may lie in it
 //! rate = "500mbit"            # optional: `tc` rate of each host's link to it (testbed)
@@ -25,8 +26,11 @@
 //!                             # of a private cluster are reached through the front node
 //! ```
 //!
-//! A top-level `wan_rate = "…"` limits each link to the WAN bridge in the testbed. Unknown keys
-//! are errors. Every error names the file, the line and the field.
+//! A top-level `wan_rate = "…"` limits each link to the WAN bridge in the testbed, and a
+//! top-level `wan_delay = "…"` delays every link to it that has no `wan_delay` of its cluster's
+//! own: a packet between two clusters takes the delay of each side's link, so clusters with 5 ms
+//! and 10 ms are 15 ms apart one way. A delay is `us`, `ms` or `s` (`"500us"`, `"10ms"`, at most
+//! 10 s). Unknown keys are errors. Every error names the file, the line and the field.
 //!
 //! **Rails.** A host's rail 0 is its `addr`; rail `i` (1, 2, …) is its address on the cluster's
 //! `i`-th `[[cluster.link]]`. Every host of a cluster with links lists exactly one address per
@@ -40,6 +44,7 @@ use std::collections::HashSet;
 use std::fmt;
 use std::net::Ipv4Addr;
 use std::ops::Range;
+use std::time::Duration;
 use thiserror::Error;
 use toml::Spanned;
 
@@ -198,6 +203,9 @@ pub struct Cluster {
     pub rate: Option<String>,
     /// Extra links (rails 1, 2, …) between its hosts; empty for one rail.
     pub links: Vec<Link>,
+    /// One-way delay added to its links to the WAN in the testbed (each direction), if not
+    /// the grid's.
+    pub wan_delay: Option<Duration>,
     /// Hosts, in rank order.
     pub hosts: Vec<Host>,
 }
@@ -222,6 +230,8 @@ pub struct Topology {
     pub clusters: Vec<Cluster>,
     /// Optional `tc` rate of every link to the WAN bridge.
     pub wan_rate: Option<String>,
+    /// One-way delay of every link to the WAN bridge whose cluster has none of its own.
+    pub wan_delay: Option<Duration>,
 }
 
 #[derive(Deserialize)]
@@ -230,6 +240,7 @@ struct RawGrid {
     #[serde(default)]
     cluster: Vec<RawCluster>,
     wan_rate: Option<Spanned<String>>,
+    wan_delay: Option<Spanned<String>>,
 }
 
 #[derive(Deserialize)]
@@ -243,6 +254,7 @@ struct RawCluster {
     front_ssh: Option<Spanned<String>>,
     relay_port: Option<Spanned<u16>>,
     rate: Option<Spanned<String>>,
+    wan_delay: Option<Spanned<String>>,
     #[serde(default)]
     link: Vec<RawLink>,
     #[serde(default)]
@@ -463,6 +475,34 @@ fn check_rate(
     Ok(Some(text.clone()))
 }
 
+/// The longest testbed delay: more is a typo, not a WAN.
+const MAX_WAN_DELAY: Duration = Duration::from_secs(10);
+
+/// A delay like `"500us"`, `"10ms"` or `"1s"`, at most [`MAX_WAN_DELAY`].
+fn check_delay(
+    loc: &Locator<'_>,
+    field: &str,
+    value: &Option<Spanned<String>>,
+) -> Result<Option<Duration>, TopologyError> {
+    let Some(value) = value else { return Ok(None) };
+    let text = value.get_ref();
+    let digits = text.trim_end_matches(|c: char| c.is_ascii_alphabetic());
+    let delay = match (digits.parse::<u64>(), &text[digits.len()..]) {
+        (Ok(n), "us") => Some(Duration::from_micros(n)),
+        (Ok(n), "ms") => Some(Duration::from_millis(n)),
+        (Ok(n), "s") => Some(Duration::from_secs(n)),
+        _ => None,
+    };
+    match delay {
+        Some(d) if d <= MAX_WAN_DELAY => Ok(Some(d)),
+        _ => Err(loc.at(
+            value.span(),
+            field,
+            format!("{text:?} is not a delay like \"500us\" or \"10ms\" (at most 10s)"),
+        )),
+    }
+}
+
 /// An ssh destination: `[user@]host`, no white space, not starting with `-` (it goes on a
 /// command line, where it must not read as an option).
 fn check_ssh(
@@ -486,6 +526,11 @@ fn check_ssh(
 }
 
 impl Topology {
+    /// The one-way delay of cluster `cluster`'s links to the WAN: its own, else the grid's.
+    pub fn wan_delay_of(&self, cluster: usize) -> Option<Duration> {
+        self.clusters.get(cluster)?.wan_delay.or(self.wan_delay)
+    }
+
     /// Reads and checks a grid file.
     pub fn load(path: &std::path::Path) -> Result<Topology, TopologyError> {
         let file = path.display().to_string();
@@ -660,6 +705,7 @@ impl Topology {
                 None => DEFAULT_RELAY_PORT,
             };
             let rate = check_rate(&loc, &f("rate"), &rc.rate)?;
+            let wan_delay = check_delay(&loc, &f("wan_delay"), &rc.wan_delay)?;
             clusters.push(Cluster {
                 name,
                 kind,
@@ -667,6 +713,7 @@ impl Topology {
                 relay_port,
                 rate,
                 links,
+                wan_delay,
                 hosts,
             });
         }
@@ -687,7 +734,12 @@ impl Topology {
             }
         }
         let wan_rate = check_rate(&loc, "wan_rate", &raw.wan_rate)?;
-        Ok(Topology { clusters, wan_rate })
+        let wan_delay = check_delay(&loc, "wan_delay", &raw.wan_delay)?;
+        Ok(Topology {
+            clusters,
+            wan_rate,
+            wan_delay,
+        })
     }
 
     /// Number of ranks in the grid.
@@ -1094,6 +1146,37 @@ addr = "198.18.1.1"
         let (_, field, message) = error(&bad);
         assert!(field.ends_with(".ssh"), "{field}");
         assert!(message.contains("not an ssh destination"), "{message}");
+    }
+
+    #[test]
+    fn wan_delays_come_from_the_cluster_else_the_grid() {
+        let g = Topology::parse(
+            "g",
+            &GRID.replace("wan_rate = \"1gbit\"", "wan_delay = \"10ms\""),
+        )
+        .unwrap();
+        assert_eq!(g.wan_delay_of(0), Some(Duration::from_millis(10)));
+        let own = GRID.replace(
+            "relay_port = 7400",
+            "relay_port = 7400\nwan_delay = \"500us\"",
+        );
+        let g = Topology::parse("g", &own).unwrap();
+        assert_eq!(g.wan_delay_of(0), Some(Duration::from_micros(500)));
+        assert_eq!(g.wan_delay_of(1), None);
+        assert_eq!(g.wan_delay_of(9), None);
+        for bad in ["10", "ten ms", "5min", "11s", "-1ms", "1.5ms"] {
+            let text = GRID.replace(
+                "relay_port = 7400",
+                &format!("relay_port = 7400\nwan_delay = {bad:?}"),
+            );
+            let (line, field, message) = error(&text);
+            assert_eq!(
+                (line, field.as_str()),
+                (10, "cluster[0].wan_delay"),
+                "{bad}"
+            );
+            assert!(message.contains("not a delay"), "{message}");
+        }
     }
 
     fn error(text: &str) -> (usize, String, String) {

@@ -81,6 +81,18 @@ pub enum TestbedAction {
         /// The grid file.
         grid: PathBuf,
     },
+    /// Forward frames between two devices, each way after a delay: what `up` starts in the
+    /// switch namespace for a link with `wan_delay` (see `ferry_testbed::delay`).
+    #[command(hide = true)]
+    Delay {
+        /// One device.
+        a: String,
+        /// The other device.
+        b: String,
+        /// The one-way delay in microseconds.
+        #[arg(long, value_parser = clap::value_parser!(u64).range(0..=10_000_000))]
+        delay_us: u64,
+    },
 }
 
 /// State of a link for `ferry testbed link`.
@@ -240,6 +252,11 @@ pub fn testbed_command(args: TestbedArgs) -> i32 {
         TestbedAction::Paths { grid } => {
             let topology = load(&grid)?;
             print!("{}", path::render_matrix(&topology.rank_guids()));
+            Ok(0)
+        }
+        TestbedAction::Delay { a, b, delay_us } => {
+            crate::delay::forward(&a, &b, std::time::Duration::from_micros(delay_us))
+                .map_err(|e| e.to_string())?;
             Ok(0)
         }
     })();

@@ -59,15 +59,19 @@
 //! # Ok(()) }
 //! ```
 #![deny(missing_docs)]
-#![forbid(unsafe_code)]
+// Only `delay` may: its packet sockets have no safe wrapper in rustix or socket2.
+#![deny(unsafe_code)]
 
 pub mod cli;
+#[allow(unsafe_code)]
+pub mod delay;
 pub mod slurm;
 pub mod ssh;
 
 use ferry_grid::topology::{Kind, Subnet, Topology};
 use std::net::Ipv4Addr;
 use std::process::Command;
+use std::time::Duration;
 use thiserror::Error;
 
 /// Name of the switch namespace, after the prefix.
@@ -155,6 +159,8 @@ struct Link {
     addr: Ipv4Addr,
     prefix_len: u8,
     rate: Option<String>,
+    /// One-way delay each way (the grid's `wan_delay`), made by a forwarder (see [`delay`]).
+    delay: Option<Duration>,
 }
 
 /// What a grid becomes: namespaces, links, routes and NAT.
@@ -255,6 +261,7 @@ impl Plan {
                             addr: h.addr,
                             prefix_len: wan_len,
                             rate,
+                            delay: grid.wan_delay_of(ci),
                         });
                     }
                 }
@@ -285,6 +292,7 @@ impl Plan {
                         addr: front.public_addr,
                         prefix_len: wan_len,
                         rate: grid.wan_rate.clone(),
+                        delay: grid.wan_delay_of(ci),
                     });
                     plan.links.push(Link {
                         ns: ns(&front.name),
@@ -294,6 +302,7 @@ impl Plan {
                         addr: front.inside_addr,
                         prefix_len: 24,
                         rate: None,
+                        delay: None,
                     });
                     plan.nats.push((ns(&front.name), subnet));
                     for h in &cluster.hosts {
@@ -306,6 +315,7 @@ impl Plan {
                             addr: h.addr,
                             prefix_len: 24,
                             rate: cluster.rate.clone(),
+                            delay: None,
                         });
                         plan.routes.push((ns(&h.name), front.inside_addr));
                     }
@@ -352,6 +362,7 @@ impl Plan {
                         addr,
                         prefix_len: link.subnet.len,
                         rate: link.rate.clone(),
+                        delay: None,
                     });
                 }
             }
@@ -431,16 +442,24 @@ impl Plan {
                 "netns",
                 &l.ns,
             ]);
-            cmd(&[
-                "ip",
-                "-n",
-                &sw,
-                "link",
-                "set",
-                &l.switch_dev,
-                "master",
-                &l.bridge,
-            ]);
+            match l.delay {
+                // The forwarder joins the host's veth to the bridge (see `delay`).
+                Some(_) => {
+                    for argv in delay::wiring(&sw, &l.switch_dev, &l.bridge) {
+                        cmd(&argv.iter().map(String::as_str).collect::<Vec<_>>());
+                    }
+                }
+                None => cmd(&[
+                    "ip",
+                    "-n",
+                    &sw,
+                    "link",
+                    "set",
+                    &l.switch_dev,
+                    "master",
+                    &l.bridge,
+                ]),
+            }
             cmd(&["ip", "-n", &sw, "link", "set", &l.switch_dev, "up"]);
             let cidr = format!("{}/{}", l.addr, l.prefix_len);
             cmd(&["ip", "-n", &l.ns, "addr", "add", &cidr, "dev", &l.dev]);
@@ -637,6 +656,9 @@ pub struct UpOptions {
     pub sshd: Option<std::path::PathBuf>,
     /// Run a Slurm cluster on the grid's first cluster (implies `ssh`; see [`slurm`]).
     pub slurm: bool,
+    /// The `ferry` program that forwards the links a grid's `wan_delay` delays (`ferry
+    /// testbed delay`, see [`delay`]); default: this program, if it is `ferry`.
+    pub ferry: Option<std::path::PathBuf>,
 }
 
 impl UpOptions {
@@ -646,6 +668,7 @@ impl UpOptions {
             ssh: true,
             sshd: None,
             slurm: false,
+            ferry: None,
         }
     }
 
@@ -683,6 +706,8 @@ pub struct Testbed {
     plan: Plan,
     ssh: Option<ssh::SshPlan>,
     slurm: Option<slurm::SlurmPlan>,
+    /// The forwarders of delayed links, reaped once removal has ended them.
+    forwarders: Vec<std::process::Child>,
     keep: bool,
 }
 
@@ -720,15 +745,21 @@ impl Testbed {
         };
         // Leftovers of a crashed run with the same prefix would make `netns add` fail.
         remove(Some(prefix))?;
-        let testbed = Testbed {
+        let mut testbed = Testbed {
             plan,
             ssh: ssh_plan,
             slurm: slurm_plan,
+            forwarders: Vec::new(),
             keep: false,
         };
         for argv in testbed.plan.commands() {
             run(&argv)?;
         }
+        delay::start(
+            &testbed.plan,
+            options.ferry.as_deref(),
+            &mut testbed.forwarders,
+        )?;
         if let Some(ssh_plan) = &testbed.ssh {
             ssh::apply(ssh_plan)?;
         }
@@ -803,6 +834,9 @@ impl Drop for Testbed {
             if let Err(e) = remove(Some(&self.plan.prefix)) {
                 eprintln!("ferry testbed: removing {}*: {e}", self.plan.prefix);
             }
+            for forwarder in &mut self.forwarders {
+                let _ = forwarder.wait();
+            }
         }
     }
 }
@@ -862,6 +896,40 @@ addr = "198.18.1.1"
 
     fn plan() -> Plan {
         Plan::new(&Topology::parse("g", GRID).unwrap(), "fy7-").unwrap()
+    }
+
+    #[test]
+    fn delayed_links_go_through_a_forwarder() {
+        let grid = GRID.replace("wan_rate = \"1gbit\"", "wan_delay = \"2ms\"");
+        let p = Plan::new(&Topology::parse("g", &grid).unwrap(), "fy7-").unwrap();
+        let lines: Vec<String> = p.commands().iter().map(|c| c.join(" ")).collect();
+        let has = |s: &str| lines.iter().any(|l| l == s);
+        // fa's eth0 (v1) and p1's eth0 (v4) reach the WAN through forwarders; fa's eth1 (v2)
+        // and a1's eth0 (v3) are inside the cluster, on its bridge as always.
+        for v in ["v1", "v4"] {
+            assert!(
+                !has(&format!("ip -n fy7-sw link set {v} master wan")),
+                "{v}"
+            );
+            assert!(has(&format!(
+                "ip -n fy7-sw link add {v}d type veth peer name {v}w"
+            )));
+            assert!(has(&format!("ip -n fy7-sw link set {v}w master wan")));
+        }
+        assert!(has("ip -n fy7-sw link set v2 master c0"));
+        assert!(has("ip -n fy7-sw link set v3 master c0"));
+        let delayed: Vec<_> = p
+            .links
+            .iter()
+            .filter_map(|l| l.delay.map(|d| (l.switch_dev.as_str(), d)))
+            .collect();
+        assert_eq!(
+            delayed,
+            [
+                ("v1", Duration::from_millis(2)),
+                ("v4", Duration::from_millis(2))
+            ]
+        );
     }
 
     #[test]
