@@ -4,7 +4,9 @@
 //! The network is the testbed of `crates/testbed/grids/hetero.toml`: six hosts, one rank each,
 //! whose links are shaped by `tc` to very different rates (20 to 400 Mbit/s, not in rank
 //! order). The cost matrix is derived from the grid file, not measured: latency 100 µs,
-//! bandwidth of a pair the rate of its bottleneck link, min(rate i, rate j). For ECEF, TTCC and
+//! bandwidth of a pair the rate of its bottleneck link, min(rate i, rate j). Then again on
+//! `hetero-wan.toml`, the same hosts each behind a delayed link to the WAN (`wan_delay`), so
+//! that a pair's latency is the sum of its two delays, 5 to 20 ms, as between clusters. For ECEF, TTCC and
 //! FEF the test runs `check bcast-timing`: a warm-up through `Comm::bcast_with`, then a few
 //! 2 MiB broadcasts from rank 0 of the very schedule `bcast_with` builds, on the same executor,
 //! instrumented to see when each rank *holds* the data (see the case in
@@ -35,7 +37,7 @@ use common::{example, grid_file, show};
 use ferry_grid::Topology;
 use ferry_sched::hetero::{scheduler, CostMatrix};
 use ferry_sim::{simulate, SimConfig};
-use ferry_testbed::Testbed;
+use ferry_testbed::{Testbed, UpOptions};
 use std::path::Path;
 use std::process::{Command, Stdio};
 
@@ -73,13 +75,33 @@ fn rank_rates(grid: &Topology) -> Vec<f64> {
         .collect()
 }
 
+/// Per rank, the one-way delay (seconds) of its host's link to the WAN, if the grid delays it.
+fn rank_delays(grid: &Topology) -> Vec<f64> {
+    (0..grid.clusters.len())
+        .flat_map(|c| {
+            let delay = grid.wan_delay_of(c).map_or(0.0, |d| d.as_secs_f64());
+            grid.clusters[c].hosts.iter().map(move |_| delay)
+        })
+        .collect()
+}
+
+/// The latency of pair i → j: the two links' delays, or [`LATENCY`] where nothing is delayed.
+fn latency(delays: &[f64], i: usize, j: usize) -> f64 {
+    match delays[i] + delays[j] {
+        0.0 => LATENCY,
+        d => d,
+    }
+}
+
 /// The cost matrix of the grid: pair i → j limited by the slower of the two host links.
-fn costs(rates: &[f64]) -> CostMatrix {
-    CostMatrix::from_fn(rates.len(), |i, j| (LATENCY, rates[i].min(rates[j]) / 8.0))
+fn costs(rates: &[f64], delays: &[f64]) -> CostMatrix {
+    CostMatrix::from_fn(rates.len(), |i, j| {
+        (latency(delays, i, j), rates[i].min(rates[j]) / 8.0)
+    })
 }
 
 /// The matrix as `ferry weather --export` writes it (n×n, `null` on the diagonal).
-fn costs_json(rates: &[f64]) -> String {
+fn costs_json(rates: &[f64], delays: &[f64]) -> String {
     let n = rates.len();
     let cells = |f: &dyn Fn(usize, usize) -> f64| {
         (0..n)
@@ -92,7 +114,7 @@ fn costs_json(rates: &[f64]) -> String {
     };
     serde_json::json!({
         "n": n,
-        "latency": cells(&|_, _| LATENCY),
+        "latency": cells(&|i, j| latency(delays, i, j)),
         "bandwidth": cells(&|i, j| rates[i].min(rates[j]) / 8.0),
     })
     .to_string()
@@ -106,14 +128,14 @@ struct Rep {
 }
 
 /// Runs `check bcast-timing` on the testbed; one [`Rep`] per timed broadcast.
-fn measure(prefix: &str, n: usize, name: &str, costs: &Path) -> Vec<Rep> {
+fn measure(grid: &str, prefix: &str, n: usize, name: &str, costs: &Path) -> Vec<Rep> {
     let out = Command::new(env!("CARGO_BIN_EXE_ferry"))
         .env_remove("MPIEXEC_TIMEOUT")
         .env_remove("FERRY_BCAST_SCHEDULER")
         .env_remove("FERRY_BCAST_COSTS")
         .stdin(Stdio::null())
         .args(["run", "--grid"])
-        .arg(grid_file("hetero.toml"))
+        .arg(grid_file(grid))
         .args(["--testbed-prefix", prefix, "-n", &n.to_string()])
         .args(["--timeout", "60"])
         .arg(example("check"))
@@ -205,20 +227,40 @@ fn simulated_completion_order_matches_the_testbed() {
         eprintln!("skipped: the testbed needs root");
         return;
     }
-    let grid = Topology::load(&grid_file("hetero.toml")).expect("grid file");
+    compare("hetero.toml", "sv");
+}
+
+#[test]
+fn simulated_completion_order_matches_the_testbed_across_a_delayed_wan() {
+    if !ferry_testbed::is_root() {
+        eprintln!("skipped: the testbed needs root");
+        return;
+    }
+    compare("hetero-wan.toml", "sw");
+}
+
+/// Runs each scheduler's broadcast on the testbed of `grid_name` (prefix tag `tag`) and
+/// compares with the simulator.
+fn compare(grid_name: &str, tag: &str) {
+    let grid = Topology::load(&grid_file(grid_name)).expect("grid file");
     let rates = rank_rates(&grid);
+    let delays = rank_delays(&grid);
     let n = rates.len();
-    let matrix = costs(&rates);
-    let dir = std::env::temp_dir().join(format!("ferry-simrt-{}", std::process::id()));
+    let matrix = costs(&rates, &delays);
+    let dir = std::env::temp_dir().join(format!("ferry-simrt-{}-{tag}", std::process::id()));
     std::fs::create_dir_all(&dir).expect("temp dir");
     let costs_path = dir.join("costs.json");
-    std::fs::write(&costs_path, costs_json(&rates)).expect("cost file");
+    std::fs::write(&costs_path, costs_json(&rates, &delays)).expect("cost file");
 
-    let prefix = format!("fy{}sv-", std::process::id());
-    let testbed = Testbed::up(&grid, &prefix).expect("testbed up");
+    let prefix = format!("fy{}{tag}-", std::process::id());
+    let options = UpOptions {
+        ferry: Some(env!("CARGO_BIN_EXE_ferry").into()),
+        ..UpOptions::default()
+    };
+    let testbed = Testbed::up_with(&grid, &prefix, &options).expect("testbed up");
     let mut failures = Vec::new();
     for name in ["ecef", "ttcc", "fef"] {
-        let reps = measure(&prefix, n, name, &costs_path);
+        let reps = measure(grid_name, &prefix, n, name, &costs_path);
         let per_rank = |f: &dyn Fn(&Rep) -> f64| median(reps.iter().map(f).collect());
         let measured: Vec<f64> = (0..n).map(|r| per_rank(&|t| t.held[r])).collect();
         let returned: Vec<f64> = (0..n).map(|r| per_rank(&|t| t.returned[r])).collect();
@@ -233,9 +275,11 @@ fn simulated_completion_order_matches_the_testbed() {
         let rho = spearman(&p, &m);
         let predicted_order = order(&others, &predicted);
         let measured_order = order(&others, &measured);
-        eprintln!("{name}: {n} ranks, {BYTES} bytes from rank 0, median of {REPS} (ms)");
         eprintln!(
-            "  rank  Mbit/s  predicted  held  held/predicted  (held per rep)  | sim finish  returned"
+            "{grid_name}, {name}: {n} ranks, {BYTES} bytes from rank 0, median of {REPS} (ms)"
+        );
+        eprintln!(
+            "  rank  Mbit/s  delay  predicted  held  held/predicted  (held per rep)  | sim finish  returned"
         );
         for r in 0..n {
             let all: Vec<String> = reps
@@ -243,8 +287,9 @@ fn simulated_completion_order_matches_the_testbed() {
                 .map(|t| format!("{:.0}", t.held[r] * 1e3))
                 .collect();
             eprintln!(
-                "  {r:>4}  {:>6.0}  {:>9.1}  {:>4.0}  {:>14.2}  ({})  | {:>10.1}  {:>8.1}",
+                "  {r:>4}  {:>6.0}  {:>5.1}  {:>9.1}  {:>4.0}  {:>14.2}  ({})  | {:>10.1}  {:>8.1}",
                 rates[r] / 1e6,
+                delays[r] * 1e3,
                 predicted[r] * 1e3,
                 measured[r] * 1e3,
                 if r == 0 {
