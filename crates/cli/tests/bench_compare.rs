@@ -30,7 +30,8 @@ fn quick_compare_against_mpich() {
     let out = scratch("compare");
     let run = Command::new(env!("CARGO_BIN_EXE_ferry"))
         .args(["bench", "compare", "--quick", "--impls", "mpich"])
-        .args(["--ranks", "2", "--rounds", "1", "--timeout", "60", "--out"])
+        .args(["--ranks", "2", "--rounds", "1", "--timeout", "60"])
+        .args(["--background-load", "1", "--out"])
         .arg(&out)
         .output()
         .expect("run ferry");
@@ -72,6 +73,16 @@ fn quick_compare_against_mpich() {
         );
     }
     assert!(read(&out, "results.csv").lines().count() > 10);
+    // The busy loop beside the job is recorded, and gone once the run is over.
+    let hog = machine
+        .lines()
+        .find_map(|l| l.strip_prefix("background load: 1 busy-looping processes (pids ["))
+        .and_then(|rest| rest.split(']').next())
+        .unwrap_or_else(|| panic!("no background load in machine.txt:\n{machine}"));
+    assert!(
+        !Path::new(&format!("/proc/{hog}")).exists(),
+        "busy loop {hog} outlived the run"
+    );
     // The machine's load before and after each round and each job.
     let rounds = read(&out, "rounds.csv");
     assert!(
