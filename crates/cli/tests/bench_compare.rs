@@ -30,7 +30,8 @@ fn quick_compare_against_mpich() {
     let out = scratch("compare");
     let run = Command::new(env!("CARGO_BIN_EXE_ferry"))
         .args(["bench", "compare", "--quick", "--impls", "mpich"])
-        .args(["--ranks", "2", "--rounds", "1", "--timeout", "60", "--out"])
+        .args(["--ranks", "2", "--rounds", "1", "--timeout", "60"])
+        .args(["--background-load", "1", "--out"])
         .arg(&out)
         .output()
         .expect("run ferry");
@@ -43,6 +44,7 @@ fn quick_compare_against_mpich() {
     for op in [
         "pingpong",
         "bw",
+        "msgrate",
         "barrier",
         "bcast",
         "allreduce",
@@ -71,6 +73,23 @@ fn quick_compare_against_mpich() {
         );
     }
     assert!(read(&out, "results.csv").lines().count() > 10);
+    // The busy loop beside the job is recorded, and gone once the run is over.
+    let hog = machine
+        .lines()
+        .find_map(|l| l.strip_prefix("background load: 1 busy-looping processes (pids ["))
+        .and_then(|rest| rest.split(']').next())
+        .unwrap_or_else(|| panic!("no background load in machine.txt:\n{machine}"));
+    assert!(
+        !Path::new(&format!("/proc/{hog}")).exists(),
+        "busy loop {hog} outlived the run"
+    );
+    // The machine's load before and after each round and each job.
+    let rounds = read(&out, "rounds.csv");
+    assert!(
+        rounds.starts_with("round,started,load_before,load_after,background_load\n1,"),
+        "{rounds}"
+    );
+    assert!(read(&out, "runs.csv").contains(",load_before,load_after\n"));
     assert!(out.join("raw/mpich-n2-r0.csv").is_file());
     assert!(out.join("pingpong-latency.png").is_file());
     // Results are data: the source and the executables were built elsewhere.
@@ -111,4 +130,23 @@ fn unknown_implementation_is_refused() {
         .expect("run ferry");
     assert_eq!(run.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&run.stderr).contains("unknown implementation"));
+}
+
+#[test]
+fn a_pypi_peer_that_cannot_be_installed_is_named_with_the_fix() {
+    // No network here: a Python that does not exist stops the install before pip runs.
+    let peers = scratch("compare-peers");
+    let run = Command::new(env!("CARGO_BIN_EXE_ferry"))
+        .args(["bench", "compare", "--quick", "--impls", "mpich5", "--out"])
+        .arg(scratch("compare-nopeer"))
+        .env("FERRY_PEERS_DIR", &peers)
+        .env("FERRY_PYTHON", "/nonexistent/python3")
+        .output()
+        .expect("run ferry");
+    let stderr = String::from_utf8_lossy(&run.stderr);
+    assert_eq!(run.status.code(), Some(1), "{stderr}");
+    assert!(stderr.contains("mpich==5.0.2"), "{stderr}");
+    assert!(stderr.contains(&peers.display().to_string()), "{stderr}");
+    let _ = std::fs::remove_dir_all(&peers);
+    let _ = std::fs::remove_dir_all(scratch("compare-nopeer"));
 }

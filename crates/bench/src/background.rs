@@ -1,0 +1,123 @@
+//! Other work beside the job: `ferry bench compare --background-load N` starts N busy-looping
+//! processes before the first round and stops them, by pid, after the last, because a rank
+//! that shares its node with other work is the normal case, and implementations that
+//! busy-poll suffer from it most.
+//!
+//! Each hog is a `sh` loop that checks every few hundred thousand turns whether the process
+//! that started it is still alive, so that hogs never outlive a benchmark that was killed
+//! before it could stop them.
+
+use std::process::{Child, Command, Stdio};
+
+/// The loop each hog runs: spin, and leave once the parent (`$PPID`) is gone.
+const SPIN: &str = "i=0; while :; do i=$((i+1)); if [ $i -ge 200000 ]; then i=0; \
+                    kill -0 $PPID 2>/dev/null || exit 0; fi; done";
+
+/// Busy-looping processes, stopped when dropped.
+#[derive(Debug)]
+pub struct CpuHogs {
+    children: Vec<Child>,
+}
+
+impl CpuHogs {
+    /// Starts `count` hogs (none for 0).
+    pub fn start(count: u32) -> std::io::Result<CpuHogs> {
+        let mut hogs = CpuHogs { children: vec![] };
+        for _ in 0..count {
+            // On an error the hogs started so far are stopped by drop.
+            let child = Command::new("sh")
+                .args(["-c", SPIN])
+                .stdin(Stdio::null())
+                .stdout(Stdio::null())
+                .stderr(Stdio::null())
+                .spawn()?;
+            hogs.children.push(child);
+        }
+        Ok(hogs)
+    }
+
+    /// Their process ids, for the record.
+    pub fn pids(&self) -> Vec<u32> {
+        self.children.iter().map(Child::id).collect()
+    }
+
+    /// How many are running.
+    pub fn count(&self) -> usize {
+        self.children.len()
+    }
+
+    /// Kills each hog by its pid and reaps it.
+    pub fn stop(&mut self) {
+        for mut child in self.children.drain(..) {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+}
+
+impl Drop for CpuHogs {
+    fn drop(&mut self) {
+        self.stop();
+    }
+}
+
+/// CPU time (user + system, in clock ticks) that process `pid` has used, from
+/// `/proc/<pid>/stat`; `None` when it is gone.
+pub fn cpu_ticks(pid: u32) -> Option<u64> {
+    let text = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    parse_cpu_ticks(&text)
+}
+
+/// This process's nice value (`/proc/self/stat`, field 19), for the record: a benchmark run
+/// under `nice` competes with other work differently.
+pub fn own_nice() -> Option<i64> {
+    let text = std::fs::read_to_string("/proc/self/stat").ok()?;
+    stat_field(&text, 19)?.parse().ok()
+}
+
+/// Field `n` (counted from 1 as in proc(5)) of a `/proc/<pid>/stat` line; fields from the
+/// third on are counted after the command name, which may itself hold spaces and parentheses.
+fn stat_field(stat: &str, n: usize) -> Option<&str> {
+    let after_name = &stat[stat.rfind(')')? + 1..];
+    after_name.split_whitespace().nth(n.checked_sub(3)?)
+}
+
+/// utime + stime (fields 14 and 15) from a `/proc/<pid>/stat` line.
+fn parse_cpu_ticks(stat: &str) -> Option<u64> {
+    let utime: u64 = stat_field(stat, 14)?.parse().ok()?;
+    let stime: u64 = stat_field(stat, 15)?.parse().ok()?;
+    Some(utime + stime)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::{Duration, Instant};
+
+    #[test]
+    fn stat_lines_give_user_plus_system_ticks() {
+        let stat = "1234 (a) b (c)) R 1 1234 1234 0 -1 4194304 100 0 0 0 70 5 0 0 20 0 1 0 \
+                    99 1000 10 18446744073709551615";
+        assert_eq!(parse_cpu_ticks(stat), Some(75));
+        assert_eq!(stat_field(stat, 19), Some("0"));
+        assert_eq!(stat_field(stat, 3), Some("R"));
+        assert_eq!(parse_cpu_ticks("garbage"), None);
+        assert_eq!(parse_cpu_ticks("1 (x) R 1 2"), None);
+    }
+
+    #[test]
+    fn hogs_spin_and_are_gone_once_stopped() {
+        let mut hogs = CpuHogs::start(1).unwrap();
+        let pid = hogs.pids()[0];
+        let start = cpu_ticks(pid).unwrap();
+        // A busy loop accumulates CPU time even on a loaded machine; give it a few seconds.
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while cpu_ticks(pid).unwrap() <= start + 2 && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        assert!(cpu_ticks(pid).unwrap() > start + 2, "the hog does not spin");
+        hogs.stop();
+        assert_eq!(hogs.count(), 0);
+        assert!(cpu_ticks(pid).is_none(), "hog {pid} still there");
+    }
+}
