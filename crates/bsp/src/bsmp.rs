@@ -1,7 +1,7 @@
 //! BSMP: messages sent in one superstep and read in the next.
 
 use crate::record::{send_head, SEND_HEAD};
-use crate::Bsp;
+use crate::{Bsp, BspError, ErrorKind};
 
 /// A BSMP message received at the last sync: ranges into `Bsp::inbox`.
 #[derive(Clone, Copy)]
@@ -15,27 +15,22 @@ impl Bsp {
 
     /// Sends `payload` with `tag` (exactly the current tag size) to `pid`'s queue of the next
     /// superstep.
-    pub fn send(&mut self, pid: usize, tag: &[u8], payload: &[u8]) {
-        self.check_pid("bsp_send", pid);
+    pub fn send(&mut self, pid: usize, tag: &[u8], payload: &[u8]) -> Result<(), BspError> {
+        self.check_pid("bsp_send", pid)?;
         if tag.len() != self.tagsize {
-            self.fail(
-                "bsp_send",
-                format!(
-                    "tag of {} bytes, but the tag size is {}",
-                    tag.len(),
-                    self.tagsize
-                ),
-            );
+            let (len, tagsize) = (tag.len(), self.tagsize);
+            return Err(self.error("bsp_send", ErrorKind::TagSize { len, tagsize }));
         }
         let head = send_head(tag.len(), payload.len());
-        if self.ring_usable(pid) && self.ring_emit(pid, &[&head, tag, payload]).is_some() {
-            return;
+        if self.ring_usable(pid) && self.ring_emit(pid, &[&head, tag, payload])?.is_some() {
+            return Ok(());
         }
         self.emit(pid, SEND_HEAD + tag.len() + payload.len(), |rec| {
             rec.extend_from_slice(&head);
             rec.extend_from_slice(tag);
             rec.extend_from_slice(payload);
-        });
+        })?;
+        Ok(())
     }
 
     /// Sets the tag size (bytes) from the next sync on; returns the size in effect now.

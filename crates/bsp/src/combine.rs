@@ -1,9 +1,9 @@
 //! Combining: the records of a superstep per destination, in a buffer or straight in the
 //! destination's shared-memory ring; adjacent puts merged, full buffers sent early.
 
-use crate::record::PUT_HEAD;
+use crate::record::{PUT_HEAD, PUT_LEN_AT};
 use crate::sync::{tag, KIND_EARLY};
-use crate::Bsp;
+use crate::{Bsp, BspError};
 use ferry_core::raw::{RawReservation, SendMode};
 
 /// `LastPut::at` when the last record is not a put.
@@ -45,19 +45,19 @@ impl Bsp {
         pid: usize,
         len: usize,
         write: impl FnOnce(&mut Vec<u8>),
-    ) -> usize {
+    ) -> Result<usize, BspError> {
         if !self.config.combine {
             let mut rec = Vec::with_capacity(len);
             write(&mut rec);
             self.out_single[pid].push(rec);
-            return NO_PUT;
+            return Ok(NO_PUT);
         }
-        self.flush_early(pid, len);
+        self.flush_early(pid, len)?;
         let buf = &mut self.out[pid];
         let at = buf.len();
         write(buf);
         self.last_put[pid] = NO_LAST;
-        at
+        Ok(at)
     }
 
     /// Whether records for `pid` may go to its ring now.
@@ -73,10 +73,14 @@ impl Bsp {
     /// buffers it, and the rest of the superstep's records for `pid` after it. Only for a
     /// `pid` that is [`Bsp::ring_usable`].
     #[inline]
-    pub(crate) fn ring_emit(&mut self, pid: usize, parts: &[&[u8]]) -> Option<usize> {
+    pub(crate) fn ring_emit(
+        &mut self,
+        pid: usize,
+        parts: &[&[u8]],
+    ) -> Result<Option<usize>, BspError> {
         let len: usize = parts.iter().map(|p| p.len()).sum();
         if self.ring[pid].as_ref().is_some_and(|r| r.len + len > r.cap) {
-            self.publish_ring(pid, KIND_EARLY);
+            self.publish_ring(pid, KIND_EARLY)?;
         }
         if self.ring[pid].is_none() {
             let res = if len > self.ring_want || !self.out[pid].is_empty() {
@@ -90,7 +94,7 @@ impl Bsp {
             let Some(res) = res else {
                 // The rest of the superstep goes to `out` (the records must stay in order).
                 self.ring_off[pid] = true;
-                return None;
+                return Ok(None);
             };
             self.ring[pid] = Some(RingOut {
                 at: res.as_mut_ptr(),
@@ -99,7 +103,9 @@ impl Bsp {
                 res,
             });
         }
-        let r = self.ring[pid].as_mut()?;
+        let Some(r) = self.ring[pid].as_mut() else {
+            return Ok(None);
+        };
         let at = r.len;
         for part in parts {
             // SAFETY: `r.len + len ≤ r.cap` (checked or reserved above): inside the
@@ -108,21 +114,22 @@ impl Bsp {
             r.len += part.len();
         }
         self.last_put[pid] = NO_LAST;
-        Some(at)
+        Ok(Some(at))
     }
 
     /// Sends the records for `pid` in its ring, if any, as the superstep's message of `kind`.
-    pub(crate) fn publish_ring(&mut self, pid: usize, kind: i32) {
+    pub(crate) fn publish_ring(&mut self, pid: usize, kind: i32) -> Result<(), BspError> {
         if let Some(r) = self.ring[pid].take() {
             self.last_put[pid] = NO_LAST;
             if let Err(e) = self.comm.raw_publish(r.res, r.len, tag(kind, self.step)) {
-                self.fail("bsp_sync", e.to_string());
+                return Err(self.transport("bsp_sync", e));
             }
         }
+        Ok(())
     }
 
     /// Sends `out[pid]` now (early) if `more` bytes would take it past the threshold.
-    pub(crate) fn flush_early(&mut self, pid: usize, more: usize) {
+    pub(crate) fn flush_early(&mut self, pid: usize, more: usize) -> Result<(), BspError> {
         let early = self.config.early_bytes;
         let buf = &self.out[pid];
         // A buffer already past the threshold (one record larger than it) cannot go as one
@@ -148,11 +155,14 @@ impl Bsp {
                 Ok(())
             });
             if let Err(e) = sent {
-                self.fail("bsp_sync (early send)", e.to_string());
+                // The engine may still read the buffer: it is never freed.
+                std::mem::forget(std::mem::take(&mut self.out[pid]));
+                return Err(self.transport("bsp_sync (early send)", e));
             }
             self.out[pid].clear();
             self.last_put[pid] = NO_LAST;
         }
+        Ok(())
     }
 
     /// With combining, merges a put that continues the last record to `pid` (a put to the
@@ -175,7 +185,7 @@ impl Bsp {
                 let len = (r.len - last.at - PUT_HEAD) as u64;
                 std::ptr::copy_nonoverlapping(
                     len.to_le_bytes().as_ptr(),
-                    r.at.add(last.at + 13),
+                    r.at.add(last.at + PUT_LEN_AT),
                     8,
                 );
             }
@@ -189,7 +199,7 @@ impl Bsp {
         }
         buf.extend_from_slice(data);
         let len = buf.len() - last.at - PUT_HEAD;
-        buf[last.at + 13..last.at + 21].copy_from_slice(&(len as u64).to_le_bytes());
+        buf[last.at + PUT_LEN_AT..last.at + PUT_HEAD].copy_from_slice(&(len as u64).to_le_bytes());
         last.end += data.len();
         true
     }

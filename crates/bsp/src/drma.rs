@@ -2,7 +2,7 @@
 
 use crate::combine::{LastPut, NO_PUT};
 use crate::record::{drma_head, PUT_HEAD, REC_GET, REC_PUT};
-use crate::{Area, Bsp};
+use crate::{Area, Bsp, BspError, ErrorKind};
 
 /// A pending hpput: its source is read at the sync.
 pub(crate) struct HpPut {
@@ -13,37 +13,103 @@ pub(crate) struct HpPut {
 }
 
 impl Bsp {
-    // The checks of every put and get: the test inline, the message out of line, so that a
+    // The checks of every put and get: the test inline, the error out of line, so that a
     // 16-word put is not dominated by the set-up of an error it never reports.
     #[inline]
-    pub(crate) fn check_pid(&self, call: &str, pid: usize) {
+    pub(crate) fn check_pid(&self, call: &'static str, pid: usize) -> Result<(), BspError> {
         if pid >= self.nprocs {
-            self.bad_pid(call, pid);
+            return Err(self.bad_pid(call, pid));
         }
+        Ok(())
     }
 
     #[cold]
     #[inline(never)]
-    pub(crate) fn bad_pid(&self, call: &str, pid: usize) -> ! {
-        self.fail(
+    fn bad_pid(&self, call: &'static str, pid: usize) -> BspError {
+        let nprocs = self.nprocs;
+        self.error(call, ErrorKind::BadPid { pid, nprocs })
+    }
+
+    #[inline]
+    pub(crate) fn check_remote(
+        &self,
+        call: &'static str,
+        pid: usize,
+        slot: u32,
+        offset: usize,
+        len: usize,
+    ) -> Result<(), BspError> {
+        let size = self.slots[slot as usize].sizes[pid];
+        if offset.checked_add(len).is_none_or(|e| e > size) {
+            return Err(self.outside_remote(call, pid, slot, offset, len));
+        }
+        Ok(())
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn outside_remote(
+        &self,
+        call: &'static str,
+        pid: usize,
+        slot: u32,
+        offset: usize,
+        len: usize,
+    ) -> BspError {
+        let size = self.slots[slot as usize].sizes[pid];
+        self.error(
             call,
-            format!("process id {pid} is out of range 0..{}", self.nprocs),
+            ErrorKind::OutsideRemote {
+                pid,
+                slot,
+                start: offset,
+                end: offset.saturating_add(len),
+                size,
+            },
         )
     }
+
+    /// The checks of a put or get of `nbytes` at byte `offset` of the area registered as
+    /// `ident` on `pid`: its registration slot.
+    #[inline]
+    fn check_drma(
+        &self,
+        call: &'static str,
+        pid: usize,
+        ident: usize,
+        offset: usize,
+        nbytes: usize,
+    ) -> Result<u32, BspError> {
+        self.check_pid(call, pid)?;
+        let slot = self.slot_of(call, ident)?;
+        self.check_remote(call, pid, slot, offset, nbytes)?;
+        Ok(slot)
+    }
+}
+
+/// Elements to bytes; an overflow saturates, which the range checks then refuse.
+#[inline]
+fn bytes<T>(elements: usize) -> usize {
+    elements.saturating_mul(size_of::<T>())
 }
 
 impl Bsp {
     /// Writes `src` into `dst` at element `offset` on process `pid` at the next sync. `src` is
     /// copied now.
-    pub fn put<T: bytemuck::Pod>(&mut self, pid: usize, src: &[T], dst: &Area<T>, offset: usize) {
-        let sz = size_of::<T>();
+    pub fn put<T: bytemuck::Pod>(
+        &mut self,
+        pid: usize,
+        src: &[T],
+        dst: &Area<T>,
+        offset: usize,
+    ) -> Result<(), BspError> {
         // SAFETY: `src` is a live slice; `dst` is only used as a registration key.
         unsafe {
             self.put_raw(
                 pid,
                 src.as_ptr() as *const u8,
                 dst.addr as *const u8,
-                offset * sz,
+                bytes::<T>(offset),
                 std::mem::size_of_val(src),
             )
         }
@@ -59,17 +125,17 @@ impl Bsp {
         dst: &Area<T>,
         dst_offset: usize,
         len: usize,
-    ) {
-        self.check_range("bsp_hpput", src, src_offset, len);
-        let sz = size_of::<T>();
-        // SAFETY: the source lies inside an area owned by self, which outlives the sync.
+    ) -> Result<(), BspError> {
+        self.check_range("bsp_hpput", src, src_offset, len)?;
+        // SAFETY: the source lies inside an area owned by self (checked), which outlives the
+        // sync.
         unsafe {
             self.hpput_raw(
                 pid,
-                (src.addr + src_offset * sz) as *const u8,
+                (src.addr + bytes::<T>(src_offset)) as *const u8,
                 dst.addr as *const u8,
-                dst_offset * sz,
-                len * sz,
+                bytes::<T>(dst_offset),
+                bytes::<T>(len),
             )
         }
     }
@@ -84,17 +150,17 @@ impl Bsp {
         dst: &Area<T>,
         dst_offset: usize,
         len: usize,
-    ) {
-        self.check_range("bsp_get", dst, dst_offset, len);
-        let sz = size_of::<T>();
-        // SAFETY: the destination lies inside an area owned by self, written only in `sync`.
+    ) -> Result<(), BspError> {
+        self.check_range("bsp_get", dst, dst_offset, len)?;
+        // SAFETY: the destination lies inside an area owned by self (checked), written only
+        // in `sync`.
         unsafe {
             self.get_raw(
                 pid,
                 src.addr as *const u8,
-                src_offset * sz,
-                (dst.addr + dst_offset * sz) as *mut u8,
-                len * sz,
+                bytes::<T>(src_offset),
+                (dst.addr + bytes::<T>(dst_offset)) as *mut u8,
+                bytes::<T>(len),
             )
         }
     }
@@ -108,49 +174,10 @@ impl Bsp {
         dst: &Area<T>,
         dst_offset: usize,
         len: usize,
-    ) {
+    ) -> Result<(), BspError> {
         self.get(pid, src, src_offset, dst, dst_offset, len)
     }
-}
 
-impl Bsp {
-    #[inline]
-    pub(crate) fn check_remote(
-        &self,
-        call: &str,
-        pid: usize,
-        slot: u32,
-        offset: usize,
-        len: usize,
-    ) {
-        let size = self.slots[slot as usize].sizes[pid];
-        if offset.checked_add(len).is_none_or(|e| e > size) {
-            self.outside_remote(call, pid, slot, offset, len);
-        }
-    }
-
-    #[cold]
-    #[inline(never)]
-    pub(crate) fn outside_remote(
-        &self,
-        call: &str,
-        pid: usize,
-        slot: u32,
-        offset: usize,
-        len: usize,
-    ) -> ! {
-        let size = self.slots[slot as usize].sizes[pid];
-        self.fail(
-            call,
-            format!(
-                "bytes {offset}..{} are outside the {size}-byte area (registration #{slot}) of process {pid}",
-                offset.saturating_add(len)
-            ),
-        )
-    }
-}
-
-impl Bsp {
     /// Copies `nbytes` at `src` now, to be written at byte `offset` of the area registered as
     /// `dst` on `pid` at the next sync.
     ///
@@ -163,40 +190,44 @@ impl Bsp {
         dst: *const u8,
         offset: usize,
         nbytes: usize,
-    ) {
-        self.check_pid("bsp_put", pid);
-        let slot = self.slot_of("bsp_put", dst as usize);
-        self.check_remote("bsp_put", pid, slot, offset, nbytes);
+    ) -> Result<(), BspError> {
+        let slot = self.check_drma("bsp_put", pid, dst as usize, offset, nbytes)?;
         if nbytes == 0 {
-            return;
+            return Ok(());
         }
         let data = std::slice::from_raw_parts(src, nbytes);
         if self.config.combine && self.merge_put(pid, slot, offset, data) {
-            return;
+            return Ok(());
         }
-        self.put_record(pid, slot, offset, data);
+        self.put_record(pid, slot, offset, data)
     }
 
     /// A put that starts a record of its own (out of line: most puts of a superstep continue
     /// the last one).
     #[inline(never)]
-    pub(crate) fn put_record(&mut self, pid: usize, slot: u32, offset: usize, data: &[u8]) {
+    pub(crate) fn put_record(
+        &mut self,
+        pid: usize,
+        slot: u32,
+        offset: usize,
+        data: &[u8],
+    ) -> Result<(), BspError> {
         let nbytes = data.len();
         let head = drma_head(REC_PUT, slot, offset, nbytes);
         if self.ring_usable(pid) {
-            if let Some(at) = self.ring_emit(pid, &[&head, data]) {
+            if let Some(at) = self.ring_emit(pid, &[&head, data])? {
                 self.last_put[pid] = LastPut {
                     at,
                     slot,
                     end: offset + nbytes,
                 };
-                return;
+                return Ok(());
             }
         }
         let at = self.emit(pid, PUT_HEAD + nbytes, |rec| {
             rec.extend_from_slice(&head);
             rec.extend_from_slice(data);
-        });
+        })?;
         if at != NO_PUT {
             self.last_put[pid] = LastPut {
                 at,
@@ -204,6 +235,7 @@ impl Bsp {
                 end: offset + nbytes,
             };
         }
+        Ok(())
     }
 
     /// As [`Bsp::put_raw`], but `src` is read at the sync, not now.
@@ -217,10 +249,8 @@ impl Bsp {
         dst: *const u8,
         offset: usize,
         nbytes: usize,
-    ) {
-        self.check_pid("bsp_hpput", pid);
-        let slot = self.slot_of("bsp_hpput", dst as usize);
-        self.check_remote("bsp_hpput", pid, slot, offset, nbytes);
+    ) -> Result<(), BspError> {
+        let slot = self.check_drma("bsp_hpput", pid, dst as usize, offset, nbytes)?;
         if nbytes > 0 {
             self.hpputs[pid].push(HpPut {
                 src: src as usize,
@@ -229,6 +259,7 @@ impl Bsp {
                 len: nbytes,
             });
         }
+        Ok(())
     }
 
     /// Reads `nbytes` at byte `offset` of the area registered as `src` on `pid` into `dst` at
@@ -243,19 +274,8 @@ impl Bsp {
         offset: usize,
         dst: *mut u8,
         nbytes: usize,
-    ) {
-        self.check_pid("bsp_get", pid);
-        let slot = self.slot_of("bsp_get", src as usize);
-        self.check_remote("bsp_get", pid, slot, offset, nbytes);
-        if nbytes == 0 {
-            return;
-        }
-        self.gets[pid].push((dst as usize, nbytes));
-        let head = drma_head(REC_GET, slot, offset, nbytes);
-        if self.ring_usable(pid) && self.ring_emit(pid, &[&head]).is_some() {
-            return;
-        }
-        self.emit(pid, PUT_HEAD, |rec| rec.extend_from_slice(&head));
+    ) -> Result<(), BspError> {
+        self.get_checked("bsp_get", pid, src, offset, dst, nbytes)
     }
 
     /// As [`Bsp::get_raw`] (the hp variant may transfer any time; here at the sync).
@@ -269,10 +289,33 @@ impl Bsp {
         offset: usize,
         dst: *mut u8,
         nbytes: usize,
-    ) {
-        self.check_pid("bsp_hpget", pid);
-        let slot = self.slot_of("bsp_hpget", src as usize);
-        self.check_remote("bsp_hpget", pid, slot, offset, nbytes);
-        self.get_raw(pid, src, offset, dst, nbytes)
+    ) -> Result<(), BspError> {
+        self.get_checked("bsp_hpget", pid, src, offset, dst, nbytes)
+    }
+
+    /// A get, its errors named after `call`.
+    ///
+    /// # Safety
+    /// As [`Bsp::get_raw`].
+    unsafe fn get_checked(
+        &mut self,
+        call: &'static str,
+        pid: usize,
+        src: *const u8,
+        offset: usize,
+        dst: *mut u8,
+        nbytes: usize,
+    ) -> Result<(), BspError> {
+        let slot = self.check_drma(call, pid, src as usize, offset, nbytes)?;
+        if nbytes == 0 {
+            return Ok(());
+        }
+        let head = drma_head(REC_GET, slot, offset, nbytes);
+        if !(self.ring_usable(pid) && self.ring_emit(pid, &[&head])?.is_some()) {
+            self.emit(pid, PUT_HEAD, |rec| rec.extend_from_slice(&head))?;
+        }
+        // Only once the request is out: a failed call leaves nothing to fill at the sync.
+        self.gets[pid].push((dst as usize, nbytes));
+        Ok(())
     }
 }

@@ -14,10 +14,14 @@
 //!   [`Bsp::hpmove`]): messages sent in superstep i are readable in superstep i+1 only; the tag
 //!   size set by [`Bsp::set_tagsize`] takes effect at the next sync.
 //!
-//! Usage errors (unregistered area, out-of-bounds put or get, mismatched registrations, a
-//! process in [`Bsp::end`] while others sync, a `Bsp` dropped without `end`) end the whole job
-//! through the launcher with a message naming the process and the call, as BSPlib prescribes;
-//! so do transport failures inside a sync. The methods therefore return plain values.
+//! Calls that can fail return [`BspError`], which names the process, the BSPlib call and the
+//! problem: a bad pid, an unregistered address, a range outside an area, a tag of the wrong
+//! size (these change nothing; the computation goes on), and in [`Bsp::sync`] and
+//! [`Bsp::end`] mismatched registrations, a process ending while others sync, a peer that
+//! died or bytes from a peer that are not records (these leave the computation unusable).
+//! BSPlib stops the job at such errors: a `Bsp` dropped without [`Bsp::end`] does so, naming
+//! the last error it returned, so `?` in a function that owns the computation is enough; the
+//! C ABI (`ferry-bsplib`) stops the job at once through [`Bsp::stop`].
 //!
 //! Safe Rust code uses [`Area`]s: typed memory owned by the [`Bsp`] context, read and written
 //! through [`Bsp::area`] / [`Bsp::area_mut`], so nothing can hold a reference to it while a
@@ -25,18 +29,20 @@
 //! caller-owned memory.
 //!
 //! ```no_run
-//! use ferry_bsp::Bsp;
-//! let mut bsp = Bsp::init().expect("ferry");
-//! let (p, n) = (bsp.pid(), bsp.nprocs());
-//! let x = bsp.alloc::<u64>(n);
-//! bsp.push_reg(&x);
-//! bsp.sync();
-//! for q in 0..n {
-//!     bsp.put(q, &[p as u64], &x, p); // everyone writes its pid into slot p of everyone
+//! use ferry_bsp::{Bsp, BspError};
+//! fn main() -> Result<(), BspError> {
+//!     let mut bsp = Bsp::init()?;
+//!     let (p, n) = (bsp.pid(), bsp.nprocs());
+//!     let x = bsp.alloc::<u64>(n)?;
+//!     bsp.push_reg(&x)?;
+//!     bsp.sync()?;
+//!     for q in 0..n {
+//!         bsp.put(q, &[p as u64], &x, p)?; // everyone writes its pid into slot p of everyone
+//!     }
+//!     bsp.sync()?;
+//!     assert!(bsp.area(&x)?.iter().enumerate().all(|(i, &v)| v == i as u64));
+//!     bsp.end()
 //! }
-//! bsp.sync();
-//! assert!(bsp.area(&x).iter().enumerate().all(|(i, &v)| v == i as u64));
-//! bsp.end();
 //! ```
 //!
 //! How a sync moves data (see docs/ARCHITECTURE.md for the map): every process sends
@@ -46,7 +52,9 @@
 //! paper (combining with early sends, Latin-square ordering, pre-posted receives) are switched
 //! by [`Config`]. With `FERRY_BSP_RING`, the combined records for a process on this host's
 //! shared memory are built in its ring (ferry-core's `Comm::raw_reserve`), not in a buffer that
-//! the sync copies there; the messages are the same. This crate depends on `ferry-core` only.
+//! the sync copies there; the messages are the same. The records themselves are in
+//! [`record`] (versioned, with a decoder that checks every length). This crate depends on
+//! `ferry-core` only.
 #![deny(missing_docs)]
 
 mod area;
@@ -54,15 +62,17 @@ mod bsmp;
 mod combine;
 mod config;
 mod drma;
+mod error;
 mod lifecycle;
 mod posted;
-mod record;
+pub mod record;
 mod registry;
 mod spin;
 mod sync;
 
 pub use area::Area;
 pub use config::Config;
+pub use error::{BspError, ErrorKind};
 
 use area::Allocs;
 use bsmp::Msg;
@@ -145,6 +155,56 @@ pub struct Bsp {
     // without bsp_end, which stops the job).
     ending: bool,
     ended: bool,
+    // Set by an error of a sync (or of an early send), which leaves the superstep half done:
+    // later syncs refuse to run.
+    broken: Option<String>,
+    // The last error returned, for the message of a drop without `end`.
+    last_error: Cell<Option<String>>,
+}
+
+impl Bsp {
+    /// The error `kind` of `call` on this process, recorded as the last one returned.
+    #[cold]
+    #[inline(never)]
+    pub(crate) fn error(&self, call: &'static str, kind: ErrorKind) -> BspError {
+        let e = BspError {
+            pid: self.pid,
+            call,
+            kind,
+        };
+        self.last_error.set(Some(e.to_string()));
+        e
+    }
+
+    /// A failure of ferry-core in `call`: the superstep cannot be completed.
+    #[cold]
+    #[inline(never)]
+    pub(crate) fn transport(&mut self, call: &'static str, e: ferry_core::Error) -> BspError {
+        self.broke(self.error(call, ErrorKind::Transport(e)))
+    }
+
+    /// Marks the computation unusable because of `e` (an error in the middle of a superstep),
+    /// and returns it.
+    #[cold]
+    pub(crate) fn broke(&mut self, e: BspError) -> BspError {
+        if self.broken.is_none() {
+            self.broken = Some(e.to_string());
+        }
+        e
+    }
+
+    /// `Broken` if an earlier error left the computation unusable.
+    pub(crate) fn check_usable(&self, call: &'static str) -> Result<(), BspError> {
+        match &self.broken {
+            None => Ok(()),
+            Some(first) => Err(self.error(
+                call,
+                ErrorKind::Broken {
+                    first: first.clone(),
+                },
+            )),
+        }
+    }
 }
 
 /// Set once this process stops the job, so that dropping its [`Bsp`] on the way out (the C
@@ -152,13 +212,23 @@ pub struct Bsp {
 static STOPPING: AtomicBool = AtomicBool::new(false);
 
 /// A computation dropped without [`Bsp::end`] is a process leaving while the others may wait
-/// for it in a sync: it stops the job, as BSPlib asks every process to call `bsp_end`. Not
+/// for it in a sync: it stops the job, as BSPlib asks every process to call `bsp_end`, with
+/// the last error the computation returned if there was one (so that `?` on an error stops
+/// the job naming it). Not
 /// when the process is already stopping the job or panicking; the world is then not
 /// finalized (finalizing waits for every process).
 impl Drop for Bsp {
     fn drop(&mut self) {
         if self.ended || STOPPING.load(Ordering::Relaxed) || std::thread::panicking() {
             return;
+        }
+        if let Some(e) = self.last_error.take() {
+            // It left because of that error (returned by `?`, say): name the error.
+            STOPPING.store(true, Ordering::Relaxed);
+            self.world.abort(
+                1,
+                &format!("ferry-bsp: {e} (then the process ended without bsp_end)"),
+            )
         }
         self.fail(
             "bsp_end",
@@ -178,23 +248,26 @@ mod tests {
     /// loop does) keeps the registration table at its high-water mark; it grew by a slot per
     /// push before. A one-process computation (no launcher: ferry's singleton world).
     #[test]
-    fn popped_registrations_are_reused() {
+    fn popped_registrations_are_reused() -> Result<(), BspError> {
         let world = ferry_core::init().expect("singleton world");
-        let mut bsp = Bsp::with_config(world, None, Config::default());
-        let areas: Vec<Area<u32>> = (0..3).map(|_| bsp.alloc(4)).collect();
-        bsp.push_reg(&areas[0]);
-        bsp.sync();
+        let mut bsp = Bsp::with_config(world, None, Config::default())?;
+        let mut areas: Vec<Area<u32>> = Vec::new();
+        for _ in 0..3 {
+            areas.push(bsp.alloc(4)?);
+        }
+        bsp.push_reg(&areas[0])?;
+        bsp.sync()?;
         for round in 0..200u32 {
-            bsp.push_reg(&areas[1]);
-            bsp.push_reg(&areas[2]);
-            bsp.sync();
-            bsp.put(0, &[round], &areas[2], 3);
-            bsp.put(0, &[round + 1], &areas[0], 0);
-            bsp.pop_reg(&areas[2]);
-            bsp.pop_reg(&areas[1]);
-            bsp.sync();
-            assert_eq!(bsp.area(&areas[2])[3], round);
-            assert_eq!(bsp.area(&areas[0])[0], round + 1);
+            bsp.push_reg(&areas[1])?;
+            bsp.push_reg(&areas[2])?;
+            bsp.sync()?;
+            bsp.put(0, &[round], &areas[2], 3)?;
+            bsp.put(0, &[round + 1], &areas[0], 0)?;
+            bsp.pop_reg(&areas[2])?;
+            bsp.pop_reg(&areas[1])?;
+            bsp.sync()?;
+            assert_eq!(bsp.area(&areas[2])?[3], round);
+            assert_eq!(bsp.area(&areas[0])?[0], round + 1);
         }
         assert_eq!(bsp.slots.len(), 3);
         assert_eq!(
@@ -202,6 +275,30 @@ mod tests {
             1,
             "only the first area is still registered"
         );
-        bsp.end();
+        // Local errors come back as values and change nothing.
+        let e = bsp.put(1, &[0u32], &areas[0], 0).unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "process 0: bsp_put: process id 1 is out of range 0..1"
+        );
+        let e = bsp.put(0, &[0u32], &areas[1], 0).unwrap_err();
+        assert!(matches!(e.kind(), ErrorKind::NotRegistered { .. }), "{e}");
+        let e = bsp.put(0, &[0u32; 2], &areas[0], 3).unwrap_err();
+        assert!(
+            e.to_string()
+                .contains("bsp_put: bytes 12..20 are outside the 16-byte area"),
+            "{e}"
+        );
+        let e = bsp.send(0, b"x", b"").unwrap_err();
+        assert!(
+            matches!(e.kind(), ErrorKind::TagSize { len: 1, tagsize: 0 }),
+            "{e}"
+        );
+        let e = bsp.free(areas[0]).unwrap_err();
+        assert!(matches!(e.kind(), ErrorKind::StillRegistered), "{e}");
+        bsp.put(0, &[7u32], &areas[0], 1)?;
+        bsp.sync()?;
+        assert_eq!(bsp.area(&areas[0])?[1], 7);
+        bsp.end()
     }
 }

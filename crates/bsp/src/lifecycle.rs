@@ -4,7 +4,7 @@ use crate::combine::NO_LAST;
 use crate::posted::Posted;
 use crate::spin::{Spin, SPIN_US};
 use crate::sync::{tag, KIND_FINAL};
-use crate::{Allocs, Bsp, Config, STOPPING};
+use crate::{Allocs, Bsp, BspError, Config, ErrorKind, STOPPING};
 use ferry_core::World;
 use std::cell::Cell;
 use std::collections::{BinaryHeap, HashMap};
@@ -15,9 +15,13 @@ use std::time::{Duration, Instant};
 impl Bsp {
     /// Starts ferry (`ferry_core::init`) and a BSP computation on all its processes, with
     /// settings from the environment.
-    pub fn init() -> Result<Bsp, ferry_core::Error> {
-        let world = ferry_core::init()?;
-        Ok(Bsp::begin(world, None))
+    pub fn init() -> Result<Bsp, BspError> {
+        let world = ferry_core::init().map_err(|e| BspError {
+            pid: 0,
+            call: "bsp_begin",
+            kind: ErrorKind::Transport(e),
+        })?;
+        Bsp::begin(world, None)
     }
 
     /// Starts a BSP computation on the first `nprocs` processes of `world` (all when `None`
@@ -25,21 +29,27 @@ impl Bsp {
     /// one that counts (as in BSPlib, where with `bsp_init` only process 0 runs the code that
     /// decides it). On the processes beyond `nprocs` it finalizes the world and exits with
     /// status 0.
-    pub fn begin(world: World, nprocs: Option<usize>) -> Bsp {
-        let config = match Config::from_env() {
-            Ok(c) => c,
-            Err(e) => world.abort(1, &format!("ferry-bsp: process {}: {e}", world.rank())),
-        };
-        Bsp::with_config(world, nprocs, config)
+    ///
+    /// On an error the world is left as it is, not finalized (that would wait for processes
+    /// that may be waiting for this one): the process should exit, which stops the job.
+    pub fn begin(world: World, nprocs: Option<usize>) -> Result<Bsp, BspError> {
+        match Config::from_env() {
+            Ok(config) => Bsp::with_config(world, nprocs, config),
+            Err(e) => Err(abandon(world, ErrorKind::Config(e))),
+        }
     }
 
     /// As [`Bsp::begin`], with explicit settings.
-    pub fn with_config(world: World, nprocs: Option<usize>, mut config: Config) -> Bsp {
+    pub fn with_config(
+        world: World,
+        nprocs: Option<usize>,
+        mut config: Config,
+    ) -> Result<Bsp, BspError> {
         let size = world.size();
         let rank = world.rank();
         let mut asked = [nprocs.map_or(u64::MAX, |n| n as u64)];
         if let Err(e) = world.bcast(&mut asked, 0) {
-            world.abort(1, &format!("ferry-bsp: process {rank}: bsp_begin: {e}"));
+            return Err(abandon(world, ErrorKind::Transport(e)));
         }
         let p = usize::try_from(asked[0])
             .unwrap_or(usize::MAX)
@@ -59,7 +69,7 @@ impl Bsp {
         };
         let comm = match comm {
             Ok(c) => c,
-            Err(e) => world.abort(1, &format!("ferry-bsp: process {rank}: bsp_begin: {e}")),
+            Err(e) => return Err(abandon(world, ErrorKind::Transport(e))),
         };
         let me = comm.rank();
         // Early sends go eagerly (they return once copied out, never waiting for the receiver
@@ -123,10 +133,10 @@ impl Bsp {
                 })
                 .collect();
             if let Err(e) = posted.post(me, tag(KIND_FINAL, 0)) {
-                world.abort(1, &format!("ferry-bsp: process {rank}: bsp_begin: {e}"));
+                return Err(abandon(world, ErrorKind::Transport(e)));
             }
         }
-        Bsp {
+        Ok(Bsp {
             pid: me,
             nprocs: p,
             comm,
@@ -167,32 +177,42 @@ impl Bsp {
             allocs: Allocs(HashMap::new()),
             ending: false,
             ended: false,
-        }
+            broken: None,
+            last_error: Cell::new(None),
+        })
     }
 
     /// Ends the computation: waits for the other processes and finalizes ferry.
     ///
     /// Its last exchange is a sync that tells every process this one is ending, so a process
-    /// still calling `sync` (or ending while the others sync) stops the job, naming both,
-    /// instead of waiting forever for a closing message that never comes.
-    pub fn end(mut self) {
+    /// still calling `sync` (or ending while the others sync) gets an error naming both,
+    /// instead of waiting forever for a closing message that never comes. On an error the
+    /// world is left as it is, not finalized (that would wait for processes that are not
+    /// ending): the process should exit, non-zero, which stops the job.
+    pub fn end(mut self) -> Result<(), BspError> {
         let pid = self.pid;
         self.ending = true;
-        self.sync();
-        // Nothing more will come: withdraw the receives posted for a next superstep, and give
-        // back ring reservations (puts after the last sync), which would hold up the barrier.
-        self.ring.iter_mut().for_each(|r| *r = None);
-        self.posted.withdraw();
-        if let Err(e) = self.comm.barrier() {
-            self.fail("bsp_end", e.to_string());
+        let mut done = self.sync();
+        if done.is_ok() {
+            // Nothing more will come: withdraw the receives posted for a next superstep, and
+            // give back ring reservations (puts after the last sync), which would hold up the
+            // barrier.
+            self.ring.iter_mut().for_each(|r| *r = None);
+            self.posted.withdraw();
+            if let Err(e) = self.comm.barrier() {
+                done = Err(self.transport("bsp_end", e));
+            }
         }
         self.ended = true;
+        done?;
         // SAFETY: taken once; `ended` tells `Drop` the field is gone.
         let world = unsafe { ManuallyDrop::take(&mut self.world) };
         drop(self);
-        if let Err(e) = world.finalize() {
-            eprintln!("ferry-bsp: process {pid}: bsp_end: {e}");
-        }
+        world.finalize().map_err(|e| BspError {
+            pid,
+            call: "bsp_end",
+            kind: ErrorKind::Transport(e),
+        })
     }
 
     /// This process's id, 0 ≤ pid < nprocs.
@@ -229,6 +249,14 @@ impl Bsp {
         )
     }
 
+    /// Stops the job with `error` (BSPlib's answer to every error), naming this process and
+    /// the call: the C ABI's mapping of the errors this crate returns.
+    #[cold]
+    pub fn stop(&self, error: &BspError) -> ! {
+        STOPPING.store(true, Ordering::Relaxed);
+        self.world.abort(1, &format!("ferry-bsp: {error}"))
+    }
+
     /// Stops the job: `call` went wrong as `detail` says. The message names this process and
     /// the call (for layers on top, such as the C ABI checking its arguments).
     #[cold]
@@ -237,4 +265,17 @@ impl Bsp {
         STOPPING.store(true, Ordering::Relaxed);
         self.world.abort(1, &msg)
     }
+}
+
+/// The error `kind` of `bsp_begin` on `world`'s process; the world is left unfinalized.
+#[cold]
+fn abandon(world: World, kind: ErrorKind) -> BspError {
+    let e = BspError {
+        pid: world.rank(),
+        call: "bsp_begin",
+        kind,
+    };
+    // Finalizing would wait for processes that may be waiting for this one.
+    std::mem::forget(world);
+    e
 }

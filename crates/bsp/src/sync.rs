@@ -1,14 +1,19 @@
 //! The superstep: the closing exchange, serving gets, applying puts, registrations.
+//!
+//! [`Bsp::sync`] runs these steps, each a method below: [`Bsp::close_streams`] (the
+//! superstep's last records per destination), [`Bsp::send_closing`], [`Bsp::receive_closing`],
+//! then over what arrived [`Bsp::serve_gets`] (which also checks every record, so that nothing
+//! is applied from a superstep with a bad one), [`Bsp::check_ending`],
+//! [`Bsp::check_registrations`], [`Bsp::exchange_replies`], [`Bsp::apply`] and
+//! [`Bsp::registrations_take_effect`], and last [`Bsp::complete`].
 
 use crate::combine::NO_LAST;
 use crate::posted::Streams;
-use crate::record::{drma_head, put_u32, put_u64, Reader, RegShape};
-use crate::record::{REC_END, REC_GET, REC_PUT, REC_REG, REC_SEND};
-use crate::registry::Slot;
-use crate::{Bsp, Msg};
+use crate::record::{drma_head, encode_reg, Record, RecordError, Records, RegRecord};
+use crate::record::{END_RECORD, REC_PUT};
+use crate::{Bsp, BspError, ErrorKind, Msg};
 use ferry_core::raw::SendMode;
 use ferry_core::ANY_TAG;
-use std::cmp::Reverse;
 
 // Message kinds; the tag also carries the superstep's parity, because a peer can be at most
 // one superstep ahead and its next superstep's early messages must not be taken for this one's.
@@ -38,8 +43,6 @@ pub(crate) fn tag(kind: i32, step: u64) -> i32 {
 }
 
 impl Bsp {
-    // ---- sync ----
-
     /// Ends the superstep: completes all puts, gets and sends, and makes registrations and the
     /// tag size take effect. Collective.
     ///
@@ -47,38 +50,109 @@ impl Bsp {
     /// an empty superstep) and receives theirs into the buffers posted at the end of the
     /// previous sync; a second round carries the replies to gets, only between processes that
     /// have any. No allocation when nothing moves (the buffers are kept from sync to sync).
-    pub fn sync(&mut self) {
-        let p = self.nprocs;
-        let me = self.pid;
+    ///
+    /// An error (mismatched registrations, a process in `end`, a record that is not one or
+    /// names memory outside an area, a peer that died) leaves the computation unusable: later
+    /// syncs return [`ErrorKind::Broken`]. Nothing of a superstep whose records fail the
+    /// checks is applied here.
+    pub fn sync(&mut self) -> Result<(), BspError> {
+        self.check_usable("bsp_sync")?;
+        match self.superstep_round() {
+            Ok(()) => Ok(()),
+            Err(e) => Err(self.abandon_superstep(e)),
+        }
+    }
+
+    /// The steps of a sync.
+    fn superstep_round(&mut self) -> Result<(), BspError> {
         let parity = self.step;
+        self.close_streams()?;
+        self.send_closing(parity)?;
+        self.receive_closing(parity)?;
+        // Our own sends are waited for at the end, once the messages read in place are
+        // released: a rendezvous send may need an answer queued behind one of them.
+
+        // What arrived, per source: early messages, then the closing message (read in place).
+        let me = self.pid;
+        let chunks = std::mem::take(&mut self.chunks);
+        let bufs = std::mem::take(&mut self.posted.bufs);
+        let ring = std::mem::take(&mut self.posted.ring);
+        let own = std::mem::take(&mut self.out[me]);
+        let pre_len = std::mem::take(&mut self.pre_len);
+        let streams = Streams {
+            me,
+            chunks: &chunks,
+            bufs: &bufs,
+            lens: &pre_len,
+            ring: &ring,
+            own: &own,
+        };
+        let delivered = self.deliver(&streams, parity);
+        // Nothing reads the streams any more (moving `ring` proves it): the messages read in
+        // place go back to their rings, before the wait for the replies queued behind them.
+        self.posted.ring = ring;
+        self.posted.release();
+        self.keep_scratch(chunks, own, pre_len, bufs);
+        delivered?;
+        self.complete()
+    }
+
+    /// What arrived: serve the gets (checking every record), check the ends and the
+    /// registrations, start the replies, apply the puts and sends, and let the registrations
+    /// take effect.
+    fn deliver<'a>(&mut self, streams: &Streams<'a>, parity: u64) -> Result<(), BspError> {
+        // Allocated only in a superstep that has them.
+        let mut regs: Vec<Option<RegRecord<'a>>> = Vec::new();
+        let mut at_end: Vec<bool> = Vec::new();
+        self.serve_gets(streams, &mut regs, &mut at_end)?;
+        self.check_ending(&at_end)?;
+        self.check_registrations(&regs)?;
+        self.exchange_replies(parity)?;
+        self.apply(streams)?;
+        self.registrations_take_effect(&regs);
+        Ok(())
+    }
+
+    /// After an error in the middle of a superstep: the computation is unusable, and the
+    /// buffers that requests still in flight may read or write are never freed.
+    #[cold]
+    fn abandon_superstep(&mut self, e: BspError) -> BspError {
+        if !self.sends.is_empty() {
+            for q in 0..self.nprocs {
+                std::mem::forget(std::mem::take(&mut self.out[q]));
+                std::mem::forget(std::mem::take(&mut self.out_single[q]));
+                std::mem::forget(std::mem::take(&mut self.reply_out[q]));
+                std::mem::forget(std::mem::take(&mut self.replies[q]));
+            }
+            self.sends.clear();
+        }
+        self.broke(e)
+    }
+
+    /// The superstep's last records per destination: the hpputs (their sources read now), the
+    /// registration record (sent to every process to be matched; none stands for "no push, no
+    /// pop", the usual superstep) and, in `end`, the end record (to every process, ourselves
+    /// included).
+    fn close_streams(&mut self) -> Result<(), BspError> {
+        let (p, me) = (self.nprocs, self.pid);
         self.last_put.fill(NO_LAST);
         let combine = self.config.combine;
-
-        // The superstep's registrations, sent to every process to be matched.
-        // No record stands for "no push, no pop" (the usual superstep).
         self.reg.clear();
         if !self.pushes.is_empty() || !self.pops.is_empty() {
-            self.reg.push(REC_REG);
-            put_u32(&mut self.reg, self.pushes.len() as u32);
-            for &(_, size) in &self.pushes {
-                put_u64(&mut self.reg, size);
-            }
-            put_u32(&mut self.reg, self.pops.len() as u32);
-            for &s in &self.pops {
-                put_u32(&mut self.reg, s);
-            }
+            encode_reg(
+                &mut self.reg,
+                self.pushes.iter().map(|&(_, size)| size),
+                &self.pops,
+            );
         }
-        // `end`'s exchange says so to every process (ourselves included), after the registrations.
-        let end_rec: &[u8] = if self.ending { &[REC_END] } else { &[] };
-
-        // Closing content per destination: remaining records, hpputs (read now), registrations.
+        let end_rec: &[u8] = if self.ending { &END_RECORD } else { &[] };
         for q in 0..p {
             let mut hpputs = std::mem::take(&mut self.hpputs[q]);
             for h in hpputs.drain(..) {
                 let head = drma_head(REC_PUT, h.slot, h.offset, h.len);
                 // SAFETY: the caller of hpput promised the source is readable at the sync.
                 let data = unsafe { std::slice::from_raw_parts(h.src as *const u8, h.len) };
-                if self.ring_usable(q) && self.ring_emit(q, &[&head, data]).is_some() {
+                if self.ring_usable(q) && self.ring_emit(q, &[&head, data])?.is_some() {
                     continue;
                 }
                 let mut single = Vec::new();
@@ -99,9 +173,9 @@ impl Bsp {
             }
             if self.ring_usable(q) {
                 let reg = std::mem::take(&mut self.reg);
-                let put = self.ring_emit(q, &[&reg, end_rec]).is_some();
+                let put = self.ring_emit(q, &[&reg, end_rec]);
                 self.reg = reg;
-                if put {
+                if put?.is_some() {
                     continue;
                 }
             }
@@ -111,21 +185,21 @@ impl Bsp {
         for s in std::mem::take(&mut self.out_single[me]) {
             self.out[me].extend_from_slice(&s);
         }
+        Ok(())
+    }
 
+    /// Phase 1 out: every process sends every other one its records, the last message tagged
+    /// as closing.
+    fn send_closing(&mut self, parity: u64) -> Result<(), BspError> {
         let comm = self.comm.clone();
-        let prepost = self.config.prepost;
-        let cap = self.config.prepost_bytes;
-        let fail =
-            |this: &Self, e: ferry_core::Error| -> ! { this.fail("bsp_sync", e.to_string()) };
-
-        // Phase 1: every process sends every other one its stream and receives theirs.
+        let (prepost, cap) = (self.config.prepost, self.config.prepost_bytes);
         self.sends.clear();
         for i in 0..self.order.len() {
             let q = self.order[i];
             if self.ring[q].is_some() {
                 // The records are in q's ring already (and `out[q]` is empty): publish them.
                 debug_assert!(self.out[q].is_empty() && self.out_single[q].is_empty());
-                self.publish_ring(q, KIND_FINAL);
+                self.publish_ring(q, KIND_FINAL)?;
                 continue;
             }
             let mode = |len: usize| eager_up_to(len, self.config.early_bytes);
@@ -148,164 +222,193 @@ impl Bsp {
                 }
             });
             if let Err(e) = r {
-                fail(self, e);
+                return Err(self.transport("bsp_sync", e));
             }
         }
+        Ok(())
+    }
+
+    /// Phase 1 in: every other process's closing message (and the early ones before it).
+    fn receive_closing(&mut self, parity: u64) -> Result<(), BspError> {
         self.pre_len.fill(None);
-        if prepost {
-            // The closing messages land in the buffers posted at the last sync; early messages
-            // from a process precede its closing one, so they are all in once it is.
-            let reqs = &self.posted.reqs;
-            if let Err(e) = self
-                .spin
-                .wait(&comm, |done| reqs.iter().flatten().all(|&r| done(r)))
-            {
-                fail(self, e);
-            }
-            for q in 0..p {
-                let Some(req) = self.posted.reqs[q].take() else {
-                    continue;
-                };
-                let st = self.posted.take(q, req);
-                match st {
-                    Some(st) if st.message_len <= st.len => self.pre_len[q] = Some(st.len),
-                    _ => self.fail(
-                        "bsp_sync",
-                        format!("the closing message from process {q} does not fit the pre-posted buffer (is FERRY_BSP_PREPOST_BYTES the same everywhere?)"),
-                    ),
-                }
-            }
-            for i in 0..self.from_order.len() {
-                let q = self.from_order[i];
-                if let Err(e) = self.drain_early(q, parity) {
-                    fail(self, e);
-                }
-            }
-        } else if let Err(e) = self.poll_closing(parity) {
-            fail(self, e);
+        if !self.config.prepost {
+            return self
+                .poll_closing(parity)
+                .map_err(|e| self.transport("bsp_sync", e));
         }
-        // Our own sends are waited for at the end, once the messages read in place are
-        // released: a rendezvous send may need an answer queued behind one of them.
+        // The closing messages land in the buffers posted at the last sync; early messages
+        // from a process precede its closing one, so they are all in once it is.
+        let comm = self.comm.clone();
+        let reqs = &self.posted.reqs;
+        if let Err(e) = self
+            .spin
+            .wait(&comm, |done| reqs.iter().flatten().all(|&r| done(r)))
+        {
+            return Err(self.transport("bsp_sync", e));
+        }
+        for q in 0..self.nprocs {
+            let Some(req) = self.posted.reqs[q].take() else {
+                continue;
+            };
+            match self.posted.take(q, req) {
+                Some(st) if st.message_len <= st.len => self.pre_len[q] = Some(st.len),
+                _ => {
+                    let e = self.error("bsp_sync", ErrorKind::PrepostTooSmall { from: q });
+                    return Err(e);
+                }
+            }
+        }
+        for i in 0..self.from_order.len() {
+            let q = self.from_order[i];
+            if let Err(e) = self.drain_early(q, parity) {
+                return Err(self.transport("bsp_sync", e));
+            }
+        }
+        Ok(())
+    }
 
-        // What arrived, per source: early messages, then the closing message (read in place).
-        let chunks = std::mem::take(&mut self.chunks);
-        let bufs = std::mem::take(&mut self.posted.bufs);
-        let ring = std::mem::take(&mut self.posted.ring);
-        let own = std::mem::take(&mut self.out[me]);
-        let pre_len = std::mem::take(&mut self.pre_len);
-        let streams = Streams {
-            me,
-            chunks: &chunks,
-            bufs: &bufs,
-            lens: &pre_len,
-            ring: &ring,
-            own: &own,
-        };
+    /// `bytes` from process `from` that are not a record.
+    #[cold]
+    fn bad_record(&self, from: usize, source: RecordError) -> BspError {
+        self.error("bsp_sync", ErrorKind::Record { from, source })
+    }
 
-        // Check registrations, then serve gets (before any put is applied).
-        let mut reg_seen: Vec<Option<&[u8]>> = Vec::new();
-        let mut at_end: Vec<bool> = Vec::new(); // per process: in bsp_end (once one is)
+    /// The local address of `len` bytes at `offset` of registration `slot`, which process
+    /// `from` writes or reads (`access`) for `call`: inside the area, or an error.
+    #[inline]
+    fn remote_range(
+        &self,
+        call: &'static str,
+        access: &'static str,
+        from: usize,
+        slot: u32,
+        offset: usize,
+        len: usize,
+    ) -> Result<usize, BspError> {
+        let (addr, size) = self.local_slot(slot, call, from)?;
+        if offset.checked_add(len).is_none_or(|e| e > size) {
+            return Err(self.error(
+                call,
+                ErrorKind::RemoteOutside {
+                    from,
+                    access,
+                    start: offset,
+                    end: offset.saturating_add(len),
+                    size,
+                },
+            ));
+        }
+        Ok(addr + offset)
+    }
+
+    /// The first pass over what arrived, before any put is applied (so gets see the memory
+    /// from before the superstep's puts): decodes and checks every record, serves the gets
+    /// into `reply_out`, and notes each process's registration record (`regs`) and which
+    /// processes are ending (`at_end`); both stay empty unless there are any.
+    fn serve_gets<'a>(
+        &mut self,
+        streams: &Streams<'a>,
+        regs: &mut Vec<Option<RegRecord<'a>>>,
+        at_end: &mut Vec<bool>,
+    ) -> Result<(), BspError> {
+        let p = self.nprocs;
         for q in 0..p {
             for c in streams.parts(q) {
-                let mut r = Reader { buf: c, at: 0 };
-                while !r.done() {
-                    let Some(kind) = r.u8() else { break };
-                    match kind {
-                        REC_REG => {
-                            let start = r.at - 1;
-                            let np = r.u32().unwrap_or(0) as usize;
-                            r.take(np * 8);
-                            let npop = r.u32().unwrap_or(0) as usize;
-                            r.take(npop * 4);
-                            if reg_seen.is_empty() {
-                                reg_seen.resize(p, None);
+                for record in Records::new(c) {
+                    match record.map_err(|e| self.bad_record(q, e))? {
+                        Record::Reg(r) => {
+                            if regs.is_empty() {
+                                regs.resize(p, None);
                             }
-                            reg_seen[q] = Some(&c[start..r.at]);
+                            regs[q] = Some(r);
                         }
-                        REC_END => {
+                        Record::End => {
                             if at_end.is_empty() {
                                 at_end.resize(p, false);
                             }
                             at_end[q] = true;
                             if !self.ending {
-                                self.fail(
-                                    "bsp_sync",
-                                    format!("process {q} called bsp_end in superstep {} while this process syncs", self.step),
-                                );
+                                let step = self.step;
+                                let kind = ErrorKind::PeerEnded { from: q, step };
+                                return Err(self.error("bsp_sync", kind));
                             }
                         }
-                        REC_PUT => {
-                            let (_, _, len) = (r.u32(), r.u64(), r.u64().unwrap_or(0));
-                            r.take(len);
+                        Record::Put { slot, offset, data } => {
+                            self.remote_range("bsp_put", "writes", q, slot, offset, data.len())?;
                         }
-                        REC_GET => {
-                            let slot = r.u32().unwrap_or(u32::MAX);
-                            let off = r.u64().unwrap_or(0);
-                            let len = r.u64().unwrap_or(0);
-                            let (addr, size) = self.local_slot(slot, "bsp_get", q);
-                            if off.checked_add(len).is_none_or(|e| e > size) {
-                                self.fail(
-                                    "bsp_get",
-                                    format!(
-                                        "process {q} reads bytes {off}..{} of a {size}-byte area",
-                                        off + len
-                                    ),
-                                );
-                            }
-                            // SAFETY: inside a registered area, which its owner keeps valid.
-                            let data = unsafe {
-                                std::slice::from_raw_parts((addr + off) as *const u8, len)
-                            };
+                        Record::Get { slot, offset, len } => {
+                            let at = self.remote_range("bsp_get", "reads", q, slot, offset, len)?;
+                            // SAFETY: inside a registered area (checked), which its owner
+                            // keeps valid.
+                            let data = unsafe { std::slice::from_raw_parts(at as *const u8, len) };
                             self.reply_out[q].extend_from_slice(data);
                         }
-                        REC_SEND => {
-                            let tl = r.u32().unwrap_or(0) as usize;
-                            let pl = r.u64().unwrap_or(0);
-                            r.take(tl);
-                            r.take(pl);
-                        }
-                        _ => self.fail("bsp_sync", format!("corrupt stream from process {q}")),
+                        Record::Send { tag, .. } => self.check_tag(q, tag.len())?,
                     }
                 }
             }
         }
-        let syncing = (0..p).find(|&q| !at_end.get(q).copied().unwrap_or(false));
-        if let (true, Some(syncing)) = (self.ending, syncing) {
-            self.fail(
-                "bsp_end",
-                format!(
-                    "process {syncing} called bsp_sync in superstep {}, not bsp_end",
-                    self.step
-                ),
-            );
-        }
-        // Sizes may differ between processes; the number of pushes and the pops may not.
-        if !self.reg.is_empty() || !reg_seen.is_empty() {
-            let mine = RegShape::of(&self.reg);
-            for q in 0..p {
-                let theirs = reg_seen.get(q).copied().flatten().unwrap_or(&[]);
-                if theirs == &self.reg[..] {
-                    continue; // the usual case: the very same record
-                }
-                let shape = RegShape::of(theirs);
-                if (shape.pushes.len(), &shape.pops) != (mine.pushes.len(), &mine.pops) {
-                    let theirs = if theirs.is_empty() {
-                        "nothing".into()
-                    } else {
-                        shape.to_string()
-                    };
-                    self.fail(
-                        "bsp_sync",
-                        format!(
-                            "registrations do not match in superstep {}: this process did {mine}, process {q} did {theirs}",
-                            self.step
-                        ),
-                    );
-                }
-            }
-        }
+        Ok(())
+    }
 
-        // Phase 2, only between processes with gets: replies travel while puts are applied.
+    /// A BSMP tag of `len` bytes from process `from` must have the tag size here: its tag
+    /// would not fit what `get_tag` and `hpmove` promise.
+    #[inline]
+    fn check_tag(&self, from: usize, len: usize) -> Result<(), BspError> {
+        if len != self.tagsize {
+            let (step, tagsize) = (self.step, self.tagsize);
+            let kind = ErrorKind::RemoteTagSize {
+                from,
+                len,
+                step,
+                tagsize,
+            };
+            return Err(self.error("bsp_set_tagsize", kind));
+        }
+        Ok(())
+    }
+
+    /// In `end`, every process must be ending too (`at_end`, empty when none is); a process
+    /// ending while this one syncs was found by [`Bsp::serve_gets`].
+    fn check_ending(&self, at_end: &[bool]) -> Result<(), BspError> {
+        if !self.ending {
+            return Ok(());
+        }
+        match (0..self.nprocs).find(|&q| !at_end.get(q).copied().unwrap_or(false)) {
+            Some(from) => {
+                let step = self.step;
+                Err(self.error("bsp_end", ErrorKind::PeerSyncing { from, step }))
+            }
+            None => Ok(()),
+        }
+    }
+
+    /// Every process must have pushed as many areas and popped the same registrations as this
+    /// one (sizes may differ). `regs` is empty when no process pushed or popped.
+    fn check_registrations(&self, regs: &[Option<RegRecord<'_>>]) -> Result<(), BspError> {
+        if regs.is_empty() {
+            return Ok(());
+        }
+        let mine = regs[self.pid].unwrap_or(RegRecord::EMPTY);
+        for (q, theirs) in regs.iter().enumerate() {
+            if mine.matches(&theirs.unwrap_or(RegRecord::EMPTY)) {
+                continue;
+            }
+            let kind = ErrorKind::RegistrationMismatch {
+                step: self.step,
+                from: q,
+                mine: mine.to_string(),
+                theirs: theirs.map_or_else(|| "nothing".into(), |r| r.to_string()),
+            };
+            return Err(self.error("bsp_sync", kind));
+        }
+        Ok(())
+    }
+
+    /// Phase 2, only between processes with gets: the replies to theirs go out and ours are
+    /// received (into `sends`, after the closing messages), travelling while puts are applied.
+    fn exchange_replies(&mut self, parity: u64) -> Result<(), BspError> {
+        let (p, me) = (self.nprocs, self.pid);
         let rtag = tag(KIND_REPLY, parity);
         let mut any_reply = false;
         for q in (0..p).filter(|&q| q != me) {
@@ -314,40 +417,107 @@ impl Bsp {
             self.replies[q].resize(want, 0);
             any_reply |= want > 0 || !self.reply_out[q].is_empty();
         }
-        if any_reply {
-            // Into `sends`, after the closing messages.
-            for q in (0..p).filter(|&q| q != me) {
-                let buf = &mut self.replies[q];
-                if !buf.is_empty() {
-                    // SAFETY: `replies` is not touched until the receive is done.
-                    match unsafe { comm.raw_recv(buf.as_mut_ptr(), buf.len(), q.into(), rtag) } {
-                        Ok(r) => self.sends.push(r),
-                        Err(e) => fail(self, e),
-                    }
+        if !any_reply {
+            return Ok(());
+        }
+        let comm = self.comm.clone();
+        for q in (0..p).filter(|&q| q != me) {
+            let buf = &mut self.replies[q];
+            if !buf.is_empty() {
+                // SAFETY: `replies` is not touched until the receive is done.
+                match unsafe { comm.raw_recv(buf.as_mut_ptr(), buf.len(), q.into(), rtag) } {
+                    Ok(r) => self.sends.push(r),
+                    Err(e) => return Err(self.transport("bsp_sync", e)),
                 }
             }
-            for i in 0..self.order.len() {
-                let q = self.order[i];
-                let buf = &self.reply_out[q];
-                if !buf.is_empty() {
-                    // SAFETY: `reply_out` is not touched until the send is done.
-                    let mode = eager_up_to(buf.len(), self.config.early_bytes);
-                    match unsafe { comm.raw_send(buf.as_ptr(), buf.len(), q, rtag, mode) } {
-                        Ok(r) => self.sends.push(r),
-                        Err(e) => fail(self, e),
+        }
+        for i in 0..self.order.len() {
+            let q = self.order[i];
+            let buf = &self.reply_out[q];
+            if !buf.is_empty() {
+                // SAFETY: `reply_out` is not touched until the send is done.
+                let mode = eager_up_to(buf.len(), self.config.early_bytes);
+                match unsafe { comm.raw_send(buf.as_ptr(), buf.len(), q, rtag, mode) } {
+                    Ok(r) => self.sends.push(r),
+                    Err(e) => return Err(self.transport("bsp_sync", e)),
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// The second pass: applies the puts in pid order and queues the BSMP messages (every
+    /// record was checked by [`Bsp::serve_gets`]; the checks here only keep memory safe).
+    fn apply(&mut self, streams: &Streams<'_>) -> Result<(), BspError> {
+        self.inbox.clear();
+        self.msgs.clear();
+        self.next_msg = 0;
+        for q in 0..self.nprocs {
+            for c in streams.parts(q) {
+                for record in Records::new(c) {
+                    match record.map_err(|e| self.bad_record(q, e))? {
+                        Record::Put { slot, offset, data } => {
+                            let at = self.remote_range(
+                                "bsp_put",
+                                "writes",
+                                q,
+                                slot,
+                                offset,
+                                data.len(),
+                            )?;
+                            // SAFETY: inside a registered area (checked), which its owner
+                            // keeps valid.
+                            unsafe {
+                                std::ptr::copy(data.as_ptr(), at as *mut u8, data.len());
+                            }
+                        }
+                        Record::Send { tag, payload } => {
+                            self.check_tag(q, tag.len())?;
+                            let t0 = self.inbox.len();
+                            self.inbox.extend_from_slice(tag);
+                            let p0 = self.inbox.len();
+                            self.inbox.extend_from_slice(payload);
+                            self.msgs.push(Msg {
+                                tag: (t0, p0),
+                                payload: (p0, self.inbox.len()),
+                            });
+                        }
+                        Record::Get { .. } | Record::Reg(_) | Record::End => {}
                     }
                 }
             }
         }
-        self.apply(&streams, &reg_seen);
-        // Nothing reads the streams any more (moving `ring` proves it): the messages read in
-        // place go back to their rings, before the wait for the replies queued behind them.
-        self.posted.ring = ring;
-        self.posted.release();
-        // Our closing messages out, and the replies to gets both ways.
+        Ok(())
+    }
+
+    /// Puts the received messages' buffers back, emptied, for the next sync (no regrowing).
+    fn keep_scratch(
+        &mut self,
+        mut chunks: Vec<Vec<Vec<u8>>>,
+        mut own: Vec<u8>,
+        mut pre_len: Vec<Option<usize>>,
+        bufs: Vec<Vec<u8>>,
+    ) {
+        chunks.iter_mut().for_each(Vec::clear);
+        own.clear();
+        pre_len.fill(None);
+        if own.capacity() <= KEEP_BUF {
+            self.out[self.pid] = own;
+        }
+        self.chunks = chunks;
+        self.pre_len = pre_len;
+        self.posted.bufs = bufs;
+    }
+
+    /// The end of a sync: waits for our closing messages and the replies both ways, copies
+    /// the replies to our gets where they were asked for, keeps the buffers, and posts the
+    /// receives of the next sync's closing messages.
+    fn complete(&mut self) -> Result<(), BspError> {
+        let (p, me) = (self.nprocs, self.pid);
+        let comm = self.comm.clone();
         let reqs = &self.sends;
         if let Err(e) = self.spin.wait(&comm, |done| reqs.iter().all(|&r| done(r))) {
-            fail(self, e);
+            return Err(self.transport("bsp_sync", e));
         }
         for &r in &self.sends {
             comm.raw_take(r);
@@ -369,10 +539,12 @@ impl Bsp {
             };
             let mut at = 0;
             for &(dst, n) in &self.gets[q] {
+                // The replies were sized from our gets: a shorter one is a bug, not input.
+                let Some(src) = got.get(at..at + n) else {
+                    break;
+                };
                 // SAFETY: the caller of get promised `dst` is writable at this sync.
-                unsafe {
-                    std::ptr::copy(got[at..].as_ptr(), dst as *mut u8, n);
-                }
+                unsafe { std::ptr::copy(src.as_ptr(), dst as *mut u8, n) };
                 at += n;
             }
             self.gets[q].clear();
@@ -381,29 +553,20 @@ impl Bsp {
             }
             self.reply_out[q].clear();
         }
-        let (mut chunks, mut own, mut pre_len) = (chunks, own, pre_len);
-        chunks.iter_mut().for_each(Vec::clear);
-        own.clear();
-        pre_len.fill(None);
-        if own.capacity() <= KEEP_BUF {
-            self.out[me] = own;
-        }
-        self.chunks = chunks;
-        self.pre_len = pre_len;
-        self.posted.bufs = bufs;
         self.tagsize = self.next_tagsize;
         self.ring_off.fill(false);
         self.step += 1;
-        if prepost {
+        if self.config.prepost {
             if let Err(e) = self.posted.post(me, tag(KIND_FINAL, self.step)) {
-                fail(self, e);
+                return Err(self.transport("bsp_sync", e));
             }
         }
+        Ok(())
     }
 
     /// Receives the early messages from `q` that have arrived (all of them, once its closing
     /// message is in).
-    pub(crate) fn drain_early(&mut self, q: usize, parity: u64) -> Result<(), ferry_core::Error> {
+    fn drain_early(&mut self, q: usize, parity: u64) -> Result<(), ferry_core::Error> {
         while let Some(st) = self.comm.iprobe(q, tag(KIND_EARLY, parity))? {
             // Its data may still have to come through q's ring (a rendezvous), where q's
             // closing message must not hold it up.
@@ -418,7 +581,7 @@ impl Bsp {
     /// Without pre-posted receives: polls every source (whoever is ready first is served
     /// first) until each one's closing message is in; after a while without progress, blocks
     /// in `probe` on one of them, which backs off instead of spinning.
-    pub(crate) fn poll_closing(&mut self, parity: u64) -> Result<(), ferry_core::Error> {
+    fn poll_closing(&mut self, parity: u64) -> Result<(), ferry_core::Error> {
         let comm = self.comm.clone();
         let mut left = self.nprocs - 1;
         let mut idle = 0u32;
@@ -453,131 +616,5 @@ impl Bsp {
         }
         self.pre_len.fill(None);
         Ok(())
-    }
-
-    /// The local address and size of registration `slot`.
-    pub(crate) fn local_slot(&self, slot: u32, call: &str, from: usize) -> (usize, usize) {
-        match self.slots.get(slot as usize).and_then(|s| s.local) {
-            Some(l) => l,
-            None => self.fail(
-                call,
-                format!("process {from} names registration #{slot}, which is not registered here"),
-            ),
-        }
-    }
-
-    /// Applies the puts, collects the BSMP messages, and makes the superstep's registrations
-    /// take effect (after the puts: a registration is usable from the next superstep on).
-    pub(crate) fn apply(&mut self, streams: &Streams<'_>, regs: &[Option<&[u8]>]) {
-        let p = self.nprocs;
-        self.inbox.clear();
-        self.msgs.clear();
-        self.next_msg = 0;
-        for q in 0..p {
-            for c in streams.parts(q) {
-                let mut r = Reader { buf: c, at: 0 };
-                while !r.done() {
-                    let Some(kind) = r.u8() else { break };
-                    match kind {
-                        REC_REG => {
-                            let np = r.u32().unwrap_or(0) as usize;
-                            r.take(np * 8);
-                            let npop = r.u32().unwrap_or(0) as usize;
-                            r.take(npop * 4);
-                        }
-                        REC_PUT => {
-                            let slot = r.u32().unwrap_or(u32::MAX);
-                            let off = r.u64().unwrap_or(0);
-                            let len = r.u64().unwrap_or(0);
-                            let Some(data) = r.take(len) else {
-                                self.fail("bsp_sync", format!("corrupt stream from process {q}"))
-                            };
-                            let (addr, size) = self.local_slot(slot, "bsp_put", q);
-                            if off.checked_add(len).is_none_or(|e| e > size) {
-                                self.fail(
-                                    "bsp_put",
-                                    format!(
-                                        "process {q} writes bytes {off}..{} of a {size}-byte area",
-                                        off + len
-                                    ),
-                                );
-                            }
-                            // SAFETY: inside a registered area, which its owner keeps valid.
-                            unsafe {
-                                std::ptr::copy(data.as_ptr(), (addr + off) as *mut u8, len);
-                            }
-                        }
-                        REC_GET => {
-                            r.u32();
-                            r.u64();
-                            r.u64();
-                        }
-                        REC_END => {}
-                        REC_SEND => {
-                            let tl = r.u32().unwrap_or(0) as usize;
-                            let pl = r.u64().unwrap_or(0);
-                            let (Some(t), Some(pay)) = (r.take(tl), r.take(pl)) else {
-                                self.fail("bsp_sync", format!("corrupt stream from process {q}"))
-                            };
-                            if tl != self.tagsize {
-                                // Its tag would not fit what get_tag and hpmove promise.
-                                self.fail(
-                                    "bsp_set_tagsize",
-                                    format!("process {q} sent a tag of {tl} bytes in superstep {}, where the tag size here is {} (every process must set the same)", self.step, self.tagsize),
-                                );
-                            }
-                            let t0 = self.inbox.len();
-                            self.inbox.extend_from_slice(t);
-                            let p0 = self.inbox.len();
-                            self.inbox.extend_from_slice(pay);
-                            self.msgs.push(Msg {
-                                tag: (t0, p0),
-                                payload: (p0, self.inbox.len()),
-                            });
-                        }
-                        _ => self.fail("bsp_sync", format!("corrupt stream from process {q}")),
-                    }
-                }
-            }
-        }
-        // Registrations: pops first (they name older slots), then pushes get free slots.
-        self.slot_cache.set(None);
-        for &s in &std::mem::take(&mut self.pops) {
-            if let Some((addr, _)) = self.slots[s as usize].local.take() {
-                if let Some(stack) = self.by_addr.get_mut(&addr) {
-                    stack.retain(|&x| x != s);
-                    if stack.is_empty() {
-                        self.by_addr.remove(&addr);
-                    }
-                }
-                self.free_slots.push(Reverse(s));
-            }
-        }
-        let pushes = std::mem::take(&mut self.pushes);
-        for (i, &(addr, size)) in pushes.iter().enumerate() {
-            let mut sizes = vec![0usize; p];
-            for (q, reg) in regs.iter().enumerate() {
-                if let Some(b) = reg {
-                    let at = 5 + i * 8;
-                    sizes[q] =
-                        u64::from_le_bytes(b[at..at + 8].try_into().expect("8 bytes")) as usize;
-                }
-            }
-            let slot = Slot {
-                local: Some((addr, size)),
-                sizes,
-            };
-            let id = match self.free_slots.pop() {
-                Some(Reverse(id)) => {
-                    self.slots[id as usize] = slot;
-                    id
-                }
-                None => {
-                    self.slots.push(slot);
-                    (self.slots.len() - 1) as u32
-                }
-            };
-            self.by_addr.entry(addr).or_default().push(id);
-        }
     }
 }
