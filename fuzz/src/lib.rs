@@ -23,6 +23,7 @@ pub const TARGETS: &[(&str, Property)] = &[
     ("relay", relay),
     ("rma", rma),
     ("grid", grid),
+    ("bsp", bsp),
 ];
 
 /// Frame headers: any bytes decode or fail cleanly, and what decodes re-encodes to the same
@@ -172,4 +173,28 @@ pub fn grid(data: &[u8]) {
     if let Ok(place) = ferry_grid::Placement::parse(text) {
         assert_eq!(ferry_grid::Placement::parse(&place.encode()), Ok(place));
     }
+}
+
+/// The records of a BSP superstep (`ferry_bsp::record`): decoding any bytes never panics and
+/// never claims more bytes than it was given; a decoded record encodes back to the very bytes
+/// it came from; a message decodes record by record up to its end or its first bad record.
+/// (Applying records needs a running computation, a job's world; the checks that keep a
+/// sync's writes inside registered areas are its own, tested through `ferry run`.)
+pub fn bsp(data: &[u8]) {
+    use ferry_bsp::record::{decode, Records};
+    if let Ok((record, used)) = decode(data) {
+        assert!(used <= data.len());
+        let mut bytes = Vec::new();
+        record.encode(&mut bytes);
+        assert_eq!(bytes, data[..used]);
+    }
+    let mut taken = 0;
+    for record in Records::new(data) {
+        let Ok(record) = record else { break };
+        let mut bytes = Vec::new();
+        record.encode(&mut bytes);
+        assert_eq!(bytes, data[taken..taken + bytes.len()]);
+        taken += bytes.len();
+    }
+    assert!(taken <= data.len());
 }
