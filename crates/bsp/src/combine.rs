@@ -118,6 +118,7 @@ impl Bsp {
     }
 
     /// Sends the records for `pid` in its ring, if any, as the superstep's message of `kind`.
+    #[inline]
     pub(crate) fn publish_ring(&mut self, pid: usize, kind: i32) -> Result<(), BspError> {
         if let Some(r) = self.ring[pid].take() {
             self.last_put[pid] = NO_LAST;

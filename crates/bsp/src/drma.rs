@@ -15,7 +15,7 @@ pub(crate) struct HpPut {
 impl Bsp {
     // The checks of every put and get: the test inline, the error out of line, so that a
     // 16-word put is not dominated by the set-up of an error it never reports.
-    #[inline]
+    #[inline(always)]
     pub(crate) fn check_pid(&self, call: &'static str, pid: usize) -> Result<(), BspError> {
         if pid >= self.nprocs {
             return Err(self.bad_pid(call, pid));
@@ -30,7 +30,7 @@ impl Bsp {
         self.error(call, ErrorKind::BadPid { pid, nprocs })
     }
 
-    #[inline]
+    #[inline(always)]
     pub(crate) fn check_remote(
         &self,
         call: &'static str,
@@ -71,7 +71,7 @@ impl Bsp {
 
     /// The checks of a put or get of `nbytes` at byte `offset` of the area registered as
     /// `ident` on `pid`: its registration slot.
-    #[inline]
+    #[inline(always)]
     fn check_drma(
         &self,
         call: &'static str,

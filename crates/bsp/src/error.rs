@@ -9,23 +9,43 @@ use crate::record::RecordError;
 /// the computation unusable (its later syncs return [`ErrorKind::Broken`]); an error of a
 /// local check (a bad pid, an unregistered address, a range outside an area, a wrong tag
 /// size) changes nothing, and the computation goes on.
+///
+/// One pointer wide, so that `Result<(), BspError>` comes back in a register: every put and
+/// get returns one.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
-#[error("process {pid}: {call}: {kind}")]
-pub struct BspError {
-    /// The process that found the error.
-    pub pid: usize,
-    /// The BSPlib call it belongs to (`bsp_put`, `bsp_sync`, …).
-    pub call: &'static str,
-    /// What went wrong.
-    pub kind: ErrorKind,
+#[error("process {}: {}: {}", .0.pid, .0.call, .0.kind)]
+pub struct BspError(Box<Inner>);
+
+#[derive(Debug, Clone, PartialEq)]
+struct Inner {
+    pid: usize,
+    call: &'static str,
+    kind: ErrorKind,
 }
 
 impl BspError {
+    /// The error `kind` of `call` on process `pid`.
+    pub(crate) fn new(pid: usize, call: &'static str, kind: ErrorKind) -> BspError {
+        BspError(Box::new(Inner { pid, call, kind }))
+    }
+
+    /// The process that found the error.
+    pub fn pid(&self) -> usize {
+        self.0.pid
+    }
+
+    /// The BSPlib call it belongs to (`bsp_put`, `bsp_sync`, …).
+    pub fn call(&self) -> &'static str {
+        self.0.call
+    }
+
     /// What went wrong.
     pub fn kind(&self) -> &ErrorKind {
-        &self.kind
+        &self.0.kind
     }
 }
+
+const _: () = assert!(size_of::<Result<(), BspError>>() == size_of::<usize>());
 
 /// What went wrong in a BSP call.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
@@ -189,23 +209,13 @@ mod tests {
 
     #[test]
     fn the_text_names_process_call_and_problem() {
-        let e = BspError {
-            pid: 2,
-            call: "bsp_put",
-            kind: ErrorKind::BadPid { pid: 3, nprocs: 3 },
-        };
+        let e = BspError::new(2, "bsp_put", ErrorKind::BadPid { pid: 3, nprocs: 3 });
         assert_eq!(
             e.to_string(),
             "process 2: bsp_put: process id 3 is out of range 0..3"
         );
-        let e = BspError {
-            pid: 0,
-            call: "bsp_sync",
-            kind: ErrorKind::Record {
-                from: 1,
-                source: RecordError::UnknownVersion { found: 7 },
-            },
-        };
+        let source = RecordError::UnknownVersion { found: 7 };
+        let e = BspError::new(0, "bsp_sync", ErrorKind::Record { from: 1, source });
         assert!(e.to_string().contains("process 1 sent bytes"), "{e}");
         assert!(e.to_string().contains("version 0x07"), "{e}");
     }

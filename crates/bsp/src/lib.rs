@@ -167,11 +167,7 @@ impl Bsp {
     #[cold]
     #[inline(never)]
     pub(crate) fn error(&self, call: &'static str, kind: ErrorKind) -> BspError {
-        let e = BspError {
-            pid: self.pid,
-            call,
-            kind,
-        };
+        let e = BspError::new(self.pid, call, kind);
         self.last_error.set(Some(e.to_string()));
         e
     }
@@ -194,6 +190,7 @@ impl Bsp {
     }
 
     /// `Broken` if an earlier error left the computation unusable.
+    #[inline]
     pub(crate) fn check_usable(&self, call: &'static str) -> Result<(), BspError> {
         match &self.broken {
             None => Ok(()),

@@ -16,11 +16,8 @@ impl Bsp {
     /// Starts ferry (`ferry_core::init`) and a BSP computation on all its processes, with
     /// settings from the environment.
     pub fn init() -> Result<Bsp, BspError> {
-        let world = ferry_core::init().map_err(|e| BspError {
-            pid: 0,
-            call: "bsp_begin",
-            kind: ErrorKind::Transport(e),
-        })?;
+        let world = ferry_core::init()
+            .map_err(|e| BspError::new(0, "bsp_begin", ErrorKind::Transport(e)))?;
         Bsp::begin(world, None)
     }
 
@@ -208,11 +205,9 @@ impl Bsp {
         // SAFETY: taken once; `ended` tells `Drop` the field is gone.
         let world = unsafe { ManuallyDrop::take(&mut self.world) };
         drop(self);
-        world.finalize().map_err(|e| BspError {
-            pid,
-            call: "bsp_end",
-            kind: ErrorKind::Transport(e),
-        })
+        world
+            .finalize()
+            .map_err(|e| BspError::new(pid, "bsp_end", ErrorKind::Transport(e)))
     }
 
     /// This process's id, 0 ≤ pid < nprocs.
@@ -270,11 +265,7 @@ impl Bsp {
 /// The error `kind` of `bsp_begin` on `world`'s process; the world is left unfinalized.
 #[cold]
 fn abandon(world: World, kind: ErrorKind) -> BspError {
-    let e = BspError {
-        pid: world.rank(),
-        call: "bsp_begin",
-        kind,
-    };
+    let e = BspError::new(world.rank(), "bsp_begin", kind);
     // Finalizing would wait for processes that may be waiting for this one.
     std::mem::forget(world);
     e

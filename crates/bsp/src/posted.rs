@@ -24,6 +24,7 @@ pub(crate) struct Posted {
 
 impl Posted {
     /// Posts a receive with `tag` from every other process.
+    #[inline]
     pub(crate) fn post(&mut self, me: usize, tag: i32) -> Result<(), ferry_core::Error> {
         for (q, buf) in self.bufs.iter_mut().enumerate() {
             if q != me {
@@ -47,6 +48,7 @@ impl Posted {
 
     /// Takes the finished receive from `q`: the length of its message, and where it lies if it
     /// stayed in the ring (recorded in `ring`).
+    #[inline]
     pub(crate) fn take(&mut self, q: usize, req: RawRequest) -> Option<ferry_core::raw::RawStatus> {
         let st = self.comm.raw_take(req);
         if self.in_place {
@@ -75,6 +77,7 @@ impl Posted {
 
     /// Gives the messages read in place back to their rings: the senders' later messages
     /// (replies to gets, the next superstep) wait behind them until then.
+    #[inline]
     pub(crate) fn release(&mut self) {
         for q in 0..self.taken.len() {
             if let Some(r) = self.taken[q].take() {
@@ -129,6 +132,7 @@ pub(crate) struct Streams<'a> {
 }
 
 impl<'a> Streams<'a> {
+    #[inline]
     pub(crate) fn parts(&self, q: usize) -> impl Iterator<Item = &'a [u8]> + 'a {
         let last: &'a [u8] = if q == self.me {
             self.own

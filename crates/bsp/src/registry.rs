@@ -60,7 +60,7 @@ impl Bsp {
     }
 
     /// The slot in effect for `ident`.
-    #[inline]
+    #[inline(always)]
     pub(crate) fn slot_of(&self, call: &'static str, ident: usize) -> Result<u32, BspError> {
         match self.slot_cache.get() {
             Some((addr, slot)) if addr == ident => Ok(slot),

@@ -64,6 +64,7 @@ impl Spin {
     /// which sleeps (a sleeper that must be woken adds tens of µs: using `wait_until` at once
     /// tripled L at P = 4 and 8 on 2 cores; yielding for ever made g 20-50 % worse there, the
     /// waiting processes taking turns with those that apply puts).
+    #[inline]
     pub(crate) fn wait(
         &mut self,
         comm: &Comm,

@@ -13,7 +13,7 @@ use crate::record::{drma_head, encode_reg, Record, RecordError, Records, RegReco
 use crate::record::{END_RECORD, REC_PUT};
 use crate::{Bsp, BspError, ErrorKind, Msg};
 use ferry_core::raw::SendMode;
-use ferry_core::ANY_TAG;
+use ferry_core::{Comm, ANY_TAG};
 
 // Message kinds; the tag also carries the superstep's parity, because a peer can be at most
 // one superstep ahead and its next superstep's early messages must not be taken for this one's.
@@ -67,8 +67,10 @@ impl Bsp {
     fn superstep_round(&mut self) -> Result<(), BspError> {
         let parity = self.step;
         self.close_streams()?;
-        self.send_closing(parity)?;
-        self.receive_closing(parity)?;
+        // One handle for the whole sync (a clone is not free; `self` is borrowed mutably).
+        let comm = self.comm.clone();
+        self.send_closing(&comm, parity)?;
+        self.receive_closing(&comm, parity)?;
         // Our own sends are waited for at the end, once the messages read in place are
         // released: a rendezvous send may need an answer queued behind one of them.
 
@@ -87,27 +89,32 @@ impl Bsp {
             ring: &ring,
             own: &own,
         };
-        let delivered = self.deliver(&streams, parity);
+        let delivered = self.deliver(&comm, &streams, parity);
         // Nothing reads the streams any more (moving `ring` proves it): the messages read in
         // place go back to their rings, before the wait for the replies queued behind them.
         self.posted.ring = ring;
         self.posted.release();
         self.keep_scratch(chunks, own, pre_len, bufs);
         delivered?;
-        self.complete()
+        self.complete(&comm)
     }
 
     /// What arrived: serve the gets (checking every record), check the ends and the
     /// registrations, start the replies, apply the puts and sends, and let the registrations
     /// take effect.
-    fn deliver<'a>(&mut self, streams: &Streams<'a>, parity: u64) -> Result<(), BspError> {
+    fn deliver<'a>(
+        &mut self,
+        comm: &Comm,
+        streams: &Streams<'a>,
+        parity: u64,
+    ) -> Result<(), BspError> {
         // Allocated only in a superstep that has them.
         let mut regs: Vec<Option<RegRecord<'a>>> = Vec::new();
         let mut at_end: Vec<bool> = Vec::new();
         self.serve_gets(streams, &mut regs, &mut at_end)?;
         self.check_ending(&at_end)?;
         self.check_registrations(&regs)?;
-        self.exchange_replies(parity)?;
+        self.exchange_replies(comm, parity)?;
         self.apply(streams)?;
         self.registrations_take_effect(&regs);
         Ok(())
@@ -190,8 +197,7 @@ impl Bsp {
 
     /// Phase 1 out: every process sends every other one its records, the last message tagged
     /// as closing.
-    fn send_closing(&mut self, parity: u64) -> Result<(), BspError> {
-        let comm = self.comm.clone();
+    fn send_closing(&mut self, comm: &Comm, parity: u64) -> Result<(), BspError> {
         let (prepost, cap) = (self.config.prepost, self.config.prepost_bytes);
         self.sends.clear();
         for i in 0..self.order.len() {
@@ -229,20 +235,19 @@ impl Bsp {
     }
 
     /// Phase 1 in: every other process's closing message (and the early ones before it).
-    fn receive_closing(&mut self, parity: u64) -> Result<(), BspError> {
+    fn receive_closing(&mut self, comm: &Comm, parity: u64) -> Result<(), BspError> {
         self.pre_len.fill(None);
         if !self.config.prepost {
             return self
-                .poll_closing(parity)
+                .poll_closing(comm, parity)
                 .map_err(|e| self.transport("bsp_sync", e));
         }
         // The closing messages land in the buffers posted at the last sync; early messages
         // from a process precede its closing one, so they are all in once it is.
-        let comm = self.comm.clone();
         let reqs = &self.posted.reqs;
         if let Err(e) = self
             .spin
-            .wait(&comm, |done| reqs.iter().flatten().all(|&r| done(r)))
+            .wait(comm, |done| reqs.iter().flatten().all(|&r| done(r)))
         {
             return Err(self.transport("bsp_sync", e));
         }
@@ -407,7 +412,7 @@ impl Bsp {
 
     /// Phase 2, only between processes with gets: the replies to theirs go out and ours are
     /// received (into `sends`, after the closing messages), travelling while puts are applied.
-    fn exchange_replies(&mut self, parity: u64) -> Result<(), BspError> {
+    fn exchange_replies(&mut self, comm: &Comm, parity: u64) -> Result<(), BspError> {
         let (p, me) = (self.nprocs, self.pid);
         let rtag = tag(KIND_REPLY, parity);
         let mut any_reply = false;
@@ -420,7 +425,6 @@ impl Bsp {
         if !any_reply {
             return Ok(());
         }
-        let comm = self.comm.clone();
         for q in (0..p).filter(|&q| q != me) {
             let buf = &mut self.replies[q];
             if !buf.is_empty() {
@@ -512,11 +516,10 @@ impl Bsp {
     /// The end of a sync: waits for our closing messages and the replies both ways, copies
     /// the replies to our gets where they were asked for, keeps the buffers, and posts the
     /// receives of the next sync's closing messages.
-    fn complete(&mut self) -> Result<(), BspError> {
+    fn complete(&mut self, comm: &Comm) -> Result<(), BspError> {
         let (p, me) = (self.nprocs, self.pid);
-        let comm = self.comm.clone();
         let reqs = &self.sends;
-        if let Err(e) = self.spin.wait(&comm, |done| reqs.iter().all(|&r| done(r))) {
+        if let Err(e) = self.spin.wait(comm, |done| reqs.iter().all(|&r| done(r))) {
             return Err(self.transport("bsp_sync", e));
         }
         for &r in &self.sends {
@@ -581,8 +584,7 @@ impl Bsp {
     /// Without pre-posted receives: polls every source (whoever is ready first is served
     /// first) until each one's closing message is in; after a while without progress, blocks
     /// in `probe` on one of them, which backs off instead of spinning.
-    fn poll_closing(&mut self, parity: u64) -> Result<(), ferry_core::Error> {
-        let comm = self.comm.clone();
+    fn poll_closing(&mut self, comm: &Comm, parity: u64) -> Result<(), ferry_core::Error> {
         let mut left = self.nprocs - 1;
         let mut idle = 0u32;
         while left > 0 {
