@@ -386,6 +386,7 @@ impl<'a> Iterator for Records<'a> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use proptest::prelude::*;
 
     fn round_trip(record: Record<'_>) {
         let mut bytes = Vec::new();
@@ -519,86 +520,119 @@ mod tests {
         assert_eq!(Records::new(&two).count(), 1);
     }
 
-    /// splitmix64, for the random records below.
-    struct Rng(u64);
-    impl Rng {
-        fn next(&mut self) -> u64 {
-            self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
-            let mut z = self.0;
-            z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-            z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-            z ^ (z >> 31)
+    /// A record that owns its bytes, for the strategies below.
+    #[derive(Debug, Clone)]
+    enum Owned {
+        Put(u32, usize, Vec<u8>),
+        Get(u32, usize, usize),
+        Send(Vec<u8>, Vec<u8>),
+        Reg(Vec<usize>, Vec<u32>),
+        End,
+    }
+
+    impl Owned {
+        fn encode(&self, out: &mut Vec<u8>) {
+            match self {
+                Owned::Put(slot, offset, data) => Record::Put {
+                    slot: *slot,
+                    offset: *offset,
+                    data,
+                }
+                .encode(out),
+                Owned::Get(slot, offset, len) => Record::Get {
+                    slot: *slot,
+                    offset: *offset,
+                    len: *len,
+                }
+                .encode(out),
+                Owned::Send(tag, payload) => Record::Send { tag, payload }.encode(out),
+                Owned::Reg(sizes, pops) => encode_reg(out, sizes.iter().copied(), pops),
+                Owned::End => Record::End.encode(out),
+            }
         }
-        fn below(&mut self, n: u64) -> u64 {
-            self.next() % n.max(1)
+
+        fn is(&self, r: &Record<'_>) -> bool {
+            match (self, r) {
+                (Owned::Put(s, o, d), Record::Put { slot, offset, data }) => {
+                    (s, o, &d[..]) == (slot, offset, data)
+                }
+                (Owned::Get(s, o, n), Record::Get { slot, offset, len }) => {
+                    (s, o, n) == (slot, offset, len)
+                }
+                (Owned::Send(t, p), Record::Send { tag, payload }) => {
+                    (&t[..], &p[..]) == (tag, payload)
+                }
+                (Owned::Reg(sizes, pops), Record::Reg(r)) => {
+                    r.push_sizes().eq(sizes.iter().map(|&s| s as u64))
+                        && r.pops().eq(pops.iter().copied())
+                }
+                (Owned::End, Record::End) => true,
+                _ => false,
+            }
         }
     }
 
-    /// Random messages of random records encode and decode back to the same records, and
-    /// random bit flips in them decode or fail, never panic or run past the message.
-    #[test]
-    fn random_messages_round_trip() {
-        let mut rng = Rng(0x5eed);
-        let pool: Vec<u8> = (0..4096).map(|_| rng.next() as u8).collect();
-        for _ in 0..2000 {
-            let mut owned_regs = Vec::new();
-            let n = rng.below(8) as usize;
-            for _ in 0..n {
-                let mut reg = Vec::new();
-                let sizes: Vec<usize> = (0..rng.below(4)).map(|_| rng.next() as usize).collect();
-                let pops: Vec<u32> = (0..rng.below(4)).map(|_| rng.next() as u32).collect();
-                encode_reg(&mut reg, sizes.into_iter(), &pops);
-                owned_regs.push(reg);
-            }
-            let mut records = Vec::new();
-            let mut regs = owned_regs.iter();
-            for _ in 0..rng.below(12) {
-                let a = rng.below(pool.len() as u64) as usize;
-                let b = a + rng.below((pool.len() - a) as u64 + 1) as usize;
-                let slice = &pool[a..b];
-                let record = match rng.below(5) {
-                    0 => Record::Put {
-                        slot: rng.next() as u32,
-                        offset: rng.next() as usize,
-                        data: slice,
-                    },
-                    1 => Record::Get {
-                        slot: rng.next() as u32,
-                        offset: rng.next() as usize,
-                        len: rng.next() as usize,
-                    },
-                    2 => {
-                        let t = rng.below(slice.len() as u64 + 1) as usize;
-                        Record::Send {
-                            tag: &slice[..t],
-                            payload: &slice[t..],
-                        }
-                    }
-                    3 => match regs.next() {
-                        Some(reg) => decode(reg).expect("encoded registration").0,
-                        None => Record::End,
-                    },
-                    _ => Record::End,
-                };
-                records.push(record);
-            }
+    fn record() -> impl Strategy<Value = Owned> {
+        let bytes = || proptest::collection::vec(any::<u8>(), 0..48);
+        prop_oneof![
+            (any::<u32>(), any::<usize>(), bytes()).prop_map(|(s, o, d)| Owned::Put(s, o, d)),
+            (any::<u32>(), any::<usize>(), any::<usize>())
+                .prop_map(|(s, o, n)| Owned::Get(s, o, n)),
+            (bytes(), bytes()).prop_map(|(t, p)| Owned::Send(t, p)),
+            (
+                proptest::collection::vec(any::<usize>(), 0..5),
+                proptest::collection::vec(any::<u32>(), 0..5)
+            )
+                .prop_map(|(s, p)| Owned::Reg(s, p)),
+            Just(Owned::End),
+        ]
+    }
+
+    proptest! {
+        /// Messages of random records decode back to the same records, all of the bytes.
+        #[test]
+        fn messages_of_random_records_round_trip(records in proptest::collection::vec(record(), 0..12)) {
             let mut bytes = Vec::new();
             for r in &records {
                 r.encode(&mut bytes);
             }
-            let back: Result<Vec<_>, _> = Records::new(&bytes).collect();
-            assert_eq!(back.as_deref(), Ok(&records[..]));
-            if !bytes.is_empty() {
-                let i = rng.below(bytes.len() as u64) as usize;
-                bytes[i] ^= 1 << rng.below(8);
-                let mut taken = 0;
-                for r in Records::new(&bytes) {
-                    let Ok(r) = r else { break };
-                    let mut again = Vec::new();
-                    r.encode(&mut again);
-                    taken += again.len();
-                }
-                assert!(taken <= bytes.len());
+            let back: Vec<Record<'_>> = Records::new(&bytes).collect::<Result<_, _>>().expect("decodes");
+            prop_assert_eq!(back.len(), records.len());
+            for (want, got) in records.iter().zip(&back) {
+                prop_assert!(want.is(got), "{:?} came back as {:?}", want, got);
+            }
+        }
+
+        /// A bit flipped anywhere in a message: every record decodes or fails with an error,
+        /// never a panic, and what decodes encodes back to the bytes it came from.
+        #[test]
+        fn flipped_bits_decode_or_fail_cleanly(
+            records in proptest::collection::vec(record(), 1..6),
+            at in any::<usize>(),
+            bit in 0u8..8,
+        ) {
+            let mut bytes = Vec::new();
+            for r in &records {
+                r.encode(&mut bytes);
+            }
+            let at = at % bytes.len();
+            bytes[at] ^= 1 << bit;
+            let mut taken = 0;
+            for r in Records::new(&bytes) {
+                let Ok(r) = r else { break };
+                let mut again = Vec::new();
+                r.encode(&mut again);
+                prop_assert_eq!(&again[..], &bytes[taken..taken + again.len()]);
+                taken += again.len();
+            }
+            prop_assert!(taken <= bytes.len());
+        }
+
+        /// Arbitrary bytes never panic the decoder nor make it claim more than it was given.
+        #[test]
+        fn arbitrary_bytes_never_panic(bytes in proptest::collection::vec(any::<u8>(), 0..96)) {
+            if let Ok((_, used)) = decode(&bytes) {
+                prop_assert!(used <= bytes.len());
             }
         }
     }
