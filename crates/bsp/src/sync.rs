@@ -494,6 +494,33 @@ impl Bsp {
         Ok(())
     }
 
+    /// For the fuzz targets only: runs the receiving half of a sync on `bytes` as a message
+    /// from this process to itself (checking every record, serving the gets, applying the
+    /// puts and queueing the sends), with no network and no superstep; `Err` for what a sync
+    /// refuses. Registrations do not take effect and the replies are dropped.
+    #[cfg(feature = "fuzzing")]
+    #[doc(hidden)]
+    pub fn receive_for_fuzzing(&mut self, bytes: &[u8]) -> Result<(), BspError> {
+        let p = self.nprocs;
+        let (chunks, lens, ring) = (vec![Vec::new(); p], vec![None; p], vec![None; p]);
+        let streams = Streams {
+            me: self.pid,
+            chunks: &chunks,
+            bufs: &[],
+            lens: &lens,
+            ring: &ring,
+            own: bytes,
+        };
+        let (mut regs, mut at_end) = (Vec::new(), Vec::new());
+        let done = self
+            .serve_gets(&streams, &mut regs, &mut at_end)
+            .and_then(|_| self.check_ending(&at_end))
+            .and_then(|_| self.check_registrations(&regs))
+            .and_then(|_| self.apply(&streams));
+        self.reply_out.iter_mut().for_each(Vec::clear);
+        done
+    }
+
     /// Puts the received messages' buffers back, emptied, for the next sync (no regrowing).
     fn keep_scratch(
         &mut self,
