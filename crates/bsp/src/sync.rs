@@ -1,11 +1,11 @@
 //! The superstep: the closing exchange, serving gets, applying puts, registrations.
 //!
-//! [`Bsp::sync`] runs these steps, each a method below: [`Bsp::close_streams`] (the
-//! superstep's last records per destination), [`Bsp::send_closing`], [`Bsp::receive_closing`],
-//! then over what arrived [`Bsp::serve_gets`] (which also checks every record, so that nothing
-//! is applied from a superstep with a bad one), [`Bsp::check_ending`],
-//! [`Bsp::check_registrations`], [`Bsp::exchange_replies`], [`Bsp::apply`] and
-//! [`Bsp::registrations_take_effect`], and last [`Bsp::complete`].
+//! [`Bsp::sync`] runs these steps, each a method below: `Bsp::close_streams` (the
+//! superstep's last records per destination), `Bsp::send_closing`, `Bsp::receive_closing`,
+//! then over what arrived `Bsp::serve_gets` (which also checks every record, so that nothing
+//! is applied from a superstep with a bad one), `Bsp::check_ending`,
+//! `Bsp::check_registrations`, `Bsp::exchange_replies`, `Bsp::apply` and
+//! `Bsp::registrations_take_effect`, and last `Bsp::complete`.
 
 use crate::combine::NO_LAST;
 use crate::posted::Streams;
@@ -374,7 +374,7 @@ impl Bsp {
     }
 
     /// In `end`, every process must be ending too (`at_end`, empty when none is); a process
-    /// ending while this one syncs was found by [`Bsp::serve_gets`].
+    /// ending while this one syncs was found by `Bsp::serve_gets`.
     fn check_ending(&self, at_end: &[bool]) -> Result<(), BspError> {
         if !self.ending {
             return Ok(());
@@ -451,7 +451,7 @@ impl Bsp {
     }
 
     /// The second pass: applies the puts in pid order and queues the BSMP messages (every
-    /// record was checked by [`Bsp::serve_gets`]; the checks here only keep memory safe).
+    /// record was checked by `Bsp::serve_gets`; the checks here only keep memory safe).
     fn apply(&mut self, streams: &Streams<'_>) -> Result<(), BspError> {
         self.inbox.clear();
         self.msgs.clear();
