@@ -14,7 +14,7 @@
 //! [`mpich_probe`] builds and runs `ferry-bsplib`'s `bench/mpi_probe.c` with MPICH for the
 //! same-run reference (`MPI_Barrier` for L, `MPI_Alltoall` for g).
 
-use ferry_bsp::Bsp;
+use ferry_bsp::{Bsp, BspError};
 use std::os::unix::process::CommandExt;
 use std::path::Path;
 use std::process::{Command, Stdio};
@@ -121,36 +121,37 @@ fn s_mm() -> f64 {
 
 /// Measures s, L and g on every process of `bsp` (collective); process 0 returns the result.
 /// `reps` supersteps per trial; `put_words` words per put (0 = one put per destination).
-pub fn probe(bsp: &mut Bsp, reps: usize, put_words: usize) -> Option<BspParams> {
+pub fn probe(bsp: &mut Bsp, reps: usize, put_words: usize) -> Result<Option<BspParams>, BspError> {
     let (me, p) = (bsp.pid(), bsp.nprocs());
     let reps = reps.max(1);
     // Everyone computes at once, as in a real superstep.
-    bsp.sync();
+    bsp.sync()?;
     let (sd, sm) = (s_dot(), s_mm());
     let max = HS[HS.len() - 1];
-    let x = bsp.alloc::<u64>(max + 1);
+    let x = bsp.alloc::<u64>(max + 1)?;
     let src: Vec<u64> = (0..max as u64).collect();
-    bsp.push_reg(&x);
-    bsp.sync();
+    bsp.push_reg(&x)?;
+    bsp.sync()?;
 
     // `TRIALS`×`reps` supersteps, each timed on its own; the median superstep. (A median of
     // single supersteps, not of trial means: on a shared machine a process that loses its core
     // spoils a few supersteps, which a mean would spread over the whole trial.)
-    let timed = |bsp: &mut Bsp, body: &dyn Fn(&mut Bsp)| -> f64 {
+    type Body<'a> = &'a dyn Fn(&mut Bsp) -> Result<(), BspError>;
+    let timed = |bsp: &mut Bsp, body: Body| -> Result<f64, BspError> {
         for _ in 0..reps / 10 + 1 {
-            body(bsp);
-            bsp.sync();
+            body(bsp)?;
+            bsp.sync()?;
         }
         let mut each = Vec::with_capacity(TRIALS * reps);
         for _ in 0..TRIALS * reps {
             let t0 = bsp.time();
-            body(bsp);
-            bsp.sync();
+            body(bsp)?;
+            bsp.sync()?;
             each.push((bsp.time() - t0) * 1e6);
         }
-        median(each)
+        Ok(median(each))
     };
-    let l_us = timed(bsp, &|_| {});
+    let l_us = timed(bsp, &|_| Ok(()))?;
 
     // Puts `n` words to `q` at offset `at`, in pieces of `put_words`.
     let put = move |bsp: &mut Bsp, q: usize, n: usize, at: usize| {
@@ -158,33 +159,36 @@ pub fn probe(bsp: &mut Bsp, reps: usize, put_words: usize) -> Option<BspParams> 
         let mut off = 0;
         while off < n {
             let k = step.min(n - off);
-            bsp.put(q, &src[off..off + k], &x, at + off);
+            bsp.put(q, &src[off..off + k], &x, at + off)?;
             off += k;
         }
+        Ok(())
     };
     let mut points = Vec::new();
     for &h in &HS {
         let per = if p > 1 { h / (p - 1) } else { 0 };
         let t = timed(bsp, &|bsp: &mut Bsp| {
             for k in 1..p {
-                put(bsp, (me + k) % p, per, 0);
+                put(bsp, (me + k) % p, per, 0)?;
             }
-        });
+            Ok(())
+        })?;
         points.push(("all-to-all", per * (p - 1), t));
     }
     for &h in &HS {
         let t = timed(bsp, &|bsp: &mut Bsp| {
             if p > 1 {
-                put(bsp, (me + 1) % p, h, 0);
+                put(bsp, (me + 1) % p, h, 0)?;
             }
-        });
+            Ok(())
+        })?;
         points.push(("shift", h, t));
     }
-    bsp.pop_reg(&x);
-    bsp.sync();
-    bsp.free(x);
+    bsp.pop_reg(&x)?;
+    bsp.sync()?;
+    bsp.free(x)?;
     if me != 0 {
-        return None;
+        return Ok(None);
     }
     let fit_of = |pattern: &str| {
         let pts: Vec<(f64, f64)> = points
@@ -194,7 +198,7 @@ pub fn probe(bsp: &mut Bsp, reps: usize, put_words: usize) -> Option<BspParams> 
             .collect();
         fit(&pts)
     };
-    Some(BspParams {
+    Ok(Some(BspParams {
         p,
         s_dot: sd,
         s_mm: sm,
@@ -202,19 +206,32 @@ pub fn probe(bsp: &mut Bsp, reps: usize, put_words: usize) -> Option<BspParams> 
         a2a: fit_of("all-to-all"),
         shift: fit_of("shift"),
         points,
-    })
+    }))
 }
 
 /// Body of each rank of `ferry bench bsp`: starts BSP on `world`, probes, and process 0
 /// writes [`to_part`]'s text to `part`. Failures end the job with a message.
 pub fn rank_main(world: ferry_core::World, part: &Path, reps: usize, put_words: usize) {
-    let mut bsp = Bsp::begin(world, None);
-    if let Some(r) = probe(&mut bsp, reps, put_words) {
-        if let Err(e) = std::fs::write(part, to_part(&r)) {
-            bsp.fail("ferry bench bsp", format!("{}: {e}", part.display()));
+    let mut bsp = match Bsp::begin(world, None) {
+        Ok(b) => b,
+        Err(e) => {
+            eprintln!("ferry bench bsp: {e}");
+            std::process::exit(1)
         }
+    };
+    match probe(&mut bsp, reps, put_words) {
+        Ok(Some(r)) => {
+            if let Err(e) = std::fs::write(part, to_part(&r)) {
+                bsp.fail("ferry bench bsp", format!("{}: {e}", part.display()));
+            }
+        }
+        Ok(None) => {}
+        Err(e) => bsp.stop(&e),
     }
-    bsp.end();
+    if let Err(e) = bsp.end() {
+        eprintln!("ferry bench bsp: {e}");
+        std::process::exit(1)
+    }
 }
 
 /// MPICH's figures for one job size: barrier latency (µs) and all-to-all g (µs per word).

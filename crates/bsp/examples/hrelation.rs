@@ -4,9 +4,9 @@
 //! puts of `put_words` words (defaults 200, 4096, 16), and checks the last one's result.
 //! Process 0 prints the mean time of a superstep and of its puts alone.
 
-use ferry_bsp::Bsp;
+use ferry_bsp::{Bsp, BspError};
 
-fn main() {
+fn main() -> Result<(), BspError> {
     let arg = |i: usize, default: usize| -> usize {
         std::env::args()
             .nth(i)
@@ -14,13 +14,13 @@ fn main() {
             .unwrap_or(default)
     };
     let (steps, h, put_words) = (arg(1, 200), arg(2, 4096), arg(3, 16).max(1));
-    let mut bsp = Bsp::init().expect("ferry");
+    let mut bsp = Bsp::init()?;
     let (me, p) = (bsp.pid(), bsp.nprocs());
     // One process puts to itself (to time the puts without a peer).
     let per = if p > 1 { h / (p - 1) } else { h };
-    let x = bsp.alloc::<u64>(per.max(1));
-    bsp.push_reg(&x);
-    bsp.sync();
+    let x = bsp.alloc::<u64>(per.max(1))?;
+    bsp.push_reg(&x)?;
+    bsp.sync()?;
     let src: Vec<u64> = (0..per as u64).map(|i| i * 1000 + me as u64).collect();
     let t0 = bsp.time();
     let mut in_puts = 0.0;
@@ -31,17 +31,17 @@ fn main() {
             let mut off = 0;
             while off < per {
                 let n = put_words.min(per - off);
-                bsp.put(q, &src[off..off + n], &x, off);
+                bsp.put(q, &src[off..off + n], &x, off)?;
                 off += n;
             }
         }
         in_puts += bsp.time() - tp;
-        bsp.sync();
+        bsp.sync()?;
     }
     let t = bsp.time() - t0;
     // Every process wrote the same offsets: the last writer in a sync is some process.
     let ok = bsp
-        .area(&x)
+        .area(&x)?
         .iter()
         .enumerate()
         .all(|(i, &v)| v / 1000 == i as u64 && (v % 1000) < p as u64);
@@ -53,8 +53,8 @@ fn main() {
             if ok { "ok" } else { "WRONG" }
         );
     }
-    bsp.pop_reg(&x);
-    bsp.sync();
-    bsp.free(x);
-    bsp.end();
+    bsp.pop_reg(&x)?;
+    bsp.sync()?;
+    bsp.free(x)?;
+    bsp.end()
 }

@@ -5,7 +5,7 @@
 //! neighbours' ghost rows. At the end every process puts its rows into process 0, which
 //! compares them with the same iterations done sequentially.
 
-use ferry_bsp::Bsp;
+use ferry_bsp::{Bsp, BspError};
 
 const N: usize = 100;
 
@@ -33,27 +33,27 @@ fn initial(g: usize, c: usize) -> f64 {
     }
 }
 
-fn main() {
+fn main() -> Result<(), BspError> {
     let iters: usize = std::env::args()
         .nth(1)
         .and_then(|a| a.parse().ok())
         .unwrap_or(500);
-    let mut bsp = Bsp::init().expect("ferry init");
+    let mut bsp = Bsp::init()?;
     let (me, p) = (bsp.pid(), bsp.nprocs());
     let first = N * me / p;
     let rows = N * (me + 1) / p - first;
     let block = |q: usize| (N * q / p, N * (q + 1) / p - N * q / p);
 
-    let u = bsp.alloc::<f64>((rows + 2) * N);
-    let all = bsp.alloc::<f64>(N * N);
-    bsp.push_reg(&u);
-    bsp.push_reg(&all);
+    let u = bsp.alloc::<f64>((rows + 2) * N)?;
+    let all = bsp.alloc::<f64>(N * N)?;
+    bsp.push_reg(&u)?;
+    bsp.push_reg(&all)?;
     for r in 0..rows {
         for c in 0..N {
-            bsp.area_mut(&u)[(r + 1) * N + c] = initial(first + r, c);
+            bsp.area_mut(&u)?[(r + 1) * N + c] = initial(first + r, c);
         }
     }
-    bsp.sync();
+    bsp.sync()?;
     let t0 = bsp.time();
     let mut next = vec![0.0; (rows + 2) * N];
     for _ in 0..iters {
@@ -61,21 +61,21 @@ fn main() {
         // the block below.
         if me > 0 && rows > 0 {
             let (_, up_rows) = block(me - 1);
-            let row = bsp.area(&u)[N..2 * N].to_vec();
-            bsp.put(me - 1, &row, &u, (up_rows + 1) * N);
+            let row = bsp.area(&u)?[N..2 * N].to_vec();
+            bsp.put(me - 1, &row, &u, (up_rows + 1) * N)?;
         }
         if me + 1 < p && rows > 0 {
-            let row = bsp.area(&u)[rows * N..(rows + 1) * N].to_vec();
-            bsp.put(me + 1, &row, &u, 0);
+            let row = bsp.area(&u)?[rows * N..(rows + 1) * N].to_vec();
+            bsp.put(me + 1, &row, &u, 0)?;
         }
-        bsp.sync();
-        sweep(bsp.area(&u), &mut next, rows, first);
-        bsp.area_mut(&u)[N..(rows + 1) * N].copy_from_slice(&next[N..(rows + 1) * N]);
+        bsp.sync()?;
+        sweep(bsp.area(&u)?, &mut next, rows, first);
+        bsp.area_mut(&u)?[N..(rows + 1) * N].copy_from_slice(&next[N..(rows + 1) * N]);
     }
     let elapsed = bsp.time() - t0;
-    let mine = bsp.area(&u)[N..(rows + 1) * N].to_vec();
-    bsp.put(0, &mine, &all, first * N);
-    bsp.sync();
+    let mine = bsp.area(&u)?[N..(rows + 1) * N].to_vec();
+    bsp.put(0, &mine, &all, first * N)?;
+    bsp.sync()?;
 
     if me == 0 {
         let mut a = vec![0.0; (N + 2) * N];
@@ -89,7 +89,7 @@ fn main() {
             sweep(&a, &mut b, N, 0);
             a[N..(N + 1) * N].copy_from_slice(&b[N..(N + 1) * N]);
         }
-        let got = bsp.area(&all);
+        let got = bsp.area(&all)?;
         let err = (0..N * N)
             .map(|i| (got[i] - a[N + i]).abs())
             .fold(0.0, f64::max);
@@ -98,5 +98,5 @@ fn main() {
         }
         println!("jacobi n={N} iters={iters} p={p} time={elapsed:.4}s max_err={err:e} ok");
     }
-    bsp.end();
+    bsp.end()
 }

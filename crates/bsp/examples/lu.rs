@@ -25,7 +25,7 @@
 //! same elimination done sequentially (same pivots, elements equal to 1e-9·n) and checks the
 //! residual max |P·A − L·U| ≤ 1e-12·n·max|A|.
 
-use ferry_bsp::Bsp;
+use ferry_bsp::{Bsp, BspError};
 
 fn splitmix(mut x: u64) -> u64 {
     x = x.wrapping_add(0x9e37_79b9_7f4a_7c15);
@@ -105,7 +105,7 @@ fn lu_seq(b: &mut [f64], n: usize, pivot: bool) -> Result<Vec<usize>, usize> {
     Ok(rows)
 }
 
-fn main() {
+fn main() -> Result<(), BspError> {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let n: usize = args.first().and_then(|a| a.parse().ok()).unwrap_or(256);
     let pivot = match args.get(1).map(String::as_str) {
@@ -116,7 +116,7 @@ fn main() {
             std::process::exit(2);
         }
     };
-    let mut bsp = Bsp::init().expect("ferry init");
+    let mut bsp = Bsp::init()?;
     let (me, p) = (bsp.pid(), bsp.nprocs());
     let (pr, pc) = grid(p);
     let (s, t) = (me / pc, me % pc);
@@ -128,16 +128,16 @@ fn main() {
         .map(|x| a0(n, pivot, (x / nc) * pr + s, (x % nc) * pc + t))
         .collect();
 
-    let akk = bsp.alloc::<f64>(1); // the pivot value (no pivoting)
-    let cands = bsp.alloc::<f64>(2 * pr); // per processor row: (value, row) candidate
-    let swp = bsp.alloc::<f64>(nc); // the other row of a swap between processes
-    let lcol = bsp.alloc::<f64>(n); // multipliers of column k, by global row
-    let urow = bsp.alloc::<f64>(n); // row k, by global column
-    let all = bsp.alloc::<f64>(if me == 0 { n * n } else { 0 });
+    let akk = bsp.alloc::<f64>(1)?; // the pivot value (no pivoting)
+    let cands = bsp.alloc::<f64>(2 * pr)?; // per processor row: (value, row) candidate
+    let swp = bsp.alloc::<f64>(nc)?; // the other row of a swap between processes
+    let lcol = bsp.alloc::<f64>(n)?; // multipliers of column k, by global row
+    let urow = bsp.alloc::<f64>(n)?; // row k, by global column
+    let all = bsp.alloc::<f64>(if me == 0 { n * n } else { 0 })?;
     for r in [&akk, &cands, &swp, &lcol, &urow, &all] {
-        bsp.push_reg(r);
+        bsp.push_reg(r)?;
     }
-    bsp.sync();
+    bsp.sync()?;
     let t0 = bsp.time();
     let mut pivots = Vec::with_capacity(n);
 
@@ -155,24 +155,24 @@ fn main() {
                 let mine = choose((from..nr).map(|li| (a[li * nc + lj], (li * pr + s) as f64)));
                 let cand = mine.map_or([0.0, -1.0], |(v, r)| [v, r as f64]);
                 for q in 0..p {
-                    bsp.put(q, &cand, &cands, 2 * s);
+                    bsp.put(q, &cand, &cands, 2 * s)?;
                 }
             }
         } else if s == ks && t == kt {
             let v = a[(k / pr) * nc + lj];
             for s2 in 0..pr {
-                bsp.put(pid(s2, t), &[v], &akk, 0);
+                bsp.put(pid(s2, t), &[v], &akk, 0)?;
             }
         }
-        bsp.sync();
+        bsp.sync()?;
         let (piv, r) = if pivot {
-            let c = bsp.area(&cands);
+            let c = bsp.area(&cands)?;
             match choose((0..pr).map(|s2| (c[2 * s2], c[2 * s2 + 1]))) {
                 Some((v, r)) if v != 0.0 => (v, r),
                 _ => bsp.abort(&format!("lu: the matrix is singular (column {k})")),
             }
         } else {
-            (bsp.area(&akk)[0], k)
+            (bsp.area(&akk)?[0], k)
         };
         if t == kt && piv == 0.0 {
             bsp.abort(&format!("lu: zero pivot in column {k} (try pivot)"));
@@ -189,14 +189,14 @@ fn main() {
                 if i != r {
                     let v = a[li * nc + lj] / piv;
                     for t2 in 0..pc {
-                        bsp.put(pid(s, t2), &[v], &lcol, i);
+                        bsp.put(pid(s, t2), &[v], &lcol, i)?;
                     }
                 }
             }
             if r != k && s == ks {
                 let v = a[lk * nc + lj] / piv;
                 for t2 in 0..pc {
-                    bsp.put(pid(rs, t2), &[v], &lcol, r);
+                    bsp.put(pid(rs, t2), &[v], &lcol, r)?;
                 }
             }
         }
@@ -204,7 +204,7 @@ fn main() {
             for lj2 in j0..nc {
                 let v = a[lr * nc + lj2];
                 for s2 in 0..pr {
-                    bsp.put(pid(s2, t), &[v], &urow, lj2 * pc + t);
+                    bsp.put(pid(s2, t), &[v], &urow, lj2 * pc + t)?;
                 }
             }
         }
@@ -216,23 +216,23 @@ fn main() {
                     }
                 }
             } else if s == ks {
-                bsp.put(pid(rs, t), &a[lk * nc..(lk + 1) * nc], &swp, 0);
+                bsp.put(pid(rs, t), &a[lk * nc..(lk + 1) * nc], &swp, 0)?;
             } else if s == rs {
-                bsp.put(pid(ks, t), &a[lr * nc..(lr + 1) * nc], &swp, 0);
+                bsp.put(pid(ks, t), &a[lr * nc..(lr + 1) * nc], &swp, 0)?;
             }
         }
-        bsp.sync();
+        bsp.sync()?;
 
         if r != k && ks != rs && (s == ks || s == rs) {
             let li = if s == ks { lk } else { lr };
-            a[li * nc..(li + 1) * nc].copy_from_slice(bsp.area(&swp));
+            a[li * nc..(li + 1) * nc].copy_from_slice(bsp.area(&swp)?);
         }
         if t == kt {
             for li in i0..nr {
                 a[li * nc + lj] /= piv;
             }
         }
-        let (l, u) = (bsp.area(&lcol), bsp.area(&urow));
+        let (l, u) = (bsp.area(&lcol)?, bsp.area(&urow)?);
         for li in i0..nr {
             let m = l[li * pr + s];
             let row = &mut a[li * nc..(li + 1) * nc];
@@ -246,10 +246,10 @@ fn main() {
     for li in 0..nr {
         for lj in 0..nc {
             let (i, j) = (li * pr + s, lj * pc + t);
-            bsp.put(0, &[a[li * nc + lj]], &all, i * n + j);
+            bsp.put(0, &[a[li * nc + lj]], &all, i * n + j)?;
         }
     }
-    bsp.sync();
+    bsp.sync()?;
 
     if me == 0 {
         let input: Vec<f64> = (0..n * n).map(|x| a0(n, pivot, x / n, x % n)).collect();
@@ -265,7 +265,7 @@ fn main() {
                 pivots[k], rows[k]
             ));
         }
-        let got = bsp.area(&all);
+        let got = bsp.area(&all)?;
         let err = got
             .iter()
             .zip(&b)
@@ -306,5 +306,5 @@ fn main() {
             if pivot { "on" } else { "off" }
         );
     }
-    bsp.end();
+    bsp.end()
 }

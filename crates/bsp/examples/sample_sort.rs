@@ -6,7 +6,7 @@
 //! check: every process's keys are sorted, its largest key is at most its right neighbour's
 //! smallest, and the count and a wrapping sum of all keys are unchanged.
 
-use ferry_bsp::Bsp;
+use ferry_bsp::{Bsp, BspError};
 
 fn splitmix(mut x: u64) -> u64 {
     x = x.wrapping_add(0x9e37_79b9_7f4a_7c15);
@@ -15,23 +15,23 @@ fn splitmix(mut x: u64) -> u64 {
     x ^ (x >> 31)
 }
 
-fn main() {
+fn main() -> Result<(), BspError> {
     let n: usize = std::env::args()
         .nth(1)
         .and_then(|a| a.parse().ok())
         .unwrap_or(700_000);
-    let mut bsp = Bsp::init().expect("ferry init");
+    let mut bsp = Bsp::init()?;
     let (me, p) = (bsp.pid(), bsp.nprocs());
     let lo = n * me / p;
     let hi = n * (me + 1) / p;
     let mut keys: Vec<u64> = (lo..hi).map(|i| splitmix(i as u64)).collect();
     let local_sum = keys.iter().fold(0u64, |a, &k| a.wrapping_add(k));
 
-    let samples = bsp.alloc::<u64>(p * p);
-    let stats = bsp.alloc::<u64>(4 * p); // per process: count, sum, min, max
-    bsp.push_reg(&samples);
-    bsp.push_reg(&stats);
-    bsp.sync();
+    let samples = bsp.alloc::<u64>(p * p)?;
+    let stats = bsp.alloc::<u64>(4 * p)?; // per process: count, sum, min, max
+    bsp.push_reg(&samples)?;
+    bsp.push_reg(&stats)?;
+    bsp.sync()?;
     let t0 = bsp.time();
 
     keys.sort_unstable();
@@ -39,12 +39,13 @@ fn main() {
         .map(|j| keys.get(j * keys.len() / p).copied().unwrap_or(u64::MAX))
         .collect();
     for q in 0..p {
-        bsp.put(q, &mine, &samples, me * p);
+        bsp.put(q, &mine, &samples, me * p)?;
     }
-    bsp.sync();
+    bsp.sync()?;
 
+    let got = bsp.area(&samples)?;
     let mut all: Vec<u64> = (0..p)
-        .flat_map(|q| bsp.area(&samples)[q * p..q * p + p - 1].to_vec())
+        .flat_map(|q| got[q * p..q * p + p - 1].to_vec())
         .collect();
     all.sort_unstable();
     let splitters: Vec<u64> = (1..p).map(|j| all[j * all.len() / p]).collect();
@@ -54,10 +55,10 @@ fn main() {
             Some(&s) => keys.partition_point(|&k| k < s),
             None => keys.len(),
         };
-        bsp.send(q, &[], bytemuck::cast_slice(&keys[start..end]));
+        bsp.send(q, &[], bytemuck::cast_slice(&keys[start..end]))?;
         start = end;
     }
-    bsp.sync();
+    bsp.sync()?;
 
     let mut mine: Vec<u64> = Vec::new();
     while let Some((_, payload)) = bsp.hpmove() {
@@ -78,10 +79,10 @@ fn main() {
         mine.last().copied().unwrap_or(0),
     ];
     for q in 0..p {
-        bsp.put(q, &row, &stats, 4 * me);
+        bsp.put(q, &row, &stats, 4 * me)?;
     }
-    bsp.sync();
-    let s = bsp.area(&stats).to_vec();
+    bsp.sync()?;
+    let s = bsp.area(&stats)?.to_vec();
     let count: u64 = (0..p).map(|q| s[4 * q]).sum();
     let drift = (0..p).fold(0u64, |a, q| a.wrapping_add(s[4 * q + 1]));
     let ordered = (0..p.saturating_sub(1)).all(|q| {
@@ -96,5 +97,5 @@ fn main() {
     if me == 0 {
         println!("sample_sort n={n} p={p} time={elapsed:.4}s ok");
     }
-    bsp.end();
+    bsp.end()
 }

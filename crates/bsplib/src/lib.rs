@@ -7,10 +7,15 @@
 //! C (`src/abort.c`, built by `build.rs` into `libbsp.so` and exported beside the Rust
 //! functions); they format the message with `vsnprintf` and call [`bsp_abort_str`]. This
 //! crate depends on `ferry-bsp` and `ferry-core` only.
+//!
+//! `ferry-bsp` returns its errors ([`ferry_bsp::BspError`]: a bad pid, an unregistered
+//! address, a range outside an area, mismatched registrations, a peer that died, bytes that
+//! are not records, …); here every one stops the job, as BSPlib (1998) prescribes for them,
+//! through [`Bsp::stop`], with the message `ferry-bsp: process P: bsp_CALL: problem`.
 #![deny(missing_docs)]
 #![allow(clippy::missing_safety_doc)] // the contracts are BSPlib's, documented in bsp.h
 
-use ferry_bsp::Bsp;
+use ferry_bsp::{Bsp, BspError};
 use std::cell::RefCell;
 use std::ffi::{c_char, c_int, c_void, CStr};
 use std::panic::{catch_unwind, AssertUnwindSafe};
@@ -111,6 +116,15 @@ fn start_world(call: &str, state: &mut State) {
     }
 }
 
+/// BSPlib's answer to an error of `ferry-bsp`: the job stops (`bsp_abort`) with a message naming
+/// the process, the call and the problem.
+fn or_stop<T>(b: &Bsp, r: Result<T, BspError>) -> T {
+    match r {
+        Ok(v) => v,
+        Err(e) => b.stop(&e),
+    }
+}
+
 /// A non-negative `int` argument of `call` as a size, offset or pid; a negative one stops the
 /// job naming the call.
 fn size(b: &Bsp, call: &str, n: c_int) -> usize {
@@ -188,8 +202,14 @@ pub extern "C" fn bsp_begin(maxprocs: c_int) {
                 // SAFETY: fflush(NULL) flushes all C output streams.
                 unsafe { libc::fflush(std::ptr::null_mut()) };
             }
-            let bsp = Bsp::begin(world, n);
-            *s.borrow_mut() = State::Running(Box::new(bsp));
+            match Bsp::begin(world, n) {
+                Ok(bsp) => *s.borrow_mut() = State::Running(Box::new(bsp)),
+                Err(e) => {
+                    // The world is left unfinalized: exiting non-zero stops the job.
+                    eprintln!("ferry-bsplib: {e}");
+                    std::process::exit(1)
+                }
+            }
         })
     })
 }
@@ -204,7 +224,13 @@ pub extern "C" fn bsp_end() {
             match prev {
                 State::Running(b) => {
                     let pid = b.pid();
-                    b.end();
+                    if let Err(e) = b.end() {
+                        // The computation is gone (its world left unfinalized): exiting
+                        // non-zero stops the job.
+                        eprintln!("ferry-bsp: {e}");
+                        // SAFETY: exit flushes C stdio and ends the process.
+                        unsafe { libc::exit(1) };
+                    }
                     pid
                 }
                 mut other => outside("bsp_end", &mut other),
@@ -271,7 +297,10 @@ pub extern "C" fn bsp_time() -> f64 {
 /// `bsp_sync()`.
 #[no_mangle]
 pub extern "C" fn bsp_sync() {
-    with_bsp("bsp_sync", |b| b.sync())
+    with_bsp("bsp_sync", |b| {
+        let r = b.sync();
+        or_stop(b, r)
+    })
 }
 
 /// `bsp_push_reg(ident, size)`.
@@ -286,7 +315,10 @@ pub unsafe extern "C" fn bsp_push_reg(ident: *const c_void, size: c_int) {
 /// `bsp_pop_reg(ident)`.
 #[no_mangle]
 pub extern "C" fn bsp_pop_reg(ident: *const c_void) {
-    with_bsp("bsp_pop_reg", |b| b.pop_reg_raw(ident as *const u8))
+    with_bsp("bsp_pop_reg", |b| {
+        let r = b.pop_reg_raw(ident as *const u8);
+        or_stop(b, r)
+    })
 }
 
 /// `bsp_put(pid, src, dst, offset, nbytes)`.
@@ -300,13 +332,14 @@ pub unsafe extern "C" fn bsp_put(
 ) {
     with_bsp("bsp_put", |b| {
         non_null(b, "bsp_put", "src", src, size(b, "bsp_put", nbytes));
-        b.put_raw(
+        let r = b.put_raw(
             size(b, "bsp_put", pid),
             src as *const u8,
             dst as *const u8,
             size(b, "bsp_put", offset),
             size(b, "bsp_put", nbytes),
-        )
+        );
+        or_stop(b, r)
     })
 }
 
@@ -321,13 +354,14 @@ pub unsafe extern "C" fn bsp_hpput(
 ) {
     with_bsp("bsp_hpput", |b| {
         non_null(b, "bsp_hpput", "src", src, size(b, "bsp_hpput", nbytes));
-        b.hpput_raw(
+        let r = b.hpput_raw(
             size(b, "bsp_hpput", pid),
             src as *const u8,
             dst as *const u8,
             size(b, "bsp_hpput", offset),
             size(b, "bsp_hpput", nbytes),
-        )
+        );
+        or_stop(b, r)
     })
 }
 
@@ -342,13 +376,14 @@ pub unsafe extern "C" fn bsp_get(
 ) {
     with_bsp("bsp_get", |b| {
         non_null(b, "bsp_get", "dst", dst, size(b, "bsp_get", nbytes));
-        b.get_raw(
+        let r = b.get_raw(
             size(b, "bsp_get", pid),
             src as *const u8,
             size(b, "bsp_get", offset),
             dst as *mut u8,
             size(b, "bsp_get", nbytes),
-        )
+        );
+        or_stop(b, r)
     })
 }
 
@@ -363,13 +398,14 @@ pub unsafe extern "C" fn bsp_hpget(
 ) {
     with_bsp("bsp_hpget", |b| {
         non_null(b, "bsp_hpget", "dst", dst, size(b, "bsp_hpget", nbytes));
-        b.hpget_raw(
+        let r = b.hpget_raw(
             size(b, "bsp_hpget", pid),
             src as *const u8,
             size(b, "bsp_hpget", offset),
             dst as *mut u8,
             size(b, "bsp_hpget", nbytes),
-        )
+        );
+        or_stop(b, r)
     })
 }
 
@@ -412,7 +448,8 @@ pub unsafe extern "C" fn bsp_send(
         } else {
             std::slice::from_raw_parts(payload as *const u8, n)
         };
-        b.send(size(b, "bsp_send", pid), tag, payload)
+        let r = b.send(size(b, "bsp_send", pid), tag, payload);
+        or_stop(b, r)
     })
 }
 
