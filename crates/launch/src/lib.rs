@@ -73,6 +73,7 @@ mod grid;
 mod grid_ssh;
 pub mod hosts;
 mod job;
+pub mod netns;
 pub mod node;
 mod output;
 mod remote;
