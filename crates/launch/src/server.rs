@@ -22,7 +22,7 @@ use mio::net::{TcpListener as MioListener, TcpStream as MioStream};
 use mio::{Events, Interest, Poll, Token, Waker};
 use std::collections::HashMap;
 use std::io::{self, Read, Write};
-use std::net::{Ipv4Addr, Shutdown, SocketAddr, TcpListener, TcpStream};
+use std::net::{Ipv4Addr, Shutdown, SocketAddr, TcpListener};
 use std::sync::mpsc::{self, Receiver, Sender};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::thread::{self, JoinHandle};
@@ -33,7 +33,7 @@ pub const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// Connections still in their handshake beyond this many are refused at once, so that a flood of
 /// strangers cannot exhaust descriptors and memory.
-const MAX_PENDING: usize = 256;
+pub(crate) const MAX_PENDING: usize = 256;
 
 /// Most processes a job may grow to by spawning.
 const MAX_UNIVERSE: usize = 1 << 16;
@@ -466,7 +466,7 @@ impl Server {
             // One try: a peer that does not read gets nothing more.
             let reply = Reply::Error(format!("refused: {reason}")).encode();
             conn.output.extend_from_slice(reply.as_bytes());
-            let _ = write_out(conn);
+            let _ = write_out(&mut conn.stream, &mut conn.output);
         }
         self.close(index);
     }
@@ -503,7 +503,7 @@ impl Server {
             let Some(conn) = self.conns.get_mut(index).and_then(Option::as_mut) else {
                 return;
             };
-            if write_out(conn).is_err() {
+            if write_out(&mut conn.stream, &mut conn.output).is_err() {
                 conn.eof = true;
                 conn.input.clear();
             }
@@ -774,13 +774,14 @@ impl Server {
     }
 }
 
-/// Writes as much of `conn`'s pending output as the socket takes.
-fn write_out(conn: &mut Conn) -> io::Result<()> {
-    while !conn.output.is_empty() {
-        match conn.stream.write(&conn.output) {
+/// Writes as much of `output` (replies not yet written) as the nonblocking `stream` takes;
+/// what it does not take stays for its next writable event.
+pub(crate) fn write_out(stream: &mut MioStream, output: &mut Vec<u8>) -> io::Result<()> {
+    while !output.is_empty() {
+        match stream.write(output) {
             Ok(0) => return Err(io::ErrorKind::WriteZero.into()),
             Ok(n) => {
-                conn.output.drain(..n);
+                output.drain(..n);
             }
             Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
             Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Ok(()),
@@ -792,7 +793,7 @@ fn write_out(conn: &mut Conn) -> io::Result<()> {
 
 /// Checks a `hello` line against the challenge `nonce`: its version and its MAC with `key`.
 /// Returns the rank it claims, or why it is refused.
-fn check_hello(key: &JobKey, nonce: &[u8; 32], line: &[u8]) -> Result<u32, String> {
+pub(crate) fn check_hello(key: &JobKey, nonce: &[u8; 32], line: &[u8]) -> Result<u32, String> {
     let text = std::str::from_utf8(line).map_err(|_| "hello is not UTF-8 text".to_string())?;
     let (version, rank, mac) = match Request::parse(text) {
         Ok(Request::Hello { version, rank, mac }) => (version, rank, mac),
@@ -805,113 +806,5 @@ fn check_hello(key: &JobKey, nonce: &[u8; 32], line: &[u8]) -> Result<u32, Strin
     if !key.verify(&[b"pmi", nonce, &rank.to_le_bytes()], &mac) {
         return Err(format!("wrong MAC for rank {rank}"));
     }
-    Ok(rank)
-}
-
-/// Why reading a line failed.
-pub(crate) enum ReadError {
-    TooLong,
-    TimedOut,
-    Io(io::Error),
-}
-
-/// Reads newline-terminated lines of at most [`MAX_LINE`] bytes, never buffering more than that
-/// plus one read.
-pub(crate) struct LineReader {
-    pub(crate) stream: TcpStream,
-    buf: Vec<u8>,
-}
-
-impl LineReader {
-    pub(crate) fn new(stream: TcpStream) -> LineReader {
-        LineReader {
-            stream,
-            buf: Vec::new(),
-        }
-    }
-
-    /// The next line without its newline; `None` at end of stream (a partial last line is
-    /// dropped: it was never a complete request).
-    pub(crate) fn read_line(
-        &mut self,
-        deadline: Option<Instant>,
-    ) -> Result<Option<Vec<u8>>, ReadError> {
-        let mut chunk = [0u8; 4096];
-        loop {
-            if let Some(pos) = self.buf.iter().position(|&b| b == b'\n') {
-                if pos > MAX_LINE {
-                    return Err(ReadError::TooLong);
-                }
-                let mut line: Vec<u8> = self.buf.drain(..=pos).collect();
-                line.pop();
-                return Ok(Some(line));
-            }
-            if self.buf.len() > MAX_LINE {
-                return Err(ReadError::TooLong);
-            }
-            if let Some(deadline) = deadline {
-                let left = deadline.saturating_duration_since(Instant::now());
-                if left.is_zero() {
-                    return Err(ReadError::TimedOut);
-                }
-                self.stream
-                    .set_read_timeout(Some(left))
-                    .map_err(ReadError::Io)?;
-            }
-            match self.stream.read(&mut chunk) {
-                Ok(0) => return Ok(None),
-                Ok(n) => self.buf.extend_from_slice(&chunk[..n]),
-                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-                // The deadline check at the top of the loop decides whether time is up.
-                Err(e)
-                    if matches!(
-                        e.kind(),
-                        io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut
-                    ) && deadline.is_some() => {}
-                Err(e) => return Err(ReadError::Io(e)),
-            }
-        }
-    }
-
-    pub(crate) fn send(&mut self, reply: &Reply) -> io::Result<()> {
-        self.stream.write_all(reply.encode().as_bytes())
-    }
-}
-
-/// The rank's side of the handshake, checked, on a blocking connection (the node daemon's
-/// bootstrap): sends a challenge, reads `hello` within `timeout`, checks its version and its
-/// MAC over the nonce with `key`, and lets `admit` take the rank (or refuse it: out of range,
-/// already connected). The caller sends `ok`.
-pub(crate) fn authenticate(
-    key: &JobKey,
-    timeout: Duration,
-    reader: &mut LineReader,
-    admit: impl FnOnce(u32) -> Result<(), String>,
-) -> Result<u32, String> {
-    let deadline = Instant::now() + timeout;
-    // A peer that never reads must not block us either.
-    reader
-        .stream
-        .set_write_timeout(Some(timeout))
-        .map_err(|e| e.to_string())?;
-    let mut nonce = [0u8; 32];
-    crate::sys::random(&mut nonce).map_err(|e| format!("no randomness for a nonce: {e}"))?;
-    reader
-        .send(&Reply::Challenge { nonce })
-        .map_err(|e| format!("cannot send the challenge: {e}"))?;
-    let line = match reader.read_line(Some(deadline)) {
-        Ok(Some(line)) => line,
-        Ok(None) => return Err("closed before hello".into()),
-        Err(ReadError::TooLong) => return Err(format!("line longer than {MAX_LINE} bytes")),
-        Err(ReadError::TimedOut) => {
-            return Err(format!("no hello within {} s", timeout.as_secs_f64()))
-        }
-        Err(ReadError::Io(e)) => return Err(e.to_string()),
-    };
-    let rank = check_hello(key, &nonce, &line)?;
-    admit(rank)?;
-    // Authenticated ranks may sit idle between requests for as long as they compute.
-    let _ = reader.stream.set_read_timeout(None);
-    let _ = reader.stream.set_write_timeout(None);
     Ok(rank)
 }

@@ -249,7 +249,7 @@ fn run_ranks(
     }
     let mut children: Option<children::Children> = None;
     let mut own_fenced = false;
-    let local_boot = match boot::LocalBoot::start(spec.key.clone(), &spec.ranks, boot_tx) {
+    let mut local_boot = match boot::LocalBoot::start(spec.key.clone(), &spec.ranks, boot_tx) {
         Ok(b) => b,
         Err(e) => {
             let _ = out.send(NodeMessage::Failed {
