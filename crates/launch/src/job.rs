@@ -74,6 +74,7 @@ pub fn run(opts: &LaunchOptions) -> Result<Outcome, LaunchError> {
     if opts.program.is_empty() {
         return Err(LaunchError::NoProgram);
     }
+    let settings = crate::settings::Settings::from_env()?;
     let oversubscribe =
         crate::oversubscribe_allowed(opts.oversubscribe, |name| std::env::var(name).ok())?;
     // Every rank here (a grid in the testbed is on this machine too): this host's limit now,
@@ -141,6 +142,7 @@ pub fn run(opts: &LaunchOptions) -> Result<Outcome, LaunchError> {
     let start = Instant::now();
     // From here on, dropping `job` kills whatever was started and removes its shared memory.
     let mut job = Job::new(job_id);
+    job.settings = settings;
     job.watchdog = watchdog
         .as_ref()
         .and_then(crate::watchdog::Watchdog::groups);
@@ -255,6 +257,8 @@ struct Job {
     node_kv: NodeKv,
     /// When the job started (for the connect timeout of node daemons).
     started: Instant,
+    /// The launcher's `FERRY_…` numbers, read when the job started.
+    settings: crate::settings::Settings,
     /// The relays of a grid job on real front nodes: dropped after the node daemons.
     ssh_relays: Option<crate::grid_ssh::SshRelays>,
 }
@@ -280,6 +284,7 @@ impl Job {
             node_kv: NodeKv::new(0),
             ssh_relays: None,
             started: Instant::now(),
+            settings: crate::settings::Settings::default(),
         }
     }
 

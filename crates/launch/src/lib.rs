@@ -78,6 +78,7 @@ pub mod node;
 mod output;
 mod remote;
 mod server;
+pub mod settings;
 mod signals;
 mod sys;
 mod watchdog;
@@ -244,6 +245,9 @@ pub enum LaunchError {
     /// A multi-host job could not be set up (a host name, a node daemon).
     #[error("{0}")]
     Remote(String),
+    /// A `FERRY_…` number of the launcher is not a number or out of its range.
+    #[error(transparent)]
+    Setting(#[from] ferry_wire::settings::SettingError),
 }
 
 impl LaunchError {

@@ -130,7 +130,7 @@ impl Job {
         };
         self.hosts = host_of.into_iter().flatten().collect();
         self.ranks.extend((0..opts.np).map(|_| Rank::new(None, 0)));
-        let mut nodes = Nodes::start(remote, &spec, &launcher)?;
+        let mut nodes = Nodes::start(remote, &spec, &launcher, self.settings.tree_fanout)?;
         if !sys::stdin_is_terminal() {
             if let Some(index) = nodes.links.iter().position(|l| l.ranks.contains(&0)) {
                 forward_stdin(&mut nodes, index);
@@ -284,7 +284,7 @@ impl Job {
         let Some(nodes) = self.nodes.as_ref() else {
             return;
         };
-        let limit = crate::remote::connect_timeout();
+        let limit = self.settings.connect_timeout;
         if self.host_failure.is_some() || self.started.elapsed() < limit {
             return;
         }
