@@ -69,6 +69,7 @@ use std::fmt;
 use std::time::Duration;
 use thiserror::Error;
 
+mod conns;
 mod grid;
 mod grid_ssh;
 pub mod hosts;

@@ -13,31 +13,26 @@
 //!
 //! One thread serves every rank of the host with one `mio` event loop, as the launcher's
 //! server does ([`crate::server`]): a host of hundreds of ranks costs a descriptor per rank, not
-//! a thread. Strangers are bounded the same way: at most [`MAX_PENDING`] connections in their
-//! handshake (more are refused at once), [`HANDSHAKE_TIMEOUT`] to present a valid `hello`, lines
-//! of at most [`MAX_LINE`] bytes; each refusal is one line on stderr and a closed connection.
+//! a thread. Its connections are the launcher's kind ([`crate::conns`]), so strangers are bounded
+//! the same way: at most [`conns::MAX_PENDING`] in their handshake, [`HANDSHAKE_TIMEOUT`] to
+//! present a valid `hello`, lines of at most [`MAX_LINE`] bytes, one line on stderr each.
 //!
 //! Replies from the launcher come in through [`LocalBoot::deliver`], which wakes the loop; each
 //! rank has at most one request outstanding, so replies are matched by rank.
 
-use crate::server::{check_hello, write_out, HANDSHAKE_TIMEOUT, MAX_PENDING};
+use crate::conns::{self, ConnTable, Phase, Step, LISTENER, WAKER};
+use crate::server::{check_hello, HANDSHAKE_TIMEOUT};
 use ferry_wire::node::{NodeMessage, Session};
 use ferry_wire::pmi::{Reply, Request, MAX_LINE};
 use ferry_wire::JobKey;
-use mio::net::{TcpListener as MioListener, TcpStream as MioStream};
-use mio::{Events, Interest, Poll, Token, Waker};
+use mio::{Events, Token, Waker};
 use std::collections::HashMap;
-use std::io::{self, Read};
-use std::net::{Ipv4Addr, Shutdown, SocketAddr, TcpListener};
+use std::io;
+use std::net::{Ipv4Addr, SocketAddr, TcpListener};
 use std::sync::mpsc::Sender;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::thread::{self, JoinHandle};
-use std::time::{Duration, Instant};
-
-/// The token of the listening socket; connections are numbered from 0.
-const LISTENER: Token = Token(usize::MAX);
-/// The token of the waker (the launcher's answers, shutdown).
-const WAKER: Token = Token(usize::MAX - 1);
+use std::time::Duration;
 
 /// Where one of this host's ranks stands.
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -88,29 +83,19 @@ impl LocalBoot {
         // std creates the socket with SOCK_CLOEXEC: ranks never inherit it.
         let listener = TcpListener::bind((Ipv4Addr::LOCALHOST, 0))?;
         let addr = listener.local_addr()?;
-        listener.set_nonblocking(true)?;
-        let mut listener = MioListener::from_std(listener);
-        let poll = Poll::new()?;
-        poll.registry()
-            .register(&mut listener, LISTENER, Interest::READABLE)?;
-        let waker = Arc::new(Waker::new(poll.registry(), WAKER)?);
+        let (table, waker) = ConnTable::new(listener, handshake_timeout, "ferry node")?;
+        let waker = Arc::new(waker);
         let inbox = Arc::new(Mutex::new(Inbox::default()));
         let mut server = NodeServer {
-            poll,
-            listener,
+            table,
             key,
-            handshake_timeout,
             inbox: Arc::clone(&inbox),
             up,
-            conns: Vec::new(),
-            free: Vec::new(),
-            pending: 0,
             slots: ranks.iter().map(|&r| (r, Slot::NotConnected)).collect(),
             by_rank: HashMap::new(),
             kv: HashMap::new(),
             fence_entered: 0,
             fence_waiting: Vec::new(),
-            accept_again: None,
         };
         let thread = thread::Builder::new()
             .name("ferry-node-boot".into())
@@ -159,16 +144,10 @@ impl Drop for LocalBoot {
     }
 }
 
-/// Where a connection stands.
-enum Phase {
-    /// Challenge sent, `hello` due by `deadline`.
-    Handshake { nonce: [u8; 32], deadline: Instant },
-    /// An authenticated rank.
-    Session { rank: u32, finalized: bool },
-}
-
 /// What a rank waits for from the launcher before its next request is read.
+#[derive(Default)]
 enum Waiting {
+    #[default]
     No,
     /// The acknowledgement of its put.
     Put,
@@ -178,31 +157,18 @@ enum Waiting {
     Fence,
 }
 
-struct Conn {
-    stream: MioStream,
-    peer: SocketAddr,
-    phase: Phase,
-    /// Bytes read, not yet a whole line.
-    input: Vec<u8>,
-    /// Replies not yet written.
-    output: Vec<u8>,
-    waiting: Waiting,
-    /// End of stream or an error: the connection goes once its requests are served.
-    eof: bool,
+impl conns::Waiting for Waiting {
+    fn waits(&self) -> bool {
+        !matches!(self, Waiting::No)
+    }
 }
 
 /// The event loop's own state (on its thread).
 struct NodeServer {
-    poll: Poll,
-    listener: MioListener,
+    table: ConnTable<Waiting>,
     key: JobKey,
-    handshake_timeout: Duration,
     inbox: Arc<Mutex<Inbox>>,
     up: Sender<NodeMessage>,
-    conns: Vec<Option<Conn>>,
-    free: Vec<usize>,
-    /// Connections in their handshake.
-    pending: usize,
     slots: HashMap<u32, Slot>,
     /// The connection of each authenticated rank, for the launcher's answers.
     by_rank: HashMap<u32, usize>,
@@ -211,12 +177,6 @@ struct NodeServer {
     fence_entered: usize,
     /// The open connections in the current fence.
     fence_waiting: Vec<usize>,
-    /// Accepting failed (out of descriptors): try again then.
-    accept_again: Option<Instant>,
-}
-
-fn refuse(peer: SocketAddr, reason: &str) {
-    eprintln!("ferry node: refused a bootstrap connection from {peer}: {reason}");
 }
 
 impl NodeServer {
@@ -225,30 +185,19 @@ impl NodeServer {
         let _ = self.up.send(message);
     }
 
-    fn conn(&mut self, index: usize) -> Option<&mut Conn> {
-        self.conns.get_mut(index).and_then(Option::as_mut)
-    }
-
     fn run(&mut self) {
         let mut events = Events::with_capacity(256);
         loop {
-            let timeout = self
-                .next_deadline()
-                .map(|at| at.saturating_duration_since(Instant::now()) + Duration::from_millis(1));
-            if let Err(e) = self.poll.poll(&mut events, timeout) {
-                if e.kind() != io::ErrorKind::Interrupted {
-                    eprintln!("ferry node: the bootstrap server failed: {e}");
-                    self.close_all();
-                    return;
-                }
+            if let Err(e) = self.table.poll(&mut events) {
+                eprintln!("ferry node: the bootstrap server failed: {e}");
+                return self.close_all();
             }
             let (answers, shutdown) = {
                 let mut inbox = lock(&self.inbox);
                 (std::mem::take(&mut inbox.answers), inbox.shutdown)
             };
             if shutdown {
-                self.close_all();
-                return;
+                return self.close_all();
             }
             for answer in answers {
                 self.answer(answer);
@@ -260,150 +209,49 @@ impl NodeServer {
                     Token(index) => self.drive(index),
                 }
             }
-            if self.accept_again.is_some_and(|at| Instant::now() >= at) {
-                self.accept_again = None;
+            if self.table.accept_due() {
                 self.accept();
             }
-            self.expire_handshakes();
-        }
-    }
-
-    /// The earliest handshake deadline or accept retry.
-    fn next_deadline(&self) -> Option<Instant> {
-        let handshakes = (self.pending > 0)
-            .then(|| {
-                self.conns
-                    .iter()
-                    .flatten()
-                    .filter_map(|c| match c.phase {
-                        Phase::Handshake { deadline, .. } => Some(deadline),
-                        Phase::Session { .. } => None,
-                    })
-                    .min()
-            })
-            .flatten();
-        match (handshakes, self.accept_again) {
-            (Some(a), Some(b)) => Some(a.min(b)),
-            (a, b) => a.or(b),
+            let (overdue, reason) = self.table.overdue();
+            for index in overdue {
+                self.refuse(index, &reason);
+            }
         }
     }
 
     fn accept(&mut self) {
-        loop {
-            let (mut stream, peer) = match self.listener.accept() {
-                Ok(accepted) => accepted,
-                Err(e) if e.kind() == io::ErrorKind::WouldBlock => return,
-                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
-                Err(e) if e.kind() == io::ErrorKind::ConnectionAborted => continue,
-                Err(_) => {
-                    // Out of descriptors: try again shortly rather than spinning.
-                    self.accept_again = Some(Instant::now() + Duration::from_millis(10));
-                    return;
-                }
-            };
-            if self.pending >= MAX_PENDING {
-                refuse(peer, "too many connections in their handshake");
-                continue;
-            }
-            let mut nonce = [0u8; 32];
-            if let Err(e) = crate::sys::random(&mut nonce) {
-                refuse(peer, &format!("no randomness for a nonce: {e}"));
-                continue;
-            }
-            let _ = stream.set_nodelay(true);
-            let index = self.free.pop().unwrap_or(self.conns.len());
-            let registered = self.poll.registry().register(
-                &mut stream,
-                Token(index),
-                Interest::READABLE | Interest::WRITABLE,
-            );
-            if registered.is_err() {
-                self.free.push(index);
-                refuse(peer, "cannot watch the connection");
-                continue;
-            }
-            let mut conn = Conn {
-                stream,
-                peer,
-                phase: Phase::Handshake {
-                    nonce,
-                    deadline: Instant::now() + self.handshake_timeout,
-                },
-                input: Vec::new(),
-                output: Vec::new(),
-                waiting: Waiting::No,
-                eof: false,
-            };
-            conn.output
-                .extend_from_slice(Reply::Challenge { nonce }.encode().as_bytes());
-            self.pending += 1;
-            match self.conns.get_mut(index) {
-                Some(slot) => *slot = Some(conn),
-                None => self.conns.push(Some(conn)),
-            }
+        for index in self.table.accept() {
             self.drive(index);
         }
     }
 
-    /// Refuses connections whose `hello` is overdue.
-    fn expire_handshakes(&mut self) {
-        if self.pending == 0 {
-            return;
+    /// Refuses connection `index` (see [`ConnTable::refuse`]).
+    fn refuse(&mut self, index: usize, reason: &str) {
+        if self.table.refuse(index, reason).is_some() {
+            // Its number goes to the next connection: nothing may still answer it.
+            self.fence_waiting.retain(|&i| i != index);
         }
-        let now = Instant::now();
-        let overdue: Vec<usize> = self
-            .conns
-            .iter()
-            .enumerate()
-            .filter_map(|(i, c)| match c.as_ref()?.phase {
-                Phase::Handshake { deadline, .. } if now >= deadline => Some(i),
-                _ => None,
-            })
-            .collect();
-        let reason = format!("no hello within {} s", self.handshake_timeout.as_secs_f64());
-        for index in overdue {
-            self.refuse_conn(index, &reason);
-        }
-    }
-
-    /// Logs why connection `index` is refused, tells it, and closes it.
-    fn refuse_conn(&mut self, index: usize, reason: &str) {
-        if let Some(conn) = self.conn(index) {
-            refuse(conn.peer, reason);
-            // One try: a peer that does not read gets nothing more.
-            let reply = Reply::Error(format!("refused: {reason}")).encode();
-            conn.output.extend_from_slice(reply.as_bytes());
-            let _ = write_out(&mut conn.stream, &mut conn.output);
-        }
-        self.close(index);
     }
 
     /// Drops connection `index`, telling the launcher when it was a rank's.
     fn close(&mut self, index: usize) {
-        let Some(mut conn) = self.conns.get_mut(index).and_then(Option::take) else {
+        let Some(conn) = self.table.take(index) else {
             return;
         };
-        let _ = self.poll.registry().deregister(&mut conn.stream);
-        let _ = conn.stream.shutdown(Shutdown::Both);
-        // Its number goes to the next connection: nothing may still answer it.
         self.fence_waiting.retain(|&i| i != index);
-        self.free.push(index);
-        match conn.phase {
-            Phase::Handshake { .. } => self.pending -= 1,
-            Phase::Session { rank, finalized } => {
-                self.by_rank.remove(&rank);
-                self.slots.insert(rank, Slot::Closed);
-                self.send_up(NodeMessage::Session {
-                    rank,
-                    state: Session::Closed { finalized },
-                });
-            }
+        if let Phase::Session { rank, finalized } = conn.phase {
+            self.by_rank.remove(&rank);
+            self.slots.insert(rank, Slot::Closed);
+            self.send_up(NodeMessage::Session {
+                rank,
+                state: Session::Closed { finalized },
+            });
         }
     }
 
     /// Closes every connection (shutdown: the ranks see their bootstrap end).
     fn close_all(&mut self) {
-        for index in 0..self.conns.len() {
+        for index in self.table.open() {
             self.close(index);
         }
     }
@@ -411,85 +259,33 @@ impl NodeServer {
     /// Writes what is due, reads what came, serves whole lines while the rank is not waiting
     /// for the launcher; closes the connection when it has ended.
     fn drive(&mut self, index: usize) {
-        let mut chunk = [0u8; 4096];
         loop {
-            let Some(conn) = self.conn(index) else {
-                return;
-            };
-            if write_out(&mut conn.stream, &mut conn.output).is_err() {
-                conn.eof = true;
-                conn.input.clear();
-            }
-            if !matches!(conn.waiting, Waiting::No) {
-                return;
-            }
-            if let Some(pos) = conn.input.iter().position(|&b| b == b'\n') {
-                if pos > MAX_LINE {
-                    return self.line_too_long(index);
+            match self.table.step(index) {
+                Step::Line(line) => self.serve_line(index, &line),
+                Step::Idle => return,
+                Step::Refuse(reason) => return self.refuse(index, &reason),
+                Step::TooLong(rank) => {
+                    eprintln!(
+                        "ferry node: rank {rank} sent a bootstrap line longer than {MAX_LINE} \
+                         bytes; closing its connection"
+                    );
+                    return self.close(index);
                 }
-                let mut line: Vec<u8> = conn.input.drain(..=pos).collect();
-                line.pop();
-                self.serve_line(index, &line);
-                continue;
+                Step::Ended => return self.close(index),
             }
-            if conn.input.len() > MAX_LINE {
-                return self.line_too_long(index);
-            }
-            if conn.eof {
-                if matches!(conn.phase, Phase::Handshake { .. }) {
-                    return self.refuse_conn(index, "closed before hello");
-                }
-                return self.close(index);
-            }
-            match conn.stream.read(&mut chunk) {
-                // A partial last line is dropped: it was never a complete request.
-                Ok(0) => conn.eof = true,
-                Ok(n) => conn.input.extend_from_slice(&chunk[..n]),
-                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-                Err(e) if e.kind() == io::ErrorKind::WouldBlock => return,
-                Err(_) => {
-                    conn.eof = true;
-                    conn.input.clear();
-                }
-            }
-        }
-    }
-
-    fn line_too_long(&mut self, index: usize) {
-        let Some(conn) = self.conn(index) else {
-            return;
-        };
-        match conn.phase {
-            Phase::Handshake { .. } => {
-                self.refuse_conn(index, &format!("line longer than {MAX_LINE} bytes"))
-            }
-            Phase::Session { rank, .. } => {
-                eprintln!(
-                    "ferry node: rank {rank} sent a bootstrap line longer than {MAX_LINE} bytes; \
-                     closing its connection"
-                );
-                self.close(index);
-            }
-        }
-    }
-
-    /// Queues `reply` on connection `index` (written by the next `drive`).
-    fn reply(&mut self, index: usize, reply: &Reply) {
-        if let Some(conn) = self.conn(index) {
-            conn.output.extend_from_slice(reply.encode().as_bytes());
         }
     }
 
     /// Marks connection `index` as waiting for the launcher.
     fn wait(&mut self, index: usize, waiting: Waiting) {
-        if let Some(conn) = self.conn(index) {
+        if let Some(conn) = self.table.get(index) {
             conn.waiting = waiting;
         }
     }
 
     /// Serves one request line of connection `index`.
     fn serve_line(&mut self, index: usize, line: &[u8]) {
-        let Some(conn) = self.conn(index) else {
+        let Some(conn) = self.table.peek(index) else {
             return;
         };
         let rank = match conn.phase {
@@ -530,7 +326,7 @@ impl NodeServer {
                 });
             }
             Ok(Request::Finalize) => {
-                if let Some(conn) = self.conn(index) {
+                if let Some(conn) = self.table.get(index) {
                     conn.phase = Phase::Session {
                         rank,
                         finalized: true,
@@ -544,7 +340,7 @@ impl NodeServer {
                 Reply::Ok
             }
         };
-        self.reply(index, &reply);
+        self.table.reply(index, &reply);
     }
 
     /// The `hello` of connection `index`: admits the rank or refuses the connection.
@@ -562,21 +358,15 @@ impl NodeServer {
             });
         let rank = match checked {
             Ok(rank) => rank,
-            Err(reason) => return self.refuse_conn(index, &reason),
+            Err(reason) => return self.refuse(index, &reason),
         };
-        if let Some(conn) = self.conn(index) {
-            conn.phase = Phase::Session {
-                rank,
-                finalized: false,
-            };
-        }
-        self.pending -= 1;
+        self.table.admit(index, rank);
         self.by_rank.insert(rank, index);
         self.send_up(NodeMessage::Session {
             rank,
             state: Session::Connected,
         });
-        self.reply(index, &Reply::Ok);
+        self.table.reply(index, &Reply::Ok);
     }
 
     /// Connection `index` enters the fence; once every rank of this host has, it goes up.
@@ -605,13 +395,11 @@ impl NodeServer {
                 };
                 let reply = match value {
                     Some(value) => {
-                        if let Some(Conn {
-                            waiting: Waiting::Get(key),
-                            ..
-                        }) = self.conn(index)
-                        {
-                            let key = std::mem::take(key);
-                            self.kv.insert(key, value.clone());
+                        if let Some(conn) = self.table.get(index) {
+                            if let Waiting::Get(key) = &mut conn.waiting {
+                                let key = std::mem::take(key);
+                                self.kv.insert(key, value.clone());
+                            }
                         }
                         Reply::Value(value)
                     }
@@ -633,16 +421,15 @@ impl NodeServer {
     /// since, or one it does not wait for, is dropped.
     fn waiting_rank(&self, rank: u32, test: impl Fn(&Waiting) -> bool) -> Option<usize> {
         let index = *self.by_rank.get(&rank)?;
-        let conn = self.conns.get(index)?.as_ref()?;
-        test(&conn.waiting).then_some(index)
+        test(&self.table.peek(index)?.waiting).then_some(index)
     }
 
     /// Answers the request connection `index` waited on and serves what it sent meanwhile.
     fn release(&mut self, index: usize, reply: &Reply) {
-        if let Some(conn) = self.conn(index) {
+        if let Some(conn) = self.table.get(index) {
             conn.waiting = Waiting::No;
+            conn.reply(reply);
         }
-        self.reply(index, reply);
         self.drive(index);
     }
 }
@@ -654,6 +441,7 @@ mod tests {
     use std::io::{BufRead, BufReader, Write};
     use std::net::TcpStream;
     use std::sync::mpsc::{self, Receiver};
+    use std::time::Instant;
 
     /// A rank's side of the bootstrap, blocking, with a time limit on every read.
     struct Client {
