@@ -6,10 +6,13 @@
 //! - `put`: kept here and sent up; the rank's `ok` waits for the launcher's acknowledgement, so
 //!   that a put is in the job's key space before the rank can tell anyone about it;
 //! - `get`: answered here when the key came down with a fence or was put here, else asked up;
-//! - `fence`: once every rank of this host has entered it, one FENCE goes up; the launcher
+//! - `fence`: once every rank of this host has entered it, the daemon is told (it sends one
+//!   FENCE up, once its child daemons are in the fence too); the launcher
 //!   answers when every host has, with what was put since, which makes the gets that follow
 //!   local;
-//! - `abort`, `finalize` and the end of a connection are passed up as they are.
+//! - `abort`, `finalize` and the end of a connection are passed up as they are, straight into
+//!   the daemon's queue to the launcher: a rank's `finalize` is there before the rank has its
+//!   `ok`, so before the daemon can see it exit and report that.
 //!
 //! One thread serves every rank of the host with one `mio` event loop, as the launcher's
 //! server does ([`crate::server`]): a host of hundreds of ranks costs a descriptor per rank, not
@@ -64,13 +67,16 @@ fn lock(inbox: &Mutex<Inbox>) -> MutexGuard<'_, Inbox> {
 }
 
 impl LocalBoot {
-    /// Listens on an ephemeral port of 127.0.0.1 for `ranks`, sending upstream on `up`.
+    /// Listens on an ephemeral port of 127.0.0.1 for `ranks`, sending upstream on `up`;
+    /// `own_fence` is called instead once every rank of this host is in a fence (the daemon
+    /// sends FENCE up when its children are in it too).
     pub(crate) fn start(
         key: JobKey,
         ranks: &[u32],
         up: Sender<NodeMessage>,
+        own_fence: Box<dyn Fn() + Send>,
     ) -> io::Result<LocalBoot> {
-        LocalBoot::start_with_timeout(key, ranks, up, HANDSHAKE_TIMEOUT)
+        LocalBoot::start_with_timeout(key, ranks, up, own_fence, HANDSHAKE_TIMEOUT)
     }
 
     /// Like [`LocalBoot::start`], with a different handshake timeout.
@@ -78,6 +84,7 @@ impl LocalBoot {
         key: JobKey,
         ranks: &[u32],
         up: Sender<NodeMessage>,
+        own_fence: Box<dyn Fn() + Send>,
         handshake_timeout: Duration,
     ) -> io::Result<LocalBoot> {
         // std creates the socket with SOCK_CLOEXEC: ranks never inherit it.
@@ -91,6 +98,7 @@ impl LocalBoot {
             key,
             inbox: Arc::clone(&inbox),
             up,
+            own_fence,
             slots: ranks.iter().map(|&r| (r, Slot::NotConnected)).collect(),
             by_rank: HashMap::new(),
             kv: HashMap::new(),
@@ -169,6 +177,8 @@ struct NodeServer {
     key: JobKey,
     inbox: Arc<Mutex<Inbox>>,
     up: Sender<NodeMessage>,
+    /// Every rank of this host is in the fence.
+    own_fence: Box<dyn Fn() + Send>,
     slots: HashMap<u32, Slot>,
     /// The connection of each authenticated rank, for the launcher's answers.
     by_rank: HashMap<u32, usize>,
@@ -376,7 +386,7 @@ impl NodeServer {
         self.fence_entered += 1;
         if self.fence_entered == self.slots.len() {
             self.fence_entered = 0;
-            self.send_up(NodeMessage::Fence);
+            (self.own_fence)();
         }
     }
 
@@ -498,7 +508,11 @@ mod tests {
     fn boot(ranks: &[u32]) -> (LocalBoot, JobKey, Receiver<NodeMessage>) {
         let key = JobKey([7; 32]);
         let (up, from_boot) = mpsc::channel();
-        let boot = LocalBoot::start(key.clone(), ranks, up).unwrap();
+        let fence = up.clone();
+        let own_fence = Box::new(move || {
+            let _ = fence.send(NodeMessage::Fence);
+        });
+        let boot = LocalBoot::start(key.clone(), ranks, up, own_fence).unwrap();
         (boot, key, from_boot)
     }
 
@@ -622,9 +636,14 @@ mod tests {
     #[test]
     fn a_silent_stranger_is_dropped_after_the_handshake_timeout() {
         let (up, _from) = mpsc::channel();
-        let mut silent =
-            LocalBoot::start_with_timeout(JobKey([7; 32]), &[0], up, Duration::from_millis(200))
-                .unwrap();
+        let mut silent = LocalBoot::start_with_timeout(
+            JobKey([7; 32]),
+            &[0],
+            up,
+            Box::new(|| {}),
+            Duration::from_millis(200),
+        )
+        .unwrap();
         let (mut stranger, _) = Client::open(silent.addr());
         let start = Instant::now();
         let reply = stranger.reply();
