@@ -127,6 +127,17 @@ fn info_command(args: InfoArgs) -> i32 {
                 let oversubscribe =
                     std::env::var(ferry_launch::OVERSUBSCRIBE_ENV).unwrap_or_default();
                 println!("{:<24} {oversubscribe}", ferry_launch::OVERSUBSCRIBE_ENV);
+                match ferry_launch::settings::describe() {
+                    Ok(launcher) => {
+                        for (name, value) in launcher {
+                            println!("{name:<24} {value}");
+                        }
+                    }
+                    Err(e) => {
+                        eprintln!("ferry info: {e}");
+                        return 1;
+                    }
+                }
             }
             Err(e) => {
                 eprintln!("ferry info: {e}");
@@ -376,6 +387,15 @@ fn run_command(args: RunArgs) -> i32 {
         return 2;
     }
     if let Err(e) = ferry_bsp::Config::from_env() {
+        eprintln!("ferry run: {e}");
+        return 2;
+    }
+    // The launcher's own numbers and the weather's (a rank of `ferry weather` reads them).
+    if let Err(e) = ferry_launch::settings::check_env() {
+        eprintln!("ferry run: {e}");
+        return 2;
+    }
+    if let Err(e) = ferry_weather::Config::from_env() {
         eprintln!("ferry run: {e}");
         return 2;
     }

@@ -421,3 +421,67 @@ fn a_grid_launcher_killed_during_set_up_leaves_no_relay_key_folder() {
     let left = wait_until_gone(&marker, Duration::from_secs(5));
     assert!(left.is_empty(), "processes left: {:?}", describe(&left));
 }
+
+/// Threads of each process whose parent is `parent` and whose command line is `… node` (the
+/// node daemons `ferry run --launcher local` starts), by pid.
+fn node_daemon_threads(parent: u32) -> Vec<(u32, usize)> {
+    let Ok(dir) = std::fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    dir.flatten()
+        .filter_map(|entry| {
+            let pid: u32 = entry.file_name().to_str()?.parse().ok()?;
+            let stat = std::fs::read_to_string(entry.path().join("stat")).ok()?;
+            // The parent is the second field after the command in parentheses.
+            let after = stat.rsplit_once(") ")?.1;
+            let ppid: u32 = after.split(' ').nth(1)?.parse().ok()?;
+            let cmdline = std::fs::read(entry.path().join("cmdline")).ok()?;
+            let is_node = cmdline.split(|&b| b == 0).nth(1) == Some(&b"node"[..]);
+            if ppid != parent || !is_node {
+                return None;
+            }
+            let threads = std::fs::read_dir(entry.path().join("task")).ok()?.count();
+            Some((pid, threads))
+        })
+        .collect()
+}
+
+#[test]
+fn a_node_daemon_serves_its_ranks_bootstrap_without_a_thread_per_rank() {
+    let check = common::example("check");
+    let check = check.to_str().expect("UTF-8 path");
+    let this_host = std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .expect("the host name")
+        .trim()
+        .to_string();
+    // Two node daemons on this machine (two names of it), 48 ranks each, all in barriers
+    // until the end: every rank holds its bootstrap connection to its daemon meanwhile.
+    let hosts = format!("localhost:48,{this_host}:48");
+    let mut launcher = ferry()
+        .env("FERRY_OVERSUBSCRIBE", "1")
+        .args(["run", "--launcher", "local", "--hosts", &hosts, "-n", "96"])
+        .args([check, "barrier", "20"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("ferry runs");
+    let mut most = 0;
+    let mut seen = 0;
+    let until = Instant::now() + Duration::from_secs(120);
+    while launcher.try_wait().expect("try_wait").is_none() {
+        if Instant::now() > until {
+            let _ = launcher.kill();
+            panic!("the job did not end within 120 s");
+        }
+        for (_, threads) in node_daemon_threads(launcher.id()) {
+            seen += 1;
+            most = most.max(threads);
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let out = launcher.wait_with_output().expect("ferry ends");
+    assert_eq!(out.status.code(), Some(0), "{}", common::show(&out));
+    assert!(seen > 0, "no node daemon was seen");
+    // Before: one thread per rank (54 for 48 ranks); now a handful whatever the rank count.
+    assert!(most <= 12, "a node daemon ran {most} threads for 48 ranks");
+}

@@ -77,6 +77,34 @@ fn a_setting_out_of_range_ends_ferry_run_before_any_rank_starts() {
 }
 
 #[test]
+fn the_launcher_and_weather_numbers_are_refused_out_of_range() {
+    refused(
+        &[("FERRY_TREE_FANOUT", "0")],
+        &["ferry run: FERRY_TREE_FANOUT=0 is out of range: expected 1 … 65536 daemons"],
+    );
+    refused(
+        &[("FERRY_TREE_FANOUT", "65537")],
+        &["FERRY_TREE_FANOUT=65537 is out of range: expected 1 … 65536 daemons"],
+    );
+    refused(
+        &[("FERRY_CONNECT_TIMEOUT", "86401")],
+        &["FERRY_CONNECT_TIMEOUT=86401 is out of range"],
+    );
+    refused(
+        &[("FERRY_WEATHER_WINDOW", "0")],
+        &["ferry run: FERRY_WEATHER_WINDOW=0 is out of range: expected 1 … 10000 measurements"],
+    );
+    refused(
+        &[("FERRY_WEATHER_TTCC_THRESHOLD", "11")],
+        &["ferry run: FERRY_WEATHER_TTCC_THRESHOLD=11 is out of range: expected 0 … 10 (a relative error)"],
+    );
+    refused(
+        &[("FERRY_WEATHER_TTCC_THRESHOLD", "nan")],
+        &["FERRY_WEATHER_TTCC_THRESHOLD=\"nan\" is not a number"],
+    );
+}
+
+#[test]
 fn an_unknown_broadcast_scheduler_is_named_at_start_up() {
     let dir = std::env::temp_dir().join(format!("ferry-settings-{}", std::process::id()));
     std::fs::create_dir_all(&dir).expect("temp dir");

@@ -95,32 +95,6 @@ pub(crate) fn rail_env(topo: &Topology, host: &str) -> Option<String> {
         .map(|h| encode_rail_addrs(&h.rail_addrs()))
 }
 
-/// Moves the calling thread into network namespace `name`, as `ip netns exec` does
-/// (`/run/netns/NAME`): sockets it opens afterwards live there.
-fn enter(name: &str) -> std::io::Result<()> {
-    let file = std::fs::File::open(format!("/run/netns/{name}"))?;
-    rustix::thread::move_into_link_name_space(
-        std::os::fd::AsFd::as_fd(&file),
-        Some(rustix::thread::LinkNameSpaceType::Network),
-    )?;
-    Ok(())
-}
-
-/// Runs `f` on a thread inside namespace `ns`.
-fn in_namespace<T: Send>(
-    ns: &str,
-    f: impl FnOnce() -> std::io::Result<T> + Send,
-) -> std::io::Result<T> {
-    std::thread::scope(|s| {
-        s.spawn(|| {
-            enter(ns)?;
-            f()
-        })
-        .join()
-        .unwrap_or_else(|_| Err(std::io::Error::other("namespace thread panicked")))
-    })
-}
-
 /// The folder of job `job`'s relay key (removed with the job, or by its watchdog).
 pub(crate) fn relay_key_dir(job: u64) -> PathBuf {
     std::env::temp_dir().join(format!("ferry-relay-{}-{job:016x}", std::process::id()))
@@ -173,12 +147,13 @@ impl GridJob {
             })
             .ok_or_else(|| grid_error("the grid has no public host or front node"))?;
         let ns = format!("{prefix}{}", public.0);
-        let listener = in_namespace(&ns, || TcpListener::bind((public.1, 0))).map_err(|e| {
-            grid_error(format!(
-                "cannot open the bootstrap socket on {} ({ns}): {e}",
-                public.1
-            ))
-        })?;
+        let listener = crate::netns::in_namespace(&ns, || TcpListener::bind((public.1, 0)))
+            .map_err(|e| {
+                grid_error(format!(
+                    "cannot open the bootstrap socket on {} ({ns}): {e}",
+                    public.1
+                ))
+            })?;
 
         // The relay key, readable by its owner only.
         let jobs_dir = relay_key_dir(job);

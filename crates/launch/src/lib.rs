@@ -69,14 +69,17 @@ use std::fmt;
 use std::time::Duration;
 use thiserror::Error;
 
+mod conns;
 mod grid;
 mod grid_ssh;
 pub mod hosts;
 mod job;
+pub mod netns;
 pub mod node;
 mod output;
 mod remote;
 mod server;
+pub mod settings;
 mod signals;
 mod sys;
 mod watchdog;
@@ -243,6 +246,9 @@ pub enum LaunchError {
     /// A multi-host job could not be set up (a host name, a node daemon).
     #[error("{0}")]
     Remote(String),
+    /// A `FERRY_…` number of the launcher is not a number or out of its range.
+    #[error(transparent)]
+    Setting(#[from] ferry_wire::settings::SettingError),
 }
 
 impl LaunchError {

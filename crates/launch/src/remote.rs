@@ -312,29 +312,6 @@ fn daemon_argv(
     argv
 }
 
-/// How long a daemon may take to say anything (`FERRY_CONNECT_TIMEOUT`, default 30 s, as the
-/// ranks' own connections): a host that does not answer is named after it.
-pub(crate) fn connect_timeout() -> Duration {
-    std::env::var("FERRY_CONNECT_TIMEOUT")
-        .ok()
-        .and_then(|v| v.trim().parse().ok())
-        .map_or(Duration::from_secs(30), |secs| match secs {
-            // No limit, as for the ranks (ferry_core::Config::connect_timeout).
-            0 => Duration::from_secs(100 * 365 * 86_400),
-            secs => Duration::from_secs(secs),
-        })
-}
-
-/// How many remote daemons the launcher starts itself (`FERRY_TREE_FANOUT`, default 32); each
-/// starts the rest of its group.
-pub(crate) fn tree_fanout() -> usize {
-    std::env::var("FERRY_TREE_FANOUT")
-        .ok()
-        .and_then(|v| v.trim().parse().ok())
-        .filter(|&f: &usize| f > 0)
-        .unwrap_or(32)
-}
-
 /// `nodes` cut into at most `fanout` groups of consecutive nodes, sizes differing by at most
 /// one: each group's first node is started by the launcher and starts the others.
 pub(crate) fn tree_groups(nodes: &[usize], fanout: usize) -> Vec<Vec<usize>> {
@@ -375,6 +352,7 @@ impl Nodes {
         launch: &RemoteLaunch,
         spec: &JobSpec,
         launcher: &[(SocketAddr, bool)],
+        fanout: usize,
     ) -> Result<Nodes, LaunchError> {
         let specs: Vec<JobSpec> = launch
             .nodes
@@ -401,7 +379,7 @@ impl Nodes {
             .filter(|&i| !launcher[i].1)
             .collect();
         let mut groups: Vec<Vec<usize>> = here.iter().map(|&i| vec![i]).collect();
-        groups.extend(tree_groups(&remote, tree_fanout()));
+        groups.extend(tree_groups(&remote, fanout));
         let (tx, events) = mpsc::channel();
         let mut nodes = Nodes {
             links: Vec::new(),

@@ -11,37 +11,30 @@
 //!
 //! A peer that fails the handshake (wrong MAC, garbage, a line over [`MAX_LINE`], silence past the
 //! handshake timeout, a rank already taken) gets one log line on stderr and its connection closed;
-//! it never reaches the job's state.
+//! it never reaches the job's state. The connections themselves (accepting, the challenge, the
+//! handshake deadline, line buffers and these bounds) are [`crate::conns`], shared with the node
+//! daemon's bootstrap server.
 //!
 //! `mio` because the workspace's event loops already use it (the runtime's progress engine, the
 //! relay).
 
+use crate::conns::{ConnTable, Phase, Step, Waiting, LISTENER, WAKER};
 use ferry_wire::pmi::{self, Reply, Request, MAX_LINE};
 use ferry_wire::JobKey;
-use mio::net::{TcpListener as MioListener, TcpStream as MioStream};
-use mio::{Events, Interest, Poll, Token, Waker};
+use mio::{Events, Token, Waker};
 use std::collections::HashMap;
-use std::io::{self, Read, Write};
-use std::net::{Ipv4Addr, Shutdown, SocketAddr, TcpListener, TcpStream};
+use std::io;
+use std::net::{Ipv4Addr, SocketAddr, TcpListener};
 use std::sync::mpsc::{self, Receiver, Sender};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::thread::{self, JoinHandle};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 /// How long a new connection may take to present a valid `hello`.
 pub const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
 
-/// Connections still in their handshake beyond this many are refused at once, so that a flood of
-/// strangers cannot exhaust descriptors and memory.
-const MAX_PENDING: usize = 256;
-
 /// Most processes a job may grow to by spawning.
 const MAX_UNIVERSE: usize = 1 << 16;
-
-/// The token of the listening socket; connections are numbered from 0.
-const LISTENER: Token = Token(usize::MAX);
-/// The token of the waker (shutdown, spawn answers).
-const WAKER: Token = Token(usize::MAX - 1);
 
 /// Where a rank stands with the bootstrap server.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -175,12 +168,8 @@ impl BootstrapServer {
         handshake_timeout: Duration,
     ) -> io::Result<BootstrapServer> {
         let addr = listener.local_addr()?;
-        listener.set_nonblocking(true)?;
-        let mut listener = MioListener::from_std(listener);
-        let poll = Poll::new()?;
-        poll.registry()
-            .register(&mut listener, LISTENER, Interest::READABLE)?;
-        let waker = Arc::new(Waker::new(poll.registry(), WAKER)?);
+        let (table, waker) = ConnTable::new(listener, handshake_timeout, "ferry run")?;
+        let waker = Arc::new(waker);
         let (tx, events) = mpsc::channel();
         let shared = Arc::new(Shared {
             state: Mutex::new(State {
@@ -190,15 +179,10 @@ impl BootstrapServer {
             }),
         });
         let mut server = Server {
-            poll,
-            listener,
+            table,
             key,
-            handshake_timeout,
             shared: Arc::clone(&shared),
             events: tx,
-            conns: Vec::new(),
-            free: Vec::new(),
-            pending: 0,
             kv: HashMap::new(),
             worlds: vec![WorldFence {
                 base: 0,
@@ -207,7 +191,6 @@ impl BootstrapServer {
                 waiting: Vec::new(),
             }],
             spawning: Vec::new(),
-            accept_again: None,
         };
         let thread = thread::Builder::new()
             .name("ferry-pmi".into())
@@ -264,21 +247,10 @@ impl Drop for BootstrapServer {
     }
 }
 
-fn refuse(peer: SocketAddr, reason: &str) {
-    eprintln!("ferry run: refused bootstrap connection from {peer}: {reason}");
-}
-
-/// Where a connection stands.
-enum Phase {
-    /// Challenge sent, `hello` due by `deadline`.
-    Handshake { nonce: [u8; 32], deadline: Instant },
-    /// An authenticated rank.
-    Session { rank: u32, finalized: bool },
-}
-
 /// What a connection waits for before its next request is read.
-#[derive(Clone, Copy, PartialEq, Eq)]
+#[derive(Clone, Copy, PartialEq, Eq, Default)]
 enum Blocked {
+    #[default]
     No,
     /// In a fence of this world.
     Fence,
@@ -286,43 +258,22 @@ enum Blocked {
     Spawn(u32),
 }
 
-struct Conn {
-    stream: MioStream,
-    peer: SocketAddr,
-    phase: Phase,
-    /// Bytes read, not yet a whole line.
-    input: Vec<u8>,
-    /// Replies not yet written.
-    output: Vec<u8>,
-    blocked: Blocked,
-    /// End of stream or an error: the connection goes once its requests are served.
-    eof: bool,
+impl Waiting for Blocked {
+    fn waits(&self) -> bool {
+        *self != Blocked::No
+    }
 }
 
 /// The event loop's own state (on its thread).
 struct Server {
-    poll: Poll,
-    listener: MioListener,
+    table: ConnTable<Blocked>,
     key: JobKey,
-    handshake_timeout: Duration,
     shared: Arc<Shared>,
     events: Sender<BootstrapEvent>,
-    conns: Vec<Option<Conn>>,
-    free: Vec<usize>,
-    /// Connections in their handshake.
-    pending: usize,
     kv: HashMap<String, String>,
     worlds: Vec<WorldFence>,
     /// Connections waiting in a spawn.
     spawning: Vec<usize>,
-    /// Accepting failed (out of descriptors): try again then.
-    accept_again: Option<Instant>,
-}
-
-/// What serving a line decided about its connection.
-enum Next {
-    Continue,
-    Close,
 }
 
 impl Server {
@@ -334,14 +285,9 @@ impl Server {
     fn run(&mut self) {
         let mut events = Events::with_capacity(256);
         loop {
-            let timeout = self
-                .next_deadline()
-                .map(|at| at.saturating_duration_since(Instant::now()) + Duration::from_millis(1));
-            if let Err(e) = self.poll.poll(&mut events, timeout) {
-                if e.kind() != io::ErrorKind::Interrupted {
-                    eprintln!("ferry run: the bootstrap server failed: {e}");
-                    return;
-                }
+            if let Err(e) = self.table.poll(&mut events) {
+                eprintln!("ferry run: the bootstrap server failed: {e}");
+                return;
             }
             if self.shared.lock().shutdown {
                 return;
@@ -353,219 +299,75 @@ impl Server {
                     Token(index) => self.drive(index),
                 }
             }
-            if self.accept_again.is_some_and(|at| Instant::now() >= at) {
-                self.accept_again = None;
+            if self.table.accept_due() {
                 self.accept();
             }
-            self.expire_handshakes();
-        }
-    }
-
-    /// The earliest handshake deadline or accept retry.
-    fn next_deadline(&self) -> Option<Instant> {
-        let handshakes = (self.pending > 0)
-            .then(|| {
-                self.conns
-                    .iter()
-                    .flatten()
-                    .filter_map(|c| match c.phase {
-                        Phase::Handshake { deadline, .. } => Some(deadline),
-                        Phase::Session { .. } => None,
-                    })
-                    .min()
-            })
-            .flatten();
-        match (handshakes, self.accept_again) {
-            (Some(a), Some(b)) => Some(a.min(b)),
-            (a, b) => a.or(b),
+            let (overdue, reason) = self.table.overdue();
+            for index in overdue {
+                self.refuse(index, &reason);
+            }
         }
     }
 
     fn accept(&mut self) {
-        loop {
-            let (mut stream, peer) = match self.listener.accept() {
-                Ok(accepted) => accepted,
-                Err(e) if e.kind() == io::ErrorKind::WouldBlock => return,
-                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
-                Err(e) if e.kind() == io::ErrorKind::ConnectionAborted => continue,
-                Err(_) => {
-                    // Out of descriptors: try again shortly rather than spinning.
-                    self.accept_again = Some(Instant::now() + Duration::from_millis(10));
-                    return;
-                }
-            };
-            if self.pending >= MAX_PENDING {
-                refuse(peer, "too many connections in their handshake");
-                continue;
-            }
-            let mut nonce = [0u8; 32];
-            if let Err(e) = crate::sys::random(&mut nonce) {
-                refuse(peer, &format!("no randomness for a nonce: {e}"));
-                continue;
-            }
-            let _ = stream.set_nodelay(true);
-            let index = self.free.pop().unwrap_or(self.conns.len());
-            let registered = self.poll.registry().register(
-                &mut stream,
-                Token(index),
-                Interest::READABLE | Interest::WRITABLE,
-            );
-            if registered.is_err() {
-                self.free.push(index);
-                refuse(peer, "cannot watch the connection");
-                continue;
-            }
-            let mut conn = Conn {
-                stream,
-                peer,
-                phase: Phase::Handshake {
-                    nonce,
-                    deadline: Instant::now() + self.handshake_timeout,
-                },
-                input: Vec::new(),
-                output: Vec::new(),
-                blocked: Blocked::No,
-                eof: false,
-            };
-            conn.output
-                .extend_from_slice(Reply::Challenge { nonce }.encode().as_bytes());
-            self.pending += 1;
-            match self.conns.get_mut(index) {
-                Some(slot) => *slot = Some(conn),
-                None => self.conns.push(Some(conn)),
-            }
+        for index in self.table.accept() {
             self.drive(index);
         }
     }
 
-    /// Refuses connections whose `hello` is overdue.
-    fn expire_handshakes(&mut self) {
-        if self.pending == 0 {
-            return;
+    /// Refuses connection `index` (see [`ConnTable::refuse`]).
+    fn refuse(&mut self, index: usize, reason: &str) {
+        if self.table.refuse(index, reason).is_some() {
+            self.forget(index);
         }
-        let now = Instant::now();
-        let overdue: Vec<usize> = self
-            .conns
-            .iter()
-            .enumerate()
-            .filter_map(|(i, c)| match c.as_ref()?.phase {
-                Phase::Handshake { deadline, .. } if now >= deadline => Some(i),
-                _ => None,
-            })
-            .collect();
-        let reason = format!("no hello within {} s", self.handshake_timeout.as_secs_f64());
-        for index in overdue {
-            self.refuse_conn(index, &reason);
-        }
-    }
-
-    /// Logs why connection `index` is refused, tells it, and closes it.
-    fn refuse_conn(&mut self, index: usize, reason: &str) {
-        if let Some(conn) = self.conns.get_mut(index).and_then(Option::as_mut) {
-            refuse(conn.peer, reason);
-            // One try: a peer that does not read gets nothing more.
-            let reply = Reply::Error(format!("refused: {reason}")).encode();
-            conn.output.extend_from_slice(reply.as_bytes());
-            let _ = write_out(conn);
-        }
-        self.close(index);
     }
 
     /// Drops connection `index`, telling the monitor when it was a rank's.
     fn close(&mut self, index: usize) {
-        let Some(mut conn) = self.conns.get_mut(index).and_then(Option::take) else {
+        let Some(conn) = self.table.take(index) else {
             return;
         };
-        let _ = self.poll.registry().deregister(&mut conn.stream);
-        let _ = conn.stream.shutdown(Shutdown::Both);
-        // Its number goes to the next connection: nothing may still answer it.
+        self.forget(index);
+        if let Phase::Session { rank, finalized } = conn.phase {
+            if let Some(slot) = self.shared.lock().sessions.get_mut(rank as usize) {
+                *slot = RankSession::Closed { finalized };
+            }
+            self.send(BootstrapEvent::Closed { rank, finalized });
+        }
+    }
+
+    /// Its number goes to the next connection: nothing may still answer it.
+    fn forget(&mut self, index: usize) {
         for world in &mut self.worlds {
             world.waiting.retain(|&i| i != index);
         }
         self.spawning.retain(|&i| i != index);
-        self.free.push(index);
-        match conn.phase {
-            Phase::Handshake { .. } => self.pending -= 1,
-            Phase::Session { rank, finalized } => {
-                if let Some(slot) = self.shared.lock().sessions.get_mut(rank as usize) {
-                    *slot = RankSession::Closed { finalized };
-                }
-                self.send(BootstrapEvent::Closed { rank, finalized });
-            }
-        }
     }
 
     /// Writes what is due, reads what came, serves whole lines while the connection is not
     /// waiting for a fence or a spawn; closes it when it has ended.
     fn drive(&mut self, index: usize) {
-        let mut chunk = [0u8; 4096];
         loop {
-            let Some(conn) = self.conns.get_mut(index).and_then(Option::as_mut) else {
-                return;
-            };
-            if write_out(conn).is_err() {
-                conn.eof = true;
-                conn.input.clear();
-            }
-            if conn.blocked != Blocked::No {
-                return;
-            }
-            if let Some(pos) = conn.input.iter().position(|&b| b == b'\n') {
-                if pos > MAX_LINE {
-                    return self.line_too_long(index);
+            match self.table.step(index) {
+                Step::Line(line) => self.serve_line(index, &line),
+                Step::Idle => return,
+                Step::Refuse(reason) => return self.refuse(index, &reason),
+                Step::TooLong(rank) => {
+                    eprintln!(
+                        "ferry run: rank {rank} sent a bootstrap line longer than {MAX_LINE} \
+                         bytes; closing its connection"
+                    );
+                    return self.close(index);
                 }
-                let mut line: Vec<u8> = conn.input.drain(..=pos).collect();
-                line.pop();
-                match self.serve_line(index, &line) {
-                    Next::Continue => continue,
-                    Next::Close => return self.close(index),
-                }
-            }
-            if conn.input.len() > MAX_LINE {
-                return self.line_too_long(index);
-            }
-            if conn.eof {
-                if matches!(conn.phase, Phase::Handshake { .. }) {
-                    return self.refuse_conn(index, "closed before hello");
-                }
-                return self.close(index);
-            }
-            match conn.stream.read(&mut chunk) {
-                // A partial last line is dropped: it was never a complete request.
-                Ok(0) => conn.eof = true,
-                Ok(n) => conn.input.extend_from_slice(&chunk[..n]),
-                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-                Err(e) if e.kind() == io::ErrorKind::WouldBlock => return,
-                Err(_) => {
-                    conn.eof = true;
-                    conn.input.clear();
-                }
-            }
-        }
-    }
-
-    fn line_too_long(&mut self, index: usize) {
-        let Some(conn) = self.conns.get(index).and_then(Option::as_ref) else {
-            return;
-        };
-        match conn.phase {
-            Phase::Handshake { .. } => {
-                self.refuse_conn(index, &format!("line longer than {MAX_LINE} bytes"))
-            }
-            Phase::Session { rank, .. } => {
-                eprintln!(
-                    "ferry run: rank {rank} sent a bootstrap line longer than {MAX_LINE} bytes; \
-                     closing its connection"
-                );
-                self.close(index);
+                Step::Ended => return self.close(index),
             }
         }
     }
 
     /// Serves one request line of connection `index`.
-    fn serve_line(&mut self, index: usize, line: &[u8]) -> Next {
-        let Some(conn) = self.conns.get_mut(index).and_then(Option::as_mut) else {
-            return Next::Close;
+    fn serve_line(&mut self, index: usize, line: &[u8]) {
+        let Some(conn) = self.table.peek(index) else {
+            return;
         };
         let rank = match conn.phase {
             Phase::Handshake { nonce, .. } => return self.hello(index, nonce, line),
@@ -587,12 +389,9 @@ impl Server {
             },
             Ok(Request::Spawn { parent, apps }) => match self.spawn(index, rank, parent, apps) {
                 Some(reply) => reply,
-                None => return Next::Continue,
+                None => return,
             },
-            Ok(Request::Fence) => {
-                self.fence(index, rank);
-                return Next::Continue;
-            }
+            Ok(Request::Fence) => return self.fence(index, rank),
             Ok(Request::Abort { code, message }) => {
                 self.send(BootstrapEvent::Abort {
                     rank,
@@ -600,10 +399,10 @@ impl Server {
                     message,
                 });
                 // No reply: the launcher ends the job.
-                return Next::Continue;
+                return;
             }
             Ok(Request::Finalize) => {
-                if let Some(conn) = self.conns.get_mut(index).and_then(Option::as_mut) {
+                if let Some(conn) = self.table.get(index) {
                     conn.phase = Phase::Session {
                         rank,
                         finalized: true,
@@ -615,19 +414,11 @@ impl Server {
                 Reply::Ok
             }
         };
-        self.reply(index, &reply);
-        Next::Continue
-    }
-
-    /// Queues `reply` on connection `index` (written by the next `drive`).
-    fn reply(&mut self, index: usize, reply: &Reply) {
-        if let Some(conn) = self.conns.get_mut(index).and_then(Option::as_mut) {
-            conn.output.extend_from_slice(reply.encode().as_bytes());
-        }
+        self.table.reply(index, &reply);
     }
 
     /// The `hello` of connection `index`: admits the rank or refuses the connection.
-    fn hello(&mut self, index: usize, nonce: [u8; 32], line: &[u8]) -> Next {
+    fn hello(&mut self, index: usize, nonce: [u8; 32], line: &[u8]) {
         let shared = Arc::clone(&self.shared);
         let checked = check_hello(&self.key, &nonce, line).and_then(|rank| {
             let mut state = shared.lock();
@@ -644,22 +435,11 @@ impl Server {
         });
         match checked {
             Ok(rank) => {
-                if let Some(conn) = self.conns.get_mut(index).and_then(Option::as_mut) {
-                    conn.phase = Phase::Session {
-                        rank,
-                        finalized: false,
-                    };
-                }
-                self.pending -= 1;
+                self.table.admit(index, rank);
                 self.send(BootstrapEvent::Connected { rank });
-                self.reply(index, &Reply::Ok);
-                Next::Continue
+                self.table.reply(index, &Reply::Ok);
             }
-            Err(reason) => {
-                self.refuse_conn(index, &reason);
-                // Already closed.
-                Next::Continue
-            }
+            Err(reason) => self.refuse(index, &reason),
         }
     }
 
@@ -671,11 +451,11 @@ impl Server {
             .iter()
             .position(|w| (w.base..w.base + w.size).contains(&rank))
         else {
-            self.reply(index, &Reply::Error(format!("rank {rank} is in no world")));
-            return;
+            let reply = Reply::Error(format!("rank {rank} is in no world"));
+            return self.table.reply(index, &reply);
         };
-        if let Some(conn) = self.conns.get_mut(index).and_then(Option::as_mut) {
-            conn.blocked = Blocked::Fence;
+        if let Some(conn) = self.table.get(index) {
+            conn.waiting = Blocked::Fence;
         }
         self.worlds[w].waiting.push(index);
         self.worlds[w].entered += 1;
@@ -685,9 +465,9 @@ impl Server {
         self.worlds[w].entered = 0;
         let waiting = std::mem::take(&mut self.worlds[w].waiting);
         for other in waiting {
-            if let Some(conn) = self.conns.get_mut(other).and_then(Option::as_mut) {
-                conn.blocked = Blocked::No;
-                conn.output.extend_from_slice(Reply::Ok.encode().as_bytes());
+            if let Some(conn) = self.table.get(other) {
+                conn.waiting = Blocked::No;
+                conn.reply(&Reply::Ok);
             }
             if other != index {
                 self.drive(other);
@@ -724,8 +504,8 @@ impl Server {
             entered: 0,
             waiting: Vec::new(),
         });
-        if let Some(conn) = self.conns.get_mut(index).and_then(Option::as_mut) {
-            conn.blocked = Blocked::Spawn(base);
+        if let Some(conn) = self.table.get(index) {
+            conn.waiting = Blocked::Spawn(base);
         }
         self.spawning.push(index);
         // The monitor sees worlds in the order of their bases: one thread sends them.
@@ -743,12 +523,7 @@ impl Server {
     fn answer_spawns(&mut self) {
         let waiting = std::mem::take(&mut self.spawning);
         for index in waiting {
-            let Some(Blocked::Spawn(base)) = self
-                .conns
-                .get(index)
-                .and_then(Option::as_ref)
-                .map(|c| c.blocked)
-            else {
+            let Some(Blocked::Spawn(base)) = self.table.peek(index).map(|c| c.waiting) else {
                 continue;
             };
             let answer = self.shared.lock().spawned.remove(&base);
@@ -765,34 +540,18 @@ impl Server {
                 Ok(()) => Reply::Spawned { base, world },
                 Err(message) => Reply::Error(message),
             };
-            if let Some(conn) = self.conns.get_mut(index).and_then(Option::as_mut) {
-                conn.blocked = Blocked::No;
+            if let Some(conn) = self.table.get(index) {
+                conn.waiting = Blocked::No;
             }
-            self.reply(index, &reply);
+            self.table.reply(index, &reply);
             self.drive(index);
         }
     }
 }
 
-/// Writes as much of `conn`'s pending output as the socket takes.
-fn write_out(conn: &mut Conn) -> io::Result<()> {
-    while !conn.output.is_empty() {
-        match conn.stream.write(&conn.output) {
-            Ok(0) => return Err(io::ErrorKind::WriteZero.into()),
-            Ok(n) => {
-                conn.output.drain(..n);
-            }
-            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-            Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Ok(()),
-            Err(e) => return Err(e),
-        }
-    }
-    Ok(())
-}
-
 /// Checks a `hello` line against the challenge `nonce`: its version and its MAC with `key`.
 /// Returns the rank it claims, or why it is refused.
-fn check_hello(key: &JobKey, nonce: &[u8; 32], line: &[u8]) -> Result<u32, String> {
+pub(crate) fn check_hello(key: &JobKey, nonce: &[u8; 32], line: &[u8]) -> Result<u32, String> {
     let text = std::str::from_utf8(line).map_err(|_| "hello is not UTF-8 text".to_string())?;
     let (version, rank, mac) = match Request::parse(text) {
         Ok(Request::Hello { version, rank, mac }) => (version, rank, mac),
@@ -805,113 +564,5 @@ fn check_hello(key: &JobKey, nonce: &[u8; 32], line: &[u8]) -> Result<u32, Strin
     if !key.verify(&[b"pmi", nonce, &rank.to_le_bytes()], &mac) {
         return Err(format!("wrong MAC for rank {rank}"));
     }
-    Ok(rank)
-}
-
-/// Why reading a line failed.
-pub(crate) enum ReadError {
-    TooLong,
-    TimedOut,
-    Io(io::Error),
-}
-
-/// Reads newline-terminated lines of at most [`MAX_LINE`] bytes, never buffering more than that
-/// plus one read.
-pub(crate) struct LineReader {
-    pub(crate) stream: TcpStream,
-    buf: Vec<u8>,
-}
-
-impl LineReader {
-    pub(crate) fn new(stream: TcpStream) -> LineReader {
-        LineReader {
-            stream,
-            buf: Vec::new(),
-        }
-    }
-
-    /// The next line without its newline; `None` at end of stream (a partial last line is
-    /// dropped: it was never a complete request).
-    pub(crate) fn read_line(
-        &mut self,
-        deadline: Option<Instant>,
-    ) -> Result<Option<Vec<u8>>, ReadError> {
-        let mut chunk = [0u8; 4096];
-        loop {
-            if let Some(pos) = self.buf.iter().position(|&b| b == b'\n') {
-                if pos > MAX_LINE {
-                    return Err(ReadError::TooLong);
-                }
-                let mut line: Vec<u8> = self.buf.drain(..=pos).collect();
-                line.pop();
-                return Ok(Some(line));
-            }
-            if self.buf.len() > MAX_LINE {
-                return Err(ReadError::TooLong);
-            }
-            if let Some(deadline) = deadline {
-                let left = deadline.saturating_duration_since(Instant::now());
-                if left.is_zero() {
-                    return Err(ReadError::TimedOut);
-                }
-                self.stream
-                    .set_read_timeout(Some(left))
-                    .map_err(ReadError::Io)?;
-            }
-            match self.stream.read(&mut chunk) {
-                Ok(0) => return Ok(None),
-                Ok(n) => self.buf.extend_from_slice(&chunk[..n]),
-                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-                // The deadline check at the top of the loop decides whether time is up.
-                Err(e)
-                    if matches!(
-                        e.kind(),
-                        io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut
-                    ) && deadline.is_some() => {}
-                Err(e) => return Err(ReadError::Io(e)),
-            }
-        }
-    }
-
-    pub(crate) fn send(&mut self, reply: &Reply) -> io::Result<()> {
-        self.stream.write_all(reply.encode().as_bytes())
-    }
-}
-
-/// The rank's side of the handshake, checked, on a blocking connection (the node daemon's
-/// bootstrap): sends a challenge, reads `hello` within `timeout`, checks its version and its
-/// MAC over the nonce with `key`, and lets `admit` take the rank (or refuse it: out of range,
-/// already connected). The caller sends `ok`.
-pub(crate) fn authenticate(
-    key: &JobKey,
-    timeout: Duration,
-    reader: &mut LineReader,
-    admit: impl FnOnce(u32) -> Result<(), String>,
-) -> Result<u32, String> {
-    let deadline = Instant::now() + timeout;
-    // A peer that never reads must not block us either.
-    reader
-        .stream
-        .set_write_timeout(Some(timeout))
-        .map_err(|e| e.to_string())?;
-    let mut nonce = [0u8; 32];
-    crate::sys::random(&mut nonce).map_err(|e| format!("no randomness for a nonce: {e}"))?;
-    reader
-        .send(&Reply::Challenge { nonce })
-        .map_err(|e| format!("cannot send the challenge: {e}"))?;
-    let line = match reader.read_line(Some(deadline)) {
-        Ok(Some(line)) => line,
-        Ok(None) => return Err("closed before hello".into()),
-        Err(ReadError::TooLong) => return Err(format!("line longer than {MAX_LINE} bytes")),
-        Err(ReadError::TimedOut) => {
-            return Err(format!("no hello within {} s", timeout.as_secs_f64()))
-        }
-        Err(ReadError::Io(e)) => return Err(e.to_string()),
-    };
-    let rank = check_hello(key, &nonce, &line)?;
-    admit(rank)?;
-    // Authenticated ranks may sit idle between requests for as long as they compute.
-    let _ = reader.stream.set_read_timeout(None);
-    let _ = reader.stream.set_write_timeout(None);
     Ok(rank)
 }

@@ -36,17 +36,6 @@ pub(crate) fn kill_process(pid: u32, signal: libc::c_int) {
     }
 }
 
-/// Shuts a listening socket down, which wakes a thread blocked in accept(2) on it (Linux):
-/// the way to stop an accept loop whose address this process cannot connect to (a listener
-/// opened in another network namespace).
-pub(crate) fn shutdown_listener(listener: &std::net::TcpListener) {
-    use std::os::fd::AsRawFd;
-    // SAFETY: shutdown(2) on a descriptor we own (borrowed for the call); no memory is passed.
-    unsafe {
-        libc::shutdown(listener.as_raw_fd(), libc::SHUT_RDWR);
-    }
-}
-
 /// This machine's host name, or `"localhost"` if it cannot be read.
 pub(crate) fn hostname() -> String {
     let mut buf = [0u8; 256];

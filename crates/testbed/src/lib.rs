@@ -862,15 +862,8 @@ pub fn standing_prefix(host: &str) -> Result<String, TestbedError> {
 
 /// Moves the calling thread into network namespace `name` (from `ip netns add`): sockets it
 /// opens afterwards live there. For tests and benchmarks that play several hosts in one
-/// process, one thread per host.
-pub fn enter(name: &str) -> std::io::Result<()> {
-    let file = std::fs::File::open(format!("/run/netns/{name}"))?;
-    rustix::thread::move_into_link_name_space(
-        std::os::fd::AsFd::as_fd(&file),
-        Some(rustix::thread::LinkNameSpaceType::Network),
-    )?;
-    Ok(())
-}
+/// process, one thread per host. The launcher's, which enters the testbed's hosts too.
+pub use ferry_launch::netns::enter;
 
 #[cfg(test)]
 mod tests {

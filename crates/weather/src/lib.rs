@@ -72,45 +72,28 @@ impl Default for Config {
     }
 }
 
-/// A `FERRY_WEATHER_…` variable that does not parse.
+/// A `FERRY_WEATHER_…` variable that is not a number or lies outside its range (the ranges are
+/// those of [`ferry_wire::settings`], the one table of ferry's numbers).
 #[derive(Debug, thiserror::Error)]
-#[error("{name}={value:?}: {reason}")]
-pub struct ConfigError {
-    /// The variable.
-    pub name: &'static str,
-    /// Its value.
-    pub value: String,
-    /// What is wrong with it.
-    pub reason: &'static str,
-}
+#[error(transparent)]
+pub struct ConfigError(#[from] pub ferry_wire::settings::SettingError);
 
 impl Config {
     /// The defaults, overridden by the environment.
     pub fn from_env() -> Result<Config, ConfigError> {
+        Config::from_lookup(|name| std::env::var(name).ok())
+    }
+
+    /// [`Config::from_env`] with the variables from `get` (an environment lookup).
+    pub fn from_lookup(get: impl Fn(&str) -> Option<String>) -> Result<Config, ConfigError> {
+        use ferry_wire::settings::{number, real};
         let mut c = Config::default();
-        if let Ok(value) = std::env::var("FERRY_WEATHER_WINDOW") {
-            c.window = match value.trim().parse::<usize>() {
-                Ok(w) if w > 0 => w,
-                _ => {
-                    return Err(ConfigError {
-                        name: "FERRY_WEATHER_WINDOW",
-                        value,
-                        reason: "expected a positive integer",
-                    })
-                }
-            };
+        if let Some(window) = number(&get, "FERRY_WEATHER_WINDOW")? {
+            // At most 10 000 (the table's range): fits any usize.
+            c.window = window as usize;
         }
-        if let Ok(value) = std::env::var("FERRY_WEATHER_TTCC_THRESHOLD") {
-            c.ttcc_threshold = match value.trim().parse::<f64>() {
-                Ok(t) if t >= 0.0 => t,
-                _ => {
-                    return Err(ConfigError {
-                        name: "FERRY_WEATHER_TTCC_THRESHOLD",
-                        value,
-                        reason: "expected a number ≥ 0",
-                    })
-                }
-            };
+        if let Some(threshold) = real(&get, "FERRY_WEATHER_TTCC_THRESHOLD")? {
+            c.ttcc_threshold = threshold;
         }
         Ok(c)
     }
@@ -124,5 +107,30 @@ impl Config {
                 self.ttcc_threshold.to_string(),
             ),
         ]
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn settings_out_of_range_are_named_with_their_range() {
+        let with = |name: &'static str, value: &'static str| {
+            move |n: &str| (n == name).then(|| value.to_string())
+        };
+        let e = Config::from_lookup(with("FERRY_WEATHER_WINDOW", "0")).unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "FERRY_WEATHER_WINDOW=0 is out of range: expected 1 … 10000 measurements"
+        );
+        let e = Config::from_lookup(with("FERRY_WEATHER_TTCC_THRESHOLD", "-1")).unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "FERRY_WEATHER_TTCC_THRESHOLD=-1 is out of range: expected 0 … 10 (a relative error)"
+        );
+        let c = Config::from_lookup(with("FERRY_WEATHER_WINDOW", " 20 ")).unwrap();
+        assert_eq!((c.window, c.ttcc_threshold), (20, DEFAULT_TTCC_THRESHOLD));
+        assert_eq!(Config::from_lookup(|_| None).unwrap(), Config::default());
     }
 }

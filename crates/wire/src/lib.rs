@@ -15,6 +15,8 @@
 //!   hydra, Slurm's `srun --mpi=pmi2`) tell the processes they start who they are.
 //! - [`relay`]: the frames and MACs by which a client outside a private cluster reaches a rank
 //!   inside through `ferry relay` on the front node.
+//! - [`settings`]: the one table of the `FERRY_…` numbers with the values each accepts, read by
+//!   the runtime and the launcher alike (the environment is the contract between them).
 //!
 //! It must not depend on sockets, threads, clocks or any other ferry crate: everything here is
 //! driven by the caller handing bytes in and taking bytes out, so it is tested in memory.
@@ -28,6 +30,7 @@ pub mod pmi;
 pub mod procman;
 pub mod relay;
 pub mod rendezvous;
+pub mod settings;
 
 pub use frame::{Frame, FrameError, HEADER_LEN, PROTOCOL_VERSION};
 pub use handshake::{Handshake, HandshakeError, JobKey};

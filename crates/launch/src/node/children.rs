@@ -12,6 +12,8 @@ use std::sync::mpsc::Sender;
 pub(super) struct Children {
     nodes: Nodes,
     started: std::time::Instant,
+    /// How long a child may stay silent (`FERRY_CONNECT_TIMEOUT` of this daemon).
+    connect_timeout: std::time::Duration,
     /// Per child: its ranks, how many of them have ended, whether it is in the current fence
     /// and whether its output has ended.
     state: Vec<Child>,
@@ -35,6 +37,7 @@ impl Children {
         nodes: Vec<ChildNode>,
         events: &Sender<Event>,
     ) -> Result<Children, String> {
+        let settings = crate::settings::Settings::from_env().map_err(|e| e.to_string())?;
         let state = nodes
             .iter()
             .map(|n| Child {
@@ -67,6 +70,7 @@ impl Children {
         Ok(Children {
             nodes: started,
             started: std::time::Instant::now(),
+            connect_timeout: settings.connect_timeout,
             state,
         })
     }
@@ -104,7 +108,7 @@ impl Children {
 
     /// A child that has said nothing within the connect timeout, reported once.
     pub(super) fn silent(&mut self) -> Option<NodeMessage> {
-        let limit = crate::remote::connect_timeout();
+        let limit = self.connect_timeout;
         if self.started.elapsed() < limit {
             return None;
         }

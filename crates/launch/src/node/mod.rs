@@ -226,30 +226,17 @@ fn run_ranks(
         return 1;
     }
     let tcp_addr = address_towards(&spec.launcher);
-    // The bootstrap's messages go up as they are, but for the fence: with children it goes up
-    // once they have all entered it too.
-    let (boot_tx, boot_rx) = mpsc::channel::<NodeMessage>();
-    {
-        let (out, events) = (out.clone(), events_tx.clone());
-        let spawned = thread::Builder::new()
-            .name("ferry-node-boot-up".into())
-            .stack_size(128 * 1024)
-            .spawn(move || {
-                for message in boot_rx {
-                    let _ = match message {
-                        NodeMessage::Fence => events.send(Event::OwnFence).map_err(drop),
-                        other => out.send(other).map_err(drop),
-                    };
-                }
-            });
-        if let Err(e) = spawned {
-            eprintln!("ferry node ({host}): cannot start a thread: {e}");
-            return 1;
-        }
-    }
     let mut children: Option<children::Children> = None;
     let mut own_fenced = false;
-    let local_boot = match boot::LocalBoot::start(spec.key.clone(), &spec.ranks, boot_tx) {
+    // The bootstrap's messages go up as they are, straight into the launcher's queue (a rank's
+    // finalize is there before its exit can be), but for the fence: with children it goes up
+    // once they have all entered it too.
+    let fence_events = events_tx.clone();
+    let own_fence = Box::new(move || {
+        let _ = fence_events.send(Event::OwnFence);
+    });
+    let started = boot::LocalBoot::start(spec.key.clone(), &spec.ranks, out.clone(), own_fence);
+    let mut local_boot = match started {
         Ok(b) => b,
         Err(e) => {
             let _ = out.send(NodeMessage::Failed {

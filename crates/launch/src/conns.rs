@@ -1,0 +1,372 @@
+//! The connections of a bootstrap server, shared by the launcher's ([`crate::server`]) and a
+//! node daemon's ([`crate::node`]): a listener and its connections on one `mio` poll, each
+//! connection's challenge, its handshake deadline and its line buffers. What a line means is the
+//! server's; this table only bounds strangers the same way for both:
+//!
+//! - at most [`MAX_PENDING`] connections in their handshake; one more is refused at once;
+//! - a `hello` is due within the handshake timeout, else the connection is refused;
+//! - a line longer than [`MAX_LINE`] ends the connection (refused if in its handshake);
+//! - each refusal is one line on stderr, `refused: <reason>` to the peer (one try) and the
+//!   connection closed. Out of descriptors, accepting is retried after 10 ms, not spun on.
+
+use ferry_wire::pmi::{Reply, MAX_LINE};
+use mio::net::{TcpListener as MioListener, TcpStream as MioStream};
+use mio::{Events, Interest, Poll, Token, Waker};
+use std::io::{self, Read, Write};
+use std::net::{Shutdown, SocketAddr, TcpListener};
+use std::time::{Duration, Instant};
+
+/// Connections still in their handshake beyond this many are refused at once, so that a flood of
+/// strangers cannot exhaust descriptors and memory.
+pub(crate) const MAX_PENDING: usize = 256;
+
+/// The token of the listening socket; connections are numbered from 0.
+pub(crate) const LISTENER: Token = Token(usize::MAX);
+/// The token of the waker (each server says what wakes it).
+pub(crate) const WAKER: Token = Token(usize::MAX - 1);
+
+/// What a connection waits for before its next request is read (each server's own kinds);
+/// [`Default`] is "nothing".
+pub(crate) trait Waiting: Default {
+    /// Whether the connection waits (its next line stays unread).
+    fn waits(&self) -> bool;
+}
+
+/// Where a connection stands.
+#[derive(Clone, Copy)]
+pub(crate) enum Phase {
+    /// Challenge sent, `hello` due by `deadline`.
+    Handshake { nonce: [u8; 32], deadline: Instant },
+    /// An authenticated rank.
+    Session { rank: u32, finalized: bool },
+}
+
+/// One connection.
+pub(crate) struct Conn<W> {
+    pub(crate) stream: MioStream,
+    pub(crate) peer: SocketAddr,
+    pub(crate) phase: Phase,
+    /// Bytes read, not yet a whole line.
+    input: Vec<u8>,
+    /// Replies not yet written.
+    output: Vec<u8>,
+    pub(crate) waiting: W,
+    /// End of stream or an error: the connection goes once its requests are served.
+    eof: bool,
+}
+
+impl<W> Conn<W> {
+    /// Queues `reply` (written by the next [`ConnTable::step`]).
+    pub(crate) fn reply(&mut self, reply: &Reply) {
+        self.output.extend_from_slice(reply.encode().as_bytes());
+    }
+}
+
+/// What [`ConnTable::step`] found on a connection.
+pub(crate) enum Step {
+    /// A whole request line, without its newline.
+    Line(Vec<u8>),
+    /// Nothing more for now: the socket has no more bytes, or the connection waits.
+    Idle,
+    /// The connection must be refused (still in its handshake) for this reason.
+    Refuse(String),
+    /// Rank `rank` sent a line longer than [`MAX_LINE`]: its connection is to be closed.
+    TooLong(u32),
+    /// The connection has ended (or is gone): it is to be closed.
+    Ended,
+}
+
+/// A listener and its connections.
+pub(crate) struct ConnTable<W> {
+    poll: Poll,
+    listener: MioListener,
+    handshake_timeout: Duration,
+    conns: Vec<Option<Conn<W>>>,
+    free: Vec<usize>,
+    /// Connections in their handshake.
+    pending: usize,
+    /// Accepting failed (out of descriptors): try again then.
+    accept_again: Option<Instant>,
+    /// Who logs: `ferry run` or `ferry node`.
+    who: &'static str,
+}
+
+impl<W: Waiting> ConnTable<W> {
+    /// Watches `listener`; `who` names the server in its log lines. Returns the waker of the
+    /// poll too.
+    pub(crate) fn new(
+        listener: TcpListener,
+        handshake_timeout: Duration,
+        who: &'static str,
+    ) -> io::Result<(ConnTable<W>, Waker)> {
+        listener.set_nonblocking(true)?;
+        let mut listener = MioListener::from_std(listener);
+        let poll = Poll::new()?;
+        poll.registry()
+            .register(&mut listener, LISTENER, Interest::READABLE)?;
+        let waker = Waker::new(poll.registry(), WAKER)?;
+        let table = ConnTable {
+            poll,
+            listener,
+            handshake_timeout,
+            conns: Vec::new(),
+            free: Vec::new(),
+            pending: 0,
+            accept_again: None,
+            who,
+        };
+        Ok((table, waker))
+    }
+
+    /// Waits for events until the next handshake deadline or accept retry (or for ever).
+    pub(crate) fn poll(&mut self, events: &mut Events) -> io::Result<()> {
+        let timeout = self
+            .next_deadline()
+            .map(|at| at.saturating_duration_since(Instant::now()) + Duration::from_millis(1));
+        match self.poll.poll(events, timeout) {
+            Err(e) if e.kind() != io::ErrorKind::Interrupted => Err(e),
+            _ => Ok(()),
+        }
+    }
+
+    /// The earliest handshake deadline or accept retry.
+    fn next_deadline(&self) -> Option<Instant> {
+        let handshakes = (self.pending > 0)
+            .then(|| {
+                self.conns
+                    .iter()
+                    .flatten()
+                    .filter_map(|c| match c.phase {
+                        Phase::Handshake { deadline, .. } => Some(deadline),
+                        Phase::Session { .. } => None,
+                    })
+                    .min()
+            })
+            .flatten();
+        match (handshakes, self.accept_again) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        }
+    }
+
+    /// Connection `index`, if it is open.
+    pub(crate) fn get(&mut self, index: usize) -> Option<&mut Conn<W>> {
+        self.conns.get_mut(index).and_then(Option::as_mut)
+    }
+
+    /// Connection `index`, if it is open, to look at.
+    pub(crate) fn peek(&self, index: usize) -> Option<&Conn<W>> {
+        self.conns.get(index).and_then(Option::as_ref)
+    }
+
+    /// Queues `reply` on connection `index`, if it is open.
+    pub(crate) fn reply(&mut self, index: usize, reply: &Reply) {
+        if let Some(conn) = self.get(index) {
+            conn.reply(reply);
+        }
+    }
+
+    /// Indices of every open connection.
+    pub(crate) fn open(&self) -> Vec<usize> {
+        (0..self.conns.len())
+            .filter(|&i| self.conns[i].is_some())
+            .collect()
+    }
+
+    fn refuse_peer(&self, peer: SocketAddr, reason: &str) {
+        eprintln!(
+            "{}: refused a bootstrap connection from {peer}: {reason}",
+            self.who
+        );
+    }
+
+    /// Accepts what is waiting (also when an accept retry is due); returns the new connections,
+    /// their challenge queued, for the caller to drive.
+    pub(crate) fn accept(&mut self) -> Vec<usize> {
+        let mut accepted = Vec::new();
+        self.accept_again = None;
+        loop {
+            let (mut stream, peer) = match self.listener.accept() {
+                Ok(accepted) => accepted,
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => return accepted,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                Err(e) if e.kind() == io::ErrorKind::ConnectionAborted => continue,
+                Err(_) => {
+                    // Out of descriptors: try again shortly rather than spinning.
+                    self.accept_again = Some(Instant::now() + Duration::from_millis(10));
+                    return accepted;
+                }
+            };
+            if self.pending >= MAX_PENDING {
+                self.refuse_peer(peer, "too many connections in their handshake");
+                continue;
+            }
+            let mut nonce = [0u8; 32];
+            if let Err(e) = crate::sys::random(&mut nonce) {
+                self.refuse_peer(peer, &format!("no randomness for a nonce: {e}"));
+                continue;
+            }
+            let _ = stream.set_nodelay(true);
+            let index = self.free.pop().unwrap_or(self.conns.len());
+            let registered = self.poll.registry().register(
+                &mut stream,
+                Token(index),
+                Interest::READABLE | Interest::WRITABLE,
+            );
+            if registered.is_err() {
+                self.free.push(index);
+                self.refuse_peer(peer, "cannot watch the connection");
+                continue;
+            }
+            let mut conn = Conn {
+                stream,
+                peer,
+                phase: Phase::Handshake {
+                    nonce,
+                    deadline: Instant::now() + self.handshake_timeout,
+                },
+                input: Vec::new(),
+                output: Vec::new(),
+                waiting: W::default(),
+                eof: false,
+            };
+            conn.reply(&Reply::Challenge { nonce });
+            self.pending += 1;
+            match self.conns.get_mut(index) {
+                Some(slot) => *slot = Some(conn),
+                None => self.conns.push(Some(conn)),
+            }
+            accepted.push(index);
+        }
+    }
+
+    /// Whether an accept retry is due.
+    pub(crate) fn accept_due(&self) -> bool {
+        self.accept_again.is_some_and(|at| Instant::now() >= at)
+    }
+
+    /// Connections whose `hello` is overdue, with the reason to refuse them.
+    pub(crate) fn overdue(&self) -> (Vec<usize>, String) {
+        if self.pending == 0 {
+            return (Vec::new(), String::new());
+        }
+        let now = Instant::now();
+        let overdue = self
+            .conns
+            .iter()
+            .enumerate()
+            .filter_map(|(i, c)| match c.as_ref()?.phase {
+                Phase::Handshake { deadline, .. } if now >= deadline => Some(i),
+                _ => None,
+            })
+            .collect();
+        let reason = format!("no hello within {} s", self.handshake_timeout.as_secs_f64());
+        (overdue, reason)
+    }
+
+    /// Connection `index` has authenticated as `rank`.
+    pub(crate) fn admit(&mut self, index: usize, rank: u32) {
+        if let Some(conn) = self.get(index) {
+            conn.phase = Phase::Session {
+                rank,
+                finalized: false,
+            };
+            self.pending -= 1;
+        }
+    }
+
+    /// Logs why connection `index` is refused, tells it (one try: a peer that does not read
+    /// gets nothing more) and takes it out (see [`ConnTable::take`]).
+    pub(crate) fn refuse(&mut self, index: usize, reason: &str) -> Option<Conn<W>> {
+        let peer = self.peek(index)?.peer;
+        self.refuse_peer(peer, reason);
+        if let Some(conn) = self.get(index) {
+            conn.reply(&Reply::Error(format!("refused: {reason}")));
+            let _ = write_out(&mut conn.stream, &mut conn.output);
+        }
+        self.take(index)
+    }
+
+    /// Closes connection `index` and hands it back (its phase says whose it was); its number
+    /// goes to the next connection, so the caller forgets it wherever it is kept.
+    pub(crate) fn take(&mut self, index: usize) -> Option<Conn<W>> {
+        let mut conn = self.conns.get_mut(index).and_then(Option::take)?;
+        let _ = self.poll.registry().deregister(&mut conn.stream);
+        let _ = conn.stream.shutdown(Shutdown::Both);
+        self.free.push(index);
+        if let Phase::Handshake { .. } = conn.phase {
+            self.pending -= 1;
+        }
+        Some(conn)
+    }
+
+    /// Writes what is due on connection `index`, then reads until a whole line is there (unless
+    /// the connection waits) and says what came of it.
+    pub(crate) fn step(&mut self, index: usize) -> Step {
+        let mut chunk = [0u8; 4096];
+        let Some(conn) = self.get(index) else {
+            return Step::Ended;
+        };
+        loop {
+            if write_out(&mut conn.stream, &mut conn.output).is_err() {
+                conn.eof = true;
+                conn.input.clear();
+            }
+            if conn.waiting.waits() {
+                return Step::Idle;
+            }
+            let newline = conn.input.iter().position(|&b| b == b'\n');
+            let too_long = match newline {
+                Some(pos) => pos > MAX_LINE,
+                None => conn.input.len() > MAX_LINE,
+            };
+            if too_long {
+                return match conn.phase {
+                    Phase::Handshake { .. } => {
+                        Step::Refuse(format!("line longer than {MAX_LINE} bytes"))
+                    }
+                    Phase::Session { rank, .. } => Step::TooLong(rank),
+                };
+            }
+            if let Some(pos) = newline {
+                let mut line: Vec<u8> = conn.input.drain(..=pos).collect();
+                line.pop();
+                return Step::Line(line);
+            }
+            if conn.eof {
+                return match conn.phase {
+                    Phase::Handshake { .. } => Step::Refuse("closed before hello".into()),
+                    Phase::Session { .. } => Step::Ended,
+                };
+            }
+            match conn.stream.read(&mut chunk) {
+                // A partial last line is dropped: it was never a complete request.
+                Ok(0) => conn.eof = true,
+                Ok(n) => conn.input.extend_from_slice(&chunk[..n]),
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Step::Idle,
+                Err(_) => {
+                    conn.eof = true;
+                    conn.input.clear();
+                }
+            }
+        }
+    }
+}
+
+/// Writes as much of `output` (replies not yet written) as the nonblocking `stream` takes;
+/// what it does not take stays for its next writable event.
+fn write_out(stream: &mut MioStream, output: &mut Vec<u8>) -> io::Result<()> {
+    while !output.is_empty() {
+        match stream.write(output) {
+            Ok(0) => return Err(io::ErrorKind::WriteZero.into()),
+            Ok(n) => {
+                output.drain(..n);
+            }
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Ok(()),
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(())
+}
