@@ -1,0 +1,540 @@
+/* The Fortran entry points that fortran/gen.py does not write (the calls marked @custom in
+ * calls.txt): initialisation, functions, and every call that takes a Fortran procedure, which
+ * C calls back through a trampoline that turns C handles into Fortran integers. Also the
+ * common blocks whose addresses are MPI_BOTTOM, MPI_IN_PLACE, MPI_STATUS_IGNORE, ... */
+#include "ferry_fortran.h"
+#include <stdatomic.h>
+#include <string.h>
+
+/* Defined here, zero-filled; the program's COMMON blocks of the same names resolve to these. */
+struct ferry_f_bottom ferryfb_ __attribute__((aligned(16)));
+struct ferry_f_statuses ferryfs_ __attribute__((aligned(16)));
+struct ferry_f_statuses ferryf8_ __attribute__((aligned(16)));
+struct ferry_f_ignores ferryfe_ __attribute__((aligned(16)));
+struct ferry_f_argv ferryfa_ __attribute__((aligned(16)));
+
+#define ALIASES(real, name)                                                                    \
+    extern __typeof__(real) name##_ __attribute__((weak, alias(#real)));                       \
+    extern __typeof__(real) name##_f08_ __attribute__((weak, alias(#real)));
+
+static void set_ierror(MPI_Fint *ierror, int rc)
+{
+    if (ierror)
+        *ierror = rc;
+}
+
+/* ---- Strings and arrays of the generated wrappers ------------------------------------------ */
+
+char *ferry_f_str_in(const char *s, size_t len)
+{
+    while (len > 0 && s[len - 1] == ' ')
+        len--;
+    while (len > 0 && s[0] == ' ') {
+        s++;
+        len--;
+    }
+    char *c = malloc(len + 1);
+    if (c) {
+        memcpy(c, s, len);
+        c[len] = 0;
+    }
+    return c;
+}
+
+char *ferry_f_str_buf(MPI_Aint n)
+{
+    char *c = malloc(n > 0 ? (size_t)n + 1 : 2);
+    if (c)
+        c[0] = 0;
+    return c;
+}
+
+void ferry_f_str_out(char *f, size_t len, const char *c)
+{
+    size_t n = strlen(c);
+    if (n > len)
+        n = len;
+    memcpy(f, c, n);
+    memset(f + n, ' ', len - n);
+}
+
+void *ferry_f_handles(void *small, int n, size_t size)
+{
+    if (n <= FERRY_F_SMALL)
+        return small;
+    return malloc((size_t)n * size);
+}
+
+int ferry_f_peers(const MPI_Fint *comm, int which)
+{
+    MPI_Comm c = FERRY_F2C(Comm, *comm);
+    int topo = MPI_UNDEFINED, n = 0, inter = 0;
+    if (which != FERRY_F_ALL && MPI_Topo_test(c, &topo) == MPI_SUCCESS) {
+        if (topo == MPI_CART) {
+            MPI_Cartdim_get(c, &n);
+            return 2 * n;
+        }
+        if (topo == MPI_GRAPH) {
+            int rank;
+            MPI_Comm_rank(c, &rank);
+            MPI_Graph_neighbors_count(c, rank, &n);
+            return n;
+        }
+        if (topo == MPI_DIST_GRAPH) {
+            int in = 0, out = 0, weighted;
+            MPI_Dist_graph_neighbors_count(c, &in, &out, &weighted);
+            return which == FERRY_F_OUT ? out : in;
+        }
+    }
+    if (MPI_Comm_test_inter(c, &inter) != MPI_SUCCESS)
+        return 0;
+    if (inter)
+        MPI_Comm_remote_size(c, &n);
+    else
+        MPI_Comm_size(c, &n);
+    return n;
+}
+
+/* ---- Start, time, addresses ------------------------------------------------------------ */
+
+void pmpi_init_(MPI_Fint *ierror)
+{
+    set_ierror(ierror, MPI_Init(NULL, NULL));
+}
+ALIASES(pmpi_init_, mpi_init)
+
+void pmpi_init_thread_(MPI_Fint *required, MPI_Fint *provided, MPI_Fint *ierror)
+{
+    set_ierror(ierror, MPI_Init_thread(NULL, NULL, *required, provided));
+}
+ALIASES(pmpi_init_thread_, mpi_init_thread)
+
+double pmpi_wtime_(void)
+{
+    return MPI_Wtime();
+}
+ALIASES(pmpi_wtime_, mpi_wtime)
+
+double pmpi_wtick_(void)
+{
+    return MPI_Wtick();
+}
+ALIASES(pmpi_wtick_, mpi_wtick)
+
+MPI_Aint pmpi_aint_add_(MPI_Aint *base, MPI_Aint *disp)
+{
+    return MPI_Aint_add(*base, *disp);
+}
+ALIASES(pmpi_aint_add_, mpi_aint_add)
+
+MPI_Aint pmpi_aint_diff_(MPI_Aint *addr1, MPI_Aint *addr2)
+{
+    return MPI_Aint_diff(*addr1, *addr2);
+}
+ALIASES(pmpi_aint_diff_, mpi_aint_diff)
+
+void pmpi_pcontrol_(MPI_Fint *level, MPI_Fint *ierror)
+{
+    set_ierror(ierror, MPI_Pcontrol(*level));
+}
+ALIASES(pmpi_pcontrol_, mpi_pcontrol)
+
+void pmpi_info_create_env_(MPI_Fint *info, MPI_Fint *ierror)
+{
+    MPI_Info c = MPI_INFO_NULL;
+    int rc = MPI_Info_create_env(0, NULL, &c);
+    if (rc == MPI_SUCCESS)
+        *info = FERRY_C2F(Info, c);
+    set_ierror(ierror, rc);
+}
+ALIASES(pmpi_info_create_env_, mpi_info_create_env)
+
+/* Fortran gets the size only: the address of the buffer is the program's own variable. */
+void pmpi_buffer_detach_(void *buffer_addr, MPI_Fint *size, MPI_Fint *ierror)
+{
+    (void)buffer_addr;
+    void *addr = NULL;
+    set_ierror(ierror, MPI_Buffer_detach(&addr, size));
+}
+ALIASES(pmpi_buffer_detach_, mpi_buffer_detach)
+
+/* ---- User reduction operations --------------------------------------------------------- */
+
+/* C calls an operation with its arguments only, so each Fortran function gets a trampoline of
+ * its own from a fixed pool. */
+typedef void (*ferry_f_user_fn)(void *, void *, MPI_Fint *, MPI_Fint *);
+#define OP_SLOTS 80
+static ferry_f_user_fn op_fns[OP_SLOTS];
+static atomic_int op_used;
+
+#define OP_TRAMPOLINE(i)                                                                       \
+    static void op_trampoline_##i(void *in, void *inout, int *len, MPI_Datatype *dt)           \
+    {                                                                                          \
+        MPI_Fint fdt = FERRY_C2F(Datatype, *dt);                                               \
+        op_fns[i](in, inout, len, &fdt);                                                       \
+    }
+/* Ten at a time: a##0 .. a##9 with a = (none), 1, ..., 7 make 0 .. 79. */
+#define OP10(a)                                                                                \
+    OP_TRAMPOLINE(a##0) OP_TRAMPOLINE(a##1) OP_TRAMPOLINE(a##2) OP_TRAMPOLINE(a##3)            \
+    OP_TRAMPOLINE(a##4) OP_TRAMPOLINE(a##5) OP_TRAMPOLINE(a##6) OP_TRAMPOLINE(a##7)            \
+    OP_TRAMPOLINE(a##8) OP_TRAMPOLINE(a##9)
+OP10() OP10(1) OP10(2) OP10(3) OP10(4) OP10(5) OP10(6) OP10(7)
+#define OPREF10(a)                                                                             \
+    op_trampoline_##a##0, op_trampoline_##a##1, op_trampoline_##a##2, op_trampoline_##a##3,    \
+        op_trampoline_##a##4, op_trampoline_##a##5, op_trampoline_##a##6, op_trampoline_##a##7, \
+        op_trampoline_##a##8, op_trampoline_##a##9
+static MPI_User_function *const op_trampolines[OP_SLOTS] = {
+    OPREF10(), OPREF10(1), OPREF10(2), OPREF10(3), OPREF10(4), OPREF10(5), OPREF10(6), OPREF10(7),
+};
+
+void pmpi_op_create_(ferry_f_user_fn user_fn, MPI_Fint *commute, MPI_Fint *op, MPI_Fint *ierror)
+{
+    int slot = atomic_fetch_add(&op_used, 1);
+    if (slot >= OP_SLOTS) {
+        /* MPI_ERR_INTERN: a limit of this library, not of the program's arguments. */
+        set_ierror(ierror, MPI_ERR_INTERN);
+        return;
+    }
+    op_fns[slot] = user_fn;
+    MPI_Op c = MPI_OP_NULL;
+    int rc = MPI_Op_create(op_trampolines[slot], *commute, &c);
+    if (rc == MPI_SUCCESS)
+        *op = FERRY_C2F(Op, c);
+    set_ierror(ierror, rc);
+}
+ALIASES(pmpi_op_create_, mpi_op_create)
+
+/* ---- Attribute keys -------------------------------------------------------------------- */
+
+/* Fortran copy and delete functions with what they need, passed to C as the extra state. */
+typedef void (*ferry_f_copy_fn)(MPI_Fint *, MPI_Fint *, void *, void *, void *, MPI_Fint *, MPI_Fint *);
+typedef void (*ferry_f_delete_fn)(MPI_Fint *, MPI_Fint *, void *, void *, MPI_Fint *);
+struct keyval {
+    ferry_f_copy_fn copy;
+    ferry_f_delete_fn del;
+    MPI_Aint extra;
+    int mpi1; /* MPI_Keyval_create: INTEGER values and extra state */
+};
+
+/* The predefined callbacks, callable from Fortran too. */
+#define NULL_COPY(name, valtype)                                                               \
+    void name(MPI_Fint *old, MPI_Fint *key, valtype *extra, valtype *in, valtype *out,         \
+              MPI_Fint *flag, MPI_Fint *ierr)                                                  \
+    {                                                                                          \
+        (void)old, (void)key, (void)extra, (void)in, (void)out;                                \
+        *flag = FERRY_F_FALSE;                                                                 \
+        *ierr = MPI_SUCCESS;                                                                   \
+    }
+#define DUP(name, valtype)                                                                     \
+    void name(MPI_Fint *old, MPI_Fint *key, valtype *extra, valtype *in, valtype *out,         \
+              MPI_Fint *flag, MPI_Fint *ierr)                                                  \
+    {                                                                                          \
+        (void)old, (void)key, (void)extra;                                                     \
+        *out = *in;                                                                            \
+        *flag = FERRY_F_TRUE;                                                                  \
+        *ierr = MPI_SUCCESS;                                                                   \
+    }
+#define NULL_DELETE(name, valtype)                                                             \
+    void name(MPI_Fint *h, MPI_Fint *key, valtype *val, valtype *extra, MPI_Fint *ierr)         \
+    {                                                                                          \
+        (void)h, (void)key, (void)val, (void)extra;                                            \
+        *ierr = MPI_SUCCESS;                                                                   \
+    }
+NULL_COPY(mpi_null_copy_fn_, MPI_Fint)
+DUP(mpi_dup_fn_, MPI_Fint)
+NULL_DELETE(mpi_null_delete_fn_, MPI_Fint)
+NULL_COPY(mpi_comm_null_copy_fn_, MPI_Aint)
+DUP(mpi_comm_dup_fn_, MPI_Aint)
+NULL_DELETE(mpi_comm_null_delete_fn_, MPI_Aint)
+NULL_COPY(mpi_type_null_copy_fn_, MPI_Aint)
+DUP(mpi_type_dup_fn_, MPI_Aint)
+NULL_DELETE(mpi_type_null_delete_fn_, MPI_Aint)
+NULL_COPY(mpi_win_null_copy_fn_, MPI_Aint)
+DUP(mpi_win_dup_fn_, MPI_Aint)
+NULL_DELETE(mpi_win_null_delete_fn_, MPI_Aint)
+void mpi_conversion_fn_null_(void) {}
+
+static int is_null_copy(void *fn)
+{
+    return fn == (void *)mpi_null_copy_fn_ || fn == (void *)mpi_comm_null_copy_fn_ ||
+           fn == (void *)mpi_type_null_copy_fn_ || fn == (void *)mpi_win_null_copy_fn_;
+}
+static int is_dup(void *fn)
+{
+    return fn == (void *)mpi_dup_fn_ || fn == (void *)mpi_comm_dup_fn_ ||
+           fn == (void *)mpi_type_dup_fn_ || fn == (void *)mpi_win_dup_fn_;
+}
+static int is_null_delete(void *fn)
+{
+    return fn == (void *)mpi_null_delete_fn_ || fn == (void *)mpi_comm_null_delete_fn_ ||
+           fn == (void *)mpi_type_null_delete_fn_ || fn == (void *)mpi_win_null_delete_fn_;
+}
+
+/* An attribute set from Fortran is stored as its value in C's void *. */
+static int copy_through(struct keyval *k, MPI_Fint fold, int keyval, void *in, void *out, int *flag)
+{
+    MPI_Fint fkey = keyval, fflag = FERRY_F_FALSE, ierr = MPI_SUCCESS;
+    if (k->mpi1) {
+        MPI_Fint extra = (MPI_Fint)k->extra, vin = (MPI_Fint)(intptr_t)in, vout = 0;
+        k->copy(&fold, &fkey, &extra, &vin, &vout, &fflag, &ierr);
+        *(void **)out = (void *)(intptr_t)vout;
+    } else {
+        MPI_Aint vin = (MPI_Aint)(intptr_t)in, vout = 0;
+        k->copy(&fold, &fkey, &k->extra, &vin, &vout, &fflag, &ierr);
+        *(void **)out = (void *)(intptr_t)vout;
+    }
+    *flag = fflag != 0;
+    return ierr;
+}
+
+static int delete_through(struct keyval *k, MPI_Fint fh, int keyval, void *val)
+{
+    MPI_Fint fkey = keyval, ierr = MPI_SUCCESS;
+    if (k->mpi1) {
+        MPI_Fint extra = (MPI_Fint)k->extra, v = (MPI_Fint)(intptr_t)val;
+        k->del(&fh, &fkey, &v, &extra, &ierr);
+    } else {
+        MPI_Aint v = (MPI_Aint)(intptr_t)val;
+        k->del(&fh, &fkey, &v, &k->extra, &ierr);
+    }
+    return ierr;
+}
+
+#define KEYVAL_KIND(H, N, lower, NULLCOPY, DUPFN, NULLDEL)                                        \
+    static int lower##_copy_trampoline(MPI_##H old, int keyval, void *extra, void *in,         \
+                                       void *out, int *flag)                                   \
+    {                                                                                          \
+        return copy_through(extra, FERRY_C2F(H, old), keyval, in, out, flag);                  \
+    }                                                                                          \
+    static int lower##_delete_trampoline(MPI_##H h, int keyval, void *val, void *extra)        \
+    {                                                                                          \
+        return delete_through(extra, FERRY_C2F(H, h), keyval, val);                            \
+    }                                                                                          \
+    static int lower##_keyval(void *copy, void *del, MPI_Aint extra, int mpi1, MPI_Fint *key)  \
+    {                                                                                          \
+        struct keyval *k = malloc(sizeof *k);                                                  \
+        if (!k)                                                                                \
+            return MPI_ERR_NO_MEM;                                                             \
+        *k = (struct keyval){(ferry_f_copy_fn)copy, (ferry_f_delete_fn)del, extra, mpi1};      \
+        int rc = MPI_##N##_create_keyval(                                                      \
+            is_null_copy(copy) ? NULLCOPY : is_dup(copy) ? DUPFN : lower##_copy_trampoline,    \
+            is_null_delete(del) ? NULLDEL : lower##_delete_trampoline, key, k);                \
+        if (rc != MPI_SUCCESS)                                                                 \
+            free(k);                                                                           \
+        return rc;                                                                             \
+    }
+KEYVAL_KIND(Comm, Comm, comm, MPI_COMM_NULL_COPY_FN, MPI_COMM_DUP_FN, MPI_COMM_NULL_DELETE_FN)
+KEYVAL_KIND(Datatype, Type, type, MPI_TYPE_NULL_COPY_FN, MPI_TYPE_DUP_FN, MPI_TYPE_NULL_DELETE_FN)
+KEYVAL_KIND(Win, Win, win, MPI_WIN_NULL_COPY_FN, MPI_WIN_DUP_FN, MPI_WIN_NULL_DELETE_FN)
+
+void pmpi_comm_create_keyval_(void *copy, void *del, MPI_Fint *key, MPI_Aint *extra, MPI_Fint *ierror)
+{
+    set_ierror(ierror, comm_keyval(copy, del, *extra, 0, key));
+}
+ALIASES(pmpi_comm_create_keyval_, mpi_comm_create_keyval)
+void pmpi_type_create_keyval_(void *copy, void *del, MPI_Fint *key, MPI_Aint *extra, MPI_Fint *ierror)
+{
+    set_ierror(ierror, type_keyval(copy, del, *extra, 0, key));
+}
+ALIASES(pmpi_type_create_keyval_, mpi_type_create_keyval)
+void pmpi_win_create_keyval_(void *copy, void *del, MPI_Fint *key, MPI_Aint *extra, MPI_Fint *ierror)
+{
+    set_ierror(ierror, win_keyval(copy, del, *extra, 0, key));
+}
+ALIASES(pmpi_win_create_keyval_, mpi_win_create_keyval)
+void pmpi_keyval_create_(void *copy, void *del, MPI_Fint *key, MPI_Fint *extra, MPI_Fint *ierror)
+{
+    set_ierror(ierror, comm_keyval(copy, del, *extra, 1, key));
+}
+ALIASES(pmpi_keyval_create_, mpi_keyval_create)
+
+/* What Fortran reads of an attribute: the value stored for its own keys; for the predefined
+ * ones, which C holds as pointers to the value, the value itself (MPI 4.1 §7.7.2). */
+static MPI_Aint comm_attr_value(int key, void *v)
+{
+    switch (key) {
+    case MPI_TAG_UB: case MPI_IO: case MPI_HOST: case MPI_WTIME_IS_GLOBAL:
+    case MPI_APPNUM: case MPI_LASTUSEDCODE: case MPI_UNIVERSE_SIZE:
+        return *(int *)v;
+    default:
+        return (MPI_Aint)(intptr_t)v;
+    }
+}
+static MPI_Aint win_attr_value(int key, void *v)
+{
+    switch (key) {
+    case MPI_WIN_SIZE:
+        return *(MPI_Aint *)v;
+    case MPI_WIN_DISP_UNIT: case MPI_WIN_CREATE_FLAVOR: case MPI_WIN_MODEL:
+        return *(int *)v;
+    default: /* MPI_WIN_BASE is the address itself */
+        return (MPI_Aint)(intptr_t)v;
+    }
+}
+static MPI_Aint type_attr_value(int key, void *v)
+{
+    (void)key;
+    return (MPI_Aint)(intptr_t)v;
+}
+
+#define ATTR_KIND(H, lower, fname)                                                             \
+    void pmpi_##lower##_set_attr_(MPI_Fint *h, MPI_Fint *key, MPI_Aint *val, MPI_Fint *ierror) \
+    {                                                                                          \
+        set_ierror(ierror, MPI_##fname##_set_attr(FERRY_F2C(H, *h), *key, (void *)(intptr_t)*val)); \
+    }                                                                                          \
+    ALIASES(pmpi_##lower##_set_attr_, mpi_##lower##_set_attr)                                  \
+    void pmpi_##lower##_get_attr_(MPI_Fint *h, MPI_Fint *key, MPI_Aint *val, MPI_Fint *flag,   \
+                                  MPI_Fint *ierror)                                            \
+    {                                                                                          \
+        void *v = NULL;                                                                        \
+        int found = 0;                                                                         \
+        int rc = MPI_##fname##_get_attr(FERRY_F2C(H, *h), *key, &v, &found);                   \
+        if (rc == MPI_SUCCESS) {                                                               \
+            *flag = found ? FERRY_F_TRUE : FERRY_F_FALSE;                                      \
+            if (found)                                                                         \
+                *val = lower##_attr_value(*key, v);                                            \
+        }                                                                                      \
+        set_ierror(ierror, rc);                                                                \
+    }                                                                                          \
+    ALIASES(pmpi_##lower##_get_attr_, mpi_##lower##_get_attr)
+ATTR_KIND(Comm, comm, Comm)
+ATTR_KIND(Datatype, type, Type)
+ATTR_KIND(Win, win, Win)
+
+void pmpi_attr_put_(MPI_Fint *comm, MPI_Fint *key, MPI_Fint *val, MPI_Fint *ierror)
+{
+    set_ierror(ierror, MPI_Comm_set_attr(FERRY_F2C(Comm, *comm), *key, (void *)(intptr_t)*val));
+}
+ALIASES(pmpi_attr_put_, mpi_attr_put)
+
+void pmpi_attr_get_(MPI_Fint *comm, MPI_Fint *key, MPI_Fint *val, MPI_Fint *flag, MPI_Fint *ierror)
+{
+    void *v = NULL;
+    int found = 0;
+    int rc = MPI_Comm_get_attr(FERRY_F2C(Comm, *comm), *key, &v, &found);
+    if (rc == MPI_SUCCESS) {
+        *flag = found ? FERRY_F_TRUE : FERRY_F_FALSE;
+        if (found)
+            *val = (MPI_Fint)comm_attr_value(*key, v);
+    }
+    set_ierror(ierror, rc);
+}
+ALIASES(pmpi_attr_get_, mpi_attr_get)
+
+/* ---- Error handlers -------------------------------------------------------------------- */
+
+/* Like operations, a handler is called with the object and the code only: one trampoline per
+ * Fortran handler, from a pool per kind. */
+typedef void (*ferry_f_handler_fn)(MPI_Fint *, MPI_Fint *);
+#define HANDLER_SLOTS 16
+
+#define HANDLER_KIND(H, lower, cname)                                                          \
+    static ferry_f_handler_fn lower##_handlers[HANDLER_SLOTS];                                 \
+    static atomic_int lower##_handlers_used;                                                   \
+    static void lower##_handler_call(int i, MPI_##H *h, int *code)                             \
+    {                                                                                          \
+        MPI_Fint fh = FERRY_C2F(H, *h), fcode = *code;                                         \
+        lower##_handlers[i](&fh, &fcode);                                                      \
+    }                                                                                          \
+    HANDLER_TRAMPOLINES(H, lower)                                                              \
+    void pmpi_##lower##_create_errhandler_(ferry_f_handler_fn fn, MPI_Fint *errhandler,        \
+                                           MPI_Fint *ierror)                                   \
+    {                                                                                          \
+        int slot = atomic_fetch_add(&lower##_handlers_used, 1);                                \
+        if (slot >= HANDLER_SLOTS) {                                                           \
+            set_ierror(ierror, MPI_ERR_INTERN);                                                \
+            return;                                                                            \
+        }                                                                                      \
+        lower##_handlers[slot] = fn;                                                           \
+        MPI_Errhandler c = MPI_ERRHANDLER_NULL;                                                \
+        int rc = cname(lower##_handler_trampolines[slot], &c);                                 \
+        if (rc == MPI_SUCCESS)                                                                 \
+            *errhandler = FERRY_C2F(Errhandler, c);                                            \
+        set_ierror(ierror, rc);                                                                \
+    }                                                                                          \
+    ALIASES(pmpi_##lower##_create_errhandler_, mpi_##lower##_create_errhandler)
+
+#define HANDLER_TRAMPOLINE(H, lower, i)                                                        \
+    static void lower##_handler_##i(MPI_##H *h, int *code, ...) { lower##_handler_call(i, h, code); }
+#define HANDLER_TRAMPOLINES(H, lower)                                                          \
+    HANDLER_TRAMPOLINE(H, lower, 0) HANDLER_TRAMPOLINE(H, lower, 1)                            \
+    HANDLER_TRAMPOLINE(H, lower, 2) HANDLER_TRAMPOLINE(H, lower, 3)                            \
+    HANDLER_TRAMPOLINE(H, lower, 4) HANDLER_TRAMPOLINE(H, lower, 5)                            \
+    HANDLER_TRAMPOLINE(H, lower, 6) HANDLER_TRAMPOLINE(H, lower, 7)                            \
+    HANDLER_TRAMPOLINE(H, lower, 8) HANDLER_TRAMPOLINE(H, lower, 9)                            \
+    HANDLER_TRAMPOLINE(H, lower, 10) HANDLER_TRAMPOLINE(H, lower, 11)                          \
+    HANDLER_TRAMPOLINE(H, lower, 12) HANDLER_TRAMPOLINE(H, lower, 13)                          \
+    HANDLER_TRAMPOLINE(H, lower, 14) HANDLER_TRAMPOLINE(H, lower, 15)                          \
+    static MPI_##H##_errhandler_function *const lower##_handler_trampolines[HANDLER_SLOTS] = { \
+        lower##_handler_0, lower##_handler_1, lower##_handler_2, lower##_handler_3,            \
+        lower##_handler_4, lower##_handler_5, lower##_handler_6, lower##_handler_7,            \
+        lower##_handler_8, lower##_handler_9, lower##_handler_10, lower##_handler_11,          \
+        lower##_handler_12, lower##_handler_13, lower##_handler_14, lower##_handler_15};
+
+HANDLER_KIND(Comm, comm, MPI_Comm_create_errhandler)
+HANDLER_KIND(Win, win, MPI_Win_create_errhandler)
+HANDLER_KIND(File, file, MPI_File_create_errhandler)
+HANDLER_KIND(Session, session, MPI_Session_create_errhandler)
+
+/* MPI-1's name for MPI_Comm_create_errhandler. */
+void pmpi_errhandler_create_(ferry_f_handler_fn fn, MPI_Fint *errhandler, MPI_Fint *ierror)
+{
+    pmpi_comm_create_errhandler_(fn, errhandler, ierror);
+}
+ALIASES(pmpi_errhandler_create_, mpi_errhandler_create)
+
+/* ---- Generalized requests -------------------------------------------------------------- */
+
+typedef void (*ferry_f_query_fn)(MPI_Aint *, MPI_Fint *, MPI_Fint *);
+typedef void (*ferry_f_free_fn)(MPI_Aint *, MPI_Fint *);
+typedef void (*ferry_f_cancel_fn)(MPI_Aint *, MPI_Fint *, MPI_Fint *);
+struct grequest {
+    ferry_f_query_fn query;
+    ferry_f_free_fn free;
+    ferry_f_cancel_fn cancel;
+    MPI_Aint extra;
+};
+
+static int grequest_query(void *extra, MPI_Status *status)
+{
+    struct grequest *g = extra;
+    MPI_Fint ierr = MPI_SUCCESS;
+    g->query(&g->extra, (MPI_Fint *)status, &ierr);
+    return ierr;
+}
+
+static int grequest_free(void *extra)
+{
+    struct grequest *g = extra;
+    MPI_Fint ierr = MPI_SUCCESS;
+    g->free(&g->extra, &ierr);
+    free(g);
+    return ierr;
+}
+
+static int grequest_cancel(void *extra, int complete)
+{
+    struct grequest *g = extra;
+    MPI_Fint fcomplete = complete ? FERRY_F_TRUE : FERRY_F_FALSE, ierr = MPI_SUCCESS;
+    g->cancel(&g->extra, &fcomplete, &ierr);
+    return ierr;
+}
+
+void pmpi_grequest_start_(ferry_f_query_fn query, ferry_f_free_fn freefn, ferry_f_cancel_fn cancel,
+                          MPI_Aint *extra, MPI_Fint *request, MPI_Fint *ierror)
+{
+    struct grequest *g = malloc(sizeof *g);
+    if (!g) {
+        set_ierror(ierror, MPI_ERR_NO_MEM);
+        return;
+    }
+    *g = (struct grequest){query, freefn, cancel, *extra};
+    MPI_Request c = MPI_REQUEST_NULL;
+    int rc = MPI_Grequest_start(grequest_query, grequest_free, grequest_cancel, g, &c);
+    if (rc == MPI_SUCCESS)
+        *request = FERRY_C2F(Request, c);
+    else
+        free(g);
+    set_ierror(ierror, rc);
+}
+ALIASES(pmpi_grequest_start_, mpi_grequest_start)
