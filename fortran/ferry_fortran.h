@@ -87,6 +87,14 @@ static inline int *ferry_f_weights(MPI_Fint *w)
     return w;
 }
 
+/* C's 0-based request indices as Fortran's 1-based ones (MPI_UNDEFINED stays). */
+static inline void ferry_f_indices(MPI_Fint *idx, int n)
+{
+    for (int i = 0; i < n; i++)
+        if (idx[i] != MPI_UNDEFINED && idx[i] >= 0)
+            idx[i] += 1;
+}
+
 /* A Fortran string as a new C string: blanks at both ends dropped (MPI 4.1 §19.1.10 for info
  * keys and values; names never end in blanks). NULL when out of memory. */
 char *ferry_f_str_in(const char *s, size_t len);

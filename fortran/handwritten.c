@@ -488,18 +488,20 @@ ALIASES(pmpi_errhandler_create_, mpi_errhandler_create)
 typedef void (*ferry_f_query_fn)(MPI_Aint *, MPI_Fint *, MPI_Fint *);
 typedef void (*ferry_f_free_fn)(MPI_Aint *, MPI_Fint *);
 typedef void (*ferry_f_cancel_fn)(MPI_Aint *, MPI_Fint *, MPI_Fint *);
+/* The extra state is the program's variable itself (its address), as MPICH passes it: the
+ * callbacks may change it and the program see the change. */
 struct grequest {
     ferry_f_query_fn query;
     ferry_f_free_fn free;
     ferry_f_cancel_fn cancel;
-    MPI_Aint extra;
+    MPI_Aint *extra;
 };
 
 static int grequest_query(void *extra, MPI_Status *status)
 {
     struct grequest *g = extra;
     MPI_Fint ierr = MPI_SUCCESS;
-    g->query(&g->extra, (MPI_Fint *)status, &ierr);
+    g->query(g->extra, (MPI_Fint *)status, &ierr);
     return ierr;
 }
 
@@ -507,7 +509,7 @@ static int grequest_free(void *extra)
 {
     struct grequest *g = extra;
     MPI_Fint ierr = MPI_SUCCESS;
-    g->free(&g->extra, &ierr);
+    g->free(g->extra, &ierr);
     free(g);
     return ierr;
 }
@@ -516,7 +518,7 @@ static int grequest_cancel(void *extra, int complete)
 {
     struct grequest *g = extra;
     MPI_Fint fcomplete = complete ? FERRY_F_TRUE : FERRY_F_FALSE, ierr = MPI_SUCCESS;
-    g->cancel(&g->extra, &fcomplete, &ierr);
+    g->cancel(g->extra, &fcomplete, &ierr);
     return ierr;
 }
 
@@ -528,7 +530,7 @@ void pmpi_grequest_start_(ferry_f_query_fn query, ferry_f_free_fn freefn, ferry_
         set_ierror(ierror, MPI_ERR_NO_MEM);
         return;
     }
-    *g = (struct grequest){query, freefn, cancel, *extra};
+    *g = (struct grequest){query, freefn, cancel, extra};
     MPI_Request c = MPI_REQUEST_NULL;
     int rc = MPI_Grequest_start(grequest_query, grequest_free, grequest_cancel, g, &c);
     if (rc == MPI_SUCCESS)
@@ -538,3 +540,31 @@ void pmpi_grequest_start_(ferry_f_query_fn query, ferry_f_free_fn freefn, ferry_
     set_ierror(ierror, rc);
 }
 ALIASES(pmpi_grequest_start_, mpi_grequest_start)
+
+/* ---- Strings of a length the program chooses ------------------------------------------- */
+
+/* MPI_Info_get_string: buflen is the room in value (Fortran has no terminating NUL) and comes
+ * back as the value's length; with buflen 0 only the length is asked for. */
+void pmpi_info_get_string_(MPI_Fint *info, char *key, MPI_Fint *buflen, char *value, MPI_Fint *flag,
+                           MPI_Fint *ierror, size_t key_len, size_t value_len)
+{
+    char *key_c = ferry_f_str_in(key, key_len);
+    size_t room = *buflen > 0 && (size_t)*buflen < value_len ? (size_t)*buflen : value_len;
+    char *value_c = ferry_f_str_buf((MPI_Aint)room);
+    int rc = MPI_ERR_NO_MEM;
+    if (key_c && value_c) {
+        int cbuflen = *buflen > 0 ? (int)room + 1 : 0, found = 0;
+        rc = MPI_Info_get_string(FERRY_F2C(Info, *info), key_c, &cbuflen, value_c, &found);
+        if (rc == MPI_SUCCESS) {
+            *flag = found ? FERRY_F_TRUE : FERRY_F_FALSE;
+            if (found && *buflen > 0)
+                ferry_f_str_out(value, value_len, value_c);
+            if (found)
+                *buflen = cbuflen > 0 ? cbuflen - 1 : 0;
+        }
+    }
+    free(key_c);
+    free(value_c);
+    set_ierror(ierror, rc);
+}
+ALIASES(pmpi_info_get_string_, mpi_info_get_string)
