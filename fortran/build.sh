@@ -26,6 +26,9 @@ if [ ! -f "$libdir/libmpi.so" ]; then
     exit 1
 fi
 
+# The library carries the time the build started: a source changed during the build is newer,
+# and fortran/bin/mpifort builds again.
+started=$(date +%s.%N)
 work=$(mktemp -d "${TMPDIR:-/tmp}/ferry-fortran.XXXXXX")
 trap 'rm -rf "$work"' EXIT
 python3 "$here/gen.py" --mpi-h "$incdir/mpi.h" --out "$work"
@@ -42,3 +45,4 @@ cp "$here/ferry_fortran.h" "$here/handwritten.c" "$work/"
 # Written last and each in one step, so a reader never sees half a library.
 install -m 644 "$work/mpif.h" "$work/mpi.mod" "$work/mpi_f08.mod" "$out/include/"
 install -m 755 "$work/libmpifort.so" "$out/lib/libmpifort.so"
+touch -d "@$started" "$out/lib/libmpifort.so"

@@ -89,7 +89,7 @@ def parse_calls(path):
                 if not m:
                     raise GenError(f"{origin}: bad type {ty!r}")
                 base, length = m.group(1), m.group(2)
-                known = set(SCALARS) | set(HANDLES) | {"buffer", "cptr", "string", "Status", "function"}
+                known = set(SCALARS) | set(HANDLES) | {"buffer", "cptr", "string", "strings", "strings2", "Status", "function"}
                 if base not in known:
                     raise GenError(f"{origin}: unknown type {base!r} of {an}")
                 array = length is not None and base != "string"
@@ -159,6 +159,13 @@ def parse_constants(mpi_h):
         if re.fullmatch(r"MPI_MAX_\w+_(STRING|NAME|KEY|VAL|LEN)", name):
             v -= 1
         consts[name] = Const(name, v, kind)
+    # MPI-1's Fortran combiners. ferry's MPI_TYPE_HVECTOR, _HINDEXED and _STRUCT of Fortran
+    # make their types with the MPI-2 calls, so these name the same combiners.
+    for old, new in (("MPI_COMBINER_HVECTOR_INTEGER", "MPI_COMBINER_HVECTOR"),
+                     ("MPI_COMBINER_HINDEXED_INTEGER", "MPI_COMBINER_HINDEXED"),
+                     ("MPI_COMBINER_STRUCT_INTEGER", "MPI_COMBINER_STRUCT")):
+        if new in consts and old not in consts:
+            consts[old] = Const(old, consts[new].value, "int")
     for n in ("MPI_COMM_WORLD", "MPI_INTEGER", "MPI_DOUBLE_PRECISION", "MPI_SUM", "MPI_SUCCESS", "MPI_ANY_SOURCE"):
         if n not in consts:
             raise GenError(f"{mpi_h}: {n} not found: is this ferry's mpi.h?")
@@ -179,7 +186,7 @@ def c_wrapper(call):
         elif a.base == "cptr":
             params.append(f"void *{n}")
             cargs.append(n)
-        elif a.base == "function":
+        elif a.base in ("function", "strings", "strings2"):
             raise GenError(f"{call.origin}: {call.name} takes a procedure: mark it @custom")
         elif a.base == "string":
             params.append(f"char *{n}")
@@ -306,6 +313,8 @@ def f_decl(a, flavor):
         return [f"EXTERNAL :: {a.name}"]
     if a.base == "string":
         return [f"CHARACTER(LEN=*){intent} :: {a.name}"]
+    if a.base in ("strings", "strings2"):
+        return [f"CHARACTER(LEN=*){intent} :: {a.name}({'count, ' if a.base == 'strings2' else ''}*)"]
     if a.base == "Status":
         if flavor == "f08":
             return [f"TYPE(MPI_Status){intent} :: {a.name}{'(*)' if a.array else ''}"]
@@ -410,12 +419,37 @@ def mpif_h(consts, calls):
         if common:
             out += fixed(common)
     out += fixed("EXTERNAL " + ", ".join(CALLBACKS))
+    # MPI_WTIME and MPI_WTICK only: programs declare MPI_AINT_ADD/MPI_AINT_DIFF themselves
+    # (MPICH's mpif.h does not), and a second declaration would be an error.
     for c in calls:
-        if c.result:
-            t = "DOUBLE PRECISION" if c.result == "double" else "INTEGER(KIND=MPI_ADDRESS_KIND)"
-            out += fixed(f"{t} MPI_{c.name.upper()}, PMPI_{c.name.upper()}")
+        if c.result == "double":
+            out += fixed(f"DOUBLE PRECISION MPI_{c.name.upper()}, PMPI_{c.name.upper()}")
             out += fixed(f"EXTERNAL MPI_{c.name.upper()}, PMPI_{c.name.upper()}")
     return "\n".join(out) + "\n"
+
+
+# MPI_SIZEOF (MPI 4.1 §19.1.9): a generic over the intrinsic types, any rank, in both modules.
+SIZEOF_KINDS = [("INTEGER", k) for k in ("INT8", "INT16", "INT32", "INT64")] + \
+    [("REAL", k) for k in ("REAL32", "REAL64", "REAL128")] + \
+    [("COMPLEX", k) for k in ("REAL32", "REAL64", "REAL128")] + \
+    [("LOGICAL", k) for k in ("INT8", "INT16", "INT32", "INT64")]
+
+
+def sizeof_generic():
+    names = [f"ferry_sizeof_{ty.lower()}_{k.lower()}" for ty, k in SIZEOF_KINDS]
+    spec = ["    INTERFACE MPI_SIZEOF"] + [f"        MODULE PROCEDURE {n}" for n in names] + ["    END INTERFACE"]
+    spec.append("    PRIVATE :: " + ", ".join(names))
+    body = []
+    for (ty, k), n in zip(SIZEOF_KINDS, names):
+        body += [f"    SUBROUTINE {n}(x, size, ierror)",
+                 f"        USE, INTRINSIC :: ISO_FORTRAN_ENV, ONLY : {k}",
+                 f"        {ty}(KIND={k}), DIMENSION(..), INTENT(IN) :: x",
+                 "        INTEGER, INTENT(OUT) :: size",
+                 "        INTEGER, OPTIONAL, INTENT(OUT) :: ierror",
+                 "        size = STORAGE_SIZE(x) / 8",
+                 "        IF (PRESENT(ierror)) ierror = 0",
+                 f"    END SUBROUTINE {n}"]
+    return spec, body
 
 
 def module_mpi(consts, calls):
@@ -435,7 +469,13 @@ def module_mpi(consts, calls):
     out.append("    INTERFACE")
     for c in calls:
         out += f_interface(c, "mpi", f"MPI_{c.name.upper()}")
+        if c.result:  # a function must be declared to be called: PMPI_WTIME too
+            out += f_interface(c, "mpi", f"PMPI_{c.name.upper()}")
     out.append("    END INTERFACE")
+    spec, body = sizeof_generic()
+    out += spec
+    out.append("CONTAINS")
+    out += body
     out.append("END MODULE mpi")
     return "\n".join(w for line in out for w in wrap(line, 4)) + "\n"
 
@@ -544,7 +584,14 @@ def module_f08(consts, calls):
         out.append(f"    INTERFACE MPI_{c.name}")
         out += f_interface(c, "f08", specific)
         out.append("    END INTERFACE")
+        if c.result:
+            out.append(f"    INTERFACE PMPI_{c.name}")
+            out += f_interface(c, "f08", f"PMPI_{c.name}_f08")
+            out.append("    END INTERFACE")
+    spec, body = sizeof_generic()
+    out += spec
     out.append("CONTAINS")
+    out += body
     for eq, ne, h in ops:
         for fn, op in ((eq, "=="), (ne, "/=")):
             out += [f"    ELEMENTAL LOGICAL FUNCTION {fn}(a, b)",

@@ -15,7 +15,8 @@ struct ferry_f_argv ferryfa_ __attribute__((aligned(16)));
 
 #define ALIASES(real, name)                                                                    \
     extern __typeof__(real) name##_ __attribute__((weak, alias(#real)));                       \
-    extern __typeof__(real) name##_f08_ __attribute__((weak, alias(#real)));
+    extern __typeof__(real) name##_f08_ __attribute__((weak, alias(#real)));                   \
+    extern __typeof__(real) p##name##_f08_ __attribute__((weak, alias(#real)));
 
 static void set_ierror(MPI_Fint *ierror, int rc)
 {
@@ -568,3 +569,201 @@ void pmpi_info_get_string_(MPI_Fint *info, char *key, MPI_Fint *buflen, char *va
     set_ierror(ierror, rc);
 }
 ALIASES(pmpi_info_get_string_, mpi_info_get_string)
+
+/* ---- MPI-1 datatype calls with INTEGER displacements ---------------------------------- */
+
+/* An address or extent as a default INTEGER: MPI_ERR_ARG when it does not fit, rather than
+ * a wrong number. */
+static int to_fint(MPI_Aint v, MPI_Fint *out, int rc)
+{
+    if (rc != MPI_SUCCESS)
+        return rc;
+    if (v != (MPI_Fint)v)
+        return MPI_ERR_ARG;
+    *out = (MPI_Fint)v;
+    return MPI_SUCCESS;
+}
+
+void pmpi_address_(void *location, MPI_Fint *address, MPI_Fint *ierror)
+{
+    MPI_Aint a = 0;
+    int rc = MPI_Get_address(ferry_f_buf(location), &a);
+    set_ierror(ierror, to_fint(a, address, rc));
+}
+ALIASES(pmpi_address_, mpi_address)
+
+void pmpi_type_extent_(MPI_Fint *datatype, MPI_Fint *extent, MPI_Fint *ierror)
+{
+    MPI_Aint lb = 0, ext = 0;
+    int rc = MPI_Type_get_extent(FERRY_F2C(Datatype, *datatype), &lb, &ext);
+    set_ierror(ierror, to_fint(ext, extent, rc));
+}
+ALIASES(pmpi_type_extent_, mpi_type_extent)
+
+void pmpi_type_lb_(MPI_Fint *datatype, MPI_Fint *displacement, MPI_Fint *ierror)
+{
+    MPI_Aint lb = 0, ext = 0;
+    int rc = MPI_Type_get_extent(FERRY_F2C(Datatype, *datatype), &lb, &ext);
+    set_ierror(ierror, to_fint(lb, displacement, rc));
+}
+ALIASES(pmpi_type_lb_, mpi_type_lb)
+
+void pmpi_type_ub_(MPI_Fint *datatype, MPI_Fint *displacement, MPI_Fint *ierror)
+{
+    MPI_Aint lb = 0, ext = 0;
+    int rc = MPI_Type_get_extent(FERRY_F2C(Datatype, *datatype), &lb, &ext);
+    set_ierror(ierror, to_fint(lb + ext, displacement, rc));
+}
+ALIASES(pmpi_type_ub_, mpi_type_ub)
+
+void pmpi_type_hvector_(MPI_Fint *count, MPI_Fint *blocklength, MPI_Fint *stride, MPI_Fint *oldtype,
+                        MPI_Fint *newtype, MPI_Fint *ierror)
+{
+    MPI_Datatype c = MPI_DATATYPE_NULL;
+    int rc = MPI_Type_create_hvector(*count, *blocklength, *stride, FERRY_F2C(Datatype, *oldtype), &c);
+    if (rc == MPI_SUCCESS)
+        *newtype = FERRY_C2F(Datatype, c);
+    set_ierror(ierror, rc);
+}
+ALIASES(pmpi_type_hvector_, mpi_type_hvector)
+
+/* The displacements (and types) widened into C arrays; NULL when out of memory. */
+static MPI_Aint *widen(const MPI_Fint *v, int n)
+{
+    MPI_Aint *a = malloc((n > 0 ? (size_t)n : 1) * sizeof *a);
+    for (int i = 0; a && i < n; i++)
+        a[i] = v[i];
+    return a;
+}
+
+void pmpi_type_hindexed_(MPI_Fint *count, MPI_Fint *blocklengths, MPI_Fint *displacements,
+                         MPI_Fint *oldtype, MPI_Fint *newtype, MPI_Fint *ierror)
+{
+    MPI_Aint *disp = widen(displacements, *count);
+    MPI_Datatype c = MPI_DATATYPE_NULL;
+    int rc = disp ? MPI_Type_create_hindexed(*count, blocklengths, disp, FERRY_F2C(Datatype, *oldtype), &c)
+                  : MPI_ERR_NO_MEM;
+    if (rc == MPI_SUCCESS)
+        *newtype = FERRY_C2F(Datatype, c);
+    free(disp);
+    set_ierror(ierror, rc);
+}
+ALIASES(pmpi_type_hindexed_, mpi_type_hindexed)
+
+void pmpi_type_struct_(MPI_Fint *count, MPI_Fint *blocklengths, MPI_Fint *displacements,
+                       MPI_Fint *types, MPI_Fint *newtype, MPI_Fint *ierror)
+{
+    int n = *count > 0 ? *count : 0;
+    MPI_Aint *disp = widen(displacements, n);
+    MPI_Datatype *ctypes = malloc((n > 0 ? (size_t)n : 1) * sizeof *ctypes);
+    MPI_Datatype c = MPI_DATATYPE_NULL;
+    int rc = MPI_ERR_NO_MEM;
+    if (disp && ctypes) {
+        for (int i = 0; i < n; i++)
+            ctypes[i] = FERRY_F2C(Datatype, types[i]);
+        rc = MPI_Type_create_struct(*count, blocklengths, disp, ctypes, &c);
+    }
+    if (rc == MPI_SUCCESS)
+        *newtype = FERRY_C2F(Datatype, c);
+    free(disp);
+    free(ctypes);
+    set_ierror(ierror, rc);
+}
+ALIASES(pmpi_type_struct_, mpi_type_struct)
+
+/* ---- Spawning: arrays of blank-padded strings ------------------------------------------ */
+
+static int blank(const char *s, size_t len)
+{
+    for (size_t i = 0; i < len; i++)
+        if (s[i] != ' ')
+            return 0;
+    return 1;
+}
+
+/* The NULL-terminated argv of a Fortran CHARACTER array whose elements are len long, ended
+ * by an all-blank element; elements `stride` apart (2-D arrays of MPI_Comm_spawn_multiple).
+ * Sets *ok to 0 when out of memory. */
+static char **argv_f2c(const char *a, size_t len, size_t stride, int *ok)
+{
+    size_t n = 0;
+    while (!blank(a + n * stride * len, len))
+        n++;
+    char **argv = calloc(n + 1, sizeof *argv);
+    if (!argv) {
+        *ok = 0;
+        return NULL;
+    }
+    for (size_t i = 0; i < n; i++)
+        if (!(argv[i] = ferry_f_str_in(a + i * stride * len, len)))
+            *ok = 0;
+    return argv;
+}
+
+static void argv_free(char **argv)
+{
+    for (size_t i = 0; argv && argv[i]; i++)
+        free(argv[i]);
+    free(argv);
+}
+
+static int *errcodes_f2c(MPI_Fint *errcodes)
+{
+    return errcodes == &ferryfe_.errcodes_ignore ? MPI_ERRCODES_IGNORE : errcodes;
+}
+
+void pmpi_comm_spawn_(char *command, char *argv, MPI_Fint *maxprocs, MPI_Fint *info, MPI_Fint *root,
+                      MPI_Fint *comm, MPI_Fint *intercomm, MPI_Fint *errcodes, MPI_Fint *ierror,
+                      size_t command_len, size_t argv_len)
+{
+    int ok = 1;
+    char *cmd = ferry_f_str_in(command, command_len);
+    char **cargv = argv == &ferryfa_.argv_null ? MPI_ARGV_NULL : argv_f2c(argv, argv_len, 1, &ok);
+    MPI_Comm c = MPI_COMM_NULL;
+    int rc = MPI_ERR_NO_MEM;
+    if (cmd && ok)
+        rc = MPI_Comm_spawn(cmd, cargv, *maxprocs, FERRY_F2C(Info, *info), *root,
+                            FERRY_F2C(Comm, *comm), &c, errcodes_f2c(errcodes));
+    if (rc == MPI_SUCCESS)
+        *intercomm = FERRY_C2F(Comm, c);
+    free(cmd);
+    argv_free(cargv);
+    set_ierror(ierror, rc);
+}
+ALIASES(pmpi_comm_spawn_, mpi_comm_spawn)
+
+void pmpi_comm_spawn_multiple_(MPI_Fint *count, char *commands, char *argvs, MPI_Fint *maxprocs,
+                               MPI_Fint *infos, MPI_Fint *root, MPI_Fint *comm, MPI_Fint *intercomm,
+                               MPI_Fint *errcodes, MPI_Fint *ierror, size_t commands_len, size_t argvs_len)
+{
+    int n = *count > 0 ? *count : 0, ok = 1;
+    char **cmds = calloc((size_t)n + 1, sizeof *cmds);
+    char ***cargvs = argvs == &ferryfa_.argvs_null ? MPI_ARGVS_NULL : calloc((size_t)n + 1, sizeof *cargvs);
+    MPI_Info *cinfos = calloc((size_t)n + 1, sizeof *cinfos);
+    if (!cmds || !cinfos || (argvs != &ferryfa_.argvs_null && !cargvs))
+        ok = 0;
+    for (int i = 0; ok && i < n; i++) {
+        if (!(cmds[i] = ferry_f_str_in(commands + (size_t)i * commands_len, commands_len)))
+            ok = 0;
+        cinfos[i] = FERRY_F2C(Info, infos[i]);
+        /* ARRAY_OF_ARGV(COUNT, *): command i's arguments are i, i + count, ... */
+        if (cargvs)
+            cargvs[i] = argv_f2c(argvs + (size_t)i * argvs_len, argvs_len, (size_t)n, &ok);
+    }
+    MPI_Comm c = MPI_COMM_NULL;
+    int rc = MPI_ERR_NO_MEM;
+    if (ok)
+        rc = MPI_Comm_spawn_multiple(*count, cmds, cargvs, maxprocs, cinfos, *root,
+                                     FERRY_F2C(Comm, *comm), &c, errcodes_f2c(errcodes));
+    if (rc == MPI_SUCCESS)
+        *intercomm = FERRY_C2F(Comm, c);
+    for (int i = 0; cmds && i < n; i++)
+        free(cmds[i]);
+    for (int i = 0; cargvs && i < n; i++)
+        argv_free(cargvs[i]);
+    free(cmds);
+    free(cargvs);
+    free(cinfos);
+    set_ierror(ierror, rc);
+}
+ALIASES(pmpi_comm_spawn_multiple_, mpi_comm_spawn_multiple)
