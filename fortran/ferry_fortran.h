@@ -33,7 +33,6 @@
 FERRY_F_CONVERT(Comm, MPI_Comm_f2c, MPI_Comm_c2f)
 FERRY_F_CONVERT(Datatype, MPI_Type_f2c, MPI_Type_c2f)
 FERRY_F_CONVERT(Group, MPI_Group_f2c, MPI_Group_c2f)
-FERRY_F_CONVERT(Request, MPI_Request_f2c, MPI_Request_c2f)
 FERRY_F_CONVERT(Op, MPI_Op_f2c, MPI_Op_c2f)
 FERRY_F_CONVERT(Info, MPI_Info_f2c, MPI_Info_c2f)
 FERRY_F_CONVERT(Errhandler, MPI_Errhandler_f2c, MPI_Errhandler_c2f)
@@ -41,8 +40,27 @@ FERRY_F_CONVERT(Win, MPI_Win_f2c, MPI_Win_c2f)
 FERRY_F_CONVERT(File, MPI_File_f2c, MPI_File_c2f)
 FERRY_F_CONVERT(Message, MPI_Message_f2c, MPI_Message_c2f)
 FERRY_F_CONVERT(Session, MPI_Session_f2c, MPI_Session_c2f)
+/* Requests are made and completed by the million, so they get Fortran integers of their own
+ * (handwritten.c): a slot from the first request that needs one until the call that ends it
+ * (a wait or test that completes it, MPI_Request_free) gives the slot back. */
+MPI_Fint ferry_f_request_new(MPI_Request c);
+MPI_Request ferry_f_request_get(MPI_Fint f);
+MPI_Fint ferry_f_request_update(MPI_Fint before, MPI_Request after);
+static inline MPI_Request ferry_f2c_Request(MPI_Fint f)
+{
+    return f >= 0 && f < FERRY_F_PREDEFINED_END ? (MPI_Request)(intptr_t)f : ferry_f_request_get(f);
+}
+static inline MPI_Fint ferry_c2f_Request(MPI_Request c)
+{
+    return (uintptr_t)c < FERRY_F_PREDEFINED_END ? (MPI_Fint)(intptr_t)c : ferry_f_request_new(c);
+}
+
 #define FERRY_F2C(H, f) ferry_f2c_##H(f)
 #define FERRY_C2F(H, c) ferry_c2f_##H(c)
+/* An argument that goes in and comes back (MPI_Wait's request, MPI_Comm_free's comm): only a
+ * request's integer depends on what it was. */
+#define FERRY_C2F_INOUT(H, before, after) ferry_c2f_##H(after)
+#define FERRY_C2F_INOUT_Request(before, after) ferry_f_request_update(before, after)
 
 /* The common blocks of mpif.h and the modules whose addresses are the sentinels. */
 struct ferry_f_bottom { MPI_Fint bottom, in_place; };
@@ -95,9 +113,11 @@ static inline void ferry_f_indices(MPI_Fint *idx, int n)
             idx[i] += 1;
 }
 
-/* A Fortran string as a new C string: blanks at both ends dropped (MPI 4.1 §19.1.10 for info
- * keys and values; names never end in blanks). NULL when out of memory. */
+/* A Fortran string as a new C string without its trailing blanks (an argument of
+ * MPI_Comm_spawn keeps its leading ones); NULL when out of memory. */
 char *ferry_f_str_in(const char *s, size_t len);
+/* The same for info keys and values, which lose their leading blanks too (MPI 4.1 §10). */
+char *ferry_f_str_in_info(const char *s, size_t len);
 /* A NUL-terminated buffer of n bytes (at least 1) for a C call to fill. */
 char *ferry_f_str_buf(MPI_Aint n);
 /* A C string into a Fortran one: truncated to len, padded with blanks. */

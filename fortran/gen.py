@@ -64,6 +64,18 @@ class Call:
     def lower(self):
         return self.name.lower()
 
+    @property
+    def large_count(self):
+        """A _c form: in mpi_f08's generic of its base name only."""
+        return self.name.endswith("_c")
+
+    def signature(self):
+        """What tells two specifics of a generic apart: the type, kind and rank of every
+        argument but the choice buffers (which take anything)."""
+        kind8 = {"aint", "offset", "count"}
+        return tuple(("i8" if a.base in kind8 else a.base if a.base not in ("index", "weights") else "int", a.array)
+                     for a in self.args if a.base not in ("buffer", "cptr"))
+
 
 def parse_calls(path):
     calls, seen = [], set()
@@ -175,6 +187,13 @@ def parse_constants(mpi_h):
 # ---- C ---------------------------------------------------------------------------------------
 
 
+def c2f_inout(h, before, after):
+    """A handle that went in as `before` and came back as `after` (C), as a Fortran integer."""
+    if h == "Request":
+        return f"FERRY_C2F_INOUT_Request({before}, {after})"
+    return f"FERRY_C2F_INOUT({h}, {before}, {after})"
+
+
 def c_wrapper(call):
     params, post_len, pre, cargs, post, cleanup = [], [], [], [], [], []
     has_flag = any(a.name == "flag" and a.intent == "out" for a in call.args)
@@ -192,7 +211,8 @@ def c_wrapper(call):
             params.append(f"char *{n}")
             post_len.append(f"size_t {n}_len")
             if a.intent == "in":
-                pre.append(f"char *{n}_c = ferry_f_str_in({n}, {n}_len);")
+                conv = "ferry_f_str_in_info" if call.name.startswith("Info_") else "ferry_f_str_in"
+                pre.append(f"char *{n}_c = {conv}({n}, {n}_len);")
                 pre.append(f"if (!{n}_c) ok = 0;")
             else:
                 # Evaluated only when every argument it names is converted (the C expression
@@ -226,7 +246,7 @@ def c_wrapper(call):
                 else:
                     pre.append(f"if ({n}_c) for (int i = 0; i < {n}_n; i++) {n}_c[i] = {NULLS[h]};")
                 if a.intent == "inout":
-                    post.append(f"if (ok) for (int i = 0; i < {n}_n; i++) {n}[i] = FERRY_C2F({h}, {n}_c[i]);")
+                    post.append(f"if (ok) for (int i = 0; i < {n}_n; i++) {n}[i] = {c2f_inout(h, f'{n}[i]', f'{n}_c[i]')};")
                 elif a.intent == "out":
                     post.append(f"if (rc == MPI_SUCCESS) for (int i = 0; i < {n}_n; i++) {n}[i] = FERRY_C2F({h}, {n}_c[i]);")
                 cleanup.append(f"if ({n}_c != {n}_s) free({n}_c);")
@@ -237,8 +257,10 @@ def c_wrapper(call):
                 init = f"FERRY_F2C({h}, *{n})" if a.intent == "inout" else NULLS[h]
                 pre.append(f"MPI_{h} {n}_c = {init};")
                 cargs.append(f"&{n}_c")
-                cond = "ok" if a.intent == "inout" else "rc == MPI_SUCCESS"
-                post.append(f"if ({cond}) *{n} = FERRY_C2F({h}, {n}_c);")
+                if a.intent == "inout":
+                    post.append(f"if (ok) *{n} = {c2f_inout(h, f'*{n}', f'{n}_c')};")
+                else:
+                    post.append(f"if (rc == MPI_SUCCESS) *{n} = FERRY_C2F({h}, {n}_c);")
         else:
             ctype = SCALARS[a.base]
             params.append(f"{ctype} *{n}")
@@ -468,6 +490,8 @@ def module_mpi(consts, calls):
     out.append("    EXTERNAL :: " + ", ".join(CALLBACKS))
     out.append("    INTERFACE")
     for c in calls:
+        if c.large_count:
+            continue
         out += f_interface(c, "mpi", f"MPI_{c.name.upper()}")
         if c.result:  # a function must be declared to be called: PMPI_WTIME too
             out += f_interface(c, "mpi", f"PMPI_{c.name.upper()}")
@@ -579,9 +603,16 @@ def module_f08(consts, calls):
     out.append("    END INTERFACE")
     out.append("    PRIVATE :: " + ", ".join(f"{eq}, {ne}" for eq, ne, _ in ops))
     out += F08_CALLBACKS.splitlines()
+    by_name = {c.name: c for c in calls}
     for c in calls:
         specific = f"MPI_{c.name}_f08"
-        out.append(f"    INTERFACE MPI_{c.name}")
+        generic = c.name
+        if c.large_count:
+            base = by_name.get(c.name[:-2])
+            if base is None or base.signature() == c.signature():
+                continue  # no generic to join, or one it cannot be told apart from
+            generic = base.name
+        out.append(f"    INTERFACE MPI_{generic}")
         out += f_interface(c, "f08", specific)
         out.append("    END INTERFACE")
         if c.result:

@@ -3,6 +3,7 @@
  * C calls back through a trampoline that turns C handles into Fortran integers. Also the
  * common blocks whose addresses are MPI_BOTTOM, MPI_IN_PLACE, MPI_STATUS_IGNORE, ... */
 #include "ferry_fortran.h"
+#include <pthread.h>
 #include <stdatomic.h>
 #include <string.h>
 
@@ -26,11 +27,11 @@ static void set_ierror(MPI_Fint *ierror, int rc)
 
 /* ---- Strings and arrays of the generated wrappers ------------------------------------------ */
 
-char *ferry_f_str_in(const char *s, size_t len)
+static char *str_in(const char *s, size_t len, int leading)
 {
     while (len > 0 && s[len - 1] == ' ')
         len--;
-    while (len > 0 && s[0] == ' ') {
+    while (leading && len > 0 && s[0] == ' ') {
         s++;
         len--;
     }
@@ -40,6 +41,16 @@ char *ferry_f_str_in(const char *s, size_t len)
         c[len] = 0;
     }
     return c;
+}
+
+char *ferry_f_str_in(const char *s, size_t len)
+{
+    return str_in(s, len, 0);
+}
+
+char *ferry_f_str_in_info(const char *s, size_t len)
+{
+    return str_in(s, len, 1);
 }
 
 char *ferry_f_str_buf(MPI_Aint n)
@@ -94,6 +105,105 @@ int ferry_f_peers(const MPI_Fint *comm, int which)
     else
         MPI_Comm_size(c, &n);
     return n;
+}
+
+/* ---- Requests ------------------------------------------------------------------------- */
+
+/* A request's Fortran integer is REQUEST_BASE + its slot. Slots live in chunks that never
+ * move, so a lookup needs no lock; handing out and giving back take one. Above REQUEST_BASE
+ * so that no integer of libmpi's own conversions (which count up from 0x1000) is taken for one
+ * of ours. */
+#define REQUEST_BASE 0x40000000
+#define REQUEST_CHUNK 4096
+#define REQUEST_CHUNKS 4096 /* 16 Mi requests alive at once */
+static _Atomic(MPI_Request *) request_chunks[REQUEST_CHUNKS];
+static atomic_int request_slots; /* slots handed out so far */
+static int *request_free;
+static int request_nfree, request_free_cap;
+static pthread_mutex_t request_lock = PTHREAD_MUTEX_INITIALIZER;
+
+MPI_Fint ferry_f_request_new(MPI_Request c)
+{
+    pthread_mutex_lock(&request_lock);
+    int i;
+    if (request_nfree > 0) {
+        i = request_free[--request_nfree];
+    } else {
+        i = atomic_load(&request_slots);
+        MPI_Request *chunk = i < REQUEST_CHUNK * REQUEST_CHUNKS ? atomic_load(&request_chunks[i / REQUEST_CHUNK]) : NULL;
+        if (i < REQUEST_CHUNK * REQUEST_CHUNKS && !chunk) {
+            chunk = calloc(REQUEST_CHUNK, sizeof *chunk);
+            atomic_store(&request_chunks[i / REQUEST_CHUNK], chunk);
+        }
+        if (!chunk) {
+            /* Out of slots or memory: libmpi's own conversion still gives a valid integer. */
+            pthread_mutex_unlock(&request_lock);
+            return PMPI_Request_c2f(c);
+        }
+        atomic_store(&request_slots, i + 1);
+    }
+    atomic_load(&request_chunks[i / REQUEST_CHUNK])[i % REQUEST_CHUNK] = c;
+    pthread_mutex_unlock(&request_lock);
+    return REQUEST_BASE + i;
+}
+
+static MPI_Request *request_slot(MPI_Fint f)
+{
+    if (f < REQUEST_BASE || f - REQUEST_BASE >= atomic_load(&request_slots))
+        return NULL;
+    int i = f - REQUEST_BASE;
+    return &atomic_load(&request_chunks[i / REQUEST_CHUNK])[i % REQUEST_CHUNK];
+}
+
+MPI_Request ferry_f_request_get(MPI_Fint f)
+{
+    MPI_Request *slot = request_slot(f);
+    return slot ? *slot : PMPI_Request_f2c(f);
+}
+
+static void request_release(MPI_Fint f)
+{
+    MPI_Request *slot = request_slot(f);
+    if (!slot)
+        return;
+    pthread_mutex_lock(&request_lock);
+    *slot = MPI_REQUEST_NULL;
+    if (request_nfree == request_free_cap) {
+        int cap = request_free_cap ? 2 * request_free_cap : 256;
+        int *grown = realloc(request_free, (size_t)cap * sizeof *grown);
+        if (!grown) { /* the slot stays unused: a leak, not an error */
+            pthread_mutex_unlock(&request_lock);
+            return;
+        }
+        request_free = grown;
+        request_free_cap = cap;
+    }
+    request_free[request_nfree++] = f - REQUEST_BASE;
+    pthread_mutex_unlock(&request_lock);
+}
+
+MPI_Fint ferry_f_request_update(MPI_Fint before, MPI_Request after)
+{
+    if (after == MPI_REQUEST_NULL) {
+        request_release(before);
+        return (MPI_Fint)(intptr_t)MPI_REQUEST_NULL;
+    }
+    if (ferry_f2c_Request(before) == after)
+        return before; /* still the same request (not complete, or persistent) */
+    request_release(before);
+    return ferry_c2f_Request(after);
+}
+
+/* C code of a Fortran program (linked with libmpifort ahead of libmpi, so these take the place
+ * of libmpi's) converts requests the same way. PMPI_Request_f2c/c2f stay libmpi's. */
+MPI_Fint MPI_Request_c2f(MPI_Request request)
+{
+    return ferry_c2f_Request(request);
+}
+
+MPI_Request MPI_Request_f2c(MPI_Fint request)
+{
+    return ferry_f2c_Request(request);
 }
 
 /* ---- Start, time, addresses ------------------------------------------------------------ */
@@ -549,7 +659,7 @@ ALIASES(pmpi_grequest_start_, mpi_grequest_start)
 void pmpi_info_get_string_(MPI_Fint *info, char *key, MPI_Fint *buflen, char *value, MPI_Fint *flag,
                            MPI_Fint *ierror, size_t key_len, size_t value_len)
 {
-    char *key_c = ferry_f_str_in(key, key_len);
+    char *key_c = ferry_f_str_in_info(key, key_len);
     size_t room = *buflen > 0 && (size_t)*buflen < value_len ? (size_t)*buflen : value_len;
     char *value_c = ferry_f_str_buf((MPI_Aint)room);
     int rc = MPI_ERR_NO_MEM;

@@ -1,0 +1,39 @@
+/* The C half of the binding-cost benchmark: the loop of fortran_loop.f90, call for call. */
+#include <mpi.h>
+#include <stdio.h>
+
+int main(int argc, char **argv)
+{
+    enum { warmup = 2000, iterations = 50000 };
+    int rank, nranks;
+    double x, y, t0 = 0, t1;
+    MPI_Init(&argc, &argv);
+    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    MPI_Comm_size(MPI_COMM_WORLD, &nranks);
+    x = rank;
+    for (int i = 1; i <= warmup + iterations; i++) {
+        if (i == warmup + 1)
+            t0 = MPI_Wtime();
+        if (rank == 0) {
+            MPI_Send(&x, 1, MPI_DOUBLE, 1, 0, MPI_COMM_WORLD);
+            MPI_Recv(&y, 1, MPI_DOUBLE, 1, 0, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+        } else if (rank == 1) {
+            MPI_Recv(&y, 1, MPI_DOUBLE, 0, 0, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+            MPI_Send(&x, 1, MPI_DOUBLE, 0, 0, MPI_COMM_WORLD);
+        }
+    }
+    t1 = MPI_Wtime();
+    if (rank == 0)
+        printf("pingpong,8,%d,%d,%.3f\n", nranks, iterations, (t1 - t0) * 1e6 / iterations);
+    MPI_Barrier(MPI_COMM_WORLD);
+    for (int i = 1; i <= warmup + iterations; i++) {
+        if (i == warmup + 1)
+            t0 = MPI_Wtime();
+        MPI_Allreduce(&x, &y, 1, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD);
+    }
+    t1 = MPI_Wtime();
+    if (rank == 0)
+        printf("allreduce,8,%d,%d,%.3f\n", nranks, iterations, (t1 - t0) * 1e6 / iterations);
+    MPI_Finalize();
+    return 0;
+}
