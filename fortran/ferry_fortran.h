@@ -116,8 +116,9 @@ static inline void ferry_f_indices(MPI_Fint *idx, int n)
 /* A Fortran string as a new C string without its trailing blanks (an argument of
  * MPI_Comm_spawn keeps its leading ones); NULL when out of memory. */
 char *ferry_f_str_in(const char *s, size_t len);
-/* The same for info keys and values, which lose their leading blanks too (MPI 4.1 §10). */
-char *ferry_f_str_in_info(const char *s, size_t len);
+/* The same without leading blanks either: info keys and values (MPI 4.1 §10), and the
+ * arguments of MPI_COMM_SPAWN in mpif.h and `use mpi`. */
+char *ferry_f_str_in_stripped(const char *s, size_t len);
 /* A NUL-terminated buffer of n bytes (at least 1) for a C call to fill. */
 char *ferry_f_str_buf(MPI_Aint n);
 /* A C string into a Fortran one: truncated to len, padded with blanks. */

@@ -211,7 +211,7 @@ def c_wrapper(call):
             params.append(f"char *{n}")
             post_len.append(f"size_t {n}_len")
             if a.intent == "in":
-                conv = "ferry_f_str_in_info" if call.name.startswith("Info_") else "ferry_f_str_in"
+                conv = "ferry_f_str_in_stripped" if call.name.startswith("Info_") else "ferry_f_str_in"
                 pre.append(f"char *{n}_c = {conv}({n}, {n}_len);")
                 pre.append(f"if (!{n}_c) ok = 0;")
             else:
@@ -454,18 +454,20 @@ def mpif_h(consts, calls):
 SIZEOF_KINDS = [("INTEGER", k) for k in ("INT8", "INT16", "INT32", "INT64")] + \
     [("REAL", k) for k in ("REAL32", "REAL64", "REAL128")] + \
     [("COMPLEX", k) for k in ("REAL32", "REAL64", "REAL128")] + \
-    [("LOGICAL", k) for k in ("INT8", "INT16", "INT32", "INT64")]
+    [("LOGICAL", k) for k in ("INT8", "INT16", "INT32", "INT64")] + [("CHARACTER", "")]
 
 
 def sizeof_generic():
-    names = [f"ferry_sizeof_{ty.lower()}_{k.lower()}" for ty, k in SIZEOF_KINDS]
+    names = [f"ferry_sizeof_{ty.lower()}_{k.lower() or 'default'}" for ty, k in SIZEOF_KINDS]
     spec = ["    INTERFACE MPI_SIZEOF"] + [f"        MODULE PROCEDURE {n}" for n in names] + ["    END INTERFACE"]
     spec.append("    PRIVATE :: " + ", ".join(names))
     body = []
     for (ty, k), n in zip(SIZEOF_KINDS, names):
-        body += [f"    SUBROUTINE {n}(x, size, ierror)",
-                 f"        USE, INTRINSIC :: ISO_FORTRAN_ENV, ONLY : {k}",
-                 f"        {ty}(KIND={k}), DIMENSION(..), INTENT(IN) :: x",
+        decl = f"{ty}(KIND={k})" if k else f"{ty}(LEN=*)"
+        body += [f"    SUBROUTINE {n}(x, size, ierror)"]
+        if k:
+            body.append(f"        USE, INTRINSIC :: ISO_FORTRAN_ENV, ONLY : {k}")
+        body += [f"        {decl}, DIMENSION(..), INTENT(IN) :: x",
                  "        INTEGER, INTENT(OUT) :: size",
                  "        INTEGER, OPTIONAL, INTENT(OUT) :: ierror",
                  "        size = STORAGE_SIZE(x) / 8",

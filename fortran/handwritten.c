@@ -48,7 +48,7 @@ char *ferry_f_str_in(const char *s, size_t len)
     return str_in(s, len, 0);
 }
 
-char *ferry_f_str_in_info(const char *s, size_t len)
+char *ferry_f_str_in_stripped(const char *s, size_t len)
 {
     return str_in(s, len, 1);
 }
@@ -194,13 +194,10 @@ MPI_Fint ferry_f_request_update(MPI_Fint before, MPI_Request after)
     return ferry_c2f_Request(after);
 }
 
-/* C code of a Fortran program (linked with libmpifort ahead of libmpi, so these take the place
- * of libmpi's) converts requests the same way. PMPI_Request_f2c/c2f stay libmpi's. */
-MPI_Fint MPI_Request_c2f(MPI_Request request)
-{
-    return ferry_c2f_Request(request);
-}
-
+/* C code of a Fortran program (linked with libmpifort ahead of libmpi, so this takes the place
+ * of libmpi's) reads the Fortran integers of requests made in Fortran. Its MPI_Request_c2f
+ * stays libmpi's, which gives one request the same integer each time (the standard's rule);
+ * those integers convert back here too. */
 MPI_Request MPI_Request_f2c(MPI_Fint request)
 {
     return ferry_f2c_Request(request);
@@ -659,7 +656,7 @@ ALIASES(pmpi_grequest_start_, mpi_grequest_start)
 void pmpi_info_get_string_(MPI_Fint *info, char *key, MPI_Fint *buflen, char *value, MPI_Fint *flag,
                            MPI_Fint *ierror, size_t key_len, size_t value_len)
 {
-    char *key_c = ferry_f_str_in_info(key, key_len);
+    char *key_c = ferry_f_str_in_stripped(key, key_len);
     size_t room = *buflen > 0 && (size_t)*buflen < value_len ? (size_t)*buflen : value_len;
     char *value_c = ferry_f_str_buf((MPI_Aint)room);
     int rc = MPI_ERR_NO_MEM;
@@ -794,7 +791,7 @@ static int blank(const char *s, size_t len)
 /* The NULL-terminated argv of a Fortran CHARACTER array whose elements are len long, ended
  * by an all-blank element; elements `stride` apart (2-D arrays of MPI_Comm_spawn_multiple).
  * Sets *ok to 0 when out of memory. */
-static char **argv_f2c(const char *a, size_t len, size_t stride, int *ok)
+static char **argv_f2c(const char *a, size_t len, size_t stride, int keep_leading, int *ok)
 {
     size_t n = 0;
     while (!blank(a + n * stride * len, len))
@@ -805,7 +802,7 @@ static char **argv_f2c(const char *a, size_t len, size_t stride, int *ok)
         return NULL;
     }
     for (size_t i = 0; i < n; i++)
-        if (!(argv[i] = ferry_f_str_in(a + i * stride * len, len)))
+        if (!(argv[i] = (keep_leading ? ferry_f_str_in : ferry_f_str_in_stripped)(a + i * stride * len, len)))
             *ok = 0;
     return argv;
 }
@@ -822,13 +819,13 @@ static int *errcodes_f2c(MPI_Fint *errcodes)
     return errcodes == &ferryfe_.errcodes_ignore ? MPI_ERRCODES_IGNORE : errcodes;
 }
 
-void pmpi_comm_spawn_(char *command, char *argv, MPI_Fint *maxprocs, MPI_Fint *info, MPI_Fint *root,
-                      MPI_Fint *comm, MPI_Fint *intercomm, MPI_Fint *errcodes, MPI_Fint *ierror,
-                      size_t command_len, size_t argv_len)
+static void comm_spawn(char *command, char *argv, MPI_Fint *maxprocs, MPI_Fint *info, MPI_Fint *root,
+                       MPI_Fint *comm, MPI_Fint *intercomm, MPI_Fint *errcodes, MPI_Fint *ierror,
+                       size_t command_len, size_t argv_len, int keep_leading)
 {
     int ok = 1;
     char *cmd = ferry_f_str_in(command, command_len);
-    char **cargv = argv == &ferryfa_.argv_null ? MPI_ARGV_NULL : argv_f2c(argv, argv_len, 1, &ok);
+    char **cargv = argv == &ferryfa_.argv_null ? MPI_ARGV_NULL : argv_f2c(argv, argv_len, 1, keep_leading, &ok);
     MPI_Comm c = MPI_COMM_NULL;
     int rc = MPI_ERR_NO_MEM;
     if (cmd && ok)
@@ -840,11 +837,29 @@ void pmpi_comm_spawn_(char *command, char *argv, MPI_Fint *maxprocs, MPI_Fint *i
     argv_free(cargv);
     set_ierror(ierror, rc);
 }
-ALIASES(pmpi_comm_spawn_, mpi_comm_spawn)
 
-void pmpi_comm_spawn_multiple_(MPI_Fint *count, char *commands, char *argvs, MPI_Fint *maxprocs,
-                               MPI_Fint *infos, MPI_Fint *root, MPI_Fint *comm, MPI_Fint *intercomm,
-                               MPI_Fint *errcodes, MPI_Fint *ierror, size_t commands_len, size_t argvs_len)
+/* An argument's leading blanks: mpif.h and `use mpi` drop them, mpi_f08 keeps them (MPICH's
+ * tests ask for each). */
+void pmpi_comm_spawn_(char *command, char *argv, MPI_Fint *maxprocs, MPI_Fint *info, MPI_Fint *root,
+                      MPI_Fint *comm, MPI_Fint *intercomm, MPI_Fint *errcodes, MPI_Fint *ierror,
+                      size_t command_len, size_t argv_len)
+{
+    comm_spawn(command, argv, maxprocs, info, root, comm, intercomm, errcodes, ierror, command_len, argv_len, 0);
+}
+extern __typeof__(pmpi_comm_spawn_) mpi_comm_spawn_ __attribute__((weak, alias("pmpi_comm_spawn_")));
+
+void pmpi_comm_spawn_f08_(char *command, char *argv, MPI_Fint *maxprocs, MPI_Fint *info, MPI_Fint *root,
+                          MPI_Fint *comm, MPI_Fint *intercomm, MPI_Fint *errcodes, MPI_Fint *ierror,
+                          size_t command_len, size_t argv_len)
+{
+    comm_spawn(command, argv, maxprocs, info, root, comm, intercomm, errcodes, ierror, command_len, argv_len, 1);
+}
+extern __typeof__(pmpi_comm_spawn_f08_) mpi_comm_spawn_f08_ __attribute__((weak, alias("pmpi_comm_spawn_f08_")));
+
+static void comm_spawn_multiple(MPI_Fint *count, char *commands, char *argvs, MPI_Fint *maxprocs,
+                                MPI_Fint *infos, MPI_Fint *root, MPI_Fint *comm, MPI_Fint *intercomm,
+                                MPI_Fint *errcodes, MPI_Fint *ierror, size_t commands_len,
+                                size_t argvs_len, int keep_leading)
 {
     int n = *count > 0 ? *count : 0, ok = 1;
     char **cmds = calloc((size_t)n + 1, sizeof *cmds);
@@ -858,7 +873,7 @@ void pmpi_comm_spawn_multiple_(MPI_Fint *count, char *commands, char *argvs, MPI
         cinfos[i] = FERRY_F2C(Info, infos[i]);
         /* ARRAY_OF_ARGV(COUNT, *): command i's arguments are i, i + count, ... */
         if (cargvs)
-            cargvs[i] = argv_f2c(argvs + (size_t)i * argvs_len, argvs_len, (size_t)n, &ok);
+            cargvs[i] = argv_f2c(argvs + (size_t)i * argvs_len, argvs_len, (size_t)n, keep_leading, &ok);
     }
     MPI_Comm c = MPI_COMM_NULL;
     int rc = MPI_ERR_NO_MEM;
@@ -876,4 +891,24 @@ void pmpi_comm_spawn_multiple_(MPI_Fint *count, char *commands, char *argvs, MPI
     free(cinfos);
     set_ierror(ierror, rc);
 }
-ALIASES(pmpi_comm_spawn_multiple_, mpi_comm_spawn_multiple)
+
+void pmpi_comm_spawn_multiple_(MPI_Fint *count, char *commands, char *argvs, MPI_Fint *maxprocs,
+                               MPI_Fint *infos, MPI_Fint *root, MPI_Fint *comm, MPI_Fint *intercomm,
+                               MPI_Fint *errcodes, MPI_Fint *ierror, size_t commands_len, size_t argvs_len)
+{
+    comm_spawn_multiple(count, commands, argvs, maxprocs, infos, root, comm, intercomm, errcodes,
+                        ierror, commands_len, argvs_len, 0);
+}
+extern __typeof__(pmpi_comm_spawn_multiple_) mpi_comm_spawn_multiple_
+    __attribute__((weak, alias("pmpi_comm_spawn_multiple_")));
+
+void pmpi_comm_spawn_multiple_f08_(MPI_Fint *count, char *commands, char *argvs, MPI_Fint *maxprocs,
+                                   MPI_Fint *infos, MPI_Fint *root, MPI_Fint *comm, MPI_Fint *intercomm,
+                                   MPI_Fint *errcodes, MPI_Fint *ierror, size_t commands_len,
+                                   size_t argvs_len)
+{
+    comm_spawn_multiple(count, commands, argvs, maxprocs, infos, root, comm, intercomm, errcodes,
+                        ierror, commands_len, argvs_len, 1);
+}
+extern __typeof__(pmpi_comm_spawn_multiple_f08_) mpi_comm_spawn_multiple_f08_
+    __attribute__((weak, alias("pmpi_comm_spawn_multiple_f08_")));
