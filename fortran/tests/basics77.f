@@ -25,14 +25,14 @@ C     attributes. Prints " No Errors" when every check holds.
 
 C     MPI_IN_PLACE and a sum
       buf(1) = rank
-      call MPI_ALLREDUCE(MPI_IN_PLACE, buf, 1, MPI_INTEGER, MPI_SUM,
+      call MPI_ALLREDUCE(MPI_IN_PLACE, buf(1), 1, MPI_INTEGER, MPI_SUM,
      &     MPI_COMM_WORLD, ierr)
       if (buf(1) .ne. nranks * (nranks - 1) / 2) errs = errs + 1
 
 C     a user operation: inout + 2 * in, from every rank's 1
       buf(1) = 1
       call MPI_OP_CREATE(addints, .true., op, ierr)
-      call MPI_ALLREDUCE(MPI_IN_PLACE, buf, 1, MPI_INTEGER, op,
+      call MPI_ALLREDUCE(MPI_IN_PLACE, buf(1), 1, MPI_INTEGER, op,
      &     MPI_COMM_WORLD, ierr)
       if (nranks .eq. 1 .and. buf(1) .ne. 1) errs = errs + 1
       if (nranks .eq. 2 .and. buf(1) .ne. 3) errs = errs + 1
