@@ -8,6 +8,7 @@ bash scripts/setup.sh
 cargo fmt --all -- --check
 cargo clippy --workspace --all-targets --release -- -D warnings
 cargo test --release --workspace
+python3 fortran/test_gen.py  # the Fortran bindings' generator (no MPI needed)
 
 # The MPI C ABI from the outside: an installed prefix (mpicc + mpiexec, mpifort), MPICH's own
 # test suite (conformance/run: tier1, tier2, tierlite; its Fortran tests), NetPIPE's integrity sweep and mpi4py's test suite

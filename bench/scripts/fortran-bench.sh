@@ -2,8 +2,10 @@
 # What the Fortran binding itself costs: the same ping-pong + allreduce loop in Fortran
 # (fortran_loop.f90, `use mpi_f08`) and in C (fortran_loop.c), each built with an
 # implementation's own mpifort and mpicc and run with its own mpiexec at 2 ranks: ferry (the
-# source tree's wrappers), Debian's MPICH 4.0.2 and Open MPI 4.1.4. Rounds are interleaved
-# (ferry, mpich, openmpi, ferry, ...) so the machine's load falls on all alike. Writes the raw
+# source tree's wrappers) and Debian's MPICH 4.0.2; LIBS="ferry mpich openmpi" adds Debian's
+# Open MPI 4.1.4, whose mpi_f08 programs stop in MPI_Init on a machine that has MPICH too
+# (its libmpi_mpifh resolves MPI_Comm_f2c to libmpich's). MPICH 5's wheel has no mpifort.
+# Rounds are interleaved (ferry, mpich, ferry, ...) so the machine's load falls on all alike. Writes the raw
 # CSV of every run, the load before each, the record of the run, then the medians and the
 # Fortran/C ratio per implementation (summary.csv).
 #
@@ -20,7 +22,7 @@ declare -A fc cc run
 fc[ferry]=$root/fortran/bin/mpifort cc[ferry]=$root/crates/mpi/bin/mpicc run[ferry]="$root/crates/mpi/bin/mpiexec -n 2"
 fc[mpich]=mpifort.mpich cc[mpich]=mpicc.mpich run[mpich]="mpiexec.mpich -n 2"
 fc[openmpi]=mpifort.openmpi cc[openmpi]=mpicc.openmpi run[openmpi]="mpiexec.openmpi --allow-run-as-root --oversubscribe -n 2"
-libs="ferry mpich openmpi"
+libs=${LIBS:-ferry mpich}
 
 (cd "$root" && "$ferry" bench record --out "$out" --command "$0 $*") >/dev/null
 {
