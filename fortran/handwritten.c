@@ -5,6 +5,7 @@
 #include "ferry_fortran.h"
 #include <pthread.h>
 #include <stdatomic.h>
+#include <stdio.h>
 #include <string.h>
 
 /* Defined here, zero-filled; the program's COMMON blocks of the same names resolve to these. */
@@ -273,7 +274,6 @@ ALIASES(pmpi_buffer_detach_, mpi_buffer_detach)
 typedef void (*ferry_f_user_fn)(void *, void *, MPI_Fint *, MPI_Fint *);
 #define OP_SLOTS 80
 static ferry_f_user_fn op_fns[OP_SLOTS];
-static atomic_int op_used;
 
 #define OP_TRAMPOLINE(i)                                                                       \
     static void op_trampoline_##i(void *in, void *inout, int *len, MPI_Datatype *dt)           \
@@ -295,22 +295,62 @@ static MPI_User_function *const op_trampolines[OP_SLOTS] = {
     OPREF10(), OPREF10(1), OPREF10(2), OPREF10(3), OPREF10(4), OPREF10(5), OPREF10(6), OPREF10(7),
 };
 
+/* Which trampolines are taken, by which operation: MPI_OP_FREE gives its slot back. */
+static MPI_Op op_handles[OP_SLOTS];
+static pthread_mutex_t op_lock = PTHREAD_MUTEX_INITIALIZER;
+
+/* A limit of this library, not a fault of the program's arguments: said on stderr, then the
+ * error handler of MPI_COMM_WORLD decides (fatal unless the program asked otherwise). */
+static int library_limit(const char *what)
+{
+    fprintf(stderr, "ferry libmpifort: %s\n", what);
+    MPI_Comm_call_errhandler(MPI_COMM_WORLD, MPI_ERR_INTERN);
+    return MPI_ERR_INTERN;
+}
+
 void pmpi_op_create_(ferry_f_user_fn user_fn, MPI_Fint *commute, MPI_Fint *op, MPI_Fint *ierror)
 {
-    int slot = atomic_fetch_add(&op_used, 1);
-    if (slot >= OP_SLOTS) {
-        /* MPI_ERR_INTERN: a limit of this library, not of the program's arguments. */
-        set_ierror(ierror, MPI_ERR_INTERN);
+    pthread_mutex_lock(&op_lock);
+    int slot = 0;
+    while (slot < OP_SLOTS && op_fns[slot])
+        slot++;
+    if (slot == OP_SLOTS) {
+        pthread_mutex_unlock(&op_lock);
+        set_ierror(ierror, library_limit("MPI_OP_CREATE: 80 Fortran reduction operations exist already (free some with MPI_OP_FREE)"));
         return;
     }
     op_fns[slot] = user_fn;
     MPI_Op c = MPI_OP_NULL;
     int rc = MPI_Op_create(op_trampolines[slot], *commute, &c);
-    if (rc == MPI_SUCCESS)
+    if (rc == MPI_SUCCESS) {
+        op_handles[slot] = c;
         *op = FERRY_C2F(Op, c);
+    } else {
+        op_fns[slot] = NULL;
+    }
+    pthread_mutex_unlock(&op_lock);
     set_ierror(ierror, rc);
 }
 ALIASES(pmpi_op_create_, mpi_op_create)
+
+/* An operation still in use by a nonblocking or persistent reduction when it is freed keeps
+ * its trampoline only until another MPI_OP_CREATE: freeing it after the reduction completes
+ * (as programs do) is safe. */
+void pmpi_op_free_(MPI_Fint *op, MPI_Fint *ierror)
+{
+    MPI_Op c = FERRY_F2C(Op, *op), before = c;
+    int rc = MPI_Op_free(&c);
+    if (rc == MPI_SUCCESS) {
+        pthread_mutex_lock(&op_lock);
+        for (int slot = 0; slot < OP_SLOTS; slot++)
+            if (op_fns[slot] && op_handles[slot] == before)
+                op_fns[slot] = NULL;
+        pthread_mutex_unlock(&op_lock);
+        *op = FERRY_C2F(Op, c);
+    }
+    set_ierror(ierror, rc);
+}
+ALIASES(pmpi_op_free_, mpi_op_free)
 
 /* ---- Attribute keys -------------------------------------------------------------------- */
 
@@ -550,7 +590,8 @@ typedef void (*ferry_f_handler_fn)(MPI_Fint *, MPI_Fint *);
     {                                                                                          \
         int slot = atomic_fetch_add(&lower##_handlers_used, 1);                                \
         if (slot >= HANDLER_SLOTS) {                                                           \
-            set_ierror(ierror, MPI_ERR_INTERN);                                                \
+            set_ierror(ierror, library_limit("MPI_" #H "_CREATE_ERRHANDLER: a program may make "    \
+                                             "16 Fortran error handlers of each kind"));       \
             return;                                                                            \
         }                                                                                      \
         lower##_handlers[slot] = fn;                                                           \

@@ -48,7 +48,7 @@ for round in $(seq 1 "$rounds"); do
                 echo "round $round $lib $lang failed (see $log)" >&2
                 continue
             fi
-            grep -E '^[a-z]+,[0-9]+,' "$log" | sed "s/^/$round,$lib,$lang,/" >>"$out/raw.csv"
+            grep -E '^[a-z-]+,[0-9]+,' "$log" | sed "s/^/$round,$lib,$lang,/" >>"$out/raw.csv"
         done
         echo "round $round $lib done (load $l1)"
     done

@@ -1,4 +1,4 @@
-/* The C half of the binding-cost benchmark: the loop of fortran_loop.f90, call for call. */
+/* The C half of the binding-cost benchmark: the loops of fortran_loop.f90, call for call. */
 #include <mpi.h>
 #include <stdio.h>
 
@@ -34,6 +34,18 @@ int main(int argc, char **argv)
     t1 = MPI_Wtime();
     if (rank == 0)
         printf("allreduce,8,%d,%d,%.3f\n", nranks, iterations, (t1 - t0) * 1e6 / iterations);
+    MPI_Barrier(MPI_COMM_WORLD);
+    MPI_Request requests[2];
+    for (int i = 1; i <= warmup + iterations; i++) {
+        if (i == warmup + 1)
+            t0 = MPI_Wtime();
+        MPI_Irecv(&y, 1, MPI_DOUBLE, 0, 0, MPI_COMM_SELF, &requests[0]);
+        MPI_Isend(&x, 1, MPI_DOUBLE, 0, 0, MPI_COMM_SELF, &requests[1]);
+        MPI_Waitall(2, requests, MPI_STATUSES_IGNORE);
+    }
+    t1 = MPI_Wtime();
+    if (rank == 0)
+        printf("self-isend-irecv-waitall,8,%d,%d,%.3f\n", nranks, iterations, (t1 - t0) * 1e6 / iterations);
     MPI_Finalize();
     return 0;
 }
