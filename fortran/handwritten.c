@@ -418,20 +418,85 @@ static int is_null_delete(void *fn)
            fn == (void *)mpi_type_null_delete_fn_ || fn == (void *)mpi_win_null_delete_fn_;
 }
 
-/* An attribute set from Fortran is stored as its value in C's void *. */
+/* An attribute value set from Fortran is kept in a box of its own and the attribute is the
+ * box's address: C code that reads it gets a pointer to the value, as MPI 4.1 §19.3.7 asks,
+ * and Fortran, which reads C's attributes as addresses, finds its own boxes in this table and
+ * reads them as values. A box lives as long as its attribute: the delete callbacks of keyvals
+ * made in Fortran free it (one made in C leaves it behind). */
+struct box {
+    MPI_Aint value; /* first: the box's address is the value's */
+    struct box *next;
+};
+#define BOX_BUCKETS 1024
+static struct box *boxes[BOX_BUCKETS];
+static pthread_mutex_t box_lock = PTHREAD_MUTEX_INITIALIZER;
+
+static size_t box_bucket(const void *p)
+{
+    return ((uintptr_t)p >> 4) % BOX_BUCKETS;
+}
+
+/* A new box holding v, or NULL when out of memory. */
+static void *box_new(MPI_Aint v)
+{
+    struct box *b = malloc(sizeof *b);
+    if (!b)
+        return NULL;
+    b->value = v;
+    pthread_mutex_lock(&box_lock);
+    b->next = boxes[box_bucket(b)];
+    boxes[box_bucket(b)] = b;
+    pthread_mutex_unlock(&box_lock);
+    return b;
+}
+
+static struct box **box_find(const void *p)
+{
+    struct box **at = &boxes[box_bucket(p)];
+    while (*at && (void *)*at != p)
+        at = &(*at)->next;
+    return at;
+}
+
+/* What Fortran reads of the C attribute value p: a box's value, else p as an address. */
+static MPI_Aint attr_from_c(void *p)
+{
+    pthread_mutex_lock(&box_lock);
+    struct box *b = *box_find(p);
+    MPI_Aint v = b ? b->value : (MPI_Aint)(intptr_t)p;
+    pthread_mutex_unlock(&box_lock);
+    return v;
+}
+
+static void box_free(void *p)
+{
+    pthread_mutex_lock(&box_lock);
+    struct box **at = box_find(p), *b = *at;
+    if (b)
+        *at = b->next;
+    pthread_mutex_unlock(&box_lock);
+    free(b);
+}
+
 static int copy_through(struct keyval *k, MPI_Fint fold, int keyval, void *in, void *out, int *flag)
 {
     MPI_Fint fkey = keyval, fflag = FERRY_F_FALSE, ierr = MPI_SUCCESS;
+    MPI_Aint vout = 0;
     if (k->mpi1) {
-        MPI_Fint extra = (MPI_Fint)k->extra, vin = (MPI_Fint)(intptr_t)in, vout = 0;
-        k->copy(&fold, &fkey, &extra, &vin, &vout, &fflag, &ierr);
-        *(void **)out = (void *)(intptr_t)vout;
+        MPI_Fint extra = (MPI_Fint)k->extra, vin = (MPI_Fint)attr_from_c(in), out1 = 0;
+        k->copy(&fold, &fkey, &extra, &vin, &out1, &fflag, &ierr);
+        vout = out1;
     } else {
-        MPI_Aint vin = (MPI_Aint)(intptr_t)in, vout = 0;
+        MPI_Aint vin = attr_from_c(in);
         k->copy(&fold, &fkey, &k->extra, &vin, &vout, &fflag, &ierr);
-        *(void **)out = (void *)(intptr_t)vout;
     }
     *flag = fflag != 0;
+    if (*flag && ierr == MPI_SUCCESS) {
+        void *b = box_new(vout);
+        if (!b)
+            return MPI_ERR_NO_MEM;
+        *(void **)out = b;
+    }
     return ierr;
 }
 
@@ -439,16 +504,30 @@ static int delete_through(struct keyval *k, MPI_Fint fh, int keyval, void *val)
 {
     MPI_Fint fkey = keyval, ierr = MPI_SUCCESS;
     if (k->mpi1) {
-        MPI_Fint extra = (MPI_Fint)k->extra, v = (MPI_Fint)(intptr_t)val;
+        MPI_Fint extra = (MPI_Fint)k->extra, v = (MPI_Fint)attr_from_c(val);
         k->del(&fh, &fkey, &v, &extra, &ierr);
     } else {
-        MPI_Aint v = (MPI_Aint)(intptr_t)val;
+        MPI_Aint v = attr_from_c(val);
         k->del(&fh, &fkey, &v, &k->extra, &ierr);
     }
+    if (ierr == MPI_SUCCESS)
+        box_free(val);
     return ierr;
 }
 
-#define KEYVAL_KIND(H, N, lower, NULLCOPY, DUPFN, NULLDEL)                                        \
+/* MPI_*_DUP_FN and MPI_*_NULL_DELETE_FN of Fortran keyvals: C's would share or leave the box. */
+static int dup_box(void *in, void *out, int *flag)
+{
+    MPI_Aint v = attr_from_c(in);
+    void *b = box_new(v);
+    if (!b)
+        return MPI_ERR_NO_MEM;
+    *(void **)out = b;
+    *flag = 1;
+    return MPI_SUCCESS;
+}
+
+#define KEYVAL_KIND(H, N, lower, NULLCOPY)                                                     \
     static int lower##_copy_trampoline(MPI_##H old, int keyval, void *extra, void *in,         \
                                        void *out, int *flag)                                   \
     {                                                                                          \
@@ -458,6 +537,18 @@ static int delete_through(struct keyval *k, MPI_Fint fh, int keyval, void *val)
     {                                                                                          \
         return delete_through(extra, FERRY_C2F(H, h), keyval, val);                            \
     }                                                                                          \
+    static int lower##_dup_box(MPI_##H old, int keyval, void *extra, void *in, void *out,      \
+                               int *flag)                                                      \
+    {                                                                                          \
+        (void)old, (void)keyval, (void)extra;                                                  \
+        return dup_box(in, out, flag);                                                         \
+    }                                                                                          \
+    static int lower##_free_box(MPI_##H h, int keyval, void *val, void *extra)                 \
+    {                                                                                          \
+        (void)h, (void)keyval, (void)extra;                                                    \
+        box_free(val);                                                                         \
+        return MPI_SUCCESS;                                                                    \
+    }                                                                                          \
     static int lower##_keyval(void *copy, void *del, MPI_Aint extra, int mpi1, MPI_Fint *key)  \
     {                                                                                          \
         struct keyval *k = malloc(sizeof *k);                                                  \
@@ -465,15 +556,15 @@ static int delete_through(struct keyval *k, MPI_Fint fh, int keyval, void *val)
             return MPI_ERR_NO_MEM;                                                             \
         *k = (struct keyval){(ferry_f_copy_fn)copy, (ferry_f_delete_fn)del, extra, mpi1};      \
         int rc = MPI_##N##_create_keyval(                                                      \
-            is_null_copy(copy) ? NULLCOPY : is_dup(copy) ? DUPFN : lower##_copy_trampoline,    \
-            is_null_delete(del) ? NULLDEL : lower##_delete_trampoline, key, k);                \
+            is_null_copy(copy) ? NULLCOPY : is_dup(copy) ? lower##_dup_box : lower##_copy_trampoline, \
+            is_null_delete(del) ? lower##_free_box : lower##_delete_trampoline, key, k);       \
         if (rc != MPI_SUCCESS)                                                                 \
             free(k);                                                                           \
         return rc;                                                                             \
     }
-KEYVAL_KIND(Comm, Comm, comm, MPI_COMM_NULL_COPY_FN, MPI_COMM_DUP_FN, MPI_COMM_NULL_DELETE_FN)
-KEYVAL_KIND(Datatype, Type, type, MPI_TYPE_NULL_COPY_FN, MPI_TYPE_DUP_FN, MPI_TYPE_NULL_DELETE_FN)
-KEYVAL_KIND(Win, Win, win, MPI_WIN_NULL_COPY_FN, MPI_WIN_DUP_FN, MPI_WIN_NULL_DELETE_FN)
+KEYVAL_KIND(Comm, Comm, comm, MPI_COMM_NULL_COPY_FN)
+KEYVAL_KIND(Datatype, Type, type, MPI_TYPE_NULL_COPY_FN)
+KEYVAL_KIND(Win, Win, win, MPI_WIN_NULL_COPY_FN)
 
 void pmpi_comm_create_keyval_(void *copy, void *del, MPI_Fint *key, MPI_Aint *extra, MPI_Fint *ierror)
 {
@@ -505,7 +596,7 @@ static MPI_Aint comm_attr_value(int key, void *v)
     case MPI_APPNUM: case MPI_LASTUSEDCODE: case MPI_UNIVERSE_SIZE:
         return *(int *)v;
     default:
-        return (MPI_Aint)(intptr_t)v;
+        return attr_from_c(v);
     }
 }
 static MPI_Aint win_attr_value(int key, void *v)
@@ -515,20 +606,42 @@ static MPI_Aint win_attr_value(int key, void *v)
         return *(MPI_Aint *)v;
     case MPI_WIN_DISP_UNIT: case MPI_WIN_CREATE_FLAVOR: case MPI_WIN_MODEL:
         return *(int *)v;
-    default: /* MPI_WIN_BASE is the address itself */
+    case MPI_WIN_BASE: /* the address itself */
         return (MPI_Aint)(intptr_t)v;
+    default:
+        return attr_from_c(v);
     }
 }
 static MPI_Aint type_attr_value(int key, void *v)
 {
     (void)key;
-    return (MPI_Aint)(intptr_t)v;
+    return attr_from_c(v);
 }
+
+/* Sets a Fortran value as an attribute (in a box; see above). */
+static int set_boxed(int (*set)(void *h, int key, void *val), void *h, int key, MPI_Aint v)
+{
+    void *b = box_new(v);
+    if (!b)
+        return MPI_ERR_NO_MEM;
+    int rc = set(h, key, b);
+    if (rc != MPI_SUCCESS)
+        box_free(b);
+    return rc;
+}
+#define SETTER(fname, H)                                                                       \
+    static int set_##fname(void *h, int key, void *val)                                        \
+    {                                                                                          \
+        return MPI_##fname##_set_attr((MPI_##H)h, key, val);                                   \
+    }
+SETTER(Comm, Comm)
+SETTER(Type, Datatype)
+SETTER(Win, Win)
 
 #define ATTR_KIND(H, lower, fname)                                                             \
     void pmpi_##lower##_set_attr_(MPI_Fint *h, MPI_Fint *key, MPI_Aint *val, MPI_Fint *ierror) \
     {                                                                                          \
-        set_ierror(ierror, MPI_##fname##_set_attr(FERRY_F2C(H, *h), *key, (void *)(intptr_t)*val)); \
+        set_ierror(ierror, set_boxed(set_##fname, (void *)FERRY_F2C(H, *h), *key, *val));      \
     }                                                                                          \
     ALIASES(pmpi_##lower##_set_attr_, mpi_##lower##_set_attr)                                  \
     void pmpi_##lower##_get_attr_(MPI_Fint *h, MPI_Fint *key, MPI_Aint *val, MPI_Fint *flag,   \
@@ -551,7 +664,7 @@ ATTR_KIND(Win, win, Win)
 
 void pmpi_attr_put_(MPI_Fint *comm, MPI_Fint *key, MPI_Fint *val, MPI_Fint *ierror)
 {
-    set_ierror(ierror, MPI_Comm_set_attr(FERRY_F2C(Comm, *comm), *key, (void *)(intptr_t)*val));
+    set_ierror(ierror, set_boxed(set_Comm, (void *)FERRY_F2C(Comm, *comm), *key, *val));
 }
 ALIASES(pmpi_attr_put_, mpi_attr_put)
 
