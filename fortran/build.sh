@@ -35,7 +35,7 @@ python3 "$here/gen.py" --mpi-h "$incdir/mpi.h" --out "$work"
 cp "$here/ferry_fortran.h" "$here/handwritten.c" "$work/"
 (
     cd "$work"
-    "${cc[@]}" -O2 -fPIC -Wall -I"$incdir" -I. -c mpi_fortran.c handwritten.c
+    "${cc[@]}" -O2 -fPIC -fno-plt -fno-semantic-interposition -Wall -I"$incdir" -I. -c mpi_fortran.c handwritten.c
     # The modules only declare (interfaces, constants, common blocks) but for mpi_f08's
     # comparison operators, which land in libmpifort.so with the C entry points.
     "${fc[@]}" -O2 -fPIC -c mpi.f90 mpi_f08.f90

@@ -9,6 +9,9 @@
 #include <stdint.h>
 #include <stdlib.h>
 
+/* Helpers of the library itself: not exported, so calls to them inside it are direct. */
+#define FERRY_F_INTERNAL __attribute__((visibility("hidden")))
+
 /* gfortran's LOGICAL: .TRUE. is 1, .FALSE. is 0. */
 #define FERRY_F_TRUE 1
 #define FERRY_F_FALSE 0
@@ -43,9 +46,9 @@ FERRY_F_CONVERT(Session, MPI_Session_f2c, MPI_Session_c2f)
 /* Requests are made and completed by the million, so they get Fortran integers of their own
  * (handwritten.c): a slot from the first request that needs one until the call that ends it
  * (a wait or test that completes it, MPI_Request_free) gives the slot back. */
-MPI_Fint ferry_f_request_new(MPI_Request c);
-MPI_Request ferry_f_request_get(MPI_Fint f);
-MPI_Fint ferry_f_request_update(MPI_Fint before, MPI_Request after);
+FERRY_F_INTERNAL MPI_Fint ferry_f_request_new(MPI_Request c);
+FERRY_F_INTERNAL MPI_Request ferry_f_request_get(MPI_Fint f);
+FERRY_F_INTERNAL MPI_Fint ferry_f_request_update(MPI_Fint before, MPI_Request after);
 static inline MPI_Request ferry_f2c_Request(MPI_Fint f)
 {
     return f >= 0 && f < FERRY_F_PREDEFINED_END ? (MPI_Request)(intptr_t)f : ferry_f_request_get(f);
@@ -115,20 +118,20 @@ static inline void ferry_f_indices(MPI_Fint *idx, int n)
 
 /* A Fortran string as a new C string without its trailing blanks (an argument of
  * MPI_Comm_spawn keeps its leading ones); NULL when out of memory. */
-char *ferry_f_str_in(const char *s, size_t len);
+FERRY_F_INTERNAL char *ferry_f_str_in(const char *s, size_t len);
 /* The same without leading blanks either: info keys and values (MPI 4.1 §10), and the
  * arguments of MPI_COMM_SPAWN in mpif.h and `use mpi`. */
-char *ferry_f_str_in_stripped(const char *s, size_t len);
+FERRY_F_INTERNAL char *ferry_f_str_in_stripped(const char *s, size_t len);
 /* A NUL-terminated buffer of n bytes (at least 1) for a C call to fill. */
-char *ferry_f_str_buf(MPI_Aint n);
+FERRY_F_INTERNAL char *ferry_f_str_buf(MPI_Aint n);
 /* A C string into a Fortran one: truncated to len, padded with blanks. */
-void ferry_f_str_out(char *f, size_t len, const char *c);
+FERRY_F_INTERNAL void ferry_f_str_out(char *f, size_t len, const char *c);
 /* Room for n handles: the small stack array, or malloc'd (NULL when out of memory). */
-void *ferry_f_handles(void *small, int n, size_t size);
+FERRY_F_INTERNAL void *ferry_f_handles(void *small, int n, size_t size);
 
 enum { FERRY_F_ALL, FERRY_F_IN, FERRY_F_OUT };
 /* How many datatypes an alltoallw takes on *comm: its (remote) size for FERRY_F_ALL, its
  * neighbourhood's in or out degree; 0 if comm is not valid (the call then says so). */
-int ferry_f_peers(const MPI_Fint *comm, int which);
+FERRY_F_INTERNAL int ferry_f_peers(const MPI_Fint *comm, int which);
 
 #endif

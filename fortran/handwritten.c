@@ -123,8 +123,20 @@ static int *request_free;
 static int request_nfree, request_free_cap;
 static pthread_mutex_t request_lock = PTHREAD_MUTEX_INITIALIZER;
 
+/* Each thread keeps a few free slots of its own, so that the common case (a request made and
+ * ended by one thread) takes no lock; beyond that they go back to the shared list. A thread
+ * that ends keeps its few: a bounded loss. */
+#define REQUEST_CACHE 64
+static _Thread_local int request_cache[REQUEST_CACHE] __attribute__((tls_model("initial-exec")));
+static _Thread_local int request_cached __attribute__((tls_model("initial-exec")));
+
 MPI_Fint ferry_f_request_new(MPI_Request c)
 {
+    if (request_cached > 0) {
+        int i = request_cache[--request_cached];
+        atomic_load(&request_chunks[i / REQUEST_CHUNK])[i % REQUEST_CHUNK] = c;
+        return REQUEST_BASE + i;
+    }
     pthread_mutex_lock(&request_lock);
     int i;
     if (request_nfree > 0) {
@@ -167,8 +179,12 @@ static void request_release(MPI_Fint f)
     MPI_Request *slot = request_slot(f);
     if (!slot)
         return;
-    pthread_mutex_lock(&request_lock);
     *slot = MPI_REQUEST_NULL;
+    if (request_cached < REQUEST_CACHE) {
+        request_cache[request_cached++] = f - REQUEST_BASE;
+        return;
+    }
+    pthread_mutex_lock(&request_lock);
     if (request_nfree == request_free_cap) {
         int cap = request_free_cap ? 2 * request_free_cap : 256;
         int *grown = realloc(request_free, (size_t)cap * sizeof *grown);

@@ -9,6 +9,7 @@ program fortran_loop
     integer, parameter :: warmup = 2000, iterations = 50000
     integer :: rank, nranks, i
     double precision :: x(1), y(1), t0, t1
+    real :: c0, c1
     type(MPI_Request) :: requests(2)
     call MPI_Init()
     call MPI_Comm_rank(MPI_COMM_WORLD, rank)
@@ -37,13 +38,20 @@ program fortran_loop
     ! library's and the binding's, not the other rank's.
     call MPI_Barrier(MPI_COMM_WORLD)
     do i = 1, warmup + iterations
-        if (i == warmup + 1) t0 = MPI_Wtime()
+        if (i == warmup + 1) then
+            t0 = MPI_Wtime()
+            call cpu_time(c0)
+        end if
         call MPI_Irecv(y, 1, MPI_DOUBLE_PRECISION, 0, 0, MPI_COMM_SELF, requests(1))
         call MPI_Isend(x, 1, MPI_DOUBLE_PRECISION, 0, 0, MPI_COMM_SELF, requests(2))
         call MPI_Waitall(2, requests, MPI_STATUSES_IGNORE)
     end do
     t1 = MPI_Wtime()
+    call cpu_time(c1)
     if (rank == 0) print '(a,i0,a,i0,a,f0.3)', 'self-isend-irecv-waitall,8,', nranks, ',', iterations, ',', &
         (t1 - t0) * 1d6 / iterations
+    ! The same in processor time: what the calls cost, without the time others had the core.
+    if (rank == 0) print '(a,i0,a,i0,a,f0.3)', 'self-isend-irecv-waitall-cpu,8,', nranks, ',', iterations, ',', &
+        (c1 - c0) * 1d6 / iterations
     call MPI_Finalize()
 end program fortran_loop
