@@ -215,10 +215,9 @@ def c_wrapper(call):
                 pre.append(f"char *{n}_c = {conv}({n}, {n}_len);")
                 pre.append(f"if (!{n}_c) ok = 0;")
             else:
-                # Evaluated only when every argument it names is converted (the C expression
-                # may read the Fortran pointers: *valuelen + 1).
-                size = a.length.replace("*", "*").strip()
-                pre.append(f"char *{n}_c = ferry_f_str_buf((MPI_Aint)({size}));")
+                # The size is a C expression over the entry point's own (pointer) arguments,
+                # such as `*valuelen+1`, or a constant of mpi.h.
+                pre.append(f"char *{n}_c = ferry_f_str_buf((MPI_Aint)({a.length}));")
                 pre.append(f"if (!{n}_c) ok = 0;")
                 cond = "rc == MPI_SUCCESS && *flag" if has_flag else "rc == MPI_SUCCESS"
                 post.append(f"if ({cond}) ferry_f_str_out({n}, {n}_len, {n}_c);")
