@@ -24,12 +24,14 @@ fc[mpich]=mpifort.mpich cc[mpich]=mpicc.mpich run[mpich]="mpiexec.mpich -n 2"
 fc[openmpi]=mpifort.openmpi cc[openmpi]=mpicc.openmpi run[openmpi]="mpiexec.openmpi --allow-run-as-root --oversubscribe -n 2"
 libs=${LIBS:-ferry mpich}
 
+bin=$(mktemp -d "${TMPDIR:-/tmp}/ferry-fortran-bench.XXXXXX") # the programs: not results
+trap 'rm -rf "$bin"' EXIT
 (cd "$root" && "$ferry" bench record --out "$out" --command "$0 $*") >/dev/null
 {
     echo "rounds: $rounds"
     for lib in $libs; do
-        "${fc[$lib]}" -O2 "$src/fortran_loop.f90" -o "$out/loop-$lib-fortran"
-        "${cc[$lib]}" -O2 "$src/fortran_loop.c" -o "$out/loop-$lib-c"
+        "${fc[$lib]}" -O2 "$src/fortran_loop.f90" -o "$bin/loop-$lib-fortran"
+        "${cc[$lib]}" -O2 "$src/fortran_loop.c" -o "$bin/loop-$lib-c" 2>/dev/null
         echo "build[$lib]: ${fc[$lib]} -O2 fortran_loop.f90; ${cc[$lib]} -O2 fortran_loop.c"
         echo "command[$lib]: ${run[$lib]} ./loop-$lib-{fortran,c}"
     done
@@ -44,7 +46,7 @@ for round in $(seq 1 "$rounds"); do
             echo "$round,$lib,$lang,$l1" >>"$out/load.csv"
             log=$out/round$round-$lib-$lang.txt
             # shellcheck disable=SC2086 # the command is words on purpose
-            if ! timeout 300 ${run[$lib]} "$out/loop-$lib-$lang" >"$log" 2>&1; then
+            if ! timeout 300 ${run[$lib]} "$bin/loop-$lib-$lang" >"$log" 2>&1; then
                 echo "round $round $lib $lang failed (see $log)" >&2
                 continue
             fi
