@@ -2,6 +2,9 @@
 # Builds ferry (release) and installs it like an MPI installation:
 #   PREFIX/bin/{ferry,mpicc,mpicxx,mpic++,mpiexec,mpirun,bspcc}
 #   PREFIX/include/{mpi.h,bsp.h}   PREFIX/lib/{libmpi.so,libmpi_abi.so.1,libmpi_abi.so,libbsp.so}
+# and, when a Fortran compiler is found ($FERRY_FC, else gfortran), the Fortran bindings built
+# with it: PREFIX/bin/{mpifort,mpif90,mpif77}, PREFIX/include/{mpif.h,mpi.mod,mpi_f08.mod},
+# PREFIX/lib/libmpifort.so (FERRY_FORTRAN=0 leaves them out).
 # Usage: scripts/install.sh PREFIX   (or: make install PREFIX=...)
 # The wrappers find the headers, libraries and `ferry` relative to PREFIX/bin, so the tree can be
 # moved as a whole. Set FERRY_NO_BUILD=1 to install what target/release already holds.
@@ -53,4 +56,16 @@ read -r -a compiler <<<"${FERRY_CC:-cc}"
 exec "${compiler[@]}" -I"$prefix/include" "$@" -L"$prefix/lib" -lbsp -Wl,-rpath,"$prefix/lib"
 BSPCC
 chmod 755 "$prefix/bin/bspcc"
+# Fortran: module files belong to one compiler, so they are made here, with the one at hand.
+read -r -a fc <<<"${FERRY_FC:-gfortran}"
+if [ "${FERRY_FORTRAN:-1}" = 0 ]; then
+    :
+elif command -v "${fc[0]}" >/dev/null; then
+    "$root/fortran/build.sh" "$prefix" "$prefix/include" "$prefix/lib"
+    install -m 755 "$root/fortran/bin/mpifort" "$prefix/bin/mpifort"
+    ln -sf mpifort "$prefix/bin/mpif90"
+    ln -sf mpifort "$prefix/bin/mpif77"
+else
+    echo "install: no Fortran compiler (${fc[0]}): mpifort, mpif.h and the modules are left out" >&2
+fi
 echo "installed ferry into $prefix (add $prefix/bin to PATH)"

@@ -23,6 +23,9 @@ command -v ssh >/dev/null || need+=(openssh-client)
 command -v mpiexec.hydra >/dev/null || need+=(mpich)
 command -v slurmctld >/dev/null || [ -x /usr/sbin/slurmctld ] || need+=(slurm-wlm)
 command -v munged >/dev/null || [ -x /usr/sbin/munged ] || need+=(munge)
+# gfortran for the Fortran bindings (mpifort, mpif.h, the mpi and mpi_f08 modules), which are
+# built with the Fortran compiler that uses them.
+command -v gfortran >/dev/null || need+=(gfortran)
 # libpmix for ranks started by a PMIx server (srun --mpi=pmix, prterun): loaded at run time.
 ldconfig -p 2>/dev/null | grep -q 'libpmix.so.2 ' || need+=(libpmix2)
 if [ ${#need[@]} -gt 0 ]; then

@@ -65,4 +65,28 @@ C
 else
   echo "test-install: make is not installed: make CC=mpicc / CC=bspcc not checked"
 fi
-echo "test-install: ok (mpicc, mpicxx, mpiexec, mpirun from an installed prefix; make CC=mpicc, CC=bspcc)"
+
+# Fortran (when install.sh found a Fortran compiler): mpif.h, `use mpi` and `use mpi_f08`
+# through mpifort/mpif77/mpif90, and the Jacobi example giving the same answer at 1 and 3 ranks.
+if [ -x "$tmp/prefix/bin/mpifort" ]; then
+  show=$(mpifort -show hello.f90 -o hello)
+  case "$show" in *"-I$tmp/prefix/include"*"-lmpifort"*"-lmpi"*) ;; *) fail "mpifort -show: $show" ;; esac
+  case "$(mpifort -show -c hello.f90)" in *-lmpi*) fail "mpifort -c adds link flags" ;; esac
+  mpif77 -fallow-argument-mismatch "$root/fortran/tests/basics77.f" -o basics77
+  mpif90 "$root/fortran/tests/basics90.f90" -o basics90
+  mpifort "$root/fortran/tests/basics08.f90" -o basics08
+  for p in basics77 basics90 basics08; do
+    for n in 1 2; do
+      out=$(mpiexec -n $n ./$p)
+      [ "$out" = " No Errors" ] || fail "mpiexec -n $n ./$p printed: $out"
+    done
+  done
+  mpifort -O2 "$root/examples/fortran/jacobi.f90" -o jacobi
+  one=$(mpiexec -n 1 ./jacobi 32 | head -1)
+  three=$(mpiexec -n 3 ./jacobi 32 | head -1)
+  [ -n "$one" ] && [ "$one" = "$three" ] || fail "jacobi at 1 and 3 ranks: '$one' / '$three'"
+  fortran=", mpifort/mpif77/mpif90"
+else
+  echo "test-install: no Fortran compiler: mpifort not checked"
+fi
+echo "test-install: ok (mpicc, mpicxx${fortran:-}, mpiexec, mpirun from an installed prefix; make CC=mpicc, CC=bspcc)"
