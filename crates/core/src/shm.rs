@@ -196,7 +196,9 @@ impl RingView {
         self.mask + 1
     }
 
-    /// Copies `len` bytes from `src` into the ring at stream position `pos`, wrapping.
+    /// Copies `len` bytes from `src` into the ring at stream position `pos`, wrapping. (The
+    /// second copy only when it wraps: a copy of a small payload is a call to memcpy, and an
+    /// empty one costs as much.)
     fn write_at(&self, pos: u64, src: *const u8, len: usize) {
         let offset = (pos & self.mask) as usize;
         let first = len.min(self.capacity() as usize - offset);
@@ -204,7 +206,9 @@ impl RingView {
         // free region [tail, head + capacity) exclusively; `src` is valid for `len` bytes.
         unsafe {
             std::ptr::copy_nonoverlapping(src, self.data.add(offset), first);
-            std::ptr::copy_nonoverlapping(src.add(first), self.data, len - first);
+            if first < len {
+                std::ptr::copy_nonoverlapping(src.add(first), self.data, len - first);
+            }
         }
     }
 
@@ -216,10 +220,33 @@ impl RingView {
         // `write_at`; `dst` is valid for `len` bytes.
         unsafe {
             std::ptr::copy_nonoverlapping(self.data.add(offset), dst, first);
-            std::ptr::copy_nonoverlapping(self.data, dst.add(first), len - first);
+            if first < len {
+                std::ptr::copy_nonoverlapping(self.data, dst.add(first), len - first);
+            }
         }
     }
+
+    /// Writes the header of the record that starts at stream position `start`. A record's
+    /// prefix never wraps (records start on [`RECORD_ALIGN`] and the ring's size is a power of
+    /// two above it), so this is one fixed-size copy, with no call to memcpy.
+    fn write_header(&self, start: u64, header: &[u8; HEADER_LEN]) {
+        let offset = ((start + STAMP_LEN as u64) & self.mask) as usize;
+        debug_assert!(offset + HEADER_LEN <= self.capacity() as usize);
+        // SAFETY: offset + HEADER_LEN ≤ capacity (above); the producer owns the record.
+        unsafe { (self.data.add(offset) as *mut [u8; HEADER_LEN]).write_unaligned(*header) }
+    }
+
+    /// Reads the header of the record that starts at `start` (see [`RingView::write_header`]).
+    fn read_header(&self, start: u64) -> [u8; HEADER_LEN] {
+        let offset = ((start + STAMP_LEN as u64) & self.mask) as usize;
+        debug_assert!(offset + HEADER_LEN <= self.capacity() as usize);
+        // SAFETY: as in `write_header`; the consumer owns the published record.
+        unsafe { (self.data.add(offset) as *const [u8; HEADER_LEN]).read_unaligned() }
+    }
 }
+
+// What `write_header` relies on: a record's prefix fits in its first aligned block.
+const _: () = assert!(PREFIX_LEN <= RECORD_ALIGN);
 
 mod cma;
 mod wake;
@@ -252,8 +279,7 @@ impl Producer {
     /// Makes the record at `tail` visible with `header` (its `len` payload bytes are written
     /// already) and wakes the consumer if it sleeps.
     fn commit(&mut self, header: &[u8; HEADER_LEN], len: usize) {
-        self.ring
-            .write_at(self.tail + STAMP_LEN as u64, header.as_ptr(), HEADER_LEN);
+        self.ring.write_header(self.tail, header);
         self.ring
             .stamp_at(self.tail)
             .store(stamp(self.key, self.tail), Ordering::Release);
@@ -556,9 +582,7 @@ impl ShmTransport {
         if !c.has_record() {
             return None;
         }
-        let mut header = [0u8; HEADER_LEN];
-        c.ring
-            .read_at(c.head + STAMP_LEN as u64, header.as_mut_ptr(), HEADER_LEN);
+        let header = c.ring.read_header(c.head);
         Some(Record {
             consumer: c,
             header,

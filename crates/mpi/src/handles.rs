@@ -127,6 +127,17 @@ impl<T> Table<T> {
         self.slots[slot].value.take()
     }
 
+    /// Drops the object behind `handle` where it lies (no move out, as [`Table::remove`]
+    /// makes); whether there was one.
+    pub fn discard(&mut self, handle: Handle) -> bool {
+        let Some(slot) = self.locate(handle) else {
+            return false;
+        };
+        self.free.push(slot as u32);
+        self.slots[slot].value = None;
+        true
+    }
+
     /// The handles of every live object, in slot order.
     pub fn handles(&self) -> Vec<Handle> {
         self.slots
@@ -160,5 +171,18 @@ mod tests {
         assert!(comms.get(a).is_none());
         assert_eq!(comms.get(b), Some(&2));
         assert!(a > 0x1000 && b > 0x1000);
+    }
+
+    #[test]
+    fn a_discarded_handle_is_gone_and_its_slot_reused_under_a_new_handle() {
+        let mut requests: Table<String> = Table::new(Kind::Request);
+        let a = requests.insert("a".into());
+        assert!(requests.discard(a));
+        assert!(requests.get(a).is_none());
+        assert!(!requests.discard(a), "a second discard finds nothing");
+        let b = requests.insert("b".into());
+        assert_ne!(a, b);
+        assert_eq!(requests.get(b).map(String::as_str), Some("b"));
+        assert!(!requests.is_empty());
     }
 }

@@ -3,7 +3,7 @@
 
 use crate::abi::*;
 use crate::error::{fail, MpiError, Res};
-use crate::request::{sent_bytes, Outcome, Persistent, Progress, Request, SendKind, Typed};
+use crate::request::{sent_bytes, Greq, Outcome, Persistent, Progress, Request, SendKind, Typed};
 use crate::state::{running, with, State};
 use crate::NONE;
 use ferry_core::raw::{RawRequest, SendMode};
@@ -290,6 +290,28 @@ impl Dense {
         let raw = core.raw_recv(buf.cast(), self.bytes, source, tag)?;
         Ok(Some(Request::running(comm, core.clone(), raw, None)))
     }
+
+    /// [`Dense::post`] for MPI_Irecv: the request goes straight into the table and its handle
+    /// to `out` (non-null), without passing through the caller (a request is large, and each
+    /// move of it costs). False if the arguments need the general path.
+    unsafe fn post_into(
+        &self,
+        s: &mut State,
+        buf: *mut c_void,
+        (source, tag): (c_int, c_int),
+        comm: Handle,
+        out: *mut Handle,
+    ) -> Res<bool> {
+        let core = &s.comm(comm)?.comm;
+        let (Ok(Some(source)), Ok(tag)) = (source_arg(core, source), recv_tag(tag)) else {
+            return Ok(false);
+        };
+        // SAFETY: MPI's contract keeps the buffer valid until the receive completes.
+        let raw = core.raw_recv(buf.cast(), self.bytes, source, tag)?;
+        let req = Request::running(comm, core.clone(), raw, None);
+        *out = s.requests.insert(req);
+        Ok(true)
+    }
 }
 
 unsafe fn blocking_send(
@@ -428,8 +450,8 @@ mpi! {
         running(|s| {
             let dense = Dense::of(buf, count, datatype).filter(|_| !request.is_null());
             if let Some(d) = dense {
-                if let Some(req) = d.post(s, buf, source, tag, comm)? {
-                    return publish(s, req, request);
+                if d.post_into(s, buf, (source, tag), comm, request)? {
+                    return Ok(());
                 }
             }
             let req = start_recv(s, buf, count, datatype, source, tag, comm)?;
@@ -824,24 +846,29 @@ unsafe fn finish_handle(
         outcome.write(status, with_error);
         return Ok(outcome);
     }
-    let (outcome, greq) = with(|s| {
-        let req = s.requests.get_mut(*handle).ok_or_else(|| {
-            MpiError::new(MPI_ERR_REQUEST, format!("invalid request {:#x}", *handle))
-        })?;
-        let outcome = req.complete()?;
-        let greq = req.generalized.as_deref().copied();
-        if req.persistent.is_none() {
-            s.requests.remove(*handle);
-            *handle = MPI_REQUEST_NULL;
-        }
-        Ok((outcome, greq))
-    })?;
+    let (outcome, greq) = with(|s| finish_in_state(s, handle))?;
     if let Some(g) = greq {
         // Outside the state: the callbacks may call MPI (MPI_Status_set_elements, ...).
         return Ok(crate::greq::finish(&g, status, with_error, true));
     }
     outcome.write(status, with_error);
     Ok(outcome)
+}
+
+/// Completes the finished request behind `handle` (not a sent handle) inside the state:
+/// its outcome, and its callbacks if it is a generalized request (to be run outside).
+fn finish_in_state(s: &mut State, handle: &mut Handle) -> Res<(Outcome, Option<Greq>)> {
+    let req = s
+        .requests
+        .get_mut(*handle)
+        .ok_or_else(|| MpiError::new(MPI_ERR_REQUEST, format!("invalid request {:#x}", *handle)))?;
+    let outcome = req.complete()?;
+    let greq = req.generalized.as_deref().copied();
+    if req.persistent.is_none() {
+        s.requests.discard(*handle);
+        *handle = MPI_REQUEST_NULL;
+    }
+    Ok((outcome, greq))
 }
 
 /// What waiting needs to know about one entry of a request array.
@@ -905,28 +932,29 @@ fn entries_to_wait(handles: &[Handle], all: bool) -> Res<(Vec<Entry>, Option<fer
 fn entries(handles: &[Handle]) -> Res<(Vec<Entry>, Option<ferry_core::Comm>)> {
     with(|s| {
         let mut engine = None;
-        let list = handles
-            .iter()
-            .map(|&h| {
-                if h == MPI_REQUEST_NULL {
-                    return Ok(Entry::Null);
-                }
-                if sent_bytes(h).is_some() {
-                    return Ok(Entry::Active([None, None]));
-                }
+        let mut list = Vec::with_capacity(handles.len());
+        for &h in handles {
+            let entry = if h == MPI_REQUEST_NULL {
+                Entry::Null
+            } else if sent_bytes(h).is_some() {
+                Entry::Active([None, None])
+            } else {
                 let req = s.requests.get(h).ok_or_else(|| {
                     MpiError::new(MPI_ERR_REQUEST, format!("invalid request {h:#x}"))
                 })?;
-                if req.is_inactive() {
-                    return Ok(Entry::Null);
+                match req.progress {
+                    Progress::Inactive => Entry::Null,
+                    Progress::AwaitingReady => Entry::AwaitingReady,
+                    _ => {
+                        if engine.is_none() {
+                            engine = Some(req.core.clone());
+                        }
+                        Entry::Active(req.raws())
+                    }
                 }
-                if matches!(req.progress, Progress::AwaitingReady) {
-                    return Ok(Entry::AwaitingReady);
-                }
-                engine.get_or_insert_with(|| req.core.clone());
-                Ok(Entry::Active(req.raws()))
-            })
-            .collect::<Res<Vec<_>>>()?;
+            };
+            list.push(entry);
+        }
         // Sends done at start (`sent_handle`) name no communicator; the world's runtime side
         // drives the same engine.
         if engine.is_none() && list.iter().any(|e| matches!(e, Entry::Active(_))) {
@@ -997,24 +1025,47 @@ mpi! {
 }
 
 /// Completes every finished entry among `handles` with statuses; returns how many errors.
+/// One entry into the state serves them all (a window of small messages finishes 64 at
+/// once); generalized requests run their callbacks afterwards, outside it.
 unsafe fn finish_all(
     handles: &mut [Handle],
     list: &[Entry],
     statuses: *mut MpiStatus,
 ) -> Res<usize> {
     let mut errors = 0;
-    for (i, h) in handles.iter_mut().enumerate() {
-        match list[i] {
-            Entry::Null | Entry::AwaitingReady => {
-                Outcome::EMPTY.write(status_at(statuses, i), true)
-            }
-            Entry::Active(_) => {
-                let o = finish_handle(h, status_at(statuses, i), true)?;
-                errors += (o.error != MPI_SUCCESS) as usize;
-            }
+    let mut greqs: Vec<(usize, Greq)> = Vec::new();
+    let finished = with(|s| {
+        for (i, h) in handles.iter_mut().enumerate() {
+            let status = status_at(statuses, i);
+            let outcome = match list[i] {
+                Entry::Null | Entry::AwaitingReady => {
+                    Outcome::EMPTY.write(status, true);
+                    continue;
+                }
+                Entry::Active(_) if sent_bytes(*h).is_some() => {
+                    let bytes = crate::request::retire_sent(*h)?;
+                    *h = MPI_REQUEST_NULL;
+                    Outcome::sent(bytes as i64)
+                }
+                Entry::Active(_) => match finish_in_state(s, h)? {
+                    (_, Some(g)) => {
+                        greqs.push((i, g));
+                        continue;
+                    }
+                    (outcome, None) => outcome,
+                },
+            };
+            outcome.write(status, true);
+            errors += (outcome.error != MPI_SUCCESS) as usize;
         }
+        Ok(())
+    });
+    // Outside the state: the callbacks may call MPI (MPI_Status_set_elements, ...).
+    for (i, g) in greqs {
+        let o = crate::greq::finish(&g, status_at(statuses, i), true, true);
+        errors += (o.error != MPI_SUCCESS) as usize;
     }
-    Ok(errors)
+    finished.map(|()| errors)
 }
 
 mpi! {
@@ -1023,7 +1074,19 @@ mpi! {
         let handles = handles_arg(count, requests)?;
         let (list, engine) = entries_to_wait(handles, true)?;
         if let Some(engine) = engine {
-            engine.wait_until(|done| list.iter().all(|&e| !e.in_flight() || done_in(e, done)))?;
+            // A finished request stays finished: each pass looks from the first one still in
+            // flight on, not at the whole list again (a window of 64 receives would cost
+            // thousands of looks).
+            let mut next = 0;
+            engine.wait_until(|done| {
+                while let Some(&e) = list.get(next) {
+                    if e.in_flight() && !done_in(e, done) {
+                        return false;
+                    }
+                    next += 1;
+                }
+                true
+            })?;
         }
         match finish_all(handles, &list, statuses)? {
             0 => Ok(()),
