@@ -5,7 +5,7 @@
 //!
 //! Handles (communicators, datatypes, operations) are checked where they are looked up
 //! (`State::comm`, `State::committed_type`, `State::op`); counts, buffers, ranks, roots and
-//! tags here.
+//! tags here, and the pointers a call reads its arrays from or writes its results through.
 
 use crate::abi::*;
 use crate::datatype::Datatype;
@@ -74,6 +74,41 @@ pub fn array<T>(p: *const T, n: usize, what: &str) -> Res {
         return fail(MPI_ERR_ARG, format!("{what} array is NULL"));
     }
     Ok(())
+}
+
+/// An output argument the call writes through: never NULL (MPI_ERR_ARG naming `what`).
+///
+/// # Safety
+/// `p` is NULL or points at a `T` that nothing else uses for `'a`.
+pub unsafe fn out<'a, T>(p: *mut T, what: &str) -> Res<&'a mut T> {
+    out_of_class(p, MPI_ERR_ARG, what)
+}
+
+/// An output argument of an MPI_T call, which reports a NULL one as MPI_T_ERR_INVALID.
+///
+/// # Safety
+/// As [`out`].
+pub unsafe fn tool_out<'a, T>(p: *mut T, what: &str) -> Res<&'a mut T> {
+    out_of_class(p, MPI_T_ERR_INVALID, what)
+}
+
+unsafe fn out_of_class<'a, T>(p: *mut T, class: c_int, what: &str) -> Res<&'a mut T> {
+    p.as_mut()
+        .ok_or_else(|| MpiError::new(class, format!("{what} is NULL")))
+}
+
+/// An input array of `n` entries: NULL only when empty (MPI_ERR_ARG naming `what`).
+///
+/// # Safety
+/// `p` is NULL or points at `n` initialized entries that stay unchanged for `'a`.
+pub unsafe fn slice<'a, T>(p: *const T, n: usize, what: &str) -> Res<&'a [T]> {
+    if n == 0 {
+        return Ok(&[]);
+    }
+    if p.is_null() {
+        return fail(MPI_ERR_ARG, format!("{what} is NULL"));
+    }
+    Ok(std::slice::from_raw_parts(p, n))
 }
 
 /// A rank of a group of `size` to send to or receive from: `None` for MPI_PROC_NULL.

@@ -1,6 +1,7 @@
 //! Communicators, groups, attributes, error handlers and info objects.
 
 use crate::abi::*;
+use crate::check::out;
 use crate::env::write_string;
 use crate::error::{fail, handle_error, CommErrhandlerFn, MpiError, Res};
 use crate::p2p::count_arg;
@@ -9,11 +10,6 @@ use crate::NONE;
 use std::ffi::{c_char, c_int, c_void, CStr};
 use std::rc::Rc;
 use std::sync::atomic::{AtomicI32, Ordering};
-
-unsafe fn out<'a, T>(p: *mut T, what: &str) -> Res<&'a mut T> {
-    p.as_mut()
-        .ok_or_else(|| MpiError::new(MPI_ERR_ARG, format!("{what} is NULL")))
-}
 
 mpi! {
     /// Number of ranks.

@@ -25,6 +25,7 @@
 //! leader exchange, fan-out), the others are direct sends and receives between the groups.
 
 use crate::abi::*;
+use crate::check::{out, slice};
 use crate::coll;
 use crate::comm::{register, register_with};
 use crate::datatype::Datatype;
@@ -251,11 +252,6 @@ fn world_of(recs: &[Rec]) -> Vec<u32> {
 
 fn my_world(c: &Comm) -> u32 {
     c.world_ranks()[c.rank()]
-}
-
-unsafe fn out<'a, T>(p: *mut T, what: &str) -> Res<&'a mut T> {
-    p.as_mut()
-        .ok_or_else(|| MpiError::new(MPI_ERR_ARG, format!("{what} is NULL")))
 }
 
 mpi! {
@@ -746,14 +742,6 @@ pub unsafe fn allreduce(
     coll::bcast(recvbuf, count, dt, 0, inter.local, BLOCKING)
 }
 
-/// `n` ints from a C array (per remote rank).
-unsafe fn ints(p: *const c_int, n: usize, what: &str) -> Res<Vec<c_int>> {
-    if n > 0 && p.is_null() {
-        return fail(MPI_ERR_ARG, format!("{what} is NULL"));
-    }
-    Ok((0..n).map(|i| *p.add(i)).collect())
-}
-
 /// The root's counts and displacements (elements, per remote rank) of a v-collective, or equal
 /// blocks of `count` for the plain one.
 unsafe fn root_layout(
@@ -763,7 +751,10 @@ unsafe fn root_layout(
     counts_name: &str,
 ) -> Res<(Vec<c_int>, Vec<c_int>)> {
     Ok(match v {
-        Some((c, d)) => (ints(c, remote, counts_name)?, ints(d, remote, "displs")?),
+        Some((c, d)) => (
+            slice(c, remote, counts_name)?.to_vec(),
+            slice(d, remote, "displs")?.to_vec(),
+        ),
         None => (
             vec![count; remote],
             (0..remote as c_int).map(|i| i * count).collect(),
@@ -846,7 +837,10 @@ pub unsafe fn allgather(
     let (rbuf, rcount, rdt) = recv;
     let ext = extent_of(rdt)?;
     let (counts, displs) = match v {
-        Some((c, d)) => (ints(c, remote, "recvcounts")?, ints(d, remote, "displs")?),
+        Some((c, d)) => (
+            slice(c, remote, "recvcounts")?.to_vec(),
+            slice(d, remote, "displs")?.to_vec(),
+        ),
         None => (
             vec![rcount; remote],
             (0..remote as c_int).map(|i| i * rcount).collect(),
@@ -897,8 +891,8 @@ pub unsafe fn blocks(
     let ext = extent_of(dt)?;
     let (counts, displs) = match v {
         Some((c, d)) => (
-            ints(c, remote, "counts")?,
-            ints(d, remote, "displacements")?,
+            slice(c, remote, "counts")?.to_vec(),
+            slice(d, remote, "displacements")?.to_vec(),
         ),
         None => (
             vec![count; remote],
@@ -919,8 +913,8 @@ pub unsafe fn blocks_w(
     remote: usize,
 ) -> Res<Blocks> {
     no_in_place(buf)?;
-    let c = ints(counts, remote, "counts")?;
-    let d = ints(displs, remote, "displacements")?;
+    let c = slice(counts, remote, "counts")?.to_vec();
+    let d = slice(displs, remote, "displacements")?.to_vec();
     if remote > 0 && types.is_null() {
         return fail(MPI_ERR_ARG, "datatype array is NULL");
     }

@@ -31,6 +31,7 @@
 //! extends the file (`set_len`) without reserving blocks.
 
 use crate::abi::*;
+use crate::check::out;
 use crate::datarep::Representation;
 use crate::datatype::Datatype;
 use crate::error::{caught, class_text, fail, CommErrhandlerFn, MpiError, Res};
@@ -364,11 +365,6 @@ fn agree(comm: &ferry_core::Comm, local: Res, what: &str) -> Res {
 }
 
 // ---- arguments ----
-
-unsafe fn out<'a, T>(p: *mut T, what: &str) -> Res<&'a mut T> {
-    p.as_mut()
-        .ok_or_else(|| MpiError::new(MPI_ERR_ARG, format!("{what} is NULL")))
-}
 
 unsafe fn c_string(p: *const c_char, what: &str) -> Res<String> {
     if p.is_null() {

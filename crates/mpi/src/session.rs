@@ -13,6 +13,7 @@
 //! MPI_ERRORS_ARE_FATAL) until `MPI_Session_set_errhandler` replaces it.
 
 use crate::abi::*;
+use crate::check::out;
 use crate::comm::{c_str, new_errhandler, new_group, register, valid_errhandler};
 use crate::env::write_string;
 use crate::error::{called_errhandler, fail, handle_error, CommErrhandlerFn, MpiError, Res};
@@ -55,11 +56,6 @@ pub(crate) fn thread_level_name(level: c_int) -> &'static str {
         .iter()
         .find(|&&(l, _)| l == level)
         .map_or("MPI_THREAD_MULTIPLE", |&(_, name)| name)
-}
-
-unsafe fn out<'a, T>(p: *mut T, what: &str) -> Res<&'a mut T> {
-    p.as_mut()
-        .ok_or_else(|| MpiError::new(MPI_ERR_ARG, format!("{what} is NULL")))
 }
 
 mpi! {

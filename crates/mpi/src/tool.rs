@@ -25,6 +25,7 @@
 //! return their error code and never invoke an MPI error handler.
 
 use crate::abi::*;
+use crate::check::tool_out;
 use crate::datatype::Builtin;
 use crate::error::{caught, fail, MpiError, Res};
 use crate::handles::{Kind, Table};
@@ -164,12 +165,6 @@ unsafe fn put<T>(p: *mut T, value: T) {
     if let Some(p) = p.as_mut() {
         *p = value;
     }
-}
-
-/// The output `p`, which must not be NULL.
-unsafe fn out<'a, T>(p: *mut T, what: &str) -> Res<&'a mut T> {
-    p.as_mut()
-        .ok_or_else(|| error(MPI_T_ERR_INVALID, format!("{what} is NULL")))
 }
 
 /// Returns `text` the MPI_T way (MPI 4.1 §15.3.3): with `len` NULL nothing is returned; with
@@ -682,7 +677,7 @@ fn category_pvars(cat: usize) -> Vec<usize> {
 mpi_t! {
     /// Starts the tool interface (again: calls are counted), before or after MPI_Init alike.
     fn MPI_T_init_thread / PMPI_T_init_thread(required: c_int, provided: *mut c_int) => {
-        let provided = out(provided, "provided")?;
+        let provided = tool_out(provided, "provided")?;
         if ![MPI_THREAD_SINGLE, MPI_THREAD_FUNNELED, MPI_THREAD_SERIALIZED, MPI_THREAD_MULTIPLE]
             .contains(&required)
         {
@@ -746,7 +741,7 @@ mpi_t! {
     /// How many control variables there are.
     fn MPI_T_cvar_get_num / PMPI_T_cvar_get_num(num_cvar: *mut c_int) => {
         tool(|_| Ok(()))?;
-        *out(num_cvar, "num_cvar")? = CVARS.len() as c_int;
+        *tool_out(num_cvar, "num_cvar")? = CVARS.len() as c_int;
         Ok(())
     }
 }
@@ -775,7 +770,7 @@ mpi_t! {
     fn MPI_T_cvar_get_index / PMPI_T_cvar_get_index(name: *const c_char, cvar_index: *mut c_int) => {
         tool(|_| Ok(()))?;
         let name = name_arg(name)?;
-        let index = out(cvar_index, "cvar_index")?;
+        let index = tool_out(cvar_index, "cvar_index")?;
         let Some(i) = CVARS.iter().position(|d| cvar_name(d) == name) else {
             return fail(MPI_T_ERR_INVALID_NAME, format!("no control variable {name:?}"));
         };
@@ -789,8 +784,8 @@ mpi_t! {
     fn MPI_T_cvar_handle_alloc / PMPI_T_cvar_handle_alloc(cvar_index: c_int, _obj_handle: *mut c_void, handle: *mut Handle, count: *mut c_int) => {
         tool(|_| Ok(()))?;
         let index = index_arg(cvar_index, CVARS.len(), "control variable")?;
-        let handle = out(handle, "handle")?;
-        let count = out(count, "count")?;
+        let handle = tool_out(handle, "handle")?;
+        let count = tool_out(count, "count")?;
         let n = cvar_count(index)?;
         *handle = tool(|t| Ok(t.cvars.insert(CvarHandle { index, count: n })))?;
         *count = n as c_int;
@@ -801,7 +796,7 @@ mpi_t! {
 mpi_t! {
     /// Frees a control-variable handle and sets it to MPI_T_CVAR_HANDLE_NULL.
     fn MPI_T_cvar_handle_free / PMPI_T_cvar_handle_free(handle: *mut Handle) => {
-        let h = out(handle, "handle")?;
+        let h = tool_out(handle, "handle")?;
         tool(|t| {
             t.cvars
                 .remove(*h)
@@ -869,7 +864,7 @@ mpi_t! {
     /// How many performance variables there are.
     fn MPI_T_pvar_get_num / PMPI_T_pvar_get_num(num_pvar: *mut c_int) => {
         tool(|_| Ok(()))?;
-        *out(num_pvar, "num_pvar")? = PVARS.len() as c_int;
+        *tool_out(num_pvar, "num_pvar")? = PVARS.len() as c_int;
         Ok(())
     }
 }
@@ -899,7 +894,7 @@ mpi_t! {
     fn MPI_T_pvar_get_index / PMPI_T_pvar_get_index(name: *const c_char, var_class: c_int, pvar_index: *mut c_int) => {
         tool(|_| Ok(()))?;
         let name = name_arg(name)?;
-        let index = out(pvar_index, "pvar_index")?;
+        let index = tool_out(pvar_index, "pvar_index")?;
         let Some(i) = PVARS.iter().position(|d| d.name == name && d.class == var_class) else {
             return fail(MPI_T_ERR_INVALID_NAME, format!("no performance variable {name:?} of class {var_class}"));
         };
@@ -911,7 +906,7 @@ mpi_t! {
 mpi_t! {
     /// Opens a session for performance-variable handles.
     fn MPI_T_pvar_session_create / PMPI_T_pvar_session_create(session: *mut Handle) => {
-        let session = out(session, "session")?;
+        let session = tool_out(session, "session")?;
         *session = tool(|t| Ok(t.sessions.insert(())))?;
         Ok(())
     }
@@ -920,7 +915,7 @@ mpi_t! {
 mpi_t! {
     /// Closes a session, freeing its handles; sets it to MPI_T_PVAR_SESSION_NULL.
     fn MPI_T_pvar_session_free / PMPI_T_pvar_session_free(session: *mut Handle) => {
-        let s = out(session, "session")?;
+        let s = tool_out(session, "session")?;
         tool(|t| {
             t.sessions
                 .remove(*s)
@@ -983,8 +978,8 @@ mpi_t! {
                 base: (PVARS[index].value)(&now),
             }))
         })?;
-        *out(handle, "handle")? = made;
-        *out(count, "count")? = 1;
+        *tool_out(handle, "handle")? = made;
+        *tool_out(count, "count")? = 1;
         Ok(())
     }
 }
@@ -992,7 +987,7 @@ mpi_t! {
 mpi_t! {
     /// Frees a performance-variable handle; sets it to MPI_T_PVAR_HANDLE_NULL.
     fn MPI_T_pvar_handle_free / PMPI_T_pvar_handle_free(session: Handle, handle: *mut Handle) => {
-        let h = out(handle, "handle")?;
+        let h = tool_out(handle, "handle")?;
         tool(|t| {
             if *h == MPI_T_PVAR_ALL_HANDLES {
                 return fail(MPI_T_ERR_INVALID_HANDLE, "MPI_T_PVAR_ALL_HANDLES cannot be freed");
@@ -1164,7 +1159,7 @@ mpi_t! {
     /// How many categories there are.
     fn MPI_T_category_get_num / PMPI_T_category_get_num(num_cat: *mut c_int) => {
         tool(|_| Ok(()))?;
-        *out(num_cat, "num_cat")? = CATEGORIES.len() as c_int;
+        *tool_out(num_cat, "num_cat")? = CATEGORIES.len() as c_int;
         Ok(())
     }
 }
@@ -1189,7 +1184,7 @@ mpi_t! {
     fn MPI_T_category_get_index / PMPI_T_category_get_index(name: *const c_char, cat_index: *mut c_int) => {
         tool(|_| Ok(()))?;
         let name = name_arg(name)?;
-        let index = out(cat_index, "cat_index")?;
+        let index = tool_out(cat_index, "cat_index")?;
         let Some(i) = CATEGORIES.iter().position(|d| d.name == name) else {
             return fail(MPI_T_ERR_INVALID_NAME, format!("no category {name:?}"));
         };
@@ -1229,7 +1224,7 @@ mpi_t! {
     /// The categories' version: always 0, since they never change.
     fn MPI_T_category_changed / PMPI_T_category_changed(update_number: *mut c_int) => {
         tool(|_| Ok(()))?;
-        *out(update_number, "update_number")? = 0;
+        *tool_out(update_number, "update_number")? = 0;
         Ok(())
     }
 }
@@ -1239,7 +1234,7 @@ mpi_t! {
     fn MPI_T_category_get_num_events / PMPI_T_category_get_num_events(cat_index: c_int, num_events: *mut c_int) => {
         tool(|_| Ok(()))?;
         index_arg(cat_index, CATEGORIES.len(), "category")?;
-        *out(num_events, "num_events")? = 0;
+        *tool_out(num_events, "num_events")? = 0;
         Ok(())
     }
 }
@@ -1299,7 +1294,7 @@ mpi_t! {
     /// How many event sources there are: none.
     fn MPI_T_source_get_num / PMPI_T_source_get_num(num_sources: *mut c_int) => {
         tool(|_| Ok(()))?;
-        *out(num_sources, "num_sources")? = 0;
+        *tool_out(num_sources, "num_sources")? = 0;
         Ok(())
     }
 }
@@ -1322,7 +1317,7 @@ mpi_t! {
     /// How many event types there are: none.
     fn MPI_T_event_get_num / PMPI_T_event_get_num(num_events: *mut c_int) => {
         tool(|_| Ok(()))?;
-        *out(num_events, "num_events")? = 0;
+        *tool_out(num_events, "num_events")? = 0;
         Ok(())
     }
 }
@@ -1339,7 +1334,7 @@ mpi_t! {
     fn MPI_T_event_get_index / PMPI_T_event_get_index(name: *const c_char, event_index: *mut c_int) => {
         tool(|_| Ok(()))?;
         let name = name_arg(name)?;
-        out(event_index, "event_index")?;
+        tool_out(event_index, "event_index")?;
         fail(MPI_T_ERR_INVALID_NAME, format!("no event type {name:?} (ferry has none)"))
     }
 }

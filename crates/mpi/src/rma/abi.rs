@@ -9,6 +9,7 @@
 use super::wire::{kind, Writer, BLOCK_LEN, HEADER_MAX};
 use super::{Landing, Memory, Win};
 use crate::abi::*;
+use crate::check::out;
 use crate::datatype::{Class, Datatype};
 use crate::env::write_string;
 use crate::error::{fail, handle_error, CommErrhandlerFn, MpiError, Res};
@@ -90,11 +91,6 @@ pub struct WinObj {
     local_bases: Option<Vec<usize>>,
     /// Hints given (`MPI_Win_set_info`).
     pub info: InfoObj,
-}
-
-unsafe fn out<'a, T>(p: *mut T, what: &str) -> Res<&'a mut T> {
-    p.as_mut()
-        .ok_or_else(|| MpiError::new(MPI_ERR_ARG, format!("{what} is NULL")))
 }
 
 fn win_obj(s: &State, win: Handle) -> Res<&WinObj> {
