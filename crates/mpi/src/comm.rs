@@ -691,20 +691,16 @@ mpi! {
     }
 }
 
-/// MPI_Comm_call_errhandler: invokes the handler as if a call on `comm` had failed.
-#[no_mangle]
-pub unsafe extern "C" fn PMPI_Comm_call_errhandler(comm: Handle, errorcode: c_int) -> c_int {
-    let rc = handle_error(
-        "MPI_Comm_call_errhandler",
-        comm,
-        MpiError::new(errorcode, "raised by the program"),
-    );
-    crate::error::called_errhandler(rc, errorcode)
-}
-/// MPI_Comm_call_errhandler.
-#[no_mangle]
-pub unsafe extern "C" fn MPI_Comm_call_errhandler(comm: Handle, errorcode: c_int) -> c_int {
-    PMPI_Comm_call_errhandler(comm, errorcode)
+mpi! {
+    /// MPI_Comm_call_errhandler: invokes the handler as if a call on `comm` had failed.
+    fn MPI_Comm_call_errhandler / PMPI_Comm_call_errhandler(comm: Handle, errorcode: c_int) -> c_int, unguarded => {
+        let rc = handle_error(
+            "MPI_Comm_call_errhandler",
+            comm,
+            MpiError::new(errorcode, "raised by the program"),
+        );
+        crate::error::called_errhandler(rc, errorcode)
+    }
 }
 
 // ---- attributes ----

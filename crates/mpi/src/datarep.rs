@@ -416,16 +416,9 @@ unsafe fn register(
     })
 }
 
-/// MPI_Register_datarep (errors go to the error handler of MPI_FILE_NULL).
-#[no_mangle]
-pub unsafe extern "C" fn PMPI_Register_datarep(
-    datarep: *const c_char,
-    read_conversion_fn: Option<ConversionFn>,
-    write_conversion_fn: Option<ConversionFn>,
-    dtype_file_extent_fn: Option<ExtentFn>,
-    extra_state: *mut c_void,
-) -> c_int {
-    crate::io::file_guard("MPI_Register_datarep", MPI_FILE_NULL, || {
+mpi! {
+    /// MPI_Register_datarep (errors go to the error handler of MPI_FILE_NULL).
+    fn MPI_Register_datarep / PMPI_Register_datarep(datarep: *const c_char, read_conversion_fn: Option<ConversionFn>, write_conversion_fn: Option<ConversionFn>, dtype_file_extent_fn: Option<ExtentFn>, extra_state: *mut c_void) on file MPI_FILE_NULL => {
         register(
             datarep,
             read_conversion_fn.map(Conversion::Int),
@@ -433,35 +426,11 @@ pub unsafe extern "C" fn PMPI_Register_datarep(
             dtype_file_extent_fn,
             extra_state,
         )
-    })
+    }
 }
-/// MPI_Register_datarep.
-#[no_mangle]
-pub unsafe extern "C" fn MPI_Register_datarep(
-    datarep: *const c_char,
-    read_conversion_fn: Option<ConversionFn>,
-    write_conversion_fn: Option<ConversionFn>,
-    dtype_file_extent_fn: Option<ExtentFn>,
-    extra_state: *mut c_void,
-) -> c_int {
-    PMPI_Register_datarep(
-        datarep,
-        read_conversion_fn,
-        write_conversion_fn,
-        dtype_file_extent_fn,
-        extra_state,
-    )
-}
-/// MPI_Register_datarep_c: the conversion functions take an `MPI_Count` count.
-#[no_mangle]
-pub unsafe extern "C" fn PMPI_Register_datarep_c(
-    datarep: *const c_char,
-    read_conversion_fn: Option<ConversionFnC>,
-    write_conversion_fn: Option<ConversionFnC>,
-    dtype_file_extent_fn: Option<ExtentFn>,
-    extra_state: *mut c_void,
-) -> c_int {
-    crate::io::file_guard("MPI_Register_datarep_c", MPI_FILE_NULL, || {
+mpi! {
+    /// MPI_Register_datarep_c: the conversion functions take an `MPI_Count` count.
+    fn MPI_Register_datarep_c / PMPI_Register_datarep_c(datarep: *const c_char, read_conversion_fn: Option<ConversionFnC>, write_conversion_fn: Option<ConversionFnC>, dtype_file_extent_fn: Option<ExtentFn>, extra_state: *mut c_void) on file MPI_FILE_NULL => {
         register(
             datarep,
             read_conversion_fn.map(Conversion::Count),
@@ -469,24 +438,7 @@ pub unsafe extern "C" fn PMPI_Register_datarep_c(
             dtype_file_extent_fn,
             extra_state,
         )
-    })
-}
-/// MPI_Register_datarep_c.
-#[no_mangle]
-pub unsafe extern "C" fn MPI_Register_datarep_c(
-    datarep: *const c_char,
-    read_conversion_fn: Option<ConversionFnC>,
-    write_conversion_fn: Option<ConversionFnC>,
-    dtype_file_extent_fn: Option<ExtentFn>,
-    extra_state: *mut c_void,
-) -> c_int {
-    PMPI_Register_datarep_c(
-        datarep,
-        read_conversion_fn,
-        write_conversion_fn,
-        dtype_file_extent_fn,
-        extra_state,
-    )
+    }
 }
 
 #[cfg(test)]

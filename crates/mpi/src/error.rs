@@ -1,4 +1,5 @@
-//! MPI error classes, the error handlers, and the guard every entry point runs in.
+//! MPI error classes, the error handlers, and the guards the entry points run in (which guard
+//! each uses is chosen by its arm of `mpi!`, in lib.rs).
 
 use crate::abi::*;
 use crate::state::{with, STATE};
@@ -147,6 +148,24 @@ pub fn guard(name: &'static str, comm: Handle, body: impl FnOnce() -> Res) -> c_
     match caught(body) {
         Ok(()) => MPI_SUCCESS,
         Err(error) => handle_error(name, comm, error),
+    }
+}
+
+/// Runs the body of file call `name`; on error, invokes the error handler of file `fh` (or of
+/// MPI_FILE_NULL when `fh` is no open file). A panic becomes MPI_ERR_INTERN.
+pub fn file_guard(name: &'static str, fh: Handle, body: impl FnOnce() -> Res) -> c_int {
+    match caught(body) {
+        Ok(()) => MPI_SUCCESS,
+        Err(e) => crate::io::handle_file_error(name, fh, e),
+    }
+}
+
+/// Runs the body of an MPI_T function: its error class, MPI_T_ERR_INVALID for a panic.
+pub fn tool_guard(body: impl FnOnce() -> Res) -> c_int {
+    match caught(body) {
+        Ok(()) => MPI_SUCCESS,
+        Err(e) if e.class == MPI_ERR_INTERN => MPI_T_ERR_INVALID,
+        Err(e) => e.class,
     }
 }
 

@@ -162,25 +162,17 @@ fn f2c(f: c_int) -> Handle {
 
 macro_rules! handle_conversions {
     ($($what:literal: $c2f:ident / $pc2f:ident, $f2c:ident / $pf2c:ident;)*) => {$(
-        #[doc = concat!("The Fortran integer of a C `", $what, "`.")]
-        #[no_mangle]
-        pub extern "C" fn $pc2f(handle: Handle) -> c_int {
-            c2f(handle)
+        mpi! {
+            #[doc = concat!("The Fortran integer of a C `", $what, "`.")]
+            fn $c2f / $pc2f(handle: Handle) -> c_int, unguarded => {
+                c2f(handle)
+            }
         }
-        #[doc = concat!("The Fortran integer of a C `", $what, "`.")]
-        #[no_mangle]
-        pub extern "C" fn $c2f(handle: Handle) -> c_int {
-            c2f(handle)
-        }
-        #[doc = concat!("The C `", $what, "` of a Fortran integer.")]
-        #[no_mangle]
-        pub extern "C" fn $pf2c(handle: c_int) -> Handle {
-            f2c(handle)
-        }
-        #[doc = concat!("The C `", $what, "` of a Fortran integer.")]
-        #[no_mangle]
-        pub extern "C" fn $f2c(handle: c_int) -> Handle {
-            f2c(handle)
+        mpi! {
+            #[doc = concat!("The C `", $what, "` of a Fortran integer.")]
+            fn $f2c / $pf2c(handle: c_int) -> Handle, unguarded => {
+                f2c(handle)
+            }
         }
     )*};
 }

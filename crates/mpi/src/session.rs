@@ -247,24 +247,20 @@ mpi! {
     }
 }
 
-/// MPI_Session_call_errhandler: invokes a session's handler as if a call on it had failed with
-/// `errorcode`. An invalid session is an MPI_ERR_SESSION raised on no object.
-#[no_mangle]
-pub unsafe extern "C" fn PMPI_Session_call_errhandler(session: Handle, errorcode: c_int) -> c_int {
-    const NAME: &str = "MPI_Session_call_errhandler";
-    let known = crate::error::caught(|| running(|s| session_arg(s, session).map(drop)));
-    if let Err(e) = known {
-        return handle_error(NAME, NONE, e);
+mpi! {
+    /// MPI_Session_call_errhandler: invokes a session's handler as if a call on it had failed with
+    /// `errorcode`. An invalid session is an MPI_ERR_SESSION raised on no object.
+    fn MPI_Session_call_errhandler / PMPI_Session_call_errhandler(session: Handle, errorcode: c_int) -> c_int, unguarded => {
+        const NAME: &str = "MPI_Session_call_errhandler";
+        let known = crate::error::caught(|| running(|s| session_arg(s, session).map(drop)));
+        if let Err(e) = known {
+            return handle_error(NAME, NONE, e);
+        }
+        let rc = handle_error(
+            NAME,
+            session,
+            MpiError::new(errorcode, "raised by the program"),
+        );
+        called_errhandler(rc, errorcode)
     }
-    let rc = handle_error(
-        NAME,
-        session,
-        MpiError::new(errorcode, "raised by the program"),
-    );
-    called_errhandler(rc, errorcode)
-}
-/// MPI_Session_call_errhandler.
-#[no_mangle]
-pub unsafe extern "C" fn MPI_Session_call_errhandler(session: Handle, errorcode: c_int) -> c_int {
-    PMPI_Session_call_errhandler(session, errorcode)
 }

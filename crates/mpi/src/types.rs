@@ -288,25 +288,20 @@ mpi! {
         Ok(())
     }
 }
-/// Data bytes of one element. A predefined type's size is answered before the guard: it is a
-/// table lookup that cannot fail or panic, and programs call it per element (see `query`).
-#[no_mangle]
-pub unsafe extern "C" fn PMPI_Type_size(datatype: Handle, size: *mut c_int) -> c_int {
-    if let (Some(b), Some(out)) = (predefined(datatype), size.as_mut()) {
-        *out = b.size() as c_int;
-        return MPI_SUCCESS;
+mpi! {
+    /// Data bytes of one element. A predefined type's size is answered before the guard: it is a
+    /// table lookup that cannot fail or panic, and programs call it per element (see `query`).
+    fn MPI_Type_size / PMPI_Type_size(datatype: Handle, size: *mut c_int) -> c_int, unguarded => {
+        if let (Some(b), Some(out)) = (predefined(datatype), size.as_mut()) {
+            *out = b.size() as c_int;
+            return MPI_SUCCESS;
+        }
+        crate::error::guard("MPI_Type_size", NONE, || {
+            let bytes = query(datatype, Builtin::size, Datatype::size)?;
+            *out(size, "size")? = c_int::try_from(bytes).unwrap_or(MPI_UNDEFINED);
+            Ok(())
+        })
     }
-    crate::error::guard("MPI_Type_size", NONE, || {
-        let bytes = query(datatype, Builtin::size, Datatype::size)?;
-        *out(size, "size")? = c_int::try_from(bytes).unwrap_or(MPI_UNDEFINED);
-        Ok(())
-    })
-}
-
-/// Data bytes of one element.
-#[no_mangle]
-pub unsafe extern "C" fn MPI_Type_size(datatype: Handle, size: *mut c_int) -> c_int {
-    PMPI_Type_size(datatype, size)
 }
 mpi! {
     /// Data bytes of one element (MPI_Count).
@@ -467,25 +462,17 @@ mpi! {
     }
 }
 
-/// MPI_Aint_add: `base + disp` as addresses.
-#[no_mangle]
-pub extern "C" fn PMPI_Aint_add(base: isize, disp: isize) -> isize {
-    base.wrapping_add(disp)
+mpi! {
+    /// MPI_Aint_add: `base + disp` as addresses.
+    fn MPI_Aint_add / PMPI_Aint_add(base: isize, disp: isize) -> isize, unguarded => {
+        base.wrapping_add(disp)
+    }
 }
-/// MPI_Aint_add.
-#[no_mangle]
-pub extern "C" fn MPI_Aint_add(base: isize, disp: isize) -> isize {
-    PMPI_Aint_add(base, disp)
-}
-/// MPI_Aint_diff: `addr1 - addr2` as addresses.
-#[no_mangle]
-pub extern "C" fn PMPI_Aint_diff(addr1: isize, addr2: isize) -> isize {
-    addr1.wrapping_sub(addr2)
-}
-/// MPI_Aint_diff.
-#[no_mangle]
-pub extern "C" fn MPI_Aint_diff(addr1: isize, addr2: isize) -> isize {
-    PMPI_Aint_diff(addr1, addr2)
+mpi! {
+    /// MPI_Aint_diff: `addr1 - addr2` as addresses.
+    fn MPI_Aint_diff / PMPI_Aint_diff(addr1: isize, addr2: isize) -> isize, unguarded => {
+        addr1.wrapping_sub(addr2)
+    }
 }
 
 /// The committed `datatype` and the packed size of `count` of it, which must fit a buffer of

@@ -693,28 +693,24 @@ mpi! {
     }
 }
 
-/// MPI_Win_call_errhandler: invokes the window's handler as if a call on it had failed.
-#[no_mangle]
-pub unsafe extern "C" fn PMPI_Win_call_errhandler(win: Handle, errorcode: c_int) -> c_int {
-    let valid = with(|s| Ok(s.wins.get(win).is_some())).unwrap_or(false);
-    if !valid {
-        return handle_error(
+mpi! {
+    /// MPI_Win_call_errhandler: invokes the window's handler as if a call on it had failed.
+    fn MPI_Win_call_errhandler / PMPI_Win_call_errhandler(win: Handle, errorcode: c_int) -> c_int, unguarded => {
+        let valid = with(|s| Ok(s.wins.get(win).is_some())).unwrap_or(false);
+        if !valid {
+            return handle_error(
+                "MPI_Win_call_errhandler",
+                NONE,
+                MpiError::new(MPI_ERR_WIN, format!("invalid window {win:#x}")),
+            );
+        }
+        let rc = handle_error(
             "MPI_Win_call_errhandler",
-            NONE,
-            MpiError::new(MPI_ERR_WIN, format!("invalid window {win:#x}")),
+            win,
+            MpiError::new(errorcode, "raised by the program"),
         );
+        crate::error::called_errhandler(rc, errorcode)
     }
-    let rc = handle_error(
-        "MPI_Win_call_errhandler",
-        win,
-        MpiError::new(errorcode, "raised by the program"),
-    );
-    crate::error::called_errhandler(rc, errorcode)
-}
-/// MPI_Win_call_errhandler.
-#[no_mangle]
-pub unsafe extern "C" fn MPI_Win_call_errhandler(win: Handle, errorcode: c_int) -> c_int {
-    PMPI_Win_call_errhandler(win, errorcode)
 }
 
 // ---- attributes ----
