@@ -17,7 +17,7 @@ use std::ffi::{c_int, c_void};
 const LOWEST_VALID_ADDRESS: i128 = 4096;
 
 /// A count argument: never negative.
-pub fn count(count: c_int) -> Res<usize> {
+pub(crate) fn count(count: c_int) -> Res<usize> {
     usize::try_from(count)
         .map_err(|_| MpiError::new(MPI_ERR_COUNT, format!("negative count {count}")))
 }
@@ -27,7 +27,7 @@ pub fn count(count: c_int) -> Res<usize> {
 /// (count 0, or a type of size 0) is legal, and so is MPI_BOTTOM with a type whose
 /// displacements are absolute addresses: the test is where the data would be, as MPICH's
 /// (`MPIR_ERRTEST_USERBUFFER` refuses NULL when the type's data starts at 0).
-pub fn buffer(buf: *const c_void, count: usize, dt: &Datatype) -> Res {
+pub(crate) fn buffer(buf: *const c_void, count: usize, dt: &Datatype) -> Res {
     if count == 0 || dt.size() == 0 {
         return Ok(());
     }
@@ -45,7 +45,7 @@ pub fn buffer(buf: *const c_void, count: usize, dt: &Datatype) -> Res {
 }
 
 /// `len` bytes at `buf` (a packed buffer, an attached buffer): as [`buffer`] for bytes.
-pub fn bytes(buf: *const c_void, len: usize) -> Res {
+pub(crate) fn bytes(buf: *const c_void, len: usize) -> Res {
     if len == 0 || addressable(buf) {
         return Ok(());
     }
@@ -54,7 +54,7 @@ pub fn bytes(buf: *const c_void, len: usize) -> Res {
 
 /// Whether `buf` may point at data at all (see [`buffer`]): for lean paths that take only
 /// predefined types, whose data starts at `buf`.
-pub fn addressable(buf: *const c_void) -> bool {
+pub(crate) fn addressable(buf: *const c_void) -> bool {
     buf as usize as i128 >= LOWEST_VALID_ADDRESS
 }
 
@@ -69,7 +69,7 @@ fn cold_bad_buffer(buf: *const c_void, count: usize) -> Res {
 }
 
 /// An array argument of `n` entries (counts, displacements, types): NULL only when empty.
-pub fn array<T>(p: *const T, n: usize, what: &str) -> Res {
+pub(crate) fn array<T>(p: *const T, n: usize, what: &str) -> Res {
     if n > 0 && p.is_null() {
         return fail(MPI_ERR_ARG, format!("{what} array is NULL"));
     }
@@ -80,7 +80,7 @@ pub fn array<T>(p: *const T, n: usize, what: &str) -> Res {
 ///
 /// # Safety
 /// `p` is NULL or points at a `T` that nothing else uses for `'a`.
-pub unsafe fn out<'a, T>(p: *mut T, what: &str) -> Res<&'a mut T> {
+pub(crate) unsafe fn out<'a, T>(p: *mut T, what: &str) -> Res<&'a mut T> {
     out_of_class(p, MPI_ERR_ARG, what)
 }
 
@@ -88,7 +88,7 @@ pub unsafe fn out<'a, T>(p: *mut T, what: &str) -> Res<&'a mut T> {
 ///
 /// # Safety
 /// As [`out`].
-pub unsafe fn tool_out<'a, T>(p: *mut T, what: &str) -> Res<&'a mut T> {
+pub(crate) unsafe fn tool_out<'a, T>(p: *mut T, what: &str) -> Res<&'a mut T> {
     out_of_class(p, MPI_T_ERR_INVALID, what)
 }
 
@@ -101,7 +101,7 @@ unsafe fn out_of_class<'a, T>(p: *mut T, class: c_int, what: &str) -> Res<&'a mu
 ///
 /// # Safety
 /// `p` is NULL or points at `n` initialized entries that stay unchanged for `'a`.
-pub unsafe fn slice<'a, T>(p: *const T, n: usize, what: &str) -> Res<&'a [T]> {
+pub(crate) unsafe fn slice<'a, T>(p: *const T, n: usize, what: &str) -> Res<&'a [T]> {
     if n == 0 {
         return Ok(&[]);
     }
@@ -112,7 +112,7 @@ pub unsafe fn slice<'a, T>(p: *const T, n: usize, what: &str) -> Res<&'a [T]> {
 }
 
 /// A rank of a group of `size` to send to or receive from: `None` for MPI_PROC_NULL.
-pub fn rank(rank: c_int, size: usize) -> Res<Option<usize>> {
+pub(crate) fn rank(rank: c_int, size: usize) -> Res<Option<usize>> {
     if rank == MPI_PROC_NULL {
         return Ok(None);
     }
@@ -126,7 +126,7 @@ pub fn rank(rank: c_int, size: usize) -> Res<Option<usize>> {
 }
 
 /// The root of a collective on an intracommunicator of `size` ranks.
-pub fn root(root: c_int, size: usize) -> Res<usize> {
+pub(crate) fn root(root: c_int, size: usize) -> Res<usize> {
     usize::try_from(root)
         .ok()
         .filter(|&r| r < size)
@@ -139,7 +139,7 @@ pub fn root(root: c_int, size: usize) -> Res<usize> {
 }
 
 /// A request argument that the call writes: never NULL.
-pub fn request_out(request: *mut Handle) -> Res<*mut Handle> {
+pub(crate) fn request_out(request: *mut Handle) -> Res<*mut Handle> {
     if request.is_null() {
         return fail(MPI_ERR_ARG, "request argument is NULL");
     }

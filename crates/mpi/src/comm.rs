@@ -39,12 +39,16 @@ type DeleteFn = unsafe extern "C" fn(Handle, c_int, *mut c_void, *mut c_void) ->
 
 /// Registers a new communicator made from `old` (whose attributes are copied) and returns its
 /// handle. Attribute callbacks run here, outside any state borrow.
-pub fn register(old: Handle, comm: Option<ferry_core::Comm>, copy_attrs: bool) -> Res<Handle> {
+pub(crate) fn register(
+    old: Handle,
+    comm: Option<ferry_core::Comm>,
+    copy_attrs: bool,
+) -> Res<Handle> {
     register_with(old, comm, copy_attrs, None)
 }
 
 /// [`register`] for an intercommunicator too: `inter` names its hidden helpers.
-pub fn register_with(
+pub(crate) fn register_with(
     old: Handle,
     comm: Option<ferry_core::Comm>,
     copy_attrs: bool,
@@ -717,12 +721,12 @@ static PREDEFINED: [AtomicI32; 7] = [
 ];
 
 /// Updates the MPI_LASTUSEDCODE attribute.
-pub fn set_last_used_code(code: c_int) {
+pub(crate) fn set_last_used_code(code: c_int) {
     PREDEFINED[(MPI_LASTUSEDCODE - MPI_TAG_UB) as usize].store(code, Ordering::Relaxed);
 }
 
 /// Registers an attribute key for objects of `kind`.
-pub unsafe fn create_keyval(
+pub(crate) unsafe fn create_keyval(
     copy: usize,
     delete: usize,
     keyval: *mut c_int,
@@ -743,7 +747,7 @@ pub unsafe fn create_keyval(
 }
 
 /// Frees an attribute key.
-pub unsafe fn free_keyval(keyval: *mut c_int) -> Res {
+pub(crate) unsafe fn free_keyval(keyval: *mut c_int) -> Res {
     let k = out(keyval, "keyval")?;
     running(|s| match s.keyvals.get_mut((*k - KEYVAL_BASE) as usize) {
         Some(slot @ Some(_)) => {

@@ -40,7 +40,7 @@ use std::ffi::{c_char, c_int, c_void, CStr};
 use std::rc::Rc;
 
 /// `MPI_Datarep_conversion_function`.
-pub type ConversionFn = unsafe extern "C" fn(
+pub(crate) type ConversionFn = unsafe extern "C" fn(
     userbuf: *mut c_void,
     datatype: Handle,
     count: c_int,
@@ -50,7 +50,7 @@ pub type ConversionFn = unsafe extern "C" fn(
 ) -> c_int;
 
 /// `MPI_Datarep_conversion_function_c` (MPI_Register_datarep_c).
-pub type ConversionFnC = unsafe extern "C" fn(
+pub(crate) type ConversionFnC = unsafe extern "C" fn(
     userbuf: *mut c_void,
     datatype: Handle,
     count: i64,
@@ -61,7 +61,7 @@ pub type ConversionFnC = unsafe extern "C" fn(
 
 /// A conversion function of either binding.
 #[derive(Clone, Copy)]
-pub enum Conversion {
+pub(crate) enum Conversion {
     /// From MPI_Register_datarep.
     Int(ConversionFn),
     /// From MPI_Register_datarep_c.
@@ -69,14 +69,14 @@ pub enum Conversion {
 }
 
 /// `MPI_Datarep_extent_function`.
-pub type ExtentFn = unsafe extern "C" fn(
+pub(crate) type ExtentFn = unsafe extern "C" fn(
     datatype: Handle,
     file_extent: *mut isize,
     extra_state: *mut c_void,
 ) -> c_int;
 
 /// A data representation the program registered with `MPI_Register_datarep`.
-pub struct UserDatarep {
+pub(crate) struct UserDatarep {
     name: String,
     /// File → memory; `None` for `MPI_CONVERSION_FN_NULL`.
     read: Option<Conversion>,

@@ -332,7 +332,7 @@ mpi! {
 /// MPI_UNIVERSE_SIZE: `FERRY_UNIVERSE_SIZE` (`ferry run --universe-size`), else what a
 /// process manager speaking PMI says (when positive), else the larger of the world's size and
 /// the cores here; never below the world's size.
-pub fn universe_size(world: Option<&ferry_core::World>) -> c_int {
+pub(crate) fn universe_size(world: Option<&ferry_core::World>) -> c_int {
     let world_size = world.map_or(1, |w| w.size());
     let cores = std::thread::available_parallelism().map_or(1, |c| c.get());
     let asked = std::env::var(ferry_wire_env::UNIVERSE_SIZE)
@@ -345,7 +345,7 @@ pub fn universe_size(world: Option<&ferry_core::World>) -> c_int {
 
 /// MPI_APPNUM: which command of an MPI_Comm_spawn_multiple (or of hydra's `:`-separated
 /// command line) this process runs; 0 otherwise.
-pub fn appnum(world: Option<&ferry_core::World>) -> c_int {
+pub(crate) fn appnum(world: Option<&ferry_core::World>) -> c_int {
     std::env::var(ferry_wire_env::APPNUM)
         .ok()
         .and_then(|v| v.parse().ok())

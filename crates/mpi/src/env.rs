@@ -232,7 +232,12 @@ mpi! {
 }
 
 /// Copies `text` into a C buffer of `cap` bytes (NUL-terminated) and sets `len`.
-pub unsafe fn write_string(text: &str, out: *mut c_char, cap: usize, len: *mut c_int) -> Res {
+pub(crate) unsafe fn write_string(
+    text: &str,
+    out: *mut c_char,
+    cap: usize,
+    len: *mut c_int,
+) -> Res {
     if out.is_null() {
         return fail(MPI_ERR_ARG, "string buffer is NULL");
     }

@@ -48,7 +48,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 // ---- objects ----
 
 /// An open file.
-pub struct FileObj {
+pub(crate) struct FileObj {
     /// The file's own communicator: a dup of the one it was opened on.
     comm: ferry_core::Comm,
     /// The path as opened (after any `ufs:`-style prefix).
@@ -287,7 +287,7 @@ fn os_error(e: &std::io::Error, what: &str, path: &Path) -> MpiError {
 }
 
 /// Invokes the error handler that applies to file `fh` for `error` raised in `name`.
-pub fn handle_file_error(name: &str, fh: Handle, error: MpiError) -> c_int {
+pub(crate) fn handle_file_error(name: &str, fh: Handle, error: MpiError) -> c_int {
     let (handler, rank) = with(|s| {
         let h = match s.files.get(fh) {
             Some(f) => {

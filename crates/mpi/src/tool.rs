@@ -1274,11 +1274,11 @@ fn no_instance(handle: Handle) -> Res {
 }
 
 /// `void fn(MPI_T_event_instance, MPI_T_event_registration, MPI_T_cb_safety, void *)`.
-pub type EventCallback = Option<unsafe extern "C" fn(Handle, Handle, c_int, *mut c_void)>;
+pub(crate) type EventCallback = Option<unsafe extern "C" fn(Handle, Handle, c_int, *mut c_void)>;
 /// `void fn(MPI_T_event_registration, MPI_T_cb_safety, void *)`.
-pub type EventFreeCallback = Option<unsafe extern "C" fn(Handle, c_int, *mut c_void)>;
+pub(crate) type EventFreeCallback = Option<unsafe extern "C" fn(Handle, c_int, *mut c_void)>;
 /// `void fn(MPI_Count, MPI_T_event_registration, int, MPI_T_cb_safety, void *)`.
-pub type EventDroppedCallback =
+pub(crate) type EventDroppedCallback =
     Option<unsafe extern "C" fn(i64, Handle, c_int, c_int, *mut c_void)>;
 
 mpi! {

@@ -18,7 +18,7 @@ use std::rc::Rc;
 
 /// The topology attached to a communicator.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Topo {
+pub(crate) enum Topo {
     /// A Cartesian grid.
     Cart(Cart),
     /// A graph (`MPI_Graph_create`): every process knows every edge.
@@ -30,16 +30,16 @@ pub enum Topo {
 /// A graph as `MPI_Graph_create` takes it: node `i`'s neighbours are
 /// `edges[index[i-1]..index[i]]` (with `index[-1] = 0`).
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Graph {
+pub(crate) struct Graph {
     /// Cumulative neighbour counts, one per node.
-    pub index: Vec<usize>,
+    pub(crate) index: Vec<usize>,
     /// Neighbours of every node, one after the other.
-    pub edges: Vec<usize>,
+    pub(crate) edges: Vec<usize>,
 }
 
 impl Graph {
     /// Neighbours of `rank` (in the order given at creation, duplicates and self loops kept).
-    pub fn neighbours(&self, rank: usize) -> &[usize] {
+    pub(crate) fn neighbours(&self, rank: usize) -> &[usize] {
         let start = if rank == 0 { 0 } else { self.index[rank - 1] };
         &self.edges[start..self.index[rank]]
     }
@@ -47,13 +47,13 @@ impl Graph {
 
 /// This process's edges of a distributed graph.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct DistGraph {
+pub(crate) struct DistGraph {
     /// Processes with an edge to this one, and their weights.
-    pub sources: Vec<(usize, c_int)>,
+    pub(crate) sources: Vec<(usize, c_int)>,
     /// Processes this one has an edge to, and their weights.
-    pub destinations: Vec<(usize, c_int)>,
+    pub(crate) destinations: Vec<(usize, c_int)>,
     /// Whether weights were given (not MPI_UNWEIGHTED).
-    pub weighted: bool,
+    pub(crate) weighted: bool,
 }
 
 impl Topo {
@@ -61,7 +61,7 @@ impl Topo {
     /// (one receive block each, in order) and goes to (one send block each); MPI_PROC_NULL
     /// entries exchange nothing. A Cartesian grid lists, for each dimension, the neighbour at
     /// displacement -1 and then +1, as sources and as destinations.
-    pub fn neighbours(&self, rank: usize) -> (Vec<c_int>, Vec<c_int>) {
+    pub(crate) fn neighbours(&self, rank: usize) -> (Vec<c_int>, Vec<c_int>) {
         match self {
             Topo::Cart(cart) => {
                 let here: Vec<i64> = cart.coords(rank).iter().map(|&x| x as i64).collect();
@@ -89,16 +89,16 @@ impl Topo {
 
 /// The grid of a Cartesian communicator.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Cart {
+pub(crate) struct Cart {
     /// Extent of each dimension.
-    pub dims: Vec<usize>,
+    pub(crate) dims: Vec<usize>,
     /// Whether each dimension wraps around.
-    pub periods: Vec<bool>,
+    pub(crate) periods: Vec<bool>,
 }
 
 impl Cart {
     /// Coordinates of `rank`.
-    pub fn coords(&self, mut rank: usize) -> Vec<usize> {
+    pub(crate) fn coords(&self, mut rank: usize) -> Vec<usize> {
         let mut c = vec![0; self.dims.len()];
         for i in (0..self.dims.len()).rev() {
             c[i] = rank % self.dims[i];
@@ -108,7 +108,7 @@ impl Cart {
     }
 
     /// Rank at `coords` (wrapped in periodic dimensions), or `None` off the grid.
-    pub fn rank(&self, coords: &[i64]) -> Option<usize> {
+    pub(crate) fn rank(&self, coords: &[i64]) -> Option<usize> {
         let mut r = 0usize;
         for (i, &c) in coords.iter().enumerate() {
             let d = self.dims[i] as i64;
@@ -124,7 +124,7 @@ impl Cart {
 
 /// Splits `nnodes` over `dims` (zeros are free, others fixed) as evenly as possible, larger
 /// extents first, as MPI_Dims_create does.
-pub fn dims_create(nnodes: usize, dims: &mut [c_int]) -> Res {
+pub(crate) fn dims_create(nnodes: usize, dims: &mut [c_int]) -> Res {
     let fixed: usize = dims
         .iter()
         .filter(|&&d| d > 0)
@@ -230,7 +230,7 @@ fn balanced(n: usize, k: usize) -> Vec<usize> {
 }
 
 /// The topology of `comm`, if it has one.
-pub fn topo_of(s: &State, comm: Handle) -> Res<Option<Rc<Topo>>> {
+pub(crate) fn topo_of(s: &State, comm: Handle) -> Res<Option<Rc<Topo>>> {
     Ok(s.comm(comm)?.topo.clone())
 }
 

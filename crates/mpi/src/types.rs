@@ -700,7 +700,7 @@ unsafe fn type_delete(datatype: Handle, keyval: c_int, value: *mut c_void) -> Re
 }
 
 /// Runs the copy callbacks of `old`'s attributes for its duplicate `new`.
-pub unsafe fn copy_type_attrs(old: Handle, new: Handle) -> Res {
+pub(crate) unsafe fn copy_type_attrs(old: Handle, new: Handle) -> Res {
     let attrs: Vec<(c_int, *mut c_void)> = with(|s| {
         Ok(s.type_attrs
             .get(&old)
@@ -744,7 +744,7 @@ pub unsafe fn copy_type_attrs(old: Handle, new: Handle) -> Res {
 }
 
 /// Deletes every attribute of a datatype being freed.
-pub unsafe fn delete_type_attrs(datatype: Handle) -> Res {
+pub(crate) unsafe fn delete_type_attrs(datatype: Handle) -> Res {
     let attrs = with(|s| Ok(s.type_attrs.remove(&datatype)))?;
     for (keyval, value) in attrs.unwrap_or_default() {
         type_delete(datatype, keyval, value)?;

@@ -23,18 +23,18 @@ use std::rc::Rc;
 
 /// Every rank's window as the others see it (exchanged at creation).
 #[derive(Debug, Clone, Copy)]
-pub struct Peer {
+pub(crate) struct Peer {
     /// Window length in bytes.
-    pub size: usize,
+    pub(crate) size: usize,
     /// Displacement unit.
-    pub disp_unit: usize,
+    pub(crate) disp_unit: usize,
     /// Base address in that rank's process.
-    pub base: usize,
+    pub(crate) base: usize,
 }
 
 /// Values the predefined window attributes point to (boxed: their addresses are handed out).
 #[derive(Debug)]
-pub struct AttrValues {
+pub(crate) struct AttrValues {
     size: isize,
     disp_unit: c_int,
     flavor: c_int,
@@ -43,7 +43,7 @@ pub struct AttrValues {
 
 /// The epochs this rank has open on a window.
 #[derive(Debug, Default)]
-pub struct Epoch {
+pub(crate) struct Epoch {
     /// Between fences (a fence without MPI_MODE_NOSUCCEED opens one).
     fence: bool,
     /// Targets of an access epoch (MPI_Win_start).
@@ -70,19 +70,19 @@ impl Epoch {
 }
 
 /// A window as the C side sees it.
-pub struct WinObj {
+pub(crate) struct WinObj {
     /// The window's communicator (a duplicate: its context carries only window traffic).
-    pub core: ferry_core::Comm,
+    pub(crate) core: ferry_core::Comm,
     /// The state the runtime's handler shares.
-    pub shared: Rc<RefCell<Win>>,
+    pub(crate) shared: Rc<RefCell<Win>>,
     /// Its error handler.
-    pub errhandler: Handle,
+    pub(crate) errhandler: Handle,
     /// `MPI_Win_set_name`.
-    pub name: String,
+    pub(crate) name: String,
     /// Cached attributes.
-    pub attrs: Attrs,
+    pub(crate) attrs: Attrs,
     /// Every rank's window.
-    pub peers: Vec<Peer>,
+    pub(crate) peers: Vec<Peer>,
     values: Box<AttrValues>,
     epoch: Epoch,
     /// Memory from MPI_Win_allocate(_shared), freed with the window.
@@ -90,7 +90,7 @@ pub struct WinObj {
     /// For MPI_Win_allocate_shared: where each rank's part is mapped in this process.
     local_bases: Option<Vec<usize>>,
     /// Hints given (`MPI_Win_set_info`).
-    pub info: InfoObj,
+    pub(crate) info: InfoObj,
 }
 
 fn win_obj(s: &State, win: Handle) -> Res<&WinObj> {
