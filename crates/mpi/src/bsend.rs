@@ -20,7 +20,7 @@ use std::ffi::{c_int, c_void};
 
 /// Whose buffer a buffered send draws on.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum BufferOwner {
+pub(crate) enum BufferOwner {
     /// The process (`MPI_Buffer_attach`); also the owner of entries that reserve nothing.
     Process,
     /// A communicator (`MPI_Comm_attach_buffer`).
@@ -31,7 +31,7 @@ pub enum BufferOwner {
 
 /// An attached buffer: the user's memory (address, bytes) or MPI_BUFFER_AUTOMATIC.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Attached {
+pub(crate) enum Attached {
     /// `MPI_*_attach_buffer(buffer, size)`.
     User(*mut c_void, usize),
     /// `MPI_BUFFER_AUTOMATIC`: the library's memory, as much as the sends need.

@@ -5,7 +5,7 @@
 //!
 //! Handles (communicators, datatypes, operations) are checked where they are looked up
 //! (`State::comm`, `State::committed_type`, `State::op`); counts, buffers, ranks, roots and
-//! tags here.
+//! tags here, and the pointers a call reads its arrays from or writes its results through.
 
 use crate::abi::*;
 use crate::datatype::Datatype;
@@ -17,7 +17,7 @@ use std::ffi::{c_int, c_void};
 const LOWEST_VALID_ADDRESS: i128 = 4096;
 
 /// A count argument: never negative.
-pub fn count(count: c_int) -> Res<usize> {
+pub(crate) fn count(count: c_int) -> Res<usize> {
     usize::try_from(count)
         .map_err(|_| MpiError::new(MPI_ERR_COUNT, format!("negative count {count}")))
 }
@@ -27,7 +27,7 @@ pub fn count(count: c_int) -> Res<usize> {
 /// (count 0, or a type of size 0) is legal, and so is MPI_BOTTOM with a type whose
 /// displacements are absolute addresses: the test is where the data would be, as MPICH's
 /// (`MPIR_ERRTEST_USERBUFFER` refuses NULL when the type's data starts at 0).
-pub fn buffer(buf: *const c_void, count: usize, dt: &Datatype) -> Res {
+pub(crate) fn buffer(buf: *const c_void, count: usize, dt: &Datatype) -> Res {
     if count == 0 || dt.size() == 0 {
         return Ok(());
     }
@@ -45,7 +45,7 @@ pub fn buffer(buf: *const c_void, count: usize, dt: &Datatype) -> Res {
 }
 
 /// `len` bytes at `buf` (a packed buffer, an attached buffer): as [`buffer`] for bytes.
-pub fn bytes(buf: *const c_void, len: usize) -> Res {
+pub(crate) fn bytes(buf: *const c_void, len: usize) -> Res {
     if len == 0 || addressable(buf) {
         return Ok(());
     }
@@ -54,7 +54,7 @@ pub fn bytes(buf: *const c_void, len: usize) -> Res {
 
 /// Whether `buf` may point at data at all (see [`buffer`]): for lean paths that take only
 /// predefined types, whose data starts at `buf`.
-pub fn addressable(buf: *const c_void) -> bool {
+pub(crate) fn addressable(buf: *const c_void) -> bool {
     buf as usize as i128 >= LOWEST_VALID_ADDRESS
 }
 
@@ -69,15 +69,50 @@ fn cold_bad_buffer(buf: *const c_void, count: usize) -> Res {
 }
 
 /// An array argument of `n` entries (counts, displacements, types): NULL only when empty.
-pub fn array<T>(p: *const T, n: usize, what: &str) -> Res {
+pub(crate) fn array<T>(p: *const T, n: usize, what: &str) -> Res {
     if n > 0 && p.is_null() {
         return fail(MPI_ERR_ARG, format!("{what} array is NULL"));
     }
     Ok(())
 }
 
+/// An output argument the call writes through: never NULL (MPI_ERR_ARG naming `what`).
+///
+/// # Safety
+/// `p` is NULL or points at a `T` that nothing else uses for `'a`.
+pub(crate) unsafe fn out<'a, T>(p: *mut T, what: &str) -> Res<&'a mut T> {
+    out_of_class(p, MPI_ERR_ARG, what)
+}
+
+/// An output argument of an MPI_T call, which reports a NULL one as MPI_T_ERR_INVALID.
+///
+/// # Safety
+/// As [`out`].
+pub(crate) unsafe fn tool_out<'a, T>(p: *mut T, what: &str) -> Res<&'a mut T> {
+    out_of_class(p, MPI_T_ERR_INVALID, what)
+}
+
+unsafe fn out_of_class<'a, T>(p: *mut T, class: c_int, what: &str) -> Res<&'a mut T> {
+    p.as_mut()
+        .ok_or_else(|| MpiError::new(class, format!("{what} is NULL")))
+}
+
+/// An input array of `n` entries: NULL only when empty (MPI_ERR_ARG naming `what`).
+///
+/// # Safety
+/// `p` is NULL or points at `n` initialized entries that stay unchanged for `'a`.
+pub(crate) unsafe fn slice<'a, T>(p: *const T, n: usize, what: &str) -> Res<&'a [T]> {
+    if n == 0 {
+        return Ok(&[]);
+    }
+    if p.is_null() {
+        return fail(MPI_ERR_ARG, format!("{what} is NULL"));
+    }
+    Ok(std::slice::from_raw_parts(p, n))
+}
+
 /// A rank of a group of `size` to send to or receive from: `None` for MPI_PROC_NULL.
-pub fn rank(rank: c_int, size: usize) -> Res<Option<usize>> {
+pub(crate) fn rank(rank: c_int, size: usize) -> Res<Option<usize>> {
     if rank == MPI_PROC_NULL {
         return Ok(None);
     }
@@ -91,7 +126,7 @@ pub fn rank(rank: c_int, size: usize) -> Res<Option<usize>> {
 }
 
 /// The root of a collective on an intracommunicator of `size` ranks.
-pub fn root(root: c_int, size: usize) -> Res<usize> {
+pub(crate) fn root(root: c_int, size: usize) -> Res<usize> {
     usize::try_from(root)
         .ok()
         .filter(|&r| r < size)
@@ -104,7 +139,7 @@ pub fn root(root: c_int, size: usize) -> Res<usize> {
 }
 
 /// A request argument that the call writes: never NULL.
-pub fn request_out(request: *mut Handle) -> Res<*mut Handle> {
+pub(crate) fn request_out(request: *mut Handle) -> Res<*mut Handle> {
     if request.is_null() {
         return fail(MPI_ERR_ARG, "request argument is NULL");
     }

@@ -376,7 +376,7 @@ fn user_apply(
 }
 
 /// `inout = in op inout` on user buffers (MPI_Reduce_local).
-pub fn reduce_local(
+pub(crate) fn reduce_local(
     dt: &Datatype,
     handle: Handle,
     op: OpObj,

@@ -1,6 +1,7 @@
 //! Communicators, groups, attributes, error handlers and info objects.
 
 use crate::abi::*;
+use crate::check::out;
 use crate::env::write_string;
 use crate::error::{fail, handle_error, CommErrhandlerFn, MpiError, Res};
 use crate::p2p::count_arg;
@@ -9,11 +10,6 @@ use crate::NONE;
 use std::ffi::{c_char, c_int, c_void, CStr};
 use std::rc::Rc;
 use std::sync::atomic::{AtomicI32, Ordering};
-
-unsafe fn out<'a, T>(p: *mut T, what: &str) -> Res<&'a mut T> {
-    p.as_mut()
-        .ok_or_else(|| MpiError::new(MPI_ERR_ARG, format!("{what} is NULL")))
-}
 
 mpi! {
     /// Number of ranks.
@@ -43,12 +39,16 @@ type DeleteFn = unsafe extern "C" fn(Handle, c_int, *mut c_void, *mut c_void) ->
 
 /// Registers a new communicator made from `old` (whose attributes are copied) and returns its
 /// handle. Attribute callbacks run here, outside any state borrow.
-pub fn register(old: Handle, comm: Option<ferry_core::Comm>, copy_attrs: bool) -> Res<Handle> {
+pub(crate) fn register(
+    old: Handle,
+    comm: Option<ferry_core::Comm>,
+    copy_attrs: bool,
+) -> Res<Handle> {
     register_with(old, comm, copy_attrs, None)
 }
 
 /// [`register`] for an intercommunicator too: `inter` names its hidden helpers.
-pub fn register_with(
+pub(crate) fn register_with(
     old: Handle,
     comm: Option<ferry_core::Comm>,
     copy_attrs: bool,
@@ -695,20 +695,16 @@ mpi! {
     }
 }
 
-/// MPI_Comm_call_errhandler: invokes the handler as if a call on `comm` had failed.
-#[no_mangle]
-pub unsafe extern "C" fn PMPI_Comm_call_errhandler(comm: Handle, errorcode: c_int) -> c_int {
-    let rc = handle_error(
-        "MPI_Comm_call_errhandler",
-        comm,
-        MpiError::new(errorcode, "raised by the program"),
-    );
-    crate::error::called_errhandler(rc, errorcode)
-}
-/// MPI_Comm_call_errhandler.
-#[no_mangle]
-pub unsafe extern "C" fn MPI_Comm_call_errhandler(comm: Handle, errorcode: c_int) -> c_int {
-    PMPI_Comm_call_errhandler(comm, errorcode)
+mpi! {
+    /// MPI_Comm_call_errhandler: invokes the handler as if a call on `comm` had failed.
+    fn MPI_Comm_call_errhandler / PMPI_Comm_call_errhandler(comm: Handle, errorcode: c_int) -> c_int, unguarded => {
+        let rc = handle_error(
+            "MPI_Comm_call_errhandler",
+            comm,
+            MpiError::new(errorcode, "raised by the program"),
+        );
+        crate::error::called_errhandler(rc, errorcode)
+    }
 }
 
 // ---- attributes ----
@@ -725,12 +721,12 @@ static PREDEFINED: [AtomicI32; 7] = [
 ];
 
 /// Updates the MPI_LASTUSEDCODE attribute.
-pub fn set_last_used_code(code: c_int) {
+pub(crate) fn set_last_used_code(code: c_int) {
     PREDEFINED[(MPI_LASTUSEDCODE - MPI_TAG_UB) as usize].store(code, Ordering::Relaxed);
 }
 
 /// Registers an attribute key for objects of `kind`.
-pub unsafe fn create_keyval(
+pub(crate) unsafe fn create_keyval(
     copy: usize,
     delete: usize,
     keyval: *mut c_int,
@@ -751,7 +747,7 @@ pub unsafe fn create_keyval(
 }
 
 /// Frees an attribute key.
-pub unsafe fn free_keyval(keyval: *mut c_int) -> Res {
+pub(crate) unsafe fn free_keyval(keyval: *mut c_int) -> Res {
     let k = out(keyval, "keyval")?;
     running(|s| match s.keyvals.get_mut((*k - KEYVAL_BASE) as usize) {
         Some(slot @ Some(_)) => {

@@ -40,7 +40,7 @@ use std::ffi::{c_char, c_int, c_void, CStr};
 use std::rc::Rc;
 
 /// `MPI_Datarep_conversion_function`.
-pub type ConversionFn = unsafe extern "C" fn(
+pub(crate) type ConversionFn = unsafe extern "C" fn(
     userbuf: *mut c_void,
     datatype: Handle,
     count: c_int,
@@ -50,7 +50,7 @@ pub type ConversionFn = unsafe extern "C" fn(
 ) -> c_int;
 
 /// `MPI_Datarep_conversion_function_c` (MPI_Register_datarep_c).
-pub type ConversionFnC = unsafe extern "C" fn(
+pub(crate) type ConversionFnC = unsafe extern "C" fn(
     userbuf: *mut c_void,
     datatype: Handle,
     count: i64,
@@ -61,7 +61,7 @@ pub type ConversionFnC = unsafe extern "C" fn(
 
 /// A conversion function of either binding.
 #[derive(Clone, Copy)]
-pub enum Conversion {
+pub(crate) enum Conversion {
     /// From MPI_Register_datarep.
     Int(ConversionFn),
     /// From MPI_Register_datarep_c.
@@ -69,14 +69,14 @@ pub enum Conversion {
 }
 
 /// `MPI_Datarep_extent_function`.
-pub type ExtentFn = unsafe extern "C" fn(
+pub(crate) type ExtentFn = unsafe extern "C" fn(
     datatype: Handle,
     file_extent: *mut isize,
     extra_state: *mut c_void,
 ) -> c_int;
 
 /// A data representation the program registered with `MPI_Register_datarep`.
-pub struct UserDatarep {
+pub(crate) struct UserDatarep {
     name: String,
     /// File → memory; `None` for `MPI_CONVERSION_FN_NULL`.
     read: Option<Conversion>,
@@ -416,16 +416,9 @@ unsafe fn register(
     })
 }
 
-/// MPI_Register_datarep (errors go to the error handler of MPI_FILE_NULL).
-#[no_mangle]
-pub unsafe extern "C" fn PMPI_Register_datarep(
-    datarep: *const c_char,
-    read_conversion_fn: Option<ConversionFn>,
-    write_conversion_fn: Option<ConversionFn>,
-    dtype_file_extent_fn: Option<ExtentFn>,
-    extra_state: *mut c_void,
-) -> c_int {
-    crate::io::file_guard("MPI_Register_datarep", MPI_FILE_NULL, || {
+mpi! {
+    /// MPI_Register_datarep (errors go to the error handler of MPI_FILE_NULL).
+    fn MPI_Register_datarep / PMPI_Register_datarep(datarep: *const c_char, read_conversion_fn: Option<ConversionFn>, write_conversion_fn: Option<ConversionFn>, dtype_file_extent_fn: Option<ExtentFn>, extra_state: *mut c_void) on file MPI_FILE_NULL => {
         register(
             datarep,
             read_conversion_fn.map(Conversion::Int),
@@ -433,35 +426,11 @@ pub unsafe extern "C" fn PMPI_Register_datarep(
             dtype_file_extent_fn,
             extra_state,
         )
-    })
+    }
 }
-/// MPI_Register_datarep.
-#[no_mangle]
-pub unsafe extern "C" fn MPI_Register_datarep(
-    datarep: *const c_char,
-    read_conversion_fn: Option<ConversionFn>,
-    write_conversion_fn: Option<ConversionFn>,
-    dtype_file_extent_fn: Option<ExtentFn>,
-    extra_state: *mut c_void,
-) -> c_int {
-    PMPI_Register_datarep(
-        datarep,
-        read_conversion_fn,
-        write_conversion_fn,
-        dtype_file_extent_fn,
-        extra_state,
-    )
-}
-/// MPI_Register_datarep_c: the conversion functions take an `MPI_Count` count.
-#[no_mangle]
-pub unsafe extern "C" fn PMPI_Register_datarep_c(
-    datarep: *const c_char,
-    read_conversion_fn: Option<ConversionFnC>,
-    write_conversion_fn: Option<ConversionFnC>,
-    dtype_file_extent_fn: Option<ExtentFn>,
-    extra_state: *mut c_void,
-) -> c_int {
-    crate::io::file_guard("MPI_Register_datarep_c", MPI_FILE_NULL, || {
+mpi! {
+    /// MPI_Register_datarep_c: the conversion functions take an `MPI_Count` count.
+    fn MPI_Register_datarep_c / PMPI_Register_datarep_c(datarep: *const c_char, read_conversion_fn: Option<ConversionFnC>, write_conversion_fn: Option<ConversionFnC>, dtype_file_extent_fn: Option<ExtentFn>, extra_state: *mut c_void) on file MPI_FILE_NULL => {
         register(
             datarep,
             read_conversion_fn.map(Conversion::Count),
@@ -469,24 +438,7 @@ pub unsafe extern "C" fn PMPI_Register_datarep_c(
             dtype_file_extent_fn,
             extra_state,
         )
-    })
-}
-/// MPI_Register_datarep_c.
-#[no_mangle]
-pub unsafe extern "C" fn MPI_Register_datarep_c(
-    datarep: *const c_char,
-    read_conversion_fn: Option<ConversionFnC>,
-    write_conversion_fn: Option<ConversionFnC>,
-    dtype_file_extent_fn: Option<ExtentFn>,
-    extra_state: *mut c_void,
-) -> c_int {
-    PMPI_Register_datarep_c(
-        datarep,
-        read_conversion_fn,
-        write_conversion_fn,
-        dtype_file_extent_fn,
-        extra_state,
-    )
+    }
 }
 
 #[cfg(test)]

@@ -24,6 +24,7 @@
 //! other hosts (every spawned process runs on the launcher's host).
 
 use crate::abi::*;
+use crate::check::out;
 use crate::error::{fail, MpiError, Res};
 use crate::state::{running, with, State};
 use crate::NONE;
@@ -187,7 +188,7 @@ mpi! {
     /// Waits at `root` for a group to connect to `port_name` and makes the intercommunicator
     /// to it. Collective over `comm`; only the root's `port_name` counts.
     fn MPI_Comm_accept / PMPI_Comm_accept(port_name: *const c_char, _info: Handle, root: c_int, comm: Handle, newcomm: *mut Handle) on comm => {
-        let out = newcomm.as_mut().ok_or_else(|| MpiError::new(MPI_ERR_ARG, "newcomm is NULL"))?;
+        let out = out(newcomm, "newcomm")?;
         *out = connect_at_root(comm, root, || {
             let (m, number) = running(|s| {
                 let port = port_of(s, port_name)?;
@@ -207,7 +208,7 @@ mpi! {
 mpi! {
     /// Connects `comm`'s group (through `root`) to the group accepting on `port_name`.
     fn MPI_Comm_connect / PMPI_Comm_connect(port_name: *const c_char, _info: Handle, root: c_int, comm: Handle, newcomm: *mut Handle) on comm => {
-        let out = newcomm.as_mut().ok_or_else(|| MpiError::new(MPI_ERR_ARG, "newcomm is NULL"))?;
+        let out = out(newcomm, "newcomm")?;
         *out = connect_at_root(comm, root, || {
             let met = running(|s| {
                 let port = port_of(s, port_name)?;
@@ -227,7 +228,7 @@ mpi! {
 mpi! {
     /// Makes the intercommunicator of two processes of this job joined by the socket `fd`.
     fn MPI_Comm_join / PMPI_Comm_join(fd: c_int, intercomm: *mut Handle) on NONE => {
-        let out = intercomm.as_mut().ok_or_else(|| MpiError::new(MPI_ERR_ARG, "intercomm is NULL"))?;
+        let out = out(intercomm, "intercomm")?;
         let me = on_world(|w| Ok(w.universe_rank() as usize))?;
         let pid = std::process::id();
         // Each side tells the other who it is: universe rank and process id.
@@ -331,7 +332,7 @@ mpi! {
 /// MPI_UNIVERSE_SIZE: `FERRY_UNIVERSE_SIZE` (`ferry run --universe-size`), else what a
 /// process manager speaking PMI says (when positive), else the larger of the world's size and
 /// the cores here; never below the world's size.
-pub fn universe_size(world: Option<&ferry_core::World>) -> c_int {
+pub(crate) fn universe_size(world: Option<&ferry_core::World>) -> c_int {
     let world_size = world.map_or(1, |w| w.size());
     let cores = std::thread::available_parallelism().map_or(1, |c| c.get());
     let asked = std::env::var(ferry_wire_env::UNIVERSE_SIZE)
@@ -344,7 +345,7 @@ pub fn universe_size(world: Option<&ferry_core::World>) -> c_int {
 
 /// MPI_APPNUM: which command of an MPI_Comm_spawn_multiple (or of hydra's `:`-separated
 /// command line) this process runs; 0 otherwise.
-pub fn appnum(world: Option<&ferry_core::World>) -> c_int {
+pub(crate) fn appnum(world: Option<&ferry_core::World>) -> c_int {
     std::env::var(ferry_wire_env::APPNUM)
         .ok()
         .and_then(|v| v.parse().ok())
@@ -493,9 +494,7 @@ unsafe fn spawn(
     intercomm: *mut Handle,
     errcodes: *mut c_int,
 ) -> Res {
-    let out = intercomm
-        .as_mut()
-        .ok_or_else(|| MpiError::new(MPI_ERR_ARG, "intercomm is NULL"))?;
+    let out = out(intercomm, "intercomm")?;
     let local = running(|s| s.intra_comm(comm))?;
     let root = crate::coll::root_arg(&local, root)?;
     // The new processes dial every one of us: each publishes its address first.

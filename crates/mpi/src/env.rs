@@ -212,35 +212,32 @@ mpi! {
     }
 }
 
-/// Seconds on the monotonic clock.
-#[no_mangle]
-pub extern "C" fn PMPI_Wtime() -> f64 {
-    let mut ts = libc::timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
-    };
-    // SAFETY: `ts` is a valid timespec to write.
-    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
-    ts.tv_sec as f64 + ts.tv_nsec as f64 * 1e-9
+mpi! {
+    /// Seconds on the monotonic clock.
+    fn MPI_Wtime / PMPI_Wtime() -> f64, unguarded => {
+        let mut ts = libc::timespec {
+            tv_sec: 0,
+            tv_nsec: 0,
+        };
+        // SAFETY: `ts` is a valid timespec to write.
+        unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
+        ts.tv_sec as f64 + ts.tv_nsec as f64 * 1e-9
+    }
 }
-/// Seconds on the monotonic clock.
-#[no_mangle]
-pub extern "C" fn MPI_Wtime() -> f64 {
-    PMPI_Wtime()
-}
-/// Resolution of MPI_Wtime.
-#[no_mangle]
-pub extern "C" fn PMPI_Wtick() -> f64 {
-    1e-9
-}
-/// Resolution of MPI_Wtime.
-#[no_mangle]
-pub extern "C" fn MPI_Wtick() -> f64 {
-    PMPI_Wtick()
+mpi! {
+    /// Resolution of MPI_Wtime.
+    fn MPI_Wtick / PMPI_Wtick() -> f64, unguarded => {
+        1e-9
+    }
 }
 
 /// Copies `text` into a C buffer of `cap` bytes (NUL-terminated) and sets `len`.
-pub unsafe fn write_string(text: &str, out: *mut c_char, cap: usize, len: *mut c_int) -> Res {
+pub(crate) unsafe fn write_string(
+    text: &str,
+    out: *mut c_char,
+    cap: usize,
+    len: *mut c_int,
+) -> Res {
     if out.is_null() {
         return fail(MPI_ERR_ARG, "string buffer is NULL");
     }

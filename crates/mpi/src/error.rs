@@ -1,4 +1,5 @@
-//! MPI error classes, the error handlers, and the guard every entry point runs in.
+//! MPI error classes, the error handlers, and the guards the entry points run in (which guard
+//! each uses is chosen by its arm of `mpi!`, in lib.rs).
 
 use crate::abi::*;
 use crate::state::{with, STATE};
@@ -7,19 +8,19 @@ use std::panic::{catch_unwind, AssertUnwindSafe};
 
 /// An error on its way to the C caller: its MPI class and what went wrong.
 #[derive(Debug, Clone)]
-pub struct MpiError {
+pub(crate) struct MpiError {
     /// The MPI error class returned to the caller.
-    pub class: c_int,
+    pub(crate) class: c_int,
     /// A sentence naming the problem.
-    pub message: String,
+    pub(crate) message: String,
 }
 
 /// Result of the Rust side of an entry point.
-pub type Res<T = ()> = Result<T, MpiError>;
+pub(crate) type Res<T = ()> = Result<T, MpiError>;
 
 impl MpiError {
     /// An error of `class` saying `message`.
-    pub fn new(class: c_int, message: impl Into<String>) -> MpiError {
+    pub(crate) fn new(class: c_int, message: impl Into<String>) -> MpiError {
         MpiError {
             class,
             message: message.into(),
@@ -28,7 +29,7 @@ impl MpiError {
 }
 
 /// Shorthand: `Err(MpiError::new(class, message))`.
-pub fn fail<T>(class: c_int, message: impl Into<String>) -> Res<T> {
+pub(crate) fn fail<T>(class: c_int, message: impl Into<String>) -> Res<T> {
     Err(MpiError::new(class, message))
 }
 
@@ -50,7 +51,7 @@ impl From<ferry_core::Error> for MpiError {
 }
 
 /// The standard's text for each error class (`MPI_Error_string` of a class).
-pub fn class_text(class: c_int) -> &'static str {
+pub(crate) fn class_text(class: c_int) -> &'static str {
     match class {
         MPI_SUCCESS => "no error",
         MPI_ERR_BUFFER => "invalid buffer pointer",
@@ -138,20 +139,38 @@ pub fn class_text(class: c_int) -> &'static str {
 }
 
 /// A user error handler, `void fn(MPI_Comm *, int *, ...)` (called with two arguments).
-pub type CommErrhandlerFn = unsafe extern "C" fn(*mut Handle, *mut c_int);
+pub(crate) type CommErrhandlerFn = unsafe extern "C" fn(*mut Handle, *mut c_int);
 
 /// Runs the body of entry point `name`; on error, invokes the error handler of `comm` (or of
 /// MPI_COMM_WORLD for calls tied to no communicator). A panic becomes MPI_ERR_INTERN; an unwind
 /// never crosses `extern "C"`.
-pub fn guard(name: &'static str, comm: Handle, body: impl FnOnce() -> Res) -> c_int {
+pub(crate) fn guard(name: &'static str, comm: Handle, body: impl FnOnce() -> Res) -> c_int {
     match caught(body) {
         Ok(()) => MPI_SUCCESS,
         Err(error) => handle_error(name, comm, error),
     }
 }
 
+/// Runs the body of file call `name`; on error, invokes the error handler of file `fh` (or of
+/// MPI_FILE_NULL when `fh` is no open file). A panic becomes MPI_ERR_INTERN.
+pub(crate) fn file_guard(name: &'static str, fh: Handle, body: impl FnOnce() -> Res) -> c_int {
+    match caught(body) {
+        Ok(()) => MPI_SUCCESS,
+        Err(e) => crate::io::handle_file_error(name, fh, e),
+    }
+}
+
+/// Runs the body of an MPI_T function: its error class, MPI_T_ERR_INVALID for a panic.
+pub(crate) fn tool_guard(body: impl FnOnce() -> Res) -> c_int {
+    match caught(body) {
+        Ok(()) => MPI_SUCCESS,
+        Err(e) if e.class == MPI_ERR_INTERN => MPI_T_ERR_INVALID,
+        Err(e) => e.class,
+    }
+}
+
 /// Runs `body`, turning a panic into MPI_ERR_INTERN (the first half of every guard).
-pub fn caught(body: impl FnOnce() -> Res) -> Res {
+pub(crate) fn caught(body: impl FnOnce() -> Res) -> Res {
     let _entered = crate::threads::enter();
     match catch_unwind(AssertUnwindSafe(body)) {
         Ok(r) => r,
@@ -170,7 +189,7 @@ pub fn caught(body: impl FnOnce() -> Res) -> Res {
 }
 
 /// Invokes the error handler that applies to `comm` for `error` raised in `name`.
-pub fn handle_error(name: &str, comm: Handle, error: MpiError) -> c_int {
+pub(crate) fn handle_error(name: &str, comm: Handle, error: MpiError) -> c_int {
     let (handler, rank) = STATE
         .with(|s| (s.errhandler_of(comm), s.world_rank()))
         .unwrap_or((MPI_ERRORS_ARE_FATAL, None));
@@ -206,7 +225,7 @@ pub fn handle_error(name: &str, comm: Handle, error: MpiError) -> c_int {
 
 /// What `MPI_*_call_errhandler` returns once the handler has run with `errorcode` and given
 /// `rc`: success when the handler returned (MPI_ERRORS_RETURN hands the code back), else `rc`.
-pub fn called_errhandler(rc: c_int, errorcode: c_int) -> c_int {
+pub(crate) fn called_errhandler(rc: c_int, errorcode: c_int) -> c_int {
     if rc == errorcode {
         MPI_SUCCESS
     } else {
@@ -215,7 +234,7 @@ pub fn called_errhandler(rc: c_int, errorcode: c_int) -> c_int {
 }
 
 /// Ends the job: prints `message` and stops every rank through the launcher.
-pub fn fatal(message: &str) -> ! {
+pub(crate) fn fatal(message: &str) -> ! {
     eprintln!("ferry: {message}");
     STATE.try_with(|s| {
         if let Some(world) = &s.world {
@@ -229,7 +248,7 @@ pub fn fatal(message: &str) -> ! {
 /// a callback (a reduction function, an error handler) while the runtime is mid-call; finalizing
 /// the world from the state's thread-local destructor then fails on the busy engine (a panic in
 /// a destructor, SIGABRT). C output streams are flushed first.
-pub fn exit_now(code: c_int) -> ! {
+pub(crate) fn exit_now(code: c_int) -> ! {
     // SAFETY: fflush(NULL) flushes every C output stream; _exit only ends the process.
     unsafe {
         libc::fflush(std::ptr::null_mut());

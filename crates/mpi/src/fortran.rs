@@ -19,13 +19,16 @@ use std::ffi::c_int;
 use std::sync::{Mutex, PoisonError};
 
 /// `MPI_F_STATUS_SIZE`: the `MPI_Fint`s of a Fortran status.
-pub const MPI_F_STATUS_SIZE: usize = 8;
+pub(crate) const MPI_F_STATUS_SIZE: usize = 8;
 /// `MPI_F_SOURCE`: index of the source in a Fortran status (C indexing).
-pub const MPI_F_SOURCE: usize = 0;
+#[cfg(test)] // only the tests read a Fortran status field by its index
+pub(crate) const MPI_F_SOURCE: usize = 0;
 /// `MPI_F_TAG`: index of the tag in a Fortran status.
-pub const MPI_F_TAG: usize = 1;
+#[cfg(test)]
+pub(crate) const MPI_F_TAG: usize = 1;
 /// `MPI_F_ERROR`: index of the error code in a Fortran status.
-pub const MPI_F_ERROR: usize = 2;
+#[cfg(test)]
+pub(crate) const MPI_F_ERROR: usize = 2;
 
 const _: () = assert!(std::mem::size_of::<MpiStatus>() == MPI_F_STATUS_SIZE * 4);
 const _: () = assert!(std::mem::size_of::<c_int>() == 4);
@@ -162,25 +165,17 @@ fn f2c(f: c_int) -> Handle {
 
 macro_rules! handle_conversions {
     ($($what:literal: $c2f:ident / $pc2f:ident, $f2c:ident / $pf2c:ident;)*) => {$(
-        #[doc = concat!("The Fortran integer of a C `", $what, "`.")]
-        #[no_mangle]
-        pub extern "C" fn $pc2f(handle: Handle) -> c_int {
-            c2f(handle)
+        mpi! {
+            #[doc = concat!("The Fortran integer of a C `", $what, "`.")]
+            fn $c2f / $pc2f(handle: Handle) -> c_int, unguarded => {
+                c2f(handle)
+            }
         }
-        #[doc = concat!("The Fortran integer of a C `", $what, "`.")]
-        #[no_mangle]
-        pub extern "C" fn $c2f(handle: Handle) -> c_int {
-            c2f(handle)
-        }
-        #[doc = concat!("The C `", $what, "` of a Fortran integer.")]
-        #[no_mangle]
-        pub extern "C" fn $pf2c(handle: c_int) -> Handle {
-            f2c(handle)
-        }
-        #[doc = concat!("The C `", $what, "` of a Fortran integer.")]
-        #[no_mangle]
-        pub extern "C" fn $f2c(handle: c_int) -> Handle {
-            f2c(handle)
+        mpi! {
+            #[doc = concat!("The C `", $what, "` of a Fortran integer.")]
+            fn $f2c / $pf2c(handle: c_int) -> Handle, unguarded => {
+                f2c(handle)
+            }
         }
     )*};
 }

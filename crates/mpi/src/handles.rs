@@ -10,7 +10,7 @@ use crate::abi::Handle;
 /// Which table a handle belongs to.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[repr(u8)]
-pub enum Kind {
+pub(crate) enum Kind {
     /// MPI_Comm.
     Comm = 1,
     /// MPI_Group.
@@ -52,7 +52,7 @@ struct Slot<T> {
 }
 
 /// Objects of one kind, addressed by handle.
-pub struct Table<T> {
+pub(crate) struct Table<T> {
     kind: Kind,
     slots: Vec<Slot<T>>,
     free: Vec<u32>,
@@ -60,12 +60,12 @@ pub struct Table<T> {
 
 impl<T> Table<T> {
     /// Whether no object is live.
-    pub fn is_empty(&self) -> bool {
+    pub(crate) fn is_empty(&self) -> bool {
         self.slots.iter().all(|s| s.value.is_none())
     }
 
     /// An empty table for objects of `kind`.
-    pub fn new(kind: Kind) -> Table<T> {
+    pub(crate) fn new(kind: Kind) -> Table<T> {
         Table {
             kind,
             slots: Vec::new(),
@@ -88,7 +88,7 @@ impl<T> Table<T> {
     }
 
     /// Stores `value` and returns its new handle.
-    pub fn insert(&mut self, value: T) -> Handle {
+    pub(crate) fn insert(&mut self, value: T) -> Handle {
         match self.free.pop() {
             Some(slot) => {
                 let s = &mut self.slots[slot as usize];
@@ -109,19 +109,19 @@ impl<T> Table<T> {
     }
 
     /// The object behind `handle`, if it is a live handle of this table.
-    pub fn get(&self, handle: Handle) -> Option<&T> {
+    pub(crate) fn get(&self, handle: Handle) -> Option<&T> {
         let slot = self.locate(handle)?;
         self.slots[slot].value.as_ref()
     }
 
     /// The object behind `handle`, mutably.
-    pub fn get_mut(&mut self, handle: Handle) -> Option<&mut T> {
+    pub(crate) fn get_mut(&mut self, handle: Handle) -> Option<&mut T> {
         let slot = self.locate(handle)?;
         self.slots[slot].value.as_mut()
     }
 
     /// Removes and returns the object behind `handle`.
-    pub fn remove(&mut self, handle: Handle) -> Option<T> {
+    pub(crate) fn remove(&mut self, handle: Handle) -> Option<T> {
         let slot = self.locate(handle)?;
         self.free.push(slot as u32);
         self.slots[slot].value.take()
@@ -139,18 +139,13 @@ impl<T> Table<T> {
     }
 
     /// The handles of every live object, in slot order.
-    pub fn handles(&self) -> Vec<Handle> {
+    pub(crate) fn handles(&self) -> Vec<Handle> {
         self.slots
             .iter()
             .enumerate()
             .filter(|(_, s)| s.value.is_some())
             .map(|(i, s)| self.handle(s.generation, i as u32))
             .collect()
-    }
-
-    /// Whether `handle` has this table's kind (live or not).
-    pub fn owns(&self, handle: Handle) -> bool {
-        handle >> 56 == self.kind as usize
     }
 }
 

@@ -25,6 +25,7 @@
 //! leader exchange, fan-out), the others are direct sends and receives between the groups.
 
 use crate::abi::*;
+use crate::check::{out, slice};
 use crate::coll;
 use crate::comm::{register, register_with};
 use crate::datatype::Datatype;
@@ -138,7 +139,7 @@ struct Parts {
 }
 
 /// Number of context pairs an intercommunicator takes.
-pub const PAIRS: u32 = 3;
+pub(crate) const PAIRS: u32 = 3;
 const _: () = assert!(PAIRS <= ferry_core::CONTEXT_BLOCK);
 
 /// Builds the communicators of an intercommunicator on pairs `k` to `k + 2`, which both groups
@@ -171,7 +172,7 @@ fn parts(base: &Comm, local: &[u32], remote: &[u32], rank: usize, k: u32) -> Res
 
 /// MPI_Comm_idup on an intercommunicator, on the derived pairs `k` and `k + 1` (see
 /// `comm::idup`): no message is sent.
-pub fn idup(comm: Handle, inter: Inter, k: u32, copy_attrs: bool) -> Res<Handle> {
+pub(crate) fn idup(comm: Handle, inter: Inter, k: u32, copy_attrs: bool) -> Res<Handle> {
     let (local, coll) = halves(inter)?;
     let p = build(
         &local,
@@ -209,7 +210,7 @@ fn register_inter(old: Handle, p: Parts, copy_attrs: bool) -> Res<Handle> {
 }
 
 /// Drops the hidden communicators of a freed intercommunicator.
-pub fn forget(inter: Inter) {
+pub(crate) fn forget(inter: Inter) {
     let _ = with(|s| {
         s.comms.remove(inter.local);
         s.comms.remove(inter.coll);
@@ -251,11 +252,6 @@ fn world_of(recs: &[Rec]) -> Vec<u32> {
 
 fn my_world(c: &Comm) -> u32 {
     c.world_ranks()[c.rank()]
-}
-
-unsafe fn out<'a, T>(p: *mut T, what: &str) -> Res<&'a mut T> {
-    p.as_mut()
-        .ok_or_else(|| MpiError::new(MPI_ERR_ARG, format!("{what} is NULL")))
 }
 
 mpi! {
@@ -409,7 +405,7 @@ mpi! {
 }
 
 /// MPI_Comm_dup on an intercommunicator.
-pub fn dup(comm: Handle, inter: Inter) -> Res<Handle> {
+pub(crate) fn dup(comm: Handle, inter: Inter) -> Res<Handle> {
     let (local, l, r) = agree(inter, |c| Rec {
         world: my_world(c),
         ..Rec::default()
@@ -427,7 +423,7 @@ pub fn dup(comm: Handle, inter: Inter) -> Res<Handle> {
 /// MPI_Comm_split on an intercommunicator: the local members of each color form the local
 /// group and the remote members of that color the remote group; MPI_COMM_NULL when either is
 /// empty. `color` is MPI_UNDEFINED or non-negative.
-pub fn split(comm: Handle, inter: Inter, color: c_int, key: c_int) -> Res<Handle> {
+pub(crate) fn split(comm: Handle, inter: Inter, color: c_int, key: c_int) -> Res<Handle> {
     let (local, l, r) = agree(inter, |c| Rec {
         world: my_world(c),
         color,
@@ -457,7 +453,7 @@ pub fn split(comm: Handle, inter: Inter, color: c_int, key: c_int) -> Res<Handle
 
 /// MPI_Comm_create on an intercommunicator: `members` (world ranks) must be part of the local
 /// group; the new remote group is what the remote side passed.
-pub fn create(comm: Handle, inter: Inter, members: &[u32]) -> Res<Handle> {
+pub(crate) fn create(comm: Handle, inter: Inter, members: &[u32]) -> Res<Handle> {
     let local_group = running(|s| s.local_group(comm))?;
     if let Some(w) = members.iter().find(|w| !local_group.contains(w)) {
         return fail(
@@ -475,7 +471,7 @@ pub fn create(comm: Handle, inter: Inter, members: &[u32]) -> Res<Handle> {
 // ---- collectives ----
 
 /// Who a process is in a rooted collective.
-pub enum Side {
+pub(crate) enum Side {
     /// The root (passed MPI_ROOT).
     Root,
     /// Another process of the root's group (passed MPI_PROC_NULL).
@@ -486,7 +482,7 @@ pub enum Side {
 
 /// Who this process is in a rooted collective with `root` on an intercommunicator whose
 /// remote group has `remote` processes.
-pub fn side(root: c_int, remote: usize) -> Res<Side> {
+pub(crate) fn side(root: c_int, remote: usize) -> Res<Side> {
     match root {
         MPI_ROOT => Ok(Side::Root),
         MPI_PROC_NULL => Ok(Side::Idle),
@@ -652,7 +648,7 @@ fn shape(inter: Inter) -> Res<(usize, usize, usize)> {
 const BLOCKING: *mut Handle = std::ptr::null_mut();
 
 /// MPI_Barrier: each group meets, the leaders swap an empty message, each group meets again.
-pub unsafe fn barrier(inter: Inter) -> Res {
+pub(crate) unsafe fn barrier(inter: Inter) -> Res {
     coll::barrier(inter.local, BLOCKING)?;
     if shape(inter)?.2 == 0 {
         let mut t = Traffic::new(inter);
@@ -667,7 +663,13 @@ pub unsafe fn barrier(inter: Inter) -> Res {
 const MPI_BYTE_HANDLE: Handle = 0x247;
 
 /// MPI_Bcast: the root sends to the remote leader, which broadcasts in its group.
-pub unsafe fn bcast(inter: Inter, buf: *mut c_void, count: c_int, dt: Handle, root: c_int) -> Res {
+pub(crate) unsafe fn bcast(
+    inter: Inter,
+    buf: *mut c_void,
+    count: c_int,
+    dt: Handle,
+    root: c_int,
+) -> Res {
     let n = count_arg(count)?;
     let (_, remote, me) = shape(inter)?;
     match side(root, remote)? {
@@ -689,7 +691,7 @@ pub unsafe fn bcast(inter: Inter, buf: *mut c_void, count: c_int, dt: Handle, ro
 }
 
 /// MPI_Reduce: the other group reduces to its leader, which sends the result to the root.
-pub unsafe fn reduce(
+pub(crate) unsafe fn reduce(
     inter: Inter,
     sendbuf: *const c_void,
     recvbuf: *mut c_void,
@@ -724,7 +726,7 @@ pub unsafe fn reduce(
 
 /// MPI_Allreduce: each group reduces to its leader, the leaders swap, each group broadcasts
 /// what the other group reduced.
-pub unsafe fn allreduce(
+pub(crate) unsafe fn allreduce(
     inter: Inter,
     sendbuf: *const c_void,
     recvbuf: *mut c_void,
@@ -746,14 +748,6 @@ pub unsafe fn allreduce(
     coll::bcast(recvbuf, count, dt, 0, inter.local, BLOCKING)
 }
 
-/// `n` ints from a C array (per remote rank).
-unsafe fn ints(p: *const c_int, n: usize, what: &str) -> Res<Vec<c_int>> {
-    if n > 0 && p.is_null() {
-        return fail(MPI_ERR_ARG, format!("{what} is NULL"));
-    }
-    Ok((0..n).map(|i| *p.add(i)).collect())
-}
-
 /// The root's counts and displacements (elements, per remote rank) of a v-collective, or equal
 /// blocks of `count` for the plain one.
 unsafe fn root_layout(
@@ -763,7 +757,10 @@ unsafe fn root_layout(
     counts_name: &str,
 ) -> Res<(Vec<c_int>, Vec<c_int>)> {
     Ok(match v {
-        Some((c, d)) => (ints(c, remote, counts_name)?, ints(d, remote, "displs")?),
+        Some((c, d)) => (
+            slice(c, remote, counts_name)?.to_vec(),
+            slice(d, remote, "displs")?.to_vec(),
+        ),
         None => (
             vec![count; remote],
             (0..remote as c_int).map(|i| i * count).collect(),
@@ -773,7 +770,7 @@ unsafe fn root_layout(
 
 /// MPI_Gather and MPI_Gatherv: every process of the other group sends its block to the root.
 /// `counts`/`displs` (elements, per remote rank) are the root's; `None` means equal blocks.
-pub unsafe fn gather(
+pub(crate) unsafe fn gather(
     inter: Inter,
     send: (*const c_void, c_int, Handle),
     recv: (*mut c_void, c_int, Handle),
@@ -803,7 +800,7 @@ pub unsafe fn gather(
 }
 
 /// MPI_Scatter and MPI_Scatterv: the root sends each process of the other group its block.
-pub unsafe fn scatter(
+pub(crate) unsafe fn scatter(
     inter: Inter,
     send: (*const c_void, c_int, Handle),
     recv: (*mut c_void, c_int, Handle),
@@ -834,7 +831,7 @@ pub unsafe fn scatter(
 
 /// MPI_Allgather and MPI_Allgatherv: every process sends its block to every remote process
 /// and receives every remote process's block.
-pub unsafe fn allgather(
+pub(crate) unsafe fn allgather(
     inter: Inter,
     send: (*const c_void, c_int, Handle),
     recv: (*mut c_void, c_int, Handle),
@@ -846,7 +843,10 @@ pub unsafe fn allgather(
     let (rbuf, rcount, rdt) = recv;
     let ext = extent_of(rdt)?;
     let (counts, displs) = match v {
-        Some((c, d)) => (ints(c, remote, "recvcounts")?, ints(d, remote, "displs")?),
+        Some((c, d)) => (
+            slice(c, remote, "recvcounts")?.to_vec(),
+            slice(d, remote, "displs")?.to_vec(),
+        ),
         None => (
             vec![rcount; remote],
             (0..remote as c_int).map(|i| i * rcount).collect(),
@@ -869,11 +869,11 @@ pub unsafe fn allgather(
 }
 
 /// Per-remote-rank blocks of one side of an all-to-all: (address, count, datatype).
-pub type Blocks = Vec<(*mut c_void, usize, Handle)>;
+pub(crate) type Blocks = Vec<(*mut c_void, usize, Handle)>;
 
 /// MPI_Alltoall(v/w): block `j` of the send buffer goes to remote rank `j`, block `j` of the
 /// receive buffer comes from it.
-pub unsafe fn alltoall(inter: Inter, send: Blocks, recv: Blocks) -> Res {
+pub(crate) unsafe fn alltoall(inter: Inter, send: Blocks, recv: Blocks) -> Res {
     let mut t = Traffic::new(inter);
     for (j, &(buf, count, dt)) in recv.iter().enumerate() {
         t.recv(buf, count, dt, j)?;
@@ -886,7 +886,7 @@ pub unsafe fn alltoall(inter: Inter, send: Blocks, recv: Blocks) -> Res {
 
 /// The blocks of MPI_Alltoall(v) for `remote` ranks: `v` = (counts, displs) in elements, or
 /// equal blocks of `count`.
-pub unsafe fn blocks(
+pub(crate) unsafe fn blocks(
     buf: *const c_void,
     count: c_int,
     dt: Handle,
@@ -897,8 +897,8 @@ pub unsafe fn blocks(
     let ext = extent_of(dt)?;
     let (counts, displs) = match v {
         Some((c, d)) => (
-            ints(c, remote, "counts")?,
-            ints(d, remote, "displacements")?,
+            slice(c, remote, "counts")?.to_vec(),
+            slice(d, remote, "displacements")?.to_vec(),
         ),
         None => (
             vec![count; remote],
@@ -911,7 +911,7 @@ pub unsafe fn blocks(
 }
 
 /// The blocks of MPI_Alltoallw: byte displacements and a datatype per remote rank.
-pub unsafe fn blocks_w(
+pub(crate) unsafe fn blocks_w(
     buf: *const c_void,
     counts: *const c_int,
     displs: *const c_int,
@@ -919,8 +919,8 @@ pub unsafe fn blocks_w(
     remote: usize,
 ) -> Res<Blocks> {
     no_in_place(buf)?;
-    let c = ints(counts, remote, "counts")?;
-    let d = ints(displs, remote, "displacements")?;
+    let c = slice(counts, remote, "counts")?.to_vec();
+    let d = slice(displs, remote, "displacements")?.to_vec();
     if remote > 0 && types.is_null() {
         return fail(MPI_ERR_ARG, "datatype array is NULL");
     }
@@ -930,14 +930,14 @@ pub unsafe fn blocks_w(
 }
 
 /// Remote group size of an intercommunicator.
-pub fn remote_size(inter: Inter) -> Res<usize> {
+pub(crate) fn remote_size(inter: Inter) -> Res<usize> {
     Ok(shape(inter)?.1)
 }
 
 /// MPI_Reduce_scatter(_block): each group reduces the whole vector to its leader, the leaders
 /// swap, and each leader scatters what the other group reduced over its own group by
 /// `counts` (which both groups' counts must add up to alike).
-pub unsafe fn reduce_scatter(
+pub(crate) unsafe fn reduce_scatter(
     inter: Inter,
     sendbuf: *const c_void,
     recvbuf: *mut c_void,
@@ -991,9 +991,9 @@ pub unsafe fn reduce_scatter(
 // ---- nonblocking collectives: schedules on the union communicator ----
 
 /// An intercommunicator's union communicator and where each group sits in it.
-pub struct Union {
+pub(crate) struct Union {
     /// The union communicator (both groups).
-    pub core: Comm,
+    pub(crate) core: Comm,
     local: Vec<usize>,
     remote: Vec<usize>,
     me: usize,
@@ -1001,12 +1001,12 @@ pub struct Union {
 
 impl Union {
     /// This process's rank in the local group.
-    pub fn local_rank(&self) -> usize {
+    pub(crate) fn local_rank(&self) -> usize {
         self.me
     }
 
     /// Number of processes in the remote group.
-    pub fn remote_size(&self) -> usize {
+    pub(crate) fn remote_size(&self) -> usize {
         self.remote.len()
     }
 
@@ -1051,7 +1051,7 @@ impl Union {
 }
 
 /// The union communicator of `inter`.
-pub fn union_of(s: &State, inter: Inter) -> Res<Union> {
+pub(crate) fn union_of(s: &State, inter: Inter) -> Res<Union> {
     let core = s.core_comm(inter.union)?;
     let local = s.core_comm(inter.local)?;
     let (nl, nr, me) = (local.size(), s.core_comm(inter.coll)?.size(), local.rank());
@@ -1068,7 +1068,7 @@ pub fn union_of(s: &State, inter: Inter) -> Res<Union> {
 }
 
 /// MPI_Ibarrier: fan-in to each leader, the leaders swap empty messages, fan-out.
-pub fn nb_barrier(u: &Union) -> Schedule {
+pub(crate) fn nb_barrier(u: &Union) -> Schedule {
     let mut b = u.builder(0, 0);
     let empty = Region::new(Buffer::Recv, 0, 0);
     if u.leader() {
@@ -1087,7 +1087,7 @@ pub fn nb_barrier(u: &Union) -> Schedule {
 }
 
 /// MPI_Ibcast of `bytes`: the root's send buffer to the remote leader, which fans it out.
-pub fn nb_bcast(u: &Union, side: &Side, bytes: usize) -> Schedule {
+pub(crate) fn nb_bcast(u: &Union, side: &Side, bytes: usize) -> Schedule {
     match *side {
         Side::Root => {
             let mut b = u.builder(bytes, 0);
@@ -1110,7 +1110,7 @@ pub fn nb_bcast(u: &Union, side: &Side, bytes: usize) -> Schedule {
 }
 
 /// MPI_Ireduce of `bytes`: the other group reduces to its leader, which sends to the root.
-pub fn nb_reduce(u: &Union, side: &Side, bytes: usize) -> Schedule {
+pub(crate) fn nb_reduce(u: &Union, side: &Side, bytes: usize) -> Schedule {
     match *side {
         Side::Root => {
             let mut b = u.builder(0, bytes);
@@ -1130,7 +1130,7 @@ pub fn nb_reduce(u: &Union, side: &Side, bytes: usize) -> Schedule {
 
 /// MPI_Iallreduce of `bytes`: each group reduces to its leader, the leaders swap, each
 /// leader fans out what the other group reduced.
-pub fn nb_allreduce(u: &Union, bytes: usize) -> Schedule {
+pub(crate) fn nb_allreduce(u: &Union, bytes: usize) -> Schedule {
     let mut b = u.builder(bytes, bytes);
     let out = Region::new(Buffer::Recv, 0, bytes);
     match u.fan_in(&mut b, bytes) {
@@ -1146,7 +1146,7 @@ pub fn nb_allreduce(u: &Union, bytes: usize) -> Schedule {
 
 /// Independent sends and receives with remote ranks: (remote rank, offset, bytes) in the send
 /// and receive buffers (gathers, scatters, allgathers and all-to-alls, with or without v/w).
-pub fn nb_direct(
+pub(crate) fn nb_direct(
     u: &Union,
     send_bytes: usize,
     recv_bytes: usize,
@@ -1166,7 +1166,7 @@ pub fn nb_direct(
 /// MPI_Ireduce_scatter of `total` bytes scattered in `blocks` (bytes per local rank): each
 /// group reduces to its leader, the leaders swap, each leader hands out the other group's
 /// result block by block.
-pub fn nb_reduce_scatter(u: &Union, total: usize, blocks: &[usize]) -> Schedule {
+pub(crate) fn nb_reduce_scatter(u: &Union, total: usize, blocks: &[usize]) -> Schedule {
     let mine = blocks.get(u.me).copied().unwrap_or(0);
     let mut b = u.builder(total, mine);
     match u.fan_in(&mut b, total) {

@@ -31,9 +31,10 @@
 //! extends the file (`set_len`) without reserving blocks.
 
 use crate::abi::*;
+use crate::check::out;
 use crate::datarep::Representation;
 use crate::datatype::Datatype;
-use crate::error::{caught, class_text, fail, CommErrhandlerFn, MpiError, Res};
+use crate::error::{class_text, fail, CommErrhandlerFn, MpiError, Res};
 use crate::request::{Outcome, Request, Typed};
 use crate::state::{running, with, InfoObj, TypeObj};
 use std::cell::RefCell;
@@ -44,28 +45,10 @@ use std::path::{Path, PathBuf};
 use std::rc::Rc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
-/// Defines `PMPI_X` with its body run by [`file_guard`] (the file's error handler applies), and
-/// `MPI_X` calling it.
-macro_rules! file_fn {
-    ($(#[$doc:meta])* fn $name:ident / $pname:ident ($($arg:ident: $ty:ty),* $(,)?) on $fh:expr => $body:block) => {
-        $(#[$doc])*
-        #[no_mangle]
-        pub unsafe extern "C" fn $pname($($arg: $ty),*) -> c_int {
-            let target: Handle = $fh;
-            file_guard(stringify!($name), target, || $body)
-        }
-        $(#[$doc])*
-        #[no_mangle]
-        pub unsafe extern "C" fn $name($($arg: $ty),*) -> c_int {
-            $pname($($arg),*)
-        }
-    };
-}
-
 // ---- objects ----
 
 /// An open file.
-pub struct FileObj {
+pub(crate) struct FileObj {
     /// The file's own communicator: a dup of the one it was opened on.
     comm: ferry_core::Comm,
     /// The path as opened (after any `ufs:`-style prefix).
@@ -303,17 +286,8 @@ fn os_error(e: &std::io::Error, what: &str, path: &Path) -> MpiError {
     MpiError::new(class, format!("{what} {}: {e}", path.display()))
 }
 
-/// Runs the body of file call `name`; on error, invokes the error handler of file `fh` (or of
-/// MPI_FILE_NULL when `fh` is no open file). A panic becomes MPI_ERR_INTERN.
-pub fn file_guard(name: &'static str, fh: Handle, body: impl FnOnce() -> Res) -> c_int {
-    match caught(body) {
-        Ok(()) => MPI_SUCCESS,
-        Err(e) => handle_file_error(name, fh, e),
-    }
-}
-
 /// Invokes the error handler that applies to file `fh` for `error` raised in `name`.
-pub fn handle_file_error(name: &str, fh: Handle, error: MpiError) -> c_int {
+pub(crate) fn handle_file_error(name: &str, fh: Handle, error: MpiError) -> c_int {
     let (handler, rank) = with(|s| {
         let h = match s.files.get(fh) {
             Some(f) => {
@@ -364,11 +338,6 @@ fn agree(comm: &ferry_core::Comm, local: Res, what: &str) -> Res {
 }
 
 // ---- arguments ----
-
-unsafe fn out<'a, T>(p: *mut T, what: &str) -> Res<&'a mut T> {
-    p.as_mut()
-        .ok_or_else(|| MpiError::new(MPI_ERR_ARG, format!("{what} is NULL")))
-}
 
 unsafe fn c_string(p: *const c_char, what: &str) -> Res<String> {
     if p.is_null() {
@@ -633,9 +602,9 @@ unsafe fn open(comm: Handle, filename: *const c_char, amode: c_int, info: Handle
     running(|s| Ok(s.files.insert(Rc::new(obj))))
 }
 
-file_fn! {
+mpi! {
     /// Opens a file on every rank of a communicator (collective).
-    fn MPI_File_open / PMPI_File_open(comm: Handle, filename: *const c_char, amode: c_int, info: Handle, fh: *mut Handle) on MPI_FILE_NULL => {
+    fn MPI_File_open / PMPI_File_open(comm: Handle, filename: *const c_char, amode: c_int, info: Handle, fh: *mut Handle) on file MPI_FILE_NULL => {
         let out = out(fh, "fh")?;
         *out = MPI_FILE_NULL;
         *out = open(comm, filename, amode, info)?;
@@ -643,9 +612,9 @@ file_fn! {
     }
 }
 
-file_fn! {
+mpi! {
     /// Closes a file (collective); removes it if it was opened with MPI_MODE_DELETE_ON_CLOSE.
-    fn MPI_File_close / PMPI_File_close(fh: *mut Handle) on fh.as_ref().copied().unwrap_or(MPI_FILE_NULL) => {
+    fn MPI_File_close / PMPI_File_close(fh: *mut Handle) on file fh.as_ref().copied().unwrap_or(MPI_FILE_NULL) => {
         let h = out(fh, "fh")?;
         let f = file(*h)?;
         running(|s| Ok(s.files.remove(*h)))?;
@@ -667,9 +636,9 @@ file_fn! {
     }
 }
 
-file_fn! {
+mpi! {
     /// Deletes a file by name.
-    fn MPI_File_delete / PMPI_File_delete(filename: *const c_char, info: Handle) on MPI_FILE_NULL => {
+    fn MPI_File_delete / PMPI_File_delete(filename: *const c_char, info: Handle) on file MPI_FILE_NULL => {
         let name = c_string(filename, "filename")?;
         info_pairs(info)?;
         let path = file_path(&name);
@@ -723,25 +692,25 @@ fn resize(fh: Handle, size: i64, grow_only: bool) -> Res {
     agree(&f.comm, local, "resizing the file")
 }
 
-file_fn! {
+mpi! {
     /// Truncates or extends the file (collective).
-    fn MPI_File_set_size / PMPI_File_set_size(fh: Handle, size: i64) on fh => { resize(fh, size, false) }
+    fn MPI_File_set_size / PMPI_File_set_size(fh: Handle, size: i64) on file fh => { resize(fh, size, false) }
 }
-file_fn! {
+mpi! {
     /// Makes the file at least `size` bytes long (collective).
-    fn MPI_File_preallocate / PMPI_File_preallocate(fh: Handle, size: i64) on fh => { resize(fh, size, true) }
+    fn MPI_File_preallocate / PMPI_File_preallocate(fh: Handle, size: i64) on file fh => { resize(fh, size, true) }
 }
-file_fn! {
+mpi! {
     /// The file's size in bytes.
-    fn MPI_File_get_size / PMPI_File_get_size(fh: Handle, size: *mut i64) on fh => {
+    fn MPI_File_get_size / PMPI_File_get_size(fh: Handle, size: *mut i64) on file fh => {
         let out = out(size, "size")?;
         *out = file_size(&*file(fh)?)? as i64;
         Ok(())
     }
 }
-file_fn! {
+mpi! {
     /// The group of the communicator the file was opened on.
-    fn MPI_File_get_group / PMPI_File_get_group(fh: Handle, group: *mut Handle) on fh => {
+    fn MPI_File_get_group / PMPI_File_get_group(fh: Handle, group: *mut Handle) on file fh => {
         let out = out(group, "group")?;
         let f = file(fh)?;
         let members: crate::state::GroupObj = f.comm.world_ranks().into();
@@ -749,52 +718,52 @@ file_fn! {
         Ok(())
     }
 }
-file_fn! {
+mpi! {
     /// The access mode the file was opened with.
-    fn MPI_File_get_amode / PMPI_File_get_amode(fh: Handle, amode: *mut c_int) on fh => {
+    fn MPI_File_get_amode / PMPI_File_get_amode(fh: Handle, amode: *mut c_int) on file fh => {
         let out = out(amode, "amode")?;
         *out = file(fh)?.amode;
         Ok(())
     }
 }
-file_fn! {
+mpi! {
     /// Adds hints to the file's info (collective).
-    fn MPI_File_set_info / PMPI_File_set_info(fh: Handle, info: Handle) on fh => {
+    fn MPI_File_set_info / PMPI_File_set_info(fh: Handle, info: Handle) on file fh => {
         let f = file(fh)?;
         let pairs = info_pairs(info)?;
         merge_info(&mut f.st.borrow_mut().info, pairs);
         Ok(())
     }
 }
-file_fn! {
+mpi! {
     /// A new info object with the hints in use.
-    fn MPI_File_get_info / PMPI_File_get_info(fh: Handle, info_used: *mut Handle) on fh => {
+    fn MPI_File_get_info / PMPI_File_get_info(fh: Handle, info_used: *mut Handle) on file fh => {
         let out = out(info_used, "info_used")?;
         let pairs = file(fh)?.st.borrow().info.clone();
         *out = running(|s| Ok(s.infos.insert(pairs)))?;
         Ok(())
     }
 }
-file_fn! {
+mpi! {
     /// Writes the file's data to storage and synchronizes the ranks (collective).
-    fn MPI_File_sync / PMPI_File_sync(fh: Handle) on fh => {
+    fn MPI_File_sync / PMPI_File_sync(fh: Handle) on file fh => {
         let f = file(fh)?;
         let local = f.file.sync_all().map_err(|e| os_error(&e, "cannot sync", &f.path));
         agree(&f.comm, local, "MPI_File_sync")
     }
 }
-file_fn! {
+mpi! {
     /// Sets atomic mode (collective).
-    fn MPI_File_set_atomicity / PMPI_File_set_atomicity(fh: Handle, flag: c_int) on fh => {
+    fn MPI_File_set_atomicity / PMPI_File_set_atomicity(fh: Handle, flag: c_int) on file fh => {
         let f = file(fh)?;
         f.st.borrow_mut().atomic = flag != 0;
         f.comm.barrier()?;
         Ok(())
     }
 }
-file_fn! {
+mpi! {
     /// Whether atomic mode is on.
-    fn MPI_File_get_atomicity / PMPI_File_get_atomicity(fh: Handle, flag: *mut c_int) on fh => {
+    fn MPI_File_get_atomicity / PMPI_File_get_atomicity(fh: Handle, flag: *mut c_int) on file fh => {
         let out = out(flag, "flag")?;
         *out = file(fh)?.st.borrow().atomic as c_int;
         Ok(())
@@ -891,9 +860,9 @@ fn check_typemap(dt: &Datatype, what: &str, writing: bool) -> Res {
     Ok(())
 }
 
-file_fn! {
+mpi! {
     /// Sets the file view (collective); both file pointers go back to 0.
-    fn MPI_File_set_view / PMPI_File_set_view(fh: Handle, disp: i64, etype: Handle, filetype: Handle, datarep: *const c_char, info: Handle) on fh => {
+    fn MPI_File_set_view / PMPI_File_set_view(fh: Handle, disp: i64, etype: Handle, filetype: Handle, datarep: *const c_char, info: Handle) on file fh => {
         set_view(fh, disp, etype, filetype, datarep, info)
     }
 }
@@ -915,9 +884,9 @@ fn view_type(dt: &Datatype, h: Handle) -> Res<Handle> {
     })
 }
 
-file_fn! {
+mpi! {
     /// The file view.
-    fn MPI_File_get_view / PMPI_File_get_view(fh: Handle, disp: *mut i64, etype: *mut Handle, filetype: *mut Handle, datarep: *mut c_char) on fh => {
+    fn MPI_File_get_view / PMPI_File_get_view(fh: Handle, disp: *mut i64, etype: *mut Handle, filetype: *mut Handle, datarep: *mut c_char) on file fh => {
         let (d, e, t) = (out(disp, "disp")?, out(etype, "etype")?, out(filetype, "filetype")?);
         if datarep.is_null() {
             return fail(MPI_ERR_ARG, "datarep is NULL");
@@ -935,10 +904,10 @@ file_fn! {
         Ok(())
     }
 }
-file_fn! {
+mpi! {
     /// Extent of a datatype in the file: laid out in the view's data representation (MPI-4.1
     /// §14.5; for a registered one, by its extent function).
-    fn MPI_File_get_type_extent / PMPI_File_get_type_extent(fh: Handle, datatype: Handle, extent: *mut isize) on fh => {
+    fn MPI_File_get_type_extent / PMPI_File_get_type_extent(fh: Handle, datatype: Handle, extent: *mut isize) on file fh => {
         let out = out(extent, "extent")?;
         let rep = file(fh)?.st.borrow().view.rep.clone();
         let dt = running(|s| s.datatype(datatype))?;
@@ -957,9 +926,9 @@ fn byte_offset(view: &View, at: u64) -> Res<u64> {
     found.ok_or_else(|| MpiError::new(MPI_ERR_INTERN, "the view maps no byte"))
 }
 
-file_fn! {
+mpi! {
     /// Absolute byte position of a view offset.
-    fn MPI_File_get_byte_offset / PMPI_File_get_byte_offset(fh: Handle, offset: i64, disp: *mut i64) on fh => {
+    fn MPI_File_get_byte_offset / PMPI_File_get_byte_offset(fh: Handle, offset: i64, disp: *mut i64) on file fh => {
         let out = out(disp, "disp")?;
         let f = file(fh)?;
         let at = u64::try_from(offset).map_err(|_| MpiError::new(MPI_ERR_ARG, format!("negative offset {offset}")))?;
@@ -1249,9 +1218,9 @@ macro_rules! blocking {
         blocking!($(#[$doc])* [c_int] $name / $pname ($($arg: $ty),*) => $how($dir, $at));
     };
     ($(#[$doc:meta])* [$cty:ty] $name:ident / $pname:ident ($($arg:ident: $ty:ty),*) => $how:ident($dir:expr, $at:expr)) => {
-        file_fn! {
+        mpi! {
             $(#[$doc])*
-            fn $name / $pname(fh: Handle, $($arg: $ty,)* buf: *mut c_void, count: $cty, datatype: Handle, status: *mut MpiStatus) on fh => {
+            fn $name / $pname(fh: Handle, $($arg: $ty,)* buf: *mut c_void, count: $cty, datatype: Handle, status: *mut MpiStatus) on file fh => {
                 let f = file(fh)?;
                 done($how(&f, $dir, $at, buf, i64::from(count), datatype)?, status)
             }
@@ -1264,9 +1233,9 @@ macro_rules! nonblocking {
         nonblocking!($(#[$doc])* [c_int] $name / $pname ($($arg: $ty),*) => $how($dir, $at));
     };
     ($(#[$doc:meta])* [$cty:ty] $name:ident / $pname:ident ($($arg:ident: $ty:ty),*) => $how:ident($dir:expr, $at:expr)) => {
-        file_fn! {
+        mpi! {
             $(#[$doc])*
-            fn $name / $pname(fh: Handle, $($arg: $ty,)* buf: *mut c_void, count: $cty, datatype: Handle, request: *mut Handle) on fh => {
+            fn $name / $pname(fh: Handle, $($arg: $ty,)* buf: *mut c_void, count: $cty, datatype: Handle, request: *mut Handle) on file fh => {
                 let f = file(fh)?;
                 let o = $how(&f, $dir, $at, buf, i64::from(count), datatype)?;
                 done_request(&f, o, request)
@@ -1296,16 +1265,16 @@ blocking!(/// Reads at the shared file pointer.
 blocking!(/// Writes at the shared file pointer.
     MPI_File_write_shared / PMPI_File_write_shared() => access(Dir::Write, At::Shared));
 
-file_fn! {
+mpi! {
     /// Reads in rank order at the shared file pointer (collective).
-    fn MPI_File_read_ordered / PMPI_File_read_ordered(fh: Handle, buf: *mut c_void, count: c_int, datatype: Handle, status: *mut MpiStatus) on fh => {
+    fn MPI_File_read_ordered / PMPI_File_read_ordered(fh: Handle, buf: *mut c_void, count: c_int, datatype: Handle, status: *mut MpiStatus) on file fh => {
         let f = file(fh)?;
         done(ordered(&f, Dir::Read, buf, count.into(), datatype)?, status)
     }
 }
-file_fn! {
+mpi! {
     /// Writes in rank order at the shared file pointer (collective).
-    fn MPI_File_write_ordered / PMPI_File_write_ordered(fh: Handle, buf: *const c_void, count: c_int, datatype: Handle, status: *mut MpiStatus) on fh => {
+    fn MPI_File_write_ordered / PMPI_File_write_ordered(fh: Handle, buf: *const c_void, count: c_int, datatype: Handle, status: *mut MpiStatus) on file fh => {
         let f = file(fh)?;
         done(ordered(&f, Dir::Write, buf as *mut c_void, count.into(), datatype)?, status)
     }
@@ -1358,16 +1327,16 @@ unsafe fn end(fh: Handle, status: *mut MpiStatus) -> Res {
 
 macro_rules! split {
     ($(#[$doc:meta])* $bname:ident / $pbname:ident, $ename:ident / $pename:ident ($($arg:ident: $ty:ty),*) => $how:ident($dir:expr, $at:expr)) => {
-        file_fn! {
+        mpi! {
             $(#[$doc])*
-            fn $bname / $pbname(fh: Handle, $($arg: $ty,)* buf: *mut c_void, count: c_int, datatype: Handle) on fh => {
+            fn $bname / $pbname(fh: Handle, $($arg: $ty,)* buf: *mut c_void, count: c_int, datatype: Handle) on file fh => {
                 let f = file(fh)?;
                 begin(&f, $how(&f, $dir, $at, buf, count.into(), datatype))
             }
         }
-        file_fn! {
+        mpi! {
             $(#[$doc])*
-            fn $ename / $pename(fh: Handle, _buf: *mut c_void, status: *mut MpiStatus) on fh => {
+            fn $ename / $pename(fh: Handle, _buf: *mut c_void, status: *mut MpiStatus) on file fh => {
                 end(fh, status)
             }
         }
@@ -1387,29 +1356,29 @@ split!(/// Split collective write at the individual file pointer.
     MPI_File_write_all_begin / PMPI_File_write_all_begin, MPI_File_write_all_end / PMPI_File_write_all_end
     () => access_all(Dir::Write, At::Individual));
 
-file_fn! {
+mpi! {
     /// Split collective ordered read: begin.
-    fn MPI_File_read_ordered_begin / PMPI_File_read_ordered_begin(fh: Handle, buf: *mut c_void, count: c_int, datatype: Handle) on fh => {
+    fn MPI_File_read_ordered_begin / PMPI_File_read_ordered_begin(fh: Handle, buf: *mut c_void, count: c_int, datatype: Handle) on file fh => {
         let f = file(fh)?;
         begin(&f, ordered(&f, Dir::Read, buf, count.into(), datatype))
     }
 }
-file_fn! {
+mpi! {
     /// Split collective ordered read: end.
-    fn MPI_File_read_ordered_end / PMPI_File_read_ordered_end(fh: Handle, _buf: *mut c_void, status: *mut MpiStatus) on fh => {
+    fn MPI_File_read_ordered_end / PMPI_File_read_ordered_end(fh: Handle, _buf: *mut c_void, status: *mut MpiStatus) on file fh => {
         end(fh, status)
     }
 }
-file_fn! {
+mpi! {
     /// Split collective ordered write: begin.
-    fn MPI_File_write_ordered_begin / PMPI_File_write_ordered_begin(fh: Handle, buf: *const c_void, count: c_int, datatype: Handle) on fh => {
+    fn MPI_File_write_ordered_begin / PMPI_File_write_ordered_begin(fh: Handle, buf: *const c_void, count: c_int, datatype: Handle) on file fh => {
         let f = file(fh)?;
         begin(&f, ordered(&f, Dir::Write, buf as *mut c_void, count.into(), datatype))
     }
 }
-file_fn! {
+mpi! {
     /// Split collective ordered write: end.
-    fn MPI_File_write_ordered_end / PMPI_File_write_ordered_end(fh: Handle, _buf: *const c_void, status: *mut MpiStatus) on fh => {
+    fn MPI_File_write_ordered_end / PMPI_File_write_ordered_end(fh: Handle, _buf: *const c_void, status: *mut MpiStatus) on file fh => {
         end(fh, status)
     }
 }
@@ -1457,65 +1426,65 @@ nonblocking!(/// MPI_File_iread_shared with an MPI_Count count.
 nonblocking!(/// MPI_File_iwrite_shared with an MPI_Count count.
     [i64] MPI_File_iwrite_shared_c / PMPI_File_iwrite_shared_c() => access(Dir::Write, At::Shared));
 
-file_fn! {
+mpi! {
     /// MPI_File_read_ordered with an MPI_Count count.
-    fn MPI_File_read_ordered_c / PMPI_File_read_ordered_c(fh: Handle, buf: *mut c_void, count: i64, datatype: Handle, status: *mut MpiStatus) on fh => {
+    fn MPI_File_read_ordered_c / PMPI_File_read_ordered_c(fh: Handle, buf: *mut c_void, count: i64, datatype: Handle, status: *mut MpiStatus) on file fh => {
         let f = file(fh)?;
         done(ordered(&f, Dir::Read, buf, count, datatype)?, status)
     }
 }
-file_fn! {
+mpi! {
     /// MPI_File_write_ordered with an MPI_Count count.
-    fn MPI_File_write_ordered_c / PMPI_File_write_ordered_c(fh: Handle, buf: *const c_void, count: i64, datatype: Handle, status: *mut MpiStatus) on fh => {
+    fn MPI_File_write_ordered_c / PMPI_File_write_ordered_c(fh: Handle, buf: *const c_void, count: i64, datatype: Handle, status: *mut MpiStatus) on file fh => {
         let f = file(fh)?;
         done(ordered(&f, Dir::Write, buf as *mut c_void, count, datatype)?, status)
     }
 }
-file_fn! {
+mpi! {
     /// MPI_File_read_at_all_begin with an MPI_Count count.
-    fn MPI_File_read_at_all_begin_c / PMPI_File_read_at_all_begin_c(fh: Handle, offset: i64, buf: *mut c_void, count: i64, datatype: Handle) on fh => {
+    fn MPI_File_read_at_all_begin_c / PMPI_File_read_at_all_begin_c(fh: Handle, offset: i64, buf: *mut c_void, count: i64, datatype: Handle) on file fh => {
         let f = file(fh)?;
         begin(&f, access_all(&f, Dir::Read, At::Offset(offset), buf, count, datatype))
     }
 }
-file_fn! {
+mpi! {
     /// MPI_File_write_at_all_begin with an MPI_Count count.
-    fn MPI_File_write_at_all_begin_c / PMPI_File_write_at_all_begin_c(fh: Handle, offset: i64, buf: *const c_void, count: i64, datatype: Handle) on fh => {
+    fn MPI_File_write_at_all_begin_c / PMPI_File_write_at_all_begin_c(fh: Handle, offset: i64, buf: *const c_void, count: i64, datatype: Handle) on file fh => {
         let f = file(fh)?;
         begin(&f, access_all(&f, Dir::Write, At::Offset(offset), buf as *mut c_void, count, datatype))
     }
 }
-file_fn! {
+mpi! {
     /// MPI_File_read_all_begin with an MPI_Count count.
-    fn MPI_File_read_all_begin_c / PMPI_File_read_all_begin_c(fh: Handle, buf: *mut c_void, count: i64, datatype: Handle) on fh => {
+    fn MPI_File_read_all_begin_c / PMPI_File_read_all_begin_c(fh: Handle, buf: *mut c_void, count: i64, datatype: Handle) on file fh => {
         let f = file(fh)?;
         begin(&f, access_all(&f, Dir::Read, At::Individual, buf, count, datatype))
     }
 }
-file_fn! {
+mpi! {
     /// MPI_File_write_all_begin with an MPI_Count count.
-    fn MPI_File_write_all_begin_c / PMPI_File_write_all_begin_c(fh: Handle, buf: *const c_void, count: i64, datatype: Handle) on fh => {
+    fn MPI_File_write_all_begin_c / PMPI_File_write_all_begin_c(fh: Handle, buf: *const c_void, count: i64, datatype: Handle) on file fh => {
         let f = file(fh)?;
         begin(&f, access_all(&f, Dir::Write, At::Individual, buf as *mut c_void, count, datatype))
     }
 }
-file_fn! {
+mpi! {
     /// MPI_File_read_ordered_begin with an MPI_Count count.
-    fn MPI_File_read_ordered_begin_c / PMPI_File_read_ordered_begin_c(fh: Handle, buf: *mut c_void, count: i64, datatype: Handle) on fh => {
+    fn MPI_File_read_ordered_begin_c / PMPI_File_read_ordered_begin_c(fh: Handle, buf: *mut c_void, count: i64, datatype: Handle) on file fh => {
         let f = file(fh)?;
         begin(&f, ordered(&f, Dir::Read, buf, count, datatype))
     }
 }
-file_fn! {
+mpi! {
     /// MPI_File_write_ordered_begin with an MPI_Count count.
-    fn MPI_File_write_ordered_begin_c / PMPI_File_write_ordered_begin_c(fh: Handle, buf: *const c_void, count: i64, datatype: Handle) on fh => {
+    fn MPI_File_write_ordered_begin_c / PMPI_File_write_ordered_begin_c(fh: Handle, buf: *const c_void, count: i64, datatype: Handle) on file fh => {
         let f = file(fh)?;
         begin(&f, ordered(&f, Dir::Write, buf as *mut c_void, count, datatype))
     }
 }
-file_fn! {
+mpi! {
     /// MPI_File_get_type_extent with an MPI_Count extent.
-    fn MPI_File_get_type_extent_c / PMPI_File_get_type_extent_c(fh: Handle, datatype: Handle, extent: *mut i64) on fh => {
+    fn MPI_File_get_type_extent_c / PMPI_File_get_type_extent_c(fh: Handle, datatype: Handle, extent: *mut i64) on file fh => {
         let out = out(extent, "extent")?;
         let rep = file(fh)?.st.borrow().view.rep.clone();
         let dt = running(|s| s.datatype(datatype))?;
@@ -1542,9 +1511,9 @@ fn seek_target(f: &FileObj, view: &View, offset: i64, whence: c_int, current: u6
     })
 }
 
-file_fn! {
+mpi! {
     /// Moves the individual file pointer.
-    fn MPI_File_seek / PMPI_File_seek(fh: Handle, offset: i64, whence: c_int) on fh => {
+    fn MPI_File_seek / PMPI_File_seek(fh: Handle, offset: i64, whence: c_int) on file fh => {
         let f = file(fh)?;
         if f.amode & MPI_MODE_SEQUENTIAL != 0 {
             return fail(MPI_ERR_UNSUPPORTED_OPERATION, "a file opened with MPI_MODE_SEQUENTIAL has no individual file pointer");
@@ -1555,17 +1524,17 @@ file_fn! {
         Ok(())
     }
 }
-file_fn! {
+mpi! {
     /// The individual file pointer, in etypes.
-    fn MPI_File_get_position / PMPI_File_get_position(fh: Handle, offset: *mut i64) on fh => {
+    fn MPI_File_get_position / PMPI_File_get_position(fh: Handle, offset: *mut i64) on file fh => {
         let out = out(offset, "offset")?;
         *out = file(fh)?.st.borrow().pos as i64;
         Ok(())
     }
 }
-file_fn! {
+mpi! {
     /// Moves the shared file pointer (collective: every rank passes the same arguments).
-    fn MPI_File_seek_shared / PMPI_File_seek_shared(fh: Handle, offset: i64, whence: c_int) on fh => {
+    fn MPI_File_seek_shared / PMPI_File_seek_shared(fh: Handle, offset: i64, whence: c_int) on file fh => {
         let f = file(fh)?;
         let local = (|| {
             let sp = shared(&f)?;
@@ -1583,9 +1552,9 @@ file_fn! {
         agree(&f.comm, local, "MPI_File_seek_shared")
     }
 }
-file_fn! {
+mpi! {
     /// The shared file pointer, in etypes.
-    fn MPI_File_get_position_shared / PMPI_File_get_position_shared(fh: Handle, offset: *mut i64) on fh => {
+    fn MPI_File_get_position_shared / PMPI_File_get_position_shared(fh: Handle, offset: *mut i64) on file fh => {
         let out = out(offset, "offset")?;
         let f = file(fh)?;
         *out = shared(&f)?.update(Ok)? as i64;
@@ -1612,18 +1581,18 @@ fn valid_errhandler(h: Handle) -> Res {
     with(|s| crate::comm::valid_errhandler(s, h))
 }
 
-file_fn! {
+mpi! {
     /// Creates an error handler for files.
-    fn MPI_File_create_errhandler / PMPI_File_create_errhandler(function: Option<CommErrhandlerFn>, errhandler: *mut Handle) on MPI_FILE_NULL => {
+    fn MPI_File_create_errhandler / PMPI_File_create_errhandler(function: Option<CommErrhandlerFn>, errhandler: *mut Handle) on file MPI_FILE_NULL => {
         let out = out(errhandler, "errhandler")?;
         let Some(f) = function else { return fail(MPI_ERR_ARG, "error handler function is NULL") };
         *out = running(|s| Ok(s.errhandlers.insert(f)))?;
         Ok(())
     }
 }
-file_fn! {
+mpi! {
     /// Sets a file's error handler (MPI_FILE_NULL's is the one MPI_File_open uses).
-    fn MPI_File_set_errhandler / PMPI_File_set_errhandler(fh: Handle, errhandler: Handle) on fh => {
+    fn MPI_File_set_errhandler / PMPI_File_set_errhandler(fh: Handle, errhandler: Handle) on file fh => {
         valid_errhandler(errhandler)?;
         if fh == MPI_FILE_NULL {
             return running(|s| { s.file_null_errhandler = errhandler; Ok(()) });
@@ -1632,9 +1601,9 @@ file_fn! {
         Ok(())
     }
 }
-file_fn! {
+mpi! {
     /// A file's error handler.
-    fn MPI_File_get_errhandler / PMPI_File_get_errhandler(fh: Handle, errhandler: *mut Handle) on fh => {
+    fn MPI_File_get_errhandler / PMPI_File_get_errhandler(fh: Handle, errhandler: *mut Handle) on file fh => {
         let out = out(errhandler, "errhandler")?;
         *out = if fh == MPI_FILE_NULL {
             running(|s| Ok(s.file_null_errhandler))?
@@ -1645,20 +1614,16 @@ file_fn! {
     }
 }
 
-/// MPI_File_call_errhandler: invokes the file's handler as if a call on it had failed.
-#[no_mangle]
-pub unsafe extern "C" fn PMPI_File_call_errhandler(fh: Handle, errorcode: c_int) -> c_int {
-    let rc = handle_file_error(
-        "MPI_File_call_errhandler",
-        fh,
-        MpiError::new(errorcode, "raised by the program"),
-    );
-    crate::error::called_errhandler(rc, errorcode)
-}
-/// MPI_File_call_errhandler.
-#[no_mangle]
-pub unsafe extern "C" fn MPI_File_call_errhandler(fh: Handle, errorcode: c_int) -> c_int {
-    PMPI_File_call_errhandler(fh, errorcode)
+mpi! {
+    /// MPI_File_call_errhandler: invokes the file's handler as if a call on it had failed.
+    fn MPI_File_call_errhandler / PMPI_File_call_errhandler(fh: Handle, errorcode: c_int) -> c_int, unguarded => {
+        let rc = handle_file_error(
+            "MPI_File_call_errhandler",
+            fh,
+            MpiError::new(errorcode, "raised by the program"),
+        );
+        crate::error::called_errhandler(rc, errorcode)
+    }
 }
 
 #[cfg(test)]

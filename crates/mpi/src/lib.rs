@@ -1,11 +1,14 @@
 //! The MPI C ABI on `ferry-core`: `include/mpi.h`, `libmpi.so`, `mpicc`/`mpicxx`, `mpiexec`.
 //!
-//! Every `MPI_X` calls `PMPI_X` (the profiling interface: a tool may define `MPI_X` itself and
-//! call `PMPI_X`). Every body runs inside [`error::guard`]: check arguments, convert handles,
-//! call the runtime, map the error to its MPI class, run the communicator's error handler. A
-//! panic becomes MPI_ERR_INTERN; no unwind crosses `extern "C"`. The argument checks are shared
-//! ([`check`]): every buffer a call reads or writes is checked before it is touched, and a call
-//! that fails has posted nothing.
+//! Every exported function is defined by the `mpi!` macro (below): `PMPI_X` (the profiling
+//! interface: a tool may define `MPI_X` itself and call `PMPI_X`) and `MPI_X` calling it. Its
+//! body runs inside one of the guards of [`error`], chosen by the macro's arm: check arguments,
+//! convert handles, call the runtime, map the error to its MPI class, run the error handler of
+//! the communicator, window, session or file (MPI_T calls return their code). A panic becomes
+//! MPI_ERR_INTERN; no unwind crosses `extern "C"`. The argument checks are shared ([`check`]):
+//! every buffer a call reads or writes is checked before it is touched, every pointer it reads
+//! an array from or writes a result through before it is used, and a call that fails has
+//! posted nothing.
 //!
 //! Every constant, type size and layout is the MPI 5.0 standard ABI's (`abi.rs`, `include/mpi.h`;
 //! `tests/abi_reference.rs` compares the header with MPICH 5.0.2's `mpi_abi.h`), and the library's
@@ -29,75 +32,99 @@
 //! disconnect) are in [`dynamic`]; the MPI-1 calls that MPI-3.0 removed and MPICH still ships
 //! (`MPI_Address`, `MPI_Type_struct`, ...) are in [`removed`].
 //!
-//! This crate depends on `ferry-core` and `ferry-sched` (the intercommunicator schedules), plus
-//! `libc`; never on the launcher, which it reaches only through the bootstrap connection that
-//! `ferry run` (or another process manager) gives each rank.
+//! This crate depends on `ferry-core` (the runtime: worlds, communicators, transports, the
+//! executor of schedules) and `ferry-sched` (the schedules that the neighbourhood and
+//! intercommunicator collectives build, the reduction order of the others), plus `libc`, `thiserror`, `bytemuck`,
+//! `parking_lot` and `rustc-hash`; never on the launcher, which it reaches only through the
+//! bootstrap connection that `ferry run` (or another process manager) gives each rank, also to
+//! start the processes of `MPI_Comm_spawn` (on the launcher's host).
 #![deny(missing_docs)]
+#![warn(unreachable_pub)]
 #![allow(clippy::missing_safety_doc)] // the contracts are MPI's, documented in mpi.h
 #![allow(clippy::too_many_arguments)] // MPI's signatures
 
-/// Defines `PMPI_X` with the body run by the guard, and `MPI_X` calling it.
+/// Defines every exported function of the library: `PMPI_X` with its body, and `MPI_X`
+/// calling it (a tool may define `MPI_X` itself and call `PMPI_X`). The arm says which guard
+/// the body runs in; each guard takes the thread lock ([`threads::enter`]), turns a panic into
+/// MPI_ERR_INTERN (no unwind crosses `extern "C"`) and maps the body's [`error::MpiError`] to
+/// the code returned:
+///
+/// * `on comm =>`: the error handler of communicator (or window, session) `comm` runs
+///   ([`error::guard`]); `on NONE` is MPI_COMM_WORLD's.
+/// * `on file fh =>`: the error handler of file `fh` runs, or MPI_FILE_NULL's
+///   ([`error::file_guard`]).
+/// * `on tool =>`: an MPI_T call returns its error code and runs no handler
+///   ([`error::tool_guard`]).
+/// * `-> T, unguarded =>`: no guard, the body returns `T` itself: for the calls that cannot
+///   fail (`MPI_Wtime`, handle conversions), the `*_call_errhandler` calls, which run the
+///   handler themselves, and a lookup that answers before it would need a guard.
 macro_rules! mpi {
+    ($(#[$doc:meta])* fn $name:ident / $pname:ident ($($arg:ident: $ty:ty),* $(,)?) on file $fh:expr => $body:block) => {
+        mpi!(@export $(#[$doc])* $name / $pname ($($arg: $ty),*) -> std::ffi::c_int {
+            let target: $crate::abi::Handle = $fh;
+            $crate::error::file_guard(stringify!($name), target, || $body)
+        });
+    };
+    ($(#[$doc:meta])* fn $name:ident / $pname:ident ($($arg:ident: $ty:ty),* $(,)?) on tool => $body:block) => {
+        mpi!(@export $(#[$doc])* $name / $pname ($($arg: $ty),*) -> std::ffi::c_int {
+            $crate::error::tool_guard(|| $body)
+        });
+    };
     ($(#[$doc:meta])* fn $name:ident / $pname:ident ($($arg:ident: $ty:ty),* $(,)?) on $comm:expr => $body:block) => {
-        $(#[$doc])*
-        #[no_mangle]
-        pub unsafe extern "C" fn $pname($($arg: $ty),*) -> std::ffi::c_int {
+        mpi!(@export $(#[$doc])* $name / $pname ($($arg: $ty),*) -> std::ffi::c_int {
             $crate::error::guard(stringify!($name), $comm, || $body)
-        }
+        });
+    };
+    ($(#[$doc:meta])* fn $name:ident / $pname:ident ($($arg:ident: $ty:ty),* $(,)?) -> $ret:ty, unguarded => $body:block) => {
+        mpi!(@export $(#[$doc])* $name / $pname ($($arg: $ty),*) -> $ret $body);
+    };
+    (@export $(#[$doc:meta])* $name:ident / $pname:ident ($($arg:ident: $ty:ty),*) -> $ret:ty $body:block) => {
         $(#[$doc])*
         #[no_mangle]
-        pub unsafe extern "C" fn $name($($arg: $ty),*) -> std::ffi::c_int {
+        #[allow(unreachable_pub)] // exported from the library whatever the module's visibility
+        pub unsafe extern "C" fn $pname($($arg: $ty),*) -> $ret $body
+        $(#[$doc])*
+        #[no_mangle]
+        #[allow(unreachable_pub)]
+        pub unsafe extern "C" fn $name($($arg: $ty),*) -> $ret {
             $pname($($arg),*)
         }
     };
 }
 
-/// Defines `PMPI_T_X` with the body run by the tool interface's guard, and `MPI_T_X` calling
-/// it. MPI_T functions return their error code and never invoke an error handler.
-macro_rules! mpi_t {
-    ($(#[$doc:meta])* fn $name:ident / $pname:ident ($($arg:ident: $ty:ty),* $(,)?) => $body:block) => {
-        $(#[$doc])*
-        #[no_mangle]
-        pub unsafe extern "C" fn $pname($($arg: $ty),*) -> std::ffi::c_int {
-            $crate::tool::guard(|| $body)
-        }
-        $(#[$doc])*
-        #[no_mangle]
-        pub unsafe extern "C" fn $name($($arg: $ty),*) -> std::ffi::c_int {
-            $pname($($arg),*)
-        }
-    };
-}
-
+// The Rust side is crate-private but for what outside code uses: the ABI's constants (`abi`),
+// the datatype engine and the reductions (`datatype`, `ops`, documented with examples and
+// checked against mpi.h by tests/abi_constants.rs) and the one-sided message handler
+// (`rma::Win`, which fuzz/src/lib.rs drives). `unreachable_pub` keeps it so.
 pub mod abi;
-pub mod bsend;
-pub mod check;
-pub mod coll;
-pub mod comm;
-pub mod datarep;
+pub(crate) mod bsend;
+pub(crate) mod check;
+pub(crate) mod coll;
+pub(crate) mod comm;
+pub(crate) mod datarep;
 pub mod datatype;
-pub mod dynamic;
-pub mod env;
-pub mod error;
-pub mod external;
-pub mod fortran;
-pub mod greq;
-pub mod handles;
-pub mod inter;
-pub mod io;
-pub mod mpi5;
+pub(crate) mod dynamic;
+pub(crate) mod env;
+pub(crate) mod error;
+pub(crate) mod external;
+pub(crate) mod fortran;
+pub(crate) mod greq;
+pub(crate) mod handles;
+pub(crate) mod inter;
+pub(crate) mod io;
+pub(crate) mod mpi5;
 pub mod ops;
-pub mod p2p;
-pub mod part;
-pub mod removed;
-pub mod request;
+pub(crate) mod p2p;
+pub(crate) mod part;
+pub(crate) mod removed;
+pub(crate) mod request;
 pub mod rma;
-pub mod session;
-pub mod state;
-pub mod threads;
-pub mod tool;
-pub mod topo;
-pub mod types;
+pub(crate) mod session;
+pub(crate) mod state;
+pub(crate) mod threads;
+pub(crate) mod tool;
+pub(crate) mod topo;
+pub(crate) mod types;
 
 /// The "no communicator" target for errors: MPI_COMM_WORLD's handler applies.
 pub(crate) const NONE: abi::Handle = 0;

@@ -10,17 +10,13 @@
 //! datatypes have (INTEGER, LOGICAL and REAL of 4 bytes, DOUBLE PRECISION of 8).
 
 use crate::abi::*;
+use crate::check::out;
 use crate::datatype::Builtin;
 use crate::error::{fail, MpiError, Res};
 use crate::p2p::request_status;
 use crate::state::{with, State};
 use crate::NONE;
 use std::ffi::{c_int, c_void};
-
-unsafe fn out<'a, T>(p: *mut T, what: &str) -> Res<&'a mut T> {
-    p.as_mut()
-        .ok_or_else(|| MpiError::new(MPI_ERR_ARG, format!("{what} is NULL")))
-}
 
 /// A new info object holding `pairs`.
 fn new_info(s: &mut State, pairs: &[(&str, String)]) -> Handle {

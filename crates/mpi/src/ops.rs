@@ -153,22 +153,32 @@ pub enum OpError {
 mod ld {
     use std::ffi::c_int;
 
-    pub const SUM: c_int = 0;
-    pub const PROD: c_int = 1;
-    pub const MIN: c_int = 2;
-    pub const MAX: c_int = 3;
+    pub(crate) const SUM: c_int = 0;
+    pub(crate) const PROD: c_int = 1;
+    pub(crate) const MIN: c_int = 2;
+    pub(crate) const MAX: c_int = 3;
 
     extern "C" {
         /// `inout[i] = in[i] op inout[i]` for `n` long doubles; -1 for an unknown op.
-        pub fn ferry_ld_reduce(op: c_int, input: *const u8, inout: *mut u8, n: usize) -> c_int;
+        pub(crate) fn ferry_ld_reduce(
+            op: c_int,
+            input: *const u8,
+            inout: *mut u8,
+            n: usize,
+        ) -> c_int;
         /// The same for `n` complex long doubles (sum, prod).
-        pub fn ferry_cld_reduce(op: c_int, input: *const u8, inout: *mut u8, n: usize) -> c_int;
+        pub(crate) fn ferry_cld_reduce(
+            op: c_int,
+            input: *const u8,
+            inout: *mut u8,
+            n: usize,
+        ) -> c_int;
         /// -1, 0, 1, or 2 when unordered.
-        pub fn ferry_ld_cmp(a: *const u8, b: *const u8) -> c_int;
+        pub(crate) fn ferry_ld_cmp(a: *const u8, b: *const u8) -> c_int;
         #[cfg(test)]
-        pub fn ferry_ld_from_f64(v: f64, out: *mut u8);
+        pub(crate) fn ferry_ld_from_f64(v: f64, out: *mut u8);
         #[cfg(test)]
-        pub fn ferry_ld_to_f64(p: *const u8) -> f64;
+        pub(crate) fn ferry_ld_to_f64(p: *const u8) -> f64;
     }
 }
 

@@ -20,7 +20,7 @@ fn message_type(s: &mut State, datatype: Handle, count: usize) -> Res<crate::dat
 }
 
 /// Checks a count argument.
-pub fn count_arg(count: c_int) -> Res<usize> {
+pub(crate) fn count_arg(count: c_int) -> Res<usize> {
     crate::check::count(count)
 }
 
@@ -88,7 +88,7 @@ fn send_args(
 }
 
 /// Starts a send; the returned request is not yet in the table.
-pub fn start_send(
+pub(crate) fn start_send(
     s: &mut State,
     buf: *const c_void,
     count: c_int,
@@ -161,7 +161,7 @@ pub fn start_send(
 }
 
 /// Posts a receive; the returned request is not yet in the table.
-pub fn start_recv(
+pub(crate) fn start_recv(
     s: &mut State,
     buf: *mut c_void,
     count: c_int,
@@ -214,7 +214,7 @@ fn receive_into(
 }
 
 /// Waits (outside any state borrow) for `req` and collects its outcome.
-pub fn wait_request(req: &mut Request) -> Res<Outcome> {
+pub(crate) fn wait_request(req: &mut Request) -> Res<Outcome> {
     let raws = req.raws();
     if raws.iter().any(Option::is_some) {
         req.core

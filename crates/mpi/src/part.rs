@@ -27,21 +27,21 @@ use std::ffi::{c_int, c_void};
 use std::rc::Rc;
 
 /// One partitioned request's fixed arguments and the current round's ready marks.
-pub struct Partitioned {
+pub(crate) struct Partitioned {
     /// Sender (`MPI_Psend_init`) or receiver.
-    pub send: bool,
+    pub(crate) send: bool,
     /// The user's buffer: all partitions, one after the other.
-    pub buf: *mut u8,
+    pub(crate) buf: *mut u8,
     /// Number of partitions.
-    pub partitions: usize,
+    pub(crate) partitions: usize,
     /// Elements per partition.
-    pub count: usize,
+    pub(crate) count: usize,
     /// The element type (a handle the request owns, see `p2p::keep_type`).
-    pub datatype: Handle,
+    pub(crate) datatype: Handle,
     /// The peer's rank in the communicator.
-    pub peer: usize,
+    pub(crate) peer: usize,
     /// The tag the user gave.
-    pub user_tag: c_int,
+    pub(crate) user_tag: c_int,
     /// The channel the rounds travel on, and the tag (initialisation count) they carry.
     channel: ferry_core::Comm,
     tag: i32,

@@ -14,16 +14,12 @@
 //! top of its datatype block (0x2fe, 0x2ff), and each marks only its own bound.
 
 use crate::abi::*;
+use crate::check::out;
 use crate::comm::{comm_errhandler, create_errhandler, set_comm_errhandler};
-use crate::error::{CommErrhandlerFn, MpiError, Res};
+use crate::error::CommErrhandlerFn;
 use crate::types::{create_struct, datatype_of, hindexed, hvector};
 use crate::NONE;
 use std::ffi::{c_int, c_void};
-
-unsafe fn out<'a, T>(p: *mut T, what: &str) -> Res<&'a mut T> {
-    p.as_mut()
-        .ok_or_else(|| MpiError::new(MPI_ERR_ARG, format!("{what} is NULL")))
-}
 
 mpi! {
     /// The address of a location (removed in MPI-3.0: use MPI_Get_address).

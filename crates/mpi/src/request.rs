@@ -9,30 +9,30 @@ use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 
 /// `count` elements of a datatype at a user address.
 #[derive(Clone)]
-pub struct Typed {
+pub(crate) struct Typed {
     /// The element type.
-    pub dt: Datatype,
+    pub(crate) dt: Datatype,
     /// Number of elements.
-    pub count: usize,
+    pub(crate) count: usize,
     /// The user's buffer address (may be MPI_BOTTOM with absolute displacements).
-    pub base: *mut u8,
+    pub(crate) base: *mut u8,
 }
 
 impl Typed {
     /// Data bytes (packed size).
-    pub fn bytes(&self) -> usize {
+    pub(crate) fn bytes(&self) -> usize {
         self.dt.size() * self.count
     }
 
     /// The address of the data when it lies contiguously in the user buffer.
-    pub fn direct(&self) -> Option<*mut u8> {
+    pub(crate) fn direct(&self) -> Option<*mut u8> {
         self.dt
             .contiguous_span(self.count)
             .map(|offset| self.base.wrapping_offset(offset))
     }
 
     /// A packed copy of the data.
-    pub fn pack(&self) -> Vec<u8> {
+    pub(crate) fn pack(&self) -> Vec<u8> {
         let mut out = vec![0u8; self.bytes()];
         // SAFETY: MPI's contract: `base` holds `count` elements of `dt`.
         unsafe { self.dt.pack(self.base, self.count, &mut out) };
@@ -40,14 +40,14 @@ impl Typed {
     }
 
     /// Scatters packed `bytes` (possibly fewer than `bytes()`) into the user buffer.
-    pub fn unpack(&self, bytes: &[u8]) {
+    pub(crate) fn unpack(&self, bytes: &[u8]) {
         // SAFETY: MPI's contract: `base` has room for `count` elements of `dt`.
         unsafe { self.dt.unpack(bytes, self.count, self.base) };
     }
 }
 
 /// Runs when a request finishes (unpacking a staged receive, dropping a staged send).
-pub type Finish = Box<dyn FnOnce(&RawStatus)>;
+pub(crate) type Finish = Box<dyn FnOnce(&RawStatus)>;
 
 /// The handle of a send that finished when it started (already in the receiver's queue, or
 /// buffered) of `bytes` bytes: such a request needs no table entry, so none is made; the handle
@@ -58,7 +58,7 @@ pub type Finish = Box<dyn FnOnce(&RawStatus)>;
 /// retires it ([`retire_sent`]), so that a copy of a freed handle is an invalid request, as it
 /// is for a request in the table (MPI 4.1 §3.7.3). `None` when every serial is taken or the
 /// count does not fit: the caller then makes a table entry.
-pub fn sent_handle(bytes: usize) -> Option<Handle> {
+pub(crate) fn sent_handle(bytes: usize) -> Option<Handle> {
     if bytes > SENT_BYTES {
         return None;
     }
@@ -67,13 +67,13 @@ pub fn sent_handle(bytes: usize) -> Option<Handle> {
 }
 
 /// The byte count of a handle from [`sent_handle`]; `None` for any other handle.
-pub fn sent_bytes(handle: Handle) -> Option<usize> {
+pub(crate) fn sent_bytes(handle: Handle) -> Option<usize> {
     (handle >> 56 == crate::handles::Kind::SentRequest as usize).then_some(handle & SENT_BYTES)
 }
 
 /// Ends the life of a handle from [`sent_handle`] (its wait, test or free): its byte count, or
 /// MPI_ERR_REQUEST when it was retired before (a copy of a completed or freed request).
-pub fn retire_sent(handle: Handle) -> Res<usize> {
+pub(crate) fn retire_sent(handle: Handle) -> Res<usize> {
     let bytes = sent_bytes(handle).unwrap_or(0);
     if SENT_LIVE.give_back((handle >> SERIAL_SHIFT) & (SERIALS - 1)) {
         return Ok(bytes);
@@ -137,7 +137,7 @@ impl SentLive {
 impl Request {
     /// The byte count of a send that was done when it started, if this is one (see
     /// [`sent_handle`]): its wait would report exactly that.
-    pub fn sent_at_start(&self) -> Option<usize> {
+    pub(crate) fn sent_at_start(&self) -> Option<usize> {
         match self.progress {
             Progress::Done(o)
                 if self.persistent.is_none()
@@ -154,22 +154,22 @@ impl Request {
 
 /// What a finished request reports.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Outcome {
+pub(crate) struct Outcome {
     /// Sender's rank (MPI_PROC_NULL for a receive from it).
-    pub source: c_int,
+    pub(crate) source: c_int,
     /// Message tag.
-    pub tag: c_int,
+    pub(crate) tag: c_int,
     /// Bytes received.
-    pub bytes: i64,
+    pub(crate) bytes: i64,
     /// Cancelled before it matched.
-    pub cancelled: bool,
+    pub(crate) cancelled: bool,
     /// The error class (MPI_SUCCESS or MPI_ERR_TRUNCATE).
-    pub error: c_int,
+    pub(crate) error: c_int,
 }
 
 impl Outcome {
     /// The status of a request that did nothing (MPI's "empty status").
-    pub const EMPTY: Outcome = Outcome {
+    pub(crate) const EMPTY: Outcome = Outcome {
         source: MPI_ANY_SOURCE,
         tag: MPI_ANY_TAG,
         bytes: 0,
@@ -178,7 +178,7 @@ impl Outcome {
     };
 
     /// The status of a send of `bytes` bytes.
-    pub const fn sent(bytes: i64) -> Outcome {
+    pub(crate) const fn sent(bytes: i64) -> Outcome {
         Outcome {
             bytes,
             ..Outcome::EMPTY
@@ -186,7 +186,7 @@ impl Outcome {
     }
 
     /// The status of a receive from MPI_PROC_NULL.
-    pub const PROC_NULL: Outcome = Outcome {
+    pub(crate) const PROC_NULL: Outcome = Outcome {
         source: MPI_PROC_NULL,
         tag: MPI_ANY_TAG,
         bytes: 0,
@@ -216,7 +216,7 @@ impl Outcome {
     ///
     /// # Safety
     /// `status` is null or points to a writable `MPI_Status`.
-    pub unsafe fn write(&self, status: *mut MpiStatus, with_error: bool) {
+    pub(crate) unsafe fn write(&self, status: *mut MpiStatus, with_error: bool) {
         if let Some(st) = status.as_mut() {
             st.source = self.source;
             st.tag = self.tag;
@@ -229,7 +229,7 @@ impl Outcome {
     }
 
     /// The outcome as a result for the caller.
-    pub fn check(&self) -> Res {
+    pub(crate) fn check(&self) -> Res {
         if self.error == MPI_SUCCESS {
             Ok(())
         } else if self.error != MPI_ERR_TRUNCATE {
@@ -251,7 +251,7 @@ impl Outcome {
 
 /// How a send completes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum SendKind {
+pub(crate) enum SendKind {
     /// MPI_Send.
     Standard,
     /// MPI_Ssend.
@@ -264,7 +264,7 @@ pub enum SendKind {
 
 /// The arguments a persistent request starts with each MPI_Start.
 #[derive(Clone)]
-pub enum Persistent {
+pub(crate) enum Persistent {
     /// MPI_Send_init and friends.
     Send {
         /// Mode.
@@ -307,21 +307,8 @@ pub enum Persistent {
     },
 }
 
-impl Persistent {
-    /// The datatype handle a point-to-point request holds (see `p2p::keep_type`).
-    pub fn datatype(&self) -> Option<Handle> {
-        match self {
-            Persistent::Send { datatype, .. } | Persistent::Recv { datatype, .. } => {
-                Some(*datatype)
-            }
-            Persistent::Partitioned(p) => Some(p.datatype),
-            Persistent::Coll { .. } => None,
-        }
-    }
-}
-
 /// Where a request is.
-pub enum Progress {
+pub(crate) enum Progress {
     /// A persistent request between completions.
     Inactive,
     /// In flight in the runtime.
@@ -338,48 +325,48 @@ pub enum Progress {
 }
 
 /// An MPI request.
-pub struct Request {
+pub(crate) struct Request {
     /// The communicator handle (for the error handler).
-    pub comm: Handle,
+    pub(crate) comm: Handle,
     /// The runtime communicator (status ranks are relative to it).
-    pub core: ferry_core::Comm,
+    pub(crate) core: ferry_core::Comm,
     /// Where it is.
-    pub progress: Progress,
+    pub(crate) progress: Progress,
     /// Set for persistent requests.
     /// Boxed, as `generalized`: requests move in and out of the table, and most have neither.
-    pub persistent: Option<Box<Persistent>>,
+    pub(crate) persistent: Option<Box<Persistent>>,
     /// MPI_Cancel was called.
-    pub cancel_requested: bool,
+    pub(crate) cancel_requested: bool,
     /// A second operation that must also finish (the send of MPI_Isendrecv).
-    pub partner: Option<Box<Request>>,
+    pub(crate) partner: Option<Box<Request>>,
     /// Set for generalized requests (`MPI_Grequest_start`).
-    pub generalized: Option<Box<Greq>>,
+    pub(crate) generalized: Option<Box<Greq>>,
 }
 
 /// `MPI_Grequest_query_function`: fills the status of a completed generalized request.
-pub type GreqQueryFn = unsafe extern "C" fn(*mut std::ffi::c_void, *mut MpiStatus) -> c_int;
+pub(crate) type GreqQueryFn = unsafe extern "C" fn(*mut std::ffi::c_void, *mut MpiStatus) -> c_int;
 /// `MPI_Grequest_free_function`: frees the user's state of a generalized request.
-pub type GreqFreeFn = unsafe extern "C" fn(*mut std::ffi::c_void) -> c_int;
+pub(crate) type GreqFreeFn = unsafe extern "C" fn(*mut std::ffi::c_void) -> c_int;
 /// `MPI_Grequest_cancel_function`: told of MPI_Cancel (and whether the request is complete).
-pub type GreqCancelFn = unsafe extern "C" fn(*mut std::ffi::c_void, c_int) -> c_int;
+pub(crate) type GreqCancelFn = unsafe extern "C" fn(*mut std::ffi::c_void, c_int) -> c_int;
 
 /// The callbacks and state of a generalized request (MPI 4.1 §13.2).
 #[derive(Clone, Copy)]
-pub struct Greq {
+pub(crate) struct Greq {
     /// Called when a wait or test completes the request (and by MPI_Request_get_status).
-    pub query: Option<GreqQueryFn>,
+    pub(crate) query: Option<GreqQueryFn>,
     /// Called once, when the request is freed after completing.
-    pub free: Option<GreqFreeFn>,
+    pub(crate) free: Option<GreqFreeFn>,
     /// Called by MPI_Cancel.
-    pub cancel: Option<GreqCancelFn>,
+    pub(crate) cancel: Option<GreqCancelFn>,
     /// The user's `extra_state`.
-    pub extra: *mut std::ffi::c_void,
+    pub(crate) extra: *mut std::ffi::c_void,
     /// The tag of the message to itself that MPI_Grequest_complete sends (see `greq.rs`).
-    pub tag: c_int,
+    pub(crate) tag: c_int,
     /// MPI_Grequest_complete was called.
-    pub completed: bool,
+    pub(crate) completed: bool,
     /// MPI_Request_free was called before it completed: MPI_Grequest_complete frees it.
-    pub freed: bool,
+    pub(crate) freed: bool,
 }
 
 impl Greq {
@@ -387,7 +374,7 @@ impl Greq {
     ///
     /// # Safety
     /// The callbacks and `extra` are the user's, as MPI_Grequest_start got them.
-    pub unsafe fn query_status(&self, status: &mut MpiStatus) -> c_int {
+    pub(crate) unsafe fn query_status(&self, status: &mut MpiStatus) -> c_int {
         *status = MpiStatus::default();
         match self.query {
             Some(f) => f(self.extra, status),
@@ -399,7 +386,7 @@ impl Greq {
     ///
     /// # Safety
     /// As [`Greq::query_status`].
-    pub unsafe fn run_free(&self) -> c_int {
+    pub(crate) unsafe fn run_free(&self) -> c_int {
         match self.free {
             Some(f) => f(self.extra),
             None => MPI_SUCCESS,
@@ -409,7 +396,7 @@ impl Greq {
 
 impl Request {
     /// A request in flight.
-    pub fn running(
+    pub(crate) fn running(
         comm: Handle,
         core: ferry_core::Comm,
         raw: RawRequest,
@@ -427,7 +414,7 @@ impl Request {
     }
 
     /// A request that finished as it started.
-    pub fn done(comm: Handle, core: ferry_core::Comm, outcome: Outcome) -> Request {
+    pub(crate) fn done(comm: Handle, core: ferry_core::Comm, outcome: Outcome) -> Request {
         Request {
             comm,
             core,
@@ -440,7 +427,7 @@ impl Request {
     }
 
     /// The runtime request still in flight, if any.
-    pub fn raw(&self) -> Option<RawRequest> {
+    pub(crate) fn raw(&self) -> Option<RawRequest> {
         match self.progress {
             Progress::Running { raw, .. } => Some(raw),
             _ => None,
@@ -448,12 +435,12 @@ impl Request {
     }
 
     /// The runtime requests in flight (this one's and its partner's).
-    pub fn raws(&self) -> [Option<RawRequest>; 2] {
+    pub(crate) fn raws(&self) -> [Option<RawRequest>; 2] {
         [self.raw(), self.partner.as_ref().and_then(|p| p.raw())]
     }
 
     /// Whether the request is finished (or inactive, or done at start).
-    pub fn is_complete(&self) -> bool {
+    pub(crate) fn is_complete(&self) -> bool {
         let own = match self.progress {
             Progress::Running { raw, .. } => self.core.raw_done(raw),
             Progress::AwaitingReady => false,
@@ -463,12 +450,12 @@ impl Request {
     }
 
     /// Whether it is an inactive persistent request (completes with an empty status).
-    pub fn is_inactive(&self) -> bool {
+    pub(crate) fn is_inactive(&self) -> bool {
         matches!(self.progress, Progress::Inactive)
     }
 
     /// Collects the outcome of a finished request; it becomes inactive (persistent) or spent.
-    pub fn complete(&mut self) -> Res<Outcome> {
+    pub(crate) fn complete(&mut self) -> Res<Outcome> {
         if let Some(mut partner) = self.partner.take() {
             partner.complete()?;
         }

@@ -13,6 +13,7 @@
 //! MPI_ERRORS_ARE_FATAL) until `MPI_Session_set_errhandler` replaces it.
 
 use crate::abi::*;
+use crate::check::out;
 use crate::comm::{c_str, new_errhandler, new_group, register, valid_errhandler};
 use crate::env::write_string;
 use crate::error::{called_errhandler, fail, handle_error, CommErrhandlerFn, MpiError, Res};
@@ -55,11 +56,6 @@ pub(crate) fn thread_level_name(level: c_int) -> &'static str {
         .iter()
         .find(|&&(l, _)| l == level)
         .map_or("MPI_THREAD_MULTIPLE", |&(_, name)| name)
-}
-
-unsafe fn out<'a, T>(p: *mut T, what: &str) -> Res<&'a mut T> {
-    p.as_mut()
-        .ok_or_else(|| MpiError::new(MPI_ERR_ARG, format!("{what} is NULL")))
 }
 
 mpi! {
@@ -251,24 +247,20 @@ mpi! {
     }
 }
 
-/// MPI_Session_call_errhandler: invokes a session's handler as if a call on it had failed with
-/// `errorcode`. An invalid session is an MPI_ERR_SESSION raised on no object.
-#[no_mangle]
-pub unsafe extern "C" fn PMPI_Session_call_errhandler(session: Handle, errorcode: c_int) -> c_int {
-    const NAME: &str = "MPI_Session_call_errhandler";
-    let known = crate::error::caught(|| running(|s| session_arg(s, session).map(drop)));
-    if let Err(e) = known {
-        return handle_error(NAME, NONE, e);
+mpi! {
+    /// MPI_Session_call_errhandler: invokes a session's handler as if a call on it had failed with
+    /// `errorcode`. An invalid session is an MPI_ERR_SESSION raised on no object.
+    fn MPI_Session_call_errhandler / PMPI_Session_call_errhandler(session: Handle, errorcode: c_int) -> c_int, unguarded => {
+        const NAME: &str = "MPI_Session_call_errhandler";
+        let known = crate::error::caught(|| running(|s| session_arg(s, session).map(drop)));
+        if let Err(e) = known {
+            return handle_error(NAME, NONE, e);
+        }
+        let rc = handle_error(
+            NAME,
+            session,
+            MpiError::new(errorcode, "raised by the program"),
+        );
+        called_errhandler(rc, errorcode)
     }
-    let rc = handle_error(
-        NAME,
-        session,
-        MpiError::new(errorcode, "raised by the program"),
-    );
-    called_errhandler(rc, errorcode)
-}
-/// MPI_Session_call_errhandler.
-#[no_mangle]
-pub unsafe extern "C" fn MPI_Session_call_errhandler(session: Handle, errorcode: c_int) -> c_int {
-    PMPI_Session_call_errhandler(session, errorcode)
 }

@@ -20,7 +20,7 @@ use std::sync::LazyLock;
 
 /// Where the library is in its life.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Phase {
+pub(crate) enum Phase {
     /// Before MPI_Init.
     Idle,
     /// Between MPI_Init and MPI_Finalize.
@@ -30,70 +30,70 @@ pub enum Phase {
 }
 
 /// A communicator as the C side sees it.
-pub struct CommObj {
+pub(crate) struct CommObj {
     /// The runtime's communicator.
-    pub comm: ferry_core::Comm,
+    pub(crate) comm: ferry_core::Comm,
     /// Its error handler (a predefined or created handle).
-    pub errhandler: Handle,
+    pub(crate) errhandler: Handle,
     /// Its name (`MPI_Comm_set_name`).
-    pub name: String,
+    pub(crate) name: String,
     /// Cached attributes, in the order they were set.
-    pub attrs: Attrs,
+    pub(crate) attrs: Attrs,
     /// Its process topology (Cartesian, graph or distributed graph), if it has one; MPI_Comm_dup
     /// copies it.
-    pub topo: Option<Rc<crate::topo::Topo>>,
+    pub(crate) topo: Option<Rc<crate::topo::Topo>>,
     /// For an intercommunicator: its hidden helper communicators. `comm` then addresses the
     /// remote group (ranks and statuses name remote ranks) while its rank is the local one.
-    pub inter: Option<Inter>,
+    pub(crate) inter: Option<Inter>,
     /// MPI_Comm_idup calls made on it so far (the same count on every member).
-    pub idups: u32,
+    pub(crate) idups: u32,
 }
 
 /// The two communicators behind an intercommunicator, kept in the communicator table under
 /// handles the user never sees and freed with it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Inter {
+pub(crate) struct Inter {
     /// The local group as an intracommunicator (the local half of collectives, merge, split).
-    pub local: Handle,
+    pub(crate) local: Handle,
     /// The remote group on the intercommunicator's collective context: what intercommunicator
     /// collectives and agreements send on, apart from the user's point-to-point traffic.
-    pub coll: Handle,
+    pub(crate) coll: Handle,
     /// Both groups as one intracommunicator (the group whose leader has the lower world rank
     /// first), on a context of its own: nonblocking collectives run their schedules on it.
-    pub union: Handle,
+    pub(crate) union: Handle,
 }
 
 /// Attributes cached on an object, in the order they were set (MPI_Finalize deletes those of
 /// MPI_COMM_SELF newest first).
 #[derive(Debug, Default, Clone)]
-pub struct Attrs(Vec<(c_int, *mut c_void)>);
+pub(crate) struct Attrs(Vec<(c_int, *mut c_void)>);
 
 impl Attrs {
     /// The value for `keyval`.
-    pub fn get(&self, keyval: c_int) -> Option<*mut c_void> {
+    pub(crate) fn get(&self, keyval: c_int) -> Option<*mut c_void> {
         self.0.iter().find(|(k, _)| *k == keyval).map(|&(_, v)| v)
     }
 
     /// Sets `keyval` (as the newest attribute); returns the value it replaces.
-    pub fn insert(&mut self, keyval: c_int, value: *mut c_void) -> Option<*mut c_void> {
+    pub(crate) fn insert(&mut self, keyval: c_int, value: *mut c_void) -> Option<*mut c_void> {
         let old = self.remove(keyval);
         self.0.push((keyval, value));
         old
     }
 
     /// Removes `keyval`; returns its value.
-    pub fn remove(&mut self, keyval: c_int) -> Option<*mut c_void> {
+    pub(crate) fn remove(&mut self, keyval: c_int) -> Option<*mut c_void> {
         let i = self.0.iter().position(|(k, _)| *k == keyval)?;
         Some(self.0.remove(i).1)
     }
 
     /// Every attribute, oldest first.
-    pub fn iter(&self) -> impl Iterator<Item = (c_int, *mut c_void)> + '_ {
+    pub(crate) fn iter(&self) -> impl Iterator<Item = (c_int, *mut c_void)> + '_ {
         self.0.iter().copied()
     }
 
     /// Takes every attribute, newest first.
-    pub fn take_newest_first(&mut self) -> Vec<(c_int, *mut c_void)> {
+    pub(crate) fn take_newest_first(&mut self) -> Vec<(c_int, *mut c_void)> {
         let mut v = std::mem::take(&mut self.0);
         v.reverse();
         v
@@ -101,27 +101,27 @@ impl Attrs {
 }
 
 /// A group: world ranks in group rank order.
-pub type GroupObj = Rc<[u32]>;
+pub(crate) type GroupObj = Rc<[u32]>;
 
 /// A created datatype.
-pub struct TypeObj {
+pub(crate) struct TypeObj {
     /// Its type map.
-    pub dt: Datatype,
+    pub(crate) dt: Datatype,
     /// Whether MPI_Type_commit has been called.
-    pub committed: bool,
+    pub(crate) committed: bool,
     /// `MPI_Type_set_name`.
-    pub name: String,
+    pub(crate) name: String,
 }
 
 /// `void fn(void *in, void *inout, int *len, MPI_Datatype *type)`.
-pub type UserOpFn = unsafe extern "C" fn(*mut c_void, *mut c_void, *mut c_int, *mut Handle);
+pub(crate) type UserOpFn = unsafe extern "C" fn(*mut c_void, *mut c_void, *mut c_int, *mut Handle);
 
 /// `void fn(void *in, void *inout, MPI_Count *len, MPI_Datatype *type)` (MPI_Op_create_c).
-pub type UserOpFnC = unsafe extern "C" fn(*mut c_void, *mut c_void, *mut i64, *mut Handle);
+pub(crate) type UserOpFnC = unsafe extern "C" fn(*mut c_void, *mut c_void, *mut i64, *mut Handle);
 
 /// A user reduction function, of either binding.
 #[derive(Clone, Copy)]
-pub enum UserFn {
+pub(crate) enum UserFn {
     /// From MPI_Op_create.
     Int(UserOpFn),
     /// From MPI_Op_create_c.
@@ -130,7 +130,7 @@ pub enum UserFn {
 
 /// A reduction operation.
 #[derive(Clone, Copy)]
-pub enum OpObj {
+pub(crate) enum OpObj {
     /// MPI_SUM, MPI_MAX, …
     Builtin(BuiltinOp),
     /// From MPI_Op_create or MPI_Op_create_c.
@@ -145,20 +145,20 @@ pub enum OpObj {
 /// An attribute key (`MPI_Comm_create_keyval`): copy and delete callbacks as addresses (0 and
 /// 1 are the predefined NULL_COPY/DUP and NULL_DELETE functions).
 #[derive(Clone, Copy)]
-pub struct Keyval {
+pub(crate) struct Keyval {
     /// Copy callback.
-    pub copy: usize,
+    pub(crate) copy: usize,
     /// Delete callback.
-    pub delete: usize,
+    pub(crate) delete: usize,
     /// Passed to both.
-    pub extra: *mut c_void,
+    pub(crate) extra: *mut c_void,
     /// The kind of object whose attributes it keys.
-    pub kind: AttrKind,
+    pub(crate) kind: AttrKind,
 }
 
 /// The objects that carry attributes; a keyval created for one kind keys no other.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum AttrKind {
+pub(crate) enum AttrKind {
     /// `MPI_Comm_create_keyval` (and MPI-1's `MPI_Keyval_create`).
     Comm,
     /// `MPI_Type_create_keyval`.
@@ -178,123 +178,124 @@ impl AttrKind {
 }
 
 /// `MPI_Info`: ordered key/value strings.
-pub type InfoObj = Vec<(String, String)>;
+pub(crate) type InfoObj = Vec<(String, String)>;
 
 /// The whole library state.
-pub struct State {
+pub(crate) struct State {
     /// Where we are in the life cycle.
-    pub phase: Phase,
+    pub(crate) phase: Phase,
     /// Thread level granted at init.
-    pub thread_level: c_int,
+    pub(crate) thread_level: c_int,
     /// The thread that initialized MPI (MPI_Is_thread_main).
-    pub main_thread: Option<std::thread::ThreadId>,
+    pub(crate) main_thread: Option<std::thread::ThreadId>,
     /// The job (set between init and finalize).
-    pub world: Option<ferry_core::World>,
+    pub(crate) world: Option<ferry_core::World>,
     /// MPI_COMM_WORLD and MPI_COMM_SELF.
-    pub predefined_comms: Vec<CommObj>,
+    pub(crate) predefined_comms: Vec<CommObj>,
     /// Created communicators.
-    pub comms: Table<CommObj>,
+    pub(crate) comms: Table<CommObj>,
     /// Created groups.
-    pub groups: Table<GroupObj>,
+    pub(crate) groups: Table<GroupObj>,
     /// Created datatypes.
-    pub types: Table<TypeObj>,
+    pub(crate) types: Table<TypeObj>,
     /// The predefined datatypes, built on first use, by handle from [`PREDEFINED_TYPES`].
-    pub builtin_types: Vec<Option<Datatype>>,
+    pub(crate) builtin_types: Vec<Option<Datatype>>,
     /// Created operations.
-    pub ops: Table<OpObj>,
+    pub(crate) ops: Table<OpObj>,
     /// Pending and persistent requests.
-    pub requests: Table<Request>,
+    pub(crate) requests: Table<Request>,
     /// Created error handlers.
-    pub errhandlers: Table<CommErrhandlerFn>,
+    pub(crate) errhandlers: Table<CommErrhandlerFn>,
     /// Info objects.
-    pub infos: Table<InfoObj>,
+    pub(crate) infos: Table<InfoObj>,
     /// MPI_INFO_ENV, filled on first use.
-    pub info_env: InfoObj,
+    pub(crate) info_env: InfoObj,
     /// Messages taken by a matched probe: (communicator, its runtime side, the message).
-    pub messages: Table<(Handle, ferry_core::Comm, ferry_core::raw::RawMessage)>,
+    pub(crate) messages: Table<(Handle, ferry_core::Comm, ferry_core::raw::RawMessage)>,
     /// Attribute keys by keyval (index + KEYVAL_BASE).
-    pub keyvals: Vec<Option<Keyval>>,
+    pub(crate) keyvals: Vec<Option<Keyval>>,
     /// Codes added by MPI_Add_error_class/_code (from MPI_ERR_LASTCODE + 1): class and text;
     /// `None` once MPI_Remove_error_class/_code removed it (codes are not reused).
-    pub user_errors: Vec<Option<(c_int, String)>>,
+    pub(crate) user_errors: Vec<Option<(c_int, String)>>,
     /// Names given to predefined datatypes with MPI_Type_set_name.
-    pub builtin_names: HashMap<Handle, String>,
+    pub(crate) builtin_names: HashMap<Handle, String>,
     /// Attributes of datatypes, by datatype handle and keyval.
-    pub type_attrs: HashMap<Handle, BTreeMap<c_int, *mut c_void>>,
+    pub(crate) type_attrs: HashMap<Handle, BTreeMap<c_int, *mut c_void>>,
     /// Attached buffers of buffered sends: the process's, communicators' and sessions'.
-    pub bsend_buffers: HashMap<crate::bsend::BufferOwner, crate::bsend::Attached>,
+    pub(crate) bsend_buffers: HashMap<crate::bsend::BufferOwner, crate::bsend::Attached>,
     /// Buffered sends not yet complete: (request, bytes reserved, whose buffer they draw on).
-    pub bsends: Vec<(Request, usize, crate::bsend::BufferOwner)>,
+    pub(crate) bsends: Vec<(Request, usize, crate::bsend::BufferOwner)>,
     /// MPI_Abi_set_fortran_info: the Fortran facts a Fortran layer gave (key, value).
-    pub fortran_info: Option<Vec<(String, String)>>,
+    pub(crate) fortran_info: Option<Vec<(String, String)>>,
     /// MPI_Abi_set_fortran_booleans: (.TRUE., .FALSE.) bits by LOGICAL size in bytes.
-    pub fortran_booleans: HashMap<usize, (Vec<u8>, Vec<u8>)>,
+    pub(crate) fortran_booleans: HashMap<usize, (Vec<u8>, Vec<u8>)>,
     /// The session each group from MPI_Group_from_session_pset belongs to.
-    pub group_sessions: HashMap<Handle, Handle>,
+    pub(crate) group_sessions: HashMap<Handle, Handle>,
     /// The session each communicator from MPI_Comm_create_from_group belongs to.
-    pub comm_sessions: HashMap<Handle, Handle>,
+    pub(crate) comm_sessions: HashMap<Handle, Handle>,
     /// First pairs of the slots MPI_Comm_idup derived that are in use here (see `comm::idup`).
-    pub derived_pairs: std::collections::HashSet<u32>,
+    pub(crate) derived_pairs: std::collections::HashSet<u32>,
     /// Open sessions (`MPI_Session_init`): the error handler each was given.
-    pub sessions: Table<Handle>,
+    pub(crate) sessions: Table<Handle>,
     /// MPI_Init was called and MPI_Finalize not yet (the runtime may also run for sessions).
-    pub world_model: bool,
+    pub(crate) world_model: bool,
     /// MPI_Finalize was called (the runtime may still run for sessions).
-    pub world_finalized: bool,
+    pub(crate) world_finalized: bool,
     /// Created datatypes and operations persistent collectives use: how many requests hold
     /// each, and whether the program has freed its handle (then the last request frees it).
-    pub pins: HashMap<Handle, (usize, bool)>,
+    pub(crate) pins: HashMap<Handle, (usize, bool)>,
     /// Open files (`MPI_File`).
-    pub files: Table<Rc<crate::io::FileObj>>,
+    pub(crate) files: Table<Rc<crate::io::FileObj>>,
     /// The error handler of MPI_FILE_NULL: what MPI_File_open and MPI_File_delete use, and what
     /// a new file starts with (MPI_ERRORS_RETURN until the program sets another).
-    pub file_null_errhandler: Handle,
+    pub(crate) file_null_errhandler: Handle,
     /// Data representations registered with MPI_Register_datarep (for the life of the process).
-    pub datareps: Vec<Rc<crate::datarep::UserDatarep>>,
+    pub(crate) datareps: Vec<Rc<crate::datarep::UserDatarep>>,
     /// Windows (one-sided communication).
-    pub wins: Table<crate::rma::abi::WinObj>,
+    pub(crate) wins: Table<crate::rma::abi::WinObj>,
     /// The types `MPI_Type_create_f90_*` returned, by (combiner, p, r): the same arguments give
     /// the same handle, and the program may not free it.
-    pub f90_types: HashMap<(c_int, c_int, c_int), Handle>,
+    pub(crate) f90_types: HashMap<(c_int, c_int, c_int), Handle>,
     /// Partitioned communication's channels (see `crate::part`).
     pub(crate) part_channels: crate::part::Channels,
     /// The hidden communicator generalized requests complete on (0 until the first).
-    pub greq_channel: Handle,
+    pub(crate) greq_channel: Handle,
     /// The tag of the next generalized request.
-    pub greq_next_tag: c_int,
+    pub(crate) greq_next_tag: c_int,
     /// The hidden communicator that port connections meet on (see `crate::dynamic`).
-    pub meeting: Option<ferry_core::Comm>,
+    pub(crate) meeting: Option<ferry_core::Comm>,
     /// Ports this process has open, by number.
-    pub open_ports: std::collections::BTreeSet<c_int>,
+    pub(crate) open_ports: std::collections::BTreeSet<c_int>,
     /// The number of the next port this process opens.
-    pub next_port: c_int,
+    pub(crate) next_port: c_int,
     /// MPI_Comm_get_parent's intercommunicator (MPI_COMM_NULL if not spawned).
-    pub parent: Handle,
+    pub(crate) parent: Handle,
     /// Reductions of predefined operations on predefined types, made once each (see
     /// `coll::lean`).
-    pub builtin_reducers: Vec<(crate::ops::CheckedOp, ferry_core::Reducer)>,
+    pub(crate) builtin_reducers: Vec<(crate::ops::CheckedOp, ferry_core::Reducer)>,
 }
 
 /// Created keyvals are numbered from here (above the predefined ones, 501… and 601…).
-pub const KEYVAL_BASE: c_int = 1000;
+pub(crate) const KEYVAL_BASE: c_int = 1000;
 
 /// The process's MPI state (see the module doc).
-pub static STATE: LazyLock<Serialized<State>> = LazyLock::new(|| Serialized::new(State::new()));
+pub(crate) static STATE: LazyLock<Serialized<State>> =
+    LazyLock::new(|| Serialized::new(State::new()));
 
 /// The handles of the predefined datatypes (and the markers MPI_LB, MPI_UB) in the standard ABI.
-pub const PREDEFINED_TYPES: std::ops::Range<Handle> = 0x200..0x300;
+pub(crate) const PREDEFINED_TYPES: std::ops::Range<Handle> = 0x200..0x300;
 
 /// Whether MPI runs (initialized, not finalized): mirrors `State::phase` for the calls that
 /// answer without entering the state.
 static RUNNING: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
 
 /// Whether MPI is initialized and not finalized, without entering the state.
-pub fn is_running() -> bool {
+pub(crate) fn is_running() -> bool {
     RUNNING.load(std::sync::atomic::Ordering::Acquire)
 }
 
 /// Runs `f` on the state. Not reentrant: `f` must not call back into MPI or user code.
-pub fn with<T>(f: impl FnOnce(&mut State) -> Res<T>) -> Res<T> {
+pub(crate) fn with<T>(f: impl FnOnce(&mut State) -> Res<T>) -> Res<T> {
     STATE.with(f).unwrap_or_else(|| {
         fail(
             MPI_ERR_OTHER,
@@ -304,7 +305,7 @@ pub fn with<T>(f: impl FnOnce(&mut State) -> Res<T>) -> Res<T> {
 }
 
 /// Runs `f` on the state after checking MPI is initialized and not finalized.
-pub fn running<T>(f: impl FnOnce(&mut State) -> Res<T>) -> Res<T> {
+pub(crate) fn running<T>(f: impl FnOnce(&mut State) -> Res<T>) -> Res<T> {
     with(|s| {
         match s.phase {
             Phase::Running => {}
@@ -317,7 +318,7 @@ pub fn running<T>(f: impl FnOnce(&mut State) -> Res<T>) -> Res<T> {
 
 impl State {
     /// Moves MPI to `phase`.
-    pub fn set_phase(&mut self, phase: Phase) {
+    pub(crate) fn set_phase(&mut self, phase: Phase) {
         self.phase = phase;
         RUNNING.store(
             phase == Phase::Running,
@@ -326,7 +327,7 @@ impl State {
     }
 
     /// The live keyval `keyval`, created for objects of `kind`.
-    pub fn keyval(&self, keyval: c_int, kind: AttrKind) -> Res<Keyval> {
+    pub(crate) fn keyval(&self, keyval: c_int, kind: AttrKind) -> Res<Keyval> {
         let found = usize::try_from(keyval - KEYVAL_BASE)
             .ok()
             .and_then(|i| self.keyvals.get(i).copied().flatten());
@@ -393,12 +394,12 @@ impl State {
     }
 
     /// This process's world rank, once initialized.
-    pub fn world_rank(&self) -> Option<usize> {
+    pub(crate) fn world_rank(&self) -> Option<usize> {
         self.world.as_ref().map(|w| w.rank())
     }
 
     /// The communicator behind `handle`.
-    pub fn comm(&self, handle: Handle) -> Res<&CommObj> {
+    pub(crate) fn comm(&self, handle: Handle) -> Res<&CommObj> {
         let obj = match handle {
             MPI_COMM_WORLD => self.predefined_comms.first(),
             MPI_COMM_SELF => self.predefined_comms.get(1),
@@ -409,7 +410,7 @@ impl State {
     }
 
     /// The communicator behind `handle`, mutably.
-    pub fn comm_mut(&mut self, handle: Handle) -> Res<&mut CommObj> {
+    pub(crate) fn comm_mut(&mut self, handle: Handle) -> Res<&mut CommObj> {
         let obj = match handle {
             MPI_COMM_WORLD => self.predefined_comms.first_mut(),
             MPI_COMM_SELF => self.predefined_comms.get_mut(1),
@@ -420,12 +421,12 @@ impl State {
     }
 
     /// The helpers of `handle` if it is an intercommunicator.
-    pub fn inter(&self, handle: Handle) -> Res<Option<Inter>> {
+    pub(crate) fn inter(&self, handle: Handle) -> Res<Option<Inter>> {
         self.comm(handle).map(|c| c.inter)
     }
 
     /// The runtime communicator behind `handle`, which must be an intracommunicator.
-    pub fn intra_comm(&self, handle: Handle) -> Res<ferry_core::Comm> {
+    pub(crate) fn intra_comm(&self, handle: Handle) -> Res<ferry_core::Comm> {
         let c = self.comm(handle)?;
         if c.inter.is_some() {
             return fail(
@@ -437,7 +438,7 @@ impl State {
     }
 
     /// Number of ranks in the local group of `handle`.
-    pub fn local_size(&self, handle: Handle) -> Res<usize> {
+    pub(crate) fn local_size(&self, handle: Handle) -> Res<usize> {
         match self.inter(handle)? {
             Some(i) => Ok(self.comm(i.local)?.comm.size()),
             None => Ok(self.comm(handle)?.comm.size()),
@@ -445,7 +446,7 @@ impl State {
     }
 
     /// World ranks of the local group of `handle`.
-    pub fn local_group(&self, handle: Handle) -> Res<GroupObj> {
+    pub(crate) fn local_group(&self, handle: Handle) -> Res<GroupObj> {
         let c = match self.inter(handle)? {
             Some(i) => self.comm(i.local)?,
             None => self.comm(handle)?,
@@ -454,13 +455,13 @@ impl State {
     }
 
     /// A clone of the runtime communicator behind `handle` (cheap: reference counted).
-    pub fn core_comm(&self, handle: Handle) -> Res<ferry_core::Comm> {
+    pub(crate) fn core_comm(&self, handle: Handle) -> Res<ferry_core::Comm> {
         self.comm(handle).map(|c| c.comm.clone())
     }
 
     /// The error handler that applies to `comm` (MPI_COMM_WORLD's when `comm` is not one); a
     /// session's for a session.
-    pub fn errhandler_of(&self, comm: Handle) -> Handle {
+    pub(crate) fn errhandler_of(&self, comm: Handle) -> Handle {
         if let Some(&h) = self.sessions.get(comm) {
             return if h == MPI_ERRHANDLER_NULL {
                 MPI_ERRORS_ARE_FATAL
@@ -477,12 +478,12 @@ impl State {
     }
 
     /// The function of a created error handler.
-    pub fn user_errhandler(&self, handle: Handle) -> Option<CommErrhandlerFn> {
+    pub(crate) fn user_errhandler(&self, handle: Handle) -> Option<CommErrhandlerFn> {
         self.errhandlers.get(handle).copied()
     }
 
     /// The group behind `handle`.
-    pub fn group(&self, handle: Handle) -> Res<GroupObj> {
+    pub(crate) fn group(&self, handle: Handle) -> Res<GroupObj> {
         match handle {
             MPI_GROUP_EMPTY => Ok(Rc::from(Vec::new())),
             MPI_GROUP_NULL => fail(MPI_ERR_GROUP, "MPI_GROUP_NULL is not a group"),
@@ -495,7 +496,7 @@ impl State {
     }
 
     /// The datatype behind `handle`, committed or not (for constructors and queries).
-    pub fn datatype(&mut self, handle: Handle) -> Res<Datatype> {
+    pub(crate) fn datatype(&mut self, handle: Handle) -> Res<Datatype> {
         if handle == MPI_DATATYPE_NULL {
             return fail(MPI_ERR_TYPE, "MPI_DATATYPE_NULL is not a datatype");
         }
@@ -518,7 +519,7 @@ impl State {
     }
 
     /// The datatype behind `handle`, which must be committed (for communication).
-    pub fn committed_type(&mut self, handle: Handle) -> Res<Datatype> {
+    pub(crate) fn committed_type(&mut self, handle: Handle) -> Res<Datatype> {
         if let Some(obj) = self.types.get(handle) {
             if !obj.committed {
                 return fail(
@@ -532,7 +533,7 @@ impl State {
     }
 
     /// The operation behind `handle`.
-    pub fn op(&self, handle: Handle) -> Res<OpObj> {
+    pub(crate) fn op(&self, handle: Handle) -> Res<OpObj> {
         if let Some(op) = BuiltinOp::from_handle(handle) {
             return Ok(OpObj::Builtin(op));
         }
@@ -543,7 +544,7 @@ impl State {
     }
 
     /// The runtime communicator used to drive progress (the world's).
-    pub fn engine(&self) -> Res<ferry_core::Comm> {
+    pub(crate) fn engine(&self) -> Res<ferry_core::Comm> {
         self.core_comm(MPI_COMM_WORLD)
     }
 }

@@ -33,22 +33,22 @@ thread_local! {
 
 /// Turns on the lock for the rest of the process: from now on every MPI call takes it. Called
 /// while one thread alone runs MPI (inside MPI_Init_thread).
-pub fn go_multiple() {
+pub(crate) fn go_multiple() {
     MULTIPLE.store(true, Ordering::SeqCst);
 }
 
 /// Whether MPI calls take the lock.
-pub fn is_multiple() -> bool {
+pub(crate) fn is_multiple() -> bool {
     MULTIPLE.load(Ordering::Acquire)
 }
 
 /// Proof of holding the lock for one MPI call (or nothing, below MPI_THREAD_MULTIPLE);
 /// dropping it releases one level.
 #[must_use]
-pub struct Entered(bool);
+pub(crate) struct Entered(bool);
 
 /// Takes the lock for an MPI call at MPI_THREAD_MULTIPLE.
-pub fn enter() -> Entered {
+pub(crate) fn enter() -> Entered {
     if !is_multiple() {
         return Entered(false);
     }
@@ -84,7 +84,7 @@ impl Drop for Entered {
 /// The runtime's pause between the passes of a wait: when another thread waits for the lock,
 /// hands it over (fairly: straight to a waiting thread) and takes it back, at the same depth;
 /// says whether it did. The runtime calls it with nothing of the engine or the state borrowed.
-pub fn pause() -> bool {
+pub(crate) fn pause() -> bool {
     if WANTING.load(Ordering::SeqCst) == 0 {
         return false;
     }
@@ -101,7 +101,7 @@ pub fn pause() -> bool {
 
 /// Process-wide data that MPI calls share: one thread at a time reaches it, through
 /// [`Serialized::with`] (see the module doc for why that is so at every thread level).
-pub struct Serialized<T>(RefCell<T>);
+pub(crate) struct Serialized<T>(RefCell<T>);
 
 // SAFETY: the value is reached only through `with`, which runs with the lock held at
 // MPI_THREAD_MULTIPLE; below that level MPI calls are serialized by the program (and the
@@ -114,13 +114,13 @@ unsafe impl<T> Send for Serialized<T> {}
 
 impl<T> Serialized<T> {
     /// Wraps `value`.
-    pub const fn new(value: T) -> Serialized<T> {
+    pub(crate) const fn new(value: T) -> Serialized<T> {
         Serialized(RefCell::new(value))
     }
 
     /// Runs `f` on the value, holding the lock at MPI_THREAD_MULTIPLE; `None` when the value
     /// is already borrowed further up this thread (a callback calling back into MPI).
-    pub fn with<R>(&self, f: impl FnOnce(&mut T) -> R) -> Option<R> {
+    pub(crate) fn with<R>(&self, f: impl FnOnce(&mut T) -> R) -> Option<R> {
         let _entered = enter();
         let mut value = self.0.try_borrow_mut().ok()?;
         Some(f(&mut value))
@@ -128,7 +128,7 @@ impl<T> Serialized<T> {
 
     /// Like [`Serialized::with`] for a last word before the process ends (an abort, a fatal
     /// error): gives up instead of waiting when another thread holds the lock.
-    pub fn try_with<R>(&self, f: impl FnOnce(&mut T) -> R) -> Option<R> {
+    pub(crate) fn try_with<R>(&self, f: impl FnOnce(&mut T) -> R) -> Option<R> {
         let _held = if is_multiple() {
             let guard = LOCK.try_lock()?;
             Some(guard)

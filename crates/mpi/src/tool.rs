@@ -25,22 +25,14 @@
 //! return their error code and never invoke an MPI error handler.
 
 use crate::abi::*;
+use crate::check::tool_out;
 use crate::datatype::Builtin;
-use crate::error::{caught, fail, MpiError, Res};
+use crate::error::{fail, MpiError, Res};
 use crate::handles::{Kind, Table};
 use crate::threads::Serialized;
 use ferry_core::{CmaMode, Config, Counters, RailPolicy};
 use std::ffi::{c_char, c_int, c_uint, c_ulong, c_ulonglong, c_void, CStr};
 use std::sync::LazyLock;
-
-/// Runs the body of an MPI_T function: its error class, MPI_T_ERR_INVALID for a panic.
-pub fn guard(body: impl FnOnce() -> Res) -> c_int {
-    match caught(body) {
-        Ok(()) => MPI_SUCCESS,
-        Err(e) if e.class == MPI_ERR_INTERN => MPI_T_ERR_INVALID,
-        Err(e) => e.class,
-    }
-}
 
 // ---- State ----------------------------------------------------------------------------------
 
@@ -164,12 +156,6 @@ unsafe fn put<T>(p: *mut T, value: T) {
     if let Some(p) = p.as_mut() {
         *p = value;
     }
-}
-
-/// The output `p`, which must not be NULL.
-unsafe fn out<'a, T>(p: *mut T, what: &str) -> Res<&'a mut T> {
-    p.as_mut()
-        .ok_or_else(|| error(MPI_T_ERR_INVALID, format!("{what} is NULL")))
 }
 
 /// Returns `text` the MPI_T way (MPI 4.1 §15.3.3): with `len` NULL nothing is returned; with
@@ -679,10 +665,10 @@ fn category_pvars(cat: usize) -> Vec<usize> {
 
 // ---- Setup ----------------------------------------------------------------------------------
 
-mpi_t! {
+mpi! {
     /// Starts the tool interface (again: calls are counted), before or after MPI_Init alike.
-    fn MPI_T_init_thread / PMPI_T_init_thread(required: c_int, provided: *mut c_int) => {
-        let provided = out(provided, "provided")?;
+    fn MPI_T_init_thread / PMPI_T_init_thread(required: c_int, provided: *mut c_int) on tool => {
+        let provided = tool_out(provided, "provided")?;
         if ![MPI_THREAD_SINGLE, MPI_THREAD_FUNNELED, MPI_THREAD_SERIALIZED, MPI_THREAD_MULTIPLE]
             .contains(&required)
         {
@@ -698,9 +684,9 @@ mpi_t! {
     }
 }
 
-mpi_t! {
+mpi! {
     /// Ends one MPI_T_init_thread; the last one frees every handle and session.
-    fn MPI_T_finalize / PMPI_T_finalize() => {
+    fn MPI_T_finalize / PMPI_T_finalize() on tool => {
         tool(|t| {
             t.refs -= 1;
             if t.refs == 0 {
@@ -715,9 +701,9 @@ mpi_t! {
 
 // ---- Enumerations ---------------------------------------------------------------------------
 
-mpi_t! {
+mpi! {
     /// An enumeration's item count and name.
-    fn MPI_T_enum_get_info / PMPI_T_enum_get_info(enumtype: Handle, num: *mut c_int, name: *mut c_char, name_len: *mut c_int) => {
+    fn MPI_T_enum_get_info / PMPI_T_enum_get_info(enumtype: Handle, num: *mut c_int, name: *mut c_char, name_len: *mut c_int) on tool => {
         tool(|_| Ok(()))?;
         let e = enum_of(enumtype)?;
         put(num, e.items.len() as c_int);
@@ -726,9 +712,9 @@ mpi_t! {
     }
 }
 
-mpi_t! {
+mpi! {
     /// Item `index` of an enumeration: its value and name.
-    fn MPI_T_enum_get_item / PMPI_T_enum_get_item(enumtype: Handle, index: c_int, value: *mut c_int, name: *mut c_char, name_len: *mut c_int) => {
+    fn MPI_T_enum_get_item / PMPI_T_enum_get_item(enumtype: Handle, index: c_int, value: *mut c_int, name: *mut c_char, name_len: *mut c_int) on tool => {
         tool(|_| Ok(()))?;
         let e = enum_of(enumtype)?;
         let Some(&(v, item)) = usize::try_from(index).ok().and_then(|i| e.items.get(i)) else {
@@ -742,18 +728,18 @@ mpi_t! {
 
 // ---- Control variables ----------------------------------------------------------------------
 
-mpi_t! {
+mpi! {
     /// How many control variables there are.
-    fn MPI_T_cvar_get_num / PMPI_T_cvar_get_num(num_cvar: *mut c_int) => {
+    fn MPI_T_cvar_get_num / PMPI_T_cvar_get_num(num_cvar: *mut c_int) on tool => {
         tool(|_| Ok(()))?;
-        *out(num_cvar, "num_cvar")? = CVARS.len() as c_int;
+        *tool_out(num_cvar, "num_cvar")? = CVARS.len() as c_int;
         Ok(())
     }
 }
 
-mpi_t! {
+mpi! {
     /// What control variable `cvar_index` is (NULL arguments are not filled in).
-    fn MPI_T_cvar_get_info / PMPI_T_cvar_get_info(cvar_index: c_int, name: *mut c_char, name_len: *mut c_int, verbosity: *mut c_int, datatype: *mut Handle, enumtype: *mut Handle, desc: *mut c_char, desc_len: *mut c_int, bind: *mut c_int, scope: *mut c_int) => {
+    fn MPI_T_cvar_get_info / PMPI_T_cvar_get_info(cvar_index: c_int, name: *mut c_char, name_len: *mut c_int, verbosity: *mut c_int, datatype: *mut Handle, enumtype: *mut Handle, desc: *mut c_char, desc_len: *mut c_int, bind: *mut c_int, scope: *mut c_int) on tool => {
         tool(|_| Ok(()))?;
         let def = &CVARS[index_arg(cvar_index, CVARS.len(), "control variable")?];
         put_string(&cvar_name(def), name, name_len);
@@ -770,12 +756,12 @@ mpi_t! {
     }
 }
 
-mpi_t! {
+mpi! {
     /// The index of the control variable called `name`.
-    fn MPI_T_cvar_get_index / PMPI_T_cvar_get_index(name: *const c_char, cvar_index: *mut c_int) => {
+    fn MPI_T_cvar_get_index / PMPI_T_cvar_get_index(name: *const c_char, cvar_index: *mut c_int) on tool => {
         tool(|_| Ok(()))?;
         let name = name_arg(name)?;
-        let index = out(cvar_index, "cvar_index")?;
+        let index = tool_out(cvar_index, "cvar_index")?;
         let Some(i) = CVARS.iter().position(|d| cvar_name(d) == name) else {
             return fail(MPI_T_ERR_INVALID_NAME, format!("no control variable {name:?}"));
         };
@@ -784,13 +770,13 @@ mpi_t! {
     }
 }
 
-mpi_t! {
+mpi! {
     /// A handle to read control variable `cvar_index` through, and its element count.
-    fn MPI_T_cvar_handle_alloc / PMPI_T_cvar_handle_alloc(cvar_index: c_int, _obj_handle: *mut c_void, handle: *mut Handle, count: *mut c_int) => {
+    fn MPI_T_cvar_handle_alloc / PMPI_T_cvar_handle_alloc(cvar_index: c_int, _obj_handle: *mut c_void, handle: *mut Handle, count: *mut c_int) on tool => {
         tool(|_| Ok(()))?;
         let index = index_arg(cvar_index, CVARS.len(), "control variable")?;
-        let handle = out(handle, "handle")?;
-        let count = out(count, "count")?;
+        let handle = tool_out(handle, "handle")?;
+        let count = tool_out(count, "count")?;
         let n = cvar_count(index)?;
         *handle = tool(|t| Ok(t.cvars.insert(CvarHandle { index, count: n })))?;
         *count = n as c_int;
@@ -798,10 +784,10 @@ mpi_t! {
     }
 }
 
-mpi_t! {
+mpi! {
     /// Frees a control-variable handle and sets it to MPI_T_CVAR_HANDLE_NULL.
-    fn MPI_T_cvar_handle_free / PMPI_T_cvar_handle_free(handle: *mut Handle) => {
-        let h = out(handle, "handle")?;
+    fn MPI_T_cvar_handle_free / PMPI_T_cvar_handle_free(handle: *mut Handle) on tool => {
+        let h = tool_out(handle, "handle")?;
         tool(|t| {
             t.cvars
                 .remove(*h)
@@ -826,9 +812,9 @@ fn cvar_handle(handle: Handle) -> Res<(usize, usize)> {
     })
 }
 
-mpi_t! {
+mpi! {
     /// Reads a control variable into `buf` (its datatype, `count` elements).
-    fn MPI_T_cvar_read / PMPI_T_cvar_read(handle: Handle, buf: *mut c_void) => {
+    fn MPI_T_cvar_read / PMPI_T_cvar_read(handle: Handle, buf: *mut c_void) on tool => {
         let (index, count) = cvar_handle(handle)?;
         if buf.is_null() {
             return fail(MPI_T_ERR_INVALID, "buf is NULL");
@@ -849,9 +835,9 @@ mpi_t! {
     }
 }
 
-mpi_t! {
+mpi! {
     /// Writing: every ferry setting is read once at MPI_Init, so never (MPI_T_ERR_CVAR_SET_NEVER).
-    fn MPI_T_cvar_write / PMPI_T_cvar_write(handle: Handle, buf: *const c_void) => {
+    fn MPI_T_cvar_write / PMPI_T_cvar_write(handle: Handle, buf: *const c_void) on tool => {
         let (index, _) = cvar_handle(handle)?;
         if buf.is_null() {
             return fail(MPI_T_ERR_INVALID, "buf is NULL");
@@ -865,18 +851,18 @@ mpi_t! {
 
 // ---- Performance variables ------------------------------------------------------------------
 
-mpi_t! {
+mpi! {
     /// How many performance variables there are.
-    fn MPI_T_pvar_get_num / PMPI_T_pvar_get_num(num_pvar: *mut c_int) => {
+    fn MPI_T_pvar_get_num / PMPI_T_pvar_get_num(num_pvar: *mut c_int) on tool => {
         tool(|_| Ok(()))?;
-        *out(num_pvar, "num_pvar")? = PVARS.len() as c_int;
+        *tool_out(num_pvar, "num_pvar")? = PVARS.len() as c_int;
         Ok(())
     }
 }
 
-mpi_t! {
+mpi! {
     /// What performance variable `pvar_index` is (NULL arguments are not filled in).
-    fn MPI_T_pvar_get_info / PMPI_T_pvar_get_info(pvar_index: c_int, name: *mut c_char, name_len: *mut c_int, verbosity: *mut c_int, var_class: *mut c_int, datatype: *mut Handle, enumtype: *mut Handle, desc: *mut c_char, desc_len: *mut c_int, bind: *mut c_int, readonly: *mut c_int, continuous: *mut c_int, atomic: *mut c_int) => {
+    fn MPI_T_pvar_get_info / PMPI_T_pvar_get_info(pvar_index: c_int, name: *mut c_char, name_len: *mut c_int, verbosity: *mut c_int, var_class: *mut c_int, datatype: *mut Handle, enumtype: *mut Handle, desc: *mut c_char, desc_len: *mut c_int, bind: *mut c_int, readonly: *mut c_int, continuous: *mut c_int, atomic: *mut c_int) on tool => {
         tool(|_| Ok(()))?;
         let def = &PVARS[index_arg(pvar_index, PVARS.len(), "performance variable")?];
         put_string(def.name, name, name_len);
@@ -894,12 +880,12 @@ mpi_t! {
     }
 }
 
-mpi_t! {
+mpi! {
     /// The index of the performance variable called `name` of class `var_class`.
-    fn MPI_T_pvar_get_index / PMPI_T_pvar_get_index(name: *const c_char, var_class: c_int, pvar_index: *mut c_int) => {
+    fn MPI_T_pvar_get_index / PMPI_T_pvar_get_index(name: *const c_char, var_class: c_int, pvar_index: *mut c_int) on tool => {
         tool(|_| Ok(()))?;
         let name = name_arg(name)?;
-        let index = out(pvar_index, "pvar_index")?;
+        let index = tool_out(pvar_index, "pvar_index")?;
         let Some(i) = PVARS.iter().position(|d| d.name == name && d.class == var_class) else {
             return fail(MPI_T_ERR_INVALID_NAME, format!("no performance variable {name:?} of class {var_class}"));
         };
@@ -908,19 +894,19 @@ mpi_t! {
     }
 }
 
-mpi_t! {
+mpi! {
     /// Opens a session for performance-variable handles.
-    fn MPI_T_pvar_session_create / PMPI_T_pvar_session_create(session: *mut Handle) => {
-        let session = out(session, "session")?;
+    fn MPI_T_pvar_session_create / PMPI_T_pvar_session_create(session: *mut Handle) on tool => {
+        let session = tool_out(session, "session")?;
         *session = tool(|t| Ok(t.sessions.insert(())))?;
         Ok(())
     }
 }
 
-mpi_t! {
+mpi! {
     /// Closes a session, freeing its handles; sets it to MPI_T_PVAR_SESSION_NULL.
-    fn MPI_T_pvar_session_free / PMPI_T_pvar_session_free(session: *mut Handle) => {
-        let s = out(session, "session")?;
+    fn MPI_T_pvar_session_free / PMPI_T_pvar_session_free(session: *mut Handle) on tool => {
+        let s = tool_out(session, "session")?;
         tool(|t| {
             t.sessions
                 .remove(*s)
@@ -966,10 +952,10 @@ fn handles_of(t: &Tool, session: Handle, handle: Handle) -> Res<Vec<Handle>> {
     }
 }
 
-mpi_t! {
+mpi! {
     /// A handle of performance variable `pvar_index` in `session` (count 1). A counter starts
     /// stopped at 0; a continuous variable is always started.
-    fn MPI_T_pvar_handle_alloc / PMPI_T_pvar_handle_alloc(session: Handle, pvar_index: c_int, _obj_handle: *mut c_void, handle: *mut Handle, count: *mut c_int) => {
+    fn MPI_T_pvar_handle_alloc / PMPI_T_pvar_handle_alloc(session: Handle, pvar_index: c_int, _obj_handle: *mut c_void, handle: *mut Handle, count: *mut c_int) on tool => {
         let now = counters()?;
         let made = tool(|t| {
             session_arg(t, session)?;
@@ -983,16 +969,16 @@ mpi_t! {
                 base: (PVARS[index].value)(&now),
             }))
         })?;
-        *out(handle, "handle")? = made;
-        *out(count, "count")? = 1;
+        *tool_out(handle, "handle")? = made;
+        *tool_out(count, "count")? = 1;
         Ok(())
     }
 }
 
-mpi_t! {
+mpi! {
     /// Frees a performance-variable handle; sets it to MPI_T_PVAR_HANDLE_NULL.
-    fn MPI_T_pvar_handle_free / PMPI_T_pvar_handle_free(session: Handle, handle: *mut Handle) => {
-        let h = out(handle, "handle")?;
+    fn MPI_T_pvar_handle_free / PMPI_T_pvar_handle_free(session: Handle, handle: *mut Handle) on tool => {
+        let h = tool_out(handle, "handle")?;
         tool(|t| {
             if *h == MPI_T_PVAR_ALL_HANDLES {
                 return fail(MPI_T_ERR_INVALID_HANDLE, "MPI_T_PVAR_ALL_HANDLES cannot be freed");
@@ -1042,16 +1028,16 @@ fn start_stop(session: Handle, handle: Handle, start: bool) -> Res {
     })
 }
 
-mpi_t! {
+mpi! {
     /// Starts a handle (or every handle of the session that can be started).
-    fn MPI_T_pvar_start / PMPI_T_pvar_start(session: Handle, handle: Handle) => {
+    fn MPI_T_pvar_start / PMPI_T_pvar_start(session: Handle, handle: Handle) on tool => {
         start_stop(session, handle, true)
     }
 }
 
-mpi_t! {
+mpi! {
     /// Stops a handle (or every handle of the session that can be stopped).
-    fn MPI_T_pvar_stop / PMPI_T_pvar_stop(session: Handle, handle: Handle) => {
+    fn MPI_T_pvar_stop / PMPI_T_pvar_stop(session: Handle, handle: Handle) on tool => {
         start_stop(session, handle, false)
     }
 }
@@ -1094,23 +1080,23 @@ unsafe fn read_handle(session: Handle, handle: Handle, buf: *mut c_void, reset: 
     Ok(())
 }
 
-mpi_t! {
+mpi! {
     /// Reads a handle (one `unsigned long long`).
-    fn MPI_T_pvar_read / PMPI_T_pvar_read(session: Handle, handle: Handle, buf: *mut c_void) => {
+    fn MPI_T_pvar_read / PMPI_T_pvar_read(session: Handle, handle: Handle, buf: *mut c_void) on tool => {
         read_handle(session, handle, buf, false)
     }
 }
 
-mpi_t! {
+mpi! {
     /// Reads a handle and resets it to 0, at once.
-    fn MPI_T_pvar_readreset / PMPI_T_pvar_readreset(session: Handle, handle: Handle, buf: *mut c_void) => {
+    fn MPI_T_pvar_readreset / PMPI_T_pvar_readreset(session: Handle, handle: Handle, buf: *mut c_void) on tool => {
         read_handle(session, handle, buf, true)
     }
 }
 
-mpi_t! {
+mpi! {
     /// Sets what a counter's handle shows (it goes on counting from there when started).
-    fn MPI_T_pvar_write / PMPI_T_pvar_write(session: Handle, handle: Handle, buf: *const c_void) => {
+    fn MPI_T_pvar_write / PMPI_T_pvar_write(session: Handle, handle: Handle, buf: *const c_void) on tool => {
         if handle == MPI_T_PVAR_ALL_HANDLES {
             return fail(MPI_T_ERR_INVALID_HANDLE, "MPI_T_PVAR_ALL_HANDLES cannot be written");
         }
@@ -1135,9 +1121,9 @@ mpi_t! {
     }
 }
 
-mpi_t! {
+mpi! {
     /// Resets a counter's handle to 0 (or every writable handle of the session).
-    fn MPI_T_pvar_reset / PMPI_T_pvar_reset(session: Handle, handle: Handle) => {
+    fn MPI_T_pvar_reset / PMPI_T_pvar_reset(session: Handle, handle: Handle) on tool => {
         let now = counters()?;
         tool(|t| {
             let all = handle == MPI_T_PVAR_ALL_HANDLES;
@@ -1160,18 +1146,18 @@ mpi_t! {
 
 // ---- Categories -----------------------------------------------------------------------------
 
-mpi_t! {
+mpi! {
     /// How many categories there are.
-    fn MPI_T_category_get_num / PMPI_T_category_get_num(num_cat: *mut c_int) => {
+    fn MPI_T_category_get_num / PMPI_T_category_get_num(num_cat: *mut c_int) on tool => {
         tool(|_| Ok(()))?;
-        *out(num_cat, "num_cat")? = CATEGORIES.len() as c_int;
+        *tool_out(num_cat, "num_cat")? = CATEGORIES.len() as c_int;
         Ok(())
     }
 }
 
-mpi_t! {
+mpi! {
     /// What category `cat_index` is and how much it holds.
-    fn MPI_T_category_get_info / PMPI_T_category_get_info(cat_index: c_int, name: *mut c_char, name_len: *mut c_int, desc: *mut c_char, desc_len: *mut c_int, num_cvars: *mut c_int, num_pvars: *mut c_int, num_categories: *mut c_int) => {
+    fn MPI_T_category_get_info / PMPI_T_category_get_info(cat_index: c_int, name: *mut c_char, name_len: *mut c_int, desc: *mut c_char, desc_len: *mut c_int, num_cvars: *mut c_int, num_pvars: *mut c_int, num_categories: *mut c_int) on tool => {
         tool(|_| Ok(()))?;
         let cat = index_arg(cat_index, CATEGORIES.len(), "category")?;
         let def = &CATEGORIES[cat];
@@ -1184,12 +1170,12 @@ mpi_t! {
     }
 }
 
-mpi_t! {
+mpi! {
     /// The index of the category called `name`.
-    fn MPI_T_category_get_index / PMPI_T_category_get_index(name: *const c_char, cat_index: *mut c_int) => {
+    fn MPI_T_category_get_index / PMPI_T_category_get_index(name: *const c_char, cat_index: *mut c_int) on tool => {
         tool(|_| Ok(()))?;
         let name = name_arg(name)?;
-        let index = out(cat_index, "cat_index")?;
+        let index = tool_out(cat_index, "cat_index")?;
         let Some(i) = CATEGORIES.iter().position(|d| d.name == name) else {
             return fail(MPI_T_ERR_INVALID_NAME, format!("no category {name:?}"));
         };
@@ -1198,55 +1184,55 @@ mpi_t! {
     }
 }
 
-mpi_t! {
+mpi! {
     /// The first `len` control variables of a category.
-    fn MPI_T_category_get_cvars / PMPI_T_category_get_cvars(cat_index: c_int, len: c_int, indices: *mut c_int) => {
+    fn MPI_T_category_get_cvars / PMPI_T_category_get_cvars(cat_index: c_int, len: c_int, indices: *mut c_int) on tool => {
         tool(|_| Ok(()))?;
         let cat = index_arg(cat_index, CATEGORIES.len(), "category")?;
         put_indices(&category_cvars(cat), len, indices)
     }
 }
 
-mpi_t! {
+mpi! {
     /// The first `len` performance variables of a category.
-    fn MPI_T_category_get_pvars / PMPI_T_category_get_pvars(cat_index: c_int, len: c_int, indices: *mut c_int) => {
+    fn MPI_T_category_get_pvars / PMPI_T_category_get_pvars(cat_index: c_int, len: c_int, indices: *mut c_int) on tool => {
         tool(|_| Ok(()))?;
         let cat = index_arg(cat_index, CATEGORIES.len(), "category")?;
         put_indices(&category_pvars(cat), len, indices)
     }
 }
 
-mpi_t! {
+mpi! {
     /// The first `len` subcategories of a category.
-    fn MPI_T_category_get_categories / PMPI_T_category_get_categories(cat_index: c_int, len: c_int, indices: *mut c_int) => {
+    fn MPI_T_category_get_categories / PMPI_T_category_get_categories(cat_index: c_int, len: c_int, indices: *mut c_int) on tool => {
         tool(|_| Ok(()))?;
         let cat = index_arg(cat_index, CATEGORIES.len(), "category")?;
         put_indices(CATEGORIES[cat].subcategories, len, indices)
     }
 }
 
-mpi_t! {
+mpi! {
     /// The categories' version: always 0, since they never change.
-    fn MPI_T_category_changed / PMPI_T_category_changed(update_number: *mut c_int) => {
+    fn MPI_T_category_changed / PMPI_T_category_changed(update_number: *mut c_int) on tool => {
         tool(|_| Ok(()))?;
-        *out(update_number, "update_number")? = 0;
+        *tool_out(update_number, "update_number")? = 0;
         Ok(())
     }
 }
 
-mpi_t! {
+mpi! {
     /// How many event types a category holds: none (ferry has none).
-    fn MPI_T_category_get_num_events / PMPI_T_category_get_num_events(cat_index: c_int, num_events: *mut c_int) => {
+    fn MPI_T_category_get_num_events / PMPI_T_category_get_num_events(cat_index: c_int, num_events: *mut c_int) on tool => {
         tool(|_| Ok(()))?;
         index_arg(cat_index, CATEGORIES.len(), "category")?;
-        *out(num_events, "num_events")? = 0;
+        *tool_out(num_events, "num_events")? = 0;
         Ok(())
     }
 }
 
-mpi_t! {
+mpi! {
     /// The event types of a category: none.
-    fn MPI_T_category_get_events / PMPI_T_category_get_events(cat_index: c_int, len: c_int, indices: *mut c_int) => {
+    fn MPI_T_category_get_events / PMPI_T_category_get_events(cat_index: c_int, len: c_int, indices: *mut c_int) on tool => {
         tool(|_| Ok(()))?;
         index_arg(cat_index, CATEGORIES.len(), "category")?;
         put_indices(&[], len, indices)
@@ -1288,142 +1274,142 @@ fn no_instance(handle: Handle) -> Res {
 }
 
 /// `void fn(MPI_T_event_instance, MPI_T_event_registration, MPI_T_cb_safety, void *)`.
-pub type EventCallback = Option<unsafe extern "C" fn(Handle, Handle, c_int, *mut c_void)>;
+pub(crate) type EventCallback = Option<unsafe extern "C" fn(Handle, Handle, c_int, *mut c_void)>;
 /// `void fn(MPI_T_event_registration, MPI_T_cb_safety, void *)`.
-pub type EventFreeCallback = Option<unsafe extern "C" fn(Handle, c_int, *mut c_void)>;
+pub(crate) type EventFreeCallback = Option<unsafe extern "C" fn(Handle, c_int, *mut c_void)>;
 /// `void fn(MPI_Count, MPI_T_event_registration, int, MPI_T_cb_safety, void *)`.
-pub type EventDroppedCallback =
+pub(crate) type EventDroppedCallback =
     Option<unsafe extern "C" fn(i64, Handle, c_int, c_int, *mut c_void)>;
 
-mpi_t! {
+mpi! {
     /// How many event sources there are: none.
-    fn MPI_T_source_get_num / PMPI_T_source_get_num(num_sources: *mut c_int) => {
+    fn MPI_T_source_get_num / PMPI_T_source_get_num(num_sources: *mut c_int) on tool => {
         tool(|_| Ok(()))?;
-        *out(num_sources, "num_sources")? = 0;
+        *tool_out(num_sources, "num_sources")? = 0;
         Ok(())
     }
 }
 
-mpi_t! {
+mpi! {
     /// What source `source_index` is: there is none (MPI_T_ERR_INVALID_INDEX).
-    fn MPI_T_source_get_info / PMPI_T_source_get_info(source_index: c_int, _name: *mut c_char, _name_len: *mut c_int, _desc: *mut c_char, _desc_len: *mut c_int, _ordering: *mut c_int, _ticks_per_second: *mut i64, _max_ticks: *mut i64, _info: *mut Handle) => {
+    fn MPI_T_source_get_info / PMPI_T_source_get_info(source_index: c_int, _name: *mut c_char, _name_len: *mut c_int, _desc: *mut c_char, _desc_len: *mut c_int, _ordering: *mut c_int, _ticks_per_second: *mut i64, _max_ticks: *mut i64, _info: *mut Handle) on tool => {
         no_source(source_index)
     }
 }
 
-mpi_t! {
+mpi! {
     /// A source's time now: there is none (MPI_T_ERR_INVALID_INDEX).
-    fn MPI_T_source_get_timestamp / PMPI_T_source_get_timestamp(source_index: c_int, _timestamp: *mut i64) => {
+    fn MPI_T_source_get_timestamp / PMPI_T_source_get_timestamp(source_index: c_int, _timestamp: *mut i64) on tool => {
         no_source(source_index)
     }
 }
 
-mpi_t! {
+mpi! {
     /// How many event types there are: none.
-    fn MPI_T_event_get_num / PMPI_T_event_get_num(num_events: *mut c_int) => {
+    fn MPI_T_event_get_num / PMPI_T_event_get_num(num_events: *mut c_int) on tool => {
         tool(|_| Ok(()))?;
-        *out(num_events, "num_events")? = 0;
+        *tool_out(num_events, "num_events")? = 0;
         Ok(())
     }
 }
 
-mpi_t! {
+mpi! {
     /// What event type `event_index` is: there is none (MPI_T_ERR_INVALID_INDEX).
-    fn MPI_T_event_get_info / PMPI_T_event_get_info(event_index: c_int, _name: *mut c_char, _name_len: *mut c_int, _verbosity: *mut c_int, _array_of_datatypes: *mut Handle, _array_of_displacements: *mut isize, _num_elements: *mut c_int, _enumtype: *mut Handle, _info: *mut Handle, _desc: *mut c_char, _desc_len: *mut c_int, _bind: *mut c_int) => {
+    fn MPI_T_event_get_info / PMPI_T_event_get_info(event_index: c_int, _name: *mut c_char, _name_len: *mut c_int, _verbosity: *mut c_int, _array_of_datatypes: *mut Handle, _array_of_displacements: *mut isize, _num_elements: *mut c_int, _enumtype: *mut Handle, _info: *mut Handle, _desc: *mut c_char, _desc_len: *mut c_int, _bind: *mut c_int) on tool => {
         no_event(event_index)
     }
 }
 
-mpi_t! {
+mpi! {
     /// The index of the event type called `name`: there is none (MPI_T_ERR_INVALID_NAME).
-    fn MPI_T_event_get_index / PMPI_T_event_get_index(name: *const c_char, event_index: *mut c_int) => {
+    fn MPI_T_event_get_index / PMPI_T_event_get_index(name: *const c_char, event_index: *mut c_int) on tool => {
         tool(|_| Ok(()))?;
         let name = name_arg(name)?;
-        out(event_index, "event_index")?;
+        tool_out(event_index, "event_index")?;
         fail(MPI_T_ERR_INVALID_NAME, format!("no event type {name:?} (ferry has none)"))
     }
 }
 
-mpi_t! {
+mpi! {
     /// Registers for event type `event_index`: there is none (MPI_T_ERR_INVALID_INDEX).
-    fn MPI_T_event_handle_alloc / PMPI_T_event_handle_alloc(event_index: c_int, _obj_handle: *mut c_void, _info: Handle, _event_registration: *mut Handle) => {
+    fn MPI_T_event_handle_alloc / PMPI_T_event_handle_alloc(event_index: c_int, _obj_handle: *mut c_void, _info: Handle, _event_registration: *mut Handle) on tool => {
         no_event(event_index)
     }
 }
 
-mpi_t! {
+mpi! {
     /// Sets hints of a registration: there is none (MPI_T_ERR_INVALID_HANDLE).
-    fn MPI_T_event_handle_set_info / PMPI_T_event_handle_set_info(event_registration: Handle, _info: Handle) => {
+    fn MPI_T_event_handle_set_info / PMPI_T_event_handle_set_info(event_registration: Handle, _info: Handle) on tool => {
         no_registration(event_registration)
     }
 }
 
-mpi_t! {
+mpi! {
     /// The hints of a registration: there is none (MPI_T_ERR_INVALID_HANDLE).
-    fn MPI_T_event_handle_get_info / PMPI_T_event_handle_get_info(event_registration: Handle, _info_used: *mut Handle) => {
+    fn MPI_T_event_handle_get_info / PMPI_T_event_handle_get_info(event_registration: Handle, _info_used: *mut Handle) on tool => {
         no_registration(event_registration)
     }
 }
 
-mpi_t! {
+mpi! {
     /// Sets a callback on a registration: there is none (MPI_T_ERR_INVALID_HANDLE).
-    fn MPI_T_event_register_callback / PMPI_T_event_register_callback(event_registration: Handle, _cb_safety: c_int, _info: Handle, _user_data: *mut c_void, _event_cb_function: EventCallback) => {
+    fn MPI_T_event_register_callback / PMPI_T_event_register_callback(event_registration: Handle, _cb_safety: c_int, _info: Handle, _user_data: *mut c_void, _event_cb_function: EventCallback) on tool => {
         no_registration(event_registration)
     }
 }
 
-mpi_t! {
+mpi! {
     /// Sets hints of a callback: there is no registration (MPI_T_ERR_INVALID_HANDLE).
-    fn MPI_T_event_callback_set_info / PMPI_T_event_callback_set_info(event_registration: Handle, _cb_safety: c_int, _info: Handle) => {
+    fn MPI_T_event_callback_set_info / PMPI_T_event_callback_set_info(event_registration: Handle, _cb_safety: c_int, _info: Handle) on tool => {
         no_registration(event_registration)
     }
 }
 
-mpi_t! {
+mpi! {
     /// The hints of a callback: there is no registration (MPI_T_ERR_INVALID_HANDLE).
-    fn MPI_T_event_callback_get_info / PMPI_T_event_callback_get_info(event_registration: Handle, _cb_safety: c_int, _info_used: *mut Handle) => {
+    fn MPI_T_event_callback_get_info / PMPI_T_event_callback_get_info(event_registration: Handle, _cb_safety: c_int, _info_used: *mut Handle) on tool => {
         no_registration(event_registration)
     }
 }
 
-mpi_t! {
+mpi! {
     /// Frees a registration: there is none (MPI_T_ERR_INVALID_HANDLE).
-    fn MPI_T_event_handle_free / PMPI_T_event_handle_free(event_registration: Handle, _user_data: *mut c_void, _free_cb_function: EventFreeCallback) => {
+    fn MPI_T_event_handle_free / PMPI_T_event_handle_free(event_registration: Handle, _user_data: *mut c_void, _free_cb_function: EventFreeCallback) on tool => {
         no_registration(event_registration)
     }
 }
 
-mpi_t! {
+mpi! {
     /// Sets the handler of dropped events: there is no registration (MPI_T_ERR_INVALID_HANDLE).
-    fn MPI_T_event_set_dropped_handler / PMPI_T_event_set_dropped_handler(event_registration: Handle, _dropped_cb_function: EventDroppedCallback) => {
+    fn MPI_T_event_set_dropped_handler / PMPI_T_event_set_dropped_handler(event_registration: Handle, _dropped_cb_function: EventDroppedCallback) on tool => {
         no_registration(event_registration)
     }
 }
 
-mpi_t! {
+mpi! {
     /// Reads an element of an event instance: there is none (MPI_T_ERR_INVALID_HANDLE).
-    fn MPI_T_event_read / PMPI_T_event_read(event_instance: Handle, _element_index: c_int, _buffer: *mut c_void) => {
+    fn MPI_T_event_read / PMPI_T_event_read(event_instance: Handle, _element_index: c_int, _buffer: *mut c_void) on tool => {
         no_instance(event_instance)
     }
 }
 
-mpi_t! {
+mpi! {
     /// Copies an event instance: there is none (MPI_T_ERR_INVALID_HANDLE).
-    fn MPI_T_event_copy / PMPI_T_event_copy(event_instance: Handle, _buffer: *mut c_void) => {
+    fn MPI_T_event_copy / PMPI_T_event_copy(event_instance: Handle, _buffer: *mut c_void) on tool => {
         no_instance(event_instance)
     }
 }
 
-mpi_t! {
+mpi! {
     /// The time of an event instance: there is none (MPI_T_ERR_INVALID_HANDLE).
-    fn MPI_T_event_get_timestamp / PMPI_T_event_get_timestamp(event_instance: Handle, _event_timestamp: *mut i64) => {
+    fn MPI_T_event_get_timestamp / PMPI_T_event_get_timestamp(event_instance: Handle, _event_timestamp: *mut i64) on tool => {
         no_instance(event_instance)
     }
 }
 
-mpi_t! {
+mpi! {
     /// The source of an event instance: there is none (MPI_T_ERR_INVALID_HANDLE).
-    fn MPI_T_event_get_source / PMPI_T_event_get_source(event_instance: Handle, _source_index: *mut c_int) => {
+    fn MPI_T_event_get_source / PMPI_T_event_get_source(event_instance: Handle, _source_index: *mut c_int) on tool => {
         no_instance(event_instance)
     }
 }

@@ -8,6 +8,7 @@
 //! collectives (`crate::coll`) exchange with.
 
 use crate::abi::*;
+use crate::check::{out, slice};
 use crate::comm::register;
 use crate::error::{fail, MpiError, Res};
 use crate::p2p::count_arg;
@@ -17,7 +18,7 @@ use std::rc::Rc;
 
 /// The topology attached to a communicator.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Topo {
+pub(crate) enum Topo {
     /// A Cartesian grid.
     Cart(Cart),
     /// A graph (`MPI_Graph_create`): every process knows every edge.
@@ -29,16 +30,16 @@ pub enum Topo {
 /// A graph as `MPI_Graph_create` takes it: node `i`'s neighbours are
 /// `edges[index[i-1]..index[i]]` (with `index[-1] = 0`).
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Graph {
+pub(crate) struct Graph {
     /// Cumulative neighbour counts, one per node.
-    pub index: Vec<usize>,
+    pub(crate) index: Vec<usize>,
     /// Neighbours of every node, one after the other.
-    pub edges: Vec<usize>,
+    pub(crate) edges: Vec<usize>,
 }
 
 impl Graph {
     /// Neighbours of `rank` (in the order given at creation, duplicates and self loops kept).
-    pub fn neighbours(&self, rank: usize) -> &[usize] {
+    pub(crate) fn neighbours(&self, rank: usize) -> &[usize] {
         let start = if rank == 0 { 0 } else { self.index[rank - 1] };
         &self.edges[start..self.index[rank]]
     }
@@ -46,13 +47,13 @@ impl Graph {
 
 /// This process's edges of a distributed graph.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct DistGraph {
+pub(crate) struct DistGraph {
     /// Processes with an edge to this one, and their weights.
-    pub sources: Vec<(usize, c_int)>,
+    pub(crate) sources: Vec<(usize, c_int)>,
     /// Processes this one has an edge to, and their weights.
-    pub destinations: Vec<(usize, c_int)>,
+    pub(crate) destinations: Vec<(usize, c_int)>,
     /// Whether weights were given (not MPI_UNWEIGHTED).
-    pub weighted: bool,
+    pub(crate) weighted: bool,
 }
 
 impl Topo {
@@ -60,7 +61,7 @@ impl Topo {
     /// (one receive block each, in order) and goes to (one send block each); MPI_PROC_NULL
     /// entries exchange nothing. A Cartesian grid lists, for each dimension, the neighbour at
     /// displacement -1 and then +1, as sources and as destinations.
-    pub fn neighbours(&self, rank: usize) -> (Vec<c_int>, Vec<c_int>) {
+    pub(crate) fn neighbours(&self, rank: usize) -> (Vec<c_int>, Vec<c_int>) {
         match self {
             Topo::Cart(cart) => {
                 let here: Vec<i64> = cart.coords(rank).iter().map(|&x| x as i64).collect();
@@ -88,16 +89,16 @@ impl Topo {
 
 /// The grid of a Cartesian communicator.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Cart {
+pub(crate) struct Cart {
     /// Extent of each dimension.
-    pub dims: Vec<usize>,
+    pub(crate) dims: Vec<usize>,
     /// Whether each dimension wraps around.
-    pub periods: Vec<bool>,
+    pub(crate) periods: Vec<bool>,
 }
 
 impl Cart {
     /// Coordinates of `rank`.
-    pub fn coords(&self, mut rank: usize) -> Vec<usize> {
+    pub(crate) fn coords(&self, mut rank: usize) -> Vec<usize> {
         let mut c = vec![0; self.dims.len()];
         for i in (0..self.dims.len()).rev() {
             c[i] = rank % self.dims[i];
@@ -107,7 +108,7 @@ impl Cart {
     }
 
     /// Rank at `coords` (wrapped in periodic dimensions), or `None` off the grid.
-    pub fn rank(&self, coords: &[i64]) -> Option<usize> {
+    pub(crate) fn rank(&self, coords: &[i64]) -> Option<usize> {
         let mut r = 0usize;
         for (i, &c) in coords.iter().enumerate() {
             let d = self.dims[i] as i64;
@@ -123,7 +124,7 @@ impl Cart {
 
 /// Splits `nnodes` over `dims` (zeros are free, others fixed) as evenly as possible, larger
 /// extents first, as MPI_Dims_create does.
-pub fn dims_create(nnodes: usize, dims: &mut [c_int]) -> Res {
+pub(crate) fn dims_create(nnodes: usize, dims: &mut [c_int]) -> Res {
     let fixed: usize = dims
         .iter()
         .filter(|&&d| d > 0)
@@ -228,23 +229,8 @@ fn balanced(n: usize, k: usize) -> Vec<usize> {
     })
 }
 
-unsafe fn out<'a, T>(p: *mut T, what: &str) -> Res<&'a mut T> {
-    p.as_mut()
-        .ok_or_else(|| MpiError::new(MPI_ERR_ARG, format!("{what} is NULL")))
-}
-
-unsafe fn ints<'a>(p: *const c_int, n: usize, what: &str) -> Res<&'a [c_int]> {
-    if n == 0 {
-        return Ok(&[]);
-    }
-    if p.is_null() {
-        return fail(MPI_ERR_ARG, format!("{what} is NULL"));
-    }
-    Ok(std::slice::from_raw_parts(p, n))
-}
-
 /// The topology of `comm`, if it has one.
-pub fn topo_of(s: &State, comm: Handle) -> Res<Option<Rc<Topo>>> {
+pub(crate) fn topo_of(s: &State, comm: Handle) -> Res<Option<Rc<Topo>>> {
     Ok(s.comm(comm)?.topo.clone())
 }
 
@@ -325,7 +311,7 @@ mpi! {
         *result = MPI_COMM_NULL;
         running(|s| s.intra_comm(comm_old).map(drop))?;
         let n = count_arg(ndims)?;
-        let (d, p) = (ints(dims, n, "dims")?, ints(periods, n, "periods")?);
+        let (d, p) = (slice(dims, n, "dims")?, slice(periods, n, "periods")?);
         if d.iter().any(|&x| x <= 0) {
             return fail(MPI_ERR_DIMS, "grid dimensions must be positive");
         }
@@ -373,7 +359,7 @@ mpi! {
     /// The rank at some coordinates.
     fn MPI_Cart_rank / PMPI_Cart_rank(comm: Handle, coords: *const c_int, rank: *mut c_int) on comm => {
         let cart = cart_of(comm)?;
-        let c: Vec<i64> = ints(coords, cart.dims.len(), "coords")?.iter().map(|&x| x as i64).collect();
+        let c: Vec<i64> = slice(coords, cart.dims.len(), "coords")?.iter().map(|&x| x as i64).collect();
         let r = cart.rank(&c).ok_or_else(|| MpiError::new(MPI_ERR_ARG, format!("coordinates {c:?} are off the grid {:?}", cart.dims)))?;
         *out(rank, "rank")? = r as c_int;
         Ok(())
@@ -419,7 +405,7 @@ mpi! {
     /// Sub-grids keeping the dimensions marked in `remain_dims`.
     fn MPI_Cart_sub / PMPI_Cart_sub(comm: Handle, remain_dims: *const c_int, newcomm: *mut Handle) on comm => {
         let cart = cart_of(comm)?;
-        let keep: Vec<bool> = ints(remain_dims, cart.dims.len(), "remain_dims")?.iter().map(|&x| x != 0).collect();
+        let keep: Vec<bool> = slice(remain_dims, cart.dims.len(), "remain_dims")?.iter().map(|&x| x != 0).collect();
         let core = running(|s| s.intra_comm(comm))?;
         let c = cart.coords(core.rank());
         // Ranks that agree on the dropped coordinates share a sub-grid.
@@ -447,7 +433,7 @@ mpi! {
 mpi! {
     /// This rank's rank in a grid of `dims` (no reordering: itself, or MPI_UNDEFINED).
     fn MPI_Cart_map / PMPI_Cart_map(comm: Handle, ndims: c_int, dims: *const c_int, _periods: *const c_int, newrank: *mut c_int) on comm => {
-        let d = ints(dims, count_arg(ndims)?, "dims")?;
+        let d = slice(dims, count_arg(ndims)?, "dims")?;
         let n: usize = d.iter().map(|&x| x.max(0) as usize).product();
         let me = running(|s| Ok(s.comm(comm)?.comm.rank()))?;
         *out(newrank, "newrank")? = if me < n { me as c_int } else { MPI_UNDEFINED };
@@ -483,7 +469,7 @@ unsafe fn weights(p: *const c_int, n: usize, what: &str) -> Res<(Vec<c_int>, boo
         ),
         MPI_WEIGHTS_EMPTY => Ok((Vec::new(), true)),
         _ => {
-            let w = ints(p, n, what)?;
+            let w = slice(p, n, what)?;
             if let Some(&bad) = w.iter().find(|&&x| x < 0) {
                 return fail(MPI_ERR_ARG, format!("negative weight {bad} in {what}"));
             }
@@ -500,7 +486,7 @@ fn degree(n: c_int, what: &str) -> Res<usize> {
 /// Checks a graph given as `index`/`edges` of `nnodes` nodes.
 unsafe fn graph_arg(nnodes: c_int, index: *const c_int, edges: *const c_int) -> Res<Graph> {
     let n = degree(nnodes, "nnodes")?;
-    let idx = ints(index, n, "index")?;
+    let idx = slice(index, n, "index")?;
     let mut prev = 0;
     for (i, &x) in idx.iter().enumerate() {
         if x < prev {
@@ -513,7 +499,7 @@ unsafe fn graph_arg(nnodes: c_int, index: *const c_int, edges: *const c_int) -> 
     }
     let nedges = prev as usize;
     // MPI_ERR_ARG rather than MPI_ERR_RANK for an edge off the graph, as MPICH.
-    let e = ranks_below(ints(edges, nedges, "edges")?, n, "edge to node")
+    let e = ranks_below(slice(edges, nedges, "edges")?, n, "edge to node")
         .map_err(|e| MpiError::new(MPI_ERR_ARG, e.message))?;
     Ok(Graph {
         index: idx.iter().map(|&x| x as usize).collect(),
@@ -706,8 +692,8 @@ mpi! {
         let n = running(|s| s.intra_comm(comm_old))?.size();
         let out = out(comm_dist_graph, "comm_dist_graph")?;
         let (ni, no) = (degree(indegree, "indegree")?, degree(outdegree, "outdegree")?);
-        let src = ranks_below(ints(sources, ni, "sources")?, n, "source")?;
-        let dst = ranks_below(ints(destinations, no, "destinations")?, n, "destination")?;
+        let src = ranks_below(slice(sources, ni, "sources")?, n, "source")?;
+        let dst = ranks_below(slice(destinations, no, "destinations")?, n, "destination")?;
         let (sw, sweighted) = weights(sourceweights, ni, "sourceweights")?;
         let (dw, dweighted) = weights(destweights, no, "destweights")?;
         let g = DistGraph {
@@ -726,10 +712,10 @@ mpi! {
         let size = running(|s| s.intra_comm(comm_old))?.size();
         let out = out(comm_dist_graph, "comm_dist_graph")?;
         let k = degree(n, "n")?;
-        let src = ranks_below(ints(sources, k, "sources")?, size, "source")?;
-        let deg = ints(degrees, k, "degrees")?;
+        let src = ranks_below(slice(sources, k, "sources")?, size, "source")?;
+        let deg = slice(degrees, k, "degrees")?;
         let total = deg.iter().try_fold(0usize, |acc, &d| Ok::<_, MpiError>(acc + degree(d, "degree")?))?;
-        let dst = ranks_below(ints(destinations, total, "destinations")?, size, "destination")?;
+        let dst = ranks_below(slice(destinations, total, "destinations")?, size, "destination")?;
         let (w, weighted) = weights(weights_, total, "weights")?;
         // Edge j runs from the source whose degrees cover j to destinations[j].
         let froms = src.iter().zip(deg).flat_map(|(&s, &d)| std::iter::repeat_n(s, d as usize));

@@ -1,6 +1,7 @@
 //! Derived datatypes and user operations: the C functions over `datatype.rs` and `ops.rs`.
 
 use crate::abi::*;
+use crate::check::{out, slice};
 use crate::datatype::{Builtin, Datatype, Distrib, Order, TypeError};
 use crate::env::write_string;
 use crate::error::{fail, MpiError, Res};
@@ -17,21 +18,6 @@ impl From<TypeError> for MpiError {
         };
         MpiError::new(class, e.to_string())
     }
-}
-
-unsafe fn out<'a, T>(p: *mut T, what: &str) -> Res<&'a mut T> {
-    p.as_mut()
-        .ok_or_else(|| MpiError::new(MPI_ERR_ARG, format!("{what} is NULL")))
-}
-
-unsafe fn array<'a, T>(p: *const T, n: usize, what: &str) -> Res<&'a [T]> {
-    if n == 0 {
-        return Ok(&[]);
-    }
-    if p.is_null() {
-        return fail(MPI_ERR_ARG, format!("{what} is NULL"));
-    }
-    Ok(std::slice::from_raw_parts(p, n))
 }
 
 fn ints(v: &[c_int]) -> Vec<i64> {
@@ -97,7 +83,7 @@ mpi! {
     /// Blocks at element displacements.
     fn MPI_Type_indexed / PMPI_Type_indexed(count: c_int, blocklengths: *const c_int, displacements: *const c_int, oldtype: Handle, newtype: *mut Handle) on NONE => {
         let n = count_arg(count)?;
-        let (b, d) = (array(blocklengths, n, "blocklengths")?, array(displacements, n, "displacements")?);
+        let (b, d) = (slice(blocklengths, n, "blocklengths")?, slice(displacements, n, "displacements")?);
         derive(oldtype, newtype, |old| Datatype::indexed(&ints(b), &ints(d), old))
     }
 }
@@ -118,22 +104,22 @@ pub(crate) unsafe fn hindexed(
 ) -> Res {
     let n = count_arg(count)?;
     let (b, d) = (
-        array(blocklengths, n, "blocklengths")?,
-        array(displacements, n, "displacements")?,
+        slice(blocklengths, n, "blocklengths")?,
+        slice(displacements, n, "displacements")?,
     );
     derive(oldtype, newtype, |old| Datatype::hindexed(&ints(b), d, old))
 }
 mpi! {
     /// Equal blocks at element displacements.
     fn MPI_Type_create_indexed_block / PMPI_Type_create_indexed_block(count: c_int, blocklength: c_int, displacements: *const c_int, oldtype: Handle, newtype: *mut Handle) on NONE => {
-        let d = array(displacements, count_arg(count)?, "displacements")?;
+        let d = slice(displacements, count_arg(count)?, "displacements")?;
         derive(oldtype, newtype, |old| Datatype::indexed_block(blocklength as i64, &ints(d), old))
     }
 }
 mpi! {
     /// Equal blocks at byte displacements.
     fn MPI_Type_create_hindexed_block / PMPI_Type_create_hindexed_block(count: c_int, blocklength: c_int, displacements: *const isize, oldtype: Handle, newtype: *mut Handle) on NONE => {
-        let d = array(displacements, count_arg(count)?, "displacements")?;
+        let d = slice(displacements, count_arg(count)?, "displacements")?;
         derive(oldtype, newtype, |old| Datatype::hindexed_block(blocklength as i64, d, old))
     }
 }
@@ -154,9 +140,9 @@ pub(crate) unsafe fn create_struct(
 ) -> Res {
     let n = count_arg(count)?;
     let (b, d, t) = (
-        array(blocklengths, n, "blocklengths")?,
-        array(displacements, n, "displacements")?,
-        array(types, n, "types")?,
+        slice(blocklengths, n, "blocklengths")?,
+        slice(displacements, n, "displacements")?,
+        slice(types, n, "types")?,
     );
     let out = out(newtype, "newtype")?;
     *out = running(|s| {
@@ -176,7 +162,7 @@ mpi! {
     /// A block of a multidimensional array.
     fn MPI_Type_create_subarray / PMPI_Type_create_subarray(ndims: c_int, sizes: *const c_int, subsizes: *const c_int, starts: *const c_int, order: c_int, oldtype: Handle, newtype: *mut Handle) on NONE => {
         let n = count_arg(ndims)?;
-        let (a, b, c) = (array(sizes, n, "sizes")?, array(subsizes, n, "subsizes")?, array(starts, n, "starts")?);
+        let (a, b, c) = (slice(sizes, n, "sizes")?, slice(subsizes, n, "subsizes")?, slice(starts, n, "starts")?);
         let Some(order) = Order::from_abi(order) else { return fail(MPI_ERR_ARG, format!("invalid array order {order}")) };
         derive(oldtype, newtype, |old| Datatype::subarray(&ints(a), &ints(b), &ints(c), order, old))
     }
@@ -185,7 +171,7 @@ mpi! {
     /// MPI_Type_create_subarray with MPI_Count sizes, subsizes and starts.
     fn MPI_Type_create_subarray_c / PMPI_Type_create_subarray_c(ndims: c_int, sizes: *const i64, subsizes: *const i64, starts: *const i64, order: c_int, oldtype: Handle, newtype: *mut Handle) on NONE => {
         let n = count_arg(ndims)?;
-        let (a, b, c) = (array(sizes, n, "sizes")?, array(subsizes, n, "subsizes")?, array(starts, n, "starts")?);
+        let (a, b, c) = (slice(sizes, n, "sizes")?, slice(subsizes, n, "subsizes")?, slice(starts, n, "starts")?);
         let Some(order) = Order::from_abi(order) else { return fail(MPI_ERR_ARG, format!("invalid array order {order}")) };
         derive(oldtype, newtype, |old| Datatype::subarray(a, b, c, order, old))
     }
@@ -302,25 +288,20 @@ mpi! {
         Ok(())
     }
 }
-/// Data bytes of one element. A predefined type's size is answered before the guard: it is a
-/// table lookup that cannot fail or panic, and programs call it per element (see `query`).
-#[no_mangle]
-pub unsafe extern "C" fn PMPI_Type_size(datatype: Handle, size: *mut c_int) -> c_int {
-    if let (Some(b), Some(out)) = (predefined(datatype), size.as_mut()) {
-        *out = b.size() as c_int;
-        return MPI_SUCCESS;
+mpi! {
+    /// Data bytes of one element. A predefined type's size is answered before the guard: it is a
+    /// table lookup that cannot fail or panic, and programs call it per element (see `query`).
+    fn MPI_Type_size / PMPI_Type_size(datatype: Handle, size: *mut c_int) -> c_int, unguarded => {
+        if let (Some(b), Some(out)) = (predefined(datatype), size.as_mut()) {
+            *out = b.size() as c_int;
+            return MPI_SUCCESS;
+        }
+        crate::error::guard("MPI_Type_size", NONE, || {
+            let bytes = query(datatype, Builtin::size, Datatype::size)?;
+            *out(size, "size")? = c_int::try_from(bytes).unwrap_or(MPI_UNDEFINED);
+            Ok(())
+        })
     }
-    crate::error::guard("MPI_Type_size", NONE, || {
-        let bytes = query(datatype, Builtin::size, Datatype::size)?;
-        *out(size, "size")? = c_int::try_from(bytes).unwrap_or(MPI_UNDEFINED);
-        Ok(())
-    })
-}
-
-/// Data bytes of one element.
-#[no_mangle]
-pub unsafe extern "C" fn MPI_Type_size(datatype: Handle, size: *mut c_int) -> c_int {
-    PMPI_Type_size(datatype, size)
 }
 mpi! {
     /// Data bytes of one element (MPI_Count).
@@ -481,25 +462,17 @@ mpi! {
     }
 }
 
-/// MPI_Aint_add: `base + disp` as addresses.
-#[no_mangle]
-pub extern "C" fn PMPI_Aint_add(base: isize, disp: isize) -> isize {
-    base.wrapping_add(disp)
+mpi! {
+    /// MPI_Aint_add: `base + disp` as addresses.
+    fn MPI_Aint_add / PMPI_Aint_add(base: isize, disp: isize) -> isize, unguarded => {
+        base.wrapping_add(disp)
+    }
 }
-/// MPI_Aint_add.
-#[no_mangle]
-pub extern "C" fn MPI_Aint_add(base: isize, disp: isize) -> isize {
-    PMPI_Aint_add(base, disp)
-}
-/// MPI_Aint_diff: `addr1 - addr2` as addresses.
-#[no_mangle]
-pub extern "C" fn PMPI_Aint_diff(addr1: isize, addr2: isize) -> isize {
-    addr1.wrapping_sub(addr2)
-}
-/// MPI_Aint_diff.
-#[no_mangle]
-pub extern "C" fn MPI_Aint_diff(addr1: isize, addr2: isize) -> isize {
-    PMPI_Aint_diff(addr1, addr2)
+mpi! {
+    /// MPI_Aint_diff: `addr1 - addr2` as addresses.
+    fn MPI_Aint_diff / PMPI_Aint_diff(addr1: isize, addr2: isize) -> isize, unguarded => {
+        addr1.wrapping_sub(addr2)
+    }
 }
 
 /// The committed `datatype` and the packed size of `count` of it, which must fit a buffer of
@@ -678,7 +651,7 @@ mpi! {
     fn MPI_Type_create_darray / PMPI_Type_create_darray(size: c_int, rank: c_int, ndims: c_int, gsizes: *const c_int, distribs: *const c_int,
         dargs: *const c_int, psizes: *const c_int, order: c_int, oldtype: Handle, newtype: *mut Handle) on NONE => {
         let n = count_arg(ndims)?;
-        let (g, d, a, p) = (array(gsizes, n, "gsizes")?, array(distribs, n, "distribs")?, array(dargs, n, "dargs")?, array(psizes, n, "psizes")?);
+        let (g, d, a, p) = (slice(gsizes, n, "gsizes")?, slice(distribs, n, "distribs")?, slice(dargs, n, "dargs")?, slice(psizes, n, "psizes")?);
         let dist = (0..n)
             .map(|i| Distrib::from_abi(d[i], a[i]).ok_or_else(|| MpiError::new(MPI_ERR_ARG, format!("invalid distribution {} / darg {} in dimension {i}", d[i], a[i]))))
             .collect::<Res<Vec<_>>>()?;
@@ -691,7 +664,7 @@ mpi! {
     fn MPI_Type_create_darray_c / PMPI_Type_create_darray_c(size: c_int, rank: c_int, ndims: c_int, gsizes: *const i64, distribs: *const c_int,
         dargs: *const c_int, psizes: *const c_int, order: c_int, oldtype: Handle, newtype: *mut Handle) on NONE => {
         let n = count_arg(ndims)?;
-        let (g, d, a, p) = (array(gsizes, n, "gsizes")?, array(distribs, n, "distribs")?, array(dargs, n, "dargs")?, array(psizes, n, "psizes")?);
+        let (g, d, a, p) = (slice(gsizes, n, "gsizes")?, slice(distribs, n, "distribs")?, slice(dargs, n, "dargs")?, slice(psizes, n, "psizes")?);
         let dist = (0..n)
             .map(|i| Distrib::from_abi(d[i], a[i]).ok_or_else(|| MpiError::new(MPI_ERR_ARG, format!("invalid distribution {} / darg {} in dimension {i}", d[i], a[i]))))
             .collect::<Res<Vec<_>>>()?;
@@ -727,7 +700,7 @@ unsafe fn type_delete(datatype: Handle, keyval: c_int, value: *mut c_void) -> Re
 }
 
 /// Runs the copy callbacks of `old`'s attributes for its duplicate `new`.
-pub unsafe fn copy_type_attrs(old: Handle, new: Handle) -> Res {
+pub(crate) unsafe fn copy_type_attrs(old: Handle, new: Handle) -> Res {
     let attrs: Vec<(c_int, *mut c_void)> = with(|s| {
         Ok(s.type_attrs
             .get(&old)
@@ -771,7 +744,7 @@ pub unsafe fn copy_type_attrs(old: Handle, new: Handle) -> Res {
 }
 
 /// Deletes every attribute of a datatype being freed.
-pub unsafe fn delete_type_attrs(datatype: Handle) -> Res {
+pub(crate) unsafe fn delete_type_attrs(datatype: Handle) -> Res {
     let attrs = with(|s| Ok(s.type_attrs.remove(&datatype)))?;
     for (keyval, value) in attrs.unwrap_or_default() {
         type_delete(datatype, keyval, value)?;
@@ -1078,7 +1051,7 @@ mpi! {
     /// MPI_Type_indexed with MPI_Count arguments.
     fn MPI_Type_indexed_c / PMPI_Type_indexed_c(count: i64, blocklengths: *const i64, displacements: *const i64, oldtype: Handle, newtype: *mut Handle) on NONE => {
         let n = size_c(count, "count")?;
-        let (b, d) = (array(blocklengths, n, "blocklengths")?, array(displacements, n, "displacements")?);
+        let (b, d) = (slice(blocklengths, n, "blocklengths")?, slice(displacements, n, "displacements")?);
         derive(oldtype, newtype, |old| Datatype::indexed(b, d, old))
     }
 }
@@ -1086,21 +1059,21 @@ mpi! {
     /// MPI_Type_create_hindexed with MPI_Count arguments.
     fn MPI_Type_create_hindexed_c / PMPI_Type_create_hindexed_c(count: i64, blocklengths: *const i64, displacements: *const i64, oldtype: Handle, newtype: *mut Handle) on NONE => {
         let n = size_c(count, "count")?;
-        let (b, d) = (array(blocklengths, n, "blocklengths")?, addrs(array(displacements, n, "displacements")?)?);
+        let (b, d) = (slice(blocklengths, n, "blocklengths")?, addrs(slice(displacements, n, "displacements")?)?);
         derive(oldtype, newtype, |old| Datatype::hindexed(b, &d, old))
     }
 }
 mpi! {
     /// MPI_Type_create_indexed_block with MPI_Count arguments.
     fn MPI_Type_create_indexed_block_c / PMPI_Type_create_indexed_block_c(count: i64, blocklength: i64, displacements: *const i64, oldtype: Handle, newtype: *mut Handle) on NONE => {
-        let d = array(displacements, size_c(count, "count")?, "displacements")?;
+        let d = slice(displacements, size_c(count, "count")?, "displacements")?;
         derive(oldtype, newtype, |old| Datatype::indexed_block(blocklength, d, old))
     }
 }
 mpi! {
     /// MPI_Type_create_hindexed_block with MPI_Count arguments.
     fn MPI_Type_create_hindexed_block_c / PMPI_Type_create_hindexed_block_c(count: i64, blocklength: i64, displacements: *const i64, oldtype: Handle, newtype: *mut Handle) on NONE => {
-        let d = addrs(array(displacements, size_c(count, "count")?, "displacements")?)?;
+        let d = addrs(slice(displacements, size_c(count, "count")?, "displacements")?)?;
         derive(oldtype, newtype, |old| Datatype::hindexed_block(blocklength, &d, old))
     }
 }
@@ -1108,7 +1081,7 @@ mpi! {
     /// MPI_Type_create_struct with MPI_Count arguments.
     fn MPI_Type_create_struct_c / PMPI_Type_create_struct_c(count: i64, blocklengths: *const i64, displacements: *const i64, types: *const Handle, newtype: *mut Handle) on NONE => {
         let n = size_c(count, "count")?;
-        let (b, d, t) = (array(blocklengths, n, "blocklengths")?, addrs(array(displacements, n, "displacements")?)?, array(types, n, "types")?);
+        let (b, d, t) = (slice(blocklengths, n, "blocklengths")?, addrs(slice(displacements, n, "displacements")?)?, slice(types, n, "types")?);
         let out = out(newtype, "newtype")?;
         *out = running(|s| {
             let members = t.iter().map(|&h| s.datatype(h)).collect::<Res<Vec<_>>>()?;

@@ -9,6 +9,7 @@
 use super::wire::{kind, Writer, BLOCK_LEN, HEADER_MAX};
 use super::{Landing, Memory, Win};
 use crate::abi::*;
+use crate::check::out;
 use crate::datatype::{Class, Datatype};
 use crate::env::write_string;
 use crate::error::{fail, handle_error, CommErrhandlerFn, MpiError, Res};
@@ -22,18 +23,18 @@ use std::rc::Rc;
 
 /// Every rank's window as the others see it (exchanged at creation).
 #[derive(Debug, Clone, Copy)]
-pub struct Peer {
+pub(crate) struct Peer {
     /// Window length in bytes.
-    pub size: usize,
+    pub(crate) size: usize,
     /// Displacement unit.
-    pub disp_unit: usize,
+    pub(crate) disp_unit: usize,
     /// Base address in that rank's process.
-    pub base: usize,
+    pub(crate) base: usize,
 }
 
 /// Values the predefined window attributes point to (boxed: their addresses are handed out).
 #[derive(Debug)]
-pub struct AttrValues {
+pub(crate) struct AttrValues {
     size: isize,
     disp_unit: c_int,
     flavor: c_int,
@@ -42,7 +43,7 @@ pub struct AttrValues {
 
 /// The epochs this rank has open on a window.
 #[derive(Debug, Default)]
-pub struct Epoch {
+pub(crate) struct Epoch {
     /// Between fences (a fence without MPI_MODE_NOSUCCEED opens one).
     fence: bool,
     /// Targets of an access epoch (MPI_Win_start).
@@ -69,19 +70,19 @@ impl Epoch {
 }
 
 /// A window as the C side sees it.
-pub struct WinObj {
+pub(crate) struct WinObj {
     /// The window's communicator (a duplicate: its context carries only window traffic).
-    pub core: ferry_core::Comm,
+    pub(crate) core: ferry_core::Comm,
     /// The state the runtime's handler shares.
-    pub shared: Rc<RefCell<Win>>,
+    pub(crate) shared: Rc<RefCell<Win>>,
     /// Its error handler.
-    pub errhandler: Handle,
+    pub(crate) errhandler: Handle,
     /// `MPI_Win_set_name`.
-    pub name: String,
+    pub(crate) name: String,
     /// Cached attributes.
-    pub attrs: Attrs,
+    pub(crate) attrs: Attrs,
     /// Every rank's window.
-    pub peers: Vec<Peer>,
+    pub(crate) peers: Vec<Peer>,
     values: Box<AttrValues>,
     epoch: Epoch,
     /// Memory from MPI_Win_allocate(_shared), freed with the window.
@@ -89,12 +90,7 @@ pub struct WinObj {
     /// For MPI_Win_allocate_shared: where each rank's part is mapped in this process.
     local_bases: Option<Vec<usize>>,
     /// Hints given (`MPI_Win_set_info`).
-    pub info: InfoObj,
-}
-
-unsafe fn out<'a, T>(p: *mut T, what: &str) -> Res<&'a mut T> {
-    p.as_mut()
-        .ok_or_else(|| MpiError::new(MPI_ERR_ARG, format!("{what} is NULL")))
+    pub(crate) info: InfoObj,
 }
 
 fn win_obj(s: &State, win: Handle) -> Res<&WinObj> {
@@ -697,28 +693,24 @@ mpi! {
     }
 }
 
-/// MPI_Win_call_errhandler: invokes the window's handler as if a call on it had failed.
-#[no_mangle]
-pub unsafe extern "C" fn PMPI_Win_call_errhandler(win: Handle, errorcode: c_int) -> c_int {
-    let valid = with(|s| Ok(s.wins.get(win).is_some())).unwrap_or(false);
-    if !valid {
-        return handle_error(
+mpi! {
+    /// MPI_Win_call_errhandler: invokes the window's handler as if a call on it had failed.
+    fn MPI_Win_call_errhandler / PMPI_Win_call_errhandler(win: Handle, errorcode: c_int) -> c_int, unguarded => {
+        let valid = with(|s| Ok(s.wins.get(win).is_some())).unwrap_or(false);
+        if !valid {
+            return handle_error(
+                "MPI_Win_call_errhandler",
+                NONE,
+                MpiError::new(MPI_ERR_WIN, format!("invalid window {win:#x}")),
+            );
+        }
+        let rc = handle_error(
             "MPI_Win_call_errhandler",
-            NONE,
-            MpiError::new(MPI_ERR_WIN, format!("invalid window {win:#x}")),
+            win,
+            MpiError::new(errorcode, "raised by the program"),
         );
+        crate::error::called_errhandler(rc, errorcode)
     }
-    let rc = handle_error(
-        "MPI_Win_call_errhandler",
-        win,
-        MpiError::new(errorcode, "raised by the program"),
-    );
-    crate::error::called_errhandler(rc, errorcode)
-}
-/// MPI_Win_call_errhandler.
-#[no_mangle]
-pub unsafe extern "C" fn MPI_Win_call_errhandler(win: Handle, errorcode: c_int) -> c_int {
-    PMPI_Win_call_errhandler(win, errorcode)
 }
 
 // ---- attributes ----

@@ -22,8 +22,8 @@
 //! [`Win`] is sans-IO: it takes messages in and hands replies out, and is unit tested here;
 //! the entry points in [`abi`] do the sending and waiting.
 
-pub mod abi;
-pub mod wire;
+pub(crate) mod abi;
+pub(crate) mod wire;
 
 use crate::datatype::{builtin_from_handle, Datatype};
 use crate::ops::{apply_packed, BuiltinOp};
@@ -32,15 +32,15 @@ use wire::{kind, Reader, WireError, Writer};
 
 /// Where the data of a read lands at the origin: `count` elements of `dt` at `base`, from
 /// packed byte `skip` on.
-pub struct Landing {
+pub(crate) struct Landing {
     /// The origin (or result) datatype.
-    pub dt: Datatype,
+    pub(crate) dt: Datatype,
     /// Its element count.
-    pub count: usize,
+    pub(crate) count: usize,
     /// The origin buffer.
-    pub base: *mut u8,
+    pub(crate) base: *mut u8,
     /// Packed offset of this piece.
-    pub skip: usize,
+    pub(crate) skip: usize,
 }
 
 /// The memory a rank exposes.
@@ -94,7 +94,7 @@ impl Memory {
 /// The target's lock: one exclusive holder or any number of shared ones, and the requests
 /// waiting in arrival order.
 #[derive(Debug, Default)]
-pub struct Locks {
+pub(crate) struct Locks {
     exclusive: Option<usize>,
     shared: usize,
     waiting: VecDeque<(usize, bool)>,
@@ -114,12 +114,12 @@ impl Locks {
     }
 
     /// Whether `rank` waits for the lock.
-    pub fn is_waiting(&self, rank: usize) -> bool {
+    pub(crate) fn is_waiting(&self, rank: usize) -> bool {
         self.waiting.iter().any(|&(r, _)| r == rank)
     }
 
     /// `rank` asks; whether it holds the lock now (else it waits its turn).
-    pub fn request(&mut self, rank: usize, exclusive: bool) -> bool {
+    pub(crate) fn request(&mut self, rank: usize, exclusive: bool) -> bool {
         if self.waiting.is_empty() && self.compatible(exclusive) {
             self.take(rank, exclusive);
             true
@@ -130,7 +130,7 @@ impl Locks {
     }
 
     /// `rank` gives its lock back; returns the ranks granted in turn.
-    pub fn release(&mut self, rank: usize) -> Vec<usize> {
+    pub(crate) fn release(&mut self, rank: usize) -> Vec<usize> {
         if self.exclusive == Some(rank) {
             self.exclusive = None;
         } else {
@@ -155,31 +155,31 @@ pub type Replies = Vec<(usize, i32, Vec<u8>)>;
 /// One rank's side of a window, shared between the entry points and the runtime's handler.
 pub struct Win {
     /// The memory exposed here.
-    pub memory: Memory,
+    pub(crate) memory: Memory,
     /// The lock on it.
-    pub locks: Locks,
+    pub(crate) locks: Locks,
     /// Answers still due from each target.
-    pub pending: Vec<u64>,
+    pub(crate) pending: Vec<u64>,
     /// Where the answers to reads go, by operation id.
-    pub landings: HashMap<u64, Landing>,
+    pub(crate) landings: HashMap<u64, Landing>,
     next_id: u64,
     /// GRANTs received from each target and not yet consumed.
-    pub grants: Vec<u32>,
+    pub(crate) grants: Vec<u32>,
     /// UNLOCKEDs received from each target and not yet consumed.
-    pub unlocked: Vec<u32>,
+    pub(crate) unlocked: Vec<u32>,
     /// POSTs received from each target and not yet consumed (PSCW).
-    pub posts: Vec<u32>,
+    pub(crate) posts: Vec<u32>,
     /// COMPLETEs received from each origin and not yet consumed (PSCW).
-    pub completes: Vec<u32>,
+    pub(crate) completes: Vec<u32>,
     /// A target refused an access outside its window.
-    pub out_of_range: bool,
+    pub(crate) out_of_range: bool,
     /// A message that could not be read (a bug or a mismatched peer), reported at the next
     /// synchronisation.
-    pub broken: Option<String>,
+    pub(crate) broken: Option<String>,
     /// GRANTs still to come from each target: locks are asked for without waiting (the
     /// target holds back the origin's operations until it grants), and the grant is collected
     /// at unlock.
-    pub grants_due: Vec<u32>,
+    pub(crate) grants_due: Vec<u32>,
     /// Messages from each origin held back until its lock request is granted, in order.
     held: HashMap<usize, VecDeque<(i32, Vec<u8>)>>,
     /// Origins just granted whose held messages are to be served.
@@ -213,7 +213,7 @@ impl Win {
     }
 
     /// A fresh operation id.
-    pub fn next_id(&mut self) -> u64 {
+    pub(crate) fn next_id(&mut self) -> u64 {
         self.next_id += 1;
         self.next_id
     }

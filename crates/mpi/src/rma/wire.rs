@@ -27,46 +27,46 @@
 use thiserror::Error;
 
 /// First byte of every payload.
-pub const VERSION: u8 = 1;
+pub(crate) const VERSION: u8 = 1;
 
 /// Message kinds (tags).
-pub mod kind {
+pub(crate) mod kind {
     /// Write data into the target.
-    pub const PUT: i32 = 0x01;
+    pub(crate) const PUT: i32 = 0x01;
     /// Read data from the target.
-    pub const GET: i32 = 0x02;
+    pub(crate) const GET: i32 = 0x02;
     /// Combine data into the target.
-    pub const ACC: i32 = 0x03;
+    pub(crate) const ACC: i32 = 0x03;
     /// Combine and return the old contents.
-    pub const GET_ACC: i32 = 0x04;
+    pub(crate) const GET_ACC: i32 = 0x04;
     /// Compare and swap one element.
-    pub const CAS: i32 = 0x05;
+    pub(crate) const CAS: i32 = 0x05;
     /// Ask for a lock.
-    pub const LOCK: i32 = 0x06;
+    pub(crate) const LOCK: i32 = 0x06;
     /// Give a lock back.
-    pub const UNLOCK: i32 = 0x07;
+    pub(crate) const UNLOCK: i32 = 0x07;
     /// The target's exposure epoch began (PSCW).
-    pub const POST: i32 = 0x08;
+    pub(crate) const POST: i32 = 0x08;
     /// The origin's access epoch ended (PSCW).
-    pub const COMPLETE: i32 = 0x09;
+    pub(crate) const COMPLETE: i32 = 0x09;
     /// An operation was applied.
-    pub const ACK: i32 = 0x40;
+    pub(crate) const ACK: i32 = 0x40;
     /// Data answering a GET, GET_ACC or CAS.
-    pub const DATA: i32 = 0x41;
+    pub(crate) const DATA: i32 = 0x41;
     /// A lock was granted.
-    pub const GRANT: i32 = 0x42;
+    pub(crate) const GRANT: i32 = 0x42;
     /// An unlock was done.
-    pub const UNLOCKED: i32 = 0x43;
+    pub(crate) const UNLOCKED: i32 = 0x43;
 }
 
 /// Bytes of a message before its blocks and data, at most (version, id, op, type).
-pub const HEADER_MAX: usize = 1 + 8 + 4 + 4 + 4;
+pub(crate) const HEADER_MAX: usize = 1 + 8 + 4 + 4 + 4;
 /// Bytes each block takes.
-pub const BLOCK_LEN: usize = 16;
+pub(crate) const BLOCK_LEN: usize = 16;
 
 /// A malformed message.
 #[derive(Debug, Clone, PartialEq, Eq, Error)]
-pub enum WireError {
+pub(crate) enum WireError {
     /// The payload ended early.
     #[error("message of {len} bytes is cut short (needs {needed})")]
     Short {
@@ -84,14 +84,14 @@ pub enum WireError {
 }
 
 /// Reads a payload front to back.
-pub struct Reader<'a> {
+pub(crate) struct Reader<'a> {
     bytes: &'a [u8],
     at: usize,
 }
 
 impl<'a> Reader<'a> {
     /// Starts at the version byte, which must be [`VERSION`].
-    pub fn new(bytes: &'a [u8]) -> Result<Reader<'a>, WireError> {
+    pub(crate) fn new(bytes: &'a [u8]) -> Result<Reader<'a>, WireError> {
         let mut r = Reader { bytes, at: 0 };
         match r.u8()? {
             VERSION => Ok(r),
@@ -113,18 +113,18 @@ impl<'a> Reader<'a> {
     }
 
     /// One byte.
-    pub fn u8(&mut self) -> Result<u8, WireError> {
+    pub(crate) fn u8(&mut self) -> Result<u8, WireError> {
         Ok(self.take(1)?[0])
     }
 
     /// A little-endian u32.
-    pub fn u32(&mut self) -> Result<u32, WireError> {
+    pub(crate) fn u32(&mut self) -> Result<u32, WireError> {
         let b = self.take(4)?;
         Ok(u32::from_le_bytes([b[0], b[1], b[2], b[3]]))
     }
 
     /// A little-endian u64.
-    pub fn u64(&mut self) -> Result<u64, WireError> {
+    pub(crate) fn u64(&mut self) -> Result<u64, WireError> {
         let b = self.take(8)?;
         let mut a = [0u8; 8];
         a.copy_from_slice(b);
@@ -132,12 +132,12 @@ impl<'a> Reader<'a> {
     }
 
     /// `n` bytes.
-    pub fn bytes(&mut self, n: usize) -> Result<&'a [u8], WireError> {
+    pub(crate) fn bytes(&mut self, n: usize) -> Result<&'a [u8], WireError> {
         self.take(n)
     }
 
     /// A block list.
-    pub fn blocks(&mut self) -> Result<Vec<(u64, u64)>, WireError> {
+    pub(crate) fn blocks(&mut self) -> Result<Vec<(u64, u64)>, WireError> {
         let n = self.u32()?;
         if (n as usize).saturating_mul(BLOCK_LEN) > self.rest().len() {
             return Err(WireError::Blocks(n));
@@ -146,42 +146,42 @@ impl<'a> Reader<'a> {
     }
 
     /// Everything not read yet.
-    pub fn rest(&self) -> &'a [u8] {
+    pub(crate) fn rest(&self) -> &'a [u8] {
         &self.bytes[self.at..]
     }
 }
 
 /// Builds a payload.
-pub struct Writer(Vec<u8>);
+pub(crate) struct Writer(Vec<u8>);
 
 impl Writer {
     /// A payload with room for `cap` bytes, the version byte written.
-    pub fn new(cap: usize) -> Writer {
+    pub(crate) fn new(cap: usize) -> Writer {
         let mut v = Vec::with_capacity(cap.max(1));
         v.push(VERSION);
         Writer(v)
     }
 
     /// Appends one byte.
-    pub fn u8(mut self, v: u8) -> Writer {
+    pub(crate) fn u8(mut self, v: u8) -> Writer {
         self.0.push(v);
         self
     }
 
     /// Appends a u32.
-    pub fn u32(mut self, v: u32) -> Writer {
+    pub(crate) fn u32(mut self, v: u32) -> Writer {
         self.0.extend_from_slice(&v.to_le_bytes());
         self
     }
 
     /// Appends a u64.
-    pub fn u64(mut self, v: u64) -> Writer {
+    pub(crate) fn u64(mut self, v: u64) -> Writer {
         self.0.extend_from_slice(&v.to_le_bytes());
         self
     }
 
     /// Appends a block list.
-    pub fn blocks(mut self, blocks: &[(u64, u64)]) -> Writer {
+    pub(crate) fn blocks(mut self, blocks: &[(u64, u64)]) -> Writer {
         self.0
             .extend_from_slice(&(blocks.len() as u32).to_le_bytes());
         for &(off, len) in blocks {
@@ -192,20 +192,20 @@ impl Writer {
     }
 
     /// Appends raw bytes.
-    pub fn bytes(mut self, b: &[u8]) -> Writer {
+    pub(crate) fn bytes(mut self, b: &[u8]) -> Writer {
         self.0.extend_from_slice(b);
         self
     }
 
     /// Room at the end for `n` bytes, returned for filling in place.
-    pub fn reserve_tail(&mut self, n: usize) -> &mut [u8] {
+    pub(crate) fn reserve_tail(&mut self, n: usize) -> &mut [u8] {
         let start = self.0.len();
         self.0.resize(start + n, 0);
         &mut self.0[start..]
     }
 
     /// The payload.
-    pub fn done(self) -> Vec<u8> {
+    pub(crate) fn done(self) -> Vec<u8> {
         self.0
     }
 }
