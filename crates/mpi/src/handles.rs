@@ -129,7 +129,7 @@ impl<T> Table<T> {
 
     /// Drops the object behind `handle` where it lies (no move out, as [`Table::remove`]
     /// makes); whether there was one.
-    pub fn discard(&mut self, handle: Handle) -> bool {
+    pub(crate) fn discard(&mut self, handle: Handle) -> bool {
         let Some(slot) = self.locate(handle) else {
             return false;
         };
