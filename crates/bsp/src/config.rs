@@ -76,7 +76,8 @@ impl Config {
                 },
             }
         };
-        // Numbers are checked against the one table of ranges (ferry-wire's, re-exported by ferry-core; docs/settings.md).
+        // Numbers are checked against the one table of ranges (ferry-wire's, re-exported by
+        // ferry-core; docs/settings.md).
         let get = |name: &str| std::env::var(name).ok();
         let number = |name: &str| {
             ferry_core::settings::number(&get, name).map_err(|e| match e {
