@@ -9,13 +9,16 @@ cargo fmt --all -- --check
 cargo clippy --workspace --all-targets --release -- -D warnings
 cargo test --release --workspace
 
-# The MPI C ABI from the outside: an installed prefix (mpicc + mpiexec), MPICH's own test suite
+# The MPI C ABI from the outside: an installed prefix (mpicc + mpiexec), the ferry-mpi wheel in a
+# fresh venv (a C program, and mpi4py in its standard-ABI mode built with the venv's mpicc; the
+# mpi4py part is skipped with a message without PyPI), MPICH's own test suite
 # (conformance/run: tier1, tier2, tierlite), NetPIPE's integrity sweep and mpi4py's test suite
 # (conformance/mpi4py). FERRY_CONFORMANCE=0
 # skips them (for a quick local run).
 if [ "${FERRY_CONFORMANCE:-1}" = 1 ]; then
   cargo build --release -p ferry-mpi -p ferry-cli # the wrappers use target/release
   bash scripts/test-install.sh
+  python3 scripts/test-wheel.py
   python3 conformance/run
   bash conformance/netpipe
   # mpi4py built against ferry, its own suite at 1 and 2 processes, mpi4py.futures and
