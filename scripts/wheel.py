@@ -114,6 +114,8 @@ def elf_needs(path):
 
 def platform_tag(elves):
     machines = {m for m, _, _, _ in elves.values()}
+    if not machines:
+        raise WheelError("no binaries in the tree")
     if len(machines) != 1:
         raise WheelError(f"binaries for several machines: {sorted(machines)}")
     arch = machines.pop()
@@ -146,7 +148,9 @@ def strip_debug(path):
         print(f"wheel: no `strip`: {os.path.basename(path)} keeps its debug information",
               file=sys.stderr)
         return
-    subprocess.run([strip, "--strip-debug", path], check=True)
+    done = subprocess.run([strip, "--strip-debug", path], capture_output=True, text=True)
+    if done.returncode != 0:
+        raise WheelError(f"strip --strip-debug {os.path.basename(path)}: {done.stderr.strip()}")
 
 
 def wheel_files(prefix):
