@@ -154,8 +154,8 @@ def strip_debug(path):
 
 
 def wheel_files(prefix):
-    """{path in the wheel's data tree: bytes} and {path: mode} for an installed prefix, links
-    resolved as the module doc says."""
+    """({path in the wheel's data tree: bytes}, {path: mode}, {path: elf_needs()}) for an
+    installed prefix, links resolved as the module doc says."""
     files, modes, elves = {}, {}, {}
     links = []
     for top in ("bin", "include", "lib"):
