@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Builds ferry (release) and installs it like an MPI installation:
-#   PREFIX/bin/{ferry,mpicc,mpicxx,mpic++,mpiexec,mpirun,bspcc}
-#   PREFIX/include/{mpi.h,bsp.h}   PREFIX/lib/{libmpi.so,libmpi_abi.so.1,libmpi_abi.so,libbsp.so}
+#   PREFIX/bin/{ferry,mpicc,mpicxx,mpic++,mpicc_abi,mpicxx_abi,mpiexec,mpirun,bspcc}
+#   PREFIX/include/{mpi.h,mpi_abi.h,bsp.h}
+#   PREFIX/lib/{libmpi.so,libmpi_abi.so.1,libmpi_abi.so,libbsp.so}
 # and, when a Fortran compiler is found ($FERRY_FC, else gfortran), the Fortran bindings built
 # with it: PREFIX/bin/{mpifort,mpif90,mpif77}, PREFIX/include/{mpif.h,mpi.mod,mpi_f08.mod},
 # PREFIX/lib/libmpifort.so (FERRY_FORTRAN=0 leaves them out).
@@ -34,9 +35,16 @@ install -m 755 "$root/crates/mpi/bin/mpicc" "$prefix/bin/mpicc"
 install -m 755 "$root/crates/mpi/bin/mpiexec" "$prefix/bin/mpiexec"
 ln -sf mpicc "$prefix/bin/mpicxx"
 ln -sf mpicc "$prefix/bin/mpic++"
+# MPICH 5 names its standard-ABI wrappers so; ferry's mpicc is already one.
+ln -sf mpicc "$prefix/bin/mpicc_abi"
+ln -sf mpicc "$prefix/bin/mpicxx_abi"
 ln -sf mpiexec "$prefix/bin/mpirun"
 install -m 644 "$root/crates/mpi/include/mpi.h" "$prefix/include/mpi.h"
 install -m 644 "$root/crates/bsplib/include/bsp.h" "$prefix/include/bsp.h"
+# mpi.h is the MPI 5.0 standard ABI's header; mpi_abi.h is the name MPICH 5 gives that header.
+printf '/* The MPI 5.0 standard ABI: ferry'"'"'s mpi.h is that header. */\n#include "mpi.h"\n' \
+    >"$prefix/include/mpi_abi.h"
+chmod 644 "$prefix/include/mpi_abi.h"
 install -m 755 "$target/libmpi.so" "$prefix/lib/libmpi.so"
 # The MPI 5.0 standard ABI's names: the SONAME (what programs linked against either name, and
 # those built by MPICH 5's mpicc_abi, load at run time) and the link-time name.

@@ -10,13 +10,16 @@ cargo clippy --workspace --all-targets --release -- -D warnings
 cargo test --release --workspace
 python3 fortran/test_gen.py  # the Fortran bindings' generator (no MPI needed)
 
-# The MPI C ABI from the outside: an installed prefix (mpicc + mpiexec, mpifort), MPICH's own
-# test suite (conformance/run: tier1, tier2, tierlite; its Fortran tests), NetPIPE's integrity sweep and mpi4py's test suite
-# (conformance/mpi4py). FERRY_CONFORMANCE=0
-# skips them (for a quick local run).
+# The MPI C ABI from the outside: an installed prefix (mpicc + mpiexec, mpifort), the ferry-mpi
+# wheel in a fresh venv (a C program, and mpi4py in its standard-ABI mode built with the venv's
+# mpicc; the mpi4py part is skipped with a message without PyPI), MPICH's own test suite
+# (conformance/run: tier1, tier2, tierlite; its Fortran tests), NetPIPE's integrity sweep and
+# mpi4py's test suite (conformance/mpi4py). FERRY_CONFORMANCE=0 skips them (for a quick local
+# run).
 if [ "${FERRY_CONFORMANCE:-1}" = 1 ]; then
   cargo build --release -p ferry-mpi -p ferry-cli # the wrappers use target/release
   bash scripts/test-install.sh
+  python3 scripts/test-wheel.py
   python3 conformance/run
   # MPICH's Fortran tests (f77, f90, f08) through fortran/bin/mpifort: about 5 minutes.
   python3 conformance/run --list fortran.txt
