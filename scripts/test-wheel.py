@@ -8,7 +8,9 @@
 2. checks the layout (bin/, include/, lib/ as MPICH's wheel has them) and that no file of
    bin/ names the source tree: the venv must work alone;
 3. builds a C program with the venv's `mpicc` and runs it at 2 processes with its `mpiexec`,
-   with the source tree's variables (FERRY_BIN, FERRY_LIBDIR, CARGO_TARGET_DIR) unset;
+   with the source tree's variables (FERRY_BIN, FERRY_LIBDIR, CARGO_TARGET_DIR) unset; the
+   same with a Fortran (mpi_f08) program and the venv's `mpifort`, when the wheel was built
+   where gfortran was (then it carries the Fortran bindings);
 4. builds mpi4py 4.1.2 from source with the venv's `mpicc` in mpi4py's MPI standard-ABI mode
    (`MPI4PY_BUILD_MPIABI=1 MPICC=<venv>/bin/mpicc pip install --no-binary mpi4py ...`), checks
    that it is built for the standard ABI (handles by MPI_*_toint, only libmpi_abi.so.1
@@ -168,6 +170,37 @@ def c_program(tmp):
     log("C: mpicc + mpiexec -n 2 ok")
 
 
+HELLO_F08 = """\
+program hello
+  use mpi_f08
+  integer :: rank, size, total
+  call MPI_Init()
+  call MPI_Comm_rank(MPI_COMM_WORLD, rank)
+  call MPI_Comm_size(MPI_COMM_WORLD, size)
+  call MPI_Allreduce(1, total, 1, MPI_INTEGER, MPI_SUM, MPI_COMM_WORLD)
+  print '(a,i0,a,i0,a,i0)', 'rank ', rank, ' of ', size, ': sum ', total
+  call MPI_Finalize()
+end program
+"""
+
+
+def fortran_program(tmp):
+    if not os.path.exists(os.path.join(VENV, "bin", "mpifort")):
+        log("Fortran: the wheel has no mpifort (built without gfortran): skipped")
+        return
+    env = user_env()
+    src = os.path.join(tmp, "hello.f90")
+    with open(src, "w") as f:
+        f.write(HELLO_F08)
+    must(["mpifort", src, "-o", os.path.join(tmp, "hello_f")], "mpifort hello.f90", env=env)
+    out = must(["mpiexec", "-n", "2", "-timeout", "120", "./hello_f"],
+               "mpiexec -n 2 ./hello_f", env=env, cwd=tmp).stdout
+    for rank in (0, 1):
+        if not re.search(rf"^rank {rank} of 2: sum 2$", out, re.M):
+            raise Failed(f"mpiexec -n 2 ./hello_f printed:\n{out}")
+    log("Fortran: mpifort (use mpi_f08) + mpiexec -n 2 ok")
+
+
 def mpi4py_cache_key():
     with open(HEADER, "rb") as f:
         header = f.read()
@@ -268,6 +301,7 @@ def main():
         check_layout()
         with tempfile.TemporaryDirectory() as tmp:
             c_program(tmp)
+            fortran_program(tmp)
             ran_mpi4py = mpi4py_job(tmp)
     except Failed as e:
         log(f"FAILED: {e}")
