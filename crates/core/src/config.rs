@@ -85,7 +85,9 @@ pub struct Config {
     /// sent eagerly over TCP. Eager messages keep MPI order on rail 0; with rails a lower limit
     /// lets medium messages go by rendezvous, whose data may take any rail.
     pub tcp_eager_limit: usize,
-    /// `FERRY_TCP_CHUNK` (bytes, default 256 KiB): largest DATA frame of a rendezvous over TCP.
+    /// `FERRY_TCP_CHUNK` (bytes, default 64 KiB): largest DATA frame of a rendezvous over TCP.
+    /// Between two namespace hosts, 64 KiB frames gave 1 MiB–16 MiB ping-pongs of 4.6–5.5 GB/s
+    /// where 256 KiB ones gave 2.1–3.2 (bench/results/2026-11-27-tcp-chunk).
     pub tcp_chunk: usize,
     /// `FERRY_TCP_BUF` (bytes, default 0 = kernel autotuning): SO_SNDBUF and SO_RCVBUF of every
     /// rank-to-rank socket.
@@ -141,7 +143,7 @@ impl Default for Config {
             cma: CmaMode::Auto,
             cma_share_min: 64 << 10,
             tcp_eager_limit: 64 << 10,
-            tcp_chunk: 256 << 10,
+            tcp_chunk: 64 << 10,
             tcp_buffer: 0,
             tcp_strangers: crate::tcp::DEFAULT_MAX_STRANGERS,
             spin: None,
