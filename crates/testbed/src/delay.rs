@@ -87,6 +87,9 @@ pub fn forward(a: &str, b: &str, delay: Duration) -> Result<(), std::io::Error> 
         DelayLine::new(delay, LINE_LIMIT),
         DelayLine::new(delay, LINE_LIMIT),
     ];
+    // Frames are read into one buffer and copied out at their own length: a frame buffer
+    // reused at full size would be cleared for every 66-byte acknowledgement.
+    let mut room = vec![0u8; FRAME_ROOM];
     let mut spare: Vec<Vec<u8>> = Vec::new();
     loop {
         let now = Instant::now();
@@ -112,22 +115,19 @@ pub fn forward(a: &str, b: &str, delay: Duration) -> Result<(), std::io::Error> 
                 continue;
             }
             loop {
-                let mut frame = spare.pop().unwrap_or_default();
-                frame.resize(FRAME_ROOM, 0);
-                match socket.recv(&mut frame) {
+                match socket.recv(&mut room) {
                     Ok(Some(n)) => {
-                        frame.truncate(n);
+                        let mut frame = spare.pop().unwrap_or_default();
+                        frame.clear();
+                        frame.extend_from_slice(&room[..n]);
                         if let Err(frame) = lines[from].push(now, frame) {
                             spare.push(frame);
                         }
                     }
                     // Larger than any frame the veths make: not ours to pass.
-                    Ok(None) => spare.push(frame),
-                    Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
-                        spare.push(frame);
-                        break;
-                    }
-                    Err(e) if e.kind() == std::io::ErrorKind::Interrupted => spare.push(frame),
+                    Ok(None) => {}
+                    Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => break,
+                    Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
                     Err(e) if is_gone(&e) => return Ok(()),
                     Err(e) => return Err(named(e, socket.name)),
                 }
