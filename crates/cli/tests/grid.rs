@@ -18,21 +18,16 @@
 //! Without root the test says so and passes.
 
 mod common;
-use common::{example, grid_file, show};
+use common::{example, grid_file, grid_job, show};
 use ferry_grid::Topology;
 use ferry_testbed::Testbed;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 fn grid_run(prefix: &str, extra: &[&str], args: &[&str]) -> Command {
-    let mut command = Command::new(env!("CARGO_BIN_EXE_ferry"));
+    let mut command = grid_job("three.toml", prefix, 6);
     command
-        .env_remove("MPIEXEC_TIMEOUT")
-        .env_remove("FERRY_SHOW_PATHS")
-        .stdin(Stdio::null())
-        .args(["run", "--grid"])
-        .arg(grid_file("three.toml"))
-        .args(["--testbed-prefix", prefix, "-n", "6", "--timeout", "60"])
+        .args(["--timeout", "60"])
         .args(extra)
         .arg(example("check"))
         .args(args);

@@ -13,7 +13,7 @@
 //! Without root the test says so and passes.
 
 mod common;
-use common::{example, grid_file, show};
+use common::{example, grid_file, grid_job, show};
 use ferry_grid::Topology;
 use ferry_testbed::Testbed;
 use std::process::{Command, Output, Stdio};
@@ -32,15 +32,11 @@ fn testbed(tag: &str, rates: Option<(&str, &str)>) -> (Testbed, String) {
 }
 
 fn run(prefix: &str, env: &[(&str, &str)], args: &[&str]) -> Command {
-    let mut command = Command::new(env!("CARGO_BIN_EXE_ferry"));
+    let mut command = grid_job("rails.toml", prefix, 2);
     command
-        .env_remove("MPIEXEC_TIMEOUT")
         .env_remove("FERRY_RAILS")
         .env("FERRY_RAIL_STATS", "1")
-        .stdin(Stdio::null())
-        .args(["run", "--grid"])
-        .arg(grid_file("rails.toml"))
-        .args(["--testbed-prefix", prefix, "-n", "2", "--timeout", "90"])
+        .args(["--timeout", "90"])
         .arg(example("check"))
         .args(args);
     for (k, v) in env {

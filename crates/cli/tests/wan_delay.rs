@@ -9,19 +9,14 @@
 //! Without root the test says so and passes.
 
 mod common;
-use common::{example, grid_file, show};
+use common::{example, grid_file, grid_job, show};
 use ferry_grid::Topology;
 use ferry_testbed::{Testbed, UpOptions};
-use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-fn run(prefix: &str, ranks: &str, args: &[&str]) -> std::process::Output {
-    Command::new(env!("CARGO_BIN_EXE_ferry"))
-        .env_remove("MPIEXEC_TIMEOUT")
-        .stdin(Stdio::null())
-        .args(["run", "--grid"])
-        .arg(grid_file("wan-delay.toml"))
-        .args(["--testbed-prefix", prefix, "-n", ranks, "--timeout", "60"])
+fn run(prefix: &str, ranks: usize, args: &[&str]) -> std::process::Output {
+    grid_job("wan-delay.toml", prefix, ranks)
+        .args(["--timeout", "60"])
         .arg(example("check"))
         .args(args)
         .output()
@@ -42,14 +37,14 @@ fn delayed_links_delay_and_deliver() {
     };
     let _testbed = Testbed::up_with(&topology, &prefix, &options).expect("testbed up");
 
-    let out = run(&prefix, "3", &["allpairs", "4194304"]);
+    let out = run(&prefix, 3, &["allpairs", "4194304"]);
     assert!(out.status.success(), "{}", show(&out));
 
     // Ranks 0 (a1) and 2 (p1) are 6 ms apart; a2 (rank 1) sits in the barriers too, but a
     // barrier of three ranks still waits for a message across the WAN.
     let barriers = 40;
     let start = Instant::now();
-    let out = run(&prefix, "3", &["barrier", &barriers.to_string()]);
+    let out = run(&prefix, 3, &["barrier", &barriers.to_string()]);
     let took = start.elapsed();
     assert!(out.status.success(), "{}", show(&out));
     let least = Duration::from_millis(6) * barriers;
