@@ -8,7 +8,7 @@
 
 use crate::coll::Reducer;
 use crate::comm::{Comm, Source};
-use crate::engine::{ActiveReply, ReqId, Unexpected};
+use crate::engine::{ActiveReply, Completion, ReqId, Unexpected};
 use crate::error::Error;
 use crate::matching::Envelope;
 
@@ -132,11 +132,7 @@ impl Comm {
                 Unexpected::Rts(rts) => rts.len as usize,
             };
             let status = RawStatus {
-                source: self
-                    .group
-                    .local_of
-                    .get(env.source as usize)
-                    .map_or(usize::MAX, |&r| r as usize),
+                source: self.local_source(env.source),
                 tag: env.tag,
                 len,
                 message_len: len,
@@ -164,6 +160,51 @@ impl Comm {
             .borrow_mut()
             .recv_message(message.message, buf, len)
             .map(RawRequest)
+    }
+
+    /// Receives a message taken by [`Comm::raw_mprobe`] at once when its bytes are already
+    /// here (an eager message): no request to wait for. Gives the message back when it is
+    /// not (a rendezvous), for [`Comm::raw_mrecv`].
+    ///
+    /// # Safety
+    /// `buf` must be valid for writes of `len` bytes for the duration of the call.
+    pub unsafe fn raw_mrecv_now(
+        &self,
+        message: RawMessage,
+        buf: *mut u8,
+        len: usize,
+    ) -> Result<RawStatus, RawMessage> {
+        let RawMessage { message, status } = message;
+        // SAFETY: the caller's promise.
+        let taken = unsafe {
+            self.shared
+                .engine
+                .borrow_mut()
+                .recv_message_now(message, buf, len)
+        };
+        match taken {
+            Ok(done) => Ok(self.raw_status(done)),
+            Err(message) => Err(RawMessage { message, status }),
+        }
+    }
+
+    /// This communicator's rank of world rank `world` (`usize::MAX` if it is not a member).
+    fn local_source(&self, world: u32) -> usize {
+        self.group
+            .local_of
+            .get(world as usize)
+            .map_or(usize::MAX, |&r| r as usize)
+    }
+
+    /// A finished request's completion as this communicator reports it.
+    fn raw_status(&self, c: Completion) -> RawStatus {
+        RawStatus {
+            source: self.local_source(c.source),
+            tag: c.tag,
+            len: c.len,
+            message_len: c.message_len,
+            cancelled: c.cancelled,
+        }
     }
 
     /// Starts a send of `len` bytes at `buf` to `dest`.
@@ -372,18 +413,7 @@ impl Comm {
     /// Takes the outcome of a finished request and forgets it; `None` if it is still running.
     pub fn raw_take(&self, request: RawRequest) -> Option<RawStatus> {
         let c = self.shared.engine.borrow_mut().take(request.0)?;
-        let source = self
-            .group
-            .local_of
-            .get(c.source as usize)
-            .map_or(usize::MAX, |&r| r as usize);
-        Some(RawStatus {
-            source,
-            tag: c.tag,
-            len: c.len,
-            message_len: c.message_len,
-            cancelled: c.cancelled,
-        })
+        Some(self.raw_status(c))
     }
 
     /// Withdraws a receive that has not matched yet (it then finishes as cancelled).

@@ -381,12 +381,25 @@ unsafe fn nonblocking_send(
 mpi! {
     /// Blocking standard send.
     fn MPI_Send / PMPI_Send(buf: *const c_void, count: c_int, datatype: Handle, dest: c_int, tag: c_int, comm: Handle) on comm => {
-        // Here rather than in `blocking_send`: its frame, sized for the general path, costs.
-        if sent_at_once(buf, count, datatype, dest, tag, comm, SendKind::Standard).is_some() {
-            return Ok(());
-        }
-        blocking_send(buf, count, datatype, dest, tag, comm, SendKind::Standard)
+        standard_send(buf, count, datatype, dest, tag, comm)
     }
+}
+
+/// MPI_Send and MPI_Send_c (which mpi4py calls for every send).
+#[inline(always)]
+unsafe fn standard_send(
+    buf: *const c_void,
+    count: c_int,
+    datatype: Handle,
+    dest: c_int,
+    tag: c_int,
+    comm: Handle,
+) -> Res {
+    // Here rather than in `blocking_send`: its frame, sized for the general path, costs.
+    if sent_at_once(buf, count, datatype, dest, tag, comm, SendKind::Standard).is_some() {
+        return Ok(());
+    }
+    blocking_send(buf, count, datatype, dest, tag, comm, SendKind::Standard)
 }
 mpi! {
     /// Blocking synchronous send.
@@ -433,31 +446,59 @@ mpi! {
 mpi! {
     /// Blocking receive.
     fn MPI_Recv / PMPI_Recv(buf: *mut c_void, count: c_int, datatype: Handle, source: c_int, tag: c_int, comm: Handle, status: *mut MpiStatus) on comm => {
-        let lean = Dense::of(buf, count, datatype)
-            .and_then(|d| running(|s| d.post(s, buf, source, tag, comm)).ok().flatten());
-        let mut req = match lean {
-            Some(req) => req,
-            None => running(|s| start_recv(s, buf, count, datatype, source, tag, comm))?,
-        };
-        let outcome = wait_request(&mut req)?;
-        outcome.write(status, false);
-        outcome.check()
+        recv(buf, count, datatype, (source, tag), comm, status)
     }
 }
+
+/// MPI_Recv and MPI_Recv_c.
+#[inline(always)]
+unsafe fn recv(
+    buf: *mut c_void,
+    count: c_int,
+    datatype: Handle,
+    (source, tag): (c_int, c_int),
+    comm: Handle,
+    status: *mut MpiStatus,
+) -> Res {
+    let lean = Dense::of(buf, count, datatype).and_then(|d| {
+        running(|s| d.post(s, buf, source, tag, comm))
+            .ok()
+            .flatten()
+    });
+    let req = match lean {
+        Some(req) => req,
+        None => running(|s| start_recv(s, buf, count, datatype, source, tag, comm))?,
+    };
+    finish_recv(req, status)
+}
+
 mpi! {
     /// Nonblocking receive.
     fn MPI_Irecv / PMPI_Irecv(buf: *mut c_void, count: c_int, datatype: Handle, source: c_int, tag: c_int, comm: Handle, request: *mut Handle) on comm => {
-        running(|s| {
-            let dense = Dense::of(buf, count, datatype).filter(|_| !request.is_null());
-            if let Some(d) = dense {
-                if d.post_into(s, buf, (source, tag), comm, request)? {
-                    return Ok(());
-                }
-            }
-            let req = start_recv(s, buf, count, datatype, source, tag, comm)?;
-            publish(s, req, request)
-        })
+        irecv(buf, count, datatype, (source, tag), comm, request)
     }
+}
+
+/// MPI_Irecv and MPI_Irecv_c.
+#[inline(always)]
+unsafe fn irecv(
+    buf: *mut c_void,
+    count: c_int,
+    datatype: Handle,
+    (source, tag): (c_int, c_int),
+    comm: Handle,
+    request: *mut Handle,
+) -> Res {
+    running(|s| {
+        let dense = Dense::of(buf, count, datatype).filter(|_| !request.is_null());
+        if let Some(d) = dense {
+            if d.post_into(s, buf, (source, tag), comm, request)? {
+                return Ok(());
+            }
+        }
+        let req = start_recv(s, buf, count, datatype, source, tag, comm)?;
+        publish(s, req, request)
+    })
 }
 /// A receive carrying its send as partner: MPI_Sendrecv and MPI_Isendrecv.
 fn start_sendrecv(
@@ -1327,12 +1368,21 @@ mpi! {
         Ok(())
     }
 }
+/// Whole elements of `datatype` in what `status` reports (`None`: not a whole number). A
+/// predefined type needs no look-up: mpi4py asks this after every matched probe.
+fn count_of(status: &MpiStatus, datatype: Handle) -> Res<Option<usize>> {
+    let bytes = status.count() as usize;
+    match crate::datatype::builtin_from_handle(datatype).map(|t| t.size()) {
+        Some(size) if size > 0 => Ok(bytes.is_multiple_of(size).then_some(bytes / size)),
+        _ => Ok(with(|s| s.datatype(datatype))?.count_of(bytes)),
+    }
+}
+
 mpi! {
     /// Number of whole elements a status reports.
     fn MPI_Get_count / PMPI_Get_count(status: *const MpiStatus, datatype: Handle, count: *mut c_int) on NONE => {
         let (Some(st), Some(count)) = (status.as_ref(), count.as_mut()) else { return fail(MPI_ERR_ARG, "NULL argument") };
-        let dt = with(|s| s.datatype(datatype))?;
-        *count = match dt.count_of(st.count() as usize) {
+        *count = match count_of(st, datatype)? {
             Some(n) => c_int::try_from(n).unwrap_or(MPI_UNDEFINED),
             None => MPI_UNDEFINED,
         };
@@ -1446,13 +1496,39 @@ mpi! {
     }
 }
 
-/// Starts receiving a message taken by a matched probe; resets the message handle.
+/// The receive of a message taken by a matched probe.
+enum Matched {
+    /// Finished at once: its bytes were already here, or it came from MPI_PROC_NULL.
+    Received {
+        comm: Handle,
+        core: ferry_core::Comm,
+        outcome: Outcome,
+    },
+    /// Started: its bytes are still to come (a rendezvous) or to be unpacked.
+    Started(Request),
+}
+
+impl Matched {
+    fn into_request(self) -> Request {
+        match self {
+            Matched::Received {
+                comm,
+                core,
+                outcome,
+            } => Request::done(comm, core, outcome),
+            Matched::Started(req) => req,
+        }
+    }
+}
+
+/// Receives a message taken by a matched probe, at once if its bytes are here and land in
+/// place; resets the message handle.
 unsafe fn start_mrecv(
     buf: *mut c_void,
     count: c_int,
     datatype: Handle,
     message: *mut Handle,
-) -> Res<Request> {
+) -> Res<Matched> {
     let Some(h) = message.as_mut() else {
         return fail(MPI_ERR_ARG, "message is NULL");
     };
@@ -1461,8 +1537,11 @@ unsafe fn start_mrecv(
         let count = count_arg(count)?;
         if *h == MPI_MESSAGE_NO_PROC {
             *h = MPI_MESSAGE_NULL;
-            let core = s.engine()?;
-            return Ok(Request::done(MPI_COMM_WORLD, core, Outcome::PROC_NULL));
+            return Ok(Matched::Received {
+                comm: MPI_COMM_WORLD,
+                core: s.engine()?,
+                outcome: Outcome::PROC_NULL,
+            });
         }
         let (comm, core, msg) = s
             .messages
@@ -1474,26 +1553,55 @@ unsafe fn start_mrecv(
             count,
             base: buf as *mut u8,
         };
+        let msg = match typed.direct() {
+            // SAFETY: the caller's buffer holds the type's extent for `count` elements.
+            Some(ptr) => match core.raw_mrecv_now(msg, ptr, typed.bytes()) {
+                Ok(st) => {
+                    let outcome = Outcome::of(&st);
+                    return Ok(Matched::Received {
+                        comm,
+                        core,
+                        outcome,
+                    });
+                }
+                Err(msg) => msg,
+            },
+            None => msg,
+        };
         // SAFETY: MPI's contract keeps the buffer valid until the request completes.
         receive_into(comm, core, typed, |core, ptr, len| unsafe {
             core.raw_mrecv(msg, ptr, len)
         })
+        .map(Matched::Started)
     })
+}
+
+/// MPI_Mrecv: a message whose bytes are here needs no request at all.
+unsafe fn mrecv(
+    buf: *mut c_void,
+    count: c_int,
+    datatype: Handle,
+    message: *mut Handle,
+    status: *mut MpiStatus,
+) -> Res {
+    let outcome = match start_mrecv(buf, count, datatype, message)? {
+        Matched::Received { outcome, .. } => outcome,
+        Matched::Started(mut req) => wait_request(&mut req)?,
+    };
+    outcome.write(status, false);
+    outcome.check()
 }
 
 mpi! {
     /// Receives a message taken by MPI_Mprobe/MPI_Improbe.
     fn MPI_Mrecv / PMPI_Mrecv(buf: *mut c_void, count: c_int, datatype: Handle, message: *mut Handle, status: *mut MpiStatus) on NONE => {
-        let mut req = start_mrecv(buf, count, datatype, message)?;
-        let outcome = wait_request(&mut req)?;
-        outcome.write(status, false);
-        outcome.check()
+        mrecv(buf, count, datatype, message, status)
     }
 }
 mpi! {
     /// Starts receiving a message taken by MPI_Mprobe/MPI_Improbe.
     fn MPI_Imrecv / PMPI_Imrecv(buf: *mut c_void, count: c_int, datatype: Handle, message: *mut Handle, request: *mut Handle) on NONE => {
-        let req = start_mrecv(buf, count, datatype, message)?;
+        let req = start_mrecv(buf, count, datatype, message)?.into_request();
         running(|s| publish(s, req, request))
     }
 }
@@ -1543,6 +1651,13 @@ pub(crate) fn count_c(count: i64) -> Res<c_int> {
     })
 }
 
+mpi! {
+    /// MPI_Send with an MPI_Count count.
+    fn MPI_Send_c / PMPI_Send_c(buf: *const c_void, count: i64, datatype: Handle, dest: c_int, tag: c_int, comm: Handle) on comm => {
+        standard_send(buf, count_c(count)?, datatype, dest, tag, comm)
+    }
+}
+
 macro_rules! send_c {
     ($name:ident, $pname:ident, $kind:expr, $doc:literal) => {
         mpi! {
@@ -1553,12 +1668,6 @@ macro_rules! send_c {
         }
     };
 }
-send_c!(
-    MPI_Send_c,
-    PMPI_Send_c,
-    SendKind::Standard,
-    "MPI_Send with an MPI_Count count."
-);
 send_c!(
     MPI_Ssend_c,
     PMPI_Ssend_c,
@@ -1653,18 +1762,13 @@ send_init_c!(
 mpi! {
     /// MPI_Recv with an MPI_Count count.
     fn MPI_Recv_c / PMPI_Recv_c(buf: *mut c_void, count: i64, datatype: Handle, source: c_int, tag: c_int, comm: Handle, status: *mut MpiStatus) on comm => {
-        let count = count_c(count)?;
-        finish_recv(running(|s| start_recv(s, buf, count, datatype, source, tag, comm))?, status)
+        recv(buf, count_c(count)?, datatype, (source, tag), comm, status)
     }
 }
 mpi! {
     /// MPI_Irecv with an MPI_Count count.
     fn MPI_Irecv_c / PMPI_Irecv_c(buf: *mut c_void, count: i64, datatype: Handle, source: c_int, tag: c_int, comm: Handle, request: *mut Handle) on comm => {
-        let count = count_c(count)?;
-        running(|s| {
-            let req = start_recv(s, buf, count, datatype, source, tag, comm)?;
-            publish(s, req, request)
-        })
+        irecv(buf, count_c(count)?, datatype, (source, tag), comm, request)
     }
 }
 mpi! {
@@ -1697,8 +1801,7 @@ mpi! {
     /// Number of whole elements a status reports (MPI_Count).
     fn MPI_Get_count_c / PMPI_Get_count_c(status: *const MpiStatus, datatype: Handle, count: *mut i64) on NONE => {
         let (Some(st), Some(count)) = (status.as_ref(), count.as_mut()) else { return fail(MPI_ERR_ARG, "NULL argument") };
-        let dt = with(|s| s.datatype(datatype))?;
-        *count = match dt.count_of(st.count() as usize) {
+        *count = match count_of(st, datatype)? {
             Some(n) => i64::try_from(n).unwrap_or(MPI_UNDEFINED as i64),
             None => MPI_UNDEFINED as i64,
         };
@@ -1722,13 +1825,13 @@ mpi! {
 mpi! {
     /// MPI_Mrecv with an MPI_Count count.
     fn MPI_Mrecv_c / PMPI_Mrecv_c(buf: *mut c_void, count: i64, datatype: Handle, message: *mut Handle, status: *mut MpiStatus) on NONE => {
-        finish_recv(start_mrecv(buf, count_c(count)?, datatype, message)?, status)
+        mrecv(buf, count_c(count)?, datatype, message, status)
     }
 }
 mpi! {
     /// MPI_Imrecv with an MPI_Count count.
     fn MPI_Imrecv_c / PMPI_Imrecv_c(buf: *mut c_void, count: i64, datatype: Handle, message: *mut Handle, request: *mut Handle) on NONE => {
-        let req = start_mrecv(buf, count_c(count)?, datatype, message)?;
+        let req = start_mrecv(buf, count_c(count)?, datatype, message)?.into_request();
         running(|s| publish(s, req, request))
     }
 }

@@ -194,7 +194,7 @@ impl Outcome {
         error: MPI_SUCCESS,
     };
 
-    fn of(raw: &RawStatus) -> Outcome {
+    pub(crate) fn of(raw: &RawStatus) -> Outcome {
         Outcome {
             source: if raw.source == usize::MAX {
                 MPI_ANY_SOURCE

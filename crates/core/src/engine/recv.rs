@@ -203,6 +203,29 @@ impl Engine {
         Ok(id)
     }
 
+    /// Receives a taken message at once when its bytes are already here (an eager message):
+    /// no request is made, since nothing is left to wait for. A rendezvous message is given
+    /// back for [`Engine::recv_message`].
+    ///
+    /// # Safety
+    /// `buf` must be valid for writes of `cap` bytes.
+    pub(crate) unsafe fn recv_message_now(
+        &mut self,
+        (env, body): (Envelope, Unexpected),
+        buf: *mut u8,
+        cap: usize,
+    ) -> Result<Completion, (Envelope, Unexpected)> {
+        match body {
+            Unexpected::Eager(data) => {
+                // SAFETY: the caller's promise.
+                let done = unsafe { copy_kept(env, &data, non_null_if_empty(buf, cap), cap) };
+                self.proto.recycle_kept(data);
+                Ok(done)
+            }
+            rts => Err((env, rts)),
+        }
+    }
+
     /// Takes the earliest unexpected message matching the pattern off the queue, so that no
     /// other receive can match it (MPI's matched probe); progress is made once if none is there.
     /// (A blocking probe waits for a match first: `Shared::wait_until` with `Proto::has_match`.)
