@@ -5,16 +5,19 @@
  * making a contiguous copy. The entry points (mpi_send_f08ts_, written by gen.py) turn each
  * descriptor into what the C call takes:
  *   - contiguous (or a scalar, MPI_BOTTOM, MPI_IN_PLACE): its address, nothing else changes;
- *   - not contiguous, with a (count, datatype) of its own whose datatype is dense (no gaps, lower
- *     bound 0) and whose size divides the element length: a derived datatype that reaches the
- *     first count elements of the section where they are (hvectors by the descriptor's strides,
- *     as MPICH does), passed with count 1 and freed right after the call. ferry keeps a
- *     datatype alive for the communication that uses it, so nonblocking and persistent calls
- *     need nothing more: there is no temporary, the data moves from and to the section itself;
+ *   - not contiguous, with a (count, datatype) of its own whose datatype spans one element
+ *     (extent = element length, lower bound 0: MPI_REAL for REAL, a struct for a derived type)
+ *     or has no gaps and a size that divides the element length (MPI_REAL for COMPLEX): a
+ *     derived datatype that reaches the first count elements of the section where they are
+ *     (hvectors by the descriptor's strides, as MPICH does), passed with count 1 and freed right
+ *     after the call. ferry keeps a datatype alive for the communication that uses it, so
+ *     nonblocking and persistent calls need nothing more: there is no temporary, the data moves
+ *     from and to the section itself;
  *   - otherwise, for a call whose buffer is done with when it returns: a contiguous copy, copied
  *     back for output buffers (what gfortran does without descriptors);
- *   - otherwise (a nonblocking call, a window, a datatype with gaps over a strided section):
- *     an error that says so, since a copy would be gone before the communication ends. */
+ *   - otherwise (a nonblocking call, a window, a datatype that fits no element over a strided
+ *     section): an error that says so, since a copy would be gone before the communication
+ *     ends. */
 #include "ferry_fortran.h"
 
 #include <ISO_Fortran_binding.h>
@@ -85,10 +88,14 @@ static int strided_type(const CFI_cdesc_t *d, MPI_Count count, MPI_Datatype dt, 
     if (PMPI_Type_size_c(dt, &size) != MPI_SUCCESS || PMPI_Type_get_extent_c(dt, &lb, &extent) != MPI_SUCCESS ||
         PMPI_Type_get_true_extent_c(dt, &true_lb, &true_extent) != MPI_SUCCESS)
         return MPI_ERR_TYPE;
-    MPI_Count elem_len = (MPI_Count)d->elem_len;
-    if (size <= 0 || size != extent || size != true_extent || lb != 0 || true_lb != 0 || elem_len % size != 0)
+    MPI_Count elem_len = (MPI_Count)d->elem_len, per_elem;
+    if (extent == elem_len && lb == 0 && true_lb >= 0 && true_lb + true_extent <= extent) {
+        per_elem = 1; /* one datatype per element, gaps inside it included (a derived type's struct) */
+    } else if (size > 0 && size == extent && size == true_extent && lb == 0 && true_lb == 0 && elem_len % size == 0) {
+        per_elem = elem_len / size; /* several per element (MPI_REAL over COMPLEX) */
+    } else {
         return MPI_ERR_TYPE;
-    MPI_Count per_elem = elem_len / size;
+    }
     if (count % per_elem != 0 || count / per_elem > elements(d))
         return MPI_ERR_TYPE;
     MPI_Datatype full[CFI_MAX_RANK + 1];
@@ -198,9 +205,9 @@ int ferry_f_choice_typed(struct ferry_f_choice *xs, CFI_cdesc_t *const *ds, cons
         if (xs[i].base == MPI_IN_PLACE || contiguous(ds[i]))
             continue;
         if (!(flags[i] & FERRY_F_CHOICE_BLOCKING))
-            return refuse(call, "takes a datatype without gaps whose size divides the element's (and, where "
-                                "buffers share one datatype, sections of one shape), so that the communication "
-                                "can reach the section in place");
+            return refuse(call, "takes a datatype of the element's extent, or one without gaps whose size "
+                                "divides it (and, where buffers share one datatype, sections of one shape), so "
+                                "that the communication can reach the section in place");
         int rc = copy_in(&xs[i], ds[i], flags[i] & FERRY_F_CHOICE_OUTPUT);
         if (rc != MPI_SUCCESS)
             return rc;

@@ -1,6 +1,7 @@
 ! mpi_f08 with MPI_SUBARRAYS_SUPPORTED: non-contiguous array sections as choice buffers of
 ! blocking and nonblocking point-to-point calls and collectives, reaching the section in place
-! (a(1:n:2), b(:, 3), c(2:8:3, 1:5:2), reversed d(n:1:-1)), persistent requests started twice;
+! (a(1:n:2), b(:, 3), c(2:8:3, 1:5:2), reversed d(n:1:-1)), persistent requests started twice,
+! derived-type elements with a struct datatype, COMPLEX elements as pairs of MPI_REAL;
 ! MPI_IN_PLACE with a section; a section whose datatype has gaps (a copy for a blocking call, an
 ! error for a nonblocking one).
 ! Elements outside the sections must stay as they were. Any number of ranks; prints
@@ -105,6 +106,51 @@ program subarrays08
         end do
         call MPI_Request_free(reqs(1))
         call MPI_Request_free(reqs(2))
+    end block
+
+    ! A section of derived-type elements with a struct datatype that has a gap (one per element),
+    ! and of COMPLEX elements as twice as many MPI_REALs, both nonblocking.
+    block
+        type particle
+            sequence
+            integer :: id
+            double precision :: x
+        end type particle
+        type(particle), asynchronous :: p(8), psend(8)
+        complex, asynchronous :: z(6), zsend(6)
+        type(MPI_Datatype) :: ptype, tmp
+        integer(kind=MPI_ADDRESS_KIND) :: base, disp(2)
+        call MPI_Get_address(p(1)%id, base)
+        call MPI_Get_address(p(1)%x, disp(2))
+        disp = [0_MPI_ADDRESS_KIND, disp(2) - base]
+        call MPI_Type_create_struct(2, [1, 1], disp, [MPI_INTEGER, MPI_DOUBLE_PRECISION], tmp)
+        call MPI_Type_create_resized(tmp, 0_MPI_ADDRESS_KIND, int(storage_size(p(1)) / 8, MPI_ADDRESS_KIND), ptype)
+        call MPI_Type_commit(ptype)
+        call MPI_Type_free(tmp)
+        p = particle(-1, -1d0)
+        psend = [(particle(100 * rank + i, rank + 0.25d0 * i), i = 1, 8)]
+        z = (-1.0, -1.0)
+        zsend = [(cmplx(rank, i), i = 1, 6)]
+        call MPI_Irecv(p(2:8:2), 3, ptype, mod(rank + nranks - 1, nranks), 6, MPI_COMM_WORLD, reqs(1))
+        call MPI_Isend(psend(1:5:2), 3, ptype, peer, 6, MPI_COMM_WORLD, reqs(2))
+        call MPI_Waitall(2, reqs, MPI_STATUSES_IGNORE)
+        do i = 1, 8
+            if (mod(i, 2) == 0 .and. i <= 6) then
+                if (p(i)%id /= 100 * mod(rank + nranks - 1, nranks) + i - 1 .or. &
+                    p(i)%x /= mod(rank + nranks - 1, nranks) + 0.25d0 * (i - 1)) call fail("irecv p(2:8:2)")
+            else if (p(i)%id /= -1 .or. p(i)%x /= -1d0) then
+                call fail("irecv p: an element outside the section changed")
+            end if
+        end do
+        call MPI_Irecv(z(1:6:2), 6, MPI_REAL, mod(rank + nranks - 1, nranks), 7, MPI_COMM_WORLD, reqs(1))
+        call MPI_Isend(zsend(6:1:-2), 6, MPI_REAL, peer, 7, MPI_COMM_WORLD, reqs(2))
+        call MPI_Waitall(2, reqs, MPI_STATUSES_IGNORE)
+        ! z(1), z(3), z(5) got zsend(6), zsend(4), zsend(2) of the previous rank.
+        do i = 1, 6
+            if (z(i) /= merge(cmplx(mod(rank + nranks - 1, nranks), 7 - i), (-1.0, -1.0), mod(i, 2) == 1)) &
+                call fail("irecv z(1:6:2) as MPI_REAL")
+        end do
+        call MPI_Type_free(ptype)
     end block
 
     ! Bcast of b(2, 1:6:2) from the last rank.
