@@ -23,9 +23,9 @@ if [ "${FERRY_CONFORMANCE:-1}" = 1 ]; then
   python3 conformance/run
   # MPICH's Fortran tests (f77, f90, f08) through fortran/bin/mpifort: about 5 minutes.
   python3 conformance/run --list fortran.txt
-  # MUMPS, a Fortran MPI application, built with mpifort (2.5 to 5 minutes on 2 busy cores)
-  # and run at 1, 2 and 4 ranks: its examples and a 3-d solve of 8000 unknowns (27 runs, under
-  # a minute). FERRY_MUMPS=0 leaves it out.
+  # MUMPS, a Fortran MPI application, built with mpifort (2.5 to 5 minutes on 2 busy cores;
+  # kept in target/ after) and run at 1, 2 and 4 ranks: its examples and a 3-d solve of 8000
+  # unknowns (27 runs, under a minute). FERRY_MUMPS=0 leaves it out.
   if [ "${FERRY_MUMPS:-1}" = 1 ]; then
     MAKEFLAGS=${MAKEFLAGS:--j2} bash conformance/mumps
   fi
