@@ -33,9 +33,23 @@ static MPI_Count elements(const CFI_cdesc_t *d)
     return n;
 }
 
+/* Whether the elements follow each other in memory: every dimension of more than one element
+ * strides by the elements below it (an empty array counts, and so does an assumed-size one,
+ * whose last extent is -1). Checked here rather than by CFI_is_contiguous: it is on the path
+ * of every call. */
 static int contiguous(const CFI_cdesc_t *d)
 {
-    return d->rank == 0 || elements(d) == 0 || CFI_is_contiguous(d);
+    CFI_index_t expected = (CFI_index_t)d->elem_len;
+    int fits = 1;
+    for (int i = 0; i < d->rank; i++) {
+        CFI_index_t ext = d->dim[i].extent;
+        if (ext == 0)
+            return 1;
+        if (ext > 1 && d->dim[i].sm != expected)
+            fits = 0;
+        expected *= ext;
+    }
+    return fits;
 }
 
 /* Byte offset of element number k (array element order) from base_addr. */
