@@ -158,6 +158,21 @@ static void copy_section(const CFI_cdesc_t *d, char *flat, int to_section)
     }
 }
 
+/* Whether count of dt stays inside a contiguous copy of d (a copy holds no more than the
+ * section, where the user's array may have gone on). */
+static int fits(const CFI_cdesc_t *d, MPI_Count count, MPI_Datatype dt)
+{
+    MPI_Count lb, extent, true_lb, true_extent;
+    if (count <= 0)
+        return 1;
+    if (PMPI_Type_get_extent_c(dt, &lb, &extent) != MPI_SUCCESS ||
+        PMPI_Type_get_true_extent_c(dt, &true_lb, &true_extent) != MPI_SUCCESS)
+        return 1; /* not a datatype: the call itself says so */
+    MPI_Count first = true_lb + (extent < 0 ? (count - 1) * extent : 0);
+    MPI_Count end = true_lb + true_extent + (extent > 0 ? (count - 1) * extent : 0);
+    return first >= 0 && end <= elements(d) * (MPI_Count)d->elem_len;
+}
+
 static int copy_in(struct ferry_f_choice *x, CFI_cdesc_t *d, int output)
 {
     size_t bytes = (size_t)elements(d) * d->elem_len;
@@ -218,6 +233,8 @@ int ferry_f_choice_typed(struct ferry_f_choice *xs, CFI_cdesc_t *const *ds, cons
     for (int i = 0; i < n; i++) {
         if (xs[i].base == MPI_IN_PLACE || contiguous(ds[i]))
             continue;
+        if (!fits(ds[i], count, dt))
+            return refuse(call, "holds fewer bytes than its count and datatype reach");
         if (!(flags[i] & FERRY_F_CHOICE_BLOCKING))
             return refuse(call, "takes a datatype of the element's extent, or one without gaps whose size "
                                 "divides it (and, where buffers share one datatype, sections of one shape), so "

@@ -3,7 +3,7 @@
 ! (a(1:n:2), b(:, 3), c(2:8:3, 1:5:2), reversed d(n:1:-1)), persistent requests started twice,
 ! derived-type elements with a struct datatype, COMPLEX elements as pairs of MPI_REAL;
 ! MPI_IN_PLACE with a section; a section whose datatype has gaps (a copy for a blocking call, an
-! error for a nonblocking one).
+! error for a nonblocking one); a count past the end of a section (an error).
 ! Elements outside the sections must stay as they were. Any number of ranks; prints
 ! " No Errors" when every check holds.
 program subarrays08
@@ -218,6 +218,11 @@ program subarrays08
     call MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN)
     call MPI_Ibcast(a(1:n:2), 3, gapped, 0, MPI_COMM_WORLD, reqs(1), ierr)
     if (ierr /= MPI_ERR_BUFFER) call fail("ibcast with a vector type over a section: not MPI_ERR_BUFFER")
+    ! A count that reaches past the section is refused rather than read or written past it.
+    call MPI_Bcast(a(1:n:2), 4, gapped, 0, MPI_COMM_WORLD, ierr)
+    if (ierr /= MPI_ERR_BUFFER) call fail("bcast of 4 vectors over 10 elements: not MPI_ERR_BUFFER")
+    call MPI_Bcast(a(1:n:2), n, MPI_INTEGER, 0, MPI_COMM_WORLD, ierr)
+    if (ierr /= MPI_ERR_BUFFER) call fail("bcast of n integers over n/2 elements: not MPI_ERR_BUFFER")
     call MPI_Type_free(gapped)
 
     call MPI_Reduce(errs, i, 1, MPI_INTEGER, MPI_SUM, 0, MPI_COMM_WORLD)
