@@ -32,7 +32,7 @@ started=$(date +%s.%N)
 work=$(mktemp -d "${TMPDIR:-/tmp}/ferry-fortran.XXXXXX")
 trap 'rm -rf "$work"' EXIT
 python3 "$here/gen.py" --mpi-h "$incdir/mpi.h" --out "$work"
-cp "$here/ferry_fortran.h" "$here/handwritten.c" "$work/"
+cp "$here/ferry_fortran.h" "$here/handwritten.c" "$here/choice.c" "$work/"
 # libmpifort.so finds libmpi beside itself (an installed prefix, also one that moved, as a
 # wheel's venv) or else where it was built against: a program's own RUNPATH does not reach
 # the libraries its libraries need.
@@ -40,12 +40,12 @@ rpath=(-Wl,-rpath,'$ORIGIN')
 [ "$out/lib" = "$libdir" ] || rpath+=(-Wl,-rpath,"$libdir")
 (
     cd "$work"
-    "${cc[@]}" -O2 -fPIC -fno-plt -fno-semantic-interposition -Wall -I"$incdir" -I. -c mpi_fortran.c handwritten.c
+    "${cc[@]}" -O2 -fPIC -fno-plt -fno-semantic-interposition -Wall -I"$incdir" -I. -c mpi_fortran.c handwritten.c choice.c
     # The modules only declare (interfaces, constants, common blocks) but for mpi_f08's
     # comparison operators, which land in libmpifort.so with the C entry points.
     "${fc[@]}" -O2 -fPIC -c mpi.f90 mpi_f08.f90
     "${fc[@]}" -shared -o libmpifort.so -Wl,-soname,libmpifort.so \
-        mpi_fortran.o handwritten.o mpi.o mpi_f08.o -L"$libdir" -lmpi "${rpath[@]}"
+        mpi_fortran.o handwritten.o choice.o mpi.o mpi_f08.o -L"$libdir" -lmpi "${rpath[@]}"
 )
 # Written last and each in one step, so a reader never sees half a library.
 install -m 644 "$work/mpif.h" "$work/mpi.mod" "$work/mpi_f08.mod" "$out/include/"

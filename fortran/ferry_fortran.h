@@ -134,4 +134,29 @@ enum { FERRY_F_ALL, FERRY_F_IN, FERRY_F_OUT };
  * neighbourhood's in or out degree; 0 if comm is not valid (the call then says so). */
 FERRY_F_INTERNAL int ferry_f_peers(const MPI_Fint *comm, int which);
 
+/* Choice buffers of mpi_f08 (choice.c): a TS 29113 descriptor made into the address, count and
+ * datatype a C call takes; ferry_f_choice_end after the call copies back and frees. */
+#include <ISO_Fortran_binding.h>
+enum {
+    FERRY_F_CHOICE_BLOCKING = 1, /* the buffer is done with when the call returns */
+    FERRY_F_CHOICE_OUTPUT = 2,   /* the call writes into it */
+    FERRY_F_CHOICE_ADDRESS = 4,  /* only its address counts (MPI_Get_address) */
+};
+struct ferry_f_choice {
+    void *base;         /* the buffer the C call gets */
+    MPI_Count count;    /* the count it gets (1 with a made type) */
+    MPI_Datatype type;  /* the datatype it gets */
+    MPI_Datatype made;  /* a datatype made for a strided section, freed after the call */
+    void *copy;         /* a contiguous copy of the section, or NULL */
+    CFI_cdesc_t *desc;  /* the section the copy came from */
+    int copy_out;       /* copy back after the call */
+};
+/* The n buffers that one count and datatype describe (usually one; MPI_Allreduce's two): all
+ * get the same count and type. Returns an MPI error code, and says why on stderr. */
+FERRY_F_INTERNAL int ferry_f_choice_typed(struct ferry_f_choice *xs, CFI_cdesc_t *const *ds, const int *flags,
+                                          int n, MPI_Count count, MPI_Datatype dt, const char *call);
+/* A buffer without one of its own (per-process counts, a shared datatype, a window). */
+FERRY_F_INTERNAL int ferry_f_choice_raw(struct ferry_f_choice *x, CFI_cdesc_t *d, int flags, const char *call);
+FERRY_F_INTERNAL void ferry_f_choice_end(struct ferry_f_choice *x, int rc);
+
 #endif

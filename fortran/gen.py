@@ -117,6 +117,56 @@ def parse_calls(path):
     return calls
 
 
+# ---- Choice buffers as descriptors (mpi_f08, MPI_SUBARRAYS_SUPPORTED) ---------------------
+
+# The (count, datatype) arguments a choice buffer may have, by the buffer's name.
+CHOICE_PAIRS = {
+    "buf": [("count", "datatype")], "buffer": [("count", "datatype")],
+    "sendbuf": [("sendcount", "sendtype"), ("count", "datatype")],
+    "recvbuf": [("recvcount", "recvtype"), ("count", "datatype")],
+    "inbuf": [("incount", "datatype"), ("count", "datatype")], "inoutbuf": [("count", "datatype")],
+    "outbuf": [("outcount", "datatype")],
+    "origin_addr": [("origin_count", "origin_datatype")], "result_addr": [("result_count", "result_datatype")],
+}
+# Arguments a BIND(C) interface cannot take as they are passed today (CHARACTER lengths after
+# the arguments, gfortran's LOGICAL, procedures).
+NOT_INTEROPERABLE = {"string", "strings", "strings2", "function", "logical", "cptr"}
+
+
+def descriptor_buffers(call):
+    """Whether mpi_f08 passes this call's choice buffers as TS 29113 descriptors."""
+    return (not call.custom and any(a.base == "buffer" for a in call.args)
+            and not any(a.base in NOT_INTEROPERABLE for a in call.args))
+
+
+def nonblocking(call):
+    """Whether the call may use its buffers after it returns (requests, persistent and split
+    operations, one-sided origin buffers and windows, attached buffers)."""
+    n = call.name
+    return bool(re.match(r"I[a-z]|File_i|R(put|get|accumulate|get_accumulate)$", n)) or n.endswith(
+        ("_init", "_begin", "_end")) or n in ("Put", "Get", "Accumulate", "Get_accumulate", "Fetch_and_op",
+                                              "Compare_and_swap", "Win_create", "Win_attach", "Win_detach")
+
+
+def choice_groups(call):
+    """The call's choice buffers by the (count, datatype) that describes them: a list of
+    ((count, datatype) or None, [buffer names]); None: no scalar pair of its own (per-process
+    counts, byte sizes, windows), each such buffer alone."""
+    args = {a.name: a for a in call.args}
+    groups, raw = {}, []
+    for a in call.args:
+        if a.base != "buffer":
+            continue
+        for c, t in CHOICE_PAIRS.get(a.name, []):
+            if (c in args and t in args and args[c].base in ("int", "count") and not args[c].array
+                    and args[t].base == "Datatype" and not args[t].array):
+                groups.setdefault((c, t), []).append(a.name)
+                break
+        else:
+            raw.append([a.name])
+    return list(groups.items()) + [(None, r) for r in raw]
+
+
 # ---- Constants from mpi.h ---------------------------------------------------------------------
 
 
@@ -296,6 +346,78 @@ def c_wrapper(call):
     return "\n".join(out)
 
 
+def c_wrapper_descriptors(call):
+    """mpi_f08's entry point of a call with descriptor buffers (pmpi_send_f08ts_): each buffer
+    becomes an address, and a strided section a datatype or a copy (choice.c); then the same
+    conversions as the other entry points."""
+    base = c_wrapper(call)
+    lines = base.split("\n")
+    blocking = not nonblocking(call)
+    pre, subst, cleanup = [], {}, []
+    for gi, (pair, bufs) in enumerate(choice_groups(call)):
+        x = f"choice{gi}"
+        flags = []
+        for b in bufs:
+            a = next(a for a in call.args if a.name == b)
+            f = ["FERRY_F_CHOICE_BLOCKING"] if blocking else []
+            if a.intent != "in":
+                f.append("FERRY_F_CHOICE_OUTPUT")
+            if call.name == "Get_address":
+                f.append("FERRY_F_CHOICE_ADDRESS")
+            flags.append(" | ".join(f) or "0")
+        pre.append(f"struct ferry_f_choice {x}[{len(bufs)}];")
+        pre.append(f"CFI_cdesc_t *{x}_d[{len(bufs)}] = {{{', '.join(b + '_d' for b in bufs)}}};")
+        if pair:
+            c, t = pair
+            pre.append(f"int {x}_f[{len(bufs)}] = {{{', '.join(flags)}}};")
+            pre.append(f"int {x}_rc = ferry_f_choice_typed({x}, {x}_d, {x}_f, {len(bufs)}, (MPI_Count)*{c}, "
+                       f"FERRY_F2C(Datatype, *{t}), \"MPI_{call.name}\");")
+            subst[f"*{c}"] = f"{x}[0].count"
+            subst[f"FERRY_F2C(Datatype, *{t})"] = f"{x}[0].type"
+        else:
+            pre.append(f"int {x}_rc = ferry_f_choice_raw({x}, {x}_d[0], {flags[0]}, \"MPI_{call.name}\");")
+        pre.append(f"if ({x}_rc != MPI_SUCCESS && fail == MPI_SUCCESS) fail = {x}_rc;")
+        for j, b in enumerate(bufs):
+            subst[f"ferry_f_buf({b})"] = f"{x}[{j}].base"
+        cleanup += [f"for (int i = 0; i < {len(bufs)}; i++) ferry_f_choice_end(&{x}[i], rc);"]
+    # A buffer the call cannot take goes to the error handler of the call's object (of
+    # MPI_COMM_SELF for calls without one), as the call's own errors do.
+    handle = next((a for a in call.args if a.intent == "in" and not a.array and a.base in ("Comm", "File", "Win")), None)
+    if handle is None:
+        raise_on = "MPI_Comm_call_errhandler(MPI_COMM_SELF, "
+    else:
+        raise_on = f"MPI_{handle.base}_call_errhandler(FERRY_F2C({handle.base}, *{handle.name}), "
+    out = []
+    for line in lines:
+        if line.startswith("void pmpi_"):
+            head, _, params = line.partition("(")
+            for a in call.args:
+                if a.base == "buffer":
+                    params = params.replace(f"void *{a.name},", f"CFI_cdesc_t *{a.name}_d,", 1)
+            out.append(f"{head}f08ts_({params}")
+        elif line == "{":
+            out.append(line)
+            out.append("    int fail = MPI_SUCCESS;")
+            out += [f"    {p}" for p in pre]
+        elif "int rc = " in line:
+            call_at = line.index(f"MPI_{call.name}(")
+            head, args = line[:call_at], line[call_at:]
+            for k, v in subst.items():
+                args = re.sub(re.escape(k) + r"(?!\w)", v, args)
+            head = head.replace("int rc = ok ? ", "int rc = !ok ? MPI_ERR_NO_MEM : fail != MPI_SUCCESS ? fail : ")
+            if "int rc = !ok" not in head:
+                head = head.replace("int rc = ", "int rc = fail != MPI_SUCCESS ? fail : ")
+            out.append(head + args.replace(" : MPI_ERR_NO_MEM;", ";"))
+        elif line.strip() == "if (ierror)":
+            out += [f"    {c}" for c in cleanup]
+            out.append("    if (fail != MPI_SUCCESS && ok)" if "int ok = 1;" in base else "    if (fail != MPI_SUCCESS)")
+            out.append(f"        {raise_on}fail);")
+            out.append(line)
+        else:
+            out.append(line)
+    return "\n".join(out)
+
+
 def c_aliases(call):
     real = f"pmpi_{call.lower}_"
     return [
@@ -317,15 +439,24 @@ def write_c(calls):
             out.append(c_wrapper(c))
             out += c_aliases(c)
             out.append("")
+        if descriptor_buffers(c):
+            out.append(c_wrapper_descriptors(c))
+            real = f"pmpi_{c.lower}_f08ts_"
+            out.append(f"extern __typeof__({real}) mpi_{c.lower}_f08ts_ __attribute__((weak, alias(\"{real}\")));")
+            out.append("")
     return "\n".join(out)
 
 
 # ---- Fortran ---------------------------------------------------------------------------------
 
 
-def f_decl(a, flavor):
-    """The declaration of one dummy argument; flavor is "mpi" or "f08"."""
+def f_decl(a, flavor, descriptor=False, asynchronous=False):
+    """The declaration of one dummy argument; flavor is "mpi" or "f08". descriptor: a choice
+    buffer is assumed-rank (a TS 29113 descriptor, array sections as they are); asynchronous:
+    the call may use it after it returns."""
     intent = f", INTENT({a.intent.upper()})" if a.base not in ("buffer", "function") else ""
+    if a.base == "buffer" and descriptor:
+        return [f"TYPE(*), DIMENSION(..){', ASYNCHRONOUS' if asynchronous else ''} :: {a.name}"]
     if a.base == "buffer":
         return [f"!GCC$ ATTRIBUTES NO_ARG_CHECK :: {a.name}", f"TYPE(*), DIMENSION(*) :: {a.name}"]
     if a.base == "cptr":
@@ -367,11 +498,14 @@ def f_interface(call, flavor, specific):
         head = f"    FUNCTION {specific}({', '.join(args)}) RESULT(res)"
     else:
         head = f"    SUBROUTINE {specific}({', '.join(args)})"
+    descriptor = flavor == "f08" and descriptor_buffers(call)
+    if descriptor:
+        head += f' BIND(C, NAME="mpi_{call.lower}_f08ts_")'
     out = wrap(head, 4)
     out.append(f"{ind}IMPORT")
     out.append(f"{ind}IMPLICIT NONE")
     for a in call.args:
-        out += [ind + d for d in f_decl(a, flavor)]
+        out += [ind + d for d in f_decl(a, flavor, descriptor, nonblocking(call))]
     if call.result:
         out.append(f"{ind}{rt} :: res")
         out.append(f"    END FUNCTION {specific}")
@@ -582,8 +716,10 @@ def module_f08(consts, calls):
         else:
             t = "INTEGER(KIND=MPI_OFFSET_KIND)" if c.kind == "offset" else "INTEGER"
             out.append(f"    {t}, PARAMETER :: {c.name} = {c.value}")
-    out.append("    LOGICAL, PARAMETER :: MPI_SUBARRAYS_SUPPORTED = .FALSE.")
-    out.append("    LOGICAL, PARAMETER :: MPI_ASYNC_PROTECTS_NONBLOCKING = .FALSE.")
+    # Choice buffers are descriptors (array sections reach the call as they are) and those of
+    # nonblocking calls are ASYNCHRONOUS dummies (MPI 5.0 §19.1.12, §19.1.17).
+    out.append("    LOGICAL, PARAMETER :: MPI_SUBARRAYS_SUPPORTED = .TRUE.")
+    out.append("    LOGICAL, PARAMETER :: MPI_ASYNC_PROTECTS_NONBLOCKING = .TRUE.")
     out += ["    INTEGER :: MPI_BOTTOM, MPI_IN_PLACE", "    COMMON /FERRYFB/ MPI_BOTTOM, MPI_IN_PLACE",
             "    INTEGER :: MPI_ERRCODES_IGNORE(1), MPI_UNWEIGHTED(1), MPI_WEIGHTS_EMPTY(1)",
             "    COMMON /FERRYFE/ MPI_ERRCODES_IGNORE, MPI_UNWEIGHTED, MPI_WEIGHTS_EMPTY",

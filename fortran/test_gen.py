@@ -78,6 +78,35 @@ class Output(unittest.TestCase):
         self.assertIn("TYPE(MPI_Comm), INTENT(OUT) :: newcomm", text)
         self.assertIn("INTEGER, OPTIONAL, INTENT(OUT) :: ierror", text)
 
+    def test_f08_buffers_are_descriptors_with_their_own_count_and_type(self):
+        isend, allreduce, gatherv, pack_ext = table(
+            "Isend buf:in:buffer count:in:int datatype:in:Datatype dest:in:int tag:in:int comm:in:Comm request:out:Request\n"
+            "Allreduce sendbuf:in:buffer recvbuf:out:buffer count:in:int datatype:in:Datatype op:in:Op comm:in:Comm\n"
+            "Gatherv sendbuf:in:buffer sendcount:in:int sendtype:in:Datatype recvbuf:out:buffer recvcounts:in:int[] "
+            "displs:in:int[] recvtype:in:Datatype root:in:int comm:in:Comm\n"
+            "Pack_external datarep:in:string inbuf:in:buffer incount:in:int datatype:in:Datatype outbuf:out:buffer "
+            "outsize:in:aint position:inout:aint\n"
+        )
+        text = "\n".join(gen.f_interface(isend, "f08", "MPI_Isend_f08"))
+        self.assertIn('BIND(C, NAME="mpi_isend_f08ts_")', text)
+        self.assertIn("TYPE(*), DIMENSION(..), ASYNCHRONOUS :: buf", text)
+        c = gen.c_wrapper_descriptors(isend)
+        self.assertIn("void pmpi_isend_f08ts_(CFI_cdesc_t *buf_d, MPI_Fint *count", c)
+        self.assertIn("MPI_Isend(choice0[0].base, choice0[0].count, choice0[0].type,", c)
+        self.assertNotIn("FERRY_F_CHOICE_BLOCKING", c)  # nonblocking: no copy may stand in
+        self.assertIn("MPI_Comm_call_errhandler(FERRY_F2C(Comm, *comm), fail)", c)
+        # One count and datatype for two buffers: one group, both get the same.
+        c = gen.c_wrapper_descriptors(allreduce)
+        self.assertIn("ferry_f_choice_typed(choice0, choice0_d, choice0_f, 2,", c)
+        self.assertIn("FERRY_F_CHOICE_BLOCKING | FERRY_F_CHOICE_OUTPUT", c)
+        # Per-process counts: the receive buffer has no count of its own.
+        c = gen.c_wrapper_descriptors(gatherv)
+        self.assertIn("ferry_f_choice_raw(choice1, choice1_d[0]", c)
+        self.assertIn("recvcounts, displs, FERRY_F2C(Datatype, *recvtype)", c)
+        # A CHARACTER argument keeps the call on the old interface (no BIND(C)).
+        self.assertFalse(gen.descriptor_buffers(pack_ext))
+        self.assertIn("DIMENSION(*)", "\n".join(gen.f_interface(pack_ext, "f08", "MPI_Pack_external_f08")))
+
     def test_mpif_h_reads_as_fixed_form(self):
         text = gen.mpif_h(gen.parse_constants(MPI_H), [])
         for line in text.splitlines():

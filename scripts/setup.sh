@@ -26,6 +26,9 @@ command -v munged >/dev/null || [ -x /usr/sbin/munged ] || need+=(munge)
 # gfortran for the Fortran bindings (mpifort, mpif.h, the mpi and mpi_f08 modules), which are
 # built with the Fortran compiler that uses them.
 command -v gfortran >/dev/null || need+=(gfortran)
+# Reference BLAS and LAPACK for MUMPS, the Fortran application conformance/mumps builds.
+[ -e /usr/lib/x86_64-linux-gnu/libblas.so ] || [ -e /usr/lib/libblas.so ] || need+=(libblas-dev)
+[ -e /usr/lib/x86_64-linux-gnu/liblapack.so ] || [ -e /usr/lib/liblapack.so ] || need+=(liblapack-dev)
 # libpmix for ranks started by a PMIx server (srun --mpi=pmix, prterun): loaded at run time.
 ldconfig -p 2>/dev/null | grep -q 'libpmix.so.2 ' || need+=(libpmix2)
 if [ ${#need[@]} -gt 0 ]; then

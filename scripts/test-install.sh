@@ -66,7 +66,8 @@ else
   echo "test-install: make is not installed: make CC=mpicc / CC=bspcc not checked"
 fi
 
-# Fortran (when install.sh found a Fortran compiler): mpif.h, `use mpi` and `use mpi_f08`
+# Fortran (when install.sh found a Fortran compiler): mpif.h, `use mpi` and `use mpi_f08` (with
+# strided array sections as buffers)
 # through mpifort/mpif77/mpif90, and the Jacobi example giving the same answer at 1 and 3 ranks.
 if [ -x "$tmp/prefix/bin/mpifort" ]; then
   show=$(mpifort -show hello.f90 -o hello)
@@ -75,7 +76,8 @@ if [ -x "$tmp/prefix/bin/mpifort" ]; then
   mpif77 -fallow-argument-mismatch "$root/fortran/tests/basics77.f" -o basics77
   mpif90 "$root/fortran/tests/basics90.f90" -o basics90
   mpifort "$root/fortran/tests/basics08.f90" -o basics08
-  for p in basics77 basics90 basics08; do
+  mpifort "$root/fortran/tests/subarrays08.f90" -o subarrays08
+  for p in basics77 basics90 basics08 subarrays08; do
     for n in 1 2; do
       out=$(mpiexec -n $n ./$p)
       [ "$out" = " No Errors" ] || fail "mpiexec -n $n ./$p printed: $out"

@@ -13,9 +13,9 @@ python3 fortran/test_gen.py  # the Fortran bindings' generator (no MPI needed)
 # The MPI C ABI from the outside: an installed prefix (mpicc + mpiexec, mpifort), the ferry-mpi
 # wheel in a fresh venv (a C program, and mpi4py in its standard-ABI mode built with the venv's
 # mpicc; the mpi4py part is skipped with a message without PyPI), MPICH's own test suite
-# (conformance/run: tier1, tier2, tierlite; its Fortran tests), NetPIPE's integrity sweep and
-# mpi4py's test suite (conformance/mpi4py). FERRY_CONFORMANCE=0 skips them (for a quick local
-# run).
+# (conformance/run: tier1, tier2, tierlite; its Fortran tests), MUMPS (conformance/mumps),
+# NetPIPE's integrity sweep and mpi4py's test suite (conformance/mpi4py). FERRY_CONFORMANCE=0
+# skips them (for a quick local run).
 if [ "${FERRY_CONFORMANCE:-1}" = 1 ]; then
   cargo build --release -p ferry-mpi -p ferry-cli # the wrappers use target/release
   bash scripts/test-install.sh
@@ -23,6 +23,12 @@ if [ "${FERRY_CONFORMANCE:-1}" = 1 ]; then
   python3 conformance/run
   # MPICH's Fortran tests (f77, f90, f08) through fortran/bin/mpifort: about 5 minutes.
   python3 conformance/run --list fortran.txt
+  # MUMPS, a Fortran MPI application, built with mpifort (2.5 to 5 minutes on 2 busy cores;
+  # kept in target/ after) and run at 1, 2 and 4 ranks: its examples and a 3-d solve of 8000
+  # unknowns (27 runs, under a minute). FERRY_MUMPS=0 leaves it out.
+  if [ "${FERRY_MUMPS:-1}" = 1 ]; then
+    MAKEFLAGS=${MAKEFLAGS:--j2} bash conformance/mumps
+  fi
   bash conformance/netpipe
   # mpi4py built against ferry, its own suite at 1 and 2 processes, mpi4py.futures and
   # mpi4py.run (venv cached under target/mpi4py/; skipped with a message without PyPI).
