@@ -33,6 +33,15 @@
 //!   client ══ TCP to relay:port, DNAT to the target ══→ INCOMING → target → ACCEPTED → client
 //! ```
 //!
+//! For hole punching (`crate::punch`) a rank asks a relay which address its connection comes
+//! from, i.e. the mapping its NAT made; any rank of a job the relay serves may ask:
+//!
+//! ```text
+//!   rank ── TCP (through its NAT) ──→ relay     ←  GREETING {relay_nonce}
+//!   OBSERVE {job, src, nonce, gate = HMAC(relay_key, "ferry-relay-observe" | relay_nonce | job | src | nonce)}  →
+//!                                               ←  OBSERVED {addr, port, HMAC(relay_key, "ferry-relay-observed" | nonce | addr | port)}, closed
+//! ```
+//!
 //! - `relay_key` = HMAC(job key, "ferry-relay-key-v1"). The launcher hands it to the relay; the
 //!   relay never holds the job key, so it can gate connections but cannot forge `e2e`, and the
 //!   end-to-end ferry handshake (fresh nonces on both ends) that follows cannot be faked by it.
