@@ -121,13 +121,30 @@ pub fn procman(data: &[u8]) {
 
 /// Relay frames: decoding any bytes never panics and never reads past a frame; a decoded frame
 /// encodes to bytes that decode to the same frame; a target's check of any INCOMING never
-/// panics and never accepts one without the job key.
+/// panics and never accepts one without the job key, nor a rank's check of any OBSERVED. The
+/// same bytes as a punch offer (text) parse or fail cleanly, and an offer that parses encodes
+/// to the same offer; fed to an observer they never panic nor give an address.
 pub fn relay(data: &[u8]) {
+    use ferry_wire::punch::{Observer, Offer};
+    if let Ok(text) = std::str::from_utf8(data) {
+        if let Ok(offer) = Offer::decode(text) {
+            assert_eq!(Offer::decode(&offer.encode()), Ok(offer));
+        }
+    }
+    let mut observer = Observer::new(JobKey([0x5a; 32]), 1, 2, [3; 32]);
+    let _ = observer.handle_input(data);
+    assert_eq!(observer.observed(), None);
     if let Ok(Some((frame, used))) = RelayFrame::decode(data) {
         assert!(used <= data.len());
         let bytes = frame.to_bytes();
         assert_eq!(bytes.len(), used);
         assert_eq!(RelayFrame::decode(&bytes), Ok(Some((frame.clone(), used))));
+        if let RelayFrame::Observed { addr, mac } = &frame {
+            let key = JobKey([0x5a; 32]);
+            assert!(!ferry_wire::relay::verify_observed(
+                &key, &[3; 32], addr, mac
+            ));
+        }
         if let RelayFrame::Incoming(incoming) = frame {
             let mut seen = ReplayGuard::default();
             let key = JobKey([0x5a; 32]);

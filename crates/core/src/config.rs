@@ -123,6 +123,13 @@ pub struct Config {
     /// `FERRY_CONNECT_TIMEOUT` (seconds, default 30, 0 = no limit): how long setup waits for
     /// all peers; see [`Config::connect_timeout`].
     pub connect_timeout_secs: u64,
+    /// `FERRY_PUNCH` (`0` | `1`, default 1): a pair of ranks on two different private clusters
+    /// first tries a direct connection through both NATs (hole punching, `ferry_wire::punch`)
+    /// and uses the relay only if that fails.
+    pub punch: bool,
+    /// `FERRY_PUNCH_TIMEOUT_MS` (milliseconds, default 300): how long that try may take before
+    /// the pair uses the relay.
+    pub punch_timeout_ms: u64,
     /// `FERRY_PMIX_LIB` (a library name or path, default `libpmix.so.2`): the libpmix loaded
     /// when a PMIx server (`srun --mpi=pmix`, `prterun`) started this rank, and only then.
     pub pmix_lib: String,
@@ -154,6 +161,8 @@ impl Default for Config {
             rail_stripe: 512 << 10,
             rail_timeout_secs: 3,
             connect_timeout_secs: 30,
+            punch: true,
+            punch_timeout_ms: ferry_wire::punch::DEFAULT_TIMEOUT.as_millis() as u64,
             pmix_lib: "libpmix.so.2".into(),
             place: None,
         }
@@ -258,6 +267,15 @@ impl Config {
                 )))
             }
         };
+        let punch = match word("FERRY_PUNCH").as_deref() {
+            None | Some("1") => true,
+            Some("0") => false,
+            Some(other) => {
+                return Err(Error::Config(format!(
+                    "FERRY_PUNCH={other:?}: expected 0 or 1"
+                )))
+            }
+        };
         let rail_policy = match word("FERRY_RAIL_POLICY").as_deref() {
             None | Some("weighted") => RailPolicy::Weighted,
             Some("roundrobin") | Some("round-robin") => RailPolicy::RoundRobin,
@@ -291,6 +309,8 @@ impl Config {
             rail_timeout_secs: number("FERRY_RAIL_TIMEOUT")?.unwrap_or(d.rail_timeout_secs),
             connect_timeout_secs: number("FERRY_CONNECT_TIMEOUT")?
                 .unwrap_or(d.connect_timeout_secs),
+            punch,
+            punch_timeout_ms: number("FERRY_PUNCH_TIMEOUT_MS")?.unwrap_or(d.punch_timeout_ms),
             pmix_lib: match get("FERRY_PMIX_LIB") {
                 Some(lib) if !lib.trim().is_empty() => lib.trim().to_string(),
                 _ => d.pmix_lib,
@@ -415,6 +435,8 @@ impl Config {
                 "FERRY_CONNECT_TIMEOUT",
                 self.connect_timeout_secs.to_string(),
             ),
+            ("FERRY_PUNCH", u8::from(self.punch).to_string()),
+            ("FERRY_PUNCH_TIMEOUT_MS", self.punch_timeout_ms.to_string()),
             ("FERRY_PMIX_LIB", self.pmix_lib.clone()),
             (
                 ferry_grid::PLACE_ENV,

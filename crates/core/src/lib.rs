@@ -33,6 +33,7 @@ mod error;
 mod host;
 mod matching;
 mod netaware;
+mod punching;
 mod rails;
 pub mod raw;
 mod selection;

@@ -25,7 +25,8 @@
 //!
 //! Where things are: `conn` (one connection and the exchanges that open it), `dial` (opening
 //! connections), `strangers` (accepted, not yet authenticated), `registration` (the relay
-//! registration of a private rank), `frames` (frame reads and writes); here the transport,
+//! registration of a private rank), `punch` (hole punching between two private clusters),
+//! `frames` (frame reads and writes); here the transport,
 //! its set-up and the poll that drives them all.
 
 use crate::engine::{FrameSink, OutFrame};
@@ -97,6 +98,10 @@ pub(crate) struct TcpTransport {
     relay: Option<RelayLink>,
     /// Rung by shared-memory peers when this rank sleeps in `poll_input` (see `crate::shm`).
     doorbell: Option<crate::shm::Doorbell>,
+    /// Attempts to punch through two NATs that still run (`punch`).
+    punches: Vec<Option<Punch>>,
+    /// How each punched-for link came up.
+    punch_log: Vec<PunchRecord>,
 }
 
 /// What the rate limit held back is summed up when the transport goes (at finalize).
@@ -167,6 +172,8 @@ impl TcpTransport {
             seen: ReplayGuard::default(),
             relay: None,
             doorbell: None,
+            punches: Vec::new(),
+            punch_log: Vec::new(),
         })
     }
 
@@ -288,6 +295,14 @@ impl TcpTransport {
         timeout: Option<Duration>,
     ) -> Result<bool, Error> {
         let mut progressed = false;
+        // An attempt to punch retries on its own clock.
+        let timeout = match self.punch_due() {
+            Some(at) => {
+                let due = at.saturating_duration_since(Instant::now());
+                Some(timeout.map_or(due, |t| t.min(due)))
+            }
+            None => timeout,
+        };
         match self.poll.poll(&mut self.events, timeout) {
             Ok(()) => {}
             Err(e) if e.kind() == ErrorKind::Interrupted => {}
@@ -295,8 +310,15 @@ impl TcpTransport {
         }
         let mut accept = false;
         let mut relay_event = false;
+        // Only while set-up punches: no allocation otherwise.
+        let mut punch_events = Vec::new();
         for event in self.events.iter() {
             let token = event.token();
+            if (PUNCH_BASE..PUNCH_BASE << 1).contains(&token.0) {
+                let failed = event.is_error() || event.is_read_closed();
+                punch_events.push((token, event.is_readable() || failed, event.is_writable()));
+                continue;
+            }
             if token == LISTENER {
                 accept = true;
                 continue;
@@ -343,6 +365,13 @@ impl TcpTransport {
             progressed |= self.accept_all();
         }
         progressed |= self.drive_strangers();
+        for (token, readable, writable) in punch_events {
+            self.punch_event(token, readable, writable);
+        }
+        if !self.punches.is_empty() {
+            progressed |= self.drive_punches()?;
+        }
+        let mut links_up = Vec::new();
         for peer in 0..self.conns.len() {
             for rail in 0..self.rails as usize {
                 let Some(conn) = self.conns[peer][rail].as_mut() else {
@@ -350,7 +379,12 @@ impl TcpTransport {
                 };
                 if conn.handshake.is_some() {
                     match conn.drive_handshake(&mut self.seen) {
-                        Ok(Some(_)) => progressed = true,
+                        Ok(Some(_)) => {
+                            progressed = true;
+                            if !self.punch_log.is_empty() {
+                                links_up.push(peer as u32);
+                            }
+                        }
                         Ok(None) => {
                             if let Some(port) = conn.pinhole() {
                                 self.through_pinhole(peer, rail, port)?;
@@ -402,6 +436,9 @@ impl TcpTransport {
                 }
             }
         }
+        for peer in links_up {
+            self.link_up(peer, false);
+        }
         Ok(progressed)
     }
 }
@@ -409,11 +446,14 @@ impl TcpTransport {
 mod conn;
 mod dial;
 mod frames;
+mod punch;
 mod registration;
 mod strangers;
 
 use conn::{Conn, Input, Pre};
 use frames::read_frames;
+pub(crate) use punch::PunchRecord;
+use punch::{Punch, PUNCH_BASE};
 use registration::RelayLink;
 
 #[cfg(test)]

@@ -205,6 +205,10 @@ pub fn init() -> Result<World, Error> {
         false => None,
     };
     let mut tcp = None;
+    // Hole punching between private clusters (crate::punching): ids and relays of the ranks.
+    let ids: Vec<ferry_grid::Guid> = cards.iter().map(Card::guid).collect();
+    let relays: Vec<Option<SocketAddr>> = cards.iter().map(|c| c.relay).collect();
+    let mut to_punch = Vec::new();
     if !tcp_peers.is_empty() {
         let max = config.tcp_eager_limit.max(config.tcp_chunk) as u64;
         let mut primary = config.tcp_listen_ip();
@@ -239,6 +243,10 @@ pub fn init() -> Result<World, Error> {
             // knows its ranks.
             let timeout = config.connect_timeout();
             t.register_with_relay(relay.inside.into(), &p.front, timeout)?;
+        }
+        if base == 0 {
+            let grid = (&ids[..], &relays[..]);
+            to_punch = crate::punching::offer(&t, &mut boot, &config, grid, (0, rank), primary)?;
         }
         let addr = SocketAddr::new(primary, t.listen_addr().port());
         boot.put(&format!("tcp-{me}"), &addr.to_string())?;
@@ -275,11 +283,15 @@ pub fn init() -> Result<World, Error> {
         shm = Some(t);
     }
     let guids: Vec<ferry_grid::Guid> = cards.iter().map(Card::guid).collect();
-    if rank == 0 && ferry_grid::path::show_paths_requested() {
-        print!("{}", ferry_grid::path::render_matrix(&guids));
-    }
     if let Some(t) = tcp.as_mut() {
-        dial_peers(t, &config, &cards, &guids, &tcp_peers, (base, rank))?;
+        let grid = (&ids[..], &relays[..]);
+        let punched = crate::punching::start(t, &mut boot, &config, grid, (0, rank), to_punch)?;
+        let to_dial: Vec<u32> = tcp_peers
+            .iter()
+            .copied()
+            .filter(|u| !punched.contains(&(u - base)))
+            .collect();
+        dial_peers(t, &config, &cards, &guids, &to_dial, (base, rank))?;
     }
     // Every rank of a host has mapped its peers' segments once this fence passes: the files
     // can go. Ranks without shared memory fence too, as it is collective.
@@ -361,6 +373,9 @@ pub fn init() -> Result<World, Error> {
                 }
             }
         }
+    }
+    if ferry_grid::path::show_paths_requested() {
+        crate::punching::show_paths(engine.tcp.as_ref(), &mut boot, &guids, (base, rank))?;
     }
     Ok(World {
         comm: Comm::world(Rc::new(Shared::new(

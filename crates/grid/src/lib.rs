@@ -47,4 +47,4 @@ pub mod topology;
 
 pub use path::{Guid, Path, Side};
 pub use place::{Placement, RelayAddrs, PLACE_ENV};
-pub use topology::{Cluster, Host, Link, Subnet, Topology, TopologyError, RAIL_ADDRS_ENV};
+pub use topology::{Cluster, Host, Link, Nat, Subnet, Topology, TopologyError, RAIL_ADDRS_ENV};

@@ -105,6 +105,12 @@ pub fn choose(me: &Guid, peer: &Guid) -> Path {
     }
 }
 
+/// Whether the pair may try hole punching (`ferry_wire::punch`) before the relay path: both
+/// are private, on different clusters, so each would otherwise need the other's relay.
+pub fn punchable(me: &Guid, peer: &Guid) -> bool {
+    choose(me, peer) == (Path::ViaPeerRelay { my_nat: true })
+}
+
 /// Which side opens the connection between `me` (rank `my_rank`) and `peer` (rank
 /// `peer_rank`): the side that reaches the other directly; the lower rank when both do or
 /// neither does. Rank order only breaks ties, so renumbering ranks never changes a path.
@@ -169,6 +175,18 @@ pub fn show_paths_requested() -> bool {
 /// …
 /// ```
 pub fn render_matrix(ids: &[Guid]) -> String {
+    render_matrix_punched(ids, &[])
+}
+
+/// [`render_matrix`] for a job some of whose pairs were punched (`(a, b, milliseconds to the
+/// link)`, a < b): their cells read `P` (with `*` on the side that decided), and one line per
+/// such pair says `rA <-> rB punched in T ms` after the ids.
+pub fn render_matrix_punched(ids: &[Guid], punched: &[(u32, u32, f64)]) -> String {
+    let is_punched = |a: usize, b: usize| {
+        punched
+            .iter()
+            .any(|&(x, y, _)| (x as usize, y as usize) == (a.min(b), a.max(b)))
+    };
     let n = ids.len();
     let width = format!("r{}", n.saturating_sub(1)).len().max(3) + 2;
     let mut out = String::from(
@@ -190,7 +208,11 @@ pub fn render_matrix(ids: &[Guid]) -> String {
                     Side::Me => "*",
                     Side::Peer => "",
                 };
-                format!("{}{star}", choose(gme, gpeer).code())
+                let code = match is_punched(me, peer) {
+                    true => "P",
+                    false => choose(gme, gpeer).code(),
+                };
+                format!("{code}{star}")
             };
             let _ = write!(out, "{cell:width$}");
         }
@@ -199,6 +221,12 @@ pub fn render_matrix(ids: &[Guid]) -> String {
     }
     for (rank, id) in ids.iter().enumerate() {
         let _ = writeln!(out, "r{rank} = {id}");
+    }
+    for &(a, b, ms) in punched {
+        let _ = writeln!(
+            out,
+            "r{a} <-> r{b} punched in {ms:.1} ms (direct through both NATs)"
+        );
     }
     out
 }
@@ -319,6 +347,23 @@ mod tests {
             (p.dialer, p.acceptor, p.path),
             (1, 2, Path::ViaPeerRelay { my_nat: true })
         );
+    }
+
+    #[test]
+    fn punched_pairs_in_the_matrix() {
+        let ids = vec![
+            guid("a", "a-front", "a1"),
+            guid("b", "b-front", "b1"),
+            guid("p", "p1", "p1"),
+        ];
+        assert!(punchable(&ids[0], &ids[1]) && punchable(&ids[1], &ids[0]));
+        assert!(!punchable(&ids[0], &ids[2]) && !punchable(&ids[2], &ids[0]));
+        assert!(!punchable(&ids[0], &guid("a", "a-front", "a2")));
+        let text = render_matrix_punched(&ids, &[(0, 1, 12.34)]);
+        assert!(text.contains("r0   -    P*   N*"), "{text}");
+        assert!(text.contains("r1   P    -    N*"), "{text}");
+        assert!(text.ends_with("r0 <-> r1 punched in 12.3 ms (direct through both NATs)\n"));
+        assert_eq!(render_matrix_punched(&ids, &[]), render_matrix(&ids));
     }
 
     #[test]

@@ -14,6 +14,8 @@
 //! relay_port = 7390           # where `ferry relay` listens on the front node (default 7390)
 //! rate = "1gbit"              # optional: `tc` rate of each host's link (testbed)
 //! wan_delay = "5ms"           # optional: one-way delay of the cluster's links to the WAN (testbed)
+//! nat = "port-preserving"     # private only, testbed: the front's NAT keeps source ports (the
+//!                             # default; hole punching works) or "random" (symmetric NAT)
 //! [[cluster.link]]            # optional: an extra network joining the cluster's hosts (a rail)
 //! subnet = "10.201.0.0/24"    # its addresses; no other address of the grid may lie in it
 //! rate = "500mbit"            # optional: `tc` rate of each host's link to it (testbed)
@@ -114,6 +116,19 @@ pub enum Kind {
     Private,
     /// Hosts have public addresses.
     Public,
+}
+
+/// How a private cluster's front node maps its hosts' outgoing connections (testbed).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Nat {
+    /// MASQUERADE keeps a connection's source port where it can: one local port looks the
+    /// same to every destination, so TCP hole punching works.
+    #[default]
+    PortPreserving,
+    /// MASQUERADE `--random-fully`: every connection gets a random port (a symmetric NAT,
+    /// through which hole punching fails).
+    Random,
 }
 
 /// One host of a cluster.
@@ -221,6 +236,8 @@ pub struct Front {
     pub inside_addr: Ipv4Addr,
     /// Its ssh destination (`[user@]host`), when that is not its name.
     pub ssh: Option<String>,
+    /// How its NAT maps ports (the testbed builds it so).
+    pub nat: Nat,
 }
 
 /// A whole grid: clusters in rank order.
@@ -255,6 +272,7 @@ struct RawCluster {
     relay_port: Option<Spanned<u16>>,
     rate: Option<Spanned<String>>,
     wan_delay: Option<Spanned<String>>,
+    nat: Option<Spanned<Nat>>,
     #[serde(default)]
     link: Vec<RawLink>,
     #[serde(default)]
@@ -633,6 +651,13 @@ impl Topology {
                             return Err(loc.at(v.span(), f(field), "a public cluster has no front node (its hosts are their own fronts)"));
                         }
                     }
+                    if let Some(v) = &rc.nat {
+                        return Err(loc.at(
+                            v.span(),
+                            f("nat"),
+                            "a public cluster has no NAT (its hosts are their own fronts)",
+                        ));
+                    }
                     None
                 }
                 Kind::Private => {
@@ -690,6 +715,7 @@ impl Topology {
                         public_addr,
                         inside_addr,
                         ssh: check_ssh(&loc, &f("front_ssh"), &rc.front_ssh)?,
+                        nat: rc.nat.as_ref().map(|n| *n.get_ref()).unwrap_or_default(),
                     })
                 }
             };
@@ -1115,6 +1141,25 @@ addr = "198.18.1.1"
         assert_eq!(ids[2].front, "a-front");
         assert!(ids[3].is_public());
         assert_eq!(g.cluster_of("a-front").unwrap().name, "a");
+    }
+
+    #[test]
+    fn nat_kind_of_a_private_cluster() {
+        let g = Topology::parse("grid.toml", GRID).unwrap();
+        assert_eq!(
+            g.clusters[0].front.as_ref().unwrap().nat,
+            Nat::PortPreserving
+        );
+        let text = GRID.replacen(
+            "relay_port = 7400",
+            "relay_port = 7400\nnat = \"random\"",
+            1,
+        );
+        let g = Topology::parse("grid.toml", &text).unwrap();
+        assert_eq!(g.clusters[0].front.as_ref().unwrap().nat, Nat::Random);
+        let bad = GRID.replacen("relay_port = 7400", "relay_port = 7400\nnat = \"cone\"", 1);
+        let (_, _, message) = error(&bad);
+        assert!(message.contains("port-preserving"), "{message}");
     }
 
     #[test]

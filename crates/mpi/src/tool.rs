@@ -340,6 +340,22 @@ const CVARS: &[CvarDef] = &[
         value: |c| num(c.connect_timeout_secs),
     },
     CvarDef {
+        env: "FERRY_PUNCH",
+        desc: "1: a pair on two private clusters first tries a direct connection through both NATs (hole punching), then the relay.",
+        ty: CvarType::UInt,
+        verbosity: MPI_T_VERBOSITY_USER_DETAIL,
+        category: CAT_TRANSPORT,
+        value: |c| num(u64::from(c.punch)),
+    },
+    CvarDef {
+        env: "FERRY_PUNCH_TIMEOUT_MS",
+        desc: "Milliseconds a pair tries to punch through both NATs before it uses the relay.",
+        ty: CvarType::ULong,
+        verbosity: MPI_T_VERBOSITY_USER_DETAIL,
+        category: CAT_TRANSPORT,
+        value: |c| num(c.punch_timeout_ms),
+    },
+    CvarDef {
         env: "FERRY_PMIX_LIB",
         desc: "The libpmix loaded when a PMIx server (srun --mpi=pmix, prterun) started this rank, and only then.",
         ty: CvarType::Text,

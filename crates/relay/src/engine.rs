@@ -143,6 +143,8 @@ pub enum Reason {
     /// The oldest connection that had not registered or connected yet, closed to make room
     /// for a newer one.
     Shed,
+    /// OBSERVE answered: the connection has served its purpose.
+    Observed,
     /// A registrant whose only registrations were taken over by a newer REGISTER of the same
     /// ranks (the rank reconnected, e.g. after a network blip).
     Replaced,
@@ -216,6 +218,8 @@ pub struct Counters {
     pub shed: u64,
     /// Registrations taken over by a newer REGISTER of the same (job, rank).
     pub replaced: u64,
+    /// OBSERVEs answered (hole punching).
+    pub observed: u64,
 }
 
 /// The relay's state: registrations, connections being set up and forwarded pairs.
@@ -490,6 +494,30 @@ impl Relay {
                 self.send(conn, RelayFrame::Registered { job, rank });
             }
             (State::New, RelayFrame::Connect(connect)) => self.on_connect(conn, connect, keys, now),
+            (
+                State::New,
+                RelayFrame::Observe {
+                    job,
+                    src,
+                    nonce,
+                    gate,
+                },
+            ) => {
+                // Any rank of a job the relay serves may ask, from inside or out: the answer is
+                // only the address its own connection came from.
+                let Some(key) = keys(job) else {
+                    return self.refuse(conn, RefuseCode::UnknownJob);
+                };
+                if !relay::verify_observe(&key, &c.nonce, job, src, &nonce, &gate) {
+                    return self.refuse(conn, RefuseCode::BadMac);
+                }
+                let Some(peer) = c.peer else {
+                    return self.refuse(conn, RefuseCode::Malformed);
+                };
+                self.counters.observed += 1;
+                self.send(conn, relay::observed(&key, &nonce, peer));
+                self.close(conn, Reason::Observed);
+            }
             (State::Target { dialled: true, .. }, RelayFrame::Accepted) => self.pair(conn, now),
             (
                 State::Target {
@@ -1086,6 +1114,45 @@ mod tests {
         );
         assert_eq!(h.relay.relayed(), 0);
         assert_eq!(h.relay.registrations(), 1);
+    }
+
+    #[test]
+    fn observe_is_answered_with_the_client_address_and_closed() {
+        let mut h = Harness::new(Config::default());
+        let c = h.accept("198.18.0.5", false, 4);
+        let key = h.job_key.clone();
+        let ask = relay::observe(&key, &[4; 32], JOB, 2, [9; 32]);
+        h.input(c, &ask.to_bytes());
+        let actions = h.actions();
+        let Some(Action::Send { bytes, .. }) = actions.first() else {
+            panic!("no answer: {actions:?}")
+        };
+        let Ok(Some((RelayFrame::Observed { addr, mac }, _))) = RelayFrame::decode(bytes) else {
+            panic!("not OBSERVED")
+        };
+        assert_eq!(addr.ip().to_string(), "198.18.0.5");
+        assert!(relay::verify_observed(&key, &[9; 32], &addr, &mac));
+        assert!(matches!(
+            actions.get(1),
+            Some(Action::Close {
+                reason: Reason::Observed,
+                ..
+            })
+        ));
+        assert_eq!(h.relay.counters().observed, 1);
+        // Under another job's key, or an unknown job: refused.
+        let c = h.accept("198.18.0.5", false, 5);
+        h.input(
+            c,
+            &relay::observe(&JobKey([8; 32]), &[5; 32], JOB, 2, [9; 32]).to_bytes(),
+        );
+        assert_eq!(h.actions(), h.refused(c, RefuseCode::BadMac));
+        let c = h.accept("198.18.0.5", false, 6);
+        h.input(
+            c,
+            &relay::observe(&key, &[6; 32], JOB + 1, 2, [9; 32]).to_bytes(),
+        );
+        assert_eq!(h.actions(), h.refused(c, RefuseCode::UnknownJob));
     }
 
     #[test]

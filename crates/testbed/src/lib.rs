@@ -173,8 +173,8 @@ pub struct Plan {
     links: Vec<Link>,
     /// (namespace, gateway) default routes of private hosts.
     routes: Vec<(String, Ipv4Addr)>,
-    /// (front namespace, private subnet) NAT.
-    nats: Vec<(String, Ipv4Addr)>,
+    /// (front namespace, private subnet, kind of NAT) NAT.
+    nats: Vec<(String, Ipv4Addr, ferry_grid::Nat)>,
 }
 
 fn wan_net() -> (Ipv4Addr, u8) {
@@ -304,7 +304,7 @@ impl Plan {
                         rate: None,
                         delay: None,
                     });
-                    plan.nats.push((ns(&front.name), subnet));
+                    plan.nats.push((ns(&front.name), subnet, front.nat));
                     for h in &cluster.hosts {
                         plan.namespaces.push((h.name.clone(), ns(&h.name)));
                         plan.links.push(Link {
@@ -486,7 +486,7 @@ impl Plan {
                 &gw.to_string(),
             ]);
         }
-        for (ns, subnet) in &self.nats {
+        for (ns, subnet, nat) in &self.nats {
             let src = format!("{subnet}/24");
             cmd(&[
                 "ip",
@@ -514,7 +514,11 @@ impl Plan {
                 "eth0",
                 "-j",
                 "MASQUERADE",
-            ]);
+            ]
+            .into_iter()
+            // A symmetric NAT: a random port for every connection, so no hole can be punched.
+            .chain((*nat == ferry_grid::Nat::Random).then_some("--random-fully"))
+            .collect::<Vec<_>>());
             cmd(&[
                 "ip",
                 "netns",
@@ -937,6 +941,7 @@ addr = "198.18.1.1"
         assert!(has("ip -n fy7-a1 route add default via 10.1.0.1"));
         assert!(has("ip -n fy7-fa addr add 198.18.0.10/15 dev eth0"));
         assert!(has("ip netns exec fy7-fa iptables -t nat -A POSTROUTING -s 10.1.0.0/24 -o eth0 -j MASQUERADE"));
+        assert!(!lines.iter().any(|l| l.contains("--random-fully")));
         assert!(has(
             "ip netns exec fy7-fa iptables -A FORWARD -i eth0 -o eth1 -j DROP"
         ));

@@ -15,6 +15,8 @@
 //!   hydra, Slurm's `srun --mpi=pmi2`) tell the processes they start who they are.
 //! - [`relay`]: the frames and MACs by which a client outside a private cluster reaches a rank
 //!   inside through `ferry relay` on the front node.
+//! - [`punch`]: TCP hole punching between ranks behind two NATs: the observed-address exchange
+//!   with a relay, the offers the two sides publish and one side's attempt, in virtual time.
 //! - [`settings`]: the one table of the `FERRY_…` numbers with the values each accepts, read by
 //!   the runtime and the launcher alike (the environment is the contract between them).
 //!
@@ -28,6 +30,7 @@ pub mod handshake;
 pub mod node;
 pub mod pmi;
 pub mod procman;
+pub mod punch;
 pub mod relay;
 pub mod rendezvous;
 pub mod settings;

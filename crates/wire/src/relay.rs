@@ -33,6 +33,15 @@
 //!   client ══ TCP to relay:port, DNAT to the target ══→ INCOMING → target → ACCEPTED → client
 //! ```
 //!
+//! For hole punching (`crate::punch`) a rank asks a relay which address its connection comes
+//! from, i.e. the mapping its NAT made; any rank of a job the relay serves may ask:
+//!
+//! ```text
+//!   rank ── TCP (through its NAT) ──→ relay     ←  GREETING {relay_nonce}
+//!   OBSERVE {job, src, nonce, gate = HMAC(relay_key, "ferry-relay-observe" | relay_nonce | job | src | nonce)}  →
+//!                                               ←  OBSERVED {addr, port, HMAC(relay_key, "ferry-relay-observed" | nonce | addr | port)}, closed
+//! ```
+//!
 //! - `relay_key` = HMAC(job key, "ferry-relay-key-v1"). The launcher hands it to the relay; the
 //!   relay never holds the job key, so it can gate connections but cannot forge `e2e`, and the
 //!   end-to-end ferry handshake (fresh nonces on both ends) that follows cannot be faked by it.
@@ -74,6 +83,15 @@ pub const OP_FORWARDED: u8 = 0x22;
 pub const OP_INCOMING: u8 = 0x30;
 /// Target → relay: `{}`; raw bytes follow both ways.
 pub const OP_ACCEPTED: u8 = 0x31;
+/// Rank → relay: `{job u64, src u32, reserved u32, nonce [32], gate [32]}` with `gate` =
+/// HMAC(relay_key, "ferry-relay-observe" | relay_nonce | job | src | nonce): which address and
+/// port does this connection come from, as the relay sees it (the mapping the client's NAT
+/// made, for hole punching: `crate::punch`).
+pub const OP_OBSERVE: u8 = 0x40;
+/// Relay → rank: `{family u8 (4 or 6), reserved u8, port u16, addr [16], mac [32]}` with `mac`
+/// = HMAC(relay_key, "ferry-relay-observed" | nonce | family | port | addr); an IPv4 address
+/// fills the first 4 bytes of `addr`, the rest zero. The relay closes the connection after it.
+pub const OP_OBSERVED: u8 = 0x41;
 /// Either way: `{code u8, reserved [3]}`, then the connection is closed.
 pub const OP_REFUSED: u8 = 0x7f;
 
@@ -168,6 +186,24 @@ pub enum RelayFrame {
     Incoming(Incoming),
     /// See [`OP_ACCEPTED`].
     Accepted,
+    /// See [`OP_OBSERVE`].
+    Observe {
+        /// Job id.
+        job: u64,
+        /// Rank asking.
+        src: u32,
+        /// Fresh random bytes of the rank, echoed under the relay's MAC in OBSERVED.
+        nonce: [u8; 32],
+        /// HMAC under the relay key over the relay's nonce and the fields.
+        gate: [u8; 32],
+    },
+    /// See [`OP_OBSERVED`].
+    Observed {
+        /// The address the connection came from, as the relay saw it.
+        addr: std::net::SocketAddr,
+        /// HMAC under the relay key over the rank's nonce and the address.
+        mac: [u8; 32],
+    },
     /// See [`OP_REFUSED`].
     Refused(RefuseCode),
 }
@@ -238,6 +274,9 @@ pub enum RelayError {
     /// A valid frame that does not fit the exchange at this point.
     #[error("unexpected relay frame {0:#04x}")]
     Unexpected(u8),
+    /// OBSERVED names an address family other than 4 or 6.
+    #[error("relay OBSERVED with address family {0}, expected 4 or 6")]
+    Family(u8),
     /// The INCOMING names another job or rank than this target's.
     #[error("relayed connection for job {job:#x} rank {rank}, not ours")]
     NotOurs {
@@ -258,6 +297,8 @@ fn body_len(op: u8) -> Option<usize> {
         OP_FORWARDED => 8,
         OP_INCOMING => 80,
         OP_ACCEPTED => 0,
+        OP_OBSERVE => 80,
+        OP_OBSERVED => 52,
         OP_REFUSED => 4,
         _ => return None,
     })
@@ -294,6 +335,8 @@ impl RelayFrame {
             RelayFrame::Forwarded { .. } => OP_FORWARDED,
             RelayFrame::Incoming(_) => OP_INCOMING,
             RelayFrame::Accepted => OP_ACCEPTED,
+            RelayFrame::Observe { .. } => OP_OBSERVE,
+            RelayFrame::Observed { .. } => OP_OBSERVED,
             RelayFrame::Refused(_) => OP_REFUSED,
         }
     }
@@ -347,6 +390,26 @@ impl RelayFrame {
                 out.extend_from_slice(&i.e2e);
             }
             RelayFrame::Accepted => {}
+            RelayFrame::Observe {
+                job,
+                src,
+                nonce,
+                gate,
+            } => {
+                out.extend_from_slice(&job.to_le_bytes());
+                out.extend_from_slice(&src.to_le_bytes());
+                out.extend_from_slice(&[0; 4]);
+                out.extend_from_slice(nonce);
+                out.extend_from_slice(gate);
+            }
+            RelayFrame::Observed { addr, mac } => {
+                let (family, bytes) = address_bytes(addr);
+                out.push(family);
+                out.push(0);
+                out.extend_from_slice(&addr.port().to_le_bytes());
+                out.extend_from_slice(&bytes);
+                out.extend_from_slice(mac);
+            }
             RelayFrame::Refused(code) => out.extend_from_slice(&[*code as u8, 0, 0, 0]),
         }
         debug_assert_eq!(out.len() - start, len);
@@ -423,6 +486,28 @@ impl RelayFrame {
                 e2e: arr32(&b[48..]),
             }),
             OP_ACCEPTED => RelayFrame::Accepted,
+            OP_OBSERVE => RelayFrame::Observe {
+                job: u64_at(b, 0),
+                src: u32_at(b, 8),
+                nonce: arr32(&b[16..]),
+                gate: arr32(&b[48..]),
+            },
+            OP_OBSERVED => {
+                let port = u16::from_le_bytes([b[2], b[3]]);
+                let ip: std::net::IpAddr = match b[0] {
+                    4 => std::net::Ipv4Addr::new(b[4], b[5], b[6], b[7]).into(),
+                    6 => {
+                        let mut a = [0u8; 16];
+                        a.copy_from_slice(&b[4..20]);
+                        std::net::Ipv6Addr::from(a).into()
+                    }
+                    other => return Err(RelayError::Family(other)),
+                };
+                RelayFrame::Observed {
+                    addr: std::net::SocketAddr::new(ip, port),
+                    mac: arr32(&b[20..]),
+                }
+            }
             _ => RelayFrame::Refused(RefuseCode::from_u8(b[0])),
         };
         Ok(Some((frame, HEADER_LEN + len)))
@@ -517,6 +602,93 @@ pub fn connect(
     })
 }
 
+/// The family byte and 16 address bytes of OBSERVED.
+fn address_bytes(addr: &std::net::SocketAddr) -> (u8, [u8; 16]) {
+    let mut bytes = [0u8; 16];
+    match addr.ip() {
+        std::net::IpAddr::V4(v4) => {
+            bytes[..4].copy_from_slice(&v4.octets());
+            (4, bytes)
+        }
+        std::net::IpAddr::V6(v6) => (6, v6.octets()),
+    }
+}
+
+fn observe_gate(
+    relay_key: &JobKey,
+    relay_nonce: &[u8; 32],
+    job: u64,
+    src: u32,
+    nonce: &[u8; 32],
+) -> [u8; 32] {
+    relay_key.mac(&[
+        b"ferry-relay-observe",
+        relay_nonce,
+        &job.to_le_bytes(),
+        &src.to_le_bytes(),
+        nonce,
+    ])
+}
+
+fn observed_mac(relay_key: &JobKey, nonce: &[u8; 32], addr: &std::net::SocketAddr) -> [u8; 32] {
+    let (family, bytes) = address_bytes(addr);
+    relay_key.mac(&[
+        b"ferry-relay-observed",
+        nonce,
+        &[family],
+        &addr.port().to_le_bytes(),
+        &bytes,
+    ])
+}
+
+/// OBSERVE from rank `src` of `job`, answering the relay's GREETING nonce. `nonce` must be
+/// fresh random bytes.
+pub fn observe(
+    job_key: &JobKey,
+    relay_nonce: &[u8; 32],
+    job: u64,
+    src: u32,
+    nonce: [u8; 32],
+) -> RelayFrame {
+    RelayFrame::Observe {
+        job,
+        src,
+        nonce,
+        gate: observe_gate(&relay_key(job_key), relay_nonce, job, src, &nonce),
+    }
+}
+
+/// Relay side: whether an OBSERVE's gate answers this connection's nonce.
+pub fn verify_observe(
+    relay_key: &JobKey,
+    relay_nonce: &[u8; 32],
+    job: u64,
+    src: u32,
+    nonce: &[u8; 32],
+    gate: &[u8; 32],
+) -> bool {
+    constant_time_eq(&observe_gate(relay_key, relay_nonce, job, src, nonce), gate)
+}
+
+/// Relay side: the answer to a gated OBSERVE whose connection came from `addr`.
+pub fn observed(relay_key: &JobKey, nonce: &[u8; 32], addr: std::net::SocketAddr) -> RelayFrame {
+    RelayFrame::Observed {
+        addr,
+        mac: observed_mac(relay_key, nonce, &addr),
+    }
+}
+
+/// Rank side: whether OBSERVED comes from a relay holding the job's relay key and answers
+/// this rank's `nonce`.
+pub fn verify_observed(
+    job_key: &JobKey,
+    nonce: &[u8; 32],
+    addr: &std::net::SocketAddr,
+    mac: &[u8; 32],
+) -> bool {
+    constant_time_eq(&observed_mac(&relay_key(job_key), nonce, addr), mac)
+}
+
 /// Relay side: whether a REGISTER answers this connection's nonce under the job's relay key.
 pub fn verify_register(
     relay_key: &JobKey,
@@ -596,7 +768,7 @@ impl ReplayGuard {
 
 /// Takes bytes of one frame at a time into `input` (never more than the frame); returns how
 /// many were used and the frame once complete.
-fn take_frame(
+pub(crate) fn take_frame(
     input: &mut Vec<u8>,
     bytes: &[u8],
 ) -> Result<(usize, Option<RelayFrame>), RelayError> {

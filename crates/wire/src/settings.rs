@@ -97,6 +97,9 @@ pub const NUMBERS: &[Bounds] = &[
         unit: "seconds",
         zero: Some("no limit, as `ferry run --timeout 0`"),
     },
+    // Hole punching between two private clusters: a decider without a connection by then
+    // takes the relay (ferry_wire::punch). Past a minute set-up would rather fail visibly.
+    bounds("FERRY_PUNCH_TIMEOUT_MS", 1, 60_000, "milliseconds"),
     bounds("FERRY_COLL_BCAST_LONG", 0, 1 << 40, "bytes"),
     bounds("FERRY_COLL_BCAST_MIN_RANKS", 0, 1 << 24, "ranks"),
     bounds("FERRY_COLL_ALLREDUCE_LONG", 0, 1 << 40, "bytes"),

@@ -142,6 +142,10 @@ impl TcpTransport {
                         conn.via = self.relay.as_ref().map(|l| l.front.clone());
                     }
                     self.conns[rank as usize][rail as usize] = Some(conn);
+                    if !self.punch_log.is_empty() {
+                        // The decider came through the relay: our attempt, if any, is over.
+                        self.link_up(rank, false);
+                    }
                 }
                 Err(why) => {
                     progressed = true;
