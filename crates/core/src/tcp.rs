@@ -25,11 +25,12 @@
 //!
 //! Where things are: `conn` (one connection and the exchanges that open it), `dial` (opening
 //! connections), `strangers` (accepted, not yet authenticated), `registration` (the relay
-//! registration of a private rank), `frames` (frame reads and writes); here the transport,
-//! its set-up and the poll that drives them all.
+//! registration of a private rank), `frames` (frame reads and writes), `packed` (compressed
+//! frames, `FERRY_COMPRESS`); here the transport, its set-up and the poll that drives them all.
 
 use crate::engine::{FrameSink, OutFrame};
 use crate::error::Error;
+use ferry_wire::compress::compressed_len;
 use ferry_wire::relay::{self, Registrar, RelayAcceptor, RelayConnector, ReplayGuard};
 use ferry_wire::{Frame, FrameError, Handshake, JobKey, HEADER_LEN};
 use mio::net::{TcpListener, TcpStream};
@@ -97,6 +98,9 @@ pub(crate) struct TcpTransport {
     relay: Option<RelayLink>,
     /// Rung by shared-memory peers when this rank sleeps in `poll_input` (see `crate::shm`).
     doorbell: Option<crate::shm::Doorbell>,
+    /// Compression of the links made from now on (`FERRY_COMPRESS`), and what it did.
+    compress: crate::compress::CompressConfig,
+    compressed: crate::compress::CompressStats,
 }
 
 /// What the rate limit held back is summed up when the transport goes (at finalize).
@@ -167,6 +171,8 @@ impl TcpTransport {
             seen: ReplayGuard::default(),
             relay: None,
             doorbell: None,
+            compress: Default::default(),
+            compressed: Default::default(),
         })
     }
 
@@ -409,6 +415,7 @@ impl TcpTransport {
 mod conn;
 mod dial;
 mod frames;
+mod packed;
 mod registration;
 mod strangers;
 

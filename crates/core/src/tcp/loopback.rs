@@ -147,3 +147,64 @@ fn a_peer_that_vanishes_fails_the_wait_naming_it() {
         "not a lost peer: {err}"
     );
 }
+
+/// Samples of sin(x), as a smooth field of doubles would be.
+fn smooth(len: usize) -> Vec<u8> {
+    let mut bytes: Vec<u8> = (0..len.div_ceil(8))
+        .flat_map(|i| (i as f64 * 1e-3).sin().to_le_bytes())
+        .collect();
+    bytes.truncate(len);
+    bytes
+}
+
+fn noise(len: usize) -> Vec<u8> {
+    let mut x = 0x2545_f491_4f6c_dd1du64;
+    (0..len)
+        .map(|_| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            (x >> 32) as u8
+        })
+        .collect()
+}
+
+#[test]
+fn compressed_payloads_arrive_whole_and_noise_goes_raw() {
+    let compress = crate::compress::CompressConfig {
+        mode: crate::compress::CompressMode::On,
+        ..Default::default()
+    };
+    let (mut a, mut b) = {
+        let mut a = transport(0, 0);
+        let mut b = transport(1, 0);
+        a.set_compression(compress);
+        b.set_compression(compress);
+        let b_addr = b.listen_addr();
+        a.dial((1, 0), b_addr, None, None).expect("dial");
+        (engine(0, a), engine(1, b))
+    };
+    // One 1 MiB DATA frame, then 1 MiB + 5 bytes (the 5-byte chunk is below the compression
+    // minimum and goes raw), then an eager message below it too.
+    for (tag, data) in [
+        (1, smooth(1 << 20)),
+        (2, smooth((1 << 20) + 5)),
+        (3, smooth(4000)),
+    ] {
+        let got = round(&mut a, &mut b, tag, &data).unwrap();
+        assert!(got == data, "{} B of sin(x) arrived changed", data.len());
+    }
+    let sent = a.counters();
+    assert_eq!(sent.frames_compressed, 2, "{sent:?}");
+    assert!(sent.compressed_sent_bytes * 10 < sent.compressed_raw_bytes * 9);
+    assert_eq!(b.counters().frames_decompressed, 2);
+    let data = noise(300_000);
+    let got = round(&mut a, &mut b, 4, &data).unwrap();
+    assert!(got == data, "random bytes arrived changed");
+    let after = a.counters();
+    assert_eq!(
+        after.frames_compressed, 2,
+        "random bytes compressed: {after:?}"
+    );
+    assert_eq!(after.frames_sent_raw, 1, "{after:?}");
+}
