@@ -59,8 +59,18 @@ fn auto_compresses_smooth_data_and_sends_random_data_raw() {
     let prefix = format!("fy{}z-", std::process::id());
     let _testbed = Testbed::up(&topology, &prefix).expect("testbed up");
 
-    let stdout = run(&prefix, "auto");
-    eprintln!("FERRY_COMPRESS=auto:\n{stdout}");
+    // A link counts as slow once a full socket let it measure its rate. On a machine so
+    // loaded that the sender never fills its socket, the link is not what limits the job and
+    // auto rightly sends raw: such a run is tried again, at most three times in all.
+    let mut stdout = String::new();
+    for attempt in 1..=3 {
+        stdout = run(&prefix, "auto");
+        eprintln!("FERRY_COMPRESS=auto, attempt {attempt}:\n{stdout}");
+        let (frames, _, _, declined) = counts(&stdout, "smooth");
+        if frames + declined + counts(&stdout, "random").3 > 0 {
+            break;
+        }
+    }
     let (frames, raw, sent, _) = counts(&stdout, "smooth");
     assert!(frames > 0, "sin(x) samples were not compressed:\n{stdout}");
     assert!(sent * 10 < raw * 9, "compressed {raw} bytes into {sent}");
