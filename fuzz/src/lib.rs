@@ -25,6 +25,7 @@ pub const TARGETS: &[(&str, Property)] = &[
     ("grid", grid),
     ("bsp", bsp),
     ("bsp_apply", bsp_apply),
+    ("compress", compress),
 ];
 
 /// Frame headers: any bytes decode or fail cleanly, and what decodes re-encodes to the same
@@ -32,6 +33,29 @@ pub const TARGETS: &[(&str, Property)] = &[
 pub fn frame(data: &[u8]) {
     if let Ok(frame) = Frame::decode(data, 1 << 30) {
         assert_eq!(Frame::decode(&frame.to_bytes(), 1 << 30), Ok(frame));
+    }
+}
+
+/// Compressed payloads: a frame header and what follows it, as a peer could send them,
+/// decompress to exactly the announced length or fail cleanly (never a panic or a write past
+/// the buffer); and any bytes that compress come back unchanged.
+pub fn compress(data: &[u8]) {
+    use ferry_wire::compress::{compress, compressed_len, decompress};
+    let (mut grouped, mut out) = (Vec::new(), Vec::new());
+    if let Ok(frame) = Frame::decode(data, 1 << 20) {
+        if let Some(sent) = compressed_len(data) {
+            let payload = &data[ferry_wire::HEADER_LEN..];
+            let payload = &payload[..sent.min(payload.len())];
+            let mut raw = vec![0u8; frame.payload_len() as usize];
+            let _ = decompress(payload, &mut grouped, &mut raw);
+        }
+    }
+    if compress(data, &mut grouped, &mut out) {
+        let mut back = vec![0u8; data.len()];
+        if let Err(e) = decompress(&out, &mut grouped, &mut back) {
+            panic!("own output does not decompress: {e}");
+        }
+        assert_eq!(back, data, "compressed bytes came back changed");
     }
 }
 

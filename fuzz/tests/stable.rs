@@ -180,4 +180,4 @@ macro_rules! targets {
     };
 }
 
-targets!(frame, handshake, node, pmi, procman, relay, rma, grid, bsp, bsp_apply);
+targets!(frame, handshake, node, pmi, procman, relay, rma, grid, bsp, bsp_apply, compress);

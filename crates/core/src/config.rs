@@ -92,6 +92,9 @@ pub struct Config {
     /// `FERRY_TCP_BUF` (bytes, default 0 = kernel autotuning): SO_SNDBUF and SO_RCVBUF of every
     /// rank-to-rank socket.
     pub tcp_buffer: usize,
+    /// `FERRY_COMPRESS`, `FERRY_COMPRESS_BELOW`, `FERRY_COMPRESS_MIN`: compression of TCP
+    /// payloads on slow links, off by default (see [`crate::compress`]).
+    pub compress: crate::compress::CompressConfig,
     /// `FERRY_TCP_STRANGERS` (connections, default 1024, never fewer than two per peer and
     /// rail): connections to this rank's listener that have not authenticated yet kept at a
     /// time; one more closes the oldest, so strangers cost bounded memory.
@@ -152,6 +155,7 @@ impl Default for Config {
             tcp_eager_limit: 64 << 10,
             tcp_chunk: 64 << 10,
             tcp_buffer: 0,
+            compress: Default::default(),
             tcp_strangers: crate::tcp::DEFAULT_MAX_STRANGERS,
             spin: None,
             spin_yield: None,
@@ -299,6 +303,7 @@ impl Config {
             }),
             tcp_chunk: bytes("FERRY_TCP_CHUNK")?.unwrap_or(d.tcp_chunk),
             tcp_buffer: bytes("FERRY_TCP_BUF")?.unwrap_or(d.tcp_buffer),
+            compress: crate::compress::CompressConfig::read(word, number)?,
             tcp_strangers: bytes("FERRY_TCP_STRANGERS")?.unwrap_or(d.tcp_strangers),
             spin: number("FERRY_SPIN")?.map(|s| s as u32),
             spin_yield,
@@ -445,6 +450,7 @@ impl Config {
                     .map_or("unset (one host)".into(), |p| p.encode()),
             ),
         ];
+        params.extend(self.compress.describe());
         params.extend(crate::selection::describe());
         let var = |name: &str| std::env::var(name).ok().filter(|v| !v.trim().is_empty());
         params.push((

@@ -327,6 +327,9 @@ impl Engine {
     pub(crate) fn counters(&self) -> crate::stats::Counters {
         let mut c = self.proto.counters;
         c.unexpected_now = self.proto.matcher.unexpected_len() as u64;
+        if let Some(tcp) = &self.tcp {
+            c.add_compression(tcp.compression_stats());
+        }
         c
     }
 

@@ -27,6 +27,7 @@ mod bootstrap;
 mod coll;
 mod collectives;
 mod comm;
+pub mod compress;
 pub mod config;
 mod engine;
 mod error;

@@ -190,6 +190,7 @@ fn open(shared: &Shared) -> Result<(), Error> {
             )?;
             t.grow(engine.proto.peer_count());
             t.set_max_strangers(c.tcp_strangers);
+            t.set_compression(c.compress);
             engine.add_tcp(t);
         }
         match engine.tcp.as_ref() {

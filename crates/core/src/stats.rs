@@ -26,6 +26,18 @@ pub struct Counters {
     pub unexpected_now: u64,
     /// Most messages the unexpected queue has held at once.
     pub unexpected_peak: u64,
+    /// TCP payloads (eager messages, rendezvous chunks) sent compressed (`FERRY_COMPRESS`;
+    /// filled in when read, as the four below).
+    pub frames_compressed: u64,
+    /// Their bytes before compression.
+    pub compressed_raw_bytes: u64,
+    /// Their bytes as sent.
+    pub compressed_sent_bytes: u64,
+    /// TCP payloads that were candidates but went raw: their message's sample, or they
+    /// themselves, did not shrink enough.
+    pub frames_sent_raw: u64,
+    /// Compressed TCP payloads received.
+    pub frames_decompressed: u64,
 }
 
 impl Counters {
@@ -39,6 +51,15 @@ impl Counters {
         } else {
             self.rendezvous_sends += 1;
         }
+    }
+
+    /// Fills in what compression did on the TCP links.
+    pub(crate) fn add_compression(&mut self, s: crate::compress::CompressStats) {
+        self.frames_compressed = s.compressed;
+        self.compressed_raw_bytes = s.raw_bytes;
+        self.compressed_sent_bytes = s.sent_bytes;
+        self.frames_sent_raw = s.declined;
+        self.frames_decompressed = s.decompressed;
     }
 
     /// An arrival of `len` bytes.

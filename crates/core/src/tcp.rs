@@ -26,11 +26,12 @@
 //! Where things are: `conn` (one connection and the exchanges that open it), `dial` (opening
 //! connections), `strangers` (accepted, not yet authenticated), `registration` (the relay
 //! registration of a private rank), `punch` (hole punching between two private clusters),
-//! `frames` (frame reads and writes); here the transport,
-//! its set-up and the poll that drives them all.
+//! `frames` (frame reads and writes), `packed` (compressed frames, `FERRY_COMPRESS`); here the
+//! transport, its set-up and the poll that drives them all.
 
 use crate::engine::{FrameSink, OutFrame};
 use crate::error::Error;
+use ferry_wire::compress::compressed_len;
 use ferry_wire::relay::{self, Registrar, RelayAcceptor, RelayConnector, ReplayGuard};
 use ferry_wire::{Frame, FrameError, Handshake, JobKey, HEADER_LEN};
 use mio::net::{TcpListener, TcpStream};
@@ -102,6 +103,9 @@ pub(crate) struct TcpTransport {
     punches: Vec<Option<Punch>>,
     /// How each punched-for link came up.
     punch_log: Vec<PunchRecord>,
+    /// Compression of the links made from now on (`FERRY_COMPRESS`), and what it did.
+    compress: crate::compress::CompressConfig,
+    compressed: crate::compress::CompressStats,
 }
 
 /// What the rate limit held back is summed up when the transport goes (at finalize).
@@ -174,6 +178,8 @@ impl TcpTransport {
             doorbell: None,
             punches: Vec::new(),
             punch_log: Vec::new(),
+            compress: Default::default(),
+            compressed: Default::default(),
         })
     }
 
@@ -447,6 +453,7 @@ mod conn;
 mod dial;
 mod frames;
 mod punch;
+mod packed;
 mod registration;
 mod strangers;
 

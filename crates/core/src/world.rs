@@ -238,6 +238,7 @@ pub fn init() -> Result<World, Error> {
             Duration::from_secs(config.rail_timeout_secs),
         )?;
         t.set_max_strangers(config.tcp_strangers);
+        t.set_compression(config.compress);
         if let Some((p, relay)) = place.and_then(|p| Some((p, p.relay?))) {
             // Registered before the address is published: once anyone reads it, every relay
             // knows its ranks.

@@ -7,10 +7,10 @@
 //! |---|---|---|
 //! | 0 | 1 | version ([`PROTOCOL_VERSION`]) |
 //! | 1 | 1 | kind (op code, see [`kind`]) |
-//! | 2 | 2 | flags (0) |
+//! | 2 | 2 | flags ([`flags`]; 0 unless the payload is compressed) |
 //! | 4 | 4 | context id |
 //! | 8 | 4 | tag (i32) |
-//! | 12 | 4 | reserved (0) |
+//! | 12 | 4 | reserved (0), or the length of a compressed payload as sent |
 //! | 16 | 8 | field a |
 //! | 24 | 8 | field b |
 //! | 32 | 8 | field c |
@@ -24,6 +24,16 @@ use thiserror::Error;
 pub const PROTOCOL_VERSION: u8 = 1;
 /// Size of an encoded header in bytes.
 pub const HEADER_LEN: usize = 40;
+
+/// Bits of the `flags` field. A bit this version does not know is refused.
+pub mod flags {
+    /// The payload of this EAGER or DATA frame travels compressed (see [`crate::compress`]):
+    /// bytes 12..16 give its length as sent, the frame's own length field the length it
+    /// decompresses to.
+    pub const COMPRESSED: u16 = 0x0001;
+    /// Every bit this version knows.
+    pub const KNOWN: u16 = COMPRESSED;
+}
 
 /// Op codes of the `kind` byte.
 pub mod kind {
@@ -295,6 +305,21 @@ impl Frame {
                 limit: max_payload,
             });
         }
+        let flag_bits = u16::from_le_bytes([h[2], h[3]]);
+        if flag_bits & !flags::KNOWN != 0 {
+            return Err(FrameError::Field("flags"));
+        }
+        if flag_bits & flags::COMPRESSED != 0 {
+            // Only payloads are compressed, and only when that makes them shorter: a sent
+            // length of at least the original one is a broken frame, and never allocated.
+            if !matches!(frame, Frame::Eager { .. } | Frame::Data { .. }) {
+                return Err(FrameError::Field("flags"));
+            }
+            let sent = u64::from(u32_at(12));
+            if sent == 0 || sent >= len {
+                return Err(FrameError::Field("compressed length"));
+            }
+        }
         Ok(frame)
     }
 }
@@ -386,6 +411,39 @@ mod tests {
         bytes[0] = PROTOCOL_VERSION;
         bytes[1] = 0x7f;
         assert_eq!(Frame::decode(&bytes, 0), Err(FrameError::Kind(0x7f)));
+    }
+
+    #[test]
+    fn unknown_flags_and_misplaced_compression_are_refused() {
+        let mut bytes = Frame::Eager {
+            context: 1,
+            tag: 2,
+            len: 100,
+        }
+        .to_bytes();
+        bytes[2] = 0x02;
+        assert_eq!(
+            Frame::decode(&bytes, 1 << 20),
+            Err(FrameError::Field("flags"))
+        );
+        bytes[2] = 0x01;
+        assert_eq!(
+            Frame::decode(&bytes, 1 << 20),
+            Err(FrameError::Field("compressed length")),
+            "compressed, but no length as sent"
+        );
+        bytes[12] = 100;
+        assert_eq!(
+            Frame::decode(&bytes, 1 << 20),
+            Err(FrameError::Field("compressed length")),
+            "no shorter than the original"
+        );
+        bytes[12] = 60;
+        assert!(Frame::decode(&bytes, 1 << 20).is_ok());
+        let mut fin = Frame::Fin { send_id: 3 }.to_bytes();
+        fin[2] = 0x01;
+        fin[12] = 1;
+        assert_eq!(Frame::decode(&fin, 0), Err(FrameError::Field("flags")));
     }
 
     #[test]

@@ -5,6 +5,9 @@
 //!
 //! - [`frame`]: the fixed 40-byte frame header shared by every transport (shared-memory rings and
 //!   TCP carry the same frames), with encode/decode that never allocate and report short input.
+//! - [`compress`]: the compressed form of an EAGER or DATA payload (LZ4 over the differences of
+//!   8-byte words, bytes grouped by place), with a decoder that checks every length a peer
+//!   claims.
 //! - [`handshake`]: mutual HMAC-SHA256 challenge-response over the job key that opens every
 //!   connection between two ranks.
 //! - [`rendezvous`]: the sender and receiver halves of the large-message protocol
@@ -25,6 +28,7 @@
 #![deny(missing_docs)]
 #![forbid(unsafe_code)]
 
+pub mod compress;
 pub mod frame;
 pub mod handshake;
 pub mod node;

@@ -85,6 +85,11 @@ pub const NUMBERS: &[Bounds] = &[
         zero: Some("kernel autotuning"),
     },
     bounds("FERRY_TCP_STRANGERS", 16, 65_536, "connections"),
+    // Compression of TCP payloads (`FERRY_COMPRESS`): the link rate below which `auto`
+    // compresses, and the smallest payload worth compressing (an LZ4 block pays off from a
+    // few KiB; a whole 64 MiB frame is the largest the transport sends).
+    bounds("FERRY_COMPRESS_BELOW", 1, 1_000_000, "Mbit/s"),
+    bounds("FERRY_COMPRESS_MIN", 512, 64 * MIB, "bytes"),
     bounds("FERRY_SPIN", 0, 100_000_000, "polls"),
     // ferry_core::config::MAX_RAILS (a test there checks that they agree).
     bounds("FERRY_RAILS", 1, 16, "rails"),

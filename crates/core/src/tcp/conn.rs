@@ -10,6 +10,13 @@ pub(super) enum Input {
         done: usize,
         total: usize,
     },
+    /// A compressed payload of `total` bytes as sent, gathered in `sent` (see `packed`).
+    Packed {
+        frame: Frame,
+        incoming: crate::engine::Incoming,
+        sent: Vec<u8>,
+        total: usize,
+    },
 }
 
 /// What runs on a connection before the ferry handshake.
@@ -48,6 +55,12 @@ pub(super) struct Conn {
     pub(super) opened: Instant,
     /// Payload and header bytes written since the connection opened.
     pub(super) written: u64,
+    /// Compression on this link (`None`: off; see `packed`).
+    pub(super) compressor: Option<Box<crate::compress::LinkCompressor>>,
+    /// Bytes written of the compressed frame going out, while one is.
+    pub(super) packed_sent: Option<usize>,
+    /// Compressed frames received.
+    pub(super) decompressed: u64,
 }
 
 impl Conn {
@@ -75,6 +88,9 @@ impl Conn {
             input: Input::Header,
             opened: Instant::now(),
             written: 0,
+            compressor: None,
+            packed_sent: None,
+            decompressed: 0,
         }
     }
 

@@ -87,6 +87,7 @@ impl TcpTransport {
             None => Pre::Done,
         };
         let mut conn = Conn::new(stream, addr, pre, hs, false);
+        conn.compressor = crate::compress::LinkCompressor::new(self.compress);
         conn.via = via_relay.map(str::to_string);
         self.conns[peer as usize][rail as usize] = Some(conn);
         Ok(())

@@ -20,6 +20,7 @@ impl TcpTransport {
             return Ok(false);
         }
         let total = HEADER_LEN + frame.len;
+        let packed = conn.compressor.is_some() && packed::begin(conn, frame, &mut self.compressed);
         while frame.sent < total && conn.writable {
             let header = &frame.header[frame.sent.min(HEADER_LEN)..];
             let skip = frame.sent.saturating_sub(HEADER_LEN);
@@ -27,18 +28,30 @@ impl TcpTransport {
             // which happens only after this write finished.
             let payload =
                 unsafe { std::slice::from_raw_parts(frame.payload.add(skip), frame.len - skip) };
-            let written = if header.is_empty() {
+            let written = if packed {
+                conn.stream.write(packed::unwritten(
+                    conn.compressor.as_deref(),
+                    conn.packed_sent,
+                ))
+            } else if header.is_empty() {
                 conn.stream.write(payload)
             } else {
                 conn.stream
                     .write_vectored(&[IoSlice::new(header), IoSlice::new(payload)])
             };
             match written {
+                Ok(n) if packed => {
+                    frame.sent = packed::advance(conn, n, total);
+                    conn.written += n as u64;
+                }
                 Ok(n) => {
                     frame.sent += n;
                     conn.written += n as u64;
                 }
-                Err(e) if e.kind() == ErrorKind::WouldBlock => conn.writable = false,
+                Err(e) if e.kind() == ErrorKind::WouldBlock => {
+                    conn.writable = false;
+                    packed::socket_full(conn);
+                }
                 Err(e) if e.kind() == ErrorKind::Interrupted => {}
                 Err(e) if self.rails > 1 => {
                     let why = format!("write to {} failed: {e}", conn.addr);
@@ -115,16 +128,32 @@ pub(super) fn read_frames_inner(
                         })
                     }
                 };
+                let compressed = compressed_len(&conn.buf[conn.start..conn.end]);
                 conn.start += HEADER_LEN;
                 progressed = true;
                 let incoming = sink.begin_frame(peer, &frame)?;
                 let total = frame.payload_len() as usize;
-                conn.input = Input::Payload {
-                    frame,
-                    incoming,
-                    done: 0,
-                    total,
+                conn.input = match compressed {
+                    Some(sent) => Input::Packed {
+                        frame,
+                        incoming,
+                        sent: Vec::with_capacity(sent),
+                        total: sent,
+                    },
+                    None => Input::Payload {
+                        frame,
+                        incoming,
+                        done: 0,
+                        total,
+                    },
                 };
+            }
+            Input::Packed { .. } => {
+                let (ended, moved) = packed::read(conn, peer, sink)?;
+                progressed |= moved;
+                if !ended {
+                    return Ok(progressed);
+                }
             }
             Input::Payload {
                 incoming,

@@ -147,3 +147,146 @@ fn a_peer_that_vanishes_fails_the_wait_naming_it() {
         "not a lost peer: {err}"
     );
 }
+
+/// Samples of sin(x), as a smooth field of doubles would be.
+fn smooth(len: usize) -> Vec<u8> {
+    let mut bytes: Vec<u8> = (0..len.div_ceil(8))
+        .flat_map(|i| (i as f64 * 1e-3).sin().to_le_bytes())
+        .collect();
+    bytes.truncate(len);
+    bytes
+}
+
+fn noise(len: usize) -> Vec<u8> {
+    let mut x = 0x2545_f491_4f6c_dd1du64;
+    (0..len)
+        .map(|_| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            (x >> 32) as u8
+        })
+        .collect()
+}
+
+#[test]
+fn compressed_payloads_arrive_whole_and_noise_goes_raw() {
+    let compress = crate::compress::CompressConfig {
+        mode: crate::compress::CompressMode::On,
+        ..Default::default()
+    };
+    let (mut a, mut b) = {
+        let mut a = transport(0, 0);
+        let mut b = transport(1, 0);
+        a.set_compression(compress);
+        b.set_compression(compress);
+        let b_addr = b.listen_addr();
+        a.dial((1, 0), b_addr, None, None).expect("dial");
+        (engine(0, a), engine(1, b))
+    };
+    // One 1 MiB DATA frame, then 1 MiB + 5 bytes (the 5-byte chunk is below the compression
+    // minimum and goes raw), then an eager message below it too.
+    for (tag, data) in [
+        (1, smooth(1 << 20)),
+        (2, smooth((1 << 20) + 5)),
+        (3, smooth(4000)),
+    ] {
+        let got = round(&mut a, &mut b, tag, &data).unwrap();
+        assert!(got == data, "{} B of sin(x) arrived changed", data.len());
+    }
+    let sent = a.counters();
+    assert_eq!(sent.frames_compressed, 2, "{sent:?}");
+    assert!(sent.compressed_sent_bytes * 10 < sent.compressed_raw_bytes * 9);
+    assert_eq!(b.counters().frames_decompressed, 2);
+    let data = noise(300_000);
+    let got = round(&mut a, &mut b, 4, &data).unwrap();
+    assert!(got == data, "random bytes arrived changed");
+    let after = a.counters();
+    assert_eq!(
+        after.frames_compressed, 2,
+        "random bytes compressed: {after:?}"
+    );
+    assert_eq!(after.frames_sent_raw, 1, "{after:?}");
+}
+
+/// A raw socket that passed the handshake as rank 0 with rank 1's engine, which is returned
+/// with it: what the test writes next is what a broken peer would send.
+fn fake_rank_0() -> (std::net::TcpStream, Engine) {
+    let b_tcp = transport(1, 0);
+    let addr = b_tcp.listen_addr();
+    let mut b = engine(1, b_tcp);
+    let mut fake = std::net::TcpStream::connect(addr).expect("connect");
+    fake.set_nonblocking(true).expect("nonblocking");
+    let mut hs = Handshake::connect(JobKey(KEY), JOB, 2, 0, 1, [3; 32]);
+    let (start, mut input) = (Instant::now(), Vec::new());
+    while hs.peer_rank().is_none() || !hs.pending_output().is_empty() {
+        if let Ok(n) = fake.write(hs.pending_output()) {
+            hs.consume_output(n);
+        }
+        let mut chunk = [0u8; 512];
+        match std::io::Read::read(&mut fake, &mut chunk) {
+            Ok(0) => panic!("rank 1 closed the connection during the handshake"),
+            Ok(n) => input.extend_from_slice(&chunk[..n]),
+            Err(_) => {}
+        }
+        if !input.is_empty() && hs.peer_rank().is_none() {
+            let used = hs.handle_input(&input).expect("rank 1's handshake");
+            input.drain(..used);
+        }
+        b.progress().expect("rank 1 progresses");
+        assert!(start.elapsed() < Duration::from_secs(10), "no handshake");
+    }
+    (fake, b)
+}
+
+/// Progresses `b` until it fails; the error.
+fn failure(b: &mut Engine) -> Error {
+    let start = Instant::now();
+    loop {
+        if let Err(e) = b.progress() {
+            return e;
+        }
+        assert!(start.elapsed() < Duration::from_secs(10), "no error");
+    }
+}
+
+#[test]
+fn a_broken_compressed_frame_is_an_error_naming_the_peer() {
+    let (mut fake, mut b) = fake_rank_0();
+    let mut header = Frame::Eager {
+        context: 0,
+        tag: 5,
+        len: 1000,
+    }
+    .to_bytes();
+    ferry_wire::compress::mark_compressed(&mut header, 10);
+    fake.set_nonblocking(false).expect("blocking");
+    fake.write_all(&header).expect("header");
+    fake.write_all(&[1, 0xf0, 1, 2, 3, 4, 5, 6, 7, 8])
+        .expect("payload");
+    let err = failure(&mut b);
+    assert!(
+        matches!(&err, Error::Protocol { rank: 0, detail } if detail.contains("compressed")),
+        "{err}"
+    );
+    eprintln!("{err}");
+}
+
+#[test]
+fn an_oversized_compressed_frame_is_refused_before_it_is_read() {
+    let (mut fake, mut b) = fake_rank_0();
+    let mut header = Frame::Eager {
+        context: 0,
+        tag: 5,
+        len: 1 << 40,
+    }
+    .to_bytes();
+    ferry_wire::compress::mark_compressed(&mut header, u32::MAX);
+    fake.set_nonblocking(false).expect("blocking");
+    fake.write_all(&header).expect("header");
+    let err = failure(&mut b);
+    assert!(
+        matches!(&err, Error::Protocol { rank: 0, detail } if detail.contains("exceeds")),
+        "{err}"
+    );
+}

@@ -141,6 +141,7 @@ impl TcpTransport {
                     if conn.relayed {
                         conn.via = self.relay.as_ref().map(|l| l.front.clone());
                     }
+                    conn.compressor = crate::compress::LinkCompressor::new(self.compress);
                     self.conns[rank as usize][rail as usize] = Some(conn);
                     if !self.punch_log.is_empty() {
                         // The decider came through the relay: our attempt, if any, is over.

@@ -1,0 +1,87 @@
+//! Compression on a slow WAN in the one-machine testbed, as root
+//! (`crates/testbed/grids/compress.toml`: two private clusters whose front nodes' WAN links
+//! `tc` limits to 100 Mbit/s; a1 reaches b1 through its NAT and b's relay).
+//!
+//! With `FERRY_COMPRESS=auto`, rank 0 sends 6 × 4 MiB of sin(x) samples and then 6 × 4 MiB of
+//! random bytes to rank 1, which checks every byte. The link measures below 1 Gbit/s, so the
+//! smooth data goes compressed (and shrinks); the random data's samples do not shrink, so it
+//! goes raw: the counters of rank 0 (`ferry_core::Counters`) say so. With compression off
+//! (the default) nothing is compressed. Without root the test says so and passes.
+
+mod common;
+use common::{example, grid_file, grid_job, show};
+use ferry_grid::Topology;
+use ferry_testbed::Testbed;
+
+/// What rank 0 printed for one kind of data: (frames compressed, raw bytes, bytes sent,
+/// frames sent raw after their sample).
+fn counts(stdout: &str, kind: &str) -> (u64, u64, u64, u64) {
+    let line = stdout
+        .lines()
+        .find_map(|l| {
+            l.split_once(&format!("kind {kind}: compressed "))
+                .map(|(_, r)| r)
+        })
+        .unwrap_or_else(|| panic!("no line for {kind} in:\n{stdout}"));
+    // "F frames (R -> S bytes), raw after sample D"
+    let numbers: Vec<u64> = line
+        .split(|c: char| !c.is_ascii_digit())
+        .filter(|w| !w.is_empty())
+        .map(|w| w.parse().expect("a number"))
+        .collect();
+    assert_eq!(numbers.len(), 4, "{line}");
+    (numbers[0], numbers[1], numbers[2], numbers[3])
+}
+
+fn run(prefix: &str, mode: &str) -> String {
+    let out = grid_job("compress.toml", prefix, 2)
+        .env("FERRY_COMPRESS", mode)
+        .args(["--timeout", "60"])
+        .arg(example("squeeze"))
+        .args(["check", "4194304", "6"])
+        .output()
+        .expect("ferry runs");
+    assert!(
+        out.status.success(),
+        "FERRY_COMPRESS={mode}: {}",
+        show(&out)
+    );
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+#[test]
+fn auto_compresses_smooth_data_and_sends_random_data_raw() {
+    if !ferry_testbed::is_root() {
+        eprintln!("skipped: the testbed needs root");
+        return;
+    }
+    let topology = Topology::load(&grid_file("compress.toml")).expect("grid file");
+    let prefix = format!("fy{}z-", std::process::id());
+    let _testbed = Testbed::up(&topology, &prefix).expect("testbed up");
+
+    // A link counts as slow once a full socket let it measure its rate. On a machine so
+    // loaded that the sender never fills its socket, the link is not what limits the job and
+    // auto rightly sends raw: such a run is tried again, at most three times in all.
+    let mut stdout = String::new();
+    for attempt in 1..=3 {
+        stdout = run(&prefix, "auto");
+        eprintln!("FERRY_COMPRESS=auto, attempt {attempt}:\n{stdout}");
+        let (frames, _, _, declined) = counts(&stdout, "smooth");
+        if frames + declined + counts(&stdout, "random").3 > 0 {
+            break;
+        }
+    }
+    let (frames, raw, sent, _) = counts(&stdout, "smooth");
+    assert!(frames > 0, "sin(x) samples were not compressed:\n{stdout}");
+    assert!(sent * 10 < raw * 9, "compressed {raw} bytes into {sent}");
+    let (frames, _, _, declined) = counts(&stdout, "random");
+    assert_eq!(frames, 0, "random bytes were compressed:\n{stdout}");
+    assert!(
+        declined > 0,
+        "random bytes were not even sampled:\n{stdout}"
+    );
+
+    let stdout = run(&prefix, "off");
+    assert_eq!(counts(&stdout, "smooth"), (0, 0, 0, 0), "{stdout}");
+    assert_eq!(counts(&stdout, "random"), (0, 0, 0, 0), "{stdout}");
+}
