@@ -371,7 +371,7 @@ fn same_size(bytes: Vec<u8>, want: usize, name: &str) -> Res<Vec<u8>> {
 }
 
 /// `MPI_Register_datarep`: adds a representation by name (for the life of the process).
-unsafe fn register(
+pub(crate) unsafe fn register(
     datarep: *const c_char,
     read: Option<Conversion>,
     write: Option<Conversion>,
@@ -414,31 +414,6 @@ unsafe fn register(
         }));
         Ok(())
     })
-}
-
-mpi! {
-    /// MPI_Register_datarep (errors go to the error handler of MPI_FILE_NULL).
-    fn MPI_Register_datarep / PMPI_Register_datarep(datarep: *const c_char, read_conversion_fn: Option<ConversionFn>, write_conversion_fn: Option<ConversionFn>, dtype_file_extent_fn: Option<ExtentFn>, extra_state: *mut c_void) on file MPI_FILE_NULL => {
-        register(
-            datarep,
-            read_conversion_fn.map(Conversion::Int),
-            write_conversion_fn.map(Conversion::Int),
-            dtype_file_extent_fn,
-            extra_state,
-        )
-    }
-}
-mpi! {
-    /// MPI_Register_datarep_c: the conversion functions take an `MPI_Count` count.
-    fn MPI_Register_datarep_c / PMPI_Register_datarep_c(datarep: *const c_char, read_conversion_fn: Option<ConversionFnC>, write_conversion_fn: Option<ConversionFnC>, dtype_file_extent_fn: Option<ExtentFn>, extra_state: *mut c_void) on file MPI_FILE_NULL => {
-        register(
-            datarep,
-            read_conversion_fn.map(Conversion::Count),
-            write_conversion_fn.map(Conversion::Count),
-            dtype_file_extent_fn,
-            extra_state,
-        )
-    }
 }
 
 #[cfg(test)]

@@ -11,8 +11,7 @@ use crate::abi::*;
 use crate::datatype::{Builtin, Class, Datatype, Scalar};
 use crate::error::{fail, MpiError, Res};
 use crate::state::running;
-use crate::NONE;
-use std::ffi::{c_char, c_int, c_void, CStr};
+use std::ffi::{c_char, c_void, CStr};
 
 /// How one scalar of a basic element is stored in external32.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -316,24 +315,11 @@ fn aint_arg(v: isize, what: &str) -> Res<usize> {
     usize::try_from(v).map_err(|_| MpiError::new(MPI_ERR_ARG, format!("{what} {v} is negative")))
 }
 
-mpi! {
-    /// Packs `incount` elements in the external32 representation at `*position` of `outbuf`.
-    fn MPI_Pack_external / PMPI_Pack_external(datarep: *const c_char, inbuf: *const c_void, incount: c_int, datatype: Handle, outbuf: *mut c_void, outsize: isize, position: *mut isize) on NONE => {
-        pack_external(datarep, inbuf, incount.into(), datatype, outbuf, outsize, position)
-    }
-}
-mpi! {
-    /// MPI_Pack_external with MPI_Count arguments.
-    fn MPI_Pack_external_c / PMPI_Pack_external_c(datarep: *const c_char, inbuf: *const c_void, incount: i64, datatype: Handle, outbuf: *mut c_void, outsize: i64, position: *mut i64) on NONE => {
-        pack_external(datarep, inbuf, incount, datatype, outbuf, outsize as isize, position.cast())
-    }
-}
-
 // MPI_Count and MPI_Aint are both 64 bits here, so a position of either is the same memory.
 const _: () = assert!(std::mem::size_of::<isize>() == std::mem::size_of::<i64>());
 
 /// MPI_Pack_external. Safety: MPI's contract on the buffers and `position`.
-unsafe fn pack_external(
+pub(crate) unsafe fn pack_external(
     datarep: *const c_char,
     inbuf: *const c_void,
     incount: i64,
@@ -360,21 +346,9 @@ unsafe fn pack_external(
     *pos = (start + need) as isize;
     Ok(())
 }
-mpi! {
-    /// Unpacks `outcount` elements from the external32 representation at `*position` of `inbuf`.
-    fn MPI_Unpack_external / PMPI_Unpack_external(datarep: *const c_char, inbuf: *const c_void, insize: isize, position: *mut isize, outbuf: *mut c_void, outcount: c_int, datatype: Handle) on NONE => {
-        unpack_external(datarep, inbuf, insize, position, outbuf, outcount.into(), datatype)
-    }
-}
-mpi! {
-    /// MPI_Unpack_external with MPI_Count arguments.
-    fn MPI_Unpack_external_c / PMPI_Unpack_external_c(datarep: *const c_char, inbuf: *const c_void, insize: i64, position: *mut i64, outbuf: *mut c_void, outcount: i64, datatype: Handle) on NONE => {
-        unpack_external(datarep, inbuf, insize as isize, position.cast(), outbuf, outcount, datatype)
-    }
-}
 
 /// MPI_Unpack_external. Safety: as [`pack_external`].
-unsafe fn unpack_external(
+pub(crate) unsafe fn unpack_external(
     datarep: *const c_char,
     inbuf: *const c_void,
     insize: isize,
@@ -401,27 +375,13 @@ unsafe fn unpack_external(
     *pos = (start + need) as isize;
     Ok(())
 }
-mpi! {
-    /// Bytes that `incount` elements take in the external32 representation.
-    fn MPI_Pack_external_size / PMPI_Pack_external_size(datarep: *const c_char, incount: c_int, datatype: Handle, size: *mut isize) on NONE => {
-        let bytes = pack_external_size(datarep, incount.into(), datatype)?;
-        let Some(size) = size.as_mut() else { return fail(MPI_ERR_ARG, "size is NULL") };
-        *size = bytes as isize;
-        Ok(())
-    }
-}
-mpi! {
-    /// MPI_Pack_external_size with MPI_Count arguments.
-    fn MPI_Pack_external_size_c / PMPI_Pack_external_size_c(datarep: *const c_char, incount: i64, datatype: Handle, size: *mut i64) on NONE => {
-        let bytes = pack_external_size(datarep, incount, datatype)?;
-        let Some(size) = size.as_mut() else { return fail(MPI_ERR_ARG, "size is NULL") };
-        *size = bytes as i64;
-        Ok(())
-    }
-}
 
 /// Bytes of `incount` elements in external32. Safety: `datarep` is a C string or NULL.
-unsafe fn pack_external_size(datarep: *const c_char, incount: i64, datatype: Handle) -> Res<usize> {
+pub(crate) unsafe fn pack_external_size(
+    datarep: *const c_char,
+    incount: i64,
+    datatype: Handle,
+) -> Res<usize> {
     datarep_arg(datarep)?;
     let dt = running(|s| s.datatype(datatype))?;
     Ok(element_size(&dt) * count_c(incount)?)
