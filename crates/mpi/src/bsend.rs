@@ -152,17 +152,22 @@ pub(crate) fn flush(owner: BufferOwner) -> Res {
 /// Flushes, detaches and hands back `owner`'s buffer: its address (MPI_BUFFER_AUTOMATIC for an
 /// automatic one) into `*buffer_addr`, its size as the result.
 unsafe fn detach(owner: BufferOwner, buffer_addr: *mut c_void) -> Res<usize> {
-    flush(owner)?;
-    let attached = running(|s| Ok(s.bsend_buffers.remove(&owner)))?;
-    let (addr, len) = match attached {
-        Some(Attached::User(addr, len)) => (addr, len),
-        Some(Attached::Automatic) => (MPI_BUFFER_AUTOMATIC as *mut c_void, 0),
-        None => return fail(MPI_ERR_BUFFER, "no buffer is attached"),
-    };
-    if let Some(out) = (buffer_addr as *mut *mut c_void).as_mut() {
-        *out = addr;
+    // SAFETY: this function's contract is the unsafe operations' own: `buffer_addr`, as the
+    // caller promises, is NULL or valid for what the MPI call it serves reads and writes through
+    // it.
+    unsafe {
+        flush(owner)?;
+        let attached = running(|s| Ok(s.bsend_buffers.remove(&owner)))?;
+        let (addr, len) = match attached {
+            Some(Attached::User(addr, len)) => (addr, len),
+            Some(Attached::Automatic) => (MPI_BUFFER_AUTOMATIC as *mut c_void, 0),
+            None => return fail(MPI_ERR_BUFFER, "no buffer is attached"),
+        };
+        if let Some(out) = (buffer_addr as *mut *mut c_void).as_mut() {
+            *out = addr;
+        }
+        Ok(len)
     }
-    Ok(len)
 }
 
 pub(crate) unsafe fn detach_int(
@@ -170,16 +175,21 @@ pub(crate) unsafe fn detach_int(
     buffer_addr: *mut c_void,
     size: *mut c_int,
 ) -> Res {
-    let len = detach(owner, buffer_addr)?;
-    if let Some(out) = size.as_mut() {
-        *out = c_int::try_from(len).map_err(|_| {
-            MpiError::new(
-                MPI_ERR_ARG,
-                "the buffer size does not fit an int (use the _c call)",
-            )
-        })?;
+    // SAFETY: this function's contract is the unsafe operations' own: `buffer_addr` and `size`,
+    // as the caller promises, are NULL or valid for what the MPI call it serves reads and writes
+    // through them.
+    unsafe {
+        let len = detach(owner, buffer_addr)?;
+        if let Some(out) = size.as_mut() {
+            *out = c_int::try_from(len).map_err(|_| {
+                MpiError::new(
+                    MPI_ERR_ARG,
+                    "the buffer size does not fit an int (use the _c call)",
+                )
+            })?;
+        }
+        Ok(())
     }
-    Ok(())
 }
 
 pub(crate) unsafe fn detach_count(
@@ -187,11 +197,16 @@ pub(crate) unsafe fn detach_count(
     buffer_addr: *mut c_void,
     size: *mut i64,
 ) -> Res {
-    let len = detach(owner, buffer_addr)?;
-    if let Some(out) = size.as_mut() {
-        *out = len as i64;
+    // SAFETY: this function's contract is the unsafe operations' own: `buffer_addr` and `size`,
+    // as the caller promises, are NULL or valid for what the MPI call it serves reads and writes
+    // through them.
+    unsafe {
+        let len = detach(owner, buffer_addr)?;
+        if let Some(out) = size.as_mut() {
+            *out = len as i64;
+        }
+        Ok(())
     }
-    Ok(())
 }
 
 pub(crate) fn count_size(size: i64) -> Res<usize> {
@@ -201,12 +216,16 @@ pub(crate) fn count_size(size: i64) -> Res<usize> {
 
 /// The request `MPI_*_iflush_buffer` returns once the flush is done.
 pub(crate) unsafe fn flushed_request(comm: Handle, request: *mut Handle) -> Res {
-    let Some(out) = request.as_mut() else {
-        return fail(MPI_ERR_ARG, "request is NULL");
-    };
-    *out = running(|s| {
-        let core = s.core_comm(MPI_COMM_SELF)?;
-        Ok(s.requests.insert(Request::done(comm, core, Outcome::EMPTY)))
-    })?;
-    Ok(())
+    // SAFETY: this function's contract is the unsafe operations' own: `request`, as the caller
+    // promises, is NULL or valid for what the MPI call it serves reads and writes through it.
+    unsafe {
+        let Some(out) = request.as_mut() else {
+            return fail(MPI_ERR_ARG, "request is NULL");
+        };
+        *out = running(|s| {
+            let core = s.core_comm(MPI_COMM_SELF)?;
+            Ok(s.requests.insert(Request::done(comm, core, Outcome::EMPTY)))
+        })?;
+        Ok(())
+    }
 }

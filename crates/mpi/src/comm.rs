@@ -253,67 +253,79 @@ pub(crate) fn compare_members(a: &[u32], b: &[u32]) -> c_int {
 
 /// Runs the delete callbacks of `attrs`, which were taken off `comm`.
 pub(crate) unsafe fn delete_attrs(comm: Handle, attrs: Vec<(c_int, *mut c_void)>) -> Res {
-    for (keyval, value) in attrs {
-        call_delete(comm, keyval, value)?;
+    // SAFETY: this function's contract is the unsafe operations' own: `attrs`, as the caller
+    // promises, is NULL or valid for what the MPI call it serves reads and writes through it.
+    unsafe {
+        for (keyval, value) in attrs {
+            call_delete(comm, keyval, value)?;
+        }
+        Ok(())
     }
-    Ok(())
 }
 
 /// Runs the delete callback of `keyval` for an attribute of `comm` (or of a window: the
 /// callbacks share the signature `int fn(handle, keyval, value, extra)`).
 pub(crate) unsafe fn call_delete(comm: Handle, keyval: c_int, value: *mut c_void) -> Res {
-    let kv = with(|s| {
-        Ok(s.keyvals
-            .get((keyval - KEYVAL_BASE) as usize)
-            .copied()
-            .flatten())
-    })?;
-    if let Some(Keyval { delete, extra, .. }) = kv {
-        if delete > 1 {
-            // SAFETY: registered by MPI_Comm_create_keyval with this signature.
-            let f: DeleteFn = std::mem::transmute::<usize, DeleteFn>(delete);
-            let rc = f(comm, keyval, value, extra);
-            if rc != MPI_SUCCESS {
-                return fail(
-                    rc,
-                    format!("attribute delete callback of keyval {keyval} failed"),
-                );
+    // SAFETY: this function's contract is the unsafe operations' own: `value`, as the caller
+    // promises, is NULL or valid for what the MPI call it serves reads and writes through it.
+    unsafe {
+        let kv = with(|s| {
+            Ok(s.keyvals
+                .get((keyval - KEYVAL_BASE) as usize)
+                .copied()
+                .flatten())
+        })?;
+        if let Some(Keyval { delete, extra, .. }) = kv {
+            if delete > 1 {
+                // SAFETY: registered by MPI_Comm_create_keyval with this signature.
+                let f: DeleteFn = std::mem::transmute::<usize, DeleteFn>(delete);
+                let rc = f(comm, keyval, value, extra);
+                if rc != MPI_SUCCESS {
+                    return fail(
+                        rc,
+                        format!("attribute delete callback of keyval {keyval} failed"),
+                    );
+                }
             }
         }
+        Ok(())
     }
-    Ok(())
 }
 
 /// MPI_Comm_free: deletes the attributes, forgets the communicator, sets the handle to
 /// MPI_COMM_NULL. Safety: the attribute delete callbacks are the program's (MPI's contract).
 pub(crate) unsafe fn free_comm(h: &mut Handle) -> Res {
-    if matches!(*h, MPI_COMM_WORLD | MPI_COMM_SELF | MPI_COMM_NULL) {
-        return fail(
-            MPI_ERR_COMM,
-            "predefined communicators and MPI_COMM_NULL cannot be freed",
-        );
-    }
-    let attrs = running(|s| Ok(s.comm_mut(*h)?.attrs.take_newest_first()))?;
-    delete_attrs(*h, attrs)?;
-    let obj = with(|s| {
-        let obj = s.comms.remove(*h);
-        if s.parent == *h {
-            s.parent = MPI_COMM_NULL;
+    // SAFETY: this function's contract is the unsafe operations' own, and its caller keeps it
+    // (MPI's contract for the call it serves).
+    unsafe {
+        if matches!(*h, MPI_COMM_WORLD | MPI_COMM_SELF | MPI_COMM_NULL) {
+            return fail(
+                MPI_ERR_COMM,
+                "predefined communicators and MPI_COMM_NULL cannot be freed",
+            );
         }
-        // A buffer still attached is the program's again (its sends draw on another).
-        s.comm_sessions.remove(h);
-        s.bsend_buffers.remove(&crate::bsend::BufferOwner::Comm(*h));
-        if let Some(o) = &obj {
-            release_derived(s, o);
-            crate::part::forget(s, o.comm.context_id());
+        let attrs = running(|s| Ok(s.comm_mut(*h)?.attrs.take_newest_first()))?;
+        delete_attrs(*h, attrs)?;
+        let obj = with(|s| {
+            let obj = s.comms.remove(*h);
+            if s.parent == *h {
+                s.parent = MPI_COMM_NULL;
+            }
+            // A buffer still attached is the program's again (its sends draw on another).
+            s.comm_sessions.remove(h);
+            s.bsend_buffers.remove(&crate::bsend::BufferOwner::Comm(*h));
+            if let Some(o) = &obj {
+                release_derived(s, o);
+                crate::part::forget(s, o.comm.context_id());
+            }
+            Ok(obj)
+        })?;
+        if let Some(inter) = obj.and_then(|o| o.inter) {
+            crate::inter::forget(inter);
         }
-        Ok(obj)
-    })?;
-    if let Some(inter) = obj.and_then(|o| o.inter) {
-        crate::inter::forget(inter);
+        *h = MPI_COMM_NULL;
+        Ok(())
     }
-    *h = MPI_COMM_NULL;
-    Ok(())
 }
 
 /// The remote group of `comm`, which must be an intercommunicator.
@@ -391,32 +403,41 @@ pub(crate) unsafe fn create_keyval(
     extra: *mut c_void,
     kind: AttrKind,
 ) -> Res {
-    let out = out(keyval, "keyval")?;
-    *out = running(|s| {
-        s.keyvals.push(Some(Keyval {
-            copy,
-            delete,
-            extra,
-            kind,
-        }));
-        Ok(KEYVAL_BASE + s.keyvals.len() as c_int - 1)
-    })?;
-    Ok(())
+    // SAFETY: this function's contract is the unsafe operations' own: `keyval` and `extra`, as
+    // the caller promises, are NULL or valid for what the MPI call it serves reads and writes
+    // through them.
+    unsafe {
+        let out = out(keyval, "keyval")?;
+        *out = running(|s| {
+            s.keyvals.push(Some(Keyval {
+                copy,
+                delete,
+                extra,
+                kind,
+            }));
+            Ok(KEYVAL_BASE + s.keyvals.len() as c_int - 1)
+        })?;
+        Ok(())
+    }
 }
 
 /// Frees an attribute key.
 pub(crate) unsafe fn free_keyval(keyval: *mut c_int) -> Res {
-    let k = out(keyval, "keyval")?;
-    running(|s| match s.keyvals.get_mut((*k - KEYVAL_BASE) as usize) {
-        Some(slot @ Some(_)) => {
-            // Attributes already set keep their callbacks: only new uses are refused.
-            let _ = slot;
-            Ok(())
-        }
-        _ => fail(MPI_ERR_KEYVAL, format!("invalid keyval {}", *k)),
-    })?;
-    *k = MPI_KEYVAL_INVALID;
-    Ok(())
+    // SAFETY: this function's contract is the unsafe operations' own: `keyval`, as the caller
+    // promises, is NULL or valid for what the MPI call it serves reads and writes through it.
+    unsafe {
+        let k = out(keyval, "keyval")?;
+        running(|s| match s.keyvals.get_mut((*k - KEYVAL_BASE) as usize) {
+            Some(slot @ Some(_)) => {
+                // Attributes already set keep their callbacks: only new uses are refused.
+                let _ = slot;
+                Ok(())
+            }
+            _ => fail(MPI_ERR_KEYVAL, format!("invalid keyval {}", *k)),
+        })?;
+        *k = MPI_KEYVAL_INVALID;
+        Ok(())
+    }
 }
 
 pub(crate) fn check_keyval(s: &State, keyval: c_int) -> Res {
@@ -430,18 +451,22 @@ pub(crate) fn check_keyval(s: &State, keyval: c_int) -> Res {
 }
 
 pub(crate) unsafe fn set_attr(comm: Handle, keyval: c_int, value: *mut c_void) -> Res {
-    let old = running(|s| {
-        check_keyval(s, keyval)?;
-        Ok(s.comm(comm)?.attrs.get(keyval))
-    })?;
-    // The old value's delete callback runs first; if it fails, the old value stays.
-    if let Some(old) = old {
-        call_delete(comm, keyval, old)?;
+    // SAFETY: this function's contract is the unsafe operations' own: `value`, as the caller
+    // promises, is NULL or valid for what the MPI call it serves reads and writes through it.
+    unsafe {
+        let old = running(|s| {
+            check_keyval(s, keyval)?;
+            Ok(s.comm(comm)?.attrs.get(keyval))
+        })?;
+        // The old value's delete callback runs first; if it fails, the old value stays.
+        if let Some(old) = old {
+            call_delete(comm, keyval, old)?;
+        }
+        running(|s| {
+            s.comm_mut(comm)?.attrs.insert(keyval, value);
+            Ok(())
+        })
     }
-    running(|s| {
-        s.comm_mut(comm)?.attrs.insert(keyval, value);
-        Ok(())
-    })
 }
 
 pub(crate) unsafe fn get_attr(
@@ -450,48 +475,58 @@ pub(crate) unsafe fn get_attr(
     value: *mut c_void,
     flag: *mut c_int,
 ) -> Res {
-    let flag = out(flag, "flag")?;
-    let value = out(value as *mut *mut c_void, "attribute_val")?;
-    let found = running(|s| {
-        let c = s.comm(comm)?;
-        if (MPI_TAG_UB..=MPI_UNIVERSE_SIZE).contains(&keyval) {
-            let i = (keyval - MPI_TAG_UB) as usize;
-            if keyval == MPI_UNIVERSE_SIZE {
-                let size = crate::dynamic::universe_size(s.world.as_ref());
-                PREDEFINED[i].store(size, Ordering::Relaxed);
+    // SAFETY: this function's contract is the unsafe operations' own: `value` and `flag`, as the
+    // caller promises, are NULL or valid for what the MPI call it serves reads and writes through
+    // them.
+    unsafe {
+        let flag = out(flag, "flag")?;
+        let value = out(value as *mut *mut c_void, "attribute_val")?;
+        let found = running(|s| {
+            let c = s.comm(comm)?;
+            if (MPI_TAG_UB..=MPI_UNIVERSE_SIZE).contains(&keyval) {
+                let i = (keyval - MPI_TAG_UB) as usize;
+                if keyval == MPI_UNIVERSE_SIZE {
+                    let size = crate::dynamic::universe_size(s.world.as_ref());
+                    PREDEFINED[i].store(size, Ordering::Relaxed);
+                }
+                if keyval == MPI_APPNUM {
+                    PREDEFINED[i]
+                        .store(crate::dynamic::appnum(s.world.as_ref()), Ordering::Relaxed);
+                }
+                return Ok(Some(PREDEFINED[i].as_ptr() as *mut c_void));
             }
-            if keyval == MPI_APPNUM {
-                PREDEFINED[i].store(crate::dynamic::appnum(s.world.as_ref()), Ordering::Relaxed);
+            s.keyval(keyval, AttrKind::Comm)?;
+            Ok(c.attrs.get(keyval))
+        })?;
+        match found {
+            Some(v) => {
+                *value = v;
+                *flag = 1;
             }
-            return Ok(Some(PREDEFINED[i].as_ptr() as *mut c_void));
+            None => *flag = 0,
         }
-        s.keyval(keyval, AttrKind::Comm)?;
-        Ok(c.attrs.get(keyval))
-    })?;
-    match found {
-        Some(v) => {
-            *value = v;
-            *flag = 1;
-        }
-        None => *flag = 0,
+        Ok(())
     }
-    Ok(())
 }
 
 pub(crate) unsafe fn delete_attr(comm: Handle, keyval: c_int) -> Res {
-    let old = running(|s| {
-        check_keyval(s, keyval)?;
-        Ok(s.comm(comm)?.attrs.get(keyval))
-    })?;
-    let Some(v) = old else {
-        return fail(MPI_ERR_KEYVAL, format!("no attribute for keyval {keyval}"));
-    };
-    // Removed only once its delete callback succeeds (a failing callback keeps it).
-    call_delete(comm, keyval, v)?;
-    running(|s| {
-        s.comm_mut(comm)?.attrs.remove(keyval);
-        Ok(())
-    })
+    // SAFETY: this function's contract is the unsafe operations' own, and its caller keeps it
+    // (MPI's contract for the call it serves).
+    unsafe {
+        let old = running(|s| {
+            check_keyval(s, keyval)?;
+            Ok(s.comm(comm)?.attrs.get(keyval))
+        })?;
+        let Some(v) = old else {
+            return fail(MPI_ERR_KEYVAL, format!("no attribute for keyval {keyval}"));
+        };
+        // Removed only once its delete callback succeeds (a failing callback keeps it).
+        call_delete(comm, keyval, v)?;
+        running(|s| {
+            s.comm_mut(comm)?.attrs.remove(keyval);
+            Ok(())
+        })
+    }
 }
 
 // ---- groups ----
@@ -522,60 +557,72 @@ pub(crate) unsafe fn group_op(
     newgroup: *mut Handle,
     f: impl Fn(&[u32], &[u32]) -> Vec<u32>,
 ) -> Res {
-    let out = out(newgroup, "newgroup")?;
-    *out = running(|s| {
-        let (a, b) = (s.group(g1)?, s.group(g2)?);
-        let members: GroupObj = f(&a, &b).into();
-        Ok(new_group(s, members))
-    })?;
-    Ok(())
+    // SAFETY: this function's contract is the unsafe operations' own: `newgroup`, as the caller
+    // promises, is NULL or valid for what the MPI call it serves reads and writes through it.
+    unsafe {
+        let out = out(newgroup, "newgroup")?;
+        *out = running(|s| {
+            let (a, b) = (s.group(g1)?, s.group(g2)?);
+            let members: GroupObj = f(&a, &b).into();
+            Ok(new_group(s, members))
+        })?;
+        Ok(())
+    }
 }
 
 /// Group ranks listed in `ranks`, checked for range and repeats.
 pub(crate) unsafe fn rank_list(g: &[u32], n: c_int, ranks: *const c_int) -> Res<Vec<usize>> {
-    let n = count_arg(n)?;
-    if n == 0 {
-        return Ok(Vec::new());
+    // SAFETY: this function's contract is the unsafe operations' own: `ranks`, as the caller
+    // promises, is NULL or valid for what the MPI call it serves reads and writes through it.
+    unsafe {
+        let n = count_arg(n)?;
+        if n == 0 {
+            return Ok(Vec::new());
+        }
+        if ranks.is_null() {
+            return fail(MPI_ERR_ARG, "rank array is NULL");
+        }
+        let mut seen = vec![false; g.len()];
+        std::slice::from_raw_parts(ranks, n)
+            .iter()
+            .map(|&r| {
+                let r = group_rank_arg(g, r)?;
+                if std::mem::replace(&mut seen[r], true) {
+                    return fail(MPI_ERR_RANK, format!("rank {r} is listed twice"));
+                }
+                Ok(r)
+            })
+            .collect()
     }
-    if ranks.is_null() {
-        return fail(MPI_ERR_ARG, "rank array is NULL");
-    }
-    let mut seen = vec![false; g.len()];
-    std::slice::from_raw_parts(ranks, n)
-        .iter()
-        .map(|&r| {
-            let r = group_rank_arg(g, r)?;
-            if std::mem::replace(&mut seen[r], true) {
-                return fail(MPI_ERR_RANK, format!("rank {r} is listed twice"));
-            }
-            Ok(r)
-        })
-        .collect()
 }
 
 /// Group ranks of `n` (first, last, stride) triplets.
 pub(crate) unsafe fn range_list(g: &[u32], n: c_int, ranges: *const [c_int; 3]) -> Res<Vec<usize>> {
-    let n = count_arg(n)?;
-    if n == 0 {
-        return Ok(Vec::new());
-    }
-    if ranges.is_null() {
-        return fail(MPI_ERR_ARG, "range array is NULL");
-    }
-    let mut list = Vec::new();
-    for &[first, last, stride] in std::slice::from_raw_parts(ranges, n) {
-        if stride == 0 {
-            return fail(MPI_ERR_ARG, "range stride 0");
+    // SAFETY: this function's contract is the unsafe operations' own: `ranges`, as the caller
+    // promises, is NULL or valid for what the MPI call it serves reads and writes through it.
+    unsafe {
+        let n = count_arg(n)?;
+        if n == 0 {
+            return Ok(Vec::new());
         }
-        group_rank_arg(g, first)?;
-        group_rank_arg(g, last)?;
-        let mut r = first as i64;
-        while (stride > 0 && r <= last as i64) || (stride < 0 && r >= last as i64) {
-            list.push(r as c_int);
-            r += stride as i64;
+        if ranges.is_null() {
+            return fail(MPI_ERR_ARG, "range array is NULL");
         }
+        let mut list = Vec::new();
+        for &[first, last, stride] in std::slice::from_raw_parts(ranges, n) {
+            if stride == 0 {
+                return fail(MPI_ERR_ARG, "range stride 0");
+            }
+            group_rank_arg(g, first)?;
+            group_rank_arg(g, last)?;
+            let mut r = first as i64;
+            while (stride > 0 && r <= last as i64) || (stride < 0 && r >= last as i64) {
+                list.push(r as c_int);
+                r += stride as i64;
+            }
+        }
+        rank_list(g, list.len() as c_int, list.as_ptr())
     }
-    rank_list(g, list.len() as c_int, list.as_ptr())
 }
 
 pub(crate) unsafe fn subgroup(
@@ -584,30 +631,38 @@ pub(crate) unsafe fn subgroup(
     pick: impl FnOnce(&[u32]) -> Res<Vec<usize>>,
     include: bool,
 ) -> Res {
-    let out = out(newgroup, "newgroup")?;
-    *out = running(|s| {
-        let g = s.group(group)?;
-        let listed = pick(&g)?;
-        let members: Vec<u32> = if include {
-            listed.iter().map(|&r| g[r]).collect()
-        } else {
-            (0..g.len())
-                .filter(|r| !listed.contains(r))
-                .map(|r| g[r])
-                .collect()
-        };
-        Ok(new_group(s, Rc::from(members)))
-    })?;
-    Ok(())
+    // SAFETY: this function's contract is the unsafe operations' own: `newgroup`, as the caller
+    // promises, is NULL or valid for what the MPI call it serves reads and writes through it.
+    unsafe {
+        let out = out(newgroup, "newgroup")?;
+        *out = running(|s| {
+            let g = s.group(group)?;
+            let listed = pick(&g)?;
+            let members: Vec<u32> = if include {
+                listed.iter().map(|&r| g[r]).collect()
+            } else {
+                (0..g.len())
+                    .filter(|r| !listed.contains(r))
+                    .map(|r| g[r])
+                    .collect()
+            };
+            Ok(new_group(s, Rc::from(members)))
+        })?;
+        Ok(())
+    }
 }
 
 // ---- info ----
 
 pub(crate) unsafe fn c_str(p: *const c_char, what: &str) -> Res<String> {
-    if p.is_null() {
-        return fail(MPI_ERR_ARG, format!("{what} is NULL"));
+    // SAFETY: this function's contract is the unsafe operations' own: `p`, as the caller
+    // promises, is NULL or valid for what the MPI call it serves reads and writes through it.
+    unsafe {
+        if p.is_null() {
+            return fail(MPI_ERR_ARG, format!("{what} is NULL"));
+        }
+        Ok(CStr::from_ptr(p).to_string_lossy().into_owned())
     }
-    Ok(CStr::from_ptr(p).to_string_lossy().into_owned())
 }
 
 pub(crate) fn info_mut(s: &mut State, h: Handle) -> Res<&mut Vec<(String, String)>> {

@@ -378,42 +378,47 @@ pub(crate) unsafe fn register(
     extent: Option<ExtentFn>,
     extra_state: *mut c_void,
 ) -> Res {
-    if datarep.is_null() {
-        return fail(MPI_ERR_ARG, "datarep is NULL");
-    }
-    // SAFETY: MPI's contract: datarep is a NUL-terminated string.
-    let name = CStr::from_ptr(datarep).to_string_lossy().into_owned();
-    if name.is_empty() || name.len() >= MPI_MAX_DATAREP_STRING {
-        return fail(
-            MPI_ERR_ARG,
-            format!(
-                "a data representation name has 1 to {} characters, not {}",
-                MPI_MAX_DATAREP_STRING - 1,
-                name.len()
-            ),
-        );
-    }
-    let Some(extent) = extent else {
-        return fail(MPI_ERR_ARG, "dtype_file_extent_fn is NULL");
-    };
-    running(|s| {
-        let predefined = PREDEFINED.iter().any(|p| p.eq_ignore_ascii_case(&name));
-        if predefined || s.datareps.iter().any(|r| r.name == name) {
+    // SAFETY: this function's contract is the unsafe operations' own: `datarep` and
+    // `extra_state`, as the caller promises, are NULL or valid for what the MPI call it serves
+    // reads and writes through them.
+    unsafe {
+        if datarep.is_null() {
+            return fail(MPI_ERR_ARG, "datarep is NULL");
+        }
+        // SAFETY: MPI's contract: datarep is a NUL-terminated string.
+        let name = CStr::from_ptr(datarep).to_string_lossy().into_owned();
+        if name.is_empty() || name.len() >= MPI_MAX_DATAREP_STRING {
             return fail(
-                MPI_ERR_DUP_DATAREP,
-                format!("data representation {name:?} is defined already"),
+                MPI_ERR_ARG,
+                format!(
+                    "a data representation name has 1 to {} characters, not {}",
+                    MPI_MAX_DATAREP_STRING - 1,
+                    name.len()
+                ),
             );
         }
-        s.datareps.push(Rc::new(UserDatarep {
-            name,
-            read,
-            write,
-            extent,
-            extra_state,
-            extents: RefCell::new(HashMap::new()),
-        }));
-        Ok(())
-    })
+        let Some(extent) = extent else {
+            return fail(MPI_ERR_ARG, "dtype_file_extent_fn is NULL");
+        };
+        running(|s| {
+            let predefined = PREDEFINED.iter().any(|p| p.eq_ignore_ascii_case(&name));
+            if predefined || s.datareps.iter().any(|r| r.name == name) {
+                return fail(
+                    MPI_ERR_DUP_DATAREP,
+                    format!("data representation {name:?} is defined already"),
+                );
+            }
+            s.datareps.push(Rc::new(UserDatarep {
+                name,
+                read,
+                write,
+                extent,
+                extra_state,
+                extents: RefCell::new(HashMap::new()),
+            }));
+            Ok(())
+        })
+    }
 }
 
 #[cfg(test)]

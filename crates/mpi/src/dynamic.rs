@@ -80,12 +80,16 @@ pub(crate) struct Port {
 
 /// The port `port` names, which must be one of this job's.
 pub(crate) unsafe fn port_of(s: &State, port: *const c_char) -> Res<Port> {
-    let (owner, number) = parse_port(port, UNIVERSE_CAP)?;
-    Ok(Port {
-        owner,
-        number,
-        own: owner == my_uid(s)? as usize,
-    })
+    // SAFETY: this function's contract is the unsafe operations' own: `port`, as the caller
+    // promises, is NULL or valid for what the MPI call it serves reads and writes through it.
+    unsafe {
+        let (owner, number) = parse_port(port, UNIVERSE_CAP)?;
+        Ok(Port {
+            owner,
+            number,
+            own: owner == my_uid(s)? as usize,
+        })
+    }
 }
 
 /// Most universe ranks a port's owner may have (`ferry_core`'s limit on a job's processes).
@@ -93,15 +97,18 @@ const UNIVERSE_CAP: usize = 1 << 16;
 
 /// The (owner's universe rank, port number) of a port name.
 unsafe fn parse_port(port: *const c_char, world_size: usize) -> Res<(usize, i32)> {
-    if port.is_null() {
-        return fail(MPI_ERR_PORT, "port_name is NULL");
-    }
-    let text = CStr::from_ptr(port).to_string_lossy();
-    let parsed = text.strip_prefix(PORT_PREFIX).and_then(|rest| {
-        let (rank, number) = rest.split_once(':')?;
-        Some((rank.parse::<usize>().ok()?, number.parse::<i32>().ok()?))
-    });
-    match parsed {
+    // SAFETY: this function's contract is the unsafe operations' own: `port`, as the caller
+    // promises, is NULL or valid for what the MPI call it serves reads and writes through it.
+    unsafe {
+        if port.is_null() {
+            return fail(MPI_ERR_PORT, "port_name is NULL");
+        }
+        let text = CStr::from_ptr(port).to_string_lossy();
+        let parsed = text.strip_prefix(PORT_PREFIX).and_then(|rest| {
+            let (rank, number) = rest.split_once(':')?;
+            Some((rank.parse::<usize>().ok()?, number.parse::<i32>().ok()?))
+        });
+        match parsed {
         Some((rank, number)) if rank < world_size && (0..JOIN_TAG).contains(&number) => {
             Ok((rank, number))
         }
@@ -110,6 +117,7 @@ unsafe fn parse_port(port: *const c_char, world_size: usize) -> Res<(usize, i32)
             format!("port {text:?} is not one of this job's (a connection to another job's processes is not supported)"),
         ),
         None => fail(MPI_ERR_PORT, format!("{text:?} is not a port name of ferry's")),
+    }
     }
 }
 
@@ -137,28 +145,36 @@ pub(crate) fn connect_at_root(
 }
 
 pub(crate) unsafe fn write_name(text: &str, out: *mut c_char, cap: usize) -> Res {
-    if out.is_null() {
-        return fail(MPI_ERR_ARG, "the output string is NULL");
+    // SAFETY: this function's contract is the unsafe operations' own: `out`, as the caller
+    // promises, is NULL or valid for what the MPI call it serves reads and writes through it.
+    unsafe {
+        if out.is_null() {
+            return fail(MPI_ERR_ARG, "the output string is NULL");
+        }
+        if text.len() >= cap {
+            return fail(
+                MPI_ERR_INTERN,
+                format!("{text:?} does not fit in {cap} bytes"),
+            );
+        }
+        std::ptr::copy_nonoverlapping(text.as_ptr(), out as *mut u8, text.len());
+        *out.add(text.len()) = 0;
+        Ok(())
     }
-    if text.len() >= cap {
-        return fail(
-            MPI_ERR_INTERN,
-            format!("{text:?} does not fit in {cap} bytes"),
-        );
-    }
-    std::ptr::copy_nonoverlapping(text.as_ptr(), out as *mut u8, text.len());
-    *out.add(text.len()) = 0;
-    Ok(())
 }
 
 /// Writes `mine` to the socket and reads as many bytes back.
 pub(crate) unsafe fn socket_swap(fd: c_int, mine: &[u8], theirs: &mut [u8]) -> std::io::Result<()> {
-    use std::io::{Read, Write};
-    use std::os::fd::FromRawFd;
-    // The socket stays the program's: borrowed as a File that is never dropped (closed).
-    let mut socket = std::mem::ManuallyDrop::new(std::fs::File::from_raw_fd(fd));
-    socket.write_all(mine)?;
-    socket.read_exact(theirs)
+    // SAFETY: this function's contract is the unsafe operations' own, and its caller keeps it
+    // (MPI's contract for the call it serves).
+    unsafe {
+        use std::io::{Read, Write};
+        use std::os::fd::FromRawFd;
+        // The socket stays the program's: borrowed as a File that is never dropped (closed).
+        let mut socket = std::mem::ManuallyDrop::new(std::fs::File::from_raw_fd(fd));
+        socket.write_all(mine)?;
+        socket.read_exact(theirs)
+    }
 }
 
 /// The launcher key of a published service name.
@@ -243,27 +259,35 @@ pub(crate) fn join_parent() -> Res {
 
 /// A C string (NULL: empty).
 unsafe fn c_text(p: *const c_char) -> String {
-    if p.is_null() {
-        String::new()
-    } else {
-        CStr::from_ptr(p).to_string_lossy().into_owned()
+    // SAFETY: this function's contract is the unsafe operations' own: `p`, as the caller
+    // promises, is NULL or valid for what the MPI call it serves reads and writes through it.
+    unsafe {
+        if p.is_null() {
+            String::new()
+        } else {
+            CStr::from_ptr(p).to_string_lossy().into_owned()
+        }
     }
 }
 
 /// The strings of a NULL-terminated `argv` (MPI_ARGV_NULL: none).
 unsafe fn c_argv(argv: *mut *mut c_char) -> Vec<String> {
-    let mut out = Vec::new();
-    if argv.is_null() {
-        return out;
-    }
-    let mut i = 0;
-    loop {
-        let a = *argv.add(i);
-        if a.is_null() {
+    // SAFETY: this function's contract is the unsafe operations' own: `argv`, as the caller
+    // promises, is NULL or valid for what the MPI call it serves reads and writes through it.
+    unsafe {
+        let mut out = Vec::new();
+        if argv.is_null() {
             return out;
         }
-        out.push(c_text(a));
-        i += 1;
+        let mut i = 0;
+        loop {
+            let a = *argv.add(i);
+            if a.is_null() {
+                return out;
+            }
+            out.push(c_text(a));
+            i += 1;
+        }
     }
 }
 
@@ -293,54 +317,61 @@ pub(crate) unsafe fn app(
     procs: c_int,
     info: Handle,
 ) -> Res<App> {
-    if command.is_null() {
-        return fail(MPI_ERR_ARG, "command is NULL");
-    }
-    let procs = u32::try_from(procs)
-        .ok()
-        .filter(|&n| n > 0)
-        .ok_or_else(|| MpiError::new(MPI_ERR_ARG, format!("maxprocs {procs} is not positive")))?;
-    let cwd = std::env::current_dir()
-        .map_err(|e| MpiError::new(MPI_ERR_SPAWN, format!("no working directory: {e}")))?;
-    let name = c_text(command);
-    let path = info_value(info, "path")?;
-    let executable = |p: &std::path::Path| {
-        use std::os::unix::fs::PermissionsExt;
-        std::fs::metadata(p).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
-    };
-    let program = if name.contains('/') {
-        Some(cwd.join(&name)).filter(|p| executable(p))
-    } else {
-        let path_env = std::env::var("PATH").unwrap_or_default();
-        let dirs: Vec<std::path::PathBuf> = path
-            .iter()
-            .flat_map(|p| p.split(':'))
-            .map(std::path::PathBuf::from)
-            .chain(std::iter::once(cwd.clone()))
-            .chain(path_env.split(':').map(std::path::PathBuf::from))
-            .collect();
-        dirs.into_iter()
-            .map(|d| cwd.join(d).join(&name))
-            .find(|p| executable(p))
-    };
-    // Checked here so that a missing program is MPI_ERR_SPAWN for the caller, not the end of
-    // the job (the launcher ends it if it cannot start a process it was asked for).
-    let program = program.ok_or_else(|| {
+    // SAFETY: this function's contract is the unsafe operations' own: `command` and `argv`, as
+    // the caller promises, are NULL or valid for what the MPI call it serves reads and writes
+    // through them.
+    unsafe {
+        if command.is_null() {
+            return fail(MPI_ERR_ARG, "command is NULL");
+        }
+        let procs = u32::try_from(procs)
+            .ok()
+            .filter(|&n| n > 0)
+            .ok_or_else(|| {
+                MpiError::new(MPI_ERR_ARG, format!("maxprocs {procs} is not positive"))
+            })?;
+        let cwd = std::env::current_dir()
+            .map_err(|e| MpiError::new(MPI_ERR_SPAWN, format!("no working directory: {e}")))?;
+        let name = c_text(command);
+        let path = info_value(info, "path")?;
+        let executable = |p: &std::path::Path| {
+            use std::os::unix::fs::PermissionsExt;
+            std::fs::metadata(p).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+        };
+        let program = if name.contains('/') {
+            Some(cwd.join(&name)).filter(|p| executable(p))
+        } else {
+            let path_env = std::env::var("PATH").unwrap_or_default();
+            let dirs: Vec<std::path::PathBuf> = path
+                .iter()
+                .flat_map(|p| p.split(':'))
+                .map(std::path::PathBuf::from)
+                .chain(std::iter::once(cwd.clone()))
+                .chain(path_env.split(':').map(std::path::PathBuf::from))
+                .collect();
+            dirs.into_iter()
+                .map(|d| cwd.join(d).join(&name))
+                .find(|p| executable(p))
+        };
+        // Checked here so that a missing program is MPI_ERR_SPAWN for the caller, not the end of
+        // the job (the launcher ends it if it cannot start a process it was asked for).
+        let program = program.ok_or_else(|| {
         MpiError::new(
             MPI_ERR_SPAWN,
             format!("MPI_Comm_spawn: no executable program {name:?} (looked in the info's path, {}, and PATH)", cwd.display()),
         )
     })?;
-    let wdir = match info_value(info, "wdir")? {
-        Some(w) if !w.is_empty() => cwd.join(w),
-        _ => cwd,
-    };
-    Ok(App {
-        procs,
-        command: program.to_string_lossy().into_owned(),
-        wdir: wdir.to_string_lossy().into_owned(),
-        args: c_argv(argv),
-    })
+        let wdir = match info_value(info, "wdir")? {
+            Some(w) if !w.is_empty() => cwd.join(w),
+            _ => cwd,
+        };
+        Ok(App {
+            procs,
+            command: program.to_string_lossy().into_owned(),
+            wdir: wdir.to_string_lossy().into_owned(),
+            args: c_argv(argv),
+        })
+    }
 }
 
 /// MPI_Comm_spawn(_multiple), collective over `comm`: the root asks the launcher for a world
@@ -354,61 +385,67 @@ pub(crate) unsafe fn spawn(
     intercomm: *mut Handle,
     errcodes: *mut c_int,
 ) -> Res {
-    let out = out(intercomm, "intercomm")?;
-    let local = running(|s| s.intra_comm(comm))?;
-    let root = crate::coll::root_arg(&local, root)?;
-    // The new processes dial every one of us: each publishes its address first.
-    on_world(|w| Ok(w.open_to_other_worlds()?))?;
-    local.barrier()?;
-    // [ok, base, size, pair]
-    let mut word = [0u32; 4];
-    let mut why = None;
-    if local.rank() == root {
-        word[2] = requested();
-        let asked = apps().and_then(|apps| {
-            let size: u32 = apps.iter().map(|a| a.procs).sum();
-            let pair = local.claim_context_pairs()?;
-            let parent = ParentInfo {
-                pair,
-                group: local.world_ranks().to_vec(),
-            };
-            let base = on_world(|w| Ok(w.spawn_world(&parent, apps)?))?;
-            Ok([1, base, size, pair])
-        });
-        match asked {
-            Ok(w) => word = w,
-            Err(e) => why = Some(e),
-        }
-    }
-    local.bcast(&mut word, root)?;
-    let [ok, base, size, pair] = word;
-    if ok == 0 {
-        *out = MPI_COMM_NULL;
-        if !errcodes.is_null() && local.rank() == root {
-            for i in 0..size as usize {
-                *errcodes.add(i) = MPI_ERR_SPAWN;
+    // SAFETY: this function's contract is the unsafe operations' own: `intercomm` and
+    // `errcodes`, as the caller promises, are NULL or valid for what the MPI call it serves reads
+    // and writes through them.
+    unsafe {
+        let out = out(intercomm, "intercomm")?;
+        let local = running(|s| s.intra_comm(comm))?;
+        let root = crate::coll::root_arg(&local, root)?;
+        // The new processes dial every one of us: each publishes its address first.
+        on_world(|w| Ok(w.open_to_other_worlds()?))?;
+        local.barrier()?;
+        // [ok, base, size, pair]
+        let mut word = [0u32; 4];
+        let mut why = None;
+        if local.rank() == root {
+            word[2] = requested();
+            let asked = apps().and_then(|apps| {
+                let size: u32 = apps.iter().map(|a| a.procs).sum();
+                let pair = local.claim_context_pairs()?;
+                let parent = ParentInfo {
+                    pair,
+                    group: local.world_ranks().to_vec(),
+                };
+                let base = on_world(|w| Ok(w.spawn_world(&parent, apps)?))?;
+                Ok([1, base, size, pair])
+            });
+            match asked {
+                Ok(w) => word = w,
+                Err(e) => why = Some(e),
             }
         }
-        return Err(why
-            .unwrap_or_else(|| MpiError::new(MPI_ERR_SPAWN, "MPI_Comm_spawn failed at the root")));
-    }
-    let children: Vec<u32> = (base..base + size).collect();
-    on_world(|w| {
-        w.add_peers(&children);
-        Ok(())
-    })?;
-    *out = crate::inter::between(
-        comm,
-        &local,
-        local.world_ranks(),
-        &children,
-        local.rank(),
-        pair,
-    )?;
-    if !errcodes.is_null() {
-        for i in 0..size as usize {
-            *errcodes.add(i) = MPI_SUCCESS;
+        local.bcast(&mut word, root)?;
+        let [ok, base, size, pair] = word;
+        if ok == 0 {
+            *out = MPI_COMM_NULL;
+            if !errcodes.is_null() && local.rank() == root {
+                for i in 0..size as usize {
+                    *errcodes.add(i) = MPI_ERR_SPAWN;
+                }
+            }
+            return Err(why.unwrap_or_else(|| {
+                MpiError::new(MPI_ERR_SPAWN, "MPI_Comm_spawn failed at the root")
+            }));
         }
+        let children: Vec<u32> = (base..base + size).collect();
+        on_world(|w| {
+            w.add_peers(&children);
+            Ok(())
+        })?;
+        *out = crate::inter::between(
+            comm,
+            &local,
+            local.world_ranks(),
+            &children,
+            local.rank(),
+            pair,
+        )?;
+        if !errcodes.is_null() {
+            for i in 0..size as usize {
+                *errcodes.add(i) = MPI_SUCCESS;
+            }
+        }
+        Ok(())
     }
-    Ok(())
 }

@@ -91,8 +91,11 @@ pub(crate) fn thread_level(required: c_int) -> c_int {
 /// # Safety
 /// The callbacks are the user's.
 pub(crate) unsafe fn delete_self_attrs() -> Res {
-    let self_attrs = running(|s| Ok(s.comm_mut(MPI_COMM_SELF)?.attrs.take_newest_first()))?;
-    crate::comm::delete_attrs(MPI_COMM_SELF, self_attrs)
+    // SAFETY: the caller keeps this function's `# Safety`: The callbacks are the user's.
+    unsafe {
+        let self_attrs = running(|s| Ok(s.comm_mut(MPI_COMM_SELF)?.attrs.take_newest_first()))?;
+        crate::comm::delete_attrs(MPI_COMM_SELF, self_attrs)
+    }
 }
 
 /// Shuts the runtime down: MPI_Finalize, or the last MPI_Session_finalize after it.
@@ -100,28 +103,32 @@ pub(crate) unsafe fn delete_self_attrs() -> Res {
 /// # Safety
 /// Runs the delete callbacks of MPI_COMM_SELF's attributes, which are the user's.
 pub(crate) unsafe fn shutdown() -> Res {
-    delete_self_attrs()?;
-    crate::io::forget_open_files()?;
-    // Buffered sends and freed requests still in flight: sends finish; a freed receive
-    // that never matched is withdrawn rather than waited for.
-    let pending = running(|s| Ok(std::mem::take(&mut s.bsends)))?;
-    for (mut r, _, _) in pending {
-        if let Some(raw) = r.raw() {
-            r.core.raw_cancel(raw);
+    // SAFETY: the caller keeps this function's `# Safety`: Runs the delete callbacks of
+    // MPI_COMM_SELF's attributes, which are the user's.
+    unsafe {
+        delete_self_attrs()?;
+        crate::io::forget_open_files()?;
+        // Buffered sends and freed requests still in flight: sends finish; a freed receive
+        // that never matched is withdrawn rather than waited for.
+        let pending = running(|s| Ok(std::mem::take(&mut s.bsends)))?;
+        for (mut r, _, _) in pending {
+            if let Some(raw) = r.raw() {
+                r.core.raw_cancel(raw);
+            }
+            crate::p2p::wait_request(&mut r)?;
         }
-        crate::p2p::wait_request(&mut r)?;
+        let world = with(|s| {
+            s.set_phase(Phase::Finalized);
+            s.predefined_comms.clear();
+            Ok(s.world.take())
+        })?;
+        if let Some(w) = world {
+            // MPI_T reads the settings and final counters from then on.
+            crate::tool::world_ending(&w);
+            w.finalize()?;
+        }
+        Ok(())
     }
-    let world = with(|s| {
-        s.set_phase(Phase::Finalized);
-        s.predefined_comms.clear();
-        Ok(s.world.take())
-    })?;
-    if let Some(w) = world {
-        // MPI_T reads the settings and final counters from then on.
-        crate::tool::world_ending(&w);
-        w.finalize()?;
-    }
-    Ok(())
 }
 
 /// Copies `text` into a C buffer of `cap` bytes (NUL-terminated) and sets `len`.
@@ -131,16 +138,21 @@ pub(crate) unsafe fn write_string(
     cap: usize,
     len: *mut c_int,
 ) -> Res {
-    if out.is_null() {
-        return fail(MPI_ERR_ARG, "string buffer is NULL");
+    // SAFETY: this function's contract is the unsafe operations' own: `out` and `len`, as the
+    // caller promises, are NULL or valid for what the MPI call it serves reads and writes through
+    // them.
+    unsafe {
+        if out.is_null() {
+            return fail(MPI_ERR_ARG, "string buffer is NULL");
+        }
+        let n = text.len().min(cap.saturating_sub(1));
+        std::ptr::copy_nonoverlapping(text.as_ptr(), out as *mut u8, n);
+        *out.add(n) = 0;
+        if let Some(len) = len.as_mut() {
+            *len = n as c_int;
+        }
+        Ok(())
     }
-    let n = text.len().min(cap.saturating_sub(1));
-    std::ptr::copy_nonoverlapping(text.as_ptr(), out as *mut u8, n);
-    *out.add(n) = 0;
-    if let Some(len) = len.as_mut() {
-        *len = n as c_int;
-    }
-    Ok(())
 }
 
 fn valid_class(code: c_int) -> bool {

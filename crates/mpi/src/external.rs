@@ -244,17 +244,21 @@ fn binary128_to_x87(bits: u128) -> [u8; 16] {
 
 /// The datarep argument, which must be "external32".
 unsafe fn datarep_arg(datarep: *const c_char) -> Res {
-    if datarep.is_null() {
-        return fail(MPI_ERR_ARG, "datarep is NULL");
+    // SAFETY: this function's contract is the unsafe operations' own: `datarep`, as the caller
+    // promises, is NULL or valid for what the MPI call it serves reads and writes through it.
+    unsafe {
+        if datarep.is_null() {
+            return fail(MPI_ERR_ARG, "datarep is NULL");
+        }
+        let name = CStr::from_ptr(datarep).to_string_lossy();
+        if name != "external32" {
+            return fail(
+                MPI_ERR_UNSUPPORTED_DATAREP,
+                format!("data representation {name:?} (only \"external32\" is supported)"),
+            );
+        }
+        Ok(())
     }
-    let name = CStr::from_ptr(datarep).to_string_lossy();
-    if name != "external32" {
-        return fail(
-            MPI_ERR_UNSUPPORTED_DATAREP,
-            format!("data representation {name:?} (only \"external32\" is supported)"),
-        );
-    }
-    Ok(())
 }
 
 /// Converts `count` natively packed elements of `dt` to external32 (`dst` is exactly their
@@ -328,23 +332,28 @@ pub(crate) unsafe fn pack_external(
     outsize: isize,
     position: *mut isize,
 ) -> Res {
-    datarep_arg(datarep)?;
-    let dt = running(|s| s.committed_type(datatype))?;
-    let count = count_c(incount)?;
-    let Some(pos) = position.as_mut() else {
-        return fail(MPI_ERR_ARG, "position is NULL");
-    };
-    let (start, size) = (aint_arg(*pos, "position")?, aint_arg(outsize, "outsize")?);
-    let need = element_size(&dt) * count;
-    crate::types::check_room("MPI_Pack_external", need, start, size)?;
-    crate::check::buffer(inbuf, count, &dt)?;
-    crate::check::bytes(outbuf, start + need)?;
-    let mut native = vec![0u8; dt.size() * count];
-    dt.pack(inbuf as *const u8, count, &mut native);
-    let dst = std::slice::from_raw_parts_mut((outbuf as *mut u8).add(start), need);
-    pack(&dt, count, &native, dst)?;
-    *pos = (start + need) as isize;
-    Ok(())
+    // SAFETY: this function's contract is the unsafe operations' own: `datarep`, `inbuf`,
+    // `outbuf` and `position`, as the caller promises, are NULL or valid for what the MPI call it
+    // serves reads and writes through them.
+    unsafe {
+        datarep_arg(datarep)?;
+        let dt = running(|s| s.committed_type(datatype))?;
+        let count = count_c(incount)?;
+        let Some(pos) = position.as_mut() else {
+            return fail(MPI_ERR_ARG, "position is NULL");
+        };
+        let (start, size) = (aint_arg(*pos, "position")?, aint_arg(outsize, "outsize")?);
+        let need = element_size(&dt) * count;
+        crate::types::check_room("MPI_Pack_external", need, start, size)?;
+        crate::check::buffer(inbuf, count, &dt)?;
+        crate::check::bytes(outbuf, start + need)?;
+        let mut native = vec![0u8; dt.size() * count];
+        dt.pack(inbuf as *const u8, count, &mut native);
+        let dst = std::slice::from_raw_parts_mut((outbuf as *mut u8).add(start), need);
+        pack(&dt, count, &native, dst)?;
+        *pos = (start + need) as isize;
+        Ok(())
+    }
 }
 
 /// MPI_Unpack_external. Safety: as [`pack_external`].
@@ -357,23 +366,28 @@ pub(crate) unsafe fn unpack_external(
     outcount: i64,
     datatype: Handle,
 ) -> Res {
-    datarep_arg(datarep)?;
-    let dt = running(|s| s.committed_type(datatype))?;
-    let count = count_c(outcount)?;
-    let Some(pos) = position.as_mut() else {
-        return fail(MPI_ERR_ARG, "position is NULL");
-    };
-    let (start, size) = (aint_arg(*pos, "position")?, aint_arg(insize, "insize")?);
-    let need = element_size(&dt) * count;
-    crate::types::check_room("MPI_Unpack_external", need, start, size)?;
-    crate::check::bytes(inbuf, start + need)?;
-    crate::check::buffer(outbuf, count, &dt)?;
-    let src = std::slice::from_raw_parts((inbuf as *const u8).add(start), need);
-    let mut native = vec![0u8; dt.size() * count];
-    unpack(&dt, count, src, &mut native);
-    dt.unpack(&native, count, outbuf as *mut u8);
-    *pos = (start + need) as isize;
-    Ok(())
+    // SAFETY: this function's contract is the unsafe operations' own: `datarep`, `inbuf`,
+    // `position` and `outbuf`, as the caller promises, are NULL or valid for what the MPI call it
+    // serves reads and writes through them.
+    unsafe {
+        datarep_arg(datarep)?;
+        let dt = running(|s| s.committed_type(datatype))?;
+        let count = count_c(outcount)?;
+        let Some(pos) = position.as_mut() else {
+            return fail(MPI_ERR_ARG, "position is NULL");
+        };
+        let (start, size) = (aint_arg(*pos, "position")?, aint_arg(insize, "insize")?);
+        let need = element_size(&dt) * count;
+        crate::types::check_room("MPI_Unpack_external", need, start, size)?;
+        crate::check::bytes(inbuf, start + need)?;
+        crate::check::buffer(outbuf, count, &dt)?;
+        let src = std::slice::from_raw_parts((inbuf as *const u8).add(start), need);
+        let mut native = vec![0u8; dt.size() * count];
+        unpack(&dt, count, src, &mut native);
+        dt.unpack(&native, count, outbuf as *mut u8);
+        *pos = (start + need) as isize;
+        Ok(())
+    }
 }
 
 /// Bytes of `incount` elements in external32. Safety: `datarep` is a C string or NULL.
@@ -382,9 +396,13 @@ pub(crate) unsafe fn pack_external_size(
     incount: i64,
     datatype: Handle,
 ) -> Res<usize> {
-    datarep_arg(datarep)?;
-    let dt = running(|s| s.datatype(datatype))?;
-    Ok(element_size(&dt) * count_c(incount)?)
+    // SAFETY: this function's contract is the unsafe operations' own: `datarep`, as the caller
+    // promises, is NULL or valid for what the MPI call it serves reads and writes through it.
+    unsafe {
+        datarep_arg(datarep)?;
+        let dt = running(|s| s.datatype(datatype))?;
+        Ok(element_size(&dt) * count_c(incount)?)
+    }
 }
 
 /// A count of elements (`int` or MPI_Count) as a size.

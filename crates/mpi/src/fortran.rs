@@ -66,8 +66,13 @@ pub(crate) unsafe fn convert(
     to: *mut c_int,
     to_name: &str,
 ) -> Res {
-    let v = read8(from, from_name)?;
-    write8(to, v, to_name)
+    // SAFETY: this function's contract is the unsafe operations' own: `from` and `to`, as the
+    // caller promises, are NULL or valid for what the MPI call it serves reads and writes through
+    // them.
+    unsafe {
+        let v = read8(from, from_name)?;
+        write8(to, v, to_name)
+    }
 }
 
 /// The first Fortran integer given to a created handle; predefined handles (all below it in the

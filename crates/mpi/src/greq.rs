@@ -39,21 +39,25 @@ pub(crate) unsafe fn finish(
     with_error: bool,
     free: bool,
 ) -> Outcome {
-    let mut st = MpiStatus::default();
-    let rc = g.query_status(&mut st);
-    let rc_free = if free { g.run_free() } else { MPI_SUCCESS };
-    let error = if rc != MPI_SUCCESS { rc } else { rc_free };
-    if let Some(out) = status.as_mut() {
-        let before = out.error;
-        *out = st;
-        out.error = if with_error { error } else { before };
-    }
-    Outcome {
-        source: st.source,
-        tag: st.tag,
-        bytes: st.count(),
-        cancelled: st.cancelled != 0,
-        error,
+    // SAFETY: the caller keeps this function's `# Safety`: `status` is null or a writable
+    // `MPI_Status`; the callbacks are the user's.
+    unsafe {
+        let mut st = MpiStatus::default();
+        let rc = g.query_status(&mut st);
+        let rc_free = if free { g.run_free() } else { MPI_SUCCESS };
+        let error = if rc != MPI_SUCCESS { rc } else { rc_free };
+        if let Some(out) = status.as_mut() {
+            let before = out.error;
+            *out = st;
+            out.error = if with_error { error } else { before };
+        }
+        Outcome {
+            source: st.source,
+            tag: st.tag,
+            bytes: st.count(),
+            cancelled: st.cancelled != 0,
+            error,
+        }
     }
 }
 
@@ -62,14 +66,17 @@ pub(crate) unsafe fn finish(
 /// # Safety
 /// The callbacks are the user's.
 pub(crate) unsafe fn cancel(g: &Greq) -> Res {
-    let rc = match g.cancel {
-        Some(f) => f(g.extra, g.completed as c_int),
-        None => MPI_SUCCESS,
-    };
-    if rc != MPI_SUCCESS {
-        return fail(rc, "the cancel callback of a generalized request failed");
+    // SAFETY: the caller keeps this function's `# Safety`: The callbacks are the user's.
+    unsafe {
+        let rc = match g.cancel {
+            Some(f) => f(g.extra, g.completed as c_int),
+            None => MPI_SUCCESS,
+        };
+        if rc != MPI_SUCCESS {
+            return fail(rc, "the cancel callback of a generalized request failed");
+        }
+        Ok(())
     }
-    Ok(())
 }
 
 /// MPI_Request_free of `handle` if it is a generalized request (`false` if it is not). A
@@ -79,34 +86,37 @@ pub(crate) unsafe fn cancel(g: &Greq) -> Res {
 /// # Safety
 /// The callbacks are the user's.
 pub(crate) unsafe fn free(handle: Handle) -> Res<bool> {
-    let done = running(|s| {
-        let Some(req) = s.requests.get_mut(handle) else {
-            return Ok(None);
-        };
-        let Some(g) = req.generalized.as_mut() else {
-            return Ok(None);
-        };
-        if !g.completed {
-            g.freed = true;
-            return Ok(Some(None));
-        }
-        let g = **g;
-        if let Some(req) = s.requests.remove(handle) {
-            if !req.is_complete() {
-                s.bsends.push((req, 0, crate::bsend::BufferOwner::Process));
+    // SAFETY: the caller keeps this function's `# Safety`: The callbacks are the user's.
+    unsafe {
+        let done = running(|s| {
+            let Some(req) = s.requests.get_mut(handle) else {
+                return Ok(None);
+            };
+            let Some(g) = req.generalized.as_mut() else {
+                return Ok(None);
+            };
+            if !g.completed {
+                g.freed = true;
+                return Ok(Some(None));
             }
-        }
-        Ok(Some(Some(g)))
-    })?;
-    match done {
-        None => Ok(false),
-        Some(None) => Ok(true),
-        Some(Some(g)) => {
-            let rc = g.run_free();
-            if rc != MPI_SUCCESS {
-                return fail(rc, "the free callback of a generalized request failed");
+            let g = **g;
+            if let Some(req) = s.requests.remove(handle) {
+                if !req.is_complete() {
+                    s.bsends.push((req, 0, crate::bsend::BufferOwner::Process));
+                }
             }
-            Ok(true)
+            Ok(Some(Some(g)))
+        })?;
+        match done {
+            None => Ok(false),
+            Some(None) => Ok(true),
+            Some(Some(g)) => {
+                let rc = g.run_free();
+                if rc != MPI_SUCCESS {
+                    return fail(rc, "the free callback of a generalized request failed");
+                }
+                Ok(true)
+            }
         }
     }
 }

@@ -555,14 +555,18 @@ pub(crate) const BLOCKING: *mut Handle = std::ptr::null_mut();
 
 /// MPI_Barrier: each group meets, the leaders swap an empty message, each group meets again.
 pub(crate) unsafe fn barrier(inter: Inter) -> Res {
-    coll::barrier(inter.local, BLOCKING)?;
-    if shape(inter)?.2 == 0 {
-        let mut t = Traffic::new(inter);
-        t.recv(std::ptr::null_mut(), 0, MPI_BYTE_HANDLE, 0)?;
-        t.send(std::ptr::null(), 0, MPI_BYTE_HANDLE, 0)?;
-        t.finish()?;
+    // SAFETY: this function's contract is the unsafe operations' own, and its caller keeps it
+    // (MPI's contract for the call it serves).
+    unsafe {
+        coll::barrier(inter.local, BLOCKING)?;
+        if shape(inter)?.2 == 0 {
+            let mut t = Traffic::new(inter);
+            t.recv(std::ptr::null_mut(), 0, MPI_BYTE_HANDLE, 0)?;
+            t.send(std::ptr::null(), 0, MPI_BYTE_HANDLE, 0)?;
+            t.finish()?;
+        }
+        coll::barrier(inter.local, BLOCKING)
     }
-    coll::barrier(inter.local, BLOCKING)
 }
 
 /// `MPI_BYTE`'s handle.
@@ -576,22 +580,26 @@ pub(crate) unsafe fn bcast(
     dt: Handle,
     root: c_int,
 ) -> Res {
-    let n = count_arg(count)?;
-    let (_, remote, me) = shape(inter)?;
-    match side(root, remote)? {
-        Side::Root => {
-            let mut t = Traffic::new(inter);
-            t.send(buf, n, dt, 0)?;
-            t.finish()
-        }
-        Side::Idle => Ok(()),
-        Side::Leaf(r) => {
-            if me == 0 {
+    // SAFETY: this function's contract is the unsafe operations' own: `buf`, as the caller
+    // promises, is NULL or valid for what the MPI call it serves reads and writes through it.
+    unsafe {
+        let n = count_arg(count)?;
+        let (_, remote, me) = shape(inter)?;
+        match side(root, remote)? {
+            Side::Root => {
                 let mut t = Traffic::new(inter);
-                t.recv(buf, n, dt, r as usize)?;
-                t.finish()?;
+                t.send(buf, n, dt, 0)?;
+                t.finish()
             }
-            coll::bcast(buf, count, dt, 0, inter.local, BLOCKING)
+            Side::Idle => Ok(()),
+            Side::Leaf(r) => {
+                if me == 0 {
+                    let mut t = Traffic::new(inter);
+                    t.recv(buf, n, dt, r as usize)?;
+                    t.finish()?;
+                }
+                coll::bcast(buf, count, dt, 0, inter.local, BLOCKING)
+            }
         }
     }
 }
@@ -606,26 +614,31 @@ pub(crate) unsafe fn reduce(
     op: Handle,
     root: c_int,
 ) -> Res {
-    let n = count_arg(count)?;
-    let (_, remote, me) = shape(inter)?;
-    match side(root, remote)? {
-        Side::Root => {
-            running(|s| s.op(op).map(drop))?;
-            let mut t = Traffic::new(inter);
-            t.recv(recvbuf, n, dt, 0)?;
-            t.finish()
-        }
-        Side::Idle => Ok(()),
-        Side::Leaf(r) => {
-            no_in_place(sendbuf)?;
-            let tmp = Temp::new(dt, n)?;
-            coll::reduce(sendbuf, tmp.base, count, dt, op, 0, inter.local, BLOCKING)?;
-            if me == 0 {
+    // SAFETY: this function's contract is the unsafe operations' own: `sendbuf` and `recvbuf`,
+    // as the caller promises, are NULL or valid for what the MPI call it serves reads and writes
+    // through them.
+    unsafe {
+        let n = count_arg(count)?;
+        let (_, remote, me) = shape(inter)?;
+        match side(root, remote)? {
+            Side::Root => {
+                running(|s| s.op(op).map(drop))?;
                 let mut t = Traffic::new(inter);
-                t.send(tmp.base, n, dt, r as usize)?;
-                t.finish()?;
+                t.recv(recvbuf, n, dt, 0)?;
+                t.finish()
             }
-            Ok(())
+            Side::Idle => Ok(()),
+            Side::Leaf(r) => {
+                no_in_place(sendbuf)?;
+                let tmp = Temp::new(dt, n)?;
+                coll::reduce(sendbuf, tmp.base, count, dt, op, 0, inter.local, BLOCKING)?;
+                if me == 0 {
+                    let mut t = Traffic::new(inter);
+                    t.send(tmp.base, n, dt, r as usize)?;
+                    t.finish()?;
+                }
+                Ok(())
+            }
         }
     }
 }
@@ -640,18 +653,23 @@ pub(crate) unsafe fn allreduce(
     dt: Handle,
     op: Handle,
 ) -> Res {
-    no_in_place(sendbuf)?;
-    let n = count_arg(count)?;
-    let me = shape(inter)?.2;
-    let tmp = Temp::new(dt, n)?;
-    coll::reduce(sendbuf, tmp.base, count, dt, op, 0, inter.local, BLOCKING)?;
-    if me == 0 {
-        let mut t = Traffic::new(inter);
-        t.recv(recvbuf, n, dt, 0)?;
-        t.send(tmp.base, n, dt, 0)?;
-        t.finish()?;
+    // SAFETY: this function's contract is the unsafe operations' own: `sendbuf` and `recvbuf`,
+    // as the caller promises, are NULL or valid for what the MPI call it serves reads and writes
+    // through them.
+    unsafe {
+        no_in_place(sendbuf)?;
+        let n = count_arg(count)?;
+        let me = shape(inter)?.2;
+        let tmp = Temp::new(dt, n)?;
+        coll::reduce(sendbuf, tmp.base, count, dt, op, 0, inter.local, BLOCKING)?;
+        if me == 0 {
+            let mut t = Traffic::new(inter);
+            t.recv(recvbuf, n, dt, 0)?;
+            t.send(tmp.base, n, dt, 0)?;
+            t.finish()?;
+        }
+        coll::bcast(recvbuf, count, dt, 0, inter.local, BLOCKING)
     }
-    coll::bcast(recvbuf, count, dt, 0, inter.local, BLOCKING)
 }
 
 /// The root's counts and displacements (elements, per remote rank) of a v-collective, or equal
@@ -662,16 +680,20 @@ unsafe fn root_layout(
     remote: usize,
     counts_name: &str,
 ) -> Res<(Vec<c_int>, Vec<c_int>)> {
-    Ok(match v {
-        Some((c, d)) => (
-            slice(c, remote, counts_name)?.to_vec(),
-            slice(d, remote, "displs")?.to_vec(),
-        ),
-        None => (
-            vec![count; remote],
-            (0..remote as c_int).map(|i| i * count).collect(),
-        ),
-    })
+    // SAFETY: this function's contract is the unsafe operations' own: `v`, as the caller
+    // promises, is NULL or valid for what the MPI call it serves reads and writes through it.
+    unsafe {
+        Ok(match v {
+            Some((c, d)) => (
+                slice(c, remote, counts_name)?.to_vec(),
+                slice(d, remote, "displs")?.to_vec(),
+            ),
+            None => (
+                vec![count; remote],
+                (0..remote as c_int).map(|i| i * count).collect(),
+            ),
+        })
+    }
 }
 
 /// MPI_Gather and MPI_Gatherv: every process of the other group sends its block to the root.
@@ -683,26 +705,31 @@ pub(crate) unsafe fn gather(
     v: Option<(*const c_int, *const c_int)>,
     root: c_int,
 ) -> Res {
-    let (_, remote, _) = shape(inter)?;
-    let mut t = Traffic::new(inter);
-    match side(root, remote)? {
-        Side::Root => {
-            let (buf, count, dt) = recv;
-            let ext = extent_of(dt)?;
-            let (counts, displs) = root_layout(count, v, remote, "recvcounts")?;
-            for i in 0..remote {
-                let c = count_arg(counts[i])?;
-                t.recv(at(buf, displs[i] as isize * ext), c, dt, i)?;
+    // SAFETY: this function's contract is the unsafe operations' own: `send`, `recv` and `v`, as
+    // the caller promises, are NULL or valid for what the MPI call it serves reads and writes
+    // through them.
+    unsafe {
+        let (_, remote, _) = shape(inter)?;
+        let mut t = Traffic::new(inter);
+        match side(root, remote)? {
+            Side::Root => {
+                let (buf, count, dt) = recv;
+                let ext = extent_of(dt)?;
+                let (counts, displs) = root_layout(count, v, remote, "recvcounts")?;
+                for i in 0..remote {
+                    let c = count_arg(counts[i])?;
+                    t.recv(at(buf, displs[i] as isize * ext), c, dt, i)?;
+                }
+            }
+            Side::Idle => {}
+            Side::Leaf(r) => {
+                let (buf, count, dt) = send;
+                no_in_place(buf)?;
+                t.send(buf, count_arg(count)?, dt, r as usize)?;
             }
         }
-        Side::Idle => {}
-        Side::Leaf(r) => {
-            let (buf, count, dt) = send;
-            no_in_place(buf)?;
-            t.send(buf, count_arg(count)?, dt, r as usize)?;
-        }
+        t.finish()
     }
-    t.finish()
 }
 
 /// MPI_Scatter and MPI_Scatterv: the root sends each process of the other group its block.
@@ -713,26 +740,31 @@ pub(crate) unsafe fn scatter(
     v: Option<(*const c_int, *const c_int)>,
     root: c_int,
 ) -> Res {
-    let (_, remote, _) = shape(inter)?;
-    let mut t = Traffic::new(inter);
-    match side(root, remote)? {
-        Side::Root => {
-            let (buf, count, dt) = send;
-            let ext = extent_of(dt)?;
-            let (counts, displs) = root_layout(count, v, remote, "sendcounts")?;
-            for i in 0..remote {
-                let c = count_arg(counts[i])?;
-                t.send(at(buf, displs[i] as isize * ext), c, dt, i)?;
+    // SAFETY: this function's contract is the unsafe operations' own: `send`, `recv` and `v`, as
+    // the caller promises, are NULL or valid for what the MPI call it serves reads and writes
+    // through them.
+    unsafe {
+        let (_, remote, _) = shape(inter)?;
+        let mut t = Traffic::new(inter);
+        match side(root, remote)? {
+            Side::Root => {
+                let (buf, count, dt) = send;
+                let ext = extent_of(dt)?;
+                let (counts, displs) = root_layout(count, v, remote, "sendcounts")?;
+                for i in 0..remote {
+                    let c = count_arg(counts[i])?;
+                    t.send(at(buf, displs[i] as isize * ext), c, dt, i)?;
+                }
+            }
+            Side::Idle => {}
+            Side::Leaf(r) => {
+                let (buf, count, dt) = recv;
+                no_in_place(buf)?;
+                t.recv(buf, count_arg(count)?, dt, r as usize)?;
             }
         }
-        Side::Idle => {}
-        Side::Leaf(r) => {
-            let (buf, count, dt) = recv;
-            no_in_place(buf)?;
-            t.recv(buf, count_arg(count)?, dt, r as usize)?;
-        }
+        t.finish()
     }
-    t.finish()
 }
 
 /// MPI_Allgather and MPI_Allgatherv: every process sends its block to every remote process
@@ -743,35 +775,40 @@ pub(crate) unsafe fn allgather(
     recv: (*mut c_void, c_int, Handle),
     v: Option<(*const c_int, *const c_int)>,
 ) -> Res {
-    let (_, remote, _) = shape(inter)?;
-    let (sbuf, scount, sdt) = send;
-    no_in_place(sbuf)?;
-    let (rbuf, rcount, rdt) = recv;
-    let ext = extent_of(rdt)?;
-    let (counts, displs) = match v {
-        Some((c, d)) => (
-            slice(c, remote, "recvcounts")?.to_vec(),
-            slice(d, remote, "displs")?.to_vec(),
-        ),
-        None => (
-            vec![rcount; remote],
-            (0..remote as c_int).map(|i| i * rcount).collect(),
-        ),
-    };
-    let scount = count_arg(scount)?;
-    let mut t = Traffic::new(inter);
-    for j in 0..remote {
-        t.recv(
-            at(rbuf, displs[j] as isize * ext),
-            count_arg(counts[j])?,
-            rdt,
-            j,
-        )?;
+    // SAFETY: this function's contract is the unsafe operations' own: `send`, `recv` and `v`, as
+    // the caller promises, are NULL or valid for what the MPI call it serves reads and writes
+    // through them.
+    unsafe {
+        let (_, remote, _) = shape(inter)?;
+        let (sbuf, scount, sdt) = send;
+        no_in_place(sbuf)?;
+        let (rbuf, rcount, rdt) = recv;
+        let ext = extent_of(rdt)?;
+        let (counts, displs) = match v {
+            Some((c, d)) => (
+                slice(c, remote, "recvcounts")?.to_vec(),
+                slice(d, remote, "displs")?.to_vec(),
+            ),
+            None => (
+                vec![rcount; remote],
+                (0..remote as c_int).map(|i| i * rcount).collect(),
+            ),
+        };
+        let scount = count_arg(scount)?;
+        let mut t = Traffic::new(inter);
+        for j in 0..remote {
+            t.recv(
+                at(rbuf, displs[j] as isize * ext),
+                count_arg(counts[j])?,
+                rdt,
+                j,
+            )?;
+        }
+        for j in 0..remote {
+            t.send(sbuf, scount, sdt, j)?;
+        }
+        t.finish()
     }
-    for j in 0..remote {
-        t.send(sbuf, scount, sdt, j)?;
-    }
-    t.finish()
 }
 
 /// Per-remote-rank blocks of one side of an all-to-all: (address, count, datatype).
@@ -799,21 +836,26 @@ pub(crate) unsafe fn blocks(
     v: Option<(*const c_int, *const c_int)>,
     remote: usize,
 ) -> Res<Blocks> {
-    no_in_place(buf)?;
-    let ext = extent_of(dt)?;
-    let (counts, displs) = match v {
-        Some((c, d)) => (
-            slice(c, remote, "counts")?.to_vec(),
-            slice(d, remote, "displacements")?.to_vec(),
-        ),
-        None => (
-            vec![count; remote],
-            (0..remote as c_int).map(|i| i * count).collect(),
-        ),
-    };
-    (0..remote)
-        .map(|j| Ok((at(buf, displs[j] as isize * ext), count_arg(counts[j])?, dt)))
-        .collect()
+    // SAFETY: this function's contract is the unsafe operations' own: `buf` and `v`, as the
+    // caller promises, are NULL or valid for what the MPI call it serves reads and writes through
+    // them.
+    unsafe {
+        no_in_place(buf)?;
+        let ext = extent_of(dt)?;
+        let (counts, displs) = match v {
+            Some((c, d)) => (
+                slice(c, remote, "counts")?.to_vec(),
+                slice(d, remote, "displacements")?.to_vec(),
+            ),
+            None => (
+                vec![count; remote],
+                (0..remote as c_int).map(|i| i * count).collect(),
+            ),
+        };
+        (0..remote)
+            .map(|j| Ok((at(buf, displs[j] as isize * ext), count_arg(counts[j])?, dt)))
+            .collect()
+    }
 }
 
 /// The blocks of MPI_Alltoallw: byte displacements and a datatype per remote rank.
@@ -824,15 +866,20 @@ pub(crate) unsafe fn blocks_w(
     types: *const Handle,
     remote: usize,
 ) -> Res<Blocks> {
-    no_in_place(buf)?;
-    let c = slice(counts, remote, "counts")?.to_vec();
-    let d = slice(displs, remote, "displacements")?.to_vec();
-    if remote > 0 && types.is_null() {
-        return fail(MPI_ERR_ARG, "datatype array is NULL");
+    // SAFETY: this function's contract is the unsafe operations' own: `buf`, `counts`, `displs`
+    // and `types`, as the caller promises, are NULL or valid for what the MPI call it serves reads
+    // and writes through them.
+    unsafe {
+        no_in_place(buf)?;
+        let c = slice(counts, remote, "counts")?.to_vec();
+        let d = slice(displs, remote, "displacements")?.to_vec();
+        if remote > 0 && types.is_null() {
+            return fail(MPI_ERR_ARG, "datatype array is NULL");
+        }
+        (0..remote)
+            .map(|j| Ok((at(buf, d[j] as isize), count_arg(c[j])?, *types.add(j))))
+            .collect()
     }
-    (0..remote)
-        .map(|j| Ok((at(buf, d[j] as isize), count_arg(c[j])?, *types.add(j))))
-        .collect()
 }
 
 /// Remote group size of an intercommunicator.
@@ -851,47 +898,52 @@ pub(crate) unsafe fn reduce_scatter(
     dt: Handle,
     op: Handle,
 ) -> Res {
-    no_in_place(sendbuf)?;
-    let me = shape(inter)?.2;
-    let total: usize = counts.iter().sum();
-    let total_c = count_c(total)?;
-    let mine = Temp::new(dt, total)?;
-    let theirs = Temp::new(dt, total)?;
-    coll::reduce(
-        sendbuf,
-        mine.base,
-        total_c,
-        dt,
-        op,
-        0,
-        inter.local,
-        BLOCKING,
-    )?;
-    if me == 0 {
-        let mut t = Traffic::new(inter);
-        t.recv(theirs.base, total, dt, 0)?;
-        t.send(mine.base, total, dt, 0)?;
-        t.finish()?;
+    // SAFETY: this function's contract is the unsafe operations' own: `sendbuf` and `recvbuf`,
+    // as the caller promises, are NULL or valid for what the MPI call it serves reads and writes
+    // through them.
+    unsafe {
+        no_in_place(sendbuf)?;
+        let me = shape(inter)?.2;
+        let total: usize = counts.iter().sum();
+        let total_c = count_c(total)?;
+        let mine = Temp::new(dt, total)?;
+        let theirs = Temp::new(dt, total)?;
+        coll::reduce(
+            sendbuf,
+            mine.base,
+            total_c,
+            dt,
+            op,
+            0,
+            inter.local,
+            BLOCKING,
+        )?;
+        if me == 0 {
+            let mut t = Traffic::new(inter);
+            t.recv(theirs.base, total, dt, 0)?;
+            t.send(mine.base, total, dt, 0)?;
+            t.finish()?;
+        }
+        let c: Vec<c_int> = counts.iter().map(|&x| count_c(x)).collect::<Res<_>>()?;
+        let mut d = Vec::with_capacity(c.len());
+        let mut acc: c_int = 0;
+        for &x in &c {
+            d.push(acc);
+            acc = acc.saturating_add(x);
+        }
+        coll::scatterv(
+            theirs.base,
+            c.as_ptr(),
+            d.as_ptr(),
+            dt,
+            recvbuf,
+            c[me],
+            dt,
+            0,
+            inter.local,
+            BLOCKING,
+        )
     }
-    let c: Vec<c_int> = counts.iter().map(|&x| count_c(x)).collect::<Res<_>>()?;
-    let mut d = Vec::with_capacity(c.len());
-    let mut acc: c_int = 0;
-    for &x in &c {
-        d.push(acc);
-        acc = acc.saturating_add(x);
-    }
-    coll::scatterv(
-        theirs.base,
-        c.as_ptr(),
-        d.as_ptr(),
-        dt,
-        recvbuf,
-        c[me],
-        dt,
-        0,
-        inter.local,
-        BLOCKING,
-    )
 }
 
 // ---- nonblocking collectives: schedules on the union communicator ----

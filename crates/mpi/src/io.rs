@@ -340,10 +340,14 @@ pub(crate) fn agree(comm: &ferry_core::Comm, local: Res, what: &str) -> Res {
 // ---- arguments ----
 
 pub(crate) unsafe fn c_string(p: *const c_char, what: &str) -> Res<String> {
-    if p.is_null() {
-        return fail(MPI_ERR_ARG, format!("{what} is NULL"));
+    // SAFETY: this function's contract is the unsafe operations' own: `p`, as the caller
+    // promises, is NULL or valid for what the MPI call it serves reads and writes through it.
+    unsafe {
+        if p.is_null() {
+            return fail(MPI_ERR_ARG, format!("{what} is NULL"));
+        }
+        Ok(CStr::from_ptr(p).to_string_lossy().into_owned())
     }
-    Ok(CStr::from_ptr(p).to_string_lossy().into_owned())
 }
 
 pub(crate) fn file(fh: Handle) -> Res<Rc<FileObj>> {
@@ -525,86 +529,90 @@ pub(crate) unsafe fn open(
     amode: c_int,
     info: Handle,
 ) -> Res<Handle> {
-    let name = c_string(filename, "filename")?;
-    let hints = info_pairs(info)?;
-    let core = running(|s| s.intra_comm(comm))?;
-    let own = core.dup()?;
-    // Every rank must pass the same mode.
-    let mut range = [0i64; 2];
-    own.allreduce(
-        &[amode as i64, -(amode as i64)],
-        &mut range,
-        ferry_core::ReduceOp::Max,
-    )?;
-    if range[0] != -range[1] {
-        return fail(
-            MPI_ERR_NOT_SAME,
-            "MPI_File_open: the ranks passed different access modes",
-        );
-    }
-    check_amode(amode)?;
-    let path = file_path(&name);
-    let create = amode & MPI_MODE_CREATE != 0;
-    // Rank 0 creates the file (exclusively if asked); the others open what it made.
-    let mut opened = None;
-    if create {
-        let mut class = [0i32];
-        if own.rank() == 0 {
-            match open_local(&path, amode, true) {
-                Ok(f) => opened = Some(Ok(f)),
-                Err(e) => {
-                    class[0] = e.class;
-                    opened = Some(Err(e));
-                }
-            }
-        }
-        own.bcast(&mut class, 0)?;
-        if class[0] != 0 {
-            // Everyone stops here: rank 0 with its own error.
-            if let Some(Err(e)) = opened {
-                return Err(e);
-            }
+    // SAFETY: this function's contract is the unsafe operations' own: `filename`, as the caller
+    // promises, is NULL or valid for what the MPI call it serves reads and writes through it.
+    unsafe {
+        let name = c_string(filename, "filename")?;
+        let hints = info_pairs(info)?;
+        let core = running(|s| s.intra_comm(comm))?;
+        let own = core.dup()?;
+        // Every rank must pass the same mode.
+        let mut range = [0i64; 2];
+        own.allreduce(
+            &[amode as i64, -(amode as i64)],
+            &mut range,
+            ferry_core::ReduceOp::Max,
+        )?;
+        if range[0] != -range[1] {
             return fail(
-                class[0],
-                format!("rank 0 could not create {}", path.display()),
+                MPI_ERR_NOT_SAME,
+                "MPI_File_open: the ranks passed different access modes",
             );
         }
-    }
-    let opened = opened.unwrap_or_else(|| open_local(&path, amode & !MPI_MODE_EXCL, false));
-    let local = opened.as_ref().map(|_| ()).map_err(Clone::clone);
-    agree(&own, local, "MPI_File_open")?;
-    let file = opened?;
-    let shared = shared_pointer(&own, &path)?;
-    let view = View::bytes()?;
-    let mut pos = 0;
-    if amode & MPI_MODE_APPEND != 0 {
-        let size = file
-            .metadata()
-            .map_err(|e| os_error(&e, "cannot stat", &path))?
-            .len();
-        pos = size;
-        if let Some(sp) = shared.as_ref().filter(|sp| sp.owner) {
-            sp.update(|_| Ok(size))?;
+        check_amode(amode)?;
+        let path = file_path(&name);
+        let create = amode & MPI_MODE_CREATE != 0;
+        // Rank 0 creates the file (exclusively if asked); the others open what it made.
+        let mut opened = None;
+        if create {
+            let mut class = [0i32];
+            if own.rank() == 0 {
+                match open_local(&path, amode, true) {
+                    Ok(f) => opened = Some(Ok(f)),
+                    Err(e) => {
+                        class[0] = e.class;
+                        opened = Some(Err(e));
+                    }
+                }
+            }
+            own.bcast(&mut class, 0)?;
+            if class[0] != 0 {
+                // Everyone stops here: rank 0 with its own error.
+                if let Some(Err(e)) = opened {
+                    return Err(e);
+                }
+                return fail(
+                    class[0],
+                    format!("rank 0 could not create {}", path.display()),
+                );
+            }
         }
+        let opened = opened.unwrap_or_else(|| open_local(&path, amode & !MPI_MODE_EXCL, false));
+        let local = opened.as_ref().map(|_| ()).map_err(Clone::clone);
+        agree(&own, local, "MPI_File_open")?;
+        let file = opened?;
+        let shared = shared_pointer(&own, &path)?;
+        let view = View::bytes()?;
+        let mut pos = 0;
+        if amode & MPI_MODE_APPEND != 0 {
+            let size = file
+                .metadata()
+                .map_err(|e| os_error(&e, "cannot stat", &path))?
+                .len();
+            pos = size;
+            if let Some(sp) = shared.as_ref().filter(|sp| sp.owner) {
+                sp.update(|_| Ok(size))?;
+            }
+        }
+        own.barrier()?;
+        let errhandler = with(|s| Ok(s.file_null_errhandler))?;
+        let obj = FileObj {
+            comm: own,
+            path,
+            file,
+            amode,
+            shared,
+            st: RefCell::new(FileState {
+                view,
+                pos,
+                atomic: false,
+                info: hints,
+                errhandler,
+                split: None,
+            }),
+        };
+        running(|s| Ok(s.files.insert(Rc::new(obj))))
     }
-    own.barrier()?;
-    let errhandler = with(|s| Ok(s.file_null_errhandler))?;
-    let obj = FileObj {
-        comm: own,
-        path,
-        file,
-        amode,
-        shared,
-        st: RefCell::new(FileState {
-            view,
-            pos,
-            atomic: false,
-            info: hints,
-            errhandler,
-            split: None,
-        }),
-    };
-    running(|s| Ok(s.files.insert(Rc::new(obj))))
 }
 
 // ---- size, info, sync, atomicity, group, mode ----
@@ -663,19 +671,23 @@ pub(crate) unsafe fn set_view(
     datarep: *const c_char,
     info: Handle,
 ) -> Res {
-    let f = file(fh)?;
-    let local = (|| {
-        let rep = Representation::lookup(&c_string(datarep, "datarep")?)?;
-        let pairs = info_pairs(info)?;
-        let (et, ft) = running(|s| Ok((s.committed_type(etype)?, s.committed_type(filetype)?)))?;
-        // The checks apply to the types as laid out in the file; the displacement comes later.
-        let view = View::new(0, (et, etype), (ft, filetype), rep)?;
-        let (fet, fft) = (&view.file_etype, &view.file_filetype);
-        if fet.size() == 0 {
-            return fail(MPI_ERR_TYPE, "the etype holds no data");
-        }
-        if fft.size() == 0 || fft.size() % fet.size() != 0 {
-            return fail(
+    // SAFETY: this function's contract is the unsafe operations' own: `datarep`, as the caller
+    // promises, is NULL or valid for what the MPI call it serves reads and writes through it.
+    unsafe {
+        let f = file(fh)?;
+        let local = (|| {
+            let rep = Representation::lookup(&c_string(datarep, "datarep")?)?;
+            let pairs = info_pairs(info)?;
+            let (et, ft) =
+                running(|s| Ok((s.committed_type(etype)?, s.committed_type(filetype)?)))?;
+            // The checks apply to the types as laid out in the file; the displacement comes later.
+            let view = View::new(0, (et, etype), (ft, filetype), rep)?;
+            let (fet, fft) = (&view.file_etype, &view.file_filetype);
+            if fet.size() == 0 {
+                return fail(MPI_ERR_TYPE, "the etype holds no data");
+            }
+            if fft.size() == 0 || fft.size() % fet.size() != 0 {
+                return fail(
                 MPI_ERR_TYPE,
                 format!(
                     "the filetype holds {} bytes in the file, not a positive multiple of the etype's {}",
@@ -683,41 +695,43 @@ pub(crate) unsafe fn set_view(
                     fet.size()
                 ),
             );
-        }
-        let writing = f.amode & MPI_MODE_RDONLY == 0;
-        check_typemap(fet, "etype", writing)?;
-        check_typemap(fft, "filetype", writing)?;
-        if fft.extent() <= 0 && !fft.is_contiguous() {
-            return fail(MPI_ERR_TYPE, "the filetype's extent is not positive");
-        }
-        let disp = if disp == MPI_DISPLACEMENT_CURRENT {
-            if f.amode & MPI_MODE_SEQUENTIAL == 0 {
-                return fail(
-                    MPI_ERR_ARG,
-                    "MPI_DISPLACEMENT_CURRENT needs a file opened with MPI_MODE_SEQUENTIAL",
-                );
             }
-            let old = f.st.borrow().view.clone();
-            let at = shared(&f)?.update(Ok)?;
-            byte_offset(&old, at)?
-        } else {
-            u64::try_from(disp)
-                .map_err(|_| MpiError::new(MPI_ERR_ARG, format!("negative displacement {disp}")))?
+            let writing = f.amode & MPI_MODE_RDONLY == 0;
+            check_typemap(fet, "etype", writing)?;
+            check_typemap(fft, "filetype", writing)?;
+            if fft.extent() <= 0 && !fft.is_contiguous() {
+                return fail(MPI_ERR_TYPE, "the filetype's extent is not positive");
+            }
+            let disp = if disp == MPI_DISPLACEMENT_CURRENT {
+                if f.amode & MPI_MODE_SEQUENTIAL == 0 {
+                    return fail(
+                        MPI_ERR_ARG,
+                        "MPI_DISPLACEMENT_CURRENT needs a file opened with MPI_MODE_SEQUENTIAL",
+                    );
+                }
+                let old = f.st.borrow().view.clone();
+                let at = shared(&f)?.update(Ok)?;
+                byte_offset(&old, at)?
+            } else {
+                u64::try_from(disp).map_err(|_| {
+                    MpiError::new(MPI_ERR_ARG, format!("negative displacement {disp}"))
+                })?
+            };
+            let mut st = f.st.borrow_mut();
+            st.view = View { disp, ..view };
+            st.pos = 0;
+            merge_info(&mut st.info, pairs);
+            Ok(())
+        })();
+        // Every rank has read the old shared pointer (MPI_DISPLACEMENT_CURRENT) before rank 0
+        // resets it, and the others pass the second barrier only after that.
+        agree(&f.comm, local, "MPI_File_set_view")?;
+        let reset = match f.shared.as_ref() {
+            Some(sp) if sp.owner => sp.update(|_| Ok(0)).map(|_| ()),
+            _ => Ok(()),
         };
-        let mut st = f.st.borrow_mut();
-        st.view = View { disp, ..view };
-        st.pos = 0;
-        merge_info(&mut st.info, pairs);
-        Ok(())
-    })();
-    // Every rank has read the old shared pointer (MPI_DISPLACEMENT_CURRENT) before rank 0
-    // resets it, and the others pass the second barrier only after that.
-    agree(&f.comm, local, "MPI_File_set_view")?;
-    let reset = match f.shared.as_ref() {
-        Some(sp) if sp.owner => sp.update(|_| Ok(0)).map(|_| ()),
-        _ => Ok(()),
-    };
-    agree(&f.comm, reset, "resetting the shared file pointer")
+        agree(&f.comm, reset, "resetting the shared file pointer")
+    }
 }
 
 /// MPI-4.1 §14.3: the displacements of an etype or filetype are non-negative and
@@ -1039,16 +1053,24 @@ pub(crate) fn ordered(
 
 /// Fills a status and returns.
 pub(crate) unsafe fn done(o: Outcome, status: *mut MpiStatus) -> Res {
-    o.write(status, false);
-    Ok(())
+    // SAFETY: this function's contract is the unsafe operations' own: `status`, as the caller
+    // promises, is NULL or valid for what the MPI call it serves reads and writes through it.
+    unsafe {
+        o.write(status, false);
+        Ok(())
+    }
 }
 
 /// A request that is complete already (nonblocking calls do their work when they start).
 pub(crate) unsafe fn done_request(f: &FileObj, o: Outcome, request: *mut Handle) -> Res {
-    let out = out(request, "request")?;
-    let core = f.comm.clone();
-    *out = running(|s| Ok(s.requests.insert(Request::done(MPI_COMM_SELF, core, o))))?;
-    Ok(())
+    // SAFETY: this function's contract is the unsafe operations' own: `request`, as the caller
+    // promises, is NULL or valid for what the MPI call it serves reads and writes through it.
+    unsafe {
+        let out = out(request, "request")?;
+        let core = f.comm.clone();
+        *out = running(|s| Ok(s.requests.insert(Request::done(MPI_COMM_SELF, core, o))))?;
+        Ok(())
+    }
 }
 
 // ---- split collectives: the work happens at begin, end hands over the status ----
@@ -1067,11 +1089,15 @@ pub(crate) fn begin(f: &FileObj, o: Res<Outcome>) -> Res {
 }
 
 pub(crate) unsafe fn end(fh: Handle, status: *mut MpiStatus) -> Res {
-    let f = file(fh)?;
-    let o = f.st.borrow_mut().split.take();
-    match o {
-        Some(o) => done(o, status),
-        None => fail(MPI_ERR_OTHER, "no split collective is active on this file"),
+    // SAFETY: this function's contract is the unsafe operations' own: `status`, as the caller
+    // promises, is NULL or valid for what the MPI call it serves reads and writes through it.
+    unsafe {
+        let f = file(fh)?;
+        let o = f.st.borrow_mut().split.take();
+        match o {
+            Some(o) => done(o, status),
+            None => fail(MPI_ERR_OTHER, "no split collective is active on this file"),
+        }
     }
 }
 

@@ -70,35 +70,47 @@ pub(crate) fn logical_size_arg(logical_size: c_int) -> Res<usize> {
 // ---- status fields ----
 
 pub(crate) unsafe fn status_arg<'a>(status: *mut MpiStatus) -> Res<&'a mut MpiStatus> {
-    status.as_mut().ok_or_else(|| {
-        MpiError::new(
-            MPI_ERR_ARG,
-            "status is NULL (MPI_STATUS_IGNORE has no fields)",
-        )
-    })
+    // SAFETY: this function's contract is the unsafe operations' own: `status`, as the caller
+    // promises, is NULL or valid for what the MPI call it serves reads and writes through it.
+    unsafe {
+        status.as_mut().ok_or_else(|| {
+            MpiError::new(
+                MPI_ERR_ARG,
+                "status is NULL (MPI_STATUS_IGNORE has no fields)",
+            )
+        })
+    }
 }
 
 // ---- completion queries that complete nothing ----
 
 pub(crate) unsafe fn requests_arg<'a>(count: c_int, requests: *mut Handle) -> Res<&'a [Handle]> {
-    let n = usize::try_from(count)
-        .map_err(|_| MpiError::new(MPI_ERR_COUNT, format!("negative count {count}")))?;
-    if n == 0 {
-        return Ok(&[]);
+    // SAFETY: this function's contract is the unsafe operations' own: `requests`, as the caller
+    // promises, is NULL or valid for what the MPI call it serves reads and writes through it.
+    unsafe {
+        let n = usize::try_from(count)
+            .map_err(|_| MpiError::new(MPI_ERR_COUNT, format!("negative count {count}")))?;
+        if n == 0 {
+            return Ok(&[]);
+        }
+        if requests.is_null() {
+            return fail(MPI_ERR_ARG, "array_of_requests is NULL");
+        }
+        // SAFETY: the caller passes `count` requests.
+        Ok(std::slice::from_raw_parts(requests, n))
     }
-    if requests.is_null() {
-        return fail(MPI_ERR_ARG, "array_of_requests is NULL");
-    }
-    // SAFETY: the caller passes `count` requests.
-    Ok(std::slice::from_raw_parts(requests, n))
 }
 
 /// The status slot `i` of an array of statuses, or ignored.
 pub(crate) unsafe fn nth_status(statuses: *mut MpiStatus, i: usize) -> *mut MpiStatus {
-    if statuses.is_null() {
-        statuses
-    } else {
-        statuses.add(i)
+    // SAFETY: this function's contract is the unsafe operations' own: `statuses`, as the caller
+    // promises, is NULL or valid for what the MPI call it serves reads and writes through it.
+    unsafe {
+        if statuses.is_null() {
+            statuses
+        } else {
+            statuses.add(i)
+        }
     }
 }
 

@@ -135,32 +135,36 @@ pub(crate) unsafe fn init(
     comm: Handle,
     request: *mut Handle,
 ) -> Res {
-    let Some(out) = request.as_mut() else {
-        return fail(MPI_ERR_REQUEST, "request argument is NULL");
-    };
-    let partitions = count_arg(partitions)?;
-    if partitions == 0 {
-        return fail(
-            MPI_ERR_ARG,
-            "a partitioned request needs at least one partition",
-        );
-    }
-    let count = usize::try_from(count)
-        .map_err(|_| MpiError::new(MPI_ERR_COUNT, format!("negative count {count}")))?;
-    if tag < 0 {
-        return fail(
-            MPI_ERR_TAG,
-            format!("invalid tag {tag} (partitioned communication takes no wildcard)"),
-        );
-    }
-    running(|s| {
-        let core = s.intra_comm(comm).map_err(|e| {
-            MpiError::new(
-                e.class,
-                "partitioned communication on an intercommunicator is not supported",
-            )
-        })?;
-        let peer = match usize::try_from(peer) {
+    // SAFETY: this function's contract is the unsafe operations' own: `buf` and `request`, as
+    // the caller promises, are NULL or valid for what the MPI call it serves reads and writes
+    // through them.
+    unsafe {
+        let Some(out) = request.as_mut() else {
+            return fail(MPI_ERR_REQUEST, "request argument is NULL");
+        };
+        let partitions = count_arg(partitions)?;
+        if partitions == 0 {
+            return fail(
+                MPI_ERR_ARG,
+                "a partitioned request needs at least one partition",
+            );
+        }
+        let count = usize::try_from(count)
+            .map_err(|_| MpiError::new(MPI_ERR_COUNT, format!("negative count {count}")))?;
+        if tag < 0 {
+            return fail(
+                MPI_ERR_TAG,
+                format!("invalid tag {tag} (partitioned communication takes no wildcard)"),
+            );
+        }
+        running(|s| {
+            let core = s.intra_comm(comm).map_err(|e| {
+                MpiError::new(
+                    e.class,
+                    "partitioned communication on an intercommunicator is not supported",
+                )
+            })?;
+            let peer = match usize::try_from(peer) {
             Ok(p) if p < core.size() => p,
             _ => {
                 return fail(
@@ -169,40 +173,41 @@ pub(crate) unsafe fn init(
                 )
             }
         };
-        let datatype = crate::p2p::keep_type(s, datatype)?;
-        let bytes = s.datatype(datatype)?.size();
-        if partitions
-            .checked_mul(count)
-            .and_then(|n| n.checked_mul(bytes))
-            .is_none()
-        {
-            return fail(MPI_ERR_COUNT, "partitions × count × type size overflows");
-        }
-        let (channel, round_tag) = next_round_tag(s, &core, tag, peer, send)?;
-        let part = Partitioned {
-            send,
-            buf: buf as *mut u8,
-            partitions,
-            count,
-            datatype,
-            peer,
-            user_tag: tag,
-            channel,
-            tag: round_tag,
-            ready: RefCell::new(vec![false; partitions]),
-            readied: Cell::new(0),
-        };
-        *out = s.requests.insert(Request {
-            comm,
-            core,
-            progress: Progress::Inactive,
-            persistent: Some(Box::new(Persistent::Partitioned(Rc::new(part)))),
-            cancel_requested: false,
-            partner: None,
-            generalized: None,
-        });
-        Ok(())
-    })
+            let datatype = crate::p2p::keep_type(s, datatype)?;
+            let bytes = s.datatype(datatype)?.size();
+            if partitions
+                .checked_mul(count)
+                .and_then(|n| n.checked_mul(bytes))
+                .is_none()
+            {
+                return fail(MPI_ERR_COUNT, "partitions × count × type size overflows");
+            }
+            let (channel, round_tag) = next_round_tag(s, &core, tag, peer, send)?;
+            let part = Partitioned {
+                send,
+                buf: buf as *mut u8,
+                partitions,
+                count,
+                datatype,
+                peer,
+                user_tag: tag,
+                channel,
+                tag: round_tag,
+                ready: RefCell::new(vec![false; partitions]),
+                readied: Cell::new(0),
+            };
+            *out = s.requests.insert(Request {
+                comm,
+                core,
+                progress: Progress::Inactive,
+                persistent: Some(Box::new(Persistent::Partitioned(Rc::new(part)))),
+                cancel_requested: false,
+                partner: None,
+                generalized: None,
+            });
+            Ok(())
+        })
+    }
 }
 
 impl Partitioned {

@@ -152,8 +152,12 @@ pub(crate) fn counters() -> Res<Counters> {
 
 /// `*p = value` when `p` is not NULL (MPI_T's query functions take NULL for "not wanted").
 pub(crate) unsafe fn put<T>(p: *mut T, value: T) {
-    if let Some(p) = p.as_mut() {
-        *p = value;
+    // SAFETY: this function's contract is the unsafe operations' own: `p`, as the caller
+    // promises, is NULL or valid for what the MPI call it serves reads and writes through it.
+    unsafe {
+        if let Some(p) = p.as_mut() {
+            *p = value;
+        }
     }
 }
 
@@ -161,25 +165,34 @@ pub(crate) unsafe fn put<T>(p: *mut T, value: T) {
 /// `buf` NULL or `*len` 0 the length it needs (with the NUL) is; else at most `*len`
 /// characters with the NUL are copied and `*len` says how many.
 pub(crate) unsafe fn put_string(text: &str, buf: *mut c_char, len: *mut c_int) {
-    let Some(len) = len.as_mut() else {
-        return;
-    };
-    if buf.is_null() || *len <= 0 {
-        *len = text.len() as c_int + 1;
-        return;
+    // SAFETY: this function's contract is the unsafe operations' own: `buf` and `len`, as the
+    // caller promises, are NULL or valid for what the MPI call it serves reads and writes through
+    // them.
+    unsafe {
+        let Some(len) = len.as_mut() else {
+            return;
+        };
+        if buf.is_null() || *len <= 0 {
+            *len = text.len() as c_int + 1;
+            return;
+        }
+        let n = text.len().min(*len as usize - 1);
+        std::ptr::copy_nonoverlapping(text.as_ptr(), buf as *mut u8, n);
+        *buf.add(n) = 0;
+        *len = n as c_int + 1;
     }
-    let n = text.len().min(*len as usize - 1);
-    std::ptr::copy_nonoverlapping(text.as_ptr(), buf as *mut u8, n);
-    *buf.add(n) = 0;
-    *len = n as c_int + 1;
 }
 
 /// A name argument.
 pub(crate) unsafe fn name_arg(name: *const c_char) -> Res<String> {
-    if name.is_null() {
-        return fail(MPI_T_ERR_INVALID, "name is NULL");
+    // SAFETY: this function's contract is the unsafe operations' own: `name`, as the caller
+    // promises, is NULL or valid for what the MPI call it serves reads and writes through it.
+    unsafe {
+        if name.is_null() {
+            return fail(MPI_T_ERR_INVALID, "name is NULL");
+        }
+        Ok(CStr::from_ptr(name).to_string_lossy().into_owned())
     }
-    Ok(CStr::from_ptr(name).to_string_lossy().into_owned())
 }
 
 /// Index `i` of a list of `n`.
@@ -192,17 +205,21 @@ pub(crate) fn index_arg(i: c_int, n: usize, what: &str) -> Res<usize> {
 
 /// Writes the first `len` of `items` to `indices` (`len` < 0 is an error).
 pub(crate) unsafe fn put_indices(items: &[usize], len: c_int, indices: *mut c_int) -> Res {
-    let Ok(len) = usize::try_from(len) else {
-        return fail(MPI_T_ERR_INVALID, format!("negative length {len}"));
-    };
-    let n = len.min(items.len());
-    if n > 0 && indices.is_null() {
-        return fail(MPI_T_ERR_INVALID, "indices is NULL");
+    // SAFETY: this function's contract is the unsafe operations' own: `indices`, as the caller
+    // promises, is NULL or valid for what the MPI call it serves reads and writes through it.
+    unsafe {
+        let Ok(len) = usize::try_from(len) else {
+            return fail(MPI_T_ERR_INVALID, format!("negative length {len}"));
+        };
+        let n = len.min(items.len());
+        if n > 0 && indices.is_null() {
+            return fail(MPI_T_ERR_INVALID, "indices is NULL");
+        }
+        for (k, &i) in items.iter().take(n).enumerate() {
+            *indices.add(k) = i as c_int;
+        }
+        Ok(())
     }
-    for (k, &i) in items.iter().take(n).enumerate() {
-        *indices.add(k) = i as c_int;
-    }
-    Ok(())
 }
 
 // ---- Enumerations ---------------------------------------------------------------------------
@@ -755,40 +772,44 @@ pub(crate) unsafe fn read_handle(
     buf: *mut c_void,
     reset: bool,
 ) -> Res {
-    if handle == MPI_T_PVAR_ALL_HANDLES {
-        return fail(
-            MPI_T_ERR_INVALID_HANDLE,
-            "MPI_T_PVAR_ALL_HANDLES cannot be read",
-        );
-    }
-    if buf.is_null() {
-        return fail(MPI_T_ERR_INVALID, "buf is NULL");
-    }
-    let now = counters()?;
-    let value = tool(|t| {
-        handles_of(t, session, handle)?;
-        let Some(p) = t.pvars.get_mut(handle) else {
+    // SAFETY: this function's contract is the unsafe operations' own: `buf`, as the caller
+    // promises, is NULL or valid for what the MPI call it serves reads and writes through it.
+    unsafe {
+        if handle == MPI_T_PVAR_ALL_HANDLES {
             return fail(
                 MPI_T_ERR_INVALID_HANDLE,
-                "invalid performance-variable handle",
+                "MPI_T_PVAR_ALL_HANDLES cannot be read",
             );
-        };
-        let def = &PVARS[p.index];
-        let value = pvar_value(p, &now);
-        if reset {
-            if def.continuous {
-                return fail(
-                    MPI_T_ERR_PVAR_NO_WRITE,
-                    format!("{} is read-only", def.name),
-                );
-            }
-            p.held = 0;
-            p.base = (def.value)(&now);
         }
-        Ok(value)
-    })?;
-    *(buf as *mut c_ulonglong) = value;
-    Ok(())
+        if buf.is_null() {
+            return fail(MPI_T_ERR_INVALID, "buf is NULL");
+        }
+        let now = counters()?;
+        let value = tool(|t| {
+            handles_of(t, session, handle)?;
+            let Some(p) = t.pvars.get_mut(handle) else {
+                return fail(
+                    MPI_T_ERR_INVALID_HANDLE,
+                    "invalid performance-variable handle",
+                );
+            };
+            let def = &PVARS[p.index];
+            let value = pvar_value(p, &now);
+            if reset {
+                if def.continuous {
+                    return fail(
+                        MPI_T_ERR_PVAR_NO_WRITE,
+                        format!("{} is read-only", def.name),
+                    );
+                }
+                p.held = 0;
+                p.base = (def.value)(&now);
+            }
+            Ok(value)
+        })?;
+        *(buf as *mut c_ulonglong) = value;
+        Ok(())
+    }
 }
 
 // ---- Categories -----------------------------------------------------------------------------

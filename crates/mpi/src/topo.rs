@@ -311,19 +311,23 @@ pub(crate) fn ranks_below(v: &[c_int], size: usize, what: &str) -> Res<Vec<usize
 /// `n` weights at `p` (MPI_UNWEIGHTED: all 1, and not weighted; MPI_WEIGHTS_EMPTY only for
 /// `n` = 0).
 pub(crate) unsafe fn weights(p: *const c_int, n: usize, what: &str) -> Res<(Vec<c_int>, bool)> {
-    match p as usize {
-        MPI_UNWEIGHTED => Ok((vec![1; n], false)),
-        MPI_WEIGHTS_EMPTY if n > 0 => fail(
-            MPI_ERR_ARG,
-            format!("{what} is MPI_WEIGHTS_EMPTY for {n} edges"),
-        ),
-        MPI_WEIGHTS_EMPTY => Ok((Vec::new(), true)),
-        _ => {
-            let w = slice(p, n, what)?;
-            if let Some(&bad) = w.iter().find(|&&x| x < 0) {
-                return fail(MPI_ERR_ARG, format!("negative weight {bad} in {what}"));
+    // SAFETY: this function's contract is the unsafe operations' own: `p`, as the caller
+    // promises, is NULL or valid for what the MPI call it serves reads and writes through it.
+    unsafe {
+        match p as usize {
+            MPI_UNWEIGHTED => Ok((vec![1; n], false)),
+            MPI_WEIGHTS_EMPTY if n > 0 => fail(
+                MPI_ERR_ARG,
+                format!("{what} is MPI_WEIGHTS_EMPTY for {n} edges"),
+            ),
+            MPI_WEIGHTS_EMPTY => Ok((Vec::new(), true)),
+            _ => {
+                let w = slice(p, n, what)?;
+                if let Some(&bad) = w.iter().find(|&&x| x < 0) {
+                    return fail(MPI_ERR_ARG, format!("negative weight {bad} in {what}"));
+                }
+                Ok((w.to_vec(), true))
             }
-            Ok((w.to_vec(), true))
         }
     }
 }
@@ -339,35 +343,44 @@ pub(crate) unsafe fn graph_arg(
     index: *const c_int,
     edges: *const c_int,
 ) -> Res<Graph> {
-    let n = degree(nnodes, "nnodes")?;
-    let idx = slice(index, n, "index")?;
-    let mut prev = 0;
-    for (i, &x) in idx.iter().enumerate() {
-        if x < prev {
-            return fail(
-                MPI_ERR_ARG,
-                format!("index[{i}] = {x} is below the one before ({prev})"),
-            );
+    // SAFETY: this function's contract is the unsafe operations' own: `index` and `edges`, as
+    // the caller promises, are NULL or valid for what the MPI call it serves reads and writes
+    // through them.
+    unsafe {
+        let n = degree(nnodes, "nnodes")?;
+        let idx = slice(index, n, "index")?;
+        let mut prev = 0;
+        for (i, &x) in idx.iter().enumerate() {
+            if x < prev {
+                return fail(
+                    MPI_ERR_ARG,
+                    format!("index[{i}] = {x} is below the one before ({prev})"),
+                );
+            }
+            prev = x;
         }
-        prev = x;
+        let nedges = prev as usize;
+        // MPI_ERR_ARG rather than MPI_ERR_RANK for an edge off the graph, as MPICH.
+        let e = ranks_below(slice(edges, nedges, "edges")?, n, "edge to node")
+            .map_err(|e| MpiError::new(MPI_ERR_ARG, e.message))?;
+        Ok(Graph {
+            index: idx.iter().map(|&x| x as usize).collect(),
+            edges: e,
+        })
     }
-    let nedges = prev as usize;
-    // MPI_ERR_ARG rather than MPI_ERR_RANK for an edge off the graph, as MPICH.
-    let e = ranks_below(slice(edges, nedges, "edges")?, n, "edge to node")
-        .map_err(|e| MpiError::new(MPI_ERR_ARG, e.message))?;
-    Ok(Graph {
-        index: idx.iter().map(|&x| x as usize).collect(),
-        edges: e,
-    })
 }
 
 /// Copies up to `max` of `v` to `p` (if it is not NULL or one of the weight markers).
 pub(crate) unsafe fn put(p: *mut c_int, max: c_int, v: impl IntoIterator<Item = c_int>) {
-    if p.is_null() || p as usize == MPI_UNWEIGHTED || p as usize == MPI_WEIGHTS_EMPTY {
-        return;
-    }
-    for (i, x) in v.into_iter().take(max.max(0) as usize).enumerate() {
-        *p.add(i) = x;
+    // SAFETY: this function's contract is the unsafe operations' own: `p`, as the caller
+    // promises, is NULL or valid for what the MPI call it serves reads and writes through it.
+    unsafe {
+        if p.is_null() || p as usize == MPI_UNWEIGHTED || p as usize == MPI_WEIGHTS_EMPTY {
+            return;
+        }
+        for (i, x) in v.into_iter().take(max.max(0) as usize).enumerate() {
+            *p.add(i) = x;
+        }
     }
 }
 
@@ -409,64 +422,68 @@ pub(crate) fn dist_comm(comm: Handle, g: DistGraph) -> Res<Handle> {
 /// records of three ints (0 = out-edge to / 1 = in-edge from, peer, weight) by an all-to-all
 /// on `comm` (collective: every member calls it in the same order).
 pub(crate) unsafe fn exchange(comm: Handle, edges: &[(usize, usize, c_int)]) -> Res<DistGraph> {
-    let n = running(|s| s.intra_comm(comm))?.size();
-    let mut to: Vec<Vec<c_int>> = vec![Vec::new(); n];
-    for &(src, dst, w) in edges {
-        to[src].extend([0, dst as c_int, w]);
-        to[dst].extend([1, src as c_int, w]);
-    }
-    let int = crate::datatype::Builtin::Int.handle();
-    let counts: Vec<c_int> = to.iter().map(|v| v.len() as c_int).collect();
-    let mut theirs = vec![0 as c_int; n];
-    crate::coll::alltoall(
-        counts.as_ptr().cast(),
-        1,
-        int,
-        theirs.as_mut_ptr().cast(),
-        1,
-        int,
-        comm,
-        std::ptr::null_mut(),
-    )?;
-    let displs = |c: &[c_int]| -> Vec<c_int> {
-        c.iter()
-            .scan(0, |at, &x| {
-                let d = *at;
-                *at += x;
-                Some(d)
-            })
-            .collect()
-    };
-    let (sd, rd) = (displs(&counts), displs(&theirs));
-    let flat: Vec<c_int> = to.concat();
-    let mut got = vec![0 as c_int; theirs.iter().map(|&x| x as usize).sum::<usize>().max(1)];
-    crate::coll::alltoallv(
-        flat.as_ptr().cast(),
-        counts.as_ptr(),
-        sd.as_ptr(),
-        int,
-        got.as_mut_ptr().cast(),
-        theirs.as_ptr(),
-        rd.as_ptr(),
-        int,
-        comm,
-        std::ptr::null_mut(),
-    )?;
-    let total: usize = theirs.iter().map(|&x| x as usize).sum();
-    let mut g = DistGraph {
-        sources: Vec::new(),
-        destinations: Vec::new(),
-        weighted: true,
-    };
-    for rec in got[..total].chunks_exact(3) {
-        let e = (rec[1] as usize, rec[2]);
-        if rec[0] == 0 {
-            g.destinations.push(e);
-        } else {
-            g.sources.push(e);
+    // SAFETY: this function's contract is the unsafe operations' own, and its caller keeps it
+    // (MPI's contract for the call it serves).
+    unsafe {
+        let n = running(|s| s.intra_comm(comm))?.size();
+        let mut to: Vec<Vec<c_int>> = vec![Vec::new(); n];
+        for &(src, dst, w) in edges {
+            to[src].extend([0, dst as c_int, w]);
+            to[dst].extend([1, src as c_int, w]);
         }
+        let int = crate::datatype::Builtin::Int.handle();
+        let counts: Vec<c_int> = to.iter().map(|v| v.len() as c_int).collect();
+        let mut theirs = vec![0 as c_int; n];
+        crate::coll::alltoall(
+            counts.as_ptr().cast(),
+            1,
+            int,
+            theirs.as_mut_ptr().cast(),
+            1,
+            int,
+            comm,
+            std::ptr::null_mut(),
+        )?;
+        let displs = |c: &[c_int]| -> Vec<c_int> {
+            c.iter()
+                .scan(0, |at, &x| {
+                    let d = *at;
+                    *at += x;
+                    Some(d)
+                })
+                .collect()
+        };
+        let (sd, rd) = (displs(&counts), displs(&theirs));
+        let flat: Vec<c_int> = to.concat();
+        let mut got = vec![0 as c_int; theirs.iter().map(|&x| x as usize).sum::<usize>().max(1)];
+        crate::coll::alltoallv(
+            flat.as_ptr().cast(),
+            counts.as_ptr(),
+            sd.as_ptr(),
+            int,
+            got.as_mut_ptr().cast(),
+            theirs.as_ptr(),
+            rd.as_ptr(),
+            int,
+            comm,
+            std::ptr::null_mut(),
+        )?;
+        let total: usize = theirs.iter().map(|&x| x as usize).sum();
+        let mut g = DistGraph {
+            sources: Vec::new(),
+            destinations: Vec::new(),
+            weighted: true,
+        };
+        for rec in got[..total].chunks_exact(3) {
+            let e = (rec[1] as usize, rec[2]);
+            if rec[0] == 0 {
+                g.destinations.push(e);
+            } else {
+                g.sources.push(e);
+            }
+        }
+        Ok(g)
     }
-    Ok(g)
 }
 
 #[cfg(test)]

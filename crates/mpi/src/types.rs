@@ -29,13 +29,17 @@ pub(crate) unsafe fn derive(
     newtype: *mut Handle,
     build: impl FnOnce(&Datatype) -> Result<Datatype, TypeError>,
 ) -> Res {
-    let out = out(newtype, "newtype")?;
-    *out = running(|s| {
-        let old = s.datatype(old)?;
-        let dt = build(&old)?;
-        Ok(new_type(s, dt))
-    })?;
-    Ok(())
+    // SAFETY: this function's contract is the unsafe operations' own: `newtype`, as the caller
+    // promises, is NULL or valid for what the MPI call it serves reads and writes through it.
+    unsafe {
+        let out = out(newtype, "newtype")?;
+        *out = running(|s| {
+            let old = s.datatype(old)?;
+            let dt = build(&old)?;
+            Ok(new_type(s, dt))
+        })?;
+        Ok(())
+    }
 }
 
 /// Registers `dt` as a new, not yet committed, unnamed datatype.
@@ -55,9 +59,13 @@ pub(crate) unsafe fn hvector(
     oldtype: Handle,
     newtype: *mut Handle,
 ) -> Res {
-    derive(oldtype, newtype, |old| {
-        Datatype::hvector(count as i64, blocklength as i64, stride, old)
-    })
+    // SAFETY: this function's contract is the unsafe operations' own: `newtype`, as the caller
+    // promises, is NULL or valid for what the MPI call it serves reads and writes through it.
+    unsafe {
+        derive(oldtype, newtype, |old| {
+            Datatype::hvector(count as i64, blocklength as i64, stride, old)
+        })
+    }
 }
 
 /// The body of `MPI_Type_create_hindexed` (and of the removed `MPI_Type_hindexed`).
@@ -68,12 +76,17 @@ pub(crate) unsafe fn hindexed(
     oldtype: Handle,
     newtype: *mut Handle,
 ) -> Res {
-    let n = count_arg(count)?;
-    let (b, d) = (
-        slice(blocklengths, n, "blocklengths")?,
-        slice(displacements, n, "displacements")?,
-    );
-    derive(oldtype, newtype, |old| Datatype::hindexed(&ints(b), d, old))
+    // SAFETY: this function's contract is the unsafe operations' own: `blocklengths`,
+    // `displacements` and `newtype`, as the caller promises, are NULL or valid for what the MPI
+    // call it serves reads and writes through them.
+    unsafe {
+        let n = count_arg(count)?;
+        let (b, d) = (
+            slice(blocklengths, n, "blocklengths")?,
+            slice(displacements, n, "displacements")?,
+        );
+        derive(oldtype, newtype, |old| Datatype::hindexed(&ints(b), d, old))
+    }
 }
 
 /// The body of `MPI_Type_create_struct` (and of the removed `MPI_Type_struct`).
@@ -84,19 +97,24 @@ pub(crate) unsafe fn create_struct(
     types: *const Handle,
     newtype: *mut Handle,
 ) -> Res {
-    let n = count_arg(count)?;
-    let (b, d, t) = (
-        slice(blocklengths, n, "blocklengths")?,
-        slice(displacements, n, "displacements")?,
-        slice(types, n, "types")?,
-    );
-    let out = out(newtype, "newtype")?;
-    *out = running(|s| {
-        let members = t.iter().map(|&h| s.datatype(h)).collect::<Res<Vec<_>>>()?;
-        let dt = Datatype::create_struct(&ints(b), d, &members)?;
-        Ok(new_type(s, dt))
-    })?;
-    Ok(())
+    // SAFETY: this function's contract is the unsafe operations' own: `blocklengths`,
+    // `displacements`, `types` and `newtype`, as the caller promises, are NULL or valid for what
+    // the MPI call it serves reads and writes through them.
+    unsafe {
+        let n = count_arg(count)?;
+        let (b, d, t) = (
+            slice(blocklengths, n, "blocklengths")?,
+            slice(displacements, n, "displacements")?,
+            slice(types, n, "types")?,
+        );
+        let out = out(newtype, "newtype")?;
+        *out = running(|s| {
+            let members = t.iter().map(|&h| s.datatype(h)).collect::<Res<Vec<_>>>()?;
+            let dt = Datatype::create_struct(&ints(b), d, &members)?;
+            Ok(new_type(s, dt))
+        })?;
+        Ok(())
+    }
 }
 
 pub(crate) fn dt(s: &mut State, h: Handle) -> Res<Datatype> {
@@ -140,54 +158,60 @@ pub(crate) unsafe fn get_contents(
     datatypes: *mut Handle,
     large: bool,
 ) -> Res {
-    let (max_integers, max_addresses, max_large_counts, max_datatypes) = max;
-    running(|s| {
-        let t = dt(s, datatype)?;
-        if (t.as_builtin().is_some() || t.as_marker().is_some()) && s.types.get(datatype).is_none()
-        {
-            return fail(
-                MPI_ERR_TYPE,
-                "MPI_Type_get_contents of a predefined datatype",
-            );
-        }
-        let c = if large { t.contents_c() } else { t.contents() };
-        if !large && c.needs_large_counts() {
-            return fail(
-                MPI_ERR_TYPE,
-                "the type holds counts beyond int: use MPI_Type_get_contents_c",
-            );
-        }
-        if c.integers.len() > max_integers
-            || c.addresses.len() > max_addresses
-            || c.large_counts.len() > max_large_counts
-            || c.datatypes.len() > max_datatypes
-        {
-            return fail(
-                MPI_ERR_ARG,
-                "the output arrays are shorter than MPI_Type_get_envelope says",
-            );
-        }
-        for (i, &v) in c.integers.iter().enumerate() {
-            *integers.add(i) = v as c_int;
-        }
-        for (i, &v) in c.addresses.iter().enumerate() {
-            *addresses.add(i) = v;
-        }
-        for (i, &v) in c.large_counts.iter().enumerate() {
-            *large_counts.add(i) = v;
-        }
-        for (i, d) in c.datatypes.iter().enumerate() {
-            *datatypes.add(i) = match d.as_builtin() {
-                Some(b) => b.handle(),
-                None => s.types.insert(TypeObj {
-                    dt: d.clone(),
-                    committed: true,
-                    name: String::new(),
-                }),
-            };
-        }
-        Ok(())
-    })
+    // SAFETY: this function's contract is the unsafe operations' own: `integers`, `addresses`,
+    // `large_counts` and `datatypes`, as the caller promises, are NULL or valid for what the MPI
+    // call it serves reads and writes through them.
+    unsafe {
+        let (max_integers, max_addresses, max_large_counts, max_datatypes) = max;
+        running(|s| {
+            let t = dt(s, datatype)?;
+            if (t.as_builtin().is_some() || t.as_marker().is_some())
+                && s.types.get(datatype).is_none()
+            {
+                return fail(
+                    MPI_ERR_TYPE,
+                    "MPI_Type_get_contents of a predefined datatype",
+                );
+            }
+            let c = if large { t.contents_c() } else { t.contents() };
+            if !large && c.needs_large_counts() {
+                return fail(
+                    MPI_ERR_TYPE,
+                    "the type holds counts beyond int: use MPI_Type_get_contents_c",
+                );
+            }
+            if c.integers.len() > max_integers
+                || c.addresses.len() > max_addresses
+                || c.large_counts.len() > max_large_counts
+                || c.datatypes.len() > max_datatypes
+            {
+                return fail(
+                    MPI_ERR_ARG,
+                    "the output arrays are shorter than MPI_Type_get_envelope says",
+                );
+            }
+            for (i, &v) in c.integers.iter().enumerate() {
+                *integers.add(i) = v as c_int;
+            }
+            for (i, &v) in c.addresses.iter().enumerate() {
+                *addresses.add(i) = v;
+            }
+            for (i, &v) in c.large_counts.iter().enumerate() {
+                *large_counts.add(i) = v;
+            }
+            for (i, d) in c.datatypes.iter().enumerate() {
+                *datatypes.add(i) = match d.as_builtin() {
+                    Some(b) => b.handle(),
+                    None => s.types.insert(TypeObj {
+                        dt: d.clone(),
+                        committed: true,
+                        name: String::new(),
+                    }),
+                };
+            }
+            Ok(())
+        })
+    }
 }
 
 /// The committed `datatype` and the packed size of `count` of it, which must fit a buffer of
@@ -231,12 +255,16 @@ pub(crate) unsafe fn pack_at(
     start: usize,
     comm: Handle,
 ) -> Res<usize> {
-    let (t, need) = packed_span("MPI_Pack", datatype, count, comm, start, size)?;
-    crate::check::buffer(inbuf, count, &t)?;
-    crate::check::bytes(outbuf, start + need)?;
-    let dst = std::slice::from_raw_parts_mut((outbuf as *mut u8).add(start), need);
-    t.pack(inbuf as *const u8, count, dst);
-    Ok(start + need)
+    // SAFETY: this function's contract is the unsafe operations' own: `inbuf`, as the caller
+    // promises, is NULL or valid for what the MPI call it serves reads and writes through it.
+    unsafe {
+        let (t, need) = packed_span("MPI_Pack", datatype, count, comm, start, size)?;
+        crate::check::buffer(inbuf, count, &t)?;
+        crate::check::bytes(outbuf, start + need)?;
+        let dst = std::slice::from_raw_parts_mut((outbuf as *mut u8).add(start), need);
+        t.pack(inbuf as *const u8, count, dst);
+        Ok(start + need)
+    }
 }
 
 /// MPI_Unpack(_c): unpacks `count` elements from `inbuf` of `size` bytes at `start`; gives
@@ -249,12 +277,16 @@ pub(crate) unsafe fn unpack_at(
     datatype: Handle,
     comm: Handle,
 ) -> Res<usize> {
-    let (t, need) = packed_span("MPI_Unpack", datatype, count, comm, start, size)?;
-    crate::check::bytes(inbuf, start + need)?;
-    crate::check::buffer(outbuf, count, &t)?;
-    let src = std::slice::from_raw_parts((inbuf as *const u8).add(start), need);
-    t.unpack(src, count, outbuf as *mut u8);
-    Ok(start + need)
+    // SAFETY: this function's contract is the unsafe operations' own: `outbuf`, as the caller
+    // promises, is NULL or valid for what the MPI call it serves reads and writes through it.
+    unsafe {
+        let (t, need) = packed_span("MPI_Unpack", datatype, count, comm, start, size)?;
+        crate::check::bytes(inbuf, start + need)?;
+        crate::check::buffer(outbuf, count, &t)?;
+        let src = std::slice::from_raw_parts((inbuf as *const u8).add(start), need);
+        t.unpack(src, count, outbuf as *mut u8);
+        Ok(start + need)
+    }
 }
 
 /// Data bytes of `count` elements of `t`, or MPI_ERR_COUNT when that overflows.
@@ -293,72 +325,84 @@ pub(crate) fn keyval_of(s: &State, keyval: c_int) -> Res<crate::state::Keyval> {
 }
 
 pub(crate) unsafe fn type_delete(datatype: Handle, keyval: c_int, value: *mut c_void) -> Res {
-    let kv = with(|s| keyval_of(s, keyval))?;
-    if kv.delete > 1 {
-        // SAFETY: registered by MPI_Type_create_keyval with this signature.
-        let f = std::mem::transmute::<usize, TypeDeleteFn>(kv.delete);
-        let rc = f(datatype, keyval, value, kv.extra);
-        if rc != MPI_SUCCESS {
-            return fail(
-                rc,
-                format!("attribute delete callback of keyval {keyval} failed"),
-            );
+    // SAFETY: this function's contract is the unsafe operations' own: `value`, as the caller
+    // promises, is NULL or valid for what the MPI call it serves reads and writes through it.
+    unsafe {
+        let kv = with(|s| keyval_of(s, keyval))?;
+        if kv.delete > 1 {
+            // SAFETY: registered by MPI_Type_create_keyval with this signature.
+            let f = std::mem::transmute::<usize, TypeDeleteFn>(kv.delete);
+            let rc = f(datatype, keyval, value, kv.extra);
+            if rc != MPI_SUCCESS {
+                return fail(
+                    rc,
+                    format!("attribute delete callback of keyval {keyval} failed"),
+                );
+            }
         }
+        Ok(())
     }
-    Ok(())
 }
 
 /// Runs the copy callbacks of `old`'s attributes for its duplicate `new`.
 pub(crate) unsafe fn copy_type_attrs(old: Handle, new: Handle) -> Res {
-    let attrs: Vec<(c_int, *mut c_void)> = with(|s| {
-        Ok(s.type_attrs
-            .get(&old)
-            .map(|m| m.iter().map(|(&k, &v)| (k, v)).collect())
-            .unwrap_or_default())
-    })?;
-    for (keyval, value) in attrs {
-        let kv = with(|s| keyval_of(s, keyval))?;
-        let copied = match kv.copy {
-            0 => None,
-            1 => Some(value),
-            f => {
-                // SAFETY: registered by MPI_Type_create_keyval with this signature.
-                let f = std::mem::transmute::<usize, TypeCopyFn>(f);
-                let (mut out, mut flag): (*mut c_void, c_int) = (std::ptr::null_mut(), 0);
-                let rc = f(
-                    old,
-                    keyval,
-                    kv.extra,
-                    value,
-                    &mut out as *mut _ as *mut c_void,
-                    &mut flag,
-                );
-                if rc != MPI_SUCCESS {
-                    return fail(
-                        rc,
-                        format!("attribute copy callback of keyval {keyval} failed"),
+    // SAFETY: this function's contract is the unsafe operations' own, and its caller keeps it
+    // (MPI's contract for the call it serves).
+    unsafe {
+        let attrs: Vec<(c_int, *mut c_void)> = with(|s| {
+            Ok(s.type_attrs
+                .get(&old)
+                .map(|m| m.iter().map(|(&k, &v)| (k, v)).collect())
+                .unwrap_or_default())
+        })?;
+        for (keyval, value) in attrs {
+            let kv = with(|s| keyval_of(s, keyval))?;
+            let copied = match kv.copy {
+                0 => None,
+                1 => Some(value),
+                f => {
+                    // SAFETY: registered by MPI_Type_create_keyval with this signature.
+                    let f = std::mem::transmute::<usize, TypeCopyFn>(f);
+                    let (mut out, mut flag): (*mut c_void, c_int) = (std::ptr::null_mut(), 0);
+                    let rc = f(
+                        old,
+                        keyval,
+                        kv.extra,
+                        value,
+                        &mut out as *mut _ as *mut c_void,
+                        &mut flag,
                     );
+                    if rc != MPI_SUCCESS {
+                        return fail(
+                            rc,
+                            format!("attribute copy callback of keyval {keyval} failed"),
+                        );
+                    }
+                    (flag != 0).then_some(out)
                 }
-                (flag != 0).then_some(out)
+            };
+            if let Some(v) = copied {
+                with(|s| {
+                    s.type_attrs.entry(new).or_default().insert(keyval, v);
+                    Ok(())
+                })?;
             }
-        };
-        if let Some(v) = copied {
-            with(|s| {
-                s.type_attrs.entry(new).or_default().insert(keyval, v);
-                Ok(())
-            })?;
         }
+        Ok(())
     }
-    Ok(())
 }
 
 /// Deletes every attribute of a datatype being freed.
 pub(crate) unsafe fn delete_type_attrs(datatype: Handle) -> Res {
-    let attrs = with(|s| Ok(s.type_attrs.remove(&datatype)))?;
-    for (keyval, value) in attrs.unwrap_or_default() {
-        type_delete(datatype, keyval, value)?;
+    // SAFETY: this function's contract is the unsafe operations' own, and its caller keeps it
+    // (MPI's contract for the call it serves).
+    unsafe {
+        let attrs = with(|s| Ok(s.type_attrs.remove(&datatype)))?;
+        for (keyval, value) in attrs.unwrap_or_default() {
+            type_delete(datatype, keyval, value)?;
+        }
+        Ok(())
     }
-    Ok(())
 }
 
 // ---- Fortran-size matching ----
@@ -429,26 +473,30 @@ pub(crate) unsafe fn f90_type(
     base: Builtin,
     newtype: *mut Handle,
 ) -> Res {
-    let out = out(newtype, "newtype")?;
-    *out = running(|s| {
-        if let Some(&h) = s.f90_types.get(&(combiner, p, r)) {
-            return Ok(h);
-        }
-        let args = if combiner == crate::datatype::combiner::F90_INTEGER {
-            vec![r as i64]
-        } else {
-            vec![p as i64, r as i64]
-        };
-        let dt = Datatype::f90(combiner, args, base);
-        let h = s.types.insert(TypeObj {
-            dt,
-            committed: true,
-            name: String::new(),
-        });
-        s.f90_types.insert((combiner, p, r), h);
-        Ok(h)
-    })?;
-    Ok(())
+    // SAFETY: this function's contract is the unsafe operations' own: `newtype`, as the caller
+    // promises, is NULL or valid for what the MPI call it serves reads and writes through it.
+    unsafe {
+        let out = out(newtype, "newtype")?;
+        *out = running(|s| {
+            if let Some(&h) = s.f90_types.get(&(combiner, p, r)) {
+                return Ok(h);
+            }
+            let args = if combiner == crate::datatype::combiner::F90_INTEGER {
+                vec![r as i64]
+            } else {
+                vec![p as i64, r as i64]
+            };
+            let dt = Datatype::f90(combiner, args, base);
+            let h = s.types.insert(TypeObj {
+                dt,
+                committed: true,
+                name: String::new(),
+            });
+            s.f90_types.insert((combiner, p, r), h);
+            Ok(h)
+        })?;
+        Ok(())
+    }
 }
 
 // ---- large counts (MPI 4.0 `_c` bindings) ----

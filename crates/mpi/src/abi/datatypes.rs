@@ -1,7 +1,7 @@
 //! Chapter 5 of MPI 5.0, datatypes: derived datatype constructors (int and `MPI_Count`
 //! forms), their queries, addresses, `MPI_Get_elements`, pack and unpack (also `external32`)
 //! and `MPI_Type_get_value_index`. The datatype engine is [`crate::datatype`]; the calls share
-//! helpers in [`crate::types`] and [`crate::external`].
+//! functions of [`crate::types`] and [`crate::external`].
 
 use crate::abi::*;
 use crate::check::{out, slice};

@@ -1,5 +1,5 @@
 //! Chapter 10 of MPI 5.0, the info object: `MPI_Info_*`, over the info tables of
-//! [`crate::state`] and the helpers in [`crate::comm`].
+//! [`crate::state`] and the functions of [`crate::comm`] that work on them.
 
 use crate::abi::*;
 use crate::check::out;

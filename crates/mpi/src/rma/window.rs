@@ -135,12 +135,16 @@ impl Allocation {
     /// # Safety
     /// Nothing may use the memory afterwards.
     pub(crate) unsafe fn release(self) {
-        match self {
-            // SAFETY: from malloc in `allocate`.
-            Allocation::Heap(p) => libc::free(p),
-            // SAFETY: mapped by `map_shared` with this length.
-            Allocation::Mapped(p, len) => {
-                libc::munmap(p, len);
+        // SAFETY: the caller keeps this function's `# Safety`: Nothing may use the memory
+        // afterwards.
+        unsafe {
+            match self {
+                // SAFETY: from malloc in `allocate`.
+                Allocation::Heap(p) => libc::free(p),
+                // SAFETY: mapped by `map_shared` with this length.
+                Allocation::Mapped(p, len) => {
+                    libc::munmap(p, len);
+                }
             }
         }
     }
@@ -156,105 +160,112 @@ pub(crate) unsafe fn create(
     allocated: Option<Allocation>,
     info: Handle,
 ) -> Res<Handle> {
-    let release = |e: MpiError| {
-        if let Some(a) = allocated {
-            // SAFETY: not handed out yet.
-            a.release();
-        }
-        e
-    };
-    let (core, hints) = running(|s| {
-        let given = match info {
-            MPI_INFO_NULL => Vec::new(),
-            h => s
-                .infos
-                .get(h)
-                .cloned()
-                .ok_or_else(|| MpiError::new(MPI_ERR_INFO, format!("invalid info {h:#x}")))?,
+    // SAFETY: this function's contract is the unsafe operations' own: `base`, as the caller
+    // promises, is NULL or valid for what the MPI call it serves reads and writes through it.
+    unsafe {
+        let release = |e: MpiError| {
+            if let Some(a) = allocated {
+                // SAFETY: not handed out yet.
+                a.release();
+            }
+            e
         };
-        // The standard's defaults, then what the program gave.
-        let mut hints: InfoObj = vec![
-            ("accumulate_ordering".into(), "rar,raw,war,waw".into()),
-            ("accumulate_ops".into(), "same_op_no_op".into()),
-        ];
-        merge_hints(&mut hints, given);
-        Ok((s.intra_comm(comm)?, hints))
-    })
-    .map_err(release)?;
-    let Ok(size) = usize::try_from(size) else {
-        return Err(release(MpiError::new(
-            MPI_ERR_SIZE,
-            format!("negative window size {size}"),
-        )));
-    };
-    if disp_unit <= 0 {
-        return Err(release(MpiError::new(
-            MPI_ERR_DISP,
-            format!("displacement unit {disp_unit} is not positive"),
-        )));
-    }
-    let wcomm = core.dup().map_err(|e| release(e.into()))?;
-    let n = wcomm.size();
-    let mine = [size as u64, disp_unit as u64, base as u64];
-    let mut all = vec![0u64; 3 * n];
-    wcomm
-        .allgather(&mine, &mut all)
-        .map_err(|e| release(e.into()))?;
-    let peers: Vec<Peer> = all
-        .chunks_exact(3)
-        .map(|c| Peer {
-            size: c[0] as usize,
-            disp_unit: c[1] as usize,
-            base: c[2] as usize,
+        let (core, hints) = running(|s| {
+            let given =
+                match info {
+                    MPI_INFO_NULL => Vec::new(),
+                    h => s.infos.get(h).cloned().ok_or_else(|| {
+                        MpiError::new(MPI_ERR_INFO, format!("invalid info {h:#x}"))
+                    })?,
+                };
+            // The standard's defaults, then what the program gave.
+            let mut hints: InfoObj = vec![
+                ("accumulate_ordering".into(), "rar,raw,war,waw".into()),
+                ("accumulate_ops".into(), "same_op_no_op".into()),
+            ];
+            merge_hints(&mut hints, given);
+            Ok((s.intra_comm(comm)?, hints))
         })
-        .collect();
-    let memory = match flavor {
-        MPI_WIN_FLAVOR_DYNAMIC => Memory::Dynamic {
-            regions: Vec::new(),
-        },
-        _ => Memory::Fixed { base, size },
-    };
-    let shared = Rc::new(RefCell::new(Win::new(n, memory)));
-    let handler = shared.clone();
-    wcomm.set_active_handler(move |from, tag, data, replies| {
-        handler.borrow_mut().handle(from, tag, data, replies)
-    });
-    // Every member serves the window before anyone may address it.
-    wcomm.barrier().map_err(|e| release(e.into()))?;
-    let obj = WinObj {
-        core: wcomm,
-        shared,
-        errhandler: MPI_ERRORS_ARE_FATAL,
-        name: String::new(),
-        attrs: Attrs::default(),
-        peers,
-        values: Box::new(AttrValues {
-            size: size as isize,
-            disp_unit,
-            flavor,
-            model: MPI_WIN_UNIFIED,
-        }),
-        epoch: Epoch {
-            locks: vec![None; n],
-            ..Epoch::default()
-        },
-        allocated,
-        local_bases: None,
-        info: hints,
-    };
-    running(|s| Ok(s.wins.insert(obj)))
+        .map_err(release)?;
+        let Ok(size) = usize::try_from(size) else {
+            return Err(release(MpiError::new(
+                MPI_ERR_SIZE,
+                format!("negative window size {size}"),
+            )));
+        };
+        if disp_unit <= 0 {
+            return Err(release(MpiError::new(
+                MPI_ERR_DISP,
+                format!("displacement unit {disp_unit} is not positive"),
+            )));
+        }
+        let wcomm = core.dup().map_err(|e| release(e.into()))?;
+        let n = wcomm.size();
+        let mine = [size as u64, disp_unit as u64, base as u64];
+        let mut all = vec![0u64; 3 * n];
+        wcomm
+            .allgather(&mine, &mut all)
+            .map_err(|e| release(e.into()))?;
+        let peers: Vec<Peer> = all
+            .chunks_exact(3)
+            .map(|c| Peer {
+                size: c[0] as usize,
+                disp_unit: c[1] as usize,
+                base: c[2] as usize,
+            })
+            .collect();
+        let memory = match flavor {
+            MPI_WIN_FLAVOR_DYNAMIC => Memory::Dynamic {
+                regions: Vec::new(),
+            },
+            _ => Memory::Fixed { base, size },
+        };
+        let shared = Rc::new(RefCell::new(Win::new(n, memory)));
+        let handler = shared.clone();
+        wcomm.set_active_handler(move |from, tag, data, replies| {
+            handler.borrow_mut().handle(from, tag, data, replies)
+        });
+        // Every member serves the window before anyone may address it.
+        wcomm.barrier().map_err(|e| release(e.into()))?;
+        let obj = WinObj {
+            core: wcomm,
+            shared,
+            errhandler: MPI_ERRORS_ARE_FATAL,
+            name: String::new(),
+            attrs: Attrs::default(),
+            peers,
+            values: Box::new(AttrValues {
+                size: size as isize,
+                disp_unit,
+                flavor,
+                model: MPI_WIN_UNIFIED,
+            }),
+            epoch: Epoch {
+                locks: vec![None; n],
+                ..Epoch::default()
+            },
+            allocated,
+            local_bases: None,
+            info: hints,
+        };
+        running(|s| Ok(s.wins.insert(obj)))
+    }
 }
 
 /// Memory for MPI_Win_allocate: at least one byte, so the address is unique.
 unsafe fn allocate(size: isize) -> Res<*mut c_void> {
-    let Ok(n) = usize::try_from(size) else {
-        return fail(MPI_ERR_SIZE, format!("negative window size {size}"));
-    };
-    let p = libc::malloc(n.max(1));
-    if p.is_null() {
-        return fail(MPI_ERR_NO_MEM, format!("cannot allocate {n} bytes"));
+    // SAFETY: this function's contract is the unsafe operations' own, and its caller keeps it
+    // (MPI's contract for the call it serves).
+    unsafe {
+        let Ok(n) = usize::try_from(size) else {
+            return fail(MPI_ERR_SIZE, format!("negative window size {size}"));
+        };
+        let p = libc::malloc(n.max(1));
+        if p.is_null() {
+            return fail(MPI_ERR_NO_MEM, format!("cannot allocate {n} bytes"));
+        }
+        Ok(p)
     }
-    Ok(p)
 }
 
 /// The displacement unit of a `_c` window call: windows keep it as an `int` (the unit of one
@@ -278,20 +289,25 @@ pub(crate) unsafe fn win_allocate(
     baseptr: *mut c_void,
     win: *mut Handle,
 ) -> Res {
-    let win_out = out(win, "win")?;
-    let base_out = out(baseptr as *mut *mut c_void, "baseptr")?;
-    let p = allocate(size)?;
-    *win_out = create(
-        comm,
-        p as *mut u8,
-        size,
-        disp_unit,
-        MPI_WIN_FLAVOR_ALLOCATE,
-        Some(Allocation::Heap(p)),
-        info,
-    )?;
-    *base_out = p;
-    Ok(())
+    // SAFETY: this function's contract is the unsafe operations' own: `baseptr` and `win`, as
+    // the caller promises, are NULL or valid for what the MPI call it serves reads and writes
+    // through them.
+    unsafe {
+        let win_out = out(win, "win")?;
+        let base_out = out(baseptr as *mut *mut c_void, "baseptr")?;
+        let p = allocate(size)?;
+        *win_out = create(
+            comm,
+            p as *mut u8,
+            size,
+            disp_unit,
+            MPI_WIN_FLAVOR_ALLOCATE,
+            Some(Allocation::Heap(p)),
+            info,
+        )?;
+        *base_out = p;
+        Ok(())
+    }
 }
 /// Maps one shared segment for every rank of `comm` (all on this host), each rank's part after
 /// the previous one's; returns the mapping, its length and where each rank's part starts.
@@ -299,88 +315,92 @@ unsafe fn map_shared(
     comm: &ferry_core::Comm,
     size: usize,
 ) -> Res<(*mut c_void, usize, Vec<usize>)> {
-    let n = comm.size();
-    let mut host = [0u8; 64];
-    // SAFETY: the buffer holds 64 bytes; the last stays 0.
-    libc::gethostname(host.as_mut_ptr() as *mut c_char, 63);
-    let mut hosts = vec![0u8; 64 * n];
-    comm.allgather(&host, &mut hosts)?;
-    let mut sizes = vec![0u64; n];
-    comm.allgather(&[size as u64], &mut sizes)?;
-    if hosts.chunks_exact(64).any(|h| h != host) {
-        return fail(
-            MPI_ERR_RMA_SHARED,
-            "MPI_Win_allocate_shared needs every rank on one host",
-        );
-    }
-    let total: usize = sizes.iter().map(|&s| s as usize).sum();
-    let len = total.max(1);
-    // Rank 0 names the segment; everyone opens it; it is unlinked once all have it mapped.
-    let mut id = [
-        std::process::id() as u64,
-        NEXT_SEGMENT.fetch_add(1, std::sync::atomic::Ordering::Relaxed),
-    ];
-    comm.bcast(&mut id, 0)?;
-    let name = std::ffi::CString::new(format!("/ferry-win-{}-{}", id[0], id[1]))
-        .map_err(|_| MpiError::new(MPI_ERR_INTERN, "segment name"))?;
-    let me = comm.rank();
-    let flags = if me == 0 {
-        libc::O_CREAT | libc::O_EXCL | libc::O_RDWR
-    } else {
-        libc::O_RDWR
-    };
-    if me != 0 {
-        comm.barrier()?; // rank 0 has created it
-    }
-    // SAFETY: plain system calls on a name and descriptor of our own.
-    let fd = libc::shm_open(name.as_ptr(), flags, 0o600);
-    let mapped = if fd < 0 {
-        Err(std::io::Error::last_os_error())
-    } else {
-        let sized = me != 0 || libc::ftruncate(fd, len as libc::off_t) == 0;
-        let p = if sized {
-            libc::mmap(
-                std::ptr::null_mut(),
-                len,
-                libc::PROT_READ | libc::PROT_WRITE,
-                libc::MAP_SHARED,
-                fd,
-                0,
-            )
-        } else {
-            libc::MAP_FAILED
-        };
-        let e = std::io::Error::last_os_error();
-        libc::close(fd);
-        if p == libc::MAP_FAILED {
-            Err(e)
-        } else {
-            Ok(p)
+    // SAFETY: this function's contract is the unsafe operations' own, and its caller keeps it
+    // (MPI's contract for the call it serves).
+    unsafe {
+        let n = comm.size();
+        let mut host = [0u8; 64];
+        // SAFETY: the buffer holds 64 bytes; the last stays 0.
+        libc::gethostname(host.as_mut_ptr() as *mut c_char, 63);
+        let mut hosts = vec![0u8; 64 * n];
+        comm.allgather(&host, &mut hosts)?;
+        let mut sizes = vec![0u64; n];
+        comm.allgather(&[size as u64], &mut sizes)?;
+        if hosts.chunks_exact(64).any(|h| h != host) {
+            return fail(
+                MPI_ERR_RMA_SHARED,
+                "MPI_Win_allocate_shared needs every rank on one host",
+            );
         }
-    };
-    if me == 0 {
-        comm.barrier()?;
+        let total: usize = sizes.iter().map(|&s| s as usize).sum();
+        let len = total.max(1);
+        // Rank 0 names the segment; everyone opens it; it is unlinked once all have it mapped.
+        let mut id = [
+            std::process::id() as u64,
+            NEXT_SEGMENT.fetch_add(1, std::sync::atomic::Ordering::Relaxed),
+        ];
+        comm.bcast(&mut id, 0)?;
+        let name = std::ffi::CString::new(format!("/ferry-win-{}-{}", id[0], id[1]))
+            .map_err(|_| MpiError::new(MPI_ERR_INTERN, "segment name"))?;
+        let me = comm.rank();
+        let flags = if me == 0 {
+            libc::O_CREAT | libc::O_EXCL | libc::O_RDWR
+        } else {
+            libc::O_RDWR
+        };
+        if me != 0 {
+            comm.barrier()?; // rank 0 has created it
+        }
+        // SAFETY: plain system calls on a name and descriptor of our own.
+        let fd = libc::shm_open(name.as_ptr(), flags, 0o600);
+        let mapped = if fd < 0 {
+            Err(std::io::Error::last_os_error())
+        } else {
+            let sized = me != 0 || libc::ftruncate(fd, len as libc::off_t) == 0;
+            let p = if sized {
+                libc::mmap(
+                    std::ptr::null_mut(),
+                    len,
+                    libc::PROT_READ | libc::PROT_WRITE,
+                    libc::MAP_SHARED,
+                    fd,
+                    0,
+                )
+            } else {
+                libc::MAP_FAILED
+            };
+            let e = std::io::Error::last_os_error();
+            libc::close(fd);
+            if p == libc::MAP_FAILED {
+                Err(e)
+            } else {
+                Ok(p)
+            }
+        };
+        if me == 0 {
+            comm.barrier()?;
+        }
+        comm.barrier()?; // everyone has it open
+        if me == 0 {
+            libc::shm_unlink(name.as_ptr());
+        }
+        let p = mapped.map_err(|e| {
+            MpiError::new(
+                MPI_ERR_NO_MEM,
+                format!("shared window segment of {len} bytes: {e}"),
+            )
+        })?;
+        let mut at = 0;
+        let starts = sizes
+            .iter()
+            .map(|&s| {
+                let start = p as usize + at;
+                at += s as usize;
+                start
+            })
+            .collect();
+        Ok((p, len, starts))
     }
-    comm.barrier()?; // everyone has it open
-    if me == 0 {
-        libc::shm_unlink(name.as_ptr());
-    }
-    let p = mapped.map_err(|e| {
-        MpiError::new(
-            MPI_ERR_NO_MEM,
-            format!("shared window segment of {len} bytes: {e}"),
-        )
-    })?;
-    let mut at = 0;
-    let starts = sizes
-        .iter()
-        .map(|&s| {
-            let start = p as usize + at;
-            at += s as usize;
-            start
-        })
-        .collect();
-    Ok((p, len, starts))
 }
 
 /// Numbers the shared segments this process names.
@@ -395,30 +415,35 @@ pub(crate) unsafe fn win_allocate_shared(
     baseptr: *mut c_void,
     win: *mut Handle,
 ) -> Res {
-    let win_out = out(win, "win")?;
-    let base_out = out(baseptr as *mut *mut c_void, "baseptr")?;
-    let Ok(bytes) = usize::try_from(size) else {
-        return fail(MPI_ERR_SIZE, format!("negative window size {size}"));
-    };
-    let core = running(|s| s.intra_comm(comm))?;
-    let (p, len, starts) = map_shared(&core, bytes)?;
-    let mine = starts[core.rank()] as *mut u8;
-    let h = create(
-        comm,
-        mine,
-        size,
-        disp_unit,
-        MPI_WIN_FLAVOR_SHARED,
-        Some(Allocation::Mapped(p, len)),
-        info,
-    )?;
-    running(|s| {
-        win_mut(s, h)?.local_bases = Some(starts);
+    // SAFETY: this function's contract is the unsafe operations' own: `baseptr` and `win`, as
+    // the caller promises, are NULL or valid for what the MPI call it serves reads and writes
+    // through them.
+    unsafe {
+        let win_out = out(win, "win")?;
+        let base_out = out(baseptr as *mut *mut c_void, "baseptr")?;
+        let Ok(bytes) = usize::try_from(size) else {
+            return fail(MPI_ERR_SIZE, format!("negative window size {size}"));
+        };
+        let core = running(|s| s.intra_comm(comm))?;
+        let (p, len, starts) = map_shared(&core, bytes)?;
+        let mine = starts[core.rank()] as *mut u8;
+        let h = create(
+            comm,
+            mine,
+            size,
+            disp_unit,
+            MPI_WIN_FLAVOR_SHARED,
+            Some(Allocation::Mapped(p, len)),
+            info,
+        )?;
+        running(|s| {
+            win_mut(s, h)?.local_bases = Some(starts);
+            Ok(())
+        })?;
+        *win_out = h;
+        *base_out = mine as *mut c_void;
         Ok(())
-    })?;
-    *win_out = h;
-    *base_out = mine as *mut c_void;
-    Ok(())
+    }
 }
 
 /// Size, displacement unit and local address of `rank`'s part of a window, as far as this
@@ -486,7 +511,9 @@ pub(crate) fn check_keyval(s: &State, keyval: c_int) -> Res {
 /// Runs the delete callback of `keyval` on a window attribute (the same call as a
 /// communicator's: both callbacks take the object handle first).
 pub(crate) unsafe fn call_delete(win: Handle, keyval: c_int, value: *mut c_void) -> Res {
-    crate::comm::call_delete(win, keyval, value)
+    // SAFETY: this function's contract is the unsafe operations' own: `value`, as the caller
+    // promises, is NULL or valid for what the MPI call it serves reads and writes through it.
+    unsafe { crate::comm::call_delete(win, keyval, value) }
 }
 
 // ---- operations ----
@@ -675,17 +702,21 @@ fn same_len(a: usize, b: usize, what: &str) -> Res {
 }
 
 pub(crate) unsafe fn put(origin: Buf, t: Target, tb: Buf) -> Res {
-    check_range(&t, &tb)?;
-    same_len(origin.bytes(), tb.bytes(), "the origin data")?;
-    for (skip, len, blocks) in pieces(&t, &tb, tb.bytes(), 1)? {
-        let mut w = Writer::new(HEADER_MAX + blocks.len() * BLOCK_LEN + len).blocks(&blocks);
-        // SAFETY: MPI's contract: the origin buffer holds `count` elements of its type.
-        origin
-            .dt
-            .pack_partial(origin.base, origin.count, skip, w.reserve_tail(len));
-        send(&t, kind::PUT, w.done())?;
+    // SAFETY: this function's contract is the unsafe operations' own, and its caller keeps it
+    // (MPI's contract for the call it serves).
+    unsafe {
+        check_range(&t, &tb)?;
+        same_len(origin.bytes(), tb.bytes(), "the origin data")?;
+        for (skip, len, blocks) in pieces(&t, &tb, tb.bytes(), 1)? {
+            let mut w = Writer::new(HEADER_MAX + blocks.len() * BLOCK_LEN + len).blocks(&blocks);
+            // SAFETY: MPI's contract: the origin buffer holds `count` elements of its type.
+            origin
+                .dt
+                .pack_partial(origin.base, origin.count, skip, w.reserve_tail(len));
+            send(&t, kind::PUT, w.done())?;
+        }
+        Ok(())
     }
-    Ok(())
 }
 
 pub(crate) fn get(origin: Buf, t: Target, tb: Buf) -> Res {
@@ -728,21 +759,25 @@ fn acc_op(s: &State, op: Handle, tb: &Buf) -> Res<(BuiltinOp, u32, usize)> {
 }
 
 unsafe fn accumulate(origin: Buf, t: Target, tb: Buf, op: (BuiltinOp, u32, usize)) -> Res {
-    check_range(&t, &tb)?;
-    same_len(origin.bytes(), tb.bytes(), "the origin data")?;
-    let (op, ty, unit) = op;
-    for (skip, len, blocks) in pieces(&t, &tb, tb.bytes(), unit)? {
-        let mut w = Writer::new(HEADER_MAX + blocks.len() * BLOCK_LEN + len)
-            .u32(op.handle() as u32)
-            .u32(ty)
-            .blocks(&blocks);
-        // SAFETY: MPI's contract: the origin buffer holds `count` elements of its type.
-        origin
-            .dt
-            .pack_partial(origin.base, origin.count, skip, w.reserve_tail(len));
-        send(&t, kind::ACC, w.done())?;
+    // SAFETY: this function's contract is the unsafe operations' own, and its caller keeps it
+    // (MPI's contract for the call it serves).
+    unsafe {
+        check_range(&t, &tb)?;
+        same_len(origin.bytes(), tb.bytes(), "the origin data")?;
+        let (op, ty, unit) = op;
+        for (skip, len, blocks) in pieces(&t, &tb, tb.bytes(), unit)? {
+            let mut w = Writer::new(HEADER_MAX + blocks.len() * BLOCK_LEN + len)
+                .u32(op.handle() as u32)
+                .u32(ty)
+                .blocks(&blocks);
+            // SAFETY: MPI's contract: the origin buffer holds `count` elements of its type.
+            origin
+                .dt
+                .pack_partial(origin.base, origin.count, skip, w.reserve_tail(len));
+            send(&t, kind::ACC, w.done())?;
+        }
+        Ok(())
     }
-    Ok(())
 }
 
 unsafe fn get_accumulate(
@@ -752,29 +787,33 @@ unsafe fn get_accumulate(
     tb: Buf,
     op: (BuiltinOp, u32, usize),
 ) -> Res {
-    check_range(&t, &tb)?;
-    let (op, ty, unit) = op;
-    if op != BuiltinOp::NoOp {
-        same_len(origin.bytes(), tb.bytes(), "the origin data")?;
-    }
-    same_len(result.bytes(), tb.bytes(), "the result buffer")?;
-    for (skip, len, blocks) in pieces(&t, &tb, tb.bytes(), unit)? {
-        let id = land(&t, &result, skip);
-        let data = if op == BuiltinOp::NoOp { 0 } else { len };
-        let mut w = Writer::new(HEADER_MAX + blocks.len() * BLOCK_LEN + data)
-            .u64(id)
-            .u32(op.handle() as u32)
-            .u32(ty)
-            .blocks(&blocks);
-        if data > 0 {
-            // SAFETY: MPI's contract: the origin buffer holds `count` elements of its type.
-            origin
-                .dt
-                .pack_partial(origin.base, origin.count, skip, w.reserve_tail(len));
+    // SAFETY: this function's contract is the unsafe operations' own, and its caller keeps it
+    // (MPI's contract for the call it serves).
+    unsafe {
+        check_range(&t, &tb)?;
+        let (op, ty, unit) = op;
+        if op != BuiltinOp::NoOp {
+            same_len(origin.bytes(), tb.bytes(), "the origin data")?;
         }
-        send(&t, kind::GET_ACC, w.done())?;
+        same_len(result.bytes(), tb.bytes(), "the result buffer")?;
+        for (skip, len, blocks) in pieces(&t, &tb, tb.bytes(), unit)? {
+            let id = land(&t, &result, skip);
+            let data = if op == BuiltinOp::NoOp { 0 } else { len };
+            let mut w = Writer::new(HEADER_MAX + blocks.len() * BLOCK_LEN + data)
+                .u64(id)
+                .u32(op.handle() as u32)
+                .u32(ty)
+                .blocks(&blocks);
+            if data > 0 {
+                // SAFETY: MPI's contract: the origin buffer holds `count` elements of its type.
+                origin
+                    .dt
+                    .pack_partial(origin.base, origin.count, skip, w.reserve_tail(len));
+            }
+            send(&t, kind::GET_ACC, w.done())?;
+        }
+        Ok(())
     }
-    Ok(())
 }
 
 /// Completes every operation to `t` (the answers are in).
@@ -796,12 +835,16 @@ pub(crate) unsafe fn with_request(
     request: *mut Handle,
     op: impl FnOnce() -> Res<Option<Target>>,
 ) -> Res {
-    let out = out(request, "request")?;
-    if let Some(t) = op()? {
-        flush_target(&t)?;
+    // SAFETY: this function's contract is the unsafe operations' own: `request`, as the caller
+    // promises, is NULL or valid for what the MPI call it serves reads and writes through it.
+    unsafe {
+        let out = out(request, "request")?;
+        if let Some(t) = op()? {
+            flush_target(&t)?;
+        }
+        *out = running(done_request)?;
+        Ok(())
     }
-    *out = running(done_request)?;
-    Ok(())
 }
 
 /// The origin buffer, the target and the target layout of a put or get (`None`: the target is
@@ -842,12 +885,16 @@ pub(crate) unsafe fn do_transfer(
     win: Handle,
     transfer: unsafe fn(Buf, Target, Buf) -> Res,
 ) -> Res<Option<Target>> {
-    let Some((o, t, tb)) = sides(oaddr, ocount, otype, rank, disp, tcount, ttype, win)? else {
-        return Ok(None);
-    };
-    let again = t.again();
-    transfer(o, t, tb)?;
-    Ok(Some(again))
+    // SAFETY: this function's contract is the unsafe operations' own: `oaddr`, as the caller
+    // promises, is NULL or valid for what the MPI call it serves reads and writes through it.
+    unsafe {
+        let Some((o, t, tb)) = sides(oaddr, ocount, otype, rank, disp, tcount, ttype, win)? else {
+            return Ok(None);
+        };
+        let again = t.again();
+        transfer(o, t, tb)?;
+        Ok(Some(again))
+    }
 }
 
 pub(crate) unsafe fn do_acc(
@@ -861,20 +908,24 @@ pub(crate) unsafe fn do_acc(
     op: Handle,
     win: Handle,
 ) -> Res<Option<Target>> {
-    let Some((o, t, tb, op)) = running(|s| {
-        let Some(t) = target(s, win, rank, disp)? else {
+    // SAFETY: this function's contract is the unsafe operations' own: `oaddr`, as the caller
+    // promises, is NULL or valid for what the MPI call it serves reads and writes through it.
+    unsafe {
+        let Some((o, t, tb, op)) = running(|s| {
+            let Some(t) = target(s, win, rank, disp)? else {
+                return Ok(None);
+            };
+            let tb = buf(s, std::ptr::null(), tcount, ttype)?;
+            let op = acc_op(s, op, &tb)?;
+            Ok(Some((user_buf(s, oaddr, ocount, otype)?, t, tb, op)))
+        })?
+        else {
             return Ok(None);
         };
-        let tb = buf(s, std::ptr::null(), tcount, ttype)?;
-        let op = acc_op(s, op, &tb)?;
-        Ok(Some((user_buf(s, oaddr, ocount, otype)?, t, tb, op)))
-    })?
-    else {
-        return Ok(None);
-    };
-    let again = t.again();
-    accumulate(o, t, tb, op)?;
-    Ok(Some(again))
+        let again = t.again();
+        accumulate(o, t, tb, op)?;
+        Ok(Some(again))
+    }
 }
 
 pub(crate) unsafe fn do_get_acc(
@@ -891,30 +942,35 @@ pub(crate) unsafe fn do_get_acc(
     op: Handle,
     win: Handle,
 ) -> Res<Option<Target>> {
-    let Some((o, r, t, tb, op)) = running(|s| {
-        let Some(t) = target(s, win, rank, disp)? else {
+    // SAFETY: this function's contract is the unsafe operations' own: `oaddr` and `raddr`, as
+    // the caller promises, are NULL or valid for what the MPI call it serves reads and writes
+    // through them.
+    unsafe {
+        let Some((o, r, t, tb, op)) = running(|s| {
+            let Some(t) = target(s, win, rank, disp)? else {
+                return Ok(None);
+            };
+            let tb = buf(s, std::ptr::null(), tcount, ttype)?;
+            let op = acc_op(s, op, &tb)?;
+            // With MPI_NO_OP the origin arguments are ignored.
+            let o = if op.0 == BuiltinOp::NoOp {
+                Buf {
+                    base: std::ptr::null_mut(),
+                    count: 0,
+                    dt: tb.dt.clone(),
+                }
+            } else {
+                user_buf(s, oaddr, ocount, otype)?
+            };
+            Ok(Some((o, user_buf(s, raddr, rcount, rtype)?, t, tb, op)))
+        })?
+        else {
             return Ok(None);
         };
-        let tb = buf(s, std::ptr::null(), tcount, ttype)?;
-        let op = acc_op(s, op, &tb)?;
-        // With MPI_NO_OP the origin arguments are ignored.
-        let o = if op.0 == BuiltinOp::NoOp {
-            Buf {
-                base: std::ptr::null_mut(),
-                count: 0,
-                dt: tb.dt.clone(),
-            }
-        } else {
-            user_buf(s, oaddr, ocount, otype)?
-        };
-        Ok(Some((o, user_buf(s, raddr, rcount, rtype)?, t, tb, op)))
-    })?
-    else {
-        return Ok(None);
-    };
-    let again = t.again();
-    get_accumulate(o, r, t, tb, op)?;
-    Ok(Some(again))
+        let again = t.again();
+        get_accumulate(o, r, t, tb, op)?;
+        Ok(Some(again))
+    }
 }
 
 impl Target {
