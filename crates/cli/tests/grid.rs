@@ -18,9 +18,10 @@
 //! Without root the test says so and passes.
 
 mod common;
-use common::{example, grid_file, grid_job, show};
-use ferry_grid::Topology;
-use ferry_testbed::Testbed;
+use common::{
+    assert_ok_says, example, grid, grid_job, netns_pids, show, testbed_allowed, testbed_of,
+};
+use ferry_testbed::UpOptions;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
@@ -52,13 +53,10 @@ r5   R    R    R    R    D    -
 
 #[test]
 fn a_job_spans_three_clusters() {
-    if !ferry_testbed::is_root() {
-        eprintln!("skipped: the testbed needs root");
+    if !testbed_allowed() {
         return;
     }
-    let topology = Topology::load(&grid_file("three.toml")).expect("grid file");
-    let prefix = format!("fy{}g-", std::process::id());
-    let testbed = Testbed::up(&topology, &prefix).expect("testbed up");
+    let (testbed, prefix) = testbed_of(&grid("three.toml"), "g", &UpOptions::default());
 
     // Paths and every pair, 0 B … 8 MiB.
     let start = Instant::now();
@@ -84,12 +82,7 @@ fn a_job_spans_three_clusters() {
     let out = grid_run(&prefix, &[], &["coll"])
         .output()
         .expect("ferry runs");
-    assert!(out.status.success(), "{}", show(&out));
-    assert!(
-        String::from_utf8_lossy(&out.stdout).contains("coll ok: 6 ranks"),
-        "{}",
-        show(&out)
-    );
+    assert_ok_says(&out, "coll ok: 6 ranks");
     eprintln!("collectives across the grid: {:?}", start.elapsed());
 
     // The same with the relays forwarding in the kernel: `--relay-copy sockmap` (the relay's
@@ -178,14 +171,7 @@ fn a_job_spans_three_clusters() {
     // The relay is the only process in fa's namespace; wait until the job is running.
     let deadline = Instant::now() + Duration::from_secs(20);
     let relay_pid = loop {
-        let pids = Command::new("ip")
-            .args(["netns", "pids", &front_ns])
-            .output()
-            .expect("ip netns pids");
-        let pids: Vec<i32> = String::from_utf8_lossy(&pids.stdout)
-            .split_whitespace()
-            .filter_map(|p| p.parse().ok())
-            .collect();
+        let pids = netns_pids(&front_ns);
         if let [pid] = pids[..] {
             break pid;
         }
@@ -224,19 +210,9 @@ fn a_job_spans_three_clusters() {
         .stderr(Stdio::null())
         .spawn()
         .expect("ferry runs");
-    let pids_in = |ns: &str| -> Vec<i32> {
-        let out = Command::new("ip")
-            .args(["netns", "pids", ns])
-            .output()
-            .expect("ip netns pids");
-        String::from_utf8_lossy(&out.stdout)
-            .split_whitespace()
-            .filter_map(|p| p.parse().ok())
-            .collect()
-    };
     let namespaces = testbed.plan().all_namespaces();
     let deadline = Instant::now() + Duration::from_secs(20);
-    while pids_in(&front_ns).is_empty() {
+    while netns_pids(&front_ns).is_empty() {
         assert!(Instant::now() < deadline, "no relay in {front_ns}");
         std::thread::sleep(Duration::from_millis(50));
     }
@@ -247,7 +223,7 @@ fn a_job_spans_three_clusters() {
     loop {
         let left: Vec<(String, Vec<i32>)> = namespaces
             .iter()
-            .map(|ns| (ns.clone(), pids_in(ns)))
+            .map(|ns| (ns.clone(), netns_pids(ns)))
             .filter(|(_, pids)| !pids.is_empty())
             .collect();
         if left.is_empty() {

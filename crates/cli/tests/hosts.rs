@@ -1,8 +1,11 @@
 //! `ferry run` with `--hosts`, hostfiles and Slurm allocations, as far as one machine can check:
 //! hosts that are all this machine run here; others are refused with a clear message.
 
-use std::process::{Command, Output, Stdio};
-use std::time::{Duration, Instant};
+mod common;
+
+use common::{assert_fails, ferry, output_within, sorted_lines, text};
+use std::process::{Command, Output};
+use std::time::Duration;
 
 /// Slurm variables that would change where `ferry run` puts ranks.
 const SLURM_VARS: [&str; 7] = [
@@ -17,34 +20,20 @@ const SLURM_VARS: [&str; 7] = [
 
 /// `ferry run ARGS…` outside any Slurm allocation, with `env` added; it must end within 10 s.
 fn run_with(env: &[(&str, &str)], args: &[&str]) -> Output {
-    let mut command = Command::new(env!("CARGO_BIN_EXE_ferry"));
-    command.env_remove("MPIEXEC_TIMEOUT").stdin(Stdio::null());
+    let mut command = ferry();
     for var in SLURM_VARS {
         command.env_remove(var);
     }
-    command.envs(env.iter().copied());
-    let start = Instant::now();
-    let output = command.arg("run").args(args).output().expect("ferry runs");
-    let took = start.elapsed();
-    assert!(
-        took < Duration::from_secs(10),
-        "ferry run {args:?} took {took:?}"
-    );
-    output
+    command.envs(env.iter().copied()).arg("run").args(args);
+    output_within(
+        &mut command,
+        &format!("ferry run {args:?}"),
+        Duration::from_secs(10),
+    )
 }
 
 fn run(args: &[&str]) -> Output {
     run_with(&[], args)
-}
-
-fn text(bytes: &[u8]) -> String {
-    String::from_utf8_lossy(bytes).into_owned()
-}
-
-fn sorted_lines(bytes: &[u8]) -> Vec<String> {
-    let mut lines: Vec<String> = text(bytes).lines().map(str::to_owned).collect();
-    lines.sort();
-    lines
 }
 
 /// This machine's host name, as the launcher reads it.
@@ -124,13 +113,13 @@ fn hostfile_in_either_format_runs_here() {
 fn a_bad_hostfile_line_is_named_by_file_and_line() {
     let file = TempFile::new("bad", "localhost:2\n# fine so far\nnode2 slots=four\n");
     let out = run(&["--hostfile", file.path(), "true"]);
-    assert_eq!(out.status.code(), Some(2));
-    assert_eq!(
-        text(&out.stderr),
-        format!(
+    assert_fails(
+        &out,
+        2,
+        &format!(
             "ferry run: {}:3: slots \"four\" is not a whole number below 2^32\n",
             file.path()
-        )
+        ),
     );
     assert_eq!(text(&out.stdout), "");
 }
@@ -138,37 +127,25 @@ fn a_bad_hostfile_line_is_named_by_file_and_line() {
 #[test]
 fn a_missing_hostfile_is_an_error() {
     let out = run(&["--hostfile", "/nonexistent/ferry-hosts", "true"]);
-    assert_eq!(out.status.code(), Some(2));
-    let stderr = text(&out.stderr);
-    assert!(
-        stderr.starts_with("ferry run: cannot read hostfile /nonexistent/ferry-hosts: "),
-        "{stderr}"
+    assert_fails(
+        &out,
+        2,
+        "ferry run: cannot read hostfile /nonexistent/ferry-hosts: ",
     );
 }
 
 #[test]
 fn a_bad_hosts_argument_is_an_error() {
     let out = run(&["--hosts", "a:0", "true"]);
-    assert_eq!(out.status.code(), Some(2));
-    assert_eq!(
-        text(&out.stderr),
-        "ferry run: --hosts \"a:0\": slots of a is 0\n"
-    );
+    assert_fails(&out, 2, "ferry run: --hosts \"a:0\": slots of a is 0\n");
 }
 
 #[test]
 fn another_host_that_does_not_resolve_is_named() {
     let out = run(&["--hosts", "localhost:1,node-far-away:1", "-n", "2", "true"]);
-    assert_eq!(out.status.code(), Some(1));
-    let stderr = text(&out.stderr);
-    assert!(
-        stderr.starts_with("ferry run: cannot resolve host \"node-far-away\""),
-        "{stderr}"
-    );
+    assert_fails(&out, 1, "ferry run: cannot resolve host \"node-far-away\"");
     let out = run(&["--launcher", "rsh", "--host", "node-far-away", "true"]);
-    assert_eq!(out.status.code(), Some(1));
-    let stderr = text(&out.stderr);
-    assert!(stderr.contains("cannot resolve host"), "{stderr}");
+    assert_fails(&out, 1, "cannot resolve host");
 }
 
 #[test]
@@ -201,24 +178,14 @@ fn a_slurm_allocation_elsewhere_is_launched_there_and_bad_variables_are_named() 
         ("SLURM_TASKS_PER_NODE", "2(x3)"),
     ];
     let out = run_with(&env, &["true"]);
-    assert_eq!(out.status.code(), Some(1));
-    let stderr = text(&out.stderr);
     // Its hosts are reached through srun: first they must resolve.
-    assert!(
-        stderr.starts_with("ferry run: cannot resolve host \"node01\""),
-        "{stderr}"
-    );
+    assert_fails(&out, 1, "ferry run: cannot resolve host \"node01\"");
     let env = [
         ("SLURM_JOB_NODELIST", "node[1-3"),
         ("SLURM_TASKS_PER_NODE", "2"),
     ];
     let out = run_with(&env, &["true"]);
-    assert_eq!(out.status.code(), Some(2));
-    let stderr = text(&out.stderr);
-    assert!(
-        stderr.starts_with("ferry run: SLURM_JOB_NODELIST=\"node[1-3\": "),
-        "{stderr}"
-    );
+    assert_fails(&out, 2, "ferry run: SLURM_JOB_NODELIST=\"node[1-3\": ");
     // An explicit host list does not read the allocation.
     let out = run_with(&env, &["--hosts", "localhost", "true"]);
     assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));

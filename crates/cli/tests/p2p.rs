@@ -76,19 +76,38 @@ fn job(
 
 const TRANSPORTS: [&str; 2] = ["shm", "tcp"];
 
-#[test]
-fn ring_on_one_two_and_four_ranks() {
+/// `PROGRAM ARGS…` passes on both transports at each of `ranks` (within `limit_secs`),
+/// printing what `says` gives for that many ranks, if anything.
+fn passes(
+    program: &str,
+    args: &[&str],
+    ranks: impl IntoIterator<Item = u32> + Clone,
+    limit_secs: u32,
+    says: impl Fn(u32) -> Option<String>,
+) {
     for t in TRANSPORTS {
-        for n in [1, 2, 4] {
-            let j = job(n, t, "ring", &[], &[], 60);
+        for n in ranks.clone() {
+            let j = job(n, t, program, args, &[], limit_secs);
             j.assert_ok();
-            assert!(
-                j.stdout().contains(&format!("ring of {n} ranks")),
-                "{t} n={n}: {}",
-                j.stdout()
-            );
+            if let Some(says) = says(n) {
+                assert!(j.stdout().contains(&says), "{t} n={n}: {}", j.stdout());
+            }
         }
     }
+}
+
+/// `check CASE` passes on both transports at each of `ranks`, printing `says` if given.
+fn check_passes(case: &str, ranks: &[u32], says: Option<&str>) {
+    passes("check", &[case], ranks.iter().copied(), 60, |_| {
+        says.map(str::to_owned)
+    });
+}
+
+#[test]
+fn ring_on_one_two_and_four_ranks() {
+    passes("ring", &[], [1, 2, 4], 60, |n| {
+        Some(format!("ring of {n} ranks"))
+    });
 }
 
 #[test]
@@ -138,45 +157,27 @@ fn all_pairs_exchange_random_sizes_checked_byte_for_byte() {
 
 #[test]
 fn wildcards_keep_per_sender_order() {
-    for t in TRANSPORTS {
-        for n in [2, 5] {
-            job(n, t, "check", &["wildcard"], &[], 60).assert_ok();
-        }
-    }
+    check_passes("wildcard", &[2, 5], None);
 }
 
 #[test]
 fn truncation_is_an_error_and_the_job_goes_on() {
-    for t in TRANSPORTS {
-        let j = job(2, t, "check", &["truncate"], &[], 60);
-        j.assert_ok();
-        assert!(j.stdout().contains("truncate ok"));
-    }
+    check_passes("truncate", &[2], Some("truncate ok"));
 }
 
 #[test]
 fn probe_sees_envelopes_without_receiving() {
-    for t in TRANSPORTS {
-        job(2, t, "check", &["probe"], &[], 60).assert_ok();
-    }
+    check_passes("probe", &[2], None);
 }
 
 #[test]
 fn dup_and_split_communicators() {
-    for t in TRANSPORTS {
-        for n in [2, 5] {
-            job(n, t, "check", &["comms"], &[], 60).assert_ok();
-        }
-    }
+    check_passes("comms", &[2, 5], None);
 }
 
 #[test]
 fn waiting_ranks_sleep_instead_of_spinning() {
-    for t in TRANSPORTS {
-        let j = job(2, t, "check", &["idle"], &[], 60);
-        j.assert_ok();
-        assert!(j.stdout().contains("idle ok"));
-    }
+    check_passes("idle", &[2], Some("idle ok"));
 }
 
 /// Ranks with TCP open too (here as MPI_Open_port and MPI_Comm_spawn open it) sleep in epoll,
@@ -210,10 +211,11 @@ fn shared_memory_wakes_a_rank_sleeping_in_epoll_at_once() {
     );
 }
 
-#[test]
-fn killed_rank_ends_the_job_within_five_seconds_naming_it() {
+/// `check CASE` on 4 ranks, where rank 1 fails: on both transports the job fails within 5 s
+/// and names rank 1.
+fn rank_1_ends_the_job_within_five_seconds(case: &str) {
     for t in TRANSPORTS {
-        let j = job(4, t, "check", &["die"], &[], 60);
+        let j = job(4, t, "check", &[case], &[], 60);
         assert_ne!(j.code(), Some(0), "{t}: job must fail");
         assert!(
             j.elapsed < Duration::from_secs(5),
@@ -229,21 +231,13 @@ fn killed_rank_ends_the_job_within_five_seconds_naming_it() {
 }
 
 #[test]
+fn killed_rank_ends_the_job_within_five_seconds_naming_it() {
+    rank_1_ends_the_job_within_five_seconds("die");
+}
+
+#[test]
 fn a_panicking_rank_ends_the_job_instead_of_waiting_in_finalize() {
-    for t in TRANSPORTS {
-        let j = job(4, t, "check", &["panic"], &[], 60);
-        assert_ne!(j.code(), Some(0), "{t}: job must fail");
-        assert!(
-            j.elapsed < Duration::from_secs(5),
-            "{t}: took {:?}",
-            j.elapsed
-        );
-        assert!(
-            j.stderr().contains("rank 1"),
-            "{t}: stderr does not name rank 1:\n{}",
-            j.stderr()
-        );
-    }
+    rank_1_ends_the_job_within_five_seconds("panic");
 }
 
 #[test]
@@ -348,17 +342,9 @@ fn bench_writes_csv_json_and_plots() {
 
 #[test]
 fn every_collective_matches_a_sequential_reference_on_1_to_17_ranks() {
-    for t in TRANSPORTS {
-        for n in 1..=17 {
-            let j = job(n, t, "check", &["coll"], &[], 120);
-            j.assert_ok();
-            assert!(
-                j.stdout().contains(&format!("coll ok: {n} ranks")),
-                "{t} n={n}: {}",
-                j.stdout()
-            );
-        }
-    }
+    passes("check", &["coll"], 1..=17, 120, |n| {
+        Some(format!("coll ok: {n} ranks"))
+    });
 }
 
 #[test]

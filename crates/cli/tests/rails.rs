@@ -13,22 +13,19 @@
 //! Without root the test says so and passes.
 
 mod common;
-use common::{example, grid_file, grid_job, show};
-use ferry_grid::Topology;
-use ferry_testbed::Testbed;
+use common::{assert_ok_says, example, grid, grid_job, show, testbed_allowed, testbed_of};
+use ferry_testbed::{Testbed, UpOptions};
 use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
 /// The rails grid with rail 0 limited to `rail0` and rail 1 to `rail1` (tc rates).
 fn testbed(tag: &str, rates: Option<(&str, &str)>) -> (Testbed, String) {
-    let mut topology = Topology::load(&grid_file("rails.toml")).expect("grid file");
+    let mut topology = grid("rails.toml");
     if let Some((rail0, rail1)) = rates {
         topology.clusters[0].rate = Some(rail0.into());
         topology.clusters[0].links[0].rate = Some(rail1.into());
     }
-    let prefix = format!("fy{}{tag}-", std::process::id());
-    let testbed = Testbed::up(&topology, &prefix).expect("testbed up");
-    (testbed, prefix)
+    testbed_of(&topology, tag, &UpOptions::default())
 }
 
 fn run(prefix: &str, env: &[(&str, &str)], args: &[&str]) -> Command {
@@ -112,8 +109,7 @@ fn carried(out: &Output, from: u32) -> Vec<u64> {
 
 #[test]
 fn two_links_stripe_survive_a_cut_and_weight_a_slow_rail() {
-    if !ferry_testbed::is_root() {
-        eprintln!("skipped: the testbed needs root");
+    if !testbed_allowed() {
         return;
     }
 
@@ -129,12 +125,7 @@ fn two_links_stripe_survive_a_cut_and_weight_a_slow_rail() {
         )
         .output()
         .expect("ferry runs");
-        assert!(out.status.success(), "{}", show(&out));
-        assert!(
-            String::from_utf8_lossy(&out.stdout).contains("rails ok"),
-            "{}",
-            show(&out)
-        );
+        assert_ok_says(&out, "rails ok");
         for rank in [0, 1] {
             let bytes = carried(&out, rank);
             assert_eq!(bytes.len(), 2, "{}", show(&out));

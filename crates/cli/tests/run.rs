@@ -1,32 +1,60 @@
 //! `ferry run` end to end: the built binary, `sh -c` scripts as ranks.
 
-use std::io::{BufRead, BufReader};
-use std::process::{Command, Output, Stdio};
-use std::time::{Duration, Instant};
+mod common;
 
-fn ferry() -> Command {
-    let mut command = Command::new(env!("CARGO_BIN_EXE_ferry"));
-    command.env_remove("MPIEXEC_TIMEOUT").stdin(Stdio::null());
-    command
-}
+use common::{assert_fails, ferry, output_within, sorted_lines, text};
+use std::io::{BufRead, BufReader};
+use std::process::{Command, ExitStatus, Output, Stdio};
+use std::time::{Duration, Instant};
 
 /// `ferry run ARGS…`, which must end within `limit`.
 fn run(args: &[&str], limit: Duration) -> Output {
+    output_within(
+        ferry().arg("run").args(args),
+        &format!("ferry run {args:?}"),
+        limit,
+    )
+}
+
+/// `MPIEXEC_TIMEOUT=VALUE ferry run ARGS…`, which must end within `limit`.
+fn with_timeout_env(value: &str, args: &[&str], limit: Duration) -> Output {
+    output_within(
+        ferry().env("MPIEXEC_TIMEOUT", value).arg("run").args(args),
+        &format!("MPIEXEC_TIMEOUT={value} ferry run {args:?}"),
+        limit,
+    )
+}
+
+/// `ferry run -n RANKS sh -c SCRIPT` must end within 5 s with exit code `code` and a stderr
+/// that says each of `says`.
+fn fails_with(ranks: &str, script: &str, code: i32, says: &[&str]) {
+    let out = run(&["-n", ranks, "sh", "-c", script], Duration::from_secs(5));
+    assert_eq!(out.status.code(), Some(code));
+    let stderr = text(&out.stderr);
+    for words in says {
+        assert!(stderr.contains(words), "no {words:?} in {stderr}");
+    }
+}
+
+/// `ferry run -n 2 sh -c SCRIPT` is sent `signal` once it has printed its first line; returns
+/// that line, how the launcher ended and how long that took after the signal.
+fn signalled_after_first_line(script: &str, signal: &str) -> (String, ExitStatus, Duration) {
+    let mut child = ferry()
+        .args(["run", "-n", "2", "sh", "-c", script])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("ferry runs");
+    let mut stdout = BufReader::new(child.stdout.take().expect("piped"));
+    let mut line = String::new();
+    stdout.read_line(&mut line).expect("a first line");
     let start = Instant::now();
-    let output = ferry().arg("run").args(args).output().expect("ferry runs");
-    let took = start.elapsed();
-    assert!(took < limit, "ferry run {args:?} took {took:?}");
-    output
-}
-
-fn text(bytes: &[u8]) -> String {
-    String::from_utf8_lossy(bytes).into_owned()
-}
-
-fn sorted_lines(bytes: &[u8]) -> Vec<String> {
-    let mut lines: Vec<String> = text(bytes).lines().map(str::to_owned).collect();
-    lines.sort();
-    lines
+    Command::new("kill")
+        .args([signal, &child.id().to_string()])
+        .status()
+        .expect("kill runs");
+    let status = child.wait().expect("ferry ends");
+    (line, status, start.elapsed())
 }
 
 #[test]
@@ -42,38 +70,22 @@ fn success_prints_only_the_ranks_output() {
 
 #[test]
 fn exit_status_of_the_failing_rank() {
-    let out = run(
-        &[
-            "-n",
-            "3",
-            "sh",
-            "-c",
-            r#"[ "$FERRY_RANK" = 2 ] && exit 3; exit 0"#,
-        ],
-        Duration::from_secs(5),
+    fails_with(
+        "3",
+        r#"[ "$FERRY_RANK" = 2 ] && exit 3; exit 0"#,
+        3,
+        &["ferry run: rank 2 (host ", "exited with code 3"],
     );
-    assert_eq!(out.status.code(), Some(3));
-    let stderr = text(&out.stderr);
-    assert!(stderr.contains("ferry run: rank 2 (host "), "{stderr}");
-    assert!(stderr.contains("exited with code 3"), "{stderr}");
 }
 
 #[test]
 fn killed_rank_is_named_and_the_job_ends() {
-    let out = run(
-        &[
-            "-n",
-            "4",
-            "sh",
-            "-c",
-            r#"if [ "$FERRY_RANK" = 1 ]; then kill -9 $$; else sleep 30; fi"#,
-        ],
-        Duration::from_secs(5),
+    fails_with(
+        "4",
+        r#"if [ "$FERRY_RANK" = 1 ]; then kill -9 $$; else sleep 30; fi"#,
+        137,
+        &["rank 1 ", "killed by signal 9 (SIGKILL)"],
     );
-    assert_eq!(out.status.code(), Some(137));
-    let stderr = text(&out.stderr);
-    assert!(stderr.contains("rank 1 "), "{stderr}");
-    assert!(stderr.contains("killed by signal 9 (SIGKILL)"), "{stderr}");
 }
 
 #[test]
@@ -126,51 +138,16 @@ fn lines_never_interleave() {
 
 #[test]
 fn a_line_is_visible_while_its_rank_still_runs() {
-    let mut child = ferry()
-        .args(["run", "-n", "2", "sh", "-c", "echo ready; exec sleep 30"])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut stdout = BufReader::new(child.stdout.take().unwrap());
-    let mut line = String::new();
-    stdout.read_line(&mut line).unwrap();
+    let (line, status, took) = signalled_after_first_line("echo ready; exec sleep 30", "-TERM");
     assert_eq!(line, "ready\n");
-    let start = Instant::now();
-    Command::new("kill")
-        .args(["-TERM", &child.id().to_string()])
-        .status()
-        .unwrap();
-    let status = child.wait().unwrap();
     assert_eq!(status.code(), Some(128 + 15));
-    assert!(start.elapsed() < Duration::from_secs(4));
+    assert!(took < Duration::from_secs(4), "{took:?}");
 }
 
 #[test]
 fn sigint_is_passed_on_and_stubborn_ranks_are_killed() {
-    let mut child = ferry()
-        .args([
-            "run",
-            "-n",
-            "2",
-            "sh",
-            "-c",
-            r#"trap '' INT TERM; echo up; exec sleep 30"#,
-        ])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut stdout = BufReader::new(child.stdout.take().unwrap());
-    let mut line = String::new();
-    stdout.read_line(&mut line).unwrap();
-    let start = Instant::now();
-    Command::new("kill")
-        .args(["-INT", &child.id().to_string()])
-        .status()
-        .unwrap();
-    let status = child.wait().unwrap();
-    let took = start.elapsed();
+    let (_, status, took) =
+        signalled_after_first_line(r#"trap '' INT TERM; echo up; exec sleep 30"#, "-INT");
     assert_eq!(status.code(), Some(128 + 2));
     // The ranks ignore SIGINT: they are killed after the 2 s grace.
     assert!(
@@ -185,36 +162,21 @@ fn timeout_option_and_environment() {
         &["--timeout", "0.5", "-n", "2", "sleep", "30"],
         Duration::from_secs(4),
     );
-    assert_eq!(out.status.code(), Some(124));
-    assert!(text(&out.stderr).contains("ferry run: job timed out after 0.5 s"));
+    assert_fails(&out, 124, "ferry run: job timed out after 0.5 s");
 
-    let start = Instant::now();
-    let out = ferry()
-        .env("MPIEXEC_TIMEOUT", "1")
-        .args(["run", "-n", "2", "sleep", "30"])
-        .output()
-        .unwrap();
-    assert!(start.elapsed() < Duration::from_secs(4));
-    assert_eq!(out.status.code(), Some(124));
-    assert!(text(&out.stderr).contains("job timed out after 1 s"));
+    let out = with_timeout_env("1", &["-n", "2", "sleep", "30"], Duration::from_secs(4));
+    assert_fails(&out, 124, "job timed out after 1 s");
 
     // The option wins over the environment.
-    let start = Instant::now();
-    let out = ferry()
-        .env("MPIEXEC_TIMEOUT", "100")
-        .args(["run", "--timeout", "0.3", "sleep", "30"])
-        .output()
-        .unwrap();
-    assert!(start.elapsed() < Duration::from_secs(3));
+    let out = with_timeout_env(
+        "100",
+        &["--timeout", "0.3", "sleep", "30"],
+        Duration::from_secs(3),
+    );
     assert_eq!(out.status.code(), Some(124));
 
-    let out = ferry()
-        .env("MPIEXEC_TIMEOUT", "soon")
-        .args(["run", "true"])
-        .output()
-        .unwrap();
-    assert_eq!(out.status.code(), Some(1));
-    assert!(text(&out.stderr).contains("MPIEXEC_TIMEOUT"));
+    let out = with_timeout_env("soon", &["true"], Duration::from_secs(4));
+    assert_fails(&out, 1, "MPIEXEC_TIMEOUT");
 }
 
 #[test]
@@ -288,10 +250,10 @@ fn missing_program() {
         &["-n", "2", "ferry-no-such-program"],
         Duration::from_secs(5),
     );
-    assert_eq!(out.status.code(), Some(127));
-    assert_eq!(
-        text(&out.stderr),
-        "ferry run: ferry-no-such-program: program not found\n"
+    assert_fails(
+        &out,
+        127,
+        "ferry run: ferry-no-such-program: program not found\n",
     );
 }
 

@@ -8,7 +8,7 @@
 
 mod common;
 
-use common::{example, grid_file};
+use common::{assert_routes, example, grid, netns_pids, testbed_of};
 use ferry_testbed::{Testbed, UpOptions};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
@@ -23,6 +23,16 @@ fn can_run() -> bool {
             false
         }
     }
+}
+
+/// The path of the `check` example, if this machine can run a Slurm testbed (if not, says
+/// why, and the test passes).
+fn check_if_slurm_runs() -> Option<String> {
+    if !can_run() {
+        return None;
+    }
+    let check = example("check");
+    Some(check.to_str().expect("a UTF-8 path").to_owned())
 }
 
 /// What a finished command did.
@@ -42,31 +52,45 @@ impl Done {
     }
 }
 
-/// Starts `salloc -N 3 --ntasks-per-node=2 ferry run ARGS…` on the head.
-fn start_job(tb: &Testbed, args: &[&str]) -> Child {
-    start_in(tb, &["-N", "3"], args, Stdio::null())
-}
-
-/// Starts `salloc ALLOCATION… --ntasks-per-node=2 ferry run ARGS…` on the head.
-fn start_in(tb: &Testbed, allocation: &[&str], args: &[&str], stdin: Stdio) -> Child {
+/// Starts `COMMAND…` on the head of `tb` with `env` added and none of the caller's settings
+/// of where ranks go or how long a job may take.
+fn start_on_head(tb: &Testbed, command: &[&str], env: &[(&str, &str)], stdin: Stdio) -> Child {
     let mut argv = tb.host_command("h1").expect("h1 has a running sshd");
-    argv.push("salloc".into());
-    argv.extend(allocation.iter().map(|s| s.to_string()));
-    argv.extend(
-        ["--ntasks-per-node=2", FERRY, "run", "--timeout", "60"]
-            .iter()
-            .chain(args)
-            .map(|s| s.to_string()),
-    );
+    argv.extend(command.iter().map(|s| s.to_string()));
     Command::new(&argv[0])
         .args(&argv[1..])
         .env_remove("MPIEXEC_TIMEOUT")
         .env_remove("FERRY_TRANSPORT")
+        .env_remove("FERRY_TCP_ADDR")
+        .envs(env.iter().copied())
         .stdin(stdin)
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
         .unwrap_or_else(|e| panic!("{argv:?}: {e}"))
+}
+
+/// Starts `salloc -N 3 --ntasks-per-node=2 ferry run ARGS…` on the head.
+fn start_job(tb: &Testbed, args: &[&str]) -> Child {
+    start_in(tb, &["-N", "3"], &[], args, Stdio::null())
+}
+
+/// Starts `salloc ALLOCATION… --ntasks-per-node=2 ferry run ARGS…` on the head, with `env`.
+fn start_in(
+    tb: &Testbed,
+    allocation: &[&str],
+    env: &[(&str, &str)],
+    args: &[&str],
+    stdin: Stdio,
+) -> Child {
+    let command: Vec<&str> = ["salloc"]
+        .iter()
+        .chain(allocation)
+        .chain(&["--ntasks-per-node=2", FERRY, "run", "--timeout", "60"])
+        .chain(args)
+        .copied()
+        .collect();
+    start_on_head(tb, &command, env, stdin)
 }
 
 /// Waits for `child` with a 60 s deadline (a hang is a failure, not a stuck test).
@@ -101,14 +125,9 @@ fn job(tb: &Testbed, args: &[&str]) -> Done {
 /// The processes in `host`'s network namespace, with their command lines.
 fn processes(tb: &Testbed, host: &str) -> Vec<(i32, String)> {
     let ns = tb.namespace(host).expect("a host of the grid");
-    let out = Command::new("ip")
-        .args(["netns", "pids", ns])
-        .output()
-        .expect("ip netns pids");
-    String::from_utf8_lossy(&out.stdout)
-        .split_whitespace()
-        .filter_map(|p| p.parse().ok())
-        .filter_map(|pid: i32| {
+    netns_pids(ns)
+        .into_iter()
+        .filter_map(|pid| {
             let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
             // A zombie has ended (its parent may reap it late).
             let state = stat.rsplit_once(')')?.1.trim_start().chars().next()?;
@@ -140,6 +159,30 @@ fn wait_for_process(tb: &Testbed, host: &str, start: &str) -> i32 {
     }
 }
 
+/// Starts a job of `sleep 30` ranks and, once they sleep on h2 and h3, sends `signal` to the
+/// process on `host` whose command line starts with `process`; returns how the job ended and
+/// how long after the signal.
+fn signalled_while_sleeping(
+    tb: &Testbed,
+    host: &str,
+    process: &str,
+    signal: &str,
+) -> (Done, Duration) {
+    let start = Instant::now();
+    let child = start_job(tb, &["sleep", "30"]);
+    let target = wait_for_process(tb, host, process);
+    for host in ["h2", "h3"] {
+        wait_for_process(tb, host, "sleep 30");
+    }
+    let sent = Instant::now();
+    Command::new("kill")
+        .args([signal, &target.to_string()])
+        .status()
+        .expect("kill");
+    let done = finish(child, start);
+    (done, sent.elapsed())
+}
+
 /// Nothing of a job is left on the hosts (only the testbed's own daemons).
 fn assert_nothing_left(tb: &Testbed) {
     let ours = ["sshd", "slurmd", "slurmctld", "munged", ": slurmscriptd"];
@@ -167,15 +210,12 @@ fn assert_nothing_left(tb: &Testbed) {
 
 #[test]
 fn ferry_run_in_a_slurm_allocation_starts_its_daemons_with_srun() {
-    if !can_run() {
+    let Some(check) = check_if_slurm_runs() else {
         return;
-    }
-    let check = example("check");
-    let check = check.to_str().expect("a UTF-8 path");
-    let prefix = format!("fy{}r-", std::process::id());
-    let grid = ferry_grid::Topology::load(&grid_file("hosts3.toml")).expect("grid parses");
+    };
+    let check = check.as_str();
     let start = Instant::now();
-    let tb = Testbed::up_with(&grid, &prefix, &UpOptions::with_slurm()).expect("up --slurm");
+    let tb = slurm_testbed("r");
     eprintln!(
         "bring-up of 3 hosts with --slurm took {:.3} s",
         start.elapsed().as_secs_f64()
@@ -185,55 +225,17 @@ fn ferry_run_in_a_slurm_allocation_starts_its_daemons_with_srun() {
     let done = job(&tb, &[check, "routes"]);
     assert_eq!(done.code, Some(0), "{}", done.show());
     eprintln!("routes took {:.3} s", done.took.as_secs_f64());
-    for rank in 0..6usize {
-        let line = format!("routes {rank}: ");
-        let routes: Vec<&str> = done
-            .stdout
-            .lines()
-            .find_map(|l| l.strip_prefix(&line))
-            .unwrap_or_else(|| panic!("no {line:?}: {}", done.show()))
-            .split(' ')
-            .collect();
-        let want: Vec<&str> = (0..6)
-            .map(|peer| match peer {
-                p if p == rank => "self",
-                p if p / 2 == rank / 2 => "shm",
-                _ => "tcp",
-            })
-            .collect();
-        assert_eq!(routes, want, "rank {rank}: {}", done.show());
-    }
+    assert_routes(&done.stdout, 6, 2);
 
     // A tree of daemons: h2's step starts h3's step with srun from inside its own.
     let start = Instant::now();
-    let child = {
-        let mut argv = tb.host_command("h1").expect("h1 has a running sshd");
-        argv.extend(
-            [
-                "salloc",
-                "-N",
-                "3",
-                "--ntasks-per-node=2",
-                FERRY,
-                "run",
-                "--timeout",
-                "60",
-            ]
-            .iter()
-            .chain(&["--tag-output", check, "allpairs", "1048576"])
-            .map(|s| s.to_string()),
-        );
-        Command::new(&argv[0])
-            .args(&argv[1..])
-            .env("FERRY_TREE_FANOUT", "1")
-            .env_remove("MPIEXEC_TIMEOUT")
-            .env_remove("FERRY_TRANSPORT")
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .expect("salloc runs")
-    };
+    let child = start_in(
+        &tb,
+        &["-N", "3"],
+        &[("FERRY_TREE_FANOUT", "1")],
+        &["--tag-output", check, "allpairs", "1048576"],
+        Stdio::null(),
+    );
     let done = finish(child, start);
     assert_eq!(done.code, Some(0), "tree: {}", done.show());
     assert!(
@@ -258,6 +260,7 @@ fn ferry_run_in_a_slurm_allocation_starts_its_daemons_with_srun() {
     let mut child = start_in(
         &tb,
         &["-N", "2", "-w", "h2,h3"],
+        &[],
         &[
             "sh",
             "-c",
@@ -293,17 +296,7 @@ fn ferry_run_in_a_slurm_allocation_starts_its_daemons_with_srun() {
     assert_nothing_left(&tb);
 
     // The second host's daemon is killed: the job ends at once, naming the host.
-    let start = Instant::now();
-    let child = start_job(&tb, &["sleep", "30"]);
-    let daemon = wait_for_process(&tb, "h2", &format!("{FERRY} node"));
-    wait_for_process(&tb, "h3", "sleep 30");
-    let killed = Instant::now();
-    Command::new("kill")
-        .args(["-KILL", &daemon.to_string()])
-        .status()
-        .expect("kill");
-    let done = finish(child, start);
-    let after = killed.elapsed();
+    let (done, after) = signalled_while_sleeping(&tb, "h2", &format!("{FERRY} node"), "-KILL");
     eprintln!(
         "a killed daemon ended the job in {:.3} s",
         after.as_secs_f64()
@@ -314,17 +307,7 @@ fn ferry_run_in_a_slurm_allocation_starts_its_daemons_with_srun() {
     assert_nothing_left(&tb);
 
     // Ctrl-C: SIGINT to `ferry run` stops the job and leaves nothing on the hosts.
-    let start = Instant::now();
-    let child = start_job(&tb, &["sleep", "30"]);
-    let launcher = wait_for_process(&tb, "h1", &format!("{FERRY} run "));
-    for host in ["h2", "h3"] {
-        wait_for_process(&tb, host, "sleep 30");
-    }
-    Command::new("kill")
-        .args(["-INT", &launcher.to_string()])
-        .status()
-        .expect("kill");
-    let done = finish(child, start);
+    let (done, _) = signalled_while_sleeping(&tb, "h1", &format!("{FERRY} run "), "-INT");
     assert_eq!(done.code, Some(130), "{}", done.show());
     assert!(done.stderr.contains("SIGINT"), "{}", done.show());
     assert_nothing_left(&tb);
@@ -334,31 +317,18 @@ fn ferry_run_in_a_slurm_allocation_starts_its_daemons_with_srun() {
 
 /// `srun ARGS…` on the head of `tb`, with the deadline of [`finish`].
 fn srun(tb: &Testbed, args: &[&str]) -> Done {
-    let mut argv = tb.host_command("h1").expect("h1 has a running sshd");
-    argv.push("srun".into());
-    argv.extend(args.iter().map(|s| s.to_string()));
+    let command: Vec<&str> = ["srun"].iter().chain(args).copied().collect();
     let start = Instant::now();
-    let child = Command::new(&argv[0])
-        .args(&argv[1..])
-        .env_remove("FERRY_TRANSPORT")
-        .env_remove("FERRY_TCP_ADDR")
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap_or_else(|e| panic!("{argv:?}: {e}"));
-    finish(child, start)
+    finish(start_on_head(tb, &command, &[], Stdio::null()), start)
 }
 
 /// A fresh Slurm testbed of three hosts with two CPUs each, removed when dropped.
-fn slurm_testbed(tag: char) -> Testbed {
-    let prefix = format!("fy{}{tag}-", std::process::id());
-    let grid = ferry_grid::Topology::load(&grid_file("hosts3.toml")).expect("grid parses");
-    Testbed::up_with(&grid, &prefix, &UpOptions::with_slurm()).expect("up --slurm")
+fn slurm_testbed(tag: &str) -> Testbed {
+    testbed_of(&grid("hosts3.toml"), tag, &UpOptions::with_slurm()).0
 }
 
 /// `srun -N 3 -n 6 --mpi=pmi2 PROGRAM ARGS…` on the head of a fresh Slurm testbed.
-fn srun_pmi2(tag: char, program: &[&str]) -> Done {
+fn srun_pmi2(tag: &str, program: &[&str]) -> Done {
     let tb = slurm_testbed(tag);
     let args: Vec<&str> = ["-N", "3", "-n", "6", "--mpi=pmi2"]
         .iter()
@@ -375,12 +345,11 @@ fn srun_pmi2(tag: char, program: &[&str]) -> Done {
 /// publishes its host's address, so the ranks of other hosts reach it.
 #[test]
 fn srun_with_pmi2_starts_the_ranks_itself() {
-    if !can_run() {
+    let Some(check) = check_if_slurm_runs() else {
         return;
-    }
-    let check = example("check");
-    let check = check.to_str().expect("a UTF-8 path");
-    let done = srun_pmi2('p', &[check, "allpairs"]);
+    };
+    let check = check.as_str();
+    let done = srun_pmi2("p", &[check, "allpairs"]);
     assert_eq!(done.code, Some(0), "{}", done.show());
     assert!(
         done.stdout.contains("allpairs ok: 6 ranks"),
@@ -401,9 +370,10 @@ fn srun_with_pmi2_starts_the_ranks_itself() {
 /// others, which wait in the first fence, as under pmi2).
 #[test]
 fn srun_with_pmix_starts_the_ranks_itself() {
-    if !can_run() {
+    let Some(check) = check_if_slurm_runs() else {
         return;
-    }
+    };
+    let check = check.as_str();
     let has_libpmix = Command::new("sh")
         .args(["-c", "ldconfig -p | grep -q 'libpmix.so.2 '"])
         .status()
@@ -412,9 +382,7 @@ fn srun_with_pmix_starts_the_ranks_itself() {
         eprintln!("skipped: no libpmix.so.2 (Debian package libpmix2)");
         return;
     }
-    let check = example("check");
-    let check = check.to_str().expect("a UTF-8 path");
-    let tb = slurm_testbed('x');
+    let tb = slurm_testbed("x");
     let plugins = srun(&tb, &["--mpi=list"]);
     if !format!("{}{}", plugins.stdout, plugins.stderr).contains("pmix") {
         eprintln!("skipped: this Slurm has no pmix plugin: {}", plugins.show());
@@ -431,24 +399,7 @@ fn srun_with_pmix_starts_the_ranks_itself() {
     let done = run(&[check, "routes"]);
     assert_eq!(done.code, Some(0), "{}", done.show());
     eprintln!("routes took {:.3} s", done.took.as_secs_f64());
-    for rank in 0..4usize {
-        let line = format!("routes {rank}: ");
-        let routes: Vec<&str> = done
-            .stdout
-            .lines()
-            .find_map(|l| l.strip_prefix(&line))
-            .unwrap_or_else(|| panic!("no {line:?}: {}", done.show()))
-            .split(' ')
-            .collect();
-        let want: Vec<&str> = (0..4)
-            .map(|peer| match peer {
-                p if p == rank => "self",
-                p if p / 2 == rank / 2 => "shm",
-                _ => "tcp",
-            })
-            .collect();
-        assert_eq!(routes, want, "rank {rank}: {}", done.show());
-    }
+    assert_routes(&done.stdout, 4, 2);
 
     let done = run(&[check, "allpairs"]);
     assert_eq!(done.code, Some(0), "{}", done.show());

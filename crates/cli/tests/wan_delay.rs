@@ -9,9 +9,8 @@
 //! Without root the test says so and passes.
 
 mod common;
-use common::{example, grid_file, grid_job, show};
-use ferry_grid::Topology;
-use ferry_testbed::{Testbed, UpOptions};
+use common::{example, grid, grid_job, show, testbed_allowed, testbed_of};
+use ferry_testbed::UpOptions;
 use std::time::{Duration, Instant};
 
 fn run(prefix: &str, ranks: usize, args: &[&str]) -> std::process::Output {
@@ -25,17 +24,14 @@ fn run(prefix: &str, ranks: usize, args: &[&str]) -> std::process::Output {
 
 #[test]
 fn delayed_links_delay_and_deliver() {
-    if !ferry_testbed::is_root() {
-        eprintln!("skipped: the testbed needs root");
+    if !testbed_allowed() {
         return;
     }
-    let topology = Topology::load(&grid_file("wan-delay.toml")).expect("grid file");
-    let prefix = format!("fy{}w-", std::process::id());
     let options = UpOptions {
         ferry: Some(env!("CARGO_BIN_EXE_ferry").into()),
         ..UpOptions::default()
     };
-    let _testbed = Testbed::up_with(&topology, &prefix, &options).expect("testbed up");
+    let (_testbed, prefix) = testbed_of(&grid("wan-delay.toml"), "w", &options);
 
     let out = run(&prefix, 3, &["allpairs", "4194304"]);
     assert!(out.status.success(), "{}", show(&out));

@@ -12,10 +12,9 @@
 
 use crate::abi::*;
 use crate::error::{fail, MpiError, Res};
-use crate::p2p::{count_arg, wait_request};
+use crate::p2p::wait_request;
 use crate::request::{Outcome, Request};
 use crate::state::{running, State};
-use crate::NONE;
 use std::ffi::{c_int, c_void};
 
 /// Whose buffer a buffered send draws on.
@@ -104,7 +103,7 @@ pub(crate) fn reserve(s: &mut State, comm: Handle, bytes: usize) -> Res<(BufferO
     Ok((owner, need))
 }
 
-fn attach(owner: BufferOwner, buffer: *mut c_void, size: usize) -> Res {
+pub(crate) fn attach(owner: BufferOwner, buffer: *mut c_void, size: usize) -> Res {
     running(|s| {
         match owner {
             BufferOwner::Process => {}
@@ -125,7 +124,7 @@ fn attach(owner: BufferOwner, buffer: *mut c_void, size: usize) -> Res {
     })
 }
 
-fn session_arg(s: &State, session: Handle) -> Res {
+pub(crate) fn session_arg(s: &State, session: Handle) -> Res {
     match s.sessions.get(session) {
         Some(_) => Ok(()),
         None => fail(MPI_ERR_SESSION, format!("invalid session {session:#x}")),
@@ -133,7 +132,7 @@ fn session_arg(s: &State, session: Handle) -> Res {
 }
 
 /// Waits for every buffered send drawing on `owner`'s buffer.
-fn flush(owner: BufferOwner) -> Res {
+pub(crate) fn flush(owner: BufferOwner) -> Res {
     let pending = running(|s| {
         let (mine, others) = std::mem::take(&mut s.bsends)
             .into_iter()
@@ -153,169 +152,80 @@ fn flush(owner: BufferOwner) -> Res {
 /// Flushes, detaches and hands back `owner`'s buffer: its address (MPI_BUFFER_AUTOMATIC for an
 /// automatic one) into `*buffer_addr`, its size as the result.
 unsafe fn detach(owner: BufferOwner, buffer_addr: *mut c_void) -> Res<usize> {
-    flush(owner)?;
-    let attached = running(|s| Ok(s.bsend_buffers.remove(&owner)))?;
-    let (addr, len) = match attached {
-        Some(Attached::User(addr, len)) => (addr, len),
-        Some(Attached::Automatic) => (MPI_BUFFER_AUTOMATIC as *mut c_void, 0),
-        None => return fail(MPI_ERR_BUFFER, "no buffer is attached"),
-    };
-    if let Some(out) = (buffer_addr as *mut *mut c_void).as_mut() {
-        *out = addr;
+    // SAFETY: this function's contract is the unsafe operations' own: `buffer_addr`, as the
+    // caller promises, is NULL or valid for what the MPI call it serves reads and writes through
+    // it.
+    unsafe {
+        flush(owner)?;
+        let attached = running(|s| Ok(s.bsend_buffers.remove(&owner)))?;
+        let (addr, len) = match attached {
+            Some(Attached::User(addr, len)) => (addr, len),
+            Some(Attached::Automatic) => (MPI_BUFFER_AUTOMATIC as *mut c_void, 0),
+            None => return fail(MPI_ERR_BUFFER, "no buffer is attached"),
+        };
+        if let Some(out) = (buffer_addr as *mut *mut c_void).as_mut() {
+            *out = addr;
+        }
+        Ok(len)
     }
-    Ok(len)
 }
 
-unsafe fn detach_int(owner: BufferOwner, buffer_addr: *mut c_void, size: *mut c_int) -> Res {
-    let len = detach(owner, buffer_addr)?;
-    if let Some(out) = size.as_mut() {
-        *out = c_int::try_from(len).map_err(|_| {
-            MpiError::new(
-                MPI_ERR_ARG,
-                "the buffer size does not fit an int (use the _c call)",
-            )
-        })?;
+pub(crate) unsafe fn detach_int(
+    owner: BufferOwner,
+    buffer_addr: *mut c_void,
+    size: *mut c_int,
+) -> Res {
+    // SAFETY: this function's contract is the unsafe operations' own: `buffer_addr` and `size`,
+    // as the caller promises, are NULL or valid for what the MPI call it serves reads and writes
+    // through them.
+    unsafe {
+        let len = detach(owner, buffer_addr)?;
+        if let Some(out) = size.as_mut() {
+            *out = c_int::try_from(len).map_err(|_| {
+                MpiError::new(
+                    MPI_ERR_ARG,
+                    "the buffer size does not fit an int (use the _c call)",
+                )
+            })?;
+        }
+        Ok(())
     }
-    Ok(())
 }
 
-unsafe fn detach_count(owner: BufferOwner, buffer_addr: *mut c_void, size: *mut i64) -> Res {
-    let len = detach(owner, buffer_addr)?;
-    if let Some(out) = size.as_mut() {
-        *out = len as i64;
+pub(crate) unsafe fn detach_count(
+    owner: BufferOwner,
+    buffer_addr: *mut c_void,
+    size: *mut i64,
+) -> Res {
+    // SAFETY: this function's contract is the unsafe operations' own: `buffer_addr` and `size`,
+    // as the caller promises, are NULL or valid for what the MPI call it serves reads and writes
+    // through them.
+    unsafe {
+        let len = detach(owner, buffer_addr)?;
+        if let Some(out) = size.as_mut() {
+            *out = len as i64;
+        }
+        Ok(())
     }
-    Ok(())
 }
 
-fn count_size(size: i64) -> Res<usize> {
+pub(crate) fn count_size(size: i64) -> Res<usize> {
     usize::try_from(size)
         .map_err(|_| MpiError::new(MPI_ERR_ARG, format!("negative buffer size {size}")))
 }
 
 /// The request `MPI_*_iflush_buffer` returns once the flush is done.
-unsafe fn flushed_request(comm: Handle, request: *mut Handle) -> Res {
-    let Some(out) = request.as_mut() else {
-        return fail(MPI_ERR_ARG, "request is NULL");
-    };
-    *out = running(|s| {
-        let core = s.core_comm(MPI_COMM_SELF)?;
-        Ok(s.requests.insert(Request::done(comm, core, Outcome::EMPTY)))
-    })?;
-    Ok(())
-}
-
-mpi! {
-    /// Attaches the process's buffer for buffered sends (or MPI_BUFFER_AUTOMATIC).
-    fn MPI_Buffer_attach / PMPI_Buffer_attach(buffer: *mut c_void, size: c_int) on NONE => {
-        attach(BufferOwner::Process, buffer, count_arg(size)?)
-    }
-}
-mpi! {
-    /// MPI_Buffer_attach with an MPI_Count size.
-    fn MPI_Buffer_attach_c / PMPI_Buffer_attach_c(buffer: *mut c_void, size: i64) on NONE => {
-        attach(BufferOwner::Process, buffer, count_size(size)?)
-    }
-}
-mpi! {
-    /// Detaches the process's buffer once every buffered send drawing on it has gone out.
-    fn MPI_Buffer_detach / PMPI_Buffer_detach(buffer_addr: *mut c_void, size: *mut c_int) on NONE => {
-        detach_int(BufferOwner::Process, buffer_addr, size)
-    }
-}
-mpi! {
-    /// MPI_Buffer_detach with an MPI_Count size.
-    fn MPI_Buffer_detach_c / PMPI_Buffer_detach_c(buffer_addr: *mut c_void, size: *mut i64) on NONE => {
-        detach_count(BufferOwner::Process, buffer_addr, size)
-    }
-}
-mpi! {
-    /// Waits for the buffered sends that draw on the process's buffer.
-    fn MPI_Buffer_flush / PMPI_Buffer_flush() on NONE => {
-        flush(BufferOwner::Process)
-    }
-}
-mpi! {
-    /// MPI_Buffer_flush, returning a completed request.
-    fn MPI_Buffer_iflush / PMPI_Buffer_iflush(request: *mut Handle) on NONE => {
-        flush(BufferOwner::Process)?;
-        flushed_request(MPI_COMM_SELF, request)
-    }
-}
-mpi! {
-    /// Attaches a communicator's buffer for buffered sends (or MPI_BUFFER_AUTOMATIC).
-    fn MPI_Comm_attach_buffer / PMPI_Comm_attach_buffer(comm: Handle, buffer: *mut c_void, size: c_int) on comm => {
-        attach(BufferOwner::Comm(comm), buffer, count_arg(size)?)
-    }
-}
-mpi! {
-    /// MPI_Comm_attach_buffer with an MPI_Count size.
-    fn MPI_Comm_attach_buffer_c / PMPI_Comm_attach_buffer_c(comm: Handle, buffer: *mut c_void, size: i64) on comm => {
-        attach(BufferOwner::Comm(comm), buffer, count_size(size)?)
-    }
-}
-mpi! {
-    /// Detaches a communicator's buffer once its buffered sends have gone out.
-    fn MPI_Comm_detach_buffer / PMPI_Comm_detach_buffer(comm: Handle, buffer_addr: *mut c_void, size: *mut c_int) on comm => {
-        detach_int(BufferOwner::Comm(comm), buffer_addr, size)
-    }
-}
-mpi! {
-    /// MPI_Comm_detach_buffer with an MPI_Count size.
-    fn MPI_Comm_detach_buffer_c / PMPI_Comm_detach_buffer_c(comm: Handle, buffer_addr: *mut c_void, size: *mut i64) on comm => {
-        detach_count(BufferOwner::Comm(comm), buffer_addr, size)
-    }
-}
-mpi! {
-    /// Waits for the buffered sends that draw on a communicator's buffer.
-    fn MPI_Comm_flush_buffer / PMPI_Comm_flush_buffer(comm: Handle) on comm => {
-        running(|s| s.comm(comm).map(drop))?;
-        flush(BufferOwner::Comm(comm))
-    }
-}
-mpi! {
-    /// MPI_Comm_flush_buffer, returning a completed request.
-    fn MPI_Comm_iflush_buffer / PMPI_Comm_iflush_buffer(comm: Handle, request: *mut Handle) on comm => {
-        running(|s| s.comm(comm).map(drop))?;
-        flush(BufferOwner::Comm(comm))?;
-        flushed_request(comm, request)
-    }
-}
-mpi! {
-    /// Attaches a session's buffer for buffered sends (or MPI_BUFFER_AUTOMATIC).
-    fn MPI_Session_attach_buffer / PMPI_Session_attach_buffer(session: Handle, buffer: *mut c_void, size: c_int) on session => {
-        attach(BufferOwner::Session(session), buffer, count_arg(size)?)
-    }
-}
-mpi! {
-    /// MPI_Session_attach_buffer with an MPI_Count size.
-    fn MPI_Session_attach_buffer_c / PMPI_Session_attach_buffer_c(session: Handle, buffer: *mut c_void, size: i64) on session => {
-        attach(BufferOwner::Session(session), buffer, count_size(size)?)
-    }
-}
-mpi! {
-    /// Detaches a session's buffer once its buffered sends have gone out.
-    fn MPI_Session_detach_buffer / PMPI_Session_detach_buffer(session: Handle, buffer_addr: *mut c_void, size: *mut c_int) on session => {
-        detach_int(BufferOwner::Session(session), buffer_addr, size)
-    }
-}
-mpi! {
-    /// MPI_Session_detach_buffer with an MPI_Count size.
-    fn MPI_Session_detach_buffer_c / PMPI_Session_detach_buffer_c(session: Handle, buffer_addr: *mut c_void, size: *mut i64) on session => {
-        detach_count(BufferOwner::Session(session), buffer_addr, size)
-    }
-}
-mpi! {
-    /// Waits for the buffered sends that draw on a session's buffer.
-    fn MPI_Session_flush_buffer / PMPI_Session_flush_buffer(session: Handle) on session => {
-        running(|s| session_arg(s, session))?;
-        flush(BufferOwner::Session(session))
-    }
-}
-mpi! {
-    /// MPI_Session_flush_buffer, returning a completed request.
-    fn MPI_Session_iflush_buffer / PMPI_Session_iflush_buffer(session: Handle, request: *mut Handle) on session => {
-        running(|s| session_arg(s, session))?;
-        flush(BufferOwner::Session(session))?;
-        flushed_request(MPI_COMM_SELF, request)
+pub(crate) unsafe fn flushed_request(comm: Handle, request: *mut Handle) -> Res {
+    // SAFETY: this function's contract is the unsafe operations' own: `request`, as the caller
+    // promises, is NULL or valid for what the MPI call it serves reads and writes through it.
+    unsafe {
+        let Some(out) = request.as_mut() else {
+            return fail(MPI_ERR_ARG, "request is NULL");
+        };
+        *out = running(|s| {
+            let core = s.core_comm(MPI_COMM_SELF)?;
+            Ok(s.requests.insert(Request::done(comm, core, Outcome::EMPTY)))
+        })?;
+        Ok(())
     }
 }

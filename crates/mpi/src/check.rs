@@ -81,7 +81,9 @@ pub(crate) fn array<T>(p: *const T, n: usize, what: &str) -> Res {
 /// # Safety
 /// `p` is NULL or points at a `T` that nothing else uses for `'a`.
 pub(crate) unsafe fn out<'a, T>(p: *mut T, what: &str) -> Res<&'a mut T> {
-    out_of_class(p, MPI_ERR_ARG, what)
+    // SAFETY: the caller keeps this function's `# Safety`: `p` is NULL or points at a `T` that
+    // nothing else uses for `'a`.
+    unsafe { out_of_class(p, MPI_ERR_ARG, what) }
 }
 
 /// An output argument of an MPI_T call, which reports a NULL one as MPI_T_ERR_INVALID.
@@ -89,12 +91,17 @@ pub(crate) unsafe fn out<'a, T>(p: *mut T, what: &str) -> Res<&'a mut T> {
 /// # Safety
 /// As [`out`].
 pub(crate) unsafe fn tool_out<'a, T>(p: *mut T, what: &str) -> Res<&'a mut T> {
-    out_of_class(p, MPI_T_ERR_INVALID, what)
+    // SAFETY: the caller keeps this function's `# Safety`, as [`out`]'s.
+    unsafe { out_of_class(p, MPI_T_ERR_INVALID, what) }
 }
 
 unsafe fn out_of_class<'a, T>(p: *mut T, class: c_int, what: &str) -> Res<&'a mut T> {
-    p.as_mut()
-        .ok_or_else(|| MpiError::new(class, format!("{what} is NULL")))
+    // SAFETY: this function's contract is the unsafe operations' own: `p`, as the caller
+    // promises, is NULL or valid for what the MPI call it serves reads and writes through it.
+    unsafe {
+        p.as_mut()
+            .ok_or_else(|| MpiError::new(class, format!("{what} is NULL")))
+    }
 }
 
 /// An input array of `n` entries: NULL only when empty (MPI_ERR_ARG naming `what`).
@@ -102,13 +109,17 @@ unsafe fn out_of_class<'a, T>(p: *mut T, class: c_int, what: &str) -> Res<&'a mu
 /// # Safety
 /// `p` is NULL or points at `n` initialized entries that stay unchanged for `'a`.
 pub(crate) unsafe fn slice<'a, T>(p: *const T, n: usize, what: &str) -> Res<&'a [T]> {
-    if n == 0 {
-        return Ok(&[]);
+    // SAFETY: the caller keeps this function's `# Safety`: `p` is NULL or points at `n` initialized
+    // entries that stay unchanged for `'a`.
+    unsafe {
+        if n == 0 {
+            return Ok(&[]);
+        }
+        if p.is_null() {
+            return fail(MPI_ERR_ARG, format!("{what} is NULL"));
+        }
+        Ok(std::slice::from_raw_parts(p, n))
     }
-    if p.is_null() {
-        return fail(MPI_ERR_ARG, format!("{what} is NULL"));
-    }
-    Ok(std::slice::from_raw_parts(p, n))
 }
 
 /// A rank of a group of `size` to send to or receive from: `None` for MPI_PROC_NULL.

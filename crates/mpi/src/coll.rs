@@ -2,6 +2,9 @@
 //! contiguous datatypes are used in place; others are packed into, or unpacked from, a staging
 //! buffer that the request owns until it finishes. MPI_IN_PLACE is resolved here, by handing the
 //! runtime the caller's data as the input.
+// Here an unsafe fn's body is still its unsafe block: these modules get blocks of their own
+// (each with its SAFETY) once the changes in flight to them are in.
+#![allow(unsafe_op_in_unsafe_fn)]
 
 use crate::abi::*;
 use crate::check;
@@ -16,13 +19,13 @@ use ferry_sched::Order;
 use std::ffi::{c_int, c_void};
 use std::rc::Rc;
 
-mod large;
-mod lean;
-mod neighbor;
-mod persistent;
+pub(crate) mod large;
+pub(crate) mod lean;
+pub(crate) mod neighbor;
+pub(crate) mod persistent;
 pub(crate) use persistent::{defer_free, release as release_kept};
 
-fn in_place(p: *const c_void) -> bool {
+pub(crate) fn in_place(p: *const c_void) -> bool {
     p as usize == MPI_IN_PLACE
 }
 
@@ -1829,7 +1832,7 @@ pub(crate) unsafe fn scan(
 }
 
 /// One receive count per rank of `comm`, from a C array.
-unsafe fn recv_counts(comm: Handle, recvcounts: *const c_int) -> Res<Vec<usize>> {
+pub(crate) unsafe fn recv_counts(comm: Handle, recvcounts: *const c_int) -> Res<Vec<usize>> {
     let n = running(|s| s.local_size(comm))?;
     if n > 0 && recvcounts.is_null() {
         return fail(MPI_ERR_ARG, "recvcounts is NULL");
@@ -1837,214 +1840,8 @@ unsafe fn recv_counts(comm: Handle, recvcounts: *const c_int) -> Res<Vec<usize>>
     (0..n).map(|i| count_arg(*recvcounts.add(i))).collect()
 }
 
-const BLOCKING: *mut Handle = std::ptr::null_mut();
+pub(crate) const BLOCKING: *mut Handle = std::ptr::null_mut();
 
-fn nonnull(request: *mut Handle) -> Res<*mut Handle> {
+pub(crate) fn nonnull(request: *mut Handle) -> Res<*mut Handle> {
     check::request_out(request)
-}
-
-mpi! {
-    /// Waits until every rank has called it.
-    fn MPI_Barrier / PMPI_Barrier(comm: Handle) on comm => { barrier(comm, BLOCKING) }
-}
-mpi! {
-    /// Nonblocking barrier.
-    fn MPI_Ibarrier / PMPI_Ibarrier(comm: Handle, request: *mut Handle) on comm => { barrier(comm, nonnull(request)?) }
-}
-mpi! {
-    /// Broadcast from root.
-    fn MPI_Bcast / PMPI_Bcast(buffer: *mut c_void, count: c_int, datatype: Handle, root: c_int, comm: Handle) on comm => {
-        bcast(buffer, count, datatype, root, comm, BLOCKING)
-    }
-}
-mpi! {
-    /// Nonblocking broadcast.
-    fn MPI_Ibcast / PMPI_Ibcast(buffer: *mut c_void, count: c_int, datatype: Handle, root: c_int, comm: Handle, request: *mut Handle) on comm => {
-        bcast(buffer, count, datatype, root, comm, nonnull(request)?)
-    }
-}
-mpi! {
-    /// Reduction to root.
-    fn MPI_Reduce / PMPI_Reduce(sendbuf: *const c_void, recvbuf: *mut c_void, count: c_int, datatype: Handle, op: Handle, root: c_int, comm: Handle) on comm => {
-        reduce(sendbuf, recvbuf, count, datatype, op, root, comm, BLOCKING)
-    }
-}
-mpi! {
-    /// Nonblocking reduction to root.
-    fn MPI_Ireduce / PMPI_Ireduce(sendbuf: *const c_void, recvbuf: *mut c_void, count: c_int, datatype: Handle, op: Handle, root: c_int, comm: Handle, request: *mut Handle) on comm => {
-        reduce(sendbuf, recvbuf, count, datatype, op, root, comm, nonnull(request)?)
-    }
-}
-mpi! {
-    /// Reduction to all.
-    fn MPI_Allreduce / PMPI_Allreduce(sendbuf: *const c_void, recvbuf: *mut c_void, count: c_int, datatype: Handle, op: Handle, comm: Handle) on comm => {
-        allreduce(sendbuf, recvbuf, count, datatype, op, comm, BLOCKING)
-    }
-}
-mpi! {
-    /// Nonblocking reduction to all.
-    fn MPI_Iallreduce / PMPI_Iallreduce(sendbuf: *const c_void, recvbuf: *mut c_void, count: c_int, datatype: Handle, op: Handle, comm: Handle, request: *mut Handle) on comm => {
-        allreduce(sendbuf, recvbuf, count, datatype, op, comm, nonnull(request)?)
-    }
-}
-mpi! {
-    /// Gather to root.
-    fn MPI_Gather / PMPI_Gather(sendbuf: *const c_void, sendcount: c_int, sendtype: Handle, recvbuf: *mut c_void, recvcount: c_int, recvtype: Handle, root: c_int, comm: Handle) on comm => {
-        gather(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm, BLOCKING)
-    }
-}
-mpi! {
-    /// Nonblocking gather.
-    fn MPI_Igather / PMPI_Igather(sendbuf: *const c_void, sendcount: c_int, sendtype: Handle, recvbuf: *mut c_void, recvcount: c_int, recvtype: Handle, root: c_int, comm: Handle, request: *mut Handle) on comm => {
-        gather(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm, nonnull(request)?)
-    }
-}
-mpi! {
-    /// Scatter from root.
-    fn MPI_Scatter / PMPI_Scatter(sendbuf: *const c_void, sendcount: c_int, sendtype: Handle, recvbuf: *mut c_void, recvcount: c_int, recvtype: Handle, root: c_int, comm: Handle) on comm => {
-        scatter(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm, BLOCKING)
-    }
-}
-mpi! {
-    /// Nonblocking scatter.
-    fn MPI_Iscatter / PMPI_Iscatter(sendbuf: *const c_void, sendcount: c_int, sendtype: Handle, recvbuf: *mut c_void, recvcount: c_int, recvtype: Handle, root: c_int, comm: Handle, request: *mut Handle) on comm => {
-        scatter(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm, nonnull(request)?)
-    }
-}
-mpi! {
-    /// Gather to all.
-    fn MPI_Allgather / PMPI_Allgather(sendbuf: *const c_void, sendcount: c_int, sendtype: Handle, recvbuf: *mut c_void, recvcount: c_int, recvtype: Handle, comm: Handle) on comm => {
-        allgather(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, BLOCKING)
-    }
-}
-mpi! {
-    /// Nonblocking gather to all.
-    fn MPI_Iallgather / PMPI_Iallgather(sendbuf: *const c_void, sendcount: c_int, sendtype: Handle, recvbuf: *mut c_void, recvcount: c_int, recvtype: Handle, comm: Handle, request: *mut Handle) on comm => {
-        allgather(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, nonnull(request)?)
-    }
-}
-mpi! {
-    /// Personalized exchange.
-    fn MPI_Alltoall / PMPI_Alltoall(sendbuf: *const c_void, sendcount: c_int, sendtype: Handle, recvbuf: *mut c_void, recvcount: c_int, recvtype: Handle, comm: Handle) on comm => {
-        alltoall(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, BLOCKING)
-    }
-}
-mpi! {
-    /// Nonblocking personalized exchange.
-    fn MPI_Ialltoall / PMPI_Ialltoall(sendbuf: *const c_void, sendcount: c_int, sendtype: Handle, recvbuf: *mut c_void, recvcount: c_int, recvtype: Handle, comm: Handle, request: *mut Handle) on comm => {
-        alltoall(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, nonnull(request)?)
-    }
-}
-mpi! {
-    /// Gather of variable blocks.
-    fn MPI_Gatherv / PMPI_Gatherv(sendbuf: *const c_void, sendcount: c_int, sendtype: Handle, recvbuf: *mut c_void, recvcounts: *const c_int, displs: *const c_int, recvtype: Handle, root: c_int, comm: Handle) on comm => {
-        gatherv(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, root, comm, BLOCKING)
-    }
-}
-mpi! {
-    /// Scatter of variable blocks.
-    fn MPI_Scatterv / PMPI_Scatterv(sendbuf: *const c_void, sendcounts: *const c_int, displs: *const c_int, sendtype: Handle, recvbuf: *mut c_void, recvcount: c_int, recvtype: Handle, root: c_int, comm: Handle) on comm => {
-        scatterv(sendbuf, sendcounts, displs, sendtype, recvbuf, recvcount, recvtype, root, comm, BLOCKING)
-    }
-}
-mpi! {
-    /// Gather of variable blocks to all.
-    fn MPI_Allgatherv / PMPI_Allgatherv(sendbuf: *const c_void, sendcount: c_int, sendtype: Handle, recvbuf: *mut c_void, recvcounts: *const c_int, displs: *const c_int, recvtype: Handle, comm: Handle) on comm => {
-        allgatherv(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, comm, BLOCKING)
-    }
-}
-mpi! {
-    /// Personalized exchange of variable blocks.
-    fn MPI_Alltoallv / PMPI_Alltoallv(sendbuf: *const c_void, sendcounts: *const c_int, sdispls: *const c_int, sendtype: Handle, recvbuf: *mut c_void, recvcounts: *const c_int, rdispls: *const c_int, recvtype: Handle, comm: Handle) on comm => {
-        alltoallv(sendbuf, sendcounts, sdispls, sendtype, recvbuf, recvcounts, rdispls, recvtype, comm, BLOCKING)
-    }
-}
-mpi! {
-    /// Personalized exchange with a datatype per block.
-    fn MPI_Alltoallw / PMPI_Alltoallw(sendbuf: *const c_void, sendcounts: *const c_int, sdispls: *const c_int, sendtypes: *const Handle, recvbuf: *mut c_void, recvcounts: *const c_int, rdispls: *const c_int, recvtypes: *const Handle, comm: Handle) on comm => {
-        alltoallw(sendbuf, sendcounts, sdispls, sendtypes, recvbuf, recvcounts, rdispls, recvtypes, comm, BLOCKING)
-    }
-}
-mpi! {
-    /// Reduction whose result is scattered in variable blocks.
-    fn MPI_Reduce_scatter / PMPI_Reduce_scatter(sendbuf: *const c_void, recvbuf: *mut c_void, recvcounts: *const c_int, datatype: Handle, op: Handle, comm: Handle) on comm => {
-        let counts = recv_counts(comm, recvcounts)?;
-        reduce_scatter(sendbuf, recvbuf, &counts, datatype, op, comm, BLOCKING)
-    }
-}
-mpi! {
-    /// Reduction whose result is scattered in equal blocks.
-    fn MPI_Reduce_scatter_block / PMPI_Reduce_scatter_block(sendbuf: *const c_void, recvbuf: *mut c_void, recvcount: c_int, datatype: Handle, op: Handle, comm: Handle) on comm => {
-        let n = running(|s| s.local_size(comm))?;
-        reduce_scatter(sendbuf, recvbuf, &vec![count_arg(recvcount)?; n], datatype, op, comm, BLOCKING)
-    }
-}
-mpi! {
-    /// Inclusive prefix reduction.
-    fn MPI_Scan / PMPI_Scan(sendbuf: *const c_void, recvbuf: *mut c_void, count: c_int, datatype: Handle, op: Handle, comm: Handle) on comm => {
-        scan(sendbuf, recvbuf, count, datatype, op, comm, false, BLOCKING)
-    }
-}
-mpi! {
-    /// Exclusive prefix reduction.
-    fn MPI_Exscan / PMPI_Exscan(sendbuf: *const c_void, recvbuf: *mut c_void, count: c_int, datatype: Handle, op: Handle, comm: Handle) on comm => {
-        scan(sendbuf, recvbuf, count, datatype, op, comm, true, BLOCKING)
-    }
-}
-
-mpi! {
-    /// Nonblocking gather of variable blocks.
-    fn MPI_Igatherv / PMPI_Igatherv(sendbuf: *const c_void, sendcount: c_int, sendtype: Handle, recvbuf: *mut c_void, recvcounts: *const c_int, displs: *const c_int, recvtype: Handle, root: c_int, comm: Handle, request: *mut Handle) on comm => {
-        gatherv(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, root, comm, nonnull(request)?)
-    }
-}
-mpi! {
-    /// Nonblocking scatter of variable blocks.
-    fn MPI_Iscatterv / PMPI_Iscatterv(sendbuf: *const c_void, sendcounts: *const c_int, displs: *const c_int, sendtype: Handle, recvbuf: *mut c_void, recvcount: c_int, recvtype: Handle, root: c_int, comm: Handle, request: *mut Handle) on comm => {
-        scatterv(sendbuf, sendcounts, displs, sendtype, recvbuf, recvcount, recvtype, root, comm, nonnull(request)?)
-    }
-}
-mpi! {
-    /// Nonblocking gather of variable blocks to all.
-    fn MPI_Iallgatherv / PMPI_Iallgatherv(sendbuf: *const c_void, sendcount: c_int, sendtype: Handle, recvbuf: *mut c_void, recvcounts: *const c_int, displs: *const c_int, recvtype: Handle, comm: Handle, request: *mut Handle) on comm => {
-        allgatherv(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, comm, nonnull(request)?)
-    }
-}
-mpi! {
-    /// Nonblocking personalized exchange of variable blocks.
-    fn MPI_Ialltoallv / PMPI_Ialltoallv(sendbuf: *const c_void, sendcounts: *const c_int, sdispls: *const c_int, sendtype: Handle, recvbuf: *mut c_void, recvcounts: *const c_int, rdispls: *const c_int, recvtype: Handle, comm: Handle, request: *mut Handle) on comm => {
-        alltoallv(sendbuf, sendcounts, sdispls, sendtype, recvbuf, recvcounts, rdispls, recvtype, comm, nonnull(request)?)
-    }
-}
-mpi! {
-    /// Nonblocking personalized exchange with a datatype per block.
-    fn MPI_Ialltoallw / PMPI_Ialltoallw(sendbuf: *const c_void, sendcounts: *const c_int, sdispls: *const c_int, sendtypes: *const Handle, recvbuf: *mut c_void, recvcounts: *const c_int, rdispls: *const c_int, recvtypes: *const Handle, comm: Handle, request: *mut Handle) on comm => {
-        alltoallw(sendbuf, sendcounts, sdispls, sendtypes, recvbuf, recvcounts, rdispls, recvtypes, comm, nonnull(request)?)
-    }
-}
-mpi! {
-    /// Nonblocking reduction scattered in variable blocks.
-    fn MPI_Ireduce_scatter / PMPI_Ireduce_scatter(sendbuf: *const c_void, recvbuf: *mut c_void, recvcounts: *const c_int, datatype: Handle, op: Handle, comm: Handle, request: *mut Handle) on comm => {
-        let counts = recv_counts(comm, recvcounts)?;
-        reduce_scatter(sendbuf, recvbuf, &counts, datatype, op, comm, nonnull(request)?)
-    }
-}
-mpi! {
-    /// Nonblocking reduction scattered in equal blocks.
-    fn MPI_Ireduce_scatter_block / PMPI_Ireduce_scatter_block(sendbuf: *const c_void, recvbuf: *mut c_void, recvcount: c_int, datatype: Handle, op: Handle, comm: Handle, request: *mut Handle) on comm => {
-        let n = running(|s| s.local_size(comm))?;
-        reduce_scatter(sendbuf, recvbuf, &vec![count_arg(recvcount)?; n], datatype, op, comm, nonnull(request)?)
-    }
-}
-mpi! {
-    /// Nonblocking inclusive prefix reduction.
-    fn MPI_Iscan / PMPI_Iscan(sendbuf: *const c_void, recvbuf: *mut c_void, count: c_int, datatype: Handle, op: Handle, comm: Handle, request: *mut Handle) on comm => {
-        scan(sendbuf, recvbuf, count, datatype, op, comm, false, nonnull(request)?)
-    }
-}
-mpi! {
-    /// Nonblocking exclusive prefix reduction.
-    fn MPI_Iexscan / PMPI_Iexscan(sendbuf: *const c_void, recvbuf: *mut c_void, count: c_int, datatype: Handle, op: Handle, comm: Handle, request: *mut Handle) on comm => {
-        scan(sendbuf, recvbuf, count, datatype, op, comm, true, nonnull(request)?)
-    }
 }

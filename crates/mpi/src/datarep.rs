@@ -371,73 +371,53 @@ fn same_size(bytes: Vec<u8>, want: usize, name: &str) -> Res<Vec<u8>> {
 }
 
 /// `MPI_Register_datarep`: adds a representation by name (for the life of the process).
-unsafe fn register(
+pub(crate) unsafe fn register(
     datarep: *const c_char,
     read: Option<Conversion>,
     write: Option<Conversion>,
     extent: Option<ExtentFn>,
     extra_state: *mut c_void,
 ) -> Res {
-    if datarep.is_null() {
-        return fail(MPI_ERR_ARG, "datarep is NULL");
-    }
-    // SAFETY: MPI's contract: datarep is a NUL-terminated string.
-    let name = CStr::from_ptr(datarep).to_string_lossy().into_owned();
-    if name.is_empty() || name.len() >= MPI_MAX_DATAREP_STRING {
-        return fail(
-            MPI_ERR_ARG,
-            format!(
-                "a data representation name has 1 to {} characters, not {}",
-                MPI_MAX_DATAREP_STRING - 1,
-                name.len()
-            ),
-        );
-    }
-    let Some(extent) = extent else {
-        return fail(MPI_ERR_ARG, "dtype_file_extent_fn is NULL");
-    };
-    running(|s| {
-        let predefined = PREDEFINED.iter().any(|p| p.eq_ignore_ascii_case(&name));
-        if predefined || s.datareps.iter().any(|r| r.name == name) {
+    // SAFETY: this function's contract is the unsafe operations' own: `datarep` and
+    // `extra_state`, as the caller promises, are NULL or valid for what the MPI call it serves
+    // reads and writes through them.
+    unsafe {
+        if datarep.is_null() {
+            return fail(MPI_ERR_ARG, "datarep is NULL");
+        }
+        // SAFETY: MPI's contract: datarep is a NUL-terminated string.
+        let name = CStr::from_ptr(datarep).to_string_lossy().into_owned();
+        if name.is_empty() || name.len() >= MPI_MAX_DATAREP_STRING {
             return fail(
-                MPI_ERR_DUP_DATAREP,
-                format!("data representation {name:?} is defined already"),
+                MPI_ERR_ARG,
+                format!(
+                    "a data representation name has 1 to {} characters, not {}",
+                    MPI_MAX_DATAREP_STRING - 1,
+                    name.len()
+                ),
             );
         }
-        s.datareps.push(Rc::new(UserDatarep {
-            name,
-            read,
-            write,
-            extent,
-            extra_state,
-            extents: RefCell::new(HashMap::new()),
-        }));
-        Ok(())
-    })
-}
-
-mpi! {
-    /// MPI_Register_datarep (errors go to the error handler of MPI_FILE_NULL).
-    fn MPI_Register_datarep / PMPI_Register_datarep(datarep: *const c_char, read_conversion_fn: Option<ConversionFn>, write_conversion_fn: Option<ConversionFn>, dtype_file_extent_fn: Option<ExtentFn>, extra_state: *mut c_void) on file MPI_FILE_NULL => {
-        register(
-            datarep,
-            read_conversion_fn.map(Conversion::Int),
-            write_conversion_fn.map(Conversion::Int),
-            dtype_file_extent_fn,
-            extra_state,
-        )
-    }
-}
-mpi! {
-    /// MPI_Register_datarep_c: the conversion functions take an `MPI_Count` count.
-    fn MPI_Register_datarep_c / PMPI_Register_datarep_c(datarep: *const c_char, read_conversion_fn: Option<ConversionFnC>, write_conversion_fn: Option<ConversionFnC>, dtype_file_extent_fn: Option<ExtentFn>, extra_state: *mut c_void) on file MPI_FILE_NULL => {
-        register(
-            datarep,
-            read_conversion_fn.map(Conversion::Count),
-            write_conversion_fn.map(Conversion::Count),
-            dtype_file_extent_fn,
-            extra_state,
-        )
+        let Some(extent) = extent else {
+            return fail(MPI_ERR_ARG, "dtype_file_extent_fn is NULL");
+        };
+        running(|s| {
+            let predefined = PREDEFINED.iter().any(|p| p.eq_ignore_ascii_case(&name));
+            if predefined || s.datareps.iter().any(|r| r.name == name) {
+                return fail(
+                    MPI_ERR_DUP_DATAREP,
+                    format!("data representation {name:?} is defined already"),
+                );
+            }
+            s.datareps.push(Rc::new(UserDatarep {
+                name,
+                read,
+                write,
+                extent,
+                extra_state,
+                extents: RefCell::new(HashMap::new()),
+            }));
+            Ok(())
+        })
     }
 }
 

@@ -27,8 +27,7 @@ use crate::abi::*;
 use crate::check::out;
 use crate::error::{fail, MpiError, Res};
 use crate::state::{running, with, State};
-use crate::NONE;
-use ferry_core::{Comm, Source};
+use ferry_core::Comm;
 use std::ffi::{c_char, c_int, CStr};
 
 /// The pair number, among those derived from MPI_COMM_WORLD's context, of the hidden
@@ -36,14 +35,14 @@ use std::ffi::{c_char, c_int, CStr};
 const MEETING_SLOT: u32 = 0xffff_fff0;
 
 /// Tag of `MPI_Comm_join` meetings (port numbers stay below it).
-const JOIN_TAG: i32 = 0x3fff_ffff;
+pub(crate) const JOIN_TAG: i32 = 0x3fff_ffff;
 
-const PORT_PREFIX: &str = "ferry-port:";
+pub(crate) const PORT_PREFIX: &str = "ferry-port:";
 
 /// The hidden communicator over every process of the job (every world: rank r is universe
 /// rank r) that roots meet on. Its context is derived from the world's, which is the same in
 /// every world, without a message, as `MPI_Comm_idup` derives one.
-fn meeting(s: &mut State) -> Res<Comm> {
+pub(crate) fn meeting(s: &mut State) -> Res<Comm> {
     if let Some(c) = &s.meeting {
         return Ok(c.clone());
     }
@@ -64,7 +63,7 @@ fn meeting(s: &mut State) -> Res<Comm> {
 }
 
 /// This process's universe rank (its MPI_COMM_WORLD rank in the launcher's world).
-fn my_uid(s: &State) -> Res<u32> {
+pub(crate) fn my_uid(s: &State) -> Res<u32> {
     match &s.world {
         Some(w) => Ok(w.universe_rank()),
         None => fail(MPI_ERR_OTHER, "MPI is not initialized"),
@@ -73,20 +72,24 @@ fn my_uid(s: &State) -> Res<u32> {
 
 /// A port named by the program: its owner's universe rank, its number, and whether this
 /// process is the owner.
-struct Port {
-    owner: usize,
-    number: i32,
-    own: bool,
+pub(crate) struct Port {
+    pub(crate) owner: usize,
+    pub(crate) number: i32,
+    pub(crate) own: bool,
 }
 
 /// The port `port` names, which must be one of this job's.
-unsafe fn port_of(s: &State, port: *const c_char) -> Res<Port> {
-    let (owner, number) = parse_port(port, UNIVERSE_CAP)?;
-    Ok(Port {
-        owner,
-        number,
-        own: owner == my_uid(s)? as usize,
-    })
+pub(crate) unsafe fn port_of(s: &State, port: *const c_char) -> Res<Port> {
+    // SAFETY: this function's contract is the unsafe operations' own: `port`, as the caller
+    // promises, is NULL or valid for what the MPI call it serves reads and writes through it.
+    unsafe {
+        let (owner, number) = parse_port(port, UNIVERSE_CAP)?;
+        Ok(Port {
+            owner,
+            number,
+            own: owner == my_uid(s)? as usize,
+        })
+    }
 }
 
 /// Most universe ranks a port's owner may have (`ferry_core`'s limit on a job's processes).
@@ -94,15 +97,18 @@ const UNIVERSE_CAP: usize = 1 << 16;
 
 /// The (owner's universe rank, port number) of a port name.
 unsafe fn parse_port(port: *const c_char, world_size: usize) -> Res<(usize, i32)> {
-    if port.is_null() {
-        return fail(MPI_ERR_PORT, "port_name is NULL");
-    }
-    let text = CStr::from_ptr(port).to_string_lossy();
-    let parsed = text.strip_prefix(PORT_PREFIX).and_then(|rest| {
-        let (rank, number) = rest.split_once(':')?;
-        Some((rank.parse::<usize>().ok()?, number.parse::<i32>().ok()?))
-    });
-    match parsed {
+    // SAFETY: this function's contract is the unsafe operations' own: `port`, as the caller
+    // promises, is NULL or valid for what the MPI call it serves reads and writes through it.
+    unsafe {
+        if port.is_null() {
+            return fail(MPI_ERR_PORT, "port_name is NULL");
+        }
+        let text = CStr::from_ptr(port).to_string_lossy();
+        let parsed = text.strip_prefix(PORT_PREFIX).and_then(|rest| {
+            let (rank, number) = rest.split_once(':')?;
+            Some((rank.parse::<usize>().ok()?, number.parse::<i32>().ok()?))
+        });
+        match parsed {
         Some((rank, number)) if rank < world_size && (0..JOIN_TAG).contains(&number) => {
             Ok((rank, number))
         }
@@ -112,12 +118,13 @@ unsafe fn parse_port(port: *const c_char, world_size: usize) -> Res<(usize, i32)
         ),
         None => fail(MPI_ERR_PORT, format!("{text:?} is not a port name of ferry's")),
     }
+    }
 }
 
 /// The intercommunicator of `comm`'s group (collective over it) with the group its `root`
 /// meets: only the root calls `meet` for the hidden communicator, the remote root's world rank
 /// on it and the tag.
-fn connect_at_root(
+pub(crate) fn connect_at_root(
     comm: Handle,
     root: c_int,
     meet: impl FnOnce() -> Res<(Comm, usize, i32)>,
@@ -137,132 +144,41 @@ fn connect_at_root(
     )
 }
 
-unsafe fn write_name(text: &str, out: *mut c_char, cap: usize) -> Res {
-    if out.is_null() {
-        return fail(MPI_ERR_ARG, "the output string is NULL");
-    }
-    if text.len() >= cap {
-        return fail(
-            MPI_ERR_INTERN,
-            format!("{text:?} does not fit in {cap} bytes"),
-        );
-    }
-    std::ptr::copy_nonoverlapping(text.as_ptr(), out as *mut u8, text.len());
-    *out.add(text.len()) = 0;
-    Ok(())
-}
-
-mpi! {
-    /// Opens a port that other groups of this job can connect to.
-    fn MPI_Open_port / PMPI_Open_port(_info: Handle, port_name: *mut c_char) on NONE => {
-        // Groups of other worlds (spawned) may connect: they need our address.
-        on_world(|w| Ok(w.open_to_other_worlds()?))?;
-        let name = running(|s| {
-            let me = my_uid(s)?;
-            let number = s.next_port;
-            if number >= JOIN_TAG {
-                return fail(MPI_ERR_PORT, "out of port numbers");
-            }
-            s.next_port += 1;
-            s.open_ports.insert(number);
-            Ok(format!("{PORT_PREFIX}{me}:{number}"))
-        })?;
-        write_name(&name, port_name, MPI_MAX_PORT_NAME)
-    }
-}
-
-mpi! {
-    /// Closes a port this process opened.
-    fn MPI_Close_port / PMPI_Close_port(port_name: *const c_char) on NONE => {
-        running(|s| {
-            let port = port_of(s, port_name)?;
-            if !port.own || !s.open_ports.remove(&port.number) {
-                return fail(MPI_ERR_PORT, "the port is not open in this process");
-            }
-            Ok(())
-        })
-    }
-}
-
-mpi! {
-    /// Waits at `root` for a group to connect to `port_name` and makes the intercommunicator
-    /// to it. Collective over `comm`; only the root's `port_name` counts.
-    fn MPI_Comm_accept / PMPI_Comm_accept(port_name: *const c_char, _info: Handle, root: c_int, comm: Handle, newcomm: *mut Handle) on comm => {
-        let out = out(newcomm, "newcomm")?;
-        *out = connect_at_root(comm, root, || {
-            let (m, number) = running(|s| {
-                let port = port_of(s, port_name)?;
-                if !port.own || !s.open_ports.contains(&port.number) {
-                    return fail(MPI_ERR_PORT, "MPI_Comm_accept on a port this process has not opened");
-                }
-                Ok((meeting(s)?, port.number))
-            })?;
-            // The first group to connect is the one accepted.
-            let from = m.probe(Source::Any, number)?.source;
-            Ok((m, from, number))
-        })?;
-        Ok(())
-    }
-}
-
-mpi! {
-    /// Connects `comm`'s group (through `root`) to the group accepting on `port_name`.
-    fn MPI_Comm_connect / PMPI_Comm_connect(port_name: *const c_char, _info: Handle, root: c_int, comm: Handle, newcomm: *mut Handle) on comm => {
-        let out = out(newcomm, "newcomm")?;
-        *out = connect_at_root(comm, root, || {
-            let met = running(|s| {
-                let port = port_of(s, port_name)?;
-                if port.own {
-                    return fail(MPI_ERR_PORT, "MPI_Comm_connect to a port of this very process");
-                }
-                Ok((meeting(s)?, port.owner, port.number))
-            })?;
-            // The port's owner may be of another world: connect to it first.
-            on_world(|w| Ok(w.reach(met.1 as u32)?))?;
-            Ok(met)
-        })?;
-        Ok(())
-    }
-}
-
-mpi! {
-    /// Makes the intercommunicator of two processes of this job joined by the socket `fd`.
-    fn MPI_Comm_join / PMPI_Comm_join(fd: c_int, intercomm: *mut Handle) on NONE => {
-        let out = out(intercomm, "intercomm")?;
-        let me = on_world(|w| Ok(w.universe_rank() as usize))?;
-        let pid = std::process::id();
-        // Each side tells the other who it is: universe rank and process id.
-        let mut card = [0u8; 8];
-        card[..4].copy_from_slice(&(me as u32).to_le_bytes());
-        card[4..].copy_from_slice(&pid.to_le_bytes());
-        let mut theirs = [0u8; 8];
-        // SAFETY: `fd` is the program's connected socket; the buffers are ours and sized.
-        let io = unsafe { socket_swap(fd, &card, &mut theirs) };
-        io.map_err(|e| MpiError::new(MPI_ERR_OTHER, format!("MPI_Comm_join: socket {fd}: {e}")))?;
-        let other = u32::from_le_bytes([theirs[0], theirs[1], theirs[2], theirs[3]]) as usize;
-        let other_pid = u32::from_le_bytes([theirs[4], theirs[5], theirs[6], theirs[7]]);
-        let known = on_world(|w| Ok(w.pid_of(other)))?;
-        if other == me || known != Some(other_pid) {
-            return fail(MPI_ERR_OTHER, "MPI_Comm_join: the process at the other end of the socket is not in this job (joining another job's processes is not supported)");
+pub(crate) unsafe fn write_name(text: &str, out: *mut c_char, cap: usize) -> Res {
+    // SAFETY: this function's contract is the unsafe operations' own: `out`, as the caller
+    // promises, is NULL or valid for what the MPI call it serves reads and writes through it.
+    unsafe {
+        if out.is_null() {
+            return fail(MPI_ERR_ARG, "the output string is NULL");
         }
-        let (local, m) = running(|s| Ok((s.core_comm(MPI_COMM_SELF)?, meeting(s)?)))?;
-        *out = crate::inter::connect_groups(MPI_COMM_SELF, &local, 0, Some((&m, other, JOIN_TAG)))?;
+        if text.len() >= cap {
+            return fail(
+                MPI_ERR_INTERN,
+                format!("{text:?} does not fit in {cap} bytes"),
+            );
+        }
+        std::ptr::copy_nonoverlapping(text.as_ptr(), out as *mut u8, text.len());
+        *out.add(text.len()) = 0;
         Ok(())
     }
 }
 
 /// Writes `mine` to the socket and reads as many bytes back.
-unsafe fn socket_swap(fd: c_int, mine: &[u8], theirs: &mut [u8]) -> std::io::Result<()> {
-    use std::io::{Read, Write};
-    use std::os::fd::FromRawFd;
-    // The socket stays the program's: borrowed as a File that is never dropped (closed).
-    let mut socket = std::mem::ManuallyDrop::new(std::fs::File::from_raw_fd(fd));
-    socket.write_all(mine)?;
-    socket.read_exact(theirs)
+pub(crate) unsafe fn socket_swap(fd: c_int, mine: &[u8], theirs: &mut [u8]) -> std::io::Result<()> {
+    // SAFETY: this function's contract is the unsafe operations' own, and its caller keeps it
+    // (MPI's contract for the call it serves).
+    unsafe {
+        use std::io::{Read, Write};
+        use std::os::fd::FromRawFd;
+        // The socket stays the program's: borrowed as a File that is never dropped (closed).
+        let mut socket = std::mem::ManuallyDrop::new(std::fs::File::from_raw_fd(fd));
+        socket.write_all(mine)?;
+        socket.read_exact(theirs)
+    }
 }
 
 /// The launcher key of a published service name.
-fn service_key(service: *const c_char) -> Res<String> {
+pub(crate) fn service_key(service: *const c_char) -> Res<String> {
     if service.is_null() {
         return fail(MPI_ERR_ARG, "service_name is NULL");
     }
@@ -272,61 +188,21 @@ fn service_key(service: *const c_char) -> Res<String> {
 }
 
 /// What the launcher holds for `key` ("" once unpublished).
-fn looked_up(key: &str) -> Res<Option<String>> {
+pub(crate) fn looked_up(key: &str) -> Res<Option<String>> {
     let found = on_world(|w| Ok(w.lookup(key)?))?;
     Ok(found.filter(|v| !v.is_empty()))
 }
 
-fn publish(key: &str, value: &str) -> Res {
+pub(crate) fn publish(key: &str, value: &str) -> Res {
     on_world(|w| Ok(w.publish(key, value)?))
 }
 
 /// Runs `f` on the runtime's world.
-fn on_world<T>(f: impl FnOnce(&ferry_core::World) -> Res<T>) -> Res<T> {
+pub(crate) fn on_world<T>(f: impl FnOnce(&ferry_core::World) -> Res<T>) -> Res<T> {
     with(|s| match &s.world {
         Some(w) => f(w),
         None => fail(MPI_ERR_OTHER, "MPI is not initialized"),
     })
-}
-
-mpi! {
-    /// Publishes `port_name` under `service_name` for every process of the job.
-    fn MPI_Publish_name / PMPI_Publish_name(service_name: *const c_char, _info: Handle, port_name: *const c_char) on NONE => {
-        let key = service_key(service_name)?;
-        if port_name.is_null() {
-            return fail(MPI_ERR_ARG, "port_name is NULL");
-        }
-        let port = CStr::from_ptr(port_name).to_string_lossy().into_owned();
-        if port.is_empty() {
-            return fail(MPI_ERR_PORT, "the port name is empty");
-        }
-        if looked_up(&key)?.is_some() {
-            return fail(MPI_ERR_SERVICE, format!("{key:?} is already published"));
-        }
-        publish(&key, &port)
-    }
-}
-
-mpi! {
-    /// Withdraws a published name.
-    fn MPI_Unpublish_name / PMPI_Unpublish_name(service_name: *const c_char, _info: Handle, _port_name: *const c_char) on NONE => {
-        let key = service_key(service_name)?;
-        if looked_up(&key)?.is_none() {
-            return fail(MPI_ERR_SERVICE, format!("{key:?} is not published"));
-        }
-        publish(&key, "")
-    }
-}
-
-mpi! {
-    /// The port published under `service_name`.
-    fn MPI_Lookup_name / PMPI_Lookup_name(service_name: *const c_char, _info: Handle, port_name: *mut c_char) on NONE => {
-        let key = service_key(service_name)?;
-        match looked_up(&key)? {
-            Some(port) => write_name(&port, port_name, MPI_MAX_PORT_NAME),
-            None => fail(MPI_ERR_NAME, format!("no port is published as {key:?}")),
-        }
-    }
 }
 
 /// MPI_UNIVERSE_SIZE: `FERRY_UNIVERSE_SIZE` (`ferry run --universe-size`), else what a
@@ -383,27 +259,35 @@ pub(crate) fn join_parent() -> Res {
 
 /// A C string (NULL: empty).
 unsafe fn c_text(p: *const c_char) -> String {
-    if p.is_null() {
-        String::new()
-    } else {
-        CStr::from_ptr(p).to_string_lossy().into_owned()
+    // SAFETY: this function's contract is the unsafe operations' own: `p`, as the caller
+    // promises, is NULL or valid for what the MPI call it serves reads and writes through it.
+    unsafe {
+        if p.is_null() {
+            String::new()
+        } else {
+            CStr::from_ptr(p).to_string_lossy().into_owned()
+        }
     }
 }
 
 /// The strings of a NULL-terminated `argv` (MPI_ARGV_NULL: none).
 unsafe fn c_argv(argv: *mut *mut c_char) -> Vec<String> {
-    let mut out = Vec::new();
-    if argv.is_null() {
-        return out;
-    }
-    let mut i = 0;
-    loop {
-        let a = *argv.add(i);
-        if a.is_null() {
+    // SAFETY: this function's contract is the unsafe operations' own: `argv`, as the caller
+    // promises, is NULL or valid for what the MPI call it serves reads and writes through it.
+    unsafe {
+        let mut out = Vec::new();
+        if argv.is_null() {
             return out;
         }
-        out.push(c_text(a));
-        i += 1;
+        let mut i = 0;
+        loop {
+            let a = *argv.add(i);
+            if a.is_null() {
+                return out;
+            }
+            out.push(c_text(a));
+            i += 1;
+        }
     }
 }
 
@@ -427,66 +311,73 @@ fn info_value(info: Handle, key: &str) -> Res<Option<String>> {
 /// directory, then `PATH`; one that is not there is MPI_ERR_SPAWN. `wdir` defaults to the root's directory.
 /// Other keys (`host`, `arch`, `file`, `soft`) are accepted and ignored: every process runs on
 /// this host, and `soft` is moot as every requested process is started.
-unsafe fn app(
+pub(crate) unsafe fn app(
     command: *const c_char,
     argv: *mut *mut c_char,
     procs: c_int,
     info: Handle,
 ) -> Res<App> {
-    if command.is_null() {
-        return fail(MPI_ERR_ARG, "command is NULL");
-    }
-    let procs = u32::try_from(procs)
-        .ok()
-        .filter(|&n| n > 0)
-        .ok_or_else(|| MpiError::new(MPI_ERR_ARG, format!("maxprocs {procs} is not positive")))?;
-    let cwd = std::env::current_dir()
-        .map_err(|e| MpiError::new(MPI_ERR_SPAWN, format!("no working directory: {e}")))?;
-    let name = c_text(command);
-    let path = info_value(info, "path")?;
-    let executable = |p: &std::path::Path| {
-        use std::os::unix::fs::PermissionsExt;
-        std::fs::metadata(p).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
-    };
-    let program = if name.contains('/') {
-        Some(cwd.join(&name)).filter(|p| executable(p))
-    } else {
-        let path_env = std::env::var("PATH").unwrap_or_default();
-        let dirs: Vec<std::path::PathBuf> = path
-            .iter()
-            .flat_map(|p| p.split(':'))
-            .map(std::path::PathBuf::from)
-            .chain(std::iter::once(cwd.clone()))
-            .chain(path_env.split(':').map(std::path::PathBuf::from))
-            .collect();
-        dirs.into_iter()
-            .map(|d| cwd.join(d).join(&name))
-            .find(|p| executable(p))
-    };
-    // Checked here so that a missing program is MPI_ERR_SPAWN for the caller, not the end of
-    // the job (the launcher ends it if it cannot start a process it was asked for).
-    let program = program.ok_or_else(|| {
+    // SAFETY: this function's contract is the unsafe operations' own: `command` and `argv`, as
+    // the caller promises, are NULL or valid for what the MPI call it serves reads and writes
+    // through them.
+    unsafe {
+        if command.is_null() {
+            return fail(MPI_ERR_ARG, "command is NULL");
+        }
+        let procs = u32::try_from(procs)
+            .ok()
+            .filter(|&n| n > 0)
+            .ok_or_else(|| {
+                MpiError::new(MPI_ERR_ARG, format!("maxprocs {procs} is not positive"))
+            })?;
+        let cwd = std::env::current_dir()
+            .map_err(|e| MpiError::new(MPI_ERR_SPAWN, format!("no working directory: {e}")))?;
+        let name = c_text(command);
+        let path = info_value(info, "path")?;
+        let executable = |p: &std::path::Path| {
+            use std::os::unix::fs::PermissionsExt;
+            std::fs::metadata(p).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+        };
+        let program = if name.contains('/') {
+            Some(cwd.join(&name)).filter(|p| executable(p))
+        } else {
+            let path_env = std::env::var("PATH").unwrap_or_default();
+            let dirs: Vec<std::path::PathBuf> = path
+                .iter()
+                .flat_map(|p| p.split(':'))
+                .map(std::path::PathBuf::from)
+                .chain(std::iter::once(cwd.clone()))
+                .chain(path_env.split(':').map(std::path::PathBuf::from))
+                .collect();
+            dirs.into_iter()
+                .map(|d| cwd.join(d).join(&name))
+                .find(|p| executable(p))
+        };
+        // Checked here so that a missing program is MPI_ERR_SPAWN for the caller, not the end of
+        // the job (the launcher ends it if it cannot start a process it was asked for).
+        let program = program.ok_or_else(|| {
         MpiError::new(
             MPI_ERR_SPAWN,
             format!("MPI_Comm_spawn: no executable program {name:?} (looked in the info's path, {}, and PATH)", cwd.display()),
         )
     })?;
-    let wdir = match info_value(info, "wdir")? {
-        Some(w) if !w.is_empty() => cwd.join(w),
-        _ => cwd,
-    };
-    Ok(App {
-        procs,
-        command: program.to_string_lossy().into_owned(),
-        wdir: wdir.to_string_lossy().into_owned(),
-        args: c_argv(argv),
-    })
+        let wdir = match info_value(info, "wdir")? {
+            Some(w) if !w.is_empty() => cwd.join(w),
+            _ => cwd,
+        };
+        Ok(App {
+            procs,
+            command: program.to_string_lossy().into_owned(),
+            wdir: wdir.to_string_lossy().into_owned(),
+            args: c_argv(argv),
+        })
+    }
 }
 
 /// MPI_Comm_spawn(_multiple), collective over `comm`: the root asks the launcher for a world
 /// running what `apps` gives (only the root calls it), everyone learns its universe ranks,
 /// takes them as peers and makes the intercommunicator on the pairs the root claimed.
-unsafe fn spawn(
+pub(crate) unsafe fn spawn(
     comm: Handle,
     root: c_int,
     requested: impl FnOnce() -> u32,
@@ -494,95 +385,67 @@ unsafe fn spawn(
     intercomm: *mut Handle,
     errcodes: *mut c_int,
 ) -> Res {
-    let out = out(intercomm, "intercomm")?;
-    let local = running(|s| s.intra_comm(comm))?;
-    let root = crate::coll::root_arg(&local, root)?;
-    // The new processes dial every one of us: each publishes its address first.
-    on_world(|w| Ok(w.open_to_other_worlds()?))?;
-    local.barrier()?;
-    // [ok, base, size, pair]
-    let mut word = [0u32; 4];
-    let mut why = None;
-    if local.rank() == root {
-        word[2] = requested();
-        let asked = apps().and_then(|apps| {
-            let size: u32 = apps.iter().map(|a| a.procs).sum();
-            let pair = local.claim_context_pairs()?;
-            let parent = ParentInfo {
-                pair,
-                group: local.world_ranks().to_vec(),
-            };
-            let base = on_world(|w| Ok(w.spawn_world(&parent, apps)?))?;
-            Ok([1, base, size, pair])
-        });
-        match asked {
-            Ok(w) => word = w,
-            Err(e) => why = Some(e),
+    // SAFETY: this function's contract is the unsafe operations' own: `intercomm` and
+    // `errcodes`, as the caller promises, are NULL or valid for what the MPI call it serves reads
+    // and writes through them.
+    unsafe {
+        let out = out(intercomm, "intercomm")?;
+        let local = running(|s| s.intra_comm(comm))?;
+        let root = crate::coll::root_arg(&local, root)?;
+        // The new processes dial every one of us: each publishes its address first.
+        on_world(|w| Ok(w.open_to_other_worlds()?))?;
+        local.barrier()?;
+        // [ok, base, size, pair]
+        let mut word = [0u32; 4];
+        let mut why = None;
+        if local.rank() == root {
+            word[2] = requested();
+            let asked = apps().and_then(|apps| {
+                let size: u32 = apps.iter().map(|a| a.procs).sum();
+                let pair = local.claim_context_pairs()?;
+                let parent = ParentInfo {
+                    pair,
+                    group: local.world_ranks().to_vec(),
+                };
+                let base = on_world(|w| Ok(w.spawn_world(&parent, apps)?))?;
+                Ok([1, base, size, pair])
+            });
+            match asked {
+                Ok(w) => word = w,
+                Err(e) => why = Some(e),
+            }
         }
-    }
-    local.bcast(&mut word, root)?;
-    let [ok, base, size, pair] = word;
-    if ok == 0 {
-        *out = MPI_COMM_NULL;
-        if !errcodes.is_null() && local.rank() == root {
+        local.bcast(&mut word, root)?;
+        let [ok, base, size, pair] = word;
+        if ok == 0 {
+            *out = MPI_COMM_NULL;
+            if !errcodes.is_null() && local.rank() == root {
+                for i in 0..size as usize {
+                    *errcodes.add(i) = MPI_ERR_SPAWN;
+                }
+            }
+            return Err(why.unwrap_or_else(|| {
+                MpiError::new(MPI_ERR_SPAWN, "MPI_Comm_spawn failed at the root")
+            }));
+        }
+        let children: Vec<u32> = (base..base + size).collect();
+        on_world(|w| {
+            w.add_peers(&children);
+            Ok(())
+        })?;
+        *out = crate::inter::between(
+            comm,
+            &local,
+            local.world_ranks(),
+            &children,
+            local.rank(),
+            pair,
+        )?;
+        if !errcodes.is_null() {
             for i in 0..size as usize {
-                *errcodes.add(i) = MPI_ERR_SPAWN;
+                *errcodes.add(i) = MPI_SUCCESS;
             }
         }
-        return Err(why
-            .unwrap_or_else(|| MpiError::new(MPI_ERR_SPAWN, "MPI_Comm_spawn failed at the root")));
-    }
-    let children: Vec<u32> = (base..base + size).collect();
-    on_world(|w| {
-        w.add_peers(&children);
         Ok(())
-    })?;
-    *out = crate::inter::between(
-        comm,
-        &local,
-        local.world_ranks(),
-        &children,
-        local.rank(),
-        pair,
-    )?;
-    if !errcodes.is_null() {
-        for i in 0..size as usize {
-            *errcodes.add(i) = MPI_SUCCESS;
-        }
-    }
-    Ok(())
-}
-
-mpi! {
-    /// Starts `maxprocs` processes of `command` with `argv` as a new world and makes the
-    /// intercommunicator to them (their MPI_Comm_get_parent). Collective over `comm`; only the
-    /// root's command, arguments, count and info count.
-    fn MPI_Comm_spawn / PMPI_Comm_spawn(command: *const c_char, argv: *mut *mut c_char, maxprocs: c_int, info: Handle, root: c_int, comm: Handle, intercomm: *mut Handle, array_of_errcodes: *mut c_int) on comm => {
-        spawn(comm, root, || maxprocs.max(0) as u32, || Ok(vec![app(command, argv, maxprocs, info)?]), intercomm, array_of_errcodes)
-    }
-}
-
-mpi! {
-    /// As MPI_Comm_spawn with several commands: their processes form one new world, in the
-    /// order of the commands (MPI_APPNUM tells them apart).
-    fn MPI_Comm_spawn_multiple / PMPI_Comm_spawn_multiple(count: c_int, commands: *mut *mut c_char, argvs: *mut *mut *mut c_char, maxprocs: *const c_int, infos: *const Handle, root: c_int, comm: Handle, intercomm: *mut Handle, array_of_errcodes: *mut c_int) on comm => {
-        let requested = || {
-            match usize::try_from(count) {
-                Ok(n) if !maxprocs.is_null() => (0..n).map(|i| (*maxprocs.add(i)).max(0) as u32).sum(),
-                _ => 0,
-            }
-        };
-        spawn(comm, root, requested, || {
-            let n = usize::try_from(count).ok().filter(|&n| n > 0)
-                .ok_or_else(|| MpiError::new(MPI_ERR_ARG, format!("count {count} is not positive")))?;
-            if commands.is_null() || maxprocs.is_null() {
-                return fail(MPI_ERR_ARG, "array_of_commands or array_of_maxprocs is NULL");
-            }
-            (0..n).map(|i| {
-                let argv = if argvs.is_null() { std::ptr::null_mut() } else { *argvs.add(i) };
-                let info = if infos.is_null() { MPI_INFO_NULL } else { *infos.add(i) };
-                app(*commands.add(i), argv, *maxprocs.add(i), info)
-            }).collect()
-        }, intercomm, array_of_errcodes)
     }
 }

@@ -11,8 +11,7 @@ use crate::abi::*;
 use crate::datatype::{Builtin, Class, Datatype, Scalar};
 use crate::error::{fail, MpiError, Res};
 use crate::state::running;
-use crate::NONE;
-use std::ffi::{c_char, c_int, c_void, CStr};
+use std::ffi::{c_char, c_void, CStr};
 
 /// How one scalar of a basic element is stored in external32.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -245,17 +244,21 @@ fn binary128_to_x87(bits: u128) -> [u8; 16] {
 
 /// The datarep argument, which must be "external32".
 unsafe fn datarep_arg(datarep: *const c_char) -> Res {
-    if datarep.is_null() {
-        return fail(MPI_ERR_ARG, "datarep is NULL");
+    // SAFETY: this function's contract is the unsafe operations' own: `datarep`, as the caller
+    // promises, is NULL or valid for what the MPI call it serves reads and writes through it.
+    unsafe {
+        if datarep.is_null() {
+            return fail(MPI_ERR_ARG, "datarep is NULL");
+        }
+        let name = CStr::from_ptr(datarep).to_string_lossy();
+        if name != "external32" {
+            return fail(
+                MPI_ERR_UNSUPPORTED_DATAREP,
+                format!("data representation {name:?} (only \"external32\" is supported)"),
+            );
+        }
+        Ok(())
     }
-    let name = CStr::from_ptr(datarep).to_string_lossy();
-    if name != "external32" {
-        return fail(
-            MPI_ERR_UNSUPPORTED_DATAREP,
-            format!("data representation {name:?} (only \"external32\" is supported)"),
-        );
-    }
-    Ok(())
 }
 
 /// Converts `count` natively packed elements of `dt` to external32 (`dst` is exactly their
@@ -316,24 +319,11 @@ fn aint_arg(v: isize, what: &str) -> Res<usize> {
     usize::try_from(v).map_err(|_| MpiError::new(MPI_ERR_ARG, format!("{what} {v} is negative")))
 }
 
-mpi! {
-    /// Packs `incount` elements in the external32 representation at `*position` of `outbuf`.
-    fn MPI_Pack_external / PMPI_Pack_external(datarep: *const c_char, inbuf: *const c_void, incount: c_int, datatype: Handle, outbuf: *mut c_void, outsize: isize, position: *mut isize) on NONE => {
-        pack_external(datarep, inbuf, incount.into(), datatype, outbuf, outsize, position)
-    }
-}
-mpi! {
-    /// MPI_Pack_external with MPI_Count arguments.
-    fn MPI_Pack_external_c / PMPI_Pack_external_c(datarep: *const c_char, inbuf: *const c_void, incount: i64, datatype: Handle, outbuf: *mut c_void, outsize: i64, position: *mut i64) on NONE => {
-        pack_external(datarep, inbuf, incount, datatype, outbuf, outsize as isize, position.cast())
-    }
-}
-
 // MPI_Count and MPI_Aint are both 64 bits here, so a position of either is the same memory.
 const _: () = assert!(std::mem::size_of::<isize>() == std::mem::size_of::<i64>());
 
 /// MPI_Pack_external. Safety: MPI's contract on the buffers and `position`.
-unsafe fn pack_external(
+pub(crate) unsafe fn pack_external(
     datarep: *const c_char,
     inbuf: *const c_void,
     incount: i64,
@@ -342,39 +332,32 @@ unsafe fn pack_external(
     outsize: isize,
     position: *mut isize,
 ) -> Res {
-    datarep_arg(datarep)?;
-    let dt = running(|s| s.committed_type(datatype))?;
-    let count = count_c(incount)?;
-    let Some(pos) = position.as_mut() else {
-        return fail(MPI_ERR_ARG, "position is NULL");
-    };
-    let (start, size) = (aint_arg(*pos, "position")?, aint_arg(outsize, "outsize")?);
-    let need = element_size(&dt) * count;
-    crate::types::check_room("MPI_Pack_external", need, start, size)?;
-    crate::check::buffer(inbuf, count, &dt)?;
-    crate::check::bytes(outbuf, start + need)?;
-    let mut native = vec![0u8; dt.size() * count];
-    dt.pack(inbuf as *const u8, count, &mut native);
-    let dst = std::slice::from_raw_parts_mut((outbuf as *mut u8).add(start), need);
-    pack(&dt, count, &native, dst)?;
-    *pos = (start + need) as isize;
-    Ok(())
-}
-mpi! {
-    /// Unpacks `outcount` elements from the external32 representation at `*position` of `inbuf`.
-    fn MPI_Unpack_external / PMPI_Unpack_external(datarep: *const c_char, inbuf: *const c_void, insize: isize, position: *mut isize, outbuf: *mut c_void, outcount: c_int, datatype: Handle) on NONE => {
-        unpack_external(datarep, inbuf, insize, position, outbuf, outcount.into(), datatype)
-    }
-}
-mpi! {
-    /// MPI_Unpack_external with MPI_Count arguments.
-    fn MPI_Unpack_external_c / PMPI_Unpack_external_c(datarep: *const c_char, inbuf: *const c_void, insize: i64, position: *mut i64, outbuf: *mut c_void, outcount: i64, datatype: Handle) on NONE => {
-        unpack_external(datarep, inbuf, insize as isize, position.cast(), outbuf, outcount, datatype)
+    // SAFETY: this function's contract is the unsafe operations' own: `datarep`, `inbuf`,
+    // `outbuf` and `position`, as the caller promises, are NULL or valid for what the MPI call it
+    // serves reads and writes through them.
+    unsafe {
+        datarep_arg(datarep)?;
+        let dt = running(|s| s.committed_type(datatype))?;
+        let count = count_c(incount)?;
+        let Some(pos) = position.as_mut() else {
+            return fail(MPI_ERR_ARG, "position is NULL");
+        };
+        let (start, size) = (aint_arg(*pos, "position")?, aint_arg(outsize, "outsize")?);
+        let need = element_size(&dt) * count;
+        crate::types::check_room("MPI_Pack_external", need, start, size)?;
+        crate::check::buffer(inbuf, count, &dt)?;
+        crate::check::bytes(outbuf, start + need)?;
+        let mut native = vec![0u8; dt.size() * count];
+        dt.pack(inbuf as *const u8, count, &mut native);
+        let dst = std::slice::from_raw_parts_mut((outbuf as *mut u8).add(start), need);
+        pack(&dt, count, &native, dst)?;
+        *pos = (start + need) as isize;
+        Ok(())
     }
 }
 
 /// MPI_Unpack_external. Safety: as [`pack_external`].
-unsafe fn unpack_external(
+pub(crate) unsafe fn unpack_external(
     datarep: *const c_char,
     inbuf: *const c_void,
     insize: isize,
@@ -383,48 +366,43 @@ unsafe fn unpack_external(
     outcount: i64,
     datatype: Handle,
 ) -> Res {
-    datarep_arg(datarep)?;
-    let dt = running(|s| s.committed_type(datatype))?;
-    let count = count_c(outcount)?;
-    let Some(pos) = position.as_mut() else {
-        return fail(MPI_ERR_ARG, "position is NULL");
-    };
-    let (start, size) = (aint_arg(*pos, "position")?, aint_arg(insize, "insize")?);
-    let need = element_size(&dt) * count;
-    crate::types::check_room("MPI_Unpack_external", need, start, size)?;
-    crate::check::bytes(inbuf, start + need)?;
-    crate::check::buffer(outbuf, count, &dt)?;
-    let src = std::slice::from_raw_parts((inbuf as *const u8).add(start), need);
-    let mut native = vec![0u8; dt.size() * count];
-    unpack(&dt, count, src, &mut native);
-    dt.unpack(&native, count, outbuf as *mut u8);
-    *pos = (start + need) as isize;
-    Ok(())
-}
-mpi! {
-    /// Bytes that `incount` elements take in the external32 representation.
-    fn MPI_Pack_external_size / PMPI_Pack_external_size(datarep: *const c_char, incount: c_int, datatype: Handle, size: *mut isize) on NONE => {
-        let bytes = pack_external_size(datarep, incount.into(), datatype)?;
-        let Some(size) = size.as_mut() else { return fail(MPI_ERR_ARG, "size is NULL") };
-        *size = bytes as isize;
-        Ok(())
-    }
-}
-mpi! {
-    /// MPI_Pack_external_size with MPI_Count arguments.
-    fn MPI_Pack_external_size_c / PMPI_Pack_external_size_c(datarep: *const c_char, incount: i64, datatype: Handle, size: *mut i64) on NONE => {
-        let bytes = pack_external_size(datarep, incount, datatype)?;
-        let Some(size) = size.as_mut() else { return fail(MPI_ERR_ARG, "size is NULL") };
-        *size = bytes as i64;
+    // SAFETY: this function's contract is the unsafe operations' own: `datarep`, `inbuf`,
+    // `position` and `outbuf`, as the caller promises, are NULL or valid for what the MPI call it
+    // serves reads and writes through them.
+    unsafe {
+        datarep_arg(datarep)?;
+        let dt = running(|s| s.committed_type(datatype))?;
+        let count = count_c(outcount)?;
+        let Some(pos) = position.as_mut() else {
+            return fail(MPI_ERR_ARG, "position is NULL");
+        };
+        let (start, size) = (aint_arg(*pos, "position")?, aint_arg(insize, "insize")?);
+        let need = element_size(&dt) * count;
+        crate::types::check_room("MPI_Unpack_external", need, start, size)?;
+        crate::check::bytes(inbuf, start + need)?;
+        crate::check::buffer(outbuf, count, &dt)?;
+        let src = std::slice::from_raw_parts((inbuf as *const u8).add(start), need);
+        let mut native = vec![0u8; dt.size() * count];
+        unpack(&dt, count, src, &mut native);
+        dt.unpack(&native, count, outbuf as *mut u8);
+        *pos = (start + need) as isize;
         Ok(())
     }
 }
 
 /// Bytes of `incount` elements in external32. Safety: `datarep` is a C string or NULL.
-unsafe fn pack_external_size(datarep: *const c_char, incount: i64, datatype: Handle) -> Res<usize> {
-    datarep_arg(datarep)?;
-    let dt = running(|s| s.datatype(datatype))?;
-    Ok(element_size(&dt) * count_c(incount)?)
+pub(crate) unsafe fn pack_external_size(
+    datarep: *const c_char,
+    incount: i64,
+    datatype: Handle,
+) -> Res<usize> {
+    // SAFETY: this function's contract is the unsafe operations' own: `datarep`, as the caller
+    // promises, is NULL or valid for what the MPI call it serves reads and writes through it.
+    unsafe {
+        datarep_arg(datarep)?;
+        let dt = running(|s| s.datatype(datatype))?;
+        Ok(element_size(&dt) * count_c(incount)?)
+    }
 }
 
 /// A count of elements (`int` or MPI_Count) as a size.

@@ -13,7 +13,6 @@
 
 use crate::abi::*;
 use crate::error::{MpiError, Res};
-use crate::NONE;
 use std::collections::HashMap;
 use std::ffi::c_int;
 use std::sync::{Mutex, PoisonError};
@@ -61,45 +60,18 @@ unsafe fn write8(p: *mut c_int, v: [c_int; MPI_F_STATUS_SIZE], what: &str) -> Re
 }
 
 /// Copies a status of one form to another.
-unsafe fn convert(from: *const c_int, from_name: &str, to: *mut c_int, to_name: &str) -> Res {
-    let v = read8(from, from_name)?;
-    write8(to, v, to_name)
-}
-
-mpi! {
-    /// A C status as a Fortran `INTEGER STATUS(MPI_STATUS_SIZE)`.
-    fn MPI_Status_c2f / PMPI_Status_c2f(c_status: *const MpiStatus, f_status: *mut c_int) on NONE => {
-        convert(c_status.cast(), "c_status", f_status, "f_status")
-    }
-}
-mpi! {
-    /// A Fortran status as a C status.
-    fn MPI_Status_f2c / PMPI_Status_f2c(f_status: *const c_int, c_status: *mut MpiStatus) on NONE => {
-        convert(f_status, "f_status", c_status.cast(), "c_status")
-    }
-}
-mpi! {
-    /// A C status as a Fortran 2008 `TYPE(MPI_Status)`.
-    fn MPI_Status_c2f08 / PMPI_Status_c2f08(c_status: *const MpiStatus, f08_status: *mut c_int) on NONE => {
-        convert(c_status.cast(), "c_status", f08_status, "f08_status")
-    }
-}
-mpi! {
-    /// A Fortran 2008 status as a C status.
-    fn MPI_Status_f082c / PMPI_Status_f082c(f08_status: *const c_int, c_status: *mut MpiStatus) on NONE => {
-        convert(f08_status, "f08_status", c_status.cast(), "c_status")
-    }
-}
-mpi! {
-    /// A Fortran 2008 status as a Fortran `INTEGER` array status.
-    fn MPI_Status_f082f / PMPI_Status_f082f(f08_status: *const c_int, f_status: *mut c_int) on NONE => {
-        convert(f08_status, "f08_status", f_status, "f_status")
-    }
-}
-mpi! {
-    /// A Fortran `INTEGER` array status as a Fortran 2008 status.
-    fn MPI_Status_f2f08 / PMPI_Status_f2f08(f_status: *const c_int, f08_status: *mut c_int) on NONE => {
-        convert(f_status, "f_status", f08_status, "f08_status")
+pub(crate) unsafe fn convert(
+    from: *const c_int,
+    from_name: &str,
+    to: *mut c_int,
+    to_name: &str,
+) -> Res {
+    // SAFETY: this function's contract is the unsafe operations' own: `from` and `to`, as the
+    // caller promises, are NULL or valid for what the MPI call it serves reads and writes through
+    // them.
+    unsafe {
+        let v = read8(from, from_name)?;
+        write8(to, v, to_name)
     }
 }
 
@@ -123,7 +95,7 @@ struct Registry {
 static REGISTRY: Mutex<Option<Registry>> = Mutex::new(None);
 
 /// The `MPI_Fint` of any handle. Never unwinds: these functions return a value, not an error.
-fn c2f(h: Handle) -> c_int {
+pub(crate) fn c2f(h: Handle) -> c_int {
     if h < FIRST_CREATED as usize {
         return h as c_int;
     }
@@ -147,7 +119,7 @@ fn c2f(h: Handle) -> c_int {
 }
 
 /// The handle of an `MPI_Fint` that [`c2f`] gave out (or a predefined handle's own value).
-fn f2c(f: c_int) -> Handle {
+pub(crate) fn f2c(f: c_int) -> Handle {
     if (0..FIRST_CREATED).contains(&f) {
         return f as Handle;
     }
@@ -161,53 +133,6 @@ fn f2c(f: c_int) -> Handle {
             .unwrap_or(INVALID)
     })
     .unwrap_or(INVALID)
-}
-
-macro_rules! handle_conversions {
-    ($($what:literal: $c2f:ident / $pc2f:ident, $f2c:ident / $pf2c:ident;)*) => {$(
-        mpi! {
-            #[doc = concat!("The Fortran integer of a C `", $what, "`.")]
-            fn $c2f / $pc2f(handle: Handle) -> c_int, unguarded => {
-                c2f(handle)
-            }
-        }
-        mpi! {
-            #[doc = concat!("The C `", $what, "` of a Fortran integer.")]
-            fn $f2c / $pf2c(handle: c_int) -> Handle, unguarded => {
-                f2c(handle)
-            }
-        }
-    )*};
-}
-
-handle_conversions! {
-    "MPI_Comm": MPI_Comm_c2f / PMPI_Comm_c2f, MPI_Comm_f2c / PMPI_Comm_f2c;
-    "MPI_Datatype": MPI_Type_c2f / PMPI_Type_c2f, MPI_Type_f2c / PMPI_Type_f2c;
-    "MPI_Group": MPI_Group_c2f / PMPI_Group_c2f, MPI_Group_f2c / PMPI_Group_f2c;
-    "MPI_Request": MPI_Request_c2f / PMPI_Request_c2f, MPI_Request_f2c / PMPI_Request_f2c;
-    "MPI_File": MPI_File_c2f / PMPI_File_c2f, MPI_File_f2c / PMPI_File_f2c;
-    "MPI_Win": MPI_Win_c2f / PMPI_Win_c2f, MPI_Win_f2c / PMPI_Win_f2c;
-    "MPI_Op": MPI_Op_c2f / PMPI_Op_c2f, MPI_Op_f2c / PMPI_Op_f2c;
-    "MPI_Info": MPI_Info_c2f / PMPI_Info_c2f, MPI_Info_f2c / PMPI_Info_f2c;
-    "MPI_Errhandler": MPI_Errhandler_c2f / PMPI_Errhandler_c2f, MPI_Errhandler_f2c / PMPI_Errhandler_f2c;
-    "MPI_Message": MPI_Message_c2f / PMPI_Message_c2f, MPI_Message_f2c / PMPI_Message_f2c;
-    "MPI_Session": MPI_Session_c2f / PMPI_Session_c2f, MPI_Session_f2c / PMPI_Session_f2c;
-}
-
-// MPI 5.0's `MPI_X_toint`/`MPI_X_fromint` (handles as C ints, for languages that bind to the
-// standard ABI) give the same integers as `MPI_X_c2f`/`MPI_X_f2c`.
-handle_conversions! {
-    "MPI_Comm": MPI_Comm_toint / PMPI_Comm_toint, MPI_Comm_fromint / PMPI_Comm_fromint;
-    "MPI_Datatype": MPI_Type_toint / PMPI_Type_toint, MPI_Type_fromint / PMPI_Type_fromint;
-    "MPI_Group": MPI_Group_toint / PMPI_Group_toint, MPI_Group_fromint / PMPI_Group_fromint;
-    "MPI_Request": MPI_Request_toint / PMPI_Request_toint, MPI_Request_fromint / PMPI_Request_fromint;
-    "MPI_File": MPI_File_toint / PMPI_File_toint, MPI_File_fromint / PMPI_File_fromint;
-    "MPI_Win": MPI_Win_toint / PMPI_Win_toint, MPI_Win_fromint / PMPI_Win_fromint;
-    "MPI_Op": MPI_Op_toint / PMPI_Op_toint, MPI_Op_fromint / PMPI_Op_fromint;
-    "MPI_Info": MPI_Info_toint / PMPI_Info_toint, MPI_Info_fromint / PMPI_Info_fromint;
-    "MPI_Errhandler": MPI_Errhandler_toint / PMPI_Errhandler_toint, MPI_Errhandler_fromint / PMPI_Errhandler_fromint;
-    "MPI_Message": MPI_Message_toint / PMPI_Message_toint, MPI_Message_fromint / PMPI_Message_fromint;
-    "MPI_Session": MPI_Session_toint / PMPI_Session_toint, MPI_Session_fromint / PMPI_Session_fromint;
 }
 
 #[cfg(test)]

@@ -10,16 +10,13 @@
 //! as it would in any MPI; at MPI_THREAD_MULTIPLE another thread may complete it meanwhile.
 
 use crate::abi::*;
-use crate::error::{fail, MpiError, Res};
-use crate::request::{Greq, GreqCancelFn, GreqFreeFn, GreqQueryFn, Outcome, Request};
+use crate::error::{fail, Res};
+use crate::request::{Greq, Outcome};
 use crate::state::running;
-use crate::NONE;
-use ferry_core::raw::SendMode;
-use ferry_core::Source;
-use std::ffi::{c_int, c_void};
+use std::ffi::c_int;
 
 /// The hidden duplicate of MPI_COMM_SELF the messages travel on, made at the first use.
-fn channel() -> Res<Handle> {
+pub(crate) fn channel() -> Res<Handle> {
     let made = running(|s| Ok(s.greq_channel))?;
     if made != 0 && running(|s| Ok(s.comms.get(made).is_some()))? {
         return Ok(made);
@@ -42,21 +39,25 @@ pub(crate) unsafe fn finish(
     with_error: bool,
     free: bool,
 ) -> Outcome {
-    let mut st = MpiStatus::default();
-    let rc = g.query_status(&mut st);
-    let rc_free = if free { g.run_free() } else { MPI_SUCCESS };
-    let error = if rc != MPI_SUCCESS { rc } else { rc_free };
-    if let Some(out) = status.as_mut() {
-        let before = out.error;
-        *out = st;
-        out.error = if with_error { error } else { before };
-    }
-    Outcome {
-        source: st.source,
-        tag: st.tag,
-        bytes: st.count(),
-        cancelled: st.cancelled != 0,
-        error,
+    // SAFETY: the caller keeps this function's `# Safety`: `status` is null or a writable
+    // `MPI_Status`; the callbacks are the user's.
+    unsafe {
+        let mut st = MpiStatus::default();
+        let rc = g.query_status(&mut st);
+        let rc_free = if free { g.run_free() } else { MPI_SUCCESS };
+        let error = if rc != MPI_SUCCESS { rc } else { rc_free };
+        if let Some(out) = status.as_mut() {
+            let before = out.error;
+            *out = st;
+            out.error = if with_error { error } else { before };
+        }
+        Outcome {
+            source: st.source,
+            tag: st.tag,
+            bytes: st.count(),
+            cancelled: st.cancelled != 0,
+            error,
+        }
     }
 }
 
@@ -65,14 +66,17 @@ pub(crate) unsafe fn finish(
 /// # Safety
 /// The callbacks are the user's.
 pub(crate) unsafe fn cancel(g: &Greq) -> Res {
-    let rc = match g.cancel {
-        Some(f) => f(g.extra, g.completed as c_int),
-        None => MPI_SUCCESS,
-    };
-    if rc != MPI_SUCCESS {
-        return fail(rc, "the cancel callback of a generalized request failed");
+    // SAFETY: the caller keeps this function's `# Safety`: The callbacks are the user's.
+    unsafe {
+        let rc = match g.cancel {
+            Some(f) => f(g.extra, g.completed as c_int),
+            None => MPI_SUCCESS,
+        };
+        if rc != MPI_SUCCESS {
+            return fail(rc, "the cancel callback of a generalized request failed");
+        }
+        Ok(())
     }
-    Ok(())
 }
 
 /// MPI_Request_free of `handle` if it is a generalized request (`false` if it is not). A
@@ -82,101 +86,37 @@ pub(crate) unsafe fn cancel(g: &Greq) -> Res {
 /// # Safety
 /// The callbacks are the user's.
 pub(crate) unsafe fn free(handle: Handle) -> Res<bool> {
-    let done = running(|s| {
-        let Some(req) = s.requests.get_mut(handle) else {
-            return Ok(None);
-        };
-        let Some(g) = req.generalized.as_mut() else {
-            return Ok(None);
-        };
-        if !g.completed {
-            g.freed = true;
-            return Ok(Some(None));
-        }
-        let g = **g;
-        if let Some(req) = s.requests.remove(handle) {
-            if !req.is_complete() {
-                s.bsends.push((req, 0, crate::bsend::BufferOwner::Process));
-            }
-        }
-        Ok(Some(Some(g)))
-    })?;
-    match done {
-        None => Ok(false),
-        Some(None) => Ok(true),
-        Some(Some(g)) => {
-            let rc = g.run_free();
-            if rc != MPI_SUCCESS {
-                return fail(rc, "the free callback of a generalized request failed");
-            }
-            Ok(true)
-        }
-    }
-}
-
-mpi! {
-    /// Starts a generalized request that MPI_Grequest_complete completes.
-    fn MPI_Grequest_start / PMPI_Grequest_start(query_fn: Option<GreqQueryFn>, free_fn: Option<GreqFreeFn>, cancel_fn: Option<GreqCancelFn>,
-        extra_state: *mut c_void, request: *mut Handle) on NONE => {
-        let Some(out) = request.as_mut() else { return fail(MPI_ERR_ARG, "request argument is NULL") };
-        let chan = channel()?;
-        let tag = running(|s| {
-            let tag = s.greq_next_tag;
-            s.greq_next_tag = if tag == c_int::MAX { 0 } else { tag + 1 };
-            Ok(tag)
-        })?;
-        *out = running(|s| {
-            let core = s.core_comm(chan)?;
-            // SAFETY: an empty receive writes no byte.
-            let raw = unsafe { core.raw_recv(std::ptr::NonNull::dangling().as_ptr(), 0, Source::Rank(0), tag)? };
-            let mut req = Request::running(MPI_COMM_SELF, core, raw, None);
-            req.generalized = Some(Box::new(Greq {
-                query: query_fn,
-                free: free_fn,
-                cancel: cancel_fn,
-                extra: extra_state,
-                tag,
-                completed: false,
-                freed: false,
-            }));
-            Ok(s.requests.insert(req))
-        })?;
-        Ok(())
-    }
-}
-mpi! {
-    /// Tells MPI that the operation of a generalized request is complete.
-    fn MPI_Grequest_complete / PMPI_Grequest_complete(request: Handle) on NONE => {
-        let freed = running(|s| {
-            let req = s.requests.get_mut(request).ok_or_else(|| {
-                MpiError::new(MPI_ERR_REQUEST, format!("invalid request {request:#x}"))
-            })?;
-            let Some(g) = req.generalized.as_mut() else {
-                return fail(MPI_ERR_REQUEST, "MPI_Grequest_complete of a request that is not generalized");
-            };
-            if g.completed {
-                return fail(MPI_ERR_REQUEST, "MPI_Grequest_complete called twice");
-            }
-            g.completed = true;
-            let g = **g;
-            // SAFETY: an empty send reads no byte.
-            let raw = unsafe { req.core.raw_send(std::ptr::NonNull::dangling().as_ptr(), 0, 0, g.tag, SendMode::Standard)? };
-            let send = Request::running(MPI_COMM_SELF, req.core.clone(), raw, None);
-            s.bsends.push((send, 0, crate::bsend::BufferOwner::Process));
-            if !g.freed {
+    // SAFETY: the caller keeps this function's `# Safety`: The callbacks are the user's.
+    unsafe {
+        let done = running(|s| {
+            let Some(req) = s.requests.get_mut(handle) else {
                 return Ok(None);
+            };
+            let Some(g) = req.generalized.as_mut() else {
+                return Ok(None);
+            };
+            if !g.completed {
+                g.freed = true;
+                return Ok(Some(None));
             }
-            if let Some(req) = s.requests.remove(request) {
-                s.bsends.push((req, 0, crate::bsend::BufferOwner::Process));
+            let g = **g;
+            if let Some(req) = s.requests.remove(handle) {
+                if !req.is_complete() {
+                    s.bsends.push((req, 0, crate::bsend::BufferOwner::Process));
+                }
             }
-            Ok(Some(g))
+            Ok(Some(Some(g)))
         })?;
-        if let Some(g) = freed {
-            let rc = g.run_free();
-            if rc != MPI_SUCCESS {
-                return fail(rc, "the free callback of a generalized request failed");
+        match done {
+            None => Ok(false),
+            Some(None) => Ok(true),
+            Some(Some(g)) => {
+                let rc = g.run_free();
+                if rc != MPI_SUCCESS {
+                    return fail(rc, "the free callback of a generalized request failed");
+                }
+                Ok(true)
             }
         }
-        Ok(())
     }
 }

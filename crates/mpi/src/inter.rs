@@ -25,16 +25,15 @@
 //! leader exchange, fan-out), the others are direct sends and receives between the groups.
 
 use crate::abi::*;
-use crate::check::{out, slice};
+use crate::check::slice;
 use crate::coll;
-use crate::comm::{register, register_with};
+use crate::comm::register_with;
 use crate::datatype::Datatype;
 use crate::error::{fail, MpiError, Res};
 use crate::p2p::{count_arg, start_recv, start_send, wait_request};
 use crate::request::SendKind;
 use crate::state::State;
 use crate::state::{running, with, CommObj, Inter};
-use crate::NONE;
 use ferry_core::Comm;
 use ferry_sched::{Buffer, Order, Region, Schedule, ScheduleBuilder, StepId};
 use std::ffi::{c_int, c_void};
@@ -46,12 +45,12 @@ const TAG_COLL: i32 = 2;
 
 /// What each process contributes to an agreement.
 #[derive(Debug, Clone, Copy, Default)]
-struct Rec {
-    world: u32,
-    pair: u32,
-    color: i32,
-    key: i32,
-    flag: u32,
+pub(crate) struct Rec {
+    pub(crate) world: u32,
+    pub(crate) pair: u32,
+    pub(crate) color: i32,
+    pub(crate) key: i32,
+    pub(crate) flag: u32,
 }
 
 const REC: usize = 20;
@@ -89,7 +88,12 @@ pub(crate) type Swap<'a> = Option<(&'a Comm, usize, i32)>;
 
 /// Gathers every local process's record, swaps the lists between the leaders (local rank
 /// `leader` calls with `swap`), and gives every local process both lists, each in rank order.
-fn exchange(local: &Comm, leader: usize, swap: Swap<'_>, mine: Rec) -> Res<(Vec<Rec>, Vec<Rec>)> {
+pub(crate) fn exchange(
+    local: &Comm,
+    leader: usize,
+    swap: Swap<'_>,
+    mine: Rec,
+) -> Res<(Vec<Rec>, Vec<Rec>)> {
     let mut all = vec![0u8; REC * local.size()];
     local.allgather(&mine.bytes(), &mut all)?;
     let mut len = [0u64];
@@ -123,7 +127,7 @@ fn exchange(local: &Comm, leader: usize, swap: Swap<'_>, mine: Rec) -> Res<(Vec<
 
 /// The pairs of the new communicators: those claimed by the member with the lowest world rank
 /// (every member claims a block, and all see the same records).
-fn agreed_pair(a: &[Rec], b: &[Rec]) -> u32 {
+pub(crate) fn agreed_pair(a: &[Rec], b: &[Rec]) -> u32 {
     a.iter()
         .chain(b)
         .min_by_key(|r| r.world)
@@ -131,7 +135,7 @@ fn agreed_pair(a: &[Rec], b: &[Rec]) -> u32 {
 }
 
 /// The runtime side of a new intercommunicator.
-struct Parts {
+pub(crate) struct Parts {
     visible: Comm,
     coll: Comm,
     local: Comm,
@@ -166,7 +170,7 @@ fn build(base: &Comm, local: &[u32], remote: &[u32], rank: usize, k: u32) -> Res
 }
 
 /// [`build`] on agreed pairs.
-fn parts(base: &Comm, local: &[u32], remote: &[u32], rank: usize, k: u32) -> Res<Parts> {
+pub(crate) fn parts(base: &Comm, local: &[u32], remote: &[u32], rank: usize, k: u32) -> Res<Parts> {
     build(base, local, remote, rank, k)
 }
 
@@ -185,7 +189,7 @@ pub(crate) fn idup(comm: Handle, inter: Inter, k: u32, copy_attrs: bool) -> Res<
 }
 
 /// Registers an intercommunicator made from `old` (attributes copied for a duplicate).
-fn register_inter(old: Handle, p: Parts, copy_attrs: bool) -> Res<Handle> {
+pub(crate) fn register_inter(old: Handle, p: Parts, copy_attrs: bool) -> Res<Handle> {
     let hidden = |comm| CommObj {
         comm,
         errhandler: MPI_ERRORS_RETURN,
@@ -220,7 +224,7 @@ pub(crate) fn forget(inter: Inter) {
 }
 
 /// The helpers of `comm`, which must be an intercommunicator.
-fn inter_arg(comm: Handle) -> Res<Inter> {
+pub(crate) fn inter_arg(comm: Handle) -> Res<Inter> {
     running(|s| s.inter(comm))?.ok_or_else(|| {
         MpiError::new(
             MPI_ERR_COMM,
@@ -235,7 +239,10 @@ fn halves(inter: Inter) -> Res<(Comm, Comm)> {
 }
 
 /// Runs an agreement over an existing intercommunicator.
-fn agree(inter: Inter, mine: impl FnOnce(&Comm) -> Rec) -> Res<(Comm, Vec<Rec>, Vec<Rec>)> {
+pub(crate) fn agree(
+    inter: Inter,
+    mine: impl FnOnce(&Comm) -> Rec,
+) -> Res<(Comm, Vec<Rec>, Vec<Rec>)> {
     let (local, coll) = halves(inter)?;
     let rec = Rec {
         pair: local.claim_context_pairs()?,
@@ -246,41 +253,12 @@ fn agree(inter: Inter, mine: impl FnOnce(&Comm) -> Rec) -> Res<(Comm, Vec<Rec>, 
     Ok((local, l, r))
 }
 
-fn world_of(recs: &[Rec]) -> Vec<u32> {
+pub(crate) fn world_of(recs: &[Rec]) -> Vec<u32> {
     recs.iter().map(|r| r.world).collect()
 }
 
-fn my_world(c: &Comm) -> u32 {
+pub(crate) fn my_world(c: &Comm) -> u32 {
     c.world_ranks()[c.rank()]
-}
-
-mpi! {
-    /// Makes an intercommunicator from two disjoint groups, each with its own intracommunicator;
-    /// the leaders meet on `peer_comm` with `tag`.
-    fn MPI_Intercomm_create / PMPI_Intercomm_create(local_comm: Handle, local_leader: c_int, peer_comm: Handle, remote_leader: c_int, tag: c_int, newintercomm: *mut Handle) on local_comm => {
-        let out = out(newintercomm, "newintercomm")?;
-        let local = running(|s| s.intra_comm(local_comm))?;
-        let leader = usize::try_from(local_leader).ok().filter(|&r| r < local.size()).ok_or_else(|| {
-            MpiError::new(MPI_ERR_RANK, format!("local leader {local_leader} is not in a communicator of {} ranks", local.size()))
-        })?;
-        let peer = if local.rank() == leader {
-            if tag < 0 {
-                return fail(MPI_ERR_TAG, format!("invalid tag {tag}"));
-            }
-            let peer = running(|s| s.core_comm(peer_comm))?;
-            let rl = usize::try_from(remote_leader).ok().filter(|&r| r < peer.size()).ok_or_else(|| {
-                MpiError::new(MPI_ERR_RANK, format!("remote leader {remote_leader} is not in a peer communicator of {} ranks", peer.size()))
-            })?;
-            if peer.world_rank_of(rl)? == my_world(&local) as usize {
-                return fail(MPI_ERR_RANK, "the remote leader is this process: the groups must be disjoint");
-            }
-            Some((peer, rl))
-        } else {
-            None
-        };
-        *out = connect_groups(local_comm, &local, leader, peer.as_ref().map(|(c, rl)| (c, *rl, tag)))?;
-        Ok(())
-    }
 }
 
 /// The intercommunicator between the group of `local_comm` (whose runtime side is `local`)
@@ -325,83 +303,11 @@ pub(crate) fn between(
 }
 
 /// A tag from a string tag (FNV-1a), non-negative.
-fn string_tag(text: &[u8]) -> i32 {
+pub(crate) fn string_tag(text: &[u8]) -> i32 {
     let h = text.iter().fold(0x811c_9dc5u32, |h, &b| {
         (h ^ b as u32).wrapping_mul(0x0100_0193)
     });
     (h & 0x3fff_ffff) as i32
-}
-
-mpi! {
-    /// Makes an intercommunicator from two disjoint groups of MPI_COMM_WORLD without a parent
-    /// communicator (MPI 4.1 §7.6.2): the processes of both groups first make a bridge
-    /// communicator of them all, told apart from other such calls by `stringtag`, and each
-    /// group its local one; then as MPI_Intercomm_create with the bridge as peer.
-    fn MPI_Intercomm_create_from_groups / PMPI_Intercomm_create_from_groups(local_group: Handle, local_leader: c_int, remote_group: Handle, remote_leader: c_int, stringtag: *const std::ffi::c_char, _info: Handle, errhandler: Handle, newintercomm: *mut Handle) on NONE => {
-        let out = out(newintercomm, "newintercomm")?;
-        if stringtag.is_null() {
-            return fail(MPI_ERR_ARG, "stringtag is NULL");
-        }
-        let tag = string_tag(std::ffi::CStr::from_ptr(stringtag).to_bytes());
-        let (world, lg, rg) = running(|s| {
-            crate::comm::valid_errhandler(s, errhandler)?;
-            Ok((s.core_comm(MPI_COMM_WORLD)?, s.group(local_group)?, s.group(remote_group)?))
-        })?;
-        let leader_of = |g: &[u32], r: c_int, what: &str| {
-            usize::try_from(r).ok().filter(|&r| r < g.len()).ok_or_else(|| {
-                MpiError::new(MPI_ERR_RANK, format!("{what} leader {r} is not in a group of {}", g.len()))
-            })
-        };
-        let ll = leader_of(&lg, local_leader, "local")?;
-        let rl = leader_of(&rg, remote_leader, "remote")?;
-        let me = my_world(&world);
-        if !lg.contains(&me) {
-            return fail(MPI_ERR_GROUP, "this process is not in the local group");
-        }
-        if rg.iter().any(|w| lg.contains(w)) {
-            return fail(MPI_ERR_GROUP, "the local and remote groups must be disjoint");
-        }
-        let mut all: Vec<usize> = lg.iter().chain(rg.iter()).map(|&w| w as usize).collect();
-        all.sort_unstable();
-        let bridge = world.create_subset(&all, tag)?.ok_or_else(|| MpiError::new(MPI_ERR_INTERN, "bridge communicator"))?;
-        let at = |w: u32| all.iter().position(|&x| x == w as usize).unwrap_or(0);
-        let local_ranks: Vec<usize> = lg.iter().map(|&w| at(w)).collect();
-        let local = bridge.create_subset(&local_ranks, tag)?.ok_or_else(|| MpiError::new(MPI_ERR_INTERN, "local communicator"))?;
-        let swap = (local.rank() == ll).then_some((&bridge, at(rg[rl]), tag));
-        let mine = Rec { world: me, pair: local.claim_context_pairs()?, ..Rec::default() };
-        let (l, r) = exchange(&local, ll, swap, mine)?;
-        let p = parts(&local, &world_of(&l), &world_of(&r), local.rank(), agreed_pair(&l, &r))?;
-        let h = register_inter(MPI_COMM_WORLD, p, false)?;
-        running(|s| {
-            s.comm_mut(h)?.errhandler = errhandler;
-            Ok(())
-        })?;
-        *out = h;
-        Ok(())
-    }
-}
-
-mpi! {
-    /// Makes an intracommunicator of both groups: the group passing `high` = false first (if
-    /// both pass the same, the group whose leader has the lower world rank).
-    fn MPI_Intercomm_merge / PMPI_Intercomm_merge(intercomm: Handle, high: c_int, newintracomm: *mut Handle) on intercomm => {
-        let out = out(newintracomm, "newintracomm")?;
-        let inter = inter_arg(intercomm)?;
-        let (local, l, r) = agree(inter, |c| Rec {
-            world: my_world(c),
-            flag: (high != 0) as u32,
-            ..Rec::default()
-        })?;
-        let local_first = if l[0].flag != r[0].flag { l[0].flag == 0 } else { l[0].world < r[0].world };
-        let (first, second) = if local_first { (&l, &r) } else { (&r, &l) };
-        let members: Vec<u32> = first.iter().chain(second.iter()).map(|x| x.world).collect();
-        let me = my_world(&local);
-        let rank = members.iter().position(|&w| w == me).unwrap_or(0);
-        let k = agreed_pair(&l, &r);
-        let merged = local.derive(&members, rank, 2 * k)?;
-        *out = register(intercomm, Some(merged), false)?;
-        Ok(())
-    }
 }
 
 /// MPI_Comm_dup on an intercommunicator.
@@ -645,18 +551,22 @@ fn shape(inter: Inter) -> Res<(usize, usize, usize)> {
     })
 }
 
-const BLOCKING: *mut Handle = std::ptr::null_mut();
+pub(crate) const BLOCKING: *mut Handle = std::ptr::null_mut();
 
 /// MPI_Barrier: each group meets, the leaders swap an empty message, each group meets again.
 pub(crate) unsafe fn barrier(inter: Inter) -> Res {
-    coll::barrier(inter.local, BLOCKING)?;
-    if shape(inter)?.2 == 0 {
-        let mut t = Traffic::new(inter);
-        t.recv(std::ptr::null_mut(), 0, MPI_BYTE_HANDLE, 0)?;
-        t.send(std::ptr::null(), 0, MPI_BYTE_HANDLE, 0)?;
-        t.finish()?;
+    // SAFETY: this function's contract is the unsafe operations' own, and its caller keeps it
+    // (MPI's contract for the call it serves).
+    unsafe {
+        coll::barrier(inter.local, BLOCKING)?;
+        if shape(inter)?.2 == 0 {
+            let mut t = Traffic::new(inter);
+            t.recv(std::ptr::null_mut(), 0, MPI_BYTE_HANDLE, 0)?;
+            t.send(std::ptr::null(), 0, MPI_BYTE_HANDLE, 0)?;
+            t.finish()?;
+        }
+        coll::barrier(inter.local, BLOCKING)
     }
-    coll::barrier(inter.local, BLOCKING)
 }
 
 /// `MPI_BYTE`'s handle.
@@ -670,22 +580,26 @@ pub(crate) unsafe fn bcast(
     dt: Handle,
     root: c_int,
 ) -> Res {
-    let n = count_arg(count)?;
-    let (_, remote, me) = shape(inter)?;
-    match side(root, remote)? {
-        Side::Root => {
-            let mut t = Traffic::new(inter);
-            t.send(buf, n, dt, 0)?;
-            t.finish()
-        }
-        Side::Idle => Ok(()),
-        Side::Leaf(r) => {
-            if me == 0 {
+    // SAFETY: this function's contract is the unsafe operations' own: `buf`, as the caller
+    // promises, is NULL or valid for what the MPI call it serves reads and writes through it.
+    unsafe {
+        let n = count_arg(count)?;
+        let (_, remote, me) = shape(inter)?;
+        match side(root, remote)? {
+            Side::Root => {
                 let mut t = Traffic::new(inter);
-                t.recv(buf, n, dt, r as usize)?;
-                t.finish()?;
+                t.send(buf, n, dt, 0)?;
+                t.finish()
             }
-            coll::bcast(buf, count, dt, 0, inter.local, BLOCKING)
+            Side::Idle => Ok(()),
+            Side::Leaf(r) => {
+                if me == 0 {
+                    let mut t = Traffic::new(inter);
+                    t.recv(buf, n, dt, r as usize)?;
+                    t.finish()?;
+                }
+                coll::bcast(buf, count, dt, 0, inter.local, BLOCKING)
+            }
         }
     }
 }
@@ -700,26 +614,31 @@ pub(crate) unsafe fn reduce(
     op: Handle,
     root: c_int,
 ) -> Res {
-    let n = count_arg(count)?;
-    let (_, remote, me) = shape(inter)?;
-    match side(root, remote)? {
-        Side::Root => {
-            running(|s| s.op(op).map(drop))?;
-            let mut t = Traffic::new(inter);
-            t.recv(recvbuf, n, dt, 0)?;
-            t.finish()
-        }
-        Side::Idle => Ok(()),
-        Side::Leaf(r) => {
-            no_in_place(sendbuf)?;
-            let tmp = Temp::new(dt, n)?;
-            coll::reduce(sendbuf, tmp.base, count, dt, op, 0, inter.local, BLOCKING)?;
-            if me == 0 {
+    // SAFETY: this function's contract is the unsafe operations' own: `sendbuf` and `recvbuf`,
+    // as the caller promises, are NULL or valid for what the MPI call it serves reads and writes
+    // through them.
+    unsafe {
+        let n = count_arg(count)?;
+        let (_, remote, me) = shape(inter)?;
+        match side(root, remote)? {
+            Side::Root => {
+                running(|s| s.op(op).map(drop))?;
                 let mut t = Traffic::new(inter);
-                t.send(tmp.base, n, dt, r as usize)?;
-                t.finish()?;
+                t.recv(recvbuf, n, dt, 0)?;
+                t.finish()
             }
-            Ok(())
+            Side::Idle => Ok(()),
+            Side::Leaf(r) => {
+                no_in_place(sendbuf)?;
+                let tmp = Temp::new(dt, n)?;
+                coll::reduce(sendbuf, tmp.base, count, dt, op, 0, inter.local, BLOCKING)?;
+                if me == 0 {
+                    let mut t = Traffic::new(inter);
+                    t.send(tmp.base, n, dt, r as usize)?;
+                    t.finish()?;
+                }
+                Ok(())
+            }
         }
     }
 }
@@ -734,18 +653,23 @@ pub(crate) unsafe fn allreduce(
     dt: Handle,
     op: Handle,
 ) -> Res {
-    no_in_place(sendbuf)?;
-    let n = count_arg(count)?;
-    let me = shape(inter)?.2;
-    let tmp = Temp::new(dt, n)?;
-    coll::reduce(sendbuf, tmp.base, count, dt, op, 0, inter.local, BLOCKING)?;
-    if me == 0 {
-        let mut t = Traffic::new(inter);
-        t.recv(recvbuf, n, dt, 0)?;
-        t.send(tmp.base, n, dt, 0)?;
-        t.finish()?;
+    // SAFETY: this function's contract is the unsafe operations' own: `sendbuf` and `recvbuf`,
+    // as the caller promises, are NULL or valid for what the MPI call it serves reads and writes
+    // through them.
+    unsafe {
+        no_in_place(sendbuf)?;
+        let n = count_arg(count)?;
+        let me = shape(inter)?.2;
+        let tmp = Temp::new(dt, n)?;
+        coll::reduce(sendbuf, tmp.base, count, dt, op, 0, inter.local, BLOCKING)?;
+        if me == 0 {
+            let mut t = Traffic::new(inter);
+            t.recv(recvbuf, n, dt, 0)?;
+            t.send(tmp.base, n, dt, 0)?;
+            t.finish()?;
+        }
+        coll::bcast(recvbuf, count, dt, 0, inter.local, BLOCKING)
     }
-    coll::bcast(recvbuf, count, dt, 0, inter.local, BLOCKING)
 }
 
 /// The root's counts and displacements (elements, per remote rank) of a v-collective, or equal
@@ -756,16 +680,20 @@ unsafe fn root_layout(
     remote: usize,
     counts_name: &str,
 ) -> Res<(Vec<c_int>, Vec<c_int>)> {
-    Ok(match v {
-        Some((c, d)) => (
-            slice(c, remote, counts_name)?.to_vec(),
-            slice(d, remote, "displs")?.to_vec(),
-        ),
-        None => (
-            vec![count; remote],
-            (0..remote as c_int).map(|i| i * count).collect(),
-        ),
-    })
+    // SAFETY: this function's contract is the unsafe operations' own: `v`, as the caller
+    // promises, is NULL or valid for what the MPI call it serves reads and writes through it.
+    unsafe {
+        Ok(match v {
+            Some((c, d)) => (
+                slice(c, remote, counts_name)?.to_vec(),
+                slice(d, remote, "displs")?.to_vec(),
+            ),
+            None => (
+                vec![count; remote],
+                (0..remote as c_int).map(|i| i * count).collect(),
+            ),
+        })
+    }
 }
 
 /// MPI_Gather and MPI_Gatherv: every process of the other group sends its block to the root.
@@ -777,26 +705,31 @@ pub(crate) unsafe fn gather(
     v: Option<(*const c_int, *const c_int)>,
     root: c_int,
 ) -> Res {
-    let (_, remote, _) = shape(inter)?;
-    let mut t = Traffic::new(inter);
-    match side(root, remote)? {
-        Side::Root => {
-            let (buf, count, dt) = recv;
-            let ext = extent_of(dt)?;
-            let (counts, displs) = root_layout(count, v, remote, "recvcounts")?;
-            for i in 0..remote {
-                let c = count_arg(counts[i])?;
-                t.recv(at(buf, displs[i] as isize * ext), c, dt, i)?;
+    // SAFETY: this function's contract is the unsafe operations' own: `send`, `recv` and `v`, as
+    // the caller promises, are NULL or valid for what the MPI call it serves reads and writes
+    // through them.
+    unsafe {
+        let (_, remote, _) = shape(inter)?;
+        let mut t = Traffic::new(inter);
+        match side(root, remote)? {
+            Side::Root => {
+                let (buf, count, dt) = recv;
+                let ext = extent_of(dt)?;
+                let (counts, displs) = root_layout(count, v, remote, "recvcounts")?;
+                for i in 0..remote {
+                    let c = count_arg(counts[i])?;
+                    t.recv(at(buf, displs[i] as isize * ext), c, dt, i)?;
+                }
+            }
+            Side::Idle => {}
+            Side::Leaf(r) => {
+                let (buf, count, dt) = send;
+                no_in_place(buf)?;
+                t.send(buf, count_arg(count)?, dt, r as usize)?;
             }
         }
-        Side::Idle => {}
-        Side::Leaf(r) => {
-            let (buf, count, dt) = send;
-            no_in_place(buf)?;
-            t.send(buf, count_arg(count)?, dt, r as usize)?;
-        }
+        t.finish()
     }
-    t.finish()
 }
 
 /// MPI_Scatter and MPI_Scatterv: the root sends each process of the other group its block.
@@ -807,26 +740,31 @@ pub(crate) unsafe fn scatter(
     v: Option<(*const c_int, *const c_int)>,
     root: c_int,
 ) -> Res {
-    let (_, remote, _) = shape(inter)?;
-    let mut t = Traffic::new(inter);
-    match side(root, remote)? {
-        Side::Root => {
-            let (buf, count, dt) = send;
-            let ext = extent_of(dt)?;
-            let (counts, displs) = root_layout(count, v, remote, "sendcounts")?;
-            for i in 0..remote {
-                let c = count_arg(counts[i])?;
-                t.send(at(buf, displs[i] as isize * ext), c, dt, i)?;
+    // SAFETY: this function's contract is the unsafe operations' own: `send`, `recv` and `v`, as
+    // the caller promises, are NULL or valid for what the MPI call it serves reads and writes
+    // through them.
+    unsafe {
+        let (_, remote, _) = shape(inter)?;
+        let mut t = Traffic::new(inter);
+        match side(root, remote)? {
+            Side::Root => {
+                let (buf, count, dt) = send;
+                let ext = extent_of(dt)?;
+                let (counts, displs) = root_layout(count, v, remote, "sendcounts")?;
+                for i in 0..remote {
+                    let c = count_arg(counts[i])?;
+                    t.send(at(buf, displs[i] as isize * ext), c, dt, i)?;
+                }
+            }
+            Side::Idle => {}
+            Side::Leaf(r) => {
+                let (buf, count, dt) = recv;
+                no_in_place(buf)?;
+                t.recv(buf, count_arg(count)?, dt, r as usize)?;
             }
         }
-        Side::Idle => {}
-        Side::Leaf(r) => {
-            let (buf, count, dt) = recv;
-            no_in_place(buf)?;
-            t.recv(buf, count_arg(count)?, dt, r as usize)?;
-        }
+        t.finish()
     }
-    t.finish()
 }
 
 /// MPI_Allgather and MPI_Allgatherv: every process sends its block to every remote process
@@ -837,35 +775,40 @@ pub(crate) unsafe fn allgather(
     recv: (*mut c_void, c_int, Handle),
     v: Option<(*const c_int, *const c_int)>,
 ) -> Res {
-    let (_, remote, _) = shape(inter)?;
-    let (sbuf, scount, sdt) = send;
-    no_in_place(sbuf)?;
-    let (rbuf, rcount, rdt) = recv;
-    let ext = extent_of(rdt)?;
-    let (counts, displs) = match v {
-        Some((c, d)) => (
-            slice(c, remote, "recvcounts")?.to_vec(),
-            slice(d, remote, "displs")?.to_vec(),
-        ),
-        None => (
-            vec![rcount; remote],
-            (0..remote as c_int).map(|i| i * rcount).collect(),
-        ),
-    };
-    let scount = count_arg(scount)?;
-    let mut t = Traffic::new(inter);
-    for j in 0..remote {
-        t.recv(
-            at(rbuf, displs[j] as isize * ext),
-            count_arg(counts[j])?,
-            rdt,
-            j,
-        )?;
+    // SAFETY: this function's contract is the unsafe operations' own: `send`, `recv` and `v`, as
+    // the caller promises, are NULL or valid for what the MPI call it serves reads and writes
+    // through them.
+    unsafe {
+        let (_, remote, _) = shape(inter)?;
+        let (sbuf, scount, sdt) = send;
+        no_in_place(sbuf)?;
+        let (rbuf, rcount, rdt) = recv;
+        let ext = extent_of(rdt)?;
+        let (counts, displs) = match v {
+            Some((c, d)) => (
+                slice(c, remote, "recvcounts")?.to_vec(),
+                slice(d, remote, "displs")?.to_vec(),
+            ),
+            None => (
+                vec![rcount; remote],
+                (0..remote as c_int).map(|i| i * rcount).collect(),
+            ),
+        };
+        let scount = count_arg(scount)?;
+        let mut t = Traffic::new(inter);
+        for j in 0..remote {
+            t.recv(
+                at(rbuf, displs[j] as isize * ext),
+                count_arg(counts[j])?,
+                rdt,
+                j,
+            )?;
+        }
+        for j in 0..remote {
+            t.send(sbuf, scount, sdt, j)?;
+        }
+        t.finish()
     }
-    for j in 0..remote {
-        t.send(sbuf, scount, sdt, j)?;
-    }
-    t.finish()
 }
 
 /// Per-remote-rank blocks of one side of an all-to-all: (address, count, datatype).
@@ -893,21 +836,26 @@ pub(crate) unsafe fn blocks(
     v: Option<(*const c_int, *const c_int)>,
     remote: usize,
 ) -> Res<Blocks> {
-    no_in_place(buf)?;
-    let ext = extent_of(dt)?;
-    let (counts, displs) = match v {
-        Some((c, d)) => (
-            slice(c, remote, "counts")?.to_vec(),
-            slice(d, remote, "displacements")?.to_vec(),
-        ),
-        None => (
-            vec![count; remote],
-            (0..remote as c_int).map(|i| i * count).collect(),
-        ),
-    };
-    (0..remote)
-        .map(|j| Ok((at(buf, displs[j] as isize * ext), count_arg(counts[j])?, dt)))
-        .collect()
+    // SAFETY: this function's contract is the unsafe operations' own: `buf` and `v`, as the
+    // caller promises, are NULL or valid for what the MPI call it serves reads and writes through
+    // them.
+    unsafe {
+        no_in_place(buf)?;
+        let ext = extent_of(dt)?;
+        let (counts, displs) = match v {
+            Some((c, d)) => (
+                slice(c, remote, "counts")?.to_vec(),
+                slice(d, remote, "displacements")?.to_vec(),
+            ),
+            None => (
+                vec![count; remote],
+                (0..remote as c_int).map(|i| i * count).collect(),
+            ),
+        };
+        (0..remote)
+            .map(|j| Ok((at(buf, displs[j] as isize * ext), count_arg(counts[j])?, dt)))
+            .collect()
+    }
 }
 
 /// The blocks of MPI_Alltoallw: byte displacements and a datatype per remote rank.
@@ -918,15 +866,20 @@ pub(crate) unsafe fn blocks_w(
     types: *const Handle,
     remote: usize,
 ) -> Res<Blocks> {
-    no_in_place(buf)?;
-    let c = slice(counts, remote, "counts")?.to_vec();
-    let d = slice(displs, remote, "displacements")?.to_vec();
-    if remote > 0 && types.is_null() {
-        return fail(MPI_ERR_ARG, "datatype array is NULL");
+    // SAFETY: this function's contract is the unsafe operations' own: `buf`, `counts`, `displs`
+    // and `types`, as the caller promises, are NULL or valid for what the MPI call it serves reads
+    // and writes through them.
+    unsafe {
+        no_in_place(buf)?;
+        let c = slice(counts, remote, "counts")?.to_vec();
+        let d = slice(displs, remote, "displacements")?.to_vec();
+        if remote > 0 && types.is_null() {
+            return fail(MPI_ERR_ARG, "datatype array is NULL");
+        }
+        (0..remote)
+            .map(|j| Ok((at(buf, d[j] as isize), count_arg(c[j])?, *types.add(j))))
+            .collect()
     }
-    (0..remote)
-        .map(|j| Ok((at(buf, d[j] as isize), count_arg(c[j])?, *types.add(j))))
-        .collect()
 }
 
 /// Remote group size of an intercommunicator.
@@ -945,47 +898,52 @@ pub(crate) unsafe fn reduce_scatter(
     dt: Handle,
     op: Handle,
 ) -> Res {
-    no_in_place(sendbuf)?;
-    let me = shape(inter)?.2;
-    let total: usize = counts.iter().sum();
-    let total_c = count_c(total)?;
-    let mine = Temp::new(dt, total)?;
-    let theirs = Temp::new(dt, total)?;
-    coll::reduce(
-        sendbuf,
-        mine.base,
-        total_c,
-        dt,
-        op,
-        0,
-        inter.local,
-        BLOCKING,
-    )?;
-    if me == 0 {
-        let mut t = Traffic::new(inter);
-        t.recv(theirs.base, total, dt, 0)?;
-        t.send(mine.base, total, dt, 0)?;
-        t.finish()?;
+    // SAFETY: this function's contract is the unsafe operations' own: `sendbuf` and `recvbuf`,
+    // as the caller promises, are NULL or valid for what the MPI call it serves reads and writes
+    // through them.
+    unsafe {
+        no_in_place(sendbuf)?;
+        let me = shape(inter)?.2;
+        let total: usize = counts.iter().sum();
+        let total_c = count_c(total)?;
+        let mine = Temp::new(dt, total)?;
+        let theirs = Temp::new(dt, total)?;
+        coll::reduce(
+            sendbuf,
+            mine.base,
+            total_c,
+            dt,
+            op,
+            0,
+            inter.local,
+            BLOCKING,
+        )?;
+        if me == 0 {
+            let mut t = Traffic::new(inter);
+            t.recv(theirs.base, total, dt, 0)?;
+            t.send(mine.base, total, dt, 0)?;
+            t.finish()?;
+        }
+        let c: Vec<c_int> = counts.iter().map(|&x| count_c(x)).collect::<Res<_>>()?;
+        let mut d = Vec::with_capacity(c.len());
+        let mut acc: c_int = 0;
+        for &x in &c {
+            d.push(acc);
+            acc = acc.saturating_add(x);
+        }
+        coll::scatterv(
+            theirs.base,
+            c.as_ptr(),
+            d.as_ptr(),
+            dt,
+            recvbuf,
+            c[me],
+            dt,
+            0,
+            inter.local,
+            BLOCKING,
+        )
     }
-    let c: Vec<c_int> = counts.iter().map(|&x| count_c(x)).collect::<Res<_>>()?;
-    let mut d = Vec::with_capacity(c.len());
-    let mut acc: c_int = 0;
-    for &x in &c {
-        d.push(acc);
-        acc = acc.saturating_add(x);
-    }
-    coll::scatterv(
-        theirs.base,
-        c.as_ptr(),
-        d.as_ptr(),
-        dt,
-        recvbuf,
-        c[me],
-        dt,
-        0,
-        inter.local,
-        BLOCKING,
-    )
 }
 
 // ---- nonblocking collectives: schedules on the union communicator ----

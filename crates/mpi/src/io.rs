@@ -34,7 +34,7 @@ use crate::abi::*;
 use crate::check::out;
 use crate::datarep::Representation;
 use crate::datatype::Datatype;
-use crate::error::{class_text, fail, CommErrhandlerFn, MpiError, Res};
+use crate::error::{class_text, fail, MpiError, Res};
 use crate::request::{Outcome, Request, Typed};
 use crate::state::{running, with, InfoObj, TypeObj};
 use std::cell::RefCell;
@@ -50,42 +50,42 @@ use std::sync::atomic::{AtomicU64, Ordering};
 /// An open file.
 pub(crate) struct FileObj {
     /// The file's own communicator: a dup of the one it was opened on.
-    comm: ferry_core::Comm,
+    pub(crate) comm: ferry_core::Comm,
     /// The path as opened (after any `ufs:`-style prefix).
-    path: PathBuf,
+    pub(crate) path: PathBuf,
     /// This rank's descriptor.
-    file: File,
+    pub(crate) file: File,
     /// `MPI_MODE_*` bits.
-    amode: c_int,
+    pub(crate) amode: c_int,
     /// The shared file pointer, if its side file could be made.
-    shared: Option<SharedPointer>,
+    pub(crate) shared: Option<SharedPointer>,
     /// What changes after open.
-    st: RefCell<FileState>,
+    pub(crate) st: RefCell<FileState>,
 }
 
-struct FileState {
-    view: View,
+pub(crate) struct FileState {
+    pub(crate) view: View,
     /// Individual file pointer, in etypes of the view.
-    pos: u64,
-    atomic: bool,
-    info: InfoObj,
-    errhandler: Handle,
+    pub(crate) pos: u64,
+    pub(crate) atomic: bool,
+    pub(crate) info: InfoObj,
+    pub(crate) errhandler: Handle,
     /// The result of a split collective between its begin and its end.
     split: Option<Outcome>,
 }
 
 /// A file view: where the data of this rank lies in the file.
 #[derive(Clone)]
-struct View {
-    disp: u64,
+pub(crate) struct View {
+    pub(crate) disp: u64,
     /// The etype as the program gave it.
-    etype: Datatype,
-    etype_h: Handle,
+    pub(crate) etype: Datatype,
+    pub(crate) etype_h: Handle,
     /// The filetype as the program gave it.
-    filetype: Datatype,
-    filetype_h: Handle,
+    pub(crate) filetype: Datatype,
+    pub(crate) filetype_h: Handle,
     /// How data is stored in the file.
-    rep: Representation,
+    pub(crate) rep: Representation,
     /// The etype laid out in the file's representation (the etype itself for native).
     file_etype: Datatype,
     /// The filetype laid out in the file's representation: what the blocks come from.
@@ -233,7 +233,7 @@ impl View {
 }
 
 /// The shared file pointer: an offset in etypes kept in a side file, changed under `flock`.
-struct SharedPointer {
+pub(crate) struct SharedPointer {
     file: File,
     path: PathBuf,
     /// Rank 0 made the side file and removes it at close.
@@ -242,7 +242,7 @@ struct SharedPointer {
 
 impl SharedPointer {
     /// Replaces the pointer by `f(old)` atomically across ranks; returns the old value.
-    fn update(&self, f: impl FnOnce(u64) -> Res<u64>) -> Res<u64> {
+    pub(crate) fn update(&self, f: impl FnOnce(u64) -> Res<u64>) -> Res<u64> {
         let io = |e: std::io::Error| os_error(&e, "the shared file pointer of", &self.path);
         self.file.lock().map_err(io)?;
         let result = (|| {
@@ -271,7 +271,7 @@ impl Drop for SharedPointer {
 // ---- errors ----
 
 /// The MPI class of an operating-system error, with a message naming the file.
-fn os_error(e: &std::io::Error, what: &str, path: &Path) -> MpiError {
+pub(crate) fn os_error(e: &std::io::Error, what: &str, path: &Path) -> MpiError {
     let class = match e.raw_os_error() {
         Some(libc::ENOENT) => MPI_ERR_NO_SUCH_FILE,
         Some(libc::EACCES | libc::EPERM) => MPI_ERR_ACCESS,
@@ -326,7 +326,7 @@ pub(crate) fn handle_file_error(name: &str, fh: Handle, error: MpiError) -> c_in
 
 /// Every rank's result of a collective step: its own error, or the highest class another rank
 /// failed with.
-fn agree(comm: &ferry_core::Comm, local: Res, what: &str) -> Res {
+pub(crate) fn agree(comm: &ferry_core::Comm, local: Res, what: &str) -> Res {
     let mine = local.as_ref().err().map_or(0, |e| e.class);
     let mut worst = [0i32];
     comm.allreduce(&[mine], &mut worst, ferry_core::ReduceOp::Max)?;
@@ -339,14 +339,18 @@ fn agree(comm: &ferry_core::Comm, local: Res, what: &str) -> Res {
 
 // ---- arguments ----
 
-unsafe fn c_string(p: *const c_char, what: &str) -> Res<String> {
-    if p.is_null() {
-        return fail(MPI_ERR_ARG, format!("{what} is NULL"));
+pub(crate) unsafe fn c_string(p: *const c_char, what: &str) -> Res<String> {
+    // SAFETY: this function's contract is the unsafe operations' own: `p`, as the caller
+    // promises, is NULL or valid for what the MPI call it serves reads and writes through it.
+    unsafe {
+        if p.is_null() {
+            return fail(MPI_ERR_ARG, format!("{what} is NULL"));
+        }
+        Ok(CStr::from_ptr(p).to_string_lossy().into_owned())
     }
-    Ok(CStr::from_ptr(p).to_string_lossy().into_owned())
 }
 
-fn file(fh: Handle) -> Res<Rc<FileObj>> {
+pub(crate) fn file(fh: Handle) -> Res<Rc<FileObj>> {
     if fh == MPI_FILE_NULL {
         return fail(MPI_ERR_FILE, "MPI_FILE_NULL is not an open file");
     }
@@ -358,7 +362,7 @@ fn file(fh: Handle) -> Res<Rc<FileObj>> {
     })
 }
 
-fn info_pairs(info: Handle) -> Res<InfoObj> {
+pub(crate) fn info_pairs(info: Handle) -> Res<InfoObj> {
     if info == MPI_INFO_NULL || info == MPI_INFO_ENV {
         return Ok(Vec::new());
     }
@@ -371,7 +375,7 @@ fn info_pairs(info: Handle) -> Res<InfoObj> {
 }
 
 /// Adds (or replaces) hints.
-fn merge_info(into: &mut InfoObj, pairs: InfoObj) {
+pub(crate) fn merge_info(into: &mut InfoObj, pairs: InfoObj) {
     for (k, v) in pairs {
         match into.iter_mut().find(|(key, _)| *key == k) {
             Some(slot) => slot.1 = v,
@@ -381,7 +385,7 @@ fn merge_info(into: &mut InfoObj, pairs: InfoObj) {
 }
 
 /// A file name as the program gave it, without a ROMIO file-system prefix (`ufs:name`).
-fn file_path(name: &str) -> PathBuf {
+pub(crate) fn file_path(name: &str) -> PathBuf {
     for prefix in ["ufs:", "nfs:", "file:", "lustre:", "gpfs:", "testfs:"] {
         if let Some(rest) = name.strip_prefix(prefix) {
             return PathBuf::from(rest);
@@ -519,130 +523,95 @@ fn open_local(path: &Path, amode: c_int, create: bool) -> Res<File> {
     Ok(file)
 }
 
-unsafe fn open(comm: Handle, filename: *const c_char, amode: c_int, info: Handle) -> Res<Handle> {
-    let name = c_string(filename, "filename")?;
-    let hints = info_pairs(info)?;
-    let core = running(|s| s.intra_comm(comm))?;
-    let own = core.dup()?;
-    // Every rank must pass the same mode.
-    let mut range = [0i64; 2];
-    own.allreduce(
-        &[amode as i64, -(amode as i64)],
-        &mut range,
-        ferry_core::ReduceOp::Max,
-    )?;
-    if range[0] != -range[1] {
-        return fail(
-            MPI_ERR_NOT_SAME,
-            "MPI_File_open: the ranks passed different access modes",
-        );
-    }
-    check_amode(amode)?;
-    let path = file_path(&name);
-    let create = amode & MPI_MODE_CREATE != 0;
-    // Rank 0 creates the file (exclusively if asked); the others open what it made.
-    let mut opened = None;
-    if create {
-        let mut class = [0i32];
-        if own.rank() == 0 {
-            match open_local(&path, amode, true) {
-                Ok(f) => opened = Some(Ok(f)),
-                Err(e) => {
-                    class[0] = e.class;
-                    opened = Some(Err(e));
-                }
-            }
-        }
-        own.bcast(&mut class, 0)?;
-        if class[0] != 0 {
-            // Everyone stops here: rank 0 with its own error.
-            if let Some(Err(e)) = opened {
-                return Err(e);
-            }
+pub(crate) unsafe fn open(
+    comm: Handle,
+    filename: *const c_char,
+    amode: c_int,
+    info: Handle,
+) -> Res<Handle> {
+    // SAFETY: this function's contract is the unsafe operations' own: `filename`, as the caller
+    // promises, is NULL or valid for what the MPI call it serves reads and writes through it.
+    unsafe {
+        let name = c_string(filename, "filename")?;
+        let hints = info_pairs(info)?;
+        let core = running(|s| s.intra_comm(comm))?;
+        let own = core.dup()?;
+        // Every rank must pass the same mode.
+        let mut range = [0i64; 2];
+        own.allreduce(
+            &[amode as i64, -(amode as i64)],
+            &mut range,
+            ferry_core::ReduceOp::Max,
+        )?;
+        if range[0] != -range[1] {
             return fail(
-                class[0],
-                format!("rank 0 could not create {}", path.display()),
+                MPI_ERR_NOT_SAME,
+                "MPI_File_open: the ranks passed different access modes",
             );
         }
-    }
-    let opened = opened.unwrap_or_else(|| open_local(&path, amode & !MPI_MODE_EXCL, false));
-    let local = opened.as_ref().map(|_| ()).map_err(Clone::clone);
-    agree(&own, local, "MPI_File_open")?;
-    let file = opened?;
-    let shared = shared_pointer(&own, &path)?;
-    let view = View::bytes()?;
-    let mut pos = 0;
-    if amode & MPI_MODE_APPEND != 0 {
-        let size = file
-            .metadata()
-            .map_err(|e| os_error(&e, "cannot stat", &path))?
-            .len();
-        pos = size;
-        if let Some(sp) = shared.as_ref().filter(|sp| sp.owner) {
-            sp.update(|_| Ok(size))?;
-        }
-    }
-    own.barrier()?;
-    let errhandler = with(|s| Ok(s.file_null_errhandler))?;
-    let obj = FileObj {
-        comm: own,
-        path,
-        file,
-        amode,
-        shared,
-        st: RefCell::new(FileState {
-            view,
-            pos,
-            atomic: false,
-            info: hints,
-            errhandler,
-            split: None,
-        }),
-    };
-    running(|s| Ok(s.files.insert(Rc::new(obj))))
-}
-
-mpi! {
-    /// Opens a file on every rank of a communicator (collective).
-    fn MPI_File_open / PMPI_File_open(comm: Handle, filename: *const c_char, amode: c_int, info: Handle, fh: *mut Handle) on file MPI_FILE_NULL => {
-        let out = out(fh, "fh")?;
-        *out = MPI_FILE_NULL;
-        *out = open(comm, filename, amode, info)?;
-        Ok(())
-    }
-}
-
-mpi! {
-    /// Closes a file (collective); removes it if it was opened with MPI_MODE_DELETE_ON_CLOSE.
-    fn MPI_File_close / PMPI_File_close(fh: *mut Handle) on file fh.as_ref().copied().unwrap_or(MPI_FILE_NULL) => {
-        let h = out(fh, "fh")?;
-        let f = file(*h)?;
-        running(|s| Ok(s.files.remove(*h)))?;
-        *h = MPI_FILE_NULL;
-        let synced = f.comm.barrier();
-        let f = Rc::try_unwrap(f).map_err(|_| MpiError::new(MPI_ERR_INTERN, "file still in use"))?;
-        let FileObj { comm, path, file, amode, shared, .. } = f;
-        drop(file);
-        drop(shared);
-        if amode & MPI_MODE_DELETE_ON_CLOSE != 0 && comm.rank() == 0 {
-            if let Err(e) = std::fs::remove_file(&path) {
-                if e.kind() != std::io::ErrorKind::NotFound {
-                    return Err(os_error(&e, "cannot delete", &path));
+        check_amode(amode)?;
+        let path = file_path(&name);
+        let create = amode & MPI_MODE_CREATE != 0;
+        // Rank 0 creates the file (exclusively if asked); the others open what it made.
+        let mut opened = None;
+        if create {
+            let mut class = [0i32];
+            if own.rank() == 0 {
+                match open_local(&path, amode, true) {
+                    Ok(f) => opened = Some(Ok(f)),
+                    Err(e) => {
+                        class[0] = e.class;
+                        opened = Some(Err(e));
+                    }
                 }
             }
+            own.bcast(&mut class, 0)?;
+            if class[0] != 0 {
+                // Everyone stops here: rank 0 with its own error.
+                if let Some(Err(e)) = opened {
+                    return Err(e);
+                }
+                return fail(
+                    class[0],
+                    format!("rank 0 could not create {}", path.display()),
+                );
+            }
         }
-        synced?;
-        Ok(())
-    }
-}
-
-mpi! {
-    /// Deletes a file by name.
-    fn MPI_File_delete / PMPI_File_delete(filename: *const c_char, info: Handle) on file MPI_FILE_NULL => {
-        let name = c_string(filename, "filename")?;
-        info_pairs(info)?;
-        let path = file_path(&name);
-        std::fs::remove_file(&path).map_err(|e| os_error(&e, "cannot delete", &path))
+        let opened = opened.unwrap_or_else(|| open_local(&path, amode & !MPI_MODE_EXCL, false));
+        let local = opened.as_ref().map(|_| ()).map_err(Clone::clone);
+        agree(&own, local, "MPI_File_open")?;
+        let file = opened?;
+        let shared = shared_pointer(&own, &path)?;
+        let view = View::bytes()?;
+        let mut pos = 0;
+        if amode & MPI_MODE_APPEND != 0 {
+            let size = file
+                .metadata()
+                .map_err(|e| os_error(&e, "cannot stat", &path))?
+                .len();
+            pos = size;
+            if let Some(sp) = shared.as_ref().filter(|sp| sp.owner) {
+                sp.update(|_| Ok(size))?;
+            }
+        }
+        own.barrier()?;
+        let errhandler = with(|s| Ok(s.file_null_errhandler))?;
+        let obj = FileObj {
+            comm: own,
+            path,
+            file,
+            amode,
+            shared,
+            st: RefCell::new(FileState {
+                view,
+                pos,
+                atomic: false,
+                info: hints,
+                errhandler,
+                split: None,
+            }),
+        };
+        running(|s| Ok(s.files.insert(Rc::new(obj))))
     }
 }
 
@@ -668,7 +637,7 @@ fn readable(f: &FileObj) -> Res {
     Ok(())
 }
 
-fn file_size(f: &FileObj) -> Res<u64> {
+pub(crate) fn file_size(f: &FileObj) -> Res<u64> {
     f.file
         .metadata()
         .map(|m| m.len())
@@ -676,7 +645,7 @@ fn file_size(f: &FileObj) -> Res<u64> {
 }
 
 /// Rank 0 changes the size (to `size`, or to at least `size`); everyone learns how it went.
-fn resize(fh: Handle, size: i64, grow_only: bool) -> Res {
+pub(crate) fn resize(fh: Handle, size: i64, grow_only: bool) -> Res {
     let f = file(fh)?;
     let local = (|| {
         writable(&f)?;
@@ -692,87 +661,9 @@ fn resize(fh: Handle, size: i64, grow_only: bool) -> Res {
     agree(&f.comm, local, "resizing the file")
 }
 
-mpi! {
-    /// Truncates or extends the file (collective).
-    fn MPI_File_set_size / PMPI_File_set_size(fh: Handle, size: i64) on file fh => { resize(fh, size, false) }
-}
-mpi! {
-    /// Makes the file at least `size` bytes long (collective).
-    fn MPI_File_preallocate / PMPI_File_preallocate(fh: Handle, size: i64) on file fh => { resize(fh, size, true) }
-}
-mpi! {
-    /// The file's size in bytes.
-    fn MPI_File_get_size / PMPI_File_get_size(fh: Handle, size: *mut i64) on file fh => {
-        let out = out(size, "size")?;
-        *out = file_size(&*file(fh)?)? as i64;
-        Ok(())
-    }
-}
-mpi! {
-    /// The group of the communicator the file was opened on.
-    fn MPI_File_get_group / PMPI_File_get_group(fh: Handle, group: *mut Handle) on file fh => {
-        let out = out(group, "group")?;
-        let f = file(fh)?;
-        let members: crate::state::GroupObj = f.comm.world_ranks().into();
-        *out = running(|s| Ok(s.groups.insert(members)))?;
-        Ok(())
-    }
-}
-mpi! {
-    /// The access mode the file was opened with.
-    fn MPI_File_get_amode / PMPI_File_get_amode(fh: Handle, amode: *mut c_int) on file fh => {
-        let out = out(amode, "amode")?;
-        *out = file(fh)?.amode;
-        Ok(())
-    }
-}
-mpi! {
-    /// Adds hints to the file's info (collective).
-    fn MPI_File_set_info / PMPI_File_set_info(fh: Handle, info: Handle) on file fh => {
-        let f = file(fh)?;
-        let pairs = info_pairs(info)?;
-        merge_info(&mut f.st.borrow_mut().info, pairs);
-        Ok(())
-    }
-}
-mpi! {
-    /// A new info object with the hints in use.
-    fn MPI_File_get_info / PMPI_File_get_info(fh: Handle, info_used: *mut Handle) on file fh => {
-        let out = out(info_used, "info_used")?;
-        let pairs = file(fh)?.st.borrow().info.clone();
-        *out = running(|s| Ok(s.infos.insert(pairs)))?;
-        Ok(())
-    }
-}
-mpi! {
-    /// Writes the file's data to storage and synchronizes the ranks (collective).
-    fn MPI_File_sync / PMPI_File_sync(fh: Handle) on file fh => {
-        let f = file(fh)?;
-        let local = f.file.sync_all().map_err(|e| os_error(&e, "cannot sync", &f.path));
-        agree(&f.comm, local, "MPI_File_sync")
-    }
-}
-mpi! {
-    /// Sets atomic mode (collective).
-    fn MPI_File_set_atomicity / PMPI_File_set_atomicity(fh: Handle, flag: c_int) on file fh => {
-        let f = file(fh)?;
-        f.st.borrow_mut().atomic = flag != 0;
-        f.comm.barrier()?;
-        Ok(())
-    }
-}
-mpi! {
-    /// Whether atomic mode is on.
-    fn MPI_File_get_atomicity / PMPI_File_get_atomicity(fh: Handle, flag: *mut c_int) on file fh => {
-        let out = out(flag, "flag")?;
-        *out = file(fh)?.st.borrow().atomic as c_int;
-        Ok(())
-    }
-}
-
 // ---- views ----
 
-unsafe fn set_view(
+pub(crate) unsafe fn set_view(
     fh: Handle,
     disp: i64,
     etype: Handle,
@@ -780,19 +671,23 @@ unsafe fn set_view(
     datarep: *const c_char,
     info: Handle,
 ) -> Res {
-    let f = file(fh)?;
-    let local = (|| {
-        let rep = Representation::lookup(&c_string(datarep, "datarep")?)?;
-        let pairs = info_pairs(info)?;
-        let (et, ft) = running(|s| Ok((s.committed_type(etype)?, s.committed_type(filetype)?)))?;
-        // The checks apply to the types as laid out in the file; the displacement comes later.
-        let view = View::new(0, (et, etype), (ft, filetype), rep)?;
-        let (fet, fft) = (&view.file_etype, &view.file_filetype);
-        if fet.size() == 0 {
-            return fail(MPI_ERR_TYPE, "the etype holds no data");
-        }
-        if fft.size() == 0 || fft.size() % fet.size() != 0 {
-            return fail(
+    // SAFETY: this function's contract is the unsafe operations' own: `datarep`, as the caller
+    // promises, is NULL or valid for what the MPI call it serves reads and writes through it.
+    unsafe {
+        let f = file(fh)?;
+        let local = (|| {
+            let rep = Representation::lookup(&c_string(datarep, "datarep")?)?;
+            let pairs = info_pairs(info)?;
+            let (et, ft) =
+                running(|s| Ok((s.committed_type(etype)?, s.committed_type(filetype)?)))?;
+            // The checks apply to the types as laid out in the file; the displacement comes later.
+            let view = View::new(0, (et, etype), (ft, filetype), rep)?;
+            let (fet, fft) = (&view.file_etype, &view.file_filetype);
+            if fet.size() == 0 {
+                return fail(MPI_ERR_TYPE, "the etype holds no data");
+            }
+            if fft.size() == 0 || fft.size() % fet.size() != 0 {
+                return fail(
                 MPI_ERR_TYPE,
                 format!(
                     "the filetype holds {} bytes in the file, not a positive multiple of the etype's {}",
@@ -800,41 +695,43 @@ unsafe fn set_view(
                     fet.size()
                 ),
             );
-        }
-        let writing = f.amode & MPI_MODE_RDONLY == 0;
-        check_typemap(fet, "etype", writing)?;
-        check_typemap(fft, "filetype", writing)?;
-        if fft.extent() <= 0 && !fft.is_contiguous() {
-            return fail(MPI_ERR_TYPE, "the filetype's extent is not positive");
-        }
-        let disp = if disp == MPI_DISPLACEMENT_CURRENT {
-            if f.amode & MPI_MODE_SEQUENTIAL == 0 {
-                return fail(
-                    MPI_ERR_ARG,
-                    "MPI_DISPLACEMENT_CURRENT needs a file opened with MPI_MODE_SEQUENTIAL",
-                );
             }
-            let old = f.st.borrow().view.clone();
-            let at = shared(&f)?.update(Ok)?;
-            byte_offset(&old, at)?
-        } else {
-            u64::try_from(disp)
-                .map_err(|_| MpiError::new(MPI_ERR_ARG, format!("negative displacement {disp}")))?
+            let writing = f.amode & MPI_MODE_RDONLY == 0;
+            check_typemap(fet, "etype", writing)?;
+            check_typemap(fft, "filetype", writing)?;
+            if fft.extent() <= 0 && !fft.is_contiguous() {
+                return fail(MPI_ERR_TYPE, "the filetype's extent is not positive");
+            }
+            let disp = if disp == MPI_DISPLACEMENT_CURRENT {
+                if f.amode & MPI_MODE_SEQUENTIAL == 0 {
+                    return fail(
+                        MPI_ERR_ARG,
+                        "MPI_DISPLACEMENT_CURRENT needs a file opened with MPI_MODE_SEQUENTIAL",
+                    );
+                }
+                let old = f.st.borrow().view.clone();
+                let at = shared(&f)?.update(Ok)?;
+                byte_offset(&old, at)?
+            } else {
+                u64::try_from(disp).map_err(|_| {
+                    MpiError::new(MPI_ERR_ARG, format!("negative displacement {disp}"))
+                })?
+            };
+            let mut st = f.st.borrow_mut();
+            st.view = View { disp, ..view };
+            st.pos = 0;
+            merge_info(&mut st.info, pairs);
+            Ok(())
+        })();
+        // Every rank has read the old shared pointer (MPI_DISPLACEMENT_CURRENT) before rank 0
+        // resets it, and the others pass the second barrier only after that.
+        agree(&f.comm, local, "MPI_File_set_view")?;
+        let reset = match f.shared.as_ref() {
+            Some(sp) if sp.owner => sp.update(|_| Ok(0)).map(|_| ()),
+            _ => Ok(()),
         };
-        let mut st = f.st.borrow_mut();
-        st.view = View { disp, ..view };
-        st.pos = 0;
-        merge_info(&mut st.info, pairs);
-        Ok(())
-    })();
-    // Every rank has read the old shared pointer (MPI_DISPLACEMENT_CURRENT) before rank 0
-    // resets it, and the others pass the second barrier only after that.
-    agree(&f.comm, local, "MPI_File_set_view")?;
-    let reset = match f.shared.as_ref() {
-        Some(sp) if sp.owner => sp.update(|_| Ok(0)).map(|_| ()),
-        _ => Ok(()),
-    };
-    agree(&f.comm, reset, "resetting the shared file pointer")
+        agree(&f.comm, reset, "resetting the shared file pointer")
+    }
 }
 
 /// MPI-4.1 §14.3: the displacements of an etype or filetype are non-negative and
@@ -860,16 +757,9 @@ fn check_typemap(dt: &Datatype, what: &str, writing: bool) -> Res {
     Ok(())
 }
 
-mpi! {
-    /// Sets the file view (collective); both file pointers go back to 0.
-    fn MPI_File_set_view / PMPI_File_set_view(fh: Handle, disp: i64, etype: Handle, filetype: Handle, datarep: *const c_char, info: Handle) on file fh => {
-        set_view(fh, disp, etype, filetype, datarep, info)
-    }
-}
-
 /// A handle for a datatype of the view: predefined ones as they are, derived ones as a new
 /// handle the program frees (MPI-4.1 §14.3).
-fn view_type(dt: &Datatype, h: Handle) -> Res<Handle> {
+pub(crate) fn view_type(dt: &Datatype, h: Handle) -> Res<Handle> {
     if crate::datatype::builtin_from_handle(h).is_some() {
         return Ok(h);
     }
@@ -884,40 +774,8 @@ fn view_type(dt: &Datatype, h: Handle) -> Res<Handle> {
     })
 }
 
-mpi! {
-    /// The file view.
-    fn MPI_File_get_view / PMPI_File_get_view(fh: Handle, disp: *mut i64, etype: *mut Handle, filetype: *mut Handle, datarep: *mut c_char) on file fh => {
-        let (d, e, t) = (out(disp, "disp")?, out(etype, "etype")?, out(filetype, "filetype")?);
-        if datarep.is_null() {
-            return fail(MPI_ERR_ARG, "datarep is NULL");
-        }
-        let view = file(fh)?.st.borrow().view.clone();
-        *d = view.disp as i64;
-        *e = view_type(&view.etype, view.etype_h)?;
-        *t = view_type(&view.filetype, view.filetype_h)?;
-        // Registered names are shorter than MPI_MAX_DATAREP_STRING (checked at registration).
-        let name = view.rep.name().as_bytes();
-        // SAFETY: MPI's contract: datarep has room for MPI_MAX_DATAREP_STRING characters.
-        std::ptr::copy_nonoverlapping(name.as_ptr(), datarep.cast::<u8>(), name.len());
-        // SAFETY: as above; name.len() < MPI_MAX_DATAREP_STRING.
-        *datarep.add(name.len()) = 0;
-        Ok(())
-    }
-}
-mpi! {
-    /// Extent of a datatype in the file: laid out in the view's data representation (MPI-4.1
-    /// §14.5; for a registered one, by its extent function).
-    fn MPI_File_get_type_extent / PMPI_File_get_type_extent(fh: Handle, datatype: Handle, extent: *mut isize) on file fh => {
-        let out = out(extent, "extent")?;
-        let rep = file(fh)?.st.borrow().view.rep.clone();
-        let dt = running(|s| s.datatype(datatype))?;
-        *out = rep.file_type(&dt)?.extent();
-        Ok(())
-    }
-}
-
 /// The absolute byte offset of view offset `at` (in etypes).
-fn byte_offset(view: &View, at: u64) -> Res<u64> {
+pub(crate) fn byte_offset(view: &View, at: u64) -> Res<u64> {
     let mut found = None;
     view.segments(at * view.esize(), 1, |off, _, _| {
         found = Some(off);
@@ -926,29 +784,17 @@ fn byte_offset(view: &View, at: u64) -> Res<u64> {
     found.ok_or_else(|| MpiError::new(MPI_ERR_INTERN, "the view maps no byte"))
 }
 
-mpi! {
-    /// Absolute byte position of a view offset.
-    fn MPI_File_get_byte_offset / PMPI_File_get_byte_offset(fh: Handle, offset: i64, disp: *mut i64) on file fh => {
-        let out = out(disp, "disp")?;
-        let f = file(fh)?;
-        let at = u64::try_from(offset).map_err(|_| MpiError::new(MPI_ERR_ARG, format!("negative offset {offset}")))?;
-        let view = f.st.borrow().view.clone();
-        *out = byte_offset(&view, at)? as i64;
-        Ok(())
-    }
-}
-
 // ---- data access ----
 
 #[derive(Clone, Copy, PartialEq, Eq)]
-enum Dir {
+pub(crate) enum Dir {
     Read,
     Write,
 }
 
 /// Which offset an access starts at.
 #[derive(Clone, Copy)]
-enum At {
+pub(crate) enum At {
     /// An explicit offset in etypes.
     Offset(i64),
     /// The individual file pointer (moved past the data).
@@ -957,7 +803,7 @@ enum At {
     Shared,
 }
 
-fn shared(f: &FileObj) -> Res<&SharedPointer> {
+pub(crate) fn shared(f: &FileObj) -> Res<&SharedPointer> {
     f.shared.as_ref().ok_or_else(|| {
         MpiError::new(
             MPI_ERR_IO,
@@ -1124,7 +970,7 @@ fn outcome(bytes: u64) -> Outcome {
 }
 
 /// One independent access.
-fn access(
+pub(crate) fn access(
     f: &FileObj,
     dir: Dir,
     at: At,
@@ -1157,7 +1003,7 @@ fn access(
 /// A blocking collective access: every rank's own access, then a barrier (so collectively
 /// written data is in the file for every rank when the call returns). The nonblocking forms do
 /// the access alone: a barrier would block a call that must not wait for other ranks.
-fn access_all(
+pub(crate) fn access_all(
     f: &FileObj,
     dir: Dir,
     at: At,
@@ -1171,7 +1017,13 @@ fn access_all(
 }
 
 /// An ordered access (collective): ranks access the file in rank order from the shared pointer.
-fn ordered(f: &FileObj, dir: Dir, buf: *mut c_void, count: i64, datatype: Handle) -> Res<Outcome> {
+pub(crate) fn ordered(
+    f: &FileObj,
+    dir: Dir,
+    buf: *mut c_void,
+    count: i64,
+    datatype: Handle,
+) -> Res<Outcome> {
     let prepared = prepare(f, dir, buf, count, datatype);
     let view = f.st.borrow().view.clone();
     let mine = prepared.as_ref().map_or(0, |b| b.file_bytes / view.esize());
@@ -1200,110 +1052,30 @@ fn ordered(f: &FileObj, dir: Dir, buf: *mut c_void, count: i64, datatype: Handle
 }
 
 /// Fills a status and returns.
-unsafe fn done(o: Outcome, status: *mut MpiStatus) -> Res {
-    o.write(status, false);
-    Ok(())
+pub(crate) unsafe fn done(o: Outcome, status: *mut MpiStatus) -> Res {
+    // SAFETY: this function's contract is the unsafe operations' own: `status`, as the caller
+    // promises, is NULL or valid for what the MPI call it serves reads and writes through it.
+    unsafe {
+        o.write(status, false);
+        Ok(())
+    }
 }
 
 /// A request that is complete already (nonblocking calls do their work when they start).
-unsafe fn done_request(f: &FileObj, o: Outcome, request: *mut Handle) -> Res {
-    let out = out(request, "request")?;
-    let core = f.comm.clone();
-    *out = running(|s| Ok(s.requests.insert(Request::done(MPI_COMM_SELF, core, o))))?;
-    Ok(())
-}
-
-macro_rules! blocking {
-    ($(#[$doc:meta])* $name:ident / $pname:ident ($($arg:ident: $ty:ty),*) => $how:ident($dir:expr, $at:expr)) => {
-        blocking!($(#[$doc])* [c_int] $name / $pname ($($arg: $ty),*) => $how($dir, $at));
-    };
-    ($(#[$doc:meta])* [$cty:ty] $name:ident / $pname:ident ($($arg:ident: $ty:ty),*) => $how:ident($dir:expr, $at:expr)) => {
-        mpi! {
-            $(#[$doc])*
-            fn $name / $pname(fh: Handle, $($arg: $ty,)* buf: *mut c_void, count: $cty, datatype: Handle, status: *mut MpiStatus) on file fh => {
-                let f = file(fh)?;
-                done($how(&f, $dir, $at, buf, i64::from(count), datatype)?, status)
-            }
-        }
-    };
-}
-
-macro_rules! nonblocking {
-    ($(#[$doc:meta])* $name:ident / $pname:ident ($($arg:ident: $ty:ty),*) => $how:ident($dir:expr, $at:expr)) => {
-        nonblocking!($(#[$doc])* [c_int] $name / $pname ($($arg: $ty),*) => $how($dir, $at));
-    };
-    ($(#[$doc:meta])* [$cty:ty] $name:ident / $pname:ident ($($arg:ident: $ty:ty),*) => $how:ident($dir:expr, $at:expr)) => {
-        mpi! {
-            $(#[$doc])*
-            fn $name / $pname(fh: Handle, $($arg: $ty,)* buf: *mut c_void, count: $cty, datatype: Handle, request: *mut Handle) on file fh => {
-                let f = file(fh)?;
-                let o = $how(&f, $dir, $at, buf, i64::from(count), datatype)?;
-                done_request(&f, o, request)
-            }
-        }
-    };
-}
-
-blocking!(/// Reads at an explicit offset.
-    MPI_File_read_at / PMPI_File_read_at(offset: i64) => access(Dir::Read, At::Offset(offset)));
-blocking!(/// Writes at an explicit offset.
-    MPI_File_write_at / PMPI_File_write_at(offset: i64) => access(Dir::Write, At::Offset(offset)));
-blocking!(/// Reads at an explicit offset (collective).
-    MPI_File_read_at_all / PMPI_File_read_at_all(offset: i64) => access_all(Dir::Read, At::Offset(offset)));
-blocking!(/// Writes at an explicit offset (collective).
-    MPI_File_write_at_all / PMPI_File_write_at_all(offset: i64) => access_all(Dir::Write, At::Offset(offset)));
-blocking!(/// Reads at the individual file pointer.
-    MPI_File_read / PMPI_File_read() => access(Dir::Read, At::Individual));
-blocking!(/// Writes at the individual file pointer.
-    MPI_File_write / PMPI_File_write() => access(Dir::Write, At::Individual));
-blocking!(/// Reads at the individual file pointer (collective).
-    MPI_File_read_all / PMPI_File_read_all() => access_all(Dir::Read, At::Individual));
-blocking!(/// Writes at the individual file pointer (collective).
-    MPI_File_write_all / PMPI_File_write_all() => access_all(Dir::Write, At::Individual));
-blocking!(/// Reads at the shared file pointer.
-    MPI_File_read_shared / PMPI_File_read_shared() => access(Dir::Read, At::Shared));
-blocking!(/// Writes at the shared file pointer.
-    MPI_File_write_shared / PMPI_File_write_shared() => access(Dir::Write, At::Shared));
-
-mpi! {
-    /// Reads in rank order at the shared file pointer (collective).
-    fn MPI_File_read_ordered / PMPI_File_read_ordered(fh: Handle, buf: *mut c_void, count: c_int, datatype: Handle, status: *mut MpiStatus) on file fh => {
-        let f = file(fh)?;
-        done(ordered(&f, Dir::Read, buf, count.into(), datatype)?, status)
+pub(crate) unsafe fn done_request(f: &FileObj, o: Outcome, request: *mut Handle) -> Res {
+    // SAFETY: this function's contract is the unsafe operations' own: `request`, as the caller
+    // promises, is NULL or valid for what the MPI call it serves reads and writes through it.
+    unsafe {
+        let out = out(request, "request")?;
+        let core = f.comm.clone();
+        *out = running(|s| Ok(s.requests.insert(Request::done(MPI_COMM_SELF, core, o))))?;
+        Ok(())
     }
 }
-mpi! {
-    /// Writes in rank order at the shared file pointer (collective).
-    fn MPI_File_write_ordered / PMPI_File_write_ordered(fh: Handle, buf: *const c_void, count: c_int, datatype: Handle, status: *mut MpiStatus) on file fh => {
-        let f = file(fh)?;
-        done(ordered(&f, Dir::Write, buf as *mut c_void, count.into(), datatype)?, status)
-    }
-}
-
-nonblocking!(/// Starts a read at an explicit offset.
-    MPI_File_iread_at / PMPI_File_iread_at(offset: i64) => access(Dir::Read, At::Offset(offset)));
-nonblocking!(/// Starts a write at an explicit offset.
-    MPI_File_iwrite_at / PMPI_File_iwrite_at(offset: i64) => access(Dir::Write, At::Offset(offset)));
-nonblocking!(/// Starts a read at an explicit offset (collective).
-    MPI_File_iread_at_all / PMPI_File_iread_at_all(offset: i64) => access(Dir::Read, At::Offset(offset)));
-nonblocking!(/// Starts a write at an explicit offset (collective).
-    MPI_File_iwrite_at_all / PMPI_File_iwrite_at_all(offset: i64) => access(Dir::Write, At::Offset(offset)));
-nonblocking!(/// Starts a read at the individual file pointer.
-    MPI_File_iread / PMPI_File_iread() => access(Dir::Read, At::Individual));
-nonblocking!(/// Starts a write at the individual file pointer.
-    MPI_File_iwrite / PMPI_File_iwrite() => access(Dir::Write, At::Individual));
-nonblocking!(/// Starts a read at the individual file pointer (collective).
-    MPI_File_iread_all / PMPI_File_iread_all() => access(Dir::Read, At::Individual));
-nonblocking!(/// Starts a write at the individual file pointer (collective).
-    MPI_File_iwrite_all / PMPI_File_iwrite_all() => access(Dir::Write, At::Individual));
-nonblocking!(/// Starts a read at the shared file pointer.
-    MPI_File_iread_shared / PMPI_File_iread_shared() => access(Dir::Read, At::Shared));
-nonblocking!(/// Starts a write at the shared file pointer.
-    MPI_File_iwrite_shared / PMPI_File_iwrite_shared() => access(Dir::Write, At::Shared));
 
 // ---- split collectives: the work happens at begin, end hands over the status ----
 
-fn begin(f: &FileObj, o: Res<Outcome>) -> Res {
+pub(crate) fn begin(f: &FileObj, o: Res<Outcome>) -> Res {
     let o = o?;
     let mut st = f.st.borrow_mut();
     if st.split.is_some() {
@@ -1316,187 +1088,31 @@ fn begin(f: &FileObj, o: Res<Outcome>) -> Res {
     Ok(())
 }
 
-unsafe fn end(fh: Handle, status: *mut MpiStatus) -> Res {
-    let f = file(fh)?;
-    let o = f.st.borrow_mut().split.take();
-    match o {
-        Some(o) => done(o, status),
-        None => fail(MPI_ERR_OTHER, "no split collective is active on this file"),
-    }
-}
-
-macro_rules! split {
-    ($(#[$doc:meta])* $bname:ident / $pbname:ident, $ename:ident / $pename:ident ($($arg:ident: $ty:ty),*) => $how:ident($dir:expr, $at:expr)) => {
-        mpi! {
-            $(#[$doc])*
-            fn $bname / $pbname(fh: Handle, $($arg: $ty,)* buf: *mut c_void, count: c_int, datatype: Handle) on file fh => {
-                let f = file(fh)?;
-                begin(&f, $how(&f, $dir, $at, buf, count.into(), datatype))
-            }
-        }
-        mpi! {
-            $(#[$doc])*
-            fn $ename / $pename(fh: Handle, _buf: *mut c_void, status: *mut MpiStatus) on file fh => {
-                end(fh, status)
-            }
-        }
-    };
-}
-
-split!(/// Split collective read at an explicit offset.
-    MPI_File_read_at_all_begin / PMPI_File_read_at_all_begin, MPI_File_read_at_all_end / PMPI_File_read_at_all_end
-    (offset: i64) => access_all(Dir::Read, At::Offset(offset)));
-split!(/// Split collective write at an explicit offset.
-    MPI_File_write_at_all_begin / PMPI_File_write_at_all_begin, MPI_File_write_at_all_end / PMPI_File_write_at_all_end
-    (offset: i64) => access_all(Dir::Write, At::Offset(offset)));
-split!(/// Split collective read at the individual file pointer.
-    MPI_File_read_all_begin / PMPI_File_read_all_begin, MPI_File_read_all_end / PMPI_File_read_all_end
-    () => access_all(Dir::Read, At::Individual));
-split!(/// Split collective write at the individual file pointer.
-    MPI_File_write_all_begin / PMPI_File_write_all_begin, MPI_File_write_all_end / PMPI_File_write_all_end
-    () => access_all(Dir::Write, At::Individual));
-
-mpi! {
-    /// Split collective ordered read: begin.
-    fn MPI_File_read_ordered_begin / PMPI_File_read_ordered_begin(fh: Handle, buf: *mut c_void, count: c_int, datatype: Handle) on file fh => {
+pub(crate) unsafe fn end(fh: Handle, status: *mut MpiStatus) -> Res {
+    // SAFETY: this function's contract is the unsafe operations' own: `status`, as the caller
+    // promises, is NULL or valid for what the MPI call it serves reads and writes through it.
+    unsafe {
         let f = file(fh)?;
-        begin(&f, ordered(&f, Dir::Read, buf, count.into(), datatype))
-    }
-}
-mpi! {
-    /// Split collective ordered read: end.
-    fn MPI_File_read_ordered_end / PMPI_File_read_ordered_end(fh: Handle, _buf: *mut c_void, status: *mut MpiStatus) on file fh => {
-        end(fh, status)
-    }
-}
-mpi! {
-    /// Split collective ordered write: begin.
-    fn MPI_File_write_ordered_begin / PMPI_File_write_ordered_begin(fh: Handle, buf: *const c_void, count: c_int, datatype: Handle) on file fh => {
-        let f = file(fh)?;
-        begin(&f, ordered(&f, Dir::Write, buf as *mut c_void, count.into(), datatype))
-    }
-}
-mpi! {
-    /// Split collective ordered write: end.
-    fn MPI_File_write_ordered_end / PMPI_File_write_ordered_end(fh: Handle, _buf: *const c_void, status: *mut MpiStatus) on file fh => {
-        end(fh, status)
+        let o = f.st.borrow_mut().split.take();
+        match o {
+            Some(o) => done(o, status),
+            None => fail(MPI_ERR_OTHER, "no split collective is active on this file"),
+        }
     }
 }
 
 // ---- large counts (MPI 4.0 `_c` bindings): the same calls with an MPI_Count count ----
 
-blocking!(/// MPI_File_read_at with an MPI_Count count.
-    [i64] MPI_File_read_at_c / PMPI_File_read_at_c(offset: i64) => access(Dir::Read, At::Offset(offset)));
-blocking!(/// MPI_File_write_at with an MPI_Count count.
-    [i64] MPI_File_write_at_c / PMPI_File_write_at_c(offset: i64) => access(Dir::Write, At::Offset(offset)));
-blocking!(/// MPI_File_read_at_all with an MPI_Count count.
-    [i64] MPI_File_read_at_all_c / PMPI_File_read_at_all_c(offset: i64) => access_all(Dir::Read, At::Offset(offset)));
-blocking!(/// MPI_File_write_at_all with an MPI_Count count.
-    [i64] MPI_File_write_at_all_c / PMPI_File_write_at_all_c(offset: i64) => access_all(Dir::Write, At::Offset(offset)));
-blocking!(/// MPI_File_read with an MPI_Count count.
-    [i64] MPI_File_read_c / PMPI_File_read_c() => access(Dir::Read, At::Individual));
-blocking!(/// MPI_File_write with an MPI_Count count.
-    [i64] MPI_File_write_c / PMPI_File_write_c() => access(Dir::Write, At::Individual));
-blocking!(/// MPI_File_read_all with an MPI_Count count.
-    [i64] MPI_File_read_all_c / PMPI_File_read_all_c() => access_all(Dir::Read, At::Individual));
-blocking!(/// MPI_File_write_all with an MPI_Count count.
-    [i64] MPI_File_write_all_c / PMPI_File_write_all_c() => access_all(Dir::Write, At::Individual));
-blocking!(/// MPI_File_read_shared with an MPI_Count count.
-    [i64] MPI_File_read_shared_c / PMPI_File_read_shared_c() => access(Dir::Read, At::Shared));
-blocking!(/// MPI_File_write_shared with an MPI_Count count.
-    [i64] MPI_File_write_shared_c / PMPI_File_write_shared_c() => access(Dir::Write, At::Shared));
-nonblocking!(/// MPI_File_iread_at with an MPI_Count count.
-    [i64] MPI_File_iread_at_c / PMPI_File_iread_at_c(offset: i64) => access(Dir::Read, At::Offset(offset)));
-nonblocking!(/// MPI_File_iwrite_at with an MPI_Count count.
-    [i64] MPI_File_iwrite_at_c / PMPI_File_iwrite_at_c(offset: i64) => access(Dir::Write, At::Offset(offset)));
-nonblocking!(/// MPI_File_iread_at_all with an MPI_Count count.
-    [i64] MPI_File_iread_at_all_c / PMPI_File_iread_at_all_c(offset: i64) => access(Dir::Read, At::Offset(offset)));
-nonblocking!(/// MPI_File_iwrite_at_all with an MPI_Count count.
-    [i64] MPI_File_iwrite_at_all_c / PMPI_File_iwrite_at_all_c(offset: i64) => access(Dir::Write, At::Offset(offset)));
-nonblocking!(/// MPI_File_iread with an MPI_Count count.
-    [i64] MPI_File_iread_c / PMPI_File_iread_c() => access(Dir::Read, At::Individual));
-nonblocking!(/// MPI_File_iwrite with an MPI_Count count.
-    [i64] MPI_File_iwrite_c / PMPI_File_iwrite_c() => access(Dir::Write, At::Individual));
-nonblocking!(/// MPI_File_iread_all with an MPI_Count count.
-    [i64] MPI_File_iread_all_c / PMPI_File_iread_all_c() => access(Dir::Read, At::Individual));
-nonblocking!(/// MPI_File_iwrite_all with an MPI_Count count.
-    [i64] MPI_File_iwrite_all_c / PMPI_File_iwrite_all_c() => access(Dir::Write, At::Individual));
-nonblocking!(/// MPI_File_iread_shared with an MPI_Count count.
-    [i64] MPI_File_iread_shared_c / PMPI_File_iread_shared_c() => access(Dir::Read, At::Shared));
-nonblocking!(/// MPI_File_iwrite_shared with an MPI_Count count.
-    [i64] MPI_File_iwrite_shared_c / PMPI_File_iwrite_shared_c() => access(Dir::Write, At::Shared));
-
-mpi! {
-    /// MPI_File_read_ordered with an MPI_Count count.
-    fn MPI_File_read_ordered_c / PMPI_File_read_ordered_c(fh: Handle, buf: *mut c_void, count: i64, datatype: Handle, status: *mut MpiStatus) on file fh => {
-        let f = file(fh)?;
-        done(ordered(&f, Dir::Read, buf, count, datatype)?, status)
-    }
-}
-mpi! {
-    /// MPI_File_write_ordered with an MPI_Count count.
-    fn MPI_File_write_ordered_c / PMPI_File_write_ordered_c(fh: Handle, buf: *const c_void, count: i64, datatype: Handle, status: *mut MpiStatus) on file fh => {
-        let f = file(fh)?;
-        done(ordered(&f, Dir::Write, buf as *mut c_void, count, datatype)?, status)
-    }
-}
-mpi! {
-    /// MPI_File_read_at_all_begin with an MPI_Count count.
-    fn MPI_File_read_at_all_begin_c / PMPI_File_read_at_all_begin_c(fh: Handle, offset: i64, buf: *mut c_void, count: i64, datatype: Handle) on file fh => {
-        let f = file(fh)?;
-        begin(&f, access_all(&f, Dir::Read, At::Offset(offset), buf, count, datatype))
-    }
-}
-mpi! {
-    /// MPI_File_write_at_all_begin with an MPI_Count count.
-    fn MPI_File_write_at_all_begin_c / PMPI_File_write_at_all_begin_c(fh: Handle, offset: i64, buf: *const c_void, count: i64, datatype: Handle) on file fh => {
-        let f = file(fh)?;
-        begin(&f, access_all(&f, Dir::Write, At::Offset(offset), buf as *mut c_void, count, datatype))
-    }
-}
-mpi! {
-    /// MPI_File_read_all_begin with an MPI_Count count.
-    fn MPI_File_read_all_begin_c / PMPI_File_read_all_begin_c(fh: Handle, buf: *mut c_void, count: i64, datatype: Handle) on file fh => {
-        let f = file(fh)?;
-        begin(&f, access_all(&f, Dir::Read, At::Individual, buf, count, datatype))
-    }
-}
-mpi! {
-    /// MPI_File_write_all_begin with an MPI_Count count.
-    fn MPI_File_write_all_begin_c / PMPI_File_write_all_begin_c(fh: Handle, buf: *const c_void, count: i64, datatype: Handle) on file fh => {
-        let f = file(fh)?;
-        begin(&f, access_all(&f, Dir::Write, At::Individual, buf as *mut c_void, count, datatype))
-    }
-}
-mpi! {
-    /// MPI_File_read_ordered_begin with an MPI_Count count.
-    fn MPI_File_read_ordered_begin_c / PMPI_File_read_ordered_begin_c(fh: Handle, buf: *mut c_void, count: i64, datatype: Handle) on file fh => {
-        let f = file(fh)?;
-        begin(&f, ordered(&f, Dir::Read, buf, count, datatype))
-    }
-}
-mpi! {
-    /// MPI_File_write_ordered_begin with an MPI_Count count.
-    fn MPI_File_write_ordered_begin_c / PMPI_File_write_ordered_begin_c(fh: Handle, buf: *const c_void, count: i64, datatype: Handle) on file fh => {
-        let f = file(fh)?;
-        begin(&f, ordered(&f, Dir::Write, buf as *mut c_void, count, datatype))
-    }
-}
-mpi! {
-    /// MPI_File_get_type_extent with an MPI_Count extent.
-    fn MPI_File_get_type_extent_c / PMPI_File_get_type_extent_c(fh: Handle, datatype: Handle, extent: *mut i64) on file fh => {
-        let out = out(extent, "extent")?;
-        let rep = file(fh)?.st.borrow().view.rep.clone();
-        let dt = running(|s| s.datatype(datatype))?;
-        *out = rep.file_type(&dt)?.extent() as i64;
-        Ok(())
-    }
-}
-
 // ---- file pointers ----
 
 /// Where `offset` relative to `whence` lands, in etypes of `view`.
-fn seek_target(f: &FileObj, view: &View, offset: i64, whence: c_int, current: u64) -> Res<u64> {
+pub(crate) fn seek_target(
+    f: &FileObj,
+    view: &View,
+    offset: i64,
+    whence: c_int,
+    current: u64,
+) -> Res<u64> {
     let base = match whence {
         MPI_SEEK_SET => 0,
         MPI_SEEK_CUR => current as i128,
@@ -1509,57 +1125,6 @@ fn seek_target(f: &FileObj, view: &View, offset: i64, whence: c_int, current: u6
             format!("seeking by {offset} would move the file pointer before the view's start"),
         )
     })
-}
-
-mpi! {
-    /// Moves the individual file pointer.
-    fn MPI_File_seek / PMPI_File_seek(fh: Handle, offset: i64, whence: c_int) on file fh => {
-        let f = file(fh)?;
-        if f.amode & MPI_MODE_SEQUENTIAL != 0 {
-            return fail(MPI_ERR_UNSUPPORTED_OPERATION, "a file opened with MPI_MODE_SEQUENTIAL has no individual file pointer");
-        }
-        let (view, pos) = { let st = f.st.borrow(); (st.view.clone(), st.pos) };
-        let to = seek_target(&f, &view, offset, whence, pos)?;
-        f.st.borrow_mut().pos = to;
-        Ok(())
-    }
-}
-mpi! {
-    /// The individual file pointer, in etypes.
-    fn MPI_File_get_position / PMPI_File_get_position(fh: Handle, offset: *mut i64) on file fh => {
-        let out = out(offset, "offset")?;
-        *out = file(fh)?.st.borrow().pos as i64;
-        Ok(())
-    }
-}
-mpi! {
-    /// Moves the shared file pointer (collective: every rank passes the same arguments).
-    fn MPI_File_seek_shared / PMPI_File_seek_shared(fh: Handle, offset: i64, whence: c_int) on file fh => {
-        let f = file(fh)?;
-        let local = (|| {
-            let sp = shared(&f)?;
-            if f.comm.rank() == 0 {
-                let view = f.st.borrow().view.clone();
-                let mut err = None;
-                sp.update(|old| match seek_target(&f, &view, offset, whence, old) {
-                    Ok(to) => Ok(to),
-                    Err(e) => { err = Some(e); Ok(old) }
-                })?;
-                if let Some(e) = err { return Err(e); }
-            }
-            Ok(())
-        })();
-        agree(&f.comm, local, "MPI_File_seek_shared")
-    }
-}
-mpi! {
-    /// The shared file pointer, in etypes.
-    fn MPI_File_get_position_shared / PMPI_File_get_position_shared(fh: Handle, offset: *mut i64) on file fh => {
-        let out = out(offset, "offset")?;
-        let f = file(fh)?;
-        *out = shared(&f)?.update(Ok)? as i64;
-        Ok(())
-    }
 }
 
 /// At MPI_Finalize: forgets the files the program left open (rank 0 removes their
@@ -1577,53 +1142,8 @@ pub(crate) fn forget_open_files() -> Res {
 
 // ---- error handlers ----
 
-fn valid_errhandler(h: Handle) -> Res {
+pub(crate) fn valid_errhandler(h: Handle) -> Res {
     with(|s| crate::comm::valid_errhandler(s, h))
-}
-
-mpi! {
-    /// Creates an error handler for files.
-    fn MPI_File_create_errhandler / PMPI_File_create_errhandler(function: Option<CommErrhandlerFn>, errhandler: *mut Handle) on file MPI_FILE_NULL => {
-        let out = out(errhandler, "errhandler")?;
-        let Some(f) = function else { return fail(MPI_ERR_ARG, "error handler function is NULL") };
-        *out = running(|s| Ok(s.errhandlers.insert(f)))?;
-        Ok(())
-    }
-}
-mpi! {
-    /// Sets a file's error handler (MPI_FILE_NULL's is the one MPI_File_open uses).
-    fn MPI_File_set_errhandler / PMPI_File_set_errhandler(fh: Handle, errhandler: Handle) on file fh => {
-        valid_errhandler(errhandler)?;
-        if fh == MPI_FILE_NULL {
-            return running(|s| { s.file_null_errhandler = errhandler; Ok(()) });
-        }
-        file(fh)?.st.borrow_mut().errhandler = errhandler;
-        Ok(())
-    }
-}
-mpi! {
-    /// A file's error handler.
-    fn MPI_File_get_errhandler / PMPI_File_get_errhandler(fh: Handle, errhandler: *mut Handle) on file fh => {
-        let out = out(errhandler, "errhandler")?;
-        *out = if fh == MPI_FILE_NULL {
-            running(|s| Ok(s.file_null_errhandler))?
-        } else {
-            file(fh)?.st.borrow().errhandler
-        };
-        Ok(())
-    }
-}
-
-mpi! {
-    /// MPI_File_call_errhandler: invokes the file's handler as if a call on it had failed.
-    fn MPI_File_call_errhandler / PMPI_File_call_errhandler(fh: Handle, errorcode: c_int) -> c_int, unguarded => {
-        let rc = handle_file_error(
-            "MPI_File_call_errhandler",
-            fh,
-            MpiError::new(errorcode, "raised by the program"),
-        );
-        crate::error::called_errhandler(rc, errorcode)
-    }
 }
 
 #[cfg(test)]

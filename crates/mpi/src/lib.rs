@@ -1,14 +1,20 @@
 //! The MPI C ABI on `ferry-core`: `include/mpi.h`, `libmpi.so`, `mpicc`/`mpicxx`, `mpiexec`.
 //!
-//! Every exported function is defined by the `mpi!` macro (below): `PMPI_X` (the profiling
-//! interface: a tool may define `MPI_X` itself and call `PMPI_X`) and `MPI_X` calling it. Its
-//! body runs inside one of the guards of [`error`], chosen by the macro's arm: check arguments,
-//! convert handles, call the runtime, map the error to its MPI class, run the error handler of
-//! the communicator, window, session or file (MPI_T calls return their code). A panic becomes
-//! MPI_ERR_INTERN; no unwind crosses `extern "C"`. The argument checks are shared ([`check`]):
-//! every buffer a call reads or writes is checked before it is touched, every pointer it reads
-//! an array from or writes a result through before it is used, and a call that fails has
-//! posted nothing.
+//! Two layers. The **entry points** are in the submodules of [`abi`], one per chapter of the
+//! MPI 5.0 standard (`abi/pt2pt.rs`, `abi/datatypes.rs`, `abi/collectives.rs`, ...); nothing
+//! else defines an exported function. Each is defined by the `mpi!` macro (below): `PMPI_X`
+//! (the profiling interface: a tool may define `MPI_X` itself and call `PMPI_X`) and `MPI_X`
+//! calling it. Its body runs inside one of the guards of [`error`], chosen by the macro's arm:
+//! check arguments, convert handles, call the semantics, map the error to its MPI class, run the
+//! error handler of the communicator, window, session or file (MPI_T calls return their code).
+//! A panic becomes MPI_ERR_INTERN; no unwind crosses `extern "C"`. The argument checks and the
+//! pointer conversions are shared ([`check`]): every buffer a call reads or writes is checked
+//! before it is touched, every pointer it reads an array from or writes a result through before
+//! it is used, and a call that fails has posted nothing. The **semantics** (the other modules
+//! below) are crate-private and define no `extern "C"` function; they take checked Rust values
+//! where they can. An unsafe operation inside an `unsafe fn` needs an `unsafe` block of its own
+//! with its `// SAFETY:` (`unsafe_op_in_unsafe_fn` is denied; [`p2p`], [`request`] and [`coll`]
+//! still allow it).
 //!
 //! Every constant, type size and layout is the MPI 5.0 standard ABI's (`abi.rs`, `include/mpi.h`;
 //! `tests/abi_reference.rs` compares the header with MPICH 5.0.2's `mpi_abi.h`), and the library's
@@ -30,7 +36,7 @@
 //! its traffic counters as performance variables) is in [`tool`]. Status conversion for Fortran
 //! callers is in [`fortran`]; dynamic processes (`MPI_Comm_spawn`, ports, names, join and
 //! disconnect) are in [`dynamic`]; the MPI-1 calls that MPI-3.0 removed and MPICH still ships
-//! (`MPI_Address`, `MPI_Type_struct`, ...) are in [`removed`].
+//! (`MPI_Address`, `MPI_Type_struct`, ...) are entry points only (`abi/removed.rs`).
 //!
 //! This crate depends on `ferry-core` (the runtime: worlds, communicators, transports, the
 //! executor of schedules) and `ferry-sched` (the schedules that the neighbourhood and
@@ -39,6 +45,7 @@
 //! bootstrap connection that `ferry run` (or another process manager) gives each rank, also to
 //! start the processes of `MPI_Comm_spawn` (on the launcher's host).
 #![deny(missing_docs)]
+#![deny(unsafe_op_in_unsafe_fn)]
 #![warn(unreachable_pub)]
 #![allow(clippy::missing_safety_doc)] // the contracts are MPI's, documented in mpi.h
 #![allow(clippy::too_many_arguments)] // MPI's signatures
@@ -81,13 +88,21 @@ macro_rules! mpi {
     (@export $(#[$doc:meta])* $name:ident / $pname:ident ($($arg:ident: $ty:ty),*) -> $ret:ty $body:block) => {
         $(#[$doc])*
         #[no_mangle]
-        #[allow(unreachable_pub)] // exported from the library whatever the module's visibility
-        pub unsafe extern "C" fn $pname($($arg: $ty),*) -> $ret $body
+        // exported from the library whatever the module's visibility; not every body needs
+        // the unsafe block below
+        #[allow(unreachable_pub, unused_unsafe)]
+        pub unsafe extern "C" fn $pname($($arg: $ty),*) -> $ret {
+            // SAFETY: the caller keeps MPI's contract for this call (mpi.h, the standard): each
+            // pointer argument is NULL or points at what the standard says, for as long as it
+            // says. The body checks what can be checked ([`check`]) before it touches memory.
+            unsafe { $body }
+        }
         $(#[$doc])*
         #[no_mangle]
         #[allow(unreachable_pub)]
         pub unsafe extern "C" fn $name($($arg: $ty),*) -> $ret {
-            $pname($($arg),*)
+            // SAFETY: the same call with the same arguments, under the same contract.
+            unsafe { $pname($($arg),*) }
         }
     };
 }
@@ -116,7 +131,6 @@ pub(crate) mod mpi5;
 pub mod ops;
 pub(crate) mod p2p;
 pub(crate) mod part;
-pub(crate) mod removed;
 pub(crate) mod request;
 pub mod rma;
 pub(crate) mod session;

@@ -1,18 +1,24 @@
 //! Point-to-point: sends in four modes, receives, probes, persistent requests, and the
-//! wait/test family.
+//! wait/test family (the entry points are in `abi/pt2pt.rs`).
+// Here an unsafe fn's body is still its unsafe block: these modules get blocks of their own
+// (each with its SAFETY) once the changes in flight to them are in.
+#![allow(unsafe_op_in_unsafe_fn)]
 
 use crate::abi::*;
 use crate::error::{fail, MpiError, Res};
 use crate::request::{sent_bytes, Greq, Outcome, Persistent, Progress, Request, SendKind, Typed};
 use crate::state::{running, with, State};
-use crate::NONE;
 use ferry_core::raw::{RawRequest, SendMode};
 use ferry_core::Source;
 use std::ffi::{c_int, c_void};
 
 /// The element type of a send or receive. An empty message may name MPI_DATATYPE_NULL, as
 /// MPICH allows (its test suite relies on it); it then moves no bytes.
-fn message_type(s: &mut State, datatype: Handle, count: usize) -> Res<crate::datatype::Datatype> {
+pub(crate) fn message_type(
+    s: &mut State,
+    datatype: Handle,
+    count: usize,
+) -> Res<crate::datatype::Datatype> {
     if count == 0 && datatype == MPI_DATATYPE_NULL {
         return s.datatype(crate::datatype::Builtin::Byte as Handle);
     }
@@ -28,14 +34,14 @@ fn dest_arg(core: &ferry_core::Comm, rank: c_int) -> Res<Option<usize>> {
     crate::check::rank(rank, core.size())
 }
 
-fn source_arg(core: &ferry_core::Comm, rank: c_int) -> Res<Option<Source>> {
+pub(crate) fn source_arg(core: &ferry_core::Comm, rank: c_int) -> Res<Option<Source>> {
     if rank == MPI_ANY_SOURCE {
         return Ok(Some(Source::Any));
     }
     Ok(dest_arg(core, rank)?.map(Source::Rank))
 }
 
-fn send_tag(tag: c_int) -> Res<i32> {
+pub(crate) fn send_tag(tag: c_int) -> Res<i32> {
     if tag < 0 {
         return fail(
             MPI_ERR_TAG,
@@ -45,7 +51,7 @@ fn send_tag(tag: c_int) -> Res<i32> {
     Ok(tag)
 }
 
-fn recv_tag(tag: c_int) -> Res<i32> {
+pub(crate) fn recv_tag(tag: c_int) -> Res<i32> {
     match tag {
         MPI_ANY_TAG => Ok(ferry_core::ANY_TAG),
         t if t >= 0 => Ok(t),
@@ -54,7 +60,7 @@ fn recv_tag(tag: c_int) -> Res<i32> {
 }
 
 /// A send's arguments, checked.
-struct SendArgs {
+pub(crate) struct SendArgs {
     core: ferry_core::Comm,
     count: usize,
     dt: crate::datatype::Datatype,
@@ -63,7 +69,7 @@ struct SendArgs {
     dest: Option<usize>,
 }
 
-fn send_args(
+pub(crate) fn send_args(
     s: &mut State,
     buf: *const c_void,
     count: c_int,
@@ -224,7 +230,7 @@ pub(crate) fn wait_request(req: &mut Request) -> Res<Outcome> {
 }
 
 /// Stores `req` in the table and writes its handle.
-unsafe fn publish(s: &mut State, req: Request, out: *mut Handle) -> Res {
+pub(crate) unsafe fn publish(s: &mut State, req: Request, out: *mut Handle) -> Res {
     let Some(out) = out.as_mut() else {
         return fail(MPI_ERR_ARG, "request argument is NULL");
     };
@@ -274,7 +280,7 @@ impl Dense {
 
     /// Posts a receive straight into the caller's buffer, inside the state borrow; `None` if
     /// the arguments need the general path (MPI_PROC_NULL, a bad rank or tag).
-    unsafe fn post(
+    pub(crate) unsafe fn post(
         &self,
         s: &mut State,
         buf: *mut c_void,
@@ -294,7 +300,7 @@ impl Dense {
     /// [`Dense::post`] for MPI_Irecv: the request goes straight into the table and its handle
     /// to `out` (non-null), without passing through the caller (a request is large, and each
     /// move of it costs). False if the arguments need the general path.
-    unsafe fn post_into(
+    pub(crate) unsafe fn post_into(
         &self,
         s: &mut State,
         buf: *mut c_void,
@@ -314,7 +320,7 @@ impl Dense {
     }
 }
 
-unsafe fn blocking_send(
+pub(crate) unsafe fn blocking_send(
     buf: *const c_void,
     count: c_int,
     datatype: Handle,
@@ -329,7 +335,7 @@ unsafe fn blocking_send(
 
 /// A standard send on the lean path that the runtime took at once: its byte count.
 #[inline]
-unsafe fn sent_at_once(
+pub(crate) unsafe fn sent_at_once(
     buf: *const c_void,
     count: c_int,
     datatype: Handle,
@@ -342,7 +348,7 @@ unsafe fn sent_at_once(
     d.send_now(buf, dest, tag, comm).map(|()| d.bytes)
 }
 
-unsafe fn nonblocking_send(
+pub(crate) unsafe fn nonblocking_send(
     buf: *const c_void,
     count: c_int,
     datatype: Handle,
@@ -378,130 +384,8 @@ unsafe fn nonblocking_send(
     })
 }
 
-mpi! {
-    /// Blocking standard send.
-    fn MPI_Send / PMPI_Send(buf: *const c_void, count: c_int, datatype: Handle, dest: c_int, tag: c_int, comm: Handle) on comm => {
-        standard_send(buf, count, datatype, dest, tag, comm)
-    }
-}
-
-/// MPI_Send and MPI_Send_c (which mpi4py calls for every send).
-#[inline(always)]
-unsafe fn standard_send(
-    buf: *const c_void,
-    count: c_int,
-    datatype: Handle,
-    dest: c_int,
-    tag: c_int,
-    comm: Handle,
-) -> Res {
-    // Here rather than in `blocking_send`: its frame, sized for the general path, costs.
-    if sent_at_once(buf, count, datatype, dest, tag, comm, SendKind::Standard).is_some() {
-        return Ok(());
-    }
-    blocking_send(buf, count, datatype, dest, tag, comm, SendKind::Standard)
-}
-mpi! {
-    /// Blocking synchronous send.
-    fn MPI_Ssend / PMPI_Ssend(buf: *const c_void, count: c_int, datatype: Handle, dest: c_int, tag: c_int, comm: Handle) on comm => {
-        blocking_send(buf, count, datatype, dest, tag, comm, SendKind::Synchronous)
-    }
-}
-mpi! {
-    /// Blocking buffered send.
-    fn MPI_Bsend / PMPI_Bsend(buf: *const c_void, count: c_int, datatype: Handle, dest: c_int, tag: c_int, comm: Handle) on comm => {
-        blocking_send(buf, count, datatype, dest, tag, comm, SendKind::Buffered)
-    }
-}
-mpi! {
-    /// Blocking ready send.
-    fn MPI_Rsend / PMPI_Rsend(buf: *const c_void, count: c_int, datatype: Handle, dest: c_int, tag: c_int, comm: Handle) on comm => {
-        blocking_send(buf, count, datatype, dest, tag, comm, SendKind::Ready)
-    }
-}
-mpi! {
-    /// Nonblocking standard send.
-    fn MPI_Isend / PMPI_Isend(buf: *const c_void, count: c_int, datatype: Handle, dest: c_int, tag: c_int, comm: Handle, request: *mut Handle) on comm => {
-        nonblocking_send(buf, count, datatype, dest, tag, comm, request, SendKind::Standard)
-    }
-}
-mpi! {
-    /// Nonblocking synchronous send.
-    fn MPI_Issend / PMPI_Issend(buf: *const c_void, count: c_int, datatype: Handle, dest: c_int, tag: c_int, comm: Handle, request: *mut Handle) on comm => {
-        nonblocking_send(buf, count, datatype, dest, tag, comm, request, SendKind::Synchronous)
-    }
-}
-mpi! {
-    /// Nonblocking buffered send.
-    fn MPI_Ibsend / PMPI_Ibsend(buf: *const c_void, count: c_int, datatype: Handle, dest: c_int, tag: c_int, comm: Handle, request: *mut Handle) on comm => {
-        nonblocking_send(buf, count, datatype, dest, tag, comm, request, SendKind::Buffered)
-    }
-}
-mpi! {
-    /// Nonblocking ready send.
-    fn MPI_Irsend / PMPI_Irsend(buf: *const c_void, count: c_int, datatype: Handle, dest: c_int, tag: c_int, comm: Handle, request: *mut Handle) on comm => {
-        nonblocking_send(buf, count, datatype, dest, tag, comm, request, SendKind::Ready)
-    }
-}
-mpi! {
-    /// Blocking receive.
-    fn MPI_Recv / PMPI_Recv(buf: *mut c_void, count: c_int, datatype: Handle, source: c_int, tag: c_int, comm: Handle, status: *mut MpiStatus) on comm => {
-        recv(buf, count, datatype, (source, tag), comm, status)
-    }
-}
-
-/// MPI_Recv and MPI_Recv_c.
-#[inline(always)]
-unsafe fn recv(
-    buf: *mut c_void,
-    count: c_int,
-    datatype: Handle,
-    (source, tag): (c_int, c_int),
-    comm: Handle,
-    status: *mut MpiStatus,
-) -> Res {
-    let lean = Dense::of(buf, count, datatype).and_then(|d| {
-        running(|s| d.post(s, buf, source, tag, comm))
-            .ok()
-            .flatten()
-    });
-    let req = match lean {
-        Some(req) => req,
-        None => running(|s| start_recv(s, buf, count, datatype, source, tag, comm))?,
-    };
-    finish_recv(req, status)
-}
-
-mpi! {
-    /// Nonblocking receive.
-    fn MPI_Irecv / PMPI_Irecv(buf: *mut c_void, count: c_int, datatype: Handle, source: c_int, tag: c_int, comm: Handle, request: *mut Handle) on comm => {
-        irecv(buf, count, datatype, (source, tag), comm, request)
-    }
-}
-
-/// MPI_Irecv and MPI_Irecv_c.
-#[inline(always)]
-unsafe fn irecv(
-    buf: *mut c_void,
-    count: c_int,
-    datatype: Handle,
-    (source, tag): (c_int, c_int),
-    comm: Handle,
-    request: *mut Handle,
-) -> Res {
-    running(|s| {
-        let dense = Dense::of(buf, count, datatype).filter(|_| !request.is_null());
-        if let Some(d) = dense {
-            if d.post_into(s, buf, (source, tag), comm, request)? {
-                return Ok(());
-            }
-        }
-        let req = start_recv(s, buf, count, datatype, source, tag, comm)?;
-        publish(s, req, request)
-    })
-}
 /// A receive carrying its send as partner: MPI_Sendrecv and MPI_Isendrecv.
-fn start_sendrecv(
+pub(crate) fn start_sendrecv(
     s: &mut State,
     send: (*const c_void, c_int, Handle, c_int, c_int),
     recv: (*mut c_void, c_int, Handle, c_int, c_int),
@@ -529,7 +413,7 @@ fn start_sendrecv(
 
 /// MPI_Sendrecv_replace and its nonblocking form: the outgoing data is packed first, so the
 /// receive may land in `buf` at once.
-fn start_sendrecv_replace(
+pub(crate) fn start_sendrecv_replace(
     s: &mut State,
     buf: *mut c_void,
     count: c_int,
@@ -569,29 +453,12 @@ fn start_sendrecv_replace(
 }
 
 /// Waits for a receive (and its partner) and reports it.
-unsafe fn finish_recv(mut req: Request, status: *mut MpiStatus) -> Res {
+pub(crate) unsafe fn finish_recv(mut req: Request, status: *mut MpiStatus) -> Res {
     let outcome = wait_request(&mut req)?;
     outcome.write(status, false);
     outcome.check()
 }
 
-mpi! {
-    /// Send and receive without deadlock.
-    fn MPI_Sendrecv / PMPI_Sendrecv(sendbuf: *const c_void, sendcount: c_int, sendtype: Handle, dest: c_int, sendtag: c_int,
-        recvbuf: *mut c_void, recvcount: c_int, recvtype: Handle, source: c_int, recvtag: c_int, comm: Handle, status: *mut MpiStatus) on comm => {
-        let send = (sendbuf, sendcount, sendtype, dest, sendtag);
-        let recv = (recvbuf, recvcount, recvtype, source, recvtag);
-        finish_recv(running(|s| start_sendrecv(s, send, recv, comm))?, status)
-    }
-}
-mpi! {
-    /// Send and receive in one buffer.
-    fn MPI_Sendrecv_replace / PMPI_Sendrecv_replace(buf: *mut c_void, count: c_int, datatype: Handle, dest: c_int, sendtag: c_int,
-        source: c_int, recvtag: c_int, comm: Handle, status: *mut MpiStatus) on comm => {
-        let req = running(|s| start_sendrecv_replace(s, buf, count, datatype, (dest, sendtag), (source, recvtag), comm))?;
-        finish_recv(req, status)
-    }
-}
 /// A datatype handle the persistent request owns: the user may free theirs right after the
 /// `*_init` call (MPI 4.1 §2.5.1), so a created type is held under a private handle.
 pub(crate) fn keep_type(s: &mut State, datatype: Handle) -> Res<Handle> {
@@ -607,7 +474,7 @@ pub(crate) fn keep_type(s: &mut State, datatype: Handle) -> Res<Handle> {
     }))
 }
 
-unsafe fn persistent(comm: Handle, request: *mut Handle, mut p: Persistent) -> Res {
+pub(crate) unsafe fn persistent(comm: Handle, request: *mut Handle, mut p: Persistent) -> Res {
     running(|s| {
         match &mut p {
             Persistent::Send { datatype, .. } | Persistent::Recv { datatype, .. } => {
@@ -630,58 +497,8 @@ unsafe fn persistent(comm: Handle, request: *mut Handle, mut p: Persistent) -> R
     })
 }
 
-macro_rules! send_init {
-    ($name:ident, $pname:ident, $kind:expr, $doc:literal) => {
-        mpi! {
-            #[doc = $doc]
-            fn $name / $pname(buf: *const c_void, count: c_int, datatype: Handle, dest: c_int, tag: c_int, comm: Handle, request: *mut Handle) on comm => {
-                running(|s| send_args(s, buf, count, datatype, dest, tag, comm).map(drop))?;
-                persistent(comm, request, Persistent::Send { kind: $kind, buf: buf as *const u8, count, datatype, dest, tag })
-            }
-        }
-    };
-}
-send_init!(
-    MPI_Send_init,
-    PMPI_Send_init,
-    SendKind::Standard,
-    "Persistent standard send."
-);
-send_init!(
-    MPI_Ssend_init,
-    PMPI_Ssend_init,
-    SendKind::Synchronous,
-    "Persistent synchronous send."
-);
-send_init!(
-    MPI_Bsend_init,
-    PMPI_Bsend_init,
-    SendKind::Buffered,
-    "Persistent buffered send."
-);
-send_init!(
-    MPI_Rsend_init,
-    PMPI_Rsend_init,
-    SendKind::Ready,
-    "Persistent ready send."
-);
-
-mpi! {
-    /// Persistent receive.
-    fn MPI_Recv_init / PMPI_Recv_init(buf: *mut c_void, count: c_int, datatype: Handle, source: c_int, tag: c_int, comm: Handle, request: *mut Handle) on comm => {
-        recv_tag(tag)?;
-        running(|s| {
-            let core = s.core_comm(comm)?;
-            let n = count_arg(count)?;
-            crate::check::buffer(buf, n, &message_type(s, datatype, n)?)?;
-            source_arg(&core, source).map(drop)
-        })?;
-        persistent(comm, request, Persistent::Recv { buf: buf as *mut u8, count, datatype, source, tag })
-    }
-}
-
 /// Starts the persistent request behind `handle`.
-fn start_handle(handle: Handle) -> Res {
+pub(crate) fn start_handle(handle: Handle) -> Res {
     let coll = running(|s| start_one(s, handle))?;
     let Some(start) = coll else {
         return Ok(());
@@ -770,23 +587,8 @@ fn start_one(
     Ok(None)
 }
 
-mpi! {
-    /// Starts a persistent request.
-    fn MPI_Start / PMPI_Start(request: *mut Handle) on NONE => {
-        let Some(&h) = request.as_ref() else { return fail(MPI_ERR_REQUEST, "request argument is NULL") };
-        start_handle(h)
-    }
-}
-mpi! {
-    /// Starts several persistent requests.
-    fn MPI_Startall / PMPI_Startall(count: c_int, requests: *mut Handle) on NONE => {
-        let handles = handles_arg(count, requests)?;
-        handles.iter().try_for_each(|&h| start_handle(h))
-    }
-}
-
 /// The request handles of an array argument.
-unsafe fn handles_arg<'a>(count: c_int, requests: *mut Handle) -> Res<&'a mut [Handle]> {
+pub(crate) unsafe fn handles_arg<'a>(count: c_int, requests: *mut Handle) -> Res<&'a mut [Handle]> {
     let n = count_arg(count)?;
     if n == 0 {
         return Ok(&mut []);
@@ -797,85 +599,9 @@ unsafe fn handles_arg<'a>(count: c_int, requests: *mut Handle) -> Res<&'a mut [H
     Ok(std::slice::from_raw_parts_mut(requests, n))
 }
 
-mpi! {
-    /// Frees a request (an active one completes in the background).
-    fn MPI_Request_free / PMPI_Request_free(request: *mut Handle) on NONE => {
-        let Some(h) = request.as_mut() else { return fail(MPI_ERR_REQUEST, "request argument is NULL") };
-        if sent_bytes(*h).is_some() {
-            crate::request::retire_sent(*h)?;
-            *h = MPI_REQUEST_NULL;
-            return Ok(());
-        }
-        if crate::greq::free(*h)? {
-            *h = MPI_REQUEST_NULL;
-            return Ok(());
-        }
-        let hidden = running(|s| {
-            let Some(req) = s.requests.remove(*h) else {
-                return fail(MPI_ERR_REQUEST, format!("invalid request {:#x}", *h));
-            };
-            let mut hidden = None;
-            match req.persistent.as_deref() {
-                Some(Persistent::Send { datatype, .. } | Persistent::Recv { datatype, .. }) => {
-                    s.types.remove(*datatype);
-                }
-                Some(Persistent::Partitioned(p)) => {
-                    s.types.remove(p.datatype);
-                }
-                Some(Persistent::Coll { hidden: c, kept, .. }) => hidden = Some((*c, kept.clone())),
-                None => {}
-            }
-            if !req.is_complete() {
-                // Still in flight: keep it alive with the buffered sends, reaped as they finish.
-                s.bsends.push((req, 0, crate::bsend::BufferOwner::Process));
-            }
-            *h = MPI_REQUEST_NULL;
-            Ok(hidden)
-        })?;
-        if let Some((c, kept)) = hidden {
-            crate::comm::free_hidden(c);
-            crate::coll::release_kept(kept);
-        }
-        Ok(())
-    }
-}
-mpi! {
-    /// Cancels a pending receive (sends already on their way are not cancelled).
-    fn MPI_Cancel / PMPI_Cancel(request: *mut Handle) on NONE => {
-        let Some(&h) = request.as_ref() else { return fail(MPI_ERR_REQUEST, "request argument is NULL") };
-        if sent_bytes(h).is_some() {
-            // Done already: cancelling has no effect (MPI 4.1 §3.8.4).
-            return Ok(());
-        }
-        let greq = running(|s| {
-            let req = s.requests.get_mut(h).ok_or_else(|| MpiError::new(MPI_ERR_REQUEST, format!("invalid request {h:#x}")))?;
-            if let Some(g) = req.generalized.as_deref().copied() {
-                return Ok(Some(g));
-            }
-            if let Some(raw) = req.raw() {
-                req.cancel_requested = true;
-                req.core.raw_cancel(raw);
-            }
-            Ok(None)
-        })?;
-        match greq {
-            Some(g) => crate::greq::cancel(&g),
-            None => Ok(()),
-        }
-    }
-}
-mpi! {
-    /// Whether a completed request was cancelled.
-    fn MPI_Test_cancelled / PMPI_Test_cancelled(status: *const MpiStatus, flag: *mut c_int) on NONE => {
-        let (Some(st), Some(flag)) = (status.as_ref(), flag.as_mut()) else { return fail(MPI_ERR_ARG, "NULL argument") };
-        *flag = (st.cancelled != 0) as c_int;
-        Ok(())
-    }
-}
-
 /// Completes the request behind `*handle` if it is done: writes the status, resets the
 /// handle (unless persistent) and returns the outcome.
-unsafe fn finish_handle(
+pub(crate) unsafe fn finish_handle(
     handle: &mut Handle,
     status: *mut MpiStatus,
     with_error: bool,
@@ -914,7 +640,7 @@ fn finish_in_state(s: &mut State, handle: &mut Handle) -> Res<(Outcome, Option<G
 
 /// What waiting needs to know about one entry of a request array.
 #[derive(Clone, Copy)]
-enum Entry {
+pub(crate) enum Entry {
     /// MPI_REQUEST_NULL or an inactive persistent request.
     Null,
     /// Done or in flight: the runtime requests it waits for (none when done at start).
@@ -925,7 +651,7 @@ enum Entry {
 
 impl Entry {
     /// Whether the entry has something in flight.
-    fn in_flight(&self) -> bool {
+    pub(crate) fn in_flight(&self) -> bool {
         match self {
             Entry::Active(r) => r.iter().any(Option::is_some),
             Entry::AwaitingReady => true,
@@ -954,7 +680,10 @@ fn wait_possible(list: &[Entry], all: bool) -> Res {
 /// [`entries`] for a wait on `handles` (`all` of them, or any), checked by [`wait_possible`].
 /// At MPI_THREAD_MULTIPLE a partitioned send still short of MPI_Pready calls is no error:
 /// another thread may make them, so this lets the other threads in until none is short.
-fn entries_to_wait(handles: &[Handle], all: bool) -> Res<(Vec<Entry>, Option<ferry_core::Comm>)> {
+pub(crate) fn entries_to_wait(
+    handles: &[Handle],
+    all: bool,
+) -> Res<(Vec<Entry>, Option<ferry_core::Comm>)> {
     loop {
         let (list, engine) = entries(handles)?;
         let possible = wait_possible(&list, all);
@@ -970,7 +699,7 @@ fn entries_to_wait(handles: &[Handle], all: bool) -> Res<(Vec<Entry>, Option<fer
     }
 }
 
-fn entries(handles: &[Handle]) -> Res<(Vec<Entry>, Option<ferry_core::Comm>)> {
+pub(crate) fn entries(handles: &[Handle]) -> Res<(Vec<Entry>, Option<ferry_core::Comm>)> {
     with(|s| {
         let mut engine = None;
         let mut list = Vec::with_capacity(handles.len());
@@ -1005,7 +734,7 @@ fn entries(handles: &[Handle]) -> Res<(Vec<Entry>, Option<ferry_core::Comm>)> {
     })
 }
 
-fn done_in(entry: Entry, done: &dyn Fn(RawRequest) -> bool) -> bool {
+pub(crate) fn done_in(entry: Entry, done: &dyn Fn(RawRequest) -> bool) -> bool {
     match entry {
         Entry::Null | Entry::AwaitingReady => false,
         Entry::Active(raws) => raws.iter().flatten().all(|&raw| done(raw)),
@@ -1020,55 +749,10 @@ fn status_at(statuses: *mut MpiStatus, i: usize) -> *mut MpiStatus {
     }
 }
 
-mpi! {
-    /// Waits for one request.
-    fn MPI_Wait / PMPI_Wait(request: *mut Handle, status: *mut MpiStatus) on NONE => {
-        let Some(h) = request.as_mut() else { return fail(MPI_ERR_REQUEST, "request argument is NULL") };
-        let (list, engine) = entries_to_wait(std::slice::from_ref(h), true)?;
-        let entry = list[0];
-        if let Entry::Null = entry {
-            Outcome::EMPTY.write(status, false);
-            return Ok(());
-        }
-        if let Some(engine) = engine {
-            engine.wait_until(|done| done_in(entry, done))?;
-        }
-        finish_handle(h, status, false)?.check()
-    }
-}
-mpi! {
-    /// Tests one request.
-    fn MPI_Test / PMPI_Test(request: *mut Handle, flag: *mut c_int, status: *mut MpiStatus) on NONE => {
-        let (Some(h), Some(flag)) = (request.as_mut(), flag.as_mut()) else { return fail(MPI_ERR_ARG, "NULL argument") };
-        let (list, engine) = entries(std::slice::from_ref(h))?;
-        let entry = list[0];
-        if let Entry::Null = entry {
-            *flag = 1;
-            Outcome::EMPTY.write(status, false);
-            return Ok(());
-        }
-        if let Entry::AwaitingReady = entry {
-            *flag = 0;
-            return Ok(());
-        }
-        if let Some(engine) = engine {
-            if !done_in(entry, &|r| engine.raw_done(r)) {
-                engine.progress()?;
-                if !done_in(entry, &|r| engine.raw_done(r)) {
-                    *flag = 0;
-                    return Ok(());
-                }
-            }
-        }
-        *flag = 1;
-        finish_handle(h, status, false)?.check()
-    }
-}
-
 /// Completes every finished entry among `handles` with statuses; returns how many errors.
 /// One entry into the state serves them all (a window of small messages finishes 64 at
 /// once); generalized requests run their callbacks afterwards, outside it.
-unsafe fn finish_all(
+pub(crate) unsafe fn finish_all(
     handles: &mut [Handle],
     list: &[Entry],
     statuses: *mut MpiStatus,
@@ -1109,111 +793,13 @@ unsafe fn finish_all(
     finished.map(|()| errors)
 }
 
-mpi! {
-    /// Waits for all requests.
-    fn MPI_Waitall / PMPI_Waitall(count: c_int, requests: *mut Handle, statuses: *mut MpiStatus) on NONE => {
-        let handles = handles_arg(count, requests)?;
-        let (list, engine) = entries_to_wait(handles, true)?;
-        if let Some(engine) = engine {
-            // A finished request stays finished: each pass looks from the first one still in
-            // flight on, not at the whole list again (a window of 64 receives would cost
-            // thousands of looks).
-            let mut next = 0;
-            engine.wait_until(|done| {
-                while let Some(&e) = list.get(next) {
-                    if e.in_flight() && !done_in(e, done) {
-                        return false;
-                    }
-                    next += 1;
-                }
-                true
-            })?;
-        }
-        match finish_all(handles, &list, statuses)? {
-            0 => Ok(()),
-            _ => fail(MPI_ERR_IN_STATUS, "a request failed; see the statuses"),
-        }
-    }
-}
-mpi! {
-    /// Tests all requests: completes them only if all are done.
-    fn MPI_Testall / PMPI_Testall(count: c_int, requests: *mut Handle, flag: *mut c_int, statuses: *mut MpiStatus) on NONE => {
-        let Some(flag) = flag.as_mut() else { return fail(MPI_ERR_ARG, "flag is NULL") };
-        let handles = handles_arg(count, requests)?;
-        let (list, engine) = entries(handles)?;
-        if let Some(engine) = engine {
-            let all = |e: &Entry| !e.in_flight() || done_in(*e, &|r| engine.raw_done(r));
-            if !list.iter().all(all) {
-                engine.progress()?;
-                if !list.iter().all(all) {
-                    *flag = 0;
-                    return Ok(());
-                }
-            }
-        }
-        *flag = 1;
-        match finish_all(handles, &list, statuses)? {
-            0 => Ok(()),
-            _ => fail(MPI_ERR_IN_STATUS, "a request failed; see the statuses"),
-        }
-    }
-}
-
 /// Index of the first finished active entry, if any.
-fn first_done(list: &[Entry], engine: &ferry_core::Comm) -> Option<usize> {
+pub(crate) fn first_done(list: &[Entry], engine: &ferry_core::Comm) -> Option<usize> {
     list.iter()
         .position(|&e| done_in(e, &|r| engine.raw_done(r)))
 }
 
-mpi! {
-    /// Waits for any one request.
-    fn MPI_Waitany / PMPI_Waitany(count: c_int, requests: *mut Handle, index: *mut c_int, status: *mut MpiStatus) on NONE => {
-        let Some(index) = index.as_mut() else { return fail(MPI_ERR_ARG, "index is NULL") };
-        let handles = handles_arg(count, requests)?;
-        let (list, engine) = entries_to_wait(handles, false)?;
-        let Some(engine) = engine else {
-            *index = MPI_UNDEFINED;
-            Outcome::EMPTY.write(status, false);
-            return Ok(());
-        };
-        let mut hit = 0;
-        engine.wait_until(|done| match list.iter().position(|&e| done_in(e, done)) {
-            Some(i) => { hit = i; true }
-            None => false,
-        })?;
-        *index = hit as c_int;
-        finish_handle(&mut handles[hit], status, false)?.check()
-    }
-}
-mpi! {
-    /// Tests whether any one request is done.
-    fn MPI_Testany / PMPI_Testany(count: c_int, requests: *mut Handle, index: *mut c_int, flag: *mut c_int, status: *mut MpiStatus) on NONE => {
-        let (Some(index), Some(flag)) = (index.as_mut(), flag.as_mut()) else { return fail(MPI_ERR_ARG, "NULL argument") };
-        let handles = handles_arg(count, requests)?;
-        let (list, engine) = entries(handles)?;
-        let Some(engine) = engine else {
-            *flag = 1;
-            *index = MPI_UNDEFINED;
-            Outcome::EMPTY.write(status, false);
-            return Ok(());
-        };
-        let mut hit = first_done(&list, &engine);
-        if hit.is_none() {
-            engine.progress()?;
-            hit = first_done(&list, &engine);
-        }
-        match hit {
-            None => { *flag = 0; *index = MPI_UNDEFINED; Ok(()) }
-            Some(i) => {
-                *flag = 1;
-                *index = i as c_int;
-                finish_handle(&mut handles[i], status, false)?.check()
-            }
-        }
-    }
-}
-
-unsafe fn some(
+pub(crate) unsafe fn some(
     handles: &mut [Handle],
     list: &[Entry],
     engine: &ferry_core::Comm,
@@ -1238,36 +824,6 @@ unsafe fn some(
         return fail(MPI_ERR_IN_STATUS, "a request failed; see the statuses");
     }
     Ok(())
-}
-
-mpi! {
-    /// Waits until at least one request is done; completes all that are.
-    fn MPI_Waitsome / PMPI_Waitsome(incount: c_int, requests: *mut Handle, outcount: *mut c_int, indices: *mut c_int, statuses: *mut MpiStatus) on NONE => {
-        let Some(outcount) = outcount.as_mut() else { return fail(MPI_ERR_ARG, "outcount is NULL") };
-        let handles = handles_arg(incount, requests)?;
-        let (list, engine) = entries_to_wait(handles, false)?;
-        let Some(engine) = engine else { *outcount = MPI_UNDEFINED; return Ok(()) };
-        engine.wait_until(|done| list.iter().any(|&e| done_in(e, done)))?;
-        some(handles, &list, &engine, outcount, indices, statuses)
-    }
-}
-mpi! {
-    /// Completes the requests that are done, if any.
-    fn MPI_Testsome / PMPI_Testsome(incount: c_int, requests: *mut Handle, outcount: *mut c_int, indices: *mut c_int, statuses: *mut MpiStatus) on NONE => {
-        let Some(outcount) = outcount.as_mut() else { return fail(MPI_ERR_ARG, "outcount is NULL") };
-        let handles = handles_arg(incount, requests)?;
-        let (list, engine) = entries(handles)?;
-        let Some(engine) = engine else { *outcount = MPI_UNDEFINED; return Ok(()) };
-        engine.progress()?;
-        some(handles, &list, &engine, outcount, indices, statuses)
-    }
-}
-mpi! {
-    /// Whether a request is done, without completing it.
-    fn MPI_Request_get_status / PMPI_Request_get_status(request: Handle, flag: *mut c_int, status: *mut MpiStatus) on NONE => {
-        let Some(flag) = flag.as_mut() else { return fail(MPI_ERR_ARG, "flag is NULL") };
-        request_status(request, flag, status)
-    }
 }
 
 /// MPI_Request_get_status of one request (also for MPI_Request_get_status_any/_all/_some).
@@ -1327,7 +883,7 @@ pub(crate) unsafe fn request_status(
     Ok(())
 }
 
-fn probe_outcome(st: ferry_core::Status) -> Outcome {
+pub(crate) fn probe_outcome(st: ferry_core::Status) -> Outcome {
     Outcome {
         source: st.source as c_int,
         tag: st.tag,
@@ -1337,60 +893,7 @@ fn probe_outcome(st: ferry_core::Status) -> Outcome {
     }
 }
 
-mpi! {
-    /// Waits for a matching message and reports its envelope.
-    fn MPI_Probe / PMPI_Probe(source: c_int, tag: c_int, comm: Handle, status: *mut MpiStatus) on comm => {
-        let core = running(|s| s.core_comm(comm))?;
-        let tag = recv_tag(tag)?;
-        let Some(source) = source_arg(&core, source)? else {
-            Outcome::PROC_NULL.write(status, false);
-            return Ok(());
-        };
-        probe_outcome(core.probe(source, tag)?).write(status, false);
-        Ok(())
-    }
-}
-mpi! {
-    /// Reports the envelope of a matching message if one has arrived.
-    fn MPI_Iprobe / PMPI_Iprobe(source: c_int, tag: c_int, comm: Handle, flag: *mut c_int, status: *mut MpiStatus) on comm => {
-        let Some(flag) = flag.as_mut() else { return fail(MPI_ERR_ARG, "flag is NULL") };
-        let core = running(|s| s.core_comm(comm))?;
-        let tag = recv_tag(tag)?;
-        let Some(source) = source_arg(&core, source)? else {
-            *flag = 1;
-            Outcome::PROC_NULL.write(status, false);
-            return Ok(());
-        };
-        match core.iprobe(source, tag)? {
-            Some(st) => { *flag = 1; probe_outcome(st).write(status, false) }
-            None => *flag = 0,
-        }
-        Ok(())
-    }
-}
-/// Whole elements of `datatype` in what `status` reports (`None`: not a whole number). A
-/// predefined type needs no look-up: mpi4py asks this after every matched probe.
-fn count_of(status: &MpiStatus, datatype: Handle) -> Res<Option<usize>> {
-    let bytes = status.count() as usize;
-    match crate::datatype::builtin_from_handle(datatype).map(|t| t.size()) {
-        Some(size) if size > 0 => Ok(bytes.is_multiple_of(size).then_some(bytes / size)),
-        _ => Ok(with(|s| s.datatype(datatype))?.count_of(bytes)),
-    }
-}
-
-mpi! {
-    /// Number of whole elements a status reports.
-    fn MPI_Get_count / PMPI_Get_count(status: *const MpiStatus, datatype: Handle, count: *mut c_int) on NONE => {
-        let (Some(st), Some(count)) = (status.as_ref(), count.as_mut()) else { return fail(MPI_ERR_ARG, "NULL argument") };
-        *count = match count_of(st, datatype)? {
-            Some(n) => c_int::try_from(n).unwrap_or(MPI_UNDEFINED),
-            None => MPI_UNDEFINED,
-        };
-        Ok(())
-    }
-}
-
-unsafe fn elements(status: *const MpiStatus, datatype: Handle) -> Res<i64> {
+pub(crate) unsafe fn elements(status: *const MpiStatus, datatype: Handle) -> Res<i64> {
     let Some(st) = status.as_ref() else {
         return fail(MPI_ERR_ARG, "status is NULL");
     };
@@ -1398,24 +901,7 @@ unsafe fn elements(status: *const MpiStatus, datatype: Handle) -> Res<i64> {
     Ok(dt.elements_of(st.count() as usize) as i64)
 }
 
-mpi! {
-    /// Number of basic elements a status reports.
-    fn MPI_Get_elements / PMPI_Get_elements(status: *const MpiStatus, datatype: Handle, count: *mut c_int) on NONE => {
-        let Some(count) = count.as_mut() else { return fail(MPI_ERR_ARG, "count is NULL") };
-        *count = c_int::try_from(elements(status, datatype)?).unwrap_or(MPI_UNDEFINED);
-        Ok(())
-    }
-}
-mpi! {
-    /// Number of basic elements a status reports (MPI_Count).
-    fn MPI_Get_elements_x / PMPI_Get_elements_x(status: *const MpiStatus, datatype: Handle, count: *mut i64) on NONE => {
-        let Some(count) = count.as_mut() else { return fail(MPI_ERR_ARG, "count is NULL") };
-        *count = elements(status, datatype)?;
-        Ok(())
-    }
-}
-
-unsafe fn set_elements(status: *mut MpiStatus, datatype: Handle, count: i64) -> Res {
+pub(crate) unsafe fn set_elements(status: *mut MpiStatus, datatype: Handle, count: i64) -> Res {
     let Some(st) = status.as_mut() else {
         return fail(MPI_ERR_ARG, "status is NULL");
     };
@@ -1424,30 +910,9 @@ unsafe fn set_elements(status: *mut MpiStatus, datatype: Handle, count: i64) -> 
     Ok(())
 }
 
-mpi! {
-    /// Sets the element count of a status.
-    fn MPI_Status_set_elements / PMPI_Status_set_elements(status: *mut MpiStatus, datatype: Handle, count: c_int) on NONE => {
-        set_elements(status, datatype, count as i64)
-    }
-}
-mpi! {
-    /// Sets the element count of a status (MPI_Count).
-    fn MPI_Status_set_elements_x / PMPI_Status_set_elements_x(status: *mut MpiStatus, datatype: Handle, count: i64) on NONE => {
-        set_elements(status, datatype, count)
-    }
-}
-mpi! {
-    /// Sets the cancelled flag of a status.
-    fn MPI_Status_set_cancelled / PMPI_Status_set_cancelled(status: *mut MpiStatus, flag: c_int) on NONE => {
-        let Some(st) = status.as_mut() else { return fail(MPI_ERR_ARG, "status is NULL") };
-        st.cancelled = (flag != 0) as c_int;
-        Ok(())
-    }
-}
-
 // ---- matched probe ----
 
-unsafe fn mprobe(
+pub(crate) unsafe fn mprobe(
     source: c_int,
     tag: c_int,
     comm: Handle,
@@ -1481,23 +946,8 @@ unsafe fn mprobe(
     Ok(true)
 }
 
-mpi! {
-    /// Waits for a matching message and takes it out of reach of other receives.
-    fn MPI_Mprobe / PMPI_Mprobe(source: c_int, tag: c_int, comm: Handle, message: *mut Handle, status: *mut MpiStatus) on comm => {
-        mprobe(source, tag, comm, true, message, status).map(drop)
-    }
-}
-mpi! {
-    /// Takes a matching message out of reach of other receives, if one has arrived.
-    fn MPI_Improbe / PMPI_Improbe(source: c_int, tag: c_int, comm: Handle, flag: *mut c_int, message: *mut Handle, status: *mut MpiStatus) on comm => {
-        let Some(flag) = flag.as_mut() else { return fail(MPI_ERR_ARG, "flag is NULL") };
-        *flag = mprobe(source, tag, comm, false, message, status)? as c_int;
-        Ok(())
-    }
-}
-
 /// The receive of a message taken by a matched probe.
-enum Matched {
+pub(crate) enum Matched {
     /// Finished at once: its bytes were already here, or it came from MPI_PROC_NULL.
     Received {
         comm: Handle,
@@ -1509,7 +959,7 @@ enum Matched {
 }
 
 impl Matched {
-    fn into_request(self) -> Request {
+    pub(crate) fn into_request(self) -> Request {
         match self {
             Matched::Received {
                 comm,
@@ -1523,7 +973,7 @@ impl Matched {
 
 /// Receives a message taken by a matched probe, at once if its bytes are here and land in
 /// place; resets the message handle.
-unsafe fn start_mrecv(
+pub(crate) unsafe fn start_mrecv(
     buf: *mut c_void,
     count: c_int,
     datatype: Handle,
@@ -1555,7 +1005,7 @@ unsafe fn start_mrecv(
         };
         let msg = match typed.direct() {
             // SAFETY: the caller's buffer holds the type's extent for `count` elements.
-            Some(ptr) => match core.raw_mrecv_now(msg, ptr, typed.bytes()) {
+            Some(ptr) => match unsafe { core.raw_mrecv_now(msg, ptr, typed.bytes()) } {
                 Ok(st) => {
                     let outcome = Outcome::of(&st);
                     return Ok(Matched::Received {
@@ -1576,8 +1026,8 @@ unsafe fn start_mrecv(
     })
 }
 
-/// MPI_Mrecv: a message whose bytes are here needs no request at all.
-unsafe fn mrecv(
+/// MPI_Mrecv and MPI_Mrecv_c: a message whose bytes are here needs no request at all.
+pub(crate) unsafe fn mrecv(
     buf: *mut c_void,
     count: c_int,
     datatype: Handle,
@@ -1592,44 +1042,75 @@ unsafe fn mrecv(
     outcome.check()
 }
 
-mpi! {
-    /// Receives a message taken by MPI_Mprobe/MPI_Improbe.
-    fn MPI_Mrecv / PMPI_Mrecv(buf: *mut c_void, count: c_int, datatype: Handle, message: *mut Handle, status: *mut MpiStatus) on NONE => {
-        mrecv(buf, count, datatype, message, status)
+/// Whole elements of `datatype` in what `status` reports (`None`: not a whole number). A
+/// predefined type needs no look-up: mpi4py asks this after every matched probe.
+pub(crate) fn count_of(status: &MpiStatus, datatype: Handle) -> Res<Option<usize>> {
+    let bytes = status.count() as usize;
+    match crate::datatype::builtin_from_handle(datatype).map(|t| t.size()) {
+        Some(size) if size > 0 => Ok(bytes.is_multiple_of(size).then_some(bytes / size)),
+        _ => Ok(with(|s| s.datatype(datatype))?.count_of(bytes)),
     }
 }
-mpi! {
-    /// Starts receiving a message taken by MPI_Mprobe/MPI_Improbe.
-    fn MPI_Imrecv / PMPI_Imrecv(buf: *mut c_void, count: c_int, datatype: Handle, message: *mut Handle, request: *mut Handle) on NONE => {
-        let req = start_mrecv(buf, count, datatype, message)?.into_request();
-        running(|s| publish(s, req, request))
+
+/// MPI_Send and MPI_Send_c (which mpi4py calls for every send).
+#[inline(always)]
+pub(crate) unsafe fn standard_send(
+    buf: *const c_void,
+    count: c_int,
+    datatype: Handle,
+    dest: c_int,
+    tag: c_int,
+    comm: Handle,
+) -> Res {
+    // Here rather than in `blocking_send`: its frame, sized for the general path, costs.
+    if sent_at_once(buf, count, datatype, dest, tag, comm, SendKind::Standard).is_some() {
+        return Ok(());
     }
+    blocking_send(buf, count, datatype, dest, tag, comm, SendKind::Standard)
+}
+
+/// MPI_Recv and MPI_Recv_c.
+#[inline(always)]
+pub(crate) unsafe fn recv(
+    buf: *mut c_void,
+    count: c_int,
+    datatype: Handle,
+    (source, tag): (c_int, c_int),
+    comm: Handle,
+    status: *mut MpiStatus,
+) -> Res {
+    let lean = Dense::of(buf, count, datatype)
+        .and_then(|d| running(|s| d.post(s, buf, source, tag, comm)).ok().flatten());
+    let req = match lean {
+        Some(req) => req,
+        None => running(|s| start_recv(s, buf, count, datatype, source, tag, comm))?,
+    };
+    finish_recv(req, status)
+}
+
+/// MPI_Irecv and MPI_Irecv_c.
+#[inline(always)]
+pub(crate) unsafe fn irecv(
+    buf: *mut c_void,
+    count: c_int,
+    datatype: Handle,
+    (source, tag): (c_int, c_int),
+    comm: Handle,
+    request: *mut Handle,
+) -> Res {
+    running(|s| {
+        let dense = Dense::of(buf, count, datatype).filter(|_| !request.is_null());
+        if let Some(d) = dense {
+            if d.post_into(s, buf, (source, tag), comm, request)? {
+                return Ok(());
+            }
+        }
+        let req = start_recv(s, buf, count, datatype, source, tag, comm)?;
+        publish(s, req, request)
+    })
 }
 
 // ---- nonblocking send-receive ----
-
-mpi! {
-    /// Nonblocking send and receive in one request.
-    fn MPI_Isendrecv / PMPI_Isendrecv(sendbuf: *const c_void, sendcount: c_int, sendtype: Handle, dest: c_int, sendtag: c_int,
-        recvbuf: *mut c_void, recvcount: c_int, recvtype: Handle, source: c_int, recvtag: c_int, comm: Handle, request: *mut Handle) on comm => {
-        let send = (sendbuf, sendcount, sendtype, dest, sendtag);
-        let recv = (recvbuf, recvcount, recvtype, source, recvtag);
-        running(|s| {
-            let req = start_sendrecv(s, send, recv, comm)?;
-            publish(s, req, request)
-        })
-    }
-}
-mpi! {
-    /// Nonblocking send and receive in one buffer: the outgoing data is packed at the call.
-    fn MPI_Isendrecv_replace / PMPI_Isendrecv_replace(buf: *mut c_void, count: c_int, datatype: Handle, dest: c_int, sendtag: c_int,
-        source: c_int, recvtag: c_int, comm: Handle, request: *mut Handle) on comm => {
-        running(|s| {
-            let req = start_sendrecv_replace(s, buf, count, datatype, (dest, sendtag), (source, recvtag), comm)?;
-            publish(s, req, request)
-        })
-    }
-}
 
 // ---- large counts (MPI 4.0 `_c` bindings) ----
 
@@ -1649,212 +1130,4 @@ pub(crate) fn count_c(count: i64) -> Res<c_int> {
             ),
         )
     })
-}
-
-mpi! {
-    /// MPI_Send with an MPI_Count count.
-    fn MPI_Send_c / PMPI_Send_c(buf: *const c_void, count: i64, datatype: Handle, dest: c_int, tag: c_int, comm: Handle) on comm => {
-        standard_send(buf, count_c(count)?, datatype, dest, tag, comm)
-    }
-}
-
-macro_rules! send_c {
-    ($name:ident, $pname:ident, $kind:expr, $doc:literal) => {
-        mpi! {
-            #[doc = $doc]
-            fn $name / $pname(buf: *const c_void, count: i64, datatype: Handle, dest: c_int, tag: c_int, comm: Handle) on comm => {
-                blocking_send(buf, count_c(count)?, datatype, dest, tag, comm, $kind)
-            }
-        }
-    };
-}
-send_c!(
-    MPI_Ssend_c,
-    PMPI_Ssend_c,
-    SendKind::Synchronous,
-    "MPI_Ssend with an MPI_Count count."
-);
-send_c!(
-    MPI_Bsend_c,
-    PMPI_Bsend_c,
-    SendKind::Buffered,
-    "MPI_Bsend with an MPI_Count count."
-);
-send_c!(
-    MPI_Rsend_c,
-    PMPI_Rsend_c,
-    SendKind::Ready,
-    "MPI_Rsend with an MPI_Count count."
-);
-
-macro_rules! isend_c {
-    ($name:ident, $pname:ident, $kind:expr, $doc:literal) => {
-        mpi! {
-            #[doc = $doc]
-            fn $name / $pname(buf: *const c_void, count: i64, datatype: Handle, dest: c_int, tag: c_int, comm: Handle, request: *mut Handle) on comm => {
-                nonblocking_send(buf, count_c(count)?, datatype, dest, tag, comm, request, $kind)
-            }
-        }
-    };
-}
-isend_c!(
-    MPI_Isend_c,
-    PMPI_Isend_c,
-    SendKind::Standard,
-    "MPI_Isend with an MPI_Count count."
-);
-isend_c!(
-    MPI_Issend_c,
-    PMPI_Issend_c,
-    SendKind::Synchronous,
-    "MPI_Issend with an MPI_Count count."
-);
-isend_c!(
-    MPI_Ibsend_c,
-    PMPI_Ibsend_c,
-    SendKind::Buffered,
-    "MPI_Ibsend with an MPI_Count count."
-);
-isend_c!(
-    MPI_Irsend_c,
-    PMPI_Irsend_c,
-    SendKind::Ready,
-    "MPI_Irsend with an MPI_Count count."
-);
-
-macro_rules! send_init_c {
-    ($name:ident, $pname:ident, $kind:expr, $doc:literal) => {
-        mpi! {
-            #[doc = $doc]
-            fn $name / $pname(buf: *const c_void, count: i64, datatype: Handle, dest: c_int, tag: c_int, comm: Handle, request: *mut Handle) on comm => {
-                let count = count_c(count)?;
-                send_tag(tag)?;
-                persistent(comm, request, Persistent::Send { kind: $kind, buf: buf as *const u8, count, datatype, dest, tag })
-            }
-        }
-    };
-}
-send_init_c!(
-    MPI_Send_init_c,
-    PMPI_Send_init_c,
-    SendKind::Standard,
-    "MPI_Send_init with an MPI_Count count."
-);
-send_init_c!(
-    MPI_Ssend_init_c,
-    PMPI_Ssend_init_c,
-    SendKind::Synchronous,
-    "MPI_Ssend_init with an MPI_Count count."
-);
-send_init_c!(
-    MPI_Bsend_init_c,
-    PMPI_Bsend_init_c,
-    SendKind::Buffered,
-    "MPI_Bsend_init with an MPI_Count count."
-);
-send_init_c!(
-    MPI_Rsend_init_c,
-    PMPI_Rsend_init_c,
-    SendKind::Ready,
-    "MPI_Rsend_init with an MPI_Count count."
-);
-
-mpi! {
-    /// MPI_Recv with an MPI_Count count.
-    fn MPI_Recv_c / PMPI_Recv_c(buf: *mut c_void, count: i64, datatype: Handle, source: c_int, tag: c_int, comm: Handle, status: *mut MpiStatus) on comm => {
-        recv(buf, count_c(count)?, datatype, (source, tag), comm, status)
-    }
-}
-mpi! {
-    /// MPI_Irecv with an MPI_Count count.
-    fn MPI_Irecv_c / PMPI_Irecv_c(buf: *mut c_void, count: i64, datatype: Handle, source: c_int, tag: c_int, comm: Handle, request: *mut Handle) on comm => {
-        irecv(buf, count_c(count)?, datatype, (source, tag), comm, request)
-    }
-}
-mpi! {
-    /// MPI_Recv_init with an MPI_Count count.
-    fn MPI_Recv_init_c / PMPI_Recv_init_c(buf: *mut c_void, count: i64, datatype: Handle, source: c_int, tag: c_int, comm: Handle, request: *mut Handle) on comm => {
-        let count = count_c(count)?;
-        recv_tag(tag)?;
-        persistent(comm, request, Persistent::Recv { buf: buf as *mut u8, count, datatype, source, tag })
-    }
-}
-mpi! {
-    /// MPI_Sendrecv with MPI_Count counts.
-    fn MPI_Sendrecv_c / PMPI_Sendrecv_c(sendbuf: *const c_void, sendcount: i64, sendtype: Handle, dest: c_int, sendtag: c_int,
-        recvbuf: *mut c_void, recvcount: i64, recvtype: Handle, source: c_int, recvtag: c_int, comm: Handle, status: *mut MpiStatus) on comm => {
-        let send = (sendbuf, count_c(sendcount)?, sendtype, dest, sendtag);
-        let recv = (recvbuf, count_c(recvcount)?, recvtype, source, recvtag);
-        finish_recv(running(|s| start_sendrecv(s, send, recv, comm))?, status)
-    }
-}
-mpi! {
-    /// MPI_Sendrecv_replace with an MPI_Count count.
-    fn MPI_Sendrecv_replace_c / PMPI_Sendrecv_replace_c(buf: *mut c_void, count: i64, datatype: Handle, dest: c_int, sendtag: c_int,
-        source: c_int, recvtag: c_int, comm: Handle, status: *mut MpiStatus) on comm => {
-        let count = count_c(count)?;
-        let req = running(|s| start_sendrecv_replace(s, buf, count, datatype, (dest, sendtag), (source, recvtag), comm))?;
-        finish_recv(req, status)
-    }
-}
-mpi! {
-    /// Number of whole elements a status reports (MPI_Count).
-    fn MPI_Get_count_c / PMPI_Get_count_c(status: *const MpiStatus, datatype: Handle, count: *mut i64) on NONE => {
-        let (Some(st), Some(count)) = (status.as_ref(), count.as_mut()) else { return fail(MPI_ERR_ARG, "NULL argument") };
-        *count = match count_of(st, datatype)? {
-            Some(n) => i64::try_from(n).unwrap_or(MPI_UNDEFINED as i64),
-            None => MPI_UNDEFINED as i64,
-        };
-        Ok(())
-    }
-}
-mpi! {
-    /// Number of basic elements a status reports (MPI_Count).
-    fn MPI_Get_elements_c / PMPI_Get_elements_c(status: *const MpiStatus, datatype: Handle, count: *mut i64) on NONE => {
-        let Some(count) = count.as_mut() else { return fail(MPI_ERR_ARG, "count is NULL") };
-        *count = elements(status, datatype)?;
-        Ok(())
-    }
-}
-mpi! {
-    /// Sets the element count of a status (MPI_Count).
-    fn MPI_Status_set_elements_c / PMPI_Status_set_elements_c(status: *mut MpiStatus, datatype: Handle, count: i64) on NONE => {
-        set_elements(status, datatype, count)
-    }
-}
-mpi! {
-    /// MPI_Mrecv with an MPI_Count count.
-    fn MPI_Mrecv_c / PMPI_Mrecv_c(buf: *mut c_void, count: i64, datatype: Handle, message: *mut Handle, status: *mut MpiStatus) on NONE => {
-        mrecv(buf, count_c(count)?, datatype, message, status)
-    }
-}
-mpi! {
-    /// MPI_Imrecv with an MPI_Count count.
-    fn MPI_Imrecv_c / PMPI_Imrecv_c(buf: *mut c_void, count: i64, datatype: Handle, message: *mut Handle, request: *mut Handle) on NONE => {
-        let req = start_mrecv(buf, count_c(count)?, datatype, message)?.into_request();
-        running(|s| publish(s, req, request))
-    }
-}
-mpi! {
-    /// MPI_Isendrecv with MPI_Count counts.
-    fn MPI_Isendrecv_c / PMPI_Isendrecv_c(sendbuf: *const c_void, sendcount: i64, sendtype: Handle, dest: c_int, sendtag: c_int,
-        recvbuf: *mut c_void, recvcount: i64, recvtype: Handle, source: c_int, recvtag: c_int, comm: Handle, request: *mut Handle) on comm => {
-        let send = (sendbuf, count_c(sendcount)?, sendtype, dest, sendtag);
-        let recv = (recvbuf, count_c(recvcount)?, recvtype, source, recvtag);
-        running(|s| {
-            let req = start_sendrecv(s, send, recv, comm)?;
-            publish(s, req, request)
-        })
-    }
-}
-mpi! {
-    /// MPI_Isendrecv_replace with an MPI_Count count.
-    fn MPI_Isendrecv_replace_c / PMPI_Isendrecv_replace_c(buf: *mut c_void, count: i64, datatype: Handle, dest: c_int, sendtag: c_int,
-        source: c_int, recvtag: c_int, comm: Handle, request: *mut Handle) on comm => {
-        let count = count_c(count)?;
-        running(|s| {
-            let req = start_sendrecv_replace(s, buf, count, datatype, (dest, sendtag), (source, recvtag), comm)?;
-            publish(s, req, request)
-        })
-    }
 }

@@ -20,7 +20,6 @@ use crate::error::{fail, MpiError, Res};
 use crate::p2p::count_arg;
 use crate::request::{Persistent, Progress, Request, Typed};
 use crate::state::{running, State};
-use crate::NONE;
 use rustc_hash::FxHashMap;
 use std::cell::{Cell, RefCell};
 use std::ffi::{c_int, c_void};
@@ -125,7 +124,7 @@ pub(crate) fn forget(s: &mut State, context: u32) {
 }
 
 /// `MPI_Psend_init` / `MPI_Precv_init`.
-unsafe fn init(
+pub(crate) unsafe fn init(
     send: bool,
     buf: *mut c_void,
     partitions: c_int,
@@ -136,32 +135,36 @@ unsafe fn init(
     comm: Handle,
     request: *mut Handle,
 ) -> Res {
-    let Some(out) = request.as_mut() else {
-        return fail(MPI_ERR_REQUEST, "request argument is NULL");
-    };
-    let partitions = count_arg(partitions)?;
-    if partitions == 0 {
-        return fail(
-            MPI_ERR_ARG,
-            "a partitioned request needs at least one partition",
-        );
-    }
-    let count = usize::try_from(count)
-        .map_err(|_| MpiError::new(MPI_ERR_COUNT, format!("negative count {count}")))?;
-    if tag < 0 {
-        return fail(
-            MPI_ERR_TAG,
-            format!("invalid tag {tag} (partitioned communication takes no wildcard)"),
-        );
-    }
-    running(|s| {
-        let core = s.intra_comm(comm).map_err(|e| {
-            MpiError::new(
-                e.class,
-                "partitioned communication on an intercommunicator is not supported",
-            )
-        })?;
-        let peer = match usize::try_from(peer) {
+    // SAFETY: this function's contract is the unsafe operations' own: `buf` and `request`, as
+    // the caller promises, are NULL or valid for what the MPI call it serves reads and writes
+    // through them.
+    unsafe {
+        let Some(out) = request.as_mut() else {
+            return fail(MPI_ERR_REQUEST, "request argument is NULL");
+        };
+        let partitions = count_arg(partitions)?;
+        if partitions == 0 {
+            return fail(
+                MPI_ERR_ARG,
+                "a partitioned request needs at least one partition",
+            );
+        }
+        let count = usize::try_from(count)
+            .map_err(|_| MpiError::new(MPI_ERR_COUNT, format!("negative count {count}")))?;
+        if tag < 0 {
+            return fail(
+                MPI_ERR_TAG,
+                format!("invalid tag {tag} (partitioned communication takes no wildcard)"),
+            );
+        }
+        running(|s| {
+            let core = s.intra_comm(comm).map_err(|e| {
+                MpiError::new(
+                    e.class,
+                    "partitioned communication on an intercommunicator is not supported",
+                )
+            })?;
+            let peer = match usize::try_from(peer) {
             Ok(p) if p < core.size() => p,
             _ => {
                 return fail(
@@ -170,55 +173,40 @@ unsafe fn init(
                 )
             }
         };
-        let datatype = crate::p2p::keep_type(s, datatype)?;
-        let bytes = s.datatype(datatype)?.size();
-        if partitions
-            .checked_mul(count)
-            .and_then(|n| n.checked_mul(bytes))
-            .is_none()
-        {
-            return fail(MPI_ERR_COUNT, "partitions × count × type size overflows");
-        }
-        let (channel, round_tag) = next_round_tag(s, &core, tag, peer, send)?;
-        let part = Partitioned {
-            send,
-            buf: buf as *mut u8,
-            partitions,
-            count,
-            datatype,
-            peer,
-            user_tag: tag,
-            channel,
-            tag: round_tag,
-            ready: RefCell::new(vec![false; partitions]),
-            readied: Cell::new(0),
-        };
-        *out = s.requests.insert(Request {
-            comm,
-            core,
-            progress: Progress::Inactive,
-            persistent: Some(Box::new(Persistent::Partitioned(Rc::new(part)))),
-            cancel_requested: false,
-            partner: None,
-            generalized: None,
-        });
-        Ok(())
-    })
-}
-
-mpi! {
-    /// Partitioned send: `partitions` × `count` elements to `dest`, started with MPI_Start and
-    /// sent once every partition is marked ready.
-    fn MPI_Psend_init / PMPI_Psend_init(buf: *const c_void, partitions: c_int, count: i64, datatype: Handle, dest: c_int, tag: c_int, comm: Handle, info: Handle, request: *mut Handle) on comm => {
-        let _ = info;
-        init(true, buf as *mut c_void, partitions, count, datatype, dest, tag, comm, request)
-    }
-}
-mpi! {
-    /// Partitioned receive of `partitions` × `count` elements from `source`.
-    fn MPI_Precv_init / PMPI_Precv_init(buf: *mut c_void, partitions: c_int, count: i64, datatype: Handle, source: c_int, tag: c_int, comm: Handle, info: Handle, request: *mut Handle) on comm => {
-        let _ = info;
-        init(false, buf, partitions, count, datatype, source, tag, comm, request)
+            let datatype = crate::p2p::keep_type(s, datatype)?;
+            let bytes = s.datatype(datatype)?.size();
+            if partitions
+                .checked_mul(count)
+                .and_then(|n| n.checked_mul(bytes))
+                .is_none()
+            {
+                return fail(MPI_ERR_COUNT, "partitions × count × type size overflows");
+            }
+            let (channel, round_tag) = next_round_tag(s, &core, tag, peer, send)?;
+            let part = Partitioned {
+                send,
+                buf: buf as *mut u8,
+                partitions,
+                count,
+                datatype,
+                peer,
+                user_tag: tag,
+                channel,
+                tag: round_tag,
+                ready: RefCell::new(vec![false; partitions]),
+                readied: Cell::new(0),
+            };
+            *out = s.requests.insert(Request {
+                comm,
+                core,
+                progress: Progress::Inactive,
+                persistent: Some(Box::new(Persistent::Partitioned(Rc::new(part)))),
+                cancel_requested: false,
+                partner: None,
+                generalized: None,
+            });
+            Ok(())
+        })
     }
 }
 
@@ -318,7 +306,12 @@ impl Partitioned {
 }
 
 /// The started partitioned request behind `request`.
-fn partitioned(s: &State, request: Handle, send: bool, call: &str) -> Res<Rc<Partitioned>> {
+pub(crate) fn partitioned(
+    s: &State,
+    request: Handle,
+    send: bool,
+    call: &str,
+) -> Res<Rc<Partitioned>> {
     let req = s.requests.get(request).ok_or_else(|| {
         MpiError::new(
             MPI_ERR_REQUEST,
@@ -352,7 +345,7 @@ fn partitioned(s: &State, request: Handle, send: bool, call: &str) -> Res<Rc<Par
 }
 
 /// Marks each of `partitions` ready on the send request `request`.
-fn ready(request: Handle, partitions: impl Iterator<Item = c_int>, call: &str) -> Res {
+pub(crate) fn ready(request: Handle, partitions: impl Iterator<Item = c_int>, call: &str) -> Res {
     running(|s| {
         let p = partitioned(s, request, true, call)?;
         if !matches!(
@@ -373,57 +366,4 @@ fn ready(request: Handle, partitions: impl Iterator<Item = c_int>, call: &str) -
         }
         Ok(())
     })
-}
-
-mpi! {
-    /// Marks one partition of a started partitioned send ready.
-    fn MPI_Pready / PMPI_Pready(partition: c_int, request: Handle) on NONE => {
-        ready(request, std::iter::once(partition), "MPI_Pready")
-    }
-}
-mpi! {
-    /// Marks partitions `partition_low..=partition_high` ready.
-    fn MPI_Pready_range / PMPI_Pready_range(partition_low: c_int, partition_high: c_int, request: Handle) on NONE => {
-        if partition_low > partition_high {
-            return fail(MPI_ERR_ARG, format!("MPI_Pready_range: low {partition_low} is above high {partition_high}"));
-        }
-        ready(request, partition_low..=partition_high, "MPI_Pready_range")
-    }
-}
-mpi! {
-    /// Marks the `length` partitions listed in `array_of_partitions` ready.
-    fn MPI_Pready_list / PMPI_Pready_list(length: c_int, array_of_partitions: *const c_int, request: Handle) on NONE => {
-        let n = count_arg(length)?;
-        if n > 0 && array_of_partitions.is_null() {
-            return fail(MPI_ERR_ARG, "MPI_Pready_list: array_of_partitions is NULL");
-        }
-        let list: &[c_int] = if n == 0 { &[] } else { std::slice::from_raw_parts(array_of_partitions, n) };
-        ready(request, list.iter().copied(), "MPI_Pready_list")
-    }
-}
-mpi! {
-    /// Whether `partition` of a started partitioned receive has arrived (here: once the whole
-    /// message has).
-    fn MPI_Parrived / PMPI_Parrived(request: Handle, partition: c_int, flag: *mut c_int) on NONE => {
-        let Some(flag) = flag.as_mut() else { return fail(MPI_ERR_ARG, "flag is NULL") };
-        let (core, raw) = running(|s| {
-            let p = partitioned(s, request, false, "MPI_Parrived")?;
-            if usize::try_from(partition).map_or(true, |i| i >= p.partitions) {
-                return fail(MPI_ERR_ARG, format!("MPI_Parrived: partition {partition} is not in 0..{}", p.partitions));
-            }
-            let req = s.requests.get(request).ok_or_else(|| MpiError::new(MPI_ERR_REQUEST, "request vanished"))?;
-            Ok((req.core.clone(), req.raw()))
-        })?;
-        *flag = match raw {
-            Some(raw) => {
-                if !core.raw_done(raw) {
-                    core.progress()?;
-                }
-                core.raw_done(raw) as c_int
-            }
-            // Completed by MPI_Request_get_status: the data is there.
-            None => 1,
-        };
-        Ok(())
-    }
 }

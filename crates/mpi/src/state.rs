@@ -252,7 +252,7 @@ pub(crate) struct State {
     /// Data representations registered with MPI_Register_datarep (for the life of the process).
     pub(crate) datareps: Vec<Rc<crate::datarep::UserDatarep>>,
     /// Windows (one-sided communication).
-    pub(crate) wins: Table<crate::rma::abi::WinObj>,
+    pub(crate) wins: Table<crate::rma::window::WinObj>,
     /// The types `MPI_Type_create_f90_*` returned, by (combiner, p, r): the same arguments give
     /// the same handle, and the program may not free it.
     pub(crate) f90_types: HashMap<(c_int, c_int, c_int), Handle>,

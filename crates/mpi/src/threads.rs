@@ -56,7 +56,7 @@ pub(crate) fn enter() -> Entered {
     Entered(true)
 }
 
-fn acquire() {
+pub(crate) fn acquire() {
     let guard = match LOCK.try_lock() {
         Some(guard) => guard,
         None => {

@@ -25,42 +25,41 @@
 //! return their error code and never invoke an MPI error handler.
 
 use crate::abi::*;
-use crate::check::tool_out;
 use crate::datatype::Builtin;
 use crate::error::{fail, MpiError, Res};
 use crate::handles::{Kind, Table};
 use crate::threads::Serialized;
 use ferry_core::{CmaMode, Config, Counters, RailPolicy};
-use std::ffi::{c_char, c_int, c_uint, c_ulong, c_ulonglong, c_void, CStr};
+use std::ffi::{c_char, c_int, c_ulonglong, c_void, CStr};
 use std::sync::LazyLock;
 
 // ---- State ----------------------------------------------------------------------------------
 
 /// A control-variable handle: which variable, and the element count it was allocated with.
-struct CvarHandle {
-    index: usize,
-    count: usize,
+pub(crate) struct CvarHandle {
+    pub(crate) index: usize,
+    pub(crate) count: usize,
 }
 
 /// A performance-variable handle of a session.
-struct PvarHandle {
-    session: Handle,
-    index: usize,
+pub(crate) struct PvarHandle {
+    pub(crate) session: Handle,
+    pub(crate) index: usize,
     /// Whether it counts now (always for continuous variables).
-    started: bool,
+    pub(crate) started: bool,
     /// The value when last stopped, written or reset.
-    held: u64,
+    pub(crate) held: u64,
     /// The counter's total when last started, written or reset.
-    base: u64,
+    pub(crate) base: u64,
 }
 
 /// The tool interface's state: reference count and handles.
-struct Tool {
+pub(crate) struct Tool {
     /// MPI_T_init_thread calls not yet matched by MPI_T_finalize.
-    refs: u32,
-    cvars: Table<CvarHandle>,
-    sessions: Table<()>,
-    pvars: Table<PvarHandle>,
+    pub(crate) refs: u32,
+    pub(crate) cvars: Table<CvarHandle>,
+    pub(crate) sessions: Table<()>,
+    pub(crate) pvars: Table<PvarHandle>,
     /// Settings and counters at MPI_Finalize, read from then on.
     last: Option<(Config, Counters)>,
 }
@@ -77,14 +76,14 @@ impl Tool {
     }
 }
 
-static TOOL: LazyLock<Serialized<Tool>> = LazyLock::new(|| Serialized::new(Tool::new()));
+pub(crate) static TOOL: LazyLock<Serialized<Tool>> = LazyLock::new(|| Serialized::new(Tool::new()));
 
-fn error(class: c_int, message: impl Into<String>) -> MpiError {
+pub(crate) fn error(class: c_int, message: impl Into<String>) -> MpiError {
     MpiError::new(class, message)
 }
 
 /// Runs `f` on the state once MPI_T is initialized.
-fn tool<T>(f: impl FnOnce(&mut Tool) -> Res<T>) -> Res<T> {
+pub(crate) fn tool<T>(f: impl FnOnce(&mut Tool) -> Res<T>) -> Res<T> {
     TOOL.with(|t| {
         if t.refs == 0 {
             return fail(
@@ -142,7 +141,7 @@ fn settings() -> Res<Config> {
 }
 
 /// The traffic counters now (zero before MPI_Init).
-fn counters() -> Res<Counters> {
+pub(crate) fn counters() -> Res<Counters> {
     match runtime()? {
         Runtime::Running(_, c) | Runtime::Finished(_, c) => Ok(c),
         Runtime::NotStarted => Ok(Counters::default()),
@@ -152,39 +151,52 @@ fn counters() -> Res<Counters> {
 // ---- Argument helpers -----------------------------------------------------------------------
 
 /// `*p = value` when `p` is not NULL (MPI_T's query functions take NULL for "not wanted").
-unsafe fn put<T>(p: *mut T, value: T) {
-    if let Some(p) = p.as_mut() {
-        *p = value;
+pub(crate) unsafe fn put<T>(p: *mut T, value: T) {
+    // SAFETY: this function's contract is the unsafe operations' own: `p`, as the caller
+    // promises, is NULL or valid for what the MPI call it serves reads and writes through it.
+    unsafe {
+        if let Some(p) = p.as_mut() {
+            *p = value;
+        }
     }
 }
 
 /// Returns `text` the MPI_T way (MPI 4.1 §15.3.3): with `len` NULL nothing is returned; with
 /// `buf` NULL or `*len` 0 the length it needs (with the NUL) is; else at most `*len`
 /// characters with the NUL are copied and `*len` says how many.
-unsafe fn put_string(text: &str, buf: *mut c_char, len: *mut c_int) {
-    let Some(len) = len.as_mut() else {
-        return;
-    };
-    if buf.is_null() || *len <= 0 {
-        *len = text.len() as c_int + 1;
-        return;
+pub(crate) unsafe fn put_string(text: &str, buf: *mut c_char, len: *mut c_int) {
+    // SAFETY: this function's contract is the unsafe operations' own: `buf` and `len`, as the
+    // caller promises, are NULL or valid for what the MPI call it serves reads and writes through
+    // them.
+    unsafe {
+        let Some(len) = len.as_mut() else {
+            return;
+        };
+        if buf.is_null() || *len <= 0 {
+            *len = text.len() as c_int + 1;
+            return;
+        }
+        let n = text.len().min(*len as usize - 1);
+        std::ptr::copy_nonoverlapping(text.as_ptr(), buf as *mut u8, n);
+        *buf.add(n) = 0;
+        *len = n as c_int + 1;
     }
-    let n = text.len().min(*len as usize - 1);
-    std::ptr::copy_nonoverlapping(text.as_ptr(), buf as *mut u8, n);
-    *buf.add(n) = 0;
-    *len = n as c_int + 1;
 }
 
 /// A name argument.
-unsafe fn name_arg(name: *const c_char) -> Res<String> {
-    if name.is_null() {
-        return fail(MPI_T_ERR_INVALID, "name is NULL");
+pub(crate) unsafe fn name_arg(name: *const c_char) -> Res<String> {
+    // SAFETY: this function's contract is the unsafe operations' own: `name`, as the caller
+    // promises, is NULL or valid for what the MPI call it serves reads and writes through it.
+    unsafe {
+        if name.is_null() {
+            return fail(MPI_T_ERR_INVALID, "name is NULL");
+        }
+        Ok(CStr::from_ptr(name).to_string_lossy().into_owned())
     }
-    Ok(CStr::from_ptr(name).to_string_lossy().into_owned())
 }
 
 /// Index `i` of a list of `n`.
-fn index_arg(i: c_int, n: usize, what: &str) -> Res<usize> {
+pub(crate) fn index_arg(i: c_int, n: usize, what: &str) -> Res<usize> {
     usize::try_from(i)
         .ok()
         .filter(|&i| i < n)
@@ -192,26 +204,30 @@ fn index_arg(i: c_int, n: usize, what: &str) -> Res<usize> {
 }
 
 /// Writes the first `len` of `items` to `indices` (`len` < 0 is an error).
-unsafe fn put_indices(items: &[usize], len: c_int, indices: *mut c_int) -> Res {
-    let Ok(len) = usize::try_from(len) else {
-        return fail(MPI_T_ERR_INVALID, format!("negative length {len}"));
-    };
-    let n = len.min(items.len());
-    if n > 0 && indices.is_null() {
-        return fail(MPI_T_ERR_INVALID, "indices is NULL");
+pub(crate) unsafe fn put_indices(items: &[usize], len: c_int, indices: *mut c_int) -> Res {
+    // SAFETY: this function's contract is the unsafe operations' own: `indices`, as the caller
+    // promises, is NULL or valid for what the MPI call it serves reads and writes through it.
+    unsafe {
+        let Ok(len) = usize::try_from(len) else {
+            return fail(MPI_T_ERR_INVALID, format!("negative length {len}"));
+        };
+        let n = len.min(items.len());
+        if n > 0 && indices.is_null() {
+            return fail(MPI_T_ERR_INVALID, "indices is NULL");
+        }
+        for (k, &i) in items.iter().take(n).enumerate() {
+            *indices.add(k) = i as c_int;
+        }
+        Ok(())
     }
-    for (k, &i) in items.iter().take(n).enumerate() {
-        *indices.add(k) = i as c_int;
-    }
-    Ok(())
 }
 
 // ---- Enumerations ---------------------------------------------------------------------------
 
 /// An enumeration of MPI_T: its name and (value, name) items.
-struct EnumDef {
-    name: &'static str,
-    items: &'static [(c_int, &'static str)],
+pub(crate) struct EnumDef {
+    pub(crate) name: &'static str,
+    pub(crate) items: &'static [(c_int, &'static str)],
 }
 
 const ENUM_TRANSPORT: usize = 0;
@@ -234,11 +250,11 @@ const ENUMS: &[EnumDef] = &[
 ];
 
 /// The handle of enumeration `i`: fixed, since the enumerations are.
-fn enum_handle(i: usize) -> Handle {
+pub(crate) fn enum_handle(i: usize) -> Handle {
     ((Kind::ToolEnum as usize) << 56) | (i + 1)
 }
 
-fn enum_of(handle: Handle) -> Res<&'static EnumDef> {
+pub(crate) fn enum_of(handle: Handle) -> Res<&'static EnumDef> {
     let i = (handle >> 56 == Kind::ToolEnum as usize)
         .then(|| (handle & 0xffff_ffff).wrapping_sub(1))
         .filter(|&i| i < ENUMS.len());
@@ -254,7 +270,7 @@ fn enum_of(handle: Handle) -> Res<&'static EnumDef> {
 
 /// How a control variable's value is typed in C.
 #[derive(Clone, Copy, PartialEq, Eq)]
-enum CvarType {
+pub(crate) enum CvarType {
     /// `unsigned long` (MPI_UNSIGNED_LONG): sizes in bytes, seconds.
     ULong,
     /// `unsigned` (MPI_UNSIGNED).
@@ -268,7 +284,7 @@ enum CvarType {
 }
 
 impl CvarType {
-    fn datatype(self) -> Handle {
+    pub(crate) fn datatype(self) -> Handle {
         match self {
             CvarType::ULong => Builtin::UnsignedLong as Handle,
             CvarType::UInt => Builtin::Unsigned as Handle,
@@ -279,18 +295,18 @@ impl CvarType {
 }
 
 /// A control variable's value.
-enum CvarValue {
+pub(crate) enum CvarValue {
     Number(u64),
     Text(String),
 }
 
 /// A control variable: one field of [`Config`].
-struct CvarDef {
+pub(crate) struct CvarDef {
     /// Its environment variable; the MPI_T name is this in lower case.
-    env: &'static str,
-    desc: &'static str,
-    ty: CvarType,
-    verbosity: c_int,
+    pub(crate) env: &'static str,
+    pub(crate) desc: &'static str,
+    pub(crate) ty: CvarType,
+    pub(crate) verbosity: c_int,
     category: usize,
     /// Its value in `config`.
     value: fn(&Config) -> CvarValue,
@@ -300,7 +316,7 @@ fn num(v: impl TryInto<u64>) -> CvarValue {
     CvarValue::Number(v.try_into().unwrap_or(u64::MAX))
 }
 
-const CVARS: &[CvarDef] = &[
+pub(crate) const CVARS: &[CvarDef] = &[
     CvarDef {
         env: "FERRY_TRANSPORT",
         desc: "Transports between ranks: auto (shared-memory rings to ranks of this host, TCP to the others), shm (rings only, one host) or tcp.",
@@ -505,17 +521,17 @@ const CVARS: &[CvarDef] = &[
     },
 ];
 
-fn cvar_name(def: &CvarDef) -> String {
+pub(crate) fn cvar_name(def: &CvarDef) -> String {
     def.env.to_ascii_lowercase()
 }
 
 /// The value of control variable `index` now.
-fn cvar_value(index: usize) -> Res<CvarValue> {
+pub(crate) fn cvar_value(index: usize) -> Res<CvarValue> {
     Ok((CVARS[index].value)(&settings()?))
 }
 
 /// Elements a handle of control variable `index` reads: 1, or a string's bytes with its NUL.
-fn cvar_count(index: usize) -> Res<usize> {
+pub(crate) fn cvar_count(index: usize) -> Res<usize> {
     Ok(match cvar_value(index)? {
         CvarValue::Number(_) => 1,
         CvarValue::Text(t) => t.len() + 1,
@@ -525,17 +541,17 @@ fn cvar_count(index: usize) -> Res<usize> {
 // ---- Performance variables ------------------------------------------------------------------
 
 /// A performance variable: one of [`Counters`], as MPI_UNSIGNED_LONG_LONG.
-struct PvarDef {
-    name: &'static str,
-    desc: &'static str,
-    class: c_int,
-    verbosity: c_int,
+pub(crate) struct PvarDef {
+    pub(crate) name: &'static str,
+    pub(crate) desc: &'static str,
+    pub(crate) class: c_int,
+    pub(crate) verbosity: c_int,
     /// Always counting (no start/stop); also read-only.
-    continuous: bool,
-    value: fn(&Counters) -> u64,
+    pub(crate) continuous: bool,
+    pub(crate) value: fn(&Counters) -> u64,
 }
 
-const PVARS: &[PvarDef] = &[
+pub(crate) const PVARS: &[PvarDef] = &[
     PvarDef {
         name: "ferry_p2p_messages_sent",
         desc: "Messages this rank sent (collectives' and one-sided operations' included).",
@@ -631,13 +647,13 @@ const CAT_P2P: usize = 4;
 
 /// A category (number 0, `ferry`, holds the others): its variables are those whose `category` is its index (all performance
 /// variables are in `ferry_p2p`).
-struct CategoryDef {
-    name: &'static str,
-    desc: &'static str,
-    subcategories: &'static [usize],
+pub(crate) struct CategoryDef {
+    pub(crate) name: &'static str,
+    pub(crate) desc: &'static str,
+    pub(crate) subcategories: &'static [usize],
 }
 
-const CATEGORIES: &[CategoryDef] = &[
+pub(crate) const CATEGORIES: &[CategoryDef] = &[
     CategoryDef {
         name: "ferry",
         desc: "Every variable of ferry, by subsystem.",
@@ -666,13 +682,13 @@ const CATEGORIES: &[CategoryDef] = &[
     },
 ];
 
-fn category_cvars(cat: usize) -> Vec<usize> {
+pub(crate) fn category_cvars(cat: usize) -> Vec<usize> {
     (0..CVARS.len())
         .filter(|&i| CVARS[i].category == cat)
         .collect()
 }
 
-fn category_pvars(cat: usize) -> Vec<usize> {
+pub(crate) fn category_pvars(cat: usize) -> Vec<usize> {
     match cat {
         CAT_P2P => (0..PVARS.len()).collect(),
         _ => Vec::new(),
@@ -681,140 +697,11 @@ fn category_pvars(cat: usize) -> Vec<usize> {
 
 // ---- Setup ----------------------------------------------------------------------------------
 
-mpi! {
-    /// Starts the tool interface (again: calls are counted), before or after MPI_Init alike.
-    fn MPI_T_init_thread / PMPI_T_init_thread(required: c_int, provided: *mut c_int) on tool => {
-        let provided = tool_out(provided, "provided")?;
-        if ![MPI_THREAD_SINGLE, MPI_THREAD_FUNNELED, MPI_THREAD_SERIALIZED, MPI_THREAD_MULTIPLE]
-            .contains(&required)
-        {
-            return fail(MPI_T_ERR_INVALID, format!("no thread level {required}"));
-        }
-        TOOL.with(|t| -> Res {
-            t.refs = t.refs.checked_add(1).ok_or_else(|| error(MPI_T_ERR_CANNOT_INIT, "too many MPI_T_init_thread calls"))?;
-            Ok(())
-        }).unwrap_or_else(|| fail(MPI_T_ERR_CANNOT_INIT, "MPI_T called re-entrantly"))?;
-        // MPI_T's state is behind the same serialization as the rest of MPI.
-        *provided = required;
-        Ok(())
-    }
-}
-
-mpi! {
-    /// Ends one MPI_T_init_thread; the last one frees every handle and session.
-    fn MPI_T_finalize / PMPI_T_finalize() on tool => {
-        tool(|t| {
-            t.refs -= 1;
-            if t.refs == 0 {
-                t.cvars = Table::new(Kind::ToolCvar);
-                t.pvars = Table::new(Kind::ToolPvar);
-                t.sessions = Table::new(Kind::ToolSession);
-            }
-            Ok(())
-        })
-    }
-}
-
 // ---- Enumerations ---------------------------------------------------------------------------
-
-mpi! {
-    /// An enumeration's item count and name.
-    fn MPI_T_enum_get_info / PMPI_T_enum_get_info(enumtype: Handle, num: *mut c_int, name: *mut c_char, name_len: *mut c_int) on tool => {
-        tool(|_| Ok(()))?;
-        let e = enum_of(enumtype)?;
-        put(num, e.items.len() as c_int);
-        put_string(e.name, name, name_len);
-        Ok(())
-    }
-}
-
-mpi! {
-    /// Item `index` of an enumeration: its value and name.
-    fn MPI_T_enum_get_item / PMPI_T_enum_get_item(enumtype: Handle, index: c_int, value: *mut c_int, name: *mut c_char, name_len: *mut c_int) on tool => {
-        tool(|_| Ok(()))?;
-        let e = enum_of(enumtype)?;
-        let Some(&(v, item)) = usize::try_from(index).ok().and_then(|i| e.items.get(i)) else {
-            return fail(MPI_T_ERR_INVALID_ITEM, format!("{} has no item {index}", e.name));
-        };
-        put(value, v);
-        put_string(item, name, name_len);
-        Ok(())
-    }
-}
 
 // ---- Control variables ----------------------------------------------------------------------
 
-mpi! {
-    /// How many control variables there are.
-    fn MPI_T_cvar_get_num / PMPI_T_cvar_get_num(num_cvar: *mut c_int) on tool => {
-        tool(|_| Ok(()))?;
-        *tool_out(num_cvar, "num_cvar")? = CVARS.len() as c_int;
-        Ok(())
-    }
-}
-
-mpi! {
-    /// What control variable `cvar_index` is (NULL arguments are not filled in).
-    fn MPI_T_cvar_get_info / PMPI_T_cvar_get_info(cvar_index: c_int, name: *mut c_char, name_len: *mut c_int, verbosity: *mut c_int, datatype: *mut Handle, enumtype: *mut Handle, desc: *mut c_char, desc_len: *mut c_int, bind: *mut c_int, scope: *mut c_int) on tool => {
-        tool(|_| Ok(()))?;
-        let def = &CVARS[index_arg(cvar_index, CVARS.len(), "control variable")?];
-        put_string(&cvar_name(def), name, name_len);
-        put(verbosity, def.verbosity);
-        put(datatype, def.ty.datatype());
-        put(enumtype, match def.ty {
-            CvarType::Enum(e) => enum_handle(e),
-            _ => MPI_T_ENUM_NULL,
-        });
-        put_string(def.desc, desc, desc_len);
-        put(bind, MPI_T_BIND_NO_OBJECT);
-        put(scope, MPI_T_SCOPE_READONLY);
-        Ok(())
-    }
-}
-
-mpi! {
-    /// The index of the control variable called `name`.
-    fn MPI_T_cvar_get_index / PMPI_T_cvar_get_index(name: *const c_char, cvar_index: *mut c_int) on tool => {
-        tool(|_| Ok(()))?;
-        let name = name_arg(name)?;
-        let index = tool_out(cvar_index, "cvar_index")?;
-        let Some(i) = CVARS.iter().position(|d| cvar_name(d) == name) else {
-            return fail(MPI_T_ERR_INVALID_NAME, format!("no control variable {name:?}"));
-        };
-        *index = i as c_int;
-        Ok(())
-    }
-}
-
-mpi! {
-    /// A handle to read control variable `cvar_index` through, and its element count.
-    fn MPI_T_cvar_handle_alloc / PMPI_T_cvar_handle_alloc(cvar_index: c_int, _obj_handle: *mut c_void, handle: *mut Handle, count: *mut c_int) on tool => {
-        tool(|_| Ok(()))?;
-        let index = index_arg(cvar_index, CVARS.len(), "control variable")?;
-        let handle = tool_out(handle, "handle")?;
-        let count = tool_out(count, "count")?;
-        let n = cvar_count(index)?;
-        *handle = tool(|t| Ok(t.cvars.insert(CvarHandle { index, count: n })))?;
-        *count = n as c_int;
-        Ok(())
-    }
-}
-
-mpi! {
-    /// Frees a control-variable handle and sets it to MPI_T_CVAR_HANDLE_NULL.
-    fn MPI_T_cvar_handle_free / PMPI_T_cvar_handle_free(handle: *mut Handle) on tool => {
-        let h = tool_out(handle, "handle")?;
-        tool(|t| {
-            t.cvars
-                .remove(*h)
-                .ok_or_else(|| error(MPI_T_ERR_INVALID_HANDLE, format!("invalid control-variable handle {:#x}", *h)))
-        })?;
-        *h = MPI_T_CVAR_HANDLE_NULL;
-        Ok(())
-    }
-}
-
-fn cvar_handle(handle: Handle) -> Res<(usize, usize)> {
+pub(crate) fn cvar_handle(handle: Handle) -> Res<(usize, usize)> {
     tool(|t| {
         t.cvars
             .get(handle)
@@ -828,118 +715,9 @@ fn cvar_handle(handle: Handle) -> Res<(usize, usize)> {
     })
 }
 
-mpi! {
-    /// Reads a control variable into `buf` (its datatype, `count` elements).
-    fn MPI_T_cvar_read / PMPI_T_cvar_read(handle: Handle, buf: *mut c_void) on tool => {
-        let (index, count) = cvar_handle(handle)?;
-        if buf.is_null() {
-            return fail(MPI_T_ERR_INVALID, "buf is NULL");
-        }
-        match (CVARS[index].ty, cvar_value(index)?) {
-            (CvarType::ULong, CvarValue::Number(v)) => *(buf as *mut c_ulong) = v as c_ulong,
-            (CvarType::UInt, CvarValue::Number(v)) => *(buf as *mut c_uint) = v.min(c_uint::MAX as u64) as c_uint,
-            (CvarType::Int | CvarType::Enum(_), CvarValue::Number(v)) => *(buf as *mut c_int) = v.min(c_int::MAX as u64) as c_int,
-            (CvarType::Text, CvarValue::Text(t)) => {
-                // At most the count the handle was allocated with, NUL included.
-                let n = t.len().min(count.saturating_sub(1));
-                std::ptr::copy_nonoverlapping(t.as_ptr(), buf as *mut u8, n);
-                *(buf as *mut u8).add(n) = 0;
-            }
-            _ => return fail(MPI_T_ERR_INVALID, "control variable of an unexpected type"),
-        }
-        Ok(())
-    }
-}
-
-mpi! {
-    /// Writing: every ferry setting is read once at MPI_Init, so never (MPI_T_ERR_CVAR_SET_NEVER).
-    fn MPI_T_cvar_write / PMPI_T_cvar_write(handle: Handle, buf: *const c_void) on tool => {
-        let (index, _) = cvar_handle(handle)?;
-        if buf.is_null() {
-            return fail(MPI_T_ERR_INVALID, "buf is NULL");
-        }
-        fail(
-            MPI_T_ERR_CVAR_SET_NEVER,
-            format!("{} is read from the environment at MPI_Init only", CVARS[index].env),
-        )
-    }
-}
-
 // ---- Performance variables ------------------------------------------------------------------
 
-mpi! {
-    /// How many performance variables there are.
-    fn MPI_T_pvar_get_num / PMPI_T_pvar_get_num(num_pvar: *mut c_int) on tool => {
-        tool(|_| Ok(()))?;
-        *tool_out(num_pvar, "num_pvar")? = PVARS.len() as c_int;
-        Ok(())
-    }
-}
-
-mpi! {
-    /// What performance variable `pvar_index` is (NULL arguments are not filled in).
-    fn MPI_T_pvar_get_info / PMPI_T_pvar_get_info(pvar_index: c_int, name: *mut c_char, name_len: *mut c_int, verbosity: *mut c_int, var_class: *mut c_int, datatype: *mut Handle, enumtype: *mut Handle, desc: *mut c_char, desc_len: *mut c_int, bind: *mut c_int, readonly: *mut c_int, continuous: *mut c_int, atomic: *mut c_int) on tool => {
-        tool(|_| Ok(()))?;
-        let def = &PVARS[index_arg(pvar_index, PVARS.len(), "performance variable")?];
-        put_string(def.name, name, name_len);
-        put(verbosity, def.verbosity);
-        put(var_class, def.class);
-        put(datatype, Builtin::UnsignedLongLong as Handle);
-        put(enumtype, MPI_T_ENUM_NULL);
-        put_string(def.desc, desc, desc_len);
-        put(bind, MPI_T_BIND_NO_OBJECT);
-        put(readonly, def.continuous as c_int);
-        put(continuous, def.continuous as c_int);
-        // A read and reset happen in one call with nothing in between (one thread).
-        put(atomic, !def.continuous as c_int);
-        Ok(())
-    }
-}
-
-mpi! {
-    /// The index of the performance variable called `name` of class `var_class`.
-    fn MPI_T_pvar_get_index / PMPI_T_pvar_get_index(name: *const c_char, var_class: c_int, pvar_index: *mut c_int) on tool => {
-        tool(|_| Ok(()))?;
-        let name = name_arg(name)?;
-        let index = tool_out(pvar_index, "pvar_index")?;
-        let Some(i) = PVARS.iter().position(|d| d.name == name && d.class == var_class) else {
-            return fail(MPI_T_ERR_INVALID_NAME, format!("no performance variable {name:?} of class {var_class}"));
-        };
-        *index = i as c_int;
-        Ok(())
-    }
-}
-
-mpi! {
-    /// Opens a session for performance-variable handles.
-    fn MPI_T_pvar_session_create / PMPI_T_pvar_session_create(session: *mut Handle) on tool => {
-        let session = tool_out(session, "session")?;
-        *session = tool(|t| Ok(t.sessions.insert(())))?;
-        Ok(())
-    }
-}
-
-mpi! {
-    /// Closes a session, freeing its handles; sets it to MPI_T_PVAR_SESSION_NULL.
-    fn MPI_T_pvar_session_free / PMPI_T_pvar_session_free(session: *mut Handle) on tool => {
-        let s = tool_out(session, "session")?;
-        tool(|t| {
-            t.sessions
-                .remove(*s)
-                .ok_or_else(|| error(MPI_T_ERR_INVALID_SESSION, format!("invalid session {:#x}", *s)))?;
-            for h in t.pvars.handles() {
-                if t.pvars.get(h).is_some_and(|p| p.session == *s) {
-                    t.pvars.remove(h);
-                }
-            }
-            Ok(())
-        })?;
-        *s = MPI_T_PVAR_SESSION_NULL;
-        Ok(())
-    }
-}
-
-fn session_arg(t: &Tool, session: Handle) -> Res {
+pub(crate) fn session_arg(t: &Tool, session: Handle) -> Res {
     match t.sessions.get(session) {
         Some(()) => Ok(()),
         None => fail(
@@ -950,7 +728,7 @@ fn session_arg(t: &Tool, session: Handle) -> Res {
 }
 
 /// The handles `handle` stands for in `session` (all of them for MPI_T_PVAR_ALL_HANDLES).
-fn handles_of(t: &Tool, session: Handle, handle: Handle) -> Res<Vec<Handle>> {
+pub(crate) fn handles_of(t: &Tool, session: Handle, handle: Handle) -> Res<Vec<Handle>> {
     session_arg(t, session)?;
     if handle == MPI_T_PVAR_ALL_HANDLES {
         let all = t.pvars.handles();
@@ -968,49 +746,8 @@ fn handles_of(t: &Tool, session: Handle, handle: Handle) -> Res<Vec<Handle>> {
     }
 }
 
-mpi! {
-    /// A handle of performance variable `pvar_index` in `session` (count 1). A counter starts
-    /// stopped at 0; a continuous variable is always started.
-    fn MPI_T_pvar_handle_alloc / PMPI_T_pvar_handle_alloc(session: Handle, pvar_index: c_int, _obj_handle: *mut c_void, handle: *mut Handle, count: *mut c_int) on tool => {
-        let now = counters()?;
-        let made = tool(|t| {
-            session_arg(t, session)?;
-            let index = index_arg(pvar_index, PVARS.len(), "performance variable")?;
-            let continuous = PVARS[index].continuous;
-            Ok(t.pvars.insert(PvarHandle {
-                session,
-                index,
-                started: continuous,
-                held: 0,
-                base: (PVARS[index].value)(&now),
-            }))
-        })?;
-        *tool_out(handle, "handle")? = made;
-        *tool_out(count, "count")? = 1;
-        Ok(())
-    }
-}
-
-mpi! {
-    /// Frees a performance-variable handle; sets it to MPI_T_PVAR_HANDLE_NULL.
-    fn MPI_T_pvar_handle_free / PMPI_T_pvar_handle_free(session: Handle, handle: *mut Handle) on tool => {
-        let h = tool_out(handle, "handle")?;
-        tool(|t| {
-            if *h == MPI_T_PVAR_ALL_HANDLES {
-                return fail(MPI_T_ERR_INVALID_HANDLE, "MPI_T_PVAR_ALL_HANDLES cannot be freed");
-            }
-            for one in handles_of(t, session, *h)? {
-                t.pvars.remove(one);
-            }
-            Ok(())
-        })?;
-        *h = MPI_T_PVAR_HANDLE_NULL;
-        Ok(())
-    }
-}
-
 /// Starts (`start`) or stops handles of a session.
-fn start_stop(session: Handle, handle: Handle, start: bool) -> Res {
+pub(crate) fn start_stop(session: Handle, handle: Handle, start: bool) -> Res {
     let now = counters()?;
     tool(|t| {
         let all = handle == MPI_T_PVAR_ALL_HANDLES;
@@ -1044,220 +781,58 @@ fn start_stop(session: Handle, handle: Handle, start: bool) -> Res {
     })
 }
 
-mpi! {
-    /// Starts a handle (or every handle of the session that can be started).
-    fn MPI_T_pvar_start / PMPI_T_pvar_start(session: Handle, handle: Handle) on tool => {
-        start_stop(session, handle, true)
-    }
-}
-
-mpi! {
-    /// Stops a handle (or every handle of the session that can be stopped).
-    fn MPI_T_pvar_stop / PMPI_T_pvar_stop(session: Handle, handle: Handle) on tool => {
-        start_stop(session, handle, false)
-    }
-}
-
 /// Reads one handle's value; with `reset`, also resets it (which read-only variables refuse).
-unsafe fn read_handle(session: Handle, handle: Handle, buf: *mut c_void, reset: bool) -> Res {
-    if handle == MPI_T_PVAR_ALL_HANDLES {
-        return fail(
-            MPI_T_ERR_INVALID_HANDLE,
-            "MPI_T_PVAR_ALL_HANDLES cannot be read",
-        );
-    }
-    if buf.is_null() {
-        return fail(MPI_T_ERR_INVALID, "buf is NULL");
-    }
-    let now = counters()?;
-    let value = tool(|t| {
-        handles_of(t, session, handle)?;
-        let Some(p) = t.pvars.get_mut(handle) else {
+pub(crate) unsafe fn read_handle(
+    session: Handle,
+    handle: Handle,
+    buf: *mut c_void,
+    reset: bool,
+) -> Res {
+    // SAFETY: this function's contract is the unsafe operations' own: `buf`, as the caller
+    // promises, is NULL or valid for what the MPI call it serves reads and writes through it.
+    unsafe {
+        if handle == MPI_T_PVAR_ALL_HANDLES {
             return fail(
                 MPI_T_ERR_INVALID_HANDLE,
-                "invalid performance-variable handle",
+                "MPI_T_PVAR_ALL_HANDLES cannot be read",
             );
-        };
-        let def = &PVARS[p.index];
-        let value = pvar_value(p, &now);
-        if reset {
-            if def.continuous {
-                return fail(
-                    MPI_T_ERR_PVAR_NO_WRITE,
-                    format!("{} is read-only", def.name),
-                );
-            }
-            p.held = 0;
-            p.base = (def.value)(&now);
-        }
-        Ok(value)
-    })?;
-    *(buf as *mut c_ulonglong) = value;
-    Ok(())
-}
-
-mpi! {
-    /// Reads a handle (one `unsigned long long`).
-    fn MPI_T_pvar_read / PMPI_T_pvar_read(session: Handle, handle: Handle, buf: *mut c_void) on tool => {
-        read_handle(session, handle, buf, false)
-    }
-}
-
-mpi! {
-    /// Reads a handle and resets it to 0, at once.
-    fn MPI_T_pvar_readreset / PMPI_T_pvar_readreset(session: Handle, handle: Handle, buf: *mut c_void) on tool => {
-        read_handle(session, handle, buf, true)
-    }
-}
-
-mpi! {
-    /// Sets what a counter's handle shows (it goes on counting from there when started).
-    fn MPI_T_pvar_write / PMPI_T_pvar_write(session: Handle, handle: Handle, buf: *const c_void) on tool => {
-        if handle == MPI_T_PVAR_ALL_HANDLES {
-            return fail(MPI_T_ERR_INVALID_HANDLE, "MPI_T_PVAR_ALL_HANDLES cannot be written");
         }
         if buf.is_null() {
             return fail(MPI_T_ERR_INVALID, "buf is NULL");
         }
-        let value = *(buf as *const c_ulonglong);
         let now = counters()?;
-        tool(|t| {
+        let value = tool(|t| {
             handles_of(t, session, handle)?;
             let Some(p) = t.pvars.get_mut(handle) else {
-                return fail(MPI_T_ERR_INVALID_HANDLE, "invalid performance-variable handle");
+                return fail(
+                    MPI_T_ERR_INVALID_HANDLE,
+                    "invalid performance-variable handle",
+                );
             };
             let def = &PVARS[p.index];
-            if def.continuous {
-                return fail(MPI_T_ERR_PVAR_NO_WRITE, format!("{} is read-only", def.name));
-            }
-            p.held = value;
-            p.base = (def.value)(&now);
-            Ok(())
-        })
-    }
-}
-
-mpi! {
-    /// Resets a counter's handle to 0 (or every writable handle of the session).
-    fn MPI_T_pvar_reset / PMPI_T_pvar_reset(session: Handle, handle: Handle) on tool => {
-        let now = counters()?;
-        tool(|t| {
-            let all = handle == MPI_T_PVAR_ALL_HANDLES;
-            for h in handles_of(t, session, handle)? {
-                let Some(p) = t.pvars.get_mut(h) else { continue };
-                let def = &PVARS[p.index];
+            let value = pvar_value(p, &now);
+            if reset {
                 if def.continuous {
-                    if all {
-                        continue;
-                    }
-                    return fail(MPI_T_ERR_PVAR_NO_WRITE, format!("{} is read-only", def.name));
+                    return fail(
+                        MPI_T_ERR_PVAR_NO_WRITE,
+                        format!("{} is read-only", def.name),
+                    );
                 }
                 p.held = 0;
                 p.base = (def.value)(&now);
             }
-            Ok(())
-        })
+            Ok(value)
+        })?;
+        *(buf as *mut c_ulonglong) = value;
+        Ok(())
     }
 }
 
 // ---- Categories -----------------------------------------------------------------------------
 
-mpi! {
-    /// How many categories there are.
-    fn MPI_T_category_get_num / PMPI_T_category_get_num(num_cat: *mut c_int) on tool => {
-        tool(|_| Ok(()))?;
-        *tool_out(num_cat, "num_cat")? = CATEGORIES.len() as c_int;
-        Ok(())
-    }
-}
-
-mpi! {
-    /// What category `cat_index` is and how much it holds.
-    fn MPI_T_category_get_info / PMPI_T_category_get_info(cat_index: c_int, name: *mut c_char, name_len: *mut c_int, desc: *mut c_char, desc_len: *mut c_int, num_cvars: *mut c_int, num_pvars: *mut c_int, num_categories: *mut c_int) on tool => {
-        tool(|_| Ok(()))?;
-        let cat = index_arg(cat_index, CATEGORIES.len(), "category")?;
-        let def = &CATEGORIES[cat];
-        put_string(def.name, name, name_len);
-        put_string(def.desc, desc, desc_len);
-        put(num_cvars, category_cvars(cat).len() as c_int);
-        put(num_pvars, category_pvars(cat).len() as c_int);
-        put(num_categories, def.subcategories.len() as c_int);
-        Ok(())
-    }
-}
-
-mpi! {
-    /// The index of the category called `name`.
-    fn MPI_T_category_get_index / PMPI_T_category_get_index(name: *const c_char, cat_index: *mut c_int) on tool => {
-        tool(|_| Ok(()))?;
-        let name = name_arg(name)?;
-        let index = tool_out(cat_index, "cat_index")?;
-        let Some(i) = CATEGORIES.iter().position(|d| d.name == name) else {
-            return fail(MPI_T_ERR_INVALID_NAME, format!("no category {name:?}"));
-        };
-        *index = i as c_int;
-        Ok(())
-    }
-}
-
-mpi! {
-    /// The first `len` control variables of a category.
-    fn MPI_T_category_get_cvars / PMPI_T_category_get_cvars(cat_index: c_int, len: c_int, indices: *mut c_int) on tool => {
-        tool(|_| Ok(()))?;
-        let cat = index_arg(cat_index, CATEGORIES.len(), "category")?;
-        put_indices(&category_cvars(cat), len, indices)
-    }
-}
-
-mpi! {
-    /// The first `len` performance variables of a category.
-    fn MPI_T_category_get_pvars / PMPI_T_category_get_pvars(cat_index: c_int, len: c_int, indices: *mut c_int) on tool => {
-        tool(|_| Ok(()))?;
-        let cat = index_arg(cat_index, CATEGORIES.len(), "category")?;
-        put_indices(&category_pvars(cat), len, indices)
-    }
-}
-
-mpi! {
-    /// The first `len` subcategories of a category.
-    fn MPI_T_category_get_categories / PMPI_T_category_get_categories(cat_index: c_int, len: c_int, indices: *mut c_int) on tool => {
-        tool(|_| Ok(()))?;
-        let cat = index_arg(cat_index, CATEGORIES.len(), "category")?;
-        put_indices(CATEGORIES[cat].subcategories, len, indices)
-    }
-}
-
-mpi! {
-    /// The categories' version: always 0, since they never change.
-    fn MPI_T_category_changed / PMPI_T_category_changed(update_number: *mut c_int) on tool => {
-        tool(|_| Ok(()))?;
-        *tool_out(update_number, "update_number")? = 0;
-        Ok(())
-    }
-}
-
-mpi! {
-    /// How many event types a category holds: none (ferry has none).
-    fn MPI_T_category_get_num_events / PMPI_T_category_get_num_events(cat_index: c_int, num_events: *mut c_int) on tool => {
-        tool(|_| Ok(()))?;
-        index_arg(cat_index, CATEGORIES.len(), "category")?;
-        *tool_out(num_events, "num_events")? = 0;
-        Ok(())
-    }
-}
-
-mpi! {
-    /// The event types of a category: none.
-    fn MPI_T_category_get_events / PMPI_T_category_get_events(cat_index: c_int, len: c_int, indices: *mut c_int) on tool => {
-        tool(|_| Ok(()))?;
-        index_arg(cat_index, CATEGORIES.len(), "category")?;
-        put_indices(&[], len, indices)
-    }
-}
-
 // ---- Sources and events: ferry has none -----------------------------------------------------
 
-fn no_source(index: c_int) -> Res {
+pub(crate) fn no_source(index: c_int) -> Res {
     tool(|_| Ok(()))?;
     fail(
         MPI_T_ERR_INVALID_INDEX,
@@ -1265,7 +840,7 @@ fn no_source(index: c_int) -> Res {
     )
 }
 
-fn no_event(index: c_int) -> Res {
+pub(crate) fn no_event(index: c_int) -> Res {
     tool(|_| Ok(()))?;
     fail(
         MPI_T_ERR_INVALID_INDEX,
@@ -1273,7 +848,7 @@ fn no_event(index: c_int) -> Res {
     )
 }
 
-fn no_registration(handle: Handle) -> Res {
+pub(crate) fn no_registration(handle: Handle) -> Res {
     tool(|_| Ok(()))?;
     fail(
         MPI_T_ERR_INVALID_HANDLE,
@@ -1281,7 +856,7 @@ fn no_registration(handle: Handle) -> Res {
     )
 }
 
-fn no_instance(handle: Handle) -> Res {
+pub(crate) fn no_instance(handle: Handle) -> Res {
     tool(|_| Ok(()))?;
     fail(
         MPI_T_ERR_INVALID_HANDLE,
@@ -1296,139 +871,6 @@ pub(crate) type EventFreeCallback = Option<unsafe extern "C" fn(Handle, c_int, *
 /// `void fn(MPI_Count, MPI_T_event_registration, int, MPI_T_cb_safety, void *)`.
 pub(crate) type EventDroppedCallback =
     Option<unsafe extern "C" fn(i64, Handle, c_int, c_int, *mut c_void)>;
-
-mpi! {
-    /// How many event sources there are: none.
-    fn MPI_T_source_get_num / PMPI_T_source_get_num(num_sources: *mut c_int) on tool => {
-        tool(|_| Ok(()))?;
-        *tool_out(num_sources, "num_sources")? = 0;
-        Ok(())
-    }
-}
-
-mpi! {
-    /// What source `source_index` is: there is none (MPI_T_ERR_INVALID_INDEX).
-    fn MPI_T_source_get_info / PMPI_T_source_get_info(source_index: c_int, _name: *mut c_char, _name_len: *mut c_int, _desc: *mut c_char, _desc_len: *mut c_int, _ordering: *mut c_int, _ticks_per_second: *mut i64, _max_ticks: *mut i64, _info: *mut Handle) on tool => {
-        no_source(source_index)
-    }
-}
-
-mpi! {
-    /// A source's time now: there is none (MPI_T_ERR_INVALID_INDEX).
-    fn MPI_T_source_get_timestamp / PMPI_T_source_get_timestamp(source_index: c_int, _timestamp: *mut i64) on tool => {
-        no_source(source_index)
-    }
-}
-
-mpi! {
-    /// How many event types there are: none.
-    fn MPI_T_event_get_num / PMPI_T_event_get_num(num_events: *mut c_int) on tool => {
-        tool(|_| Ok(()))?;
-        *tool_out(num_events, "num_events")? = 0;
-        Ok(())
-    }
-}
-
-mpi! {
-    /// What event type `event_index` is: there is none (MPI_T_ERR_INVALID_INDEX).
-    fn MPI_T_event_get_info / PMPI_T_event_get_info(event_index: c_int, _name: *mut c_char, _name_len: *mut c_int, _verbosity: *mut c_int, _array_of_datatypes: *mut Handle, _array_of_displacements: *mut isize, _num_elements: *mut c_int, _enumtype: *mut Handle, _info: *mut Handle, _desc: *mut c_char, _desc_len: *mut c_int, _bind: *mut c_int) on tool => {
-        no_event(event_index)
-    }
-}
-
-mpi! {
-    /// The index of the event type called `name`: there is none (MPI_T_ERR_INVALID_NAME).
-    fn MPI_T_event_get_index / PMPI_T_event_get_index(name: *const c_char, event_index: *mut c_int) on tool => {
-        tool(|_| Ok(()))?;
-        let name = name_arg(name)?;
-        tool_out(event_index, "event_index")?;
-        fail(MPI_T_ERR_INVALID_NAME, format!("no event type {name:?} (ferry has none)"))
-    }
-}
-
-mpi! {
-    /// Registers for event type `event_index`: there is none (MPI_T_ERR_INVALID_INDEX).
-    fn MPI_T_event_handle_alloc / PMPI_T_event_handle_alloc(event_index: c_int, _obj_handle: *mut c_void, _info: Handle, _event_registration: *mut Handle) on tool => {
-        no_event(event_index)
-    }
-}
-
-mpi! {
-    /// Sets hints of a registration: there is none (MPI_T_ERR_INVALID_HANDLE).
-    fn MPI_T_event_handle_set_info / PMPI_T_event_handle_set_info(event_registration: Handle, _info: Handle) on tool => {
-        no_registration(event_registration)
-    }
-}
-
-mpi! {
-    /// The hints of a registration: there is none (MPI_T_ERR_INVALID_HANDLE).
-    fn MPI_T_event_handle_get_info / PMPI_T_event_handle_get_info(event_registration: Handle, _info_used: *mut Handle) on tool => {
-        no_registration(event_registration)
-    }
-}
-
-mpi! {
-    /// Sets a callback on a registration: there is none (MPI_T_ERR_INVALID_HANDLE).
-    fn MPI_T_event_register_callback / PMPI_T_event_register_callback(event_registration: Handle, _cb_safety: c_int, _info: Handle, _user_data: *mut c_void, _event_cb_function: EventCallback) on tool => {
-        no_registration(event_registration)
-    }
-}
-
-mpi! {
-    /// Sets hints of a callback: there is no registration (MPI_T_ERR_INVALID_HANDLE).
-    fn MPI_T_event_callback_set_info / PMPI_T_event_callback_set_info(event_registration: Handle, _cb_safety: c_int, _info: Handle) on tool => {
-        no_registration(event_registration)
-    }
-}
-
-mpi! {
-    /// The hints of a callback: there is no registration (MPI_T_ERR_INVALID_HANDLE).
-    fn MPI_T_event_callback_get_info / PMPI_T_event_callback_get_info(event_registration: Handle, _cb_safety: c_int, _info_used: *mut Handle) on tool => {
-        no_registration(event_registration)
-    }
-}
-
-mpi! {
-    /// Frees a registration: there is none (MPI_T_ERR_INVALID_HANDLE).
-    fn MPI_T_event_handle_free / PMPI_T_event_handle_free(event_registration: Handle, _user_data: *mut c_void, _free_cb_function: EventFreeCallback) on tool => {
-        no_registration(event_registration)
-    }
-}
-
-mpi! {
-    /// Sets the handler of dropped events: there is no registration (MPI_T_ERR_INVALID_HANDLE).
-    fn MPI_T_event_set_dropped_handler / PMPI_T_event_set_dropped_handler(event_registration: Handle, _dropped_cb_function: EventDroppedCallback) on tool => {
-        no_registration(event_registration)
-    }
-}
-
-mpi! {
-    /// Reads an element of an event instance: there is none (MPI_T_ERR_INVALID_HANDLE).
-    fn MPI_T_event_read / PMPI_T_event_read(event_instance: Handle, _element_index: c_int, _buffer: *mut c_void) on tool => {
-        no_instance(event_instance)
-    }
-}
-
-mpi! {
-    /// Copies an event instance: there is none (MPI_T_ERR_INVALID_HANDLE).
-    fn MPI_T_event_copy / PMPI_T_event_copy(event_instance: Handle, _buffer: *mut c_void) on tool => {
-        no_instance(event_instance)
-    }
-}
-
-mpi! {
-    /// The time of an event instance: there is none (MPI_T_ERR_INVALID_HANDLE).
-    fn MPI_T_event_get_timestamp / PMPI_T_event_get_timestamp(event_instance: Handle, _event_timestamp: *mut i64) on tool => {
-        no_instance(event_instance)
-    }
-}
-
-mpi! {
-    /// The source of an event instance: there is none (MPI_T_ERR_INVALID_HANDLE).
-    fn MPI_T_event_get_source / PMPI_T_event_get_source(event_instance: Handle, _source_index: *mut c_int) on tool => {
-        no_instance(event_instance)
-    }
-}
 
 #[cfg(test)]
 mod tests {

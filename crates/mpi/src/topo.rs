@@ -8,10 +8,9 @@
 //! collectives (`crate::coll`) exchange with.
 
 use crate::abi::*;
-use crate::check::{out, slice};
+use crate::check::slice;
 use crate::comm::register;
 use crate::error::{fail, MpiError, Res};
-use crate::p2p::count_arg;
 use crate::state::{running, State};
 use std::ffi::c_int;
 use std::rc::Rc;
@@ -234,7 +233,7 @@ pub(crate) fn topo_of(s: &State, comm: Handle) -> Res<Option<Rc<Topo>>> {
     Ok(s.comm(comm)?.topo.clone())
 }
 
-fn cart_of(comm: Handle) -> Res<Rc<Cart>> {
+pub(crate) fn cart_of(comm: Handle) -> Res<Rc<Cart>> {
     let no = || {
         MpiError::new(
             MPI_ERR_TOPOLOGY,
@@ -248,13 +247,13 @@ fn cart_of(comm: Handle) -> Res<Rc<Cart>> {
     }
 }
 
-fn graph_of(comm: Handle) -> Res<Rc<Topo>> {
+pub(crate) fn graph_of(comm: Handle) -> Res<Rc<Topo>> {
     let t = running(|s| topo_of(s, comm))?;
     t.filter(|t| matches!(**t, Topo::Graph(_)))
         .ok_or_else(|| MpiError::new(MPI_ERR_TOPOLOGY, "the communicator has no graph topology"))
 }
 
-fn dist_of(comm: Handle) -> Res<Rc<Topo>> {
+pub(crate) fn dist_of(comm: Handle) -> Res<Rc<Topo>> {
     let t = running(|s| topo_of(s, comm))?;
     t.filter(|t| matches!(**t, Topo::Dist(_))).ok_or_else(|| {
         MpiError::new(
@@ -265,7 +264,7 @@ fn dist_of(comm: Handle) -> Res<Rc<Topo>> {
 }
 
 /// A communicator of the first `n` ranks of `comm` carrying `topo`; others get NULL.
-fn topo_comm(comm: Handle, n: usize, topo: Topo) -> Res<Handle> {
+pub(crate) fn topo_comm(comm: Handle, n: usize, topo: Topo) -> Res<Handle> {
     let core = running(|s| s.intra_comm(comm))?;
     if n > core.size() {
         return fail(
@@ -287,162 +286,13 @@ fn topo_comm(comm: Handle, n: usize, topo: Topo) -> Res<Handle> {
     Ok(h)
 }
 
-fn cart_comm(comm: Handle, cart: Cart) -> Res<Handle> {
+pub(crate) fn cart_comm(comm: Handle, cart: Cart) -> Res<Handle> {
     let n = cart.dims.iter().product();
     topo_comm(comm, n, Topo::Cart(cart))
 }
 
-mpi! {
-    /// Balanced dimensions for a grid of `nnodes`.
-    fn MPI_Dims_create / PMPI_Dims_create(nnodes: c_int, ndims: c_int, dims: *mut c_int) on crate::NONE => {
-        let n = count_arg(ndims)?;
-        if n > 0 && dims.is_null() {
-            return fail(MPI_ERR_ARG, "dims is NULL");
-        }
-        let d = if n == 0 { &mut [][..] } else { std::slice::from_raw_parts_mut(dims, n) };
-        dims_create(count_arg(nnodes)?, d)
-    }
-}
-mpi! {
-    /// A communicator with a Cartesian grid (no reordering).
-    fn MPI_Cart_create / PMPI_Cart_create(comm_old: Handle, ndims: c_int, dims: *const c_int, periods: *const c_int, _reorder: c_int, comm_cart: *mut Handle) on comm_old => {
-        // On error the output is MPI_COMM_NULL, as MPICH leaves it.
-        let result = out(comm_cart, "comm_cart")?;
-        *result = MPI_COMM_NULL;
-        running(|s| s.intra_comm(comm_old).map(drop))?;
-        let n = count_arg(ndims)?;
-        let (d, p) = (slice(dims, n, "dims")?, slice(periods, n, "periods")?);
-        if d.iter().any(|&x| x <= 0) {
-            return fail(MPI_ERR_DIMS, "grid dimensions must be positive");
-        }
-        let cart = Cart { dims: d.iter().map(|&x| x as usize).collect(), periods: p.iter().map(|&x| x != 0).collect() };
-        *result = cart_comm(comm_old, cart)?;
-        Ok(())
-    }
-}
-mpi! {
-    /// The topology kind of a communicator.
-    fn MPI_Topo_test / PMPI_Topo_test(comm: Handle, status: *mut c_int) on comm => {
-        let kind = match running(|s| topo_of(s, comm))?.as_deref() {
-            Some(Topo::Cart(_)) => MPI_CART,
-            Some(Topo::Graph(_)) => MPI_GRAPH,
-            Some(Topo::Dist(_)) => MPI_DIST_GRAPH,
-            None => MPI_UNDEFINED,
-        };
-        *out(status, "status")? = kind;
-        Ok(())
-    }
-}
-mpi! {
-    /// Number of grid dimensions.
-    fn MPI_Cartdim_get / PMPI_Cartdim_get(comm: Handle, ndims: *mut c_int) on comm => {
-        *out(ndims, "ndims")? = cart_of(comm)?.dims.len() as c_int;
-        Ok(())
-    }
-}
-mpi! {
-    /// The grid and this rank's coordinates.
-    fn MPI_Cart_get / PMPI_Cart_get(comm: Handle, maxdims: c_int, dims: *mut c_int, periods: *mut c_int, coords: *mut c_int) on comm => {
-        let cart = cart_of(comm)?;
-        let rank = running(|s| Ok(s.comm(comm)?.comm.rank()))?;
-        let n = cart.dims.len().min(count_arg(maxdims)?);
-        let c = cart.coords(rank);
-        for (i, (&d, (&p, &x))) in cart.dims.iter().zip(cart.periods.iter().zip(&c)).take(n).enumerate() {
-            if !dims.is_null() { *dims.add(i) = d as c_int; }
-            if !periods.is_null() { *periods.add(i) = p as c_int; }
-            if !coords.is_null() { *coords.add(i) = x as c_int; }
-        }
-        Ok(())
-    }
-}
-mpi! {
-    /// The rank at some coordinates.
-    fn MPI_Cart_rank / PMPI_Cart_rank(comm: Handle, coords: *const c_int, rank: *mut c_int) on comm => {
-        let cart = cart_of(comm)?;
-        let c: Vec<i64> = slice(coords, cart.dims.len(), "coords")?.iter().map(|&x| x as i64).collect();
-        let r = cart.rank(&c).ok_or_else(|| MpiError::new(MPI_ERR_ARG, format!("coordinates {c:?} are off the grid {:?}", cart.dims)))?;
-        *out(rank, "rank")? = r as c_int;
-        Ok(())
-    }
-}
-mpi! {
-    /// The coordinates of a rank.
-    fn MPI_Cart_coords / PMPI_Cart_coords(comm: Handle, rank: c_int, maxdims: c_int, coords: *mut c_int) on comm => {
-        let cart = cart_of(comm)?;
-        let n: usize = cart.dims.iter().product();
-        let r = usize::try_from(rank).ok().filter(|&r| r < n)
-            .ok_or_else(|| MpiError::new(MPI_ERR_RANK, format!("rank {rank} is not in a grid of {n}")))?;
-        let c = cart.coords(r);
-        let m = c.len().min(count_arg(maxdims)?);
-        if m > 0 && coords.is_null() {
-            return fail(MPI_ERR_ARG, "coords is NULL");
-        }
-        for (i, &x) in c.iter().take(m).enumerate() {
-            *coords.add(i) = x as c_int;
-        }
-        Ok(())
-    }
-}
-mpi! {
-    /// Neighbours `disp` steps away along `direction` (MPI_PROC_NULL off a non-periodic edge).
-    fn MPI_Cart_shift / PMPI_Cart_shift(comm: Handle, direction: c_int, disp: c_int, rank_source: *mut c_int, rank_dest: *mut c_int) on comm => {
-        let cart = cart_of(comm)?;
-        let d = usize::try_from(direction).ok().filter(|&d| d < cart.dims.len())
-            .ok_or_else(|| MpiError::new(MPI_ERR_ARG, format!("direction {direction} is not a grid dimension")))?;
-        let me = running(|s| Ok(s.comm(comm)?.comm.rank()))?;
-        let here: Vec<i64> = cart.coords(me).iter().map(|&x| x as i64).collect();
-        let at = |delta: i64| {
-            let mut c = here.clone();
-            c[d] += delta;
-            cart.rank(&c).map_or(MPI_PROC_NULL, |r| r as c_int)
-        };
-        *out(rank_source, "rank_source")? = at(-(disp as i64));
-        *out(rank_dest, "rank_dest")? = at(disp as i64);
-        Ok(())
-    }
-}
-mpi! {
-    /// Sub-grids keeping the dimensions marked in `remain_dims`.
-    fn MPI_Cart_sub / PMPI_Cart_sub(comm: Handle, remain_dims: *const c_int, newcomm: *mut Handle) on comm => {
-        let cart = cart_of(comm)?;
-        let keep: Vec<bool> = slice(remain_dims, cart.dims.len(), "remain_dims")?.iter().map(|&x| x != 0).collect();
-        let core = running(|s| s.intra_comm(comm))?;
-        let c = cart.coords(core.rank());
-        // Ranks that agree on the dropped coordinates share a sub-grid.
-        let (mut color, mut key) = (0usize, 0usize);
-        for i in 0..c.len() {
-            if keep[i] { key = key * cart.dims[i] + c[i]; } else { color = color * cart.dims[i] + c[i]; }
-        }
-        // Keeping no dimension gives a zero-dimensional grid; as MPICH does, only the process
-        // at the origin gets it (congruent to MPI_COMM_SELF), the others MPI_COMM_NULL.
-        let color = if keep.iter().any(|&k| k) || core.rank() == 0 { Some(color as u32) } else { None };
-        let h = register(comm, core.split(color, key as c_int)?, false)?;
-        if h == MPI_COMM_NULL {
-            *out(newcomm, "newcomm")? = h;
-            return Ok(());
-        }
-        let sub = Cart {
-            dims: (0..c.len()).filter(|&i| keep[i]).map(|i| cart.dims[i]).collect(),
-            periods: (0..c.len()).filter(|&i| keep[i]).map(|i| cart.periods[i]).collect(),
-        };
-        running(|s| { s.comm_mut(h)?.topo = Some(Rc::new(Topo::Cart(sub))); Ok(()) })?;
-        *out(newcomm, "newcomm")? = h;
-        Ok(())
-    }
-}
-mpi! {
-    /// This rank's rank in a grid of `dims` (no reordering: itself, or MPI_UNDEFINED).
-    fn MPI_Cart_map / PMPI_Cart_map(comm: Handle, ndims: c_int, dims: *const c_int, _periods: *const c_int, newrank: *mut c_int) on comm => {
-        let d = slice(dims, count_arg(ndims)?, "dims")?;
-        let n: usize = d.iter().map(|&x| x.max(0) as usize).product();
-        let me = running(|s| Ok(s.comm(comm)?.comm.rank()))?;
-        *out(newrank, "newrank")? = if me < n { me as c_int } else { MPI_UNDEFINED };
-        Ok(())
-    }
-}
-
 /// Ranks `0..n` from C, each below `size` (MPI_ERR_RANK otherwise).
-fn ranks_below(v: &[c_int], size: usize, what: &str) -> Res<Vec<usize>> {
+pub(crate) fn ranks_below(v: &[c_int], size: usize, what: &str) -> Res<Vec<usize>> {
     v.iter()
         .map(|&r| {
             usize::try_from(r)
@@ -460,65 +310,82 @@ fn ranks_below(v: &[c_int], size: usize, what: &str) -> Res<Vec<usize>> {
 
 /// `n` weights at `p` (MPI_UNWEIGHTED: all 1, and not weighted; MPI_WEIGHTS_EMPTY only for
 /// `n` = 0).
-unsafe fn weights(p: *const c_int, n: usize, what: &str) -> Res<(Vec<c_int>, bool)> {
-    match p as usize {
-        MPI_UNWEIGHTED => Ok((vec![1; n], false)),
-        MPI_WEIGHTS_EMPTY if n > 0 => fail(
-            MPI_ERR_ARG,
-            format!("{what} is MPI_WEIGHTS_EMPTY for {n} edges"),
-        ),
-        MPI_WEIGHTS_EMPTY => Ok((Vec::new(), true)),
-        _ => {
-            let w = slice(p, n, what)?;
-            if let Some(&bad) = w.iter().find(|&&x| x < 0) {
-                return fail(MPI_ERR_ARG, format!("negative weight {bad} in {what}"));
+pub(crate) unsafe fn weights(p: *const c_int, n: usize, what: &str) -> Res<(Vec<c_int>, bool)> {
+    // SAFETY: this function's contract is the unsafe operations' own: `p`, as the caller
+    // promises, is NULL or valid for what the MPI call it serves reads and writes through it.
+    unsafe {
+        match p as usize {
+            MPI_UNWEIGHTED => Ok((vec![1; n], false)),
+            MPI_WEIGHTS_EMPTY if n > 0 => fail(
+                MPI_ERR_ARG,
+                format!("{what} is MPI_WEIGHTS_EMPTY for {n} edges"),
+            ),
+            MPI_WEIGHTS_EMPTY => Ok((Vec::new(), true)),
+            _ => {
+                let w = slice(p, n, what)?;
+                if let Some(&bad) = w.iter().find(|&&x| x < 0) {
+                    return fail(MPI_ERR_ARG, format!("negative weight {bad} in {what}"));
+                }
+                Ok((w.to_vec(), true))
             }
-            Ok((w.to_vec(), true))
         }
     }
 }
 
 /// A degree or node count from C.
-fn degree(n: c_int, what: &str) -> Res<usize> {
+pub(crate) fn degree(n: c_int, what: &str) -> Res<usize> {
     usize::try_from(n).map_err(|_| MpiError::new(MPI_ERR_ARG, format!("negative {what} {n}")))
 }
 
 /// Checks a graph given as `index`/`edges` of `nnodes` nodes.
-unsafe fn graph_arg(nnodes: c_int, index: *const c_int, edges: *const c_int) -> Res<Graph> {
-    let n = degree(nnodes, "nnodes")?;
-    let idx = slice(index, n, "index")?;
-    let mut prev = 0;
-    for (i, &x) in idx.iter().enumerate() {
-        if x < prev {
-            return fail(
-                MPI_ERR_ARG,
-                format!("index[{i}] = {x} is below the one before ({prev})"),
-            );
+pub(crate) unsafe fn graph_arg(
+    nnodes: c_int,
+    index: *const c_int,
+    edges: *const c_int,
+) -> Res<Graph> {
+    // SAFETY: this function's contract is the unsafe operations' own: `index` and `edges`, as
+    // the caller promises, are NULL or valid for what the MPI call it serves reads and writes
+    // through them.
+    unsafe {
+        let n = degree(nnodes, "nnodes")?;
+        let idx = slice(index, n, "index")?;
+        let mut prev = 0;
+        for (i, &x) in idx.iter().enumerate() {
+            if x < prev {
+                return fail(
+                    MPI_ERR_ARG,
+                    format!("index[{i}] = {x} is below the one before ({prev})"),
+                );
+            }
+            prev = x;
         }
-        prev = x;
+        let nedges = prev as usize;
+        // MPI_ERR_ARG rather than MPI_ERR_RANK for an edge off the graph, as MPICH.
+        let e = ranks_below(slice(edges, nedges, "edges")?, n, "edge to node")
+            .map_err(|e| MpiError::new(MPI_ERR_ARG, e.message))?;
+        Ok(Graph {
+            index: idx.iter().map(|&x| x as usize).collect(),
+            edges: e,
+        })
     }
-    let nedges = prev as usize;
-    // MPI_ERR_ARG rather than MPI_ERR_RANK for an edge off the graph, as MPICH.
-    let e = ranks_below(slice(edges, nedges, "edges")?, n, "edge to node")
-        .map_err(|e| MpiError::new(MPI_ERR_ARG, e.message))?;
-    Ok(Graph {
-        index: idx.iter().map(|&x| x as usize).collect(),
-        edges: e,
-    })
 }
 
 /// Copies up to `max` of `v` to `p` (if it is not NULL or one of the weight markers).
-unsafe fn put(p: *mut c_int, max: c_int, v: impl IntoIterator<Item = c_int>) {
-    if p.is_null() || p as usize == MPI_UNWEIGHTED || p as usize == MPI_WEIGHTS_EMPTY {
-        return;
-    }
-    for (i, x) in v.into_iter().take(max.max(0) as usize).enumerate() {
-        *p.add(i) = x;
+pub(crate) unsafe fn put(p: *mut c_int, max: c_int, v: impl IntoIterator<Item = c_int>) {
+    // SAFETY: this function's contract is the unsafe operations' own: `p`, as the caller
+    // promises, is NULL or valid for what the MPI call it serves reads and writes through it.
+    unsafe {
+        if p.is_null() || p as usize == MPI_UNWEIGHTED || p as usize == MPI_WEIGHTS_EMPTY {
+            return;
+        }
+        for (i, x) in v.into_iter().take(max.max(0) as usize).enumerate() {
+            *p.add(i) = x;
+        }
     }
 }
 
 /// A rank argument of the graph `g`.
-fn node(g: &Graph, rank: c_int) -> Res<usize> {
+pub(crate) fn node(g: &Graph, rank: c_int) -> Res<usize> {
     usize::try_from(rank)
         .ok()
         .filter(|&r| r < g.index.len())
@@ -530,14 +397,14 @@ fn node(g: &Graph, rank: c_int) -> Res<usize> {
         })
 }
 
-fn graph(t: &Topo) -> &Graph {
+pub(crate) fn graph(t: &Topo) -> &Graph {
     match t {
         Topo::Graph(g) => g,
         _ => unreachable!("graph_of checked the kind"),
     }
 }
 
-fn dist(t: &Topo) -> &DistGraph {
+pub(crate) fn dist(t: &Topo) -> &DistGraph {
     match t {
         Topo::Dist(d) => d,
         _ => unreachable!("dist_of checked the kind"),
@@ -545,7 +412,7 @@ fn dist(t: &Topo) -> &DistGraph {
 }
 
 /// A distributed graph communicator (all of `comm`'s ranks) with this process's edges.
-fn dist_comm(comm: Handle, g: DistGraph) -> Res<Handle> {
+pub(crate) fn dist_comm(comm: Handle, g: DistGraph) -> Res<Handle> {
     let n = running(|s| s.intra_comm(comm))?.size();
     topo_comm(comm, n, Topo::Dist(g))
 }
@@ -554,208 +421,68 @@ fn dist_comm(comm: Handle, g: DistGraph) -> Res<Handle> {
 /// process's; returns this process's in- and out-edges. Each edge is told to both ends as
 /// records of three ints (0 = out-edge to / 1 = in-edge from, peer, weight) by an all-to-all
 /// on `comm` (collective: every member calls it in the same order).
-unsafe fn exchange(comm: Handle, edges: &[(usize, usize, c_int)]) -> Res<DistGraph> {
-    let n = running(|s| s.intra_comm(comm))?.size();
-    let mut to: Vec<Vec<c_int>> = vec![Vec::new(); n];
-    for &(src, dst, w) in edges {
-        to[src].extend([0, dst as c_int, w]);
-        to[dst].extend([1, src as c_int, w]);
-    }
-    let int = crate::datatype::Builtin::Int.handle();
-    let counts: Vec<c_int> = to.iter().map(|v| v.len() as c_int).collect();
-    let mut theirs = vec![0 as c_int; n];
-    crate::coll::alltoall(
-        counts.as_ptr().cast(),
-        1,
-        int,
-        theirs.as_mut_ptr().cast(),
-        1,
-        int,
-        comm,
-        std::ptr::null_mut(),
-    )?;
-    let displs = |c: &[c_int]| -> Vec<c_int> {
-        c.iter()
-            .scan(0, |at, &x| {
-                let d = *at;
-                *at += x;
-                Some(d)
-            })
-            .collect()
-    };
-    let (sd, rd) = (displs(&counts), displs(&theirs));
-    let flat: Vec<c_int> = to.concat();
-    let mut got = vec![0 as c_int; theirs.iter().map(|&x| x as usize).sum::<usize>().max(1)];
-    crate::coll::alltoallv(
-        flat.as_ptr().cast(),
-        counts.as_ptr(),
-        sd.as_ptr(),
-        int,
-        got.as_mut_ptr().cast(),
-        theirs.as_ptr(),
-        rd.as_ptr(),
-        int,
-        comm,
-        std::ptr::null_mut(),
-    )?;
-    let total: usize = theirs.iter().map(|&x| x as usize).sum();
-    let mut g = DistGraph {
-        sources: Vec::new(),
-        destinations: Vec::new(),
-        weighted: true,
-    };
-    for rec in got[..total].chunks_exact(3) {
-        let e = (rec[1] as usize, rec[2]);
-        if rec[0] == 0 {
-            g.destinations.push(e);
-        } else {
-            g.sources.push(e);
+pub(crate) unsafe fn exchange(comm: Handle, edges: &[(usize, usize, c_int)]) -> Res<DistGraph> {
+    // SAFETY: this function's contract is the unsafe operations' own, and its caller keeps it
+    // (MPI's contract for the call it serves).
+    unsafe {
+        let n = running(|s| s.intra_comm(comm))?.size();
+        let mut to: Vec<Vec<c_int>> = vec![Vec::new(); n];
+        for &(src, dst, w) in edges {
+            to[src].extend([0, dst as c_int, w]);
+            to[dst].extend([1, src as c_int, w]);
         }
-    }
-    Ok(g)
-}
-
-mpi! {
-    /// A communicator of the first `nnodes` ranks with a graph (no reordering).
-    fn MPI_Graph_create / PMPI_Graph_create(comm_old: Handle, nnodes: c_int, index: *const c_int, edges: *const c_int, _reorder: c_int, comm_graph: *mut Handle) on comm_old => {
-        running(|s| s.intra_comm(comm_old).map(drop))?;
-        let out = out(comm_graph, "comm_graph")?;
-        let g = graph_arg(nnodes, index, edges)?;
-        let n = g.index.len();
-        // An empty graph is allowed and gives MPI_COMM_NULL everywhere (MPI 4.1 §8.5.3).
-        *out = if n == 0 { MPI_COMM_NULL } else { topo_comm(comm_old, n, Topo::Graph(g))? };
-        Ok(())
-    }
-}
-mpi! {
-    /// Number of nodes and edges of a graph communicator.
-    fn MPI_Graphdims_get / PMPI_Graphdims_get(comm: Handle, nnodes: *mut c_int, nedges: *mut c_int) on comm => {
-        let t = graph_of(comm)?;
-        let g = graph(&t);
-        *out(nnodes, "nnodes")? = g.index.len() as c_int;
-        *out(nedges, "nedges")? = g.edges.len() as c_int;
-        Ok(())
-    }
-}
-mpi! {
-    /// The graph's index and edges (up to `maxindex` and `maxedges` entries).
-    fn MPI_Graph_get / PMPI_Graph_get(comm: Handle, maxindex: c_int, maxedges: c_int, index: *mut c_int, edges: *mut c_int) on comm => {
-        let t = graph_of(comm)?;
-        let g = graph(&t);
-        let (mi, me) = (degree(maxindex, "maxindex")?, degree(maxedges, "maxedges")?);
-        if (mi > 0 && index.is_null()) || (me > 0 && edges.is_null()) {
-            return fail(MPI_ERR_ARG, "index or edges is NULL");
-        }
-        put(index, maxindex, g.index.iter().map(|&x| x as c_int));
-        put(edges, maxedges, g.edges.iter().map(|&x| x as c_int));
-        Ok(())
-    }
-}
-mpi! {
-    /// Number of neighbours of a node of a graph communicator.
-    fn MPI_Graph_neighbors_count / PMPI_Graph_neighbors_count(comm: Handle, rank: c_int, nneighbors: *mut c_int) on comm => {
-        let t = graph_of(comm)?;
-        let g = graph(&t);
-        *out(nneighbors, "nneighbors")? = g.neighbours(node(g, rank)?).len() as c_int;
-        Ok(())
-    }
-}
-mpi! {
-    /// Neighbours of a node of a graph communicator (up to `maxneighbors`).
-    fn MPI_Graph_neighbors / PMPI_Graph_neighbors(comm: Handle, rank: c_int, maxneighbors: c_int, neighbors: *mut c_int) on comm => {
-        let t = graph_of(comm)?;
-        let g = graph(&t);
-        let nb = g.neighbours(node(g, rank)?);
-        if degree(maxneighbors, "maxneighbors")? > 0 && !nb.is_empty() && neighbors.is_null() {
-            return fail(MPI_ERR_ARG, "neighbors is NULL");
-        }
-        put(neighbors, maxneighbors, nb.iter().map(|&x| x as c_int));
-        Ok(())
-    }
-}
-mpi! {
-    /// This rank's rank in a graph of `nnodes` (no reordering: itself, or MPI_UNDEFINED).
-    fn MPI_Graph_map / PMPI_Graph_map(comm: Handle, nnodes: c_int, index: *const c_int, edges: *const c_int, newrank: *mut c_int) on comm => {
-        let core = running(|s| s.intra_comm(comm))?;
-        let g = graph_arg(nnodes, index, edges)?;
-        let n = g.index.len();
-        if n == 0 || n > core.size() {
-            return fail(MPI_ERR_ARG, format!("a graph of {n} nodes for a communicator of {}", core.size()));
-        }
-        *out(newrank, "newrank")? = if core.rank() < n { core.rank() as c_int } else { MPI_UNDEFINED };
-        Ok(())
-    }
-}
-mpi! {
-    /// A distributed graph communicator from each process's own in- and out-edges.
-    fn MPI_Dist_graph_create_adjacent / PMPI_Dist_graph_create_adjacent(comm_old: Handle, indegree: c_int, sources: *const c_int, sourceweights: *const c_int, outdegree: c_int, destinations: *const c_int, destweights: *const c_int, _info: Handle, _reorder: c_int, comm_dist_graph: *mut Handle) on comm_old => {
-        let n = running(|s| s.intra_comm(comm_old))?.size();
-        let out = out(comm_dist_graph, "comm_dist_graph")?;
-        let (ni, no) = (degree(indegree, "indegree")?, degree(outdegree, "outdegree")?);
-        let src = ranks_below(slice(sources, ni, "sources")?, n, "source")?;
-        let dst = ranks_below(slice(destinations, no, "destinations")?, n, "destination")?;
-        let (sw, sweighted) = weights(sourceweights, ni, "sourceweights")?;
-        let (dw, dweighted) = weights(destweights, no, "destweights")?;
-        let g = DistGraph {
-            sources: src.into_iter().zip(sw.into_iter().chain(std::iter::repeat(1))).collect(),
-            destinations: dst.into_iter().zip(dw.into_iter().chain(std::iter::repeat(1))).collect(),
-            weighted: sweighted && dweighted,
+        let int = crate::datatype::Builtin::Int.handle();
+        let counts: Vec<c_int> = to.iter().map(|v| v.len() as c_int).collect();
+        let mut theirs = vec![0 as c_int; n];
+        crate::coll::alltoall(
+            counts.as_ptr().cast(),
+            1,
+            int,
+            theirs.as_mut_ptr().cast(),
+            1,
+            int,
+            comm,
+            std::ptr::null_mut(),
+        )?;
+        let displs = |c: &[c_int]| -> Vec<c_int> {
+            c.iter()
+                .scan(0, |at, &x| {
+                    let d = *at;
+                    *at += x;
+                    Some(d)
+                })
+                .collect()
         };
-        *out = dist_comm(comm_old, g)?;
-        Ok(())
-    }
-}
-mpi! {
-    /// A distributed graph communicator from edges any process may give (`degrees[i]` edges from
-    /// `sources[i]`, their ends in `destinations`).
-    fn MPI_Dist_graph_create / PMPI_Dist_graph_create(comm_old: Handle, n: c_int, sources: *const c_int, degrees: *const c_int, destinations: *const c_int, weights_: *const c_int, _info: Handle, _reorder: c_int, comm_dist_graph: *mut Handle) on comm_old => {
-        let size = running(|s| s.intra_comm(comm_old))?.size();
-        let out = out(comm_dist_graph, "comm_dist_graph")?;
-        let k = degree(n, "n")?;
-        let src = ranks_below(slice(sources, k, "sources")?, size, "source")?;
-        let deg = slice(degrees, k, "degrees")?;
-        let total = deg.iter().try_fold(0usize, |acc, &d| Ok::<_, MpiError>(acc + degree(d, "degree")?))?;
-        let dst = ranks_below(slice(destinations, total, "destinations")?, size, "destination")?;
-        let (w, weighted) = weights(weights_, total, "weights")?;
-        // Edge j runs from the source whose degrees cover j to destinations[j].
-        let froms = src.iter().zip(deg).flat_map(|(&s, &d)| std::iter::repeat_n(s, d as usize));
-        let edges: Vec<(usize, usize, c_int)> = froms.zip(&dst).enumerate()
-            .map(|(j, (s, &d))| (s, d, w.get(j).copied().unwrap_or(1)))
-            .collect();
-        let mut g = exchange(comm_old, &edges)?;
-        g.weighted = weighted;
-        *out = dist_comm(comm_old, g)?;
-        Ok(())
-    }
-}
-mpi! {
-    /// In- and out-degree of this process in a distributed graph, and whether it is weighted.
-    fn MPI_Dist_graph_neighbors_count / PMPI_Dist_graph_neighbors_count(comm: Handle, indegree: *mut c_int, outdegree: *mut c_int, weighted: *mut c_int) on comm => {
-        let t = dist_of(comm)?;
-        let d = dist(&t);
-        *out(indegree, "indegree")? = d.sources.len() as c_int;
-        *out(outdegree, "outdegree")? = d.destinations.len() as c_int;
-        *out(weighted, "weighted")? = d.weighted as c_int;
-        Ok(())
-    }
-}
-mpi! {
-    /// This process's sources and destinations in a distributed graph (and their weights, if
-    /// the arrays are not MPI_UNWEIGHTED).
-    fn MPI_Dist_graph_neighbors / PMPI_Dist_graph_neighbors(comm: Handle, maxindegree: c_int, sources: *mut c_int, sourceweights: *mut c_int, maxoutdegree: c_int, destinations: *mut c_int, destweights: *mut c_int) on comm => {
-        let t = dist_of(comm)?;
-        let d = dist(&t);
-        let (mi, mo) = (degree(maxindegree, "maxindegree")?, degree(maxoutdegree, "maxoutdegree")?);
-        if (mi > 0 && sources.is_null()) || (mo > 0 && destinations.is_null()) {
-            return fail(MPI_ERR_ARG, "sources or destinations is NULL");
+        let (sd, rd) = (displs(&counts), displs(&theirs));
+        let flat: Vec<c_int> = to.concat();
+        let mut got = vec![0 as c_int; theirs.iter().map(|&x| x as usize).sum::<usize>().max(1)];
+        crate::coll::alltoallv(
+            flat.as_ptr().cast(),
+            counts.as_ptr(),
+            sd.as_ptr(),
+            int,
+            got.as_mut_ptr().cast(),
+            theirs.as_ptr(),
+            rd.as_ptr(),
+            int,
+            comm,
+            std::ptr::null_mut(),
+        )?;
+        let total: usize = theirs.iter().map(|&x| x as usize).sum();
+        let mut g = DistGraph {
+            sources: Vec::new(),
+            destinations: Vec::new(),
+            weighted: true,
+        };
+        for rec in got[..total].chunks_exact(3) {
+            let e = (rec[1] as usize, rec[2]);
+            if rec[0] == 0 {
+                g.destinations.push(e);
+            } else {
+                g.sources.push(e);
+            }
         }
-        put(sources, maxindegree, d.sources.iter().map(|&(r, _)| r as c_int));
-        put(destinations, maxoutdegree, d.destinations.iter().map(|&(r, _)| r as c_int));
-        if d.weighted {
-            put(sourceweights, maxindegree, d.sources.iter().map(|&(_, w)| w));
-            put(destweights, maxoutdegree, d.destinations.iter().map(|&(_, w)| w));
-        }
-        Ok(())
+        Ok(g)
     }
 }
 

@@ -3,6 +3,71 @@
 
 use std::path::PathBuf;
 use std::process::{Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+/// The `ferry` binary with no stdin and without the caller's MPIEXEC_TIMEOUT (a job's time
+/// limit is the test's to set).
+pub fn ferry() -> Command {
+    let mut command = Command::new(env!("CARGO_BIN_EXE_ferry"));
+    command.env_remove("MPIEXEC_TIMEOUT").stdin(Stdio::null());
+    command
+}
+
+/// Runs `command`, which must end within `limit` (`what` names it in the failure).
+pub fn output_within(command: &mut Command, what: &str, limit: Duration) -> Output {
+    let start = Instant::now();
+    let output = command.output().expect("ferry runs");
+    let took = start.elapsed();
+    assert!(took < limit, "{what} took {took:?}");
+    output
+}
+
+/// Output bytes as text.
+pub fn text(bytes: &[u8]) -> String {
+    String::from_utf8_lossy(bytes).into_owned()
+}
+
+/// Output bytes as lines, sorted (ranks print in any order).
+pub fn sorted_lines(bytes: &[u8]) -> Vec<String> {
+    let mut lines: Vec<String> = text(bytes).lines().map(str::to_owned).collect();
+    lines.sort();
+    lines
+}
+
+/// The processes in network namespace `ns` (`ip netns pids`).
+pub fn netns_pids(ns: &str) -> Vec<i32> {
+    let out = Command::new("ip")
+        .args(["netns", "pids", ns])
+        .output()
+        .expect("ip netns pids");
+    String::from_utf8_lossy(&out.stdout)
+        .split_whitespace()
+        .filter_map(|p| p.parse().ok())
+        .collect()
+}
+
+/// The `check routes` lines of a job of `ranks` ranks, `per_host` consecutive ranks a host,
+/// say: itself `self`, a rank of its host `shm`, any other `tcp`.
+#[track_caller]
+pub fn assert_routes(stdout: &str, ranks: usize, per_host: usize) {
+    for rank in 0..ranks {
+        let line = format!("routes {rank}: ");
+        let routes: Vec<&str> = stdout
+            .lines()
+            .find_map(|l| l.strip_prefix(&line))
+            .unwrap_or_else(|| panic!("no {line:?} in\n{stdout}"))
+            .split(' ')
+            .collect();
+        let want: Vec<&str> = (0..ranks)
+            .map(|peer| match peer {
+                p if p == rank => "self",
+                p if p / per_host == rank / per_host => "shm",
+                _ => "tcp",
+            })
+            .collect();
+        assert_eq!(routes, want, "rank {rank}:\n{stdout}");
+    }
+}
 
 /// The ferry-core example `name`, built beside the `ferry` binary.
 pub fn example(name: &str) -> PathBuf {
@@ -50,4 +115,53 @@ pub fn show(out: &Output) -> String {
         String::from_utf8_lossy(&out.stdout),
         String::from_utf8_lossy(&out.stderr)
     )
+}
+
+/// A job that must have ended with exit code `code` and said `says` on stderr.
+#[track_caller]
+pub fn assert_fails(out: &Output, code: i32, says: &str) {
+    assert_eq!(out.status.code(), Some(code), "{}", show(out));
+    assert!(
+        text(&out.stderr).contains(says),
+        "no {says:?} on stderr: {}",
+        show(out)
+    );
+}
+
+/// Whether this process may build a testbed (it needs root); if not, says so, and the test
+/// passes without it.
+pub fn testbed_allowed() -> bool {
+    let root = ferry_testbed::is_root();
+    if !root {
+        eprintln!("skipped: the testbed needs root");
+    }
+    root
+}
+
+/// The testbed of `grid` under this run's prefix for test `tag` (`fy<pid><tag>-`, so that
+/// `down` after a crash finds it), and that prefix.
+pub fn testbed_of(
+    grid: &ferry_grid::Topology,
+    tag: &str,
+    options: &ferry_testbed::UpOptions,
+) -> (ferry_testbed::Testbed, String) {
+    let prefix = format!("fy{}{tag}-", std::process::id());
+    let testbed = ferry_testbed::Testbed::up_with(grid, &prefix, options).expect("testbed up");
+    (testbed, prefix)
+}
+
+/// The grid file `name` of the testbed, parsed.
+pub fn grid(name: &str) -> ferry_grid::Topology {
+    ferry_grid::Topology::load(&grid_file(name)).expect("grid file")
+}
+
+/// A job that succeeded and printed `says` on stdout.
+#[track_caller]
+pub fn assert_ok_says(out: &Output, says: &str) {
+    assert!(out.status.success(), "{}", show(out));
+    assert!(
+        text(&out.stdout).contains(says),
+        "no {says:?} on stdout: {}",
+        show(out)
+    );
 }

@@ -249,67 +249,6 @@ pub(crate) unsafe fn alltoallw(
     })
 }
 
-mpi! {
-    /// Gathers one block from each source neighbour, sending the same block to each destination.
-    fn MPI_Neighbor_allgather / PMPI_Neighbor_allgather(sendbuf: *const c_void, sendcount: c_int, sendtype: Handle, recvbuf: *mut c_void, recvcount: c_int, recvtype: Handle, comm: Handle) on comm => {
-        allgather(sendbuf, sendcount, sendtype, recvbuf, recvcount, None, recvtype, comm, BLOCKING)
-    }
-}
-mpi! {
-    /// Nonblocking MPI_Neighbor_allgather.
-    fn MPI_Ineighbor_allgather / PMPI_Ineighbor_allgather(sendbuf: *const c_void, sendcount: c_int, sendtype: Handle, recvbuf: *mut c_void, recvcount: c_int, recvtype: Handle, comm: Handle, request: *mut Handle) on comm => {
-        allgather(sendbuf, sendcount, sendtype, recvbuf, recvcount, None, recvtype, comm, nonnull(request)?)
-    }
-}
-mpi! {
-    /// MPI_Neighbor_allgather with a count and displacement per source.
-    fn MPI_Neighbor_allgatherv / PMPI_Neighbor_allgatherv(sendbuf: *const c_void, sendcount: c_int, sendtype: Handle, recvbuf: *mut c_void, recvcounts: *const c_int, displs: *const c_int, recvtype: Handle, comm: Handle) on comm => {
-        allgather(sendbuf, sendcount, sendtype, recvbuf, 0, Some((recvcounts, displs)), recvtype, comm, BLOCKING)
-    }
-}
-mpi! {
-    /// Nonblocking MPI_Neighbor_allgatherv.
-    fn MPI_Ineighbor_allgatherv / PMPI_Ineighbor_allgatherv(sendbuf: *const c_void, sendcount: c_int, sendtype: Handle, recvbuf: *mut c_void, recvcounts: *const c_int, displs: *const c_int, recvtype: Handle, comm: Handle, request: *mut Handle) on comm => {
-        allgather(sendbuf, sendcount, sendtype, recvbuf, 0, Some((recvcounts, displs)), recvtype, comm, nonnull(request)?)
-    }
-}
-mpi! {
-    /// Sends block `j` to destination `j` and receives block `i` from source `i`.
-    fn MPI_Neighbor_alltoall / PMPI_Neighbor_alltoall(sendbuf: *const c_void, sendcount: c_int, sendtype: Handle, recvbuf: *mut c_void, recvcount: c_int, recvtype: Handle, comm: Handle) on comm => {
-        alltoall(sendbuf, (sendcount, None), sendtype, recvbuf, (recvcount, None), recvtype, comm, BLOCKING)
-    }
-}
-mpi! {
-    /// Nonblocking MPI_Neighbor_alltoall.
-    fn MPI_Ineighbor_alltoall / PMPI_Ineighbor_alltoall(sendbuf: *const c_void, sendcount: c_int, sendtype: Handle, recvbuf: *mut c_void, recvcount: c_int, recvtype: Handle, comm: Handle, request: *mut Handle) on comm => {
-        alltoall(sendbuf, (sendcount, None), sendtype, recvbuf, (recvcount, None), recvtype, comm, nonnull(request)?)
-    }
-}
-mpi! {
-    /// MPI_Neighbor_alltoall with counts and displacements per neighbour.
-    fn MPI_Neighbor_alltoallv / PMPI_Neighbor_alltoallv(sendbuf: *const c_void, sendcounts: *const c_int, sdispls: *const c_int, sendtype: Handle, recvbuf: *mut c_void, recvcounts: *const c_int, rdispls: *const c_int, recvtype: Handle, comm: Handle) on comm => {
-        alltoall(sendbuf, (0, Some((sendcounts, sdispls))), sendtype, recvbuf, (0, Some((recvcounts, rdispls))), recvtype, comm, BLOCKING)
-    }
-}
-mpi! {
-    /// Nonblocking MPI_Neighbor_alltoallv.
-    fn MPI_Ineighbor_alltoallv / PMPI_Ineighbor_alltoallv(sendbuf: *const c_void, sendcounts: *const c_int, sdispls: *const c_int, sendtype: Handle, recvbuf: *mut c_void, recvcounts: *const c_int, rdispls: *const c_int, recvtype: Handle, comm: Handle, request: *mut Handle) on comm => {
-        alltoall(sendbuf, (0, Some((sendcounts, sdispls))), sendtype, recvbuf, (0, Some((recvcounts, rdispls))), recvtype, comm, nonnull(request)?)
-    }
-}
-mpi! {
-    /// MPI_Neighbor_alltoallv with a datatype per neighbour and byte displacements.
-    fn MPI_Neighbor_alltoallw / PMPI_Neighbor_alltoallw(sendbuf: *const c_void, sendcounts: *const c_int, sdispls: *const isize, sendtypes: *const Handle, recvbuf: *mut c_void, recvcounts: *const c_int, rdispls: *const isize, recvtypes: *const Handle, comm: Handle) on comm => {
-        alltoallw(sendbuf, sendcounts, sdispls, sendtypes, recvbuf, recvcounts, rdispls, recvtypes, comm, BLOCKING)
-    }
-}
-mpi! {
-    /// Nonblocking MPI_Neighbor_alltoallw.
-    fn MPI_Ineighbor_alltoallw / PMPI_Ineighbor_alltoallw(sendbuf: *const c_void, sendcounts: *const c_int, sdispls: *const isize, sendtypes: *const Handle, recvbuf: *mut c_void, recvcounts: *const c_int, rdispls: *const isize, recvtypes: *const Handle, comm: Handle, request: *mut Handle) on comm => {
-        alltoallw(sendbuf, sendcounts, sdispls, sendtypes, recvbuf, recvcounts, rdispls, recvtypes, comm, nonnull(request)?)
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -22,7 +22,7 @@
 //! [`Win`] is sans-IO: it takes messages in and hands replies out, and is unit tested here;
 //! the entry points in [`abi`] do the sending and waiting.
 
-pub(crate) mod abi;
+pub(crate) mod window;
 pub(crate) mod wire;
 
 use crate::datatype::{builtin_from_handle, Datatype};

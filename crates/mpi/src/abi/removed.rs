@@ -1,7 +1,8 @@
-//! The MPI-1 calls that MPI-2.0 deprecated and MPI-3.0 removed, kept because old programs still
-//! call them and MPICH still provides them: `MPI_Address`, `MPI_Type_extent`, `MPI_Type_lb`,
-//! `MPI_Type_ub`, `MPI_Type_hvector`, `MPI_Type_hindexed`, `MPI_Type_struct`,
-//! `MPI_Errhandler_create`, `MPI_Errhandler_get` and `MPI_Errhandler_set`.
+//! Chapter 17 of MPI 5.0, removed interfaces: the MPI-1 calls that MPI-2.0 deprecated and
+//! MPI-3.0 removed, kept because old programs still call them and MPICH still provides them:
+//! `MPI_Address`, `MPI_Type_extent`, `MPI_Type_lb`, `MPI_Type_ub`, `MPI_Type_hvector`,
+//! `MPI_Type_hindexed`, `MPI_Type_struct`, `MPI_Errhandler_create`, `MPI_Errhandler_get` and
+//! `MPI_Errhandler_set`.
 //!
 //! Each is a thin wrapper over the body of its modern replacement (`MPI_Get_address`,
 //! `MPI_Type_get_extent`, `MPI_Type_create_hvector`/`_hindexed`/`_struct`,
@@ -28,6 +29,7 @@ mpi! {
         Ok(())
     }
 }
+
 mpi! {
     /// The extent of a type, `ub - lb` (removed in MPI-3.0: use MPI_Type_get_extent).
     fn MPI_Type_extent / PMPI_Type_extent(datatype: Handle, extent: *mut isize) on NONE => {
@@ -36,6 +38,7 @@ mpi! {
         Ok(())
     }
 }
+
 mpi! {
     /// The lower bound of a type (removed in MPI-3.0: use MPI_Type_get_extent).
     fn MPI_Type_lb / PMPI_Type_lb(datatype: Handle, displacement: *mut isize) on NONE => {
@@ -44,6 +47,7 @@ mpi! {
         Ok(())
     }
 }
+
 mpi! {
     /// The upper bound of a type, `lb + extent` (removed in MPI-3.0: use MPI_Type_get_extent).
     fn MPI_Type_ub / PMPI_Type_ub(datatype: Handle, displacement: *mut isize) on NONE => {
@@ -52,18 +56,21 @@ mpi! {
         Ok(())
     }
 }
+
 mpi! {
     /// Strided blocks, stride in bytes (removed in MPI-3.0: use MPI_Type_create_hvector).
     fn MPI_Type_hvector / PMPI_Type_hvector(count: c_int, blocklength: c_int, stride: isize, oldtype: Handle, newtype: *mut Handle) on NONE => {
         hvector(count, blocklength, stride, oldtype, newtype)
     }
 }
+
 mpi! {
     /// Blocks at byte displacements (removed in MPI-3.0: use MPI_Type_create_hindexed).
     fn MPI_Type_hindexed / PMPI_Type_hindexed(count: c_int, blocklengths: *const c_int, displacements: *const isize, oldtype: Handle, newtype: *mut Handle) on NONE => {
         hindexed(count, blocklengths, displacements, oldtype, newtype)
     }
 }
+
 mpi! {
     /// Blocks of different types at byte displacements (removed in MPI-3.0: use
     /// MPI_Type_create_struct).
@@ -71,6 +78,7 @@ mpi! {
         create_struct(count, blocklengths, displacements, types, newtype)
     }
 }
+
 mpi! {
     /// An error handler for communicators (removed in MPI-3.0: use MPI_Comm_create_errhandler).
     fn MPI_Errhandler_create / PMPI_Errhandler_create(function: Option<CommErrhandlerFn>, errhandler: *mut Handle) on NONE => {
@@ -79,12 +87,14 @@ mpi! {
         Ok(())
     }
 }
+
 mpi! {
     /// Sets a communicator's error handler (removed in MPI-3.0: use MPI_Comm_set_errhandler).
     fn MPI_Errhandler_set / PMPI_Errhandler_set(comm: Handle, errhandler: Handle) on comm => {
         set_comm_errhandler(comm, errhandler)
     }
 }
+
 mpi! {
     /// A communicator's error handler (removed in MPI-3.0: use MPI_Comm_get_errhandler).
     fn MPI_Errhandler_get / PMPI_Errhandler_get(comm: Handle, errhandler: *mut Handle) on comm => {
