@@ -3,7 +3,10 @@
 
 use crate::abi::*;
 use crate::error::{fail, MpiError, Res};
-use crate::request::{sent_bytes, Greq, Outcome, Persistent, Progress, Request, SendKind, Typed};
+use crate::request::{
+    engine_handle, engine_request, sent_bytes, Greq, Outcome, Persistent, Progress, Request,
+    SendKind, Typed,
+};
 use crate::state::{running, with, State};
 use crate::NONE;
 use ferry_core::raw::{RawRequest, SendMode};
@@ -291,9 +294,11 @@ impl Dense {
         Ok(Some(Request::running(comm, core.clone(), raw, None)))
     }
 
-    /// [`Dense::post`] for MPI_Irecv: the request goes straight into the table and its handle
-    /// to `out` (non-null), without passing through the caller (a request is large, and each
-    /// move of it costs). False if the arguments need the general path.
+    /// [`Dense::post`] for MPI_Irecv, its handle written to `out` (non-null). On a
+    /// communicator whose ranks are the world's the handle names the runtime's request itself
+    /// ([`engine_handle`]): no `Request`, no table entry. Elsewhere the request goes straight
+    /// into the table, without passing through the caller (a request is large, and each move
+    /// of it costs). False if the arguments need the general path.
     unsafe fn post_into(
         &self,
         s: &mut State,
@@ -308,6 +313,10 @@ impl Dense {
         };
         // SAFETY: MPI's contract keeps the buffer valid until the receive completes.
         let raw = core.raw_recv(buf.cast(), self.bytes, source, tag)?;
+        if core.ranks_are_world() && s.world.is_some() {
+            *out = engine_handle(raw);
+            return Ok(true);
+        }
         let req = Request::running(comm, core.clone(), raw, None);
         *out = s.requests.insert(req);
         Ok(true)
@@ -765,6 +774,11 @@ mpi! {
             *h = MPI_REQUEST_NULL;
             return Ok(());
         }
+        if let Some(raw) = engine_request(*h) {
+            running(|s| free_engine_request(s, *h, raw))?;
+            *h = MPI_REQUEST_NULL;
+            return Ok(());
+        }
         if crate::greq::free(*h)? {
             *h = MPI_REQUEST_NULL;
             return Ok(());
@@ -806,6 +820,13 @@ mpi! {
             // Done already: cancelling has no effect (MPI 4.1 §3.8.4).
             return Ok(());
         }
+        if let Some(raw) = engine_request(h) {
+            return running(|s| {
+                let world = world_of_engine_handle(s, h, raw)?;
+                world.raw_cancel(raw);
+                Ok(())
+            });
+        }
         let greq = running(|s| {
             let req = s.requests.get_mut(h).ok_or_else(|| MpiError::new(MPI_ERR_REQUEST, format!("invalid request {h:#x}")))?;
             if let Some(g) = req.generalized.as_deref().copied() {
@@ -846,6 +867,12 @@ unsafe fn finish_handle(
         outcome.write(status, with_error);
         return Ok(outcome);
     }
+    if let Some(raw) = engine_request(*handle) {
+        let outcome = with(|s| take_engine_request(s, *handle, raw))?;
+        *handle = MPI_REQUEST_NULL;
+        outcome.write(status, with_error);
+        return Ok(outcome);
+    }
     let (outcome, greq) = with(|s| finish_in_state(s, handle))?;
     if let Some(g) = greq {
         // Outside the state: the callbacks may call MPI (MPI_Status_set_elements, ...).
@@ -853,6 +880,46 @@ unsafe fn finish_handle(
     }
     outcome.write(status, with_error);
     Ok(outcome)
+}
+
+/// The world's communicator, through which an [`engine_handle`]'s request is reached (every
+/// communicator of the process drives the same engine); MPI_ERR_REQUEST if `raw` names no live
+/// request (a copy of a handle completed or freed before).
+fn world_of_engine_handle(s: &State, handle: Handle, raw: RawRequest) -> Res<&ferry_core::Comm> {
+    match s.world.as_deref() {
+        Some(world) if world.raw_is_live(raw) => Ok(world),
+        _ => fail(
+            MPI_ERR_REQUEST,
+            format!("invalid request {handle:#x}: it was completed or freed before"),
+        ),
+    }
+}
+
+/// Takes the outcome of the finished request an [`engine_handle`] names.
+fn take_engine_request(s: &State, handle: Handle, raw: RawRequest) -> Res<Outcome> {
+    let taken = s
+        .world
+        .as_deref()
+        .and_then(|world| world.raw_take_world(raw));
+    match taken {
+        Some(st) => Ok(Outcome::of(&st)),
+        None => fail(
+            MPI_ERR_REQUEST,
+            format!("invalid request {handle:#x}: it was completed or freed before"),
+        ),
+    }
+}
+
+/// MPI_Request_free of an [`engine_handle`]: a finished request is taken now, one in flight
+/// is kept with the buffered sends and reaped when it finishes.
+fn free_engine_request(s: &mut State, handle: Handle, raw: RawRequest) -> Res {
+    let world = world_of_engine_handle(s, handle, raw)?.clone();
+    if world.raw_take_world(raw).is_none() {
+        let pending = Request::running(MPI_COMM_WORLD, world, raw, None);
+        s.bsends
+            .push((pending, 0, crate::bsend::BufferOwner::Process));
+    }
+    Ok(())
 }
 
 /// Completes the finished request behind `handle` (not a sent handle) inside the state:
@@ -938,6 +1005,9 @@ fn entries(handles: &[Handle]) -> Res<(Vec<Entry>, Option<ferry_core::Comm>)> {
                 Entry::Null
             } else if sent_bytes(h).is_some() {
                 Entry::Active([None, None])
+            } else if let Some(raw) = engine_request(h) {
+                // Not looked up: a stale handle counts as done, and its completion reports it.
+                Entry::Active([Some(raw), None])
             } else {
                 let req = s.requests.get(h).ok_or_else(|| {
                     MpiError::new(MPI_ERR_REQUEST, format!("invalid request {h:#x}"))
@@ -1046,6 +1116,11 @@ unsafe fn finish_all(
                     let bytes = crate::request::retire_sent(*h)?;
                     *h = MPI_REQUEST_NULL;
                     Outcome::sent(bytes as i64)
+                }
+                Entry::Active([Some(raw), None]) if engine_request(*h).is_some() => {
+                    let outcome = take_engine_request(s, *h, raw)?;
+                    *h = MPI_REQUEST_NULL;
+                    outcome
                 }
                 Entry::Active(_) => match finish_in_state(s, h)? {
                     (_, Some(g)) => {
@@ -1243,6 +1318,21 @@ pub(crate) unsafe fn request_status(
     if let Some(bytes) = sent_bytes(request) {
         *flag = 1;
         Outcome::sent(bytes as i64).write(status, false);
+        return Ok(());
+    }
+    if let Some(raw) = engine_request(request) {
+        let world = with(|s| world_of_engine_handle(s, request, raw).cloned())?;
+        if !world.raw_done(raw) {
+            world.progress()?;
+        }
+        // Left in place: the wait or test that frees the handle reports it again.
+        match world.raw_peek_world(raw) {
+            Some(st) => {
+                *flag = 1;
+                Outcome::of(&st).write(status, false);
+            }
+            None => *flag = 0,
+        }
         return Ok(());
     }
     let (list, engine) = entries(&[request])?;
