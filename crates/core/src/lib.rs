@@ -33,6 +33,7 @@ mod error;
 mod host;
 mod matching;
 mod netaware;
+mod one_step;
 mod rails;
 pub mod raw;
 mod selection;
