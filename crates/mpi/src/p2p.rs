@@ -887,26 +887,37 @@ unsafe fn finish_handle(
 /// request (a copy of a handle completed or freed before).
 fn world_of_engine_handle(s: &State, handle: Handle, raw: RawRequest) -> Res<&ferry_core::Comm> {
     match s.world.as_deref() {
-        Some(world) if world.raw_is_live(raw) => Ok(world),
-        _ => fail(
-            MPI_ERR_REQUEST,
-            format!("invalid request {handle:#x}: it was completed or freed before"),
-        ),
+        Some(world) if world.raw_is_live(raw) && !freed_in_flight(s, raw) => Ok(world),
+        _ => stale_engine_handle(handle),
     }
+}
+
+/// Whether `raw` is a receive freed by MPI_Request_free while in flight: its request lives on
+/// (with the buffered sends, until it finishes), but no handle names it any more.
+fn freed_in_flight(s: &State, raw: RawRequest) -> bool {
+    !s.bsends.is_empty() && s.bsends.iter().any(|(r, _, _)| r.raw() == Some(raw))
+}
+
+#[cold]
+fn stale_engine_handle<T>(handle: Handle) -> Res<T> {
+    fail(
+        MPI_ERR_REQUEST,
+        format!("invalid request {handle:#x}: it was completed or freed before"),
+    )
 }
 
 /// Takes the outcome of the finished request an [`engine_handle`] names.
 fn take_engine_request(s: &State, handle: Handle, raw: RawRequest) -> Res<Outcome> {
+    if freed_in_flight(s, raw) {
+        return stale_engine_handle(handle);
+    }
     let taken = s
         .world
         .as_deref()
         .and_then(|world| world.raw_take_world(raw));
     match taken {
         Some(st) => Ok(Outcome::of(&st)),
-        None => fail(
-            MPI_ERR_REQUEST,
-            format!("invalid request {handle:#x}: it was completed or freed before"),
-        ),
+        None => stale_engine_handle(handle),
     }
 }
 
@@ -1007,6 +1018,9 @@ fn entries(handles: &[Handle]) -> Res<(Vec<Entry>, Option<ferry_core::Comm>)> {
                 Entry::Active([None, None])
             } else if let Some(raw) = engine_request(h) {
                 // Not looked up: a stale handle counts as done, and its completion reports it.
+                if freed_in_flight(s, raw) {
+                    return stale_engine_handle(h);
+                }
                 Entry::Active([Some(raw), None])
             } else {
                 let req = s.requests.get(h).ok_or_else(|| {
