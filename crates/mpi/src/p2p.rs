@@ -894,6 +894,7 @@ fn world_of_engine_handle(s: &State, handle: Handle, raw: RawRequest) -> Res<&fe
 
 /// Whether `raw` is a receive freed by MPI_Request_free while in flight: its request lives on
 /// (with the buffered sends, until it finishes), but no handle names it any more.
+#[inline]
 fn freed_in_flight(s: &State, raw: RawRequest) -> bool {
     !s.bsends.is_empty() && s.bsends.iter().any(|(r, _, _)| r.raw() == Some(raw))
 }
@@ -907,6 +908,7 @@ fn stale_engine_handle<T>(handle: Handle) -> Res<T> {
 }
 
 /// Takes the outcome of the finished request an [`engine_handle`] names.
+#[inline]
 fn take_engine_request(s: &State, handle: Handle, raw: RawRequest) -> Res<Outcome> {
     if freed_in_flight(s, raw) {
         return stale_engine_handle(handle);
