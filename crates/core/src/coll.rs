@@ -25,6 +25,11 @@ enum StepState {
     Done,
 }
 
+/// The tag of message `seq` of a pair in collective call number `call`.
+pub(crate) fn step_tag(call: u32, seq: u32) -> i32 {
+    (((call & 0x7fff) << 16) | seq) as i32
+}
+
 /// What both executors work on: a call's schedule, buffers and messages.
 pub(crate) struct CallView {
     schedule: Rc<Schedule>,
@@ -194,29 +199,14 @@ impl CallView {
     /// a longer one (the ranks passed different counts) is a truncation naming the sender, a
     /// shorter one a mismatch.
     fn check_length(&self, done: &Completion, expected: usize) -> Result<(), Error> {
-        if done.message_len == expected {
-            return Ok(());
+        match done.message_len == expected {
+            true => Ok(()),
+            false => Err(crate::one_step::length_error(
+                &self.world_of,
+                done,
+                expected,
+            )),
         }
-        let sender = self
-            .world_of
-            .iter()
-            .position(|&w| w == done.source)
-            .unwrap_or(usize::MAX);
-        if done.message_len > expected {
-            return Err(Error::Truncated {
-                sender,
-                tag: done.tag,
-                message_len: done.message_len,
-                buffer_len: expected,
-            });
-        }
-        Err(Error::Protocol {
-            rank: sender,
-            detail: format!(
-                "collective: message of {} bytes where {expected} were expected (the ranks passed different counts)",
-                done.message_len
-            ),
-        })
     }
 
     /// Records the first length mismatch of step `i`'s message; the call goes on (see
@@ -243,7 +233,7 @@ impl CallView {
     }
 
     fn tag(&self, seq: u32) -> i32 {
-        (((self.call & 0x7fff) << 16) | seq) as i32
+        step_tag(self.call, seq)
     }
 
     /// Starts step `i`, whose dependencies are done. Returns its new state.
@@ -647,7 +637,7 @@ impl crate::comm::Shared {
     /// Waits for the message `(context, source, tag)` of a step and receives it into `cap`
     /// bytes at `buf`, taking it off its shared-memory ring when it comes (see
     /// [`Engine::take_arrived`]) instead of matching a posted receive.
-    fn receive(
+    pub(crate) fn receive(
         &self,
         context: u32,
         source: u32,

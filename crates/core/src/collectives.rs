@@ -386,7 +386,13 @@ impl Comm {
         recv: (*mut u8, usize),
         reduce: Option<Reducer>,
     ) -> Result<(), Error> {
-        let in_order = schedule.runs_in_order_below(self.shared.engine.borrow().eager_floor());
+        let eager = self.shared.engine.borrow().eager_floor();
+        if reduce.is_none() {
+            if let Some(ran) = self.run_one_step(&schedule, send, recv, eager) {
+                return ran;
+            }
+        }
+        let in_order = schedule.runs_in_order_below(eager);
         let call = self.collective_call(schedule, send, recv, reduce, false);
         if in_order {
             return self.shared.run_in_order(call);

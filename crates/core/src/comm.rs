@@ -180,6 +180,9 @@ impl Shared {
 pub(crate) struct Group {
     pub(crate) world_of: Rc<[u32]>,
     pub(crate) local_of: Vec<u32>,
+    /// Rank `i` is world rank `i` for every member (MPI_COMM_WORLD and its copies): a request
+    /// started here reports its source without a translation (see [`Comm::ranks_are_world`]).
+    pub(crate) ranks_are_world: bool,
 }
 
 impl Group {
@@ -190,9 +193,11 @@ impl Group {
         for (local, &world) in world_of.iter().enumerate() {
             local_of[world as usize] = local as u32;
         }
+        let ranks_are_world = world_of.iter().enumerate().all(|(i, &w)| w as usize == i);
         Group {
             world_of: world_of.into(),
             local_of,
+            ranks_are_world,
         }
     }
 }
@@ -287,6 +292,12 @@ impl Comm {
     /// Number of ranks in the communicator.
     pub fn size(&self) -> usize {
         self.group.world_of.len()
+    }
+
+    /// Whether every rank of this communicator is the same rank of the world (MPI_COMM_WORLD
+    /// and its duplicates; decided when the communicator is made).
+    pub fn ranks_are_world(&self) -> bool {
+        self.group.ranks_are_world
     }
 
     /// World rank of communicator rank `rank`.

@@ -34,6 +34,7 @@ mod error;
 mod host;
 mod matching;
 mod netaware;
+mod one_step;
 mod punching;
 mod rails;
 pub mod raw;

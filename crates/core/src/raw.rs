@@ -17,6 +17,22 @@ use crate::matching::Envelope;
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct RawRequest(ReqId);
 
+impl RawRequest {
+    /// The request as a number below 2^56 (slot index in the low 32 bits, a 24-bit slot
+    /// generation above), for a binding that makes its own handles of requests: the top byte
+    /// is free for its tag. A finished and taken request's number is never valid again until
+    /// its slot has been reused 2^24 times.
+    pub fn to_bits(self) -> u64 {
+        self.0
+    }
+
+    /// The request [`RawRequest::to_bits`] gave `bits` for. A number that names no live
+    /// request is harmless: [`Comm::raw_take`] and the others then find nothing.
+    pub fn from_bits(bits: u64) -> RawRequest {
+        RawRequest(bits)
+    }
+}
+
 /// How a raw send completes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum SendMode {
@@ -44,6 +60,18 @@ pub struct RawStatus {
     pub message_len: usize,
     /// The request was cancelled before it matched.
     pub cancelled: bool,
+}
+
+impl RawStatus {
+    fn of_world(c: crate::engine::Completion) -> RawStatus {
+        RawStatus {
+            source: c.source as usize,
+            tag: c.tag,
+            len: c.len,
+            message_len: c.message_len,
+            cancelled: c.cancelled,
+        }
+    }
 }
 
 /// Room for one eager message written straight into a peer's shared-memory ring, from
@@ -414,6 +442,27 @@ impl Comm {
     pub fn raw_take(&self, request: RawRequest) -> Option<RawStatus> {
         let c = self.shared.engine.borrow_mut().take(request.0)?;
         Some(self.raw_status(c))
+    }
+
+    /// [`Comm::raw_take`] of a request started on a communicator whose ranks are the world's
+    /// ([`Comm::ranks_are_world`]), through any communicator of the same world: the source is
+    /// the sender's world rank, which is its rank there.
+    pub fn raw_take_world(&self, request: RawRequest) -> Option<RawStatus> {
+        let c = self.shared.engine.borrow_mut().take(request.0)?;
+        Some(RawStatus::of_world(c))
+    }
+
+    /// The outcome of a finished request of a communicator whose ranks are the world's, left in
+    /// place (a later [`Comm::raw_take_world`] reports it again); `None` while it runs or when
+    /// `request` names no request.
+    pub fn raw_peek_world(&self, request: RawRequest) -> Option<RawStatus> {
+        let c = self.shared.engine.borrow().proto.finished(request.0)?;
+        Some(RawStatus::of_world(c))
+    }
+
+    /// Whether `request` names a request that has not been taken yet (running or finished).
+    pub fn raw_is_live(&self, request: RawRequest) -> bool {
+        self.shared.engine.borrow().proto.is_live(request.0)
     }
 
     /// Withdraws a receive that has not matched yet (it then finishes as cancelled).

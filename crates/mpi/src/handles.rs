@@ -44,6 +44,9 @@ pub(crate) enum Kind {
     /// An MPI_Request of a send that finished when it started (not in a table: the handle
     /// holds the byte count, see `request::sent_handle`).
     SentRequest = 16,
+    /// An MPI_Request that names the runtime's request itself (not in a table: a dense receive
+    /// on a communicator whose ranks are the world's, see `request::engine_handle`).
+    EngineRequest = 17,
 }
 
 struct Slot<T> {

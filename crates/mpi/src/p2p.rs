@@ -6,7 +6,10 @@
 
 use crate::abi::*;
 use crate::error::{fail, MpiError, Res};
-use crate::request::{sent_bytes, Greq, Outcome, Persistent, Progress, Request, SendKind, Typed};
+use crate::request::{
+    engine_handle, engine_request, sent_bytes, Greq, Outcome, Persistent, Progress, Request,
+    SendKind, Typed,
+};
 use crate::state::{running, with, State};
 use ferry_core::raw::{RawRequest, SendMode};
 use ferry_core::Source;
@@ -297,9 +300,11 @@ impl Dense {
         Ok(Some(Request::running(comm, core.clone(), raw, None)))
     }
 
-    /// [`Dense::post`] for MPI_Irecv: the request goes straight into the table and its handle
-    /// to `out` (non-null), without passing through the caller (a request is large, and each
-    /// move of it costs). False if the arguments need the general path.
+    /// [`Dense::post`] for MPI_Irecv, its handle written to `out` (non-null). On a
+    /// communicator whose ranks are the world's the handle names the runtime's request itself
+    /// ([`engine_handle`]): no `Request`, no table entry. Elsewhere the request goes straight
+    /// into the table, without passing through the caller (a request is large, and each move
+    /// of it costs). False if the arguments need the general path.
     pub(crate) unsafe fn post_into(
         &self,
         s: &mut State,
@@ -314,6 +319,10 @@ impl Dense {
         };
         // SAFETY: MPI's contract keeps the buffer valid until the receive completes.
         let raw = core.raw_recv(buf.cast(), self.bytes, source, tag)?;
+        if core.ranks_are_world() && s.world.is_some() {
+            *out = engine_handle(raw);
+            return Ok(true);
+        }
         let req = Request::running(comm, core.clone(), raw, None);
         *out = s.requests.insert(req);
         Ok(true)
@@ -613,6 +622,12 @@ pub(crate) unsafe fn finish_handle(
         outcome.write(status, with_error);
         return Ok(outcome);
     }
+    if let Some(raw) = engine_request(*handle) {
+        let outcome = with(|s| take_engine_request(s, *handle, raw))?;
+        *handle = MPI_REQUEST_NULL;
+        outcome.write(status, with_error);
+        return Ok(outcome);
+    }
     let (outcome, greq) = with(|s| finish_in_state(s, handle))?;
     if let Some(g) = greq {
         // Outside the state: the callbacks may call MPI (MPI_Status_set_elements, ...).
@@ -620,6 +635,59 @@ pub(crate) unsafe fn finish_handle(
     }
     outcome.write(status, with_error);
     Ok(outcome)
+}
+
+/// The world's communicator, through which an [`engine_handle`]'s request is reached (every
+/// communicator of the process drives the same engine); MPI_ERR_REQUEST if `raw` names no live
+/// request (a copy of a handle completed or freed before).
+pub(crate) fn world_of_engine_handle(s: &State, handle: Handle, raw: RawRequest) -> Res<&ferry_core::Comm> {
+    match s.world.as_deref() {
+        Some(world) if world.raw_is_live(raw) && !freed_in_flight(s, raw) => Ok(world),
+        _ => stale_engine_handle(handle),
+    }
+}
+
+/// Whether `raw` is a receive freed by MPI_Request_free while in flight: its request lives on
+/// (with the buffered sends, until it finishes), but no handle names it any more.
+#[inline]
+fn freed_in_flight(s: &State, raw: RawRequest) -> bool {
+    !s.bsends.is_empty() && s.bsends.iter().any(|(r, _, _)| r.raw() == Some(raw))
+}
+
+#[cold]
+fn stale_engine_handle<T>(handle: Handle) -> Res<T> {
+    fail(
+        MPI_ERR_REQUEST,
+        format!("invalid request {handle:#x}: it was completed or freed before"),
+    )
+}
+
+/// Takes the outcome of the finished request an [`engine_handle`] names.
+#[inline]
+fn take_engine_request(s: &State, handle: Handle, raw: RawRequest) -> Res<Outcome> {
+    if freed_in_flight(s, raw) {
+        return stale_engine_handle(handle);
+    }
+    let taken = s
+        .world
+        .as_deref()
+        .and_then(|world| world.raw_take_world(raw));
+    match taken {
+        Some(st) => Ok(Outcome::of(&st)),
+        None => stale_engine_handle(handle),
+    }
+}
+
+/// MPI_Request_free of an [`engine_handle`]: a finished request is taken now, one in flight
+/// is kept with the buffered sends and reaped when it finishes.
+pub(crate) fn free_engine_request(s: &mut State, handle: Handle, raw: RawRequest) -> Res {
+    let world = world_of_engine_handle(s, handle, raw)?.clone();
+    if world.raw_take_world(raw).is_none() {
+        let pending = Request::running(MPI_COMM_WORLD, world, raw, None);
+        s.bsends
+            .push((pending, 0, crate::bsend::BufferOwner::Process));
+    }
+    Ok(())
 }
 
 /// Completes the finished request behind `handle` (not a sent handle) inside the state:
@@ -708,6 +776,12 @@ pub(crate) fn entries(handles: &[Handle]) -> Res<(Vec<Entry>, Option<ferry_core:
                 Entry::Null
             } else if sent_bytes(h).is_some() {
                 Entry::Active([None, None])
+            } else if let Some(raw) = engine_request(h) {
+                // Not looked up: a stale handle counts as done, and its completion reports it.
+                if freed_in_flight(s, raw) {
+                    return stale_engine_handle(h);
+                }
+                Entry::Active([Some(raw), None])
             } else {
                 let req = s.requests.get(h).ok_or_else(|| {
                     MpiError::new(MPI_ERR_REQUEST, format!("invalid request {h:#x}"))
@@ -771,6 +845,11 @@ pub(crate) unsafe fn finish_all(
                     let bytes = crate::request::retire_sent(*h)?;
                     *h = MPI_REQUEST_NULL;
                     Outcome::sent(bytes as i64)
+                }
+                Entry::Active([Some(raw), None]) if engine_request(*h).is_some() => {
+                    let outcome = take_engine_request(s, *h, raw)?;
+                    *h = MPI_REQUEST_NULL;
+                    outcome
                 }
                 Entry::Active(_) => match finish_in_state(s, h)? {
                     (_, Some(g)) => {
@@ -840,6 +919,21 @@ pub(crate) unsafe fn request_status(
     if let Some(bytes) = sent_bytes(request) {
         *flag = 1;
         Outcome::sent(bytes as i64).write(status, false);
+        return Ok(());
+    }
+    if let Some(raw) = engine_request(request) {
+        let world = with(|s| world_of_engine_handle(s, request, raw).cloned())?;
+        if !world.raw_done(raw) {
+            world.progress()?;
+        }
+        // Left in place: the wait or test that frees the handle reports it again.
+        match world.raw_peek_world(raw) {
+            Some(st) => {
+                *flag = 1;
+                Outcome::of(&st).write(status, false);
+            }
+            None => *flag = 0,
+        }
         return Ok(());
     }
     let (list, engine) = entries(&[request])?;

@@ -87,6 +87,27 @@ pub(crate) fn retire_sent(handle: Handle) -> Res<usize> {
     )
 }
 
+/// The handle of a receive straight into the caller's buffer on a communicator whose ranks are
+/// the world's ([`ferry_core::Comm::ranks_are_world`]): it names the runtime's request itself
+/// (`kind << 56 | the request's number`), so the receive makes no [`Request`] and no table
+/// entry, and its wait needs no lookup. The runtime's request slot carries a generation, so a
+/// copy of the handle used after its wait finds nothing and is an invalid request. Such a
+/// request has no finish step, no communicator to remember (the status's source is the world
+/// rank, which is its rank there) and is never persistent.
+pub(crate) fn engine_handle(raw: RawRequest) -> Handle {
+    ((crate::handles::Kind::EngineRequest as usize) << 56) | (raw.to_bits() as usize & ENGINE_BITS)
+}
+
+/// The runtime request an [`engine_handle`] names; `None` for any other handle.
+#[inline]
+pub(crate) fn engine_request(handle: Handle) -> Option<RawRequest> {
+    (handle >> 56 == crate::handles::Kind::EngineRequest as usize)
+        .then(|| RawRequest::from_bits((handle & ENGINE_BITS) as u64))
+}
+
+/// The bits of an [`engine_handle`] below its kind.
+const ENGINE_BITS: usize = (1 << 56) - 1;
+
 /// Bits of a sent handle below the serial: the byte count (up to 1 TiB).
 const SERIAL_SHIFT: u32 = 40;
 const SENT_BYTES: usize = (1 << SERIAL_SHIFT) - 1;
@@ -197,6 +218,7 @@ impl Outcome {
         error: MPI_SUCCESS,
     };
 
+    /// The outcome a finished runtime request reports.
     pub(crate) fn of(raw: &RawStatus) -> Outcome {
         Outcome {
             source: if raw.source == usize::MAX {
@@ -513,6 +535,24 @@ mod sent_handle_tests {
         let created = table.insert(());
         assert_eq!(sent_bytes(created), None);
         assert_eq!(sent_bytes(MPI_REQUEST_NULL), None);
+    }
+
+    #[test]
+    fn engine_handles_give_back_their_request_and_no_other_handle_is_one() {
+        for bits in [0u64, 1, (7 << 32) | 5, (1 << 56) - 1] {
+            let raw = RawRequest::from_bits(bits);
+            let h = engine_handle(raw);
+            assert_eq!(engine_request(h), Some(raw));
+            assert_ne!(h, MPI_REQUEST_NULL);
+            assert_eq!(sent_bytes(h), None);
+        }
+        let sent = sent_handle(8).expect("a free serial");
+        assert_eq!(engine_request(sent), None);
+        assert!(retire_sent(sent).is_ok());
+        let mut table: crate::handles::Table<()> =
+            crate::handles::Table::new(crate::handles::Kind::Request);
+        assert_eq!(engine_request(table.insert(())), None);
+        assert_eq!(engine_request(MPI_REQUEST_NULL), None);
     }
 
     #[test]

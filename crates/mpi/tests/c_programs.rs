@@ -309,6 +309,11 @@ fn cancel_and_wait_test_family_with_null_requests() {
 }
 
 #[test]
+fn receive_requests_on_the_world_and_on_a_reordered_communicator() {
+    no_errors(2, "recvhandles");
+}
+
+#[test]
 fn proc_null_and_zero_length_messages() {
     no_errors(2, "procnull");
 }

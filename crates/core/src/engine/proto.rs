@@ -187,6 +187,19 @@ impl Proto {
         self.busy.is_empty() && self.loopback.is_empty()
     }
 
+    /// The completion of finished request `id`, left in its slot.
+    pub(crate) fn finished(&self, id: ReqId) -> Option<Completion> {
+        match self.requests.get(id) {
+            Some(ReqState::Done(c)) => Some(*c),
+            _ => None,
+        }
+    }
+
+    /// Whether `id` names a request not yet taken.
+    pub(crate) fn is_live(&self, id: ReqId) -> bool {
+        self.requests.get(id).is_some()
+    }
+
     pub(crate) fn is_done(&self, id: ReqId) -> bool {
         matches!(self.requests.get(id), Some(ReqState::Done(_)) | None)
     }

@@ -61,6 +61,9 @@ pub(super) struct Slot {
     pub(super) state: ReqState,
 }
 
+/// Slot generations wrap at this mask.
+const GENERATIONS: u32 = 0xff_ffff;
+
 /// Request slots, reused without allocation once warm.
 pub(super) struct Requests {
     pub(super) slots: Vec<Slot>,
@@ -101,7 +104,9 @@ impl Requests {
         match slot.state {
             ReqState::Done(c) if u64::from(slot.generation) == id >> 32 => {
                 slot.state = ReqState::Free;
-                slot.generation = slot.generation.wrapping_add(1);
+                // 24 bits, so that an id fits a binding's handle beside its tag
+                // (`RawRequest::to_bits`).
+                slot.generation = (slot.generation + 1) & GENERATIONS;
                 self.free.push(index);
                 Some(c)
             }

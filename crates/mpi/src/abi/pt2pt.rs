@@ -9,7 +9,7 @@ use crate::check::out;
 use crate::error::{fail, MpiError};
 use crate::mpi5::*;
 use crate::p2p::{count_arg, request_status, *};
-use crate::request::{sent_bytes, Outcome, Persistent, SendKind};
+use crate::request::{engine_request, sent_bytes, Outcome, Persistent, SendKind};
 use crate::state::running;
 use crate::NONE;
 use std::ffi::{c_int, c_void};
@@ -182,6 +182,11 @@ mpi! {
             *h = MPI_REQUEST_NULL;
             return Ok(());
         }
+        if let Some(raw) = engine_request(*h) {
+            running(|s| free_engine_request(s, *h, raw))?;
+            *h = MPI_REQUEST_NULL;
+            return Ok(());
+        }
         if crate::greq::free(*h)? {
             *h = MPI_REQUEST_NULL;
             return Ok(());
@@ -223,6 +228,13 @@ mpi! {
         if sent_bytes(h).is_some() {
             // Done already: cancelling has no effect (MPI 4.1 §3.8.4).
             return Ok(());
+        }
+        if let Some(raw) = engine_request(h) {
+            return running(|s| {
+                let world = world_of_engine_handle(s, h, raw)?;
+                world.raw_cancel(raw);
+                Ok(())
+            });
         }
         let greq = running(|s| {
             let req = s.requests.get_mut(h).ok_or_else(|| MpiError::new(MPI_ERR_REQUEST, format!("invalid request {h:#x}")))?;
