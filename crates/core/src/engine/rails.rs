@@ -108,8 +108,7 @@ impl Engine {
                             let load = tcp.load(p, rail);
                             // Through a relay, TCP's acknowledgement is the relay's: what
                             // it holds is gone with it, so that much more is kept.
-                            let delivered = (load.written - load.backlog.min(load.written))
-                                .saturating_sub(tcp.held_in_relay(p, rail));
+                            let delivered = load.surely_delivered(tcp.held_in_relay(p, rail));
                             while lanes
                                 .retained
                                 .front()
