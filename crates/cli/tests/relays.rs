@@ -3,7 +3,8 @@
 //! with its own public address, NAT and relay), as root:
 //!
 //! - `ferry run --grid` starts a relay on every front node and gives every pair three rails
-//!   (the most relays of a cluster); every pair of four ranks exchanges 0 B … 4 MiB, and every
+//!   (the most relays of a cluster); every pair of four ranks (with one on the grid's public
+//!   host) exchanges 0 B … 4 MiB, and every
 //!   relay carries connections (they spread over the relays) and bytes (trunking);
 //! - a relay of cluster b killed in the middle of a checked stream from a to b (every byte
 //!   compared): the rails through it fail, what they carried goes again through the other
@@ -141,8 +142,9 @@ fn relays_spread_trunk_and_fail_over() {
     let prefix = format!("fy{}rl-", std::process::id());
     let testbed = Testbed::up(&topology, &prefix).expect("testbed up");
 
-    // Four ranks (a1: 0 and 2, b1: 1 and 3): every pair, every size; pairs across the
-    // clusters go through the target's relays, three rails each.
+    // Four ranks (a1: 0 and 3, b1: 1, p1: 2): every pair, every size, three rails each;
+    // 0 reaches 1 through b's relays, 1 reaches 3 through a's (rails 0, 1, 2 through fa2, fa3
+    // and fa), the private ranks reach p1 through their NAT.
     let out = job(&grid, &prefix, 4, &["allpairs", "4194304"])
         .output()
         .expect("ferry runs");
