@@ -77,7 +77,7 @@ fn up(grid: &str, login: &'static str) -> Option<Hosts> {
         return None;
     }
     let topology = Topology::load(&grid_file(grid)).expect("the grid file parses");
-    let prefix = format!("fy{}{}-", std::process::id(), &login[..1]);
+    let prefix = format!("fy{}{}{}-", std::process::id(), &grid[..1], &login[..1]);
     let tb =
         Testbed::up_with(&topology, &prefix, &UpOptions::with_ssh()).expect("testbed up --ssh");
     Some(Hosts { tb, login })
@@ -281,6 +281,40 @@ fn a_grid_on_its_real_machines_over_ssh() {
         .filter(|(_, cmd)| cmd.contains(" relay ") && !cmd.starts_with("ssh"))
         .count();
     assert_eq!(relays, 0, "no relay is left");
+    hosts.tb.down().expect("testbed down");
+}
+
+#[test]
+fn a_grid_with_several_relays_per_cluster_over_ssh() {
+    let Some(hosts) = up("relays.toml", "p1") else {
+        return;
+    };
+    let check = example("check");
+    let check = check.to_str().expect("a UTF-8 path");
+    let grid = grid_file("relays.toml");
+    let grid = grid.to_str().expect("a UTF-8 path");
+    // a1, b1, p1: a relay over ssh on each of the five front nodes, three rails per pair.
+    let out = hosts.output(&[
+        "--grid",
+        grid,
+        "--launcher",
+        "ssh",
+        "-n",
+        "3",
+        check,
+        "allpairs",
+        "2097152",
+    ]);
+    assert!(out.status.success(), "{}", show(&out));
+    assert!(String::from_utf8_lossy(&out.stdout).contains("allpairs ok: 3 ranks"));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    for front in ["fa", "fa2", "fa3", "fb", "fb2"] {
+        assert!(
+            stderr.contains(&format!("[relay {front}] ferry relay: listening")),
+            "no relay on {front}: {}",
+            show(&out)
+        );
+    }
     hosts.tb.down().expect("testbed down");
 }
 

@@ -181,7 +181,10 @@ fn rails(world: &World, chunks: usize) -> Result<(), Error> {
 
 /// Rank 0 streams `count` messages of `size` bytes to rank 1, eight in flight; rank 1 checks
 /// each and prints the rate (MB/s of payload, first send to last receive).
-fn stream(world: &World, size: usize, count: usize) -> Result<(), Error> {
+/// With `progress`, the receiver prints `stream progress <messages> <seconds>` after each
+/// window of messages (for tests that act in the middle of a stream, and for dip and recovery
+/// measurements).
+fn stream(world: &World, size: usize, count: usize, progress: bool) -> Result<(), Error> {
     const WINDOW: usize = 8;
     let me = world.rank();
     world.barrier()?;
@@ -211,6 +214,15 @@ fn stream(world: &World, size: usize, count: usize) -> Result<(), Error> {
                 if *buf != pattern((i % WINDOW) as u64, size) {
                     fail(world, format!("stream message {i} ({size} bytes) differs"));
                 }
+            }
+            if progress {
+                use std::io::Write as _;
+                let done = (first + WINDOW).min(count);
+                println!(
+                    "stream progress {done} {:.6}",
+                    start.elapsed().as_secs_f64()
+                );
+                let _ = std::io::stdout().flush();
             }
         }
         let secs = start.elapsed().as_secs_f64();
@@ -1205,7 +1217,7 @@ fn main() {
         Some("wildcard") => wildcard(&world),
         Some("rails") => rails(&world, arg(1, 9)),
         Some("hetero") => hetero(&world),
-        Some("stream") => stream(&world, arg(1, 4 << 20), arg(2, 64)),
+        Some("stream") => stream(&world, arg(1, 4 << 20), arg(2, 64), arg(3, 0) != 0),
         Some("truncate") => truncate(&world),
         Some("probe") => probe(&world),
         Some("comms") => comms(&world),

@@ -15,7 +15,9 @@
 //! with a `RelayAcceptor` and this rank's one `ReplayGuard`, answered ACCEPTED), anything else
 //! goes straight to the handshake. A rank on a private cluster keeps its registration with its
 //! relay open for the job's life ([`TcpTransport::register_with_relay`]); its end means the
-//! relay died, and the job fails with "relay on <front> went away" instead of hanging.
+//! relay died, and the job fails with "relay on <front> went away" instead of hanging. A
+//! cluster with several relays registers with each; the job fails only when the last goes,
+//! and a connection through a relay that died fails as any rail does (the others carry on).
 //!
 //! Rails: with `FERRY_RAILS=k` every peer pair has k connections, each announcing its
 //! rail index in the handshake; rail i may run between a dedicated pair of local addresses.
@@ -53,7 +55,8 @@ const DIRECT_READ: usize = 32 << 10;
 /// Tokens of peer connections: peer rank in the low 32 bits, rail above.
 const RAIL_SHIFT: u32 = 32;
 const LISTENER: Token = Token(usize::MAX);
-const RELAY: Token = Token(usize::MAX - 1);
+/// Tokens of the registrations with our cluster's relays: this plus the relay's index.
+const RELAY_BASE: usize = 1 << 39;
 const DOORBELL: Token = Token(usize::MAX - 2);
 const STRANGER_BASE: usize = 1 << 40;
 
@@ -95,8 +98,9 @@ pub(crate) struct TcpTransport {
     socket_buffer: usize,
     /// Nonces of relayed connections already accepted.
     seen: ReplayGuard,
-    /// The registration with our cluster's relay, kept open for the job's life.
-    relay: Option<RelayLink>,
+    /// The registrations with our cluster's relays (one per front node), kept open for the
+    /// job's life.
+    relays: Vec<RelayLink>,
     /// Rung by shared-memory peers when this rank sleeps in `poll_input` (see `crate::shm`).
     doorbell: Option<crate::shm::Doorbell>,
     /// Attempts to punch through two NATs that still run (`punch`).
@@ -174,7 +178,7 @@ impl TcpTransport {
             max_payload,
             socket_buffer,
             seen: ReplayGuard::default(),
-            relay: None,
+            relays: Vec::new(),
             doorbell: None,
             punches: Vec::new(),
             punch_log: Vec::new(),
@@ -223,6 +227,15 @@ impl TcpTransport {
             free: true,
             backlog: if rc == 0 { unacked.max(0) as u64 } else { 0 },
             written: conn.written,
+        }
+    }
+
+    /// Bytes past TCP's acknowledgement that may still be lost on rail `rail` to `peer`:
+    /// what a relay in between may hold ([`relay::HELD_IN_RELAY`]), 0 on a direct connection.
+    pub(crate) fn held_in_relay(&self, peer: usize, rail: usize) -> u64 {
+        match self.conns[peer][rail].as_ref() {
+            Some(conn) if conn.via.is_some() => relay::HELD_IN_RELAY,
+            _ => 0,
         }
     }
 
@@ -315,7 +328,7 @@ impl TcpTransport {
             Err(e) => return Err(io_error("epoll_wait", e)),
         }
         let mut accept = false;
-        let mut relay_event = false;
+        let mut relay_events = Vec::new();
         // Only while set-up punches: no allocation otherwise.
         let mut punch_events = Vec::new();
         for event in self.events.iter() {
@@ -329,8 +342,8 @@ impl TcpTransport {
                 accept = true;
                 continue;
             }
-            if token == RELAY {
-                relay_event = true;
+            if (RELAY_BASE..RELAY_BASE + self.relays.len()).contains(&token.0) {
+                relay_events.push(token.0 - RELAY_BASE);
                 continue;
             }
             if token == DOORBELL {
@@ -364,8 +377,8 @@ impl TcpTransport {
                 }
             }
         }
-        if relay_event {
-            self.check_relay()?;
+        for index in relay_events {
+            self.check_relay(index)?;
         }
         if accept {
             progressed |= self.accept_all();

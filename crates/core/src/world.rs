@@ -47,8 +47,9 @@ struct Card {
     grid: String,
     /// Front node; empty means the host itself (public).
     front: String,
-    /// Public address of the relay that reaches this rank (private clusters only).
-    relay: Option<SocketAddr>,
+    /// The relays that reach this rank (private clusters only): front node name and public
+    /// address, its cluster's `front` first. Published as `relay=front@addr,front@addr`.
+    relays: Vec<(String, SocketAddr)>,
     /// Our address on each rail (`FERRY_RAIL_ADDRS`); the port is `tcp`'s.
     rails: Vec<std::net::IpAddr>,
 }
@@ -60,8 +61,13 @@ impl Card {
         if !self.grid.is_empty() {
             s += &format!(";grid={};front={}", self.grid, self.front);
         }
-        if let Some(addr) = self.relay {
-            s += &format!(";relay={addr}");
+        if !self.relays.is_empty() {
+            let list: Vec<String> = self
+                .relays
+                .iter()
+                .map(|(front, addr)| format!("{front}@{addr}"))
+                .collect();
+            s += &format!(";relay={}", list.join(","));
         }
         if !self.rails.is_empty() {
             let list: Vec<String> = self.rails.iter().map(|a| a.to_string()).collect();
@@ -80,7 +86,7 @@ impl Card {
             cluster: 0,
             grid: String::new(),
             front: String::new(),
-            relay: None,
+            relays: Vec::new(),
             rails: Vec::new(),
         };
         for field in text.split(';') {
@@ -92,7 +98,15 @@ impl Card {
                 "cluster" => card.cluster = v.parse().map_err(|_| bad())?,
                 "grid" => card.grid = v.to_string(),
                 "front" => card.front = v.to_string(),
-                "relay" => card.relay = Some(v.parse().map_err(|_| bad())?),
+                "relay" => {
+                    card.relays = v
+                        .split(',')
+                        .map(|entry| {
+                            let (front, addr) = entry.split_once('@').ok_or_else(bad)?;
+                            Ok((front.to_string(), addr.parse().map_err(|_| bad())?))
+                        })
+                        .collect::<Result<_, _>>()?
+                }
                 "rails" => {
                     card.rails = v
                         .split(',')
@@ -163,7 +177,12 @@ pub fn init() -> Result<World, Error> {
         cluster: crate::collectives::own_cluster(rank)?,
         grid: place.map_or_else(String::new, |p| p.cluster.clone()),
         front: place.map_or_else(String::new, |p| p.front.clone()),
-        relay: place.and_then(|p| p.relay).map(|r| r.public.into()),
+        relays: place.map_or_else(Vec::new, |p| {
+            p.relays()
+                .into_iter()
+                .map(|(front, r)| (front, r.public.into()))
+                .collect()
+        }),
         rails: config.rail_addrs.clone(),
     };
     // First round: who is where. The routes follow from it: shared memory to the ranks of
@@ -207,7 +226,11 @@ pub fn init() -> Result<World, Error> {
     let mut tcp = None;
     // Hole punching between private clusters (crate::punching): ids and relays of the ranks.
     let ids: Vec<ferry_grid::Guid> = cards.iter().map(Card::guid).collect();
-    let relays: Vec<Option<SocketAddr>> = cards.iter().map(|c| c.relay).collect();
+    // A punch observes through, and falls back to, the peer cluster's first relay (`front`).
+    let relays: Vec<Option<SocketAddr>> = cards
+        .iter()
+        .map(|c| c.relays.first().map(|&(_, addr)| addr))
+        .collect();
     let mut to_punch = Vec::new();
     if !tcp_peers.is_empty() {
         let max = config.tcp_eager_limit.max(config.tcp_chunk) as u64;
@@ -239,11 +262,11 @@ pub fn init() -> Result<World, Error> {
         )?;
         t.set_max_strangers(config.tcp_strangers);
         t.set_compression(config.compress);
-        if let Some((p, relay)) = place.and_then(|p| Some((p, p.relay?))) {
+        for (front, relay) in place.map_or_else(Vec::new, |p| p.relays()) {
             // Registered before the address is published: once anyone reads it, every relay
             // knows its ranks.
             let timeout = config.connect_timeout();
-            t.register_with_relay(relay.inside.into(), &p.front, timeout)?;
+            t.register_with_relay(relay.inside.into(), &front, timeout)?;
         }
         if base == 0 {
             let grid = (&ids[..], &relays[..]);
@@ -440,8 +463,11 @@ fn dial_peers(
                     }
                 }
                 ferry_grid::Path::ViaPeerRelay { .. } => {
-                    let relay = card.relay.ok_or_else(|| missing("relay"))?;
-                    t.dial((uid, rail), relay, None, Some(&guids[peer as usize].front))?
+                    // Rails spread over the peer's relays (`ferry_grid::relays`), so that a
+                    // pair with as many rails as relays has one through each.
+                    let which = ferry_grid::relays::pick(rank, peer, rail, card.relays.len());
+                    let (front, relay) = card.relays.get(which).ok_or_else(|| missing("relay"))?;
+                    t.dial((uid, rail), *relay, None, Some(front))?
                 }
             }
         }
@@ -654,6 +680,45 @@ impl Drop for World {
         }
         if let Err(e) = self.finalize_inner() {
             eprintln!("ferry: rank {}: finalize failed: {e}", self.comm.rank());
+        }
+    }
+}
+
+#[cfg(test)]
+mod card_tests {
+    use super::*;
+
+    #[test]
+    fn a_card_carries_every_relay_with_its_front() {
+        let card = Card {
+            pid: 7,
+            host: "b1".into(),
+            node: "n".into(),
+            tcp: None,
+            cluster: 1,
+            grid: "b".into(),
+            front: "fb".into(),
+            relays: vec![
+                ("fb".into(), "198.18.0.20:7390".parse().unwrap()),
+                ("fb2".into(), "198.18.0.21:7390".parse().unwrap()),
+            ],
+            rails: Vec::new(),
+        };
+        let text = card.encode();
+        assert!(
+            text.contains(";relay=fb@198.18.0.20:7390,fb2@198.18.0.21:7390"),
+            "{text}"
+        );
+        let back = Card::decode(1, &text).unwrap();
+        assert_eq!(back.relays, card.relays);
+        assert_eq!(back.front, "fb");
+        for bad in [
+            "relay=198.18.0.20:7390",
+            "relay=fb@x",
+            "relay=fb@1.2.3.4:5,",
+        ] {
+            let e = Card::decode(1, &format!("pid=1;host=h;node=n;{bad}"));
+            assert!(e.is_err(), "{bad}");
         }
     }
 }

@@ -11,6 +11,8 @@
 //! - [`path`]: the process id [`Guid`], the path choice [`path::choose`] (the path table of docs/ARCHITECTURE.md §4),
 //!   the dialing side [`path::dialer`] and the `FERRY_SHOW_PATHS=1` matrix
 //!   [`path::render_matrix`].
+//! - [`relays`]: which of a cluster's relays each rail of a relayed connection goes through
+//!   ([`relays::pick`]).
 //!
 //! Everything here is pure: no sockets, no clock, no environment except the one
 //! `FERRY_SHOW_PATHS` helper. The relay protocol lives in `ferry-wire::relay`, the daemon in
@@ -43,6 +45,7 @@
 
 pub mod path;
 pub mod place;
+pub mod relays;
 pub mod topology;
 
 pub use path::{Guid, Path, Side};

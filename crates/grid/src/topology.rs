@@ -12,6 +12,11 @@
 //! front_addr = "10.1.0.1"     # ... and its address inside (default: .1 of the first host's /24)
 //! front_ssh = "me@front.a.org" # optional: how ssh reaches the front node (default: its name)
 //! relay_port = 7390           # where `ferry relay` listens on the front node (default 7390)
+//! [[cluster.relay]]           # optional, private only: one more front node with its own relay
+//! name = "a-front2"           # (its own public address and NAT); connections through the
+//! public_addr = "198.18.0.11" # cluster's relays spread over all of them (docs/grid.md)
+//! front_addr = "10.1.0.2"     # required here: its address inside
+//! ssh = "me@front2.a.org"     # optional
 //! rate = "1gbit"              # optional: `tc` rate of each host's link (testbed)
 //! wan_delay = "5ms"           # optional: one-way delay of the cluster's links to the WAN (testbed)
 //! nat = "port-preserving"     # private only, testbed: the front's NAT keeps source ports (the
@@ -212,6 +217,9 @@ pub struct Cluster {
     pub kind: Kind,
     /// Private clusters: the front node's name, public (WAN) address and address inside.
     pub front: Option<Front>,
+    /// Private clusters: more front nodes (`[[cluster.relay]]`), each with a relay and NAT of
+    /// its own; empty for the one-relay form. [`Cluster::fronts`] lists all.
+    pub more_fronts: Vec<Front>,
     /// Port of `ferry relay` on the front node.
     pub relay_port: u16,
     /// Optional `tc` rate of each host link, as `tc` spells it (`1gbit`).
@@ -276,7 +284,18 @@ struct RawCluster {
     #[serde(default)]
     link: Vec<RawLink>,
     #[serde(default)]
+    relay: Vec<RawRelay>,
+    #[serde(default)]
     host: Vec<RawHost>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawRelay {
+    name: Spanned<String>,
+    public_addr: Spanned<String>,
+    front_addr: Spanned<String>,
+    ssh: Option<Spanned<String>>,
 }
 
 #[derive(Deserialize)]
@@ -543,6 +562,50 @@ fn check_ssh(
     Ok(Some(text.clone()))
 }
 
+/// One `[[cluster.relay]]`: a further front node of a private cluster, every address its own;
+/// it does NAT as the cluster's `nat` says.
+fn check_relay(
+    loc: &Locator<'_>,
+    field: &str,
+    raw: &RawRelay,
+    (names, addrs): (&mut HashSet<String>, &mut HashSet<Ipv4Addr>),
+    nat: Nat,
+) -> Result<Front, TopologyError> {
+    let f = |n: &str| format!("{field}.{n}");
+    let name = check_name(loc, &f("name"), &raw.name, names)?;
+    let public_addr = parse_addr(loc, &f("public_addr"), &raw.public_addr)?;
+    if is_private(public_addr) || !addrs.insert(public_addr) {
+        return Err(loc.at(
+            raw.public_addr.span(),
+            f("public_addr"),
+            format!("{public_addr} is not a public address of its own"),
+        ));
+    }
+    let inside_addr = parse_addr(loc, &f("front_addr"), &raw.front_addr)?;
+    if !is_private(inside_addr) || !addrs.insert(inside_addr) {
+        return Err(loc.at(
+            raw.front_addr.span(),
+            f("front_addr"),
+            format!("{inside_addr} is not a private address of its own"),
+        ));
+    }
+    Ok(Front {
+        name,
+        public_addr,
+        inside_addr,
+        ssh: check_ssh(loc, &f("ssh"), &raw.ssh)?,
+        nat,
+    })
+}
+
+impl Cluster {
+    /// Every front node of a private cluster, `front` first, then the `[[cluster.relay]]`
+    /// ones in file order; none for a public cluster. Each runs a relay.
+    pub fn fronts(&self) -> impl Iterator<Item = &Front> {
+        self.front.iter().chain(&self.more_fronts)
+    }
+}
+
 impl Topology {
     /// The one-way delay of cluster `cluster`'s links to the WAN: its own, else the grid's.
     pub fn wan_delay_of(&self, cluster: usize) -> Option<Duration> {
@@ -658,6 +721,13 @@ impl Topology {
                             "a public cluster has no NAT (its hosts are their own fronts)",
                         ));
                     }
+                    if let Some(r) = rc.relay.first() {
+                        return Err(loc.at(
+                            r.name.span(),
+                            f("relay"),
+                            "a public cluster has no relays (its hosts are reached directly)",
+                        ));
+                    }
                     None
                 }
                 Kind::Private => {
@@ -719,6 +789,16 @@ impl Topology {
                     })
                 }
             };
+            let mut more_fronts = Vec::with_capacity(rc.relay.len());
+            for (ri, rr) in rc.relay.iter().enumerate() {
+                more_fronts.push(check_relay(
+                    &loc,
+                    &format!("cluster[{ci}].relay[{ri}]"),
+                    rr,
+                    (&mut names, &mut addrs),
+                    rc.nat.as_ref().map(|n| *n.get_ref()).unwrap_or_default(),
+                )?);
+            }
             let relay_port = match &rc.relay_port {
                 Some(p) if *p.get_ref() == 0 => {
                     return Err(loc.at(
@@ -736,6 +816,7 @@ impl Topology {
                 name,
                 kind,
                 front,
+                more_fronts,
                 relay_port,
                 rate,
                 links,
@@ -749,7 +830,7 @@ impl Topology {
                 c.hosts
                     .iter()
                     .map(|h| h.addr)
-                    .chain(c.front.iter().flat_map(|f| [f.public_addr, f.inside_addr]))
+                    .chain(c.fronts().flat_map(|f| [f.public_addr, f.inside_addr]))
             });
             if let Some(a) = others.find(|a| subnet.contains(*a)) {
                 return Err(loc.at(
@@ -811,10 +892,9 @@ impl Topology {
 
     /// The cluster a host (or front node) belongs to.
     pub fn cluster_of(&self, host: &str) -> Option<&Cluster> {
-        self.clusters.iter().find(|c| {
-            c.hosts.iter().any(|h| h.name == host)
-                || c.front.as_ref().is_some_and(|f| f.name == host)
-        })
+        self.clusters
+            .iter()
+            .find(|c| c.hosts.iter().any(|h| h.name == host) || c.fronts().any(|f| f.name == host))
     }
 }
 
@@ -1313,6 +1393,38 @@ name = "r2"
 addr = "198.18.2.2"
 rails = ["10.201.0.2", "10.202.0.2"]
 "#;
+
+    #[test]
+    fn several_relays_per_cluster() {
+        let more = GRID.replace(
+            "relay_port = 7400\n",
+            "relay_port = 7400\n[[cluster.relay]]\nname = \"a-front2\"\npublic_addr = \"198.18.0.11\"\nfront_addr = \"10.1.0.2\"\n",
+        );
+        let g = Topology::parse("grid.toml", &more).unwrap();
+        let names: Vec<&str> = g.clusters[0].fronts().map(|f| f.name.as_str()).collect();
+        assert_eq!(names, ["a-front", "a-front2"]);
+        assert_eq!(g.cluster_of("a-front2").unwrap().name, "a");
+        assert_eq!(g.clusters[1].fronts().count(), 0);
+        // The one-relay form has no more fronts.
+        assert!(Topology::parse("grid.toml", GRID).unwrap().clusters[0]
+            .more_fronts
+            .is_empty());
+        let (line, field, _) = error(&more.replace("198.18.0.11", "198.18.0.10"));
+        assert_eq!(
+            (line, field.as_str()),
+            (12, "cluster[0].relay[0].public_addr")
+        );
+        let (_, field, _) = error(&more.replace("\"10.1.0.2\"", "\"198.18.0.99\""));
+        assert_eq!(field, "cluster[0].relay[0].front_addr");
+        let (_, field, _) = error(&more.replace("\"a-front2\"", "\"a1\""));
+        assert_eq!(field, "cluster[0].relay[0].name");
+        let (_, field, message) = error(&more.replace("front_addr = \"10.1.0.2\"\n", ""));
+        assert!(message.contains("front_addr"), "{field}: {message}");
+        let public = format!(
+            "{GRID}[[cluster.relay]]\nname = \"x\"\npublic_addr = \"198.18.0.50\"\nfront_addr = \"10.9.0.1\"\n"
+        );
+        assert_eq!(error(&public).1, "cluster[1].relay");
+    }
 
     #[test]
     fn parses_rails() {

@@ -68,6 +68,8 @@ pub(crate) struct GridJob {
     ranks: Vec<(Placement, usize)>,
     /// Per rank: its [`RAIL_ADDRS_ENV`] value, if its host has rails.
     rails: Vec<Option<String>>,
+    /// `FERRY_RAILS` for every rank when the job does not set it ([`relay_rails`]).
+    relay_rails: Option<u16>,
     listener: Option<TcpListener>,
     relays: Vec<Relay>,
     /// See [`GridLaunch::relays_busy`].
@@ -79,6 +81,9 @@ struct Relay {
     front: String,
     child: Child,
     reported: bool,
+    /// The thread passing its stderr on, joined once it ended, so that its last lines (the
+    /// relay's closing status) are out before the launcher exits.
+    output: Option<std::thread::JoinHandle<()>>,
 }
 
 pub(crate) fn grid_error(what: impl std::fmt::Display) -> LaunchError {
@@ -93,6 +98,20 @@ pub(crate) fn rail_env(topo: &Topology, host: &str) -> Option<String> {
         .find(|h| h.name == host)
         .filter(|h| !h.rails.is_empty())
         .map(|h| encode_rail_addrs(&h.rail_addrs()))
+}
+
+/// Rails per pair when the job does not say (`FERRY_RAILS` unset) and a cluster holding ranks
+/// has several relays: one per relay of the cluster with the most, so that every relayed pair
+/// has a rail through each relay of its target's cluster (trunking, and fail-over when one
+/// dies), and never fewer than a host's rail addresses. `None` with one relay per cluster.
+pub(crate) fn relay_rails(topo: &Topology, clusters: &[usize]) -> Option<u16> {
+    let used = || clusters.iter().filter_map(|&ci| topo.clusters.get(ci));
+    let relays = used().map(|c| c.fronts().count()).max().unwrap_or(0);
+    if relays < 2 {
+        return None;
+    }
+    let links = used().map(|c| c.links.len() + 1).max().unwrap_or(1);
+    u16::try_from(relays.max(links)).ok()
 }
 
 /// The folder of job `job`'s relay key (removed with the job, or by its watchdog).
@@ -133,6 +152,8 @@ impl GridJob {
             })
             .collect();
         let rails = ranks.iter().map(|(p, _)| rail_env(topo, &p.host)).collect();
+        let used: Vec<usize> = ranks.iter().map(|(_, ci)| *ci).collect();
+        let relay_rails = relay_rails(topo, &used);
 
         // The bootstrap server: on the first public host, else on the first front node.
         let public = topo
@@ -165,6 +186,7 @@ impl GridJob {
             prefix,
             ranks,
             rails,
+            relay_rails,
             listener: Some(listener),
             relays: Vec::new(),
             relays_busy: grid.relays_busy,
@@ -179,14 +201,12 @@ impl GridJob {
             .and_then(|mut f| writeln!(f, "{}", ferry_wire::relay::relay_key(key).to_hex()))
             .map_err(|e| grid_error(format!("{}: {e}", key_file.display())))?;
 
-        // One relay per private cluster that holds ranks.
-        for (ci, c) in topo.clusters.iter().enumerate() {
-            let Some(front) = c.front.as_ref().filter(|_| c.kind == Kind::Private) else {
-                continue;
-            };
-            if !grid_job.ranks.iter().any(|(_, i)| *i == ci) {
-                continue;
-            }
+        // A relay on every front node of each private cluster that holds ranks.
+        let fronts = topo.clusters.iter().enumerate().flat_map(|(ci, c)| {
+            let used = c.kind == Kind::Private && grid_job.ranks.iter().any(|(_, i)| *i == ci);
+            c.fronts().filter(move |_| used).map(move |f| (c, f))
+        });
+        for (c, front) in fronts {
             let ns = format!("{}{}", grid_job.prefix, front.name);
             let mut command = Command::new("ip");
             command
@@ -207,15 +227,15 @@ impl GridJob {
                     front.name
                 ))
             })?;
-            if let Some(pipe) = child.stderr.take() {
-                // Relay messages go to our stderr, tagged; the thread ends with the relay.
-                let _ =
-                    output::forward(pipe, Sink::Stderr, Some(format!("[relay {}] ", front.name)));
-            }
+            // Relay messages go to our stderr, tagged; the thread ends with the relay.
+            let output = child.stderr.take().and_then(|pipe| {
+                output::forward(pipe, Sink::Stderr, Some(format!("[relay {}] ", front.name))).ok()
+            });
             grid_job.relays.push(Relay {
                 front: front.name.clone(),
                 child,
                 reported: false,
+                output,
             });
         }
         Ok(grid_job)
@@ -239,6 +259,11 @@ impl GridJob {
             .env(ferry_grid::PLACE_ENV, place.encode());
         if let Some(rails) = &self.rails[rank as usize] {
             command.env(RAIL_ADDRS_ENV, rails);
+        }
+        if let Some(rails) = self.relay_rails {
+            if std::env::var_os("FERRY_RAILS").is_none() {
+                command.env("FERRY_RAILS", rails.to_string());
+            }
         }
         // The testbed's hosts share this machine's cores, with the relays: a rank sizing its
         // spin by the job alone would spin as if it had a core of its own and starve the relays
@@ -299,6 +324,10 @@ impl Drop for GridJob {
                 sys::kill_process(relay.child.id(), libc::SIGKILL);
                 let _ = relay.child.wait();
             }
+            // The relay is gone, so its pipe ends: the join is quick.
+            if let Some(thread) = relay.output.take() {
+                let _ = thread.join();
+            }
         }
         let _ = std::fs::remove_dir_all(&self.jobs_dir);
     }
@@ -340,5 +369,22 @@ addr = "198.18.1.1"
         assert_eq!(rail_env(&topo, "p1"), None);
         assert_eq!(rail_env(&topo, "nobody"), None);
         assert_eq!(RAIL_ADDRS_ENV, "FERRY_RAIL_ADDRS");
+    }
+
+    #[test]
+    fn several_relays_give_a_rail_through_each() {
+        let grid = |name: &str| {
+            let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+                .join("../testbed/grids")
+                .join(name);
+            Topology::load(&path).expect("the grid parses")
+        };
+        let relays = grid("relays.toml");
+        // a has three relays, b two: three rails, also when only b holds ranks.
+        assert_eq!(relay_rails(&relays, &[0, 1]), Some(3));
+        assert_eq!(relay_rails(&relays, &[1]), Some(2));
+        // One relay per cluster: the job's own rail count.
+        assert_eq!(relay_rails(&grid("three.toml"), &[0, 1, 2]), None);
+        assert_eq!(relay_rails(&relays, &[]), None);
     }
 }

@@ -115,57 +115,65 @@ pub(crate) fn over_ssh(
             env,
         });
     }
+    if let Some(rails) = crate::grid::relay_rails(topo, &clusters_used) {
+        if std::env::var_os("FERRY_RAILS").is_none() {
+            for node in &mut nodes {
+                node.env
+                    .push(("FERRY_RAILS".to_string(), rails.to_string()));
+            }
+        }
+    }
     let relay_key = ferry_wire::relay::relay_key(key).to_hex();
     let mut relays = SshRelays { relays: Vec::new() };
     for &ci in &clusters_used {
         let cluster = &topo.clusters[ci];
-        let Some(front) = cluster
-            .front
-            .as_ref()
-            .filter(|_| cluster.kind == Kind::Private)
-        else {
+        if cluster.kind != Kind::Private {
             continue;
-        };
-        let mut remote = format!(
-            "{} relay --listen 0.0.0.0:{} --key-stdin {job:x}",
-            crate::remote::shell_quote(&grid.ferry.to_string_lossy()),
-            cluster.relay_port
-        );
-        for arg in &grid.relay_args {
-            remote.push(' ');
-            remote += &crate::remote::shell_quote(arg);
         }
-        let mut command = Command::new(&shell[0]);
-        command
-            .args(&shell[1..])
-            .arg(front.ssh.as_ref().unwrap_or(&front.name))
-            .arg(remote)
-            .stdin(Stdio::piped())
-            .stdout(Stdio::null())
-            .stderr(Stdio::piped())
-            .process_group(0);
-        sys::end_with_launcher(&mut command, libc::SIGTERM);
-        let mut child = command.spawn().map_err(|e| {
-            grid_error(format!(
-                "cannot start ssh for the relay on {}: {e}",
-                front.name
-            ))
-        })?;
-        if let Some(pipe) = child.stderr.take() {
-            let _ = output::forward(pipe, Sink::Stderr, Some(format!("[relay {}] ", front.name)));
-        }
-        let mut stdin = child.stdin.take();
-        if let Some(pipe) = stdin.as_mut() {
-            if writeln!(pipe, "{relay_key}").is_err() {
-                stdin = None;
+        // A relay on every front node of the cluster: connections spread over them.
+        for front in cluster.fronts() {
+            let mut remote = format!(
+                "{} relay --listen 0.0.0.0:{} --key-stdin {job:x}",
+                crate::remote::shell_quote(&grid.ferry.to_string_lossy()),
+                cluster.relay_port
+            );
+            for arg in &grid.relay_args {
+                remote.push(' ');
+                remote += &crate::remote::shell_quote(arg);
             }
+            let mut command = Command::new(&shell[0]);
+            command
+                .args(&shell[1..])
+                .arg(front.ssh.as_ref().unwrap_or(&front.name))
+                .arg(remote)
+                .stdin(Stdio::piped())
+                .stdout(Stdio::null())
+                .stderr(Stdio::piped())
+                .process_group(0);
+            sys::end_with_launcher(&mut command, libc::SIGTERM);
+            let mut child = command.spawn().map_err(|e| {
+                grid_error(format!(
+                    "cannot start ssh for the relay on {}: {e}",
+                    front.name
+                ))
+            })?;
+            if let Some(pipe) = child.stderr.take() {
+                let _ =
+                    output::forward(pipe, Sink::Stderr, Some(format!("[relay {}] ", front.name)));
+            }
+            let mut stdin = child.stdin.take();
+            if let Some(pipe) = stdin.as_mut() {
+                if writeln!(pipe, "{relay_key}").is_err() {
+                    stdin = None;
+                }
+            }
+            relays.relays.push(SshRelay {
+                front: front.name.clone(),
+                child,
+                stdin,
+                reported: false,
+            });
         }
-        relays.relays.push(SshRelay {
-            front: front.name.clone(),
-            child,
-            stdin,
-            reported: false,
-        });
     }
     let ferry = grid.ferry.clone();
     Ok((

@@ -24,7 +24,7 @@
 use crate::engine::{Action, Config, ConnId, Relay};
 use crate::pinhole::Pinholes;
 use crate::sockmap::{self, AddError, Forwarder, KernelPair};
-use ferry_wire::JobKey;
+use ferry_wire::{relay, JobKey};
 use mio::net::{TcpListener, TcpStream};
 use mio::{Events, Interest, Poll, Token};
 use rustix::pipe::{splice, SpliceFlags};
@@ -50,9 +50,20 @@ fn token(id: ConnId) -> Token {
 pub const BUDGET: usize = 4 << 20;
 /// Size of each forwarding pipe (and of the buffer in buffered mode).
 pub const PIPE_SIZE: usize = 1 << 20;
+// `relay::HELD_IN_RELAY` counts one pipe of at most 1 MiB.
+const _: () = assert!(PIPE_SIZE <= 1 << 20);
 /// How often a kernel-forwarded pair whose one side has closed is looked at until the last
 /// bytes in that direction have left the relay.
 const DRAIN_LOOK: Duration = Duration::from_millis(1);
+
+/// Fixes the socket's buffers at [`relay::FORWARD_SOCKET_BUFFER`] instead of autotuning, so
+/// that what this relay holds of a connection stays below [`relay::HELD_IN_RELAY`]: ranks keep
+/// that much of what they sent through a relay, to send it again on another rail if the relay
+/// dies. Failure only loses the bound (the kernel's default stays), so it is not an error.
+fn bound_buffers(stream: &TcpStream) {
+    let _ = rustix::net::sockopt::set_socket_recv_buffer_size(stream, relay::FORWARD_SOCKET_BUFFER);
+    let _ = rustix::net::sockopt::set_socket_send_buffer_size(stream, relay::FORWARD_SOCKET_BUFFER);
+}
 
 /// How paired connections are forwarded.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
@@ -627,6 +638,7 @@ impl Daemon {
                         }
                     }
                     let _ = stream.set_nodelay(true);
+                    bound_buffers(&stream);
                     let inside = self.inside.iter().any(|c| c.contains(peer.ip()));
                     let mut nonce = [0u8; 32];
                     if getrandom::getrandom(&mut nonce).is_err() {
@@ -773,6 +785,7 @@ impl Daemon {
                 }
                 Action::Dial { conn, addr } => match TcpStream::connect(addr) {
                     Ok(mut stream) => {
+                        bound_buffers(&stream);
                         if self
                             .poll
                             .registry()

@@ -266,12 +266,6 @@ impl Plan {
                     }
                 }
                 (Kind::Private, Some(front)) => {
-                    if !in_net(front.public_addr, (wan, wan_len)) {
-                        return bad(format!(
-                            "front {} has public address {}, outside the testbed WAN 198.18.0.0/15",
-                            front.name, front.public_addr
-                        ));
-                    }
                     let subnet = subnet24(front.inside_addr);
                     for h in &cluster.hosts {
                         if subnet24(h.addr) != subnet {
@@ -283,28 +277,45 @@ impl Plan {
                     }
                     let bridge = format!("c{ci}");
                     plan.bridges.push(bridge.clone());
-                    plan.namespaces.push((front.name.clone(), ns(&front.name)));
-                    plan.links.push(Link {
-                        ns: ns(&front.name),
-                        dev: "eth0".into(),
-                        switch_dev: next_dev(),
-                        bridge: "wan".into(),
-                        addr: front.public_addr,
-                        prefix_len: wan_len,
-                        rate: grid.wan_rate.clone(),
-                        delay: grid.wan_delay_of(ci),
-                    });
-                    plan.links.push(Link {
-                        ns: ns(&front.name),
-                        dev: "eth1".into(),
-                        switch_dev: next_dev(),
-                        bridge: bridge.clone(),
-                        addr: front.inside_addr,
-                        prefix_len: 24,
-                        rate: None,
-                        delay: None,
-                    });
-                    plan.nats.push((ns(&front.name), subnet, front.nat));
+                    // Every front node (the cluster may have several, each with its relay) is
+                    // a namespace of its own between the WAN and the cluster's bridge, doing
+                    // NAT; the hosts' default route is through the first.
+                    for front in cluster.fronts() {
+                        if !in_net(front.public_addr, (wan, wan_len)) {
+                            return bad(format!(
+                                "front {} has public address {}, outside the testbed WAN 198.18.0.0/15",
+                                front.name, front.public_addr
+                            ));
+                        }
+                        if subnet24(front.inside_addr) != subnet {
+                            return bad(format!(
+                                "front {} ({}) is not in its cluster's /24 {subnet}/24",
+                                front.name, front.inside_addr
+                            ));
+                        }
+                        plan.namespaces.push((front.name.clone(), ns(&front.name)));
+                        plan.links.push(Link {
+                            ns: ns(&front.name),
+                            dev: "eth0".into(),
+                            switch_dev: next_dev(),
+                            bridge: "wan".into(),
+                            addr: front.public_addr,
+                            prefix_len: wan_len,
+                            rate: grid.wan_rate.clone(),
+                            delay: grid.wan_delay_of(ci),
+                        });
+                        plan.links.push(Link {
+                            ns: ns(&front.name),
+                            dev: "eth1".into(),
+                            switch_dev: next_dev(),
+                            bridge: bridge.clone(),
+                            addr: front.inside_addr,
+                            prefix_len: 24,
+                            rate: None,
+                            delay: None,
+                        });
+                        plan.nats.push((ns(&front.name), subnet, front.nat));
+                    }
                     for h in &cluster.hosts {
                         plan.namespaces.push((h.name.clone(), ns(&h.name)));
                         plan.links.push(Link {

@@ -163,13 +163,17 @@ impl SshPlan {
                 (Kind::Private, Some(front)) => {
                     let mut inside = vec![front.name.clone()];
                     inside.extend(cluster.hosts.iter().map(|h| h.name.clone()));
-                    machines.push(Machine {
-                        name: front.name.clone(),
-                        ns: ns_of(&front.name)?,
-                        addrs: vec![front.public_addr, front.inside_addr],
-                        dial: front.public_addr,
-                        behind: None,
-                    });
+                    // Every front node (several when the cluster has several relays) is a
+                    // machine reached at its public address.
+                    for f in cluster.fronts() {
+                        machines.push(Machine {
+                            name: f.name.clone(),
+                            ns: ns_of(&f.name)?,
+                            addrs: vec![f.public_addr, f.inside_addr],
+                            dial: f.public_addr,
+                            behind: None,
+                        });
+                    }
                     Some((front.name.clone(), inside))
                 }
                 _ => None,

@@ -64,6 +64,19 @@ pub const VERSION: u8 = 1;
 /// Length of the frame header.
 pub const HEADER_LEN: usize = 8;
 
+/// Size the relay asks for (`SO_RCVBUF`, `SO_SNDBUF`) on each socket it forwards, instead of
+/// the kernel's autotuning: it bounds what a relay holds (see [`HELD_IN_RELAY`]).
+pub const FORWARD_SOCKET_BUFFER: usize = 4 << 20;
+
+/// Most bytes of one direction of a forwarded connection that a relay may have taken (its
+/// TCP acknowledged them to the sender) but not yet delivered: the kernel doubles a socket
+/// buffer request for its bookkeeping, so at most 2 × [`FORWARD_SOCKET_BUFFER`] in the
+/// receiving socket, as much unacknowledged in the sending one, and one pipe of at most
+/// 1 MiB between them; rounded up. If the relay dies these bytes are gone, so a rank keeps
+/// what it sent through a relay for this many bytes past its TCP acknowledgement and sends
+/// it again on another rail.
+pub const HELD_IN_RELAY: u64 = 32 << 20;
+
 /// Relay → peer on every new connection: `{relay_nonce [32]}`.
 pub const OP_GREETING: u8 = 0x01;
 /// Registrant → relay: `{job u64, rank u32, port u16, reserved u16, mac [32]}`.

@@ -95,8 +95,10 @@ pub(super) struct Lanes {
     pub(super) ordered: usize,
     /// Ordered frames written so far.
     pub(super) sent_seq: u64,
-    /// Copies of the ordered frames written but not yet acknowledged by the peer's TCP, with
-    /// the rail's byte count at each one's end: sent again if that rail fails.
+    /// Copies of the ordered frames written but not yet acknowledged by the peer's TCP (on a
+    /// rail through a relay: not within `ferry_wire::relay::HELD_IN_RELAY` bytes of that
+    /// acknowledgement), with the rail's byte count at each one's end: sent again if that rail
+    /// fails.
     pub(super) retained: VecDeque<(u64, OutFrame)>,
 }
 

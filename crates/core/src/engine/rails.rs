@@ -106,7 +106,9 @@ impl Engine {
                         if let Some(copy) = keep {
                             lanes.sent_seq += 1;
                             let load = tcp.load(p, rail);
-                            let delivered = load.written - load.backlog.min(load.written);
+                            // Through a relay, TCP's acknowledgement is the relay's: what
+                            // it holds is gone with it, so that much more is kept.
+                            let delivered = load.surely_delivered(tcp.held_in_relay(p, rail));
                             while lanes
                                 .retained
                                 .front()

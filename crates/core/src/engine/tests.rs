@@ -172,6 +172,36 @@ fn ordered_frames_sent_again_after_a_rail_failed_are_taken_once() {
 }
 
 #[test]
+fn through_a_dead_relay_frames_sent_again_from_far_back_are_taken_once_and_lost_ones_arrive() {
+    // Through a relay the sender keeps ordered frames well past TCP's acknowledgement (the
+    // relay's), so it sends again from far back: here from frame 0, after frames 0-4 went out
+    // and only 0-2 passed the relay before it died (3 and 4 died with it).
+    let mut e = engine_with_rails(2, 2);
+    let eager = |tag: i32| Frame::Eager {
+        context: 0,
+        tag,
+        len: 1,
+    };
+    for tag in 0..3 {
+        deliver(&mut e, 1, eager(tag), &[tag as u8]).unwrap();
+    }
+    deliver(&mut e, 1, Frame::RailDown { rail: 0, seq: 0 }, &[]).unwrap();
+    for (_, seq) in e.proto.take_drains(1) {
+        e.proto.drained(1, seq);
+    }
+    for tag in 0..6 {
+        deliver(&mut e, 1, eager(tag), &[tag as u8]).unwrap();
+    }
+    for tag in 0..6 {
+        let mut buf = [9u8];
+        let id = e.irecv(0, Some(1), Some(tag), buf.as_mut_ptr(), 1).unwrap();
+        assert!(e.proto.is_done(id), "message {tag}");
+        assert_eq!(buf, [tag as u8]);
+    }
+    assert_eq!(e.iprobe(0, None, None).unwrap(), None, "no message twice");
+}
+
+#[test]
 fn over_rails_a_pushed_send_completes_on_fin_not_on_its_last_chunk() {
     let mut e = engine_with_rails(2, 2);
     let payload = vec![7u8; 1 << 20];

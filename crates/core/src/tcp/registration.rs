@@ -1,4 +1,5 @@
-//! A private rank's registration with the relay on its front node, held for the job's life.
+//! A private rank's registrations with the relays on its cluster's front nodes, held for the
+//! job's life.
 
 use super::*;
 
@@ -6,13 +7,19 @@ use super::*;
 pub(super) struct RelayLink {
     pub(super) stream: TcpStream,
     pub(super) front: String,
+    /// Where we registered: the relay's address inside the cluster, which is also where its
+    /// forwarded connections come from.
+    pub(super) inside: SocketAddr,
+    /// False once the registration ended (the relay died).
+    pub(super) alive: bool,
 }
 
 impl TcpTransport {
-    /// Registers this rank with the relay of its cluster (on `front`, reached at `inside`) so
-    /// that ranks outside the cluster can reach it, and keeps the connection: its end fails the
-    /// job ("relay on `front` went away"). Blocks until registered, retrying a refused connect
-    /// for up to `timeout` (the relay may be starting).
+    /// Registers this rank with a relay of its cluster (on `front`, reached at `inside`) so
+    /// that ranks outside the cluster can reach it through that relay, and keeps the
+    /// connection: the end of the last one fails the job ("relay on `front` went away").
+    /// Called once per relay of the cluster. Blocks until registered, retrying a refused
+    /// connect for up to `timeout` (the relay may be starting).
     pub(crate) fn register_with_relay(
         &mut self,
         inside: SocketAddr,
@@ -74,19 +81,38 @@ impl TcpTransport {
         let mut stream = TcpStream::from_std(stream);
         self.poll
             .registry()
-            .register(&mut stream, RELAY, Interest::READABLE)
+            .register(
+                &mut stream,
+                Token(RELAY_BASE + self.relays.len()),
+                Interest::READABLE,
+            )
             .map_err(|e| io_error("epoll_ctl", e))?;
-        self.relay = Some(RelayLink {
+        self.relays.push(RelayLink {
             stream,
             front: front.to_string(),
+            inside,
+            alive: true,
         });
         Ok(())
     }
 
-    /// Reads the relay registration after an event on it: its end is the job's failure.
+    /// The front node of the relay that a connection from `addr` came through: the relay
+    /// whose inside address it is, else (a relay forwarding in the kernel keeps the dialer's
+    /// address) the one relay of the cluster, or all of them.
+    pub(super) fn relay_of(&self, addr: SocketAddr) -> Option<String> {
+        if let Some(link) = self.relays.iter().find(|l| l.inside.ip() == addr.ip()) {
+            return Some(link.front.clone());
+        }
+        let fronts: Vec<&str> = self.relays.iter().map(|l| l.front.as_str()).collect();
+        (!fronts.is_empty()).then(|| fronts.join(" or "))
+    }
+
+    /// Reads registration `index` after an event on it. The end of the last live one is the
+    /// job's failure; with others left, the connections through that relay fail as rails do
+    /// and the rest go on.
     #[cold]
-    pub(super) fn check_relay(&mut self) -> Result<(), Error> {
-        let Some(link) = self.relay.as_mut() else {
+    pub(super) fn check_relay(&mut self, index: usize) -> Result<(), Error> {
+        let Some(link) = self.relays.get_mut(index).filter(|l| l.alive) else {
             return Ok(());
         };
         let mut buf = [0u8; 256];
@@ -100,9 +126,26 @@ impl TcpTransport {
                 Err(_) => break,
             }
         }
-        Err(Error::Transport(format!(
-            "rank {}: relay on {} went away",
-            self.me, link.front
-        )))
+        link.alive = false;
+        let _ = self.poll.registry().deregister(&mut link.stream);
+        let gone = link.front.clone();
+        let left: Vec<&str> = self
+            .relays
+            .iter()
+            .filter(|l| l.alive)
+            .map(|l| l.front.as_str())
+            .collect();
+        if left.is_empty() {
+            return Err(Error::Transport(format!(
+                "rank {}: relay on {gone} went away",
+                self.me
+            )));
+        }
+        eprintln!(
+            "ferry: rank {}: relay on {gone} went away; the relays on {} remain",
+            self.me,
+            left.join(", ")
+        );
+        Ok(())
     }
 }

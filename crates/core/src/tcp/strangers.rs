@@ -139,7 +139,7 @@ impl TcpTransport {
                     // Bytes may already wait in the kernel; edge-triggered epoll will not repeat.
                     conn.readable = true;
                     if conn.relayed {
-                        conn.via = self.relay.as_ref().map(|l| l.front.clone());
+                        conn.via = self.relay_of(conn.addr);
                     }
                     conn.compressor = crate::compress::LinkCompressor::new(self.compress);
                     self.conns[rank as usize][rail as usize] = Some(conn);
