@@ -965,6 +965,7 @@ pub(crate) unsafe fn reduce(
             comm,
             Collective::Reduce {
                 bytes: recv.bytes(),
+                elem: recv.dt.size().max(1),
                 root,
                 commutative,
             },
