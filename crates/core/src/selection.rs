@@ -205,6 +205,13 @@ pub(crate) struct Call {
     pub(crate) commutative: bool,
 }
 
+#[cfg(test)]
+impl Call {
+    fn with_clusters(self, clusters: usize) -> Call {
+        Call { clusters, ..self }
+    }
+}
+
 /// One line of a collective's list: conditions, all of which must hold, and the algorithm.
 #[derive(Debug, Clone, PartialEq, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -766,6 +773,40 @@ mod tests {
         assert_eq!(t.allreduce(2048, 8, 257, 1, true), RecursiveDoubling);
         assert_eq!(t.allreduce(2047, 1, 2, 1, true), RecursiveDoubling);
         assert_eq!(t.allreduce(2048, 1, 2, 1, false), RecursiveDoubling);
+    }
+
+    #[test]
+    fn shared_memory_rules_choose_the_segment_and_leave_the_message_algorithm_to_the_rest() {
+        let t = Table::from_lookup(env(&[])).unwrap();
+        let call = |bytes: usize, ranks: usize| Call {
+            bytes,
+            ranks,
+            clusters: 1,
+            commutative: true,
+        };
+        // Built in: short broadcasts from 2 ranks, long ones from 3, through the segment.
+        assert!(t.shared(Shareable::Bcast, call(8, 2)));
+        assert!(!t.shared(Shareable::Bcast, call(1 << 20, 2)));
+        assert!(t.shared(Shareable::Bcast, call(1 << 20, 4)));
+        assert!(!t.shared(Shareable::Bcast, call(16384, 4)));
+        assert!(!t.shared(Shareable::Bcast, call(8, 4).with_clusters(2)));
+        assert!(t.shared(Shareable::Allreduce, call(8, 2)));
+        assert!(t.shared(Shareable::Barrier, call(0, 4)));
+        let file = load(
+            "shared",
+            r#"{ "bcast": [
+                  { "min_bytes": 100, "algorithm": "shared_memory" },
+                  { "min_bytes": 50, "algorithm": "scatter_allgather" },
+                  { "algorithm": "shared_memory" } ] }"#,
+        )
+        .unwrap();
+        assert!(file.shared(Shareable::Bcast, call(100, 4)));
+        assert_eq!(file.bcast(100, 4, 1), ScatterAllgather);
+        assert!(!file.shared(Shareable::Bcast, call(60, 4)));
+        assert_eq!(file.bcast(60, 4, 1), ScatterAllgather);
+        // Only shared rules match: the built-in default algorithm carries the call.
+        assert!(file.shared(Shareable::Bcast, call(10, 4)));
+        assert_eq!(file.bcast(10, 4, 1), Binomial);
     }
 
     #[test]

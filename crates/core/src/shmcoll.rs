@@ -41,7 +41,7 @@ use std::fs::OpenOptions;
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 use std::rc::{Rc, Weak};
-use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+use std::sync::atomic::{fence, AtomicU32, AtomicU64, Ordering};
 
 const MAGIC: u64 = u64::from_le_bytes(*b"FERRYCOL");
 /// Header: magic u64 @0, ranks u64 @8, half u64 @16; the arrival counter u64 on its own line
@@ -51,6 +51,22 @@ const ARRIVED: usize = 64;
 const RELEASED: usize = 128;
 const META: usize = 4096;
 const PAGE: usize = 4096;
+/// Set by a root waiting for a post slot to be read (its rank + 1, or 0): a u32 on its own
+/// line of the header.
+const WRITER_WAITING: usize = 192;
+/// Short broadcasts go through post slots, without a barrier: the root writes slot
+/// `call mod POST_SLOTS` and goes on, each reader copies and counts itself done, and a root
+/// reuses a slot once every reader of its previous use has. Slot: stamp u32 (call + 1) and
+/// length u64 on the first line, readers done u32 on the second, then the data.
+const POST_SLOTS: usize = 64;
+/// Readers waiting for a post slot's stamp right now: a u32 on its own line of the header. The
+/// root looks at the peers' sleeping words only when it is not 0 — a reader that comes after
+/// the stamp (a root running ahead) never waits, and the root then reads one line, not n-1.
+const POST_WAITERS: usize = 256;
+const POST_HEAD: usize = 2 * LINE;
+/// Largest broadcast that goes through a post slot.
+pub(crate) const POST_MAX: usize = 4096;
+const POST_SLOT: usize = POST_HEAD + POST_MAX;
 /// Slots and parts start on cache lines.
 const LINE: usize = 64;
 /// Live segments a process keeps at most; a communicator beyond keeps its message algorithms.
@@ -59,9 +75,14 @@ const MAX_SEGMENTS: usize = 64;
 /// of in parts between two: for short vectors the second wake-up costs more than the reads.
 const WHOLE_REDUCE: usize = 2048;
 
+/// Where the post slots start in a segment for `ranks` ranks.
+fn post_offset(ranks: usize) -> usize {
+    META + (2 * ranks * LINE).next_multiple_of(PAGE)
+}
+
 /// Where the halves start in a segment for `ranks` ranks.
 fn data_offset(ranks: usize) -> usize {
-    META + (2 * ranks * LINE).next_multiple_of(PAGE)
+    post_offset(ranks) + (POST_SLOTS * POST_SLOT).next_multiple_of(PAGE)
 }
 
 /// Bytes of a segment for `ranks` ranks with halves of `half` bytes.
@@ -124,6 +145,8 @@ pub(crate) struct Segment {
     half: usize,
     /// Barriers passed: the same count on every member between calls.
     phase: Cell<u64>,
+    /// Short broadcasts made (the same count on every member between calls).
+    posts: Cell<u64>,
 }
 
 /// The segments of this process by context id: `None` once the members agreed to do without.
@@ -198,6 +221,7 @@ impl Segment {
             me,
             half,
             phase: Cell::new(0),
+            posts: Cell::new(0),
         }
     }
 
@@ -262,14 +286,7 @@ impl Segment {
         // store hands them on to the waiters.
         if self.arrived().fetch_add(1, Ordering::AcqRel) + 1 == all {
             self.released().store(next, Ordering::Release);
-            let engine = comm.shared.engine.borrow();
-            if let Some(shm) = engine.shm_transport() {
-                for (r, &world) in comm.group.world_of.iter().enumerate() {
-                    if r != self.me {
-                        shm.wake(world as usize);
-                    }
-                }
-            }
+            self.wake_others(comm);
         } else {
             comm.shared.wait_for(Watch {
                 word: self.released(),
@@ -278,6 +295,94 @@ impl Segment {
         }
         self.phase.set(phase + 1);
         Ok(())
+    }
+
+    fn word32(&self, at: usize) -> &AtomicU32 {
+        // SAFETY: every caller passes a 4-aligned offset inside the mapping whose word is only
+        // ever accessed atomically.
+        unsafe { &*(self.map.as_mut_ptr().add(at) as *const AtomicU32) }
+    }
+
+    /// A short broadcast through a post slot (see [`POST_SLOTS`]): the root waits only when
+    /// the slot's previous use is still being read, a reader only for its data.
+    fn post(&self, comm: &Comm, buf: *mut u8, bytes: usize, root: usize) -> Result<(), Error> {
+        let call = self.posts.get();
+        self.posts.set(call + 1);
+        let slot = post_offset(self.ranks) + (call % POST_SLOTS as u64) as usize * POST_SLOT;
+        let stamp = self.word32(slot);
+        let readers_done = self.word32(slot + LINE);
+        let writer_waiting = self.word32(WRITER_WAITING);
+        // SAFETY: the length word of the slot, 8-aligned, only accessed atomically.
+        let len = unsafe { &*(self.map.as_mut_ptr().add(slot + 8) as *const AtomicU64) };
+        // SAFETY: the data of the slot, POST_MAX bytes inside the mapping.
+        let data = unsafe { self.map.as_mut_ptr().add(slot + POST_HEAD) };
+        let readers = (self.ranks - 1) as u64;
+        if self.me == root {
+            // Every reader of the slot's earlier uses has counted itself done.
+            let uses = call / POST_SLOTS as u64;
+            let all_read = Watch {
+                word: readers_done,
+                target: (uses * readers) as u32,
+            };
+            if !all_read.reached() {
+                writer_waiting.store(self.me as u32 + 1, Ordering::SeqCst);
+                let waited = comm.shared.wait_for(all_read);
+                writer_waiting.store(0, Ordering::Relaxed);
+                waited?;
+            }
+            // SAFETY: `buf` holds `bytes` <= POST_MAX; nobody reads the slot until the stamp.
+            unsafe { copy(buf, data, bytes) };
+            len.store(bytes as u64, Ordering::Relaxed);
+            stamp.store((call + 1) as u32, Ordering::Release);
+            fence(Ordering::SeqCst);
+            if self.word32(POST_WAITERS).load(Ordering::Relaxed) != 0 {
+                self.wake_others(comm);
+            }
+            return Ok(());
+        }
+        let stamped = Watch {
+            word: stamp,
+            target: (call + 1) as u32,
+        };
+        if !stamped.reached() {
+            // Counted before the look inside the wait, so that a root storing the stamp after
+            // that look sees the count (each side stores, then loads, with a full fence).
+            let waiters = self.word32(POST_WAITERS);
+            waiters.fetch_add(1, Ordering::SeqCst);
+            let waited = comm.shared.wait_for(stamped);
+            waiters.fetch_sub(1, Ordering::Relaxed);
+            waited?;
+        }
+        let total = len.load(Ordering::Relaxed) as usize;
+        // SAFETY: the root wrote `total` <= POST_MAX bytes before the stamp this rank saw.
+        unsafe { copy(data, buf, total.min(bytes)) };
+        readers_done.fetch_add(1, Ordering::SeqCst);
+        let waiting = writer_waiting.load(Ordering::SeqCst);
+        if waiting != 0 {
+            let engine = comm.shared.engine.borrow();
+            if let (Some(shm), Some(&world)) = (
+                engine.shm_transport(),
+                comm.group.world_of.get(waiting as usize - 1),
+            ) {
+                shm.wake(world as usize);
+            }
+        }
+        if total != bytes {
+            return Err(mismatch(self.me, bytes, root, total));
+        }
+        Ok(())
+    }
+
+    /// Wakes every other member that sleeps, after a store they may wait for.
+    fn wake_others(&self, comm: &Comm) {
+        let engine = comm.shared.engine.borrow();
+        if let Some(shm) = engine.shm_transport() {
+            for (r, &world) in comm.group.world_of.iter().enumerate() {
+                if r != self.me {
+                    shm.wake(world as usize);
+                }
+            }
+        }
     }
 
     /// The root's count decides the chunks (a receiver learns it after the first barrier),
@@ -649,6 +754,9 @@ impl Comm {
         }
         match plan {
             SharedPlan::Barrier => segment.barrier(self)?,
+            SharedPlan::Bcast { bytes, root } if bytes <= POST_MAX => {
+                segment.post(self, recv, bytes, root)?
+            }
             SharedPlan::Bcast { bytes, root } => segment.bcast(self, recv, bytes, root)?,
             SharedPlan::Reduce {
                 bytes,
@@ -667,5 +775,65 @@ impl Comm {
             SharedPlan::Alltoall { block } => segment.alltoall(self, send, recv, block)?,
         }
         Ok(true)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_layout_keeps_halves_on_pages_and_slots_on_lines() {
+        for ranks in [2, 3, 8, 64, 1000] {
+            assert_eq!(data_offset(ranks) % PAGE, 0);
+            assert!(post_offset(ranks) >= META + 2 * ranks * LINE);
+            assert!(data_offset(ranks) >= post_offset(ranks) + POST_SLOTS * POST_SLOT);
+            assert_eq!(post_offset(ranks) % LINE, 0);
+        }
+        assert_eq!(POST_SLOT % LINE, 0);
+        assert!(WRITER_WAITING >= RELEASED + LINE && POST_WAITERS >= WRITER_WAITING + LINE);
+        assert!(POST_WAITERS + LINE <= META);
+        assert_eq!(half_of(4 << 20), 2 << 20);
+        assert_eq!(half_of(65536 + 100), 32768);
+    }
+
+    #[test]
+    fn reduction_chunks_are_whole_elements_and_fit_a_half_with_the_result() {
+        for (half, ranks, elem) in [
+            (2 << 20, 8, 8),
+            (32768, 3, 12),
+            (4096, 63, 1),
+            (4096, 64, 8),
+        ] {
+            let chunk = reduce_chunk(half, ranks, elem);
+            assert_eq!(chunk % elem, 0);
+            assert!((ranks + 1) * chunk <= half, "{half} {ranks} {elem}");
+        }
+        // Too many ranks for the half: the plan does not fit, the call goes by messages.
+        let plan = SharedPlan::Reduce {
+            bytes: 8,
+            elem: 8,
+            root: None,
+            in_place: false,
+        };
+        assert!(plan.fits(8, 2 << 20));
+        assert!(!plan.fits(64, 4096));
+        assert!(!SharedPlan::Alltoall { block: 8 }.fits(64, 65536));
+        assert!(SharedPlan::Alltoall { block: 8 }.fits(8, 65536));
+    }
+
+    #[test]
+    fn different_counts_are_truncation_or_a_named_mismatch() {
+        match mismatch(1, 40, 0, 400) {
+            Error::Truncated {
+                sender: 0,
+                message_len: 400,
+                buffer_len: 40,
+                ..
+            } => {}
+            e => panic!("{e}"),
+        }
+        let e = mismatch(2, 400, 0, 40).to_string();
+        assert!(e.contains("rank 0 passed 40 bytes, rank 2 400"), "{e}");
     }
 }

@@ -2,7 +2,7 @@
  * (8 B to 5 MiB with a 1 MiB segment, odd lengths): bcast from every root, allreduce (also in
  * place, and with a non-commutative user operation, which must be applied in rank order),
  * reduce to every root, allgather, alltoall and barrier, on MPI_COMM_WORLD, on a split half
- * and on a duplicate. A large send started before a barrier and waited for after it checks
+ * and on a duplicate; a hundred short broadcasts from changing roots. A large send started before a barrier and waited for after it checks
  * that a rank waiting in a shared barrier still moves its other messages. With the argument
  * `quick`, only a few small calls (for many ranks on few cores). */
 #include <mpi.h>
@@ -111,6 +111,13 @@ static void run(MPI_Comm comm, const char *name, int quick) {
         }
         free(buf);
         free(out);
+    }
+    /* many short broadcasts in a row, roots taking turns: post slots are reused */
+    for (int i = 0; i < 100; i++) {
+        int root = (i * 7) % size, v[3] = {-1, -1, -1};
+        if (rank == root) v[0] = i, v[1] = root, v[2] = i * i;
+        MPI_Bcast(v, 3, MPI_INT, root, comm);
+        CHECK(v[0] == i && v[1] == root && v[2] == i * i, "%s: short bcast %d from %d", name, i, root);
     }
     /* a non-commutative operation, applied in rank order */
     MPI_Datatype mat;
