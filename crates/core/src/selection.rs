@@ -790,7 +790,9 @@ mod tests {
         assert!(t.shared(Shareable::Bcast, call(1 << 20, 4)));
         assert!(!t.shared(Shareable::Bcast, call(16384, 4)));
         assert!(!t.shared(Shareable::Bcast, call(8, 4).with_clusters(2)));
-        assert!(t.shared(Shareable::Allreduce, call(8, 2)));
+        assert!(!t.shared(Shareable::Allreduce, call(8, 2)));
+        assert!(t.shared(Shareable::Allreduce, call(8, 3)));
+        assert!(t.shared(Shareable::Allreduce, call(1 << 20, 2)));
         assert!(t.shared(Shareable::Barrier, call(0, 4)));
         let file = load(
             "shared",

@@ -64,6 +64,10 @@ const POST_SLOTS: usize = 64;
 /// the stamp (a root running ahead) never waits, and the root then reads one line, not n-1.
 const POST_WAITERS: usize = 256;
 const POST_HEAD: usize = 2 * LINE;
+// Each header word on a line of its own, all before the meta lines.
+const _: () = assert!(WRITER_WAITING >= RELEASED + LINE && POST_WAITERS >= WRITER_WAITING + LINE);
+const _: () = assert!(POST_WAITERS + LINE <= META);
+
 /// Largest broadcast that goes through a post slot.
 pub(crate) const POST_MAX: usize = 4096;
 const POST_SLOT: usize = POST_HEAD + POST_MAX;
@@ -791,8 +795,6 @@ mod tests {
             assert_eq!(post_offset(ranks) % LINE, 0);
         }
         assert_eq!(POST_SLOT % LINE, 0);
-        assert!(WRITER_WAITING >= RELEASED + LINE && POST_WAITERS >= WRITER_WAITING + LINE);
-        assert!(POST_WAITERS + LINE <= META);
         assert_eq!(half_of(4 << 20), 2 << 20);
         assert_eq!(half_of(65536 + 100), 32768);
     }
