@@ -947,13 +947,17 @@ mod tests {
         let t = Table::built_in().unwrap();
         assert_eq!(
             t.summary(),
-            "bcast: hierarchical if clusters >= 2; else scatter_allgather if bytes >= 12288, \
-             ranks >= 8; else binomial | allreduce: hierarchical if clusters >= 2; else ring if \
+            "bcast: hierarchical if clusters >= 2; else shared_memory if bytes <= 4096; else \
+             shared_memory if bytes >= 32768, ranks >= 3; else scatter_allgather if bytes >= \
+             12288, ranks >= 8; else binomial | allreduce: hierarchical if clusters >= 2; else \
+             shared_memory if ranks >= 3; else shared_memory if bytes >= 32768; else ring if \
              commutative, bytes >= 2048; else recursive_doubling | reduce: hierarchical if \
-             clusters >= 2; else binomial | barrier: hierarchical if clusters >= 2; else \
+             clusters >= 2; else shared_memory if bytes >= 32768; else binomial | barrier: \
+             hierarchical if clusters >= 2; else shared_memory if ranks >= 3; else \
              dissemination | gather: hierarchical if clusters >= 2; else linear | allgather: \
-             hierarchical if clusters >= 2; else ring | alltoall: hierarchical if clusters >= 2; \
-             else pairwise"
+             hierarchical if clusters >= 2; else shared_memory if ranks >= 3; else ring | \
+             alltoall: hierarchical if clusters >= 2; else shared_memory if bytes <= 4096, \
+             ranks >= 3; else pairwise"
         );
     }
 
