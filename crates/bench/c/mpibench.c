@@ -59,8 +59,11 @@ enum {
     ALLREDUCE = 16,
     ALLTOALL = 32,
     MSGRATE = 64,
-    ALL_MODES = 127
+    REDUCE = 128,
+    ALLGATHER = 256,
+    ALL_MODES = 511
 };
+#define COLL_MODES (BARRIER | BCAST | ALLREDUCE | ALLTOALL | REDUCE | ALLGATHER)
 /* The message rate's message size. */
 #define MSGRATE_BYTES 8
 
@@ -283,6 +286,17 @@ static void allreduce_op(size_t bytes, void *ctx) {
     MPI_Allreduce(c->x, c->y, n > 0 ? n : 1, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD);
 }
 
+static void reduce_op(size_t bytes, void *ctx) {
+    struct coll *c = ctx;
+    int n = (int)(bytes / sizeof(double));
+    MPI_Reduce(c->x, c->y, n > 0 ? n : 1, MPI_DOUBLE, MPI_SUM, 0, MPI_COMM_WORLD);
+}
+
+static void allgather_op(size_t bytes, void *ctx) {
+    struct coll *c = ctx;
+    MPI_Allgather(c->a, (int)bytes, MPI_BYTE, c->b, (int)bytes, MPI_BYTE, MPI_COMM_WORLD);
+}
+
 static void alltoall_op(size_t bytes, void *ctx) {
     struct coll *c = ctx;
     MPI_Alltoall(c->a, (int)bytes, MPI_BYTE, c->b, (int)bytes, MPI_BYTE, MPI_COMM_WORLD);
@@ -334,6 +348,30 @@ static void run_coll(int modes, const size_t *sizes, int nsizes, const size_t *a
             agree_ok(bad, "allreduce", bytes);
             measure("allreduce", bytes, 1, 1.0, 1.0, 2.0 * (n - 1) / n, allreduce_op, &c);
         }
+        if (modes & REDUCE) {
+            size_t words = bytes / sizeof(double) ? bytes / sizeof(double) : 1;
+            for (size_t k = 0; k < words; k++) c.x[k] = (double)((rank + 1) * (int)(k % 89 + 1));
+            reduce_op(bytes, &c);
+            double want_scale = n * (n + 1) / 2;
+            for (size_t k = 0; k < words && !bad && rank == 0; k++) {
+                if (c.y[k] != want_scale * (double)(k % 89 + 1)) {
+                    fprintf(stderr, "mpibench: rank %d: reduce %zu B: element %zu is %g, expected %g\n",
+                            rank, bytes, k, c.y[k], want_scale * (double)(k % 89 + 1));
+                    bad = 1;
+                }
+            }
+            agree_ok(bad, "reduce", bytes);
+            measure("reduce", bytes, 1, 1.0, 1.0, 1.0, reduce_op, &c);
+        }
+        if (modes & ALLGATHER) {
+            fill(c.a, bytes, rank, 0);
+            memset(c.b, 0, bytes * (size_t)nranks);
+            allgather_op(bytes, &c);
+            for (int s = 0; s < nranks && !bad; s++)
+                bad = check(c.b + (size_t)s * bytes, bytes, s, 0, "allgather");
+            agree_ok(bad, "allgather", bytes);
+            measure("allgather", bytes, 1, 1.0, n, (n - 1) / n, allgather_op, &c);
+        }
     }
     /* All-to-all has sizes of its own: at 8 ranks a megabyte to each costs seconds per point. */
     for (int i = 0; i < na2a; i++) {
@@ -365,9 +403,11 @@ static int parse_modes(const char *text) {
         else if (!strcmp(t, "bcast")) modes |= BCAST;
         else if (!strcmp(t, "allreduce")) modes |= ALLREDUCE;
         else if (!strcmp(t, "alltoall")) modes |= ALLTOALL;
+        else if (!strcmp(t, "reduce")) modes |= REDUCE;
+        else if (!strcmp(t, "allgather")) modes |= ALLGATHER;
         else if (!strcmp(t, "msgrate")) modes |= MSGRATE;
         else if (!strcmp(t, "p2p")) modes |= PINGPONG | BW | MSGRATE;
-        else if (!strcmp(t, "coll")) modes |= BARRIER | BCAST | ALLREDUCE | ALLTOALL;
+        else if (!strcmp(t, "coll")) modes |= COLL_MODES;
         else if (!strcmp(t, "all")) modes |= ALL_MODES;
         else {
             free(copy);
@@ -454,7 +494,7 @@ int main(int argc, char **argv) {
         memcpy(a2a, sizes, sizeof sizes[0] * (size_t)nsizes);
     }
     if (modes & (PINGPONG | BW | MSGRATE)) run_p2p(modes, p2p, np2p);
-    if (modes & (BARRIER | BCAST | ALLREDUCE | ALLTOALL))
+    if (modes & COLL_MODES)
         run_coll(modes, sizes, nsizes, a2a, na2a);
     MPI_Finalize();
     return 0;

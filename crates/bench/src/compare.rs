@@ -31,7 +31,7 @@ use std::time::{Duration, Instant};
 pub const SOURCE: &str = include_str!("../c/mpibench.c");
 
 /// Benchmark modes in report order; the first three are point to point.
-pub const OPS: [&str; 7] = [
+pub const OPS: [&str; 9] = [
     "pingpong",
     "bw",
     "msgrate",
@@ -39,6 +39,8 @@ pub const OPS: [&str; 7] = [
     "bcast",
     "allreduce",
     "alltoall",
+    "reduce",
+    "allgather",
 ];
 
 mod report;

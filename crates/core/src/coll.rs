@@ -93,6 +93,9 @@ pub struct Planned {
     schedule: Rc<Schedule>,
     /// The largest message it sends or receives, if it [runs in order](runs_in_order).
     in_order_up_to: Option<usize>,
+    /// What a blocking call does instead through the communicator's shared segment, where
+    /// it has one (the selection table's `shared_memory`).
+    shared: Option<crate::shmcoll::SharedPlan>,
 }
 
 impl Planned {
@@ -104,7 +107,19 @@ impl Planned {
         Ok(Planned {
             schedule,
             in_order_up_to,
+            shared: None,
         })
+    }
+
+    /// This plan with `shared` as the way of a blocking call on a shared segment.
+    pub(crate) fn with_shared(mut self, shared: Option<crate::shmcoll::SharedPlan>) -> Planned {
+        self.shared = shared;
+        self
+    }
+
+    /// The shared-segment way of a blocking call, if the selection table chose one.
+    pub(crate) fn shared(&self) -> Option<crate::shmcoll::SharedPlan> {
+        self.shared
     }
 
     /// The schedule.

@@ -13,8 +13,9 @@ use crate::engine::ReqId;
 use crate::error::Error;
 use crate::selection::{
     self, AllgatherAlgorithm, AllreduceAlgorithm, AlltoallAlgorithm, BarrierAlgorithm,
-    BcastAlgorithm, Call, GatherAlgorithm, ReduceAlgorithm, Table,
+    BcastAlgorithm, Call, GatherAlgorithm, ReduceAlgorithm, Shareable, Table,
 };
+use crate::shmcoll::SharedPlan;
 use bytemuck::Pod;
 use ferry_sched::{algorithms as alg, hierarchical as hier, Order, Schedule};
 use rustc_hash::FxHashMap;
@@ -53,7 +54,7 @@ pub(crate) fn own_cluster(rank: u32) -> Result<u32, Error> {
 pub(crate) enum PlanKey {
     Barrier,
     Bcast(usize, usize),
-    Reduce(usize, usize, bool),
+    Reduce(usize, usize, usize, bool),
     Allreduce(usize, usize, bool, bool),
     Gather(usize, usize),
     Scatter(usize, usize),
@@ -69,9 +70,10 @@ impl PlanKey {
             Collective::Bcast { bytes, root } => PlanKey::Bcast(bytes, root),
             Collective::Reduce {
                 bytes,
+                elem,
                 root,
                 commutative,
-            } => PlanKey::Reduce(bytes, root, commutative),
+            } => PlanKey::Reduce(bytes, elem, root, commutative),
             Collective::Allreduce {
                 bytes,
                 elem,
@@ -188,6 +190,8 @@ pub enum Collective<'a> {
     Reduce {
         /// Vector length.
         bytes: usize,
+        /// Reduction element size (a split of the vector falls on element boundaries).
+        elem: usize,
         /// Root rank.
         root: usize,
         /// Whether operands may be combined in any order.
@@ -386,6 +390,11 @@ impl Comm {
         recv: (*mut u8, usize),
         reduce: Option<Reducer>,
     ) -> Result<(), Error> {
+        if let Some(plan) = schedule.shared() {
+            if self.run_shared_checked(plan, &schedule, send, recv, reduce.as_ref())? {
+                return Ok(());
+            }
+        }
         let eager = self.shared.engine.borrow().eager_floor();
         if reduce.is_none() {
             if let Some(ran) = self.run_one_step(&schedule, send, recv, eager) {
@@ -446,6 +455,39 @@ impl Comm {
         }
     }
 
+    /// [`Comm::run_shared`] with the buffer checks of [`Comm::collective_call`]: a rank whose
+    /// buffer is too small takes part with a stand-in and fails the call afterwards.
+    fn run_shared_checked(
+        &self,
+        plan: SharedPlan,
+        schedule: &Planned,
+        send: (*const u8, usize),
+        recv: (*mut u8, usize),
+        reduce: Option<&crate::coll::Reducer>,
+    ) -> Result<bool, Error> {
+        let needs = schedule.schedule();
+        let mut failed = None;
+        let mut stand_in_send = Vec::new();
+        let mut stand_in_recv = Vec::new();
+        let (mut send_ptr, mut recv_ptr) = (send.0, recv.0);
+        if send.1 < needs.send_bytes {
+            failed = Some(too_small("send buffer", needs.send_bytes, send.1));
+            stand_in_send = vec![0u8; needs.send_bytes];
+            send_ptr = stand_in_send.as_ptr();
+        }
+        if recv.1 < needs.recv_bytes {
+            failed.get_or_insert(too_small("receive buffer", needs.recv_bytes, recv.1));
+            stand_in_recv = vec![0u8; needs.recv_bytes];
+            recv_ptr = stand_in_recv.as_mut_ptr();
+        }
+        let ran = self.run_shared(plan, send_ptr, recv_ptr, reduce)?;
+        drop((stand_in_send, stand_in_recv));
+        match failed {
+            Some(e) if ran => Err(e),
+            _ => Ok(ran),
+        }
+    }
+
     fn run_schedule(
         &self,
         schedule: Planned,
@@ -477,7 +519,10 @@ impl Comm {
     ) -> Schedule {
         let (me, n) = (self.rank(), self.size());
         match table.bcast(bytes, n, hier::count_clusters(clusters)) {
-            BcastAlgorithm::Binomial => alg::bcast_binomial(me, n, root, bytes),
+            // The lookup returns message algorithms only.
+            BcastAlgorithm::Binomial | BcastAlgorithm::SharedMemory => {
+                alg::bcast_binomial(me, n, root, bytes)
+            }
             BcastAlgorithm::ScatterAllgather => alg::bcast_scatter_allgather(me, n, root, bytes),
             BcastAlgorithm::Hierarchical => hier::bcast(me, clusters, root, bytes),
         }
@@ -496,7 +541,7 @@ impl Comm {
         let flat = || alg::allreduce_recursive_doubling(me, n, bytes, in_place);
         match table.allreduce(bytes, elem, n, hier::count_clusters(clusters), commutative) {
             AllreduceAlgorithm::Ring => alg::allreduce_ring(me, n, bytes, elem, in_place),
-            AllreduceAlgorithm::RecursiveDoubling => flat(),
+            AllreduceAlgorithm::RecursiveDoubling | AllreduceAlgorithm::SharedMemory => flat(),
             // None: a non-commutative operation on clusters that are not rank ranges.
             AllreduceAlgorithm::Hierarchical => {
                 hier::allreduce(me, clusters, bytes, commutative, in_place).unwrap_or_else(flat)
@@ -522,13 +567,87 @@ impl Comm {
         if let Some(schedule) = kept {
             return Ok(schedule);
         }
-        let schedule = Planned::check(self.plan(call)?)?;
+        let schedule = Planned::check(self.plan(call)?)?.with_shared(self.shared_plan(call)?);
         let mut plans = self.shared.plans.borrow_mut();
         if plans.len() >= MAX_PLANS {
             plans.clear();
         }
         plans.insert((self.context, key), (Rc::clone(owner), schedule.clone()));
         Ok(schedule)
+    }
+
+    /// The way of a blocking `call` through the communicator's shared segment, if the
+    /// selection table chooses one (whether the communicator has a segment is found out when
+    /// the call runs).
+    fn shared_plan(&self, call: &Collective<'_>) -> Result<Option<SharedPlan>, Error> {
+        let n = self.size();
+        let spans = hier::count_clusters(&self.clusters());
+        if n < 2 || spans > 1 || self.shared.in_effect.coll_shm_bytes == 0 {
+            return Ok(None);
+        }
+        let table = selection::table()?;
+        let call_of = |bytes: usize, commutative: bool| Call {
+            bytes,
+            ranks: n,
+            clusters: spans,
+            commutative,
+        };
+        let (kind, on, plan) = match *call {
+            Collective::Barrier => (Shareable::Barrier, call_of(0, true), SharedPlan::Barrier),
+            Collective::Bcast { bytes, root } => {
+                if crate::netaware::configured()?.is_some() {
+                    return Ok(None);
+                }
+                (
+                    Shareable::Bcast,
+                    call_of(bytes, true),
+                    SharedPlan::Bcast { bytes, root },
+                )
+            }
+            Collective::Reduce {
+                bytes,
+                elem,
+                root,
+                commutative,
+            } => (
+                Shareable::Reduce,
+                call_of(bytes, commutative),
+                SharedPlan::Reduce {
+                    bytes,
+                    elem,
+                    root: Some(root),
+                    in_place: false,
+                },
+            ),
+            Collective::Allreduce {
+                bytes,
+                elem,
+                commutative,
+                in_place,
+            } => (
+                Shareable::Allreduce,
+                call_of(bytes, commutative),
+                SharedPlan::Reduce {
+                    bytes,
+                    elem,
+                    root: None,
+                    in_place,
+                },
+            ),
+            Collective::Allgather { block } => (
+                Shareable::Allgather,
+                call_of(block, true),
+                SharedPlan::Allgather { block },
+            ),
+            Collective::Alltoall { block } => (
+                Shareable::Alltoall,
+                call_of(block, true),
+                SharedPlan::Alltoall { block },
+            ),
+            _ => return Ok(None),
+        };
+        let half = crate::shmcoll::half_of(self.shared.in_effect.coll_shm_bytes);
+        Ok((table.shared(kind, on) && plan.fits(n, half)).then_some(plan))
     }
 
     /// Chooses the algorithm for `call` on this communicator (the one place selection happens).
@@ -557,7 +676,9 @@ impl Comm {
         };
         Ok(match *call {
             Collective::Barrier => match table.barrier(call_of(0, true)) {
-                BarrierAlgorithm::Dissemination => alg::barrier_dissemination(me, n),
+                BarrierAlgorithm::Dissemination | BarrierAlgorithm::SharedMemory => {
+                    alg::barrier_dissemination(me, n)
+                }
                 BarrierAlgorithm::Hierarchical => hier::barrier(me, &clusters),
             },
             Collective::Bcast { bytes, root } => {
@@ -571,11 +692,12 @@ impl Comm {
                 bytes,
                 root,
                 commutative,
+                ..
             } => {
                 self.check_root(root)?;
                 let flat = || alg::reduce_binomial(me, n, root, bytes, commutative, false);
                 match table.reduce(call_of(bytes, commutative)) {
-                    ReduceAlgorithm::Binomial => flat(),
+                    ReduceAlgorithm::Binomial | ReduceAlgorithm::SharedMemory => flat(),
                     ReduceAlgorithm::Hierarchical => {
                         hier::reduce(me, &clusters, root, bytes, commutative, false)
                             .unwrap_or_else(flat)
@@ -600,11 +722,15 @@ impl Comm {
                 alg::scatter_linear(me, n, root, block, false)
             }
             Collective::Allgather { block } => match table.allgather(call_of(block, true)) {
-                AllgatherAlgorithm::Ring => alg::allgather_ring(me, n, block, false),
+                AllgatherAlgorithm::Ring | AllgatherAlgorithm::SharedMemory => {
+                    alg::allgather_ring(me, n, block, false)
+                }
                 AllgatherAlgorithm::Hierarchical => hier::allgather(me, &clusters, block),
             },
             Collective::Alltoall { block } => match table.alltoall(call_of(block, true)) {
-                AlltoallAlgorithm::Pairwise => alg::alltoall_pairwise(me, n, block),
+                AlltoallAlgorithm::Pairwise | AlltoallAlgorithm::SharedMemory => {
+                    alg::alltoall_pairwise(me, n, block)
+                }
                 AlltoallAlgorithm::Hierarchical => hier::alltoall(me, &clusters, block),
             },
             Collective::Gatherv {
@@ -707,6 +833,7 @@ impl Comm {
         let bytes = std::mem::size_of_val(send);
         let schedule = self.planned(&Collective::Reduce {
             bytes,
+            elem: std::mem::size_of::<T>(),
             root,
             commutative,
         })?;

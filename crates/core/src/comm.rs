@@ -72,6 +72,8 @@ pub(crate) struct Shared {
     pub clusters: Rc<[u32]>,
     /// Schedules kept for reuse (see `collectives::plan`).
     pub plans: RefCell<crate::collectives::Plans>,
+    /// Shared collective segments by communicator (see `crate::shmcoll`).
+    pub coll_segments: RefCell<crate::shmcoll::Segments>,
     /// Names published by a job of one rank without a launcher (see `World::publish`).
     pub names: RefCell<std::collections::HashMap<String, String>>,
     /// Where this world sits among the job's worlds (spawning, see `crate::spawn`).
@@ -107,6 +109,7 @@ impl Shared {
             pause: Cell::new(None),
             clusters: clusters.into(),
             plans: RefCell::default(),
+            coll_segments: RefCell::default(),
             names: RefCell::default(),
             universe,
         }
@@ -133,6 +136,26 @@ impl Shared {
             // rank then take turns listening for the transports instead of all spinning.
             if idle > 0 {
                 pause();
+            }
+        }
+    }
+
+    /// Drives progress until `watch` is reached (a word of a shared collective segment), as
+    /// [`Shared::wait_until`] does for requests.
+    pub(crate) fn wait_for(&self, watch: crate::engine::Watch<'_>) -> Result<(), Error> {
+        let mut idle = 0;
+        loop {
+            {
+                let mut engine = self.engine.borrow_mut();
+                if watch.reached() {
+                    return Ok(());
+                }
+                idle = engine.wait_pass_watching(idle, Some(watch))?;
+            }
+            if idle > 0 {
+                if let Some(pause) = self.pause.get() {
+                    pause();
+                }
             }
         }
     }

@@ -81,6 +81,12 @@ pub struct Config {
     /// `FERRY_CMA_SHARE` (bytes, default 65536): smallest message whose copy both sides share
     /// (`share`, and `auto` while ranks have their own cores).
     pub cma_share_min: usize,
+    /// `FERRY_COLL_SHM` (bytes, default 4 MiB, 0 = off): the data area of each communicator's
+    /// shared collective segment, made on the first collective the selection table sends
+    /// through shared memory, by communicators whose ranks all share one host. Two halves take
+    /// turns; large collectives go through it in chunks of a half (split over the ranks for
+    /// allreduce and allgather), so it bounds both the memory and the chunk.
+    pub coll_shm_bytes: usize,
     /// `FERRY_TCP_EAGER` (bytes, default 65536, or 8192 with several rails): largest message
     /// sent eagerly over TCP. Eager messages keep MPI order on rail 0; with rails a lower limit
     /// lets medium messages go by rendezvous, whose data may take any rail.
@@ -152,6 +158,7 @@ impl Default for Config {
             shm_ring_bytes: None,
             cma: CmaMode::Auto,
             cma_share_min: 64 << 10,
+            coll_shm_bytes: 4 << 20,
             tcp_eager_limit: 64 << 10,
             tcp_chunk: 64 << 10,
             tcp_buffer: 0,
@@ -296,6 +303,7 @@ impl Config {
             shm_ring_bytes: bytes("FERRY_SHM_RING")?,
             cma,
             cma_share_min: bytes("FERRY_CMA_SHARE")?.unwrap_or(d.cma_share_min),
+            coll_shm_bytes: bytes("FERRY_COLL_SHM")?.unwrap_or(d.coll_shm_bytes),
             tcp_eager_limit: bytes("FERRY_TCP_EAGER")?.unwrap_or(if rails > 1 {
                 8 << 10
             } else {
@@ -385,6 +393,7 @@ impl Config {
             ),
             ("FERRY_CMA", format!("{:?}", self.cma).to_lowercase()),
             ("FERRY_CMA_SHARE", self.cma_share_min.to_string()),
+            ("FERRY_COLL_SHM", self.coll_shm_bytes.to_string()),
             (
                 "FERRY_TCP_ADDR",
                 self.tcp_addr

@@ -404,6 +404,7 @@ use peer::{Lanes, Link, Peer};
 pub(crate) use request::Completion;
 use request::{copy_kept, ReqState, Requests};
 pub(crate) use sink::FrameSink;
+pub(crate) use wait::Watch;
 
 #[cfg(test)]
 mod pair;

@@ -41,6 +41,7 @@ pub mod raw;
 mod selection;
 pub mod settings;
 mod shm;
+mod shmcoll;
 pub mod spawn;
 mod stats;
 mod stranger_log;

@@ -26,6 +26,10 @@
 //! hierarchical), `alltoall` (pairwise, hierarchical). "hierarchical" is MagPIe's scheme for
 //! communicators that span clusters (`ferry_sched::hierarchical`; cluster ids from
 //! `FERRY_CLUSTER`/`FERRY_CLUSTERS`); the built-in table picks it from 2 clusters on.
+//! `shared_memory` (bcast, allreduce, reduce, barrier, allgather, alltoall) runs a blocking call
+//! through the communicator's shared segment (`crate::shmcoll`) when all its ranks share a
+//! host; the call still needs a message algorithm (nonblocking calls, communicators without a
+//! segment), which is that of the first matching rule that does not name `shared_memory`.
 //!
 //! Conditions (all optional, bounds inclusive): `min_bytes`, `max_bytes` (message or vector
 //! length; per-rank block for gathers and alltoall), `min_ranks`, `max_ranks` (communicator
@@ -60,6 +64,16 @@ const BCAST_LONG_VAR: &str = "FERRY_COLL_BCAST_LONG";
 const BCAST_MIN_RANKS_VAR: &str = "FERRY_COLL_BCAST_MIN_RANKS";
 const ALLREDUCE_LONG_VAR: &str = "FERRY_COLL_ALLREDUCE_LONG";
 
+/// How a file spells the algorithm that runs through the communicator's shared segment.
+const SHARED_MEMORY: &str = "shared_memory";
+
+/// What the lookups need to know of an algorithm.
+trait Algorithm {
+    /// Runs through the shared segment (`crate::shmcoll`), which not every communicator has:
+    /// such a rule also needs a message algorithm behind it.
+    fn is_shared_memory(&self) -> bool;
+}
+
 /// A closed set of algorithms for one collective, as spelt in a file.
 macro_rules! algorithms {
     ($(#[$doc:meta])* $name:ident { $($(#[$vdoc:meta])* $variant:ident = $text:literal,)* }) => {
@@ -68,6 +82,12 @@ macro_rules! algorithms {
         #[serde(rename_all = "snake_case")]
         pub(crate) enum $name {
             $($(#[$vdoc])* $variant,)*
+        }
+
+        impl Algorithm for $name {
+            fn is_shared_memory(&self) -> bool {
+                false $(|| (matches!(self, $name::$variant) && $text == SHARED_MEMORY))*
+            }
         }
 
         impl fmt::Display for $name {
@@ -89,6 +109,9 @@ algorithms! {
         ScatterAllgather = "scatter_allgather",
         /// Across cluster leaders, then inside each cluster (`ferry_sched::hierarchical`).
         Hierarchical = "hierarchical",
+        /// Through the communicator's shared segment when its ranks share a host
+        /// (`crate::shmcoll`); else the next matching rule.
+        SharedMemory = "shared_memory",
     }
 }
 
@@ -101,6 +124,9 @@ algorithms! {
         Ring = "ring",
         /// Reduce inside clusters, recursive doubling among leaders, broadcast inside clusters.
         Hierarchical = "hierarchical",
+        /// Through the communicator's shared segment when its ranks share a host
+        /// (`crate::shmcoll`); else the next matching rule.
+        SharedMemory = "shared_memory",
     }
 }
 
@@ -111,6 +137,9 @@ algorithms! {
         Binomial = "binomial",
         /// Inside clusters, then across cluster leaders.
         Hierarchical = "hierarchical",
+        /// Through the communicator's shared segment when its ranks share a host
+        /// (`crate::shmcoll`); else the next matching rule.
+        SharedMemory = "shared_memory",
     }
 }
 
@@ -121,6 +150,9 @@ algorithms! {
         Dissemination = "dissemination",
         /// Fan-in inside clusters, dissemination among leaders, fan-out.
         Hierarchical = "hierarchical",
+        /// Through the communicator's shared segment when its ranks share a host
+        /// (`crate::shmcoll`); else the next matching rule.
+        SharedMemory = "shared_memory",
     }
 }
 
@@ -141,6 +173,9 @@ algorithms! {
         Ring = "ring",
         /// Gather to leaders, ring of whole clusters among them, broadcast inside clusters.
         Hierarchical = "hierarchical",
+        /// Through the communicator's shared segment when its ranks share a host
+        /// (`crate::shmcoll`); else the next matching rule.
+        SharedMemory = "shared_memory",
     }
 }
 
@@ -151,6 +186,9 @@ algorithms! {
         Pairwise = "pairwise",
         /// Aggregated through cluster leaders: one message per ordered pair of clusters.
         Hierarchical = "hierarchical",
+        /// Through the communicator's shared segment when its ranks share a host
+        /// (`crate::shmcoll`); else the next matching rule.
+        SharedMemory = "shared_memory",
     }
 }
 
@@ -165,6 +203,13 @@ pub(crate) struct Call {
     pub(crate) clusters: usize,
     /// Whether the reduction is commutative (true where there is none).
     pub(crate) commutative: bool,
+}
+
+#[cfg(test)]
+impl Call {
+    fn with_clusters(self, clusters: usize) -> Call {
+        Call { clusters, ..self }
+    }
 }
 
 /// One line of a collective's list: conditions, all of which must hold, and the algorithm.
@@ -336,8 +381,29 @@ pub(crate) struct Table {
     source: Source,
 }
 
-fn first<A: Copy>(rules: &[Rule<A>], call: Call) -> Option<A> {
-    rules.iter().find(|r| r.matches(call)).map(|r| r.algorithm)
+/// The message algorithm: the first matching rule that does not name `shared_memory`.
+fn first<A: Copy + Algorithm>(rules: &[Rule<A>], call: Call) -> Option<A> {
+    (rules.iter())
+        .find(|r| r.matches(call) && !r.algorithm.is_shared_memory())
+        .map(|r| r.algorithm)
+}
+
+/// Whether the first matching rule names `shared_memory`.
+fn first_is_shared<A: Algorithm>(rules: &[Rule<A>], call: Call) -> bool {
+    (rules.iter())
+        .find(|r| r.matches(call))
+        .is_some_and(|r| r.algorithm.is_shared_memory())
+}
+
+/// The collectives that may run through a communicator's shared segment.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Shareable {
+    Bcast,
+    Allreduce,
+    Reduce,
+    Barrier,
+    Allgather,
+    Alltoall,
 }
 
 /// A collective's rules: the file's, else the built-in ones (`base`, absent when parsing the
@@ -514,6 +580,19 @@ impl Table {
             }
             Some(AllreduceAlgorithm::Hierarchical) => AllreduceAlgorithm::Hierarchical,
             _ => AllreduceAlgorithm::RecursiveDoubling,
+        }
+    }
+
+    /// Whether `call` of `collective` goes through the communicator's shared segment (where it
+    /// has one; the message algorithm of the same call is what the other lookups return).
+    pub(crate) fn shared(&self, collective: Shareable, call: Call) -> bool {
+        match collective {
+            Shareable::Bcast => first_is_shared(&self.bcast, call),
+            Shareable::Allreduce => first_is_shared(&self.allreduce, call),
+            Shareable::Reduce => first_is_shared(&self.reduce, call),
+            Shareable::Barrier => first_is_shared(&self.barrier, call),
+            Shareable::Allgather => first_is_shared(&self.allgather, call),
+            Shareable::Alltoall => first_is_shared(&self.alltoall, call),
         }
     }
 
@@ -697,6 +776,42 @@ mod tests {
     }
 
     #[test]
+    fn shared_memory_rules_choose_the_segment_and_leave_the_message_algorithm_to_the_rest() {
+        let t = Table::from_lookup(env(&[])).unwrap();
+        let call = |bytes: usize, ranks: usize| Call {
+            bytes,
+            ranks,
+            clusters: 1,
+            commutative: true,
+        };
+        // Built in: short broadcasts from 2 ranks, long ones from 3, through the segment.
+        assert!(t.shared(Shareable::Bcast, call(8, 2)));
+        assert!(!t.shared(Shareable::Bcast, call(1 << 20, 2)));
+        assert!(t.shared(Shareable::Bcast, call(1 << 20, 4)));
+        assert!(!t.shared(Shareable::Bcast, call(16384, 4)));
+        assert!(!t.shared(Shareable::Bcast, call(8, 4).with_clusters(2)));
+        assert!(!t.shared(Shareable::Allreduce, call(8, 2)));
+        assert!(t.shared(Shareable::Allreduce, call(8, 3)));
+        assert!(t.shared(Shareable::Allreduce, call(1 << 20, 2)));
+        assert!(t.shared(Shareable::Barrier, call(0, 4)));
+        let file = load(
+            "shared",
+            r#"{ "bcast": [
+                  { "min_bytes": 100, "algorithm": "shared_memory" },
+                  { "min_bytes": 50, "algorithm": "scatter_allgather" },
+                  { "algorithm": "shared_memory" } ] }"#,
+        )
+        .unwrap();
+        assert!(file.shared(Shareable::Bcast, call(100, 4)));
+        assert_eq!(file.bcast(100, 4, 1), ScatterAllgather);
+        assert!(!file.shared(Shareable::Bcast, call(60, 4)));
+        assert_eq!(file.bcast(60, 4, 1), ScatterAllgather);
+        // Only shared rules match: the built-in default algorithm carries the call.
+        assert!(file.shared(Shareable::Bcast, call(10, 4)));
+        assert_eq!(file.bcast(10, 4, 1), Binomial);
+    }
+
+    #[test]
     fn old_variables_move_the_built_in_thresholds() {
         let t = Table::from_lookup(env(&[
             (BCAST_LONG_VAR, "100"),
@@ -832,13 +947,17 @@ mod tests {
         let t = Table::built_in().unwrap();
         assert_eq!(
             t.summary(),
-            "bcast: hierarchical if clusters >= 2; else scatter_allgather if bytes >= 12288, \
-             ranks >= 8; else binomial | allreduce: hierarchical if clusters >= 2; else ring if \
+            "bcast: hierarchical if clusters >= 2; else shared_memory if bytes <= 4096; else \
+             shared_memory if bytes >= 32768, ranks >= 3; else scatter_allgather if bytes >= \
+             12288, ranks >= 8; else binomial | allreduce: hierarchical if clusters >= 2; else \
+             shared_memory if ranks >= 3; else shared_memory if bytes >= 32768; else ring if \
              commutative, bytes >= 2048; else recursive_doubling | reduce: hierarchical if \
-             clusters >= 2; else binomial | barrier: hierarchical if clusters >= 2; else \
+             clusters >= 2; else shared_memory if bytes >= 32768; else binomial | barrier: \
+             hierarchical if clusters >= 2; else shared_memory if ranks >= 3; else \
              dissemination | gather: hierarchical if clusters >= 2; else linear | allgather: \
-             hierarchical if clusters >= 2; else ring | alltoall: hierarchical if clusters >= 2; \
-             else pairwise"
+             hierarchical if clusters >= 2; else shared_memory if ranks >= 3; else ring | \
+             alltoall: hierarchical if clusters >= 2; else shared_memory if bytes <= 4096, \
+             ranks >= 3; else pairwise"
         );
     }
 

@@ -611,6 +611,24 @@ impl ShmTransport {
         self.local_peers.get(i).map(|&r| r as usize)
     }
 
+    /// The job this transport's segments belong to (their names start with it).
+    pub(crate) fn job(&self) -> u64 {
+        self.job
+    }
+
+    /// Whether `rank` shares this host (has a ring); false for ourselves.
+    pub(crate) fn has_ring(&self, rank: usize) -> bool {
+        self.outbound.get(rank).is_some_and(Option::is_some)
+    }
+
+    /// Wakes `rank` if it sleeps, after a store into memory it watches outside the rings (a
+    /// shared collective segment): the same store-then-look as a record's push.
+    pub(crate) fn wake(&self, rank: usize) {
+        if let Some(Some(p)) = self.outbound.get(rank) {
+            p.peer.wake_if_sleeping();
+        }
+    }
+
     /// Publishes the CPU this rank waits on, for [`ShmTransport::shares_cpu`] of its peers.
     pub(crate) fn note_cpu(&self, cpu: u32) {
         self.own.cpu().store(cpu.wrapping_add(1), Ordering::Relaxed);

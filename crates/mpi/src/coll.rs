@@ -968,6 +968,7 @@ pub(crate) unsafe fn reduce(
             comm,
             Collective::Reduce {
                 bytes: recv.bytes(),
+                elem: recv.dt.size().max(1),
                 root,
                 commutative,
             },

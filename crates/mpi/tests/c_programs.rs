@@ -383,6 +383,21 @@ fn attribute_callbacks() {
 }
 
 #[test]
+fn collectives_through_the_shared_segment_at_every_chunking() {
+    no_errors(4, "shmcoll");
+    // A segment of 128 KiB: every call of 64 KiB and up takes several chunks.
+    no_errors_in_env(3, "shmcoll", &[], &[("FERRY_COLL_SHM", "131072")]);
+    // Off: the same calls by messages.
+    no_errors_in_env(3, "shmcoll", &[], &[("FERRY_COLL_SHM", "0")]);
+    no_errors_with(8, "shmcoll", &["quick"]);
+}
+
+#[test]
+fn sixty_four_ranks_on_two_cores_run_collectives() {
+    no_errors_with(64, "shmcoll", &["quick"]);
+}
+
+#[test]
 fn in_place_collectives() {
     no_errors(4, "inplace");
 }

@@ -108,6 +108,14 @@ pub const NUMBERS: &[Bounds] = &[
     bounds("FERRY_COLL_BCAST_LONG", 0, 1 << 40, "bytes"),
     bounds("FERRY_COLL_BCAST_MIN_RANKS", 0, 1 << 24, "ranks"),
     bounds("FERRY_COLL_ALLREDUCE_LONG", 0, 1 << 40, "bytes"),
+    // Per communicator whose ranks share a host; 0 turns shared collective segments off.
+    Bounds {
+        name: "FERRY_COLL_SHM",
+        min: 64 * KIB,
+        max: GIB,
+        unit: "bytes",
+        zero: Some("off"),
+    },
     bounds("FERRY_BSP_EARLY", 0, GIB, "bytes"),
     bounds("FERRY_BSP_PREPOST_BYTES", 64, GIB, "bytes"),
     bounds("FERRY_BSP_SPIN", 0, 10_000_000, "microseconds"),

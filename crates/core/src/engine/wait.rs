@@ -2,6 +2,22 @@
 //! the shared-memory segment, or epoll), so that ranks outnumbering cores still progress.
 
 use super::*;
+use std::sync::atomic::{AtomicU32, Ordering};
+
+/// A word in shared memory a wait watches besides the transports, and the value it waits for:
+/// reached once the word is at it or past it (counting with wrap-around).
+#[derive(Clone, Copy)]
+pub(crate) struct Watch<'a> {
+    pub(crate) word: &'a AtomicU32,
+    pub(crate) target: u32,
+}
+
+impl Watch<'_> {
+    #[inline]
+    pub(crate) fn reached(&self) -> bool {
+        self.word.load(Ordering::Acquire).wrapping_sub(self.target) as i32 >= 0
+    }
+}
 
 impl Engine {
     /// Drives progress until `done` holds, backing off from spinning to sleeping.
@@ -16,6 +32,17 @@ impl Engine {
     /// One pass of a wait that is not over: progress, or else back off, `idle` being how many
     /// passes in a row found nothing before this one. Returns that count after this pass.
     pub(crate) fn wait_pass(&mut self, idle: u32) -> Result<u32, Error> {
+        self.wait_pass_watching(idle, None)
+    }
+
+    /// [`Engine::wait_pass`] of a wait that also ends when `watch` is reached: a sleep looks
+    /// at it once more after announcing itself, so a store that comes with a wake-up (see
+    /// `ShmTransport::wake`) is never slept through.
+    pub(crate) fn wait_pass_watching(
+        &mut self,
+        idle: u32,
+        watch: Option<Watch<'_>>,
+    ) -> Result<u32, Error> {
         // A wait of a rank with shared-memory peers polls TCP on every TCP_SPIN_EVERY-th look
         // only (counted across waits, so that quick waits on rings cannot starve TCP); calls
         // outside a wait (a test, a probe) always do.
@@ -26,13 +53,13 @@ impl Engine {
         if self.progress_looking(tcp)? {
             return Ok(0);
         }
-        self.back_off(idle + 1)?;
+        self.back_off(idle + 1, watch)?;
         Ok(idle + 1)
     }
 
     /// Waits a little after `idle` passes in a row found nothing: spins, then yields, then
     /// sleeps until a transport wakes us (or the nap ends).
-    pub(super) fn back_off(&mut self, idle: u32) -> Result<(), Error> {
+    pub(super) fn back_off(&mut self, idle: u32, watch: Option<Watch<'_>>) -> Result<(), Error> {
         if idle < self.spin {
             if self.spin_yield
                 || (idle.is_multiple_of(SHARED_CPU_LOOK) && self.spins_beside_a_peer(idle))
@@ -44,7 +71,7 @@ impl Engine {
         } else if idle < self.spin + 20 {
             std::thread::yield_now();
         } else {
-            self.block()?;
+            self.block(watch)?;
         }
         Ok(())
     }
@@ -73,7 +100,8 @@ impl Engine {
     /// Sleeps until a transport has something for us (or a short timeout).
     #[cold]
     #[inline(never)]
-    pub(super) fn block(&mut self) -> Result<(), Error> {
+    pub(super) fn block(&mut self, watch: Option<Watch<'_>>) -> Result<(), Error> {
+        let watched = |w: Option<Watch<'_>>| w.is_some_and(|w| w.reached());
         if self.tcp.is_some() {
             if !self.doorbell {
                 // Shared-memory peers cannot wake an epoll without the doorbell: look at the
@@ -91,6 +119,7 @@ impl Engine {
             }
             let slept = match self.progress() {
                 Ok(true) => Ok(()),
+                Ok(false) if watched(watch) => Ok(()),
                 Ok(false) => self.sleep_in_poll(self.nap),
                 Err(e) => Err(e),
             };
@@ -103,7 +132,7 @@ impl Engine {
             if let Some(shm) = self.shm.as_ref() {
                 shm.prepare_sleep(Sleep::OnFutex);
             }
-            let progressed = self.progress()?;
+            let progressed = self.progress()? || watched(watch);
             if let Some(shm) = self.shm.as_ref() {
                 if progressed {
                     shm.cancel_sleep();
@@ -136,5 +165,13 @@ impl Engine {
             rank: self.proto.me as usize,
             detail: format!("request {id:#x} vanished"),
         })
+    }
+}
+
+impl Engine {
+    /// The shared-memory transport, if this rank has peers on its host (shared collective
+    /// segments wake those peers through it).
+    pub(crate) fn shm_transport(&self) -> Option<&ShmTransport> {
+        self.shm.as_ref()
     }
 }
