@@ -465,8 +465,8 @@ impl TcpTransport {
 mod conn;
 mod dial;
 mod frames;
-mod punch;
 mod packed;
+mod punch;
 mod registration;
 mod strangers;
 

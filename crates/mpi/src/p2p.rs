@@ -640,7 +640,11 @@ pub(crate) unsafe fn finish_handle(
 /// The world's communicator, through which an [`engine_handle`]'s request is reached (every
 /// communicator of the process drives the same engine); MPI_ERR_REQUEST if `raw` names no live
 /// request (a copy of a handle completed or freed before).
-pub(crate) fn world_of_engine_handle(s: &State, handle: Handle, raw: RawRequest) -> Res<&ferry_core::Comm> {
+pub(crate) fn world_of_engine_handle(
+    s: &State,
+    handle: Handle,
+    raw: RawRequest,
+) -> Res<&ferry_core::Comm> {
     match s.world.as_deref() {
         Some(world) if world.raw_is_live(raw) && !freed_in_flight(s, raw) => Ok(world),
         _ => stale_engine_handle(handle),
@@ -1173,8 +1177,11 @@ pub(crate) unsafe fn recv(
     comm: Handle,
     status: *mut MpiStatus,
 ) -> Res {
-    let lean = Dense::of(buf, count, datatype)
-        .and_then(|d| running(|s| d.post(s, buf, source, tag, comm)).ok().flatten());
+    let lean = Dense::of(buf, count, datatype).and_then(|d| {
+        running(|s| d.post(s, buf, source, tag, comm))
+            .ok()
+            .flatten()
+    });
     let req = match lean {
         Some(req) => req,
         None => running(|s| start_recv(s, buf, count, datatype, source, tag, comm))?,

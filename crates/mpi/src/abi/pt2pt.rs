@@ -559,7 +559,6 @@ macro_rules! send_c {
     };
 }
 
-
 send_c!(
     MPI_Ssend_c,
     PMPI_Ssend_c,
