@@ -427,6 +427,14 @@ pub(crate) const CVARS: &[CvarDef] = &[
         value: |c| num(c.cma_share_min),
     },
     CvarDef {
+        env: "FERRY_COLL_SHM",
+        desc: "Bytes of the shared segment a communicator whose ranks share a host uses for its collectives (0: none).",
+        ty: CvarType::ULong,
+        verbosity: MPI_T_VERBOSITY_TUNER_DETAIL,
+        category: CAT_SHM,
+        value: |c| num(c.coll_shm_bytes),
+    },
+    CvarDef {
         env: "FERRY_TCP_ADDR",
         desc: "The address this rank listens on and publishes for TCP peers; empty when unset (the grid or rail 0 address, else 127.0.0.1, or with peers on other hosts this host's own address).",
         ty: CvarType::Text,
