@@ -480,6 +480,18 @@ impl Comm {
             stand_in_recv = vec![0u8; needs.recv_bytes];
             recv_ptr = stand_in_recv.as_mut_ptr();
         }
+        // A rank whose own buffers are short says a block the others cannot match, so that
+        // every member fails alike instead of reading what this one never wrote.
+        let n = self.size().max(1);
+        let plan = match (failed.is_some(), plan) {
+            (true, SharedPlan::Allgather { .. }) => SharedPlan::Allgather {
+                block: send.1.min(recv.1 / n),
+            },
+            (true, SharedPlan::Alltoall { .. }) => SharedPlan::Alltoall {
+                block: (send.1 / n).min(recv.1 / n),
+            },
+            (_, plan) => plan,
+        };
         let ran = self.run_shared(plan, send_ptr, recv_ptr, reduce)?;
         drop((stand_in_send, stand_in_recv));
         match failed {
