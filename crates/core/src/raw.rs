@@ -63,7 +63,8 @@ pub struct RawStatus {
 }
 
 impl RawStatus {
-    fn of_world(c: crate::engine::Completion) -> RawStatus {
+    /// A completion as it reports, its source a world rank.
+    fn of_world(c: Completion) -> RawStatus {
         RawStatus {
             source: c.source as usize,
             tag: c.tag,
@@ -228,10 +229,7 @@ impl Comm {
     fn raw_status(&self, c: Completion) -> RawStatus {
         RawStatus {
             source: self.local_source(c.source),
-            tag: c.tag,
-            len: c.len,
-            message_len: c.message_len,
-            cancelled: c.cancelled,
+            ..RawStatus::of_world(c)
         }
     }
 
