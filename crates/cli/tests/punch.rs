@@ -8,8 +8,8 @@
 //!   pair goes through the relay after the timeout without an error, and the job passes;
 //! - `FERRY_PUNCH=0`: the relay as before, no attempt.
 //!
-//! Both grids put 5 ms between each front node and the WAN: the two sides' first SYNs must
-//! cross between the NATs (docs/grid.md, "Hole punching").
+//! Both grids put 5 ms between each front node and the WAN, as a WAN would (docs/grid.md,
+//! "Hole punching", says what Linux NATs let through and when).
 //!
 //! One testbed per grid (per-run prefix), removed on drop, also when an assertion fails.
 //! Without root the test says so and passes.
@@ -56,7 +56,14 @@ fn pairs_punch_through_port_preserving_nat_and_fall_back_through_random_nat() {
             ..UpOptions::default()
         };
         let testbed = Testbed::up_with(&topology, &prefix, &options).expect("testbed up");
-        let stdout = allpairs(grid, &prefix, &[]);
+        // The test asks whether pairs punch, not how fast: a deadline of a second leaves room
+        // for a loaded machine's scheduling (the default's success rate and times are
+        // measured by bench/scripts/grid-punch.sh). With random NAT the default stays.
+        let timeout: &[(&str, &str)] = match tag {
+            "p" => &[("FERRY_PUNCH_TIMEOUT_MS", "1000")],
+            _ => &[],
+        };
+        let stdout = allpairs(grid, &prefix, timeout);
         eprintln!("{grid}:\n{stdout}");
         for (a, b) in CROSSING {
             let punched = format!("r{a} <-> r{b} punched in ");

@@ -86,8 +86,8 @@ pub(crate) fn start(
     (base, rank): (u32, u32),
     prepared: Vec<Prepared>,
 ) -> Result<Vec<u32>, Error> {
-    // Every offer first, then every attempt at once: the two sides' first SYNs must cross
-    // between the NATs (see ferry_wire::punch::RETRY), so the start must not wait on lookups.
+    // Every offer first, then every attempt at once: the two sides should start as close
+    // together as they can (see ferry_wire::punch::RETRY_MIN), so no attempt waits on lookups.
     let mut ready = Vec::new();
     for Prepared { peer, local } in prepared {
         let (Some(local), Some(relay)) = (local, relays[peer as usize]) else {

@@ -124,11 +124,12 @@ impl TcpTransport {
     ) -> Result<(), Error> {
         self.grow(peer as usize + 1);
         let now = Instant::now();
+        let seed = u64::from_le_bytes(nonce()[..8].try_into().unwrap_or_default());
         self.punches.push(Some(Punch {
             peer,
             local,
             target,
-            attempt: Attempt::new(role, timeout, now),
+            attempt: Attempt::new(role, timeout, now, seed),
             conn: None,
             relay,
             stirred: false,
