@@ -14,10 +14,17 @@ comes); from the stamps: the rate before the kill, the longest gap between two w
 the kill (the dip) and the time from the kill until the windows come at 80 % of the earlier
 rate again (the recovery); see `analyse`.
 
+With RATE (a `tc` rate such as `100mbit`), each front node of b gets that rate on its own
+link to the WAN (the grid's `front_rate`), so every relay is a bottleneck of its own while a's
+NAT and the hosts' links stay unlimited: the stream should then run at about R times the
+rate, and after a kill at (R - 1) / R of what it ran at before; the recovery is measured
+against that.
+
 Writes to OUT (default bench/results/<date>-relays): relays.csv (every run), kill-R.csv (the
 window stamps of each kill run), summary.md and machine.txt.
 
     sudo bench/scripts/relays.py [OUT]          # ROUNDS=3 COUNT=96 KILL_COUNT=240
+    sudo RATE=100mbit COUNT=48 KILL_COUNT=120 bench/scripts/relays.py OUT
 """
 
 import datetime
@@ -35,6 +42,7 @@ CHECK = os.path.join(ROOT, "target/release/examples/check")
 ROUNDS = int(os.environ.get("ROUNDS", "3"))
 COUNT = int(os.environ.get("COUNT", "96"))
 KILL_COUNT = int(os.environ.get("KILL_COUNT", "240"))
+RATE = os.environ.get("RATE")
 SIZE = 4 << 20
 WINDOW = 8
 
@@ -59,6 +67,9 @@ front = "fb"
 public_addr = "198.18.0.20"
 front_addr = "10.2.0.1"
 """
+    if RATE:
+        text += f'front_rate = "{RATE}"\n'
+
     for i in range(2, relays + 1):
         text += f"""[[cluster.relay]]
 name = "fb{i}"
@@ -126,11 +137,13 @@ def kill_run(grid_path: str, prefix: str, count: int):
     return [(n, t - t0) for n, t in stamps], killed_at - t0, err
 
 
-def analyse(stamps, kill):
+def analyse(stamps, kill, left=1.0):
     """Rate before the kill (MB/s); the longest time a window took among those that ended
-    within 2 s of the kill (s; later ones are the loaded machine's, not the kill's); and the
+    within 2 s of the kill (s; later ones are the loaded machine's, not the kill's); the
     time from the kill to the end of the first window that began after it (1 ms of slack: the
-    kill follows a window's stamp) and took at most 1.25 times the earlier median (s)."""
+    kill follows a window's stamp) and took at most 1.25 times the earlier median divided by
+    `left` (the share of the rate that the relays left can carry) (s); and the median rate of
+    the windows after that one (MB/s)."""
     before = [(stamps[i][1] - stamps[i - 1][1]) for i in range(1, len(stamps))
               if stamps[i][1] <= kill]
     step = statistics.median(before)
@@ -139,8 +152,10 @@ def analyse(stamps, kill):
              if stamps[i][1] > kill]
     gap = max(d for t, d in after if t <= kill + 2.0)
     recovered = next((t - kill for t, d in after
-                      if d <= step / 0.8 and t - d >= kill - 0.001), None)
-    return rate, gap, recovered
+                      if d <= step / left / 0.8 and t - d >= kill - 0.001), None)
+    steady = [d for t, d in after if recovered is not None and t > kill + recovered]
+    rate_after = WINDOW * SIZE / statistics.median(steady) / 1e6 if steady else None
+    return rate, gap, recovered, rate_after
 
 
 def main():
@@ -157,7 +172,7 @@ def main():
         f.write(f"date: {datetime.datetime.now(datetime.timezone.utc).isoformat()}\n")
         f.write(f"commit: {commit}\n")
         f.write(f"command: bench/scripts/relays.py (ROUNDS={ROUNDS} COUNT={COUNT} "
-                f"KILL_COUNT={KILL_COUNT})\n")
+                f"KILL_COUNT={KILL_COUNT} RATE={RATE or ''})\n")
         f.write(f"cores: {os.cpu_count()}\n")
         f.write(f"load before: {open('/proc/loadavg').read().strip()}\n")
     runs, kills = [], []
@@ -180,10 +195,13 @@ def main():
                         f.writelines(f"{n},{t:.6f}\n" for n, t in stamps)
                     with open(os.path.join(out, f"kill-{relays}.stderr"), "w") as f:
                         f.write(err)
-                    rate, gap, rec = analyse(stamps, kill)
-                    kills.append((relays, rate, gap, rec))
+                    # Limited relays: the survivors carry (R - 1) / R of the rate before.
+                    left = (relays - 1) / relays if RATE else 1.0
+                    rate, gap, rec, after = analyse(stamps, kill, left)
+                    kills.append((relays, rate, gap, rec, after))
                     print(f"{relays} relays, fb2 killed: before {rate:.0f} MB/s, longest gap "
-                          f"{gap * 1e3:.0f} ms, recovered after {rec}", flush=True)
+                          f"{gap * 1e3:.0f} ms, recovered after {rec}, then {after} MB/s",
+                          flush=True)
             finally:
                 subprocess.run([FERRY, "testbed", "down", "--prefix", prefix],
                                stdout=subprocess.DEVNULL)
@@ -197,16 +215,18 @@ def main():
         f.write(f"| relays of b (rails) | median MB/s of {ROUNDS} | runs |\n|---|---|---|\n")
         for relays in (1, 2, 3):
             got = [m for r, _, m in runs if r == relays]
-            f.write(f"| {relays} ({relays}) | {statistics.median(got):.0f} | "
-                    f"{', '.join(f'{m:.0f}' for m in got)} |\n")
+            f.write(f"| {relays} ({relays}) | {statistics.median(got):.1f} | "
+                    f"{', '.join(f'{m:.1f}' for m in got)} |\n")
+        share = "(R - 1) / R of " if RATE else ""
         f.write("\n| relays | fb2 killed after | rate before (MB/s) | slowest 32 MiB window "
-                "ending within 2 s of the kill | first window at >= 80 % of the rate, ended "
-                "after |\n"
-                "|---|---|---|---|---|\n")
-        for relays, rate, gap, rec in kills:
+                f"ending within 2 s of the kill | first window at >= 80 % of {share}the rate, "
+                "ended after | rate after that (MB/s) |\n"
+                "|---|---|---|---|---|---|\n")
+        for relays, rate, gap, rec, after in kills:
             rec_text = f"{rec * 1e3:.0f} ms" if rec is not None else "not within the run"
-            f.write(f"| {relays} | {KILL_COUNT // 3} of {KILL_COUNT} messages | {rate:.0f} | "
-                    f"{gap * 1e3:.0f} ms | {rec_text} |\n")
+            after_text = f"{after:.1f}" if after is not None else "-"
+            f.write(f"| {relays} | {KILL_COUNT // 3} of {KILL_COUNT} messages | {rate:.1f} | "
+                    f"{gap * 1e3:.0f} ms | {rec_text} | {after_text} |\n")
     print(open(os.path.join(out, "summary.md")).read())
 
 

@@ -12,11 +12,14 @@
 //! front_addr = "10.1.0.1"     # ... and its address inside (default: .1 of the first host's /24)
 //! front_ssh = "me@front.a.org" # optional: how ssh reaches the front node (default: its name)
 //! relay_port = 7390           # where `ferry relay` listens on the front node (default 7390)
+//! front_rate = "100mbit"      # optional, private only: `tc` rate of each front node's own
+//!                             # link to the WAN, both ways (testbed; default: `wan_rate`)
 //! [[cluster.relay]]           # optional, private only: one more front node with its own relay
 //! name = "a-front2"           # (its own public address and NAT); connections through the
 //! public_addr = "198.18.0.11" # cluster's relays spread over all of them (docs/grid.md)
 //! front_addr = "10.1.0.2"     # required here: its address inside
 //! ssh = "me@front2.a.org"     # optional
+//! rate = "50mbit"             # optional: this front node's link to the WAN (default: front_rate)
 //! rate = "1gbit"              # optional: `tc` rate of each host's link (testbed)
 //! wan_delay = "5ms"           # optional: one-way delay of the cluster's links to the WAN (testbed)
 //! nat = "port-preserving"     # private only, testbed: the front's NAT keeps source ports (the
@@ -246,6 +249,9 @@ pub struct Front {
     pub ssh: Option<String>,
     /// How its NAT maps ports (the testbed builds it so).
     pub nat: Nat,
+    /// Optional `tc` rate of its own link to the WAN (testbed), as `tc` spells it: its
+    /// `[[cluster.relay]]`'s `rate`, else the cluster's `front_rate`.
+    pub rate: Option<String>,
 }
 
 /// A whole grid: clusters in rank order.
@@ -278,6 +284,7 @@ struct RawCluster {
     front_addr: Option<Spanned<String>>,
     front_ssh: Option<Spanned<String>>,
     relay_port: Option<Spanned<u16>>,
+    front_rate: Option<Spanned<String>>,
     rate: Option<Spanned<String>>,
     wan_delay: Option<Spanned<String>>,
     nat: Option<Spanned<Nat>>,
@@ -296,6 +303,7 @@ struct RawRelay {
     public_addr: Spanned<String>,
     front_addr: Spanned<String>,
     ssh: Option<Spanned<String>>,
+    rate: Option<Spanned<String>>,
 }
 
 #[derive(Deserialize)]
@@ -569,7 +577,7 @@ fn check_relay(
     field: &str,
     raw: &RawRelay,
     (names, addrs): (&mut HashSet<String>, &mut HashSet<Ipv4Addr>),
-    nat: Nat,
+    (nat, front_rate): (Nat, &Option<String>),
 ) -> Result<Front, TopologyError> {
     let f = |n: &str| format!("{field}.{n}");
     let name = check_name(loc, &f("name"), &raw.name, names)?;
@@ -595,6 +603,7 @@ fn check_relay(
         inside_addr,
         ssh: check_ssh(loc, &f("ssh"), &raw.ssh)?,
         nat,
+        rate: check_rate(loc, &f("rate"), &raw.rate)?.or_else(|| front_rate.clone()),
     })
 }
 
@@ -702,6 +711,7 @@ impl Topology {
                     ssh: check_ssh(&loc, &hf("ssh"), &rh.ssh)?,
                 });
             }
+            let front_rate = check_rate(&loc, &f("front_rate"), &rc.front_rate)?;
             let front = match kind {
                 Kind::Public => {
                     for (field, value) in [
@@ -709,6 +719,7 @@ impl Topology {
                         ("public_addr", &rc.public_addr),
                         ("front_addr", &rc.front_addr),
                         ("front_ssh", &rc.front_ssh),
+                        ("front_rate", &rc.front_rate),
                     ] {
                         if let Some(v) = value {
                             return Err(loc.at(v.span(), f(field), "a public cluster has no front node (its hosts are their own fronts)"));
@@ -786,6 +797,7 @@ impl Topology {
                         inside_addr,
                         ssh: check_ssh(&loc, &f("front_ssh"), &rc.front_ssh)?,
                         nat: rc.nat.as_ref().map(|n| *n.get_ref()).unwrap_or_default(),
+                        rate: front_rate.clone(),
                     })
                 }
             };
@@ -796,7 +808,10 @@ impl Topology {
                     &format!("cluster[{ci}].relay[{ri}]"),
                     rr,
                     (&mut names, &mut addrs),
-                    rc.nat.as_ref().map(|n| *n.get_ref()).unwrap_or_default(),
+                    (
+                        rc.nat.as_ref().map(|n| *n.get_ref()).unwrap_or_default(),
+                        &front_rate,
+                    ),
                 )?);
             }
             let relay_port = match &rc.relay_port {
@@ -1424,6 +1439,32 @@ rails = ["10.201.0.2", "10.202.0.2"]
             "{GRID}[[cluster.relay]]\nname = \"x\"\npublic_addr = \"198.18.0.50\"\nfront_addr = \"10.9.0.1\"\n"
         );
         assert_eq!(error(&public).1, "cluster[1].relay");
+    }
+
+    #[test]
+    fn front_nodes_links_may_have_rates_of_their_own() {
+        let three = GRID.replace(
+            "relay_port = 7400\n",
+            "relay_port = 7400\nfront_rate = \"100mbit\"\n\
+             [[cluster.relay]]\nname = \"f2\"\npublic_addr = \"198.18.0.11\"\nfront_addr = \"10.1.0.2\"\n\
+             [[cluster.relay]]\nname = \"f3\"\npublic_addr = \"198.18.0.12\"\nfront_addr = \"10.1.0.3\"\nrate = \"50mbit\"\n",
+        );
+        let g = Topology::parse("grid.toml", &three).unwrap();
+        let rates: Vec<Option<&str>> = g.clusters[0].fronts().map(|f| f.rate.as_deref()).collect();
+        assert_eq!(rates, [Some("100mbit"), Some("100mbit"), Some("50mbit")]);
+        // Grids without them stay as they were.
+        let plain = Topology::parse("grid.toml", GRID).unwrap();
+        assert_eq!(plain.clusters[0].front.as_ref().unwrap().rate, None);
+        assert_eq!(
+            error(&three.replace("\"50mbit\"", "\"fast\"")).1,
+            "cluster[0].relay[1].rate"
+        );
+        assert_eq!(
+            error(&three.replace("front_rate = \"100mbit\"", "front_rate = \"1x\"")).1,
+            "cluster[0].front_rate"
+        );
+        let public = GRID.replace("rate = \"100mbit\"", "front_rate = \"100mbit\"");
+        assert_eq!(error(&public).1, "cluster[1].front_rate");
     }
 
     #[test]

@@ -18,8 +18,10 @@
 //!   lie outside the WAN and the private clusters' /24s: a cut rail must not fall back to
 //!   another network (hosts answer ARP for all their addresses on every interface).
 //! - optional `tc tbf` rate limits: a cluster's `rate` on each of its host links (both ways),
-//!   the grid's `wan_rate` on each link to `wan` (both ways), a link's `rate` on each host's
-//!   veth to it (both ways).
+//!   the grid's `wan_rate` on each link to `wan` (both ways), a front node's own rate (its
+//!   cluster's `front_rate` or its `[[cluster.relay]]`'s `rate`) on its link to `wan` instead,
+//!   a link's `rate` on each host's veth to it (both ways). So each relay of a cluster can be
+//!   a bottleneck of its own, while the hosts' and other clusters' links stay as they are.
 //! - [`Testbed::set_link`] takes one rail of one host down and up again (`ip link set`), for
 //!   tests of a rail failing mid-transfer; `ferry testbed link` does it on a standing testbed.
 //!
@@ -301,7 +303,8 @@ impl Plan {
                             bridge: "wan".into(),
                             addr: front.public_addr,
                             prefix_len: wan_len,
-                            rate: grid.wan_rate.clone(),
+                            // Its own rate (a relay's link) before the grid's WAN rate.
+                            rate: front.rate.clone().or_else(|| grid.wan_rate.clone()),
                             delay: grid.wan_delay_of(ci),
                         });
                         plan.links.push(Link {
@@ -965,6 +968,30 @@ addr = "198.18.1.1"
         assert!(!lines
             .iter()
             .any(|l| l.contains("fy7-a1") && l.contains("198.18")));
+    }
+
+    #[test]
+    fn a_front_nodes_own_rate_limits_its_link_to_the_wan() {
+        let grid = GRID.replace(
+            "public_addr = \"198.18.0.10\"\n",
+            "public_addr = \"198.18.0.10\"\nfront_rate = \"100mbit\"\n\
+             [[cluster.relay]]\nname = \"fa2\"\npublic_addr = \"198.18.0.11\"\nfront_addr = \"10.1.0.2\"\nrate = \"50mbit\"\n",
+        );
+        let p = Plan::new(&Topology::parse("g", &grid).unwrap(), "fy7-").unwrap();
+        let lines: Vec<String> = p.commands().iter().map(|c| c.join(" ")).collect();
+        let tbf = |ns: &str, dev: &str, rate: &str| {
+            let line = format!(
+                "ip netns exec {ns} tc qdisc add dev {dev} root tbf rate {rate} burst 256kb latency 50ms"
+            );
+            lines.contains(&line)
+        };
+        // fa: eth0 = v1 (WAN), eth1 = v2; fa2: eth0 = v3, eth1 = v4; a1: v5; p1: v6.
+        assert!(tbf("fy7-fa", "eth0", "100mbit") && tbf("fy7-sw", "v1", "100mbit"));
+        assert!(tbf("fy7-fa2", "eth0", "50mbit") && tbf("fy7-sw", "v3", "50mbit"));
+        // Inside the cluster and the other cluster's links keep their rates.
+        assert!(!lines.iter().any(|l| l.contains("dev eth1 root")));
+        assert!(tbf("fy7-p1", "eth0", "1gbit"));
+        assert!(!tbf("fy7-fa", "eth0", "1gbit"));
     }
 
     const RAILS: &str = r#"
