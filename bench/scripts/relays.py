@@ -3,13 +3,13 @@
 mid-stream, on the one-machine testbed (root).
 
 Cluster a (one front node) streams to cluster b, which has R front nodes, each with a relay:
-rank 0 on a1 sends COUNT checked messages of 4 MiB to rank 1 on b1 (`check stream`, eight in
+rank 0 on a1 sends COUNT checked messages of SIZE bytes (4 MiB) to rank 1 on b1 (`check stream`, eight in
 flight). `ferry run --grid` gives the pair one rail per relay of b (R rails; one for R = 1), so
 the stream is striped over all of b's relays. Each R runs ROUNDS times; the median is kept.
 
 Then, for R = 2 and 3, a longer stream during which the relay on fb2 (it carries the pair's
 rail 0) is killed with SIGKILL once a third of the messages have arrived. Every window of
-eight messages (32 MiB) is stamped on arrival (by this script, reading the job's output as it
+eight messages is stamped on arrival (by this script, reading the job's output as it
 comes); from the stamps: the rate before the kill, the longest gap between two windows around
 the kill (the dip) and the time from the kill until the windows come at 80 % of the earlier
 rate again (the recovery); see `analyse`.
@@ -24,7 +24,7 @@ Writes to OUT (default bench/results/<date>-relays): relays.csv (every run), kil
 window stamps of each kill run), summary.md and machine.txt.
 
     sudo bench/scripts/relays.py [OUT]          # ROUNDS=3 COUNT=96 KILL_COUNT=240
-    sudo RATE=100mbit COUNT=48 KILL_COUNT=120 bench/scripts/relays.py OUT
+    sudo RATE=100mbit SIZE=1048576 COUNT=192 KILL_COUNT=480 bench/scripts/relays.py OUT
 """
 
 import datetime
@@ -43,7 +43,7 @@ ROUNDS = int(os.environ.get("ROUNDS", "3"))
 COUNT = int(os.environ.get("COUNT", "96"))
 KILL_COUNT = int(os.environ.get("KILL_COUNT", "240"))
 RATE = os.environ.get("RATE")
-SIZE = 4 << 20
+SIZE = int(os.environ.get("SIZE", str(4 << 20)))
 WINDOW = 8
 
 
@@ -150,7 +150,8 @@ def analyse(stamps, kill, left=1.0):
     rate = WINDOW * SIZE / step / 1e6
     after = [(stamps[i][1], stamps[i][1] - stamps[i - 1][1]) for i in range(1, len(stamps))
              if stamps[i][1] > kill]
-    gap = max(d for t, d in after if t <= kill + 2.0)
+    # At a limited rate a window may take longer than 2 s: then the first one after the kill.
+    gap = max([d for t, d in after if t <= kill + 2.0] or [after[0][1]])
     recovered = next((t - kill for t, d in after
                       if d <= step / left / 0.8 and t - d >= kill - 0.001), None)
     steady = [d for t, d in after if recovered is not None and t > kill + recovered]
@@ -172,7 +173,7 @@ def main():
         f.write(f"date: {datetime.datetime.now(datetime.timezone.utc).isoformat()}\n")
         f.write(f"commit: {commit}\n")
         f.write(f"command: bench/scripts/relays.py (ROUNDS={ROUNDS} COUNT={COUNT} "
-                f"KILL_COUNT={KILL_COUNT} RATE={RATE or ''})\n")
+                f"KILL_COUNT={KILL_COUNT} SIZE={SIZE} RATE={RATE or ''})\n")
         f.write(f"cores: {os.cpu_count()}\n")
         f.write(f"load before: {open('/proc/loadavg').read().strip()}\n")
     runs, kills = [], []
@@ -218,8 +219,9 @@ def main():
             f.write(f"| {relays} ({relays}) | {statistics.median(got):.1f} | "
                     f"{', '.join(f'{m:.1f}' for m in got)} |\n")
         share = "(R - 1) / R of " if RATE else ""
-        f.write("\n| relays | fb2 killed after | rate before (MB/s) | slowest 32 MiB window "
-                f"ending within 2 s of the kill | first window at >= 80 % of {share}the rate, "
+        f.write(f"\n| relays | fb2 killed after | rate before (MB/s) | slowest "
+                f"{WINDOW * SIZE >> 20} MiB window ending within 2 s of the kill (or the first "
+                f"after it) | first window at >= 80 % of {share}the rate, "
                 "ended after | rate after that (MB/s) |\n"
                 "|---|---|---|---|---|---|\n")
         for relays, rate, gap, rec, after in kills:
