@@ -13,8 +13,11 @@
 //!   (MPI_T_PVAR_CLASS_COUNTER: started and stopped per handle, resettable and writable per
 //!   handle), the unexpected queue's length (LEVEL) and peak (HIGHWATERMARK), both continuous
 //!   and read-only. Before MPI_Init they read 0; after MPI_Finalize, their final values.
+//!   What `FERRY_COMPRESS` did on the TCP links (payloads sent compressed, their bytes before
+//!   and after, payloads that went raw after their sample, payloads received compressed) are
+//!   counters of the same kind.
 //! * **Categories**: `ferry` holds `ferry_transport`, `ferry_shm`, `ferry_tcp` (control
-//!   variables) and `ferry_p2p` (performance variables).
+//!   variables), `ferry_p2p` and `ferry_compress` (performance variables).
 //! * **Events and sources**: ferry has none (the standard allows zero). Every function exists,
 //!   checks its arguments and returns the standard's error: MPI_T_ERR_INVALID_INDEX for any
 //!   event or source index, MPI_T_ERR_INVALID_HANDLE for any registration or instance.
@@ -556,6 +559,8 @@ pub(crate) struct PvarDef {
     pub(crate) verbosity: c_int,
     /// Always counting (no start/stop); also read-only.
     pub(crate) continuous: bool,
+    /// The category it is listed in.
+    pub(crate) category: usize,
     pub(crate) value: fn(&Counters) -> u64,
 }
 
@@ -566,6 +571,7 @@ pub(crate) const PVARS: &[PvarDef] = &[
         class: MPI_T_PVAR_CLASS_COUNTER,
         verbosity: MPI_T_VERBOSITY_USER_BASIC,
         continuous: false,
+        category: CAT_P2P,
         value: |c| c.messages_sent,
     },
     PvarDef {
@@ -574,6 +580,7 @@ pub(crate) const PVARS: &[PvarDef] = &[
         class: MPI_T_PVAR_CLASS_COUNTER,
         verbosity: MPI_T_VERBOSITY_USER_BASIC,
         continuous: false,
+        category: CAT_P2P,
         value: |c| c.bytes_sent,
     },
     PvarDef {
@@ -582,6 +589,7 @@ pub(crate) const PVARS: &[PvarDef] = &[
         class: MPI_T_PVAR_CLASS_COUNTER,
         verbosity: MPI_T_VERBOSITY_TUNER_BASIC,
         continuous: false,
+        category: CAT_P2P,
         value: |c| c.eager_sends,
     },
     PvarDef {
@@ -590,6 +598,7 @@ pub(crate) const PVARS: &[PvarDef] = &[
         class: MPI_T_PVAR_CLASS_COUNTER,
         verbosity: MPI_T_VERBOSITY_TUNER_BASIC,
         continuous: false,
+        category: CAT_P2P,
         value: |c| c.rendezvous_sends,
     },
     PvarDef {
@@ -598,6 +607,7 @@ pub(crate) const PVARS: &[PvarDef] = &[
         class: MPI_T_PVAR_CLASS_COUNTER,
         verbosity: MPI_T_VERBOSITY_USER_BASIC,
         continuous: false,
+        category: CAT_P2P,
         value: |c| c.messages_received,
     },
     PvarDef {
@@ -606,6 +616,7 @@ pub(crate) const PVARS: &[PvarDef] = &[
         class: MPI_T_PVAR_CLASS_COUNTER,
         verbosity: MPI_T_VERBOSITY_USER_BASIC,
         continuous: false,
+        category: CAT_P2P,
         value: |c| c.bytes_received,
     },
     PvarDef {
@@ -614,6 +625,7 @@ pub(crate) const PVARS: &[PvarDef] = &[
         class: MPI_T_PVAR_CLASS_COUNTER,
         verbosity: MPI_T_VERBOSITY_TUNER_BASIC,
         continuous: false,
+        category: CAT_P2P,
         value: |c| c.unexpected_queued,
     },
     PvarDef {
@@ -622,6 +634,7 @@ pub(crate) const PVARS: &[PvarDef] = &[
         class: MPI_T_PVAR_CLASS_LEVEL,
         verbosity: MPI_T_VERBOSITY_TUNER_BASIC,
         continuous: true,
+        category: CAT_P2P,
         value: |c| c.unexpected_now,
     },
     PvarDef {
@@ -630,7 +643,54 @@ pub(crate) const PVARS: &[PvarDef] = &[
         class: MPI_T_PVAR_CLASS_HIGHWATERMARK,
         verbosity: MPI_T_VERBOSITY_TUNER_DETAIL,
         continuous: true,
+        category: CAT_P2P,
         value: |c| c.unexpected_peak,
+    },
+    // Appended after the point-to-point ones, so that their indices stay as they were.
+    PvarDef {
+        name: "ferry_compress_frames_compressed",
+        desc: "TCP payloads (eager messages, rendezvous chunks) this rank sent compressed (FERRY_COMPRESS).",
+        class: MPI_T_PVAR_CLASS_COUNTER,
+        verbosity: MPI_T_VERBOSITY_TUNER_BASIC,
+        continuous: false,
+        category: CAT_COMPRESS,
+        value: |c| c.frames_compressed,
+    },
+    PvarDef {
+        name: "ferry_compress_bytes_before",
+        desc: "Bytes of the payloads this rank sent compressed, before compression.",
+        class: MPI_T_PVAR_CLASS_COUNTER,
+        verbosity: MPI_T_VERBOSITY_TUNER_BASIC,
+        continuous: false,
+        category: CAT_COMPRESS,
+        value: |c| c.compressed_raw_bytes,
+    },
+    PvarDef {
+        name: "ferry_compress_bytes_after",
+        desc: "Bytes of the payloads this rank sent compressed, as sent.",
+        class: MPI_T_PVAR_CLASS_COUNTER,
+        verbosity: MPI_T_VERBOSITY_TUNER_BASIC,
+        continuous: false,
+        category: CAT_COMPRESS,
+        value: |c| c.compressed_sent_bytes,
+    },
+    PvarDef {
+        name: "ferry_compress_frames_sent_plain",
+        desc: "TCP payloads that could have been compressed but went plain: their message's sample, or they themselves, did not shrink by an eighth.",
+        class: MPI_T_PVAR_CLASS_COUNTER,
+        verbosity: MPI_T_VERBOSITY_TUNER_DETAIL,
+        continuous: false,
+        category: CAT_COMPRESS,
+        value: |c| c.frames_sent_raw,
+    },
+    PvarDef {
+        name: "ferry_compress_frames_decompressed",
+        desc: "Compressed TCP payloads this rank received.",
+        class: MPI_T_PVAR_CLASS_COUNTER,
+        verbosity: MPI_T_VERBOSITY_TUNER_BASIC,
+        continuous: false,
+        category: CAT_COMPRESS,
+        value: |c| c.frames_decompressed,
     },
 ];
 
@@ -652,9 +712,10 @@ const CAT_TRANSPORT: usize = 1;
 const CAT_SHM: usize = 2;
 const CAT_TCP: usize = 3;
 const CAT_P2P: usize = 4;
+const CAT_COMPRESS: usize = 5;
 
-/// A category (number 0, `ferry`, holds the others): its variables are those whose `category` is its index (all performance
-/// variables are in `ferry_p2p`).
+/// A category (number 0, `ferry`, holds the others): its variables are those whose `category`
+/// is its index.
 pub(crate) struct CategoryDef {
     pub(crate) name: &'static str,
     pub(crate) desc: &'static str,
@@ -665,7 +726,7 @@ pub(crate) const CATEGORIES: &[CategoryDef] = &[
     CategoryDef {
         name: "ferry",
         desc: "Every variable of ferry, by subsystem.",
-        subcategories: &[CAT_TRANSPORT, CAT_SHM, CAT_TCP, CAT_P2P],
+        subcategories: &[CAT_TRANSPORT, CAT_SHM, CAT_TCP, CAT_P2P, CAT_COMPRESS],
     },
     CategoryDef {
         name: "ferry_transport",
@@ -688,6 +749,11 @@ pub(crate) const CATEGORIES: &[CategoryDef] = &[
             "Point-to-point traffic of this rank: messages, bytes, protocols, unexpected arrivals.",
         subcategories: &[],
     },
+    CategoryDef {
+        name: "ferry_compress",
+        desc: "Compression of TCP payloads (FERRY_COMPRESS): payloads and bytes before and after.",
+        subcategories: &[],
+    },
 ];
 
 pub(crate) fn category_cvars(cat: usize) -> Vec<usize> {
@@ -697,10 +763,9 @@ pub(crate) fn category_cvars(cat: usize) -> Vec<usize> {
 }
 
 pub(crate) fn category_pvars(cat: usize) -> Vec<usize> {
-    match cat {
-        CAT_P2P => (0..PVARS.len()).collect(),
-        _ => Vec::new(),
-    }
+    (0..PVARS.len())
+        .filter(|&i| PVARS[i].category == cat)
+        .collect()
 }
 
 // ---- Setup ----------------------------------------------------------------------------------
@@ -981,6 +1046,44 @@ mod tests {
             ..Counters::default()
         };
         assert_eq!(pvar_value(&level, &now), 4);
+    }
+
+    #[test]
+    fn compression_counters_are_performance_variables_of_their_own_category() {
+        let now = Counters {
+            frames_compressed: 3,
+            compressed_raw_bytes: 3 << 16,
+            compressed_sent_bytes: 100_000,
+            frames_sent_raw: 2,
+            frames_decompressed: 5,
+            ..Counters::default()
+        };
+        let read = |name: &str| {
+            let index = PVARS
+                .iter()
+                .position(|p| p.name == name)
+                .unwrap_or(usize::MAX);
+            assert!(index < PVARS.len(), "no {name}");
+            assert_eq!(PVARS[index].category, CAT_COMPRESS, "{name}");
+            // A handle started before the job sent anything counts everything.
+            let h = PvarHandle {
+                session: 0,
+                index,
+                started: true,
+                held: 0,
+                base: 0,
+            };
+            pvar_value(&h, &now)
+        };
+        assert_eq!(read("ferry_compress_frames_compressed"), 3);
+        assert_eq!(read("ferry_compress_bytes_before"), 3 << 16);
+        assert_eq!(read("ferry_compress_bytes_after"), 100_000);
+        assert_eq!(read("ferry_compress_frames_sent_plain"), 2);
+        assert_eq!(read("ferry_compress_frames_decompressed"), 5);
+        assert_eq!(category_pvars(CAT_COMPRESS).len(), 5);
+        // The point-to-point ones keep their indices (first) and their category.
+        assert_eq!(category_pvars(CAT_P2P), (0..9).collect::<Vec<_>>());
+        assert!(CATEGORIES[0].subcategories.contains(&CAT_COMPRESS));
     }
 
     #[test]

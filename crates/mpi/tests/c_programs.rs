@@ -263,6 +263,23 @@ fn sessions_without_inside_and_overlapping_mpi_init() {
 }
 
 #[test]
+fn compression_counters_are_performance_variables() {
+    // Two ranks over TCP on this host: FERRY_COMPRESS=on compresses on every TCP link.
+    no_errors_in_env(
+        2,
+        "mpit_compress",
+        &["on"],
+        &[("FERRY_TRANSPORT", "tcp"), ("FERRY_COMPRESS", "on")],
+    );
+    no_errors_in_env(
+        2,
+        "mpit_compress",
+        &["off"],
+        &[("FERRY_TRANSPORT", "tcp"), ("FERRY_COMPRESS", "off")],
+    );
+}
+
+#[test]
 fn tool_interface_variables_categories_and_errors() {
     no_errors(1, "mpit");
     no_errors(3, "mpit");
