@@ -27,6 +27,9 @@ pub(crate) struct Prepared {
     local: Option<SocketAddr>,
 }
 
+/// A cluster's relays: (front node, public address), `front` first.
+pub(crate) type RelayList = Vec<(String, SocketAddr)>;
+
 fn key(from: u32, to: u32) -> String {
     format!("punch-{from}-{to}")
 }
@@ -77,12 +80,14 @@ pub(crate) fn offer(
 }
 
 /// Starts the attempts whose both offers are addresses (step 2); returns the peers (world
-/// ranks) that are being punched to, which the caller must not dial.
+/// ranks) that are being punched to, which the caller must not dial. `relays[r]` is rank r's
+/// first relay (observed through), `all_relays[r]` every relay of its cluster (the fallback
+/// takes one still there).
 pub(crate) fn start(
     t: &mut TcpTransport,
     boot: &mut Bootstrap,
     config: &Config,
-    (guids, relays): (&[Guid], &[Option<SocketAddr>]),
+    (guids, relays, all_relays): (&[Guid], &[Option<SocketAddr>], &[RelayList]),
     (base, rank): (u32, u32),
     prepared: Vec<Prepared>,
 ) -> Result<Vec<u32>, Error> {
@@ -90,7 +95,7 @@ pub(crate) fn start(
     // together as they can (see ferry_wire::punch::RETRY_MIN), so no attempt waits on lookups.
     let mut ready = Vec::new();
     for Prepared { peer, local } in prepared {
-        let (Some(local), Some(relay)) = (local, relays[peer as usize]) else {
+        let (Some(local), Some(_)) = (local, relays[peer as usize]) else {
             continue;
         };
         let theirs = match boot.lookup(&key(base + peer, base + rank))? {
@@ -101,11 +106,11 @@ pub(crate) fn start(
             })?,
         };
         if let Offer::At(target) = theirs {
-            ready.push((peer, local, target, relay));
+            ready.push((peer, local, target));
         }
     }
     let mut started = Vec::new();
-    for (peer, local, target, relay) in ready {
+    for (peer, local, target) in ready {
         let role = match ferry_grid::path::plan(guids, rank, peer).dialer == rank {
             true => Role::Decider,
             false => Role::Follower,
@@ -115,7 +120,7 @@ pub(crate) fn start(
             (local, target),
             role,
             Duration::from_millis(config.punch_timeout_ms),
-            (relay, guids[peer as usize].front.clone()),
+            all_relays.get(peer as usize).cloned().unwrap_or_default(),
         )?;
         started.push(peer);
     }

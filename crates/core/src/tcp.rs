@@ -101,6 +101,8 @@ pub(crate) struct TcpTransport {
     /// The registrations with our cluster's relays (one per front node), kept open for the
     /// job's life.
     relays: Vec<RelayLink>,
+    /// The relays (of any cluster) seen gone, which connections opened from then on avoid.
+    relay_deaths: ferry_grid::relays::RelayDeaths,
     /// Rung by shared-memory peers when this rank sleeps in `poll_input` (see `crate::shm`).
     doorbell: Option<crate::shm::Doorbell>,
     /// Attempts to punch through two NATs that still run (`punch`).
@@ -179,6 +181,7 @@ impl TcpTransport {
             socket_buffer,
             seen: ReplayGuard::default(),
             relays: Vec::new(),
+            relay_deaths: Default::default(),
             doorbell: None,
             punches: Vec::new(),
             punch_log: Vec::new(),
@@ -244,6 +247,20 @@ impl TcpTransport {
         std::mem::take(&mut self.closed)
     }
 
+    /// Which of `relays` (a peer's cluster's, `front` first) rail `rail` of a connection this
+    /// rank opens now to `peer` goes through: the spreading rule over those not seen gone
+    /// ([`ferry_grid::relays::RelayDeaths::choose`]); None when all went away. `me` and
+    /// `peer` are the ranks the spreading counts with (world ranks at set-up).
+    pub(crate) fn choose_relay<'a>(
+        &self,
+        (me, peer, rail): (u32, u32, u16),
+        relays: &'a [(String, SocketAddr)],
+    ) -> Option<&'a (String, SocketAddr)> {
+        let fronts = relays.iter().map(|(front, _)| front.as_str());
+        let which = self.relay_deaths.choose((me, peer, rail), fronts)?;
+        relays.get(which)
+    }
+
     /// Rails that failed since the last call: (peer, rail, why).
     pub(crate) fn take_failures(&mut self) -> Vec<(u32, u16, String)> {
         std::mem::take(&mut self.failures)
@@ -269,6 +286,10 @@ impl TcpTransport {
 
     /// Records the failure of a rail (with several rails) and closes it.
     fn rail_failed(&mut self, peer: usize, rail: usize, why: String) {
+        // Through a relay, the failure is the only sign of its death a dialer gets.
+        if let Some(front) = self.conns[peer][rail].as_ref().and_then(|c| c.via.as_ref()) {
+            self.relay_deaths.went_away(front);
+        }
         self.close_rail(peer, rail);
         self.failures.push((peer as u32, rail as u16, why));
     }

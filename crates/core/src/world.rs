@@ -226,11 +226,14 @@ pub fn init() -> Result<World, Error> {
     let mut tcp = None;
     // Hole punching between private clusters (crate::punching): ids and relays of the ranks.
     let ids: Vec<ferry_grid::Guid> = cards.iter().map(Card::guid).collect();
-    // A punch observes through, and falls back to, the peer cluster's first relay (`front`).
+    // A punch observes through the peer cluster's first relay (`front`), and falls back to
+    // one of its relays that is still there.
     let relays: Vec<Option<SocketAddr>> = cards
         .iter()
         .map(|c| c.relays.first().map(|&(_, addr)| addr))
         .collect();
+    let all_relays: Vec<Vec<(String, SocketAddr)>> =
+        cards.iter().map(|c| c.relays.clone()).collect();
     let mut to_punch = Vec::new();
     if !tcp_peers.is_empty() {
         let max = config.tcp_eager_limit.max(config.tcp_chunk) as u64;
@@ -308,7 +311,7 @@ pub fn init() -> Result<World, Error> {
     }
     let guids: Vec<ferry_grid::Guid> = cards.iter().map(Card::guid).collect();
     if let Some(t) = tcp.as_mut() {
-        let grid = (&ids[..], &relays[..]);
+        let grid = (&ids[..], &relays[..], &all_relays[..]);
         let punched = crate::punching::start(t, &mut boot, &config, grid, (0, rank), to_punch)?;
         let to_dial: Vec<u32> = tcp_peers
             .iter()
@@ -464,10 +467,12 @@ fn dial_peers(
                 }
                 ferry_grid::Path::ViaPeerRelay { .. } => {
                     // Rails spread over the peer's relays (`ferry_grid::relays`), so that a
-                    // pair with as many rails as relays has one through each.
-                    let which = ferry_grid::relays::pick(rank, peer, rail, card.relays.len());
-                    let (front, relay) = card.relays.get(which).ok_or_else(|| missing("relay"))?;
-                    t.dial((uid, rail), *relay, None, Some(front))?
+                    // pair with as many rails as relays has one through each; relays seen
+                    // gone are left out.
+                    let (front, relay) = t
+                        .choose_relay((rank, peer, rail), &card.relays)
+                        .ok_or_else(|| missing("live relay"))?;
+                    t.dial((uid, rail), *relay, None, Some(front.as_str()))?
                 }
             }
         }

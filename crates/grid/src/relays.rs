@@ -25,6 +25,58 @@ pub fn pick(dialer: u32, acceptor: u32, rail: u16, relays: usize) -> usize {
     (sum % relays as u64) as usize
 }
 
+/// Which relays of the grid went away, as far as this rank has seen, so that connections it
+/// opens later go through the live ones. No I/O: the transport reports what it saw.
+///
+/// A relay is known gone when this rank's registration with it ended (a relay of its own
+/// cluster) or when a connection through it failed (a relay of a peer's cluster: the only sign
+/// a dialer gets). A connection's failure may also be the peer's, but then the job ends
+/// anyway; and a relay that comes back is not used again, which costs spreading, not
+/// correctness.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct RelayDeaths {
+    /// Front node names of the relays seen gone.
+    gone: Vec<String>,
+}
+
+impl RelayDeaths {
+    /// Records that the relay on front node `front` went away. Returns whether that was news.
+    pub fn went_away(&mut self, front: &str) -> bool {
+        if self.is_gone(front) {
+            return false;
+        }
+        self.gone.push(front.to_string());
+        true
+    }
+
+    /// Whether the relay on `front` was seen gone.
+    pub fn is_gone(&self, front: &str) -> bool {
+        self.gone.iter().any(|g| g == front)
+    }
+
+    /// The index into `fronts` (the acceptor's cluster's relays, `front` first) that rail
+    /// `rail` of a connection from `dialer` to `acceptor` opened now goes through: [`pick`]
+    /// over the relays not seen gone, so that while none went away it is exactly [`pick`],
+    /// and after a death the later connections spread over the survivors in the same way.
+    /// None when every one of them went away.
+    pub fn choose<'a>(
+        &self,
+        (dialer, acceptor, rail): (u32, u32, u16),
+        fronts: impl IntoIterator<Item = &'a str>,
+    ) -> Option<usize> {
+        let live: Vec<usize> = fronts
+            .into_iter()
+            .enumerate()
+            .filter(|(_, f)| !self.is_gone(f))
+            .map(|(i, _)| i)
+            .collect();
+        if live.is_empty() {
+            return None;
+        }
+        Some(live[pick(dialer, acceptor, rail, live.len())])
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -60,5 +112,51 @@ mod tests {
                 assert_eq!(used, (0..relays).collect::<Vec<_>>(), "{d}->{a}");
             }
         }
+    }
+
+    #[test]
+    fn with_no_death_the_choice_is_pick() {
+        let deaths = RelayDeaths::default();
+        let fronts = ["fb", "fb2", "fb3"];
+        for d in 0..6 {
+            for rail in 0..3 {
+                assert_eq!(
+                    deaths.choose((d, 1, rail), fronts),
+                    Some(pick(d, 1, rail, 3))
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn a_relay_seen_gone_is_not_chosen_again_and_the_rest_share_its_load() {
+        let mut deaths = RelayDeaths::default();
+        assert!(deaths.went_away("fb2"));
+        assert!(!deaths.went_away("fb2"), "no news the second time");
+        assert!(deaths.is_gone("fb2") && !deaths.is_gone("fb"));
+        let fronts = ["fb", "fb2", "fb3"];
+        let mut count = [0; 3];
+        for dialer in 0..20 {
+            for rail in 0..3 {
+                let which = deaths.choose((dialer, 7, rail), fronts);
+                count[which.unwrap_or(usize::MAX).min(2)] += 1;
+            }
+        }
+        assert_eq!(count, [30, 0, 30], "fb2 gets nothing, fb and fb3 half each");
+        // Another cluster's fronts are another list: fb2's death does not touch them.
+        assert_eq!(
+            deaths.choose((0, 1, 0), ["fa", "fa2"]),
+            Some(pick(0, 1, 0, 2))
+        );
+    }
+
+    #[test]
+    fn when_every_relay_went_away_there_is_no_choice() {
+        let mut deaths = RelayDeaths::default();
+        deaths.went_away("fb");
+        assert_eq!(deaths.choose((0, 1, 0), ["fb"]), None);
+        assert_eq!(deaths.choose((0, 1, 0), []), None);
+        deaths.went_away("fb2");
+        assert_eq!(deaths.choose((3, 4, 1), ["fb", "fb2", "fb3"]), Some(2));
     }
 }

@@ -24,8 +24,8 @@ pub(super) struct Punch {
     attempt: Attempt,
     /// The current socket, while connecting or shaking hands.
     conn: Option<Conn>,
-    /// The peer's relay and its front node, for the decider's fallback.
-    relay: (SocketAddr, String),
+    /// The peer's cluster's relays (front node, address), for the decider's fallback.
+    relays: Vec<(String, SocketAddr)>,
     /// An event (writable, error) arrived since the last look.
     stirred: bool,
 }
@@ -120,7 +120,7 @@ impl TcpTransport {
         (local, target): (SocketAddr, SocketAddr),
         role: Role,
         timeout: Duration,
-        relay: (SocketAddr, String),
+        relays: Vec<(String, SocketAddr)>,
     ) -> Result<(), Error> {
         self.grow(peer as usize + 1);
         let now = Instant::now();
@@ -131,7 +131,7 @@ impl TcpTransport {
             target,
             attempt: Attempt::new(role, timeout, now, seed),
             conn: None,
-            relay,
+            relays,
             stirred: false,
         }));
         self.punch_log.push(PunchRecord {
@@ -277,8 +277,16 @@ impl TcpTransport {
                     }
                 }
                 Action::UseRelay => {
-                    let (peer, (addr, front)) = (p.peer, p.relay.clone());
-                    self.dial((peer, 0), addr, None, Some(&front))?;
+                    // Chosen now, not when the attempt began: a relay seen gone since then
+                    // is left out.
+                    let (peer, relays) = (p.peer, p.relays.clone());
+                    let Some((front, addr)) = self.choose_relay((self.me, peer, 0), &relays) else {
+                        return Err(Error::Transport(format!(
+                            "rank {}: every relay of rank {peer}'s cluster went away",
+                            self.me
+                        )));
+                    };
+                    self.dial((peer, 0), *addr, None, Some(front.as_str()))?;
                 }
             }
         }

@@ -129,6 +129,7 @@ impl TcpTransport {
         link.alive = false;
         let _ = self.poll.registry().deregister(&mut link.stream);
         let gone = link.front.clone();
+        self.relay_deaths.went_away(&gone);
         let left: Vec<&str> = self
             .relays
             .iter()
