@@ -8,7 +8,8 @@
 //!   relay carries connections (they spread over the relays) and bytes (trunking);
 //! - a relay of cluster b killed in the middle of a checked stream from a to b (every byte
 //!   compared): the rails through it fail, what they carried goes again through the other
-//!   relay, and the job passes;
+//!   relay, and the job passes; the dialer, which sees the death only through its failed
+//!   rail, says that the connections it opens from then on leave that relay out;
 //! - with one relay per cluster (the grid without its `[[cluster.relay]]` tables), killing it
 //!   ends the job with a message naming the relay.
 //!
@@ -179,6 +180,13 @@ fn relays_spread_trunk_and_fail_over() {
     }
     assert!(stderr.contains("relay on fb2 went away"), "{all}");
     assert!(stderr.contains("ordered frames from number"), "{all}");
+    // The dialer (rank 0, in a) learns of fb2's death only from its rail through it, and
+    // leaves fb2 out of the connections it opens from then on (`ferry_grid::relays::
+    // RelayDeaths`; none is opened in this job: every pair is dialled at start-up).
+    assert!(
+        stderr.contains("rank 0: connections opened from now on leave out the relay on fb2"),
+        "{all}"
+    );
 
     // One relay per cluster: its death ends the job, naming it.
     let mut one = topology.clone();

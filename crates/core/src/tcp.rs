@@ -288,7 +288,12 @@ impl TcpTransport {
     fn rail_failed(&mut self, peer: usize, rail: usize, why: String) {
         // Through a relay, the failure is the only sign of its death a dialer gets.
         if let Some(front) = self.conns[peer][rail].as_ref().and_then(|c| c.via.as_ref()) {
-            self.relay_deaths.went_away(front);
+            if self.relay_deaths.went_away(front) {
+                eprintln!(
+                    "ferry: rank {}: connections opened from now on leave out the relay on {front}",
+                    self.me
+                );
+            }
         }
         self.close_rail(peer, rail);
         self.failures.push((peer as u32, rail as u16, why));
