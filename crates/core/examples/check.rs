@@ -1,6 +1,8 @@
 //! Self-checking multi-rank scenarios, run by the integration tests through `ferry run`:
 //! `check <case> [args]`. Every case verifies what it receives and exits non-zero on a mismatch.
 
+mod common;
+
 use ferry_core::{scope, wait_all, Comm, Error, World, ANY_SOURCE, ANY_TAG};
 use std::io::Write;
 use std::net::TcpStream;
@@ -24,8 +26,7 @@ fn pattern(seed: u64, len: usize) -> Vec<u8> {
 }
 
 fn fail(world: &World, what: String) -> ! {
-    eprintln!("check: rank {}: {what}", world.rank());
-    world.abort(3, &what)
+    common::fail("check", world, what)
 }
 
 /// Every ordered pair exchanges messages of many sizes at once, checked byte for byte.
@@ -317,7 +318,7 @@ fn bcast_timing(world: &World, args: &[String]) -> Result<(), Error> {
     ) else {
         fail(world, usage.into());
     };
-    let reps = args.get(3).and_then(|r| r.parse().ok()).unwrap_or(3usize);
+    let reps = common::number(args, 3, 3);
     let Some(sched) = scheduler(name) else {
         fail(world, format!("no scheduler {name:?}"));
     };
@@ -1202,16 +1203,9 @@ fn routes(world: &World) -> Result<(), Error> {
 }
 
 fn main() {
-    let world = match ferry_core::init() {
-        Ok(w) => w,
-        Err(e) => {
-            eprintln!("check: init failed: {e}");
-            std::process::exit(2);
-        }
-    };
-    let args: Vec<String> = std::env::args().skip(1).collect();
-    let arg =
-        |i: usize, default: usize| args.get(i).and_then(|a| a.parse().ok()).unwrap_or(default);
+    let world = common::init("check");
+    let args = common::args();
+    let arg = |i: usize, default: usize| common::number(&args, i, default);
     let result = match args.first().map(String::as_str) {
         Some("allpairs") => allpairs(&world, arg(1, 8 << 20), arg(2, 1) as u64),
         Some("wildcard") => wildcard(&world),

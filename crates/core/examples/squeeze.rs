@@ -10,6 +10,8 @@
 //!   (payload bytes over the time from a barrier to the last arrival; the messages are made
 //!   before it and checked after); rank 0 then prints its compression counters.
 
+mod common;
+
 use ferry_core::{scope, wait_all, Counters, Error, World};
 use std::time::Instant;
 
@@ -44,8 +46,7 @@ fn message(kind: &str, i: usize, len: usize) -> Vec<u8> {
 }
 
 fn fail(world: &World, what: String) -> ! {
-    eprintln!("squeeze: rank {}: {what}", world.rank());
-    world.abort(3, &what)
+    common::fail("squeeze", world, what)
 }
 
 fn counters(world: &World) -> Counters {
@@ -122,17 +123,9 @@ fn report(world: &World, label: &str, before: &Counters) {
 }
 
 fn main() {
-    let world = match ferry_core::init() {
-        Ok(w) => w,
-        Err(e) => {
-            eprintln!("squeeze: init: {e}");
-            std::process::exit(2);
-        }
-    };
-    let args: Vec<String> = std::env::args().skip(1).collect();
-    let arg = |i: usize, default: usize| -> usize {
-        args.get(i).and_then(|a| a.parse().ok()).unwrap_or(default)
-    };
+    let world = common::init("squeeze");
+    let args = common::args();
+    let arg = |i: usize, default: usize| common::number(&args, i, default);
     if world.size() < 2 {
         fail(&world, "needs two ranks".into());
     }
