@@ -522,7 +522,7 @@ pub(crate) fn start_handle(handle: Handle) -> Res {
     };
     // Outside the state: the nonblocking collective enters it itself.
     let mut started = MPI_REQUEST_NULL;
-    start(&mut started)?;
+    start(crate::coll::RequestOut::to(&mut started))?;
     with(|s| {
         let Some(new) = s.requests.remove(started) else {
             return fail(MPI_ERR_INTERN, "persistent collective started no request");
@@ -544,7 +544,7 @@ pub(crate) fn start_handle(handle: Handle) -> Res {
 fn start_one(
     s: &mut State,
     handle: Handle,
-) -> Res<Option<std::rc::Rc<dyn Fn(*mut Handle) -> Res>>> {
+) -> Res<Option<std::rc::Rc<dyn Fn(crate::coll::RequestOut<'_>) -> Res>>> {
     let req = s
         .requests
         .get(handle)

@@ -324,7 +324,7 @@ pub(crate) enum Persistent {
         hidden: Handle,
         /// Starts the matching nonblocking collective on `hidden`, storing its request at the
         /// address given.
-        start: std::rc::Rc<dyn Fn(*mut Handle) -> Res>,
+        start: std::rc::Rc<dyn Fn(crate::coll::RequestOut<'_>) -> Res>,
         /// Private copies of the datatypes and operations it uses, freed with it.
         kept: Vec<Handle>,
     },
