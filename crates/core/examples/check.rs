@@ -186,32 +186,18 @@ fn rails(world: &World, chunks: usize) -> Result<(), Error> {
 /// window of messages (for tests that act in the middle of a stream, and for dip and recovery
 /// measurements).
 fn stream(world: &World, size: usize, count: usize, progress: bool) -> Result<(), Error> {
-    const WINDOW: usize = 8;
+    use common::WINDOW;
     let me = world.rank();
     world.barrier()?;
     let start = std::time::Instant::now();
     if me == 0 {
         let messages: Vec<Vec<u8>> = (0..WINDOW).map(|i| pattern(i as u64, size)).collect();
-        for first in (0..count).step_by(WINDOW) {
-            scope(|s| -> Result<(), Error> {
-                let mut requests = Vec::new();
-                for i in first..(first + WINDOW).min(count) {
-                    requests.push(world.isend(s, &messages[i % WINDOW], 1, i as i32)?);
-                }
-                wait_all(&mut requests).map(|_| ())
-            })?;
-        }
+        common::send_stream(world, &messages, count)?;
     } else if me == 1 {
         let mut buffers = vec![vec![0u8; size]; WINDOW];
         for first in (0..count).step_by(WINDOW) {
-            scope(|s| -> Result<(), Error> {
-                let mut requests = Vec::new();
-                for (i, buf) in (first..(first + WINDOW).min(count)).zip(buffers.iter_mut()) {
-                    requests.push(world.irecv(s, buf, 0, i as i32)?);
-                }
-                wait_all(&mut requests).map(|_| ())
-            })?;
-            for (i, buf) in (first..(first + WINDOW).min(count)).zip(&buffers) {
+            let window = common::recv_window(world, &mut buffers, first, count)?;
+            for (i, buf) in window.zip(&buffers) {
                 if *buf != pattern((i % WINDOW) as u64, size) {
                     fail(world, format!("stream message {i} ({size} bytes) differs"));
                 }
@@ -1056,8 +1042,8 @@ fn panics(world: &World) -> Result<(), Error> {
     fail(world, "received from a rank that panicked".into())
 }
 
-/// Rank 0 connects to rank 1's port as a stranger in several ways; the job then completes.
-fn stranger(world: &World) -> Result<(), Error> {
+/// Rank 1 tells rank 0 the address of its TCP port: rank 0 gets it, the others `None`.
+fn port_of_rank_1(world: &World, case: &str) -> Result<Option<String>, Error> {
     let me = world.rank();
     if me == 1 {
         let addr = world
@@ -1070,8 +1056,16 @@ fn stranger(world: &World) -> Result<(), Error> {
         let st = world.recv(&mut addr, 1, 1)?;
         let addr = String::from_utf8_lossy(&addr[..st.len]).to_string();
         if addr.is_empty() {
-            fail(world, "stranger needs the tcp transport".into());
+            fail(world, format!("{case} needs the tcp transport"));
         }
+        return Ok(Some(addr));
+    }
+    Ok(None)
+}
+
+/// Rank 0 connects to rank 1's port as a stranger in several ways; the job then completes.
+fn stranger(world: &World) -> Result<(), Error> {
+    if let Some(addr) = port_of_rank_1(world, "stranger")? {
         // Garbage.
         let mut s = TcpStream::connect(&addr).expect("connect");
         let _ = s.write_all(b"GET / HTTP/1.1\r\nHost: x\r\n\r\n");
@@ -1152,21 +1146,8 @@ fn stranger(world: &World) -> Result<(), Error> {
 /// exchanges messages: rank 1 keeps only `FERRY_TCP_STRANGERS` of them and says so in a few
 /// lines, not 200.
 fn stranger_flood(world: &World) -> Result<(), Error> {
-    let me = world.rank();
     let mut idle = Vec::new();
-    if me == 1 {
-        let addr = world
-            .tcp_listen_addr()
-            .map(|a| a.to_string())
-            .unwrap_or_default();
-        world.send(addr.as_bytes(), 0, 1)?;
-    } else if me == 0 {
-        let mut addr = vec![0u8; 64];
-        let st = world.recv(&mut addr, 1, 1)?;
-        let addr = String::from_utf8_lossy(&addr[..st.len]).to_string();
-        if addr.is_empty() {
-            fail(world, "stranger-flood needs the tcp transport".into());
-        }
+    if let Some(addr) = port_of_rank_1(world, "stranger-flood")? {
         for _ in 0..200 {
             idle.push(TcpStream::connect(&addr).expect("connect"));
         }

@@ -12,7 +12,7 @@
 
 mod common;
 
-use ferry_core::{scope, wait_all, Counters, Error, World};
+use ferry_core::{Counters, Error, World};
 use std::time::Instant;
 
 /// sin(x) at steps of 1e-3 from sample `first` on: a smooth field of doubles.
@@ -63,7 +63,7 @@ fn stream(
     count: usize,
     check_all: bool,
 ) -> Result<f64, Error> {
-    const WINDOW: usize = 8;
+    use common::WINDOW;
     let window = WINDOW.min(count);
     let messages: Vec<Vec<u8>> = match world.rank() {
         0 => (0..window).map(|i| message(kind, i, size)).collect(),
@@ -75,27 +75,12 @@ fn stream(
     let start = Instant::now();
     let mut secs = 0.0;
     if world.rank() == 0 {
-        for first in (0..count).step_by(WINDOW) {
-            scope(|s| -> Result<(), Error> {
-                let mut requests = Vec::new();
-                for i in first..(first + WINDOW).min(count) {
-                    requests.push(world.isend(s, &messages[i % WINDOW], 1, i as i32)?);
-                }
-                wait_all(&mut requests).map(|_| ())
-            })?;
-        }
+        common::send_stream(world, &messages, count)?;
     } else if world.rank() == 1 {
         for first in (0..count).step_by(WINDOW) {
-            let last = (first + WINDOW).min(count);
-            scope(|s| -> Result<(), Error> {
-                let mut requests = Vec::new();
-                for (i, buf) in (first..last).zip(buffers.iter_mut()) {
-                    requests.push(world.irecv(s, buf, 0, i as i32)?);
-                }
-                wait_all(&mut requests).map(|_| ())
-            })?;
+            let window = common::recv_window(world, &mut buffers, first, count)?;
             secs = start.elapsed().as_secs_f64();
-            for (i, buf) in (first..last).zip(&buffers) {
+            for (i, buf) in window.zip(&buffers) {
                 if (check_all || i + 1 == count) && *buf != message(kind, i % WINDOW, size) {
                     differs = differs.or(Some(i));
                 }
