@@ -531,14 +531,20 @@ fn inter_direct(
     })
 }
 
-fn no_in_place_inter(p: *const c_void) -> Res {
+/// Refuses MPI_IN_PLACE for `p` where the calls `where_` (say, "on intercommunicators") have
+/// no place for it.
+pub(crate) fn no_in_place(p: *const c_void, where_: &str) -> Res {
     if in_place(p) {
         return fail(
             MPI_ERR_BUFFER,
-            "MPI_IN_PLACE is not allowed on intercommunicators",
+            format!("MPI_IN_PLACE is not allowed {where_}"),
         );
     }
     Ok(())
+}
+
+fn no_in_place_inter(p: *const c_void) -> Res {
+    no_in_place(p, "on intercommunicators")
 }
 
 /// Equal blocks of `count` elements, one per rank: counts and element displacements.

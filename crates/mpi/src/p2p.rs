@@ -69,6 +69,22 @@ pub(crate) struct SendArgs {
     dest: Option<usize>,
 }
 
+/// The communicator, count and element type of a send or receive of `count` elements of
+/// `datatype` at `buf`, checked.
+fn message_args(
+    s: &mut State,
+    buf: *const c_void,
+    count: c_int,
+    datatype: Handle,
+    comm: Handle,
+) -> Res<(ferry_core::Comm, usize, crate::datatype::Datatype)> {
+    let core = s.core_comm(comm)?;
+    let count = count_arg(count)?;
+    let dt = message_type(s, datatype, count)?;
+    crate::check::buffer(buf, count, &dt)?;
+    Ok((core, count, dt))
+}
+
 pub(crate) fn send_args(
     s: &mut State,
     buf: *const c_void,
@@ -78,10 +94,7 @@ pub(crate) fn send_args(
     tag: c_int,
     comm: Handle,
 ) -> Res<SendArgs> {
-    let core = s.core_comm(comm)?;
-    let count = count_arg(count)?;
-    let dt = message_type(s, datatype, count)?;
-    crate::check::buffer(buf, count, &dt)?;
+    let (core, count, dt) = message_args(s, buf, count, datatype, comm)?;
     let tag = send_tag(tag)?;
     let dest = dest_arg(&core, dest)?;
     Ok(SendArgs {
@@ -176,10 +189,7 @@ pub(crate) fn start_recv(
     tag: c_int,
     comm: Handle,
 ) -> Res<Request> {
-    let core = s.core_comm(comm)?;
-    let count = count_arg(count)?;
-    let dt = message_type(s, datatype, count)?;
-    crate::check::buffer(buf, count, &dt)?;
+    let (core, count, dt) = message_args(s, buf, count, datatype, comm)?;
     let tag = recv_tag(tag)?;
     let Some(source) = source_arg(&core, source)? else {
         return Ok(Request::done(comm, core, Outcome::PROC_NULL));

@@ -27,14 +27,8 @@ pub(super) fn neighbourhood(s: &State, comm: Handle) -> Res<(Vec<c_int>, Vec<c_i
     Ok((src, dst, matches!(*topo, Topo::Cart(_))))
 }
 
-fn no_in_place(sendbuf: *const c_void) -> Res {
-    if in_place(sendbuf) {
-        return fail(
-            MPI_ERR_BUFFER,
-            "MPI_IN_PLACE is not allowed in neighbourhood collectives",
-        );
-    }
-    Ok(())
+fn no_in_place_neighbour(sendbuf: *const c_void) -> Res {
+    no_in_place(sendbuf, "in neighbourhood collectives")
 }
 
 /// A region of `len` bytes at `at` (an empty one at 0, so that it lies inside any buffer).
@@ -184,7 +178,7 @@ pub(crate) unsafe fn allgather(
     comm: Handle,
     request: RequestOut<'_>,
 ) -> Res {
-    no_in_place(sendbuf)?;
+    no_in_place_neighbour(sendbuf)?;
     run(request, |s| {
         let (sources, dests, _) = neighbourhood(s, comm)?;
         let send = typed(s, sendbuf, sendcount, sendtype)?;
@@ -209,7 +203,7 @@ pub(crate) unsafe fn alltoall(
     comm: Handle,
     request: RequestOut<'_>,
 ) -> Res {
-    no_in_place(sendbuf)?;
+    no_in_place_neighbour(sendbuf)?;
     run(request, |s| {
         let (sources, dests, _) = neighbourhood(s, comm)?;
         let (sdt, rdt) = (s.committed_type(sendtype)?, s.committed_type(recvtype)?);
@@ -243,7 +237,7 @@ pub(crate) unsafe fn alltoallw(
     comm: Handle,
     request: RequestOut<'_>,
 ) -> Res {
-    no_in_place(sendbuf)?;
+    no_in_place_neighbour(sendbuf)?;
     run(request, |s| {
         let (sources, dests, _) = neighbourhood(s, comm)?;
         // SAFETY: the caller's buffers and arrays are as MPI's contract for the call says.
