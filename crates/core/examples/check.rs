@@ -1,6 +1,8 @@
 //! Self-checking multi-rank scenarios, run by the integration tests through `ferry run`:
 //! `check <case> [args]`. Every case verifies what it receives and exits non-zero on a mismatch.
 
+mod common;
+
 use ferry_core::{scope, wait_all, Comm, Error, World, ANY_SOURCE, ANY_TAG};
 use std::io::Write;
 use std::net::TcpStream;
@@ -24,8 +26,7 @@ fn pattern(seed: u64, len: usize) -> Vec<u8> {
 }
 
 fn fail(world: &World, what: String) -> ! {
-    eprintln!("check: rank {}: {what}", world.rank());
-    world.abort(3, &what)
+    common::fail("check", world, what)
 }
 
 /// Every ordered pair exchanges messages of many sizes at once, checked byte for byte.
@@ -185,32 +186,18 @@ fn rails(world: &World, chunks: usize) -> Result<(), Error> {
 /// window of messages (for tests that act in the middle of a stream, and for dip and recovery
 /// measurements).
 fn stream(world: &World, size: usize, count: usize, progress: bool) -> Result<(), Error> {
-    const WINDOW: usize = 8;
+    use common::WINDOW;
     let me = world.rank();
     world.barrier()?;
     let start = std::time::Instant::now();
     if me == 0 {
         let messages: Vec<Vec<u8>> = (0..WINDOW).map(|i| pattern(i as u64, size)).collect();
-        for first in (0..count).step_by(WINDOW) {
-            scope(|s| -> Result<(), Error> {
-                let mut requests = Vec::new();
-                for i in first..(first + WINDOW).min(count) {
-                    requests.push(world.isend(s, &messages[i % WINDOW], 1, i as i32)?);
-                }
-                wait_all(&mut requests).map(|_| ())
-            })?;
-        }
+        common::send_stream(world, &messages, count)?;
     } else if me == 1 {
         let mut buffers = vec![vec![0u8; size]; WINDOW];
         for first in (0..count).step_by(WINDOW) {
-            scope(|s| -> Result<(), Error> {
-                let mut requests = Vec::new();
-                for (i, buf) in (first..(first + WINDOW).min(count)).zip(buffers.iter_mut()) {
-                    requests.push(world.irecv(s, buf, 0, i as i32)?);
-                }
-                wait_all(&mut requests).map(|_| ())
-            })?;
-            for (i, buf) in (first..(first + WINDOW).min(count)).zip(&buffers) {
+            let window = common::recv_window(world, &mut buffers, first, count)?;
+            for (i, buf) in window.zip(&buffers) {
                 if *buf != pattern((i % WINDOW) as u64, size) {
                     fail(world, format!("stream message {i} ({size} bytes) differs"));
                 }
@@ -317,7 +304,7 @@ fn bcast_timing(world: &World, args: &[String]) -> Result<(), Error> {
     ) else {
         fail(world, usage.into());
     };
-    let reps = args.get(3).and_then(|r| r.parse().ok()).unwrap_or(3usize);
+    let reps = common::number(args, 3, 3);
     let Some(sched) = scheduler(name) else {
         fail(world, format!("no scheduler {name:?}"));
     };
@@ -1055,8 +1042,8 @@ fn panics(world: &World) -> Result<(), Error> {
     fail(world, "received from a rank that panicked".into())
 }
 
-/// Rank 0 connects to rank 1's port as a stranger in several ways; the job then completes.
-fn stranger(world: &World) -> Result<(), Error> {
+/// Rank 1 tells rank 0 the address of its TCP port: rank 0 gets it, the others `None`.
+fn port_of_rank_1(world: &World, case: &str) -> Result<Option<String>, Error> {
     let me = world.rank();
     if me == 1 {
         let addr = world
@@ -1069,8 +1056,16 @@ fn stranger(world: &World) -> Result<(), Error> {
         let st = world.recv(&mut addr, 1, 1)?;
         let addr = String::from_utf8_lossy(&addr[..st.len]).to_string();
         if addr.is_empty() {
-            fail(world, "stranger needs the tcp transport".into());
+            fail(world, format!("{case} needs the tcp transport"));
         }
+        return Ok(Some(addr));
+    }
+    Ok(None)
+}
+
+/// Rank 0 connects to rank 1's port as a stranger in several ways; the job then completes.
+fn stranger(world: &World) -> Result<(), Error> {
+    if let Some(addr) = port_of_rank_1(world, "stranger")? {
         // Garbage.
         let mut s = TcpStream::connect(&addr).expect("connect");
         let _ = s.write_all(b"GET / HTTP/1.1\r\nHost: x\r\n\r\n");
@@ -1151,21 +1146,8 @@ fn stranger(world: &World) -> Result<(), Error> {
 /// exchanges messages: rank 1 keeps only `FERRY_TCP_STRANGERS` of them and says so in a few
 /// lines, not 200.
 fn stranger_flood(world: &World) -> Result<(), Error> {
-    let me = world.rank();
     let mut idle = Vec::new();
-    if me == 1 {
-        let addr = world
-            .tcp_listen_addr()
-            .map(|a| a.to_string())
-            .unwrap_or_default();
-        world.send(addr.as_bytes(), 0, 1)?;
-    } else if me == 0 {
-        let mut addr = vec![0u8; 64];
-        let st = world.recv(&mut addr, 1, 1)?;
-        let addr = String::from_utf8_lossy(&addr[..st.len]).to_string();
-        if addr.is_empty() {
-            fail(world, "stranger-flood needs the tcp transport".into());
-        }
+    if let Some(addr) = port_of_rank_1(world, "stranger-flood")? {
         for _ in 0..200 {
             idle.push(TcpStream::connect(&addr).expect("connect"));
         }
@@ -1202,16 +1184,9 @@ fn routes(world: &World) -> Result<(), Error> {
 }
 
 fn main() {
-    let world = match ferry_core::init() {
-        Ok(w) => w,
-        Err(e) => {
-            eprintln!("check: init failed: {e}");
-            std::process::exit(2);
-        }
-    };
-    let args: Vec<String> = std::env::args().skip(1).collect();
-    let arg =
-        |i: usize, default: usize| args.get(i).and_then(|a| a.parse().ok()).unwrap_or(default);
+    let world = common::init("check");
+    let args = common::args();
+    let arg = |i: usize, default: usize| common::number(&args, i, default);
     let result = match args.first().map(String::as_str) {
         Some("allpairs") => allpairs(&world, arg(1, 8 << 20), arg(2, 1) as u64),
         Some("wildcard") => wildcard(&world),

@@ -10,7 +10,9 @@
 //!   (payload bytes over the time from a barrier to the last arrival; the messages are made
 //!   before it and checked after); rank 0 then prints its compression counters.
 
-use ferry_core::{scope, wait_all, Counters, Error, World};
+mod common;
+
+use ferry_core::{Counters, Error, World};
 use std::time::Instant;
 
 /// sin(x) at steps of 1e-3 from sample `first` on: a smooth field of doubles.
@@ -44,8 +46,7 @@ fn message(kind: &str, i: usize, len: usize) -> Vec<u8> {
 }
 
 fn fail(world: &World, what: String) -> ! {
-    eprintln!("squeeze: rank {}: {what}", world.rank());
-    world.abort(3, &what)
+    common::fail("squeeze", world, what)
 }
 
 fn counters(world: &World) -> Counters {
@@ -62,7 +63,7 @@ fn stream(
     count: usize,
     check_all: bool,
 ) -> Result<f64, Error> {
-    const WINDOW: usize = 8;
+    use common::WINDOW;
     let window = WINDOW.min(count);
     let messages: Vec<Vec<u8>> = match world.rank() {
         0 => (0..window).map(|i| message(kind, i, size)).collect(),
@@ -74,27 +75,12 @@ fn stream(
     let start = Instant::now();
     let mut secs = 0.0;
     if world.rank() == 0 {
-        for first in (0..count).step_by(WINDOW) {
-            scope(|s| -> Result<(), Error> {
-                let mut requests = Vec::new();
-                for i in first..(first + WINDOW).min(count) {
-                    requests.push(world.isend(s, &messages[i % WINDOW], 1, i as i32)?);
-                }
-                wait_all(&mut requests).map(|_| ())
-            })?;
-        }
+        common::send_stream(world, &messages, count)?;
     } else if world.rank() == 1 {
         for first in (0..count).step_by(WINDOW) {
-            let last = (first + WINDOW).min(count);
-            scope(|s| -> Result<(), Error> {
-                let mut requests = Vec::new();
-                for (i, buf) in (first..last).zip(buffers.iter_mut()) {
-                    requests.push(world.irecv(s, buf, 0, i as i32)?);
-                }
-                wait_all(&mut requests).map(|_| ())
-            })?;
+            let window = common::recv_window(world, &mut buffers, first, count)?;
             secs = start.elapsed().as_secs_f64();
-            for (i, buf) in (first..last).zip(&buffers) {
+            for (i, buf) in window.zip(&buffers) {
                 if (check_all || i + 1 == count) && *buf != message(kind, i % WINDOW, size) {
                     differs = differs.or(Some(i));
                 }
@@ -122,17 +108,9 @@ fn report(world: &World, label: &str, before: &Counters) {
 }
 
 fn main() {
-    let world = match ferry_core::init() {
-        Ok(w) => w,
-        Err(e) => {
-            eprintln!("squeeze: init: {e}");
-            std::process::exit(2);
-        }
-    };
-    let args: Vec<String> = std::env::args().skip(1).collect();
-    let arg = |i: usize, default: usize| -> usize {
-        args.get(i).and_then(|a| a.parse().ok()).unwrap_or(default)
-    };
+    let world = common::init("squeeze");
+    let args = common::args();
+    let arg = |i: usize, default: usize| common::number(&args, i, default);
     if world.size() < 2 {
         fail(&world, "needs two ranks".into());
     }

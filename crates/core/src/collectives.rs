@@ -335,6 +335,43 @@ fn too_small(what: &str, needed: usize, got: usize) -> Error {
     }
 }
 
+/// A rank's buffers for one collective call: its own, or a stand-in for each one shorter than
+/// the schedule needs (its counts differ from the others'). Such a rank still takes part, as
+/// leaving now would leave the others waiting for it forever, and fails the call with `short`.
+struct CallBuffers {
+    send: *const u8,
+    recv: *mut u8,
+    /// Why this rank fails the call: a buffer of its own is too small.
+    short: Option<Error>,
+    /// Keeps the stand-ins' bytes where `send` and `recv` point.
+    stand_ins: Vec<Vec<u8>>,
+}
+
+impl CallBuffers {
+    fn new(needs: &Schedule, send: (*const u8, usize), recv: (*mut u8, usize)) -> CallBuffers {
+        let mut buffers = CallBuffers {
+            send: send.0,
+            recv: recv.0,
+            short: None,
+            stand_ins: Vec::new(),
+        };
+        if send.1 < needs.send_bytes {
+            buffers.short = Some(too_small("send buffer", needs.send_bytes, send.1));
+            let stand_in = vec![0u8; needs.send_bytes];
+            buffers.send = stand_in.as_ptr();
+            buffers.stand_ins.push(stand_in);
+        }
+        if recv.1 < needs.recv_bytes {
+            let short = too_small("receive buffer", needs.recv_bytes, recv.1);
+            buffers.short.get_or_insert(short);
+            let mut stand_in = vec![0u8; needs.recv_bytes];
+            buffers.recv = stand_in.as_mut_ptr();
+            buffers.stand_ins.push(stand_in);
+        }
+        buffers
+    }
+}
+
 impl Comm {
     /// The cluster of each rank of this communicator (all 0 when no cluster was set).
     pub fn clusters(&self) -> Vec<u32> {
@@ -425,38 +462,24 @@ impl Comm {
         nonblocking: bool,
     ) -> CollectiveCall {
         let schedule = schedule.into_inner();
-        // A buffer too small for this rank's part (its counts differ from the others') fails
-        // the call, but the rank still takes part with a stand-in: leaving now would leave the
-        // others waiting for its messages forever.
-        let (mut send, mut recv, mut failed, mut stand_ins) = (send, recv, None, Vec::new());
-        if send.1 < schedule.send_bytes {
-            failed = Some(too_small("send buffer", schedule.send_bytes, send.1));
-            let stand_in = vec![0u8; schedule.send_bytes];
-            send = (stand_in.as_ptr(), stand_in.len());
-            stand_ins.push(stand_in);
-        }
-        if recv.1 < schedule.recv_bytes {
-            failed.get_or_insert(too_small("receive buffer", schedule.recv_bytes, recv.1));
-            let mut stand_in = vec![0u8; schedule.recv_bytes];
-            recv = (stand_in.as_mut_ptr(), stand_in.len());
-            stand_ins.push(stand_in);
-        }
+        let buffers = CallBuffers::new(&schedule, send, recv);
         let call = self.calls.next(nonblocking);
         CollectiveCall {
             schedule,
             context: self.context,
             call,
             world_of: self.group.world_of.clone(),
-            send: send.0,
-            recv: recv.0,
+            send: buffers.send,
+            recv: buffers.recv,
             reduce,
-            failed,
-            stand_ins,
+            failed: buffers.short,
+            stand_ins: buffers.stand_ins,
         }
     }
 
     /// [`Comm::run_shared`] with the buffer checks of [`Comm::collective_call`]: a rank whose
-    /// buffer is too small takes part with a stand-in and fails the call afterwards.
+    /// buffer is too small takes part with a stand-in, says so to the others through the
+    /// segment (so that every member fails alike), and fails the call with its own error.
     fn run_shared_checked(
         &self,
         plan: SharedPlan,
@@ -465,38 +488,13 @@ impl Comm {
         recv: (*mut u8, usize),
         reduce: Option<&crate::coll::Reducer>,
     ) -> Result<bool, Error> {
-        let needs = schedule.schedule();
-        let mut failed = None;
-        let mut stand_in_send = Vec::new();
-        let mut stand_in_recv = Vec::new();
-        let (mut send_ptr, mut recv_ptr) = (send.0, recv.0);
-        if send.1 < needs.send_bytes {
-            failed = Some(too_small("send buffer", needs.send_bytes, send.1));
-            stand_in_send = vec![0u8; needs.send_bytes];
-            send_ptr = stand_in_send.as_ptr();
-        }
-        if recv.1 < needs.recv_bytes {
-            failed.get_or_insert(too_small("receive buffer", needs.recv_bytes, recv.1));
-            stand_in_recv = vec![0u8; needs.recv_bytes];
-            recv_ptr = stand_in_recv.as_mut_ptr();
-        }
-        // A rank whose own buffers are short says a block the others cannot match, so that
-        // every member fails alike instead of reading what this one never wrote.
-        let n = self.size().max(1);
-        let plan = match (failed.is_some(), plan) {
-            (true, SharedPlan::Allgather { .. }) => SharedPlan::Allgather {
-                block: send.1.min(recv.1 / n),
-            },
-            (true, SharedPlan::Alltoall { .. }) => SharedPlan::Alltoall {
-                block: (send.1 / n).min(recv.1 / n),
-            },
-            (_, plan) => plan,
-        };
-        let ran = self.run_shared(plan, send_ptr, recv_ptr, reduce)?;
-        drop((stand_in_send, stand_in_recv));
-        match failed {
-            Some(e) if ran => Err(e),
-            _ => Ok(ran),
+        let buffers = CallBuffers::new(schedule.schedule(), send, recv);
+        let short = buffers.short.is_some();
+        let ran = self.run_shared(plan, (buffers.send, buffers.recv), short, reduce);
+        match (buffers.short, ran) {
+            // What is wrong here rather than what the segment says of this rank.
+            (Some(e), Ok(true) | Err(_)) => Err(e),
+            (_, ran) => ran,
         }
     }
 

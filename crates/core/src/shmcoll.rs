@@ -25,7 +25,13 @@
 //!   or not) into the result area of the other half, and in the phase after that everyone (or
 //!   the root) copies the result out: reduce-scatter and allgather in place, pipelined, one
 //!   barrier a chunk and one more.
-//! - **allgather / alltoall**: each rank writes its blocks, then reads everyone's.
+//! - **allgather / alltoall**: each rank writes its blocks, then reads everyone's (one loop,
+//!   [`Segment::exchange`], for both).
+//!
+//! Reduce, allgather and alltoall say each rank's byte count before their first barrier and
+//! compare all of them after it, before any rank reads another's data: counts that differ, or
+//! a rank that says its own buffers are too short ([`SHORT_BUFFERS`]), fail the call on every
+//! member alike.
 //!
 //! Only blocking calls come here; nonblocking ones run the message schedule planned beside.
 
@@ -123,8 +129,8 @@ impl SharedPlan {
     pub(crate) fn fits(&self, ranks: usize, half: usize) -> bool {
         match *self {
             SharedPlan::Reduce { elem, .. } => elem > 0 && reduce_chunk(half, ranks, elem) > 0,
-            SharedPlan::Allgather { .. } => half / ranks / LINE > 0,
-            SharedPlan::Alltoall { .. } => half / (ranks * ranks) / LINE > 0,
+            SharedPlan::Allgather { .. } => exchange_chunk(half, ranks, 1) > 0,
+            SharedPlan::Alltoall { .. } => exchange_chunk(half, ranks, ranks) > 0,
             SharedPlan::Barrier | SharedPlan::Bcast { .. } => true,
         }
     }
@@ -134,6 +140,12 @@ impl SharedPlan {
 fn reduce_chunk(half: usize, ranks: usize, elem: usize) -> usize {
     let line = half / (ranks + 1) / LINE * LINE;
     line / elem * elem
+}
+
+/// Bytes of a chunk slot of an allgather or alltoall: every rank writes `blocks` slots (one
+/// block for everyone, or one for each rank) into a half.
+fn exchange_chunk(half: usize, ranks: usize, blocks: usize) -> usize {
+    half / (ranks * blocks) / LINE * LINE
 }
 
 /// Half of `FERRY_COLL_SHM`, in whole pages.
@@ -265,20 +277,28 @@ impl Segment {
 
     /// Says `count` for this phase; the others read it after the next barrier.
     fn say(&self, count: usize) {
+        self.say_word(count as u64);
+    }
+
+    /// Says, for a call whose counts [`Segment::check_counts`] compares, `count`, or
+    /// [`SHORT_BUFFERS`] if this rank's own buffers are too short for the call.
+    fn say_checked(&self, count: usize, short: bool) {
+        self.say_word(if short { SHORT_BUFFERS } else { count as u64 });
+    }
+
+    fn say_word(&self, word: u64) {
         self.said(self.phase.get(), self.me)
-            .store(count as u64, Ordering::Relaxed);
+            .store(word, Ordering::Relaxed);
     }
 
     /// After the first barrier of a call: fails, on every member alike, if the members said
-    /// different counts in the phase before (the ranks passed different counts; no rank
+    /// different counts in the phase before, or one said its buffers are short (no rank
     /// touches the others' buffers then).
     fn check_counts(&self, mine: usize) -> Result<(), Error> {
         let before = self.phase.get().wrapping_sub(1);
-        let said = |r: usize| self.said(before, r).load(Ordering::Relaxed) as usize;
-        let Some(other) = (0..self.ranks).find(|&r| said(r) != said(0)) else {
-            return Ok(());
-        };
-        Err(mismatch(self.me, mine, other, said(other)))
+        counts_agree(self.me, mine, self.ranks, |r| {
+            self.said(before, r).load(Ordering::Relaxed)
+        })
     }
 
     /// Waits until every member has arrived here, keeping this rank's engine moving.
@@ -441,6 +461,7 @@ impl Segment {
         elem: usize,
         root: Option<usize>,
         reduce: &Reducer,
+        short: bool,
     ) -> Result<(), Error> {
         let (n, me) = (self.ranks, self.me);
         let chunk = reduce_chunk(self.half, n, elem);
@@ -448,7 +469,7 @@ impl Segment {
         let span = |c: usize| (c * chunk, chunk.min(bytes.saturating_sub(c * chunk)));
         let wants_result = root.is_none_or(|r| r == me);
         let whole = bytes <= WHOLE_REDUCE.min(chunk);
-        self.say(bytes);
+        self.say_checked(bytes, short);
         for step in 0..chunks + 2 {
             let (write, read) = (self.write_half(), self.read_half());
             if step == 1 {
@@ -511,68 +532,35 @@ impl Segment {
         Ok(())
     }
 
-    fn allgather(
+    /// Allgather or alltoall of blocks of `block` bytes (see [`Exchange`]): each rank writes
+    /// its blocks, chunk by chunk, into its slots of a half, then reads its block of every
+    /// rank's from the half the previous phase wrote.
+    fn exchange(
         &self,
         comm: &Comm,
-        input: *const u8,
-        output: *mut u8,
+        kind: Exchange,
+        (input, output): (*const u8, *mut u8),
         block: usize,
+        short: bool,
     ) -> Result<(), Error> {
         let (n, me) = (self.ranks, self.me);
-        let chunk = self.half / n / LINE * LINE;
+        let blocks = kind.blocks_out(n);
+        let chunk = exchange_chunk(self.half, n, blocks);
         let chunks = block.div_ceil(chunk).max(1);
         let span = |c: usize| (c * chunk, chunk.min(block.saturating_sub(c * chunk)));
-        self.say(block);
+        // The slot of block `to` written by rank `from`.
+        let slot = |from: usize, to: usize| (from * blocks + to) * chunk;
+        self.say_checked(block, short);
         for c in 0..=chunks {
             if c < chunks {
                 let (at, len) = span(c);
-                // SAFETY: the input holds `block` bytes; slot `me` holds a chunk.
-                unsafe { copy(input.add(at), self.write_half().add(me * chunk), len) };
-            }
-            if c == 1 {
-                self.check_counts(block)?;
-            }
-            if c > 0 {
-                let (at, len) = span(c - 1);
-                for slot in 0..n {
-                    // SAFETY: the output holds n blocks; the previous phase wrote every slot.
-                    unsafe {
-                        copy(
-                            self.read_half().add(slot * chunk),
-                            output.add(slot * block + at),
-                            len,
-                        )
-                    };
-                }
-            }
-            if c < chunks {
-                self.barrier(comm)?;
-            }
-        }
-        Ok(())
-    }
-
-    fn alltoall(
-        &self,
-        comm: &Comm,
-        input: *const u8,
-        output: *mut u8,
-        block: usize,
-    ) -> Result<(), Error> {
-        let (n, me) = (self.ranks, self.me);
-        let chunk = self.half / (n * n) / LINE * LINE;
-        let chunks = block.div_ceil(chunk).max(1);
-        let span = |c: usize| (c * chunk, chunk.min(block.saturating_sub(c * chunk)));
-        self.say(block);
-        for c in 0..=chunks {
-            if c < chunks {
-                let (at, len) = span(c);
-                for to in 0..n {
-                    // SAFETY: the input holds n blocks; the n x n chunk slots fit a half.
+                for to in 0..blocks {
+                    // SAFETY: the input holds `blocks` blocks; the slots fit a half
+                    // (`exchange_chunk`).
                     unsafe {
                         copy(
                             input.add(to * block + at),
-                            self.write_half().add((me * n + to) * chunk),
+                            self.write_half().add(slot(me, to)),
                             len,
                         )
                     };
@@ -587,7 +575,7 @@ impl Segment {
                     // SAFETY: the output holds n blocks; the previous phase wrote the slots.
                     unsafe {
                         copy(
-                            self.read_half().add((from * n + me) * chunk),
+                            self.read_half().add(slot(from, kind.block_for(me))),
                             output.add(from * block + at),
                             len,
                         )
@@ -599,6 +587,65 @@ impl Segment {
             }
         }
         Ok(())
+    }
+}
+
+/// The two calls that [`Segment::exchange`] serves.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Exchange {
+    /// Each rank's one block goes to every rank.
+    Allgather,
+    /// Each rank's block `r` goes to rank `r`.
+    Alltoall,
+}
+
+impl Exchange {
+    /// Blocks each of `ranks` ranks writes.
+    fn blocks_out(self, ranks: usize) -> usize {
+        match self {
+            Exchange::Allgather => 1,
+            Exchange::Alltoall => ranks,
+        }
+    }
+
+    /// Which of a rank's blocks rank `me` reads.
+    fn block_for(self, me: usize) -> usize {
+        match self {
+            Exchange::Allgather => 0,
+            Exchange::Alltoall => me,
+        }
+    }
+}
+
+/// Said instead of a count by a rank whose own buffers are too short for the call (the caller
+/// gave it stand-ins): no member passes so many bytes, so every member fails alike at the
+/// count check instead of reading what this one never wrote (MPICH's
+/// `errors/coll/allgatherlength`: the other ranks must detect a short one).
+const SHORT_BUFFERS: u64 = u64::MAX;
+
+/// Whether the counts the `ranks` members said (`said(rank)`) agree; else the error of rank
+/// `me`, which passed `mine` bytes: a short rank named if there is one, else the first rank
+/// whose count differs from rank 0's.
+fn counts_agree(
+    me: usize,
+    mine: usize,
+    ranks: usize,
+    said: impl Fn(usize) -> u64,
+) -> Result<(), Error> {
+    if let Some(short) = (0..ranks).find(|&r| said(r) == SHORT_BUFFERS) {
+        return Err(short_buffers(short));
+    }
+    let Some(other) = (0..ranks).find(|&r| said(r) != said(0)) else {
+        return Ok(());
+    };
+    Err(mismatch(me, mine, other, said(other) as usize))
+}
+
+#[cold]
+fn short_buffers(rank: usize) -> Error {
+    Error::Protocol {
+        rank,
+        detail: format!("rank {rank} passed buffers too short for its counts in a collective"),
     }
 }
 
@@ -741,13 +788,15 @@ impl Comm {
     }
 
     /// Runs `plan` through the segment if this communicator has one; `Ok(false)` if not (the
-    /// caller then runs the message schedule, as every member does). `send` and `recv` have
-    /// been checked against the schedule's needs by the caller.
+    /// caller then runs the message schedule, as every member does). `send` and `recv` hold
+    /// what the schedule needs: the caller's buffers, or stand-ins where they are `short` (too
+    /// short for this rank's counts), which this rank then says at the count check of a call
+    /// that has one (reduce, allgather, alltoall), so that every member fails alike.
     pub(crate) fn run_shared(
         &self,
         plan: SharedPlan,
-        send: *const u8,
-        recv: *mut u8,
+        (send, recv): (*const u8, *mut u8),
+        short: bool,
         reduce: Option<&Reducer>,
     ) -> Result<bool, Error> {
         let Some(segment) = self.shared_segment()? else {
@@ -773,10 +822,14 @@ impl Comm {
                     detail: "a shared reduction without an operation".into(),
                 })?;
                 let input = if in_place { recv.cast_const() } else { send };
-                segment.reduce(self, input, recv, bytes, elem, root, reduce)?;
+                segment.reduce(self, input, recv, bytes, elem, root, reduce, short)?;
             }
-            SharedPlan::Allgather { block } => segment.allgather(self, send, recv, block)?,
-            SharedPlan::Alltoall { block } => segment.alltoall(self, send, recv, block)?,
+            SharedPlan::Allgather { block } => {
+                segment.exchange(self, Exchange::Allgather, (send, recv), block, short)?
+            }
+            SharedPlan::Alltoall { block } => {
+                segment.exchange(self, Exchange::Alltoall, (send, recv), block, short)?
+            }
         }
         Ok(true)
     }
@@ -837,5 +890,53 @@ mod tests {
         }
         let e = mismatch(2, 400, 0, 40).to_string();
         assert!(e.contains("rank 0 passed 40 bytes, rank 2 400"), "{e}");
+    }
+
+    #[test]
+    fn a_rank_with_short_buffers_fails_every_member_alike() {
+        let said = [40, SHORT_BUFFERS, 40];
+        for me in 0..3 {
+            match counts_agree(me, 40, 3, |r| said[r]) {
+                Err(Error::Protocol { rank: 1, detail }) => {
+                    assert!(
+                        detail.contains("rank 1 passed buffers too short"),
+                        "{detail}"
+                    )
+                }
+                other => panic!("rank {me}: {other:?}"),
+            }
+        }
+        assert_eq!(counts_agree(2, 40, 3, |_| 40), Ok(()));
+        assert!(matches!(
+            counts_agree(0, 40, 2, |r| [40, 400][r]),
+            Err(Error::Truncated { sender: 1, .. })
+        ));
+    }
+
+    #[test]
+    fn what_a_short_rank_says_reaches_the_count_check_of_every_member() {
+        let path = path_of(u64::from(std::process::id()), u32::MAX, 0);
+        let half = half_of(1 << 20);
+        let first = Segment::create(&path, 2, 0, half).expect("create the segment");
+        let second = Segment::attach(&path, 2, 1, half);
+        let _ = std::fs::remove_file(&path);
+        let second = second.expect("attach the segment");
+        first.say_checked(64, false);
+        second.say_checked(64, true);
+        // The count check reads what was said in the phase before, as after a barrier.
+        for segment in [&first, &second] {
+            segment.phase.set(1);
+            match segment.check_counts(64) {
+                Err(Error::Protocol { rank: 1, .. }) => {}
+                other => panic!("rank {}: {other:?}", segment.me),
+            }
+        }
+        // In the next phase both say their counts: they agree.
+        first.say_checked(64, false);
+        second.say_checked(64, false);
+        for segment in [&first, &second] {
+            segment.phase.set(2);
+            assert_eq!(segment.check_counts(64), Ok(()));
+        }
     }
 }

@@ -320,7 +320,7 @@ macro_rules! coll_init {
                 #[allow(unused_mut)] // MPI_Barrier_init keeps nothing
                 let mut kept = Kept::new();
                 $($(running(|s| Ok(keep(s, $k, &mut kept)))?;)*)?
-                persistent(comm, info, request, kept, move |$c: Handle, $r: *mut Handle| $call)
+                persistent(comm, info, request, kept, move |$c: Handle, $r: RequestOut<'_>| $call)
             }
         }
     };

@@ -68,14 +68,6 @@ fn cold_bad_buffer(buf: *const c_void, count: usize) -> Res {
     fail(MPI_ERR_BUFFER, format!("{what} ({count} elements to move)"))
 }
 
-/// An array argument of `n` entries (counts, displacements, types): NULL only when empty.
-pub(crate) fn array<T>(p: *const T, n: usize, what: &str) -> Res {
-    if n > 0 && p.is_null() {
-        return fail(MPI_ERR_ARG, format!("{what} array is NULL"));
-    }
-    Ok(())
-}
-
 /// An output argument the call writes through: never NULL (MPI_ERR_ARG naming `what`).
 ///
 /// # Safety
@@ -147,14 +139,6 @@ pub(crate) fn root(root: c_int, size: usize) -> Res<usize> {
                 format!("root {root} is not in a communicator of {size} ranks"),
             )
         })
-}
-
-/// A request argument that the call writes: never NULL.
-pub(crate) fn request_out(request: *mut Handle) -> Res<*mut Handle> {
-    if request.is_null() {
-        return fail(MPI_ERR_ARG, "request argument is NULL");
-    }
-    Ok(request)
 }
 
 #[cfg(test)]

@@ -2,9 +2,6 @@
 //! contiguous datatypes are used in place; others are packed into, or unpacked from, a staging
 //! buffer that the request owns until it finishes. MPI_IN_PLACE is resolved here, by handing the
 //! runtime the caller's data as the input.
-// Here an unsafe fn's body is still its unsafe block: these modules get blocks of their own
-// (each with its SAFETY) once the changes in flight to them are in.
-#![allow(unsafe_op_in_unsafe_fn)]
 
 use crate::abi::*;
 use crate::check;
@@ -534,14 +531,20 @@ fn inter_direct(
     })
 }
 
-fn no_in_place_inter(p: *const c_void) -> Res {
+/// Refuses MPI_IN_PLACE for `p` where the calls `where_` (say, "on intercommunicators") have
+/// no place for it.
+pub(crate) fn no_in_place(p: *const c_void, where_: &str) -> Res {
     if in_place(p) {
         return fail(
             MPI_ERR_BUFFER,
-            "MPI_IN_PLACE is not allowed on intercommunicators",
+            format!("MPI_IN_PLACE is not allowed {where_}"),
         );
     }
     Ok(())
+}
+
+fn no_in_place_inter(p: *const c_void) -> Res {
+    no_in_place(p, "on intercommunicators")
 }
 
 /// Equal blocks of `count` elements, one per rank: counts and element displacements.
@@ -557,7 +560,8 @@ unsafe fn layout(
     count: c_int,
 ) -> Res<(Vec<usize>, Vec<isize>)> {
     match v {
-        Some((c, d)) => per_rank(n, c, d),
+        // SAFETY: the caller's arrays hold one entry per rank (MPI's contract for the call).
+        Some((c, d)) => unsafe { per_rank(n, c, d) },
         None => equal(n, count),
     }
 }
@@ -576,7 +580,8 @@ unsafe fn inter_igather(
     match crate::inter::side(root, n)? {
         crate::inter::Side::Root => {
             let dt = s.committed_type(recv.2)?;
-            let (c, d) = layout(n, v, recv.1)?;
+            // SAFETY: the caller's arrays hold one entry per rank (MPI's contract for the call).
+            let (c, d) = unsafe { layout(n, v, recv.1) }?;
             let all = blocks(&dt, recv.0 as *mut u8, &c, &d, false);
             let recvs = (0..n).map(|j| (j, all.displs[j], all.counts[j])).collect();
             inter_direct(s, comm, inter, Input::none(), all.output()?, vec![], recvs)
@@ -621,7 +626,8 @@ unsafe fn inter_iscatter(
     match crate::inter::side(root, n)? {
         crate::inter::Side::Root => {
             let dt = s.committed_type(send.2)?;
-            let (c, d) = layout(n, v, send.1)?;
+            // SAFETY: the caller's arrays hold one entry per rank (MPI's contract for the call).
+            let (c, d) = unsafe { layout(n, v, send.1) }?;
             let all = blocks(&dt, send.0 as *mut u8, &c, &d, false);
             let sends = (0..n).map(|j| (j, all.displs[j], all.counts[j])).collect();
             inter_direct(s, comm, inter, all.input()?, Output::none(), sends, vec![])
@@ -666,7 +672,8 @@ unsafe fn inter_iallgather(
     let n = crate::inter::union_of(s, inter)?.remote_size();
     let t = typed(s, send.0, send.1, send.2)?;
     let dt = s.committed_type(recv.2)?;
-    let (c, d) = layout(n, v, recv.1)?;
+    // SAFETY: the caller's arrays hold one entry per rank (MPI's contract for the call).
+    let (c, d) = unsafe { layout(n, v, recv.1) }?;
     let all = blocks(&dt, recv.0 as *mut u8, &c, &d, false);
     let sends = (0..n).map(|j| (j, 0, t.bytes())).collect();
     let recvs = (0..n).map(|j| (j, all.displs[j], all.counts[j])).collect();
@@ -694,8 +701,10 @@ unsafe fn inter_ialltoall(
     no_in_place_inter(send.0)?;
     let n = crate::inter::union_of(s, inter)?.remote_size();
     let (st, rt) = (s.committed_type(send.2)?, s.committed_type(recv.2)?);
-    let (sc, sd) = layout(n, send.3, send.1)?;
-    let (rc, rd) = layout(n, recv.3, recv.1)?;
+    // SAFETY: the caller's arrays hold one entry per rank (MPI's contract for the call).
+    let (sc, sd) = unsafe { layout(n, send.3, send.1) }?;
+    // SAFETY: as above.
+    let (rc, rd) = unsafe { layout(n, recv.3, recv.1) }?;
     let out = blocks(&st, send.0 as *mut u8, &sc, &sd, false);
     let inb = blocks(&rt, recv.0 as *mut u8, &rc, &rd, false);
     let sends = (0..n).map(|j| (j, out.displs[j], out.counts[j])).collect();
@@ -753,7 +762,7 @@ thread_local! {
 /// Runs `start` (a nonblocking collective given a request address) only as far as its checks
 /// and its plan: nothing is posted, no buffer is written. Persistent collectives check their
 /// arguments this way at init, as MPI 4.1 §6.13 lets them (and MPICH does).
-pub(crate) fn check_only(start: impl FnOnce(*mut Handle) -> Res) -> Res {
+pub(crate) fn check_only(start: impl FnOnce(RequestOut<'_>) -> Res) -> Res {
     struct Reset;
     impl Drop for Reset {
         fn drop(&mut self) {
@@ -763,21 +772,21 @@ pub(crate) fn check_only(start: impl FnOnce(*mut Handle) -> Res) -> Res {
     let mut unused = MPI_REQUEST_NULL;
     CHECK_ONLY.set(true);
     let _reset = Reset;
-    start(&mut unused)
+    start(RequestOut::to(&mut unused))
 }
 
 /// Runs a collective planned by `f` to completion (blocking form) or publishes its request.
-unsafe fn run(request: *mut Handle, f: impl FnOnce(&mut State) -> Res<Prepared>) -> Res {
+fn run(request: RequestOut<'_>, f: impl FnOnce(&mut State) -> Res<Prepared>) -> Res {
     let prepared = running(f)?;
     if CHECK_ONLY.get() {
         return Ok(());
     }
-    if request.is_null() {
+    let Some(out) = request.0 else {
         return prepared.run();
-    }
+    };
     let req = prepared.launch()?;
     running(|s| {
-        *request = s.requests.insert(req);
+        *out = s.requests.insert(req);
         Ok(())
     })
 }
@@ -797,10 +806,11 @@ fn typed(s: &mut State, buf: *const c_void, count: c_int, datatype: Handle) -> R
 
 // ---- the collectives ----
 
-pub(crate) unsafe fn barrier(comm: Handle, request: *mut Handle) -> Res {
+pub(crate) unsafe fn barrier(comm: Handle, request: RequestOut<'_>) -> Res {
     if let Some(i) = inter_of(comm)? {
-        if request.is_null() {
-            return crate::inter::barrier(i);
+        if request.is_blocking() {
+            // SAFETY: the caller's buffers and arrays are as MPI's contract for the call says.
+            return unsafe { crate::inter::barrier(i) };
         }
         return run(request, |s| {
             let u = crate::inter::union_of(s, i)?;
@@ -833,14 +843,16 @@ pub(crate) unsafe fn bcast(
     datatype: Handle,
     root: c_int,
     comm: Handle,
-    request: *mut Handle,
+    request: RequestOut<'_>,
 ) -> Res {
-    if request.is_null() {
-        if let Some(done) = lean::bcast(buf, count, datatype, root, comm) {
+    if request.is_blocking() {
+        // SAFETY: the caller's buffers and arrays are as MPI's contract for the call says.
+        if let Some(done) = unsafe { lean::bcast(buf, count, datatype, root, comm) } {
             return done;
         }
     }
-    bcast_general(buf, count, datatype, root, comm, request)
+    // SAFETY: as above.
+    unsafe { bcast_general(buf, count, datatype, root, comm, request) }
 }
 
 /// The general path of [`bcast`], out of line so that the lean path does not pay for its frame.
@@ -851,11 +863,12 @@ unsafe fn bcast_general(
     datatype: Handle,
     root: c_int,
     comm: Handle,
-    request: *mut Handle,
+    request: RequestOut<'_>,
 ) -> Res {
     if let Some(i) = inter_of(comm)? {
-        if request.is_null() {
-            return crate::inter::bcast(i, buf, count, datatype, root);
+        if request.is_blocking() {
+            // SAFETY: the caller's buffers and arrays are as MPI's contract for the call says.
+            return unsafe { crate::inter::bcast(i, buf, count, datatype, root) };
         }
         return run(request, |s| {
             let u = crate::inter::union_of(s, i)?;
@@ -905,11 +918,12 @@ pub(crate) unsafe fn reduce(
     op: Handle,
     root: c_int,
     comm: Handle,
-    request: *mut Handle,
+    request: RequestOut<'_>,
 ) -> Res {
     if let Some(i) = inter_of(comm)? {
-        if request.is_null() {
-            return crate::inter::reduce(i, sendbuf, recvbuf, count, datatype, op, root);
+        if request.is_blocking() {
+            // SAFETY: the caller's buffers and arrays are as MPI's contract for the call says.
+            return unsafe { crate::inter::reduce(i, sendbuf, recvbuf, count, datatype, op, root) };
         }
         return run(request, |s| {
             let u = crate::inter::union_of(s, i)?;
@@ -986,14 +1000,17 @@ pub(crate) unsafe fn allreduce(
     datatype: Handle,
     op: Handle,
     comm: Handle,
-    request: *mut Handle,
+    request: RequestOut<'_>,
 ) -> Res {
-    if request.is_null() {
-        if let Some(done) = lean::allreduce(sendbuf, recvbuf, count, datatype, op, comm) {
+    if request.is_blocking() {
+        // SAFETY: the caller's buffers and arrays are as MPI's contract for the call says.
+        if let Some(done) = unsafe { lean::allreduce(sendbuf, recvbuf, count, datatype, op, comm) }
+        {
             return done;
         }
     }
-    allreduce_general(sendbuf, recvbuf, count, datatype, op, comm, request)
+    // SAFETY: as above.
+    unsafe { allreduce_general(sendbuf, recvbuf, count, datatype, op, comm, request) }
 }
 
 /// The general path of [`allreduce`], out of line so that the lean path does not pay for its frame.
@@ -1005,11 +1022,12 @@ unsafe fn allreduce_general(
     datatype: Handle,
     op: Handle,
     comm: Handle,
-    request: *mut Handle,
+    request: RequestOut<'_>,
 ) -> Res {
     if let Some(i) = inter_of(comm)? {
-        if request.is_null() {
-            return crate::inter::allreduce(i, sendbuf, recvbuf, count, datatype, op);
+        if request.is_blocking() {
+            // SAFETY: the caller's buffers and arrays are as MPI's contract for the call says.
+            return unsafe { crate::inter::allreduce(i, sendbuf, recvbuf, count, datatype, op) };
         }
         return run(request, |s| {
             let u = crate::inter::union_of(s, i)?;
@@ -1089,29 +1107,35 @@ pub(crate) unsafe fn gather(
     recvtype: Handle,
     root: c_int,
     comm: Handle,
-    request: *mut Handle,
+    request: RequestOut<'_>,
 ) -> Res {
     if let Some(i) = inter_of(comm)? {
-        if !request.is_null() {
+        if !request.is_blocking() {
             return run(request, |s| {
-                inter_igather(
-                    s,
-                    comm,
-                    i,
-                    (sendbuf, sendcount, sendtype),
-                    (recvbuf, recvcount, recvtype),
-                    None,
-                    root,
-                )
+                // SAFETY: the caller's buffers and arrays are as MPI's contract for the call says.
+                unsafe {
+                    inter_igather(
+                        s,
+                        comm,
+                        i,
+                        (sendbuf, sendcount, sendtype),
+                        (recvbuf, recvcount, recvtype),
+                        None,
+                        root,
+                    )
+                }
             });
         }
-        return crate::inter::gather(
-            i,
-            (sendbuf, sendcount, sendtype),
-            (recvbuf, recvcount, recvtype),
-            None,
-            root,
-        );
+        // SAFETY: the caller's buffers and arrays are as MPI's contract for the call says.
+        return unsafe {
+            crate::inter::gather(
+                i,
+                (sendbuf, sendcount, sendtype),
+                (recvbuf, recvcount, recvtype),
+                None,
+                root,
+            )
+        };
     }
     run(request, |s| {
         let core = s.core_comm(comm)?;
@@ -1171,29 +1195,35 @@ pub(crate) unsafe fn scatter(
     recvtype: Handle,
     root: c_int,
     comm: Handle,
-    request: *mut Handle,
+    request: RequestOut<'_>,
 ) -> Res {
     if let Some(i) = inter_of(comm)? {
-        if !request.is_null() {
+        if !request.is_blocking() {
             return run(request, |s| {
-                inter_iscatter(
-                    s,
-                    comm,
-                    i,
-                    (sendbuf, sendcount, sendtype),
-                    (recvbuf, recvcount, recvtype),
-                    None,
-                    root,
-                )
+                // SAFETY: the caller's buffers and arrays are as MPI's contract for the call says.
+                unsafe {
+                    inter_iscatter(
+                        s,
+                        comm,
+                        i,
+                        (sendbuf, sendcount, sendtype),
+                        (recvbuf, recvcount, recvtype),
+                        None,
+                        root,
+                    )
+                }
             });
         }
-        return crate::inter::scatter(
-            i,
-            (sendbuf, sendcount, sendtype),
-            (recvbuf, recvcount, recvtype),
-            None,
-            root,
-        );
+        // SAFETY: the caller's buffers and arrays are as MPI's contract for the call says.
+        return unsafe {
+            crate::inter::scatter(
+                i,
+                (sendbuf, sendcount, sendtype),
+                (recvbuf, recvcount, recvtype),
+                None,
+                root,
+            )
+        };
     }
     run(request, |s| {
         let core = s.core_comm(comm)?;
@@ -1251,27 +1281,33 @@ pub(crate) unsafe fn allgather(
     recvcount: c_int,
     recvtype: Handle,
     comm: Handle,
-    request: *mut Handle,
+    request: RequestOut<'_>,
 ) -> Res {
     if let Some(i) = inter_of(comm)? {
-        if !request.is_null() {
+        if !request.is_blocking() {
             return run(request, |s| {
-                inter_iallgather(
-                    s,
-                    comm,
-                    i,
-                    (sendbuf, sendcount, sendtype),
-                    (recvbuf, recvcount, recvtype),
-                    None,
-                )
+                // SAFETY: the caller's buffers and arrays are as MPI's contract for the call says.
+                unsafe {
+                    inter_iallgather(
+                        s,
+                        comm,
+                        i,
+                        (sendbuf, sendcount, sendtype),
+                        (recvbuf, recvcount, recvtype),
+                        None,
+                    )
+                }
             });
         }
-        return crate::inter::allgather(
-            i,
-            (sendbuf, sendcount, sendtype),
-            (recvbuf, recvcount, recvtype),
-            None,
-        );
+        // SAFETY: the caller's buffers and arrays are as MPI's contract for the call says.
+        return unsafe {
+            crate::inter::allgather(
+                i,
+                (sendbuf, sendcount, sendtype),
+                (recvbuf, recvcount, recvtype),
+                None,
+            )
+        };
     }
     run(request, |s| {
         let core = s.core_comm(comm)?;
@@ -1310,24 +1346,30 @@ pub(crate) unsafe fn alltoall(
     recvcount: c_int,
     recvtype: Handle,
     comm: Handle,
-    request: *mut Handle,
+    request: RequestOut<'_>,
 ) -> Res {
     if let Some(i) = inter_of(comm)? {
-        if !request.is_null() {
+        if !request.is_blocking() {
             return run(request, |s| {
-                inter_ialltoall(
-                    s,
-                    comm,
-                    i,
-                    (sendbuf, sendcount, sendtype, None),
-                    (recvbuf, recvcount, recvtype, None),
-                )
+                // SAFETY: the caller's buffers and arrays are as MPI's contract for the call says.
+                unsafe {
+                    inter_ialltoall(
+                        s,
+                        comm,
+                        i,
+                        (sendbuf, sendcount, sendtype, None),
+                        (recvbuf, recvcount, recvtype, None),
+                    )
+                }
             });
         }
         let n = crate::inter::remote_size(i)?;
-        let send = crate::inter::blocks(sendbuf, sendcount, sendtype, None, n)?;
-        let recv = crate::inter::blocks(recvbuf, recvcount, recvtype, None, n)?;
-        return crate::inter::alltoall(i, send, recv);
+        // SAFETY: the caller's buffers and arrays are as MPI's contract for the call says.
+        let send = unsafe { crate::inter::blocks(sendbuf, sendcount, sendtype, None, n) }?;
+        // SAFETY: as above.
+        let recv = unsafe { crate::inter::blocks(recvbuf, recvcount, recvtype, None, n) }?;
+        // SAFETY: as above.
+        return unsafe { crate::inter::alltoall(i, send, recv) };
     }
     run(request, |s| {
         let n = s.core_comm(comm)?.size();
@@ -1364,12 +1406,18 @@ unsafe fn per_rank(
     counts: *const c_int,
     displs: *const c_int,
 ) -> Res<(Vec<usize>, Vec<isize>)> {
-    check::array(counts, n, "counts")?;
-    check::array(displs, n, "displacements")?;
-    let c = (0..n)
-        .map(|i| count_arg(*counts.add(i)))
+    // SAFETY: the caller's contract: each array is NULL or holds `n` entries.
+    let (counts, displs) = unsafe {
+        (
+            check::slice(counts, n, "counts array")?,
+            check::slice(displs, n, "displacements array")?,
+        )
+    };
+    let c = counts
+        .iter()
+        .map(|&c| count_arg(c))
         .collect::<Res<Vec<_>>>()?;
-    let d = (0..n).map(|i| *displs.add(i) as isize).collect();
+    let d = displs.iter().map(|&d| d as isize).collect();
     Ok((c, d))
 }
 
@@ -1383,36 +1431,43 @@ pub(crate) unsafe fn gatherv(
     recvtype: Handle,
     root: c_int,
     comm: Handle,
-    request: *mut Handle,
+    request: RequestOut<'_>,
 ) -> Res {
     if let Some(i) = inter_of(comm)? {
-        if !request.is_null() {
+        if !request.is_blocking() {
             return run(request, |s| {
-                inter_igather(
-                    s,
-                    comm,
-                    i,
-                    (sendbuf, sendcount, sendtype),
-                    (recvbuf, 0, recvtype),
-                    Some((recvcounts, displs)),
-                    root,
-                )
+                // SAFETY: the caller's buffers and arrays are as MPI's contract for the call says.
+                unsafe {
+                    inter_igather(
+                        s,
+                        comm,
+                        i,
+                        (sendbuf, sendcount, sendtype),
+                        (recvbuf, 0, recvtype),
+                        Some((recvcounts, displs)),
+                        root,
+                    )
+                }
             });
         }
-        return crate::inter::gather(
-            i,
-            (sendbuf, sendcount, sendtype),
-            (recvbuf, 0, recvtype),
-            Some((recvcounts, displs)),
-            root,
-        );
+        // SAFETY: the caller's buffers and arrays are as MPI's contract for the call says.
+        return unsafe {
+            crate::inter::gather(
+                i,
+                (sendbuf, sendcount, sendtype),
+                (recvbuf, 0, recvtype),
+                Some((recvcounts, displs)),
+                root,
+            )
+        };
     }
     run(request, |s| {
         let core = s.core_comm(comm)?;
         let (n, me) = (core.size(), core.rank());
         let root = root_arg(&core, root)?;
         if me == root {
-            let (c, d) = per_rank(n, recvcounts, displs)?;
+            // SAFETY: the caller's arrays hold one entry per rank (MPI's contract for the call).
+            let (c, d) = unsafe { per_rank(n, recvcounts, displs) }?;
             let dt = s.committed_type(recvtype)?;
             let all = blocks(&dt, recvbuf as *mut u8, &c, &d, false);
             not_own_block(sendbuf, &all.typed[me])?;
@@ -1451,36 +1506,43 @@ pub(crate) unsafe fn scatterv(
     recvtype: Handle,
     root: c_int,
     comm: Handle,
-    request: *mut Handle,
+    request: RequestOut<'_>,
 ) -> Res {
     if let Some(i) = inter_of(comm)? {
-        if !request.is_null() {
+        if !request.is_blocking() {
             return run(request, |s| {
-                inter_iscatter(
-                    s,
-                    comm,
-                    i,
-                    (sendbuf, 0, sendtype),
-                    (recvbuf, recvcount, recvtype),
-                    Some((sendcounts, displs)),
-                    root,
-                )
+                // SAFETY: the caller's buffers and arrays are as MPI's contract for the call says.
+                unsafe {
+                    inter_iscatter(
+                        s,
+                        comm,
+                        i,
+                        (sendbuf, 0, sendtype),
+                        (recvbuf, recvcount, recvtype),
+                        Some((sendcounts, displs)),
+                        root,
+                    )
+                }
             });
         }
-        return crate::inter::scatter(
-            i,
-            (sendbuf, 0, sendtype),
-            (recvbuf, recvcount, recvtype),
-            Some((sendcounts, displs)),
-            root,
-        );
+        // SAFETY: the caller's buffers and arrays are as MPI's contract for the call says.
+        return unsafe {
+            crate::inter::scatter(
+                i,
+                (sendbuf, 0, sendtype),
+                (recvbuf, recvcount, recvtype),
+                Some((sendcounts, displs)),
+                root,
+            )
+        };
     }
     run(request, |s| {
         let core = s.core_comm(comm)?;
         let (n, me) = (core.size(), core.rank());
         let root = root_arg(&core, root)?;
         if me == root {
-            let (c, d) = per_rank(n, sendcounts, displs)?;
+            // SAFETY: the caller's arrays hold one entry per rank (MPI's contract for the call).
+            let (c, d) = unsafe { per_rank(n, sendcounts, displs) }?;
             let dt = s.committed_type(sendtype)?;
             let all = blocks(&dt, sendbuf as *mut u8, &c, &d, false);
             not_own_block(recvbuf, &all.typed[me])?;
@@ -1518,32 +1580,39 @@ pub(crate) unsafe fn allgatherv(
     displs: *const c_int,
     recvtype: Handle,
     comm: Handle,
-    request: *mut Handle,
+    request: RequestOut<'_>,
 ) -> Res {
     if let Some(i) = inter_of(comm)? {
-        if !request.is_null() {
+        if !request.is_blocking() {
             return run(request, |s| {
-                inter_iallgather(
-                    s,
-                    comm,
-                    i,
-                    (sendbuf, sendcount, sendtype),
-                    (recvbuf, 0, recvtype),
-                    Some((recvcounts, displs)),
-                )
+                // SAFETY: the caller's buffers and arrays are as MPI's contract for the call says.
+                unsafe {
+                    inter_iallgather(
+                        s,
+                        comm,
+                        i,
+                        (sendbuf, sendcount, sendtype),
+                        (recvbuf, 0, recvtype),
+                        Some((recvcounts, displs)),
+                    )
+                }
             });
         }
-        return crate::inter::allgather(
-            i,
-            (sendbuf, sendcount, sendtype),
-            (recvbuf, 0, recvtype),
-            Some((recvcounts, displs)),
-        );
+        // SAFETY: the caller's buffers and arrays are as MPI's contract for the call says.
+        return unsafe {
+            crate::inter::allgather(
+                i,
+                (sendbuf, sendcount, sendtype),
+                (recvbuf, 0, recvtype),
+                Some((recvcounts, displs)),
+            )
+        };
     }
     run(request, |s| {
         let core = s.core_comm(comm)?;
         let (n, me) = (core.size(), core.rank());
-        let (c, d) = per_rank(n, recvcounts, displs)?;
+        // SAFETY: the caller's arrays hold one entry per rank (MPI's contract for the call).
+        let (c, d) = unsafe { per_rank(n, recvcounts, displs) }?;
         let dt = s.committed_type(recvtype)?;
         let all = blocks(&dt, recvbuf as *mut u8, &c, &d, false);
         not_own_block(sendbuf, &all.typed[me])?;
@@ -1570,28 +1639,37 @@ pub(crate) unsafe fn alltoallv(
     rdispls: *const c_int,
     recvtype: Handle,
     comm: Handle,
-    request: *mut Handle,
+    request: RequestOut<'_>,
 ) -> Res {
     if let Some(i) = inter_of(comm)? {
-        if !request.is_null() {
+        if !request.is_blocking() {
             return run(request, |s| {
-                inter_ialltoall(
-                    s,
-                    comm,
-                    i,
-                    (sendbuf, 0, sendtype, Some((sendcounts, sdispls))),
-                    (recvbuf, 0, recvtype, Some((recvcounts, rdispls))),
-                )
+                // SAFETY: the caller's buffers and arrays are as MPI's contract for the call says.
+                unsafe {
+                    inter_ialltoall(
+                        s,
+                        comm,
+                        i,
+                        (sendbuf, 0, sendtype, Some((sendcounts, sdispls))),
+                        (recvbuf, 0, recvtype, Some((recvcounts, rdispls))),
+                    )
+                }
             });
         }
         let n = crate::inter::remote_size(i)?;
-        let send = crate::inter::blocks(sendbuf, 0, sendtype, Some((sendcounts, sdispls)), n)?;
-        let recv = crate::inter::blocks(recvbuf, 0, recvtype, Some((recvcounts, rdispls)), n)?;
-        return crate::inter::alltoall(i, send, recv);
+        // SAFETY: the caller's buffers and arrays are as MPI's contract for the call says.
+        let send =
+            unsafe { crate::inter::blocks(sendbuf, 0, sendtype, Some((sendcounts, sdispls)), n) }?;
+        // SAFETY: as above.
+        let recv =
+            unsafe { crate::inter::blocks(recvbuf, 0, recvtype, Some((recvcounts, rdispls)), n) }?;
+        // SAFETY: as above.
+        return unsafe { crate::inter::alltoall(i, send, recv) };
     }
     run(request, |s| {
         let n = s.core_comm(comm)?.size();
-        let (rc, rd) = per_rank(n, recvcounts, rdispls)?;
+        // SAFETY: the caller's arrays hold one entry per rank (MPI's contract for the call).
+        let (rc, rd) = unsafe { per_rank(n, recvcounts, rdispls) }?;
         let rt = s.committed_type(recvtype)?;
         let out = blocks(&rt, recvbuf as *mut u8, &rc, &rd, false);
         not_aliased(sendbuf, recvbuf, rc.iter().any(|&c| c > 0))?;
@@ -1599,7 +1677,8 @@ pub(crate) unsafe fn alltoallv(
             let input = Input::gather(&out.typed)?;
             (input, out.counts.clone(), packed_displs(&out.counts))
         } else {
-            let (c, d) = per_rank(n, sendcounts, sdispls)?;
+            // SAFETY: the caller's arrays hold one entry per rank (MPI's contract for the call).
+            let (c, d) = unsafe { per_rank(n, sendcounts, sdispls) }?;
             let st = s.committed_type(sendtype)?;
             let b = blocks(&st, sendbuf as *mut u8, &c, &d, false);
             (b.input()?, b.counts, b.displs)
@@ -1624,27 +1703,30 @@ pub(crate) unsafe fn alltoallw(
     rdispls: *const c_int,
     recvtypes: *const Handle,
     comm: Handle,
-    request: *mut Handle,
+    request: RequestOut<'_>,
 ) -> Res {
     if let Some(i) = inter_of(comm)? {
         let n = crate::inter::remote_size(i)?;
-        let send = crate::inter::blocks_w(sendbuf, sendcounts, sdispls, sendtypes, n)?;
-        let recv = crate::inter::blocks_w(recvbuf, recvcounts, rdispls, recvtypes, n)?;
-        if !request.is_null() {
+        // SAFETY: the caller's buffers and arrays are as MPI's contract for the call says.
+        let send = unsafe { crate::inter::blocks_w(sendbuf, sendcounts, sdispls, sendtypes, n) }?;
+        // SAFETY: as above.
+        let recv = unsafe { crate::inter::blocks_w(recvbuf, recvcounts, rdispls, recvtypes, n) }?;
+        if !request.is_blocking() {
             return run(request, |s| inter_ialltoallw(s, comm, i, &send, &recv));
         }
-        return crate::inter::alltoall(i, send, recv);
+        // SAFETY: as above.
+        return unsafe { crate::inter::alltoall(i, send, recv) };
     }
     run(request, |s| {
         let n = s.core_comm(comm)?.size();
-        if n > 0 && recvtypes.is_null() {
-            return fail(MPI_ERR_ARG, "recvtypes is NULL");
-        }
-        let (rc, rd) = per_rank(n, recvcounts, rdispls)?;
+        // SAFETY: the caller's contract: `recvtypes` is NULL or holds one type per rank.
+        let recvtypes = unsafe { check::slice(recvtypes, n, "recvtypes") }?;
+        // SAFETY: the caller's arrays hold one entry per rank (MPI's contract for the call).
+        let (rc, rd) = unsafe { per_rank(n, recvcounts, rdispls) }?;
         let rblocks: Vec<Typed> = (0..n)
             .map(|i| {
                 Ok(Typed {
-                    dt: s.committed_type(*recvtypes.add(i))?,
+                    dt: s.committed_type(recvtypes[i])?,
                     count: rc[i],
                     base: (recvbuf as *mut u8).wrapping_offset(rd[i]),
                 })
@@ -1656,14 +1738,14 @@ pub(crate) unsafe fn alltoallw(
         let sblocks: Vec<Typed> = if in_place(sendbuf) {
             rblocks.clone()
         } else {
-            if n > 0 && sendtypes.is_null() {
-                return fail(MPI_ERR_ARG, "sendtypes is NULL");
-            }
-            let (sc, sd) = per_rank(n, sendcounts, sdispls)?;
+            // SAFETY: the caller's contract: `sendtypes` is NULL or holds one type per rank.
+            let sendtypes = unsafe { check::slice(sendtypes, n, "sendtypes") }?;
+            // SAFETY: the caller's arrays hold one entry per rank (MPI's contract for the call).
+            let (sc, sd) = unsafe { per_rank(n, sendcounts, sdispls) }?;
             (0..n)
                 .map(|i| {
                     Ok(Typed {
-                        dt: s.committed_type(*sendtypes.add(i))?,
+                        dt: s.committed_type(sendtypes[i])?,
                         count: sc[i],
                         base: (sendbuf as *mut u8).wrapping_offset(sd[i]),
                     })
@@ -1705,11 +1787,14 @@ pub(crate) unsafe fn reduce_scatter(
     datatype: Handle,
     op: Handle,
     comm: Handle,
-    request: *mut Handle,
+    request: RequestOut<'_>,
 ) -> Res {
     if let Some(i) = inter_of(comm)? {
-        if request.is_null() {
-            return crate::inter::reduce_scatter(i, sendbuf, recvbuf, counts, datatype, op);
+        if request.is_blocking() {
+            // SAFETY: the caller's buffers and arrays are as MPI's contract for the call says.
+            return unsafe {
+                crate::inter::reduce_scatter(i, sendbuf, recvbuf, counts, datatype, op)
+            };
         }
         return run(request, |s| {
             no_in_place_inter(sendbuf)?;
@@ -1768,7 +1853,8 @@ pub(crate) unsafe fn reduce_scatter(
                 base: sendbuf as *mut u8,
             })?
         };
-        let send = Input::owned(std::slice::from_raw_parts(send.ptr, send.len).to_vec());
+        // SAFETY: `send` covers its `len` bytes: staged, or the caller's `total` elements.
+        let send = Input::owned(unsafe { std::slice::from_raw_parts(send.ptr, send.len) }.to_vec());
         let mine = Typed {
             dt: dt.clone(),
             count: counts[me],
@@ -1796,7 +1882,7 @@ pub(crate) unsafe fn scan(
     op: Handle,
     comm: Handle,
     exclusive: bool,
-    request: *mut Handle,
+    request: RequestOut<'_>,
 ) -> Res {
     if inter_of(comm)?.is_some() {
         return fail(MPI_ERR_COMM, "scans are not defined on intercommunicators");
@@ -1835,14 +1921,43 @@ pub(crate) unsafe fn scan(
 /// One receive count per rank of `comm`, from a C array.
 pub(crate) unsafe fn recv_counts(comm: Handle, recvcounts: *const c_int) -> Res<Vec<usize>> {
     let n = running(|s| s.local_size(comm))?;
-    if n > 0 && recvcounts.is_null() {
-        return fail(MPI_ERR_ARG, "recvcounts is NULL");
-    }
-    (0..n).map(|i| count_arg(*recvcounts.add(i))).collect()
+    // SAFETY: the caller's contract: `recvcounts` is NULL or holds one count per rank.
+    let recvcounts = unsafe { check::slice(recvcounts, n, "recvcounts") }?;
+    recvcounts.iter().map(|&c| count_arg(c)).collect()
 }
 
-pub(crate) const BLOCKING: *mut Handle = std::ptr::null_mut();
+/// Where a collective puts its request: nowhere for a blocking call ([`BLOCKING`]), or the
+/// handle a nonblocking call returns ([`nonnull`]).
+pub(crate) struct RequestOut<'a>(Option<&'a mut Handle>);
 
-pub(crate) fn nonnull(request: *mut Handle) -> Res<*mut Handle> {
-    check::request_out(request)
+/// The blocking form of a collective: no request.
+pub(crate) const BLOCKING: RequestOut<'static> = RequestOut(None);
+
+/// The request argument of a nonblocking collective: never NULL.
+///
+/// # Safety
+/// `request` is NULL or a handle the call may write, which nothing else uses for `'a`.
+pub(crate) unsafe fn nonnull<'a>(request: *mut Handle) -> Res<RequestOut<'a>> {
+    // SAFETY: this function's `# Safety`; `check::out` refuses NULL.
+    let out = unsafe { check::out(request, "request argument") }?;
+    Ok(RequestOut::to(out))
+}
+
+impl<'a> RequestOut<'a> {
+    /// The request goes to `out`.
+    pub(crate) fn to(out: &'a mut Handle) -> RequestOut<'a> {
+        RequestOut(Some(out))
+    }
+
+    /// Whether the call is the blocking form.
+    pub(crate) fn is_blocking(&self) -> bool {
+        self.0.is_none()
+    }
+
+    /// Stores `request`, the request of a nonblocking call.
+    pub(crate) fn set(self, request: Handle) {
+        if let Some(out) = self.0 {
+            *out = request;
+        }
+    }
 }

@@ -551,7 +551,7 @@ fn shape(inter: Inter) -> Res<(usize, usize, usize)> {
     })
 }
 
-pub(crate) const BLOCKING: *mut Handle = std::ptr::null_mut();
+use crate::coll::BLOCKING;
 
 /// MPI_Barrier: each group meets, the leaders swap an empty message, each group meets again.
 pub(crate) unsafe fn barrier(inter: Inter) -> Res {

@@ -13,8 +13,8 @@
 //! it is used, and a call that fails has posted nothing. The **semantics** (the other modules
 //! below) are crate-private and define no `extern "C"` function; they take checked Rust values
 //! where they can. An unsafe operation inside an `unsafe fn` needs an `unsafe` block of its own
-//! with its `// SAFETY:` (`unsafe_op_in_unsafe_fn` is denied; [`p2p`], [`request`] and [`coll`]
-//! still allow it).
+//! with its `// SAFETY:` (`unsafe_op_in_unsafe_fn` is denied). A collective's request goes
+//! through [`coll::RequestOut`], which the entry points make from their request argument.
 //!
 //! Every constant, type size and layout is the MPI 5.0 standard ABI's (`abi.rs`, `include/mpi.h`;
 //! `tests/abi_reference.rs` compares the header with MPICH 5.0.2's `mpi_abi.h`), and the library's

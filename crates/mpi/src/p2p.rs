@@ -1,8 +1,5 @@
 //! Point-to-point: sends in four modes, receives, probes, persistent requests, and the
 //! wait/test family (the entry points are in `abi/pt2pt.rs`).
-// Here an unsafe fn's body is still its unsafe block: these modules get blocks of their own
-// (each with its SAFETY) once the changes in flight to them are in.
-#![allow(unsafe_op_in_unsafe_fn)]
 
 use crate::abi::*;
 use crate::error::{fail, MpiError, Res};
@@ -72,6 +69,22 @@ pub(crate) struct SendArgs {
     dest: Option<usize>,
 }
 
+/// The communicator, count and element type of a send or receive of `count` elements of
+/// `datatype` at `buf`, checked.
+fn message_args(
+    s: &mut State,
+    buf: *const c_void,
+    count: c_int,
+    datatype: Handle,
+    comm: Handle,
+) -> Res<(ferry_core::Comm, usize, crate::datatype::Datatype)> {
+    let core = s.core_comm(comm)?;
+    let count = count_arg(count)?;
+    let dt = message_type(s, datatype, count)?;
+    crate::check::buffer(buf, count, &dt)?;
+    Ok((core, count, dt))
+}
+
 pub(crate) fn send_args(
     s: &mut State,
     buf: *const c_void,
@@ -81,10 +94,7 @@ pub(crate) fn send_args(
     tag: c_int,
     comm: Handle,
 ) -> Res<SendArgs> {
-    let core = s.core_comm(comm)?;
-    let count = count_arg(count)?;
-    let dt = message_type(s, datatype, count)?;
-    crate::check::buffer(buf, count, &dt)?;
+    let (core, count, dt) = message_args(s, buf, count, datatype, comm)?;
     let tag = send_tag(tag)?;
     let dest = dest_arg(&core, dest)?;
     Ok(SendArgs {
@@ -179,10 +189,7 @@ pub(crate) fn start_recv(
     tag: c_int,
     comm: Handle,
 ) -> Res<Request> {
-    let core = s.core_comm(comm)?;
-    let count = count_arg(count)?;
-    let dt = message_type(s, datatype, count)?;
-    crate::check::buffer(buf, count, &dt)?;
+    let (core, count, dt) = message_args(s, buf, count, datatype, comm)?;
     let tag = recv_tag(tag)?;
     let Some(source) = source_arg(&core, source)? else {
         return Ok(Request::done(comm, core, Outcome::PROC_NULL));
@@ -234,9 +241,8 @@ pub(crate) fn wait_request(req: &mut Request) -> Res<Outcome> {
 
 /// Stores `req` in the table and writes its handle.
 pub(crate) unsafe fn publish(s: &mut State, req: Request, out: *mut Handle) -> Res {
-    let Some(out) = out.as_mut() else {
-        return fail(MPI_ERR_ARG, "request argument is NULL");
-    };
+    // SAFETY: the caller's contract: `out` is NULL or a writable handle.
+    let out = unsafe { crate::check::out(out, "request argument") }?;
     *out = s.requests.insert(req);
     Ok(())
 }
@@ -276,7 +282,7 @@ impl Dense {
                 return Ok(false);
             };
             // SAFETY: the caller's buffer holds `bytes` bytes for the duration of the call.
-            Ok(core.raw_send_now(buf.cast(), self.bytes, dest, tag)?)
+            Ok(unsafe { core.raw_send_now(buf.cast(), self.bytes, dest, tag) }?)
         });
         sent.ok()?.then_some(())
     }
@@ -296,7 +302,7 @@ impl Dense {
             return Ok(None);
         };
         // SAFETY: MPI's contract keeps the buffer valid until the receive completes.
-        let raw = core.raw_recv(buf.cast(), self.bytes, source, tag)?;
+        let raw = unsafe { core.raw_recv(buf.cast(), self.bytes, source, tag) }?;
         Ok(Some(Request::running(comm, core.clone(), raw, None)))
     }
 
@@ -313,12 +319,14 @@ impl Dense {
         comm: Handle,
         out: *mut Handle,
     ) -> Res<bool> {
+        // SAFETY: the caller's contract: `out` is non-null and a writable handle.
+        let out = unsafe { &mut *out };
         let core = &s.comm(comm)?.comm;
         let (Ok(Some(source)), Ok(tag)) = (source_arg(core, source), recv_tag(tag)) else {
             return Ok(false);
         };
         // SAFETY: MPI's contract keeps the buffer valid until the receive completes.
-        let raw = core.raw_recv(buf.cast(), self.bytes, source, tag)?;
+        let raw = unsafe { core.raw_recv(buf.cast(), self.bytes, source, tag) }?;
         if core.ranks_are_world() && s.world.is_some() {
             *out = engine_handle(raw);
             return Ok(true);
@@ -354,7 +362,9 @@ pub(crate) unsafe fn sent_at_once(
     kind: SendKind,
 ) -> Option<usize> {
     let d = Dense::of(buf, count, datatype).filter(|_| kind == SendKind::Standard)?;
-    d.send_now(buf, dest, tag, comm).map(|()| d.bytes)
+    // SAFETY: the caller's buffer holds `count` elements of `datatype` (MPI's contract), the
+    // `bytes` that `Dense::of` measured.
+    unsafe { d.send_now(buf, dest, tag, comm) }.map(|()| d.bytes)
 }
 
 pub(crate) unsafe fn nonblocking_send(
@@ -368,27 +378,33 @@ pub(crate) unsafe fn nonblocking_send(
     kind: SendKind,
 ) -> Res {
     if !request.is_null() {
-        if let Some(bytes) = sent_at_once(buf, count, datatype, dest, tag, comm, kind) {
+        // SAFETY: the caller's buffer holds `count` elements of `datatype` (MPI's contract).
+        let at_once = unsafe { sent_at_once(buf, count, datatype, dest, tag, comm, kind) };
+        if let Some(bytes) = at_once {
             if let Some(h) = crate::request::sent_handle(bytes) {
-                *request = h;
+                // SAFETY: `request` is not NULL (checked) and is writable (MPI's contract).
+                unsafe { *request = h };
                 return Ok(());
             }
             // Every serial in use: the finished send gets a table entry.
             return running(|s| {
                 let req = Request::done(comm, s.core_comm(comm)?, Outcome::sent(bytes as i64));
-                publish(s, req, request)
+                // SAFETY: `request` is NULL or writable (MPI's contract).
+                unsafe { publish(s, req, request) }
             });
         }
     }
     running(|s| {
         let req = start_send(s, buf, count, datatype, dest, tag, comm, kind)?;
         let sent = req.sent_at_start().and_then(crate::request::sent_handle);
-        match (sent, request.as_mut()) {
+        // SAFETY: `request` is NULL or writable (MPI's contract).
+        match (sent, unsafe { request.as_mut() }) {
             (Some(h), Some(out)) => {
                 *out = h;
                 Ok(())
             }
-            _ => publish(s, req, request),
+            // SAFETY: as above.
+            _ => unsafe { publish(s, req, request) },
         }
     })
 }
@@ -464,7 +480,8 @@ pub(crate) fn start_sendrecv_replace(
 /// Waits for a receive (and its partner) and reports it.
 pub(crate) unsafe fn finish_recv(mut req: Request, status: *mut MpiStatus) -> Res {
     let outcome = wait_request(&mut req)?;
-    outcome.write(status, false);
+    // SAFETY: the caller's contract: `status` is NULL or a writable MPI_Status.
+    unsafe { outcome.write(status, false) };
     outcome.check()
 }
 
@@ -502,7 +519,8 @@ pub(crate) unsafe fn persistent(comm: Handle, request: *mut Handle, mut p: Persi
             partner: None,
             generalized: None,
         };
-        publish(s, req, request)
+        // SAFETY: the caller's contract: `request` is NULL or a writable handle.
+        unsafe { publish(s, req, request) }
     })
 }
 
@@ -514,7 +532,7 @@ pub(crate) fn start_handle(handle: Handle) -> Res {
     };
     // Outside the state: the nonblocking collective enters it itself.
     let mut started = MPI_REQUEST_NULL;
-    start(&mut started)?;
+    start(crate::coll::RequestOut::to(&mut started))?;
     with(|s| {
         let Some(new) = s.requests.remove(started) else {
             return fail(MPI_ERR_INTERN, "persistent collective started no request");
@@ -536,7 +554,7 @@ pub(crate) fn start_handle(handle: Handle) -> Res {
 fn start_one(
     s: &mut State,
     handle: Handle,
-) -> Res<Option<std::rc::Rc<dyn Fn(*mut Handle) -> Res>>> {
+) -> Res<Option<std::rc::Rc<dyn Fn(crate::coll::RequestOut<'_>) -> Res>>> {
     let req = s
         .requests
         .get(handle)
@@ -605,7 +623,9 @@ pub(crate) unsafe fn handles_arg<'a>(count: c_int, requests: *mut Handle) -> Res
     if requests.is_null() {
         return fail(MPI_ERR_REQUEST, "array of requests is NULL");
     }
-    Ok(std::slice::from_raw_parts_mut(requests, n))
+    // SAFETY: `requests` is not NULL (checked) and, by the caller's contract, holds `count`
+    // handles that nothing else uses for `'a`.
+    Ok(unsafe { std::slice::from_raw_parts_mut(requests, n) })
 }
 
 /// Completes the request behind `*handle` if it is done: writes the status, resets the
@@ -619,21 +639,25 @@ pub(crate) unsafe fn finish_handle(
         let bytes = crate::request::retire_sent(*handle)?;
         let outcome = Outcome::sent(bytes as i64);
         *handle = MPI_REQUEST_NULL;
-        outcome.write(status, with_error);
+        // SAFETY: the caller's contract: `status` is NULL or a writable MPI_Status.
+        unsafe { outcome.write(status, with_error) };
         return Ok(outcome);
     }
     if let Some(raw) = engine_request(*handle) {
         let outcome = with(|s| take_engine_request(s, *handle, raw))?;
         *handle = MPI_REQUEST_NULL;
-        outcome.write(status, with_error);
+        // SAFETY: as above.
+        unsafe { outcome.write(status, with_error) };
         return Ok(outcome);
     }
     let (outcome, greq) = with(|s| finish_in_state(s, handle))?;
     if let Some(g) = greq {
         // Outside the state: the callbacks may call MPI (MPI_Status_set_elements, ...).
-        return Ok(crate::greq::finish(&g, status, with_error, true));
+        // SAFETY: as above; the callbacks are the user's, as MPI_Grequest_start got them.
+        return Ok(unsafe { crate::greq::finish(&g, status, with_error, true) });
     }
-    outcome.write(status, with_error);
+    // SAFETY: as above.
+    unsafe { outcome.write(status, with_error) };
     Ok(outcome)
 }
 
@@ -842,7 +866,9 @@ pub(crate) unsafe fn finish_all(
             let status = status_at(statuses, i);
             let outcome = match list[i] {
                 Entry::Null | Entry::AwaitingReady => {
-                    Outcome::EMPTY.write(status, true);
+                    // SAFETY: the caller's contract: `statuses` is NULL or holds one writable
+                    // MPI_Status per handle.
+                    unsafe { Outcome::EMPTY.write(status, true) };
                     continue;
                 }
                 Entry::Active(_) if sent_bytes(*h).is_some() => {
@@ -863,14 +889,16 @@ pub(crate) unsafe fn finish_all(
                     (outcome, None) => outcome,
                 },
             };
-            outcome.write(status, true);
+            // SAFETY: as above.
+            unsafe { outcome.write(status, true) };
             errors += (outcome.error != MPI_SUCCESS) as usize;
         }
         Ok(())
     });
     // Outside the state: the callbacks may call MPI (MPI_Status_set_elements, ...).
     for (i, g) in greqs {
-        let o = crate::greq::finish(&g, status_at(statuses, i), true, true);
+        // SAFETY: as above; the callbacks are the user's, as MPI_Grequest_start got them.
+        let o = unsafe { crate::greq::finish(&g, status_at(statuses, i), true, true) };
         errors += (o.error != MPI_SUCCESS) as usize;
     }
     finished.map(|()| errors)
@@ -894,10 +922,13 @@ pub(crate) unsafe fn some(
     let mut errors = 0;
     for (i, h) in handles.iter_mut().enumerate() {
         if done_in(list[i], &|r| engine.raw_done(r)) {
-            let o = finish_handle(h, status_at(statuses, n), true)?;
+            // SAFETY: the caller's contract: `statuses` is NULL or holds one writable MPI_Status
+            // per handle, and `n` counts handles.
+            let o = unsafe { finish_handle(h, status_at(statuses, n), true) }?;
             errors += (o.error != MPI_SUCCESS) as usize;
             if !indices.is_null() {
-                *indices.add(n) = i as c_int;
+                // SAFETY: the caller's contract: `indices`, not NULL, holds one index per handle.
+                unsafe { *indices.add(n) = i as c_int };
             }
             n += 1;
         }
@@ -917,12 +948,14 @@ pub(crate) unsafe fn request_status(
 ) -> Res {
     if request == MPI_REQUEST_NULL {
         *flag = 1;
-        Outcome::EMPTY.write(status, false);
+        // SAFETY: the caller's contract: `status` is NULL or a writable MPI_Status.
+        unsafe { Outcome::EMPTY.write(status, false) };
         return Ok(());
     }
     if let Some(bytes) = sent_bytes(request) {
         *flag = 1;
-        Outcome::sent(bytes as i64).write(status, false);
+        // SAFETY: as above.
+        unsafe { Outcome::sent(bytes as i64).write(status, false) };
         return Ok(());
     }
     if let Some(raw) = engine_request(request) {
@@ -934,7 +967,8 @@ pub(crate) unsafe fn request_status(
         match world.raw_peek_world(raw) {
             Some(st) => {
                 *flag = 1;
-                Outcome::of(&st).write(status, false);
+                // SAFETY: as above.
+                unsafe { Outcome::of(&st).write(status, false) };
             }
             None => *flag = 0,
         }
@@ -956,7 +990,8 @@ pub(crate) unsafe fn request_status(
             .and_then(|r| r.generalized.as_deref().copied()))
     })?;
     if let (true, Some(g)) = (done, greq) {
-        crate::greq::finish(&g, status, false, false);
+        // SAFETY: as above; the callbacks are the user's, as MPI_Grequest_start got them.
+        unsafe { crate::greq::finish(&g, status, false, false) };
         return Ok(());
     }
     if done {
@@ -976,7 +1011,8 @@ pub(crate) unsafe fn request_status(
                 Progress::Inactive | Progress::AwaitingReady => Outcome::EMPTY,
             })
         })?;
-        outcome.write(status, false);
+        // SAFETY: as above.
+        unsafe { outcome.write(status, false) };
     }
     Ok(())
 }
@@ -992,7 +1028,8 @@ pub(crate) fn probe_outcome(st: ferry_core::Status) -> Outcome {
 }
 
 pub(crate) unsafe fn elements(status: *const MpiStatus, datatype: Handle) -> Res<i64> {
-    let Some(st) = status.as_ref() else {
+    // SAFETY: the caller's contract: `status` is NULL or a readable MPI_Status.
+    let Some(st) = (unsafe { status.as_ref() }) else {
         return fail(MPI_ERR_ARG, "status is NULL");
     };
     let dt = with(|s| s.datatype(datatype))?;
@@ -1000,9 +1037,8 @@ pub(crate) unsafe fn elements(status: *const MpiStatus, datatype: Handle) -> Res
 }
 
 pub(crate) unsafe fn set_elements(status: *mut MpiStatus, datatype: Handle, count: i64) -> Res {
-    let Some(st) = status.as_mut() else {
-        return fail(MPI_ERR_ARG, "status is NULL");
-    };
+    // SAFETY: the caller's contract: `status` is NULL or a writable MPI_Status.
+    let st = unsafe { crate::check::out(status, "status") }?;
     let dt = with(|s| s.datatype(datatype))?;
     st.set_count(count * dt.size() as i64);
     Ok(())
@@ -1018,28 +1054,29 @@ pub(crate) unsafe fn mprobe(
     message: *mut Handle,
     status: *mut MpiStatus,
 ) -> Res<bool> {
-    let Some(out) = message.as_mut() else {
-        return fail(MPI_ERR_ARG, "message is NULL");
-    };
+    // SAFETY: the caller's contract: `message` is NULL or a writable handle.
+    let out = unsafe { crate::check::out(message, "message") }?;
     let core = running(|s| s.core_comm(comm))?;
     let tag = recv_tag(tag)?;
     let Some(source) = source_arg(&core, source)? else {
         *out = MPI_MESSAGE_NO_PROC;
-        Outcome::PROC_NULL.write(status, false);
+        // SAFETY: the caller's contract: `status` is NULL or a writable MPI_Status.
+        unsafe { Outcome::PROC_NULL.write(status, false) };
         return Ok(true);
     };
     let Some(msg) = core.raw_mprobe(source, tag, block)? else {
         return Ok(false);
     };
     let st = msg.status();
-    Outcome {
+    let outcome = Outcome {
         source: st.source as c_int,
         tag: st.tag,
         bytes: st.len as i64,
         cancelled: false,
         error: MPI_SUCCESS,
-    }
-    .write(status, false);
+    };
+    // SAFETY: as above.
+    unsafe { outcome.write(status, false) };
     *out = running(|s| Ok(s.messages.insert((comm, core, msg))))?;
     Ok(true)
 }
@@ -1077,9 +1114,8 @@ pub(crate) unsafe fn start_mrecv(
     datatype: Handle,
     message: *mut Handle,
 ) -> Res<Matched> {
-    let Some(h) = message.as_mut() else {
-        return fail(MPI_ERR_ARG, "message is NULL");
-    };
+    // SAFETY: the caller's contract: `message` is NULL or a writable handle.
+    let h = unsafe { crate::check::out(message, "message") }?;
     running(|s| {
         let dt = s.committed_type(datatype)?;
         let count = count_arg(count)?;
@@ -1132,11 +1168,14 @@ pub(crate) unsafe fn mrecv(
     message: *mut Handle,
     status: *mut MpiStatus,
 ) -> Res {
-    let outcome = match start_mrecv(buf, count, datatype, message)? {
+    // SAFETY: the caller's contract, MPI's for MPI_Mrecv: `buf` holds `count` elements of
+    // `datatype` until the receive completes, `message` is NULL or a writable handle.
+    let outcome = match unsafe { start_mrecv(buf, count, datatype, message) }? {
         Matched::Received { outcome, .. } => outcome,
         Matched::Started(mut req) => wait_request(&mut req)?,
     };
-    outcome.write(status, false);
+    // SAFETY: the caller's contract: `status` is NULL or a writable MPI_Status.
+    unsafe { outcome.write(status, false) };
     outcome.check()
 }
 
@@ -1161,10 +1200,14 @@ pub(crate) unsafe fn standard_send(
     comm: Handle,
 ) -> Res {
     // Here rather than in `blocking_send`: its frame, sized for the general path, costs.
-    if sent_at_once(buf, count, datatype, dest, tag, comm, SendKind::Standard).is_some() {
+    // SAFETY: the caller's contract, MPI's for MPI_Send: `buf` holds `count` elements of
+    // `datatype` for the call.
+    if unsafe { sent_at_once(buf, count, datatype, dest, tag, comm, SendKind::Standard) }.is_some()
+    {
         return Ok(());
     }
-    blocking_send(buf, count, datatype, dest, tag, comm, SendKind::Standard)
+    // SAFETY: as above.
+    unsafe { blocking_send(buf, count, datatype, dest, tag, comm, SendKind::Standard) }
 }
 
 /// MPI_Recv and MPI_Recv_c.
@@ -1178,7 +1221,9 @@ pub(crate) unsafe fn recv(
     status: *mut MpiStatus,
 ) -> Res {
     let lean = Dense::of(buf, count, datatype).and_then(|d| {
-        running(|s| d.post(s, buf, source, tag, comm))
+        // SAFETY: the caller's contract, MPI's for MPI_Recv: `buf` holds `count` elements of
+        // `datatype` for the call, the `bytes` that `Dense::of` measured.
+        running(|s| unsafe { d.post(s, buf, source, tag, comm) })
             .ok()
             .flatten()
     });
@@ -1186,7 +1231,8 @@ pub(crate) unsafe fn recv(
         Some(req) => req,
         None => running(|s| start_recv(s, buf, count, datatype, source, tag, comm))?,
     };
-    finish_recv(req, status)
+    // SAFETY: the caller's contract: `status` is NULL or a writable MPI_Status.
+    unsafe { finish_recv(req, status) }
 }
 
 /// MPI_Irecv and MPI_Irecv_c.
@@ -1202,12 +1248,16 @@ pub(crate) unsafe fn irecv(
     running(|s| {
         let dense = Dense::of(buf, count, datatype).filter(|_| !request.is_null());
         if let Some(d) = dense {
-            if d.post_into(s, buf, (source, tag), comm, request)? {
+            // SAFETY: the caller's contract, MPI's for MPI_Irecv: `buf` holds `count` elements
+            // of `datatype` until the receive completes; `request` is not NULL (filtered) and
+            // writable.
+            if unsafe { d.post_into(s, buf, (source, tag), comm, request) }? {
                 return Ok(());
             }
         }
         let req = start_recv(s, buf, count, datatype, source, tag, comm)?;
-        publish(s, req, request)
+        // SAFETY: the caller's contract: `request` is NULL or a writable handle.
+        unsafe { publish(s, req, request) }
     })
 }
 

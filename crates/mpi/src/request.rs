@@ -1,7 +1,4 @@
 //! Requests as the C side sees them, and completing them into `MPI_Status`.
-// Here an unsafe fn's body is still its unsafe block: these modules get blocks of their own
-// (each with its SAFETY) once the changes in flight to them are in.
-#![allow(unsafe_op_in_unsafe_fn)]
 
 use crate::abi::*;
 use crate::datatype::Datatype;
@@ -242,7 +239,8 @@ impl Outcome {
     /// # Safety
     /// `status` is null or points to a writable `MPI_Status`.
     pub(crate) unsafe fn write(&self, status: *mut MpiStatus, with_error: bool) {
-        if let Some(st) = status.as_mut() {
+        // SAFETY: this function's `# Safety`: `status` is NULL or a writable MPI_Status.
+        if let Some(st) = unsafe { status.as_mut() } {
             st.source = self.source;
             st.tag = self.tag;
             st.set_count(self.bytes);
@@ -326,7 +324,7 @@ pub(crate) enum Persistent {
         hidden: Handle,
         /// Starts the matching nonblocking collective on `hidden`, storing its request at the
         /// address given.
-        start: std::rc::Rc<dyn Fn(*mut Handle) -> Res>,
+        start: std::rc::Rc<dyn Fn(crate::coll::RequestOut<'_>) -> Res>,
         /// Private copies of the datatypes and operations it uses, freed with it.
         kept: Vec<Handle>,
     },
@@ -402,7 +400,9 @@ impl Greq {
     pub(crate) unsafe fn query_status(&self, status: &mut MpiStatus) -> c_int {
         *status = MpiStatus::default();
         match self.query {
-            Some(f) => f(self.extra, status),
+            // SAFETY: this function's `# Safety`: the callback and `extra` are the user's, as
+            // MPI_Grequest_start got them.
+            Some(f) => unsafe { f(self.extra, status) },
             None => MPI_SUCCESS,
         }
     }
@@ -413,7 +413,8 @@ impl Greq {
     /// As [`Greq::query_status`].
     pub(crate) unsafe fn run_free(&self) -> c_int {
         match self.free {
-            Some(f) => f(self.extra),
+            // SAFETY: this function's `# Safety`, as [`Greq::query_status`]'s.
+            Some(f) => unsafe { f(self.extra) },
             None => MPI_SUCCESS,
         }
     }

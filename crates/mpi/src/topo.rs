@@ -442,7 +442,7 @@ pub(crate) unsafe fn exchange(comm: Handle, edges: &[(usize, usize, c_int)]) -> 
             1,
             int,
             comm,
-            std::ptr::null_mut(),
+            crate::coll::BLOCKING,
         )?;
         let displs = |c: &[c_int]| -> Vec<c_int> {
             c.iter()
@@ -466,7 +466,7 @@ pub(crate) unsafe fn exchange(comm: Handle, edges: &[(usize, usize, c_int)]) -> 
             rd.as_ptr(),
             int,
             comm,
-            std::ptr::null_mut(),
+            crate::coll::BLOCKING,
         )?;
         let total: usize = theirs.iter().map(|&x| x as usize).sum();
         let mut g = DistGraph {

@@ -33,7 +33,7 @@ mpi! {
         if matches!(*h, MPI_COMM_WORLD | MPI_COMM_SELF | MPI_COMM_NULL) {
             return fail(MPI_ERR_COMM, "predefined communicators and MPI_COMM_NULL cannot be disconnected");
         }
-        crate::coll::barrier(*h, std::ptr::null_mut())?;
+        crate::coll::barrier(*h, crate::coll::BLOCKING)?;
         free_comm(h)
     }
 }

@@ -27,10 +27,9 @@ pub(crate) unsafe fn counts(p: *const i64, n: usize, used: bool) -> Res<Option<V
     if p.is_null() || !used {
         return Ok(None);
     }
-    (0..n)
-        .map(|i| count_c(*p.add(i)))
-        .collect::<Res<_>>()
-        .map(Some)
+    // SAFETY: the caller's contract: a used array that is not NULL holds `n` entries.
+    let p = unsafe { std::slice::from_raw_parts(p, n) };
+    p.iter().map(|&c| count_c(c)).collect::<Res<_>>().map(Some)
 }
 
 /// `n` `MPI_Aint` displacements as ints (`None` for NULL or where `used` is false).
@@ -38,9 +37,10 @@ pub(crate) unsafe fn displs(p: *const isize, n: usize, used: bool) -> Res<Option
     if p.is_null() || !used {
         return Ok(None);
     }
-    (0..n)
-        .map(|i| {
-            let d = *p.add(i);
+    // SAFETY: as in `counts`.
+    let p = unsafe { std::slice::from_raw_parts(p, n) };
+    p.iter()
+        .map(|&d| {
             c_int::try_from(d).map_err(|_| {
                 MpiError::new(
                     MPI_ERR_ARG,

@@ -27,14 +27,8 @@ pub(super) fn neighbourhood(s: &State, comm: Handle) -> Res<(Vec<c_int>, Vec<c_i
     Ok((src, dst, matches!(*topo, Topo::Cart(_))))
 }
 
-fn no_in_place(sendbuf: *const c_void) -> Res {
-    if in_place(sendbuf) {
-        return fail(
-            MPI_ERR_BUFFER,
-            "MPI_IN_PLACE is not allowed in neighbourhood collectives",
-        );
-    }
-    Ok(())
+fn no_in_place_neighbour(sendbuf: *const c_void) -> Res {
+    no_in_place(sendbuf, "in neighbourhood collectives")
 }
 
 /// A region of `len` bytes at `at` (an empty one at 0, so that it lies inside any buffer).
@@ -149,12 +143,20 @@ unsafe fn w_blocks(
     if n > 0 && (counts.is_null() || displs.is_null() || types.is_null()) {
         return fail(MPI_ERR_ARG, "counts, displacements or types array is NULL");
     }
+    // SAFETY: the caller's contract: each array holds `n` entries (none is NULL: checked).
+    let (counts, displs, types) = unsafe {
+        (
+            check::slice(counts, n, "counts array")?,
+            check::slice(displs, n, "displacements array")?,
+            check::slice(types, n, "types array")?,
+        )
+    };
     let typed = (0..n)
         .map(|i| {
             Ok(Typed {
-                dt: s.committed_type(*types.add(i))?,
-                count: count_arg(*counts.add(i))?,
-                base: (buf as *mut u8).wrapping_offset(*displs.add(i)),
+                dt: s.committed_type(types[i])?,
+                count: count_arg(counts[i])?,
+                base: (buf as *mut u8).wrapping_offset(displs[i]),
             })
         })
         .collect::<Res<Vec<Typed>>>()?;
@@ -174,14 +176,15 @@ pub(crate) unsafe fn allgather(
     recv: Option<(*const c_int, *const c_int)>,
     recvtype: Handle,
     comm: Handle,
-    request: *mut Handle,
+    request: RequestOut<'_>,
 ) -> Res {
-    no_in_place(sendbuf)?;
+    no_in_place_neighbour(sendbuf)?;
     run(request, |s| {
         let (sources, dests, _) = neighbourhood(s, comm)?;
         let send = typed(s, sendbuf, sendcount, sendtype)?;
         let rdt = s.committed_type(recvtype)?;
-        let (rc, rd) = layout(sources.len(), recv, recvcount)?;
+        // SAFETY: the caller's arrays hold one entry per rank (MPI's contract for the call).
+        let (rc, rd) = unsafe { layout(sources.len(), recv, recvcount) }?;
         let out = blocks(&rdt, recvbuf as *mut u8, &rc, &rd, false);
         let input = Input::of(&send)?;
         let sends = vec![(0, input.len); dests.len()];
@@ -198,14 +201,16 @@ pub(crate) unsafe fn alltoall(
     recv: (c_int, Option<(*const c_int, *const c_int)>),
     recvtype: Handle,
     comm: Handle,
-    request: *mut Handle,
+    request: RequestOut<'_>,
 ) -> Res {
-    no_in_place(sendbuf)?;
+    no_in_place_neighbour(sendbuf)?;
     run(request, |s| {
         let (sources, dests, _) = neighbourhood(s, comm)?;
         let (sdt, rdt) = (s.committed_type(sendtype)?, s.committed_type(recvtype)?);
-        let (sc, sd) = layout(dests.len(), send.1, send.0)?;
-        let (rc, rd) = layout(sources.len(), recv.1, recv.0)?;
+        // SAFETY: the caller's arrays hold one entry per rank (MPI's contract for the call).
+        let (sc, sd) = unsafe { layout(dests.len(), send.1, send.0) }?;
+        // SAFETY: as above.
+        let (rc, rd) = unsafe { layout(sources.len(), recv.1, recv.0) }?;
         let inb = blocks(&sdt, sendbuf as *mut u8, &sc, &sd, false);
         let out = blocks(&rdt, recvbuf as *mut u8, &rc, &rd, false);
         exchange(
@@ -230,13 +235,17 @@ pub(crate) unsafe fn alltoallw(
     rdispls: *const isize,
     recvtypes: *const Handle,
     comm: Handle,
-    request: *mut Handle,
+    request: RequestOut<'_>,
 ) -> Res {
-    no_in_place(sendbuf)?;
+    no_in_place_neighbour(sendbuf)?;
     run(request, |s| {
         let (sources, dests, _) = neighbourhood(s, comm)?;
-        let (sb, sends) = w_blocks(s, sendbuf, dests.len(), sendcounts, sdispls, sendtypes)?;
-        let (rb, recvs) = w_blocks(s, recvbuf, sources.len(), recvcounts, rdispls, recvtypes)?;
+        // SAFETY: the caller's buffers and arrays are as MPI's contract for the call says.
+        let (sb, sends) =
+            unsafe { w_blocks(s, sendbuf, dests.len(), sendcounts, sdispls, sendtypes) }?;
+        // SAFETY: as above.
+        let (rb, recvs) =
+            unsafe { w_blocks(s, recvbuf, sources.len(), recvcounts, rdispls, recvtypes) }?;
         all_checked(&rb)?;
         let mut v = vec![0u8; recvs.iter().map(|r| r.1).sum()];
         let at = rb.into_iter().zip(recvs.iter().map(|r| r.0)).collect();

@@ -20,12 +20,12 @@ use std::rc::Rc;
 
 /// Makes the inactive persistent request whose starts run `start` (a nonblocking collective on
 /// the communicator and request address it is given).
-pub(crate) unsafe fn persistent(
+pub(crate) fn persistent(
     comm: Handle,
     info: Handle,
-    request: *mut Handle,
+    request: RequestOut<'_>,
     kept: Kept,
-    start: impl Fn(Handle, *mut Handle) -> Res + 'static,
+    start: impl Fn(Handle, RequestOut<'_>) -> Res + 'static,
 ) -> Res {
     let checked = running(|s| {
         if info != MPI_INFO_NULL && s.infos.get(info).is_none() {
@@ -45,10 +45,10 @@ pub(crate) unsafe fn persistent(
             return Err(e);
         }
     };
-    let start: Rc<dyn Fn(*mut Handle) -> Res> = Rc::new(move |r| start(hidden, r));
+    let start: Rc<dyn Fn(RequestOut<'_>) -> Res> = Rc::new(move |r| start(hidden, r));
     let made = running(|s| {
         let core = s.core_comm(comm)?;
-        *request = s.requests.insert(Request {
+        request.set(s.requests.insert(Request {
             comm,
             core,
             progress: Progress::Inactive,
@@ -60,7 +60,7 @@ pub(crate) unsafe fn persistent(
             cancel_requested: false,
             partner: None,
             generalized: None,
-        });
+        }));
         Ok(())
     });
     if made.is_err() {
@@ -120,7 +120,7 @@ pub(crate) fn defer_free(s: &mut State, h: Handle) -> bool {
 pub(crate) unsafe fn bound<T: Copy>(p: *const T, n: usize, used: bool) -> Option<Vec<T>> {
     // SAFETY: MPI requires a non-NULL array argument that is significant here to hold one
     // entry per peer (`n`), valid for the duration of the init call.
-    (used && !p.is_null()).then(|| std::slice::from_raw_parts(p, n).to_vec())
+    (used && !p.is_null()).then(|| unsafe { std::slice::from_raw_parts(p, n) }.to_vec())
 }
 
 // ---- with MPI_Count counts and MPI_Aint displacements (MPI 4.0 `_init_c`) ----
