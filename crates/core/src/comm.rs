@@ -319,6 +319,7 @@ impl Comm {
 
     /// Whether every rank of this communicator is the same rank of the world (MPI_COMM_WORLD
     /// and its duplicates; decided when the communicator is made).
+    #[inline]
     pub fn ranks_are_world(&self) -> bool {
         self.group.ranks_are_world
     }
@@ -328,17 +329,24 @@ impl Comm {
         self.world_rank(rank).map(|w| w as usize)
     }
 
+    #[inline]
     pub(crate) fn world_rank(&self, rank: usize) -> Result<u32, Error> {
         self.group
             .world_of
             .get(rank)
             .copied()
-            .ok_or(Error::RankOutOfRange {
-                rank,
-                size: self.size(),
-            })
+            .ok_or_else(|| self.rank_out_of_range(rank))
     }
 
+    #[cold]
+    fn rank_out_of_range(&self, rank: usize) -> Error {
+        Error::RankOutOfRange {
+            rank,
+            size: self.size(),
+        }
+    }
+
+    #[inline]
     pub(crate) fn source_pattern(&self, source: Source) -> Result<Option<u32>, Error> {
         match source {
             Source::Any => Ok(None),
@@ -346,6 +354,7 @@ impl Comm {
         }
     }
 
+    #[inline]
     pub(crate) fn tag_pattern(tag: i32) -> Result<Option<i32>, Error> {
         match tag {
             ANY_TAG => Ok(None),
@@ -423,6 +432,7 @@ impl Comm {
 
     /// Checks the arguments and posts a receive into `len` bytes at `buf`; the caller keeps
     /// the buffer valid until the request is done.
+    #[inline]
     pub(crate) fn post_recv(
         &self,
         context: u32,

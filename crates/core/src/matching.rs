@@ -25,6 +25,7 @@ pub(crate) struct Pattern {
 }
 
 impl Pattern {
+    #[inline]
     pub fn matches(&self, env: &Envelope) -> bool {
         self.context == env.context
             && self.source.is_none_or(|s| s == env.source)
@@ -48,6 +49,7 @@ impl<R: PartialEq + Copy, M> Matcher<R, M> {
     }
 
     /// A message arrived: returns the earliest posted receive it matches, removing it.
+    #[inline]
     pub fn take_posted(&mut self, env: &Envelope) -> Option<R> {
         // Most messages match the oldest receive: take it without a search and a shift.
         if self.posted.front().is_some_and(|(p, _)| p.matches(env)) {
@@ -68,6 +70,7 @@ impl<R: PartialEq + Copy, M> Matcher<R, M> {
     }
 
     /// A receive is posted: returns the earliest unexpected message it matches, removing it.
+    #[inline]
     pub fn take_unexpected(&mut self, pattern: &Pattern) -> Option<(Envelope, M)> {
         // The commonest cases first: nothing waiting (a search of an empty deque still costs
         // tens of instructions), or the oldest message matching.
@@ -83,6 +86,7 @@ impl<R: PartialEq + Copy, M> Matcher<R, M> {
     }
 
     /// Queues a receive that found no message.
+    #[inline]
     pub fn push_posted(&mut self, pattern: Pattern, request: R) {
         self.posted.push_back((pattern, request));
     }

@@ -255,6 +255,7 @@ impl Comm {
     ///
     /// # Safety
     /// `buf` must be valid for reads of `len` bytes for the duration of the call.
+    #[inline]
     pub unsafe fn raw_send_now(
         &self,
         buf: *const u8,
@@ -350,6 +351,7 @@ impl Comm {
     ///
     /// # Safety
     /// `buf` must stay valid for writes of `len` bytes until the request is done.
+    #[inline]
     pub unsafe fn raw_recv(
         &self,
         buf: *mut u8,
@@ -432,6 +434,7 @@ impl Comm {
     }
 
     /// Whether `request` has finished (no progress is made).
+    #[inline]
     pub fn raw_done(&self, request: RawRequest) -> bool {
         self.shared.engine.borrow().proto.is_done(request.0)
     }
@@ -445,6 +448,7 @@ impl Comm {
     /// [`Comm::raw_take`] of a request started on a communicator whose ranks are the world's
     /// ([`Comm::ranks_are_world`]), through any communicator of the same world: the source is
     /// the sender's world rank, which is its rank there.
+    #[inline]
     pub fn raw_take_world(&self, request: RawRequest) -> Option<RawStatus> {
         let c = self.shared.engine.borrow_mut().take(request.0)?;
         Some(RawStatus::of_world(c))
@@ -459,6 +463,7 @@ impl Comm {
     }
 
     /// Whether `request` names a request that has not been taken yet (running or finished).
+    #[inline]
     pub fn raw_is_live(&self, request: RawRequest) -> bool {
         self.shared.engine.borrow().proto.is_live(request.0)
     }

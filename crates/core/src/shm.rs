@@ -487,6 +487,7 @@ impl ShmTransport {
     }
 
     /// Writes a whole record to `peer`'s ring, or returns false when it has no room now.
+    #[inline]
     pub(crate) fn try_push(
         &mut self,
         peer: usize,
@@ -597,6 +598,7 @@ impl ShmTransport {
     }
 
     /// Releases the head record from `peer` that carried `payload` bytes.
+    #[inline]
     pub(crate) fn pop(&mut self, peer: usize, payload: usize) {
         if let Some(c) = self.inbound[peer].as_mut() {
             c.head += record_len(payload) as u64;

@@ -54,6 +54,7 @@ pub(crate) fn bytes(buf: *const c_void, len: usize) -> Res {
 
 /// Whether `buf` may point at data at all (see [`buffer`]): for lean paths that take only
 /// predefined types, whose data starts at `buf`.
+#[inline]
 pub(crate) fn addressable(buf: *const c_void) -> bool {
     buf as usize as i128 >= LOWEST_VALID_ADDRESS
 }
@@ -115,17 +116,23 @@ pub(crate) unsafe fn slice<'a, T>(p: *const T, n: usize, what: &str) -> Res<&'a 
 }
 
 /// A rank of a group of `size` to send to or receive from: `None` for MPI_PROC_NULL.
+#[inline]
 pub(crate) fn rank(rank: c_int, size: usize) -> Res<Option<usize>> {
     if rank == MPI_PROC_NULL {
         return Ok(None);
     }
     match usize::try_from(rank) {
         Ok(r) if r < size => Ok(Some(r)),
-        _ => fail(
-            MPI_ERR_RANK,
-            format!("rank {rank} is not in a communicator of {size} ranks"),
-        ),
+        _ => bad_rank(rank, size),
     }
+}
+
+#[cold]
+fn bad_rank(rank: c_int, size: usize) -> Res<Option<usize>> {
+    fail(
+        MPI_ERR_RANK,
+        format!("rank {rank} is not in a communicator of {size} ranks"),
+    )
 }
 
 /// The root of a collective on an intracommunicator of `size` ranks.

@@ -144,6 +144,7 @@ pub(crate) type CommErrhandlerFn = unsafe extern "C" fn(*mut Handle, *mut c_int)
 /// Runs the body of entry point `name`; on error, invokes the error handler of `comm` (or of
 /// MPI_COMM_WORLD for calls tied to no communicator). A panic becomes MPI_ERR_INTERN; an unwind
 /// never crosses `extern "C"`.
+#[inline]
 pub(crate) fn guard(name: &'static str, comm: Handle, body: impl FnOnce() -> Res) -> c_int {
     match caught(body) {
         Ok(()) => MPI_SUCCESS,
@@ -170,25 +171,28 @@ pub(crate) fn tool_guard(body: impl FnOnce() -> Res) -> c_int {
 }
 
 /// Runs `body`, turning a panic into MPI_ERR_INTERN (the first half of every guard).
+#[inline]
 pub(crate) fn caught(body: impl FnOnce() -> Res) -> Res {
     let _entered = crate::threads::enter();
     match catch_unwind(AssertUnwindSafe(body)) {
         Ok(r) => r,
-        Err(panic) => {
-            let what = panic
-                .downcast_ref::<String>()
-                .cloned()
-                .or_else(|| panic.downcast_ref::<&str>().map(|s| s.to_string()))
-                .unwrap_or_else(|| "panic".into());
-            Err(MpiError::new(
-                MPI_ERR_INTERN,
-                format!("internal error: {what}"),
-            ))
-        }
+        Err(panic) => Err(panicked(panic)),
     }
 }
 
+/// The error a panic in an entry point becomes.
+#[cold]
+fn panicked(panic: Box<dyn std::any::Any + Send>) -> MpiError {
+    let what = panic
+        .downcast_ref::<String>()
+        .cloned()
+        .or_else(|| panic.downcast_ref::<&str>().map(|s| s.to_string()))
+        .unwrap_or_else(|| "panic".into());
+    MpiError::new(MPI_ERR_INTERN, format!("internal error: {what}"))
+}
+
 /// Invokes the error handler that applies to `comm` for `error` raised in `name`.
+#[cold]
 pub(crate) fn handle_error(name: &str, comm: Handle, error: MpiError) -> c_int {
     let (handler, rank) = STATE
         .with(|s| (s.errhandler_of(comm), s.world_rank()))

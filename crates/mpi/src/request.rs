@@ -58,6 +58,7 @@ pub(crate) type Finish = Box<dyn FnOnce(&RawStatus)>;
 /// retires it ([`retire_sent`]), so that a copy of a freed handle is an invalid request, as it
 /// is for a request in the table (MPI 4.1 §3.7.3). `None` when every serial is taken or the
 /// count does not fit: the caller then makes a table entry.
+#[inline]
 pub(crate) fn sent_handle(bytes: usize) -> Option<Handle> {
     if bytes > SENT_BYTES {
         return None;
@@ -67,12 +68,14 @@ pub(crate) fn sent_handle(bytes: usize) -> Option<Handle> {
 }
 
 /// The byte count of a handle from [`sent_handle`]; `None` for any other handle.
+#[inline]
 pub(crate) fn sent_bytes(handle: Handle) -> Option<usize> {
     (handle >> 56 == crate::handles::Kind::SentRequest as usize).then_some(handle & SENT_BYTES)
 }
 
 /// Ends the life of a handle from [`sent_handle`] (its wait, test or free): its byte count, or
 /// MPI_ERR_REQUEST when it was retired before (a copy of a completed or freed request).
+#[inline]
 pub(crate) fn retire_sent(handle: Handle) -> Res<usize> {
     let bytes = sent_bytes(handle).unwrap_or(0);
     if SENT_LIVE.give_back((handle >> SERIAL_SHIFT) & (SERIALS - 1)) {

@@ -295,6 +295,7 @@ pub(crate) fn is_running() -> bool {
 }
 
 /// Runs `f` on the state. Not reentrant: `f` must not call back into MPI or user code.
+#[inline]
 pub(crate) fn with<T>(f: impl FnOnce(&mut State) -> Res<T>) -> Res<T> {
     STATE.with(f).unwrap_or_else(|| {
         fail(
@@ -305,6 +306,7 @@ pub(crate) fn with<T>(f: impl FnOnce(&mut State) -> Res<T>) -> Res<T> {
 }
 
 /// Runs `f` on the state after checking MPI is initialized and not finalized.
+#[inline]
 pub(crate) fn running<T>(f: impl FnOnce(&mut State) -> Res<T>) -> Res<T> {
     with(|s| {
         match s.phase {
@@ -399,6 +401,7 @@ impl State {
     }
 
     /// The communicator behind `handle`.
+    #[inline]
     pub(crate) fn comm(&self, handle: Handle) -> Res<&CommObj> {
         let obj = match handle {
             MPI_COMM_WORLD => self.predefined_comms.first(),
@@ -455,6 +458,7 @@ impl State {
     }
 
     /// A clone of the runtime communicator behind `handle` (cheap: reference counted).
+    #[inline]
     pub(crate) fn core_comm(&self, handle: Handle) -> Res<ferry_core::Comm> {
         self.comm(handle).map(|c| c.comm.clone())
     }

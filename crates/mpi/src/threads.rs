@@ -38,6 +38,7 @@ pub(crate) fn go_multiple() {
 }
 
 /// Whether MPI calls take the lock.
+#[inline]
 pub(crate) fn is_multiple() -> bool {
     MULTIPLE.load(Ordering::Acquire)
 }
@@ -48,6 +49,7 @@ pub(crate) fn is_multiple() -> bool {
 pub(crate) struct Entered(bool);
 
 /// Takes the lock for an MPI call at MPI_THREAD_MULTIPLE.
+#[inline]
 pub(crate) fn enter() -> Entered {
     if !is_multiple() {
         return Entered(false);
@@ -56,6 +58,7 @@ pub(crate) fn enter() -> Entered {
     Entered(true)
 }
 
+#[cold]
 pub(crate) fn acquire() {
     let guard = match LOCK.try_lock() {
         Some(guard) => guard,
@@ -72,6 +75,7 @@ pub(crate) fn acquire() {
 }
 
 impl Drop for Entered {
+    #[inline]
     fn drop(&mut self) {
         if self.0 {
             DEPTH.with(|d| d.set(d.get() - 1));
@@ -120,6 +124,7 @@ impl<T> Serialized<T> {
 
     /// Runs `f` on the value, holding the lock at MPI_THREAD_MULTIPLE; `None` when the value
     /// is already borrowed further up this thread (a callback calling back into MPI).
+    #[inline]
     pub(crate) fn with<R>(&self, f: impl FnOnce(&mut T) -> R) -> Option<R> {
         let _entered = enter();
         let mut value = self.0.try_borrow_mut().ok()?;

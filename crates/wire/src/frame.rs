@@ -172,11 +172,13 @@ pub enum FrameError {
 impl Frame {
     /// Frames whose order between a pair of ranks matters (all but DATA and RAIL_DOWN): over
     /// several rails they are counted, so that they can be sent again after a rail fails.
+    #[inline]
     pub fn is_ordered(&self) -> bool {
         !matches!(self, Frame::Data { .. } | Frame::RailDown { .. })
     }
 
     /// Number of payload bytes that follow this header on the wire.
+    #[inline]
     pub fn payload_len(&self) -> u64 {
         match *self {
             Frame::Eager { len, .. } | Frame::Data { len, .. } => len,
@@ -230,6 +232,20 @@ impl Frame {
         out[32..40].copy_from_slice(&c.to_le_bytes());
     }
 
+    /// The header of an EAGER frame, as `Frame::Eager { context, tag, len }.to_bytes()` gives
+    /// it: the header every small message carries, written field by field without the match
+    /// over every kind.
+    #[inline]
+    pub fn eager_header(context: u32, tag: i32, len: u64) -> [u8; HEADER_LEN] {
+        let mut out = [0u8; HEADER_LEN];
+        out[0] = PROTOCOL_VERSION;
+        out[1] = kind::EAGER;
+        out[4..8].copy_from_slice(&context.to_le_bytes());
+        out[8..12].copy_from_slice(&tag.to_le_bytes());
+        out[16..24].copy_from_slice(&len.to_le_bytes());
+        out
+    }
+
     /// Encodes the header into a new array.
     pub fn to_bytes(&self) -> [u8; HEADER_LEN] {
         let mut out = [0u8; HEADER_LEN];
@@ -239,6 +255,7 @@ impl Frame {
 
     /// Decodes a header from the start of `bytes`, refusing payloads longer than `max_payload`
     /// before anything is allocated for them.
+    #[inline]
     pub fn decode(bytes: &[u8], max_payload: u64) -> Result<Frame, FrameError> {
         let Some(h) = bytes.get(..HEADER_LEN) else {
             return Err(FrameError::Incomplete {
@@ -382,6 +399,14 @@ mod tests {
     }
 
     proptest! {
+        #[test]
+        fn the_eager_header_is_the_eager_frame_encoded(context: u32, tag: i32, len: u64) {
+            prop_assert_eq!(
+                Frame::eager_header(context, tag, len),
+                Frame::Eager { context, tag, len }.to_bytes()
+            );
+        }
+
         #[test]
         fn encode_then_decode_is_identity(frame in any_frame()) {
             let bytes = frame.to_bytes();

@@ -78,6 +78,7 @@ impl Proto {
 
     /// Rendezvous to `peer` wait for the receiver's FIN: over several rails a chunk may have
     /// to be sent again until then.
+    #[inline]
     pub(super) fn acknowledged(&self, peer: u32) -> bool {
         self.rails > 1 && self.peers[peer as usize].route == Route::Tcp
     }
@@ -103,6 +104,7 @@ impl Proto {
         }
     }
 
+    #[inline]
     pub(crate) fn complete(&mut self, id: ReqId, completion: Completion) {
         if let Some(state) = self.requests.get_mut(id) {
             if let ReqState::SendRendezvous { dest, .. } = *state {
@@ -167,6 +169,7 @@ impl Proto {
     }
 
     /// Whether `context` has an active-message handler.
+    #[inline]
     pub(super) fn is_active(&self, context: u32) -> bool {
         !self.active.is_empty() && self.active.iter().any(|(c, _)| *c == context)
     }
@@ -188,6 +191,7 @@ impl Proto {
     }
 
     /// The completion of finished request `id`, left in its slot.
+    #[inline]
     pub(crate) fn finished(&self, id: ReqId) -> Option<Completion> {
         match self.requests.get(id) {
             Some(ReqState::Done(c)) => Some(*c),
@@ -196,10 +200,12 @@ impl Proto {
     }
 
     /// Whether `id` names a request not yet taken.
+    #[inline]
     pub(crate) fn is_live(&self, id: ReqId) -> bool {
         self.requests.get(id).is_some()
     }
 
+    #[inline]
     pub(crate) fn is_done(&self, id: ReqId) -> bool {
         matches!(self.requests.get(id), Some(ReqState::Done(_)) | None)
     }

@@ -4,6 +4,7 @@ use super::*;
 
 impl Engine {
     /// Posts a receive into `cap` bytes at `buf`; `None` source or tag are wildcards.
+    #[inline]
     pub(crate) fn irecv(
         &mut self,
         context: u32,
@@ -24,6 +25,7 @@ impl Engine {
         }
     }
 
+    #[inline]
     pub(super) fn post_recv(&mut self, pattern: Pattern, buf: *mut u8, cap: usize) -> ReqId {
         let id = self
             .proto

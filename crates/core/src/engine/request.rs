@@ -71,6 +71,7 @@ pub(super) struct Requests {
 }
 
 impl Requests {
+    #[inline]
     pub(super) fn insert(&mut self, state: ReqState) -> ReqId {
         let index = self.free.pop().unwrap_or_else(|| {
             self.slots.push(Slot {
@@ -84,12 +85,14 @@ impl Requests {
         (u64::from(slot.generation) << 32) | u64::from(index)
     }
 
+    #[inline]
     pub(super) fn get_mut(&mut self, id: ReqId) -> Option<&mut ReqState> {
         let slot = self.slots.get_mut((id & 0xffff_ffff) as usize)?;
         (u64::from(slot.generation) == id >> 32 && !matches!(slot.state, ReqState::Free))
             .then_some(&mut slot.state)
     }
 
+    #[inline]
     pub(super) fn get(&self, id: ReqId) -> Option<&ReqState> {
         let slot = self.slots.get((id & 0xffff_ffff) as usize)?;
         (u64::from(slot.generation) == id >> 32 && !matches!(slot.state, ReqState::Free))
@@ -98,6 +101,7 @@ impl Requests {
 
     /// The completion of request `id` if it is done, its slot freed: one look at the slot,
     /// where a look and then a removal took two (every finished request passes here).
+    #[inline]
     pub(super) fn take_done(&mut self, id: ReqId) -> Option<Completion> {
         let index = (id & 0xffff_ffff) as u32;
         let slot = self.slots.get_mut(index as usize)?;
@@ -132,6 +136,7 @@ impl Engine {
     }
 
     /// Takes the completion of a finished request and frees its slot.
+    #[inline]
     pub(crate) fn take(&mut self, id: ReqId) -> Option<Completion> {
         self.proto.requests.take_done(id)
     }

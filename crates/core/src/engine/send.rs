@@ -6,6 +6,7 @@ impl Engine {
     /// Writes a small message straight into the peer's shared-memory ring when nothing waits
     /// before it there. `true` means it went out: the buffer is free again and there is no
     /// request to track (collective steps try this before [`Engine::isend`]).
+    #[inline]
     pub(crate) fn send_eager_now(
         &mut self,
         context: u32,
@@ -22,12 +23,7 @@ impl Engine {
         let Some(shm) = self.shm.as_mut() else {
             return false;
         };
-        let header = Frame::Eager {
-            context,
-            tag,
-            len: len as u64,
-        }
-        .to_bytes();
+        let header = Frame::eager_header(context, tag, len as u64);
         let buf = non_null_if_empty(buf as *mut u8, len) as *const u8;
         let pushed = shm.try_push(p, &header, buf, len);
         if pushed {

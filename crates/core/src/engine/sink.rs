@@ -23,6 +23,66 @@ pub(crate) trait FrameSink {
     }
 }
 
+impl Proto {
+    /// The posted receive an eager message with envelope `env` goes to, taken off the posted
+    /// queue: its request, buffer and capacity. `None` when the message is to be kept instead:
+    /// no receive matches, its context is an active-message one, or it came over rails (`rails`:
+    /// an eager frame cut off by a failing rail comes again on another, so it is matched only
+    /// once it is whole).
+    #[inline]
+    pub(super) fn take_posted_eager(
+        &mut self,
+        env: Envelope,
+        rails: bool,
+    ) -> Option<(ReqId, *mut u8, usize)> {
+        if rails || self.is_active(env.context) {
+            return None;
+        }
+        let id = self.matcher.take_posted(&env)?;
+        match self.requests.get(id) {
+            Some(ReqState::RecvPosted { buf, cap }) => Some((id, *buf, *cap)),
+            _ => None,
+        }
+    }
+
+    /// Where the payload of an eager message of `len` bytes that no receive takes now goes: a
+    /// buffer of its own, kept with the message.
+    pub(super) fn keep_eager(&mut self, env: Envelope, len: u64) -> Incoming {
+        let mut data = self.spare_kept.pop().unwrap_or_default();
+        data.clear();
+        data.resize(len as usize, 0);
+        Incoming {
+            ptr: data.as_mut_ptr(),
+            cap: len as usize,
+            arrival: Arrival::EagerKept(env, data),
+        }
+    }
+
+    /// The payload of an eager message of `len` bytes matched to receive `id` is in its buffer
+    /// (the first `stored` bytes of it, fewer when the buffer is shorter): the receive is done.
+    #[inline]
+    pub(super) fn eager_matched_stored(
+        &mut self,
+        id: ReqId,
+        env: Envelope,
+        len: u64,
+        stored: usize,
+    ) {
+        self.counters.received(len);
+        let len = len as usize;
+        self.complete(
+            id,
+            Completion {
+                source: env.source,
+                tag: env.tag,
+                len: len.min(stored),
+                message_len: len,
+                cancelled: false,
+            },
+        );
+    }
+}
+
 impl FrameSink for Proto {
     fn departed(&self, peer: u32) -> bool {
         self.peers.get(peer as usize).is_some_and(|p| p.departed)
@@ -65,29 +125,14 @@ impl FrameSink for Proto {
                     source: peer,
                     tag,
                 };
-                // Over rails an eager frame cut off by a failing rail comes again on another,
-                // so it is matched only once it is whole.
-                let posted = match rails || self.is_active(context) {
-                    true => None,
-                    false => self.matcher.take_posted(&env),
-                };
-                if let Some(id) = posted {
-                    if let Some(ReqState::RecvPosted { buf, cap }) = self.requests.get(id) {
-                        return Ok(Incoming {
-                            ptr: *buf,
-                            cap: *cap,
-                            arrival: Arrival::EagerMatched(id, env),
-                        });
-                    }
+                match self.take_posted_eager(env, rails) {
+                    Some((id, buf, cap)) => Ok(Incoming {
+                        ptr: buf,
+                        cap,
+                        arrival: Arrival::EagerMatched(id, env),
+                    }),
+                    None => Ok(self.keep_eager(env, len)),
                 }
-                let mut data = self.spare_kept.pop().unwrap_or_default();
-                data.clear();
-                data.resize(len as usize, 0);
-                Ok(Incoming {
-                    ptr: data.as_mut_ptr(),
-                    cap: len as usize,
-                    arrival: Arrival::EagerKept(env, data),
-                })
             }
             Frame::Data {
                 recv_id,
@@ -133,18 +178,7 @@ impl FrameSink for Proto {
         }
         match (incoming.arrival, *frame) {
             (Arrival::EagerMatched(id, env), Frame::Eager { len, .. }) => {
-                self.counters.received(len);
-                let len = len as usize;
-                self.complete(
-                    id,
-                    Completion {
-                        source: env.source,
-                        tag: env.tag,
-                        len: len.min(incoming.cap),
-                        message_len: len,
-                        cancelled: false,
-                    },
-                );
+                self.eager_matched_stored(id, env, len, incoming.cap);
             }
             (Arrival::EagerKept(env, data), _) if self.is_active(env.context) => {
                 self.counters.received(data.len() as u64);
