@@ -1,5 +1,5 @@
 #!/bin/sh
-# per-call.sh SENDER.out RECEIVER.out: instructions per call of the rows of the README's table
+# callgrind-per-call.sh SENDER.out RECEIVER.out: instructions per call of the rows of the README's table
 # (inclusive counts from callgrind_annotate divided by the calls of the 2000 x 64 window).
 incl() { callgrind_annotate --inclusive=yes "$1" 2>/dev/null | grep -F "$2" | grep -F '[' | head -1 | awk '{gsub(",","",$1); print $1}'; }
 row() { v=$(incl "$1" "$2"); if [ -z "$v" ]; then printf '%-60s %8s\n' "$3" "inlined"; else printf '%-60s %8.0f\n' "$3" "$(echo "$v / $4" | bc -l)"; fi; }
