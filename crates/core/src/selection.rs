@@ -784,8 +784,10 @@ mod tests {
             clusters: 1,
             commutative: true,
         };
-        // Built in: short broadcasts from 2 ranks, long ones from 3, through the segment.
-        assert!(t.shared(Shareable::Bcast, call(8, 2)));
+        // Built in: broadcasts from 3 ranks through the segment, short or long (2 ranks: one
+        // message).
+        assert!(!t.shared(Shareable::Bcast, call(8, 2)));
+        assert!(t.shared(Shareable::Bcast, call(8, 3)));
         assert!(!t.shared(Shareable::Bcast, call(1 << 20, 2)));
         assert!(t.shared(Shareable::Bcast, call(1 << 20, 4)));
         assert!(!t.shared(Shareable::Bcast, call(16384, 4)));
@@ -947,7 +949,7 @@ mod tests {
         let t = Table::built_in().unwrap();
         assert_eq!(
             t.summary(),
-            "bcast: hierarchical if clusters >= 2; else shared_memory if bytes <= 4096; else \
+            "bcast: hierarchical if clusters >= 2; else shared_memory if bytes <= 4096, ranks >= 3; else \
              shared_memory if bytes >= 32768, ranks >= 3; else scatter_allgather if bytes >= \
              12288, ranks >= 8; else binomial | allreduce: hierarchical if clusters >= 2; else \
              shared_memory if ranks >= 3; else shared_memory if bytes >= 32768; else ring if \
