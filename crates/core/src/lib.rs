@@ -42,6 +42,8 @@ mod selection;
 pub mod settings;
 mod shm;
 mod shmcoll;
+#[cfg(test)]
+mod sigpipe_check;
 pub mod spawn;
 mod stats;
 mod stranger_log;

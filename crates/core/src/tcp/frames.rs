@@ -36,8 +36,7 @@ impl TcpTransport {
             } else if header.is_empty() {
                 conn.stream.write(payload)
             } else {
-                conn.stream
-                    .write_vectored(&[IoSlice::new(header), IoSlice::new(payload)])
+                write_parts(&conn.stream, header, payload)
             };
             match written {
                 Ok(n) if packed => {
@@ -74,6 +73,16 @@ impl TcpTransport {
         }
         Ok(frame.sent == total)
     }
+}
+
+/// Writes `header` then `payload` in one system call. `sendmsg` with `MSG_NOSIGNAL`, not the
+/// `writev` behind `write_vectored`: a peer that has gone must give an error here, not a SIGPIPE,
+/// which kills a C or Fortran program (only Rust programs ignore it from the start).
+fn write_parts(stream: &TcpStream, header: &[u8], payload: &[u8]) -> std::io::Result<usize> {
+    socket2::SockRef::from(stream).send_vectored_with_flags(
+        &[IoSlice::new(header), IoSlice::new(payload)],
+        libc::MSG_NOSIGNAL,
+    )
 }
 
 /// Parses frames from a peer's connection until it has no more bytes now.
@@ -219,5 +228,23 @@ pub(super) fn sink_lost(peer: u32, detail: String) -> Error {
         rank: peer as usize,
         pid: 0,
         detail,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::sigpipe_check::raises_sigpipe;
+
+    #[test]
+    fn writing_to_a_closed_connection_is_an_error_not_a_signal() {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let ours = std::net::TcpStream::connect(listener.local_addr().unwrap()).unwrap();
+        let _theirs = listener.accept().unwrap();
+        ours.shutdown(std::net::Shutdown::Write).unwrap();
+        let ours = TcpStream::from_std(ours);
+        let (written, raised) = raises_sigpipe(|| write_parts(&ours, b"header", b"payload"));
+        assert_eq!(written.map_err(|e| e.kind()), Err(ErrorKind::BrokenPipe));
+        assert!(!raised, "the failed write raised SIGPIPE");
     }
 }
