@@ -112,7 +112,7 @@ struct InfoArgs {
 fn info_command(args: InfoArgs) -> i32 {
     println!("ferry {}", env!("CARGO_PKG_VERSION"));
     if args.params {
-        match ferry_core::Config::check_env() {
+        match ferry_core::Config::from_env() {
             Ok(config) => {
                 for (name, value) in config.describe() {
                     println!("{name:<24} {value}");
@@ -382,7 +382,7 @@ fn run_command(args: RunArgs) -> i32 {
     }
     // The ranks inherit this environment: a setting out of its range ends the job here, before
     // any rank starts, rather than in every rank's MPI_Init (docs/settings.md).
-    if let Err(e) = ferry_core::Config::check_env() {
+    if let Err(e) = ferry_core::Config::from_env() {
         eprintln!("ferry run: {e}");
         return 2;
     }

@@ -5,49 +5,22 @@
 //! clusters it spans by the rules of the selection table (`selection.rs`: MPICH's thresholds and
 //! MagPIe's hierarchical collectives from two clusters on built in, a JSON file named by
 //! `FERRY_COLL_SELECTION` to replace them). Each rank's cluster comes from the bootstrap cards
-//! (`FERRY_CLUSTER` or `FERRY_CLUSTERS`, see [`Comm::clusters`]).
+//! (`FERRY_CLUSTER` or `FERRY_CLUSTERS`, see [`Comm::clusters`]). All of these settings are read
+//! with the rest of the configuration (`coll_settings.rs`).
 
 use crate::coll::{CollectiveCall, Planned, Reducer, Started};
 use crate::comm::{Comm, Request, Scope};
 use crate::engine::ReqId;
 use crate::error::Error;
 use crate::selection::{
-    self, AllgatherAlgorithm, AllreduceAlgorithm, AlltoallAlgorithm, BarrierAlgorithm,
-    BcastAlgorithm, Call, GatherAlgorithm, ReduceAlgorithm, Shareable, Table,
+    AllgatherAlgorithm, AllreduceAlgorithm, AlltoallAlgorithm, BarrierAlgorithm, BcastAlgorithm,
+    Call, GatherAlgorithm, ReduceAlgorithm, Shareable, Table,
 };
 use crate::shmcoll::SharedPlan;
 use bytemuck::Pod;
 use ferry_sched::{algorithms as alg, hierarchical as hier, Order, Schedule};
 use rustc_hash::FxHashMap;
 use std::rc::Rc;
-
-/// This rank's cluster id, set per rank by a launcher that knows the topology.
-pub(crate) const CLUSTER_VAR: &str = "FERRY_CLUSTER";
-/// Cluster ids of all ranks, comma-separated in rank order (`0,0,1,1`): one value for the whole
-/// job, so a test on one host can fake clusters. `FERRY_CLUSTER` wins where both are set.
-pub(crate) const CLUSTERS_VAR: &str = "FERRY_CLUSTERS";
-
-/// This rank's cluster id from `FERRY_CLUSTER` or `FERRY_CLUSTERS`; 0 when neither is set.
-pub(crate) fn own_cluster(rank: u32) -> Result<u32, Error> {
-    let bad = |var: &str, v: &str| Error::Config(format!("{var}={v:?} is not a cluster id list"));
-    if let Ok(v) = std::env::var(CLUSTER_VAR) {
-        return v.trim().parse().map_err(|_| bad(CLUSTER_VAR, &v));
-    }
-    let Ok(list) = std::env::var(CLUSTERS_VAR) else {
-        return Ok(0);
-    };
-    let ids: Vec<u32> = list
-        .split(',')
-        .map(|c| c.trim().parse())
-        .collect::<Result<_, _>>()
-        .map_err(|_| bad(CLUSTERS_VAR, &list))?;
-    ids.get(rank as usize).copied().ok_or_else(|| {
-        Error::Config(format!(
-            "{CLUSTERS_VAR}={list:?} names {} clusters, none for rank {rank}",
-            ids.len()
-        ))
-    })
-}
 
 /// The fixed-size collectives, by their arguments: what a kept schedule is found by.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -595,7 +568,7 @@ impl Comm {
         if n < 2 || spans > 1 || self.shared.in_effect.coll_shm_bytes == 0 {
             return Ok(None);
         }
-        let table = selection::table()?;
+        let table = &self.shared.in_effect.coll.selection;
         let call_of = |bytes: usize, commutative: bool| Call {
             bytes,
             ranks: n,
@@ -605,7 +578,7 @@ impl Comm {
         let (kind, on, plan) = match *call {
             Collective::Barrier => (Shareable::Barrier, call_of(0, true), SharedPlan::Barrier),
             Collective::Bcast { bytes, root } => {
-                if crate::netaware::configured()?.is_some() {
+                if self.shared.in_effect.coll.net_bcast.is_some() {
                     return Ok(None);
                 }
                 (
@@ -662,9 +635,7 @@ impl Comm {
 
     /// Chooses the algorithm for `call` on this communicator (the one place selection happens).
     pub fn plan(&self, call: &Collective<'_>) -> Result<Schedule, Error> {
-        // Every collective, not only those with a choice, reports a bad selection file, so
-        // the error surfaces at the first collective call of the process.
-        let table = selection::table()?;
+        let table = &self.shared.in_effect.coll.selection;
         let (me, n) = (self.rank(), self.size());
         let clusters = self.clusters();
         let spans = hier::count_clusters(&clusters);
@@ -693,7 +664,7 @@ impl Comm {
             },
             Collective::Bcast { bytes, root } => {
                 self.check_root(root)?;
-                match crate::netaware::configured()? {
+                match &self.shared.in_effect.coll.net_bcast {
                     Some(net) => net.schedule(&self.group.world_of, me, root, bytes)?,
                     None => self.bcast_schedule(table, &clusters, bytes, root),
                 }

@@ -129,6 +129,8 @@ pub struct Config {
     /// stays unacknowledged this long counts as failed (TCP_USER_TIMEOUT) and its chunks are
     /// sent again on the others.
     pub rail_timeout_secs: u64,
+    /// `FERRY_RAIL_STATS=1`: each rank prints, at finalize, the bytes and rate of every rail.
+    pub rail_stats: bool,
     /// `FERRY_CONNECT_TIMEOUT` (seconds, default 30, 0 = no limit): how long setup waits for
     /// all peers; see [`Config::connect_timeout`].
     pub connect_timeout_secs: u64,
@@ -147,6 +149,10 @@ pub struct Config {
     /// transport listens on the host's address, paths follow docs/ARCHITECTURE.md §4 and a rank on a private
     /// cluster registers with its relay.
     pub place: Option<ferry_grid::Placement>,
+    /// The collectives' settings: the selection table (`FERRY_COLL_…`), the network-aware
+    /// broadcast (`FERRY_BCAST_SCHEDULER`, `FERRY_BCAST_COSTS`) and the cluster ids
+    /// (`FERRY_CLUSTER`, `FERRY_CLUSTERS`).
+    pub(crate) coll: crate::coll_settings::CollSettings,
 }
 
 impl Default for Config {
@@ -171,11 +177,13 @@ impl Default for Config {
             rail_policy: RailPolicy::Weighted,
             rail_stripe: 512 << 10,
             rail_timeout_secs: 3,
+            rail_stats: false,
             connect_timeout_secs: 30,
             punch: true,
             punch_timeout_ms: ferry_wire::punch::DEFAULT_TIMEOUT.as_millis() as u64,
             pmix_lib: "libpmix.so.2".into(),
             place: None,
+            coll: Default::default(),
         }
     }
 }
@@ -193,17 +201,6 @@ impl Config {
     /// the variable, the value and what is accepted.
     pub fn from_env() -> Result<Config, Error> {
         Config::from_lookup(|name| std::env::var(name).ok())
-    }
-
-    /// Every setting of this process checked at once, as `MPI_Init` and `ferry run` do before
-    /// anything starts: [`Config::from_env`], the collective selection (`FERRY_COLL_…`) and
-    /// the network-aware broadcast (`FERRY_BCAST_SCHEDULER`, `FERRY_BCAST_COSTS`), which are
-    /// otherwise read at the first collective.
-    pub fn check_env() -> Result<Config, Error> {
-        let config = Config::from_env()?;
-        crate::selection::table()?;
-        crate::netaware::check_env()?;
-        Ok(config)
     }
 
     /// [`Config::from_env`] with the variables from `get` (for tests and for checking another
@@ -320,6 +317,7 @@ impl Config {
             rail_policy,
             rail_stripe: bytes("FERRY_RAIL_STRIPE")?.unwrap_or(d.rail_stripe),
             rail_timeout_secs: number("FERRY_RAIL_TIMEOUT")?.unwrap_or(d.rail_timeout_secs),
+            rail_stats: word("FERRY_RAIL_STATS").as_deref() == Some("1"),
             connect_timeout_secs: number("FERRY_CONNECT_TIMEOUT")?
                 .unwrap_or(d.connect_timeout_secs),
             punch,
@@ -336,6 +334,7 @@ impl Config {
                 }
                 _ => None,
             },
+            coll: crate::coll_settings::CollSettings::read(&get)?,
         })
     }
 
@@ -445,6 +444,7 @@ impl Config {
             ),
             ("FERRY_RAIL_STRIPE", self.rail_stripe.to_string()),
             ("FERRY_RAIL_TIMEOUT", self.rail_timeout_secs.to_string()),
+            ("FERRY_RAIL_STATS", u8::from(self.rail_stats).to_string()),
             (
                 "FERRY_CONNECT_TIMEOUT",
                 self.connect_timeout_secs.to_string(),
@@ -460,19 +460,7 @@ impl Config {
             ),
         ];
         params.extend(self.compress.describe());
-        params.extend(crate::selection::describe());
-        let var = |name: &str| std::env::var(name).ok().filter(|v| !v.trim().is_empty());
-        params.push((
-            "FERRY_BCAST_SCHEDULER",
-            var("FERRY_BCAST_SCHEDULER").unwrap_or_else(|| match var("FERRY_BCAST_COSTS") {
-                Some(_) => "auto (the cost file's choice)".into(),
-                None => "unset (the selection table)".into(),
-            }),
-        ));
-        params.push((
-            "FERRY_BCAST_COSTS",
-            var("FERRY_BCAST_COSTS").unwrap_or_else(|| "unset".into()),
-        ));
+        params.extend(self.coll.describe());
         params
     }
 }

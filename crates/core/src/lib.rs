@@ -25,6 +25,7 @@
 
 mod bootstrap;
 mod coll;
+mod coll_settings;
 mod collectives;
 mod comm;
 pub mod compress;

@@ -13,7 +13,6 @@ use crate::error::Error;
 use ferry_sched::hetero::{self, BcastScheduler, CostMatrix, CostModel};
 use ferry_sched::{Rank, Schedule};
 use std::path::Path;
-use std::rc::Rc;
 
 /// The job's broadcast scheduler and cost matrix, from the environment.
 pub(crate) struct NetBcast {
@@ -21,33 +20,21 @@ pub(crate) struct NetBcast {
     costs: CostMatrix,
 }
 
-thread_local! {
-    static CONFIGURED: std::cell::OnceCell<Result<Option<Rc<NetBcast>>, String>> =
-        const { std::cell::OnceCell::new() };
+impl std::fmt::Debug for NetBcast {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("NetBcast")
+            .field("scheduler", &self.scheduler.name())
+            .field("ranks", &self.costs.size())
+            .finish()
+    }
 }
 
-/// The network-aware broadcast the environment asks for, read once per process.
-pub(crate) fn configured() -> Result<Option<Rc<NetBcast>>, Error> {
-    CONFIGURED.with(|c| {
-        c.get_or_init(|| {
-            from_settings(
-                std::env::var("FERRY_BCAST_SCHEDULER").ok().as_deref(),
-                std::env::var("FERRY_BCAST_COSTS").ok().as_deref(),
-            )
-            .map(|n| n.map(Rc::new))
-        })
-        .clone()
-        .map_err(Error::Config)
-    })
-}
-
-/// Checks `FERRY_BCAST_SCHEDULER` and `FERRY_BCAST_COSTS` (an unknown scheduler, an unreadable
-/// cost file) at start-up rather than at the first broadcast.
-pub(crate) fn check_env() -> Result<(), Error> {
-    configured().map(|_| ())
-}
-
-fn from_settings(scheduler: Option<&str>, costs: Option<&str>) -> Result<Option<NetBcast>, String> {
+/// The broadcast that `FERRY_BCAST_SCHEDULER` and `FERRY_BCAST_COSTS` ask for (none when both
+/// are unset); an error names the variable and what is wrong with it.
+pub(crate) fn from_settings(
+    scheduler: Option<&str>,
+    costs: Option<&str>,
+) -> Result<Option<NetBcast>, String> {
     let scheduler = scheduler.map(str::trim).filter(|s| !s.is_empty());
     let costs = costs.map(str::trim).filter(|s| !s.is_empty());
     let (name, file) = match (scheduler, costs) {

@@ -52,7 +52,6 @@
 use crate::error::Error;
 use serde::Deserialize;
 use std::fmt;
-use std::sync::OnceLock;
 
 /// The built-in table.
 const BUILT_IN: &str = include_str!("selection.json");
@@ -495,13 +494,13 @@ impl Table {
         })
     }
 
-    fn built_in() -> Result<Table, String> {
+    pub(crate) fn built_in() -> Result<Table, String> {
         Table::parse(Source::BuiltIn, BUILT_IN)
     }
 
     /// The table `get` (an environment lookup) asks for: the file of `FERRY_COLL_SELECTION`,
     /// or the built-in table with the `FERRY_COLL_*` thresholds applied.
-    fn from_lookup(get: impl Fn(&str) -> Option<String>) -> Result<Table, String> {
+    pub(crate) fn from_lookup(get: impl Fn(&str) -> Option<String>) -> Result<Table, String> {
         let threshold = |var: &str| -> Result<Option<usize>, String> {
             crate::settings::number(&get, var)
                 .map(|v| v.map(|v| v as usize))
@@ -641,33 +640,8 @@ impl Table {
     }
 }
 
-static TABLE: OnceLock<Result<Table, String>> = OnceLock::new();
-
-/// The table in force, read from the environment on the first call of the process.
-pub(crate) fn table() -> Result<&'static Table, Error> {
-    TABLE
-        .get_or_init(|| Table::from_lookup(|var| std::env::var(var).ok()))
-        .as_ref()
-        .map_err(|e| Error::Config(e.clone()))
-}
-
-/// The selection settings and the rules in force, for `ferry info --params`.
-pub(crate) fn describe() -> Vec<(&'static str, String)> {
-    let mut params = describe_table();
-    // The cluster ids the hierarchical rules count.
-    use crate::collectives::{CLUSTERS_VAR, CLUSTER_VAR};
-    for var in [CLUSTER_VAR, CLUSTERS_VAR] {
-        let value = std::env::var(var).unwrap_or_else(|_| "- (cluster 0)".into());
-        params.push((var, value));
-    }
-    params
-}
-
-fn describe_table() -> Vec<(&'static str, String)> {
-    let table = match table() {
-        Ok(table) => table,
-        Err(e) => return vec![(SELECTION_VAR, format!("invalid: {e}"))],
-    };
+/// The selection settings and the rules of `table`, for `ferry info --params`.
+pub(crate) fn describe(table: &Table) -> Vec<(&'static str, String)> {
     let rules = table.summary();
     match &table.source {
         Source::File(path) => vec![(SELECTION_VAR, format!("{path} ({rules})"))],
@@ -940,7 +914,7 @@ mod tests {
 
     #[test]
     fn params_name_the_selection() {
-        let params = describe();
+        let params = describe(&Table::built_in().unwrap());
         assert_eq!(params[0].0, SELECTION_VAR);
     }
 

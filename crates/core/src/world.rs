@@ -146,7 +146,7 @@ fn hostname() -> String {
 /// speaks PMI (hydra, Slurm); a process started any other way is a job of one rank (like an
 /// MPI singleton). See `crate::bootstrap` for how the starter is told apart.
 pub fn init() -> Result<World, Error> {
-    let config = Config::check_env()?;
+    let config = Config::from_env()?;
     let Some(Launched {
         rank,
         size,
@@ -174,7 +174,7 @@ pub fn init() -> Result<World, Error> {
         host: place.map_or_else(hostname, |p| p.host.clone()),
         node: crate::host::host_id(),
         tcp: None,
-        cluster: crate::collectives::own_cluster(rank)?,
+        cluster: config.coll.clusters.of(rank)?,
         grid: place.map_or_else(String::new, |p| p.cluster.clone()),
         front: place.map_or_else(String::new, |p| p.front.clone()),
         relays: place.map_or_else(Vec::new, |p| {
@@ -564,7 +564,7 @@ impl World {
         self.leave_other_worlds()?;
         // Flush queued frames; peers keep their rings and sockets open until the fence below.
         shared.wait_until(|p| p.output_drained())?;
-        if std::env::var_os("FERRY_RAIL_STATS").is_some_and(|v| v == "1") {
+        if shared.in_effect.rail_stats {
             for line in shared.engine.borrow().rail_report() {
                 eprintln!("{line}");
             }

@@ -530,6 +530,14 @@ pub(crate) const CVARS: &[CvarDef] = &[
         category: CAT_TCP,
         value: |c| num(c.rail_timeout_secs),
     },
+    CvarDef {
+        env: "FERRY_RAIL_STATS",
+        desc: "1: each rank prints, at finalize, the bytes and measured rate of every rail.",
+        ty: CvarType::UInt,
+        verbosity: MPI_T_VERBOSITY_USER_DETAIL,
+        category: CAT_TCP,
+        value: |c| num(u64::from(c.rail_stats)),
+    },
 ];
 
 pub(crate) fn cvar_name(def: &CvarDef) -> String {
