@@ -39,6 +39,7 @@ mod one_step;
 mod punching;
 mod rails;
 pub mod raw;
+mod reduce_op;
 mod selection;
 pub mod settings;
 mod shm;
