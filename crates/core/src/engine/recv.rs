@@ -237,14 +237,7 @@ impl Engine {
         source: Option<u32>,
         tag: Option<i32>,
     ) -> Result<Option<(Envelope, Unexpected)>, Error> {
-        let pattern = Pattern {
-            context,
-            source,
-            tag,
-        };
-        if self.proto.peek(&pattern).is_none() {
-            self.progress()?;
-        }
+        let pattern = self.progressed_for(context, source, tag)?;
         Ok(self.proto.matcher.take_unexpected(&pattern))
     }
 
@@ -255,6 +248,17 @@ impl Engine {
         source: Option<u32>,
         tag: Option<i32>,
     ) -> Result<Option<(Envelope, usize)>, Error> {
+        let pattern = self.progressed_for(context, source, tag)?;
+        Ok(self.proto.peek(&pattern))
+    }
+
+    /// The pattern of a probe, after one progress pass if no queued message matches it yet.
+    fn progressed_for(
+        &mut self,
+        context: u32,
+        source: Option<u32>,
+        tag: Option<i32>,
+    ) -> Result<Pattern, Error> {
         let pattern = Pattern {
             context,
             source,
@@ -263,7 +267,7 @@ impl Engine {
         if self.proto.peek(&pattern).is_none() {
             self.progress()?;
         }
-        Ok(self.proto.peek(&pattern))
+        Ok(pattern)
     }
 
     /// Withdraws a receive that has not matched yet; a matched one completes normally.
