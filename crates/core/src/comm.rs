@@ -72,6 +72,8 @@ pub(crate) struct Shared {
     pub clusters: Rc<[u32]>,
     /// Schedules kept for reuse (see `collectives::plan`).
     pub plans: RefCell<crate::collectives::Plans>,
+    /// The plan found last, looked at before `plans`: a loop of one collective skips the hash.
+    pub last_plan: RefCell<Option<crate::collectives::KeptPlan>>,
     /// Shared collective segments by communicator (see `crate::shmcoll`).
     pub coll_segments: RefCell<crate::shmcoll::Segments>,
     /// Names published by a job of one rank without a launcher (see `World::publish`).
@@ -109,6 +111,7 @@ impl Shared {
             pause: Cell::new(None),
             clusters: clusters.into(),
             plans: RefCell::default(),
+            last_plan: RefCell::default(),
             coll_segments: RefCell::default(),
             names: RefCell::default(),
             universe,
