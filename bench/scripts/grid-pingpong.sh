@@ -12,7 +12,8 @@
 # job's stderr: each rank's CPU time from /usr/bin/time, the relay's last status line with its
 # CPU time) and OUTDIR/summary.txt. MIN=<bytes> in the environment starts the sweep there
 # (default 1); WAN_RATE=<tc rate> (e.g. 1gbit) limits every link to the WAN bridge; FERRY_*
-# settings in the environment reach the ranks.
+# settings in the environment reach the ranks; PIN=1 runs rank r on CPU r mod 2, each on its own
+# core for the whole run.
 set -eu
 FERRY=$(realpath "${1:?ferry binary}")
 OUT=${2:?output directory}
@@ -23,6 +24,8 @@ MIN=${MIN:-1}
 TIME=""
 [ -x /usr/bin/time ] && TIME="/usr/bin/time -f ferry-cpu:%U:%S:%e"
 GRIDS=$(cd "$(dirname "$0")/../../crates/testbed/grids" && pwd)
+PIN_RANK=""
+[ "${PIN:-0}" = 1 ] && PIN_RANK=$(cd "$(dirname "$0")" && pwd)/pin-rank-to-core.sh
 P="fyb$$-"
 mkdir -p "$OUT"
 OUT=$(cd "$OUT" && pwd)
@@ -36,12 +39,12 @@ fi
 "$FERRY" testbed up "$GRID" --prefix "$P" >/dev/null
 trap '"$FERRY" testbed down --prefix "$P" >/dev/null' EXIT INT TERM
 # The run's record (command, date, machine, commit, load): machine.txt, as every benchmark writes it.
-(cd "$GRIDS" && "$FERRY" bench record --out "$OUT" --command "$0 $* (WAN_RATE=${WAN_RATE:-none} MIN=$MIN)") >/dev/null
+(cd "$GRIDS" && "$FERRY" bench record --out "$OUT" --command "$0 $* (WAN_RATE=${WAN_RATE:-none} MIN=$MIN PIN=${PIN:-0})") >/dev/null
 echo "WAN rate: ${WAN_RATE:-none}" > "$OUT/summary.txt"
 for r in $(seq "$ROUNDS"); do
   for path in direct nat relay; do
     "$FERRY" run --grid "$GRIDS/pairs/$path.toml" --testbed-prefix "$P" --relay-copy "$COPY" \
-      -n 2 --timeout 600 $TIME "$FERRY" bench-rank pingpong "$MIN" "$MAX" 0 1 "$OUT/$path-$r.csv" \
+      -n 2 --timeout 600 $TIME $PIN_RANK "$FERRY" bench-rank pingpong "$MIN" "$MAX" 0 1 "$OUT/$path-$r.csv" \
       2>"$OUT/$path-$r.err"
   done
 done
