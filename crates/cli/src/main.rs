@@ -821,7 +821,11 @@ fn normalize_run_args(argv: Vec<OsString>) -> Vec<OsString> {
         }
         let text = arg.to_str().unwrap_or("");
         if text == "--" || !text.starts_with('-') {
-            // The program (or the separator before it): everything after is its own.
+            // The program (or the separator before it): everything after is its own, also
+            // options that ferry run has too (`./app -n 100`), so the separator goes first.
+            if text != "--" {
+                out.push("--".into());
+            }
             out.push(arg);
             break;
         }
@@ -904,6 +908,31 @@ mod tests {
             Ok(other) => panic!("not a run command: {other:?}"),
             Err(e) => panic!("{e}"),
         }
+    }
+
+    #[test]
+    fn the_programs_options_are_its_own() {
+        let args = parse(&[
+            "ferry",
+            "run",
+            "-n",
+            "2",
+            "/usr/bin/time",
+            "-f",
+            "%e",
+            "./app",
+        ]);
+        assert_eq!(args.np, Some(2));
+        assert!(args.hostfile.is_none());
+        assert_eq!(args.program, "/usr/bin/time");
+        assert_eq!(args.args, ["-f", "%e", "./app"]);
+        let args = parse(&[
+            "ferry", "run", "-n", "1", "./app", "-n", "100", "--hosts", "x",
+        ]);
+        assert_eq!(args.np, Some(1));
+        assert_eq!(args.args, ["-n", "100", "--hosts", "x"]);
+        let args = parse(&["ferry", "run", "-n", "1", "--", "./app", "-n", "3"]);
+        assert_eq!((args.program.to_str(), args.args.len()), (Some("./app"), 2));
     }
 
     #[test]
