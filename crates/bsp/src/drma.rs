@@ -214,20 +214,19 @@ impl Bsp {
     ) -> Result<(), BspError> {
         let nbytes = data.len();
         let head = drma_head(REC_PUT, slot, offset, nbytes);
-        if self.ring_usable(pid) {
-            if let Some(at) = self.ring_emit(pid, &[&head, data])? {
-                self.last_put[pid] = LastPut {
-                    at,
-                    slot,
-                    end: offset + nbytes,
-                };
-                return Ok(());
-            }
-        }
-        let at = self.emit(pid, PUT_HEAD + nbytes, |rec| {
-            rec.extend_from_slice(&head);
-            rec.extend_from_slice(data);
-        })?;
+        let in_ring = if self.ring_usable(pid) {
+            self.ring_emit(pid, &[&head, data])?
+        } else {
+            None
+        };
+        // A record in the ring can always be joined; one emitted only when combining.
+        let at = match in_ring {
+            Some(at) => at,
+            None => self.emit(pid, PUT_HEAD + nbytes, |rec| {
+                rec.extend_from_slice(&head);
+                rec.extend_from_slice(data);
+            })?,
+        };
         if at != NO_PUT {
             self.last_put[pid] = LastPut {
                 at,

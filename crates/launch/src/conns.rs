@@ -9,7 +9,7 @@
 //! - each refusal is one line on stderr, `refused: <reason>` to the peer (one try) and the
 //!   connection closed. Out of descriptors, accepting is retried after 10 ms, not spun on.
 
-use ferry_wire::pmi::{Reply, MAX_LINE};
+use ferry_wire::pmi::{Reply, Request, MAX_LINE};
 use mio::net::{TcpListener as MioListener, TcpStream as MioStream};
 use mio::{Events, Interest, Poll, Token, Waker};
 use std::io::{self, Read, Write};
@@ -275,6 +275,16 @@ impl<W: Waiting> ConnTable<W> {
         }
     }
 
+    /// The rank of connection `index` has called MPI_Finalize.
+    pub(crate) fn finalize(&mut self, index: usize, rank: u32) {
+        if let Some(conn) = self.get(index) {
+            conn.phase = Phase::Session {
+                rank,
+                finalized: true,
+            };
+        }
+    }
+
     /// Logs why connection `index` is refused, tells it (one try: a peer that does not read
     /// gets nothing more) and takes it out (see [`ConnTable::take`]).
     pub(crate) fn refuse(&mut self, index: usize, reason: &str) -> Option<Conn<W>> {
@@ -349,6 +359,129 @@ impl<W: Waiting> ConnTable<W> {
                     conn.eof = true;
                     conn.input.clear();
                 }
+            }
+        }
+    }
+}
+
+/// A bootstrap server's event loop over its [`ConnTable`], the same for the launcher's and a
+/// node daemon's: what a line means, what else wakes the loop and what a closed session tells
+/// whom are each server's.
+pub(crate) trait Serve {
+    /// What a connection of this server waits for.
+    type Waits: Waiting;
+
+    /// The server's connections.
+    fn table(&mut self) -> &mut ConnTable<Self::Waits>;
+
+    /// The `hello` of connection `index`, challenged with `nonce`: admits the rank or refuses
+    /// the connection.
+    fn hello(&mut self, index: usize, nonce: [u8; 32], line: &[u8]);
+
+    /// Serves a request of `rank` on connection `index` (or says why its line is none).
+    fn request(&mut self, index: usize, rank: u32, request: Result<Request, String>);
+
+    /// Forgets connection `index` wherever the server keeps it: its number goes to the next
+    /// connection, and nothing may still answer it.
+    fn forget(&mut self, index: usize);
+
+    /// The connection of `rank` has closed (after MPI_Finalize when `finalized`).
+    fn session_closed(&mut self, rank: u32, finalized: bool);
+
+    /// What came from outside the loop, taken after each poll; `false` stops the loop.
+    fn between_polls(&mut self) -> bool;
+
+    /// The waker's event.
+    fn woken(&mut self) {}
+
+    /// The loop has stopped: on shutdown, or when polling failed.
+    fn stop(&mut self) {}
+
+    /// Serves until shutdown or until polling fails.
+    fn run(&mut self) {
+        let mut events = Events::with_capacity(256);
+        loop {
+            if let Err(e) = self.table().poll(&mut events) {
+                eprintln!("{}: the bootstrap server failed: {e}", self.table().who);
+                return self.stop();
+            }
+            if !self.between_polls() {
+                return self.stop();
+            }
+            for event in events.iter() {
+                match event.token() {
+                    LISTENER => self.accept(),
+                    WAKER => self.woken(),
+                    Token(index) => self.drive(index),
+                }
+            }
+            if self.table().accept_due() {
+                self.accept();
+            }
+            let (overdue, reason) = self.table().overdue();
+            for index in overdue {
+                self.refuse(index, &reason);
+            }
+        }
+    }
+
+    /// Serves one line of connection `index`: its `hello`, or a request of its rank.
+    fn serve_line(&mut self, index: usize, line: &[u8]) {
+        let Some(conn) = self.table().peek(index) else {
+            return;
+        };
+        let rank = match conn.phase {
+            Phase::Handshake { nonce, .. } => return self.hello(index, nonce, line),
+            Phase::Session { rank, .. } => rank,
+        };
+        let request = std::str::from_utf8(line)
+            .map_err(|_| "request is not UTF-8 text".to_string())
+            .and_then(|text| Request::parse(text).map_err(|e| e.to_string()));
+        self.request(index, rank, request)
+    }
+
+    /// Takes the connections waiting on the listener.
+    fn accept(&mut self) {
+        for index in self.table().accept() {
+            self.drive(index);
+        }
+    }
+
+    /// Refuses connection `index` (see [`ConnTable::refuse`]).
+    fn refuse(&mut self, index: usize, reason: &str) {
+        if self.table().refuse(index, reason).is_some() {
+            self.forget(index);
+        }
+    }
+
+    /// Drops connection `index`, telling [`Serve::session_closed`] when it was a rank's.
+    fn close(&mut self, index: usize) {
+        let Some(conn) = self.table().take(index) else {
+            return;
+        };
+        self.forget(index);
+        if let Phase::Session { rank, finalized } = conn.phase {
+            self.session_closed(rank, finalized);
+        }
+    }
+
+    /// Writes what is due, reads what came, serves whole lines while the connection does not
+    /// wait; closes the connection when it has ended.
+    fn drive(&mut self, index: usize) {
+        loop {
+            match self.table().step(index) {
+                Step::Line(line) => self.serve_line(index, &line),
+                Step::Idle => return,
+                Step::Refuse(reason) => return self.refuse(index, &reason),
+                Step::TooLong(rank) => {
+                    eprintln!(
+                        "{}: rank {rank} sent a bootstrap line longer than {MAX_LINE} bytes; \
+                         closing its connection",
+                        self.table().who
+                    );
+                    return self.close(index);
+                }
+                Step::Ended => return self.close(index),
             }
         }
     }

@@ -18,10 +18,10 @@
 //! `mio` because the workspace's event loops already use it (the runtime's progress engine, the
 //! relay).
 
-use crate::conns::{ConnTable, Phase, Step, Waiting, LISTENER, WAKER};
-use ferry_wire::pmi::{self, Reply, Request, MAX_LINE};
+use crate::conns::{ConnTable, Serve, Waiting};
+use ferry_wire::pmi::{self, Reply, Request};
 use ferry_wire::JobKey;
-use mio::{Events, Token, Waker};
+use mio::Waker;
 use std::collections::HashMap;
 use std::io;
 use std::net::{Ipv4Addr, SocketAddr, TcpListener};
@@ -276,106 +276,39 @@ struct Server {
     spawning: Vec<usize>,
 }
 
-impl Server {
-    fn send(&self, event: BootstrapEvent) {
-        // The receiver lives as long as the server; a send after that has nobody to tell.
-        let _ = self.events.send(event);
+impl Serve for Server {
+    type Waits = Blocked;
+
+    fn table(&mut self) -> &mut ConnTable<Blocked> {
+        &mut self.table
     }
 
-    fn run(&mut self) {
-        let mut events = Events::with_capacity(256);
-        loop {
-            if let Err(e) = self.table.poll(&mut events) {
-                eprintln!("ferry run: the bootstrap server failed: {e}");
-                return;
+    fn hello(&mut self, index: usize, nonce: [u8; 32], line: &[u8]) {
+        let shared = Arc::clone(&self.shared);
+        let checked = check_hello(&self.key, &nonce, line).and_then(|rank| {
+            let mut state = shared.lock();
+            let ranks = state.sessions.len();
+            let slot = state
+                .sessions
+                .get_mut(rank as usize)
+                .ok_or_else(|| format!("rank {rank} out of range (job of {ranks} ranks)"))?;
+            if *slot != RankSession::NotConnected {
+                return Err(format!("rank {rank} has already connected"));
             }
-            if self.shared.lock().shutdown {
-                return;
+            *slot = RankSession::Open { finalized: false };
+            Ok(rank)
+        });
+        match checked {
+            Ok(rank) => {
+                self.table.admit(index, rank);
+                self.send(BootstrapEvent::Connected { rank });
+                self.table.reply(index, &Reply::Ok);
             }
-            for event in events.iter() {
-                match event.token() {
-                    LISTENER => self.accept(),
-                    WAKER => self.answer_spawns(),
-                    Token(index) => self.drive(index),
-                }
-            }
-            if self.table.accept_due() {
-                self.accept();
-            }
-            let (overdue, reason) = self.table.overdue();
-            for index in overdue {
-                self.refuse(index, &reason);
-            }
+            Err(reason) => self.refuse(index, &reason),
         }
     }
 
-    fn accept(&mut self) {
-        for index in self.table.accept() {
-            self.drive(index);
-        }
-    }
-
-    /// Refuses connection `index` (see [`ConnTable::refuse`]).
-    fn refuse(&mut self, index: usize, reason: &str) {
-        if self.table.refuse(index, reason).is_some() {
-            self.forget(index);
-        }
-    }
-
-    /// Drops connection `index`, telling the monitor when it was a rank's.
-    fn close(&mut self, index: usize) {
-        let Some(conn) = self.table.take(index) else {
-            return;
-        };
-        self.forget(index);
-        if let Phase::Session { rank, finalized } = conn.phase {
-            if let Some(slot) = self.shared.lock().sessions.get_mut(rank as usize) {
-                *slot = RankSession::Closed { finalized };
-            }
-            self.send(BootstrapEvent::Closed { rank, finalized });
-        }
-    }
-
-    /// Its number goes to the next connection: nothing may still answer it.
-    fn forget(&mut self, index: usize) {
-        for world in &mut self.worlds {
-            world.waiting.retain(|&i| i != index);
-        }
-        self.spawning.retain(|&i| i != index);
-    }
-
-    /// Writes what is due, reads what came, serves whole lines while the connection is not
-    /// waiting for a fence or a spawn; closes it when it has ended.
-    fn drive(&mut self, index: usize) {
-        loop {
-            match self.table.step(index) {
-                Step::Line(line) => self.serve_line(index, &line),
-                Step::Idle => return,
-                Step::Refuse(reason) => return self.refuse(index, &reason),
-                Step::TooLong(rank) => {
-                    eprintln!(
-                        "ferry run: rank {rank} sent a bootstrap line longer than {MAX_LINE} \
-                         bytes; closing its connection"
-                    );
-                    return self.close(index);
-                }
-                Step::Ended => return self.close(index),
-            }
-        }
-    }
-
-    /// Serves one request line of connection `index`.
-    fn serve_line(&mut self, index: usize, line: &[u8]) {
-        let Some(conn) = self.table.peek(index) else {
-            return;
-        };
-        let rank = match conn.phase {
-            Phase::Handshake { nonce, .. } => return self.hello(index, nonce, line),
-            Phase::Session { rank, .. } => rank,
-        };
-        let request = std::str::from_utf8(line)
-            .map_err(|_| "request is not UTF-8 text".to_string())
-            .and_then(|text| Request::parse(text).map_err(|e| e.to_string()));
+    fn request(&mut self, index: usize, rank: u32, request: Result<Request, String>) {
         let reply = match request {
             Err(message) => Reply::Error(message),
             Ok(Request::Hello { .. }) => Reply::Error("already authenticated".into()),
@@ -402,12 +335,7 @@ impl Server {
                 return;
             }
             Ok(Request::Finalize) => {
-                if let Some(conn) = self.table.get(index) {
-                    conn.phase = Phase::Session {
-                        rank,
-                        finalized: true,
-                    };
-                }
+                self.table.finalize(index, rank);
                 // Recorded before the reply, so the rank's exit can never be seen first.
                 self.shared.lock().sessions[rank as usize] = RankSession::Open { finalized: true };
                 self.send(BootstrapEvent::Finalized { rank });
@@ -417,30 +345,36 @@ impl Server {
         self.table.reply(index, &reply);
     }
 
-    /// The `hello` of connection `index`: admits the rank or refuses the connection.
-    fn hello(&mut self, index: usize, nonce: [u8; 32], line: &[u8]) {
-        let shared = Arc::clone(&self.shared);
-        let checked = check_hello(&self.key, &nonce, line).and_then(|rank| {
-            let mut state = shared.lock();
-            let ranks = state.sessions.len();
-            let slot = state
-                .sessions
-                .get_mut(rank as usize)
-                .ok_or_else(|| format!("rank {rank} out of range (job of {ranks} ranks)"))?;
-            if *slot != RankSession::NotConnected {
-                return Err(format!("rank {rank} has already connected"));
-            }
-            *slot = RankSession::Open { finalized: false };
-            Ok(rank)
-        });
-        match checked {
-            Ok(rank) => {
-                self.table.admit(index, rank);
-                self.send(BootstrapEvent::Connected { rank });
-                self.table.reply(index, &Reply::Ok);
-            }
-            Err(reason) => self.refuse(index, &reason),
+    fn forget(&mut self, index: usize) {
+        for world in &mut self.worlds {
+            world.waiting.retain(|&i| i != index);
         }
+        self.spawning.retain(|&i| i != index);
+    }
+
+    /// Tells the monitor.
+    fn session_closed(&mut self, rank: u32, finalized: bool) {
+        if let Some(slot) = self.shared.lock().sessions.get_mut(rank as usize) {
+            *slot = RankSession::Closed { finalized };
+        }
+        self.send(BootstrapEvent::Closed { rank, finalized });
+    }
+
+    /// Whether the server runs on (not shut down).
+    fn between_polls(&mut self) -> bool {
+        !self.shared.lock().shutdown
+    }
+
+    /// Spawned worlds are ready.
+    fn woken(&mut self) {
+        self.answer_spawns();
+    }
+}
+
+impl Server {
+    fn send(&self, event: BootstrapEvent) {
+        // The receiver lives as long as the server; a send after that has nobody to tell.
+        let _ = self.events.send(event);
     }
 
     /// Connection `index` (rank `rank`) enters its world's fence; the last one in releases

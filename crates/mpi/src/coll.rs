@@ -139,11 +139,15 @@ impl Output {
     }
 
     fn scratch(len: usize) -> Output {
-        let mut v = vec![0u8; len];
+        Output::staged(vec![0u8; len], Vec::new())
+    }
+
+    /// Staging `v`, unpacked at the end into the blocks `at` (each at its packed offset).
+    fn staged(mut v: Vec<u8>, at: Vec<(Typed, usize)>) -> Output {
         Output {
             ptr: v.as_mut_ptr(),
-            len,
-            staged: Some(Box::new((v, Vec::new()))),
+            len: v.len(),
+            staged: Some(Box::new((v, at))),
         }
     }
 
@@ -158,16 +162,12 @@ impl Output {
                 staged: None,
             },
             None => {
-                let mut v = if prefill {
+                let v = if prefill {
                     t.pack()
                 } else {
                     vec![0u8; t.bytes()]
                 };
-                Output {
-                    ptr: v.as_mut_ptr(),
-                    len: v.len(),
-                    staged: Some(Box::new((v, vec![(t.clone(), 0)]))),
-                }
+                Output::staged(v, vec![(t.clone(), 0)])
             }
         })
     }
@@ -254,18 +254,14 @@ impl Blocks {
                 staged: None,
             },
             None => {
-                let mut v = vec![0u8; self.counts.iter().sum()];
+                let v = vec![0u8; self.counts.iter().sum()];
                 let at = self
                     .typed
                     .iter()
                     .cloned()
                     .zip(self.displs.iter().copied())
                     .collect();
-                Output {
-                    ptr: v.as_mut_ptr(),
-                    len: v.len(),
-                    staged: Some(Box::new((v, at))),
-                }
+                Output::staged(v, at)
             }
         })
     }
@@ -454,6 +450,26 @@ fn start(
 }
 
 impl Prepared {
+    /// A collective planned as `schedule` on the union communicator `u` of the
+    /// intercommunicator `comm`.
+    fn on_union(
+        comm: Handle,
+        u: crate::inter::Union,
+        schedule: ferry_core::Planned,
+        input: Input,
+        output: Output,
+        reduce: Option<Reducer>,
+    ) -> Prepared {
+        Prepared {
+            comm,
+            core: u.core,
+            schedule,
+            input,
+            output,
+            reduce,
+        }
+    }
+
     /// Hands the schedule and buffers to the runtime; the caller keeps `input` and `output`
     /// alive until the returned request is done.
     fn start(&mut self) -> Res<ferry_core::raw::RawRequest> {
@@ -521,14 +537,21 @@ fn inter_direct(
     let schedule = ferry_core::Planned::check(crate::inter::nb_direct(
         &u, input.len, output.len, &sends, &recvs,
     ))?;
-    Ok(Prepared {
-        comm,
-        core: u.core,
-        schedule,
-        input,
-        output,
-        reduce: None,
-    })
+    Ok(Prepared::on_union(comm, u, schedule, input, output, None))
+}
+
+/// An intercommunicator collective: `blocking` runs the blocking form (point-to-point on the
+/// intercommunicator, see [`crate::inter`]), `nonblocking` plans the nonblocking one on the
+/// union communicator.
+fn on_inter(
+    request: RequestOut<'_>,
+    blocking: impl FnOnce() -> Res,
+    nonblocking: impl FnOnce(&mut State) -> Res<Prepared>,
+) -> Res {
+    if request.is_blocking() {
+        return blocking();
+    }
+    run(request, nonblocking)
 }
 
 /// Refuses MPI_IN_PLACE for `p` where the calls `where_` (say, "on intercommunicators") have
@@ -554,11 +577,7 @@ fn equal(n: usize, count: c_int) -> Res<(Vec<usize>, Vec<isize>)> {
 }
 
 /// Counts and element displacements of a (v-)collective side: from the C arrays, or equal.
-unsafe fn layout(
-    n: usize,
-    v: Option<(*const c_int, *const c_int)>,
-    count: c_int,
-) -> Res<(Vec<usize>, Vec<isize>)> {
+unsafe fn layout(n: usize, v: PerRank, count: c_int) -> Res<(Vec<usize>, Vec<isize>)> {
     match v {
         // SAFETY: the caller's arrays hold one entry per rank (MPI's contract for the call).
         Some((c, d)) => unsafe { per_rank(n, c, d) },
@@ -566,96 +585,47 @@ unsafe fn layout(
     }
 }
 
-/// MPI_Igather(v) on an intercommunicator: the other group's processes send to the root.
-unsafe fn inter_igather(
+/// MPI_Igather(v) and MPI_Iscatter(v) on an intercommunicator: the root and each process of
+/// the other group exchange a block, the way `dir` says.
+unsafe fn inter_irooted(
     s: &mut State,
+    dir: Direction,
     comm: Handle,
     inter: Inter,
-    send: (*const c_void, c_int, Handle),
-    recv: (*mut c_void, c_int, Handle),
-    v: Option<(*const c_int, *const c_int)>,
+    send: Buf,
+    recv: RecvBuf,
+    v: PerRank,
     root: c_int,
 ) -> Res<Prepared> {
     let n = crate::inter::union_of(s, inter)?.remote_size();
-    match crate::inter::side(root, n)? {
+    let (all, one) = dir.roles(send, recv);
+    let (input, output, transfers, sending) = match crate::inter::side(root, n)? {
         crate::inter::Side::Root => {
-            let dt = s.committed_type(recv.2)?;
+            let dt = s.committed_type(all.2)?;
             // SAFETY: the caller's arrays hold one entry per rank (MPI's contract for the call).
-            let (c, d) = unsafe { layout(n, v, recv.1) }?;
-            let all = blocks(&dt, recv.0 as *mut u8, &c, &d, false);
-            let recvs = (0..n).map(|j| (j, all.displs[j], all.counts[j])).collect();
-            inter_direct(s, comm, inter, Input::none(), all.output()?, vec![], recvs)
+            let (c, d) = unsafe { layout(n, v, all.1) }?;
+            let blocks = blocks(&dt, all.0 as *mut u8, &c, &d, false);
+            let transfers = (0..n)
+                .map(|j| (j, blocks.displs[j], blocks.counts[j]))
+                .collect();
+            let (input, output) = dir.all_blocks(&blocks)?;
+            (input, output, transfers, dir.root_sends())
         }
-        crate::inter::Side::Idle => inter_direct(
-            s,
-            comm,
-            inter,
-            Input::none(),
-            Output::none(),
-            vec![],
-            vec![],
-        ),
+        crate::inter::Side::Idle => (Input::none(), Output::none(), vec![], true),
         crate::inter::Side::Leaf(r) => {
-            no_in_place_inter(send.0)?;
-            let t = typed(s, send.0, send.1, send.2)?;
-            let sends = vec![(r as usize, 0, t.bytes())];
-            inter_direct(
-                s,
-                comm,
-                inter,
-                Input::of(&t)?,
-                Output::none(),
-                sends,
-                vec![],
-            )
+            no_in_place_inter(one.0)?;
+            let t = typed(s, one.0, one.1, one.2)?;
+            let transfers = vec![(r as usize, 0, t.bytes())];
+            let (input, output) = dir.one_block(&t)?;
+            (input, output, transfers, !dir.root_sends())
         }
-    }
-}
-
-/// MPI_Iscatter(v) on an intercommunicator: the root sends to each process of the other group.
-unsafe fn inter_iscatter(
-    s: &mut State,
-    comm: Handle,
-    inter: Inter,
-    send: (*const c_void, c_int, Handle),
-    recv: (*mut c_void, c_int, Handle),
-    v: Option<(*const c_int, *const c_int)>,
-    root: c_int,
-) -> Res<Prepared> {
-    let n = crate::inter::union_of(s, inter)?.remote_size();
-    match crate::inter::side(root, n)? {
-        crate::inter::Side::Root => {
-            let dt = s.committed_type(send.2)?;
-            // SAFETY: the caller's arrays hold one entry per rank (MPI's contract for the call).
-            let (c, d) = unsafe { layout(n, v, send.1) }?;
-            let all = blocks(&dt, send.0 as *mut u8, &c, &d, false);
-            let sends = (0..n).map(|j| (j, all.displs[j], all.counts[j])).collect();
-            inter_direct(s, comm, inter, all.input()?, Output::none(), sends, vec![])
-        }
-        crate::inter::Side::Idle => inter_direct(
-            s,
-            comm,
-            inter,
-            Input::none(),
-            Output::none(),
-            vec![],
-            vec![],
-        ),
-        crate::inter::Side::Leaf(r) => {
-            no_in_place_inter(recv.0)?;
-            let t = typed(s, recv.0, recv.1, recv.2)?;
-            let recvs = vec![(r as usize, 0, t.bytes())];
-            inter_direct(
-                s,
-                comm,
-                inter,
-                Input::none(),
-                Output::of(&t, false)?,
-                vec![],
-                recvs,
-            )
-        }
-    }
+    };
+    let (sends, recvs) = if sending {
+        (transfers, vec![])
+    } else {
+        (vec![], transfers)
+    };
+    inter_direct(s, comm, inter, input, output, sends, recvs)
 }
 
 /// MPI_Iallgather(v) on an intercommunicator: every process sends its block to every remote
@@ -664,9 +634,9 @@ unsafe fn inter_iallgather(
     s: &mut State,
     comm: Handle,
     inter: Inter,
-    send: (*const c_void, c_int, Handle),
-    recv: (*mut c_void, c_int, Handle),
-    v: Option<(*const c_int, *const c_int)>,
+    send: Buf,
+    recv: RecvBuf,
+    v: PerRank,
 ) -> Res<Prepared> {
     no_in_place_inter(send.0)?;
     let n = crate::inter::union_of(s, inter)?.remote_size();
@@ -685,18 +655,8 @@ unsafe fn inter_ialltoall(
     s: &mut State,
     comm: Handle,
     inter: Inter,
-    send: (
-        *const c_void,
-        c_int,
-        Handle,
-        Option<(*const c_int, *const c_int)>,
-    ),
-    recv: (
-        *mut c_void,
-        c_int,
-        Handle,
-        Option<(*const c_int, *const c_int)>,
-    ),
+    send: (*const c_void, c_int, Handle, PerRank),
+    recv: (*mut c_void, c_int, Handle, PerRank),
 ) -> Res<Prepared> {
     no_in_place_inter(send.0)?;
     let n = crate::inter::union_of(s, inter)?.remote_size();
@@ -733,17 +693,8 @@ fn inter_ialltoallw(
     };
     let (sb, rb) = (typed_of(s, send)?, typed_of(s, recv)?);
     all_checked(&rb)?;
-    let sc: Vec<usize> = sb.iter().map(Typed::bytes).collect();
-    let rc: Vec<usize> = rb.iter().map(Typed::bytes).collect();
-    let (sd, rd) = (packed_displs(&sc), packed_displs(&rc));
-    let mut v = vec![0u8; rc.iter().sum()];
-    let (ptr, len) = (v.as_mut_ptr(), v.len());
-    let at = rb.into_iter().zip(rd.iter().copied()).collect();
-    let out = Output {
-        ptr,
-        len,
-        staged: Some(Box::new((v, at))),
-    };
+    let (sc, sd) = packed(&sb);
+    let (rc, rd, out) = packed_output(rb);
     let sends = (0..sc.len()).map(|j| (j, sd[j], sc[j])).collect();
     let recvs = (0..rc.len()).map(|j| (j, rd[j], rc[j])).collect();
     inter_direct(s, comm, inter, Input::gather(&sb)?, out, sends, recvs)
@@ -804,26 +755,204 @@ fn typed(s: &mut State, buf: *const c_void, count: c_int, datatype: Handle) -> R
     })
 }
 
+/// A buffer argument of a collective as the C call has it: address, count, datatype.
+pub(crate) type Buf = (*const c_void, c_int, Handle);
+
+/// The receive buffer argument of a collective.
+pub(crate) type RecvBuf = (*mut c_void, c_int, Handle);
+
+/// A v-collective side's counts and element displacements (C arrays, one entry per rank), or
+/// `None` for equal blocks of the side's count.
+pub(crate) type PerRank = Option<(*const c_int, *const c_int)>;
+
+/// Which way the blocks of a rooted collective go: to the root (gather; an allgather is a
+/// gather at every process) or from it (scatter). The two are one exchange with input and
+/// output swapped.
+#[derive(Clone, Copy)]
+pub(crate) enum Direction {
+    /// Every process's block to the root.
+    Gather,
+    /// The root's blocks, one to each process.
+    Scatter,
+}
+
+impl Direction {
+    /// The root's buffer of a block per rank, and the buffer of one block: the receive and the
+    /// send buffer of a gather, the other way round for a scatter.
+    pub(crate) fn roles(self, send: Buf, recv: RecvBuf) -> (Buf, Buf) {
+        let recv = (recv.0 as *const c_void, recv.1, recv.2);
+        match self {
+            Direction::Gather => (recv, send),
+            Direction::Scatter => (send, recv),
+        }
+    }
+
+    /// Whether the root sends (and the other processes receive).
+    pub(crate) fn root_sends(self) -> bool {
+        matches!(self, Direction::Scatter)
+    }
+
+    /// The planned call with equal blocks of `block` bytes.
+    fn call(self, block: usize, root: usize) -> Collective<'static> {
+        match self {
+            Direction::Gather => Collective::Gather { block, root },
+            Direction::Scatter => Collective::Scatter { block, root },
+        }
+    }
+
+    /// The planned call with a block of `counts[i]` bytes at `displs[i]` per rank.
+    fn call_v<'a>(self, counts: &'a [usize], displs: &'a [usize], root: usize) -> Collective<'a> {
+        match self {
+            Direction::Gather => Collective::Gatherv {
+                counts,
+                displs,
+                root,
+            },
+            Direction::Scatter => Collective::Scatterv {
+                counts,
+                displs,
+                root,
+            },
+        }
+    }
+
+    /// A process's one block `t` as the call's input (gather) or output (scatter).
+    fn one_block(self, t: &Typed) -> Res<(Input, Output)> {
+        Ok(match self {
+            Direction::Gather => (Input::of(t)?, Output::none()),
+            Direction::Scatter => (Input::none(), Output::of(t, false)?),
+        })
+    }
+
+    /// The root's blocks `all` as the call's output (gather) or input (scatter).
+    fn all_blocks(self, all: &Blocks) -> Res<(Input, Output)> {
+        Ok(match self {
+            Direction::Gather => (Input::none(), all.output()?),
+            Direction::Scatter => (all.input()?, Output::none()),
+        })
+    }
+
+    /// The root on an intracommunicator, rank `me`: its blocks `all` and its own block `one`,
+    /// which MPI_IN_PLACE says is already its block of `all`.
+    fn at_root(self, s: &mut State, one: Buf, all: &Blocks, me: usize) -> Res<(Input, Output)> {
+        let own = &all.typed[me];
+        not_own_block(one.0, own)?;
+        Ok(match self {
+            Direction::Gather => {
+                let send = if in_place(one.0) {
+                    Input::copy_of(own)?
+                } else {
+                    Input::of(&typed(s, one.0, one.1, one.2)?)?
+                };
+                (send, all.output()?)
+            }
+            Direction::Scatter => {
+                let out = if in_place(one.0) {
+                    Output::scratch(own.bytes())
+                } else {
+                    Output::of(&typed(s, one.0, one.1, one.2)?, false)?
+                };
+                (all.input()?, out)
+            }
+        })
+    }
+
+    /// [`Direction::at_root`] with a block of `all`'s count per rank, back to back; also the
+    /// bytes of a block.
+    fn at_root_equal(
+        self,
+        s: &mut State,
+        one: Buf,
+        all: Buf,
+        n: usize,
+        me: usize,
+    ) -> Res<(usize, Input, Output)> {
+        let t = typed(s, all.0, all.1, all.2)?;
+        not_aliased(one.0, all.0, all.1 > 0)?;
+        let blocks = blocks(
+            &t.dt,
+            t.base,
+            &vec![t.count; n],
+            &(0..n).map(|i| (i * t.count) as isize).collect::<Vec<_>>(),
+            false,
+        );
+        let (input, output) = self.at_root(s, one, &blocks, me)?;
+        Ok((t.bytes(), input, output))
+    }
+}
+
+/// The blocks of `dt` at `buf` by the caller's per-rank `counts` and element `displs`.
+///
+/// # Safety
+/// `counts` and `displs` are NULL or hold `n` entries each.
+unsafe fn blocks_v(
+    s: &mut State,
+    n: usize,
+    buf: *const c_void,
+    (counts, displs): (*const c_int, *const c_int),
+    dt: Handle,
+) -> Res<Blocks> {
+    // SAFETY: this function's contract.
+    let (c, d) = unsafe { per_rank(n, counts, displs) }?;
+    let dt = s.committed_type(dt)?;
+    Ok(blocks(&dt, buf as *mut u8, &c, &d, false))
+}
+
+/// The blocks of MPI_Alltoallw's side at `buf`: `counts[i]` elements of `types[i]` at byte
+/// displacement `displs[i]`.
+///
+/// # Safety
+/// `counts`, `displs` and `types` are NULL or hold `n` entries each.
+unsafe fn blocks_w(
+    s: &mut State,
+    n: usize,
+    buf: *const c_void,
+    (counts, displs): (*const c_int, *const c_int),
+    types: *const Handle,
+    types_name: &str,
+) -> Res<Vec<Typed>> {
+    // SAFETY: this function's contract.
+    let types = unsafe { check::slice(types, n, types_name) }?;
+    // SAFETY: as above.
+    let (c, d) = unsafe { per_rank(n, counts, displs) }?;
+    (0..n)
+        .map(|i| {
+            Ok(Typed {
+                dt: s.committed_type(types[i])?,
+                count: c[i],
+                base: (buf as *mut u8).wrapping_offset(d[i]),
+            })
+        })
+        .collect()
+}
+
+/// Byte counts and displacements of `blocks` packed back to back.
+fn packed(blocks: &[Typed]) -> (Vec<usize>, Vec<usize>) {
+    let counts: Vec<usize> = blocks.iter().map(Typed::bytes).collect();
+    let displs = packed_displs(&counts);
+    (counts, displs)
+}
+
+/// An output of `blocks` staged back to back, unpacked at the end; and the packed layout.
+fn packed_output(blocks: Vec<Typed>) -> (Vec<usize>, Vec<usize>, Output) {
+    let (counts, displs) = packed(&blocks);
+    let v = vec![0u8; counts.iter().sum()];
+    let at = blocks.into_iter().zip(displs.iter().copied()).collect();
+    (counts, displs, Output::staged(v, at))
+}
+
 // ---- the collectives ----
 
 pub(crate) unsafe fn barrier(comm: Handle, request: RequestOut<'_>) -> Res {
     if let Some(i) = inter_of(comm)? {
-        if request.is_blocking() {
-            // SAFETY: the caller's buffers and arrays are as MPI's contract for the call says.
-            return unsafe { crate::inter::barrier(i) };
-        }
-        return run(request, |s| {
+        let nonblocking = |s: &mut State| {
             let u = crate::inter::union_of(s, i)?;
             let schedule = ferry_core::Planned::check(crate::inter::nb_barrier(&u))?;
-            Ok(Prepared {
-                comm,
-                core: u.core,
-                schedule,
-                input: Input::none(),
-                output: Output::none(),
-                reduce: None,
-            })
-        });
+            let (input, output) = (Input::none(), Output::none());
+            Ok(Prepared::on_union(comm, u, schedule, input, output, None))
+        };
+        // SAFETY: the caller's buffers and arrays are as MPI's contract for the call says.
+        return on_inter(request, || unsafe { crate::inter::barrier(i) }, nonblocking);
     }
     run(request, |s| {
         start(
@@ -866,11 +995,7 @@ unsafe fn bcast_general(
     request: RequestOut<'_>,
 ) -> Res {
     if let Some(i) = inter_of(comm)? {
-        if request.is_blocking() {
-            // SAFETY: the caller's buffers and arrays are as MPI's contract for the call says.
-            return unsafe { crate::inter::bcast(i, buf, count, datatype, root) };
-        }
-        return run(request, |s| {
+        let nonblocking = |s: &mut State| {
             let u = crate::inter::union_of(s, i)?;
             let side = crate::inter::side(root, u.remote_size())?;
             let t = typed(s, buf, count, datatype)?;
@@ -881,15 +1006,11 @@ unsafe fn bcast_general(
             };
             let schedule =
                 ferry_core::Planned::check(crate::inter::nb_bcast(&u, &side, t.bytes()))?;
-            Ok(Prepared {
-                comm,
-                core: u.core,
-                schedule,
-                input,
-                output,
-                reduce: None,
-            })
-        });
+            Ok(Prepared::on_union(comm, u, schedule, input, output, None))
+        };
+        // SAFETY: the caller's buffers and arrays are as MPI's contract for the call says.
+        let blocking = || unsafe { crate::inter::bcast(i, buf, count, datatype, root) };
+        return on_inter(request, blocking, nonblocking);
     }
     run(request, |s| {
         let core = s.core_comm(comm)?;
@@ -921,11 +1042,7 @@ pub(crate) unsafe fn reduce(
     request: RequestOut<'_>,
 ) -> Res {
     if let Some(i) = inter_of(comm)? {
-        if request.is_blocking() {
-            // SAFETY: the caller's buffers and arrays are as MPI's contract for the call says.
-            return unsafe { crate::inter::reduce(i, sendbuf, recvbuf, count, datatype, op, root) };
-        }
-        return run(request, |s| {
+        let nonblocking = |s: &mut State| {
             let u = crate::inter::union_of(s, i)?;
             let side = crate::inter::side(root, u.remote_size())?;
             let o = s.op(op)?;
@@ -935,27 +1052,20 @@ pub(crate) unsafe fn reduce(
                 crate::inter::Side::Root => (Input::none(), Output::of(&recv, false)?, None),
                 crate::inter::Side::Idle => (Input::none(), Output::none(), None),
                 crate::inter::Side::Leaf(_) => {
-                    if in_place(sendbuf) {
-                        return fail(
-                            MPI_ERR_BUFFER,
-                            "MPI_IN_PLACE is not allowed on intercommunicators",
-                        );
-                    }
+                    no_in_place_inter(sendbuf)?;
                     let send = Input::of(&typed(s, sendbuf, count, datatype)?)?;
                     (send, Output::none(), Some(r))
                 }
             };
             let schedule =
                 ferry_core::Planned::check(crate::inter::nb_reduce(&u, &side, recv.bytes()))?;
-            Ok(Prepared {
-                comm,
-                core: u.core,
-                schedule,
-                input,
-                output,
-                reduce,
-            })
-        });
+            Ok(Prepared::on_union(comm, u, schedule, input, output, reduce))
+        };
+        let blocking = || {
+            // SAFETY: the caller's buffers and arrays are as MPI's contract for the call says.
+            unsafe { crate::inter::reduce(i, sendbuf, recvbuf, count, datatype, op, root) }
+        };
+        return on_inter(request, blocking, nonblocking);
     }
     run(request, |s| {
         let core = s.core_comm(comm)?;
@@ -1025,33 +1135,23 @@ unsafe fn allreduce_general(
     request: RequestOut<'_>,
 ) -> Res {
     if let Some(i) = inter_of(comm)? {
-        if request.is_blocking() {
-            // SAFETY: the caller's buffers and arrays are as MPI's contract for the call says.
-            return unsafe { crate::inter::allreduce(i, sendbuf, recvbuf, count, datatype, op) };
-        }
-        return run(request, |s| {
+        let nonblocking = |s: &mut State| {
             let u = crate::inter::union_of(s, i)?;
-            if in_place(sendbuf) {
-                return fail(
-                    MPI_ERR_BUFFER,
-                    "MPI_IN_PLACE is not allowed on intercommunicators",
-                );
-            }
+            no_in_place_inter(sendbuf)?;
             let o = s.op(op)?;
             let recv = typed(s, recvbuf, count, datatype)?;
             let (r, _) = reducer(&recv.dt, datatype, o)?;
             let send = Input::of(&typed(s, sendbuf, count, datatype)?)?;
             let schedule =
                 ferry_core::Planned::check(crate::inter::nb_allreduce(&u, recv.bytes()))?;
-            Ok(Prepared {
-                comm,
-                core: u.core,
-                schedule,
-                input: send,
-                output: Output::of(&recv, false)?,
-                reduce: Some(r),
-            })
-        });
+            let output = Output::of(&recv, false)?;
+            Ok(Prepared::on_union(comm, u, schedule, send, output, Some(r)))
+        };
+        let blocking = || {
+            // SAFETY: the caller's buffers and arrays are as MPI's contract for the call says.
+            unsafe { crate::inter::allreduce(i, sendbuf, recvbuf, count, datatype, op) }
+        };
+        return on_inter(request, blocking, nonblocking);
     }
     run(request, |s| {
         let o = s.op(op)?;
@@ -1087,17 +1187,6 @@ unsafe fn allreduce_general(
     })
 }
 
-/// The `i`-th block of `count` elements of a buffer.
-fn block_of(t: &Typed, i: usize) -> Typed {
-    Typed {
-        dt: t.dt.clone(),
-        count: t.count,
-        base: t
-            .base
-            .wrapping_offset(i as isize * t.count as isize * t.dt.extent()),
-    }
-}
-
 pub(crate) unsafe fn gather(
     sendbuf: *const c_void,
     sendcount: c_int,
@@ -1109,81 +1198,12 @@ pub(crate) unsafe fn gather(
     comm: Handle,
     request: RequestOut<'_>,
 ) -> Res {
-    if let Some(i) = inter_of(comm)? {
-        if !request.is_blocking() {
-            return run(request, |s| {
-                // SAFETY: the caller's buffers and arrays are as MPI's contract for the call says.
-                unsafe {
-                    inter_igather(
-                        s,
-                        comm,
-                        i,
-                        (sendbuf, sendcount, sendtype),
-                        (recvbuf, recvcount, recvtype),
-                        None,
-                        root,
-                    )
-                }
-            });
-        }
-        // SAFETY: the caller's buffers and arrays are as MPI's contract for the call says.
-        return unsafe {
-            crate::inter::gather(
-                i,
-                (sendbuf, sendcount, sendtype),
-                (recvbuf, recvcount, recvtype),
-                None,
-                root,
-            )
-        };
-    }
-    run(request, |s| {
-        let core = s.core_comm(comm)?;
-        let (n, me) = (core.size(), core.rank());
-        let root = root_arg(&core, root)?;
-        if me == root {
-            let r = typed(s, recvbuf, recvcount, recvtype)?;
-            not_aliased(sendbuf, recvbuf, recvcount > 0)?;
-            not_own_block(sendbuf, &block_of(&r, me))?;
-            let send = if in_place(sendbuf) {
-                Input::copy_of(&block_of(&r, me))?
-            } else {
-                Input::of(&typed(s, sendbuf, sendcount, sendtype)?)?
-            };
-            let all = blocks(
-                &r.dt,
-                r.base,
-                &vec![r.count; n],
-                &(0..n).map(|i| (i * r.count) as isize).collect::<Vec<_>>(),
-                false,
-            );
-            let out = all.output()?;
-            start(
-                s,
-                comm,
-                Collective::Gather {
-                    block: r.bytes(),
-                    root,
-                },
-                send,
-                out,
-                None,
-            )
-        } else {
-            let t = typed(s, sendbuf, sendcount, sendtype)?;
-            start(
-                s,
-                comm,
-                Collective::Gather {
-                    block: t.bytes(),
-                    root,
-                },
-                Input::of(&t)?,
-                Output::none(),
-                None,
-            )
-        }
-    })
+    let (send, recv) = (
+        (sendbuf, sendcount, sendtype),
+        (recvbuf, recvcount, recvtype),
+    );
+    // SAFETY: the caller's buffers are as MPI's contract for the call says.
+    unsafe { rooted(Direction::Gather, send, recv, root, comm, request) }
 }
 
 pub(crate) unsafe fn scatter(
@@ -1197,80 +1217,62 @@ pub(crate) unsafe fn scatter(
     comm: Handle,
     request: RequestOut<'_>,
 ) -> Res {
+    let (send, recv) = (
+        (sendbuf, sendcount, sendtype),
+        (recvbuf, recvcount, recvtype),
+    );
+    // SAFETY: the caller's buffers are as MPI's contract for the call says.
+    unsafe { rooted(Direction::Scatter, send, recv, root, comm, request) }
+}
+
+/// MPI_(I)gather and MPI_(I)scatter: equal blocks between the root and every process, the way
+/// `dir` says.
+unsafe fn rooted(
+    dir: Direction,
+    send: Buf,
+    recv: RecvBuf,
+    root: c_int,
+    comm: Handle,
+    request: RequestOut<'_>,
+) -> Res {
     if let Some(i) = inter_of(comm)? {
-        if !request.is_blocking() {
-            return run(request, |s| {
-                // SAFETY: the caller's buffers and arrays are as MPI's contract for the call says.
-                unsafe {
-                    inter_iscatter(
-                        s,
-                        comm,
-                        i,
-                        (sendbuf, sendcount, sendtype),
-                        (recvbuf, recvcount, recvtype),
-                        None,
-                        root,
-                    )
-                }
-            });
-        }
-        // SAFETY: the caller's buffers and arrays are as MPI's contract for the call says.
-        return unsafe {
-            crate::inter::scatter(
-                i,
-                (sendbuf, sendcount, sendtype),
-                (recvbuf, recvcount, recvtype),
-                None,
-                root,
-            )
-        };
+        // SAFETY: the caller's buffers are as MPI's contract for the call says.
+        return unsafe { rooted_inter(dir, comm, i, send, recv, None, root, request) };
     }
+    let (all, one) = dir.roles(send, recv);
     run(request, |s| {
         let core = s.core_comm(comm)?;
         let (n, me) = (core.size(), core.rank());
         let root = root_arg(&core, root)?;
         if me == root {
-            let t = typed(s, sendbuf, sendcount, sendtype)?;
-            not_aliased(recvbuf, sendbuf, sendcount > 0)?;
-            not_own_block(recvbuf, &block_of(&t, me))?;
-            let all = blocks(
-                &t.dt,
-                t.base,
-                &vec![t.count; n],
-                &(0..n).map(|i| (i * t.count) as isize).collect::<Vec<_>>(),
-                false,
-            );
-            let out = if in_place(recvbuf) {
-                Output::scratch(t.bytes())
-            } else {
-                Output::of(&typed(s, recvbuf, recvcount, recvtype)?, false)?
-            };
-            start(
-                s,
-                comm,
-                Collective::Scatter {
-                    block: t.bytes(),
-                    root,
-                },
-                all.input()?,
-                out,
-                None,
-            )
+            let (block, input, output) = dir.at_root_equal(s, one, all, n, me)?;
+            start(s, comm, dir.call(block, root), input, output, None)
         } else {
-            let r = typed(s, recvbuf, recvcount, recvtype)?;
-            start(
-                s,
-                comm,
-                Collective::Scatter {
-                    block: r.bytes(),
-                    root,
-                },
-                Input::none(),
-                Output::of(&r, false)?,
-                None,
-            )
+            let t = typed(s, one.0, one.1, one.2)?;
+            let (input, output) = dir.one_block(&t)?;
+            start(s, comm, dir.call(t.bytes(), root), input, output, None)
         }
     })
+}
+
+/// MPI_(I)gather(v) and MPI_(I)scatter(v) on an intercommunicator `i`.
+unsafe fn rooted_inter(
+    dir: Direction,
+    comm: Handle,
+    i: Inter,
+    send: Buf,
+    recv: RecvBuf,
+    v: PerRank,
+    root: c_int,
+    request: RequestOut<'_>,
+) -> Res {
+    on_inter(
+        request,
+        // SAFETY: the caller's buffers and arrays are as MPI's contract for the call says.
+        || unsafe { crate::inter::rooted(dir, i, send, recv, v, root) },
+        // SAFETY: as above.
+        |s| unsafe { inter_irooted(s, dir, comm, i, send, recv, v, root) },
+    )
 }
 
 pub(crate) unsafe fn allgather(
@@ -1283,59 +1285,40 @@ pub(crate) unsafe fn allgather(
     comm: Handle,
     request: RequestOut<'_>,
 ) -> Res {
+    let (send, recv) = (
+        (sendbuf, sendcount, sendtype),
+        (recvbuf, recvcount, recvtype),
+    );
     if let Some(i) = inter_of(comm)? {
-        if !request.is_blocking() {
-            return run(request, |s| {
-                // SAFETY: the caller's buffers and arrays are as MPI's contract for the call says.
-                unsafe {
-                    inter_iallgather(
-                        s,
-                        comm,
-                        i,
-                        (sendbuf, sendcount, sendtype),
-                        (recvbuf, recvcount, recvtype),
-                        None,
-                    )
-                }
-            });
-        }
-        // SAFETY: the caller's buffers and arrays are as MPI's contract for the call says.
-        return unsafe {
-            crate::inter::allgather(
-                i,
-                (sendbuf, sendcount, sendtype),
-                (recvbuf, recvcount, recvtype),
-                None,
-            )
-        };
+        // SAFETY: the caller's buffers are as MPI's contract for the call says.
+        return unsafe { allgather_inter(comm, i, send, recv, None, request) };
     }
     run(request, |s| {
         let core = s.core_comm(comm)?;
         let (n, me) = (core.size(), core.rank());
-        let r = typed(s, recvbuf, recvcount, recvtype)?;
-        not_aliased(sendbuf, recvbuf, recvcount > 0)?;
-        not_own_block(sendbuf, &block_of(&r, me))?;
-        let send = if in_place(sendbuf) {
-            Input::copy_of(&block_of(&r, me))?
-        } else {
-            Input::of(&typed(s, sendbuf, sendcount, sendtype)?)?
-        };
-        let all = blocks(
-            &r.dt,
-            r.base,
-            &vec![r.count; n],
-            &(0..n).map(|i| (i * r.count) as isize).collect::<Vec<_>>(),
-            false,
-        );
-        start(
-            s,
-            comm,
-            Collective::Allgather { block: r.bytes() },
-            send,
-            all.output()?,
-            None,
-        )
+        let all = (recvbuf as *const c_void, recvcount, recvtype);
+        let (block, input, output) = Direction::Gather.at_root_equal(s, send, all, n, me)?;
+        let call = Collective::Allgather { block };
+        start(s, comm, call, input, output, None)
     })
+}
+
+/// MPI_(I)allgather(v) on an intercommunicator `i`.
+unsafe fn allgather_inter(
+    comm: Handle,
+    i: Inter,
+    send: Buf,
+    recv: RecvBuf,
+    v: PerRank,
+    request: RequestOut<'_>,
+) -> Res {
+    on_inter(
+        request,
+        // SAFETY: the caller's buffers and arrays are as MPI's contract for the call says.
+        || unsafe { crate::inter::allgather(i, send, recv, v) },
+        // SAFETY: as above.
+        |s| unsafe { inter_iallgather(s, comm, i, send, recv, v) },
+    )
 }
 
 pub(crate) unsafe fn alltoall(
@@ -1349,27 +1332,12 @@ pub(crate) unsafe fn alltoall(
     request: RequestOut<'_>,
 ) -> Res {
     if let Some(i) = inter_of(comm)? {
-        if !request.is_blocking() {
-            return run(request, |s| {
-                // SAFETY: the caller's buffers and arrays are as MPI's contract for the call says.
-                unsafe {
-                    inter_ialltoall(
-                        s,
-                        comm,
-                        i,
-                        (sendbuf, sendcount, sendtype, None),
-                        (recvbuf, recvcount, recvtype, None),
-                    )
-                }
-            });
-        }
-        let n = crate::inter::remote_size(i)?;
-        // SAFETY: the caller's buffers and arrays are as MPI's contract for the call says.
-        let send = unsafe { crate::inter::blocks(sendbuf, sendcount, sendtype, None, n) }?;
-        // SAFETY: as above.
-        let recv = unsafe { crate::inter::blocks(recvbuf, recvcount, recvtype, None, n) }?;
-        // SAFETY: as above.
-        return unsafe { crate::inter::alltoall(i, send, recv) };
+        let (send, recv) = (
+            (sendbuf, sendcount, sendtype, None),
+            (recvbuf, recvcount, recvtype, None),
+        );
+        // SAFETY: the caller's buffers are as MPI's contract for the call says.
+        return unsafe { alltoall_inter(comm, i, send, recv, request) };
     }
     run(request, |s| {
         let n = s.core_comm(comm)?.size();
@@ -1397,6 +1365,29 @@ pub(crate) unsafe fn alltoall(
             Output::of(&r, false)?,
             None,
         )
+    })
+}
+
+/// MPI_(I)alltoall(v) on an intercommunicator `i`: each side with its per-rank layout.
+unsafe fn alltoall_inter(
+    comm: Handle,
+    i: Inter,
+    send: (*const c_void, c_int, Handle, PerRank),
+    recv: (*mut c_void, c_int, Handle, PerRank),
+    request: RequestOut<'_>,
+) -> Res {
+    let blocking = || {
+        let n = crate::inter::remote_size(i)?;
+        // SAFETY: the caller's buffers and arrays are as MPI's contract for the call says.
+        let sb = unsafe { crate::inter::blocks(send.0, send.1, send.2, send.3, n) }?;
+        // SAFETY: as above.
+        let rb = unsafe { crate::inter::blocks(recv.0, recv.1, recv.2, recv.3, n) }?;
+        // SAFETY: as above.
+        unsafe { crate::inter::alltoall(i, sb, rb) }
+    };
+    // SAFETY: as above.
+    on_inter(request, blocking, |s| unsafe {
+        inter_ialltoall(s, comm, i, send, recv)
     })
 }
 
@@ -1433,67 +1424,10 @@ pub(crate) unsafe fn gatherv(
     comm: Handle,
     request: RequestOut<'_>,
 ) -> Res {
-    if let Some(i) = inter_of(comm)? {
-        if !request.is_blocking() {
-            return run(request, |s| {
-                // SAFETY: the caller's buffers and arrays are as MPI's contract for the call says.
-                unsafe {
-                    inter_igather(
-                        s,
-                        comm,
-                        i,
-                        (sendbuf, sendcount, sendtype),
-                        (recvbuf, 0, recvtype),
-                        Some((recvcounts, displs)),
-                        root,
-                    )
-                }
-            });
-        }
-        // SAFETY: the caller's buffers and arrays are as MPI's contract for the call says.
-        return unsafe {
-            crate::inter::gather(
-                i,
-                (sendbuf, sendcount, sendtype),
-                (recvbuf, 0, recvtype),
-                Some((recvcounts, displs)),
-                root,
-            )
-        };
-    }
-    run(request, |s| {
-        let core = s.core_comm(comm)?;
-        let (n, me) = (core.size(), core.rank());
-        let root = root_arg(&core, root)?;
-        if me == root {
-            // SAFETY: the caller's arrays hold one entry per rank (MPI's contract for the call).
-            let (c, d) = unsafe { per_rank(n, recvcounts, displs) }?;
-            let dt = s.committed_type(recvtype)?;
-            let all = blocks(&dt, recvbuf as *mut u8, &c, &d, false);
-            not_own_block(sendbuf, &all.typed[me])?;
-            let send = if in_place(sendbuf) {
-                Input::copy_of(&all.typed[me])?
-            } else {
-                Input::of(&typed(s, sendbuf, sendcount, sendtype)?)?
-            };
-            let call = Collective::Gatherv {
-                counts: &all.counts,
-                displs: &all.displs,
-                root,
-            };
-            start(s, comm, call, send, all.output()?, None)
-        } else {
-            let t = typed(s, sendbuf, sendcount, sendtype)?;
-            let mut counts = vec![0; n];
-            counts[me] = t.bytes();
-            let call = Collective::Gatherv {
-                counts: &counts,
-                displs: &vec![0; n],
-                root,
-            };
-            start(s, comm, call, Input::of(&t)?, Output::none(), None)
-        }
-    })
+    let (send, recv) = ((sendbuf, sendcount, sendtype), (recvbuf, 0, recvtype));
+    let v = (recvcounts, displs);
+    // SAFETY: the caller's buffers and arrays are as MPI's contract for the call says.
+    unsafe { rooted_v(Direction::Gather, send, recv, v, root, comm, request) }
 }
 
 pub(crate) unsafe fn scatterv(
@@ -1508,65 +1442,45 @@ pub(crate) unsafe fn scatterv(
     comm: Handle,
     request: RequestOut<'_>,
 ) -> Res {
+    let (send, recv) = ((sendbuf, 0, sendtype), (recvbuf, recvcount, recvtype));
+    let v = (sendcounts, displs);
+    // SAFETY: the caller's buffers and arrays are as MPI's contract for the call says.
+    unsafe { rooted_v(Direction::Scatter, send, recv, v, root, comm, request) }
+}
+
+/// MPI_(I)gatherv and MPI_(I)scatterv: the root's blocks laid out by `v` (the counts and
+/// displacements of its side), the way `dir` says.
+unsafe fn rooted_v(
+    dir: Direction,
+    send: Buf,
+    recv: RecvBuf,
+    v: (*const c_int, *const c_int),
+    root: c_int,
+    comm: Handle,
+    request: RequestOut<'_>,
+) -> Res {
     if let Some(i) = inter_of(comm)? {
-        if !request.is_blocking() {
-            return run(request, |s| {
-                // SAFETY: the caller's buffers and arrays are as MPI's contract for the call says.
-                unsafe {
-                    inter_iscatter(
-                        s,
-                        comm,
-                        i,
-                        (sendbuf, 0, sendtype),
-                        (recvbuf, recvcount, recvtype),
-                        Some((sendcounts, displs)),
-                        root,
-                    )
-                }
-            });
-        }
         // SAFETY: the caller's buffers and arrays are as MPI's contract for the call says.
-        return unsafe {
-            crate::inter::scatter(
-                i,
-                (sendbuf, 0, sendtype),
-                (recvbuf, recvcount, recvtype),
-                Some((sendcounts, displs)),
-                root,
-            )
-        };
+        return unsafe { rooted_inter(dir, comm, i, send, recv, Some(v), root, request) };
     }
+    let (all, one) = dir.roles(send, recv);
     run(request, |s| {
         let core = s.core_comm(comm)?;
         let (n, me) = (core.size(), core.rank());
         let root = root_arg(&core, root)?;
         if me == root {
             // SAFETY: the caller's arrays hold one entry per rank (MPI's contract for the call).
-            let (c, d) = unsafe { per_rank(n, sendcounts, displs) }?;
-            let dt = s.committed_type(sendtype)?;
-            let all = blocks(&dt, sendbuf as *mut u8, &c, &d, false);
-            not_own_block(recvbuf, &all.typed[me])?;
-            let out = if in_place(recvbuf) {
-                Output::scratch(all.counts[me])
-            } else {
-                Output::of(&typed(s, recvbuf, recvcount, recvtype)?, false)?
-            };
-            let call = Collective::Scatterv {
-                counts: &all.counts,
-                displs: &all.displs,
-                root,
-            };
-            start(s, comm, call, all.input()?, out, None)
+            let blocks = unsafe { blocks_v(s, n, all.0, v, all.2) }?;
+            let (input, output) = dir.at_root(s, one, &blocks, me)?;
+            let call = dir.call_v(&blocks.counts, &blocks.displs, root);
+            start(s, comm, call, input, output, None)
         } else {
-            let r = typed(s, recvbuf, recvcount, recvtype)?;
-            let mut counts = vec![0; n];
-            counts[me] = r.bytes();
-            let call = Collective::Scatterv {
-                counts: &counts,
-                displs: &vec![0; n],
-                root,
-            };
-            start(s, comm, call, Input::none(), Output::of(&r, false)?, None)
+            let t = typed(s, one.0, one.1, one.2)?;
+            let (mut counts, displs) = (vec![0; n], vec![0; n]);
+            counts[me] = t.bytes();
+            let (input, output) = dir.one_block(&t)?;
+            let call = dir.call_v(&counts, &displs, root);
+            start(s, comm, call, input, output, None)
         }
     })
 }
@@ -1582,50 +1496,23 @@ pub(crate) unsafe fn allgatherv(
     comm: Handle,
     request: RequestOut<'_>,
 ) -> Res {
+    let (send, v) = ((sendbuf, sendcount, sendtype), (recvcounts, displs));
     if let Some(i) = inter_of(comm)? {
-        if !request.is_blocking() {
-            return run(request, |s| {
-                // SAFETY: the caller's buffers and arrays are as MPI's contract for the call says.
-                unsafe {
-                    inter_iallgather(
-                        s,
-                        comm,
-                        i,
-                        (sendbuf, sendcount, sendtype),
-                        (recvbuf, 0, recvtype),
-                        Some((recvcounts, displs)),
-                    )
-                }
-            });
-        }
+        let recv = (recvbuf, 0, recvtype);
         // SAFETY: the caller's buffers and arrays are as MPI's contract for the call says.
-        return unsafe {
-            crate::inter::allgather(
-                i,
-                (sendbuf, sendcount, sendtype),
-                (recvbuf, 0, recvtype),
-                Some((recvcounts, displs)),
-            )
-        };
+        return unsafe { allgather_inter(comm, i, send, recv, Some(v), request) };
     }
     run(request, |s| {
         let core = s.core_comm(comm)?;
         let (n, me) = (core.size(), core.rank());
         // SAFETY: the caller's arrays hold one entry per rank (MPI's contract for the call).
-        let (c, d) = unsafe { per_rank(n, recvcounts, displs) }?;
-        let dt = s.committed_type(recvtype)?;
-        let all = blocks(&dt, recvbuf as *mut u8, &c, &d, false);
-        not_own_block(sendbuf, &all.typed[me])?;
-        let send = if in_place(sendbuf) {
-            Input::copy_of(&all.typed[me])?
-        } else {
-            Input::of(&typed(s, sendbuf, sendcount, sendtype)?)?
-        };
+        let all = unsafe { blocks_v(s, n, recvbuf, v, recvtype) }?;
+        let (input, output) = Direction::Gather.at_root(s, send, &all, me)?;
         let call = Collective::Allgatherv {
             counts: &all.counts,
             displs: &all.displs,
         };
-        start(s, comm, call, send, all.output()?, None)
+        start(s, comm, call, input, output, None)
     })
 }
 
@@ -1641,46 +1528,26 @@ pub(crate) unsafe fn alltoallv(
     comm: Handle,
     request: RequestOut<'_>,
 ) -> Res {
+    let (sv, rv) = ((sendcounts, sdispls), (recvcounts, rdispls));
     if let Some(i) = inter_of(comm)? {
-        if !request.is_blocking() {
-            return run(request, |s| {
-                // SAFETY: the caller's buffers and arrays are as MPI's contract for the call says.
-                unsafe {
-                    inter_ialltoall(
-                        s,
-                        comm,
-                        i,
-                        (sendbuf, 0, sendtype, Some((sendcounts, sdispls))),
-                        (recvbuf, 0, recvtype, Some((recvcounts, rdispls))),
-                    )
-                }
-            });
-        }
-        let n = crate::inter::remote_size(i)?;
+        let (send, recv) = (
+            (sendbuf, 0, sendtype, Some(sv)),
+            (recvbuf, 0, recvtype, Some(rv)),
+        );
         // SAFETY: the caller's buffers and arrays are as MPI's contract for the call says.
-        let send =
-            unsafe { crate::inter::blocks(sendbuf, 0, sendtype, Some((sendcounts, sdispls)), n) }?;
-        // SAFETY: as above.
-        let recv =
-            unsafe { crate::inter::blocks(recvbuf, 0, recvtype, Some((recvcounts, rdispls)), n) }?;
-        // SAFETY: as above.
-        return unsafe { crate::inter::alltoall(i, send, recv) };
+        return unsafe { alltoall_inter(comm, i, send, recv, request) };
     }
     run(request, |s| {
         let n = s.core_comm(comm)?.size();
         // SAFETY: the caller's arrays hold one entry per rank (MPI's contract for the call).
-        let (rc, rd) = unsafe { per_rank(n, recvcounts, rdispls) }?;
-        let rt = s.committed_type(recvtype)?;
-        let out = blocks(&rt, recvbuf as *mut u8, &rc, &rd, false);
-        not_aliased(sendbuf, recvbuf, rc.iter().any(|&c| c > 0))?;
+        let out = unsafe { blocks_v(s, n, recvbuf, rv, recvtype) }?;
+        not_aliased(sendbuf, recvbuf, out.typed.iter().any(|t| t.count > 0))?;
         let (send, sc, sd) = if in_place(sendbuf) {
             let input = Input::gather(&out.typed)?;
             (input, out.counts.clone(), packed_displs(&out.counts))
         } else {
-            // SAFETY: the caller's arrays hold one entry per rank (MPI's contract for the call).
-            let (c, d) = unsafe { per_rank(n, sendcounts, sdispls) }?;
-            let st = s.committed_type(sendtype)?;
-            let b = blocks(&st, sendbuf as *mut u8, &c, &d, false);
+            // SAFETY: as above.
+            let b = unsafe { blocks_v(s, n, sendbuf, sv, sendtype) }?;
             (b.input()?, b.counts, b.displs)
         };
         let call = Collective::Alltoallv {
@@ -1719,62 +1586,26 @@ pub(crate) unsafe fn alltoallw(
     }
     run(request, |s| {
         let n = s.core_comm(comm)?.size();
-        // SAFETY: the caller's contract: `recvtypes` is NULL or holds one type per rank.
-        let recvtypes = unsafe { check::slice(recvtypes, n, "recvtypes") }?;
+        let rv = (recvcounts, rdispls);
         // SAFETY: the caller's arrays hold one entry per rank (MPI's contract for the call).
-        let (rc, rd) = unsafe { per_rank(n, recvcounts, rdispls) }?;
-        let rblocks: Vec<Typed> = (0..n)
-            .map(|i| {
-                Ok(Typed {
-                    dt: s.committed_type(recvtypes[i])?,
-                    count: rc[i],
-                    base: (recvbuf as *mut u8).wrapping_offset(rd[i]),
-                })
-            })
-            .collect::<Res<_>>()?;
+        let rblocks = unsafe { blocks_w(s, n, recvbuf, rv, recvtypes, "recvtypes") }?;
         all_checked(&rblocks)?;
         let received: usize = rblocks.iter().map(Typed::bytes).sum();
         not_aliased(sendbuf, recvbuf, received > 0)?;
         let sblocks: Vec<Typed> = if in_place(sendbuf) {
             rblocks.clone()
         } else {
-            // SAFETY: the caller's contract: `sendtypes` is NULL or holds one type per rank.
-            let sendtypes = unsafe { check::slice(sendtypes, n, "sendtypes") }?;
-            // SAFETY: the caller's arrays hold one entry per rank (MPI's contract for the call).
-            let (sc, sd) = unsafe { per_rank(n, sendcounts, sdispls) }?;
-            (0..n)
-                .map(|i| {
-                    Ok(Typed {
-                        dt: s.committed_type(sendtypes[i])?,
-                        count: sc[i],
-                        base: (sendbuf as *mut u8).wrapping_offset(sd[i]),
-                    })
-                })
-                .collect::<Res<_>>()?
-        };
-        let packed = |b: &[Typed]| {
-            let counts: Vec<usize> = b.iter().map(Typed::bytes).collect();
-            let displs = packed_displs(&counts);
-            (counts, displs)
+            let sv = (sendcounts, sdispls);
+            // SAFETY: as above.
+            unsafe { blocks_w(s, n, sendbuf, sv, sendtypes, "sendtypes") }?
         };
         let (sc, sd) = packed(&sblocks);
-        let (rcb, rdb) = packed(&rblocks);
-        let mut v = vec![0u8; rcb.iter().sum()];
-        let out = Output {
-            ptr: v.as_mut_ptr(),
-            len: v.len(),
-            staged: None,
-        };
-        let at = rblocks.into_iter().zip(rdb.iter().copied()).collect();
-        let out = Output {
-            staged: Some(Box::new((v, at))),
-            ..out
-        };
+        let (rc, rd, out) = packed_output(rblocks);
         let call = Collective::Alltoallv {
             send_counts: &sc,
             send_displs: &sd,
-            recv_counts: &rcb,
-            recv_displs: &rdb,
+            recv_counts: &rc,
+            recv_displs: &rd,
         };
         start(s, comm, call, Input::gather(&sblocks)?, out, None)
     })
@@ -1790,13 +1621,7 @@ pub(crate) unsafe fn reduce_scatter(
     request: RequestOut<'_>,
 ) -> Res {
     if let Some(i) = inter_of(comm)? {
-        if request.is_blocking() {
-            // SAFETY: the caller's buffers and arrays are as MPI's contract for the call says.
-            return unsafe {
-                crate::inter::reduce_scatter(i, sendbuf, recvbuf, counts, datatype, op)
-            };
-        }
-        return run(request, |s| {
+        let nonblocking = |s: &mut State| {
             no_in_place_inter(sendbuf)?;
             let u = crate::inter::union_of(s, i)?;
             let dt = s.committed_type(datatype)?;
@@ -1819,15 +1644,14 @@ pub(crate) unsafe fn reduce_scatter(
                 total * dt.size(),
                 &byte_blocks,
             ))?;
-            Ok(Prepared {
-                comm,
-                core: u.core,
-                schedule,
-                input: send,
-                output: Output::of(&mine, false)?,
-                reduce: Some(r),
-            })
-        });
+            let output = Output::of(&mine, false)?;
+            Ok(Prepared::on_union(comm, u, schedule, send, output, Some(r)))
+        };
+        let blocking = || {
+            // SAFETY: the caller's buffers and arrays are as MPI's contract for the call says.
+            unsafe { crate::inter::reduce_scatter(i, sendbuf, recvbuf, counts, datatype, op) }
+        };
+        return on_inter(request, blocking, nonblocking);
     }
     run(request, |s| {
         let core = s.core_comm(comm)?;
@@ -1840,19 +1664,16 @@ pub(crate) unsafe fn reduce_scatter(
         let (r, _) = reducer(&dt, datatype, o)?;
         let total: usize = counts.iter().sum();
         not_aliased(sendbuf, recvbuf, total > 0)?;
-        let send = if in_place(sendbuf) {
-            Input::of(&Typed {
-                dt: dt.clone(),
-                count: total,
-                base: recvbuf as *mut u8,
-            })?
+        let base = if in_place(sendbuf) {
+            recvbuf as *mut u8
         } else {
-            Input::of(&Typed {
-                dt: dt.clone(),
-                count: total,
-                base: sendbuf as *mut u8,
-            })?
+            sendbuf as *mut u8
         };
+        let send = Input::of(&Typed {
+            dt: dt.clone(),
+            count: total,
+            base,
+        })?;
         // SAFETY: `send` covers its `len` bytes: staged, or the caller's `total` elements.
         let send = Input::owned(unsafe { std::slice::from_raw_parts(send.ptr, send.len) }.to_vec());
         let mine = Typed {

@@ -714,6 +714,11 @@ fn blocklen_arg(b: i64) -> Result<usize, TypeError> {
     usize::try_from(b).map_err(|_| TypeError::NegativeBlocklen(b))
 }
 
+/// Each of `blocklens`, checked (see [`blocklen_arg`]).
+fn blocklens_arg(blocklens: &[i64]) -> Result<Vec<usize>, TypeError> {
+    blocklens.iter().map(|&b| blocklen_arg(b)).collect()
+}
+
 fn same_len(a: usize, b: usize) -> Result<(), TypeError> {
     if a == b {
         Ok(())
@@ -1015,10 +1020,7 @@ impl Datatype {
         old: &Datatype,
     ) -> Result<Datatype, TypeError> {
         same_len(blocklens.len(), displs.len())?;
-        let bl: Vec<usize> = blocklens
-            .iter()
-            .map(|&b| blocklen_arg(b))
-            .collect::<Result<_, _>>()?;
+        let bl = blocklens_arg(blocklens)?;
         let bytes = Datatype::elem_displs(displs, old)?;
         let blocks = bytes.into_iter().zip(bl.iter().copied()).collect();
         let contents = Contents::Indexed {
@@ -1036,10 +1038,7 @@ impl Datatype {
         old: &Datatype,
     ) -> Result<Datatype, TypeError> {
         same_len(blocklens.len(), displs.len())?;
-        let bl: Vec<usize> = blocklens
-            .iter()
-            .map(|&b| blocklen_arg(b))
-            .collect::<Result<_, _>>()?;
+        let bl = blocklens_arg(blocklens)?;
         let blocks = displs.iter().copied().zip(bl.iter().copied()).collect();
         let contents = Contents::Hindexed {
             blocklens: bl,
@@ -1092,10 +1091,7 @@ impl Datatype {
     ) -> Result<Datatype, TypeError> {
         same_len(blocklens.len(), displs.len())?;
         same_len(blocklens.len(), types.len())?;
-        let bl: Vec<usize> = blocklens
-            .iter()
-            .map(|&b| blocklen_arg(b))
-            .collect::<Result<_, _>>()?;
+        let bl = blocklens_arg(blocklens)?;
         let mut acc = Acc::new(true);
         let mut blocks = Vec::with_capacity(bl.len());
         for ((&b, &d), t) in bl.iter().zip(displs).zip(types) {
@@ -1251,22 +1247,7 @@ impl Datatype {
     /// The same type map as `self`, recorded as made by `contents` (for constructors the standard
     /// defines through other constructors).
     fn renamed(self, contents: Contents) -> Datatype {
-        let o = &self.0;
-        Datatype(Arc::new(Inner {
-            contents,
-            size: o.size,
-            lb: o.lb,
-            ub: o.ub,
-            true_lb: o.true_lb,
-            true_ub: o.true_ub,
-            align: o.align,
-            lb_marked: o.lb_marked,
-            ub_marked: o.ub_marked,
-            n_basic: o.n_basic,
-            uniform: o.uniform,
-            flat: OnceLock::new(),
-            layout: Layout::Alias(self.clone()),
-        }))
+        Datatype::alias(&self, contents)
     }
 
     /// `MPI_Type_create_darray`: the part of a `gsizes` array of `old`, stored in `order`, that

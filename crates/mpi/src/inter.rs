@@ -27,6 +27,7 @@
 use crate::abi::*;
 use crate::check::slice;
 use crate::coll;
+use crate::coll::{Buf, Direction, PerRank, RecvBuf};
 use crate::comm::register_with;
 use crate::datatype::Datatype;
 use crate::error::{fail, MpiError, Res};
@@ -401,13 +402,7 @@ pub(crate) fn side(root: c_int, remote: usize) -> Res<Side> {
 }
 
 fn no_in_place(p: *const c_void) -> Res {
-    if p as usize == MPI_IN_PLACE {
-        return fail(
-            MPI_ERR_BUFFER,
-            "MPI_IN_PLACE is not allowed on intercommunicators",
-        );
-    }
-    Ok(())
+    coll::no_in_place(p, "on intercommunicators")
 }
 
 /// One collective call's point-to-point: listed, checked all together, then posted and waited
@@ -672,21 +667,21 @@ pub(crate) unsafe fn allreduce(
     }
 }
 
-/// The root's counts and displacements (elements, per remote rank) of a v-collective, or equal
-/// blocks of `count` for the plain one.
-unsafe fn root_layout(
+/// Counts and displacements (elements, per remote rank) from the C arrays `v` of a
+/// v-collective, or equal blocks of `count` for the plain one; `names` name the arrays in errors.
+unsafe fn per_remote(
     count: c_int,
-    v: Option<(*const c_int, *const c_int)>,
+    v: PerRank,
     remote: usize,
-    counts_name: &str,
+    names: (&str, &str),
 ) -> Res<(Vec<c_int>, Vec<c_int>)> {
     // SAFETY: this function's contract is the unsafe operations' own: `v`, as the caller
     // promises, is NULL or valid for what the MPI call it serves reads and writes through it.
     unsafe {
         Ok(match v {
             Some((c, d)) => (
-                slice(c, remote, counts_name)?.to_vec(),
-                slice(d, remote, "displs")?.to_vec(),
+                slice(c, remote, names.0)?.to_vec(),
+                slice(d, remote, names.1)?.to_vec(),
             ),
             None => (
                 vec![count; remote],
@@ -696,13 +691,15 @@ unsafe fn root_layout(
     }
 }
 
-/// MPI_Gather and MPI_Gatherv: every process of the other group sends its block to the root.
-/// `counts`/`displs` (elements, per remote rank) are the root's; `None` means equal blocks.
-pub(crate) unsafe fn gather(
+/// MPI_Gather(v) and MPI_Scatter(v): the root and each process of the other group exchange a
+/// block, the way `dir` says. `v` (elements, per remote rank) are the root's counts and
+/// displacements; `None` means equal blocks.
+pub(crate) unsafe fn rooted(
+    dir: Direction,
     inter: Inter,
-    send: (*const c_void, c_int, Handle),
-    recv: (*mut c_void, c_int, Handle),
-    v: Option<(*const c_int, *const c_int)>,
+    send: Buf,
+    recv: RecvBuf,
+    v: PerRank,
     root: c_int,
 ) -> Res {
     // SAFETY: this function's contract is the unsafe operations' own: `send`, `recv` and `v`, as
@@ -710,57 +707,30 @@ pub(crate) unsafe fn gather(
     // through them.
     unsafe {
         let (_, remote, _) = shape(inter)?;
+        let (all, one) = dir.roles(send, recv);
         let mut t = Traffic::new(inter);
         match side(root, remote)? {
             Side::Root => {
-                let (buf, count, dt) = recv;
+                let (buf, count, dt) = all;
                 let ext = extent_of(dt)?;
-                let (counts, displs) = root_layout(count, v, remote, "recvcounts")?;
+                let counts_name = if dir.root_sends() {
+                    "sendcounts"
+                } else {
+                    "recvcounts"
+                };
+                let (counts, displs) = per_remote(count, v, remote, (counts_name, "displs"))?;
                 for i in 0..remote {
                     let c = count_arg(counts[i])?;
-                    t.recv(at(buf, displs[i] as isize * ext), c, dt, i)?;
+                    let block = at(buf, displs[i] as isize * ext);
+                    t.add(dir.root_sends(), block, c, dt, i)?;
                 }
             }
             Side::Idle => {}
             Side::Leaf(r) => {
-                let (buf, count, dt) = send;
+                let (buf, count, dt) = one;
                 no_in_place(buf)?;
-                t.send(buf, count_arg(count)?, dt, r as usize)?;
-            }
-        }
-        t.finish()
-    }
-}
-
-/// MPI_Scatter and MPI_Scatterv: the root sends each process of the other group its block.
-pub(crate) unsafe fn scatter(
-    inter: Inter,
-    send: (*const c_void, c_int, Handle),
-    recv: (*mut c_void, c_int, Handle),
-    v: Option<(*const c_int, *const c_int)>,
-    root: c_int,
-) -> Res {
-    // SAFETY: this function's contract is the unsafe operations' own: `send`, `recv` and `v`, as
-    // the caller promises, are NULL or valid for what the MPI call it serves reads and writes
-    // through them.
-    unsafe {
-        let (_, remote, _) = shape(inter)?;
-        let mut t = Traffic::new(inter);
-        match side(root, remote)? {
-            Side::Root => {
-                let (buf, count, dt) = send;
-                let ext = extent_of(dt)?;
-                let (counts, displs) = root_layout(count, v, remote, "sendcounts")?;
-                for i in 0..remote {
-                    let c = count_arg(counts[i])?;
-                    t.send(at(buf, displs[i] as isize * ext), c, dt, i)?;
-                }
-            }
-            Side::Idle => {}
-            Side::Leaf(r) => {
-                let (buf, count, dt) = recv;
-                no_in_place(buf)?;
-                t.recv(buf, count_arg(count)?, dt, r as usize)?;
+                let count = count_arg(count)?;
+                t.add(!dir.root_sends(), buf as *mut c_void, count, dt, r as usize)?;
             }
         }
         t.finish()
@@ -769,12 +739,7 @@ pub(crate) unsafe fn scatter(
 
 /// MPI_Allgather and MPI_Allgatherv: every process sends its block to every remote process
 /// and receives every remote process's block.
-pub(crate) unsafe fn allgather(
-    inter: Inter,
-    send: (*const c_void, c_int, Handle),
-    recv: (*mut c_void, c_int, Handle),
-    v: Option<(*const c_int, *const c_int)>,
-) -> Res {
+pub(crate) unsafe fn allgather(inter: Inter, send: Buf, recv: RecvBuf, v: PerRank) -> Res {
     // SAFETY: this function's contract is the unsafe operations' own: `send`, `recv` and `v`, as
     // the caller promises, are NULL or valid for what the MPI call it serves reads and writes
     // through them.
@@ -784,16 +749,7 @@ pub(crate) unsafe fn allgather(
         no_in_place(sbuf)?;
         let (rbuf, rcount, rdt) = recv;
         let ext = extent_of(rdt)?;
-        let (counts, displs) = match v {
-            Some((c, d)) => (
-                slice(c, remote, "recvcounts")?.to_vec(),
-                slice(d, remote, "displs")?.to_vec(),
-            ),
-            None => (
-                vec![rcount; remote],
-                (0..remote as c_int).map(|i| i * rcount).collect(),
-            ),
-        };
+        let (counts, displs) = per_remote(rcount, v, remote, ("recvcounts", "displs"))?;
         let scount = count_arg(scount)?;
         let mut t = Traffic::new(inter);
         for j in 0..remote {
@@ -833,7 +789,7 @@ pub(crate) unsafe fn blocks(
     buf: *const c_void,
     count: c_int,
     dt: Handle,
-    v: Option<(*const c_int, *const c_int)>,
+    v: PerRank,
     remote: usize,
 ) -> Res<Blocks> {
     // SAFETY: this function's contract is the unsafe operations' own: `buf` and `v`, as the
@@ -842,16 +798,7 @@ pub(crate) unsafe fn blocks(
     unsafe {
         no_in_place(buf)?;
         let ext = extent_of(dt)?;
-        let (counts, displs) = match v {
-            Some((c, d)) => (
-                slice(c, remote, "counts")?.to_vec(),
-                slice(d, remote, "displacements")?.to_vec(),
-            ),
-            None => (
-                vec![count; remote],
-                (0..remote as c_int).map(|i| i * count).collect(),
-            ),
-        };
+        let (counts, displs) = per_remote(count, v, remote, ("counts", "displacements"))?;
         (0..remote)
             .map(|j| Ok((at(buf, displs[j] as isize * ext), count_arg(counts[j])?, dt)))
             .collect()

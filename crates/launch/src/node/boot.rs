@@ -23,12 +23,12 @@
 //! Replies from the launcher come in through [`LocalBoot::deliver`], which wakes the loop; each
 //! rank has at most one request outstanding, so replies are matched by rank.
 
-use crate::conns::{self, ConnTable, Phase, Step, LISTENER, WAKER};
+use crate::conns::{self, ConnTable, Serve};
 use crate::server::{check_hello, HANDSHAKE_TIMEOUT};
 use ferry_wire::node::{NodeMessage, Session};
-use ferry_wire::pmi::{Reply, Request, MAX_LINE};
+use ferry_wire::pmi::{Reply, Request};
 use ferry_wire::JobKey;
-use mio::{Events, Token, Waker};
+use mio::Waker;
 use std::collections::HashMap;
 use std::io;
 use std::net::{Ipv4Addr, SocketAddr, TcpListener};
@@ -189,122 +189,39 @@ struct NodeServer {
     fence_waiting: Vec<usize>,
 }
 
-impl NodeServer {
-    fn send_up(&self, message: NodeMessage) {
-        // The daemon's writer lives as long as the daemon; after that nobody is listening.
-        let _ = self.up.send(message);
+impl Serve for NodeServer {
+    type Waits = Waiting;
+
+    fn table(&mut self) -> &mut ConnTable<Waiting> {
+        &mut self.table
     }
 
-    fn run(&mut self) {
-        let mut events = Events::with_capacity(256);
-        loop {
-            if let Err(e) = self.table.poll(&mut events) {
-                eprintln!("ferry node: the bootstrap server failed: {e}");
-                return self.close_all();
-            }
-            let (answers, shutdown) = {
-                let mut inbox = lock(&self.inbox);
-                (std::mem::take(&mut inbox.answers), inbox.shutdown)
-            };
-            if shutdown {
-                return self.close_all();
-            }
-            for answer in answers {
-                self.answer(answer);
-            }
-            for event in events.iter() {
-                match event.token() {
-                    LISTENER => self.accept(),
-                    WAKER => {}
-                    Token(index) => self.drive(index),
+    fn hello(&mut self, index: usize, nonce: [u8; 32], line: &[u8]) {
+        let checked =
+            check_hello(&self.key, &nonce, line).and_then(|rank| match self.slots.get_mut(&rank) {
+                Some(slot @ Slot::NotConnected) => {
+                    *slot = Slot::Open;
+                    Ok(rank)
                 }
-            }
-            if self.table.accept_due() {
-                self.accept();
-            }
-            let (overdue, reason) = self.table.overdue();
-            for index in overdue {
-                self.refuse(index, &reason);
-            }
-        }
-    }
-
-    fn accept(&mut self) {
-        for index in self.table.accept() {
-            self.drive(index);
-        }
-    }
-
-    /// Refuses connection `index` (see [`ConnTable::refuse`]).
-    fn refuse(&mut self, index: usize, reason: &str) {
-        if self.table.refuse(index, reason).is_some() {
-            // Its number goes to the next connection: nothing may still answer it.
-            self.fence_waiting.retain(|&i| i != index);
-        }
-    }
-
-    /// Drops connection `index`, telling the launcher when it was a rank's.
-    fn close(&mut self, index: usize) {
-        let Some(conn) = self.table.take(index) else {
-            return;
-        };
-        self.fence_waiting.retain(|&i| i != index);
-        if let Phase::Session { rank, finalized } = conn.phase {
-            self.by_rank.remove(&rank);
-            self.slots.insert(rank, Slot::Closed);
-            self.send_up(NodeMessage::Session {
-                rank,
-                state: Session::Closed { finalized },
+                Some(Slot::Open | Slot::Closed) => {
+                    Err(format!("rank {rank} has already connected"))
+                }
+                None => Err(format!("rank {rank} does not run on this host")),
             });
-        }
-    }
-
-    /// Closes every connection (shutdown: the ranks see their bootstrap end).
-    fn close_all(&mut self) {
-        for index in self.table.open() {
-            self.close(index);
-        }
-    }
-
-    /// Writes what is due, reads what came, serves whole lines while the rank is not waiting
-    /// for the launcher; closes the connection when it has ended.
-    fn drive(&mut self, index: usize) {
-        loop {
-            match self.table.step(index) {
-                Step::Line(line) => self.serve_line(index, &line),
-                Step::Idle => return,
-                Step::Refuse(reason) => return self.refuse(index, &reason),
-                Step::TooLong(rank) => {
-                    eprintln!(
-                        "ferry node: rank {rank} sent a bootstrap line longer than {MAX_LINE} \
-                         bytes; closing its connection"
-                    );
-                    return self.close(index);
-                }
-                Step::Ended => return self.close(index),
-            }
-        }
-    }
-
-    /// Marks connection `index` as waiting for the launcher.
-    fn wait(&mut self, index: usize, waiting: Waiting) {
-        if let Some(conn) = self.table.get(index) {
-            conn.waiting = waiting;
-        }
-    }
-
-    /// Serves one request line of connection `index`.
-    fn serve_line(&mut self, index: usize, line: &[u8]) {
-        let Some(conn) = self.table.peek(index) else {
-            return;
+        let rank = match checked {
+            Ok(rank) => rank,
+            Err(reason) => return self.refuse(index, &reason),
         };
-        let rank = match conn.phase {
-            Phase::Handshake { nonce, .. } => return self.hello(index, nonce, line),
-            Phase::Session { rank, .. } => rank,
-        };
-        let request = std::str::from_utf8(line)
-            .map_err(|_| "request is not UTF-8 text".to_string())
-            .and_then(|text| Request::parse(text).map_err(|e| e.to_string()));
+        self.table.admit(index, rank);
+        self.by_rank.insert(rank, index);
+        self.send_up(NodeMessage::Session {
+            rank,
+            state: Session::Connected,
+        });
+        self.table.reply(index, &Reply::Ok);
+    }
+
+    fn request(&mut self, index: usize, rank: u32, request: Result<Request, String>) {
         let reply = match request {
             Err(message) => Reply::Error(message),
             Ok(Request::Hello { .. }) => Reply::Error("already authenticated".into()),
@@ -336,12 +253,7 @@ impl NodeServer {
                 });
             }
             Ok(Request::Finalize) => {
-                if let Some(conn) = self.table.get(index) {
-                    conn.phase = Phase::Session {
-                        rank,
-                        finalized: true,
-                    };
-                }
+                self.table.finalize(index, rank);
                 // Sent up before the reply, so the rank's exit can never be seen first.
                 self.send_up(NodeMessage::Session {
                     rank,
@@ -353,30 +265,59 @@ impl NodeServer {
         self.table.reply(index, &reply);
     }
 
-    /// The `hello` of connection `index`: admits the rank or refuses the connection.
-    fn hello(&mut self, index: usize, nonce: [u8; 32], line: &[u8]) {
-        let checked =
-            check_hello(&self.key, &nonce, line).and_then(|rank| match self.slots.get_mut(&rank) {
-                Some(slot @ Slot::NotConnected) => {
-                    *slot = Slot::Open;
-                    Ok(rank)
-                }
-                Some(Slot::Open | Slot::Closed) => {
-                    Err(format!("rank {rank} has already connected"))
-                }
-                None => Err(format!("rank {rank} does not run on this host")),
-            });
-        let rank = match checked {
-            Ok(rank) => rank,
-            Err(reason) => return self.refuse(index, &reason),
-        };
-        self.table.admit(index, rank);
-        self.by_rank.insert(rank, index);
+    fn forget(&mut self, index: usize) {
+        self.fence_waiting.retain(|&i| i != index);
+    }
+
+    /// Tells the launcher.
+    fn session_closed(&mut self, rank: u32, finalized: bool) {
+        self.by_rank.remove(&rank);
+        self.slots.insert(rank, Slot::Closed);
         self.send_up(NodeMessage::Session {
             rank,
-            state: Session::Connected,
+            state: Session::Closed { finalized },
         });
-        self.table.reply(index, &Reply::Ok);
+    }
+
+    /// The launcher's answers, unless it has shut the server down.
+    fn between_polls(&mut self) -> bool {
+        let (answers, shutdown) = {
+            let mut inbox = lock(&self.inbox);
+            (std::mem::take(&mut inbox.answers), inbox.shutdown)
+        };
+        if shutdown {
+            return false;
+        }
+        for answer in answers {
+            self.answer(answer);
+        }
+        true
+    }
+
+    /// Ends the ranks' bootstrap sessions.
+    fn stop(&mut self) {
+        self.close_all();
+    }
+}
+
+impl NodeServer {
+    fn send_up(&self, message: NodeMessage) {
+        // The daemon's writer lives as long as the daemon; after that nobody is listening.
+        let _ = self.up.send(message);
+    }
+
+    /// Closes every connection (shutdown: the ranks see their bootstrap end).
+    fn close_all(&mut self) {
+        for index in self.table.open() {
+            self.close(index);
+        }
+    }
+
+    /// Marks connection `index` as waiting for the launcher.
+    fn wait(&mut self, index: usize, waiting: Waiting) {
+        if let Some(conn) = self.table.get(index) {
+            conn.waiting = waiting;
+        }
     }
 
     /// Connection `index` enters the fence; once every rank of this host has, it goes up.
@@ -447,7 +388,7 @@ impl NodeServer {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use ferry_wire::pmi::{hello_mac, VERSION};
+    use ferry_wire::pmi::{hello_mac, MAX_LINE, VERSION};
     use std::io::{BufRead, BufReader, Write};
     use std::net::TcpStream;
     use std::sync::mpsc::{self, Receiver};
