@@ -82,20 +82,21 @@ pub(crate) fn reach(shared: &Shared, members: &[u32]) -> Result<(), Error> {
     let base = shared.universe.base;
     let own = base..base + shared.size as u32;
     let me = shared.engine.borrow().proto.me;
+    let others = members.iter().copied().filter(|&u| !own.contains(&u));
+    let Some(end) = others.clone().map(|u| u as usize + 1).max() else {
+        return Ok(());
+    };
     let strangers: Vec<u32> = {
         let engine = shared.engine.borrow();
-        members
-            .iter()
-            .copied()
-            .filter(|&u| !own.contains(&u))
+        others
             .filter(|&u| !engine.tcp.as_ref().is_some_and(|t| t.has_conn(u as usize)))
             .collect()
     };
-    if strangers.is_empty() {
-        return Ok(());
+    if !strangers.is_empty() {
+        open(shared)?;
     }
-    open(shared)?;
-    let end = strangers.iter().map(|&u| u as usize + 1).max().unwrap_or(0);
+    // Also when every member is connected: a process that dialled us first has its connection
+    // before the engine has its peer, until a frame of it arrives.
     shared.engine.borrow_mut().grow(end);
     let timeout = shared.in_effect.connect_timeout();
     for uid in strangers.into_iter().filter(|&u| u < me) {
