@@ -1041,6 +1041,31 @@ pub(crate) unsafe fn reduce(
     comm: Handle,
     request: RequestOut<'_>,
 ) -> Res {
+    if request.is_blocking() {
+        // SAFETY: the caller's buffers and arrays are as MPI's contract for the call says.
+        if let Some(done) =
+            unsafe { lean::reduce(sendbuf, recvbuf, count, datatype, op, root, comm) }
+        {
+            return done;
+        }
+    }
+    // SAFETY: as above.
+    unsafe { reduce_general(sendbuf, recvbuf, count, datatype, op, root, comm, request) }
+}
+
+/// The general path of [`reduce`], out of line so that the lean path does not pay for its frame.
+#[inline(never)]
+#[allow(clippy::too_many_arguments)]
+unsafe fn reduce_general(
+    sendbuf: *const c_void,
+    recvbuf: *mut c_void,
+    count: c_int,
+    datatype: Handle,
+    op: Handle,
+    root: c_int,
+    comm: Handle,
+    request: RequestOut<'_>,
+) -> Res {
     if let Some(i) = inter_of(comm)? {
         let nonblocking = |s: &mut State| {
             let u = crate::inter::union_of(s, i)?;

@@ -1,5 +1,5 @@
-//! The lean path of the commonest blocking collectives: MPI_Bcast and MPI_Allreduce of a
-//! predefined, unpadded type (and for the reduction a predefined operation defined on it) on
+//! The lean path of the commonest blocking collectives: MPI_Bcast, MPI_Reduce and MPI_Allreduce
+//! of a predefined, unpadded type (and for the reduction a predefined operation defined on it) on
 //! an intracommunicator. The caller's buffer is the packed data, so the call needs no staging,
 //! no datatype object and one entry into the state; the reduction of each (operation, type)
 //! pair is made once per process. Anything else, and every argument error, returns `None`:
@@ -70,6 +70,70 @@ pub(super) unsafe fn bcast(
     // SAFETY: the caller's buffer holds `bytes` bytes until the call returns.
     let ran = unsafe {
         core.raw_collective_wait(schedule, (std::ptr::null(), 0), (buf.cast(), bytes), None)
+    };
+    Some(ran.map_err(Into::into))
+}
+
+/// MPI_Reduce, blocking, without MPI_IN_PLACE.
+///
+/// # Safety
+/// As MPI_Reduce's: `sendbuf` holds `count` elements of `datatype`, and at the root so does
+/// `recvbuf`.
+pub(super) unsafe fn reduce(
+    sendbuf: *const c_void,
+    recvbuf: *mut c_void,
+    count: c_int,
+    datatype: Handle,
+    op: Handle,
+    root: c_int,
+    comm: Handle,
+) -> Option<Res> {
+    let Dense { ty, bytes } = dense(sendbuf, count, datatype)?;
+    if !crate::check::addressable(sendbuf) {
+        return None;
+    }
+    let op = CheckedOp::new(BuiltinOp::from_handle(op)?, ty).ok()?;
+    let planned = running(|s| {
+        let Some(core) = intra(s, comm) else {
+            return Ok(None);
+        };
+        let Some(root) = usize::try_from(root).ok().filter(|&r| r < core.size()) else {
+            return Ok(None);
+        };
+        let call = Collective::Reduce {
+            bytes,
+            elem: ty.size(),
+            root,
+            commutative: true,
+        };
+        let schedule = core.planned(&call)?;
+        Ok(Some((core, root, schedule, builtin_reducer(s, op))))
+    });
+    let (core, root, schedule, reduce) = match planned {
+        Ok(planned) => planned?,
+        Err(e) => return Some(Err(e)),
+    };
+    // Only the root's receive buffer is significant; the others combine in scratch (and the
+    // general path reports a root's buffer that overlaps its send buffer).
+    let mut scratch = Vec::new();
+    let recv = if core.rank() == root {
+        if !crate::check::addressable(recvbuf) || std::ptr::eq(sendbuf, recvbuf) {
+            return None;
+        }
+        recvbuf.cast::<u8>()
+    } else {
+        scratch.resize(bytes, 0u8);
+        scratch.as_mut_ptr()
+    };
+    // SAFETY: the caller's send buffer (and at the root its receive buffer) holds `bytes`
+    // bytes until the call returns, as does `scratch`.
+    let ran = unsafe {
+        core.raw_collective_wait(
+            schedule,
+            (sendbuf.cast(), bytes),
+            (recv, bytes),
+            Some(reduce),
+        )
     };
     Some(ran.map_err(Into::into))
 }
