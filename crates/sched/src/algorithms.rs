@@ -420,7 +420,13 @@ pub fn allgatherv_ring(
     };
     let (left, right) = ((rank + size - 1) % size, (rank + 1) % size);
     for s in 0..size.saturating_sub(1) {
-        let send = b.send(right, at(rank + size - s), &last);
+        // The first step sends this rank's own block straight from the send buffer, so it
+        // need not wait for the local copy.
+        let send = if s == 0 && !in_place {
+            b.send(right, Region::new(Buffer::Send, 0, counts[rank]), &[])
+        } else {
+            b.send(right, at(rank + size - s), &last)
+        };
         let recv = b.recv(left, at(rank + 2 * size - s - 1), &[]);
         last = vec![send, recv];
     }
@@ -594,7 +600,24 @@ pub fn scan_recursive_doubling(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::interpret;
+    use crate::{interpret, Op};
+
+    #[test]
+    fn ring_allgather_sends_its_own_block_without_waiting_for_the_local_copy() {
+        let first_send = |s: &Schedule| {
+            s.steps
+                .iter()
+                .find(|step| matches!(step.op, Op::Send { .. }))
+                .cloned()
+                .unwrap()
+        };
+        let send = first_send(&allgather_ring(1, 4, 8, false));
+        assert!(send.deps.is_empty(), "{send:?}");
+        assert!(matches!(send.op, Op::Send { region, .. } if region.buffer == Buffer::Send));
+        // In place, the block is already where the receive buffer holds it.
+        let send = first_send(&allgather_ring(1, 4, 8, true));
+        assert!(matches!(send.op, Op::Send { region, .. } if region.buffer == Buffer::Recv));
+    }
 
     /// Sum of little-endian u64s: commutative.
     fn sum(src: &[u8], dst: &mut [u8], _: Order) {
