@@ -500,7 +500,7 @@ impl Engine {
             false => self.spare.scratch_lists.pop().unwrap_or_default(),
         };
         for &len in &call.schedule.scratch {
-            let mut buffer = self.spare.scratch.pop().unwrap_or_default();
+            let mut buffer = self.spare.take_scratch();
             buffer.clear();
             buffer.resize(len.div_ceil(16), 0);
             scratch.push(buffer);
@@ -692,13 +692,22 @@ pub(crate) struct Spare {
     steps: Vec<Vec<StepState>>,
     scratch_lists: Vec<Vec<Vec<u128>>>,
     scratch: Vec<Vec<u128>>,
+    /// Bytes held by `scratch`.
+    scratch_bytes: usize,
 }
 
 impl Spare {
-    /// Most of each kind kept, and the largest scratch buffer kept (in u128s): a long-running
-    /// job holds no more than a few small buffers for it.
+    /// Most of each kind kept, and the most bytes of scratch kept: a long-running job holds
+    /// a few buffers for it, but a loop of 1 MiB reductions no longer maps, faults in and
+    /// unmaps its scratch on every call (over half of a leaf's time).
     const KEEP: usize = 8;
-    const LARGEST: usize = 4096;
+    const SCRATCH_BYTES: usize = 16 << 20;
+
+    fn take_scratch(&mut self) -> Vec<u128> {
+        let buffer = self.scratch.pop().unwrap_or_default();
+        self.scratch_bytes -= buffer.capacity() * 16;
+        buffer
+    }
 
     fn keep_steps(&mut self, steps: &mut Vec<StepState>) {
         let mut steps = std::mem::take(steps);
@@ -714,7 +723,11 @@ impl Spare {
         }
         let mut scratch = std::mem::take(scratch);
         for buffer in scratch.drain(..) {
-            if self.scratch.len() < Spare::KEEP && buffer.capacity() <= Spare::LARGEST {
+            let bytes = buffer.capacity() * 16;
+            if self.scratch.len() < Spare::KEEP
+                && self.scratch_bytes + bytes <= Spare::SCRATCH_BYTES
+            {
+                self.scratch_bytes += bytes;
                 self.scratch.push(buffer);
             }
         }
