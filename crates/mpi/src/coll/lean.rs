@@ -113,46 +113,25 @@ pub(super) unsafe fn reduce(
         Ok(planned) => planned?,
         Err(e) => return Some(Err(e)),
     };
-    // Only the root's receive buffer is significant; the others combine in scratch (and the
-    // general path reports a root's buffer that overlaps its send buffer).
+    // Only the root's receive buffer is significant (the general path reports a root's buffer
+    // that overlaps its send buffer); elsewhere the schedule says what it needs, which for the
+    // tree and the shared segment is nothing (they combine in their own scratch).
     let mut scratch = Vec::new();
     let recv = if core.rank() == root {
         if !crate::check::addressable(recvbuf) || std::ptr::eq(sendbuf, recvbuf) {
             return None;
         }
-        recvbuf.cast::<u8>()
+        (recvbuf.cast::<u8>(), bytes)
     } else {
-        scratch = REDUCE_SCRATCH.take();
-        if scratch.len() < bytes {
-            scratch.resize(bytes, 0u8);
-        }
-        scratch.as_mut_ptr()
+        scratch.resize(schedule.schedule().recv_bytes, 0u8);
+        (scratch.as_mut_ptr(), scratch.len())
     };
     // SAFETY: the caller's send buffer (and at the root its receive buffer) holds `bytes`
-    // bytes until the call returns, as does `scratch`.
-    let ran = unsafe {
-        core.raw_collective_wait(
-            schedule,
-            (sendbuf.cast(), bytes),
-            (recv, bytes),
-            Some(reduce),
-        )
-    };
-    if scratch.len() <= KEPT_SCRATCH {
-        REDUCE_SCRATCH.set(scratch);
-    }
+    // bytes until the call returns, as `scratch` holds its length.
+    let ran =
+        unsafe { core.raw_collective_wait(schedule, (sendbuf.cast(), bytes), recv, Some(reduce)) };
     Some(ran.map_err(Into::into))
 }
-
-thread_local! {
-    /// A non-root's scratch of the last reduce, kept: a fresh one per call (zeroed, and from
-    /// 128 KiB on mapped and unmapped by the allocator) cost a 1 MiB reduce's leaf over half
-    /// its time in page faults.
-    static REDUCE_SCRATCH: std::cell::Cell<Vec<u8>> = const { std::cell::Cell::new(Vec::new()) };
-}
-
-/// The largest scratch kept between calls.
-const KEPT_SCRATCH: usize = 16 << 20;
 
 /// MPI_Allreduce, blocking.
 ///
