@@ -52,6 +52,7 @@
 use crate::error::Error;
 use serde::Deserialize;
 use std::fmt;
+use std::sync::OnceLock;
 
 /// The built-in table.
 const BUILT_IN: &str = include_str!("selection.json");
@@ -494,8 +495,13 @@ impl Table {
         })
     }
 
+    /// The built-in table, parsed once per process (the configuration's default and its
+    /// reading of the environment both start from it).
     pub(crate) fn built_in() -> Result<Table, String> {
-        Table::parse(Source::BuiltIn, BUILT_IN)
+        static PARSED: OnceLock<Result<Table, String>> = OnceLock::new();
+        PARSED
+            .get_or_init(|| Table::parse(Source::BuiltIn, BUILT_IN))
+            .clone()
     }
 
     /// The table `get` (an environment lookup) asks for: the file of `FERRY_COLL_SELECTION`,
