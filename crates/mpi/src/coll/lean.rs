@@ -41,6 +41,33 @@ fn builtin_reducer(s: &mut State, op: CheckedOp) -> Reducer {
     r
 }
 
+/// The schedule of the call `call` makes on the intracommunicator `comm` (`None` from `call`,
+/// or an intercommunicator: the general path takes the call), with the reduction of `op`.
+/// `Some(Err)` is an error of planning, which the call reports.
+fn plan(
+    comm: Handle,
+    op: Option<CheckedOp>,
+    call: impl FnOnce(&ferry_core::Comm) -> Option<Collective>,
+) -> Option<Res<(ferry_core::Comm, ferry_core::Planned, Option<Reducer>)>> {
+    running(|s| {
+        let Some(core) = intra(s, comm) else {
+            return Ok(None);
+        };
+        let Some(call) = call(&core) else {
+            return Ok(None);
+        };
+        let schedule = core.planned(&call)?;
+        let reduce = op.map(|op| builtin_reducer(s, op));
+        Ok(Some((core, schedule, reduce)))
+    })
+    .transpose()
+}
+
+/// `root` as a rank of `core`, if it is one.
+fn root_in(core: &ferry_core::Comm, root: c_int) -> Option<usize> {
+    usize::try_from(root).ok().filter(|&r| r < core.size())
+}
+
 /// MPI_Bcast, blocking.
 ///
 /// # Safety
@@ -53,18 +80,12 @@ pub(super) unsafe fn bcast(
     comm: Handle,
 ) -> Option<Res> {
     let Dense { bytes, .. } = dense(buf, count, datatype)?;
-    let planned = running(|s| {
-        let Some(core) = intra(s, comm) else {
-            return Ok(None);
-        };
-        let Some(root) = usize::try_from(root).ok().filter(|&r| r < core.size()) else {
-            return Ok(None);
-        };
-        let schedule = core.planned(&Collective::Bcast { bytes, root })?;
-        Ok(Some((core, schedule)))
+    let planned = plan(comm, None, |core| {
+        let root = root_in(core, root)?;
+        Some(Collective::Bcast { bytes, root })
     });
-    let (core, schedule) = match planned {
-        Ok(planned) => planned?,
+    let (core, schedule, _) = match planned? {
+        Ok(planned) => planned,
         Err(e) => return Some(Err(e)),
     };
     // SAFETY: the caller's buffer holds `bytes` bytes until the call returns.
@@ -93,31 +114,23 @@ pub(super) unsafe fn reduce(
         return None;
     }
     let op = CheckedOp::new(BuiltinOp::from_handle(op)?, ty).ok()?;
-    let planned = running(|s| {
-        let Some(core) = intra(s, comm) else {
-            return Ok(None);
-        };
-        let Some(root) = usize::try_from(root).ok().filter(|&r| r < core.size()) else {
-            return Ok(None);
-        };
-        let call = Collective::Reduce {
+    let planned = plan(comm, Some(op), |core| {
+        Some(Collective::Reduce {
             bytes,
             elem: ty.size(),
-            root,
+            root: root_in(core, root)?,
             commutative: true,
-        };
-        let schedule = core.planned(&call)?;
-        Ok(Some((core, root, schedule, builtin_reducer(s, op))))
+        })
     });
-    let (core, root, schedule, reduce) = match planned {
-        Ok(planned) => planned?,
+    let (core, schedule, reduce) = match planned? {
+        Ok(planned) => planned,
         Err(e) => return Some(Err(e)),
     };
     // Only the root's receive buffer is significant (the general path reports a root's buffer
     // that overlaps its send buffer); elsewhere the schedule says what it needs, which for the
     // tree and the shared segment is nothing (they combine in their own scratch).
     let mut scratch = Vec::new();
-    let recv = if core.rank() == root {
+    let recv = if root_in(&core, root) == Some(core.rank()) {
         if !crate::check::addressable(recvbuf) || std::ptr::eq(sendbuf, recvbuf) {
             return None;
         }
@@ -128,8 +141,7 @@ pub(super) unsafe fn reduce(
     };
     // SAFETY: the caller's send buffer (and at the root its receive buffer) holds `bytes`
     // bytes until the call returns, as `scratch` holds its length.
-    let ran =
-        unsafe { core.raw_collective_wait(schedule, (sendbuf.cast(), bytes), recv, Some(reduce)) };
+    let ran = unsafe { core.raw_collective_wait(schedule, (sendbuf.cast(), bytes), recv, reduce) };
     Some(ran.map_err(Into::into))
 }
 
@@ -152,21 +164,16 @@ pub(super) unsafe fn allreduce(
     if !in_place && (!crate::check::addressable(sendbuf) || std::ptr::eq(sendbuf, recvbuf)) {
         return None;
     }
-    let planned = running(|s| {
-        let Some(core) = intra(s, comm) else {
-            return Ok(None);
-        };
-        let call = Collective::Allreduce {
+    let planned = plan(comm, Some(op), |_| {
+        Some(Collective::Allreduce {
             bytes,
             elem: ty.size(),
             commutative: true,
             in_place,
-        };
-        let schedule = core.planned(&call)?;
-        Ok(Some((core, schedule, builtin_reducer(s, op))))
+        })
     });
-    let (core, schedule, reduce) = match planned {
-        Ok(planned) => planned?,
+    let (core, schedule, reduce) = match planned? {
+        Ok(planned) => planned,
         Err(e) => return Some(Err(e)),
     };
     let send = match in_place {
@@ -175,7 +182,6 @@ pub(super) unsafe fn allreduce(
     };
     // SAFETY: the caller's buffers hold `bytes` bytes until the call returns, and `sendbuf`
     // is not changed meanwhile (MPI's contract).
-    let ran =
-        unsafe { core.raw_collective_wait(schedule, send, (recvbuf.cast(), bytes), Some(reduce)) };
+    let ran = unsafe { core.raw_collective_wait(schedule, send, (recvbuf.cast(), bytes), reduce) };
     Some(ran.map_err(Into::into))
 }
