@@ -500,7 +500,7 @@ impl Engine {
             false => self.spare.scratch_lists.pop().unwrap_or_default(),
         };
         for &len in &call.schedule.scratch {
-            let mut buffer = self.spare.take_scratch();
+            let mut buffer = self.spare.scratch.pop().unwrap_or_default();
             buffer.clear();
             buffer.resize(len.div_ceil(16), 0);
             scratch.push(buffer);
@@ -692,8 +692,6 @@ pub(crate) struct Spare {
     steps: Vec<Vec<StepState>>,
     scratch_lists: Vec<Vec<Vec<u128>>>,
     scratch: Vec<Vec<u128>>,
-    /// Bytes held by `scratch`.
-    scratch_bytes: usize,
 }
 
 impl Spare {
@@ -702,12 +700,6 @@ impl Spare {
     /// unmaps its scratch on every call (over half of a leaf's time).
     const KEEP: usize = 8;
     const SCRATCH_BYTES: usize = 16 << 20;
-
-    fn take_scratch(&mut self) -> Vec<u128> {
-        let buffer = self.scratch.pop().unwrap_or_default();
-        self.scratch_bytes -= buffer.capacity() * 16;
-        buffer
-    }
 
     fn keep_steps(&mut self, steps: &mut Vec<StepState>) {
         let mut steps = std::mem::take(steps);
@@ -722,12 +714,10 @@ impl Spare {
             return;
         }
         let mut scratch = std::mem::take(scratch);
+        let bytes = |b: &Vec<u128>| b.capacity() * 16;
         for buffer in scratch.drain(..) {
-            let bytes = buffer.capacity() * 16;
-            if self.scratch.len() < Spare::KEEP
-                && self.scratch_bytes + bytes <= Spare::SCRATCH_BYTES
-            {
-                self.scratch_bytes += bytes;
+            let held: usize = self.scratch.iter().map(bytes).sum();
+            if self.scratch.len() < Spare::KEEP && held + bytes(&buffer) <= Spare::SCRATCH_BYTES {
                 self.scratch.push(buffer);
             }
         }
