@@ -79,7 +79,7 @@ pub(crate) struct CollectiveCall {
     pub stand_ins: Vec<Vec<u8>>,
 }
 
-fn internal(detail: impl std::fmt::Display) -> Error {
+pub(crate) fn internal(detail: impl std::fmt::Display) -> Error {
     Error::Protocol {
         rank: usize::MAX,
         detail: format!("collective: {detail}"),
@@ -131,6 +131,12 @@ impl Planned {
     /// message under `eager` bytes goes eagerly.
     pub(crate) fn runs_in_order_below(&self, eager: usize) -> bool {
         self.in_order_up_to.is_some_and(|largest| largest <= eager)
+    }
+
+    /// Whether a blocking call may also run it on the caller's buffers alone
+    /// ([`Comm::run_direct`](crate::Comm)): in order, and without scratch.
+    pub(crate) fn runs_direct_below(&self, eager: usize) -> bool {
+        self.schedule.scratch.is_empty() && self.runs_in_order_below(eager)
     }
 
     pub(crate) fn into_inner(self) -> Rc<Schedule> {
@@ -216,11 +222,7 @@ impl CallView {
     fn check_length(&self, done: &Completion, expected: usize) -> Result<(), Error> {
         match done.message_len == expected {
             true => Ok(()),
-            false => Err(crate::one_step::length_error(
-                &self.world_of,
-                done,
-                expected,
-            )),
+            false => Err(crate::direct::length_error(&self.world_of, done, expected)),
         }
     }
 

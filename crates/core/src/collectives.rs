@@ -291,10 +291,8 @@ impl Comm {
             }
         }
         let eager = self.shared.engine.borrow().eager_floor();
-        if reduce.is_none() {
-            if let Some(ran) = self.run_one_step(&schedule, send, recv, eager) {
-                return ran;
-            }
+        if let Some(ran) = self.run_direct(&schedule, send, recv, reduce.as_ref(), eager) {
+            return ran;
         }
         let in_order = schedule.runs_in_order_below(eager);
         let call = self.collective_call(schedule, send, recv, reduce, false);

@@ -162,33 +162,58 @@ pub fn reduce_binomial(
     );
     let rel = (rank + size - tree_root) % size;
     let abs = |r: usize| (r + tree_root) % size;
-    // The accumulator: the root's result buffer, a scratch buffer elsewhere.
-    let acc = if is_root {
-        Buffer::Recv
-    } else {
-        b.scratch(bytes)
-    };
-    let acc = Region::new(acc, 0, bytes);
-    let mut last = if is_root && in_place {
-        vec![]
-    } else {
-        vec![b.copy(Region::new(Buffer::Send, 0, bytes), acc, &[])]
-    };
-    let tmp = Region::new(b.scratch(bytes), 0, bytes);
-    let mut mask = 1;
-    while mask < size {
-        if rel & mask == 0 {
-            let child = rel | mask;
-            if child < size {
-                // The child's data covers higher ranks than ours: acc = acc ⊕ child.
-                let r = b.recv(abs(child), tmp, &last);
-                last = vec![b.reduce(tmp, acc, Order::DstFirst, &[last.as_slice(), &[r]].concat())];
-            }
+    // A rank's children cover the ranks above it, up to its lowest set bit; it sends to the
+    // rank below that bit.
+    let children: Vec<usize> = (0..usize::BITS)
+        .map(|bit| 1usize << bit)
+        .take_while(|&mask| mask < size && rel & mask == 0)
+        .map(|mask| rel | mask)
+        .filter(|&child| child < size)
+        .collect();
+    let parent = (rel != 0).then(|| abs(rel & (rel - 1)));
+    let input = Region::new(
+        if is_root && in_place {
+            Buffer::Recv
         } else {
-            last = vec![b.send(abs(rel & !mask), acc, &last)];
-            break;
+            Buffer::Send
+        },
+        0,
+        bytes,
+    );
+    // The accumulator: the root's result buffer, a scratch buffer on an inner rank; a leaf
+    // sends its input as it is.
+    let mut acc = input;
+    let mut last = vec![];
+    let mut later_children = &children[..];
+    if is_root || !children.is_empty() {
+        let buffer = if is_root {
+            Buffer::Recv
+        } else {
+            b.scratch(bytes)
+        };
+        acc = Region::new(buffer, 0, bytes);
+        match children.split_first() {
+            // The first child's data lands in the accumulator and the input is combined
+            // into it (the input covers the lower ranks): no copy of the input.
+            Some((&first, rest)) if input.buffer != buffer => {
+                let r = b.recv(abs(first), acc, &[]);
+                last = vec![b.reduce(input, acc, Order::SrcFirst, &[r])];
+                later_children = rest;
+            }
+            _ if input.buffer != buffer => last = vec![b.copy(input, acc, &[])],
+            _ => {}
         }
-        mask <<= 1;
+    }
+    if !later_children.is_empty() {
+        let tmp = Region::new(b.scratch(bytes), 0, bytes);
+        for &child in later_children {
+            // The child's data covers higher ranks than ours: acc = acc ⊕ child.
+            let r = b.recv(abs(child), tmp, &last);
+            last = vec![b.reduce(tmp, acc, Order::DstFirst, &[last.as_slice(), &[r]].concat())];
+        }
+    }
+    if let Some(parent) = parent {
+        last = vec![b.send(parent, acc, &last)];
     }
     if tree_root != root {
         if rank == tree_root {

@@ -1,5 +1,6 @@
-/* A collective whose ranks pass different counts: the receiver with the smaller buffer gets
- * MPI_ERR_TRUNCATE (with MPI_ERRORS_RETURN), not a hang or a crash. */
+/* Collectives whose ranks pass different counts: the receiver with the smaller buffer gets
+ * MPI_ERR_TRUNCATE (with MPI_ERRORS_RETURN), not a hang or a crash, and the next collective
+ * works. */
 #include <mpi.h>
 #include <stdio.h>
 
@@ -16,6 +17,22 @@ int main(int argc, char **argv) {
     if (rc != MPI_SUCCESS) MPI_Error_class(rc, &class);
     if (rank != 0 && class != MPI_ERR_TRUNCATE) {
         printf("rank %d: expected MPI_ERR_TRUNCATE, got class %d\n", rank, class);
+        MPI_Abort(MPI_COMM_WORLD, 1);
+    }
+    /* A reduction whose root expects fewer elements than the others send. */
+    int sum[100] = {0};
+    count = rank == 0 ? 10 : 100;
+    rc = MPI_Reduce(buf, sum, count, MPI_INT, MPI_SUM, 0, MPI_COMM_WORLD);
+    class = MPI_SUCCESS;
+    if (rc != MPI_SUCCESS) MPI_Error_class(rc, &class);
+    if (rank == 0 && class != MPI_ERR_TRUNCATE) {
+        printf("reduce: expected MPI_ERR_TRUNCATE at the root, got class %d\n", class);
+        MPI_Abort(MPI_COMM_WORLD, 1);
+    }
+    int one = 1, ranks = 0;
+    MPI_Allreduce(&one, &ranks, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
+    if (ranks != size) {
+        printf("rank %d: allreduce after the errors gave %d\n", rank, ranks);
         MPI_Abort(MPI_COMM_WORLD, 1);
     }
     if (rank == 0) printf(" No Errors\n");
