@@ -127,16 +127,10 @@ impl Planned {
         &self.schedule
     }
 
-    /// Whether a blocking call may run it step by step ([`Shared::run_in_order`]) when every
-    /// message under `eager` bytes goes eagerly.
+    /// Whether a blocking call may run it step by step ([`Comm::run_direct`](crate::Comm))
+    /// when every message under `eager` bytes goes eagerly.
     pub(crate) fn runs_in_order_below(&self, eager: usize) -> bool {
         self.in_order_up_to.is_some_and(|largest| largest <= eager)
-    }
-
-    /// Whether a blocking call may also run it on the caller's buffers alone
-    /// ([`Comm::run_direct`](crate::Comm)): in order, and without scratch.
-    pub(crate) fn runs_direct_below(&self, eager: usize) -> bool {
-        self.schedule.scratch.is_empty() && self.runs_in_order_below(eager)
     }
 
     pub(crate) fn into_inner(self) -> Rc<Schedule> {
@@ -497,16 +491,7 @@ impl Engine {
 
     /// The executors' view of `call`, with zeroed scratch buffers from the spares.
     pub(crate) fn view_of(&mut self, call: CollectiveCall) -> CallView {
-        let mut scratch = match call.schedule.scratch.is_empty() {
-            true => Vec::new(),
-            false => self.spare.scratch_lists.pop().unwrap_or_default(),
-        };
-        for &len in &call.schedule.scratch {
-            let mut buffer = self.spare.scratch.pop().unwrap_or_default();
-            buffer.clear();
-            buffer.resize(len.div_ceil(16), 0);
-            scratch.push(buffer);
-        }
+        let scratch = self.spare.scratch_for(&call.schedule.scratch);
         CallView {
             scratch,
             schedule: call.schedule,
@@ -618,39 +603,6 @@ impl Engine {
 }
 
 impl crate::comm::Shared {
-    /// Runs a blocking call whose schedule [runs in order](runs_in_order) to its end, each
-    /// step as it comes, waiting where a receive's message is not there yet; sends that do not
-    /// go out at once are waited for at the end. Neither a request nor a list of step states
-    /// is made for the call, and no other call's progress looks at it.
-    pub(crate) fn run_in_order(&self, call: CollectiveCall) -> Result<(), Error> {
-        let schedule = Rc::clone(&call.schedule);
-        let mut view = self.engine.borrow_mut().view_of(call);
-        let mut sends = Vec::new();
-        let mut run = || -> Result<(), Error> {
-            for (i, step) in schedule.steps.iter().enumerate() {
-                if let Op::Recv { peer, seq, region } = step.op {
-                    let (source, tag) = (view.world_of[peer], view.tag(seq));
-                    let buf = view.ptr(&region);
-                    let done = self.receive(view.context + 1, source, tag, buf, region.len)?;
-                    view.note_length(i, &done);
-                    continue;
-                }
-                // Receives were waited for above, so a step still running is a send.
-                if let StepState::Running(id) = view.start(i, &mut self.engine.borrow_mut())? {
-                    sends.push(id);
-                }
-            }
-            for &id in &sends {
-                self.wait_until(|p| p.is_done(id))?;
-                self.engine.borrow_mut().take(id);
-            }
-            Ok(())
-        };
-        let ran = run();
-        let ended = self.engine.borrow_mut().end_view(&mut view);
-        ran.and(ended)
-    }
-
     /// Waits for the message `(context, source, tag)` of a step and receives it into `cap`
     /// bytes at `buf`, taking it off its shared-memory ring when it comes (see
     /// [`Engine::take_arrived`]) instead of matching a posted receive.
@@ -711,7 +663,25 @@ impl Spare {
         }
     }
 
-    fn keep_scratch(&mut self, scratch: &mut Vec<Vec<u128>>) {
+    /// Buffers of `lens` bytes, kept ones where there are. Their contents are what an earlier
+    /// call left (a schedule writes its scratch before it reads it): only bytes beyond a kept
+    /// buffer's length are cleared, not all of them on every call.
+    pub(crate) fn scratch_for(&mut self, lens: &[usize]) -> Vec<Vec<u128>> {
+        if lens.is_empty() {
+            return Vec::new();
+        }
+        let mut scratch = self.scratch_lists.pop().unwrap_or_default();
+        for &len in lens {
+            let mut buffer = self.scratch.pop().unwrap_or_default();
+            if buffer.len() < len.div_ceil(16) {
+                buffer.resize(len.div_ceil(16), 0);
+            }
+            scratch.push(buffer);
+        }
+        scratch
+    }
+
+    pub(crate) fn keep_scratch(&mut self, scratch: &mut Vec<Vec<u128>>) {
         if scratch.capacity() == 0 {
             return;
         }

@@ -294,11 +294,7 @@ impl Comm {
         if let Some(ran) = self.run_direct(&schedule, send, recv, reduce.as_ref(), eager) {
             return ran;
         }
-        let in_order = schedule.runs_in_order_below(eager);
         let call = self.collective_call(schedule, send, recv, reduce, false);
-        if in_order {
-            return self.shared.run_in_order(call);
-        }
         let started = self.shared.engine.borrow_mut().begin_collective(call)?;
         match started {
             Started::Done => Ok(()),

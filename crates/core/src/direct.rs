@@ -1,22 +1,25 @@
-//! Blocking collectives run straight on the caller's buffers: the schedules that need no
-//! scratch and run in order with eager messages — a broadcast between two ranks, the leaves
-//! and the root of a binomial reduction between two ranks, the leaves of a tree, a scatter's
-//! leaves.
+//! Blocking collectives whose schedules run in order (see `runs_in_order`) with eager
+//! messages, run step by step on the caller's buffers: a broadcast, barrier or reduction
+//! between two ranks, the tree and recursive-doubling collectives of short messages, the
+//! leaves of a scatter.
 //!
-//! The executor sets a call up for schedules of many steps (a view of the call with its
-//! buffers and scratch, step states, the call record), which such a call does not need: about
-//! half of a 2-rank 8-byte broadcast's instructions, and more of a reduction's, went there.
-//! Each step here is the same message the executor would send (the collective context, the
-//! tag of the call's number and the step's message number), so ranks that run the call
-//! through the executor (another rank's schedule needs scratch, or its buffers need stand-ins)
-//! match it as before.
+//! The executor sets a call up for schedules whose steps wait on each other in any order (a
+//! view of the call with its buffers, step states, the call record), which such a call does
+//! not need: about half of a 2-rank 8-byte broadcast's instructions, and more of a
+//! reduction's, went there. Each step here is the same message the executor would send (the
+//! collective context, the tag of the call's number and the step's message number), so ranks
+//! that run the call through the executor (their buffers need stand-ins) match it as before.
+//!
+//! A send that does not go out at once still reads its region where it lies, so a later step
+//! that depends on it (one that writes there) waits for it first, as in the executor.
 
 use crate::coll::{internal, step_tag, Planned, Reducer};
 use crate::comm::Comm;
 use crate::engine::Completion;
+use crate::engine::ReqId;
 use crate::error::Error;
 use crate::raw::SendMode;
-use ferry_sched::{Buffer, Op, Region};
+use ferry_sched::{Buffer, Op, Region, Schedule};
 
 /// The error of a step's message whose length is not the `expected` one of its region: a
 /// longer one (the ranks passed different counts) is a truncation naming the sender, a
@@ -44,13 +47,10 @@ pub(crate) fn length_error(world_of: &[u32], done: &Completion, expected: usize)
 }
 
 impl Comm {
-    /// Runs blocking call `schedule` on the caller's buffers here if it needs no scratch, its
-    /// buffers are long enough (the executor's stand-ins handle short ones) and it runs in
-    /// order with every message under `eager` bytes, as [`Shared::run_in_order`] would run it;
-    /// `None`, having done nothing, otherwise. A message of the wrong length fails the call
-    /// only after its last step, so that the other ranks are not left waiting.
-    ///
-    /// [`Shared::run_in_order`]: crate::comm::Shared
+    /// Runs blocking call `schedule` here if it runs in order with every message under
+    /// `eager` bytes and its buffers are long enough (the executor's stand-ins handle short
+    /// ones); `None`, having done nothing, otherwise. A message of the wrong length fails the
+    /// call only after its last step, so that the other ranks are not left waiting.
     pub(crate) fn run_direct(
         &self,
         schedule: &Planned,
@@ -60,54 +60,84 @@ impl Comm {
         eager: usize,
     ) -> Option<Result<(), Error>> {
         let s = schedule.schedule();
-        if !schedule.runs_direct_below(eager) || send.1 < s.send_bytes || recv.1 < s.recv_bytes {
+        if !schedule.runs_in_order_below(eager) || send.1 < s.send_bytes || recv.1 < s.recv_bytes {
             return None;
         }
-        let at = |region: &Region| match region.buffer {
+        let mut scratch = self
+            .shared
+            .engine
+            .borrow_mut()
+            .spare
+            .scratch_for(&s.scratch);
+        let ran = self.run_steps(s, send, recv, &mut scratch, reduce);
+        self.shared
+            .engine
+            .borrow_mut()
+            .spare
+            .keep_scratch(&mut scratch);
+        Some(ran)
+    }
+
+    fn run_steps(
+        &self,
+        s: &Schedule,
+        send: (*const u8, usize),
+        recv: (*mut u8, usize),
+        scratch: &mut [Vec<u128>],
+        reduce: Option<&Reducer>,
+    ) -> Result<(), Error> {
+        let mut at = |region: &Region| match region.buffer {
             Buffer::Send => send.0.wrapping_add(region.offset) as *mut u8,
             Buffer::Recv => recv.0.wrapping_add(region.offset),
-            // `runs_direct_below` says there is none.
-            Buffer::Scratch(_) => std::ptr::null_mut(),
+            Buffer::Scratch(i) => scratch[i as usize]
+                .as_mut_ptr()
+                .cast::<u8>()
+                .wrapping_add(region.offset),
         };
         let (context, call) = (self.context + 1, self.calls.next(false));
-        let mut pending = Vec::new();
+        // Sends still going out: (step, request).
+        let mut pending: Vec<(usize, ReqId)> = Vec::new();
         let mut failed = None;
-        for step in &s.steps {
+        for (i, step) in s.steps.iter().enumerate() {
+            while let Some(k) = pending
+                .iter()
+                .position(|(j, _)| step.deps.contains(&(*j as u32)))
+            {
+                self.shared.wait(pending.swap_remove(k).1)?;
+            }
             match step.op {
                 Op::Send { peer, seq, region } => {
-                    let dest = self.group.world_of[peer];
-                    let tag = step_tag(call, seq);
+                    let (dest, tag, buf) =
+                        (self.group.world_of[peer], step_tag(call, seq), at(&region));
                     let mut engine = self.shared.engine.borrow_mut();
-                    if !engine.send_eager_now(context, dest, tag, at(&region), region.len) {
-                        let buf = at(&region);
-                        match engine.isend(context, dest, tag, buf, region.len, SendMode::Standard)
-                        {
-                            Ok(id) => pending.push(id),
-                            Err(e) => return Some(Err(e)),
-                        }
+                    if !engine.send_eager_now(context, dest, tag, buf, region.len) {
+                        let id = engine.isend(
+                            context,
+                            dest,
+                            tag,
+                            buf,
+                            region.len,
+                            SendMode::Standard,
+                        )?;
+                        pending.push((i, id));
                     }
                 }
                 Op::Recv { peer, seq, region } => {
-                    let source = self.group.world_of[peer];
-                    let tag = step_tag(call, seq);
-                    let buf = at(&region);
-                    match self.shared.receive(context, source, tag, buf, region.len) {
-                        Ok(done) if done.message_len != region.len && failed.is_none() => {
-                            failed = Some(length_error(&self.group.world_of, &done, region.len));
-                        }
-                        Ok(_) => {}
-                        Err(e) => return Some(Err(e)),
+                    let (source, tag, buf) =
+                        (self.group.world_of[peer], step_tag(call, seq), at(&region));
+                    let done = self.shared.receive(context, source, tag, buf, region.len)?;
+                    if done.message_len != region.len && failed.is_none() {
+                        failed = Some(length_error(&self.group.world_of, &done, region.len));
                     }
                 }
                 Op::Copy { src, dst } => {
-                    // SAFETY: both regions lie inside the caller's buffers (validated, and the
-                    // buffers are as long as the schedule's); `copy` allows overlap.
+                    // SAFETY: both regions lie inside their buffers (validated; the caller's
+                    // are as long as the schedule's); `copy` allows overlap.
                     unsafe { std::ptr::copy(at(&src), at(&dst), src.len) };
                 }
                 Op::Reduce { src, dst, order } => {
-                    let Some(reduce) = reduce else {
-                        return Some(Err(internal("a reduce step without an operation")));
-                    };
+                    let reduce =
+                        reduce.ok_or_else(|| internal("a reduce step without an operation"))?;
                     // SAFETY: as for the copy; a schedule never reduces a region into itself,
                     // and MPI forbids the send and receive buffers to overlap.
                     let (s, d) = unsafe {
@@ -118,15 +148,13 @@ impl Comm {
                     };
                     reduce(s, d, order);
                 }
-                // `runs_direct_below` says there is none.
-                Op::RecvFirst { .. } => return Some(Err(internal("a first-of receive"))),
+                // `runs_in_order` says there is none.
+                Op::RecvFirst { .. } => return Err(internal("a first-of receive")),
             }
         }
-        for id in pending {
-            if let Err(e) = self.shared.wait(id) {
-                return Some(Err(e));
-            }
+        for (_, id) in pending {
+            self.shared.wait(id)?;
         }
-        Some(failed.map_or(Ok(()), Err))
+        failed.map_or(Ok(()), Err)
     }
 }

@@ -382,6 +382,13 @@ fn a_collective_with_a_smaller_count_is_truncated_not_a_protocol_error() {
 }
 
 #[test]
+fn a_collective_message_queued_behind_a_flood_is_sent_as_it_was() {
+    // Over TCP too, whose sends queue the same way when the socket is full.
+    no_errors(2, "coll_behind_flood");
+    no_errors_in_env(2, "coll_behind_flood", &[], &[("FERRY_TRANSPORT", "tcp")]);
+}
+
+#[test]
 fn nonblocking_intercommunicator_collectives_match_the_blocking_ones() {
     no_errors(5, "inter_nbc");
 }
