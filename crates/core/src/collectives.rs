@@ -290,7 +290,11 @@ impl Comm {
                 return Ok(());
             }
         }
-        let eager = self.shared.engine.borrow().eager_floor();
+        let eager = self
+            .shared
+            .engine
+            .borrow()
+            .eager_floor(schedule.send_mode());
         if let Some(ran) = self.run_direct(&schedule, send, recv, reduce.as_ref(), eager) {
             return ran;
         }
@@ -313,6 +317,7 @@ impl Comm {
         reduce: Option<Reducer>,
         nonblocking: bool,
     ) -> CollectiveCall {
+        let mode = schedule.send_mode();
         let schedule = schedule.into_inner();
         let buffers = CallBuffers::new(&schedule, send, recv);
         let call = self.calls.next(nonblocking);
@@ -324,6 +329,7 @@ impl Comm {
             send: buffers.send,
             recv: buffers.recv,
             reduce,
+            mode,
             failed: buffers.short,
             stand_ins: buffers.stand_ins,
         }
@@ -435,8 +441,11 @@ impl Comm {
         let schedule = match kept {
             Some(schedule) => schedule,
             None => {
-                let schedule =
+                let mut schedule =
                     Planned::check(self.plan(call)?)?.with_shared(self.shared_plan(call)?);
+                if let Collective::Reduce { .. } = call {
+                    schedule = schedule.with_eager_sends();
+                }
                 let mut plans = self.shared.plans.borrow_mut();
                 if plans.len() >= MAX_PLANS {
                     plans.clear();

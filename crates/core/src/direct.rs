@@ -63,26 +63,30 @@ impl Comm {
         if !schedule.runs_in_order_below(eager) || send.1 < s.send_bytes || recv.1 < s.recv_bytes {
             return None;
         }
+        let (mode, buffers) = (schedule.send_mode(), (send, recv));
+        if s.scratch.is_empty() {
+            return Some(self.run_steps(s, mode, buffers, &mut [], reduce));
+        }
         let mut scratch = self
             .shared
             .engine
             .borrow_mut()
             .spare
             .scratch_for(&s.scratch);
-        let ran = self.run_steps(s, send, recv, &mut scratch, reduce);
-        self.shared
-            .engine
-            .borrow_mut()
-            .spare
-            .keep_scratch(&mut scratch);
+        let ran = self.run_steps(s, mode, buffers, &mut scratch, reduce);
+        let mut engine = self.shared.engine.borrow_mut();
+        engine.spare.keep_scratch(&mut scratch);
         Some(ran)
     }
 
+    /// The steps of `s` in order, sent in `mode`. As in the executor, once a message of the
+    /// wrong length has come the later sends are empty, so that the ranks after this one fail
+    /// too instead of combining wrong data.
     fn run_steps(
         &self,
         s: &Schedule,
-        send: (*const u8, usize),
-        recv: (*mut u8, usize),
+        mode: SendMode,
+        (send, recv): ((*const u8, usize), (*mut u8, usize)),
         scratch: &mut [Vec<u128>],
         reduce: Option<&Reducer>,
     ) -> Result<(), Error> {
@@ -109,16 +113,10 @@ impl Comm {
                 Op::Send { peer, seq, region } => {
                     let (dest, tag, buf) =
                         (self.group.world_of[peer], step_tag(call, seq), at(&region));
+                    let len = if failed.is_some() { 0 } else { region.len };
                     let mut engine = self.shared.engine.borrow_mut();
-                    if !engine.send_eager_now(context, dest, tag, buf, region.len) {
-                        let id = engine.isend(
-                            context,
-                            dest,
-                            tag,
-                            buf,
-                            region.len,
-                            SendMode::Standard,
-                        )?;
+                    if !engine.send_eager_now(context, dest, tag, buf, len) {
+                        let id = engine.isend(context, dest, tag, buf, len, mode)?;
                         pending.push((i, id));
                     }
                 }

@@ -338,9 +338,14 @@ impl Engine {
         self.shm_eager_limit
     }
 
-    /// The smallest eager limit of any route: messages up to it go eagerly wherever they go.
-    pub(crate) fn eager_floor(&self) -> usize {
-        self.shm_eager_limit.min(self.tcp_eager_limit)
+    /// The smallest eager limit of any route for sends in `mode`: messages up to it go eagerly
+    /// wherever they go.
+    pub(crate) fn eager_floor(&self, mode: SendMode) -> usize {
+        match mode {
+            SendMode::Eager => (self.shm_chunk.max(self.shm_eager_limit))
+                .min(self.tcp_chunk.max(self.tcp_eager_limit)),
+            _ => self.shm_eager_limit.min(self.tcp_eager_limit),
+        }
     }
 
     fn eager_limit(&self, route: Route) -> usize {

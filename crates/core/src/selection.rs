@@ -934,7 +934,8 @@ mod tests {
              12288, ranks >= 8; else binomial | allreduce: hierarchical if clusters >= 2; else \
              shared_memory if ranks >= 3; else shared_memory if bytes >= 32768; else ring if \
              commutative, bytes >= 2048; else recursive_doubling | reduce: hierarchical if \
-             clusters >= 2; else shared_memory if bytes >= 32768; else binomial | barrier: \
+             clusters >= 2; else shared_memory if bytes >= 32768, bytes <= 262144, ranks >= 3; \
+             else binomial | barrier: \
              hierarchical if clusters >= 2; else shared_memory if ranks >= 3; else \
              dissemination | gather: hierarchical if clusters >= 2; else linear | allgather: \
              hierarchical if clusters >= 2; else shared_memory if ranks >= 3; else ring | \
