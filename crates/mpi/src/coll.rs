@@ -1314,6 +1314,12 @@ pub(crate) unsafe fn allgather(
         (sendbuf, sendcount, sendtype),
         (recvbuf, recvcount, recvtype),
     );
+    if request.is_blocking() {
+        // SAFETY: the caller's buffers are as MPI's contract for the call says.
+        if let Some(done) = unsafe { lean::exchange(send, recv, comm, false) } {
+            return done;
+        }
+    }
     if let Some(i) = inter_of(comm)? {
         // SAFETY: the caller's buffers are as MPI's contract for the call says.
         return unsafe { allgather_inter(comm, i, send, recv, None, request) };
@@ -1356,6 +1362,16 @@ pub(crate) unsafe fn alltoall(
     comm: Handle,
     request: RequestOut<'_>,
 ) -> Res {
+    if request.is_blocking() {
+        let (send, recv) = (
+            (sendbuf, sendcount, sendtype),
+            (recvbuf, recvcount, recvtype),
+        );
+        // SAFETY: the caller's buffers are as MPI's contract for the call says.
+        if let Some(done) = unsafe { lean::exchange(send, recv, comm, true) } {
+            return done;
+        }
+    }
     if let Some(i) = inter_of(comm)? {
         let (send, recv) = (
             (sendbuf, sendcount, sendtype, None),

@@ -1,6 +1,7 @@
-//! The lean path of the commonest blocking collectives: MPI_Bcast, MPI_Reduce and MPI_Allreduce
-//! of a predefined, unpadded type (and for the reduction a predefined operation defined on it) on
-//! an intracommunicator. The caller's buffer is the packed data, so the call needs no staging,
+//! The lean path of the commonest blocking collectives: MPI_Bcast, MPI_Reduce, MPI_Allreduce,
+//! MPI_Allgather and MPI_Alltoall of a predefined, unpadded type (and for the reduction a
+//! predefined operation defined on it; for the exchanges the same block on both sides) on an
+//! intracommunicator. The caller's buffer is the packed data, so the call needs no staging,
 //! no datatype object and one entry into the state; the reduction of each (operation, type)
 //! pair is made once per process. Anything else, and every argument error, returns `None`:
 //! the general path then runs the call, or reports the error as it always has.
@@ -183,5 +184,51 @@ pub(super) unsafe fn allreduce(
     // SAFETY: the caller's buffers hold `bytes` bytes until the call returns, and `sendbuf`
     // is not changed meanwhile (MPI's contract).
     let ran = unsafe { core.raw_collective_wait(schedule, send, (recvbuf.cast(), bytes), reduce) };
+    Some(ran.map_err(Into::into))
+}
+
+/// The exchange of MPI_Allgather (`alltoall` false: one block from each rank to every rank)
+/// or MPI_Alltoall (a block from each rank to each rank), blocking, without MPI_IN_PLACE.
+///
+/// # Safety
+/// As the call's: `send` holds one block (MPI_Allgather) or one per rank (MPI_Alltoall),
+/// `recv` one per rank.
+pub(super) unsafe fn exchange(
+    send: (*const c_void, c_int, Handle),
+    recv: (*mut c_void, c_int, Handle),
+    comm: Handle,
+    alltoall: bool,
+) -> Option<Res> {
+    let Dense { bytes: block, .. } = dense(send.0, send.1, send.2)?;
+    if dense(recv.0, recv.1, recv.2)?.bytes != block {
+        return None;
+    }
+    let planned = plan(comm, None, |_| {
+        Some(match alltoall {
+            true => Collective::Alltoall { block },
+            false => Collective::Allgather { block },
+        })
+    });
+    let (core, schedule, _) = match planned? {
+        Ok(planned) => planned,
+        Err(e) => return Some(Err(e)),
+    };
+    let total = block.checked_mul(core.size())?;
+    let send_len = if alltoall { total } else { block };
+    // Buffers that overlap are an error the general path reports.
+    let (s, r) = (send.0 as usize, recv.0 as usize);
+    if s < r.checked_add(total)? && r < s.checked_add(send_len)? {
+        return None;
+    }
+    // SAFETY: the caller's buffers hold `send_len` and `total` bytes until the call returns
+    // (MPI's contract for the counts and types checked above), and do not overlap.
+    let ran = unsafe {
+        core.raw_collective_wait(
+            schedule,
+            (send.0.cast(), send_len),
+            (recv.0.cast(), total),
+            None,
+        )
+    };
     Some(ran.map_err(Into::into))
 }
