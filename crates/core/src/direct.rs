@@ -64,8 +64,10 @@ impl Comm {
             return None;
         }
         let (mode, buffers) = (schedule.send_mode(), (send, recv));
+        // Sends still going out: (step, request). Empty at the end unless a step failed.
+        let mut pending = Vec::new();
         if s.scratch.is_empty() {
-            return Some(self.run_steps(s, mode, buffers, &mut [], reduce));
+            return Some(self.run_steps(s, mode, buffers, &mut [], reduce, &mut pending));
         }
         let mut scratch = self
             .shared
@@ -73,13 +75,20 @@ impl Comm {
             .borrow_mut()
             .spare
             .scratch_for(&s.scratch);
-        let ran = self.run_steps(s, mode, buffers, &mut scratch, reduce);
-        let mut engine = self.shared.engine.borrow_mut();
-        engine.spare.keep_scratch(&mut scratch);
+        let ran = self.run_steps(s, mode, buffers, &mut scratch, reduce, &mut pending);
+        if pending.is_empty() {
+            let mut engine = self.shared.engine.borrow_mut();
+            engine.spare.keep_scratch(&mut scratch);
+        } else {
+            // The call failed with sends of it still queued, which may read their scratch
+            // later: it is neither reused nor freed.
+            std::mem::forget(scratch);
+        }
         Some(ran)
     }
 
-    /// The steps of `s` in order, sent in `mode`. As in the executor, once a message of the
+    /// The steps of `s` in order, sent in `mode`; `pending` holds the sends still going out
+    /// (step, request), none once it returns `Ok`. As in the executor, once a message of the
     /// wrong length has come the later sends are empty, so that the ranks after this one fail
     /// too instead of combining wrong data.
     fn run_steps(
@@ -89,6 +98,7 @@ impl Comm {
         (send, recv): ((*const u8, usize), (*mut u8, usize)),
         scratch: &mut [Vec<u128>],
         reduce: Option<&Reducer>,
+        pending: &mut Vec<(usize, ReqId)>,
     ) -> Result<(), Error> {
         let mut at = |region: &Region| match region.buffer {
             Buffer::Send => send.0.wrapping_add(region.offset) as *mut u8,
@@ -99,8 +109,6 @@ impl Comm {
                 .wrapping_add(region.offset),
         };
         let (context, call) = (self.context + 1, self.calls.next(false));
-        // Sends still going out: (step, request).
-        let mut pending: Vec<(usize, ReqId)> = Vec::new();
         let mut failed = None;
         for (i, step) in s.steps.iter().enumerate() {
             while let Some(k) = pending
@@ -150,8 +158,9 @@ impl Comm {
                 Op::RecvFirst { .. } => return Err(internal("a first-of receive")),
             }
         }
-        for (_, id) in pending {
+        while let Some(&(_, id)) = pending.last() {
             self.shared.wait(id)?;
+            pending.pop();
         }
         failed.map_or(Ok(()), Err)
     }
