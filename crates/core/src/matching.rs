@@ -13,6 +13,7 @@
 //! sender takes the earliest-numbered match among the heads of its context's queues.
 
 use rustc_hash::FxHashMap;
+use std::cell::Cell;
 use std::collections::VecDeque;
 
 /// What a message says about itself.
@@ -44,13 +45,25 @@ impl Pattern {
 /// Unexpected messages of one (context, sender), each with its arrival number.
 type Arrived<M> = VecDeque<(u64, Envelope, M)>;
 
+/// A queue's key: (context, sender).
+type Key = (u32, u32);
+
+/// Queues beyond this many are dropped when they empty (2 in tests, so that the model test
+/// drops and moves queues).
+const KEPT_QUEUES: usize = if cfg!(test) { 2 } else { 1024 };
+
 /// Posted receives (`R` identifies a request) and unexpected messages (`M` holds one).
 #[derive(Debug)]
 pub(crate) struct Matcher<R, M> {
     posted: VecDeque<(Pattern, R)>,
-    /// By (context, sender); a queue that empties stays, with its allocation.
-    unexpected: FxHashMap<(u32, u32), Arrived<M>>,
-    /// Messages in `unexpected`.
+    /// The unexpected messages of each (context, sender) that has had some (see
+    /// [`KEPT_QUEUES`]).
+    queues: Vec<(Key, Arrived<M>)>,
+    /// Where each key's queue is in `queues`.
+    index: FxHashMap<Key, usize>,
+    /// The key looked up last and its place: most lookups repeat it, and skip the hash.
+    last: Cell<Option<(Key, usize)>>,
+    /// Messages in `queues`.
     unexpected_len: usize,
     /// The next arrival number.
     arrivals: u64,
@@ -60,7 +73,9 @@ impl<R: PartialEq + Copy, M> Matcher<R, M> {
     pub fn new() -> Self {
         Matcher {
             posted: VecDeque::new(),
-            unexpected: FxHashMap::default(),
+            queues: Vec::new(),
+            index: FxHashMap::default(),
+            last: Cell::new(None),
             unexpected_len: 0,
             arrivals: 0,
         }
@@ -77,14 +92,29 @@ impl<R: PartialEq + Copy, M> Matcher<R, M> {
         self.posted.remove(index).map(|(_, r)| r)
     }
 
+    /// Where the queue of `key` is, if there is one.
+    #[inline]
+    fn queue_of(&self, key: Key) -> Option<usize> {
+        if let Some((last, at)) = self.last.get() {
+            if last == key {
+                return Some(at);
+            }
+        }
+        let at = *self.index.get(&key)?;
+        self.last.set(Some((key, at)));
+        Some(at)
+    }
+
     /// Keeps a message nobody asked for yet.
     pub fn push_unexpected(&mut self, env: Envelope, message: M) {
-        let arrival = self.arrivals;
+        let key = (env.context, env.source);
+        let at = self.queue_of(key).unwrap_or_else(|| {
+            self.queues.push((key, VecDeque::new()));
+            self.index.insert(key, self.queues.len() - 1);
+            self.queues.len() - 1
+        });
+        self.queues[at].1.push_back((self.arrivals, env, message));
         self.arrivals += 1;
-        self.unexpected
-            .entry((env.context, env.source))
-            .or_default()
-            .push_back((arrival, env, message));
         self.unexpected_len += 1;
     }
 
@@ -93,9 +123,10 @@ impl<R: PartialEq + Copy, M> Matcher<R, M> {
         self.unexpected_len
     }
 
-    /// Where the earliest unexpected message `pattern` matches is: its queue's key and its
-    /// index there.
-    fn find_unexpected(&self, pattern: &Pattern) -> Option<((u32, u32), usize)> {
+    /// Where the earliest unexpected message `pattern` matches is: its queue's place in
+    /// `queues` and its own in that queue.
+    #[inline]
+    fn find_unexpected(&self, pattern: &Pattern) -> Option<(usize, usize)> {
         if self.unexpected_len == 0 {
             return None;
         }
@@ -107,24 +138,43 @@ impl<R: PartialEq + Copy, M> Matcher<R, M> {
             }
         };
         if let Some(source) = pattern.source {
-            let key = (pattern.context, source);
-            return Some((key, first_in(self.unexpected.get(&key)?)?));
+            let q = self.queue_of((pattern.context, source))?;
+            return Some((q, first_in(&self.queues[q].1)?));
         }
-        self.unexpected
+        self.queues
             .iter()
-            .filter(|((context, _), _)| *context == pattern.context)
-            .filter_map(|(key, queue)| first_in(queue).map(|at| (queue[at].0, *key, at)))
+            .enumerate()
+            .filter(|(_, ((context, _), _))| *context == pattern.context)
+            .filter_map(|(q, (_, queue))| first_in(queue).map(|at| (queue[at].0, q, at)))
             .min_by_key(|(arrival, _, _)| *arrival)
-            .map(|(_, key, at)| (key, at))
+            .map(|(_, q, at)| (q, at))
     }
 
     /// A receive is posted: returns the earliest unexpected message it matches, removing it.
     #[inline]
     pub fn take_unexpected(&mut self, pattern: &Pattern) -> Option<(Envelope, M)> {
-        let (key, at) = self.find_unexpected(pattern)?;
-        let (_, env, message) = self.unexpected.get_mut(&key)?.remove(at)?;
+        let (q, at) = self.find_unexpected(pattern)?;
+        let (_, env, message) = self.queues[q].1.remove(at)?;
         self.unexpected_len -= 1;
+        // An emptied queue is kept for the next message of its pair (no allocation per
+        // message), up to KEPT_QUEUES of them: a long job's communicators come and go.
+        if self.queues[q].1.is_empty() && self.queues.len() > KEPT_QUEUES {
+            self.drop_queue(q);
+        }
         Some((env, message))
+    }
+
+    /// Removes the empty queue at `q`, so that the queues of communicators long gone do not
+    /// pile up; the last one takes its place.
+    #[cold]
+    fn drop_queue(&mut self, q: usize) {
+        let (key, _) = self.queues.swap_remove(q);
+        self.index.remove(&key);
+        if let Some((moved, _)) = self.queues.get(q) {
+            self.index.insert(*moved, q);
+        }
+        // The cached place may be the one that moved.
+        self.last.set(None);
     }
 
     /// Queues a receive that found no message.
@@ -135,8 +185,8 @@ impl<R: PartialEq + Copy, M> Matcher<R, M> {
 
     /// The earliest unexpected message a probe with `pattern` would see.
     pub fn peek_unexpected(&self, pattern: &Pattern) -> Option<(&Envelope, &M)> {
-        let (key, at) = self.find_unexpected(pattern)?;
-        self.unexpected.get(&key)?.get(at).map(|(_, e, m)| (e, m))
+        let (q, at) = self.find_unexpected(pattern)?;
+        self.queues[q].1.get(at).map(|(_, e, m)| (e, m))
     }
 
     /// Withdraws a posted receive; false if it was already matched.
