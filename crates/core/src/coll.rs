@@ -507,7 +507,7 @@ impl Engine {
         Ok(Started::Running(id))
     }
 
-    /// The executors' view of `call`, with zeroed scratch buffers from the spares.
+    /// The executors' view of `call`, with scratch buffers from the spares.
     pub(crate) fn view_of(&mut self, call: CollectiveCall) -> CallView {
         let scratch = self.spare.scratch_for(&call.schedule.scratch);
         CallView {
