@@ -341,11 +341,11 @@ impl Engine {
     /// The smallest eager limit of any route for sends in `mode`: messages up to it go eagerly
     /// wherever they go.
     pub(crate) fn eager_floor(&self, mode: SendMode) -> usize {
-        match mode {
-            SendMode::Eager => (self.shm_chunk.max(self.shm_eager_limit))
-                .min(self.tcp_chunk.max(self.tcp_eager_limit)),
-            _ => self.shm_eager_limit.min(self.tcp_eager_limit),
-        }
+        let limit = |route| match mode {
+            SendMode::Eager => self.frame_limit(route),
+            _ => self.eager_limit(route),
+        };
+        limit(Route::Shm).min(limit(Route::Tcp))
     }
 
     fn eager_limit(&self, route: Route) -> usize {

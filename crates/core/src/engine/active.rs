@@ -37,11 +37,16 @@ impl Engine {
     /// Largest payload of an owned message ([`Engine::send_owned`]) to world rank `dest`: what
     /// one eager frame on its route may carry.
     pub(crate) fn active_limit(&self, dest: u32) -> usize {
-        match self.proto.peers.get(dest as usize).map(|p| p.route) {
-            Some(Route::Loopback) => 1 << 20,
-            Some(Route::Shm) => self.shm_chunk.max(self.shm_eager_limit),
-            Some(Route::Tcp) => self.tcp_chunk.max(self.tcp_eager_limit),
-            None => 0,
+        let route = self.proto.peers.get(dest as usize).map(|p| p.route);
+        route.map_or(0, |route| self.frame_limit(route))
+    }
+
+    /// What one eager frame on `route` may carry.
+    pub(crate) fn frame_limit(&self, route: Route) -> usize {
+        match route {
+            Route::Loopback => 1 << 20,
+            Route::Shm => self.shm_chunk.max(self.shm_eager_limit),
+            Route::Tcp => self.tcp_chunk.max(self.tcp_eager_limit),
         }
     }
 
