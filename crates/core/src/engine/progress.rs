@@ -73,6 +73,7 @@ impl Engine {
                             if record.payload_in_place(len).is_some() {
                                 entry.1 = Some(peer as u32);
                                 self.links[peer].held = Some(held);
+                                shm.publish_head(peer);
                                 self.proto.end_frame(peer as u32, &frame, incoming)?;
                                 progressed = true;
                                 break;

@@ -115,6 +115,38 @@ fn reserved_records_publish_in_place_hold_back_pushes_and_can_be_abandoned() {
 }
 
 #[test]
+fn consumed_space_reaches_the_producer_by_eighths_and_when_the_ring_empties() {
+    let (mut a, mut b) = pair(4096);
+    let header = [2u8; HEADER_LEN];
+    let push = |a: &mut ShmTransport| a.try_push(1, &header, [0u8; 8].as_ptr(), 8);
+    let fill = |a: &mut ShmTransport| std::iter::from_fn(|| push(a).then_some(())).count();
+    // 64-byte records: 64 fill the ring.
+    assert_eq!(fill(&mut a), 64);
+    let take = |b: &mut ShmTransport| {
+        b.peek(0).expect("a record");
+        b.pop(0, 8);
+    };
+    // One record consumed is not yet handed back…
+    take(&mut b);
+    assert!(
+        !push(&mut a),
+        "a single record's space was handed back at once"
+    );
+    // …an eighth of the ring is.
+    (1..8).for_each(|_| take(&mut b));
+    assert_eq!(fill(&mut a), 8);
+    // Less than an eighth, then kept in place: handed back before the wait for its reader.
+    (0..3).for_each(|_| take(&mut b));
+    assert!(!push(&mut a));
+    b.publish_head(0);
+    assert_eq!(fill(&mut a), 3);
+    // Drained: finding the ring empty hands back the rest.
+    (0..64).for_each(|_| take(&mut b));
+    assert!(b.peek(0).is_none());
+    assert_eq!(fill(&mut a), 64);
+}
+
+#[test]
 fn reservations_stay_contiguous_near_the_end_of_the_ring() {
     let (mut a, mut b) = pair(4096);
     let header = [3u8; HEADER_LEN];
@@ -196,9 +228,17 @@ fn a_sleeper_in_poll_is_rung_by_pushes_and_pops_and_one_on_the_futex_is_not() {
     // Only once: the next push finds it awake.
     assert!(b.try_push(0, &header, [0u8; 8].as_ptr(), 8));
     assert!(!bell_a.drain());
-    // A pop wakes the producer the same way (it may wait for ring space).
+    // Ring space handed back wakes the producer the same way (it may wait for it): here the
+    // consumer pops both records and finds the ring empty.
     b.prepare_sleep(Sleep::InPoll);
     a.pop(1, 8);
+    a.pop(1, 8);
+    assert_eq!(
+        sleeping(&b),
+        IN_POLL,
+        "woken before any space was handed back"
+    );
+    assert!(a.peek(1).is_none());
     assert_eq!(sleeping(&b), AWAKE);
     assert_eq!(events(&mut poll_b, Duration::from_secs(10)), [BELL]);
     assert!(bell_b.drain());
