@@ -6,13 +6,26 @@ use crate::state::{with, STATE};
 use std::ffi::c_int;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 
-/// An error on its way to the C caller: its MPI class and what went wrong.
+/// An error on its way to the C caller: its MPI class and what went wrong. Boxed, so that a
+/// `Res<()>` is one word: every entry point returns one, and a wider result travels through the
+/// stack, where reading it back whole after the callee wrote it field by field stalls the load.
 #[derive(Debug, Clone)]
-pub(crate) struct MpiError {
+pub(crate) struct MpiError(Box<ErrorDetail>);
+
+/// What an [`MpiError`] holds.
+#[derive(Debug, Clone)]
+pub(crate) struct ErrorDetail {
     /// The MPI error class returned to the caller.
     pub(crate) class: c_int,
     /// A sentence naming the problem.
     pub(crate) message: String,
+}
+
+impl std::ops::Deref for MpiError {
+    type Target = ErrorDetail;
+    fn deref(&self) -> &ErrorDetail {
+        &self.0
+    }
 }
 
 /// Result of the Rust side of an entry point.
@@ -21,10 +34,15 @@ pub(crate) type Res<T = ()> = Result<T, MpiError>;
 impl MpiError {
     /// An error of `class` saying `message`.
     pub(crate) fn new(class: c_int, message: impl Into<String>) -> MpiError {
-        MpiError {
+        MpiError(Box::new(ErrorDetail {
             class,
             message: message.into(),
-        }
+        }))
+    }
+
+    /// The sentence naming the problem.
+    pub(crate) fn into_message(self) -> String {
+        self.0.message
     }
 }
 

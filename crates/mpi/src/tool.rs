@@ -116,7 +116,7 @@ enum Runtime {
 fn runtime() -> Res<Runtime> {
     let live =
         crate::state::with(|s| Ok(s.world.as_ref().map(|w| (w.config().clone(), w.counters()))))
-            .map_err(|e| error(MPI_T_ERR_NOT_ACCESSIBLE, e.message))?;
+            .map_err(|e| error(MPI_T_ERR_NOT_ACCESSIBLE, e.into_message()))?;
     match live {
         Some((config, Some(counters))) => Ok(Runtime::Running(config, counters)),
         Some((_, None)) => fail(

@@ -362,7 +362,7 @@ pub(crate) unsafe fn graph_arg(
         let nedges = prev as usize;
         // MPI_ERR_ARG rather than MPI_ERR_RANK for an edge off the graph, as MPICH.
         let e = ranks_below(slice(edges, nedges, "edges")?, n, "edge to node")
-            .map_err(|e| MpiError::new(MPI_ERR_ARG, e.message))?;
+            .map_err(|e| MpiError::new(MPI_ERR_ARG, e.into_message()))?;
         Ok(Graph {
             index: idx.iter().map(|&x| x as usize).collect(),
             edges: e,
