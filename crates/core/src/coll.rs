@@ -624,7 +624,9 @@ impl Engine {
 impl crate::comm::Shared {
     /// Waits for the message `(context, source, tag)` of a step and receives it into `cap`
     /// bytes at `buf`, taking it off its shared-memory ring when it comes (see
-    /// [`Engine::take_arrived`]) instead of matching a posted receive.
+    /// [`Engine::take_arrived`]) instead of matching a posted receive. Inlined, as is that:
+    /// the completion is then built where the step reads it, not copied out of two frames.
+    #[inline]
     pub(crate) fn receive(
         &self,
         context: u32,

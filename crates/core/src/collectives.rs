@@ -39,6 +39,7 @@ pub(crate) enum PlanKey {
 }
 
 impl PlanKey {
+    #[inline]
     fn of(call: &Collective<'_>) -> Option<PlanKey> {
         Some(match *call {
             Collective::Barrier => PlanKey::Barrier,
@@ -280,13 +281,13 @@ impl Comm {
     /// starts needs no request).
     pub(crate) fn launch_and_wait(
         &self,
-        schedule: Planned,
+        schedule: &Planned,
         send: (*const u8, usize),
         recv: (*mut u8, usize),
-        reduce: Option<Reducer>,
+        reduce: Option<&Reducer>,
     ) -> Result<(), Error> {
         if let Some(plan) = schedule.shared() {
-            if self.run_shared_checked(plan, &schedule, send, recv, reduce.as_ref())? {
+            if self.run_shared_checked(plan, schedule, send, recv, reduce)? {
                 return Ok(());
             }
         }
@@ -295,10 +296,10 @@ impl Comm {
             .engine
             .borrow()
             .eager_floor(schedule.send_mode());
-        if let Some(ran) = self.run_direct(&schedule, send, recv, reduce.as_ref(), eager) {
+        if let Some(ran) = self.run_direct(schedule, send, recv, reduce, eager) {
             return ran;
         }
-        let call = self.collective_call(schedule, send, recv, reduce, false);
+        let call = self.collective_call(schedule.clone(), send, recv, reduce.cloned(), false);
         let started = self.shared.engine.borrow_mut().begin_collective(call)?;
         match started {
             Started::Done => Ok(()),
@@ -364,7 +365,7 @@ impl Comm {
         reduce: Option<Reducer>,
     ) -> Result<(), Error> {
         let (send, recv) = ((send.as_ptr(), send.len()), (recv.as_mut_ptr(), recv.len()));
-        self.launch_and_wait(schedule, send, recv, reduce)
+        self.launch_and_wait(&schedule, send, recv, reduce.as_ref())
     }
 
     fn run_typed<T: Pod>(
@@ -420,17 +421,29 @@ impl Comm {
     /// [`Comm::plan`], checked, and kept for the next call with the same arguments on this
     /// communicator (all but the v-variants): a repeated collective costs no planning and no
     /// allocation for its schedule.
+    ///
+    /// Inlined up to the check of the last plan, which a loop of one call always hits: the
+    /// result is then built in the caller's frame instead of copied out of this one.
+    #[inline]
     pub fn planned(&self, call: &Collective<'_>) -> Result<Planned, Error> {
+        if let Some(key) = PlanKey::of(call) {
+            if let Some((at, members, schedule)) = &*self.shared.last_plan.borrow() {
+                if *at == (self.context, key) && Rc::ptr_eq(members, &self.group.world_of) {
+                    return Ok(schedule.clone());
+                }
+            }
+        }
+        self.planned_again(call)
+    }
+
+    /// [`Comm::planned`] for a call that is not the last one planned.
+    #[inline(never)]
+    fn planned_again(&self, call: &Collective<'_>) -> Result<Planned, Error> {
         let Some(key) = PlanKey::of(call) else {
             return Planned::check(self.plan(call)?);
         };
         let owner = &self.group.world_of;
         let found = (self.context, key);
-        if let Some((at, members, schedule)) = &*self.shared.last_plan.borrow() {
-            if *at == found && Rc::ptr_eq(members, owner) {
-                return Ok(schedule.clone());
-            }
-        }
         let kept = self
             .shared
             .plans

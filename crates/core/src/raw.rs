@@ -423,12 +423,13 @@ impl Comm {
     ///
     /// # Safety
     /// The buffers must stay valid (and `send` unchanged) until the call returns.
+    #[inline]
     pub unsafe fn raw_collective_wait(
         &self,
-        schedule: crate::Planned,
+        schedule: &crate::Planned,
         send: (*const u8, usize),
         recv: (*mut u8, usize),
-        reduce: Option<Reducer>,
+        reduce: Option<&Reducer>,
     ) -> Result<(), Error> {
         self.launch_and_wait(schedule, send, recv, reduce)
     }

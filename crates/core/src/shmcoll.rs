@@ -779,10 +779,10 @@ impl Comm {
         let send = [u8::from(ok)];
         let mut recv = [0u8];
         self.launch_and_wait(
-            schedule,
+            &schedule,
             (send.as_ptr(), 1),
             (recv.as_mut_ptr(), 1),
-            Some(min),
+            Some(&min),
         )?;
         Ok(recv[0] == 1)
     }

@@ -505,15 +505,15 @@ impl Prepared {
     }
 
     /// Runs the collective to completion: the blocking call needs no request object.
-    fn run(mut self) -> Res {
+    fn run(self) -> Res {
         let (input, output) = (&self.input, &self.output);
         // SAFETY: as in `start`; the call is done when this returns.
         unsafe {
             self.core.raw_collective_wait(
-                self.schedule.clone(),
+                &self.schedule,
                 (input.ptr, input.len),
                 (output.ptr, output.len),
-                self.reduce.take(),
+                self.reduce.as_ref(),
             )?
         };
         drop(self.input.staged);

@@ -42,6 +42,7 @@ impl Engine {
     /// that pair is waiting; a caller takes this path only for a pattern no posted receive may
     /// also match (one source, one tag, of a collective's context). `None` when it has not
     /// arrived yet.
+    #[inline]
     pub(crate) fn take_arrived(
         &mut self,
         context: u32,

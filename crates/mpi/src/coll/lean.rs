@@ -23,6 +23,7 @@ fn dense(buf: *const c_void, count: c_int, datatype: Handle) -> Option<Dense> {
 }
 
 /// This process's communicator `comm` when it is an intracommunicator.
+#[inline(always)]
 fn intra(s: &State, comm: Handle) -> Option<ferry_core::Comm> {
     let obj = s.comm(comm).ok()?;
     obj.inter.is_none().then(|| obj.comm.clone())
@@ -42,26 +43,44 @@ fn builtin_reducer(s: &mut State, op: CheckedOp) -> Reducer {
     r
 }
 
-/// The schedule of the call `call` makes on the intracommunicator `comm` (`None` from `call`,
-/// or an intercommunicator: the general path takes the call), with the reduction of `op`.
-/// `Some(Err)` is an error of planning, which the call reports.
+/// A lean call taken out of the state: the communicator, its schedule and the reduction.
+struct Lean {
+    core: ferry_core::Comm,
+    schedule: ferry_core::Planned,
+    reduce: Option<Reducer>,
+}
+
+/// Plans the call `call` makes on the intracommunicator `comm`, with the reduction of `op`,
+/// into `out`, which stays `None` when the general path takes the call (`None` from `call`, or
+/// an intercommunicator). An error is one of planning, which the call reports.
+///
+/// The plan is written into the caller's slot and used there by reference: moved through
+/// nested results, its words were copied several times, and each copy read back right after
+/// it was written stalled (a wide load of narrow stores), which cost a small call a fifth of
+/// its time.
+#[inline(always)]
 fn plan(
     comm: Handle,
     op: Option<CheckedOp>,
     call: impl FnOnce(&ferry_core::Comm) -> Option<Collective>,
-) -> Option<Res<(ferry_core::Comm, ferry_core::Planned, Option<Reducer>)>> {
+    out: &mut Option<Lean>,
+) -> Res {
     running(|s| {
         let Some(core) = intra(s, comm) else {
-            return Ok(None);
+            return Ok(());
         };
         let Some(call) = call(&core) else {
-            return Ok(None);
+            return Ok(());
         };
         let schedule = core.planned(&call)?;
         let reduce = op.map(|op| builtin_reducer(s, op));
-        Ok(Some((core, schedule, reduce)))
+        *out = Some(Lean {
+            core,
+            schedule,
+            reduce,
+        });
+        Ok(())
     })
-    .transpose()
 }
 
 /// `root` as a rank of `core`, if it is one.
@@ -81,14 +100,20 @@ pub(super) unsafe fn bcast(
     comm: Handle,
 ) -> Option<Res> {
     let Dense { bytes, .. } = dense(buf, count, datatype)?;
-    let planned = plan(comm, None, |core| {
-        let root = root_in(core, root)?;
-        Some(Collective::Bcast { bytes, root })
-    });
-    let (core, schedule, _) = match planned? {
-        Ok(planned) => planned,
-        Err(e) => return Some(Err(e)),
-    };
+    let mut lean = None;
+    let planned = plan(
+        comm,
+        None,
+        |core| {
+            let root = root_in(core, root)?;
+            Some(Collective::Bcast { bytes, root })
+        },
+        &mut lean,
+    );
+    if let Err(e) = planned {
+        return Some(Err(e));
+    }
+    let Lean { core, schedule, .. } = lean.as_ref()?;
     // SAFETY: the caller's buffer holds `bytes` bytes until the call returns.
     let ran = unsafe {
         core.raw_collective_wait(schedule, (std::ptr::null(), 0), (buf.cast(), bytes), None)
@@ -115,23 +140,33 @@ pub(super) unsafe fn reduce(
         return None;
     }
     let op = CheckedOp::new(BuiltinOp::from_handle(op)?, ty).ok()?;
-    let planned = plan(comm, Some(op), |core| {
-        Some(Collective::Reduce {
-            bytes,
-            elem: ty.size(),
-            root: root_in(core, root)?,
-            commutative: true,
-        })
-    });
-    let (core, schedule, reduce) = match planned? {
-        Ok(planned) => planned,
-        Err(e) => return Some(Err(e)),
-    };
+    let mut lean = None;
+    let planned = plan(
+        comm,
+        Some(op),
+        |core| {
+            Some(Collective::Reduce {
+                bytes,
+                elem: ty.size(),
+                root: root_in(core, root)?,
+                commutative: true,
+            })
+        },
+        &mut lean,
+    );
+    if let Err(e) = planned {
+        return Some(Err(e));
+    }
+    let Lean {
+        core,
+        schedule,
+        reduce,
+    } = lean.as_ref()?;
     // Only the root's receive buffer is significant (the general path reports a root's buffer
     // that overlaps its send buffer); elsewhere the schedule says what it needs, which for the
     // tree and the shared segment is nothing (they combine in their own scratch).
     let mut scratch = Vec::new();
-    let recv = if root_in(&core, root) == Some(core.rank()) {
+    let recv = if root_in(core, root) == Some(core.rank()) {
         if !crate::check::addressable(recvbuf) || std::ptr::eq(sendbuf, recvbuf) {
             return None;
         }
@@ -142,7 +177,9 @@ pub(super) unsafe fn reduce(
     };
     // SAFETY: the caller's send buffer (and at the root its receive buffer) holds `bytes`
     // bytes until the call returns, as `scratch` holds its length.
-    let ran = unsafe { core.raw_collective_wait(schedule, (sendbuf.cast(), bytes), recv, reduce) };
+    let ran = unsafe {
+        core.raw_collective_wait(schedule, (sendbuf.cast(), bytes), recv, reduce.as_ref())
+    };
     Some(ran.map_err(Into::into))
 }
 
@@ -165,25 +202,37 @@ pub(super) unsafe fn allreduce(
     if !in_place && (!crate::check::addressable(sendbuf) || std::ptr::eq(sendbuf, recvbuf)) {
         return None;
     }
-    let planned = plan(comm, Some(op), |_| {
-        Some(Collective::Allreduce {
-            bytes,
-            elem: ty.size(),
-            commutative: true,
-            in_place,
-        })
-    });
-    let (core, schedule, reduce) = match planned? {
-        Ok(planned) => planned,
-        Err(e) => return Some(Err(e)),
-    };
+    let mut lean = None;
+    let planned = plan(
+        comm,
+        Some(op),
+        |_| {
+            Some(Collective::Allreduce {
+                bytes,
+                elem: ty.size(),
+                commutative: true,
+                in_place,
+            })
+        },
+        &mut lean,
+    );
+    if let Err(e) = planned {
+        return Some(Err(e));
+    }
+    let Lean {
+        core,
+        schedule,
+        reduce,
+    } = lean.as_ref()?;
     let send = match in_place {
         true => (std::ptr::null(), 0),
         false => (sendbuf.cast(), bytes),
     };
     // SAFETY: the caller's buffers hold `bytes` bytes until the call returns, and `sendbuf`
     // is not changed meanwhile (MPI's contract).
-    let ran = unsafe { core.raw_collective_wait(schedule, send, (recvbuf.cast(), bytes), reduce) };
+    let ran = unsafe {
+        core.raw_collective_wait(schedule, send, (recvbuf.cast(), bytes), reduce.as_ref())
+    };
     Some(ran.map_err(Into::into))
 }
 
@@ -203,16 +252,22 @@ pub(super) unsafe fn exchange(
     if dense(recv.0, recv.1, recv.2)?.bytes != block {
         return None;
     }
-    let planned = plan(comm, None, |_| {
-        Some(match alltoall {
-            true => Collective::Alltoall { block },
-            false => Collective::Allgather { block },
-        })
-    });
-    let (core, schedule, _) = match planned? {
-        Ok(planned) => planned,
-        Err(e) => return Some(Err(e)),
-    };
+    let mut lean = None;
+    let planned = plan(
+        comm,
+        None,
+        |_| {
+            Some(match alltoall {
+                true => Collective::Alltoall { block },
+                false => Collective::Allgather { block },
+            })
+        },
+        &mut lean,
+    );
+    if let Err(e) = planned {
+        return Some(Err(e));
+    }
+    let Lean { core, schedule, .. } = lean.as_ref()?;
     let total = block.checked_mul(core.size())?;
     let send_len = if alltoall { total } else { block };
     // Buffers that overlap are an error the general path reports.
