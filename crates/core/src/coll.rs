@@ -235,7 +235,12 @@ impl CallView {
     fn check_length(&self, done: &Completion, expected: usize) -> Result<(), Error> {
         match done.message_len == expected {
             true => Ok(()),
-            false => Err(crate::direct::length_error(&self.world_of, done, expected)),
+            false => Err(crate::direct::length_error(
+                &self.world_of,
+                (done.source, done.tag),
+                done.message_len,
+                expected,
+            )),
         }
     }
 
@@ -624,8 +629,9 @@ impl Engine {
 impl crate::comm::Shared {
     /// Waits for the message `(context, source, tag)` of a step and receives it into `cap`
     /// bytes at `buf`, taking it off its shared-memory ring when it comes (see
-    /// [`Engine::take_arrived`]) instead of matching a posted receive. Inlined, as is that:
-    /// the completion is then built where the step reads it, not copied out of two frames.
+    /// [`Engine::take_arrived`]) instead of matching a posted receive. Returns the length the
+    /// message had: one word, which the step reads from a register (a whole completion came
+    /// back through the stack, and reading it whole right after it was written stalled).
     #[inline]
     pub(crate) fn receive(
         &self,
@@ -634,13 +640,13 @@ impl crate::comm::Shared {
         tag: i32,
         buf: *mut u8,
         cap: usize,
-    ) -> Result<Completion, Error> {
+    ) -> Result<usize, Error> {
         let mut idle = 0;
         loop {
             {
                 let mut engine = self.engine.borrow_mut();
                 match engine.take_arrived(context, source, tag, buf, cap)? {
-                    Some(Received::Now(done)) => return Ok(done),
+                    Some(Received::Now(done)) => return Ok(done.message_len),
                     Some(Received::Later(id)) => {
                         drop(engine);
                         self.wait_until(|p| p.is_done(id))?;
@@ -648,6 +654,7 @@ impl crate::comm::Shared {
                             .engine
                             .borrow_mut()
                             .take(id)
+                            .map(|done| done.message_len)
                             .ok_or_else(|| internal("a collective's receive vanished"));
                     }
                     None => idle = engine.wait_pass(idle)?,

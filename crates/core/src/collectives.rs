@@ -39,7 +39,7 @@ pub(crate) enum PlanKey {
 }
 
 impl PlanKey {
-    #[inline]
+    #[inline(always)]
     fn of(call: &Collective<'_>) -> Option<PlanKey> {
         Some(match *call {
             Collective::Barrier => PlanKey::Barrier,
@@ -424,7 +424,7 @@ impl Comm {
     ///
     /// Inlined up to the check of the last plan, which a loop of one call always hits: the
     /// result is then built in the caller's frame instead of copied out of this one.
-    #[inline]
+    #[inline(always)]
     pub fn planned(&self, call: &Collective<'_>) -> Result<Planned, Error> {
         if let Some(key) = PlanKey::of(call) {
             if let Some((at, members, schedule)) = &*self.shared.last_plan.borrow() {

@@ -15,7 +15,6 @@
 
 use crate::coll::{internal, step_tag, Planned, Reducer};
 use crate::comm::Comm;
-use crate::engine::Completion;
 use crate::engine::ReqId;
 use crate::error::Error;
 use crate::raw::SendMode;
@@ -24,24 +23,28 @@ use ferry_sched::{Buffer, Op, Region, Schedule, Step};
 /// The error of a step's message whose length is not the `expected` one of its region: a
 /// longer one (the ranks passed different counts) is a truncation naming the sender, a
 /// shorter one a mismatch. `world_of` maps the communicator's ranks to world ranks.
-pub(crate) fn length_error(world_of: &[u32], done: &Completion, expected: usize) -> Error {
+pub(crate) fn length_error(
+    world_of: &[u32],
+    (source, tag): (u32, i32),
+    message_len: usize,
+    expected: usize,
+) -> Error {
     let sender = world_of
         .iter()
-        .position(|&w| w == done.source)
+        .position(|&w| w == source)
         .unwrap_or(usize::MAX);
-    if done.message_len > expected {
+    if message_len > expected {
         return Error::Truncated {
             sender,
-            tag: done.tag,
-            message_len: done.message_len,
+            tag,
+            message_len,
             buffer_len: expected,
         };
     }
     Error::Protocol {
         rank: sender,
         detail: format!(
-            "collective: message of {} bytes where {expected} were expected (the ranks passed different counts)",
-            done.message_len
+            "collective: message of {message_len} bytes where {expected} were expected (the ranks passed different counts)"
         ),
     }
 }
@@ -157,8 +160,8 @@ impl Comm {
         len: usize,
     ) -> Result<Option<Error>, Error> {
         let (context, source) = (self.context + 1, self.group.world_of[peer]);
-        let done = self.shared.receive(context, source, tag, buf, len)?;
-        Ok((done.message_len != len).then(|| length_error(&self.group.world_of, &done, len)))
+        let sent = self.shared.receive(context, source, tag, buf, len)?;
+        Ok((sent != len).then(|| length_error(&self.group.world_of, (source, tag), sent, len)))
     }
 
     /// The steps of `s` in order, sent in `mode`; `pending` holds the sends still going out
