@@ -764,14 +764,19 @@ mod tests {
             clusters: 1,
             commutative: true,
         };
-        // Built in: broadcasts from 3 ranks through the segment, short or long (2 ranks: one
-        // message).
+        // Built in: broadcasts from 3 ranks through the segment, long, or short from 2 KiB on
+        // 3 or 4 ranks and from 1 KiB on more (2 ranks, and shorter: the tree's messages).
         assert!(!t.shared(Shareable::Bcast, call(8, 2)));
-        assert!(t.shared(Shareable::Bcast, call(8, 3)));
+        assert!(!t.shared(Shareable::Bcast, call(8, 3)));
+        assert!(!t.shared(Shareable::Bcast, call(1024, 4)));
+        assert!(t.shared(Shareable::Bcast, call(2048, 3)));
+        assert!(!t.shared(Shareable::Bcast, call(512, 8)));
+        assert!(t.shared(Shareable::Bcast, call(1024, 8)));
+        assert!(t.shared(Shareable::Bcast, call(4096, 5)));
         assert!(!t.shared(Shareable::Bcast, call(1 << 20, 2)));
         assert!(t.shared(Shareable::Bcast, call(1 << 20, 4)));
         assert!(!t.shared(Shareable::Bcast, call(16384, 4)));
-        assert!(!t.shared(Shareable::Bcast, call(8, 4).with_clusters(2)));
+        assert!(!t.shared(Shareable::Bcast, call(2048, 4).with_clusters(2)));
         assert!(!t.shared(Shareable::Allreduce, call(8, 2)));
         assert!(t.shared(Shareable::Allreduce, call(8, 3)));
         assert!(t.shared(Shareable::Allreduce, call(1 << 20, 2)));
@@ -929,8 +934,9 @@ mod tests {
         let t = Table::built_in().unwrap();
         assert_eq!(
             t.summary(),
-            "bcast: hierarchical if clusters >= 2; else shared_memory if bytes <= 4096, ranks >= 3; else \
-             shared_memory if bytes >= 32768, ranks >= 3; else scatter_allgather if bytes >= \
+            "bcast: hierarchical if clusters >= 2; else shared_memory if bytes >= 2048, bytes <= 4096, \
+             ranks >= 3, ranks <= 4; else shared_memory if bytes >= 1024, bytes <= 4096, ranks \
+             >= 5; else shared_memory if bytes >= 32768, ranks >= 3; else scatter_allgather if bytes >= \
              12288, ranks >= 8; else binomial | allreduce: hierarchical if clusters >= 2; else \
              shared_memory if ranks >= 3; else shared_memory if bytes >= 32768; else ring if \
              commutative, bytes >= 2048; else recursive_doubling | reduce: hierarchical if \
