@@ -262,10 +262,20 @@ fn bind_to_core_gives_each_rank_one_core_and_none_leaves_them_free() {
     let allowed = |out: &Output| -> Vec<String> {
         sorted_lines(&out.stdout)
             .into_iter()
+            .filter(|l| l.starts_with("Cpus_allowed_list"))
             .filter_map(|l| l.split_whitespace().nth(1).map(str::to_owned))
             .collect()
     };
-    let script = "grep Cpus_allowed_list /proc/self/status";
+    // A bound rank is also told how many cores the job's ranks share here, so that it does
+    // not count its own one alone and take its peers for rivals.
+    let host_cores = |out: &Output| -> Vec<String> {
+        sorted_lines(&out.stdout)
+            .into_iter()
+            .filter_map(|l| l.strip_prefix("host_cores=").map(str::to_owned))
+            .collect()
+    };
+    let script =
+        "grep Cpus_allowed_list /proc/self/status; echo host_cores=${FERRY_HOST_CORES:-unset}";
     let ours = std::fs::read_to_string("/proc/self/status")
         .ok()
         .and_then(|s| {
@@ -280,6 +290,11 @@ fn bind_to_core_gives_each_rank_one_core_and_none_leaves_them_free() {
         &["-n", "2", "--bind-to", "core", "sh", "-c", script],
         Duration::from_secs(5),
     );
+    assert_eq!(host_cores(&free), ["unset", "unset"]);
+    let ours_count = std::thread::available_parallelism()
+        .map_or(1, |n| n.get())
+        .to_string();
+    assert_eq!(host_cores(&bound), [ours_count.clone(), ours_count]);
     let cores = allowed(&bound);
     assert_eq!(cores.len(), 2, "{}", text(&bound.stdout));
     assert!(

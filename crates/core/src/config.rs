@@ -105,6 +105,11 @@ pub struct Config {
     /// rail): connections to this rank's listener that have not authenticated yet kept at a
     /// time; one more closes the oldest, so strangers cost bounded memory.
     pub tcp_strangers: usize,
+    /// `FERRY_HOST_CORES` (default: `SLURM_CPUS_ON_NODE` under Slurm, else the cores this
+    /// process may run on): the cores this host's ranks of the job share, against which their
+    /// count says whether they outnumber the cores. A launcher that binds each rank to one core
+    /// sets it: a bound rank may run on one core only, and would take its peers for rivals.
+    pub host_cores: Option<usize>,
     /// `FERRY_SPIN` (polls, default: 4000, or 100 when ranks outnumber cores): polls without
     /// progress before a waiting rank yields and then sleeps.
     pub spin: Option<u32>,
@@ -172,6 +177,7 @@ impl Default for Config {
             tcp_strangers: crate::tcp::DEFAULT_MAX_STRANGERS,
             spin: None,
             spin_yield: None,
+            host_cores: None,
             rails: 1,
             rail_addrs: Vec::new(),
             rail_policy: RailPolicy::Weighted,
@@ -311,6 +317,13 @@ impl Config {
             compress: crate::compress::CompressConfig::read(word, number)?,
             tcp_strangers: bytes("FERRY_TCP_STRANGERS")?.unwrap_or(d.tcp_strangers),
             spin: number("FERRY_SPIN")?.map(|s| s as u32),
+            host_cores: match number("FERRY_HOST_CORES")? {
+                Some(cores) => Some(cores as usize),
+                // Slurm's count of the job's CPUs on this node; not ours to refuse if odd.
+                None => word("SLURM_CPUS_ON_NODE")
+                    .and_then(|text| text.parse::<usize>().ok())
+                    .filter(|&c| c > 0),
+            },
             spin_yield,
             rails,
             rail_addrs,
@@ -411,6 +424,13 @@ impl Config {
                 },
             ),
             ("FERRY_TCP_STRANGERS", self.tcp_strangers.to_string()),
+            (
+                "FERRY_HOST_CORES",
+                self.host_cores
+                    .map_or("auto (the cores this process may run on)".into(), |c| {
+                        c.to_string()
+                    }),
+            ),
             (
                 "FERRY_SPIN",
                 self.spin
@@ -525,6 +545,22 @@ mod tests {
         assert_eq!(c.shm_ring_bytes, Some(65536));
         assert_eq!(c.rails, 16);
         assert_eq!(c.spin, None, "blank is unset");
+    }
+
+    #[test]
+    fn the_host_cores_come_from_the_launcher_then_from_slurm() {
+        let cores = |pairs: &[(&str, &str)]| from_pairs(pairs).unwrap().host_cores;
+        assert_eq!(cores(&[]), None, "left to the process's own affinity");
+        assert_eq!(cores(&[("FERRY_HOST_CORES", "4")]), Some(4));
+        assert_eq!(cores(&[("SLURM_CPUS_ON_NODE", "8")]), Some(8));
+        assert_eq!(
+            cores(&[("FERRY_HOST_CORES", "2"), ("SLURM_CPUS_ON_NODE", "8")]),
+            Some(2)
+        );
+        // Slurm's odd values are not ours to refuse: they are ignored.
+        assert_eq!(cores(&[("SLURM_CPUS_ON_NODE", "0")]), None);
+        assert_eq!(cores(&[("SLURM_CPUS_ON_NODE", "2(x3)")]), None);
+        refused("FERRY_HOST_CORES", "0", "out of range");
     }
 
     #[test]

@@ -210,7 +210,11 @@ pub fn init() -> Result<World, Error> {
         .map(|p| base + p)
         .collect();
     let shm_peers = local.len() > 1 && shm_allowed;
-    let cores = std::thread::available_parallelism().map_or(1, |c| c.get());
+    // Not this process's affinity alone: a rank bound to one core would count its peers on
+    // the other cores as rivals for its own.
+    let cores = config
+        .host_cores
+        .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |c| c.get()));
     let spin = config
         .spin
         .unwrap_or(if local.len() > cores { 100 } else { 4000 });

@@ -99,6 +99,10 @@ pub const TIMEOUT_EXIT_CODE: i32 = 124;
 /// `true`, `on`); `0` (`no`, `false`, `off`) or unset keeps it. Same as `--oversubscribe`.
 pub const OVERSUBSCRIBE_ENV: &str = "FERRY_OVERSUBSCRIBE";
 
+/// How many cores a bound job's ranks share on this host, which the launcher tells each rank it
+/// binds (read by the runtime's configuration).
+pub const HOST_CORES_ENV: &str = "FERRY_HOST_CORES";
+
 /// Most ranks a host runs per core it may use, unless [`LaunchOptions::oversubscribe`] (or
 /// [`OVERSUBSCRIBE_ENV`]) lifts the limit. Open MPI refuses more ranks than slots (one per
 /// core by default) without `--oversubscribe`; MPICH's hydra has no limit and will try to start

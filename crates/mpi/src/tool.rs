@@ -335,6 +335,14 @@ pub(crate) const CVARS: &[CvarDef] = &[
         },
     },
     CvarDef {
+        env: "FERRY_HOST_CORES",
+        desc: "Cores this host's ranks of the job share, against which their count says whether they outnumber the cores (0: SLURM_CPUS_ON_NODE under Slurm, else the cores this process may run on).",
+        ty: CvarType::UInt,
+        verbosity: MPI_T_VERBOSITY_TUNER_BASIC,
+        category: CAT_TRANSPORT,
+        value: |c| num(c.host_cores.unwrap_or(0)),
+    },
+    CvarDef {
         env: "FERRY_SPIN",
         desc: "Polls without progress before a waiting rank yields and then sleeps (0 before MPI_Init when left to MPI_Init: 4000, or 100 when ranks outnumber cores).",
         ty: CvarType::UInt,

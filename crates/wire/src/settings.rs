@@ -91,6 +91,7 @@ pub const NUMBERS: &[Bounds] = &[
     bounds("FERRY_COMPRESS_BELOW", 1, 1_000_000, "Mbit/s"),
     bounds("FERRY_COMPRESS_MIN", 512, 64 * MIB, "bytes"),
     bounds("FERRY_SPIN", 0, 100_000_000, "polls"),
+    bounds("FERRY_HOST_CORES", 1, 1 << 20, "cores"),
     // ferry_core::config::MAX_RAILS (a test there checks that they agree).
     bounds("FERRY_RAILS", 1, 16, "rails"),
     bounds("FERRY_RAIL_STRIPE", 4 * KIB, 1 << 40, "bytes"),

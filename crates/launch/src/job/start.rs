@@ -83,6 +83,16 @@ impl Job {
         sys::end_with_launcher(&mut command, libc::SIGKILL);
         if let Some(cpu) = self.cores.get(rank as usize % self.cores.len().max(1)) {
             sys::bind_to_cpu(&mut command, *cpu);
+            // Bound to one core, the rank would otherwise count only that one, take its peers
+            // for rivals and give its core away while it waits. The user's value stands.
+            if std::env::var_os(crate::HOST_CORES_ENV).is_none()
+                && !opts
+                    .extra_env
+                    .iter()
+                    .any(|(k, _)| k == crate::HOST_CORES_ENV)
+            {
+                command.env(crate::HOST_CORES_ENV, self.cores.len().to_string());
+            }
         }
         let child = command.spawn().map_err(|source| match source.kind() {
             io::ErrorKind::NotFound => LaunchError::ProgramNotFound(opts.program.clone()),
