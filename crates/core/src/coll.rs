@@ -7,7 +7,7 @@
 //! Messages go on the communicator's collective context with tag `call << 16 | seq`, where
 //! `call` numbers the collective calls of the communicator and `seq` the messages of a pair.
 
-use crate::engine::{Completion, Engine, Received, ReqId};
+use crate::engine::{Completion, Engine, InPlace, Received, ReqId};
 use crate::error::Error;
 use crate::raw::SendMode;
 use ferry_sched::{Buffer, Op, Order, Region, Schedule};
@@ -661,6 +661,50 @@ impl crate::comm::Shared {
                 }
             }
             // As in `Shared::wait_until`: a pass that found nothing lets other threads in.
+            if let (true, Some(pause)) = (idle > 0, self.pause.get()) {
+                pause();
+            }
+        }
+    }
+
+    /// Waits for the message `(context, source, tag)` of a step and hands `read` its payload
+    /// where it lies in the shared-memory ring (see [`Engine::take_arrived_in_place`]), with
+    /// the engine free (a user's operation may call MPI). Returns the length the message had,
+    /// or `None` when it is not to be had so: the caller then receives it as usual.
+    pub(crate) fn receive_in_place(
+        &self,
+        context: u32,
+        source: u32,
+        tag: i32,
+        read: impl FnOnce(&[u8]),
+    ) -> Result<Option<usize>, Error> {
+        /// Frees the held record however `read` ends.
+        struct Release<'a>(&'a crate::comm::Shared, usize);
+        impl Drop for Release<'_> {
+            fn drop(&mut self) {
+                self.0.engine.borrow_mut().release_held(self.1);
+            }
+        }
+        let mut idle = 0;
+        loop {
+            let taken = {
+                let mut engine = self.engine.borrow_mut();
+                match engine.take_arrived_in_place(context, source, tag)? {
+                    InPlace::NotYet => {
+                        idle = engine.wait_pass(idle)?;
+                        None
+                    }
+                    InPlace::Elsewhere => return Ok(None),
+                    InPlace::Held(payload, len) => Some((payload, len)),
+                }
+            };
+            if let Some((payload, len)) = taken {
+                let _release = Release(self, source as usize);
+                // SAFETY: the held payload stays whole and unchanged in the ring until the
+                // release (progress passes skip a ring whose head is held).
+                read(unsafe { std::slice::from_raw_parts(payload, len) });
+                return Ok(Some(len));
+            }
             if let (true, Some(pause)) = (idle > 0, self.pause.get()) {
                 pause();
             }

@@ -18,7 +18,7 @@ use crate::comm::Comm;
 use crate::engine::ReqId;
 use crate::error::Error;
 use crate::raw::SendMode;
-use ferry_sched::{Buffer, Op, Region, Schedule, Step};
+use ferry_sched::{Buffer, Op, Order, Region, Schedule, Step};
 
 /// The error of a step's message whose length is not the `expected` one of its region: a
 /// longer one (the ranks passed different counts) is a truncation naming the sender, a
@@ -48,6 +48,11 @@ pub(crate) fn length_error(
         ),
     }
 }
+
+/// The shortest message a step combines where it lies in the ring ([`Comm::recv_reducing`]):
+/// below, copying it out first is cheaper than the extra copy and hand-over (2-rank reduce
+/// loops: 1 KiB 0.14 against 0.18 µs, 4 KiB 0.40 against 0.37).
+const REDUCE_IN_PLACE_FROM: usize = 4096;
 
 impl Comm {
     /// Runs blocking call `schedule` here if it runs in order with every message under
@@ -164,6 +169,51 @@ impl Comm {
         Ok((sent != len).then(|| length_error(&self.group.world_of, (source, tag), sent, len)))
     }
 
+    /// A receive from communicator rank `peer` whose message the next step combines with
+    /// `len` bytes at `src` into the `len` bytes at `dst` that it lands in: `dst` takes a copy
+    /// of `src`, and the message is combined into it where it lies in the shared-memory ring,
+    /// with the operands' order swapped to match. That reads the message once instead of
+    /// copying it out first (the root of a 2-rank 64 KiB reduce spent two thirds of its time
+    /// on that copy). False when the message is not to be had in place: `dst` holds the copy
+    /// of `src` and the caller runs both steps as usual.
+    fn recv_reducing(
+        &self,
+        peer: usize,
+        tag: i32,
+        (src, dst, len): (*mut u8, *mut u8, usize),
+        reduce: &Reducer,
+        order: Order,
+        failed: &mut Option<Error>,
+    ) -> Result<bool, Error> {
+        // SAFETY: both regions lie inside their buffers (validated; the caller's are as long as
+        // the schedule's); `copy` allows overlap, which a schedule never has here.
+        unsafe { std::ptr::copy(src, dst, len) };
+        let swapped = match order {
+            Order::SrcFirst => Order::DstFirst,
+            Order::DstFirst => Order::SrcFirst,
+        };
+        let (context, source) = (self.context + 1, self.group.world_of[peer]);
+        let read = |message: &[u8]| {
+            if message.len() == len {
+                // SAFETY: `dst` holds `len` bytes, none of them the ring's.
+                reduce(
+                    message,
+                    unsafe { std::slice::from_raw_parts_mut(dst, len) },
+                    swapped,
+                );
+            }
+        };
+        let Some(sent) = self.shared.receive_in_place(context, source, tag, read)? else {
+            return Ok(false);
+        };
+        if sent != len {
+            *failed = failed
+                .take()
+                .or_else(|| Some(length_error(&self.group.world_of, (source, tag), sent, len)));
+        }
+        Ok(true)
+    }
+
     /// The steps of `s` in order, sent in `mode`; `pending` holds the sends still going out
     /// (step, request), none once it returns `Ok`. As in the executor, once a message of the
     /// wrong length has come the later sends are empty, so that the ranks after this one fail
@@ -187,12 +237,43 @@ impl Comm {
         };
         let call = self.calls.next(false);
         let mut failed = None;
+        let mut reduced_in_place = false;
         for (i, step) in s.steps.iter().enumerate() {
+            if std::mem::take(&mut reduced_in_place) {
+                continue; // the reduce step that followed a receive read in place
+            }
             while let Some(k) = pending
                 .iter()
                 .position(|(j, _)| step.deps.contains(&(*j as u32)))
             {
                 self.shared.wait(pending.swap_remove(k).1)?;
+            }
+            if let (&Op::Recv { peer, seq, region }, Some(next), Some(reduce), None) =
+                (&step.op, s.steps.get(i + 1), reduce, &failed)
+            {
+                if let &Op::Reduce { src, dst, order } = &next.op {
+                    if dst == region && src.len == dst.len && dst.len >= REDUCE_IN_PLACE_FROM {
+                        while let Some(k) = pending
+                            .iter()
+                            .position(|(j, _)| next.deps.contains(&(*j as u32)))
+                        {
+                            self.shared.wait(pending.swap_remove(k).1)?;
+                        }
+                        let (s_at, d_at) = (at(&src), at(&dst));
+                        let tag = step_tag(call, seq);
+                        reduced_in_place = self.recv_reducing(
+                            peer,
+                            tag,
+                            (s_at, d_at, dst.len),
+                            reduce,
+                            order,
+                            &mut failed,
+                        )?;
+                        if reduced_in_place {
+                            continue;
+                        }
+                    }
+                }
             }
             match step.op {
                 Op::Send { peer, seq, region } => {

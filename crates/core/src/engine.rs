@@ -68,6 +68,16 @@ pub(crate) enum Received {
     Later(ReqId),
 }
 
+/// How [`Engine::take_arrived_in_place`] went.
+pub(crate) enum InPlace {
+    /// Held in the ring: its payload, of this many bytes.
+    Held(*const u8, usize),
+    /// Not at the head of its ring yet.
+    NotYet,
+    /// To be received as usual.
+    Elsewhere,
+}
+
 /// The protocol half of the engine.
 pub(crate) struct Proto {
     pub me: u32,

@@ -150,6 +150,12 @@ impl<R: PartialEq + Copy, M> Matcher<R, M> {
             .map(|(_, q, at)| (q, at))
     }
 
+    /// Whether an unexpected message matches `pattern`.
+    #[inline]
+    pub fn has_unexpected(&self, pattern: &Pattern) -> bool {
+        self.find_unexpected(pattern).is_some()
+    }
+
     /// A receive is posted: returns the earliest unexpected message it matches, removing it.
     #[inline]
     pub fn take_unexpected(&mut self, pattern: &Pattern) -> Option<(Envelope, M)> {

@@ -98,6 +98,65 @@ impl Engine {
         })))
     }
 
+    /// The message `(context, source, tag)` where it lies at the head of `source`'s
+    /// shared-memory ring: [`InPlace::Held`] gives its payload, which stays there, and nothing
+    /// behind it moves, until [`Engine::release_held`]. [`InPlace::Elsewhere`] when it is not
+    /// to be had so (it was queued as unexpected, comes over TCP, or wraps around the ring's
+    /// end): the caller receives it as usual then.
+    pub(crate) fn take_arrived_in_place(
+        &mut self,
+        context: u32,
+        source: u32,
+        tag: i32,
+    ) -> Result<InPlace, Error> {
+        let pattern = Pattern {
+            context,
+            source: Some(source),
+            tag: Some(tag),
+        };
+        let peer = source as usize;
+        if self.proto.matcher.has_unexpected(&pattern)
+            || self.proto.peers[peer].route != Route::Shm
+            || self.links[peer].held.is_some()
+        {
+            return Ok(InPlace::Elsewhere);
+        }
+        let Some(shm) = self.shm.as_mut() else {
+            return Ok(InPlace::Elsewhere);
+        };
+        let Some(record) = shm.peek(peer) else {
+            return Ok(InPlace::NotYet);
+        };
+        let frame =
+            Frame::decode(&record.header, u64::MAX).map_err(|e| protocol_error(source, e))?;
+        let Frame::Eager {
+            context: c,
+            tag: t,
+            len,
+        } = frame
+        else {
+            return Ok(InPlace::NotYet);
+        };
+        if c != context || t != tag || self.proto.is_active(context) {
+            return Ok(InPlace::NotYet);
+        }
+        let (Some(payload), Ok(held)) = (record.payload_in_place(len as usize), u32::try_from(len))
+        else {
+            return Ok(InPlace::Elsewhere);
+        };
+        self.links[peer].held = Some(held);
+        shm.publish_head(peer);
+        self.proto.counters.received(len);
+        Ok(InPlace::Held(payload, len as usize))
+    }
+
+    /// Frees the record [`Engine::take_arrived_in_place`] held at the head of `peer`'s ring.
+    pub(crate) fn release_held(&mut self, peer: usize) {
+        if let (Some(len), Some(shm)) = (self.links[peer].held.take(), self.shm.as_mut()) {
+            shm.pop(peer, len as usize);
+        }
+    }
+
     /// As [`Engine::irecv`] from one source with one tag, but a message that has arrived
     /// eagerly is received at once, without a request.
     pub(crate) fn recv_now_or_post(

@@ -2,7 +2,7 @@
  * applied in rank order in Reduce (two roots), Allreduce, Scan, Exscan, Reduce_scatter_block and
  * Reduce_local; MAXLOC/MINLOC pick the lowest index on ties (MPI_2INT, MPI_DOUBLE_INT);
  * Reduce_scatter with unequal counts; Scan/Exscan with builtin ops; a user op on a derived type.
- * Four processes. */
+ * Four processes; the long Reduce is 8 KiB. */
 #include "mtest.h"
 
 typedef struct {
@@ -77,6 +77,28 @@ int main(int argc, char **argv)
                       out[k].a, out[k].b, out[k].c, out[k].d);
         if (size == 1)
             break;
+    }
+
+    /* Long enough (8 KiB) that a root combines each message where it lies in the ring. */
+    {
+        enum { KL = 256 };
+        static mat lin[KL], lout[KL], lwant[KL];
+        for (int k = 0; k < KL; k++) {
+            lin[k] = of(rank, k);
+            mat p = of(0, k);
+            for (int r = 1; r < size; r++)
+                p = mul(p, of(r, k));
+            lwant[k] = p;
+        }
+        for (int root = 0; root < size; root += size - 1) {
+            memset(lout, 0, sizeof lout);
+            MPI_Reduce(lin, lout, KL, mt, op, root, MPI_COMM_WORLD);
+            if (rank == root)
+                for (int k = 0; k < KL; k++)
+                    CHECK(eq(lout[k], lwant[k]), "long Reduce at %d [%d]", root, k);
+            if (size == 1)
+                break;
+        }
     }
     memset(out, 0, sizeof out);
     MPI_Allreduce(in, out, K, mt, op, MPI_COMM_WORLD);
