@@ -242,23 +242,13 @@ impl Comm {
             if std::mem::take(&mut reduced_in_place) {
                 continue; // the reduce step that followed a receive read in place
             }
-            while let Some(k) = pending
-                .iter()
-                .position(|(j, _)| step.deps.contains(&(*j as u32)))
-            {
-                self.shared.wait(pending.swap_remove(k).1)?;
-            }
+            self.wait_for_sends(&step.deps, pending)?;
             if let (&Op::Recv { peer, seq, region }, Some(next), Some(reduce), None) =
                 (&step.op, s.steps.get(i + 1), reduce, &failed)
             {
                 if let &Op::Reduce { src, dst, order } = &next.op {
                     if dst == region && src.len == dst.len && dst.len >= REDUCE_IN_PLACE_FROM {
-                        while let Some(k) = pending
-                            .iter()
-                            .position(|(j, _)| next.deps.contains(&(*j as u32)))
-                        {
-                            self.shared.wait(pending.swap_remove(k).1)?;
-                        }
+                        self.wait_for_sends(&next.deps, pending)?;
                         let (s_at, d_at) = (at(&src), at(&dst));
                         let tag = step_tag(call, seq);
                         reduced_in_place = self.recv_reducing(
@@ -315,5 +305,17 @@ impl Comm {
             pending.pop();
         }
         failed.map_or(Ok(()), Err)
+    }
+
+    /// Waits for the sends among `pending` whose steps are in `deps` (a step may overwrite or
+    /// reuse what they send only after), and drops them from it.
+    fn wait_for_sends(&self, deps: &[u32], pending: &mut Vec<(usize, ReqId)>) -> Result<(), Error> {
+        while let Some(k) = pending
+            .iter()
+            .position(|(j, _)| deps.contains(&(*j as u32)))
+        {
+            self.shared.wait(pending.swap_remove(k).1)?;
+        }
+        Ok(())
     }
 }

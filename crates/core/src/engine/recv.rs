@@ -1,6 +1,7 @@
 //! Posting receives, probes and taking finished requests.
 
 use super::*;
+use crate::shm::Record;
 
 impl Engine {
     /// Posts a receive into `cap` bytes at `buf`; `None` source or tag are wildcards.
@@ -67,22 +68,9 @@ impl Engine {
         let Some(shm) = self.shm.as_mut() else {
             return Ok(None);
         };
-        let Some(record) = shm.peek(peer) else {
+        let Some((record, len)) = eager_at_head(shm, &self.proto, source, context, tag)? else {
             return Ok(None);
         };
-        let frame =
-            Frame::decode(&record.header, u64::MAX).map_err(|e| protocol_error(source, e))?;
-        let Frame::Eager {
-            context: c,
-            tag: t,
-            len,
-        } = frame
-        else {
-            return Ok(None);
-        };
-        if c != context || t != tag || self.proto.is_active(context) {
-            return Ok(None);
-        }
         let (len, n) = (len as usize, (len as usize).min(cap));
         if n > 0 {
             record.copy_payload(0, buf, n);
@@ -124,22 +112,9 @@ impl Engine {
         let Some(shm) = self.shm.as_mut() else {
             return Ok(InPlace::Elsewhere);
         };
-        let Some(record) = shm.peek(peer) else {
+        let Some((record, len)) = eager_at_head(shm, &self.proto, source, context, tag)? else {
             return Ok(InPlace::NotYet);
         };
-        let frame =
-            Frame::decode(&record.header, u64::MAX).map_err(|e| protocol_error(source, e))?;
-        let Frame::Eager {
-            context: c,
-            tag: t,
-            len,
-        } = frame
-        else {
-            return Ok(InPlace::NotYet);
-        };
-        if c != context || t != tag || self.proto.is_active(context) {
-            return Ok(InPlace::NotYet);
-        }
         let (Some(payload), Ok(held)) = (record.payload_in_place(len as usize), u32::try_from(len))
         else {
             return Ok(InPlace::Elsewhere);
@@ -344,5 +319,29 @@ impl Engine {
                 },
             );
         }
+    }
+}
+
+/// The record at the head of `source`'s shared-memory ring, with its message's length, if it
+/// is the eager message `(context, tag)` and may be taken without matching (`context` has no
+/// active-message handler, which must see its messages).
+fn eager_at_head<'s>(
+    shm: &'s mut ShmTransport,
+    proto: &Proto,
+    source: u32,
+    context: u32,
+    tag: i32,
+) -> Result<Option<(Record<'s>, u64)>, Error> {
+    let Some(record) = shm.peek(source as usize) else {
+        return Ok(None);
+    };
+    let frame = Frame::decode(&record.header, u64::MAX).map_err(|e| protocol_error(source, e))?;
+    match frame {
+        Frame::Eager {
+            context: c,
+            tag: t,
+            len,
+        } if c == context && t == tag && !proto.is_active(context) => Ok(Some((record, len))),
+        _ => Ok(None),
     }
 }
