@@ -257,6 +257,29 @@ fn missing_program() {
     );
 }
 
+/// Each rank leads a session of its own (its pid is its session id), as under MPICH's hydra:
+/// with the kernel's autogroups a session is what CPU time is shared among, and ranks left in
+/// the launcher's would share one slice with whatever else that shell runs.
+#[test]
+fn each_rank_leads_a_session_of_its_own() {
+    // Fields 4 to 6 of /proc/<pid>/stat: parent, process group, session ("sh" has no spaces).
+    let script = "set -- $(cat /proc/$$/stat); echo \"pid=$1 group=$5 session=$6\"";
+    let out = run(&["-n", "3", "sh", "-c", script], Duration::from_secs(5));
+    let lines = sorted_lines(&out.stdout);
+    assert_eq!(lines.len(), 3, "{}", text(&out.stdout));
+    for line in &lines {
+        let ids: Vec<&str> = line
+            .split(' ')
+            .filter_map(|f| f.split('=').nth(1))
+            .collect();
+        assert_eq!(ids.len(), 3, "{line}");
+        assert!(
+            ids.iter().all(|id| *id == ids[0]),
+            "not its own session: {line}"
+        );
+    }
+}
+
 #[test]
 fn bind_to_core_gives_each_rank_one_core_and_none_leaves_them_free() {
     let allowed = |out: &Output| -> Vec<String> {

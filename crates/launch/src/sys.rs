@@ -73,6 +73,25 @@ pub(crate) fn random(bytes: &mut [u8]) -> io::Result<()> {
     })
 }
 
+/// Starts the child that `command` starts in a session (and so a process group) of its own,
+/// as MPICH's hydra starts each rank. A session is the unit the scheduler shares CPU time
+/// among when autogroups are on (Debian's kernels): a rank left in the launcher's session
+/// shares one slice with everything else started from that shell, so a busy loop beside the
+/// job halts a waiting peer for whole ticks. Signals reach whatever the rank starts through
+/// its group, as before.
+pub(crate) fn own_session(command: &mut std::process::Command) {
+    use std::os::unix::process::CommandExt;
+    // SAFETY: between fork and exec the closure only makes the async-signal-safe call setsid.
+    unsafe {
+        command.pre_exec(|| {
+            if libc::setsid() < 0 {
+                return Err(io::Error::last_os_error());
+            }
+            Ok(())
+        });
+    }
+}
+
 /// Makes the child that `command` starts receive `signal` when the launcher dies, even by
 /// SIGKILL: a relay or rank must not outlive the job that started it. (`ip netns exec` keeps
 /// the setting: it is not set-user-ID and execs the command in the same process.)

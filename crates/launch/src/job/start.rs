@@ -59,8 +59,8 @@ impl Job {
         key: &JobKey,
         grid: Option<&GridJob>,
     ) -> Result<(), LaunchError> {
-        // Rank 0 reads our standard input, unless that is a terminal: the ranks run in process
-        // groups of their own, and reading the terminal from a background group stops the reader.
+        // Rank 0 reads our standard input, unless that is a terminal: the ranks run in sessions
+        // of their own, and would take keystrokes meant for the launcher's shell.
         let stdin = if rank == 0 && !sys::stdin_is_terminal() {
             Stdio::inherit()
         } else {
@@ -77,9 +77,8 @@ impl Job {
         command
             .stdin(stdin)
             .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            // Its own process group, so that signals reach whatever the rank starts.
-            .process_group(0);
+            .stderr(Stdio::piped());
+        sys::own_session(&mut command);
         sys::end_with_launcher(&mut command, libc::SIGKILL);
         if let Some(cpu) = self.cores.get(rank as usize % self.cores.len().max(1)) {
             sys::bind_to_cpu(&mut command, *cpu);
@@ -193,8 +192,8 @@ impl Job {
                     .env(env::APPNUM, appnum.to_string())
                     .stdin(Stdio::null())
                     .stdout(Stdio::piped())
-                    .stderr(Stdio::piped())
-                    .process_group(0);
+                    .stderr(Stdio::piped());
+                sys::own_session(&mut command);
                 sys::end_with_launcher(&mut command, libc::SIGKILL);
                 let child = command
                     .spawn()

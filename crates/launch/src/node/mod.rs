@@ -3,7 +3,7 @@
 //! The launcher starts it (over ssh, another remote shell, or as a child on its own host) and
 //! speaks [`ferry_wire::node`] on its standard input and output. The daemon reads the job
 //! ([`JobSpec`]: program, environment, the job key, this host's ranks), forks the ranks — each
-//! in a process group of its own, ending with the daemon (`PR_SET_PDEATHSIG`) — and reports
+//! in a session of its own, ending with the daemon (`PR_SET_PDEATHSIG`) — and reports
 //! back: each rank's pid, its output (whole lines, tagged if asked), and how it ended. It
 //! passes on the launcher's signals and rank 0's standard input, and serves its ranks'
 //! bootstrap exchange for them ([`boot`]): one connection and one message per fence per host.
@@ -25,7 +25,7 @@ use std::io::{self, Read, Write};
 use std::net::{IpAddr, SocketAddr};
 use std::os::fd::OwnedFd;
 use std::os::unix::ffi::OsStringExt;
-use std::os::unix::process::{CommandExt, ExitStatusExt};
+use std::os::unix::process::ExitStatusExt;
 use std::process::{Child, ChildStdin, Command, Stdio};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::{self, Receiver, Sender};
@@ -280,8 +280,8 @@ fn run_ranks(
                 Stdio::null()
             })
             .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .process_group(0);
+            .stderr(Stdio::piped());
+        sys::own_session(&mut command);
         crate::job::bootstrap_env(
             &mut command,
             local_boot.addr(),
