@@ -5,7 +5,9 @@
 //!
 //! Each hog is a `sh` loop that checks every few hundred thousand turns whether the process
 //! that started it is still alive, so that hogs never outlive a benchmark that was killed
-//! before it could stop them.
+//! before it could stop them. Each runs in a session of its own, as another user's job
+//! would: with the kernel's autogroups CPU time is shared among sessions first, and hogs in
+//! the benchmark's session would count as one job however many there are.
 
 use std::process::{Child, Command, Stdio};
 
@@ -25,8 +27,10 @@ impl CpuHogs {
         let mut hogs = CpuHogs { children: vec![] };
         for _ in 0..count {
             // On an error the hogs started so far are stopped by drop.
-            let child = Command::new("sh")
-                .args(["-c", SPIN])
+            // util-linux's setsid execs in place (a child of ours leads no process group, so
+            // it need not fork): the pid is the loop's.
+            let child = Command::new("setsid")
+                .args(["sh", "-c", SPIN])
                 .stdin(Stdio::null())
                 .stdout(Stdio::null())
                 .stderr(Stdio::null())
@@ -116,6 +120,8 @@ mod tests {
             std::thread::sleep(Duration::from_millis(50));
         }
         assert!(cpu_ticks(pid).unwrap() > start + 2, "the hog does not spin");
+        let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap();
+        assert_eq!(stat_field(&stat, 6), Some(pid.to_string().as_str()), "own session");
         hogs.stop();
         assert_eq!(hogs.count(), 0);
         assert!(cpu_ticks(pid).is_none(), "hog {pid} still there");

@@ -271,8 +271,8 @@ pub fn run(config: &CompareConfig) -> Result<Outcome, CompareError> {
     if hogs.count() > 0 {
         let _ = writeln!(
             machine,
-            "background load: {} busy-looping processes (pids {:?}) from before the first \
-             round to after the last",
+            "background load: {} busy-looping processes, each in a session of its own (pids {:?}), \
+             from before the first round to after the last",
             hogs.count(),
             hogs.pids()
         );
