@@ -121,7 +121,11 @@ mod tests {
         }
         assert!(cpu_ticks(pid).unwrap() > start + 2, "the hog does not spin");
         let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap();
-        assert_eq!(stat_field(&stat, 6), Some(pid.to_string().as_str()), "own session");
+        assert_eq!(
+            stat_field(&stat, 6),
+            Some(pid.to_string().as_str()),
+            "own session"
+        );
         hogs.stop();
         assert_eq!(hogs.count(), 0);
         assert!(cpu_ticks(pid).is_none(), "hog {pid} still there");
