@@ -13,8 +13,64 @@ use crate::raw::SendMode;
 use ferry_sched::{Buffer, Op, Order, Region, Schedule};
 use std::rc::Rc;
 
-/// The call's reduction on raw bytes (whole elements, `dst = src ⊕ dst` or `dst ⊕ src`).
-pub type Reducer = Rc<dyn Fn(&[u8], &mut [u8], Order)>;
+/// The call's reduction on raw bytes, whole elements (a clone shares it).
+#[derive(Clone)]
+pub struct Reducer(Rc<dyn Fn(Operands<'_>)>);
+
+/// What a [`Reducer`] combines; `⊕` takes the earlier rank's operand on its left.
+pub enum Operands<'a> {
+    /// `dst = src ⊕ dst` ([`Order::SrcFirst`]) or `dst = dst ⊕ src`.
+    InPlace {
+        /// The operand only read.
+        src: &'a [u8],
+        /// The other operand, and the result.
+        dst: &'a mut [u8],
+        /// Which operand is on the left.
+        order: Order,
+    },
+    /// `out = first ⊕ second`, neither operand copied into `out` first: one pass over the
+    /// three buffers instead of a copy and a pass over two.
+    Apart {
+        /// The left operand.
+        first: &'a [u8],
+        /// The right operand.
+        second: &'a [u8],
+        /// The result.
+        out: &'a mut [u8],
+    },
+}
+
+impl Reducer {
+    /// A reduction that has both forms.
+    pub fn new(f: impl Fn(Operands<'_>) + 'static) -> Reducer {
+        Reducer(Rc::new(f))
+    }
+
+    /// A reduction that has only the in-place form (a user's function): the other copies
+    /// `second` into `out` and combines there.
+    pub fn in_place(f: impl Fn(&[u8], &mut [u8], Order) + 'static) -> Reducer {
+        Reducer::new(move |operands| match operands {
+            Operands::InPlace { src, dst, order } => f(src, dst, order),
+            Operands::Apart { first, second, out } => {
+                let n = out.len().min(second.len());
+                out[..n].copy_from_slice(&second[..n]);
+                f(first, out, Order::SrcFirst);
+            }
+        })
+    }
+
+    /// `dst = src ⊕ dst` or `dst ⊕ src`, as `order` says.
+    #[inline]
+    pub fn apply(&self, src: &[u8], dst: &mut [u8], order: Order) {
+        (self.0)(Operands::InPlace { src, dst, order });
+    }
+
+    /// `out = first ⊕ second`; the three have one length.
+    #[inline]
+    pub fn apply_apart(&self, first: &[u8], second: &[u8], out: &mut [u8]) {
+        (self.0)(Operands::Apart { first, second, out });
+    }
+}
 
 enum StepState {
     Waiting,
@@ -341,7 +397,7 @@ impl CallView {
                         std::slice::from_raw_parts_mut(d, dst.len),
                     )
                 };
-                reduce(s, d, order);
+                reduce.apply(s, d, order);
                 StepState::Done
             }
             Op::Copy { src, dst } => {

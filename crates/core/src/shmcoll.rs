@@ -142,6 +142,32 @@ fn reduce_chunk(half: usize, ranks: usize, elem: usize) -> usize {
     line / elem * elem
 }
 
+/// Combines the `dst.len()` bytes at `slots` of each of the `ranks` input slots, `chunk`
+/// bytes apart, in rank order into `dst`: the first two straight into it, then the others.
+///
+/// # Safety
+/// Each of the `ranks` slots holds `dst.len()` readable bytes at `slots + i * chunk`, and
+/// none of them overlaps `dst`.
+unsafe fn fold_slots(
+    reduce: &Reducer,
+    slots: *const u8,
+    chunk: usize,
+    ranks: usize,
+    dst: &mut [u8],
+) {
+    let len = dst.len();
+    // SAFETY: as the caller promises.
+    let slot = |i: usize| unsafe { std::slice::from_raw_parts(slots.add(i * chunk), len) };
+    if ranks < 2 {
+        dst.copy_from_slice(slot(0));
+        return;
+    }
+    reduce.apply_apart(slot(0), slot(1), dst);
+    for i in 2..ranks {
+        reduce.apply(slot(i), dst, Order::DstFirst);
+    }
+}
+
 /// Bytes of a chunk slot of an allgather or alltoall: every rank writes `blocks` slots (one
 /// block for everyone, or one for each rank) into a half.
 fn exchange_chunk(half: usize, ranks: usize, blocks: usize) -> usize {
@@ -479,12 +505,8 @@ impl Segment {
                         // SAFETY: the previous phase wrote every slot; the output holds
                         // `bytes` where a result is wanted.
                         unsafe {
-                            copy(read, output, bytes);
                             let dst = std::slice::from_raw_parts_mut(output, bytes);
-                            for slot in 1..n {
-                                let src = std::slice::from_raw_parts(read.add(slot * chunk), bytes);
-                                reduce(src, dst, Order::DstFirst);
-                            }
+                            fold_slots(reduce, read, chunk, n, dst);
                         }
                     }
                     return Ok(());
@@ -507,15 +529,8 @@ impl Segment {
                     // either half during this phase.
                     unsafe {
                         let result = write.add(n * chunk + from);
-                        copy(read.add(from), result, to - from);
                         let dst = std::slice::from_raw_parts_mut(result, to - from);
-                        for slot in 1..n {
-                            let src = std::slice::from_raw_parts(
-                                read.add(slot * chunk + from),
-                                to - from,
-                            );
-                            reduce(src, dst, Order::DstFirst);
-                        }
+                        fold_slots(reduce, read.add(from), chunk, n, dst);
                     }
                 }
             }
@@ -771,7 +786,7 @@ impl Comm {
             1,
             false,
         ))?;
-        let min: Reducer = Rc::new(|src: &[u8], dst: &mut [u8], _| {
+        let min = Reducer::in_place(|src: &[u8], dst: &mut [u8], _| {
             for (d, s) in dst.iter_mut().zip(src) {
                 *d = (*d).min(*s);
             }

@@ -11,10 +11,9 @@ use crate::ops;
 use crate::p2p::count_arg;
 use crate::request::{Request, Typed};
 use crate::state::{running, Inter, OpObj, State};
-use ferry_core::{Collective, Reducer};
+use ferry_core::{Collective, Operands, Reducer};
 use ferry_sched::Order;
 use std::ffi::{c_int, c_void};
-use std::rc::Rc;
 
 pub(crate) mod large;
 pub(crate) mod lean;
@@ -289,11 +288,9 @@ fn reducer(dt: &Datatype, handle: Handle, op: OpObj) -> Res<(Reducer, bool)> {
                     format!("{op:?} needs a datatype made of one predefined type"),
                 );
             };
-            ops::check(op, b).map_err(|e| MpiError::new(MPI_ERR_OP, e.to_string()))?;
-            let f = move |src: &[u8], dst: &mut [u8], _: Order| {
-                let _ = ops::apply_packed(op, b, src, dst);
-            };
-            Ok((Rc::new(f), true))
+            let op =
+                ops::CheckedOp::new(op, b).map_err(|e| MpiError::new(MPI_ERR_OP, e.to_string()))?;
+            Ok((builtin_reduction(op), true))
         }
         OpObj::User { f, commute } => {
             let dt = dt.clone();
@@ -312,9 +309,23 @@ fn reducer(dt: &Datatype, handle: Handle, op: OpObj) -> Res<(Reducer, bool)> {
                     }
                 }
             };
-            Ok((Rc::new(apply), commute))
+            Ok((Reducer::in_place(apply), commute))
         }
     }
+}
+
+/// The reduction of a predefined operation on its type, in both forms (predefined operations
+/// commute, so the order of the in-place form does not matter).
+pub(crate) fn builtin_reduction(op: ops::CheckedOp) -> Reducer {
+    // The executors hand it whole packed elements of equal lengths, so it cannot fail.
+    Reducer::new(move |operands| match operands {
+        Operands::InPlace { src, dst, .. } => {
+            let _ = op.apply_packed(src, dst);
+        }
+        Operands::Apart { first, second, out } => {
+            let _ = op.apply_packed_apart(first, second, out);
+        }
+    })
 }
 
 /// Calls a user function on `n` packed elements: `inout = in op inout`.
@@ -412,7 +423,7 @@ pub(crate) fn reduce_local(
             std::slice::from_raw_parts_mut(dst.ptr, dst.len),
         )
     };
-    reduce(s, d, Order::SrcFirst);
+    reduce.apply(s, d, Order::SrcFirst);
     dst.finish();
     Ok(())
 }

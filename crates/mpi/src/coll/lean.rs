@@ -6,14 +6,13 @@
 //! pair is made once per process. Anything else, and every argument error, returns `None`:
 //! the general path then runs the call, or reports the error as it always has.
 
-use super::{in_place, Rc};
+use super::in_place;
 use crate::abi::*;
 use crate::error::Res;
 use crate::ops::{BuiltinOp, CheckedOp};
 use crate::p2p::Dense;
 use crate::state::{running, State};
 use ferry_core::{Collective, Reducer};
-use ferry_sched::Order;
 use std::ffi::{c_int, c_void};
 
 /// `count` elements of `datatype` at `buf` as one block of bytes ([`Dense`]), when the buffer
@@ -33,13 +32,10 @@ fn intra(s: &State, comm: Handle) -> Option<ferry_core::Comm> {
 fn builtin_reducer(s: &mut State, op: CheckedOp) -> Reducer {
     let kept = &mut s.builtin_reducers;
     if let Some((_, r)) = kept.iter().find(|(key, _)| *key == op) {
-        return Rc::clone(r);
+        return r.clone();
     }
-    // The executor hands it whole packed elements of equal length, so it cannot fail.
-    let r: Reducer = Rc::new(move |src: &[u8], dst: &mut [u8], _: Order| {
-        let _ = op.apply_packed(src, dst);
-    });
-    kept.push((op, Rc::clone(&r)));
+    let r = super::builtin_reduction(op);
+    kept.push((op, r.clone()));
     r
 }
 

@@ -79,9 +79,10 @@ int main(int argc, char **argv)
             break;
     }
 
-    /* Long enough (8 KiB) that a root combines each message where it lies in the ring. */
+    /* Long: 8 KiB, so that a root combines each message where it lies in the ring, and
+     * 64 KiB, so that 3 ranks or more combine in the shared segment. */
     {
-        enum { KL = 256 };
+        enum { KL = 2048 };
         static mat lin[KL], lout[KL], lwant[KL];
         for (int k = 0; k < KL; k++) {
             lin[k] = of(rank, k);
@@ -90,14 +91,20 @@ int main(int argc, char **argv)
                 p = mul(p, of(r, k));
             lwant[k] = p;
         }
-        for (int root = 0; root < size; root += size - 1) {
+        for (int kl = 256; kl <= KL; kl *= 8) {
+            for (int root = 0; root < size; root += size - 1) {
+                memset(lout, 0, sizeof lout);
+                MPI_Reduce(lin, lout, kl, mt, op, root, MPI_COMM_WORLD);
+                if (rank == root)
+                    for (int k = 0; k < kl; k++)
+                        CHECK(eq(lout[k], lwant[k]), "long Reduce of %d at %d [%d]", kl, root, k);
+                if (size == 1)
+                    break;
+            }
             memset(lout, 0, sizeof lout);
-            MPI_Reduce(lin, lout, KL, mt, op, root, MPI_COMM_WORLD);
-            if (rank == root)
-                for (int k = 0; k < KL; k++)
-                    CHECK(eq(lout[k], lwant[k]), "long Reduce at %d [%d]", root, k);
-            if (size == 1)
-                break;
+            MPI_Allreduce(lin, lout, kl, mt, op, MPI_COMM_WORLD);
+            for (int k = 0; k < kl; k++)
+                CHECK(eq(lout[k], lwant[k]), "long Allreduce of %d [%d]", kl, k);
         }
     }
     memset(out, 0, sizeof out);
