@@ -192,7 +192,7 @@ mod tests {
             r.apply(&a, &mut dst, Order::DstFirst);
             assert_eq!(vals(&dst), [-7.0, 4.0]);
             for skew in [0, 1] {
-                let mut out = vec![0u8; 17];
+                let mut out = [0u8; 17];
                 r.apply_apart(&a, &b, &mut out[skew..skew + 16]);
                 assert_eq!(vals(&out[skew..skew + 16]), [7.0, -4.0]);
             }
