@@ -13,62 +13,50 @@ use crate::raw::SendMode;
 use ferry_sched::{Buffer, Op, Order, Region, Schedule};
 use std::rc::Rc;
 
-/// The call's reduction on raw bytes, whole elements (a clone shares it).
-#[derive(Clone)]
-pub struct Reducer(Rc<dyn Fn(Operands<'_>)>);
-
-/// What a [`Reducer`] combines; `⊕` takes the earlier rank's operand on its left.
-pub enum Operands<'a> {
+/// A reduction on raw bytes, whole elements; `⊕` takes the earlier rank's operand on its
+/// left. A closure `Fn(src, dst, order)` is one with the in-place form only.
+pub trait Reduction {
     /// `dst = src ⊕ dst` ([`Order::SrcFirst`]) or `dst = dst ⊕ src`.
-    InPlace {
-        /// The operand only read.
-        src: &'a [u8],
-        /// The other operand, and the result.
-        dst: &'a mut [u8],
-        /// Which operand is on the left.
-        order: Order,
-    },
-    /// `out = first ⊕ second`, neither operand copied into `out` first: one pass over the
-    /// three buffers instead of a copy and a pass over two.
-    Apart {
-        /// The left operand.
-        first: &'a [u8],
-        /// The right operand.
-        second: &'a [u8],
-        /// The result.
-        out: &'a mut [u8],
-    },
+    fn apply(&self, src: &[u8], dst: &mut [u8], order: Order);
+
+    /// `out = first ⊕ second`, the three of one length. A reduction that can should write
+    /// it in one pass over the three buffers; by default `second` is copied into `out` and
+    /// combined there.
+    fn apply_apart(&self, first: &[u8], second: &[u8], out: &mut [u8]) {
+        let n = out.len().min(second.len());
+        out[..n].copy_from_slice(&second[..n]);
+        self.apply(first, out, Order::SrcFirst);
+    }
 }
 
-impl Reducer {
-    /// A reduction that has both forms.
-    pub fn new(f: impl Fn(Operands<'_>) + 'static) -> Reducer {
-        Reducer(Rc::new(f))
+impl<F: Fn(&[u8], &mut [u8], Order)> Reduction for F {
+    #[inline]
+    fn apply(&self, src: &[u8], dst: &mut [u8], order: Order) {
+        self(src, dst, order)
     }
+}
 
-    /// A reduction that has only the in-place form (a user's function): the other copies
-    /// `second` into `out` and combines there.
-    pub fn in_place(f: impl Fn(&[u8], &mut [u8], Order) + 'static) -> Reducer {
-        Reducer::new(move |operands| match operands {
-            Operands::InPlace { src, dst, order } => f(src, dst, order),
-            Operands::Apart { first, second, out } => {
-                let n = out.len().min(second.len());
-                out[..n].copy_from_slice(&second[..n]);
-                f(first, out, Order::SrcFirst);
-            }
-        })
+/// The call's reduction (a clone shares it).
+#[derive(Clone)]
+pub struct Reducer(Rc<dyn Reduction>);
+
+impl Reducer {
+    /// Wraps `reduction`.
+    pub fn new(reduction: impl Reduction + 'static) -> Reducer {
+        Reducer(Rc::new(reduction))
     }
 
     /// `dst = src ⊕ dst` or `dst ⊕ src`, as `order` says.
     #[inline]
     pub fn apply(&self, src: &[u8], dst: &mut [u8], order: Order) {
-        (self.0)(Operands::InPlace { src, dst, order });
+        self.0.apply(src, dst, order);
     }
 
-    /// `out = first ⊕ second`; the three have one length.
+    /// `out = first ⊕ second`, without copying either operand into `out` first where the
+    /// reduction can: one pass over three buffers instead of a copy and a pass over two.
     #[inline]
     pub fn apply_apart(&self, first: &[u8], second: &[u8], out: &mut [u8]) {
-        (self.0)(Operands::Apart { first, second, out });
+        self.0.apply_apart(first, second, out);
     }
 }
 

@@ -309,6 +309,7 @@ impl Comm {
 
     /// Waits for the sends among `pending` whose steps are in `deps` (a step may overwrite or
     /// reuse what they send only after), and drops them from it.
+    #[inline]
     fn wait_for_sends(&self, deps: &[u32], pending: &mut Vec<(usize, ReqId)>) -> Result<(), Error> {
         while let Some(k) = pending
             .iter()

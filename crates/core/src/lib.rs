@@ -52,7 +52,7 @@ mod stranger_log;
 mod tcp;
 mod world;
 
-pub use coll::{Operands, Planned, Reducer};
+pub use coll::{Planned, Reducer, Reduction};
 pub use collectives::{Collective, ReduceOp, Reducible};
 pub use comm::{
     scope, test_all, wait_all, wait_any, Comm, Pause, Request, Scope, Source, Status, ANY_SOURCE,

@@ -1,10 +1,11 @@
 //! The predefined reduction operations (MPI_SUM, MPI_MAX, …) on Rust element types, and the
 //! byte-level reducers that the collective executor applies.
 
-use crate::coll::{Operands, Reducer};
+use crate::coll::{Reducer, Reduction};
 use crate::error::Error;
 use bytemuck::Pod;
 use ferry_sched::Order;
+use std::marker::PhantomData;
 
 /// Predefined reduction operations (MPI_SUM, MPI_PROD, …).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -82,57 +83,65 @@ macro_rules! reducible_float {
 reducible_float!(f32, f64);
 
 pub(crate) fn reducer<T: Pod>(f: impl Fn(T, T) -> T + 'static) -> Reducer {
-    Reducer::new(move |operands| match operands {
-        Operands::InPlace { src, dst, order } => {
-            // Aligned buffers (the usual case: user slices of T, 16-byte aligned scratch) are
-            // combined as typed slices, which the compiler can vectorize.
-            if let (Ok(s), Ok(d)) = (
-                bytemuck::try_cast_slice::<u8, T>(src),
-                bytemuck::try_cast_slice_mut::<u8, T>(dst),
-            ) {
-                match order {
-                    Order::SrcFirst => d.iter_mut().zip(s).for_each(|(d, &s)| *d = f(s, *d)),
-                    Order::DstFirst => d.iter_mut().zip(s).for_each(|(d, &s)| *d = f(*d, s)),
-                }
-                return;
+    Reducer::new(Elementwise(f, PhantomData::<T>))
+}
+
+/// A reduction of elements of `T` by `f`, in both forms.
+struct Elementwise<T, F>(F, PhantomData<T>);
+
+impl<T: Pod, F: Fn(T, T) -> T> Reduction for Elementwise<T, F> {
+    fn apply(&self, src: &[u8], dst: &mut [u8], order: Order) {
+        let f = &self.0;
+        // Aligned buffers (the usual case: user slices of T, 16-byte aligned scratch) are
+        // combined as typed slices, which the compiler can vectorize.
+        if let (Ok(s), Ok(d)) = (
+            bytemuck::try_cast_slice::<u8, T>(src),
+            bytemuck::try_cast_slice_mut::<u8, T>(dst),
+        ) {
+            match order {
+                Order::SrcFirst => d.iter_mut().zip(s).for_each(|(d, &s)| *d = f(s, *d)),
+                Order::DstFirst => d.iter_mut().zip(s).for_each(|(d, &s)| *d = f(*d, s)),
             }
-            let n = std::mem::size_of::<T>();
-            for (d, s) in dst.chunks_exact_mut(n).zip(src.chunks_exact(n)) {
-                let (s_val, d_val) = (
-                    bytemuck::pod_read_unaligned::<T>(s),
-                    bytemuck::pod_read_unaligned::<T>(d),
-                );
-                let r = match order {
-                    Order::SrcFirst => f(s_val, d_val),
-                    Order::DstFirst => f(d_val, s_val),
-                };
-                d.copy_from_slice(bytemuck::bytes_of(&r));
-            }
+            return;
         }
-        Operands::Apart { first, second, out } => {
-            if let (Ok(a), Ok(b), Ok(o)) = (
-                bytemuck::try_cast_slice::<u8, T>(first),
-                bytemuck::try_cast_slice::<u8, T>(second),
-                bytemuck::try_cast_slice_mut::<u8, T>(out),
-            ) {
-                o.iter_mut()
-                    .zip(a.iter().zip(b))
-                    .for_each(|(o, (&a, &b))| *o = f(a, b));
-                return;
-            }
-            let n = std::mem::size_of::<T>();
-            for (o, (a, b)) in out
-                .chunks_exact_mut(n)
-                .zip(first.chunks_exact(n).zip(second.chunks_exact(n)))
-            {
-                let r = f(
-                    bytemuck::pod_read_unaligned::<T>(a),
-                    bytemuck::pod_read_unaligned::<T>(b),
-                );
-                o.copy_from_slice(bytemuck::bytes_of(&r));
-            }
+        let n = std::mem::size_of::<T>();
+        for (d, s) in dst.chunks_exact_mut(n).zip(src.chunks_exact(n)) {
+            let (s_val, d_val) = (
+                bytemuck::pod_read_unaligned::<T>(s),
+                bytemuck::pod_read_unaligned::<T>(d),
+            );
+            let r = match order {
+                Order::SrcFirst => f(s_val, d_val),
+                Order::DstFirst => f(d_val, s_val),
+            };
+            d.copy_from_slice(bytemuck::bytes_of(&r));
         }
-    })
+    }
+
+    fn apply_apart(&self, first: &[u8], second: &[u8], out: &mut [u8]) {
+        let f = &self.0;
+        if let (Ok(a), Ok(b), Ok(o)) = (
+            bytemuck::try_cast_slice::<u8, T>(first),
+            bytemuck::try_cast_slice::<u8, T>(second),
+            bytemuck::try_cast_slice_mut::<u8, T>(out),
+        ) {
+            o.iter_mut()
+                .zip(a.iter().zip(b))
+                .for_each(|(o, (&a, &b))| *o = f(a, b));
+            return;
+        }
+        let n = std::mem::size_of::<T>();
+        for (o, (a, b)) in out
+            .chunks_exact_mut(n)
+            .zip(first.chunks_exact(n).zip(second.chunks_exact(n)))
+        {
+            let r = f(
+                bytemuck::pod_read_unaligned::<T>(a),
+                bytemuck::pod_read_unaligned::<T>(b),
+            );
+            o.copy_from_slice(bytemuck::bytes_of(&r));
+        }
+    }
 }
 
 pub(crate) fn typed_reducer<T: Reducible>(op: ReduceOp) -> Result<Reducer, Error> {
@@ -170,7 +179,7 @@ mod tests {
     #[test]
     fn both_forms_keep_the_order_of_a_non_commutative_operation() {
         let minus = reducer(|a: f64, b: f64| a - b);
-        let user = Reducer::in_place(|src: &[u8], dst: &mut [u8], order: Order| {
+        let user = Reducer::new(|src: &[u8], dst: &mut [u8], order: Order| {
             for (d, s) in dst.chunks_exact_mut(8).zip(src.chunks_exact(8)) {
                 let (s, d0): (f64, f64) = (
                     bytemuck::pod_read_unaligned(s),

@@ -786,7 +786,7 @@ impl Comm {
             1,
             false,
         ))?;
-        let min = Reducer::in_place(|src: &[u8], dst: &mut [u8], _| {
+        let min = Reducer::new(|src: &[u8], dst: &mut [u8], _: Order| {
             for (d, s) in dst.iter_mut().zip(src) {
                 *d = (*d).min(*s);
             }

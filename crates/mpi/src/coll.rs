@@ -11,7 +11,7 @@ use crate::ops;
 use crate::p2p::count_arg;
 use crate::request::{Request, Typed};
 use crate::state::{running, Inter, OpObj, State};
-use ferry_core::{Collective, Operands, Reducer};
+use ferry_core::{Collective, Reducer, Reduction};
 use ferry_sched::Order;
 use std::ffi::{c_int, c_void};
 
@@ -309,7 +309,7 @@ fn reducer(dt: &Datatype, handle: Handle, op: OpObj) -> Res<(Reducer, bool)> {
                     }
                 }
             };
-            Ok((Reducer::in_place(apply), commute))
+            Ok((Reducer::new(apply), commute))
         }
     }
 }
@@ -317,15 +317,20 @@ fn reducer(dt: &Datatype, handle: Handle, op: OpObj) -> Res<(Reducer, bool)> {
 /// The reduction of a predefined operation on its type, in both forms (predefined operations
 /// commute, so the order of the in-place form does not matter).
 pub(crate) fn builtin_reduction(op: ops::CheckedOp) -> Reducer {
-    // The executors hand it whole packed elements of equal lengths, so it cannot fail.
-    Reducer::new(move |operands| match operands {
-        Operands::InPlace { src, dst, .. } => {
-            let _ = op.apply_packed(src, dst);
-        }
-        Operands::Apart { first, second, out } => {
-            let _ = op.apply_packed_apart(first, second, out);
-        }
-    })
+    Reducer::new(Builtin(op))
+}
+
+struct Builtin(ops::CheckedOp);
+
+// The executors hand it whole packed elements of equal lengths, so it cannot fail.
+impl Reduction for Builtin {
+    fn apply(&self, src: &[u8], dst: &mut [u8], _: Order) {
+        let _ = self.0.apply_packed(src, dst);
+    }
+
+    fn apply_apart(&self, first: &[u8], second: &[u8], out: &mut [u8]) {
+        let _ = self.0.apply_packed_apart(first, second, out);
+    }
 }
 
 /// Calls a user function on `n` packed elements: `inout = in op inout`.

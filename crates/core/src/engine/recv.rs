@@ -324,7 +324,9 @@ impl Engine {
 
 /// The record at the head of `source`'s shared-memory ring, with its message's length, if it
 /// is the eager message `(context, tag)` and may be taken without matching (`context` has no
-/// active-message handler, which must see its messages).
+/// active-message handler, which must see its messages). Inlined: the record returned through
+/// memory and read back at once cost a short collective a tenth of its time.
+#[inline(always)]
 fn eager_at_head<'s>(
     shm: &'s mut ShmTransport,
     proto: &Proto,
