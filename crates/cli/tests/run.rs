@@ -257,25 +257,51 @@ fn missing_program() {
     );
 }
 
-/// Each rank leads a session of its own (its pid is its session id), as under MPICH's hydra:
-/// with the kernel's autogroups a session is what CPU time is shared among, and ranks left in
-/// the launcher's would share one slice with whatever else that shell runs.
+/// Ranks that have a core each lead a session of their own (pid = process group = session),
+/// as under MPICH's hydra: with the kernel's autogroups a session is what CPU time is shared
+/// among, and ranks left in the launcher's would share one slice with whatever else that shell
+/// runs. Ranks that outnumber the cores lead only a process group and stay in the launcher's
+/// session, where sched_yield hands the core from one to another.
 #[test]
-fn each_rank_leads_a_session_of_its_own() {
+fn ranks_with_a_core_each_lead_sessions_of_their_own() {
     // Fields 4 to 6 of /proc/<pid>/stat: parent, process group, session ("sh" has no spaces).
     let script = "set -- $(cat /proc/$$/stat); echo \"pid=$1 group=$5 session=$6\"";
-    let out = run(&["-n", "3", "sh", "-c", script], Duration::from_secs(5));
-    let lines = sorted_lines(&out.stdout);
-    assert_eq!(lines.len(), 3, "{}", text(&out.stdout));
-    for line in &lines {
-        let ids: Vec<&str> = line
-            .split(' ')
-            .filter_map(|f| f.split('=').nth(1))
-            .collect();
-        assert_eq!(ids.len(), 3, "{line}");
+    let ids = |np: usize| -> Vec<[String; 3]> {
+        let out = run(
+            &["-n", &np.to_string(), "sh", "-c", script],
+            Duration::from_secs(5),
+        );
+        let lines = sorted_lines(&out.stdout);
+        assert_eq!(lines.len(), np, "{}", text(&out.stdout));
+        lines
+            .iter()
+            .map(|line| {
+                let ids: Vec<String> = line
+                    .split(' ')
+                    .filter_map(|f| f.split('=').nth(1).map(str::to_owned))
+                    .collect();
+                ids.try_into().unwrap_or_else(|_| panic!("{line}"))
+            })
+            .collect()
+    };
+    let cores = ferry_launch::usable_cores();
+    for [pid, group, session] in ids(cores.min(4)) {
         assert!(
-            ids.iter().all(|id| *id == ids[0]),
-            "not its own session: {line}"
+            pid == group && pid == session,
+            "not its own session: {pid} {group} {session}"
+        );
+    }
+    let ours = std::fs::read_to_string("/proc/self/stat").expect("stat");
+    let our_session = ours
+        .rsplit(')')
+        .next()
+        .and_then(|rest| rest.split_whitespace().nth(3));
+    for [pid, group, session] in ids(cores + 1) {
+        assert_eq!(pid, group, "not its own process group");
+        assert_eq!(
+            Some(session.as_str()),
+            our_session,
+            "oversubscribed, left our session"
         );
     }
 }

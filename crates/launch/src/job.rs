@@ -158,6 +158,7 @@ pub fn run(opts: &LaunchOptions) -> Result<Outcome, LaunchError> {
         });
     }
     let cpus = sys::allowed_cpus();
+    job.usable_cores = cpus.len().max(1);
     job.cores = match opts.bind {
         crate::Bind::None => Vec::new(),
         crate::Bind::Core => cpus,
@@ -247,6 +248,9 @@ struct Job {
     cleaned: bool,
     /// The core of rank i is cores[i mod len]; empty: ranks are not bound.
     cores: Vec<usize>,
+    /// How many cores the launcher may use, which its ranks inherit (see
+    /// `sys::rank_group`).
+    usable_cores: usize,
     /// The node daemons of a multi-host job.
     nodes: Option<Nodes>,
     /// What a node daemon reported that ends the job.
@@ -278,6 +282,7 @@ impl Job {
             child_exited: None,
             cleaned: false,
             cores: Vec::new(),
+            usable_cores: crate::usable_cores(),
             nodes: None,
             host_failure: None,
             abort: None,

@@ -8,9 +8,9 @@
 //!   `fence`, `abort`, `finalize`) on an ephemeral port of 127.0.0.1;
 //! - **spawning** the ranks with `FERRY_PMI_ADDR`, `FERRY_RANK`, `FERRY_SIZE`, `FERRY_JOB_ID` and
 //!   `FERRY_JOB_KEY` in their environment (a fresh 256-bit key per job; never on a command line),
-//!   each rank in a session (and process group) of its own, so that whatever it starts is
-//!   stopped with it and the scheduler shares CPU time with the rank itself, not with the
-//!   launcher's shell;
+//!   each rank in a process group of its own so that whatever it starts is stopped with it,
+//!   and in a session of its own while the ranks have a core each (the scheduler then shares
+//!   CPU time with the rank itself, not with the launcher's shell);
 //! - **output forwarding**: each rank's stdout and stderr to ours, whole lines, optionally
 //!   prefixed `[rank] `;
 //! - **failure handling**: the first rank that fails (non-zero exit, a signal, an exit or a lost

@@ -73,15 +73,22 @@ pub(crate) fn random(bytes: &mut [u8]) -> io::Result<()> {
     })
 }
 
-/// Starts the child that `command` starts in a session (and so a process group) of its own,
-/// as MPICH's hydra starts each rank. A session is the unit the scheduler shares CPU time
-/// among when autogroups are on (Debian's kernels): a rank left in the launcher's session
-/// shares one slice with everything else started from that shell, so a busy loop beside the
-/// job halts a waiting peer for whole ticks. Signals reach whatever the rank starts through
-/// its group, as before.
-pub(crate) fn own_session(command: &mut std::process::Command) {
+/// Puts the rank that `command` starts in a process group of its own, so that signals reach
+/// whatever it starts, and, when the ranks of its host have a core each (`own_core`), in a
+/// session of its own, as MPICH's hydra starts each rank. With the kernel's autogroups (on in
+/// Debian's kernels) CPU time is shared among sessions first: a rank left in the launcher's
+/// session shares one slice with everything else started from that shell, and a busy loop
+/// beside the job then holds a waiting peer off its core for whole ticks. Ranks that outnumber
+/// the cores stay in the launcher's session: they hand the core to each other with
+/// sched_yield, which passes it only within one autogroup.
+pub(crate) fn rank_group(command: &mut std::process::Command, own_core: bool) {
     use std::os::unix::process::CommandExt;
-    // SAFETY: between fork and exec the closure only makes the async-signal-safe call setsid.
+    if !own_core {
+        command.process_group(0);
+        return;
+    }
+    // SAFETY: between fork and exec the closure only makes the async-signal-safe call setsid
+    // (which also makes the rank a process group leader).
     unsafe {
         command.pre_exec(|| {
             if libc::setsid() < 0 {

@@ -78,7 +78,8 @@ impl Job {
             .stdin(stdin)
             .stdout(Stdio::piped())
             .stderr(Stdio::piped());
-        sys::own_session(&mut command);
+        // A local or testbed job's ranks all run on this machine's cores.
+        sys::rank_group(&mut command, opts.np as usize <= self.usable_cores);
         sys::end_with_launcher(&mut command, libc::SIGKILL);
         if let Some(cpu) = self.cores.get(rank as usize % self.cores.len().max(1)) {
             sys::bind_to_cpu(&mut command, *cpu);
@@ -193,7 +194,8 @@ impl Job {
                     .stdin(Stdio::null())
                     .stdout(Stdio::piped())
                     .stderr(Stdio::piped());
-                sys::own_session(&mut command);
+                let here = self.ranks.len() + size as usize;
+                sys::rank_group(&mut command, here <= self.usable_cores);
                 sys::end_with_launcher(&mut command, libc::SIGKILL);
                 let child = command
                     .spawn()

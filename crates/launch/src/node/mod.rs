@@ -3,7 +3,7 @@
 //! The launcher starts it (over ssh, another remote shell, or as a child on its own host) and
 //! speaks [`ferry_wire::node`] on its standard input and output. The daemon reads the job
 //! ([`JobSpec`]: program, environment, the job key, this host's ranks), forks the ranks — each
-//! in a session of its own, ending with the daemon (`PR_SET_PDEATHSIG`) — and reports
+//! in a process group of its own (see `sys::rank_group`), ending with the daemon (`PR_SET_PDEATHSIG`) — and reports
 //! back: each rank's pid, its output (whole lines, tagged if asked), and how it ended. It
 //! passes on the launcher's signals and rank 0's standard input, and serves its ranks'
 //! bootstrap exchange for them ([`boot`]): one connection and one message per fence per host.
@@ -247,6 +247,7 @@ fn run_ranks(
         }
     };
     let mut ranks: Vec<Rank> = Vec::new();
+    let cores = crate::usable_cores();
     // One thread forwards every rank's output (a rank without it runs with its pipes closed).
     let output = match crate::output::Forwarder::start() {
         Ok(forwarder) => Some(forwarder),
@@ -281,7 +282,7 @@ fn run_ranks(
             })
             .stdout(Stdio::piped())
             .stderr(Stdio::piped());
-        sys::own_session(&mut command);
+        sys::rank_group(&mut command, spec.ranks.len() <= cores);
         crate::job::bootstrap_env(
             &mut command,
             local_boot.addr(),
