@@ -154,6 +154,9 @@ pub(crate) struct Engine {
     spin: u32,
     /// The spin's polls yield the core in between (`FERRY_SPIN_YIELD`).
     spin_yield: bool,
+    /// When this rank last moved itself off a core it shared with a peer (see
+    /// `Engine::spins_beside_a_peer`).
+    moved_at: Option<Instant>,
     /// The longest sleep of a wait with nothing to do: long when this thread is alone with the
     /// engine, short when other threads may want it (see `Shared::wait_until`).
     pub(crate) nap: Duration,
@@ -238,6 +241,7 @@ impl Engine {
             tcp_chunk: setup.tcp_chunk,
             spin: setup.spin,
             spin_yield: setup.spin_yield,
+            moved_at: None,
             nap: Duration::from_millis(20),
             rail_policy: setup.rail_policy,
             rail_stripe: setup.rail_stripe as u64,

@@ -670,19 +670,27 @@ impl ShmTransport {
         }
     }
 
-    /// Publishes the CPU this rank waits on, for [`ShmTransport::shares_cpu`] of its peers.
+    /// Publishes the CPU this rank waits on, for [`ShmTransport::sharing_cpu`] of its peers.
     pub(crate) fn note_cpu(&self, cpu: u32) {
         self.own.cpu().store(cpu.wrapping_add(1), Ordering::Relaxed);
     }
 
-    /// Whether a peer last waited on `cpu`, so that spinning there may hold back the very
-    /// process this rank waits for.
-    pub(crate) fn shares_cpu(&self, cpu: u32) -> bool {
+    /// The lowest-ranked peer that last waited on `cpu`, if one did: spinning there may hold
+    /// back the very process this rank waits for.
+    pub(crate) fn sharing_cpu(&self, cpu: u32) -> Option<u32> {
         let cpu = cpu.wrapping_add(1);
-        self._peers
-            .iter()
-            .flatten()
-            .any(|peer| peer.cpu().load(Ordering::Relaxed) == cpu)
+        (0..)
+            .zip(&self._peers)
+            .find(|(_, peer)| {
+                peer.as_ref()
+                    .is_some_and(|p| p.cpu().load(Ordering::Relaxed) == cpu)
+            })
+            .map(|(rank, _)| rank)
+    }
+
+    /// This rank's world rank.
+    pub(crate) fn me(&self) -> u32 {
+        self.me
     }
 
     /// Announces that this rank is about to sleep, and where. The caller must then look for work

@@ -803,3 +803,32 @@ fn no_reservation_when_the_ring_is_full_or_sends_are_queued() {
     // Not on shared memory (ourselves): never.
     assert!(a.reserve_eager(0, 8, 8).is_none());
 }
+
+/// A rank that shares its core with a peer moves itself: off the CPU it runs on, and with the
+/// affinity it had (not pinned where it landed). Alone on a CPU it stays.
+#[test]
+fn moving_off_a_cpu_leaves_the_affinity_as_it_was() {
+    let affinity = || {
+        let size = std::mem::size_of::<libc::cpu_set_t>();
+        // SAFETY: plain data, written by sched_getaffinity for the calling thread.
+        let mut set: libc::cpu_set_t = unsafe { std::mem::zeroed() };
+        assert_eq!(unsafe { libc::sched_getaffinity(0, size, &mut set) }, 0);
+        (0..libc::CPU_SETSIZE as usize)
+            .filter(|&c| unsafe { libc::CPU_ISSET(c, &set) })
+            .collect::<Vec<_>>()
+    };
+    // SAFETY: no arguments.
+    let cpu = || u32::try_from(unsafe { libc::sched_getcpu() }).expect("sched_getcpu");
+    std::thread::spawn(move || {
+        let before = affinity();
+        let from = cpu();
+        let moved = super::wait::move_off(from);
+        assert_eq!(moved, before.len() > 1, "allowed: {before:?}");
+        if moved {
+            assert_ne!(cpu(), from, "still on CPU {from}");
+        }
+        assert_eq!(affinity(), before);
+    })
+    .join()
+    .expect("the test thread");
+}

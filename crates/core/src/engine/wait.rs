@@ -81,9 +81,14 @@ impl Engine {
     /// other work holds the second core); spinning then holds back the peer until the spin
     /// ends, about 100 µs a message. So a spin looks now and then, and yields when it shares
     /// the core. A wait's first look publishes this rank's CPU.
+    ///
+    /// Where the ranks have a core each, the higher-ranked of the two also moves itself to
+    /// another core: with busy processes on the others the kernel's balancer sees two tasks a
+    /// core and leaves the pair together, every message then waiting for a yield (2.5–2.9 µs
+    /// an 8 B allreduce beside two busy loops, against 0.5 µs apart).
     #[cold]
     #[inline(never)]
-    pub(super) fn spins_beside_a_peer(&self, idle: u32) -> bool {
+    pub(super) fn spins_beside_a_peer(&mut self, idle: u32) -> bool {
         let Some(shm) = self.shm.as_ref() else {
             return false;
         };
@@ -94,7 +99,26 @@ impl Engine {
         if idle == SHARED_CPU_LOOK {
             shm.note_cpu(cpu);
         }
-        shm.shares_cpu(cpu)
+        let Some(peer) = shm.sharing_cpu(cpu) else {
+            return false;
+        };
+        let now = Instant::now();
+        let may_move = !self.spin_yield
+            && peer < shm.me()
+            && self
+                .moved_at
+                .is_none_or(|at| now.duration_since(at) >= MOVE_AT_MOST_EVERY);
+        if may_move {
+            self.moved_at = Some(now);
+            if move_off(cpu) {
+                // SAFETY: as above.
+                if let Ok(new) = u32::try_from(unsafe { libc::sched_getcpu() }) {
+                    shm.note_cpu(new);
+                }
+                return false;
+            }
+        }
+        true
     }
 
     /// Sleeps until a transport has something for us (or a short timeout).
@@ -173,5 +197,39 @@ impl Engine {
     /// segments wake those peers through it).
     pub(crate) fn shm_transport(&self) -> Option<&ShmTransport> {
         self.shm.as_ref()
+    }
+}
+
+/// How often a rank moves itself off a core it shares with a peer at most, so that two ranks
+/// that keep being put together do not spend their time moving.
+const MOVE_AT_MOST_EVERY: Duration = Duration::from_millis(10);
+
+/// Moves the calling thread off `cpu` to another CPU it may run on, and leaves its affinity as
+/// it was (the thread is not pinned anywhere after). False when it may run on `cpu` alone.
+pub(super) fn move_off(cpu: u32) -> bool {
+    let cpu = cpu as usize;
+    let size = std::mem::size_of::<libc::cpu_set_t>();
+    // SAFETY: cpu_set_t is plain data; sched_getaffinity writes at most `size` bytes into it.
+    let mut set: libc::cpu_set_t = unsafe { std::mem::zeroed() };
+    // SAFETY: a valid set of `size` bytes; pid 0 is the calling thread. CPU_ISSET and
+    // CPU_COUNT read the set, `cpu` below CPU_SETSIZE.
+    let movable = unsafe {
+        libc::sched_getaffinity(0, size, &mut set) == 0
+            && cpu < libc::CPU_SETSIZE as usize
+            && libc::CPU_ISSET(cpu, &set)
+            && libc::CPU_COUNT(&set) >= 2
+    };
+    if !movable {
+        return false;
+    }
+    let allowed = set;
+    // SAFETY: `cpu` is below CPU_SETSIZE (checked above).
+    unsafe { libc::CPU_CLR(cpu, &mut set) };
+    // SAFETY: valid sets of `size` bytes for the calling thread; excluding the CPU it runs on
+    // moves it at once, and the mask it had is set back after.
+    unsafe {
+        let moved = libc::sched_setaffinity(0, size, &set) == 0;
+        libc::sched_setaffinity(0, size, &allowed);
+        moved
     }
 }

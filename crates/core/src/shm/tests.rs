@@ -29,13 +29,16 @@ fn pair(ring: usize) -> (ShmTransport, ShmTransport) {
 fn a_peer_sees_the_cpu_this_rank_waits_on() {
     let (a, b) = pair(4096);
     // Nothing published yet: no CPU is shared, not even CPU 0.
-    assert!(!b.shares_cpu(0));
+    assert_eq!(b.sharing_cpu(0), None);
     a.note_cpu(0);
-    assert!(b.shares_cpu(0));
-    assert!(!b.shares_cpu(1));
-    assert!(!a.shares_cpu(0), "a rank's own CPU is not a peer's");
+    assert_eq!(b.sharing_cpu(0), Some(0), "rank 0 waits there");
+    assert_eq!(b.sharing_cpu(1), None);
+    assert_eq!(a.sharing_cpu(0), None, "a rank's own CPU is not a peer's");
     a.note_cpu(3);
-    assert!(b.shares_cpu(3) && !b.shares_cpu(0));
+    assert!(b.sharing_cpu(3).is_some() && b.sharing_cpu(0).is_none());
+    b.note_cpu(3);
+    assert_eq!(a.sharing_cpu(3), Some(1));
+    assert_eq!((a.me(), b.me()), (0, 1));
 }
 
 #[test]
