@@ -271,7 +271,7 @@ pub fn run(config: &CompareConfig) -> Result<Outcome, CompareError> {
     if hogs.count() > 0 {
         let _ = writeln!(
             machine,
-            "background load: {} busy-looping processes, each in a session of its own (pids {:?}), \
+            "background load: {} busy-looping processes (pids {:?}), each in a session of its own, \
              from before the first round to after the last",
             hogs.count(),
             hogs.pids()
