@@ -158,7 +158,6 @@ pub fn run(opts: &LaunchOptions) -> Result<Outcome, LaunchError> {
         });
     }
     let cpus = sys::allowed_cpus();
-    job.usable_cores = cpus.len().max(1);
     job.cores = match opts.bind {
         crate::Bind::None => Vec::new(),
         crate::Bind::Core => cpus,

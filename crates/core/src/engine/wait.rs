@@ -102,20 +102,21 @@ impl Engine {
         let Some(peer) = shm.sharing_cpu(cpu) else {
             return false;
         };
-        let now = Instant::now();
-        let may_move = !self.spin_yield
-            && peer < shm.me()
-            && self
+        // Only the higher of the two moves, and only where the ranks have a core each.
+        if !self.spin_yield && peer < shm.me() {
+            let now = Instant::now();
+            if self
                 .moved_at
-                .is_none_or(|at| now.duration_since(at) >= MOVE_AT_MOST_EVERY);
-        if may_move {
-            self.moved_at = Some(now);
-            if move_off(cpu) {
-                // SAFETY: as above.
-                if let Ok(new) = u32::try_from(unsafe { libc::sched_getcpu() }) {
-                    shm.note_cpu(new);
+                .is_none_or(|at| now.duration_since(at) >= MOVE_AT_MOST_EVERY)
+            {
+                self.moved_at = Some(now);
+                if move_off(cpu) {
+                    // SAFETY: as above.
+                    if let Ok(new) = u32::try_from(unsafe { libc::sched_getcpu() }) {
+                        shm.note_cpu(new);
+                    }
+                    return false;
                 }
-                return false;
             }
         }
         true

@@ -59,8 +59,9 @@ impl Job {
         key: &JobKey,
         grid: Option<&GridJob>,
     ) -> Result<(), LaunchError> {
-        // Rank 0 reads our standard input, unless that is a terminal: the ranks run in sessions
-        // of their own, and would take keystrokes meant for the launcher's shell.
+        // Rank 0 reads our standard input, unless that is a terminal: the ranks run in process
+        // groups (or sessions) of their own, and reading the terminal from a background group
+        // stops the reader, from another session it takes keystrokes meant for the shell.
         let stdin = if rank == 0 && !sys::stdin_is_terminal() {
             Stdio::inherit()
         } else {

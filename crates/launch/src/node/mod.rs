@@ -3,8 +3,9 @@
 //! The launcher starts it (over ssh, another remote shell, or as a child on its own host) and
 //! speaks [`ferry_wire::node`] on its standard input and output. The daemon reads the job
 //! ([`JobSpec`]: program, environment, the job key, this host's ranks), forks the ranks — each
-//! in a process group of its own (see `sys::rank_group`), ending with the daemon (`PR_SET_PDEATHSIG`) — and reports
-//! back: each rank's pid, its output (whole lines, tagged if asked), and how it ended. It
+//! in a process group of its own, and a session while they have a core each
+//! (`sys::rank_group`), ending with the daemon (`PR_SET_PDEATHSIG`) — and reports back: each
+//! rank's pid, its output (whole lines, tagged if asked), and how it ended. It
 //! passes on the launcher's signals and rank 0's standard input, and serves its ranks'
 //! bootstrap exchange for them ([`boot`]): one connection and one message per fence per host.
 //!
