@@ -408,7 +408,8 @@ impl Comm {
     ) -> Schedule {
         let (me, n) = (self.rank(), self.size());
         let flat = || alg::allreduce_recursive_doubling(me, n, bytes, in_place);
-        match table.allreduce(bytes, elem, n, hier::count_clusters(clusters), commutative) {
+        let spans = hier::count_clusters(clusters);
+        match table.allreduce(bytes, elem, n, spans, commutative, in_place) {
             AllreduceAlgorithm::Ring => alg::allreduce_ring(me, n, bytes, elem, in_place),
             AllreduceAlgorithm::RecursiveDoubling | AllreduceAlgorithm::SharedMemory => flat(),
             // None: a non-commutative operation on clusters that are not rank ranges.
@@ -486,6 +487,7 @@ impl Comm {
             ranks: n,
             clusters: spans,
             commutative,
+            in_place: false,
         };
         let (kind, on, plan) = match *call {
             Collective::Barrier => (Shareable::Barrier, call_of(0, true), SharedPlan::Barrier),
@@ -521,7 +523,10 @@ impl Comm {
                 in_place,
             } => (
                 Shareable::Allreduce,
-                call_of(bytes, commutative),
+                Call {
+                    in_place,
+                    ..call_of(bytes, commutative)
+                },
                 SharedPlan::Reduce {
                     bytes,
                     elem,
@@ -556,6 +561,7 @@ impl Comm {
             ranks: n,
             clusters: spans,
             commutative,
+            in_place: false,
         };
         let per_rank = |what: &str, v: &[usize]| {
             if v.len() == n {

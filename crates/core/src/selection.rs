@@ -34,7 +34,8 @@
 //! Conditions (all optional, bounds inclusive): `min_bytes`, `max_bytes` (message or vector
 //! length; per-rank block for gathers and alltoall), `min_ranks`, `max_ranks` (communicator
 //! size), `min_clusters`, `max_clusters` (distinct clusters the communicator spans),
-//! `commutative` (allreduce and reduce only: whether the operation is). A rule may carry a
+//! `commutative` (allreduce and reduce only: whether the operation is), `in_place` (allreduce
+//! only: whether the input is the receive buffer, MPI_IN_PLACE). A rule may carry a
 //! `comment`. The last rule of each list must have no conditions, so every call finds one.
 //! Anything else — an unknown collective, algorithm or field — is an error naming the file and
 //! the field, returned as [`Error::Config`] by the first collective call: the file is read once
@@ -203,6 +204,8 @@ pub(crate) struct Call {
     pub(crate) clusters: usize,
     /// Whether the reduction is commutative (true where there is none).
     pub(crate) commutative: bool,
+    /// Whether the call reduces in place (MPI_IN_PLACE; false for other collectives).
+    pub(crate) in_place: bool,
 }
 
 #[cfg(test)]
@@ -230,6 +233,8 @@ struct Rule<A> {
     max_clusters: Option<usize>,
     #[serde(default)]
     commutative: Option<bool>,
+    #[serde(default)]
+    in_place: Option<bool>,
     algorithm: A,
     /// Free text for the reader; ignored.
     #[serde(default)]
@@ -246,6 +251,7 @@ impl<A> Rule<A> {
             && self.min_clusters.is_none()
             && self.max_clusters.is_none()
             && self.commutative.is_none()
+            && self.in_place.is_none()
     }
 
     fn matches(&self, call: Call) -> bool {
@@ -256,6 +262,7 @@ impl<A> Rule<A> {
             && self.min_clusters.is_none_or(|m| call.clusters >= m)
             && self.max_clusters.is_none_or(|m| call.clusters <= m)
             && self.commutative.is_none_or(|c| c == call.commutative)
+            && self.in_place.is_none_or(|p| p == call.in_place)
     }
 }
 
@@ -265,6 +272,9 @@ impl<A: fmt::Display> fmt::Display for Rule<A> {
         let mut conditions = vec![];
         if let Some(c) = self.commutative {
             conditions.push(if c { "commutative" } else { "non-commutative" }.to_string());
+        }
+        if let Some(p) = self.in_place {
+            conditions.push(if p { "in place" } else { "not in place" }.to_string());
         }
         for (name, op, value) in [
             ("bytes", ">=", self.min_bytes),
@@ -337,6 +347,12 @@ fn validate<A>(source: &str, collective: &str, rules: &[Rule<A>]) -> Result<(), 
         if !REDUCTIONS.contains(&collective) && rule.commutative.is_some() {
             return Err(format!(
                 "{}: field `commutative` does not apply to {collective}",
+                at(i)
+            ));
+        }
+        if collective != "allreduce" && rule.in_place.is_some() {
+            return Err(format!(
+                "{}: field `in_place` does not apply to {collective}",
                 at(i)
             ));
         }
@@ -557,12 +573,13 @@ impl Table {
             ranks,
             clusters,
             commutative: true,
+            in_place: false,
         };
         first(&self.bcast, call).unwrap_or(BcastAlgorithm::Binomial)
     }
 
     /// Allreduce of `bytes` in elements of `elem` bytes over `ranks` ranks in `clusters`
-    /// clusters.
+    /// clusters, in place or not.
     pub(crate) fn allreduce(
         &self,
         bytes: usize,
@@ -570,12 +587,14 @@ impl Table {
         ranks: usize,
         clusters: usize,
         commutative: bool,
+        in_place: bool,
     ) -> AllreduceAlgorithm {
         let call = Call {
             bytes,
             ranks,
             clusters,
             commutative,
+            in_place,
         };
         match first(&self.allreduce, call) {
             // Correctness, not tuning: the ring reorders operands and splits the vector into
@@ -737,11 +756,12 @@ mod tests {
         assert_eq!(t.bcast(12287, 8, 1), Binomial);
         assert_eq!(t.bcast(12288, 7, 1), Binomial);
         for bytes in [0, 8, 2047, 2048, 2049, 1 << 20] {
-            for ranks in [1, 2, 7, 8, 9, 255, 256, 257, 2047, 2048, 2049] {
+            // (2 ranks have rules of their own, below.)
+            for ranks in [1, 3, 7, 8, 9, 255, 256, 257, 2047, 2048, 2049] {
                 for elem in [1, 8] {
                     for commutative in [false, true] {
                         assert_eq!(
-                            t.allreduce(bytes, elem, ranks, 1, commutative),
+                            t.allreduce(bytes, elem, ranks, 1, commutative, true),
                             old_allreduce(bytes, elem, ranks, commutative),
                             "{bytes} B of {elem}-byte elements, {ranks} ranks, commutative {commutative}"
                         );
@@ -749,10 +769,20 @@ mod tests {
                 }
             }
         }
-        assert_eq!(t.allreduce(2048, 8, 256, 1, true), Ring);
-        assert_eq!(t.allreduce(2048, 8, 257, 1, true), RecursiveDoubling);
-        assert_eq!(t.allreduce(2047, 1, 2, 1, true), RecursiveDoubling);
-        assert_eq!(t.allreduce(2048, 1, 2, 1, false), RecursiveDoubling);
+        assert_eq!(t.allreduce(2048, 8, 256, 1, true, true), Ring);
+        assert_eq!(t.allreduce(2048, 8, 257, 1, true, true), RecursiveDoubling);
+        // 2 ranks: the exchange, but for long vectors in place.
+        for bytes in [0, 8, 2048, 8192, 1 << 20] {
+            for commutative in [false, true] {
+                assert_eq!(
+                    t.allreduce(bytes, 8, 2, 1, commutative, false),
+                    RecursiveDoubling
+                );
+            }
+        }
+        assert_eq!(t.allreduce(8192, 8, 2, 1, true, true), RecursiveDoubling);
+        assert_eq!(t.allreduce(8193, 1, 2, 1, true, true), Ring);
+        assert_eq!(t.allreduce(8193, 1, 2, 1, false, true), RecursiveDoubling);
     }
 
     #[test]
@@ -763,6 +793,7 @@ mod tests {
             ranks,
             clusters: 1,
             commutative: true,
+            in_place: false,
         };
         // Built in: broadcasts from 3 ranks through the segment, long, or short from 2 KiB on
         // 3 or 4 ranks and from 1 KiB on more (2 ranks, and shorter: the tree's messages).
@@ -779,7 +810,12 @@ mod tests {
         assert!(!t.shared(Shareable::Bcast, call(2048, 4).with_clusters(2)));
         assert!(!t.shared(Shareable::Allreduce, call(8, 2)));
         assert!(t.shared(Shareable::Allreduce, call(8, 3)));
-        assert!(t.shared(Shareable::Allreduce, call(1 << 20, 2)));
+        assert!(!t.shared(Shareable::Allreduce, call(1 << 20, 2)));
+        let in_place = Call {
+            in_place: true,
+            ..call(1 << 20, 2)
+        };
+        assert!(t.shared(Shareable::Allreduce, in_place));
         assert!(t.shared(Shareable::Barrier, call(0, 4)));
         let file = load(
             "shared",
@@ -808,8 +844,8 @@ mod tests {
         .unwrap();
         assert_eq!(t.bcast(100, 2, 1), ScatterAllgather);
         assert_eq!(t.bcast(99, 2, 1), Binomial);
-        assert_eq!(t.allreduce(64, 4, 4, 1, true), Ring);
-        assert_eq!(t.allreduce(63, 1, 4, 1, true), RecursiveDoubling);
+        assert_eq!(t.allreduce(64, 4, 4, 1, true, true), Ring);
+        assert_eq!(t.allreduce(63, 1, 4, 1, true, true), RecursiveDoubling);
         let e = Table::from_lookup(env(&[(BCAST_LONG_VAR, "big")])).unwrap_err();
         assert!(e.contains(BCAST_LONG_VAR), "{e}");
         let e = Table::from_lookup(env(&[
@@ -836,10 +872,13 @@ mod tests {
         assert!(matches!(t.source, Source::File(_)));
         assert_eq!(t.bcast(1, 2, 1), ScatterAllgather);
         assert_eq!(t.bcast(0, 1, 1), ScatterAllgather);
-        assert_eq!(t.allreduce(8, 4, 2, 1, true), Ring);
+        assert_eq!(t.allreduce(8, 4, 2, 1, true, true), Ring);
         // Correctness guards hold whatever the file says.
-        assert_eq!(t.allreduce(8, 4, 3, 1, true), RecursiveDoubling);
-        assert_eq!(t.allreduce(1 << 20, 4, 2, 1, false), RecursiveDoubling);
+        assert_eq!(t.allreduce(8, 4, 3, 1, true, true), RecursiveDoubling);
+        assert_eq!(
+            t.allreduce(1 << 20, 4, 2, 1, false, true),
+            RecursiveDoubling
+        );
     }
 
     #[test]
@@ -861,8 +900,8 @@ mod tests {
         assert_eq!(t.bcast(21, 4, 1), Binomial);
         assert_eq!(t.bcast(15, 5, 1), Binomial);
         // allreduce was left out: the built-in rules.
-        assert_eq!(t.allreduce(2048, 8, 8, 1, true), Ring);
-        assert_eq!(t.allreduce(2047, 8, 8, 1, true), RecursiveDoubling);
+        assert_eq!(t.allreduce(2048, 8, 8, 1, true, true), Ring);
+        assert_eq!(t.allreduce(2047, 8, 8, 1, true, true), RecursiveDoubling);
     }
 
     #[test]
@@ -904,6 +943,11 @@ mod tests {
                 "bcast[0]: field `commutative`",
             ),
             (
+                "in-place-reduce",
+                r#"{ "reduce": [{ "in_place": true, "algorithm": "binomial" }, { "algorithm": "binomial" }] }"#,
+                "reduce[0]: field `in_place` does not apply to reduce",
+            ),
+            (
                 "bounds",
                 r#"{ "allreduce": [{ "min_ranks": 9, "max_ranks": 8, "algorithm": "ring" }, { "algorithm": "ring" }] }"#,
                 "allreduce[0]: min_ranks 9 > max_ranks 8",
@@ -938,7 +982,9 @@ mod tests {
              ranks >= 3, ranks <= 4; else shared_memory if bytes >= 1024, bytes <= 4096, ranks \
              >= 5; else shared_memory if bytes >= 32768, ranks >= 3; else scatter_allgather if bytes >= \
              12288, ranks >= 8; else binomial | allreduce: hierarchical if clusters >= 2; else \
-             shared_memory if ranks >= 3; else shared_memory if bytes >= 32768; else ring if \
+             shared_memory if ranks >= 3; else recursive_doubling if not in place, ranks >= 2, \
+             ranks <= 2; else recursive_doubling if in place, bytes <= 8192, ranks >= 2, ranks \
+             <= 2; else shared_memory if bytes >= 32768; else ring if \
              commutative, bytes >= 2048; else recursive_doubling | reduce: hierarchical if \
              clusters >= 2; else shared_memory if bytes >= 32768, bytes <= 262144, ranks >= 3; \
              else binomial | barrier: \
@@ -956,6 +1002,7 @@ mod tests {
             ranks,
             clusters,
             commutative,
+            in_place: false,
         }
     }
 
@@ -968,7 +1015,7 @@ mod tests {
                 assert_eq!(t.bcast(bytes, ranks, 1), old_bcast(bytes, ranks));
                 for commutative in [false, true] {
                     assert_eq!(
-                        t.allreduce(bytes, 8, ranks, 3, commutative),
+                        t.allreduce(bytes, 8, ranks, 3, commutative, true),
                         AllreduceAlgorithm::Hierarchical
                     );
                     let c = call(bytes, ranks, 2, commutative);
@@ -1012,14 +1059,17 @@ mod tests {
             BarrierAlgorithm::Hierarchical
         );
         assert_eq!(
-            t.allreduce(64, 8, 4, 2, false),
+            t.allreduce(64, 8, 4, 2, false, true),
             AllreduceAlgorithm::RecursiveDoubling
         );
         assert_eq!(
-            t.allreduce(64, 8, 4, 4, true),
+            t.allreduce(64, 8, 4, 4, true, true),
             AllreduceAlgorithm::Hierarchical
         );
-        assert_eq!(t.allreduce(64, 8, 4, 5, true), AllreduceAlgorithm::Ring);
+        assert_eq!(
+            t.allreduce(64, 8, 4, 5, true, true),
+            AllreduceAlgorithm::Ring
+        );
         // Left out: built in.
         assert_eq!(
             t.alltoall(call(8, 4, 2, true)),

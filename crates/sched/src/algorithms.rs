@@ -235,6 +235,22 @@ pub fn allreduce_recursive_doubling(
     in_place: bool,
 ) -> Schedule {
     let mut b = ScheduleBuilder::new(rank, size, if in_place { 0 } else { bytes }, bytes);
+    if size == 2 && !in_place {
+        // The one exchange reads the send buffers themselves: the peer's vector lands in the
+        // receive buffer and this rank's is combined into it there, so the vector is moved
+        // once and read twice, where the copy in, the scratch and the combine move it three
+        // times and the combine waits for the peer to have read the receive buffer.
+        let (peer, mine) = (1 - rank, Region::new(Buffer::Send, 0, bytes));
+        b.send(peer, mine, &[]);
+        let theirs = b.recv(peer, recv_region(0, bytes), &[]);
+        let order = if peer < rank {
+            Order::DstFirst
+        } else {
+            Order::SrcFirst
+        };
+        b.reduce(mine, recv_region(0, bytes), order, &[theirs]);
+        return b.finish();
+    }
     let last = load_input(&mut b, bytes, in_place);
     recursive_doubling(&mut b, recv_region(0, bytes), last);
     b.finish()
