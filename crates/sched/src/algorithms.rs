@@ -454,22 +454,25 @@ pub fn allgatherv_ring(
         recv_bytes,
     );
     let at = |i: usize| recv_region(displs[i % size], counts[i % size]);
-    let mut last = if in_place {
-        vec![]
-    } else {
-        vec![b.copy(Region::new(Buffer::Send, 0, counts[rank]), at(rank), &[])]
-    };
+    let own = Region::new(Buffer::Send, 0, counts[rank]);
     let (left, right) = ((rank + size - 1) % size, (rank + 1) % size);
+    let mut last = vec![];
     for s in 0..size.saturating_sub(1) {
         // The first step sends this rank's own block straight from the send buffer, so it
-        // need not wait for the local copy.
+        // need not wait for the local copy, which comes next: the peer learns of the block
+        // (a long one's address) before this rank spends the copy's time.
         let send = if s == 0 && !in_place {
-            b.send(right, Region::new(Buffer::Send, 0, counts[rank]), &[])
+            let send = b.send(right, own, &[]);
+            b.copy(own, at(rank), &[]);
+            send
         } else {
             b.send(right, at(rank + size - s), &last)
         };
         let recv = b.recv(left, at(rank + 2 * size - s - 1), &[]);
         last = vec![send, recv];
+    }
+    if size == 1 && !in_place {
+        b.copy(own, at(rank), &[]);
     }
     b.finish()
 }
