@@ -137,7 +137,8 @@ pub(crate) fn internal(detail: impl std::fmt::Display) -> Error {
 #[derive(Debug, Clone)]
 pub struct Planned {
     schedule: Rc<Schedule>,
-    /// The largest message it sends or receives, if it [runs in order](runs_in_order).
+    /// If it [runs in order](runs_in_order): the largest message that must go eagerly for
+    /// that (0 when none must).
     in_order_up_to: Option<usize>,
     /// What a blocking call does instead through the communicator's shared segment, where
     /// it has one (the selection table's `shared_memory`).
@@ -151,7 +152,10 @@ impl Planned {
     /// numbers that fit the tag.
     pub fn check(schedule: Schedule) -> Result<Planned, Error> {
         let schedule = checked(schedule)?;
-        let in_order_up_to = runs_in_order(&schedule).then(|| largest_message(&schedule));
+        let in_order_up_to = runs_in_order(&schedule).map(|needs_eager| match needs_eager {
+            true => largest_message(&schedule),
+            false => 0,
+        });
         Ok(Planned {
             schedule,
             in_order_up_to,
@@ -206,31 +210,48 @@ impl Planned {
 /// every send depends (through its dependencies) on every receive before it, and no step is a
 /// first-of receive. A rank blocked on a receive then holds back only its own later receives
 /// and local steps. That the held-back receives keep nobody waiting needs their messages to
-/// go eagerly (a rendezvous sender would wait for the receive to be posted): the caller checks
-/// the [largest message](largest_message) against the eager limits. Schedules of more than 64
-/// steps are not looked at.
-fn runs_in_order(schedule: &Schedule) -> bool {
+/// go eagerly (a rendezvous sender would wait for the receive to be posted), unless nothing
+/// is held back: one receive, with no step up to it waiting for a send (a 2-rank exchange).
+/// `Some(true)` when the messages must go eagerly (the caller checks the [largest
+/// message](largest_message) against the eager limits), `Some(false)` when they need not.
+/// Schedules of more than 64 steps are not looked at.
+fn runs_in_order(schedule: &Schedule) -> Option<bool> {
     let steps = &schedule.steps;
     if steps.len() > 64 {
-        return false;
+        return None;
     }
     // Bit j of reaches[i]: step i depends on step j, directly or not.
     let mut reaches = [0u64; 64];
-    let mut receives = 0u64;
+    let (mut receives, mut sends) = (0u64, 0u64);
+    // Whether a step up to the first receive waits for a send; so does a reduction into the
+    // received region right after it, which `Comm::run_steps` may do as the message comes.
+    let mut waits_before_receiving = false;
+    let mut first_receive = None;
     for (i, step) in steps.iter().enumerate() {
         let reach = step
             .deps
             .iter()
             .fold(0, |r, &d| r | reaches[d as usize] | 1 << d);
         reaches[i] = reach;
+        let combines_first = match (first_receive, &step.op) {
+            (Some((r, region)), Op::Reduce { dst, .. }) => r + 1 == i && *dst == region,
+            _ => false,
+        };
+        if receives == 0 || combines_first {
+            waits_before_receiving |= reach & sends != 0;
+        }
+        if let (None, Op::Recv { region, .. }) = (first_receive, &step.op) {
+            first_receive = Some((i, *region));
+        }
         match step.op {
-            Op::Send { .. } if receives & !reach != 0 => return false,
+            Op::Send { .. } if receives & !reach != 0 => return None,
+            Op::Send { .. } => sends |= 1 << i,
             Op::Recv { .. } => receives |= 1 << i,
-            Op::RecvFirst { .. } => return false,
+            Op::RecvFirst { .. } => return None,
             _ => {}
         }
     }
-    true
+    Some(receives.count_ones() > 1 || waits_before_receiving)
 }
 
 /// The largest message a schedule sends or receives.
@@ -832,7 +853,7 @@ mod tests {
                     alg::reduce_binomial(rank, size, 0, 8, true, false),
                 ] {
                     assert!(
-                        runs_in_order(&schedule),
+                        runs_in_order(&schedule).is_some(),
                         "rank {rank} of {size}: {schedule:?}"
                     );
                 }
@@ -845,13 +866,13 @@ mod tests {
         let mut b = ScheduleBuilder::new(0, 2, 8, 8);
         b.recv(1, Region::new(Buffer::Recv, 0, 8), &[]);
         b.send(1, Region::new(Buffer::Send, 0, 8), &[]);
-        assert!(!runs_in_order(&b.finish()));
+        assert!(runs_in_order(&b.finish()).is_none());
 
         // The same send after the receive it depends on is.
         let mut b = ScheduleBuilder::new(0, 2, 8, 8);
         let r = b.recv(1, Region::new(Buffer::Recv, 0, 8), &[]);
         b.send(1, Region::new(Buffer::Send, 0, 8), &[r]);
-        assert!(runs_in_order(&b.finish()));
+        assert!(runs_in_order(&b.finish()).is_some());
 
         // Depending on it through a local step counts too.
         let mut b = ScheduleBuilder::new(0, 2, 8, 16);
@@ -862,20 +883,66 @@ mod tests {
             &[r],
         );
         b.send(1, Region::new(Buffer::Recv, 8, 8), &[c]);
-        assert!(runs_in_order(&b.finish()));
+        assert!(runs_in_order(&b.finish()).is_some());
     }
 
     #[test]
     fn first_of_receives_are_not_in_order() {
         let mut b = ScheduleBuilder::new(0, 3, 0, 8);
         b.recv_first(&[1, 2], Region::new(Buffer::Recv, 0, 8), &[]);
-        assert!(!runs_in_order(&b.finish()));
+        assert!(runs_in_order(&b.finish()).is_none());
     }
 
     #[test]
     fn only_messages_under_the_eager_limit_run_in_order() {
-        let planned = Planned::check(alg::bcast_binomial(1, 2, 0, 4096)).unwrap();
+        // Rank 0 of 4 receives twice: the second receive waits behind the first.
+        let planned = Planned::check(alg::allreduce_recursive_doubling(0, 4, 4096, true)).unwrap();
         assert!(planned.runs_in_order_below(4096));
         assert!(!planned.runs_in_order_below(4095));
+    }
+
+    #[test]
+    fn one_receive_that_waits_for_no_send_runs_in_order_at_any_size() {
+        for rank in 0..2 {
+            for schedule in [
+                alg::bcast_binomial(rank, 2, 0, 1 << 20),
+                alg::allgather_ring(rank, 2, 1 << 20, false),
+                alg::allreduce_recursive_doubling(rank, 2, 1 << 20, false),
+            ] {
+                let planned = Planned::check(schedule).unwrap();
+                assert!(planned.runs_in_order_below(0), "rank {rank}: {planned:?}");
+            }
+        }
+        // In place, the 2-rank allreduce combines into the buffer its send reads, after the
+        // send: still one receive, before that wait.
+        let planned = Planned::check(alg::allreduce_recursive_doubling(0, 2, 64, true)).unwrap();
+        assert!(planned.runs_in_order_below(0));
+
+        // A step that waits for a send before the receive would hold the receive back.
+        let mut b = ScheduleBuilder::new(0, 2, 8, 16);
+        let s = b.send(1, Region::new(Buffer::Send, 0, 8), &[]);
+        let c = b.copy(
+            Region::new(Buffer::Send, 0, 8),
+            Region::new(Buffer::Recv, 8, 8),
+            &[s],
+        );
+        b.recv(1, Region::new(Buffer::Recv, 0, 8), &[c]);
+        let planned = Planned::check(b.finish()).unwrap();
+        assert!(planned.runs_in_order_below(8));
+        assert!(!planned.runs_in_order_below(7));
+
+        // So would a reduction into the received region that waits for a send, which may
+        // run as the message comes.
+        let mut b = ScheduleBuilder::new(0, 2, 8, 8);
+        let s = b.send(1, Region::new(Buffer::Recv, 0, 8), &[]);
+        let r = b.recv(1, Region::new(Buffer::Recv, 0, 8), &[]);
+        b.reduce(
+            Region::new(Buffer::Send, 0, 8),
+            Region::new(Buffer::Recv, 0, 8),
+            ferry_sched::Order::SrcFirst,
+            &[s, r],
+        );
+        let planned = Planned::check(b.finish()).unwrap();
+        assert!(!planned.runs_in_order_below(7));
     }
 }

@@ -1,7 +1,7 @@
 /* Collectives on large buffers (pipelined/segmented paths): Bcast and Allgather of a strided
  * type over 4 MiB, Allreduce of 512 Ki doubles in place, a non-commutative user op over a
  * large count (segment order must stay rank order), Reduce_scatter_block and Alltoallv with
- * large and zero counts mixed, Scan of a large vector. Four processes. */
+ * large and zero counts mixed, Scan of a large vector. Four processes, and two. */
 #include "mtest.h"
 
 #define N (1 << 19)

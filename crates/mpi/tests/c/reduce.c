@@ -2,7 +2,7 @@
  * applied in rank order in Reduce (two roots), Allreduce, Scan, Exscan, Reduce_scatter_block and
  * Reduce_local; MAXLOC/MINLOC pick the lowest index on ties (MPI_2INT, MPI_DOUBLE_INT);
  * Reduce_scatter with unequal counts; Scan/Exscan with builtin ops; a user op on a derived type.
- * Four processes; the long Reduce is 8 KiB. */
+ * Four processes, and two; the long ones are 8 and 64 KiB. */
 #include "mtest.h"
 
 typedef struct {
@@ -105,6 +105,10 @@ int main(int argc, char **argv)
             MPI_Allreduce(lin, lout, kl, mt, op, MPI_COMM_WORLD);
             for (int k = 0; k < kl; k++)
                 CHECK(eq(lout[k], lwant[k]), "long Allreduce of %d [%d]", kl, k);
+            memcpy(lout, lin, sizeof lout);
+            MPI_Allreduce(MPI_IN_PLACE, lout, kl, mt, op, MPI_COMM_WORLD);
+            for (int k = 0; k < kl; k++)
+                CHECK(eq(lout[k], lwant[k]), "long in-place Allreduce of %d [%d]", kl, k);
         }
     }
     memset(out, 0, sizeof out);
