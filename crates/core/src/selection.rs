@@ -807,6 +807,7 @@ mod tests {
         assert!(!t.shared(Shareable::Bcast, call(1 << 20, 2)));
         assert!(t.shared(Shareable::Bcast, call(1 << 20, 4)));
         assert!(!t.shared(Shareable::Bcast, call(16384, 4)));
+        assert!(t.shared(Shareable::Bcast, call(12288, 8)));
         assert!(!t.shared(Shareable::Bcast, call(2048, 4).with_clusters(2)));
         assert!(!t.shared(Shareable::Allreduce, call(8, 2)));
         assert!(t.shared(Shareable::Allreduce, call(8, 3)));
@@ -980,8 +981,9 @@ mod tests {
             t.summary(),
             "bcast: hierarchical if clusters >= 2; else shared_memory if bytes >= 2048, bytes <= 4096, \
              ranks >= 3, ranks <= 4; else shared_memory if bytes >= 1024, bytes <= 4096, ranks \
-             >= 5; else shared_memory if bytes >= 32768, ranks >= 3; else scatter_allgather if bytes >= \
-             12288, ranks >= 8; else binomial | allreduce: hierarchical if clusters >= 2; else \
+             >= 5; else shared_memory if bytes >= 32768, ranks >= 3; else shared_memory if bytes >= \
+             12288, ranks >= 8; else scatter_allgather if bytes >= 12288, ranks >= 8; else binomial \
+             | allreduce: hierarchical if clusters >= 2; else \
              shared_memory if ranks >= 3; else recursive_doubling if not in place, ranks >= 2, \
              ranks <= 2; else recursive_doubling if in place, bytes <= 8192, ranks >= 2, ranks \
              <= 2; else shared_memory if bytes >= 32768; else ring if \
