@@ -2,7 +2,7 @@
  * applied in rank order in Reduce (two roots), Allreduce, Scan, Exscan, Reduce_scatter_block and
  * Reduce_local; MAXLOC/MINLOC pick the lowest index on ties (MPI_2INT, MPI_DOUBLE_INT);
  * Reduce_scatter with unequal counts; Scan/Exscan with builtin ops; a user op on a derived type.
- * Four processes, and two; the long ones are 8 and 64 KiB. */
+ * Four processes, and two; the long ones are 8, 64 and 128 KiB. */
 #include "mtest.h"
 
 typedef struct {
@@ -80,9 +80,10 @@ int main(int argc, char **argv)
     }
 
     /* Long: 8 KiB, so that a root combines each message where it lies in the ring, and
-     * 64 KiB, so that 3 ranks or more combine in the shared segment. */
+     * 64 and 128 KiB, so that 3 ranks or more combine in the shared segment (a root folds
+     * 64 KiB whole, 128 KiB in parts). */
     {
-        enum { KL = 2048 };
+        enum { KL = 4096 };
         static mat lin[KL], lout[KL], lwant[KL];
         for (int k = 0; k < KL; k++) {
             lin[k] = of(rank, k);
@@ -91,7 +92,7 @@ int main(int argc, char **argv)
                 p = mul(p, of(r, k));
             lwant[k] = p;
         }
-        for (int kl = 256; kl <= KL; kl *= 8) {
+        for (int kl = 256; kl <= KL; kl = kl == 256 ? 2048 : kl * 2) {
             for (int root = 0; root < size; root += size - 1) {
                 memset(lout, 0, sizeof lout);
                 MPI_Reduce(lin, lout, kl, mt, op, root, MPI_COMM_WORLD);
