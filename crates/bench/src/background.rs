@@ -7,7 +7,10 @@
 //! that started it is still alive, so that hogs never outlive a benchmark that was killed
 //! before it could stop them. Each runs in a session of its own, as another user's job
 //! would: with the kernel's autogroups CPU time is shared among sessions first, and hogs in
-//! the benchmark's session would count as one job however many there are.
+//! the benchmark's session would count as one job however many there are. And each runs at
+//! normal priority whatever the benchmark's: hogs that inherited the real-time class of a
+//! benchmark run under `chrt -r 1` took the cores from everything but the job's ranks, and
+//! from those in 100 ms round-robin slices (a 2-rank mpibench run timed out after 600 s).
 
 use std::process::{Child, Command, Stdio};
 
@@ -27,10 +30,10 @@ impl CpuHogs {
         let mut hogs = CpuHogs { children: vec![] };
         for _ in 0..count {
             // On an error the hogs started so far are stopped by drop.
-            // util-linux's setsid execs in place (a child of ours leads no process group, so
-            // it need not fork): the pid is the loop's.
-            let child = Command::new("setsid")
-                .args(["sh", "-c", SPIN])
+            // util-linux's chrt and setsid exec in place (a child of ours leads no process
+            // group, so setsid need not fork): the pid is the loop's.
+            let child = Command::new("chrt")
+                .args(["--other", "0", "setsid", "sh", "-c", SPIN])
                 .stdin(Stdio::null())
                 .stdout(Stdio::null())
                 .stderr(Stdio::null())
@@ -107,6 +110,45 @@ mod tests {
         assert_eq!(stat_field(stat, 3), Some("R"));
         assert_eq!(parse_cpu_ticks("garbage"), None);
         assert_eq!(parse_cpu_ticks("1 (x) R 1 2"), None);
+    }
+
+    /// The scheduling policy of process `pid` (0: normal), from its stat.
+    fn policy(pid: u32) -> Option<u32> {
+        let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+        stat_field(&stat, 41)?.parse().ok()
+    }
+
+    #[test]
+    fn hogs_run_at_normal_priority_under_a_real_time_caller() {
+        // This thread real-time, as under `chrt -r 1` (needs root or CAP_SYS_NICE).
+        let tid = std::fs::read_link("/proc/thread-self").expect("/proc/thread-self");
+        let tid = tid
+            .file_name()
+            .and_then(|t| t.to_str())
+            .expect("tid")
+            .to_owned();
+        let chrt = |args: &[&str]| {
+            Command::new("chrt")
+                .args(args)
+                .arg(&tid)
+                .status()
+                .is_ok_and(|s| s.success())
+        };
+        if !chrt(&["--rr", "-p", "1"]) {
+            eprintln!("skipped: cannot make this thread real-time here");
+            return;
+        }
+        let hogs = CpuHogs::start(1);
+        assert!(chrt(&["--other", "-p", "0"]), "back to normal");
+        let mut hogs = hogs.unwrap();
+        let pid = hogs.pids()[0];
+        // Until the hog's chrt has exec'd, the policy is the inherited one.
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while policy(pid) != Some(0) && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        assert_eq!(policy(pid), Some(0), "hog {pid} at a real-time policy");
+        hogs.stop();
     }
 
     #[test]
