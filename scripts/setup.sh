@@ -31,6 +31,9 @@ command -v gfortran >/dev/null || need+=(gfortran)
 [ -e /usr/lib/x86_64-linux-gnu/liblapack.so ] || [ -e /usr/lib/liblapack.so ] || need+=(liblapack-dev)
 # libpmix for ranks started by a PMIx server (srun --mpi=pmix, prterun): loaded at run time.
 ldconfig -p 2>/dev/null | grep -q 'libpmix.so.2 ' || need+=(libpmix2)
+# Slurm's mpi/pmix plugin loads OpenPMIx by its unversioned name, which only libpmix-dev
+# installs (without it: `srun: error: mpi/pmix_v4: ... can not load PMIx library`).
+[ -e /usr/lib/x86_64-linux-gnu/pmix2/lib/libpmix.so ] || need+=(libpmix-dev)
 if [ ${#need[@]} -gt 0 ]; then
   as_root apt-get update -qq
   as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${need[@]}"
