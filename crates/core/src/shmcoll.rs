@@ -501,12 +501,11 @@ impl Segment {
         let chunks = bytes.div_ceil(chunk).max(1);
         let span = |c: usize| (c * chunk, chunk.min(bytes.saturating_sub(c * chunk)));
         let wants_result = root.is_none_or(|r| r == me);
-        let whole = bytes <= chunk
-            && bytes
-                <= match root {
-                    Some(_) => WHOLE_REDUCE_TO_ROOT,
-                    None => WHOLE_REDUCE,
-                };
+        let whole_up_to = match root {
+            Some(_) => WHOLE_REDUCE_TO_ROOT,
+            None => WHOLE_REDUCE,
+        };
+        let whole = bytes <= whole_up_to.min(chunk);
         self.say_checked(bytes, short);
         for step in 0..chunks + 2 {
             let (write, read) = (self.write_half(), self.read_half());
