@@ -6,16 +6,18 @@
 //! random bytes to rank 1, which checks every byte. The link measures below 1 Gbit/s, so the
 //! smooth data goes compressed (and shrinks); the random data's samples do not shrink, so it
 //! goes raw: the counters of rank 0 (`ferry_core::Counters`) say so. With compression off
-//! (the default) nothing is compressed. Without root the test says so and passes.
+//! (the default) nothing is compressed. Both paths between the clusters are run: through the
+//! relay (`FERRY_PUNCH=0`) and on a punched connection. Without root the test says so and
+//! passes.
 
 mod common;
 use common::{example, grid_file, grid_job, show};
 use ferry_grid::Topology;
 use ferry_testbed::Testbed;
 
-/// What rank 0 printed for one kind of data: (frames compressed, raw bytes, bytes sent,
-/// frames sent raw after their sample).
-fn counts(stdout: &str, kind: &str) -> (u64, u64, u64, u64) {
+/// What rank 0 printed for one kind of data: frames compressed, raw bytes, bytes sent, frames
+/// sent raw after their sample, link rate readings, last link rate (Mbit/s).
+fn counts(stdout: &str, kind: &str) -> [u64; 6] {
     let line = stdout
         .lines()
         .find_map(|l| {
@@ -23,30 +25,52 @@ fn counts(stdout: &str, kind: &str) -> (u64, u64, u64, u64) {
                 .map(|(_, r)| r)
         })
         .unwrap_or_else(|| panic!("no line for {kind} in:\n{stdout}"));
-    // "F frames (R -> S bytes), raw after sample D"
+    // "F frames (R -> S bytes), raw after sample D; link rate read N times, last M Mbit/s"
     let numbers: Vec<u64> = line
         .split(|c: char| !c.is_ascii_digit())
         .filter(|w| !w.is_empty())
         .map(|w| w.parse().expect("a number"))
         .collect();
-    assert_eq!(numbers.len(), 4, "{line}");
-    (numbers[0], numbers[1], numbers[2], numbers[3])
+    numbers
+        .try_into()
+        .unwrap_or_else(|_| panic!("not six numbers: {line}"))
 }
 
-fn run(prefix: &str, mode: &str) -> String {
-    let out = grid_job("compress.toml", prefix, 2)
+fn run(prefix: &str, mode: &str, env: &[(&str, &str)]) -> String {
+    let mut command = grid_job("compress.toml", prefix, 2);
+    command
         .env("FERRY_COMPRESS", mode)
-        .args(["--timeout", "60"])
+        .envs(env.iter().copied())
+        .args(["--timeout", "60", "--show-paths"])
         .arg(example("squeeze"))
-        .args(["check", "4194304", "6"])
-        .output()
-        .expect("ferry runs");
+        .args(["check", "4194304", "6"]);
+    let out = command.output().expect("ferry runs");
     assert!(
         out.status.success(),
-        "FERRY_COMPRESS={mode}: {}",
+        "FERRY_COMPRESS={mode} {env:?}: {}",
         show(&out)
     );
     String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// A run with `FERRY_COMPRESS=auto` over the path `env` leads to, whose line in the path
+/// matrix is `path`; its output once a link measured slow.
+fn auto(prefix: &str, env: &[(&str, &str)], path: &str) -> String {
+    // A link counts as slow once a full socket let it measure its rate. On a machine so
+    // loaded that the sender never fills its socket, the link is not what limits the job and
+    // auto rightly sends raw: such a run is tried again, at most three times in all.
+    let mut stdout = String::new();
+    for attempt in 1..=3 {
+        stdout = run(prefix, "auto", env);
+        let load = std::fs::read_to_string("/proc/loadavg").unwrap_or_default();
+        eprintln!("FERRY_COMPRESS=auto {env:?}, attempt {attempt}, load {load}{stdout}");
+        assert!(stdout.contains(path), "not {path:?}:\n{stdout}");
+        let [frames, _, _, declined, ..] = counts(&stdout, "smooth");
+        if frames + declined + counts(&stdout, "random")[3] > 0 {
+            break;
+        }
+    }
+    stdout
 }
 
 #[test]
@@ -59,29 +83,28 @@ fn auto_compresses_smooth_data_and_sends_random_data_raw() {
     let prefix = format!("fy{}z-", std::process::id());
     let _testbed = Testbed::up(&topology, &prefix).expect("testbed up");
 
-    // A link counts as slow once a full socket let it measure its rate. On a machine so
-    // loaded that the sender never fills its socket, the link is not what limits the job and
-    // auto rightly sends raw: such a run is tried again, at most three times in all.
-    let mut stdout = String::new();
-    for attempt in 1..=3 {
-        stdout = run(&prefix, "auto");
-        eprintln!("FERRY_COMPRESS=auto, attempt {attempt}:\n{stdout}");
-        let (frames, _, _, declined) = counts(&stdout, "smooth");
-        if frames + declined + counts(&stdout, "random").3 > 0 {
-            break;
-        }
+    // Through b's relay, and on a connection punched through both NATs (given a second to
+    // punch, for a loaded machine): each link compresses on its own.
+    for (env, path) in [
+        (&[("FERRY_PUNCH", "0")][..], "r0   -    NR*"),
+        (
+            &[("FERRY_PUNCH_TIMEOUT_MS", "1000")][..],
+            "r0 <-> r1 punched in ",
+        ),
+    ] {
+        let stdout = auto(&prefix, env, path);
+        let [frames, raw, sent, ..] = counts(&stdout, "smooth");
+        assert!(frames > 0, "sin(x) samples were not compressed:\n{stdout}");
+        assert!(sent * 10 < raw * 9, "compressed {raw} bytes into {sent}");
+        let [frames, _, _, declined, ..] = counts(&stdout, "random");
+        assert_eq!(frames, 0, "random bytes were compressed:\n{stdout}");
+        assert!(
+            declined > 0,
+            "random bytes were not even sampled:\n{stdout}"
+        );
     }
-    let (frames, raw, sent, _) = counts(&stdout, "smooth");
-    assert!(frames > 0, "sin(x) samples were not compressed:\n{stdout}");
-    assert!(sent * 10 < raw * 9, "compressed {raw} bytes into {sent}");
-    let (frames, _, _, declined) = counts(&stdout, "random");
-    assert_eq!(frames, 0, "random bytes were compressed:\n{stdout}");
-    assert!(
-        declined > 0,
-        "random bytes were not even sampled:\n{stdout}"
-    );
 
-    let stdout = run(&prefix, "off");
-    assert_eq!(counts(&stdout, "smooth"), (0, 0, 0, 0), "{stdout}");
-    assert_eq!(counts(&stdout, "random"), (0, 0, 0, 0), "{stdout}");
+    let stdout = run(&prefix, "off", &[]);
+    assert_eq!(counts(&stdout, "smooth"), [0; 6], "{stdout}");
+    assert_eq!(counts(&stdout, "random"), [0; 6], "{stdout}");
 }

@@ -4,7 +4,7 @@
 //! - `squeeze check SIZE COUNT`: COUNT messages of SIZE bytes of sin(x) samples, then COUNT of
 //!   random bytes, each checked byte for byte by rank 1; after each kind rank 0 prints what
 //!   compression did meanwhile: `kind smooth: compressed F frames (R -> S bytes), raw after
-//!   sample D`.
+//!   sample D; link rate read N times, last M Mbit/s`.
 //! - `squeeze bw KIND SIZE COUNT` (KIND `smooth` or `random`): rank 0 streams COUNT messages
 //!   (eight in flight), rank 1 checks the last one and prints `bw KIND SIZE COUNT: T s, B MB/s`
 //!   (payload bytes over the time from a barrier to the last arrival; the messages are made
@@ -98,11 +98,14 @@ fn report(world: &World, label: &str, before: &Counters) {
     if world.rank() == 0 {
         let c = counters(world);
         println!(
-            "{label}: compressed {} frames ({} -> {} bytes), raw after sample {}",
+            "{label}: compressed {} frames ({} -> {} bytes), raw after sample {}; \
+             link rate read {} times, last {} Mbit/s",
             c.frames_compressed - before.frames_compressed,
             c.compressed_raw_bytes - before.compressed_raw_bytes,
             c.compressed_sent_bytes - before.compressed_sent_bytes,
             c.frames_sent_raw - before.frames_sent_raw,
+            c.link_rate_readings - before.link_rate_readings,
+            c.link_rate_mbit,
         );
     }
 }

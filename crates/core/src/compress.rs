@@ -166,7 +166,6 @@ impl LinkCompressor {
     }
 
     /// The measured send rate in bytes per second, once there is one.
-    #[cfg(test)]
     pub(crate) fn rate(&self) -> Option<f64> {
         self.rate
     }
@@ -236,6 +235,10 @@ pub(crate) struct CompressStats {
     pub(crate) sent_bytes: u64,
     pub(crate) declined: u64,
     pub(crate) decompressed: u64,
+    /// Delivery-rate readings taken while a link's socket was full (`auto`).
+    pub(crate) rate_readings: u64,
+    /// The last read link's send rate estimate in Mbit/s (0: none yet).
+    pub(crate) rate_mbit: u64,
 }
 
 impl CompressStats {
@@ -249,6 +252,13 @@ impl CompressStats {
                 self.sent_bytes += sent as u64;
             }
         }
+    }
+
+    /// `link` has just read its rate: counted, so that a link that never measured slow can
+    /// be told from one that never filled its socket.
+    pub(crate) fn count_reading(&mut self, link: &LinkCompressor) {
+        self.rate_readings += 1;
+        self.rate_mbit = link.rate().map_or(0, |r| (r * 8.0 / 1e6).round() as u64);
     }
 }
 
@@ -376,9 +386,15 @@ mod tests {
                 raw_bytes: 100,
                 sent_bytes: 40,
                 declined: 1,
-                decompressed: 0
+                decompressed: 0,
+                rate_readings: 0,
+                rate_mbit: 0,
             }
         );
+        let mut link = LinkCompressor::new(config(CompressMode::Auto)).expect("auto is on");
+        link.observe_rate(Duration::ZERO, 12_500_000, false);
+        stats.count_reading(&link);
+        assert_eq!((stats.rate_readings, stats.rate_mbit), (1, 100));
     }
 
     #[test]

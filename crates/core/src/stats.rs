@@ -27,7 +27,7 @@ pub struct Counters {
     /// Most messages the unexpected queue has held at once.
     pub unexpected_peak: u64,
     /// TCP payloads (eager messages, rendezvous chunks) sent compressed (`FERRY_COMPRESS`;
-    /// filled in when read, as the four below).
+    /// filled in when read, as the six below).
     pub frames_compressed: u64,
     /// Their bytes before compression.
     pub compressed_raw_bytes: u64,
@@ -38,6 +38,11 @@ pub struct Counters {
     pub frames_sent_raw: u64,
     /// Compressed TCP payloads received.
     pub frames_decompressed: u64,
+    /// Readings of a TCP link's delivery rate, taken while its socket was full
+    /// (`FERRY_COMPRESS=auto`).
+    pub link_rate_readings: u64,
+    /// The send rate estimate of the link read last, in Mbit/s (0 before any).
+    pub link_rate_mbit: u64,
 }
 
 impl Counters {
@@ -60,6 +65,8 @@ impl Counters {
         self.compressed_sent_bytes = s.sent_bytes;
         self.frames_sent_raw = s.declined;
         self.frames_decompressed = s.decompressed;
+        self.link_rate_readings = s.rate_readings;
+        self.link_rate_mbit = s.rate_mbit;
     }
 
     /// An arrival of `len` bytes.

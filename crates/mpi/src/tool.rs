@@ -708,6 +708,24 @@ pub(crate) const PVARS: &[PvarDef] = &[
         category: CAT_COMPRESS,
         value: |c| c.frames_decompressed,
     },
+    PvarDef {
+        name: "ferry_compress_rate_readings",
+        desc: "Readings of a TCP link's delivery rate taken while its socket was full (FERRY_COMPRESS=auto): none means no link ever filled its socket.",
+        class: MPI_T_PVAR_CLASS_COUNTER,
+        verbosity: MPI_T_VERBOSITY_TUNER_DETAIL,
+        continuous: false,
+        category: CAT_COMPRESS,
+        value: |c| c.link_rate_readings,
+    },
+    PvarDef {
+        name: "ferry_compress_link_rate",
+        desc: "The send rate estimate of the TCP link read last, in Mbit/s (0 before any): auto compresses below FERRY_COMPRESS_BELOW.",
+        class: MPI_T_PVAR_CLASS_LEVEL,
+        verbosity: MPI_T_VERBOSITY_TUNER_DETAIL,
+        continuous: true,
+        category: CAT_COMPRESS,
+        value: |c| c.link_rate_mbit,
+    },
 ];
 
 /// The value a handle shows, given the counters now.
@@ -1072,6 +1090,8 @@ mod tests {
             compressed_sent_bytes: 100_000,
             frames_sent_raw: 2,
             frames_decompressed: 5,
+            link_rate_readings: 4,
+            link_rate_mbit: 94,
             ..Counters::default()
         };
         let read = |name: &str| {
@@ -1096,7 +1116,9 @@ mod tests {
         assert_eq!(read("ferry_compress_bytes_after"), 100_000);
         assert_eq!(read("ferry_compress_frames_sent_plain"), 2);
         assert_eq!(read("ferry_compress_frames_decompressed"), 5);
-        assert_eq!(category_pvars(CAT_COMPRESS).len(), 5);
+        assert_eq!(read("ferry_compress_rate_readings"), 4);
+        assert_eq!(read("ferry_compress_link_rate"), 94);
+        assert_eq!(category_pvars(CAT_COMPRESS).len(), 7);
         // The point-to-point ones keep their indices (first) and their category.
         assert_eq!(category_pvars(CAT_P2P), (0..9).collect::<Vec<_>>());
         assert!(CATEGORIES[0].subcategories.contains(&CAT_COMPRESS));

@@ -49,7 +49,7 @@ impl TcpTransport {
                 }
                 Err(e) if e.kind() == ErrorKind::WouldBlock => {
                     conn.writable = false;
-                    packed::socket_full(conn);
+                    packed::socket_full(conn, &mut self.compressed);
                 }
                 Err(e) if e.kind() == ErrorKind::Interrupted => {}
                 Err(e) if self.rails > 1 => {

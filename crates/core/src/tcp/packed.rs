@@ -57,7 +57,7 @@ pub(super) fn advance(conn: &mut Conn, n: usize, total: usize) -> usize {
 
 /// The socket is full: a good moment to read the link's rate (the kernel's delivery rate is
 /// then that of the link, not of a sender with nothing to send).
-pub(super) fn socket_full(conn: &mut Conn) {
+pub(super) fn socket_full(conn: &mut Conn, stats: &mut CompressStats) {
     let Some(link) = conn.compressor.as_deref_mut() else {
         return;
     };
@@ -67,6 +67,7 @@ pub(super) fn socket_full(conn: &mut Conn) {
     }
     if let Some((rate, app_limited)) = delivery_rate(&conn.stream) {
         link.observe_rate(now, rate, app_limited);
+        stats.count_reading(link);
     }
 }
 

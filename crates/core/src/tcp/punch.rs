@@ -313,6 +313,7 @@ impl TcpTransport {
                             )
                             .map_err(|e| io_error("epoll_ctl", e))?;
                         conn.readable = true;
+                        conn.compressor = crate::compress::LinkCompressor::new(self.compress);
                         self.conns[peer as usize][0] = Some(conn);
                         self.link_up(peer, true);
                     }
