@@ -278,7 +278,9 @@ impl Comm {
     }
 
     /// Like [`Comm::launch`], and waits until the call is done (a call that finishes as it
-    /// starts needs no request).
+    /// starts needs no request). On a communicator with a shared segment, the call's way
+    /// (through it or by messages) is recorded there first, and a wait that finds a member
+    /// went the other way for a call ends the job (see `crate::coll_paths`).
     pub(crate) fn launch_and_wait(
         &self,
         schedule: &Planned,
@@ -286,11 +288,39 @@ impl Comm {
         recv: (*mut u8, usize),
         reduce: Option<&Reducer>,
     ) -> Result<(), Error> {
-        if let Some(plan) = schedule.shared() {
-            if self.run_shared_checked(plan, schedule, send, recv, reduce)? {
-                return Ok(());
+        let Some(segment) = self.collective_segment()? else {
+            return self.run_messages(schedule, send, recv, reduce);
+        };
+        let plan = schedule.shared().filter(|&plan| segment.carries(plan));
+        let ran = {
+            let _probe = crate::engine::PathsProbe::set(&self.shared.engine, segment);
+            match plan {
+                Some(plan) => {
+                    segment.record_call(self.calls.next(false), true);
+                    self.run_shared_checked(segment, plan, schedule, send, recv, reduce)
+                }
+                None => {
+                    segment.record_call(self.calls.next_blocking(), false);
+                    self.run_messages(schedule, send, recv, reduce)
+                }
             }
+        };
+        match ran {
+            Err(e @ Error::CollectivePaths { .. }) => {
+                self.shared.abort(1, &format!("rank {}: {e}", self.rank()))
+            }
+            ran => ran,
         }
+    }
+
+    /// [`Comm::launch_and_wait`] by messages only.
+    pub(crate) fn run_messages(
+        &self,
+        schedule: &Planned,
+        send: (*const u8, usize),
+        recv: (*mut u8, usize),
+        reduce: Option<&Reducer>,
+    ) -> Result<(), Error> {
         let eager = self
             .shared
             .engine
@@ -341,19 +371,22 @@ impl Comm {
     /// segment (so that every member fails alike), and fails the call with its own error.
     fn run_shared_checked(
         &self,
+        segment: &crate::shmcoll::Segment,
         plan: SharedPlan,
         schedule: &Planned,
         send: (*const u8, usize),
         recv: (*mut u8, usize),
         reduce: Option<&crate::coll::Reducer>,
-    ) -> Result<bool, Error> {
+    ) -> Result<(), Error> {
         let buffers = CallBuffers::new(schedule.schedule(), send, recv);
         let short = buffers.short.is_some();
-        let ran = self.run_shared(plan, (buffers.send, buffers.recv), short, reduce);
+        let ran = self.run_shared(segment, plan, (buffers.send, buffers.recv), short, reduce);
         match (buffers.short, ran) {
+            // A mismatch of ways ends the job whatever this rank passed.
+            (_, Err(e @ Error::CollectivePaths { .. })) => Err(e),
             // What is wrong here rather than what the segment says of this rank.
-            (Some(e), Ok(true) | Err(_)) => Err(e),
-            (_, ran) => ran,
+            (Some(e), _) => Err(e),
+            (None, ran) => ran,
         }
     }
 

@@ -163,6 +163,18 @@ impl Shared {
         }
     }
 
+    /// Ends the whole job with `code`, printing `message` through the launcher.
+    pub(crate) fn abort(&self, code: i32, message: &str) -> ! {
+        if let Some(boot) = self.bootstrap.borrow_mut().as_mut() {
+            boot.abort(code, message);
+            // The launcher kills every rank; give it a moment before exiting on our own.
+            std::thread::sleep(std::time::Duration::from_secs(2));
+        } else {
+            eprintln!("ferry: abort (code {code}): {message}");
+        }
+        std::process::exit(code)
+    }
+
     /// Waits for one request and returns its completion.
     pub(crate) fn wait(&self, id: ReqId) -> Result<Completion, Error> {
         self.wait_until(|p| p.is_done(id))?;
@@ -246,10 +258,14 @@ pub struct Comm {
 /// nonblocking calls are numbered apart, so that a nonblocking call started on one rank before
 /// a blocking one and on another after it (an order MPI calls erroneous, but which MPICH and
 /// Open MPI tolerate, and mpi4py's tests make) still match their own kind.
-#[derive(Debug, Default)]
+///
+/// Beside them, the communicator's shared collective segment, once its first blocking call
+/// looked for one (see `crate::shmcoll`), which records the way each blocking call went.
+#[derive(Default)]
 pub(crate) struct CallNumbers {
     blocking: Cell<u32>,
     nonblocking: Cell<u32>,
+    pub(crate) segment: std::cell::OnceCell<Option<Rc<crate::shmcoll::Segment>>>,
 }
 
 impl CallNumbers {
@@ -267,6 +283,11 @@ impl CallNumbers {
         let n = counter.get().wrapping_add(1) % Self::SPAN;
         counter.set(n);
         base + n
+    }
+
+    /// The number the next blocking call will take.
+    pub(crate) fn next_blocking(&self) -> u32 {
+        self.blocking.get().wrapping_add(1) % Self::SPAN
     }
 }
 

@@ -74,6 +74,18 @@ pub enum Error {
         /// Communicators this rank has led the creation of.
         created: u32,
     },
+    /// Members of a communicator went different ways for one blocking collective, through
+    /// its shared segment and by messages, because they passed different arguments: the call
+    /// can never complete.
+    #[error("blocking collective number {call} of this communicator cannot complete: rank {shared} went through the shared segment and rank {messages} by messages, so the ranks passed different counts, roots or MPI_IN_PLACE")]
+    CollectivePaths {
+        /// The communicator's number of the call (blocking calls counted from 1).
+        call: u32,
+        /// A communicator rank that went through the segment.
+        shared: usize,
+        /// One that went by messages.
+        messages: usize,
+    },
     /// The request was cancelled before it matched.
     #[error("request was cancelled")]
     Cancelled,

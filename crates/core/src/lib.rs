@@ -25,6 +25,7 @@
 
 mod bootstrap;
 mod coll;
+mod coll_paths;
 mod coll_settings;
 mod collectives;
 mod comm;

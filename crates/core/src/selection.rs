@@ -607,6 +607,26 @@ impl Table {
         }
     }
 
+    /// Whether some call on `ranks` ranks of one cluster may go through a shared segment: a
+    /// communicator of that size then sets its segment up at its first blocking collective,
+    /// so that every member has it (or none does) before any call could choose it.
+    pub(crate) fn may_share(&self, ranks: usize) -> bool {
+        fn any<A: Algorithm>(rules: &[Rule<A>], ranks: usize) -> bool {
+            rules.iter().any(|r| {
+                r.algorithm.is_shared_memory()
+                    && r.min_ranks.is_none_or(|m| ranks >= m)
+                    && r.max_ranks.is_none_or(|m| ranks <= m)
+                    && r.min_clusters.is_none_or(|m| m <= 1)
+            })
+        }
+        any(&self.bcast, ranks)
+            || any(&self.allreduce, ranks)
+            || any(&self.reduce, ranks)
+            || any(&self.barrier, ranks)
+            || any(&self.allgather, ranks)
+            || any(&self.alltoall, ranks)
+    }
+
     /// Whether `call` of `collective` goes through the communicator's shared segment (where it
     /// has one; the message algorithm of the same call is what the other lookups return).
     pub(crate) fn shared(&self, collective: Shareable, call: Call) -> bool {
@@ -833,6 +853,27 @@ mod tests {
         // Only shared rules match: the built-in default algorithm carries the call.
         assert!(file.shared(Shareable::Bcast, call(10, 4)));
         assert_eq!(file.bcast(10, 4, 1), Binomial);
+    }
+
+    #[test]
+    fn a_size_may_share_where_a_shared_rule_admits_it() {
+        let t = Table::from_lookup(env(&[])).unwrap();
+        // Built in: 2 ranks for a long allreduce in place, 3 and more for most calls.
+        assert!(t.may_share(2) && t.may_share(3) && t.may_share(64));
+        let file = load(
+            "may-share",
+            r#"{ "bcast": [{ "min_ranks": 4, "max_ranks": 8, "algorithm": "shared_memory" },
+                           { "algorithm": "binomial" }],
+                 "allreduce": [{ "algorithm": "recursive_doubling" }],
+                 "reduce": [{ "algorithm": "binomial" }],
+                 "barrier": [{ "min_clusters": 2, "algorithm": "shared_memory" },
+                             { "algorithm": "dissemination" }],
+                 "allgather": [{ "algorithm": "ring" }],
+                 "alltoall": [{ "algorithm": "pairwise" }] }"#,
+        )
+        .unwrap();
+        assert!(!file.may_share(3) && file.may_share(4) && file.may_share(8));
+        assert!(!file.may_share(9));
     }
 
     #[test]

@@ -1,10 +1,14 @@
 //! Collectives through one shared segment per communicator per host.
 //!
-//! A communicator whose ranks all share this host gets, on the first blocking collective the
-//! selection table sends `shared_memory`, a segment of its own: `/dev/shm/ferry-<job>-coll-
-//! <context>-<first member>`, made by its rank 0, mapped by the others and unlinked once they
-//! have (two agreements over messages say whether every rank could; if one could not, the
-//! communicator keeps its message algorithms for good). Its size is `FERRY_COLL_SHM`.
+//! A communicator whose ranks all share this host gets, at its first blocking collective if
+//! the selection table sends some call of its size to `shared_memory`, a segment of its own:
+//! `/dev/shm/ferry-<job>-coll-<context>-<first member>`, made by its rank 0, mapped by the
+//! others and unlinked once they have (two agreements over messages say whether every rank
+//! could; if one could not, the communicator keeps its message algorithms for good). Its size
+//! is `FERRY_COLL_SHM`. Made at the first call, whatever that call is, so that every member
+//! has it before any call goes through it: members that pass different counts may then choose
+//! different ways for a call, and each records its way in its line ([`Segment::record_call`],
+//! `crate::coll_paths`), so that the job ends naming the call instead of hanging.
 //!
 //! Everything in it is built on one barrier and two halves that take turns. The barrier is a
 //! counter every rank adds one to, and a release word the last one stores the barrier's number
@@ -37,6 +41,7 @@
 //! Only blocking calls come here; nonblocking ones run the message schedule planned beside.
 
 use crate::coll::Reducer;
+use crate::coll_paths::{first_disagreement, PathRecord};
 use crate::comm::{Comm, Group};
 use crate::engine::Watch;
 use crate::error::Error;
@@ -94,7 +99,7 @@ const WHOLE_REDUCE_TO_ROOT: usize = 64 << 10;
 
 /// Where the post slots start in a segment for `ranks` ranks.
 fn post_offset(ranks: usize) -> usize {
-    META + (2 * ranks * LINE).next_multiple_of(PAGE)
+    META + (3 * ranks * LINE).next_multiple_of(PAGE)
 }
 
 /// Where the halves start in a segment for `ranks` ranks.
@@ -196,11 +201,13 @@ pub(crate) struct Segment {
     phase: Cell<u64>,
     /// Short broadcasts made (the same count on every member between calls).
     posts: Cell<u64>,
+    /// Which way this rank's blocking calls went, as its line shows the others.
+    paths: Cell<PathRecord>,
 }
 
-/// The segments of this process by context id: `None` once the members agreed to do without.
-/// The group is held weakly, so a freed communicator's segment goes when a new one is made.
-pub(crate) type Segments = FxHashMap<u32, (Weak<Group>, Option<Rc<Segment>>)>;
+/// The segments of this process by context id, for their limit ([`MAX_SEGMENTS`]). The group
+/// is held weakly, so a freed communicator's segment goes when a new one is made.
+pub(crate) type Segments = FxHashMap<u32, (Weak<Group>, Rc<Segment>)>;
 
 fn path_of(job: u64, context: u32, first: u32) -> PathBuf {
     PathBuf::from(format!("/dev/shm/ferry-{job}-coll-{context}-{first}"))
@@ -271,7 +278,52 @@ impl Segment {
             half,
             phase: Cell::new(0),
             posts: Cell::new(0),
+            paths: Cell::new(PathRecord::default()),
         }
+    }
+
+    /// Whether `plan` can run through this segment.
+    pub(crate) fn carries(&self, plan: SharedPlan) -> bool {
+        plan.fits(self.ranks, self.half)
+    }
+
+    /// The line where `rank` keeps its [`PathRecord`], after the lines it says counts in:
+    /// written at every call and read only by a member that waits long, so a line of its own.
+    fn paths_word(&self, rank: usize) -> &AtomicU64 {
+        let at = META + (2 * self.ranks + rank) * LINE;
+        // SAFETY: the third set of meta lines lies before the post slots (`post_offset`);
+        // 8-aligned, and only accessed atomically.
+        unsafe { &*(self.map.as_mut_ptr().add(at) as *const AtomicU64) }
+    }
+
+    /// Records that blocking call `call` goes through the segment (`shared`) or by messages,
+    /// before this rank waits for anyone in it.
+    pub(crate) fn record_call(&self, call: u32, shared: bool) {
+        let record = self.paths.get().after(call, shared);
+        self.paths.set(record);
+        self.paths_word(self.me)
+            .store(record.word(), Ordering::Release);
+    }
+
+    /// Fails if a member went another way than this rank for a call both have made: the call
+    /// can then never complete (see `crate::coll_paths`).
+    pub(crate) fn check_paths(&self) -> Result<(), Error> {
+        let mine = self.paths.get();
+        for rank in (0..self.ranks).filter(|&r| r != self.me) {
+            let theirs = PathRecord::from_word(self.paths_word(rank).load(Ordering::Acquire));
+            if let Some(d) = first_disagreement(mine, theirs) {
+                let (shared, messages) = match d.mine_shared {
+                    true => (self.me, rank),
+                    false => (rank, self.me),
+                };
+                return Err(Error::CollectivePaths {
+                    call: d.call,
+                    shared,
+                    messages,
+                });
+            }
+        }
+        Ok(())
     }
 
     fn arrived(&self) -> &AtomicU64 {
@@ -329,9 +381,15 @@ impl Segment {
     /// touches the others' buffers then).
     fn check_counts(&self, mine: usize) -> Result<(), Error> {
         let before = self.phase.get().wrapping_sub(1);
-        counts_agree(self.me, mine, self.ranks, |r| {
+        let agreed = counts_agree(self.me, mine, self.ranks, |r| {
             self.said(before, r).load(Ordering::Relaxed)
-        })
+        });
+        if agreed.is_err() {
+            // Members that went by messages for this call (and arrived at the barrier of a
+            // later one) said nothing here: that, rather than the counts read, is the error.
+            self.check_paths()?;
+        }
+        agreed
     }
 
     /// Waits until every member has arrived here, keeping this rank's engine moving.
@@ -709,31 +767,35 @@ unsafe fn copy(src: *const u8, dst: *mut u8, len: usize) {
 }
 
 impl Comm {
-    /// This communicator's segment, made on first use; `None` if it has none (its ranks are
+    /// This communicator's segment, set up at its first blocking collective where the
+    /// selection table may send a call of its size through one (so that every member has it,
+    /// or none does, before any call could choose it); `None` if it has none (its ranks are
     /// not all on this host, the setting is off, or a member could not make or map it).
-    fn shared_segment(&self) -> Result<Option<Rc<Segment>>, Error> {
-        let kept = self
-            .shared
-            .coll_segments
-            .borrow()
-            .get(&self.context)
-            .and_then(|(group, segment)| {
-                let same = group.upgrade().is_some_and(|g| Rc::ptr_eq(&g, &self.group));
-                same.then(|| segment.clone())
-            });
-        if let Some(segment) = kept {
-            return Ok(segment);
+    pub(crate) fn collective_segment(&self) -> Result<Option<&Rc<Segment>>, Error> {
+        if let Some(segment) = self.calls.segment.get() {
+            return Ok(segment.as_ref());
         }
-        let segment = self.make_segment()?;
-        let mut segments = self.shared.coll_segments.borrow_mut();
-        segments.retain(|_, (group, _)| group.strong_count() > 0);
-        segments.insert(self.context, (Rc::downgrade(&self.group), segment.clone()));
-        Ok(segment)
+        let settings = &self.shared.in_effect;
+        let spans = ferry_sched::hierarchical::count_clusters(&self.clusters());
+        let segment = if settings.coll_shm_bytes > 0
+            && spans <= 1
+            && settings.coll.selection.may_share(self.size())
+        {
+            self.make_segment()?.map(Rc::new)
+        } else {
+            None
+        };
+        if let Some(made) = &segment {
+            let mut segments = self.shared.coll_segments.borrow_mut();
+            segments.retain(|_, (group, _)| group.strong_count() > 0);
+            segments.insert(self.context, (Rc::downgrade(&self.group), made.clone()));
+        }
+        Ok(self.calls.segment.get_or_init(|| segment).as_ref())
     }
 
     /// Rank 0 makes the file, everyone agrees, the others map it, everyone agrees again, rank
     /// 0 unlinks it. Every member takes the same turns, so all end with a segment or none.
-    fn make_segment(&self) -> Result<Option<Rc<Segment>>, Error> {
+    fn make_segment(&self) -> Result<Option<Segment>, Error> {
         let (n, me) = (self.size(), self.rank());
         let half = half_of(self.shared.in_effect.coll_shm_bytes);
         let (job, local) = {
@@ -753,7 +815,7 @@ impl Comm {
             return Ok(None);
         }
         let live = (self.shared.coll_segments.borrow().values())
-            .filter(|(group, segment)| group.strong_count() > 0 && segment.is_some())
+            .filter(|(group, _)| group.strong_count() > 0)
             .count();
         let willing = half > 0 && live < MAX_SEGMENTS;
         let path = path_of(job, self.context, self.group.world_of[0]);
@@ -786,10 +848,11 @@ impl Comm {
         if me == 0 {
             let _ = std::fs::remove_file(&path);
         }
-        Ok(made.filter(|_| all).map(Rc::new))
+        Ok(made.filter(|_| all))
     }
 
-    /// Whether `ok` holds on every member: a minimum over messages, never the segment.
+    /// Whether `ok` holds on every member: a minimum over messages, never the segment (the
+    /// setting up of which it is part of).
     fn agree(&self, ok: bool) -> Result<bool, Error> {
         let schedule = crate::Planned::check(alg::allreduce_recursive_doubling(
             self.rank(),
@@ -804,7 +867,7 @@ impl Comm {
         });
         let send = [u8::from(ok)];
         let mut recv = [0u8];
-        self.launch_and_wait(
+        self.run_messages(
             &schedule,
             (send.as_ptr(), 1),
             (recv.as_mut_ptr(), 1),
@@ -813,24 +876,18 @@ impl Comm {
         Ok(recv[0] == 1)
     }
 
-    /// Runs `plan` through the segment if this communicator has one; `Ok(false)` if not (the
-    /// caller then runs the message schedule, as every member does). `send` and `recv` hold
-    /// what the schedule needs: the caller's buffers, or stand-ins where they are `short` (too
-    /// short for this rank's counts), which this rank then says at the count check of a call
-    /// that has one (reduce, allgather, alltoall), so that every member fails alike.
+    /// Runs `plan` through `segment`, this communicator's. `send` and `recv` hold what the
+    /// schedule needs: the caller's buffers, or stand-ins where they are `short` (too short for
+    /// this rank's counts), which this rank then says at the count check of a call that has
+    /// one (reduce, allgather, alltoall), so that every member fails alike.
     pub(crate) fn run_shared(
         &self,
+        segment: &Segment,
         plan: SharedPlan,
         (send, recv): (*const u8, *mut u8),
         short: bool,
         reduce: Option<&Reducer>,
-    ) -> Result<bool, Error> {
-        let Some(segment) = self.shared_segment()? else {
-            return Ok(false);
-        };
-        if !plan.fits(segment.ranks, segment.half) {
-            return Ok(false);
-        }
+    ) -> Result<(), Error> {
         match plan {
             SharedPlan::Barrier => segment.barrier(self)?,
             SharedPlan::Bcast { bytes, root } if bytes <= POST_MAX => {
@@ -857,7 +914,7 @@ impl Comm {
                 segment.exchange(self, Exchange::Alltoall, (send, recv), block, short)?
             }
         }
-        Ok(true)
+        Ok(())
     }
 }
 
@@ -869,7 +926,7 @@ mod tests {
     fn the_layout_keeps_halves_on_pages_and_slots_on_lines() {
         for ranks in [2, 3, 8, 64, 1000] {
             assert_eq!(data_offset(ranks) % PAGE, 0);
-            assert!(post_offset(ranks) >= META + 2 * ranks * LINE);
+            assert!(post_offset(ranks) >= META + 3 * ranks * LINE);
             assert!(data_offset(ranks) >= post_offset(ranks) + POST_SLOTS * POST_SLOT);
             assert_eq!(post_offset(ranks) % LINE, 0);
         }

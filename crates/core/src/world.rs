@@ -582,14 +582,7 @@ impl World {
 
     /// Ends the whole job with `code`, printing `message` through the launcher.
     pub fn abort(&self, code: i32, message: &str) -> ! {
-        if let Some(boot) = self.comm.shared().bootstrap.borrow_mut().as_mut() {
-            boot.abort(code, message);
-            // The launcher kills every rank; give it a moment before exiting on our own.
-            std::thread::sleep(Duration::from_secs(2));
-        } else {
-            eprintln!("ferry: abort (code {code}): {message}");
-        }
-        std::process::exit(code)
+        self.comm.shared().abort(code, message)
     }
 
     /// Lets other threads use this world between the passes of every wait: `pause` runs

@@ -382,6 +382,29 @@ fn a_collective_with_a_smaller_count_is_truncated_not_a_protocol_error() {
 }
 
 #[test]
+fn ranks_that_take_different_ways_through_a_collective_end_the_job_naming_the_call() {
+    for (n, case) in [
+        (3, "bcast-long"),
+        (3, "bcast-short"),
+        (3, "reduce"),
+        (2, "allreduce"),
+        (3, "alltoall"),
+    ] {
+        let out = run(n, "coll_paths", &[case]);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            !out.status.success()
+                && stderr.contains("cannot complete")
+                && stderr.contains("went through the shared segment and rank")
+                && !stderr.contains("timed out"),
+            "{case} on {n} ranks: status {:?}\nstdout:\n{}\nstderr:\n{stderr}",
+            out.status,
+            String::from_utf8_lossy(&out.stdout)
+        );
+    }
+}
+
+#[test]
 fn a_collective_message_queued_behind_a_flood_is_sent_as_it_was() {
     // Over TCP too, whose sends queue the same way when the socket is full.
     no_errors(2, "coll_behind_flood");

@@ -60,6 +60,13 @@ impl Engine {
     /// Waits a little after `idle` passes in a row found nothing: spins, then yields, then
     /// sleeps until a transport wakes us (or the nap ends).
     pub(super) fn back_off(&mut self, idle: u32, watch: Option<Watch<'_>>) -> Result<(), Error> {
+        // A blocking collective that waits long enough to back off looks, now and then and
+        // before every sleep, whether a member went another way (`crate::coll_paths`).
+        if let Some(segment) = &self.paths_probe {
+            if idle.is_multiple_of(PROBE_EVERY) || idle >= self.spin + 20 {
+                segment.check_paths()?;
+            }
+        }
         if idle < self.spin {
             if self.spin_yield
                 || (idle.is_multiple_of(SHARED_CPU_LOOK) && self.spins_beside_a_peer(idle))
@@ -204,6 +211,9 @@ impl Engine {
 /// How often a rank moves itself off a core it shares with a peer at most, so that two ranks
 /// that keep being put together do not spend their time moving.
 const MOVE_AT_MOST_EVERY: Duration = Duration::from_millis(10);
+
+/// Idle passes between two looks at the members' ways while spinning in a blocking collective.
+const PROBE_EVERY: u32 = 1024;
 
 /// Moves the calling thread off `cpu` to another CPU it may run on, and leaves its affinity as
 /// it was (the thread is not pinned anywhere after). False when it may run on `cpu` alone.
