@@ -279,7 +279,7 @@ impl Comm {
 
     /// Like [`Comm::launch`], and waits until the call is done (a call that finishes as it
     /// starts needs no request). On a communicator with a shared segment, the call's way
-    /// (through it or by messages) is recorded there first, and a wait that finds a member
+    /// (through it or by messages) is recorded there first; a wait that finds that a member
     /// went the other way for a call ends the job (see `crate::coll_paths`).
     pub(crate) fn launch_and_wait(
         &self,
@@ -291,29 +291,31 @@ impl Comm {
         let Some(segment) = self.collective_segment()? else {
             return self.run_messages(schedule, send, recv, reduce);
         };
-        let plan = schedule.shared().filter(|&plan| segment.carries(plan));
-        let ran = {
-            let _probe = crate::engine::PathsProbe::set(&self.shared.engine, segment);
-            match plan {
-                Some(plan) => {
-                    segment.record_call(self.calls.next(false), true);
-                    self.run_shared_checked(segment, plan, schedule, send, recv, reduce)
-                }
-                None => {
-                    segment.record_call(self.calls.next_blocking(), false);
-                    self.run_messages(schedule, send, recv, reduce)
-                }
+        let ran = match schedule.shared().filter(|&plan| segment.carries(plan)) {
+            Some(plan) => {
+                segment.record_call(self.calls.next(false), true);
+                self.run_shared_checked(segment, plan, schedule, send, recv, reduce)
+            }
+            None => {
+                segment.record_call(self.calls.next_blocking(), false);
+                self.run_messages(schedule, send, recv, reduce)
             }
         };
-        match ran {
-            Err(e @ Error::CollectivePaths { .. }) => {
-                self.shared.abort(1, &format!("rank {}: {e}", self.rank()))
-            }
-            ran => ran,
+        if let Err(e @ Error::CollectivePaths { .. }) = &ran {
+            self.ways_differ(e);
         }
+        ran
+    }
+
+    /// Ends the job: the call can neither complete nor be taken back.
+    #[cold]
+    #[inline(never)]
+    fn ways_differ(&self, e: &Error) -> ! {
+        self.shared.abort(1, &format!("rank {}: {e}", self.rank()))
     }
 
     /// [`Comm::launch_and_wait`] by messages only.
+    #[inline]
     pub(crate) fn run_messages(
         &self,
         schedule: &Planned,

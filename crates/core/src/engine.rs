@@ -32,9 +32,8 @@ use crate::shm::{cma_read, cma_write, ShmTransport, Sleep};
 use crate::tcp::TcpTransport;
 use ferry_wire::rendezvous::{share_split, RendezvousRecv, RendezvousSend};
 use ferry_wire::{Frame, HEADER_LEN};
-use std::cell::RefCell;
 use std::collections::VecDeque;
-use std::rc::Rc;
+use std::rc::Weak;
 use std::time::{Duration, Instant};
 
 /// Identifies a request: slot index in the low 32 bits, slot generation in the high 32.
@@ -174,27 +173,12 @@ pub(crate) struct Engine {
     /// Per peer, indexed by universe rank as `proto`'s peers (see [`Link`]); peers the
     /// protocol adds while reading get theirs in [`Engine::adopt_peers`].
     links: Vec<Link>,
-    /// The segment of the blocking collective this rank is in, if its communicator has one:
-    /// a wait that backs off compares the members' ways there (see `crate::coll_paths`).
-    paths_probe: Option<Rc<crate::shmcoll::Segment>>,
-}
-
-/// Sets the engine's [`Engine::paths_probe`] for as long as it lives.
-pub(crate) struct PathsProbe<'a>(&'a RefCell<Engine>);
-
-impl<'a> PathsProbe<'a> {
-    pub(crate) fn set(engine: &'a RefCell<Engine>, segment: &Rc<crate::shmcoll::Segment>) -> Self {
-        engine.borrow_mut().paths_probe = Some(segment.clone());
-        PathsProbe(engine)
-    }
-}
-
-impl Drop for PathsProbe<'_> {
-    fn drop(&mut self) {
-        if let Ok(mut engine) = self.0.try_borrow_mut() {
-            engine.paths_probe = None;
-        }
-    }
+    /// The shared collective segments of this rank's communicators: a wait that backs off
+    /// compares the members' ways through their blocking collectives there (see
+    /// `crate::coll_paths`).
+    segments: Vec<Weak<crate::shmcoll::Segment>>,
+    /// When a wait last looked at them.
+    segments_looked: Option<Instant>,
 }
 
 /// Settings the engine needs from `Config` and setup.
@@ -271,7 +255,8 @@ impl Engine {
             started: Instant::now(),
             in_place: Vec::new(),
             links,
-            paths_probe: None,
+            segments: Vec::new(),
+            segments_looked: None,
         };
         if let Some(tcp) = setup.tcp {
             engine.add_tcp(tcp);

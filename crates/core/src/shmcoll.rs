@@ -298,6 +298,7 @@ impl Segment {
 
     /// Records that blocking call `call` goes through the segment (`shared`) or by messages,
     /// before this rank waits for anyone in it.
+    #[inline]
     pub(crate) fn record_call(&self, call: u32, shared: bool) {
         let record = self.paths.get().after(call, shared);
         self.paths.set(record);
@@ -771,10 +772,17 @@ impl Comm {
     /// selection table may send a call of its size through one (so that every member has it,
     /// or none does, before any call could choose it); `None` if it has none (its ranks are
     /// not all on this host, the setting is off, or a member could not make or map it).
+    #[inline]
     pub(crate) fn collective_segment(&self) -> Result<Option<&Rc<Segment>>, Error> {
-        if let Some(segment) = self.calls.segment.get() {
-            return Ok(segment.as_ref());
+        match self.calls.segment.get() {
+            Some(segment) => Ok(segment.as_ref()),
+            None => self.set_up_segment(),
         }
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn set_up_segment(&self) -> Result<Option<&Rc<Segment>>, Error> {
         let settings = &self.shared.in_effect;
         let spans = ferry_sched::hierarchical::count_clusters(&self.clusters());
         let segment = if settings.coll_shm_bytes > 0
@@ -786,6 +794,7 @@ impl Comm {
             None
         };
         if let Some(made) = &segment {
+            self.shared.engine.borrow_mut().watch_segment(made);
             let mut segments = self.shared.coll_segments.borrow_mut();
             segments.retain(|_, (group, _)| group.strong_count() > 0);
             segments.insert(self.context, (Rc::downgrade(&self.group), made.clone()));

@@ -2,6 +2,7 @@
 //! the shared-memory segment, or epoll), so that ranks outnumbering cores still progress.
 
 use super::*;
+use std::rc::{Rc, Weak};
 use std::sync::atomic::{AtomicU32, Ordering};
 
 /// A word in shared memory a wait watches besides the transports, and the value it waits for:
@@ -60,12 +61,11 @@ impl Engine {
     /// Waits a little after `idle` passes in a row found nothing: spins, then yields, then
     /// sleeps until a transport wakes us (or the nap ends).
     pub(super) fn back_off(&mut self, idle: u32, watch: Option<Watch<'_>>) -> Result<(), Error> {
-        // A blocking collective that waits long enough to back off looks, now and then and
-        // before every sleep, whether a member went another way (`crate::coll_paths`).
-        if let Some(segment) = &self.paths_probe {
-            if idle.is_multiple_of(PROBE_EVERY) || idle >= self.spin + 20 {
-                segment.check_paths()?;
-            }
+        // A wait that backs off looks now and then whether members of a communicator went
+        // different ways through a blocking collective (`crate::coll_paths`).
+        if !self.segments.is_empty() && (idle.is_multiple_of(PROBE_EVERY) || idle >= self.spin + 20)
+        {
+            self.look_at_segments()?;
         }
         if idle < self.spin {
             if self.spin_yield
@@ -81,6 +81,32 @@ impl Engine {
             self.block(watch)?;
         }
         Ok(())
+    }
+
+    /// Registers the shared collective segment of a communicator for the looks of
+    /// [`Engine::look_at_segments`]; those of freed communicators are dropped.
+    pub(crate) fn watch_segment(&mut self, segment: &Rc<crate::shmcoll::Segment>) {
+        self.segments.retain(|s| s.strong_count() > 0);
+        self.segments.push(Rc::downgrade(segment));
+    }
+
+    /// Fails if, in a segment, members went different ways through a blocking collective:
+    /// that call can never complete. At most once a millisecond.
+    #[cold]
+    #[inline(never)]
+    fn look_at_segments(&mut self) -> Result<(), Error> {
+        let now = Instant::now();
+        if self
+            .segments_looked
+            .is_some_and(|at| now.duration_since(at) < LOOK_AT_SEGMENTS_EVERY)
+        {
+            return Ok(());
+        }
+        self.segments_looked = Some(now);
+        self.segments
+            .iter()
+            .filter_map(Weak::upgrade)
+            .try_for_each(|segment| segment.check_paths())
     }
 
     /// Whether a shared-memory peer last waited on the CPU this rank spins on. The scheduler
@@ -212,8 +238,11 @@ impl Engine {
 /// that keep being put together do not spend their time moving.
 const MOVE_AT_MOST_EVERY: Duration = Duration::from_millis(10);
 
-/// Idle passes between two looks at the members' ways while spinning in a blocking collective.
+/// Idle passes between two looks at the members' ways through collectives while spinning.
 const PROBE_EVERY: u32 = 1024;
+
+/// The least time between two such looks.
+const LOOK_AT_SEGMENTS_EVERY: Duration = Duration::from_millis(1);
 
 /// Moves the calling thread off `cpu` to another CPU it may run on, and leaves its affinity as
 /// it was (the thread is not pinned anywhere after). False when it may run on `cpu` alone.
