@@ -443,8 +443,14 @@ impl Comm {
     ) -> Schedule {
         let (me, n) = (self.rank(), self.size());
         let flat = || alg::allreduce_recursive_doubling(me, n, bytes, in_place);
-        let spans = hier::count_clusters(clusters);
-        match table.allreduce(bytes, elem, n, spans, commutative, in_place) {
+        let call = Call {
+            bytes,
+            ranks: n,
+            clusters: hier::count_clusters(clusters),
+            commutative,
+            in_place,
+        };
+        match table.allreduce(call, elem) {
             AllreduceAlgorithm::Ring => alg::allreduce_ring(me, n, bytes, elem, in_place),
             AllreduceAlgorithm::RecursiveDoubling | AllreduceAlgorithm::SharedMemory => flat(),
             // None: a non-commutative operation on clusters that are not rank ranges.

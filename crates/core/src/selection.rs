@@ -578,28 +578,14 @@ impl Table {
         first(&self.bcast, call).unwrap_or(BcastAlgorithm::Binomial)
     }
 
-    /// Allreduce of `bytes` in elements of `elem` bytes over `ranks` ranks in `clusters`
-    /// clusters, in place or not.
-    pub(crate) fn allreduce(
-        &self,
-        bytes: usize,
-        elem: usize,
-        ranks: usize,
-        clusters: usize,
-        commutative: bool,
-        in_place: bool,
-    ) -> AllreduceAlgorithm {
-        let call = Call {
-            bytes,
-            ranks,
-            clusters,
-            commutative,
-            in_place,
-        };
+    /// Allreduce `call` (all its conditions apply) in elements of `elem` bytes.
+    pub(crate) fn allreduce(&self, call: Call, elem: usize) -> AllreduceAlgorithm {
         match first(&self.allreduce, call) {
             // Correctness, not tuning: the ring reorders operands and splits the vector into
             // one block of whole elements per rank.
-            Some(AllreduceAlgorithm::Ring) if commutative && bytes / elem.max(1) >= ranks => {
+            Some(AllreduceAlgorithm::Ring)
+                if call.commutative && call.bytes / elem.max(1) >= call.ranks =>
+            {
                 AllreduceAlgorithm::Ring
             }
             Some(AllreduceAlgorithm::Hierarchical) => AllreduceAlgorithm::Hierarchical,
@@ -724,6 +710,27 @@ mod tests {
         }
     }
 
+    /// [`Table::allreduce`] of `bytes` in elements of `elem` over `ranks` ranks in
+    /// `clusters` clusters.
+    fn allreduce(
+        t: &Table,
+        bytes: usize,
+        elem: usize,
+        ranks: usize,
+        clusters: usize,
+        commutative: bool,
+        in_place: bool,
+    ) -> AllreduceAlgorithm {
+        let call = Call {
+            bytes,
+            ranks,
+            clusters,
+            commutative,
+            in_place,
+        };
+        t.allreduce(call, elem)
+    }
+
     /// Writes `text` to a file of its own and loads it as `FERRY_COLL_SELECTION`.
     fn load(name: &str, text: &str) -> Result<Table, String> {
         let path = std::env::temp_dir().join(format!(
@@ -781,7 +788,7 @@ mod tests {
                 for elem in [1, 8] {
                     for commutative in [false, true] {
                         assert_eq!(
-                            t.allreduce(bytes, elem, ranks, 1, commutative, true),
+                            allreduce(&t, bytes, elem, ranks, 1, commutative, true),
                             old_allreduce(bytes, elem, ranks, commutative),
                             "{bytes} B of {elem}-byte elements, {ranks} ranks, commutative {commutative}"
                         );
@@ -789,20 +796,23 @@ mod tests {
                 }
             }
         }
-        assert_eq!(t.allreduce(2048, 8, 256, 1, true, true), Ring);
-        assert_eq!(t.allreduce(2048, 8, 257, 1, true, true), RecursiveDoubling);
+        assert_eq!(allreduce(&t, 2048, 8, 256, 1, true, true), Ring);
+        assert_eq!(
+            allreduce(&t, 2048, 8, 257, 1, true, true),
+            RecursiveDoubling
+        );
         // 2 ranks: the exchange, but for long vectors in place.
         for bytes in [0, 8, 2048, 8192, 1 << 20] {
             for commutative in [false, true] {
                 assert_eq!(
-                    t.allreduce(bytes, 8, 2, 1, commutative, false),
+                    allreduce(&t, bytes, 8, 2, 1, commutative, false),
                     RecursiveDoubling
                 );
             }
         }
-        assert_eq!(t.allreduce(8192, 8, 2, 1, true, true), RecursiveDoubling);
-        assert_eq!(t.allreduce(8193, 1, 2, 1, true, true), Ring);
-        assert_eq!(t.allreduce(8193, 1, 2, 1, false, true), RecursiveDoubling);
+        assert_eq!(allreduce(&t, 8192, 8, 2, 1, true, true), RecursiveDoubling);
+        assert_eq!(allreduce(&t, 8193, 1, 2, 1, true, true), Ring);
+        assert_eq!(allreduce(&t, 8193, 1, 2, 1, false, true), RecursiveDoubling);
     }
 
     #[test]
@@ -886,8 +896,8 @@ mod tests {
         .unwrap();
         assert_eq!(t.bcast(100, 2, 1), ScatterAllgather);
         assert_eq!(t.bcast(99, 2, 1), Binomial);
-        assert_eq!(t.allreduce(64, 4, 4, 1, true, true), Ring);
-        assert_eq!(t.allreduce(63, 1, 4, 1, true, true), RecursiveDoubling);
+        assert_eq!(allreduce(&t, 64, 4, 4, 1, true, true), Ring);
+        assert_eq!(allreduce(&t, 63, 1, 4, 1, true, true), RecursiveDoubling);
         let e = Table::from_lookup(env(&[(BCAST_LONG_VAR, "big")])).unwrap_err();
         assert!(e.contains(BCAST_LONG_VAR), "{e}");
         let e = Table::from_lookup(env(&[
@@ -914,11 +924,11 @@ mod tests {
         assert!(matches!(t.source, Source::File(_)));
         assert_eq!(t.bcast(1, 2, 1), ScatterAllgather);
         assert_eq!(t.bcast(0, 1, 1), ScatterAllgather);
-        assert_eq!(t.allreduce(8, 4, 2, 1, true, true), Ring);
+        assert_eq!(allreduce(&t, 8, 4, 2, 1, true, true), Ring);
         // Correctness guards hold whatever the file says.
-        assert_eq!(t.allreduce(8, 4, 3, 1, true, true), RecursiveDoubling);
+        assert_eq!(allreduce(&t, 8, 4, 3, 1, true, true), RecursiveDoubling);
         assert_eq!(
-            t.allreduce(1 << 20, 4, 2, 1, false, true),
+            allreduce(&t, 1 << 20, 4, 2, 1, false, true),
             RecursiveDoubling
         );
     }
@@ -942,8 +952,8 @@ mod tests {
         assert_eq!(t.bcast(21, 4, 1), Binomial);
         assert_eq!(t.bcast(15, 5, 1), Binomial);
         // allreduce was left out: the built-in rules.
-        assert_eq!(t.allreduce(2048, 8, 8, 1, true, true), Ring);
-        assert_eq!(t.allreduce(2047, 8, 8, 1, true, true), RecursiveDoubling);
+        assert_eq!(allreduce(&t, 2048, 8, 8, 1, true, true), Ring);
+        assert_eq!(allreduce(&t, 2047, 8, 8, 1, true, true), RecursiveDoubling);
     }
 
     #[test]
@@ -1058,7 +1068,7 @@ mod tests {
                 assert_eq!(t.bcast(bytes, ranks, 1), old_bcast(bytes, ranks));
                 for commutative in [false, true] {
                     assert_eq!(
-                        t.allreduce(bytes, 8, ranks, 3, commutative, true),
+                        allreduce(&t, bytes, 8, ranks, 3, commutative, true),
                         AllreduceAlgorithm::Hierarchical
                     );
                     let c = call(bytes, ranks, 2, commutative);
@@ -1102,15 +1112,15 @@ mod tests {
             BarrierAlgorithm::Hierarchical
         );
         assert_eq!(
-            t.allreduce(64, 8, 4, 2, false, true),
+            allreduce(&t, 64, 8, 4, 2, false, true),
             AllreduceAlgorithm::RecursiveDoubling
         );
         assert_eq!(
-            t.allreduce(64, 8, 4, 4, true, true),
+            allreduce(&t, 64, 8, 4, 4, true, true),
             AllreduceAlgorithm::Hierarchical
         );
         assert_eq!(
-            t.allreduce(64, 8, 4, 5, true, true),
+            allreduce(&t, 64, 8, 4, 5, true, true),
             AllreduceAlgorithm::Ring
         );
         // Left out: built in.
