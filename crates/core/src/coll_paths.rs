@@ -5,15 +5,20 @@
 //! Members choose the way from the call's arguments (the selection table looks at byte
 //! counts), so a program that passes different counts on different ranks, which MPI calls
 //! erroneous, can send one rank into the segment and another into a message algorithm. Each
-//! member keeps a [`PathRecord`] in its line of the segment; a member that has waited a while
-//! compares the others' records with its own ([`first_disagreement`]).
+//! member keeps a [`PathRecord`] of its latest calls in its line of the segment, and a
+//! [`PathLog`] of all its recent calls to itself; a member that has waited a while compares
+//! the others' records with its own ([`PathLog::disagreement`]). The log covers a member that
+//! is far behind: one stuck in a call while this one ran on (a broadcast root whose sends do
+//! not wait), which only this one can then tell.
 
 /// Calls a record remembers the way of.
 pub(crate) const KEPT: u32 = 48;
 
 /// Bits of the call number field: blocking calls are numbered `0 .. 2^14` (see
-/// `comm::CallNumbers`), and bit 15 says that a call was recorded at all.
+/// `comm::CallNumbers`), bit 14 says that the member is finalizing (it is stuck in no call),
+/// and bit 15 that a call was recorded at all.
 const CALL_BITS: u32 = 16;
+const FINISHED: u64 = 1 << 14;
 const RECORDED: u64 = 1 << 15;
 const NUMBER: u64 = (1 << 14) - 1;
 
@@ -42,6 +47,11 @@ impl PathRecord {
         PathRecord(ways << CALL_BITS | RECORDED | (u64::from(call) & NUMBER))
     }
 
+    /// This record, of a member that is finalizing.
+    pub(crate) fn finished(self) -> PathRecord {
+        PathRecord(self.0 | FINISHED)
+    }
+
     fn latest(self) -> Option<u32> {
         (self.0 & RECORDED != 0).then_some((self.0 & NUMBER) as u32)
     }
@@ -57,6 +67,65 @@ impl PathRecord {
 pub(crate) struct Disagreement {
     pub(crate) call: u32,
     pub(crate) mine_shared: bool,
+}
+
+/// This member's way through each of its last [`SPAN`] blocking calls, and its record.
+pub(crate) struct PathLog {
+    record: PathRecord,
+    /// Bit `call % SPAN`: whether that call went through the segment.
+    ways: Box<[u64; SPAN as usize / 64]>,
+}
+
+impl Default for PathLog {
+    fn default() -> Self {
+        PathLog {
+            record: PathRecord::default(),
+            ways: Box::new([0; SPAN as usize / 64]),
+        }
+    }
+}
+
+impl PathLog {
+    /// Logs call `call`; returns the record to publish.
+    #[inline]
+    pub(crate) fn log(&mut self, call: u32, shared: bool) -> PathRecord {
+        let (word, bit) = ((call % SPAN) as usize / 64, call % 64);
+        let w = &mut self.ways[word];
+        *w = *w & !(1 << bit) | u64::from(shared) << bit;
+        self.record = self.record.after(call, shared);
+        self.record
+    }
+
+    /// This log's record, marked as that of a member that is finalizing.
+    pub(crate) fn finished(&self) -> PathRecord {
+        self.record.finished()
+    }
+
+    /// Whether `theirs` has recorded this log's latest call or a later one, or is finalizing
+    /// (true when this log holds none).
+    pub(crate) fn reached_by(&self, theirs: PathRecord) -> bool {
+        let Some(mine) = self.record.latest() else {
+            return true;
+        };
+        theirs.0 & FINISHED != 0
+            || theirs
+                .latest()
+                .is_some_and(|call| (call + SPAN - mine) % SPAN <= SPAN / 2)
+    }
+
+    /// The oldest call where `theirs` and this log disagree, as far as they can tell: their
+    /// records, or, when the other member is more than [`KEPT`] calls behind, the way of its
+    /// latest call against this log's.
+    pub(crate) fn disagreement(&self, theirs: PathRecord) -> Option<Disagreement> {
+        if let Some(d) = first_disagreement(self.record, theirs) {
+            return Some(d);
+        }
+        let (mine, call) = (self.record.latest()?, theirs.latest()?);
+        let behind = (mine + SPAN - call) % SPAN;
+        let mine_shared = (self.ways[(call % SPAN) as usize / 64] >> (call % 64)) & 1 == 1;
+        ((KEPT..=SPAN / 2).contains(&behind) && mine_shared != (theirs.ways() & 1 == 1))
+            .then_some(Disagreement { call, mine_shared })
+    }
 }
 
 /// The oldest call both records hold that they made different ways. Records more than
@@ -150,6 +219,57 @@ mod tests {
             })
         );
         assert_eq!(first_disagreement(mine, record(SPAN - 2, &[false])), None);
+    }
+
+    /// A log of calls `first ..` with the given ways.
+    fn log(first: u32, ways: &[bool]) -> PathLog {
+        let mut log = PathLog::default();
+        for (i, &shared) in ways.iter().enumerate() {
+            log.log((first + i as u32) % SPAN, shared);
+        }
+        log
+    }
+
+    #[test]
+    fn a_log_tells_a_member_far_behind_that_went_the_other_way() {
+        // This member ran 99 calls past call 7, all by messages; the other is stuck in call 7,
+        // which it went into through the segment.
+        let ways: Vec<bool> = (0..100).map(|i| i == 7).collect();
+        let mine = log(SPAN - 3, &ways);
+        let mut theirs = ways[..8].to_vec();
+        assert_eq!(mine.disagreement(record(SPAN - 3, &theirs)), None);
+        theirs[7] = false;
+        assert_eq!(
+            mine.disagreement(record(SPAN - 3, &theirs)),
+            Some(Disagreement {
+                call: 4,
+                mine_shared: true
+            })
+        );
+        // Within the records' reach the records decide, as before.
+        let near = log(SPAN - 3, &ways[..20]);
+        assert_eq!(
+            near.disagreement(record(SPAN - 3, &theirs)),
+            Some(Disagreement {
+                call: 4,
+                mine_shared: true
+            })
+        );
+        // A member ahead of this one is not judged by the log.
+        assert_eq!(
+            log(1, &[false]).disagreement(record(1, &[false, true])),
+            None
+        );
+        // Who has caught up with a log's latest call.
+        assert!(mine.reached_by(record(SPAN - 3, &ways)));
+        assert!(!mine.reached_by(record(SPAN - 3, &theirs)));
+        assert!(near.reached_by(record(SPAN - 3, &ways)));
+        assert!(!mine.reached_by(PathRecord::default()));
+        // A member that finalizes is stuck in no call, wherever its record ends.
+        let done = record(SPAN - 3, &theirs).finished();
+        assert!(mine.reached_by(done));
+        assert_eq!(first_disagreement(record(SPAN - 3, &theirs), done), None);
+        assert!(PathLog::default().reached_by(PathRecord::default()));
     }
 
     #[test]

@@ -175,6 +175,26 @@ impl Shared {
         std::process::exit(code)
     }
 
+    /// Says in each shared collective segment that this rank is finalizing, and drives
+    /// progress until every member has recorded this rank's latest blocking call there or is
+    /// finalizing too (see `Engine::segments_caught_up`).
+    pub(crate) fn wait_for_segments(&self) -> Result<(), Error> {
+        self.engine.borrow().finish_segments();
+        let mut idle = 0;
+        loop {
+            {
+                let mut engine = self.engine.borrow_mut();
+                if engine.segments_caught_up() {
+                    return Ok(());
+                }
+                idle = engine.wait_pass(idle)?;
+            }
+            if let (true, Some(pause)) = (idle > 0, self.pause.get()) {
+                pause();
+            }
+        }
+    }
+
     /// Waits for one request and returns its completion.
     pub(crate) fn wait(&self, id: ReqId) -> Result<Completion, Error> {
         self.wait_until(|p| p.is_done(id))?;

@@ -41,14 +41,14 @@
 //! Only blocking calls come here; nonblocking ones run the message schedule planned beside.
 
 use crate::coll::Reducer;
-use crate::coll_paths::{first_disagreement, PathRecord};
+use crate::coll_paths::{PathLog, PathRecord};
 use crate::comm::{Comm, Group};
 use crate::engine::Watch;
 use crate::error::Error;
 use ferry_sched::{algorithms as alg, Order};
 use memmap2::MmapRaw;
 use rustc_hash::FxHashMap;
-use std::cell::Cell;
+use std::cell::{Cell, RefCell};
 use std::fs::OpenOptions;
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
@@ -201,8 +201,8 @@ pub(crate) struct Segment {
     phase: Cell<u64>,
     /// Short broadcasts made (the same count on every member between calls).
     posts: Cell<u64>,
-    /// Which way this rank's blocking calls went, as its line shows the others.
-    paths: Cell<PathRecord>,
+    /// Which way this rank's blocking calls went (its line shows the others the latest).
+    paths: RefCell<PathLog>,
 }
 
 /// The segments of this process by context id, for their limit ([`MAX_SEGMENTS`]). The group
@@ -278,7 +278,7 @@ impl Segment {
             half,
             phase: Cell::new(0),
             posts: Cell::new(0),
-            paths: Cell::new(PathRecord::default()),
+            paths: RefCell::default(),
         }
     }
 
@@ -300,19 +300,38 @@ impl Segment {
     /// before this rank waits for anyone in it.
     #[inline]
     pub(crate) fn record_call(&self, call: u32, shared: bool) {
-        let record = self.paths.get().after(call, shared);
-        self.paths.set(record);
+        let record = self.paths.borrow_mut().log(call, shared);
         self.paths_word(self.me)
             .store(record.word(), Ordering::Release);
+    }
+
+    /// Tells the members that this rank is finalizing: it waits in no call of theirs.
+    pub(crate) fn finish(&self) {
+        let record = self.paths.borrow().finished();
+        self.paths_word(self.me)
+            .store(record.word(), Ordering::Release);
+    }
+
+    /// Whether every member has recorded this rank's latest call (or one after it), or is
+    /// finalizing: a member
+    /// that has not may be stuck in a call this rank went through another way, which this
+    /// rank, far ahead, may be the only one to tell.
+    pub(crate) fn members_caught_up(&self) -> bool {
+        let mine = self.paths.borrow();
+        (0..self.ranks).filter(|&r| r != self.me).all(|rank| {
+            mine.reached_by(PathRecord::from_word(
+                self.paths_word(rank).load(Ordering::Acquire),
+            ))
+        })
     }
 
     /// Fails if a member went another way than this rank for a call both have made: the call
     /// can then never complete (see `crate::coll_paths`).
     pub(crate) fn check_paths(&self) -> Result<(), Error> {
-        let mine = self.paths.get();
+        let mine = self.paths.borrow();
         for rank in (0..self.ranks).filter(|&r| r != self.me) {
             let theirs = PathRecord::from_word(self.paths_word(rank).load(Ordering::Acquire));
-            if let Some(d) = first_disagreement(mine, theirs) {
+            if let Some(d) = mine.disagreement(theirs) {
                 let (shared, messages) = match d.mine_shared {
                     true => (self.me, rank),
                     false => (rank, self.me),

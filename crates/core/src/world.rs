@@ -568,6 +568,15 @@ impl World {
         self.leave_other_worlds()?;
         // Flush queued frames; peers keep their rings and sockets open until the fence below.
         shared.wait_until(|p| p.output_drained())?;
+        // Members may still be in this rank's last collectives: waiting for them lets a member
+        // stuck in one that this rank went through another way be named (its waits cannot
+        // tell when this rank ran far ahead), instead of the fence below never completing.
+        let caught_up = shared.wait_for_segments();
+        if let Err(e @ Error::CollectivePaths { .. }) = caught_up {
+            let rank = shared.engine.borrow().proto.me;
+            shared.abort(1, &format!("world rank {rank}, finalizing: {e}"));
+        }
+        caught_up?;
         if shared.in_effect.rail_stats {
             for line in shared.engine.borrow().rail_report() {
                 eprintln!("{line}");

@@ -103,10 +103,32 @@ impl Engine {
             return Ok(());
         }
         self.segments_looked = Some(now);
+        self.check_segments()
+    }
+
+    /// [`Engine::look_at_segments`] now.
+    fn check_segments(&self) -> Result<(), Error> {
         self.segments
             .iter()
             .filter_map(Weak::upgrade)
             .try_for_each(|segment| segment.check_paths())
+    }
+
+    /// Tells the members of every segment that this rank is finalizing (so that members
+    /// that finalize wait for no one that finalizes too).
+    pub(crate) fn finish_segments(&self) {
+        for segment in self.segments.iter().filter_map(Weak::upgrade) {
+            segment.finish();
+        }
+    }
+
+    /// Whether in every segment every member has recorded this rank's latest blocking call;
+    /// a rank that ends waits for that (its waits' looks then catch a member stuck in a call
+    /// this rank went through another way, which only this rank, far ahead, could tell).
+    pub(crate) fn segments_caught_up(&self) -> bool {
+        (self.segments.iter())
+            .filter_map(Weak::upgrade)
+            .all(|segment| segment.members_caught_up())
     }
 
     /// Whether a shared-memory peer last waited on the CPU this rank spins on. The scheduler

@@ -6,9 +6,12 @@
  *   coll_paths reduce       root 64 KiB through the segment, the others 16 KiB by messages
  *   coll_paths allreduce    in place, rank 0 64 KiB through the segment, the others 16 KiB
  *   coll_paths alltoall     rank 0 blocks of 8 KiB by messages, the others 2 KiB through it
+ *   coll_paths bcast-ahead N  as bcast-short, but the root posts N broadcasts (which do not
+ *                           wait) and finalizes: it runs past the others' records
  * A barrier and one agreeing call come first, so that the segment exists already. */
 #include <mpi.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 static int data[32768], result[32768];
@@ -29,6 +32,12 @@ int main(int argc, char **argv) {
         MPI_Reduce(data, result, big ? 16384 : 4096, MPI_INT, MPI_SUM, 0, MPI_COMM_WORLD);
     } else if (!strcmp(what, "allreduce")) {
         MPI_Allreduce(MPI_IN_PLACE, data, big ? 16384 : 4096, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
+    } else if (!strcmp(what, "bcast-ahead")) {
+        int posts = argc > 2 ? atoi(argv[2]) : 60;
+        for (int i = 0; i < (big ? posts : 1); i++)
+            MPI_Bcast(data, big ? 768 : 4096, MPI_INT, 0, MPI_COMM_WORLD);
+        MPI_Finalize();
+        return 0;
     } else if (!strcmp(what, "alltoall")) {
         int block = big ? 2048 : 512;
         MPI_Alltoall(data, block, MPI_INT, result, block, MPI_INT, MPI_COMM_WORLD);
