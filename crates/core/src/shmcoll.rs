@@ -313,9 +313,8 @@ impl Segment {
     }
 
     /// Whether every member has recorded this rank's latest call (or one after it), or is
-    /// finalizing: a member
-    /// that has not may be stuck in a call this rank went through another way, which this
-    /// rank, far ahead, may be the only one to tell.
+    /// finalizing: a member that has not may be stuck in a call this rank went through
+    /// another way, which this rank, far ahead, may be the only one to tell.
     pub(crate) fn members_caught_up(&self) -> bool {
         let mine = self.paths.borrow();
         (0..self.ranks).filter(|&r| r != self.me).all(|rank| {
