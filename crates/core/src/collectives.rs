@@ -301,17 +301,9 @@ impl Comm {
                 self.run_messages(schedule, send, recv, reduce)
             }
         };
-        if let Err(e @ Error::CollectivePaths { .. }) = &ran {
-            self.ways_differ(e);
-        }
+        self.shared
+            .end_if_ways_differ(&ran, || format!("rank {}", self.rank()));
         ran
-    }
-
-    /// Ends the job: the call can neither complete nor be taken back.
-    #[cold]
-    #[inline(never)]
-    fn ways_differ(&self, e: &Error) -> ! {
-        self.shared.abort(1, &format!("rank {}: {e}", self.rank()))
     }
 
     /// [`Comm::launch_and_wait`] by messages only.

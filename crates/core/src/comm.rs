@@ -74,8 +74,6 @@ pub(crate) struct Shared {
     pub plans: RefCell<crate::collectives::Plans>,
     /// The plan found last, looked at before `plans`: a loop of one collective skips the hash.
     pub last_plan: RefCell<Option<crate::collectives::KeptPlan>>,
-    /// Shared collective segments by communicator (see `crate::shmcoll`).
-    pub coll_segments: RefCell<crate::shmcoll::Segments>,
     /// Names published by a job of one rank without a launcher (see `World::publish`).
     pub names: RefCell<std::collections::HashMap<String, String>>,
     /// Where this world sits among the job's worlds (spawning, see `crate::spawn`).
@@ -112,7 +110,6 @@ impl Shared {
             clusters: clusters.into(),
             plans: RefCell::default(),
             last_plan: RefCell::default(),
-            coll_segments: RefCell::default(),
             names: RefCell::default(),
             universe,
         }
@@ -161,6 +158,22 @@ impl Shared {
                 }
             }
         }
+    }
+
+    /// Ends the job if `ran` failed because members of a communicator went different ways
+    /// through a blocking collective: that call can neither complete nor be taken back.
+    /// `who` names this rank in the message.
+    #[inline]
+    pub(crate) fn end_if_ways_differ(&self, ran: &Result<(), Error>, who: impl FnOnce() -> String) {
+        if let Err(e @ Error::CollectivePaths { .. }) = ran {
+            self.ways_differ(&who(), e);
+        }
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn ways_differ(&self, who: &str, e: &Error) -> ! {
+        self.abort(1, &format!("{who}: {e}"))
     }
 
     /// Ends the whole job with `code`, printing `message` through the launcher.

@@ -33,7 +33,7 @@ use crate::tcp::TcpTransport;
 use ferry_wire::rendezvous::{share_split, RendezvousRecv, RendezvousSend};
 use ferry_wire::{Frame, HEADER_LEN};
 use std::collections::VecDeque;
-use std::rc::Weak;
+use std::rc::{Rc, Weak};
 use std::time::{Duration, Instant};
 
 /// Identifies a request: slot index in the low 32 bits, slot generation in the high 32.
@@ -173,10 +173,11 @@ pub(crate) struct Engine {
     /// Per peer, indexed by universe rank as `proto`'s peers (see [`Link`]); peers the
     /// protocol adds while reading get theirs in [`Engine::adopt_peers`].
     links: Vec<Link>,
-    /// The shared collective segments of this rank's communicators: a wait that backs off
-    /// compares the members' ways through their blocking collectives there (see
-    /// `crate::coll_paths`).
-    segments: Vec<Weak<crate::shmcoll::Segment>>,
+    /// The shared collective segments of this rank's communicators, each with its group,
+    /// held weakly so that a freed communicator's segment goes when a new one is made: for
+    /// their limit, and for the looks of a wait that backs off, which compares the members'
+    /// ways through their blocking collectives there (see `crate::coll_paths`).
+    segments: Vec<(Weak<crate::comm::Group>, Rc<crate::shmcoll::Segment>)>,
     /// When a wait last looked at them.
     segments_looked: Option<Instant>,
 }

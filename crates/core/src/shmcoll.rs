@@ -42,17 +42,16 @@
 
 use crate::coll::Reducer;
 use crate::coll_paths::{PathLog, PathRecord};
-use crate::comm::{Comm, Group};
+use crate::comm::Comm;
 use crate::engine::Watch;
 use crate::error::Error;
 use ferry_sched::{algorithms as alg, Order};
 use memmap2::MmapRaw;
-use rustc_hash::FxHashMap;
 use std::cell::{Cell, RefCell};
 use std::fs::OpenOptions;
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
-use std::rc::{Rc, Weak};
+use std::rc::Rc;
 use std::sync::atomic::{fence, AtomicU32, AtomicU64, Ordering};
 
 const MAGIC: u64 = u64::from_le_bytes(*b"FERRYCOL");
@@ -85,7 +84,7 @@ pub(crate) const POST_MAX: usize = 4096;
 const POST_SLOT: usize = POST_HEAD + POST_MAX;
 /// Slots and parts start on cache lines.
 const LINE: usize = 64;
-/// Live segments a process keeps at most; a communicator beyond keeps its message algorithms.
+/// Live segments a process keeps at most (`Engine::live_segments`); a communicator beyond keeps its message algorithms.
 const MAX_SEGMENTS: usize = 64;
 /// Reductions up to this many bytes are reduced whole by every rank after one barrier, instead
 /// of in parts between two: for short vectors the second wake-up costs more than the reads.
@@ -205,10 +204,6 @@ pub(crate) struct Segment {
     paths: RefCell<PathLog>,
 }
 
-/// The segments of this process by context id, for their limit ([`MAX_SEGMENTS`]). The group
-/// is held weakly, so a freed communicator's segment goes when a new one is made.
-pub(crate) type Segments = FxHashMap<u32, (Weak<Group>, Rc<Segment>)>;
-
 fn path_of(job: u64, context: u32, first: u32) -> PathBuf {
     PathBuf::from(format!("/dev/shm/ferry-{job}-coll-{context}-{first}"))
 }
@@ -301,13 +296,16 @@ impl Segment {
     #[inline]
     pub(crate) fn record_call(&self, call: u32, shared: bool) {
         let record = self.paths.borrow_mut().log(call, shared);
-        self.paths_word(self.me)
-            .store(record.word(), Ordering::Release);
+        self.publish(record);
     }
 
     /// Tells the members that this rank is finalizing: it waits in no call of theirs.
     pub(crate) fn finish(&self) {
-        let record = self.paths.borrow().finished();
+        self.publish(self.paths.borrow().finished());
+    }
+
+    #[inline]
+    fn publish(&self, record: PathRecord) {
         self.paths_word(self.me)
             .store(record.word(), Ordering::Release);
     }
@@ -812,10 +810,10 @@ impl Comm {
             None
         };
         if let Some(made) = &segment {
-            self.shared.engine.borrow_mut().watch_segment(made);
-            let mut segments = self.shared.coll_segments.borrow_mut();
-            segments.retain(|_, (group, _)| group.strong_count() > 0);
-            segments.insert(self.context, (Rc::downgrade(&self.group), made.clone()));
+            self.shared
+                .engine
+                .borrow_mut()
+                .keep_segment(&self.group, made);
         }
         Ok(self.calls.segment.get_or_init(|| segment).as_ref())
     }
@@ -841,10 +839,7 @@ impl Comm {
         if n < 2 || !local {
             return Ok(None);
         }
-        let live = (self.shared.coll_segments.borrow().values())
-            .filter(|(group, _)| group.strong_count() > 0)
-            .count();
-        let willing = half > 0 && live < MAX_SEGMENTS;
+        let willing = half > 0 && self.shared.engine.borrow().live_segments() < MAX_SEGMENTS;
         let path = path_of(job, self.context, self.group.world_of[0]);
         let complain = |e: &str| {
             eprintln!(

@@ -572,10 +572,9 @@ impl World {
         // stuck in one that this rank went through another way be named (its waits cannot
         // tell when this rank ran far ahead), instead of the fence below never completing.
         let caught_up = shared.wait_for_segments();
-        if let Err(e @ Error::CollectivePaths { .. }) = caught_up {
-            let rank = shared.engine.borrow().proto.me;
-            shared.abort(1, &format!("world rank {rank}, finalizing: {e}"));
-        }
+        shared.end_if_ways_differ(&caught_up, || {
+            format!("world rank {}, finalizing", shared.engine.borrow().proto.me)
+        });
         caught_up?;
         if shared.in_effect.rail_stats {
             for line in shared.engine.borrow().rail_report() {

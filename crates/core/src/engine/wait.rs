@@ -2,7 +2,7 @@
 //! the shared-memory segment, or epoll), so that ranks outnumbering cores still progress.
 
 use super::*;
-use std::rc::{Rc, Weak};
+use std::rc::Rc;
 use std::sync::atomic::{AtomicU32, Ordering};
 
 /// A word in shared memory a wait watches besides the transports, and the value it waits for:
@@ -83,11 +83,26 @@ impl Engine {
         Ok(())
     }
 
-    /// Registers the shared collective segment of a communicator for the looks of
-    /// [`Engine::look_at_segments`]; those of freed communicators are dropped.
-    pub(crate) fn watch_segment(&mut self, segment: &Rc<crate::shmcoll::Segment>) {
-        self.segments.retain(|s| s.strong_count() > 0);
-        self.segments.push(Rc::downgrade(segment));
+    /// Keeps the shared collective segment of the communicator of `group` (for the looks of
+    /// [`Engine::look_at_segments`]); those of freed communicators are dropped.
+    pub(crate) fn keep_segment(
+        &mut self,
+        group: &Rc<crate::comm::Group>,
+        segment: &Rc<crate::shmcoll::Segment>,
+    ) {
+        self.segments.retain(|(g, _)| g.strong_count() > 0);
+        self.segments.push((Rc::downgrade(group), segment.clone()));
+    }
+
+    /// Segments of communicators not freed.
+    pub(crate) fn live_segments(&self) -> usize {
+        (self.segments.iter())
+            .filter(|(group, _)| group.strong_count() > 0)
+            .count()
+    }
+
+    fn kept_segments(&self) -> impl Iterator<Item = &crate::shmcoll::Segment> {
+        self.segments.iter().map(|(_, segment)| &**segment)
     }
 
     /// Fails if, in a segment, members went different ways through a blocking collective:
@@ -108,26 +123,21 @@ impl Engine {
 
     /// [`Engine::look_at_segments`] now.
     fn check_segments(&self) -> Result<(), Error> {
-        self.segments
-            .iter()
-            .filter_map(Weak::upgrade)
+        self.kept_segments()
             .try_for_each(|segment| segment.check_paths())
     }
 
     /// Tells the members of every segment that this rank is finalizing (so that members
     /// that finalize wait for no one that finalizes too).
     pub(crate) fn finish_segments(&self) {
-        for segment in self.segments.iter().filter_map(Weak::upgrade) {
-            segment.finish();
-        }
+        self.kept_segments().for_each(|segment| segment.finish());
     }
 
     /// Whether in every segment every member has recorded this rank's latest blocking call;
     /// a rank that ends waits for that (its waits' looks then catch a member stuck in a call
     /// this rank went through another way, which only this rank, far ahead, could tell).
     pub(crate) fn segments_caught_up(&self) -> bool {
-        (self.segments.iter())
-            .filter_map(Weak::upgrade)
+        self.kept_segments()
             .all(|segment| segment.members_caught_up())
     }
 
