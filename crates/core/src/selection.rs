@@ -243,6 +243,10 @@ struct Rule<A> {
 }
 
 impl<A> Rule<A> {
+    fn admits_ranks(&self, ranks: usize) -> bool {
+        self.min_ranks.is_none_or(|m| ranks >= m) && self.max_ranks.is_none_or(|m| ranks <= m)
+    }
+
     fn unconditional(&self) -> bool {
         self.min_bytes.is_none()
             && self.max_bytes.is_none()
@@ -257,8 +261,7 @@ impl<A> Rule<A> {
     fn matches(&self, call: Call) -> bool {
         self.min_bytes.is_none_or(|m| call.bytes >= m)
             && self.max_bytes.is_none_or(|m| call.bytes <= m)
-            && self.min_ranks.is_none_or(|m| call.ranks >= m)
-            && self.max_ranks.is_none_or(|m| call.ranks <= m)
+            && self.admits_ranks(call.ranks)
             && self.min_clusters.is_none_or(|m| call.clusters >= m)
             && self.max_clusters.is_none_or(|m| call.clusters <= m)
             && self.commutative.is_none_or(|c| c == call.commutative)
@@ -600,8 +603,7 @@ impl Table {
         fn any<A: Algorithm>(rules: &[Rule<A>], ranks: usize) -> bool {
             rules.iter().any(|r| {
                 r.algorithm.is_shared_memory()
-                    && r.min_ranks.is_none_or(|m| ranks >= m)
-                    && r.max_ranks.is_none_or(|m| ranks <= m)
+                    && r.admits_ranks(ranks)
                     && r.min_clusters.is_none_or(|m| m <= 1)
             })
         }
