@@ -1,10 +1,11 @@
 //! Communicators, requests and statuses: the safe Rust API over the engine.
 
 use crate::bootstrap::Bootstrap;
+use crate::coll::Collectives;
+use crate::engine::SendMode;
 use crate::engine::{Completion, Engine, Proto, ReqId};
 use crate::error::Error;
 use crate::matching::Envelope;
-use crate::raw::SendMode;
 use bytemuck::Pod;
 use std::cell::{Cell, RefCell};
 use std::marker::PhantomData;
@@ -58,6 +59,9 @@ pub type Pause = fn() -> bool;
 /// State shared by every communicator of one rank.
 pub(crate) struct Shared {
     pub engine: RefCell<Engine>,
+    /// The collectives' state, beside the engine: every pass that drives the engine takes it
+    /// as its hook (see [`Shared::wait_until`]).
+    pub coll: RefCell<Collectives>,
     pub bootstrap: RefCell<Option<Bootstrap>>,
     /// Pair indices this process has handed out for new communicators (see
     /// [`Shared::claim_context_block`]).
@@ -70,10 +74,6 @@ pub(crate) struct Shared {
     pub pause: Cell<Option<Pause>>,
     /// Cluster id of each world rank, from the bootstrap cards (hierarchical collectives).
     pub clusters: Rc<[u32]>,
-    /// Schedules kept for reuse (see `collectives::plan`).
-    pub plans: RefCell<crate::collectives::Plans>,
-    /// The plan found last, looked at before `plans`: a loop of one collective skips the hash.
-    pub last_plan: RefCell<Option<crate::collectives::KeptPlan>>,
     /// Names published by a job of one rank without a launcher (see `World::publish`).
     pub names: RefCell<std::collections::HashMap<String, String>>,
     /// Where this world sits among the job's worlds (spawning, see `crate::spawn`).
@@ -101,6 +101,7 @@ impl Shared {
     ) -> Shared {
         Shared {
             engine: RefCell::new(engine),
+            coll: RefCell::default(),
             bootstrap: RefCell::new(bootstrap),
             context_blocks: Cell::new(0),
             size,
@@ -108,8 +109,6 @@ impl Shared {
             in_effect,
             pause: Cell::new(None),
             clusters: clusters.into(),
-            plans: RefCell::default(),
-            last_plan: RefCell::default(),
             names: RefCell::default(),
             universe,
         }
@@ -120,7 +119,7 @@ impl Shared {
     /// the pause hook lets them use the engine in between.
     pub(crate) fn wait_until(&self, mut done: impl FnMut(&Proto) -> bool) -> Result<(), Error> {
         let Some(pause) = self.pause.get() else {
-            return self.engine.borrow_mut().wait_until(done);
+            return (self.engine.borrow_mut()).wait_until(&mut *self.coll.borrow_mut(), done);
         };
         let mut idle = 0;
         loop {
@@ -129,7 +128,7 @@ impl Shared {
                 if done(&engine.proto) {
                     return Ok(());
                 }
-                idle = engine.wait_pass(idle)?;
+                idle = engine.wait_pass(&mut *self.coll.borrow_mut(), idle)?;
             }
             // A pass that found nothing has backed off, sleeping at most the short nap of a
             // shared engine, so a thread that wants in waits little; the waiting threads of a
@@ -150,7 +149,8 @@ impl Shared {
                 if watch.reached() {
                     return Ok(());
                 }
-                idle = engine.wait_pass_watching(idle, Some(watch))?;
+                idle =
+                    engine.wait_pass_watching(&mut *self.coll.borrow_mut(), idle, Some(watch))?;
             }
             if idle > 0 {
                 if let Some(pause) = self.pause.get() {
@@ -190,17 +190,17 @@ impl Shared {
 
     /// Says in each shared collective segment that this rank is finalizing, and drives
     /// progress until every member has recorded this rank's latest blocking call there or is
-    /// finalizing too (see `Engine::segments_caught_up`).
+    /// finalizing too (see `Collectives::segments_caught_up`).
     pub(crate) fn wait_for_segments(&self) -> Result<(), Error> {
-        self.engine.borrow().finish_segments();
+        self.coll.borrow().finish_segments();
         let mut idle = 0;
         loop {
             {
-                let mut engine = self.engine.borrow_mut();
-                if engine.segments_caught_up() {
+                let mut coll = self.coll.borrow_mut();
+                if coll.segments_caught_up() {
                     return Ok(());
                 }
-                idle = engine.wait_pass(idle)?;
+                idle = self.engine.borrow_mut().wait_pass(&mut *coll, idle)?;
             }
             if let (true, Some(pause)) = (idle > 0, self.pause.get()) {
                 pause();
@@ -208,10 +208,15 @@ impl Shared {
         }
     }
 
+    /// One progress pass of the engine and the collectives. Returns whether anything moved.
+    pub(crate) fn progress(&self) -> Result<bool, Error> {
+        (self.engine.borrow_mut()).progress(&mut *self.coll.borrow_mut())
+    }
+
     /// Waits for one request and returns its completion.
     pub(crate) fn wait(&self, id: ReqId) -> Result<Completion, Error> {
         self.wait_until(|p| p.is_done(id))?;
-        self.engine.borrow_mut().wait(id)
+        (self.engine.borrow_mut()).wait(&mut *self.coll.borrow_mut(), id)
     }
 
     /// The first pair index of a block of [`CONTEXT_BLOCK`] context pairs that no other
@@ -293,12 +298,12 @@ pub struct Comm {
 /// Open MPI tolerate, and mpi4py's tests make) still match their own kind.
 ///
 /// Beside them, the communicator's shared collective segment, once its first blocking call
-/// looked for one (see `crate::shmcoll`), which records the way each blocking call went.
+/// looked for one (see `crate::coll::segment`), which records the way each blocking call went.
 #[derive(Default)]
 pub(crate) struct CallNumbers {
     blocking: Cell<u32>,
     nonblocking: Cell<u32>,
-    pub(crate) segment: std::cell::OnceCell<Option<Rc<crate::shmcoll::Segment>>>,
+    pub(crate) segment: std::cell::OnceCell<Option<Rc<crate::coll::segment::Segment>>>,
 }
 
 impl CallNumbers {
@@ -599,11 +604,12 @@ impl Comm {
     pub fn iprobe(&self, source: impl Into<Source>, tag: i32) -> Result<Option<Status>, Error> {
         let source = self.source_pattern(source.into())?;
         let tag = Comm::tag_pattern(tag)?;
-        let found = self
-            .shared
-            .engine
-            .borrow_mut()
-            .iprobe(self.context, source, tag)?;
+        let found = (self.shared.engine.borrow_mut()).iprobe(
+            &mut *self.shared.coll.borrow_mut(),
+            self.context,
+            source,
+            tag,
+        )?;
         Ok(found.map(|(env, len)| self.probe_status(env, len)))
     }
 
@@ -613,11 +619,12 @@ impl Comm {
         let tag = Comm::tag_pattern(tag)?;
         self.shared
             .wait_until(|p| p.has_match(self.context, source, tag))?;
-        let found = self
-            .shared
-            .engine
-            .borrow_mut()
-            .iprobe(self.context, source, tag)?;
+        let found = (self.shared.engine.borrow_mut()).iprobe(
+            &mut *self.shared.coll.borrow_mut(),
+            self.context,
+            source,
+            tag,
+        )?;
         let (env, len) = found.ok_or_else(|| Error::Protocol {
             rank: self.group.world_of[self.rank] as usize,
             detail: "probed message vanished".into(),
@@ -814,8 +821,12 @@ impl Scope<'_, '_> {
     /// Waits for every request started in the scope; completions nobody took are dropped.
     fn wait_for_all(&self) {
         for (shared, id) in self.started.borrow_mut().drain(..) {
-            if let Ok(mut engine) = shared.engine.try_borrow_mut() {
-                if engine.wait_until(|p| p.is_done(id)).is_ok() {
+            let borrowed = (shared.engine.try_borrow_mut()).and_then(|engine| {
+                let coll = shared.coll.try_borrow_mut()?;
+                Ok((engine, coll))
+            });
+            if let Ok((mut engine, mut coll)) = borrowed {
+                if engine.wait_until(&mut *coll, |p| p.is_done(id)).is_ok() {
                     engine.take(id);
                 }
             }
@@ -889,7 +900,7 @@ impl Request<'_> {
         if let Some(id) = self.pending() {
             let mut engine = self.comm.shared.engine.borrow_mut();
             if !engine.proto.is_done(id) {
-                engine.progress()?;
+                engine.progress(&mut *self.comm.shared.coll.borrow_mut())?;
                 if !engine.proto.is_done(id) {
                     return Ok(None);
                 }
@@ -950,7 +961,7 @@ pub fn wait_any(requests: &mut [Request<'_>]) -> Result<Option<(usize, Status)>,
 pub fn test_all(requests: &mut [Request<'_>]) -> Result<Option<Vec<Status>>, Error> {
     if let Some(comm) = engine_of(requests) {
         let mut engine = comm.shared.engine.borrow_mut();
-        engine.progress()?;
+        engine.progress(&mut *comm.shared.coll.borrow_mut())?;
         if !requests
             .iter()
             .filter_map(Request::pending)

@@ -157,7 +157,7 @@ pub struct Config {
     /// The collectives' settings: the selection table (`FERRY_COLL_…`), the network-aware
     /// broadcast (`FERRY_BCAST_SCHEDULER`, `FERRY_BCAST_COSTS`) and the cluster ids
     /// (`FERRY_CLUSTER`, `FERRY_CLUSTERS`).
-    pub(crate) coll: crate::coll_settings::CollSettings,
+    pub(crate) coll: crate::coll::settings::CollSettings,
 }
 
 impl Default for Config {
@@ -347,7 +347,7 @@ impl Config {
                 }
                 _ => None,
             },
-            coll: crate::coll_settings::CollSettings::read(&get)?,
+            coll: crate::coll::settings::CollSettings::read(&get)?,
         })
     }
 

@@ -27,13 +27,12 @@
 use crate::error::Error;
 use crate::matching::{Envelope, Matcher, Pattern};
 use crate::rails::{RailLoad, Striper};
-use crate::raw::SendMode;
 use crate::shm::{cma_read, cma_write, ShmTransport, Sleep};
 use crate::tcp::TcpTransport;
 use ferry_wire::rendezvous::{share_split, RendezvousRecv, RendezvousSend};
 use ferry_wire::{Frame, HEADER_LEN};
+pub use send::SendMode;
 use std::collections::VecDeque;
-use std::rc::{Rc, Weak};
 use std::time::{Duration, Instant};
 
 /// Identifies a request: slot index in the low 32 bits, slot generation in the high 32.
@@ -86,7 +85,7 @@ pub(crate) struct Proto {
     peers: Vec<Peer>,
     /// TCP rails per peer pair (1: no rails).
     pub rails: usize,
-    /// Requests completed so far: running collectives need advancing only when it moved.
+    /// Requests completed so far: work waiting for requests needs a look only when it moved.
     pub completions: u64,
     /// Rails the peers reported failed (RAIL_DOWN), for the engine to close.
     rail_down: Vec<(u32, u16)>,
@@ -132,14 +131,6 @@ fn protocol_error(peer: u32, detail: impl std::fmt::Display) -> Error {
 /// The runtime of one rank: protocol state plus the transports that carry it.
 pub(crate) struct Engine {
     pub proto: Proto,
-    /// Collectives in progress, advanced by every `progress` call.
-    pub(crate) collectives: Vec<crate::coll::Collective>,
-    /// `proto.completions` when the running collectives were last advanced.
-    pub(crate) collectives_seen: u64,
-    /// Receives of redundant copies (two-tree broadcasts) with the buffers they land in.
-    pub(crate) drains: Vec<(ReqId, Vec<u8>)>,
-    /// Allocations of finished collectives for the next ones.
-    pub(crate) spare: crate::coll::Spare,
     shm: Option<ShmTransport>,
     /// Set with [`Engine::add_tcp`], which also makes the doorbell.
     pub(crate) tcp: Option<TcpTransport>,
@@ -173,13 +164,6 @@ pub(crate) struct Engine {
     /// Per peer, indexed by universe rank as `proto`'s peers (see [`Link`]); peers the
     /// protocol adds while reading get theirs in [`Engine::adopt_peers`].
     links: Vec<Link>,
-    /// The shared collective segments of this rank's communicators, each with its group,
-    /// held weakly so that a freed communicator's segment goes when a new one is made: for
-    /// their limit, and for the looks of a wait that backs off, which compares the members'
-    /// ways through their blocking collectives there (see `crate::coll_paths`).
-    segments: Vec<(Weak<crate::comm::Group>, Rc<crate::shmcoll::Segment>)>,
-    /// When a wait last looked at them.
-    segments_looked: Option<Instant>,
 }
 
 /// Settings the engine needs from `Config` and setup.
@@ -213,10 +197,6 @@ impl Engine {
             .collect();
         let shm_max = setup.shm.as_ref().map_or(usize::MAX, |s| s.max_payload());
         let mut engine = Engine {
-            collectives: Vec::new(),
-            collectives_seen: 0,
-            drains: Vec::new(),
-            spare: crate::coll::Spare::default(),
             proto: Proto {
                 me: setup.me,
                 peers,
@@ -256,8 +236,6 @@ impl Engine {
             started: Instant::now(),
             in_place: Vec::new(),
             links,
-            segments: Vec::new(),
-            segments_looked: None,
         };
         if let Some(tcp) = setup.tcp {
             engine.add_tcp(tcp);
@@ -380,23 +358,23 @@ impl Engine {
         }
     }
 
-    /// One pass over every transport. Returns whether anything moved.
-    pub(crate) fn progress(&mut self) -> Result<bool, Error> {
-        self.progress_looking(true)
+    /// One pass over every transport, and `hook`'s. Returns whether anything moved.
+    pub(crate) fn progress(&mut self, hook: &mut impl Hook) -> Result<bool, Error> {
+        self.progress_looking(hook, true)
     }
 
     /// `progress`, polling TCP only if `tcp` (a look of a wait may leave it out).
     #[inline]
-    fn progress_looking(&mut self, tcp: bool) -> Result<bool, Error> {
-        if self.idle(tcp) {
+    fn progress_looking(&mut self, hook: &mut impl Hook, tcp: bool) -> Result<bool, Error> {
+        if self.idle(tcp) && !hook.wants_pass(self.proto.completions) {
             return Ok(false);
         }
-        self.progress_pass(tcp)
+        self.progress_pass(hook, tcp)
     }
 
-    /// Whether a progress pass would find nothing: no TCP to poll (or `tcp` false), nothing
-    /// queued to send or to run, no collective that can move, and no record in any ring. A
-    /// wait calls `progress` in a tight loop, and this look costs a fraction of a full pass.
+    /// Whether a progress pass would find nothing in the engine: no TCP to poll (or `tcp`
+    /// false), nothing queued to send, and no record in any ring. A wait calls `progress` in a
+    /// tight loop, and this look costs a fraction of a full pass.
     #[inline]
     fn idle(&mut self, tcp: bool) -> bool {
         (self.tcp.is_none() || !tcp)
@@ -404,13 +382,12 @@ impl Engine {
             && self.proto.active_out.is_empty()
             && self.proto.busy.is_empty()
             && self.proto.shared_pulls.is_empty()
-            && self.drains.is_empty()
-            && !self.collectives_can_move()
             && !self.shm.as_mut().is_some_and(ShmTransport::any_ready)
     }
 }
 
 mod active;
+mod hook;
 mod incoming;
 mod outq;
 mod peer;
@@ -425,6 +402,7 @@ mod wait;
 
 pub(crate) use active::ActiveFn;
 pub use active::ActiveReply;
+pub(crate) use hook::{Hook, NoHook};
 use incoming::Arrival;
 pub(crate) use incoming::{Announced, Incoming, Unexpected};
 pub(crate) use outq::OutFrame;

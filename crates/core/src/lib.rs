@@ -25,26 +25,18 @@
 
 mod bootstrap;
 mod coll;
-mod coll_paths;
-mod coll_settings;
-mod collectives;
 mod comm;
 pub mod compress;
 pub mod config;
-mod direct;
 mod engine;
 mod error;
 mod host;
 mod matching;
-mod netaware;
 mod punching;
 mod rails;
 pub mod raw;
-mod reduce_op;
-mod selection;
 pub mod settings;
 mod shm;
-mod shmcoll;
 #[cfg(test)]
 mod sigpipe_check;
 pub mod spawn;
@@ -53,8 +45,7 @@ mod stranger_log;
 mod tcp;
 mod world;
 
-pub use coll::{Planned, Reducer, Reduction};
-pub use collectives::{Collective, ReduceOp, Reducible};
+pub use coll::{Collective, Planned, ReduceOp, Reducer, Reducible, Reduction};
 pub use comm::{
     scope, test_all, wait_all, wait_any, Comm, Pause, Request, Scope, Source, Status, ANY_SOURCE,
     ANY_TAG, CLAIMED_PAIRS_END, CONTEXT_BLOCK, TAG_UB,

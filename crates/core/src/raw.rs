@@ -6,8 +6,9 @@
 //! request ids and takes raw pointers; the caller upholds MPI's buffer rules. Everything here
 //! still runs on the calling thread and drives the same engine.
 
-use crate::coll::Reducer;
+use crate::coll::executor::Reducer;
 use crate::comm::{Comm, Source};
+pub use crate::engine::SendMode;
 use crate::engine::{ActiveReply, Completion, ReqId, Unexpected};
 use crate::error::Error;
 use crate::matching::Envelope;
@@ -31,20 +32,6 @@ impl RawRequest {
     pub fn from_bits(bits: u64) -> RawRequest {
         RawRequest(bits)
     }
-}
-
-/// How a raw send completes.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum SendMode {
-    /// As soon as the buffer may be reused (eager for small messages).
-    Standard,
-    /// Only once the receiver has matched it (always rendezvous).
-    Synchronous,
-    /// As an eager message whatever the transport's eager limit, up to what one frame carries
-    /// ([`Comm::active_limit`]; longer ones go as `Standard`): the send completes once the
-    /// bytes are copied out, never waiting for the receiver to match. For all-to-all exchanges
-    /// (BSP supersteps), where both sides copy anyway and a handshake would only add latency.
-    Eager,
 }
 
 /// What a finished raw request reports.
@@ -150,11 +137,12 @@ impl Comm {
             self.shared
                 .wait_until(|p| p.has_match(self.context, source, tag))?;
         }
-        let taken = self
-            .shared
-            .engine
-            .borrow_mut()
-            .take_message(self.context, source, tag)?;
+        let taken = (self.shared.engine.borrow_mut()).take_message(
+            &mut *self.shared.coll.borrow_mut(),
+            self.context,
+            source,
+            tag,
+        )?;
         Ok(taken.map(|(env, body)| {
             let len = match &body {
                 Unexpected::Eager(d) => d.len(),
@@ -476,7 +464,7 @@ impl Comm {
 
     /// One pass of the progress engine; whether anything moved.
     pub fn progress(&self) -> Result<bool, Error> {
-        self.shared.engine.borrow_mut().progress()
+        self.shared.progress()
     }
 
     /// Drives progress, backing off from spinning to sleeping, until `done` holds; `done` is

@@ -123,7 +123,7 @@ fn dial(shared: &Shared, uid: u32, timeout: Duration) -> Result<(), Error> {
             )));
         }
         // It publishes in the same collective call: keep our own traffic moving meanwhile.
-        shared.engine.borrow_mut().progress()?;
+        shared.progress()?;
         std::thread::sleep(Duration::from_micros(500));
     };
     let bad = || Error::Bootstrap(format!("process {uid} published {text:?}"));

@@ -11,7 +11,7 @@
 use crate::bootstrap::{Bootstrap, Launched};
 use crate::comm::{Comm, Shared};
 use crate::config::{Config, TransportKind};
-use crate::engine::{Engine, EngineSetup, Route};
+use crate::engine::{Engine, EngineSetup, NoHook, Route};
 use crate::error::Error;
 use crate::shm::ShmTransport;
 use crate::tcp::TcpTransport;
@@ -398,7 +398,8 @@ pub fn init() -> Result<World, Error> {
                     config.connect_timeout_secs
                 )));
             }
-            if !engine.progress()? {
+            // No communicator exists yet, so nothing but the engine moves.
+            if !engine.progress(&mut NoHook)? {
                 if let Some(t) = engine.tcp.as_mut() {
                     t.poll_input(&mut engine.proto, Some(Duration::from_millis(10)))?;
                 }

@@ -5,7 +5,11 @@ use super::*;
 impl Engine {
     // Kept out of line so that `progress`'s idle look needs no large stack frame.
     #[inline(never)]
-    pub(super) fn progress_pass(&mut self, poll_tcp: bool) -> Result<bool, Error> {
+    pub(super) fn progress_pass(
+        &mut self,
+        hook: &mut impl Hook,
+        poll_tcp: bool,
+    ) -> Result<bool, Error> {
         let mut progressed = false;
         while let Some((frame, data)) = self.proto.loopback.pop_front() {
             progressed = true;
@@ -112,9 +116,8 @@ impl Engine {
         if self.proto.rails > 1 {
             progressed |= self.rails_failed()?;
         }
-        // Drained copies are freed with the collectives' advance.
-        if self.collectives_can_move() || !self.drains.is_empty() {
-            progressed |= self.advance_collectives()?;
+        if hook.wants_pass(self.proto.completions) {
+            progressed |= hook.advance(self)?;
         }
         Ok(progressed)
     }

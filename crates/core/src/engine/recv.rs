@@ -268,28 +268,31 @@ impl Engine {
     /// (A blocking probe waits for a match first: `Shared::wait_until` with `Proto::has_match`.)
     pub(crate) fn take_message(
         &mut self,
+        hook: &mut impl Hook,
         context: u32,
         source: Option<u32>,
         tag: Option<i32>,
     ) -> Result<Option<(Envelope, Unexpected)>, Error> {
-        let pattern = self.progressed_for(context, source, tag)?;
+        let pattern = self.progressed_for(hook, context, source, tag)?;
         Ok(self.proto.matcher.take_unexpected(&pattern))
     }
 
     /// The earliest unmatched message a receive with this pattern would get: (envelope, length).
     pub(crate) fn iprobe(
         &mut self,
+        hook: &mut impl Hook,
         context: u32,
         source: Option<u32>,
         tag: Option<i32>,
     ) -> Result<Option<(Envelope, usize)>, Error> {
-        let pattern = self.progressed_for(context, source, tag)?;
+        let pattern = self.progressed_for(hook, context, source, tag)?;
         Ok(self.proto.peek(&pattern))
     }
 
     /// The pattern of a probe, after one progress pass if no queued message matches it yet.
     fn progressed_for(
         &mut self,
+        hook: &mut impl Hook,
         context: u32,
         source: Option<u32>,
         tag: Option<i32>,
@@ -300,7 +303,7 @@ impl Engine {
             tag,
         };
         if self.proto.peek(&pattern).is_none() {
-            self.progress()?;
+            self.progress(hook)?;
         }
         Ok(pattern)
     }

@@ -51,8 +51,8 @@ pub(super) enum ReqState {
         env: Envelope,
         message_len: usize,
     },
-    /// A collective schedule running in `Engine::collectives`.
-    Collective,
+    /// Completed by work above the engine (a running collective, see [`Hook`]).
+    Hooked,
     Done(Completion),
 }
 
@@ -125,9 +125,9 @@ const _: () = assert!(std::mem::size_of::<Slot>() <= 112);
 const _: () = assert!(std::mem::size_of::<Completion>() <= 32);
 
 impl Engine {
-    /// Inserts a request in the running-collective state.
-    pub(crate) fn new_collective_request(&mut self) -> ReqId {
-        self.proto.requests.insert(ReqState::Collective)
+    /// Inserts a request that work above the engine completes ([`Proto::complete`]).
+    pub(crate) fn new_hooked_request(&mut self) -> ReqId {
+        self.proto.requests.insert(ReqState::Hooked)
     }
 
     /// Inserts a request that is complete from the start.

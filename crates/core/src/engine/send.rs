@@ -2,6 +2,20 @@
 
 use super::*;
 
+/// How a raw send completes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SendMode {
+    /// As soon as the buffer may be reused (eager for small messages).
+    Standard,
+    /// Only once the receiver has matched it (always rendezvous).
+    Synchronous,
+    /// As an eager message whatever the transport's eager limit, up to what one frame carries
+    /// ([`Comm::active_limit`](crate::Comm::active_limit); longer ones go as `Standard`): the send completes once the
+    /// bytes are copied out, never waiting for the receiver to match. For all-to-all exchanges
+    /// (BSP supersteps), where both sides copy anyway and a handshake would only add latency.
+    Eager,
+}
+
 impl Engine {
     /// Writes a small message straight into the peer's shared-memory ring when nothing waits
     /// before it there. `true` means it went out: the buffer is free again and there is no

@@ -152,7 +152,11 @@ fn ordered_frames_sent_again_after_a_rail_failed_are_taken_once() {
         assert!(e.proto.is_done(id), "message {tag}");
         assert_eq!(buf, [tag as u8]);
     }
-    assert_eq!(e.iprobe(0, None, None).unwrap(), None, "no message twice");
+    assert_eq!(
+        e.iprobe(&mut NoHook, 0, None, None).unwrap(),
+        None,
+        "no message twice"
+    );
     // Data chunks are not ordered frames: a RAIL_DOWN of a data rail drops nothing.
     deliver(
         &mut e,
@@ -168,7 +172,10 @@ fn ordered_frames_sent_again_after_a_rail_failed_are_taken_once() {
         e.proto.drained(1, seq);
     }
     deliver(&mut e, 1, eager(7), &[7]).unwrap();
-    assert!(e.iprobe(0, Some(1), Some(7)).unwrap().is_some());
+    assert!(e
+        .iprobe(&mut NoHook, 0, Some(1), Some(7))
+        .unwrap()
+        .is_some());
 }
 
 #[test]
@@ -198,7 +205,11 @@ fn through_a_dead_relay_frames_sent_again_from_far_back_are_taken_once_and_lost_
         assert!(e.proto.is_done(id), "message {tag}");
         assert_eq!(buf, [tag as u8]);
     }
-    assert_eq!(e.iprobe(0, None, None).unwrap(), None, "no message twice");
+    assert_eq!(
+        e.iprobe(&mut NoHook, 0, None, None).unwrap(),
+        None,
+        "no message twice"
+    );
 }
 
 #[test]
@@ -389,7 +400,11 @@ fn receive_posted_while_an_eager_payload_arrives_gets_the_message() {
         "the posted receive must get the message"
     );
     assert_eq!(&buf, b"abcd");
-    assert_eq!(e.iprobe(0, None, None).unwrap(), None, "nothing left over");
+    assert_eq!(
+        e.iprobe(&mut NoHook, 0, None, None).unwrap(),
+        None,
+        "nothing left over"
+    );
 }
 
 #[test]
@@ -405,7 +420,9 @@ fn unexpected_eager_waits_for_its_receive_in_order() {
         incoming.store(0, &data[..]);
         e.proto.end_frame(1, &frame, incoming).unwrap();
         assert_eq!(
-            e.iprobe(0, Some(1), None).unwrap().map(|(_, len)| len),
+            e.iprobe(&mut NoHook, 0, Some(1), None)
+                .unwrap()
+                .map(|(_, len)| len),
             Some(4),
             "message {i}"
         );
@@ -467,11 +484,11 @@ fn a_message_on_an_active_context_goes_to_its_handler_and_the_reply_is_sent() {
     e.proto.end_frame(2, &frame, incoming).unwrap();
     assert_eq!(*seen.borrow(), vec![(2, 9, b"abc".to_vec())]);
     assert_eq!(
-        e.iprobe(6, None, None).unwrap(),
+        e.iprobe(&mut NoHook, 6, None, None).unwrap(),
         None,
         "not queued for a receive"
     );
-    e.progress().unwrap();
+    e.progress(&mut NoHook).unwrap();
     assert_eq!(
         queued_eager(&e, 2),
         vec![(
@@ -502,7 +519,9 @@ fn other_contexts_and_a_cleared_handler_match_receives_as_before() {
     )
     .unwrap();
     assert_eq!(
-        e.iprobe(0, Some(1), Some(1)).unwrap().map(|(_, l)| l),
+        e.iprobe(&mut NoHook, 0, Some(1), Some(1))
+            .unwrap()
+            .map(|(_, l)| l),
         Some(2)
     );
     // A receive posted on the active context does not take its messages.
@@ -575,8 +594,8 @@ fn owned_messages_respect_the_limit_and_loop_back_to_our_own_handler() {
     let seen = std::rc::Rc::new(std::cell::RefCell::new(Vec::new()));
     e.set_active(6, echo_handler(seen.clone()));
     e.send_owned(6, 0, 1, b"xy".to_vec()).unwrap();
-    e.progress().unwrap();
-    e.progress().unwrap();
+    e.progress(&mut NoHook).unwrap();
+    e.progress(&mut NoHook).unwrap();
     let seen = seen.borrow();
     assert_eq!(seen[0], (0, 1, b"xy".to_vec()));
     assert_eq!(seen[1], (0, 2, b"yx".to_vec()));
@@ -616,7 +635,7 @@ fn send_eager(e: &mut Engine, dest: u32, tag: i32, data: &[u8]) {
     let id = e
         .isend(0, dest, tag, data.as_ptr(), data.len(), SendMode::Eager)
         .unwrap();
-    e.wait(id).unwrap();
+    e.wait(&mut NoHook, id).unwrap();
 }
 
 #[test]
@@ -628,7 +647,7 @@ fn an_in_place_receive_reads_the_ring_and_holds_the_peer_until_released() {
         .unwrap();
     send_eager(&mut a, 1, 5, b"in the ring");
     send_eager(&mut a, 1, 6, b"behind it");
-    b.wait_until(|p| p.is_done(id)).unwrap();
+    b.wait_until(&mut NoHook, |p| p.is_done(id)).unwrap();
     let (ptr, len) = b.in_place(id).expect("left in the ring");
     // SAFETY: valid until the release below.
     assert_eq!(
@@ -637,12 +656,18 @@ fn an_in_place_receive_reads_the_ring_and_holds_the_peer_until_released() {
     );
     assert_eq!(buf, [0u8; 64], "not copied");
     assert_eq!(b.take(id).map(|c| c.len), Some(11));
-    assert_eq!(b.iprobe(0, Some(0), Some(6)).unwrap(), None, "held behind");
+    assert_eq!(
+        b.iprobe(&mut NoHook, 0, Some(0), Some(6)).unwrap(),
+        None,
+        "held behind"
+    );
     b.release_in_place(id);
     assert!(b.in_place(id).is_none());
-    b.progress().unwrap();
+    b.progress(&mut NoHook).unwrap();
     assert!(
-        b.iprobe(0, Some(0), Some(6)).unwrap().is_some(),
+        b.iprobe(&mut NoHook, 0, Some(0), Some(6))
+            .unwrap()
+            .is_some(),
         "flows again"
     );
 }
@@ -659,7 +684,7 @@ fn an_in_place_receive_copies_what_wraps_or_does_not_fit() {
             .irecv_in_place(0, 0, Some(1), buf.as_mut_ptr(), buf.len())
             .unwrap();
         send_eager(&mut a, 1, 1, &data);
-        b.wait_until(|p| p.is_done(id)).unwrap();
+        b.wait_until(&mut NoHook, |p| p.is_done(id)).unwrap();
         match b.in_place(id) {
             // SAFETY: valid until the release below.
             Some((ptr, len)) => {
@@ -680,7 +705,7 @@ fn an_in_place_receive_copies_what_wraps_or_does_not_fit() {
         .irecv_in_place(0, 0, Some(2), small.as_mut_ptr(), small.len())
         .unwrap();
     send_eager(&mut a, 1, 2, &data);
-    b.wait_until(|p| p.is_done(id)).unwrap();
+    b.wait_until(&mut NoHook, |p| p.is_done(id)).unwrap();
     assert!(b.in_place(id).is_none());
     assert_eq!(small[..], data[..10]);
     let c = b.take(id).unwrap();
@@ -695,7 +720,7 @@ fn recv_any(e: &mut Engine) -> (i32, Vec<u8>) {
     let id = e
         .irecv(0, Some(0), None, buf.as_mut_ptr(), buf.len())
         .unwrap();
-    let c = e.wait(id).unwrap();
+    let c = e.wait(&mut NoHook, id).unwrap();
     buf.truncate(c.len);
     (c.tag, buf)
 }
@@ -722,7 +747,7 @@ fn an_arrived_message_comes_from_the_unexpected_queue_or_the_ring_head_in_order(
         "behind another message on the ring"
     );
     // A pass moves both to the unexpected queue (nothing is posted): taken from there.
-    b.progress().unwrap();
+    b.progress(&mut NoHook).unwrap();
     assert_eq!(arrived(&mut b, 5), Some((8, 8, *b"second..")));
     // Next on the ring: straight from it, cut to the buffer, and the ring moves on.
     assert!(a.send_eager_now(0, 1, 6, b"third...more".as_ptr(), 12));
@@ -744,13 +769,17 @@ fn a_reserved_message_keeps_its_place_before_sends_started_while_it_was_open() {
         .unwrap();
     assert!(!a.send_eager_now(0, 1, 3, later.as_ptr(), later.len()));
     assert!(!a.proto.is_done(id), "queued behind the reservation");
-    b.progress().unwrap();
-    assert_eq!(b.iprobe(0, Some(0), None).unwrap(), None, "nothing visible");
+    b.progress(&mut NoHook).unwrap();
+    assert_eq!(
+        b.iprobe(&mut NoHook, 0, Some(0), None).unwrap(),
+        None,
+        "nothing visible"
+    );
     // SAFETY: the reservation holds `got` writable bytes.
     unsafe { std::ptr::copy_nonoverlapping(b"reserved".as_ptr(), at, 8) };
     assert!(!a.publish_eager(0, 1, 1, got + 1), "longer than reserved");
     assert!(a.publish_eager(0, 1, 1, 8));
-    a.wait(id).unwrap();
+    a.wait(&mut NoHook, id).unwrap();
     assert_eq!(recv_any(&mut b), (1, b"reserved".to_vec()));
     assert_eq!(recv_any(&mut b), (2, later.to_vec()));
 }
@@ -766,10 +795,10 @@ fn an_abandoned_reservation_sends_nothing_and_lets_the_queue_flow() {
         .isend(0, 1, 4, data.as_ptr(), data.len(), SendMode::Eager)
         .unwrap();
     a.abandon_eager(1);
-    a.wait(id).unwrap();
+    a.wait(&mut NoHook, id).unwrap();
     assert_eq!(recv_any(&mut b), (4, data.to_vec()));
-    b.progress().unwrap();
-    assert_eq!(b.iprobe(0, Some(0), None).unwrap(), None);
+    b.progress(&mut NoHook).unwrap();
+    assert_eq!(b.iprobe(&mut NoHook, 0, Some(0), None).unwrap(), None);
     assert!(!a.publish_eager(0, 1, 1, 0), "nothing left to publish");
 }
 
@@ -796,7 +825,7 @@ fn no_reservation_when_the_ring_is_full_or_sends_are_queued() {
         assert_eq!(recv_any(&mut b).0, 1);
     }
     assert!(a.reserve_eager(1, 8, 8).is_none(), "queued send first");
-    a.wait(id).unwrap();
+    a.wait(&mut NoHook, id).unwrap();
     assert!(a.reserve_eager(1, 8, 8).is_some(), "then there is room");
     a.abandon_eager(1);
     assert_eq!(recv_any(&mut b), (2, data.to_vec()));

@@ -2,7 +2,6 @@
 //! the shared-memory segment, or epoll), so that ranks outnumbering cores still progress.
 
 use super::*;
-use std::rc::Rc;
 use std::sync::atomic::{AtomicU32, Ordering};
 
 /// A word in shared memory a wait watches besides the transports, and the value it waits for:
@@ -22,18 +21,22 @@ impl Watch<'_> {
 
 impl Engine {
     /// Drives progress until `done` holds, backing off from spinning to sleeping.
-    pub(crate) fn wait_until(&mut self, mut done: impl FnMut(&Proto) -> bool) -> Result<(), Error> {
+    pub(crate) fn wait_until(
+        &mut self,
+        hook: &mut impl Hook,
+        mut done: impl FnMut(&Proto) -> bool,
+    ) -> Result<(), Error> {
         let mut idle = 0;
         while !done(&self.proto) {
-            idle = self.wait_pass(idle)?;
+            idle = self.wait_pass(hook, idle)?;
         }
         Ok(())
     }
 
     /// One pass of a wait that is not over: progress, or else back off, `idle` being how many
     /// passes in a row found nothing before this one. Returns that count after this pass.
-    pub(crate) fn wait_pass(&mut self, idle: u32) -> Result<u32, Error> {
-        self.wait_pass_watching(idle, None)
+    pub(crate) fn wait_pass(&mut self, hook: &mut impl Hook, idle: u32) -> Result<u32, Error> {
+        self.wait_pass_watching(hook, idle, None)
     }
 
     /// [`Engine::wait_pass`] of a wait that also ends when `watch` is reached: a sleep looks
@@ -41,6 +44,7 @@ impl Engine {
     /// `ShmTransport::wake`) is never slept through.
     pub(crate) fn wait_pass_watching(
         &mut self,
+        hook: &mut impl Hook,
         idle: u32,
         watch: Option<Watch<'_>>,
     ) -> Result<u32, Error> {
@@ -51,21 +55,24 @@ impl Engine {
             self.looks_without_tcp += 1;
             self.looks_without_tcp >= TCP_SPIN_EVERY
         };
-        if self.progress_looking(tcp)? {
+        if self.progress_looking(hook, tcp)? {
             return Ok(0);
         }
-        self.back_off(idle + 1, watch)?;
+        self.back_off(hook, idle + 1, watch)?;
         Ok(idle + 1)
     }
 
     /// Waits a little after `idle` passes in a row found nothing: spins, then yields, then
     /// sleeps until a transport wakes us (or the nap ends).
-    pub(super) fn back_off(&mut self, idle: u32, watch: Option<Watch<'_>>) -> Result<(), Error> {
-        // A wait that backs off looks now and then whether members of a communicator went
-        // different ways through a blocking collective (`crate::coll_paths`).
-        if !self.segments.is_empty() && (idle.is_multiple_of(PROBE_EVERY) || idle >= self.spin + 20)
-        {
-            self.look_at_segments()?;
+    pub(super) fn back_off(
+        &mut self,
+        hook: &mut impl Hook,
+        idle: u32,
+        watch: Option<Watch<'_>>,
+    ) -> Result<(), Error> {
+        // A wait that backs off lets the hook look now and then for what can never complete.
+        if hook.watching() && (idle.is_multiple_of(LOOK_EVERY) || idle >= self.spin + 20) {
+            hook.look(Instant::now())?;
         }
         if idle < self.spin {
             if self.spin_yield
@@ -78,67 +85,9 @@ impl Engine {
         } else if idle < self.spin + 20 {
             std::thread::yield_now();
         } else {
-            self.block(watch)?;
+            self.block(hook, watch)?;
         }
         Ok(())
-    }
-
-    /// Keeps the shared collective segment of the communicator of `group` (for the looks of
-    /// [`Engine::look_at_segments`]); those of freed communicators are dropped.
-    pub(crate) fn keep_segment(
-        &mut self,
-        group: &Rc<crate::comm::Group>,
-        segment: &Rc<crate::shmcoll::Segment>,
-    ) {
-        self.segments.retain(|(g, _)| g.strong_count() > 0);
-        self.segments.push((Rc::downgrade(group), segment.clone()));
-    }
-
-    /// Segments of communicators not freed.
-    pub(crate) fn live_segments(&self) -> usize {
-        (self.segments.iter())
-            .filter(|(group, _)| group.strong_count() > 0)
-            .count()
-    }
-
-    fn kept_segments(&self) -> impl Iterator<Item = &crate::shmcoll::Segment> {
-        self.segments.iter().map(|(_, segment)| &**segment)
-    }
-
-    /// Fails if, in a segment, members went different ways through a blocking collective:
-    /// that call can never complete. At most once a millisecond.
-    #[cold]
-    #[inline(never)]
-    fn look_at_segments(&mut self) -> Result<(), Error> {
-        let now = Instant::now();
-        if self
-            .segments_looked
-            .is_some_and(|at| now.duration_since(at) < LOOK_AT_SEGMENTS_EVERY)
-        {
-            return Ok(());
-        }
-        self.segments_looked = Some(now);
-        self.check_segments()
-    }
-
-    /// [`Engine::look_at_segments`] now.
-    fn check_segments(&self) -> Result<(), Error> {
-        self.kept_segments()
-            .try_for_each(|segment| segment.check_paths())
-    }
-
-    /// Tells the members of every segment that this rank is finalizing (so that members
-    /// that finalize wait for no one that finalizes too).
-    pub(crate) fn finish_segments(&self) {
-        self.kept_segments().for_each(|segment| segment.finish());
-    }
-
-    /// Whether in every segment every member has recorded this rank's latest blocking call;
-    /// a rank that ends waits for that (its waits' looks then catch a member stuck in a call
-    /// this rank went through another way, which only this rank, far ahead, could tell).
-    pub(crate) fn segments_caught_up(&self) -> bool {
-        self.kept_segments()
-            .all(|segment| segment.members_caught_up())
     }
 
     /// Whether a shared-memory peer last waited on the CPU this rank spins on. The scheduler
@@ -190,7 +139,11 @@ impl Engine {
     /// Sleeps until a transport has something for us (or a short timeout).
     #[cold]
     #[inline(never)]
-    pub(super) fn block(&mut self, watch: Option<Watch<'_>>) -> Result<(), Error> {
+    pub(super) fn block(
+        &mut self,
+        hook: &mut impl Hook,
+        watch: Option<Watch<'_>>,
+    ) -> Result<(), Error> {
         let watched = |w: Option<Watch<'_>>| w.is_some_and(|w| w.reached());
         if self.tcp.is_some() {
             if !self.doorbell {
@@ -207,7 +160,7 @@ impl Engine {
             if let Some(shm) = self.shm.as_ref() {
                 shm.prepare_sleep(Sleep::InPoll);
             }
-            let slept = match self.progress() {
+            let slept = match self.progress(hook) {
                 Ok(true) => Ok(()),
                 Ok(false) if watched(watch) => Ok(()),
                 Ok(false) => self.sleep_in_poll(self.nap),
@@ -222,7 +175,7 @@ impl Engine {
             if let Some(shm) = self.shm.as_ref() {
                 shm.prepare_sleep(Sleep::OnFutex);
             }
-            let progressed = self.progress()? || watched(watch);
+            let progressed = self.progress(hook)? || watched(watch);
             if let Some(shm) = self.shm.as_ref() {
                 if progressed {
                     shm.cancel_sleep();
@@ -249,8 +202,8 @@ impl Engine {
     }
 
     /// Waits for one request and returns its completion.
-    pub(crate) fn wait(&mut self, id: ReqId) -> Result<Completion, Error> {
-        self.wait_until(|p| p.is_done(id))?;
+    pub(crate) fn wait(&mut self, hook: &mut impl Hook, id: ReqId) -> Result<Completion, Error> {
+        self.wait_until(hook, |p| p.is_done(id))?;
         self.take(id).ok_or_else(|| Error::Protocol {
             rank: self.proto.me as usize,
             detail: format!("request {id:#x} vanished"),
@@ -270,11 +223,8 @@ impl Engine {
 /// that keep being put together do not spend their time moving.
 const MOVE_AT_MOST_EVERY: Duration = Duration::from_millis(10);
 
-/// Idle passes between two looks at the members' ways through collectives while spinning.
-const PROBE_EVERY: u32 = 1024;
-
-/// The least time between two such looks.
-const LOOK_AT_SEGMENTS_EVERY: Duration = Duration::from_millis(1);
+/// Idle passes between two looks of the hook while spinning.
+const LOOK_EVERY: u32 = 1024;
 
 /// Moves the calling thread off `cpu` to another CPU it may run on, and leaves its affinity as
 /// it was (the thread is not pinned anywhere after). False when it may run on `cpu` alone.

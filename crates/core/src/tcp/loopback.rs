@@ -3,8 +3,8 @@
 //! partial writes, strangers and a peer that vanishes are tested without a job.
 
 use super::*;
-use crate::engine::{Engine, EngineSetup, Route};
-use crate::raw::SendMode;
+use crate::engine::SendMode;
+use crate::engine::{Engine, EngineSetup, NoHook, Route};
 
 const KEY: [u8; 32] = [7; 32];
 const JOB: u64 = 0x5eed;
@@ -64,8 +64,8 @@ fn step_until(
 ) -> Result<(), Error> {
     let start = Instant::now();
     while !done(a, b) {
-        a.progress()?;
-        b.progress()?;
+        a.progress(&mut NoHook)?;
+        b.progress(&mut NoHook)?;
         assert!(
             start.elapsed() < Duration::from_secs(10),
             "no progress in 10 s"
@@ -133,7 +133,7 @@ fn a_peer_that_vanishes_fails_the_wait_naming_it() {
     drop(a);
     let start = Instant::now();
     let err = loop {
-        match b.progress() {
+        match b.progress(&mut NoHook) {
             Err(e) => break e,
             Ok(_) => assert!(b.take(r).is_none(), "a receive from a dead peer completed"),
         }
@@ -233,7 +233,7 @@ fn fake_rank_0() -> (std::net::TcpStream, Engine) {
             let used = hs.handle_input(&input).expect("rank 1's handshake");
             input.drain(..used);
         }
-        b.progress().expect("rank 1 progresses");
+        b.progress(&mut NoHook).expect("rank 1 progresses");
         assert!(start.elapsed() < Duration::from_secs(10), "no handshake");
     }
     (fake, b)
@@ -243,7 +243,7 @@ fn fake_rank_0() -> (std::net::TcpStream, Engine) {
 fn failure(b: &mut Engine) -> Error {
     let start = Instant::now();
     loop {
-        if let Err(e) = b.progress() {
+        if let Err(e) = b.progress(&mut NoHook) {
             return e;
         }
         assert!(start.elapsed() < Duration::from_secs(10), "no error");

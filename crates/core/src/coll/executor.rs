@@ -7,9 +7,10 @@
 //! Messages go on the communicator's collective context with tag `call << 16 | seq`, where
 //! `call` numbers the collective calls of the communicator and `seq` the messages of a pair.
 
+use super::Collectives;
+use crate::engine::SendMode;
 use crate::engine::{Completion, Engine, InPlace, Received, ReqId};
 use crate::error::Error;
-use crate::raw::SendMode;
 use ferry_sched::{Buffer, Op, Order, Region, Schedule};
 use std::rc::Rc;
 
@@ -142,7 +143,7 @@ pub struct Planned {
     in_order_up_to: Option<usize>,
     /// What a blocking call does instead through the communicator's shared segment, where
     /// it has one (the selection table's `shared_memory`).
-    shared: Option<crate::shmcoll::SharedPlan>,
+    shared: Option<crate::coll::segment::SharedPlan>,
     /// How its messages are sent ([`Planned::with_eager_sends`]).
     mode: SendMode,
 }
@@ -179,13 +180,16 @@ impl Planned {
     }
 
     /// This plan with `shared` as the way of a blocking call on a shared segment.
-    pub(crate) fn with_shared(mut self, shared: Option<crate::shmcoll::SharedPlan>) -> Planned {
+    pub(crate) fn with_shared(
+        mut self,
+        shared: Option<crate::coll::segment::SharedPlan>,
+    ) -> Planned {
         self.shared = shared;
         self
     }
 
     /// The shared-segment way of a blocking call, if the selection table chose one.
-    pub(crate) fn shared(&self) -> Option<crate::shmcoll::SharedPlan> {
+    pub(crate) fn shared(&self) -> Option<crate::coll::segment::SharedPlan> {
         self.shared
     }
 
@@ -300,7 +304,7 @@ impl CallView {
     fn check_length(&self, done: &Completion, expected: usize) -> Result<(), Error> {
         match done.message_len == expected {
             true => Ok(()),
-            false => Err(crate::direct::length_error(
+            false => Err(crate::coll::stepwise::length_error(
                 &self.world_of,
                 (done.source, done.tag),
                 done.message_len,
@@ -423,7 +427,11 @@ impl Collective {
     /// Moves every step as far as it goes. Returns whether anything changed. One pass in step
     /// order is enough: dependencies point backwards, so a step that finishes in the pass has
     /// its dependants looked at later in the same pass.
-    fn advance(&mut self, eng: &mut Engine) -> Result<bool, Error> {
+    fn advance(
+        &mut self,
+        eng: &mut Engine,
+        drains: &mut Vec<(ReqId, Vec<u8>)>,
+    ) -> Result<bool, Error> {
         let mut changed = false;
         for i in self.done_before..self.steps.len() {
             let next = match &mut self.steps[i] {
@@ -485,7 +493,7 @@ impl Collective {
                                         spare.as_mut_ptr(),
                                         region.len,
                                     )?;
-                                    eng.drains.push((id, spare));
+                                    drains.push((id, spare));
                                 }
                                 Some(_) => {}
                                 None => self.lingering.push(direct),
@@ -494,7 +502,7 @@ impl Collective {
                     }
                     // Slower copies into their own buffers are drained by the engine.
                     for (id, spare) in reqs {
-                        eng.drains.push((id, spare.unwrap_or_default()));
+                        drains.push((id, spare.unwrap_or_default()));
                     }
                     StepState::Done
                 }
@@ -531,31 +539,24 @@ pub(crate) enum Started {
     Running(ReqId),
 }
 
-impl Engine {
+impl Collectives {
     /// Starts a collective call; the returned request completes with the schedule.
-    pub(crate) fn start_collective(&mut self, call: CollectiveCall) -> Result<ReqId, Error> {
+    pub(crate) fn start(&mut self, eng: &mut Engine, call: CollectiveCall) -> Result<ReqId, Error> {
         let len = call.schedule.recv_bytes;
-        match self.begin_collective(call)? {
+        match self.begin(eng, call)? {
             Started::Running(id) => Ok(id),
-            Started::Done => Ok(self.new_done_request(self.collective_done(len))),
-        }
-    }
-
-    /// What a finished collective call of `len` received bytes completes with.
-    fn collective_done(&self, len: usize) -> Completion {
-        Completion {
-            source: self.proto.me,
-            tag: 0,
-            len,
-            message_len: len,
-            cancelled: false,
+            Started::Done => Ok(eng.new_done_request(collective_done(eng, len))),
         }
     }
 
     /// Starts a collective call and runs what it can now; a request stands for it only if it
     /// must go on running (a blocking call that finished at once then skips making,
     /// completing and taking one).
-    pub(crate) fn begin_collective(&mut self, call: CollectiveCall) -> Result<Started, Error> {
+    pub(crate) fn begin(
+        &mut self,
+        eng: &mut Engine,
+        call: CollectiveCall,
+    ) -> Result<Started, Error> {
         let n = call.schedule.steps.len();
         let mut steps = self.spare.steps.pop().unwrap_or_default();
         steps.extend((0..n).map(|_| StepState::Waiting));
@@ -567,13 +568,13 @@ impl Engine {
             left: n,
             lingering: Vec::new(),
         };
-        c.advance(self)?;
+        c.advance(eng, &mut self.drains)?;
         if self.settle(&mut c)? {
             return Ok(Started::Done);
         }
-        c.id = self.new_collective_request();
+        c.id = eng.new_hooked_request();
         let id = c.id;
-        self.collectives.push(c);
+        self.running.push(c);
         Ok(Started::Running(id))
     }
 
@@ -617,34 +618,26 @@ impl Engine {
     }
 
     /// Completes the request of a queued collective `c` if all of it is done (see `settle`).
-    fn finish(&mut self, c: &mut Collective) -> Result<bool, Error> {
+    fn finish(&mut self, eng: &mut Engine, c: &mut Collective) -> Result<bool, Error> {
         let settled = self.settle(c);
         if !matches!(settled, Ok(false)) {
-            let done = self.collective_done(c.view.schedule.recv_bytes);
-            self.proto.complete(c.id, done);
+            let done = collective_done(eng, c.view.schedule.recv_bytes);
+            eng.proto.complete(c.id, done);
         }
         settled
     }
 
-    /// Whether a running collective may move: each waits only for its own requests (and for
-    /// its own steps, which an advance settles to the end), so only once a request completed
-    /// since the last advance.
-    #[inline]
-    pub(crate) fn collectives_can_move(&self) -> bool {
-        !self.collectives.is_empty() && self.proto.completions != self.collectives_seen
-    }
-
-    /// Advances every running collective and frees drained copies. Part of `progress`.
-    pub(crate) fn advance_collectives(&mut self) -> Result<bool, Error> {
+    /// Advances every running collective and frees drained copies: the hook's pass.
+    pub(super) fn advance_running(&mut self, eng: &mut Engine) -> Result<bool, Error> {
+        self.seen = eng.proto.completions;
         let mut progressed = false;
-        if self.collectives_can_move() {
-            self.collectives_seen = self.proto.completions;
+        if !self.running.is_empty() {
             // Advanced in place: a wait polls this often, and moving each collective out and
             // back would copy it every time.
-            let mut running = std::mem::take(&mut self.collectives);
+            let mut running = std::mem::take(&mut self.running);
             let mut failed = None;
             for (i, c) in running.iter_mut().enumerate() {
-                match c.advance(self) {
+                match c.advance(eng, &mut self.drains) {
                     Ok(moved) => progressed |= moved,
                     Err(e) => {
                         failed = Some((i, e));
@@ -658,7 +651,7 @@ impl Engine {
             }
             let mut mismatch = None;
             if progressed {
-                running.retain_mut(|c| match self.finish(c) {
+                running.retain_mut(|c| match self.finish(eng, c) {
                     Ok(done) => !done,
                     Err(e) => {
                         mismatch.get_or_insert(e);
@@ -667,8 +660,8 @@ impl Engine {
                 });
             }
             // Steps only start sends and receives, never collectives: nothing was added.
-            debug_assert!(self.collectives.is_empty());
-            self.collectives = running;
+            debug_assert!(self.running.is_empty());
+            self.running = running;
             if let Some(e) = failed.map(|(_, e)| e).or(mismatch) {
                 return Err(e);
             }
@@ -677,17 +670,25 @@ impl Engine {
             return Ok(progressed);
         }
         let before = self.drains.len();
-        let mut drains = std::mem::take(&mut self.drains);
-        drains.retain(|(id, _)| match self.proto.is_done(*id) {
+        self.drains.retain(|(id, _)| match eng.proto.is_done(*id) {
             true => {
-                self.take(*id);
+                eng.take(*id);
                 false
             }
             false => true,
         });
-        progressed |= drains.len() != before;
-        self.drains.append(&mut drains);
-        Ok(progressed)
+        Ok(progressed || self.drains.len() != before)
+    }
+}
+
+/// What a finished collective call of `len` received bytes completes with.
+fn collective_done(eng: &Engine, len: usize) -> Completion {
+    Completion {
+        source: eng.proto.me,
+        tag: 0,
+        len,
+        message_len: len,
+        cancelled: false,
     }
 }
 
@@ -722,7 +723,7 @@ impl crate::comm::Shared {
                             .map(|done| done.message_len)
                             .ok_or_else(|| internal("a collective's receive vanished"));
                     }
-                    None => idle = engine.wait_pass(idle)?,
+                    None => idle = engine.wait_pass(&mut *self.coll.borrow_mut(), idle)?,
                 }
             }
             // As in `Shared::wait_until`: a pass that found nothing lets other threads in.
@@ -756,7 +757,7 @@ impl crate::comm::Shared {
                 let mut engine = self.engine.borrow_mut();
                 match engine.take_arrived_in_place(context, source, tag)? {
                     InPlace::NotYet => {
-                        idle = engine.wait_pass(idle)?;
+                        idle = engine.wait_pass(&mut *self.coll.borrow_mut(), idle)?;
                         None
                     }
                     InPlace::Elsewhere => return Ok(None),

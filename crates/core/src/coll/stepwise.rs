@@ -13,11 +13,11 @@
 //! A send that does not go out at once still reads its region where it lies, so a later step
 //! that depends on it (one that writes there) waits for it first, as in the executor.
 
-use crate::coll::{internal, step_tag, Planned, Reducer};
+use crate::coll::executor::{internal, step_tag, Planned, Reducer};
 use crate::comm::Comm;
 use crate::engine::ReqId;
+use crate::engine::SendMode;
 use crate::error::Error;
-use crate::raw::SendMode;
 use ferry_sched::{Buffer, Op, Order, Region, Schedule, Step};
 
 /// The error of a step's message whose length is not the `expected` one of its region: a
@@ -82,16 +82,10 @@ impl Comm {
         if s.scratch.is_empty() {
             return Some(self.run_steps(s, mode, buffers, &mut [], reduce, &mut pending));
         }
-        let mut scratch = self
-            .shared
-            .engine
-            .borrow_mut()
-            .spare
-            .scratch_for(&s.scratch);
+        let mut scratch = self.shared.coll.borrow_mut().spare.scratch_for(&s.scratch);
         let ran = self.run_steps(s, mode, buffers, &mut scratch, reduce, &mut pending);
         if pending.is_empty() {
-            let mut engine = self.shared.engine.borrow_mut();
-            engine.spare.keep_scratch(&mut scratch);
+            (self.shared.coll.borrow_mut().spare).keep_scratch(&mut scratch);
         } else {
             // The call failed with sends of it still queued, which may read their scratch
             // later: it is neither reused nor freed.

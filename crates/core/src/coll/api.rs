@@ -8,17 +8,17 @@
 //! (`FERRY_CLUSTER` or `FERRY_CLUSTERS`, see [`Comm::clusters`]). All of these settings are read
 //! with the rest of the configuration (`coll_settings.rs`).
 
-use crate::coll::{CollectiveCall, Planned, Reducer, Started};
-use crate::comm::{Comm, Request, Scope};
-use crate::engine::ReqId;
-use crate::error::Error;
-use crate::reduce_op::{reducer, typed_reducer};
-pub use crate::reduce_op::{ReduceOp, Reducible};
-use crate::selection::{
+use crate::coll::executor::{CollectiveCall, Planned, Reducer, Started};
+use crate::coll::reductions::{reducer, typed_reducer};
+pub use crate::coll::reductions::{ReduceOp, Reducible};
+use crate::coll::segment::SharedPlan;
+use crate::coll::selection::{
     AllgatherAlgorithm, AllreduceAlgorithm, AlltoallAlgorithm, BarrierAlgorithm, BcastAlgorithm,
     Call, GatherAlgorithm, ReduceAlgorithm, Shareable, Table,
 };
-use crate::shmcoll::SharedPlan;
+use crate::comm::{Comm, Request, Scope};
+use crate::engine::ReqId;
+use crate::error::Error;
 use bytemuck::Pod;
 use ferry_sched::{algorithms as alg, hierarchical as hier, Schedule};
 use rustc_hash::FxHashMap;
@@ -274,13 +274,14 @@ impl Comm {
         reduce: Option<Reducer>,
     ) -> Result<ReqId, Error> {
         let call = self.collective_call(schedule, send, recv, reduce, true);
-        self.shared.engine.borrow_mut().start_collective(call)
+        let mut engine = self.shared.engine.borrow_mut();
+        self.shared.coll.borrow_mut().start(&mut engine, call)
     }
 
     /// Like [`Comm::launch`], and waits until the call is done (a call that finishes as it
     /// starts needs no request). On a communicator with a shared segment, the call's way
     /// (through it or by messages) is recorded there first; a wait that finds that a member
-    /// went the other way for a call ends the job (see `crate::coll_paths`).
+    /// went the other way for a call ends the job (see `crate::coll::ways`).
     pub(crate) fn launch_and_wait(
         &self,
         schedule: &Planned,
@@ -324,7 +325,10 @@ impl Comm {
             return ran;
         }
         let call = self.collective_call(schedule.clone(), send, recv, reduce.cloned(), false);
-        let started = self.shared.engine.borrow_mut().begin_collective(call)?;
+        let started = {
+            let mut engine = self.shared.engine.borrow_mut();
+            self.shared.coll.borrow_mut().begin(&mut engine, call)?
+        };
         match started {
             Started::Done => Ok(()),
             Started::Running(id) => self.shared.wait(id).map(drop),
@@ -365,12 +369,12 @@ impl Comm {
     /// segment (so that every member fails alike), and fails the call with its own error.
     fn run_shared_checked(
         &self,
-        segment: &crate::shmcoll::Segment,
+        segment: &crate::coll::segment::Segment,
         plan: SharedPlan,
         schedule: &Planned,
         send: (*const u8, usize),
         recv: (*mut u8, usize),
-        reduce: Option<&crate::coll::Reducer>,
+        reduce: Option<&crate::coll::executor::Reducer>,
     ) -> Result<(), Error> {
         let buffers = CallBuffers::new(schedule.schedule(), send, recv);
         let short = buffers.short.is_some();
@@ -461,7 +465,7 @@ impl Comm {
     #[inline(always)]
     pub fn planned(&self, call: &Collective<'_>) -> Result<Planned, Error> {
         if let Some(key) = PlanKey::of(call) {
-            if let Some((at, members, schedule)) = &*self.shared.last_plan.borrow() {
+            if let Some((at, members, schedule)) = &self.shared.coll.borrow().last_plan {
                 if *at == (self.context, key) && Rc::ptr_eq(members, &self.group.world_of) {
                     return Ok(schedule.clone());
                 }
@@ -480,8 +484,9 @@ impl Comm {
         let found = (self.context, key);
         let kept = self
             .shared
-            .plans
+            .coll
             .borrow()
+            .plans
             .get(&found)
             .filter(|(members, _)| Rc::ptr_eq(members, owner))
             .map(|(_, schedule)| schedule.clone());
@@ -493,7 +498,7 @@ impl Comm {
                 if let Collective::Reduce { .. } = call {
                     schedule = schedule.with_eager_sends();
                 }
-                let mut plans = self.shared.plans.borrow_mut();
+                let plans = &mut self.shared.coll.borrow_mut().plans;
                 if plans.len() >= MAX_PLANS {
                     plans.clear();
                 }
@@ -501,7 +506,7 @@ impl Comm {
                 schedule
             }
         };
-        *self.shared.last_plan.borrow_mut() = Some((found, Rc::clone(owner), schedule.clone()));
+        self.shared.coll.borrow_mut().last_plan = Some((found, Rc::clone(owner), schedule.clone()));
         Ok(schedule)
     }
 
@@ -579,7 +584,7 @@ impl Comm {
             ),
             _ => return Ok(None),
         };
-        let half = crate::shmcoll::half_of(self.shared.in_effect.coll_shm_bytes);
+        let half = crate::coll::segment::half_of(self.shared.in_effect.coll_shm_bytes);
         Ok((table.shared(kind, on) && plan.fits(n, half)).then_some(plan))
     }
 
@@ -750,7 +755,7 @@ impl Comm {
         }
         let buf: &mut [u8] = bytemuck::cast_slice_mut(buf);
         let schedule =
-            crate::netaware::schedule_for(scheduler, costs, self.rank(), root, buf.len());
+            crate::coll::netaware::schedule_for(scheduler, costs, self.rank(), root, buf.len());
         self.run_schedule(Planned::check(schedule)?, &[], buf, None)
     }
 

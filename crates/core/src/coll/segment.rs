@@ -8,7 +8,7 @@
 //! is `FERRY_COLL_SHM`. Made at the first call, whatever that call is, so that every member
 //! has it before any call goes through it: members that pass different counts may then choose
 //! different ways for a call, and each records its way in its line ([`Segment::record_call`],
-//! `crate::coll_paths`), so that the job ends naming the call instead of hanging.
+//! `crate::coll::ways`), so that the job ends naming the call instead of hanging.
 //!
 //! Everything in it is built on one barrier and two halves that take turns. The barrier is a
 //! counter every rank adds one to, and a release word the last one stores the barrier's number
@@ -40,8 +40,8 @@
 //!
 //! Only blocking calls come here; nonblocking ones run the message schedule planned beside.
 
-use crate::coll::Reducer;
-use crate::coll_paths::{PathLog, PathRecord};
+use crate::coll::executor::Reducer;
+use crate::coll::ways::{PathLog, PathRecord};
 use crate::comm::Comm;
 use crate::engine::Watch;
 use crate::error::Error;
@@ -84,7 +84,7 @@ pub(crate) const POST_MAX: usize = 4096;
 const POST_SLOT: usize = POST_HEAD + POST_MAX;
 /// Slots and parts start on cache lines.
 const LINE: usize = 64;
-/// Live segments a process keeps at most (`Engine::live_segments`); a communicator beyond keeps its message algorithms.
+/// Live segments a process keeps at most (`Collectives::live_segments`); a communicator beyond keeps its message algorithms.
 const MAX_SEGMENTS: usize = 64;
 /// Reductions up to this many bytes are reduced whole by every rank after one barrier, instead
 /// of in parts between two: for short vectors the second wake-up costs more than the reads.
@@ -323,7 +323,7 @@ impl Segment {
     }
 
     /// Fails if a member went another way than this rank for a call both have made: the call
-    /// can then never complete (see `crate::coll_paths`).
+    /// can then never complete (see `crate::coll::ways`).
     pub(crate) fn check_paths(&self) -> Result<(), Error> {
         let mine = self.paths.borrow();
         for rank in (0..self.ranks).filter(|&r| r != self.me) {
@@ -810,10 +810,7 @@ impl Comm {
             None
         };
         if let Some(made) = &segment {
-            self.shared
-                .engine
-                .borrow_mut()
-                .keep_segment(&self.group, made);
+            (self.shared.coll.borrow_mut()).keep_segment(&self.group, made);
         }
         Ok(self.calls.segment.get_or_init(|| segment).as_ref())
     }
@@ -839,7 +836,7 @@ impl Comm {
         if n < 2 || !local {
             return Ok(None);
         }
-        let willing = half > 0 && self.shared.engine.borrow().live_segments() < MAX_SEGMENTS;
+        let willing = half > 0 && self.shared.coll.borrow().live_segments() < MAX_SEGMENTS;
         let path = path_of(job, self.context, self.group.world_of[0]);
         let complain = |e: &str| {
             eprintln!(

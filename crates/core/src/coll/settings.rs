@@ -3,9 +3,9 @@
 //!
 //! [`Config`]: crate::Config
 
+use crate::coll::netaware::NetBcast;
+use crate::coll::selection::Table;
 use crate::error::Error;
-use crate::netaware::NetBcast;
-use crate::selection::Table;
 use std::sync::Arc;
 
 /// This rank's cluster id, set per rank by a launcher that knows the topology.
@@ -19,7 +19,7 @@ const COSTS_VAR: &str = "FERRY_BCAST_COSTS";
 /// The collectives' settings.
 #[derive(Debug, Clone)]
 pub(crate) struct CollSettings {
-    /// The rules that choose each call's algorithm (`FERRY_COLL_…`, see crate::selection).
+    /// The rules that choose each call's algorithm (`FERRY_COLL_…`, see crate::coll::selection).
     pub selection: Arc<Table>,
     /// The broadcast every `bcast` of the job uses, when `FERRY_BCAST_COSTS` names a matrix.
     pub net_bcast: Option<Arc<NetBcast>>,
@@ -58,9 +58,11 @@ impl CollSettings {
     pub(crate) fn read(get: &impl Fn(&str) -> Option<String>) -> Result<CollSettings, Error> {
         let word = |name: &str| get(name).filter(|v| !v.trim().is_empty());
         let bcast_vars = [word(SCHEDULER_VAR), word(COSTS_VAR)];
-        let net_bcast =
-            crate::netaware::from_settings(bcast_vars[0].as_deref(), bcast_vars[1].as_deref())
-                .map_err(Error::Config)?;
+        let net_bcast = crate::coll::netaware::from_settings(
+            bcast_vars[0].as_deref(),
+            bcast_vars[1].as_deref(),
+        )
+        .map_err(Error::Config)?;
         Ok(CollSettings {
             selection: Arc::new(Table::from_lookup(get).map_err(Error::Config)?),
             net_bcast: net_bcast.map(Arc::new),
@@ -71,7 +73,7 @@ impl CollSettings {
 
     /// The settings and the rules in force, for `ferry info --params`.
     pub(crate) fn describe(&self) -> Vec<(&'static str, String)> {
-        let mut params = crate::selection::describe(&self.selection);
+        let mut params = crate::coll::selection::describe(&self.selection);
         let (own, per_rank) = match &self.clusters {
             ClusterIds::Unset => (None, None),
             ClusterIds::Own(id) => (Some(id.to_string()), None),

@@ -1,7 +1,7 @@
 //! The predefined reduction operations (MPI_SUM, MPI_MAX, …) on Rust element types, and the
 //! byte-level reducers that the collective executor applies.
 
-use crate::coll::{Reducer, Reduction};
+use crate::coll::executor::{Reducer, Reduction};
 use crate::error::Error;
 use bytemuck::Pod;
 use ferry_sched::Order;

@@ -27,7 +27,7 @@
 //! communicators that span clusters (`ferry_sched::hierarchical`; cluster ids from
 //! `FERRY_CLUSTER`/`FERRY_CLUSTERS`); the built-in table picks it from 2 clusters on.
 //! `shared_memory` (bcast, allreduce, reduce, barrier, allgather, alltoall) runs a blocking call
-//! through the communicator's shared segment (`crate::shmcoll`) when all its ranks share a
+//! through the communicator's shared segment (`crate::coll::segment`) when all its ranks share a
 //! host; the call still needs a message algorithm (nonblocking calls, communicators without a
 //! segment), which is that of the first matching rule that does not name `shared_memory`.
 //!
@@ -70,7 +70,7 @@ const SHARED_MEMORY: &str = "shared_memory";
 
 /// What the lookups need to know of an algorithm.
 trait Algorithm {
-    /// Runs through the shared segment (`crate::shmcoll`), which not every communicator has:
+    /// Runs through the shared segment (`crate::coll::segment`), which not every communicator has:
     /// such a rule also needs a message algorithm behind it.
     fn is_shared_memory(&self) -> bool;
 }
@@ -111,7 +111,7 @@ algorithms! {
         /// Across cluster leaders, then inside each cluster (`ferry_sched::hierarchical`).
         Hierarchical = "hierarchical",
         /// Through the communicator's shared segment when its ranks share a host
-        /// (`crate::shmcoll`); else the next matching rule.
+        /// (`crate::coll::segment`); else the next matching rule.
         SharedMemory = "shared_memory",
     }
 }
@@ -126,7 +126,7 @@ algorithms! {
         /// Reduce inside clusters, recursive doubling among leaders, broadcast inside clusters.
         Hierarchical = "hierarchical",
         /// Through the communicator's shared segment when its ranks share a host
-        /// (`crate::shmcoll`); else the next matching rule.
+        /// (`crate::coll::segment`); else the next matching rule.
         SharedMemory = "shared_memory",
     }
 }
@@ -139,7 +139,7 @@ algorithms! {
         /// Inside clusters, then across cluster leaders.
         Hierarchical = "hierarchical",
         /// Through the communicator's shared segment when its ranks share a host
-        /// (`crate::shmcoll`); else the next matching rule.
+        /// (`crate::coll::segment`); else the next matching rule.
         SharedMemory = "shared_memory",
     }
 }
@@ -152,7 +152,7 @@ algorithms! {
         /// Fan-in inside clusters, dissemination among leaders, fan-out.
         Hierarchical = "hierarchical",
         /// Through the communicator's shared segment when its ranks share a host
-        /// (`crate::shmcoll`); else the next matching rule.
+        /// (`crate::coll::segment`); else the next matching rule.
         SharedMemory = "shared_memory",
     }
 }
@@ -175,7 +175,7 @@ algorithms! {
         /// Gather to leaders, ring of whole clusters among them, broadcast inside clusters.
         Hierarchical = "hierarchical",
         /// Through the communicator's shared segment when its ranks share a host
-        /// (`crate::shmcoll`); else the next matching rule.
+        /// (`crate::coll::segment`); else the next matching rule.
         SharedMemory = "shared_memory",
     }
 }
@@ -188,7 +188,7 @@ algorithms! {
         /// Aggregated through cluster leaders: one message per ordered pair of clusters.
         Hierarchical = "hierarchical",
         /// Through the communicator's shared segment when its ranks share a host
-        /// (`crate::shmcoll`); else the next matching rule.
+        /// (`crate::coll::segment`); else the next matching rule.
         SharedMemory = "shared_memory",
     }
 }
