@@ -44,6 +44,11 @@ pub struct Config {
     /// that did not catch the peer, they last up to 10 ms (unless this is 0): spinning
     /// processes get separate cores from the scheduler.
     pub spin_us: Option<u64>,
+    /// `FERRY_BSP_FIFO` (messages, default 0): room reserved at `bsp_begin` in the queue of
+    /// received BSMP messages, so that a program that knows its queue's size (the Oxford
+    /// toolset's `bspcc -bspfifo N`) does not grow it during its first supersteps. The queue
+    /// grows past it as needed.
+    pub fifo: usize,
 }
 
 impl Default for Config {
@@ -57,6 +62,7 @@ impl Default for Config {
             in_place: true,
             ring: true,
             spin_us: None,
+            fifo: 0,
         }
     }
 }
@@ -98,6 +104,7 @@ impl Config {
         if let Some(us) = number("FERRY_BSP_SPIN")? {
             c.spin_us = Some(us as _);
         }
+        c.fifo = number("FERRY_BSP_FIFO")?.map_or(c.fifo, |n| n as usize);
         Ok(c)
     }
 
@@ -116,6 +123,7 @@ impl Config {
                 self.spin_us
                     .map_or("auto (50, 0 when oversubscribed)".into(), |s| s.to_string()),
             ),
+            ("FERRY_BSP_FIFO", self.fifo.to_string()),
         ]
     }
 }

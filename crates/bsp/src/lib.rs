@@ -241,6 +241,26 @@ impl Drop for Bsp {
 mod tests {
     use super::*;
 
+    /// `FERRY_BSP_FIFO` (`bspcc -bspfifo`) is room in the BSMP queue from the start; the queue
+    /// still takes more messages than that.
+    #[test]
+    fn fifo_reserves_the_message_queue() -> Result<(), BspError> {
+        let world = ferry_core::init().expect("singleton world");
+        let config = Config {
+            fifo: 100,
+            ..Config::default()
+        };
+        let mut bsp = Bsp::with_config(world, None, config)?;
+        assert!(bsp.msgs.capacity() >= 100, "{}", bsp.msgs.capacity());
+        bsp.set_tagsize(0);
+        for i in 0..150u32 {
+            bsp.send(0, b"", &i.to_le_bytes())?;
+        }
+        bsp.sync()?;
+        assert_eq!(bsp.qsize(), (150, 600));
+        bsp.end()
+    }
+
     /// Registering and unregistering in every superstep (as a library routine called in a
     /// loop does) keeps the registration table at its high-water mark; it grew by a slot per
     /// push before. A one-process computation (no launcher: ferry's singleton world).

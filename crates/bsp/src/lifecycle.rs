@@ -111,6 +111,7 @@ impl Bsp {
         let ring_peer: Vec<bool> = (0..p)
             .map(|q| ring_want > 0 && q != me && comm.raw_reserve(q, 8, 8).ok().flatten().is_some())
             .collect();
+        let fifo = config.fifo;
         let mut posted = Posted {
             comm: comm.clone(),
             bufs: Vec::new(),
@@ -159,7 +160,7 @@ impl Bsp {
             tagsize: 0,
             next_tagsize: 0,
             inbox: Vec::new(),
-            msgs: Vec::new(),
+            msgs: Vec::with_capacity(fifo),
             next_msg: 0,
             order,
             from_order,

@@ -120,6 +120,8 @@ pub const NUMBERS: &[Bounds] = &[
     bounds("FERRY_BSP_EARLY", 0, GIB, "bytes"),
     bounds("FERRY_BSP_PREPOST_BYTES", 64, GIB, "bytes"),
     bounds("FERRY_BSP_SPIN", 0, 10_000_000, "microseconds"),
+    // Entries reserved at bsp_begin; the queue grows past it as needed (`bspcc -bspfifo`).
+    bounds("FERRY_BSP_FIFO", 0, 1 << 20, "messages"),
     // Each daemon the launcher starts itself is a remote shell and two pipes of the launcher;
     // a job has at most 65 536 ranks, so never more hosts than that.
     bounds("FERRY_TREE_FANOUT", 1, 65_536, "daemons"),
