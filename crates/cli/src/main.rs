@@ -787,9 +787,11 @@ fn normalize_bench_import(mut argv: Vec<OsString>) -> Vec<OsString> {
     argv
 }
 
-/// Single-dash long options of mpiexec (MPICH's hydra and Open MPI) and what they are here.
-const SINGLE_DASH_OPTIONS: [(&str, &str); 7] = [
+/// Single-dash long options of mpiexec (MPICH's hydra and Open MPI), and the Oxford BSP
+/// toolset's `-npes` (bsprun's), and what they are here.
+const SINGLE_DASH_OPTIONS: [(&str, &str); 8] = [
     ("-np", "--np"),
+    ("-npes", "--np"),
     ("-hosts", "--hosts"),
     ("-host", "--host"),
     ("-hostfile", "--hostfile"),
@@ -941,6 +943,10 @@ mod tests {
         assert_eq!(parse(&["ferry", "run", "--np", "5", "true"]).np, Some(5));
         assert_eq!(parse(&["ferry", "run", "-np", "6", "true"]).np, Some(6));
         assert_eq!(parse(&["ferry", "run", "-np=7", "true"]).np, Some(7));
+        assert_eq!(parse(&["ferry", "run", "-npes", "3", "true"]).np, Some(3));
+        let args = parse(&["ferry", "run", "--hosts", "a:2", "-npes=2", "true", "-npes", "9"]);
+        assert_eq!(args.np, Some(2));
+        assert_eq!(args.args, ["-npes", "9"]);
         assert_eq!(parse(&["ferry", "run", "true"]).np, None);
     }
 
