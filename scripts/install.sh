@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Builds ferry (release) and installs it like an MPI installation:
-#   PREFIX/bin/{ferry,mpicc,mpicxx,mpic++,mpicc_abi,mpicxx_abi,mpiexec,mpirun,bspcc}
-#   PREFIX/include/{mpi.h,mpi_abi.h,bsp.h}
+#   PREFIX/bin/{ferry,mpicc,mpicxx,mpic++,mpicc_abi,mpicxx_abi,mpiexec,mpirun,bspcc,bspc++,bspcxx,bsprun}
+#   PREFIX/include/{mpi.h,mpi_abi.h,bsp.h,bsp_settings.c}
 #   PREFIX/lib/{libmpi.so,libmpi_abi.so.1,libmpi_abi.so,libbsp.so}
 # and, when a Fortran compiler is found ($FERRY_FC, else gfortran), the Fortran bindings built
 # with it: PREFIX/bin/{mpifort,mpif90,mpif77}, PREFIX/include/{mpif.h,mpi.mod,mpi_f08.mod},
@@ -52,18 +52,13 @@ ln -sf libmpi.so "$prefix/lib/libmpi_abi.so.1"
 ln -sf libmpi.so "$prefix/lib/libmpi_abi.so"
 install -m 755 "$target/libbsp.so" "$prefix/lib/libbsp.so"
 
-# bspcc of the source tree looks for the library in target/; this one looks next to itself.
-cat >"$prefix/bin/bspcc" <<'BSPCC'
-#!/usr/bin/env bash
-# bspcc: compile and link a BSPlib C program against ferry's libbsp.so (installed layout).
-#   bspcc prog.c -o prog && mpiexec -n 4 ./prog
-set -euo pipefail
-# The compiler is $FERRY_CC, else cc: never $CC, which `make CC=bspcc` sets to bspcc itself.
-prefix=$(cd "$(dirname "$(readlink -f "$0")")/.." && pwd)
-read -r -a compiler <<<"${FERRY_CC:-cc}"
-exec "${compiler[@]}" -I"$prefix/include" "$@" -L"$prefix/lib" -lbsp -Wl,-rpath,"$prefix/lib"
-BSPCC
-chmod 755 "$prefix/bin/bspcc"
+# BSPlib as the Oxford BSP toolset's users build and run it: bspcc (bspc++, bspcxx) finds the
+# header, its settings file and the library next to itself in this layout; bsprun the ferry binary.
+install -m 755 "$root/crates/bsplib/bspcc" "$prefix/bin/bspcc"
+ln -sf bspcc "$prefix/bin/bspc++"
+ln -sf bspcc "$prefix/bin/bspcxx"
+install -m 755 "$root/crates/bsplib/bsprun" "$prefix/bin/bsprun"
+install -m 644 "$root/crates/bsplib/include/bsp_settings.c" "$prefix/include/bsp_settings.c"
 # Fortran: module files belong to one compiler, so they are made here, with the one at hand.
 read -r -a fc <<<"${FERRY_FC:-gfortran}"
 if [ "${FERRY_FORTRAN:-1}" = 0 ]; then

