@@ -15,6 +15,8 @@ as_root() { if [ "$(id -u)" = 0 ]; then "$@"; elif command -v sudo >/dev/null; t
 # the services they start are unused).
 need=()
 command -v cc >/dev/null || need+=(build-essential)
+# make for the BSPlib test that builds a classic code with its own Makefile (bsplib/tests/classic.rs).
+command -v make >/dev/null || need+=(make)
 [ -e /usr/share/fonts/truetype/dejavu/DejaVuSans.ttf ] || need+=(fonts-dejavu-core)
 command -v ip >/dev/null || need+=(iproute2)
 command -v iptables >/dev/null || need+=(iptables)
