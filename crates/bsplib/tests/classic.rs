@@ -114,7 +114,11 @@ fn built(name: &str) -> Option<PathBuf> {
     }
     let out = run_with_input(user_command("make", &dir), "");
     assert!(out.status.success(), "make failed\n{}", text(&out));
-    assert!(dir.join("sumsq").exists(), "make built no sumsq\n{}", text(&out));
+    assert!(
+        dir.join("sumsq").exists(),
+        "make built no sumsq\n{}",
+        text(&out)
+    );
     Some(dir)
 }
 
@@ -128,7 +132,9 @@ struct Transcript {
 
 fn readme_run(dir: &Path) -> Transcript {
     let readme = std::fs::read_to_string(dir.join("README")).expect("README");
-    let mut lines = readme.lines().skip_while(|l| !l.trim().starts_with("$ bsprun"));
+    let mut lines = readme
+        .lines()
+        .skip_while(|l| !l.trim().starts_with("$ bsprun"));
     let command = lines
         .next()
         .expect("a `$ bsprun` line in the README")
@@ -176,7 +182,12 @@ fn prints_all(stdout: &str, printed: &[String], out: &Output) {
 fn the_readme_commands_build_and_run_the_classic_program() {
     let Some(dir) = built("readme") else { return };
     let run = readme_run(&dir);
-    assert_eq!(run.command[..3], ["bsprun", "-npes", "3"], "{:?}", run.command);
+    assert_eq!(
+        run.command[..3],
+        ["bsprun", "-npes", "3"],
+        "{:?}",
+        run.command
+    );
     let mut cmd = user_command(&run.command[0], &dir);
     cmd.args(&run.command[1..]);
     let out = run_with_input(cmd, &run.typed);
@@ -327,10 +338,22 @@ fn bspcc_maps_the_toolset_options() {
         text(&out)
     );
     for (args, names) in [
-        (&["-bspfifo", "many"][..], "-bspfifo many: expected a whole number"),
-        (&["-flibrary-level", "3"], "-flibrary-level 3: expected a whole number from 0 to 2"),
-        (&["-fcombine-puts-buffer", "2G"], "-fcombine-puts-buffer 2G: expected a size"),
-        (&["-fcombine-puts-buffer", "1K,2K,3K,4K"], "expected SIZE[,MAX[,MIN]]"),
+        (
+            &["-bspfifo", "many"][..],
+            "-bspfifo many: expected a whole number",
+        ),
+        (
+            &["-flibrary-level", "3"],
+            "-flibrary-level 3: expected a whole number from 0 to 2",
+        ),
+        (
+            &["-fcombine-puts-buffer", "2G"],
+            "-fcombine-puts-buffer 2G: expected a size",
+        ),
+        (
+            &["-fcombine-puts-buffer", "1K,2K,3K,4K"],
+            "expected SIZE[,MAX[,MIN]]",
+        ),
         (&["x.c", "-bspfifo"], "-bspfifo needs a value"),
     ] {
         let mut cmd = user_command("bspcc", &dir);

@@ -944,7 +944,9 @@ mod tests {
         assert_eq!(parse(&["ferry", "run", "-np", "6", "true"]).np, Some(6));
         assert_eq!(parse(&["ferry", "run", "-np=7", "true"]).np, Some(7));
         assert_eq!(parse(&["ferry", "run", "-npes", "3", "true"]).np, Some(3));
-        let args = parse(&["ferry", "run", "--hosts", "a:2", "-npes=2", "true", "-npes", "9"]);
+        let args = parse(&[
+            "ferry", "run", "--hosts", "a:2", "-npes=2", "true", "-npes", "9",
+        ]);
         assert_eq!(args.np, Some(2));
         assert_eq!(args.args, ["-npes", "9"]);
         assert_eq!(parse(&["ferry", "run", "true"]).np, None);
