@@ -329,11 +329,22 @@ fn bspcc_maps_the_toolset_options() {
     );
     // -v names what each option does, on standard error.
     let mut cmd = user_command("bspcc", &dir);
-    cmd.args(["-v", "-show", "-flibrary-level", "2", "-stat", "x.c"]);
+    cmd.args([
+        "-v",
+        "-show",
+        "-flibrary-level",
+        "2",
+        "-stat",
+        "-bspbuffer",
+        "64K",
+        "x.c",
+    ]);
     let out = run_with_input(cmd, "");
     let notes = String::from_utf8_lossy(&out.stderr);
     assert!(
-        notes.contains("bspcc: -flibrary-level 2: ") && notes.contains("bspcc: -stat: ignored"),
+        notes.contains("bspcc: -flibrary-level 2: ")
+            && notes.contains("bspcc: -stat: ignored")
+            && notes.contains("bspcc: -bspbuffer 64K: ignored"),
         "{}",
         text(&out)
     );
@@ -355,6 +366,10 @@ fn bspcc_maps_the_toolset_options() {
             "expected SIZE[,MAX[,MIN]]",
         ),
         (&["x.c", "-bspfifo"], "-bspfifo needs a value"),
+        (
+            &["-bspbuffer", "lots"],
+            "-bspbuffer lots: expected a whole number",
+        ),
     ] {
         let mut cmd = user_command("bspcc", &dir);
         cmd.args(args);
