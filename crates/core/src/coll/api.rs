@@ -1,12 +1,12 @@
 //! Collective operations on a communicator: each builds a schedule (`ferry-sched`), hands it to
-//! the executor (`coll.rs`) and, for the blocking forms, waits for it.
+//! the executor (`executor.rs`) and, for the blocking forms, waits for it.
 //!
 //! Algorithms are chosen per call from the message size, the communicator size and the number of
 //! clusters it spans by the rules of the selection table (`selection.rs`: MPICH's thresholds and
 //! MagPIe's hierarchical collectives from two clusters on built in, a JSON file named by
 //! `FERRY_COLL_SELECTION` to replace them). Each rank's cluster comes from the bootstrap cards
 //! (`FERRY_CLUSTER` or `FERRY_CLUSTERS`, see [`Comm::clusters`]). All of these settings are read
-//! with the rest of the configuration (`coll_settings.rs`).
+//! with the rest of the configuration (`settings.rs`).
 
 use crate::coll::executor::{CollectiveCall, Planned, Reducer, Started};
 use crate::coll::reductions::{reducer, typed_reducer};

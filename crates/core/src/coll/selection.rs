@@ -746,7 +746,7 @@ mod tests {
         result
     }
 
-    /// The choices `collectives.rs` made before the table, with MPICH's thresholds.
+    /// The choices `api.rs` made before the table, with MPICH's thresholds.
     fn old_bcast(bytes: usize, ranks: usize) -> BcastAlgorithm {
         if bytes >= 12288 && ranks >= 8 {
             ScatterAllgather
