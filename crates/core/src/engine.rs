@@ -414,6 +414,6 @@ pub(crate) use sink::FrameSink;
 pub(crate) use wait::Watch;
 
 #[cfg(test)]
-mod pair;
+pub(crate) mod pair;
 #[cfg(test)]
 mod tests;

@@ -24,6 +24,8 @@
 pub(crate) mod api;
 pub(crate) mod executor;
 pub(crate) mod netaware;
+#[cfg(test)]
+mod pair_tests;
 pub(crate) mod reductions;
 pub(crate) mod segment;
 pub(crate) mod selection;

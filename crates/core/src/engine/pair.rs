@@ -16,7 +16,7 @@ struct Wire {
 }
 
 /// Ranks 0 and 1 of a job, both on TCP routes with no sockets; `a` is rank 0.
-pub(super) struct Pair {
+pub(crate) struct Pair {
     pub a: Engine,
     pub b: Engine,
     a_to_b: Wire,
@@ -77,6 +77,38 @@ impl Pair {
         Ok(())
     }
 
+    /// Writes, delivers at most `limit` frames a wire at a time, and gives each engine's hook
+    /// its pass (as a progress pass would), until nothing moves. Returns each hook's first
+    /// error, if any; the other side goes on.
+    pub fn drive_hooked(
+        &mut self,
+        limit: usize,
+        hook_a: &mut impl Hook,
+        hook_b: &mut impl Hook,
+    ) -> (Result<(), Error>, Result<(), Error>) {
+        let (mut ra, mut rb) = (Ok(()), Ok(()));
+        loop {
+            let mut moved = self.write() > 0;
+            match self.deliver(limit) {
+                Ok(n) => moved |= n > 0,
+                Err(e) => return (Err(e.clone()), Err(e)),
+            }
+            for (engine, hook, result) in [
+                (&mut self.a, &mut *hook_a as &mut dyn HookPass, &mut ra),
+                (&mut self.b, &mut *hook_b as &mut dyn HookPass, &mut rb),
+            ] {
+                match hook.pass(engine) {
+                    Ok(m) => moved |= m,
+                    Err(e) if result.is_ok() => *result = Err(e),
+                    Err(_) => {}
+                }
+            }
+            if !moved {
+                return (ra, rb);
+            }
+        }
+    }
+
     /// DATA chunks delivered from rank 0 to rank 1 so far.
     pub fn chunks_to_b(&self) -> usize {
         self.a_to_b.chunks
@@ -85,6 +117,20 @@ impl Pair {
     /// The frames on the wire from rank 0 to rank 1, oldest first.
     pub fn in_flight_to_b(&self) -> Vec<Frame> {
         self.a_to_b.frames.iter().map(|(f, _)| *f).collect()
+    }
+}
+
+/// A hook's pass when it wants one, object-safe for [`Pair::drive_hooked`]'s loop.
+trait HookPass {
+    fn pass(&mut self, engine: &mut Engine) -> Result<bool, Error>;
+}
+
+impl<H: Hook> HookPass for H {
+    fn pass(&mut self, engine: &mut Engine) -> Result<bool, Error> {
+        match self.wants_pass(engine.proto.completions) {
+            true => self.advance(engine),
+            false => Ok(false),
+        }
     }
 }
 
