@@ -19,10 +19,12 @@
 //! receiver's FIN, so that the chunks of a rail that fails can be sent again on the others.
 //!
 //! Where things are: `request` (request slots and completions), `outq` (what waits to be
-//! written to a peer), `incoming` (where arriving payloads go, unexpected messages), `peer`
+//! written to a peer), `incoming` (unexpected messages), `peer`
 //! (the per-peer objects), `send` and `recv` (starting operations), `active` (active
 //! messages), `progress` (a progress pass and the flush of out-queues), `wait` (back-off),
-//! `proto` and `sink` (the protocol's reactions), `rails` (striping over TCP rails).
+//! `proto` and `sink` (the protocol's reactions), `rails` (striping over TCP rails), `hook`
+//! (how work above the engine, the collectives, moves with it). What the engine and the
+//! transports hand each other is in `crate::frames`, below both.
 
 use crate::error::Error;
 use crate::matching::{Envelope, Matcher, Pattern};
@@ -35,8 +37,7 @@ pub use send::SendMode;
 use std::collections::VecDeque;
 use std::time::{Duration, Instant};
 
-/// Identifies a request: slot index in the low 32 bits, slot generation in the high 32.
-pub(crate) type ReqId = u64;
+pub(crate) use crate::frames::ReqId;
 
 /// How frames reach a peer, chosen once when the job starts.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -400,19 +401,19 @@ mod send;
 mod sink;
 mod wait;
 
+use crate::frames::{Arrival, FrameSink, Incoming, OutFrame};
 pub(crate) use active::ActiveFn;
 pub use active::ActiveReply;
 pub(crate) use hook::{Hook, NoHook};
-use incoming::Arrival;
-pub(crate) use incoming::{Announced, Incoming, Unexpected};
-pub(crate) use outq::OutFrame;
+pub(crate) use incoming::{Announced, Unexpected};
 use outq::{non_null_if_empty, ordered_frame, Out};
 use peer::{Lanes, Link, Peer};
 pub(crate) use request::Completion;
 use request::{copy_kept, ReqState, Requests};
-pub(crate) use sink::FrameSink;
 pub(crate) use wait::Watch;
 
+#[cfg(test)]
+mod over_tcp;
 #[cfg(test)]
 pub(crate) mod pair;
 #[cfg(test)]

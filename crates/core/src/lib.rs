@@ -30,6 +30,7 @@ pub mod compress;
 pub mod config;
 mod engine;
 mod error;
+mod frames;
 mod host;
 mod matching;
 mod punching;

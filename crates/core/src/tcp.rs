@@ -31,8 +31,8 @@
 //! `frames` (frame reads and writes), `packed` (compressed frames, `FERRY_COMPRESS`); here the
 //! transport, its set-up and the poll that drives them all.
 
-use crate::engine::{FrameSink, OutFrame};
 use crate::error::Error;
+use crate::frames::{FrameSink, OutFrame};
 use ferry_wire::compress::compressed_len;
 use ferry_wire::relay::{self, Registrar, RelayAcceptor, RelayConnector, ReplayGuard};
 use ferry_wire::{Frame, FrameError, Handshake, JobKey, HEADER_LEN};
@@ -503,4 +503,4 @@ use punch::{Punch, PUNCH_BASE};
 use registration::RelayLink;
 
 #[cfg(test)]
-mod loopback;
+mod tests;

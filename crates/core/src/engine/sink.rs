@@ -3,26 +3,6 @@
 
 use super::*;
 
-/// What transports call for every frame that arrives.
-pub(crate) trait FrameSink {
-    /// A header arrived; returns where its payload goes.
-    fn begin_frame(&mut self, peer: u32, frame: &Frame) -> Result<Incoming, Error>;
-    /// All payload bytes of `frame` are stored.
-    fn end_frame(&mut self, peer: u32, frame: &Frame, incoming: Incoming) -> Result<(), Error>;
-    /// Rails of `peer` that a RAIL_DOWN closed, with its `seq`: the transport reads what each
-    /// still holds, closes it, and then calls [`FrameSink::drained`].
-    fn take_drains(&mut self, _peer: u32) -> Vec<(u16, u64)> {
-        Vec::new()
-    }
-    /// The rail of a RAIL_DOWN with `seq` is read to its end: ordered frames from number `seq`
-    /// on that arrived already are dropped when they come again.
-    fn drained(&mut self, _peer: u32, _seq: u64) {}
-    /// Whether `peer` said BYE: the end of its connection is then no failure.
-    fn departed(&self, _peer: u32) -> bool {
-        false
-    }
-}
-
 impl Proto {
     /// The posted receive an eager message with envelope `env` goes to, taken off the posted
     /// queue: its request, buffer and capacity. `None` when the message is to be kept instead:

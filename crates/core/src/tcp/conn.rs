@@ -6,14 +6,14 @@ pub(super) enum Input {
     Header,
     Payload {
         frame: Frame,
-        incoming: crate::engine::Incoming,
+        incoming: crate::frames::Incoming,
         done: usize,
         total: usize,
     },
     /// A compressed payload of `total` bytes as sent, gathered in `sent` (see `packed`).
     Packed {
         frame: Frame,
-        incoming: crate::engine::Incoming,
+        incoming: crate::frames::Incoming,
         sent: Vec<u8>,
         total: usize,
     },

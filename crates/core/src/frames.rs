@@ -1,0 +1,136 @@
+//! What crosses between the progress engine and a transport, below both: a frame waiting to
+//! be written ([`OutFrame`]), where an arriving frame's payload goes ([`Incoming`]), and what
+//! a transport calls for every frame that arrives ([`FrameSink`]). A transport writes the
+//! first and fills the second without looking inside; the engine's protocol implements the
+//! third.
+
+use crate::error::Error;
+use crate::matching::Envelope;
+use ferry_wire::{Frame, HEADER_LEN};
+
+/// Identifies a request: slot index in the low 32 bits, slot generation in the high 32.
+pub(crate) type ReqId = u64;
+
+/// What transports call for every frame that arrives.
+pub(crate) trait FrameSink {
+    /// A header arrived; returns where its payload goes.
+    fn begin_frame(&mut self, peer: u32, frame: &Frame) -> Result<Incoming, Error>;
+    /// All payload bytes of `frame` are stored.
+    fn end_frame(&mut self, peer: u32, frame: &Frame, incoming: Incoming) -> Result<(), Error>;
+    /// Rails of `peer` that a RAIL_DOWN closed, with its `seq`: the transport reads what each
+    /// still holds, closes it, and then calls [`FrameSink::drained`].
+    fn take_drains(&mut self, _peer: u32) -> Vec<(u16, u64)> {
+        Vec::new()
+    }
+    /// The rail of a RAIL_DOWN with `seq` is read to its end: ordered frames from number `seq`
+    /// on that arrived already are dropped when they come again.
+    fn drained(&mut self, _peer: u32, _seq: u64) {}
+    /// Whether `peer` said BYE: the end of its connection is then no failure.
+    fn departed(&self, _peer: u32) -> bool {
+        false
+    }
+}
+
+/// A frame waiting for its turn on a peer's channel.
+pub(crate) struct OutFrame {
+    pub header: [u8; HEADER_LEN],
+    pub payload: *const u8,
+    pub len: usize,
+    /// Bytes of header + payload written so far (TCP writes may be partial).
+    pub sent: usize,
+    /// Send request that completes when this frame is fully written.
+    pub complete: Option<ReqId>,
+    /// The payload's own copy, for chunks sent again after a rail failed (the request may
+    /// complete, and its buffer go, before the copy is written), or the bytes of an owned
+    /// message (`Engine::send_owned`). Only held: `payload` points into it.
+    #[allow(dead_code)]
+    pub owned: Option<Box<[u8]>>,
+}
+
+// A queued frame is touched by every send: a field added to it costs every message.
+const _: () = assert!(std::mem::size_of::<OutFrame>() <= 96);
+
+impl OutFrame {
+    /// A copy that owns its payload and completes nothing, to be written again.
+    pub(crate) fn copy(&self) -> OutFrame {
+        // SAFETY: `payload` is valid for `len` bytes while the frame is (its request has not
+        // completed before the frame was fully written, which is when copies are taken).
+        let bytes: Box<[u8]> = unsafe { std::slice::from_raw_parts(self.payload, self.len) }.into();
+        OutFrame {
+            header: self.header,
+            payload: bytes.as_ptr(),
+            len: self.len,
+            sent: 0,
+            complete: None,
+            owned: Some(bytes),
+        }
+    }
+
+    pub(crate) fn control(frame: Frame) -> OutFrame {
+        OutFrame {
+            header: frame.to_bytes(),
+            // Never dereferenced for len 0, but slices are built from it: it must not be null.
+            payload: std::ptr::NonNull::<u8>::dangling().as_ptr(),
+            len: 0,
+            sent: 0,
+            complete: None,
+            owned: None,
+        }
+    }
+}
+
+/// What an arriving payload is for, kept with it until its frame ends (the engine's; a
+/// transport carries it without looking).
+pub(crate) enum Arrival {
+    Control,
+    /// A chunk sent again for a receive that is already complete: read and dropped.
+    Discard,
+    EagerMatched(ReqId, Envelope),
+    EagerKept(Envelope, Vec<u8>),
+    Data(ReqId),
+}
+
+/// Where the payload of an arriving frame goes. Bytes past `cap` are dropped (truncation).
+pub(crate) struct Incoming {
+    pub(crate) ptr: *mut u8,
+    pub(crate) cap: usize,
+    pub(crate) arrival: Arrival,
+}
+
+impl Incoming {
+    pub(crate) fn control() -> Incoming {
+        Incoming {
+            ptr: std::ptr::null_mut(),
+            cap: 0,
+            arrival: Arrival::Control,
+        }
+    }
+
+    /// Stores payload bytes that start at `offset` of the frame's payload.
+    pub(crate) fn store(&mut self, offset: usize, bytes: &[u8]) {
+        let room = self.direct_room(offset);
+        let n = room.min(bytes.len());
+        if n > 0 {
+            // SAFETY: `ptr` is valid for `cap` bytes (a receive buffer lent until completion,
+            // or the Vec held in `arrival`), and offset + n ≤ cap.
+            unsafe { std::ptr::copy_nonoverlapping(bytes.as_ptr(), self.ptr.add(offset), n) };
+        }
+    }
+
+    /// Bytes of the destination left from `offset` on.
+    pub(crate) fn direct_room(&self, offset: usize) -> usize {
+        self.cap.saturating_sub(offset)
+    }
+
+    pub(crate) fn ptr(&self) -> *mut u8 {
+        self.ptr
+    }
+
+    /// The posted receive an eager frame matched, if it did.
+    pub(crate) fn matched(&self) -> Option<ReqId> {
+        match self.arrival {
+            Arrival::EagerMatched(id, _) => Some(id),
+            _ => None,
+        }
+    }
+}
