@@ -145,9 +145,21 @@ fn hostname() -> String {
 /// Joins the job this process was started in by `ferry run` or by a process manager that
 /// speaks PMI (hydra, Slurm); a process started any other way is a job of one rank (like an
 /// MPI singleton). See `crate::bootstrap` for how the starter is told apart.
+///
+/// Every rank takes the same steps, each of them the same bootstrap rounds: cards (who is
+/// where), then the transports (segments made, listeners published), then the connections.
 pub fn init() -> Result<World, Error> {
     let config = Config::from_env()?;
-    let Some(Launched {
+    let Some(launched) = crate::bootstrap::launched(&config.pmix_lib)? else {
+        return Ok(singleton(&config));
+    };
+    let mut config = config;
+    if launched.base > 0 {
+        // Spawned worlds talk over TCP (shared-memory rings are made per world at start and
+        // are named by rank; see crate::spawn).
+        config.transport = TransportKind::Tcp;
+    }
+    let Launched {
         rank,
         size,
         base,
@@ -155,21 +167,122 @@ pub fn init() -> Result<World, Error> {
         job,
         key,
         mut boot,
-    }) = crate::bootstrap::launched(&config.pmix_lib)?
-    else {
-        return Ok(singleton(&config));
+    } = launched;
+    let ranks = Ranks { base, rank, size };
+
+    // First round: who is where. The routes follow from it: shared memory to the ranks of
+    // our host, TCP to the others (or as FERRY_TRANSPORT insists).
+    let card = this_card(&config, rank)?;
+    boot.put(&format!("card-{}", ranks.me()), &card.encode())?;
+    boot.fence()?;
+    let mut cards = read_cards(&mut boot, base, size)?;
+    let near = Neighbours::of(&config, &cards, &card, ranks)?;
+    let waits = Waits::of(&config, near.local.len());
+
+    // Second round: the transports. Segments are made before the fence that lets the host's
+    // ranks map them; listeners are published for the ranks of other hosts.
+    let ring_bytes = config.ring_bytes(near.local.len());
+    let created = match near.shm_peers() {
+        true => Some(ShmTransport::create(
+            job,
+            rank,
+            near.local.len(),
+            ring_bytes,
+        )?),
+        false => None,
     };
-    // Universe rank (checked to fit when launched).
-    let me = base + rank;
-    let mut config = config;
-    if base > 0 {
-        // Spawned worlds talk over TCP (shared-memory rings are made per world at start and
-        // are named by rank; see crate::spawn).
-        config.transport = TransportKind::Tcp;
+    // Hole punching between private clusters (crate::punching): ids and relays of the ranks.
+    let grid = GridFacts::of(&cards);
+    let (mut tcp, to_punch) = match near.tcp_peers.is_empty() {
+        true => (None, Vec::new()),
+        false => {
+            let opened = open_tcp(&config, (&key, job), ranks, &near, &grid, &mut boot)?;
+            (Some(opened.0), opened.1)
+        }
+    };
+    if size > 1 {
+        boot.fence()?;
     }
+    read_addresses(&mut boot, &mut cards, &near.tcp_peers, base)?;
+    let hosts = crate::host::host_numbers(&cards.iter().map(|c| &c.node).collect::<Vec<_>>());
+    let clusters = clusters_by_universe_rank(&cards, &hosts, base);
+
+    // Third: map the host's segments, punch and dial, and let the files go.
+    let shm = match created {
+        Some(created) => Some(ShmTransport::attach(
+            created,
+            job,
+            rank,
+            &near.local,
+            size as usize,
+            ring_bytes,
+        )?),
+        None => None,
+    };
+    if let Some(t) = tcp.as_mut() {
+        let facts = (&grid.ids[..], &grid.relays[..], &grid.all_relays[..]);
+        let punched = crate::punching::start(t, &mut boot, &config, facts, (0, rank), to_punch)?;
+        let to_dial: Vec<u32> = (near.tcp_peers.iter().copied())
+            .filter(|u| !punched.contains(&(u - base)))
+            .collect();
+        dial_peers(t, &config, &cards, &grid.ids, &to_dial, (base, rank))?;
+    }
+    // Every rank of a host has mapped its peers' segments once this fence passes: the files
+    // can go. Ranks without shared memory fence too, as it is collective.
+    let some_host_shared = (hosts.iter().enumerate()).any(|(i, h)| hosts[..i].contains(h));
+    if some_host_shared && near.shm_allowed {
+        boot.fence()?;
+    }
+    if let Some(t) = shm.as_ref() {
+        t.unlink_own();
+    }
+
+    let mut engine = new_engine(&config, ranks, &near, &waits, &cards, (shm, tcp));
+    let in_effect = Config {
+        shm_eager_limit: Some(engine.shm_eager_limit()),
+        shm_ring_bytes: Some(if near.shm_peers() { ring_bytes } else { 0 }),
+        spin: Some(waits.spin),
+        spin_yield: Some(waits.spin_yield),
+        ..config.clone()
+    };
+    connect_all(&mut engine, &config, &cards, &near.tcp_peers, ranks)?;
+    if ferry_grid::path::show_paths_requested() {
+        crate::punching::show_paths(engine.tcp.as_ref(), &mut boot, &grid.ids, (base, rank))?;
+    }
+    let universe = Universe {
+        base,
+        world: world_index,
+        key: Some(key),
+        job,
+        published: Default::default(),
+    };
     let n = size as usize;
+    let shared = Shared::new(engine, Some(boot), n, in_effect, clusters, universe);
+    Ok(World {
+        comm: Comm::world(Rc::new(shared)),
+    })
+}
+
+/// This rank among the job's processes: its world's first universe rank, its rank in the
+/// world, and the world's size.
+#[derive(Clone, Copy)]
+struct Ranks {
+    base: u32,
+    rank: u32,
+    size: u32,
+}
+
+impl Ranks {
+    /// Universe rank (checked to fit when launched).
+    fn me(&self) -> u32 {
+        self.base + self.rank
+    }
+}
+
+/// This rank's card: where it runs, and its place in a grid.
+fn this_card(config: &Config, rank: u32) -> Result<Card, Error> {
     let place = config.place.as_ref();
-    let card = Card {
+    Ok(Card {
         pid: std::process::id(),
         host: place.map_or_else(hostname, |p| p.host.clone()),
         node: crate::host::host_id(),
@@ -184,109 +297,167 @@ pub fn init() -> Result<World, Error> {
                 .collect()
         }),
         rails: config.rail_addrs.clone(),
-    };
-    // First round: who is where. The routes follow from it: shared memory to the ranks of
-    // our host, TCP to the others (or as FERRY_TRANSPORT insists).
-    boot.put(&format!("card-{me}"), &card.encode())?;
-    boot.fence()?;
-    let mut cards = read_cards(&mut boot, base, size)?;
-    let local: Vec<u32> = (0..size)
-        .filter(|&r| cards[r as usize].node == card.node)
-        .collect();
-    if config.transport == TransportKind::Shm && local.len() < n {
-        let (r, c) = (0..size)
-            .map(|r| (r, &cards[r as usize]))
-            .find(|(_, c)| c.node != card.node)
-            .ok_or_else(|| Error::Bootstrap("internal: no rank off this host".into()))?;
-        return Err(Error::Config(format!(
-            "FERRY_TRANSPORT=shm needs every rank on one host: rank {rank} is on {} (host id {}), rank {r} on {} (host id {}); unset FERRY_TRANSPORT to use TCP between hosts",
-            card.host, card.node, c.host, c.node
-        )));
-    }
-    let shm_allowed = config.transport != TransportKind::Tcp;
-    let over_shm = |peer: u32| shm_allowed && local.contains(&peer);
-    let tcp_peers: Vec<u32> = (0..size)
-        .filter(|&p| p != rank && !over_shm(p))
-        .map(|p| base + p)
-        .collect();
-    let shm_peers = local.len() > 1 && shm_allowed;
-    // Not this process's affinity alone: a rank bound to one core would count its peers on
-    // the other cores as rivals for its own.
-    let cores = config
-        .host_cores
-        .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |c| c.get()));
-    let spin = config
-        .spin
-        .unwrap_or(if local.len() > cores { 100 } else { 4000 });
-    let spin_yield = config.spin_yield.unwrap_or(local.len() > cores);
+    })
+}
 
-    // Second round: the transports. Segments are made before the fence that lets the host's
-    // ranks map them; listeners are published for the ranks of other hosts.
-    let ring_bytes = config.ring_bytes(local.len());
-    let created = match shm_peers {
-        true => Some(ShmTransport::create(job, rank, local.len(), ring_bytes)?),
-        false => None,
-    };
-    let mut tcp = None;
-    // Hole punching between private clusters (crate::punching): ids and relays of the ranks.
-    let ids: Vec<ferry_grid::Guid> = cards.iter().map(Card::guid).collect();
-    // A punch observes through the peer cluster's first relay (`front`), and falls back to
-    // one of its relays that is still there.
-    let relays: Vec<Option<SocketAddr>> = cards
-        .iter()
-        .map(|c| c.relays.first().map(|&(_, addr)| addr))
-        .collect();
-    let all_relays: Vec<Vec<(String, SocketAddr)>> =
-        cards.iter().map(|c| c.relays.clone()).collect();
-    let mut to_punch = Vec::new();
-    if !tcp_peers.is_empty() {
-        let max = config.tcp_eager_limit.max(config.tcp_chunk) as u64;
-        let mut primary = config.tcp_listen_ip();
-        if primary.is_loopback() && local.len() < n {
-            // Ranks elsewhere must reach us, and neither ferry's node daemon nor a grid said
-            // how (a foreign process manager started us): this host's own address.
-            primary = crate::host::reachable_ip().ok_or_else(|| {
-                Error::Config(format!(
-                    "rank {rank} has peers on other hosts but no address they can reach: set FERRY_TCP_ADDR"
-                ))
-            })?;
+/// Which peers this rank reaches how, from the cards.
+struct Neighbours {
+    /// World ranks on this host, this one among them.
+    local: Vec<u32>,
+    /// Whether shared memory may carry messages (FERRY_TRANSPORT may forbid it).
+    shm_allowed: bool,
+    /// Universe ranks reached over TCP.
+    tcp_peers: Vec<u32>,
+}
+
+impl Neighbours {
+    fn of(config: &Config, cards: &[Card], card: &Card, ranks: Ranks) -> Result<Neighbours, Error> {
+        let Ranks { base, rank, size } = ranks;
+        let local: Vec<u32> = (0..size)
+            .filter(|&r| cards[r as usize].node == card.node)
+            .collect();
+        if config.transport == TransportKind::Shm && local.len() < size as usize {
+            let (r, c) = (0..size)
+                .map(|r| (r, &cards[r as usize]))
+                .find(|(_, c)| c.node != card.node)
+                .ok_or_else(|| Error::Bootstrap("internal: no rank off this host".into()))?;
+            return Err(Error::Config(format!(
+                "FERRY_TRANSPORT=shm needs every rank on one host: rank {rank} is on {} (host id {}), rank {r} on {} (host id {}); unset FERRY_TRANSPORT to use TCP between hosts",
+                card.host, card.node, c.host, c.node
+            )));
         }
-        // With an address per rail, one listener takes connections on all of them.
-        let bind = if config.rail_addrs.is_empty() {
-            SocketAddr::new(primary, 0)
-        } else {
-            SocketAddr::new(std::net::Ipv4Addr::UNSPECIFIED.into(), 0)
+        let mut near = Neighbours {
+            local,
+            shm_allowed: config.transport != TransportKind::Tcp,
+            tcp_peers: Vec::new(),
         };
-        let mut t = TcpTransport::bind(
-            bind,
-            key.clone(),
-            job,
-            (me, base..base + size),
-            max,
-            config.tcp_buffer,
-            config.rails,
-            Duration::from_secs(config.rail_timeout_secs),
-        )?;
-        t.set_max_strangers(config.tcp_strangers);
-        t.set_compression(config.compress);
-        for (front, relay) in place.map_or_else(Vec::new, |p| p.relays()) {
-            // Registered before the address is published: once anyone reads it, every relay
-            // knows its ranks.
-            let timeout = config.connect_timeout();
-            t.register_with_relay(relay.inside.into(), &front, timeout)?;
-        }
-        if base == 0 {
-            let grid = (&ids[..], &relays[..]);
-            to_punch = crate::punching::offer(&t, &mut boot, &config, grid, (0, rank), primary)?;
-        }
-        let addr = SocketAddr::new(primary, t.listen_addr().port());
-        boot.put(&format!("tcp-{me}"), &addr.to_string())?;
-        tcp = Some(t);
+        near.tcp_peers = (0..size)
+            .filter(|&p| p != rank && !near.over_shm(p))
+            .map(|p| base + p)
+            .collect();
+        Ok(near)
     }
-    if n > 1 {
-        boot.fence()?;
+
+    /// Whether world rank `peer` is reached over shared memory.
+    fn over_shm(&self, peer: u32) -> bool {
+        self.shm_allowed && self.local.contains(&peer)
     }
-    for peer in &tcp_peers {
+
+    /// Whether this rank has shared-memory peers.
+    fn shm_peers(&self) -> bool {
+        self.local.len() > 1 && self.shm_allowed
+    }
+}
+
+/// How a wait backs off: for how many polls it spins, and whether it yields the core then.
+struct Waits {
+    cores: usize,
+    spin: u32,
+    spin_yield: bool,
+}
+
+impl Waits {
+    fn of(config: &Config, local: usize) -> Waits {
+        // Not this process's affinity alone: a rank bound to one core would count its peers
+        // on the other cores as rivals for its own.
+        let cores = config
+            .host_cores
+            .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |c| c.get()));
+        Waits {
+            cores,
+            spin: config
+                .spin
+                .unwrap_or(if local > cores { 100 } else { 4000 }),
+            spin_yield: config.spin_yield.unwrap_or(local > cores),
+        }
+    }
+}
+
+/// The ranks' places in a grid, for paths and hole punching, by world rank.
+struct GridFacts {
+    ids: Vec<ferry_grid::Guid>,
+    /// A punch observes through the peer cluster's first relay (`front`), and falls back to
+    /// one of its relays that is still there.
+    relays: Vec<Option<SocketAddr>>,
+    all_relays: Vec<Vec<(String, SocketAddr)>>,
+}
+
+impl GridFacts {
+    fn of(cards: &[Card]) -> GridFacts {
+        GridFacts {
+            ids: cards.iter().map(Card::guid).collect(),
+            relays: (cards.iter())
+                .map(|c| c.relays.first().map(|&(_, addr)| addr))
+                .collect(),
+            all_relays: cards.iter().map(|c| c.relays.clone()).collect(),
+        }
+    }
+}
+
+/// Opens this rank's TCP listener, registers it with its cluster's relays, offers hole
+/// punches and publishes its address. Returns it with the punches offered.
+fn open_tcp(
+    config: &Config,
+    (key, job): (&JobKey, u64),
+    ranks: Ranks,
+    near: &Neighbours,
+    grid: &GridFacts,
+    boot: &mut Bootstrap,
+) -> Result<(TcpTransport, Vec<crate::punching::Prepared>), Error> {
+    let Ranks { base, rank, size } = ranks;
+    let max = config.tcp_eager_limit.max(config.tcp_chunk) as u64;
+    let mut primary = config.tcp_listen_ip();
+    if primary.is_loopback() && near.local.len() < size as usize {
+        // Ranks elsewhere must reach us, and neither ferry's node daemon nor a grid said how
+        // (a foreign process manager started us): this host's own address.
+        primary = crate::host::reachable_ip().ok_or_else(|| {
+            Error::Config(format!(
+                "rank {rank} has peers on other hosts but no address they can reach: set FERRY_TCP_ADDR"
+            ))
+        })?;
+    }
+    // With an address per rail, one listener takes connections on all of them.
+    let bind = match config.rail_addrs.is_empty() {
+        true => SocketAddr::new(primary, 0),
+        false => SocketAddr::new(std::net::Ipv4Addr::UNSPECIFIED.into(), 0),
+    };
+    let mut t = TcpTransport::bind(
+        bind,
+        key.clone(),
+        job,
+        (ranks.me(), base..base + size),
+        max,
+        config.tcp_buffer,
+        config.rails,
+        Duration::from_secs(config.rail_timeout_secs),
+    )?;
+    t.set_max_strangers(config.tcp_strangers);
+    t.set_compression(config.compress);
+    for (front, relay) in config.place.as_ref().map_or_else(Vec::new, |p| p.relays()) {
+        // Registered before the address is published: once anyone reads it, every relay knows
+        // its ranks.
+        let timeout = config.connect_timeout();
+        t.register_with_relay(relay.inside.into(), &front, timeout)?;
+    }
+    let mut to_punch = Vec::new();
+    if base == 0 {
+        let facts = (&grid.ids[..], &grid.relays[..]);
+        to_punch = crate::punching::offer(&t, boot, config, facts, (0, rank), primary)?;
+    }
+    let addr = SocketAddr::new(primary, t.listen_addr().port());
+    boot.put(&format!("tcp-{}", ranks.me()), &addr.to_string())?;
+    Ok((t, to_punch))
+}
+
+/// Reads the TCP addresses the ranks of `tcp_peers` (universe ranks) published into their
+/// cards.
+fn read_addresses(
+    boot: &mut Bootstrap,
+    cards: &mut [Card],
+    tcp_peers: &[u32],
+    base: u32,
+) -> Result<(), Error> {
+    for peer in tcp_peers {
         let r = peer - base;
         let text = boot.get(&format!("tcp-{peer}"))?;
         let addr = text.parse().map_err(|_| {
@@ -294,58 +465,40 @@ pub fn init() -> Result<World, Error> {
         })?;
         cards[r as usize].tcp = Some(addr);
     }
-    // By universe rank, as every per-peer table: no cluster for other worlds' processes. A job
-    // without clusters of its own (FERRY_CLUSTER) is grouped by host, for the hierarchical
-    // collectives: their first phase then runs over shared memory.
-    let hosts = crate::host::host_numbers(&cards.iter().map(|c| &c.node).collect::<Vec<_>>());
-    let by_host = cards.iter().all(|c| c.cluster == 0) && hosts.iter().any(|&h| h > 0);
-    let clusters = std::iter::repeat_n(0, base as usize)
-        .chain(
-            cards
-                .iter()
-                .zip(&hosts)
-                .map(|(c, &h)| if by_host { h } else { c.cluster }),
-        )
-        .collect();
+    Ok(())
+}
 
-    let mut shm = None;
-    if let Some(created) = created {
-        let t = ShmTransport::attach(created, job, rank, &local, n, ring_bytes)?;
-        shm = Some(t);
-    }
-    let guids: Vec<ferry_grid::Guid> = cards.iter().map(Card::guid).collect();
-    if let Some(t) = tcp.as_mut() {
-        let grid = (&ids[..], &relays[..], &all_relays[..]);
-        let punched = crate::punching::start(t, &mut boot, &config, grid, (0, rank), to_punch)?;
-        let to_dial: Vec<u32> = tcp_peers
-            .iter()
-            .copied()
-            .filter(|u| !punched.contains(&(u - base)))
-            .collect();
-        dial_peers(t, &config, &cards, &guids, &to_dial, (base, rank))?;
-    }
-    // Every rank of a host has mapped its peers' segments once this fence passes: the files
-    // can go. Ranks without shared memory fence too, as it is collective.
-    let some_host_shared = hosts
-        .iter()
-        .enumerate()
-        .any(|(i, h)| hosts[..i].contains(h));
-    if some_host_shared && shm_allowed {
-        boot.fence()?;
-    }
-    if let Some(t) = shm.as_ref() {
-        t.unlink_own();
-    }
-    // Indexed by universe rank: other worlds' processes (below `base`) are reached over TCP.
+/// Each universe rank's cluster, for hierarchical collectives: none for other worlds'
+/// processes. A job without clusters of its own (FERRY_CLUSTER) is grouped by host, so that
+/// the first phase of those collectives runs over shared memory.
+fn clusters_by_universe_rank(cards: &[Card], hosts: &[u32], base: u32) -> Vec<u32> {
+    let by_host = cards.iter().all(|c| c.cluster == 0) && hosts.iter().any(|&h| h > 0);
+    std::iter::repeat_n(0, base as usize)
+        .chain((cards.iter().zip(hosts)).map(|(c, &h)| if by_host { h } else { c.cluster }))
+        .collect()
+}
+
+/// The engine over these transports, with a route per universe rank: other worlds'
+/// processes (below `base`) are reached over TCP.
+fn new_engine(
+    config: &Config,
+    ranks: Ranks,
+    near: &Neighbours,
+    waits: &Waits,
+    cards: &[Card],
+    (shm, tcp): (Option<ShmTransport>, Option<TcpTransport>),
+) -> Engine {
+    let Ranks { base, size, .. } = ranks;
+    let me = ranks.me();
     let routes = (0..base + size)
         .map(|u| match u {
             u if u == me => Route::Loopback,
-            u if u >= base && over_shm(u - base) => Route::Shm,
+            u if u >= base && near.over_shm(u - base) => Route::Shm,
             _ => Route::Tcp,
         })
         .collect();
-    let (cma_on, cma_share) = config.cma.plan(local.len(), cores);
-    let mut engine = Engine::new(EngineSetup {
+    let (cma_on, cma_share) = config.cma.plan(near.local.len(), waits.cores);
+    Engine::new(EngineSetup {
         me,
         routes,
         pids: std::iter::repeat_n(0, base as usize)
@@ -365,66 +518,53 @@ pub fn init() -> Result<World, Error> {
         rails: usize::from(config.rails),
         rail_policy: config.rail_policy,
         rail_stripe: config.rail_stripe,
-        spin,
-        spin_yield,
-    });
-    let in_effect = Config {
-        shm_eager_limit: Some(engine.shm_eager_limit()),
-        shm_ring_bytes: Some(if shm_peers { ring_bytes } else { 0 }),
-        spin: Some(spin),
-        spin_yield: Some(spin_yield),
-        ..config.clone()
+        spin: waits.spin,
+        spin_yield: waits.spin_yield,
+    })
+}
+
+/// Drives the engine until every TCP peer has an authenticated connection, or fails naming
+/// those that have none after the connect timeout.
+fn connect_all(
+    engine: &mut Engine,
+    config: &Config,
+    cards: &[Card],
+    tcp_peers: &[u32],
+    ranks: Ranks,
+) -> Result<(), Error> {
+    if engine.tcp.is_none() {
+        return Ok(());
+    }
+    let deadline = Instant::now() + config.connect_timeout();
+    let missing = |e: &Engine| {
+        (e.tcp.as_ref())
+            .map(|t| t.missing(tcp_peers))
+            .unwrap_or_default()
     };
-    if engine.tcp.is_some() {
-        let deadline = Instant::now() + config.connect_timeout();
-        let missing = |e: &Engine| {
-            e.tcp
-                .as_ref()
-                .map(|t| t.missing(&tcp_peers))
-                .unwrap_or_default()
-        };
-        while !missing(&engine).is_empty() {
-            if Instant::now() > deadline {
-                let missing: Vec<String> = missing(&engine)
-                    .iter()
-                    .map(|&u| {
-                        let c = &cards[(u - base) as usize];
-                        format!("{} (host {}, pid {})", u - base, c.host, c.pid)
-                    })
-                    .collect();
-                return Err(Error::Transport(format!(
-                    "rank {rank}: no authenticated connection to ranks {} after {} s",
-                    missing.join(", "),
-                    config.connect_timeout_secs
-                )));
-            }
-            // No communicator exists yet, so nothing but the engine moves.
-            if !engine.progress(&mut NoHook)? {
-                if let Some(t) = engine.tcp.as_mut() {
-                    t.poll_input(&mut engine.proto, Some(Duration::from_millis(10)))?;
-                }
+    while !missing(engine).is_empty() {
+        if Instant::now() > deadline {
+            let missing: Vec<String> = missing(engine)
+                .iter()
+                .map(|&u| {
+                    let c = &cards[(u - ranks.base) as usize];
+                    format!("{} (host {}, pid {})", u - ranks.base, c.host, c.pid)
+                })
+                .collect();
+            return Err(Error::Transport(format!(
+                "rank {}: no authenticated connection to ranks {} after {} s",
+                ranks.rank,
+                missing.join(", "),
+                config.connect_timeout_secs
+            )));
+        }
+        // No communicator exists yet, so nothing but the engine moves.
+        if !engine.progress(&mut NoHook)? {
+            if let Some(t) = engine.tcp.as_mut() {
+                t.poll_input(&mut engine.proto, Some(Duration::from_millis(10)))?;
             }
         }
     }
-    if ferry_grid::path::show_paths_requested() {
-        crate::punching::show_paths(engine.tcp.as_ref(), &mut boot, &guids, (base, rank))?;
-    }
-    Ok(World {
-        comm: Comm::world(Rc::new(Shared::new(
-            engine,
-            Some(boot),
-            n,
-            in_effect,
-            clusters,
-            Universe {
-                base,
-                world: world_index,
-                key: Some(key),
-                job,
-                published: Default::default(),
-            },
-        ))),
-    })
+    Ok(())
 }
 
 /// Reads the cards of world ranks `0..size` (universe ranks from `base`).
