@@ -136,6 +136,9 @@ pub struct Config {
     pub rail_timeout_secs: u64,
     /// `FERRY_RAIL_STATS=1`: each rank prints, at finalize, the bytes and rate of every rail.
     pub rail_stats: bool,
+    /// `FERRY_SHOW_PATHS` (set and not `0`: on; `ferry run --show-paths` sets it): rank 0
+    /// prints the job's path matrix after set-up, and each rank says why a pair does not punch.
+    pub show_paths: bool,
     /// `FERRY_CONNECT_TIMEOUT` (seconds, default 30, 0 = no limit): how long setup waits for
     /// all peers; see [`Config::connect_timeout`].
     pub connect_timeout_secs: u64,
@@ -184,6 +187,7 @@ impl Default for Config {
             rail_stripe: 512 << 10,
             rail_timeout_secs: 3,
             rail_stats: false,
+            show_paths: false,
             connect_timeout_secs: 30,
             punch: true,
             punch_timeout_ms: ferry_wire::punch::DEFAULT_TIMEOUT.as_millis() as u64,
@@ -331,6 +335,7 @@ impl Config {
             rail_stripe: bytes("FERRY_RAIL_STRIPE")?.unwrap_or(d.rail_stripe),
             rail_timeout_secs: number("FERRY_RAIL_TIMEOUT")?.unwrap_or(d.rail_timeout_secs),
             rail_stats: word("FERRY_RAIL_STATS").as_deref() == Some("1"),
+            show_paths: word(ferry_grid::path::SHOW_PATHS_ENV).is_some_and(|v| v != "0"),
             connect_timeout_secs: number("FERRY_CONNECT_TIMEOUT")?
                 .unwrap_or(d.connect_timeout_secs),
             punch,
@@ -465,6 +470,7 @@ impl Config {
             ("FERRY_RAIL_STRIPE", self.rail_stripe.to_string()),
             ("FERRY_RAIL_TIMEOUT", self.rail_timeout_secs.to_string()),
             ("FERRY_RAIL_STATS", u8::from(self.rail_stats).to_string()),
+            ("FERRY_SHOW_PATHS", u8::from(self.show_paths).to_string()),
             (
                 "FERRY_CONNECT_TIMEOUT",
                 self.connect_timeout_secs.to_string(),

@@ -62,7 +62,7 @@ pub(crate) fn offer(
                     OBSERVE_TIMEOUT.min(config.connect_timeout()),
                 )
                 .map_err(|why| {
-                    if ferry_grid::path::show_paths_requested() {
+                    if config.show_paths {
                         eprintln!("ferry: rank {rank}: not punching to rank {peer}: {why}");
                     }
                 })

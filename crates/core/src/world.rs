@@ -246,7 +246,7 @@ pub fn init() -> Result<World, Error> {
         ..config.clone()
     };
     connect_all(&mut engine, &config, &cards, &near.tcp_peers, ranks)?;
-    if ferry_grid::path::show_paths_requested() {
+    if config.show_paths {
         crate::punching::show_paths(engine.tcp.as_ref(), &mut boot, &grid.ids, (base, rank))?;
     }
     let universe = Universe {

@@ -156,11 +156,6 @@ pub fn plan(ids: &[Guid], a: u32, b: u32) -> Plan {
 /// Environment variable that asks a job to print its path matrix.
 pub const SHOW_PATHS_ENV: &str = "FERRY_SHOW_PATHS";
 
-/// Whether `FERRY_SHOW_PATHS` asks for the matrix (set and not `0` or empty).
-pub fn show_paths_requested() -> bool {
-    std::env::var(SHOW_PATHS_ENV).is_ok_and(|v| !v.is_empty() && v != "0")
-}
-
 /// The path matrix printed for `FERRY_SHOW_PATHS=1`: one row per rank (me), one column per
 /// peer; each cell is the path code of [`Path::code`], followed by `*` where the row's rank
 /// opens the connection. The diagonal is `-`. A legend and each rank's id follow.
