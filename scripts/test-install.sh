@@ -83,7 +83,7 @@ if [ -x "$tmp/prefix/bin/mpifort" ]; then
   show=$(mpifort -show hello.f90 -o hello)
   case "$show" in *"-I$tmp/prefix/include"*"-lmpifort"*"-lmpi"*) ;; *) fail "mpifort -show: $show" ;; esac
   case "$(mpifort -show -c hello.f90)" in *-lmpi*) fail "mpifort -c adds link flags" ;; esac
-  mpif77 -fallow-argument-mismatch "$root/fortran/tests/basics77.f" -o basics77
+  mpif77 "$root/fortran/tests/basics77.f" -o basics77
   mpif90 "$root/fortran/tests/basics90.f90" -o basics90
   mpifort "$root/fortran/tests/basics08.f90" -o basics08
   mpifort "$root/fortran/tests/subarrays08.f90" -o subarrays08
