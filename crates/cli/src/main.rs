@@ -803,7 +803,17 @@ const SINGLE_DASH_OPTIONS: [(&str, &str); 8] = [
 /// mpiexec spells options with one dash (`-np N`, `-hosts a,b`, `-ppn 2`, `-rr`); clap has no
 /// multi-letter short options, so those (and `-np=N` forms) before the program become their
 /// `--` forms, and `-rr` becomes `--map-by=node`. Arguments from the program on are left alone.
+/// Only `ferry run`'s: other subcommands, also ones with a `run` of their own (`ferry sim
+/// run`), are not touched.
 fn normalize_run_args(argv: Vec<OsString>) -> Vec<OsString> {
+    // The subcommand is the first argument after the binary name that is not an option.
+    let subcommand = argv
+        .iter()
+        .skip(1)
+        .find(|a| !a.to_string_lossy().starts_with('-'));
+    if subcommand.is_none_or(|a| a != "run") {
+        return argv;
+    }
     let mut out = Vec::with_capacity(argv.len());
     let mut iter = argv.into_iter();
     // The binary name, then options up to the subcommand.
@@ -898,163 +908,4 @@ fn main() {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn parse(args: &[&str]) -> RunArgs {
-        let argv = args.iter().map(OsString::from).collect();
-        match Cli::try_parse_from(normalize_run_args(argv)) {
-            Ok(Cli {
-                command: Command::Run(args),
-            }) => args,
-            Ok(other) => panic!("not a run command: {other:?}"),
-            Err(e) => panic!("{e}"),
-        }
-    }
-
-    #[test]
-    fn the_programs_options_are_its_own() {
-        let args = parse(&[
-            "ferry",
-            "run",
-            "-n",
-            "2",
-            "/usr/bin/time",
-            "-f",
-            "%e",
-            "./app",
-        ]);
-        assert_eq!(args.np, Some(2));
-        assert!(args.hostfile.is_none());
-        assert_eq!(args.program, "/usr/bin/time");
-        assert_eq!(args.args, ["-f", "%e", "./app"]);
-        let args = parse(&[
-            "ferry", "run", "-n", "1", "./app", "-n", "100", "--hosts", "x",
-        ]);
-        assert_eq!(args.np, Some(1));
-        assert_eq!(args.args, ["-n", "100", "--hosts", "x"]);
-        let args = parse(&["ferry", "run", "-n", "1", "--", "./app", "-n", "3"]);
-        assert_eq!((args.program.to_str(), args.args.len()), (Some("./app"), 2));
-    }
-
-    #[test]
-    fn np_spellings() {
-        assert_eq!(parse(&["ferry", "run", "-n", "4", "true"]).np, Some(4));
-        assert_eq!(parse(&["ferry", "run", "--np", "5", "true"]).np, Some(5));
-        assert_eq!(parse(&["ferry", "run", "-np", "6", "true"]).np, Some(6));
-        assert_eq!(parse(&["ferry", "run", "-np=7", "true"]).np, Some(7));
-        assert_eq!(parse(&["ferry", "run", "-npes", "3", "true"]).np, Some(3));
-        let args = parse(&[
-            "ferry", "run", "--hosts", "a:2", "-npes=2", "true", "-npes", "9",
-        ]);
-        assert_eq!(args.np, Some(2));
-        assert_eq!(args.args, ["-npes", "9"]);
-        assert_eq!(parse(&["ferry", "run", "true"]).np, None);
-    }
-
-    #[test]
-    fn host_option_spellings() {
-        for spelling in [
-            &["--hosts", "a:2,b"][..],
-            &["-hosts", "a:2,b"],
-            &["--host", "a:2,b"],
-            &["-host", "a:2,b"],
-            &["-hosts=a:2,b"],
-            &["--hosts=a:2,b"],
-        ] {
-            let argv: Vec<&str> = ["ferry", "run"]
-                .iter()
-                .chain(spelling)
-                .chain(&["-n", "2", "prog", "-hosts", "x"])
-                .copied()
-                .collect();
-            let args = parse(&argv);
-            assert_eq!(args.hosts.as_deref(), Some("a:2,b"), "{spelling:?}");
-            assert_eq!(args.args, ["-hosts", "x"]);
-        }
-        for spelling in [
-            "-f",
-            "--hostfile",
-            "-hostfile",
-            "--machinefile",
-            "-machinefile",
-        ] {
-            let args = parse(&["ferry", "run", spelling, "hosts.txt", "prog"]);
-            assert_eq!(args.hostfile.as_deref(), Some("hosts.txt".as_ref()));
-            assert_eq!(args.program, "prog");
-        }
-        let args = parse(&["ferry", "run", "-ppn", "2", "-rr", "prog"]);
-        assert_eq!((args.ppn, args.map_by), (Some(2), MapBy::Node));
-        let args = parse(&["ferry", "run", "--map-by", "block", "--ppn=3", "prog"]);
-        assert_eq!((args.ppn, args.map_by), (Some(3), MapBy::Slot));
-        assert_eq!(parse(&["ferry", "run", "prog"]).map_by, MapBy::Slot);
-        let args = parse(&["ferry", "run", "-launcher", "fork", "prog"]);
-        assert_eq!(args.launcher, Some(LauncherArg::Local));
-        let args = parse(&[
-            "ferry",
-            "run",
-            "--launcher",
-            "slurm",
-            "--rails",
-            "2",
-            "prog",
-        ]);
-        assert_eq!(args.launcher, Some(LauncherArg::Slurm));
-        assert_eq!(args.program, "prog");
-    }
-
-    #[test]
-    fn hosts_hostfile_and_grid_exclude_each_other() {
-        for argv in [
-            &["ferry", "run", "--hosts", "a", "--hostfile", "f", "prog"][..],
-            &["ferry", "run", "--hosts", "a", "--grid", "g.toml", "prog"],
-            &["ferry", "run", "-f", "f", "--grid", "g.toml", "prog"],
-            &["ferry", "run", "--ppn", "2", "--grid", "g.toml", "prog"],
-        ] {
-            let argv = argv.iter().map(OsString::from).collect();
-            let e = Cli::try_parse_from(normalize_run_args(argv)).unwrap_err();
-            assert_eq!(e.kind(), clap::error::ErrorKind::ArgumentConflict);
-        }
-    }
-
-    #[test]
-    fn program_arguments_are_verbatim() {
-        let args = parse(&[
-            "ferry",
-            "run",
-            "--tag-output",
-            "-n",
-            "2",
-            "prog",
-            "-np",
-            "3",
-            "--tag-output",
-            "-x",
-        ]);
-        assert_eq!(args.program, "prog");
-        assert_eq!(args.args, ["-np", "3", "--tag-output", "-x"]);
-        assert!(args.tag_output);
-        let args = parse(&["ferry", "run", "--", "-prog", "-n"]);
-        assert_eq!(args.program, "-prog");
-        assert_eq!(args.args, ["-n"]);
-    }
-
-    #[test]
-    fn timeout_and_transport() {
-        let args = parse(&[
-            "ferry",
-            "run",
-            "--timeout",
-            "1.5",
-            "--transport",
-            "tcp",
-            "true",
-        ]);
-        assert_eq!(args.timeout, Some(Duration::from_millis(1500)));
-        assert_eq!(args.transport, Some(Transport::Tcp));
-        let argv = ["ferry", "run", "--timeout", "-1", "true"].map(OsString::from);
-        assert!(Cli::try_parse_from(argv).is_err());
-        let argv = ["ferry", "run", "-n", "0", "true"].map(OsString::from);
-        assert!(Cli::try_parse_from(argv).is_err());
-    }
-}
+mod tests;
