@@ -35,7 +35,8 @@
 //!
 //! **Hosts as machines, with sshd** ([`UpOptions::ssh`], `ferry testbed up --ssh`): every host
 //! and front node also gets its own hostname (its grid name), IPC namespace, private `/tmp`
-//! and `/dev/shm`, `boot_id` and `machine-id`, and runs its own `sshd` on port 22 of its
+//! and `/dev/shm` (but for the directories there that hold this program, its working
+//! directory or [`UpOptions::keep`]'s, see [`kept`]), `boot_id` and `machine-id`, and runs its own `sshd` on port 22 of its
 //! addresses, so a launcher can reach it by real ssh as it would a cluster node:
 //! `ip netns exec P<h1> ssh -F /run/ferry-testbed/P/ssh_config h2 hostname` prints `h2`
 //! ([`Testbed::ssh_command`]; hosts of private clusters are reached through their front with
@@ -67,6 +68,7 @@
 pub mod cli;
 #[allow(unsafe_code)]
 pub mod delay;
+pub mod kept;
 pub mod slurm;
 pub mod ssh;
 
@@ -677,6 +679,9 @@ pub struct UpOptions {
     /// The `ferry` program that forwards the links a grid's `wan_delay` delays (`ferry
     /// testbed delay`, see [`delay`]); default: this program, if it is `ferry`.
     pub ferry: Option<std::path::PathBuf>,
+    /// With `ssh`: directories under `/tmp` or `/dev/shm` that every host shows at the same
+    /// path, besides those holding this program and its working directory (see [`kept`]).
+    pub keep: Vec<std::path::PathBuf>,
 }
 
 impl UpOptions {
@@ -687,6 +692,7 @@ impl UpOptions {
             sshd: None,
             slurm: false,
             ferry: None,
+            keep: Vec::new(),
         }
     }
 
@@ -745,12 +751,10 @@ impl Testbed {
         let sshd = options.preflight()?;
         let plan = Plan::new(grid, prefix)?;
         let ssh_plan = match &sshd {
-            Some(sshd) => Some(ssh::SshPlan::new(
-                grid,
-                &plan,
-                std::path::Path::new(ssh::STATE_ROOT),
-                sshd,
-            )?),
+            Some(sshd) => Some(
+                ssh::SshPlan::new(grid, &plan, std::path::Path::new(ssh::STATE_ROOT), sshd)?
+                    .keeping(kept::dirs_to_keep(&options.keep)),
+            ),
             None => None,
         };
         let slurm_plan = match options.slurm {
@@ -811,7 +815,8 @@ impl Testbed {
 
     /// The command prefix that runs a program on `host` as a login there would (its network,
     /// mount, UTS and IPC namespaces, in the current directory, or `/` when that is under the
-    /// host's private `/tmp` or `/dev/shm`), for a testbed built with [`UpOptions::ssh`].
+    /// host's private `/tmp` or `/dev/shm` and not kept, see [`kept`]), for a testbed built
+    /// with [`UpOptions::ssh`].
     pub fn host_command(&self, host: &str) -> Result<Vec<String>, TestbedError> {
         ssh::host_command(&self.plan.prefix, host)
     }

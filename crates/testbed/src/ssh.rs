@@ -4,7 +4,8 @@
 //!
 //! - a UTS namespace with its grid name as hostname, and an IPC namespace of its own;
 //! - a mount namespace (the one `ip netns exec` makes) with a private tmpfs on `/tmp` and on
-//!   `/dev/shm`, and its own `/proc/sys/kernel/random/boot_id` and `/etc/machine-id` bound over
+//!   `/dev/shm` (but for the directories there that every host keeps, see [`crate::kept`]),
+//!   and its own `/proc/sys/kernel/random/boot_id` and `/etc/machine-id` bound over
 //!   the host's (libraries decide "same machine" from these); `/work`, `/run` and the rest of
 //!   the file system stay shared;
 //! - an `sshd` started inside all of these, so everything a login starts lives there too. It
@@ -129,19 +130,29 @@ pub struct SshPlan {
     state: PathBuf,
     sshd: PathBuf,
     machines: Vec<Machine>,
+    /// Directories under `/tmp` and `/dev/shm` every host shows (see [`crate::kept`]).
+    kept: Vec<PathBuf>,
 }
 
 /// The shell script that makes a namespace look like a machine and starts its sshd. It runs
-/// as `ip netns exec NS unshare --uts --ipc -- sh -c SCRIPT ferry-host NAME DIR`: `ip netns
-/// exec` has already made a mount namespace (slave to the host's, so `/work` stays in view)
-/// and bound `/etc/netns/NS/hosts` over `/etc/hosts`.
+/// as `ip netns exec NS unshare --uts --ipc -- sh -c SCRIPT ferry-host NAME DIR SSHD KEPT…`:
+/// `ip netns exec` has already made a mount namespace (slave to the host's, so `/work` stays
+/// in view) and bound `/etc/netns/NS/hosts` over `/etc/hosts`. Each KEPT directory (see
+/// [`crate::kept`]) waits at `DIR/kept/N` while the private tmpfs goes over it, then is bound
+/// back at its own path.
 const MACHINE_SCRIPT: &str = r#"set -e
-hostname "$1"
-mount -t tmpfs -o mode=1777 "ferry-tmp-$1" /tmp
-mount -t tmpfs -o mode=1777 "ferry-shm-$1" /dev/shm
-mount --bind "$2/boot_id" /proc/sys/kernel/random/boot_id
-if [ -e /etc/machine-id ]; then mount --bind "$2/machine-id" /etc/machine-id; fi
-exec "$3" -f "$2/sshd_config" -E "$2/sshd.log""#;
+name=$1 dir=$2 sshd=$3
+shift 3
+hostname "$name"
+n=0
+for d in "$@"; do n=$((n + 1)); mkdir -p "$dir/kept/$n"; mount --bind "$d" "$dir/kept/$n"; done
+mount -t tmpfs -o mode=1777 "ferry-tmp-$name" /tmp
+mount -t tmpfs -o mode=1777 "ferry-shm-$name" /dev/shm
+n=0
+for d in "$@"; do n=$((n + 1)); mkdir -p "$d"; mount --bind "$dir/kept/$n" "$d"; umount "$dir/kept/$n"; done
+mount --bind "$dir/boot_id" /proc/sys/kernel/random/boot_id
+if [ -e /etc/machine-id ]; then mount --bind "$dir/machine-id" /etc/machine-id; fi
+exec "$sshd" -f "$dir/sshd_config" -E "$dir/sshd.log""#;
 
 impl SshPlan {
     /// Lays out the machines of `grid`, built as `plan`, with state under `state_root` and
@@ -193,7 +204,13 @@ impl SshPlan {
             state: state_root.join(plan.prefix()),
             sshd: sshd.to_path_buf(),
             machines,
+            kept: Vec::new(),
         })
+    }
+
+    /// The same plan, with `dirs` (under `/tmp` or `/dev/shm`) shown by every host.
+    pub fn keeping(self, dirs: Vec<PathBuf>) -> SshPlan {
+        SshPlan { kept: dirs, ..self }
     }
 
     /// The state directory.
@@ -355,7 +372,9 @@ impl SshPlan {
             &self.sshd.display().to_string(),
         ]
         .map(String::from)
-        .to_vec()
+        .into_iter()
+        .chain(self.kept.iter().map(|d| d.display().to_string()))
+        .collect()
     }
 
     /// The steps that bring the machines up, in order. Namespaces must exist already.
@@ -773,9 +792,16 @@ pub fn host_command(prefix: &str, host: &str) -> Result<Vec<String>, TestbedErro
         path: ".".into(),
         error: e.to_string(),
     })?;
-    // The host's /tmp and /dev/shm are its own: a directory there does not exist on it.
-    let private = ["/tmp", "/dev/shm"].iter().any(|p| cwd.starts_with(p));
-    let cwd = if private { "/".into() } else { cwd };
+    // The host's /tmp and /dev/shm are its own: a directory there exists on it only when
+    // kept (see crate::kept). /proc/PID/root resolves a path as sshd sees it.
+    let private = crate::kept::kept_dir(&cwd).is_some();
+    let on_host =
+        Path::new(&format!("/proc/{pid}/root")).join(cwd.strip_prefix("/").unwrap_or(&cwd));
+    let cwd = if private && !on_host.is_dir() {
+        "/".into()
+    } else {
+        cwd
+    };
     let mut argv = enter_command(pid, &cwd);
     // With Slurm in the testbed, its commands find the cluster there.
     let conf = crate::slurm::conf_path(prefix);

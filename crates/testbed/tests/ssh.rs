@@ -459,3 +459,53 @@ fn a_failed_bring_up_leaves_nothing_and_names_the_host() {
     ));
     assert_gone(&p);
 }
+
+/// A checkout under `/tmp` (the test command run from a clone there): the directory below
+/// `/tmp` named in `keep`, and the one holding this test, are the same files on every host and
+/// here, while another directory of this machine's `/tmp` stays hidden from the hosts.
+#[test]
+fn directories_kept_under_tmp_are_seen_by_every_host() {
+    if !can_run() {
+        return;
+    }
+    let p = prefix('k');
+    let kept = std::path::PathBuf::from(format!("/tmp/ferry-kept-{}", std::process::id()));
+    let hidden = std::path::PathBuf::from(format!("/tmp/ferry-hidden-{}", std::process::id()));
+    for dir in [&kept, &hidden] {
+        std::fs::create_dir_all(dir.join("sub")).unwrap();
+        std::fs::write(dir.join("sub/probe"), "here\n").unwrap();
+    }
+    let options = UpOptions {
+        keep: vec![kept.join("sub")],
+        ..UpOptions::with_ssh()
+    };
+    let tb = Testbed::up_with(&hosts3(), &p, &options).expect("testbed up --ssh");
+    let kept_probe = kept.join("sub/probe").display().to_string();
+    let hidden_probe = hidden.join("sub/probe").display().to_string();
+    let own = std::env::current_exe().unwrap().display().to_string();
+    for host in ["h1", "h2", "h3"] {
+        assert_prints(on(&tb, host, &["cat", &kept_probe]), "here");
+        let out = on(&tb, host, &["test", "!", "-e", &hidden_probe]);
+        assert!(out.ok, "{host} sees {hidden_probe}");
+        let out = on(&tb, host, &["test", "-x", &own]);
+        assert!(out.ok, "{host} does not see this test's executable {own}");
+        // The rest of the host's /tmp is still its own.
+        let out = on(
+            &tb,
+            host,
+            &["sh", "-c", &format!("touch /tmp/ferry-own-{host}")],
+        );
+        assert!(out.ok, "{}", out.stderr);
+        assert!(!Path::new(&format!("/tmp/ferry-own-{host}")).exists());
+    }
+    // A file a host writes there is the same file here and on the other hosts.
+    let written = kept.join("sub/from-h2").display().to_string();
+    assert!(on(&tb, "h2", &["sh", "-c", &format!("echo h2 > {written}")]).ok);
+    assert_eq!(std::fs::read_to_string(&written).unwrap(), "h2\n");
+    assert_prints(on(&tb, "h3", &["cat", &written]), "h2");
+    drop(tb);
+    assert_gone(&p);
+    for dir in [&kept, &hidden] {
+        std::fs::remove_dir_all(dir).unwrap();
+    }
+}
