@@ -28,6 +28,8 @@ command -v munged >/dev/null || [ -x /usr/sbin/munged ] || need+=(munge)
 # gfortran for the Fortran bindings (mpifort, mpif.h, the mpi and mpi_f08 modules), which are
 # built with the Fortran compiler that uses them.
 command -v gfortran >/dev/null || need+=(gfortran)
+# gdb for the debugger tests (MPIR process acquisition, `ferry run --gdb`).
+command -v gdb >/dev/null || need+=(gdb)
 # Reference BLAS and LAPACK for MUMPS, the Fortran application conformance/mumps builds.
 [ -e /usr/lib/x86_64-linux-gnu/libblas.so ] || [ -e /usr/lib/libblas.so ] || need+=(libblas-dev)
 [ -e /usr/lib/x86_64-linux-gnu/liblapack.so ] || [ -e /usr/lib/liblapack.so ] || need+=(liblapack-dev)

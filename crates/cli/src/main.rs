@@ -271,6 +271,12 @@ struct RunArgs {
     #[arg(long)]
     show_paths: bool,
 
+    /// Run every rank under gdb in batch mode (also `-gdb`): `gdb -batch -ex run -ex "thread
+    /// apply all bt" --args PROG ARGS…`, so a rank that crashes prints where each of its
+    /// threads was; a rank's exit code passes through. Needs gdb on every host.
+    #[arg(long)]
+    gdb: bool,
+
     /// The program every rank runs.
     #[arg(value_name = "PROG", required = true)]
     program: OsString,
@@ -282,6 +288,27 @@ struct RunArgs {
         allow_hyphen_values = true
     )]
     args: Vec<OsString>,
+}
+
+/// `ferry run --gdb`: each rank is gdb in batch mode running `program` with `args`; a rank that
+/// stops on a signal prints every thread's backtrace, and gdb exits with the program's code
+/// (255 when it did not exit).
+fn under_gdb(program: OsString, args: Vec<OsString>) -> (OsString, Vec<OsString>) {
+    let mut gdb_args: Vec<OsString> = [
+        "-q",
+        "-batch",
+        "-return-child-result",
+        "-ex",
+        "run",
+        "-ex",
+        "thread apply all bt",
+        "--args",
+    ]
+    .map(OsString::from)
+    .into();
+    gdb_args.push(program);
+    gdb_args.extend(args);
+    ("gdb".into(), gdb_args)
 }
 
 fn parse_timeout(text: &str) -> Result<Duration, String> {
@@ -407,10 +434,14 @@ fn run_command(args: RunArgs) -> i32 {
             return 2;
         }
     };
-    let mut options = LaunchOptions::new(placement.np, args.program);
+    let (program, program_args) = match args.gdb {
+        true => under_gdb(args.program, args.args),
+        false => (args.program, args.args),
+    };
+    let mut options = LaunchOptions::new(placement.np, program);
     options.hosts = placement.hosts;
     options.launcher = placement.launcher;
-    options.args = args.args;
+    options.args = program_args;
     options.tag_output = args.tag_output;
     options.oversubscribe = args.oversubscribe;
     options.timeout = args.timeout;
@@ -843,6 +874,10 @@ fn normalize_run_args(argv: Vec<OsString>) -> Vec<OsString> {
         }
         if text == "-rr" {
             out.push("--map-by=node".into());
+            continue;
+        }
+        if text == "-gdb" {
+            out.push("--gdb".into());
             continue;
         }
         let (name, value) = match text.split_once('=') {

@@ -167,6 +167,33 @@ fn other_subcommands_called_run_keep_their_arguments() {
 }
 
 #[test]
+fn gdb_spellings_and_the_command_each_rank_runs() {
+    for spelling in ["-gdb", "--gdb"] {
+        let args = parse(&["ferry", "run", spelling, "-n", "2", "prog", "-gdb", "x"]);
+        assert!(args.gdb, "{spelling}");
+        assert_eq!(args.args, ["-gdb", "x"]);
+    }
+    assert!(!parse(&["ferry", "run", "prog"]).gdb);
+    let (gdb, args) = under_gdb("prog".into(), vec!["-gdb".into()]);
+    assert_eq!(gdb, "gdb");
+    assert_eq!(
+        args,
+        [
+            "-q",
+            "-batch",
+            "-return-child-result",
+            "-ex",
+            "run",
+            "-ex",
+            "thread apply all bt",
+            "--args",
+            "prog",
+            "-gdb"
+        ]
+    );
+}
+
+#[test]
 fn timeout_and_transport() {
     let args = parse(&[
         "ferry",

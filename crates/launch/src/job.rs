@@ -142,6 +142,11 @@ pub fn run(opts: &LaunchOptions) -> Result<Outcome, LaunchError> {
     let start = Instant::now();
     // From here on, dropping `job` kills whatever was started and removes its shared memory.
     let mut job = Job::new(job_id);
+    job.executable = crate::mpir::executable_path(
+        &opts.program,
+        &std::env::current_dir().unwrap_or_default(),
+        std::env::var_os("PATH").as_deref(),
+    );
     job.settings = settings;
     job.watchdog = watchdog
         .as_ref()
@@ -172,6 +177,10 @@ pub fn run(opts: &LaunchOptions) -> Result<Outcome, LaunchError> {
         }
         None => job.start_ranks(opts, &server, &key, grid.as_ref(), &signals, deadline)?,
     };
+    // Every rank here has its pid now (the node daemons' ranks: as they report them).
+    if stopped.is_none() {
+        job.publish_proctable();
+    }
     let outcome = match stopped {
         Some(outcome) => job.end(outcome),
         None => job.monitor(&server, &signals, deadline, grid.as_mut()),
@@ -264,6 +273,10 @@ struct Job {
     settings: crate::settings::Settings,
     /// The relays of a grid job on real front nodes: dropped after the node daemons.
     ssh_relays: Option<crate::grid_ssh::SshRelays>,
+    /// The program the ranks run, for debuggers (`crate::mpir`).
+    executable: std::path::PathBuf,
+    /// Whether the debuggers' table of ranks is filled.
+    proctable_published: bool,
 }
 
 impl Job {
@@ -289,7 +302,30 @@ impl Job {
             ssh_relays: None,
             started: Instant::now(),
             settings: crate::settings::Settings::default(),
+            executable: std::path::PathBuf::new(),
+            proctable_published: false,
         }
+    }
+
+    /// Fills the debuggers' table of ranks (`crate::mpir`) once every rank's pid is known.
+    fn publish_proctable(&mut self) {
+        if self.proctable_published
+            || self.ranks.is_empty()
+            || self.ranks.iter().any(|r| r.pid == 0)
+        {
+            return;
+        }
+        let entries: Vec<crate::mpir::ProcEntry> = self
+            .ranks
+            .iter()
+            .enumerate()
+            .map(|(rank, r)| crate::mpir::ProcEntry {
+                host: self.hosts.get(rank).unwrap_or(&self.host).clone(),
+                pid: r.pid,
+            })
+            .collect();
+        crate::mpir::publish(self.executable.as_os_str(), &entries);
+        self.proctable_published = true;
     }
 
     /// Watches the job until it ends; afterwards every rank has been reaped or given up on.
@@ -520,6 +556,9 @@ impl Job {
     /// Reports `outcome`, stops every rank and returns `outcome`.
     fn end(&mut self, outcome: Outcome) -> Outcome {
         eprintln!("ferry run: {outcome}");
+        if matches!(outcome, Outcome::Aborted { .. }) {
+            crate::mpir::aborting(&outcome.to_string());
+        }
         match outcome {
             Outcome::Interrupted { signal } => self.teardown(signal, SIGNAL_GRACE),
             _ => self.teardown(libc::SIGTERM, TERM_GRACE),

@@ -76,6 +76,7 @@ mod grid;
 mod grid_ssh;
 pub mod hosts;
 mod job;
+pub mod mpir;
 pub mod netns;
 pub mod node;
 mod output;

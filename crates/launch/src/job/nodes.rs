@@ -146,6 +146,9 @@ impl Job {
         while let Some((index, event)) = self.nodes.as_ref().and_then(Nodes::try_event) {
             self.node_event(index, event);
         }
+        if self.nodes.is_some() {
+            self.publish_proctable();
+        }
     }
 
     /// Waits up to `timeout` for the node daemons to say something, then takes all they said.
