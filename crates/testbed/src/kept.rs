@@ -81,6 +81,9 @@ mod tests {
         unique.dedup();
         assert_eq!(unique.len(), dirs.len(), "{dirs:?}");
         let own = std::fs::canonicalize(&here).ok().and_then(|h| kept_dir(&h));
-        assert_eq!(own.as_ref().is_some_and(|d| dirs.contains(d)), own.is_some());
+        assert_eq!(
+            own.as_ref().is_some_and(|d| dirs.contains(d)),
+            own.is_some()
+        );
     }
 }
