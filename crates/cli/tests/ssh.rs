@@ -27,7 +27,7 @@
 //! Without root or sshd the tests say so and pass.
 
 mod common;
-use common::{example, grid_file, show};
+use common::{example, grid_file, parse_table, rank_lines, show, PRINT_TABLE};
 use ferry_grid::Topology;
 use ferry_testbed::{Testbed, UpOptions};
 use std::io::{BufRead, BufReader};
@@ -236,6 +236,70 @@ fn one_job_on_three_hosts_over_ssh() {
         "{}",
         show(&out)
     );
+    hosts.tb.down().expect("testbed down");
+}
+
+/// gdb on the launcher in h1 stops at MPIR_Breakpoint once the node daemons of h1, h2 and h3
+/// have reported their ranks' pids, and reads the table: each rank's host and the pid it
+/// prints itself (the hosts share this machine's pid namespace).
+#[test]
+fn a_debugger_finds_the_ranks_of_every_host_through_mpir() {
+    if which("gdb").is_none() {
+        eprintln!("skipped: gdb is not installed (scripts/setup.sh installs it)");
+        return;
+    }
+    let Some(hosts) = up("hosts3.toml", "h1") else {
+        return;
+    };
+    let dir = std::path::Path::new(env!("CARGO_BIN_EXE_ferry"))
+        .parent()
+        .expect("target dir")
+        .join(format!("mpir-ssh-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("scratch dir");
+    let release = dir.join("release");
+    let script = dir.join("gdb.cmd");
+    std::fs::write(
+        &script,
+        format!(
+            "set breakpoint pending on\nbreak MPIR_Breakpoint\nrun\n{PRINT_TABLE}\
+             shell touch {}\ndelete\ncontinue\n",
+            release.display()
+        ),
+    )
+    .expect("gdb script");
+    let rank = format!(
+        "echo \"rank $FERRY_RANK pid $$ host $(hostname)\"; i=0; \
+         while [ ! -e {} ] && [ $i -lt 1200 ]; do sleep 0.05; i=$((i+1)); done",
+        release.display()
+    );
+    let ssh = hosts.tb.ssh_command().expect("an ssh testbed").join(" ");
+    let mut argv = hosts.tb.host_command("h1").expect("h1 runs sshd");
+    argv.extend(["env".to_string(), format!("FERRY_SSH={ssh}")]);
+    let out = Command::new(&argv[0])
+        .args(&argv[1..])
+        .args(["gdb", "-q", "-batch", "-x"])
+        .arg(&script)
+        .arg("--args")
+        .arg(env!("CARGO_BIN_EXE_ferry"))
+        .args(["run", "--timeout", "50", "--hosts", "h1,h2,h3", "-n", "3"])
+        .args(["sh", "-c", &rank])
+        .env_remove("MPIEXEC_TIMEOUT")
+        .stdin(Stdio::null())
+        .output()
+        .expect("gdb runs");
+    let _ = std::fs::remove_dir_all(&dir);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let (state, entries) = parse_table(&stdout);
+    assert_eq!(state, Some(1), "{}", show(&out));
+    let said = rank_lines(&stdout, 3);
+    let table: Vec<(u32, &str)> = entries.iter().map(|e| (e.pid, e.host.as_str())).collect();
+    let want: Vec<(u32, &str)> = said.iter().map(|(p, h)| (*p, h.as_str())).collect();
+    assert_eq!(table, want, "{}", show(&out));
+    assert_eq!(
+        said.iter().map(|(_, h)| h.as_str()).collect::<Vec<_>>(),
+        ["h1", "h2", "h3"]
+    );
+    assert!(out.status.success(), "{}", show(&out));
     hosts.tb.down().expect("testbed down");
 }
 

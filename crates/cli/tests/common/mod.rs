@@ -165,3 +165,65 @@ pub fn assert_ok_says(out: &Output, says: &str) {
         show(out)
     );
 }
+
+/// The gdb commands that print the table as `state S size N` and `proc I HOST EXE PID` lines
+/// (an entry is two pointers and an int: 24 bytes; the launcher is Rust, so C is set for the
+/// casts).
+pub const PRINT_TABLE: &str = r#"set language c
+set $n = *(int *)&MPIR_proctable_size
+set $t = *(char **)&MPIR_proctable
+printf "state %d size %d\n", *(int *)&MPIR_debug_state, $n
+set $i = 0
+while $i < $n
+  printf "proc %d %s %s %d\n", $i, *(char **)($t + 24 * $i), *(char **)($t + 24 * $i + 8), *(int *)($t + 24 * $i + 16)
+  set $i = $i + 1
+end
+"#;
+
+/// One entry as gdb printed it.
+#[derive(Debug, PartialEq, Eq)]
+pub struct Entry {
+    pub host: String,
+    pub exe: String,
+    pub pid: u32,
+}
+
+/// The `state` and the entries in gdb's output.
+pub fn parse_table(stdout: &str) -> (Option<i32>, Vec<Entry>) {
+    let state = stdout
+        .lines()
+        .find_map(|l| l.strip_prefix("state "))
+        .and_then(|rest| rest.split(' ').next()?.parse().ok());
+    let entries = stdout
+        .lines()
+        .filter_map(|l| {
+            let mut words = l.strip_prefix("proc ")?.split(' ');
+            let _index = words.next()?;
+            Some(Entry {
+                host: words.next()?.to_string(),
+                exe: words.next()?.to_string(),
+                pid: words.next()?.parse().ok()?,
+            })
+        })
+        .collect();
+    (state, entries)
+}
+
+/// The `rank R pid P host H` lines of the ranks, as (pid, host) in rank order.
+pub fn rank_lines(stdout: &str, ranks: usize) -> Vec<(u32, String)> {
+    let mut out = vec![None; ranks];
+    for line in stdout.lines() {
+        let words: Vec<&str> = line.split_whitespace().collect();
+        if let ["rank", r, "pid", p, "host", h] = words[..] {
+            if let (Ok(r), Ok(p)) = (r.parse::<usize>(), p.parse::<u32>()) {
+                if r < ranks {
+                    out[r] = Some((p, h.to_string()));
+                }
+            }
+        }
+    }
+    out.into_iter()
+        .enumerate()
+        .map(|(r, e)| e.unwrap_or_else(|| panic!("rank {r} did not say who it is:\n{stdout}")))
+        .collect()
+}
