@@ -21,6 +21,7 @@
 //! Signals: SIGTERM or SIGINT shut down cleanly (connections being set up are refused, pairs
 //! closed, a last status line printed, exit status 0); SIGUSR1 prints a status line to stderr.
 
+use crate::descriptors::{self, Spare};
 use crate::engine::{Action, Config, ConnId, Relay};
 use crate::pinhole::Pinholes;
 use crate::sockmap::{self, AddError, Forwarder, KernelPair};
@@ -162,7 +163,9 @@ pub struct RelayArgs {
     pub max_per_job: usize,
     /// Connections of all kinds the relay keeps at a time (a flood of strangers cannot exhaust
     /// descriptors). When they are all open, a new connection takes the place of the oldest one
-    /// that has not registered or connected yet; with none of those it is closed at once.
+    /// that has not registered or connected yet; with none of those it is closed at once. Fewer
+    /// if the descriptor limit (raised to the hard limit at start) has no room for this many,
+    /// at 3 descriptors a connection and 32 for the relay.
     #[arg(long, default_value_t = 4096)]
     pub max_connections: usize,
     /// Connections that have not registered or connected yet kept at a time; one more closes
@@ -325,6 +328,10 @@ pub struct Daemon {
     /// Kernel pairs with a FIN whose last bytes are still on their way to the other socket.
     draining: HashSet<u64>,
     max_connections: usize,
+    /// Taken to accept and close a connection when descriptors run out.
+    spare: Spare,
+    /// Accepting failed and the queue could not be drained: try again then.
+    accept_again: Option<Instant>,
     stats_every: Option<Duration>,
     /// How long to keep polling after the last event (`--spin-us`).
     spin: Duration,
@@ -333,8 +340,7 @@ pub struct Daemon {
 }
 
 fn secs(name: &str, v: f64) -> Result<Duration, DaemonError> {
-    Duration::try_from_secs_f64(v)
-        .map_err(|_| DaemonError::Usage(format!("--{name} {v} is not a number of seconds")))
+    crate::ranges::secs(name, v, 0.0)
 }
 
 /// Reads a relay key file: 64 hex digits, not readable by group or others.
@@ -353,12 +359,14 @@ pub fn read_key_file(path: &std::path::Path) -> Option<JobKey> {
 impl Daemon {
     /// Opens the listening socket and the signal handlers.
     pub fn new(args: &RelayArgs) -> Result<Daemon, DaemonError> {
+        crate::ranges::check(args)?;
+        let max_connections = Self::room_for(args.max_connections)?;
         let mut config = Config {
             max_per_job: args.max_per_job,
             handshake_timeout: secs("handshake-timeout", args.handshake_timeout)?,
             idle_timeout: secs("idle-timeout", args.idle_timeout)?,
             pinholes: false,
-            max_strangers: args.max_strangers,
+            max_strangers: args.max_strangers.min(max_connections),
         };
         let mut jobs = HashMap::new();
         for spec in &args.jobs {
@@ -423,7 +431,7 @@ impl Daemon {
         let mut copy = args.copy;
         let kernel = if copy == CopyMode::Sockmap {
             // Each socket is in each map at most once, so the maps never fill up.
-            let room = u32::try_from(args.max_connections).unwrap_or(u32::MAX);
+            let room = u32::try_from(max_connections).unwrap_or(u32::MAX);
             match Forwarder::load(room) {
                 Ok(f) => Some(f),
                 Err(e) => {
@@ -467,12 +475,38 @@ impl Daemon {
             kernel,
             pinholes,
             draining: HashSet::new(),
-            max_connections: args.max_connections,
+            max_connections,
+            spare: Spare::open(),
+            accept_again: None,
             stats_every,
             spin: Duration::from_micros(args.spin_us),
             io: IoCounters::default(),
             started: Instant::now(),
         })
+    }
+
+    /// `--max-connections`, or fewer if the descriptor limit (raised to the hard limit first)
+    /// has no room for that many, said on stderr.
+    fn room_for(wanted: usize) -> Result<usize, DaemonError> {
+        let soft = descriptors::raise_limit();
+        let room = descriptors::connections_within(soft, wanted);
+        if room == 0 {
+            return Err(DaemonError::Usage(format!(
+                "the descriptor limit ({}) leaves no room for connections: the relay keeps {} for itself and needs {} per connection (ulimit -n)",
+                soft.unwrap_or(0),
+                descriptors::RESERVED,
+                descriptors::PER_CONNECTION
+            )));
+        }
+        if room < wanted {
+            eprintln!(
+                "ferry relay: keeping at most {room} connections, not --max-connections {wanted}: the descriptor limit is {} ({} per connection, {} for the relay; raise it with ulimit -n)",
+                soft.unwrap_or(0),
+                descriptors::PER_CONNECTION,
+                descriptors::RESERVED
+            );
+        }
+        Ok(room)
     }
 
     /// The address actually listened on.
@@ -548,6 +582,10 @@ impl Daemon {
                 // The kernel tells nobody when a redirect queue has emptied: look again soon.
                 timeout = Some(timeout.map_or(DRAIN_LOOK, |x| x.min(DRAIN_LOOK)));
             }
+            if let Some(at) = self.accept_again {
+                let d = at.saturating_duration_since(now);
+                timeout = Some(timeout.map_or(d, |x| x.min(d)));
+            }
             if !self.again.is_empty() || spinning {
                 timeout = Some(Duration::ZERO);
             }
@@ -585,6 +623,9 @@ impl Daemon {
                     ),
                 }
             }
+            if self.accept_again.is_some_and(|at| at <= now) {
+                self.accept_all(now);
+            }
             for pair in std::mem::take(&mut self.again) {
                 self.pump_pair(pair, now);
             }
@@ -621,7 +662,10 @@ impl Daemon {
         }
     }
 
+    /// Accepts every queued connection. Edge-triggered: the queue must be drained (or a retry
+    /// set) or the listener never wakes the relay again.
     fn accept_all(&mut self, now: Instant) {
+        self.accept_again = None;
         loop {
             match self.listener.accept() {
                 Ok((mut stream, peer)) => {
@@ -673,9 +717,23 @@ impl Daemon {
                 }
                 Err(e) if e.kind() == ErrorKind::WouldBlock => return,
                 Err(e) if e.kind() == ErrorKind::Interrupted => continue,
+                Err(e) if e.kind() == ErrorKind::ConnectionAborted => continue,
+                Err(e) if descriptors::out_of_descriptors(&e) => {
+                    // The oldest stranger makes room; with none, the newcomer is turned away
+                    // through the spare descriptor, so the queue keeps draining.
+                    if self.engine.shed_stranger() {
+                        self.do_actions(now);
+                    } else if self.spare.turn_away_one(&self.listener) {
+                        self.io.turned_away += 1;
+                    } else {
+                        self.io.errors += 1;
+                        self.accept_again = Some(now + descriptors::ACCEPT_RETRY);
+                        return;
+                    }
+                }
                 Err(_) => {
-                    // Out of descriptors or a connection reset before accept: count, go on.
                     self.io.errors += 1;
+                    self.accept_again = Some(now + descriptors::ACCEPT_RETRY);
                     return;
                 }
             }

@@ -7,6 +7,8 @@
 //!   forwarding paired connections with `splice(2)` through a pipe per direction (buffered
 //!   copy as fallback) or in the kernel (`--copy sockmap`), signals (SIGTERM: clean shutdown;
 //!   SIGUSR1: status line) and counters.
+//! - [`descriptors`]: room for connections within the descriptor limit, and a listener that
+//!   keeps draining its queue when descriptors run out.
 //! - [`sockmap`]: the BPF loader for in-kernel forwarding: an `sk_skb` verdict program and its
 //!   maps, assembled here and loaded with `bpf(2)`.
 //! - [`pinhole`]: `--copy nat`: one-shot DNAT rules through which the front node's own packet
@@ -25,6 +27,8 @@
 
 pub mod client;
 pub mod daemon;
+pub mod descriptors;
 pub mod engine;
 pub mod pinhole;
+mod ranges;
 pub mod sockmap;

@@ -405,3 +405,49 @@ fn sockmap_pair_reset_closes_the_other_side() {
         "{status}"
     );
 }
+
+/// Under a soft limit of 64 descriptors (an ssh login's 1 024 is the same case, larger), a
+/// flood of 300 connections that stay open keeps the relay answering: a genuine connection is
+/// greeted during the flood and after it, and the relay says how many connections it keeps.
+#[test]
+fn a_flood_at_a_low_descriptor_limit_leaves_the_relay_answering() {
+    let tmp = TempDir::new("flood");
+    let jobs = jobs_dir(&tmp);
+    let limited = ["sh", "-c", "ulimit -n 64 && exec \"$0\" \"$@\""];
+    let relay = RelayProcess::start(&limited, "127.0.0.1:0", &jobs, &[]);
+    let greeted = |what: &str| {
+        let mut s = TcpStream::connect_timeout(&relay.addr, Duration::from_secs(5))
+            .unwrap_or_else(|e| panic!("{what}: {e}"));
+        s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+        match client::read_frame(&mut s) {
+            Ok(RelayFrame::Greeting { .. }) => {}
+            other => panic!("{what}: no greeting: {other:?}"),
+        }
+    };
+    // Nonblocking, as a flood does: a relay that stopped accepting fills its queue, and
+    // blocking connects would wait for it.
+    let flood: Vec<socket2::Socket> = (0..300)
+        .map(|_| {
+            let s =
+                socket2::Socket::new(socket2::Domain::IPV4, socket2::Type::STREAM, None).unwrap();
+            s.set_nonblocking(true).unwrap();
+            let _ = s.connect(&relay.addr.into());
+            s
+        })
+        .collect();
+    std::thread::sleep(Duration::from_millis(500));
+    greeted("during the flood");
+    // A registration, genuine traffic, is served during the flood too.
+    let _registration = client::register(relay.addr, &job_key(), JOB, 2, 1).unwrap();
+    drop(flood);
+    std::thread::sleep(Duration::from_millis(500));
+    greeted("after the flood");
+    assert!(
+        relay
+            .early
+            .iter()
+            .any(|l| l.contains("keeping at most 10 connections")),
+        "{:?}",
+        relay.early
+    );
+}

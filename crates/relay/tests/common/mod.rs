@@ -53,6 +53,8 @@ pub struct RelayProcess {
     pub child: Child,
     pub addr: SocketAddr,
     pub stderr: mpsc::Receiver<String>,
+    /// What it printed before listening.
+    pub early: Vec<String>,
 }
 
 impl RelayProcess {
@@ -82,9 +84,17 @@ impl RelayProcess {
                 }
             }
         });
-        let line = rx
-            .recv_timeout(Duration::from_secs(10))
-            .expect("relay printed nothing");
+        // Lines before the listening one (a note on the descriptor limit) are kept aside.
+        let mut early = Vec::new();
+        let line = loop {
+            let line = rx
+                .recv_timeout(Duration::from_secs(10))
+                .unwrap_or_else(|_| panic!("relay printed no listening line: {early:?}"));
+            if line.contains("listening on") {
+                break line;
+            }
+            early.push(line);
+        };
         let addr = line
             .split_whitespace()
             .nth(4)
@@ -94,6 +104,7 @@ impl RelayProcess {
             child,
             addr,
             stderr: rx,
+            early,
         }
     }
 
