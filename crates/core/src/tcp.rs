@@ -89,6 +89,12 @@ pub(crate) struct TcpTransport {
     max_strangers: usize,
     /// Rate limit of the lines about refused connections.
     stranger_log: crate::stranger_log::StrangerLog,
+    /// Closed to accept and close one connection when descriptors run out (`strangers`).
+    spare: strangers::Spare,
+    /// Accepting failed with connections left in the queue: try again at the next poll, which
+    /// waits no longer than [`strangers::ACCEPT_RETRY`] (the edge-triggered listener will not
+    /// say so again).
+    accept_again: bool,
     key: JobKey,
     job: u64,
     me: u32,
@@ -173,6 +179,8 @@ impl TcpTransport {
             strangers: Vec::new(),
             max_strangers: DEFAULT_MAX_STRANGERS,
             stranger_log: Default::default(),
+            spare: strangers::Spare::open(),
+            accept_again: false,
             key,
             job,
             me,
@@ -348,6 +356,12 @@ impl TcpTransport {
             }
             None => timeout,
         };
+        let timeout = match self.accept_again {
+            true => {
+                Some(timeout.map_or(strangers::ACCEPT_RETRY, |t| t.min(strangers::ACCEPT_RETRY)))
+            }
+            false => timeout,
+        };
         match self.poll.poll(&mut self.events, timeout) {
             Ok(()) => {}
             Err(e) if e.kind() == ErrorKind::Interrupted => {}
@@ -406,7 +420,7 @@ impl TcpTransport {
         for index in relay_events {
             self.check_relay(index)?;
         }
-        if accept {
+        if accept || self.accept_again {
             progressed |= self.accept_all();
         }
         progressed |= self.drive_strangers();

@@ -6,10 +6,16 @@
 //! - at most [`MAX_PENDING`] connections in their handshake; one more is refused at once;
 //! - a `hello` is due within the handshake timeout, else the connection is refused;
 //! - a line longer than [`MAX_LINE`] ends the connection (refused if in its handshake);
-//! - each refusal is one line on stderr, `refused: <reason>` to the peer (one try) and the
-//!   connection closed. Out of descriptors, accepting is retried after 10 ms, not spun on.
+//! - each refusal is a line on stderr (the first five of each 10 s, then one line summing up
+//!   the rest: [`RefusalLog`]), `refused: <reason>` to the peer (one try) and the connection
+//!   closed.
+//!
+//! Out of descriptors, the oldest connection in its handshake is refused to make room for the
+//! one queued; with none, accepting is retried after 10 ms, not spun on (the edge-triggered
+//! listener would not say again that connections wait).
 
 use ferry_wire::pmi::{Reply, Request, MAX_LINE};
+use ferry_wire::refusals::RefusalLog;
 use mio::net::{TcpListener as MioListener, TcpStream as MioStream};
 use mio::{Events, Interest, Poll, Token, Waker};
 use std::io::{self, Read, Write};
@@ -19,6 +25,14 @@ use std::time::{Duration, Instant};
 /// Connections still in their handshake beyond this many are refused at once, so that a flood of
 /// strangers cannot exhaust descriptors and memory.
 pub(crate) const MAX_PENDING: usize = 256;
+
+/// Whether a failed `accept` failed for want of descriptors or kernel memory.
+fn out_of_descriptors(e: &io::Error) -> bool {
+    matches!(
+        e.raw_os_error(),
+        Some(libc::EMFILE | libc::ENFILE | libc::ENOBUFS | libc::ENOMEM)
+    )
+}
 
 /// The token of the listening socket; connections are numbered from 0.
 pub(crate) const LISTENER: Token = Token(usize::MAX);
@@ -89,6 +103,17 @@ pub(crate) struct ConnTable<W> {
     accept_again: Option<Instant>,
     /// Who logs: `ferry run` or `ferry node`.
     who: &'static str,
+    /// Rate limit of the lines about refused connections.
+    refusals: RefusalLog,
+}
+
+/// What the rate limit held back is summed up when the server goes.
+impl<W> Drop for ConnTable<W> {
+    fn drop(&mut self) {
+        if let Some(summary) = self.refusals.finish() {
+            eprintln!("{}: {summary}", self.who);
+        }
+    }
 }
 
 impl<W: Waiting> ConnTable<W> {
@@ -114,6 +139,7 @@ impl<W: Waiting> ConnTable<W> {
             pending: 0,
             accept_again: None,
             who,
+            refusals: RefusalLog::default(),
         };
         Ok((table, waker))
     }
@@ -173,11 +199,36 @@ impl<W: Waiting> ConnTable<W> {
             .collect()
     }
 
-    fn refuse_peer(&self, peer: SocketAddr, reason: &str) {
-        eprintln!(
-            "{}: refused a bootstrap connection from {peer}: {reason}",
-            self.who
-        );
+    fn refuse_peer(&mut self, peer: SocketAddr, reason: &str) {
+        let line = format!("refused a bootstrap connection from {peer}: {reason}");
+        for line in self.refusals.note(Instant::now(), line) {
+            eprintln!("{}: {line}", self.who);
+        }
+    }
+
+    /// Prints the summary of the refusals held back, once their window has ended.
+    pub(crate) fn flush_refusals(&mut self) {
+        if let Some(summary) = self.refusals.flush(Instant::now()) {
+            eprintln!("{}: {summary}", self.who);
+        }
+    }
+
+    /// Refuses the connection longest in its handshake, to free its descriptor for one that
+    /// waits in the listener's queue; returns whether there was one.
+    fn refuse_oldest_pending(&mut self, why: &str) -> bool {
+        let oldest = self
+            .conns
+            .iter()
+            .enumerate()
+            .filter_map(|(i, c)| match c.as_ref()?.phase {
+                Phase::Handshake { deadline, .. } => Some((deadline, i)),
+                Phase::Session { .. } => None,
+            })
+            .min();
+        match oldest {
+            Some((_, index)) => self.refuse(index, why).is_some(),
+            None => false,
+        }
     }
 
     /// Accepts what is waiting (also when an accept retry is due); returns the new connections,
@@ -191,8 +242,16 @@ impl<W: Waiting> ConnTable<W> {
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => return accepted,
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
                 Err(e) if e.kind() == io::ErrorKind::ConnectionAborted => continue,
+                Err(e)
+                    if out_of_descriptors(&e)
+                        && self.refuse_oldest_pending(&format!(
+                            "out of descriptors ({e}); it was the oldest in its handshake"
+                        )) =>
+                {
+                    continue
+                }
                 Err(_) => {
-                    // Out of descriptors: try again shortly rather than spinning.
+                    // Try again shortly rather than spinning.
                     self.accept_again = Some(Instant::now() + Duration::from_millis(10));
                     return accepted;
                 }
@@ -422,6 +481,7 @@ pub(crate) trait Serve {
             for index in overdue {
                 self.refuse(index, &reason);
             }
+            self.table().flush_refusals();
         }
     }
 
@@ -502,4 +562,43 @@ fn write_out(stream: &mut MioStream, output: &mut Vec<u8>) -> io::Result<()> {
         }
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[derive(Default)]
+    struct Nothing;
+    impl Waiting for Nothing {
+        fn waits(&self) -> bool {
+            false
+        }
+    }
+
+    /// A flood whose handshakes all run out is refused connection by connection, but logged
+    /// as a burst of lines and one summary.
+    #[test]
+    fn refusals_of_a_flood_are_rate_limited() {
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = listener.local_addr().unwrap();
+        let (mut table, _waker) =
+            ConnTable::<Nothing>::new(listener, Duration::ZERO, "test").unwrap();
+        let flood: Vec<_> = (0..40)
+            .map(|_| std::net::TcpStream::connect(addr).unwrap())
+            .collect();
+        let mut accepted = 0;
+        while accepted < flood.len() {
+            let mut events = Events::with_capacity(64);
+            table.poll(&mut events).unwrap();
+            accepted += table.accept().len();
+        }
+        let (overdue, reason) = table.overdue();
+        assert_eq!(overdue.len(), 40);
+        for index in overdue {
+            assert!(table.refuse(index, &reason).is_some());
+        }
+        assert_eq!(table.refusals.held_back(), 35);
+        assert!(table.open().is_empty());
+    }
 }

@@ -20,6 +20,7 @@
 //!   inside through `ferry relay` on the front node.
 //! - [`punch`]: TCP hole punching between ranks behind two NATs: the observed-address exchange
 //!   with a relay, the offers the two sides publish and one side's attempt, in virtual time.
+//! - [`refusals`]: the rate limit of a server's lines about connections it refused.
 //! - [`settings`]: the one table of the `FERRY_…` numbers with the values each accepts, read by
 //!   the runtime and the launcher alike (the environment is the contract between them).
 //!
@@ -35,6 +36,7 @@ pub mod node;
 pub mod pmi;
 pub mod procman;
 pub mod punch;
+pub mod refusals;
 pub mod relay;
 pub mod rendezvous;
 pub mod settings;

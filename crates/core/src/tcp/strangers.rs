@@ -1,6 +1,60 @@
 //! Strangers: accepted connections that have not authenticated yet, bounded in number and time.
+//!
+//! Out of descriptors, `accept` leaves the connection queued and the edge-triggered listener
+//! would never fire again: the oldest stranger is closed to make room, or, with none, the
+//! newcomer is accepted through a spare descriptor and closed at once, so the queue keeps
+//! draining; failing both, accepting is tried again at the next poll.
 
 use super::*;
+use std::os::fd::{AsRawFd, OwnedFd};
+
+/// How long a poll waits at most while accepting is to be tried again.
+pub(super) const ACCEPT_RETRY: Duration = Duration::from_millis(10);
+
+/// Whether a failed `accept` failed for want of descriptors or kernel memory.
+pub(super) fn out_of_descriptors(e: &std::io::Error) -> bool {
+    matches!(
+        e.raw_os_error(),
+        Some(libc::EMFILE | libc::ENFILE | libc::ENOBUFS | libc::ENOMEM)
+    )
+}
+
+/// A descriptor of `/dev/null` held in reserve for [`Spare::turn_away_one`].
+pub(super) struct Spare(Option<OwnedFd>);
+
+impl Spare {
+    pub(super) fn open() -> Spare {
+        Spare(Self::dev_null())
+    }
+
+    fn dev_null() -> Option<OwnedFd> {
+        std::fs::File::open("/dev/null").ok().map(OwnedFd::from)
+    }
+
+    /// Frees the spare, accepts one queued connection and closes it, takes the spare again.
+    /// Returns whether a connection was taken off the queue.
+    pub(super) fn turn_away_one(&mut self, listener: &impl AsRawFd) -> bool {
+        if self.0.take().is_none() {
+            return false;
+        }
+        // SAFETY: accept4 on the listener's open descriptor with null address pointers; the
+        // descriptor it returns is ours and closed at once.
+        let fd = unsafe {
+            libc::accept4(
+                listener.as_raw_fd(),
+                std::ptr::null_mut(),
+                std::ptr::null_mut(),
+                libc::SOCK_CLOEXEC,
+            )
+        };
+        if fd >= 0 {
+            // SAFETY: `fd` was just returned by accept4 and is owned by nobody else.
+            unsafe { libc::close(fd) };
+        }
+        self.0 = Self::dev_null();
+        fd >= 0
+    }
+}
 
 impl TcpTransport {
     /// Keeps at most `max` connections waiting to authenticate (strangers), but never fewer
@@ -21,29 +75,36 @@ impl TcpTransport {
     /// Closes the oldest stranger if `max_strangers` are waiting (before one more is taken).
     pub(super) fn shed_oldest_stranger(&mut self) {
         let live = self.strangers.iter().flatten().count();
-        if live < self.max_strangers {
-            return;
+        if live >= self.max_strangers {
+            let max = self.max_strangers;
+            self.close_oldest_stranger(&format!(
+                "{max} connections were waiting to authenticate (FERRY_TCP_STRANGERS)"
+            ));
         }
+    }
+
+    /// Closes the oldest stranger, saying `why`; returns whether there was one.
+    fn close_oldest_stranger(&mut self, why: &str) -> bool {
         let oldest = self
             .strangers
             .iter()
             .enumerate()
             .filter_map(|(i, c)| c.as_ref().map(|c| (c.opened, i)))
             .min();
-        if let Some((_, index)) = oldest {
-            if let Some(mut conn) = self.strangers[index].take() {
-                let _ = self.poll.registry().deregister(&mut conn.stream);
-                let max = self.max_strangers;
-                self.log_stranger(format!(
-                    "closed connection from {}: {max} connections were waiting to authenticate (FERRY_TCP_STRANGERS), it was the oldest",
-                    conn.addr
-                ));
-            }
-        }
+        let Some(mut conn) = oldest.and_then(|(_, index)| self.strangers[index].take()) else {
+            return false;
+        };
+        let _ = self.poll.registry().deregister(&mut conn.stream);
+        self.log_stranger(format!(
+            "closed connection from {}: {why}, it was the oldest",
+            conn.addr
+        ));
+        true
     }
 
     pub(super) fn accept_all(&mut self) -> bool {
         let mut progressed = false;
+        self.accept_again = false;
         loop {
             match self.listener.accept() {
                 Ok((mut stream, addr)) => {
@@ -84,9 +145,26 @@ impl TcpTransport {
                 }
                 Err(e) if e.kind() == ErrorKind::WouldBlock => return progressed,
                 Err(e) if e.kind() == ErrorKind::Interrupted => continue,
+                Err(e) if e.kind() == ErrorKind::ConnectionAborted => continue,
+                Err(e) if out_of_descriptors(&e) => {
+                    progressed = true;
+                    if self.close_oldest_stranger(&format!("out of descriptors ({e})")) {
+                        continue;
+                    }
+                    if self.spare.turn_away_one(&self.listener) {
+                        self.log_stranger(format!(
+                            "closed a connection at once: out of descriptors ({e})"
+                        ));
+                        continue;
+                    }
+                    self.log_stranger(format!("accept failed: {e}; trying again"));
+                    self.accept_again = true;
+                    return progressed;
+                }
                 Err(e) => {
-                    // EMFILE and friends: log and keep the job going; the listener stays armed.
-                    eprintln!("ferry: rank {}: accept failed: {e}", self.me);
+                    // Keep the job going; look at the queue again at the next poll.
+                    self.log_stranger(format!("accept failed: {e}; trying again"));
+                    self.accept_again = true;
                     return progressed;
                 }
             }
