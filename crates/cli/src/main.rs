@@ -349,7 +349,11 @@ fn placement(args: &RunArgs, this_host: &str) -> Result<hosts::Placement, String
     let hosts = match (&args.hosts, &args.hostfile) {
         (Some(text), _) => Some(hosts::parse_hosts_arg(text).map_err(|e| e.to_string())?),
         (None, Some(path)) => {
-            let text = std::fs::read_to_string(path)
+            let text = std::fs::File::open(path)
+                .map_err(ferry_wire::bounded::BoundedReadError::from)
+                .and_then(|f| {
+                    ferry_wire::bounded::read_text(f, ferry_wire::bounded::MAX_CONFIG_FILE)
+                })
                 .map_err(|e| format!("cannot read hostfile {}: {e}", path.display()))?;
             Some(
                 hosts::parse_hostfile(&text, &path.display().to_string())

@@ -615,6 +615,29 @@ impl Cluster {
     }
 }
 
+/// The most ranks a grid holds: the most a job has (a handshake's process numbers).
+pub const MAX_GRID_RANKS: u32 = 1 << 16;
+
+/// The largest grid file read: 16 MiB (as `ferry_wire::bounded::MAX_CONFIG_FILE`, which this
+/// crate may not depend on); a path such as `/dev/zero` ends in an error, not in all memory.
+pub const MAX_GRID_FILE: u64 = 16 << 20;
+
+/// The text of `path`, at most [`MAX_GRID_FILE`] bytes of UTF-8.
+fn read_capped(path: &std::path::Path) -> Result<String, String> {
+    use std::io::Read;
+    let file = std::fs::File::open(path).map_err(|e| e.to_string())?;
+    let mut bytes = Vec::new();
+    file.take(MAX_GRID_FILE + 1)
+        .read_to_end(&mut bytes)
+        .map_err(|e| e.to_string())?;
+    if bytes.len() as u64 > MAX_GRID_FILE {
+        return Err(format!(
+            "larger than {MAX_GRID_FILE} bytes (the most ferry reads of a grid file; is it the right file?)"
+        ));
+    }
+    String::from_utf8(bytes).map_err(|_| "not UTF-8 text".to_string())
+}
+
 impl Topology {
     /// The one-way delay of cluster `cluster`'s links to the WAN: its own, else the grid's.
     pub fn wan_delay_of(&self, cluster: usize) -> Option<Duration> {
@@ -624,9 +647,9 @@ impl Topology {
     /// Reads and checks a grid file.
     pub fn load(path: &std::path::Path) -> Result<Topology, TopologyError> {
         let file = path.display().to_string();
-        let text = std::fs::read_to_string(path).map_err(|e| TopologyError::Read {
+        let text = read_capped(path).map_err(|message| TopologyError::Read {
             file: file.clone(),
-            message: e.to_string(),
+            message,
         })?;
         Topology::parse(&file, &text)
     }
@@ -643,6 +666,8 @@ impl Topology {
         // Every link's subnet, where it is written and its field, for the overlap checks.
         let mut all_links: Vec<(Subnet, Range<usize>, String)> = Vec::new();
         let mut clusters = Vec::with_capacity(raw.cluster.len());
+        // Ranks of the hosts so far: the world size, kept within MAX_GRID_RANKS as it grows.
+        let mut grid_ranks = 0u32;
         for (ci, rc) in raw.cluster.iter().enumerate() {
             let f = |name: &str| format!("cluster[{ci}].{name}");
             let name = check_name(&loc, &f("name"), &rc.name, &mut names)?;
@@ -698,10 +723,20 @@ impl Topology {
                     ));
                 }
                 let ranks = rh.ranks.as_ref().map_or(1, |r| *r.get_ref());
+                let span = || rh.ranks.as_ref().map_or(rh.name.span(), |r| r.span());
                 if ranks == 0 {
-                    let span = rh.ranks.as_ref().map_or(rh.name.span(), |r| r.span());
-                    return Err(loc.at(span, hf("ranks"), "a host needs at least one rank"));
+                    return Err(loc.at(span(), hf("ranks"), "a host needs at least one rank"));
                 }
+                grid_ranks = match grid_ranks.checked_add(ranks) {
+                    Some(n) if n <= MAX_GRID_RANKS => n,
+                    _ => {
+                        return Err(loc.at(
+                            span(),
+                            hf("ranks"),
+                            format!("the grid would hold more than {MAX_GRID_RANKS} ranks, the most a job has"),
+                        ))
+                    }
+                };
                 let rails = check_rails(&loc, &hf("rails"), rh, &links, &mut addrs)?;
                 hosts.push(Host {
                     name: host_name,
@@ -1366,6 +1401,22 @@ addr = "198.18.1.1"
 
         let zero_ranks = GRID.replace("ranks = 2", "ranks = 0");
         assert_eq!(error(&zero_ranks).0, 13);
+
+        // Four billion ranks on one host, or hosts whose sum would wrap a u32: refused at the
+        // host, before one entry per rank is made.
+        let (line, _, msg) = error(&GRID.replace("ranks = 2", "ranks = 4000000000"));
+        assert_eq!(line, 13, "{msg}");
+        assert!(msg.contains("more than 65536 ranks"), "{msg}");
+        // 65 536 here and the other hosts' ranks: refused at the host that goes past.
+        let (line, _, msg) = error(&GRID.replace("ranks = 2", "ranks = 65536"));
+        assert!(line > 13, "{line}: {msg}");
+        assert!(msg.contains("more than 65536 ranks"), "{msg}");
+
+        let endless = Topology::load(std::path::Path::new("/dev/zero")).unwrap_err();
+        assert!(
+            endless.to_string().contains("larger than 16777216 bytes"),
+            "{endless}"
+        );
 
         let kind = GRID.replace("kind = \"public\"", "kind = \"open\"");
         assert_eq!(error(&kind).1, "kind");

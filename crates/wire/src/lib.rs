@@ -5,6 +5,7 @@
 //!
 //! - [`frame`]: the fixed 40-byte frame header shared by every transport (shared-memory rings and
 //!   TCP carry the same frames), with encode/decode that never allocate and report short input.
+//! - [`bounded`]: files read whole (hostfiles, tables), with a cap.
 //! - [`compress`]: the compressed form of an EAGER or DATA payload (LZ4 over the differences of
 //!   8-byte words, bytes grouped by place), with a decoder that checks every length a peer
 //!   claims.
@@ -29,6 +30,7 @@
 #![deny(missing_docs)]
 #![forbid(unsafe_code)]
 
+pub mod bounded;
 pub mod compress;
 pub mod frame;
 pub mod handshake;
