@@ -264,7 +264,7 @@ struct RunArgs {
 
     /// MPI_UNIVERSE_SIZE: how many processes the job may grow to with MPI_Comm_spawn (sets
     /// FERRY_UNIVERSE_SIZE for the ranks; default: the cores here, at least the job's size).
-    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=i32::MAX as i64))]
     universe_size: Option<u32>,
 
     /// Print the path matrix of the job (rank 0; same as FERRY_SHOW_PATHS=1).

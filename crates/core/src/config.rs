@@ -240,6 +240,9 @@ impl Config {
             })?),
             None => None,
         };
+        // Read by MPI_UNIVERSE_SIZE (ferry-mpi); checked here so that a bad value fails
+        // MPI_Init instead of being ignored.
+        number("FERRY_UNIVERSE_SIZE")?;
         let spin_yield = match word("FERRY_SPIN_YIELD").as_deref() {
             None => None,
             Some("1") => Some(true),
@@ -515,6 +518,17 @@ mod tests {
             e.contains(&format!("{name}=")) && e.contains(value) && e.contains(says),
             "{name}={value}: {e}"
         );
+    }
+
+    #[test]
+    fn a_universe_size_out_of_range_is_refused_as_the_launcher_refuses_it() {
+        for bad in ["-1", "abc"] {
+            refused("FERRY_UNIVERSE_SIZE", bad, "is not a number");
+        }
+        for bad in ["0", "99999999999", "2147483648"] {
+            refused("FERRY_UNIVERSE_SIZE", bad, "1 … 2147483647 processes");
+        }
+        assert!(from_pairs(&[("FERRY_UNIVERSE_SIZE", "64")]).is_ok());
     }
 
     #[test]

@@ -211,9 +211,12 @@ pub(crate) fn on_world<T>(f: impl FnOnce(&ferry_core::World) -> Res<T>) -> Res<T
 pub(crate) fn universe_size(world: Option<&ferry_core::World>) -> c_int {
     let world_size = world.map_or(1, |w| w.size());
     let cores = std::thread::available_parallelism().map_or(1, |c| c.get());
-    let asked = std::env::var(ferry_wire_env::UNIVERSE_SIZE)
+    // Checked when MPI_Init read the settings: a value out of range never gets here.
+    let get = |name: &str| std::env::var(name).ok();
+    let asked = ferry_core::settings::number(&get, ferry_wire_env::UNIVERSE_SIZE)
         .ok()
-        .and_then(|v| v.trim().parse::<usize>().ok())
+        .flatten()
+        .and_then(|n| usize::try_from(n).ok())
         .or_else(|| Some(world?.process_manager_universe_size()? as usize));
     let n = asked.unwrap_or(cores).max(world_size);
     c_int::try_from(n).unwrap_or(c_int::MAX)

@@ -125,6 +125,8 @@ pub const NUMBERS: &[Bounds] = &[
     // Each daemon the launcher starts itself is a remote shell and two pipes of the launcher;
     // a job has at most 65 536 ranks, so never more hosts than that.
     bounds("FERRY_TREE_FANOUT", 1, 65_536, "daemons"),
+    // MPI_UNIVERSE_SIZE is a C int (`ferry run --universe-size`).
+    bounds("FERRY_UNIVERSE_SIZE", 1, i32::MAX as u64, "processes"),
     // Measurements each forecaster's error is averaged over; NWS uses tens.
     bounds("FERRY_WEATHER_WINDOW", 1, 10_000, "measurements"),
 ];
