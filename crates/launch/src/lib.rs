@@ -225,6 +225,9 @@ pub enum LaunchError {
     /// The program exists but may not be executed.
     #[error("{}: permission denied", .0.to_string_lossy())]
     NotExecutable(OsString),
+    /// The program named is a directory.
+    #[error("{}: is a directory, not a program", .0.to_string_lossy())]
+    IsADirectory(OsString),
     /// Starting a rank failed for another reason (e.g. too many processes).
     #[error("cannot start rank {rank} ({}): {source}", .program.to_string_lossy())]
     Spawn {
@@ -264,7 +267,7 @@ impl LaunchError {
     pub fn exit_code(&self) -> i32 {
         match self {
             LaunchError::ProgramNotFound(_) => 127,
-            LaunchError::NotExecutable(_) => 126,
+            LaunchError::NotExecutable(_) | LaunchError::IsADirectory(_) => 126,
             _ => 1,
         }
     }

@@ -152,3 +152,33 @@ pub(crate) fn bind_to_cpu(command: &mut std::process::Command, cpu: usize) {
         });
     }
 }
+
+/// Whether `program` names a directory: a path with a `/`, or the first entry of `PATH` that
+/// holds the name. Starting a directory fails with EACCES, which alone would read as
+/// "permission denied".
+pub(crate) fn names_a_directory(program: &std::ffi::OsStr) -> bool {
+    use std::os::unix::ffi::OsStrExt;
+    let path = std::path::Path::new(program);
+    if program.as_bytes().contains(&b'/') {
+        return path.is_dir();
+    }
+    let search = std::env::var_os("PATH").unwrap_or_default();
+    std::env::split_paths(&search)
+        .map(|dir| dir.join(path))
+        .find(|candidate| candidate.exists())
+        .is_some_and(|found| found.is_dir())
+}
+
+#[cfg(test)]
+mod directory_tests {
+    use super::names_a_directory;
+
+    #[test]
+    fn a_directory_is_told_from_a_program() {
+        assert!(names_a_directory("/tmp".as_ref()));
+        assert!(names_a_directory("./".as_ref()));
+        assert!(!names_a_directory("/bin/sh".as_ref()));
+        assert!(!names_a_directory("sh".as_ref()));
+        assert!(!names_a_directory("/no/such/thing".as_ref()));
+    }
+}

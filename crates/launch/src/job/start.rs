@@ -97,6 +97,9 @@ impl Job {
         }
         let child = command.spawn().map_err(|source| match source.kind() {
             io::ErrorKind::NotFound => LaunchError::ProgramNotFound(opts.program.clone()),
+            io::ErrorKind::PermissionDenied if sys::names_a_directory(&opts.program) => {
+                LaunchError::IsADirectory(opts.program.clone())
+            }
             io::ErrorKind::PermissionDenied => LaunchError::NotExecutable(opts.program.clone()),
             _ => LaunchError::Spawn {
                 rank,

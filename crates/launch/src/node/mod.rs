@@ -307,6 +307,9 @@ fn run_ranks(
             Err(e) => {
                 let why = match e.kind() {
                     io::ErrorKind::NotFound => "program not found".to_string(),
+                    io::ErrorKind::PermissionDenied if sys::names_a_directory(&program) => {
+                        "is a directory, not a program".to_string()
+                    }
                     io::ErrorKind::PermissionDenied => "permission denied".to_string(),
                     _ => e.to_string(),
                 };
