@@ -128,7 +128,11 @@ fn map_segment(path: &Path, create_len: Option<usize>) -> Result<Segment, Error>
             )
         })?;
     if let Some(len) = create_len {
-        file.set_len(len as u64).map_err(|e| fail("size", e))?;
+        if let Err(why) = reserve::reserve(&file, path, len) {
+            // Nobody maps a segment that could not be made: it goes with its error.
+            let _ = std::fs::remove_file(path);
+            return Err(Error::Transport(why));
+        }
     }
     let map = MmapRaw::map_raw(&file).map_err(|e| fail("map", e))?;
     Ok(Segment { map })
@@ -253,6 +257,7 @@ impl RingView {
 const _: () = assert!(PREFIX_LEN <= RECORD_ALIGN);
 
 mod cma;
+pub(crate) mod reserve;
 mod wake;
 pub(crate) use cma::{cma_read, cma_write};
 pub(crate) use wake::Doorbell;
