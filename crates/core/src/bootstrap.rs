@@ -72,6 +72,42 @@ pub(crate) fn bootstrap_error(what: impl std::fmt::Display) -> Error {
     Error::Bootstrap(what.to_string())
 }
 
+/// How long set-up waits for the launcher or a process manager to connect and to answer a
+/// request that needs no other rank (`FERRY_CONNECT_TIMEOUT`, 30 s unless set; `None` for 0,
+/// no limit). Fences wait for every rank, however late, and are not bounded by it.
+pub(crate) fn reply_timeout() -> Result<Option<std::time::Duration>, Error> {
+    let get = |name: &str| std::env::var(name).ok();
+    let secs = crate::settings::number(&get, "FERRY_CONNECT_TIMEOUT")?.unwrap_or(30);
+    Ok((secs > 0).then(|| std::time::Duration::from_secs(secs)))
+}
+
+/// Whether a read failed because its timeout ran out.
+pub(crate) fn timed_out(e: &std::io::Error) -> bool {
+    matches!(
+        e.kind(),
+        std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
+    )
+}
+
+/// `addr` (`host:port`) reached within `timeout`, each of its addresses in turn.
+pub(crate) fn connect_within(
+    addr: &str,
+    timeout: Option<std::time::Duration>,
+) -> std::io::Result<std::net::TcpStream> {
+    use std::net::ToSocketAddrs;
+    let Some(timeout) = timeout else {
+        return std::net::TcpStream::connect(addr);
+    };
+    let mut last = None;
+    for candidate in addr.to_socket_addrs()? {
+        match std::net::TcpStream::connect_timeout(&candidate, timeout) {
+            Ok(stream) => return Ok(stream),
+            Err(e) => last = Some(e),
+        }
+    }
+    Err(last.unwrap_or_else(|| std::io::Error::other("the name resolves to no address")))
+}
+
 /// The key-value session with whoever started this process; chosen once, at setup.
 pub(crate) enum Bootstrap {
     /// `ferry run`'s bootstrap server.
@@ -286,21 +322,32 @@ fn from_process_manager() -> Result<Launched, Error> {
     let env_rank = optional_number(pmi::env::RANK)?;
     let env_size = optional_number(pmi::env::SIZE)?;
     let session = match std::env::var(pmi::env::FD) {
-        Ok(fd) => PmiSession::open(
-            Box::new(pmi::inherited_socket(&fd)?),
-            manager,
-            None,
-            env_rank,
-            env_size,
-        )?,
+        Ok(fd) => {
+            let socket = pmi::inherited_socket(&fd)?;
+            let clone = socket.try_clone().map_err(bootstrap_error)?;
+            clone
+                .set_read_timeout(reply_timeout()?)
+                .map_err(bootstrap_error)?;
+            let session = PmiSession::open(Box::new(socket), manager, None, env_rank, env_size)?;
+            clone.set_read_timeout(None).map_err(bootstrap_error)?;
+            session
+        }
         Err(_) => {
             let addr = env_var(pmi::env::PORT)?;
             let id = env_number(pmi::env::ID)?;
-            let stream = std::net::TcpStream::connect(&addr).map_err(|e| {
+            let timeout = reply_timeout()?;
+            let stream = connect_within(&addr, timeout).map_err(|e| {
                 bootstrap_error(format!("cannot reach {manager} at PMI_PORT={addr}: {e}"))
             })?;
             stream.set_nodelay(true).ok();
-            PmiSession::open(Box::new(stream), manager, Some(id), env_rank, env_size)?
+            // The opening exchange is answered at once by a live manager: bounded; later
+            // requests include barriers, which wait for every rank.
+            let clone = stream.try_clone().map_err(bootstrap_error)?;
+            clone.set_read_timeout(timeout).map_err(bootstrap_error)?;
+            let session =
+                PmiSession::open(Box::new(stream), manager, Some(id), env_rank, env_size)?;
+            clone.set_read_timeout(None).map_err(bootstrap_error)?;
+            session
         }
     };
     launched_by_manager(session, Bootstrap::Pmi)

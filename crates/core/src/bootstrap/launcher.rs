@@ -12,18 +12,25 @@ use std::net::TcpStream;
 pub(crate) struct LauncherSession {
     reader: BufReader<TcpStream>,
     writer: TcpStream,
+    /// Where the launcher listens, for messages.
+    addr: String,
 }
 
 impl LauncherSession {
     /// Connects to `addr` and proves to the launcher that we are `rank` of the job of `key`.
     pub(crate) fn connect(addr: &str, key: &JobKey, rank: u32) -> Result<LauncherSession, Error> {
-        let stream = TcpStream::connect(addr)
+        let timeout = super::reply_timeout()?;
+        let stream = super::connect_within(addr, timeout)
             .map_err(|e| bootstrap_error(format!("cannot reach the launcher at {addr}: {e}")))?;
         stream.set_nodelay(true).ok();
+        // The challenge and the answer to our hello come at once from a live launcher: bounded.
+        // Later requests include fences, which wait for every rank, and are not.
+        stream.set_read_timeout(timeout).map_err(bootstrap_error)?;
         let writer = stream.try_clone().map_err(bootstrap_error)?;
         let mut session = LauncherSession {
             reader: BufReader::new(stream),
             writer,
+            addr: addr.to_string(),
         };
         let Reply::Challenge { nonce } = session.read_reply()? else {
             return Err(bootstrap_error("launcher did not open with a challenge"));
@@ -34,6 +41,10 @@ impl LauncherSession {
             rank,
             mac,
         })?;
+        session
+            .writer
+            .set_read_timeout(None)
+            .map_err(bootstrap_error)?;
         Ok(session)
     }
 
@@ -42,7 +53,13 @@ impl LauncherSession {
         let n = (&mut self.reader)
             .take(pmi::MAX_LINE as u64 + 1)
             .read_line(&mut line)
-            .map_err(bootstrap_error)?;
+            .map_err(|e| match super::timed_out(&e) {
+                true => bootstrap_error(format!(
+                    "the launcher at {} accepted the bootstrap connection but sent nothing within FERRY_CONNECT_TIMEOUT",
+                    self.addr
+                )),
+                false => bootstrap_error(e),
+            })?;
         if n == 0 {
             return Err(bootstrap_error(
                 "the launcher closed the bootstrap connection",

@@ -220,6 +220,11 @@ impl PmiSession {
                 Ok(0) => return Err(self.fail("the PMI connection was closed")),
                 Ok(n) => n,
                 Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+                Err(e) if super::timed_out(&e) => {
+                    return Err(self.fail(
+                        "no reply within FERRY_CONNECT_TIMEOUT on the PMI connection: the manager accepted it but does not answer",
+                    ))
+                }
                 Err(e) => return Err(self.fail(format!("cannot read the PMI connection: {e}"))),
             };
             self.input.extend_from_slice(&chunk[..n]);
