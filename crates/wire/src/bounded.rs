@@ -55,4 +55,30 @@ mod tests {
             Err(BoundedReadError::NotText)
         ));
     }
+
+    proptest::proptest! {
+        /// Any input and cap: the text when it fits and is UTF-8, else the reason; never more
+        /// than one byte past the cap is read.
+        #[test]
+        fn fits_or_says_why(bytes in proptest::collection::vec(proptest::num::u8::ANY, 0..64), cap in 0u64..80) {
+            let mut source = &bytes[..];
+            let got = read_text(&mut source, cap);
+            let consumed = bytes.len() - source.len();
+            proptest::prop_assert!(consumed as u64 <= cap + 1);
+            match got {
+                Ok(text) => {
+                    proptest::prop_assert!(bytes.len() as u64 <= cap);
+                    proptest::prop_assert_eq!(text.as_bytes(), &bytes[..]);
+                }
+                Err(BoundedReadError::TooLarge { cap: c }) => {
+                    proptest::prop_assert_eq!(c, cap);
+                    proptest::prop_assert!(bytes.len() as u64 > cap);
+                }
+                Err(BoundedReadError::NotText) => {
+                    proptest::prop_assert!(std::str::from_utf8(&bytes).is_err());
+                }
+                Err(BoundedReadError::Io(e)) => proptest::prop_assert!(false, "{e}"),
+            }
+        }
+    }
 }
