@@ -259,7 +259,8 @@ struct RunArgs {
 
     /// How long the grid's relays keep polling after their last event, in microseconds
     /// (`ferry relay --spin-us`; default: the relay's own).
-    #[arg(long, value_name = "MICROSECONDS", requires = "grid")]
+    #[arg(long, value_name = "MICROSECONDS", requires = "grid",
+          value_parser = clap::value_parser!(u64).range(0..=ferry_relay::ranges::MAX_SPIN_US))]
     relay_spin_us: Option<u64>,
 
     /// MPI_UNIVERSE_SIZE: how many processes the job may grow to with MPI_Comm_spawn (sets

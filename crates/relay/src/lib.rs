@@ -9,6 +9,7 @@
 //!   SIGUSR1: status line) and counters.
 //! - [`descriptors`]: room for connections within the descriptor limit, and a listener that
 //!   keeps draining its queue when descriptors run out.
+//! - [`ranges`]: the accepted values of the numeric options.
 //! - [`sockmap`]: the BPF loader for in-kernel forwarding: an `sk_skb` verdict program and its
 //!   maps, assembled here and loaded with `bpf(2)`.
 //! - [`pinhole`]: `--copy nat`: one-shot DNAT rules through which the front node's own packet
@@ -30,5 +31,5 @@ pub mod daemon;
 pub mod descriptors;
 pub mod engine;
 pub mod pinhole;
-mod ranges;
+pub mod ranges;
 pub mod sockmap;
