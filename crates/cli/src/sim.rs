@@ -220,8 +220,12 @@ fn run(args: RunArgs) -> Result<(), String> {
     let alg = schedulers(std::slice::from_ref(&args.algorithm))?.remove(0);
     let cost: Box<dyn CostModel> = match &args.matrix {
         Some(path) => {
-            let text =
-                std::fs::read_to_string(path).map_err(|e| format!("{}: {e}", path.display()))?;
+            let text = std::fs::File::open(path)
+                .map_err(ferry_wire::bounded::BoundedReadError::from)
+                .and_then(|f| {
+                    ferry_wire::bounded::read_text(f, ferry_wire::bounded::MAX_CONFIG_FILE)
+                })
+                .map_err(|e| format!("{}: {e}", path.display()))?;
             Box::new(matrix::parse(&text).map_err(|e| format!("{}: {e}", path.display()))?)
         }
         None => Box::new(HashedGrid {
