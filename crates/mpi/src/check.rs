@@ -26,22 +26,47 @@ pub(crate) fn count(count: c_int) -> Res<usize> {
 /// MPI_IN_PLACE where it is not allowed) with data to move is MPI_ERR_BUFFER. NULL with no data
 /// (count 0, or a type of size 0) is legal, and so is MPI_BOTTOM with a type whose
 /// displacements are absolute addresses: the test is where the data would be, as MPICH's
-/// (`MPIR_ERRTEST_USERBUFFER` refuses NULL when the type's data starts at 0).
+/// (`MPIR_ERRTEST_USERBUFFER` refuses NULL when the type's data starts at 0). The elements must
+/// also fit the address space ([`span`]).
 pub(crate) fn buffer(buf: *const c_void, count: usize, dt: &Datatype) -> Res {
     if count == 0 || dt.size() == 0 {
         return Ok(());
     }
-    let (base, lb, extent) = (
-        buf as usize as i128,
-        dt.true_lb() as i128,
-        dt.extent() as i128,
-    );
-    let last = (count as i128 - 1) * extent;
-    let lowest = base + lb + last.min(0);
-    if lowest >= LOWEST_VALID_ADDRESS {
+    let (low, high) = span(count, dt)?;
+    let base = buf as usize as i128;
+    if base + high as i128 > isize::MAX as i128 {
+        return cold_span_overflow(count, dt);
+    }
+    if base + low as i128 >= LOWEST_VALID_ADDRESS {
         return Ok(());
     }
     cold_bad_buffer(buf, count)
+}
+
+/// The offsets from the buffer address of the lowest byte and of the end of the highest one
+/// that `count` elements of `dt` (at least one) cover. MPI_ERR_COUNT when they, or the bytes
+/// the elements hold, do not fit the address space: `count` elements of a type whose extent
+/// was resized to a huge value reach past it, where walking them would wrap the offsets.
+pub(crate) fn span(count: usize, dt: &Datatype) -> Res<(isize, isize)> {
+    let last = (count.max(1) as i128 - 1) * dt.extent() as i128;
+    let low = dt.true_lb() as i128 + last.min(0);
+    let high = dt.true_ub() as i128 + last.max(0);
+    let bytes = count as i128 * dt.size() as i128;
+    match (isize::try_from(low), isize::try_from(high)) {
+        (Ok(low), Ok(high)) if bytes <= isize::MAX as i128 && high >= low => Ok((low, high)),
+        _ => cold_span_overflow(count, dt),
+    }
+}
+
+#[cold]
+fn cold_span_overflow<T>(count: usize, dt: &Datatype) -> Res<T> {
+    fail(
+        MPI_ERR_COUNT,
+        format!(
+            "{count} elements of a datatype of extent {} reach past the address space",
+            dt.extent()
+        ),
+    )
 }
 
 /// `len` bytes at `buf` (a packed buffer, an attached buffer): as [`buffer`] for bytes.
@@ -159,6 +184,54 @@ mod tests {
 
     fn class(r: Res) -> c_int {
         r.err().map_or(MPI_SUCCESS, |e| e.class)
+    }
+
+    proptest::proptest! {
+        /// For any count and resized extent (either sign, up to the largest), `span` is either
+        /// MPI_ERR_COUNT or the exact bounds computed without overflow, and a buffer it
+        /// accepts never reaches past the address space.
+        #[test]
+        fn a_span_is_exact_or_a_count_error(
+            count in proptest::prop_oneof![0usize..8, proptest::num::usize::ANY],
+            extent in proptest::prop_oneof![-64isize..64, proptest::num::isize::ANY],
+            lb in -64isize..64,
+        ) {
+            let made = Datatype::resized(&int(), lb, extent);
+            proptest::prop_assume!(made.is_ok());
+            let t = made.expect("resized");
+            // The data of one element is its int at 0, wherever lb and extent put the bounds.
+            let last = (count.max(1) as i128 - 1) * extent as i128;
+            let low = last.min(0);
+            let high = 4 + last.max(0);
+            let bytes = count as i128 * 4;
+            let fits = [low, high, bytes].iter().all(|&v| isize::MIN as i128 <= v && v <= isize::MAX as i128);
+            match span(count, &t) {
+                Ok((l, h)) => {
+                    proptest::prop_assert!(fits);
+                    proptest::prop_assert_eq!((l as i128, h as i128), (low, high));
+                }
+                Err(e) => {
+                    proptest::prop_assert!(!fits);
+                    proptest::prop_assert_eq!(e.class, MPI_ERR_COUNT);
+                }
+            }
+            let x = [0i32; 1];
+            let at = x.as_ptr() as *const c_void;
+            if buffer(at, count, &t).is_ok() && count > 0 {
+                proptest::prop_assert!(at as usize as i128 + high <= isize::MAX as i128);
+            }
+        }
+    }
+
+    #[test]
+    fn a_huge_extent_is_a_count_error_not_a_wrapped_offset() {
+        let huge = Datatype::resized(&int(), 0, isize::MAX).expect("resized");
+        let x = [0i32; 3];
+        let at = x.as_ptr() as *const c_void;
+        assert_eq!(class(buffer(at, 3, &huge)), MPI_ERR_COUNT);
+        assert_eq!(class(buffer(at, 1, &huge)), MPI_SUCCESS);
+        let back = Datatype::resized(&int(), 0, -isize::MAX).expect("resized");
+        assert_eq!(class(buffer(at, 3, &back)), MPI_ERR_COUNT);
     }
 
     #[test]

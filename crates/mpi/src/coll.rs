@@ -200,35 +200,52 @@ fn blocks(
     counts: &[usize],
     displs: &[isize],
     byte_displs: bool,
-) -> Blocks {
+) -> Res<Blocks> {
     let size = dt.size();
     let step = if byte_displs { 1 } else { dt.extent() };
+    let too_far = |d: isize| {
+        MpiError::new(
+            MPI_ERR_COUNT,
+            format!(
+                "displacement {d} of a datatype of extent {step} reaches past the address space"
+            ),
+        )
+    };
     let typed: Vec<Typed> = counts
         .iter()
         .zip(displs)
-        .map(|(&count, &d)| Typed {
-            dt: dt.clone(),
-            count,
-            base: buf.wrapping_offset(d * step),
+        .map(|(&count, &d)| {
+            let offset = d.checked_mul(step).ok_or_else(|| too_far(d))?;
+            Ok(Typed {
+                dt: dt.clone(),
+                count,
+                base: buf.wrapping_offset(offset),
+            })
         })
-        .collect();
-    let byte_counts: Vec<usize> = counts.iter().map(|c| c * size).collect();
+        .collect::<Res<_>>()?;
+    let byte_counts: Vec<usize> = counts
+        .iter()
+        .map(|&c| crate::types::bytes_of(dt, c))
+        .collect::<Res<_>>()?;
     if dt.is_contiguous() && displs.iter().all(|&d| d >= 0) && !byte_displs {
         let base = buf.wrapping_offset(dt.contiguous_span(1).unwrap_or(0));
-        let byte_displs = displs.iter().map(|&d| d as usize * size).collect();
-        return Blocks {
+        let byte_displs = displs
+            .iter()
+            .map(|&d| (d as usize).checked_mul(size).ok_or_else(|| too_far(d)))
+            .collect::<Res<_>>()?;
+        return Ok(Blocks {
             counts: byte_counts,
             displs: byte_displs,
             direct: Some(base),
             typed,
-        };
+        });
     }
-    Blocks {
+    Ok(Blocks {
         displs: packed_displs(&byte_counts),
         counts: byte_counts,
         direct: None,
         typed,
-    }
+    })
 }
 
 impl Blocks {
@@ -620,7 +637,7 @@ unsafe fn inter_irooted(
             let dt = s.committed_type(all.2)?;
             // SAFETY: the caller's arrays hold one entry per rank (MPI's contract for the call).
             let (c, d) = unsafe { layout(n, v, all.1) }?;
-            let blocks = blocks(&dt, all.0 as *mut u8, &c, &d, false);
+            let blocks = blocks(&dt, all.0 as *mut u8, &c, &d, false)?;
             let transfers = (0..n)
                 .map(|j| (j, blocks.displs[j], blocks.counts[j]))
                 .collect();
@@ -660,7 +677,7 @@ unsafe fn inter_iallgather(
     let dt = s.committed_type(recv.2)?;
     // SAFETY: the caller's arrays hold one entry per rank (MPI's contract for the call).
     let (c, d) = unsafe { layout(n, v, recv.1) }?;
-    let all = blocks(&dt, recv.0 as *mut u8, &c, &d, false);
+    let all = blocks(&dt, recv.0 as *mut u8, &c, &d, false)?;
     let sends = (0..n).map(|j| (j, 0, t.bytes())).collect();
     let recvs = (0..n).map(|j| (j, all.displs[j], all.counts[j])).collect();
     inter_direct(s, comm, inter, Input::of(&t)?, all.output()?, sends, recvs)
@@ -681,8 +698,8 @@ unsafe fn inter_ialltoall(
     let (sc, sd) = unsafe { layout(n, send.3, send.1) }?;
     // SAFETY: as above.
     let (rc, rd) = unsafe { layout(n, recv.3, recv.1) }?;
-    let out = blocks(&st, send.0 as *mut u8, &sc, &sd, false);
-    let inb = blocks(&rt, recv.0 as *mut u8, &rc, &rd, false);
+    let out = blocks(&st, send.0 as *mut u8, &sc, &sd, false)?;
+    let inb = blocks(&rt, recv.0 as *mut u8, &rc, &rd, false)?;
     let sends = (0..n).map(|j| (j, out.displs[j], out.counts[j])).collect();
     let recvs = (0..n).map(|j| (j, inb.displs[j], inb.counts[j])).collect();
     inter_direct(s, comm, inter, out.input()?, inb.output()?, sends, recvs)
@@ -885,13 +902,22 @@ impl Direction {
     ) -> Res<(usize, Input, Output)> {
         let t = typed(s, all.0, all.1, all.2)?;
         not_aliased(one.0, all.0, all.1 > 0)?;
-        let blocks = blocks(
-            &t.dt,
-            t.base,
-            &vec![t.count; n],
-            &(0..n).map(|i| (i * t.count) as isize).collect::<Vec<_>>(),
-            false,
-        );
+        let displs = (0..n)
+            .map(|i| {
+                i.checked_mul(t.count)
+                    .and_then(|d| isize::try_from(d).ok())
+                    .ok_or_else(|| {
+                        MpiError::new(
+                            MPI_ERR_COUNT,
+                            format!(
+                                "{n} blocks of {} elements overflow the address space",
+                                t.count
+                            ),
+                        )
+                    })
+            })
+            .collect::<Res<Vec<_>>>()?;
+        let blocks = blocks(&t.dt, t.base, &vec![t.count; n], &displs, false)?;
         let (input, output) = self.at_root(s, one, &blocks, me)?;
         Ok((t.bytes(), input, output))
     }
@@ -911,7 +937,7 @@ unsafe fn blocks_v(
     // SAFETY: this function's contract.
     let (c, d) = unsafe { per_rank(n, counts, displs) }?;
     let dt = s.committed_type(dt)?;
-    Ok(blocks(&dt, buf as *mut u8, &c, &d, false))
+    blocks(&dt, buf as *mut u8, &c, &d, false)
 }
 
 /// The blocks of MPI_Alltoallw's side at `buf`: `counts[i]` elements of `types[i]` at byte

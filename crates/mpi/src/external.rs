@@ -343,11 +343,11 @@ pub(crate) unsafe fn pack_external(
             return fail(MPI_ERR_ARG, "position is NULL");
         };
         let (start, size) = (aint_arg(*pos, "position")?, aint_arg(outsize, "outsize")?);
-        let need = element_size(&dt) * count;
+        let need = external_bytes(&dt, count)?;
         crate::types::check_room("MPI_Pack_external", need, start, size)?;
         crate::check::buffer(inbuf, count, &dt)?;
         crate::check::bytes(outbuf, start + need)?;
-        let mut native = vec![0u8; dt.size() * count];
+        let mut native = vec![0u8; crate::types::bytes_of(&dt, count)?];
         dt.pack(inbuf as *const u8, count, &mut native);
         let dst = std::slice::from_raw_parts_mut((outbuf as *mut u8).add(start), need);
         pack(&dt, count, &native, dst)?;
@@ -377,12 +377,12 @@ pub(crate) unsafe fn unpack_external(
             return fail(MPI_ERR_ARG, "position is NULL");
         };
         let (start, size) = (aint_arg(*pos, "position")?, aint_arg(insize, "insize")?);
-        let need = element_size(&dt) * count;
+        let need = external_bytes(&dt, count)?;
         crate::types::check_room("MPI_Unpack_external", need, start, size)?;
         crate::check::bytes(inbuf, start + need)?;
         crate::check::buffer(outbuf, count, &dt)?;
         let src = std::slice::from_raw_parts((inbuf as *const u8).add(start), need);
-        let mut native = vec![0u8; dt.size() * count];
+        let mut native = vec![0u8; crate::types::bytes_of(&dt, count)?];
         unpack(&dt, count, src, &mut native);
         dt.unpack(&native, count, outbuf as *mut u8);
         *pos = (start + need) as isize;
@@ -401,8 +401,21 @@ pub(crate) unsafe fn pack_external_size(
     unsafe {
         datarep_arg(datarep)?;
         let dt = running(|s| s.datatype(datatype))?;
-        Ok(element_size(&dt) * count_c(incount)?)
+        external_bytes(&dt, count_c(incount)?)
     }
+}
+
+/// The external32 bytes of `count` elements of `dt`, or MPI_ERR_COUNT when that overflows.
+fn external_bytes(dt: &Datatype, count: usize) -> Res<usize> {
+    element_size(dt).checked_mul(count).ok_or_else(|| {
+        MpiError::new(
+            MPI_ERR_COUNT,
+            format!(
+                "{count} elements of {} external32 bytes overflow the address space",
+                element_size(dt)
+            ),
+        )
+    })
 }
 
 /// A count of elements (`int` or MPI_Count) as a size.

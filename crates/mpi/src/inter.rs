@@ -520,9 +520,7 @@ struct Temp {
 impl Temp {
     fn new(dt: Handle, count: usize) -> Res<Temp> {
         let t: Datatype = running(|s| s.committed_type(dt))?;
-        let last = (count.max(1) as isize - 1) * t.extent();
-        let lo = t.true_lb() + last.min(0);
-        let hi = t.true_ub() + last.max(0);
+        let (lo, hi) = crate::check::span(count, &t)?;
         let mut room = vec![0u8; (hi - lo).max(1) as usize];
         let base = room.as_mut_ptr().wrapping_offset(-lo) as *mut c_void;
         Ok(Temp { _room: room, base })
@@ -535,6 +533,19 @@ fn extent_of(dt: Handle) -> Res<isize> {
 
 fn at(buf: *const c_void, bytes: isize) -> *mut c_void {
     (buf as *mut u8).wrapping_offset(bytes) as *mut c_void
+}
+
+/// `buf` moved by `displ` elements of extent `ext`, or MPI_ERR_COUNT when that overflows.
+fn at_element(buf: *const c_void, displ: c_int, ext: isize) -> Res<*mut c_void> {
+    let bytes = (displ as isize).checked_mul(ext).ok_or_else(|| {
+        MpiError::new(
+            MPI_ERR_COUNT,
+            format!(
+                "displacement {displ} of a datatype of extent {ext} reaches past the address space"
+            ),
+        )
+    })?;
+    Ok(at(buf, bytes))
 }
 
 /// Sizes of an intercommunicator's two groups and the local rank.
@@ -721,7 +732,7 @@ pub(crate) unsafe fn rooted(
                 let (counts, displs) = per_remote(count, v, remote, (counts_name, "displs"))?;
                 for i in 0..remote {
                     let c = count_arg(counts[i])?;
-                    let block = at(buf, displs[i] as isize * ext);
+                    let block = at_element(buf, displs[i], ext)?;
                     t.add(dir.root_sends(), block, c, dt, i)?;
                 }
             }
@@ -754,7 +765,7 @@ pub(crate) unsafe fn allgather(inter: Inter, send: Buf, recv: RecvBuf, v: PerRan
         let mut t = Traffic::new(inter);
         for j in 0..remote {
             t.recv(
-                at(rbuf, displs[j] as isize * ext),
+                at_element(rbuf, displs[j], ext)?,
                 count_arg(counts[j])?,
                 rdt,
                 j,
@@ -800,7 +811,7 @@ pub(crate) unsafe fn blocks(
         let ext = extent_of(dt)?;
         let (counts, displs) = per_remote(count, v, remote, ("counts", "displacements"))?;
         (0..remote)
-            .map(|j| Ok((at(buf, displs[j] as isize * ext), count_arg(counts[j])?, dt)))
+            .map(|j| Ok((at_element(buf, displs[j], ext)?, count_arg(counts[j])?, dt)))
             .collect()
     }
 }

@@ -176,6 +176,13 @@ fn every_collective_checks_its_arguments_before_touching_memory() {
 }
 
 #[test]
+fn counts_times_extents_that_overflow_are_errors_not_crashes() {
+    for transport in ["shm", "tcp"] {
+        no_errors_in_env(2, "overflow", &[], &[("FERRY_TRANSPORT", transport)]);
+    }
+}
+
+#[test]
 fn point_to_point_one_sided_and_request_calls_check_their_arguments() {
     for transport in ["shm", "tcp"] {
         no_errors_in_env(2, "argcheck2", &[], &[("FERRY_TRANSPORT", transport)]);

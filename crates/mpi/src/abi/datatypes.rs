@@ -376,7 +376,8 @@ mpi! {
     /// Upper bound of the bytes MPI_Pack needs.
     fn MPI_Pack_size / PMPI_Pack_size(incount: c_int, datatype: Handle, comm: Handle, size: *mut c_int) on comm => {
         let t = running(|s| { s.comm(comm)?; s.datatype(datatype) })?;
-        *out(size, "size")? = c_int::try_from(t.size() * count_arg(incount)?).unwrap_or(MPI_UNDEFINED);
+        let bytes = bytes_of(&t, count_arg(incount)?)?;
+        *out(size, "size")? = c_int::try_from(bytes).map_err(|_| MpiError::new(MPI_ERR_VALUE_TOO_LARGE, format!("the pack size, {bytes} bytes, does not fit an int (use MPI_Pack_size_c)")))?;
         Ok(())
     }
 }
@@ -539,7 +540,7 @@ mpi! {
     fn MPI_Pack_size_c / PMPI_Pack_size_c(incount: i64, datatype: Handle, comm: Handle, size: *mut i64) on comm => {
         let t = running(|s| { s.comm(comm)?; s.datatype(datatype) })?;
         let bytes = bytes_of(&t, size_c(incount, "count")?)?;
-        *out(size, "size")? = i64::try_from(bytes).map_err(|_| MpiError::new(MPI_ERR_COUNT, "pack size overflows MPI_Count"))?;
+        *out(size, "size")? = i64::try_from(bytes).map_err(|_| MpiError::new(MPI_ERR_VALUE_TOO_LARGE, format!("the pack size, {bytes} bytes, does not fit an MPI_Count")))?;
         Ok(())
     }
 }
@@ -577,7 +578,7 @@ mpi! {
     fn MPI_Pack_external_size / PMPI_Pack_external_size(datarep: *const c_char, incount: c_int, datatype: Handle, size: *mut isize) on NONE => {
         let bytes = pack_external_size(datarep, incount.into(), datatype)?;
         let Some(size) = size.as_mut() else { return fail(MPI_ERR_ARG, "size is NULL") };
-        *size = bytes as isize;
+        *size = isize::try_from(bytes).map_err(|_| MpiError::new(MPI_ERR_VALUE_TOO_LARGE, format!("the external32 size, {bytes} bytes, does not fit an MPI_Aint")))?;
         Ok(())
     }
 }
@@ -587,7 +588,7 @@ mpi! {
     fn MPI_Pack_external_size_c / PMPI_Pack_external_size_c(datarep: *const c_char, incount: i64, datatype: Handle, size: *mut i64) on NONE => {
         let bytes = pack_external_size(datarep, incount, datatype)?;
         let Some(size) = size.as_mut() else { return fail(MPI_ERR_ARG, "size is NULL") };
-        *size = bytes as i64;
+        *size = i64::try_from(bytes).map_err(|_| MpiError::new(MPI_ERR_VALUE_TOO_LARGE, format!("the external32 size, {bytes} bytes, does not fit an MPI_Count")))?;
         Ok(())
     }
 }

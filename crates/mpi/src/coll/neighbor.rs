@@ -185,7 +185,7 @@ pub(crate) unsafe fn allgather(
         let rdt = s.committed_type(recvtype)?;
         // SAFETY: the caller's arrays hold one entry per rank (MPI's contract for the call).
         let (rc, rd) = unsafe { layout(sources.len(), recv, recvcount) }?;
-        let out = blocks(&rdt, recvbuf as *mut u8, &rc, &rd, false);
+        let out = blocks(&rdt, recvbuf as *mut u8, &rc, &rd, false)?;
         let input = Input::of(&send)?;
         let sends = vec![(0, input.len); dests.len()];
         exchange(s, comm, input, &sends, out.output()?, &regions(&out))
@@ -211,8 +211,8 @@ pub(crate) unsafe fn alltoall(
         let (sc, sd) = unsafe { layout(dests.len(), send.1, send.0) }?;
         // SAFETY: as above.
         let (rc, rd) = unsafe { layout(sources.len(), recv.1, recv.0) }?;
-        let inb = blocks(&sdt, sendbuf as *mut u8, &sc, &sd, false);
-        let out = blocks(&rdt, recvbuf as *mut u8, &rc, &rd, false);
+        let inb = blocks(&sdt, sendbuf as *mut u8, &sc, &sd, false)?;
+        let out = blocks(&rdt, recvbuf as *mut u8, &rc, &rd, false)?;
         exchange(
             s,
             comm,
