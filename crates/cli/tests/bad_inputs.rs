@@ -103,8 +103,11 @@ fn a_silent_bootstrap_server_ends_set_up_within_the_connect_timeout() {
             "accepted the bootstrap connection but sent nothing within FERRY_CONNECT_TIMEOUT",
         ),
     ] {
+        // `timeout` turns a rank that would wait for ever into a failure.
         let out = output_within(
-            Command::new(example("ring"))
+            Command::new("timeout")
+                .args(["-k", "5", "30"])
+                .arg(example("ring"))
                 .env_remove("FERRY_RANK")
                 .env_remove("PMI_FD")
                 .env("FERRY_CONNECT_TIMEOUT", "2")
