@@ -45,7 +45,7 @@ pub(crate) fn from_settings(
             ))
         }
         (name, Some(path)) => {
-            let text = std::fs::read_to_string(path)
+            let text = crate::coll::settings::read_file(path)
                 .map_err(|e| format!("FERRY_BCAST_COSTS={path}: cannot read it: {e}"))?;
             let file = parse_costs(Path::new(path), &text)?;
             (name.unwrap_or("auto").to_string(), file)
@@ -223,6 +223,8 @@ mod tests {
         let err = |s: Option<&str>, c: Option<&str>| from_settings(s, c).err().unwrap();
         assert!(err(Some("ecef"), None).contains("needs FERRY_BCAST_COSTS"));
         assert!(err(None, Some("/nonexistent/costs.json")).contains("cannot read"));
+        let endless = err(None, Some("/dev/zero"));
+        assert!(endless.contains("larger than 16777216 bytes"), "{endless}");
         let good = write("good", &file(2, "ecef"));
         assert!(err(Some("fastest"), Some(&good)).contains("expected auto or one of"));
         let square = write("square", &file(3, "ecef").replace("\"n\":3", "\"n\":4"));

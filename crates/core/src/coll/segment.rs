@@ -217,8 +217,12 @@ fn open_map(path: &Path, create_len: Option<usize>) -> Result<MmapRaw, String> {
         .open(path)
         .map_err(|e| format!("cannot open {}: {e}", path.display()))?;
     if let Some(len) = create_len {
-        file.set_len(len as u64)
-            .map_err(|e| format!("cannot size {}: {e}", path.display()))?;
+        // Its pages taken now: a /dev/shm too small is an error naming it, not a SIGBUS at a
+        // member's first touch of a page.
+        if let Err(e) = crate::shm::reserve::reserve(&file, path, len) {
+            let _ = std::fs::remove_file(path);
+            return Err(e);
+        }
     }
     MmapRaw::map_raw(&file).map_err(|e| format!("cannot map {}: {e}", path.display()))
 }

@@ -550,7 +550,7 @@ impl Table {
                     "{var} and {SELECTION_VAR} are both set: put the threshold in {path}"
                 ));
             }
-            let text = std::fs::read_to_string(&path)
+            let text = crate::coll::settings::read_file(&path)
                 .map_err(|e| format!("{SELECTION_VAR}={path}: cannot read: {e}"))?;
             return Table::parse(Source::File(path), &text);
         }
@@ -956,6 +956,16 @@ mod tests {
         // allreduce was left out: the built-in rules.
         assert_eq!(allreduce(&t, 2048, 8, 8, 1, true, true), Ring);
         assert_eq!(allreduce(&t, 2047, 8, 8, 1, true, true), RecursiveDoubling);
+    }
+
+    #[test]
+    fn a_file_without_end_is_refused_naming_the_cap() {
+        let e = Table::from_lookup(|var| (var == SELECTION_VAR).then(|| "/dev/zero".into()))
+            .unwrap_err();
+        assert!(
+            e.contains("/dev/zero") && e.contains("larger than 16777216 bytes"),
+            "{e}"
+        );
     }
 
     #[test]

@@ -135,6 +135,15 @@ fn join(ids: &[u32]) -> String {
     ids.iter().map(u32::to_string).collect::<Vec<_>>().join(",")
 }
 
+/// A settings file (a selection table, a cost matrix) read whole: at most
+/// `ferry_wire::bounded::MAX_CONFIG_FILE` bytes of text, so that `/dev/zero` or a wrong file
+/// is an error naming the cap instead of a rank that takes all memory.
+pub(crate) fn read_file(path: &str) -> Result<String, String> {
+    let file = std::fs::File::open(path).map_err(|e| e.to_string())?;
+    ferry_wire::bounded::read_text(file, ferry_wire::bounded::MAX_CONFIG_FILE)
+        .map_err(|e| e.to_string())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
