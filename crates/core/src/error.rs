@@ -77,14 +77,18 @@ pub enum Error {
     /// Members of a communicator went different ways for one blocking collective, through
     /// its shared segment and by messages, because they passed different arguments: the call
     /// can never complete.
-    #[error("blocking collective number {call} of this communicator cannot complete: rank {shared} went through the shared segment and rank {messages} by messages, so the ranks passed different counts, roots or MPI_IN_PLACE")]
+    #[error("blocking collective number {call} of this communicator cannot complete: rank {first} went {first_way} and rank {second} {second_way}, so the ranks passed different counts, roots or MPI_IN_PLACE")]
     CollectivePaths {
         /// The communicator's number of the call (blocking calls counted from 1).
         call: u32,
-        /// A communicator rank that went through the segment.
-        shared: usize,
-        /// One that went by messages.
-        messages: usize,
+        /// A communicator rank (one that went through the segment, where one of the two did).
+        first: usize,
+        /// How it went: "through the shared segment", "… its post slots" or "by messages".
+        first_way: &'static str,
+        /// Another, which went another way.
+        second: usize,
+        /// How that one went.
+        second_way: &'static str,
     },
     /// The request was cancelled before it matched.
     #[error("request was cancelled")]

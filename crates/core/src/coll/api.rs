@@ -16,6 +16,7 @@ use crate::coll::selection::{
     AllgatherAlgorithm, AllreduceAlgorithm, AlltoallAlgorithm, BarrierAlgorithm, BcastAlgorithm,
     Call, GatherAlgorithm, ReduceAlgorithm, Shareable, Table,
 };
+use crate::coll::ways::Way;
 use crate::comm::{Comm, Request, Scope};
 use crate::engine::ReqId;
 use crate::error::Error;
@@ -294,11 +295,11 @@ impl Comm {
         };
         let ran = match schedule.shared().filter(|&plan| segment.carries(plan)) {
             Some(plan) => {
-                segment.record_call(self.calls.next(false), true);
+                segment.record_call(self.calls.next(false), plan.way());
                 self.run_shared_checked(segment, plan, schedule, send, recv, reduce)
             }
             None => {
-                segment.record_call(self.calls.next_blocking(), false);
+                segment.record_call(self.calls.next_blocking(), Way::Messages);
                 self.run_messages(schedule, send, recv, reduce)
             }
         };

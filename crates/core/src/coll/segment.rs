@@ -41,7 +41,7 @@
 //! Only blocking calls come here; nonblocking ones run the message schedule planned beside.
 
 use crate::coll::executor::Reducer;
-use crate::coll::ways::{PathLog, PathRecord};
+use crate::coll::ways::{PathLog, PathRecord, Way};
 use crate::comm::Comm;
 use crate::engine::Watch;
 use crate::error::Error;
@@ -143,6 +143,16 @@ impl SharedPlan {
             SharedPlan::Allgather { .. } => exchange_chunk(half, ranks, 1) > 0,
             SharedPlan::Alltoall { .. } => exchange_chunk(half, ranks, ranks) > 0,
             SharedPlan::Barrier | SharedPlan::Bcast { .. } => true,
+        }
+    }
+
+    /// The way this call goes through the segment: a short broadcast through a post slot
+    /// ([`Segment::post`]), the rest in turns. Members that passed counts on both sides of
+    /// [`POST_MAX`] go different ways, which their records then tell.
+    pub(crate) fn way(&self) -> Way {
+        match *self {
+            SharedPlan::Bcast { bytes, .. } if bytes <= POST_MAX => Way::Posted,
+            _ => Way::Segment,
         }
     }
 }
@@ -295,11 +305,10 @@ impl Segment {
         unsafe { &*(self.map.as_mut_ptr().add(at) as *const AtomicU64) }
     }
 
-    /// Records that blocking call `call` goes through the segment (`shared`) or by messages,
-    /// before this rank waits for anyone in it.
+    /// Records the way blocking call `call` goes, before this rank waits for anyone in it.
     #[inline]
-    pub(crate) fn record_call(&self, call: u32, shared: bool) {
-        let record = self.paths.borrow_mut().log(call, shared);
+    pub(crate) fn record_call(&self, call: u32, way: Way) {
+        let record = self.paths.borrow_mut().log(call, way);
         self.publish(record);
     }
 
@@ -333,14 +342,17 @@ impl Segment {
         for rank in (0..self.ranks).filter(|&r| r != self.me) {
             let theirs = PathRecord::from_word(self.paths_word(rank).load(Ordering::Acquire));
             if let Some(d) = mine.disagreement(theirs) {
-                let (shared, messages) = match d.mine_shared {
-                    true => (self.me, rank),
-                    false => (rank, self.me),
+                // The one that went through the segment first, as the error says it.
+                let ((first, first_way), (second, second_way)) = match d.mine {
+                    Way::Messages => ((rank, d.theirs), (self.me, d.mine)),
+                    _ => ((self.me, d.mine), (rank, d.theirs)),
                 };
                 return Err(Error::CollectivePaths {
                     call: d.call,
-                    shared,
-                    messages,
+                    first,
+                    first_way: first_way.said(),
+                    second,
+                    second_way: second_way.said(),
                 });
             }
         }

@@ -1,6 +1,7 @@
-//! Which way each blocking collective of a communicator went — through its shared segment or
-//! by messages — as every member records it, so that members that went different ways for
-//! the same call find out instead of waiting for each other forever.
+//! Which way each blocking collective of a communicator went — through its shared segment (in
+//! turns, or through a post slot for a short broadcast) or by messages — as every member
+//! records it, so that members that went different ways for the same call find out instead
+//! of waiting for each other forever.
 //!
 //! Members choose the way from the call's arguments (the selection table looks at byte
 //! counts), so a program that passes different counts on different ranks, which MPI calls
@@ -12,7 +13,40 @@
 //! not wait), which only this one can then tell.
 
 /// Calls a record remembers the way of.
-pub(crate) const KEPT: u32 = 48;
+pub(crate) const KEPT: u32 = 24;
+
+/// Bits of one call's way.
+const WAY_BITS: u32 = 2;
+
+/// How a member went through one blocking call.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Way {
+    /// By messages (a schedule).
+    Messages = 0,
+    /// Through the shared segment, the members taking turns.
+    Segment = 1,
+    /// Through a post slot of the shared segment (a short broadcast: the root does not wait).
+    Posted = 2,
+}
+
+impl Way {
+    fn of_bits(bits: u64) -> Way {
+        match bits & 3 {
+            1 => Way::Segment,
+            2 => Way::Posted,
+            _ => Way::Messages,
+        }
+    }
+
+    /// How an error says it.
+    pub(crate) fn said(self) -> &'static str {
+        match self {
+            Way::Messages => "by messages",
+            Way::Segment => "through the shared segment",
+            Way::Posted => "through the shared segment's post slots",
+        }
+    }
+}
 
 /// Bits of the call number field: blocking calls are numbered `0 .. 2^14` (see
 /// `comm::CallNumbers`), bit 14 says that the member is finalizing (it is stuck in no call),
@@ -25,8 +59,8 @@ const NUMBER: u64 = (1 << 14) - 1;
 /// Blocking call numbers wrap at this.
 const SPAN: u32 = 1 << 14;
 
-/// One member's record, one word: the number of its latest blocking call, and one bit per call
-/// for the [`KEPT`] latest, the latest lowest: 1 if it went through the segment.
+/// One member's record, one word: the number of its latest blocking call, and the [`Way`] of
+/// each of the [`KEPT`] latest in two bits, the latest lowest.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub(crate) struct PathRecord(u64);
 
@@ -41,9 +75,9 @@ impl PathRecord {
         self.0
     }
 
-    /// This record after call `call` went through the segment (`shared`) or not.
-    pub(crate) fn after(self, call: u32, shared: bool) -> PathRecord {
-        let ways = (self.0 >> CALL_BITS) << 1 | u64::from(shared);
+    /// This record after call `call` went `way`.
+    pub(crate) fn after(self, call: u32, way: Way) -> PathRecord {
+        let ways = (self.0 >> CALL_BITS) << WAY_BITS | way as u64;
         PathRecord(ways << CALL_BITS | RECORDED | (u64::from(call) & NUMBER))
     }
 
@@ -61,26 +95,30 @@ impl PathRecord {
     }
 }
 
-/// A call that two members made different ways: its number, and whether the first of the two
-/// records went through the segment for it.
+/// A call that two members made different ways: its number, and the way of each (the first of
+/// the two records', the second's).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct Disagreement {
     pub(crate) call: u32,
-    pub(crate) mine_shared: bool,
+    pub(crate) mine: Way,
+    pub(crate) theirs: Way,
 }
+
+/// Calls of the log per word.
+const PER_WORD: u32 = 64 / WAY_BITS;
 
 /// This member's way through each of its last [`SPAN`] blocking calls, and its record.
 pub(crate) struct PathLog {
     record: PathRecord,
-    /// Bit `call % SPAN`: whether that call went through the segment.
-    ways: Box<[u64; SPAN as usize / 64]>,
+    /// Bits `2 (call % SPAN)` and up: that call's [`Way`].
+    ways: Box<[u64; (SPAN / PER_WORD) as usize]>,
 }
 
 impl Default for PathLog {
     fn default() -> Self {
         PathLog {
             record: PathRecord::default(),
-            ways: Box::new([0; SPAN as usize / 64]),
+            ways: Box::new([0; (SPAN / PER_WORD) as usize]),
         }
     }
 }
@@ -88,12 +126,24 @@ impl Default for PathLog {
 impl PathLog {
     /// Logs call `call`; returns the record to publish.
     #[inline]
-    pub(crate) fn log(&mut self, call: u32, shared: bool) -> PathRecord {
-        let (word, bit) = ((call % SPAN) as usize / 64, call % 64);
+    pub(crate) fn log(&mut self, call: u32, way: Way) -> PathRecord {
+        let (word, shift) = (
+            (call % SPAN / PER_WORD) as usize,
+            call % PER_WORD * WAY_BITS,
+        );
         let w = &mut self.ways[word];
-        *w = *w & !(1 << bit) | u64::from(shared) << bit;
-        self.record = self.record.after(call, shared);
+        *w = *w & !(3 << shift) | (way as u64) << shift;
+        self.record = self.record.after(call, way);
         self.record
+    }
+
+    /// The way this log has for call `call`.
+    fn way(&self, call: u32) -> Way {
+        let (word, shift) = (
+            (call % SPAN / PER_WORD) as usize,
+            call % PER_WORD * WAY_BITS,
+        );
+        Way::of_bits(self.ways[word] >> shift)
     }
 
     /// This log's record, marked as that of a member that is finalizing.
@@ -122,9 +172,12 @@ impl PathLog {
         }
         let (mine, call) = (self.record.latest()?, theirs.latest()?);
         let behind = (mine + SPAN - call) % SPAN;
-        let mine_shared = (self.ways[(call % SPAN) as usize / 64] >> (call % 64)) & 1 == 1;
-        ((KEPT..=SPAN / 2).contains(&behind) && mine_shared != (theirs.ways() & 1 == 1))
-            .then_some(Disagreement { call, mine_shared })
+        let (mine, theirs) = (self.way(call), Way::of_bits(theirs.ways()));
+        ((KEPT..=SPAN / 2).contains(&behind) && mine != theirs).then_some(Disagreement {
+            call,
+            mine,
+            theirs,
+        })
     }
 }
 
@@ -143,21 +196,23 @@ pub(crate) fn first_disagreement(mine: PathRecord, theirs: PathRecord) -> Option
     if apart >= KEPT {
         return None;
     }
-    // Both aligned on the later of the two latest calls: bit k is call (common - k).
+    // Both aligned on the earlier of the two latest calls: way k is call (common - k).
     let (my_ways, their_ways, common) = if ahead >= 0 {
-        (mine.ways() >> apart, theirs.ways(), b)
+        (mine.ways() >> (apart * WAY_BITS), theirs.ways(), b)
     } else {
-        (mine.ways(), theirs.ways() >> apart, a)
+        (mine.ways(), theirs.ways() >> (apart * WAY_BITS), a)
     };
     let both = KEPT - apart;
-    let differ = (my_ways ^ their_ways) & ((1u64 << both) - 1);
+    let differ = (my_ways ^ their_ways) & ((1u64 << (both * WAY_BITS)) - 1);
     if differ == 0 {
         return None;
     }
-    let oldest = 63 - differ.leading_zeros();
+    let oldest = (63 - differ.leading_zeros()) / WAY_BITS;
+    let way = |ways: u64| Way::of_bits(ways >> (oldest * WAY_BITS));
     Some(Disagreement {
         call: (common + SPAN - oldest) % SPAN,
-        mine_shared: my_ways >> oldest & 1 == 1,
+        mine: way(my_ways),
+        theirs: way(their_ways),
     })
 }
 
@@ -165,10 +220,27 @@ pub(crate) fn first_disagreement(mine: PathRecord, theirs: PathRecord) -> Option
 mod tests {
     use super::*;
 
-    /// A record of calls `first ..` with the given ways.
+    fn way(shared: bool) -> Way {
+        match shared {
+            true => Way::Segment,
+            false => Way::Messages,
+        }
+    }
+
+    /// The disagreement over `call` of a record that went through the segment for it
+    /// (`mine_shared`) and one that went by messages, or the other way round.
+    fn d(call: u32, mine_shared: bool) -> Disagreement {
+        Disagreement {
+            call,
+            mine: way(mine_shared),
+            theirs: way(!mine_shared),
+        }
+    }
+
+    /// A record of calls `first ..` with the given ways (true: through the segment).
     fn record(first: u32, ways: &[bool]) -> PathRecord {
         (ways.iter().enumerate()).fold(PathRecord::default(), |r, (i, &shared)| {
-            r.after((first + i as u32) % SPAN, shared)
+            r.after((first + i as u32) % SPAN, way(shared))
         })
     }
 
@@ -190,34 +262,19 @@ mod tests {
         // Calls 10, 11, 12: the second went different ways, and so did the third.
         let mine = record(10, &[true, true, false]);
         let theirs = record(10, &[true, false, true]);
-        let d = Disagreement {
-            call: 11,
-            mine_shared: true,
-        };
-        assert_eq!(first_disagreement(mine, theirs), Some(d));
+        let eleven = d(11, true);
+        assert_eq!(first_disagreement(mine, theirs), Some(eleven));
         // A member stuck in call 11 by messages, another two calls on.
         let stuck = record(10, &[true, false]);
-        assert_eq!(first_disagreement(mine, stuck), Some(d));
-        assert_eq!(
-            first_disagreement(stuck, mine),
-            Some(Disagreement {
-                call: 11,
-                mine_shared: false
-            })
-        );
+        assert_eq!(first_disagreement(mine, stuck), Some(eleven));
+        assert_eq!(first_disagreement(stuck, mine), Some(d(11, false)));
     }
 
     #[test]
     fn call_numbers_wrap() {
         let mine = record(SPAN - 2, &[false, false, true, false]);
         let theirs = record(SPAN - 2, &[false, false, false]);
-        assert_eq!(
-            first_disagreement(mine, theirs),
-            Some(Disagreement {
-                call: 0,
-                mine_shared: true
-            })
-        );
+        assert_eq!(first_disagreement(mine, theirs), Some(d(0, true)));
         assert_eq!(first_disagreement(mine, record(SPAN - 2, &[false])), None);
     }
 
@@ -225,7 +282,7 @@ mod tests {
     fn log(first: u32, ways: &[bool]) -> PathLog {
         let mut log = PathLog::default();
         for (i, &shared) in ways.iter().enumerate() {
-            log.log((first + i as u32) % SPAN, shared);
+            log.log((first + i as u32) % SPAN, way(shared));
         }
         log
     }
@@ -241,19 +298,13 @@ mod tests {
         theirs[7] = false;
         assert_eq!(
             mine.disagreement(record(SPAN - 3, &theirs)),
-            Some(Disagreement {
-                call: 4,
-                mine_shared: true
-            })
+            Some(d(4, true))
         );
         // Within the records' reach the records decide, as before.
         let near = log(SPAN - 3, &ways[..20]);
         assert_eq!(
             near.disagreement(record(SPAN - 3, &theirs)),
-            Some(Disagreement {
-                call: 4,
-                mine_shared: true
-            })
+            Some(d(4, true))
         );
         // A member ahead of this one is not judged by the log.
         assert_eq!(
@@ -281,11 +332,42 @@ mod tests {
         assert_eq!(first_disagreement(long, short), None);
         // One call fewer apart: the first call is still held by both.
         let near = record(1, &ways[..KEPT as usize]);
+        assert_eq!(first_disagreement(near, short), Some(d(1, false)));
+    }
+
+    #[test]
+    fn a_post_and_turns_through_the_segment_are_different_ways() {
+        // Call 3: a short broadcast's post slot on one member, the segment's turns on the
+        // other (their counts fall on both sides of the post slot's size).
+        let calls = |third: Way| {
+            [Way::Segment, Way::Messages, third]
+                .iter()
+                .enumerate()
+                .fold(PathRecord::default(), |r, (i, &w)| r.after(1 + i as u32, w))
+        };
+        let (posted, turns) = (calls(Way::Posted), calls(Way::Segment));
         assert_eq!(
-            first_disagreement(near, short),
+            first_disagreement(posted, turns),
+            Some(Disagreement {
+                call: 3,
+                mine: Way::Posted,
+                theirs: Way::Segment
+            })
+        );
+        assert_eq!(first_disagreement(posted, posted), None);
+        // The log of a member far ahead tells the same.
+        let mut log = PathLog::default();
+        log.log(1, Way::Posted);
+        for call in 2..=KEPT + 1 {
+            log.log(call, Way::Messages);
+        }
+        let stuck = PathRecord::default().after(1, Way::Segment);
+        assert_eq!(
+            log.disagreement(stuck),
             Some(Disagreement {
                 call: 1,
-                mine_shared: false
+                mine: Way::Posted,
+                theirs: Way::Segment
             })
         );
     }

@@ -8,6 +8,8 @@
  *   coll_paths alltoall     rank 0 blocks of 8 KiB by messages, the others 2 KiB through it
  *   coll_paths bcast-ahead N  as bcast-short, but the root posts N broadcasts (which do not
  *                           wait) and finalizes: it runs past the others' records
+ *   coll_paths bcast-post   the last rank 4 KiB through a post slot, the others 64 KiB through
+ *                           the segment in turns: two ways through the one segment
  * A barrier and one agreeing call come first, so that the segment exists already. */
 #include <mpi.h>
 #include <stdio.h>
@@ -28,6 +30,10 @@ int main(int argc, char **argv) {
         MPI_Bcast(data, big ? 32768 : 4096, MPI_INT, 0, MPI_COMM_WORLD);
     } else if (!strcmp(what, "bcast-short")) {
         MPI_Bcast(data, big ? 768 : 4096, MPI_INT, 0, MPI_COMM_WORLD);
+    } else if (!strcmp(what, "bcast-post")) {
+        int size;
+        MPI_Comm_size(MPI_COMM_WORLD, &size);
+        MPI_Bcast(data, rank == size - 1 ? 1024 : 16384, MPI_INT, 0, MPI_COMM_WORLD);
     } else if (!strcmp(what, "reduce")) {
         MPI_Reduce(data, result, big ? 16384 : 4096, MPI_INT, MPI_SUM, 0, MPI_COMM_WORLD);
     } else if (!strcmp(what, "allreduce")) {
