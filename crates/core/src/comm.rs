@@ -604,6 +604,12 @@ impl Comm {
     pub fn iprobe(&self, source: impl Into<Source>, tag: i32) -> Result<Option<Status>, Error> {
         let source = self.source_pattern(source.into())?;
         let tag = Comm::tag_pattern(tag)?;
+        self.probe_now(source, tag)
+    }
+
+    /// The status of the earliest message that `source` and `tag` (patterns) match, after a
+    /// progress pass if none has arrived yet.
+    fn probe_now(&self, source: Option<u32>, tag: Option<i32>) -> Result<Option<Status>, Error> {
         let found = (self.shared.engine.borrow_mut()).iprobe(
             &mut *self.shared.coll.borrow_mut(),
             self.context,
@@ -619,17 +625,10 @@ impl Comm {
         let tag = Comm::tag_pattern(tag)?;
         self.shared
             .wait_until(|p| p.has_match(self.context, source, tag))?;
-        let found = (self.shared.engine.borrow_mut()).iprobe(
-            &mut *self.shared.coll.borrow_mut(),
-            self.context,
-            source,
-            tag,
-        )?;
-        let (env, len) = found.ok_or_else(|| Error::Protocol {
+        self.probe_now(source, tag)?.ok_or_else(|| Error::Protocol {
             rank: self.group.world_of[self.rank] as usize,
             detail: "probed message vanished".into(),
-        })?;
-        Ok(self.probe_status(env, len))
+        })
     }
 
     fn probe_status(&self, env: Envelope, len: usize) -> Status {

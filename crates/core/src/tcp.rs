@@ -517,4 +517,4 @@ use punch::{Punch, PUNCH_BASE};
 use registration::RelayLink;
 
 #[cfg(test)]
-mod tests;
+pub(crate) mod tests;

@@ -3,29 +3,11 @@
 //! partial writes, strangers and a peer that vanishes are tested without a job.
 
 use super::*;
+use crate::tcp::tests::{transport, JOB, KEY};
 use crate::tcp::TcpTransport;
 use ferry_wire::{Handshake, JobKey};
 use std::io::Write;
 use std::net::SocketAddr;
-
-const KEY: [u8; 32] = [7; 32];
-const JOB: u64 = 0x5eed;
-
-/// Rank `me` of two, listening on loopback with socket buffers of `buffer` bytes (0: the
-/// kernel's autotuning).
-fn transport(me: u32, buffer: usize) -> TcpTransport {
-    TcpTransport::bind(
-        "127.0.0.1:0".parse().expect("address"),
-        JobKey(KEY),
-        JOB,
-        (me, 0..2),
-        1 << 20,
-        buffer,
-        1,
-        Duration::from_secs(3),
-    )
-    .expect("bind on loopback")
-}
 
 fn engine(me: u32, tcp: TcpTransport) -> Engine {
     let mut routes = vec![Route::Tcp; 2];

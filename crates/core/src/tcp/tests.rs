@@ -3,12 +3,13 @@
 
 use super::*;
 
-const KEY: [u8; 32] = [7; 32];
-const JOB: u64 = 0x5eed;
+/// The job key and id of the tests' transports.
+pub(crate) const KEY: [u8; 32] = [7; 32];
+pub(crate) const JOB: u64 = 0x5eed;
 
 /// Rank `me` of two, listening on loopback with socket buffers of `buffer` bytes (0: the
 /// kernel's autotuning).
-fn transport(me: u32, buffer: usize) -> TcpTransport {
+pub(crate) fn transport(me: u32, buffer: usize) -> TcpTransport {
     TcpTransport::bind(
         "127.0.0.1:0".parse().expect("address"),
         JobKey(KEY),
