@@ -568,27 +568,30 @@ struct ImportArgs {
     #[arg(long, value_name = "PATH")]
     file: Option<std::path::PathBuf>,
     /// Size of the generated file (suffixes KiB, MiB, GiB or K, M, G).
-    #[arg(long, default_value = "128MiB", value_parser = ferry_bench::import::parse_size)]
+    #[arg(long, default_value = "128MiB", value_parser = import_file_size)]
     size: u64,
     /// Packet sizes, comma-separated.
     #[arg(long, value_delimiter = ',', default_value = "16KiB,32KiB,64KiB,128KiB,256KiB",
-          value_parser = ferry_bench::import::parse_size)]
+          value_parser = import_packet)]
     packets: Vec<u64>,
     /// Numbers of concurrent sender-receiver pairs (P), comma-separated; a job has 2P ranks.
-    #[arg(long, value_delimiter = ',', default_value = "1,2,3,4,5,6,7,8")]
+    #[arg(long, value_delimiter = ',', default_value = "1,2,3,4,5,6,7,8",
+          value_parser = clap::value_parser!(u32).range(1..=4096))]
     procs: Vec<u32>,
     /// Rails per peer pair (FERRY_RAILS), comma-separated; 1 is bonding off, the others are
     /// compared with it. Only rendezvous messages of at least FERRY_RAIL_STRIPE bytes are
     /// striped: to bond the seed's 16-256 KiB packets, lower FERRY_RAIL_STRIPE and
     /// FERRY_TCP_EAGER (and FERRY_TCP_CHUNK) in the environment; the jobs inherit it and the
     /// results record it.
-    #[arg(long, value_delimiter = ',', default_value = "1,2")]
+    #[arg(long, value_delimiter = ',', default_value = "1,2",
+          value_parser = clap::value_parser!(u32).range(1..=16))]
     rails: Vec<u32>,
     /// Packets in flight per window on each pair.
-    #[arg(long, default_value_t = 8)]
+    #[arg(long, default_value_t = 8,
+          value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..=4096))]
     window: usize,
     /// Jobs per point (rails values interleaved); the table shows the median.
-    #[arg(long, default_value_t = 1)]
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=1000))]
     rounds: u32,
     /// Directory for the table, CSV and PNG [default: bench/results/<date>-import].
     #[arg(long)]
@@ -604,11 +607,40 @@ struct ImportArgs {
     #[arg(long, value_name = "PREFIX", requires = "grid")]
     testbed_prefix: Option<String>,
     /// Seconds one job may take.
-    #[arg(long, default_value_t = 600.0)]
+    #[arg(long, default_value_t = 600.0, value_parser = import_timeout)]
     timeout: f64,
     /// Test hook: the last receiver flips this byte of the stream (the check must catch it).
     #[arg(long, hide = true)]
     corrupt_at: Option<u64>,
+}
+
+/// `ferry bench import --size`: 1 byte to 1 TiB.
+fn import_file_size(text: &str) -> Result<u64, String> {
+    in_range(ferry_bench::import::parse_size(text)?, 1, 1 << 40, "bytes")
+}
+
+/// `ferry bench import --packets`: 1 byte to 64 MiB (a window of them is held per pair).
+fn import_packet(text: &str) -> Result<u64, String> {
+    in_range(ferry_bench::import::parse_size(text)?, 1, 64 << 20, "bytes")
+}
+
+/// `ferry bench import --timeout`: more than 0 and at most a day, in seconds.
+fn import_timeout(text: &str) -> Result<f64, String> {
+    let secs: f64 =
+        (text.trim().parse()).map_err(|_| format!("{text:?} is not a number of seconds"))?;
+    match secs > 0.0 && secs <= 86_400.0 {
+        true => Ok(secs),
+        false => Err(format!(
+            "{text}: expected more than 0 and at most 86400 seconds"
+        )),
+    }
+}
+
+fn in_range(value: u64, least: u64, most: u64, unit: &str) -> Result<u64, String> {
+    match (least..=most).contains(&value) {
+        true => Ok(value),
+        false => Err(format!("{value}: expected {least} … {most} {unit}")),
+    }
 }
 
 /// Arguments of the hidden `ferry bench-import-rank`.

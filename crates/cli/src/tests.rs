@@ -1,4 +1,4 @@
-//! Unit tests of `ferry run`'s argument handling.
+//! Unit tests of the `ferry` command line's argument handling.
 
 use super::*;
 
@@ -210,4 +210,32 @@ fn timeout_and_transport() {
     assert!(Cli::try_parse_from(argv).is_err());
     let argv = ["ferry", "run", "-n", "0", "true"].map(OsString::from);
     assert!(Cli::try_parse_from(argv).is_err());
+}
+
+#[test]
+fn bench_import_numbers_are_checked_against_their_ranges() {
+    let parse = |extra: &[&str]| {
+        let argv: Vec<OsString> = ["ferry", "bench", "import"]
+            .iter()
+            .chain(extra)
+            .map(OsString::from)
+            .collect();
+        Cli::try_parse_from(normalize_bench_import(argv))
+    };
+    assert!(parse(&[]).is_ok());
+    for bad in [
+        &["--window", "0"][..],
+        &["--window", "100000"],
+        &["--rounds", "0"],
+        &["--timeout", "0"],
+        &["--timeout", "-1"],
+        &["--timeout", "nan"],
+        &["--packets", "0"],
+        &["--packets", "1GiB"],
+        &["--size", "0"],
+        &["--procs", "0"],
+        &["--rails", "17"],
+    ] {
+        assert!(parse(bad).is_err(), "{bad:?} accepted");
+    }
 }
