@@ -546,6 +546,14 @@ pub(crate) const CVARS: &[CvarDef] = &[
         category: CAT_TCP,
         value: |c| num(u64::from(c.rail_stats)),
     },
+    CvarDef {
+        env: "FERRY_SHOW_PATHS",
+        desc: "1: rank 0 prints the job's path matrix after set-up, and a rank says why a pair does not punch.",
+        ty: CvarType::UInt,
+        verbosity: MPI_T_VERBOSITY_USER_DETAIL,
+        category: CAT_TRANSPORT,
+        value: |c| num(u64::from(c.show_paths)),
+    },
 ];
 
 pub(crate) fn cvar_name(def: &CvarDef) -> String {
