@@ -229,45 +229,17 @@ pub fn run(config: &CompareConfig) -> Result<Outcome, CompareError> {
     }
     // The source is built outside the results, which record its hash instead (`machine.txt`).
     let scratch = record::Scratch::new("bench-compare")?;
-    let source = scratch.path().join("mpibench.c");
-    std::fs::write(&source, SOURCE)?;
-    let mut tools = vec![];
-    let mut skipped = vec![];
-    for &imp in &config.impls {
-        let exe = scratch.path().join(format!("mpibench-{}", imp.name()));
-        let log = out.join("build").join(format!("{}.log", imp.name()));
-        let found = Toolchain::find(imp, config.ferry_mpicc.as_deref(), &config.peers)
-            .and_then(|t| t.build(&source, &exe, &log).map(|()| (t, exe)));
-        match found {
-            Ok(t) => tools.push(t),
-            Err(e) if config.skip_missing => {
-                eprintln!("ferry bench compare: skipping {e}");
-                skipped.push((imp, e.to_string()));
-            }
-            Err(e) => return Err(e),
-        }
-    }
-    let machine = machine_record(
+    let (tools, skipped) = build_all(config, scratch.path())?;
+    let mut machine = machine_record(
         config,
         &tools.iter().map(|(t, _)| t.clone()).collect::<Vec<_>>(),
         &skipped,
     );
     std::fs::write(out.join(record::FILE), &machine)?;
-    let load: f64 = loadavg()
-        .split_whitespace()
-        .next()
-        .and_then(|l| l.parse().ok())
-        .unwrap_or(0.0);
-    if load > 1.0 {
-        eprintln!(
-            "ferry bench compare: warning: load average {load:.1} — other work will skew the \
-             figures, busy-polling implementations most"
-        );
-    }
+    warn_if_busy();
 
     // Started after the builds, so that only the jobs share the machine with them.
     let mut hogs = CpuHogs::start(config.background_load)?;
-    let mut machine = machine;
     if hogs.count() > 0 {
         let _ = writeln!(
             machine,
@@ -280,88 +252,9 @@ pub fn run(config: &CompareConfig) -> Result<Outcome, CompareError> {
         // Let the load average see them before the first job.
         std::thread::sleep(Duration::from_secs(2));
     }
-
-    let mut rows: Vec<(Impl, u32, Row)> = vec![];
-    let mut failures = vec![];
-    // One line per job: how long it took, how it ended and how busy the machine was.
-    let mut runs = String::from("impl,ranks,round,seconds,status,load_before,load_after\n");
-    let mut rounds = String::from("round,started,load_before,load_after,background_load\n");
-    let mut round_loads = vec![];
+    let mut log = RunLog::default();
     for round in 0..config.rounds {
-        let (started, round_before) = (now_utc(), loadavg());
-        for &np in &config.ranks {
-            for (tool, exe) in &tools {
-                let mut args = tool.launch_args.clone();
-                args.extend(["-n".into(), np.to_string(), exe.display().to_string()]);
-                args.extend(mpibench_args(config, np));
-                let stem = format!("{}-n{np}-r{round}", tool.imp.name());
-                let (so, se) = (
-                    out.join("raw").join(format!("{stem}.csv")),
-                    out.join("raw").join(format!("{stem}.err")),
-                );
-                let load_before = loadavg();
-                let start = Instant::now();
-                eprint!(
-                    "round {}/{}: {} on {np} ranks ... ",
-                    round + 1,
-                    config.rounds,
-                    tool.imp.label()
-                );
-                let status =
-                    run_with_timeout(&tool.mpiexec, &args, &tool.env, &so, &se, config.timeout)?;
-                let secs = start.elapsed().as_secs_f64();
-                let load_after = loadavg();
-                let text = std::fs::read_to_string(&so).unwrap_or_default();
-                let parsed = parse_output(&text);
-                let problem = match (&status, &parsed) {
-                    (None, _) => Some(format!("timed out after {secs:.0} s")),
-                    (Some(s), _) if !s.success() => Some(format!("failed ({s})")),
-                    (_, Err(e)) => Some(e.clone()),
-                    _ => None,
-                };
-                let _ = writeln!(
-                    runs,
-                    "{},{np},{round},{secs:.2},{},{},{}",
-                    tool.imp.name(),
-                    match &problem {
-                        None => "ok".to_string(),
-                        Some(p) => p.replace(',', ";"),
-                    },
-                    first_load(&load_before),
-                    first_load(&load_after),
-                );
-                if let Ok(rs) = parsed {
-                    rows.extend(rs.into_iter().map(|r| (tool.imp, round, r)));
-                }
-                match problem {
-                    None => eprintln!("{secs:.1} s"),
-                    Some(p) => {
-                        eprintln!("{p}");
-                        let msg = format!(
-                            "{} on {np} ranks, round {}: {p}; command: {} {}\n{}",
-                            tool.imp.label(),
-                            round + 1,
-                            tool.mpiexec.display(),
-                            args.join(" "),
-                            tail(&se, 15)
-                        );
-                        eprintln!("{msg}");
-                        failures.push(msg);
-                    }
-                }
-            }
-        }
-        let round_after = loadavg();
-        let _ = writeln!(
-            rounds,
-            "{},{started},{round_before},{round_after},{}",
-            round + 1,
-            hogs.count()
-        );
-        round_loads.push((
-            first_load(&round_before).to_string(),
-            first_load(&round_after).to_string(),
-        ));
+        log.round(config, round, &tools, hogs.count())?;
     }
     let hog_ticks: u64 = hogs
         .pids()
@@ -380,11 +273,200 @@ pub fn run(config: &CompareConfig) -> Result<Outcome, CompareError> {
         );
     }
     std::fs::write(out.join(record::FILE), machine)?;
-    std::fs::write(out.join("runs.csv"), &runs)?;
-    std::fs::write(out.join("rounds.csv"), &rounds)?;
-    write_results(out, &rows)?;
-    let summary = summarize(&rows);
+    std::fs::write(out.join("runs.csv"), &log.runs)?;
+    std::fs::write(out.join("rounds.csv"), &log.rounds)?;
+    write_results(out, &log.rows)?;
+    let summary = summarize(&log.rows);
     write_summary(out, &summary)?;
+    let table = table_text(config, &summary, &log.round_loads);
+    std::fs::write(out.join("table.md"), &table)?;
+    if !log.failures.is_empty() {
+        std::fs::write(out.join("failures.txt"), log.failures.join("\n\n") + "\n")?;
+    }
+    draw(out, &summary);
+    Ok(Outcome {
+        ran: tools.iter().map(|(t, _)| t.imp).collect(),
+        skipped,
+        failures: log.failures,
+        summary,
+        table,
+    })
+}
+
+/// Each implementation's toolchain with mpibench built by it in `scratch`, and those left out
+/// (`--skip-missing`) with why.
+#[allow(clippy::type_complexity)]
+fn build_all(
+    config: &CompareConfig,
+    scratch: &Path,
+) -> Result<(Vec<(Toolchain, PathBuf)>, Vec<(Impl, String)>), CompareError> {
+    let source = scratch.join("mpibench.c");
+    std::fs::write(&source, SOURCE)?;
+    let (mut tools, mut skipped) = (vec![], vec![]);
+    for &imp in &config.impls {
+        let exe = scratch.join(format!("mpibench-{}", imp.name()));
+        let log = config.out.join("build").join(format!("{}.log", imp.name()));
+        let found = Toolchain::find(imp, config.ferry_mpicc.as_deref(), &config.peers)
+            .and_then(|t| t.build(&source, &exe, &log).map(|()| (t, exe)));
+        match found {
+            Ok(t) => tools.push(t),
+            Err(e) if config.skip_missing => {
+                eprintln!("ferry bench compare: skipping {e}");
+                skipped.push((imp, e.to_string()));
+            }
+            Err(e) => return Err(e),
+        }
+    }
+    Ok((tools, skipped))
+}
+
+/// Says so when the machine is busy before the first job.
+fn warn_if_busy() {
+    let load: f64 = loadavg()
+        .split_whitespace()
+        .next()
+        .and_then(|l| l.parse().ok())
+        .unwrap_or(0.0);
+    if load > 1.0 {
+        eprintln!(
+            "ferry bench compare: warning: load average {load:.1} — other work will skew the \
+             figures, busy-polling implementations most"
+        );
+    }
+}
+
+/// What the rounds found and how each job went.
+struct RunLog {
+    rows: Vec<(Impl, u32, Row)>,
+    failures: Vec<String>,
+    /// One line per job: how long it took, how it ended and how busy the machine was.
+    runs: String,
+    /// One line per round, with the load averages around it.
+    rounds: String,
+    /// The 1-minute load average before and after each round.
+    round_loads: Vec<(String, String)>,
+}
+
+impl Default for RunLog {
+    fn default() -> Self {
+        RunLog {
+            rows: vec![],
+            failures: vec![],
+            runs: String::from("impl,ranks,round,seconds,status,load_before,load_after\n"),
+            rounds: String::from("round,started,load_before,load_after,background_load\n"),
+            round_loads: vec![],
+        }
+    }
+}
+
+impl RunLog {
+    /// Round `round`: every job size, every implementation in turn.
+    fn round(
+        &mut self,
+        config: &CompareConfig,
+        round: u32,
+        tools: &[(Toolchain, PathBuf)],
+        background: usize,
+    ) -> Result<(), CompareError> {
+        let (started, before) = (now_utc(), loadavg());
+        for &np in &config.ranks {
+            for (tool, exe) in tools {
+                self.job(config, round, np, tool, exe)?;
+            }
+        }
+        let after = loadavg();
+        let _ = writeln!(
+            self.rounds,
+            "{},{started},{before},{after},{background}",
+            round + 1
+        );
+        let loads = (
+            first_load(&before).to_string(),
+            first_load(&after).to_string(),
+        );
+        self.round_loads.push(loads);
+        Ok(())
+    }
+
+    /// One job of `tool`'s mpibench on `np` ranks: its output in raw/, its line in runs.csv,
+    /// its rows, or its failure with the command and the end of its stderr.
+    fn job(
+        &mut self,
+        config: &CompareConfig,
+        round: u32,
+        np: u32,
+        tool: &Toolchain,
+        exe: &Path,
+    ) -> Result<(), CompareError> {
+        let mut args = tool.launch_args.clone();
+        args.extend(["-n".into(), np.to_string(), exe.display().to_string()]);
+        args.extend(mpibench_args(config, np));
+        let stem = format!("{}-n{np}-r{round}", tool.imp.name());
+        let raw = config.out.join("raw");
+        let (so, se) = (
+            raw.join(format!("{stem}.csv")),
+            raw.join(format!("{stem}.err")),
+        );
+        let load_before = loadavg();
+        let start = Instant::now();
+        eprint!(
+            "round {}/{}: {} on {np} ranks ... ",
+            round + 1,
+            config.rounds,
+            tool.imp.label()
+        );
+        let status = run_with_timeout(&tool.mpiexec, &args, &tool.env, &so, &se, config.timeout)?;
+        let secs = start.elapsed().as_secs_f64();
+        let load_after = loadavg();
+        let text = std::fs::read_to_string(&so).unwrap_or_default();
+        let parsed = parse_output(&text);
+        let problem = match (&status, &parsed) {
+            (None, _) => Some(format!("timed out after {secs:.0} s")),
+            (Some(s), _) if !s.success() => Some(format!("failed ({s})")),
+            (_, Err(e)) => Some(e.clone()),
+            _ => None,
+        };
+        let _ = writeln!(
+            self.runs,
+            "{},{np},{round},{secs:.2},{},{},{}",
+            tool.imp.name(),
+            match &problem {
+                None => "ok".to_string(),
+                Some(p) => p.replace(',', ";"),
+            },
+            first_load(&load_before),
+            first_load(&load_after),
+        );
+        if let Ok(rs) = parsed {
+            self.rows
+                .extend(rs.into_iter().map(|r| (tool.imp, round, r)));
+        }
+        match problem {
+            None => eprintln!("{secs:.1} s"),
+            Some(p) => {
+                eprintln!("{p}");
+                let msg = format!(
+                    "{} on {np} ranks, round {}: {p}; command: {} {}\n{}",
+                    tool.imp.label(),
+                    round + 1,
+                    tool.mpiexec.display(),
+                    args.join(" "),
+                    tail(&se, 15)
+                );
+                eprintln!("{msg}");
+                self.failures.push(msg);
+            }
+        }
+        Ok(())
+    }
+}
+
+/// table.md: what was run, the ratio table, and the load around each round.
+fn table_text(
+    config: &CompareConfig,
+    summary: &BTreeMap<(Key, Impl), Point>,
+    round_loads: &[(String, String)],
+) -> String {
     let mut table = format!(
         "mpibench ({}), median of {} interleaved rounds, {} ({} cores){}. Latency ratios ≤ 1.0 \
          and bandwidth (MB/s) and message-rate (M msg/s) ratios ≥ 1.0 favour ferry; the best \
@@ -398,7 +480,7 @@ pub fn run(config: &CompareConfig) -> Result<Outcome, CompareError> {
             n => format!(", with {n} busy-looping processes beside the jobs"),
         },
     );
-    table.push_str(&ratio_table(&summary));
+    table.push_str(&ratio_table(summary));
     let _ = writeln!(
         table,
         "\nLoad average (1 min) before → after each round: {}; runs.csv has each job's, \
@@ -410,18 +492,7 @@ pub fn run(config: &CompareConfig) -> Result<Outcome, CompareError> {
             .collect::<Vec<_>>()
             .join(", ")
     );
-    std::fs::write(out.join("table.md"), &table)?;
-    if !failures.is_empty() {
-        std::fs::write(out.join("failures.txt"), failures.join("\n\n") + "\n")?;
-    }
-    draw(out, &summary);
-    Ok(Outcome {
-        ran: tools.iter().map(|(t, _)| t.imp).collect(),
-        skipped,
-        failures,
-        summary,
-        table,
-    })
+    table
 }
 
 #[cfg(test)]
