@@ -107,6 +107,14 @@ pub(crate) struct Disagreement {
 /// Calls of the log per word.
 const PER_WORD: u32 = 64 / WAY_BITS;
 
+/// Where [`PathLog`] keeps the way of call `call`: its word, and the shift within it.
+fn slot(call: u32) -> (usize, u32) {
+    (
+        (call % SPAN / PER_WORD) as usize,
+        call % PER_WORD * WAY_BITS,
+    )
+}
+
 /// This member's way through each of its last [`SPAN`] blocking calls, and its record.
 pub(crate) struct PathLog {
     record: PathRecord,
@@ -127,10 +135,7 @@ impl PathLog {
     /// Logs call `call`; returns the record to publish.
     #[inline]
     pub(crate) fn log(&mut self, call: u32, way: Way) -> PathRecord {
-        let (word, shift) = (
-            (call % SPAN / PER_WORD) as usize,
-            call % PER_WORD * WAY_BITS,
-        );
+        let (word, shift) = slot(call);
         let w = &mut self.ways[word];
         *w = *w & !(3 << shift) | (way as u64) << shift;
         self.record = self.record.after(call, way);
@@ -139,10 +144,7 @@ impl PathLog {
 
     /// The way this log has for call `call`.
     fn way(&self, call: u32) -> Way {
-        let (word, shift) = (
-            (call % SPAN / PER_WORD) as usize,
-            call % PER_WORD * WAY_BITS,
-        );
+        let (word, shift) = slot(call);
         Way::of_bits(self.ways[word] >> shift)
     }
 

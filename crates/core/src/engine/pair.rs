@@ -93,16 +93,8 @@ impl Pair {
                 Ok(n) => moved |= n > 0,
                 Err(e) => return (Err(e.clone()), Err(e)),
             }
-            for (engine, hook, result) in [
-                (&mut self.a, &mut *hook_a as &mut dyn HookPass, &mut ra),
-                (&mut self.b, &mut *hook_b as &mut dyn HookPass, &mut rb),
-            ] {
-                match hook.pass(engine) {
-                    Ok(m) => moved |= m,
-                    Err(e) if result.is_ok() => *result = Err(e),
-                    Err(_) => {}
-                }
-            }
+            moved |= hook_pass(&mut self.a, hook_a, &mut ra);
+            moved |= hook_pass(&mut self.b, hook_b, &mut rb);
             if !moved {
                 return (ra, rb);
             }
@@ -120,16 +112,19 @@ impl Pair {
     }
 }
 
-/// A hook's pass when it wants one, object-safe for [`Pair::drive_hooked`]'s loop.
-trait HookPass {
-    fn pass(&mut self, engine: &mut Engine) -> Result<bool, Error>;
-}
-
-impl<H: Hook> HookPass for H {
-    fn pass(&mut self, engine: &mut Engine) -> Result<bool, Error> {
-        match self.wants_pass(engine.proto.completions) {
-            true => self.advance(engine),
-            false => Ok(false),
+/// `hook`'s pass on `engine` when it wants one, as a progress pass gives it; whether it moved
+/// anything. Its first error is kept in `result`.
+fn hook_pass(engine: &mut Engine, hook: &mut impl Hook, result: &mut Result<(), Error>) -> bool {
+    if !hook.wants_pass(engine.proto.completions) {
+        return false;
+    }
+    match hook.advance(engine) {
+        Ok(moved) => moved,
+        Err(e) => {
+            if result.is_ok() {
+                *result = Err(e);
+            }
+            false
         }
     }
 }
