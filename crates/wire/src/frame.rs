@@ -16,7 +16,8 @@
 //! | 32 | 8 | field c |
 //!
 //! What a, b and c mean depends on the kind; [`Frame`] names them. Only `Eager` and `Data` are
-//! followed by a payload, of the length the header gives (`Written` only names a range).
+//! followed by a payload of the length the header gives (`Written` only names a range), and
+//! `RtsRead` by its 8-byte memory key.
 
 use thiserror::Error;
 
@@ -56,7 +57,13 @@ pub mod kind {
     pub const SHARE: u8 = 0x08;
     /// Sender wrote a range straight into the receive buffer.
     pub const WRITTEN: u8 = 0x09;
+    /// Request to send a large message that the receiver reads itself from the sender's
+    /// registered memory (a fabric's RMA read), then answers with FIN.
+    pub const RTS_READ: u8 = 0x0a;
 }
+
+/// Bytes of the memory key that follow an RTS_READ header.
+pub const KEY_LEN: u64 = 8;
 
 /// A decoded frame header.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -83,6 +90,22 @@ pub enum Frame {
         /// Address of the payload in the sender's memory, for single-copy pulls on one host
         /// (0 when the receiver cannot or must not pull).
         source_addr: u64,
+    },
+    /// Announces a large message of `len` bytes that the receiver reads from the sender's
+    /// memory registered with a fabric: at `remote_addr` under the key that follows the header
+    /// ([`KEY_LEN`] bytes, little-endian). The receiver answers FIN once it has read.
+    RtsRead {
+        /// Communicator context id.
+        context: u32,
+        /// Message tag.
+        tag: i32,
+        /// Total message length.
+        len: u64,
+        /// The sender's request id, echoed in FIN.
+        send_id: u64,
+        /// Where the reads start, as the fabric names the registered memory (its virtual
+        /// address, or an offset from the region's start).
+        remote_addr: u64,
     },
     /// The receiver is ready: push at most `accept_len` bytes tagged with `recv_id`.
     Cts {
@@ -182,6 +205,7 @@ impl Frame {
     pub fn payload_len(&self) -> u64 {
         match *self {
             Frame::Eager { len, .. } | Frame::Data { len, .. } => len,
+            Frame::RtsRead { .. } => KEY_LEN,
             _ => 0,
         }
     }
@@ -197,6 +221,13 @@ impl Frame {
                 send_id,
                 source_addr,
             } => (kind::RTS, context, tag, len, send_id, source_addr),
+            Frame::RtsRead {
+                context,
+                tag,
+                len,
+                send_id,
+                remote_addr,
+            } => (kind::RTS_READ, context, tag, len, send_id, remote_addr),
             Frame::Cts {
                 send_id,
                 recv_id,
@@ -287,6 +318,13 @@ impl Frame {
                 send_id: b,
                 source_addr: c,
             },
+            kind::RTS_READ => Frame::RtsRead {
+                context,
+                tag,
+                len: a,
+                send_id: b,
+                remote_addr: c,
+            },
             kind::CTS => Frame::Cts {
                 send_id: a,
                 recv_id: b,
@@ -363,6 +401,20 @@ mod tests {
                     len,
                     send_id,
                     source_addr
+                }),
+            (
+                any::<u32>(),
+                any::<i32>(),
+                any::<u64>(),
+                any::<u64>(),
+                any::<u64>()
+            )
+                .prop_map(|(context, tag, len, send_id, remote_addr)| Frame::RtsRead {
+                    context,
+                    tag,
+                    len,
+                    send_id,
+                    remote_addr
                 }),
             (any::<u64>(), any::<u64>(), any::<u64>()).prop_map(
                 |(send_id, recv_id, accept_len)| Frame::Cts {

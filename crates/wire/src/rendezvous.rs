@@ -117,6 +117,18 @@ impl RendezvousSend {
         }
     }
 
+    /// The RTS_READ that opens an exchange in which the receiver reads the payload from the
+    /// sender's registered memory at `remote_addr` (its key follows the header) and answers FIN.
+    pub fn rts_read(&self, context: u32, tag: i32, remote_addr: u64) -> Frame {
+        Frame::RtsRead {
+            context,
+            tag,
+            len: self.len,
+            send_id: self.send_id,
+            remote_addr,
+        }
+    }
+
     /// The receiver wants `accept_len` bytes pushed under `recv_id`.
     pub fn on_cts(&mut self, recv_id: u64, accept_len: u64) -> Result<(), ProtocolError> {
         if self.state != SendState::AwaitReply {
