@@ -38,6 +38,10 @@ ldconfig -p 2>/dev/null | grep -q 'libpmix.so.2 ' || need+=(libpmix2)
 # Slurm's mpi/pmix plugin loads OpenPMIx by its unversioned name, which only libpmix-dev
 # installs (without it: `srun: error: mpi/pmix_v4: ... can not load PMIx library`).
 [ -e /usr/lib/x86_64-linux-gnu/pmix2/lib/libpmix.so ] || need+=(libpmix-dev)
+# libfabric for the RDMA fabrics (verbs, EFA, Slingshot CXI; tcp and shm without such a NIC):
+# loaded at run time by crates/fabric; the -dev package has the headers its layouts follow.
+ldconfig -p 2>/dev/null | grep -q 'libfabric.so.1 ' || need+=(libfabric1)
+[ -e /usr/include/rdma/fabric.h ] || need+=(libfabric-dev)
 if [ ${#need[@]} -gt 0 ]; then
   as_root apt-get update -qq
   as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${need[@]}"
