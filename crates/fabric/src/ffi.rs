@@ -524,9 +524,13 @@ const ENOSYS: c_int = -libc::ENOSYS;
 /// # Safety
 /// `fid` is a live object of this library; it is gone afterwards.
 pub unsafe fn close(fid: *mut Fid) -> c_int {
-    match (*(*fid).ops).close {
-        Some(call) => call(fid),
-        None => ENOSYS,
+    // SAFETY: the caller's contract; a live object's ops tables are the provider's
+    // and live as long as it.
+    unsafe {
+        match (*(*fid).ops).close {
+            Some(call) => call(fid),
+            None => ENOSYS,
+        }
     }
 }
 
@@ -535,9 +539,13 @@ pub unsafe fn close(fid: *mut Fid) -> c_int {
 /// # Safety
 /// Both are live objects of this library.
 pub unsafe fn bind(fid: *mut Fid, to: *mut Fid, flags: u64) -> c_int {
-    match (*(*fid).ops).bind {
-        Some(call) => call(fid, to, flags),
-        None => ENOSYS,
+    // SAFETY: the caller's contract; a live object's ops tables are the provider's
+    // and live as long as it.
+    unsafe {
+        match (*(*fid).ops).bind {
+            Some(call) => call(fid, to, flags),
+            None => ENOSYS,
+        }
     }
 }
 
@@ -546,9 +554,13 @@ pub unsafe fn bind(fid: *mut Fid, to: *mut Fid, flags: u64) -> c_int {
 /// # Safety
 /// `fid` is live and `arg` what `command` takes.
 pub unsafe fn control(fid: *mut Fid, command: c_int, arg: *mut c_void) -> c_int {
-    match (*(*fid).ops).control {
-        Some(call) => call(fid, command, arg),
-        None => ENOSYS,
+    // SAFETY: the caller's contract; a live object's ops tables are the provider's
+    // and live as long as it.
+    unsafe {
+        match (*(*fid).ops).control {
+            Some(call) => call(fid, command, arg),
+            None => ENOSYS,
+        }
     }
 }
 
@@ -557,9 +569,13 @@ pub unsafe fn control(fid: *mut Fid, command: c_int, arg: *mut c_void) -> c_int 
 /// # Safety
 /// `fabric` is live, `info` one of its `fi_getinfo` results.
 pub unsafe fn domain(fabric: *mut FidFabric, info: *mut Info, out: *mut *mut FidDomain) -> c_int {
-    match (*(*fabric).ops).domain {
-        Some(call) => call(fabric, info, out, std::ptr::null_mut()),
-        None => ENOSYS,
+    // SAFETY: the caller's contract; a live object's ops tables are the provider's
+    // and live as long as it.
+    unsafe {
+        match (*(*fabric).ops).domain {
+            Some(call) => call(fabric, info, out, std::ptr::null_mut()),
+            None => ENOSYS,
+        }
     }
 }
 
@@ -568,9 +584,13 @@ pub unsafe fn domain(fabric: *mut FidFabric, info: *mut Info, out: *mut *mut Fid
 /// # Safety
 /// `fabric` and `fid` are live and `fid` belongs to the fabric.
 pub unsafe fn trywait(fabric: *mut FidFabric, mut fid: *mut Fid) -> c_int {
-    match (*(*fabric).ops).trywait {
-        Some(call) => call(fabric, &mut fid, 1),
-        None => ENOSYS,
+    // SAFETY: the caller's contract; a live object's ops tables are the provider's
+    // and live as long as it.
+    unsafe {
+        match (*(*fabric).ops).trywait {
+            Some(call) => call(fabric, &mut fid, 1),
+            None => ENOSYS,
+        }
     }
 }
 
@@ -579,9 +599,13 @@ pub unsafe fn trywait(fabric: *mut FidFabric, mut fid: *mut Fid) -> c_int {
 /// # Safety
 /// `domain` is live.
 pub unsafe fn av_open(domain: *mut FidDomain, attr: &mut AvAttr, out: *mut *mut FidAv) -> c_int {
-    match (*(*domain).ops).av_open {
-        Some(call) => call(domain, attr, out, std::ptr::null_mut()),
-        None => ENOSYS,
+    // SAFETY: the caller's contract; a live object's ops tables are the provider's
+    // and live as long as it.
+    unsafe {
+        match (*(*domain).ops).av_open {
+            Some(call) => call(domain, attr, out, std::ptr::null_mut()),
+            None => ENOSYS,
+        }
     }
 }
 
@@ -590,9 +614,13 @@ pub unsafe fn av_open(domain: *mut FidDomain, attr: &mut AvAttr, out: *mut *mut 
 /// # Safety
 /// `domain` is live.
 pub unsafe fn cq_open(domain: *mut FidDomain, attr: &mut CqAttr, out: *mut *mut FidCq) -> c_int {
-    match (*(*domain).ops).cq_open {
-        Some(call) => call(domain, attr, out, std::ptr::null_mut()),
-        None => ENOSYS,
+    // SAFETY: the caller's contract; a live object's ops tables are the provider's
+    // and live as long as it.
+    unsafe {
+        match (*(*domain).ops).cq_open {
+            Some(call) => call(domain, attr, out, std::ptr::null_mut()),
+            None => ENOSYS,
+        }
     }
 }
 
@@ -601,9 +629,13 @@ pub unsafe fn cq_open(domain: *mut FidDomain, attr: &mut CqAttr, out: *mut *mut 
 /// # Safety
 /// `domain` is live, `info` the result it was opened with.
 pub unsafe fn endpoint(domain: *mut FidDomain, info: *mut Info, out: *mut *mut FidEp) -> c_int {
-    match (*(*domain).ops).endpoint {
-        Some(call) => call(domain, info, out, std::ptr::null_mut()),
-        None => ENOSYS,
+    // SAFETY: the caller's contract; a live object's ops tables are the provider's
+    // and live as long as it.
+    unsafe {
+        match (*(*domain).ops).endpoint {
+            Some(call) => call(domain, info, out, std::ptr::null_mut()),
+            None => ENOSYS,
+        }
     }
 }
 
@@ -619,19 +651,23 @@ pub unsafe fn mr_reg(
     requested_key: u64,
     out: *mut *mut FidMr,
 ) -> c_int {
-    match (*(*domain).mr).reg {
-        Some(call) => call(
-            &mut (*domain).fid,
-            buf,
-            len,
-            access,
-            0,
-            requested_key,
-            0,
-            out,
-            std::ptr::null_mut(),
-        ),
-        None => ENOSYS,
+    // SAFETY: the caller's contract; a live object's ops tables are the provider's
+    // and live as long as it.
+    unsafe {
+        match (*(*domain).mr).reg {
+            Some(call) => call(
+                &mut (*domain).fid,
+                buf,
+                len,
+                access,
+                0,
+                requested_key,
+                0,
+                out,
+                std::ptr::null_mut(),
+            ),
+            None => ENOSYS,
+        }
     }
 }
 
@@ -640,9 +676,13 @@ pub unsafe fn mr_reg(
 /// # Safety
 /// `av` is live; `addr` holds a whole address of the AV's format.
 pub unsafe fn av_insert(av: *mut FidAv, addr: *const c_void, out: &mut u64) -> c_int {
-    match (*(*av).ops).insert {
-        Some(call) => call(av, addr, 1, out, 0, std::ptr::null_mut()),
-        None => ENOSYS,
+    // SAFETY: the caller's contract; a live object's ops tables are the provider's
+    // and live as long as it.
+    unsafe {
+        match (*(*av).ops).insert {
+            Some(call) => call(av, addr, 1, out, 0, std::ptr::null_mut()),
+            None => ENOSYS,
+        }
     }
 }
 
@@ -651,9 +691,13 @@ pub unsafe fn av_insert(av: *mut FidAv, addr: *const c_void, out: &mut u64) -> c
 /// # Safety
 /// `ep` is live; `addr` has room for `*len` bytes.
 pub unsafe fn getname(ep: *mut FidEp, addr: *mut c_void, len: &mut usize) -> c_int {
-    match (*(*ep).cm).getname {
-        Some(call) => call(&mut (*ep).fid, addr, len),
-        None => ENOSYS,
+    // SAFETY: the caller's contract; a live object's ops tables are the provider's
+    // and live as long as it.
+    unsafe {
+        match (*(*ep).cm).getname {
+            Some(call) => call(&mut (*ep).fid, addr, len),
+            None => ENOSYS,
+        }
     }
 }
 
@@ -668,9 +712,13 @@ pub unsafe fn recv(
     desc: *mut c_void,
     context: *mut c_void,
 ) -> isize {
-    match (*(*ep).msg).recv {
-        Some(call) => call(ep, buf, len, desc, FI_ADDR_UNSPEC, context),
-        None => ENOSYS as isize,
+    // SAFETY: the caller's contract; a live object's ops tables are the provider's
+    // and live as long as it.
+    unsafe {
+        match (*(*ep).msg).recv {
+            Some(call) => call(ep, buf, len, desc, FI_ADDR_UNSPEC, context),
+            None => ENOSYS as isize,
+        }
     }
 }
 
@@ -687,9 +735,13 @@ pub unsafe fn sendv(
     dest: u64,
     context: *mut c_void,
 ) -> isize {
-    match (*(*ep).msg).sendv {
-        Some(call) => call(ep, iov, desc, count, dest, context),
-        None => ENOSYS as isize,
+    // SAFETY: the caller's contract; a live object's ops tables are the provider's
+    // and live as long as it.
+    unsafe {
+        match (*(*ep).msg).sendv {
+            Some(call) => call(ep, iov, desc, count, dest, context),
+            None => ENOSYS as isize,
+        }
     }
 }
 
@@ -698,9 +750,13 @@ pub unsafe fn sendv(
 /// # Safety
 /// `ep` is live; `buf` holds `len` bytes (only for the call).
 pub unsafe fn inject(ep: *mut FidEp, buf: *const c_void, len: usize, dest: u64) -> isize {
-    match (*(*ep).msg).inject {
-        Some(call) => call(ep, buf, len, dest),
-        None => ENOSYS as isize,
+    // SAFETY: the caller's contract; a live object's ops tables are the provider's
+    // and live as long as it.
+    unsafe {
+        match (*(*ep).msg).inject {
+            Some(call) => call(ep, buf, len, dest),
+            None => ENOSYS as isize,
+        }
     }
 }
 
@@ -727,14 +783,18 @@ pub unsafe fn rma(
     key: u64,
     context: *mut c_void,
 ) -> isize {
-    let ops = &*(*ep).rma;
-    let call = match op {
-        RmaOp::Read => ops.read,
-        RmaOp::Write => ops.write,
-    };
-    match call {
-        Some(call) => call(ep, buf, len, desc, peer, addr, key, context),
-        None => ENOSYS as isize,
+    // SAFETY: the caller's contract; a live object's ops tables are the provider's
+    // and live as long as it.
+    unsafe {
+        let ops = &*(*ep).rma;
+        let call = match op {
+            RmaOp::Read => ops.read,
+            RmaOp::Write => ops.write,
+        };
+        match call {
+            Some(call) => call(ep, buf, len, desc, peer, addr, key, context),
+            None => ENOSYS as isize,
+        }
     }
 }
 
@@ -743,9 +803,13 @@ pub unsafe fn rma(
 /// # Safety
 /// `cq` is live and opened with that format.
 pub unsafe fn cq_read(cq: *mut FidCq, entries: &mut [CqDataEntry]) -> isize {
-    match (*(*cq).ops).read {
-        Some(call) => call(cq, entries.as_mut_ptr().cast(), entries.len()),
-        None => ENOSYS as isize,
+    // SAFETY: the caller's contract; a live object's ops tables are the provider's
+    // and live as long as it.
+    unsafe {
+        match (*(*cq).ops).read {
+            Some(call) => call(cq, entries.as_mut_ptr().cast(), entries.len()),
+            None => ENOSYS as isize,
+        }
     }
 }
 
@@ -754,9 +818,13 @@ pub unsafe fn cq_read(cq: *mut FidCq, entries: &mut [CqDataEntry]) -> isize {
 /// # Safety
 /// `cq` is live.
 pub unsafe fn cq_readerr(cq: *mut FidCq, entry: &mut CqErrEntry) -> isize {
-    match (*(*cq).ops).readerr {
-        Some(call) => call(cq, entry, 0),
-        None => ENOSYS as isize,
+    // SAFETY: the caller's contract; a live object's ops tables are the provider's
+    // and live as long as it.
+    unsafe {
+        match (*(*cq).ops).readerr {
+            Some(call) => call(cq, entry, 0),
+            None => ENOSYS as isize,
+        }
     }
 }
 
@@ -766,14 +834,18 @@ pub unsafe fn cq_readerr(cq: *mut FidCq, entry: &mut CqErrEntry) -> isize {
 /// `cq` is live and `entry` was just read from it (its err_data is the provider's until the
 /// next read).
 pub unsafe fn cq_strerror(cq: *mut FidCq, entry: &CqErrEntry, buf: &mut [u8]) -> *const c_char {
-    match (*(*cq).ops).strerror {
-        Some(call) => call(
-            cq,
-            entry.prov_errno,
-            entry.err_data,
-            buf.as_mut_ptr().cast(),
-            buf.len(),
-        ),
-        None => std::ptr::null(),
+    // SAFETY: the caller's contract; a live object's ops tables are the provider's
+    // and live as long as it.
+    unsafe {
+        match (*(*cq).ops).strerror {
+            Some(call) => call(
+                cq,
+                entry.prov_errno,
+                entry.err_data,
+                buf.as_mut_ptr().cast(),
+                buf.len(),
+            ),
+            None => std::ptr::null(),
+        }
     }
 }

@@ -17,6 +17,8 @@
 //! Threading: an endpoint and its regions are driven by one thread (`FI_THREAD_DOMAIN`), so
 //! none of them is `Send`.
 
+#![deny(unsafe_op_in_unsafe_fn)]
+
 mod endpoint;
 mod error;
 mod ffi;
