@@ -89,12 +89,7 @@ impl Endpoint {
     /// # Safety
     /// `ptr..ptr+len` is memory of this process (allocated: `FI_MR_ALLOCATED`) that stays
     /// valid until the region is dropped; what peers may do to it is what `access` allows.
-    pub unsafe fn register(
-        &mut self,
-        ptr: *const u8,
-        len: usize,
-        access: Access,
-    ) -> Result<Region> {
+    pub unsafe fn register(&self, ptr: *const u8, len: usize, access: Access) -> Result<Region> {
         if len == 0 || ptr.is_null() {
             return Err(FabricError::Invalid(format!(
                 "cannot register {len} bytes at {ptr:?}"
