@@ -12,7 +12,7 @@ use crate::{
 const DEADLINE: Duration = Duration::from_secs(60);
 
 fn library() -> Option<Library> {
-    match Library::load_from(crate::DEFAULT_LIBRARY) {
+    match Library::load() {
         Ok(lib) => Some(lib),
         Err(e) => {
             eprintln!("skipped: libfabric cannot be loaded: {e}");
@@ -496,4 +496,15 @@ fn unknown_provider_is_a_typed_error() {
         .providers(&EndpointSpec::provider("no-such-provider"))
         .unwrap()
         .is_empty());
+}
+
+#[test]
+fn load_reports_a_library_that_is_not_libfabric() {
+    match Library::load_from("libc.so.6") {
+        Err(FabricError::Symbol { path, symbol, .. }) => {
+            assert_eq!((path.as_str(), symbol), ("libc.so.6", "fi_getinfo"))
+        }
+        Err(other) => panic!("{other}"),
+        Ok(_) => panic!("libc loaded as libfabric"),
+    }
 }
