@@ -1030,6 +1030,33 @@ fn die(world: &World) -> Result<(), Error> {
     fail(world, "received from a dead rank".into())
 }
 
+/// Rank 0 starts a send of `len` bytes to the last rank and is killed while it is being
+/// received (over a fabric: while the last rank reads it); everyone then waits for a message
+/// from rank 0 that never comes. The job must end, naming rank 0.
+fn die_in_rendezvous(world: &World, len: usize) -> Result<(), Error> {
+    let last = world.size() - 1;
+    let data = vec![7u8; if world.rank() == 0 { len } else { 0 }];
+    let mut buf = vec![0u8; if world.rank() == last { len } else { 0 }];
+    scope(|s| -> Result<(), Error> {
+        match world.rank() {
+            0 => {
+                let _sending = world.isend(s, &data, last, 5)?;
+                std::thread::sleep(Duration::from_millis(20));
+                // SAFETY: sending SIGKILL to ourselves; nothing runs after it.
+                unsafe { libc::kill(libc::getpid(), libc::SIGKILL) };
+            }
+            r if r == last => {
+                world.recv(&mut buf, 0, 5)?;
+            }
+            _ => {}
+        }
+        Ok(())
+    })?;
+    let mut one = [0u8; 1];
+    world.recv(&mut one, 0, 6)?;
+    fail(world, "received from a dead rank".into())
+}
+
 /// Rank 1 panics after a barrier while the others wait for it: unwinding drops its `World`,
 /// which must not wait in the collective finalize for ranks that wait for rank 1.
 fn panics(world: &World) -> Result<(), Error> {
@@ -1169,6 +1196,7 @@ fn routes(world: &World) -> Result<(), Error> {
                     Some(ferry_core::PeerRoute::Itself) => "self",
                     Some(ferry_core::PeerRoute::SharedMemory) => "shm",
                     Some(ferry_core::PeerRoute::Tcp) => "tcp",
+                    Some(ferry_core::PeerRoute::Fabric) => "ofi",
                     None => "?",
                 })
                 .collect();
@@ -1198,6 +1226,7 @@ fn main() {
         Some("comms") => comms(&world),
         Some("big") => big(&world, arg(1, (2usize << 30) + (1 << 20) + 5)),
         Some("die") => die(&world),
+        Some("die-in-rendezvous") => die_in_rendezvous(&world, arg(1, 256 << 20)),
         Some("panic") => panics(&world),
         Some("idle") => idle(&world),
         Some("wake") => wake(&world, arg(1, 400), arg(2, 100) as u64),

@@ -13,6 +13,36 @@ pub enum TransportKind {
     Tcp,
 }
 
+/// Which network carries messages between hosts (`FERRY_NET`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum NetKind {
+    /// A fabric (libfabric) when both hosts have one with a user-level NIC provider (verbs,
+    /// EFA, CXI, psm3, …), TCP otherwise.
+    Auto,
+    /// The fabric with any provider but the host-local `shm` (so also libfabric's `tcp`);
+    /// pairs whose hosts share none go over TCP, and say so.
+    Ofi,
+    /// ferry's own TCP only.
+    Tcp,
+}
+
+/// Providers that run over the kernel's sockets: `auto` leaves them to ferry's own TCP.
+const SOCKET_PROVIDERS: [&str; 4] = ["tcp", "udp", "sockets", "net"];
+
+impl NetKind {
+    /// Whether a libfabric provider (`fi_info`'s name, layers and all: "verbs;ofi_rxm") may
+    /// carry messages between hosts under this setting. `shm` never does: it stays in a host.
+    pub fn admits(self, provider: &str) -> bool {
+        let layers: Vec<&str> = provider.split(';').collect();
+        match self {
+            NetKind::Tcp => false,
+            _ if layers.contains(&"shm") => false,
+            NetKind::Ofi => true,
+            NetKind::Auto => !layers.iter().any(|l| SOCKET_PROVIDERS.contains(l)),
+        }
+    }
+}
+
 /// How large shared-memory messages are copied: with CMA (`process_vm_readv`/`writev`, each
 /// byte once) or pipelined through the ring (each byte twice, by both processes at once).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -62,6 +92,10 @@ pub struct Config {
     /// of this host and TCP to the others; `shm` insists that all ranks share this host; `tcp`
     /// takes TCP to every peer.
     pub transport: TransportKind,
+    /// `FERRY_NET` (`auto` | `ofi` | `tcp`, default `auto`): between hosts, a libfabric fabric
+    /// with a user-level NIC when both hosts have one, else TCP; `ofi` takes the fabric with
+    /// any provider (libfabric's `tcp` too; `FI_PROVIDER` picks one); `tcp` never the fabric.
+    pub net: NetKind,
     /// `FERRY_TCP_ADDR` (an IP address, default unset): the address this rank listens on and
     /// publishes for TCP peers. Set by `ferry node` on hosts of a multi-host job (the address
     /// the launcher's host reaches this one by); unset, a rank of a grid job takes its grid
@@ -167,6 +201,7 @@ impl Default for Config {
     fn default() -> Self {
         Config {
             transport: TransportKind::Auto,
+            net: NetKind::Auto,
             tcp_addr: None,
             shm_eager_limit: None,
             shm_ring_bytes: None,
@@ -231,6 +266,16 @@ impl Config {
             Some(other) => {
                 return Err(Error::Config(format!(
                     "FERRY_TRANSPORT={other:?}: expected auto, shm or tcp"
+                )))
+            }
+        };
+        let net = match word("FERRY_NET").as_deref() {
+            None | Some("auto") => NetKind::Auto,
+            Some("ofi") => NetKind::Ofi,
+            Some("tcp") => NetKind::Tcp,
+            Some(other) => {
+                return Err(Error::Config(format!(
+                    "FERRY_NET={other:?}: expected auto, ofi or tcp"
                 )))
             }
         };
@@ -308,6 +353,7 @@ impl Config {
         };
         Ok(Config {
             transport,
+            net,
             tcp_addr,
             shm_eager_limit: bytes("FERRY_SHM_EAGER")?,
             shm_ring_bytes: bytes("FERRY_SHM_RING")?,
@@ -397,6 +443,7 @@ impl Config {
                 "FERRY_TRANSPORT",
                 format!("{:?}", self.transport).to_lowercase(),
             ),
+            ("FERRY_NET", format!("{:?}", self.net).to_lowercase()),
             (
                 "FERRY_SHM_EAGER",
                 self.shm_eager_limit.map_or(
@@ -548,6 +595,23 @@ mod tests {
         refused("FERRY_SPIN", "lots", "is not a number");
         refused("FERRY_SHM_EAGER", "-5", "is not a number");
         refused("FERRY_TRANSPORT", "udp", "expected auto, shm or tcp");
+        refused("FERRY_NET", "verbs", "expected auto, ofi or tcp");
+    }
+
+    #[test]
+    fn auto_takes_user_level_nics_ofi_any_provider_between_hosts_tcp_none() {
+        for (provider, auto, ofi) in [
+            ("verbs;ofi_rxm", true, true),
+            ("efa", true, true),
+            ("cxi", true, true),
+            ("tcp;ofi_rxm", false, true),
+            ("udp;ofi_rxd", false, true),
+            ("shm", false, false),
+        ] {
+            assert_eq!(NetKind::Auto.admits(provider), auto, "auto, {provider}");
+            assert_eq!(NetKind::Ofi.admits(provider), ofi, "ofi, {provider}");
+            assert!(!NetKind::Tcp.admits(provider), "tcp, {provider}");
+        }
     }
 
     #[test]

@@ -28,6 +28,7 @@
 
 use crate::error::Error;
 use crate::matching::{Envelope, Matcher, Pattern};
+use crate::ofi::FabricTransport;
 use crate::rails::{RailLoad, Striper};
 use crate::shm::{cma_read, cma_write, ShmTransport, Sleep};
 use crate::tcp::TcpTransport;
@@ -48,6 +49,8 @@ pub(crate) enum Route {
     Shm,
     /// A TCP connection.
     Tcp,
+    /// A fabric endpoint (libfabric: RDMA NICs, or its tcp and shm providers).
+    Fabric,
 }
 
 /// Looks of waits per poll of TCP when the rank also has shared-memory peers (see
@@ -88,6 +91,8 @@ pub(crate) struct Proto {
     pub rails: usize,
     /// Requests completed so far: work waiting for requests needs a look only when it moved.
     pub completions: u64,
+    /// Reads and registrations for the fabric transport (see `engine/fabric.rs`).
+    fabric: FabricWork,
     /// Rails the peers reported failed (RAIL_DOWN), for the engine to close.
     rail_down: Vec<(u32, u16)>,
     /// The same, for the transport to read to their end first: (peer, rail, seq).
@@ -129,17 +134,24 @@ fn protocol_error(peer: u32, detail: impl std::fmt::Display) -> Error {
     }
 }
 
-/// The runtime of one rank: protocol state plus the transports that carry it.
-pub(crate) struct Engine {
-    pub proto: Proto,
+/// The transports of a rank, each present when some peer takes its route.
+pub(crate) struct Transports {
     shm: Option<ShmTransport>,
     /// Set with [`Engine::add_tcp`], which also makes the doorbell.
     pub(crate) tcp: Option<TcpTransport>,
+    /// Set with [`Engine::add_fabric`]; TCP's epoll also watches its completion queue.
+    pub(crate) fabric: Option<FabricTransport>,
     /// With both transports, shared-memory peers wake this rank's sleep in TCP's epoll through
     /// its doorbell (see `crate::shm`); false if it could not be made.
     doorbell: bool,
     /// Looks of waits since TCP was last polled (see `Engine::wait_pass`).
     looks_without_tcp: u32,
+}
+
+/// The runtime of one rank: protocol state plus the transports that carry it.
+pub(crate) struct Engine {
+    pub proto: Proto,
+    pub(crate) net: Transports,
     shm_eager_limit: usize,
     tcp_eager_limit: usize,
     shm_chunk: usize,
@@ -204,6 +216,7 @@ impl Engine {
                 rails,
                 rail_down: Vec::new(),
                 completions: 0,
+                fabric: FabricWork::default(),
                 to_drain: Vec::new(),
                 cma: setup.cma,
                 cma_share_min: setup.cma_share_min,
@@ -222,10 +235,13 @@ impl Engine {
             },
             shm_eager_limit: setup.shm_eager_limit.min(shm_max),
             shm_chunk: shm_max / 2,
-            shm: setup.shm,
-            tcp: None,
-            doorbell: false,
-            looks_without_tcp: 0,
+            net: Transports {
+                shm: setup.shm,
+                tcp: None,
+                fabric: None,
+                doorbell: false,
+                looks_without_tcp: 0,
+            },
             tcp_eager_limit: setup.tcp_eager_limit,
             tcp_chunk: setup.tcp_chunk,
             spin: setup.spin,
@@ -248,20 +264,20 @@ impl Engine {
     /// well, it makes the doorbell that lets shared-memory peers end a sleep in TCP's epoll;
     /// if that fails, it says so once and such sleeps look at the rings every millisecond.
     pub(crate) fn add_tcp(&mut self, mut tcp: TcpTransport) {
-        if let Some(shm) = self.shm.as_ref() {
+        if let Some(shm) = self.net.shm.as_ref() {
             match shm
                 .doorbell()
                 .map_err(|e| Error::Transport(format!("cannot bind the doorbell: {e}")))
                 .and_then(|bell| tcp.watch_doorbell(bell))
             {
-                Ok(()) => self.doorbell = true,
+                Ok(()) => self.net.doorbell = true,
                 Err(e) => eprintln!(
                     "ferry: rank {}: {e}; a wait with TCP open looks for shared-memory messages every 1 ms",
                     self.proto.me
                 ),
             }
         }
-        self.tcp = Some(tcp);
+        self.net.tcp = Some(tcp);
     }
 
     /// Takes peers `uids` (processes of another world of the job) with their process ids:
@@ -282,7 +298,7 @@ impl Engine {
     pub(crate) fn grow(&mut self, peers: usize) {
         self.proto.grow(peers);
         self.adopt_peers();
-        if let Some(t) = self.tcp.as_mut() {
+        if let Some(t) = self.net.tcp.as_mut() {
             t.grow(self.proto.peer_count());
         }
     }
@@ -299,7 +315,7 @@ impl Engine {
     /// Drops what was queued for other worlds' processes whose connection ended, and adopts
     /// those that connected (see [`Engine::adopt_peers`]): what follows a read of TCP.
     fn after_tcp_input(&mut self) {
-        if let Some(t) = self.tcp.as_mut() {
+        if let Some(t) = self.net.tcp.as_mut() {
             for peer in t.take_closed() {
                 if let Some(p) = self.proto.peers.get_mut(peer as usize) {
                     p.outq.clear();
@@ -317,7 +333,12 @@ impl Engine {
     /// is done.
     pub(crate) fn say_bye(&mut self, peers: &[u32]) -> Result<(), Error> {
         for &peer in peers {
-            if self.tcp.as_ref().is_some_and(|t| t.has_conn(peer as usize)) {
+            if self
+                .net
+                .tcp
+                .as_ref()
+                .is_some_and(|t| t.has_conn(peer as usize))
+            {
                 self.proto
                     .push_out(peer, Out::Frame(OutFrame::control(Frame::Bye)));
                 self.flush_peer(peer)?;
@@ -330,7 +351,7 @@ impl Engine {
     pub(crate) fn counters(&self) -> crate::stats::Counters {
         let mut c = self.proto.counters;
         c.unexpected_now = self.proto.matcher.unexpected_len() as u64;
-        if let Some(tcp) = &self.tcp {
+        if let Some(tcp) = &self.net.tcp {
             c.add_compression(tcp.compression_stats());
         }
         c
@@ -348,7 +369,11 @@ impl Engine {
             SendMode::Eager => self.frame_limit(route),
             _ => self.eager_limit(route),
         };
-        limit(Route::Shm).min(limit(Route::Tcp))
+        let fabric = match self.net.fabric {
+            Some(_) => limit(Route::Fabric),
+            None => usize::MAX,
+        };
+        limit(Route::Shm).min(limit(Route::Tcp)).min(fabric)
     }
 
     fn eager_limit(&self, route: Route) -> usize {
@@ -356,6 +381,7 @@ impl Engine {
             Route::Loopback => 64 << 10,
             Route::Shm => self.shm_eager_limit,
             Route::Tcp => self.tcp_eager_limit,
+            Route::Fabric => (self.net.fabric.as_ref()).map_or(0, FabricTransport::eager_limit),
         }
     }
 
@@ -378,16 +404,17 @@ impl Engine {
     /// tight loop, and this look costs a fraction of a full pass.
     #[inline]
     fn idle(&mut self, tcp: bool) -> bool {
-        (self.tcp.is_none() || !tcp)
+        ((self.net.tcp.is_none() && self.net.fabric.is_none()) || !tcp)
             && self.proto.loopback.is_empty()
             && self.proto.active_out.is_empty()
             && self.proto.busy.is_empty()
             && self.proto.shared_pulls.is_empty()
-            && !self.shm.as_mut().is_some_and(ShmTransport::any_ready)
+            && !self.net.shm.as_mut().is_some_and(ShmTransport::any_ready)
     }
 }
 
 mod active;
+mod fabric;
 mod hook;
 mod incoming;
 mod outq;
@@ -401,9 +428,10 @@ mod send;
 mod sink;
 mod wait;
 
-use crate::frames::{Arrival, FrameSink, Incoming, OutFrame};
+use crate::frames::{Arrival, FabricRead, FrameSink, Incoming, OutFrame};
 pub(crate) use active::ActiveFn;
 pub use active::ActiveReply;
+use fabric::FabricWork;
 pub(crate) use hook::{Hook, NoHook};
 pub(crate) use incoming::{Announced, Unexpected};
 use outq::{non_null_if_empty, ordered_frame, Out};

@@ -29,6 +29,20 @@ pub(crate) trait FrameSink {
     fn departed(&self, _peer: u32) -> bool {
         false
     }
+    /// A fabric read of receive `id` from `peer` ([`FabricRead`]) completed.
+    fn read_done(&mut self, peer: u32, id: ReqId) -> Result<(), Error>;
+}
+
+/// A read the receiver of an RTS_READ starts: `len` bytes at `remote_addr` of `peer`'s memory
+/// under `key`, into the buffer of receive `id`.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct FabricRead {
+    pub(crate) id: ReqId,
+    pub(crate) peer: u32,
+    pub(crate) remote_addr: u64,
+    pub(crate) key: u64,
+    pub(crate) buf: *mut u8,
+    pub(crate) len: usize,
 }
 
 /// A frame waiting for its turn on a peer's channel.
@@ -88,6 +102,9 @@ pub(crate) enum Arrival {
     EagerMatched(ReqId, Envelope),
     EagerKept(Envelope, Vec<u8>),
     Data(ReqId),
+    /// The memory key that follows an RTS_READ header (boxed: `Incoming::ptr` points into it,
+    /// and the box stays put while the `Incoming` moves).
+    Key(Box<[u8; 8]>),
 }
 
 /// Where the payload of an arriving frame goes. Bytes past `cap` are dropped (truncation).
@@ -124,6 +141,16 @@ impl Incoming {
 
     pub(crate) fn ptr(&self) -> *mut u8 {
         self.ptr
+    }
+
+    /// Where the key of an RTS_READ goes.
+    pub(crate) fn key() -> Incoming {
+        let mut key = Box::new([0u8; 8]);
+        Incoming {
+            ptr: key.as_mut_ptr(),
+            cap: key.len(),
+            arrival: Arrival::Key(key),
+        }
     }
 
     /// The posted receive an eager frame matched, if it did.

@@ -33,6 +33,7 @@ mod error;
 mod frames;
 mod host;
 mod matching;
+mod ofi;
 mod punching;
 mod rails;
 pub mod raw;
@@ -51,7 +52,7 @@ pub use comm::{
     scope, test_all, wait_all, wait_any, Comm, Pause, Request, Scope, Source, Status, ANY_SOURCE,
     ANY_TAG, CLAIMED_PAIRS_END, CONTEXT_BLOCK, TAG_UB,
 };
-pub use config::{CmaMode, Config, RailPolicy};
+pub use config::{CmaMode, Config, NetKind, RailPolicy};
 pub use error::Error;
 pub use ferry_sched::hetero;
 pub use host::host_id;

@@ -89,7 +89,13 @@ pub(crate) fn reach(shared: &Shared, members: &[u32]) -> Result<(), Error> {
     let strangers: Vec<u32> = {
         let engine = shared.engine.borrow();
         others
-            .filter(|&u| !engine.tcp.as_ref().is_some_and(|t| t.has_conn(u as usize)))
+            .filter(|&u| {
+                !engine
+                    .net
+                    .tcp
+                    .as_ref()
+                    .is_some_and(|t| t.has_conn(u as usize))
+            })
             .collect()
     };
     if !strangers.is_empty() {
@@ -132,7 +138,7 @@ fn dial(shared: &Shared, uid: u32, timeout: Duration) -> Result<(), Error> {
     let pid: u32 = pid.parse().map_err(|_| bad())?;
     let mut engine = shared.engine.borrow_mut();
     engine.add_peers(&[(uid, pid)]);
-    match engine.tcp.as_mut() {
+    match engine.net.tcp.as_mut() {
         Some(t) => t.dial((uid, 0), addr, None, None),
         None => Err(Error::Config("no TCP listener".into())),
     }
@@ -149,6 +155,7 @@ pub(crate) fn reach_one(shared: &Shared, uid: u32) -> Result<(), Error> {
     let known = shared
         .engine
         .borrow()
+        .net
         .tcp
         .as_ref()
         .is_some_and(|t| t.has_conn(uid as usize));
@@ -176,7 +183,7 @@ fn open(shared: &Shared) -> Result<(), Error> {
     let (me, addr) = {
         let mut engine = shared.engine.borrow_mut();
         let me = engine.proto.me;
-        if engine.tcp.is_none() {
+        if engine.net.tcp.is_none() {
             let c = &shared.in_effect;
             let base = shared.universe.base;
             let mut t = TcpTransport::bind(
@@ -194,7 +201,7 @@ fn open(shared: &Shared) -> Result<(), Error> {
             t.set_compression(c.compress);
             engine.add_tcp(t);
         }
-        match engine.tcp.as_ref() {
+        match engine.net.tcp.as_ref() {
             Some(t) => (me, t.listen_addr()),
             None => return Err(Error::Config("no TCP listener".into())),
         }

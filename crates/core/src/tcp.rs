@@ -58,6 +58,9 @@ const LISTENER: Token = Token(usize::MAX);
 /// Tokens of the registrations with our cluster's relays: this plus the relay's index.
 const RELAY_BASE: usize = 1 << 39;
 const DOORBELL: Token = Token(usize::MAX - 2);
+/// Another transport's wake descriptor (a fabric's completion queue): its event only ends a
+/// wait, and the caller reads that transport.
+const WATCHED: Token = Token(usize::MAX - 3);
 const STRANGER_BASE: usize = 1 << 40;
 
 /// Strangers kept at a time unless `FERRY_TCP_STRANGERS` says otherwise.
@@ -207,6 +210,15 @@ impl TcpTransport {
             .map_err(|e| io_error("epoll_ctl", e))?;
         self.doorbell = Some(bell);
         Ok(())
+    }
+
+    /// Watches `fd` (another transport's wake descriptor, which outlives this transport's
+    /// use of it): its readiness ends a wait in [`TcpTransport::poll_input`] with progress.
+    pub(crate) fn watch_fd(&mut self, fd: std::os::fd::RawFd) -> Result<(), Error> {
+        self.poll
+            .registry()
+            .register(&mut mio::unix::SourceFd(&fd), WATCHED, Interest::READABLE)
+            .map_err(|e| io_error("epoll_ctl", e))
     }
 
     pub(crate) fn listen_addr(&self) -> SocketAddr {
@@ -384,6 +396,10 @@ impl TcpTransport {
             }
             if (RELAY_BASE..RELAY_BASE + self.relays.len()).contains(&token.0) {
                 relay_events.push(token.0 - RELAY_BASE);
+                continue;
+            }
+            if token == WATCHED {
+                progressed = true;
                 continue;
             }
             if token == DOORBELL {

@@ -20,6 +20,8 @@ use std::net::SocketAddr;
 use std::rc::Rc;
 use std::time::{Duration, Instant};
 
+mod fabric;
+
 /// The job as seen from this rank; derefs to the world communicator. Dropping it finalizes.
 pub struct World {
     comm: Comm,
@@ -52,6 +54,9 @@ struct Card {
     relays: Vec<(String, SocketAddr)>,
     /// Our address on each rail (`FERRY_RAIL_ADDRS`); the port is `tcp`'s.
     rails: Vec<std::net::IpAddr>,
+    /// Its fabric provider and endpoint name, if it opened one: like `tcp`, published after
+    /// the card (`fabric-<rank>`).
+    fabric: Option<(String, Vec<u8>)>,
 }
 
 impl Card {
@@ -88,6 +93,7 @@ impl Card {
             front: String::new(),
             relays: Vec::new(),
             rails: Vec::new(),
+            fabric: None,
         };
         for field in text.split(';') {
             let (k, v) = field.split_once('=').ok_or_else(bad)?;
@@ -193,17 +199,29 @@ pub fn init() -> Result<World, Error> {
     };
     // Hole punching between private clusters (crate::punching): ids and relays of the ranks.
     let grid = GridFacts::of(&cards);
-    let (mut tcp, to_punch) = match near.tcp_peers.is_empty() {
-        true => (None, Vec::new()),
+    let (mut tcp, to_punch, mut fabric) = match near.tcp_peers.is_empty() {
+        true => (None, Vec::new(), None),
         false => {
             let opened = open_tcp(&config, (&key, job), ranks, &near, &grid, &mut boot)?;
-            (Some(opened.0), opened.1)
+            let fabric = fabric::open(&config, ranks, &mut boot)?;
+            (Some(opened.0), opened.1, fabric)
         }
     };
     if size > 1 {
         boot.fence()?;
     }
     read_addresses(&mut boot, &mut cards, &near.tcp_peers, base)?;
+    // Peers on other hosts reached over the fabric instead of TCP.
+    let fabric_peers = match fabric.as_mut() {
+        Some(f) => {
+            fabric::read_names(&mut boot, &mut cards, &near.tcp_peers, base)?;
+            fabric::choose_peers(&config, f, &cards, &grid.ids, &near.tcp_peers, (base, rank))
+        }
+        None => Vec::new(),
+    };
+    let tcp_peers: Vec<u32> = (near.tcp_peers.iter().copied())
+        .filter(|u| fabric_peers.binary_search(u).is_err())
+        .collect();
     let hosts = crate::host::host_numbers(&cards.iter().map(|c| &c.node).collect::<Vec<_>>());
     let clusters = clusters_by_universe_rank(&cards, &hosts, base);
 
@@ -222,7 +240,7 @@ pub fn init() -> Result<World, Error> {
     if let Some(t) = tcp.as_mut() {
         let facts = (&grid.ids[..], &grid.relays[..], &grid.all_relays[..]);
         let punched = crate::punching::start(t, &mut boot, &config, facts, (0, rank), to_punch)?;
-        let to_dial: Vec<u32> = (near.tcp_peers.iter().copied())
+        let to_dial: Vec<u32> = (tcp_peers.iter().copied())
             .filter(|u| !punched.contains(&(u - base)))
             .collect();
         dial_peers(t, &config, &cards, &grid.ids, &to_dial, (base, rank))?;
@@ -237,7 +255,17 @@ pub fn init() -> Result<World, Error> {
         t.unlink_own();
     }
 
-    let mut engine = new_engine(&config, ranks, &near, &waits, &cards, (shm, tcp));
+    let mut engine = new_engine(
+        &config,
+        ranks,
+        (&near, &fabric_peers),
+        &waits,
+        &cards,
+        (shm, tcp),
+    );
+    if let Some(f) = fabric.filter(|_| !fabric_peers.is_empty()) {
+        engine.add_fabric(f)?;
+    }
     let in_effect = Config {
         shm_eager_limit: Some(engine.shm_eager_limit()),
         shm_ring_bytes: Some(if near.shm_peers() { ring_bytes } else { 0 }),
@@ -245,9 +273,12 @@ pub fn init() -> Result<World, Error> {
         spin_yield: Some(waits.spin_yield),
         ..config.clone()
     };
-    connect_all(&mut engine, &config, &cards, &near.tcp_peers, ranks)?;
+    connect_all(&mut engine, &config, &cards, &tcp_peers, ranks)?;
     if config.show_paths {
-        crate::punching::show_paths(engine.tcp.as_ref(), &mut boot, &grid.ids, (base, rank))?;
+        crate::punching::show_paths(engine.net.tcp.as_ref(), &mut boot, &grid.ids, (base, rank))?;
+        if rank == 0 && !near.tcp_peers.is_empty() {
+            fabric::show_pairs(&mut boot, &cards, &grid.ids, base)?;
+        }
     }
     let universe = Universe {
         base,
@@ -297,6 +328,7 @@ fn this_card(config: &Config, rank: u32) -> Result<Card, Error> {
                 .collect()
         }),
         rails: config.rail_addrs.clone(),
+        fabric: None,
     })
 }
 
@@ -483,7 +515,7 @@ fn clusters_by_universe_rank(cards: &[Card], hosts: &[u32], base: u32) -> Vec<u3
 fn new_engine(
     config: &Config,
     ranks: Ranks,
-    near: &Neighbours,
+    (near, fabric_peers): (&Neighbours, &[u32]),
     waits: &Waits,
     cards: &[Card],
     (shm, tcp): (Option<ShmTransport>, Option<TcpTransport>),
@@ -494,6 +526,7 @@ fn new_engine(
         .map(|u| match u {
             u if u == me => Route::Loopback,
             u if u >= base && near.over_shm(u - base) => Route::Shm,
+            u if fabric_peers.binary_search(&u).is_ok() => Route::Fabric,
             _ => Route::Tcp,
         })
         .collect();
@@ -532,12 +565,12 @@ fn connect_all(
     tcp_peers: &[u32],
     ranks: Ranks,
 ) -> Result<(), Error> {
-    if engine.tcp.is_none() {
+    if engine.net.tcp.is_none() {
         return Ok(());
     }
     let deadline = Instant::now() + config.connect_timeout();
     let missing = |e: &Engine| {
-        (e.tcp.as_ref())
+        (e.net.tcp.as_ref())
             .map(|t| t.missing(tcp_peers))
             .unwrap_or_default()
     };
@@ -559,7 +592,7 @@ fn connect_all(
         }
         // No communicator exists yet, so nothing but the engine moves.
         if !engine.progress(&mut NoHook)? {
-            if let Some(t) = engine.tcp.as_mut() {
+            if let Some(t) = engine.net.tcp.as_mut() {
                 t.poll_input(&mut engine.proto, Some(Duration::from_millis(10)))?;
             }
         }
@@ -634,6 +667,8 @@ pub enum PeerRoute {
     SharedMemory,
     /// A TCP connection (direct, through NAT or a relay, on one or more rails).
     Tcp,
+    /// A fabric endpoint (libfabric), between hosts.
+    Fabric,
 }
 
 /// Where this process's world sits in the job: for spawning and being spawned.
@@ -807,6 +842,7 @@ impl World {
             Route::Loopback => PeerRoute::Itself,
             Route::Shm => PeerRoute::SharedMemory,
             Route::Tcp => PeerRoute::Tcp,
+            Route::Fabric => PeerRoute::Fabric,
         })
     }
 
@@ -816,6 +852,7 @@ impl World {
             .shared()
             .engine
             .borrow()
+            .net
             .tcp
             .as_ref()
             .map(|t| t.listen_addr())
@@ -854,6 +891,7 @@ mod card_tests {
                 ("fb2".into(), "198.18.0.21:7390".parse().unwrap()),
             ],
             rails: Vec::new(),
+            fabric: None,
         };
         let text = card.encode();
         assert!(

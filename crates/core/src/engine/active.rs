@@ -47,6 +47,7 @@ impl Engine {
             Route::Loopback => 1 << 20,
             Route::Shm => self.shm_chunk.max(self.shm_eager_limit),
             Route::Tcp => self.tcp_chunk.max(self.tcp_eager_limit),
+            Route::Fabric => (self.net.fabric.as_ref()).map_or(0, FabricTransport::frame_limit),
         }
     }
 

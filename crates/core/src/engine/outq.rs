@@ -20,4 +20,11 @@ pub(super) enum Out {
     Frame(OutFrame),
     /// A rendezvous whose DATA chunks are cut when they reach the head of the queue.
     Stream(ReqId),
+    /// A rendezvous over a fabric (`engine/fabric.rs`) on `context` with `tag`, whose buffer
+    /// is registered when it reaches the head of the queue: it leaves as an RTS_READ.
+    Expose {
+        id: ReqId,
+        context: u32,
+        tag: i32,
+    },
 }

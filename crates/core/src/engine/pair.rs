@@ -8,12 +8,17 @@
 use super::*;
 
 /// A one-way wire: frames written and not yet delivered, and a count of the DATA chunks it
-/// carried.
+/// carried; over a fabric, also the memory its sender registered for reads, as (key, address,
+/// length), which the other side's reads check and copy from as a fabric would.
 #[derive(Default)]
 struct Wire {
     frames: VecDeque<(Frame, Vec<u8>)>,
     chunks: usize,
+    registered: Vec<(u64, u64, usize)>,
 }
+
+/// Makes a key out of a send's request id, as a provider would hand out one.
+const KEY_SALT: u64 = 0x5eed_0000_0000_0000;
 
 /// Ranks 0 and 1 of a job, both on TCP routes with no sockets; `a` is rank 0.
 pub(crate) struct Pair {
@@ -26,7 +31,11 @@ pub(crate) struct Pair {
 use std::collections::VecDeque;
 
 fn engine(me: u32, eager: usize, chunk: usize) -> Engine {
-    let mut routes = vec![Route::Tcp; 2];
+    engine_on(Route::Tcp, me, eager, chunk)
+}
+
+fn engine_on(route: Route, me: u32, eager: usize, chunk: usize) -> Engine {
+    let mut routes = vec![route; 2];
     routes[me as usize] = Route::Loopback;
     Engine::new(EngineSetup {
         me,
@@ -58,6 +67,17 @@ impl Pair {
         }
     }
 
+    /// Two engines on fabric routes with no fabric: every message goes by rendezvous, which
+    /// the pair's wires carry as RTS_READ and reads (see [`Wire`]).
+    pub fn over_fabric() -> Pair {
+        Pair {
+            a: engine_on(Route::Fabric, 0, 0, 4096),
+            b: engine_on(Route::Fabric, 1, 0, 4096),
+            a_to_b: Wire::default(),
+            b_to_a: Wire::default(),
+        }
+    }
+
     /// Writes what each engine has queued for the other onto the wires (as a transport's
     /// flush would, completing sends whose last byte is written). Returns the frames written.
     pub fn write(&mut self) -> usize {
@@ -68,7 +88,11 @@ impl Pair {
     pub fn deliver(&mut self, limit: usize) -> Result<usize, Error> {
         let ab = deliver(&mut self.a_to_b, &mut self.b, 0, limit)?;
         let ba = deliver(&mut self.b_to_a, &mut self.a, 1, limit)?;
-        Ok(ab + ba)
+        let reads =
+            read(&mut self.a_to_b, &mut self.b, 0)? + read(&mut self.b_to_a, &mut self.a, 1)?;
+        release(&mut self.a, &mut self.a_to_b);
+        release(&mut self.b, &mut self.b_to_a);
+        Ok(ab + ba + reads)
     }
 
     /// Writes and delivers until neither side has anything in flight.
@@ -143,6 +167,19 @@ fn write(from: &mut Engine, to: u32, wire: &mut Wire) -> usize {
                 }
                 continue;
             }
+            Some(Out::Expose { id, context, tag }) => {
+                if let Some((buf, len)) = from.proto.send_buffer(id) {
+                    let key = KEY_SALT | id;
+                    wire.registered.push((key, buf as u64, len));
+                    let rts = from
+                        .proto
+                        .rts_read_frame(id, (context, tag), buf as u64, key);
+                    if let Some(rts) = rts {
+                        from.proto.peers[p].outq.push_front(Out::Frame(rts));
+                    }
+                }
+                continue;
+            }
             Some(Out::Frame(f)) => f,
         };
         // SAFETY: a queued frame's payload is valid for `len` bytes until it is written: its
@@ -169,6 +206,35 @@ fn deliver(wire: &mut Wire, to: &mut Engine, from: u32, limit: usize) -> Result<
         delivered += 1;
     }
     Ok(delivered)
+}
+
+/// Runs the reads `to` asked for of memory its peer `from` registered on `wire`, as a fabric
+/// would: a read under a key the sender did not hand out, or past its registration, fails.
+fn read(wire: &mut Wire, to: &mut Engine, from: u32) -> Result<usize, Error> {
+    let reads: Vec<FabricRead> = to.proto.fabric.reads.drain(..).collect();
+    for r in &reads {
+        let Some(&(_, addr, len)) = wire.registered.iter().find(|(key, ..)| *key == r.key) else {
+            return Err(protocol_error(
+                from,
+                format!("read under unknown key {:#x}", r.key),
+            ));
+        };
+        if r.remote_addr < addr || r.remote_addr + r.len as u64 > addr + len as u64 {
+            return Err(protocol_error(from, "read outside the registered memory"));
+        }
+        // SAFETY: the range lies in memory the sender lent until its FIN (checked above), and
+        // the receive buffer holds `len` bytes.
+        unsafe { std::ptr::copy_nonoverlapping(r.remote_addr as *const u8, r.buf, r.len) };
+        to.proto.read_done(from, r.id)?;
+    }
+    Ok(reads.len())
+}
+
+/// Drops the registrations of `from` whose reader is done with them.
+fn release(from: &mut Engine, wire: &mut Wire) {
+    for id in from.proto.fabric.read_by_peer.drain(..) {
+        wire.registered.retain(|(key, ..)| *key != KEY_SALT | id);
+    }
 }
 
 fn pattern(len: usize, seed: u8) -> Vec<u8> {
@@ -321,4 +387,83 @@ fn a_frame_for_no_request_is_a_protocol_error() {
     let result = incoming.and_then(|i| pair.b.proto.end_frame(0, &data, i));
     assert!(result.is_err(), "unknown DATA accepted");
     assert!(pair.in_flight_to_b().is_empty());
+}
+
+#[test]
+fn over_a_fabric_the_receiver_reads_and_the_registration_goes_after_fin() {
+    let mut pair = Pair::over_fabric();
+    let data = pattern(70_000, 11);
+    let first = pattern(10, 1);
+    // Two messages of one tag: the second may not overtake the first.
+    let s1 = send(&mut pair.a, 1, 5, &first, SendMode::Standard);
+    let s2 = send(&mut pair.a, 1, 5, &data, SendMode::Standard);
+    pair.drive().unwrap();
+    assert_eq!(pair.a_to_b.registered.len(), 2, "both sends registered");
+    let mut got1 = vec![0u8; 10];
+    let mut got2 = vec![0u8; data.len()];
+    let r1 = pair
+        .b
+        .irecv(0, Some(0), Some(5), got1.as_mut_ptr(), 10)
+        .unwrap();
+    let r2 = pair
+        .b
+        .irecv(0, Some(0), None, got2.as_mut_ptr(), got2.len())
+        .unwrap();
+    pair.drive().unwrap();
+    let (c1, c2) = (
+        done(&mut pair.b, r1).unwrap(),
+        done(&mut pair.b, r2).unwrap(),
+    );
+    assert_eq!((c1.len, c2.len), (10, data.len()));
+    assert!(got1 == first && got2 == data, "payload differs");
+    assert!(done(&mut pair.a, s1).is_some() && done(&mut pair.a, s2).is_some());
+    assert!(
+        pair.a_to_b.registered.is_empty(),
+        "registrations released on FIN"
+    );
+    assert_eq!(pair.chunks_to_b(), 0, "no DATA chunks: the receiver read");
+}
+
+#[test]
+fn over_a_fabric_a_short_receive_reads_only_what_it_takes() {
+    let mut pair = Pair::over_fabric();
+    let data = pattern(5000, 2);
+    let s = send(&mut pair.a, 1, 0, &data, SendMode::Standard);
+    let mut buf = vec![0u8; 64];
+    let r = pair
+        .b
+        .irecv(0, Some(0), Some(0), buf.as_mut_ptr(), 64)
+        .unwrap();
+    pair.drive().unwrap();
+    let c = done(&mut pair.b, r).expect("receive complete");
+    assert_eq!((c.len, c.message_len), (64, 5000));
+    assert_eq!(buf, data[..64]);
+    assert!(done(&mut pair.a, s).is_some());
+    // A receive of nothing reads nothing and still frees the sender.
+    let s = send(&mut pair.a, 1, 0, &data, SendMode::Standard);
+    let r = pair
+        .b
+        .irecv(0, Some(0), Some(0), buf.as_mut_ptr(), 0)
+        .unwrap();
+    pair.drive().unwrap();
+    assert_eq!(done(&mut pair.b, r).map(|c| c.len), Some(0));
+    assert!(done(&mut pair.a, s).is_some() && pair.a_to_b.registered.is_empty());
+}
+
+#[test]
+fn an_rts_read_whose_key_the_sender_never_gave_fails_the_read() {
+    let mut pair = Pair::over_fabric();
+    let data = pattern(100, 4);
+    let _s = send(&mut pair.a, 1, 0, &data, SendMode::Standard);
+    pair.write();
+    pair.a_to_b.registered.clear(); // as if the sender had deregistered too early
+    let mut buf = vec![0u8; 100];
+    let _r = pair
+        .b
+        .irecv(0, Some(0), Some(0), buf.as_mut_ptr(), 100)
+        .unwrap();
+    assert!(
+        pair.drive().is_err(),
+        "a read under an unknown key succeeded"
+    );
 }

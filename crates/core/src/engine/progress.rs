@@ -18,7 +18,7 @@ impl Engine {
             incoming.store(0, &data);
             self.proto.end_frame(me, &frame, incoming)?;
         }
-        if let Some(shm) = self.shm.as_mut() {
+        if let Some(shm) = self.net.shm.as_mut() {
             let mut next = 0;
             while let Some(peer) = shm.local_peer(next) {
                 next += 1;
@@ -94,8 +94,11 @@ impl Engine {
                 }
             }
         }
-        if let Some(tcp) = self.tcp.as_mut().filter(|_| poll_tcp) {
-            self.looks_without_tcp = 0;
+        if self.net.fabric.is_some() && poll_tcp {
+            progressed |= self.fabric_pass()?;
+        }
+        if let Some(tcp) = self.net.tcp.as_mut().filter(|_| poll_tcp) {
+            self.net.looks_without_tcp = 0;
             progressed |= tcp
                 .poll_input(&mut self.proto, Some(Duration::ZERO))
                 .map_err(|e| self.proto.with_pid(e))?;
@@ -167,15 +170,29 @@ impl Engine {
                     }
                     continue;
                 }
+                // Without the transport (yet), it waits as a frame would.
+                Some(Out::Expose { .. }) if self.net.fabric.is_none() => break,
+                Some(&mut Out::Expose { id, context, tag }) => {
+                    let frame = self.expose(id, (context, tag))?;
+                    self.proto.peers[p].outq.pop_front();
+                    if let Some(frame) = frame {
+                        self.proto.peers[p].outq.push_front(Out::Frame(frame));
+                    }
+                    continue;
+                }
                 Some(Out::Frame(f)) => f,
             };
             let written = match route {
-                Route::Shm => match self.shm.as_mut() {
+                Route::Shm => match self.net.shm.as_mut() {
                     Some(shm) => shm.try_push(p, &frame.header, frame.payload, frame.len),
                     None => false,
                 },
-                Route::Tcp => match self.tcp.as_mut() {
+                Route::Tcp => match self.net.tcp.as_mut() {
                     Some(tcp) => tcp.try_write(p, 0, frame)?,
+                    None => false,
+                },
+                Route::Fabric => match self.net.fabric.as_mut() {
+                    Some(fabric) => fabric.try_write(p, frame)?,
                     None => false,
                 },
                 Route::Loopback => true,

@@ -223,6 +223,7 @@ impl Proto {
             len,
             send_id,
             source_addr,
+            key,
         } = rts;
         let peer = env.source;
         let mut machine = RendezvousRecv::new(send_id, id, len, cap as u64);
@@ -235,6 +236,34 @@ impl Proto {
             cancelled: false,
         };
         let route = self.peers[peer as usize].route;
+        if let Some(key) = key {
+            // Read through the fabric; FIN once the read completes (`Proto::read_done`).
+            let machine_done = accepted == 0;
+            let read = FabricRead {
+                id,
+                peer,
+                remote_addr: source_addr,
+                key,
+                buf,
+                len: accepted,
+            };
+            if machine_done {
+                let fin = machine.fin();
+                self.push_out(peer, Out::Frame(OutFrame::control(fin)));
+                self.complete(id, done);
+                return;
+            }
+            self.fabric.reads.push(read);
+            if let Some(state) = self.requests.get_mut(id) {
+                *state = ReqState::RecvRendezvous {
+                    machine,
+                    buf,
+                    env,
+                    message_len: len as usize,
+                };
+            }
+            return;
+        }
         // The bytes come pulled here at once (then FIN), half pulled and half written by the
         // sender (SHARE), or pushed by the sender (CTS).
         let mut reply = None;

@@ -8,7 +8,7 @@ impl Engine {
     /// striper puts them.
     pub(super) fn flush_rails(&mut self, peer: u32) -> Result<bool, Error> {
         let p = peer as usize;
-        let Some(tcp) = self.tcp.as_mut() else {
+        let Some(tcp) = self.net.tcp.as_mut() else {
             return Ok(false);
         };
         let proto = &mut self.proto;
@@ -25,6 +25,13 @@ impl Engine {
                     None => break,
                     Some(Out::Stream(id)) => lanes.striped.push_back(id),
                     Some(Out::Frame(f)) => lanes.writing[ordered] = Some(f),
+                    Some(Out::Expose { id, .. }) => {
+                        // Only fabric routes expose memory, and they have no rails.
+                        return Err(protocol_error(
+                            p as u32,
+                            format!("send {id:#x} exposed on a TCP rail"),
+                        ));
+                    }
                 }
             }
             loop {
@@ -133,7 +140,7 @@ impl Engine {
     /// One line per peer with the bytes each rail carried and its measured rate, for
     /// `FERRY_RAIL_STATS=1`; empty without rails.
     pub(crate) fn rail_report(&self) -> Vec<String> {
-        let Some(tcp) = self.tcp.as_ref() else {
+        let Some(tcp) = self.net.tcp.as_ref() else {
             return Vec::new();
         };
         let mut lines = Vec::new();
@@ -163,7 +170,7 @@ impl Engine {
     /// Handles rails that failed, here or at the peer: what they carried for sends that are
     /// not acknowledged goes again on the others, and the peer learns of a local failure.
     pub(super) fn rails_failed(&mut self) -> Result<bool, Error> {
-        let Some(tcp) = self.tcp.as_mut() else {
+        let Some(tcp) = self.net.tcp.as_mut() else {
             return Ok(false);
         };
         let mut failed: Vec<(u32, u16, String, bool)> = tcp

@@ -65,7 +65,7 @@ impl Engine {
         if self.proto.peers[peer].route != Route::Shm || self.links[peer].held.is_some() {
             return Ok(None);
         }
-        let Some(shm) = self.shm.as_mut() else {
+        let Some(shm) = self.net.shm.as_mut() else {
             return Ok(None);
         };
         let Some((record, len)) = eager_at_head(shm, &self.proto, source, context, tag)? else {
@@ -109,7 +109,7 @@ impl Engine {
         {
             return Ok(InPlace::Elsewhere);
         }
-        let Some(shm) = self.shm.as_mut() else {
+        let Some(shm) = self.net.shm.as_mut() else {
             return Ok(InPlace::Elsewhere);
         };
         let Some((record, len)) = eager_at_head(shm, &self.proto, source, context, tag)? else {
@@ -127,7 +127,7 @@ impl Engine {
 
     /// Frees the record [`Engine::take_arrived_in_place`] held at the head of `peer`'s ring.
     pub(crate) fn release_held(&mut self, peer: usize) {
-        if let (Some(len), Some(shm)) = (self.links[peer].held.take(), self.shm.as_mut()) {
+        if let (Some(len), Some(shm)) = (self.links[peer].held.take(), self.net.shm.as_mut()) {
             shm.pop(peer, len as usize);
         }
     }
@@ -197,7 +197,7 @@ impl Engine {
     pub(crate) fn in_place(&mut self, id: ReqId) -> Option<(*const u8, usize)> {
         let peer = self.in_place.iter().find(|(r, _)| *r == id)?.1? as usize;
         let len = self.links[peer].held? as usize;
-        let record = self.shm.as_mut()?.peek(peer)?;
+        let record = self.net.shm.as_mut()?.peek(peer)?;
         Some((record.payload_in_place(len)?, len))
     }
 
@@ -209,7 +209,7 @@ impl Engine {
         };
         if let (_, Some(peer)) = self.in_place.swap_remove(i) {
             let peer = peer as usize;
-            if let (Some(len), Some(shm)) = (self.links[peer].held.take(), self.shm.as_mut()) {
+            if let (Some(len), Some(shm)) = (self.links[peer].held.take(), self.net.shm.as_mut()) {
                 shm.pop(peer, len as usize);
             }
         }

@@ -34,7 +34,7 @@ impl Engine {
         if peer.route != Route::Shm || len > self.shm_eager_limit || !peer.outq.is_empty() {
             return false;
         }
-        let Some(shm) = self.shm.as_mut() else {
+        let Some(shm) = self.net.shm.as_mut() else {
             return false;
         };
         let header = Frame::eager_header(context, tag, len as u64);
@@ -67,7 +67,7 @@ impl Engine {
             return None;
         }
         let want = want.min(self.active_limit(dest));
-        self.shm.as_mut()?.reserve(p, want, min)
+        self.net.shm.as_mut()?.reserve(p, want, min)
     }
 
     /// Makes the message reserved to `dest` visible as an eager message of `len` bytes on
@@ -80,7 +80,7 @@ impl Engine {
             len: len as u64,
         }
         .to_bytes();
-        let Some(shm) = self.shm.as_mut() else {
+        let Some(shm) = self.net.shm.as_mut() else {
             return false;
         };
         if !shm.publish(dest as usize, &header, len) {
@@ -94,7 +94,7 @@ impl Engine {
 
     /// Gives back a reservation to `dest` unpublished; what queued behind it flows again.
     pub(crate) fn abandon_eager(&mut self, dest: u32) {
-        if let Some(shm) = self.shm.as_mut() {
+        if let Some(shm) = self.net.shm.as_mut() {
             shm.abandon(dest as usize);
             let _ = self.flush_peer(dest);
         }
@@ -159,6 +159,12 @@ impl Engine {
         if let Some(state) = self.proto.requests.get_mut(id) {
             *state = ReqState::SendRendezvous { machine, buf, dest };
             self.proto.peers[dest as usize].large_out += 1;
+        }
+        if route == Route::Fabric {
+            // The receiver reads it: registered once it is next in line (keeping its order).
+            self.proto.push_out(dest, Out::Expose { id, context, tag });
+            self.flush_peer(dest)?;
+            return Ok(id);
         }
         if route == Route::Loopback {
             self.proto.loopback.push_back((rts, Vec::new()));

@@ -63,7 +63,45 @@ impl Proto {
     }
 }
 
+impl Proto {
+    /// A large message from `peer` was announced (RTS or RTS_READ): a posted receive takes it
+    /// now, or it waits among the unexpected ones.
+    fn announced(
+        &mut self,
+        peer: u32,
+        context: u32,
+        tag: i32,
+        rts: Announced,
+    ) -> Result<(), Error> {
+        if self.is_active(context) {
+            return Err(protocol_error(
+                peer,
+                format!("rendezvous on active-message context {context}"),
+            ));
+        }
+        let env = Envelope {
+            context,
+            source: peer,
+            tag,
+        };
+        self.counters.received(rts.len);
+        match self.matcher.take_posted(&env) {
+            Some(id) => {
+                if let Some(&ReqState::RecvPosted { buf, cap }) = self.requests.get(id) {
+                    self.start_rendezvous_recv(id, env, rts, buf, cap);
+                }
+            }
+            None => self.push_unexpected(env, Unexpected::Rts(rts)),
+        }
+        Ok(())
+    }
+}
+
 impl FrameSink for Proto {
+    fn read_done(&mut self, peer: u32, id: ReqId) -> Result<(), Error> {
+        Proto::read_done(self, peer, id)
+    }
+
     fn departed(&self, peer: u32) -> bool {
         self.peers.get(peer as usize).is_some_and(|p| p.departed)
     }
@@ -143,6 +181,7 @@ impl FrameSink for Proto {
                     format!("DATA for unknown receive {recv_id:#x}"),
                 )),
             },
+            Frame::RtsRead { .. } => Ok(Incoming::key()),
             _ => Ok(Incoming::control()),
         }
     }
@@ -216,31 +255,31 @@ impl FrameSink for Proto {
                     source_addr,
                 },
             ) => {
-                if self.is_active(context) {
-                    return Err(protocol_error(
-                        peer,
-                        format!("rendezvous on active-message context {context}"),
-                    ));
-                }
-                let env = Envelope {
-                    context,
-                    source: peer,
-                    tag,
-                };
                 let rts = Announced {
                     len,
                     send_id,
                     source_addr,
+                    key: None,
                 };
-                self.counters.received(len);
-                match self.matcher.take_posted(&env) {
-                    Some(id) => {
-                        if let Some(&ReqState::RecvPosted { buf, cap }) = self.requests.get(id) {
-                            self.start_rendezvous_recv(id, env, rts, buf, cap);
-                        }
-                    }
-                    None => self.push_unexpected(env, Unexpected::Rts(rts)),
-                }
+                self.announced(peer, context, tag, rts)?;
+            }
+            (
+                Arrival::Key(key),
+                Frame::RtsRead {
+                    context,
+                    tag,
+                    len,
+                    send_id,
+                    remote_addr,
+                },
+            ) => {
+                let rts = Announced {
+                    len,
+                    send_id,
+                    source_addr: remote_addr,
+                    key: Some(u64::from_le_bytes(*key)),
+                };
+                self.announced(peer, context, tag, rts)?;
             }
             (
                 Arrival::Control,
@@ -271,6 +310,10 @@ impl FrameSink for Proto {
                 Some(ReqState::SendRendezvous { machine, .. }) => {
                     machine.on_fin().map_err(|e| protocol_error(peer, e))?;
                     self.complete(send_id, Proto::sent(0));
+                    if self.peers[peer as usize].route == Route::Fabric {
+                        // Its memory was registered for the peer's read: let it go.
+                        self.fabric.read_by_peer.push(send_id);
+                    }
                 }
                 _ => {
                     return Err(protocol_error(

@@ -44,7 +44,7 @@ fn queued(e: &Engine, peer: usize) -> Vec<Frame> {
         .iter()
         .filter_map(|o| match o {
             Out::Frame(f) => Frame::decode(&f.header, u64::MAX).ok(),
-            Out::Stream(_) => None,
+            Out::Stream(_) | Out::Expose { .. } => None,
         })
         .collect()
 }
@@ -462,7 +462,7 @@ fn queued_eager(e: &Engine, peer: usize) -> Vec<(Frame, Vec<u8>)> {
                 let data = unsafe { std::slice::from_raw_parts(f.payload, f.len) }.to_vec();
                 matches!(frame, Frame::Eager { .. }).then_some((frame, data))
             }
-            Out::Stream(_) => None,
+            Out::Stream(_) | Out::Expose { .. } => None,
         })
         .collect()
 }
@@ -625,7 +625,7 @@ fn shm_pair(ring: usize) -> (Engine, Engine) {
         }
         e.shm_eager_limit = t.max_payload();
         e.shm_chunk = t.max_payload() / 2;
-        e.shm = Some(t);
+        e.net.shm = Some(t);
         e
     };
     (make(0, t0), make(1, t1))

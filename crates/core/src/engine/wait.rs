@@ -51,9 +51,9 @@ impl Engine {
         // A wait of a rank with shared-memory peers polls TCP on every TCP_SPIN_EVERY-th look
         // only (counted across waits, so that quick waits on rings cannot starve TCP); calls
         // outside a wait (a test, a probe) always do.
-        let tcp = self.shm.is_none() || {
-            self.looks_without_tcp += 1;
-            self.looks_without_tcp >= TCP_SPIN_EVERY
+        let tcp = self.net.shm.is_none() || {
+            self.net.looks_without_tcp += 1;
+            self.net.looks_without_tcp >= TCP_SPIN_EVERY
         };
         if self.progress_looking(hook, tcp)? {
             return Ok(0);
@@ -103,7 +103,7 @@ impl Engine {
     #[cold]
     #[inline(never)]
     pub(super) fn spins_beside_a_peer(&mut self, idle: u32) -> bool {
-        let Some(shm) = self.shm.as_ref() else {
+        let Some(shm) = self.net.shm.as_ref() else {
             return false;
         };
         // SAFETY: sched_getcpu takes no arguments and touches no memory of ours.
@@ -145,11 +145,22 @@ impl Engine {
         watch: Option<Watch<'_>>,
     ) -> Result<(), Error> {
         let watched = |w: Option<Watch<'_>>| w.is_some_and(|w| w.reached());
-        if self.tcp.is_some() {
-            if !self.doorbell {
+        if let Some(fabric) = self.net.fabric.as_mut() {
+            if fabric.wake_fd().is_none() {
+                // Nothing to sleep on for the fabric: look at it every millisecond.
+                return self.sleep_in_poll(self.nap.min(Duration::from_millis(1)));
+            }
+            if !fabric.try_wait() {
+                // Completions wait to be read: no sleep (the fabric's rule before blocking
+                // on its descriptor).
+                return Ok(());
+            }
+        }
+        if self.net.tcp.is_some() {
+            if !self.net.doorbell {
                 // Shared-memory peers cannot wake an epoll without the doorbell: look at the
                 // rings every millisecond.
-                let nap = match self.shm {
+                let nap = match self.net.shm {
                     Some(_) => self.nap.min(Duration::from_millis(1)),
                     None => self.nap,
                 };
@@ -157,7 +168,7 @@ impl Engine {
             }
             // As on the futex below: announce, look once more, then sleep; a shared-memory
             // peer that stores a record after our look sees the announcement and rings.
-            if let Some(shm) = self.shm.as_ref() {
+            if let Some(shm) = self.net.shm.as_ref() {
                 shm.prepare_sleep(Sleep::InPoll);
             }
             let slept = match self.progress(hook) {
@@ -166,17 +177,17 @@ impl Engine {
                 Ok(false) => self.sleep_in_poll(self.nap),
                 Err(e) => Err(e),
             };
-            if let Some(shm) = self.shm.as_ref() {
+            if let Some(shm) = self.net.shm.as_ref() {
                 shm.cancel_sleep();
             }
             return slept;
         }
-        if self.shm.is_some() {
-            if let Some(shm) = self.shm.as_ref() {
+        if self.net.shm.is_some() {
+            if let Some(shm) = self.net.shm.as_ref() {
                 shm.prepare_sleep(Sleep::OnFutex);
             }
             let progressed = self.progress(hook)? || watched(watch);
-            if let Some(shm) = self.shm.as_ref() {
+            if let Some(shm) = self.net.shm.as_ref() {
                 if progressed {
                     shm.cancel_sleep();
                 } else {
@@ -191,7 +202,7 @@ impl Engine {
 
     /// Waits in TCP's epoll up to `timeout`, then handles what came.
     pub(super) fn sleep_in_poll(&mut self, timeout: Duration) -> Result<(), Error> {
-        if let Some(tcp) = self.tcp.as_mut() {
+        if let Some(tcp) = self.net.tcp.as_mut() {
             tcp.poll_input(&mut self.proto, Some(timeout))
                 .map_err(|e| self.proto.with_pid(e))?;
         }
@@ -215,7 +226,7 @@ impl Engine {
     /// The shared-memory transport, if this rank has peers on its host (shared collective
     /// segments wake those peers through it).
     pub(crate) fn shm_transport(&self) -> Option<&ShmTransport> {
-        self.shm.as_ref()
+        self.net.shm.as_ref()
     }
 }
 
