@@ -6,6 +6,7 @@
 //! `testbed` and `weather`.
 
 mod bench;
+mod info;
 mod sim;
 mod weather;
 
@@ -107,45 +108,6 @@ struct InfoArgs {
     /// List every runtime parameter with its environment variable and current value.
     #[arg(long)]
     params: bool,
-}
-
-fn info_command(args: InfoArgs) -> i32 {
-    println!("ferry {}", env!("CARGO_PKG_VERSION"));
-    if args.params {
-        match ferry_core::Config::from_env() {
-            Ok(config) => {
-                for (name, value) in config.describe() {
-                    println!("{name:<24} {value}");
-                }
-                // The launcher's settings: how `--launcher ssh` reaches other hosts.
-                let ssh = Launcher::Ssh
-                    .remote_shell(|name| std::env::var(name).ok())
-                    .unwrap_or_default()
-                    .join(" ");
-                println!("{:<24} {ssh}", ferry_launch::SSH_ENV);
-                // And whether a host may run more than RANKS_PER_CORE ranks per core.
-                let oversubscribe =
-                    std::env::var(ferry_launch::OVERSUBSCRIBE_ENV).unwrap_or_default();
-                println!("{:<24} {oversubscribe}", ferry_launch::OVERSUBSCRIBE_ENV);
-                match ferry_launch::settings::describe() {
-                    Ok(launcher) => {
-                        for (name, value) in launcher {
-                            println!("{name:<24} {value}");
-                        }
-                    }
-                    Err(e) => {
-                        eprintln!("ferry info: {e}");
-                        return 1;
-                    }
-                }
-            }
-            Err(e) => {
-                eprintln!("ferry info: {e}");
-                return 1;
-            }
-        }
-    }
-    0
 }
 
 /// Transports a job can be told to use.
@@ -968,7 +930,7 @@ fn main() {
         Command::BenchRank(args) => bench::bench_rank(args),
         Command::BenchImport(args) => import_command(args),
         Command::BenchImportRank(args) => import_rank(args),
-        Command::Info(args) => info_command(args),
+        Command::Info(args) => info::info_command(args),
         Command::Sim(args) => sim::sim_command(args),
         Command::Relay(args) => ferry_relay::daemon::main_with(&args),
         Command::Node => ferry_launch::node::serve(),
