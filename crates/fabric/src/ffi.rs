@@ -40,6 +40,8 @@ pub const FI_REMOTE_READ: u64 = 1 << 12;
 pub const FI_REMOTE_WRITE: u64 = 1 << 13;
 /// Mode bit: every operation's context points at a `struct fi_context` the provider may use.
 pub const FI_CONTEXT: u64 = 1 << 59;
+/// Messages between two endpoints are sent and received in the order they were posted.
+pub const FI_ORDER_SAS: u64 = 1 << 8;
 
 // Memory registration modes (fabric.h).
 pub const FI_MR_LOCAL: i32 = 1 << 2;
@@ -109,6 +111,18 @@ pub struct TxAttr {
 }
 
 #[repr(C)]
+pub struct RxAttr {
+    pub caps: u64,
+    pub mode: u64,
+    pub op_flags: u64,
+    pub msg_order: u64,
+    pub comp_order: u64,
+    pub total_buffered_recv: usize,
+    pub size: usize,
+    pub iov_limit: usize,
+}
+
+#[repr(C)]
 pub struct EpAttr {
     pub kind: c_int,
     pub protocol: u32,
@@ -152,7 +166,7 @@ pub struct Info {
     pub dest_addr: *mut c_void,
     pub handle: *mut Fid,
     pub tx_attr: *mut TxAttr,
-    pub rx_attr: *mut c_void,
+    pub rx_attr: *mut RxAttr,
     pub ep_attr: *mut EpAttr,
     pub domain_attr: *mut DomainAttr,
     pub fabric_attr: *mut FabricAttr,
@@ -440,6 +454,7 @@ const _: () = {
     assert!(size_of::<Fid>() == 24 && size_of::<FiOps>() == 56);
     assert!(offset_of!(TxAttr, inject_size) == 40 && offset_of!(TxAttr, iov_limit) == 56);
     assert!(offset_of!(EpAttr, max_msg_size) == 16);
+    assert!(offset_of!(RxAttr, msg_order) == 24 && size_of::<RxAttr>() == 64);
     assert!(offset_of!(DomainAttr, threading) == 16 && offset_of!(DomainAttr, mr_mode) == 36);
     assert!(offset_of!(DomainAttr, mr_key_size) == 40);
     assert!(size_of::<FabricAttr>() == 32 && offset_of!(FabricAttr, prov_version) == 24);

@@ -333,6 +333,9 @@ impl HintsInfo {
             info.caps = Caps::REQUESTED.0;
             info.mode = ffi::FI_CONTEXT;
             (*info.ep_attr).kind = ffi::FI_EP_RDM;
+            // Messages of a pair arrive in the order they were sent, as MPI's matching needs.
+            (*info.tx_attr).msg_order = ffi::FI_ORDER_SAS;
+            (*info.rx_attr).msg_order = ffi::FI_ORDER_SAS;
             let domain = &mut *info.domain_attr;
             domain.mr_mode = MrMode::REQUESTED.0;
             domain.threading = ffi::FI_THREAD_DOMAIN;
