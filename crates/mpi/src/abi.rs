@@ -1,7 +1,7 @@
 //! The MPI 5.0 standard ABI: the constant values the Rust side needs (handles, sentinels,
-//! error classes; `include/mpi.h` carries the same values, a test compares the two), and in
-//! the submodules (declared at the end) the entry points, one module per chapter of the
-//! standard.
+//! error classes; `include/mpi.h` carries the same values, a test compares the two), the
+//! handle type and `MPI_Status`. The bottom layer of the crate: it imports nothing of it, and
+//! every other module may import it (`tests/layers.rs`). The entry points are in `entry`.
 #![allow(missing_docs)]
 
 use std::ffi::c_int;
@@ -281,65 +281,3 @@ pub const MPI_T_PVAR_CLASS_COUNTER: c_int = 7;
 pub const MPI_T_PVAR_CLASS_AGGREGATE: c_int = 8;
 pub const MPI_T_PVAR_CLASS_TIMER: c_int = 9;
 pub const MPI_T_PVAR_CLASS_GENERIC: c_int = 10;
-
-// The entry points, one module per chapter of the MPI 5.0 standard. The two macros come first
-// because both the collectives and the topologies (neighbourhood collectives) use them.
-/// Defines `MPI_X_c` and `MPI_IX_c`: the arguments, then `comm` (and `request`); the body
-/// runs with the communicator as `$c` and the request address (null when blocking) as `$r`.
-macro_rules! coll_c {
-    ($(#[$doc:meta])* fn $name:ident / $pname:ident, $iname:ident / $ipname:ident ($($arg:ident: $ty:ty),* $(,)?) => |$c:ident, $r:ident| $call:expr) => {
-        mpi! {
-            $(#[$doc])*
-            fn $name / $pname($($arg: $ty,)* comm: Handle) on comm => {
-                let ($c, $r) = (comm, BLOCKING);
-                $call
-            }
-        }
-        mpi! {
-            $(#[$doc])*
-            #[doc = "Nonblocking."]
-            fn $iname / $ipname($($arg: $ty,)* comm: Handle, request: *mut Handle) on comm => {
-                let ($c, $r) = (comm, nonnull(request)?);
-                $call
-            }
-        }
-    };
-}
-
-/// Defines `MPI_X_init`: the arguments of `MPI_X`, then `comm`, `info` and `request`; the
-/// closure starts the nonblocking form on the hidden communicator `c` with request address `r`.
-/// `bind |comm| { let x = ...; }` copies array arguments at init (see [`bound`]); the closure
-/// then reads the copies.
-macro_rules! coll_init {
-    ($(#[$doc:meta])* fn $name:ident / $pname:ident ($($arg:ident: $ty:ty),* $(,)?) $(keep($($k:ident),*))? $(bind |$bc:ident| { $(let $v:pat = $e:expr;)* })? => |$c:ident, $r:ident| $call:expr) => {
-        mpi! {
-            $(#[$doc])*
-            fn $name / $pname($($arg: $ty,)* comm: Handle, info: Handle, request: *mut Handle) on comm => {
-                let request = nonnull(request)?;
-                $(let $bc = comm; $(let $v = $e;)*)?
-                #[allow(unused_mut)] // MPI_Barrier_init keeps nothing
-                let mut kept = Kept::new();
-                $($(running(|s| Ok(keep(s, $k, &mut kept)))?;)*)?
-                persistent(comm, info, request, kept, move |$c: Handle, $r: RequestOut<'_>| $call)
-            }
-        }
-    };
-}
-
-mod binary_interface;
-mod collectives;
-mod datatypes;
-mod environment;
-mod external;
-mod groups_comms;
-mod info;
-mod io;
-mod language_bindings;
-mod one_sided;
-mod partitioned;
-mod process_creation;
-mod pt2pt;
-mod removed;
-mod sessions;
-mod tools;
-mod topologies;

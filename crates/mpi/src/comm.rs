@@ -1,5 +1,5 @@
 //! Communicators, groups, attributes, error handlers and info objects (the entry points are in
-//! `abi/groups_comms.rs`, `abi/environment.rs` and `abi/info.rs`).
+//! `entry/groups_comms.rs`, `entry/environment.rs` and `entry/info.rs`).
 
 use crate::abi::*;
 use crate::check::out;

@@ -1,5 +1,5 @@
 //! Start-up, shut-down and the environment: init/finalize, abort, clocks, versions, error text
-//! (the entry points are in `abi/process_creation.rs` and `abi/environment.rs`).
+//! (the entry points are in `entry/process_creation.rs` and `entry/environment.rs`).
 
 use crate::abi::*;
 use crate::error::{class_text, fail, Res};

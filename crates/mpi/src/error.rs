@@ -1,5 +1,5 @@
 //! MPI error classes, the error handlers, and the guards the entry points run in (which guard
-//! each uses is chosen by its arm of `mpi!`, in lib.rs).
+//! each uses is chosen by its arm of `mpi!`, in entry.rs).
 
 use crate::abi::*;
 use crate::state::{with, STATE};

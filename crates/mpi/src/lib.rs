@@ -1,20 +1,28 @@
 //! The MPI C ABI on `ferry-core`: `include/mpi.h`, `libmpi.so`, `mpicc`/`mpicxx`, `mpiexec`.
 //!
-//! Two layers. The **entry points** are in the submodules of [`abi`], one per chapter of the
-//! MPI 5.0 standard (`abi/pt2pt.rs`, `abi/datatypes.rs`, `abi/collectives.rs`, ...); nothing
-//! else defines an exported function. Each is defined by the `mpi!` macro (below): `PMPI_X`
-//! (the profiling interface: a tool may define `MPI_X` itself and call `PMPI_X`) and `MPI_X`
-//! calling it. Its body runs inside one of the guards of [`error`], chosen by the macro's arm:
-//! check arguments, convert handles, call the semantics, map the error to its MPI class, run the
-//! error handler of the communicator, window, session or file (MPI_T calls return their code).
-//! A panic becomes MPI_ERR_INTERN; no unwind crosses `extern "C"`. The argument checks and the
-//! pointer conversions are shared ([`check`]): every buffer a call reads or writes is checked
-//! before it is touched, every pointer it reads an array from or writes a result through before
-//! it is used, and a call that fails has posted nothing. The **semantics** (the other modules
-//! below) are crate-private and define no `extern "C"` function; they take checked Rust values
-//! where they can. An unsafe operation inside an `unsafe fn` needs an `unsafe` block of its own
-//! with its `// SAFETY:` (`unsafe_op_in_unsafe_fn` is denied). A collective's request goes
-//! through [`coll::RequestOut`], which the entry points make from their request argument.
+//! Four layers, each importing only its own and those below (`tests/layers.rs` checks it). At
+//! the bottom, [`abi`]: the constants, handle type and `MPI_Status` of the MPI 5.0 standard
+//! ABI; it imports nothing of the crate. Above it the engines, pure data and algorithms with no
+//! process state: the datatype engine ([`datatype`]), the reductions ([`ops`]), the one-sided
+//! message handler and its wire format ([`rma`], `rma::wire`), the handle tables ([`handles`])
+//! and the thread lock ([`threads`]). Above them the **semantics** (the other modules below):
+//! crate-private, no `extern "C"` function of their own, taking checked Rust values where they
+//! can. On top, the **entry points**, in the submodules of `entry`, one per chapter of the MPI
+//! 5.0 standard (`entry/pt2pt.rs`, `entry/datatypes.rs`, `entry/collectives.rs`, ...); nothing
+//! else defines an exported function, and nothing below imports them.
+//!
+//! Each entry point is defined by the `mpi!` macro (`entry.rs`): `PMPI_X` (the profiling
+//! interface: a tool may define `MPI_X` itself and call `PMPI_X`) and `MPI_X` calling it. Its
+//! body runs inside one of the guards of [`error`], chosen by the macro's arm: check arguments,
+//! convert handles, call the semantics, map the error to its MPI class, run the error handler
+//! of the communicator, window, session or file (MPI_T calls return their code). A panic
+//! becomes MPI_ERR_INTERN; no unwind crosses `extern "C"`. The argument checks and the pointer
+//! conversions are shared ([`check`]): every buffer a call reads or writes is checked before it
+//! is touched, every pointer it reads an array from or writes a result through before it is
+//! used, and a call that fails has posted nothing. An unsafe operation inside an `unsafe fn`
+//! needs an `unsafe` block of its own with its `// SAFETY:` (`unsafe_op_in_unsafe_fn` is
+//! denied). A collective's request goes through [`coll::RequestOut`], which the entry points
+//! make from their request argument.
 //!
 //! Every constant, type size and layout is the MPI 5.0 standard ABI's (`abi.rs`, `include/mpi.h`;
 //! `tests/abi_reference.rs` compares the header with MPICH 5.0.2's `mpi_abi.h`), and the library's
@@ -36,7 +44,7 @@
 //! its traffic counters as performance variables) is in [`tool`]. Status conversion for Fortran
 //! callers is in [`fortran`]; dynamic processes (`MPI_Comm_spawn`, ports, names, join and
 //! disconnect) are in [`dynamic`]; the MPI-1 calls that MPI-3.0 removed and MPICH still ships
-//! (`MPI_Address`, `MPI_Type_struct`, ...) are entry points only (`abi/removed.rs`).
+//! (`MPI_Address`, `MPI_Type_struct`, ...) are entry points only (`entry/removed.rs`).
 //!
 //! This crate depends on `ferry-core` (the runtime: worlds, communicators, transports, the
 //! executor of schedules) and `ferry-sched` (the schedules that the neighbourhood and
@@ -50,63 +58,6 @@
 #![allow(clippy::missing_safety_doc)] // the contracts are MPI's, documented in mpi.h
 #![allow(clippy::too_many_arguments)] // MPI's signatures
 
-/// Defines every exported function of the library: `PMPI_X` with its body, and `MPI_X`
-/// calling it (a tool may define `MPI_X` itself and call `PMPI_X`). The arm says which guard
-/// the body runs in; each guard takes the thread lock ([`threads::enter`]), turns a panic into
-/// MPI_ERR_INTERN (no unwind crosses `extern "C"`) and maps the body's [`error::MpiError`] to
-/// the code returned:
-///
-/// * `on comm =>`: the error handler of communicator (or window, session) `comm` runs
-///   ([`error::guard`]); `on NONE` is MPI_COMM_WORLD's.
-/// * `on file fh =>`: the error handler of file `fh` runs, or MPI_FILE_NULL's
-///   ([`error::file_guard`]).
-/// * `on tool =>`: an MPI_T call returns its error code and runs no handler
-///   ([`error::tool_guard`]).
-/// * `-> T, unguarded =>`: no guard, the body returns `T` itself: for the calls that cannot
-///   fail (`MPI_Wtime`, handle conversions), the `*_call_errhandler` calls, which run the
-///   handler themselves, and a lookup that answers before it would need a guard.
-macro_rules! mpi {
-    ($(#[$doc:meta])* fn $name:ident / $pname:ident ($($arg:ident: $ty:ty),* $(,)?) on file $fh:expr => $body:block) => {
-        mpi!(@export $(#[$doc])* $name / $pname ($($arg: $ty),*) -> std::ffi::c_int {
-            let target: $crate::abi::Handle = $fh;
-            $crate::error::file_guard(stringify!($name), target, || $body)
-        });
-    };
-    ($(#[$doc:meta])* fn $name:ident / $pname:ident ($($arg:ident: $ty:ty),* $(,)?) on tool => $body:block) => {
-        mpi!(@export $(#[$doc])* $name / $pname ($($arg: $ty),*) -> std::ffi::c_int {
-            $crate::error::tool_guard(|| $body)
-        });
-    };
-    ($(#[$doc:meta])* fn $name:ident / $pname:ident ($($arg:ident: $ty:ty),* $(,)?) on $comm:expr => $body:block) => {
-        mpi!(@export $(#[$doc])* $name / $pname ($($arg: $ty),*) -> std::ffi::c_int {
-            $crate::error::guard(stringify!($name), $comm, || $body)
-        });
-    };
-    ($(#[$doc:meta])* fn $name:ident / $pname:ident ($($arg:ident: $ty:ty),* $(,)?) -> $ret:ty, unguarded => $body:block) => {
-        mpi!(@export $(#[$doc])* $name / $pname ($($arg: $ty),*) -> $ret $body);
-    };
-    (@export $(#[$doc:meta])* $name:ident / $pname:ident ($($arg:ident: $ty:ty),*) -> $ret:ty $body:block) => {
-        $(#[$doc])*
-        #[no_mangle]
-        // exported from the library whatever the module's visibility; not every body needs
-        // the unsafe block below
-        #[allow(unreachable_pub, unused_unsafe)]
-        pub unsafe extern "C" fn $pname($($arg: $ty),*) -> $ret {
-            // SAFETY: the caller keeps MPI's contract for this call (mpi.h, the standard): each
-            // pointer argument is NULL or points at what the standard says, for as long as it
-            // says. The body checks what can be checked ([`check`]) before it touches memory.
-            unsafe { $body }
-        }
-        $(#[$doc])*
-        #[no_mangle]
-        #[allow(unreachable_pub)]
-        pub unsafe extern "C" fn $name($($arg: $ty),*) -> $ret {
-            // SAFETY: the same call with the same arguments, under the same contract.
-            unsafe { $pname($($arg),*) }
-        }
-    };
-}
-
 // The Rust side is crate-private but for what outside code uses: the ABI's constants (`abi`),
 // the datatype engine and the reductions (`datatype`, `ops`, documented with examples and
 // checked against mpi.h by tests/abi_constants.rs) and the one-sided message handler
@@ -119,6 +70,7 @@ pub(crate) mod comm;
 pub(crate) mod datarep;
 pub mod datatype;
 pub(crate) mod dynamic;
+pub(crate) mod entry;
 pub(crate) mod env;
 pub(crate) mod error;
 pub(crate) mod external;
@@ -139,6 +91,3 @@ pub(crate) mod threads;
 pub(crate) mod tool;
 pub(crate) mod topo;
 pub(crate) mod types;
-
-/// The "no communicator" target for errors: MPI_COMM_WORLD's handler applies.
-pub(crate) const NONE: abi::Handle = 0;

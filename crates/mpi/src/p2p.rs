@@ -1,5 +1,5 @@
 //! Point-to-point: sends in four modes, receives, probes, persistent requests, and the
-//! wait/test family (the entry points are in `abi/pt2pt.rs`).
+//! wait/test family (the entry points are in `entry/pt2pt.rs`).
 
 use crate::abi::*;
 use crate::error::{fail, MpiError, Res};

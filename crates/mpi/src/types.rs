@@ -1,5 +1,5 @@
-//! Derived datatypes and user operations: what the entry points of `abi/datatypes.rs` (and the
-//! operations of `abi/collectives.rs`) share over `datatype.rs` and `ops.rs`.
+//! Derived datatypes and user operations: what the entry points of `entry/datatypes.rs` (and the
+//! operations of `entry/collectives.rs`) share over `datatype.rs` and `ops.rs`.
 
 use crate::abi::*;
 use crate::check::{out, slice};

@@ -1,4 +1,4 @@
-//! Windows and what is done with them, for the entry points of `abi/one_sided.rs`: creation
+//! Windows and what is done with them, for the entry points of `entry/one_sided.rs`: creation
 //! and allocation (also shared), their attributes, the operations cut into pieces, and the
 //! synchronisation calls.
 //!

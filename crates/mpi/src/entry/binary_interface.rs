@@ -1,12 +1,12 @@
 //! Chapter 20 of MPI 5.0, the application binary interface: the ABI's own queries
 //! (`MPI_Abi_*`), over [`crate::mpi5`].
 
+use super::NONE;
 use crate::abi::*;
 use crate::check::out;
 use crate::error::fail;
 use crate::mpi5::*;
 use crate::state::with;
-use crate::NONE;
 use std::ffi::{c_int, c_void};
 
 mpi! {

@@ -14,12 +14,12 @@
 //! [`crate::datatype::Marker`]s: the standard ABI has no handles for them, so ferry's sit at the
 //! top of its datatype block (0x2fe, 0x2ff), and each marks only its own bound.
 
+use super::NONE;
 use crate::abi::*;
 use crate::check::out;
 use crate::comm::{comm_errhandler, create_errhandler, set_comm_errhandler};
 use crate::error::CommErrhandlerFn;
 use crate::types::{create_struct, datatype_of, hindexed, hvector};
-use crate::NONE;
 use std::ffi::{c_int, c_void};
 
 mpi! {

@@ -3,6 +3,7 @@
 //! the name service, join, parent and disconnect). The semantics are in [`crate::env`],
 //! [`crate::dynamic`] and [`crate::comm`]; the sessions model is in `sessions.rs`.
 
+use super::NONE;
 use crate::abi::*;
 use crate::check::out;
 use crate::comm::*;
@@ -10,7 +11,6 @@ use crate::dynamic::*;
 use crate::env::*;
 use crate::error::{fail, MpiError};
 use crate::state::{running, with, STATE};
-use crate::NONE;
 use ferry_core::Source;
 use std::ffi::{c_char, c_int, CStr};
 

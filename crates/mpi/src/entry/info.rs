@@ -1,6 +1,7 @@
 //! Chapter 10 of MPI 5.0, the info object: `MPI_Info_*`, over the info tables of
 //! [`crate::state`] and the functions of [`crate::comm`] that work on them.
 
+use super::NONE;
 use crate::abi::*;
 use crate::check::out;
 use crate::comm::*;
@@ -8,7 +9,6 @@ use crate::env::write_string;
 use crate::error::{fail, MpiError};
 use crate::p2p::count_arg;
 use crate::state::with;
-use crate::NONE;
 use std::ffi::{c_char, c_int};
 
 mpi! {

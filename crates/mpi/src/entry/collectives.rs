@@ -2,8 +2,9 @@
 //! `MPI_Count` forms of every collective on intracommunicators (and intercommunicators, see
 //! [`crate::inter`]), and user reduction operations (`MPI_Op_*`, `MPI_Reduce_local`). The
 //! semantics are in [`crate::coll`] and [`crate::ops`]; the macros shared with the
-//! neighbourhood collectives are in `abi.rs`.
+//! neighbourhood collectives are in `entry.rs`.
 
+use super::NONE;
 use crate::abi::*;
 use crate::check::out;
 use crate::coll::large::{at_root, counts, displs, peers, ptr};
@@ -13,7 +14,6 @@ use crate::error::{fail, MpiError, Res};
 use crate::p2p::{count_arg, count_c};
 use crate::state::{running, with, OpObj, UserFn, UserOpFn, UserOpFnC};
 use crate::types::*;
-use crate::NONE;
 use std::ffi::{c_int, c_void};
 
 mpi! {

@@ -3,6 +3,7 @@
 //! `MPI_Get_hw_resource_info`. The semantics are in [`crate::env`], [`crate::comm`] and
 //! [`crate::error`].
 
+use super::NONE;
 use crate::abi::*;
 use crate::check::out;
 use crate::comm::*;
@@ -10,7 +11,6 @@ use crate::env::{write_string, *};
 use crate::error::{fail, handle_error, CommErrhandlerFn, MpiError};
 use crate::mpi5::*;
 use crate::state::with;
-use crate::NONE;
 use std::ffi::{c_char, c_int, c_void};
 
 mpi! {

@@ -3,6 +3,7 @@
 //! forms) and the synchronisation calls. The semantics are in [`crate::rma`] and
 //! [`crate::rma::window`].
 
+use super::NONE;
 use crate::abi::*;
 use crate::check::out;
 use crate::datatype::Class;
@@ -12,7 +13,6 @@ use crate::rma::window::*;
 use crate::rma::wire::{kind, Writer, HEADER_MAX};
 use crate::rma::Memory;
 use crate::state::{running, with, AttrKind};
-use crate::NONE;
 use std::ffi::{c_char, c_int, c_void, CStr};
 use std::rc::Rc;
 

@@ -1,6 +1,7 @@
 //! Chapter 11 of MPI 5.0, the sessions model (§11.3): `MPI_Session_*`, process sets, groups
 //! from them and `MPI_Comm_create_from_group`, over [`crate::session`].
 
+use super::NONE;
 use crate::abi::*;
 use crate::check::out;
 use crate::comm::{c_str, new_errhandler, new_group, register, valid_errhandler};
@@ -8,7 +9,6 @@ use crate::env::write_string;
 use crate::error::{called_errhandler, fail, handle_error, CommErrhandlerFn, MpiError};
 use crate::session::*;
 use crate::state::{running, with};
-use crate::NONE;
 use std::ffi::{c_char, c_int};
 
 mpi! {

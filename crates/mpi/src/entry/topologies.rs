@@ -214,7 +214,7 @@ mpi! {
 
 mpi! {
     /// Balanced dimensions for a grid of `nnodes`.
-    fn MPI_Dims_create / PMPI_Dims_create(nnodes: c_int, ndims: c_int, dims: *mut c_int) on crate::NONE => {
+    fn MPI_Dims_create / PMPI_Dims_create(nnodes: c_int, ndims: c_int, dims: *mut c_int) on super::NONE => {
         let n = count_arg(ndims)?;
         if n > 0 && dims.is_null() {
             return fail(MPI_ERR_ARG, "dims is NULL");

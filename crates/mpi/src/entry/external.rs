@@ -2,13 +2,13 @@
 //! of a status (`MPI_Status_set_elements*`, `MPI_Status_set_cancelled`), over [`crate::greq`]
 //! and [`crate::p2p`].
 
+use super::NONE;
 use crate::abi::*;
 use crate::error::{fail, MpiError};
 use crate::greq::*;
 use crate::p2p::*;
 use crate::request::{Greq, GreqCancelFn, GreqFreeFn, GreqQueryFn, Request};
 use crate::state::running;
-use crate::NONE;
 use ferry_core::raw::SendMode;
 use ferry_core::Source;
 use std::ffi::{c_int, c_void};

@@ -1,13 +1,13 @@
 //! Chapter 15 of MPI 5.0, tool support: the tool information interface (`MPI_T_*`, over
 //! [`crate::tool`]) and `MPI_Pcontrol` of the profiling interface.
 
+use super::NONE;
 use crate::abi::*;
 use crate::check::tool_out;
 use crate::datatype::Builtin;
 use crate::error::{fail, Res};
 use crate::handles::{Kind, Table};
 use crate::tool::*;
-use crate::NONE;
 use std::ffi::{c_char, c_int, c_uint, c_ulong, c_ulonglong, c_void};
 
 mpi! {

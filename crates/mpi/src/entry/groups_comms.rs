@@ -2,6 +2,7 @@
 //! management, intercommunicator creation and merge, and attributes on communicators and
 //! datatypes. The semantics are in [`crate::comm`], [`crate::inter`] and [`crate::types`].
 
+use super::NONE;
 use crate::abi::*;
 use crate::check::out;
 use crate::comm::{dup, idup};
@@ -12,7 +13,6 @@ use crate::inter::*;
 use crate::p2p::count_arg;
 use crate::state::{running, with, AttrKind};
 use crate::types::*;
-use crate::NONE;
 use std::ffi::{c_char, c_int, c_void, CStr};
 
 mpi! {

@@ -3,6 +3,7 @@
 //! and `MPI_Type_get_value_index`. The datatype engine is [`crate::datatype`]; the calls share
 //! functions of [`crate::types`] and [`crate::external`].
 
+use super::NONE;
 use crate::abi::*;
 use crate::check::{out, slice};
 use crate::datatype::{Builtin, Datatype, Distrib, Order};
@@ -12,7 +13,6 @@ use crate::external::*;
 use crate::p2p::{count_arg, *};
 use crate::state::{running, with, TypeObj};
 use crate::types::*;
-use crate::NONE;
 use std::ffi::{c_char, c_int, c_void, CStr};
 
 mpi! {

@@ -3,6 +3,7 @@
 //! buffers of buffered sends. The semantics are in [`crate::p2p`], [`crate::request`] and
 //! [`crate::bsend`] (the status accessors MPI 5.0 added in [`crate::mpi5`]).
 
+use super::NONE;
 use crate::abi::*;
 use crate::bsend::*;
 use crate::check::out;
@@ -11,7 +12,6 @@ use crate::mpi5::*;
 use crate::p2p::{count_arg, request_status, *};
 use crate::request::{engine_request, sent_bytes, Outcome, Persistent, SendKind};
 use crate::state::running;
-use crate::NONE;
 use std::ffi::{c_int, c_void};
 
 mpi! {

@@ -2,13 +2,13 @@
 //! `MPI_Precv_init`, `MPI_Pready` (and its range and list forms) and `MPI_Parrived`, over
 //! [`crate::part`].
 
+use super::NONE;
 use crate::abi::*;
 use crate::error::{fail, MpiError};
 use crate::p2p::count_arg;
 use crate::part::partitioned;
 use crate::part::*;
 use crate::state::running;
-use crate::NONE;
 use std::ffi::{c_int, c_void};
 
 mpi! {

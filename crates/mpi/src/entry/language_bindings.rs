@@ -3,12 +3,12 @@
 //! (`MPI_Type_match_size`, `MPI_Type_create_f90_*`). The semantics are in [`crate::fortran`]
 //! and [`crate::types`].
 
+use super::NONE;
 use crate::abi::*;
 use crate::datatype::Builtin;
 use crate::error::fail;
 use crate::fortran::*;
 use crate::types::*;
-use crate::NONE;
 use std::ffi::c_int;
 
 mpi! {
