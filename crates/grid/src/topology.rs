@@ -638,6 +638,309 @@ fn read_capped(path: &std::path::Path) -> Result<String, String> {
     String::from_utf8(bytes).map_err(|_| "not UTF-8 text".to_string())
 }
 
+/// What the clusters checked so far have taken of the grid file, that those after them may not
+/// take again or that is checked once every cluster is known.
+#[derive(Default)]
+struct Taken {
+    /// Names of clusters, hosts and front nodes: one namespace.
+    names: HashSet<String>,
+    /// Every host, front node and rail address.
+    addrs: HashSet<Ipv4Addr>,
+    /// Every link's subnet, where it is written and its field, for the overlap checks.
+    links: Vec<(Subnet, Range<usize>, String)>,
+    /// Ranks of the hosts so far: the world size, kept within MAX_GRID_RANKS as it grows.
+    ranks: u32,
+}
+
+/// One `[[cluster]]`: its name, links, hosts and front nodes, in that order of checks.
+fn check_cluster(
+    loc: &Locator<'_>,
+    ci: usize,
+    rc: &RawCluster,
+    taken: &mut Taken,
+) -> Result<Cluster, TopologyError> {
+    let f = |name: &str| format!("cluster[{ci}].{name}");
+    let name = check_name(loc, &f("name"), &rc.name, &mut taken.names)?;
+    let kind = *rc.kind.get_ref();
+    if rc.host.is_empty() {
+        return Err(loc.at(
+            rc.name.span(),
+            f("host"),
+            format!("cluster {name:?} has no [[cluster.host]]"),
+        ));
+    }
+    let links = check_links(loc, ci, rc, taken)?;
+    let mut hosts = Vec::with_capacity(rc.host.len());
+    for (hi, rh) in rc.host.iter().enumerate() {
+        let cluster = (name.as_str(), kind, links.as_slice());
+        hosts.push(check_host(loc, (ci, hi), rh, cluster, taken)?);
+    }
+    let front_rate = check_rate(loc, &f("front_rate"), &rc.front_rate)?;
+    let nat = rc.nat.as_ref().map(|n| *n.get_ref()).unwrap_or_default();
+    let front = match kind {
+        Kind::Public => {
+            check_public_has_no_front(loc, ci, rc)?;
+            None
+        }
+        Kind::Private => {
+            let cluster = (name.as_str(), hosts.as_slice());
+            Some(check_front(loc, ci, rc, cluster, &front_rate, taken)?)
+        }
+    };
+    let mut more_fronts = Vec::with_capacity(rc.relay.len());
+    for (ri, rr) in rc.relay.iter().enumerate() {
+        more_fronts.push(check_relay(
+            loc,
+            &format!("cluster[{ci}].relay[{ri}]"),
+            rr,
+            (&mut taken.names, &mut taken.addrs),
+            (nat, &front_rate),
+        )?);
+    }
+    let relay_port = match &rc.relay_port {
+        Some(p) if *p.get_ref() == 0 => {
+            return Err(loc.at(
+                p.span(),
+                f("relay_port"),
+                "port 0 cannot be listened on by a fixed relay",
+            ))
+        }
+        Some(p) => *p.get_ref(),
+        None => DEFAULT_RELAY_PORT,
+    };
+    let rate = check_rate(loc, &f("rate"), &rc.rate)?;
+    let wan_delay = check_delay(loc, &f("wan_delay"), &rc.wan_delay)?;
+    Ok(Cluster {
+        name,
+        kind,
+        front,
+        more_fronts,
+        relay_port,
+        rate,
+        links,
+        wan_delay,
+        hosts,
+    })
+}
+
+/// A cluster's `[[cluster.link]]`s: each subnet well formed and apart from every link before it.
+fn check_links(
+    loc: &Locator<'_>,
+    ci: usize,
+    rc: &RawCluster,
+    taken: &mut Taken,
+) -> Result<Vec<Link>, TopologyError> {
+    let mut links = Vec::with_capacity(rc.link.len());
+    for (li, rl) in rc.link.iter().enumerate() {
+        let lf = |n: &str| format!("cluster[{ci}].link[{li}].{n}");
+        let subnet = parse_subnet(loc, &lf("subnet"), &rl.subnet)?;
+        if let Some((other, _, field)) = taken.links.iter().find(|(o, _, _)| o.overlaps(subnet)) {
+            return Err(loc.at(
+                rl.subnet.span(),
+                lf("subnet"),
+                format!("{subnet} overlaps {other} of {field}"),
+            ));
+        }
+        taken.links.push((subnet, rl.subnet.span(), lf("subnet")));
+        links.push(Link {
+            subnet,
+            rate: check_rate(loc, &lf("rate"), &rl.rate)?,
+        });
+    }
+    Ok(links)
+}
+
+/// Host `hi` of cluster `ci` (given as its name, kind and links): a name and an address of its
+/// own, of the cluster's kind, at least one rank within the grid's most, its rails.
+fn check_host(
+    loc: &Locator<'_>,
+    (ci, hi): (usize, usize),
+    rh: &RawHost,
+    (cluster, kind, links): (&str, Kind, &[Link]),
+    taken: &mut Taken,
+) -> Result<Host, TopologyError> {
+    let hf = |n: &str| format!("cluster[{ci}].host[{hi}].{n}");
+    let host_name = check_name(loc, &hf("name"), &rh.name, &mut taken.names)?;
+    let addr = parse_addr(loc, &hf("addr"), &rh.addr)?;
+    if is_private(addr) != (kind == Kind::Private) {
+        let want = if kind == Kind::Private {
+            "a private"
+        } else {
+            "a public"
+        };
+        return Err(loc.at(
+            rh.addr.span(),
+            hf("addr"),
+            format!("{addr} is not {want} address (cluster {cluster:?} is {kind:?})"),
+        ));
+    }
+    if !taken.addrs.insert(addr) {
+        return Err(loc.at(rh.addr.span(), hf("addr"), format!("{addr} is used twice")));
+    }
+    let ranks = rh.ranks.as_ref().map_or(1, |r| *r.get_ref());
+    let span = || rh.ranks.as_ref().map_or(rh.name.span(), |r| r.span());
+    if ranks == 0 {
+        return Err(loc.at(span(), hf("ranks"), "a host needs at least one rank"));
+    }
+    taken.ranks = match taken.ranks.checked_add(ranks) {
+        Some(n) if n <= MAX_GRID_RANKS => n,
+        _ => {
+            return Err(loc.at(
+                span(),
+                hf("ranks"),
+                format!("the grid would hold more than {MAX_GRID_RANKS} ranks, the most a job has"),
+            ))
+        }
+    };
+    let rails = check_rails(loc, &hf("rails"), rh, links, &mut taken.addrs)?;
+    Ok(Host {
+        name: host_name,
+        addr,
+        ranks,
+        rails,
+        ssh: check_ssh(loc, &hf("ssh"), &rh.ssh)?,
+    })
+}
+
+/// A public cluster's hosts are their own fronts: it names no front node, NAT or relay.
+fn check_public_has_no_front(
+    loc: &Locator<'_>,
+    ci: usize,
+    rc: &RawCluster,
+) -> Result<(), TopologyError> {
+    let f = |name: &str| format!("cluster[{ci}].{name}");
+    for (field, value) in [
+        ("front", &rc.front),
+        ("public_addr", &rc.public_addr),
+        ("front_addr", &rc.front_addr),
+        ("front_ssh", &rc.front_ssh),
+        ("front_rate", &rc.front_rate),
+    ] {
+        if let Some(v) = value {
+            return Err(loc.at(
+                v.span(),
+                f(field),
+                "a public cluster has no front node (its hosts are their own fronts)",
+            ));
+        }
+    }
+    if let Some(v) = &rc.nat {
+        return Err(loc.at(
+            v.span(),
+            f("nat"),
+            "a public cluster has no NAT (its hosts are their own fronts)",
+        ));
+    }
+    if let Some(r) = rc.relay.first() {
+        return Err(loc.at(
+            r.name.span(),
+            f("relay"),
+            "a public cluster has no relays (its hosts are reached directly)",
+        ));
+    }
+    Ok(())
+}
+
+/// The front node of private cluster `ci` (given as its name and its checked hosts): a name of
+/// its own, a public address and an address inside, by default .1 of the first host's /24.
+fn check_front(
+    loc: &Locator<'_>,
+    ci: usize,
+    rc: &RawCluster,
+    (name, hosts): (&str, &[Host]),
+    front_rate: &Option<String>,
+    taken: &mut Taken,
+) -> Result<Front, TopologyError> {
+    let f = |field: &str| format!("cluster[{ci}].{field}");
+    let missing = |field: &str| {
+        loc.at(
+            rc.name.span(),
+            f(field),
+            format!("private cluster {name:?} needs `{field}`"),
+        )
+    };
+    let front_name = rc.front.as_ref().ok_or_else(|| missing("front"))?;
+    let front_name = check_name(loc, &f("front"), front_name, &mut taken.names)?;
+    let public = rc
+        .public_addr
+        .as_ref()
+        .ok_or_else(|| missing("public_addr"))?;
+    let public_addr = parse_addr(loc, &f("public_addr"), public)?;
+    if is_private(public_addr) {
+        return Err(loc.at(
+            public.span(),
+            f("public_addr"),
+            format!("{public_addr} is a private address"),
+        ));
+    }
+    if !taken.addrs.insert(public_addr) {
+        return Err(loc.at(
+            public.span(),
+            f("public_addr"),
+            format!("{public_addr} is used twice"),
+        ));
+    }
+    let inside_addr = match &rc.front_addr {
+        Some(v) => {
+            let a = parse_addr(loc, &f("front_addr"), v)?;
+            if !is_private(a) || !taken.addrs.insert(a) {
+                return Err(loc.at(
+                    v.span(),
+                    f("front_addr"),
+                    format!("{a} is not a private address of its own"),
+                ));
+            }
+            a
+        }
+        None => {
+            let o = hosts[0].addr.octets();
+            let a = Ipv4Addr::new(o[0], o[1], o[2], 1);
+            if !taken.addrs.insert(a) {
+                return Err(loc.at(
+                    rc.name.span(),
+                    f("front_addr"),
+                    format!("default front address {a} is taken by a host; set front_addr"),
+                ));
+            }
+            a
+        }
+    };
+    Ok(Front {
+        name: front_name,
+        public_addr,
+        inside_addr,
+        ssh: check_ssh(loc, &f("front_ssh"), &rc.front_ssh)?,
+        nat: rc.nat.as_ref().map(|n| *n.get_ref()).unwrap_or_default(),
+        rate: front_rate.clone(),
+    })
+}
+
+/// A link's subnet belongs to the link: no host or front address may lie in it.
+fn check_links_hold_no_other_address(
+    loc: &Locator<'_>,
+    links: &[(Subnet, Range<usize>, String)],
+    clusters: &[Cluster],
+) -> Result<(), TopologyError> {
+    for (subnet, span, field) in links {
+        let mut others = clusters.iter().flat_map(|c| {
+            c.hosts
+                .iter()
+                .map(|h| h.addr)
+                .chain(c.fronts().flat_map(|f| [f.public_addr, f.inside_addr]))
+        });
+        if let Some(a) = others.find(|a| subnet.contains(*a)) {
+            return Err(loc.at(
+                span.clone(),
+                field,
+                format!(
+                    "{subnet} holds {a}, an address off the link; a link needs a subnet of its own"
+                ),
+            ));
+        }
+    }
+    Ok(())
+}
+
 impl Topology {
     /// The one-way delay of cluster `cluster`'s links to the WAN: its own, else the grid's.
     pub fn wan_delay_of(&self, cluster: usize) -> Option<Duration> {
@@ -661,235 +964,12 @@ impl Topology {
         if raw.cluster.is_empty() {
             return Err(loc.at(0..0, "cluster", "the grid has no [[cluster]]"));
         }
-        let mut names = HashSet::new();
-        let mut addrs = HashSet::new();
-        // Every link's subnet, where it is written and its field, for the overlap checks.
-        let mut all_links: Vec<(Subnet, Range<usize>, String)> = Vec::new();
+        let mut taken = Taken::default();
         let mut clusters = Vec::with_capacity(raw.cluster.len());
-        // Ranks of the hosts so far: the world size, kept within MAX_GRID_RANKS as it grows.
-        let mut grid_ranks = 0u32;
         for (ci, rc) in raw.cluster.iter().enumerate() {
-            let f = |name: &str| format!("cluster[{ci}].{name}");
-            let name = check_name(&loc, &f("name"), &rc.name, &mut names)?;
-            let kind = *rc.kind.get_ref();
-            if rc.host.is_empty() {
-                return Err(loc.at(
-                    rc.name.span(),
-                    f("host"),
-                    format!("cluster {name:?} has no [[cluster.host]]"),
-                ));
-            }
-            let mut links = Vec::with_capacity(rc.link.len());
-            for (li, rl) in rc.link.iter().enumerate() {
-                let lf = |n: &str| format!("cluster[{ci}].link[{li}].{n}");
-                let subnet = parse_subnet(&loc, &lf("subnet"), &rl.subnet)?;
-                if let Some((other, _, field)) =
-                    all_links.iter().find(|(o, _, _)| o.overlaps(subnet))
-                {
-                    return Err(loc.at(
-                        rl.subnet.span(),
-                        lf("subnet"),
-                        format!("{subnet} overlaps {other} of {field}"),
-                    ));
-                }
-                all_links.push((subnet, rl.subnet.span(), lf("subnet")));
-                links.push(Link {
-                    subnet,
-                    rate: check_rate(&loc, &lf("rate"), &rl.rate)?,
-                });
-            }
-            let mut hosts = Vec::with_capacity(rc.host.len());
-            for (hi, rh) in rc.host.iter().enumerate() {
-                let hf = |n: &str| format!("cluster[{ci}].host[{hi}].{n}");
-                let host_name = check_name(&loc, &hf("name"), &rh.name, &mut names)?;
-                let addr = parse_addr(&loc, &hf("addr"), &rh.addr)?;
-                if is_private(addr) != (kind == Kind::Private) {
-                    let want = if kind == Kind::Private {
-                        "a private"
-                    } else {
-                        "a public"
-                    };
-                    return Err(loc.at(
-                        rh.addr.span(),
-                        hf("addr"),
-                        format!("{addr} is not {want} address (cluster {name:?} is {kind:?})"),
-                    ));
-                }
-                if !addrs.insert(addr) {
-                    return Err(loc.at(
-                        rh.addr.span(),
-                        hf("addr"),
-                        format!("{addr} is used twice"),
-                    ));
-                }
-                let ranks = rh.ranks.as_ref().map_or(1, |r| *r.get_ref());
-                let span = || rh.ranks.as_ref().map_or(rh.name.span(), |r| r.span());
-                if ranks == 0 {
-                    return Err(loc.at(span(), hf("ranks"), "a host needs at least one rank"));
-                }
-                grid_ranks = match grid_ranks.checked_add(ranks) {
-                    Some(n) if n <= MAX_GRID_RANKS => n,
-                    _ => {
-                        return Err(loc.at(
-                            span(),
-                            hf("ranks"),
-                            format!("the grid would hold more than {MAX_GRID_RANKS} ranks, the most a job has"),
-                        ))
-                    }
-                };
-                let rails = check_rails(&loc, &hf("rails"), rh, &links, &mut addrs)?;
-                hosts.push(Host {
-                    name: host_name,
-                    addr,
-                    ranks,
-                    rails,
-                    ssh: check_ssh(&loc, &hf("ssh"), &rh.ssh)?,
-                });
-            }
-            let front_rate = check_rate(&loc, &f("front_rate"), &rc.front_rate)?;
-            let front = match kind {
-                Kind::Public => {
-                    for (field, value) in [
-                        ("front", &rc.front),
-                        ("public_addr", &rc.public_addr),
-                        ("front_addr", &rc.front_addr),
-                        ("front_ssh", &rc.front_ssh),
-                        ("front_rate", &rc.front_rate),
-                    ] {
-                        if let Some(v) = value {
-                            return Err(loc.at(v.span(), f(field), "a public cluster has no front node (its hosts are their own fronts)"));
-                        }
-                    }
-                    if let Some(v) = &rc.nat {
-                        return Err(loc.at(
-                            v.span(),
-                            f("nat"),
-                            "a public cluster has no NAT (its hosts are their own fronts)",
-                        ));
-                    }
-                    if let Some(r) = rc.relay.first() {
-                        return Err(loc.at(
-                            r.name.span(),
-                            f("relay"),
-                            "a public cluster has no relays (its hosts are reached directly)",
-                        ));
-                    }
-                    None
-                }
-                Kind::Private => {
-                    let missing = |field: &str| {
-                        loc.at(
-                            rc.name.span(),
-                            f(field),
-                            format!("private cluster {name:?} needs `{field}`"),
-                        )
-                    };
-                    let front_name = rc.front.as_ref().ok_or_else(|| missing("front"))?;
-                    let front_name = check_name(&loc, &f("front"), front_name, &mut names)?;
-                    let public = rc
-                        .public_addr
-                        .as_ref()
-                        .ok_or_else(|| missing("public_addr"))?;
-                    let public_addr = parse_addr(&loc, &f("public_addr"), public)?;
-                    if is_private(public_addr) {
-                        return Err(loc.at(
-                            public.span(),
-                            f("public_addr"),
-                            format!("{public_addr} is a private address"),
-                        ));
-                    }
-                    if !addrs.insert(public_addr) {
-                        return Err(loc.at(
-                            public.span(),
-                            f("public_addr"),
-                            format!("{public_addr} is used twice"),
-                        ));
-                    }
-                    let inside_addr = match &rc.front_addr {
-                        Some(v) => {
-                            let a = parse_addr(&loc, &f("front_addr"), v)?;
-                            if !is_private(a) || !addrs.insert(a) {
-                                return Err(loc.at(
-                                    v.span(),
-                                    f("front_addr"),
-                                    format!("{a} is not a private address of its own"),
-                                ));
-                            }
-                            a
-                        }
-                        None => {
-                            let o = hosts[0].addr.octets();
-                            let a = Ipv4Addr::new(o[0], o[1], o[2], 1);
-                            if !addrs.insert(a) {
-                                return Err(loc.at(rc.name.span(), f("front_addr"), format!("default front address {a} is taken by a host; set front_addr")));
-                            }
-                            a
-                        }
-                    };
-                    Some(Front {
-                        name: front_name,
-                        public_addr,
-                        inside_addr,
-                        ssh: check_ssh(&loc, &f("front_ssh"), &rc.front_ssh)?,
-                        nat: rc.nat.as_ref().map(|n| *n.get_ref()).unwrap_or_default(),
-                        rate: front_rate.clone(),
-                    })
-                }
-            };
-            let mut more_fronts = Vec::with_capacity(rc.relay.len());
-            for (ri, rr) in rc.relay.iter().enumerate() {
-                more_fronts.push(check_relay(
-                    &loc,
-                    &format!("cluster[{ci}].relay[{ri}]"),
-                    rr,
-                    (&mut names, &mut addrs),
-                    (
-                        rc.nat.as_ref().map(|n| *n.get_ref()).unwrap_or_default(),
-                        &front_rate,
-                    ),
-                )?);
-            }
-            let relay_port = match &rc.relay_port {
-                Some(p) if *p.get_ref() == 0 => {
-                    return Err(loc.at(
-                        p.span(),
-                        f("relay_port"),
-                        "port 0 cannot be listened on by a fixed relay",
-                    ))
-                }
-                Some(p) => *p.get_ref(),
-                None => DEFAULT_RELAY_PORT,
-            };
-            let rate = check_rate(&loc, &f("rate"), &rc.rate)?;
-            let wan_delay = check_delay(&loc, &f("wan_delay"), &rc.wan_delay)?;
-            clusters.push(Cluster {
-                name,
-                kind,
-                front,
-                more_fronts,
-                relay_port,
-                rate,
-                links,
-                wan_delay,
-                hosts,
-            });
+            clusters.push(check_cluster(&loc, ci, rc, &mut taken)?);
         }
-        // A link's subnet belongs to the link: no host or front address may lie in it.
-        for (subnet, span, field) in &all_links {
-            let mut others = clusters.iter().flat_map(|c| {
-                c.hosts
-                    .iter()
-                    .map(|h| h.addr)
-                    .chain(c.fronts().flat_map(|f| [f.public_addr, f.inside_addr]))
-            });
-            if let Some(a) = others.find(|a| subnet.contains(*a)) {
-                return Err(loc.at(
-                    span.clone(),
-                    field,
-                    format!("{subnet} holds {a}, an address off the link; a link needs a subnet of its own"),
-                ));
-            }
-        }
+        check_links_hold_no_other_address(&loc, &taken.links, &clusters)?;
         let wan_rate = check_rate(&loc, "wan_rate", &raw.wan_rate)?;
         let wan_delay = check_delay(&loc, "wan_delay", &raw.wan_delay)?;
         Ok(Topology {
