@@ -14,11 +14,11 @@ use crate::abi::Handle;
 /// [`crate::error::MpiError`] to the code returned:
 ///
 /// * `on comm =>`: the error handler of communicator (or window, session) `comm` runs
-///   ([`crate::error::guard`]); `on NONE` is MPI_COMM_WORLD's.
+///   ([`guards::guard`]); `on NONE` is MPI_COMM_WORLD's.
 /// * `on file fh =>`: the error handler of file `fh` runs, or MPI_FILE_NULL's
-///   ([`crate::error::file_guard`]).
+///   ([`guards::file_guard`]).
 /// * `on tool =>`: an MPI_T call returns its error code and runs no handler
-///   ([`crate::error::tool_guard`]).
+///   ([`guards::tool_guard`]).
 /// * `-> T, unguarded =>`: no guard, the body returns `T` itself: for the calls that cannot
 ///   fail (`MPI_Wtime`, handle conversions), the `*_call_errhandler` calls, which run the
 ///   handler themselves, and a lookup that answers before it would need a guard.
@@ -26,17 +26,17 @@ macro_rules! mpi {
     ($(#[$doc:meta])* fn $name:ident / $pname:ident ($($arg:ident: $ty:ty),* $(,)?) on file $fh:expr => $body:block) => {
         mpi!(@export $(#[$doc])* $name / $pname ($($arg: $ty),*) -> std::ffi::c_int {
             let target: $crate::abi::Handle = $fh;
-            $crate::error::file_guard(stringify!($name), target, || $body)
+            $crate::entry::guards::file_guard(stringify!($name), target, || $body)
         });
     };
     ($(#[$doc:meta])* fn $name:ident / $pname:ident ($($arg:ident: $ty:ty),* $(,)?) on tool => $body:block) => {
         mpi!(@export $(#[$doc])* $name / $pname ($($arg: $ty),*) -> std::ffi::c_int {
-            $crate::error::tool_guard(|| $body)
+            $crate::entry::guards::tool_guard(|| $body)
         });
     };
     ($(#[$doc:meta])* fn $name:ident / $pname:ident ($($arg:ident: $ty:ty),* $(,)?) on $comm:expr => $body:block) => {
         mpi!(@export $(#[$doc])* $name / $pname ($($arg: $ty),*) -> std::ffi::c_int {
-            $crate::error::guard(stringify!($name), $comm, || $body)
+            $crate::entry::guards::guard(stringify!($name), $comm, || $body)
         });
     };
     ($(#[$doc:meta])* fn $name:ident / $pname:ident ($($arg:ident: $ty:ty),* $(,)?) -> $ret:ty, unguarded => $body:block) => {
@@ -117,6 +117,7 @@ mod datatypes;
 mod environment;
 mod external;
 mod groups_comms;
+mod guards;
 mod info;
 mod io;
 mod language_bindings;

@@ -1,8 +1,8 @@
-//! MPI error classes, the error handlers, and the guards the entry points run in (which guard
-//! each uses is chosen by its arm of `mpi!`, in entry.rs).
+//! MPI errors: the error a call fails with, the text of each class, a panic turned into
+//! MPI_ERR_INTERN, and leaving the process. The guards the entry points run in, which hand an
+//! error to its handler, are the entry layer's (`entry/guards.rs`).
 
 use crate::abi::*;
-use crate::state::{with, STATE};
 use std::ffi::c_int;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 
@@ -159,35 +159,6 @@ pub(crate) fn class_text(class: c_int) -> &'static str {
 /// A user error handler, `void fn(MPI_Comm *, int *, ...)` (called with two arguments).
 pub(crate) type CommErrhandlerFn = unsafe extern "C" fn(*mut Handle, *mut c_int);
 
-/// Runs the body of entry point `name`; on error, invokes the error handler of `comm` (or of
-/// MPI_COMM_WORLD for calls tied to no communicator). A panic becomes MPI_ERR_INTERN; an unwind
-/// never crosses `extern "C"`.
-#[inline]
-pub(crate) fn guard(name: &'static str, comm: Handle, body: impl FnOnce() -> Res) -> c_int {
-    match caught(body) {
-        Ok(()) => MPI_SUCCESS,
-        Err(error) => handle_error(name, comm, error),
-    }
-}
-
-/// Runs the body of file call `name`; on error, invokes the error handler of file `fh` (or of
-/// MPI_FILE_NULL when `fh` is no open file). A panic becomes MPI_ERR_INTERN.
-pub(crate) fn file_guard(name: &'static str, fh: Handle, body: impl FnOnce() -> Res) -> c_int {
-    match caught(body) {
-        Ok(()) => MPI_SUCCESS,
-        Err(e) => crate::io::handle_file_error(name, fh, e),
-    }
-}
-
-/// Runs the body of an MPI_T function: its error class, MPI_T_ERR_INVALID for a panic.
-pub(crate) fn tool_guard(body: impl FnOnce() -> Res) -> c_int {
-    match caught(body) {
-        Ok(()) => MPI_SUCCESS,
-        Err(e) if e.class == MPI_ERR_INTERN => MPI_T_ERR_INVALID,
-        Err(e) => e.class,
-    }
-}
-
 /// Runs `body`, turning a panic into MPI_ERR_INTERN (the first half of every guard).
 #[inline]
 pub(crate) fn caught(body: impl FnOnce() -> Res) -> Res {
@@ -209,42 +180,6 @@ fn panicked(panic: Box<dyn std::any::Any + Send>) -> MpiError {
     MpiError::new(MPI_ERR_INTERN, format!("internal error: {what}"))
 }
 
-/// Invokes the error handler that applies to `comm` for `error` raised in `name`.
-#[cold]
-pub(crate) fn handle_error(name: &str, comm: Handle, error: MpiError) -> c_int {
-    let (handler, rank) = STATE
-        .with(|s| (s.errhandler_of(comm), s.world_rank()))
-        .unwrap_or((MPI_ERRORS_ARE_FATAL, None));
-    match handler {
-        MPI_ERRORS_RETURN => error.class,
-        MPI_ERRORS_ARE_FATAL | MPI_ERRORS_ABORT => {
-            let who = rank.map_or(String::new(), |r| format!("rank {r}: "));
-            // A code the program added (MPI_Add_error_code) is described by its own string.
-            let text = match crate::env::lookup_code(error.class) {
-                Ok((_, t)) if !t.is_empty() => t,
-                Ok(_) if error.class > MPI_ERR_LASTCODE => {
-                    format!("error code {} added by the program", error.class)
-                }
-                _ => class_text(error.class).to_string(),
-            };
-            let message = format!("{who}{name}: {} ({text})", error.message);
-            fatal(&message)
-        }
-        user => {
-            let f = with(|s| Ok(s.user_errhandler(user))).ok().flatten();
-            let mut code = error.class;
-            let mut c = comm;
-            if let Some(f) = f {
-                // SAFETY: the program registered `f` with MPI_Comm_create_errhandler, whose
-                // contract is this signature; extra variadic arguments are optional.
-                unsafe { f(&mut c, &mut code) };
-            }
-            // The handler may change the code the call returns (MPICH's ROMIO relies on it).
-            code
-        }
-    }
-}
-
 /// What `MPI_*_call_errhandler` returns once the handler has run with `errorcode` and given
 /// `rc`: success when the handler returned (MPI_ERRORS_RETURN hands the code back), else `rc`.
 pub(crate) fn called_errhandler(rc: c_int, errorcode: c_int) -> c_int {
@@ -253,17 +188,6 @@ pub(crate) fn called_errhandler(rc: c_int, errorcode: c_int) -> c_int {
     } else {
         rc
     }
-}
-
-/// Ends the job: prints `message` and stops every rank through the launcher.
-pub(crate) fn fatal(message: &str) -> ! {
-    eprintln!("ferry: {message}");
-    STATE.try_with(|s| {
-        if let Some(world) = &s.world {
-            world.abort(1, message);
-        }
-    });
-    exit_now(1)
 }
 
 /// Leaves the process with `code` without exit-time destructors. An abort can come from inside

@@ -303,7 +303,7 @@ pub(crate) fn handle_file_error(name: &str, fh: Handle, error: MpiError) -> c_in
         MPI_ERRORS_RETURN => error.class,
         MPI_ERRORS_ARE_FATAL | MPI_ERRORS_ABORT => {
             let who = rank.map_or(String::new(), |r| format!("rank {r}: "));
-            crate::error::fatal(&format!(
+            crate::state::fatal(&format!(
                 "{who}{name}: {} ({})",
                 error.message,
                 class_text(error.class)

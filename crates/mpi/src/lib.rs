@@ -2,25 +2,26 @@
 //!
 //! Four layers, each importing only its own and those below (`tests/layers.rs` checks it). At
 //! the bottom, [`abi`]: the constants, handle type and `MPI_Status` of the MPI 5.0 standard
-//! ABI; it imports nothing of the crate. Above it the engines, pure data and algorithms with no
+//! ABI; it imports nothing of the crate. Above it the base, pure data and algorithms with no
 //! process state: the datatype engine ([`datatype`]), the reductions ([`ops`]), the one-sided
-//! message handler and its wire format ([`rma`], `rma::wire`), the handle tables ([`handles`])
-//! and the thread lock ([`threads`]). Above them the **semantics** (the other modules below):
-//! crate-private, no `extern "C"` function of their own, taking checked Rust values where they
-//! can. On top, the **entry points**, in the submodules of `entry`, one per chapter of the MPI
-//! 5.0 standard (`entry/pt2pt.rs`, `entry/datatypes.rs`, `entry/collectives.rs`, ...); nothing
-//! else defines an exported function, and nothing below imports them.
+//! message handler and its wire format ([`rma`], `rma::wire`), the handle tables ([`handles`]),
+//! the thread lock ([`threads`]), the error a call fails with ([`error`]) and the argument
+//! checks ([`check`]). Above them the **semantics** (the other modules below): crate-private,
+//! no `extern "C"` function of their own, taking checked Rust values where they can. On top,
+//! the **entry points**, in the submodules of `entry`, one per chapter of the MPI 5.0 standard
+//! (`entry/pt2pt.rs`, `entry/datatypes.rs`, `entry/collectives.rs`, ...); nothing else defines
+//! an exported function, and nothing below imports them.
 //!
 //! Each entry point is defined by the `mpi!` macro (`entry.rs`): `PMPI_X` (the profiling
 //! interface: a tool may define `MPI_X` itself and call `PMPI_X`) and `MPI_X` calling it. Its
-//! body runs inside one of the guards of [`error`], chosen by the macro's arm: check arguments,
-//! convert handles, call the semantics, map the error to its MPI class, run the error handler
-//! of the communicator, window, session or file (MPI_T calls return their code). A panic
-//! becomes MPI_ERR_INTERN; no unwind crosses `extern "C"`. The argument checks and the pointer
-//! conversions are shared ([`check`]): every buffer a call reads or writes is checked before it
-//! is touched, every pointer it reads an array from or writes a result through before it is
-//! used, and a call that fails has posted nothing. An unsafe operation inside an `unsafe fn`
-//! needs an `unsafe` block of its own with its `// SAFETY:` (`unsafe_op_in_unsafe_fn` is
+//! body runs inside one of the guards of `entry/guards.rs`, chosen by the macro's arm: check
+//! arguments, convert handles, call the semantics, map the error to its MPI class, run the
+//! error handler of the communicator, window, session or file (MPI_T calls return their code).
+//! A panic becomes MPI_ERR_INTERN; no unwind crosses `extern "C"`. The argument checks and the
+//! pointer conversions are shared ([`check`]): every buffer a call reads or writes is checked
+//! before it is touched, every pointer it reads an array from or writes a result through before
+//! it is used, and a call that fails has posted nothing. An unsafe operation inside an `unsafe
+//! fn` needs an `unsafe` block of its own with its `// SAFETY:` (`unsafe_op_in_unsafe_fn` is
 //! denied). A collective's request goes through [`coll::RequestOut`], which the entry points
 //! make from their request argument.
 //!

@@ -552,3 +552,14 @@ impl State {
         self.core_comm(MPI_COMM_WORLD)
     }
 }
+
+/// Ends the job: prints `message` and stops every rank through the launcher.
+pub(crate) fn fatal(message: &str) -> ! {
+    eprintln!("ferry: {message}");
+    STATE.try_with(|s| {
+        if let Some(world) = &s.world {
+            world.abort(1, message);
+        }
+    });
+    crate::error::exit_now(1)
+}

@@ -2,12 +2,13 @@
 //!
 //! 0. `abi`: the standard ABI's constants, handle type and `MPI_Status`; imports nothing of the
 //!    crate.
-//! 1. the engines: `datatype`, `ops`, `rma` (the window's message handler), `rma::wire`,
-//!    `handles`, `threads`; pure data and algorithms over the ABI, no process state.
-//! 2. the semantics: every other module but the entry points (the process state, MPI's
-//!    semantics over ferry-core, the argument checks and the error guards).
-//! 3. the entry points: `entry` and its submodules, the `extern "C"` functions; nothing below
-//!    imports them.
+//! 1. the base: `datatype`, `ops`, `rma` (the window's message handler), `rma::wire`,
+//!    `handles`, `threads`, `error` (the error a call fails with), `check` (the argument
+//!    checks); pure data and algorithms over the ABI, no process state.
+//! 2. the semantics: every other module but the entry points (the process state and MPI's
+//!    semantics over ferry-core).
+//! 3. the entry points: `entry` and its submodules (the `extern "C"` functions and the guards
+//!    they run in); nothing below imports them.
 //!
 //! The crate root (`lib.rs`) declares the modules and imports nothing. A module may import its
 //! own layer and those below; so no circle of imports crosses a layer. The graph is read from
@@ -22,10 +23,19 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
 
 /// The layers' names, bottom first.
-const LAYER_NAMES: [&str; 4] = ["abi", "engines", "semantics", "entry"];
+const LAYER_NAMES: [&str; 4] = ["abi", "base", "semantics", "entry"];
 
-/// The modules of the engines layer (1).
-const ENGINES: &[&str] = &["datatype", "ops", "rma", "rma::wire", "handles", "threads"];
+/// The modules of the base layer (1).
+const BASE: &[&str] = &[
+    "datatype",
+    "ops",
+    "rma",
+    "rma::wire",
+    "handles",
+    "threads",
+    "error",
+    "check",
+];
 
 /// The crate root's name in the graph.
 const ROOT: &str = "crate";
@@ -36,7 +46,7 @@ fn layer_of(module: &str) -> Option<usize> {
         None
     } else if module == "abi" {
         Some(0)
-    } else if ENGINES.contains(&module) {
+    } else if BASE.contains(&module) {
         Some(1)
     } else if module == "entry" || module.starts_with("entry::") {
         Some(3)
@@ -399,7 +409,7 @@ fn no_module_imports_a_layer_above_its_own() {
     let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
     let mut files = BTreeMap::new();
     sources(&src, &src, &mut files);
-    for named in ENGINES.iter().chain(&["abi", "entry"]) {
+    for named in BASE.iter().chain(&["abi", "entry"]) {
         assert!(
             files.contains_key(*named),
             "layer module {named} is not in src/"

@@ -226,7 +226,7 @@ mpi! {
             *out = b.size() as c_int;
             return MPI_SUCCESS;
         }
-        crate::error::guard("MPI_Type_size", NONE, || {
+        super::guards::guard("MPI_Type_size", NONE, || {
             let bytes = query(datatype, Builtin::size, Datatype::size)?;
             *out(size, "size")? = c_int::try_from(bytes).unwrap_or(MPI_UNDEFINED);
             Ok(())

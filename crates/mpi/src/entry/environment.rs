@@ -3,12 +3,13 @@
 //! `MPI_Get_hw_resource_info`. The semantics are in [`crate::env`], [`crate::comm`] and
 //! [`crate::error`].
 
+use super::guards::handle_error;
 use super::NONE;
 use crate::abi::*;
 use crate::check::out;
 use crate::comm::*;
 use crate::env::{write_string, *};
-use crate::error::{fail, handle_error, CommErrhandlerFn, MpiError};
+use crate::error::{fail, CommErrhandlerFn, MpiError};
 use crate::mpi5::*;
 use crate::state::with;
 use std::ffi::{c_char, c_int, c_void};

@@ -3,12 +3,13 @@
 //! forms) and the synchronisation calls. The semantics are in [`crate::rma`] and
 //! [`crate::rma::window`].
 
+use super::guards::handle_error;
 use super::NONE;
 use crate::abi::*;
 use crate::check::out;
 use crate::datatype::Class;
 use crate::env::write_string;
-use crate::error::{fail, handle_error, CommErrhandlerFn, MpiError};
+use crate::error::{fail, CommErrhandlerFn, MpiError};
 use crate::rma::window::*;
 use crate::rma::wire::{kind, Writer, HEADER_MAX};
 use crate::rma::Memory;

@@ -1,12 +1,13 @@
 //! Chapter 11 of MPI 5.0, the sessions model (§11.3): `MPI_Session_*`, process sets, groups
 //! from them and `MPI_Comm_create_from_group`, over [`crate::session`].
 
+use super::guards::handle_error;
 use super::NONE;
 use crate::abi::*;
 use crate::check::out;
 use crate::comm::{c_str, new_errhandler, new_group, register, valid_errhandler};
 use crate::env::write_string;
-use crate::error::{called_errhandler, fail, handle_error, CommErrhandlerFn, MpiError};
+use crate::error::{called_errhandler, fail, CommErrhandlerFn, MpiError};
 use crate::session::*;
 use crate::state::{running, with};
 use std::ffi::{c_char, c_int};
