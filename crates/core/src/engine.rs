@@ -426,9 +426,10 @@ mod recv;
 mod request;
 mod send;
 mod sink;
+use sink::RingSink;
 mod wait;
 
-use crate::frames::{Arrival, FabricRead, FrameSink, Incoming, OutFrame};
+use crate::frames::{Arrival, EagerTake, FabricRead, FrameSink, Incoming, OutFrame, Transport};
 pub(crate) use active::ActiveFn;
 pub use active::ActiveReply;
 use fabric::FabricWork;

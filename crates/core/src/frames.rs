@@ -1,15 +1,47 @@
-//! What crosses between the progress engine and a transport, below both: a frame waiting to
-//! be written ([`OutFrame`]), where an arriving frame's payload goes ([`Incoming`]), and what
-//! a transport calls for every frame that arrives ([`FrameSink`]). A transport writes the
-//! first and fills the second without looking inside; the engine's protocol implements the
-//! third.
+//! What crosses between the progress engine and a transport, below both: what every transport
+//! does ([`Transport`]), a frame waiting to be written ([`OutFrame`]), where an arriving frame's
+//! payload goes ([`Incoming`]), and what a transport calls for every frame that arrives
+//! ([`FrameSink`]). A transport writes the second and fills the third without looking inside;
+//! the engine's protocol implements the last.
 
 use crate::error::Error;
 use crate::matching::Envelope;
 use ferry_wire::{Frame, HEADER_LEN};
+use std::os::fd::RawFd;
 
 /// Identifies a request: slot index in the low 32 bits, slot generation in the high 32.
 pub(crate) type ReqId = u64;
+
+/// What shared memory, TCP and the fabric each do for the engine. Statically dispatched: the
+/// engine holds each transport by its own type.
+pub(crate) trait Transport {
+    /// Reads what has arrived, without waiting, handing each frame to `sink`; whether anything
+    /// moved.
+    fn poll_input(&mut self, sink: &mut impl FrameSink) -> Result<bool, Error>;
+    /// Writes `frame` to `peer` if its channel has room now (all of it, or for a stream as much
+    /// as fits, counted in `frame.sent`): true once the whole frame is out.
+    fn try_write(&mut self, peer: usize, frame: &mut OutFrame) -> Result<bool, Error>;
+    /// The descriptor that becomes readable when input arrives, for a sleeping wait's `epoll`;
+    /// `None` for a transport that wakes its sleeper otherwise (shared memory: a futex).
+    fn wake_fd(&self) -> Option<RawFd>;
+}
+
+/// How a sink takes an eager frame's payload before the frame is dispatched
+/// ([`FrameSink::take_eager`]), for a transport that holds the whole payload at hand.
+pub(crate) enum EagerTake {
+    /// Into the buffer of posted receive `id` (at most `cap` bytes); the transport then calls
+    /// [`FrameSink::eager_stored`] and not `end_frame`.
+    Posted {
+        id: ReqId,
+        buf: *mut u8,
+        cap: usize,
+        env: Envelope,
+    },
+    /// Kept for a receive to come, at this `Incoming`: the frame goes on as after `begin_frame`.
+    Kept(Incoming),
+    /// Through `begin_frame`, as any frame.
+    Neither,
+}
 
 /// What transports call for every frame that arrives.
 pub(crate) trait FrameSink {
@@ -31,6 +63,30 @@ pub(crate) trait FrameSink {
     }
     /// A fabric read of receive `id` from `peer` ([`FabricRead`]) completed.
     fn read_done(&mut self, peer: u32, id: ReqId) -> Result<(), Error>;
+    /// Whether `peer`'s input waits (the payload at its head is read in place by a receive
+    /// that has not released it): a transport leaves it unread.
+    fn paused(&self, _peer: u32) -> bool {
+        false
+    }
+    /// The commonest frame first: where an eager frame from `peer` goes, decided before
+    /// `begin_frame` (see [`EagerTake`]).
+    fn take_eager(&mut self, _peer: u32, _frame: &Frame) -> EagerTake {
+        EagerTake::Neither
+    }
+    /// The payload of an eager frame taken by a posted receive ([`EagerTake::Posted`]) is in
+    /// its buffer: `stored` of its `len` bytes.
+    fn eager_stored(&mut self, _id: ReqId, _env: Envelope, _len: u64, _stored: usize) {}
+    /// Whether some receive may read its payload in place (the cheap look before
+    /// [`FrameSink::keep_in_place`]).
+    fn reads_in_place(&self) -> bool {
+        false
+    }
+    /// Whether the receive that `incoming` feeds reads the whole payload of `len` bytes where
+    /// the transport holds it (no copy): the transport then keeps it there, unread past it,
+    /// until the sink releases it, and calls `end_frame` at once.
+    fn keep_in_place(&mut self, _peer: u32, _incoming: &Incoming, _len: usize) -> bool {
+        false
+    }
 }
 
 /// A read the receiver of an RTS_READ starts: `len` bytes at `remote_addr` of `peer`'s memory

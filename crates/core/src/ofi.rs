@@ -14,7 +14,7 @@
 //! called from the engine's progress pass.
 
 use crate::error::Error;
-use crate::frames::{FabricRead, FrameSink, OutFrame, ReqId};
+use crate::frames::{FabricRead, FrameSink, OutFrame, ReqId, Transport};
 use ferry_fabric::{Access, Completion, Endpoint, OpKind, PeerAddr, Region, Remote};
 use ferry_wire::{Frame, HEADER_LEN};
 use std::collections::HashMap;
@@ -144,11 +144,6 @@ impl FabricTransport {
         self.eager_limit()
     }
 
-    /// The descriptor a sleeping wait watches, if the provider has one.
-    pub(crate) fn wake_fd(&self) -> Option<std::os::fd::RawFd> {
-        self.ep.wait_fd()
-    }
-
     /// Whether a wait may sleep on [`FabricTransport::wake_fd`] now (nothing is left to read).
     pub(crate) fn try_wait(&mut self) -> bool {
         self.ep.try_wait()
@@ -188,7 +183,7 @@ impl FabricTransport {
     }
 
     /// Writes `frame` to `peer` as one message if a slot is free: true when it took it.
-    pub(crate) fn try_write(&mut self, peer: usize, frame: &mut OutFrame) -> Result<bool, Error> {
+    fn write_frame(&mut self, peer: usize, frame: &mut OutFrame) -> Result<bool, Error> {
         let len = SOURCE_LEN + HEADER_LEN + frame.len;
         if len > self.slot {
             return Err(Error::Transport(format!(
@@ -313,7 +308,7 @@ impl FabricTransport {
 
     /// Reads the completion queue: frames go to `sink`, finished reads complete their
     /// receives. Whether anything moved.
-    pub(crate) fn poll_input(&mut self, sink: &mut dyn FrameSink) -> Result<bool, Error> {
+    fn read_completions(&mut self, sink: &mut dyn FrameSink) -> Result<bool, Error> {
         let mut moved = false;
         loop {
             self.completions.clear();
@@ -409,6 +404,22 @@ impl FabricTransport {
         incoming.store(0, payload);
         incoming.cap = incoming.cap.min(payload.len());
         sink.end_frame(peer, &frame, incoming)
+    }
+}
+
+impl Transport for FabricTransport {
+    fn poll_input(&mut self, sink: &mut impl FrameSink) -> Result<bool, Error> {
+        self.read_completions(sink)
+    }
+
+    fn try_write(&mut self, peer: usize, frame: &mut OutFrame) -> Result<bool, Error> {
+        self.write_frame(peer, frame)
+    }
+
+    /// The completion queue's wait object, if the provider has one (sleep on it only after
+    /// [`FabricTransport::try_wait`]).
+    fn wake_fd(&self) -> Option<std::os::fd::RawFd> {
+        self.ep.wait_fd()
     }
 }
 

@@ -257,6 +257,7 @@ impl RingView {
 const _: () = assert!(PREFIX_LEN <= RECORD_ALIGN);
 
 mod cma;
+mod input;
 pub(crate) mod reserve;
 mod wake;
 pub(crate) use cma::{cma_read, cma_write};

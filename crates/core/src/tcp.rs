@@ -32,7 +32,7 @@
 //! transport, its set-up and the poll that drives them all.
 
 use crate::error::Error;
-use crate::frames::{FrameSink, OutFrame};
+use crate::frames::{FrameSink, OutFrame, Transport};
 use ferry_wire::compress::compressed_len;
 use ferry_wire::relay::{self, Registrar, RelayAcceptor, RelayConnector, ReplayGuard};
 use ferry_wire::{Frame, FrameError, Handshake, JobKey, HEADER_LEN};
@@ -352,9 +352,9 @@ impl TcpTransport {
             .collect()
     }
 
-    /// Waits up to `timeout` for socket events, then reads everything readable.
-    /// Returns whether anything happened.
-    pub(crate) fn poll_input(
+    /// Waits up to `timeout` for socket events (and other transports' watched descriptors),
+    /// then reads everything readable. Returns whether anything happened.
+    pub(crate) fn poll_wait(
         &mut self,
         sink: &mut dyn FrameSink,
         timeout: Option<Duration>,
@@ -521,6 +521,22 @@ impl TcpTransport {
 mod conn;
 mod dial;
 mod frames;
+impl Transport for TcpTransport {
+    fn poll_input(&mut self, sink: &mut impl FrameSink) -> Result<bool, Error> {
+        self.poll_wait(sink, Some(Duration::ZERO))
+    }
+
+    /// Writes on the peer's first rail (the engine's striper writes the others itself).
+    fn try_write(&mut self, peer: usize, frame: &mut OutFrame) -> Result<bool, Error> {
+        TcpTransport::try_write(self, peer, 0, frame)
+    }
+
+    /// The epoll instance itself: readable when any socket or watched descriptor is.
+    fn wake_fd(&self) -> Option<std::os::fd::RawFd> {
+        Some(std::os::fd::AsRawFd::as_raw_fd(&self.poll))
+    }
+}
+
 mod packed;
 mod punch;
 mod registration;

@@ -593,7 +593,7 @@ fn connect_all(
         // No communicator exists yet, so nothing but the engine moves.
         if !engine.progress(&mut NoHook)? {
             if let Some(t) = engine.net.tcp.as_mut() {
-                t.poll_input(&mut engine.proto, Some(Duration::from_millis(10)))?;
+                t.poll_wait(&mut engine.proto, Some(Duration::from_millis(10)))?;
             }
         }
     }

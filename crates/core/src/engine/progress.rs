@@ -19,89 +19,20 @@ impl Engine {
             self.proto.end_frame(me, &frame, incoming)?;
         }
         if let Some(shm) = self.net.shm.as_mut() {
-            let mut next = 0;
-            while let Some(peer) = shm.local_peer(next) {
-                next += 1;
-                if self.links[peer].held.is_some() {
-                    continue; // read in place; nothing behind it moves until it is released
-                }
-                // Bounded per peer so one busy sender cannot starve the others.
-                for _ in 0..64 {
-                    let Some(record) = shm.peek(peer) else { break };
-                    let frame = Frame::decode(&record.header, u64::MAX)
-                        .map_err(|e| protocol_error(peer as u32, e))?;
-                    let len = frame.payload_len() as usize;
-                    // The commonest frame first: an eager message from a known peer, not over
-                    // rails, while no receive reads in place. begin_frame would match it as
-                    // below; one that a posted receive takes is stored and done here, without
-                    // its general match and end_frame's.
-                    let plain_eager = match frame {
-                        Frame::Eager { context, tag, .. }
-                            if self.in_place.is_empty()
-                                && peer < self.proto.peers.len()
-                                && !self.proto.acknowledged(peer as u32) =>
-                        {
-                            Some(Envelope {
-                                context,
-                                source: peer as u32,
-                                tag,
-                            })
-                        }
-                        _ => None,
-                    };
-                    let mut incoming = match plain_eager {
-                        Some(env) => match self.proto.take_posted_eager(env, false) {
-                            Some((id, buf, cap)) => {
-                                let n = len.min(cap);
-                                if n > 0 {
-                                    record.copy_payload(0, buf, n);
-                                }
-                                shm.pop(peer, len);
-                                self.proto.eager_matched_stored(id, env, len as u64, n);
-                                progressed = true;
-                                continue;
-                            }
-                            None => self.proto.keep_eager(env, len as u64),
-                        },
-                        None => self.proto.begin_frame(peer as u32, &frame)?,
-                    };
-                    let n = incoming.direct_room(0).min(len);
-                    if !self.in_place.is_empty() && n == len {
-                        // A whole eager payload for a receive that reads it in place: it stays
-                        // in the ring (no copy) if it does not wrap around the ring's end.
-                        let keep = incoming
-                            .matched()
-                            .and_then(|id| self.in_place.iter_mut().find(|(r, _)| *r == id));
-                        let held = u32::try_from(len).ok();
-                        if let (Some(entry), Some(held)) = (keep, held) {
-                            if record.payload_in_place(len).is_some() {
-                                entry.1 = Some(peer as u32);
-                                self.links[peer].held = Some(held);
-                                shm.publish_head(peer);
-                                self.proto.end_frame(peer as u32, &frame, incoming)?;
-                                progressed = true;
-                                break;
-                            }
-                        }
-                    }
-                    if n > 0 {
-                        record.copy_payload(0, incoming.ptr(), n);
-                    }
-                    incoming.cap = n;
-                    shm.pop(peer, len);
-                    self.proto.end_frame(peer as u32, &frame, incoming)?;
-                    progressed = true;
-                }
-            }
+            let mut sink = RingSink {
+                proto: &mut self.proto,
+                in_place: &mut self.in_place,
+                links: &mut self.links,
+            };
+            progressed |= shm.poll_input(&mut sink)?;
         }
         if self.net.fabric.is_some() && poll_tcp {
             progressed |= self.fabric_pass()?;
         }
         if let Some(tcp) = self.net.tcp.as_mut().filter(|_| poll_tcp) {
             self.net.looks_without_tcp = 0;
-            progressed |= tcp
-                .poll_input(&mut self.proto, Some(Duration::ZERO))
-                .map_err(|e| self.proto.with_pid(e))?;
+            progressed |=
+                Transport::poll_input(tcp, &mut self.proto).map_err(|e| self.proto.with_pid(e))?;
             self.after_tcp_input();
         }
         // Checked here, not only inside: an idle pass should cost a few loads, not calls.
@@ -183,18 +114,9 @@ impl Engine {
                 Some(Out::Frame(f)) => f,
             };
             let written = match route {
-                Route::Shm => match self.net.shm.as_mut() {
-                    Some(shm) => shm.try_push(p, &frame.header, frame.payload, frame.len),
-                    None => false,
-                },
-                Route::Tcp => match self.net.tcp.as_mut() {
-                    Some(tcp) => tcp.try_write(p, 0, frame)?,
-                    None => false,
-                },
-                Route::Fabric => match self.net.fabric.as_mut() {
-                    Some(fabric) => fabric.try_write(p, frame)?,
-                    None => false,
-                },
+                Route::Shm => try_write(self.net.shm.as_mut(), p, frame)?,
+                Route::Tcp => try_write(self.net.tcp.as_mut(), p, frame)?,
+                Route::Fabric => try_write(self.net.fabric.as_mut(), p, frame)?,
                 Route::Loopback => true,
             };
             if !written {
@@ -206,5 +128,19 @@ impl Engine {
             }
         }
         Ok(progressed)
+    }
+}
+
+/// Writes `frame` to `peer` through `transport`, if this rank has it (a frame for a transport
+/// not opened yet waits).
+#[inline]
+fn try_write(
+    transport: Option<&mut impl Transport>,
+    peer: usize,
+    frame: &mut OutFrame,
+) -> Result<bool, Error> {
+    match transport {
+        Some(t) => t.try_write(peer, frame),
+        None => Ok(false),
     }
 }

@@ -334,3 +334,82 @@ impl FrameSink for Proto {
         Ok(())
     }
 }
+
+/// The protocol as the shared-memory rings' sink: [`Proto`] with the engine's receives that read
+/// in place, so that an eager payload can stay in its ring (`Engine::irecv_in_place`), and the
+/// posted-receive shortcut for the commonest frame.
+pub(super) struct RingSink<'a> {
+    pub(super) proto: &'a mut Proto,
+    pub(super) in_place: &'a mut Vec<(ReqId, Option<u32>)>,
+    pub(super) links: &'a mut [Link],
+}
+
+impl FrameSink for RingSink<'_> {
+    #[inline]
+    fn begin_frame(&mut self, peer: u32, frame: &Frame) -> Result<Incoming, Error> {
+        self.proto.begin_frame(peer, frame)
+    }
+
+    #[inline]
+    fn end_frame(&mut self, peer: u32, frame: &Frame, incoming: Incoming) -> Result<(), Error> {
+        self.proto.end_frame(peer, frame, incoming)
+    }
+
+    fn read_done(&mut self, peer: u32, id: ReqId) -> Result<(), Error> {
+        self.proto.read_done(peer, id)
+    }
+
+    fn departed(&self, peer: u32) -> bool {
+        self.proto.departed(peer)
+    }
+
+    #[inline]
+    fn paused(&self, peer: u32) -> bool {
+        self.links[peer as usize].held.is_some()
+    }
+
+    /// An eager message from a known peer, not over rails, while no receive reads in place:
+    /// matched here without `begin_frame`'s general match, and a posted receive takes it
+    /// without `end_frame`'s.
+    #[inline]
+    fn take_eager(&mut self, peer: u32, frame: &Frame) -> EagerTake {
+        let Frame::Eager { context, tag, len } = *frame else {
+            return EagerTake::Neither;
+        };
+        if !self.in_place.is_empty()
+            || peer as usize >= self.proto.peers.len()
+            || self.proto.acknowledged(peer)
+        {
+            return EagerTake::Neither;
+        }
+        let env = Envelope {
+            context,
+            source: peer,
+            tag,
+        };
+        match self.proto.take_posted_eager(env, false) {
+            Some((id, buf, cap)) => EagerTake::Posted { id, buf, cap, env },
+            None => EagerTake::Kept(self.proto.keep_eager(env, len)),
+        }
+    }
+
+    #[inline]
+    fn eager_stored(&mut self, id: ReqId, env: Envelope, len: u64, stored: usize) {
+        self.proto.eager_matched_stored(id, env, len, stored);
+    }
+
+    fn reads_in_place(&self) -> bool {
+        !self.in_place.is_empty()
+    }
+
+    fn keep_in_place(&mut self, peer: u32, incoming: &Incoming, len: usize) -> bool {
+        let keep =
+            (incoming.matched()).and_then(|id| self.in_place.iter_mut().find(|(r, _)| *r == id));
+        let (Some(entry), Ok(held)) = (keep, u32::try_from(len)) else {
+            return false;
+        };
+        entry.1 = Some(peer);
+        self.links[peer as usize].held = Some(held);
+        true
+    }
+}

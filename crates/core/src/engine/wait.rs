@@ -203,7 +203,7 @@ impl Engine {
     /// Waits in TCP's epoll up to `timeout`, then handles what came.
     pub(super) fn sleep_in_poll(&mut self, timeout: Duration) -> Result<(), Error> {
         if let Some(tcp) = self.net.tcp.as_mut() {
-            tcp.poll_input(&mut self.proto, Some(timeout))
+            tcp.poll_wait(&mut self.proto, Some(timeout))
                 .map_err(|e| self.proto.with_pid(e))?;
         }
         self.after_tcp_input();
