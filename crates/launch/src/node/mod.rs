@@ -193,6 +193,9 @@ fn reap(ranks: &mut [Rank]) {
     }
 }
 
+/// Runs this host's share of the job: starts its ranks, then serves the launcher, the ranks
+/// and any child daemons until every rank has ended and been reported. Returns the daemon's
+/// exit code.
 fn run_ranks(
     spec: &JobSpec,
     host: &str,
@@ -201,74 +204,184 @@ fn run_ranks(
     out: &Sender<NodeMessage>,
     stop_requested: &AtomicBool,
 ) -> i32 {
-    let program = OsString::from_vec(spec.program.clone());
-    // This host's share of the job against its cores: the launcher cannot count them. The
-    // launcher's --oversubscribe comes as FERRY_OVERSUBSCRIBE in the job's environment.
-    let oversubscribe = crate::oversubscribe_allowed(false, |name| {
-        spec.env
-            .iter()
-            .rev()
-            .find(|(k, _)| k == name.as_bytes())
-            .map(|(_, v)| String::from_utf8_lossy(v).into_owned())
-    });
-    let limit = oversubscribe.and_then(|oversubscribe| {
-        crate::check_rank_limit(
-            spec.ranks.len() as u64,
-            host,
-            crate::usable_cores(),
-            oversubscribe,
-        )
-    });
-    if let Err(e) = limit {
+    if let Err(e) = check_host_share(spec, host) {
         let _ = out.send(NodeMessage::Failed {
             rank: spec.ranks.first().copied(),
             message: e.to_string(),
         });
         return 1;
     }
-    let tcp_addr = address_towards(&spec.launcher);
-    let mut children: Option<children::Children> = None;
-    let mut own_fenced = false;
-    // The bootstrap's messages go up as they are, straight into the launcher's queue (a rank's
-    // finalize is there before its exit can be), but for the fence: with children it goes up
-    // once they have all entered it too.
+    let Some(local_boot) = start_local_boot(spec, host, events_tx, out) else {
+        return 1;
+    };
+    let mut job = HostJob {
+        spec,
+        host,
+        out,
+        events_tx,
+        stdin: None,
+        output: start_output(host),
+        ranks: Vec::new(),
+        local_boot,
+        children: None,
+        own_fenced: false,
+        stopping: None,
+        killed: false,
+    };
+    job.start_ranks(stop_requested);
+    job.serve(events)
+}
+
+/// This host's share of the job against its cores: the launcher cannot count them. The
+/// launcher's --oversubscribe comes as FERRY_OVERSUBSCRIBE in the job's environment.
+fn check_host_share(spec: &JobSpec, host: &str) -> Result<(), crate::LaunchError> {
+    let oversubscribe = crate::oversubscribe_allowed(false, |name| {
+        spec.env
+            .iter()
+            .rev()
+            .find(|(k, _)| k == name.as_bytes())
+            .map(|(_, v)| String::from_utf8_lossy(v).into_owned())
+    })?;
+    crate::check_rank_limit(
+        spec.ranks.len() as u64,
+        host,
+        crate::usable_cores(),
+        oversubscribe,
+    )
+}
+
+/// Starts the server of this host's bootstrap exchange; `None` (the launcher told) if it
+/// cannot. Its messages go up as they are, straight into the launcher's queue (a rank's
+/// finalize is there before its exit can be), but for the fence: with children it goes up once
+/// they have all entered it too, so this host's own fence is an event of the main loop.
+fn start_local_boot(
+    spec: &JobSpec,
+    host: &str,
+    events_tx: &Sender<Event>,
+    out: &Sender<NodeMessage>,
+) -> Option<boot::LocalBoot> {
     let fence_events = events_tx.clone();
     let own_fence = Box::new(move || {
         let _ = fence_events.send(Event::OwnFence);
     });
-    let started = boot::LocalBoot::start(spec.key.clone(), &spec.ranks, out.clone(), own_fence);
-    let mut local_boot = match started {
-        Ok(b) => b,
+    match boot::LocalBoot::start(spec.key.clone(), &spec.ranks, out.clone(), own_fence) {
+        Ok(b) => Some(b),
         Err(e) => {
             let _ = out.send(NodeMessage::Failed {
                 rank: None,
                 message: format!("cannot start the bootstrap server on {host}: {e}"),
             });
-            return 1;
+            None
         }
-    };
-    let mut ranks: Vec<Rank> = Vec::new();
-    let cores = crate::usable_cores();
-    // One thread forwards every rank's output (a rank without it runs with its pipes closed).
-    let output = match crate::output::Forwarder::start() {
+    }
+}
+
+/// One thread forwards every rank's output; without it the ranks run with their pipes closed.
+fn start_output(host: &str) -> Option<crate::output::Forwarder> {
+    match crate::output::Forwarder::start() {
         Ok(forwarder) => Some(forwarder),
         Err(e) => {
             eprintln!("ferry node ({host}): cannot forward the ranks' output: {e}");
             None
         }
-    };
-    let mut stdin: Option<ChildStdin> = None;
-    let mut stopping: Option<Instant> = None;
-    for (started, &rank) in spec.ranks.iter().enumerate() {
-        // The launcher's STOP (or its end) must not wait until every rank has started.
-        if stop_requested.load(Ordering::SeqCst) {
-            stopping = Some(Instant::now());
-            break;
+    }
+}
+
+/// Why rank `rank` could not start, in words a user acts on.
+fn spawn_failure(e: &io::Error, program: &OsString) -> String {
+    match e.kind() {
+        io::ErrorKind::NotFound => "program not found".to_string(),
+        io::ErrorKind::PermissionDenied if sys::names_a_directory(program) => {
+            "is a directory, not a program".to_string()
         }
-        if started % 32 == 0 {
-            reap(&mut ranks);
+        io::ErrorKind::PermissionDenied => "permission denied".to_string(),
+        _ => e.to_string(),
+    }
+}
+
+/// This host's share of the job while the daemon serves it. Fields drop in order: rank 0's
+/// stdin closes and the output forwarder stops before the rest goes.
+struct HostJob<'a> {
+    spec: &'a JobSpec,
+    host: &'a str,
+    out: &'a Sender<NodeMessage>,
+    events_tx: &'a Sender<Event>,
+    /// Rank 0's standard input, while it runs here and reads it.
+    stdin: Option<ChildStdin>,
+    output: Option<crate::output::Forwarder>,
+    ranks: Vec<Rank>,
+    local_boot: boot::LocalBoot,
+    /// The daemons this one started (a tree of daemons).
+    children: Option<children::Children>,
+    /// This host's ranks are all in the fence, not yet passed up.
+    own_fenced: bool,
+    /// Since when the ranks are being stopped (SIGTERM sent, SIGKILL after a grace).
+    stopping: Option<Instant>,
+    killed: bool,
+}
+
+impl HostJob<'_> {
+    /// Starts the ranks one after the other; stops at the first that cannot start (the launcher
+    /// told) or when the launcher says STOP or goes away.
+    fn start_ranks(&mut self, stop_requested: &AtomicBool) {
+        let program = OsString::from_vec(self.spec.program.clone());
+        let tcp_addr = address_towards(&self.spec.launcher);
+        let own_core = self.spec.ranks.len() <= crate::usable_cores();
+        for (started, &rank) in self.spec.ranks.iter().enumerate() {
+            // The launcher's STOP (or its end) must not wait until every rank has started.
+            if stop_requested.load(Ordering::SeqCst) {
+                self.stopping = Some(Instant::now());
+                return;
+            }
+            if started % 32 == 0 {
+                reap(&mut self.ranks);
+            }
+            let mut command = self.rank_command(&program, rank, tcp_addr, own_core);
+            let mut child = match command.spawn() {
+                Ok(child) => child,
+                Err(e) => {
+                    let _ = self.out.send(NodeMessage::Failed {
+                        rank: Some(rank),
+                        message: format!(
+                            "cannot start rank {rank} ({}) on {}: {}",
+                            program.to_string_lossy(),
+                            self.host,
+                            spawn_failure(&e, &program)
+                        ),
+                    });
+                    self.stopping = Some(Instant::now());
+                    return;
+                }
+            };
+            let pid = child.id();
+            let _ = self.out.send(NodeMessage::Started { rank, pid });
+            if rank == 0 {
+                self.stdin = child.stdin.take();
+            }
+            let pipes = self.forward_output(&mut child, rank);
+            self.ranks.push(Rank {
+                rank,
+                child,
+                pid,
+                pipes,
+                exited: None,
+                reported: false,
+            });
         }
-        let mut command = Command::new(&program);
+    }
+
+    /// The command that starts `rank`: the job's program, arguments and environment, its
+    /// bootstrap variables, its process group (and session while the ranks have a core each),
+    /// ending with the daemon.
+    fn rank_command(
+        &self,
+        program: &OsString,
+        rank: u32,
+        tcp_addr: Option<IpAddr>,
+        own_core: bool,
+    ) -> Command {
+        let spec = self.spec;
+        let mut command = Command::new(program);
         command
             .args(spec.args.iter().map(|a| OsString::from_vec(a.clone())))
             .envs(
@@ -283,15 +396,16 @@ fn run_ranks(
             })
             .stdout(Stdio::piped())
             .stderr(Stdio::piped());
-        sys::rank_group(&mut command, spec.ranks.len() <= cores);
+        sys::rank_group(&mut command, own_core);
         crate::job::bootstrap_env(
             &mut command,
-            local_boot.addr(),
+            self.local_boot.addr(),
             rank,
             spec.size,
             spec.job,
             &spec.key,
         );
+        // The user's FERRY_TCP_ADDR stands.
         if let (Some(addr), false) = (
             tcp_addr,
             spec.env.iter().any(|(k, _)| k == b"FERRY_TCP_ADDR"),
@@ -302,43 +416,22 @@ fn run_ranks(
             command.current_dir(OsString::from_vec(spec.cwd.clone()));
         }
         sys::end_with_launcher(&mut command, libc::SIGKILL);
-        let mut child = match command.spawn() {
-            Ok(child) => child,
-            Err(e) => {
-                let why = match e.kind() {
-                    io::ErrorKind::NotFound => "program not found".to_string(),
-                    io::ErrorKind::PermissionDenied if sys::names_a_directory(&program) => {
-                        "is a directory, not a program".to_string()
-                    }
-                    io::ErrorKind::PermissionDenied => "permission denied".to_string(),
-                    _ => e.to_string(),
-                };
-                let _ = out.send(NodeMessage::Failed {
-                    rank: Some(rank),
-                    message: format!(
-                        "cannot start rank {rank} ({}) on {host}: {why}",
-                        program.to_string_lossy()
-                    ),
-                });
-                stopping = Some(Instant::now());
-                break;
-            }
-        };
-        let pid = child.id();
-        let _ = out.send(NodeMessage::Started { rank, pid });
-        if rank == 0 {
-            stdin = child.stdin.take();
-        }
-        let index = ranks.len();
-        let prefix = spec.tag_output.then(|| format!("[{rank}] "));
+        command
+    }
+
+    /// Hands the new rank's stdout and stderr to the forwarder, whose lines go to the launcher
+    /// and whose ends come back as [`Event::PipeClosed`]; returns how many it took.
+    fn forward_output(&self, child: &mut Child, rank: u32) -> u32 {
+        let index = self.ranks.len();
+        let prefix = self.spec.tag_output.then(|| format!("[{rank}] "));
         let mut pipes = 0;
         let stdout = child.stdout.take().map(OwnedFd::from);
         let stderr = child.stderr.take().map(OwnedFd::from);
         for (pipe, stream) in [(stdout, Stream::Stdout), (stderr, Stream::Stderr)] {
-            let (Some(pipe), Some(forwarder)) = (pipe, output.as_ref()) else {
+            let (Some(pipe), Some(forwarder)) = (pipe, self.output.as_ref()) else {
                 continue;
             };
-            let (out, done) = (out.clone(), events_tx.clone());
+            let (out, done) = (self.out.clone(), self.events_tx.clone());
             let emit = Box::new(move |bytes: &[u8]| {
                 out.send(NodeMessage::Output {
                     rank,
@@ -357,147 +450,180 @@ fn run_ranks(
                 pipes += 1;
             }
         }
-        ranks.push(Rank {
-            rank,
-            child,
-            pid,
-            pipes,
-            exited: None,
-            reported: false,
-        });
+        pipes
     }
-    let mut killed = false;
-    loop {
-        // Everything the threads have to say, then the ranks' exits.
-        while let Ok(event) = events.recv_timeout(if stopping.is_some() {
-            Duration::from_millis(1)
-        } else {
-            TICK
-        }) {
-            match event {
-                Event::FromLauncher(message @ NodeMessage::Stdin(_))
-                    if !spec.ranks.contains(&0) =>
+
+    /// The main loop: everything the threads have to say, then the ranks' exits, until every
+    /// rank has been reported and every child daemon has closed.
+    fn serve(mut self, events: &Receiver<Event>) -> i32 {
+        loop {
+            // Once stopping, the exits matter more than waiting for news.
+            while let Ok(event) = events.recv_timeout(if self.stopping.is_some() {
+                Duration::from_millis(1)
+            } else {
+                TICK
+            }) {
+                self.on_event(event);
+            }
+            if let Some(message) = self.children.as_mut().and_then(children::Children::silent) {
+                let _ = self.out.send(message);
+            }
+            let now = Instant::now();
+            reap(&mut self.ranks);
+            self.report_exits(now);
+            self.kill_after_grace(now);
+            if self.ranks.iter().all(|r| r.reported)
+                && (self.children.as_ref()).is_none_or(children::Children::all_closed)
+            {
+                self.finish();
+                return 0;
+            }
+        }
+    }
+
+    fn on_event(&mut self, event: Event) {
+        match event {
+            Event::FromLauncher(message) => self.on_launcher(message),
+            Event::LauncherGone(_) => self.stop(),
+            Event::OwnFence => {
+                self.own_fenced = true;
+                fence_up(&mut self.own_fenced, self.children.as_mut(), self.out);
+            }
+            Event::Child(index, event) => {
+                if let Some(c) = self.children.as_mut() {
+                    if let Some(message) = c.on_event(index, event) {
+                        let _ = self.out.send(message);
+                    }
+                    fence_up(&mut self.own_fenced, Some(c), self.out);
+                }
+            }
+            Event::PipeClosed(index) => {
+                if let Some(r) = self.ranks.get_mut(index) {
+                    r.pipes = r.pipes.saturating_sub(1);
+                }
+            }
+        }
+    }
+
+    /// One frame of the launcher: input for rank 0, a signal, the child daemons to start, the
+    /// bootstrap's answers (for this host's ranks or a child's), STOP.
+    fn on_launcher(&mut self, message: NodeMessage) {
+        match message {
+            NodeMessage::Stdin(_) if !self.spec.ranks.contains(&0) => {
+                // Rank 0 runs under a child daemon.
+                if let Some((index, c)) =
+                    (self.children.as_mut()).and_then(|c| Some((c.of_rank(0)?, c)))
                 {
-                    // Rank 0 runs under a child daemon.
-                    if let Some((index, c)) =
-                        children.as_mut().and_then(|c| Some((c.of_rank(0)?, c)))
-                    {
-                        c.send(index, &message);
+                    c.send(index, &message);
+                }
+            }
+            NodeMessage::Stdin(bytes) => match self.stdin.as_mut() {
+                Some(pipe) if !bytes.is_empty() => {
+                    if pipe.write_all(&bytes).is_err() {
+                        self.stdin = None;
                     }
                 }
-                Event::FromLauncher(NodeMessage::Stdin(bytes)) => match stdin.as_mut() {
-                    Some(pipe) if !bytes.is_empty() => {
-                        if pipe.write_all(&bytes).is_err() {
-                            stdin = None;
-                        }
-                    }
-                    _ => stdin = None,
-                },
-                Event::FromLauncher(NodeMessage::Signal(signal)) => {
-                    for r in ranks.iter().filter(|r| r.exited.is_none()) {
-                        sys::kill_group(r.pid, signal);
-                    }
-                    if let Some(c) = children.as_mut() {
-                        c.send_all(&NodeMessage::Signal(signal));
-                    }
+                _ => self.stdin = None,
+            },
+            NodeMessage::Signal(signal) => {
+                for r in self.ranks.iter().filter(|r| r.exited.is_none()) {
+                    sys::kill_group(r.pid, signal);
                 }
-                Event::FromLauncher(NodeMessage::Children {
-                    ferry,
-                    shell,
-                    words,
-                    nodes,
-                }) => match children::Children::start(&ferry, &shell, words, nodes, events_tx) {
-                    Ok(c) => children = Some(c),
-                    Err(message) => {
-                        let _ = out.send(NodeMessage::Failed {
-                            rank: None,
-                            message: format!("{host}: cannot start its child daemons: {message}"),
-                        });
-                    }
-                },
-                Event::FromLauncher(
-                    message @ (NodeMessage::KvAck { rank } | NodeMessage::KvValue { rank, .. }),
-                ) => match children.as_mut().and_then(|c| Some((c.of_rank(rank)?, c))) {
-                    Some((index, c)) => c.send(index, &message),
-                    None => local_boot.deliver(message),
-                },
-                Event::FromLauncher(message @ NodeMessage::FenceDone { .. }) => {
-                    if let Some(c) = children.as_mut() {
-                        c.send_all(&message);
-                    }
-                    local_boot.deliver(message);
+                if let Some(c) = self.children.as_mut() {
+                    c.send_all(&NodeMessage::Signal(signal));
                 }
-                Event::OwnFence => {
-                    own_fenced = true;
-                    fence_up(&mut own_fenced, children.as_mut(), out);
-                }
-                Event::Child(index, event) => {
-                    if let Some(c) = children.as_mut() {
-                        if let Some(message) = c.on_event(index, event) {
-                            let _ = out.send(message);
-                        }
-                        fence_up(&mut own_fenced, Some(c), out);
-                    }
-                }
-                Event::FromLauncher(NodeMessage::Stop) | Event::LauncherGone(_) => {
-                    if let Some(c) = children.as_mut() {
-                        c.send_all(&NodeMessage::Stop);
-                    }
-                    if stopping.is_none() {
-                        stopping = Some(Instant::now());
-                        for r in ranks.iter().filter(|r| r.exited.is_none()) {
-                            sys::kill_process(r.pid, libc::SIGTERM);
-                            sys::kill_group(r.pid, libc::SIGTERM);
-                        }
-                    }
-                }
-                Event::FromLauncher(other) => {
-                    let _ = out.send(NodeMessage::Failed {
+            }
+            NodeMessage::Children {
+                ferry,
+                shell,
+                words,
+                nodes,
+            } => match children::Children::start(&ferry, &shell, words, nodes, self.events_tx) {
+                Ok(c) => self.children = Some(c),
+                Err(message) => {
+                    let _ = self.out.send(NodeMessage::Failed {
                         rank: None,
-                        message: format!("{host}: unexpected message from the launcher: {other:?}"),
+                        message: format!(
+                            "{}: cannot start its child daemons: {message}",
+                            self.host
+                        ),
                     });
                 }
-                Event::PipeClosed(index) => {
-                    if let Some(r) = ranks.get_mut(index) {
-                        r.pipes = r.pipes.saturating_sub(1);
-                    }
+            },
+            NodeMessage::KvAck { rank } | NodeMessage::KvValue { rank, .. } => {
+                match (self.children.as_mut()).and_then(|c| Some((c.of_rank(rank)?, c))) {
+                    Some((index, c)) => c.send(index, &message),
+                    None => self.local_boot.deliver(message),
                 }
             }
+            NodeMessage::FenceDone { .. } => {
+                if let Some(c) = self.children.as_mut() {
+                    c.send_all(&message);
+                }
+                self.local_boot.deliver(message);
+            }
+            NodeMessage::Stop => self.stop(),
+            other => {
+                let _ = self.out.send(NodeMessage::Failed {
+                    rank: None,
+                    message: format!(
+                        "{}: unexpected message from the launcher: {other:?}",
+                        self.host
+                    ),
+                });
+            }
         }
-        if let Some(message) = children.as_mut().and_then(children::Children::silent) {
-            let _ = out.send(message);
+    }
+
+    /// The launcher said STOP or went away: STOP to the children, SIGTERM to the ranks (once).
+    fn stop(&mut self) {
+        if let Some(c) = self.children.as_mut() {
+            c.send_all(&NodeMessage::Stop);
         }
-        let now = Instant::now();
-        reap(&mut ranks);
-        for r in ranks.iter_mut() {
+        if self.stopping.is_none() {
+            self.stopping = Some(Instant::now());
+            for r in self.ranks.iter().filter(|r| r.exited.is_none()) {
+                sys::kill_process(r.pid, libc::SIGTERM);
+                sys::kill_group(r.pid, libc::SIGTERM);
+            }
+        }
+    }
+
+    /// Reports each rank that has ended, once: after its output, so that the launcher has it
+    /// all when it judges the exit, or after a grace (something it started may hold the pipe).
+    fn report_exits(&mut self, now: Instant) {
+        for r in self.ranks.iter_mut() {
             if let (Some((exit, at)), false) = (r.exited, r.reported) {
-                // Its output first, so the launcher has it all when it judges the exit.
                 if r.pipes == 0 || now.duration_since(at) >= OUTPUT_GRACE {
                     r.reported = true;
-                    let _ = out.send(NodeMessage::Exited { rank: r.rank, exit });
+                    let _ = self.out.send(NodeMessage::Exited { rank: r.rank, exit });
                 }
             }
         }
-        if let Some(since) = stopping {
-            if !killed && now.duration_since(since) >= TERM_GRACE {
-                killed = true;
-                for r in ranks.iter().filter(|r| r.exited.is_none()) {
-                    sys::kill_process(r.pid, libc::SIGKILL);
-                    sys::kill_group(r.pid, libc::SIGKILL);
-                }
-            }
-        }
-        if ranks.iter().all(|r| r.reported)
-            && children.as_ref().is_none_or(children::Children::all_closed)
-        {
-            local_boot.shutdown();
-            // What the ranks started may still be in their groups: it ends with them.
-            for r in &ranks {
+    }
+
+    /// SIGKILL to the ranks still running a grace after they were told to stop.
+    fn kill_after_grace(&mut self, now: Instant) {
+        let Some(since) = self.stopping else {
+            return;
+        };
+        if !self.killed && now.duration_since(since) >= TERM_GRACE {
+            self.killed = true;
+            for r in self.ranks.iter().filter(|r| r.exited.is_none()) {
+                sys::kill_process(r.pid, libc::SIGKILL);
                 sys::kill_group(r.pid, libc::SIGKILL);
             }
-            // Segments of ranks that ended before every rank of this host had attached.
-            crate::job::remove_shared_memory(spec.job);
-            return 0;
         }
+    }
+
+    /// Every rank has been reported: the bootstrap server goes, and what the ranks left behind.
+    fn finish(&mut self) {
+        self.local_boot.shutdown();
+        // What the ranks started may still be in their groups: it ends with them.
+        for r in &self.ranks {
+            sys::kill_group(r.pid, libc::SIGKILL);
+        }
+        // Segments of ranks that ended before every rank of this host had attached.
+        crate::job::remove_shared_memory(self.spec.job);
     }
 }
