@@ -21,6 +21,8 @@
 //!   inside through `ferry relay` on the front node.
 //! - [`punch`]: TCP hole punching between ranks behind two NATs: the observed-address exchange
 //!   with a relay, the offers the two sides publish and one side's attempt, in virtual time.
+//! - [`limits`]: what a process says when it runs out of file descriptors (which limit, which
+//!   process, what to raise), worded alike by the launcher, the node daemons and the ranks.
 //! - [`refusals`]: the rate limit of a server's lines about connections it refused.
 //! - [`settings`]: the one table of the `FERRY_…` numbers with the values each accepts, read by
 //!   the runtime and the launcher alike (the environment is the contract between them).
@@ -34,6 +36,7 @@ pub mod bounded;
 pub mod compress;
 pub mod frame;
 pub mod handshake;
+pub mod limits;
 pub mod node;
 pub mod pmi;
 pub mod procman;
