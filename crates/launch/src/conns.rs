@@ -105,6 +105,8 @@ pub(crate) struct ConnTable<W> {
     who: &'static str,
     /// Rate limit of the lines about refused connections.
     refusals: RefusalLog,
+    /// Whether accepting has failed for want of descriptors (that is said once).
+    said_out_of_descriptors: bool,
 }
 
 /// What the rate limit held back is summed up when the server goes.
@@ -140,6 +142,7 @@ impl<W: Waiting> ConnTable<W> {
             accept_again: None,
             who,
             refusals: RefusalLog::default(),
+            said_out_of_descriptors: false,
         };
         Ok((table, waker))
     }
@@ -242,6 +245,17 @@ impl<W: Waiting> ConnTable<W> {
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => return accepted,
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
                 Err(e) if e.kind() == io::ErrorKind::ConnectionAborted => continue,
+                Err(e) if out_of_descriptors(&e) && !self.said_out_of_descriptors => {
+                    // Once, naming the limit and what to raise: the refusals that follow
+                    // (each rank's connection) only say "out of descriptors".
+                    self.said_out_of_descriptors = true;
+                    eprintln!(
+                        "{}: cannot accept a rank's bootstrap connection: {}",
+                        self.who,
+                        crate::limits::explain(&e)
+                    );
+                    continue;
+                }
                 Err(e)
                     if out_of_descriptors(&e)
                         && self.refuse_oldest_pending(&format!(

@@ -68,6 +68,9 @@ const KILLED_RANK_GRACE: Duration = Duration::from_millis(250);
 /// Returns `Err` only when the job could not be started; a job that ran and failed is an
 /// `Ok` outcome with a non-zero [`Outcome::exit_code`].
 pub fn run(opts: &LaunchOptions) -> Result<Outcome, LaunchError> {
+    // Each rank costs this process about three descriptors and a rank one per TCP peer: the
+    // usual soft limit of 1 024 would end a job of a few hundred ranks. The ranks inherit it.
+    crate::limits::raise_open_files(crate::limits::Role::Launcher);
     if opts.np == 0 {
         return Err(LaunchError::NoRanks);
     }

@@ -76,6 +76,7 @@ mod grid;
 mod grid_ssh;
 pub mod hosts;
 mod job;
+mod limits;
 pub mod mpir;
 pub mod netns;
 pub mod node;
@@ -237,6 +238,17 @@ pub enum LaunchError {
         program: OsString,
         /// The operating system's error.
         source: std::io::Error,
+    },
+    /// Starting a rank (or forwarding its output) failed for want of file descriptors: the
+    /// launcher's `RLIMIT_NOFILE` or the system's `fs.file-max`, named with what to raise.
+    #[error("cannot start rank {rank} ({}): {shortage}", .program.to_string_lossy())]
+    OutOfDescriptors {
+        /// The rank that could not start.
+        rank: u32,
+        /// The program.
+        program: OsString,
+        /// Which limit, and what to raise.
+        shortage: ferry_wire::limits::Shortage,
     },
     /// [`TIMEOUT_ENV`] is set but not a whole number of seconds.
     #[error("{TIMEOUT_ENV}={0:?} is not a whole number of seconds")]

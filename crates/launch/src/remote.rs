@@ -249,8 +249,9 @@ fn spawn_link(
     crate::sys::end_with_launcher(&mut command, libc::SIGTERM);
     let mut child = command.spawn().map_err(|e| {
         remote_error(format!(
-            "cannot start the node daemon for host {host} ({:?}): {e}",
-            command.get_program()
+            "cannot start the node daemon for host {host} ({:?}): {}",
+            command.get_program(),
+            crate::limits::explain(&e)
         ))
     })?;
     if let Some(stdout) = child.stdout.take() {

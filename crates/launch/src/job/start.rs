@@ -21,6 +21,23 @@ pub(crate) fn bootstrap_env(
         .env(env::JOB_KEY, key.to_hex());
 }
 
+/// Why rank `rank` could not start: a shortage of descriptors explained (which limit, what to
+/// raise), else the operating system's error.
+fn spawn_failed(rank: u32, program: &std::ffi::OsStr, source: io::Error) -> LaunchError {
+    match crate::limits::shortage(&source) {
+        Some(shortage) => LaunchError::OutOfDescriptors {
+            rank,
+            program: program.to_owned(),
+            shortage,
+        },
+        None => LaunchError::Spawn {
+            rank,
+            program: program.to_owned(),
+            source,
+        },
+    }
+}
+
 impl Job {
     /// Starts the ranks one after the other. Between them it reaps the ranks that have ended
     /// and looks at the launcher's signals and the timeout, so that neither waits until the
@@ -101,11 +118,7 @@ impl Job {
                 LaunchError::IsADirectory(opts.program.clone())
             }
             io::ErrorKind::PermissionDenied => LaunchError::NotExecutable(opts.program.clone()),
-            _ => LaunchError::Spawn {
-                rank,
-                program: opts.program.clone(),
-                source,
-            },
+            _ => spawn_failed(rank, &opts.program, source),
         })?;
         if let Some(g) = grid {
             self.hosts.push(g.host(rank).to_string());
@@ -132,11 +145,7 @@ impl Job {
                 self.watchdog = None;
             }
         }
-        let spawn_error = |source| LaunchError::Spawn {
-            rank,
-            program: program.to_owned(),
-            source,
-        };
+        let spawn_error = |source| spawn_failed(rank, program, source);
         if self.output.is_none() {
             self.output = Some(output::Forwarder::start().map_err(spawn_error)?);
         }
@@ -201,9 +210,13 @@ impl Job {
                 let here = self.ranks.len() + size as usize;
                 sys::rank_group(&mut command, here <= self.usable_cores);
                 sys::end_with_launcher(&mut command, libc::SIGKILL);
-                let child = command
-                    .spawn()
-                    .map_err(|e| format!("cannot start {:?}: {e}", app.command))?;
+                let child = command.spawn().map_err(|e| {
+                    format!(
+                        "cannot start {:?}: {}",
+                        app.command,
+                        crate::limits::explain(&e)
+                    )
+                })?;
                 self.watch(child, base + rank, tag, std::ffi::OsStr::new(&app.command))
                     .map_err(|e| e.to_string())?;
                 rank += 1;

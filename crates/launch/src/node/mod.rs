@@ -70,6 +70,9 @@ struct Rank {
 
 /// Runs the daemon on this process's standard input and output; returns its exit code.
 pub fn serve() -> i32 {
+    // A login over ssh brings the usual soft limit of 1 024; each rank costs the daemon about
+    // three descriptors and a rank one per TCP peer. The ranks inherit the raised limit.
+    crate::limits::raise_open_files(crate::limits::Role::NodeDaemon);
     let host = sys::hostname();
     let fail = |message: String| {
         eprintln!("ferry node ({host}): {message}");
@@ -281,7 +284,10 @@ fn start_output(host: &str) -> Option<crate::output::Forwarder> {
     match crate::output::Forwarder::start() {
         Ok(forwarder) => Some(forwarder),
         Err(e) => {
-            eprintln!("ferry node ({host}): cannot forward the ranks' output: {e}");
+            eprintln!(
+                "ferry node ({host}): cannot forward the ranks' output: {}",
+                crate::limits::explain(&e)
+            );
             None
         }
     }
@@ -295,7 +301,7 @@ fn spawn_failure(e: &io::Error, program: &OsString) -> String {
             "is a directory, not a program".to_string()
         }
         io::ErrorKind::PermissionDenied => "permission denied".to_string(),
-        _ => e.to_string(),
+        _ => crate::limits::explain(e),
     }
 }
 
