@@ -120,3 +120,45 @@ fn the_node_daemon_raises_its_soft_limit() {
         "the daemon's limit (status {status:?}, stderr {stderr})"
     );
 }
+
+/// A rank started with a small soft limit (as Slurm's srun or another process manager may
+/// start it; `prlimit` here) raises its own: each of the 40 needs more than 32.
+#[test]
+fn a_rank_raises_its_own_soft_limit() {
+    let out = output_within(
+        ferry()
+            .args(["run", "--timeout", "120", "--transport", "tcp", "-n", RANKS])
+            .args(["prlimit", "--nofile=32:4096"])
+            .arg(example("ring")),
+        "a 40-rank ring over TCP, each rank under prlimit",
+        Duration::from_secs(150),
+    );
+    assert!(out.status.success(), "{}", show(&out));
+}
+
+/// A rank whose hard limit is too small for its TCP peers names itself and the limit.
+#[test]
+fn a_rank_out_of_descriptors_names_itself_and_the_limit() {
+    let out = output_within(
+        ferry()
+            .args(["run", "--timeout", "120", "--transport", "tcp", "-n", RANKS])
+            .args(["prlimit", "--nofile=40:40"])
+            .arg(example("ring")),
+        "a 40-rank ring over TCP, each rank under a hard limit of 40",
+        Duration::from_secs(150),
+    );
+    assert_eq!(out.status.code(), Some(1), "{}", show(&out));
+    // "… rank 3 (host H) ran out of file descriptors (EMFILE: its limit RLIMIT_NOFILE is …"
+    let says = format!(
+        " (host {}) ran out of file descriptors (EMFILE: its limit RLIMIT_NOFILE is 40 soft, 40 hard)",
+        ferry_launch::this_host()
+    );
+    let named = text(&out.stderr).lines().any(|line| {
+        line.split_once(&says).is_some_and(|(before, _)| {
+            let mut words = before.rsplit(' ');
+            let rank = words.next().is_some_and(|n| n.parse::<u32>().is_ok());
+            rank && words.next() == Some("rank")
+        })
+    });
+    assert!(named, "no rank named with its limit: {}", show(&out));
+}

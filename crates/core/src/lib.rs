@@ -32,6 +32,7 @@ mod engine;
 mod error;
 mod frames;
 mod host;
+mod limits;
 mod matching;
 mod ofi;
 mod punching;

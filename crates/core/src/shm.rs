@@ -109,7 +109,11 @@ pub(crate) const fn record_len(payload: usize) -> usize {
 /// Opens (or creates, owner-only) and maps the segment file at `path`.
 fn map_segment(path: &Path, create_len: Option<usize>) -> Result<Segment, Error> {
     let fail = |what: &str, e: std::io::Error| {
-        Error::Transport(format!("cannot {what} {}: {e}", path.display()))
+        Error::Transport(format!(
+            "cannot {what} {}: {}",
+            path.display(),
+            crate::limits::explain(&e)
+        ))
     };
     let file = OpenOptions::new()
         .read(true)

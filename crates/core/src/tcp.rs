@@ -133,7 +133,7 @@ impl Drop for TcpTransport {
 }
 
 fn io_error(what: &str, e: std::io::Error) -> Error {
-    Error::Transport(format!("{what}: {e}"))
+    crate::limits::transport_error(what, &e)
 }
 
 fn nonce() -> [u8; 32] {

@@ -155,6 +155,8 @@ fn hostname() -> String {
 /// Every rank takes the same steps, each of them the same bootstrap rounds: cards (who is
 /// where), then the transports (segments made, listeners published), then the connections.
 pub fn init() -> Result<World, Error> {
+    // Before the bootstrap connection, the segments and the sockets take their descriptors.
+    crate::limits::raise_open_files();
     let config = Config::from_env()?;
     let Some(launched) = crate::bootstrap::launched(&config.pmix_lib)? else {
         return Ok(singleton(&config));
@@ -175,6 +177,7 @@ pub fn init() -> Result<World, Error> {
         mut boot,
     } = launched;
     let ranks = Ranks { base, rank, size };
+    crate::limits::note_rank(ranks.me());
 
     // First round: who is where. The routes follow from it: shared memory to the ranks of
     // our host, TCP to the others (or as FERRY_TRANSPORT insists).

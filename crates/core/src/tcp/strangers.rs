@@ -157,7 +157,10 @@ impl TcpTransport {
                         ));
                         continue;
                     }
-                    self.log_stranger(format!("accept failed: {e}; trying again"));
+                    self.log_stranger(format!(
+                        "accept failed: {}; trying again",
+                        crate::limits::explain(&e)
+                    ));
                     self.accept_again = true;
                     return progressed;
                 }
