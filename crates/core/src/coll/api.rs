@@ -243,16 +243,6 @@ impl Comm {
             .collect()
     }
 
-    fn check_root(&self, root: usize) -> Result<(), Error> {
-        if root >= self.size() {
-            return Err(Error::RankOutOfRange {
-                rank: root,
-                size: self.size(),
-            });
-        }
-        Ok(())
-    }
-
     /// Hands `schedule` to the executor with the caller's buffers.
     fn start_schedule(
         &self,
@@ -274,6 +264,10 @@ impl Comm {
         recv: (*mut u8, usize),
         reduce: Option<Reducer>,
     ) -> Result<ReqId, Error> {
+        if schedule.moves_nothing() {
+            let mut engine = self.shared.engine.borrow_mut();
+            return Ok(crate::coll::Collectives::done_at_once(&mut engine));
+        }
         let call = self.collective_call(schedule, send, recv, reduce, true);
         let mut engine = self.shared.engine.borrow_mut();
         self.shared.coll.borrow_mut().start(&mut engine, call)
@@ -290,6 +284,9 @@ impl Comm {
         recv: (*mut u8, usize),
         reduce: Option<&Reducer>,
     ) -> Result<(), Error> {
+        if schedule.moves_nothing() {
+            return Ok(());
+        }
         let Some(segment) = self.collective_segment()? else {
             return self.run_messages(schedule, send, recv, reduce);
         };
@@ -459,7 +456,9 @@ impl Comm {
 
     /// [`Comm::plan`], checked, and kept for the next call with the same arguments on this
     /// communicator (all but the v-variants): a repeated collective costs no planning and no
-    /// allocation for its schedule.
+    /// allocation for its schedule. A call that carries no data on any rank (count 0) gets,
+    /// once its arguments are checked, a plan that completes without communicating
+    /// ([`Planned::moves_nothing`]).
     ///
     /// Inlined up to the check of the last plan, which a loop of one call always hits: the
     /// result is then built in the caller's frame instead of copied out of this one.
@@ -479,7 +478,7 @@ impl Comm {
     #[inline(never)]
     fn planned_again(&self, call: &Collective<'_>) -> Result<Planned, Error> {
         let Some(key) = PlanKey::of(call) else {
-            return Planned::check(self.plan(call)?);
+            return self.planned_afresh(call);
         };
         let owner = &self.group.world_of;
         let found = (self.context, key);
@@ -494,11 +493,7 @@ impl Comm {
         let schedule = match kept {
             Some(schedule) => schedule,
             None => {
-                let mut schedule =
-                    Planned::check(self.plan(call)?)?.with_shared(self.shared_plan(call)?);
-                if let Collective::Reduce { .. } = call {
-                    schedule = schedule.with_eager_sends();
-                }
+                let schedule = self.planned_afresh(call)?;
                 let plans = &mut self.shared.coll.borrow_mut().plans;
                 if plans.len() >= MAX_PLANS {
                     plans.clear();
@@ -508,6 +503,20 @@ impl Comm {
             }
         };
         self.shared.coll.borrow_mut().last_plan = Some((found, Rc::clone(owner), schedule.clone()));
+        Ok(schedule)
+    }
+
+    /// A plan of `call` made now: nothing to run for a call that carries no data on any rank
+    /// (see `crate::coll::empty`), once its arguments are checked.
+    fn planned_afresh(&self, call: &Collective<'_>) -> Result<Planned, Error> {
+        if call.carries_nothing() {
+            self.check_call(call)?;
+            return Ok(Planned::nothing());
+        }
+        let mut schedule = Planned::check(self.plan(call)?)?.with_shared(self.shared_plan(call)?);
+        if let Collective::Reduce { .. } = call {
+            schedule = schedule.with_eager_sends();
+        }
         Ok(schedule)
     }
 
@@ -602,16 +611,7 @@ impl Comm {
             commutative,
             in_place: false,
         };
-        let per_rank = |what: &str, v: &[usize]| {
-            if v.len() == n {
-                Ok(())
-            } else {
-                Err(Error::Config(format!(
-                    "{what} has {} entries for a communicator of {n}",
-                    v.len()
-                )))
-            }
-        };
+        self.check_call(call)?;
         Ok(match *call {
             Collective::Barrier => match table.barrier(call_of(0, true)) {
                 BarrierAlgorithm::Dissemination | BarrierAlgorithm::SharedMemory => {
@@ -619,20 +619,16 @@ impl Comm {
                 }
                 BarrierAlgorithm::Hierarchical => hier::barrier(me, &clusters),
             },
-            Collective::Bcast { bytes, root } => {
-                self.check_root(root)?;
-                match &self.shared.in_effect.coll.net_bcast {
-                    Some(net) => net.schedule(&self.group.world_of, me, root, bytes)?,
-                    None => self.bcast_schedule(table, &clusters, bytes, root),
-                }
-            }
+            Collective::Bcast { bytes, root } => match &self.shared.in_effect.coll.net_bcast {
+                Some(net) => net.schedule(&self.group.world_of, me, root, bytes)?,
+                None => self.bcast_schedule(table, &clusters, bytes, root),
+            },
             Collective::Reduce {
                 bytes,
                 root,
                 commutative,
                 ..
             } => {
-                self.check_root(root)?;
                 let flat = || alg::reduce_binomial(me, n, root, bytes, commutative, false);
                 match table.reduce(call_of(bytes, commutative)) {
                     ReduceAlgorithm::Binomial | ReduceAlgorithm::SharedMemory => flat(),
@@ -648,17 +644,11 @@ impl Comm {
                 commutative,
                 in_place,
             } => self.allreduce_schedule(table, &clusters, bytes, elem, commutative, in_place),
-            Collective::Gather { block, root } => {
-                self.check_root(root)?;
-                match table.gather(call_of(block, true)) {
-                    GatherAlgorithm::Linear => alg::gather_linear(me, n, root, block, false),
-                    GatherAlgorithm::Hierarchical => hier::gather(me, &clusters, root, block),
-                }
-            }
-            Collective::Scatter { block, root } => {
-                self.check_root(root)?;
-                alg::scatter_linear(me, n, root, block, false)
-            }
+            Collective::Gather { block, root } => match table.gather(call_of(block, true)) {
+                GatherAlgorithm::Linear => alg::gather_linear(me, n, root, block, false),
+                GatherAlgorithm::Hierarchical => hier::gather(me, &clusters, root, block),
+            },
+            Collective::Scatter { block, root } => alg::scatter_linear(me, n, root, block, false),
             Collective::Allgather { block } => match table.allgather(call_of(block, true)) {
                 AllgatherAlgorithm::Ring | AllgatherAlgorithm::SharedMemory => {
                     alg::allgather_ring(me, n, block, false)
@@ -675,25 +665,13 @@ impl Comm {
                 counts,
                 displs,
                 root,
-            } => {
-                self.check_root(root)?;
-                per_rank("counts", counts)?;
-                per_rank("displs", displs)?;
-                alg::gatherv_linear(me, n, root, counts, displs, false)
-            }
+            } => alg::gatherv_linear(me, n, root, counts, displs, false),
             Collective::Scatterv {
                 counts,
                 displs,
                 root,
-            } => {
-                self.check_root(root)?;
-                per_rank("counts", counts)?;
-                per_rank("displs", displs)?;
-                alg::scatterv_linear(me, n, root, counts, displs, false)
-            }
+            } => alg::scatterv_linear(me, n, root, counts, displs, false),
             Collective::Allgatherv { counts, displs } => {
-                per_rank("counts", counts)?;
-                per_rank("displs", displs)?;
                 alg::allgatherv_ring(me, n, counts, displs, false)
             }
             Collective::Alltoallv {
@@ -701,17 +679,8 @@ impl Comm {
                 send_displs,
                 recv_counts,
                 recv_displs,
-            } => {
-                per_rank("send counts", send_counts)?;
-                per_rank("send displs", send_displs)?;
-                per_rank("receive counts", recv_counts)?;
-                per_rank("receive displs", recv_displs)?;
-                alg::alltoallv_pairwise(me, n, send_counts, send_displs, recv_counts, recv_displs)
-            }
-            Collective::ReduceScatter { counts } => {
-                per_rank("counts", counts)?;
-                alg::reduce_scatter(me, n, counts, false)
-            }
+            } => alg::alltoallv_pairwise(me, n, send_counts, send_displs, recv_counts, recv_displs),
+            Collective::ReduceScatter { counts } => alg::reduce_scatter(me, n, counts, false),
             Collective::Scan { bytes, exclusive } => {
                 alg::scan_recursive_doubling(me, n, bytes, exclusive, false)
             }
@@ -755,6 +724,10 @@ impl Comm {
             )));
         }
         let buf: &mut [u8] = bytemuck::cast_slice_mut(buf);
+        if buf.is_empty() {
+            // Nothing to carry on any rank (see `crate::coll::empty`).
+            return Ok(());
+        }
         let schedule =
             crate::coll::netaware::schedule_for(scheduler, costs, self.rank(), root, buf.len());
         self.run_schedule(Planned::check(schedule)?, &[], buf, None)

@@ -146,6 +146,9 @@ pub struct Planned {
     shared: Option<crate::coll::segment::SharedPlan>,
     /// How its messages are sent ([`Planned::with_eager_sends`]).
     mode: SendMode,
+    /// A call that carries no data on any rank ([`Planned::nothing`]): it completes at once,
+    /// without a message, a call number or a record of its way.
+    moves_nothing: bool,
 }
 
 impl Planned {
@@ -162,7 +165,26 @@ impl Planned {
             in_order_up_to,
             shared: None,
             mode: SendMode::Standard,
+            moves_nothing: false,
         })
+    }
+
+    /// The plan of a call that every rank knows carries no data anywhere (see
+    /// `crate::coll::empty`): it completes as it starts, on every rank alike.
+    pub(crate) fn nothing() -> Planned {
+        Planned {
+            schedule: Rc::new(Schedule::default()),
+            in_order_up_to: Some(0),
+            shared: None,
+            mode: SendMode::Standard,
+            moves_nothing: true,
+        }
+    }
+
+    /// Whether the call carries no data on any rank, and so completes without communicating.
+    #[inline(always)]
+    pub fn moves_nothing(&self) -> bool {
+        self.moves_nothing
     }
 
     /// This plan with its messages sent eagerly up to what one frame carries
@@ -540,6 +562,13 @@ pub(crate) enum Started {
 }
 
 impl Collectives {
+    /// A request that is complete already: that of a nonblocking call which carries no data
+    /// ([`Planned::nothing`]).
+    pub(crate) fn done_at_once(eng: &mut Engine) -> ReqId {
+        let done = collective_done(eng, 0);
+        eng.new_done_request(done)
+    }
+
     /// Starts a collective call; the returned request completes with the schedule.
     pub(crate) fn start(&mut self, eng: &mut Engine, call: CollectiveCall) -> Result<ReqId, Error> {
         let len = call.schedule.recv_bytes;

@@ -15,6 +15,7 @@
 //!   for each blocking call, so that members that went different ways end the job instead
 //!   of hanging.
 //! - `reductions`: MPI's predefined operations on typed elements.
+//! - `empty`: calls that carry no data on any rank, which complete without communicating.
 //!
 //! [`Collectives`] owns all of the collective state of a rank: the running calls, their
 //! spare allocations, the communicators' shared segments (weakly) and the kept plans. It sits
@@ -22,6 +23,7 @@
 //! it in as the hook.
 
 pub(crate) mod api;
+mod empty;
 pub(crate) mod executor;
 pub(crate) mod netaware;
 #[cfg(test)]
