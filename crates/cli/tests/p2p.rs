@@ -104,6 +104,13 @@ fn check_passes(case: &str, ranks: &[u32], says: Option<&str>) {
 }
 
 #[test]
+fn zero_count_collectives_send_nothing_and_keep_the_ranks_in_step() {
+    passes("zerocount", &[], [2, 3, 4], 60, |n| {
+        Some(format!("zero-count collectives of {n} ranks"))
+    });
+}
+
+#[test]
 fn ring_on_one_two_and_four_ranks() {
     passes("ring", &[], [1, 2, 4], 60, |n| {
         Some(format!("ring of {n} ranks"))

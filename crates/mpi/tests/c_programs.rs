@@ -455,6 +455,15 @@ fn collectives_through_the_shared_segment_at_every_chunking() {
 }
 
 #[test]
+fn zero_count_collectives_between_collectives_with_data_send_nothing() {
+    for n in [2, 3, 4] {
+        no_errors(n, "zerocount");
+    }
+    // Without the shared segment every call with data goes by messages.
+    no_errors_in_env(3, "zerocount", &[], &[("FERRY_COLL_SHM", "0")]);
+}
+
+#[test]
 fn sixty_four_ranks_on_two_cores_run_collectives() {
     no_errors_with(64, "shmcoll", &["quick"]);
 }
