@@ -3,8 +3,10 @@
 //! predefined operation defined on it; for the exchanges the same block on both sides) on an
 //! intracommunicator. The caller's buffer is the packed data, so the call needs no staging,
 //! no datatype object and one entry into the state; the reduction of each (operation, type)
-//! pair is made once per process. Anything else, and every argument error, returns `None`:
-//! the general path then runs the call, or reports the error as it always has.
+//! pair is made once per process. A call of count 0 takes it too and returns at once (its plan
+//! runs nothing, see `ferry_core::Planned::moves_nothing`). Anything else, and every argument
+//! error, returns `None`: the general path then runs the call, or reports the error as it
+//! always has.
 
 use super::in_place;
 use crate::abi::*;
@@ -16,9 +18,10 @@ use ferry_core::{Collective, Reducer};
 use std::ffi::{c_int, c_void};
 
 /// `count` elements of `datatype` at `buf` as one block of bytes ([`Dense`]), when the buffer
-/// holds some and is not MPI_IN_PLACE.
+/// is not MPI_IN_PLACE. A count of 0 is one too: the runtime plans such a call as one that
+/// carries nothing and returns at once, and the buffer is not looked at.
 fn dense(buf: *const c_void, count: c_int, datatype: Handle) -> Option<Dense> {
-    Dense::of(buf, count, datatype).filter(|d| d.bytes > 0 && !in_place(buf))
+    Dense::of(buf, count, datatype).filter(|_| !in_place(buf))
 }
 
 /// This process's communicator `comm` when it is an intracommunicator.
