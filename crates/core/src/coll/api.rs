@@ -256,7 +256,8 @@ impl Comm {
     }
 
     /// Checks the buffers against `schedule` and hands it to the executor under the next call
-    /// number; the caller keeps the buffers valid until the request is done.
+    /// number; the caller keeps the buffers valid until the request is done. A plan of nothing
+    /// ([`Planned::moves_nothing`]) takes no call number and gives a request done already.
     pub(crate) fn launch(
         &self,
         schedule: Planned,
@@ -276,7 +277,8 @@ impl Comm {
     /// Like [`Comm::launch`], and waits until the call is done (a call that finishes as it
     /// starts needs no request). On a communicator with a shared segment, the call's way
     /// (through it or by messages) is recorded there first; a wait that finds that a member
-    /// went the other way for a call ends the job (see `crate::coll::ways`).
+    /// went the other way for a call ends the job (see `crate::coll::ways`). A plan of nothing
+    /// returns at once, on every rank alike, and records nothing.
     pub(crate) fn launch_and_wait(
         &self,
         schedule: &Planned,
