@@ -28,11 +28,16 @@ rows() {
       /^(pingpong|bw),/ {
         if ($1 == "pingpong") printf "%s,%s,%s,%s,pingpong_us,%s,%s\n", part, imp, shape, round, $3, $4
         printf "%s,%s,%s,%s,%s_MBps,%s,%s\n", part, imp, shape, round, $1, $3, $5
-      }' "$f"
+      }
+      /^(msgrate|allreduce),/ { printf "%s,%s,%s,%s,%s_us,%s,%s\n", part, imp, shape, round, $1, $3, $4 }' "$f"
   done
 }
 
-rows | awk -F, '
+# The implementations in the tables and the one ferry stands for in the ratios (hosts-bench.sh's
+# IMPLS and FERRY_IMPL).
+LIST=${IMPLS:-ferry mpich5 ompi5 mpich4 ompi4}
+FERRY_IMPL=${FERRY_IMPL:-ferry}
+rows | awk -F, -v list="$LIST" -v fi="$FERRY_IMPL" '
   function median(list,   a, n, i, j, t) {
     n = split(list, a, " ")
     for (i = 1; i <= n; i++) for (j = i + 1; j <= n; j++) if (a[j] + 0 < a[i] + 0) { t = a[i]; a[i] = a[j]; a[j] = t }
@@ -49,8 +54,7 @@ rows | awk -F, '
       split(k, p, SUBSEP); m[k] = median(v[k])
       printf "%s,%s,%s,%s,%s,%.3f,%d\n", p[1], p[2], p[3], p[4], p[5], m[k], cnt[k] >> "medians.csv"
     }
-    split("ferry mpich5 ompi5 mpich4 ompi4", imps, " "); nimp = 5
-    split("mpich5 ompi5 mpich4 ompi4", peers, " "); npeer = 4
+    nimp = split(list, imps, " ")
 
     print "## Start-up: empty MPI program, launch to exit (ms, median of rounds; ok/failed runs)\n"
     printf "| ranks x hosts |"; for (i = 1; i <= nimp; i++) printf " %s |", imps[i]
@@ -68,31 +72,31 @@ rows | awk -F, '
         f = failed["startup", imps[i], sh] + 0
         if (k in m) {
           printf " %.0f (%d%s) |", m[k], cnt[k], f ? "/" f " failed" : ""
-          if (imps[i] != "ferry") { if (!best || m[k] < best) best = m[k] }
-          if (imps[i] == "mpich5" || imps[i] == "ompi5") { if (!best5 || m[k] < best5) best5 = m[k] }
+          if (imps[i] !~ /^ferry/) { if (!best || m[k] < best) best = m[k] }
+          if (imps[i] ~ /^(mpich5|ompi5)/) { if (!best5 || m[k] < best5) best5 = m[k] }
         } else printf " %s |", f ? "failed (" f ")" : "-"
       }
-      fk = "startup" SUBSEP "ferry" SUBSEP sh SUBSEP "wall_ms" SUBSEP 0
+      fk = "startup" SUBSEP fi SUBSEP sh SUBSEP "wall_ms" SUBSEP 0
       printf " %s | %s |\n", (fk in m) && best5 ? sprintf("%.2f", m[fk] / best5) : "-", (fk in m) && best ? sprintf("%.2f", m[fk] / best) : "-"
     }
 
     print "\n## Between two hosts (rank 0 on h1, rank 1 on h2, TCP over the veths)\n"
     print "Ratio: ferry over the better peer (latency: lower is better, <= 1.00 meets the goal; bandwidth: >= 1.00 meets it).\n"
     printf "| figure |"; for (i = 1; i <= nimp; i++) printf " %s |", imps[i]
-    print " better peer | ferry / better peer |"
+    print " better peer | " fi " / better peer |"
     printf "|---|"; for (i = 1; i <= nimp + 2; i++) printf "---|"; print ""
-    nrow = split("pingpong_us:8:8 B ping-pong latency (us),pingpong_us:1024:1 KiB ping-pong latency (us),pingpong_MBps:1048576:1 MiB ping-pong (MB/s),pingpong_MBps:16777216:16 MiB ping-pong (MB/s),bw_MBps:1048576:1 MiB streaming (MB/s),bw_MBps:16777216:16 MiB streaming (MB/s)", rowsdef, ",")
+    nrow = split("pingpong_us:8:8 B ping-pong latency (us),msgrate_us:8:8 B message rate (us a message),allreduce_us:8:8 B allreduce (us),allreduce_us:1048576:1 MiB allreduce (us),pingpong_us:1024:1 KiB ping-pong latency (us),pingpong_MBps:1048576:1 MiB ping-pong (MB/s),pingpong_MBps:16777216:16 MiB ping-pong (MB/s),bw_MBps:1048576:1 MiB streaming (MB/s),bw_MBps:16777216:16 MiB streaming (MB/s)", rowsdef, ",")
     for (r = 1; r <= nrow; r++) {
-      split(rowsdef[r], d, ":"); lower = d[1] == "pingpong_us"
+      split(rowsdef[r], d, ":"); lower = d[1] ~ /_us$/
       printf "| %s |", d[3]; bp = ""; bv = 0
       for (i = 1; i <= nimp; i++) {
         k = "p2p" SUBSEP imps[i] SUBSEP "h1-h2" SUBSEP d[1] SUBSEP d[2]
         if (k in m) {
           printf lower ? " %.1f |" : " %.0f |", m[k]
-          if (imps[i] != "ferry" && (bp == "" || (lower ? m[k] < bv : m[k] > bv))) { bp = imps[i]; bv = m[k] }
+          if (imps[i] !~ /^ferry/ && (bp == "" || (lower ? m[k] < bv : m[k] > bv))) { bp = imps[i]; bv = m[k] }
         } else printf " - |"
       }
-      fk = "p2p" SUBSEP "ferry" SUBSEP "h1-h2" SUBSEP d[1] SUBSEP d[2]
+      fk = "p2p" SUBSEP fi SUBSEP "h1-h2" SUBSEP d[1] SUBSEP d[2]
       printf " %s | %s |\n", bp == "" ? "-" : bp, (fk in m) && bv ? sprintf("%.2f", m[fk] / bv) : "-"
     }
 
@@ -102,7 +106,7 @@ rows | awk -F, '
     print "|---|---|---|---|---|"
     for (i = 1; i <= nimp; i++) {
       for (r = 1; r <= nrow; r++) {
-        split(rowsdef[r], d, ":"); lower = d[1] == "pingpong_us"
+        split(rowsdef[r], d, ":"); lower = d[1] ~ /_us$/
         ks = "colocated" SUBSEP imps[i] SUBSEP "single" SUBSEP d[1] SUBSEP d[2]
         km = "colocated" SUBSEP imps[i] SUBSEP "multi" SUBSEP d[1] SUBSEP d[2]
         if (!(ks in m) || !(km in m)) continue

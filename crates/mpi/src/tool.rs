@@ -236,6 +236,7 @@ pub(crate) struct EnumDef {
 const ENUM_TRANSPORT: usize = 0;
 const ENUM_CMA: usize = 1;
 const ENUM_RAIL_POLICY: usize = 2;
+const ENUM_NET: usize = 3;
 
 const ENUMS: &[EnumDef] = &[
     EnumDef {
@@ -249,6 +250,10 @@ const ENUMS: &[EnumDef] = &[
     EnumDef {
         name: "ferry_rail_policy",
         items: &[(0, "weighted"), (1, "roundrobin")],
+    },
+    EnumDef {
+        name: "ferry_net",
+        items: &[(0, "auto"), (1, "ofi"), (2, "tcp")],
     },
 ];
 
@@ -537,6 +542,20 @@ pub(crate) const CVARS: &[CvarDef] = &[
         verbosity: MPI_T_VERBOSITY_TUNER_DETAIL,
         category: CAT_TCP,
         value: |c| num(c.rail_timeout_secs),
+    },
+    CvarDef {
+        env: "FERRY_NET",
+        desc: "Network between hosts: auto (a libfabric fabric with a user-level NIC where both hosts have one, else TCP), ofi (the fabric on any provider but shm) or tcp.",
+        ty: CvarType::Enum(ENUM_NET),
+        verbosity: MPI_T_VERBOSITY_USER_BASIC,
+        category: CAT_TRANSPORT,
+        value: |c| {
+            num(match c.net {
+                ferry_core::NetKind::Auto => 0u64,
+                ferry_core::NetKind::Ofi => 1,
+                ferry_core::NetKind::Tcp => 2,
+            })
+        },
     },
     CvarDef {
         env: "FERRY_RAIL_STATS",
