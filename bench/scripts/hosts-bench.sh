@@ -164,7 +164,8 @@ launch() {
     ompi5_ofi)
       echo timeout -k 3 "$TIMEOUT" "$OMPI5/bin/mpirun" --prefix "$OMPI5" --allow-run-as-root \
         --oversubscribe --bind-to none --map-by "ppr:$per_host:node" --mca plm_rsh_agent "$WRAP" \
-        --mca oob_tcp_if_include eth0 --mca pml cm --mca mtl ofi -x FI_PROVIDER=tcp \
+        --mca oob_tcp_if_include eth0 --mca pml cm --mca mtl ofi \
+        --mca mtl_ofi_provider_include "tcp;ofi_rxm" -x FI_PROVIDER=tcp \
         --host "$hosts" -n "$n" ;;
     ferry)
       echo "$FERRY" run --timeout "$TIMEOUT" --hosts "$hosts" -n "$n" ;;

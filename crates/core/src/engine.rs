@@ -404,7 +404,8 @@ impl Engine {
     /// tight loop, and this look costs a fraction of a full pass.
     #[inline]
     fn idle(&mut self, tcp: bool) -> bool {
-        ((self.net.tcp.is_none() && self.net.fabric.is_none()) || !tcp)
+        (self.net.tcp.is_none() || !tcp)
+            && self.net.fabric.is_none()
             && self.proto.loopback.is_empty()
             && self.proto.active_out.is_empty()
             && self.proto.busy.is_empty()

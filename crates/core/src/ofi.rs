@@ -24,6 +24,9 @@ use std::io::IoSlice;
 const SOURCE_LEN: usize = 4;
 /// Receives kept posted, and sends in flight at most.
 const SLOTS: usize = 64;
+/// Largest message sent with `fi_inject` (when the provider takes that much): a frame with a
+/// short payload, copied from the stack.
+const INJECT_MAX: usize = 256;
 
 /// Which completion a context belongs to: the top bits say the kind, the rest an index.
 const RECV_CTX: u64 = 1 << 62;
@@ -57,6 +60,8 @@ pub(crate) struct FabricTransport {
     peers: Vec<FabricPeer>,
     /// Slot size: source, header and the largest payload a frame carries here.
     slot: usize,
+    /// Messages up to this many bytes go by `fi_inject`.
+    inject: usize,
     recv_slots: Box<[u8]>,
     recv_region: Region,
     send_slots: Box<[u8]>,
@@ -76,6 +81,7 @@ impl FabricTransport {
     /// Opens an endpoint and posts its receives; `payload` is the largest payload of a frame.
     pub(crate) fn open(ep: Endpoint, me: u32, payload: usize) -> Result<FabricTransport, Error> {
         let slot = (SOURCE_LEN + HEADER_LEN + payload).min(ep.info().provider.max_msg_size);
+        let inject = ep.info().provider.inject_size.min(INJECT_MAX);
         let recv_slots = vec![0u8; slot * SLOTS].into_boxed_slice();
         let send_slots = vec![0u8; slot * SLOTS].into_boxed_slice();
         // SAFETY: both slot arrays are heap memory held (never moved or freed) as long as the
@@ -95,6 +101,7 @@ impl FabricTransport {
             me,
             peers: Vec::new(),
             slot,
+            inject,
             recv_slots,
             recv_region,
             send_slots,
@@ -194,6 +201,9 @@ impl FabricTransport {
             )));
         }
         let addr = self.addr(peer)?;
+        if len <= self.inject {
+            return self.inject_frame(addr, frame, len);
+        }
         let Some(&i) = self.free_sends.last() else {
             return Ok(false);
         };
@@ -215,6 +225,30 @@ impl FabricTransport {
         }
         self.free_sends.pop();
         self.send_peer[i] = peer as u32;
+        frame.sent = HEADER_LEN + frame.len;
+        Ok(true)
+    }
+
+    /// Sends a frame of `len` bytes in all that the provider copies at once (`fi_inject`): no
+    /// slot, no completion to read.
+    fn inject_frame(
+        &mut self,
+        addr: PeerAddr,
+        frame: &mut OutFrame,
+        len: usize,
+    ) -> Result<bool, Error> {
+        let mut bytes = [0u8; INJECT_MAX];
+        let message = &mut bytes[..len];
+        message[..SOURCE_LEN].copy_from_slice(&self.me.to_le_bytes());
+        message[SOURCE_LEN..SOURCE_LEN + HEADER_LEN].copy_from_slice(&frame.header);
+        if frame.len > 0 {
+            // SAFETY: a queued frame's payload is valid for `len` bytes until it is written.
+            let payload = unsafe { std::slice::from_raw_parts(frame.payload, frame.len) };
+            message[SOURCE_LEN + HEADER_LEN..].copy_from_slice(payload);
+        }
+        if !self.ep.inject(addr, message).map_err(fabric_error)? {
+            return Ok(false);
+        }
         frame.sent = HEADER_LEN + frame.len;
         Ok(true)
     }
@@ -308,21 +342,17 @@ impl FabricTransport {
 
     /// Reads the completion queue: frames go to `sink`, finished reads complete their
     /// receives. Whether anything moved.
+    /// One read of the queue a pass: each read drives the provider's progress (a system call
+    /// on socket providers), so a pass that found something hands it up at once rather than
+    /// reading again to see the queue empty.
     fn read_completions(&mut self, sink: &mut dyn FrameSink) -> Result<bool, Error> {
-        let mut moved = false;
-        loop {
-            self.completions.clear();
-            let n = self.ep.poll(&mut self.completions).map_err(fabric_error)?;
-            if n == 0 {
-                break;
-            }
-            moved = true;
-            let done = std::mem::take(&mut self.completions);
-            for c in &done {
-                self.complete(c, sink)?;
-            }
-            self.completions = done;
+        self.completions.clear();
+        let moved = self.ep.poll(&mut self.completions).map_err(fabric_error)? > 0;
+        let done = std::mem::take(&mut self.completions);
+        for c in &done {
+            self.complete(c, sink)?;
         }
+        self.completions = done;
         if !self.waiting_reads.is_empty() {
             self.post_reads()?;
         }

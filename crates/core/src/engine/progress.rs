@@ -26,7 +26,7 @@ impl Engine {
             };
             progressed |= shm.poll_input(&mut sink)?;
         }
-        if self.net.fabric.is_some() && poll_tcp {
+        if self.net.fabric.is_some() {
             progressed |= self.fabric_pass()?;
         }
         if let Some(tcp) = self.net.tcp.as_mut().filter(|_| poll_tcp) {

@@ -48,10 +48,10 @@ impl Engine {
         idle: u32,
         watch: Option<Watch<'_>>,
     ) -> Result<u32, Error> {
-        // A wait of a rank with shared-memory peers polls TCP on every TCP_SPIN_EVERY-th look
-        // only (counted across waits, so that quick waits on rings cannot starve TCP); calls
-        // outside a wait (a test, a probe) always do.
-        let tcp = self.net.shm.is_none() || {
+        // A wait of a rank with shared-memory or fabric peers polls TCP on every
+        // TCP_SPIN_EVERY-th look only (counted across waits, so that quick waits on rings or
+        // the fabric cannot starve TCP); calls outside a wait (a test, a probe) always do.
+        let tcp = (self.net.shm.is_none() && self.net.fabric.is_none()) || {
             self.net.looks_without_tcp += 1;
             self.net.looks_without_tcp >= TCP_SPIN_EVERY
         };
