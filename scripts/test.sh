@@ -21,6 +21,11 @@ if [ "${FERRY_CONFORMANCE:-1}" = 1 ]; then
   bash scripts/test-install.sh
   python3 scripts/test-wheel.py
   python3 conformance/run
+  # The first tier again with every pair of ranks on the fabric (libfabric's tcp provider;
+  # docs/fabric.md) and a few one-sided tests: about 3 minutes.
+  FERRY_TRANSPORT=tcp FERRY_NET=ofi FI_PROVIDER=tcp python3 conformance/run --list tier1.txt
+  FERRY_TRANSPORT=tcp FERRY_NET=ofi FI_PROVIDER=tcp python3 conformance/run --list extra-lite.txt \
+    --only rma/transpose1 --only rma/lockcontention --only rma/fetchandadd --only rma/wintest --only rma/put_base
   # MPICH's Fortran tests (f77, f90, f08) through fortran/bin/mpifort: about 5 minutes.
   python3 conformance/run --list fortran.txt
   # MUMPS, a Fortran MPI application, built with mpifort (2.5 to 5 minutes on 2 busy cores;
