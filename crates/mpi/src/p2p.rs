@@ -437,6 +437,63 @@ pub(crate) fn start_sendrecv(
     Ok(req)
 }
 
+/// MPI_Sendrecv: on dense buffers the receive is posted as MPI_Recv's and the send goes as
+/// MPI_Send's, straight into the peer's ring when it can (no partner request); anything else
+/// takes [`start_sendrecv`]. The send's arguments are checked before the receive is posted, as
+/// there.
+pub(crate) unsafe fn sendrecv(
+    send: (*const c_void, c_int, Handle, c_int, c_int),
+    recv: (*mut c_void, c_int, Handle, c_int, c_int),
+    comm: Handle,
+    status: *mut MpiStatus,
+) -> Res {
+    let (sendbuf, sendcount, sendtype, dest, sendtag) = send;
+    let (recvbuf, recvcount, recvtype, source, recvtag) = recv;
+    let lean = Dense::of(recvbuf, recvcount, recvtype).and_then(|d| {
+        running(|s| {
+            send_args(s, sendbuf, sendcount, sendtype, dest, sendtag, comm)?;
+            // SAFETY: the caller's contract, MPI's for MPI_Sendrecv: `recvbuf` holds
+            // `recvcount` elements of `recvtype` for the call.
+            unsafe { d.post(s, recvbuf, source, recvtag, comm) }
+        })
+        .ok()
+        .flatten()
+    });
+    let Some(mut req) = lean else {
+        // SAFETY: as MPI_Sendrecv's caller promises; `status` is NULL or writable.
+        return unsafe { finish_recv(running(|s| start_sendrecv(s, send, recv, comm))?, status) };
+    };
+    // SAFETY: `sendbuf` holds `sendcount` elements of `sendtype` (MPI's contract).
+    let at_once = unsafe {
+        sent_at_once(
+            sendbuf,
+            sendcount,
+            sendtype,
+            dest,
+            sendtag,
+            comm,
+            SendKind::Standard,
+        )
+    };
+    if at_once.is_none() {
+        let send = running(|s| {
+            start_send(
+                s,
+                sendbuf,
+                sendcount,
+                sendtype,
+                dest,
+                sendtag,
+                comm,
+                SendKind::Standard,
+            )
+        })?;
+        req.partner = Some(Box::new(send));
+    }
+    // SAFETY: the caller's contract: `status` is NULL or a writable MPI_Status.
+    unsafe { finish_recv(req, status) }
+}
+
 /// MPI_Sendrecv_replace and its nonblocking form: the outgoing data is packed first, so the
 /// receive may land in `buf` at once.
 pub(crate) fn start_sendrecv_replace(

@@ -90,7 +90,7 @@ mpi! {
         recvbuf: *mut c_void, recvcount: c_int, recvtype: Handle, source: c_int, recvtag: c_int, comm: Handle, status: *mut MpiStatus) on comm => {
         let send = (sendbuf, sendcount, sendtype, dest, sendtag);
         let recv = (recvbuf, recvcount, recvtype, source, recvtag);
-        finish_recv(running(|s| start_sendrecv(s, send, recv, comm))?, status)
+        sendrecv(send, recv, comm, status)
     }
 }
 
