@@ -3,14 +3,12 @@
 use super::wake::Ringer;
 use super::*;
 
+/// A job id of its own for each test's pair: the tests of this process run at once, and two
+/// with one id would make the same segment files (a random byte collided now and then).
 fn job() -> u64 {
-    0xF000_0000_0000_0000 | (std::process::id() as u64) << 8 | rand_byte() as u64
-}
-
-fn rand_byte() -> u8 {
-    let mut b = [0u8; 1];
-    getrandom::getrandom(&mut b).unwrap();
-    b[0]
+    static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed) & 0xffff;
+    0xF000_0000_0000_0000 | (std::process::id() as u64) << 16 | n
 }
 
 /// Two "ranks" in one process: each maps both segments.
