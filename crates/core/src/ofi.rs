@@ -208,13 +208,7 @@ impl FabricTransport {
             return Ok(false);
         };
         let slot = &mut self.send_slots[i * self.slot..i * self.slot + len];
-        slot[..SOURCE_LEN].copy_from_slice(&self.me.to_le_bytes());
-        slot[SOURCE_LEN..SOURCE_LEN + HEADER_LEN].copy_from_slice(&frame.header);
-        if frame.len > 0 {
-            // SAFETY: a queued frame's payload is valid for `len` bytes until it is written.
-            let payload = unsafe { std::slice::from_raw_parts(frame.payload, frame.len) };
-            slot[SOURCE_LEN + HEADER_LEN..].copy_from_slice(payload);
-        }
+        fill_message(slot, self.me, frame);
         let (parts, descs) = ([IoSlice::new(slot)], [self.send_region.desc()]);
         // SAFETY: the slot is registered memory of the transport's, left alone until the
         // send completes (it is off the free list from now until then).
@@ -239,13 +233,7 @@ impl FabricTransport {
     ) -> Result<bool, Error> {
         let mut bytes = [0u8; INJECT_MAX];
         let message = &mut bytes[..len];
-        message[..SOURCE_LEN].copy_from_slice(&self.me.to_le_bytes());
-        message[SOURCE_LEN..SOURCE_LEN + HEADER_LEN].copy_from_slice(&frame.header);
-        if frame.len > 0 {
-            // SAFETY: a queued frame's payload is valid for `len` bytes until it is written.
-            let payload = unsafe { std::slice::from_raw_parts(frame.payload, frame.len) };
-            message[SOURCE_LEN + HEADER_LEN..].copy_from_slice(payload);
-        }
+        fill_message(message, self.me, frame);
         if !self.ep.inject(addr, message).map_err(fabric_error)? {
             return Ok(false);
         }
@@ -303,16 +291,13 @@ impl FabricTransport {
     fn post_reads(&mut self) -> Result<(), Error> {
         let piece = self.ep.info().provider.max_msg_size.max(1);
         while let Some(&index) = self.waiting_reads.first() {
-            let Some(r) = self.reads[index].as_mut() else {
+            let Some(peer) = self.reads[index].as_ref().map(|r| r.read.peer) else {
                 self.waiting_reads.remove(0);
                 continue;
             };
-            let peer = r.read.peer as usize;
-            let addr = match self.peers.get(peer).and_then(|p| p.addr) {
-                Some(a) => a,
-                None => self.addr(peer)?,
-            };
+            let addr = self.addr(peer as usize)?;
             let Some(r) = self.reads[index].as_mut() else {
+                self.waiting_reads.remove(0);
                 continue;
             };
             while r.posted < r.read.len {
@@ -450,6 +435,18 @@ impl Transport for FabricTransport {
     /// [`FabricTransport::try_wait`]).
     fn wake_fd(&self) -> Option<std::os::fd::RawFd> {
         self.ep.wait_fd()
+    }
+}
+
+/// Writes a frame as a fabric message into `message` (exactly its length): the sender's rank,
+/// the header, the payload.
+fn fill_message(message: &mut [u8], me: u32, frame: &OutFrame) {
+    message[..SOURCE_LEN].copy_from_slice(&me.to_le_bytes());
+    message[SOURCE_LEN..SOURCE_LEN + HEADER_LEN].copy_from_slice(&frame.header);
+    if frame.len > 0 {
+        // SAFETY: a queued frame's payload is valid for `len` bytes until it is written.
+        let payload = unsafe { std::slice::from_raw_parts(frame.payload, frame.len) };
+        message[SOURCE_LEN + HEADER_LEN..].copy_from_slice(payload);
     }
 }
 

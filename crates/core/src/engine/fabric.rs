@@ -72,13 +72,7 @@ impl Proto {
                 format!("a fabric read completed for unknown receive {id:#x}"),
             ));
         };
-        let done = Completion {
-            source: env.source,
-            tag: env.tag,
-            len: machine.accepted() as usize,
-            message_len: *message_len,
-            cancelled: false,
-        };
+        let done = super::proto::received(machine, env, *message_len);
         let fin = machine.fin();
         self.push_out(peer, Out::Frame(OutFrame::control(fin)));
         self.complete(id, done);

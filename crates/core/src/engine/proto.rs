@@ -228,32 +228,25 @@ impl Proto {
         let peer = env.source;
         let mut machine = RendezvousRecv::new(send_id, id, len, cap as u64);
         let accepted = machine.accepted() as usize;
-        let done = Completion {
-            source: env.source,
-            tag: env.tag,
-            len: accepted,
-            message_len: len as usize,
-            cancelled: false,
-        };
+        let done = received(&machine, &env, len as usize);
         let route = self.peers[peer as usize].route;
         if let Some(key) = key {
-            // Read through the fabric; FIN once the read completes (`Proto::read_done`).
-            let machine_done = accepted == 0;
-            let read = FabricRead {
+            // Read through the fabric, FIN once the read completes (`Proto::read_done`); a
+            // receive that takes nothing reads nothing.
+            if accepted == 0 {
+                let fin = machine.fin();
+                self.push_out(peer, Out::Frame(OutFrame::control(fin)));
+                self.complete(id, done);
+                return;
+            }
+            self.fabric.reads.push(FabricRead {
                 id,
                 peer,
                 remote_addr: source_addr,
                 key,
                 buf,
                 len: accepted,
-            };
-            if machine_done {
-                let fin = machine.fin();
-                self.push_out(peer, Out::Frame(OutFrame::control(fin)));
-                self.complete(id, done);
-                return;
-            }
-            self.fabric.reads.push(read);
+            });
             if let Some(state) = self.requests.get_mut(id) {
                 *state = ReqState::RecvRendezvous {
                     machine,
@@ -347,13 +340,7 @@ impl Proto {
         };
         machine.on_stored(offset, len);
         if machine.is_complete() {
-            let done = Completion {
-                source: env.source,
-                tag: env.tag,
-                len: machine.accepted() as usize,
-                message_len: *message_len,
-                cancelled: false,
-            };
+            let done = received(machine, env, *message_len);
             let ack = (acknowledged || machine.acknowledges()).then(|| machine.ack());
             self.complete(id, done);
             if let Some(ack) = ack {
@@ -475,5 +462,17 @@ impl Proto {
             complete: None,
             owned: Some(bytes),
         })
+    }
+}
+
+/// What a rendezvous receive reports once its bytes are in: what it accepted of the
+/// `message_len` bytes sent.
+pub(super) fn received(machine: &RendezvousRecv, env: &Envelope, message_len: usize) -> Completion {
+    Completion {
+        source: env.source,
+        tag: env.tag,
+        len: machine.accepted() as usize,
+        message_len,
+        cancelled: false,
     }
 }
