@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Builds ferry (release) and installs it like an MPI installation:
 #   PREFIX/bin/{ferry,mpicc,mpicxx,mpic++,mpicc_abi,mpicxx_abi,mpiexec,mpirun,bspcc,bspc++,bspcxx,bsprun}
-#   PREFIX/include/{mpi.h,mpi_abi.h,bsp.h,bsp_settings.c}
+#   PREFIX/include/{mpi.h,mpi-ext.h,mpi_abi.h,bsp.h,bsp_settings.c}
 #   PREFIX/lib/{libmpi.so,libmpi_abi.so.1,libmpi_abi.so,libbsp.so}
 # and, when a Fortran compiler is found ($FERRY_FC, else gfortran), the Fortran bindings built
 # with it: PREFIX/bin/{mpifort,mpif90,mpif77}, PREFIX/include/{mpif.h,mpi.mod,mpi_f08.mod},
@@ -40,6 +40,7 @@ ln -sf mpicc "$prefix/bin/mpicc_abi"
 ln -sf mpicc "$prefix/bin/mpicxx_abi"
 ln -sf mpiexec "$prefix/bin/mpirun"
 install -m 644 "$root/crates/mpi/include/mpi.h" "$prefix/include/mpi.h"
+install -m 644 "$root/crates/mpi/include/mpi-ext.h" "$prefix/include/mpi-ext.h"
 install -m 644 "$root/crates/bsplib/include/bsp.h" "$prefix/include/bsp.h"
 # mpi.h is the MPI 5.0 standard ABI's header; mpi_abi.h is the name MPICH 5 gives that header.
 printf '/* The MPI 5.0 standard ABI: ferry'"'"'s mpi.h is that header. */\n#include "mpi.h"\n' \

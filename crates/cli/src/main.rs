@@ -185,6 +185,12 @@ struct RunArgs {
     #[arg(long)]
     oversubscribe: bool,
 
+    /// Survive the loss of ranks (User-Level Failure Mitigation): a rank's death fails only the
+    /// operations that involve it, and the others go on, with MPIX_Comm_revoke, _shrink,
+    /// _agree and the rest to recover (sets FERRY_FAULT_TOLERANT=1 for the ranks).
+    #[arg(long)]
+    fault_tolerant: bool,
+
     /// End the job after SECS seconds (fractions allowed; 0 means no limit).
     #[arg(long, value_name = "SECS", value_parser = parse_timeout)]
     timeout: Option<Duration>,
@@ -412,6 +418,12 @@ fn run_command(args: RunArgs) -> i32 {
     options.tag_output = args.tag_output;
     options.oversubscribe = args.oversubscribe;
     options.timeout = args.timeout;
+    options.fault_tolerant = args.fault_tolerant;
+    if args.fault_tolerant {
+        options
+            .extra_env
+            .push(("FERRY_FAULT_TOLERANT".into(), "1".into()));
+    }
     options.bind = match args.bind_to {
         BindTo::Auto => ferry_launch::Bind::Auto,
         BindTo::Core => ferry_launch::Bind::Core,

@@ -426,6 +426,7 @@ impl Comm {
     }
 
     pub(crate) fn status(&self, c: &Completion) -> Result<Status, Error> {
+        self.fault_of(c)?;
         if c.cancelled {
             return Err(Error::Cancelled);
         }

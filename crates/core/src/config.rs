@@ -121,6 +121,10 @@ pub struct Config {
     /// turns; large collectives go through it in chunks of a half (split over the ranks for
     /// allreduce and allgather), so it bounds both the memory and the chunk.
     pub coll_shm_bytes: usize,
+    /// `FERRY_FAULT_TOLERANT` (`0` | `1`, default 0; `ferry run --fault-tolerant` sets it): a
+    /// rank's death fails the operations that involve it instead of ending the job (User-Level
+    /// Failure Mitigation). Collectives then go by messages only, not through shared segments.
+    pub fault_tolerant: bool,
     /// `FERRY_TCP_EAGER` (bytes, default 65536, or 8192 with several rails): largest message
     /// sent eagerly over TCP. Eager messages keep MPI order on rail 0; with rails a lower limit
     /// lets medium messages go by rendezvous, whose data may take any rail.
@@ -208,6 +212,7 @@ impl Default for Config {
             cma: CmaMode::Auto,
             cma_share_min: 64 << 10,
             coll_shm_bytes: 4 << 20,
+            fault_tolerant: false,
             tcp_eager_limit: 64 << 10,
             tcp_chunk: 64 << 10,
             tcp_buffer: 0,
@@ -288,6 +293,15 @@ impl Config {
         // Read by MPI_UNIVERSE_SIZE (ferry-mpi); checked here so that a bad value fails
         // MPI_Init instead of being ignored.
         number("FERRY_UNIVERSE_SIZE")?;
+        let fault_tolerant = match word("FERRY_FAULT_TOLERANT").as_deref() {
+            None | Some("0") => false,
+            Some("1") => true,
+            Some(other) => {
+                return Err(Error::Config(format!(
+                    "FERRY_FAULT_TOLERANT={other:?}: expected 0 or 1"
+                )))
+            }
+        };
         let spin_yield = match word("FERRY_SPIN_YIELD").as_deref() {
             None => None,
             Some("1") => Some(true),
@@ -360,6 +374,7 @@ impl Config {
             cma,
             cma_share_min: bytes("FERRY_CMA_SHARE")?.unwrap_or(d.cma_share_min),
             coll_shm_bytes: bytes("FERRY_COLL_SHM")?.unwrap_or(d.coll_shm_bytes),
+            fault_tolerant,
             tcp_eager_limit: bytes("FERRY_TCP_EAGER")?.unwrap_or(if rails > 1 {
                 8 << 10
             } else {
@@ -461,6 +476,10 @@ impl Config {
             ("FERRY_CMA", format!("{:?}", self.cma).to_lowercase()),
             ("FERRY_CMA_SHARE", self.cma_share_min.to_string()),
             ("FERRY_COLL_SHM", self.coll_shm_bytes.to_string()),
+            (
+                "FERRY_FAULT_TOLERANT",
+                u8::from(self.fault_tolerant).to_string(),
+            ),
             (
                 "FERRY_TCP_ADDR",
                 self.tcp_addr

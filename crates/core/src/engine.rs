@@ -116,6 +116,8 @@ pub(crate) struct Proto {
     active_out: Vec<(u32, ActiveReply)>,
     /// Traffic totals for tools ([`crate::Comm::counters`]).
     pub(crate) counters: crate::stats::Counters,
+    /// A peer's death fails what waits on it instead of the job (`engine/failure.rs`).
+    pub(crate) fault_tolerant: bool,
 }
 
 /// The receiver's part of a shared copy: bytes `[0, len)` of the message at `source_addr` in
@@ -177,6 +179,8 @@ pub(crate) struct Engine {
     /// Per peer, indexed by universe rank as `proto`'s peers (see [`Link`]); peers the
     /// protocol adds while reading get theirs in [`Engine::adopt_peers`].
     links: Vec<Link>,
+    /// Failed peers and revoked communicators, in a fault-tolerant job.
+    faults: Option<Box<failure::Faults>>,
 }
 
 /// Settings the engine needs from `Config` and setup.
@@ -232,6 +236,7 @@ impl Engine {
                 active: Vec::new(),
                 active_out: Vec::new(),
                 counters: crate::stats::Counters::default(),
+                fault_tolerant: false,
             },
             shm_eager_limit: setup.shm_eager_limit.min(shm_max),
             shm_chunk: shm_max / 2,
@@ -253,6 +258,7 @@ impl Engine {
             started: Instant::now(),
             in_place: Vec::new(),
             links,
+            faults: None,
         };
         if let Some(tcp) = setup.tcp {
             engine.add_tcp(tcp);
@@ -315,11 +321,16 @@ impl Engine {
     /// Drops what was queued for other worlds' processes whose connection ended, and adopts
     /// those that connected (see [`Engine::adopt_peers`]): what follows a read of TCP.
     fn after_tcp_input(&mut self) {
-        if let Some(t) = self.net.tcp.as_mut() {
-            for peer in t.take_closed() {
-                if let Some(p) = self.proto.peers.get_mut(peer as usize) {
-                    p.outq.clear();
-                    p.departed = true;
+        let closed = (self.net.tcp.as_mut()).map_or_else(Vec::new, |t| t.take_closed());
+        {
+            for peer in closed {
+                match self.proto.peers.get_mut(peer as usize) {
+                    Some(p) if self.proto.fault_tolerant && !p.departed => self.peer_failed(peer),
+                    Some(p) => {
+                        p.outq.clear();
+                        p.departed = true;
+                    }
+                    None => {}
                 }
             }
         }
@@ -411,11 +422,13 @@ impl Engine {
             && self.proto.busy.is_empty()
             && self.proto.shared_pulls.is_empty()
             && !self.net.shm.as_mut().is_some_and(ShmTransport::any_ready)
+            && !self.faults.as_ref().is_some_and(|f| f.due())
     }
 }
 
 mod active;
 mod fabric;
+mod failure;
 mod hook;
 mod incoming;
 mod outq;
@@ -434,11 +447,13 @@ use crate::frames::{Arrival, EagerTake, FabricRead, FrameSink, Incoming, OutFram
 pub(crate) use active::ActiveFn;
 pub use active::ActiveReply;
 use fabric::FabricWork;
+pub(crate) use failure::faulted;
 pub(crate) use hook::{Hook, NoHook};
 pub(crate) use incoming::{Announced, Unexpected};
 use outq::{non_null_if_empty, ordered_frame, Out};
 use peer::{Lanes, Link, Peer};
 pub(crate) use request::Completion;
+pub use request::Fault;
 use request::{copy_kept, ReqState, Requests};
 pub(crate) use wait::Watch;
 

@@ -93,4 +93,20 @@ pub enum Error {
     /// The request was cancelled before it matched.
     #[error("request was cancelled")]
     Cancelled,
+    /// A process the operation involves has failed (a fault-tolerant job goes on without it).
+    #[error("rank {rank} of the communicator has failed")]
+    ProcFailed {
+        /// Its rank in the communicator (`usize::MAX`: not a member of it).
+        rank: usize,
+    },
+    /// A receive from any source is still pending, but a member that could have sent its
+    /// message failed and the failure is not acknowledged (`Comm::ack_failed`).
+    #[error("rank {rank} of the communicator failed and is not acknowledged; the receive from any source is still pending")]
+    ProcFailedPending {
+        /// Its rank in the communicator.
+        rank: usize,
+    },
+    /// The communicator was revoked: only shrink, agreement and revocation work on it.
+    #[error("the communicator has been revoked")]
+    Revoked,
 }

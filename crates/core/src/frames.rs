@@ -57,6 +57,10 @@ pub(crate) trait FrameSink {
     /// The rail of a RAIL_DOWN with `seq` is read to its end: ordered frames from number `seq`
     /// on that arrived already are dropped when they come again.
     fn drained(&mut self, _peer: u32, _seq: u64) {}
+    /// Whether a lost peer fails only what waits on it (a fault-tolerant job), not the job.
+    fn survives_loss(&self) -> bool {
+        false
+    }
     /// Whether `peer` said BYE: the end of its connection is then no failure.
     fn departed(&self, _peer: u32) -> bool {
         false

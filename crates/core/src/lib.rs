@@ -30,6 +30,7 @@ pub mod compress;
 pub mod config;
 mod engine;
 mod error;
+mod fault;
 mod frames;
 mod host;
 mod limits;

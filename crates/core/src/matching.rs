@@ -195,6 +195,19 @@ impl<R: PartialEq + Copy, M> Matcher<R, M> {
         self.queues[q].1.get(at).map(|(_, e, m)| (e, m))
     }
 
+    /// Withdraws every posted receive whose pattern `cut` picks, oldest first.
+    pub fn take_posted_where(&mut self, mut cut: impl FnMut(&Pattern) -> bool) -> Vec<R> {
+        let mut taken = Vec::new();
+        self.posted.retain(|(p, r)| {
+            let picked = cut(p);
+            if picked {
+                taken.push(*r);
+            }
+            !picked
+        });
+        taken
+    }
+
     /// Withdraws a posted receive; false if it was already matched.
     pub fn cancel_posted(&mut self, request: R) -> bool {
         let before = self.posted.len();

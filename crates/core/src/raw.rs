@@ -8,6 +8,7 @@
 
 use crate::coll::executor::Reducer;
 use crate::comm::{Comm, Source};
+pub use crate::engine::Fault;
 pub use crate::engine::SendMode;
 use crate::engine::{ActiveReply, Completion, ReqId, Unexpected};
 use crate::error::Error;
@@ -47,6 +48,9 @@ pub struct RawStatus {
     pub message_len: usize,
     /// The request was cancelled before it matched.
     pub cancelled: bool,
+    /// Ended by a failure (fault-tolerant jobs): its peer failed, or its communicator was
+    /// revoked.
+    pub fault: Fault,
 }
 
 impl RawStatus {
@@ -58,6 +62,7 @@ impl RawStatus {
             len: c.len,
             message_len: c.message_len,
             cancelled: c.cancelled,
+            fault: c.fault,
         }
     }
 }
@@ -154,6 +159,7 @@ impl Comm {
                 len,
                 message_len: len,
                 cancelled: false,
+                fault: Fault::None,
             };
             RawMessage {
                 message: (env, body),

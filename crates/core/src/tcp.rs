@@ -488,6 +488,7 @@ impl TcpTransport {
                         Ok(moved) => progressed |= moved,
                         Err(Error::PeerLost { .. })
                             if sink.departed(peer as u32)
+                                || sink.survives_loss()
                                 || !self.world.contains(&(peer as u32)) =>
                         {
                             // Another world's process ended: after its BYE, or as it finalized

@@ -269,7 +269,15 @@ pub fn init() -> Result<World, Error> {
     if let Some(f) = fabric.filter(|_| !fabric_peers.is_empty()) {
         engine.add_fabric(f)?;
     }
+    if config.fault_tolerant {
+        engine.tolerate_failures()?;
+    }
     let in_effect = Config {
+        // A shared segment's turns cannot tell a dead member from a slow one.
+        coll_shm_bytes: match config.fault_tolerant {
+            true => 0,
+            false => config.coll_shm_bytes,
+        },
         shm_eager_limit: Some(engine.shm_eager_limit()),
         shm_ring_bytes: Some(if near.shm_peers() { ring_bytes } else { 0 }),
         spin: Some(waits.spin),
@@ -745,6 +753,10 @@ impl World {
         }
         // Other worlds' processes end on their own: tell them ours is not a failure.
         self.leave_other_worlds()?;
+        let fault_tolerant = shared.in_effect.fault_tolerant;
+        if fault_tolerant {
+            shared.engine.borrow_mut().leave_all()?;
+        }
         // Flush queued frames; peers keep their rings and sockets open until the fence below.
         shared.wait_until(|p| p.output_drained())?;
         // Members may still be in this rank's last collectives: waiting for them lets a member
@@ -761,7 +773,10 @@ impl World {
             }
         }
         if let Some(boot) = shared.bootstrap.borrow_mut().as_mut() {
-            boot.fence()?;
+            // Every peer that lives has our BYE; a fence would wait for the dead.
+            if !fault_tolerant {
+                boot.fence()?;
+            }
             boot.finalize()?;
         }
         Ok(())

@@ -155,6 +155,7 @@ pub fn run(opts: &LaunchOptions) -> Result<Outcome, LaunchError> {
         .as_ref()
         .and_then(crate::watchdog::Watchdog::groups);
     job.child_exited = signals.child_exited.clone();
+    job.fault_tolerant = opts.fault_tolerant;
     // Spawned processes run on this host; a grid job's ranks run in the testbed's hosts.
     job.ssh_relays = ssh_relays;
     if opts.grid.is_none() && remote.is_none() {
@@ -280,6 +281,10 @@ struct Job {
     executable: std::path::PathBuf,
     /// Whether the debuggers' table of ranks is filled.
     proctable_published: bool,
+    /// A rank that fails is reported and the job goes on (`LaunchOptions::fault_tolerant`).
+    fault_tolerant: bool,
+    /// The ranks that failed in a fault-tolerant job, with how.
+    lost: Vec<Outcome>,
 }
 
 impl Job {
@@ -307,6 +312,8 @@ impl Job {
             settings: crate::settings::Settings::default(),
             executable: std::path::PathBuf::new(),
             proctable_published: false,
+            fault_tolerant: false,
+            lost: Vec::new(),
         }
     }
 
@@ -391,7 +398,7 @@ impl Job {
                 }
             }
             if self.ranks.iter().all(|r| r.judged) {
-                return Outcome::Success;
+                return self.survived();
             }
         }
     }
@@ -492,6 +499,12 @@ impl Job {
             }
             match verdict(rank, now) {
                 Verdict::Fine => rank.judged = true,
+                Verdict::Failed(failure) if self.fault_tolerant => {
+                    rank.judged = true;
+                    let lost = self.rank_failed(index, failure);
+                    eprintln!("ferry run: {lost}; the job goes on without it (--fault-tolerant)");
+                    self.lost.push(lost);
+                }
                 Verdict::Failed(failure) => {
                     rank.judged = true;
                     return Some(self.rank_failed(index, failure));
@@ -502,6 +515,22 @@ impl Job {
             }
         }
         None
+    }
+
+    /// How a job whose every rank is judged ended: a fault-tolerant job succeeds when some
+    /// rank finished well, whatever the others' failures.
+    fn survived(&mut self) -> Outcome {
+        match self.lost.len() {
+            0 => Outcome::Success,
+            n if n == self.ranks.len() => self.lost.swap_remove(0),
+            n => {
+                let of = self.ranks.len();
+                eprintln!(
+                    "ferry run: {n} of {of} ranks failed; the others finished (--fault-tolerant)"
+                );
+                Outcome::Success
+            }
+        }
     }
 
     /// How universe rank `index` failed, with its world, host and pid.

@@ -149,6 +149,9 @@ pub struct LaunchOptions {
     /// Lift the limit of [`RANKS_PER_CORE`] ranks per core of a host (`--oversubscribe`);
     /// `false` falls back to [`OVERSUBSCRIBE_ENV`]. [`MAX_RANKS`] holds regardless.
     pub oversubscribe: bool,
+    /// A rank's death fails only the operations that involve it (`--fault-tolerant`): the job
+    /// goes on with the others, which this sets `FERRY_FAULT_TOLERANT=1` for.
+    pub fault_tolerant: bool,
 }
 
 /// Core binding of the ranks (`ferry run --bind-to`).
@@ -183,6 +186,7 @@ impl LaunchOptions {
             hosts: None,
             launcher: Launcher::Local,
             oversubscribe: false,
+            fault_tolerant: false,
         }
     }
 }

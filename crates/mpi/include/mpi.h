@@ -2070,6 +2070,25 @@ int PMPI_Type_toint(MPI_Datatype datatype);
 MPI_Win PMPI_Win_fromint(int win);
 int PMPI_Win_toint(MPI_Win win);
 
+/* ---- User-Level Failure Mitigation (fault-tolerant jobs: ferry run --fault-tolerant) ------
+ * Not in MPI 5.0: the names and error classes MPICH gives them (Open MPI's, from mpi-ext.h).
+ * Without --fault-tolerant a rank's death ends the job and these calls see no failure. */
+#define MPIX_ERR_PROC_FAILED          101
+#define MPIX_ERR_PROC_FAILED_PENDING  102
+#define MPIX_ERR_REVOKED              103
+int MPIX_Comm_revoke(MPI_Comm comm);
+int MPIX_Comm_is_revoked(MPI_Comm comm, int *flag);
+int MPIX_Comm_get_failed(MPI_Comm comm, MPI_Group *failedgrp);
+int MPIX_Comm_ack_failed(MPI_Comm comm, int num_to_ack, int *num_acked);
+int MPIX_Comm_failure_ack(MPI_Comm comm);
+int MPIX_Comm_failure_get_acked(MPI_Comm comm, MPI_Group *failedgrp);
+int PMPIX_Comm_revoke(MPI_Comm comm);
+int PMPIX_Comm_is_revoked(MPI_Comm comm, int *flag);
+int PMPIX_Comm_get_failed(MPI_Comm comm, MPI_Group *failedgrp);
+int PMPIX_Comm_ack_failed(MPI_Comm comm, int num_to_ack, int *num_acked);
+int PMPIX_Comm_failure_ack(MPI_Comm comm);
+int PMPIX_Comm_failure_get_acked(MPI_Comm comm, MPI_Group *failedgrp);
+
 #ifdef __cplusplus
 }
 #endif

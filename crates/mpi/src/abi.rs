@@ -74,6 +74,11 @@ pub const MPI_ERR_VALUE_TOO_LARGE: c_int = 59;
 pub const MPI_ERR_ERRHANDLER: c_int = 61;
 pub const MPI_ERR_ABI: c_int = 62;
 pub const MPI_ERR_LASTCODE: c_int = 0x3fff;
+// User-Level Failure Mitigation (fault-tolerant jobs): the classes MPICH gives them (its first
+// extension class is 100); the standard ABI has none yet.
+pub const MPIX_ERR_PROC_FAILED: c_int = 101;
+pub const MPIX_ERR_PROC_FAILED_PENDING: c_int = 102;
+pub const MPIX_ERR_REVOKED: c_int = 103;
 
 pub const MPI_ANY_SOURCE: c_int = -1;
 pub const MPI_PROC_NULL: c_int = -3;

@@ -102,6 +102,7 @@ pub(crate) fn register_with(
             topo,
             inter,
             idups: 0,
+            acked: 0,
         }))
     })
 }

@@ -116,6 +116,7 @@ mod collectives;
 mod datatypes;
 mod environment;
 mod external;
+mod fault_tolerance;
 mod groups_comms;
 mod guards;
 mod info;

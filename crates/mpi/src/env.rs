@@ -50,6 +50,7 @@ pub(crate) fn init(required: c_int, world: bool) -> Res<c_int> {
         topo: None,
         inter: None,
         idups: 0,
+        acked: 0,
     };
     // Every level is provided; MULTIPLE serializes the threads' calls (see `crate::threads`).
     let provided = thread_level(required);
@@ -157,6 +158,7 @@ pub(crate) unsafe fn write_string(
 
 fn valid_class(code: c_int) -> bool {
     (MPI_SUCCESS..=MPI_ERR_ABI).contains(&code)
+        || (MPIX_ERR_PROC_FAILED..=MPIX_ERR_REVOKED).contains(&code)
         || (MPI_T_ERR_CANNOT_INIT..=MPI_T_ERR_PVAR_NO_ATOMIC).contains(&code)
 }
 

@@ -59,6 +59,9 @@ impl From<ferry_core::Error> for MpiError {
             E::RankOutOfRange { .. } => MPI_ERR_RANK,
             E::InvalidTag(_) => MPI_ERR_TAG,
             E::PeerLost { .. } => MPI_ERR_PROC_ABORTED,
+            E::ProcFailed { .. } => MPIX_ERR_PROC_FAILED,
+            E::ProcFailedPending { .. } => MPIX_ERR_PROC_FAILED_PENDING,
+            E::Revoked => MPIX_ERR_REVOKED,
             E::BufferTooSmall { .. } => MPI_ERR_BUFFER,
             E::Config(_) => MPI_ERR_ARG,
             E::Cancelled => MPI_SUCCESS,
@@ -134,6 +137,11 @@ pub(crate) fn class_text(class: c_int) -> &'static str {
         MPI_ERR_SESSION => "invalid session",
         MPI_ERR_VALUE_TOO_LARGE => "value too large to store",
         MPI_ERR_ABI => "error in the ABI layer (conversion of a handle or value)",
+        MPIX_ERR_PROC_FAILED => "a process involved in the operation has failed",
+        MPIX_ERR_PROC_FAILED_PENDING => {
+            "a process that could have matched this wildcard receive has failed; the request is still pending"
+        }
+        MPIX_ERR_REVOKED => "the communicator has been revoked",
         MPI_T_ERR_CANNOT_INIT => "MPI_T: interface not in the state to be initialized",
         MPI_T_ERR_NOT_ACCESSIBLE => "MPI_T: requested functionality not accessible",
         MPI_T_ERR_NOT_INITIALIZED => "MPI_T: interface not initialized",

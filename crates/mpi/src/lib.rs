@@ -76,6 +76,7 @@ pub(crate) mod env;
 pub(crate) mod error;
 pub(crate) mod external;
 pub(crate) mod fortran;
+pub(crate) mod ft;
 pub(crate) mod greq;
 pub(crate) mod handles;
 pub(crate) mod inter;

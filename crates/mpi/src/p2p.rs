@@ -348,7 +348,9 @@ pub(crate) unsafe fn blocking_send(
     kind: SendKind,
 ) -> Res {
     let mut req = running(|s| start_send(s, buf, count, datatype, dest, tag, comm, kind))?;
-    wait_request(&mut req).map(drop)
+    // A send ends with an error only in a fault-tolerant job (its peer failed, or its
+    // communicator was revoked).
+    wait_request(&mut req)?.check()
 }
 
 /// A standard send on the lean path that the runtime took at once: its byte count.

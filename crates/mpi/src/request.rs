@@ -3,6 +3,7 @@
 use crate::abi::*;
 use crate::datatype::Datatype;
 use crate::error::{fail, MpiError, Res};
+use ferry_core::raw::Fault;
 use ferry_core::raw::{RawRequest, RawStatus};
 use std::ffi::c_int;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
@@ -229,7 +230,11 @@ impl Outcome {
             tag: raw.tag,
             bytes: raw.len as i64,
             cancelled: raw.cancelled,
-            error: if raw.message_len > raw.len && !raw.cancelled {
+            error: if raw.fault == Fault::ProcFailed {
+                MPIX_ERR_PROC_FAILED
+            } else if raw.fault == Fault::Revoked {
+                MPIX_ERR_REVOKED
+            } else if raw.message_len > raw.len && !raw.cancelled {
                 MPI_ERR_TRUNCATE
             } else {
                 MPI_SUCCESS
@@ -258,6 +263,13 @@ impl Outcome {
     pub(crate) fn check(&self) -> Res {
         if self.error == MPI_SUCCESS {
             Ok(())
+        } else if self.error == MPIX_ERR_PROC_FAILED {
+            fail(
+                self.error,
+                format!("rank {} of the communicator failed", self.source),
+            )
+        } else if self.error == MPIX_ERR_REVOKED {
+            fail(self.error, "the communicator has been revoked")
         } else if self.error != MPI_ERR_TRUNCATE {
             fail(
                 self.error,

@@ -321,7 +321,13 @@ impl Comm {
             .engine
             .borrow()
             .eager_floor(schedule.send_mode());
-        if let Some(ran) = self.run_direct(schedule, send, recv, reduce, eager) {
+        // A fault-tolerant job runs every call in the executor, which fails the calls of a
+        // communicator that lost a member (see `Collectives::fail_calls_of_failed`).
+        let fault_tolerant = self.shared.in_effect.fault_tolerant;
+        if let Some(ran) = (!fault_tolerant)
+            .then(|| self.run_direct(schedule, send, recv, reduce, eager))
+            .flatten()
+        {
             return ran;
         }
         let call = self.collective_call(schedule.clone(), send, recv, reduce.cloned(), false);
@@ -331,7 +337,7 @@ impl Comm {
         };
         match started {
             Started::Done => Ok(()),
-            Started::Running(id) => self.shared.wait(id).map(drop),
+            Started::Running(id) => self.shared.wait(id).and_then(|c| self.fault_of(&c)),
         }
     }
 

@@ -9,7 +9,7 @@
 
 use super::Collectives;
 use crate::engine::SendMode;
-use crate::engine::{Completion, Engine, InPlace, Received, ReqId};
+use crate::engine::{Completion, Engine, Fault, InPlace, Received, ReqId};
 use crate::error::Error;
 use ferry_sched::{Buffer, Op, Order, Region, Schedule};
 use std::rc::Rc;
@@ -586,6 +586,12 @@ impl Collectives {
         eng: &mut Engine,
         call: CollectiveCall,
     ) -> Result<Started, Error> {
+        if eng.is_revoked(call.context) {
+            return Err(Error::Revoked);
+        }
+        if let Some(rank) = failed_member(eng, &call.world_of) {
+            return Err(Error::ProcFailed { rank });
+        }
         let n = call.schedule.steps.len();
         let mut steps = self.spare.steps.pop().unwrap_or_default();
         steps.extend((0..n).map(|_| StepState::Waiting));
@@ -660,6 +666,9 @@ impl Collectives {
     pub(super) fn advance_running(&mut self, eng: &mut Engine) -> Result<bool, Error> {
         self.seen = eng.proto.completions;
         let mut progressed = false;
+        if eng.failed_peers().len() != self.failures_seen {
+            progressed |= self.fail_calls_of_failed(eng);
+        }
         if !self.running.is_empty() {
             // Advanced in place: a wait polls this often, and moving each collective out and
             // back would copy it every time.
@@ -710,6 +719,48 @@ impl Collectives {
     }
 }
 
+/// The communicator rank of the first member of `world_of` known to have failed (a
+/// fault-tolerant job: collectives of a communicator with a failed member fail at once).
+fn failed_member(eng: &Engine, world_of: &[u32]) -> Option<usize> {
+    let failed = eng.failed_peers();
+    if failed.is_empty() {
+        return None;
+    }
+    world_of.iter().position(|r| failed.contains(r))
+}
+
+impl Collectives {
+    /// Fails every running call with a member that failed: at every survivor alike, since
+    /// each learns of every failure, so that none waits for a member that gave up its part.
+    /// Its receives not yet matched are withdrawn; its scratch is never reused, since sends
+    /// of it may still be going out.
+    #[cold]
+    fn fail_calls_of_failed(&mut self, eng: &mut Engine) -> bool {
+        self.failures_seen = eng.failed_peers().len();
+        let before = self.running.len();
+        self.running.retain_mut(|c| {
+            let Some(rank) = failed_member(eng, &c.view.world_of) else {
+                return true;
+            };
+            for step in &mut c.steps {
+                match std::mem::replace(step, StepState::Done) {
+                    StepState::Running(id) => eng.cancel(id),
+                    StepState::RunningFirst(copies) => {
+                        copies.iter().for_each(|&(id, _)| eng.cancel(id));
+                        std::mem::forget(copies);
+                    }
+                    StepState::Waiting | StepState::Done => {}
+                }
+            }
+            std::mem::forget(std::mem::take(&mut c.view.scratch));
+            let failed = crate::engine::faulted(Fault::ProcFailed, c.view.world_of[rank]);
+            eng.proto.complete(c.id, failed);
+            false
+        });
+        self.running.len() != before
+    }
+}
+
 /// What a finished collective call of `len` received bytes completes with.
 fn collective_done(eng: &Engine, len: usize) -> Completion {
     Completion {
@@ -718,6 +769,7 @@ fn collective_done(eng: &Engine, len: usize) -> Completion {
         len,
         message_len: len,
         cancelled: false,
+        fault: Fault::None,
     }
 }
 

@@ -53,6 +53,8 @@ pub(crate) struct Collectives {
     running: Vec<executor::Collective>,
     /// The engine's count of completed requests when the running calls were last advanced.
     seen: u64,
+    /// Failed peers the running calls were last checked against (fault-tolerant jobs).
+    failures_seen: usize,
     /// Receives of redundant copies (two-tree broadcasts) with the buffers they land in.
     drains: Vec<(ReqId, Vec<u8>)>,
     /// Allocations of finished calls for the next ones.

@@ -18,6 +18,8 @@ pub(super) struct Peer {
     /// Whether it said BYE: the end of its connection is orderly (another world's processes
     /// finalize and exit on their own).
     pub(super) departed: bool,
+    /// Whether it failed (fault-tolerant jobs, see `engine/failure.rs`).
+    pub(super) failed: bool,
     /// Whether a pull has read its memory once: only such peers are asked to share a copy, so
     /// a kernel that refuses CMA is found out before a copy depends on it.
     pub(super) cma_proven: bool,
@@ -40,6 +42,7 @@ impl Peer {
             outq: VecDeque::new(),
             queued: false,
             departed: false,
+            failed: false,
             cma_proven: false,
             large_out: 0,
             ordered_in: 0,

@@ -50,6 +50,9 @@ impl Engine {
         if self.proto.rails > 1 {
             progressed |= self.rails_failed()?;
         }
+        if self.faults.is_some() {
+            progressed |= self.look_for_failures()?;
+        }
         if hook.wants_pass(self.proto.completions) {
             progressed |= hook.advance(self)?;
         }
@@ -114,10 +117,17 @@ impl Engine {
                 Some(Out::Frame(f)) => f,
             };
             let written = match route {
-                Route::Shm => try_write(self.net.shm.as_mut(), p, frame)?,
-                Route::Tcp => try_write(self.net.tcp.as_mut(), p, frame)?,
-                Route::Fabric => try_write(self.net.fabric.as_mut(), p, frame)?,
-                Route::Loopback => true,
+                Route::Shm => try_write(self.net.shm.as_mut(), p, frame),
+                Route::Tcp => try_write(self.net.tcp.as_mut(), p, frame),
+                Route::Fabric => try_write(self.net.fabric.as_mut(), p, frame),
+                Route::Loopback => Ok(true),
+            };
+            let written = match written {
+                Err(Error::PeerLost { .. }) if self.proto.fault_tolerant => {
+                    self.peer_failed(peer);
+                    return Ok(true);
+                }
+                other => other?,
             };
             if !written {
                 break;

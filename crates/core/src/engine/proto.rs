@@ -122,6 +122,7 @@ impl Proto {
             len,
             message_len: len,
             cancelled: false,
+            fault: Fault::None,
         }
     }
 
@@ -474,5 +475,6 @@ pub(super) fn received(machine: &RendezvousRecv, env: &Envelope, message_len: us
         len: machine.accepted() as usize,
         message_len,
         cancelled: false,
+        fault: Fault::None,
     }
 }

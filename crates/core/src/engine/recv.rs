@@ -28,6 +28,15 @@ impl Engine {
 
     #[inline]
     pub(super) fn post_recv(&mut self, pattern: Pattern, buf: *mut u8, cap: usize) -> ReqId {
+        if self.proto.fault_tolerant {
+            if self.is_revoked(pattern.context) {
+                let revoked = failure::faulted(Fault::Revoked, 0);
+                return self.proto.requests.insert(ReqState::Done(revoked));
+            }
+            if let Some(id) = self.proto.doomed_recv(&pattern) {
+                return id;
+            }
+        }
         let id = self
             .proto
             .requests
@@ -83,6 +92,7 @@ impl Engine {
             len: n,
             message_len: len,
             cancelled: false,
+            fault: Fault::None,
         })))
     }
 
@@ -232,6 +242,11 @@ impl Engine {
                 self.proto.deliver_kept(id, env, &data);
                 self.proto.recycle_kept(data);
             }
+            Unexpected::Rts(_) if self.proto.failed(env.source) => {
+                // Its sender died before the payload moved: it never will.
+                let failed = failure::faulted(Fault::ProcFailed, env.source);
+                self.proto.complete(id, failed);
+            }
             Unexpected::Rts(rts) => {
                 self.proto.start_rendezvous_recv(id, env, rts, buf, cap);
                 self.flush_peer(env.source)?;
@@ -319,6 +334,7 @@ impl Engine {
                     len: 0,
                     message_len: 0,
                     cancelled: true,
+                    fault: Fault::None,
                 },
             );
         }

@@ -17,6 +17,7 @@ pub(super) unsafe fn copy_kept(env: Envelope, data: &[u8], buf: *mut u8, cap: us
         len: n,
         message_len: data.len(),
         cancelled: false,
+        fault: Fault::None,
     }
 }
 
@@ -31,6 +32,19 @@ pub(crate) struct Completion {
     /// Bytes the sender sent; larger than `len` means truncation.
     pub message_len: usize,
     pub cancelled: bool,
+    /// Ended by a failure (fault-tolerant jobs), not by its message.
+    pub fault: Fault,
+}
+
+/// Why a request ended without its message (fault-tolerant jobs).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Fault {
+    /// It did not: it ended normally (or was cancelled).
+    None,
+    /// Its peer failed; `Completion::source` is that peer.
+    ProcFailed,
+    /// Its communicator was revoked before it matched.
+    Revoked,
 }
 
 pub(super) enum ReqState {

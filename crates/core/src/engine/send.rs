@@ -34,6 +34,10 @@ impl Engine {
         if peer.route != Route::Shm || len > self.shm_eager_limit || !peer.outq.is_empty() {
             return false;
         }
+        // A failed peer or a revoked communicator: `isend` ends the send with the fault.
+        if self.proto.fault_tolerant && (peer.failed || self.is_revoked(context)) {
+            return false;
+        }
         let Some(shm) = self.net.shm.as_mut() else {
             return false;
         };
@@ -113,6 +117,17 @@ impl Engine {
         mode: SendMode,
     ) -> Result<ReqId, Error> {
         let route = self.proto.peers[dest as usize].route;
+        if self.proto.fault_tolerant {
+            let fault = match self.is_revoked(context) {
+                true => Some(failure::faulted(Fault::Revoked, 0)),
+                false => {
+                    (self.proto.failed(dest)).then(|| failure::faulted(Fault::ProcFailed, dest))
+                }
+            };
+            if let Some(ended) = fault {
+                return Ok(self.proto.requests.insert(ReqState::Done(ended)));
+            }
+        }
         // An empty message may come with a null buffer (MPI_Send(NULL, 0, …)); slices are built
         // from the pointer, which must then not be null.
         let buf = non_null_if_empty(buf as *mut u8, len) as *const u8;

@@ -58,6 +58,7 @@ impl Proto {
                 len: len.min(stored),
                 message_len: len,
                 cancelled: false,
+                fault: Fault::None,
             },
         );
     }
@@ -104,6 +105,10 @@ impl FrameSink for Proto {
 
     fn departed(&self, peer: u32) -> bool {
         self.peers.get(peer as usize).is_some_and(|p| p.departed)
+    }
+
+    fn survives_loss(&self) -> bool {
+        self.fault_tolerant
     }
 
     fn take_drains(&mut self, peer: u32) -> Vec<(u16, u64)> {

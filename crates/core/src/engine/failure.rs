@@ -1,0 +1,302 @@
+//! Failed peers and revoked communicators, in a fault-tolerant job (`FERRY_FAULT_TOLERANT=1`,
+//! `ferry run --fault-tolerant`): how the engine learns that a peer died, what becomes of the
+//! requests that wait on it, and how a revocation reaches every survivor.
+//!
+//! A peer on this host is watched through a pidfd, which turns readable when the process ends
+//! (polled at most every millisecond by progress passes; a rank asleep in a wait learns it
+//! within a nap, 20 ms at most); a peer over TCP fails when its connection ends without BYE.
+//! What waits on a failed peer completes with [`Fault::ProcFailed`]: receives posted from it,
+//! frames queued to it, rendezvous with it. Its messages that arrived whole stay receivable.
+//!
+//! A revocation travels as an owned message on [`FAULT_CONTEXT`]. Every rank forwards the
+//! first notice it gets for a communicator to every peer it has not seen fail, so the notice
+//! reaches every survivor even when the revoker dies after reaching just one: n² messages for
+//! n ranks, once per revoked communicator. Receives posted on a revoked communicator's
+//! contexts complete with [`Fault::Revoked`].
+
+use super::*;
+use std::cell::RefCell;
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::rc::Rc;
+
+/// The context of fault-tolerance notices: no communicator gets it (pairs are claimed far
+/// below, see `comm::CLAIMED_PAIRS_END`).
+pub(crate) const FAULT_CONTEXT: u32 = 0xffff_fff0;
+/// How often a fault-tolerant rank polls its peers' pidfds: a system call, so not on every
+/// progress pass; it bounds (with the nap of a sleeping wait) how late a death is learned.
+const LOOK_EVERY: std::time::Duration = std::time::Duration::from_millis(1);
+/// Tag of a revocation notice; its payload is the revoked communicator's context (LE u32).
+const REVOKE_TAG: i32 = 1;
+
+/// What the engine knows of failures (present only in a fault-tolerant job).
+pub(crate) struct Faults {
+    /// A pidfd per live peer on this host, by universe rank.
+    watched: Vec<(u32, OwnedFd)>,
+    /// Failed peers, in the order this rank learned of them.
+    failed: Vec<u32>,
+    /// The contexts of revoked communicators (both of each).
+    revoked: Vec<u32>,
+    /// When the pidfds were last polled.
+    looked: Instant,
+    /// Notices the active-message handler took in, for [`Engine::take_notices`].
+    inbox: Rc<RefCell<Vec<(u32, Vec<u8>)>>>,
+    /// Peers whose process ended, failed on the next pass unless they said BYE first: the
+    /// pass reads the rings, where a peer that finalized left its BYE before it exited.
+    ended: Vec<u32>,
+}
+
+impl Engine {
+    /// Makes this a fault-tolerant rank: peers' deaths become failed requests instead of
+    /// errors that end the job. Peers on this host (`Route::Shm`) are watched by pidfd.
+    pub(crate) fn tolerate_failures(&mut self) -> Result<(), Error> {
+        let mut watched = Vec::new();
+        for (rank, peer) in self.proto.peers.iter().enumerate() {
+            if peer.route != Route::Shm || peer.pid == 0 {
+                continue;
+            }
+            // SAFETY: pidfd_open takes a pid and flags and returns a new descriptor or -1.
+            let fd = unsafe { libc::syscall(libc::SYS_pidfd_open, peer.pid as libc::pid_t, 0) };
+            if fd < 0 {
+                let why = std::io::Error::last_os_error();
+                return Err(Error::Transport(format!(
+                    "cannot watch rank {rank} (pid {}) for failure: pidfd_open: {why}",
+                    peer.pid
+                )));
+            }
+            // SAFETY: a descriptor pidfd_open just returned, owned by nobody else.
+            watched.push((rank as u32, unsafe { OwnedFd::from_raw_fd(fd as i32) }));
+        }
+        let inbox: Rc<RefCell<Vec<(u32, Vec<u8>)>>> = Rc::default();
+        let handed = Rc::clone(&inbox);
+        self.set_active(
+            FAULT_CONTEXT,
+            Box::new(move |source, tag, data, _| {
+                if tag == REVOKE_TAG {
+                    handed.borrow_mut().push((source, data.to_vec()));
+                }
+            }),
+        );
+        self.proto.fault_tolerant = true;
+        self.faults = Some(Box::new(Faults {
+            watched,
+            failed: Vec::new(),
+            revoked: Vec::new(),
+            inbox,
+            ended: Vec::new(),
+            looked: Instant::now(),
+        }));
+        Ok(())
+    }
+
+    /// Peers known to have failed, in the order this rank learned of them (empty in a job
+    /// that is not fault-tolerant).
+    pub(crate) fn failed_peers(&self) -> &[u32] {
+        self.faults.as_ref().map_or(&[], |f| &f.failed)
+    }
+
+    /// Whether the communicator of context `context` (either of its two) was revoked.
+    pub(crate) fn is_revoked(&self, context: u32) -> bool {
+        self.faults
+            .as_ref()
+            .is_some_and(|f| f.revoked.contains(&context))
+    }
+
+    /// Looks for peers that ended (pidfds, at most every [`LOOK_EVERY`]) and acts on the
+    /// notices that came in: the end of every progress pass of a fault-tolerant rank.
+    pub(super) fn look_for_failures(&mut self) -> Result<bool, Error> {
+        // The peers found ended last time are failed now, after this pass read the rings:
+        // what they wrote before they died is in.
+        let moved = self.take_notices()?;
+        let Some(faults) = self.faults.as_mut() else {
+            return Ok(moved);
+        };
+        let now = Instant::now();
+        if now.duration_since(faults.looked) >= LOOK_EVERY {
+            faults.looked = now;
+            return Ok(faults.poll_pidfds() || moved);
+        }
+        Ok(moved)
+    }
+}
+
+impl Faults {
+    /// Whether a progress pass has work here: peers found ended, notices, or a poll due.
+    pub(super) fn due(&self) -> bool {
+        !self.ended.is_empty()
+            || !self.inbox.borrow().is_empty()
+            || self.looked.elapsed() >= LOOK_EVERY
+    }
+
+    /// Moves the peers whose pidfd turned readable to `ended`; whether there were any.
+    fn poll_pidfds(&mut self) -> bool {
+        let faults = self;
+        let mut moved = false;
+        let mut polled: Vec<libc::pollfd> = (faults.watched.iter())
+            .map(|(_, fd)| libc::pollfd {
+                fd: fd.as_raw_fd(),
+                events: libc::POLLIN,
+                revents: 0,
+            })
+            .collect();
+        if !polled.is_empty() {
+            // SAFETY: `polled` is a valid array of that many pollfds; a zero timeout.
+            let n = unsafe { libc::poll(polled.as_mut_ptr(), polled.len() as libc::nfds_t, 0) };
+            if n > 0 {
+                let ended: Vec<u32> = (polled.iter().zip(&faults.watched))
+                    .filter(|(p, _)| p.revents != 0)
+                    .map(|(_, (rank, _))| *rank)
+                    .collect();
+                faults.watched.retain(|(r, _)| !ended.contains(r));
+                moved |= !ended.is_empty();
+                faults.ended.extend(ended);
+            }
+        }
+        moved
+    }
+}
+
+impl Engine {
+    /// Acts on the revocation notices the handler took in.
+    pub(super) fn take_notices(&mut self) -> Result<bool, Error> {
+        let Some(faults) = self.faults.as_mut() else {
+            return Ok(false);
+        };
+        let ended = std::mem::take(&mut faults.ended);
+        let notices = std::mem::take(&mut *faults.inbox.borrow_mut());
+        let any = !notices.is_empty() || !ended.is_empty();
+        for rank in ended {
+            if !self.proto.departed(rank) {
+                self.peer_failed(rank);
+            }
+        }
+        for (source, data) in notices {
+            let context = <[u8; 4]>::try_from(data.as_slice())
+                .map(u32::from_le_bytes)
+                .map_err(|_| {
+                    protocol_error(source, format!("revocation of {} bytes", data.len()))
+                })?;
+            self.revoke(context)?;
+        }
+        Ok(any)
+    }
+
+    /// Revokes the communicator of point-to-point context `context` here and tells every
+    /// live peer (once: a second notice of it changes nothing). Receives posted on its two
+    /// contexts complete with [`Fault::Revoked`].
+    pub(crate) fn revoke(&mut self, context: u32) -> Result<(), Error> {
+        let Some(faults) = self.faults.as_mut() else {
+            return Err(Error::Config(
+                "revoking a communicator needs a fault-tolerant job (ferry run --fault-tolerant)"
+                    .into(),
+            ));
+        };
+        if faults.revoked.contains(&context) {
+            return Ok(());
+        }
+        // The point-to-point context and the collectives' (`context + 1`).
+        faults.revoked.extend([context, context + 1]);
+        let cut = |p: &Pattern| p.context == context || p.context == context + 1;
+        for id in self.proto.matcher.take_posted_where(cut) {
+            self.proto.complete(id, faulted(Fault::Revoked, 0));
+        }
+        let me = self.proto.me;
+        for peer in 0..self.proto.peer_count() as u32 {
+            let p = &self.proto.peers[peer as usize];
+            if peer == me || p.failed || p.departed {
+                continue;
+            }
+            let notice = context.to_le_bytes().to_vec();
+            self.send_owned(FAULT_CONTEXT, peer, REVOKE_TAG, notice)?;
+        }
+        Ok(())
+    }
+
+    /// Says BYE to every live peer, on every route: a fault-tolerant rank that finalizes
+    /// leaves without a fence (which would wait for the dead), and its peers must not take
+    /// its end for a failure.
+    pub(crate) fn leave_all(&mut self) -> Result<(), Error> {
+        let me = self.proto.me;
+        for peer in 0..self.proto.peer_count() as u32 {
+            let p = &self.proto.peers[peer as usize];
+            if peer == me || p.failed || p.departed || p.route == Route::Loopback {
+                continue;
+            }
+            self.proto
+                .push_out(peer, Out::Frame(OutFrame::control(Frame::Bye)));
+            self.flush_peer(peer)?;
+        }
+        Ok(())
+    }
+
+    /// Marks universe rank `rank` failed: everything that waits on it completes with
+    /// [`Fault::ProcFailed`], and what is sent to it or received from it later does at once.
+    pub(crate) fn peer_failed(&mut self, rank: u32) {
+        let Some(faults) = self.faults.as_mut() else {
+            return;
+        };
+        let Some(peer) = self.proto.peers.get_mut(rank as usize) else {
+            return;
+        };
+        if peer.failed || peer.departed || rank == self.proto.me {
+            return;
+        }
+        peer.failed = true;
+        faults.failed.push(rank);
+        let queued = std::mem::take(&mut peer.outq);
+        let failed = faulted(Fault::ProcFailed, rank);
+        for out in queued {
+            let id = match out {
+                Out::Frame(f) => f.complete,
+                Out::Stream(id) | Out::Expose { id, .. } => Some(id),
+            };
+            if let Some(id) = id {
+                self.proto.complete(id, failed);
+            }
+        }
+        for id in (self.proto.matcher).take_posted_where(|p| p.source == Some(rank)) {
+            self.proto.complete(id, failed);
+        }
+        let waiting: Vec<ReqId> = (self.proto.requests.slots.iter().enumerate())
+            .filter(|(_, slot)| match &slot.state {
+                ReqState::SendRendezvous { dest, .. } => *dest == rank,
+                ReqState::RecvRendezvous { env, .. } => env.source == rank,
+                _ => false,
+            })
+            .map(|(i, slot)| (u64::from(slot.generation) << 32) | i as u64)
+            .collect();
+        for id in waiting {
+            self.proto.complete(id, failed);
+        }
+        self.in_place.retain(|(_, held)| *held != Some(rank));
+        self.proto.completions += 1;
+    }
+}
+
+impl Proto {
+    /// A receive on a pattern that can never match because its source failed, as a finished
+    /// request; `None` when it may be posted. (Revoked communicators are refused above.)
+    pub(super) fn doomed_recv(&mut self, pattern: &Pattern) -> Option<ReqId> {
+        let source = pattern.source?;
+        let peer = self.peers.get(source as usize)?;
+        peer.failed
+            .then(|| (self.requests).insert(ReqState::Done(faulted(Fault::ProcFailed, source))))
+    }
+
+    /// Whether sends to `dest` fail at once (it failed).
+    #[inline]
+    pub(super) fn failed(&self, dest: u32) -> bool {
+        self.peers.get(dest as usize).is_some_and(|p| p.failed)
+    }
+}
+
+/// The completion of a request ended by `fault`; `source` names the failed peer.
+pub(crate) fn faulted(fault: Fault, source: u32) -> Completion {
+    Completion {
+        source,
+        tag: 0,
+        len: 0,
+        message_len: 0,
+        cancelled: false,
+        fault,
+    }
+}

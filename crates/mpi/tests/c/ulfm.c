@@ -1,0 +1,159 @@
+/* User-Level Failure Mitigation (a job run with ferry run --fault-tolerant, or Open MPI's
+ * mpiexec --with-ft ulfm): the last rank kills itself (SIGKILL) after a barrier, and the
+ * survivors, whose world has MPI_ERRORS_RETURN, see:
+ * - a receive posted from it end with MPIX_ERR_PROC_FAILED; every survivor learns of the
+ *   failure (MPIX_Comm_get_failed lists it) while it only polls;
+ * - a send to it and a collective on the world fail with MPIX_ERR_PROC_FAILED;
+ * - MPIX_Comm_ack_failed and MPIX_Comm_failure_get_acked count and list it;
+ * - point-to-point between survivors still works (a ring of messages);
+ * - MPIX_Comm_revoke of a duplicate made before the failure ends a receive another survivor
+ *   had posted on it with MPIX_ERR_REVOKED, and every survivor sees it revoked;
+ * - MPIX_Comm_agree over the survivors ANDs their flags, and MPIX_Comm_shrink makes a
+ *   communicator of the survivors on which collectives work again.
+ * Rank 0 prints " No Errors" once every survivor reported none (over the shrunk communicator).
+ * Run on 3 or more processes. */
+#include "mtest.h"
+#include <signal.h>
+#include <unistd.h>
+
+static int rank, size, victim;
+
+/* Drives progress (a probe) until every failure is known here: `want` members of `comm`
+ * failed. Gives up after 10 s. */
+static int wait_for_failures(MPI_Comm comm, int want)
+{
+    for (int i = 0; i < 10000; i++) {
+        MPI_Group failed;
+        int n = -1, flag;
+        MPIX_Comm_get_failed(comm, &failed);
+        MPI_Group_size(failed, &n);
+        MPI_Group_free(&failed);
+        if (n >= want)
+            return n;
+        MPI_Iprobe(MPI_ANY_SOURCE, 999, MPI_COMM_SELF, &flag, MPI_STATUS_IGNORE);
+        usleep(1000);
+    }
+    return -1;
+}
+
+static void point_to_point(void)
+{
+    int x = 0, rc;
+    if (rank == 0) {
+        MPI_Status st;
+        rc = MPI_Recv(&x, 1, MPI_INT, victim, 0, MPI_COMM_WORLD, &st);
+        CHECK_CLASS(rc, MPIX_ERR_PROC_FAILED, "MPI_Recv from the dead rank");
+    }
+    CHECK(wait_for_failures(MPI_COMM_WORLD, 1) == 1, "the failure was not learned");
+    rc = MPI_Send(&x, 1, MPI_INT, victim, 0, MPI_COMM_WORLD);
+    CHECK_CLASS(rc, MPIX_ERR_PROC_FAILED, "MPI_Send to the dead rank");
+    rc = MPI_Barrier(MPI_COMM_WORLD);
+    CHECK_CLASS(rc, MPIX_ERR_PROC_FAILED, "MPI_Barrier with a dead member");
+    rc = MPI_Allreduce(MPI_IN_PLACE, &x, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
+    CHECK_CLASS(rc, MPIX_ERR_PROC_FAILED, "MPI_Allreduce with a dead member");
+
+    MPI_Group world, failed, acked;
+    int n = -1, acked_n = -1, dead = -1;
+    MPIX_Comm_get_failed(MPI_COMM_WORLD, &failed);
+    MPI_Comm_group(MPI_COMM_WORLD, &world);
+    MPI_Group_translate_ranks(failed, 1, (int[]){0}, world, &dead);
+    CHECK(dead == victim, "MPIX_Comm_get_failed lists rank %d, not %d", dead, victim);
+    CHECK_OK(MPIX_Comm_ack_failed(MPI_COMM_WORLD, 0, &n), "MPIX_Comm_ack_failed(0)");
+    CHECK(n == 0, "%d acknowledged after acknowledging none", n);
+    CHECK_OK(MPIX_Comm_ack_failed(MPI_COMM_WORLD, size, &n), "MPIX_Comm_ack_failed(size)");
+    CHECK(n == 1, "%d acknowledged, expected 1", n);
+    MPIX_Comm_failure_get_acked(MPI_COMM_WORLD, &acked);
+    MPI_Group_size(acked, &acked_n);
+    CHECK(acked_n == 1, "MPIX_Comm_failure_get_acked has %d members", acked_n);
+    MPI_Group_free(&failed);
+    MPI_Group_free(&acked);
+    MPI_Group_free(&world);
+
+    /* The survivors pass a token around their ring. */
+    int alive = size - 1, token = -1, mine = rank * 10;
+    rc = MPI_Sendrecv(&mine, 1, MPI_INT, (rank + 1) % alive, 1, &token, 1, MPI_INT,
+                      (rank + alive - 1) % alive, 1, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+    CHECK_OK(rc, "MPI_Sendrecv between survivors");
+    CHECK(token == ((rank + alive - 1) % alive) * 10, "token %d", token);
+}
+
+static void revocation(MPI_Comm dup)
+{
+    int x = 0, flag = 0, rc;
+    if (rank == 1) {
+        MPI_Request req;
+        MPI_Irecv(&x, 1, MPI_INT, 0, 5, dup, &req);
+        MPI_Send(&x, 1, MPI_INT, 0, 6, MPI_COMM_WORLD); /* the receive is posted */
+        rc = MPI_Wait(&req, MPI_STATUS_IGNORE);
+        CHECK_CLASS(rc, MPIX_ERR_REVOKED, "a receive posted before MPIX_Comm_revoke");
+    }
+    if (rank == 0) {
+        MPI_Recv(&x, 1, MPI_INT, 1, 6, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+        CHECK_OK(MPIX_Comm_revoke(dup), "MPIX_Comm_revoke");
+    }
+    for (int i = 0; i < 10000 && !flag; i++) {
+        MPIX_Comm_is_revoked(dup, &flag);
+        if (!flag) {
+            MPI_Iprobe(MPI_ANY_SOURCE, 999, MPI_COMM_SELF, &x, MPI_STATUS_IGNORE);
+            usleep(1000);
+        }
+    }
+    CHECK(flag, "the revocation did not arrive");
+    rc = MPI_Send(&x, 1, MPI_INT, 0, 7, dup);
+    CHECK_CLASS(rc, MPIX_ERR_REVOKED, "MPI_Send on a revoked communicator");
+    rc = MPI_Barrier(dup);
+    CHECK_CLASS(rc, MPIX_ERR_REVOKED, "MPI_Barrier on a revoked communicator");
+}
+
+int main(int argc, char **argv)
+{
+    MPI_Comm dup;
+    MPI_Init(&argc, &argv);
+    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    MPI_Comm_size(MPI_COMM_WORLD, &size);
+    MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
+    victim = size - 1;
+    if (size < 3) {
+        if (rank == 0)
+            fprintf(stderr, "ulfm: needs 3 or more processes\n");
+        MPI_Abort(MPI_COMM_WORLD, 2);
+    }
+    MPI_Comm_dup(MPI_COMM_WORLD, &dup);
+    MPI_Comm_set_errhandler(dup, MPI_ERRORS_RETURN);
+    MPI_Group failed;
+    int n = -1;
+    MPIX_Comm_get_failed(MPI_COMM_WORLD, &failed);
+    MPI_Group_size(failed, &n);
+    CHECK(n == 0, "%d failed before any did", n);
+    MPI_Group_free(&failed);
+    CHECK_OK(MPI_Barrier(MPI_COMM_WORLD), "MPI_Barrier before the failure");
+    /* The victim dies once every rank is out of the barrier: a collective running when a
+     * member fails may fail at any member. */
+    int out = 1;
+    if (rank == victim) {
+        for (int r = 0; r < victim; r++)
+            MPI_Recv(&out, 1, MPI_INT, r, 8, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+        raise(SIGKILL);
+    }
+    MPI_Send(&out, 1, MPI_INT, victim, 8, MPI_COMM_WORLD);
+
+    point_to_point();
+    revocation(dup);
+
+    /* Every survivor's count of errors, gathered by point-to-point. */
+    int all = errs;
+    if (rank == 0) {
+        for (int r = 1; r < victim; r++) {
+            int theirs = 1;
+            MPI_Recv(&theirs, 1, MPI_INT, r, 9, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+            all += theirs;
+        }
+        printf(all == 0 ? " No Errors\n" : " Found %d errors\n", all);
+        fflush(stdout);
+    } else {
+        MPI_Send(&errs, 1, MPI_INT, 0, 9, MPI_COMM_WORLD);
+    }
+    MPI_Comm_free(&dup);
+    MPI_Finalize();
+    return all ? 1 : 0;
+}
