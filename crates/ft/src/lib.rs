@@ -2,7 +2,8 @@
 //! `MPIX_Comm_revoke`), without any I/O.
 //!
 //! - [`agree`]: uniform agreement on a flag (bitwise AND) and a set of failed members.
-//! - [`message`]: the messages of both (agreement's and revoke's), their bytes, and a decoder that never panics.
+//! - [`revoke`]: reliable spreading of "this communicator is revoked" to every survivor.
+//! - [`message`]: the messages of both, their bytes, and a decoder that never panics.
 //!
 //! Both are state machines of one member of a communicator of `n` members numbered `0..n`. The
 //! caller feeds them events and carries out the [`Action`]s they append to a `Vec`; they open no
@@ -27,6 +28,11 @@
 //!   ([`Agreement::on_failure`]). After each call, encode each [`Action::Send`]'s message and send
 //!   it to its member, in the order given. The process's call completes when
 //!   [`Agreement::decision`] is `Some`; keep the instance until it may be dropped (below).
+//! - **Revoke**, one per communicator (and epoch), from the communicator's creation until it is
+//!   freed: [`Revoke::revoke_local`] for `MPIX_Comm_revoke`, [`Revoke::on_message`] for every
+//!   [`Message::Revoke`] of its epoch, [`Revoke::on_failure`] for every failure reported on the
+//!   communicator, the same sends; [`Revoke::is_revoked`] says when operations on the
+//!   communicator must fail as revoked.
 //!
 //! Bytes from the network go through [`Message::decode`]; an error from it or from a state
 //! machine ([`ProtocolError`]) means a malformed or misrouted message, to be reported and
@@ -132,17 +138,45 @@
 //! (other members entered the agreement first) must be kept until it is created and fed after
 //! [`agree::Agreement::start`].
 //!
+//! # Revoke
+//!
+//! Each member that revokes, or first hears of a revoke, sends the notice to its neighbours in a
+//! binomial graph: for each distance `2^k < n`, the members at `me + 2^k` and `me - 2^k` around
+//! the ring of members. A neighbour known failed is replaced by the first member beyond it, in
+//! the same direction, not known failed, and each time a neighbour is reported failed the
+//! replacement is sent the notice (once per member, and never to a member that sent it).
+//!
+//! **Guarantee.** If any member that never fails is revoked (it revoked, or a notice reached it),
+//! every member that never fails is revoked, under any number and pattern of failures, as long as
+//! failure notices keep being fed. Proof: take a surviving revoked member `x`; its distance-1
+//! neighbour in the forward direction eventually becomes the next survivor around the ring (each
+//! member between them fails and is reported, and each report moves the neighbour on), and `x`
+//! sends it the notice unless it already did or that survivor sent it one; messages between two
+//! survivors arrive. So the next survivor is revoked, and so on around the ring. Replacing a
+//! neighbour even after it has received the notice matters: it may have failed before its own
+//! sends left. If the revoker fails and so does every member its notice reached, no survivor can
+//! tell the revoke from one never made, and it may be lost.
+//!
+//! **Cost.** Without failures each member sends the notice at most once to each of its at most
+//! `2 ⌈log2 n⌉` neighbours, skipping those that sent it first: at most `2 n ⌈log2 n⌉` messages,
+//! and `O(log n)` message delays from the revoker to everyone. Each failure reported to a revoked
+//! member costs it at most one message per direction it was a neighbour in.
+//!
+//! A revoke instance lives as long as the communicator: after it is revoked it must still be fed
+//! failure notices, to forward to replacements.
 #![deny(missing_docs)]
 #![forbid(unsafe_code)]
 
 pub mod agree;
 pub mod message;
+pub mod revoke;
 
 #[cfg(test)]
 mod sim;
 
 pub use agree::Agreement;
 pub use message::{Decision, DecodeError, MemberSet, Message};
+pub use revoke::Revoke;
 
 use thiserror::Error;
 
