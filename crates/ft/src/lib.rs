@@ -117,9 +117,9 @@
 //!
 //! **Termination.** Once every member below the lowest survivor `s` has failed and been reported
 //! to `s`, `s` leads; nobody can hold a promise above `s` (its coordinator would have had to know
-//! `s` failed). Each member `s` waits for either answers (once it has started the agreement) or
-//! is reported failed to `s`; so `s` decides, and its commit reaches every survivor. A survivor
-//! that is not `s` decides on that commit, or earlier.
+//! `s` failed). Every member `s` waits for either answers (once that member has entered the
+//! agreement) or is reported failed to `s`; so `s` decides, and its commit reaches every
+//! survivor. A survivor other than `s` decides on that commit, or earlier.
 //!
 //! **Cost.** Without failures: `n - 1` contributions, `n - 1` proposals, `n - 1` acceptances and
 //! `n - 1` commits, `4 (n - 1)` messages and four message delays; member 0 sends or receives
