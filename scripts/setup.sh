@@ -42,6 +42,8 @@ ldconfig -p 2>/dev/null | grep -q 'libpmix.so.2 ' || need+=(libpmix2)
 # loaded at run time by crates/fabric; the -dev package has the headers its layouts follow.
 ldconfig -p 2>/dev/null | grep -q 'libfabric.so.1 ' || need+=(libfabric1)
 [ -e /usr/include/rdma/fabric.h ] || need+=(libfabric-dev)
+# hwloc for the ranks' mapping and binding (crates/topo loads libhwloc.so.15 at run time).
+ldconfig -p 2>/dev/null | grep -q 'libhwloc.so.15 ' || need+=(libhwloc15)
 if [ ${#need[@]} -gt 0 ]; then
   as_root apt-get update -qq
   as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${need[@]}"
