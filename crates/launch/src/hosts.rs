@@ -51,6 +51,7 @@
 use std::fmt;
 use thiserror::Error;
 
+pub mod binding;
 mod slurm;
 
 pub use slurm::{expand_hostlist, parse_tasks_per_node, SlurmAllocation};
