@@ -136,15 +136,27 @@ pub(crate) fn allowed_cpus() -> Vec<usize> {
         .collect()
 }
 
-/// Makes the child that `command` starts run on `cpu` only (inherited across exec).
-pub(crate) fn bind_to_cpu(command: &mut std::process::Command, cpu: usize) {
+/// Makes the child that `command` starts run on `cpus` only (inherited across exec). Cpu
+/// numbers beyond the kernel's set size are left out; an empty set leaves the child unbound.
+pub(crate) fn bind_to_cpus(command: &mut std::process::Command, cpus: &[usize]) {
     use std::os::unix::process::CommandExt;
-    // SAFETY: between fork and exec the closure only fills a stack value and makes the
-    // async-signal-safe call sched_setaffinity; cpu < CPU_SETSIZE (it came from allowed_cpus).
+    let cpus: Vec<usize> = cpus
+        .iter()
+        .copied()
+        .filter(|&cpu| cpu < libc::CPU_SETSIZE as usize)
+        .collect();
+    if cpus.is_empty() {
+        return;
+    }
+    // SAFETY: between fork and exec the closure only fills a stack value from a vector made
+    // before the fork (no allocation) and makes the async-signal-safe call sched_setaffinity;
+    // each cpu < CPU_SETSIZE.
     unsafe {
         command.pre_exec(move || {
             let mut set: libc::cpu_set_t = std::mem::zeroed();
-            libc::CPU_SET(cpu, &mut set);
+            for &cpu in &cpus {
+                libc::CPU_SET(cpu, &mut set);
+            }
             if libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set) != 0 {
                 return Err(io::Error::last_os_error());
             }

@@ -217,6 +217,10 @@ pub(crate) fn load(synthetic: Option<&str>) -> Result<(Vec<Pu>, bool), TopoError
                 return Err(TopoError::Synthetic(description.into()));
             }
         }
+        // hwloc reads a made-up machine from these itself: that is not this system.
+        None if ["HWLOC_SYNTHETIC", "HWLOC_XMLFILE"]
+            .iter()
+            .any(|name| std::env::var_os(name).is_some()) => {}
         None => {
             // Older 2.x releases lack the restriction flag: then the caller restricts.
             // SAFETY: flags are set before load, as hwloc requires.

@@ -353,6 +353,19 @@ pub fn plan(
     let by_thread = matches!(policy.map_by, MapBy::Hwthread)
         || matches!(policy.bind_to, Some(BindTo::Hwthread));
     let slot_level = if by_thread { Level::Pu } else { Level::Core };
+    if let MapBy::Ppr { per, level } = policy.map_by {
+        // An explicit layout that cannot hold the host's ranks is an error, bound or not.
+        let objects = topo.count(level);
+        if ranks > per.saturating_mul(objects) {
+            return Err(BindingError::PprTooFew {
+                per,
+                level: level_name(level),
+                objects,
+                room: per.saturating_mul(objects),
+                ranks,
+            });
+        }
+    }
     let bind = match policy.bind_to {
         Some(BindTo::None) => return Ok(Plan::unbound(ranks, None)),
         Some(bind) => bind,

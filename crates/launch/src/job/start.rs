@@ -2,6 +2,8 @@
 //! processes of a world spawned by `MPI_Comm_spawn`.
 
 use super::*;
+use crate::hosts::binding::{BindTo, Policy};
+use crate::node::affinity::{self, HostAffinity};
 
 /// Tells a rank who it is and where its bootstrap server is (`ferry_wire::pmi::env`): the
 /// job key goes in its environment, never on its command line.
@@ -51,6 +53,7 @@ impl Job {
         signals: &Signals,
         deadline: Option<(Instant, Duration)>,
     ) -> Result<Option<Outcome>, LaunchError> {
+        let affinity = self.local_affinity(opts)?;
         for rank in 0..opts.np {
             if let Some(signal) = signals.take() {
                 return Ok(Some(Outcome::Interrupted { signal }));
@@ -63,9 +66,38 @@ impl Job {
             if rank % REAP_EVERY == 0 {
                 self.reap();
             }
-            self.spawn(opts, rank, server.addr(), key, grid)?;
+            self.spawn(opts, rank, server.addr(), key, grid, &affinity)?;
         }
         Ok(None)
+    }
+
+    /// The binding of the ranks here: the policy of the `FERRY_MAP_BY` … variables (the
+    /// options' environment first, then ours), else bound to cores as [`LaunchOptions::bind`]
+    /// left `cores`. A policy this host cannot meet stops the job before its first rank.
+    fn local_affinity(&self, opts: &LaunchOptions) -> Result<HostAffinity, LaunchError> {
+        let lookup = |name: &str| {
+            opts.extra_env
+                .iter()
+                .rev()
+                .find(|(k, _)| k == name)
+                .map(|(_, v)| v.clone())
+                .or_else(|| std::env::var(name).ok())
+        };
+        let fallback = Policy {
+            bind_to: Some(match self.cores.is_empty() {
+                true => BindTo::None,
+                false => BindTo::Core,
+            }),
+            ..Policy::default()
+        };
+        let ranks: Vec<u32> = (0..opts.np).collect();
+        affinity::policy_from(lookup, fallback)
+            .and_then(|policy| HostAffinity::plan(&sys::hostname(), &ranks, &policy))
+            .map_err(|e| LaunchError::Spawn {
+                rank: 0,
+                program: opts.program.clone(),
+                source: io::Error::other(e),
+            })
     }
 
     pub(super) fn spawn(
@@ -75,6 +107,7 @@ impl Job {
         addr: SocketAddr,
         key: &JobKey,
         grid: Option<&GridJob>,
+        affinity: &HostAffinity,
     ) -> Result<(), LaunchError> {
         // Rank 0 reads our standard input, unless that is a terminal: the ranks run in process
         // groups (or sessions) of their own, and reading the terminal from a background group
@@ -99,19 +132,12 @@ impl Job {
         // A local or testbed job's ranks all run on this machine's cores.
         sys::rank_group(&mut command, opts.np as usize <= self.usable_cores);
         sys::end_with_launcher(&mut command, libc::SIGKILL);
-        if let Some(cpu) = self.cores.get(rank as usize % self.cores.len().max(1)) {
-            sys::bind_to_cpu(&mut command, *cpu);
-            // Bound to one core, the rank would otherwise count only that one, take its peers
-            // for rivals and give its core away while it waits. The user's value stands.
-            if std::env::var_os(crate::HOST_CORES_ENV).is_none()
-                && !opts
-                    .extra_env
-                    .iter()
-                    .any(|(k, _)| k == crate::HOST_CORES_ENV)
-            {
-                command.env(crate::HOST_CORES_ENV, self.cores.len().to_string());
-            }
-        }
+        let user_set = std::env::var_os(crate::HOST_CORES_ENV).is_some()
+            || opts
+                .extra_env
+                .iter()
+                .any(|(k, _)| k == crate::HOST_CORES_ENV);
+        affinity.apply(&mut command, rank as usize, user_set);
         let child = command.spawn().map_err(|source| match source.kind() {
             io::ErrorKind::NotFound => LaunchError::ProgramNotFound(opts.program.clone()),
             io::ErrorKind::PermissionDenied if sys::names_a_directory(&opts.program) => {

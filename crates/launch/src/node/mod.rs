@@ -16,6 +16,7 @@
 //! Each rank also gets `FERRY_TCP_ADDR`: this host's address on the route to the launcher,
 //! which the ranks of other hosts reach it by as the launcher did.
 
+pub(crate) mod affinity;
 mod boot;
 mod children;
 
@@ -214,6 +215,16 @@ fn run_ranks(
         });
         return 1;
     }
+    let affinity = match plan_affinity(spec, host) {
+        Ok(affinity) => affinity,
+        Err(e) => {
+            let _ = out.send(NodeMessage::Failed {
+                rank: spec.ranks.first().copied(),
+                message: format!("on {host}: {e}"),
+            });
+            return 1;
+        }
+    };
     let Some(local_boot) = start_local_boot(spec, host, events_tx, out) else {
         return 1;
     };
@@ -226,6 +237,7 @@ fn run_ranks(
         output: start_output(host),
         ranks: Vec::new(),
         local_boot,
+        affinity,
         children: None,
         own_fenced: false,
         stopping: None,
@@ -238,19 +250,37 @@ fn run_ranks(
 /// This host's share of the job against its cores: the launcher cannot count them. The
 /// launcher's --oversubscribe comes as FERRY_OVERSUBSCRIBE in the job's environment.
 fn check_host_share(spec: &JobSpec, host: &str) -> Result<(), crate::LaunchError> {
-    let oversubscribe = crate::oversubscribe_allowed(false, |name| {
-        spec.env
-            .iter()
-            .rev()
-            .find(|(k, _)| k == name.as_bytes())
-            .map(|(_, v)| String::from_utf8_lossy(v).into_owned())
-    })?;
+    let oversubscribe = crate::oversubscribe_allowed(false, |name| job_env(spec, name))?;
     crate::check_rank_limit(
         spec.ranks.len() as u64,
         host,
         crate::usable_cores(),
         oversubscribe,
     )
+}
+
+/// The binding of this host's ranks, by the policy the launcher put in the job's environment
+/// (none without one), planned with this host's own topology.
+fn plan_affinity(
+    spec: &JobSpec,
+    host: &str,
+) -> Result<affinity::HostAffinity, crate::hosts::binding::BindingError> {
+    let lookup = |name: &str| job_env(spec, name);
+    let unbound = crate::hosts::binding::Policy {
+        bind_to: Some(crate::hosts::binding::BindTo::None),
+        ..Default::default()
+    };
+    let policy = affinity::policy_from(lookup, unbound)?;
+    affinity::HostAffinity::plan(host, &spec.ranks, &policy)
+}
+
+/// The value of `name` in the job's environment (the last one given).
+fn job_env(spec: &JobSpec, name: &str) -> Option<String> {
+    spec.env
+        .iter()
+        .rev()
+        .find(|(k, _)| k == name.as_bytes())
+        .map(|(_, v)| String::from_utf8_lossy(v).into_owned())
 }
 
 /// Starts the server of this host's bootstrap exchange; `None` (the launcher told) if it
@@ -317,6 +347,8 @@ struct HostJob<'a> {
     output: Option<crate::output::Forwarder>,
     ranks: Vec<Rank>,
     local_boot: boot::LocalBoot,
+    /// Where this host's ranks are bound.
+    affinity: affinity::HostAffinity,
     /// The daemons this one started (a tree of daemons).
     children: Option<children::Children>,
     /// This host's ranks are all in the fence, not yet passed up.
@@ -343,6 +375,9 @@ impl HostJob<'_> {
                 reap(&mut self.ranks);
             }
             let mut command = self.rank_command(&program, rank, tcp_addr, own_core);
+            let user_set = std::env::var_os(crate::HOST_CORES_ENV).is_some()
+                || job_env(self.spec, crate::HOST_CORES_ENV).is_some();
+            self.affinity.apply(&mut command, started, user_set);
             let mut child = match command.spawn() {
                 Ok(child) => child,
                 Err(e) => {
