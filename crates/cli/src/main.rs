@@ -11,6 +11,7 @@ mod sim;
 mod weather;
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
+use ferry_launch::hosts::binding;
 use ferry_launch::{hosts, LaunchOptions, Launcher, Mapping, TIMEOUT_EXIT_CODE};
 use std::ffi::OsString;
 use std::time::Duration;
@@ -162,12 +163,32 @@ struct RunArgs {
           conflicts_with = "grid")]
     ppn: Option<u32>,
 
-    /// How ranks fill the hosts: `slot` (block: each host's slots in turn, the default) or
-    /// `node` (cyclic: one rank per host in turn; also `-rr`, as hydra). `block` and `cyclic`
-    /// are accepted as names too.
-    #[arg(long = "map-by", value_enum, value_name = "HOW", default_value_t = MapBy::Slot,
+    /// How ranks fill the hosts and their cores: `slot` (block: each host's slots in turn,
+    /// the default; also `core`, `hwthread`), `node` (cyclic: one rank per host in turn; also
+    /// `-rr`, as hydra), `numa` or `package`/`socket` (a host's ranks round-robin over its NUMA
+    /// nodes or packages), `ppr:N:core|numa|package` (N ranks on each); `:PE=n` gives each rank
+    /// n cores (as --cpus-per-rank). `block` and `cyclic` are accepted as names too.
+    #[arg(long = "map-by", value_name = "HOW", value_parser = check_map_by,
           conflicts_with = "grid")]
-    map_by: MapBy,
+    map_by: Option<String>,
+
+    /// What each rank is bound to: `core`, `hwthread`, `numa`, `package` (also `socket`) or
+    /// `none` [default: `core` — or the NUMA node or package it is mapped by — on a host whose
+    /// ranks fit its cores, else none; none where Slurm binds (SLURM_CPU_BIND)]. Also
+    /// FERRY_BIND_TO.
+    #[arg(long = "bind-to", value_name = "WHAT", value_parser = check_bind_to)]
+    bind_to: Option<String>,
+
+    /// Cores per rank, for ranks that run threads (Open MPI's `--map-by …:PE=n`; also
+    /// `--cpus-per-proc`, FERRY_CPUS_PER_RANK).
+    #[arg(long = "cpus-per-rank", visible_alias = "cpus-per-proc", value_name = "N",
+          value_parser = clap::value_parser!(u32).range(1..=65536))]
+    cpus_per_rank: Option<u32>,
+
+    /// Print each host's topology and each rank's cpus on standard error as the ranks start
+    /// (also FERRY_REPORT_BINDINGS=1).
+    #[arg(long)]
+    report_bindings: bool,
 
     /// How ranks on other hosts are started: `ssh`, `rsh`, `slurm` (srun) or `local` (every
     /// rank here; also `fork`) [default: slurm inside an allocation without --hosts, else ssh
@@ -198,12 +219,6 @@ struct RunArgs {
     /// Transport between the ranks (sets FERRY_TRANSPORT for them).
     #[arg(long, value_enum)]
     transport: Option<Transport>,
-
-    /// Bind each rank to a core of its own: `core` (rank i on core i mod cores), `auto` (only
-    /// when the job is on this host and has no more ranks than the cores this launcher may
-    /// use), `none` (the default, as MPICH's launcher: the kernel places the ranks).
-    #[arg(long = "bind-to", value_enum, default_value_t = BindTo::None)]
-    bind_to: BindTo,
 
     /// TCP connections per pair of ranks (sets FERRY_RAILS for them): large messages are
     /// striped over them, each on its own interface when the grid file gives hosts rail
@@ -287,15 +302,41 @@ fn parse_timeout(text: &str) -> Result<Duration, String> {
     Duration::try_from_secs_f64(secs).map_err(|_| format!("{text:?} is not a usable timeout"))
 }
 
-/// `ferry run --map-by`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
-enum MapBy {
-    /// Block: fill each host's slots before the next (Open MPI's `--map-by slot`).
-    #[value(alias = "block")]
-    Slot,
-    /// Cyclic: round-robin over the hosts (Open MPI's `--map-by node`, hydra's `-rr`).
-    #[value(alias = "cyclic")]
-    Node,
+/// `--map-by`, checked (the text stays: the node daemons read it again).
+fn check_map_by(text: &str) -> Result<String, String> {
+    binding::MapBy::parse(text)
+        .map(|_| text.to_string())
+        .map_err(|e| e.to_string())
+}
+
+/// `--bind-to`, checked.
+fn check_bind_to(text: &str) -> Result<String, String> {
+    binding::BindTo::parse(text)
+        .map(|_| text.to_string())
+        .map_err(|e| e.to_string())
+}
+
+/// How the ranks are spread over the hosts: round-robin for `--map-by node`, else in blocks.
+fn host_mapping(map_by: Option<&str>) -> Mapping {
+    match map_by.map(binding::MapBy::parse) {
+        Some(Ok((binding::MapBy::Node, _))) => Mapping::Cyclic,
+        _ => Mapping::Block,
+    }
+}
+
+/// The mapping and binding policy of the options, each falling back to its variable.
+fn binding_policy(args: &RunArgs) -> Result<binding::Policy, binding::BindingError> {
+    let env = |name: &str| std::env::var(name).ok().filter(|v| !v.is_empty());
+    let map_by = args.map_by.clone().or_else(|| env(binding::MAP_BY_ENV));
+    let bind_to = args.bind_to.clone().or_else(|| env(binding::BIND_TO_ENV));
+    let pe = args
+        .cpus_per_rank
+        .map(|n| n.to_string())
+        .or_else(|| env(binding::CPUS_PER_RANK_ENV));
+    let report = args.report_bindings
+        || env(binding::REPORT_BINDINGS_ENV)
+            .is_some_and(|v| matches!(v.trim(), "1" | "yes" | "true" | "on"));
+    binding::Policy::parse(map_by.as_deref(), bind_to.as_deref(), pe.as_deref(), report)
 }
 
 /// `ferry run --launcher`.
@@ -352,22 +393,11 @@ fn placement(args: &RunArgs, this_host: &str) -> Result<hosts::Placement, String
         np: args.np,
         hosts,
         ppn: args.ppn,
-        mapping: match args.map_by {
-            MapBy::Slot => Mapping::Block,
-            MapBy::Node => Mapping::Cyclic,
-        },
+        mapping: host_mapping(args.map_by.as_deref()),
         launcher,
         allocation,
     };
     request.resolve(this_host).map_err(|e| e.to_string())
-}
-
-/// `ferry run --bind-to`.
-#[derive(Debug, Clone, Copy, clap::ValueEnum)]
-enum BindTo {
-    Auto,
-    Core,
-    None,
 }
 
 /// Runs a job as `ferry run` does and returns its exit status. Messages go to stderr.
@@ -407,6 +437,13 @@ fn run_command(args: RunArgs) -> i32 {
             return 2;
         }
     };
+    let policy = match binding_policy(&args) {
+        Ok(policy) => policy,
+        Err(e) => {
+            eprintln!("ferry run: {e}");
+            return 2;
+        }
+    };
     let (program, program_args) = match args.gdb {
         true => under_gdb(args.program, args.args),
         false => (args.program, args.args),
@@ -424,11 +461,13 @@ fn run_command(args: RunArgs) -> i32 {
             .extra_env
             .push(("FERRY_FAULT_TOLERANT".into(), "1".into()));
     }
-    options.bind = match args.bind_to {
-        BindTo::Auto => ferry_launch::Bind::Auto,
-        BindTo::Core => ferry_launch::Bind::Core,
-        BindTo::None => ferry_launch::Bind::None,
+    options.bind = match policy.bind_to {
+        Some(binding::BindTo::None) => ferry_launch::Bind::None,
+        Some(_) => ferry_launch::Bind::Core,
+        None => ferry_launch::Bind::Auto,
     };
+    // The ranks here and the node daemons read the policy from the job's environment.
+    options.extra_env.extend(policy.to_env());
     if let Some(n) = args.universe_size {
         options
             .extra_env
@@ -831,7 +870,7 @@ fn normalize_bench_import(mut argv: Vec<OsString>) -> Vec<OsString> {
 
 /// Single-dash long options of mpiexec (MPICH's hydra and Open MPI), and the Oxford BSP
 /// toolset's `-npes` (bsprun's), and what they are here.
-const SINGLE_DASH_OPTIONS: [(&str, &str); 8] = [
+const SINGLE_DASH_OPTIONS: [(&str, &str); 11] = [
     ("-np", "--np"),
     ("-npes", "--np"),
     ("-hosts", "--hosts"),
@@ -840,6 +879,9 @@ const SINGLE_DASH_OPTIONS: [(&str, &str); 8] = [
     ("-machinefile", "--machinefile"),
     ("-ppn", "--ppn"),
     ("-launcher", "--launcher"),
+    ("-bind-to", "--bind-to"),
+    ("-map-by", "--map-by"),
+    ("-cpus-per-rank", "--cpus-per-rank"),
 ];
 
 /// mpiexec spells options with one dash (`-np N`, `-hosts a,b`, `-ppn 2`, `-rr`); clap has no
@@ -919,6 +961,8 @@ fn normalize_run_args(argv: Vec<OsString>) -> Vec<OsString> {
                 | "--timeout"
                 | "--transport"
                 | "--bind-to"
+                | "--cpus-per-rank"
+                | "--cpus-per-proc"
                 | "--rails"
                 | "--universe-size"
                 | "--grid"

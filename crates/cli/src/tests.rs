@@ -85,10 +85,27 @@ fn host_option_spellings() {
         assert_eq!(args.program, "prog");
     }
     let args = parse(&["ferry", "run", "-ppn", "2", "-rr", "prog"]);
-    assert_eq!((args.ppn, args.map_by), (Some(2), MapBy::Node));
+    let mapping = |args: &RunArgs| host_mapping(args.map_by.as_deref());
+    assert_eq!((args.ppn, mapping(&args)), (Some(2), Mapping::Cyclic));
     let args = parse(&["ferry", "run", "--map-by", "block", "--ppn=3", "prog"]);
-    assert_eq!((args.ppn, args.map_by), (Some(3), MapBy::Slot));
-    assert_eq!(parse(&["ferry", "run", "prog"]).map_by, MapBy::Slot);
+    assert_eq!((args.ppn, mapping(&args)), (Some(3), Mapping::Block));
+    assert_eq!(mapping(&parse(&["ferry", "run", "prog"])), Mapping::Block);
+    let args = parse(&["ferry", "run", "-map-by", "ppr:2:socket:PE=2", "prog"]);
+    assert_eq!(mapping(&args), Mapping::Block);
+    assert_eq!(args.map_by.as_deref(), Some("ppr:2:socket:PE=2"));
+    let args = parse(&[
+        "ferry",
+        "run",
+        "-bind-to",
+        "socket",
+        "--cpus-per-proc",
+        "2",
+        "prog",
+    ]);
+    assert_eq!(
+        (args.bind_to.as_deref(), args.cpus_per_rank),
+        (Some("socket"), Some(2))
+    );
     let args = parse(&["ferry", "run", "-launcher", "fork", "prog"]);
     assert_eq!(args.launcher, Some(LauncherArg::Local));
     let args = parse(&[

@@ -333,7 +333,10 @@ fn bind_to_core_gives_each_rank_one_core_and_none_leaves_them_free() {
                 .and_then(|l| l.split_whitespace().nth(1).map(str::to_owned))
         })
         .expect("Cpus_allowed_list");
-    let free = run(&["-n", "2", "sh", "-c", script], Duration::from_secs(5));
+    let free = run(
+        &["-n", "2", "--bind-to", "none", "sh", "-c", script],
+        Duration::from_secs(5),
+    );
     assert_eq!(allowed(&free), [ours.clone(), ours.clone()]);
     let bound = run(
         &["-n", "2", "--bind-to", "core", "sh", "-c", script],
