@@ -9,6 +9,8 @@ pub(crate) fn info_command(args: InfoArgs) -> i32 {
     if let Ok(config) = ferry_core::Config::from_env() {
         print_fabric(config.net);
     }
+    // What --map-by and --bind-to work with on this host.
+    println!("topology: {}", ferry_topo::Topology::detect().summary());
     if args.params {
         match ferry_core::Config::from_env() {
             Ok(config) => {

@@ -221,6 +221,10 @@ fn bad_policies_are_refused_before_any_rank_starts() {
         assert!(!text(&out.stdout).contains("ran"), "{all:?}");
         assert!(!text(&out.stderr).is_empty());
     }
+    // The variables are checked as the options are.
+    let out = run(&[("FERRY_BIND_TO", "sideways")], &["-n", "1", "true"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(text(&out.stderr).contains("\"sideways\""), "{}", text(&out.stderr));
 }
 
 #[test]
