@@ -24,6 +24,17 @@ impl HostAffinity {
         ranks: &[u32],
         policy: &Policy,
     ) -> Result<HostAffinity, BindingError> {
+        if policy.bind_to == Some(binding::BindTo::None) && !policy.report {
+            // Nothing to bind or say: no need to look at the machine.
+            return Ok(HostAffinity {
+                plan: Plan {
+                    cpus: vec![None; ranks.len()],
+                    unbound_because: None,
+                },
+                host_cpus: 0,
+                apply: false,
+            });
+        }
         let topology = Topology::detect();
         let slurm_binds = binding::slurm_binds(|name| std::env::var(name).ok());
         let plan = binding::plan(&topology, ranks.len(), policy, slurm_binds)?;
