@@ -437,13 +437,23 @@ fn run_command(args: RunArgs) -> i32 {
             return 2;
         }
     };
-    let policy = match binding_policy(&args) {
+    let mut policy = match binding_policy(&args) {
         Ok(policy) => policy,
         Err(e) => {
             eprintln!("ferry run: {e}");
             return 2;
         }
     };
+    // Every host's daemon here (`--launcher local`): each would bind its ranks from the first
+    // core on, all of them onto the same cores. Only an explicit --bind-to binds them.
+    let hosts_here = placement.launcher == Launcher::Local
+        && placement
+            .hosts
+            .as_ref()
+            .is_some_and(|hosts| hosts.len() > 1);
+    if hosts_here && policy.bind_to.is_none() {
+        policy.bind_to = Some(binding::BindTo::None);
+    }
     let (program, program_args) = match args.gdb {
         true => under_gdb(args.program, args.args),
         false => (args.program, args.args),

@@ -205,6 +205,20 @@ fn node_daemons_bind_the_ranks_of_their_hosts() {
     assert_eq!(ranks.len(), 2, "{stderr}");
     assert_eq!(reported(&stderr), ranks, "{stderr}");
     assert_eq!(ranks[&0], ranks[&1], "each host's first core: {ranks:?}");
+    // Without --bind-to, hosts that are all here are not bound onto the same cores.
+    let (all, _) = ours();
+    let args = [
+        "--hosts",
+        "a:1,b:1",
+        "--launcher",
+        "local",
+        "-n",
+        "2",
+        "--report-bindings",
+    ];
+    let (ranks, stderr) = cpus_of_ranks(&[], &args);
+    assert!(ranks.values().all(|c| c == &all), "{ranks:?}");
+    assert_eq!(stderr.matches("not bound").count(), 2, "{stderr}");
 }
 
 #[test]
@@ -224,7 +238,11 @@ fn bad_policies_are_refused_before_any_rank_starts() {
     // The variables are checked as the options are.
     let out = run(&[("FERRY_BIND_TO", "sideways")], &["-n", "1", "true"]);
     assert_eq!(out.status.code(), Some(2));
-    assert!(text(&out.stderr).contains("\"sideways\""), "{}", text(&out.stderr));
+    assert!(
+        text(&out.stderr).contains("\"sideways\""),
+        "{}",
+        text(&out.stderr)
+    );
 }
 
 #[test]
