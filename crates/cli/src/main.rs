@@ -208,7 +208,8 @@ struct RunArgs {
 
     /// Survive the loss of ranks (User-Level Failure Mitigation): a rank's death fails only the
     /// operations that involve it, and the others go on, with MPIX_Comm_revoke, _shrink,
-    /// _agree and the rest to recover (sets FERRY_FAULT_TOLERANT=1 for the ranks).
+    /// _agree and the rest to recover (sets FERRY_FAULT_TOLERANT=1 for the ranks; that
+    /// variable set for `ferry run` is the same as this flag).
     #[arg(long)]
     fault_tolerant: bool,
 
@@ -465,8 +466,10 @@ fn run_command(args: RunArgs) -> i32 {
     options.tag_output = args.tag_output;
     options.oversubscribe = args.oversubscribe;
     options.timeout = args.timeout;
-    options.fault_tolerant = args.fault_tolerant;
-    if args.fault_tolerant {
+    // The ranks read FERRY_FAULT_TOLERANT themselves; set for the launcher, it is the flag.
+    options.fault_tolerant =
+        args.fault_tolerant || std::env::var_os("FERRY_FAULT_TOLERANT").is_some_and(|v| v == "1");
+    if options.fault_tolerant {
         options
             .extra_env
             .push(("FERRY_FAULT_TOLERANT".into(), "1".into()));

@@ -303,6 +303,7 @@ pub struct Comm {
 pub(crate) struct CallNumbers {
     blocking: Cell<u32>,
     nonblocking: Cell<u32>,
+    agreements: Cell<u64>,
     pub(crate) segment: std::cell::OnceCell<Option<Rc<crate::coll::segment::Segment>>>,
 }
 
@@ -326,6 +327,13 @@ impl CallNumbers {
     /// The number the next blocking call will take.
     pub(crate) fn next_blocking(&self) -> u32 {
         self.blocking.get().wrapping_add(1) % Self::SPAN
+    }
+
+    /// The number of the next agreement (fault-tolerant jobs), counted from 0.
+    pub(crate) fn next_agreement(&self) -> u64 {
+        let n = self.agreements.get();
+        self.agreements.set(n + 1);
+        n
     }
 }
 

@@ -427,6 +427,7 @@ impl Engine {
 }
 
 mod active;
+mod agreement;
 mod fabric;
 mod failure;
 mod hook;

@@ -5,6 +5,19 @@
 use crate::comm::Comm;
 use crate::engine::{Completion, Fault};
 use crate::error::Error;
+use crate::raw::RawRequest;
+
+/// What an agreement decided, identically at every member that returns from it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Agreed {
+    /// Bitwise AND of the flags of the members that took part.
+    pub flag: u32,
+    /// Communicator ranks held failed: every member that did not take part, and maybe some
+    /// that failed after they did. The survivors of a shrink are the others.
+    pub failed: Vec<usize>,
+    /// The agreement's number on its communicator (the same at every member).
+    pub instance: u64,
+}
 
 impl Comm {
     /// Whether this job survives the loss of ranks (`FERRY_FAULT_TOLERANT=1`).
@@ -31,6 +44,51 @@ impl Comm {
     /// Whether the communicator was revoked (here or by any member).
     pub fn is_revoked(&self) -> bool {
         self.shared.engine.borrow().is_revoked(self.context)
+    }
+
+    /// Agrees on `flag` (bitwise AND) and on a set of failed members with every member that
+    /// does not fail (`MPIX_Comm_agree`), even if members fail during the agreement, and also
+    /// on a revoked communicator. Needs a fault-tolerant job. Collective.
+    pub fn agree(&self, flag: u32) -> Result<Agreed, Error> {
+        let (request, instance) = self.start_agreement(flag)?;
+        let id = request.to_bits();
+        self.shared.wait_until(|p| p.is_done(id))?;
+        self.shared.engine.borrow_mut().take(id);
+        self.agreed(instance).ok_or_else(|| Error::Protocol {
+            rank: self.rank(),
+            detail: "an agreement completed without a decision".into(),
+        })
+    }
+
+    /// Starts an agreement ([`Comm::agree`]) without waiting: the request completes once it is
+    /// decided here, and [`Comm::agreed`] of the number returned gives the decision.
+    pub fn start_agreement(&self, flag: u32) -> Result<(RawRequest, u64), Error> {
+        let instance = self.next_agreement();
+        let members = (self.context, self.group.world_of.clone());
+        let id = (self.shared.engine.borrow_mut()).start_agreement(
+            members,
+            self.rank() as u32,
+            instance,
+            flag,
+        )?;
+        Ok((RawRequest::from_bits(id), instance))
+    }
+
+    /// The number of the next agreement of this communicator, taken: every member numbers its
+    /// agreements (and shrinks in a job that is not fault-tolerant) alike.
+    pub fn next_agreement(&self) -> u64 {
+        self.calls.next_agreement()
+    }
+
+    /// The decision of agreement `instance` of this communicator, once made here.
+    pub fn agreed(&self, instance: u64) -> Option<Agreed> {
+        let decision =
+            (self.shared.engine.borrow_mut()).agreement_decision(self.context, instance)?;
+        Some(Agreed {
+            flag: decision.flag,
+            failed: decision.failed.iter().map(|m| m as usize).collect(),
+            instance,
+        })
     }
 
     /// The error a request ended by a failure reports, if it was.

@@ -56,6 +56,7 @@ pub use comm::{
 };
 pub use config::{CmaMode, Config, NetKind, RailPolicy};
 pub use error::Error;
+pub use fault::Agreed;
 pub use ferry_sched::hetero;
 pub use host::host_id;
 pub use stats::Counters;

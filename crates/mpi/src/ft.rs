@@ -5,9 +5,160 @@
 //! rank's death ends the job, and these calls see no failure.
 
 use crate::abi::*;
-use crate::comm::new_group;
-use crate::error::Res;
-use crate::state::{running, State};
+use crate::coll::RequestOut;
+use crate::comm::{derived_pair, new_group, register};
+use crate::error::{fail, Res};
+use crate::p2p::publish;
+use crate::request::{Outcome, Request};
+use crate::state::{running, with, State};
+use std::ffi::{c_int, c_void};
+
+/// MPI_IN_PLACE, MPI_INT and MPI_BAND: an agreement without fault tolerance is an in-place
+/// MPI_BAND allreduce of one int.
+const IN_PLACE: *const c_void = MPI_IN_PLACE as *const c_void;
+const INT: Handle = crate::datatype::Builtin::Int.handle();
+const BAND: Handle = crate::ops::BuiltinOp::Band as Handle;
+
+/// The intracommunicator an agreement on `comm` runs over: itself, or the union of an
+/// intercommunicator's groups (its flag is the AND over both, as mpi4py's tests expect).
+fn agreement_comm(s: &State, comm: Handle) -> Res<(Handle, ferry_core::Comm)> {
+    let obj = s.comm(comm)?;
+    let handle = obj.inter.map_or(comm, |inter| inter.union);
+    Ok((handle, s.comm(handle)?.comm.clone()))
+}
+
+/// Whether `comm`'s job is fault-tolerant: agreements then survive failures; elsewhere an
+/// agreement is an MPI_BAND allreduce, as no rank can fail without ending the job.
+fn fault_tolerant(core: &ferry_core::Comm) -> bool {
+    core.fault_tolerant()
+}
+
+/// `MPIX_Comm_agree`: the AND of the live members' flags, the same at every member that
+/// returns. MPIX_ERR_PROC_FAILED (with the flag written) when the agreement held members
+/// failed that this process has not acknowledged on `comm`.
+pub(crate) fn agree(comm: Handle, flag: &mut c_int) -> Res {
+    let (handle, core) = running(|s| agreement_comm(s, comm))?;
+    if !fault_tolerant(&core) {
+        let bits = flag as *mut c_int as *mut c_void;
+        // SAFETY: `flag` is one int, read and written in place.
+        return unsafe {
+            crate::coll::allreduce(IN_PLACE, bits, 1, INT, BAND, handle, crate::coll::BLOCKING)
+        };
+    }
+    let agreed = core.agree(*flag as u32)?;
+    *flag = agreed.flag as c_int;
+    let unacked = running(|s| {
+        let acked = s.comm(comm)?.acked;
+        let failed = failed_world_ranks(s, comm)?;
+        let known: Vec<u32> = failed[..acked.min(failed.len())].to_vec();
+        let mut held = Vec::new();
+        for &m in &agreed.failed {
+            held.push(core.world_rank_of(m)? as u32);
+        }
+        Ok(held.into_iter().find(|w| !known.contains(w)))
+    })?;
+    match unacked {
+        Some(w) => fail(
+            MPIX_ERR_PROC_FAILED,
+            format!("world rank {w} failed and is not acknowledged (MPIX_Comm_ack_failed)"),
+        ),
+        None => Ok(()),
+    }
+}
+
+/// `MPIX_Comm_iagree`: the agreement as a request; `flag` is written when it completes.
+///
+/// # Safety
+/// `flag` stays valid until the request completes (MPI's contract).
+pub(crate) unsafe fn iagree(comm: Handle, flag: *mut c_int, request: &mut Handle) -> Res {
+    let (handle, core) = running(|s| agreement_comm(s, comm))?;
+    if !fault_tolerant(&core) {
+        // SAFETY: the caller's contract: `flag` is one int, valid until the request completes.
+        return unsafe {
+            crate::coll::allreduce(
+                IN_PLACE,
+                flag.cast(),
+                1,
+                INT,
+                BAND,
+                handle,
+                RequestOut::to(request),
+            )
+        };
+    }
+    // SAFETY: the caller's contract: `flag` is a readable int.
+    let (raw, instance) = core.start_agreement(unsafe { *flag } as u32)?;
+    let decided = core.clone();
+    let finish: crate::request::Finish = Box::new(move |_| {
+        if let Some(agreed) = decided.agreed(instance) {
+            // SAFETY: the caller's contract keeps `flag` valid until the request completes.
+            unsafe { *flag = agreed.flag as c_int };
+        }
+    });
+    running(|s| {
+        let req = Request::running(comm, core, raw, Some(finish));
+        // SAFETY: `request` is a writable handle (checked by the caller).
+        unsafe { publish(s, req, request) }
+    })
+}
+
+/// `MPIX_Comm_shrink`: a new communicator of the members the agreement did not hold failed,
+/// in the same order. Its context pair is derived from `comm`'s and the agreement's number,
+/// so no member needs another message.
+pub(crate) fn shrink(comm: Handle) -> Res<Handle> {
+    let core = running(|s| {
+        if s.comm(comm)?.inter.is_some() {
+            return fail(
+                MPI_ERR_COMM,
+                "MPIX_Comm_shrink of an intercommunicator is not supported (shrink its local and remote groups' intracommunicators)",
+            );
+        }
+        Ok(s.comm(comm)?.comm.clone())
+    })?;
+    let (failed, instance) = match fault_tolerant(&core) {
+        true => {
+            let agreed = core.agree(!0)?;
+            (agreed.failed, agreed.instance)
+        }
+        // No rank can fail without ending the job: the survivors are all, as after a dup.
+        false => (Vec::new(), core.next_agreement()),
+    };
+    let mut members = Vec::new();
+    let mut rank = 0;
+    for m in (0..core.size()).filter(|m| !failed.contains(m)) {
+        if m == core.rank() {
+            rank = members.len();
+        }
+        members.push(core.world_rank_of(m)? as u32);
+    }
+    let k = with(|s| {
+        let k = derived_pair(core.context_id(), SHRINK_BIT | instance as u32);
+        if !s.derived_pairs.insert(k) {
+            return fail(
+                MPI_ERR_INTERN,
+                "MPIX_Comm_shrink: the derived context id is in use here (hash collision)",
+            );
+        }
+        Ok(k)
+    })?;
+    let new = core.derive(&members, rank, 2 * k)?;
+    register(comm, Some(new), false)
+}
+
+/// Marks the agreement numbers of shrinks apart from MPI_Comm_idup's counts in
+/// [`derived_pair`].
+const SHRINK_BIT: u32 = 1 << 31;
+
+/// `MPIX_Comm_ishrink`: the shrink, complete when it returns (the request is done).
+pub(crate) fn ishrink(comm: Handle, request: &mut Handle) -> Res<Handle> {
+    let new = shrink(comm)?;
+    running(|s| {
+        let req = Request::done(comm, s.core_comm(comm)?, Outcome::EMPTY);
+        // SAFETY: `request` is a writable handle.
+        unsafe { publish(s, req, request) }
+    })?;
+    Ok(new)
+}
 
 /// The runtime communicators behind `comm`: itself, and an intercommunicator's helpers.
 fn parts(s: &State, comm: Handle) -> Res<Vec<ferry_core::Comm>> {

@@ -455,6 +455,16 @@ fn collectives_through_the_shared_segment_at_every_chunking() {
 }
 
 #[test]
+fn a_fault_tolerant_job_survives_a_killed_rank() {
+    // Checked with Open MPI 5.0.11 (mpiexec --with-ft ulfm), which passes it too.
+    let ft = [("FERRY_FAULT_TOLERANT", "1")];
+    for n in [3, 4] {
+        no_errors_in_env(n, "ulfm", &[], &ft);
+    }
+    no_errors_in_env(4, "ulfm", &[], &[ft[0], ("FERRY_TRANSPORT", "tcp")]);
+}
+
+#[test]
 fn zero_count_collectives_between_collectives_with_data_send_nothing() {
     for n in [2, 3, 4] {
         no_errors(n, "zerocount");

@@ -867,7 +867,7 @@ impl Comm {
             }
         }
         let created = if me == 0 { made.is_some() } else { willing };
-        if !self.agree(created)? {
+        if !self.all_agree(created)? {
             if made.is_some() {
                 let _ = std::fs::remove_file(&path);
             }
@@ -879,7 +879,7 @@ impl Comm {
                 Err(e) => complain(&e),
             }
         }
-        let all = self.agree(made.is_some())?;
+        let all = self.all_agree(made.is_some())?;
         if me == 0 {
             let _ = std::fs::remove_file(&path);
         }
@@ -888,7 +888,7 @@ impl Comm {
 
     /// Whether `ok` holds on every member: a minimum over messages, never the segment (the
     /// setting up of which it is part of).
-    fn agree(&self, ok: bool) -> Result<bool, Error> {
+    fn all_agree(&self, ok: bool) -> Result<bool, Error> {
         let schedule = crate::Planned::check(alg::allreduce_recursive_doubling(
             self.rank(),
             self.size(),

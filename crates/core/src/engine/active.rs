@@ -67,6 +67,10 @@ impl Engine {
                 size,
             });
         }
+        if self.proto.failed(dest) {
+            // Nobody reads it (fault-tolerant jobs send notices to peers that may be dead).
+            return Ok(());
+        }
         let limit = self.active_limit(dest);
         if data.len() > limit {
             return Err(Error::BufferTooSmall {

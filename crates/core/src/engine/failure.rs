@@ -38,8 +38,13 @@ pub(crate) struct Faults {
     revoked: Vec<u32>,
     /// When the pidfds were last polled.
     looked: Instant,
-    /// Notices the active-message handler took in, for [`Engine::take_notices`].
-    inbox: Rc<RefCell<Vec<(u32, Vec<u8>)>>>,
+    /// Notices the active-message handler took in (source, tag, payload), for
+    /// [`Engine::take_notices`].
+    inbox: Rc<RefCell<Vec<(u32, i32, Vec<u8>)>>>,
+    /// Failed peers the agreements have not been told of yet.
+    untold: Vec<u32>,
+    /// The agreements this rank takes part in (`engine/agreement.rs`).
+    pub(super) agreements: super::agreement::Agreements,
     /// Peers whose process ended, failed on the next pass unless they said BYE first: the
     /// pass reads the rings, where a peer that finalized left its BYE before it exited.
     ended: Vec<u32>,
@@ -66,14 +71,12 @@ impl Engine {
             // SAFETY: a descriptor pidfd_open just returned, owned by nobody else.
             watched.push((rank as u32, unsafe { OwnedFd::from_raw_fd(fd as i32) }));
         }
-        let inbox: Rc<RefCell<Vec<(u32, Vec<u8>)>>> = Rc::default();
+        let inbox: Rc<RefCell<Vec<(u32, i32, Vec<u8>)>>> = Rc::default();
         let handed = Rc::clone(&inbox);
         self.set_active(
             FAULT_CONTEXT,
             Box::new(move |source, tag, data, _| {
-                if tag == REVOKE_TAG {
-                    handed.borrow_mut().push((source, data.to_vec()));
-                }
+                handed.borrow_mut().push((source, tag, data.to_vec()));
             }),
         );
         self.proto.fault_tolerant = true;
@@ -82,6 +85,8 @@ impl Engine {
             failed: Vec::new(),
             revoked: Vec::new(),
             inbox,
+            untold: Vec::new(),
+            agreements: Default::default(),
             ended: Vec::new(),
             looked: Instant::now(),
         }));
@@ -123,6 +128,7 @@ impl Faults {
     /// Whether a progress pass has work here: peers found ended, notices, or a poll due.
     pub(super) fn due(&self) -> bool {
         !self.ended.is_empty()
+            || !self.untold.is_empty()
             || !self.inbox.borrow().is_empty()
             || self.looked.elapsed() >= LOOK_EVERY
     }
@@ -163,19 +169,34 @@ impl Engine {
         };
         let ended = std::mem::take(&mut faults.ended);
         let notices = std::mem::take(&mut *faults.inbox.borrow_mut());
-        let any = !notices.is_empty() || !ended.is_empty();
+        let any = !notices.is_empty() || !ended.is_empty() || !faults.untold.is_empty();
         for rank in ended {
             if !self.proto.departed(rank) {
                 self.peer_failed(rank);
             }
         }
-        for (source, data) in notices {
-            let context = <[u8; 4]>::try_from(data.as_slice())
-                .map(u32::from_le_bytes)
-                .map_err(|_| {
-                    protocol_error(source, format!("revocation of {} bytes", data.len()))
-                })?;
-            self.revoke(context)?;
+        let untold =
+            (self.faults.as_mut()).map_or_else(Vec::new, |f| std::mem::take(&mut f.untold));
+        for rank in untold {
+            self.agreements_learn_failure(rank)?;
+        }
+        for (source, tag, data) in notices {
+            match tag {
+                REVOKE_TAG => {
+                    let context = <[u8; 4]>::try_from(data.as_slice())
+                        .map(u32::from_le_bytes)
+                        .map_err(|_| {
+                            protocol_error(source, format!("revocation of {} bytes", data.len()))
+                        })?;
+                    self.revoke(context)?;
+                }
+                super::agreement::AGREE_TAG => self.agreement_message(source, &data)?,
+                _ => return Err(protocol_error(source, format!("fault notice of tag {tag}"))),
+            }
+        }
+        if any {
+            // Waits for an agreement or a revocation look for changes in completions.
+            self.proto.completions += 1;
         }
         Ok(any)
     }
@@ -242,6 +263,7 @@ impl Engine {
         }
         peer.failed = true;
         faults.failed.push(rank);
+        faults.untold.push(rank);
         let queued = std::mem::take(&mut peer.outq);
         let failed = faulted(Fault::ProcFailed, rank);
         for out in queued {

@@ -59,3 +59,39 @@ mpi! {
         Ok(())
     }
 }
+
+mpi! {
+    /// Agrees on the AND of the flags of the live members, even if members fail meanwhile.
+    fn MPIX_Comm_agree / PMPIX_Comm_agree(comm: Handle, flag: *mut c_int) on comm => {
+        let flag = out(flag, "flag")?;
+        ft::agree(comm, flag)
+    }
+}
+
+mpi! {
+    /// MPIX_Comm_agree as a request; `flag` is written when it completes.
+    fn MPIX_Comm_iagree / PMPIX_Comm_iagree(comm: Handle, flag: *mut c_int, request: *mut Handle) on comm => {
+        out(flag, "flag")?;
+        let request = out(request, "request")?;
+        ft::iagree(comm, flag, request)
+    }
+}
+
+mpi! {
+    /// A new communicator of the members that have not failed.
+    fn MPIX_Comm_shrink / PMPIX_Comm_shrink(comm: Handle, newcomm: *mut Handle) on comm => {
+        let newcomm = out(newcomm, "newcomm")?;
+        *newcomm = ft::shrink(comm)?;
+        Ok(())
+    }
+}
+
+mpi! {
+    /// MPIX_Comm_shrink with a request (complete when the call returns).
+    fn MPIX_Comm_ishrink / PMPIX_Comm_ishrink(comm: Handle, newcomm: *mut Handle, request: *mut Handle) on comm => {
+        let newcomm = out(newcomm, "newcomm")?;
+        let request = out(request, "request")?;
+        *newcomm = ft::ishrink(comm, request)?;
+        Ok(())
+    }
+}

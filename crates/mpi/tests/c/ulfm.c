@@ -13,6 +13,7 @@
  * Rank 0 prints " No Errors" once every survivor reported none (over the shrunk communicator).
  * Run on 3 or more processes. */
 #include "mtest.h"
+#include <mpi-ext.h>
 #include <signal.h>
 #include <unistd.h>
 
@@ -105,6 +106,38 @@ static void revocation(MPI_Comm dup)
     CHECK_CLASS(rc, MPIX_ERR_REVOKED, "MPI_Barrier on a revoked communicator");
 }
 
+/* Agreement over the survivors (also on the revoked duplicate), then a shrink. */
+static MPI_Comm recovery(MPI_Comm revoked)
+{
+    int flag = 1 | (rank == 0 ? 2 : 6), rc;
+    rc = MPIX_Comm_agree(MPI_COMM_WORLD, &flag);
+    CHECK_OK(rc, "MPIX_Comm_agree with the failure acknowledged");
+    CHECK(flag == 3, "MPIX_Comm_agree gave %d, expected 3", flag);
+    flag = rank + 1;
+    rc = MPIX_Comm_agree(revoked, &flag);
+    CHECK_CLASS(rc, MPIX_ERR_PROC_FAILED, "MPIX_Comm_agree with the failure not acknowledged");
+    CHECK(flag == 0, "MPIX_Comm_agree on the revoked duplicate gave %d", flag);
+
+    MPI_Request req;
+    flag = 5;
+    CHECK_OK(MPIX_Comm_iagree(MPI_COMM_WORLD, &flag, &req), "MPIX_Comm_iagree");
+    CHECK_OK(MPI_Wait(&req, MPI_STATUS_IGNORE), "MPI_Wait of MPIX_Comm_iagree");
+    CHECK(flag == 5, "MPIX_Comm_iagree gave %d", flag);
+
+    MPI_Comm shrunk;
+    int n = -1, me = -1;
+    CHECK_OK(MPIX_Comm_shrink(revoked, &shrunk), "MPIX_Comm_shrink of the revoked duplicate");
+    MPI_Comm_size(shrunk, &n);
+    MPI_Comm_rank(shrunk, &me);
+    CHECK(n == size - 1, "the shrunk communicator has %d ranks", n);
+    CHECK(me == rank, "rank %d in the shrunk communicator", me);
+    int sum = 0;
+    CHECK_OK(MPI_Allreduce(&rank, &sum, 1, MPI_INT, MPI_SUM, shrunk), "MPI_Allreduce after shrink");
+    CHECK(sum == (size - 1) * (size - 2) / 2, "sum %d over the survivors", sum);
+    CHECK_OK(MPI_Barrier(shrunk), "MPI_Barrier after shrink");
+    return shrunk;
+}
+
 int main(int argc, char **argv)
 {
     MPI_Comm dup;
@@ -140,19 +173,16 @@ int main(int argc, char **argv)
     point_to_point();
     revocation(dup);
 
-    /* Every survivor's count of errors, gathered by point-to-point. */
-    int all = errs;
+    MPI_Comm shrunk = recovery(dup);
+
+    /* Every survivor's count of errors, summed over the survivors. */
+    int all = -1;
+    CHECK_OK(MPI_Allreduce(&errs, &all, 1, MPI_INT, MPI_SUM, shrunk), "MPI_Allreduce of errors");
     if (rank == 0) {
-        for (int r = 1; r < victim; r++) {
-            int theirs = 1;
-            MPI_Recv(&theirs, 1, MPI_INT, r, 9, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
-            all += theirs;
-        }
         printf(all == 0 ? " No Errors\n" : " Found %d errors\n", all);
         fflush(stdout);
-    } else {
-        MPI_Send(&errs, 1, MPI_INT, 0, 9, MPI_COMM_WORLD);
     }
+    MPI_Comm_free(&shrunk);
     MPI_Comm_free(&dup);
     MPI_Finalize();
     return all ? 1 : 0;
