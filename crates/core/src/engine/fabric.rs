@@ -47,11 +47,19 @@ impl Proto {
         })
     }
 
-    /// The buffer and length of rendezvous send `id`, for the fabric to register.
+    /// The buffer and length of rendezvous send `id`, as the fabric registers it (the pair
+    /// tests' stand-in fabric reads it).
+    #[cfg(test)]
     pub(crate) fn send_buffer(&self, id: ReqId) -> Option<(*const u8, usize)> {
+        self.send_exposure(id).map(|(buf, len, _)| (buf, len))
+    }
+
+    /// [`Proto::send_buffer`] and the rank the send goes to, whose loss drops the
+    /// registration.
+    fn send_exposure(&self, id: ReqId) -> Option<(*const u8, usize, u32)> {
         match self.requests.get(id) {
-            Some(ReqState::SendRendezvous { machine, buf, .. }) => {
-                Some((*buf, machine.len() as usize))
+            Some(ReqState::SendRendezvous { machine, buf, dest }) => {
+                Some((*buf, machine.len() as usize, *dest))
             }
             _ => None,
         }
@@ -94,13 +102,13 @@ impl Engine {
     /// Registers the buffer of rendezvous send `id` for its receiver to read; the
     /// RTS_READ that announces it (`None` if the send is gone).
     pub(super) fn expose(&mut self, id: ReqId, on: (u32, i32)) -> Result<Option<OutFrame>, Error> {
-        let Some((buf, len)) = self.proto.send_buffer(id) else {
+        let Some((buf, len, dest)) = self.proto.send_exposure(id) else {
             return Ok(None);
         };
         let Some(fabric) = self.net.fabric.as_mut() else {
             return Ok(None);
         };
-        let (addr, key) = fabric.expose(id, buf, len)?;
+        let (addr, key) = fabric.expose((id, dest), buf, len)?;
         Ok(self.proto.rts_read_frame(id, on, addr, key))
     }
 

@@ -30,7 +30,7 @@ pub(super) fn open(
     let key = format!("fabric-{}", ranks.me());
     let opened = match config.net {
         NetKind::Tcp => Ok(None),
-        net => open_endpoint(net, ranks.me()),
+        net => open_endpoint(net, ranks.me(), config.connect_timeout()),
     };
     let fabric = match opened {
         Ok(f) => f,
@@ -52,8 +52,13 @@ pub(super) fn open(
     Ok(fabric)
 }
 
-/// The endpoint `net` asks for, or why there is none.
-fn open_endpoint(net: NetKind, me: u32) -> Result<Option<FabricTransport>, String> {
+/// The endpoint `net` asks for, or why there is none; a peer towards which nothing moves for
+/// `patience` (the connect timeout) is lost.
+fn open_endpoint(
+    net: NetKind,
+    me: u32,
+    patience: std::time::Duration,
+) -> Result<Option<FabricTransport>, String> {
     let lib = match Library::load() {
         Ok(lib) => lib,
         Err(e) if net == NetKind::Auto => return Err(e.to_string()),
@@ -77,7 +82,7 @@ fn open_endpoint(net: NetKind, me: u32) -> Result<Option<FabricTransport>, Strin
         ..EndpointSpec::default()
     };
     let ep = Endpoint::open(&lib, &spec).map_err(|e| e.to_string())?;
-    FabricTransport::open(ep, me, FRAME_PAYLOAD)
+    FabricTransport::open(ep, me, FRAME_PAYLOAD, patience)
         .map(Some)
         .map_err(|e| e.to_string())
 }
@@ -121,7 +126,7 @@ pub(super) fn choose_peers(
         let direct = ferry_grid::path::plan(guids, rank, peer).path == ferry_grid::Path::Direct;
         match &cards[peer as usize].fabric {
             Some((provider, name)) if provider == fabric.provider() && direct => {
-                fabric.set_peer(uid, name.clone());
+                fabric.set_peer(uid, name.clone(), cards[peer as usize].pid);
                 chosen.push(uid);
             }
             Some((provider, _)) if provider != fabric.provider() => {
