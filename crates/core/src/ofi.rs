@@ -44,6 +44,13 @@ const RECV_CTX: u64 = 1 << 62;
 const SEND_CTX: u64 = 2 << 62;
 const READ_CTX: u64 = 3 << 62;
 const CTX_KIND: u64 = 3 << 62;
+/// A send's context also carries its slot's generation (bits 32 … 61), so that the late
+/// completion of a send to a lost peer, whose slot was taken back, is known for what it is.
+const CTX_GEN_SHIFT: u32 = 32;
+const CTX_GEN_MASK: u64 = (1 << 30) - 1;
+const CTX_INDEX: u64 = (1 << 32) - 1;
+/// `send_peer` of a free slot.
+const NO_PEER: u32 = u32::MAX;
 
 /// A peer as the fabric knows it.
 #[derive(Default)]
@@ -106,9 +113,11 @@ pub(crate) struct FabricTransport {
     recv_region: Region,
     send_slots: Box<[u8]>,
     send_region: Region,
-    /// Send slots free for the next frame, and the peer each busy one goes to.
+    /// Send slots free for the next frame, the peer each busy one goes to, and each one's
+    /// generation (bumped when a lost peer's slot is taken back).
     free_sends: Vec<usize>,
     send_peer: [u32; SLOTS],
+    send_gen: [u64; SLOTS],
     /// Registrations of sends whose receivers read them, by request, with the receiver.
     exposed: HashMap<ReqId, (u32, Region)>,
     reads: Vec<Option<ReadInFlight>>,
@@ -157,7 +166,8 @@ impl FabricTransport {
             send_slots,
             send_region,
             free_sends: (0..SLOTS).rev().collect(),
-            send_peer: [0; SLOTS],
+            send_peer: [NO_PEER; SLOTS],
+            send_gen: [0; SLOTS],
             exposed: HashMap::new(),
             reads: Vec::new(),
             waiting_reads: Vec::new(),
@@ -272,8 +282,8 @@ impl FabricTransport {
         let (parts, descs) = ([IoSlice::new(slot)], [self.send_region.desc()]);
         // SAFETY: the slot is registered memory of the transport's, left alone until the
         // send completes (it is off the free list from now until then).
-        let sent = unsafe { (self.ep).send(addr, &parts, &descs, SEND_CTX | i as u64) }
-            .map_err(fabric_error)?;
+        let ctx = SEND_CTX | self.send_gen[i] << CTX_GEN_SHIFT | i as u64;
+        let sent = unsafe { (self.ep).send(addr, &parts, &descs, ctx) }.map_err(fabric_error)?;
         if !sent {
             // The endpoint is full, or the peer not reachable yet: the frame stays queued.
             self.refused(peer, "fi_sendv");
@@ -283,6 +293,7 @@ impl FabricTransport {
         self.send_peer[i] = peer as u32;
         self.peers[peer].sends += 1;
         self.moved(peer);
+        self.watch(peer);
         frame.sent = HEADER_LEN + frame.len;
         Ok(true)
     }
@@ -430,7 +441,7 @@ impl FabricTransport {
     }
 
     fn complete(&mut self, c: &Completion, sink: &mut dyn FrameSink) -> Result<(), Error> {
-        let index = (c.context & !CTX_KIND) as usize;
+        let index = (c.context & CTX_INDEX) as usize;
         match c.context & CTX_KIND {
             RECV_CTX => {
                 let len = match &c.result {
@@ -450,7 +461,12 @@ impl FabricTransport {
                 self.post_recv(index)
             }
             SEND_CTX if index < SLOTS => {
+                let gen = c.context >> CTX_GEN_SHIFT & CTX_GEN_MASK;
+                if gen != self.send_gen[index] || self.send_peer[index] == NO_PEER {
+                    return Ok(()); // a lost peer's send, whose slot was taken back
+                }
                 let peer = self.send_peer[index] as usize;
+                self.send_peer[index] = NO_PEER;
                 self.free_sends.push(index);
                 let p = &mut self.peers[peer];
                 p.sends = p.sends.saturating_sub(1);
@@ -591,14 +607,22 @@ impl FabricTransport {
         )
     }
 
-    /// Marks `peer` lost for `detail` and cleans up after it: its registrations and the reads
-    /// not yet posted go now; reads with pieces in flight go with their last completion, and
-    /// its send slots come back with theirs, which the provider owes (a flushed or failed
-    /// operation completes with an error). The error to report.
+    /// Marks `peer` lost for `detail` and cleans up after it: its registrations, the reads not
+    /// yet posted and its send slots go now (a slot's generation changes, so that a late
+    /// completion of its send is ignored; a provider that reads the slot late sends the lost
+    /// peer other bytes, in memory that stays registered); reads with pieces in flight go with
+    /// their last completion, since they write into a receive's buffer. The error to report.
     fn lose(&mut self, peer: usize, detail: String) -> Error {
         let pid = self.peers.get(peer).map_or(0, |p| p.pid);
         if let Some(p) = self.peers.get_mut(peer) {
-            (p.lost, p.refused) = (Some(detail.clone()), None);
+            (p.lost, p.refused, p.sends) = (Some(detail.clone()), None, 0);
+        }
+        for i in 0..SLOTS {
+            if self.send_peer[i] as usize == peer {
+                self.send_gen[i] = (self.send_gen[i] + 1) & CTX_GEN_MASK;
+                self.send_peer[i] = NO_PEER;
+                self.free_sends.push(i);
+            }
         }
         self.exposed.retain(|_, (to, _)| *to as usize != peer);
         let reads = &mut self.reads;
@@ -889,18 +913,15 @@ mod tests {
         drop(b);
         let detail = assert_lost(&write_until_error(&mut a, 1, &large), 1);
         assert!(detail.contains("send"), "names the operation: {detail}");
-        // The sends still in flight to it complete (failed, unreported) and free their slots.
+        // Its slots are back at once; the sends still in flight to it complete later (failed),
+        // and say nothing more.
+        assert_eq!((a.free_sends.len(), a.peers[1].sends), (SLOTS, 0));
         let begin = Instant::now();
-        while a.free_sends.len() < SLOTS {
+        while a.ep.in_flight() > SLOTS {
             a.poll_input(&mut Arrived::default())
                 .expect("no second error for a lost peer");
-            assert!(
-                begin.elapsed() < DEADLINE,
-                "{} slots held",
-                SLOTS - a.free_sends.len()
-            );
+            assert!(begin.elapsed() < DEADLINE, "{} in flight", a.ep.in_flight());
         }
-        assert_eq!(a.peers[1].sends, 0);
     }
 
     #[test]
@@ -923,5 +944,30 @@ mod tests {
             .expect("the time away is not counted");
         // Looking on, it is lost (a hang would end at the deadline).
         assert_lost(&write_until_error(&mut t, 1, &payload), 1);
+    }
+
+    #[test]
+    fn over_fabric_a_peer_that_stops_answering_is_lost_and_its_slots_serve_the_others() {
+        let Some(mut a) = transport(0) else { return };
+        let mut b = transport(1).expect("a second transport");
+        let mut c = transport(2).expect("a third transport");
+        a.set_peer(1, b.name().expect("b's name"), LOST_PID);
+        a.set_peer(2, c.name().expect("c's name"), 12);
+        b.set_peer(0, a.name().expect("a's name"), 10);
+        c.set_peer(0, a.name().expect("a's name"), 10);
+        let large = [4u8; 1000];
+        exchange(&mut a, &mut b, 1, &large);
+        exchange(&mut a, &mut c, 2, &large);
+        // b is open but no longer polled, as a stopped process: frames to it fill the slots,
+        // then nothing completes.
+        let detail = assert_lost(&write_until_error(&mut a, 1, &large), 1);
+        assert!(
+            detail.contains("fi_sendv") && detail.contains("without a completion"),
+            "{detail}"
+        );
+        assert_eq!(a.free_sends.len(), SLOTS, "its slots are taken back");
+        exchange(&mut a, &mut c, 2, &large);
+        exchange(&mut c, &mut a, 0, &large);
+        drop(b);
     }
 }
