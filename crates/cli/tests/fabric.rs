@@ -11,9 +11,12 @@
 //! - the ranks of a host without libfabric (`FERRY_FABRIC_LIB` naming no file there) reach the
 //!   others over TCP, and say why; the job runs;
 //! - a rank killed while a peer on another host reads a 256 MiB message from it ends the job,
-//!   naming it.
+//!   naming it;
+//! - in a job of two hosts, a rank killed (SIGKILL) while its peer waits in a receive from it
+//!   over the fabric ends the job at once, naming it, never at the job's timeout.
 //!
-//! One testbed (per-run prefix) per test, removed on drop, also when an assertion fails.
+//! One testbed (per-run, per-test prefix) per test, removed on drop, also when an assertion
+//! fails.
 //! Without root, sshd or libfabric the tests say so and pass.
 
 mod common;
@@ -21,6 +24,7 @@ use common::{example, grid_file, show};
 use ferry_grid::Topology;
 use ferry_testbed::{Testbed, UpOptions};
 use std::process::{Command, Output, Stdio};
+use std::time::{Duration, Instant};
 
 struct Hosts {
     tb: Testbed,
@@ -50,7 +54,9 @@ impl Hosts {
     }
 }
 
-fn up() -> Option<Hosts> {
+/// The testbed of a test; `test` (a letter) keeps the namespaces of tests running at once
+/// apart.
+fn up(test: char) -> Option<Hosts> {
     if !libfabric_here() {
         eprintln!("skipped: libfabric.so.1 is not installed (apt-get install libfabric1)");
         return None;
@@ -60,7 +66,7 @@ fn up() -> Option<Hosts> {
         return None;
     }
     let topology = Topology::load(&grid_file("hosts3.toml")).expect("the grid file parses");
-    let prefix = format!("fy{}fb-", std::process::id());
+    let prefix = format!("fy{}fb{test}-", std::process::id());
     let tb =
         Testbed::up_with(&topology, &prefix, &UpOptions::with_ssh()).expect("testbed up --ssh");
     Some(Hosts { tb })
@@ -77,7 +83,7 @@ const SIX: &[&str] = &["--hosts", "h1:2,h2:2,h3:2", "-n", "6"];
 
 #[test]
 fn a_job_on_three_hosts_over_the_fabric() {
-    let Some(hosts) = up() else {
+    let Some(hosts) = up('a') else {
         return;
     };
     let check = example("check");
@@ -141,4 +147,73 @@ fn a_job_on_three_hosts_over_the_fabric() {
     assert!(!out.status.success(), "{}", show(&out));
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(stderr.contains("rank 0 (host h1"), "{}", show(&out));
+}
+
+/// Generous: a job that ends on its own takes seconds; one that hangs ends at `--timeout 90`.
+const ENDS_WITHIN: Duration = Duration::from_secs(60);
+
+#[test]
+fn a_rank_killed_while_its_peer_waits_on_it_over_the_fabric_ends_the_job() {
+    let Some(hosts) = up('k') else {
+        return;
+    };
+    let check = example("check");
+    let check = check.to_str().expect("a UTF-8 path");
+    const TWO: &[&str] = &["--hosts", "h1:1,h2:1", "-n", "2"];
+
+    let out = hosts.output(&[TWO, &[check, "routes"]].concat());
+    assert!(out.status.success(), "{}", show(&out));
+    assert!(
+        String::from_utf8_lossy(&out.stdout).contains("routes 0: self ofi"),
+        "the pair is on the fabric: {}",
+        show(&out)
+    );
+
+    // Rank 1 (on h2) sends itself SIGKILL while rank 0 (on h1) waits in a receive from it.
+    let started = Instant::now();
+    let out = hosts.output(&[TWO, &[check, "die"]].concat());
+    let took = started.elapsed();
+    assert!(!out.status.success(), "{}", show(&out));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("rank 1 (host h2"), "{}", show(&out));
+    assert!(
+        !stderr.contains("timed out") && took < ENDS_WITHIN,
+        "ended by its timeout after {took:?}: {}",
+        show(&out)
+    );
+}
+
+/// Rank 1 (on h2) stops (SIGSTOP) once it has printed 200 kB of progress lines of a stream
+/// from rank 0 (on h1), and is never continued: rank 0, whose sends to it stop completing, loses it after the connect
+/// timeout (5 s here) and the job ends with rank 0's error naming rank 1, the provider and
+/// the wait.
+#[test]
+fn a_stopped_rank_is_lost_by_its_peer_over_the_fabric() {
+    let Some(hosts) = up('s') else {
+        return;
+    };
+    let check = example("check");
+    let check = check.to_str().expect("a UTF-8 path");
+    const TWO: &[&str] = &["--hosts", "h1:1,h2:1", "-n", "2"];
+    let stop_when_streaming = "while [ \"$(sed -n 's/^wchar: //p' /proc/$$/io)\" -lt 200000 ]; do sleep 0.2; done; kill -STOP $$";
+    let script = format!(
+        "if [ \"$FERRY_RANK\" = 1 ]; then ({stop_when_streaming}) & fi; exec env FERRY_CONNECT_TIMEOUT=5 {check} stream 1000 100000000 1"
+    );
+    let started = Instant::now();
+    let out = hosts.output(&[TWO, &["sh", "-c", &script]].concat());
+    let took = started.elapsed();
+    assert!(!out.status.success(), "{}", show(&out));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("lost rank 1")
+            && stderr.contains("no progress towards it over the fabric (tcp;ofi_rxm) for 5.0 s")
+            && stderr.contains("fi_sendv"),
+        "{}",
+        show(&out)
+    );
+    assert!(
+        !stderr.contains("timed out") && took < ENDS_WITHIN,
+        "ended by its timeout after {took:?}: {}",
+        show(&out)
+    );
 }
