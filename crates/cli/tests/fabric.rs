@@ -13,7 +13,8 @@
 //! - a rank killed while a peer on another host reads a 256 MiB message from it ends the job,
 //!   naming it;
 //! - in a job of two hosts, a rank killed (SIGKILL) while its peer waits in a receive from it
-//!   over the fabric ends the job at once, naming it, never at the job's timeout.
+//!   over the fabric ends the job at once, naming it, never at the job's timeout; and a rank
+//!   stopped (SIGSTOP) in the middle of a stream is lost by its peer after the connect timeout.
 //!
 //! One testbed (per-run, per-test prefix) per test, removed on drop, also when an assertion
 //! fails.
