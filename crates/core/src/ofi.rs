@@ -280,8 +280,9 @@ impl FabricTransport {
         let slot = &mut self.send_slots[i * self.slot..i * self.slot + len];
         fill_message(slot, self.me, frame);
         let (parts, descs) = ([IoSlice::new(slot)], [self.send_region.desc()]);
-        // SAFETY: the slot is registered memory of the transport's, left alone until the
-        // send completes (it is off the free list from now until then).
+        // SAFETY: the slot is registered memory of the transport's, valid as long as it and
+        // left alone until the send completes (it is off the free list until then) or its
+        // peer is lost (`lose`: a late read of the slot then sends the lost peer other bytes).
         let ctx = SEND_CTX | self.send_gen[i] << CTX_GEN_SHIFT | i as u64;
         let sent = unsafe { (self.ep).send(addr, &parts, &descs, ctx) }.map_err(fabric_error)?;
         if !sent {
