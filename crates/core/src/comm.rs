@@ -304,6 +304,8 @@ pub(crate) struct CallNumbers {
     blocking: Cell<u32>,
     nonblocking: Cell<u32>,
     agreements: Cell<u64>,
+    /// Failed members acknowledged (see `Comm::ack_failed`).
+    pub(crate) acked: Cell<usize>,
     pub(crate) segment: std::cell::OnceCell<Option<Rc<crate::coll::segment::Segment>>>,
 }
 

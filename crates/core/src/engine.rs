@@ -118,6 +118,8 @@ pub(crate) struct Proto {
     pub(crate) counters: crate::stats::Counters,
     /// A peer's death fails what waits on it instead of the job (`engine/failure.rs`).
     pub(crate) fault_tolerant: bool,
+    /// Peers failed so far: a wait that must end when one fails watches it.
+    pub(crate) failures: u32,
 }
 
 /// The receiver's part of a shared copy: bytes `[0, len)` of the message at `source_addr` in
@@ -237,6 +239,7 @@ impl Engine {
                 active_out: Vec::new(),
                 counters: crate::stats::Counters::default(),
                 fault_tolerant: false,
+                failures: 0,
             },
             shm_eager_limit: setup.shm_eager_limit.min(shm_max),
             shm_chunk: shm_max / 2,

@@ -91,6 +91,49 @@ impl Comm {
         })
     }
 
+    /// Acknowledges the first `n` failed members ([`Comm::failed_members`]; never fewer than
+    /// before) and returns how many are acknowledged. Shared by every handle of this
+    /// communicator.
+    pub fn ack_failed(&self, n: usize) -> usize {
+        let known = self.failed_members().len();
+        let acked = self.calls.acked.get().max(n.min(known));
+        self.calls.acked.set(acked);
+        acked
+    }
+
+    /// The first failed member not acknowledged, if any.
+    pub fn unacknowledged_failure(&self) -> Option<usize> {
+        self.failed_members().get(self.calls.acked.get()).copied()
+    }
+
+    /// Waits until every request of `raws` is done. In a fault-tolerant job it also ends, with
+    /// [`Error::ProcFailedPending`], when a member of this communicator has failed and is not
+    /// acknowledged while one of them is a receive from any source still unmatched: that
+    /// receive stays posted (ULFM's rule, since the dead member might have been its sender).
+    pub fn raw_wait_all(&self, raws: &[RawRequest]) -> Result<(), Error> {
+        if !self.fault_tolerant() {
+            return self.wait_until(|done| raws.iter().all(|&r| done(r)));
+        }
+        let all_done = |p: &crate::engine::Proto| raws.iter().all(|r| p.is_done(r.to_bits()));
+        self.shared.progress()?;
+        loop {
+            let engine = self.shared.engine.borrow();
+            if all_done(&engine.proto) {
+                return Ok(());
+            }
+            let wildcard = raws
+                .iter()
+                .any(|r| engine.proto.posted_from_any(r.to_bits()));
+            let seen = engine.proto.failures;
+            drop(engine);
+            if let Some(rank) = self.unacknowledged_failure().filter(|_| wildcard) {
+                return Err(Error::ProcFailedPending { rank });
+            }
+            self.shared
+                .wait_until(|p| p.failures != seen || all_done(p))?;
+        }
+    }
+
     /// The error a request ended by a failure reports, if it was.
     pub(crate) fn fault_of(&self, c: &Completion) -> Result<(), Error> {
         match c.fault {

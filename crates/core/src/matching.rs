@@ -195,6 +195,14 @@ impl<R: PartialEq + Copy, M> Matcher<R, M> {
         self.queues[q].1.get(at).map(|(_, e, m)| (e, m))
     }
 
+    /// The pattern of posted receive `request`, while it waits.
+    pub fn posted_pattern(&self, request: R) -> Option<&Pattern> {
+        self.posted
+            .iter()
+            .find(|(_, r)| *r == request)
+            .map(|(p, _)| p)
+    }
+
     /// Withdraws every posted receive whose pattern `cut` picks, oldest first.
     pub fn take_posted_where(&mut self, mut cut: impl FnMut(&Pattern) -> bool) -> Vec<R> {
         let mut taken = Vec::new();

@@ -102,7 +102,6 @@ pub(crate) fn register_with(
             topo,
             inter,
             idups: 0,
-            acked: 0,
         }))
     })
 }

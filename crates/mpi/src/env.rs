@@ -50,7 +50,6 @@ pub(crate) fn init(required: c_int, world: bool) -> Res<c_int> {
         topo: None,
         inter: None,
         idups: 0,
-        acked: 0,
     };
     // Every level is provided; MULTIPLE serializes the threads' calls (see `crate::threads`).
     let provided = thread_level(required);

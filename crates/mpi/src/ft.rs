@@ -48,7 +48,7 @@ pub(crate) fn agree(comm: Handle, flag: &mut c_int) -> Res {
     let agreed = core.agree(*flag as u32)?;
     *flag = agreed.flag as c_int;
     let unacked = running(|s| {
-        let acked = s.comm(comm)?.acked;
+        let acked = acked(s, comm)?;
         let failed = failed_world_ranks(s, comm)?;
         let known: Vec<u32> = failed[..acked.min(failed.len())].to_vec();
         let mut held = Vec::new();
@@ -215,19 +215,21 @@ pub(crate) fn get_failed(comm: Handle) -> Res<Handle> {
 /// than before) and returns how many are acknowledged. A receive from any source then no
 /// longer reports them (MPIX_ERR_PROC_FAILED_PENDING).
 pub(crate) fn ack_failed(comm: Handle, num_to_ack: usize) -> Res<usize> {
-    running(|s| {
-        let known = failed_world_ranks(s, comm)?.len();
-        let obj = s.comm_mut(comm)?;
-        obj.acked = obj.acked.max(num_to_ack.min(known));
-        Ok(obj.acked)
-    })
+    let (_, core) = running(|s| agreement_comm(s, comm))?;
+    Ok(core.ack_failed(num_to_ack))
+}
+
+/// How many failed members of `comm` are acknowledged.
+fn acked(s: &State, comm: Handle) -> Res<usize> {
+    let (_, core) = agreement_comm(s, comm)?;
+    Ok(core.ack_failed(0))
 }
 
 /// `MPIX_Comm_failure_get_acked`: the acknowledged failed members, as a new group.
 pub(crate) fn get_acked(comm: Handle) -> Res<Handle> {
     running(|s| {
         let mut failed = failed_world_ranks(s, comm)?;
-        failed.truncate(s.comm(comm)?.acked);
+        failed.truncate(acked(s, comm)?);
         Ok(new_group(s, failed.into()))
     })
 }

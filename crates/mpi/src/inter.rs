@@ -199,7 +199,6 @@ pub(crate) fn register_inter(old: Handle, p: Parts, copy_attrs: bool) -> Res<Han
         topo: None,
         inter: None,
         idups: 0,
-        acked: 0,
     };
     let inter = with(|s| {
         Ok(Inter {

@@ -233,8 +233,14 @@ fn receive_into(
 pub(crate) fn wait_request(req: &mut Request) -> Res<Outcome> {
     let raws = req.raws();
     if raws.iter().any(Option::is_some) {
-        req.core
-            .wait_until(|done| raws.iter().flatten().all(|&raw| done(raw)))?;
+        if req.core.fault_tolerant() {
+            // Ends early for a receive from any source when a member failed (ULFM).
+            let raws: Vec<_> = raws.iter().flatten().copied().collect();
+            req.core.raw_wait_all(&raws)?;
+        } else {
+            req.core
+                .wait_until(|done| raws.iter().flatten().all(|&raw| done(raw)))?;
+        }
     }
     req.complete()
 }
@@ -328,7 +334,10 @@ impl Dense {
         };
         // SAFETY: MPI's contract keeps the buffer valid until the receive completes.
         let raw = unsafe { core.raw_recv(buf.cast(), self.bytes, source, tag) }?;
-        if core.ranks_are_world() && s.world.is_some() {
+        // A fault-tolerant wildcard receive keeps its communicator, whose acknowledgements
+        // its waits look at.
+        let wildcard = source == Source::Any && core.fault_tolerant();
+        if core.ranks_are_world() && s.world.is_some() && !wildcard {
             *out = engine_handle(raw);
             return Ok(true);
         }
@@ -539,7 +548,15 @@ pub(crate) fn start_sendrecv_replace(
 
 /// Waits for a receive (and its partner) and reports it.
 pub(crate) unsafe fn finish_recv(mut req: Request, status: *mut MpiStatus) -> Res {
-    let outcome = wait_request(&mut req)?;
+    let outcome = match wait_request(&mut req) {
+        // A blocking receive from any source cannot stay pending: it is withdrawn, and fails
+        // as ULFM says (MPIX_ERR_PROC_FAILED).
+        Err(e) if e.class == MPIX_ERR_PROC_FAILED_PENDING => {
+            req.cancel_now();
+            return fail(MPIX_ERR_PROC_FAILED, e.into_message());
+        }
+        other => other?,
+    };
     // SAFETY: the caller's contract: `status` is NULL or a writable MPI_Status.
     unsafe { outcome.write(status, false) };
     outcome.check()

@@ -496,6 +496,16 @@ impl Request {
     }
 
     /// Collects the outcome of a finished request; it becomes inactive (persistent) or spent.
+    /// Withdraws its receives not matched yet and takes what finished; for a blocking receive
+    /// that returns without its message (a fault-tolerant job's wildcard receive).
+    pub(crate) fn cancel_now(&mut self) {
+        for raw in self.raws().into_iter().flatten() {
+            self.core.raw_cancel(raw);
+            self.core.raw_take(raw);
+        }
+        self.progress = Progress::Inactive;
+    }
+
     pub(crate) fn complete(&mut self) -> Res<Outcome> {
         if let Some(mut partner) = self.partner.take() {
             partner.complete()?;

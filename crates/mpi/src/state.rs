@@ -47,9 +47,6 @@ pub(crate) struct CommObj {
     pub(crate) inter: Option<Inter>,
     /// MPI_Comm_idup calls made on it so far (the same count on every member).
     pub(crate) idups: u32,
-    /// Failed members acknowledged (`MPIX_Comm_ack_failed`): the first this many of those
-    /// `MPIX_Comm_get_failed` lists.
-    pub(crate) acked: usize,
 }
 
 /// The two communicators behind an intercommunicator, kept in the communicator table under

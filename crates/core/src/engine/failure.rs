@@ -262,6 +262,7 @@ impl Engine {
             return;
         }
         peer.failed = true;
+        self.proto.failures += 1;
         faults.failed.push(rank);
         faults.untold.push(rank);
         let queued = std::mem::take(&mut peer.outq);
@@ -302,6 +303,13 @@ impl Proto {
         let peer = self.peers.get(source as usize)?;
         peer.failed
             .then(|| (self.requests).insert(ReqState::Done(faulted(Fault::ProcFailed, source))))
+    }
+
+    /// Whether `id` is a receive from any source not matched yet.
+    pub(crate) fn posted_from_any(&self, id: ReqId) -> bool {
+        self.matcher
+            .posted_pattern(id)
+            .is_some_and(|p| p.source.is_none())
     }
 
     /// Whether sends to `dest` fail at once (it failed).

@@ -27,7 +27,14 @@ impl Engine {
             progressed |= shm.poll_input(&mut sink)?;
         }
         if self.net.fabric.is_some() {
-            progressed |= self.fabric_pass()?;
+            progressed |= match self.fabric_pass() {
+                // A fault-tolerant rank goes on without a lost peer (see `engine/failure.rs`).
+                Err(Error::PeerLost { rank, .. }) if self.proto.fault_tolerant => {
+                    self.peer_failed(rank as u32);
+                    true
+                }
+                other => other?,
+            };
         }
         if let Some(tcp) = self.net.tcp.as_mut().filter(|_| poll_tcp) {
             self.net.looks_without_tcp = 0;

@@ -274,7 +274,14 @@ mpi! {
             return Ok(());
         }
         if let Some(engine) = engine {
-            engine.wait_until(|done| done_in(entry, done))?;
+            match (engine.fault_tolerant(), entry) {
+                // A receive from any source may end early (MPIX_ERR_PROC_FAILED_PENDING).
+                (true, Entry::Active(raws)) => {
+                    let raws: Vec<_> = raws.iter().flatten().copied().collect();
+                    engine.raw_wait_all(&raws)?;
+                }
+                _ => engine.wait_until(|done| done_in(entry, done))?,
+            }
         }
         finish_handle(h, status, false)?.check()
     }

@@ -37,6 +37,39 @@ static int wait_for_failures(MPI_Comm comm, int want)
     return -1;
 }
 
+/* A receive from any source while the failure is not acknowledged: a blocking one fails, a
+ * nonblocking one's wait reports MPIX_ERR_PROC_FAILED_PENDING and the receive stays posted. */
+static MPI_Request wildcard_pending(int *y)
+{
+    MPI_Request req = MPI_REQUEST_NULL;
+    int rc;
+    if (rank == 0) {
+        rc = MPI_Recv(y, 1, MPI_INT, MPI_ANY_SOURCE, 3, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+        CHECK_CLASS(rc, MPIX_ERR_PROC_FAILED, "MPI_Recv from any source, failure not acknowledged");
+        MPI_Irecv(y, 1, MPI_INT, MPI_ANY_SOURCE, 3, MPI_COMM_WORLD, &req);
+        rc = MPI_Wait(&req, MPI_STATUS_IGNORE);
+        CHECK_CLASS(rc, MPIX_ERR_PROC_FAILED_PENDING, "MPI_Wait of a receive from any source");
+        CHECK(req != MPI_REQUEST_NULL, "the pending receive was freed");
+    }
+    return req;
+}
+
+/* After the acknowledgement the pending receive gets rank 1's message. */
+static void wildcard_after_ack(MPI_Request req, int *y)
+{
+    int go = 0;
+    if (rank == 0) {
+        MPI_Status st;
+        MPI_Send(&go, 1, MPI_INT, 1, 4, MPI_COMM_WORLD);
+        CHECK_OK(MPI_Wait(&req, &st), "MPI_Wait of the receive from any source after the ack");
+        CHECK(*y == 42 && st.MPI_SOURCE == 1, "received %d from %d", *y, st.MPI_SOURCE);
+    } else if (rank == 1) {
+        int v = 42;
+        MPI_Recv(&go, 1, MPI_INT, 0, 4, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+        MPI_Send(&v, 1, MPI_INT, 0, 3, MPI_COMM_WORLD);
+    }
+}
+
 static void point_to_point(void)
 {
     int x = 0, rc;
@@ -53,6 +86,8 @@ static void point_to_point(void)
     rc = MPI_Allreduce(MPI_IN_PLACE, &x, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
     CHECK_CLASS(rc, MPIX_ERR_PROC_FAILED, "MPI_Allreduce with a dead member");
 
+    int y = -1;
+    MPI_Request pending = wildcard_pending(&y);
     MPI_Group world, failed, acked;
     int n = -1, acked_n = -1, dead = -1;
     MPIX_Comm_get_failed(MPI_COMM_WORLD, &failed);
@@ -69,6 +104,7 @@ static void point_to_point(void)
     MPI_Group_free(&failed);
     MPI_Group_free(&acked);
     MPI_Group_free(&world);
+    wildcard_after_ack(pending, &y);
 
     /* The survivors pass a token around their ring. */
     int alive = size - 1, token = -1, mine = rank * 10;
