@@ -16,8 +16,9 @@ use std::ffi::{c_int, c_void};
 /// `vm.mmap_min_addr`): data there is a NULL, MPI_BOTTOM or MPI_IN_PLACE mistake.
 const LOWEST_VALID_ADDRESS: i128 = 4096;
 
-/// A count argument: never negative.
-pub(crate) fn count(count: c_int) -> Res<usize> {
+/// A count argument, int or `MPI_Count`: never negative.
+pub(crate) fn count(count: impl Into<i64>) -> Res<usize> {
+    let count = count.into();
     usize::try_from(count)
         .map_err(|_| MpiError::new(MPI_ERR_COUNT, format!("negative count {count}")))
 }

@@ -8,7 +8,7 @@ use crate::check;
 use crate::datatype::Datatype;
 use crate::error::{fail, MpiError, Res};
 use crate::ops;
-use crate::p2p::count_arg;
+use crate::p2p::{count_arg, count_c, Count};
 use crate::request::{Request, Typed};
 use crate::state::{running, Inter, OpObj, State};
 use ferry_core::{Collective, Reducer, Reduction};
@@ -604,13 +604,13 @@ fn no_in_place_inter(p: *const c_void) -> Res {
 }
 
 /// Equal blocks of `count` elements, one per rank: counts and element displacements.
-fn equal(n: usize, count: c_int) -> Res<(Vec<usize>, Vec<isize>)> {
+fn equal(n: usize, count: Count) -> Res<(Vec<usize>, Vec<isize>)> {
     let c = count_arg(count)?;
     Ok((vec![c; n], (0..n).map(|i| (i * c) as isize).collect()))
 }
 
 /// Counts and element displacements of a (v-)collective side: from the C arrays, or equal.
-unsafe fn layout(n: usize, v: PerRank, count: c_int) -> Res<(Vec<usize>, Vec<isize>)> {
+unsafe fn layout(n: usize, v: PerRank, count: Count) -> Res<(Vec<usize>, Vec<isize>)> {
     match v {
         // SAFETY: the caller's arrays hold one entry per rank (MPI's contract for the call).
         Some((c, d)) => unsafe { per_rank(n, c, d) },
@@ -688,8 +688,8 @@ unsafe fn inter_ialltoall(
     s: &mut State,
     comm: Handle,
     inter: Inter,
-    send: (*const c_void, c_int, Handle, PerRank),
-    recv: (*mut c_void, c_int, Handle, PerRank),
+    send: (*const c_void, Count, Handle, PerRank),
+    recv: (*mut c_void, Count, Handle, PerRank),
 ) -> Res<Prepared> {
     no_in_place_inter(send.0)?;
     let n = crate::inter::union_of(s, inter)?.remote_size();
@@ -780,7 +780,7 @@ pub(crate) fn root_arg(core: &ferry_core::Comm, root: c_int) -> Res<usize> {
     check::root(root, core.size())
 }
 
-fn typed(s: &mut State, buf: *const c_void, count: c_int, datatype: Handle) -> Res<Typed> {
+fn typed(s: &mut State, buf: *const c_void, count: Count, datatype: Handle) -> Res<Typed> {
     Ok(Typed {
         dt: s.committed_type(datatype)?,
         count: count_arg(count)?,
@@ -789,10 +789,10 @@ fn typed(s: &mut State, buf: *const c_void, count: c_int, datatype: Handle) -> R
 }
 
 /// A buffer argument of a collective as the C call has it: address, count, datatype.
-pub(crate) type Buf = (*const c_void, c_int, Handle);
+pub(crate) type Buf = (*const c_void, Count, Handle);
 
 /// The receive buffer argument of a collective.
-pub(crate) type RecvBuf = (*mut c_void, c_int, Handle);
+pub(crate) type RecvBuf = (*mut c_void, Count, Handle);
 
 /// A v-collective side's counts and element displacements (C arrays, one entry per rank), or
 /// `None` for equal blocks of the side's count.
@@ -1010,7 +1010,7 @@ pub(crate) unsafe fn barrier(comm: Handle, request: RequestOut<'_>) -> Res {
 
 pub(crate) unsafe fn bcast(
     buf: *mut c_void,
-    count: c_int,
+    count: Count,
     datatype: Handle,
     root: c_int,
     comm: Handle,
@@ -1030,7 +1030,7 @@ pub(crate) unsafe fn bcast(
 #[inline(never)]
 unsafe fn bcast_general(
     buf: *mut c_void,
-    count: c_int,
+    count: Count,
     datatype: Handle,
     root: c_int,
     comm: Handle,
@@ -1076,7 +1076,7 @@ unsafe fn bcast_general(
 pub(crate) unsafe fn reduce(
     sendbuf: *const c_void,
     recvbuf: *mut c_void,
-    count: c_int,
+    count: Count,
     datatype: Handle,
     op: Handle,
     root: c_int,
@@ -1101,7 +1101,7 @@ pub(crate) unsafe fn reduce(
 unsafe fn reduce_general(
     sendbuf: *const c_void,
     recvbuf: *mut c_void,
-    count: c_int,
+    count: Count,
     datatype: Handle,
     op: Handle,
     root: c_int,
@@ -1173,7 +1173,7 @@ unsafe fn reduce_general(
 pub(crate) unsafe fn allreduce(
     sendbuf: *const c_void,
     recvbuf: *mut c_void,
-    count: c_int,
+    count: Count,
     datatype: Handle,
     op: Handle,
     comm: Handle,
@@ -1195,7 +1195,7 @@ pub(crate) unsafe fn allreduce(
 unsafe fn allreduce_general(
     sendbuf: *const c_void,
     recvbuf: *mut c_void,
-    count: c_int,
+    count: Count,
     datatype: Handle,
     op: Handle,
     comm: Handle,
@@ -1256,10 +1256,10 @@ unsafe fn allreduce_general(
 
 pub(crate) unsafe fn gather(
     sendbuf: *const c_void,
-    sendcount: c_int,
+    sendcount: Count,
     sendtype: Handle,
     recvbuf: *mut c_void,
-    recvcount: c_int,
+    recvcount: Count,
     recvtype: Handle,
     root: c_int,
     comm: Handle,
@@ -1275,10 +1275,10 @@ pub(crate) unsafe fn gather(
 
 pub(crate) unsafe fn scatter(
     sendbuf: *const c_void,
-    sendcount: c_int,
+    sendcount: Count,
     sendtype: Handle,
     recvbuf: *mut c_void,
-    recvcount: c_int,
+    recvcount: Count,
     recvtype: Handle,
     root: c_int,
     comm: Handle,
@@ -1344,10 +1344,10 @@ unsafe fn rooted_inter(
 
 pub(crate) unsafe fn allgather(
     sendbuf: *const c_void,
-    sendcount: c_int,
+    sendcount: Count,
     sendtype: Handle,
     recvbuf: *mut c_void,
-    recvcount: c_int,
+    recvcount: Count,
     recvtype: Handle,
     comm: Handle,
     request: RequestOut<'_>,
@@ -1396,10 +1396,10 @@ unsafe fn allgather_inter(
 
 pub(crate) unsafe fn alltoall(
     sendbuf: *const c_void,
-    sendcount: c_int,
+    sendcount: Count,
     sendtype: Handle,
     recvbuf: *mut c_void,
-    recvcount: c_int,
+    recvcount: Count,
     recvtype: Handle,
     comm: Handle,
     request: RequestOut<'_>,
@@ -1455,16 +1455,16 @@ pub(crate) unsafe fn alltoall(
 unsafe fn alltoall_inter(
     comm: Handle,
     i: Inter,
-    send: (*const c_void, c_int, Handle, PerRank),
-    recv: (*mut c_void, c_int, Handle, PerRank),
+    send: (*const c_void, Count, Handle, PerRank),
+    recv: (*mut c_void, Count, Handle, PerRank),
     request: RequestOut<'_>,
 ) -> Res {
     let blocking = || {
         let n = crate::inter::remote_size(i)?;
         // SAFETY: the caller's buffers and arrays are as MPI's contract for the call says.
-        let sb = unsafe { crate::inter::blocks(send.0, send.1, send.2, send.3, n) }?;
+        let sb = unsafe { crate::inter::blocks(send.0, count_c(send.1)?, send.2, send.3, n) }?;
         // SAFETY: as above.
-        let rb = unsafe { crate::inter::blocks(recv.0, recv.1, recv.2, recv.3, n) }?;
+        let rb = unsafe { crate::inter::blocks(recv.0, count_c(recv.1)?, recv.2, recv.3, n) }?;
         // SAFETY: as above.
         unsafe { crate::inter::alltoall(i, sb, rb) }
     };
@@ -1497,7 +1497,7 @@ unsafe fn per_rank(
 
 pub(crate) unsafe fn gatherv(
     sendbuf: *const c_void,
-    sendcount: c_int,
+    sendcount: Count,
     sendtype: Handle,
     recvbuf: *mut c_void,
     recvcounts: *const c_int,
@@ -1519,7 +1519,7 @@ pub(crate) unsafe fn scatterv(
     displs: *const c_int,
     sendtype: Handle,
     recvbuf: *mut c_void,
-    recvcount: c_int,
+    recvcount: Count,
     recvtype: Handle,
     root: c_int,
     comm: Handle,
@@ -1570,7 +1570,7 @@ unsafe fn rooted_v(
 
 pub(crate) unsafe fn allgatherv(
     sendbuf: *const c_void,
-    sendcount: c_int,
+    sendcount: Count,
     sendtype: Handle,
     recvbuf: *mut c_void,
     recvcounts: *const c_int,
@@ -1781,7 +1781,7 @@ pub(crate) unsafe fn reduce_scatter(
 pub(crate) unsafe fn scan(
     sendbuf: *const c_void,
     recvbuf: *mut c_void,
-    count: c_int,
+    count: Count,
     datatype: Handle,
     op: Handle,
     comm: Handle,

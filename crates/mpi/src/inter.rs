@@ -31,7 +31,7 @@ use crate::coll::{Buf, Direction, PerRank, RecvBuf};
 use crate::comm::register_with;
 use crate::datatype::Datatype;
 use crate::error::{fail, MpiError, Res};
-use crate::p2p::{count_arg, start_recv, start_send, wait_request};
+use crate::p2p::{count_arg, count_c, start_recv, start_send, wait_request, Count};
 use crate::request::SendKind;
 use crate::state::State;
 use crate::state::{running, with, CommObj, Inter};
@@ -417,7 +417,7 @@ struct Traffic {
 struct Transfer {
     to_peer: bool,
     buf: *mut c_void,
-    count: c_int,
+    count: Count,
     dt: Handle,
     peer: usize,
 }
@@ -446,7 +446,12 @@ impl Traffic {
         dt: Handle,
         peer: usize,
     ) -> Res {
-        let count = count_c(count)?;
+        let count = Count::try_from(count).map_err(|_| {
+            MpiError::new(
+                MPI_ERR_COUNT,
+                format!("count {count} does not fit an MPI_Count"),
+            )
+        })?;
         self.ops.push(Transfer {
             to_peer,
             buf,
@@ -507,7 +512,7 @@ impl Traffic {
     }
 }
 
-fn count_c(n: usize) -> Res<c_int> {
+fn int_count(n: usize) -> Res<c_int> {
     c_int::try_from(n).map_err(|_| MpiError::new(MPI_ERR_COUNT, format!("count {n} too large")))
 }
 
@@ -582,7 +587,7 @@ const MPI_BYTE_HANDLE: Handle = 0x247;
 pub(crate) unsafe fn bcast(
     inter: Inter,
     buf: *mut c_void,
-    count: c_int,
+    count: Count,
     dt: Handle,
     root: c_int,
 ) -> Res {
@@ -615,7 +620,7 @@ pub(crate) unsafe fn reduce(
     inter: Inter,
     sendbuf: *const c_void,
     recvbuf: *mut c_void,
-    count: c_int,
+    count: Count,
     dt: Handle,
     op: Handle,
     root: c_int,
@@ -655,7 +660,7 @@ pub(crate) unsafe fn allreduce(
     inter: Inter,
     sendbuf: *const c_void,
     recvbuf: *mut c_void,
-    count: c_int,
+    count: Count,
     dt: Handle,
     op: Handle,
 ) -> Res {
@@ -729,7 +734,8 @@ pub(crate) unsafe fn rooted(
                 } else {
                     "recvcounts"
                 };
-                let (counts, displs) = per_remote(count, v, remote, (counts_name, "displs"))?;
+                let (counts, displs) =
+                    per_remote(count_c(count)?, v, remote, (counts_name, "displs"))?;
                 for i in 0..remote {
                     let c = count_arg(counts[i])?;
                     let block = at_element(buf, displs[i], ext)?;
@@ -760,7 +766,7 @@ pub(crate) unsafe fn allgather(inter: Inter, send: Buf, recv: RecvBuf, v: PerRan
         no_in_place(sbuf)?;
         let (rbuf, rcount, rdt) = recv;
         let ext = extent_of(rdt)?;
-        let (counts, displs) = per_remote(rcount, v, remote, ("recvcounts", "displs"))?;
+        let (counts, displs) = per_remote(count_c(rcount)?, v, remote, ("recvcounts", "displs"))?;
         let scount = count_arg(scount)?;
         let mut t = Traffic::new(inter);
         for j in 0..remote {
@@ -863,13 +869,13 @@ pub(crate) unsafe fn reduce_scatter(
         no_in_place(sendbuf)?;
         let me = shape(inter)?.2;
         let total: usize = counts.iter().sum();
-        let total_c = count_c(total)?;
+        let total_c = int_count(total)?;
         let mine = Temp::new(dt, total)?;
         let theirs = Temp::new(dt, total)?;
         coll::reduce(
             sendbuf,
             mine.base,
-            total_c,
+            total_c.into(),
             dt,
             op,
             0,
@@ -882,7 +888,7 @@ pub(crate) unsafe fn reduce_scatter(
             t.send(mine.base, total, dt, 0)?;
             t.finish()?;
         }
-        let c: Vec<c_int> = counts.iter().map(|&x| count_c(x)).collect::<Res<_>>()?;
+        let c: Vec<c_int> = counts.iter().map(|&x| int_count(x)).collect::<Res<_>>()?;
         let mut d = Vec::with_capacity(c.len());
         let mut acc: c_int = 0;
         for &x in &c {
@@ -895,7 +901,7 @@ pub(crate) unsafe fn reduce_scatter(
             d.as_ptr(),
             dt,
             recvbuf,
-            c[me],
+            c[me].into(),
             dt,
             0,
             inter.local,

@@ -25,8 +25,12 @@ pub(crate) fn message_type(
     s.committed_type(datatype)
 }
 
-/// Checks a count argument.
-pub(crate) fn count_arg(count: c_int) -> Res<usize> {
+/// An element count as the `_c` bindings take it (`MPI_Count`); the int bindings widen theirs.
+/// Byte lengths inside are `usize`, checked where a count meets a datatype's size.
+pub(crate) type Count = i64;
+
+/// Checks a count argument, int or `MPI_Count`.
+pub(crate) fn count_arg(count: impl Into<Count>) -> Res<usize> {
     crate::check::count(count)
 }
 
@@ -74,7 +78,7 @@ pub(crate) struct SendArgs {
 fn message_args(
     s: &mut State,
     buf: *const c_void,
-    count: c_int,
+    count: Count,
     datatype: Handle,
     comm: Handle,
 ) -> Res<(ferry_core::Comm, usize, crate::datatype::Datatype)> {
@@ -88,7 +92,7 @@ fn message_args(
 pub(crate) fn send_args(
     s: &mut State,
     buf: *const c_void,
-    count: c_int,
+    count: Count,
     datatype: Handle,
     dest: c_int,
     tag: c_int,
@@ -110,7 +114,7 @@ pub(crate) fn send_args(
 pub(crate) fn start_send(
     s: &mut State,
     buf: *const c_void,
-    count: c_int,
+    count: Count,
     datatype: Handle,
     dest: c_int,
     tag: c_int,
@@ -183,7 +187,7 @@ pub(crate) fn start_send(
 pub(crate) fn start_recv(
     s: &mut State,
     buf: *mut c_void,
-    count: c_int,
+    count: Count,
     datatype: Handle,
     source: c_int,
     tag: c_int,
@@ -267,10 +271,12 @@ pub(crate) struct Dense {
 
 impl Dense {
     #[inline]
-    pub(crate) fn of(buf: *const c_void, count: c_int, datatype: Handle) -> Option<Dense> {
+    pub(crate) fn of(buf: *const c_void, count: Count, datatype: Handle) -> Option<Dense> {
         let (ty, size) = crate::datatype::dense_builtin(datatype)?;
         let bytes = usize::try_from(count).ok()?.checked_mul(size)?;
-        (bytes == 0 || crate::check::addressable(buf)).then_some(Dense { ty, bytes })
+        // More than the address space holds is the general path's MPI_ERR_COUNT.
+        (bytes <= isize::MAX as usize && (bytes == 0 || crate::check::addressable(buf)))
+            .then_some(Dense { ty, bytes })
     }
 
     /// Sends if the runtime takes the message at once (shared memory, nothing queued before
@@ -349,7 +355,7 @@ impl Dense {
 
 pub(crate) unsafe fn blocking_send(
     buf: *const c_void,
-    count: c_int,
+    count: Count,
     datatype: Handle,
     dest: c_int,
     tag: c_int,
@@ -366,7 +372,7 @@ pub(crate) unsafe fn blocking_send(
 #[inline]
 pub(crate) unsafe fn sent_at_once(
     buf: *const c_void,
-    count: c_int,
+    count: Count,
     datatype: Handle,
     dest: c_int,
     tag: c_int,
@@ -381,7 +387,7 @@ pub(crate) unsafe fn sent_at_once(
 
 pub(crate) unsafe fn nonblocking_send(
     buf: *const c_void,
-    count: c_int,
+    count: Count,
     datatype: Handle,
     dest: c_int,
     tag: c_int,
@@ -424,8 +430,8 @@ pub(crate) unsafe fn nonblocking_send(
 /// A receive carrying its send as partner: MPI_Sendrecv and MPI_Isendrecv.
 pub(crate) fn start_sendrecv(
     s: &mut State,
-    send: (*const c_void, c_int, Handle, c_int, c_int),
-    recv: (*mut c_void, c_int, Handle, c_int, c_int),
+    send: (*const c_void, Count, Handle, c_int, c_int),
+    recv: (*mut c_void, Count, Handle, c_int, c_int),
     comm: Handle,
 ) -> Res<Request> {
     let (sendbuf, sendcount, sendtype, dest, sendtag) = send;
@@ -453,8 +459,8 @@ pub(crate) fn start_sendrecv(
 /// takes [`start_sendrecv`]. The send's arguments are checked before the receive is posted, as
 /// there.
 pub(crate) unsafe fn sendrecv(
-    send: (*const c_void, c_int, Handle, c_int, c_int),
-    recv: (*mut c_void, c_int, Handle, c_int, c_int),
+    send: (*const c_void, Count, Handle, c_int, c_int),
+    recv: (*mut c_void, Count, Handle, c_int, c_int),
     comm: Handle,
     status: *mut MpiStatus,
 ) -> Res {
@@ -510,7 +516,7 @@ pub(crate) unsafe fn sendrecv(
 pub(crate) fn start_sendrecv_replace(
     s: &mut State,
     buf: *mut c_void,
-    count: c_int,
+    count: Count,
     datatype: Handle,
     (dest, sendtag): (c_int, c_int),
     (source, recvtag): (c_int, c_int),
@@ -531,7 +537,7 @@ pub(crate) fn start_sendrecv_replace(
     let mut send = start_send(
         s,
         staged.as_ptr() as *const c_void,
-        staged.len() as c_int,
+        staged.len() as Count,
         byte,
         dest,
         sendtag,
@@ -1119,7 +1125,20 @@ pub(crate) unsafe fn set_elements(status: *mut MpiStatus, datatype: Handle, coun
     // SAFETY: the caller's contract: `status` is NULL or a writable MPI_Status.
     let st = unsafe { crate::check::out(status, "status") }?;
     let dt = with(|s| s.datatype(datatype))?;
-    st.set_count(count * dt.size() as i64);
+    let elements = count_arg(count)?;
+    let bytes = elements
+        .checked_mul(dt.size())
+        .and_then(|b| i64::try_from(b).ok())
+        .ok_or_else(|| {
+            MpiError::new(
+                MPI_ERR_VALUE_TOO_LARGE,
+                format!(
+                    "{elements} elements of {} bytes do not fit a status's MPI_Count",
+                    dt.size()
+                ),
+            )
+        })?;
+    st.set_count(bytes);
     Ok(())
 }
 
@@ -1189,7 +1208,7 @@ impl Matched {
 /// place; resets the message handle.
 pub(crate) unsafe fn start_mrecv(
     buf: *mut c_void,
-    count: c_int,
+    count: Count,
     datatype: Handle,
     message: *mut Handle,
 ) -> Res<Matched> {
@@ -1242,7 +1261,7 @@ pub(crate) unsafe fn start_mrecv(
 /// MPI_Mrecv and MPI_Mrecv_c: a message whose bytes are here needs no request at all.
 pub(crate) unsafe fn mrecv(
     buf: *mut c_void,
-    count: c_int,
+    count: Count,
     datatype: Handle,
     message: *mut Handle,
     status: *mut MpiStatus,
@@ -1272,7 +1291,7 @@ pub(crate) fn count_of(status: &MpiStatus, datatype: Handle) -> Res<Option<usize
 #[inline(always)]
 pub(crate) unsafe fn standard_send(
     buf: *const c_void,
-    count: c_int,
+    count: Count,
     datatype: Handle,
     dest: c_int,
     tag: c_int,
@@ -1293,7 +1312,7 @@ pub(crate) unsafe fn standard_send(
 #[inline(always)]
 pub(crate) unsafe fn recv(
     buf: *mut c_void,
-    count: c_int,
+    count: Count,
     datatype: Handle,
     (source, tag): (c_int, c_int),
     comm: Handle,
@@ -1318,7 +1337,7 @@ pub(crate) unsafe fn recv(
 #[inline(always)]
 pub(crate) unsafe fn irecv(
     buf: *mut c_void,
-    count: c_int,
+    count: Count,
     datatype: Handle,
     (source, tag): (c_int, c_int),
     comm: Handle,
@@ -1344,10 +1363,10 @@ pub(crate) unsafe fn irecv(
 
 // ---- large counts (MPI 4.0 `_c` bindings) ----
 
-/// An `MPI_Count` element count as the int-count paths take it. ferry moves at most
-/// `c_int::MAX` elements per call (a derived datatype carries more); a larger count is
-/// MPI_ERR_COUNT, never truncated.
-pub(crate) fn count_c(count: i64) -> Res<c_int> {
+/// An `MPI_Count` element count where a path still takes an int (the collectives on
+/// intercommunicators, the per-rank arrays of the v- and w-collectives): a larger count is
+/// MPI_ERR_COUNT naming it, never truncated.
+pub(crate) fn count_c(count: Count) -> Res<c_int> {
     if count < 0 {
         return fail(MPI_ERR_COUNT, format!("negative count {count}"));
     }
@@ -1355,7 +1374,7 @@ pub(crate) fn count_c(count: i64) -> Res<c_int> {
         MpiError::new(
             MPI_ERR_COUNT,
             format!(
-                "count {count} is more than the {} elements ferry moves in one call (use a derived datatype)",
+                "count {count} is more than the {} elements this call takes per block",
                 c_int::MAX
             ),
         )

@@ -310,7 +310,7 @@ pub(crate) enum Persistent {
         /// Buffer, count, type handle.
         buf: *const u8,
         /// Element count.
-        count: c_int,
+        count: crate::p2p::Count,
         /// Datatype handle.
         datatype: Handle,
         /// Destination rank.
@@ -323,7 +323,7 @@ pub(crate) enum Persistent {
         /// Buffer.
         buf: *mut u8,
         /// Element count.
-        count: c_int,
+        count: crate::p2p::Count,
         /// Datatype handle.
         datatype: Handle,
         /// Source rank or wildcard.

@@ -1,6 +1,7 @@
 //! The collectives with `MPI_Count` counts and `MPI_Aint` displacements (MPI 4.0 `_c`
-//! bindings), blocking and nonblocking: the counts become the ints of the int-count paths, and a
-//! count or displacement that does not fit one is an error (`p2p::count_c`), never truncated.
+//! bindings), blocking and nonblocking. A scalar count goes through as an `MPI_Count`; the
+//! per-rank arrays of the v- and w-forms become the ints of the int-count paths here, and an
+//! entry that does not fit one is an error (`p2p::count_c`), never truncated.
 
 use super::*;
 use crate::p2p::count_c;

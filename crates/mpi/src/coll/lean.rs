@@ -12,7 +12,7 @@ use super::in_place;
 use crate::abi::*;
 use crate::error::Res;
 use crate::ops::{BuiltinOp, CheckedOp};
-use crate::p2p::Dense;
+use crate::p2p::{Count, Dense};
 use crate::state::{running, State};
 use ferry_core::{Collective, Reducer};
 use std::ffi::{c_int, c_void};
@@ -20,7 +20,7 @@ use std::ffi::{c_int, c_void};
 /// `count` elements of `datatype` at `buf` as one block of bytes ([`Dense`]), when the buffer
 /// is not MPI_IN_PLACE. A count of 0 is one too: the runtime plans such a call as one that
 /// carries nothing and returns at once, and the buffer is not looked at.
-fn dense(buf: *const c_void, count: c_int, datatype: Handle) -> Option<Dense> {
+fn dense(buf: *const c_void, count: Count, datatype: Handle) -> Option<Dense> {
     Dense::of(buf, count, datatype).filter(|_| !in_place(buf))
 }
 
@@ -93,7 +93,7 @@ fn root_in(core: &ferry_core::Comm, root: c_int) -> Option<usize> {
 /// As MPI_Bcast's: `buf` holds `count` elements of `datatype`.
 pub(super) unsafe fn bcast(
     buf: *mut c_void,
-    count: c_int,
+    count: Count,
     datatype: Handle,
     root: c_int,
     comm: Handle,
@@ -128,7 +128,7 @@ pub(super) unsafe fn bcast(
 pub(super) unsafe fn reduce(
     sendbuf: *const c_void,
     recvbuf: *mut c_void,
-    count: c_int,
+    count: Count,
     datatype: Handle,
     op: Handle,
     root: c_int,
@@ -189,7 +189,7 @@ pub(super) unsafe fn reduce(
 pub(super) unsafe fn allreduce(
     sendbuf: *const c_void,
     recvbuf: *mut c_void,
-    count: c_int,
+    count: Count,
     datatype: Handle,
     op: Handle,
     comm: Handle,
@@ -242,8 +242,8 @@ pub(super) unsafe fn allreduce(
 /// As the call's: `send` holds one block (MPI_Allgather) or one per rank (MPI_Alltoall),
 /// `recv` one per rank.
 pub(super) unsafe fn exchange(
-    send: (*const c_void, c_int, Handle),
-    recv: (*mut c_void, c_int, Handle),
+    send: (*const c_void, Count, Handle),
+    recv: (*mut c_void, Count, Handle),
     comm: Handle,
     alltoall: bool,
 ) -> Option<Res> {

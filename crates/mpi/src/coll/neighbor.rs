@@ -169,10 +169,10 @@ unsafe fn w_blocks(
 /// (`recv` = counts and displacements for the v-form, else `recvcount` each).
 pub(crate) unsafe fn allgather(
     sendbuf: *const c_void,
-    sendcount: c_int,
+    sendcount: Count,
     sendtype: Handle,
     recvbuf: *mut c_void,
-    recvcount: c_int,
+    recvcount: Count,
     recv: Option<(*const c_int, *const c_int)>,
     recvtype: Handle,
     comm: Handle,
@@ -195,10 +195,10 @@ pub(crate) unsafe fn allgather(
 /// MPI_Neighbor_alltoall(v): block `j` to destination `j`, block `i` from source `i`.
 pub(crate) unsafe fn alltoall(
     sendbuf: *const c_void,
-    send: (c_int, Option<(*const c_int, *const c_int)>),
+    send: (Count, Option<(*const c_int, *const c_int)>),
     sendtype: Handle,
     recvbuf: *mut c_void,
-    recv: (c_int, Option<(*const c_int, *const c_int)>),
+    recv: (Count, Option<(*const c_int, *const c_int)>),
     recvtype: Handle,
     comm: Handle,
     request: RequestOut<'_>,

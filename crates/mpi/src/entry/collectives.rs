@@ -11,7 +11,7 @@ use crate::coll::large::{at_root, counts, displs, peers, ptr};
 use crate::coll::persistent::*;
 use crate::coll::*;
 use crate::error::{fail, MpiError, Res};
-use crate::p2p::{count_arg, count_c};
+use crate::p2p::count_arg;
 use crate::state::{running, with, OpObj, UserFn, UserOpFn, UserOpFnC};
 use crate::types::*;
 use std::ffi::{c_int, c_void};
@@ -94,119 +94,119 @@ mpi! {
 mpi! {
     /// Broadcast from root.
     fn MPI_Bcast / PMPI_Bcast(buffer: *mut c_void, count: c_int, datatype: Handle, root: c_int, comm: Handle) on comm => {
-        bcast(buffer, count, datatype, root, comm, BLOCKING)
+        bcast(buffer, count.into(), datatype, root, comm, BLOCKING)
     }
 }
 
 mpi! {
     /// Nonblocking broadcast.
     fn MPI_Ibcast / PMPI_Ibcast(buffer: *mut c_void, count: c_int, datatype: Handle, root: c_int, comm: Handle, request: *mut Handle) on comm => {
-        bcast(buffer, count, datatype, root, comm, nonnull(request)?)
+        bcast(buffer, count.into(), datatype, root, comm, nonnull(request)?)
     }
 }
 
 mpi! {
     /// Reduction to root.
     fn MPI_Reduce / PMPI_Reduce(sendbuf: *const c_void, recvbuf: *mut c_void, count: c_int, datatype: Handle, op: Handle, root: c_int, comm: Handle) on comm => {
-        reduce(sendbuf, recvbuf, count, datatype, op, root, comm, BLOCKING)
+        reduce(sendbuf, recvbuf, count.into(), datatype, op, root, comm, BLOCKING)
     }
 }
 
 mpi! {
     /// Nonblocking reduction to root.
     fn MPI_Ireduce / PMPI_Ireduce(sendbuf: *const c_void, recvbuf: *mut c_void, count: c_int, datatype: Handle, op: Handle, root: c_int, comm: Handle, request: *mut Handle) on comm => {
-        reduce(sendbuf, recvbuf, count, datatype, op, root, comm, nonnull(request)?)
+        reduce(sendbuf, recvbuf, count.into(), datatype, op, root, comm, nonnull(request)?)
     }
 }
 
 mpi! {
     /// Reduction to all.
     fn MPI_Allreduce / PMPI_Allreduce(sendbuf: *const c_void, recvbuf: *mut c_void, count: c_int, datatype: Handle, op: Handle, comm: Handle) on comm => {
-        allreduce(sendbuf, recvbuf, count, datatype, op, comm, BLOCKING)
+        allreduce(sendbuf, recvbuf, count.into(), datatype, op, comm, BLOCKING)
     }
 }
 
 mpi! {
     /// Nonblocking reduction to all.
     fn MPI_Iallreduce / PMPI_Iallreduce(sendbuf: *const c_void, recvbuf: *mut c_void, count: c_int, datatype: Handle, op: Handle, comm: Handle, request: *mut Handle) on comm => {
-        allreduce(sendbuf, recvbuf, count, datatype, op, comm, nonnull(request)?)
+        allreduce(sendbuf, recvbuf, count.into(), datatype, op, comm, nonnull(request)?)
     }
 }
 
 mpi! {
     /// Gather to root.
     fn MPI_Gather / PMPI_Gather(sendbuf: *const c_void, sendcount: c_int, sendtype: Handle, recvbuf: *mut c_void, recvcount: c_int, recvtype: Handle, root: c_int, comm: Handle) on comm => {
-        gather(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm, BLOCKING)
+        gather(sendbuf, sendcount.into(), sendtype, recvbuf, recvcount.into(), recvtype, root, comm, BLOCKING)
     }
 }
 
 mpi! {
     /// Nonblocking gather.
     fn MPI_Igather / PMPI_Igather(sendbuf: *const c_void, sendcount: c_int, sendtype: Handle, recvbuf: *mut c_void, recvcount: c_int, recvtype: Handle, root: c_int, comm: Handle, request: *mut Handle) on comm => {
-        gather(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm, nonnull(request)?)
+        gather(sendbuf, sendcount.into(), sendtype, recvbuf, recvcount.into(), recvtype, root, comm, nonnull(request)?)
     }
 }
 
 mpi! {
     /// Scatter from root.
     fn MPI_Scatter / PMPI_Scatter(sendbuf: *const c_void, sendcount: c_int, sendtype: Handle, recvbuf: *mut c_void, recvcount: c_int, recvtype: Handle, root: c_int, comm: Handle) on comm => {
-        scatter(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm, BLOCKING)
+        scatter(sendbuf, sendcount.into(), sendtype, recvbuf, recvcount.into(), recvtype, root, comm, BLOCKING)
     }
 }
 
 mpi! {
     /// Nonblocking scatter.
     fn MPI_Iscatter / PMPI_Iscatter(sendbuf: *const c_void, sendcount: c_int, sendtype: Handle, recvbuf: *mut c_void, recvcount: c_int, recvtype: Handle, root: c_int, comm: Handle, request: *mut Handle) on comm => {
-        scatter(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm, nonnull(request)?)
+        scatter(sendbuf, sendcount.into(), sendtype, recvbuf, recvcount.into(), recvtype, root, comm, nonnull(request)?)
     }
 }
 
 mpi! {
     /// Gather to all.
     fn MPI_Allgather / PMPI_Allgather(sendbuf: *const c_void, sendcount: c_int, sendtype: Handle, recvbuf: *mut c_void, recvcount: c_int, recvtype: Handle, comm: Handle) on comm => {
-        allgather(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, BLOCKING)
+        allgather(sendbuf, sendcount.into(), sendtype, recvbuf, recvcount.into(), recvtype, comm, BLOCKING)
     }
 }
 
 mpi! {
     /// Nonblocking gather to all.
     fn MPI_Iallgather / PMPI_Iallgather(sendbuf: *const c_void, sendcount: c_int, sendtype: Handle, recvbuf: *mut c_void, recvcount: c_int, recvtype: Handle, comm: Handle, request: *mut Handle) on comm => {
-        allgather(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, nonnull(request)?)
+        allgather(sendbuf, sendcount.into(), sendtype, recvbuf, recvcount.into(), recvtype, comm, nonnull(request)?)
     }
 }
 
 mpi! {
     /// Personalized exchange.
     fn MPI_Alltoall / PMPI_Alltoall(sendbuf: *const c_void, sendcount: c_int, sendtype: Handle, recvbuf: *mut c_void, recvcount: c_int, recvtype: Handle, comm: Handle) on comm => {
-        alltoall(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, BLOCKING)
+        alltoall(sendbuf, sendcount.into(), sendtype, recvbuf, recvcount.into(), recvtype, comm, BLOCKING)
     }
 }
 
 mpi! {
     /// Nonblocking personalized exchange.
     fn MPI_Ialltoall / PMPI_Ialltoall(sendbuf: *const c_void, sendcount: c_int, sendtype: Handle, recvbuf: *mut c_void, recvcount: c_int, recvtype: Handle, comm: Handle, request: *mut Handle) on comm => {
-        alltoall(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, nonnull(request)?)
+        alltoall(sendbuf, sendcount.into(), sendtype, recvbuf, recvcount.into(), recvtype, comm, nonnull(request)?)
     }
 }
 
 mpi! {
     /// Gather of variable blocks.
     fn MPI_Gatherv / PMPI_Gatherv(sendbuf: *const c_void, sendcount: c_int, sendtype: Handle, recvbuf: *mut c_void, recvcounts: *const c_int, displs: *const c_int, recvtype: Handle, root: c_int, comm: Handle) on comm => {
-        gatherv(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, root, comm, BLOCKING)
+        gatherv(sendbuf, sendcount.into(), sendtype, recvbuf, recvcounts, displs, recvtype, root, comm, BLOCKING)
     }
 }
 
 mpi! {
     /// Scatter of variable blocks.
     fn MPI_Scatterv / PMPI_Scatterv(sendbuf: *const c_void, sendcounts: *const c_int, displs: *const c_int, sendtype: Handle, recvbuf: *mut c_void, recvcount: c_int, recvtype: Handle, root: c_int, comm: Handle) on comm => {
-        scatterv(sendbuf, sendcounts, displs, sendtype, recvbuf, recvcount, recvtype, root, comm, BLOCKING)
+        scatterv(sendbuf, sendcounts, displs, sendtype, recvbuf, recvcount.into(), recvtype, root, comm, BLOCKING)
     }
 }
 
 mpi! {
     /// Gather of variable blocks to all.
     fn MPI_Allgatherv / PMPI_Allgatherv(sendbuf: *const c_void, sendcount: c_int, sendtype: Handle, recvbuf: *mut c_void, recvcounts: *const c_int, displs: *const c_int, recvtype: Handle, comm: Handle) on comm => {
-        allgatherv(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, comm, BLOCKING)
+        allgatherv(sendbuf, sendcount.into(), sendtype, recvbuf, recvcounts, displs, recvtype, comm, BLOCKING)
     }
 }
 
@@ -243,35 +243,35 @@ mpi! {
 mpi! {
     /// Inclusive prefix reduction.
     fn MPI_Scan / PMPI_Scan(sendbuf: *const c_void, recvbuf: *mut c_void, count: c_int, datatype: Handle, op: Handle, comm: Handle) on comm => {
-        scan(sendbuf, recvbuf, count, datatype, op, comm, false, BLOCKING)
+        scan(sendbuf, recvbuf, count.into(), datatype, op, comm, false, BLOCKING)
     }
 }
 
 mpi! {
     /// Exclusive prefix reduction.
     fn MPI_Exscan / PMPI_Exscan(sendbuf: *const c_void, recvbuf: *mut c_void, count: c_int, datatype: Handle, op: Handle, comm: Handle) on comm => {
-        scan(sendbuf, recvbuf, count, datatype, op, comm, true, BLOCKING)
+        scan(sendbuf, recvbuf, count.into(), datatype, op, comm, true, BLOCKING)
     }
 }
 
 mpi! {
     /// Nonblocking gather of variable blocks.
     fn MPI_Igatherv / PMPI_Igatherv(sendbuf: *const c_void, sendcount: c_int, sendtype: Handle, recvbuf: *mut c_void, recvcounts: *const c_int, displs: *const c_int, recvtype: Handle, root: c_int, comm: Handle, request: *mut Handle) on comm => {
-        gatherv(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, root, comm, nonnull(request)?)
+        gatherv(sendbuf, sendcount.into(), sendtype, recvbuf, recvcounts, displs, recvtype, root, comm, nonnull(request)?)
     }
 }
 
 mpi! {
     /// Nonblocking scatter of variable blocks.
     fn MPI_Iscatterv / PMPI_Iscatterv(sendbuf: *const c_void, sendcounts: *const c_int, displs: *const c_int, sendtype: Handle, recvbuf: *mut c_void, recvcount: c_int, recvtype: Handle, root: c_int, comm: Handle, request: *mut Handle) on comm => {
-        scatterv(sendbuf, sendcounts, displs, sendtype, recvbuf, recvcount, recvtype, root, comm, nonnull(request)?)
+        scatterv(sendbuf, sendcounts, displs, sendtype, recvbuf, recvcount.into(), recvtype, root, comm, nonnull(request)?)
     }
 }
 
 mpi! {
     /// Nonblocking gather of variable blocks to all.
     fn MPI_Iallgatherv / PMPI_Iallgatherv(sendbuf: *const c_void, sendcount: c_int, sendtype: Handle, recvbuf: *mut c_void, recvcounts: *const c_int, displs: *const c_int, recvtype: Handle, comm: Handle, request: *mut Handle) on comm => {
-        allgatherv(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, comm, nonnull(request)?)
+        allgatherv(sendbuf, sendcount.into(), sendtype, recvbuf, recvcounts, displs, recvtype, comm, nonnull(request)?)
     }
 }
 
@@ -308,57 +308,57 @@ mpi! {
 mpi! {
     /// Nonblocking inclusive prefix reduction.
     fn MPI_Iscan / PMPI_Iscan(sendbuf: *const c_void, recvbuf: *mut c_void, count: c_int, datatype: Handle, op: Handle, comm: Handle, request: *mut Handle) on comm => {
-        scan(sendbuf, recvbuf, count, datatype, op, comm, false, nonnull(request)?)
+        scan(sendbuf, recvbuf, count.into(), datatype, op, comm, false, nonnull(request)?)
     }
 }
 
 mpi! {
     /// Nonblocking exclusive prefix reduction.
     fn MPI_Iexscan / PMPI_Iexscan(sendbuf: *const c_void, recvbuf: *mut c_void, count: c_int, datatype: Handle, op: Handle, comm: Handle, request: *mut Handle) on comm => {
-        scan(sendbuf, recvbuf, count, datatype, op, comm, true, nonnull(request)?)
+        scan(sendbuf, recvbuf, count.into(), datatype, op, comm, true, nonnull(request)?)
     }
 }
 
 coll_c! {
     /// MPI_Bcast with an MPI_Count count.
     fn MPI_Bcast_c / PMPI_Bcast_c, MPI_Ibcast_c / PMPI_Ibcast_c(buffer: *mut c_void, count: i64, datatype: Handle, root: c_int)
-        => |c, r| bcast(buffer, count_c(count)?, datatype, root, c, r)
+        => |c, r| bcast(buffer, count, datatype, root, c, r)
 }
 
 coll_c! {
     /// MPI_Reduce with an MPI_Count count.
     fn MPI_Reduce_c / PMPI_Reduce_c, MPI_Ireduce_c / PMPI_Ireduce_c(sendbuf: *const c_void, recvbuf: *mut c_void, count: i64, datatype: Handle, op: Handle, root: c_int)
-        => |c, r| reduce(sendbuf, recvbuf, count_c(count)?, datatype, op, root, c, r)
+        => |c, r| reduce(sendbuf, recvbuf, count, datatype, op, root, c, r)
 }
 
 coll_c! {
     /// MPI_Allreduce with an MPI_Count count.
     fn MPI_Allreduce_c / PMPI_Allreduce_c, MPI_Iallreduce_c / PMPI_Iallreduce_c(sendbuf: *const c_void, recvbuf: *mut c_void, count: i64, datatype: Handle, op: Handle)
-        => |c, r| allreduce(sendbuf, recvbuf, count_c(count)?, datatype, op, c, r)
+        => |c, r| allreduce(sendbuf, recvbuf, count, datatype, op, c, r)
 }
 
 coll_c! {
     /// MPI_Gather with MPI_Count counts.
     fn MPI_Gather_c / PMPI_Gather_c, MPI_Igather_c / PMPI_Igather_c(sendbuf: *const c_void, sendcount: i64, sendtype: Handle, recvbuf: *mut c_void, recvcount: i64, recvtype: Handle, root: c_int)
-        => |c, r| gather(sendbuf, count_c(sendcount)?, sendtype, recvbuf, count_c(recvcount)?, recvtype, root, c, r)
+        => |c, r| gather(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, c, r)
 }
 
 coll_c! {
     /// MPI_Scatter with MPI_Count counts.
     fn MPI_Scatter_c / PMPI_Scatter_c, MPI_Iscatter_c / PMPI_Iscatter_c(sendbuf: *const c_void, sendcount: i64, sendtype: Handle, recvbuf: *mut c_void, recvcount: i64, recvtype: Handle, root: c_int)
-        => |c, r| scatter(sendbuf, count_c(sendcount)?, sendtype, recvbuf, count_c(recvcount)?, recvtype, root, c, r)
+        => |c, r| scatter(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, c, r)
 }
 
 coll_c! {
     /// MPI_Allgather with MPI_Count counts.
     fn MPI_Allgather_c / PMPI_Allgather_c, MPI_Iallgather_c / PMPI_Iallgather_c(sendbuf: *const c_void, sendcount: i64, sendtype: Handle, recvbuf: *mut c_void, recvcount: i64, recvtype: Handle)
-        => |c, r| allgather(sendbuf, count_c(sendcount)?, sendtype, recvbuf, count_c(recvcount)?, recvtype, c, r)
+        => |c, r| allgather(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, c, r)
 }
 
 coll_c! {
     /// MPI_Alltoall with MPI_Count counts.
     fn MPI_Alltoall_c / PMPI_Alltoall_c, MPI_Ialltoall_c / PMPI_Ialltoall_c(sendbuf: *const c_void, sendcount: i64, sendtype: Handle, recvbuf: *mut c_void, recvcount: i64, recvtype: Handle)
-        => |c, r| alltoall(sendbuf, count_c(sendcount)?, sendtype, recvbuf, count_c(recvcount)?, recvtype, c, r)
+        => |c, r| alltoall(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, c, r)
 }
 
 coll_c! {
@@ -367,7 +367,7 @@ coll_c! {
         => |c, r| {
             let (n, used) = (peers(c)?, at_root(c, root)?);
             let (rc, rd) = (counts(recvcounts, n, used)?, displs(displs_, n, used)?);
-            gatherv(sendbuf, count_c(sendcount)?, sendtype, recvbuf, ptr(&rc), ptr(&rd), recvtype, root, c, r)
+            gatherv(sendbuf, sendcount, sendtype, recvbuf, ptr(&rc), ptr(&rd), recvtype, root, c, r)
         }
 }
 
@@ -377,7 +377,7 @@ coll_c! {
         => |c, r| {
             let (n, used) = (peers(c)?, at_root(c, root)?);
             let (sc, sd) = (counts(sendcounts, n, used)?, displs(displs_, n, used)?);
-            scatterv(sendbuf, ptr(&sc), ptr(&sd), sendtype, recvbuf, count_c(recvcount)?, recvtype, root, c, r)
+            scatterv(sendbuf, ptr(&sc), ptr(&sd), sendtype, recvbuf, recvcount, recvtype, root, c, r)
         }
 }
 
@@ -387,7 +387,7 @@ coll_c! {
         => |c, r| {
             let n = peers(c)?;
             let (rc, rd) = (counts(recvcounts, n, true)?, displs(displs_, n, true)?);
-            allgatherv(sendbuf, count_c(sendcount)?, sendtype, recvbuf, ptr(&rc), ptr(&rd), recvtype, c, r)
+            allgatherv(sendbuf, sendcount, sendtype, recvbuf, ptr(&rc), ptr(&rd), recvtype, c, r)
         }
 }
 
@@ -421,7 +421,7 @@ coll_c! {
             if n > 0 && recvcounts.is_null() {
                 return fail(MPI_ERR_ARG, "recvcounts is NULL");
             }
-            let rc = (0..n).map(|i| count_c(*recvcounts.add(i)).map(|k| k as usize)).collect::<Res<Vec<_>>>()?;
+            let rc = (0..n).map(|i| count_arg(*recvcounts.add(i))).collect::<Res<Vec<_>>>()?;
             reduce_scatter(sendbuf, recvbuf, &rc, datatype, op, c, r)
         }
 }
@@ -431,20 +431,20 @@ coll_c! {
     fn MPI_Reduce_scatter_block_c / PMPI_Reduce_scatter_block_c, MPI_Ireduce_scatter_block_c / PMPI_Ireduce_scatter_block_c(sendbuf: *const c_void, recvbuf: *mut c_void, recvcount: i64, datatype: Handle, op: Handle)
         => |c, r| {
             let n = running(|s| s.local_size(c))?;
-            reduce_scatter(sendbuf, recvbuf, &vec![count_c(recvcount)? as usize; n], datatype, op, c, r)
+            reduce_scatter(sendbuf, recvbuf, &vec![count_arg(recvcount)?; n], datatype, op, c, r)
         }
 }
 
 coll_c! {
     /// MPI_Scan with an MPI_Count count.
     fn MPI_Scan_c / PMPI_Scan_c, MPI_Iscan_c / PMPI_Iscan_c(sendbuf: *const c_void, recvbuf: *mut c_void, count: i64, datatype: Handle, op: Handle)
-        => |c, r| scan(sendbuf, recvbuf, count_c(count)?, datatype, op, c, false, r)
+        => |c, r| scan(sendbuf, recvbuf, count, datatype, op, c, false, r)
 }
 
 coll_c! {
     /// MPI_Exscan with an MPI_Count count.
     fn MPI_Exscan_c / PMPI_Exscan_c, MPI_Iexscan_c / PMPI_Iexscan_c(sendbuf: *const c_void, recvbuf: *mut c_void, count: i64, datatype: Handle, op: Handle)
-        => |c, r| scan(sendbuf, recvbuf, count_c(count)?, datatype, op, c, true, r)
+        => |c, r| scan(sendbuf, recvbuf, count, datatype, op, c, true, r)
 }
 
 coll_init! {
@@ -455,64 +455,64 @@ coll_init! {
 coll_init! {
     /// Persistent broadcast.
     fn MPI_Bcast_init / PMPI_Bcast_init(buffer: *mut c_void, count: c_int, datatype: Handle, root: c_int) keep(datatype)
-        => |c, r| bcast(buffer, count, datatype, root, c, r)
+        => |c, r| bcast(buffer, count.into(), datatype, root, c, r)
 }
 
 coll_init! {
     /// Persistent reduction to root.
     fn MPI_Reduce_init / PMPI_Reduce_init(sendbuf: *const c_void, recvbuf: *mut c_void, count: c_int, datatype: Handle, op: Handle, root: c_int) keep(datatype, op)
-        => |c, r| reduce(sendbuf, recvbuf, count, datatype, op, root, c, r)
+        => |c, r| reduce(sendbuf, recvbuf, count.into(), datatype, op, root, c, r)
 }
 
 coll_init! {
     /// Persistent allreduce.
     fn MPI_Allreduce_init / PMPI_Allreduce_init(sendbuf: *const c_void, recvbuf: *mut c_void, count: c_int, datatype: Handle, op: Handle) keep(datatype, op)
-        => |c, r| allreduce(sendbuf, recvbuf, count, datatype, op, c, r)
+        => |c, r| allreduce(sendbuf, recvbuf, count.into(), datatype, op, c, r)
 }
 
 coll_init! {
     /// Persistent gather.
     fn MPI_Gather_init / PMPI_Gather_init(sendbuf: *const c_void, sendcount: c_int, sendtype: Handle, recvbuf: *mut c_void, recvcount: c_int, recvtype: Handle, root: c_int) keep(sendtype, recvtype)
-        => |c, r| gather(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, c, r)
+        => |c, r| gather(sendbuf, sendcount.into(), sendtype, recvbuf, recvcount.into(), recvtype, root, c, r)
 }
 
 coll_init! {
     /// Persistent gather with a count and displacement per rank.
     fn MPI_Gatherv_init / PMPI_Gatherv_init(sendbuf: *const c_void, sendcount: c_int, sendtype: Handle, recvbuf: *mut c_void, recvcounts: *const c_int, displs: *const c_int, recvtype: Handle, root: c_int) keep(sendtype, recvtype)
         bind |comm| { let (n, used) = (peers(comm)?, at_root(comm, root)?); let (rc, rd) = (bound(recvcounts, n, used), bound(displs, n, used)); }
-        => |c, r| gatherv(sendbuf, sendcount, sendtype, recvbuf, ptr(&rc), ptr(&rd), recvtype, root, c, r)
+        => |c, r| gatherv(sendbuf, sendcount.into(), sendtype, recvbuf, ptr(&rc), ptr(&rd), recvtype, root, c, r)
 }
 
 coll_init! {
     /// Persistent scatter.
     fn MPI_Scatter_init / PMPI_Scatter_init(sendbuf: *const c_void, sendcount: c_int, sendtype: Handle, recvbuf: *mut c_void, recvcount: c_int, recvtype: Handle, root: c_int) keep(sendtype, recvtype)
-        => |c, r| scatter(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, c, r)
+        => |c, r| scatter(sendbuf, sendcount.into(), sendtype, recvbuf, recvcount.into(), recvtype, root, c, r)
 }
 
 coll_init! {
     /// Persistent scatter with a count and displacement per rank.
     fn MPI_Scatterv_init / PMPI_Scatterv_init(sendbuf: *const c_void, sendcounts: *const c_int, displs: *const c_int, sendtype: Handle, recvbuf: *mut c_void, recvcount: c_int, recvtype: Handle, root: c_int) keep(sendtype, recvtype)
         bind |comm| { let (n, used) = (peers(comm)?, at_root(comm, root)?); let (sc, sd) = (bound(sendcounts, n, used), bound(displs, n, used)); }
-        => |c, r| scatterv(sendbuf, ptr(&sc), ptr(&sd), sendtype, recvbuf, recvcount, recvtype, root, c, r)
+        => |c, r| scatterv(sendbuf, ptr(&sc), ptr(&sd), sendtype, recvbuf, recvcount.into(), recvtype, root, c, r)
 }
 
 coll_init! {
     /// Persistent allgather.
     fn MPI_Allgather_init / PMPI_Allgather_init(sendbuf: *const c_void, sendcount: c_int, sendtype: Handle, recvbuf: *mut c_void, recvcount: c_int, recvtype: Handle) keep(sendtype, recvtype)
-        => |c, r| allgather(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, c, r)
+        => |c, r| allgather(sendbuf, sendcount.into(), sendtype, recvbuf, recvcount.into(), recvtype, c, r)
 }
 
 coll_init! {
     /// Persistent allgather with a count and displacement per rank.
     fn MPI_Allgatherv_init / PMPI_Allgatherv_init(sendbuf: *const c_void, sendcount: c_int, sendtype: Handle, recvbuf: *mut c_void, recvcounts: *const c_int, displs: *const c_int, recvtype: Handle) keep(sendtype, recvtype)
         bind |comm| { let n = peers(comm)?; let (rc, rd) = (bound(recvcounts, n, true), bound(displs, n, true)); }
-        => |c, r| allgatherv(sendbuf, sendcount, sendtype, recvbuf, ptr(&rc), ptr(&rd), recvtype, c, r)
+        => |c, r| allgatherv(sendbuf, sendcount.into(), sendtype, recvbuf, ptr(&rc), ptr(&rd), recvtype, c, r)
 }
 
 coll_init! {
     /// Persistent all-to-all.
     fn MPI_Alltoall_init / PMPI_Alltoall_init(sendbuf: *const c_void, sendcount: c_int, sendtype: Handle, recvbuf: *mut c_void, recvcount: c_int, recvtype: Handle) keep(sendtype, recvtype)
-        => |c, r| alltoall(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, c, r)
+        => |c, r| alltoall(sendbuf, sendcount.into(), sendtype, recvbuf, recvcount.into(), recvtype, c, r)
 }
 
 coll_init! {
@@ -556,76 +556,76 @@ coll_init! {
 coll_init! {
     /// Persistent inclusive prefix reduction.
     fn MPI_Scan_init / PMPI_Scan_init(sendbuf: *const c_void, recvbuf: *mut c_void, count: c_int, datatype: Handle, op: Handle) keep(datatype, op)
-        => |c, r| scan(sendbuf, recvbuf, count, datatype, op, c, false, r)
+        => |c, r| scan(sendbuf, recvbuf, count.into(), datatype, op, c, false, r)
 }
 
 coll_init! {
     /// Persistent exclusive prefix reduction.
     fn MPI_Exscan_init / PMPI_Exscan_init(sendbuf: *const c_void, recvbuf: *mut c_void, count: c_int, datatype: Handle, op: Handle) keep(datatype, op)
-        => |c, r| scan(sendbuf, recvbuf, count, datatype, op, c, true, r)
+        => |c, r| scan(sendbuf, recvbuf, count.into(), datatype, op, c, true, r)
 }
 
 coll_init! {
     /// MPI_Bcast_init with an MPI_Count count.
     fn MPI_Bcast_init_c / PMPI_Bcast_init_c(buffer: *mut c_void, count: i64, datatype: Handle, root: c_int) keep(datatype)
-        => |c, r| bcast(buffer, count_c(count)?, datatype, root, c, r)
+        => |c, r| bcast(buffer, count, datatype, root, c, r)
 }
 
 coll_init! {
     /// MPI_Reduce_init with an MPI_Count count.
     fn MPI_Reduce_init_c / PMPI_Reduce_init_c(sendbuf: *const c_void, recvbuf: *mut c_void, count: i64, datatype: Handle, op: Handle, root: c_int) keep(datatype, op)
-        => |c, r| reduce(sendbuf, recvbuf, count_c(count)?, datatype, op, root, c, r)
+        => |c, r| reduce(sendbuf, recvbuf, count, datatype, op, root, c, r)
 }
 
 coll_init! {
     /// MPI_Allreduce_init with an MPI_Count count.
     fn MPI_Allreduce_init_c / PMPI_Allreduce_init_c(sendbuf: *const c_void, recvbuf: *mut c_void, count: i64, datatype: Handle, op: Handle) keep(datatype, op)
-        => |c, r| allreduce(sendbuf, recvbuf, count_c(count)?, datatype, op, c, r)
+        => |c, r| allreduce(sendbuf, recvbuf, count, datatype, op, c, r)
 }
 
 coll_init! {
     /// MPI_Gather_init with MPI_Count counts.
     fn MPI_Gather_init_c / PMPI_Gather_init_c(sendbuf: *const c_void, sendcount: i64, sendtype: Handle, recvbuf: *mut c_void, recvcount: i64, recvtype: Handle, root: c_int) keep(sendtype, recvtype)
-        => |c, r| gather(sendbuf, count_c(sendcount)?, sendtype, recvbuf, count_c(recvcount)?, recvtype, root, c, r)
+        => |c, r| gather(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, c, r)
 }
 
 coll_init! {
     /// MPI_Scatter_init with MPI_Count counts.
     fn MPI_Scatter_init_c / PMPI_Scatter_init_c(sendbuf: *const c_void, sendcount: i64, sendtype: Handle, recvbuf: *mut c_void, recvcount: i64, recvtype: Handle, root: c_int) keep(sendtype, recvtype)
-        => |c, r| scatter(sendbuf, count_c(sendcount)?, sendtype, recvbuf, count_c(recvcount)?, recvtype, root, c, r)
+        => |c, r| scatter(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, c, r)
 }
 
 coll_init! {
     /// MPI_Allgather_init with MPI_Count counts.
     fn MPI_Allgather_init_c / PMPI_Allgather_init_c(sendbuf: *const c_void, sendcount: i64, sendtype: Handle, recvbuf: *mut c_void, recvcount: i64, recvtype: Handle) keep(sendtype, recvtype)
-        => |c, r| allgather(sendbuf, count_c(sendcount)?, sendtype, recvbuf, count_c(recvcount)?, recvtype, c, r)
+        => |c, r| allgather(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, c, r)
 }
 
 coll_init! {
     /// MPI_Alltoall_init with MPI_Count counts.
     fn MPI_Alltoall_init_c / PMPI_Alltoall_init_c(sendbuf: *const c_void, sendcount: i64, sendtype: Handle, recvbuf: *mut c_void, recvcount: i64, recvtype: Handle) keep(sendtype, recvtype)
-        => |c, r| alltoall(sendbuf, count_c(sendcount)?, sendtype, recvbuf, count_c(recvcount)?, recvtype, c, r)
+        => |c, r| alltoall(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, c, r)
 }
 
 coll_init! {
     /// MPI_Gatherv_init with MPI_Count counts and MPI_Aint displacements.
     fn MPI_Gatherv_init_c / PMPI_Gatherv_init_c(sendbuf: *const c_void, sendcount: i64, sendtype: Handle, recvbuf: *mut c_void, recvcounts: *const i64, displs_: *const isize, recvtype: Handle, root: c_int) keep(sendtype, recvtype)
         bind |comm| { let (n, used) = (peers(comm)?, at_root(comm, root)?); let (rc, rd) = (counts(recvcounts, n, used)?, displs(displs_, n, used)?); }
-        => |c, r| gatherv(sendbuf, count_c(sendcount)?, sendtype, recvbuf, ptr(&rc), ptr(&rd), recvtype, root, c, r)
+        => |c, r| gatherv(sendbuf, sendcount, sendtype, recvbuf, ptr(&rc), ptr(&rd), recvtype, root, c, r)
 }
 
 coll_init! {
     /// MPI_Scatterv_init with MPI_Count counts and MPI_Aint displacements.
     fn MPI_Scatterv_init_c / PMPI_Scatterv_init_c(sendbuf: *const c_void, sendcounts: *const i64, displs_: *const isize, sendtype: Handle, recvbuf: *mut c_void, recvcount: i64, recvtype: Handle, root: c_int) keep(sendtype, recvtype)
         bind |comm| { let (n, used) = (peers(comm)?, at_root(comm, root)?); let (sc, sd) = (counts(sendcounts, n, used)?, displs(displs_, n, used)?); }
-        => |c, r| scatterv(sendbuf, ptr(&sc), ptr(&sd), sendtype, recvbuf, count_c(recvcount)?, recvtype, root, c, r)
+        => |c, r| scatterv(sendbuf, ptr(&sc), ptr(&sd), sendtype, recvbuf, recvcount, recvtype, root, c, r)
 }
 
 coll_init! {
     /// MPI_Allgatherv_init with MPI_Count counts and MPI_Aint displacements.
     fn MPI_Allgatherv_init_c / PMPI_Allgatherv_init_c(sendbuf: *const c_void, sendcount: i64, sendtype: Handle, recvbuf: *mut c_void, recvcounts: *const i64, displs_: *const isize, recvtype: Handle) keep(sendtype, recvtype)
         bind |comm| { let n = peers(comm)?; let (rc, rd) = (counts(recvcounts, n, true)?, displs(displs_, n, true)?); }
-        => |c, r| allgatherv(sendbuf, count_c(sendcount)?, sendtype, recvbuf, ptr(&rc), ptr(&rd), recvtype, c, r)
+        => |c, r| allgatherv(sendbuf, sendcount, sendtype, recvbuf, ptr(&rc), ptr(&rd), recvtype, c, r)
 }
 
 coll_init! {
@@ -644,20 +644,20 @@ coll_init! {
     fn MPI_Reduce_scatter_block_init_c / PMPI_Reduce_scatter_block_init_c(sendbuf: *const c_void, recvbuf: *mut c_void, recvcount: i64, datatype: Handle, op: Handle) keep(datatype, op)
         => |c, r| {
             let n = running(|s| s.local_size(c))?;
-            reduce_scatter(sendbuf, recvbuf, &vec![count_c(recvcount)? as usize; n], datatype, op, c, r)
+            reduce_scatter(sendbuf, recvbuf, &vec![count_arg(recvcount)?; n], datatype, op, c, r)
         }
 }
 
 coll_init! {
     /// MPI_Scan_init with an MPI_Count count.
     fn MPI_Scan_init_c / PMPI_Scan_init_c(sendbuf: *const c_void, recvbuf: *mut c_void, count: i64, datatype: Handle, op: Handle) keep(datatype, op)
-        => |c, r| scan(sendbuf, recvbuf, count_c(count)?, datatype, op, c, false, r)
+        => |c, r| scan(sendbuf, recvbuf, count, datatype, op, c, false, r)
 }
 
 coll_init! {
     /// MPI_Exscan_init with an MPI_Count count.
     fn MPI_Exscan_init_c / PMPI_Exscan_init_c(sendbuf: *const c_void, recvbuf: *mut c_void, count: i64, datatype: Handle, op: Handle) keep(datatype, op)
-        => |c, r| scan(sendbuf, recvbuf, count_c(count)?, datatype, op, c, true, r)
+        => |c, r| scan(sendbuf, recvbuf, count, datatype, op, c, true, r)
 }
 
 coll_init! {

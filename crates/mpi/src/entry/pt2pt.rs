@@ -17,70 +17,70 @@ use std::ffi::{c_int, c_void};
 mpi! {
     /// Blocking standard send.
     fn MPI_Send / PMPI_Send(buf: *const c_void, count: c_int, datatype: Handle, dest: c_int, tag: c_int, comm: Handle) on comm => {
-        standard_send(buf, count, datatype, dest, tag, comm)
+        standard_send(buf, count.into(), datatype, dest, tag, comm)
     }
 }
 
 mpi! {
     /// Blocking synchronous send.
     fn MPI_Ssend / PMPI_Ssend(buf: *const c_void, count: c_int, datatype: Handle, dest: c_int, tag: c_int, comm: Handle) on comm => {
-        blocking_send(buf, count, datatype, dest, tag, comm, SendKind::Synchronous)
+        blocking_send(buf, count.into(), datatype, dest, tag, comm, SendKind::Synchronous)
     }
 }
 
 mpi! {
     /// Blocking buffered send.
     fn MPI_Bsend / PMPI_Bsend(buf: *const c_void, count: c_int, datatype: Handle, dest: c_int, tag: c_int, comm: Handle) on comm => {
-        blocking_send(buf, count, datatype, dest, tag, comm, SendKind::Buffered)
+        blocking_send(buf, count.into(), datatype, dest, tag, comm, SendKind::Buffered)
     }
 }
 
 mpi! {
     /// Blocking ready send.
     fn MPI_Rsend / PMPI_Rsend(buf: *const c_void, count: c_int, datatype: Handle, dest: c_int, tag: c_int, comm: Handle) on comm => {
-        blocking_send(buf, count, datatype, dest, tag, comm, SendKind::Ready)
+        blocking_send(buf, count.into(), datatype, dest, tag, comm, SendKind::Ready)
     }
 }
 
 mpi! {
     /// Nonblocking standard send.
     fn MPI_Isend / PMPI_Isend(buf: *const c_void, count: c_int, datatype: Handle, dest: c_int, tag: c_int, comm: Handle, request: *mut Handle) on comm => {
-        nonblocking_send(buf, count, datatype, dest, tag, comm, request, SendKind::Standard)
+        nonblocking_send(buf, count.into(), datatype, dest, tag, comm, request, SendKind::Standard)
     }
 }
 
 mpi! {
     /// Nonblocking synchronous send.
     fn MPI_Issend / PMPI_Issend(buf: *const c_void, count: c_int, datatype: Handle, dest: c_int, tag: c_int, comm: Handle, request: *mut Handle) on comm => {
-        nonblocking_send(buf, count, datatype, dest, tag, comm, request, SendKind::Synchronous)
+        nonblocking_send(buf, count.into(), datatype, dest, tag, comm, request, SendKind::Synchronous)
     }
 }
 
 mpi! {
     /// Nonblocking buffered send.
     fn MPI_Ibsend / PMPI_Ibsend(buf: *const c_void, count: c_int, datatype: Handle, dest: c_int, tag: c_int, comm: Handle, request: *mut Handle) on comm => {
-        nonblocking_send(buf, count, datatype, dest, tag, comm, request, SendKind::Buffered)
+        nonblocking_send(buf, count.into(), datatype, dest, tag, comm, request, SendKind::Buffered)
     }
 }
 
 mpi! {
     /// Nonblocking ready send.
     fn MPI_Irsend / PMPI_Irsend(buf: *const c_void, count: c_int, datatype: Handle, dest: c_int, tag: c_int, comm: Handle, request: *mut Handle) on comm => {
-        nonblocking_send(buf, count, datatype, dest, tag, comm, request, SendKind::Ready)
+        nonblocking_send(buf, count.into(), datatype, dest, tag, comm, request, SendKind::Ready)
     }
 }
 
 mpi! {
     /// Blocking receive.
     fn MPI_Recv / PMPI_Recv(buf: *mut c_void, count: c_int, datatype: Handle, source: c_int, tag: c_int, comm: Handle, status: *mut MpiStatus) on comm => {
-        recv(buf, count, datatype, (source, tag), comm, status)
+        recv(buf, count.into(), datatype, (source, tag), comm, status)
     }
 }
 
 mpi! {
     /// Nonblocking receive.
     fn MPI_Irecv / PMPI_Irecv(buf: *mut c_void, count: c_int, datatype: Handle, source: c_int, tag: c_int, comm: Handle, request: *mut Handle) on comm => {
-        irecv(buf, count, datatype, (source, tag), comm, request)
+        irecv(buf, count.into(), datatype, (source, tag), comm, request)
     }
 }
 
@@ -88,8 +88,8 @@ mpi! {
     /// Send and receive without deadlock.
     fn MPI_Sendrecv / PMPI_Sendrecv(sendbuf: *const c_void, sendcount: c_int, sendtype: Handle, dest: c_int, sendtag: c_int,
         recvbuf: *mut c_void, recvcount: c_int, recvtype: Handle, source: c_int, recvtag: c_int, comm: Handle, status: *mut MpiStatus) on comm => {
-        let send = (sendbuf, sendcount, sendtype, dest, sendtag);
-        let recv = (recvbuf, recvcount, recvtype, source, recvtag);
+        let send = (sendbuf, sendcount.into(), sendtype, dest, sendtag);
+        let recv = (recvbuf, recvcount.into(), recvtype, source, recvtag);
         sendrecv(send, recv, comm, status)
     }
 }
@@ -98,7 +98,7 @@ mpi! {
     /// Send and receive in one buffer.
     fn MPI_Sendrecv_replace / PMPI_Sendrecv_replace(buf: *mut c_void, count: c_int, datatype: Handle, dest: c_int, sendtag: c_int,
         source: c_int, recvtag: c_int, comm: Handle, status: *mut MpiStatus) on comm => {
-        let req = running(|s| start_sendrecv_replace(s, buf, count, datatype, (dest, sendtag), (source, recvtag), comm))?;
+        let req = running(|s| start_sendrecv_replace(s, buf, count.into(), datatype, (dest, sendtag), (source, recvtag), comm))?;
         finish_recv(req, status)
     }
 }
@@ -108,8 +108,8 @@ macro_rules! send_init {
         mpi! {
             #[doc = $doc]
             fn $name / $pname(buf: *const c_void, count: c_int, datatype: Handle, dest: c_int, tag: c_int, comm: Handle, request: *mut Handle) on comm => {
-                running(|s| send_args(s, buf, count, datatype, dest, tag, comm).map(drop))?;
-                persistent(comm, request, Persistent::Send { kind: $kind, buf: buf as *const u8, count, datatype, dest, tag })
+                running(|s| send_args(s, buf, count.into(), datatype, dest, tag, comm).map(drop))?;
+                persistent(comm, request, Persistent::Send { kind: $kind, buf: buf as *const u8, count: count.into(), datatype, dest, tag })
             }
         }
     };
@@ -153,7 +153,7 @@ mpi! {
             crate::check::buffer(buf, n, &message_type(s, datatype, n)?)?;
             source_arg(&core, source).map(drop)
         })?;
-        persistent(comm, request, Persistent::Recv { buf: buf as *mut u8, count, datatype, source, tag })
+        persistent(comm, request, Persistent::Recv { buf: buf as *mut u8, count: count.into(), datatype, source, tag })
     }
 }
 
@@ -512,14 +512,14 @@ mpi! {
 mpi! {
     /// Receives a message taken by MPI_Mprobe/MPI_Improbe.
     fn MPI_Mrecv / PMPI_Mrecv(buf: *mut c_void, count: c_int, datatype: Handle, message: *mut Handle, status: *mut MpiStatus) on NONE => {
-        mrecv(buf, count, datatype, message, status)
+        mrecv(buf, count.into(), datatype, message, status)
     }
 }
 
 mpi! {
     /// Starts receiving a message taken by MPI_Mprobe/MPI_Improbe.
     fn MPI_Imrecv / PMPI_Imrecv(buf: *mut c_void, count: c_int, datatype: Handle, message: *mut Handle, request: *mut Handle) on NONE => {
-        let req = start_mrecv(buf, count, datatype, message)?.into_request();
+        let req = start_mrecv(buf, count.into(), datatype, message)?.into_request();
         running(|s| publish(s, req, request))
     }
 }
@@ -528,8 +528,8 @@ mpi! {
     /// Nonblocking send and receive in one request.
     fn MPI_Isendrecv / PMPI_Isendrecv(sendbuf: *const c_void, sendcount: c_int, sendtype: Handle, dest: c_int, sendtag: c_int,
         recvbuf: *mut c_void, recvcount: c_int, recvtype: Handle, source: c_int, recvtag: c_int, comm: Handle, request: *mut Handle) on comm => {
-        let send = (sendbuf, sendcount, sendtype, dest, sendtag);
-        let recv = (recvbuf, recvcount, recvtype, source, recvtag);
+        let send = (sendbuf, sendcount.into(), sendtype, dest, sendtag);
+        let recv = (recvbuf, recvcount.into(), recvtype, source, recvtag);
         running(|s| {
             let req = start_sendrecv(s, send, recv, comm)?;
             publish(s, req, request)
@@ -542,7 +542,7 @@ mpi! {
     fn MPI_Isendrecv_replace / PMPI_Isendrecv_replace(buf: *mut c_void, count: c_int, datatype: Handle, dest: c_int, sendtag: c_int,
         source: c_int, recvtag: c_int, comm: Handle, request: *mut Handle) on comm => {
         running(|s| {
-            let req = start_sendrecv_replace(s, buf, count, datatype, (dest, sendtag), (source, recvtag), comm)?;
+            let req = start_sendrecv_replace(s, buf, count.into(), datatype, (dest, sendtag), (source, recvtag), comm)?;
             publish(s, req, request)
         })
     }
@@ -551,7 +551,7 @@ mpi! {
 mpi! {
     /// MPI_Send with an MPI_Count count.
     fn MPI_Send_c / PMPI_Send_c(buf: *const c_void, count: i64, datatype: Handle, dest: c_int, tag: c_int, comm: Handle) on comm => {
-        standard_send(buf, count_c(count)?, datatype, dest, tag, comm)
+        standard_send(buf, count, datatype, dest, tag, comm)
     }
 }
 
@@ -560,7 +560,7 @@ macro_rules! send_c {
         mpi! {
             #[doc = $doc]
             fn $name / $pname(buf: *const c_void, count: i64, datatype: Handle, dest: c_int, tag: c_int, comm: Handle) on comm => {
-                blocking_send(buf, count_c(count)?, datatype, dest, tag, comm, $kind)
+                blocking_send(buf, count, datatype, dest, tag, comm, $kind)
             }
         }
     };
@@ -592,7 +592,7 @@ macro_rules! isend_c {
         mpi! {
             #[doc = $doc]
             fn $name / $pname(buf: *const c_void, count: i64, datatype: Handle, dest: c_int, tag: c_int, comm: Handle, request: *mut Handle) on comm => {
-                nonblocking_send(buf, count_c(count)?, datatype, dest, tag, comm, request, $kind)
+                nonblocking_send(buf, count, datatype, dest, tag, comm, request, $kind)
             }
         }
     };
@@ -631,8 +631,7 @@ macro_rules! send_init_c {
         mpi! {
             #[doc = $doc]
             fn $name / $pname(buf: *const c_void, count: i64, datatype: Handle, dest: c_int, tag: c_int, comm: Handle, request: *mut Handle) on comm => {
-                let count = count_c(count)?;
-                send_tag(tag)?;
+                running(|s| send_args(s, buf, count, datatype, dest, tag, comm).map(drop))?;
                 persistent(comm, request, Persistent::Send { kind: $kind, buf: buf as *const u8, count, datatype, dest, tag })
             }
         }
@@ -670,22 +669,27 @@ send_init_c!(
 mpi! {
     /// MPI_Recv with an MPI_Count count.
     fn MPI_Recv_c / PMPI_Recv_c(buf: *mut c_void, count: i64, datatype: Handle, source: c_int, tag: c_int, comm: Handle, status: *mut MpiStatus) on comm => {
-        recv(buf, count_c(count)?, datatype, (source, tag), comm, status)
+        recv(buf, count, datatype, (source, tag), comm, status)
     }
 }
 
 mpi! {
     /// MPI_Irecv with an MPI_Count count.
     fn MPI_Irecv_c / PMPI_Irecv_c(buf: *mut c_void, count: i64, datatype: Handle, source: c_int, tag: c_int, comm: Handle, request: *mut Handle) on comm => {
-        irecv(buf, count_c(count)?, datatype, (source, tag), comm, request)
+        irecv(buf, count, datatype, (source, tag), comm, request)
     }
 }
 
 mpi! {
     /// MPI_Recv_init with an MPI_Count count.
     fn MPI_Recv_init_c / PMPI_Recv_init_c(buf: *mut c_void, count: i64, datatype: Handle, source: c_int, tag: c_int, comm: Handle, request: *mut Handle) on comm => {
-        let count = count_c(count)?;
         recv_tag(tag)?;
+        running(|s| {
+            let core = s.core_comm(comm)?;
+            let n = count_arg(count)?;
+            crate::check::buffer(buf, n, &message_type(s, datatype, n)?)?;
+            source_arg(&core, source).map(drop)
+        })?;
         persistent(comm, request, Persistent::Recv { buf: buf as *mut u8, count, datatype, source, tag })
     }
 }
@@ -694,9 +698,9 @@ mpi! {
     /// MPI_Sendrecv with MPI_Count counts.
     fn MPI_Sendrecv_c / PMPI_Sendrecv_c(sendbuf: *const c_void, sendcount: i64, sendtype: Handle, dest: c_int, sendtag: c_int,
         recvbuf: *mut c_void, recvcount: i64, recvtype: Handle, source: c_int, recvtag: c_int, comm: Handle, status: *mut MpiStatus) on comm => {
-        let send = (sendbuf, count_c(sendcount)?, sendtype, dest, sendtag);
-        let recv = (recvbuf, count_c(recvcount)?, recvtype, source, recvtag);
-        finish_recv(running(|s| start_sendrecv(s, send, recv, comm))?, status)
+        let send = (sendbuf, sendcount, sendtype, dest, sendtag);
+        let recv = (recvbuf, recvcount, recvtype, source, recvtag);
+        sendrecv(send, recv, comm, status)
     }
 }
 
@@ -704,7 +708,6 @@ mpi! {
     /// MPI_Sendrecv_replace with an MPI_Count count.
     fn MPI_Sendrecv_replace_c / PMPI_Sendrecv_replace_c(buf: *mut c_void, count: i64, datatype: Handle, dest: c_int, sendtag: c_int,
         source: c_int, recvtag: c_int, comm: Handle, status: *mut MpiStatus) on comm => {
-        let count = count_c(count)?;
         let req = running(|s| start_sendrecv_replace(s, buf, count, datatype, (dest, sendtag), (source, recvtag), comm))?;
         finish_recv(req, status)
     }
@@ -725,14 +728,14 @@ mpi! {
 mpi! {
     /// MPI_Mrecv with an MPI_Count count.
     fn MPI_Mrecv_c / PMPI_Mrecv_c(buf: *mut c_void, count: i64, datatype: Handle, message: *mut Handle, status: *mut MpiStatus) on NONE => {
-        mrecv(buf, count_c(count)?, datatype, message, status)
+        mrecv(buf, count, datatype, message, status)
     }
 }
 
 mpi! {
     /// MPI_Imrecv with an MPI_Count count.
     fn MPI_Imrecv_c / PMPI_Imrecv_c(buf: *mut c_void, count: i64, datatype: Handle, message: *mut Handle, request: *mut Handle) on NONE => {
-        let req = start_mrecv(buf, count_c(count)?, datatype, message)?.into_request();
+        let req = start_mrecv(buf, count, datatype, message)?.into_request();
         running(|s| publish(s, req, request))
     }
 }
@@ -741,8 +744,8 @@ mpi! {
     /// MPI_Isendrecv with MPI_Count counts.
     fn MPI_Isendrecv_c / PMPI_Isendrecv_c(sendbuf: *const c_void, sendcount: i64, sendtype: Handle, dest: c_int, sendtag: c_int,
         recvbuf: *mut c_void, recvcount: i64, recvtype: Handle, source: c_int, recvtag: c_int, comm: Handle, request: *mut Handle) on comm => {
-        let send = (sendbuf, count_c(sendcount)?, sendtype, dest, sendtag);
-        let recv = (recvbuf, count_c(recvcount)?, recvtype, source, recvtag);
+        let send = (sendbuf, sendcount, sendtype, dest, sendtag);
+        let recv = (recvbuf, recvcount, recvtype, source, recvtag);
         running(|s| {
             let req = start_sendrecv(s, send, recv, comm)?;
             publish(s, req, request)
@@ -754,7 +757,6 @@ mpi! {
     /// MPI_Isendrecv_replace with an MPI_Count count.
     fn MPI_Isendrecv_replace_c / PMPI_Isendrecv_replace_c(buf: *mut c_void, count: i64, datatype: Handle, dest: c_int, sendtag: c_int,
         source: c_int, recvtag: c_int, comm: Handle, request: *mut Handle) on comm => {
-        let count = count_c(count)?;
         running(|s| {
             let req = start_sendrecv_replace(s, buf, count, datatype, (dest, sendtag), (source, recvtag), comm)?;
             publish(s, req, request)

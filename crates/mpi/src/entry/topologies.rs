@@ -10,7 +10,7 @@ use crate::coll::persistent::*;
 use crate::coll::{neighbor, *};
 use crate::comm::register;
 use crate::error::{fail, MpiError};
-use crate::p2p::{count_arg, count_c};
+use crate::p2p::count_arg;
 use crate::state::running;
 use crate::topo::exchange;
 use crate::topo::{Topo, *};
@@ -20,7 +20,7 @@ use std::rc::Rc;
 coll_c! {
     /// MPI_Neighbor_allgather with MPI_Count counts.
     fn MPI_Neighbor_allgather_c / PMPI_Neighbor_allgather_c, MPI_Ineighbor_allgather_c / PMPI_Ineighbor_allgather_c(sendbuf: *const c_void, sendcount: i64, sendtype: Handle, recvbuf: *mut c_void, recvcount: i64, recvtype: Handle)
-        => |c, r| crate::coll::neighbor::allgather(sendbuf, count_c(sendcount)?, sendtype, recvbuf, count_c(recvcount)?, None, recvtype, c, r)
+        => |c, r| crate::coll::neighbor::allgather(sendbuf, sendcount, sendtype, recvbuf, recvcount, None, recvtype, c, r)
 }
 
 coll_c! {
@@ -29,14 +29,14 @@ coll_c! {
         => |c, r| {
             let (n, _) = degrees(c)?;
             let (rc, rd) = (counts(recvcounts, n, true)?, displs(displs_, n, true)?);
-            crate::coll::neighbor::allgather(sendbuf, count_c(sendcount)?, sendtype, recvbuf, 0, Some((ptr(&rc), ptr(&rd))), recvtype, c, r)
+            crate::coll::neighbor::allgather(sendbuf, sendcount, sendtype, recvbuf, 0, Some((ptr(&rc), ptr(&rd))), recvtype, c, r)
         }
 }
 
 coll_c! {
     /// MPI_Neighbor_alltoall with MPI_Count counts.
     fn MPI_Neighbor_alltoall_c / PMPI_Neighbor_alltoall_c, MPI_Ineighbor_alltoall_c / PMPI_Ineighbor_alltoall_c(sendbuf: *const c_void, sendcount: i64, sendtype: Handle, recvbuf: *mut c_void, recvcount: i64, recvtype: Handle)
-        => |c, r| crate::coll::neighbor::alltoall(sendbuf, (count_c(sendcount)?, None), sendtype, recvbuf, (count_c(recvcount)?, None), recvtype, c, r)
+        => |c, r| crate::coll::neighbor::alltoall(sendbuf, (sendcount, None), sendtype, recvbuf, (recvcount, None), recvtype, c, r)
 }
 
 coll_c! {
@@ -63,20 +63,20 @@ coll_c! {
 coll_init! {
     /// Persistent MPI_Neighbor_allgather.
     fn MPI_Neighbor_allgather_init / PMPI_Neighbor_allgather_init(sendbuf: *const c_void, sendcount: c_int, sendtype: Handle, recvbuf: *mut c_void, recvcount: c_int, recvtype: Handle) keep(sendtype, recvtype)
-        => |c, r| neighbor::allgather(sendbuf, sendcount, sendtype, recvbuf, recvcount, None, recvtype, c, r)
+        => |c, r| neighbor::allgather(sendbuf, sendcount.into(), sendtype, recvbuf, recvcount.into(), None, recvtype, c, r)
 }
 
 coll_init! {
     /// Persistent MPI_Neighbor_allgatherv.
     fn MPI_Neighbor_allgatherv_init / PMPI_Neighbor_allgatherv_init(sendbuf: *const c_void, sendcount: c_int, sendtype: Handle, recvbuf: *mut c_void, recvcounts: *const c_int, displs: *const c_int, recvtype: Handle) keep(sendtype, recvtype)
         bind |comm| { let (indeg, _) = degrees(comm)?; let (rc, rd) = (bound(recvcounts, indeg, true), bound(displs, indeg, true)); }
-        => |c, r| neighbor::allgather(sendbuf, sendcount, sendtype, recvbuf, 0, Some((ptr(&rc), ptr(&rd))), recvtype, c, r)
+        => |c, r| neighbor::allgather(sendbuf, sendcount.into(), sendtype, recvbuf, 0, Some((ptr(&rc), ptr(&rd))), recvtype, c, r)
 }
 
 coll_init! {
     /// Persistent MPI_Neighbor_alltoall.
     fn MPI_Neighbor_alltoall_init / PMPI_Neighbor_alltoall_init(sendbuf: *const c_void, sendcount: c_int, sendtype: Handle, recvbuf: *mut c_void, recvcount: c_int, recvtype: Handle) keep(sendtype, recvtype)
-        => |c, r| neighbor::alltoall(sendbuf, (sendcount, None), sendtype, recvbuf, (recvcount, None), recvtype, c, r)
+        => |c, r| neighbor::alltoall(sendbuf, (sendcount.into(), None), sendtype, recvbuf, (recvcount.into(), None), recvtype, c, r)
 }
 
 coll_init! {
@@ -104,20 +104,20 @@ coll_init! {
 coll_init! {
     /// MPI_Neighbor_allgather_init with MPI_Count counts.
     fn MPI_Neighbor_allgather_init_c / PMPI_Neighbor_allgather_init_c(sendbuf: *const c_void, sendcount: i64, sendtype: Handle, recvbuf: *mut c_void, recvcount: i64, recvtype: Handle) keep(sendtype, recvtype)
-        => |c, r| neighbor::allgather(sendbuf, count_c(sendcount)?, sendtype, recvbuf, count_c(recvcount)?, None, recvtype, c, r)
+        => |c, r| neighbor::allgather(sendbuf, sendcount, sendtype, recvbuf, recvcount, None, recvtype, c, r)
 }
 
 coll_init! {
     /// MPI_Neighbor_allgatherv_init with MPI_Count counts and MPI_Aint displacements.
     fn MPI_Neighbor_allgatherv_init_c / PMPI_Neighbor_allgatherv_init_c(sendbuf: *const c_void, sendcount: i64, sendtype: Handle, recvbuf: *mut c_void, recvcounts: *const i64, displs_: *const isize, recvtype: Handle) keep(sendtype, recvtype)
         bind |comm| { let (n, _) = degrees(comm)?; let (rc, rd) = (counts(recvcounts, n, true)?, displs(displs_, n, true)?); }
-        => |c, r| neighbor::allgather(sendbuf, count_c(sendcount)?, sendtype, recvbuf, 0, Some((ptr(&rc), ptr(&rd))), recvtype, c, r)
+        => |c, r| neighbor::allgather(sendbuf, sendcount, sendtype, recvbuf, 0, Some((ptr(&rc), ptr(&rd))), recvtype, c, r)
 }
 
 coll_init! {
     /// MPI_Neighbor_alltoall_init with MPI_Count counts.
     fn MPI_Neighbor_alltoall_init_c / PMPI_Neighbor_alltoall_init_c(sendbuf: *const c_void, sendcount: i64, sendtype: Handle, recvbuf: *mut c_void, recvcount: i64, recvtype: Handle) keep(sendtype, recvtype)
-        => |c, r| neighbor::alltoall(sendbuf, (count_c(sendcount)?, None), sendtype, recvbuf, (count_c(recvcount)?, None), recvtype, c, r)
+        => |c, r| neighbor::alltoall(sendbuf, (sendcount, None), sendtype, recvbuf, (recvcount, None), recvtype, c, r)
 }
 
 coll_init! {
@@ -145,42 +145,42 @@ coll_init! {
 mpi! {
     /// Gathers one block from each source neighbour, sending the same block to each destination.
     fn MPI_Neighbor_allgather / PMPI_Neighbor_allgather(sendbuf: *const c_void, sendcount: c_int, sendtype: Handle, recvbuf: *mut c_void, recvcount: c_int, recvtype: Handle, comm: Handle) on comm => {
-        allgather(sendbuf, sendcount, sendtype, recvbuf, recvcount, None, recvtype, comm, BLOCKING)
+        allgather(sendbuf, sendcount.into(), sendtype, recvbuf, recvcount.into(), None, recvtype, comm, BLOCKING)
     }
 }
 
 mpi! {
     /// Nonblocking MPI_Neighbor_allgather.
     fn MPI_Ineighbor_allgather / PMPI_Ineighbor_allgather(sendbuf: *const c_void, sendcount: c_int, sendtype: Handle, recvbuf: *mut c_void, recvcount: c_int, recvtype: Handle, comm: Handle, request: *mut Handle) on comm => {
-        allgather(sendbuf, sendcount, sendtype, recvbuf, recvcount, None, recvtype, comm, nonnull(request)?)
+        allgather(sendbuf, sendcount.into(), sendtype, recvbuf, recvcount.into(), None, recvtype, comm, nonnull(request)?)
     }
 }
 
 mpi! {
     /// MPI_Neighbor_allgather with a count and displacement per source.
     fn MPI_Neighbor_allgatherv / PMPI_Neighbor_allgatherv(sendbuf: *const c_void, sendcount: c_int, sendtype: Handle, recvbuf: *mut c_void, recvcounts: *const c_int, displs: *const c_int, recvtype: Handle, comm: Handle) on comm => {
-        allgather(sendbuf, sendcount, sendtype, recvbuf, 0, Some((recvcounts, displs)), recvtype, comm, BLOCKING)
+        allgather(sendbuf, sendcount.into(), sendtype, recvbuf, 0, Some((recvcounts, displs)), recvtype, comm, BLOCKING)
     }
 }
 
 mpi! {
     /// Nonblocking MPI_Neighbor_allgatherv.
     fn MPI_Ineighbor_allgatherv / PMPI_Ineighbor_allgatherv(sendbuf: *const c_void, sendcount: c_int, sendtype: Handle, recvbuf: *mut c_void, recvcounts: *const c_int, displs: *const c_int, recvtype: Handle, comm: Handle, request: *mut Handle) on comm => {
-        allgather(sendbuf, sendcount, sendtype, recvbuf, 0, Some((recvcounts, displs)), recvtype, comm, nonnull(request)?)
+        allgather(sendbuf, sendcount.into(), sendtype, recvbuf, 0, Some((recvcounts, displs)), recvtype, comm, nonnull(request)?)
     }
 }
 
 mpi! {
     /// Sends block `j` to destination `j` and receives block `i` from source `i`.
     fn MPI_Neighbor_alltoall / PMPI_Neighbor_alltoall(sendbuf: *const c_void, sendcount: c_int, sendtype: Handle, recvbuf: *mut c_void, recvcount: c_int, recvtype: Handle, comm: Handle) on comm => {
-        alltoall(sendbuf, (sendcount, None), sendtype, recvbuf, (recvcount, None), recvtype, comm, BLOCKING)
+        alltoall(sendbuf, (sendcount.into(), None), sendtype, recvbuf, (recvcount.into(), None), recvtype, comm, BLOCKING)
     }
 }
 
 mpi! {
     /// Nonblocking MPI_Neighbor_alltoall.
     fn MPI_Ineighbor_alltoall / PMPI_Ineighbor_alltoall(sendbuf: *const c_void, sendcount: c_int, sendtype: Handle, recvbuf: *mut c_void, recvcount: c_int, recvtype: Handle, comm: Handle, request: *mut Handle) on comm => {
-        alltoall(sendbuf, (sendcount, None), sendtype, recvbuf, (recvcount, None), recvtype, comm, nonnull(request)?)
+        alltoall(sendbuf, (sendcount.into(), None), sendtype, recvbuf, (recvcount.into(), None), recvtype, comm, nonnull(request)?)
     }
 }
 
