@@ -8,7 +8,7 @@ use crate::check;
 use crate::datatype::Datatype;
 use crate::error::{fail, MpiError, Res};
 use crate::ops;
-use crate::p2p::{count_arg, count_c, Count};
+use crate::p2p::{count_arg, Count};
 use crate::request::{Request, Typed};
 use crate::state::{running, Inter, OpObj, State};
 use ferry_core::{Collective, Reducer, Reduction};
@@ -796,7 +796,63 @@ pub(crate) type RecvBuf = (*mut c_void, Count, Handle);
 
 /// A v-collective side's counts and element displacements (C arrays, one entry per rank), or
 /// `None` for equal blocks of the side's count.
-pub(crate) type PerRank = Option<(*const c_int, *const c_int)>;
+pub(crate) type PerRank = Option<(Ints, Ints)>;
+
+/// A C array of per-rank counts or displacements as the call passed it: the ints of the int
+/// bindings, or the `MPI_Count` counts and `MPI_Aint` displacements of the `_c` ones.
+#[derive(Clone, Copy)]
+pub(crate) enum Ints {
+    /// An int binding's array.
+    Int(*const c_int),
+    /// A `_c` binding's array of `MPI_Count` or `MPI_Aint` (both 64 bits wide).
+    Wide(*const i64),
+}
+
+// `MPI_Aint` arrays are read as `i64`s.
+const _: () = assert!(std::mem::size_of::<isize>() == std::mem::size_of::<i64>());
+
+impl From<*const c_int> for Ints {
+    fn from(p: *const c_int) -> Ints {
+        Ints::Int(p)
+    }
+}
+
+impl From<*const i64> for Ints {
+    fn from(p: *const i64) -> Ints {
+        Ints::Wide(p)
+    }
+}
+
+impl From<*const isize> for Ints {
+    fn from(p: *const isize) -> Ints {
+        Ints::Wide(p.cast())
+    }
+}
+
+impl Ints {
+    /// Whether the array is NULL.
+    pub(crate) fn is_null(self) -> bool {
+        match self {
+            Ints::Int(p) => p.is_null(),
+            Ints::Wide(p) => p.is_null(),
+        }
+    }
+
+    /// The first `n` entries, widened; `name` names the array if it is NULL.
+    ///
+    /// # Safety
+    /// The array is NULL or holds `n` entries.
+    pub(crate) unsafe fn get(self, n: usize, name: &str) -> Res<Vec<i64>> {
+        // SAFETY: this function's contract.
+        Ok(match self {
+            Ints::Int(p) => unsafe { check::slice(p, n, name) }?
+                .iter()
+                .map(|&x| i64::from(x))
+                .collect(),
+            Ints::Wide(p) => unsafe { check::slice(p, n, name) }?.to_vec(),
+        })
+    }
+}
 
 /// Which way the blocks of a rooted collective go: to the root (gather; an allgather is a
 /// gather at every process) or from it (scatter). The two are one exchange with input and
@@ -931,7 +987,7 @@ unsafe fn blocks_v(
     s: &mut State,
     n: usize,
     buf: *const c_void,
-    (counts, displs): (*const c_int, *const c_int),
+    (counts, displs): (Ints, Ints),
     dt: Handle,
 ) -> Res<Blocks> {
     // SAFETY: this function's contract.
@@ -949,7 +1005,7 @@ unsafe fn blocks_w(
     s: &mut State,
     n: usize,
     buf: *const c_void,
-    (counts, displs): (*const c_int, *const c_int),
+    (counts, displs): (Ints, Ints),
     types: *const Handle,
     types_name: &str,
 ) -> Res<Vec<Typed>> {
@@ -1462,9 +1518,9 @@ unsafe fn alltoall_inter(
     let blocking = || {
         let n = crate::inter::remote_size(i)?;
         // SAFETY: the caller's buffers and arrays are as MPI's contract for the call says.
-        let sb = unsafe { crate::inter::blocks(send.0, count_c(send.1)?, send.2, send.3, n) }?;
+        let sb = unsafe { crate::inter::blocks(send.0, send.1, send.2, send.3, n) }?;
         // SAFETY: as above.
-        let rb = unsafe { crate::inter::blocks(recv.0, count_c(recv.1)?, recv.2, recv.3, n) }?;
+        let rb = unsafe { crate::inter::blocks(recv.0, recv.1, recv.2, recv.3, n) }?;
         // SAFETY: as above.
         unsafe { crate::inter::alltoall(i, sb, rb) }
     };
@@ -1475,22 +1531,19 @@ unsafe fn alltoall_inter(
 }
 
 /// `n` counts and displacements from C arrays.
-unsafe fn per_rank(
-    n: usize,
-    counts: *const c_int,
-    displs: *const c_int,
-) -> Res<(Vec<usize>, Vec<isize>)> {
+unsafe fn per_rank(n: usize, counts: Ints, displs: Ints) -> Res<(Vec<usize>, Vec<isize>)> {
     // SAFETY: the caller's contract: each array is NULL or holds `n` entries.
     let (counts, displs) = unsafe {
         (
-            check::slice(counts, n, "counts array")?,
-            check::slice(displs, n, "displacements array")?,
+            counts.get(n, "counts array")?,
+            displs.get(n, "displacements array")?,
         )
     };
     let c = counts
         .iter()
         .map(|&c| count_arg(c))
         .collect::<Res<Vec<_>>>()?;
+    // An `i64` is an `isize` here (checked above `Ints`).
     let d = displs.iter().map(|&d| d as isize).collect();
     Ok((c, d))
 }
@@ -1500,8 +1553,8 @@ pub(crate) unsafe fn gatherv(
     sendcount: Count,
     sendtype: Handle,
     recvbuf: *mut c_void,
-    recvcounts: *const c_int,
-    displs: *const c_int,
+    recvcounts: Ints,
+    displs: Ints,
     recvtype: Handle,
     root: c_int,
     comm: Handle,
@@ -1515,8 +1568,8 @@ pub(crate) unsafe fn gatherv(
 
 pub(crate) unsafe fn scatterv(
     sendbuf: *const c_void,
-    sendcounts: *const c_int,
-    displs: *const c_int,
+    sendcounts: Ints,
+    displs: Ints,
     sendtype: Handle,
     recvbuf: *mut c_void,
     recvcount: Count,
@@ -1537,7 +1590,7 @@ unsafe fn rooted_v(
     dir: Direction,
     send: Buf,
     recv: RecvBuf,
-    v: (*const c_int, *const c_int),
+    v: (Ints, Ints),
     root: c_int,
     comm: Handle,
     request: RequestOut<'_>,
@@ -1573,8 +1626,8 @@ pub(crate) unsafe fn allgatherv(
     sendcount: Count,
     sendtype: Handle,
     recvbuf: *mut c_void,
-    recvcounts: *const c_int,
-    displs: *const c_int,
+    recvcounts: Ints,
+    displs: Ints,
     recvtype: Handle,
     comm: Handle,
     request: RequestOut<'_>,
@@ -1601,12 +1654,12 @@ pub(crate) unsafe fn allgatherv(
 
 pub(crate) unsafe fn alltoallv(
     sendbuf: *const c_void,
-    sendcounts: *const c_int,
-    sdispls: *const c_int,
+    sendcounts: Ints,
+    sdispls: Ints,
     sendtype: Handle,
     recvbuf: *mut c_void,
-    recvcounts: *const c_int,
-    rdispls: *const c_int,
+    recvcounts: Ints,
+    rdispls: Ints,
     recvtype: Handle,
     comm: Handle,
     request: RequestOut<'_>,
@@ -1645,12 +1698,12 @@ pub(crate) unsafe fn alltoallv(
 
 pub(crate) unsafe fn alltoallw(
     sendbuf: *const c_void,
-    sendcounts: *const c_int,
-    sdispls: *const c_int,
+    sendcounts: Ints,
+    sdispls: Ints,
     sendtypes: *const Handle,
     recvbuf: *mut c_void,
-    recvcounts: *const c_int,
-    rdispls: *const c_int,
+    recvcounts: Ints,
+    rdispls: Ints,
     recvtypes: *const Handle,
     comm: Handle,
     request: RequestOut<'_>,

@@ -25,13 +25,12 @@
 //! leader exchange, fan-out), the others are direct sends and receives between the groups.
 
 use crate::abi::*;
-use crate::check::slice;
 use crate::coll;
-use crate::coll::{Buf, Direction, PerRank, RecvBuf};
+use crate::coll::{Buf, Direction, Ints, PerRank, RecvBuf};
 use crate::comm::register_with;
 use crate::datatype::Datatype;
 use crate::error::{fail, MpiError, Res};
-use crate::p2p::{count_arg, count_c, start_recv, start_send, wait_request, Count};
+use crate::p2p::{count_arg, start_recv, start_send, wait_request, Count};
 use crate::request::SendKind;
 use crate::state::State;
 use crate::state::{running, with, CommObj, Inter};
@@ -512,10 +511,6 @@ impl Traffic {
     }
 }
 
-fn int_count(n: usize) -> Res<c_int> {
-    c_int::try_from(n).map_err(|_| MpiError::new(MPI_ERR_COUNT, format!("count {n} too large")))
-}
-
 /// Scratch room for `count` elements of a datatype, addressed as a user buffer would be.
 struct Temp {
     _room: Vec<u8>,
@@ -541,15 +536,18 @@ fn at(buf: *const c_void, bytes: isize) -> *mut c_void {
 }
 
 /// `buf` moved by `displ` elements of extent `ext`, or MPI_ERR_COUNT when that overflows.
-fn at_element(buf: *const c_void, displ: c_int, ext: isize) -> Res<*mut c_void> {
-    let bytes = (displ as isize).checked_mul(ext).ok_or_else(|| {
-        MpiError::new(
-            MPI_ERR_COUNT,
-            format!(
-                "displacement {displ} of a datatype of extent {ext} reaches past the address space"
-            ),
-        )
-    })?;
+fn at_element(buf: *const c_void, displ: i64, ext: isize) -> Res<*mut c_void> {
+    let bytes = isize::try_from(displ)
+        .ok()
+        .and_then(|d| d.checked_mul(ext))
+        .ok_or_else(|| {
+            MpiError::new(
+                MPI_ERR_COUNT,
+                format!(
+                    "displacement {displ} of a datatype of extent {ext} reaches past the address space"
+                ),
+            )
+        })?;
     Ok(at(buf, bytes))
 }
 
@@ -686,23 +684,31 @@ pub(crate) unsafe fn allreduce(
 /// Counts and displacements (elements, per remote rank) from the C arrays `v` of a
 /// v-collective, or equal blocks of `count` for the plain one; `names` name the arrays in errors.
 unsafe fn per_remote(
-    count: c_int,
+    count: Count,
     v: PerRank,
     remote: usize,
     names: (&str, &str),
-) -> Res<(Vec<c_int>, Vec<c_int>)> {
+) -> Res<(Vec<i64>, Vec<i64>)> {
     // SAFETY: this function's contract is the unsafe operations' own: `v`, as the caller
     // promises, is NULL or valid for what the MPI call it serves reads and writes through it.
     unsafe {
         Ok(match v {
-            Some((c, d)) => (
-                slice(c, remote, names.0)?.to_vec(),
-                slice(d, remote, names.1)?.to_vec(),
-            ),
-            None => (
-                vec![count; remote],
-                (0..remote as c_int).map(|i| i * count).collect(),
-            ),
+            Some((c, d)) => (c.get(remote, names.0)?, d.get(remote, names.1)?),
+            None => {
+                let displs = (0..remote as i64)
+                    .map(|i| {
+                        i.checked_mul(count).ok_or_else(|| {
+                            MpiError::new(
+                                MPI_ERR_COUNT,
+                                format!(
+                                    "{remote} blocks of {count} elements overflow an MPI_Count"
+                                ),
+                            )
+                        })
+                    })
+                    .collect::<Res<_>>()?;
+                (vec![count; remote], displs)
+            }
         })
     }
 }
@@ -734,8 +740,7 @@ pub(crate) unsafe fn rooted(
                 } else {
                     "recvcounts"
                 };
-                let (counts, displs) =
-                    per_remote(count_c(count)?, v, remote, (counts_name, "displs"))?;
+                let (counts, displs) = per_remote(count, v, remote, (counts_name, "displs"))?;
                 for i in 0..remote {
                     let c = count_arg(counts[i])?;
                     let block = at_element(buf, displs[i], ext)?;
@@ -766,7 +771,7 @@ pub(crate) unsafe fn allgather(inter: Inter, send: Buf, recv: RecvBuf, v: PerRan
         no_in_place(sbuf)?;
         let (rbuf, rcount, rdt) = recv;
         let ext = extent_of(rdt)?;
-        let (counts, displs) = per_remote(count_c(rcount)?, v, remote, ("recvcounts", "displs"))?;
+        let (counts, displs) = per_remote(rcount, v, remote, ("recvcounts", "displs"))?;
         let scount = count_arg(scount)?;
         let mut t = Traffic::new(inter);
         for j in 0..remote {
@@ -804,7 +809,7 @@ pub(crate) unsafe fn alltoall(inter: Inter, send: Blocks, recv: Blocks) -> Res {
 /// equal blocks of `count`.
 pub(crate) unsafe fn blocks(
     buf: *const c_void,
-    count: c_int,
+    count: Count,
     dt: Handle,
     v: PerRank,
     remote: usize,
@@ -825,8 +830,8 @@ pub(crate) unsafe fn blocks(
 /// The blocks of MPI_Alltoallw: byte displacements and a datatype per remote rank.
 pub(crate) unsafe fn blocks_w(
     buf: *const c_void,
-    counts: *const c_int,
-    displs: *const c_int,
+    counts: Ints,
+    displs: Ints,
     types: *const Handle,
     remote: usize,
 ) -> Res<Blocks> {
@@ -835,8 +840,8 @@ pub(crate) unsafe fn blocks_w(
     // and writes through them.
     unsafe {
         no_in_place(buf)?;
-        let c = slice(counts, remote, "counts")?.to_vec();
-        let d = slice(displs, remote, "displacements")?.to_vec();
+        let c = counts.get(remote, "counts")?;
+        let d = displs.get(remote, "displacements")?;
         if remote > 0 && types.is_null() {
             return fail(MPI_ERR_ARG, "datatype array is NULL");
         }
@@ -869,13 +874,20 @@ pub(crate) unsafe fn reduce_scatter(
         no_in_place(sendbuf)?;
         let me = shape(inter)?.2;
         let total: usize = counts.iter().sum();
-        let total_c = int_count(total)?;
+        let wide = |n: usize| {
+            Count::try_from(n).map_err(|_| {
+                MpiError::new(
+                    MPI_ERR_COUNT,
+                    format!("count {n} does not fit an MPI_Count"),
+                )
+            })
+        };
         let mine = Temp::new(dt, total)?;
         let theirs = Temp::new(dt, total)?;
         coll::reduce(
             sendbuf,
             mine.base,
-            total_c.into(),
+            wide(total)?,
             dt,
             op,
             0,
@@ -888,20 +900,20 @@ pub(crate) unsafe fn reduce_scatter(
             t.send(mine.base, total, dt, 0)?;
             t.finish()?;
         }
-        let c: Vec<c_int> = counts.iter().map(|&x| int_count(x)).collect::<Res<_>>()?;
+        let c: Vec<Count> = counts.iter().map(|&x| wide(x)).collect::<Res<_>>()?;
         let mut d = Vec::with_capacity(c.len());
-        let mut acc: c_int = 0;
+        let mut acc: Count = 0;
         for &x in &c {
             d.push(acc);
             acc = acc.saturating_add(x);
         }
         coll::scatterv(
             theirs.base,
-            c.as_ptr(),
-            d.as_ptr(),
+            c.as_ptr().into(),
+            d.as_ptr().into(),
             dt,
             recvbuf,
-            c[me].into(),
+            c[me],
             dt,
             0,
             inter.local,

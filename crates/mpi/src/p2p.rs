@@ -1360,23 +1360,3 @@ pub(crate) unsafe fn irecv(
 }
 
 // ---- nonblocking send-receive ----
-
-// ---- large counts (MPI 4.0 `_c` bindings) ----
-
-/// An `MPI_Count` element count where a path still takes an int (the collectives on
-/// intercommunicators, the per-rank arrays of the v- and w-collectives): a larger count is
-/// MPI_ERR_COUNT naming it, never truncated.
-pub(crate) fn count_c(count: Count) -> Res<c_int> {
-    if count < 0 {
-        return fail(MPI_ERR_COUNT, format!("negative count {count}"));
-    }
-    c_int::try_from(count).map_err(|_| {
-        MpiError::new(
-            MPI_ERR_COUNT,
-            format!(
-                "count {count} is more than the {} elements this call takes per block",
-                c_int::MAX
-            ),
-        )
-    })
-}

@@ -458,12 +458,12 @@ pub(crate) unsafe fn exchange(comm: Handle, edges: &[(usize, usize, c_int)]) -> 
         let mut got = vec![0 as c_int; theirs.iter().map(|&x| x as usize).sum::<usize>().max(1)];
         crate::coll::alltoallv(
             flat.as_ptr().cast(),
-            counts.as_ptr(),
-            sd.as_ptr(),
+            counts.as_ptr().into(),
+            sd.as_ptr().into(),
             int,
             got.as_mut_ptr().cast(),
-            theirs.as_ptr(),
-            rd.as_ptr(),
+            theirs.as_ptr().into(),
+            rd.as_ptr().into(),
             int,
             comm,
             crate::coll::BLOCKING,

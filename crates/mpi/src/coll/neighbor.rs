@@ -136,8 +136,8 @@ unsafe fn w_blocks(
     s: &mut State,
     buf: *const c_void,
     n: usize,
-    counts: *const c_int,
-    displs: *const isize,
+    counts: Ints,
+    displs: Ints,
     types: *const Handle,
 ) -> Res<WBlocks> {
     if n > 0 && (counts.is_null() || displs.is_null() || types.is_null()) {
@@ -146,8 +146,8 @@ unsafe fn w_blocks(
     // SAFETY: the caller's contract: each array holds `n` entries (none is NULL: checked).
     let (counts, displs, types) = unsafe {
         (
-            check::slice(counts, n, "counts array")?,
-            check::slice(displs, n, "displacements array")?,
+            counts.get(n, "counts array")?,
+            displs.get(n, "displacements array")?,
             check::slice(types, n, "types array")?,
         )
     };
@@ -156,7 +156,7 @@ unsafe fn w_blocks(
             Ok(Typed {
                 dt: s.committed_type(types[i])?,
                 count: count_arg(counts[i])?,
-                base: (buf as *mut u8).wrapping_offset(displs[i]),
+                base: (buf as *mut u8).wrapping_offset(displs[i] as isize),
             })
         })
         .collect::<Res<Vec<Typed>>>()?;
@@ -173,7 +173,7 @@ pub(crate) unsafe fn allgather(
     sendtype: Handle,
     recvbuf: *mut c_void,
     recvcount: Count,
-    recv: Option<(*const c_int, *const c_int)>,
+    recv: PerRank,
     recvtype: Handle,
     comm: Handle,
     request: RequestOut<'_>,
@@ -195,10 +195,10 @@ pub(crate) unsafe fn allgather(
 /// MPI_Neighbor_alltoall(v): block `j` to destination `j`, block `i` from source `i`.
 pub(crate) unsafe fn alltoall(
     sendbuf: *const c_void,
-    send: (Count, Option<(*const c_int, *const c_int)>),
+    send: (Count, PerRank),
     sendtype: Handle,
     recvbuf: *mut c_void,
-    recv: (Count, Option<(*const c_int, *const c_int)>),
+    recv: (Count, PerRank),
     recvtype: Handle,
     comm: Handle,
     request: RequestOut<'_>,
@@ -227,12 +227,12 @@ pub(crate) unsafe fn alltoall(
 /// MPI_Neighbor_alltoallw: blocks of their own types at byte displacements.
 pub(crate) unsafe fn alltoallw(
     sendbuf: *const c_void,
-    sendcounts: *const c_int,
-    sdispls: *const isize,
+    sendcounts: Ints,
+    sdispls: Ints,
     sendtypes: *const Handle,
     recvbuf: *mut c_void,
-    recvcounts: *const c_int,
-    rdispls: *const isize,
+    recvcounts: Ints,
+    rdispls: Ints,
     recvtypes: *const Handle,
     comm: Handle,
     request: RequestOut<'_>,

@@ -7,7 +7,7 @@
 use super::NONE;
 use crate::abi::*;
 use crate::check::out;
-use crate::coll::large::{at_root, counts, displs, peers, ptr};
+use crate::coll::large::{at_root, peers, ptr};
 use crate::coll::persistent::*;
 use crate::coll::*;
 use crate::error::{fail, MpiError, Res};
@@ -192,35 +192,35 @@ mpi! {
 mpi! {
     /// Gather of variable blocks.
     fn MPI_Gatherv / PMPI_Gatherv(sendbuf: *const c_void, sendcount: c_int, sendtype: Handle, recvbuf: *mut c_void, recvcounts: *const c_int, displs: *const c_int, recvtype: Handle, root: c_int, comm: Handle) on comm => {
-        gatherv(sendbuf, sendcount.into(), sendtype, recvbuf, recvcounts, displs, recvtype, root, comm, BLOCKING)
+        gatherv(sendbuf, sendcount.into(), sendtype, recvbuf, recvcounts.into(), displs.into(), recvtype, root, comm, BLOCKING)
     }
 }
 
 mpi! {
     /// Scatter of variable blocks.
     fn MPI_Scatterv / PMPI_Scatterv(sendbuf: *const c_void, sendcounts: *const c_int, displs: *const c_int, sendtype: Handle, recvbuf: *mut c_void, recvcount: c_int, recvtype: Handle, root: c_int, comm: Handle) on comm => {
-        scatterv(sendbuf, sendcounts, displs, sendtype, recvbuf, recvcount.into(), recvtype, root, comm, BLOCKING)
+        scatterv(sendbuf, sendcounts.into(), displs.into(), sendtype, recvbuf, recvcount.into(), recvtype, root, comm, BLOCKING)
     }
 }
 
 mpi! {
     /// Gather of variable blocks to all.
     fn MPI_Allgatherv / PMPI_Allgatherv(sendbuf: *const c_void, sendcount: c_int, sendtype: Handle, recvbuf: *mut c_void, recvcounts: *const c_int, displs: *const c_int, recvtype: Handle, comm: Handle) on comm => {
-        allgatherv(sendbuf, sendcount.into(), sendtype, recvbuf, recvcounts, displs, recvtype, comm, BLOCKING)
+        allgatherv(sendbuf, sendcount.into(), sendtype, recvbuf, recvcounts.into(), displs.into(), recvtype, comm, BLOCKING)
     }
 }
 
 mpi! {
     /// Personalized exchange of variable blocks.
     fn MPI_Alltoallv / PMPI_Alltoallv(sendbuf: *const c_void, sendcounts: *const c_int, sdispls: *const c_int, sendtype: Handle, recvbuf: *mut c_void, recvcounts: *const c_int, rdispls: *const c_int, recvtype: Handle, comm: Handle) on comm => {
-        alltoallv(sendbuf, sendcounts, sdispls, sendtype, recvbuf, recvcounts, rdispls, recvtype, comm, BLOCKING)
+        alltoallv(sendbuf, sendcounts.into(), sdispls.into(), sendtype, recvbuf, recvcounts.into(), rdispls.into(), recvtype, comm, BLOCKING)
     }
 }
 
 mpi! {
     /// Personalized exchange with a datatype per block.
     fn MPI_Alltoallw / PMPI_Alltoallw(sendbuf: *const c_void, sendcounts: *const c_int, sdispls: *const c_int, sendtypes: *const Handle, recvbuf: *mut c_void, recvcounts: *const c_int, rdispls: *const c_int, recvtypes: *const Handle, comm: Handle) on comm => {
-        alltoallw(sendbuf, sendcounts, sdispls, sendtypes, recvbuf, recvcounts, rdispls, recvtypes, comm, BLOCKING)
+        alltoallw(sendbuf, sendcounts.into(), sdispls.into(), sendtypes, recvbuf, recvcounts.into(), rdispls.into(), recvtypes, comm, BLOCKING)
     }
 }
 
@@ -257,35 +257,35 @@ mpi! {
 mpi! {
     /// Nonblocking gather of variable blocks.
     fn MPI_Igatherv / PMPI_Igatherv(sendbuf: *const c_void, sendcount: c_int, sendtype: Handle, recvbuf: *mut c_void, recvcounts: *const c_int, displs: *const c_int, recvtype: Handle, root: c_int, comm: Handle, request: *mut Handle) on comm => {
-        gatherv(sendbuf, sendcount.into(), sendtype, recvbuf, recvcounts, displs, recvtype, root, comm, nonnull(request)?)
+        gatherv(sendbuf, sendcount.into(), sendtype, recvbuf, recvcounts.into(), displs.into(), recvtype, root, comm, nonnull(request)?)
     }
 }
 
 mpi! {
     /// Nonblocking scatter of variable blocks.
     fn MPI_Iscatterv / PMPI_Iscatterv(sendbuf: *const c_void, sendcounts: *const c_int, displs: *const c_int, sendtype: Handle, recvbuf: *mut c_void, recvcount: c_int, recvtype: Handle, root: c_int, comm: Handle, request: *mut Handle) on comm => {
-        scatterv(sendbuf, sendcounts, displs, sendtype, recvbuf, recvcount.into(), recvtype, root, comm, nonnull(request)?)
+        scatterv(sendbuf, sendcounts.into(), displs.into(), sendtype, recvbuf, recvcount.into(), recvtype, root, comm, nonnull(request)?)
     }
 }
 
 mpi! {
     /// Nonblocking gather of variable blocks to all.
     fn MPI_Iallgatherv / PMPI_Iallgatherv(sendbuf: *const c_void, sendcount: c_int, sendtype: Handle, recvbuf: *mut c_void, recvcounts: *const c_int, displs: *const c_int, recvtype: Handle, comm: Handle, request: *mut Handle) on comm => {
-        allgatherv(sendbuf, sendcount.into(), sendtype, recvbuf, recvcounts, displs, recvtype, comm, nonnull(request)?)
+        allgatherv(sendbuf, sendcount.into(), sendtype, recvbuf, recvcounts.into(), displs.into(), recvtype, comm, nonnull(request)?)
     }
 }
 
 mpi! {
     /// Nonblocking personalized exchange of variable blocks.
     fn MPI_Ialltoallv / PMPI_Ialltoallv(sendbuf: *const c_void, sendcounts: *const c_int, sdispls: *const c_int, sendtype: Handle, recvbuf: *mut c_void, recvcounts: *const c_int, rdispls: *const c_int, recvtype: Handle, comm: Handle, request: *mut Handle) on comm => {
-        alltoallv(sendbuf, sendcounts, sdispls, sendtype, recvbuf, recvcounts, rdispls, recvtype, comm, nonnull(request)?)
+        alltoallv(sendbuf, sendcounts.into(), sdispls.into(), sendtype, recvbuf, recvcounts.into(), rdispls.into(), recvtype, comm, nonnull(request)?)
     }
 }
 
 mpi! {
     /// Nonblocking personalized exchange with a datatype per block.
     fn MPI_Ialltoallw / PMPI_Ialltoallw(sendbuf: *const c_void, sendcounts: *const c_int, sdispls: *const c_int, sendtypes: *const Handle, recvbuf: *mut c_void, recvcounts: *const c_int, rdispls: *const c_int, recvtypes: *const Handle, comm: Handle, request: *mut Handle) on comm => {
-        alltoallw(sendbuf, sendcounts, sdispls, sendtypes, recvbuf, recvcounts, rdispls, recvtypes, comm, nonnull(request)?)
+        alltoallw(sendbuf, sendcounts.into(), sdispls.into(), sendtypes, recvbuf, recvcounts.into(), rdispls.into(), recvtypes, comm, nonnull(request)?)
     }
 }
 
@@ -366,8 +366,8 @@ coll_c! {
     fn MPI_Gatherv_c / PMPI_Gatherv_c, MPI_Igatherv_c / PMPI_Igatherv_c(sendbuf: *const c_void, sendcount: i64, sendtype: Handle, recvbuf: *mut c_void, recvcounts: *const i64, displs_: *const isize, recvtype: Handle, root: c_int)
         => |c, r| {
             let (n, used) = (peers(c)?, at_root(c, root)?);
-            let (rc, rd) = (counts(recvcounts, n, used)?, displs(displs_, n, used)?);
-            gatherv(sendbuf, sendcount, sendtype, recvbuf, ptr(&rc), ptr(&rd), recvtype, root, c, r)
+            let (rc, rd) = (bound(recvcounts, n, used), bound(displs_, n, used));
+            gatherv(sendbuf, sendcount, sendtype, recvbuf, ptr(&rc).into(), ptr(&rd).into(), recvtype, root, c, r)
         }
 }
 
@@ -376,8 +376,8 @@ coll_c! {
     fn MPI_Scatterv_c / PMPI_Scatterv_c, MPI_Iscatterv_c / PMPI_Iscatterv_c(sendbuf: *const c_void, sendcounts: *const i64, displs_: *const isize, sendtype: Handle, recvbuf: *mut c_void, recvcount: i64, recvtype: Handle, root: c_int)
         => |c, r| {
             let (n, used) = (peers(c)?, at_root(c, root)?);
-            let (sc, sd) = (counts(sendcounts, n, used)?, displs(displs_, n, used)?);
-            scatterv(sendbuf, ptr(&sc), ptr(&sd), sendtype, recvbuf, recvcount, recvtype, root, c, r)
+            let (sc, sd) = (bound(sendcounts, n, used), bound(displs_, n, used));
+            scatterv(sendbuf, ptr(&sc).into(), ptr(&sd).into(), sendtype, recvbuf, recvcount, recvtype, root, c, r)
         }
 }
 
@@ -386,8 +386,8 @@ coll_c! {
     fn MPI_Allgatherv_c / PMPI_Allgatherv_c, MPI_Iallgatherv_c / PMPI_Iallgatherv_c(sendbuf: *const c_void, sendcount: i64, sendtype: Handle, recvbuf: *mut c_void, recvcounts: *const i64, displs_: *const isize, recvtype: Handle)
         => |c, r| {
             let n = peers(c)?;
-            let (rc, rd) = (counts(recvcounts, n, true)?, displs(displs_, n, true)?);
-            allgatherv(sendbuf, sendcount, sendtype, recvbuf, ptr(&rc), ptr(&rd), recvtype, c, r)
+            let (rc, rd) = (bound(recvcounts, n, true), bound(displs_, n, true));
+            allgatherv(sendbuf, sendcount, sendtype, recvbuf, ptr(&rc).into(), ptr(&rd).into(), recvtype, c, r)
         }
 }
 
@@ -396,9 +396,9 @@ coll_c! {
     fn MPI_Alltoallv_c / PMPI_Alltoallv_c, MPI_Ialltoallv_c / PMPI_Ialltoallv_c(sendbuf: *const c_void, sendcounts: *const i64, sdispls: *const isize, sendtype: Handle, recvbuf: *mut c_void, recvcounts: *const i64, rdispls: *const isize, recvtype: Handle)
         => |c, r| {
             let (n, send) = (peers(c)?, !in_place(sendbuf));
-            let (sc, sd) = (counts(sendcounts, n, send)?, displs(sdispls, n, send)?);
-            let (rc, rd) = (counts(recvcounts, n, true)?, displs(rdispls, n, true)?);
-            alltoallv(sendbuf, ptr(&sc), ptr(&sd), sendtype, recvbuf, ptr(&rc), ptr(&rd), recvtype, c, r)
+            let (sc, sd) = (bound(sendcounts, n, send), bound(sdispls, n, send));
+            let (rc, rd) = (bound(recvcounts, n, true), bound(rdispls, n, true));
+            alltoallv(sendbuf, ptr(&sc).into(), ptr(&sd).into(), sendtype, recvbuf, ptr(&rc).into(), ptr(&rd).into(), recvtype, c, r)
         }
 }
 
@@ -407,9 +407,9 @@ coll_c! {
     fn MPI_Alltoallw_c / PMPI_Alltoallw_c, MPI_Ialltoallw_c / PMPI_Ialltoallw_c(sendbuf: *const c_void, sendcounts: *const i64, sdispls: *const isize, sendtypes: *const Handle, recvbuf: *mut c_void, recvcounts: *const i64, rdispls: *const isize, recvtypes: *const Handle)
         => |c, r| {
             let (n, send) = (peers(c)?, !in_place(sendbuf));
-            let (sc, sd) = (counts(sendcounts, n, send)?, displs(sdispls, n, send)?);
-            let (rc, rd) = (counts(recvcounts, n, true)?, displs(rdispls, n, true)?);
-            alltoallw(sendbuf, ptr(&sc), ptr(&sd), sendtypes, recvbuf, ptr(&rc), ptr(&rd), recvtypes, c, r)
+            let (sc, sd) = (bound(sendcounts, n, send), bound(sdispls, n, send));
+            let (rc, rd) = (bound(recvcounts, n, true), bound(rdispls, n, true));
+            alltoallw(sendbuf, ptr(&sc).into(), ptr(&sd).into(), sendtypes, recvbuf, ptr(&rc).into(), ptr(&rd).into(), recvtypes, c, r)
         }
 }
 
@@ -480,7 +480,7 @@ coll_init! {
     /// Persistent gather with a count and displacement per rank.
     fn MPI_Gatherv_init / PMPI_Gatherv_init(sendbuf: *const c_void, sendcount: c_int, sendtype: Handle, recvbuf: *mut c_void, recvcounts: *const c_int, displs: *const c_int, recvtype: Handle, root: c_int) keep(sendtype, recvtype)
         bind |comm| { let (n, used) = (peers(comm)?, at_root(comm, root)?); let (rc, rd) = (bound(recvcounts, n, used), bound(displs, n, used)); }
-        => |c, r| gatherv(sendbuf, sendcount.into(), sendtype, recvbuf, ptr(&rc), ptr(&rd), recvtype, root, c, r)
+        => |c, r| gatherv(sendbuf, sendcount.into(), sendtype, recvbuf, ptr(&rc).into(), ptr(&rd).into(), recvtype, root, c, r)
 }
 
 coll_init! {
@@ -493,7 +493,7 @@ coll_init! {
     /// Persistent scatter with a count and displacement per rank.
     fn MPI_Scatterv_init / PMPI_Scatterv_init(sendbuf: *const c_void, sendcounts: *const c_int, displs: *const c_int, sendtype: Handle, recvbuf: *mut c_void, recvcount: c_int, recvtype: Handle, root: c_int) keep(sendtype, recvtype)
         bind |comm| { let (n, used) = (peers(comm)?, at_root(comm, root)?); let (sc, sd) = (bound(sendcounts, n, used), bound(displs, n, used)); }
-        => |c, r| scatterv(sendbuf, ptr(&sc), ptr(&sd), sendtype, recvbuf, recvcount.into(), recvtype, root, c, r)
+        => |c, r| scatterv(sendbuf, ptr(&sc).into(), ptr(&sd).into(), sendtype, recvbuf, recvcount.into(), recvtype, root, c, r)
 }
 
 coll_init! {
@@ -506,7 +506,7 @@ coll_init! {
     /// Persistent allgather with a count and displacement per rank.
     fn MPI_Allgatherv_init / PMPI_Allgatherv_init(sendbuf: *const c_void, sendcount: c_int, sendtype: Handle, recvbuf: *mut c_void, recvcounts: *const c_int, displs: *const c_int, recvtype: Handle) keep(sendtype, recvtype)
         bind |comm| { let n = peers(comm)?; let (rc, rd) = (bound(recvcounts, n, true), bound(displs, n, true)); }
-        => |c, r| allgatherv(sendbuf, sendcount.into(), sendtype, recvbuf, ptr(&rc), ptr(&rd), recvtype, c, r)
+        => |c, r| allgatherv(sendbuf, sendcount.into(), sendtype, recvbuf, ptr(&rc).into(), ptr(&rd).into(), recvtype, c, r)
 }
 
 coll_init! {
@@ -523,7 +523,7 @@ coll_init! {
             let (sc, sd) = (bound(sendcounts, n, send), bound(sdispls, n, send));
             let (rc, rd) = (bound(recvcounts, n, true), bound(rdispls, n, true));
         }
-        => |c, r| alltoallv(sendbuf, ptr(&sc), ptr(&sd), sendtype, recvbuf, ptr(&rc), ptr(&rd), recvtype, c, r)
+        => |c, r| alltoallv(sendbuf, ptr(&sc).into(), ptr(&sd).into(), sendtype, recvbuf, ptr(&rc).into(), ptr(&rd).into(), recvtype, c, r)
 }
 
 coll_init! {
@@ -534,7 +534,7 @@ coll_init! {
             let (sc, sd, st) = (bound(sendcounts, n, send), bound(sdispls, n, send), bound(sendtypes, n, send));
             let (rc, rd, rt) = (bound(recvcounts, n, true), bound(rdispls, n, true), bound(recvtypes, n, true));
         }
-        => |c, r| alltoallw(sendbuf, ptr(&sc), ptr(&sd), ptr(&st), recvbuf, ptr(&rc), ptr(&rd), ptr(&rt), c, r)
+        => |c, r| alltoallw(sendbuf, ptr(&sc).into(), ptr(&sd).into(), ptr(&st), recvbuf, ptr(&rc).into(), ptr(&rd).into(), ptr(&rt), c, r)
 }
 
 coll_init! {
@@ -610,22 +610,22 @@ coll_init! {
 coll_init! {
     /// MPI_Gatherv_init with MPI_Count counts and MPI_Aint displacements.
     fn MPI_Gatherv_init_c / PMPI_Gatherv_init_c(sendbuf: *const c_void, sendcount: i64, sendtype: Handle, recvbuf: *mut c_void, recvcounts: *const i64, displs_: *const isize, recvtype: Handle, root: c_int) keep(sendtype, recvtype)
-        bind |comm| { let (n, used) = (peers(comm)?, at_root(comm, root)?); let (rc, rd) = (counts(recvcounts, n, used)?, displs(displs_, n, used)?); }
-        => |c, r| gatherv(sendbuf, sendcount, sendtype, recvbuf, ptr(&rc), ptr(&rd), recvtype, root, c, r)
+        bind |comm| { let (n, used) = (peers(comm)?, at_root(comm, root)?); let (rc, rd) = (bound(recvcounts, n, used), bound(displs_, n, used)); }
+        => |c, r| gatherv(sendbuf, sendcount, sendtype, recvbuf, ptr(&rc).into(), ptr(&rd).into(), recvtype, root, c, r)
 }
 
 coll_init! {
     /// MPI_Scatterv_init with MPI_Count counts and MPI_Aint displacements.
     fn MPI_Scatterv_init_c / PMPI_Scatterv_init_c(sendbuf: *const c_void, sendcounts: *const i64, displs_: *const isize, sendtype: Handle, recvbuf: *mut c_void, recvcount: i64, recvtype: Handle, root: c_int) keep(sendtype, recvtype)
-        bind |comm| { let (n, used) = (peers(comm)?, at_root(comm, root)?); let (sc, sd) = (counts(sendcounts, n, used)?, displs(displs_, n, used)?); }
-        => |c, r| scatterv(sendbuf, ptr(&sc), ptr(&sd), sendtype, recvbuf, recvcount, recvtype, root, c, r)
+        bind |comm| { let (n, used) = (peers(comm)?, at_root(comm, root)?); let (sc, sd) = (bound(sendcounts, n, used), bound(displs_, n, used)); }
+        => |c, r| scatterv(sendbuf, ptr(&sc).into(), ptr(&sd).into(), sendtype, recvbuf, recvcount, recvtype, root, c, r)
 }
 
 coll_init! {
     /// MPI_Allgatherv_init with MPI_Count counts and MPI_Aint displacements.
     fn MPI_Allgatherv_init_c / PMPI_Allgatherv_init_c(sendbuf: *const c_void, sendcount: i64, sendtype: Handle, recvbuf: *mut c_void, recvcounts: *const i64, displs_: *const isize, recvtype: Handle) keep(sendtype, recvtype)
-        bind |comm| { let n = peers(comm)?; let (rc, rd) = (counts(recvcounts, n, true)?, displs(displs_, n, true)?); }
-        => |c, r| allgatherv(sendbuf, sendcount, sendtype, recvbuf, ptr(&rc), ptr(&rd), recvtype, c, r)
+        bind |comm| { let n = peers(comm)?; let (rc, rd) = (bound(recvcounts, n, true), bound(displs_, n, true)); }
+        => |c, r| allgatherv(sendbuf, sendcount, sendtype, recvbuf, ptr(&rc).into(), ptr(&rd).into(), recvtype, c, r)
 }
 
 coll_init! {
@@ -633,10 +633,10 @@ coll_init! {
     fn MPI_Alltoallv_init_c / PMPI_Alltoallv_init_c(sendbuf: *const c_void, sendcounts: *const i64, sdispls: *const isize, sendtype: Handle, recvbuf: *mut c_void, recvcounts: *const i64, rdispls: *const isize, recvtype: Handle) keep(sendtype, recvtype)
         bind |comm| {
             let (n, send) = (peers(comm)?, !in_place(sendbuf));
-            let (sc, sd) = (counts(sendcounts, n, send)?, displs(sdispls, n, send)?);
-            let (rc, rd) = (counts(recvcounts, n, true)?, displs(rdispls, n, true)?);
+            let (sc, sd) = (bound(sendcounts, n, send), bound(sdispls, n, send));
+            let (rc, rd) = (bound(recvcounts, n, true), bound(rdispls, n, true));
         }
-        => |c, r| alltoallv(sendbuf, ptr(&sc), ptr(&sd), sendtype, recvbuf, ptr(&rc), ptr(&rd), recvtype, c, r)
+        => |c, r| alltoallv(sendbuf, ptr(&sc).into(), ptr(&sd).into(), sendtype, recvbuf, ptr(&rc).into(), ptr(&rd).into(), recvtype, c, r)
 }
 
 coll_init! {
@@ -665,8 +665,8 @@ coll_init! {
     fn MPI_Reduce_scatter_init_c / PMPI_Reduce_scatter_init_c(sendbuf: *const c_void, recvbuf: *mut c_void, recvcounts: *const i64, datatype: Handle, op: Handle) keep(datatype, op)
         bind |comm| {
             let n = running(|s| s.local_size(comm))?;
-            let rc = counts(recvcounts, n, true)?.ok_or_else(|| MpiError::new(MPI_ERR_ARG, "recvcounts is NULL"))?;
-            let rc = rc.iter().map(|&k| k as usize).collect::<Vec<usize>>();
+            let rc = bound(recvcounts, n, true).ok_or_else(|| MpiError::new(MPI_ERR_ARG, "recvcounts is NULL"))?;
+            let rc = rc.iter().map(|&k| count_arg(k)).collect::<Res<Vec<usize>>>()?;
         }
         => |c, r| reduce_scatter(sendbuf, recvbuf, &rc, datatype, op, c, r)
 }
@@ -676,8 +676,8 @@ coll_init! {
     fn MPI_Alltoallw_init_c / PMPI_Alltoallw_init_c(sendbuf: *const c_void, sendcounts: *const i64, sdispls: *const isize, sendtypes: *const Handle, recvbuf: *mut c_void, recvcounts: *const i64, rdispls: *const isize, recvtypes: *const Handle)
         bind |comm| {
             let (n, send) = (peers(comm)?, !in_place(sendbuf));
-            let (sc, sd, st) = (counts(sendcounts, n, send)?, displs(sdispls, n, send)?, bound(sendtypes, n, send));
-            let (rc, rd, rt) = (counts(recvcounts, n, true)?, displs(rdispls, n, true)?, bound(recvtypes, n, true));
+            let (sc, sd, st) = (bound(sendcounts, n, send), bound(sdispls, n, send), bound(sendtypes, n, send));
+            let (rc, rd, rt) = (bound(recvcounts, n, true), bound(rdispls, n, true), bound(recvtypes, n, true));
         }
-        => |c, r| alltoallw(sendbuf, ptr(&sc), ptr(&sd), ptr(&st), recvbuf, ptr(&rc), ptr(&rd), ptr(&rt), c, r)
+        => |c, r| alltoallw(sendbuf, ptr(&sc).into(), ptr(&sd).into(), ptr(&st), recvbuf, ptr(&rc).into(), ptr(&rd).into(), ptr(&rt), c, r)
 }

@@ -4,7 +4,7 @@
 
 use crate::abi::*;
 use crate::check::{out, slice};
-use crate::coll::large::{counts, degrees, displs, ptr};
+use crate::coll::large::{degrees, ptr};
 use crate::coll::neighbor::{allgather, alltoall, alltoallw};
 use crate::coll::persistent::*;
 use crate::coll::{neighbor, *};
@@ -28,8 +28,8 @@ coll_c! {
     fn MPI_Neighbor_allgatherv_c / PMPI_Neighbor_allgatherv_c, MPI_Ineighbor_allgatherv_c / PMPI_Ineighbor_allgatherv_c(sendbuf: *const c_void, sendcount: i64, sendtype: Handle, recvbuf: *mut c_void, recvcounts: *const i64, displs_: *const isize, recvtype: Handle)
         => |c, r| {
             let (n, _) = degrees(c)?;
-            let (rc, rd) = (counts(recvcounts, n, true)?, displs(displs_, n, true)?);
-            crate::coll::neighbor::allgather(sendbuf, sendcount, sendtype, recvbuf, 0, Some((ptr(&rc), ptr(&rd))), recvtype, c, r)
+            let (rc, rd) = (bound(recvcounts, n, true), bound(displs_, n, true));
+            crate::coll::neighbor::allgather(sendbuf, sendcount, sendtype, recvbuf, 0, Some((ptr(&rc).into(), ptr(&rd).into())), recvtype, c, r)
         }
 }
 
@@ -44,9 +44,9 @@ coll_c! {
     fn MPI_Neighbor_alltoallv_c / PMPI_Neighbor_alltoallv_c, MPI_Ineighbor_alltoallv_c / PMPI_Ineighbor_alltoallv_c(sendbuf: *const c_void, sendcounts: *const i64, sdispls: *const isize, sendtype: Handle, recvbuf: *mut c_void, recvcounts: *const i64, rdispls: *const isize, recvtype: Handle)
         => |c, r| {
             let (indeg, outdeg) = degrees(c)?;
-            let (sc, sd) = (counts(sendcounts, outdeg, true)?, displs(sdispls, outdeg, true)?);
-            let (rc, rd) = (counts(recvcounts, indeg, true)?, displs(rdispls, indeg, true)?);
-            crate::coll::neighbor::alltoall(sendbuf, (0, Some((ptr(&sc), ptr(&sd)))), sendtype, recvbuf, (0, Some((ptr(&rc), ptr(&rd)))), recvtype, c, r)
+            let (sc, sd) = (bound(sendcounts, outdeg, true), bound(sdispls, outdeg, true));
+            let (rc, rd) = (bound(recvcounts, indeg, true), bound(rdispls, indeg, true));
+            crate::coll::neighbor::alltoall(sendbuf, (0, Some((ptr(&sc).into(), ptr(&sd).into()))), sendtype, recvbuf, (0, Some((ptr(&rc).into(), ptr(&rd).into()))), recvtype, c, r)
         }
 }
 
@@ -55,8 +55,8 @@ coll_c! {
     fn MPI_Neighbor_alltoallw_c / PMPI_Neighbor_alltoallw_c, MPI_Ineighbor_alltoallw_c / PMPI_Ineighbor_alltoallw_c(sendbuf: *const c_void, sendcounts: *const i64, sdispls: *const isize, sendtypes: *const Handle, recvbuf: *mut c_void, recvcounts: *const i64, rdispls: *const isize, recvtypes: *const Handle)
         => |c, r| {
             let (indeg, outdeg) = degrees(c)?;
-            let (sc, rc) = (counts(sendcounts, outdeg, true)?, counts(recvcounts, indeg, true)?);
-            crate::coll::neighbor::alltoallw(sendbuf, ptr(&sc), sdispls, sendtypes, recvbuf, ptr(&rc), rdispls, recvtypes, c, r)
+            let (sc, rc) = (bound(sendcounts, outdeg, true), bound(recvcounts, indeg, true));
+            crate::coll::neighbor::alltoallw(sendbuf, ptr(&sc).into(), sdispls.into(), sendtypes, recvbuf, ptr(&rc).into(), rdispls.into(), recvtypes, c, r)
         }
 }
 
@@ -70,7 +70,7 @@ coll_init! {
     /// Persistent MPI_Neighbor_allgatherv.
     fn MPI_Neighbor_allgatherv_init / PMPI_Neighbor_allgatherv_init(sendbuf: *const c_void, sendcount: c_int, sendtype: Handle, recvbuf: *mut c_void, recvcounts: *const c_int, displs: *const c_int, recvtype: Handle) keep(sendtype, recvtype)
         bind |comm| { let (indeg, _) = degrees(comm)?; let (rc, rd) = (bound(recvcounts, indeg, true), bound(displs, indeg, true)); }
-        => |c, r| neighbor::allgather(sendbuf, sendcount.into(), sendtype, recvbuf, 0, Some((ptr(&rc), ptr(&rd))), recvtype, c, r)
+        => |c, r| neighbor::allgather(sendbuf, sendcount.into(), sendtype, recvbuf, 0, Some((ptr(&rc).into(), ptr(&rd).into())), recvtype, c, r)
 }
 
 coll_init! {
@@ -87,7 +87,7 @@ coll_init! {
             let (sc, sd) = (bound(sendcounts, outdeg, true), bound(sdispls, outdeg, true));
             let (rc, rd) = (bound(recvcounts, indeg, true), bound(rdispls, indeg, true));
         }
-        => |c, r| neighbor::alltoall(sendbuf, (0, Some((ptr(&sc), ptr(&sd)))), sendtype, recvbuf, (0, Some((ptr(&rc), ptr(&rd)))), recvtype, c, r)
+        => |c, r| neighbor::alltoall(sendbuf, (0, Some((ptr(&sc).into(), ptr(&sd).into()))), sendtype, recvbuf, (0, Some((ptr(&rc).into(), ptr(&rd).into()))), recvtype, c, r)
 }
 
 coll_init! {
@@ -98,7 +98,7 @@ coll_init! {
             let (sc, sd, st) = (bound(sendcounts, outdeg, true), bound(sdispls, outdeg, true), bound(sendtypes, outdeg, true));
             let (rc, rd, rt) = (bound(recvcounts, indeg, true), bound(rdispls, indeg, true), bound(recvtypes, indeg, true));
         }
-        => |c, r| neighbor::alltoallw(sendbuf, ptr(&sc), ptr(&sd), ptr(&st), recvbuf, ptr(&rc), ptr(&rd), ptr(&rt), c, r)
+        => |c, r| neighbor::alltoallw(sendbuf, ptr(&sc).into(), ptr(&sd).into(), ptr(&st), recvbuf, ptr(&rc).into(), ptr(&rd).into(), ptr(&rt), c, r)
 }
 
 coll_init! {
@@ -110,8 +110,8 @@ coll_init! {
 coll_init! {
     /// MPI_Neighbor_allgatherv_init with MPI_Count counts and MPI_Aint displacements.
     fn MPI_Neighbor_allgatherv_init_c / PMPI_Neighbor_allgatherv_init_c(sendbuf: *const c_void, sendcount: i64, sendtype: Handle, recvbuf: *mut c_void, recvcounts: *const i64, displs_: *const isize, recvtype: Handle) keep(sendtype, recvtype)
-        bind |comm| { let (n, _) = degrees(comm)?; let (rc, rd) = (counts(recvcounts, n, true)?, displs(displs_, n, true)?); }
-        => |c, r| neighbor::allgather(sendbuf, sendcount, sendtype, recvbuf, 0, Some((ptr(&rc), ptr(&rd))), recvtype, c, r)
+        bind |comm| { let (n, _) = degrees(comm)?; let (rc, rd) = (bound(recvcounts, n, true), bound(displs_, n, true)); }
+        => |c, r| neighbor::allgather(sendbuf, sendcount, sendtype, recvbuf, 0, Some((ptr(&rc).into(), ptr(&rd).into())), recvtype, c, r)
 }
 
 coll_init! {
@@ -125,10 +125,10 @@ coll_init! {
     fn MPI_Neighbor_alltoallv_init_c / PMPI_Neighbor_alltoallv_init_c(sendbuf: *const c_void, sendcounts: *const i64, sdispls: *const isize, sendtype: Handle, recvbuf: *mut c_void, recvcounts: *const i64, rdispls: *const isize, recvtype: Handle) keep(sendtype, recvtype)
         bind |comm| {
             let (indeg, outdeg) = degrees(comm)?;
-            let (sc, sd) = (counts(sendcounts, outdeg, true)?, displs(sdispls, outdeg, true)?);
-            let (rc, rd) = (counts(recvcounts, indeg, true)?, displs(rdispls, indeg, true)?);
+            let (sc, sd) = (bound(sendcounts, outdeg, true), bound(sdispls, outdeg, true));
+            let (rc, rd) = (bound(recvcounts, indeg, true), bound(rdispls, indeg, true));
         }
-        => |c, r| neighbor::alltoall(sendbuf, (0, Some((ptr(&sc), ptr(&sd)))), sendtype, recvbuf, (0, Some((ptr(&rc), ptr(&rd)))), recvtype, c, r)
+        => |c, r| neighbor::alltoall(sendbuf, (0, Some((ptr(&sc).into(), ptr(&sd).into()))), sendtype, recvbuf, (0, Some((ptr(&rc).into(), ptr(&rd).into()))), recvtype, c, r)
 }
 
 coll_init! {
@@ -136,10 +136,10 @@ coll_init! {
     fn MPI_Neighbor_alltoallw_init_c / PMPI_Neighbor_alltoallw_init_c(sendbuf: *const c_void, sendcounts: *const i64, sdispls: *const isize, sendtypes: *const Handle, recvbuf: *mut c_void, recvcounts: *const i64, rdispls: *const isize, recvtypes: *const Handle)
         bind |comm| {
             let (indeg, outdeg) = degrees(comm)?;
-            let (sc, sd, st) = (counts(sendcounts, outdeg, true)?, bound(sdispls, outdeg, true), bound(sendtypes, outdeg, true));
-            let (rc, rd, rt) = (counts(recvcounts, indeg, true)?, bound(rdispls, indeg, true), bound(recvtypes, indeg, true));
+            let (sc, sd, st) = (bound(sendcounts, outdeg, true), bound(sdispls, outdeg, true), bound(sendtypes, outdeg, true));
+            let (rc, rd, rt) = (bound(recvcounts, indeg, true), bound(rdispls, indeg, true), bound(recvtypes, indeg, true));
         }
-        => |c, r| neighbor::alltoallw(sendbuf, ptr(&sc), ptr(&sd), ptr(&st), recvbuf, ptr(&rc), ptr(&rd), ptr(&rt), c, r)
+        => |c, r| neighbor::alltoallw(sendbuf, ptr(&sc).into(), ptr(&sd).into(), ptr(&st), recvbuf, ptr(&rc).into(), ptr(&rd).into(), ptr(&rt), c, r)
 }
 
 mpi! {
@@ -159,14 +159,14 @@ mpi! {
 mpi! {
     /// MPI_Neighbor_allgather with a count and displacement per source.
     fn MPI_Neighbor_allgatherv / PMPI_Neighbor_allgatherv(sendbuf: *const c_void, sendcount: c_int, sendtype: Handle, recvbuf: *mut c_void, recvcounts: *const c_int, displs: *const c_int, recvtype: Handle, comm: Handle) on comm => {
-        allgather(sendbuf, sendcount.into(), sendtype, recvbuf, 0, Some((recvcounts, displs)), recvtype, comm, BLOCKING)
+        allgather(sendbuf, sendcount.into(), sendtype, recvbuf, 0, Some((recvcounts.into(), displs.into())), recvtype, comm, BLOCKING)
     }
 }
 
 mpi! {
     /// Nonblocking MPI_Neighbor_allgatherv.
     fn MPI_Ineighbor_allgatherv / PMPI_Ineighbor_allgatherv(sendbuf: *const c_void, sendcount: c_int, sendtype: Handle, recvbuf: *mut c_void, recvcounts: *const c_int, displs: *const c_int, recvtype: Handle, comm: Handle, request: *mut Handle) on comm => {
-        allgather(sendbuf, sendcount.into(), sendtype, recvbuf, 0, Some((recvcounts, displs)), recvtype, comm, nonnull(request)?)
+        allgather(sendbuf, sendcount.into(), sendtype, recvbuf, 0, Some((recvcounts.into(), displs.into())), recvtype, comm, nonnull(request)?)
     }
 }
 
@@ -187,28 +187,28 @@ mpi! {
 mpi! {
     /// MPI_Neighbor_alltoall with counts and displacements per neighbour.
     fn MPI_Neighbor_alltoallv / PMPI_Neighbor_alltoallv(sendbuf: *const c_void, sendcounts: *const c_int, sdispls: *const c_int, sendtype: Handle, recvbuf: *mut c_void, recvcounts: *const c_int, rdispls: *const c_int, recvtype: Handle, comm: Handle) on comm => {
-        alltoall(sendbuf, (0, Some((sendcounts, sdispls))), sendtype, recvbuf, (0, Some((recvcounts, rdispls))), recvtype, comm, BLOCKING)
+        alltoall(sendbuf, (0, Some((sendcounts.into(), sdispls.into()))), sendtype, recvbuf, (0, Some((recvcounts.into(), rdispls.into()))), recvtype, comm, BLOCKING)
     }
 }
 
 mpi! {
     /// Nonblocking MPI_Neighbor_alltoallv.
     fn MPI_Ineighbor_alltoallv / PMPI_Ineighbor_alltoallv(sendbuf: *const c_void, sendcounts: *const c_int, sdispls: *const c_int, sendtype: Handle, recvbuf: *mut c_void, recvcounts: *const c_int, rdispls: *const c_int, recvtype: Handle, comm: Handle, request: *mut Handle) on comm => {
-        alltoall(sendbuf, (0, Some((sendcounts, sdispls))), sendtype, recvbuf, (0, Some((recvcounts, rdispls))), recvtype, comm, nonnull(request)?)
+        alltoall(sendbuf, (0, Some((sendcounts.into(), sdispls.into()))), sendtype, recvbuf, (0, Some((recvcounts.into(), rdispls.into()))), recvtype, comm, nonnull(request)?)
     }
 }
 
 mpi! {
     /// MPI_Neighbor_alltoallv with a datatype per neighbour and byte displacements.
     fn MPI_Neighbor_alltoallw / PMPI_Neighbor_alltoallw(sendbuf: *const c_void, sendcounts: *const c_int, sdispls: *const isize, sendtypes: *const Handle, recvbuf: *mut c_void, recvcounts: *const c_int, rdispls: *const isize, recvtypes: *const Handle, comm: Handle) on comm => {
-        alltoallw(sendbuf, sendcounts, sdispls, sendtypes, recvbuf, recvcounts, rdispls, recvtypes, comm, BLOCKING)
+        alltoallw(sendbuf, sendcounts.into(), sdispls.into(), sendtypes, recvbuf, recvcounts.into(), rdispls.into(), recvtypes, comm, BLOCKING)
     }
 }
 
 mpi! {
     /// Nonblocking MPI_Neighbor_alltoallw.
     fn MPI_Ineighbor_alltoallw / PMPI_Ineighbor_alltoallw(sendbuf: *const c_void, sendcounts: *const c_int, sdispls: *const isize, sendtypes: *const Handle, recvbuf: *mut c_void, recvcounts: *const c_int, rdispls: *const isize, recvtypes: *const Handle, comm: Handle, request: *mut Handle) on comm => {
-        alltoallw(sendbuf, sendcounts, sdispls, sendtypes, recvbuf, recvcounts, rdispls, recvtypes, comm, nonnull(request)?)
+        alltoallw(sendbuf, sendcounts.into(), sdispls.into(), sendtypes, recvbuf, recvcounts.into(), rdispls.into(), recvtypes, comm, nonnull(request)?)
     }
 }
 

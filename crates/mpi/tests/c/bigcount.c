@@ -2,7 +2,8 @@
  * MPI_BYTEs (about 2.1 GB in one buffer per rank) through MPI_Send_c/MPI_Recv_c (with
  * MPI_Get_count_c and MPI_Get_elements_c giving the count, the int MPI_Get_count and
  * MPI_Get_elements MPI_UNDEFINED), MPI_Isend_c/MPI_Irecv_c, MPI_Bcast_c, MPI_Allreduce_c
- * (MPI_BXOR on the same 2^31 + 64 bytes, in place), a type of MPI_Type_contiguous_c with that
+ * (MPI_BXOR on the same 2^31 + 64 bytes, in place), MPI_Alltoallv_c with a count and
+ * MPI_Gatherv_c with a displacement past 2^31, a type of MPI_Type_contiguous_c with that
  * count (its size and extent through the _c queries, MPI_UNDEFINED through MPI_Type_size) sent
  * with the int MPI_Send, and MPI_Put_c into a window of MPI_Win_create_c. Each step checks the
  * first and last 64 bytes and a byte in every 4 KiB page. A count whose bytes overflow is
@@ -133,6 +134,35 @@ int main(int argc, char **argv)
     rc = MPI_Allreduce_c(MPI_IN_PLACE, buf, BIG, MPI_BYTE, MPI_BXOR, MPI_COMM_WORLD);
     CHECK_OK(rc, "MPI_Allreduce_c");
     mismatches(buf, 4, 5, "MPI_Allreduce_c");
+
+    /* MPI_Alltoallv_c with MPI_Count counts: 2^31 + 64 bytes from 0 to 1, nothing else. */
+    unsigned char small[64] = {0};
+    MPI_Count acounts[2][2] = {{0, BIG}, {0, 0}}, none[2] = {0, 0};
+    MPI_Aint adispls[2] = {0, 0};
+    if (rank == 0)
+        fill(buf, 8);
+    else
+        memset(buf, 0, (size_t)BIG);
+    rc = MPI_Alltoallv_c(rank == 0 ? (void *)buf : small, rank == 0 ? acounts[0] : none, adispls,
+                         MPI_BYTE, rank == 1 ? (void *)buf : small,
+                         rank == 1 ? (MPI_Count[]){BIG, 0} : acounts[1], adispls, MPI_BYTE,
+                         MPI_COMM_WORLD);
+    CHECK_OK(rc, "MPI_Alltoallv_c of 2^31 + 64 bytes");
+    if (rank == 1)
+        mismatches(buf, 8, 0, "MPI_Alltoallv_c");
+
+    /* MPI_Gatherv_c with an MPI_Aint displacement past 2^31: rank 1's 64 bytes land at the end
+     * of rank 0's buffer, rank 0's own 64 at its start. */
+    MPI_Count gcounts[2] = {64, 64};
+    MPI_Aint gdispls[2] = {0, (MPI_Aint)(BIG - 64)};
+    fill(buf, 9);
+    if (rank == 0)
+        memset(buf + BIG - 64, 0, 64);
+    rc = MPI_Gatherv_c(rank == 0 ? MPI_IN_PLACE : (void *)(buf + BIG - 64), 64, MPI_BYTE, buf,
+                       gcounts, gdispls, MPI_BYTE, 0, MPI_COMM_WORLD);
+    CHECK_OK(rc, "MPI_Gatherv_c to a displacement past 2^31");
+    if (rank == 0)
+        mismatches(buf, 9, 0, "MPI_Gatherv_c");
 
     /* A type of 2^31 + 64 bytes from MPI_Type_contiguous_c, sent with the int MPI_Send. */
     MPI_Datatype whole;
