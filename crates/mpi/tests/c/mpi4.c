@@ -4,8 +4,8 @@
  * with persistent point-to-point requests in one MPI_Startall; on an intercommunicator and on a
  * Cartesian ring (neighbourhood collectives); with a derived type and a user operation freed
  * right after init; freed while inactive. Large counts: `_c` point-to-point, collective,
- * datatype and pack calls give the int calls' results, and a count beyond what one call moves
- * is MPI_ERR_COUNT, not a truncated message. Generalized requests (§13.2): query, free and
+ * datatype and pack calls give the int calls' results, and a count whose bytes do not fit the
+ * address space is MPI_ERR_COUNT, not a truncated message. Generalized requests (§13.2): query, free and
  * cancel callbacks, alone and in a Waitall. Two to eight processes. */
 #include "mtest.h"
 #include <stdint.h>
@@ -484,28 +484,27 @@ static void large_counts(int rank, int size)
     MPI_Type_free(&big);
     MPI_Type_free(&vec);
 
-    /* A negative count is MPI_ERR_COUNT everywhere. ferry moves at most INT_MAX elements per
-     * call (a derived datatype carries more): a larger count is MPI_ERR_COUNT, not a truncated
-     * message. (MPICH moves such counts, so it is not asked to here.) */
+    /* A negative count is MPI_ERR_COUNT everywhere, and in ferry so is a count whose bytes do
+     * not fit the address space (counts past INT_MAX that do fit move: bigcount.c). */
     MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
     int rc = MPI_Recv_c(rbuf, -1, MPI_INT, left, 11, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
     CHECK_CLASS(rc, MPI_ERR_COUNT, "MPI_Recv_c of a negative count");
     rc = MPI_Send_c(sbuf, -5, MPI_INT, right, 11, MPI_COMM_WORLD);
     CHECK_CLASS(rc, MPI_ERR_COUNT, "MPI_Send_c of a negative count");
 #ifdef FERRY_MPI_H
-    MPI_Count huge = (MPI_Count) INT_MAX + 1;
+    MPI_Count huge = (MPI_Count) 1 << 62; /* 2^64 bytes of ints */
     rc = MPI_Send_c(sbuf, huge, MPI_INT, right, 11, MPI_COMM_WORLD);
-    CHECK_CLASS(rc, MPI_ERR_COUNT, "MPI_Send_c of 2^31 ints");
-    rc = MPI_Isend_c(sbuf, (MPI_Count) 1 << 40, MPI_CHAR, right, 11, MPI_COMM_WORLD, &q);
-    CHECK_CLASS(rc, MPI_ERR_COUNT, "MPI_Isend_c of 2^40 chars");
+    CHECK_CLASS(rc, MPI_ERR_COUNT, "MPI_Send_c of 2^62 ints");
+    rc = MPI_Isend_c(sbuf, INT64_MAX, MPI_SHORT, right, 11, MPI_COMM_WORLD, &q);
+    CHECK_CLASS(rc, MPI_ERR_COUNT, "MPI_Isend_c of INT64_MAX shorts");
     rc = MPI_Send_c(sbuf, INT64_MAX, MPI_INT, MPI_PROC_NULL, 11, MPI_COMM_WORLD);
     CHECK_CLASS(rc, MPI_ERR_COUNT, "MPI_Send_c of INT64_MAX ints");
     rc = MPI_Bcast_c(&b, huge, MPI_INT, 0, MPI_COMM_WORLD);
-    CHECK_CLASS(rc, MPI_ERR_COUNT, "MPI_Bcast_c of 2^31 ints");
+    CHECK_CLASS(rc, MPI_ERR_COUNT, "MPI_Bcast_c of 2^62 ints");
     for (int i = 0; i < size; i++)
         counts[i] = i == 0 ? huge : 1;
     rc = MPI_Allgatherv_c(&v, 1, MPI_INT, g, counts, displs, MPI_INT, MPI_COMM_WORLD);
-    CHECK_CLASS(rc, MPI_ERR_COUNT, "MPI_Allgatherv_c with a count of 2^31");
+    CHECK_CLASS(rc, MPI_ERR_COUNT, "MPI_Allgatherv_c with a count of 2^62");
 #endif
     /* Nothing of the refused sends arrives: the next message on tag 11 is this one. */
     MPI_Sendrecv_c(sbuf, 1, MPI_INT, right, 11, rbuf, N, MPI_INT, left, 11, MPI_COMM_WORLD, &st);
