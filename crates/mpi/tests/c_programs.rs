@@ -597,8 +597,8 @@ fn collectives_on_large_buffers() {
 
 #[test]
 fn more_than_2_pow_31_elements_through_the_large_count_calls_on_shared_memory() {
-    // 2.1 GB of buffer per rank, 3.2 GB at the peak with the allreduce's staging (4.2 GB on
-    // TCP, which also stages the one-sided put): one such job at a time, as every job here.
+    // 2.1 GB of buffer per rank, which is also a rank's peak here (4.2 GB over TCP, which
+    // stages half the allreduce and the whole put): one such job at a time, as every job here.
     no_errors_within(2, "bigcount", &[], &[("FERRY_TRANSPORT", "shm")], 120);
 }
 
