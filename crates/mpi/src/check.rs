@@ -187,6 +187,17 @@ mod tests {
         r.err().map_or(MPI_SUCCESS, |e| e.class)
     }
 
+    #[test]
+    fn an_mpi_count_past_an_int_is_a_count_and_a_negative_one_an_error() {
+        assert_eq!(count((1i64 << 31) + 64).ok(), Some((1usize << 31) + 64));
+        assert_eq!(count(i64::MAX).ok(), Some(i64::MAX as usize));
+        assert_eq!(count(-1i64).err().map(|e| e.class), Some(MPI_ERR_COUNT));
+        assert_eq!(
+            count(c_int::MIN).err().map(|e| e.class),
+            Some(MPI_ERR_COUNT)
+        );
+    }
+
     proptest::proptest! {
         /// For any count and resized extent (either sign, up to the largest), `span` is either
         /// MPI_ERR_COUNT or the exact bounds computed without overflow, and a buffer it

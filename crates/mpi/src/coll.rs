@@ -16,6 +16,7 @@ use ferry_sched::Order;
 use std::ffi::{c_int, c_void};
 
 pub(crate) mod large;
+pub(crate) use large::Ints;
 pub(crate) mod lean;
 pub(crate) mod neighbor;
 pub(crate) mod persistent;
@@ -797,62 +798,6 @@ pub(crate) type RecvBuf = (*mut c_void, Count, Handle);
 /// A v-collective side's counts and element displacements (C arrays, one entry per rank), or
 /// `None` for equal blocks of the side's count.
 pub(crate) type PerRank = Option<(Ints, Ints)>;
-
-/// A C array of per-rank counts or displacements as the call passed it: the ints of the int
-/// bindings, or the `MPI_Count` counts and `MPI_Aint` displacements of the `_c` ones.
-#[derive(Clone, Copy)]
-pub(crate) enum Ints {
-    /// An int binding's array.
-    Int(*const c_int),
-    /// A `_c` binding's array of `MPI_Count` or `MPI_Aint` (both 64 bits wide).
-    Wide(*const i64),
-}
-
-// `MPI_Aint` arrays are read as `i64`s.
-const _: () = assert!(std::mem::size_of::<isize>() == std::mem::size_of::<i64>());
-
-impl From<*const c_int> for Ints {
-    fn from(p: *const c_int) -> Ints {
-        Ints::Int(p)
-    }
-}
-
-impl From<*const i64> for Ints {
-    fn from(p: *const i64) -> Ints {
-        Ints::Wide(p)
-    }
-}
-
-impl From<*const isize> for Ints {
-    fn from(p: *const isize) -> Ints {
-        Ints::Wide(p.cast())
-    }
-}
-
-impl Ints {
-    /// Whether the array is NULL.
-    pub(crate) fn is_null(self) -> bool {
-        match self {
-            Ints::Int(p) => p.is_null(),
-            Ints::Wide(p) => p.is_null(),
-        }
-    }
-
-    /// The first `n` entries, widened; `name` names the array if it is NULL.
-    ///
-    /// # Safety
-    /// The array is NULL or holds `n` entries.
-    pub(crate) unsafe fn get(self, n: usize, name: &str) -> Res<Vec<i64>> {
-        // SAFETY: this function's contract.
-        Ok(match self {
-            Ints::Int(p) => unsafe { check::slice(p, n, name) }?
-                .iter()
-                .map(|&x| i64::from(x))
-                .collect(),
-            Ints::Wide(p) => unsafe { check::slice(p, n, name) }?.to_vec(),
-        })
-    }
-}
 
 /// Which way the blocks of a rooted collective go: to the root (gather; an allgather is a
 /// gather at every process) or from it (scatter). The two are one exchange with input and
