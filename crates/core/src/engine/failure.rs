@@ -28,6 +28,9 @@ const LOOK_EVERY: std::time::Duration = std::time::Duration::from_millis(1);
 /// Tag of a revocation notice; its payload is the revoked communicator's context (LE u32).
 const REVOKE_TAG: i32 = 1;
 
+/// Messages on [`FAULT_CONTEXT`] as (sender, tag, payload), from its handler to the engine.
+type Notices = Rc<RefCell<Vec<(u32, i32, Vec<u8>)>>>;
+
 /// What the engine knows of failures (present only in a fault-tolerant job).
 pub(crate) struct Faults {
     /// A pidfd per live peer on this host, by universe rank.
@@ -40,7 +43,7 @@ pub(crate) struct Faults {
     looked: Instant,
     /// Notices the active-message handler took in (source, tag, payload), for
     /// [`Engine::take_notices`].
-    inbox: Rc<RefCell<Vec<(u32, i32, Vec<u8>)>>>,
+    inbox: Notices,
     /// Failed peers the agreements have not been told of yet.
     untold: Vec<u32>,
     /// The agreements this rank takes part in (`engine/agreement.rs`).
@@ -71,7 +74,7 @@ impl Engine {
             // SAFETY: a descriptor pidfd_open just returned, owned by nobody else.
             watched.push((rank as u32, unsafe { OwnedFd::from_raw_fd(fd as i32) }));
         }
-        let inbox: Rc<RefCell<Vec<(u32, i32, Vec<u8>)>>> = Rc::default();
+        let inbox: Notices = Rc::default();
         let handed = Rc::clone(&inbox);
         self.set_active(
             FAULT_CONTEXT,
