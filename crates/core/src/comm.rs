@@ -87,8 +87,25 @@ pub const CONTEXT_BLOCK: u32 = 4;
 pub const SPAWNED_REGIONS: u64 = 1024;
 
 /// Pair indices from here on belong to communicators derived without an agreement
-/// (MPI_Comm_idup in the MPI binding); claimed blocks stay below.
+/// (MPI_Comm_idup in the MPI binding, shrink); claimed blocks stay below.
 pub const CLAIMED_PAIRS_END: u32 = 1 << 30;
+
+/// Pairs per derived slot ([`derived_pair`]): enough for an intercommunicator.
+pub const DERIVED_SLOT: u32 = 4;
+
+/// The first of the context pairs (`k` for an intracommunicator, `k` to `k + 2` for an
+/// intercommunicator) derived the `n`-th time from the communicator with context id
+/// `context`: a hash of the two into slots of [`DERIVED_SLOT`] pairs from
+/// [`CLAIMED_PAIRS_END`], so every member computes the same pair without a message.
+pub fn derived_pair(context: u32, n: u32) -> u32 {
+    // splitmix64 of (context, n).
+    let mut z = ((context as u64) << 32 | n as u64).wrapping_add(0x9e37_79b9_7f4a_7c15);
+    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+    z ^= z >> 31;
+    let slots = CLAIMED_PAIRS_END / DERIVED_SLOT;
+    CLAIMED_PAIRS_END + DERIVED_SLOT * ((z as u32) & (slots - 1))
+}
 
 impl Shared {
     pub(crate) fn new(

@@ -452,6 +452,8 @@ pub(crate) use active::ActiveFn;
 pub use active::ActiveReply;
 use fabric::FabricWork;
 pub(crate) use failure::faulted;
+#[cfg(test)]
+use failure::FAULT_CONTEXT;
 pub(crate) use hook::{Hook, NoHook};
 pub(crate) use incoming::{Announced, Unexpected};
 use outq::{non_null_if_empty, ordered_frame, Out};
@@ -461,6 +463,8 @@ pub use request::Fault;
 use request::{copy_kept, ReqState, Requests};
 pub(crate) use wait::Watch;
 
+#[cfg(test)]
+mod failure_tests;
 #[cfg(test)]
 mod over_tcp;
 #[cfg(test)]

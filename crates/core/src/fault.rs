@@ -7,6 +7,10 @@ use crate::engine::{Completion, Fault};
 use crate::error::Error;
 use crate::raw::RawRequest;
 
+/// Marks a shrink's agreement number apart from the counts other derivations hash
+/// ([`crate::derived_pair`]: MPI_Comm_idup's).
+const SHRINK_BIT: u32 = 1 << 31;
+
 /// What an agreement decided, identically at every member that returns from it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Agreed {
@@ -48,8 +52,18 @@ impl Comm {
 
     /// Agrees on `flag` (bitwise AND) and on a set of failed members with every member that
     /// does not fail (`MPIX_Comm_agree`), even if members fail during the agreement, and also
-    /// on a revoked communicator. Needs a fault-tolerant job. Collective.
+    /// on a revoked communicator. In a job that is not fault-tolerant no rank can fail without
+    /// ending the job, and it is a bitwise-AND allreduce. Collective.
     pub fn agree(&self, flag: u32) -> Result<Agreed, Error> {
+        if !self.fault_tolerant() {
+            let mut and = [0u32];
+            self.allreduce(&[flag], &mut and, crate::ReduceOp::BitAnd)?;
+            return Ok(Agreed {
+                flag: and[0],
+                failed: Vec::new(),
+                instance: self.next_agreement(),
+            });
+        }
         let (request, instance) = self.start_agreement(flag)?;
         let id = request.to_bits();
         self.shared.wait_until(|p| p.is_done(id))?;
@@ -72,6 +86,31 @@ impl Comm {
             flag,
         )?;
         Ok((RawRequest::from_bits(id), instance))
+    }
+
+    /// A communicator of the members that have not failed, in their order, agreed by all of
+    /// them (`MPIX_Comm_shrink`); it works on a revoked communicator. Its context pair is
+    /// derived from this one's and the agreement's number ([`crate::derived_pair`]), so no
+    /// further message is needed. In a job that is not fault-tolerant no rank can fail without
+    /// ending the job, and the shrink is a copy. Collective.
+    pub fn shrink(&self) -> Result<Comm, Error> {
+        let (failed, instance) = match self.fault_tolerant() {
+            true => {
+                let agreed = self.agree(!0)?;
+                (agreed.failed, agreed.instance)
+            }
+            false => (Vec::new(), self.next_agreement()),
+        };
+        let mut members = Vec::new();
+        let mut rank = 0;
+        for m in (0..self.size()).filter(|m| !failed.contains(m)) {
+            if m == self.rank() {
+                rank = members.len();
+            }
+            members.push(self.group.world_of[m]);
+        }
+        let pair = crate::derived_pair(self.context, SHRINK_BIT | instance as u32);
+        self.derive(&members, rank, 2 * pair)
     }
 
     /// The number of the next agreement of this communicator, taken: every member numbers its

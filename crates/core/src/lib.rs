@@ -50,9 +50,10 @@ mod tcp;
 mod world;
 
 pub use coll::{Collective, Planned, ReduceOp, Reducer, Reducible, Reduction};
+pub use comm::derived_pair;
 pub use comm::{
     scope, test_all, wait_all, wait_any, Comm, Pause, Request, Scope, Source, Status, ANY_SOURCE,
-    ANY_TAG, CLAIMED_PAIRS_END, CONTEXT_BLOCK, TAG_UB,
+    ANY_TAG, CLAIMED_PAIRS_END, CONTEXT_BLOCK, DERIVED_SLOT, TAG_UB,
 };
 pub use config::{CmaMode, Config, NetKind, RailPolicy};
 pub use error::Error;

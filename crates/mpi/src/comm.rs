@@ -115,24 +115,9 @@ pub(crate) fn completed_request(comm: Handle) -> Res<Handle> {
     })
 }
 
-/// First context pair index of the range MPI_Comm_idup derives into; agreed pairs (a counter
-/// from 1) never get near it.
-const DERIVED_BASE: u32 = ferry_core::CLAIMED_PAIRS_END;
-
-/// The first of the context pairs (`k` for an intracommunicator, `k` to `k + 2` for an
-/// intercommunicator) of the `n`-th MPI_Comm_idup of the communicator with context id
-/// `context`: a hash of the two into slots of [`SLOT`] pairs from [`DERIVED_BASE`].
-pub(crate) fn derived_pair(context: u32, n: u32) -> u32 {
-    // splitmix64 of (context, n): every member computes the same pair without a message.
-    let mut z = ((context as u64) << 32 | n as u64).wrapping_add(0x9e37_79b9_7f4a_7c15);
-    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-    z ^= z >> 31;
-    DERIVED_BASE + SLOT * ((z as u32) & (DERIVED_BASE / SLOT - 1))
-}
-
-/// Pairs per derived slot: enough for an intercommunicator.
-const SLOT: u32 = 4;
+pub(crate) use ferry_core::derived_pair;
+#[cfg(test)]
+use ferry_core::{CLAIMED_PAIRS_END as DERIVED_BASE, DERIVED_SLOT as SLOT};
 
 /// MPI_Comm_idup without any message, so that it never waits for another process (MPI 4.1
 /// §7.4.2: overlapping idups on different communicators must not deadlock, which an agreement
@@ -203,7 +188,7 @@ fn derived_dup(comm: Handle, copy_attrs: bool) -> Res<Handle> {
 /// Gives back the derived context pairs of a freed communicator.
 fn release_derived(s: &mut State, obj: &CommObj) {
     let k = obj.comm.context_id() / 2;
-    if k >= DERIVED_BASE {
+    if k >= ferry_core::CLAIMED_PAIRS_END {
         s.derived_pairs.remove(&k);
     }
 }

@@ -6,7 +6,7 @@
 
 use crate::abi::*;
 use crate::coll::RequestOut;
-use crate::comm::{derived_pair, new_group, register};
+use crate::comm::{new_group, register};
 use crate::error::{fail, Res};
 use crate::p2p::publish;
 use crate::request::{Outcome, Request};
@@ -103,8 +103,7 @@ pub(crate) unsafe fn iagree(comm: Handle, flag: *mut c_int, request: &mut Handle
 }
 
 /// `MPIX_Comm_shrink`: a new communicator of the members the agreement did not hold failed,
-/// in the same order. Its context pair is derived from `comm`'s and the agreement's number,
-/// so no member needs another message.
+/// in the same order (`ferry_core::Comm::shrink`).
 pub(crate) fn shrink(comm: Handle) -> Res<Handle> {
     let core = running(|s| {
         if s.comm(comm)?.inter.is_some() {
@@ -115,39 +114,18 @@ pub(crate) fn shrink(comm: Handle) -> Res<Handle> {
         }
         Ok(s.comm(comm)?.comm.clone())
     })?;
-    let (failed, instance) = match fault_tolerant(&core) {
-        true => {
-            let agreed = core.agree(!0)?;
-            (agreed.failed, agreed.instance)
-        }
-        // No rank can fail without ending the job: the survivors are all, as after a dup.
-        false => (Vec::new(), core.next_agreement()),
-    };
-    let mut members = Vec::new();
-    let mut rank = 0;
-    for m in (0..core.size()).filter(|m| !failed.contains(m)) {
-        if m == core.rank() {
-            rank = members.len();
-        }
-        members.push(core.world_rank_of(m)? as u32);
-    }
-    let k = with(|s| {
-        let k = derived_pair(core.context_id(), SHRINK_BIT | instance as u32);
-        if !s.derived_pairs.insert(k) {
+    let new = core.shrink()?;
+    with(|s| {
+        if !s.derived_pairs.insert(new.context_id() / 2) {
             return fail(
                 MPI_ERR_INTERN,
                 "MPIX_Comm_shrink: the derived context id is in use here (hash collision)",
             );
         }
-        Ok(k)
+        Ok(())
     })?;
-    let new = core.derive(&members, rank, 2 * k)?;
     register(comm, Some(new), false)
 }
-
-/// Marks the agreement numbers of shrinks apart from MPI_Comm_idup's counts in
-/// [`derived_pair`].
-const SHRINK_BIT: u32 = 1 << 31;
 
 /// `MPIX_Comm_ishrink`: the shrink, complete when it returns (the request is done).
 pub(crate) fn ishrink(comm: Handle, request: &mut Handle) -> Res<Handle> {

@@ -1,0 +1,78 @@
+//! `ferry run --fault-tolerant`: a job whose rank dies goes on (the Rust API's ULFM, the
+//! `survive` example), and without the flag the same death ends the job, naming the rank.
+
+mod common;
+
+use common::{example, ferry, output_within, text};
+use std::time::Duration;
+
+const LIMIT: Duration = Duration::from_secs(60);
+
+#[test]
+fn survivors_shrink_and_go_on_on_shared_memory_and_tcp() {
+    let survive = example("survive");
+    for transport in ["shm", "tcp"] {
+        let out = output_within(
+            ferry()
+                .args(["run", "--fault-tolerant", "--timeout", "40", "-n", "4"])
+                .args(["--transport", transport])
+                .arg(&survive),
+            "survive",
+            LIMIT,
+        );
+        let (stdout, stderr) = (text(&out.stdout), text(&out.stderr));
+        assert!(out.status.success(), "{transport}: {stdout}\n{stderr}");
+        for want in [
+            "round 0: sum 4 over 4 ranks",
+            "round 3: sum 3 over 3 ranks",
+            "survivors 3 of 4",
+        ] {
+            assert!(
+                stdout.contains(want),
+                "{transport}: no {want:?} in\n{stdout}"
+            );
+        }
+        assert!(
+            stderr.contains("rank 3") && stderr.contains("1 of 4 ranks failed"),
+            "{transport}: the launcher does not say what failed:\n{stderr}"
+        );
+    }
+}
+
+#[test]
+fn without_the_flag_a_death_ends_the_job_and_names_the_rank() {
+    let out = output_within(
+        ferry()
+            .args(["run", "--timeout", "40", "-n", "3"])
+            .arg(example("survive")),
+        "survive",
+        LIMIT,
+    );
+    let stderr = text(&out.stderr);
+    assert!(!out.status.success(), "the job succeeded:\n{stderr}");
+    assert!(
+        stderr.contains("rank 2") && stderr.contains("signal 9"),
+        "the launcher does not name the dead rank:\n{stderr}"
+    );
+}
+
+#[test]
+fn mpiexec_spellings_of_fault_tolerance_are_accepted() {
+    let mpiexec = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../mpi/bin/mpiexec");
+    for spelling in [&["--with-ft", "ulfm"][..], &["-disable-auto-cleanup"]] {
+        let out = output_within(
+            std::process::Command::new(&mpiexec)
+                .env("FERRY_BIN", env!("CARGO_BIN_EXE_ferry"))
+                .args(spelling)
+                .args(["-n", "3"])
+                .arg(example("survive")),
+            "mpiexec survive",
+            LIMIT,
+        );
+        let (stdout, stderr) = (text(&out.stdout), text(&out.stderr));
+        assert!(
+            out.status.success() && stdout.contains("survivors 2 of 3"),
+            "{spelling:?}: {stdout}\n{stderr}"
+        );
+    }
+}
