@@ -298,16 +298,40 @@ impl Engine {
     }
 }
 
-impl Proto {
-    /// A receive on a pattern that can never match because its source failed, as a finished
-    /// request; `None` when it may be posted. (Revoked communicators are refused above.)
+impl Engine {
+    /// A receive that can never match, because its communicator was revoked or its source
+    /// failed, as a finished request; `None` when it may be posted. Out of line: every receive
+    /// of a fault-tolerant rank asks, and the others must not pay for its code.
+    #[cold]
+    #[inline(never)]
     pub(super) fn doomed_recv(&mut self, pattern: &Pattern) -> Option<ReqId> {
-        let source = pattern.source?;
-        let peer = self.peers.get(source as usize)?;
-        peer.failed
-            .then(|| (self.requests).insert(ReqState::Done(faulted(Fault::ProcFailed, source))))
+        let ended = match self.is_revoked(pattern.context) {
+            true => faulted(Fault::Revoked, 0),
+            false => {
+                let source = pattern.source?;
+                self.proto.failed(source).then_some(())?;
+                faulted(Fault::ProcFailed, source)
+            }
+        };
+        Some(self.proto.requests.insert(ReqState::Done(ended)))
     }
 
+    /// The same for a send to `dest` on `context` (see [`Engine::doomed_recv`]).
+    #[cold]
+    #[inline(never)]
+    pub(super) fn doomed_send(&mut self, context: u32, dest: u32) -> Option<ReqId> {
+        let ended = match self.is_revoked(context) {
+            true => faulted(Fault::Revoked, 0),
+            false => {
+                self.proto.failed(dest).then_some(())?;
+                faulted(Fault::ProcFailed, dest)
+            }
+        };
+        Some(self.proto.requests.insert(ReqState::Done(ended)))
+    }
+}
+
+impl Proto {
     /// Whether `id` is a receive from any source not matched yet.
     pub(crate) fn posted_from_any(&self, id: ReqId) -> bool {
         self.matcher

@@ -29,11 +29,7 @@ impl Engine {
     #[inline]
     pub(super) fn post_recv(&mut self, pattern: Pattern, buf: *mut u8, cap: usize) -> ReqId {
         if self.proto.fault_tolerant {
-            if self.is_revoked(pattern.context) {
-                let revoked = failure::faulted(Fault::Revoked, 0);
-                return self.proto.requests.insert(ReqState::Done(revoked));
-            }
-            if let Some(id) = self.proto.doomed_recv(&pattern) {
+            if let Some(id) = self.doomed_recv(&pattern) {
                 return id;
             }
         }

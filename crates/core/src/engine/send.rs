@@ -118,14 +118,8 @@ impl Engine {
     ) -> Result<ReqId, Error> {
         let route = self.proto.peers[dest as usize].route;
         if self.proto.fault_tolerant {
-            let fault = match self.is_revoked(context) {
-                true => Some(failure::faulted(Fault::Revoked, 0)),
-                false => {
-                    (self.proto.failed(dest)).then(|| failure::faulted(Fault::ProcFailed, dest))
-                }
-            };
-            if let Some(ended) = fault {
-                return Ok(self.proto.requests.insert(ReqState::Done(ended)));
+            if let Some(id) = self.doomed_send(context, dest) {
+                return Ok(id);
             }
         }
         // An empty message may come with a null buffer (MPI_Send(NULL, 0, …)); slices are built
