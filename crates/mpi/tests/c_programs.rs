@@ -264,6 +264,19 @@ fn partitioned_communication() {
 }
 
 #[test]
+fn partitioned_partition_counts_differ_ready_orders_rounds_and_errors() {
+    no_errors(2, "partitioned2");
+}
+
+/// MPI_Parrived reporting a partition while a later one is not ready needs each partition to
+/// leave when it is made ready; ferry sends a round whole once every partition is ready.
+#[test]
+#[ignore = "partitions are sent together once all are ready (docs/mpi.md, partitioned communication)"]
+fn partitioned_partitions_arrive_before_the_later_ones_are_ready() {
+    no_errors(2, "partitioned_early");
+}
+
+#[test]
 fn persistent_buffered_ready_and_any_source_requests() {
     no_errors(3, "persistent2");
 }
