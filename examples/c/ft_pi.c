@@ -163,9 +163,8 @@ int main(int argc, char **argv)
 
     int *owner = malloc(sizeof(int) * (size_t)o.batches);
     char *done = calloc((size_t)o.batches, 1), *alive = malloc((size_t)world_size);
-    long long *mine = malloc(sizeof(long long) * 2);
-    long long *round = malloc(sizeof(long long) * 2 * (size_t)world_size);
-    if (!owner || !done || !alive || !mine || !round)
+    long long mine[2], *round = malloc(sizeof(long long) * 2 * (size_t)world_size);
+    if (!owner || !done || !alive || !round)
         check(MPI_ERR_NO_MEM, "allocating the batch tables");
     for (long long b = 0; b < o.batches; b++)
         owner[b] = (int)(b % world_size);
@@ -189,7 +188,10 @@ int main(int argc, char **argv)
         /* Some members may have their results while others saw the failure: only a round
          * that every survivor completed counts. The flag agreed on is the same everywhere,
          * also when the call reports a failure it has not acknowledged yet. */
-        (void)MPIX_Comm_agree(comm, &ok);
+        int rc = MPIX_Comm_agree(comm, &ok), error_class = MPI_SUCCESS;
+        MPI_Error_class(rc, &error_class);
+        if (error_class != MPIX_ERR_PROC_FAILED)
+            check(rc, "MPIX_Comm_agree");
         if (ok) {
             for (int i = 0; i < size; i++) {
                 if (round[2 * i] >= 0 && !done[round[2 * i]]) {
@@ -232,7 +234,6 @@ int main(int argc, char **argv)
     free(owner);
     free(done);
     free(alive);
-    free(mine);
     free(round);
     MPI_Finalize();
     return 0;
