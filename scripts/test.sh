@@ -38,4 +38,7 @@ if [ "${FERRY_CONFORMANCE:-1}" = 1 ]; then
   # mpi4py built against ferry, its own suite at 1 and 2 processes, mpi4py.futures and
   # mpi4py.run (venv cached under target/mpi4py/; skipped with a message without PyPI).
   python3 conformance/mpi4py --np 1,2
+  # mpi4py built to call ferry's ULFM (its own venv): test_ulfm.py at 2 processes with and
+  # without --fault-tolerant, and examples/python/ft_pi.py with a rank killed.
+  python3 conformance/mpi4py --ulfm --np 2
 fi

@@ -40,6 +40,34 @@ fn survivors_shrink_and_go_on_on_shared_memory_and_tcp() {
 }
 
 #[test]
+fn a_rank_of_a_node_daemon_dies_and_the_others_go_on() {
+    // Two node daemons on this machine (both names are this host): the death comes to the
+    // launcher through a daemon, the survivors learn it over TCP.
+    let host = ferry_launch::this_host();
+    let hosts = format!("localhost:2,{host}:2");
+    let out = output_within(
+        ferry()
+            .args(["run", "--fault-tolerant", "--timeout", "40", "-n", "4"])
+            .args([
+                "--launcher",
+                "local",
+                "--hosts",
+                &hosts,
+                "--transport",
+                "tcp",
+            ])
+            .arg(example("survive")),
+        "survive",
+        LIMIT,
+    );
+    let (stdout, stderr) = (text(&out.stdout), text(&out.stderr));
+    assert!(
+        out.status.success() && stdout.contains("survivors 3 of 4"),
+        "{stdout}\n{stderr}"
+    );
+}
+
+#[test]
 fn without_the_flag_a_death_ends_the_job_and_names_the_rank() {
     let out = output_within(
         ferry()

@@ -94,13 +94,7 @@ impl Comm {
     /// further message is needed. In a job that is not fault-tolerant no rank can fail without
     /// ending the job, and the shrink is a copy. Collective.
     pub fn shrink(&self) -> Result<Comm, Error> {
-        let (failed, instance) = match self.fault_tolerant() {
-            true => {
-                let agreed = self.agree(!0)?;
-                (agreed.failed, agreed.instance)
-            }
-            false => (Vec::new(), self.next_agreement()),
-        };
+        let (failed, pair) = self.shrink_agreement()?;
         let mut members = Vec::new();
         let mut rank = 0;
         for m in (0..self.size()).filter(|m| !failed.contains(m)) {
@@ -109,8 +103,23 @@ impl Comm {
             }
             members.push(self.group.world_of[m]);
         }
-        let pair = crate::derived_pair(self.context, SHRINK_BIT | instance as u32);
         self.derive(&members, rank, 2 * pair)
+    }
+
+    /// A shrink's agreement: the world ranks held failed (every survivor gets the same), and
+    /// the first context pair of the shrunk communicator ([`crate::derived_pair`] of this
+    /// communicator's context and the agreement's number). For a binding that builds the new
+    /// communicator itself (an intercommunicator's two groups). Collective.
+    pub fn shrink_agreement(&self) -> Result<(Vec<usize>, u32), Error> {
+        let (failed, instance) = match self.fault_tolerant() {
+            true => {
+                let agreed = self.agree(!0)?;
+                (agreed.failed, agreed.instance)
+            }
+            false => (Vec::new(), self.next_agreement()),
+        };
+        let pair = crate::derived_pair(self.context, SHRINK_BIT | instance as u32);
+        Ok((failed, pair))
     }
 
     /// The number of the next agreement of this communicator, taken: every member numbers its

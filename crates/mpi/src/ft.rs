@@ -105,26 +105,28 @@ pub(crate) unsafe fn iagree(comm: Handle, flag: *mut c_int, request: &mut Handle
 /// `MPIX_Comm_shrink`: a new communicator of the members the agreement did not hold failed,
 /// in the same order (`ferry_core::Comm::shrink`).
 pub(crate) fn shrink(comm: Handle) -> Res<Handle> {
-    let core = running(|s| {
-        if s.comm(comm)?.inter.is_some() {
-            return fail(
-                MPI_ERR_COMM,
-                "MPIX_Comm_shrink of an intercommunicator is not supported (shrink its local and remote groups' intracommunicators)",
-            );
-        }
-        Ok(s.comm(comm)?.comm.clone())
+    let (core, inter) = running(|s| {
+        let obj = s.comm(comm)?;
+        Ok((obj.comm.clone(), obj.inter))
     })?;
+    if let Some(inter) = inter {
+        return crate::inter::shrink(comm, inter);
+    }
     let new = core.shrink()?;
-    with(|s| {
-        if !s.derived_pairs.insert(new.context_id() / 2) {
-            return fail(
-                MPI_ERR_INTERN,
-                "MPIX_Comm_shrink: the derived context id is in use here (hash collision)",
-            );
-        }
-        Ok(())
-    })?;
+    reserve_pair(new.context_id() / 2)?;
     register(comm, Some(new), false)
+}
+
+/// Records a shrunk communicator's derived context pair (freed with it), refusing one that a
+/// live communicator of this process has.
+pub(crate) fn reserve_pair(k: u32) -> Res {
+    with(|s| match s.derived_pairs.insert(k) {
+        true => Ok(()),
+        false => fail(
+            MPI_ERR_INTERN,
+            "MPIX_Comm_shrink: the derived context id is in use here (hash collision)",
+        ),
+    })
 }
 
 /// `MPIX_Comm_ishrink`: the shrink, complete when it returns (the request is done).
@@ -170,6 +172,12 @@ fn failed_world_ranks(s: &State, comm: Handle) -> Res<Vec<u32>> {
 /// MPIX_ERR_REVOKED, except revoke, agree and shrink.
 pub(crate) fn revoke(comm: Handle) -> Res {
     let all = running(|s| parts(s, comm))?;
+    if !all[0].fault_tolerant() {
+        return fail(
+            MPI_ERR_UNSUPPORTED_OPERATION,
+            "MPIX_Comm_revoke needs a fault-tolerant job (ferry run --fault-tolerant, mpiexec --with-ft ulfm)",
+        );
+    }
     for core in all {
         core.revoke()?;
     }

@@ -188,6 +188,37 @@ pub(crate) fn idup(comm: Handle, inter: Inter, k: u32, copy_attrs: bool) -> Res<
     register_inter(comm, p, copy_attrs)
 }
 
+/// `MPIX_Comm_shrink` of an intercommunicator: its survivors agree over both groups (the
+/// union), and each group keeps its members that the agreement did not hold failed.
+pub(crate) fn shrink(comm: Handle, inter: Inter) -> Res<Handle> {
+    let (local, coll) = halves(inter)?;
+    let union = running(|s| s.core_comm(inter.union))?;
+    let (failed, k) = union.shrink_agreement()?;
+    let mut dead = Vec::new();
+    for m in failed {
+        dead.push(union.world_rank_of(m)? as u32);
+    }
+    let live = |ranks: &[u32]| -> Vec<u32> {
+        ranks
+            .iter()
+            .copied()
+            .filter(|w| !dead.contains(w))
+            .collect()
+    };
+    let (mine, theirs) = (live(local.world_ranks()), live(coll.world_ranks()));
+    if theirs.is_empty() {
+        return fail(
+            MPIX_ERR_PROC_FAILED,
+            "MPIX_Comm_shrink: every member of the remote group failed",
+        );
+    }
+    let me = local.world_rank_of(local.rank())? as u32;
+    let rank = mine.iter().position(|&w| w == me).unwrap_or(0);
+    crate::ft::reserve_pair(k)?;
+    let p = build(&local, &mine, &theirs, rank, k)?;
+    register_inter(comm, p, false)
+}
+
 /// Registers an intercommunicator made from `old` (attributes copied for a duplicate).
 pub(crate) fn register_inter(old: Handle, p: Parts, copy_attrs: bool) -> Res<Handle> {
     let hidden = |comm| CommObj {

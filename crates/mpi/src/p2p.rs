@@ -35,7 +35,13 @@ pub(crate) fn count_arg(count: impl Into<Count>) -> Res<usize> {
 }
 
 fn dest_arg(core: &ferry_core::Comm, rank: c_int) -> Res<Option<usize>> {
-    crate::check::rank(rank, core.size())
+    let rank = crate::check::rank(rank, core.size())?;
+    // MPI_PROC_NULL moves nothing, but on a revoked communicator it fails as every other
+    // operation does (ULFM).
+    if rank.is_none() && core.fault_tolerant() && core.is_revoked() {
+        return fail(MPIX_ERR_REVOKED, "the communicator has been revoked");
+    }
+    Ok(rank)
 }
 
 pub(crate) fn source_arg(core: &ferry_core::Comm, rank: c_int) -> Res<Option<Source>> {
