@@ -427,6 +427,7 @@ impl TcpTransport {
                 if event.is_readable() || event.is_read_closed() || event.is_error() {
                     conn.readable = true;
                 }
+                conn.hung_up |= event.is_read_closed() || event.is_error();
                 if event.is_writable() {
                     conn.writable = true;
                     conn.connected = true;

@@ -47,6 +47,10 @@ pub(super) struct Conn {
     /// Dialled connections are writable only once connected.
     pub(super) connected: bool,
     pub(super) readable: bool,
+    /// The peer closed its end (an event said so): reads go on until they meet the end, since
+    /// epoll reports the hang-up once, often with the last data, and a short read no longer
+    /// means that a later edge will come.
+    pub(super) hung_up: bool,
     pub(super) writable: bool,
     pub(super) buf: Box<[u8]>,
     pub(super) start: usize,
@@ -81,6 +85,7 @@ impl Conn {
             handshake: Some(handshake),
             connected,
             readable: true,
+            hung_up: false,
             writable: true,
             buf: vec![0u8; STAGING].into_boxed_slice(),
             start: 0,
@@ -112,7 +117,7 @@ impl Conn {
                     // A short read emptied the socket: what comes later is a new edge, so
                     // the read that would only say EAGAIN is saved (one system call less
                     // per message received).
-                    self.readable = self.end + n == limit;
+                    self.readable = self.end + n == limit || self.hung_up;
                     self.end += n;
                     return Ok(true);
                 }

@@ -205,7 +205,7 @@ pub(super) fn read_frames_inner(
                         Ok(0) => return Err(lost(ErrorKind::UnexpectedEof.into())),
                         Ok(n) => {
                             // Short: the socket is empty until its next edge (see `fill`).
-                            conn.readable = n == direct;
+                            conn.readable = n == direct || conn.hung_up;
                             if let Input::Payload { done, .. } = &mut conn.input {
                                 *done += n;
                             }
