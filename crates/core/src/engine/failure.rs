@@ -115,6 +115,7 @@ impl Engine {
         // The peers found ended last time are failed now, after this pass read the rings:
         // what they wrote before they died is in.
         let moved = self.take_notices()?;
+        let moved = self.refuse_revoked_rendezvous() || moved;
         let Some(faults) = self.faults.as_mut() else {
             return Ok(moved);
         };
@@ -223,6 +224,7 @@ impl Engine {
         for id in self.proto.matcher.take_posted_where(cut) {
             self.proto.complete(id, faulted(Fault::Revoked, 0));
         }
+        self.refuse_revoked_rendezvous();
         let me = self.proto.me;
         for peer in 0..self.proto.peer_count() as u32 {
             let p = &self.proto.peers[peer as usize];
@@ -233,6 +235,48 @@ impl Engine {
             self.send_owned(FAULT_CONTEXT, peer, REVOKE_TAG, notice)?;
         }
         Ok(())
+    }
+
+    /// Answers the rendezvous announcements (RTS) that wait unmatched on revoked
+    /// communicators with a CTS that takes nothing, and drops their other unexpected messages:
+    /// no receive will ever match them, and a sender's rendezvous waits for the answer (a
+    /// live sender that has not learned of the revocation yet would wait for ever). Its send
+    /// then completes having moved nothing; the sender learns of the revocation by its notice.
+    /// Whether any was answered.
+    fn refuse_revoked_rendezvous(&mut self) -> bool {
+        let Some(faults) = self.faults.as_ref() else {
+            return false;
+        };
+        if faults.revoked.is_empty() || self.proto.matcher.unexpected_len() == 0 {
+            return false;
+        }
+        let mut refused = false;
+        for &context in &faults.revoked {
+            let pattern = Pattern {
+                context,
+                source: None,
+                tag: None,
+            };
+            while let Some((env, message)) = self.proto.matcher.take_unexpected(&pattern) {
+                if let (Unexpected::Rts(rts), false) = (message, self.proto.failed(env.source)) {
+                    let null = std::ptr::null_mut();
+                    let id =
+                        (self.proto.requests).insert(ReqState::RecvPosted { buf: null, cap: 0 });
+                    self.proto.start_rendezvous_recv(id, env, rts, null, 0);
+                    self.proto.requests.take_done(id);
+                    refused = true;
+                }
+            }
+        }
+        if refused {
+            for peer in 0..self.proto.peer_count() as u32 {
+                if !self.proto.failed(peer) {
+                    // A peer lost now is failed by the next pass; nothing more to do here.
+                    let _ = self.flush_peer(peer);
+                }
+            }
+        }
+        refused
     }
 
     /// Says BYE to every live peer, on every route: a fault-tolerant rank that finalizes
