@@ -861,3 +861,42 @@ fn moving_off_a_cpu_leaves_the_affinity_as_it_was() {
     .join()
     .expect("the test thread");
 }
+
+/// The CTS frames queued for `peer`, as (send id, bytes accepted).
+fn queued_cts(e: &Engine, peer: usize) -> Vec<(u64, u64)> {
+    (queued(e, peer).into_iter())
+        .filter_map(|f| match f {
+            Frame::Cts {
+                send_id,
+                accept_len,
+                ..
+            } => Some((send_id, accept_len)),
+            _ => None,
+        })
+        .collect()
+}
+
+#[test]
+fn a_revoked_communicator_answers_unmatched_rendezvous_with_a_cts_of_nothing() {
+    let mut e = engine(2);
+    e.tolerate_failures().unwrap();
+    let rts = |context, send_id| Frame::Rts {
+        context,
+        tag: 3,
+        len: 1 << 20,
+        send_id,
+        source_addr: 0,
+    };
+    // Waiting unmatched when the communicator (contexts 4 and 5) is revoked.
+    deliver(&mut e, 1, rts(4, 77), &[]).unwrap();
+    deliver(&mut e, 1, rts(6, 79), &[]).unwrap();
+    assert!(queued_cts(&e, 1).is_empty());
+    e.revoke(4).unwrap();
+    assert_eq!(queued_cts(&e, 1), [(77, 0)]);
+    // Arriving after it, on the collectives' context: answered by the next pass.
+    deliver(&mut e, 1, rts(5, 78), &[]).unwrap();
+    e.look_for_failures().unwrap();
+    assert_eq!(queued_cts(&e, 1), [(77, 0), (78, 0)]);
+    // Another communicator's announcement still waits for its receive.
+    assert_eq!(e.proto.matcher.unexpected_len(), 1);
+}
