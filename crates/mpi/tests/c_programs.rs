@@ -495,6 +495,38 @@ fn a_fault_tolerant_job_survives_a_killed_rank() {
 }
 
 #[test]
+fn a_fault_tolerant_job_survives_random_kills_in_a_loop_of_mixed_operations() {
+    // Checked with Open MPI 5.0.11 (mpiexec --with-ft ulfm) too. The seed picks the point
+    // (seed % 13): 1 between a send and its receive, 3 with a rendezvous Irecv posted, 4 before
+    // an allreduce, 8 between MPI_Iallreduce and its wait, 10 between a send and a receive from
+    // MPI_ANY_SOURCE, 2 before a rendezvous ring; `agree`/`shrink` kill inside those calls.
+    let ft = ("FERRY_FAULT_TOLERANT", "1");
+    let runs: [(&str, &str, &str); 8] = [
+        ("shm", "1", "one"),
+        ("shm", "3", "one"),
+        ("shm", "8", "one"),
+        ("shm", "4", "two"),
+        ("shm", "5", "agree"),
+        ("tcp", "10", "one"),
+        ("tcp", "2", "two"),
+        ("tcp", "6", "shrink"),
+    ];
+    for (transport, seed, mode) in runs {
+        let env = [ft, ("FERRY_TRANSPORT", transport)];
+        let out = run_within(4, "ulfm_stress", &[seed, mode, "6"], &env, 60);
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        let dead = if mode == "two" { 2 } else { 1 };
+        assert!(
+            out.status.success()
+                && stdout.contains(" No Errors")
+                && stderr.contains(&format!("{dead} of 4 ranks failed; the others finished")),
+            "ulfm_stress {seed} {mode} on {transport} failed\nstdout:\n{stdout}\nstderr:\n{stderr}"
+        );
+    }
+}
+
+#[test]
 fn zero_count_collectives_between_collectives_with_data_send_nothing() {
     for n in [2, 3, 4] {
         no_errors(n, "zerocount");
