@@ -237,6 +237,26 @@ static int final_check(MPI_Comm work)
     return flag;
 }
 
+/* Returns once every rank is through the setup's collectives: a collective that returned at
+ * a victim may still be running at the others, and fail there if the victim died. Each rank
+ * tells every other by a message, which stays receivable after its sender's death. */
+static void everyone_set_up(void)
+{
+    MPI_Request *reqs = calloc(wsize, sizeof *reqs);
+    int token = 1, got = 0;
+    for (int r = 0; r < wsize; r++)
+        reqs[r] = MPI_REQUEST_NULL;
+    for (int r = 0; r < wsize; r++)
+        if (r != wrank)
+            MPI_Isend(&token, 1, MPI_INT, r, 9, MPI_COMM_WORLD, &reqs[r]);
+    for (int r = 0; r < wsize; r++)
+        if (r != wrank)
+            CHECK_OK(MPI_Recv(&got, 1, MPI_INT, r, 9, MPI_COMM_WORLD, MPI_STATUS_IGNORE),
+                     "MPI_Recv of a rank's end of the setup");
+    CHECK_OK(MPI_Waitall(wsize, reqs, MPI_STATUSES_IGNORE), "MPI_Waitall of the setup's sends");
+    free(reqs);
+}
+
 static void choose(unsigned long long seed, const char *mode)
 {
     unsigned long long h = mix(seed);
@@ -287,8 +307,9 @@ int main(int argc, char **argv)
     fflush(stdout);
 
     MPI_Comm work;
-    MPI_Comm_dup(MPI_COMM_WORLD, &work);
+    CHECK_OK(MPI_Comm_dup(MPI_COMM_WORLD, &work), "MPI_Comm_dup of the world");
     MPI_Comm_set_errhandler(work, MPI_ERRORS_RETURN);
+    everyone_set_up();
     int iter = 0, recoveries = 0;
     for (;;) {
         while (iter < iters) {
