@@ -63,6 +63,14 @@ impl TcpTransport {
                     self.closed.push(peer as u32);
                     return Ok(false);
                 }
+                // The peer's end is closed: it died (or ended). A lost peer, as when a read
+                // meets the end, so that a fault-tolerant rank fails it and goes on.
+                Err(e)
+                    if matches!(e.kind(), ErrorKind::BrokenPipe | ErrorKind::ConnectionReset) =>
+                {
+                    let why = format!("write to {} failed: {e}", conn.addr);
+                    return Err(sink_lost(peer as u32, why));
+                }
                 Err(e) => {
                     return Err(Error::Transport(format!(
                         "write to rank {peer} at {} failed: {e}",
