@@ -496,7 +496,8 @@ fn a_fault_tolerant_job_survives_a_killed_rank() {
 
 #[test]
 fn a_fault_tolerant_job_survives_random_kills_in_a_loop_of_mixed_operations() {
-    // Checked with Open MPI 5.0.11 (mpiexec --with-ft ulfm) too. The seed picks the point
+    // Open MPI 5.0.11 (mpiexec --with-ft ulfm) passes the one and agree modes (see
+    // docs/fault-tolerance.md for the others). The seed picks the point
     // (seed % 13): 1 between a send and its receive, 3 with a rendezvous Irecv posted, 4 before
     // an allreduce, 8 between MPI_Iallreduce and its wait, 10 between a send and a receive from
     // MPI_ANY_SOURCE, 2 before a rendezvous ring; `agree`/`shrink` kill inside those calls.
