@@ -4,7 +4,7 @@
 //!
 //! A peer on this host is watched through a pidfd, which turns readable when the process ends
 //! (polled at most every millisecond by progress passes; a rank asleep in a wait learns it
-//! within a nap, 20 ms at most); a peer over TCP fails when its connection ends without BYE.
+//! within a nap, which a fault-tolerant rank keeps at 2 ms); a peer over TCP fails when its connection ends without BYE.
 //! What waits on a failed peer completes with [`Fault::ProcFailed`]: receives posted from it,
 //! frames queued to it, rendezvous with it. Its messages that arrived whole stay receivable.
 //!
@@ -25,6 +25,8 @@ pub(crate) const FAULT_CONTEXT: u32 = 0xffff_fff0;
 /// How often a fault-tolerant rank polls its peers' pidfds: a system call, so not on every
 /// progress pass; it bounds (with the nap of a sleeping wait) how late a death is learned.
 const LOOK_EVERY: std::time::Duration = std::time::Duration::from_millis(1);
+/// The longest sleep of a fault-tolerant rank's wait.
+const FAILURE_NAP: std::time::Duration = std::time::Duration::from_millis(2);
 /// Tag of a revocation notice; its payload is the revoked communicator's context (LE u32).
 const REVOKE_TAG: i32 = 1;
 
@@ -83,6 +85,9 @@ impl Engine {
             }),
         );
         self.proto.fault_tolerant = true;
+        // A wait asleep on the rings learns of a death when it wakes: sooner than the usual
+        // nap (at most FAILURE_NAP after it, for up to 500 wake-ups a second of a sleeping rank).
+        self.nap = self.nap.min(FAILURE_NAP);
         self.faults = Some(Box::new(Faults {
             watched,
             failed: Vec::new(),
