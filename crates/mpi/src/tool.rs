@@ -364,6 +364,14 @@ pub(crate) const CVARS: &[CvarDef] = &[
         value: |c| num(c.spin_yield.map_or(0, u64::from)),
     },
     CvarDef {
+        env: "FERRY_FAULT_TOLERANT",
+        desc: "1: a rank's death fails only the operations that involve it, and the job goes on (ULFM; ferry run --fault-tolerant).",
+        ty: CvarType::UInt,
+        verbosity: MPI_T_VERBOSITY_USER_BASIC,
+        category: CAT_TRANSPORT,
+        value: |c| num(u64::from(c.fault_tolerant)),
+    },
+    CvarDef {
         env: "FERRY_CONNECT_TIMEOUT",
         desc: "Seconds setup waits for every peer.",
         ty: CvarType::ULong,
