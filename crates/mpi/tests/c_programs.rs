@@ -30,35 +30,8 @@ use std::sync::{Mutex, OnceLock};
 
 static ONE_JOB_AT_A_TIME: Mutex<()> = Mutex::new(());
 
-/// `target/<profile>`, from this test executable (`target/<profile>/deps/c_programs-…`).
-fn profile_dir() -> PathBuf {
-    let exe = std::env::current_exe().expect("test executable");
-    exe.parent()
-        .and_then(|d| d.parent())
-        .expect("target/<profile>")
-        .to_path_buf()
-}
-
-/// Where the freshest `libmpi.so` is: `cargo test` builds the cdylib into `deps/` without
-/// copying it up to `target/<profile>/` (as `cargo build` does), so take the newer of the two.
-fn libdir() -> PathBuf {
-    let top = profile_dir();
-    let deps = top.join("deps");
-    let age = |d: &Path| {
-        std::fs::metadata(d.join("libmpi.so"))
-            .and_then(|m| m.modified())
-            .ok()
-    };
-    match (age(&top), age(&deps)) {
-        (Some(a), Some(b)) if a >= b => top,
-        (_, Some(_)) => deps,
-        (Some(_), None) => top,
-        (None, None) => panic!(
-            "libmpi.so is missing in {}: run `cargo test --release --workspace` or `cargo build --release -p ferry-mpi`",
-            top.display()
-        ),
-    }
-}
+mod common;
+use common::{libdir, profile_dir};
 
 /// Compiles `name.c` with `mpicc` (once per test run) and gives the executable's path. Each
 /// program is compiled on first use, so one that needs a missing function only fails its own

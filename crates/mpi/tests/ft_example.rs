@@ -24,15 +24,7 @@ fn example() -> &'static Path {
     static EXE: OnceLock<PathBuf> = OnceLock::new();
     EXE.get_or_init(|| {
         let top = common::profile_dir();
-        let lib = [top.join("deps"), top.clone()]
-            .into_iter()
-            .filter(|d| d.join("libmpi.so").exists())
-            .max_by_key(|d| {
-                std::fs::metadata(d.join("libmpi.so"))
-                    .and_then(|m| m.modified())
-                    .ok()
-            })
-            .expect("libmpi.so: run `cargo build --release -p ferry-mpi`");
+        let lib = common::libdir();
         let out = top.join("mpi-c-tests");
         std::fs::create_dir_all(&out).expect("output dir");
         let exe = out.join("ft_pi");

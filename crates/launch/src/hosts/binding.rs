@@ -16,7 +16,8 @@
 //! of the NUMA nodes (packages) its slots are in (`numa`, `package`); `none` leaves it to the
 //! kernel. Without `--bind-to`, ranks are bound to their cores when the host's ranks fit its
 //! cores (to their NUMA node or package when mapped by those), and left unbound when they do
-//! not (as Open MPI does), or when Slurm binds them (`SLURM_CPU_BIND` set, not `none`).
+//! not (as Open MPI does), when Slurm binds them (`SLURM_CPU_BIND` set, not `none`), or when
+//! the host runs one rank of one slot (its threads keep every cpu).
 //! An explicit binding on an oversubscribed host starts over at the first slot: rank i of a
 //! host with s cores is on core i mod s.
 //!
@@ -370,6 +371,17 @@ pub fn plan(
         Some(BindTo::None) => return Ok(Plan::unbound(ranks, None)),
         Some(bind) => bind,
         None if slurm_binds => return Ok(Plan::unbound(ranks, Some("Slurm binds them"))),
+        // A lone rank has no rival to keep apart from; on one core it would lose the others to
+        // its threads (MPI + OpenMP), and hosts that share a machine would stack on core 0.
+        None if ranks == 1
+            && policy.pe == 1
+            && matches!(policy.map_by, MapBy::Slot | MapBy::Core | MapBy::Node) =>
+        {
+            return Ok(Plan::unbound(
+                ranks,
+                Some("one rank on the host: it keeps every cpu"),
+            ))
+        }
         None if ranks.saturating_mul(policy.pe) > topo.count(slot_level) => {
             return Ok(Plan::unbound(
                 ranks,

@@ -15,6 +15,27 @@ pub fn profile_dir() -> PathBuf {
         .to_path_buf()
 }
 
+/// Where the freshest `libmpi.so` is: `cargo test` builds the cdylib into `deps/` without
+/// copying it up to `target/<profile>/` (as `cargo build` does), so take the newer of the two.
+pub fn libdir() -> PathBuf {
+    let top = profile_dir();
+    let deps = top.join("deps");
+    let age = |d: &Path| {
+        std::fs::metadata(d.join("libmpi.so"))
+            .and_then(|m| m.modified())
+            .ok()
+    };
+    match (age(&top), age(&deps)) {
+        (Some(a), Some(b)) if a >= b => top,
+        (_, Some(_)) => deps,
+        (Some(_), None) => top,
+        (None, None) => panic!(
+            "libmpi.so is missing in {}: run `cargo test --release --workspace` or `cargo build --release -p ferry-mpi`",
+            top.display()
+        ),
+    }
+}
+
 /// `tests/c/<name>.c` compiled once per test run, against the newest `libmpi.so` of this build.
 pub fn program(name: &str) -> PathBuf {
     static BUILT: Mutex<Vec<String>> = Mutex::new(Vec::new());
@@ -25,15 +46,7 @@ pub fn program(name: &str) -> PathBuf {
     if built.iter().any(|b| b == name) {
         return exe;
     }
-    let lib = [top.join("deps"), top.clone()]
-        .into_iter()
-        .filter(|d| d.join("libmpi.so").exists())
-        .max_by_key(|d| {
-            std::fs::metadata(d.join("libmpi.so"))
-                .and_then(|m| m.modified())
-                .ok()
-        })
-        .expect("libmpi.so: run `cargo build --release -p ferry-mpi`");
+    let lib = libdir();
     std::fs::create_dir_all(&out).expect("output dir");
     let here = Path::new(env!("CARGO_MANIFEST_DIR"));
     let status = Command::new(here.join("bin/mpicc"))

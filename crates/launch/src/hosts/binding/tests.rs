@@ -40,6 +40,17 @@ fn by_default_an_oversubscribed_host_is_left_unbound() {
     assert!(!plan_fits(5, "8"));
 }
 
+#[test]
+fn by_default_a_lone_rank_keeps_every_cpu_unless_it_asks_for_slots() {
+    let plan = plan(&machine(), 1, &Policy::default(), false).expect("plan");
+    assert_eq!(plan.cpus, vec![None]);
+    assert!(plan.unbound_because.is_some());
+    // Asked for: bound as asked.
+    assert_eq!(bound(&machine(), 1, &policy(None, Some("core"), None)), vec![vec![0, 1]]);
+    assert_eq!(bound(&machine(), 1, &policy(None, None, Some("2"))), vec![range(0..4)]);
+    assert_eq!(bound(&machine(), 1, &policy(Some("numa"), None, None)), vec![range(0..16)]);
+}
+
 fn plan_fits(ranks: usize, pe: &str) -> bool {
     let p = policy(None, None, Some(pe));
     plan(&machine(), ranks, &p, false).expect("plan").cpus[0].is_some()
