@@ -120,6 +120,8 @@ pub(crate) struct Proto {
     pub(crate) fault_tolerant: bool,
     /// Peers failed so far: a wait that must end when one fails watches it.
     pub(crate) failures: u32,
+    /// Communicators revoked so far; with `failures`, whether a new operation may be doomed.
+    pub(crate) revocations: u32,
 }
 
 /// The receiver's part of a shared copy: bytes `[0, len)` of the message at `source_addr` in
@@ -240,6 +242,7 @@ impl Engine {
                 counters: crate::stats::Counters::default(),
                 fault_tolerant: false,
                 failures: 0,
+                revocations: 0,
             },
             shm_eager_limit: setup.shm_eager_limit.min(shm_max),
             shm_chunk: shm_max / 2,
@@ -425,7 +428,7 @@ impl Engine {
             && self.proto.busy.is_empty()
             && self.proto.shared_pulls.is_empty()
             && !self.net.shm.as_mut().is_some_and(ShmTransport::any_ready)
-            && !self.faults.as_ref().is_some_and(|f| f.due())
+            && !self.faults.as_ref().is_some_and(|f| f.due(tcp))
     }
 }
 

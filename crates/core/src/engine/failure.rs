@@ -24,7 +24,7 @@ use std::rc::Rc;
 pub(crate) const FAULT_CONTEXT: u32 = 0xffff_fff0;
 /// How often a fault-tolerant rank polls its peers' pidfds: a system call, so not on every
 /// progress pass; it bounds (with the nap of a sleeping wait) how late a death is learned.
-const LOOK_EVERY: std::time::Duration = std::time::Duration::from_millis(1);
+const LOOK_EVERY: Duration = Duration::from_millis(1);
 /// The longest sleep of a fault-tolerant rank's wait.
 const FAILURE_NAP: std::time::Duration = std::time::Duration::from_millis(2);
 /// Tag of a revocation notice; its payload is the revoked communicator's context (LE u32).
@@ -35,14 +35,14 @@ type Notices = Rc<RefCell<Vec<(u32, i32, Vec<u8>)>>>;
 
 /// What the engine knows of failures (present only in a fault-tolerant job).
 pub(crate) struct Faults {
-    /// A pidfd per live peer on this host, by universe rank.
-    watched: Vec<(u32, OwnedFd)>,
+    /// How each live peer on this host is watched, by universe rank.
+    watched: Vec<(u32, PeerWatch)>,
     /// Failed peers, in the order this rank learned of them.
     failed: Vec<u32>,
     /// The contexts of revoked communicators (both of each).
     revoked: Vec<u32>,
-    /// When the pidfds were last polled.
-    looked: Instant,
+    /// When the pidfds were last polled ([`coarse_now`]).
+    looked: Duration,
     /// Notices the active-message handler took in (source, tag, payload), for
     /// [`Engine::take_notices`].
     inbox: Notices,
@@ -64,17 +64,7 @@ impl Engine {
             if peer.route != Route::Shm || peer.pid == 0 {
                 continue;
             }
-            // SAFETY: pidfd_open takes a pid and flags and returns a new descriptor or -1.
-            let fd = unsafe { libc::syscall(libc::SYS_pidfd_open, peer.pid as libc::pid_t, 0) };
-            if fd < 0 {
-                let why = std::io::Error::last_os_error();
-                return Err(Error::Transport(format!(
-                    "cannot watch rank {rank} (pid {}) for failure: pidfd_open: {why}",
-                    peer.pid
-                )));
-            }
-            // SAFETY: a descriptor pidfd_open just returned, owned by nobody else.
-            watched.push((rank as u32, unsafe { OwnedFd::from_raw_fd(fd as i32) }));
+            watched.push((rank as u32, PeerWatch::open(rank, peer.pid)?));
         }
         let inbox: Notices = Rc::default();
         let handed = Rc::clone(&inbox);
@@ -96,7 +86,7 @@ impl Engine {
             untold: Vec::new(),
             agreements: Default::default(),
             ended: Vec::new(),
-            looked: Instant::now(),
+            looked: coarse_now(),
         }));
         Ok(())
     }
@@ -116,16 +106,19 @@ impl Engine {
 
     /// Looks for peers that ended (pidfds, at most every [`LOOK_EVERY`]) and acts on the
     /// notices that came in: the end of every progress pass of a fault-tolerant rank.
-    pub(super) fn look_for_failures(&mut self) -> Result<bool, Error> {
+    /// `clock`: a look that also polls TCP (a wait's every `TCP_SPIN_EVERY`-th, every call
+    /// outside a wait, every look before a sleep), the only ones that read the clock, so that
+    /// a wait's spin does not read it on every turn.
+    pub(super) fn look_for_failures(&mut self, clock: bool) -> Result<bool, Error> {
         // The peers found ended last time are failed now, after this pass read the rings:
         // what they wrote before they died is in.
         let moved = self.take_notices()?;
         let moved = self.refuse_revoked_rendezvous() || moved;
-        let Some(faults) = self.faults.as_mut() else {
+        let Some(faults) = self.faults.as_mut().filter(|_| clock) else {
             return Ok(moved);
         };
-        let now = Instant::now();
-        if now.duration_since(faults.looked) >= LOOK_EVERY {
+        let now = coarse_now();
+        if now.saturating_sub(faults.looked) >= LOOK_EVERY {
             faults.looked = now;
             return Ok(faults.poll_pidfds() || moved);
         }
@@ -134,40 +127,96 @@ impl Engine {
 }
 
 impl Faults {
-    /// Whether a progress pass has work here: peers found ended, notices, or a poll due.
-    pub(super) fn due(&self) -> bool {
+    /// Whether a progress pass has work here: peers found ended, notices, or (if `clock`, see
+    /// [`Engine::look_for_failures`]) a poll due.
+    pub(super) fn due(&self, clock: bool) -> bool {
         !self.ended.is_empty()
             || !self.untold.is_empty()
             || !self.inbox.borrow().is_empty()
-            || self.looked.elapsed() >= LOOK_EVERY
+            || (clock && coarse_now().saturating_sub(self.looked) >= LOOK_EVERY)
     }
 
-    /// Moves the peers whose pidfd turned readable to `ended`; whether there were any.
+    /// Moves the peers whose process ended to `ended`; whether there were any.
     fn poll_pidfds(&mut self) -> bool {
-        let faults = self;
-        let mut moved = false;
-        let mut polled: Vec<libc::pollfd> = (faults.watched.iter())
-            .map(|(_, fd)| libc::pollfd {
-                fd: fd.as_raw_fd(),
-                events: libc::POLLIN,
-                revents: 0,
+        let mut polled: Vec<libc::pollfd> = (self.watched.iter())
+            .filter_map(|(_, watch)| match watch {
+                PeerWatch::Fd(fd) => Some(libc::pollfd {
+                    fd: fd.as_raw_fd(),
+                    events: libc::POLLIN,
+                    revents: 0,
+                }),
+                PeerWatch::Pid(_) => None,
             })
             .collect();
         if !polled.is_empty() {
             // SAFETY: `polled` is a valid array of that many pollfds; a zero timeout.
             let n = unsafe { libc::poll(polled.as_mut_ptr(), polled.len() as libc::nfds_t, 0) };
-            if n > 0 {
-                let ended: Vec<u32> = (polled.iter().zip(&faults.watched))
-                    .filter(|(p, _)| p.revents != 0)
-                    .map(|(_, (rank, _))| *rank)
-                    .collect();
-                faults.watched.retain(|(r, _)| !ended.contains(r));
-                moved |= !ended.is_empty();
-                faults.ended.extend(ended);
+            if n <= 0 {
+                polled.clear();
             }
         }
+        let mut readable = polled.iter().map(|p| p.revents != 0);
+        let ended: Vec<u32> = (self.watched.iter())
+            .filter(|(_, watch)| match watch {
+                PeerWatch::Fd(_) => readable.next().unwrap_or(false),
+                PeerWatch::Pid(pid) => !process_exists(*pid),
+            })
+            .map(|(rank, _)| *rank)
+            .collect();
+        self.watched.retain(|(r, _)| !ended.contains(r));
+        let moved = !ended.is_empty();
+        self.ended.extend(ended);
         moved
     }
+}
+
+/// The monotonic clock at the kernel's tick (1–4 ms): a read of one variable, cheap enough for
+/// every call outside a wait, where the precise clock would cost more than the look it paces.
+fn coarse_now() -> Duration {
+    let mut now = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: clock_gettime writes one timespec into `now`, which lives for the call.
+    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC_COARSE, &mut now) };
+    Duration::new(now.tv_sec as u64, now.tv_nsec as u32)
+}
+
+/// How a peer on this host is watched for its end.
+enum PeerWatch {
+    /// A pidfd, readable once the process ended.
+    Fd(OwnedFd),
+    /// Where there is no `pidfd_open` (kernels before 5.3, valgrind): the pid, looked up with
+    /// `kill(pid, 0)`. The peer's parent (the launcher or a node daemon) reaps it at once, so
+    /// the pid is gone within the poll period, long before it could be reused.
+    Pid(libc::pid_t),
+}
+
+impl PeerWatch {
+    fn open(rank: usize, pid: u32) -> Result<PeerWatch, Error> {
+        let pid = pid as libc::pid_t;
+        // SAFETY: pidfd_open takes a pid and flags and returns a new descriptor or -1.
+        let fd = unsafe { libc::syscall(libc::SYS_pidfd_open, pid, 0) };
+        if fd >= 0 {
+            // SAFETY: a descriptor pidfd_open just returned, owned by nobody else.
+            return Ok(PeerWatch::Fd(unsafe { OwnedFd::from_raw_fd(fd as i32) }));
+        }
+        let why = std::io::Error::last_os_error();
+        if why.raw_os_error() == Some(libc::ENOSYS) && process_exists(pid) {
+            return Ok(PeerWatch::Pid(pid));
+        }
+        Err(Error::Transport(format!(
+            "cannot watch rank {rank} (pid {pid}) for failure: pidfd_open: {why}"
+        )))
+    }
+}
+
+/// Whether process `pid` exists (a zombie counts until it is reaped).
+fn process_exists(pid: libc::pid_t) -> bool {
+    // SAFETY: signal 0 only checks that the process exists and may be signalled.
+    let gone = unsafe { libc::kill(pid, 0) } != 0
+        && std::io::Error::last_os_error().raw_os_error() == Some(libc::ESRCH);
+    !gone
 }
 
 impl Engine {
@@ -225,6 +274,7 @@ impl Engine {
         }
         // The point-to-point context and the collectives' (`context + 1`).
         faults.revoked.extend([context, context + 1]);
+        self.proto.revocations += 1;
         let cut = |p: &Pattern| p.context == context || p.context == context + 1;
         for id in self.proto.matcher.take_posted_where(cut) {
             self.proto.complete(id, faulted(Fault::Revoked, 0));
@@ -388,6 +438,12 @@ impl Proto {
             .is_some_and(|p| p.source.is_none())
     }
 
+    /// Whether a new operation may be doomed: some peer failed or a communicator was revoked.
+    #[inline]
+    pub(super) fn may_doom(&self) -> bool {
+        self.fault_tolerant && (self.failures | self.revocations) != 0
+    }
+
     /// Whether sends to `dest` fail at once (it failed).
     #[inline]
     pub(super) fn failed(&self, dest: u32) -> bool {
@@ -404,5 +460,38 @@ pub(crate) fn faulted(fault: Fault, source: u32) -> Completion {
         message_len: 0,
         cancelled: false,
         fault,
+    }
+}
+
+#[cfg(test)]
+mod watch_tests {
+    use super::*;
+
+    #[test]
+    fn a_watched_pid_ends_when_its_process_is_reaped() {
+        let mut child = std::process::Command::new("sleep")
+            .arg("30")
+            .spawn()
+            .expect("sleep runs");
+        let pid = child.id() as libc::pid_t;
+        let mut faults = Faults {
+            watched: vec![
+                (3, PeerWatch::Pid(pid)),
+                (4, PeerWatch::open(4, std::process::id()).unwrap()),
+            ],
+            failed: Vec::new(),
+            revoked: Vec::new(),
+            looked: coarse_now(),
+            inbox: Notices::default(),
+            untold: Vec::new(),
+            agreements: Default::default(),
+            ended: Vec::new(),
+        };
+        assert!(!faults.poll_pidfds(), "both alive");
+        child.kill().expect("kill the child");
+        child.wait().expect("reap it");
+        assert!(faults.poll_pidfds());
+        assert_eq!(faults.ended, vec![3], "only the reaped one ended");
+        assert_eq!(faults.watched.len(), 1);
     }
 }

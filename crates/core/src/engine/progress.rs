@@ -58,7 +58,7 @@ impl Engine {
             progressed |= self.rails_failed()?;
         }
         if self.faults.is_some() {
-            progressed |= self.look_for_failures()?;
+            progressed |= self.look_for_failures(poll_tcp)?;
         }
         if hook.wants_pass(self.proto.completions) {
             progressed |= hook.advance(self)?;

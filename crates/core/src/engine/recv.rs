@@ -28,7 +28,7 @@ impl Engine {
 
     #[inline]
     pub(super) fn post_recv(&mut self, pattern: Pattern, buf: *mut u8, cap: usize) -> ReqId {
-        if self.proto.fault_tolerant {
+        if self.proto.may_doom() {
             if let Some(id) = self.doomed_recv(&pattern) {
                 return id;
             }

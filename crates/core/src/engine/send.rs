@@ -35,7 +35,7 @@ impl Engine {
             return false;
         }
         // A failed peer or a revoked communicator: `isend` ends the send with the fault.
-        if self.proto.fault_tolerant && (peer.failed || self.is_revoked(context)) {
+        if self.proto.may_doom() && (peer.failed || self.is_revoked(context)) {
             return false;
         }
         let Some(shm) = self.net.shm.as_mut() else {
@@ -117,7 +117,7 @@ impl Engine {
         mode: SendMode,
     ) -> Result<ReqId, Error> {
         let route = self.proto.peers[dest as usize].route;
-        if self.proto.fault_tolerant {
+        if self.proto.may_doom() {
             if let Some(id) = self.doomed_send(context, dest) {
                 return Ok(id);
             }

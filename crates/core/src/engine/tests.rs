@@ -895,7 +895,7 @@ fn a_revoked_communicator_answers_unmatched_rendezvous_with_a_cts_of_nothing() {
     assert_eq!(queued_cts(&e, 1), [(77, 0)]);
     // Arriving after it, on the collectives' context: answered by the next pass.
     deliver(&mut e, 1, rts(5, 78), &[]).unwrap();
-    e.look_for_failures().unwrap();
+    e.look_for_failures(true).unwrap();
     assert_eq!(queued_cts(&e, 1), [(77, 0), (78, 0)]);
     // Another communicator's announcement still waits for its receive.
     assert_eq!(e.proto.matcher.unexpected_len(), 1);
