@@ -26,6 +26,9 @@ if [ "${FERRY_CONFORMANCE:-1}" = 1 ]; then
   FERRY_TRANSPORT=tcp FERRY_NET=ofi FI_PROVIDER=tcp python3 conformance/run --list tier1.txt
   FERRY_TRANSPORT=tcp FERRY_NET=ofi FI_PROVIDER=tcp python3 conformance/run --list extra-lite.txt \
     --only rma/transpose1 --only rma/lockcontention --only rma/fetchandadd --only rma/wintest --only rma/put_base
+  # The first tier and conformance/hosts.txt (point-to-point and one-sided) across three hosts
+  # (network namespaces with their own sshd), the fabric between them: about 6 minutes.
+  FERRY_NET=ofi FI_PROVIDER=tcp conformance/across-hosts --list tier1.txt --list hosts.txt
   # MPICH's Fortran tests (f77, f90, f08) through fortran/bin/mpifort: about 5 minutes.
   python3 conformance/run --list fortran.txt
   # MUMPS, a Fortran MPI application, built with mpifort (2.5 to 5 minutes on 2 busy cores;
