@@ -68,6 +68,44 @@ fn a_rank_of_a_node_daemon_dies_and_the_others_go_on() {
 }
 
 #[test]
+fn a_lost_host_takes_its_ranks_and_the_others_go_on() {
+    // The last rank kills its node daemon, so the second host is lost with both its ranks.
+    let host = ferry_launch::this_host();
+    let hosts = format!("localhost:2,{host}:2");
+    let run = |fault_tolerant: bool| {
+        let mut command = ferry();
+        command.arg("run");
+        if fault_tolerant {
+            command.arg("--fault-tolerant");
+        }
+        command
+            .args(["--timeout", "40", "-n", "4", "--launcher", "local"])
+            .args(["--hosts", &hosts, "--transport", "tcp"])
+            .arg(example("survive"))
+            .args(["4", "host"]);
+        output_within(&mut command, "survive", LIMIT)
+    };
+    let out = run(true);
+    let (stdout, stderr) = (text(&out.stdout), text(&out.stderr));
+    assert!(
+        out.status.success() && stdout.contains("survivors 2 of 4"),
+        "{stdout}\n{stderr}"
+    );
+    assert!(
+        stderr.contains(&format!("host {host}")) && stderr.contains("the job goes on"),
+        "the launcher does not say which host was lost:\n{stderr}"
+    );
+    // Without the flag the job ends, naming the host.
+    let out = run(false);
+    let stderr = text(&out.stderr);
+    assert!(!out.status.success(), "{stderr}");
+    assert!(
+        stderr.contains(&host),
+        "the lost host is not named:\n{stderr}"
+    );
+}
+
+#[test]
 fn without_the_flag_a_death_ends_the_job_and_names_the_rank() {
     let out = output_within(
         ferry()

@@ -265,16 +265,28 @@ impl Job {
                             format!("lost its node daemon ({why}) while ranks {lost:?} ran there")
                         }
                     };
-                    self.host_failure.get_or_insert(Outcome::HostFailed {
-                        host: link.host.clone(),
-                        detail,
-                    });
+                    if self.fault_tolerant {
+                        // Its ranks died with it (they end with their daemon): each is judged
+                        // as a rank killed, and the job goes on.
+                        eprintln!(
+                            "ferry run: host {}: {detail}; the job goes on without them (--fault-tolerant)",
+                            link.host
+                        );
+                    } else {
+                        self.host_failure.get_or_insert(Outcome::HostFailed {
+                            host: link.host.clone(),
+                            detail,
+                        });
+                    }
                     // Nothing more will be heard of them.
                     for r in lost {
                         let rank = &mut self.ranks[r as usize];
                         rank.status = Some(ExitStatus::from_raw(libc::SIGKILL));
                         rank.exited_at = Some(Instant::now());
-                        rank.judged = true;
+                        rank.judged = !self.fault_tolerant;
+                        if self.fault_tolerant {
+                            self.exit_order.push(r);
+                        }
                     }
                 }
             }

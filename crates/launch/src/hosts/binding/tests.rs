@@ -46,9 +46,18 @@ fn by_default_a_lone_rank_keeps_every_cpu_unless_it_asks_for_slots() {
     assert_eq!(plan.cpus, vec![None]);
     assert!(plan.unbound_because.is_some());
     // Asked for: bound as asked.
-    assert_eq!(bound(&machine(), 1, &policy(None, Some("core"), None)), vec![vec![0, 1]]);
-    assert_eq!(bound(&machine(), 1, &policy(None, None, Some("2"))), vec![range(0..4)]);
-    assert_eq!(bound(&machine(), 1, &policy(Some("numa"), None, None)), vec![range(0..16)]);
+    assert_eq!(
+        bound(&machine(), 1, &policy(None, Some("core"), None)),
+        vec![vec![0, 1]]
+    );
+    assert_eq!(
+        bound(&machine(), 1, &policy(None, None, Some("2"))),
+        vec![range(0..4)]
+    );
+    assert_eq!(
+        bound(&machine(), 1, &policy(Some("numa"), None, None)),
+        vec![range(0..16)]
+    );
 }
 
 fn plan_fits(ranks: usize, pe: &str) -> bool {
