@@ -159,27 +159,41 @@ impl Comm {
     /// acknowledged while one of them is a receive from any source still unmatched: that
     /// receive stays posted (ULFM's rule, since the dead member might have been its sender).
     pub fn raw_wait_all(&self, raws: &[RawRequest]) -> Result<(), Error> {
+        self.wait_or_pending(raws, |done| raws.iter().all(|&r| done(r)))
+    }
+
+    /// Waits until `finished` says so (given whether a request is done), as
+    /// [`Comm::wait_until`]; in a fault-tolerant job it also ends with
+    /// [`Error::ProcFailedPending`] as [`Comm::raw_wait_all`] does, for the receives among
+    /// `watched` (MPI_Waitany and MPI_Waitsome wait for one of them).
+    pub fn wait_or_pending(
+        &self,
+        watched: &[RawRequest],
+        finished: impl Fn(&dyn Fn(RawRequest) -> bool) -> bool,
+    ) -> Result<(), Error> {
         if !self.fault_tolerant() {
-            return self.wait_until(|done| raws.iter().all(|&r| done(r)));
+            return self.wait_until(finished);
         }
-        let all_done = |p: &crate::engine::Proto| raws.iter().all(|r| p.is_done(r.to_bits()));
+        let over = |p: &crate::engine::Proto| finished(&|r: RawRequest| p.is_done(r.to_bits()));
         self.shared.progress()?;
         loop {
             let engine = self.shared.engine.borrow();
-            if all_done(&engine.proto) {
+            if over(&engine.proto) {
                 return Ok(());
             }
-            let wildcard = raws
-                .iter()
-                .any(|r| engine.proto.posted_from_any(r.to_bits()));
+            let wildcard = (watched.iter()).any(|r| engine.proto.posted_from_any(r.to_bits()));
             let seen = engine.proto.failures;
             drop(engine);
             if let Some(rank) = self.unacknowledged_failure().filter(|_| wildcard) {
                 return Err(Error::ProcFailedPending { rank });
             }
-            self.shared
-                .wait_until(|p| p.failures != seen || all_done(p))?;
+            self.shared.wait_until(|p| p.failures != seen || over(p))?;
         }
+    }
+
+    /// Whether `raw` is a receive from any source not matched yet.
+    pub fn raw_from_any_pending(&self, raw: RawRequest) -> bool {
+        (self.shared.engine.borrow().proto).posted_from_any(raw.to_bits())
     }
 
     /// The error a request ended by a failure reports, if it was.

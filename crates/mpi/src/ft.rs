@@ -8,9 +8,10 @@ use crate::abi::*;
 use crate::coll::RequestOut;
 use crate::comm::{new_group, register};
 use crate::error::{fail, Res};
-use crate::p2p::publish;
+use crate::p2p::{done_in, finish_handle, publish, status_at, Entry};
 use crate::request::{Outcome, Request};
 use crate::state::{running, with, State};
+use ferry_core::raw::RawRequest;
 use std::ffi::{c_int, c_void};
 
 /// MPI_IN_PLACE, MPI_INT and MPI_BAND: an agreement without fault tolerance is an in-place
@@ -218,4 +219,103 @@ pub(crate) fn get_acked(comm: Handle) -> Res<Handle> {
         failed.truncate(acked(s, comm)?);
         Ok(new_group(s, failed.into()))
     })
+}
+
+/// Waits over `list` until `finished` says so; in a fault-tolerant job it ends early when a
+/// receive from any source among them cannot complete while a failure is unacknowledged
+/// (ULFM's MPIX_ERR_PROC_FAILED_PENDING), and gives the indices of those receives (none when
+/// `finished` came true).
+pub(crate) fn wait_entries(
+    engine: &ferry_core::Comm,
+    list: &[Entry],
+    finished: impl Fn(&dyn Fn(RawRequest) -> bool) -> bool,
+) -> Res<Vec<usize>> {
+    let watched: Vec<RawRequest> = (list.iter())
+        .flat_map(|e| match e {
+            Entry::Active(raws) => *raws,
+            _ => [None, None],
+        })
+        .flatten()
+        .collect();
+    match engine.wait_or_pending(&watched, finished) {
+        Err(ferry_core::Error::ProcFailedPending { .. }) => Ok((0..list.len())
+            .filter(|&i| match list[i] {
+                Entry::Active(raws) => {
+                    (raws.iter().flatten()).any(|&r| engine.raw_from_any_pending(r))
+                }
+                _ => false,
+            })
+            .collect()),
+        other => other.map(|()| Vec::new()).map_err(Into::into),
+    }
+}
+
+/// MPI_Waitall ended early by `pending` receives from any source: the finished requests
+/// complete (their statuses as usual), the pending ones report MPIX_ERR_PROC_FAILED_PENDING
+/// and the others MPI_ERR_PENDING in their statuses, and both stay active (MPI_ERR_IN_STATUS).
+///
+/// # Safety
+/// `statuses` is NULL or holds one writable MPI_Status per handle.
+pub(crate) unsafe fn wait_all_pending(
+    handles: &mut [Handle],
+    list: &[Entry],
+    engine: &ferry_core::Comm,
+    statuses: *mut MpiStatus,
+    pending: &[usize],
+) -> Res {
+    for (i, h) in handles.iter_mut().enumerate() {
+        let status = status_at(statuses, i);
+        let error = match list[i] {
+            e if e.in_flight() && done_in(e, &|r| engine.raw_done(r)) => {
+                // SAFETY: this function's contract.
+                unsafe { finish_handle(h, status, true) }?;
+                continue;
+            }
+            Entry::Active(_) | Entry::AwaitingReady if pending.contains(&i) => {
+                MPIX_ERR_PROC_FAILED_PENDING
+            }
+            Entry::Active(_) | Entry::AwaitingReady => MPI_ERR_PENDING,
+            Entry::Null => MPI_SUCCESS,
+        };
+        let outcome = Outcome {
+            error,
+            ..Outcome::EMPTY
+        };
+        // SAFETY: this function's contract.
+        unsafe { outcome.write(status, true) };
+    }
+    fail(
+        MPI_ERR_IN_STATUS,
+        "a receive from any source cannot complete while a failure is not acknowledged (MPIX_ERR_PROC_FAILED_PENDING in its status); it stays active",
+    )
+}
+
+/// MPI_Waitsome ended early with nothing finished: the `pending` receives from any source are
+/// reported (indices, MPIX_ERR_PROC_FAILED_PENDING in their statuses) and stay active.
+///
+/// # Safety
+/// `indices` and `statuses` are NULL or hold one writable element per request.
+pub(crate) unsafe fn wait_some_pending(
+    outcount: &mut c_int,
+    indices: *mut c_int,
+    statuses: *mut MpiStatus,
+    pending: &[usize],
+) -> Res {
+    for (n, &i) in pending.iter().enumerate() {
+        if !indices.is_null() {
+            // SAFETY: this function's contract; `n` < the number of requests.
+            unsafe { *indices.add(n) = i as c_int };
+        }
+        let outcome = Outcome {
+            error: MPIX_ERR_PROC_FAILED_PENDING,
+            ..Outcome::EMPTY
+        };
+        // SAFETY: as above.
+        unsafe { outcome.write(status_at(statuses, n), true) };
+    }
+    *outcount = pending.len() as c_int;
+    fail(
+        MPI_ERR_IN_STATUS,
+        "a receive from any source cannot complete while a failure is not acknowledged (MPIX_ERR_PROC_FAILED_PENDING in its status); it stays active",
+    )
 }

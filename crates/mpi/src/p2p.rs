@@ -934,7 +934,7 @@ pub(crate) fn done_in(entry: Entry, done: &dyn Fn(RawRequest) -> bool) -> bool {
     }
 }
 
-fn status_at(statuses: *mut MpiStatus, i: usize) -> *mut MpiStatus {
+pub(crate) fn status_at(statuses: *mut MpiStatus, i: usize) -> *mut MpiStatus {
     if statuses.is_null() {
         statuses
     } else {

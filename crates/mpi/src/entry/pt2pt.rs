@@ -321,7 +321,13 @@ mpi! {
     fn MPI_Waitall / PMPI_Waitall(count: c_int, requests: *mut Handle, statuses: *mut MpiStatus) on NONE => {
         let handles = handles_arg(count, requests)?;
         let (list, engine) = entries_to_wait(handles, true)?;
-        if let Some(engine) = engine {
+        if let Some(engine) = engine.as_ref().filter(|e| e.fault_tolerant()) {
+            let all = |done: &dyn Fn(_) -> bool| list.iter().all(|&e| !e.in_flight() || done_in(e, done));
+            let pending = crate::ft::wait_entries(engine, &list, all)?;
+            if !pending.is_empty() {
+                return crate::ft::wait_all_pending(handles, &list, engine, statuses, &pending);
+            }
+        } else if let Some(engine) = engine {
             // A finished request stays finished: each pass looks from the first one still in
             // flight on, not at the whole list again (a window of 64 receives would cost
             // thousands of looks).
@@ -378,11 +384,14 @@ mpi! {
             Outcome::EMPTY.write(status, false);
             return Ok(());
         };
-        let mut hit = 0;
-        engine.wait_until(|done| match list.iter().position(|&e| done_in(e, done)) {
-            Some(i) => { hit = i; true }
-            None => false,
-        })?;
+        let pending = crate::ft::wait_entries(&engine, &list, |done| list.iter().any(|&e| done_in(e, done)))?;
+        if let Some(&i) = pending.first() {
+            *index = i as c_int;
+            return fail(MPIX_ERR_PROC_FAILED_PENDING, "a receive from any source cannot complete while a failure is not acknowledged; it stays active");
+        }
+        let Some(hit) = first_done(&list, &engine) else {
+            return fail(MPI_ERR_INTERN, "MPI_Waitany ended with no request done");
+        };
         *index = hit as c_int;
         finish_handle(&mut handles[hit], status, false)?.check()
     }
@@ -423,7 +432,10 @@ mpi! {
         let handles = handles_arg(incount, requests)?;
         let (list, engine) = entries_to_wait(handles, false)?;
         let Some(engine) = engine else { *outcount = MPI_UNDEFINED; return Ok(()) };
-        engine.wait_until(|done| list.iter().any(|&e| done_in(e, done)))?;
+        let pending = crate::ft::wait_entries(&engine, &list, |done| list.iter().any(|&e| done_in(e, done)))?;
+        if !pending.is_empty() {
+            return crate::ft::wait_some_pending(outcount, indices, statuses, &pending);
+        }
         some(handles, &list, &engine, outcount, indices, statuses)
     }
 }

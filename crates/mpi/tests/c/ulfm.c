@@ -50,6 +50,28 @@ static MPI_Request wildcard_pending(int *y)
         rc = MPI_Wait(&req, MPI_STATUS_IGNORE);
         CHECK_CLASS(rc, MPIX_ERR_PROC_FAILED_PENDING, "MPI_Wait of a receive from any source");
         CHECK(req != MPI_REQUEST_NULL, "the pending receive was freed");
+        /* The same from the calls that wait for several: a finished request beside it
+         * completes, the pending one stays active and says why in its status. */
+        MPI_Request two[2];
+        MPI_Status st[2];
+        int idx[2], out = -1, index = -1, z = 7, w = 0;
+        two[0] = req;
+        MPI_Irecv(&w, 1, MPI_INT, 0, 9, MPI_COMM_WORLD, &two[1]);
+        MPI_Send(&z, 1, MPI_INT, 0, 9, MPI_COMM_WORLD);
+        rc = MPI_Waitall(2, two, st);
+        CHECK_CLASS(rc, MPI_ERR_IN_STATUS, "MPI_Waitall with a pending receive from any source");
+        CHECK(st[0].MPI_ERROR == MPIX_ERR_PROC_FAILED_PENDING, "MPI_Waitall: status error %d",
+              st[0].MPI_ERROR);
+        CHECK(st[1].MPI_ERROR == MPI_SUCCESS && w == 7, "MPI_Waitall: the finished receive");
+        CHECK(two[0] == req && two[1] == MPI_REQUEST_NULL, "MPI_Waitall: which stay active");
+        rc = MPI_Waitany(1, &req, &index, MPI_STATUS_IGNORE);
+        CHECK_CLASS(rc, MPIX_ERR_PROC_FAILED_PENDING, "MPI_Waitany of a receive from any source");
+        CHECK(index == 0 && req != MPI_REQUEST_NULL, "MPI_Waitany: index %d", index);
+        rc = MPI_Waitsome(1, &req, &out, idx, st);
+        CHECK_CLASS(rc, MPI_ERR_IN_STATUS, "MPI_Waitsome of a receive from any source");
+        CHECK(out == 1 && idx[0] == 0 && st[0].MPI_ERROR == MPIX_ERR_PROC_FAILED_PENDING,
+              "MPI_Waitsome: %d done, status error %d", out, st[0].MPI_ERROR);
+        CHECK(req != MPI_REQUEST_NULL, "MPI_Waitsome freed the pending receive");
     }
     return req;
 }
