@@ -54,9 +54,9 @@ struct Card {
     relays: Vec<(String, SocketAddr)>,
     /// Our address on each rail (`FERRY_RAIL_ADDRS`); the port is `tcp`'s.
     rails: Vec<std::net::IpAddr>,
-    /// Its fabric provider and endpoint name, if it opened one: like `tcp`, published after
-    /// the card (`fabric-<rank>`).
-    fabric: Option<(String, Vec<u8>)>,
+    /// Its fabric provider and each rail's domain and endpoint name (rail 0 first), if it
+    /// opened one: like `tcp`, published after the card (`fabric-<rank>`).
+    fabric: Option<(String, fabric::Rails)>,
 }
 
 impl Card {

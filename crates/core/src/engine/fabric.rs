@@ -90,10 +90,14 @@ impl Proto {
 
 impl Engine {
     /// Gives this rank a fabric (at start, once its peers' addresses are known). TCP's epoll
-    /// watches its completion queue, so that a sleeping wait wakes for it.
+    /// watches its rails' completion queues, so that a sleeping wait wakes for it.
     pub(crate) fn add_fabric(&mut self, fabric: FabricTransport) -> Result<(), Error> {
-        if let (Some(tcp), Some(fd)) = (self.net.tcp.as_mut(), fabric.wake_fd()) {
-            tcp.watch_fd(fd)?;
+        if let Some(tcp) = self.net.tcp.as_mut() {
+            // Every rail's: a peer's reads of this rank's memory move only while the rail
+            // they use is polled.
+            for fd in fabric.wake_fds() {
+                tcp.watch_fd(fd)?;
+            }
         }
         self.net.fabric = Some(fabric);
         Ok(())

@@ -7,8 +7,8 @@ use super::{Card, Ranks};
 use crate::bootstrap::Bootstrap;
 use crate::config::{Config, NetKind};
 use crate::error::Error;
-use crate::ofi::FabricTransport;
-use ferry_fabric::{Endpoint, EndpointSpec, Library};
+use crate::ofi::{FabricTransport, MAX_FABRIC_RAILS};
+use ferry_fabric::{Endpoint, EndpointSpec, Library, ProviderInfo};
 
 /// Largest frame payload over the fabric. Kept under the eager size of the providers' own
 /// message layers (`ofi_rxm` sends up to 16 KiB whole), so that no frame is split into a
@@ -16,10 +16,15 @@ use ferry_fabric::{Endpoint, EndpointSpec, Library};
 /// as RTS_READ.
 const FRAME_PAYLOAD: usize = 8 << 10;
 
+/// A rank's rails as its card gives them: each one's domain (NIC) and endpoint name, rail 0
+/// first.
+pub(super) type Rails = Vec<(String, Vec<u8>)>;
+
 /// The value published when a rank has no fabric.
 const NONE: &str = "-";
 
-/// Opens this rank's endpoint and publishes `fabric-<uid>`; `None` (published as such) when
+/// Opens this rank's endpoints (its rails) and publishes `fabric-<uid>` as
+/// `provider|domain=name,domain=name…` (rail 0 first); `None` (published as such) when
 /// `FERRY_NET` or the machine rule it out. A rank that wanted the fabric (`FERRY_NET=ofi`)
 /// and cannot open it says why and goes on over TCP.
 pub(super) fn open(
@@ -28,9 +33,12 @@ pub(super) fn open(
     boot: &mut Bootstrap,
 ) -> Result<Option<FabricTransport>, Error> {
     let key = format!("fabric-{}", ranks.me());
+    // FERRY_RAILS (or rail addresses) set: that many rails; else one per NIC.
+    let given = std::env::var_os("FERRY_RAILS").is_some() || !config.rail_addrs.is_empty();
+    let wanted = given.then_some(usize::from(config.rails));
     let opened = match config.net {
         NetKind::Tcp => Ok(None),
-        net => open_endpoint(net, ranks.me(), config.connect_timeout()),
+        net => open_endpoint(net, wanted, ranks.me(), config.connect_timeout()),
     };
     let fabric = match opened {
         Ok(f) => f,
@@ -45,17 +53,24 @@ pub(super) fn open(
         }
     };
     let value = match &fabric {
-        Some(f) => format!("{}|{}", f.provider(), hex(&f.name()?)),
+        Some(f) => {
+            let rails: Vec<String> = (f.names()?.iter())
+                .map(|(domain, name)| format!("{domain}={}", hex(name)))
+                .collect();
+            format!("{}|{}", f.provider(), rails.join(","))
+        }
         None => NONE.to_string(),
     };
     boot.put(&key, &value)?;
     Ok(fabric)
 }
 
-/// The endpoint `net` asks for, or why there is none; a peer towards which nothing moves for
-/// `patience` (the connect timeout) is lost.
+/// The endpoints `net` asks for (one per rail: `wanted` of them, or one per NIC), or why
+/// there is none; a peer towards which nothing moves for `patience` (the connect timeout) is
+/// lost.
 fn open_endpoint(
     net: NetKind,
+    wanted: Option<usize>,
     me: u32,
     patience: std::time::Duration,
 ) -> Result<Option<FabricTransport>, String> {
@@ -75,16 +90,57 @@ fn open_endpoint(
             _ => format!("no provider for use between hosts (offered: {offered:?})"),
         });
     };
-    let spec = EndpointSpec {
-        // Its first layer names it as FI_PROVIDER does ("verbs" for "verbs;ofi_rxm").
-        provider: chosen.provider.split(';').next().map(str::to_string),
-        domain: Some(chosen.domain.clone()),
-        ..EndpointSpec::default()
-    };
-    let ep = Endpoint::open(&lib, &spec).map_err(|e| e.to_string())?;
-    FabricTransport::open(ep, me, FRAME_PAYLOAD, patience)
+    let mut rails = Vec::new();
+    for domain in rail_domains(&candidates, chosen, wanted) {
+        let spec = EndpointSpec {
+            // Its first layer names it as FI_PROVIDER does ("verbs" for "verbs;ofi_rxm").
+            provider: chosen.provider.split(';').next().map(str::to_string),
+            domain: Some(domain.clone()),
+            ..EndpointSpec::default()
+        };
+        match Endpoint::open(&lib, &spec) {
+            Ok(ep) => rails.push(ep),
+            Err(e) if rails.is_empty() => return Err(e.to_string()),
+            Err(e) => {
+                // The rails opened so far serve; the others are left out, and said so.
+                eprintln!("ferry: rank {me}: a fabric rail on {domain} cannot be opened: {e}");
+                break;
+            }
+        }
+    }
+    FabricTransport::open(rails, me, FRAME_PAYLOAD, patience)
         .map(Some)
         .map_err(|e| e.to_string())
+}
+
+/// The domains (NICs) of `chosen`'s provider to open rails on, in libfabric's order, each
+/// once, loopback left out (it reaches no other host): `wanted` of them, else every one (as
+/// many as ferry has rails). A host with no other domain keeps `chosen`'s.
+fn rail_domains(
+    candidates: &[ProviderInfo],
+    chosen: &ProviderInfo,
+    wanted: Option<usize>,
+) -> Vec<String> {
+    let mut domains: Vec<String> = Vec::new();
+    for p in candidates.iter().filter(|p| p.provider == chosen.provider) {
+        if !loopback(p) && !domains.contains(&p.domain) {
+            domains.push(p.domain.clone());
+        }
+    }
+    if domains.is_empty() {
+        domains.push(chosen.domain.clone());
+    }
+    domains.truncate(
+        wanted
+            .unwrap_or(MAX_FABRIC_RAILS)
+            .clamp(1, MAX_FABRIC_RAILS),
+    );
+    domains
+}
+
+/// A loopback domain: `lo`, or a socket provider's fabric on a loopback subnet.
+fn loopback(p: &ProviderInfo) -> bool {
+    p.domain == "lo" || p.fabric.starts_with("127.") || p.fabric.starts_with("::1/")
 }
 
 /// Reads the fabric entries of the ranks of `peers` (universe ranks) into their cards.
@@ -101,9 +157,9 @@ pub(super) fn read_names(
             continue;
         }
         let bad = || Error::Bootstrap(format!("rank {r} published a malformed fabric {text:?}"));
-        let (provider, name) = text.split_once('|').ok_or_else(bad)?;
-        let name = unhex(name).ok_or_else(bad)?;
-        cards[r as usize].fabric = Some((provider.to_string(), name));
+        let (provider, rails) = text.split_once('|').ok_or_else(bad)?;
+        let rails = parse_rails(rails).ok_or_else(bad)?;
+        cards[r as usize].fabric = Some((provider.to_string(), rails));
     }
     Ok(())
 }
@@ -125,8 +181,9 @@ pub(super) fn choose_peers(
         let peer = uid - base;
         let direct = ferry_grid::path::plan(guids, rank, peer).path == ferry_grid::Path::Direct;
         match &cards[peer as usize].fabric {
-            Some((provider, name)) if provider == fabric.provider() && direct => {
-                fabric.set_peer(uid, name.clone(), cards[peer as usize].pid);
+            Some((provider, rails)) if provider == fabric.provider() && direct => {
+                let names = rails.iter().map(|(_, name)| name.clone()).collect();
+                fabric.set_peer(uid, names, cards[peer as usize].pid);
                 chosen.push(uid);
             }
             Some((provider, _)) if provider != fabric.provider() => {
@@ -147,7 +204,8 @@ pub(super) fn choose_peers(
 }
 
 /// For `--show-paths`, on rank 0: the pairs of ranks on different hosts that talk over a
-/// fabric, by provider (`ofi:<provider>`), one line each; nothing when no rank has one.
+/// fabric, by provider (`ofi:<provider>`), one line each, a pair over several rails with its
+/// rails' domains (`r0 <-> r2 (2 rails: eth0, eth1)`); nothing when no rank has one.
 pub(super) fn show_pairs(
     boot: &mut Bootstrap,
     cards: &[Card],
@@ -158,18 +216,37 @@ pub(super) fn show_pairs(
     let mut published = Vec::with_capacity(cards.len());
     for r in 0..n {
         let text = boot.get(&format!("fabric-{}", base + r))?;
-        published.push(text.split_once('|').map(|(p, _)| p.to_string()));
+        published.push(text.split_once('|').and_then(|(p, rails)| {
+            let domains: Vec<String> = parse_rails(rails)?.into_iter().map(|(d, _)| d).collect();
+            Some((p.to_string(), domains))
+        }));
     }
     let mut by_provider: Vec<(String, Vec<String>)> = Vec::new();
     for a in 0..n {
         for b in a + 1..n {
-            let (pa, pb) = (&published[a as usize], &published[b as usize]);
-            let direct = ferry_grid::path::plan(guids, a, b).path == ferry_grid::Path::Direct;
-            let apart = cards[a as usize].node != cards[b as usize].node;
-            let (Some(provider), true, true) = (pa, pa == pb && direct, apart) else {
+            let (Some((provider, rails_a)), Some((provider_b, rails_b))) =
+                (&published[a as usize], &published[b as usize])
+            else {
                 continue;
             };
-            let pair = format!("r{a} <-> r{b}");
+            let direct = ferry_grid::path::plan(guids, a, b).path == ferry_grid::Path::Direct;
+            let apart = cards[a as usize].node != cards[b as usize].node;
+            if provider != provider_b || !direct || !apart {
+                continue;
+            }
+            let mut pair = format!("r{a} <-> r{b}");
+            if rails_a.len().min(rails_b.len()) > 1 {
+                let rails: Vec<String> = (rails_a.iter().zip(rails_b))
+                    .map(|(x, y)| {
+                        if x == y {
+                            x.clone()
+                        } else {
+                            format!("{x}-{y}")
+                        }
+                    })
+                    .collect();
+                pair.push_str(&format!(" ({} rails: {})", rails.len(), rails.join(", ")));
+            }
             match by_provider.iter_mut().find(|(p, _)| p == provider) {
                 Some((_, pairs)) => pairs.push(pair),
                 None => by_provider.push((provider.clone(), vec![pair])),
@@ -180,6 +257,20 @@ pub(super) fn show_pairs(
         println!("ofi:{provider}: {}", pairs.join(", "));
     }
     Ok(())
+}
+
+/// A published list of rails, `domain=name,domain=name…` (names in hex), rail 0 first.
+fn parse_rails(text: &str) -> Option<Rails> {
+    let rails: Option<Vec<_>> = text
+        .split(',')
+        .map(|rail| {
+            let (domain, name) = rail.split_once('=')?;
+            Some((domain.to_string(), unhex(name)?))
+        })
+        .collect();
+    rails.filter(|r| {
+        !r.is_empty() && r.len() <= MAX_FABRIC_RAILS && r.iter().all(|(_, n)| !n.is_empty())
+    })
 }
 
 fn hex(bytes: &[u8]) -> String {
@@ -206,5 +297,52 @@ mod tests {
         assert_eq!(unhex(&hex(&name)), Some(name));
         assert_eq!(unhex("abc"), None);
         assert_eq!(unhex("zz"), None);
+    }
+
+    #[test]
+    fn rails_go_through_the_bootstrap_rail_0_first() {
+        let rails = parse_rails("eth0=0a0b,ib1=ff").expect("two rails");
+        assert_eq!(
+            rails,
+            vec![
+                ("eth0".to_string(), vec![10, 11]),
+                ("ib1".to_string(), vec![255])
+            ]
+        );
+        for bad in ["", "eth0", "eth0=", "eth0=zz", "eth0=0a,,"] {
+            assert_eq!(parse_rails(bad), None, "{bad:?}");
+        }
+    }
+
+    fn info(domain: &str, fabric: &str) -> ProviderInfo {
+        ProviderInfo {
+            provider: "tcp;ofi_rxm".into(),
+            fabric: fabric.into(),
+            domain: domain.into(),
+            endpoint_type: 3,
+            mr_mode: ferry_fabric::MrMode(0),
+            caps: ferry_fabric::Caps(0),
+            mode: 0,
+            addr_format: 2,
+            max_msg_size: 1 << 20,
+            inject_size: 64,
+            iov_limit: 4,
+        }
+    }
+
+    #[test]
+    fn rails_are_the_non_loopback_domains_each_once_or_as_many_as_wanted() {
+        let list = [
+            info("eth0", "192.0.2.0/24"),
+            info("eth0", "fe80::/64"),
+            info("lo", "127.0.0.1/32"),
+            info("eth1", "198.51.100.0/24"),
+            info("lo", "::1/128"),
+        ];
+        assert_eq!(rail_domains(&list, &list[0], None), ["eth0", "eth1"]);
+        assert_eq!(rail_domains(&list, &list[0], Some(1)), ["eth0"]);
+        assert_eq!(rail_domains(&list, &list[0], Some(4)), ["eth0", "eth1"]);
+        let only_lo = [info("lo", "127.0.0.1/32")];
+        assert_eq!(rail_domains(&only_lo, &only_lo[0], None), ["lo"]);
     }
 }

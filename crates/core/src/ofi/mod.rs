@@ -1,5 +1,10 @@
-//! The fabric transport: frames between hosts over a libfabric endpoint (`FI_EP_RDM`), and
+//! The fabric transport: frames between hosts over libfabric endpoints (`FI_EP_RDM`), and
 //! rendezvous payloads read straight from the sender's registered memory (`fi_read`).
+//!
+//! A rank may have several endpoints, one per NIC (libfabric domain): its **rails**. Rail 0
+//! carries every frame, so that a pair's frames keep their order (MPI's matching needs it);
+//! large reads are cut into pieces spread over every rail the pair shares (`reads.rs`). The
+//! rails of two peers pair by index (rail i of one with rail i of the other).
 //!
 //! Frames travel as one message each, copied into registered slots: a slot holds the sender's
 //! universe rank (4 bytes, little-endian; an RDM endpoint does not say who sent a message),
@@ -7,7 +12,9 @@
 //! posted again once their frame is handed to the sink. Large messages never travel as frames:
 //! the engine registers the send buffer (`expose`) and announces it with RTS_READ, and the
 //! receiver's read (`start_read`) lands in the user's buffer; registrations last only as long
-//! as their rendezvous, so memory going back to the system never meets a stale one.
+//! as their rendezvous, so memory going back to the system never meets a stale one. The
+//! RTS_READ frame carries rail 0's key; the fabric message that carries it adds the address
+//! and key of the buffer on each further rail.
 //!
 //! The peers' fabric names come from the bootstrap; a name is put into the address vector
 //! when the peer is first written to. Progress is manual: everything moves in `poll_input`,
@@ -16,14 +23,18 @@
 //! A peer that stops answering must not hold a rank for ever: each peer with work outstanding
 //! (sends or read pieces in flight, or a write or read the endpoint keeps refusing with
 //! EAGAIN) is watched, and one towards which nothing moved for the job's connect timeout is
-//! lost (`Error::PeerLost`), as is one whose operation completes with an error. A lost peer's
-//! registrations and waiting reads go at once, its slots as the provider hands them back;
-//! every later operation towards it fails the same way, and the other peers go on.
+//! lost (`Error::PeerLost`), as is one whose send completes with an error, or whose read
+//! fails on its last working rail. A lost peer's registrations and waiting reads go at once,
+//! its slots as the provider hands them back; every later operation towards it fails the
+//! same way, and the other peers go on.
+
+mod reads;
 
 use crate::error::Error;
 use crate::frames::{FabricRead, FrameSink, OutFrame, ReqId, Transport};
 use ferry_fabric::{Access, Completion, Endpoint, OpKind, PeerAddr, Region, Remote};
 use ferry_wire::{Frame, HEADER_LEN};
+use reads::{Offered, ReadInFlight};
 use std::collections::HashMap;
 use std::io::IoSlice;
 use std::time::{Duration, Instant};
@@ -38,6 +49,8 @@ const INJECT_MAX: usize = 256;
 /// Looks at the watched peers further apart than this mean that the rank was away (computing):
 /// the time between them does not count against a peer.
 const LOOK_GAP: Duration = Duration::from_secs(1);
+/// Most rails (endpoints) a rank opens: as many as `FERRY_RAILS` allows.
+pub(crate) const MAX_FABRIC_RAILS: usize = 16;
 
 /// Which completion a context belongs to: the top bits say the kind, the rest an index.
 const RECV_CTX: u64 = 1 << 62;
@@ -45,7 +58,8 @@ const SEND_CTX: u64 = 2 << 62;
 const READ_CTX: u64 = 3 << 62;
 const CTX_KIND: u64 = 3 << 62;
 /// A send's context also carries its slot's generation (bits 32 … 61), so that the late
-/// completion of a send to a lost peer, whose slot was taken back, is known for what it is.
+/// completion of a send to a lost peer, whose slot was taken back, is known for what it is;
+/// a read piece's context carries the piece's place among its read's pieces in flight there.
 const CTX_GEN_SHIFT: u32 = 32;
 const CTX_GEN_MASK: u64 = (1 << 30) - 1;
 const CTX_INDEX: u64 = (1 << 32) - 1;
@@ -55,10 +69,16 @@ const NO_PEER: u32 = u32::MAX;
 /// A peer as the fabric knows it.
 #[derive(Default)]
 struct FabricPeer {
-    /// Its endpoint's name, from its card.
-    name: Option<Vec<u8>>,
-    /// In the address vector once first used.
-    addr: Option<PeerAddr>,
+    /// Its endpoints' names, rail by rail, from its card (empty: not a fabric peer).
+    names: Vec<Vec<u8>>,
+    /// Each shared rail's address in the address vector, once first used.
+    addrs: Vec<Option<PeerAddr>>,
+    /// Rails (bits, by index) on which a read towards it failed: never used for it again.
+    down: u32,
+    /// Since when, and when last, each rail refused read pieces towards it (EAGAIN).
+    refusing: Vec<Option<(Instant, Instant)>>,
+    /// Buffers it announced (RTS_READ) whose reads have not started: their further rails.
+    offered: Vec<Offered>,
     /// Its process id, for the error that says it is lost.
     pid: u32,
     /// Sends (in slots) and read pieces towards it that have not completed.
@@ -82,22 +102,21 @@ impl FabricPeer {
     fn outstanding(&self) -> bool {
         self.sends > 0 || self.read_pieces > 0 || self.refused.is_some()
     }
+
+    /// Whether rail `rail` still serves reads towards it.
+    fn rail_up(&self, rail: usize) -> bool {
+        rail < self.addrs.len() && self.down & (1 << rail) == 0
+    }
 }
 
-/// A read in flight: pieces of at most the endpoint's largest message.
-struct ReadInFlight {
-    read: FabricRead,
-    /// Registration of the receive buffer (for providers that need local descriptors).
-    region: Region,
-    /// Bytes posted so far, and pieces not yet complete.
-    posted: usize,
-    pending: usize,
-}
-
-/// One rank's fabric endpoint and its slots.
+/// One rank's fabric endpoints (rail 0 first) and rail 0's slots.
 pub(crate) struct FabricTransport {
     ep: Endpoint,
+    /// The endpoints of rails 1, 2, …: reads only.
+    more: Vec<Endpoint>,
     me: u32,
+    /// This host's name, for the line that says a rail failed.
+    host: String,
     peers: Vec<FabricPeer>,
     /// How long a peer with work outstanding may go without anything moving towards it.
     patience: Duration,
@@ -118,24 +137,34 @@ pub(crate) struct FabricTransport {
     free_sends: Vec<usize>,
     send_peer: [u32; SLOTS],
     send_gen: [u64; SLOTS],
-    /// Registrations of sends whose receivers read them, by request, with the receiver.
-    exposed: HashMap<ReqId, (u32, Region)>,
+    /// Registrations of sends whose receivers read them, by request, with the receiver: one
+    /// per rail the pair shares.
+    exposed: HashMap<ReqId, (u32, Vec<Region>)>,
     reads: Vec<Option<ReadInFlight>>,
-    /// Reads the endpoint could not take yet (EAGAIN).
+    /// Reads with pieces not yet posted (the endpoint was full, or their rails busy).
     waiting_reads: Vec<usize>,
     completions: Vec<Completion>,
+    /// Bytes read over each rail (pieces completed), for the tests to see the striping.
+    #[cfg(test)]
+    read_bytes: Vec<usize>,
 }
 
 impl FabricTransport {
-    /// Opens an endpoint and posts its receives; `payload` is the largest payload of a frame,
-    /// `patience` how long a peer may leave work outstanding with nothing moving before it
-    /// counts as lost (the job's connect timeout).
+    /// Opens the transport on `rails` (rail 0 first: at least one endpoint) and posts rail 0's
+    /// receives; `payload` is the largest payload of a frame, `patience` how long a peer may
+    /// leave work outstanding with nothing moving before it counts as lost (the job's connect
+    /// timeout).
     pub(crate) fn open(
-        ep: Endpoint,
+        rails: Vec<Endpoint>,
         me: u32,
         payload: usize,
         patience: Duration,
     ) -> Result<FabricTransport, Error> {
+        let mut rails = rails.into_iter().take(MAX_FABRIC_RAILS);
+        let ep = rails.next().ok_or_else(|| {
+            Error::Transport(format!("rank {me}: a fabric transport without an endpoint"))
+        })?;
+        let more: Vec<Endpoint> = rails.collect();
         let slot = (SOURCE_LEN + HEADER_LEN + payload).min(ep.info().provider.max_msg_size);
         let inject = ep.info().provider.inject_size.min(INJECT_MAX);
         let recv_slots = vec![0u8; slot * SLOTS].into_boxed_slice();
@@ -152,9 +181,13 @@ impl FabricTransport {
             recv_region.map_err(fabric_error)?,
             send_region.map_err(fabric_error)?,
         );
+        let host = std::fs::read_to_string("/proc/sys/kernel/hostname")
+            .map_or_else(|_| "?".to_string(), |h| h.trim().to_string());
         let mut t = FabricTransport {
             ep,
+            more,
             me,
+            host,
             peers: Vec::new(),
             patience,
             watched: Vec::new(),
@@ -172,6 +205,8 @@ impl FabricTransport {
             reads: Vec::new(),
             waiting_reads: Vec::new(),
             completions: Vec::new(),
+            #[cfg(test)]
+            read_bytes: Vec::new(),
         };
         for i in 0..SLOTS {
             t.post_recv(i)?;
@@ -184,19 +219,49 @@ impl FabricTransport {
         &self.ep.info().provider.provider
     }
 
-    /// This endpoint's name, for the card.
-    pub(crate) fn name(&self) -> Result<Vec<u8>, Error> {
-        self.ep.name().map_err(fabric_error)
+    /// How many rails (endpoints) this rank has.
+    pub(crate) fn rails(&self) -> usize {
+        1 + self.more.len()
     }
 
-    /// Takes universe rank `peer`'s endpoint name and process id.
-    pub(crate) fn set_peer(&mut self, peer: u32, name: Vec<u8>, pid: u32) {
+    /// Rail `rail`'s endpoint.
+    fn rail(&mut self, rail: usize) -> &mut Endpoint {
+        match rail.checked_sub(1) {
+            Some(i) => &mut self.more[i],
+            None => &mut self.ep,
+        }
+    }
+
+    fn rail_ref(&self, rail: usize) -> &Endpoint {
+        match rail.checked_sub(1) {
+            Some(i) => &self.more[i],
+            None => &self.ep,
+        }
+    }
+
+    /// Each rail's domain (NIC) and endpoint name, rail 0 first, for the card.
+    pub(crate) fn names(&self) -> Result<Vec<(String, Vec<u8>)>, Error> {
+        (0..self.rails())
+            .map(|r| {
+                let ep = self.rail_ref(r);
+                let name = ep.name().map_err(fabric_error)?;
+                Ok((ep.info().provider.domain.clone(), name))
+            })
+            .collect()
+    }
+
+    /// Takes universe rank `peer`'s endpoint names (rail 0 first) and process id. The pair
+    /// shares as many rails as the fewer of the two has.
+    pub(crate) fn set_peer(&mut self, peer: u32, names: Vec<Vec<u8>>, pid: u32) {
         let p = peer as usize;
         if self.peers.len() <= p {
             self.peers.resize_with(p + 1, FabricPeer::default);
         }
+        let shared = names.len().min(self.rails());
         self.peers[p] = FabricPeer {
-            name: Some(name),
+            names,
+            addrs: vec![None; shared],
+            refusing: vec![None; shared],
             pid,
             ..FabricPeer::default()
         };
@@ -212,9 +277,18 @@ impl FabricTransport {
         self.eager_limit()
     }
 
-    /// Whether a wait may sleep on [`FabricTransport::wake_fd`] now (nothing is left to read).
+    /// Whether a wait may sleep on the rails' wait fds now (nothing is left to read on any).
     pub(crate) fn try_wait(&mut self) -> bool {
-        self.ep.try_wait()
+        self.ep.try_wait() && self.more.iter_mut().all(Endpoint::try_wait)
+    }
+
+    /// Every rail's completion-queue fd, when every rail has one (else none: the wait then
+    /// looks at the fabric every millisecond).
+    pub(crate) fn wake_fds(&self) -> Vec<std::os::fd::RawFd> {
+        let fds: Option<Vec<_>> = (0..self.rails())
+            .map(|r| self.rail_ref(r).wait_fd())
+            .collect();
+        fds.unwrap_or_default()
     }
 
     fn post_recv(&mut self, i: usize) -> Result<(), Error> {
@@ -233,12 +307,17 @@ impl FabricTransport {
         }
     }
 
-    /// The peer's address, put into the address vector when first used; a lost peer's error.
+    /// The peer's address on rail 0 (frames); a lost peer's error.
     fn addr(&mut self, peer: usize) -> Result<PeerAddr, Error> {
+        self.rail_addr(peer, 0)
+    }
+
+    /// The peer's address on `rail`, put into that rail's address vector when first used; a
+    /// lost peer's error.
+    fn rail_addr(&mut self, peer: usize, rail: usize) -> Result<PeerAddr, Error> {
         let me = self.me;
-        let p = self.peers.get_mut(peer).ok_or_else(|| {
-            Error::Transport(format!("rank {me}: rank {peer} has no fabric address"))
-        })?;
+        let none = || Error::Transport(format!("rank {me}: rank {peer} has no fabric address"));
+        let p = self.peers.get_mut(peer).ok_or_else(none)?;
         if let Some(why) = &p.lost {
             let (pid, detail) = (p.pid, why.clone());
             return Err(Error::PeerLost {
@@ -247,20 +326,21 @@ impl FabricTransport {
                 detail,
             });
         }
-        if let Some(addr) = p.addr {
+        if let Some(addr) = p.addrs.get(rail).copied().flatten() {
             return Ok(addr);
         }
-        let name = p.name.as_deref().ok_or_else(|| {
-            Error::Transport(format!("rank {me}: rank {peer} has no fabric address"))
-        })?;
-        let addr = self.ep.insert(name).map_err(fabric_error)?;
-        p.addr = Some(addr);
+        let name = p.names.get(rail).filter(|_| rail < p.addrs.len());
+        let name = name.ok_or_else(none)?.clone();
+        let addr = self.rail(rail).insert(&name).map_err(fabric_error)?;
+        self.peers[peer].addrs[rail] = Some(addr);
         Ok(addr)
     }
 
     /// Writes `frame` to `peer` as one message if a slot is free: true when it took it.
     fn write_frame(&mut self, peer: usize, frame: &mut OutFrame) -> Result<bool, Error> {
-        let len = SOURCE_LEN + HEADER_LEN + frame.len;
+        // An RTS_READ's message adds the buffer's further rails; a FIN ends an announcement.
+        let rails = self.announce_rails(peer, frame);
+        let len = SOURCE_LEN + HEADER_LEN + frame.len + rails.len();
         if len > self.slot {
             return Err(Error::Transport(format!(
                 "rank {}: a frame of {} B to rank {peer} exceeds the fabric's {} B",
@@ -271,14 +351,14 @@ impl FabricTransport {
         }
         let addr = self.addr(peer)?;
         if len <= self.inject {
-            return self.inject_frame((peer, addr), frame, len);
+            return self.inject_frame((peer, addr), frame, &rails);
         }
         let Some(&i) = self.free_sends.last() else {
             // Every slot is in flight: their peers' watches run, not this one's.
             return Ok(false);
         };
         let slot = &mut self.send_slots[i * self.slot..i * self.slot + len];
-        fill_message(slot, self.me, frame);
+        fill_message(slot, self.me, frame, &rails);
         let (parts, descs) = ([IoSlice::new(slot)], [self.send_region.desc()]);
         // SAFETY: the slot is registered memory of the transport's, valid as long as it and
         // left alone until the send completes (it is off the free list until then) or its
@@ -299,17 +379,18 @@ impl FabricTransport {
         Ok(true)
     }
 
-    /// Sends a frame of `len` bytes in all that the provider copies at once (`fi_inject`): no
-    /// slot, no completion to read.
+    /// Sends a frame (and `rails`, see [`FabricTransport::write_frame`]) in all that the
+    /// provider copies at once (`fi_inject`): no slot, no completion to read.
     fn inject_frame(
         &mut self,
         (peer, addr): (usize, PeerAddr),
         frame: &mut OutFrame,
-        len: usize,
+        rails: &[u8],
     ) -> Result<bool, Error> {
+        let len = SOURCE_LEN + HEADER_LEN + frame.len + rails.len();
         let mut bytes = [0u8; INJECT_MAX];
         let message = &mut bytes[..len];
-        fill_message(message, self.me, frame);
+        fill_message(message, self.me, frame, rails);
         if !self.ep.inject(addr, message).map_err(fabric_error)? {
             self.refused(peer, "fi_inject");
             return Ok(false);
@@ -319,110 +400,17 @@ impl FabricTransport {
         Ok(true)
     }
 
-    /// Registers `len` bytes at `buf` (the buffer of rendezvous send `id` to `peer`) for the
-    /// peer to read: the address and key the RTS_READ carries. Held until
-    /// [`FabricTransport::release`], or until the peer is lost.
-    pub(crate) fn expose(
-        &mut self,
-        (id, peer): (ReqId, u32),
-        buf: *const u8,
-        len: usize,
-    ) -> Result<(u64, u64), Error> {
-        self.addr(peer as usize)?;
-        // SAFETY: the send's buffer stays lent (unchanged) until the peer's FIN, which is
-        // when the registration goes (`release`).
-        let region =
-            unsafe { self.ep.register(buf, len, Access::REMOTE_READ) }.map_err(fabric_error)?;
-        let Remote { addr, key } = region.remote();
-        let at = (addr, key);
-        self.exposed.insert(id, (peer, region));
-        Ok(at)
-    }
-
-    /// The peer read send `id`: its registration goes.
-    pub(crate) fn release(&mut self, id: ReqId) {
-        self.exposed.remove(&id);
-    }
-
-    /// Starts `read` (its pieces go out as the endpoint takes them).
-    pub(crate) fn start_read(&mut self, read: FabricRead) -> Result<(), Error> {
-        self.addr(read.peer as usize)?;
-        // SAFETY: the receive buffer stays lent until the read completes, and the region is
-        // held as long as the read.
-        let region =
-            unsafe { self.ep.register(read.buf, read.len, Access::READ) }.map_err(fabric_error)?;
-        let index = match self.reads.iter().position(Option::is_none) {
-            Some(i) => i,
-            None => {
-                self.reads.push(None);
-                self.reads.len() - 1
-            }
-        };
-        self.reads[index] = Some(ReadInFlight {
-            read,
-            region,
-            posted: 0,
-            pending: 0,
-        });
-        self.waiting_reads.push(index);
-        self.post_reads()
-    }
-
-    /// Posts the pieces of waiting reads until the endpoint is full.
-    fn post_reads(&mut self) -> Result<(), Error> {
-        let piece = self.ep.info().provider.max_msg_size.max(1);
-        while let Some(&index) = self.waiting_reads.first() {
-            let Some(peer) = self.reads[index].as_ref().map(|r| r.read.peer) else {
-                self.waiting_reads.remove(0);
-                continue;
-            };
-            let addr = self.addr(peer as usize)?;
-            let Some(r) = self.reads[index].as_mut() else {
-                self.waiting_reads.remove(0);
-                continue;
-            };
-            while r.posted < r.read.len {
-                let n = piece.min(r.read.len - r.posted);
-                // SAFETY: `posted + n ≤ len`, inside the receive buffer lent until completion.
-                let local = unsafe { r.read.buf.add(r.posted) };
-                let remote = r.read.remote_addr + r.posted as u64;
-                let ctx = READ_CTX | index as u64;
-                let remote = Remote {
-                    addr: remote,
-                    key: r.read.key,
-                };
-                // SAFETY: `local` has `n` bytes of the receive buffer, registered in
-                // `r.region` and lent until the read completes.
-                let took = unsafe { (self.ep).read(addr, local, n, r.region.desc(), remote, ctx) }
-                    .map_err(fabric_error)?;
-                if !took {
-                    // The endpoint is full: the rest goes from a later pass.
-                    self.refused(peer as usize, "fi_read");
-                    return Ok(());
-                }
-                r.posted += n;
-                r.pending += 1;
-                let p = &mut self.peers[peer as usize];
-                p.read_pieces += 1;
-                p.moved = true;
-                if !p.watched {
-                    p.watched = true;
-                    self.watched.push(peer);
-                }
-            }
-            self.waiting_reads.remove(0);
-        }
-        Ok(())
-    }
-
-    /// Reads the completion queue: frames go to `sink`, finished reads complete their
-    /// receives. Whether anything moved.
     /// One read of the queue a pass: each read drives the provider's progress (a system call
     /// on socket providers), so a pass that found something hands it up at once rather than
     /// reading again to see the queue empty.
     fn read_completions(&mut self, sink: &mut dyn FrameSink) -> Result<bool, Error> {
         self.completions.clear();
-        let moved = self.ep.poll(&mut self.completions).map_err(fabric_error)? > 0;
+        let mut moved = self.ep.poll(&mut self.completions).map_err(fabric_error)? > 0;
+        for ep in &mut self.more {
+            // A rail's endpoint must be polled for its reads to move, and, with manual
+            // progress, for a peer's reads of this rank's memory to be served.
+            moved |= ep.poll(&mut self.completions).map_err(fabric_error)? > 0;
+        }
         let done = std::mem::take(&mut self.completions);
         let mut failed = Ok(());
         for c in &done {
@@ -487,42 +475,6 @@ impl FabricTransport {
             _ => Ok(()),
         }
     }
-
-    /// A piece of read `index` completed: the read's receive is done once every piece is; a
-    /// read from a lost peer goes, with its registration, once no piece is in flight.
-    fn read_completed(
-        &mut self,
-        index: usize,
-        c: &Completion,
-        sink: &mut dyn FrameSink,
-    ) -> Result<(), Error> {
-        let Some(r) = self.reads.get_mut(index).and_then(Option::as_mut) else {
-            return Ok(());
-        };
-        let (peer, id) = (r.read.peer, r.read.id);
-        r.pending = r.pending.saturating_sub(1);
-        let finished = r.pending == 0 && r.posted == r.read.len;
-        let idle = r.pending == 0;
-        let p = &mut self.peers[peer as usize];
-        p.read_pieces = p.read_pieces.saturating_sub(1);
-        if p.lost.is_some() {
-            if idle {
-                self.reads[index] = None;
-            }
-            return Ok(());
-        }
-        if let Err(e) = &c.result {
-            let detail = format!("a fabric read ({}) failed: {e}", self.provider());
-            return Err(self.lose(peer as usize, detail));
-        }
-        p.moved = true;
-        if finished {
-            self.reads[index] = None;
-            sink.read_done(peer, id)?;
-        }
-        Ok(())
-    }
-
     /// Something towards `peer` moved: an operation was taken or completed, a message came.
     fn moved(&mut self, peer: usize) {
         if let Some(p) = self.peers.get_mut(peer) {
@@ -617,6 +569,7 @@ impl FabricTransport {
         let pid = self.peers.get(peer).map_or(0, |p| p.pid);
         if let Some(p) = self.peers.get_mut(peer) {
             (p.lost, p.refused, p.sends) = (Some(detail.clone()), None, 0);
+            p.offered.clear();
         }
         for i in 0..SLOTS {
             if self.send_peer[i] as usize == peer {
@@ -660,20 +613,41 @@ impl FabricTransport {
         let mut source = [0u8; SOURCE_LEN];
         source.copy_from_slice(&slot[..SOURCE_LEN]);
         let peer = u32::from_le_bytes(source);
-        if peer as usize >= self.peers.len() || self.peers[peer as usize].name.is_none() {
+        if peer as usize >= self.peers.len() || self.peers[peer as usize].names.is_empty() {
             return Err(bad(format!(
                 "a fabric message claims to come from rank {peer}, not a fabric peer"
             )));
         }
-        let payload = &slot[SOURCE_LEN + HEADER_LEN..];
-        let frame = Frame::decode(&slot[SOURCE_LEN..], payload.len() as u64)
+        let body = &slot[SOURCE_LEN + HEADER_LEN..];
+        let frame = Frame::decode(&slot[SOURCE_LEN..], body.len() as u64)
             .map_err(|e| bad(format!("a fabric message from rank {peer}: {e}")))?;
-        if frame.payload_len() != payload.len() as u64 {
+        let declared = frame.payload_len().min(body.len() as u64) as usize;
+        let (payload, rails) = body.split_at(declared);
+        let rts_read = matches!(frame, Frame::RtsRead { .. });
+        if frame.payload_len() != payload.len() as u64 || (!rts_read && !rails.is_empty()) {
             return Err(bad(format!(
                 "a fabric message from rank {peer} holds {} payload bytes, its frame says {}",
-                payload.len(),
+                body.len(),
                 frame.payload_len()
             )));
+        }
+        if let Frame::RtsRead {
+            send_id,
+            remote_addr,
+            ..
+        } = frame
+        {
+            // The payload's length was checked above: the 8-byte key.
+            let key = <[u8; 8]>::try_from(payload).unwrap_or_default();
+            let rail0 = Remote {
+                addr: remote_addr,
+                key: u64::from_le_bytes(key),
+            };
+            let offer = reads::offered(send_id, rail0, rails)
+                .map_err(|e| bad(format!("an RTS_READ from rank {peer}: {e}")))?;
+            if let Some(offer) = offer {
+                self.peers[peer as usize].offered.push(offer);
+            }
         }
         self.peers[peer as usize].moved = true;
         let mut incoming = sink.begin_frame(peer, &frame)?;
@@ -692,23 +666,26 @@ impl Transport for FabricTransport {
         self.write_frame(peer, frame)
     }
 
-    /// The completion queue's wait object, if the provider has one (sleep on it only after
-    /// [`FabricTransport::try_wait`]).
+    /// Rail 0's completion queue's wait object, if every rail has one (sleep on them all, see
+    /// [`FabricTransport::wake_fds`], only after [`FabricTransport::try_wait`]).
     fn wake_fd(&self) -> Option<std::os::fd::RawFd> {
-        self.ep.wait_fd()
+        let every = self.more.iter().all(|ep| ep.wait_fd().is_some());
+        self.ep.wait_fd().filter(|_| every)
     }
 }
 
 /// Writes a frame as a fabric message into `message` (exactly its length): the sender's rank,
-/// the header, the payload.
-fn fill_message(message: &mut [u8], me: u32, frame: &OutFrame) {
+/// the header, the payload, then `rails` (an RTS_READ's further rails).
+fn fill_message(message: &mut [u8], me: u32, frame: &OutFrame, rails: &[u8]) {
+    let end = SOURCE_LEN + HEADER_LEN + frame.len;
     message[..SOURCE_LEN].copy_from_slice(&me.to_le_bytes());
     message[SOURCE_LEN..SOURCE_LEN + HEADER_LEN].copy_from_slice(&frame.header);
     if frame.len > 0 {
         // SAFETY: a queued frame's payload is valid for `len` bytes until it is written.
         let payload = unsafe { std::slice::from_raw_parts(frame.payload, frame.len) };
-        message[SOURCE_LEN + HEADER_LEN..].copy_from_slice(payload);
+        message[SOURCE_LEN + HEADER_LEN..end].copy_from_slice(payload);
     }
+    message[end..].copy_from_slice(rails);
 }
 
 fn fabric_error(e: ferry_fabric::FabricError) -> Error {
@@ -716,259 +693,4 @@ fn fabric_error(e: ferry_fabric::FabricError) -> Error {
 }
 
 #[cfg(test)]
-mod tests {
-    //! Endpoints of one process on libfabric's `tcp` provider over loopback: a peer whose
-    //! endpoint is closed is lost within the patience given, and the others still talk.
-    //! Without libfabric the tests say so and pass.
-
-    use super::*;
-    use crate::frames::{Arrival, Incoming};
-    use ferry_fabric::{EndpointSpec, Library};
-
-    /// Long enough that only a hang reaches it.
-    const DEADLINE: Duration = Duration::from_secs(60);
-    /// The patience of the transports under test: short, so that a test ends soon.
-    const PATIENCE: Duration = Duration::from_millis(300);
-    const LOST_PID: u32 = 4242;
-
-    fn endpoint() -> Option<Endpoint> {
-        let lib = match Library::load() {
-            Ok(lib) => lib,
-            Err(e) => {
-                eprintln!("skipped: libfabric cannot be loaded: {e}");
-                return None;
-            }
-        };
-        let spec = EndpointSpec {
-            provider: Some("tcp".into()),
-            domain: Some("lo".into()),
-            ..EndpointSpec::default()
-        };
-        match Endpoint::open(&lib, &spec) {
-            Ok(ep) => Some(ep),
-            Err(e) => {
-                eprintln!("skipped: no tcp endpoint on lo: {e}");
-                None
-            }
-        }
-    }
-
-    fn transport(me: u32) -> Option<FabricTransport> {
-        Some(FabricTransport::open(endpoint()?, me, 1024, PATIENCE).expect("transport"))
-    }
-
-    /// The name of an endpoint that was opened and closed again: nothing answers there.
-    fn closed_name() -> Vec<u8> {
-        let ep = endpoint().expect("a second endpoint");
-        ep.name().expect("its name")
-    }
-
-    /// Records the frames that arrive, by sender.
-    #[derive(Default)]
-    struct Arrived(Vec<(u32, u64)>);
-
-    impl FrameSink for Arrived {
-        fn begin_frame(&mut self, _peer: u32, _frame: &Frame) -> Result<Incoming, Error> {
-            Ok(Incoming {
-                ptr: std::ptr::null_mut(),
-                cap: 0,
-                arrival: Arrival::Discard,
-            })
-        }
-        fn end_frame(&mut self, peer: u32, frame: &Frame, _: Incoming) -> Result<(), Error> {
-            self.0.push((peer, frame.payload_len()));
-            Ok(())
-        }
-        fn read_done(&mut self, _peer: u32, _id: ReqId) -> Result<(), Error> {
-            Ok(())
-        }
-    }
-
-    fn frame(payload: &[u8]) -> OutFrame {
-        OutFrame {
-            header: Frame::eager_header(1, 7, payload.len() as u64),
-            payload: payload.as_ptr(),
-            len: payload.len(),
-            sent: 0,
-            complete: None,
-            owned: None,
-        }
-    }
-
-    /// Writes frames of `payload` to `peer` and polls until an error comes.
-    fn write_until_error(t: &mut FabricTransport, peer: usize, payload: &[u8]) -> Error {
-        let begin = Instant::now();
-        let mut sink = Arrived::default();
-        let mut out = frame(payload);
-        loop {
-            match t.try_write(peer, &mut out) {
-                Ok(true) => out = frame(payload),
-                Ok(false) => {}
-                Err(e) => return e,
-            }
-            if let Err(e) = t.poll_input(&mut sink) {
-                return e;
-            }
-            assert!(begin.elapsed() < DEADLINE, "no error for a closed endpoint");
-        }
-    }
-
-    fn assert_lost(e: &Error, rank: usize) -> String {
-        match e {
-            Error::PeerLost {
-                rank: r,
-                pid,
-                detail,
-            } if *r == rank && *pid == LOST_PID => {
-                assert!(detail.contains("tcp"), "names the provider: {detail}");
-                detail.clone()
-            }
-            other => panic!("expected rank {rank} lost, got {other:?}"),
-        }
-    }
-
-    fn writes_to_a_closed_endpoint_lose_its_rank(payload: &[u8]) {
-        let Some(mut t) = transport(0) else { return };
-        t.set_peer(1, closed_name(), LOST_PID);
-        let detail = assert_lost(&write_until_error(&mut t, 1, payload), 1);
-        // The operation is named: a stall names the call, a failed completion says so.
-        assert!(
-            detail.contains("fi_") || detail.contains("failed"),
-            "names the operation: {detail}"
-        );
-        // Every later operation towards it fails the same way, at once.
-        let again = t.try_write(1, &mut frame(payload)).expect_err("still lost");
-        assert_eq!(assert_lost(&again, 1), detail);
-    }
-
-    #[test]
-    fn an_inject_over_fabric_to_a_closed_endpoint_loses_its_rank() {
-        writes_to_a_closed_endpoint_lose_its_rank(&[5; 8]);
-    }
-
-    #[test]
-    fn a_slot_send_over_fabric_to_a_closed_endpoint_loses_its_rank() {
-        writes_to_a_closed_endpoint_lose_its_rank(&[5; 1000]);
-    }
-
-    /// Writes `count` frames of `payload` from `a` to `to` while both poll, until `b` has them.
-    fn exchange(a: &mut FabricTransport, b: &mut FabricTransport, to: usize, payload: &[u8]) {
-        let (count, from) = (20, a.me);
-        let (mut at_a, mut at_b) = (Arrived::default(), Arrived::default());
-        let begin = Instant::now();
-        let mut written = 0;
-        let mut out = frame(payload);
-        while at_b.0.len() < count {
-            if written < count && a.try_write(to, &mut out).expect("write") {
-                written += 1;
-                out = frame(payload);
-            }
-            a.poll_input(&mut at_a).expect("poll the sender");
-            b.poll_input(&mut at_b).expect("poll the receiver");
-            assert!(
-                begin.elapsed() < DEADLINE,
-                "{} of {count} frames",
-                at_b.0.len()
-            );
-        }
-        assert!(at_b.0.iter().all(|&f| f == (from, payload.len() as u64)));
-    }
-
-    #[test]
-    fn over_fabric_the_survivors_still_talk_after_a_peer_is_lost() {
-        let Some(mut a) = transport(0) else { return };
-        let mut b = transport(1).expect("a second transport");
-        a.set_peer(1, b.name().expect("b's name"), 11);
-        a.set_peer(2, closed_name(), LOST_PID);
-        b.set_peer(0, a.name().expect("a's name"), 10);
-        let (small, large) = ([3u8; 8], [4u8; 1000]);
-        exchange(&mut a, &mut b, 1, &small);
-
-        assert_lost(&write_until_error(&mut a, 2, &large), 2);
-        // A read from the lost rank is refused before it registers anything.
-        let mut buf = [0u8; 64];
-        let read = FabricRead {
-            id: 9,
-            peer: 2,
-            remote_addr: 0,
-            key: 0,
-            buf: buf.as_mut_ptr(),
-            len: buf.len(),
-        };
-        assert_lost(&a.start_read(read).expect_err("lost"), 2);
-        assert!(a.reads.iter().all(Option::is_none));
-
-        exchange(&mut a, &mut b, 1, &small);
-        exchange(&mut a, &mut b, 1, &large);
-        exchange(&mut b, &mut a, 0, &large);
-    }
-
-    #[test]
-    fn over_fabric_a_peer_that_closes_its_endpoint_mid_job_is_lost() {
-        let Some(mut a) = transport(0) else { return };
-        let mut b = transport(1).expect("a second transport");
-        a.set_peer(1, b.name().expect("b's name"), LOST_PID);
-        b.set_peer(0, a.name().expect("a's name"), 10);
-        let large = [4u8; 1000];
-        exchange(&mut a, &mut b, 1, &large);
-        drop(b);
-        let detail = assert_lost(&write_until_error(&mut a, 1, &large), 1);
-        assert!(detail.contains("send"), "names the operation: {detail}");
-        // Its slots are back at once; the sends still in flight to it complete later (failed),
-        // and say nothing more.
-        assert_eq!((a.free_sends.len(), a.peers[1].sends), (SLOTS, 0));
-        let begin = Instant::now();
-        while a.ep.in_flight() > SLOTS {
-            a.poll_input(&mut Arrived::default())
-                .expect("no second error for a lost peer");
-            assert!(begin.elapsed() < DEADLINE, "{} in flight", a.ep.in_flight());
-        }
-    }
-
-    #[test]
-    fn over_fabric_time_away_from_the_library_does_not_count_against_a_peer() {
-        let Some(mut t) = transport(0) else { return };
-        t.set_peer(1, closed_name(), LOST_PID);
-        let mut sink = Arrived::default();
-        let payload = [5u8; 8];
-        if t.try_write(1, &mut frame(&payload))
-            .expect("refused, not failed")
-        {
-            eprintln!("skipped: the provider took a message to a closed endpoint");
-            return;
-        }
-        t.poll_input(&mut sink).expect("a first look");
-        assert!(!t.try_write(1, &mut frame(&payload)).expect("refused again"));
-        // The rank computes, away from the library, for longer than the patience.
-        std::thread::sleep(LOOK_GAP + PATIENCE);
-        t.poll_input(&mut sink)
-            .expect("the time away is not counted");
-        // Looking on, it is lost (a hang would end at the deadline).
-        assert_lost(&write_until_error(&mut t, 1, &payload), 1);
-    }
-
-    #[test]
-    fn over_fabric_a_peer_that_stops_answering_is_lost_and_its_slots_serve_the_others() {
-        let Some(mut a) = transport(0) else { return };
-        let mut b = transport(1).expect("a second transport");
-        let mut c = transport(2).expect("a third transport");
-        a.set_peer(1, b.name().expect("b's name"), LOST_PID);
-        a.set_peer(2, c.name().expect("c's name"), 12);
-        b.set_peer(0, a.name().expect("a's name"), 10);
-        c.set_peer(0, a.name().expect("a's name"), 10);
-        let large = [4u8; 1000];
-        exchange(&mut a, &mut b, 1, &large);
-        exchange(&mut a, &mut c, 2, &large);
-        // b is open but no longer polled, as a stopped process: frames to it fill the slots,
-        // then nothing completes.
-        let detail = assert_lost(&write_until_error(&mut a, 1, &large), 1);
-        assert!(
-            detail.contains("fi_sendv") && detail.contains("without a completion"),
-            "{detail}"
-        );
-        assert_eq!(a.free_sends.len(), SLOTS, "its slots are taken back");
-        exchange(&mut a, &mut c, 2, &large);
-        exchange(&mut c, &mut a, 0, &large);
-        drop(b);
-    }
-}
+mod tests;
