@@ -102,8 +102,12 @@ impl ReadInFlight {
 
     /// The next piece to read, at most `most` bytes.
     fn take_piece(&mut self, most: usize) -> Option<(usize, usize)> {
-        if let Some(piece) = self.retry.pop() {
-            return Some(piece);
+        if let Some((at, len)) = self.retry.pop() {
+            // A piece sized for another rail may be too large for this one.
+            if len > most {
+                self.retry.push((at + most, len - most));
+            }
+            return Some((at, len.min(most)));
         }
         let len = most.min(self.read.len - self.next);
         (len > 0).then(|| {
