@@ -12,6 +12,10 @@
 //!   others over TCP, and say why; the job runs;
 //! - a rank killed while a peer on another host reads a 256 MiB message from it ends the job,
 //!   naming it;
+//! - two hosts with two NICs each (two bridges, two subnets): a pair has two rails
+//!   (`--show-paths` names them), 16 MiB messages checked byte by byte go over both (bytes
+//!   counted on each interface), and with one rail cut mid-stream (its packets answered with
+//!   a TCP reset) the stream finishes over the other, correct, the rank saying so once;
 //! - in a job of two hosts, a rank killed (SIGKILL) while its peer waits in a receive from it
 //!   over the fabric ends the job at once, naming it, never at the job's timeout; and a rank
 //!   stopped (SIGSTOP) in the middle of a stream is lost by its peer after the connect timeout.
@@ -55,9 +59,35 @@ impl Hosts {
     }
 }
 
-/// The testbed of a test; `test` (a letter) keeps the namespaces of tests running at once
-/// apart.
+/// The testbed of a test on the three hosts of `hosts3.toml`; `test` (a letter) keeps the
+/// namespaces of tests running at once apart.
 fn up(test: char) -> Option<Hosts> {
+    up_on(
+        test,
+        Topology::load(&grid_file("hosts3.toml")).expect("the grid file parses"),
+    )
+}
+
+/// Two hosts, each with two NICs on two bridges and subnets: `eth0` on the WAN
+/// (198.18.0.0/15) and `rail1` on a link of their own (10.203.0.0/24).
+const TWO_NICS: &str = r#"
+[[cluster]]
+name = "h"
+kind = "public"
+[[cluster.link]]
+subnet = "10.203.0.0/24"
+[[cluster.host]]
+name = "h1"
+addr = "198.18.1.1"
+rails = ["10.203.0.1"]
+[[cluster.host]]
+name = "h2"
+addr = "198.18.1.2"
+rails = ["10.203.0.2"]
+"#;
+
+/// The testbed of a test on `topology`.
+fn up_on(test: char, topology: Topology) -> Option<Hosts> {
     if !libfabric_here() {
         eprintln!("skipped: libfabric.so.1 is not installed (apt-get install libfabric1)");
         return None;
@@ -66,7 +96,6 @@ fn up(test: char) -> Option<Hosts> {
         eprintln!("skipped: {e}");
         return None;
     }
-    let topology = Topology::load(&grid_file("hosts3.toml")).expect("the grid file parses");
     let prefix = format!("fy{}fb{test}-", std::process::id());
     let tb =
         Testbed::up_with(&topology, &prefix, &UpOptions::with_ssh()).expect("testbed up --ssh");
@@ -217,4 +246,186 @@ fn a_stopped_rank_is_lost_by_its_peer_over_the_fabric() {
         "ended by its timeout after {took:?}: {}",
         show(&out)
     );
+}
+
+const TWO: &[&str] = &["--hosts", "h1:1,h2:1", "-n", "2"];
+/// Messages of the rail tests: large enough to be striped into many pieces.
+const SIXTEEN_MIB: &str = "16777216";
+
+impl Hosts {
+    /// The rails of the pair r0, r1 (on h1 and h2), rail 0 first, as `--show-paths` names
+    /// them (`ofi:tcp;ofi_rxm: r0 <-> r1 (2 rails: rail1, eth0)`: libfabric's order).
+    fn rails(&self, check: &str) -> Vec<String> {
+        let out = self.output(&[TWO, &["--show-paths", check, "routes"]].concat());
+        assert!(out.status.success(), "{}", show(&out));
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        let rails = stdout
+            .lines()
+            .find_map(|l| l.strip_prefix("ofi:tcp;ofi_rxm: r0 <-> r1 (2 rails: "))
+            .and_then(|l| l.strip_suffix(')'));
+        let rails = rails.unwrap_or_else(|| panic!("two rails named: {}", show(&out)));
+        rails.split(", ").map(str::to_string).collect()
+    }
+
+    /// Bytes sent so far on `host`'s interface `dev`, as its kernel counts them.
+    fn tx_bytes(&self, host: &str, dev: &str) -> u64 {
+        let ns = self.tb.namespace(host).expect("the host's namespace");
+        let path = format!("/sys/class/net/{dev}/statistics/tx_bytes");
+        let out = Command::new("ip")
+            .args(["netns", "exec", ns, "cat", &path])
+            .output()
+            .expect("ip netns exec runs");
+        assert!(out.status.success(), "{}", show(&out));
+        let text = String::from_utf8_lossy(&out.stdout);
+        text.trim()
+            .parse()
+            .unwrap_or_else(|e| panic!("{path}: {text:?}: {e}"))
+    }
+
+    /// Runs `iptables ARGS…` in `host`'s namespace.
+    fn iptables(&self, host: &str, args: &[&str]) {
+        let ns = self.tb.namespace(host).expect("the host's namespace");
+        let out = Command::new("ip")
+            .args(["netns", "exec", ns, "iptables"])
+            .args(args)
+            .output()
+            .expect("ip netns exec runs");
+        assert!(out.status.success(), "iptables {args:?}: {}", show(&out));
+    }
+}
+
+/// Two hosts with two NICs each: the pair's two rails are named, and a stream of 16 MiB
+/// messages (checked byte by byte by its receiver) leaves the sender's host over both NICs.
+/// With `FERRY_RAILS=1` the same stream keeps to one; both rates go to stderr (the figures
+/// of docs/fabric.md).
+#[test]
+fn over_two_nics_a_pair_has_two_fabric_rails_and_large_messages_use_both() {
+    let Some(hosts) = up_on(
+        'r',
+        Topology::parse("two-nics.toml", TWO_NICS).expect("parses"),
+    ) else {
+        return;
+    };
+    let check = example("check");
+    let check = check.to_str().expect("a UTF-8 path");
+
+    let mut rails = hosts.rails(check);
+    rails.sort();
+    assert_eq!(rails, ["eth0", "rail1"]);
+
+    let count = 32u64;
+    // Unset, FERRY_RAILS lets a rank take every NIC; 1 keeps it to the first.
+    for rails in ["", "1"] {
+        let before = [hosts.tx_bytes("h1", "eth0"), hosts.tx_bytes("h1", "rail1")];
+        let setting = match rails {
+            "" => "-u FERRY_RAILS".to_string(),
+            r => format!("FERRY_RAILS={r}"),
+        };
+        let script = format!("exec env {setting} {check} stream {SIXTEEN_MIB} {count}");
+        let out = hosts.output(&[TWO, &["sh", "-c", &script]].concat());
+        assert!(out.status.success(), "{}", show(&out));
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        let ok = stdout.lines().find(|l| l.starts_with("stream ok"));
+        assert!(ok.is_some(), "{}", show(&out));
+        let sent = [
+            hosts.tx_bytes("h1", "eth0") - before[0],
+            hosts.tx_bytes("h1", "rail1") - before[1],
+        ];
+        let total = count * (16 << 20);
+        eprintln!(
+            "FERRY_RAILS={rails:?}: {} (h1 sent eth0 {} B, rail1 {} B)",
+            ok.unwrap_or(""),
+            sent[0],
+            sent[1]
+        );
+        assert!(
+            sent[0] + sent[1] >= total,
+            "{sent:?} of {total} B: {}",
+            show(&out)
+        );
+        if rails.is_empty() {
+            // Each rail carried a good share (a quarter at least) of the bytes.
+            assert!(
+                sent.iter().all(|&b| b >= total / 4),
+                "{sent:?}: {}",
+                show(&out)
+            );
+        } else {
+            let quiet = sent.iter().min().copied().unwrap_or(0);
+            assert!(
+                quiet < total / 100,
+                "one rail only: {sent:?}: {}",
+                show(&out)
+            );
+        }
+    }
+}
+
+/// Rank 0 (on h1) streams 16 MiB messages to rank 1 (on h2), which reads them over both
+/// rails; once the stream runs, h1 answers every packet of the fabric that comes in on the
+/// NIC of rail 1 with a TCP reset (the fabric's ports are set apart with the tcp provider's
+/// port range, so that ssh and the launcher's connections on that NIC go on). Rank 1's reads
+/// there fail; they are read again over rail 0, rank 1 says so once, and the stream ends with
+/// every message correct.
+#[test]
+fn a_fabric_rail_cut_mid_stream_leaves_the_job_finishing_over_the_other() {
+    let Some(hosts) = up_on(
+        'c',
+        Topology::parse("two-nics.toml", TWO_NICS).expect("parses"),
+    ) else {
+        return;
+    };
+    let check = example("check");
+    let check = check.to_str().expect("a UTF-8 path");
+    // The rail to cut: rail 1 (rail 0 carries the frames).
+    let cut = hosts.rails(check).pop().expect("two rails");
+    let (count, ports) = ("200", "31000:31999");
+    let script = format!(
+        "exec env FI_TCP_PORT_LOW_RANGE=31000 FI_TCP_PORT_HIGH_RANGE=31999 {check} stream {SIXTEEN_MIB} {count} 1"
+    );
+    let mut child = hosts
+        .run(&[TWO, &["sh", "-c", &script]].concat())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("ferry runs");
+    let stdout = child.stdout.take().expect("piped");
+    let stderr = child.stderr.take().expect("piped");
+    let errors = std::thread::spawn(move || std::io::read_to_string(stderr).unwrap_or_default());
+    let mut lines = std::io::BufRead::lines(std::io::BufReader::new(stdout));
+    let mut seen = Vec::new();
+    // Cut once the stream runs (its first window is in).
+    for line in lines.by_ref() {
+        let line = line.unwrap_or_default();
+        let started = line.starts_with("stream progress");
+        seen.push(line);
+        if started {
+            break;
+        }
+    }
+    for side in ["--dport", "--sport"] {
+        let rule = ["-A", "INPUT", "-i", &cut, "-p", "tcp", side, ports];
+        hosts.iptables(
+            "h1",
+            &[&rule[..], &["-j", "REJECT", "--reject-with", "tcp-reset"]].concat(),
+        );
+    }
+    seen.extend(lines.map(Result::unwrap_or_default));
+    let status = child.wait().expect("ferry ends");
+    let (stdout, stderr) = (seen.join("\n"), errors.join().unwrap_or_default());
+    let show = format!("status {status:?}\nstdout:\n{stdout}\nstderr:\n{stderr}");
+    assert!(status.success(), "{show}");
+    assert!(
+        stdout.contains(&format!("stream ok: {count} x {SIXTEEN_MIB} bytes")),
+        "{show}"
+    );
+    let said = stderr
+        .matches(&format!(
+            "fabric rail 1 ({cut}, tcp;ofi_rxm) to rank 0 failed"
+        ))
+        .count();
+    assert_eq!(said, 1, "said once: {show}");
+    let line = stderr.lines().find(|l| l.contains("fabric rail 1"));
+    eprintln!("{}", line.unwrap_or_default());
+    assert!(stderr.contains("rank 1 (host h2)"), "{show}");
 }
