@@ -115,7 +115,8 @@ fn open_endpoint(
 
 /// The domains (NICs) of `chosen`'s provider to open rails on, in libfabric's order, each
 /// once, loopback left out (it reaches no other host): `wanted` of them, else every one (as
-/// many as ferry has rails). A host with no other domain keeps `chosen`'s.
+/// many as ferry has rails). A domain known only by an IPv6 link-local address is left out
+/// too. A host with no other domain keeps `chosen`'s.
 fn rail_domains(
     candidates: &[ProviderInfo],
     chosen: &ProviderInfo,
@@ -123,7 +124,7 @@ fn rail_domains(
 ) -> Vec<String> {
     let mut domains: Vec<String> = Vec::new();
     for p in candidates.iter().filter(|p| p.provider == chosen.provider) {
-        if !loopback(p) && !domains.contains(&p.domain) {
+        if !loopback(p) && !link_local(p) && !domains.contains(&p.domain) {
             domains.push(p.domain.clone());
         }
     }
@@ -136,6 +137,13 @@ fn rail_domains(
             .clamp(1, MAX_FABRIC_RAILS),
     );
     domains
+}
+
+/// A socket provider's fabric of IPv6 link-local addresses only: an interface without an
+/// address of its own (a bridge, a container's link) shows up so, and reaches no other host
+/// by that address. Its other fabrics (an IPv4 subnet) still count.
+fn link_local(p: &ProviderInfo) -> bool {
+    p.fabric.starts_with("fe80:")
 }
 
 /// A loopback domain: `lo`, or a socket provider's fabric on a loopback subnet.
@@ -340,6 +348,12 @@ mod tests {
             info("lo", "::1/128"),
         ];
         assert_eq!(rail_domains(&list, &list[0], None), ["eth0", "eth1"]);
+        let bridge = [
+            list[0].clone(),
+            info("docker0", "fe80::/64"),
+            list[3].clone(),
+        ];
+        assert_eq!(rail_domains(&bridge, &bridge[0], None), ["eth0", "eth1"]);
         assert_eq!(rail_domains(&list, &list[0], Some(1)), ["eth0"]);
         assert_eq!(rail_domains(&list, &list[0], Some(4)), ["eth0", "eth1"]);
         let only_lo = [info("lo", "127.0.0.1/32")];
