@@ -13,7 +13,8 @@
 //! - a rank killed while a peer on another host reads a 256 MiB message from it ends the job,
 //!   naming it;
 //! - two hosts with two NICs each (two bridges, two subnets): a pair has two rails
-//!   (`--show-paths` names them), 16 MiB messages checked byte by byte go over both (bytes
+//!   (`--show-paths` names them), four ranks exchange checked messages up to 16 MiB and
+//!   truncate short receives, 16 MiB messages checked byte by byte go over both (bytes
 //!   counted on each interface), and with one rail cut mid-stream (its packets answered with
 //!   a TCP reset) the stream finishes over the other, correct, the rank saying so once;
 //! - in a job of two hosts, a rank killed (SIGKILL) while its peer waits in a receive from it
@@ -294,7 +295,8 @@ impl Hosts {
     }
 }
 
-/// Two hosts with two NICs each: the pair's two rails are named, and a stream of 16 MiB
+/// Two hosts with two NICs each: the pair's two rails are named, every pair of four ranks
+/// exchanges checked messages up to 16 MiB, short receives behave, and a stream of 16 MiB
 /// messages (checked byte by byte by its receiver) leaves the sender's host over both NICs.
 /// With `FERRY_RAILS=1` the same stream keeps to one; both rates go to stderr (the figures
 /// of docs/fabric.md).
@@ -312,6 +314,19 @@ fn over_two_nics_a_pair_has_two_fabric_rails_and_large_messages_use_both() {
     let mut rails = hosts.rails(check);
     rails.sort();
     assert_eq!(rails, ["eth0", "rail1"]);
+
+    // Two ranks a host: every pair exchanges checked messages up to 16 MiB (reads striped
+    // between the hosts, several at once), and short receives read only what they take.
+    let four: &[&str] = &["--hosts", "h1:2,h2:2", "-n", "4"];
+    let out = hosts.output(&[four, &["--tag-output", check, "allpairs", SIXTEEN_MIB]].concat());
+    assert!(out.status.success(), "{}", show(&out));
+    assert!(
+        String::from_utf8_lossy(&out.stdout).contains("[0] allpairs ok: 4 ranks"),
+        "{}",
+        show(&out)
+    );
+    let out = hosts.output(&[four, &[check, "truncate"]].concat());
+    assert!(out.status.success(), "{}", show(&out));
 
     let count = 32u64;
     // Unset, FERRY_RAILS lets a rank take every NIC; 1 keeps it to the first.
