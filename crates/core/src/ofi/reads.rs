@@ -280,7 +280,7 @@ impl FabricTransport {
             if r.retry.is_empty() && r.next >= r.read.len {
                 return Ok(Posting::Done);
             }
-            let (peer, striped) = (r.read.peer as usize, r.remotes.len() > 1);
+            let (peer, offered) = (r.read.peer as usize, r.remotes.len());
             let Some(rail) = self.pick_rail(index, refused) else {
                 return Ok(if refused == 0 {
                     Posting::Busy
@@ -289,66 +289,92 @@ impl FabricTransport {
                 });
             };
             let addr = self.rail_addr(peer, rail)?;
-            let ep = match rail.checked_sub(1) {
-                Some(i) => &mut self.more[i],
-                None => &mut self.ep,
-            };
-            let Some(r) = self.reads[index].as_mut() else {
-                return Ok(Posting::Done);
-            };
-            if r.regions[rail].is_none() {
-                // SAFETY: the receive buffer stays lent until the read completes, and the
-                // region is held as long as the read.
-                let region = unsafe { ep.register(r.read.buf, r.read.len, Access::READ) };
-                r.regions[rail] = Some(region.map_err(fabric_error)?);
-            }
-            let most = ep.info().provider.max_msg_size.max(1);
-            let most = if striped {
-                most.min(STRIPE_PIECE)
-            } else {
-                most
-            };
-            let Some((at, len)) = r.take_piece(most) else {
-                return Ok(Posting::Done);
-            };
-            let place = match r.flying.iter().position(Option::is_none) {
-                Some(i) => i,
-                None => {
-                    r.flying.push(None);
-                    r.flying.len() - 1
+            match self.post_piece(index, rail, addr) {
+                Ok(Some(true)) => {
+                    let p = &mut self.peers[peer];
+                    (p.refusing[rail], p.moved) = (None, true);
+                    p.read_pieces += 1;
+                    self.watch(peer);
                 }
-            };
-            let ctx = READ_CTX | (place as u64) << CTX_GEN_SHIFT | index as u64;
-            let remote = Remote {
-                addr: r.remotes[rail].addr + at as u64,
-                key: r.remotes[rail].key,
-            };
-            let desc = r.regions[rail].as_ref().map(Region::desc);
-            let desc = desc.ok_or_else(|| fabric_error(unregistered()))?;
-            // SAFETY: `at + len ≤ read.len`, inside the receive buffer, registered in the
-            // rail's region and lent until the read completes.
-            let local = unsafe { r.read.buf.add(at) };
-            // SAFETY: as above.
-            let took = unsafe { ep.read(addr, local, len, desc, remote, ctx) };
-            if !took.map_err(fabric_error)? {
-                // That rail is full, or not connected yet: the others may take the piece.
-                r.put_back((at, len));
-                refused |= 1 << rail;
-                self.refused(peer, "fi_read");
-                self.rail_refused(peer, rail);
-                continue;
+                Ok(Some(false)) => {
+                    // That rail is full, or not connected yet: the others may take the piece.
+                    refused |= 1 << rail;
+                    self.refused(peer, "fi_read");
+                    self.rail_refused(peer, rail);
+                }
+                Ok(None) => return Ok(Posting::Done),
+                // The rail cannot read (a NIC gone): the others may, as after a failed piece.
+                Err(e) if (0..offered).any(|i| i != rail && self.peers[peer].rail_up(i)) => {
+                    self.rail_down(peer, rail, &e.to_string())?;
+                }
+                Err(e) => return Err(fabric_error(e)),
             }
-            self.peers[peer].refusing[rail] = None;
-            let Some(r) = self.reads[index].as_mut() else {
-                return Ok(Posting::Done);
-            };
-            r.flying[place] = Some(Piece { at, len, rail });
-            r.per_rail[rail] += 1;
-            r.pending += 1;
-            let p = &mut self.peers[peer];
-            p.read_pieces += 1;
-            p.moved = true;
-            self.watch(peer);
+        }
+    }
+
+    /// Posts the next piece of read `index` on `rail` (the peer at `addr` there), registering
+    /// the receive buffer on that rail first if needed: whether the endpoint took it (a piece
+    /// it refused, or one that failed to post, is put back), `None` when no piece is left.
+    fn post_piece(
+        &mut self,
+        index: usize,
+        rail: usize,
+        addr: PeerAddr,
+    ) -> Result<Option<bool>, ferry_fabric::FabricError> {
+        let ep = match rail.checked_sub(1) {
+            Some(i) => &mut self.more[i],
+            None => &mut self.ep,
+        };
+        let Some(r) = self.reads.get_mut(index).and_then(Option::as_mut) else {
+            return Ok(None);
+        };
+        if r.regions[rail].is_none() {
+            // SAFETY: the receive buffer stays lent until the read completes, and the region
+            // is held as long as the read.
+            r.regions[rail] = Some(unsafe { ep.register(r.read.buf, r.read.len, Access::READ) }?);
+        }
+        let most = ep.info().provider.max_msg_size.max(1);
+        let most = if r.remotes.len() > 1 {
+            most.min(STRIPE_PIECE)
+        } else {
+            most
+        };
+        let Some((at, len)) = r.take_piece(most) else {
+            return Ok(None);
+        };
+        let place = match r.flying.iter().position(Option::is_none) {
+            Some(i) => i,
+            None => {
+                r.flying.push(None);
+                r.flying.len() - 1
+            }
+        };
+        let ctx = READ_CTX | (place as u64) << CTX_GEN_SHIFT | index as u64;
+        let remote = Remote {
+            addr: r.remotes[rail].addr + at as u64,
+            key: r.remotes[rail].key,
+        };
+        let desc = r.regions[rail].as_ref().map(Region::desc);
+        let desc = desc.ok_or_else(unregistered)?;
+        // SAFETY: `at + len ≤ read.len`, inside the receive buffer, registered in the rail's
+        // region and lent until the read completes.
+        let local = unsafe { r.read.buf.add(at) };
+        // SAFETY: as above.
+        match unsafe { ep.read(addr, local, len, desc, remote, ctx) } {
+            Ok(true) => {
+                r.flying[place] = Some(Piece { at, len, rail });
+                r.per_rail[rail] += 1;
+                r.pending += 1;
+                Ok(Some(true))
+            }
+            Ok(false) => {
+                r.put_back((at, len));
+                Ok(Some(false))
+            }
+            Err(e) => {
+                r.put_back((at, len));
+                Err(e)
+            }
         }
     }
 
