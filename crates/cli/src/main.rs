@@ -221,9 +221,9 @@ struct RunArgs {
     #[arg(long, value_enum)]
     transport: Option<Transport>,
 
-    /// TCP connections per pair of ranks (sets FERRY_RAILS for them): large messages are
-    /// striped over them, each on its own interface when the grid file gives hosts rail
-    /// addresses.
+    /// Rails per pair of ranks (sets FERRY_RAILS for them): TCP connections, each on its own
+    /// interface when the grid file gives hosts rail addresses, or fabric endpoints, one per
+    /// NIC (default there: every NIC); large messages are striped over them.
     #[arg(long, value_name = "K", value_parser = clap::value_parser!(u16).range(1..=16))]
     rails: Option<u16>,
 

@@ -156,9 +156,10 @@ pub struct Config {
     /// call per poll; on a shared core it lets the processes being waited for (the peer, a
     /// relay) run instead of the spin, and it still keeps the core awake.
     pub spin_yield: Option<bool>,
-    /// `FERRY_RAILS` (1 … 16, default: one per `FERRY_RAIL_ADDRS` entry, else 1): TCP
-    /// connections per peer pair. Rail 0 carries every frame in order; rendezvous payloads of
-    /// at least `FERRY_RAIL_STRIPE` bytes are cut into chunks spread over all rails.
+    /// `FERRY_RAILS` (1 … 16, default: one per `FERRY_RAIL_ADDRS` entry, else 1; on the
+    /// fabric, unset: one per NIC): TCP connections or fabric endpoints per peer pair. Rail 0
+    /// carries every frame in order; rendezvous payloads of at least `FERRY_RAIL_STRIPE` bytes
+    /// are cut into chunks spread over all rails (on the fabric, reads of 512 KiB pieces).
     pub rails: u16,
     /// `FERRY_RAIL_ADDRS` (comma-separated IPs, default none): this rank's local address on
     /// each rail; rail i connects from our address i to the peer's address i when both ranks
