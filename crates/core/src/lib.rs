@@ -30,6 +30,7 @@ pub mod compress;
 pub mod config;
 mod engine;
 mod error;
+pub mod events;
 mod fault;
 mod frames;
 mod host;

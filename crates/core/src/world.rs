@@ -240,9 +240,10 @@ pub fn init() -> Result<World, Error> {
         )?),
         None => None,
     };
+    let mut punched = Vec::new();
     if let Some(t) = tcp.as_mut() {
         let facts = (&grid.ids[..], &grid.relays[..], &grid.all_relays[..]);
-        let punched = crate::punching::start(t, &mut boot, &config, facts, (0, rank), to_punch)?;
+        punched = crate::punching::start(t, &mut boot, &config, facts, (0, rank), to_punch)?;
         let to_dial: Vec<u32> = (tcp_peers.iter().copied())
             .filter(|u| !punched.contains(&(u - base)))
             .collect();
@@ -285,6 +286,7 @@ pub fn init() -> Result<World, Error> {
         ..config.clone()
     };
     connect_all(&mut engine, &config, &cards, &tcp_peers, ranks)?;
+    crate::events::paths_set_up(&engine, &grid.ids, &punched, (base, rank));
     if config.show_paths {
         crate::punching::show_paths(engine.net.tcp.as_ref(), &mut boot, &grid.ids, (base, rank))?;
         if rank == 0 && !near.tcp_peers.is_empty() {

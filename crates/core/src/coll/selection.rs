@@ -51,6 +51,7 @@
 //! with a file they are an error rather than silently ignored.
 
 use crate::error::Error;
+use crate::events::CollectiveKind;
 use serde::Deserialize;
 use std::fmt;
 use std::sync::OnceLock;
@@ -414,6 +415,14 @@ fn first_is_shared<A: Algorithm>(rules: &[Rule<A>], call: Call) -> bool {
         .is_some_and(|r| r.algorithm.is_shared_memory())
 }
 
+/// `algorithm`, chosen for `call` of `kind`, raised as an event for tools (see
+/// `crate::events`).
+#[inline(always)]
+fn chose<A: fmt::Display>(kind: CollectiveKind, algorithm: A, call: Call) -> A {
+    crate::events::collective(kind, &algorithm, (call.ranks, call.bytes));
+    algorithm
+}
+
 /// The collectives that may run through a communicator's shared segment.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Shareable {
@@ -578,12 +587,13 @@ impl Table {
             commutative: true,
             in_place: false,
         };
-        first(&self.bcast, call).unwrap_or(BcastAlgorithm::Binomial)
+        let chosen = first(&self.bcast, call).unwrap_or(BcastAlgorithm::Binomial);
+        chose(CollectiveKind::Bcast, chosen, call)
     }
 
     /// Allreduce `call` (all its conditions apply) in elements of `elem` bytes.
     pub(crate) fn allreduce(&self, call: Call, elem: usize) -> AllreduceAlgorithm {
-        match first(&self.allreduce, call) {
+        let chosen = match first(&self.allreduce, call) {
             // Correctness, not tuning: the ring reorders operands and splits the vector into
             // one block of whole elements per rank.
             Some(AllreduceAlgorithm::Ring)
@@ -593,7 +603,8 @@ impl Table {
             }
             Some(AllreduceAlgorithm::Hierarchical) => AllreduceAlgorithm::Hierarchical,
             _ => AllreduceAlgorithm::RecursiveDoubling,
-        }
+        };
+        chose(CollectiveKind::Allreduce, chosen, call)
     }
 
     /// Whether some call on `ranks` ranks of one cluster may go through a shared segment: a
@@ -618,39 +629,75 @@ impl Table {
     /// Whether `call` of `collective` goes through the communicator's shared segment (where it
     /// has one; the message algorithm of the same call is what the other lookups return).
     pub(crate) fn shared(&self, collective: Shareable, call: Call) -> bool {
-        match collective {
-            Shareable::Bcast => first_is_shared(&self.bcast, call),
-            Shareable::Allreduce => first_is_shared(&self.allreduce, call),
-            Shareable::Reduce => first_is_shared(&self.reduce, call),
-            Shareable::Barrier => first_is_shared(&self.barrier, call),
-            Shareable::Allgather => first_is_shared(&self.allgather, call),
-            Shareable::Alltoall => first_is_shared(&self.alltoall, call),
+        let (shared, kind) = match collective {
+            Shareable::Bcast => (first_is_shared(&self.bcast, call), CollectiveKind::Bcast),
+            Shareable::Allreduce => (
+                first_is_shared(&self.allreduce, call),
+                CollectiveKind::Allreduce,
+            ),
+            Shareable::Reduce => (first_is_shared(&self.reduce, call), CollectiveKind::Reduce),
+            Shareable::Barrier => (
+                first_is_shared(&self.barrier, call),
+                CollectiveKind::Barrier,
+            ),
+            Shareable::Allgather => (
+                first_is_shared(&self.allgather, call),
+                CollectiveKind::Allgather,
+            ),
+            Shareable::Alltoall => (
+                first_is_shared(&self.alltoall, call),
+                CollectiveKind::Alltoall,
+            ),
+        };
+        if shared {
+            chose(kind, SHARED_MEMORY, call);
         }
+        shared
     }
 
     /// Reduce (`call.commutative` applies).
     pub(crate) fn reduce(&self, call: Call) -> ReduceAlgorithm {
-        first(&self.reduce, call).unwrap_or(ReduceAlgorithm::Binomial)
+        chose(
+            CollectiveKind::Reduce,
+            first(&self.reduce, call).unwrap_or(ReduceAlgorithm::Binomial),
+            call,
+        )
     }
 
     /// Barrier (`call.bytes` is 0).
     pub(crate) fn barrier(&self, call: Call) -> BarrierAlgorithm {
-        first(&self.barrier, call).unwrap_or(BarrierAlgorithm::Dissemination)
+        chose(
+            CollectiveKind::Barrier,
+            first(&self.barrier, call).unwrap_or(BarrierAlgorithm::Dissemination),
+            call,
+        )
     }
 
     /// Gather of `call.bytes` per rank.
     pub(crate) fn gather(&self, call: Call) -> GatherAlgorithm {
-        first(&self.gather, call).unwrap_or(GatherAlgorithm::Linear)
+        chose(
+            CollectiveKind::Gather,
+            first(&self.gather, call).unwrap_or(GatherAlgorithm::Linear),
+            call,
+        )
     }
 
     /// Allgather of `call.bytes` per rank.
     pub(crate) fn allgather(&self, call: Call) -> AllgatherAlgorithm {
-        first(&self.allgather, call).unwrap_or(AllgatherAlgorithm::Ring)
+        chose(
+            CollectiveKind::Allgather,
+            first(&self.allgather, call).unwrap_or(AllgatherAlgorithm::Ring),
+            call,
+        )
     }
 
     /// Alltoall of `call.bytes` per pair.
     pub(crate) fn alltoall(&self, call: Call) -> AlltoallAlgorithm {
-        first(&self.alltoall, call).unwrap_or(AlltoallAlgorithm::Pairwise)
+        chose(
+            CollectiveKind::Alltoall,
+            first(&self.alltoall, call).unwrap_or(AlltoallAlgorithm::Pairwise),
+            call,
+        )
     }
 
     /// One line per collective: its rules, first match wins.

@@ -18,3 +18,13 @@ pub(crate) enum Unexpected {
     Eager(Vec<u8>),
     Rts(Announced),
 }
+
+impl Unexpected {
+    /// The message's length in bytes.
+    pub(crate) fn len(&self) -> u64 {
+        match self {
+            Unexpected::Eager(data) => data.len() as u64,
+            Unexpected::Rts(rts) => rts.len,
+        }
+    }
+}

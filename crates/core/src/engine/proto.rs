@@ -47,6 +47,9 @@ impl Proto {
 
     /// Keeps a message no receive was posted for, and counts it.
     pub(super) fn push_unexpected(&mut self, env: Envelope, message: Unexpected) {
+        if crate::events::listening(crate::events::EventType::UnexpectedMessage) {
+            crate::events::unexpected(env.source, env.tag, env.context, message.len());
+        }
         self.matcher.push_unexpected(env, message);
         self.counters
             .queued_unexpected(self.matcher.unexpected_len());

@@ -203,6 +203,7 @@ impl Engine {
                     again += 1;
                 }
             }
+            crate::events::rail_failover(peer, rail, &lanes.alive, here);
             let Some(next) = lanes.alive.iter().position(|&a| a) else {
                 return Err(Error::PeerLost {
                     rank: p,

@@ -158,6 +158,9 @@ impl Engine {
             self.flush_peer(dest)?;
             return Ok(id);
         }
+        if crate::events::listening(crate::events::EventType::RendezvousStart) {
+            crate::events::rendezvous(dest, tag, len, route, self.proto.cma);
+        }
         let id = self.proto.requests.insert(ReqState::SendEager);
         let mut machine = RendezvousSend::new(id, len as u64);
         if self.proto.acknowledged(dest) {
