@@ -47,6 +47,11 @@ pub(crate) enum Kind {
     /// An MPI_Request that names the runtime's request itself (not in a table: a dense receive
     /// on a communicator whose ranks are the world's, see `request::engine_handle`).
     EngineRequest = 17,
+    /// MPI_T_event_registration.
+    ToolEventRegistration = 18,
+    /// MPI_T_event_instance (not in a table: valid only inside its callback, see
+    /// `tool::events`).
+    ToolEventInstance = 19,
 }
 
 struct Slot<T> {

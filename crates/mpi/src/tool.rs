@@ -18,9 +18,8 @@
 //!   counters of the same kind.
 //! * **Categories**: `ferry` holds `ferry_transport`, `ferry_shm`, `ferry_tcp` (control
 //!   variables), `ferry_p2p` and `ferry_compress` (performance variables).
-//! * **Events and sources**: ferry has none (the standard allows zero). Every function exists,
-//!   checks its arguments and returns the standard's error: MPI_T_ERR_INVALID_INDEX for any
-//!   event or source index, MPI_T_ERR_INVALID_HANDLE for any registration or instance.
+//! * **Events** ([`events`]): unexpected messages, rendezvous starts, path set-ups, rail
+//!   failovers and collective algorithm choices, from one source, this process's clock.
 //!
 //! MPI_T works before MPI_Init and after MPI_Finalize; MPI_T_init_thread and MPI_T_finalize
 //! are reference counted, and the last MPI_T_finalize frees every handle and session. Its state is
@@ -35,6 +34,10 @@ use crate::threads::Serialized;
 use ferry_core::{CmaMode, Config, Counters, RailPolicy};
 use std::ffi::{c_char, c_int, c_ulonglong, c_void, CStr};
 use std::sync::LazyLock;
+
+pub(crate) mod events;
+mod sessions;
+pub(crate) use sessions::*;
 
 // ---- State ----------------------------------------------------------------------------------
 
@@ -63,6 +66,11 @@ pub(crate) struct Tool {
     pub(crate) cvars: Table<CvarHandle>,
     pub(crate) sessions: Table<()>,
     pub(crate) pvars: Table<PvarHandle>,
+    pub(crate) events: Table<events::Registration>,
+    /// Threads handing events to callbacks now: a registration freed meanwhile has its free
+    /// callback run (from `freed`) when the last of them is through.
+    pub(crate) delivering: u32,
+    pub(crate) freed: Vec<events::Freed>,
     /// Settings and counters at MPI_Finalize, read from then on.
     last: Option<(Config, Counters)>,
 }
@@ -74,6 +82,9 @@ impl Tool {
             cvars: Table::new(Kind::ToolCvar),
             sessions: Table::new(Kind::ToolSession),
             pvars: Table::new(Kind::ToolPvar),
+            events: Table::new(Kind::ToolEventRegistration),
+            delivering: 0,
+            freed: Vec::new(),
             last: None,
         }
     }
@@ -237,6 +248,9 @@ const ENUM_TRANSPORT: usize = 0;
 const ENUM_CMA: usize = 1;
 const ENUM_RAIL_POLICY: usize = 2;
 const ENUM_NET: usize = 3;
+const ENUM_ROUTE: usize = 4;
+const ENUM_PATH: usize = 5;
+const ENUM_ALGORITHM: usize = 6;
 
 const ENUMS: &[EnumDef] = &[
     EnumDef {
@@ -254,6 +268,44 @@ const ENUMS: &[EnumDef] = &[
     EnumDef {
         name: "ferry_net",
         items: &[(0, "auto"), (1, "ofi"), (2, "tcp")],
+    },
+    // Of ferry_core::events::{RendezvousRoute, PathKind, ALGORITHMS}.
+    EnumDef {
+        name: "ferry_rendezvous_route",
+        items: &[
+            (0, "self"),
+            (1, "shm_cma"),
+            (2, "shm_copy"),
+            (3, "tcp"),
+            (4, "fabric_read"),
+        ],
+    },
+    EnumDef {
+        name: "ferry_path",
+        items: &[
+            (0, "none"),
+            (1, "self"),
+            (2, "shm"),
+            (3, "direct"),
+            (4, "nat"),
+            (5, "relay"),
+            (6, "punched"),
+            (7, "fabric"),
+        ],
+    },
+    EnumDef {
+        name: "ferry_coll_algorithm",
+        items: &[
+            (0, "binomial"),
+            (1, "scatter_allgather"),
+            (2, "hierarchical"),
+            (3, "shared_memory"),
+            (4, "recursive_doubling"),
+            (5, "ring"),
+            (6, "dissemination"),
+            (7, "linear"),
+            (8, "pairwise"),
+        ],
     },
 ];
 
@@ -782,6 +834,7 @@ const CAT_SHM: usize = 2;
 const CAT_TCP: usize = 3;
 const CAT_P2P: usize = 4;
 const CAT_COMPRESS: usize = 5;
+const CAT_COLL: usize = 6;
 
 /// A category (number 0, `ferry`, holds the others): its variables are those whose `category`
 /// is its index.
@@ -795,7 +848,14 @@ pub(crate) const CATEGORIES: &[CategoryDef] = &[
     CategoryDef {
         name: "ferry",
         desc: "Every variable of ferry, by subsystem.",
-        subcategories: &[CAT_TRANSPORT, CAT_SHM, CAT_TCP, CAT_P2P, CAT_COMPRESS],
+        subcategories: &[
+            CAT_TRANSPORT,
+            CAT_SHM,
+            CAT_TCP,
+            CAT_P2P,
+            CAT_COMPRESS,
+            CAT_COLL,
+        ],
     },
     CategoryDef {
         name: "ferry_transport",
@@ -823,6 +883,11 @@ pub(crate) const CATEGORIES: &[CategoryDef] = &[
         desc: "Compression of TCP payloads (FERRY_COMPRESS): payloads and bytes before and after.",
         subcategories: &[],
     },
+    CategoryDef {
+        name: "ferry_coll",
+        desc: "Collectives: the algorithm each call chose (event ferry_collective_algorithm).",
+        subcategories: &[],
+    },
 ];
 
 pub(crate) fn category_cvars(cat: usize) -> Vec<usize> {
@@ -837,12 +902,7 @@ pub(crate) fn category_pvars(cat: usize) -> Vec<usize> {
         .collect()
 }
 
-// ---- Setup ----------------------------------------------------------------------------------
-
-// ---- Enumerations ---------------------------------------------------------------------------
-
-// ---- Control variables ----------------------------------------------------------------------
-
+/// The variable and element count of control-variable handle `handle`.
 pub(crate) fn cvar_handle(handle: Handle) -> Res<(usize, usize)> {
     tool(|t| {
         t.cvars
@@ -857,314 +917,5 @@ pub(crate) fn cvar_handle(handle: Handle) -> Res<(usize, usize)> {
     })
 }
 
-// ---- Performance variables ------------------------------------------------------------------
-
-pub(crate) fn session_arg(t: &Tool, session: Handle) -> Res {
-    match t.sessions.get(session) {
-        Some(()) => Ok(()),
-        None => fail(
-            MPI_T_ERR_INVALID_SESSION,
-            format!("invalid session {session:#x}"),
-        ),
-    }
-}
-
-/// The handles `handle` stands for in `session` (all of them for MPI_T_PVAR_ALL_HANDLES).
-pub(crate) fn handles_of(t: &Tool, session: Handle, handle: Handle) -> Res<Vec<Handle>> {
-    session_arg(t, session)?;
-    if handle == MPI_T_PVAR_ALL_HANDLES {
-        let all = t.pvars.handles();
-        return Ok(all
-            .into_iter()
-            .filter(|&h| t.pvars.get(h).is_some_and(|p| p.session == session))
-            .collect());
-    }
-    match t.pvars.get(handle) {
-        Some(p) if p.session == session => Ok(vec![handle]),
-        _ => fail(
-            MPI_T_ERR_INVALID_HANDLE,
-            format!("invalid performance-variable handle {handle:#x} for session {session:#x}"),
-        ),
-    }
-}
-
-/// Starts (`start`) or stops handles of a session.
-pub(crate) fn start_stop(session: Handle, handle: Handle, start: bool) -> Res {
-    let now = counters()?;
-    tool(|t| {
-        let all = handle == MPI_T_PVAR_ALL_HANDLES;
-        for h in handles_of(t, session, handle)? {
-            let Some(p) = t.pvars.get_mut(h) else {
-                continue;
-            };
-            let def = &PVARS[p.index];
-            if def.continuous {
-                if all {
-                    continue;
-                }
-                return fail(
-                    MPI_T_ERR_PVAR_NO_STARTSTOP,
-                    format!(
-                        "{} is continuous: it cannot be started or stopped",
-                        def.name
-                    ),
-                );
-            }
-            let total = (def.value)(&now);
-            if start && !p.started {
-                p.base = total;
-                p.started = true;
-            } else if !start && p.started {
-                p.held = p.held.wrapping_add(total.wrapping_sub(p.base));
-                p.started = false;
-            }
-        }
-        Ok(())
-    })
-}
-
-/// Reads one handle's value; with `reset`, also resets it (which read-only variables refuse).
-pub(crate) unsafe fn read_handle(
-    session: Handle,
-    handle: Handle,
-    buf: *mut c_void,
-    reset: bool,
-) -> Res {
-    // SAFETY: this function's contract is the unsafe operations' own: `buf`, as the caller
-    // promises, is NULL or valid for what the MPI call it serves reads and writes through it.
-    unsafe {
-        if handle == MPI_T_PVAR_ALL_HANDLES {
-            return fail(
-                MPI_T_ERR_INVALID_HANDLE,
-                "MPI_T_PVAR_ALL_HANDLES cannot be read",
-            );
-        }
-        if buf.is_null() {
-            return fail(MPI_T_ERR_INVALID, "buf is NULL");
-        }
-        let now = counters()?;
-        let value = tool(|t| {
-            handles_of(t, session, handle)?;
-            let Some(p) = t.pvars.get_mut(handle) else {
-                return fail(
-                    MPI_T_ERR_INVALID_HANDLE,
-                    "invalid performance-variable handle",
-                );
-            };
-            let def = &PVARS[p.index];
-            let value = pvar_value(p, &now);
-            if reset {
-                if def.continuous {
-                    return fail(
-                        MPI_T_ERR_PVAR_NO_WRITE,
-                        format!("{} is read-only", def.name),
-                    );
-                }
-                p.held = 0;
-                p.base = (def.value)(&now);
-            }
-            Ok(value)
-        })?;
-        *(buf as *mut c_ulonglong) = value;
-        Ok(())
-    }
-}
-
-// ---- Categories -----------------------------------------------------------------------------
-
-// ---- Sources and events: ferry has none -----------------------------------------------------
-
-pub(crate) fn no_source(index: c_int) -> Res {
-    tool(|_| Ok(()))?;
-    fail(
-        MPI_T_ERR_INVALID_INDEX,
-        format!("no source number {index} (ferry has none)"),
-    )
-}
-
-pub(crate) fn no_event(index: c_int) -> Res {
-    tool(|_| Ok(()))?;
-    fail(
-        MPI_T_ERR_INVALID_INDEX,
-        format!("no event type number {index} (ferry has none)"),
-    )
-}
-
-pub(crate) fn no_registration(handle: Handle) -> Res {
-    tool(|_| Ok(()))?;
-    fail(
-        MPI_T_ERR_INVALID_HANDLE,
-        format!("invalid event registration {handle:#x} (ferry has no event types)"),
-    )
-}
-
-pub(crate) fn no_instance(handle: Handle) -> Res {
-    tool(|_| Ok(()))?;
-    fail(
-        MPI_T_ERR_INVALID_HANDLE,
-        format!("invalid event instance {handle:#x} (ferry raises no events)"),
-    )
-}
-
-/// `void fn(MPI_T_event_instance, MPI_T_event_registration, MPI_T_cb_safety, void *)`.
-pub(crate) type EventCallback = Option<unsafe extern "C" fn(Handle, Handle, c_int, *mut c_void)>;
-/// `void fn(MPI_T_event_registration, MPI_T_cb_safety, void *)`.
-pub(crate) type EventFreeCallback = Option<unsafe extern "C" fn(Handle, c_int, *mut c_void)>;
-/// `void fn(MPI_Count, MPI_T_event_registration, int, MPI_T_cb_safety, void *)`.
-pub(crate) type EventDroppedCallback =
-    Option<unsafe extern "C" fn(i64, Handle, c_int, c_int, *mut c_void)>;
-
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn names_are_unique_and_categories_cover_every_variable() {
-        let mut cvars: Vec<String> = CVARS.iter().map(cvar_name).collect();
-        cvars.sort();
-        cvars.dedup();
-        assert_eq!(cvars.len(), CVARS.len());
-        let in_categories: usize = (0..CATEGORIES.len()).map(|c| category_cvars(c).len()).sum();
-        assert_eq!(in_categories, CVARS.len());
-        let pvars: usize = (0..CATEGORIES.len()).map(|c| category_pvars(c).len()).sum();
-        assert_eq!(pvars, PVARS.len());
-        for c in CATEGORIES {
-            assert!(c
-                .subcategories
-                .iter()
-                .all(|&s| s < CATEGORIES.len() && s != 0));
-        }
-    }
-
-    #[test]
-    fn every_config_field_is_a_cvar() {
-        // Config::describe() lists the fields first, then the collective selection.
-        let config = Config::default();
-        let described: Vec<&str> = config.describe().into_iter().map(|(n, _)| n).collect();
-        for def in CVARS {
-            assert!(
-                described.contains(&def.env),
-                "{} is not a Config field",
-                def.env
-            );
-        }
-        let fields = described
-            .iter()
-            .take_while(|n| **n != ferry_grid_place_env())
-            .count()
-            + 1;
-        assert_eq!(
-            fields,
-            CVARS.len(),
-            "a Config field has no control variable"
-        );
-    }
-
-    fn ferry_grid_place_env() -> &'static str {
-        "FERRY_GRID_PLACE"
-    }
-
-    #[test]
-    fn strings_follow_the_mpi_t_length_rules() {
-        let mut buf = [0x55 as c_char; 8];
-        let mut len: c_int = 0;
-        // SAFETY: `buf` has 8 bytes; `len` says how many may be written.
-        unsafe {
-            put_string("ferry_shm", buf.as_mut_ptr(), &mut len);
-            assert_eq!(len, 10, "length 0 asks for the full length");
-            len = 4;
-            put_string("ferry_shm", buf.as_mut_ptr(), &mut len);
-            assert_eq!(len, 4);
-            assert_eq!(CStr::from_ptr(buf.as_ptr()).to_str(), Ok("fer"));
-            len = 8;
-            put_string("shm", std::ptr::null_mut(), &mut len);
-            assert_eq!(len, 4, "a NULL buffer asks for the full length");
-        }
-    }
-
-    #[test]
-    fn counters_count_from_start_and_hold_when_stopped() {
-        let mut h = PvarHandle {
-            session: 0,
-            index: 0,
-            started: false,
-            held: 0,
-            base: 0,
-        };
-        let at = |n: u64| Counters {
-            messages_sent: n,
-            ..Counters::default()
-        };
-        assert_eq!(pvar_value(&h, &at(5)), 0, "a stopped handle does not count");
-        h.started = true;
-        h.base = 5;
-        assert_eq!(pvar_value(&h, &at(8)), 3);
-        h.held = 3;
-        h.started = false;
-        assert_eq!(pvar_value(&h, &at(20)), 3);
-        let level = PvarHandle {
-            index: PVARS
-                .iter()
-                .position(|p| p.class == MPI_T_PVAR_CLASS_LEVEL)
-                .unwrap_or(0),
-            started: true,
-            ..h
-        };
-        let now = Counters {
-            unexpected_now: 4,
-            ..Counters::default()
-        };
-        assert_eq!(pvar_value(&level, &now), 4);
-    }
-
-    #[test]
-    fn compression_counters_are_performance_variables_of_their_own_category() {
-        let now = Counters {
-            frames_compressed: 3,
-            compressed_raw_bytes: 3 << 16,
-            compressed_sent_bytes: 100_000,
-            frames_sent_raw: 2,
-            frames_decompressed: 5,
-            link_rate_readings: 4,
-            link_rate_mbit: 94,
-            ..Counters::default()
-        };
-        let read = |name: &str| {
-            let index = PVARS
-                .iter()
-                .position(|p| p.name == name)
-                .unwrap_or(usize::MAX);
-            assert!(index < PVARS.len(), "no {name}");
-            assert_eq!(PVARS[index].category, CAT_COMPRESS, "{name}");
-            // A handle started before the job sent anything counts everything.
-            let h = PvarHandle {
-                session: 0,
-                index,
-                started: true,
-                held: 0,
-                base: 0,
-            };
-            pvar_value(&h, &now)
-        };
-        assert_eq!(read("ferry_compress_frames_compressed"), 3);
-        assert_eq!(read("ferry_compress_bytes_before"), 3 << 16);
-        assert_eq!(read("ferry_compress_bytes_after"), 100_000);
-        assert_eq!(read("ferry_compress_frames_sent_plain"), 2);
-        assert_eq!(read("ferry_compress_frames_decompressed"), 5);
-        assert_eq!(read("ferry_compress_rate_readings"), 4);
-        assert_eq!(read("ferry_compress_link_rate"), 94);
-        assert_eq!(category_pvars(CAT_COMPRESS).len(), 7);
-        // The point-to-point ones keep their indices (first) and their category.
-        assert_eq!(category_pvars(CAT_P2P), (0..9).collect::<Vec<_>>());
-        assert!(CATEGORIES[0].subcategories.contains(&CAT_COMPRESS));
-    }
-
-    #[test]
-    fn enum_handles_round_trip_and_reject_others() {
-        for (i, e) in ENUMS.iter().enumerate() {
-            assert_eq!(enum_of(enum_handle(i)).map(|d| d.name).ok(), Some(e.name));
-        }
-        assert!(enum_of(MPI_T_ENUM_NULL).is_err());
-        assert!(enum_of(enum_handle(ENUMS.len())).is_err());
-    }
-}
+mod tests;

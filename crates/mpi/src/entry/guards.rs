@@ -1,10 +1,12 @@
 //! The guards the entry points run in (which guard each uses is chosen by its arm of `mpi!`):
 //! run the body with a panic turned into MPI_ERR_INTERN, and hand an error to the error handler
-//! of its communicator, window, session or file, or return an MPI_T call's class.
+//! of its communicator, window, session or file, or return an MPI_T call's class. MPI_T events
+//! raised during a call are handed to their callbacks as the thread's outermost call returns.
 
 use crate::abi::*;
 use crate::error::{caught, class_text, MpiError, Res};
 use crate::state::{fatal, with, STATE};
+use crate::tool::events::CallScope;
 use std::ffi::c_int;
 
 /// Runs the body of entry point `name`; on error, invokes the error handler of `comm` (or of
@@ -12,6 +14,8 @@ use std::ffi::c_int;
 /// never crosses `extern "C"`.
 #[inline]
 pub(crate) fn guard(name: &'static str, comm: Handle, body: impl FnOnce() -> Res) -> c_int {
+    // Events the call raised go to their callbacks as it returns (`crate::tool::events`).
+    let _call = CallScope::enter();
     match caught(body) {
         Ok(()) => MPI_SUCCESS,
         Err(error) => handle_error(name, comm, error),
@@ -21,6 +25,7 @@ pub(crate) fn guard(name: &'static str, comm: Handle, body: impl FnOnce() -> Res
 /// Runs the body of file call `name`; on error, invokes the error handler of file `fh` (or of
 /// MPI_FILE_NULL when `fh` is no open file). A panic becomes MPI_ERR_INTERN.
 pub(crate) fn file_guard(name: &'static str, fh: Handle, body: impl FnOnce() -> Res) -> c_int {
+    let _call = CallScope::enter();
     match caught(body) {
         Ok(()) => MPI_SUCCESS,
         Err(e) => crate::io::handle_file_error(name, fh, e),

@@ -7,6 +7,9 @@ use crate::check::tool_out;
 use crate::datatype::Builtin;
 use crate::error::{fail, Res};
 use crate::handles::{Kind, Table};
+use crate::tool::events::{
+    self, EventCallback, EventDroppedCallback, EventFreeCallback, InfoOut, EVENTS,
+};
 use crate::tool::*;
 use std::ffi::{c_char, c_int, c_uint, c_ulong, c_ulonglong, c_void};
 
@@ -43,6 +46,7 @@ mpi! {
                 t.cvars = Table::new(Kind::ToolCvar);
                 t.pvars = Table::new(Kind::ToolPvar);
                 t.sessions = Table::new(Kind::ToolSession);
+                events::forget_all(t);
             }
             Ok(())
         })
@@ -447,153 +451,219 @@ mpi! {
 }
 
 mpi! {
-    /// How many event types a category holds: none (ferry has none).
+    /// How many event types a category holds.
     fn MPI_T_category_get_num_events / PMPI_T_category_get_num_events(cat_index: c_int, num_events: *mut c_int) on tool => {
         tool(|_| Ok(()))?;
-        index_arg(cat_index, CATEGORIES.len(), "category")?;
-        *tool_out(num_events, "num_events")? = 0;
+        let cat = index_arg(cat_index, CATEGORIES.len(), "category")?;
+        *tool_out(num_events, "num_events")? = events::category_events(cat).len() as c_int;
         Ok(())
     }
 }
 
 mpi! {
-    /// The event types of a category: none.
+    /// The first `len` event types of a category.
     fn MPI_T_category_get_events / PMPI_T_category_get_events(cat_index: c_int, len: c_int, indices: *mut c_int) on tool => {
         tool(|_| Ok(()))?;
-        index_arg(cat_index, CATEGORIES.len(), "category")?;
-        put_indices(&[], len, indices)
+        let cat = index_arg(cat_index, CATEGORIES.len(), "category")?;
+        put_indices(&events::category_events(cat), len, indices)
     }
 }
 
 mpi! {
-    /// How many event sources there are: none.
+    /// How many event sources there are: one, this process's clock.
     fn MPI_T_source_get_num / PMPI_T_source_get_num(num_sources: *mut c_int) on tool => {
         tool(|_| Ok(()))?;
-        *tool_out(num_sources, "num_sources")? = 0;
+        *tool_out(num_sources, "num_sources")? = 1;
         Ok(())
     }
 }
 
 mpi! {
-    /// What source `source_index` is: there is none (MPI_T_ERR_INVALID_INDEX).
-    fn MPI_T_source_get_info / PMPI_T_source_get_info(source_index: c_int, _name: *mut c_char, _name_len: *mut c_int, _desc: *mut c_char, _desc_len: *mut c_int, _ordering: *mut c_int, _ticks_per_second: *mut i64, _max_ticks: *mut i64, _info: *mut Handle) on tool => {
-        no_source(source_index)
+    /// What source `source_index` is: its name, description, ordering and clock.
+    fn MPI_T_source_get_info / PMPI_T_source_get_info(source_index: c_int, name: *mut c_char, name_len: *mut c_int, desc: *mut c_char, desc_len: *mut c_int, ordering: *mut c_int, ticks_per_second: *mut i64, max_ticks: *mut i64, info: *mut Handle) on tool => {
+        tool(|_| Ok(()))?;
+        index_arg(source_index, 1, "source")?;
+        put_string(events::SOURCE_NAME, name, name_len);
+        put_string(events::SOURCE_DESC, desc, desc_len);
+        put(ordering, events::MPI_T_SOURCE_ORDERED);
+        put(ticks_per_second, events::TICKS_PER_SECOND);
+        put(max_ticks, i64::MAX);
+        put(info, MPI_INFO_NULL);
+        Ok(())
     }
 }
 
 mpi! {
-    /// A source's time now: there is none (MPI_T_ERR_INVALID_INDEX).
-    fn MPI_T_source_get_timestamp / PMPI_T_source_get_timestamp(source_index: c_int, _timestamp: *mut i64) on tool => {
-        no_source(source_index)
+    /// A source's time now, in its ticks.
+    fn MPI_T_source_get_timestamp / PMPI_T_source_get_timestamp(source_index: c_int, timestamp: *mut i64) on tool => {
+        tool(|_| Ok(()))?;
+        index_arg(source_index, 1, "source")?;
+        *tool_out(timestamp, "timestamp")? = ferry_core::events::now_ns() as i64;
+        Ok(())
     }
 }
 
 mpi! {
-    /// How many event types there are: none.
+    /// How many event types there are.
     fn MPI_T_event_get_num / PMPI_T_event_get_num(num_events: *mut c_int) on tool => {
         tool(|_| Ok(()))?;
-        *tool_out(num_events, "num_events")? = 0;
+        *tool_out(num_events, "num_events")? = EVENTS.len() as c_int;
         Ok(())
     }
 }
 
 mpi! {
-    /// What event type `event_index` is: there is none (MPI_T_ERR_INVALID_INDEX).
-    fn MPI_T_event_get_info / PMPI_T_event_get_info(event_index: c_int, _name: *mut c_char, _name_len: *mut c_int, _verbosity: *mut c_int, _array_of_datatypes: *mut Handle, _array_of_displacements: *mut isize, _num_elements: *mut c_int, _enumtype: *mut Handle, _info: *mut Handle, _desc: *mut c_char, _desc_len: *mut c_int, _bind: *mut c_int) on tool => {
-        no_event(event_index)
+    /// What event type `event_index` is (NULL arguments are not filled in; `num_elements` in:
+    /// the arrays' length, out: the element count).
+    fn MPI_T_event_get_info / PMPI_T_event_get_info(event_index: c_int, name: *mut c_char, name_len: *mut c_int, verbosity: *mut c_int, array_of_datatypes: *mut Handle, array_of_displacements: *mut isize, num_elements: *mut c_int, enumtype: *mut Handle, info: *mut Handle, desc: *mut c_char, desc_len: *mut c_int, bind: *mut c_int) on tool => {
+        events::get_info(event_index, InfoOut {
+            name,
+            name_len,
+            verbosity,
+            datatypes: array_of_datatypes,
+            displacements: array_of_displacements,
+            num_elements,
+            enumtype,
+            info,
+            desc,
+            desc_len,
+            bind,
+        })
     }
 }
 
 mpi! {
-    /// The index of the event type called `name`: there is none (MPI_T_ERR_INVALID_NAME).
+    /// The index of the event type called `name`.
     fn MPI_T_event_get_index / PMPI_T_event_get_index(name: *const c_char, event_index: *mut c_int) on tool => {
         tool(|_| Ok(()))?;
         let name = name_arg(name)?;
-        tool_out(event_index, "event_index")?;
-        fail(MPI_T_ERR_INVALID_NAME, format!("no event type {name:?} (ferry has none)"))
+        let index = tool_out(event_index, "event_index")?;
+        let Some(i) = EVENTS.iter().position(|d| d.name == name) else {
+            return fail(MPI_T_ERR_INVALID_NAME, format!("no event type {name:?}"));
+        };
+        *index = i as c_int;
+        Ok(())
     }
 }
 
 mpi! {
-    /// Registers for event type `event_index`: there is none (MPI_T_ERR_INVALID_INDEX).
-    fn MPI_T_event_handle_alloc / PMPI_T_event_handle_alloc(event_index: c_int, _obj_handle: *mut c_void, _info: Handle, _event_registration: *mut Handle) on tool => {
-        no_event(event_index)
+    /// Registers for event type `event_index` (every type binds to no object: `obj_handle` is
+    /// not read). Its sources record events from now on.
+    fn MPI_T_event_handle_alloc / PMPI_T_event_handle_alloc(event_index: c_int, _obj_handle: *mut c_void, info: Handle, event_registration: *mut Handle) on tool => {
+        tool(|_| Ok(()))?;
+        let event = index_arg(event_index, EVENTS.len(), "event type")?;
+        info_arg(info)?;
+        let out = tool_out(event_registration, "event_registration")?;
+        *out = events::alloc(event)?;
+        Ok(())
     }
 }
 
 mpi! {
-    /// Sets hints of a registration: there is none (MPI_T_ERR_INVALID_HANDLE).
-    fn MPI_T_event_handle_set_info / PMPI_T_event_handle_set_info(event_registration: Handle, _info: Handle) on tool => {
-        no_registration(event_registration)
+    /// Sets hints of a registration: ferry takes none, so only the arguments are checked.
+    fn MPI_T_event_handle_set_info / PMPI_T_event_handle_set_info(event_registration: Handle, info: Handle) on tool => {
+        events::check_registration(event_registration)?;
+        info_arg(info)
     }
 }
 
 mpi! {
-    /// The hints of a registration: there is none (MPI_T_ERR_INVALID_HANDLE).
-    fn MPI_T_event_handle_get_info / PMPI_T_event_handle_get_info(event_registration: Handle, _info_used: *mut Handle) on tool => {
-        no_registration(event_registration)
+    /// The hints a registration uses: a new, empty info object (ferry takes none).
+    fn MPI_T_event_handle_get_info / PMPI_T_event_handle_get_info(event_registration: Handle, info_used: *mut Handle) on tool => {
+        events::check_registration(event_registration)?;
+        *tool_out(info_used, "info_used")? = empty_info()?;
+        Ok(())
     }
 }
 
 mpi! {
-    /// Sets a callback on a registration: there is none (MPI_T_ERR_INVALID_HANDLE).
-    fn MPI_T_event_register_callback / PMPI_T_event_register_callback(event_registration: Handle, _cb_safety: c_int, _info: Handle, _user_data: *mut c_void, _event_cb_function: EventCallback) on tool => {
-        no_registration(event_registration)
+    /// Sets (or, with a NULL function, removes) the callback of safety level `cb_safety`.
+    fn MPI_T_event_register_callback / PMPI_T_event_register_callback(event_registration: Handle, cb_safety: c_int, info: Handle, user_data: *mut c_void, event_cb_function: EventCallback) on tool => {
+        info_arg(info)?;
+        events::register(event_registration, cb_safety, user_data, event_cb_function)
     }
 }
 
 mpi! {
-    /// Sets hints of a callback: there is no registration (MPI_T_ERR_INVALID_HANDLE).
-    fn MPI_T_event_callback_set_info / PMPI_T_event_callback_set_info(event_registration: Handle, _cb_safety: c_int, _info: Handle) on tool => {
-        no_registration(event_registration)
+    /// Sets hints of a callback: ferry takes none, so only the arguments are checked.
+    fn MPI_T_event_callback_set_info / PMPI_T_event_callback_set_info(event_registration: Handle, cb_safety: c_int, info: Handle) on tool => {
+        events::check_callback(event_registration, cb_safety)?;
+        info_arg(info)
     }
 }
 
 mpi! {
-    /// The hints of a callback: there is no registration (MPI_T_ERR_INVALID_HANDLE).
-    fn MPI_T_event_callback_get_info / PMPI_T_event_callback_get_info(event_registration: Handle, _cb_safety: c_int, _info_used: *mut Handle) on tool => {
-        no_registration(event_registration)
+    /// The hints a callback uses: a new, empty info object (ferry takes none).
+    fn MPI_T_event_callback_get_info / PMPI_T_event_callback_get_info(event_registration: Handle, cb_safety: c_int, info_used: *mut Handle) on tool => {
+        events::check_callback(event_registration, cb_safety)?;
+        *tool_out(info_used, "info_used")? = empty_info()?;
+        Ok(())
     }
 }
 
 mpi! {
-    /// Frees a registration: there is none (MPI_T_ERR_INVALID_HANDLE).
-    fn MPI_T_event_handle_free / PMPI_T_event_handle_free(event_registration: Handle, _user_data: *mut c_void, _free_cb_function: EventFreeCallback) on tool => {
-        no_registration(event_registration)
+    /// Frees a registration; `free_cb_function` (if any) runs once none of its callbacks can
+    /// run any more: at once, or when the callbacks running now have returned.
+    fn MPI_T_event_handle_free / PMPI_T_event_handle_free(event_registration: Handle, user_data: *mut c_void, free_cb_function: EventFreeCallback) on tool => {
+        events::free(event_registration, user_data, free_cb_function)
     }
 }
 
 mpi! {
-    /// Sets the handler of dropped events: there is no registration (MPI_T_ERR_INVALID_HANDLE).
-    fn MPI_T_event_set_dropped_handler / PMPI_T_event_set_dropped_handler(event_registration: Handle, _dropped_cb_function: EventDroppedCallback) on tool => {
-        no_registration(event_registration)
+    /// Sets the handler told of events of the registration's type lost to a full queue.
+    fn MPI_T_event_set_dropped_handler / PMPI_T_event_set_dropped_handler(event_registration: Handle, dropped_cb_function: EventDroppedCallback) on tool => {
+        events::set_dropped(event_registration, dropped_cb_function)
     }
 }
 
 mpi! {
-    /// Reads an element of an event instance: there is none (MPI_T_ERR_INVALID_HANDLE).
-    fn MPI_T_event_read / PMPI_T_event_read(event_instance: Handle, _element_index: c_int, _buffer: *mut c_void) on tool => {
-        no_instance(event_instance)
+    /// Reads element `element_index` of an event instance (inside its callback only).
+    fn MPI_T_event_read / PMPI_T_event_read(event_instance: Handle, element_index: c_int, buffer: *mut c_void) on tool => {
+        events::read(event_instance, element_index, buffer)
     }
 }
 
 mpi! {
-    /// Copies an event instance: there is none (MPI_T_ERR_INVALID_HANDLE).
-    fn MPI_T_event_copy / PMPI_T_event_copy(event_instance: Handle, _buffer: *mut c_void) on tool => {
-        no_instance(event_instance)
+    /// Copies every element of an event instance, at its displacement (inside its callback
+    /// only).
+    fn MPI_T_event_copy / PMPI_T_event_copy(event_instance: Handle, buffer: *mut c_void) on tool => {
+        events::copy(event_instance, buffer)
     }
 }
 
 mpi! {
-    /// The time of an event instance: there is none (MPI_T_ERR_INVALID_HANDLE).
-    fn MPI_T_event_get_timestamp / PMPI_T_event_get_timestamp(event_instance: Handle, _event_timestamp: *mut i64) on tool => {
-        no_instance(event_instance)
+    /// When an event instance was raised, in its source's ticks (inside its callback only).
+    fn MPI_T_event_get_timestamp / PMPI_T_event_get_timestamp(event_instance: Handle, event_timestamp: *mut i64) on tool => {
+        let event = events::instance(event_instance)?;
+        *tool_out(event_timestamp, "event_timestamp")? = event.time_ns as i64;
+        Ok(())
     }
 }
 
 mpi! {
-    /// The source of an event instance: there is none (MPI_T_ERR_INVALID_HANDLE).
-    fn MPI_T_event_get_source / PMPI_T_event_get_source(event_instance: Handle, _source_index: *mut c_int) on tool => {
-        no_instance(event_instance)
+    /// The source of an event instance: 0, the only one (inside its callback only).
+    fn MPI_T_event_get_source / PMPI_T_event_get_source(event_instance: Handle, source_index: *mut c_int) on tool => {
+        events::instance(event_instance)?;
+        *tool_out(source_index, "source_index")? = 0;
+        Ok(())
     }
+}
+
+/// Checks an info argument: MPI_INFO_NULL or a live info object.
+fn info_arg(info: Handle) -> Res {
+    if info == MPI_INFO_NULL {
+        return Ok(());
+    }
+    let live = crate::state::with(|s| Ok(s.infos.get(info).is_some()))
+        .map_err(|e| error(MPI_T_ERR_INVALID, e.into_message()))?;
+    if !live {
+        return fail(MPI_T_ERR_INVALID, format!("invalid info {info:#x}"));
+    }
+    Ok(())
+}
+
+/// A new info object with no hints.
+fn empty_info() -> Res<Handle> {
+    crate::state::with(|s| Ok(crate::mpi5::new_info(s, &[])))
+        .map_err(|e| error(MPI_T_ERR_INVALID, e.into_message()))
 }
