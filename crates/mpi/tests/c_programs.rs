@@ -326,6 +326,13 @@ fn tool_interface_variables_categories_and_errors() {
 }
 
 #[test]
+fn tool_events_are_raised_delivered_and_dropped() {
+    // t_events.c names the transport, which the path and rendezvous events show.
+    no_errors_with(2, "t_events", &["shm"]);
+    no_errors_in_env(2, "t_events", &["tcp"], &[("FERRY_TRANSPORT", "tcp")]);
+}
+
+#[test]
 fn removed_mpi1_calls_session_errhandlers_f90_types_and_status_conversion() {
     no_errors(2, "oldapi");
 }
