@@ -51,7 +51,7 @@
 //! with a file they are an error rather than silently ignored.
 
 use crate::error::Error;
-use crate::events::CollectiveKind;
+use crate::events::CollectiveKind as Kind;
 use serde::Deserialize;
 use std::fmt;
 use std::sync::OnceLock;
@@ -418,7 +418,7 @@ fn first_is_shared<A: Algorithm>(rules: &[Rule<A>], call: Call) -> bool {
 /// `algorithm`, chosen for `call` of `kind`, raised as an event for tools (see
 /// `crate::events`).
 #[inline(always)]
-fn chose<A: fmt::Display>(kind: CollectiveKind, algorithm: A, call: Call) -> A {
+fn chose<A: fmt::Display>(kind: Kind, algorithm: A, call: Call) -> A {
     crate::events::collective(kind, &algorithm, (call.ranks, call.bytes));
     algorithm
 }
@@ -588,7 +588,7 @@ impl Table {
             in_place: false,
         };
         let chosen = first(&self.bcast, call).unwrap_or(BcastAlgorithm::Binomial);
-        chose(CollectiveKind::Bcast, chosen, call)
+        chose(Kind::Bcast, chosen, call)
     }
 
     /// Allreduce `call` (all its conditions apply) in elements of `elem` bytes.
@@ -604,7 +604,7 @@ impl Table {
             Some(AllreduceAlgorithm::Hierarchical) => AllreduceAlgorithm::Hierarchical,
             _ => AllreduceAlgorithm::RecursiveDoubling,
         };
-        chose(CollectiveKind::Allreduce, chosen, call)
+        chose(Kind::Allreduce, chosen, call)
     }
 
     /// Whether some call on `ranks` ranks of one cluster may go through a shared segment: a
@@ -630,24 +630,12 @@ impl Table {
     /// has one; the message algorithm of the same call is what the other lookups return).
     pub(crate) fn shared(&self, collective: Shareable, call: Call) -> bool {
         let (shared, kind) = match collective {
-            Shareable::Bcast => (first_is_shared(&self.bcast, call), CollectiveKind::Bcast),
-            Shareable::Allreduce => (
-                first_is_shared(&self.allreduce, call),
-                CollectiveKind::Allreduce,
-            ),
-            Shareable::Reduce => (first_is_shared(&self.reduce, call), CollectiveKind::Reduce),
-            Shareable::Barrier => (
-                first_is_shared(&self.barrier, call),
-                CollectiveKind::Barrier,
-            ),
-            Shareable::Allgather => (
-                first_is_shared(&self.allgather, call),
-                CollectiveKind::Allgather,
-            ),
-            Shareable::Alltoall => (
-                first_is_shared(&self.alltoall, call),
-                CollectiveKind::Alltoall,
-            ),
+            Shareable::Bcast => (first_is_shared(&self.bcast, call), Kind::Bcast),
+            Shareable::Allreduce => (first_is_shared(&self.allreduce, call), Kind::Allreduce),
+            Shareable::Reduce => (first_is_shared(&self.reduce, call), Kind::Reduce),
+            Shareable::Barrier => (first_is_shared(&self.barrier, call), Kind::Barrier),
+            Shareable::Allgather => (first_is_shared(&self.allgather, call), Kind::Allgather),
+            Shareable::Alltoall => (first_is_shared(&self.alltoall, call), Kind::Alltoall),
         };
         if shared {
             chose(kind, SHARED_MEMORY, call);
@@ -657,47 +645,32 @@ impl Table {
 
     /// Reduce (`call.commutative` applies).
     pub(crate) fn reduce(&self, call: Call) -> ReduceAlgorithm {
-        chose(
-            CollectiveKind::Reduce,
-            first(&self.reduce, call).unwrap_or(ReduceAlgorithm::Binomial),
-            call,
-        )
+        let chosen = first(&self.reduce, call).unwrap_or(ReduceAlgorithm::Binomial);
+        chose(Kind::Reduce, chosen, call)
     }
 
     /// Barrier (`call.bytes` is 0).
     pub(crate) fn barrier(&self, call: Call) -> BarrierAlgorithm {
-        chose(
-            CollectiveKind::Barrier,
-            first(&self.barrier, call).unwrap_or(BarrierAlgorithm::Dissemination),
-            call,
-        )
+        let chosen = first(&self.barrier, call).unwrap_or(BarrierAlgorithm::Dissemination);
+        chose(Kind::Barrier, chosen, call)
     }
 
     /// Gather of `call.bytes` per rank.
     pub(crate) fn gather(&self, call: Call) -> GatherAlgorithm {
-        chose(
-            CollectiveKind::Gather,
-            first(&self.gather, call).unwrap_or(GatherAlgorithm::Linear),
-            call,
-        )
+        let chosen = first(&self.gather, call).unwrap_or(GatherAlgorithm::Linear);
+        chose(Kind::Gather, chosen, call)
     }
 
     /// Allgather of `call.bytes` per rank.
     pub(crate) fn allgather(&self, call: Call) -> AllgatherAlgorithm {
-        chose(
-            CollectiveKind::Allgather,
-            first(&self.allgather, call).unwrap_or(AllgatherAlgorithm::Ring),
-            call,
-        )
+        let chosen = first(&self.allgather, call).unwrap_or(AllgatherAlgorithm::Ring);
+        chose(Kind::Allgather, chosen, call)
     }
 
     /// Alltoall of `call.bytes` per pair.
     pub(crate) fn alltoall(&self, call: Call) -> AlltoallAlgorithm {
-        chose(
-            CollectiveKind::Alltoall,
-            first(&self.alltoall, call).unwrap_or(AlltoallAlgorithm::Pairwise),
-            call,
-        )
+        let chosen = first(&self.alltoall, call).unwrap_or(AlltoallAlgorithm::Pairwise);
+        chose(Kind::Alltoall, chosen, call)
     }
 
     /// One line per collective: its rules, first match wins.
