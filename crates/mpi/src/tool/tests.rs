@@ -179,7 +179,11 @@ mod events_tests {
             .sum();
         assert_eq!(in_categories, EVENTS.len());
         for d in EVENTS {
-            assert!(d.elements.len() <= 4, "{}: the runtime raises 4 elements", d.name);
+            assert!(
+                d.elements.len() <= 4,
+                "{}: the runtime raises 4 elements",
+                d.name
+            );
             assert!(d.enumeration.is_none_or(|e| e < ENUMS.len()), "{}", d.name);
         }
     }
