@@ -476,6 +476,8 @@ impl FabricTransport {
             return Err(self.lose(peer, detail));
         }
         if newly {
+            let alive: Vec<bool> = (0..p.addrs.len()).map(|i| p.rail_up(i)).collect();
+            crate::events::rail_failover(peer as u32, rail as u16, &alive, true);
             eprintln!(
                 "ferry: rank {} (host {}): fabric rail {rail} ({}, {}) to rank {peer} failed: \
                  {why}; its reads go on over rail {}",
