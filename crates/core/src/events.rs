@@ -159,14 +159,27 @@ pub fn listening(kind: EventType) -> bool {
     LISTENERS[kind as usize].load(Ordering::Relaxed) != 0
 }
 
+/// Registrations of any type: whether an MPI call need look for events at all.
+static ANY_LISTENERS: AtomicU32 = AtomicU32::new(0);
+
+/// Whether some registration listens for any type: one relaxed load.
+#[inline(always)]
+pub fn listening_any() -> bool {
+    ANY_LISTENERS.load(Ordering::Relaxed) != 0
+}
+
 /// A registration for `kind` begins (`true`) or ends (`false`).
 pub fn listen(kind: EventType, on: bool) {
     let count = &LISTENERS[kind as usize];
     if on {
         count.fetch_add(1, Ordering::Relaxed);
+        ANY_LISTENERS.fetch_add(1, Ordering::Relaxed);
     } else {
         // Never below 0, whatever the caller does.
-        let _ = count.fetch_update(Ordering::Relaxed, Ordering::Relaxed, |n| n.checked_sub(1));
+        let fewer = |n: u32| n.checked_sub(1);
+        if count.fetch_update(Ordering::Relaxed, Ordering::Relaxed, fewer).is_ok() {
+            let _ = ANY_LISTENERS.fetch_update(Ordering::Relaxed, Ordering::Relaxed, fewer);
+        }
     }
 }
 

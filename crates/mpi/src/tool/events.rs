@@ -324,19 +324,26 @@ thread_local! {
 /// One MPI call of an entry guard: when the thread's outermost call ends and events wait,
 /// they are handed to their callbacks.
 #[must_use]
-pub(crate) struct CallScope(());
+pub(crate) struct CallScope(bool);
 
 impl CallScope {
+    /// Counts the call only while some registration listens: other jobs pay one load.
     #[inline(always)]
     pub(crate) fn enter() -> CallScope {
+        if !runtime::listening_any() {
+            return CallScope(false);
+        }
         DEPTH.with(|d| d.set(d.get() + 1));
-        CallScope(())
+        CallScope(true)
     }
 }
 
 impl Drop for CallScope {
     #[inline(always)]
     fn drop(&mut self) {
+        if !self.0 {
+            return;
+        }
         let outermost = DEPTH.with(|d| {
             let n = d.get().saturating_sub(1);
             d.set(n);
