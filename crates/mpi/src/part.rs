@@ -2,51 +2,174 @@
 //! `MPI_Pready` (and its range and list forms) and `MPI_Parrived`.
 //!
 //! A partitioned request is a persistent request whose message is cut into partitions that the
-//! sender marks ready one by one. Here the message travels whole: once every partition of a
-//! round is ready, one send goes out; `MPI_Parrived` reports a partition once the message has
-//! landed. The standard allows that (a partition may arrive as late as the whole), and it
-//! keeps the data path that of an ordinary send, eager or rendezvous.
+//! sender marks ready one by one. Each round's bytes travel as they become ready, so that a
+//! receiver sees the first partitions (`MPI_Parrived`) while the sender still computes the
+//! later ones.
+//!
+//! Blocks. The two sides may cut the same bytes into different partition counts, and neither
+//! knows the other's, so both cut the round's bytes the same way into blocks ([`Grid`]): at
+//! most [`MAX_BLOCKS`], each a power of two of at least [`MIN_BLOCK`] bytes, derived from the
+//! total alone. At `MPI_Start` the receiver posts one receive per block, into the block's place
+//! in its buffer and long enough to reach the end of it. Each `MPI_Pready` call sends the blocks
+//! it completed (every byte ready), each run of consecutive ones as one message tagged with its
+//! first block: the receive of that block takes the whole run in place (eager or rendezvous,
+//! as any point-to-point message), and the receives of the other blocks of the run are
+//! withdrawn once it is in. Partitions readied together (by `MPI_Pready_range`,
+//! `MPI_Pready_list`, or partitions that fill one block) therefore cost one message. Once the
+//! last partition is ready a closing message carries the round's byte count: the request's
+//! wait waits for it, then for the blocks still on their way (all sent by then).
 //!
 //! Matching. MPI pairs the n-th `MPI_Psend_init` to a destination and tag on a communicator
 //! with the n-th `MPI_Precv_init` from that source and tag, whatever order the rounds later
 //! become ready in. Both sides therefore count their initialisations per (communicator, tag,
-//! peer), and a round's message is sent with that count as its tag, on a channel of its own: a
-//! context derived, without any message, from the communicator's context and the user's tag
-//! (as `MPI_Comm_idup` derives its contexts). Ordinary point-to-point traffic and other tags
-//! never share it, and each pair's rounds of one request arrive in order.
+//! peer), and a round's messages carry that count, the round's number and the block in their
+//! tag ([`wire_tag`]), on a channel of their own: a context derived, without any message, from
+//! the communicator's context and the user's tag (as `MPI_Comm_idup` derives its contexts).
+//! Ordinary point-to-point traffic and other tags never share it, and a sender that runs rounds
+//! ahead (eager rounds need no receiver) never meets a receive of an earlier round.
 
 use crate::abi::*;
+use crate::datatype::Datatype;
 use crate::error::{fail, MpiError, Res};
 use crate::p2p::count_arg;
-use crate::request::{Persistent, Progress, Request, Typed};
+use crate::request::{Outcome, Persistent, Progress, Request, Typed};
 use crate::state::{running, State};
+use ferry_core::raw::{Fault, RawRequest, RawStatus, SendMode};
+use ferry_core::Source;
 use rustc_hash::FxHashMap;
-use std::cell::{Cell, RefCell};
+use std::cell::RefCell;
 use std::ffi::{c_int, c_void};
+use std::ops::Range;
 use std::rc::Rc;
 
-/// One partitioned request's fixed arguments and the current round's ready marks.
+/// Most blocks a round is cut into (receives posted per round).
+const MAX_BLOCKS: usize = 64;
+/// Fewest bytes in a block (but the last): smaller rounds are one block.
+const MIN_BLOCK: usize = 256;
+
+/// Bits of a wire tag: block (or [`END_BLOCK`]), round number, initialisation count.
+const BLOCK_BITS: u32 = 7;
+const ROUND_BITS: u32 = 10;
+const INDEX_BITS: u32 = 31 - BLOCK_BITS - ROUND_BITS;
+/// The block field of a round's closing message.
+const END_BLOCK: u32 = (1 << BLOCK_BITS) - 1;
+const _: () = assert!(MAX_BLOCKS < END_BLOCK as usize);
+
+/// The tag of block `block` (or [`END_BLOCK`]) of round `round` of the `index`-th request of
+/// its channel and peer. Counts wrap: a sender would have to run 1024 rounds ahead of its
+/// receiver to meet a receive of an old round.
+fn wire_tag(index: u32, round: u32, block: u32) -> i32 {
+    let index = index & ((1 << INDEX_BITS) - 1);
+    let round = round & ((1 << ROUND_BITS) - 1);
+    ((index << (ROUND_BITS + BLOCK_BITS)) | (round << BLOCK_BITS) | block) as i32
+}
+
+/// The runs of consecutive numbers in `sorted` (ascending, no repeats).
+fn consecutive_runs(sorted: &[usize]) -> Vec<Range<usize>> {
+    let mut runs: Vec<Range<usize>> = Vec::new();
+    for &n in sorted {
+        match runs.last_mut() {
+            Some(run) if run.end == n => run.end = n + 1,
+            _ => runs.push(n..n + 1),
+        }
+    }
+    runs
+}
+
+/// How a round's bytes are cut into blocks: both sides derive it from the total alone.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct Grid {
+    total: usize,
+    block: usize,
+}
+
+impl Grid {
+    fn of(total: usize) -> Grid {
+        let block = total
+            .div_ceil(MAX_BLOCKS)
+            .max(MIN_BLOCK)
+            .next_power_of_two();
+        Grid { total, block }
+    }
+
+    fn blocks(&self) -> usize {
+        self.total.div_ceil(self.block)
+    }
+
+    fn start(&self, block: usize) -> usize {
+        block * self.block
+    }
+
+    fn end(&self, block: usize) -> usize {
+        ((block + 1) * self.block).min(self.total)
+    }
+
+    /// The blocks holding bytes of `from..to`.
+    fn blocks_of(&self, from: usize, to: usize) -> Range<usize> {
+        if from >= to {
+            return 0..0;
+        }
+        from / self.block..to.div_ceil(self.block)
+    }
+}
+
+/// A receive block in the current round.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Block {
+    /// Its receive is posted.
+    Posted(RawRequest),
+    /// Its bytes are in (by its own receive or by a run that began at an earlier block).
+    In,
+}
+
+/// The state of the current round.
+struct Round {
+    /// Counts the request's rounds (part of every tag).
+    number: u32,
+    /// Sender: which partitions are ready, and how many.
+    ready: Vec<bool>,
+    readied: usize,
+    /// Sender: ready bytes per block.
+    block_ready: Vec<usize>,
+    /// Sender: block messages in flight.
+    sending: Vec<RawRequest>,
+    /// Receiver: each block.
+    blocks: Vec<Block>,
+    /// Receiver with a staged image: partitions unpacked into the user's buffer.
+    unpacked: Vec<bool>,
+    /// The closing message: the round's byte count, little-endian.
+    end: Box<[u8; 8]>,
+    /// The packed image of the message when the datatype is not contiguous in the buffer
+    /// (allocated once: messages point into it).
+    staging: Vec<u8>,
+}
+
+/// One partitioned request's fixed arguments and its current round.
 pub(crate) struct Partitioned {
     /// Sender (`MPI_Psend_init`) or receiver.
     pub(crate) send: bool,
     /// The user's buffer: all partitions, one after the other.
-    pub(crate) buf: *mut u8,
+    buf: *mut u8,
     /// Number of partitions.
     pub(crate) partitions: usize,
     /// Elements per partition.
-    pub(crate) count: usize,
+    count: usize,
     /// The element type (a handle the request owns, see `p2p::keep_type`).
     pub(crate) datatype: Handle,
+    dt: Datatype,
+    /// Where the packed bytes of the message lie in the user's buffer, when they do.
+    direct: Option<*mut u8>,
     /// The peer's rank in the communicator.
-    pub(crate) peer: usize,
+    peer: usize,
     /// The tag the user gave.
-    pub(crate) user_tag: c_int,
-    /// The channel the rounds travel on, and the tag (initialisation count) they carry.
+    user_tag: c_int,
+    /// The channel the rounds travel on, and this request's initialisation count there.
     channel: ferry_core::Comm,
-    tag: i32,
-    /// Sender: which partitions of the current round are ready, and how many.
-    ready: RefCell<Vec<bool>>,
-    readied: Cell<usize>,
+    index: u32,
+    grid: Grid,
+    /// Bytes per partition.
+    part_bytes: usize,
+    round: RefCell<Round>,
 }
 
 /// Per (communicator context, user tag): the derived channel and the initialisations counted
@@ -65,13 +188,13 @@ pub(crate) type Channels = FxHashMap<(u32, i32), Channel>;
 const CHANNEL_BASE: u32 = 1 << 31;
 
 /// The channel for `tag` on `core` and the next initialisation count towards `peer`.
-fn next_round_tag(
+fn next_index(
     s: &mut State,
     core: &ferry_core::Comm,
     tag: i32,
     peer: usize,
     send: bool,
-) -> Res<(ferry_core::Comm, i32)> {
+) -> Res<(ferry_core::Comm, u32)> {
     let key = (core.context_id(), tag);
     let members = core.world_ranks();
     {
@@ -105,9 +228,9 @@ fn next_round_tag(
             &mut channel.recvs
         };
         let n = counts.entry(peer).or_insert(0);
-        let round_tag = (*n & 0x7fff_ffff) as i32;
+        let index = *n;
         *n = n.wrapping_add(1);
-        Ok((channel.comm.clone(), round_tag))
+        Ok((channel.comm.clone(), index))
     }
 }
 
@@ -174,27 +297,57 @@ pub(crate) unsafe fn init(
             }
         };
             let datatype = crate::p2p::keep_type(s, datatype)?;
-            let bytes = s.datatype(datatype)?.size();
-            if partitions
+            let dt = s.datatype(datatype)?;
+            let Some(total) = partitions
                 .checked_mul(count)
-                .and_then(|n| n.checked_mul(bytes))
-                .is_none()
-            {
+                .and_then(|n| n.checked_mul(dt.size()))
+            else {
                 return fail(MPI_ERR_COUNT, "partitions × count × type size overflows");
+            };
+            let (channel, index) = next_index(s, &core, tag, peer, send)?;
+            let direct = Typed {
+                dt: dt.clone(),
+                count: partitions * count,
+                base: buf as *mut u8,
             }
-            let (channel, round_tag) = next_round_tag(s, &core, tag, peer, send)?;
+            .direct();
+            let grid = Grid::of(total);
             let part = Partitioned {
                 send,
                 buf: buf as *mut u8,
                 partitions,
                 count,
                 datatype,
+                part_bytes: count * dt.size(),
+                dt,
+                direct,
                 peer,
                 user_tag: tag,
                 channel,
-                tag: round_tag,
-                ready: RefCell::new(vec![false; partitions]),
-                readied: Cell::new(0),
+                index,
+                grid,
+                round: RefCell::new(Round {
+                    number: 0,
+                    ready: vec![false; if send { partitions } else { 0 }],
+                    readied: 0,
+                    block_ready: vec![0; if send { grid.blocks() } else { 0 }],
+                    sending: Vec::new(),
+                    blocks: Vec::with_capacity(if send { 0 } else { grid.blocks() }),
+                    unpacked: vec![
+                        false;
+                        if direct.is_none() && !send {
+                            partitions
+                        } else {
+                            0
+                        }
+                    ],
+                    end: Box::new([0; 8]),
+                    staging: if direct.is_none() {
+                        vec![0; total]
+                    } else {
+                        Vec::new()
+                    },
+                }),
             };
             *out = s.requests.insert(Request {
                 comm,
@@ -211,55 +364,72 @@ pub(crate) unsafe fn init(
 }
 
 impl Partitioned {
-    fn typed(&self, s: &mut State) -> Res<Typed> {
-        Ok(Typed {
-            dt: s.datatype(self.datatype)?,
-            count: self.partitions * self.count,
-            base: self.buf,
-        })
+    /// Where the packed bytes of the message are: the user's buffer, or the staged image.
+    fn image(&self, round: &mut Round) -> *mut u8 {
+        self.direct.unwrap_or(round.staging.as_mut_ptr())
     }
 
-    /// MPI_Start: a receive is posted at once; a send waits for its partitions.
-    pub(crate) fn start(&self, s: &mut State) -> Res<Progress> {
+    /// The user's address of partition `p` (its first element).
+    fn partition_base(&self, p: usize) -> *mut u8 {
+        let elements = (p * self.count) as isize;
+        self.buf
+            .wrapping_offset(elements.wrapping_mul(self.dt.extent()))
+    }
+
+    /// The error a request that ended by a failure reports; `Ok` for any other.
+    fn fault(&self, st: &RawStatus) -> Res {
+        match st.fault {
+            Fault::None => Ok(()),
+            Fault::ProcFailed => fail(
+                MPIX_ERR_PROC_FAILED,
+                format!("rank {} of the communicator failed", self.peer),
+            ),
+            Fault::Revoked => fail(MPIX_ERR_REVOKED, "the communicator has been revoked"),
+        }
+    }
+
+    /// MPI_Start: a receive posts its blocks' receives and the closing one; a send waits for
+    /// its partitions.
+    /// (`_state`: the caller's, which a start of this kind does not need.)
+    pub(crate) fn start(&self, _state: &mut State) -> Res<Progress> {
+        let mut round = self.round.borrow_mut();
+        let round = &mut *round;
+        round.number = round.number.wrapping_add(1);
         if self.send {
-            self.ready.borrow_mut().fill(false);
-            self.readied.set(0);
+            round.ready.fill(false);
+            round.readied = 0;
+            round.block_ready.fill(0);
+            round.sending.clear();
             return Ok(Progress::AwaitingReady);
         }
-        let typed = self.typed(s)?;
-        let (core, peer, tag) = (&self.channel, self.peer, self.tag);
-        let started = match typed.direct() {
-            // SAFETY: MPI's contract keeps the buffer valid until the round completes.
-            Some(ptr) => {
-                unsafe { core.raw_recv(ptr, typed.bytes(), ferry_core::Source::Rank(peer), tag) }
-                    .map(|raw| (raw, None))
-            }
-            None => {
-                let mut staged = vec![0u8; typed.bytes()];
-                // SAFETY: `staged` moves into the finish closure, which outlives the receive.
-                unsafe {
-                    core.raw_recv(
-                        staged.as_mut_ptr(),
-                        staged.len(),
-                        ferry_core::Source::Rank(peer),
-                        tag,
-                    )
-                }
-                .map(|raw| {
-                    let finish: crate::request::Finish =
-                        Box::new(move |st: &ferry_core::raw::RawStatus| {
-                            typed.unpack(&staged[..st.len.min(staged.len())]);
-                        });
-                    (raw, Some(finish))
-                })
-            }
-        };
-        let (raw, finish) = started?;
-        Ok(Progress::Running { raw, finish })
+        round.blocks.clear();
+        round.unpacked.fill(false);
+        let image = self.image(round);
+        let source = Source::Rank(self.peer);
+        for block in 0..self.grid.blocks() {
+            let at = self.grid.start(block);
+            let tag = wire_tag(self.index, round.number, block as u32);
+            // SAFETY: `image` holds the round's `total` bytes (the user's buffer, which MPI's
+            // contract keeps valid until the round completes, or the staging image, which
+            // lives as long as the request and is never reallocated); `at < total`.
+            let raw = unsafe {
+                self.channel
+                    .raw_recv(image.add(at), self.grid.total - at, source, tag)
+            }?;
+            round.blocks.push(Block::Posted(raw));
+        }
+        let tag = wire_tag(self.index, round.number, END_BLOCK);
+        // SAFETY: `end` is boxed in the round, which lives as long as the request; the next
+        // round reuses it only after this one completed.
+        let raw = unsafe {
+            self.channel
+                .raw_recv(round.end.as_mut_ptr(), 8, source, tag)
+        }?;
+        Ok(Progress::Running { raw, finish: None })
     }
 
-    /// Marks `partition` ready; the last one of the round sends the message.
-    fn mark_ready(&self, s: &mut State, partition: c_int) -> Res<Option<Progress>> {
+    /// Marks `partition` ready, adding it to `newly`.
+    fn mark_ready(&self, round: &mut Round, partition: c_int, newly: &mut Vec<usize>) -> Res {
         let i = usize::try_from(partition)
             .ok()
             .filter(|&i| i < self.partitions)
@@ -269,39 +439,238 @@ impl Partitioned {
                     format!("partition {partition} is not in 0..{}", self.partitions),
                 )
             })?;
-        {
-            let mut ready = self.ready.borrow_mut();
-            if ready[i] {
-                return fail(
-                    MPI_ERR_ARG,
-                    format!("partition {i} is already marked ready in this round"),
-                );
-            }
-            ready[i] = true;
+        if round.ready[i] {
+            return fail(
+                MPI_ERR_ARG,
+                format!("partition {i} is already marked ready in this round"),
+            );
         }
-        self.readied.set(self.readied.get() + 1);
-        if self.readied.get() < self.partitions {
+        round.ready[i] = true;
+        round.readied += 1;
+        newly.push(i);
+        Ok(())
+    }
+
+    /// Sends the blocks that the partitions `newly` made ready complete, each run of
+    /// consecutive ones as one message; when every partition is ready, the closing message too,
+    /// whose request it returns.
+    fn send_ready(&self, round: &mut Round, newly: &[usize]) -> Res<Option<RawRequest>> {
+        let (grid, pb) = (self.grid, self.part_bytes);
+        if self.direct.is_none() {
+            for &p in newly {
+                // SAFETY: MPI's contract: partition `p` of the user's buffer holds `count`
+                // elements of the type; its packed bytes go to their place in the image.
+                unsafe {
+                    self.dt.pack(
+                        self.partition_base(p),
+                        self.count,
+                        &mut round.staging[p * pb..(p + 1) * pb],
+                    )
+                };
+            }
+        }
+        let mut full = Vec::new();
+        for &p in newly {
+            let (from, to) = (p * pb, (p + 1) * pb);
+            for block in grid.blocks_of(from, to) {
+                let overlap = to.min(grid.end(block)) - from.max(grid.start(block));
+                round.block_ready[block] += overlap;
+                if round.block_ready[block] == grid.end(block) - grid.start(block) {
+                    full.push(block);
+                }
+            }
+        }
+        full.sort_unstable();
+        self.reap(round)?;
+        let image = self.image(round);
+        for run in consecutive_runs(&full) {
+            let (from, to) = (grid.start(run.start), grid.end(run.end - 1));
+            let tag = wire_tag(self.index, round.number, run.start as u32);
+            let mode = SendMode::Standard;
+            // SAFETY: `from..to` lies in the image of `total` bytes (see `start`), which
+            // MPI's contract (or the request) keeps valid until the round completes, and the
+            // user may not touch a ready partition again before then.
+            let raw = unsafe {
+                (self.channel).raw_send(image.add(from), to - from, self.peer, tag, mode)
+            }?;
+            round.sending.push(raw);
+        }
+        if round.readied < self.partitions {
             return Ok(None);
         }
-        let typed = self.typed(s)?;
-        let (core, peer, tag) = (&self.channel, self.peer, self.tag);
-        let mode = ferry_core::raw::SendMode::Standard;
-        let (raw, finish) = match typed.direct() {
-            // SAFETY: MPI's contract keeps the buffer valid until the round completes.
-            Some(ptr) => (
-                unsafe { core.raw_send(ptr, typed.bytes(), peer, tag, mode) },
-                None,
-            ),
-            None => {
-                let staged = typed.pack();
-                // SAFETY: `staged` moves into the finish closure, which outlives the send.
-                let raw = unsafe { core.raw_send(staged.as_ptr(), staged.len(), peer, tag, mode) };
-                let finish: crate::request::Finish = Box::new(move |_| drop(staged));
-                (raw, Some(finish))
+        *round.end = (grid.total as u64).to_le_bytes();
+        let tag = wire_tag(self.index, round.number, END_BLOCK);
+        // SAFETY: as in `start`: `end` outlives the send.
+        let raw = unsafe {
+            (self.channel).raw_send(round.end.as_ptr(), 8, self.peer, tag, SendMode::Standard)
+        }?;
+        Ok(Some(raw))
+    }
+
+    /// Takes the block sends that finished.
+    fn reap(&self, round: &mut Round) -> Res {
+        let mut failed = Ok(());
+        round.sending.retain(|&raw| {
+            if !self.channel.raw_done(raw) {
+                return true;
             }
+            if let Some(st) = self.channel.raw_take(raw) {
+                if failed.is_ok() {
+                    failed = self.fault(&st);
+                }
+            }
+            false
+        });
+        failed
+    }
+
+    /// Takes the block receives that finished; the receives of the blocks a run covered are
+    /// withdrawn.
+    fn poll(&self, round: &mut Round) -> Res {
+        let grid = self.grid;
+        let mut block = 0;
+        while block < round.blocks.len() {
+            let Block::Posted(raw) = round.blocks[block] else {
+                block += 1;
+                continue;
+            };
+            if !self.channel.raw_done(raw) {
+                block += 1;
+                continue;
+            }
+            let st = self
+                .channel
+                .raw_take(raw)
+                .ok_or_else(|| MpiError::new(MPI_ERR_INTERN, "block receive vanished"))?;
+            round.blocks[block] = Block::In;
+            self.fault(&st)?;
+            if st.message_len > st.len {
+                return fail(
+                    MPI_ERR_TRUNCATE,
+                    format!(
+                        "partitioned receive of {} bytes: rank {} sent past its end (the sizes of MPI_Psend_init and MPI_Precv_init differ)",
+                        grid.total, self.peer
+                    ),
+                );
+            }
+            let at = grid.start(block);
+            let covered = grid.blocks_of(at, at + st.len).end.max(block + 1);
+            for other in block + 1..covered.min(round.blocks.len()) {
+                if let Block::Posted(raw) = round.blocks[other] {
+                    self.channel.raw_cancel(raw);
+                    let withdrawn = self.channel.raw_take(raw).is_some_and(|st| st.cancelled);
+                    if !withdrawn {
+                        return fail(
+                            MPI_ERR_INTERN,
+                            format!("partitioned receive: block {other} got a message of its own inside a run"),
+                        );
+                    }
+                }
+                round.blocks[other] = Block::In;
+            }
+            block = covered;
+        }
+        Ok(())
+    }
+
+    /// Withdraws the block receives still posted (a round that ended early).
+    fn withdraw(&self, round: &mut Round) {
+        for block in round.blocks.iter_mut() {
+            if let Block::Posted(raw) = *block {
+                self.channel.raw_cancel(raw);
+                self.channel.raw_take(raw);
+                *block = Block::In;
+            }
+        }
+    }
+
+    /// Whether every byte of receive partition `p` is in; unpacks it when staged.
+    fn arrived_now(&self, round: &mut Round, p: usize) -> Res<bool> {
+        self.poll(round)?;
+        let (from, to) = (p * self.part_bytes, (p + 1) * self.part_bytes);
+        let arrived = (self.grid.blocks_of(from, to)).all(|b| round.blocks[b] == Block::In);
+        if arrived {
+            self.unpack(round, p);
+        }
+        Ok(arrived)
+    }
+
+    /// Unpacks receive partition `p` from the staged image, once.
+    fn unpack(&self, round: &mut Round, p: usize) {
+        if self.direct.is_some() || round.unpacked[p] {
+            return;
+        }
+        let pb = self.part_bytes;
+        // SAFETY: MPI's contract: partition `p` of the user's buffer has room for `count`
+        // elements of the type.
+        unsafe {
+            (self.dt).unpack(
+                &round.staging[p * pb..(p + 1) * pb],
+                self.count,
+                self.partition_base(p),
+            )
         };
-        let raw = raw?;
-        Ok(Some(Progress::Running { raw, finish }))
+        round.unpacked[p] = true;
+    }
+
+    /// `MPI_Parrived` of partition `p` of the running round.
+    pub(crate) fn arrived(&self, p: usize) -> Res<bool> {
+        if self.arrived_now(&mut self.round.borrow_mut(), p)? {
+            return Ok(true);
+        }
+        self.channel.progress()?;
+        self.arrived_now(&mut self.round.borrow_mut(), p)
+    }
+
+    /// Completes the round whose closing message `end` finished: what its wait reports.
+    pub(crate) fn finish_round(&self, end: RawRequest) -> Res<Outcome> {
+        let st = (self.channel)
+            .raw_take(end)
+            .ok_or_else(|| MpiError::new(MPI_ERR_INTERN, "request completed while running"))?;
+        let mut outcome = Outcome::of(&st);
+        outcome.tag = self.user_tag;
+        outcome.bytes = self.grid.total as i64;
+        let mut round = self.round.borrow_mut();
+        let round = &mut *round;
+        if outcome.error != MPI_SUCCESS || st.cancelled {
+            self.withdraw(round);
+            return Ok(outcome);
+        }
+        if self.send {
+            let sending = round.sending.clone();
+            (self.channel).wait_until(|done| sending.iter().all(|&raw| done(raw)))?;
+            self.reap(round)?;
+            return Ok(outcome);
+        }
+        let sent = u64::from_le_bytes(*round.end);
+        if st.len != 8 || sent != self.grid.total as u64 {
+            self.withdraw(round);
+            return fail(
+                MPI_ERR_TRUNCATE,
+                format!(
+                    "partitioned receive of {} bytes: the matching MPI_Psend_init of rank {} sends {sent} (they must be equal)",
+                    self.grid.total, self.peer
+                ),
+            );
+        }
+        // Every block was sent before the closing message: wait for those still coming.
+        loop {
+            self.poll(round)?;
+            let posted: Vec<RawRequest> = (round.blocks.iter())
+                .filter_map(|b| match *b {
+                    Block::Posted(raw) => Some(raw),
+                    Block::In => None,
+                })
+                .collect();
+            if posted.is_empty() {
+                break;
+            }
+            (self.channel).wait_until(|done| posted.iter().any(|&raw| done(raw)))?;
+        }
+        for p in 0..self.partitions {
+            self.unpack(round, p);
+        }
+        Ok(outcome)
     }
 }
 
@@ -344,7 +713,8 @@ pub(crate) fn partitioned(
     Ok(Rc::clone(p))
 }
 
-/// Marks each of `partitions` ready on the send request `request`.
+/// Marks each of `partitions` ready on the send request `request` and sends what they
+/// complete. At the first bad partition the marking stops; those marked before it still go.
 pub(crate) fn ready(request: Handle, partitions: impl Iterator<Item = c_int>, call: &str) -> Res {
     running(|s| {
         let p = partitioned(s, request, true, call)?;
@@ -357,13 +727,84 @@ pub(crate) fn ready(request: Handle, partitions: impl Iterator<Item = c_int>, ca
                 format!("{call}: every partition of this round is already ready"),
             );
         }
+        let mut round = p.round.borrow_mut();
+        let mut newly = Vec::new();
+        let mut marked = Ok(());
         for partition in partitions {
-            if let Some(progress) = p.mark_ready(s, partition)? {
-                if let Some(req) = s.requests.get_mut(request) {
-                    req.progress = progress;
+            marked = p.mark_ready(&mut round, partition, &mut newly);
+            if marked.is_err() {
+                break;
+            }
+        }
+        let end = p.send_ready(&mut round, &newly)?;
+        if let (Some(raw), Some(req)) = (end, s.requests.get_mut(request)) {
+            req.progress = Progress::Running { raw, finish: None };
+        }
+        marked
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_grid_has_at_most_max_blocks_of_a_power_of_two_covering_the_total() {
+        for total in [
+            0,
+            1,
+            96,
+            255,
+            256,
+            257,
+            8000,
+            16384,
+            9600,
+            1 << 20,
+            (1 << 30) + 3,
+        ] {
+            let g = Grid::of(total);
+            assert!(
+                g.block.is_power_of_two() && g.block >= MIN_BLOCK,
+                "{total}: {g:?}"
+            );
+            assert!(g.blocks() <= MAX_BLOCKS, "{total}: {g:?}");
+            assert_eq!(g.blocks() > 0, total > 0);
+            if total > 0 {
+                assert_eq!(g.end(g.blocks() - 1), total);
+                assert!(g.start(g.blocks() - 1) < total);
+            }
+        }
+        // 1000 partitions of 8 bytes: 32 blocks of 256 bytes, 32 partitions each.
+        let g = Grid::of(8000);
+        assert_eq!((g.block, g.blocks()), (256, 32));
+        assert_eq!(g.blocks_of(0, 8), 0..1);
+        assert_eq!(g.blocks_of(248, 264), 0..2);
+        assert_eq!(g.blocks_of(7992, 8000), 31..32);
+        assert_eq!(g.blocks_of(8, 8), 0..0);
+    }
+
+    #[test]
+    fn blocks_ready_together_go_as_one_run_each() {
+        assert_eq!(consecutive_runs(&[]), Vec::<Range<usize>>::new());
+        assert_eq!(consecutive_runs(&[0, 1, 2, 3]), vec![0..4]);
+        assert_eq!(consecutive_runs(&[1, 2, 5, 7, 8]), vec![1..3, 5..6, 7..9]);
+    }
+
+    #[test]
+    fn wire_tags_keep_request_round_and_block_apart_and_stay_valid_tags() {
+        let mut seen = std::collections::HashSet::new();
+        for index in [0, 1, (1 << INDEX_BITS) - 1] {
+            for round in [0, 1, (1 << ROUND_BITS) - 1] {
+                for block in [0, 1, MAX_BLOCKS as u32 - 1, END_BLOCK] {
+                    let tag = wire_tag(index, round, block);
+                    assert!(tag >= 0);
+                    assert!(seen.insert(tag), "{index} {round} {block}");
                 }
             }
         }
-        Ok(())
-    })
+        // Counts wrap instead of spilling into the sign bit.
+        assert_eq!(wire_tag(1 << INDEX_BITS, 1 << ROUND_BITS, 0), 0);
+        assert_eq!(wire_tag(u32::MAX, u32::MAX, END_BLOCK), i32::MAX);
+    }
 }

@@ -522,6 +522,10 @@ impl Request {
             }
             Progress::Done(o) => Ok(o),
             Progress::Running { raw, finish } => {
+                if let Some(Persistent::Partitioned(p)) = self.persistent.as_deref() {
+                    // A round's closing message: the round's other messages finish first.
+                    return p.finish_round(raw);
+                }
                 let Some(st) = self.core.raw_take(raw) else {
                     self.progress = Progress::Running { raw, finish };
                     return Err(MpiError::new(
@@ -532,12 +536,7 @@ impl Request {
                 if let Some(f) = finish {
                     f(&st);
                 }
-                let mut outcome = Outcome::of(&st);
-                if let Some(Persistent::Partitioned(p)) = self.persistent.as_deref() {
-                    // The message travelled on the partitioned channel under its round tag.
-                    outcome.tag = p.user_tag;
-                }
-                Ok(outcome)
+                Ok(Outcome::of(&st))
             }
         }
     }
