@@ -241,12 +241,28 @@ fn partitioned_partition_counts_differ_ready_orders_rounds_and_errors() {
     no_errors(2, "partitioned2");
 }
 
-/// MPI_Parrived reporting a partition while a later one is not ready needs each partition to
-/// leave when it is made ready; ferry sends a round whole once every partition is ready.
+/// MPI_Parrived reports a partition while a later one is not ready yet.
 #[test]
-#[ignore = "partitions are sent together once all are ready (docs/mpi.md, partitioned communication)"]
 fn partitioned_partitions_arrive_before_the_later_ones_are_ready() {
     no_errors(2, "partitioned_early");
+}
+
+#[test]
+fn partitioned_partitions_arrive_step_by_step_in_any_cut_over_shm_and_tcp() {
+    for transport in ["shm", "tcp"] {
+        no_errors_in_env(
+            2,
+            "partitioned_steps",
+            &[],
+            &[("FERRY_TRANSPORT", transport)],
+        );
+        no_errors_in_env(
+            2,
+            "partitioned_early",
+            &[],
+            &[("FERRY_TRANSPORT", transport)],
+        );
+    }
 }
 
 #[test]
