@@ -9,8 +9,10 @@
 //! Blocks. The two sides may cut the same bytes into different partition counts, and neither
 //! knows the other's, so both cut the round's bytes the same way into blocks ([`Grid`]): at
 //! most [`MAX_BLOCKS`], each a power of two of at least [`MIN_BLOCK`] bytes, derived from the
-//! total alone. At `MPI_Start` the receiver posts one receive per block, into the block's place
-//! in its buffer and long enough to reach the end of it. Each `MPI_Pready` call sends the blocks
+//! receiver's total. `MPI_Precv_init` sends the sender that grid (the sender's total may be
+//! smaller); until it has come, readied partitions wait (for the next `MPI_Pready` or the
+//! wait). At `MPI_Start` the receiver posts one receive per block, into the block's place in
+//! its buffer and long enough to reach the end of it. Each `MPI_Pready` call sends the blocks
 //! it completed (every byte ready), each run of consecutive ones as one message tagged with its
 //! first block: the receive of that block takes the whole run in place (eager or rendezvous,
 //! as any point-to-point message), and the receives of the other blocks of the run are
@@ -53,7 +55,9 @@ const ROUND_BITS: u32 = 10;
 const INDEX_BITS: u32 = 31 - BLOCK_BITS - ROUND_BITS;
 /// The block field of a round's closing message.
 const END_BLOCK: u32 = (1 << BLOCK_BITS) - 1;
-const _: () = assert!(MAX_BLOCKS < END_BLOCK as usize);
+/// The block field of the receiver's grid, sent once to the sender (round field 0).
+const GRID_BLOCK: u32 = END_BLOCK - 1;
+const _: () = assert!(MAX_BLOCKS < GRID_BLOCK as usize);
 
 /// The tag of block `block` (or [`END_BLOCK`]) of round `round` of the `index`-th request of
 /// its channel and peer. Counts wrap: a sender would have to run 1024 rounds ahead of its
@@ -126,6 +130,12 @@ enum Block {
 struct Round {
     /// Counts the request's rounds (part of every tag).
     number: u32,
+    /// The blocks: the receiver's own; the sender's once the receiver's word came.
+    grid: Option<Grid>,
+    /// Sender: the receive of the receiver's grid until it came; receiver: its send.
+    grid_message: Option<RawRequest>,
+    /// The receiver's block size and total bytes, little-endian.
+    grid_bytes: Box<[u8; 16]>,
     /// Sender: which partitions are ready, and how many.
     ready: Vec<bool>,
     readied: usize,
@@ -166,7 +176,8 @@ pub(crate) struct Partitioned {
     /// The channel the rounds travel on, and this request's initialisation count there.
     channel: ferry_core::Comm,
     index: u32,
-    grid: Grid,
+    /// Bytes of a round.
+    total: usize,
     /// Bytes per partition.
     part_bytes: usize,
     round: RefCell<Round>,
@@ -325,12 +336,15 @@ pub(crate) unsafe fn init(
                 user_tag: tag,
                 channel,
                 index,
-                grid,
+                total,
                 round: RefCell::new(Round {
                     number: 0,
+                    grid: (!send).then_some(grid),
+                    grid_message: None,
+                    grid_bytes: Box::new([0; 16]),
                     ready: vec![false; if send { partitions } else { 0 }],
                     readied: 0,
-                    block_ready: vec![0; if send { grid.blocks() } else { 0 }],
+                    block_ready: Vec::new(),
                     sending: Vec::new(),
                     blocks: Vec::with_capacity(if send { 0 } else { grid.blocks() }),
                     unpacked: vec![
@@ -349,6 +363,7 @@ pub(crate) unsafe fn init(
                     },
                 }),
             };
+            part.exchange_grid()?;
             *out = s.requests.insert(Request {
                 comm,
                 core,
@@ -388,6 +403,83 @@ impl Partitioned {
         }
     }
 
+    /// The receiver's grid (its own, set at initialisation).
+    fn recv_grid(&self, round: &Round) -> Grid {
+        round.grid.unwrap_or_else(|| Grid::of(self.total))
+    }
+
+    /// At initialisation the receiver tells the sender its blocks (the sender's total may be
+    /// smaller than its own), and the sender posts the receive for that word.
+    fn exchange_grid(&self) -> Res {
+        let mut round = self.round.borrow_mut();
+        let round = &mut *round;
+        let tag = wire_tag(self.index, 0, GRID_BLOCK);
+        let bytes = round.grid_bytes.as_mut_ptr();
+        let raw = if self.send {
+            // SAFETY: `grid_bytes` is boxed in the round, which lives as long as the request.
+            unsafe { (self.channel).raw_recv(bytes, 16, Source::Rank(self.peer), tag) }?
+        } else {
+            let grid = self.recv_grid(round);
+            round.grid_bytes[..8].copy_from_slice(&(grid.block as u64).to_le_bytes());
+            round.grid_bytes[8..].copy_from_slice(&(grid.total as u64).to_le_bytes());
+            round.sending.push(
+                // SAFETY: as above.
+                unsafe { (self.channel).raw_send(bytes, 16, self.peer, tag, SendMode::Standard) }?,
+            );
+            return Ok(());
+        };
+        round.grid_message = Some(raw);
+        Ok(())
+    }
+
+    /// Sender: whether the receiver's grid is known, taking its word if it came.
+    fn learn_grid(&self, round: &mut Round) -> Res<bool> {
+        if round.grid.is_some() {
+            return Ok(true);
+        }
+        let Some(raw) = round.grid_message else {
+            return fail(
+                MPI_ERR_INTERN,
+                "partitioned send without the receiver's grid",
+            );
+        };
+        if !self.channel.raw_done(raw) {
+            return Ok(false);
+        }
+        round.grid_message = None;
+        let st = (self.channel)
+            .raw_take(raw)
+            .ok_or_else(|| MpiError::new(MPI_ERR_INTERN, "grid receive vanished"))?;
+        self.fault(&st)?;
+        let word = |at: usize| {
+            let mut b = [0u8; 8];
+            b.copy_from_slice(&round.grid_bytes[at..at + 8]);
+            usize::try_from(u64::from_le_bytes(b)).ok()
+        };
+        let grid = match (word(0), word(8)) {
+            (Some(block), Some(total)) if st.len == 16 && block.is_power_of_two() => Grid {
+                // Bytes past the receiver's end are not sent: its wait reports the truncation.
+                total: self.total.min(total),
+                block,
+            },
+            _ => {
+                return fail(
+                    MPI_ERR_INTERN,
+                    "partitioned send: malformed grid from the receiver",
+                )
+            }
+        };
+        if grid.blocks() > MAX_BLOCKS {
+            return fail(
+                MPI_ERR_INTERN,
+                "partitioned send: the receiver's grid has too many blocks",
+            );
+        }
+        round.grid = Some(grid);
+        round.block_ready = vec![0; grid.blocks()];
+        Ok(true)
+    }
+
     /// MPI_Start: a receive posts its blocks' receives and the closing one; a send waits for
     /// its partitions.
     /// (`_state`: the caller's, which a start of this kind does not need.)
@@ -404,17 +496,19 @@ impl Partitioned {
         }
         round.blocks.clear();
         round.unpacked.fill(false);
+        self.reap(round)?;
+        let grid = self.recv_grid(round);
         let image = self.image(round);
         let source = Source::Rank(self.peer);
-        for block in 0..self.grid.blocks() {
-            let at = self.grid.start(block);
+        for block in 0..grid.blocks() {
+            let at = grid.start(block);
             let tag = wire_tag(self.index, round.number, block as u32);
             // SAFETY: `image` holds the round's `total` bytes (the user's buffer, which MPI's
             // contract keeps valid until the round completes, or the staging image, which
             // lives as long as the request and is never reallocated); `at < total`.
             let raw = unsafe {
                 self.channel
-                    .raw_recv(image.add(at), self.grid.total - at, source, tag)
+                    .raw_recv(image.add(at), grid.total - at, source, tag)
             }?;
             round.blocks.push(Block::Posted(raw));
         }
@@ -454,8 +548,9 @@ impl Partitioned {
     /// Sends the blocks that the partitions `newly` made ready complete, each run of
     /// consecutive ones as one message; when every partition is ready, the closing message too,
     /// whose request it returns.
+    /// Until the receiver's grid is known nothing goes; the round's wait then waits for it.
     fn send_ready(&self, round: &mut Round, newly: &[usize]) -> Res<Option<RawRequest>> {
-        let (grid, pb) = (self.grid, self.part_bytes);
+        let pb = self.part_bytes;
         if self.direct.is_none() {
             for &p in newly {
                 // SAFETY: MPI's contract: partition `p` of the user's buffer holds `count`
@@ -469,9 +564,29 @@ impl Partitioned {
                 };
             }
         }
+        let known = round.grid.is_some();
+        if !self.learn_grid(round)? {
+            // Rarely more than the first round's first calls: the word left at MPI_Precv_init.
+            self.channel.progress()?;
+            if !self.learn_grid(round)? {
+                let all = round.readied == self.partitions;
+                return Ok(if all { round.grid_message } else { None });
+            }
+        }
+        let Some(grid) = round.grid else {
+            return fail(MPI_ERR_INTERN, "partitioned send without a grid");
+        };
+        // Partitions readied before the grid came count now.
+        let earlier: Vec<usize>;
+        let newly = if known {
+            newly
+        } else {
+            earlier = (0..self.partitions).filter(|&p| round.ready[p]).collect();
+            &earlier
+        };
         let mut full = Vec::new();
         for &p in newly {
-            let (from, to) = (p * pb, (p + 1) * pb);
+            let (from, to) = ((p * pb).min(grid.total), ((p + 1) * pb).min(grid.total));
             for block in grid.blocks_of(from, to) {
                 let overlap = to.min(grid.end(block)) - from.max(grid.start(block));
                 round.block_ready[block] += overlap;
@@ -498,7 +613,7 @@ impl Partitioned {
         if round.readied < self.partitions {
             return Ok(None);
         }
-        *round.end = (grid.total as u64).to_le_bytes();
+        *round.end = (self.total as u64).to_le_bytes();
         let tag = wire_tag(self.index, round.number, END_BLOCK);
         // SAFETY: as in `start`: `end` outlives the send.
         let raw = unsafe {
@@ -527,7 +642,7 @@ impl Partitioned {
     /// Takes the block receives that finished; the receives of the blocks a run covered are
     /// withdrawn.
     fn poll(&self, round: &mut Round) -> Res {
-        let grid = self.grid;
+        let grid = self.recv_grid(round);
         let mut block = 0;
         while block < round.blocks.len() {
             let Block::Posted(raw) = round.blocks[block] else {
@@ -588,24 +703,25 @@ impl Partitioned {
     fn arrived_now(&self, round: &mut Round, p: usize) -> Res<bool> {
         self.poll(round)?;
         let (from, to) = (p * self.part_bytes, (p + 1) * self.part_bytes);
-        let arrived = (self.grid.blocks_of(from, to)).all(|b| round.blocks[b] == Block::In);
+        let grid = self.recv_grid(round);
+        let arrived = (grid.blocks_of(from, to)).all(|b| round.blocks[b] == Block::In);
         if arrived {
-            self.unpack(round, p);
+            self.unpack(round, p, self.total);
         }
         Ok(arrived)
     }
 
-    /// Unpacks receive partition `p` from the staged image, once.
-    fn unpack(&self, round: &mut Round, p: usize) {
-        if self.direct.is_some() || round.unpacked[p] {
+    /// Unpacks receive partition `p` (its bytes before `upto`) from the staged image, once.
+    fn unpack(&self, round: &mut Round, p: usize, upto: usize) {
+        let pb = self.part_bytes;
+        if self.direct.is_some() || round.unpacked[p] || p * pb >= upto {
             return;
         }
-        let pb = self.part_bytes;
         // SAFETY: MPI's contract: partition `p` of the user's buffer has room for `count`
         // elements of the type.
         unsafe {
             (self.dt).unpack(
-                &round.staging[p * pb..(p + 1) * pb],
+                &round.staging[p * pb..((p + 1) * pb).min(upto)],
                 self.count,
                 self.partition_base(p),
             )
@@ -622,38 +738,52 @@ impl Partitioned {
         self.arrived_now(&mut self.round.borrow_mut(), p)
     }
 
-    /// Completes the round whose closing message `end` finished: what its wait reports.
-    pub(crate) fn finish_round(&self, end: RawRequest) -> Res<Outcome> {
-        let st = (self.channel)
-            .raw_take(end)
-            .ok_or_else(|| MpiError::new(MPI_ERR_INTERN, "request completed while running"))?;
-        let mut outcome = Outcome::of(&st);
-        outcome.tag = self.user_tag;
-        outcome.bytes = self.grid.total as i64;
+    /// What the wait of a round reports, from its closing message's status.
+    fn outcome(&self, st: &RawStatus, bytes: usize) -> Outcome {
+        Outcome {
+            tag: self.user_tag,
+            bytes: bytes as i64,
+            ..Outcome::of(st)
+        }
+    }
+
+    /// Completes the round whose request `raw` finished (its closing message, or for a sender
+    /// that readied everything before the receiver's grid came, that grid's receive): what
+    /// its wait reports. The round's other messages were all sent before the closing one;
+    /// this waits for those still on their way.
+    pub(crate) fn finish_round(&self, raw: RawRequest) -> Res<Outcome> {
         let mut round = self.round.borrow_mut();
         let round = &mut *round;
-        if outcome.error != MPI_SUCCESS || st.cancelled {
-            self.withdraw(round);
-            return Ok(outcome);
-        }
         if self.send {
-            let sending = round.sending.clone();
-            (self.channel).wait_until(|done| sending.iter().all(|&raw| done(raw)))?;
-            self.reap(round)?;
-            return Ok(outcome);
+            return self.finish_send(round, raw);
         }
-        let sent = u64::from_le_bytes(*round.end);
-        if st.len != 8 || sent != self.grid.total as u64 {
+        let st = (self.channel)
+            .raw_take(raw)
+            .ok_or_else(|| MpiError::new(MPI_ERR_INTERN, "request completed while running"))?;
+        if st.fault != Fault::None || st.cancelled {
+            self.withdraw(round);
+            return Ok(self.outcome(&st, 0));
+        }
+        let sent = usize::try_from(u64::from_le_bytes(*round.end)).unwrap_or(usize::MAX);
+        if st.len != 8 || sent > self.total {
             self.withdraw(round);
             return fail(
                 MPI_ERR_TRUNCATE,
                 format!(
-                    "partitioned receive of {} bytes: the matching MPI_Psend_init of rank {} sends {sent} (they must be equal)",
-                    self.grid.total, self.peer
+                    "partitioned receive of {} bytes: the matching MPI_Psend_init of rank {} sends {sent}",
+                    self.total, self.peer
                 ),
             );
         }
-        // Every block was sent before the closing message: wait for those still coming.
+        // A shorter send fills the blocks up to its end only.
+        let grid = self.recv_grid(round);
+        for block in grid.blocks_of(0, sent).end..round.blocks.len() {
+            if let Block::Posted(raw) = round.blocks[block] {
+                self.channel.raw_cancel(raw);
+                self.channel.raw_take(raw);
+                round.blocks[block] = Block::In;
+            }
+        }
         loop {
             self.poll(round)?;
             let posted: Vec<RawRequest> = (round.blocks.iter())
@@ -668,9 +798,40 @@ impl Partitioned {
             (self.channel).wait_until(|done| posted.iter().any(|&raw| done(raw)))?;
         }
         for p in 0..self.partitions {
-            self.unpack(round, p);
+            self.unpack(round, p, sent);
         }
-        Ok(outcome)
+        Ok(self.outcome(&st, sent))
+    }
+
+    /// [`Partitioned::finish_round`] of a send.
+    fn finish_send(&self, round: &mut Round, raw: RawRequest) -> Res<Outcome> {
+        let end = if round.grid.is_none() {
+            // `raw` is the grid's receive, done: every ready partition goes now.
+            self.send_ready(round, &[])?.ok_or_else(|| {
+                MpiError::new(MPI_ERR_INTERN, "partitioned send: no closing message")
+            })?
+        } else {
+            raw
+        };
+        let sending = round.sending.clone();
+        (self.channel).wait_until(|done| done(end) && sending.iter().all(|&raw| done(raw)))?;
+        let st = (self.channel)
+            .raw_take(end)
+            .ok_or_else(|| MpiError::new(MPI_ERR_INTERN, "closing message vanished"))?;
+        self.reap(round)?;
+        Ok(self.outcome(&st, self.total))
+    }
+}
+
+impl Drop for Partitioned {
+    /// A freed request's receives that have not matched are withdrawn: they point into it.
+    fn drop(&mut self) {
+        let mut round = self.round.borrow_mut();
+        if let Some(raw) = round.grid_message.take() {
+            self.channel.raw_cancel(raw);
+            self.channel.raw_take(raw);
+        }
+        self.withdraw(&mut round);
     }
 }
 

@@ -24,6 +24,9 @@ int main(int argc, char **argv)
     int go = 0;
     if (rank == 0) {
         MPI_Psend_init(buf, PARTS, PER, MPI_INT, 1, 3, MPI_COMM_WORLD, MPI_INFO_NULL, &req);
+        /* Both requests exist before the first round (ferry's sender learns the receiver's
+         * blocks from a word MPI_Precv_init sends: partitions readied before it came wait). */
+        MPI_Barrier(MPI_COMM_WORLD);
         for (int round = 0; round < ROUNDS; round++) {
             for (int i = 0; i < PARTS * PER; i++)
                 buf[i] = round * 10000 + i;
@@ -36,6 +39,7 @@ int main(int argc, char **argv)
     } else if (rank == 1) {
         MPI_Precv_init(buf, 2 * PARTS, PER / 2, MPI_INT, 0, 3, MPI_COMM_WORLD, MPI_INFO_NULL,
                        &req);
+        MPI_Barrier(MPI_COMM_WORLD);
         for (int round = 0; round < ROUNDS; round++) {
             for (int i = 0; i < PARTS * PER; i++)
                 buf[i] = -1;

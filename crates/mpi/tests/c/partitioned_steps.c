@@ -7,7 +7,7 @@
  * readies more, and no partition with a byte not readied yet may. Rounds of 16 KiB and of
  * 1 MiB (whose partitions go by rendezvous), a sender whose datatype is not contiguous (one
  * int in every two), and partition sizes that divide neither way, where only the second rule
- * is asked. Then the errors: MPI_Parrived on a send request, MPI_Pready on a receive request
+ * is asked. Receives longer than the send. Then the errors: MPI_Parrived on a send request, MPI_Pready on a receive request
  * and on a round that completed, MPI_Pready_range with low above high, and (ferry only) a
  * receive that is shorter than what the sender sends. Two processes.
  *
@@ -84,6 +84,8 @@ static void sender(const Config *c, int tag)
     }
     MPI_Request req;
     MPI_Psend_init(buf, c->send_parts, per, type, 1, tag, MPI_COMM_WORLD, MPI_INFO_NULL, &req);
+    /* Both requests exist before the first round (see partitioned_early.c). */
+    MPI_Barrier(MPI_COMM_WORLD);
     for (int round = 0; round < c->rounds; round++) {
         for (int i = 0; i < c->total * stride; i++)
             buf[i] = i % stride ? -7 : value(round, i / stride);
@@ -119,6 +121,7 @@ static void receiver(const Config *c, int tag)
     char *readied = malloc(c->send_parts), *seen = malloc(c->recv_parts);
     MPI_Request req;
     MPI_Precv_init(buf, c->recv_parts, per, MPI_INT, 0, tag, MPI_COMM_WORLD, MPI_INFO_NULL, &req);
+    MPI_Barrier(MPI_COMM_WORLD);
     for (int round = 0; round < c->rounds; round++) {
         for (int i = 0; i < c->total; i++)
             buf[i] = -1;
@@ -220,6 +223,51 @@ static void errors(int rank)
     }
 }
 
+/* A receive longer than the send takes what came, and its status counts that: 64 ints into
+ * 100, and 1 MiB into 4 MiB (whose blocks are four times the sender's own). MPICH 4.0.2's own
+ * part/pingping expects this; MPICH 5.0.2 fails such a wait (MPI_ERR_OTHER), so it is not
+ * asked there. */
+static __attribute__((unused)) void longer_receives(int rank)
+{
+    const int sent[2] = {64, 1 << 18}, room[2] = {100, 1 << 20};
+    for (int k = 0; k < 2; k++) {
+        int *buf = malloc(sizeof(int) * room[k]);
+        MPI_Request req;
+        if (rank == 0) {
+            for (int i = 0; i < sent[k]; i++)
+                buf[i] = value(k, i);
+            MPI_Psend_init(buf, 4, sent[k] / 4, MPI_INT, 1, 60 + k, MPI_COMM_WORLD,
+                           MPI_INFO_NULL, &req);
+        } else if (rank == 1) {
+            for (int i = 0; i < room[k]; i++)
+                buf[i] = -1;
+            MPI_Precv_init(buf, 4, room[k] / 4, MPI_INT, 0, 60 + k, MPI_COMM_WORLD,
+                           MPI_INFO_NULL, &req);
+        }
+        MPI_Barrier(MPI_COMM_WORLD);
+        if (rank == 0) {
+            MPI_Start(&req);
+            for (int p = 3; p >= 0; p--)
+                MPI_Pready(p, req);
+            MPI_Wait(&req, MPI_STATUS_IGNORE);
+            MPI_Request_free(&req);
+        } else if (rank == 1) {
+            MPI_Status st;
+            int count = -1, bad = 0;
+            MPI_Start(&req);
+            int rc = MPI_Wait(&req, &st);
+            MPI_Get_count(&st, MPI_INT, &count);
+            CHECK(rc == MPI_SUCCESS && count == sent[k], "%d ints into %d: rc %d, count %d",
+                  sent[k], room[k], rc, count);
+            for (int i = 0; i < room[k]; i++)
+                bad += buf[i] != (i < sent[k] ? value(k, i) : -1);
+            CHECK(!bad, "%d ints into %d: %d wrong", sent[k], room[k], bad);
+            MPI_Request_free(&req);
+        }
+        free(buf);
+    }
+}
+
 int main(int argc, char **argv)
 {
     int rank;
@@ -232,6 +280,9 @@ int main(int argc, char **argv)
         else if (rank == 1)
             receiver(&configs[i], (int)i);
     }
+#ifndef MPICH_VERSION
+    longer_receives(rank);
+#endif
     errors(rank);
     return finish();
 }
