@@ -44,8 +44,10 @@ use std::ffi::{c_int, c_void};
 use std::ops::Range;
 use std::rc::Rc;
 
-/// Most blocks a round is cut into (receives posted per round).
-const MAX_BLOCKS: usize = 64;
+/// Most blocks a round is cut into (receives posted per round). Fewer blocks are fewer
+/// messages when many small partitions are readied one by one (each message costs the sender
+/// a few microseconds over TCP, in its computing's way); more let a partition arrive sooner.
+const MAX_BLOCKS: usize = 16;
 /// Fewest bytes in a block (but the last): smaller rounds are one block.
 const MIN_BLOCK: usize = 256;
 
@@ -414,14 +416,15 @@ impl Partitioned {
         let mut round = self.round.borrow_mut();
         let round = &mut *round;
         let tag = wire_tag(self.index, 0, GRID_BLOCK);
-        let bytes = round.grid_bytes.as_mut_ptr();
         let raw = if self.send {
+            let bytes = round.grid_bytes.as_mut_ptr();
             // SAFETY: `grid_bytes` is boxed in the round, which lives as long as the request.
             unsafe { (self.channel).raw_recv(bytes, 16, Source::Rank(self.peer), tag) }?
         } else {
             let grid = self.recv_grid(round);
             round.grid_bytes[..8].copy_from_slice(&(grid.block as u64).to_le_bytes());
             round.grid_bytes[8..].copy_from_slice(&(grid.total as u64).to_le_bytes());
+            let bytes = round.grid_bytes.as_ptr();
             round.sending.push(
                 // SAFETY: as above.
                 unsafe { (self.channel).raw_send(bytes, 16, self.peer, tag, SendMode::Standard) }?,
@@ -611,6 +614,13 @@ impl Partitioned {
             round.sending.push(raw);
         }
         if round.readied < self.partitions {
+            // One pass moves the blocks sent before (a rendezvous whose clear-to-send came
+            // while the program computed): a sender that computes between its MPI_Pready
+            // calls makes no other progress. Sends that are done need none.
+            self.reap(round)?;
+            if !round.sending.is_empty() {
+                self.channel.progress()?;
+            }
             return Ok(None);
         }
         *round.end = (self.total as u64).to_le_bytes();
@@ -936,13 +946,15 @@ mod tests {
                 assert!(g.start(g.blocks() - 1) < total);
             }
         }
-        // 1000 partitions of 8 bytes: 32 blocks of 256 bytes, 32 partitions each.
+        // 1000 partitions of 8 bytes: 16 blocks of 512 bytes, 64 partitions each.
         let g = Grid::of(8000);
-        assert_eq!((g.block, g.blocks()), (256, 32));
+        assert_eq!((g.block, g.blocks()), (512, 16));
         assert_eq!(g.blocks_of(0, 8), 0..1);
-        assert_eq!(g.blocks_of(248, 264), 0..2);
-        assert_eq!(g.blocks_of(7992, 8000), 31..32);
+        assert_eq!(g.blocks_of(504, 520), 0..2);
+        assert_eq!(g.blocks_of(7992, 8000), 15..16);
         assert_eq!(g.blocks_of(8, 8), 0..0);
+        // Small rounds are one block.
+        assert_eq!(Grid::of(96).blocks(), 1);
     }
 
     #[test]
