@@ -156,6 +156,30 @@ struct Round {
     staging: Vec<u8>,
 }
 
+impl Round {
+    /// The state before the first round; `staged` when the datatype is not contiguous.
+    fn new(send: bool, partitions: usize, grid: Grid, staged: bool) -> Round {
+        Round {
+            number: 0,
+            grid: (!send).then_some(grid),
+            grid_message: None,
+            grid_bytes: Box::new([0; 16]),
+            ready: vec![false; if send { partitions } else { 0 }],
+            readied: 0,
+            block_ready: Vec::new(),
+            sending: Vec::new(),
+            blocks: Vec::with_capacity(if send { 0 } else { grid.blocks() }),
+            unpacked: vec![false; if staged && !send { partitions } else { 0 }],
+            end: Box::new([0; 8]),
+            staging: if staged {
+                vec![0; grid.total]
+            } else {
+                Vec::new()
+            },
+        }
+    }
+}
+
 /// One partitioned request's fixed arguments and its current round.
 pub(crate) struct Partitioned {
     /// Sender (`MPI_Psend_init`) or receiver.
@@ -339,31 +363,7 @@ pub(crate) unsafe fn init(
                 channel,
                 index,
                 total,
-                round: RefCell::new(Round {
-                    number: 0,
-                    grid: (!send).then_some(grid),
-                    grid_message: None,
-                    grid_bytes: Box::new([0; 16]),
-                    ready: vec![false; if send { partitions } else { 0 }],
-                    readied: 0,
-                    block_ready: Vec::new(),
-                    sending: Vec::new(),
-                    blocks: Vec::with_capacity(if send { 0 } else { grid.blocks() }),
-                    unpacked: vec![
-                        false;
-                        if direct.is_none() && !send {
-                            partitions
-                        } else {
-                            0
-                        }
-                    ],
-                    end: Box::new([0; 8]),
-                    staging: if direct.is_none() {
-                        vec![0; total]
-                    } else {
-                        Vec::new()
-                    },
-                }),
+                round: RefCell::new(Round::new(send, partitions, grid, direct.is_none())),
             };
             part.exchange_grid()?;
             *out = s.requests.insert(Request {
