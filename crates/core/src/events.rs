@@ -177,7 +177,10 @@ pub fn listen(kind: EventType, on: bool) {
     } else {
         // Never below 0, whatever the caller does.
         let fewer = |n: u32| n.checked_sub(1);
-        if count.fetch_update(Ordering::Relaxed, Ordering::Relaxed, fewer).is_ok() {
+        if count
+            .fetch_update(Ordering::Relaxed, Ordering::Relaxed, fewer)
+            .is_ok()
+        {
             let _ = ANY_LISTENERS.fetch_update(Ordering::Relaxed, Ordering::Relaxed, fewer);
         }
     }

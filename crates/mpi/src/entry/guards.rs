@@ -15,21 +15,25 @@ use std::ffi::c_int;
 #[inline]
 pub(crate) fn guard(name: &'static str, comm: Handle, body: impl FnOnce() -> Res) -> c_int {
     // Events the call raised go to their callbacks as it returns (`crate::tool::events`).
-    let _call = CallScope::enter();
-    match caught(body) {
+    let call = CallScope::enter();
+    let rc = match caught(body) {
         Ok(()) => MPI_SUCCESS,
         Err(error) => handle_error(name, comm, error),
-    }
+    };
+    call.leave();
+    rc
 }
 
 /// Runs the body of file call `name`; on error, invokes the error handler of file `fh` (or of
 /// MPI_FILE_NULL when `fh` is no open file). A panic becomes MPI_ERR_INTERN.
 pub(crate) fn file_guard(name: &'static str, fh: Handle, body: impl FnOnce() -> Res) -> c_int {
-    let _call = CallScope::enter();
-    match caught(body) {
+    let call = CallScope::enter();
+    let rc = match caught(body) {
         Ok(()) => MPI_SUCCESS,
         Err(e) => crate::io::handle_file_error(name, fh, e),
-    }
+    };
+    call.leave();
+    rc
 }
 
 /// Runs the body of an MPI_T function: its error class, MPI_T_ERR_INVALID for a panic.

@@ -338,9 +338,11 @@ impl CallScope {
     }
 }
 
-impl Drop for CallScope {
+impl CallScope {
+    /// The call ends (its error handled): at the outermost, waiting events are delivered. No
+    /// `Drop`: the guards catch every panic, and a drop would cost each call a landing pad.
     #[inline(always)]
-    fn drop(&mut self) {
+    pub(crate) fn leave(self) {
         if !self.0 {
             return;
         }

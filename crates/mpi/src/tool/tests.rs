@@ -233,14 +233,12 @@ mod events_tests {
         let none = std::ptr::null_mut();
         assert!(register(reg, MPI_T_CB_REQUIRE_THREAD_SAFE, none, Some(on_event)).is_ok());
         assert!(register(reg, 5, none, Some(on_event)).is_err());
-        {
-            let _outer = CallScope::enter();
-            {
-                let _inner = CallScope::enter();
-                runtime::raise(EventType::UnexpectedMessage, [1, 99, 0, 12]);
-            }
-            assert_eq!(CALLS.load(Ordering::SeqCst), 0, "not inside an outer call");
-        }
+        let outer = CallScope::enter();
+        let inner = CallScope::enter();
+        runtime::raise(EventType::UnexpectedMessage, [1, 99, 0, 12]);
+        inner.leave();
+        assert_eq!(CALLS.load(Ordering::SeqCst), 0, "not inside an outer call");
+        outer.leave();
         assert_eq!(CALLS.load(Ordering::SeqCst), 1);
         assert_eq!(TAG.load(Ordering::SeqCst), 99);
         assert!(free(reg, none, Some(on_free)).is_ok());
