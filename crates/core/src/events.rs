@@ -8,7 +8,6 @@
 //! ([`take`]) at the end of the MPI call that raised it, outside the runtime's state, and runs
 //! the callbacks there: never inside the progress engine.
 
-use crate::engine::{Engine, Route};
 use std::collections::VecDeque;
 use std::fmt::Display;
 use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
@@ -238,14 +237,7 @@ pub(crate) fn unexpected(source: u32, tag: i32, context: u32, bytes: u64) {
 }
 
 /// Raises [`EventType::RendezvousStart`] for a send of `bytes` to `dest` over `route`.
-pub(crate) fn rendezvous(dest: u32, tag: i32, bytes: usize, route: Route, cma: bool) {
-    let route = match route {
-        Route::Loopback => RendezvousRoute::Itself,
-        Route::Shm if cma => RendezvousRoute::ShmCma,
-        Route::Shm => RendezvousRoute::ShmCopy,
-        Route::Tcp => RendezvousRoute::Tcp,
-        Route::Fabric => RendezvousRoute::FabricRead,
-    };
+pub(crate) fn rendezvous(dest: u32, tag: i32, bytes: usize, route: RendezvousRoute) {
     let e = [dest.into(), tag.into(), bytes as i64, route as i64];
     raise(EventType::RendezvousStart, e);
 }
@@ -272,36 +264,10 @@ pub(crate) fn collective(kind: CollectiveKind, algorithm: impl Display, call: (u
     }
 }
 
-/// Raises [`EventType::PathChange`] (from [`PathKind::None`]) for every peer of a world just
-/// set up, when someone listens: its route in `engine`, and for TCP the path the grid plans
-/// (`punched`: world ranks reached through both NATs).
-pub(crate) fn paths_set_up(
-    engine: &Engine,
-    guids: &[ferry_grid::Guid],
-    punched: &[u32],
-    (base, rank): (u32, u32),
-) {
-    if !listening(EventType::PathChange) {
-        return;
-    }
-    for peer in 0..guids.len() as u32 {
-        let Some(route) = engine.proto.route((base + peer) as usize) else {
-            continue;
-        };
-        let path = match route {
-            Route::Loopback => PathKind::Itself,
-            Route::Shm => PathKind::Shm,
-            Route::Fabric => PathKind::Fabric,
-            Route::Tcp if punched.contains(&peer) => PathKind::Punched,
-            Route::Tcp => match ferry_grid::path::plan(guids, rank, peer).path {
-                ferry_grid::Path::Direct => PathKind::Direct,
-                ferry_grid::Path::ViaMyNat => PathKind::Nat,
-                ferry_grid::Path::ViaPeerRelay { .. } => PathKind::Relay,
-            },
-        };
-        let e = [(base + peer).into(), PathKind::None as i64, path as i64, 0];
-        raise(EventType::PathChange, e);
-    }
+/// Raises [`EventType::PathChange`] (from [`PathKind::None`]) to `path` for world rank `peer`.
+pub(crate) fn path_set_up(peer: u32, path: PathKind) {
+    let e = [peer.into(), PathKind::None as i64, path as i64, 0];
+    raise(EventType::PathChange, e);
 }
 
 #[cfg(test)]

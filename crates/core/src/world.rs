@@ -286,7 +286,7 @@ pub fn init() -> Result<World, Error> {
         ..config.clone()
     };
     connect_all(&mut engine, &config, &cards, &tcp_peers, ranks)?;
-    crate::events::paths_set_up(&engine, &grid.ids, &punched, (base, rank));
+    paths_set_up(&engine, &grid.ids, &punched, (base, rank));
     if config.show_paths {
         crate::punching::show_paths(engine.net.tcp.as_ref(), &mut boot, &grid.ids, (base, rank))?;
         if rank == 0 && !near.tcp_peers.is_empty() {
@@ -391,6 +391,38 @@ impl Neighbours {
     /// Whether this rank has shared-memory peers.
     fn shm_peers(&self) -> bool {
         self.local.len() > 1 && self.shm_allowed
+    }
+}
+
+/// Raises a path event (`crate::events`, from none) for every peer of a world just set up,
+/// when a tool listens: its route in `engine`, and for TCP the path the grid plans
+/// (`punched`: world ranks reached through both NATs).
+fn paths_set_up(
+    engine: &Engine,
+    guids: &[ferry_grid::Guid],
+    punched: &[u32],
+    (base, rank): (u32, u32),
+) {
+    use crate::events::{listening, EventType, PathKind};
+    if !listening(EventType::PathChange) {
+        return;
+    }
+    for peer in 0..guids.len() as u32 {
+        let Some(route) = engine.proto.route((base + peer) as usize) else {
+            continue;
+        };
+        let path = match route {
+            Route::Loopback => PathKind::Itself,
+            Route::Shm => PathKind::Shm,
+            Route::Fabric => PathKind::Fabric,
+            Route::Tcp if punched.contains(&peer) => PathKind::Punched,
+            Route::Tcp => match ferry_grid::path::plan(guids, rank, peer).path {
+                ferry_grid::Path::Direct => PathKind::Direct,
+                ferry_grid::Path::ViaMyNat => PathKind::Nat,
+                ferry_grid::Path::ViaPeerRelay { .. } => PathKind::Relay,
+            },
+        };
+        crate::events::path_set_up(base + peer, path);
     }
 }
 

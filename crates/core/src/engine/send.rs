@@ -159,7 +159,15 @@ impl Engine {
             return Ok(id);
         }
         if crate::events::listening(crate::events::EventType::RendezvousStart) {
-            crate::events::rendezvous(dest, tag, len, route, self.proto.cma);
+            use crate::events::RendezvousRoute as Way;
+            let way = match route {
+                Route::Loopback => Way::Itself,
+                Route::Shm if self.proto.cma => Way::ShmCma,
+                Route::Shm => Way::ShmCopy,
+                Route::Tcp => Way::Tcp,
+                Route::Fabric => Way::FabricRead,
+            };
+            crate::events::rendezvous(dest, tag, len, way);
         }
         let id = self.proto.requests.insert(ReqState::SendEager);
         let mut machine = RendezvousSend::new(id, len as u64);
