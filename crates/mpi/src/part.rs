@@ -151,6 +151,8 @@ struct Round {
     unpacked: Vec<bool>,
     /// The closing message: the round's byte count, little-endian.
     end: Box<[u8; 8]>,
+    /// Receiver: the receive of the running round's closing message.
+    closing: Option<RawRequest>,
     /// The packed image of the message when the datatype is not contiguous in the buffer
     /// (allocated once: messages point into it).
     staging: Vec<u8>,
@@ -171,6 +173,7 @@ impl Round {
             blocks: Vec::with_capacity(if send { 0 } else { grid.blocks() }),
             unpacked: vec![false; if staged && !send { partitions } else { 0 }],
             end: Box::new([0; 8]),
+            closing: None,
             staging: if staged {
                 vec![0; grid.total]
             } else {
@@ -522,6 +525,7 @@ impl Partitioned {
             self.channel
                 .raw_recv(round.end.as_mut_ptr(), 8, source, tag)
         }?;
+        round.closing = Some(raw);
         Ok(Progress::Running { raw, finish: None })
     }
 
@@ -714,7 +718,12 @@ impl Partitioned {
         self.poll(round)?;
         let (from, to) = (p * self.part_bytes, (p + 1) * self.part_bytes);
         let grid = self.recv_grid(round);
-        let arrived = (grid.blocks_of(from, to)).all(|b| round.blocks[b] == Block::In);
+        let mut blocks = grid.blocks_of(from, to);
+        let arrived = match blocks.is_empty() {
+            // A partition of no bytes has arrived once the sender's round has (its close).
+            true => (round.closing).is_some_and(|raw| self.channel.raw_done(raw)),
+            false => blocks.all(|b| round.blocks[b] == Block::In),
+        };
         if arrived {
             self.unpack(round, p, self.total);
         }

@@ -268,6 +268,40 @@ static __attribute__((unused)) void longer_receives(int rank)
     }
 }
 
+/* Partitions of no bytes (mpi4py's testRing with an empty buffer): not arrived before the
+ * sender starts its round, arrived once it has readied them all. */
+static void empty_partitions(int rank)
+{
+    int buf[1], flag = 1, go = 0;
+    MPI_Request req;
+    for (int round = 0; round < 3; round++) {
+        if (rank == 0) {
+            MPI_Psend_init(buf, 3, 0, MPI_INT, 1, 77, MPI_COMM_WORLD, MPI_INFO_NULL, &req);
+            MPI_Recv(&go, 1, MPI_INT, 1, 78, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+            MPI_Start(&req);
+            MPI_Pready_range(0, 2, req);
+            MPI_Wait(&req, MPI_STATUS_IGNORE);
+            MPI_Request_free(&req);
+        } else if (rank == 1) {
+            MPI_Precv_init(buf, 3, 0, MPI_INT, 0, 77, MPI_COMM_WORLD, MPI_INFO_NULL, &req);
+            MPI_Start(&req);
+            for (int p = 0; p < 3; p++) {
+                MPI_Parrived(req, p, &flag);
+                CHECK(!flag, "round %d: empty partition %d arrived before the send started",
+                      round, p);
+            }
+            MPI_Send(&go, 1, MPI_INT, 0, 78, MPI_COMM_WORLD);
+            for (int p = 0; p < 3; p++) {
+                do
+                    MPI_Parrived(req, p, &flag);
+                while (!flag);
+            }
+            MPI_Wait(&req, MPI_STATUS_IGNORE);
+            MPI_Request_free(&req);
+        }
+    }
+}
+
 int main(int argc, char **argv)
 {
     int rank;
@@ -283,6 +317,7 @@ int main(int argc, char **argv)
 #ifndef MPICH_VERSION
     longer_receives(rank);
 #endif
+    empty_partitions(rank);
     errors(rank);
     return finish();
 }
