@@ -27,9 +27,9 @@ pub enum EventType {
     /// The path to a peer was set up or changed: peer's world rank, [`PathKind`] before (none
     /// when set up), after.
     PathChange = 2,
-    /// A TCP rail to a peer failed and its traffic moved to the others: peer's world rank,
-    /// the rail that failed, the rail ordered frames take now, 1 when this rank saw the failure
-    /// (0 when the peer told of it).
+    /// A rail to a peer (TCP, or a fabric NIC) failed and its traffic moved to the others:
+    /// peer's world rank, the rail that failed, how many of the pair's rails are left, 1 when
+    /// this rank saw the failure (0 when the peer told of it).
     RailFailover = 3,
     /// A collective's algorithm was chosen: [`CollectiveKind`], [`AlgorithmKind`], ranks of
     /// the communicator, bytes (per rank for gathers and alltoall).
